@@ -1,0 +1,52 @@
+"""cffi (API mode) build of ``processkit._pump`` from pump.c and sha256.c; used by setup.py."""
+
+import os
+
+import cffi
+
+# setuptools rejects absolute source paths; pip runs this from the project root.
+HERE = os.path.relpath(os.path.dirname(os.path.abspath(__file__)))
+
+ffibuilder = cffi.FFI()
+ffibuilder.cdef(
+    """
+    typedef struct pk_sha256 { ...; } pk_sha256;
+
+    typedef struct pk_stream {
+        int in_fd;
+        int capture_fd;
+        uint64_t cap;
+        uint64_t seen;
+        uint64_t written;
+        int write_error;
+        unsigned char *buf;
+        size_t buf_size;
+        ...;
+    } pk_stream;
+
+    typedef struct pk_pump_result {
+        ssize_t nread;
+        size_t echoed;
+        int read_errno;
+        int echo_errno;
+    } pk_pump_result;
+
+    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
+    void pk_stream_free(pk_stream *stream);
+    void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result);
+    void pk_stream_digest(const pk_stream *stream, unsigned char out[32]);
+
+    void pk_sha256_init(pk_sha256 *ctx);
+    void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
+    void pk_sha256_final(const pk_sha256 *ctx, unsigned char out[32]);
+    int pk_sha256_accelerated(void);
+    """
+)
+ffibuilder.set_source(
+    "processkit._pump",
+    '#include "pump.h"',
+    sources=[os.path.join(HERE, "pump.c"), os.path.join(HERE, "sha256.c")],
+    include_dirs=[HERE],
+    depends=[os.path.join(HERE, "pump.h")],
+    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra"],
+)

@@ -1,0 +1,106 @@
+/* The native pump; see pump.h for the contract shared with processkit/engine/pump.py. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pump.h"
+
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size)
+{
+    pk_stream *stream = calloc(1, sizeof *stream);
+    void *buf;
+    if (!stream)
+        return NULL;
+    /* Page alignment lets the kernel copy in and out of the buffer at full speed. */
+    if (posix_memalign(&buf, 4096, buf_size ? buf_size : 1) != 0) {
+        free(stream);
+        return NULL;
+    }
+    stream->in_fd = in_fd;
+    stream->capture_fd = capture_fd;
+    stream->cap = cap;
+    stream->buf = buf;
+    stream->buf_size = buf_size;
+    pk_sha256_init(&stream->sha);
+    return stream;
+}
+
+void pk_stream_free(pk_stream *stream)
+{
+    if (!stream)
+        return;
+    free(stream->buf);
+    free(stream);
+}
+
+/* Writes the part of a chunk that fits under the cap and hashes exactly what the kernel took. */
+static void capture(pk_stream *stream, const unsigned char *data, size_t len)
+{
+    if (stream->capture_fd < 0 || stream->write_error || stream->written >= stream->cap)
+        return;
+    if (len > stream->cap - stream->written)
+        len = (size_t)(stream->cap - stream->written);
+    while (len) {
+        ssize_t count = write(stream->capture_fd, data, len);
+        if (count < 0 && errno == EINTR)
+            continue;
+        if (count <= 0) {
+            /* A write that accepts nothing without an error would never finish: treat it as EIO. */
+            stream->write_error = count < 0 ? errno : EIO;
+            return;
+        }
+        pk_sha256_update(&stream->sha, data, (size_t)count);
+        stream->written += (uint64_t)count;
+        data += count;
+        len -= (size_t)count;
+    }
+}
+
+/* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken. */
+static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len, int *error)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t count = is_socket ? send(fd, data + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                                  : write(fd, data + done, len - done);
+        if (count < 0 && errno == EINTR)
+            continue;
+        if (count < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                *error = errno;
+            break;
+        }
+        if (count == 0)
+            break;
+        done += (size_t)count;
+    }
+    return done;
+}
+
+void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result)
+{
+    ssize_t count;
+    result->echoed = 0;
+    result->read_errno = 0;
+    result->echo_errno = 0;
+    do
+        count = read(stream->in_fd, stream->buf, stream->buf_size);
+    while (count < 0 && errno == EINTR);
+    result->nread = count;
+    if (count < 0) {
+        result->read_errno = errno;
+        return;
+    }
+    if (count == 0)
+        return;
+    stream->seen += (uint64_t)count;
+    capture(stream, stream->buf, (size_t)count);
+    if (echo_fd >= 0)
+        result->echoed = echo(echo_fd, echo_is_socket, stream->buf, (size_t)count, &result->echo_errno);
+}
+
+void pk_stream_digest(const pk_stream *stream, unsigned char out[32])
+{
+    pk_sha256_final(&stream->sha, out);
+}

@@ -1,0 +1,3 @@
+"""processkit: run one command inside a containment boundary, exactly and boundedly."""
+
+__version__ = "0.1.0"

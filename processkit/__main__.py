@@ -1,0 +1,3 @@
+from processkit.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Entry point: global options, subcommand dispatch, and the one place failures are rendered.
+
+Each subcommand family lives in its own module, imported only when used, so that the common
+case (``run``) pays for nothing else at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .. import __version__
+from ..errors import Failure, Kind
+
+# subcommand -> (module, one-line summary)
+COMMANDS = {
+    "run": ("processkit.cli.run", "run one command inside a containment boundary"),
+}
+
+ERROR_FORMATS = ("human", "json")
+
+
+def _usage_text() -> str:
+    lines = [
+        "usage: processkit-cli [--error-format human|json] <command> [options]",
+        "",
+        "commands:",
+    ]
+    width = max(len(name) for name in COMMANDS)
+    lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", "Run 'processkit-cli <command> --help' for a command's options."]
+    return "\n".join(lines) + "\n"
+
+
+def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
+    """Take the global ``--error-format`` out of ``argv`` (before any ``--``), wherever it is."""
+    chosen = None
+    rest: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            rest += argv[index:]
+            break
+        value = None
+        if token == "--error-format":
+            if index + 1 >= len(argv):
+                raise Failure(Kind.USAGE, "a value is required for '--error-format <human|json>'")
+            value = argv[index + 1]
+            index += 2
+        elif token.startswith("--error-format="):
+            value = token.partition("=")[2]
+            index += 1
+        else:
+            rest.append(token)
+            index += 1
+            continue
+        if value not in ERROR_FORMATS:
+            raise Failure(Kind.USAGE, f"invalid value '{value}' for '--error-format': expected human or json")
+        if chosen is not None:
+            raise Failure(Kind.USAGE, "the argument '--error-format' cannot be used multiple times")
+        chosen = value
+    return chosen or "human", rest
+
+
+def render_failure(failure: Failure, error_format: str, operation: str, run_id: str | None) -> None:
+    """Print one line on stderr: the human message, or the JSON envelope (run.md §5)."""
+    if error_format == "json" and failure.kind is not Kind.USAGE:
+        import json
+
+        envelope = {
+            "error_version": 1,
+            "code": failure.code,
+            "kind": failure.kind.label,
+            "operation": operation,
+            "run_id": run_id,
+            "retryable": failure.kind.retryable,
+            "message": failure.message,
+        }
+        line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+    else:
+        line = f"processkit-cli: {failure.message}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class Invocation:
+    """What a subcommand knows about how it was called; it records the run id it was given."""
+
+    def __init__(self, operation: str, error_format: str):
+        self.operation = operation
+        self.error_format = error_format
+        self.run_id: str | None = None
+
+    def fail(self, failure: Failure) -> int:
+        render_failure(failure, self.error_format, self.operation, self.run_id)
+        return failure.code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    invocation = Invocation(argv[0] if argv and argv[0] in COMMANDS else "run", "human")
+    try:
+        invocation.error_format, argv = split_error_format(argv)
+        if not argv:
+            sys.stderr.write(_usage_text())
+            return Kind.USAGE.code
+        if argv[0] in ("-h", "--help", "help"):
+            sys.stdout.write(_usage_text())
+            return 0
+        if argv[0] in ("-V", "--version"):
+            sys.stdout.write(f"processkit-cli {__version__}\n")
+            return 0
+        name = argv[0]
+        if name not in COMMANDS:
+            raise Failure(Kind.USAGE, f"unrecognized subcommand '{name}'\n{_usage_text().splitlines()[0]}")
+        invocation.operation = name
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.main(argv[1:], invocation)
+    except Failure as failure:
+        return invocation.fail(failure)
+    except KeyboardInterrupt:
+        return Kind.CANCELLED.code
+    except Exception as exc:  # noqa: BLE001 - a bug must still end as one line and code 104
+        return invocation.fail(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))

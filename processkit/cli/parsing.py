@@ -1,0 +1,49 @@
+"""argparse, adapted to the reference's CLI contract.
+
+Usage errors raise a usage Failure (exit 100) instead of argparse's exit 2; abbreviations are
+off; a flag that is not declared repeatable may be given only once (clap's default).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import usage
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("exit_on_error", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        raise usage(f"{message}\n{self.format_usage().rstrip()}")
+
+    def parse(self, argv: list[str]) -> argparse.Namespace:
+        try:
+            return self.parse_args(argv)
+        except argparse.ArgumentError as exc:
+            self.error(str(exc))
+
+
+class Once(argparse.Action):
+    """Store a value; a second occurrence is a usage error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, f"_seen_{self.dest}", False):
+            parser.error(f"the argument '{option_string}' cannot be used multiple times")
+        setattr(namespace, f"_seen_{self.dest}", True)
+        setattr(namespace, self.dest, values)
+
+
+class OnceFlag(Once):
+    def __init__(self, option_strings, dest, default=False, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, True, option_string)
+
+
+def flag_given(namespace: argparse.Namespace, dest: str) -> bool:
+    return getattr(namespace, f"_seen_{dest}", False)

@@ -1,0 +1,97 @@
+"""Value grammars shared by every subcommand; each parser raises a usage Failure on bad input."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..errors import usage
+from ..text import env_key_problem, is_terminal_safe
+
+U64_MAX = 2**64 - 1
+U32_MAX = 2**32 - 1
+
+_DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
+_SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE)
+_SIZE_FACTOR = {None: 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
+
+
+
+def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
+    """``^[0-9]+(ms|s|m|h)?$``; a bare number is seconds."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional unit ms, s, m or h")
+    digits = text[: match.start(1)] if match.group(1) else text
+    total = int(digits) * _DURATION_MS[match.group(1)]
+    if total > U64_MAX:
+        raise usage(f"invalid value '{text}' for '{flag}': duration is too large")
+    if positive and total == 0:
+        raise usage(f"invalid value '{text}' for '{flag}': duration must be greater than zero")
+    return total
+
+
+def parse_size(text: str, *, flag: str) -> int:
+    """``^[0-9]+[bkmg]?$`` in binary units; zero is rejected."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g")
+    suffix = match.group(1).lower() if match.group(1) else None
+    digits = text[:-1] if suffix else text
+    total = int(digits) * _SIZE_FACTOR[suffix]
+    if total == 0:
+        raise usage(f"invalid value '{text}' for '{flag}': size must be greater than zero")
+    if total > U64_MAX:
+        raise usage(f"invalid value '{text}' for '{flag}': size is too large")
+    return total
+
+
+def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= U32_MAX:
+        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
+    return int(text)
+
+
+def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not text.strip() == text or not math.isfinite(value) or value <= 0:
+        raise usage(f"invalid value '{text}' for '{flag}': expected a finite number of cores greater than zero")
+    return value
+
+
+def parse_run_id(text: str, *, flag: str = "--run-id") -> str:
+    if not 1 <= len(text) <= 256:
+        raise usage(f"invalid value for '{flag}': a run id has 1 to 256 characters")
+    if not is_terminal_safe(text):
+        raise usage(f"invalid value for '{flag}': a run id may not contain control, formatting or undecodable characters")
+    return text
+
+
+def parse_label(text: str, *, flag: str = "--label") -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise usage(f"invalid value for '{flag}': expected KEY=VALUE")
+    if not _LABEL_KEY.fullmatch(key) or len(key.encode("utf-8", "surrogateescape")) > 64:
+        raise usage(f"invalid label key for '{flag}': keys match [A-Za-z_][A-Za-z0-9._-]* and have at most 64 bytes")
+    if len(value) > 256 or not is_terminal_safe(value):
+        raise usage(f"invalid label value for key '{key}': at most 256 characters, no control or formatting characters")
+    return key, value
+
+
+def parse_env_key(text: str, *, flag: str) -> str:
+    problem = env_key_problem(text)
+    if problem:
+        raise usage(f"invalid value for '{flag}': {problem}")
+    return text
+
+
+def parse_env_assignment(text: str, *, flag: str = "--env") -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise usage(f"invalid value for '{flag}': expected KEY=VALUE")
+    return parse_env_key(key, flag=flag), value

@@ -1,0 +1,44 @@
+"""Fallback containment: the root child leads a fresh process group; the runner is a subreaper.
+
+A member that calls ``setsid`` or moves itself to another group escapes this boundary; that is
+the mechanism's documented limit and why cgroup v2 is preferred where the host allows it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from . import members, prctl
+from .base import Container
+
+
+class ProcessGroup(Container):
+    mechanism = "process_group"
+
+    def __init__(self) -> None:
+        self._pgid: int | None = None
+        prctl.set_child_subreaper()
+
+    def prepare_child(self) -> None:
+        return None  # the child's new group is made by the spawner (setpgid)
+
+    def adopt(self, pid: int) -> None:
+        self._pgid = pid
+
+    def member_pids(self) -> list[int]:
+        if self._pgid is None:
+            return []
+        found = (members.read_member(pid) for pid in members.all_pids())
+        return [m.pid for m in found if m is not None and m.pgid == self._pgid]
+
+    def signal_members(self, signum: int) -> None:
+        if self._pgid is None:
+            return
+        try:
+            os.killpg(self._pgid, signum)
+        except ProcessLookupError:
+            pass
+
+    def kill_all(self) -> None:
+        self.signal_members(signal.SIGKILL)

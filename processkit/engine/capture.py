@@ -1,0 +1,136 @@
+"""Bounded transcript capture: the two files, their all-or-nothing setup and the final report.
+
+The per-stream counters and digest live in the pump that writes the file (native or Python);
+this module owns the files themselves and the report's shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+STREAMS = ("stdout", "stderr")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureTarget:
+    path: str
+    fd: int
+    cap: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureReport:
+    path: str
+    bytes_seen: int
+    bytes_written: int
+    sha256: str
+    write_error: bool
+    cap: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.bytes_seen > self.cap
+
+    def as_event(self) -> dict:
+        return {
+            "path": self.path,
+            "bytes": self.bytes_seen,
+            "bytes_seen": self.bytes_seen,
+            "bytes_written": self.bytes_written,
+            "sha256": self.sha256,
+            "truncated": self.truncated,
+            "write_error": self.write_error,
+        }
+
+
+def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
+    """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
+
+    Files are opened without truncation first; only when both opened are they emptied. On
+    failure, only what this attempt created (files and directories) is removed.
+    """
+    created_dirs: list[str] = []
+    created_files: list[str] = []
+    opened: dict[str, CaptureTarget] = {}
+    try:
+        _make_dirs(directory, created_dirs)
+        for stream in STREAMS:
+            path = os.path.join(directory, f"{stream}.log")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                created_files.append(path)
+            except FileExistsError:
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            opened[stream] = CaptureTarget(path, fd, cap)
+        for target in opened.values():
+            os.ftruncate(target.fd, 0)
+    except OSError:
+        for target in opened.values():
+            os.close(target.fd)
+        for path in created_files:
+            _quietly(os.unlink, path)
+        for path in reversed(created_dirs):
+            _quietly(os.rmdir, path)
+        raise
+    return opened
+
+
+def _make_dirs(directory: str, created: list[str]) -> None:
+    missing = []
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for path in reversed(missing):
+        os.mkdir(path)
+        created.append(path)
+
+
+def _quietly(action, path: str) -> None:
+    try:
+        action(path)
+    except OSError:
+        pass
+
+
+class CaptureFile:
+    """The pure-Python capped writer: counts every byte, writes and hashes the capped prefix.
+
+    The first failed write latches ``write_error``; nothing more is written, counting goes on.
+    """
+
+    def __init__(self, target: CaptureTarget):
+        self.target = target
+        self.seen = 0
+        self.written = 0
+        self.write_error = False
+        self._digest = hashlib.sha256()
+
+    def write(self, data: memoryview) -> None:
+        self.seen += len(data)
+        room = self.target.cap - self.written
+        if self.write_error or room <= 0:
+            return
+        pending = data[:room]
+        while pending:
+            try:
+                count = os.write(self.target.fd, pending)
+            except InterruptedError:
+                continue
+            except OSError:
+                self.write_error = True
+                return
+            self._digest.update(pending[:count])
+            self.written += count
+            pending = pending[count:]
+
+    def report(self) -> CaptureReport:
+        return CaptureReport(
+            self.target.path, self.seen, self.written, self._digest.hexdigest(), self.write_error, self.target.cap
+        )
+

@@ -1,0 +1,127 @@
+"""Live echo to the runner's own stdout/stderr that never blocks the loop.
+
+The runner's inherited handles are shared with its caller, so their ``O_NONBLOCK`` flag must
+not be touched. Instead: a pipe, FIFO or terminal is reopened through ``/proc/self/fd/N``,
+which yields a private file description that can be non-blocking; a socket is written with
+``MSG_DONTWAIT``; a regular file never blocks for long and is written as it is.
+
+Bytes the consumer cannot take yet wait in a bounded backlog. When the backlog is full the
+pump stops reading the child (honest backpressure) while the loop keeps serving everything
+else.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from typing import Callable
+
+from .loop import Loop
+
+BACKLOG_LIMIT = 4 * 1024 * 1024
+
+
+class EchoSink:
+    def __init__(self, loop: Loop, fd: int, on_room: Callable[[], None]):
+        self._loop = loop
+        self._on_room = on_room
+        self._owned_fd = -1
+        self._socket: socket.socket | None = None
+        self.is_socket = False
+        self.broken = False
+        self.backlog = bytearray()
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            self.fd = -1
+            self.broken = True
+            return
+        self.fd = fd
+        if stat.S_ISSOCK(mode):
+            self.is_socket = True
+            self._socket = socket.socket(fileno=os.dup(fd))
+        elif not stat.S_ISREG(mode):
+            try:
+                self._owned_fd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+                self.fd = self._owned_fd
+            except OSError:
+                pass  # no private description to be had: plain writes on the shared one
+
+    @property
+    def accepts_direct(self) -> bool:
+        """True when a chunk may be written straight through (nothing queued ahead of it)."""
+        return not self.backlog and not self.broken
+
+    @property
+    def full(self) -> bool:
+        return len(self.backlog) >= BACKLOG_LIMIT
+
+    def write(self, data) -> None:
+        if self.broken:
+            return
+        if self.backlog:
+            self.backlog += data
+            return
+        written = self._write_some(data)
+        if written < len(data) and not self.broken:
+            self.queue(data[written:])
+
+    def queue(self, data) -> None:
+        """Append bytes that could not be written now; they go out as the consumer drains."""
+        if self.broken:
+            return
+        if not self.backlog:
+            self._loop.add_writer(self.fd, self._on_writable)
+        self.backlog += data
+
+    def _write_some(self, data) -> int:
+        try:
+            if self._socket is not None:
+                return self._socket.send(data, socket.MSG_DONTWAIT)
+            return os.write(self.fd, data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            self.abandon()
+            return 0
+
+    def abandon(self) -> None:
+        """The consumer is gone (EPIPE), failing or stalled: stop echoing, keep everything else."""
+        self.broken = True
+        if self.backlog:
+            self._loop.remove_writer(self.fd)
+            self.backlog.clear()
+            self._on_room()
+
+    def _on_writable(self) -> None:
+        was_full = self.full
+        written = self._write_some(self.backlog)
+        del self.backlog[:written]
+        if not self.backlog:
+            self._loop.remove_writer(self.fd)
+        if was_full and not self.full:
+            self._on_room()
+
+    def drain(self, stall_seconds: float) -> int:
+        """At the end of a run: keep writing while the consumer makes progress.
+
+        Gives up after ``stall_seconds`` without progress and returns the bytes left unsent.
+        """
+        while self.backlog and not self.broken:
+            before = len(self.backlog)
+            self._loop.run_until(lambda: len(self.backlog) < before or self.broken, self._loop.clock() + stall_seconds)
+            if len(self.backlog) >= before:
+                break
+        return len(self.backlog)
+
+    def close(self) -> None:
+        if self.backlog:
+            self._loop.remove_writer(self.fd)
+        if self._owned_fd >= 0:
+            os.close(self._owned_fd)
+            self._owned_fd = -1
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+

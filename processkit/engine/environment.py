@@ -1,0 +1,46 @@
+"""Builds the child's environment: clear → remove → files → --env → --run-id-env, later wins."""
+
+from __future__ import annotations
+
+import os
+
+from ..text import env_key_problem
+from ..errors import Failure, Kind
+from ..spec import EnvPlan
+
+
+def _read_env_file(path: str) -> list[tuple[str, str]]:
+    """Parse an env file like repeated ``--env``; errors name the line, never the value."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read --env-file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Failure(Kind.SETUP, f"--env-file {path} is not valid UTF-8") from None
+    entries = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line[:-1] if line.endswith("\r") else line
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        problem = "expected KEY=VALUE" if not sep else env_key_problem(key)
+        if problem:
+            raise Failure(Kind.SETUP, f"--env-file {path} line {number}: {problem}")
+        entries.append((key, value))
+    return entries
+
+
+def build_environment(plan: EnvPlan, run_id: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = {} if plan.clear else dict(os.environ if base is None else base)
+    for key in plan.remove:
+        env.pop(key, None)
+    for path in plan.files:
+        env.update(_read_env_file(path))
+    env.update(plan.assignments)
+    if plan.run_id_key is not None:
+        env[plan.run_id_key] = run_id
+    return env

@@ -1,0 +1,139 @@
+"""A small single-threaded event loop over ``selectors``: fd callbacks, timers, one clock.
+
+Everything that waits in a run (child pipes, the child's pidfd, the signal wakeup socket, the
+control socket, deadlines) is a callback here. Callbacks only record facts and move bytes; the
+runner decides what those facts mean after each turn of the loop (see ``run_once``), which is
+what lets simultaneous endings be ranked instead of racing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import selectors
+import time
+from typing import Callable
+
+Callback = Callable[[], None]
+
+
+class Timer:
+    """A scheduled callback; ``cancel()`` makes it a no-op (it is dropped lazily from the heap)."""
+
+    __slots__ = ("when", "callback", "cancelled")
+
+    def __init__(self, when: float, callback: Callback):
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Loop:
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._handlers: dict[int, list[Callback | None]] = {}  # fd -> [reader, writer]
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._sequence = itertools.count()
+        self.now = time.monotonic()
+
+    # -- time -------------------------------------------------------------------------------
+    def clock(self) -> float:
+        """Refresh and return the loop's notion of now (monotonic seconds)."""
+        self.now = time.monotonic()
+        return self.now
+
+    def call_at(self, when: float, callback: Callback) -> Timer:
+        timer = Timer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._sequence), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callback) -> Timer:
+        return self.call_at(self.clock() + delay, callback)
+
+    # -- file descriptors ---------------------------------------------------------------------
+    def add_reader(self, fd: int, callback: Callback) -> None:
+        self._set_handler(fd, 0, callback)
+
+    def remove_reader(self, fd: int) -> None:
+        self._set_handler(fd, 0, None)
+
+    def add_writer(self, fd: int, callback: Callback) -> None:
+        self._set_handler(fd, 1, callback)
+
+    def remove_writer(self, fd: int) -> None:
+        self._set_handler(fd, 1, None)
+
+    def _set_handler(self, fd: int, slot: int, callback: Callback | None) -> None:
+        handlers = self._handlers.get(fd)
+        if handlers is None:
+            if callback is None:
+                return
+            handlers = self._handlers[fd] = [None, None]
+            handlers[slot] = callback
+            self._selector.register(fd, self._mask(handlers))
+            return
+        handlers[slot] = callback
+        mask = self._mask(handlers)
+        if mask:
+            self._selector.modify(fd, mask)
+        else:
+            self._selector.unregister(fd)
+            del self._handlers[fd]
+
+    @staticmethod
+    def _mask(handlers: list[Callback | None]) -> int:
+        return (selectors.EVENT_READ if handlers[0] else 0) | (selectors.EVENT_WRITE if handlers[1] else 0)
+
+    # -- running ------------------------------------------------------------------------------
+    def run_once(self, max_wait: float | None = None) -> None:
+        """Wait for the next fd event or due timer (at most ``max_wait`` s) and run callbacks."""
+        timeout = self._next_timer_delay()
+        if max_wait is not None:
+            timeout = max_wait if timeout is None else min(timeout, max_wait)
+        ready = self._selector.select(timeout)
+        self.clock()
+        for key, events in ready:
+            handlers = self._handlers.get(key.fd)
+            if handlers is None:
+                continue
+            if events & selectors.EVENT_READ and handlers[0]:
+                handlers[0]()
+            if events & selectors.EVENT_WRITE and handlers[1] and key.fd in self._handlers:
+                handlers[1]()
+        self._run_due_timers()
+
+    def _next_timer_delay(self) -> float | None:
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+        if not self._timers:
+            return None
+        return max(0.0, self._timers[0][0] - self.clock())
+
+    def _run_due_timers(self) -> None:
+        while self._timers and self._timers[0][0] <= self.now:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                timer.callback()
+
+    def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
+        """Turn the loop until ``done()`` or the monotonic ``deadline``; returns ``done()``.
+
+        ``poll`` bounds each wait, for conditions no fd or timer announces (a process gone).
+        """
+        while not done():
+            wait = poll
+            if deadline is not None:
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    return done()
+                wait = remaining if wait is None else min(wait, remaining)
+            self.run_once(wait)
+        return True
+
+    def close(self) -> None:
+        self._selector.close()
+        self._handlers.clear()
+        self._timers.clear()

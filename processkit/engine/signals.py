@@ -1,0 +1,58 @@
+"""Turns signals into readable bytes for the loop.
+
+``signal.set_wakeup_fd`` writes each caught signal's number to a socket; the Python-level
+handler does nothing, so no work ever happens inside a signal handler. A signal that was
+ignored when the runner started (``nohup``) stays ignored and is never watched.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from typing import Callable
+
+from .loop import Loop
+
+# The runner's stop signals and the ``cancelled.source`` each one reports.
+STOP_SIGNALS = {
+    signal.SIGINT: "ctrl_c",
+    signal.SIGTERM: "sigterm",
+    signal.SIGHUP: "sighup",
+}
+
+
+def _absorb(signum, frame) -> None:  # the wakeup fd carries the signal number
+    return None
+
+
+class SignalWatch:
+    def __init__(self, loop: Loop, handlers: dict[int, Callable[[int], None]]):
+        self._loop = loop
+        self._reader, self._writer = socket.socketpair()
+        for end in (self._reader, self._writer):
+            end.setblocking(False)
+        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        self._handlers = {}
+        for signum, handler in handlers.items():
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue
+            signal.signal(signum, _absorb)
+            self._handlers[signum] = handler
+        loop.add_reader(self._reader.fileno(), self._drain)
+
+    def _drain(self) -> None:
+        try:
+            data = self._reader.recv(4096)
+        except BlockingIOError:
+            return
+        for signum in dict.fromkeys(data):  # a burst of one signal is one fact
+            handler = self._handlers.get(signum)
+            if handler is not None:
+                handler(signum)
+
+    def close(self) -> None:
+        """Stop watching; the handlers stay installed, so late signals are absorbed, not fatal."""
+        self._loop.remove_reader(self._reader.fileno())
+        signal.set_wakeup_fd(self._previous_fd)
+        self._reader.close()
+        self._writer.close()

@@ -1,0 +1,52 @@
+"""The JSONL lifecycle writer: one compact line per event, written and flushed as it happens.
+
+A write failure is reported once on stderr and then poisons the emitter: later events are
+dropped, the run and its exit code carry on (events.md §1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+SCHEMA_VERSION = 1
+
+
+def utc_timestamp(ns: int | None = None) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated; pre-epoch clocks clamp to 0."""
+    ns = max(0, time.time_ns() if ns is None else ns)
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1_000_000:03d}Z"
+
+
+def encode(record: dict) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+
+
+class Emitter:
+    def __init__(self, path: str):
+        """Create or truncate ``path``; raises OSError when it cannot be opened."""
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        self._poisoned = False
+
+    def emit(self, event: str, **fields) -> None:
+        if self._poisoned:
+            return
+        record = {"schema_version": SCHEMA_VERSION, "time": utc_timestamp(), "event": event}
+        record.update(fields)
+        try:
+            line = memoryview(encode(record) + b"\n")
+            while line:
+                line = line[os.write(self._fd, line) :]
+        except (OSError, ValueError, TypeError) as exc:
+            self._poisoned = True
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            sys.stderr.write(f"processkit-cli: warning: JSONL event logging disabled: {reason}\n")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

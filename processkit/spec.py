@@ -1,0 +1,66 @@
+"""The run specification: everything the engine needs, validated and frozen by the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class StdinMode(enum.Enum):
+    NULL = "null"
+    INHERIT = "inherit"
+    FILE = "file"
+
+
+class OverflowPolicy(enum.Enum):
+    TRUNCATE = "truncate"
+    CANCEL = "cancel"
+
+
+DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvPlan:
+    """How the child's environment is derived from the runner's, applied in this fixed order."""
+
+    clear: bool = False
+    remove: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    assignments: tuple[tuple[str, str], ...] = ()
+    run_id_key: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_memory: int | None = None
+    max_processes: int | None = None
+    cpu_quota: float | None = None
+
+    @property
+    def requested(self) -> bool:
+        return any(v is not None for v in (self.max_memory, self.max_processes, self.cpu_quota))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    argv: tuple[str, ...]
+    jsonl: str
+    run_id: str
+    run_id_given: bool
+    labels: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    timeout_ms: int | None = None
+    idle_timeout_ms: int | None = None
+    grace_ms: int | None = None
+    snapshot_interval_ms: int | None = None
+    env: EnvPlan = EnvPlan()
+    limits: Limits = Limits()
+    capture_dir: str | None = None
+    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
+    capture_overflow: OverflowPolicy = OverflowPolicy.TRUNCATE
+    stdin: StdinMode = StdinMode.NULL
+    stdin_file: str | None = None
+    inherit_stdio: bool = False
+    echo: bool = True
+    argv_raw: bool = False

@@ -1,0 +1,48 @@
+"""Character-level rules: what is safe to show on a terminal, what may name an env variable."""
+
+from __future__ import annotations
+
+# Unicode format characters that can reorder or hide text on a terminal (run.md §2.4).
+_FORMAT_RANGES = (
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)
+
+
+def is_control(ch: str) -> bool:
+    point = ord(ch)
+    return point < 0x20 or 0x7F <= point < 0xA0
+
+
+def is_terminal_unsafe(ch: str) -> bool:
+    """Control characters and the format characters that can disguise terminal output."""
+    point = ord(ch)
+    return is_control(ch) or any(lo <= point <= hi for lo, hi in _FORMAT_RANGES)
+
+
+def is_terminal_safe(text: str) -> bool:
+    return not any(is_terminal_unsafe(ch) for ch in text) and not _has_surrogates(text)
+
+
+def _has_surrogates(text: str) -> bool:
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def env_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot name an environment variable, or None when it can."""
+    if not key:
+        return "an environment key may not be empty"
+    if any(ch.isspace() or ch == "\u00a0" for ch in key):
+        return "an environment key may not contain whitespace"
+    if any(is_control(ch) for ch in key) or "=" in key:
+        return "an environment key may not contain control characters or '='"
+    return None
+
+
+def sanitize(text: str, limit: int = 256) -> str:
+    """Terminal-safe rendering for human output: unsafe characters dropped, length capped."""
+    clean = "".join(ch for ch in text if not is_terminal_unsafe(ch) and not 0xD800 <= ord(ch) <= 0xDFFF)
+    return clean if len(clean) <= limit else clean[:limit] + "..."
