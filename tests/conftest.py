@@ -1,0 +1,101 @@
+"""Shared fixtures: every test drives the real ``processkit-cli`` as a separate process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REFERENCE_SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "schemas"
+
+
+def cli_command() -> list[str]:
+    exe = shutil.which("processkit-cli")
+    return [exe] if exe else [sys.executable, "-m", "processkit"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_registry(tmp_path_factory, monkeypatch):
+    """Each test gets its own registry directory, so runs never see each other."""
+    registry = tmp_path_factory.mktemp("registry")
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
+    return registry
+
+
+@pytest.fixture(params=["native", "python"])
+def pump_backend(request, monkeypatch):
+    """Runs a test once per pump implementation (PROCESSKIT_PUMP)."""
+    if request.param == "native":
+        try:
+            import processkit._pump  # noqa: F401
+        except ImportError:
+            pytest.skip("the native pump is not built")
+    monkeypatch.setenv("PROCESSKIT_PUMP", request.param)
+    return request.param
+
+
+def run_cli(*args, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run(cli_command() + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
+
+
+def start_cli(*args, **kwargs) -> subprocess.Popen:
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(cli_command() + [str(a) for a in args], **kwargs)
+
+
+def read_events(path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def event_names(path) -> list[str]:
+    return [e["event"] for e in read_events(path)]
+
+
+def wait_for_event(path, name: str, timeout: float = 10.0) -> dict:
+    """Synchronise on the JSONL: return the first ``name`` event once it has been written."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in read_events_tolerant(path):
+            if event["event"] == name:
+                return event
+        time.sleep(0.01)
+    raise AssertionError(f"no {name} event in {path} within {timeout}s: {read_events_tolerant(path)}")
+
+
+def wait_for_file(path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear within {timeout}s")
+        time.sleep(0.01)
+
+
+def read_events_tolerant(path) -> list[dict]:
+    """Complete lines only: a reader racing the writer may see a partial last line."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")[:-1]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
