@@ -76,6 +76,30 @@ def _check_conflicts(args) -> None:
             raise usage(f"the argument '--{flag.replace('_', '-')}' requires '--capture-dir'")
 
 
+def _command_from_stdin(args) -> list[str]:
+    """The program is the first required unset field: stdin may carry the argv as JSON.
+
+    Not when stdin belongs to the child: there a missing program is an immediate error.
+    """
+    missing = usage("a program to run is required after '--'")
+    if args.inherit_stdin or args.inherit_stdio or args.stdin_file == "/dev/stdin":
+        raise missing
+    from .stdin_probe import probe_stdin
+
+    text = probe_stdin("program argv")
+    if text is None:
+        raise missing
+    try:
+        import json
+
+        command = json.loads(text)
+    except ValueError:
+        command = None
+    if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
+        raise usage("standard input must carry the command as a non-empty JSON array of strings")
+    return command
+
+
 def parse(argv: list[str]) -> RunSpec:
     options, command = _split_command(argv)
     args = build_parser().parse(options)
@@ -83,7 +107,7 @@ def parse(argv: list[str]) -> RunSpec:
     if args.jsonl is None:
         raise usage("the required argument '--jsonl <FILE>' was not provided")
     if not command:
-        raise usage("a program to run is required after '--'")
+        command = _command_from_stdin(args)
     dur = values.parse_duration_ms
     run_id_given = args.run_id is not None
     run_id = values.parse_run_id(args.run_id) if run_id_given else f"run-{os.getpid()}-{time.time_ns()}"

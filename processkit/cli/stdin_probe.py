@@ -1,0 +1,89 @@
+"""The stdin first-byte probe (ADR 0203): a missing required value may arrive on stdin.
+
+An agent may launch the CLI with an inherited pipe that nobody ever writes or closes, so the
+probe waits only ``FIRST_BYTE_WINDOW`` for the first non-empty chunk. A terminal, an empty EOF
+or a silent pipe leave the value unset (the command's own validation then reports it). Once a
+first chunk has arrived only EOF completes the input, so pauses never truncate a payload. The
+bytes are decoded as UTF-8 after collection (characters split across chunks survive) and
+trimmed. It reads with ``os.read`` on the descriptor, so nothing past what it consumed is
+buffered away from the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ..engine.loop import Loop
+from ..errors import usage
+
+FIRST_BYTE_WINDOW = 0.25
+CHUNK_SIZE = 64 * 1024
+
+
+def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> str | None:
+    """The trimmed text piped in for ``field``, or None when nothing arrives in time."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return None  # no stdin at all
+    if os.isatty(fd):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raw = _read_to_eof(fd, field)  # never blocks for long, and cannot be polled
+    else:
+        raw = _read_with_window(fd, field, window)
+    if raw is None:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise usage(f"the {field} read from standard input is not valid UTF-8") from None
+    return text.strip() or None
+
+
+def _read_to_eof(fd: int, field: str) -> bytes | None:
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, CHUNK_SIZE)
+        except OSError as exc:
+            raise usage(f"cannot read the {field} from standard input: {exc.strerror}") from None
+        if not data:
+            return b"".join(chunks) or None
+        chunks.append(data)
+
+
+def _read_with_window(fd: int, field: str, window: float) -> bytes | None:
+    loop = Loop()
+    chunks: list[bytes] = []
+    state = {"done": False, "error": None}
+
+    def finish(error: OSError | None = None) -> None:
+        state["done"] = True
+        state["error"] = error
+
+    def on_readable() -> None:
+        try:
+            data = os.read(fd, CHUNK_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            finish(exc)
+            return
+        if not data:
+            finish()
+            return
+        chunks.append(data)
+        deadline.cancel()  # after the first chunk only EOF completes the input
+
+    deadline = loop.call_later(window, finish)
+    try:
+        loop.add_reader(fd, on_readable)
+        loop.run_until(lambda: state["done"])
+    finally:
+        deadline.cancel()
+        loop.close()
+    if state["error"] is not None:
+        raise usage(f"cannot read the {field} from standard input: {state['error'].strerror}")
+    return b"".join(chunks) or None

@@ -1,0 +1,148 @@
+"""ADR 0203: the stdin first-byte probe, driven through the real CLI with real pipes and a pty."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import subprocess
+import time
+
+import pytest
+
+from conftest import cli_command, read_events, run_cli
+
+WINDOW = 0.25
+
+
+def _timed(args, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    result = run_cli(*args, **kwargs)
+    return result, time.monotonic() - started
+
+
+@pytest.fixture
+def startup_seconds():
+    """How long the CLI takes to start and exit on this machine right now (median of 3)."""
+    times = sorted(_timed(["--version"])[1] for _ in range(3))
+    return times[1]
+
+
+def test_idle_pipe_missing_program_exits_100_within_a_second(tmp_path):
+    read_end, write_end = os.pipe()  # held open and never written: the agent's inherited pipe
+    try:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 100
+    assert b"program" in result.stderr
+    assert elapsed < 1.0
+    assert not (tmp_path / "e.jsonl").exists()  # a usage error opens nothing
+
+
+def test_empty_eof_does_not_wait(tmp_path, startup_seconds):
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    try:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
+    finally:
+        os.close(read_end)
+    assert result.returncode == 100
+    assert elapsed < startup_seconds + WINDOW * 0.6
+
+
+def test_terminal_stdin_does_not_wait(tmp_path, startup_seconds):
+    master, slave = pty.openpty()
+    try:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert result.returncode == 100
+    assert elapsed < startup_seconds + WINDOW * 0.6
+
+
+def test_idle_pipe_waits_for_the_window(tmp_path, startup_seconds):
+    """The contrast to the two tests above: a silent open pipe costs the window, no more."""
+    read_end, write_end = os.pipe()
+    try:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 100
+    assert elapsed >= WINDOW
+
+
+def test_argv_payload_beyond_pipe_capacity_with_pauses_runs_the_full_command(tmp_path):
+    # Four arguments of multi-byte text (each under the kernel's 128 KiB per-argument limit).
+    pieces = ["é€😀" * 6000 + str(n) for n in range(4)]
+    script = "import sys,hashlib; print(hashlib.sha256('|'.join(sys.argv[1:]).encode()).hexdigest())"
+    payload = json.dumps(["python3", "-c", script, *pieces], ensure_ascii=False).encode()
+    assert len(payload) > 200_000
+    cut_one = payload.index("😀".encode()) + 1  # inside a four-byte character
+    cut_two = len(payload) // 2 + 1
+    while payload[cut_two] & 0xC0 != 0x80:  # find a continuation byte: a cut inside a character
+        cut_two += 1
+    proc = subprocess.Popen(
+        cli_command() + ["run", "--jsonl", str(tmp_path / "e.jsonl")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    for part in (payload[:cut_one], payload[cut_one:cut_two], payload[cut_two:]):
+        proc.stdin.write(part)
+        proc.stdin.flush()
+        time.sleep(0.4)  # the scenario itself: pauses longer than the first-byte window
+    proc.stdin.close()
+    proc.stdin = None  # communicate() must not touch the stdin the test already closed
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip().decode() == hashlib.sha256("|".join(pieces).encode()).hexdigest()
+    assert read_events(tmp_path / "e.jsonl")[-1]["code"] == 0
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [(b'{"not": "a list"}', b"JSON array"), (b"[]", b"JSON array"), (b'["ok", 3]', b"JSON array"), (b"\xff\xfe[]", b"UTF-8")],
+)
+def test_bad_payloads_are_usage_errors(tmp_path, payload, message):
+    result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", input=payload, stdin=None)
+    assert result.returncode == 100
+    assert message in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flags", [["--inherit-stdin"], ["--stdin-file", "/dev/stdin"]])
+def test_stdin_owned_by_the_child_is_never_probed(tmp_path, flags):
+    """A payload on stdin is the child's input there, never the program: immediate usage error."""
+    result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", *flags, input=b'["true"]', stdin=None)
+    assert result.returncode == 100
+    assert not (tmp_path / "e.jsonl").exists()
+
+
+def test_explicit_command_ignores_a_silent_pipe(tmp_path):
+    """Explicit arguments never acquire the probe: the run starts at once."""
+    read_end, write_end = os.pipe()
+    try:
+        result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", "--", "true", stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 0
+
+
+def test_stdin_file_dev_stdin_gets_input_arriving_after_600ms(tmp_path):
+    """A stream reader is not bound by the probe's window."""
+    proc = subprocess.Popen(
+        cli_command() + ["run", "--jsonl", str(tmp_path / "e.jsonl"), "--stdin-file", "/dev/stdin", "--", "cat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.6)  # the scenario: a producer that starts late
+    out, err = proc.communicate(b"late input\n", timeout=30)
+    assert proc.returncode == 0, err
+    assert out == b"late input\n"
