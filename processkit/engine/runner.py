@@ -24,7 +24,8 @@ from .echo import EchoSink
 from .environment import build_environment
 from .loop import Loop
 from .signals import STOP_SIGNALS, SignalWatch
-from .stdin_feed import StdinFeed
+from .stdin_feed import StdinFeed, open_source
+from .terminal import Foreground, HandoffError
 
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
@@ -43,6 +44,7 @@ class EndingKind(enum.IntEnum):
     OVERALL_TIMEOUT = 3
     IDLE_TIMEOUT = 4
     OVERFLOW = 5
+    FOREGROUND = 6  # never raced: the terminal hand-off failed before the race began
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +145,7 @@ class Run:
         self._targets: dict[str, capture.CaptureTarget] = {}
         self._stdin_source: int | None = None
         self._stdin_feed: StdinFeed | None = None
+        self._foreground: Foreground | None = None
         self._env: dict[str, str] | None = None
         self._pending: dict[EndingKind, str | None] = {}
         self._timers: dict[str, object] = {}
@@ -163,6 +166,8 @@ class Run:
         except spawn.AttachError as exc:
             self.events.emit("container_failed", phase="attach", code=Kind.CONTAINER_ERROR.code, message=str(exc))
             return self._fail_before_race(Failure(Kind.CONTAINER_ERROR, str(exc)))
+        except HandoffError as exc:
+            return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
         ending = self._race()
         return self._finish(ending)
 
@@ -178,7 +183,7 @@ class Run:
                 raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
         if spec.stdin is StdinMode.FILE:
             try:
-                self._stdin_source = os.open(spec.stdin_file, os.O_RDONLY | os.O_CLOEXEC)
+                self._stdin_source = open_source(spec.stdin_file)
             except OSError as exc:
                 raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
         self._env = build_environment(spec.env, spec.run_id)
@@ -214,6 +219,8 @@ class Run:
             self.child.stdin.close()
             self._stdin_feed = StdinFeed(self.loop, self._stdin_source, pipe_fd)
             self._stdin_source = None
+        if spec.stdin is StdinMode.INHERIT:
+            self._foreground = Foreground.lend(self.child.pid)
         self.started_at = utc_timestamp()
         self.events.emit(
             "run_started",
@@ -328,6 +335,8 @@ class Run:
             self._timers["idle"] = self.loop.call_at(due, self._check_idle)
 
     def _interval_snapshot(self) -> None:
+        if self._pending:
+            return  # the snapshot timer ranks last: an ending ready in this turn stops the cadence
         self._emit_snapshot("interval")
         self._timers["snapshot"] = self.loop.call_later(self.spec.snapshot_interval_ms / 1000, self._interval_snapshot)
 
@@ -366,8 +375,9 @@ class Run:
         self._emit_resource_summary()
         self._teardown(ending)
         self._drain_outputs()
-        self._signals.close()
-        if self._targets:
+        if self._signals is not None:
+            self._signals.close()
+        if self._targets and ending.kind is not EndingKind.FOREGROUND:
             reports = {s.name: s.pump.report() for s in self.streams}
             self.events.emit("output_captured", **{name: reports[name].as_event() for name in capture.STREAMS})
         if self._publication is not None:
@@ -389,6 +399,10 @@ class Run:
         spec = self.spec
         grace = spec.grace_ms
         kind = ending.kind
+        if kind is EndingKind.FOREGROUND:
+            self.events.emit("container_failed", phase="foreground", code=Kind.CONTAINER_ERROR.code, message=ending.detail)
+            message = f"could not give the terminal to the child's process group: {ending.detail}"
+            return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
         if kind is EndingKind.CHILD_EXIT:
             rc = self._returncode
             signalled = rc < 0
@@ -443,7 +457,7 @@ class Run:
         loop = self.loop
         before = self._live_members()
         self.events.emit("cleanup_started", members_before=len(before or ()), read_error=before is None)
-        graceful = ending.kind not in (EndingKind.CHILD_EXIT,) and ending.detail != "kill"
+        graceful = ending.kind not in (EndingKind.CHILD_EXIT, EndingKind.FOREGROUND) and ending.detail != "kill"
         shutdown = self._soft_stop(len(before or ())) if graceful else None
         kill_error = False
         try:
@@ -515,6 +529,9 @@ class Run:
         stream.echo.abandon()
 
     def _release(self) -> None:
+        problem = self._foreground.restore() if self._foreground is not None else None
+        if problem is not None:
+            _warn(f"could not give the terminal back to the runner's process group: {problem}")
         for stream in self.streams:
             if stream.echo is not None:
                 stream.echo.close()

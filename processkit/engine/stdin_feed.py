@@ -1,16 +1,35 @@
 """Streams ``--stdin-file`` into the child's stdin as the pipe drains, then closes it at EOF.
 
-Only one chunk is held at a time. A child that exits or closes its stdin early is not an error
-of the runner: the feed simply stops (EPIPE).
+Only one chunk is held at a time, so a file of any size costs one chunk of memory. A child that
+exits or closes its stdin early is not an error of the runner: the feed simply stops (EPIPE).
+
+The source is usually a regular file, which never blocks for long and cannot be polled. A FIFO
+or a shell's process substitution (``--stdin-file <(producer)``) can block, so such a source is
+read non-blocking on the runner's own file description, and while it has nothing to give the
+feed waits for it instead of for the pipe.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 from .loop import Loop
 
 CHUNK_SIZE = 64 * 1024
+
+
+def open_source(path: str) -> int:
+    """Open the file for the feed; raises OSError when it cannot be read (a setup failure)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        os.close(fd)
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+    if not stat.S_ISREG(mode):
+        os.set_blocking(fd, False)  # a description of our own: the caller's flags are untouched
+    return fd
 
 
 class StdinFeed:
@@ -22,24 +41,38 @@ class StdinFeed:
         os.set_blocking(pipe_fd, False)
         loop.add_writer(pipe_fd, self._on_writable)
 
-    @property
-    def finished(self) -> bool:
-        return self._pipe < 0
-
     def _on_writable(self) -> None:
+        if not self._pending and not self._fill():
+            return
         try:
-            if not self._pending:
-                chunk = os.read(self._source, CHUNK_SIZE)
-                if not chunk:
-                    self.close()
-                    return
-                self._pending = memoryview(chunk)
             written = os.write(self._pipe, self._pending)
-            self._pending = self._pending[written:]
         except (BlockingIOError, InterruptedError):
             return
-        except OSError:  # EPIPE: the child is done with its input; also an unreadable source
+        except OSError:  # EPIPE: the child is done with its input
             self.close()
+            return
+        self._pending = self._pending[written:]
+
+    def _fill(self) -> bool:
+        """Read the next chunk; False when there is none yet (or the feed has ended)."""
+        try:
+            chunk = os.read(self._source, CHUNK_SIZE)
+        except (BlockingIOError, InterruptedError):
+            self._loop.remove_writer(self._pipe)
+            self._loop.add_reader(self._source, self._on_source_readable)
+            return False
+        except OSError:  # a source that fails mid-way ends the child's input there
+            chunk = b""
+        if not chunk:
+            self.close()
+            return False
+        self._pending = memoryview(chunk)
+        return True
+
+    def _on_source_readable(self) -> None:
+        self._loop.remove_reader(self._source)
+        if self._fill():
+            self._loop.add_writer(self._pipe, self._on_writable)
 
     def close(self) -> None:
         if self._pipe >= 0:
@@ -47,5 +80,6 @@ class StdinFeed:
             os.close(self._pipe)
             self._pipe = -1
         if self._source >= 0:
+            self._loop.remove_reader(self._source)
             os.close(self._source)
             self._source = -1

@@ -1,0 +1,84 @@
+"""The terminal's foreground, lent to the child's process group for the run and taken back.
+
+The child always leads its own process group (containment needs it), and a background group
+that reads its terminal is stopped by SIGTTIN. So when the child inherits a terminal as its
+stdin, the runner makes the child's group the terminal's foreground group, as a shell does for
+a job: keys like Ctrl-C then reach the child, not the runner.
+
+Only a runner that is itself the foreground job lends the terminal: a runner started in the
+background leaves its child in the background too, and a terminal that is not the runner's
+controlling terminal has no foreground to lend.
+
+While the terminal is lent the runner is a background process, so SIGTTOU stays ignored until
+it is taken back: ``tcsetpgrp`` from the background, and the runner's own writes to a ``TOSTOP``
+terminal, would otherwise stop the runner. The child was spawned before, so it does not
+inherit that disposition.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+class HandoffError(Exception):
+    """The terminal could not be given to the child's group (container_failed phase foreground)."""
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+class Foreground:
+    def __init__(self, fd: int, original: int):
+        self._fd = fd
+        self._original = original
+        self._sigttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        self._lent = True
+
+    @classmethod
+    def lend(cls, pgid: int, fd: int = 0) -> "Foreground | None":
+        """Make ``pgid`` the foreground group of the terminal on ``fd``.
+
+        Returns None when there is nothing to lend; raises HandoffError when the hand-off
+        fails while the child's group still exists (a child already gone keeps its result).
+        """
+        if not os.isatty(fd):
+            return None
+        try:
+            original = os.tcgetpgrp(fd)
+        except OSError:
+            return None  # not the runner's controlling terminal
+        if original != os.getpgrp():
+            return None
+        lent = cls(fd, original)
+        try:
+            os.tcsetpgrp(fd, pgid)
+            # Before the hand-off the child was a background job: a read of the terminal in
+            # that window stopped it with SIGTTIN. Resume it now that the terminal is its own.
+            os.killpg(pgid, signal.SIGCONT)
+        except OSError as exc:
+            lent.restore()
+            if not _group_exists(pgid):
+                return None
+            raise HandoffError(exc.strerror or str(exc)) from None
+        return lent
+
+    def restore(self) -> str | None:
+        """Give the terminal back to the runner's group; returns why that failed, if it did."""
+        if not self._lent:
+            return None
+        self._lent = False
+        problem = None
+        try:
+            os.tcsetpgrp(self._fd, self._original)
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        signal.signal(signal.SIGTTOU, self._sigttou if self._sigttou is not None else signal.SIG_DFL)
+        return problem
