@@ -1,6 +1,9 @@
-"""Character-level rules: what is safe to show on a terminal, what may name an env variable."""
+"""Character-level rules: what is safe to show on a terminal, what may name an env variable,
+a run or a label. The CLI checks input against them; the registry re-checks what it reads back."""
 
 from __future__ import annotations
+
+import re
 
 # Unicode format characters that can reorder or hide text on a terminal (run.md §2.4).
 _FORMAT_RANGES = (
@@ -29,6 +32,21 @@ def is_terminal_safe(text: str) -> bool:
 
 def _has_surrogates(text: str) -> bool:
     return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+_LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
+
+
+def is_valid_run_id(text: str) -> bool:
+    return 1 <= len(text) <= 256 and is_terminal_safe(text)
+
+
+def is_valid_label_key(key: str) -> bool:
+    return _LABEL_KEY.fullmatch(key) is not None and len(key) <= 64  # ASCII only, so chars are bytes
+
+
+def is_valid_label_value(value: str) -> bool:
+    return len(value) <= 256 and is_terminal_safe(value)
 
 
 def env_key_problem(key: str) -> str | None:

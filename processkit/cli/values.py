@@ -6,7 +6,7 @@ import math
 import re
 
 from ..errors import usage
-from ..text import env_key_problem, is_terminal_safe
+from ..text import env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
@@ -15,7 +15,6 @@ _DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
 _SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE)
 _SIZE_FACTOR = {None: 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 
 
 
@@ -65,10 +64,10 @@ def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
 
 
 def parse_run_id(text: str, *, flag: str = "--run-id") -> str:
-    if not 1 <= len(text) <= 256:
-        raise usage(f"invalid value for '{flag}': a run id has 1 to 256 characters")
-    if not is_terminal_safe(text):
-        raise usage(f"invalid value for '{flag}': a run id may not contain control, formatting or undecodable characters")
+    if not is_valid_run_id(text):
+        raise usage(
+            f"invalid value for '{flag}': a run id has 1 to 256 characters and no control, formatting or undecodable characters"
+        )
     return text
 
 
@@ -76,9 +75,9 @@ def parse_label(text: str, *, flag: str = "--label") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep:
         raise usage(f"invalid value for '{flag}': expected KEY=VALUE")
-    if not _LABEL_KEY.fullmatch(key) or len(key.encode("utf-8", "surrogateescape")) > 64:
+    if not is_valid_label_key(key):
         raise usage(f"invalid label key for '{flag}': keys match [A-Za-z_][A-Za-z0-9._-]* and have at most 64 bytes")
-    if len(value) > 256 or not is_terminal_safe(value):
+    if not is_valid_label_value(value):
         raise usage(f"invalid label value for key '{key}': at most 256 characters, no control or formatting characters")
     return key, value
 
