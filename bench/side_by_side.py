@@ -1,0 +1,70 @@
+"""Time two shell-free commands side by side, alternating A B A B, and report medians and ratios.
+
+Each run is measured from outside as a whole process: wall time, and the CPU time and peak RSS
+the kernel accounts to it and its waited-for descendants (``os.wait4``). Alternating the two
+commands and taking the ratio pair by pair keeps a comparison honest on a noisy shared machine.
+
+    python3 bench/side_by_side.py -n 7 --a 'processkit-cli run --jsonl /tmp/b.jsonl -- true' \
+        --b 'python3 -c pass'
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import subprocess
+import time
+
+
+def measure(argv: list[str]) -> dict:
+    started = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss_mib": usage.ru_maxrss / 1024,
+        "code": proc.returncode,
+    }
+
+
+def summarize(name: str, runs: list[dict]) -> str:
+    parts = []
+    for key in ("wall", "cpu", "rss_mib"):
+        values = [r[key] for r in runs]
+        parts.append(f"{key} median {statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})")
+    codes = sorted({r["code"] for r in runs})
+    return f"{name}: " + "; ".join(parts) + f"; exit codes {codes}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", required=True, help="command A (split like a shell would, never run by one)")
+    parser.add_argument("--b", help="command B, for ratios A/B")
+    parser.add_argument("-n", type=int, default=5, help="counted runs of each")
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args()
+    commands = [shlex.split(args.a)] + ([shlex.split(args.b)] if args.b else [])
+    for _ in range(args.warmup):
+        for argv in commands:
+            measure(argv)
+    results: list[list[dict]] = [[] for _ in commands]
+    for _ in range(args.n):
+        for index, argv in enumerate(commands):
+            results[index].append(measure(argv))
+    print(summarize("A", results[0]))
+    if args.b:
+        print(summarize("B", results[1]))
+        for key in ("wall", "cpu"):
+            ratios = [a[key] / b[key] for a, b in zip(*results) if b[key] > 0]
+            if ratios:
+                print(f"A/B {key}: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
