@@ -1,3 +1,3 @@
-from processkit.cli.main import main
+from processkit.cli.main import entry
 
-raise SystemExit(main())
+entry()
