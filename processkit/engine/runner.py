@@ -200,6 +200,9 @@ class Run:
         spec = self.spec
         pipe_output = not spec.inherit_stdio
         cwd = os.path.join(self.runner_cwd, spec.cwd) if spec.cwd is not None else None
+        # Watch stop signals from before the child exists: one arriving between spawn and the
+        # race must cancel the run, not kill the runner and orphan the container.
+        self._signals = SignalWatch(self.loop, self._signal_handlers())
         try:
             self.child = spawn.spawn(
                 spec.argv, env=self._env, cwd=cwd, container=self.container, stdin=spec.stdin, pipe_output=pipe_output
@@ -241,6 +244,8 @@ class Run:
         return publish(self, _warn)
 
     def _fail_before_race(self, failure: Failure) -> Outcome:
+        if self._signals is not None:
+            self._signals.close()
         if self._stdin_source is not None:
             os.close(self._stdin_source)
         for target in self._targets.values():
@@ -259,7 +264,6 @@ class Run:
 
     def _race(self) -> Ending:
         spec, loop = self.spec, self.loop
-        self._signals = SignalWatch(loop, self._signal_handlers())
         self._watch_root()
         start = loop.clock()
         self._last_output = start
@@ -466,6 +470,7 @@ class Run:
             kill_error = True
         loop.run_until(lambda: self._live_members() == [], loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
         loop.run_until(lambda: self._returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+        self._reap_children()  # a killed member the runner adopted is dead, not remaining
         try:
             remaining = sorted(self.container.member_pids())
             read_error = False

@@ -1,0 +1,147 @@
+"""What every run test asserts about a JSONL stream, and small helpers to drive runs.
+
+``check_stream`` validates each line against the project's shipped schema and, when the
+reference schemas are beside the repo, against the reference schema too (patched only where
+the seed differs). It also checks the line encoding, the key order and the ordering invariants
+of the stream, so a scenario test only has to assert what is special about its scenario.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from conftest import REFERENCE_SCHEMAS, run_cli
+from processkit.events.validate import load_event_schema, validate_event
+
+PY = sys.executable
+ENDINGS = ("root_exited", "timeout", "output_overflow", "cancelled", "killed")
+
+# A run whose child spawned, and the pre-spawn failures (events.md §4), as event-name shapes.
+_SPAWNED = re.compile(
+    r"run_started members_snapshot( members_snapshot)* (root_exited|timeout|output_overflow|cancelled|killed)"
+    r"( limit_evidence)? resource_summary cleanup_started cleanup_finished( output_captured)? runner_exit"
+)
+_PRE_SPAWN = re.compile(r"runner_exit|(limit_hit )?container_failed runner_exit|spawn_failed runner_exit")
+_SOURCE_CODES = {
+    "timeout": 106,
+    "cancelled": 107,
+    "control_cancel": 108,
+    "control_kill": 109,
+    "output_overflow": 113,
+    "spawn_error": 101,
+    "container_error": 102,
+    "internal": 104,
+    "setup": 111,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def reference_validator():
+    """The reference's event schema, or None when ../shared/reference/schemas is absent.
+
+    Patched only where the seed differs: each output_captured stream also reports bytes_seen
+    and bytes_written.
+    """
+    path = REFERENCE_SCHEMAS / "events-v1.schema.json"
+    if not path.exists():
+        return None
+    import jsonschema
+
+    schema = copy.deepcopy(json.loads(path.read_text(encoding="utf-8")))
+    capture = schema["$defs"]["captureInfo"]
+    for field in ("bytes_seen", "bytes_written"):
+        capture["properties"][field] = {"$ref": "#/$defs/u64"}
+        capture["required"].append(field)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def reference_problems(event: dict) -> list[str]:
+    validator = reference_validator()
+    if validator is None:
+        return []
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(event)]
+
+
+def _key_order_problems(value, schema: dict, defs: dict, where: str) -> list[str]:
+    """Objects list their keys in the schema's property order (events.md §1: fixed order)."""
+    while "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[1]]
+    problems = []
+    if isinstance(value, dict) and "properties" in schema:
+        declared = [key for key in schema["properties"] if key in value]
+        if list(value) != declared:
+            problems.append(f"{where}: keys {list(value)} are not in the order {declared}")
+        for key, item in value.items():
+            if key in schema["properties"]:
+                problems += _key_order_problems(item, schema["properties"][key], defs, f"{where}.{key}")
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            problems += _key_order_problems(item, schema["items"], defs, f"{where}[{index}]")
+    return problems
+
+
+def check_stream(path, returncode: int | None = None) -> list[dict]:
+    """Validate a finished stream in every way the contract allows; return its events."""
+    raw = Path(path).read_bytes()
+    assert raw.endswith(b"\n"), f"stream does not end with a complete line: {raw[-200:]!r}"
+    schema = load_event_schema()
+    events = []
+    for number, line in enumerate(raw.decode("utf-8").split("\n")[:-1], start=1):
+        event = json.loads(line)
+        assert line == json.dumps(event, ensure_ascii=False, separators=(",", ":")), f"line {number} is not compact: {line}"
+        assert list(event)[:3] == ["schema_version", "time", "event"], f"line {number}: envelope order {list(event)}"
+        problems = [str(v) for v in validate_event(event)]
+        problems += [f"reference: {p}" for p in reference_problems(event)]
+        problems += _key_order_problems(event, schema["$defs"].get(event["event"], {}), schema["$defs"], "$")
+        assert not problems, f"line {number} ({event['event']}): {problems}\n{line}"
+        events.append(event)
+    names = " ".join(e["event"] for e in events)
+    assert _SPAWNED.fullmatch(names) or _PRE_SPAWN.fullmatch(names), f"bad event order: {names}"
+    if events[0]["event"] == "run_started":
+        assert events[1]["reason"] == "spawn" and all(e["reason"] == "interval" for e in by_name(events, "members_snapshot")[1:])
+    _check_runner_exit(events[-1], returncode)
+    return events
+
+
+def _check_runner_exit(final: dict, returncode: int | None) -> None:
+    if final["source"] == "child_exit":
+        assert final["child_code"] == final["code"], final
+    else:
+        assert final["child_code"] is None and final["code"] == _SOURCE_CODES[final["source"]], final
+    if returncode is not None:
+        assert final["code"] == returncode, (final, returncode)
+
+
+def by_name(events: list[dict], name: str) -> list[dict]:
+    return [e for e in events if e["event"] == name]
+
+
+def one(events: list[dict], name: str) -> dict:
+    found = by_name(events, name)
+    assert len(found) == 1, f"expected one {name}, got {[e['event'] for e in events]}"
+    return found[0]
+
+
+def run_checked(tmp_path, *args, command, returncode: int | None = None, **kwargs):
+    """``run --jsonl`` a command to completion; returns (completed process, checked events)."""
+    jsonl = tmp_path / f"run-{os.urandom(4).hex()}.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, *args, "--", *command, **kwargs)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
+    if returncode is not None:
+        assert proc.returncode == returncode, (proc.returncode, proc.stderr.decode(errors="replace"))
+    return proc, check_stream(jsonl, proc.returncode)
+
+
+def python_child(code: str) -> list[str]:
+    """A child program written in Python (the test's interpreter)."""
+    return [PY, "-c", code]
+
+
+def stderr_lines(proc) -> list[str]:
+    return proc.stderr.decode("utf-8", "replace").splitlines()
