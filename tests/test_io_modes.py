@@ -1,0 +1,284 @@
+"""The I/O mode matrix without a terminal: stdin sources, parse-time conflicts, --no-echo and
+--snapshot-interval in every mode (the terminal cases are in test_io_modes_terminal.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import event_names, read_events, run_cli
+
+PY = sys.executable
+
+# Reads all of stdin, then reports its digest and the runner's (its parent's) peak RSS.
+DIGEST_CHILD = textwrap.dedent(
+    """
+    import hashlib, os, sys
+    digest = hashlib.sha256()
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        digest.update(chunk)
+    with open(f"/proc/{os.getppid()}/status") as status:
+        peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print(digest.hexdigest(), peak_kib)
+    """
+)
+
+
+def touch_child(marker) -> list[str]:
+    """A child whose only effect is creating ``marker``: proof that something was spawned."""
+    return [PY, "-c", f"open({str(marker)!r}, 'w').close()"]
+
+
+def digest_run(tmp_path, source, *flags, **kwargs) -> tuple[str, int]:
+    result = run_cli("run", *flags, "--stdin-file", source, "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", DIGEST_CHILD, **kwargs)
+    assert result.returncode == 0, result.stderr
+    digest, peak_kib = result.stdout.decode().split()
+    return digest, int(peak_kib)
+
+
+# -- --stdin-file ------------------------------------------------------------------------------
+
+
+def test_stdin_file_far_beyond_pipe_capacity_arrives_byte_exact_in_bounded_memory(tmp_path):
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x")
+    big = tmp_path / "big.bin"
+    payload = os.urandom(20 * 1024 * 1024)
+    big.write_bytes(payload)
+    digest, big_peak = digest_run(tmp_path, big)
+    assert digest == hashlib.sha256(payload).hexdigest()
+    _, small_peak = digest_run(tmp_path, small)
+    # Streamed a chunk at a time: the runner's peak memory does not grow with the file.
+    assert big_peak - small_peak < 8 * 1024, (big_peak, small_peak)
+
+
+def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_path):
+    """A FIFO source that pauses: all bytes arrive, and the loop keeps its timers meanwhile."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    producer = subprocess.Popen(
+        [PY, "-c", f"import time; f = open({str(fifo)!r}, 'wb'); f.write(b'a' * 100000); f.flush(); time.sleep(0.6); f.write(b'b' * 100000)"]
+    )
+    try:
+        digest, _ = digest_run(tmp_path, fifo, "--snapshot-interval", "100ms")
+    finally:
+        producer.wait(10)
+    assert digest == hashlib.sha256(b"a" * 100000 + b"b" * 100000).hexdigest()
+    # The 600 ms pause is spent in the loop, not in a read: the 100 ms cadence keeps going.
+    assert event_names(tmp_path / "run.jsonl").count("members_snapshot") >= 5
+
+
+@pytest.mark.parametrize(
+    "child",
+    [
+        pytest.param("import os, sys; sys.stdout.write(repr(os.read(0, 10)))", id="reads-a-little"),
+        pytest.param("import os, time; os.close(0); time.sleep(0.3); print('done')", id="closes-stdin"),
+    ],
+)
+def test_stdin_file_child_that_stops_reading_early_is_not_a_runner_error(tmp_path, child):
+    source = tmp_path / "input.bin"
+    source.write_bytes(b"0123456789" * 200000)  # 2 MB: the feed is mid-stream when the child stops
+    jsonl = tmp_path / "run.jsonl"
+    result = run_cli("run", "--stdin-file", source, "--jsonl", jsonl, "--", PY, "-c", child)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b""
+    assert result.stdout in (b"b'0123456789'", b"done\n")
+    last = read_events(jsonl)[-1]
+    assert (last["event"], last["source"], last["code"]) == ("runner_exit", "child_exit", 0)
+
+
+def test_stdin_file_bytes_stay_out_of_argv_and_events(tmp_path):
+    secret = b"s3cr3t-token-value\n"
+    source = tmp_path / "input.txt"
+    source.write_bytes(secret)
+    jsonl = tmp_path / "run.jsonl"
+    result = run_cli("run", "--argv-raw", "--stdin-file", source, "--jsonl", jsonl, "--", "cat")
+    assert result.returncode == 0 and result.stdout == secret
+    started = read_events(jsonl)[0]
+    assert started["command"]["argv"] == ["cat"]
+    assert b"s3cr3t" not in jsonl.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_stdin_file_that_cannot_be_read_is_setup_111_before_spawn(tmp_path, kind):
+    source = tmp_path / "absent" if kind == "missing" else tmp_path
+    marker = tmp_path / "spawned"
+    jsonl = tmp_path / "run.jsonl"
+    result = run_cli("run", "--stdin-file", source, "--jsonl", jsonl, "--", *touch_child(marker))
+    assert result.returncode == 111
+    assert b"--stdin-file" in result.stderr
+    assert [(e["event"], e.get("source")) for e in read_events(jsonl)] == [("runner_exit", "setup")]
+    assert not marker.exists()
+
+
+# -- --inherit-stdin -----------------------------------------------------------------------------
+
+
+def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
+    """The runner never reads stdin: a producer silent for 600 ms, then pausing, loses nothing."""
+    payload = os.urandom(300_000)
+    producer_code = textwrap.dedent(
+        f"""
+        import os, sys, time
+        data = open({str(tmp_path / 'payload')!r}, 'rb').read()
+        time.sleep(0.6)
+        os.write(1, data[:1000])
+        time.sleep(0.4)
+        sys.stdout.buffer.write(data[1000:])
+        """
+    )
+    (tmp_path / "payload").write_bytes(payload)
+    producer = subprocess.Popen([PY, "-c", producer_code], stdout=subprocess.PIPE)
+    try:
+        result = run_cli("run", "--inherit-stdin", "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", DIGEST_CHILD, stdin=producer.stdout)
+    finally:
+        producer.stdout.close()
+        producer.wait(10)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0].decode() == hashlib.sha256(payload).hexdigest()
+
+
+# -- parse-time conflicts --------------------------------------------------------------------------
+
+REJECTED = [
+    ("--inherit-stdio", "--capture-dir", "{dir}"),
+    ("--inherit-stdio", "--capture-dir", "{dir}", "--capture-max-bytes", "1m"),
+    ("--inherit-stdio", "--capture-dir", "{dir}", "--capture-overflow", "cancel"),
+    ("--inherit-stdio", "--capture-max-bytes", "1m"),
+    ("--inherit-stdio", "--capture-overflow", "truncate"),
+    ("--inherit-stdio", "--no-echo"),
+    ("--inherit-stdio", "--idle-timeout", "5s"),
+    ("--inherit-stdio", "--create-no-window"),
+    ("--inherit-stdio", "--inherit-stdin"),
+    ("--inherit-stdio", "--stdin-file", "{file}"),
+    ("--stdin-file", "{file}", "--inherit-stdio"),
+    ("--inherit-stdio", "--detach"),
+    ("--inherit-stdin", "--stdin-file", "{file}"),
+    ("--detach", "--inherit-stdin"),
+    ("--windows-graceful-ctrl-break", "--create-no-window"),
+    ("--windows-graceful-ctrl-break", "--detach"),
+    ("--capture-max-bytes", "1m"),
+    ("--capture-overflow", "cancel"),
+]
+
+
+def test_every_rejected_combination_exits_100_and_spawns_nothing(tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_text("input\n")
+    marker = tmp_path / "spawned"
+    jsonl = tmp_path / "run.jsonl"
+    failures = []
+    for combination in REJECTED:
+        flags = [flag.format(dir=tmp_path / "capture", file=source) for flag in combination]
+        result = run_cli("run", *flags, "--jsonl", jsonl, "--", *touch_child(marker))
+        if result.returncode != 100 or marker.exists() or jsonl.exists() or b"processkit-cli:" not in result.stderr:
+            failures.append((combination, result.returncode, result.stderr))
+    assert failures == []
+    assert not (tmp_path / "capture").exists()
+
+
+@pytest.mark.parametrize("flag", ["--create-no-window", "--windows-graceful-ctrl-break"])
+def test_windows_only_flags_are_accepted_and_change_nothing_here(tmp_path, flag):
+    marker = tmp_path / "spawned"
+    result = run_cli("run", flag, "--jsonl", tmp_path / "run.jsonl", "--", *touch_child(marker))
+    assert result.returncode == 0, result.stderr
+    assert marker.exists()
+
+
+# -- --no-echo -----------------------------------------------------------------------------------
+
+TICKER = textwrap.dedent(
+    """
+    import sys, time
+    for i in range(5):
+        print("out", i, flush=True)
+        print("err", i, file=sys.stderr, flush=True)
+        time.sleep(0.25)
+    """
+)
+
+
+def test_no_echo_silences_the_runner_while_capture_and_idle_rearming_continue(tmp_path, pump_backend):
+    capture = tmp_path / "capture"
+    jsonl = tmp_path / "run.jsonl"
+    # 1.25 s of output with 250 ms gaps under a 1 s idle window: only re-arming keeps it alive.
+    result = run_cli("run", "--no-echo", "--idle-timeout", "1s", "--capture-dir", capture, "--jsonl", jsonl, "--", PY, "-c", TICKER)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == (b"", b"")
+    assert (capture / "stdout.log").read_bytes() == b"".join(b"out %d\n" % i for i in range(5))
+    assert (capture / "stderr.log").read_bytes() == b"".join(b"err %d\n" % i for i in range(5))
+    captured = read_events(jsonl)[-2]
+    assert captured["event"] == "output_captured"
+    assert captured["stdout"]["bytes"] == 30 and captured["stderr"]["bytes"] == 30
+
+
+def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
+    """Output far beyond pipe capacity still flows (the child is not blocked), then silence
+    ends the run by the idle window, with nothing echoed."""
+    jsonl = tmp_path / "run.jsonl"
+    child = "import os, time; os.write(1, b'x' * (4 << 20)); open('flushed', 'w').close(); time.sleep(30)"
+    result = run_cli("run", "--no-echo", "--idle-timeout", "500ms", "--jsonl", jsonl, "--", PY, "-c", child, cwd=tmp_path)
+    assert result.returncode == 106
+    assert result.stdout == b""
+    assert (tmp_path / "flushed").exists()
+    ending = read_events(jsonl)[2]
+    assert (ending["event"], ending["reason"]) == ("timeout", "idle")
+
+
+# -- --snapshot-interval -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [[], ["--inherit-stdio"]], ids=["default", "inherit-stdio"])
+def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
+    jsonl = tmp_path / "run.jsonl"
+    result = run_cli("run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", PY, "-c", "import time; time.sleep(1.3)")
+    assert result.returncode == 0, result.stderr
+    events = read_events(jsonl)
+    names = [e["event"] for e in events]
+    ending = names.index("root_exited")
+    intervals = [i for i, e in enumerate(events) if e["event"] == "members_snapshot" and e["reason"] == "interval"]
+    assert 3 <= len(intervals) <= 7, names
+    assert names[:2] == ["run_started", "members_snapshot"] and events[1]["reason"] == "spawn"
+    assert intervals == list(range(2, ending))
+    for index in intervals:
+        assert events[index]["read_error"] is False
+        assert [m["pid"] for m in events[index]["members"]] == [events[0]["root_pid"]]
+
+
+def test_snapshot_read_failure_is_reported_and_the_cadence_goes_on(tmp_path):
+    """The second and third member reads fail (injected at the OS boundary of the real CLI)."""
+    inject = textwrap.dedent(
+        """
+        import errno, sys
+        from processkit.containment import members
+        real, calls = members.read_members, []
+        def flaky(pids):
+            calls.append(1)
+            if len(calls) in (2, 3):
+                raise OSError(errno.EIO, "injected")
+            return real(pids)
+        members.read_members = flaky
+        from processkit.cli.main import main
+        sys.exit(main())
+        """
+    )
+    jsonl = tmp_path / "run.jsonl"
+    argv = ["run", "--snapshot-interval", "150ms", "--jsonl", str(jsonl), "--", PY, "-c", "import time; time.sleep(1)"]
+    result = subprocess.run([PY, "-c", inject, *argv], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    snapshots = [e for e in read_events(jsonl) if e["event"] == "members_snapshot"]
+    assert [(s["reason"], s["read_error"], s["members"] == []) for s in snapshots[:4]] == [
+        ("spawn", False, False),
+        ("interval", True, True),
+        ("interval", True, True),
+        ("interval", False, False),
+    ]
+    assert result.stderr.count(b"processkit-cli: warning: could not read the container's members") == 2
