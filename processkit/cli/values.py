@@ -13,7 +13,9 @@ U32_MAX = 2**32 - 1
 
 _DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
-_SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE)
+_SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE | re.ASCII)  # ASCII: the Kelvin sign is no "k"
+_COUNT = re.compile(r"\+?[0-9]+")  # Rust's unsigned integer syntax: a "+" is allowed
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # Rust's f64, minus inf/nan
 _SIZE_FACTOR = {None: 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -48,17 +50,17 @@ def parse_size(text: str, *, flag: str) -> int:
 
 
 def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= U32_MAX:
+    """A u32 of at least 1."""
+    if not _COUNT.fullmatch(text) or not 1 <= int(text) <= U32_MAX:
         raise usage(f"invalid value '{text}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
     return int(text)
 
 
 def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not text.strip() == text or not math.isfinite(value) or value <= 0:
+    """A finite number of cores above 0; Python's ``float()`` alone would also take ``1_0``,
+    surrounding whitespace and non-ASCII digits."""
+    value = float(text) if _DECIMAL.fullmatch(text) else math.nan
+    if not math.isfinite(value) or value <= 0:
         raise usage(f"invalid value '{text}' for '{flag}': expected a finite number of cores greater than zero")
     return value
 

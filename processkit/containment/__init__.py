@@ -2,6 +2,13 @@
 
 ``create()`` picks a per-run cgroup v2 where the host lets us make one, else a process group.
 ``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both).
+
+A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
+its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
+the run fails before spawn (LimitUnavailable) instead of running uncapped. Test hooks:
+``PROCESSKIT_CGROUP_PARENT`` (see ``cgroup_v2``) and ``PROCESSKIT_CGROUP_V1_ROOT`` (see
+``cgroup_v1``) pointed at a directory that is not a writable cgroup simulate a host with no
+usable controller.
 """
 
 from __future__ import annotations
@@ -19,18 +26,46 @@ def create(run_token: str, limits: Limits) -> Container:
     from . import prctl
 
     prctl.load()
+    name = f"processkit-{run_token}"
+    container = _containment(name)
     if limits.requested:
-        axis = "memory" if limits.max_memory is not None else "processes" if limits.max_processes is not None else "cpu"
-        raise LimitUnavailable(axis, "no writable resource controller for this run")
+        try:
+            container.controllers = _controllers(container, limits, name)
+        except LimitUnavailable:
+            container.release()
+            raise
+    return container
+
+
+def _containment(name: str) -> Container:
     if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
         from . import cgroup_v2
 
         parent = cgroup_v2.find_parent()
         if parent is not None:
             try:
-                return cgroup_v2.CgroupV2(parent, f"processkit-{run_token}")
+                return cgroup_v2.CgroupV2(parent, name)
             except ContainerError:
                 pass
     from .process_group import ProcessGroup
 
     return ProcessGroup()
+
+
+def _controllers(container: Container, limits: Limits, name: str):
+    """The first backend that can carry every requested cap: the run's v2 group, else v1."""
+    from . import cgroup_v1, cgroup_v2
+    from .limits import AXES
+
+    refusals = []
+    if isinstance(container, cgroup_v2.CgroupV2):
+        try:
+            return cgroup_v2.CgroupV2Controllers(container, limits)
+        except LimitUnavailable as exc:
+            refusals.append(exc)
+    try:
+        return cgroup_v1.CgroupV1Controllers(limits, name)
+    except LimitUnavailable as exc:
+        refusals.append(exc)
+    axis = min((exc.limit for exc in refusals), key=AXES.index)
+    raise LimitUnavailable(axis, "; ".join(exc.detail for exc in refusals))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .limits import ControllerSet
 
 
 class ContainerError(Exception):
@@ -30,13 +34,28 @@ class ResourceSummary:
 
 
 class Container(abc.ABC):
+    """A run's boundary. ``controllers`` is the resource-cap layer, set by ``create()`` when the
+    run asked for a cap; it is joined and released together with the container."""
+
     mechanism: str
     abrupt_cleanup = "direct_child_only"
     soft_stop_scope = "whole_tree"
+    controllers: ControllerSet | None = None
+
+    @property
+    def limit_backend(self) -> str | None:
+        """Which cgroup version enforces the caps (``cgroup_v2``/``cgroup_v1``), None if uncapped."""
+        return self.controllers.backend if self.controllers is not None else None
+
+    def prepare_child(self) -> None:
+        """Runs in the forked child before exec: join the container, then the cap groups."""
+        self._join()
+        if self.controllers is not None:
+            self.controllers.join()
 
     @abc.abstractmethod
-    def prepare_child(self) -> None:
-        """Runs in the forked child before exec: join the container."""
+    def _join(self) -> None:
+        """Runs in the forked child before exec: become a member of this container."""
 
     def adopt(self, pid: int) -> None:
         """Called in the runner once the root child exists."""
@@ -54,12 +73,30 @@ class Container(abc.ABC):
         """Hard-kill every member; raises OSError on failure."""
 
     def resource_summary(self) -> ResourceSummary:
-        """What this mechanism accounts for; all-null by default (never a made-up 0)."""
-        return ResourceSummary()
+        """The tree's figures from the kernel's counters; null where nothing measures them."""
+        try:
+            measured = self._accounting()
+            if self.controllers is not None:
+                measured.update((k, v) for k, v in self.controllers.accounting().items() if v is not None)
+        except (OSError, ValueError):
+            return ResourceSummary(read_error=True)
+        return ResourceSummary(**measured)
+
+    def _accounting(self) -> dict[str, int | None]:
+        """ResourceSummary fields the mechanism itself measures; raises OSError on a failed read."""
+        return {}
 
     def limit_evidence(self) -> dict[str, str]:
-        """Per capped axis, whether the cap was hit: ``tripped``, ``not_tripped`` or ``unknown``."""
-        return {"memory": "unknown", "processes": "unknown", "cpu": "unknown"}
+        """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``."""
+        if self.controllers is None:
+            return {"memory": "unknown", "processes": "unknown", "cpu": "unknown"}
+        return self.controllers.evidence()
 
     def release(self) -> None:
-        """Remove whatever the container created on the host."""
+        """Remove whatever the container and its cap layer created on the host."""
+        self._remove()
+        if self.controllers is not None:
+            self.controllers.release()
+
+    def _remove(self) -> None:
+        """Remove what the mechanism itself created."""

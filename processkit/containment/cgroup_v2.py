@@ -1,17 +1,22 @@
 """Per-run cgroup v2 containment: membership from before exec, ``cgroup.kill`` for teardown.
 
 The child writes itself into ``cgroup.procs`` between fork and exec, so nothing it starts can
-be outside the group; ``setsid`` and double forks do not leave a cgroup.
+be outside the group; ``setsid`` and double forks do not leave a cgroup. Where the host
+delegates the memory, pids and cpu controllers, the same group also carries the run's caps.
+
+``PROCESSKIT_CGROUP_PARENT=<dir>`` replaces discovery of the parent group; a directory that is
+not a writable cgroup2 group makes runs fall back to a process group (and caps to cgroup v1).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import time
 
-from .base import Container, ContainerError, ResourceSummary
+from ..spec import Limits
+from . import cgroupfs
+from .base import Container, ContainerError, LimitUnavailable
+from .limits import CONTROLLER, ControllerSet, cfs_quota
 
 _MOUNTINFO = "/proc/self/mountinfo"
 
@@ -48,28 +53,18 @@ class CgroupV2(Container):
     def __init__(self, parent: str, name: str):
         self.path = os.path.join(parent, name)
         try:
-            os.mkdir(self.path, 0o755)
-            self._procs_fd = os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+            self._procs_fd = cgroupfs.make_group(self.path)
         except OSError as exc:
-            self._remove_dir()
             raise ContainerError(f"cannot create cgroup {self.path}: {exc.strerror}") from exc
 
-    def prepare_child(self) -> None:
-        os.write(self._procs_fd, b"0")
+    def _join(self) -> None:
+        cgroupfs.join(self._procs_fd)
 
-    def _read(self, name: str) -> str:
-        with open(os.path.join(self.path, name)) as handle:
-            return handle.read()
+    def _file(self, name: str) -> str:
+        return os.path.join(self.path, name)
 
     def member_pids(self) -> list[int]:
-        return [int(line) for line in self._read("cgroup.procs").split()]
-
-    def populated(self) -> bool:
-        for line in self._read("cgroup.events").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "populated":
-                return value.strip() == "1"
-        return bool(self.member_pids())
+        return cgroupfs.member_pids(self.path)
 
     def signal_members(self, signum: int) -> None:
         for pid in self.member_pids():
@@ -80,32 +75,79 @@ class CgroupV2(Container):
 
     def kill_all(self) -> None:
         try:
-            with open(os.path.join(self.path, "cgroup.kill"), "w") as handle:
-                handle.write("1")
+            cgroupfs.write_text(self._file("cgroup.kill"), "1")
         except FileNotFoundError:  # kernels before 5.14: kill member by member
             self.signal_members(signal.SIGKILL)
 
-    def resource_summary(self) -> ResourceSummary:
+    def _accounting(self) -> dict[str, int | None]:
+        """``cpu.stat`` always exists; the peaks and ``io.stat`` only where their controller is on."""
+        usage_usec = cgroupfs.read_keyed(self._file("cpu.stat")).get("usage_usec")
+        measured = {
+            "total_cpu_ms": usage_usec // 1000 if usage_usec is not None else None,
+            "peak_memory_bytes": cgroupfs.read_optional_int(self._file("memory.peak")),
+            "peak_process_count": cgroupfs.read_optional_int(self._file("pids.peak")),
+        }
         try:
-            stat = dict(line.split() for line in self._read("cpu.stat").splitlines() if line.strip())
-        except (OSError, ValueError):
-            return ResourceSummary(read_error=True)
-        usage = stat.get("usage_usec")
-        return ResourceSummary(total_cpu_ms=int(usage) // 1000 if usage is not None else None)
+            io_lines = cgroupfs.read_text(self._file("io.stat")).splitlines()
+        except FileNotFoundError:
+            return measured
+        # One line per device: "MAJ:MIN rbytes=N wbytes=N rios=N ..."
+        counters = [dict(item.split("=", 1) for item in line.split()[1:]) for line in io_lines if line.strip()]
+        measured["io_read_bytes"] = sum(int(c.get("rbytes", 0)) for c in counters)
+        measured["io_write_bytes"] = sum(int(c.get("wbytes", 0)) for c in counters)
+        return measured
 
-    def release(self) -> None:
+    def _remove(self) -> None:
         os.close(self._procs_fd)
-        self._remove_dir()
+        cgroupfs.remove_group(self.path)
 
-    def _remove_dir(self) -> None:
-        # Removal can briefly fail with EBUSY while the kernel finishes exiting members.
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    return
-                time.sleep(0.01)
+
+class CgroupV2Controllers(ControllerSet):
+    """Caps written into the run's own v2 group, whose parent must offer the controllers.
+
+    A controller the parent offers but has not switched on for its children is switched on
+    (``+memory`` in its ``cgroup.subtree_control``) and left on: other runs may rely on it. The
+    kernel refuses that in a non-root group that holds processes, and the run then fails over.
+    The group's own accounting (``CgroupV2._accounting``) already covers the summary.
+    """
+
+    backend = "cgroup_v2"
+    EVIDENCE = {
+        "memory": ("memory", "memory.events", "oom"),
+        "processes": ("pids", "pids.events", "max"),
+        "cpu": ("cpu", "cpu.stat", "nr_throttled"),
+    }
+
+    def __init__(self, group: CgroupV2, limits: Limits):
+        super().__init__(limits)
+        self._path = group.path
+        parent = os.path.dirname(group.path)
+        for axis in self.capped:
+            _enable(parent, CONTROLLER[axis], axis)
+        self._apply(limits)
+
+    def _dir(self, controller: str) -> str:
+        return self._path
+
+    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
+        writes = []
+        if limits.max_memory is not None:
+            writes.append(("memory", "memory", "memory.max", str(limits.max_memory)))
+        if limits.max_processes is not None:
+            writes.append(("processes", "pids", "pids.max", str(limits.max_processes)))
+        if limits.cpu_quota is not None:
+            quota, period = cfs_quota(limits.cpu_quota)
+            writes.append(("cpu", "cpu", "cpu.max", f"{quota} {period}"))
+        return writes
+
+
+def _enable(parent: str, controller: str, axis: str) -> None:
+    """Make ``controller`` available in the parent's children, or say why it cannot be."""
+    try:
+        if controller not in cgroupfs.read_text(os.path.join(parent, "cgroup.controllers")).split():
+            raise LimitUnavailable(axis, f"cgroup_v2: the {controller} controller is not delegated to {parent}")
+        subtree = os.path.join(parent, "cgroup.subtree_control")
+        if controller not in cgroupfs.read_text(subtree).split():
+            cgroupfs.write_text(subtree, f"+{controller}")
+    except OSError as exc:
+        raise LimitUnavailable(axis, f"cgroup_v2: cannot enable the {controller} controller in {parent}: {exc.strerror}") from None

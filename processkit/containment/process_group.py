@@ -20,7 +20,7 @@ class ProcessGroup(Container):
         self._pgid: int | None = None
         prctl.set_child_subreaper()
 
-    def prepare_child(self) -> None:
+    def _join(self) -> None:
         return None  # the child's new group is made by the spawner (setpgid)
 
     def adopt(self, pid: int) -> None:

@@ -1,0 +1,71 @@
+"""File-level helpers shared by the cgroup v1 and v2 code: make, join, read and remove a group."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+RMDIR_ATTEMPTS = 50
+RMDIR_PAUSE_SECONDS = 0.01
+
+
+def make_group(path: str) -> int:
+    """Create the group and return a write fd on its ``cgroup.procs``.
+
+    The fd is opened now so the forked child can join by one ``write`` before exec. On failure
+    nothing is left behind (a plain directory that is not a cgroup has no ``cgroup.procs``).
+    """
+    os.mkdir(path, 0o755)
+    try:
+        return os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        remove_group(path)
+        raise
+
+
+def join(procs_fd: int) -> None:
+    """Move the calling process into the group (the kernel reads pid 0 as "myself")."""
+    os.write(procs_fd, b"0")
+
+
+def read_text(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def read_keyed(path: str) -> dict[str, int]:
+    """A flat-keyed file such as ``memory.events`` or ``cpu.stat``: one ``key value`` per line."""
+    pairs = (line.split() for line in read_text(path).splitlines())
+    return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
+
+
+def read_optional_int(path: str) -> int | None:
+    """A single-number file, or None where this kernel does not provide it (not measured)."""
+    try:
+        return int(read_text(path))
+    except FileNotFoundError:
+        return None
+
+
+def member_pids(path: str) -> list[int]:
+    return [int(line) for line in read_text(os.path.join(path, "cgroup.procs")).split()]
+
+
+def remove_group(path: str) -> None:
+    """``rmdir`` the group, retrying while the kernel finishes exiting its last members (EBUSY)."""
+    for _ in range(RMDIR_ATTEMPTS):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return
+            time.sleep(RMDIR_PAUSE_SECONDS)

@@ -1,0 +1,96 @@
+"""Resource caps as a layer over containment: cgroup controllers the run's tree is joined to.
+
+The containment mechanism (a cgroup v2 group or a process group) owns membership and teardown.
+A ControllerSet enforces ``--max-memory``, ``--max-processes`` and ``--cpu-quota`` on the whole
+tree and reads the kernel's own counters back for ``limit_evidence`` and ``resource_summary``.
+Backends: the controllers of the run's own cgroup v2 group where the host delegates them
+(``cgroup_v2``), else fresh groups in the cgroup v1 hierarchies (``cgroup_v1``).
+
+What ``tripped`` means per axis, always from the controller's own counter, never inferred from
+an exit status (a SIGKILL looks the same whether the cap or something else sent it):
+memory: the kernel had to OOM inside the group; processes: a fork was refused by the cap;
+cpu: the tree was throttled by the quota at least once. An axis without a cap is ``not_tripped``;
+a counter that cannot be read is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+
+from ..spec import Limits
+from . import cgroupfs
+from .base import LimitUnavailable
+
+AXES = ("memory", "processes", "cpu")
+CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
+
+CFS_PERIOD_US = 100_000
+CFS_LONG_PERIOD_US = 1_000_000  # the kernel's longest period: lets small quotas clear the floor
+CFS_MIN_QUOTA_US = 1_000
+
+
+def capped_axes(limits: Limits) -> list[str]:
+    values = {"memory": limits.max_memory, "processes": limits.max_processes, "cpu": limits.cpu_quota}
+    return [axis for axis in AXES if values[axis] is not None]
+
+
+def cfs_quota(cores: float) -> tuple[int, int]:
+    """``(quota_us, period_us)`` for ``cores``; raises LimitUnavailable below the kernel's floor."""
+    for period in (CFS_PERIOD_US, CFS_LONG_PERIOD_US):
+        quota = round(cores * period)
+        if quota >= CFS_MIN_QUOTA_US:
+            return quota, period
+    floor = CFS_MIN_QUOTA_US / CFS_LONG_PERIOD_US
+    raise LimitUnavailable("cpu", f"a quota of {cores} cores is below the kernel's smallest CPU quota ({floor} cores)")
+
+
+class ControllerSet(abc.ABC):
+    """One backend's groups for a run: set up (caps written) on construction, joined pre-exec."""
+
+    backend: str
+    # axis -> (controller, flat-keyed file, counter that is non-zero once the cap engaged)
+    EVIDENCE: dict[str, tuple[str, str, str]]
+
+    def __init__(self, limits: Limits):
+        self.capped = capped_axes(limits)
+
+    @abc.abstractmethod
+    def _dir(self, controller: str) -> str | None:
+        """The run's group directory for ``controller``, or None where the run has none."""
+
+    @abc.abstractmethod
+    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
+        """``(axis, controller, file, value)`` writes that put the requested caps in force."""
+
+    def _apply(self, limits: Limits) -> None:
+        for axis, controller, name, value in self._settings(limits):
+            try:
+                cgroupfs.write_text(os.path.join(self._dir(controller), name), value)
+            except OSError as exc:
+                raise LimitUnavailable(axis, f"{self.backend}: cannot write {value} to {name}: {exc.strerror}") from None
+
+    def join(self) -> None:
+        """Runs in the forked child before exec, after it joined its container."""
+
+    def evidence(self) -> dict[str, str]:
+        verdicts = {}
+        for axis in AXES:
+            if axis not in self.capped:
+                verdicts[axis] = "not_tripped"
+                continue
+            controller, name, counter = self.EVIDENCE[axis]
+            try:
+                tripped = cgroupfs.read_keyed(os.path.join(self._dir(controller), name))[counter] > 0
+            except (OSError, KeyError, ValueError):
+                verdicts[axis] = "unknown"
+            else:
+                verdicts[axis] = "tripped" if tripped else "not_tripped"
+        return verdicts
+
+    def accounting(self) -> dict[str, int | None]:
+        """ResourceSummary fields this backend measures beyond the container; raises OSError."""
+        return {}
+
+    def release(self) -> None:
+        """Remove whatever this backend created; called once the tree is gone."""
