@@ -15,6 +15,13 @@ from ..errors import Failure, Kind
 # subcommand -> (module, one-line summary)
 COMMANDS = {
     "run": ("processkit.cli.run", "run one command inside a containment boundary"),
+    "list": ("processkit.cli.registry", "list the registered runs and their health"),
+    "inspect": ("processkit.cli.control", "show a live run's members and metadata"),
+    "cancel": ("processkit.cli.control", "stop a live run gracefully (it exits 108)"),
+    "kill": ("processkit.cli.control", "hard-kill a live run (it exits 109)"),
+    "attest": ("processkit.cli.control", "ask a run whether the calling process is inside it"),
+    "wait": ("processkit.cli.registry", "wait until runs are no longer live"),
+    "prune": ("processkit.cli.registry", "remove entries left by runners that died"),
 }
 
 ERROR_FORMATS = ("human", "json")

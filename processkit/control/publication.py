@@ -1,10 +1,120 @@
-"""Publishing a run: its registry record and its control socket (issue: registry/control plane).
+"""Publishing a run: its registry record and its control socket (control-plane.md §1, §2.2).
 
-Placeholder until the registry lands: a run is not yet discoverable.
+Both are best effort: a failure is one warning and the child runs anyway (run.md §1.3 step 7).
+The record is written before the child is spawned, and ``close()`` removes record, lock and
+socket at every ending the runner lives to see.
 """
 
 from __future__ import annotations
 
+import os
 
-def publish(run, warn):
-    return None
+from ..events.argv import fingerprint, hint, render
+from ..events.emitter import utc_timestamp
+from ..registry.location import RegistryError, open_for_writing
+from ..registry.records import Record
+from ..registry.registration import Registration
+from . import protocol
+from .server import ControlServer
+
+
+def publish(run, warn) -> "Publication | None":
+    try:
+        registration = Registration(open_for_writing())
+    except RegistryError as exc:
+        warn(f"the run is not registered, so control clients cannot find it: {exc}")
+        return None
+    publication = Publication(run, registration)
+    try:
+        publication.server = ControlServer(run.loop, publication.respond)
+    except OSError as exc:
+        warn(f"no control endpoint for this run: {exc.strerror or exc}")
+    try:
+        registration.write(publication.record())
+    except RegistryError as exc:
+        warn(f"the run is not registered, so control clients cannot find it: {exc}")
+        publication.close()
+        return None
+    return publication
+
+
+class Publication:
+    """What a run shows the control plane, and the answers its socket gives."""
+
+    def __init__(self, run, registration: Registration):
+        self._run = run
+        self._registration = registration
+        self.server: ControlServer | None = None
+        spec = run.spec
+        self.started_at = utc_timestamp()
+        self.jsonl = self._absolute(spec.jsonl)
+        self.capture_dir = self._absolute(spec.capture_dir)
+
+    def _absolute(self, path: str | None) -> str | None:
+        return None if path is None else os.path.normpath(os.path.join(self._run.runner_cwd, path))
+
+    def record(self) -> Record:
+        spec = self._run.spec
+        return Record(
+            run_id=spec.run_id,
+            endpoint=self.server.path if self.server is not None else None,
+            started_at=self.started_at,
+            argv_sha256=fingerprint(spec.argv),
+            hint=hint([render(arg) for arg in spec.argv]),
+            labels=dict(spec.labels),
+            jsonl=self.jsonl,
+            capture_dir=self.capture_dir,
+            lock_file=self._registration.lock_name,
+        )
+
+    def respond(self, verb: str, peer_pid: int | None):
+        """The reply to ``verb`` and, for cancel/kill, the stop to request once it is written."""
+        run = self._run
+        if verb == "inspect":
+            return self._snapshot(), None
+        if verb == "attest":
+            return self._attestation(peer_pid), None
+        return protocol.ack(verb, run.spec.run_id), lambda: run.control_stop(verb)
+
+    def _snapshot(self) -> dict:
+        run = self._run
+        try:
+            members = [member.as_event() for member in run.read_member_list()]
+        except OSError:
+            members = []
+        return {
+            "snapshot_version": protocol.SNAPSHOT_VERSION,
+            "run_id": run.spec.run_id,
+            "mechanism": run.container.mechanism,
+            "root_pid": run.child.pid if run.child is not None else None,
+            "started_at": self.started_at,
+            "jsonl": self.jsonl,
+            "capture_dir": self.capture_dir,
+            "members": members,
+        }
+
+    def _attestation(self, peer_pid: int | None) -> dict:
+        """Whether the connecting process is inside this run's container, by the kernel's pid."""
+        run = self._run
+        if peer_pid is None:
+            verdict = "peer_identity_unsupported"
+        else:
+            try:
+                member_pids = {member.pid for member in run.read_member_list()}
+            except OSError as exc:
+                return protocol.error(f"cannot read the run's members: {exc.strerror or exc}")
+            verdict = "member" if peer_pid in member_pids else "not_a_member"
+        return {
+            "attestation_version": protocol.ATTESTATION_VERSION,
+            "run_id": run.spec.run_id,
+            "verdict": verdict,
+            "peer_pid": peer_pid,
+            "mechanism": run.container.mechanism,
+            "checked_at": utc_timestamp(),
+        }
+
+    def close(self) -> None:
+        """Unregister (record, then lock), then remove the socket. Idempotent."""
+        self._registration.close()
+        if self.server is not None:
+            self.server.close()

@@ -1,0 +1,116 @@
+"""``inspect``, ``cancel``, ``kill`` and ``attest``: the clients that talk to a live run over
+its control socket (control-plane.md §1.3-§1.6)."""
+
+from __future__ import annotations
+
+from ..control import client
+from ..errors import Failure, Kind
+from . import output, targets
+from .parsing import OnceFlag, Parser
+
+SNAPSHOT_FIELDS = ("snapshot_version", "run_id", "mechanism", "root_pid", "started_at", "jsonl", "capture_dir")
+ATTESTATION_FIELDS = ("attestation_version", "run_id", "verdict", "peer_pid", "mechanism", "checked_at")
+
+
+def main(argv: list[str], invocation) -> int:
+    return COMMANDS[invocation.operation](argv, invocation)
+
+
+def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = True) -> Parser:
+    parser = Parser(prog=f"processkit-cli {name}", usage=f"processkit-cli {name} {usage}")
+    targets.add_arguments(parser, fan_out=fan_out)
+    if json_flag:
+        parser.add_argument("--json", action=OnceFlag, help="machine-readable output")
+    return parser
+
+
+def _fail_if_any_failed(outcomes: list[client.Outcome], verb: str) -> None:
+    failed = sum(outcome.status == "failed" for outcome in outcomes)
+    if failed:
+        raise Failure(Kind.CONTROL_UNREACHABLE, f"{verb}: {failed} of {len(outcomes)} targets failed")
+
+
+# -- inspect ----------------------------------------------------------------------------------
+def inspect(argv: list[str], invocation) -> int:
+    args = _parser("inspect", "(--run-id <ID> | --all [--label <K=V>]...) [--json]").parse(argv)
+    selection = targets.select(args, invocation)
+    if selection.run_id is not None:
+        snapshot = client.request_by_id(selection.run_id, "inspect", client.check_snapshot)
+        if args.json:
+            output.json_line(snapshot)
+        else:
+            output.lines(render_snapshot(snapshot))
+        return 0
+    outcomes = client.request_all("inspect", selection.labels, client.check_snapshot, "inspected")
+    if args.json:
+        output.json_line(
+            [{"run_id": o.run_id, "status": o.status, "snapshot": o.reply, "error": o.error} for o in outcomes]
+        )
+    else:
+        output.lines(render_inspect_all(outcomes))
+    _fail_if_any_failed(outcomes, "inspect")
+    return 0
+
+
+def render_snapshot(snapshot: dict) -> list[str]:
+    members = snapshot["members"]
+    lines = output.fields([(key, snapshot[key]) for key in SNAPSHOT_FIELDS] + [("members", len(members) or "(none)")])
+    if members:
+        rows = [[output.cell(m[key]) for key in ("pid", "ppid", "name", "start_time")] for m in members]
+        lines += output.table(("PID", "PPID", "NAME", "START_TIME"), rows)
+    return lines
+
+
+def render_inspect_all(outcomes: list[client.Outcome]) -> list[str]:
+    if not outcomes:
+        return ["no live runs to inspect"]
+    rows = [[output.cell(o.run_id), o.status, output.cell(o.error)] for o in outcomes]
+    lines = output.table(("RUN_ID", "STATUS", "ERROR"), rows)
+    for outcome in outcomes:
+        if outcome.reply is not None:
+            lines += ["", f"snapshot for {output.cell(outcome.run_id)}:"]
+            lines += ["  " + line for line in render_snapshot(outcome.reply)]
+    return lines
+
+
+# -- cancel / kill ----------------------------------------------------------------------------
+def stop(argv: list[str], invocation) -> int:
+    """Output is always JSON: the acknowledgement, or the per-target report of --all."""
+    verb = invocation.operation
+    args = _parser(verb, "(--run-id <ID> | --all [--label <K=V>]...)", json_flag=False).parse(argv)
+    selection = targets.select(args, invocation)
+    check = client.ack_check(verb)
+    if selection.run_id is not None:
+        output.json_line(client.request_by_id(selection.run_id, verb, check))
+        return 0
+    outcomes = client.request_all(verb, selection.labels, check, "accepted")
+    output.json_line(
+        [
+            {"run_id": o.run_id, "accepted": o.status == "accepted", "status": o.status, "error": o.error}
+            for o in outcomes
+        ]
+    )
+    _fail_if_any_failed(outcomes, verb)
+    return 0
+
+
+# -- attest -----------------------------------------------------------------------------------
+def attest(argv: list[str], invocation) -> int:
+    """The runner's verdict on the calling process; printed whatever it is, then mapped to the
+    exit code (a decided "not a member" is 115, an undecidable identity 103)."""
+    args = _parser("attest", "--run-id <ID> [--json]", fan_out=False).parse(argv)
+    run_id = targets.select(args, invocation, fan_out=False).run_id
+    attestation = client.request_by_id(run_id, "attest", client.check_attestation)
+    if args.json:
+        output.json_line(attestation)
+    else:
+        output.lines(output.fields([(key, attestation[key]) for key in ATTESTATION_FIELDS]))
+    verdict = attestation["verdict"]
+    if verdict == "not_a_member":
+        raise Failure(Kind.NOT_A_MEMBER, f"process {attestation['peer_pid']} is not a member of run '{run_id}'")
+    if verdict == "peer_identity_unsupported":
+        raise Failure(Kind.PEER_IDENTITY_UNSUPPORTED, f"run '{run_id}' could not identify the calling process")
+    return 0
+
+
+COMMANDS = {"inspect": inspect, "cancel": stop, "kill": stop, "attest": attest}

@@ -1,0 +1,41 @@
+"""Client output: JSON that keeps the original bytes, and human text that is terminal-safe
+(control and formatting characters stripped, long strings capped)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..text import sanitize
+
+
+def json_line(value) -> None:
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    _write(data + b"\n")
+
+
+def lines(text: list[str]) -> None:
+    _write("".join(line + "\n" for line in text).encode("utf-8"))
+
+
+def _write(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def cell(value) -> str:
+    """One value as a human sees it: ``-`` for nothing, everything else sanitized."""
+    return "-" if value is None else sanitize(str(value))
+
+
+def table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart; cells must already be cell()-safe."""
+    widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, header in enumerate(headers)]
+    return ["  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in [list(headers), *rows]]
+
+
+def fields(pairs: list[tuple[str, object]]) -> list[str]:
+    """Aligned ``key: value`` lines."""
+    width = max(len(key) for key, _ in pairs) + 2
+    return [f"{key + ':':<{width}}{cell(value)}" for key, value in pairs]

@@ -1,0 +1,139 @@
+"""``list``, ``wait`` and ``prune``: the clients that read the registry alone and never talk
+to a runner (control-plane.md §2.5-§2.7). An unreadable registry is 111 for all of them."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import Failure, Kind
+from ..registry import scan
+from ..registry.lock import Health
+from . import output, targets, values
+from .parsing import Once, OnceFlag, Parser
+
+WAIT_POLL_SECONDS = 0.25
+LIST_FIELDS = ("run_id", "health", "started_at", "hint", "argv_sha256", "labels", "jsonl", "capture_dir", "endpoint")
+SHA_SHOWN = 12
+
+
+def main(argv: list[str], invocation) -> int:
+    return COMMANDS[invocation.operation](argv, invocation)
+
+
+# -- list -------------------------------------------------------------------------------------
+def list_runs(argv: list[str], invocation) -> int:
+    parser = Parser(prog="processkit-cli list", usage="processkit-cli list [--json] [--label <K=V>]... [--health <HEALTH>]")
+    parser.add_argument("--json", action=OnceFlag, help="JSON Lines, one run per line")
+    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
+    parser.add_argument("--health", action=Once, choices=[h.value for h in Health])
+    args = parser.parse(argv)
+    wanted = targets.labels(args.label)
+    rows = []
+    for entry in scan.read(Kind.REGISTRY).entries:
+        if not entry.record.matches(wanted):
+            continue
+        health = entry.health().value
+        if args.health in (None, health):
+            rows.append(_list_entry(entry, health))
+    if args.json:
+        for row in rows:
+            output.json_line(row)
+    elif rows:
+        output.lines(output.table(tuple(f.upper() for f in LIST_FIELDS), [_list_cells(row) for row in rows]))
+    else:
+        output.lines(["no runs registered"])
+    return 0
+
+
+def _list_entry(entry: scan.Entry, health: str) -> dict:
+    record = entry.record
+    return {
+        "run_id": record.run_id,
+        "health": health,
+        "started_at": record.started_at,
+        "hint": record.hint,
+        "argv_sha256": record.argv_sha256,
+        "labels": record.labels,
+        "jsonl": record.jsonl,
+        "capture_dir": record.capture_dir,
+        "endpoint": record.endpoint,
+    }
+
+
+def _list_cells(row: dict) -> list[str]:
+    shown = dict(row)
+    if row["argv_sha256"] is not None:
+        shown["argv_sha256"] = row["argv_sha256"][:SHA_SHOWN] + "..."
+    shown["labels"] = ",".join(f"{key}={value}" for key, value in sorted(row["labels"].items())) or None
+    return [output.cell(shown[field]) for field in LIST_FIELDS]
+
+
+# -- wait -------------------------------------------------------------------------------------
+def wait(argv: list[str], invocation) -> int:
+    parser = Parser(
+        prog="processkit-cli wait",
+        usage="processkit-cli wait (--run-id <ID> | --all [--label <K=V>]...) [--timeout <DUR>] [--report-outcome]",
+    )
+    targets.add_arguments(parser)
+    parser.add_argument("--timeout", action=Once, metavar="DUR")
+    parser.add_argument("--report-outcome", action=OnceFlag, help="print runner_exit's code, source and child_code")
+    args = parser.parse(argv)
+    selection = targets.select(args, invocation)
+    timeout_ms = None if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
+    from ..registry.waiting import AllWatch, RunIdWatch
+
+    watch = RunIdWatch(selection.run_id) if selection.run_id is not None else AllWatch(selection.labels)
+    deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+    while not watch.done():
+        pause = WAIT_POLL_SECONDS
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                what = f"run '{selection.run_id}'" if selection.run_id is not None else "the selected runs"
+                raise Failure(Kind.WAIT_TIMEOUT, f"{what} still live after --timeout {args.timeout}")
+            pause = min(pause, remaining)
+        time.sleep(pause)
+    if args.report_outcome:
+        output.json_line(watch.report())
+    return 0
+
+
+# -- prune ------------------------------------------------------------------------------------
+def prune(argv: list[str], invocation) -> int:
+    parser = Parser(prog="processkit-cli prune", usage="processkit-cli prune [--json] [--dry-run] [--label <K=V>]...")
+    parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
+    parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned, delete nothing")
+    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks")
+    args = parser.parse(argv)
+    from ..registry.prune import prune as run_prune
+
+    report = run_prune(scan.read(Kind.REGISTRY), targets.labels(args.label), dry_run=args.dry_run)
+    if args.json:
+        document = report.tally()
+        if args.dry_run:
+            document["candidates"] = report.candidates
+        output.json_line(document)
+    else:
+        output.lines(_prune_lines(report, args.dry_run))
+    return 0
+
+
+def _prune_lines(report, dry_run: bool) -> list[str]:
+    counts = f"{report.pruned} stale ({report.orphaned_locks} orphaned locks)"
+    if not dry_run:
+        if not report.candidates:
+            return ["no stale entries to prune"]
+        return [f"pruned {counts}, kept {report.live} live, left {report.unprobed} unprobeable"]
+    lines = []
+    for candidate in report.candidates:
+        if candidate["kind"] == "orphaned_lock":
+            lines.append(f"would prune orphaned lock {output.cell(candidate['lock_file_name'])}")
+            continue
+        line = f"would prune entry run_id={output.cell(candidate['run_id'])} started_at={candidate['started_at']}"
+        if candidate["socket_dir"] is not None:
+            line += f" socket_dir={output.cell(candidate['socket_dir'])}"
+        lines.append(line)
+    return lines + [f"would prune {counts}, keep {report.live} live, leave {report.unprobed} unprobeable"]
+
+
+COMMANDS = {"list": list_runs, "wait": wait, "prune": prune}

@@ -1,0 +1,83 @@
+"""The control wire, shared by both ends: one verb line in, one JSON line out, each at most
+64 KiB including its newline (control-plane.md §1.2)."""
+
+from __future__ import annotations
+
+import json
+
+MAX_LINE = 64 * 1024
+VERBS = ("inspect", "cancel", "kill", "attest")
+STOP_VERBS = ("cancel", "kill")
+SNAPSHOT_VERSION = 2
+ATTESTATION_VERSION = 1
+MAX_ECHOED_CHARS = 200
+TRUNCATED = "... (truncated)"
+OVERSIZED_REPLY = f"control-plane inspect snapshot exceeds the {MAX_LINE}-byte response limit"
+
+
+class ProtocolError(Exception):
+    """A request the server refuses; the message is the reply's ``error`` text."""
+
+
+class RequestBuffer:
+    """Accumulates one request's bytes; never holds more than MAX_LINE of them."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def room(self) -> int:
+        return MAX_LINE - len(self._data)
+
+    def feed(self, chunk: bytes) -> bytes | None:
+        """The request line (without its newline) once it is complete, else None."""
+        self._data += chunk[: self.room()]
+        end = self._data.find(b"\n")
+        if end >= 0:
+            return bytes(self._data[:end])
+        if not self.room():
+            raise ProtocolError(f"control request rejected: no newline within {MAX_LINE} bytes")
+        return None
+
+    def finish(self) -> None:
+        """The client stopped sending before a complete line."""
+        raise ProtocolError("control request rejected: the connection ended before a newline")
+
+
+def parse_request(line: bytes) -> str:
+    """The verb a request line names; an empty line is ``inspect``."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("control request rejected: not valid UTF-8") from None
+    verb = text.strip()
+    if not verb:
+        return "inspect"
+    if verb not in VERBS:
+        raise ProtocolError(f"unknown control request `{clip(verb, MAX_ECHOED_CHARS)}`")
+    return verb
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + TRUNCATED
+
+
+def error(message: str) -> dict:
+    return {"error": message}
+
+
+def ack(verb: str, run_id: str) -> dict:
+    return {"accepted": True, "action": verb, "run_id": run_id}
+
+
+def encode(message) -> bytes:
+    """One JSON line, the original bytes of every string kept; a reply that would not fit the
+    limit is replaced by an error, never truncated."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    if len(body) >= MAX_LINE:
+        body = json.dumps(error(OVERSIZED_REPLY), separators=(",", ":")).encode()
+    return body + b"\n"
+
+
+def decode(line: bytes):
+    """A JSON value from one line; raises ValueError (or RecursionError for absurd nesting)."""
+    return json.loads(line.decode("utf-8", "surrogateescape"))

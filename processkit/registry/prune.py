@@ -1,0 +1,95 @@
+"""Reaping what dead runners left behind, and never anything else (control-plane.md §2.6).
+
+Each record is probed with its lock held through the reaping, so a verdict cannot go stale
+while files are removed. Live and unprobed entries are kept, unreadable records are never
+deleted, and a lock file is reaped only when it is confirmed stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from ..control import endpoint
+from .lock import Health, probe
+from .scan import Entry, View
+
+ORPHAN_MIN_AGE_SECONDS = 5.0
+
+
+@dataclasses.dataclass
+class Report:
+    pruned: int = 0
+    live: int = 0
+    unprobed: int = 0
+    orphaned_locks: int = 0
+    candidates: list = dataclasses.field(default_factory=list)
+
+    def tally(self) -> dict:
+        return {"pruned": self.pruned, "live": self.live, "unprobed": self.unprobed, "orphaned_locks": self.orphaned_locks}
+
+
+def prune(view: View, labels: dict, *, dry_run: bool) -> Report:
+    report = Report()
+    for entry in view.entries:
+        if entry.record.matches(labels):
+            _entry_pass(entry, report, dry_run)
+    if not labels and view.directory is not None:
+        for name in view.orphan_locks():
+            _orphan_pass(view.directory, name, report, dry_run)
+    return report
+
+
+def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
+    health, held = entry.probe(keep=True)
+    try:
+        if health is Health.LIVE:
+            report.live += 1
+        elif health is Health.UNPROBED:
+            report.unprobed += 1
+        else:
+            record = entry.record
+            report.pruned += 1
+            report.candidates.append(
+                {
+                    "kind": "entry",
+                    "run_id": record.run_id,
+                    "started_at": record.started_at,
+                    "socket_dir": endpoint.reapable_dir(record.endpoint),
+                }
+            )
+            if not dry_run:
+                endpoint.reap(record.endpoint)
+                _unlink(entry.path)
+                _unlink(os.path.join(entry.directory, record.lock_file))
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> None:
+    """A lock with no record: a runner between its two writes is young, so only old ones count."""
+    path = os.path.join(directory, name)
+    try:
+        if os.stat(path, follow_symlinks=False).st_mtime > time.time() - ORPHAN_MIN_AGE_SECONDS:
+            return
+    except OSError:
+        return
+    _, held = probe(directory, name, keep=True)
+    if held is None:  # live, unprobed, or already gone
+        return
+    try:
+        report.orphaned_locks += 1
+        report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
+        if not dry_run:
+            _unlink(path)
+    finally:
+        os.close(held)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,138 @@
+"""The registry record (``registry_version`` 1): how a run writes it, and how a reader takes it
+back without trusting it (control-plane.md §2.3).
+
+A record that fails a structural check is skipped whole; an optional value that fails its own
+check is dropped (null, or the label pair left out). Parsing never raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+
+from ..text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
+
+REGISTRY_VERSION = 1
+MAX_RECORD_BYTES = 64 * 1024
+LIVENESS_KIND = "advisory_lock"
+
+_STARTED_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_HINT = re.compile(r"[a-z0-9_]{1,64}")
+_DEVICE_NAMES = frozenset(
+    ["con", "prn", "aux", "nul"] + [f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)]
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    run_id: str
+    endpoint: str | None
+    started_at: str
+    argv_sha256: str | None
+    hint: str | None
+    labels: dict
+    jsonl: str | None
+    capture_dir: str | None
+    lock_file: str
+
+    def encode(self) -> bytes:
+        """The record's bytes, fields in emission order; raises UnicodeEncodeError for a
+        value that is not valid Unicode (the reader would skip such a record anyway)."""
+        document = {
+            "registry_version": REGISTRY_VERSION,
+            "run_id": self.run_id,
+            "endpoint": self.endpoint,
+            "started_at": self.started_at,
+            "argv_sha256": self.argv_sha256,
+            "hint": self.hint,
+            "labels": self.labels,
+            "jsonl": self.jsonl,
+            "capture_dir": self.capture_dir,
+            "liveness": {"kind": LIVENESS_KIND, "lock_file": self.lock_file},
+        }
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def matches(self, labels: dict) -> bool:
+        """Every requested label is present with exactly that value."""
+        return all(self.labels.get(key) == value for key, value in labels.items())
+
+
+def parse(data: bytes) -> Record | None:
+    """The record ``data`` holds, or None when it must be skipped."""
+    if len(data) > MAX_RECORD_BYTES:
+        return None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or type(document.get("registry_version")) is not int:
+        return None
+    liveness = document.get("liveness")
+    run_id = document.get("run_id")
+    started_at = document.get("started_at")
+    if (
+        document["registry_version"] != REGISTRY_VERSION
+        or not isinstance(liveness, dict)
+        or liveness.get("kind") != LIVENESS_KIND
+        or not valid_lock_name(liveness.get("lock_file"))
+        or not isinstance(run_id, str)
+        or not is_valid_run_id(run_id)
+        or not valid_started_at(started_at)
+    ):
+        return None
+    return Record(
+        run_id=run_id,
+        endpoint=_path(document.get("endpoint")),
+        started_at=started_at,
+        argv_sha256=_matching(document.get("argv_sha256"), _SHA256),
+        hint=_matching(document.get("hint"), _HINT),
+        labels=_labels(document.get("labels")),
+        jsonl=_path(document.get("jsonl")),
+        capture_dir=_path(document.get("capture_dir")),
+        lock_file=liveness["lock_file"],
+    )
+
+
+def valid_started_at(value) -> bool:
+    """``YYYY-MM-DDTHH:MM:SS.sssZ`` naming a real calendar instant."""
+    if not isinstance(value, str) or not _STARTED_AT.fullmatch(value):
+        return False
+    try:
+        datetime.datetime.fromisoformat(value[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def valid_lock_name(name) -> bool:
+    """A single plain ``*.lock`` file name: nothing that could point outside the directory."""
+    return (
+        isinstance(name, str)
+        and len(name) > len(".lock")
+        and name.endswith(".lock")
+        and len(name.encode("utf-8", "surrogatepass")) <= 255
+        and not any(ch in name for ch in "/\\:")
+        and is_terminal_safe(name)
+        and name.split(".", 1)[0].lower() not in _DEVICE_NAMES
+    )
+
+
+def _matching(value, pattern: re.Pattern) -> str | None:
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
+def _path(value) -> str | None:
+    return value if isinstance(value, str) and value and "\0" not in value else None
+
+
+def _labels(value) -> dict:
+    if not isinstance(value, dict):
+        return {}
+    return {
+        key: text
+        for key, text in value.items()
+        if is_valid_label_key(key) and isinstance(text, str) and is_valid_label_value(text)
+    }

@@ -1,0 +1,62 @@
+"""A run's own entry: lock first, record second, both removed at every ending the runner
+lives to see (control-plane.md §2.2)."""
+
+from __future__ import annotations
+
+import os
+
+from . import lock
+from .location import RegistryError
+from .records import MAX_RECORD_BYTES, Record
+
+
+class Registration:
+    """A held lock and, once ``write`` succeeds, the record that names it."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.stem, self._lock_fd = lock.create(directory)
+        self._record_written = False
+
+    @property
+    def lock_name(self) -> str:
+        return self.stem + ".lock"
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.directory, self.stem + suffix)
+
+    def write(self, record: Record) -> None:
+        """Publish ``record``; raises RegistryError (the caller then closes, dropping the lock)."""
+        try:
+            data = record.encode()
+        except UnicodeEncodeError:
+            raise RegistryError("a recorded path is not valid UTF-8") from None
+        if len(data) > MAX_RECORD_BYTES:
+            raise RegistryError(f"the registry record would exceed {MAX_RECORD_BYTES} bytes")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self._path(".json"), flags, 0o666)
+        except OSError as exc:
+            raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+        self._record_written = True
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Remove the record, then the lock, then let the lock go. Idempotent."""
+        if self._lock_fd is None:
+            return
+        suffixes = (".json", ".lock") if self._record_written else (".lock",)
+        for suffix in suffixes:
+            try:
+                os.unlink(self._path(suffix))
+            except OSError:
+                pass
+        os.close(self._lock_fd)
+        self._lock_fd = None

@@ -1,0 +1,124 @@
+"""Reading the registry directory: every record that passes the read-side checks, and the lock
+files no record accounts for (control-plane.md §2.5, §2.6)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+
+from ..errors import Failure, Kind
+from . import lock
+from .location import RegistryError, open_for_reading
+from .records import MAX_RECORD_BYTES, Record, parse
+
+RECORD_SUFFIX = ".json"
+LOCK_SUFFIX = ".lock"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One readable record and where it lives."""
+
+    directory: str
+    name: str
+    record: Record
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.directory, self.name)
+
+    def sort_key(self) -> tuple:
+        return (self.record.run_id, self.record.started_at, self.path)
+
+    def probe(self, *, keep: bool = False) -> tuple[lock.Health, int | None]:
+        return lock.probe(self.directory, self.record.lock_file, keep=keep)
+
+    def health(self) -> lock.Health:
+        return self.probe()[0]
+
+    def exists(self) -> bool:
+        return os.path.lexists(self.path)
+
+
+def load(path: str) -> Record | None:
+    """The record at ``path``, or None when it is unreadable or fails its checks; raises
+    FileNotFoundError when there is no file at all."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size <= MAX_RECORD_BYTES:
+            chunk = os.read(fd, MAX_RECORD_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return parse(b"".join(chunks))
+
+
+def names(directory: str | None) -> list[str]:
+    """The directory's file names; an absent directory has none."""
+    if directory is None:
+        return []
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RegistryError(f"cannot read the registry directory {directory}: {exc.strerror or exc}") from None
+
+
+def entries(directory: str | None, listing: list[str]) -> list[Entry]:
+    """Every readable record, in the reference order: run_id, then started_at, then path."""
+    found = []
+    for name in listing:
+        if not name.endswith(RECORD_SUFFIX):
+            continue
+        try:
+            record = load(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        if record is not None:
+            found.append(Entry(directory, name, record))
+    return sorted(found, key=Entry.sort_key)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """The registry as one read-only pass saw it."""
+
+    directory: str | None
+    listing: list[str]
+    entries: list[Entry]
+
+    def orphan_locks(self) -> list[str]:
+        """Lock files claimed neither by a record file (readable or not) nor by a record."""
+        stems = {name[: -len(RECORD_SUFFIX)] for name in self.listing if name.endswith(RECORD_SUFFIX)}
+        claimed = {entry.record.lock_file for entry in self.entries}
+        return sorted(
+            name
+            for name in self.listing
+            if name.endswith(LOCK_SUFFIX) and name[: -len(LOCK_SUFFIX)] not in stems and name not in claimed
+        )
+
+
+def read(failure_kind: Kind) -> View:
+    """One read-only pass over the registry; an unreadable registry is a ``failure_kind``
+    Failure (``registry`` under 103 for a by-id client, under 111 for the others)."""
+    try:
+        directory = open_for_reading()
+        listing = names(directory)
+    except RegistryError as exc:
+        raise Failure(failure_kind, str(exc)) from None
+    return View(directory, listing, entries(directory, listing))

@@ -1,0 +1,108 @@
+"""What ``wait`` watches and what it reports (control-plane.md §2.7).
+
+Waiting needs no endpoint: it polls the registry's liveness locks. The outcome comes from the
+terminal ``runner_exit`` event in the run's JSONL, which the runner writes just after it
+unregisters, so reading it allows a short grace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+from ..errors import Failure, Kind
+from .lock import Health
+from .scan import Entry, read
+
+OUTCOME_TAIL_BYTES = 64 * 1024
+OUTCOME_RETRY_SECONDS = 0.5
+OUTCOME_RETRY_STEP = 0.01
+
+
+class RunIdWatch:
+    """Waits until no record named ``run_id`` is live or unprobed."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self._jsonl: str | None = None
+
+    def done(self) -> bool:
+        matches = [e for e in read(Kind.REGISTRY).entries if e.record.run_id == self.run_id]
+        health = [(entry, entry.health()) for entry in matches]
+        live = [entry for entry, state in health if state is Health.LIVE]
+        if len(live) > 1:
+            raise Failure(Kind.AMBIGUOUS_RUN_ID, f"run id '{self.run_id}' names {len(live)} live runs")
+        if live:
+            self._jsonl = live[0].record.jsonl
+        elif matches and self._jsonl is None:  # never seen live: the newest leftover will do
+            self._jsonl = max(matches, key=lambda e: e.record.started_at).record.jsonl
+        return not live and not any(state is Health.UNPROBED for _, state in health)
+
+    def report(self) -> dict:
+        return outcome(self.run_id, self._jsonl)
+
+
+class AllWatch:
+    """Waits for the runs that were live on the first look (label-filtered) to end."""
+
+    def __init__(self, labels: dict):
+        self._targets: list[Entry] = [
+            e for e in read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE
+        ]
+        self._outstanding = list(self._targets)
+
+    def done(self) -> bool:
+        self._outstanding = [e for e in self._outstanding if e.exists() and e.health() is not Health.STALE]
+        return not self._outstanding
+
+    def report(self) -> list:
+        ordered = sorted(self._targets, key=lambda e: (e.record.run_id, e.path))
+        return [outcome(e.record.run_id, e.record.jsonl) for e in ordered]
+
+
+def outcome(run_id: str, jsonl: str | None) -> dict:
+    """``runner_exit``'s code, source and child_code, or status unknown when it cannot be read."""
+    if jsonl is not None:
+        deadline = time.monotonic() + OUTCOME_RETRY_SECONDS
+        while True:
+            event = _runner_exit(jsonl)
+            if event is not None:
+                return {"run_id": run_id, "status": "reported", **event}
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(OUTCOME_RETRY_STEP)
+    return {"run_id": run_id, "status": "unknown", "code": None, "source": None, "child_code": None}
+
+
+def _runner_exit(path: str) -> dict | None:
+    """The last complete ``runner_exit`` line in the file's final 64 KiB."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        offset = max(0, info.st_size - OUTCOME_TAIL_BYTES)
+        data = os.pread(fd, OUTCOME_TAIL_BYTES, offset)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    lines = data.split(b"\n")[:-1]  # the last piece has no newline yet
+    if offset > 0 and lines:
+        lines = lines[1:]  # the first piece may start mid-line
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(event, dict) and event.get("event") == "runner_exit":
+            code, source, child_code = event.get("code"), event.get("source"), event.get("child_code")
+            if type(code) is int and isinstance(source, str) and (child_code is None or type(child_code) is int):
+                return {"code": code, "source": source, "child_code": child_code}
+            return None
+    return None
