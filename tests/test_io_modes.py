@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from conftest import event_names, read_events, run_cli
+from streams import check_stream
 
 PY = sys.executable
 
@@ -91,8 +92,7 @@ def test_stdin_file_child_that_stops_reading_early_is_not_a_runner_error(tmp_pat
     assert result.returncode == 0, result.stderr
     assert result.stderr == b""
     assert result.stdout in (b"b'0123456789'", b"done\n")
-    last = read_events(jsonl)[-1]
-    assert (last["event"], last["source"], last["code"]) == ("runner_exit", "child_exit", 0)
+    assert check_stream(jsonl, 0)[-1]["source"] == "child_exit"
 
 
 def test_stdin_file_bytes_stay_out_of_argv_and_events(tmp_path):
@@ -115,7 +115,7 @@ def test_stdin_file_that_cannot_be_read_is_setup_111_before_spawn(tmp_path, kind
     result = run_cli("run", "--stdin-file", source, "--jsonl", jsonl, "--", *touch_child(marker))
     assert result.returncode == 111
     assert b"--stdin-file" in result.stderr
-    assert [(e["event"], e.get("source")) for e in read_events(jsonl)] == [("runner_exit", "setup")]
+    assert [e["event"] for e in check_stream(jsonl, 111)] == ["runner_exit"]
     assert not marker.exists()
 
 
@@ -215,7 +215,7 @@ def test_no_echo_silences_the_runner_while_capture_and_idle_rearming_continue(tm
     assert (result.stdout, result.stderr) == (b"", b"")
     assert (capture / "stdout.log").read_bytes() == b"".join(b"out %d\n" % i for i in range(5))
     assert (capture / "stderr.log").read_bytes() == b"".join(b"err %d\n" % i for i in range(5))
-    captured = read_events(jsonl)[-2]
+    captured = check_stream(jsonl, 0)[-2]
     assert captured["event"] == "output_captured"
     assert captured["stdout"]["bytes"] == 30 and captured["stderr"]["bytes"] == 30
 
@@ -229,7 +229,7 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
     assert result.returncode == 106
     assert result.stdout == b""
     assert (tmp_path / "flushed").exists()
-    ending = read_events(jsonl)[2]
+    ending = check_stream(jsonl, 106)[2]
     assert (ending["event"], ending["reason"]) == ("timeout", "idle")
 
 
@@ -241,7 +241,7 @@ def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
     jsonl = tmp_path / "run.jsonl"
     result = run_cli("run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", PY, "-c", "import time; time.sleep(1.3)")
     assert result.returncode == 0, result.stderr
-    events = read_events(jsonl)
+    events = check_stream(jsonl, 0)
     names = [e["event"] for e in events]
     ending = names.index("root_exited")
     intervals = [i for i, e in enumerate(events) if e["event"] == "members_snapshot" and e["reason"] == "interval"]
@@ -274,7 +274,7 @@ def test_snapshot_read_failure_is_reported_and_the_cadence_goes_on(tmp_path):
     argv = ["run", "--snapshot-interval", "150ms", "--jsonl", str(jsonl), "--", PY, "-c", "import time; time.sleep(1)"]
     result = subprocess.run([PY, "-c", inject, *argv], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    snapshots = [e for e in read_events(jsonl) if e["event"] == "members_snapshot"]
+    snapshots = [e for e in check_stream(jsonl, 0) if e["event"] == "members_snapshot"]
     assert [(s["reason"], s["read_error"], s["members"] == []) for s in snapshots[:4]] == [
         ("spawn", False, False),
         ("interval", True, True),

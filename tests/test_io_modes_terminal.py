@@ -18,6 +18,8 @@ import textwrap
 import pytest
 
 from conftest import cli_command, pid_alive, read_events, wait_for_event, wait_for_file
+from processkit.events.validate import validate_event
+from streams import check_stream
 
 PY = sys.executable
 
@@ -137,7 +139,7 @@ def test_default_mode_child_sees_pipes_and_ctrl_c_cancels_the_run(terminal):
     terminal.type(b"\x03")
     result = terminal.finish()
     assert result == {"rc": 107, "foreground_is_host": True}
-    events = read_events(terminal.jsonl)
+    events = check_stream(terminal.jsonl, 107)
     cancelled = next(e for e in events if e["event"] == "cancelled")
     assert cancelled["source"] == "ctrl_c"
     assert (events[-1]["code"], events[-1]["source"], events[-1]["child_code"]) == (107, "cancelled", None)
@@ -153,7 +155,7 @@ def test_inherit_stdio_child_owns_the_terminal_and_ctrl_c_is_its_own_exit(termin
     terminal.type(b"\x03")
     result = terminal.finish()
     assert result == {"rc": 130, "foreground_is_host": True}
-    events = read_events(terminal.jsonl)
+    events = check_stream(terminal.jsonl, 130)
     names = [e["event"] for e in events]
     assert "cancelled" not in names
     exited = events[names.index("root_exited")]
@@ -190,6 +192,7 @@ def test_failed_foreground_handoff_is_container_failed_102(terminal):
         "cleanup_finished",
         "runner_exit",
     ]
+    assert [problem for e in events for problem in validate_event(e)] == []
     assert (events[0]["phase"], events[0]["code"]) == ("foreground", 102)
     assert events[2]["members_before"] == 1  # the child had spawned, and was torn down
     assert events[3]["remaining"] == 0
