@@ -31,7 +31,7 @@ def _group_exists(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass
+        pass  # it exists; the runner just may not signal it
     return True
 
 
