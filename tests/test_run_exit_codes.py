@@ -1,0 +1,248 @@
+"""Exit codes, the event stream of a plain run, pre-spawn failures and how errors are printed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import REFERENCE_SCHEMAS, cli_command, pid_alive, run_cli, start_cli, wait_for_event
+from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
+
+ENVELOPE_KEYS = ["error_version", "code", "kind", "operation", "run_id", "retryable", "message"]
+
+
+@pytest.mark.parametrize("code", [0, 1, 42, 101, 255])
+def test_the_runner_exits_with_the_childs_own_code(tmp_path, code):
+    proc, events = run_checked(tmp_path, command=["sh", "-c", f"exit {code}"], returncode=code)
+    assert [e["event"] for e in events] == [
+        "run_started",
+        "members_snapshot",
+        "root_exited",
+        "resource_summary",
+        "cleanup_started",
+        "cleanup_finished",
+        "runner_exit",
+    ]
+    exited = one(events, "root_exited")
+    assert (exited["outcome"], exited["code"], exited["signal"]) == ("exited", code, None)
+    # A code inside the reserved band is the child's: only runner_exit.source can tell.
+    assert (events[-1]["source"], events[-1]["child_code"]) == ("child_exit", code)
+    finished = one(events, "cleanup_finished")
+    assert (finished["soft_terminate"], finished["shutdown"]) == (None, None)
+    assert proc.stderr == b""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGUSR1])
+def test_a_signal_death_exits_128_plus_the_signal(tmp_path, signum):
+    code = 128 + int(signum)
+    _, events = run_checked(tmp_path, command=["sh", "-c", f"kill -{int(signum)} $$"], returncode=code)
+    exited = one(events, "root_exited")
+    assert (exited["outcome"], exited["code"], exited["signal"]) == ("signalled", None, int(signum))
+    assert (events[-1]["source"], events[-1]["child_code"]) == ("child_exit", code)
+
+
+def _write_script(path, mode: int):
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "program, reason",
+    [
+        (lambda tmp: str(tmp / "no-such-program"), "No such file or directory"),
+        (lambda tmp: _write_script(tmp / "not-executable.sh", 0o644), "Permission denied"),
+        (lambda tmp: str(tmp), "Permission denied"),
+    ],
+    ids=["missing", "not-executable", "directory"],
+)
+def test_a_program_that_cannot_start_is_a_spawn_failure(tmp_path, program, reason):
+    proc, events = run_checked(tmp_path, command=[program(tmp_path)], returncode=101)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    assert reason in events[0]["message"]
+    assert events[-1]["source"] == "spawn_error"
+    assert stderr_lines(proc) == [f"processkit-cli: {events[0]['message']}"]
+
+
+@pytest.mark.parametrize("bad", ["missing-dir", "a-file"])
+def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
+    (tmp_path / "a-file").write_text("")
+    marker = tmp_path / "ran"
+    proc, events = run_checked(tmp_path, "--cwd", tmp_path / bad, command=["touch", marker], returncode=101)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    assert "--cwd" in events[0]["message"]
+    assert not marker.exists()
+
+
+def test_cwd_is_resolved_against_the_runners_directory(tmp_path):
+    (tmp_path / "sub").mkdir()
+    proc, events = run_checked(tmp_path, "--cwd", "sub", command=["pwd"], returncode=0, cwd=tmp_path)
+    assert one(events, "run_started")["cwd"] == str(tmp_path / "sub")
+    assert proc.stdout.decode().strip() == str(tmp_path / "sub")
+    _, events = run_checked(tmp_path, command=["true"], returncode=0, cwd=tmp_path)
+    assert one(events, "run_started")["cwd"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["missing-dir/run.jsonl", "."], ids=["missing-dir", "directory"])
+def test_an_unopenable_jsonl_is_a_setup_failure_before_anything_runs(tmp_path, where):
+    marker = tmp_path / "ran"
+    proc = run_cli("run", "--jsonl", tmp_path / where, "--", "touch", marker)
+    assert proc.returncode == 111
+    assert not marker.exists() and not (tmp_path / "missing-dir").exists()
+    [line] = stderr_lines(proc)
+    assert line.startswith("processkit-cli: cannot open --jsonl ")
+
+
+def test_a_jsonl_write_failure_warns_once_and_changes_nothing_else(tmp_path):
+    proc = run_cli("run", "--jsonl", "/dev/full", "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert proc.returncode == 7
+    assert proc.stdout == b"out\n"
+    warnings = [line for line in stderr_lines(proc) if "JSONL event logging disabled" in line]
+    assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
+    assert b"err\n" in proc.stderr
+
+
+def test_run_started_describes_the_run(tmp_path):
+    argv = ["sh", "-c", "exit 0", "--token=s3cret"]
+    proc, events = run_checked(tmp_path, "--label", "b=2", "--label", "a=1", "--label", "b=3", command=argv, returncode=0)
+    started = one(events, "run_started")
+    assert started["labels"] == {"a": "1", "b": "3"} and list(started["labels"]) == ["a", "b"]
+    assert started["run_id"].startswith("run-") and started["root_pid"] > 0
+    assert started["mechanism"] in ("cgroup_v2", "process_group") and started["abrupt_cleanup"] == "direct_child_only"
+    digest = hashlib.sha256(b"\0".join(a.encode() for a in argv)).hexdigest()
+    assert started["command"] == {"redacted": True, "argv": None, "argv_sha256": digest, "hint": None}
+    assert "s3cret" not in json.dumps(events)
+
+
+def test_the_generated_run_id_names_the_runner_pid(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "true")
+    proc.communicate(timeout=30)
+    run_id = one(check_stream(jsonl, proc.returncode), "run_started")["run_id"]
+    pid, nanos = run_id.split("-")[1:]
+    assert int(pid) == proc.pid and len(nanos) >= 19
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["sh", "-c", "exit 0", "/x/MSBuild.dll", "/nodemode:1", "/NODEREUSE:TRUE"], "msbuild_node_reuse"),
+        (["sh", "-c", "exit 0", "msbuild.dll /NodeMode:1", "/nodeReuse:true"], "msbuild_node_reuse"),
+        (["sh", "-c", "exit 0", "MSBuild.dll", "/nodemode:1"], None),
+        # Only ASCII is case-folded: U+0130 must not fold to an ASCII 'i'.
+        (["sh", "-c", "exit 0", "MSBU\u0130LD.dll", "/nodemode:1", "/nodeReuse:true"], None),
+    ],
+)
+def test_argv_raw_and_the_hint(tmp_path, argv, hint):
+    _, events = run_checked(tmp_path, "--argv-raw", command=argv, returncode=0)
+    command = one(events, "run_started")["command"]
+    assert command["redacted"] is False and command["argv"] == argv and command["hint"] == hint
+    assert command["argv_sha256"] == hashlib.sha256("\0".join(argv).encode()).hexdigest()
+
+
+def test_an_argv_element_that_is_not_utf8_is_escaped_and_hashed_raw(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    raw = [b"sh", b"-c", b"exit 0", b"--path=/tmp/logs\xe9\\"]
+    cmd = [os.fsencode(a) for a in cli_command()] + [b"run", b"--argv-raw", b"--jsonl", bytes(jsonl), b"--"] + raw
+    proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    command = one(check_stream(jsonl, proc.returncode), "run_started")["command"]
+    assert command["argv"] == ["sh", "-c", "exit 0", "\0--path=/tmp/logs\\xe9\\\\"]
+    assert command["argv_sha256"] == hashlib.sha256(b"\0".join(raw)).hexdigest()
+
+
+def test_the_spawn_snapshot_lists_the_root_child(tmp_path):
+    jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done")
+    snapshot = wait_for_event(jsonl, "members_snapshot")
+    release.touch()
+    proc.communicate(timeout=30)
+    events = check_stream(jsonl, proc.returncode)
+    root = one(events, "run_started")["root_pid"]
+    assert snapshot["reason"] == "spawn" and snapshot["read_error"] is False
+    [member] = [m for m in snapshot["members"] if m["pid"] == root]
+    assert member["ppid"] == proc.pid and member["name"] == "sh" and int(member["start_time"]) > 0
+
+
+def test_the_fallback_measures_nothing_and_says_so_with_nulls(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    _, events = run_checked(tmp_path, command=python_child("sum(range(10**6))"), returncode=0)
+    summary = one(events, "resource_summary")
+    assert summary["read_error"] is False
+    assert [summary[k] for k in ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")] == [None] * 5
+
+
+# -- --error-format --------------------------------------------------------------------------
+
+
+def _envelope(proc) -> dict:
+    lines = stderr_lines(proc)
+    envelope = json.loads(lines[-1])
+    assert list(envelope) == ENVELOPE_KEYS and envelope["error_version"] == 1
+    assert envelope["code"] == proc.returncode and envelope["operation"] == "run"
+    assert envelope["retryable"] is False
+    schema_path = REFERENCE_SCHEMAS / "error.schema.json"
+    if schema_path.exists():
+        import jsonschema
+
+        jsonschema.validate(envelope, json.loads(schema_path.read_text()))
+    return envelope
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before-subcommand", "after-subcommand"])
+def test_the_json_envelope_is_one_line_on_stderr(tmp_path, before):
+    flag = ["--error-format", "json"]
+    args = ["run", "--jsonl", tmp_path / "run.jsonl", "--", tmp_path / "missing"]
+    proc = run_cli(*(flag + args if before else args[:1] + flag + args[1:]))
+    assert proc.returncode == 101 and proc.stdout == b""
+    assert len(stderr_lines(proc)) == 1
+    envelope = _envelope(proc)
+    assert (envelope["kind"], envelope["run_id"]) == ("spawn_error", None)
+    assert envelope["message"] == check_stream(tmp_path / "run.jsonl")[0]["message"]
+
+
+def test_the_envelope_names_a_given_run_id_and_follows_the_childs_stderr(tmp_path):
+    proc = run_cli(
+        "run", "--error-format=json", "--run-id", "build-7", "--timeout", "100ms", "--jsonl", tmp_path / "run.jsonl",
+        "--", "sh", "-c", "echo child-said >&2; exec sleep 30",
+    )
+    assert proc.returncode == 106
+    envelope = _envelope(proc)
+    assert (envelope["kind"], envelope["run_id"]) == ("timeout", "build-7")
+    assert stderr_lines(proc)[0] == "child-said"
+
+
+def test_a_setup_failure_renders_as_an_envelope_too(tmp_path):
+    proc = run_cli("--error-format", "json", "run", "--jsonl", tmp_path / "no" / "run.jsonl", "--", "true")
+    assert proc.returncode == 111 and _envelope(proc)["kind"] == "setup"
+
+
+def test_usage_errors_stay_human_even_in_json_mode(tmp_path):
+    proc = run_cli("--error-format", "json", "run", "--timeout", "soon", "--jsonl", tmp_path / "run.jsonl", "--", "true")
+    assert proc.returncode == 100
+    assert stderr_lines(proc)[0].startswith("processkit-cli: invalid value 'soon' for '--timeout'")
+
+
+_TOKENS = [
+    "run", "--jsonl", "--timeout", "--idle-timeout", "--grace", "--label", "--env", "--env-file", "--env-remove",
+    "--run-id", "--run-id-env", "--cwd", "--capture-dir", "--capture-max-bytes", "--error-format", "--argv-raw",
+    "--no-echo", "--inherit-stdio", "--max-processes", "--cpu-quota", "--", "=", "", "0", "1s", "json", "k=v",
+    "-x", "\udcff", "\u202e", "nan", "99999999999999999999999",
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(_TOKENS) | st.text(st.characters(blacklist_characters="\0"), max_size=8), max_size=8))
+def test_no_input_ever_produces_a_traceback(tmp_path, argv):
+    command = [os.fsencode(a) for a in cli_command()] + [os.fsencode(a) for a in argv] + [b"--", b"true"]
+    proc = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=30)
+    assert b"Traceback" not in proc.stderr
+    assert proc.returncode in (0, 100, 101, 102, 111), (argv, proc.returncode, proc.stderr)
+    if proc.returncode:
+        assert proc.stderr.splitlines()[-1].startswith((b"processkit-cli: ", b"usage: ", b"{")), proc.stderr
