@@ -28,6 +28,9 @@ HOST_UNQUALIFIED = 116
 
 RESERVED_BAND = range(100, 120)
 
+# Inside Kind's body, a member named like a code constant shadows it for later members.
+_SETUP_CODE = SETUP
+
 
 class Kind(enum.Enum):
     """A failure's machine name (the envelope's ``kind``) and its exit code."""
@@ -51,13 +54,13 @@ class Kind(enum.Enum):
     INCOMPATIBLE_CONTRACT = ("incompatible_contract", CONTROL)
     PEER_IDENTITY_UNSUPPORTED = ("peer_identity_unsupported", CONTROL)
     REGISTRY_BY_ID = ("registry", CONTROL)
-    REGISTRY = ("registry", SETUP)
+    REGISTRY = ("registry", _SETUP_CODE)
     PROBE_INCOMPATIBLE = ("probe_incompatible", PROBE_INCOMPATIBLE)
     WAIT_TIMEOUT = ("wait_timeout", WAIT_TIMEOUT)
     EVENTS_INVALID = ("events_invalid", EVENTS_INVALID)
     NOT_A_MEMBER = ("not_a_member", NOT_A_MEMBER)
     HOST_UNQUALIFIED = ("host_unqualified", HOST_UNQUALIFIED)
-    UNKNOWN = ("unknown", SETUP)
+    UNKNOWN = ("unknown", _SETUP_CODE)
 
     @property
     def label(self) -> str:
