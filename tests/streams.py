@@ -9,12 +9,15 @@ of the stream, so a scenario test only has to assert what is special about its s
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import json
 import os
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import REFERENCE_SCHEMAS, run_cli
 from processkit.events.validate import load_event_schema, validate_event
@@ -145,3 +148,31 @@ def python_child(code: str) -> list[str]:
 
 def stderr_lines(proc) -> list[str]:
     return proc.stderr.decode("utf-8", "replace").splitlines()
+
+
+def event_time(event: dict) -> float:
+    """An event's wall-clock time in seconds since the epoch (millisecond resolution)."""
+    moment = datetime.datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def seconds_between(events: list[dict], first: str, second: str) -> float:
+    return event_time(one(events, second)) - event_time(one(events, first))
+
+
+@pytest.fixture(params=["cgroup_v2", "process_group"])
+def containment(request, monkeypatch):
+    """Runs a test once per containment mechanism; see ``require_mechanism``."""
+    if request.param == "process_group":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    else:
+        monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    return request.param
+
+
+def require_mechanism(events: list[dict], wanted: str) -> None:
+    """Skip when the host cannot give a run a cgroup; the forced fallback must always hold."""
+    got = one(events, "run_started")["mechanism"]
+    if got != wanted and wanted != "process_group":
+        pytest.skip(f"this host gives runs {got}, not {wanted}")
+    assert got == wanted

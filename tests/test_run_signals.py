@@ -1,0 +1,110 @@
+"""Stop signals sent to the runner: SIGINT, SIGTERM and SIGHUP cancel the run (107) with the
+right ``cancelled.source``; a signal ignored when the runner started stays ignored; repeats
+during teardown are absorbed."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
+from streams import check_stream, containment, one, require_mechanism  # noqa: F401 - fixture
+
+SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
+
+
+def start_sleeper(tmp_path, *args, **kwargs):
+    """A run whose child sleeps; returns once the runner has reported the spawned child."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--jsonl", jsonl, *args, "--", "sleep", "30", **kwargs)
+    wait_for_event(jsonl, "members_snapshot")
+    return proc, jsonl
+
+
+@pytest.mark.parametrize("signum", list(SOURCES), ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_cancels_the_run(tmp_path, signum):
+    proc, jsonl = start_sleeper(tmp_path)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=30)
+    events = check_stream(jsonl, 107)
+    cancelled = one(events, "cancelled")
+    assert (cancelled["source"], cancelled["grace_ms"]) == (SOURCES[signum], None)
+    assert events[-1]["source"] == "cancelled"
+    assert one(events, "cleanup_finished")["soft_terminate"] == "signalled"
+    assert stderr.decode().splitlines() == [
+        f"processkit-cli: run cancelled by {SOURCES[signum]}: sent SIGTERM to the process tree "
+        "(capability scope: whole_tree), then hard-killed any survivors via the container"
+    ]
+    assert not pid_alive(one(events, "run_started")["root_pid"])
+
+
+def test_a_stop_signal_right_after_spawn_still_cancels_the_run(tmp_path):
+    """The first line is written before the race starts: the runner must already be watching."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sleep", "30")
+    deadline = time.monotonic() + 10
+    while not (jsonl.exists() and jsonl.stat().st_size) and time.monotonic() < deadline:
+        pass  # no sleep: the window being tested is shorter than any poll interval
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 107
+    assert one(check_stream(jsonl, 107), "cancelled")["source"] == "sigterm"
+
+
+def test_cancellation_tears_down_under_either_mechanism(tmp_path, containment):
+    proc, jsonl = start_sleeper(tmp_path, "--grace", "2s")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    events = check_stream(jsonl, 107)
+    require_mechanism(events, containment)
+    assert one(events, "cancelled")["grace_ms"] == 2000
+    shutdown = one(events, "cleanup_finished")["shutdown"]
+    assert (shutdown["drained_within_grace"], shutdown["members_after"]) == (True, 0)
+
+
+def _caught_and_ignored(pid: int) -> tuple[int, int]:
+    fields = dict(line.split(":\t") for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+    return int(fields["SigCgt"], 16), int(fields["SigIgn"], 16)
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["default", "ignored-at-start"])
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path, ignored):
+    """Under ``nohup``-like starts SIGTERM has no effect; otherwise the runner catches it."""
+
+    def ignore_sigterm():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
+    proc = start_cli(
+        "run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done",
+        preexec_fn=ignore_sigterm if ignored else None,
+    )
+    wait_for_event(jsonl, "members_snapshot")
+    caught, ignored_mask = _caught_and_ignored(proc.pid)
+    bit = 1 << (signal.SIGTERM - 1)
+    assert (bool(caught & bit), bool(ignored_mask & bit)) == (not ignored, ignored)
+    assert caught & (1 << (signal.SIGINT - 1)), "the other stop signals are still caught"
+    proc.send_signal(signal.SIGTERM)  # discarded at once by the kernel when ignored
+    release.touch()
+    proc.communicate(timeout=30)
+    events = check_stream(jsonl, proc.returncode)
+    expected = "cancelled" if not ignored else "root_exited"
+    assert [e["event"] for e in events][2] == expected
+    assert proc.returncode == (107 if not ignored else 0)
+
+
+def test_repeated_signals_during_teardown_are_absorbed(tmp_path):
+    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
+    child = f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"
+    proc = start_cli("run", "--jsonl", jsonl, "--grace", "1s", "--", "sh", "-c", child)
+    wait_for_file(ready)
+    proc.send_signal(signal.SIGTERM)
+    wait_for_event(jsonl, "cleanup_started")
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        proc.send_signal(signum)
+    proc.communicate(timeout=30)
+    events = check_stream(jsonl, 107)
+    assert one(events, "cancelled")["source"] == "sigterm"
+    assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
