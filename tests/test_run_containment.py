@@ -1,0 +1,125 @@
+"""Containment: what is left of the child's tree when a run ends, under each mechanism.
+
+cgroup v2 reaches every descendant, ``setsid`` double-forks included; the process-group
+fallback reaches only its group (its documented limit). Either way PR_SET_PDEATHSIG takes the
+direct child down with a SIGKILLed runner.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
+from streams import containment, one, python_child, require_mechanism, run_checked, seconds_between  # noqa: F401
+
+LEAVE_DESCENDANTS = r"""
+import os, sys, time
+where, keep_pipes = sys.argv[1], sys.argv[2] == "keep-pipes"
+
+def linger(name):
+    if not keep_pipes:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+    with open(f"{where}/{name}.tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(f"{where}/{name}.tmp", f"{where}/{name}")
+    time.sleep(60)
+    os._exit(0)
+
+if os.fork() == 0:  # a background grandchild, in the child's own process group
+    linger("grandchild")
+if os.fork() == 0:  # a double-forked escapee in a session of its own
+    os.setsid()
+    if os.fork() == 0:
+        linger("escapee")
+    os._exit(0)
+while not (os.path.exists(f"{where}/grandchild") and os.path.exists(f"{where}/escapee")):
+    time.sleep(0.01)
+"""
+
+
+@pytest.fixture
+def leftovers(tmp_path):
+    """The pids the child leaves behind; any survivor is killed when the test ends."""
+    found: dict[str, int] = {}
+    yield found
+    for pid in found.values():
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def leave_descendants(tmp_path, leftovers, keep_pipes: bool = False):
+    command = python_child(LEAVE_DESCENDANTS) + [str(tmp_path), "keep-pipes" if keep_pipes else "detach"]
+    proc, events = run_checked(tmp_path, command=command, returncode=0)
+    for name in ("grandchild", "escapee"):
+        leftovers[name] = int((tmp_path / name).read_text())
+    return proc, events
+
+
+def test_a_natural_exit_kills_every_descendant_the_mechanism_reaches(tmp_path, containment, leftovers):
+    _, events = leave_descendants(tmp_path, leftovers)
+    require_mechanism(events, containment)
+    assert not pid_alive(leftovers["grandchild"])
+    escaped = containment == "process_group"  # setsid leaves a process group, never a cgroup
+    assert pid_alive(leftovers["escapee"]) is escaped
+    assert one(events, "cleanup_started")["members_before"] == (1 if escaped else 2)
+    finished = one(events, "cleanup_finished")
+    assert (finished["remaining"], finished["remaining_pids"], finished["kill_error"]) == (0, [], False)
+
+
+def test_an_escapee_holding_the_pipes_cannot_hang_the_runner(tmp_path, containment, leftovers):
+    _, events = leave_descendants(tmp_path, leftovers, keep_pipes=True)
+    require_mechanism(events, containment)
+    lingered = seconds_between(events, "cleanup_finished", "runner_exit")
+    if containment == "cgroup_v2":
+        assert lingered < 0.5, "the pipes should close as soon as the whole tree is killed"
+    else:
+        assert pid_alive(leftovers["escapee"])
+        assert lingered < 2.0 + 0.5, "the output drain after teardown is bounded"
+
+
+def _cgroup_dir(pid: int) -> str | None:
+    """The cgroup v2 directory ``pid`` is in, read before the process goes away."""
+    with open(f"/proc/{pid}/cgroup") as handle:
+        own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
+    with open("/proc/self/mountinfo") as handle:
+        mount = next((f[4] for f in map(str.split, handle) if f[f.index("-") + 1] == "cgroup2"), None)
+    return None if own is None or mount is None else mount + own
+
+
+def _remove_when_empty(path: str) -> None:
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except OSError as exc:
+            if exc.errno == errno.ENOENT or time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+
+
+def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment):
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sleep", "30")
+    wait_for_event(jsonl, "members_snapshot")
+    started = one(read_events_tolerant(jsonl), "run_started")
+    require_mechanism([started], containment)
+    assert started["abrupt_cleanup"] == "direct_child_only"
+    child = started["root_pid"]
+    group = _cgroup_dir(child) if containment == "cgroup_v2" else None
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 5
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pid_alive(child), "the child outlived its SIGKILLed runner"
+    assert "runner_exit" not in [e["event"] for e in read_events_tolerant(jsonl)]
+    if group is not None:
+        _remove_when_empty(group)  # nothing removes a dead runner's cgroup but us

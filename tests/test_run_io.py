@@ -1,0 +1,101 @@
+"""The default I/O mode end to end: closed stdin, byte-exact echo on separate streams, the
+capture report, and no runner descriptor leaking into the child."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+import pytest
+
+from conftest import run_cli
+from streams import check_stream, containment, one, python_child, require_mechanism, run_checked  # noqa: F401
+
+LIST_FDS = """
+import os
+fds = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        os.fstat(int(name))  # the listing's own descriptor is closed by now
+    except OSError:
+        continue
+    fds.append(int(name))
+print(sorted(fds))
+"""
+
+
+def test_the_child_inherits_no_descriptor_beyond_0_1_2(tmp_path, containment, pump_backend):
+    stray = os.open(os.devnull, os.O_RDONLY)  # the runner's caller leaks one: it must stop there
+    try:
+        _, events = run_checked(
+            tmp_path, "--capture-dir", tmp_path / "cap", command=python_child(LIST_FDS), returncode=0,
+            pass_fds=(stray,),
+        )
+    finally:
+        os.close(stray)
+    require_mechanism(events, containment)
+    assert (tmp_path / "cap" / "stdout.log").read_text() == "[0, 1, 2]\n"
+
+
+def test_the_default_stdin_is_closed_even_when_the_runner_has_an_idle_pipe(tmp_path):
+    """The child must not wait on input nobody will ever write (the runner's stdin is open)."""
+    read_end, write_end = os.pipe()
+    try:
+        code = "import os, sys; print(os.readlink('/proc/self/fd/0'), repr(sys.stdin.read()))"
+        proc, _ = run_checked(tmp_path, "--timeout", "20s", command=python_child(code), returncode=0, stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert proc.stdout == b"/dev/null ''\n"
+
+
+NASTY = bytes(range(256)) + b"\xff\xfe invalid \xc3\x28 utf-8\r\ncrlf\r\n\x00nul" + "\u00e9\U0001f680".encode() + b"no newline"
+
+
+def test_echo_is_byte_exact_and_keeps_the_streams_apart(tmp_path, pump_backend):
+    code = f"import os; os.write(1, {NASTY!r}); os.write(2, {NASTY[::-1]!r}); os.write(1, b'tail')"
+    proc, _ = run_checked(tmp_path, command=python_child(code), returncode=0)
+    assert proc.stdout == NASTY + b"tail"
+    assert proc.stderr == NASTY[::-1]
+
+
+def test_heavy_output_arrives_whole_and_in_order(tmp_path, pump_backend):
+    """24 MiB through echo and capture: the echo is complete, the capture keeps its 8 MiB."""
+    blocks = 96
+    code = (
+        "import sys\n"
+        "block = bytes(range(256)) * 1024\n"
+        f"for i in range({blocks}): sys.stdout.buffer.write(i.to_bytes(4, 'big') + block[4:])\n"
+    )
+    block = bytes(range(256)) * 1024
+    expected = b"".join(i.to_bytes(4, "big") + block[4:] for i in range(blocks))
+    proc, events = run_checked(tmp_path, "--capture-dir", tmp_path / "cap", command=python_child(code), returncode=0)
+    assert proc.stdout == expected
+    stdout = one(events, "output_captured")["stdout"]
+    assert (stdout["bytes_seen"], stdout["bytes_written"], stdout["truncated"]) == (len(expected), 8 << 20, True)
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == expected[: 8 << 20]
+
+
+@pytest.mark.parametrize("size, cap", [(0, 16), (16, 16), (17, 16), (5000, 1024)])
+def test_output_captured_reports_each_stream(tmp_path, pump_backend, size, cap):
+    capture = tmp_path / "cap"
+    code = f"import os; os.write(1, b'o' * {size}); os.write(2, b'e' * {size // 2})"
+    args = ("--capture-dir", capture, "--capture-max-bytes", str(cap))
+    proc, events = run_checked(tmp_path, *args, command=python_child(code), returncode=0)
+    report = one(events, "output_captured")
+    for name, produced in (("stdout", size), ("stderr", size // 2)):
+        stream = report[name]
+        content = (capture / f"{name}.log").read_bytes()
+        assert stream["path"] == str(capture / f"{name}.log")
+        assert stream["bytes"] == stream["bytes_seen"] == produced
+        assert stream["bytes_written"] == len(content) == min(produced, cap)
+        assert stream["sha256"] == hashlib.sha256(content).hexdigest()
+        assert (stream["truncated"], stream["write_error"]) == (produced > cap, False)
+    assert proc.stdout == b"o" * size, "the echo is never capped"
+
+
+def test_events_never_reach_stdout(tmp_path):
+    proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "true")
+    assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
+    assert len(check_stream(tmp_path / "run.jsonl", 0)) == 7
