@@ -53,9 +53,12 @@ def _containment(name: str) -> Container:
 
 
 def _controllers(container: Container, limits: Limits, name: str):
-    """The first backend that can carry every requested cap: the run's v2 group, else v1."""
+    """The first backend that can carry every requested cap: the run's v2 group, else v1.
+
+    When both refuse, ``limit_hit`` names the axis the last resort (v1) could not carry, and
+    its detail gives every backend's reason.
+    """
     from . import cgroup_v1, cgroup_v2
-    from .limits import AXES
 
     refusals = []
     if isinstance(container, cgroup_v2.CgroupV2):
@@ -67,5 +70,4 @@ def _controllers(container: Container, limits: Limits, name: str):
         return cgroup_v1.CgroupV1Controllers(limits, name)
     except LimitUnavailable as exc:
         refusals.append(exc)
-    axis = min((exc.limit for exc in refusals), key=AXES.index)
-    raise LimitUnavailable(axis, "; ".join(exc.detail for exc in refusals))
+    raise LimitUnavailable(refusals[-1].limit, "; ".join(exc.detail for exc in refusals))

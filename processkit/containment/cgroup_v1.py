@@ -24,7 +24,7 @@ import posixpath
 from ..spec import Limits
 from . import cgroupfs
 from .base import LimitUnavailable
-from .limits import CONTROLLER, ControllerSet, cfs_quota
+from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 
@@ -113,7 +113,7 @@ class CgroupV1Controllers(ControllerSet):
         if limits.max_memory is not None:
             writes.append(("memory", "memory", "memory.limit_in_bytes", str(limits.max_memory)))
         if limits.max_processes is not None:
-            writes.append(("processes", "pids", "pids.max", str(limits.max_processes)))
+            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
         if limits.cpu_quota is not None:
             quota, period = cfs_quota(limits.cpu_quota)
             writes.append(("cpu", "cpu", "cpu.cfs_period_us", str(period)))

@@ -16,7 +16,7 @@ import signal
 from ..spec import Limits
 from . import cgroupfs
 from .base import Container, ContainerError, LimitUnavailable
-from .limits import CONTROLLER, ControllerSet, cfs_quota
+from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 _MOUNTINFO = "/proc/self/mountinfo"
 
@@ -134,7 +134,7 @@ class CgroupV2Controllers(ControllerSet):
         if limits.max_memory is not None:
             writes.append(("memory", "memory", "memory.max", str(limits.max_memory)))
         if limits.max_processes is not None:
-            writes.append(("processes", "pids", "pids.max", str(limits.max_processes)))
+            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
         if limits.cpu_quota is not None:
             quota, period = cfs_quota(limits.cpu_quota)
             writes.append(("cpu", "cpu", "cpu.max", f"{quota} {period}"))

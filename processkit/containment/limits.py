@@ -25,6 +25,7 @@ from .base import LimitUnavailable
 AXES = ("memory", "processes", "cpu")
 CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
 
+PID_MAX_LIMIT = 4 * 1024 * 1024  # the kernel's pid ceiling (64-bit) and the most pids.max accepts
 CFS_PERIOD_US = 100_000
 CFS_LONG_PERIOD_US = 1_000_000  # the kernel's longest period: lets small quotas clear the floor
 CFS_MIN_QUOTA_US = 1_000
@@ -33,6 +34,11 @@ CFS_MIN_QUOTA_US = 1_000
 def capped_axes(limits: Limits) -> list[str]:
     values = {"memory": limits.max_memory, "processes": limits.max_processes, "cpu": limits.cpu_quota}
     return [axis for axis in AXES if values[axis] is not None]
+
+
+def pids_max(count: int) -> str:
+    """A ``--max-processes`` above the kernel's pid ceiling is already enforced by the kernel."""
+    return str(min(count, PID_MAX_LIMIT))
 
 
 def cfs_quota(cores: float) -> tuple[int, int]:
