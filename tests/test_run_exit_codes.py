@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import signal
 import subprocess
 
@@ -12,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REFERENCE_SCHEMAS, cli_command, pid_alive, run_cli, start_cli, wait_for_event
-from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
+from conftest import REFERENCE_SCHEMAS, cli_command, read_events_tolerant, run_cli, start_cli, wait_for_event
+from processkit.events.validate import validate_event
+from streams import check_stream, one, python_child, run_checked, stderr_lines
 
 ENVELOPE_KEYS = ["error_version", "code", "kind", "operation", "run_id", "retryable", "message"]
 
@@ -107,6 +109,26 @@ def test_a_jsonl_write_failure_warns_once_and_changes_nothing_else(tmp_path):
     warnings = [line for line in stderr_lines(proc) if "JSONL event logging disabled" in line]
     assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
     assert b"err\n" in proc.stderr
+
+
+def test_a_jsonl_write_failure_mid_run_stops_the_stream_not_the_run(tmp_path):
+    """The file stops growing at RLIMIT_FSIZE while interval snapshots keep coming."""
+    jsonl, limit = tmp_path / "run.jsonl", 2048
+
+    def cap_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = run_cli(
+        "run", "--jsonl", jsonl, "--snapshot-interval", "10ms", "--", "sh", "-c", "sleep 0.5; exit 3",
+        preexec_fn=cap_file_size,
+    )
+    assert proc.returncode == 3
+    assert stderr_lines(proc) == ["processkit-cli: warning: JSONL event logging disabled: File too large"]
+    complete = read_events_tolerant(jsonl)
+    assert complete[0]["event"] == "run_started" and len(complete) > 2
+    assert all(validate_event(e) == [] for e in complete)
+    assert "runner_exit" not in [e["event"] for e in complete]
+    assert jsonl.stat().st_size <= limit
 
 
 def test_run_started_describes_the_run(tmp_path):

@@ -160,125 +160,104 @@ class Validator:
         return node
 
     # -- instances -----------------------------------------------------------------------------
+    # Checks are generators: validity stops at the first violation, which is what keeps a
+    # oneOf of many event types cheap; the full list is built only when it is reported.
     def errors(self, instance, schema=None, path: str = "$") -> list[Violation]:
         """Every violation of ``instance`` against the schema (the root one by default)."""
-        schema = self._root if schema is None else schema
+        return list(self._iter(instance, self._root if schema is None else schema, path))
+
+    def is_valid(self, instance, schema=None) -> bool:
+        return next(self._iter(instance, self._root if schema is None else schema, "$"), None) is None
+
+    def _iter(self, instance, schema, path: str):
         if schema is True:
-            return []
+            return
         if schema is False:
-            return [Violation(path, "no value is allowed here", "false")]
-        found: list[Violation] = []
+            yield Violation(path, "no value is allowed here", "false")
+            return
         for keyword, value in schema.items():
             check = _INSTANCE_CHECKS.get(keyword)
             if check is not None:
-                found += check(self, value, instance, path, schema)
-        return found
-
-    def is_valid(self, instance) -> bool:
-        return not self.errors(instance)
+                yield from check(self, value, instance, path, schema)
 
     def _ref(self, ref, instance, path, schema):
-        return self.errors(instance, self._resolve(ref), path)
+        yield from self._iter(instance, self._resolve(ref), path)
 
     def _type(self, names, instance, path, schema):
         names = names if isinstance(names, list) else [names]
-        if any(_TYPES[name](instance) for name in names):
-            return []
-        return [Violation(path, f"expected {' or '.join(names)}, got {_show(instance)}", "type")]
+        if not any(_TYPES[name](instance) for name in names):
+            yield Violation(path, f"expected {' or '.join(names)}, got {_show(instance)}", "type")
 
     def _const(self, expected, instance, path, schema):
-        if json_equal(expected, instance):
-            return []
-        return [Violation(path, f"expected {_show(expected)}, got {_show(instance)}", "const", (expected, instance))]
+        if not json_equal(expected, instance):
+            yield Violation(path, f"expected {_show(expected)}, got {_show(instance)}", "const", (expected, instance))
 
     def _enum(self, choices, instance, path, schema):
-        if any(json_equal(choice, instance) for choice in choices):
-            return []
-        allowed = ", ".join(_show(choice) for choice in choices)
-        return [Violation(path, f"{_show(instance)} is not one of {allowed}", "enum")]
+        if not any(json_equal(choice, instance) for choice in choices):
+            allowed = ", ".join(_show(choice) for choice in choices)
+            yield Violation(path, f"{_show(instance)} is not one of {allowed}", "enum")
 
     def _properties(self, properties, instance, path, schema):
-        if not isinstance(instance, dict):
-            return []
-        found = []
-        for name, sub in properties.items():
-            if name in instance:
-                found += self.errors(instance[name], sub, child_path(path, name))
-        return found
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if name in instance:
+                    yield from self._iter(instance[name], sub, child_path(path, name))
 
     def _required(self, names, instance, path, schema):
-        if not isinstance(instance, dict):
-            return []
-        return [
-            Violation(path, f"missing required property {name!r}", "required", name)
-            for name in names
-            if name not in instance
-        ]
+        if isinstance(instance, dict):
+            for name in names:
+                if name not in instance:
+                    yield Violation(path, f"missing required property {name!r}", "required", name)
 
     def _additional(self, sub, instance, path, schema):
         if not isinstance(instance, dict):
-            return []
+            return
         declared = schema.get("properties", {})
-        found = []
         for name, value in instance.items():
             if name in declared:
                 continue
             if sub is False:
-                found.append(Violation(child_path(path, name), "property is not allowed here", "additionalProperties", name))
+                yield Violation(child_path(path, name), "property is not allowed here", "additionalProperties", name)
             else:
-                found += self.errors(value, sub, child_path(path, name))
-        return found
+                yield from self._iter(value, sub, child_path(path, name))
 
     def _property_names(self, sub, instance, path, schema):
-        if not isinstance(instance, dict):
-            return []
-        found = []
-        for name in instance:
-            for violation in self.errors(name, sub, child_path(path, name)):
-                found.append(dataclasses.replace(violation, message=f"property name {violation.message}"))
-        return found
+        if isinstance(instance, dict):
+            for name in instance:
+                for violation in self._iter(name, sub, child_path(path, name)):
+                    yield dataclasses.replace(violation, message=f"property name {violation.message}")
 
     def _items(self, sub, instance, path, schema):
-        if not isinstance(instance, list):
-            return []
-        found = []
-        for index, item in enumerate(instance):
-            found += self.errors(item, sub, child_path(path, index))
-        return found
+        if isinstance(instance, list):
+            for index, item in enumerate(instance):
+                yield from self._iter(item, sub, child_path(path, index))
 
     def _pattern(self, pattern, instance, path, schema):
-        if not isinstance(instance, str) or self._patterns[pattern].search(instance):
-            return []
-        return [Violation(path, f"{_show(instance)} does not match {pattern}", "pattern")]
+        if isinstance(instance, str) and not self._patterns[pattern].search(instance):
+            yield Violation(path, f"{_show(instance)} does not match {pattern}", "pattern")
 
     def _min_length(self, limit, instance, path, schema):
-        if not isinstance(instance, str) or len(instance) >= limit:
-            return []
-        return [Violation(path, f"expected at least {limit} characters, got {len(instance)}", "minLength")]
+        if isinstance(instance, str) and len(instance) < limit:
+            yield Violation(path, f"expected at least {limit} characters, got {len(instance)}", "minLength")
 
     def _max_length(self, limit, instance, path, schema):
-        if not isinstance(instance, str) or len(instance) <= limit:
-            return []
-        return [Violation(path, f"expected at most {limit} characters, got {len(instance)}", "maxLength")]
+        if isinstance(instance, str) and len(instance) > limit:
+            yield Violation(path, f"expected at most {limit} characters, got {len(instance)}", "maxLength")
 
     def _minimum(self, limit, instance, path, schema):
-        if not _is_number(instance) or instance >= limit:
-            return []
-        return [Violation(path, f"{_show(instance)} is less than the minimum {limit}", "minimum")]
+        if _is_number(instance) and instance < limit:
+            yield Violation(path, f"{_show(instance)} is less than the minimum {limit}", "minimum")
 
     def _maximum(self, limit, instance, path, schema):
-        if not _is_number(instance) or instance <= limit:
-            return []
-        return [Violation(path, f"{_show(instance)} is greater than the maximum {limit}", "maximum")]
+        if _is_number(instance) and instance > limit:
+            yield Violation(path, f"{_show(instance)} is greater than the maximum {limit}", "maximum")
 
     def _one_of(self, alternatives, instance, path, schema):
-        outcomes = [self.errors(instance, sub, path) for sub in alternatives]
-        matched = sum(1 for found in outcomes if not found)
-        if matched == 1:
-            return []
+        matched = sum(1 for sub in alternatives if next(self._iter(instance, sub, path), None) is None)
         if matched > 1:
-            return [Violation(path, f"matches {matched} alternatives, expected exactly one", "oneOf")]
-        return _explain_no_match(path, outcomes)
+            yield Violation(path, f"matches {matched} alternatives, expected exactly one", "oneOf")
+        elif matched == 0:
+            yield from _explain_no_match(path, [self.errors(instance, sub, path) for sub in alternatives])
 
 
 def _explain_no_match(path: str, outcomes: list[list[Violation]]) -> list[Violation]:
