@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_command, run_cli
 from streams import check_stream, containment, one, python_child, require_mechanism, run_checked  # noqa: F401
 
 LIST_FDS = """
@@ -93,6 +93,21 @@ def test_output_captured_reports_each_stream(tmp_path, pump_backend, size, cap):
         assert stream["sha256"] == hashlib.sha256(content).hexdigest()
         assert (stream["truncated"], stream["write_error"]) == (produced > cap, False)
     assert proc.stdout == b"o" * size, "the echo is never capped"
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_a_runner_started_with_a_closed_standard_descriptor_keeps_the_jsonl_clean(tmp_path, closed):
+    """Were fd 0-2 left closed, the JSONL file would take that number and receive the echo."""
+    jsonl = tmp_path / "run.jsonl"
+    child = "echo to-stdout; echo to-stderr >&2; exit 4"
+    proc = subprocess.run(
+        cli_command() + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, preexec_fn=lambda: os.close(closed),
+    )
+    assert proc.returncode == 4, proc.stderr
+    check_stream(jsonl, 4)  # every line is an event: no echoed bytes in between
+    assert proc.stdout == (b"" if closed == 1 else b"to-stdout\n")
+    assert proc.stderr == (b"" if closed == 2 else b"to-stderr\n")
 
 
 def test_events_never_reach_stdout(tmp_path):

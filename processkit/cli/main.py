@@ -7,6 +7,7 @@ case (``run``) pays for nothing else at start-up.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from .. import __version__
@@ -104,7 +105,26 @@ class Invocation:
         return failure.code
 
 
+def ensure_standard_fds() -> None:
+    """Open /dev/null on any of fds 0-2 the caller left closed, as Rust's runtime does.
+
+    Otherwise the first file the runner opens (the JSONL) takes that number, and the child's
+    echoed output lands in it. Python left the matching ``sys`` stream as None: give it one.
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, mode, closefd=False))
+
+
 def main(argv: list[str] | None = None) -> int:
+    ensure_standard_fds()
     argv = list(sys.argv[1:] if argv is None else argv)
     invocation = Invocation(argv[0] if argv and argv[0] in COMMANDS else "run", "human")
     try:
@@ -143,6 +163,4 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
-    import os
-
     os._exit(code)
