@@ -51,6 +51,14 @@ def test_the_overall_timeout_fires_on_time(tmp_path):
     assert not pid_alive(one(events, "run_started")["root_pid"])
 
 
+def test_deadlines_centuries_away_are_merely_far(tmp_path):
+    """Any u64 millisecond count is a valid duration; the loop must not choke on waiting it."""
+    far = "99999999999s"
+    args = ("--timeout", far, "--idle-timeout", far, "--snapshot-interval", far)
+    _, events = run_checked(tmp_path, *args, command=["sh", "-c", "sleep 0.2; exit 3"], returncode=3)
+    assert one(events, "root_exited")["code"] == 3
+
+
 def test_the_idle_timeout_fires_on_time_for_a_silent_child(tmp_path):
     _, events = run_checked(tmp_path, "--idle-timeout", "400ms", command=["sleep", "30"], returncode=106)
     assert_fired_on_time(events, "idle", 400, event_time(one(events, "run_started")))

@@ -16,6 +16,10 @@ from typing import Callable
 
 Callback = Callable[[], None]
 
+# select() overflows on a timeout centuries long (any u64 ms is a valid --timeout): a timer that
+# far away is waited for in steps of this size instead.
+LONGEST_WAIT = 86400.0
+
 
 class Timer:
     """A scheduled callback; ``cancel()`` makes it a no-op (it is dropped lazily from the heap)."""
@@ -93,6 +97,8 @@ class Loop:
         timeout = self._next_timer_delay()
         if max_wait is not None:
             timeout = max_wait if timeout is None else min(timeout, max_wait)
+        if timeout is not None:
+            timeout = min(timeout, LONGEST_WAIT)
         ready = self._selector.select(timeout)
         self.clock()
         for key, events in ready:
