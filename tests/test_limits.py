@@ -251,14 +251,25 @@ def _end_run(ending, runner, jsonl, release) -> None:
     """Bring the run to ``ending`` once its child is up."""
     if ending == "exit":
         release.touch()
-    elif ending == "cancel":
+    elif ending == "sigterm":
         runner.send_signal(signal.SIGTERM)
-    elif ending == "kill":
+    elif ending in ("control_cancel", "control_kill"):
+        verb = ending.removeprefix("control_")
+        assert run_cli(verb, "--run-id", RUN_ID, timeout=RUN_TIMEOUT).returncode == 0
+    elif ending == "child_killed":
         os.kill(wait_for_event(jsonl, "run_started")["root_pid"], signal.SIGKILL)
     # "timeout" ends by itself
 
 
-EXPECTED = {"exit": 0, "timeout": 106, "cancel": 107, "kill": 128 + signal.SIGKILL}
+RUN_ID = "capped-run"
+EXPECTED = {
+    "exit": 0,
+    "timeout": 106,
+    "sigterm": 107,
+    "control_cancel": 108,
+    "control_kill": 109,
+    "child_killed": 128 + signal.SIGKILL,
+}
 
 
 @needs("memory", "pids", "cpu")
@@ -266,7 +277,8 @@ EXPECTED = {"exit": 0, "timeout": 106, "cancel": 107, "kill": 128 + signal.SIGKI
 def test_no_cgroup_outlives_its_run(tmp_path, ending):
     jsonl, ready, release = tmp_path / "events.jsonl", tmp_path / "ready", tmp_path / "release"
     extra = ["--timeout", "1s"] if ending == "timeout" else []
-    runner = start_cli("run", "--jsonl", jsonl, *ALL_CAPS, *extra, "--", PY, "-c", WAIT_FOR_RELEASE, ready, release)
+    args = ["--run-id", RUN_ID, *ALL_CAPS, *extra]
+    runner = start_cli("run", "--jsonl", jsonl, *args, "--", PY, "-c", WAIT_FOR_RELEASE, ready, release)
     try:
         wait_for_file(ready)
         during = run_groups(runner.pid)
