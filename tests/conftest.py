@@ -16,6 +16,11 @@ REFERENCE_SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "reference"
 
 
 def cli_command() -> list[str]:
+    """The installed console script beside this interpreter (a version manager's shim on PATH
+    would add its own start-up to every run), else ``python -m processkit``."""
+    beside = Path(sys.executable).parent / "processkit-cli"
+    if beside.exists():
+        return [str(beside)]
     exe = shutil.which("processkit-cli")
     return [exe] if exe else [sys.executable, "-m", "processkit"]
 
