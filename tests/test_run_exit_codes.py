@@ -8,12 +8,13 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REFERENCE_SCHEMAS, cli_command, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import REFERENCE_SCHEMAS, cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from processkit.events.validate import validate_event
 from streams import check_stream, one, python_child, run_checked, stderr_lines
 
@@ -268,3 +269,33 @@ def test_no_input_ever_produces_a_traceback(tmp_path, argv):
     assert proc.returncode in (0, 100, 101, 102, 111), (argv, proc.returncode, proc.stderr)
     if proc.returncode:
         assert proc.stderr.splitlines()[-1].startswith((b"processkit-cli: ", b"usage: ", b"{")), proc.stderr
+
+
+BREAK_THE_RACE = """
+import sys
+from processkit.engine import runner
+
+def broken(self):
+    raise RuntimeError("injected")
+
+runner.Run._race = broken
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_runner_bug_mid_run_still_tears_down_and_ends_the_stream(tmp_path):
+    """No ending event, the usual tail, runner_exit(internal, 104), and no orphaned child."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", BREAK_THE_RACE, "run", "--jsonl", str(jsonl), "--", "sleep", "30"],
+        capture_output=True, stdin=subprocess.DEVNULL, timeout=30,
+    )
+    assert proc.returncode == 104
+    assert stderr_lines(proc) == ["processkit-cli: internal error: RuntimeError: injected"]
+    events = check_stream(jsonl, 104)
+    assert [e["event"] for e in events][2:] == [
+        "resource_summary", "cleanup_started", "cleanup_finished", "runner_exit"
+    ]
+    assert one(events, "cleanup_finished")["shutdown"] is None
+    assert not pid_alive(one(events, "run_started")["root_pid"])

@@ -45,6 +45,7 @@ class EndingKind(enum.IntEnum):
     IDLE_TIMEOUT = 4
     OVERFLOW = 5
     FOREGROUND = 6  # never raced: the terminal hand-off failed before the race began
+    INTERNAL = 7  # never raced: a runner bug broke the race; the tree is still torn down
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +169,10 @@ class Run:
             return self._fail_before_race(Failure(Kind.CONTAINER_ERROR, str(exc)))
         except HandoffError as exc:
             return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
-        ending = self._race()
+        try:
+            ending = self._race()
+        except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
+            ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
         return self._finish(ending)
 
     # -- before spawn -------------------------------------------------------------------------
@@ -407,6 +411,8 @@ class Run:
             self.events.emit("container_failed", phase="foreground", code=Kind.CONTAINER_ERROR.code, message=ending.detail)
             message = f"could not give the terminal to the child's process group: {ending.detail}"
             return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
+        if kind is EndingKind.INTERNAL:  # like a failed wait: no ending event (events.md §4)
+            return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {ending.detail}"))
         if kind is EndingKind.CHILD_EXIT:
             rc = self._returncode
             signalled = rc < 0
@@ -461,7 +467,11 @@ class Run:
         loop = self.loop
         before = self._live_members()
         self.events.emit("cleanup_started", members_before=len(before or ()), read_error=before is None)
-        graceful = ending.kind not in (EndingKind.CHILD_EXIT, EndingKind.FOREGROUND) and ending.detail != "kill"
+        graceful = ending.detail != "kill" and ending.kind not in (
+            EndingKind.CHILD_EXIT,
+            EndingKind.FOREGROUND,
+            EndingKind.INTERNAL,
+        )
         shutdown = self._soft_stop(len(before or ())) if graceful else None
         kill_error = False
         try:
