@@ -146,3 +146,45 @@ def test_stdin_file_dev_stdin_gets_input_arriving_after_600ms(tmp_path):
     out, err = proc.communicate(b"late input\n", timeout=30)
     assert proc.returncode == 0, err
     assert out == b"late input\n"
+
+
+@pytest.mark.parametrize("command", ["inspect", "cancel", "kill", "attest", "wait"])
+def test_a_piped_run_id_is_used(command):
+    """The run id is the first required unset field of every by-id client: stdin supplies it."""
+    result = run_cli("--error-format", "json", command, input=b"  piped-run-42\n", stdin=None)
+    assert result.returncode in (0, 103)  # wait returns 0 for an id with no live run
+    if result.returncode == 103:
+        envelope = json.loads(result.stderr.decode().splitlines()[-1])
+        assert envelope["run_id"] == "piped-run-42"
+        assert "piped-run-42" in envelope["message"]
+        assert envelope["kind"] == "not_found"
+
+
+def test_the_dash_token_is_ordinary_data():
+    result = run_cli("--error-format", "json", "inspect", "--run-id", "-", input=b"other\n", stdin=None)
+    assert result.returncode == 103
+    assert json.loads(result.stderr.decode().splitlines()[-1])["run_id"] == "-"
+
+
+@pytest.mark.parametrize("command", [["list"], ["prune", "--dry-run"]])
+def test_commands_without_a_required_field_ignore_an_idle_pipe(command, startup_seconds):
+    read_end, write_end = os.pipe()
+    try:
+        result, elapsed = _timed(command, stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 0, result.stderr
+    assert elapsed < startup_seconds + WINDOW * 0.6
+
+
+def test_missing_run_id_with_an_idle_pipe_is_a_prompt_usage_error():
+    read_end, write_end = os.pipe()
+    try:
+        result, elapsed = _timed(["inspect"], stdin=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 100
+    assert b"--run-id" in result.stderr
+    assert elapsed < 1.0

@@ -44,6 +44,11 @@ def select(args, invocation, *, fan_out: bool = True) -> Selection:
 
 
 def missing_required(wanted: str) -> str:
-    """The value for the first required argument left unset on the command line. No other
-    source exists for it, so this is a usage error."""
-    raise usage(f"the following required arguments were not provided: {wanted}")
+    """The value for the first required argument left unset on the command line: the run id
+    may arrive on stdin (ADR 0203's first-byte probe); otherwise this is a usage error."""
+    from .stdin_probe import probe_stdin
+
+    piped = probe_stdin("run id")
+    if piped is None:
+        raise usage(f"the following required arguments were not provided: {wanted}")
+    return piped
