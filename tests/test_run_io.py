@@ -110,6 +110,18 @@ def test_a_runner_started_with_a_closed_standard_descriptor_keeps_the_jsonl_clea
     assert proc.stderr == (b"" if closed == 2 else b"to-stderr\n")
 
 
+def test_paths_that_are_not_utf8_are_rendered_lossily(tmp_path):
+    """The stream stays UTF-8: an undecodable path byte becomes U+FFFD, as the reference does."""
+    odd = bytes(tmp_path) + b"/caf\xe9"
+    os.mkdir(odd)
+    jsonl = tmp_path / "run.jsonl"
+    cmd = [os.fsencode(a) for a in cli_command()] + [b"run", b"--jsonl", bytes(jsonl), b"--capture-dir", b"cap\xff", b"--", b"true"]
+    proc = subprocess.run(cmd, cwd=odd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    events = check_stream(jsonl, proc.returncode)  # decodes the file as strict UTF-8
+    assert one(events, "run_started")["cwd"] == f"{tmp_path}/caf\ufffd"
+    assert one(events, "output_captured")["stdout"]["path"] == "cap\ufffd/stdout.log"
+
+
 def test_events_never_reach_stdout(tmp_path):
     proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "true")
     assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""

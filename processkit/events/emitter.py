@@ -22,7 +22,10 @@ def utc_timestamp(ns: int | None = None) -> str:
 
 
 def encode(record: dict) -> bytes:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    """One compact line of UTF-8. Text decoded from OS bytes (a path) is rendered lossily, as the
+    reference does: each undecodable byte becomes U+FFFD instead of invalidating the line."""
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
 class Emitter:
