@@ -108,3 +108,15 @@ def test_repeated_signals_during_teardown_are_absorbed(tmp_path):
     events = check_stream(jsonl, 107)
     assert one(events, "cancelled")["source"] == "sigterm"
     assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
+
+
+def test_an_inherited_ignored_sigchld_does_not_lose_the_childs_status(tmp_path):
+    """SIGCHLD is not a stop signal: left ignored, the kernel would reap the child unseen."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli(
+        "run", "--jsonl", jsonl, "--", "sh", "-c", "sleep 0.1; exit 3",
+        preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN),
+    )
+    proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert one(check_stream(jsonl, 3), "root_exited")["code"] == 3

@@ -1,8 +1,9 @@
 """Turns signals into readable bytes for the loop.
 
 ``signal.set_wakeup_fd`` writes each caught signal's number to a socket; the Python-level
-handler does nothing, so no work ever happens inside a signal handler. A signal that was
-ignored when the runner started (``nohup``) stays ignored and is never watched.
+handler does nothing, so no work ever happens inside a signal handler. A stop signal that
+was ignored when the runner started (``nohup``) stays ignored and is never watched. SIGCHLD is
+always watched: left ignored, the kernel would reap the child and its exit status would be lost.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class SignalWatch:
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         self._handlers = {}
         for signum, handler in handlers.items():
-            if signal.getsignal(signum) is signal.SIG_IGN:
+            if signum in STOP_SIGNALS and signal.getsignal(signum) is signal.SIG_IGN:
                 continue
             signal.signal(signum, _absorb)
             self._handlers[signum] = handler
