@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
-from streams import check_stream, containment, one, require_mechanism  # noqa: F401 - fixture
+from streams import check_stream, containment, one, require_mechanism, run_checked  # noqa: F401 - fixture
 
 SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
 
@@ -120,3 +120,13 @@ def test_an_inherited_ignored_sigchld_does_not_lose_the_childs_status(tmp_path):
     proc.communicate(timeout=30)
     assert proc.returncode == 3
     assert one(check_stream(jsonl, 3), "root_exited")["code"] == 3
+
+
+def test_the_child_starts_with_no_blocked_signals(tmp_path):
+    """A mask the runner inherited would make the child deaf to the graceful stop."""
+
+    def block_stop_signals():
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(SOURCES))
+
+    proc, _ = run_checked(tmp_path, command=["grep", "SigBlk", "/proc/self/status"], returncode=0, preexec_fn=block_stop_signals)
+    assert proc.stdout == b"SigBlk:\t0000000000000000\n"

@@ -22,6 +22,9 @@ def _child_setup(container: Container, runner_pid: int):
         prctl.set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != runner_pid:  # the runner died before the death signal was armed
             os._exit(1)
+        # A mask inherited from the runner's caller would block the graceful stop's SIGTERM;
+        # the child starts with none, as it would under the reference.
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
     return setup
 
