@@ -103,6 +103,15 @@ def test_an_unopenable_jsonl_is_a_setup_failure_before_anything_runs(tmp_path, w
     assert line.startswith("processkit-cli: cannot open --jsonl ")
 
 
+def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_path):
+    gone, jsonl, marker = tmp_path / "gone", tmp_path / "run.jsonl", tmp_path / "ran"
+    gone.mkdir()
+    proc = run_cli("run", "--jsonl", jsonl, "--", "touch", marker, cwd=gone, preexec_fn=gone.rmdir)
+    assert proc.returncode == 111
+    assert stderr_lines(proc) == ["processkit-cli: cannot read the runner's working directory: No such file or directory"]
+    assert not jsonl.exists() and not marker.exists()
+
+
 def test_a_jsonl_write_failure_warns_once_and_changes_nothing_else(tmp_path):
     proc = run_cli("run", "--jsonl", "/dev/full", "--", "sh", "-c", "echo out; echo err >&2; exit 7")
     assert proc.returncode == 7
