@@ -141,6 +141,28 @@ def test_a_jsonl_write_failure_mid_run_stops_the_stream_not_the_run(tmp_path):
     assert jsonl.stat().st_size <= limit
 
 
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["run", "--jsonl", "{dir}/run.jsonl", "--", "{dir}/missing"], 101),
+        (["run", "--timeout", "soon", "--jsonl", "{dir}/run.jsonl", "--", "true"], 100),
+        (["run", "--jsonl", "/dev/full", "--", "sh", "-c", "echo out; echo err >&2; exit 5"], 5),
+        (["--help"], 0),
+    ],
+    ids=["spawn-failure", "usage-error", "jsonl-warning-and-echo", "help"],
+)
+def test_a_broken_stdout_and_stderr_change_no_exit_code(tmp_path, args, code):
+    """Nobody reads the runner's output: its messages are lost, its exit code is not."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        argv = cli_command() + [arg.format(dir=tmp_path) for arg in args]
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end, timeout=30)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == code
+
+
 def test_run_started_describes_the_run(tmp_path):
     argv = ["sh", "-c", "exit 0", "--token=s3cret"]
     proc, events = run_checked(tmp_path, "--label", "b=2", "--label", "a=1", "--label", "b=3", command=argv, returncode=0)

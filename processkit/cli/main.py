@@ -11,6 +11,7 @@ import os
 import sys
 
 from .. import __version__
+from ..diagnostics import say
 from ..errors import Failure, Kind
 
 # subcommand -> (module, one-line summary)
@@ -88,8 +89,7 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
     else:
         line = f"processkit-cli: {failure.message}"
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    say(sys.stderr, line + "\n")
 
 
 class Invocation:
@@ -130,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         invocation.error_format, argv = split_error_format(argv)
         if not argv:
-            sys.stderr.write(_usage_text())
+            say(sys.stderr, _usage_text())
             return Kind.USAGE.code
         if argv[0] in ("-h", "--help", "help"):
-            sys.stdout.write(_usage_text())
+            say(sys.stdout, _usage_text())
             return 0
         if argv[0] in ("-V", "--version"):
-            sys.stdout.write(f"processkit-cli {__version__}\n")
+            say(sys.stdout, f"processkit-cli {__version__}\n")
             return 0
         name = argv[0]
         if name not in COMMANDS:

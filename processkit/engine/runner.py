@@ -15,6 +15,7 @@ import subprocess
 import time
 
 from .. import containment
+from ..diagnostics import warn as _warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.emitter import Emitter, utc_timestamp
@@ -555,9 +556,3 @@ class Run:
         self.container.release()
         self.loop.close()
 
-
-def _warn(message: str) -> None:
-    import sys
-
-    sys.stderr.write(f"processkit-cli: warning: {message}\n")
-    sys.stderr.flush()

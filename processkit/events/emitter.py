@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
+
+from ..diagnostics import warn
 
 SCHEMA_VERSION = 1
 
@@ -46,8 +47,7 @@ class Emitter:
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            sys.stderr.write(f"processkit-cli: warning: JSONL event logging disabled: {reason}\n")
-            sys.stderr.flush()
+            warn(f"JSONL event logging disabled: {reason}")
 
     def close(self) -> None:
         if self._fd >= 0:
