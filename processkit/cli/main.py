@@ -24,6 +24,9 @@ COMMANDS = {
     "attest": ("processkit.cli.control", "ask a run whether the calling process is inside it"),
     "wait": ("processkit.cli.registry", "wait until runs are no longer live"),
     "prune": ("processkit.cli.registry", "remove entries left by runners that died"),
+    "events": ("processkit.cli.events", "read a run's JSONL events back: rendered, raw, followed or validated"),
+    "probe": ("processkit.cli.probe", "report this binary's compatibility surface (no side effects)"),
+    "doctor": ("processkit.cli.doctor", "qualify this host with a real scratch run"),
 }
 
 ERROR_FORMATS = ("human", "json")

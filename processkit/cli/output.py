@@ -18,6 +18,11 @@ def lines(text: list[str]) -> None:
     _write("".join(line + "\n" for line in text).encode("utf-8"))
 
 
+def raw(data: bytes) -> None:
+    """Bytes exactly as given (a pass-through of someone else's output)."""
+    _write(data)
+
+
 def _write(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)

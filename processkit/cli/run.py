@@ -165,6 +165,11 @@ def main(argv: list[str], invocation) -> int:
     spec = parse(argv)
     if spec.run_id_given:
         invocation.run_id = spec.run_id
+    if "--detach" in _split_command(argv)[0]:
+        from .detach import launch
+
+        launch(argv, spec)
+        return 0
     from ..engine.runner import execute
 
     outcome = execute(spec)

@@ -1,0 +1,156 @@
+"""``run --detach``: hand the run to a copy of this program in a new session, and return as
+soon as the copy has proven the run started (control-plane.md §3, run.md §1.4).
+
+The copy is an ordinary foreground run with null stdio. Its proof is the first line of the
+JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
+container, the registry record and the child all exist. The launcher creates (truncates) the
+file itself first, so a stale line from an earlier run can never pass for that proof.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from ..engine.loop import Loop
+from ..errors import RESERVED_BAND, Failure, Kind
+from ..spec import RunSpec
+from ..text import sanitize
+from .run import _split_command
+from .selfexec import program
+
+POLL_SECONDS = 0.02
+HANDSHAKE_SECONDS = 30.0
+# The first line holds the run_started event, whose raw argv (--argv-raw) can be as long as
+# the kernel lets an argv be; anything longer is not a line this runner wrote.
+MARKER_LIMIT = 8 * 1024 * 1024
+EVIDENCE_BYTES = 64 * 1024
+# Codes a copy of ``run`` exits with for its own failures, by the kind they carry; any other
+# reserved code is relayed as kind ``unknown`` (run.md §1.4).
+_RUN_KINDS = {
+    kind.code: kind
+    for kind in (
+        Kind.USAGE,
+        Kind.SPAWN_ERROR,
+        Kind.CONTAINER_ERROR,
+        Kind.INTERNAL,
+        Kind.TIMEOUT,
+        Kind.CANCELLED,
+        Kind.CONTROL_CANCEL,
+        Kind.CONTROL_KILL,
+        Kind.SETUP,
+        Kind.OUTPUT_OVERFLOW,
+    )
+}
+
+
+def launch(argv: list[str], spec: RunSpec) -> None:
+    """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
+    try:
+        os.close(os.open(spec.jsonl, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666))
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}") from None
+    try:
+        copy = subprocess.Popen(
+            copy_argv(argv, spec),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise Failure(Kind.SETUP, f"cannot start the detached runner: {getattr(exc, 'strerror', None) or exc}") from None
+    Handshake(copy, spec.jsonl, spec.run_id).complete()
+
+
+def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
+    """The copy's command line: ``argv`` without ``--detach`` (before ``--``), with an explicit
+    run id and ``--no-echo``. A command that arrived on stdin is written out after ``--``,
+    since the copy's stdin is null."""
+    options, command = _split_command(argv)
+    options = [token for token in options if token != "--detach"]
+    if not spec.run_id_given:
+        options += ["--run-id", spec.run_id]
+    if "--no-echo" not in options:
+        options.append("--no-echo")
+    return [*program(), "run", *options, "--", *(command if command else spec.argv)]
+
+
+class Handshake:
+    """Every POLL_SECONDS, the file first and the copy second, until the proof or the bound."""
+
+    def __init__(self, copy: subprocess.Popen, jsonl: str, run_id: str):
+        self._copy = copy
+        self._jsonl = jsonl
+        self._run_id = run_id
+        self._started: bool | None = None  # None until decided
+
+    def complete(self) -> None:
+        loop = Loop()
+        try:
+            self._poll(loop)
+            loop.run_until(lambda: self._started is not None, loop.clock() + HANDSHAKE_SECONDS)
+        finally:
+            loop.close()
+        if self._started is None:  # out of time: one last look, then the copy goes
+            self._started = self._marker_written()
+            if not self._started:
+                self._copy.kill()
+                self._copy.wait()
+                raise Failure(Kind.SETUP, f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; its runner was killed")
+        if not self._started:
+            raise self._relayed_failure()
+
+    def _poll(self, loop: Loop) -> None:
+        if self._marker_written():
+            self._started = True
+        elif self._copy.poll() is not None:
+            self._started = self._marker_written()  # the copy may have written it as it went
+        else:
+            loop.call_later(POLL_SECONDS, lambda: self._poll(loop))
+
+    def _marker_written(self) -> bool:
+        """Whether the file's first complete line is this run's ``run_started``."""
+        try:
+            with open(self._jsonl, "rb") as handle:
+                line = handle.readline(MARKER_LIMIT)
+        except OSError:
+            return False
+        if not line.endswith(b"\n"):
+            return False
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
+
+    def _relayed_failure(self) -> Failure:
+        """The copy ended before the proof: a reserved code is relayed, anything else is 111."""
+        code = self._copy.returncode
+        reason = self._stream_reason()
+        if code in RESERVED_BAND:
+            kind = _RUN_KINDS.get(code, Kind.UNKNOWN)
+            return Failure(kind, f"the detached run did not start (exit {code}){reason}", code=code)
+        return Failure(Kind.SETUP, f"the detached runner exited with {_status(code)} before the run started{reason}")
+
+    def _stream_reason(self) -> str:
+        """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
+        try:
+            with open(self._jsonl, "rb") as handle:
+                data = handle.read(EVIDENCE_BYTES)
+        except OSError:
+            return ""
+        for line in data.split(b"\n"):
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(event, dict) and isinstance(event.get("message"), str):
+                return ": " + sanitize(event["message"])
+        return ""
+
+
+def _status(returncode: int) -> str:
+    return f"signal {-returncode}" if returncode < 0 else f"code {returncode}"

@@ -1,0 +1,287 @@
+"""``events``: read a run's JSONL back, rendered for people, passed through byte for byte
+(``--json``) or checked against the shipped event schema (``--validate``); ``--follow`` keeps
+reading until the run's end (control-plane.md §4).
+
+Read-only like ``list``: the registry is opened read-only, only to find the stream
+(``--run-id``) and, when following, to ask whether anything can still be writing it. No runner
+is ever contacted. The stream is untrusted input (see ``events.reader``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from ..engine.loop import Loop
+from ..errors import Failure, Kind, usage
+from ..events.reader import Line, LineSplitter
+from ..events.validate import event_validator, validate_event
+from ..registry import scan
+from ..registry.lock import Health
+from ..text import sanitize
+from . import output, targets, values
+from .parsing import Once, OnceFlag, Parser
+
+FOLLOW_POLL_SECONDS = 0.25
+SETTLE_SECONDS = 0.5  # a runner unregisters just before its last line: give that line time
+READ_CHUNK = 64 * 1024
+REPORT_LIMIT = 1000  # a violation's text is capped like any other terminal output
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="processkit-cli events",
+        usage="processkit-cli events (--run-id <ID> | --file <PATH>) [--json | --validate] [--follow]",
+        description="Read a run's JSONL lifecycle events back.",
+    )
+    parser.add_argument("--run-id", action=Once, metavar="ID", help="the stream its registry record names")
+    parser.add_argument("--file", action=Once, metavar="PATH", help="a stream by path (also a pipe, /dev/stdin)")
+    parser.add_argument("--json", action=OnceFlag, help="the lines exactly as written")
+    parser.add_argument("--validate", action=OnceFlag, help="check every line and the whole stream; 114 if invalid")
+    parser.add_argument("--follow", action=OnceFlag, help="keep reading until runner_exit or the run is gone")
+    return parser
+
+
+def main(argv: list[str], invocation) -> int:
+    args = build_parser().parse(argv)
+    if args.json and args.validate:
+        raise usage("the argument '--json' cannot be used with '--validate'")
+    if args.run_id is not None and args.file is not None:
+        raise usage("the argument '--run-id <ID>' cannot be used with '--file <PATH>'")
+    if args.file is not None:
+        target = Target(args.file, None)
+    else:
+        if args.run_id is None:
+            args.run_id = targets.missing_required("--run-id <ID>|--file <PATH>")
+        invocation.run_id = values.parse_run_id(args.run_id)
+        target = Target.by_run_id(invocation.run_id)
+    consumer = Validation() if args.validate else PassThrough() if args.json else Rendering()
+    Reading(target, consumer, follow=args.follow).run()
+    consumer.finish()
+    return 0
+
+
+# -- which stream, and whether anything can still be writing it ---------------------------------
+class Target:
+    def __init__(self, path: str, run_id: str | None):
+        self.path = path
+        self.run_id = run_id
+
+    @classmethod
+    def by_run_id(cls, run_id: str) -> "Target":
+        """The one stream the records named ``run_id`` publish, whatever their health: a run
+        that ended but was not reaped still leads to its complete stream."""
+        matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]
+        if not matches:
+            raise Failure(
+                Kind.NOT_FOUND,
+                f"no registry record names run '{run_id}' (a run that ends removes its record: "
+                "read its stream with --file)",
+            )
+        locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
+        if not locators:
+            raise Failure(Kind.NOT_FOUND, f"the registry record of run '{run_id}' names no JSONL stream")
+        if len(locators) > 1:
+            raise Failure(
+                Kind.AMBIGUOUS_RUN_ID,
+                f"run id '{run_id}' names {len(locators)} different streams; read the one you mean with --file",
+            )
+        return cls(locators[0], run_id)
+
+    def still_written(self) -> bool:
+        """Whether a record that is not confirmed stale still names this run or this stream."""
+        wanted = os.path.realpath(self.path)
+        for entry in scan.read(Kind.REGISTRY).entries:
+            record = entry.record
+            if self.run_id is not None:
+                ours = record.run_id == self.run_id
+            else:
+                ours = record.jsonl is not None and os.path.realpath(record.jsonl) == wanted
+            if ours and entry.health() is not Health.STALE:
+                return True
+        return False
+
+    def gone_note(self) -> str:
+        subject = f"run '{self.run_id}' is no longer live" if self.run_id else "no live run writes this stream"
+        return f"the stream ends without runner_exit: {subject}, so nothing more is coming"
+
+
+# -- reading: every drain hands complete lines to the consumer -----------------------------------
+class Reading:
+    """Drives one read of the stream on the loop.
+
+    A regular file is read to its current end, and under --follow again every
+    FOLLOW_POLL_SECONDS. Anything else (a pipe, /dev/stdin) is read as it becomes readable,
+    with no deadline, until EOF: a stream says itself when it is over.
+    """
+
+    def __init__(self, target: Target, consumer, *, follow: bool):
+        self._target = target
+        self._consumer = consumer
+        self._follow = follow
+        self._splitter = LineSplitter()
+        self._terminal_seen = False
+        self._done = False
+        self._settle_at: float | None = None
+        self._gone = False
+        try:
+            self._fd = os.open(target.path, os.O_RDONLY | os.O_CLOEXEC)
+            is_dir = stat.S_ISDIR(os.fstat(self._fd).st_mode)
+        except OSError as exc:
+            raise self._unreadable("open", exc) from None
+        if is_dir:
+            os.close(self._fd)
+            raise Failure(Kind.SETUP, f"cannot read the events stream {sanitize(target.path)}: it is a directory")
+
+    def _unreadable(self, action: str, exc: OSError) -> Failure:
+        return Failure(Kind.SETUP, f"cannot {action} the events stream {sanitize(self._target.path)}: {exc.strerror}")
+
+    def run(self) -> None:
+        loop = Loop()
+        try:
+            if not self._is_stream(loop):
+                self._poll(loop)
+            loop.run_until(lambda: self._done)
+        finally:
+            loop.close()
+            os.close(self._fd)
+        self._take(self._splitter.end())
+        if self._gone and not self._terminal_seen:
+            sys.stderr.write(f"processkit-cli: note: {self._target.gone_note()}\n")
+            sys.stderr.flush()
+
+    def _is_stream(self, loop: Loop) -> bool:
+        if stat.S_ISREG(os.fstat(self._fd).st_mode):
+            return False
+        try:
+            loop.add_reader(self._fd, self._on_readable)
+        except PermissionError:
+            return False  # not pollable (/dev/null): reads never wait, like a file's
+        return True
+
+    def _read(self) -> bytes:
+        try:
+            return os.read(self._fd, READ_CHUNK)
+        except OSError as exc:
+            raise self._unreadable("read", exc) from None
+
+    def _on_readable(self) -> None:
+        data = self._read()
+        if data:
+            self._take(self._splitter.feed(data))
+        self._done = not data or (self._follow and self._terminal_seen)
+
+    def _poll(self, loop: Loop) -> None:
+        grew = False
+        while data := self._read():
+            grew = True
+            self._take(self._splitter.feed(data))
+        if not self._follow or self._terminal_seen:
+            self._done = True
+            return
+        if grew or self._target.still_written():
+            self._settle_at = None
+        elif self._settle_at is None:
+            self._settle_at = loop.now + SETTLE_SECONDS
+        elif loop.now >= self._settle_at:
+            self._done = self._gone = True
+            return
+        loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._poll(loop))
+
+    def _take(self, lines: list[Line]) -> None:
+        for line in lines:
+            event = line.event
+            if event is not None and event.get("event") == "runner_exit" and event_validator().is_valid(event):
+                self._terminal_seen = True  # only a complete, schema-valid runner_exit ends a stream
+        if lines:
+            self._consumer.take(lines)
+
+
+def _notice(line: Line, reason: str) -> None:
+    """A line that cannot be shown as an event goes to stderr, so stdout stays the stream."""
+    sys.stderr.write(f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}\n")
+    sys.stderr.flush()
+
+
+# -- the three ways to consume lines -------------------------------------------------------------
+class Rendering:
+    """One readable line per event (``events.render``)."""
+
+    def __init__(self) -> None:
+        from ..events.render import Renderer
+
+        self._renderer = Renderer()
+        self._shown = 0
+
+    def take(self, lines: list[Line]) -> None:
+        shown = []
+        for line in lines:
+            event = line.event
+            if event is None:
+                _notice(line, line.problem or "not a JSON object")
+            else:
+                shown.append(self._renderer.line(event))
+        if shown:
+            output.lines(shown)
+            self._shown += len(shown)
+
+    def finish(self) -> None:
+        if not self._shown:
+            output.lines(["no events in the stream"])
+
+
+class PassThrough:
+    """``--json``: every JSON line exactly as it was written."""
+
+    def take(self, lines: list[Line]) -> None:
+        passed = []
+        for line in lines:
+            if line.problem is not None:
+                _notice(line, line.problem)
+            else:
+                passed.append(line.raw + b"\n")
+        if passed:
+            output.raw(b"".join(passed))
+
+    def finish(self) -> None:
+        return None
+
+
+class Validation:
+    """``--validate``: every line against the shipped schema, then the whole stream's
+    invariants; a report on stdout and 114 when anything is wrong."""
+
+    def __init__(self) -> None:
+        from ..events.stream import StreamChecks
+
+        self._stream = StreamChecks()
+        self._checked = 0
+        self._invalid = 0
+
+    def take(self, lines: list[Line]) -> None:
+        report = []
+        for line in lines:
+            self._checked += 1
+            self._stream.add(line)
+            if line.problem is not None:
+                problems = [f"{line.problem}: {sanitize(line.text)}"]
+            else:
+                problems = [sanitize(str(violation), REPORT_LIMIT) for violation in validate_event(line.value)]
+            if problems:
+                self._invalid += 1
+                report += [f"line {line.number}: {problem}" for problem in problems]
+        if report:
+            output.lines(report)
+
+    def finish(self) -> None:
+        stream = self._stream.problems()
+        noun = "line" if self._checked == 1 else "lines"
+        if not self._invalid and not stream:
+            output.lines([f"checked {self._checked} {noun}: all valid"])
+            return
+        summary = f"checked {self._checked} {noun}: {self._checked - self._invalid} valid, {self._invalid} invalid"
+        if stream:
+            summary += f"; {len(stream)} stream problem{'s' if len(stream) > 1 else ''}"
+        output.lines([f"stream: {problem}" for problem in stream] + [summary])
+        raise Failure(Kind.EVENTS_INVALID, f"the stream does not conform to the event schema: {summary}")

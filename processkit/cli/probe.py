@@ -1,0 +1,136 @@
+"""``probe --json``: the fail-closed preflight a launcher runs on a candidate binary before it
+starts anything through it (control-plane.md §4, probe.schema.json).
+
+It reads constants and prints; it spawns nothing and opens no registry, socket or container,
+so running it has no side effects. Any unmet ``--require-*`` expectation is exit 110, with the
+report still printed so the caller always has a parseable answer.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from importlib import resources
+
+from .. import __version__
+from ..errors import RESERVED_BAND, Failure, Kind, usage
+from ..events.emitter import SCHEMA_VERSION
+from ..events.validate import EVENT_SCHEMA_FILE
+from . import output
+from .parsing import Once, OnceFlag, Parser
+
+PROBE_VERSION = 1
+GLOBAL_FLAGS = ("--error-format",)
+# Every subcommand's long flags (--help aside). tests/test_probe_doctor.py holds this table to
+# each subcommand's real parser, so it cannot drift from what the CLI accepts.
+FLAGS = {
+    "run": (
+        "--argv-raw", "--capture-dir", "--capture-max-bytes", "--capture-overflow", "--cpu-quota",
+        "--create-no-window", "--cwd", "--detach", "--env", "--env-clear", "--env-file", "--env-remove",
+        "--grace", "--idle-timeout", "--inherit-stdin", "--inherit-stdio", "--jsonl", "--label",
+        "--max-memory", "--max-processes", "--no-echo", "--run-id", "--run-id-env", "--snapshot-interval",
+        "--stdin-file", "--timeout", "--windows-graceful-ctrl-break",
+    ),
+    "list": ("--health", "--json", "--label"),
+    "inspect": ("--all", "--json", "--label", "--run-id"),
+    "cancel": ("--all", "--label", "--run-id"),
+    "kill": ("--all", "--label", "--run-id"),
+    "attest": ("--json", "--run-id"),
+    "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
+    "prune": ("--dry-run", "--json", "--label"),
+    "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
+    "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
+    "doctor": (
+        "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
+        "--require-resource-controller", "--scratch-child", "--timeout",
+    ),
+}
+_BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
+
+
+def capabilities() -> list[str]:
+    """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
+    can decide only where the kernel names a socket's peer."""
+    found = ["run:resource-summary"]
+    if hasattr(socket, "SO_PEERCRED"):
+        found.append("attest:peer-identity")
+    return found
+
+
+def surface() -> list[str]:
+    tokens = set(capabilities())
+    for command, flags in FLAGS.items():
+        tokens.add(command)
+        tokens.update(f"{command}:{flag}" for flag in flags + GLOBAL_FLAGS)
+    return sorted(tokens)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="processkit-cli probe",
+        usage="processkit-cli probe --json [--require-schema-version <N>] [--require-exit-code-band <START-END>] "
+        "[--require-surface <TOKEN>]... [--print-schema]",
+        description="Report (and check) this binary's compatibility surface, with no side effects.",
+    )
+    parser.add_argument("--json", action=OnceFlag, help="required: the report is one JSON line")
+    parser.add_argument("--require-schema-version", action=Once, metavar="N")
+    parser.add_argument("--require-exit-code-band", action=Once, metavar="START-END")
+    parser.add_argument("--require-surface", action="append", default=[], metavar="TOKEN", help="repeatable")
+    parser.add_argument("--print-schema", action=OnceFlag, help="print the shipped event schema instead")
+    return parser
+
+
+def _band(text: str) -> tuple[int, int]:
+    match = _BAND.fullmatch(text)
+    if match is None or not all(int(bound) <= 255 for bound in match.groups()):
+        raise usage(f"invalid value '{text}' for '--require-exit-code-band <START-END>': expected e.g. 100-119")
+    return int(match[1]), int(match[2])
+
+
+def _schema_version(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) > 2**32 - 1:
+        raise usage(f"invalid value '{text}' for '--require-schema-version <N>': expected an unsigned integer")
+    return int(text)
+
+
+def main(argv: list[str], invocation) -> int:
+    args = build_parser().parse(argv)
+    if not args.json:
+        raise usage("the required argument '--json' was not provided")
+    requires = [args.require_schema_version, args.require_exit_code_band, args.require_surface]
+    if args.print_schema:
+        if any(requires):
+            raise usage("the argument '--print-schema' cannot be used with any '--require-*' argument")
+        output.raw(resources.files("processkit.events").joinpath(EVENT_SCHEMA_FILE).read_bytes())
+        return 0
+    mismatches = []
+    if args.require_schema_version is not None:
+        wanted = _schema_version(args.require_schema_version)
+        if wanted != SCHEMA_VERSION:
+            mismatches.append(f"requires JSONL schema_version {wanted}, but this binary emits {SCHEMA_VERSION}")
+    band = (RESERVED_BAND.start, RESERVED_BAND.stop - 1)
+    if args.require_exit_code_band is not None:
+        wanted_band = _band(args.require_exit_code_band)
+        if wanted_band != band:
+            mismatches.append(f"requires exit-code band {wanted_band[0]}-{wanted_band[1]}, but this binary reserves {band[0]}-{band[1]}")
+    tokens = surface()
+    mismatches += [
+        f"requires CLI surface token `{token}`, which this binary does not expose"
+        for token in args.require_surface
+        if token not in tokens
+    ]
+    output.json_line(
+        {
+            "binary": "processkit-cli",
+            "version": __version__,
+            "probe_version": PROBE_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "exit_code_band": {"start": band[0], "end": band[1]},
+            "surface": tokens,
+            "compatible": not mismatches,
+            "mismatches": mismatches,
+        }
+    )
+    if mismatches:
+        raise Failure(Kind.PROBE_INCOMPATIBLE, "this binary is incompatible with the requested surface: " + "; ".join(mismatches))
+    return 0

@@ -1,0 +1,104 @@
+"""Reading a JSONL event stream back as untrusted bytes: complete lines only, each bounded, every
+defect described instead of raised.
+
+A line is handed out once its newline has arrived (a reader racing the writer never sees half
+an event); what a writer left unterminated is handed out only at the very end. A line over
+MAX_LINE_BYTES is reported once and the rest of it discarded, so a file without newlines cannot
+decide this process's memory use. Invalid UTF-8 is replaced for display and reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+MAX_LINE_BYTES = 1024 * 1024
+ECHO_BYTES = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """One non-blank line: its 1-based number in the file, its bytes as written (without the
+    newline; only the first ECHO_BYTES of an over-long line), the parsed value, and why it
+    cannot be read as JSON (None when it can)."""
+
+    number: int
+    raw: bytes
+    value: object = None
+    problem: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")
+
+    @property
+    def event(self) -> dict | None:
+        """The line as an event object, or None when it is not a JSON object."""
+        return self.value if self.problem is None and isinstance(self.value, dict) else None
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse(number: int, raw: bytes) -> Line:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start})")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return Line(number, raw, problem=f"not valid JSON ({exc})")
+    except RecursionError:
+        return Line(number, raw, problem="not valid JSON (nested too deeply)")
+    return Line(number, raw, value)
+
+
+class LineSplitter:
+    """Turns the bytes of one stream, fed in any chunking, into Lines."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        self._number = 0
+        self._skipping = False  # inside an over-long line that was already reported
+
+    def feed(self, data: bytes) -> list[Line]:
+        self._pending += data
+        lines = []
+        start = 0
+        while True:
+            end = self._pending.find(b"\n", start)
+            if end < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            elif end - start > MAX_LINE_BYTES:
+                lines.append(self._overlong(self._pending[start : start + ECHO_BYTES]))
+            else:
+                lines += self._line(bytes(self._pending[start:end]))
+            start = end + 1
+        del self._pending[:start]
+        if len(self._pending) > MAX_LINE_BYTES:
+            if not self._skipping:
+                self._skipping = True
+                lines.append(self._overlong(self._pending[:ECHO_BYTES]))
+            self._pending.clear()
+        return lines
+
+    def end(self) -> list[Line]:
+        """The unterminated tail a writer left behind, once nothing more can arrive."""
+        raw, skipping = bytes(self._pending), self._skipping
+        self._pending.clear()
+        self._skipping = False
+        return [] if skipping else self._line(raw)
+
+    def _overlong(self, head) -> Line:
+        self._number += 1
+        return Line(self._number, bytes(head), problem=f"line exceeds the {MAX_LINE_BYTES}-byte limit and was skipped")
+
+    def _line(self, raw: bytes) -> list[Line]:
+        self._number += 1
+        if not raw.strip():
+            return []  # blank lines keep their number, so reports match an editor's
+        return [parse(self._number, raw)]
