@@ -45,6 +45,19 @@ def pump_backend(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["cgroup_v2", "process_group"])
+def containment(request, monkeypatch):
+    """Runs a test once per containment mechanism (PROCESSKIT_CONTAINMENT forces the fallback).
+
+    Where the host cannot give a run a cgroup, ``streams.require_mechanism`` skips the first.
+    """
+    if request.param == "process_group":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    else:
+        monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    return request.param
+
+
 def run_cli(*args, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
     """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)

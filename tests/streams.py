@@ -165,16 +165,6 @@ def seconds_between(events: list[dict], first: str, second: str) -> float:
     return event_time(one(events, second)) - event_time(one(events, first))
 
 
-@pytest.fixture(params=["cgroup_v2", "process_group"])
-def containment(request, monkeypatch):
-    """Runs a test once per containment mechanism; see ``require_mechanism``."""
-    if request.param == "process_group":
-        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
-    else:
-        monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
-    return request.param
-
-
 def require_mechanism(events: list[dict], wanted: str) -> None:
     """Skip when the host cannot give a run a cgroup; the forced fallback must always hold."""
     got = one(events, "run_started")["mechanism"]

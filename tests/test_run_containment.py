@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
-from streams import containment, one, python_child, require_mechanism, run_checked, seconds_between  # noqa: F401
+from streams import one, python_child, require_mechanism, run_checked, seconds_between
 
 LEAVE_DESCENDANTS = r"""
 import os, sys, time

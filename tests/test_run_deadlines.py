@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 
 from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
-from streams import (  # noqa: F401 - fixtures
+from streams import (
     check_stream,
-    containment,
     event_time,
     one,
     python_child,

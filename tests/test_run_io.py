@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import cli_command, run_cli
-from streams import check_stream, containment, one, python_child, require_mechanism, run_checked  # noqa: F401
+from streams import check_stream, one, python_child, require_mechanism, run_checked
 
 LIST_FDS = """
 import os

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
-from streams import check_stream, containment, one, require_mechanism, run_checked  # noqa: F401 - fixture
+from streams import check_stream, one, require_mechanism, run_checked
 
 SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
 
