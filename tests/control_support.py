@@ -107,12 +107,12 @@ def runs(tmp_path):
     it is registered and serving (its run_started event exists). Leftovers get SIGTERM."""
     started: list[LiveRun] = []
 
-    def start(*command, run_id: str = "r1", labels=(), options=(), env=None) -> LiveRun:
+    def start(*command, run_id: str = "r1", labels=(), options=(), env=None, cwd=None) -> LiveRun:
         jsonl = tmp_path / f"{run_id}-{len(started)}.jsonl"
         args = ["run", "--run-id", run_id, "--no-echo", "--jsonl", jsonl]
         for label in labels:
             args += ["--label", label]
-        run = LiveRun(start_cli(*args, *options, "--", *(command or SLEEPER), env=env), jsonl, run_id)
+        run = LiveRun(start_cli(*args, *options, "--", *(command or SLEEPER), env=env, cwd=cwd), jsonl, run_id)
         started.append(run)
         run.started = wait_for_event(jsonl, "run_started")
         return run

@@ -56,9 +56,9 @@ def test_reference_schemas_accept_their_own_samples():
             check_schema(name, json.loads(line))
 
 
-def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isolated_registry):
+def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isolated_registry, tmp_path):
     os.chmod(isolated_registry, 0o755)
-    run = runs(run_id="build-42", labels=("lane=a", "pipeline=ci"), options=("--capture-dir", "cap"))
+    run = runs(run_id="build-42", labels=("lane=a", "pipeline=ci"), options=("--capture-dir", "cap"), cwd=tmp_path)
     assert mode(isolated_registry) == 0o700  # every mutating open repairs the mode
     (record_name,) = [n for n in os.listdir(isolated_registry) if n.endswith(".json")]
     stem = record_name[: -len(".json")]
@@ -74,7 +74,7 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
 
     (row,) = listed()
     assert (row["run_id"], row["health"], row["labels"]) == ("build-42", "live", {"lane": "a", "pipeline": "ci"})
-    assert row["jsonl"] == str(run.jsonl) and os.path.isabs(row["capture_dir"])
+    assert (row["jsonl"], row["capture_dir"]) == (str(run.jsonl), str(tmp_path / "cap"))  # made absolute
     assert row["endpoint"] == record["endpoint"]
     assert listed("--health", "stale") == [] and listed("--label", "lane=b") == []
     assert len(listed("--label", "lane=a", "--label", "pipeline=ci", "--health", "live")) == 1

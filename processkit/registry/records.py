@@ -8,7 +8,6 @@ check is dropped (null, or the label pair left out). Parsing never raises.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
 
@@ -100,6 +99,8 @@ def valid_started_at(value) -> bool:
     """``YYYY-MM-DDTHH:MM:SS.sssZ`` naming a real calendar instant."""
     if not isinstance(value, str) or not _STARTED_AT.fullmatch(value):
         return False
+    import datetime  # read side only: a run writing its record never needs it
+
     try:
         datetime.datetime.fromisoformat(value[:-1])
     except ValueError:
