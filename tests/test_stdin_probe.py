@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,21 @@ def _timed(args, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
     return result, time.monotonic() - started
 
 
+@contextlib.contextmanager
+def pipe_stdin(*, writer_open: bool):
+    """A pipe for the CLI's stdin: its writer held open and silent (the agent's inherited pipe),
+    or closed at once (empty EOF)."""
+    read_end, write_end = os.pipe()
+    if not writer_open:
+        os.close(write_end)
+    try:
+        yield read_end
+    finally:
+        os.close(read_end)
+        if writer_open:
+            os.close(write_end)
+
+
 @pytest.fixture
 def startup_seconds():
     """How long the CLI takes to start and exit on this machine right now (median of 3)."""
@@ -30,12 +46,8 @@ def startup_seconds():
 
 
 def test_idle_pipe_missing_program_exits_100_within_a_second(tmp_path):
-    read_end, write_end = os.pipe()  # held open and never written: the agent's inherited pipe
-    try:
-        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pipe_stdin(writer_open=True) as stdin:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=stdin)
     assert result.returncode == 100
     assert b"program" in result.stderr
     assert elapsed < 1.0
@@ -43,12 +55,8 @@ def test_idle_pipe_missing_program_exits_100_within_a_second(tmp_path):
 
 
 def test_empty_eof_does_not_wait(tmp_path, startup_seconds):
-    read_end, write_end = os.pipe()
-    os.close(write_end)
-    try:
-        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
-    finally:
-        os.close(read_end)
+    with pipe_stdin(writer_open=False) as stdin:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=stdin)
     assert result.returncode == 100
     assert elapsed < startup_seconds + WINDOW * 0.6
 
@@ -66,12 +74,8 @@ def test_terminal_stdin_does_not_wait(tmp_path, startup_seconds):
 
 def test_idle_pipe_waits_for_the_window(tmp_path, startup_seconds):
     """The contrast to the two tests above: a silent open pipe costs the window, no more."""
-    read_end, write_end = os.pipe()
-    try:
-        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pipe_stdin(writer_open=True) as stdin:
+        result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=stdin)
     assert result.returncode == 100
     assert elapsed >= WINDOW
 
@@ -125,12 +129,8 @@ def test_stdin_owned_by_the_child_is_never_probed(tmp_path, flags):
 
 def test_explicit_command_ignores_a_silent_pipe(tmp_path):
     """Explicit arguments never acquire the probe: the run starts at once."""
-    read_end, write_end = os.pipe()
-    try:
-        result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", "--", "true", stdin=read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pipe_stdin(writer_open=True) as stdin:
+        result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", "--", "true", stdin=stdin)
     assert result.returncode == 0
 
 
@@ -168,23 +168,15 @@ def test_the_dash_token_is_ordinary_data():
 
 @pytest.mark.parametrize("command", [["list"], ["prune", "--dry-run"]])
 def test_commands_without_a_required_field_ignore_an_idle_pipe(command, startup_seconds):
-    read_end, write_end = os.pipe()
-    try:
-        result, elapsed = _timed(command, stdin=read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pipe_stdin(writer_open=True) as stdin:
+        result, elapsed = _timed(command, stdin=stdin)
     assert result.returncode == 0, result.stderr
     assert elapsed < startup_seconds + WINDOW * 0.6
 
 
 def test_missing_run_id_with_an_idle_pipe_is_a_prompt_usage_error():
-    read_end, write_end = os.pipe()
-    try:
-        result, elapsed = _timed(["inspect"], stdin=read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pipe_stdin(writer_open=True) as stdin:
+        result, elapsed = _timed(["inspect"], stdin=stdin)
     assert result.returncode == 100
     assert b"--run-id" in result.stderr
     assert elapsed < 1.0
