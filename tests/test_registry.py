@@ -7,7 +7,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 
 import pytest
 

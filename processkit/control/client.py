@@ -13,7 +13,7 @@ from ..errors import Failure, Kind
 from ..registry import scan
 from ..registry.lock import Health
 from ..registry.records import valid_started_at
-from ..text import is_terminal_unsafe
+from ..text import is_terminal_unsafe, sanitize
 from . import protocol
 
 CONNECT_SECONDS = 5.0
@@ -70,7 +70,8 @@ class Channel:
         except (OSError, ValueError) as exc:
             self.close()
             reason = getattr(exc, "strerror", None) or exc
-            raise Failure(Kind.CONTROL_UNREACHABLE, f"cannot reach run '{run_id}' at {endpoint}: {reason}") from None
+            where = sanitize(endpoint)
+            raise Failure(Kind.CONTROL_UNREACHABLE, f"cannot reach run '{run_id}' at {where}: {reason}") from None
 
     def __enter__(self) -> "Channel":
         return self
