@@ -1,0 +1,317 @@
+"""``events``: a run's JSONL read back. Rendered for people, passed through byte for byte,
+followed to the run's end, and validated (every line against the shipped schema, and the whole
+stream's invariants) on the streams of every kind of ending the runner has."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import cli_command, read_events, run_cli, start_cli, wait_for_event
+from control_support import envelope
+from streams import PY, check_stream, python_child
+from test_registry import _hold, _record, _write
+
+SLEEP = ("sleep", "30")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    options: tuple
+    command: tuple
+    code: int
+    words: str  # what the rendering must say about this ending
+    ending: str | None = None  # how the test ends the run once it started: a signal or a client
+    env: tuple = ()
+
+
+SCENARIOS = {
+    "exit": Scenario((), python_child("print('hello')"), 0, "the child exited with code 0"),
+    "signal_death": Scenario((), python_child("import os; os.kill(os.getpid(), 9)"), 137, "killed by signal 9 (SIGKILL)"),
+    "timeout": Scenario(("--timeout", "300ms", "--snapshot-interval", "100ms"), SLEEP, 106, "the run exceeded its 300ms"),
+    "idle_timeout": Scenario(("--idle-timeout", "200ms", "--grace", "1s"), SLEEP, 106, "no output for 200ms (grace 1s)"),
+    "cancel": Scenario((), SLEEP, 107, "cancelled by SIGTERM", ending="sigterm"),
+    "control_cancel": Scenario((), SLEEP, 108, "cancelled by a control-plane cancel", ending="cancel"),
+    "control_kill": Scenario((), SLEEP, 109, "hard-killed by a control-plane kill", ending="kill"),
+    "capture": Scenario(("--capture-dir", "{tmp}/cap"), python_child("print('x' * 3000)"), 0, "captured stdout 2.9 KiB"),
+    "overflow": Scenario(
+        ("--capture-dir", "{tmp}/ovf", "--capture-max-bytes", "16", "--capture-overflow", "cancel"),
+        python_child("import time; print('y' * 100, flush=True); time.sleep(30)"),
+        113,
+        "stdout went over its capture limit of 16 B",
+    ),
+    "spawn_failure": Scenario((), ("{tmp}/no-such-program",), 101, "the program could not be started"),
+    "setup_failure": Scenario(("--stdin-file", "{tmp}/no-such-file"), ("true",), 111, "a setup failure"),
+    "limit_refused": Scenario(
+        ("--max-processes", "8"),
+        ("true",),
+        102,
+        "the processes limit cannot be enforced here",
+        env=(("PROCESSKIT_CGROUP_PARENT", "{tmp}/no-cgroup2"), ("PROCESSKIT_CGROUP_V1_ROOT", "{tmp}/no-cgroup1")),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def streams(tmp_path_factory):
+    """Every scenario's finished stream, all runs started at once: name -> (path, exit code)."""
+    tmp = tmp_path_factory.mktemp("scenarios")
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": str(tmp / "registry")}
+    started = {}
+    for name, scenario in SCENARIOS.items():
+        jsonl = tmp / f"{name}.jsonl"
+        args = ["run", "--run-id", name, "--no-echo", "--jsonl", jsonl, *scenario.options, "--", *scenario.command]
+        own_env = {**env, **{key: value.replace("{tmp}", str(tmp)) for key, value in scenario.env}}
+        started[name] = (jsonl, start_cli(*[str(a).replace("{tmp}", str(tmp)) for a in args], env=own_env))
+    for name, (jsonl, proc) in started.items():
+        ending = SCENARIOS[name].ending
+        if ending is None:
+            continue
+        wait_for_event(jsonl, "run_started")
+        if ending == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            stopped = run_cli(ending, "--run-id", name, env=env)
+            assert stopped.returncode == 0, stopped.stderr
+    finished = {}
+    for name, (jsonl, proc) in started.items():
+        proc.communicate(timeout=30)
+        finished[name] = (jsonl, proc.returncode)
+    return finished
+
+
+def events_cli(*args, **kwargs) -> subprocess.CompletedProcess:
+    proc = run_cli("events", *args, **kwargs)
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
+    return proc
+
+
+# -- every scenario's stream ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenarios_stream_validates(streams, name):
+    jsonl, code = streams[name]
+    assert code == SCENARIOS[name].code
+    events = check_stream(jsonl, code)  # the test suite's own checker agrees it is valid
+    proc = events_cli("--file", jsonl, "--validate")
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.decode() == f"checked {len(events)} line{'s' if len(events) > 1 else ''}: all valid\n"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_json_reproduces_the_stream_byte_for_byte(streams, name):
+    jsonl, _ = streams[name]
+    proc = events_cli("--file", jsonl, "--json")
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert proc.stdout == jsonl.read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_rendering_is_one_line_per_event_in_words(streams, name):
+    jsonl, code = streams[name]
+    events = read_events(jsonl)
+    proc = events_cli("--file", jsonl)
+    assert proc.returncode == 0 and proc.stderr == b""
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == len(events)
+    for line, event in zip(lines, events):
+        assert line.startswith(event["time"]) and f"  {event['event']} " in line
+        assert all(ch.isprintable() for ch in line), line
+    assert SCENARIOS[name].words in proc.stdout.decode()
+    assert f"the runner exited with code {code}: " in lines[-1]
+
+
+# -- invalid streams -----------------------------------------------------------------------------
+def _mutations(lines: list[bytes]) -> dict:
+    """name -> (the corrupted stream, what the report must say)."""
+    exit_line = lines[-1]
+    wrong_type = json.loads(exit_line)
+    wrong_type["code"] = "zero"
+    extra_field = json.loads(lines[0])
+    extra_field["surprise"] = True
+    ending = next(line for line in lines if b'"root_exited"' in line)
+    return {
+        "no_runner_exit": (lines[:-1], "stream: 0 runner_exit events, expected exactly one"),
+        "two_runner_exits": (lines + [exit_line], "stream: 2 runner_exit events"),
+        "runner_exit_not_last": (lines + [lines[1]], "is not the last line"),
+        "run_started_not_first": ([lines[1], lines[0]] + lines[2:], "stream: run_started is not the first line (line 2)"),
+        "two_endings": (lines[:3] + [ending] + lines[3:], "stream: 2 ending events"),
+        "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], '$.code: expected integer, got "zero"'),
+        "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: $.surprise: property is not allowed"),
+        "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
+        "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8"),
+        "over_a_mebibyte": (lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:], "line 3: line exceeds the 1048576-byte limit"),
+    }
+
+
+@pytest.fixture(scope="module")
+def corrupted(streams, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("corrupted")
+    lines = streams["exit"][0].read_bytes().splitlines()
+    made = {}
+    for name, (content, expected) in _mutations(lines).items():
+        path = tmp / f"{name}.jsonl"
+        path.write_bytes(b"\n".join(content) + b"\n")
+        made[name] = (path, expected)
+    return made
+
+
+MUTATIONS = (
+    "no_runner_exit", "two_runner_exits", "runner_exit_not_last", "run_started_not_first", "two_endings",
+    "wrong_type", "unknown_field", "not_json", "invalid_utf8", "over_a_mebibyte",
+)
+
+
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_a_corrupted_stream_fails_validation_with_what_is_wrong(corrupted, name):
+    path, expected = corrupted[name]
+    proc = events_cli("--error-format", "json", "--file", path, "--validate")
+    assert proc.returncode == 114
+    report = proc.stdout.decode()
+    assert expected in report, report
+    assert report.splitlines()[-1].startswith("checked ")
+    assert envelope(proc)["kind"] == "events_invalid"
+
+
+@pytest.mark.parametrize("mode", [(), ("--json",)])
+def test_unreadable_lines_are_reported_and_the_rest_is_still_read(corrupted, mode):
+    path, _ = corrupted["over_a_mebibyte"]
+    proc = events_cli("--file", path, *mode)
+    assert proc.returncode == 0
+    assert b"line 3: line exceeds the 1048576-byte limit and was skipped" in proc.stderr
+    assert len(proc.stdout.splitlines()) == len(path.read_bytes().splitlines()) - 1
+    path, _ = corrupted["invalid_utf8"]
+    proc = events_cli("--file", path, *mode)
+    assert proc.returncode == 0 and b"line 3: not valid UTF-8" in proc.stderr
+
+
+def test_the_rendering_is_terminal_safe(tmp_path):
+    hostile = {
+        "schema_version": 1,
+        "time": "2026-07-20T21:00:00.000Z",
+        "event": "spawn_failed",
+        "code": 101,
+        "message": "evil\u001b[31m\u202ereversed\nforged line",
+    }
+    unknown = {"schema_version": 1, "time": "2026-07-20T21:00:01.000Z", "event": "teleported\u001b]0;x\u0007", "to": "\u200bmars"}
+    path = tmp_path / "hostile.jsonl"
+    path.write_text(json.dumps(hostile) + "\n" + json.dumps(unknown) + "\n")
+    proc = events_cli("--file", path)
+    text = proc.stdout.decode()
+    assert len(text.splitlines()) == 2
+    assert "the program could not be started: evil[31mreversedforged line" in text
+    assert "teleported]0;x" in text and "to=mars" in text
+    assert all(ch.isprintable() and ch not in "\u202e\u200b" for ch in text.replace("\n", ""))
+
+
+# -- following -----------------------------------------------------------------------------------
+def _first_output(proc: subprocess.Popen, timeout: float = 10) -> bytes:
+    """What the follower printed up to its first newline (at least): proof that it is reading
+    before the run ends. Read unbuffered, so communicate() gets exactly the rest."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while b"\n" not in data:
+            assert selector.select(deadline - time.monotonic()), f"the follower printed no line: {data!r}"
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, "the follower ended before printing a line"
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize("locator", ["--run-id", "--file"])
+def test_follow_ends_with_the_runner_exit_of_a_live_run(tmp_path, locator):
+    jsonl, go = tmp_path / "f.jsonl", tmp_path / "go"
+    wait_go = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)"
+    run = start_cli("run", "--run-id", "fol", "--no-echo", "--jsonl", jsonl, "--", *python_child(wait_go))
+    wait_for_event(jsonl, "run_started")
+    follower = start_cli("events", locator, "fol" if locator == "--run-id" else jsonl, "--follow", "--json")
+    first = _first_output(follower)
+    go.touch()
+    rest, err = follower.communicate(timeout=20)
+    assert follower.returncode == 0, err
+    assert run.wait(20) == 0
+    assert first + rest == jsonl.read_bytes()
+    assert json.loads(rest.splitlines()[-1])["event"] == "runner_exit"
+    run.stdout.close()
+    run.stderr.close()
+
+
+def test_follow_stops_once_a_killed_runner_is_gone_and_the_file_is_still(tmp_path):
+    jsonl = tmp_path / "k.jsonl"
+    run = start_cli("run", "--run-id", "doomed", "--no-echo", "--jsonl", jsonl, "--", *SLEEP)
+    wait_for_event(jsonl, "run_started")
+    follower = start_cli("events", "--run-id", "doomed", "--follow")
+    _first_output(follower)
+    run.kill()  # abrupt: no runner_exit is ever written
+    run.communicate(timeout=10)
+    killed = time.monotonic()
+    out, err = follower.communicate(timeout=10)
+    assert follower.returncode == 0
+    assert 0.4 < time.monotonic() - killed < 5
+    assert b"ends without runner_exit: run 'doomed' is no longer live" in err
+    assert b"runner_exit" not in out
+
+
+def test_a_stream_input_is_read_without_a_first_byte_deadline(streams):
+    """/dev/stdin is a pipe whose first bytes come late: nothing here may give up on it."""
+    data = streams["exit"][0].read_bytes()
+    late = f"import sys, time; time.sleep(0.6); sys.stdout.buffer.write(open({str(streams['exit'][0])!r}, 'rb').read())"
+    for mode in (["--json"], ["--validate"]):
+        writer = subprocess.Popen([PY, "-c", late], stdout=subprocess.PIPE)
+        proc = subprocess.run(cli_command() + ["events", "--file", "/dev/stdin", *mode], stdin=writer.stdout, capture_output=True, timeout=30)
+        writer.stdout.close()
+        writer.wait()
+        assert proc.returncode == 0, proc.stderr
+        expected = data if mode == ["--json"] else f"checked {len(data.splitlines())} lines: all valid\n".encode()
+        assert proc.stdout == expected
+
+
+# -- finding the stream --------------------------------------------------------------------------
+def test_run_id_reads_the_stream_a_live_run_publishes(tmp_path):
+    jsonl = tmp_path / "live.jsonl"
+    run = start_cli("run", "--run-id", "alive", "--no-echo", "--jsonl", jsonl, "--", *SLEEP)
+    wait_for_event(jsonl, "members_snapshot")
+    proc = events_cli("--run-id", "alive", "--json")
+    assert proc.returncode == 0 and proc.stdout == jsonl.read_bytes()
+    run.send_signal(signal.SIGTERM)
+    run.communicate(timeout=10)
+
+
+def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):
+    proc = events_cli("--error-format", "json", "--run-id", "nobody")
+    assert proc.returncode == 103 and envelope(proc)["kind"] == "not_found"
+    _write(isolated_registry, "run-a", _record("nostream", "run-a.lock"))
+    proc = events_cli("--run-id", "nostream")
+    assert proc.returncode == 103 and b"names no JSONL stream" in proc.stderr
+    _write(isolated_registry, "run-b", _record("twice", "run-b.lock", jsonl=str(tmp_path / "one.jsonl")))
+    _write(isolated_registry, "run-c", _record("twice", "run-c.lock", jsonl=str(tmp_path / "two.jsonl")))
+    held = _hold(isolated_registry, "run-b")
+    try:
+        proc = events_cli("--error-format", "json", "--run-id", "twice")
+    finally:
+        os.close(held)
+    assert proc.returncode == 103 and envelope(proc)["kind"] == "ambiguous_run_id"
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (("--json", "--validate", "--file", "x"), 100),
+        (("--run-id", "a", "--file", "x"), 100),
+        ((), 100),
+        (("--file", "{tmp}/absent.jsonl"), 111),
+        (("--file", "{tmp}"), 111),
+    ],
+)
+def test_bad_invocations_and_unreadable_streams(tmp_path, args, code):
+    proc = events_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == b""
