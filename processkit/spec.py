@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
+from typing import NamedTuple
 
 
 class StdinMode(enum.Enum):
@@ -20,8 +20,7 @@ class OverflowPolicy(enum.Enum):
 DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvPlan:
+class EnvPlan(NamedTuple):
     """How the child's environment is derived from the runner's, applied in this fixed order."""
 
     clear: bool = False
@@ -31,8 +30,7 @@ class EnvPlan:
     run_id_key: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     max_memory: int | None = None
     max_processes: int | None = None
     cpu_quota: float | None = None
@@ -42,8 +40,7 @@ class Limits:
         return any(v is not None for v in (self.max_memory, self.max_processes, self.cpu_quota))
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
+class RunSpec(NamedTuple):
     argv: tuple[str, ...]
     jsonl: str
     run_id: str

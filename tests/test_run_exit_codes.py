@@ -292,7 +292,14 @@ _TOKENS = [
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(_TOKENS) | st.text(st.characters(blacklist_characters="\0"), max_size=8), max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(_TOKENS)
+        | st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=8)
+        | st.binary(min_size=1, max_size=8).filter(lambda b: b"\0" not in b).map(os.fsdecode),
+        max_size=8,
+    )
+)
 def test_no_input_ever_produces_a_traceback(tmp_path, argv):
     command = [os.fsencode(a) for a in cli_command()] + [os.fsencode(a) for a in argv] + [b"--", b"true"]
     proc = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=30)

@@ -7,12 +7,27 @@ off; a flag that is not declared repeatable may be given only once (clap's defau
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from ..errors import usage
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter asks ``shutil`` for the width, an import every run would pay for
+    although only ``--help`` needs it."""
+
+    def __init__(self, prog: str):
+        try:
+            width = os.get_terminal_size(sys.stdout.fileno()).columns - 2
+        except (OSError, ValueError):
+            width = 78
+        super().__init__(prog, width=width)
+
+
 class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("exit_on_error", False)
         super().__init__(*args, **kwargs)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import abc
-import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .limits import ControllerSet
@@ -23,8 +22,7 @@ class LimitUnavailable(ContainerError):
         self.detail = detail
 
 
-@dataclasses.dataclass
-class ResourceSummary:
+class ResourceSummary(NamedTuple):
     read_error: bool = False
     peak_memory_bytes: int | None = None
     total_cpu_ms: int | None = None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from typing import NamedTuple
 
 
-@dataclasses.dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     pid: int
     ppid: int | None
     name: str | None

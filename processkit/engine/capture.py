@@ -6,22 +6,20 @@ this module owns the files themselves and the report's shape.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
+from typing import NamedTuple
 
 STREAMS = ("stdout", "stderr")
 
 
-@dataclasses.dataclass(frozen=True)
-class CaptureTarget:
+class CaptureTarget(NamedTuple):
     path: str
     fd: int
     cap: int
 
 
-@dataclasses.dataclass(frozen=True)
-class CaptureReport:
+class CaptureReport(NamedTuple):
     path: str
     bytes_seen: int
     bytes_written: int

@@ -7,12 +7,12 @@ exits in the same turn as its deadline is reported as its own exit, and a signal
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 import signal
 import subprocess
 import time
+from typing import NamedTuple
 
 from .. import containment
 from ..diagnostics import warn as _warn
@@ -49,14 +49,12 @@ class EndingKind(enum.IntEnum):
     INTERNAL = 7  # never raced: a runner bug broke the race; the tree is still torn down
 
 
-@dataclasses.dataclass(frozen=True)
-class Ending:
+class Ending(NamedTuple):
     kind: EndingKind
     detail: str | None = None  # signal source, control verb, or overflowing stream
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """The runner's exit code, and the runner-own failure to report when there is one."""
 
     code: int
@@ -454,7 +452,7 @@ class Run:
 
     def _emit_resource_summary(self) -> None:
         summary = self.container.resource_summary()
-        self.events.emit("resource_summary", **dataclasses.asdict(summary))
+        self.events.emit("resource_summary", **summary._asdict())
 
     def _live_members(self) -> list[int] | None:
         """Members that have not exited yet (zombies awaiting a reaper do not count)."""

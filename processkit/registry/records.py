@@ -7,9 +7,9 @@ check is dropped (null, or the label pair left out). Parsing never raises.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
+from typing import NamedTuple
 
 from ..text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
@@ -25,8 +25,7 @@ _DEVICE_NAMES = frozenset(
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     run_id: str
     endpoint: str | None
     started_at: str
