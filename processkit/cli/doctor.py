@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 SCRATCH_MARGIN_MS = 5_000  # the scratch run outlives doctor's own budget, but only just
 MIN_SCRATCH_MS = 100
 POLL_SECONDS = 0.025
-RESOURCE_CHECK = ("--max-processes", "64")  # a cap the scratch tree can never trip
+RESOURCE_CHECK_PROCESSES = 64  # --max-processes: a plausible cap, installed but never tripped
 MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 ABRUPT_CLEANUP = ("whole_tree", "direct_child_only", "none")
 PHASE_FLAGS = (
@@ -73,9 +73,9 @@ def main(argv: list[str], invocation) -> int:
         return 0
     if args.require_resource_controller and not args.check_resource_controller:
         raise usage("the argument '--require-resource-controller' requires '--check-resource-controller'")
-    timeout_ms = (
-        DEFAULT_TIMEOUT_MS if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
-    )
+    timeout_ms = DEFAULT_TIMEOUT_MS
+    if args.timeout is not None:
+        timeout_ms = values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
     qualification = Qualification(timeout_ms)
     report = qualification.run(args)
     if args.json:
@@ -113,15 +113,17 @@ class Qualification:
     # -- the phases, in order ---------------------------------------------------------------
     def run(self, args) -> dict:
         try:
-            if self._phase("registry", self._registry) and self._phase("launch", self._launch):
-                reached_end = all(
-                    self._phase(name, step)
-                    for name, step in (("inspect", self._inspect), ("cancel", self._cancel), ("terminal_wait", self._terminal_wait))
+            if self._phase("registry", self._registry):
+                steps = (
+                    ("launch", self._launch),
+                    ("inspect", self._inspect),
+                    ("cancel", self._cancel),
+                    ("terminal_wait", self._terminal_wait),
                 )
-                if reached_end:
+                if all(self._phase(name, step) for name, step in steps):
                     self._phase("cleanup", self._cleanup)
                 else:
-                    self._abandon()
+                    self._abandon()  # a scratch run left live by a failed phase is ended anyway
             if args.check_resource_controller:
                 self._phase("resource_controller", self._resource_controller)
         finally:
@@ -163,7 +165,8 @@ class Qualification:
 
         budget = self._remaining_ms()
         command = [*program(), "run", "--run-id", self.run_id, "--jsonl", self.jsonl]
-        command += ["--timeout", f"{budget + SCRATCH_MARGIN_MS}ms", "--", *program(), "doctor", "--scratch-child", f"{budget}ms"]
+        command += ["--timeout", f"{budget + SCRATCH_MARGIN_MS}ms", "--"]
+        command += [*program(), "doctor", "--scratch-child", f"{budget}ms"]
         try:
             with open(os.path.join(self.scratch, "runner.stdout"), "wb") as out, open(
                 os.path.join(self.scratch, "runner.stderr"), "wb"
@@ -175,16 +178,17 @@ class Qualification:
         def resolved() -> bool:
             try:
                 self.endpoint = client.resolve(self.run_id).record.endpoint
-            except Failure:
+            except Failure as failure:
+                if failure.kind is Kind.CONTROL_UNREACHABLE:  # registered without an endpoint: final
+                    raise PhaseFailed(f"the scratch run published no control endpoint{self._evidence()}") from None
                 return self.runner.poll() is not None
             return True
 
         if not self.loop.run_until(resolved, self.deadline, POLL_SECONDS):
             raise PhaseFailed(f"the scratch run did not become discoverable within the budget{self._evidence()}")
         if self.endpoint is None:
-            raise PhaseFailed(
-                f"the scratch run exited with code {self.runner.returncode} before it published a control endpoint{self._evidence()}"
-            )
+            code = self.runner.returncode
+            raise PhaseFailed(f"the scratch run exited with code {code} before it published a control endpoint{self._evidence()}")
 
     def _inspect(self) -> None:
         from ..control import client
@@ -224,7 +228,9 @@ class Qualification:
             return not any(entry.record.run_id == self.run_id for entry in scan.read(Kind.REGISTRY).entries)
 
         if not self.loop.run_until(unregistered, self.deadline, POLL_SECONDS):
-            raise PhaseFailed(f"the scratch run ended, but its registry record was still there when the budget ran out{self._evidence()}")
+            raise PhaseFailed(
+                f"the scratch run ended, but its registry record was still there when the budget ran out{self._evidence()}"
+            )
 
     def _cleanup(self) -> None:
         """The run's own account of its teardown, confirmed; then its endpoint, released."""
@@ -296,17 +302,19 @@ class Qualification:
         from .. import containment
         from ..spec import Limits
 
-        requested = " ".join(RESOURCE_CHECK)
+        facts = {"requested": f"--max-processes {RESOURCE_CHECK_PROCESSES}", "available": True, "detail": None}
         try:
-            container = containment.create(f"doctor-{os.getpid()}-{time.time_ns():x}", Limits(max_processes=int(RESOURCE_CHECK[1])))
+            container = containment.create(
+                f"doctor-{os.getpid()}-{time.time_ns():x}", Limits(max_processes=RESOURCE_CHECK_PROCESSES)
+            )
         except containment.LimitUnavailable as exc:
-            self.facts["resource_controller"] = {"requested": requested, "available": False, "detail": f"the {exc.limit} limit: {exc.detail}"}
-            return
+            facts.update(available=False, detail=f"the {exc.limit} limit: {exc.detail}")
         except containment.ContainerError as exc:
             raise PhaseFailed(f"the container for the resource check could not be created, so nothing was established: {exc}") from None
-        self.limit_backend = container.limit_backend
-        container.release()
-        self.facts["resource_controller"] = {"requested": requested, "available": True, "detail": None}
+        else:
+            self.limit_backend = container.limit_backend
+            container.release()
+        self.facts["resource_controller"] = facts
 
     def _evidence(self) -> str:
         return f"; the scratch run's output is in {self.scratch}"
@@ -328,10 +336,11 @@ class Qualification:
                 mismatches.append(f"requires {what} {wanted}, but this host reports {containment[key]}")
         if args.require_resource_controller:
             facts = self.facts["resource_controller"]
+            wanted = "requires an enforceable whole-tree resource controller, but"
             if facts is None:
-                mismatches.append("requires an enforceable whole-tree resource controller, but this qualification never established whether there is one")
+                mismatches.append(f"{wanted} this qualification never established whether there is one")
             elif not facts["available"]:
-                mismatches.append(f"requires an enforceable whole-tree resource controller, but {facts['requested']} cannot be applied here: {facts['detail']}")
+                mismatches.append(f"{wanted} {facts['requested']} cannot be applied here: {facts['detail']}")
         return mismatches
 
     def _report(self, mismatches: list[str]) -> dict:
@@ -420,33 +429,38 @@ def render(report: dict, limit_backend: str | None) -> list[str]:
     cell = output.cell
     verdict = "qualified" if report["qualified"] else "NOT qualified"
     lines = [f"processkit-cli {report['version']} on {report['os']}: {verdict} ({report['elapsed_ms']}ms)"]
-    registry, containment, control, cleanup, resources = (
-        report[key] for key in ("registry", "containment", "control", "cleanup", "resource_controller")
-    )
+    facts = []
+    registry = report["registry"]
     if registry is not None:
-        lines.append(f"  registry:    {cell(registry['dir'])} (owner-only: {_yes(registry['owner_only'])}, {registry['protection']})")
+        facts.append(("registry", f"{cell(registry['dir'])} (owner-only: {_yes(registry['owner_only'])}, {registry['protection']})"))
+    containment = report["containment"]
     if containment is not None:
-        lines.append(f"  containment: {cell(containment['mechanism'])} (abrupt cleanup: {cell(containment['abrupt_cleanup'])})")
+        facts.append(("containment", f"{cell(containment['mechanism'])} (abrupt cleanup: {cell(containment['abrupt_cleanup'])})"))
+    control = report["control"]
     if control is not None:
-        ended = f"with source {cell(control['terminal_source'])}" if control["terminal_source"] else "without a terminal event"
-        lines.append(
-            f"  control:     {cell(control['endpoint'])} ({control['transport']}); inspect saw "
-            f"{control['inspected_members']} member(s), cancel acknowledged: {_yes(control['cancel_acknowledged'])}, run ended {ended}"
-        )
+        source = control["terminal_source"]
+        facts.append((
+            "control",
+            f"{cell(control['endpoint'])} ({control['transport']}); inspect saw {control['inspected_members']} member(s), "
+            f"cancel acknowledged: {_yes(control['cancel_acknowledged'])}, "
+            + (f"run ended with source {cell(source)}" if source else "run ended without a terminal event"),
+        ))
+    cleanup = report["cleanup"]
     if cleanup is not None:
-        inconclusive = "" if cleanup["teardown_snapshot_conclusive"] else ", post-kill snapshot inconclusive on this mechanism"
-        lines.append(
-            f"  cleanup:     confirmed empty: {_yes(cleanup['confirmed_empty'])} (remaining: {cell(cleanup['remaining'])}{inconclusive}); "
-            f"record removed: {_yes(cleanup['registry_record_removed'])}, endpoint released: {_yes(cleanup['endpoint_released'])}, "
-            f"scratch removed: {_yes(cleanup['scratch_removed'])}"
-        )
+        inconclusive = "" if cleanup["teardown_snapshot_conclusive"] else ", post-kill snapshot inconclusive here"
+        facts.append((
+            "cleanup",
+            f"confirmed empty: {_yes(cleanup['confirmed_empty'])} (remaining: {cell(cleanup['remaining'])}{inconclusive}); "
+            f"record removed: {_yes(cleanup['registry_record_removed'])}, "
+            f"endpoint released: {_yes(cleanup['endpoint_released'])}, scratch removed: {_yes(cleanup['scratch_removed'])}",
+        ))
+    resources = report["resource_controller"]
     if resources is not None:
-        how = f" (via {limit_backend})" if limit_backend else f" ({cell(resources['detail'])})"
-        lines.append(f"  resources:   {resources['requested']} enforceable: {_yes(resources['available'])}{how}")
-    phases = ", ".join(f"{p['phase']} {'' if p['ok'] else 'FAILED '}{p['elapsed_ms']}ms" for p in report["phases"])
-    lines.append(f"  phases:      {phases}")
-    lines += [f"  failure:     {cell(failure)}" for failure in report["failures"]]
-    lines += [f"  mismatch:    {cell(mismatch)}" for mismatch in report["mismatches"]]
+        how = f"via {limit_backend}" if limit_backend else cell(resources["detail"])
+        facts.append(("resources", f"{resources['requested']} enforceable: {_yes(resources['available'])} ({how})"))
+    facts.append(("phases", ", ".join(f"{p['phase']} {'' if p['ok'] else 'FAILED '}{p['elapsed_ms']}ms" for p in report["phases"])))
+    facts += [("failure", cell(failure)) for failure in report["failures"]]
+    facts += [("mismatch", cell(mismatch)) for mismatch in report["mismatches"]]
     if report["diagnostics_dir"] is not None:
-        lines.append(f"  diagnostics kept in {cell(report['diagnostics_dir'])}")
-    return lines
+        facts.append(("diagnostics", f"kept in {cell(report['diagnostics_dir'])}"))
+    return lines + [f"  {label + ':':<13}{text}" for label, text in facts]
