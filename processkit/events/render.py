@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shlex
 import signal
 
 from ..text import sanitize
@@ -66,7 +67,7 @@ def _run_started(e: dict) -> str:
     pid = "no pid" if e["root_pid"] is None else f"pid {e['root_pid']}"
     command = e["command"]
     if command["argv"] is not None:
-        shown = "command " + " ".join(_s(arg) for arg in command["argv"])
+        shown = "command " + " ".join(shlex.quote(_s(arg)) for arg in command["argv"])
     elif command["argv_sha256"] is not None:
         shown = f"command sha256 {command['argv_sha256'][:12]}..."
     else:
