@@ -86,6 +86,7 @@ class Failure(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.relayed = code is not None
         self.code = kind.code if code is None else code
 
 

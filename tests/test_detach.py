@@ -165,6 +165,17 @@ def test_a_copy_ending_before_the_proof_is_relayed_or_111(tmp_path, code, kind):
     assert (failure.code, failure.kind.label) == (expected, kind)
 
 
+def test_a_relayed_usage_code_gets_the_json_envelope(tmp_path, capsys):
+    """Only parse errors stay human text: a usage code relayed from the copy is a run failure."""
+    from processkit.cli.main import render_failure
+
+    failure = _handshake(tmp_path, "raise SystemExit(100)")
+    assert (failure.code, failure.kind.label) == (100, "usage")
+    render_failure(failure, "json", "run", "hs-1")
+    envelope = json.loads(capsys.readouterr().err)
+    assert (envelope["code"], envelope["kind"], envelope["run_id"]) == (100, "usage", "hs-1")
+
+
 def test_a_copy_that_never_proves_its_start_is_killed_at_the_bound(tmp_path, monkeypatch):
     from processkit.cli import detach
 

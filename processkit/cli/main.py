@@ -12,7 +12,7 @@ import sys
 
 from .. import __version__
 from ..diagnostics import say
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, usage
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -57,7 +57,7 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
         value = None
         if token == "--error-format":
             if index + 1 >= len(argv):
-                raise Failure(Kind.USAGE, "a value is required for '--error-format <human|json>'")
+                raise usage("a value is required for '--error-format <human|json>'")
             value = argv[index + 1]
             index += 2
         elif token.startswith("--error-format="):
@@ -68,16 +68,18 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
             index += 1
             continue
         if value not in ERROR_FORMATS:
-            raise Failure(Kind.USAGE, f"invalid value '{value}' for '--error-format': expected human or json")
+            raise usage(f"invalid value '{value}' for '--error-format': expected human or json")
         if chosen is not None:
-            raise Failure(Kind.USAGE, "the argument '--error-format' cannot be used multiple times")
+            raise usage("the argument '--error-format' cannot be used multiple times")
         chosen = value
     return chosen or "human", rest
 
 
 def render_failure(failure: Failure, error_format: str, operation: str, run_id: str | None) -> None:
     """Print one line on stderr: the human message, or the JSON envelope (run.md §5)."""
-    if error_format == "json" and failure.kind is not Kind.USAGE:
+    # Parse errors stay human text (as the reference's clap errors do); a usage code relayed
+    # from a detached copy is a runner failure like any other and gets the envelope.
+    if error_format == "json" and (failure.kind is not Kind.USAGE or failure.relayed):
         import json
 
         envelope = {
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         name = argv[0]
         if name not in COMMANDS:
-            raise Failure(Kind.USAGE, f"unrecognized subcommand '{name}'\n{_usage_text().splitlines()[0]}")
+            raise usage(f"unrecognized subcommand '{name}'\n{_usage_text().splitlines()[0]}")
         invocation.operation = name
         module = importlib.import_module(COMMANDS[name][0])
         return module.main(argv[1:], invocation)
