@@ -1,4 +1,7 @@
-/* The native pump; see pump.h for the contract shared with processkit/engine/pump.py. */
+/* The native pump; see pump.h for the contract shared with processkit/engine/pump.py.
+ *
+ * Everything runs on the caller's thread: a helper thread hashing the previous chunk measured
+ * slower on small machines, where the producer already occupies the other core. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -34,27 +37,27 @@ void pk_stream_free(pk_stream *stream)
     free(stream);
 }
 
-/* Writes the part of a chunk that fits under the cap and hashes exactly what the kernel took. */
-static void capture(pk_stream *stream, const unsigned char *data, size_t len)
+/* Writes the part of a chunk that fits under the cap; returns how many bytes the kernel took. */
+static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
 {
+    size_t done = 0;
     if (stream->capture_fd < 0 || stream->write_error || stream->written >= stream->cap)
-        return;
+        return 0;
     if (len > stream->cap - stream->written)
         len = (size_t)(stream->cap - stream->written);
-    while (len) {
-        ssize_t count = write(stream->capture_fd, data, len);
+    while (done < len) {
+        ssize_t count = write(stream->capture_fd, data + done, len - done);
         if (count < 0 && errno == EINTR)
             continue;
         if (count <= 0) {
-            /* A write that accepts nothing without an error would never finish: treat it as EIO. */
+            /* A write that takes nothing yet reports no error would never finish: call it EIO. */
             stream->write_error = count < 0 ? errno : EIO;
-            return;
+            break;
         }
-        pk_sha256_update(&stream->sha, data, (size_t)count);
-        stream->written += (uint64_t)count;
-        data += count;
-        len -= (size_t)count;
+        done += (size_t)count;
     }
+    stream->written += done;
+    return done;
 }
 
 /* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken. */
@@ -81,6 +84,7 @@ static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len,
 void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result)
 {
     ssize_t count;
+    size_t retained;
     result->echoed = 0;
     result->read_errno = 0;
     result->echo_errno = 0;
@@ -95,9 +99,12 @@ void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_
     if (count == 0)
         return;
     stream->seen += (uint64_t)count;
-    capture(stream, stream->buf, (size_t)count);
+    retained = capture(stream, stream->buf, (size_t)count);
     if (echo_fd >= 0)
         result->echoed = echo(echo_fd, echo_is_socket, stream->buf, (size_t)count, &result->echo_errno);
+    /* Hashed last so the echo consumer does not wait for it; one update over the whole
+     * retained prefix lets full blocks be hashed straight from buf. */
+    pk_sha256_update(&stream->sha, stream->buf, retained);
 }
 
 void pk_stream_digest(const pk_stream *stream, unsigned char out[32])

@@ -53,10 +53,12 @@ class PythonPump:
         self._view = memoryview(self._buffer)
         self._capture = CaptureFile(capture) if capture else None
         self._echo = echo
+        self._read = 0
 
     @property
     def seen(self) -> int:
-        return self._capture.seen if self._capture else 0
+        """Every byte read so far, as the native pump counts it, with or without capture."""
+        return self._capture.seen if self._capture else self._read
 
     def pump(self) -> int:
         try:
@@ -67,6 +69,8 @@ class PythonPump:
             chunk = self._view[:count]
             if self._capture:
                 self._capture.write(chunk)
+            else:
+                self._read += count
             if self._echo:
                 self._echo.write(chunk)
         return count

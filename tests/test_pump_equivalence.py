@@ -1,0 +1,474 @@
+"""The native pump (processkit._pump) against the Python reference, byte for byte.
+
+Both pumps drain a real non-blocking pipe fed in random pieces, into a capped capture file and
+optionally a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
+They must leave identical capture files, counts, flags and digests, and each digest must be the
+SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
+both its accelerated and its portable path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from processkit.engine.capture import CaptureTarget
+from processkit.engine.echo import EchoSink
+from processkit.engine.loop import Loop
+from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
+
+try:
+    from processkit import _pump
+except ImportError:
+    _pump = None
+
+needs_native = pytest.mark.skipif(_pump is None, reason="the native pump (processkit._pump) is not built")
+PUMPS = (PythonPump, NativePump)
+# Single-pump cases: the Python reference still runs when the native pump is missing.
+EACH_PUMP = pytest.mark.parametrize(
+    "cls", [PythonPump, pytest.param(NativePump, marks=needs_native)], ids=["python", "native"]
+)
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+SMALL_BUFFER = 4096  # echo pipes and sockets this small fill up and make the echo queue
+
+
+@dataclasses.dataclass
+class Outcome:
+    report: dict
+    seen: int
+    captured: bytes
+    echoed: bytes | None
+
+
+class Echo:
+    """A live echo consumer that the test drains between pump calls."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.loop = Loop()
+        self.read_fd = -1
+        self.received = bytearray()
+        self._socket_pair = None
+        if kind == "pipe":
+            self.read_fd, write_fd = os.pipe()
+            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, SMALL_BUFFER)
+        elif kind == "socket":
+            self._socket_pair = socket.socketpair()
+            self._socket_pair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SMALL_BUFFER)
+            self.read_fd = self._socket_pair[1].fileno()
+            write_fd = self._socket_pair[0].fileno()
+        else:
+            write_fd = os.open(os.devnull, os.O_WRONLY)
+        if self.read_fd >= 0:
+            os.set_blocking(self.read_fd, False)
+        self._write_fd = write_fd
+        self.sink = EchoSink(self.loop, write_fd, lambda: None)
+
+    def drain(self) -> None:
+        """Take what is readable and let the sink flush its backlog into the room made."""
+        while True:
+            if self.read_fd >= 0:
+                try:
+                    while chunk := os.read(self.read_fd, 1 << 20):
+                        self.received += chunk
+                except BlockingIOError:
+                    pass
+            if not self.sink.backlog:
+                return
+            self.loop.run_once(0)
+
+    def hang_up(self) -> None:
+        """The consumer goes away: the next echo write fails with EPIPE."""
+        if self._socket_pair:
+            self._socket_pair[1].close()
+        else:
+            os.close(self.read_fd)
+        self.read_fd = -1
+
+    def close(self) -> None:
+        self.sink.close()
+        self.loop.close()
+        if self._socket_pair:
+            for end in self._socket_pair:
+                end.close()  # a no-op on an end already closed
+        else:
+            os.close(self._write_fd)
+            if self.read_fd >= 0:
+                os.close(self.read_fd)
+
+
+def pump_until_blocked(pump, echo: Echo | None) -> int:
+    """Pump until the feed is empty for now; returns the last pump() result."""
+    while True:
+        count = pump.pump()
+        if echo:
+            echo.drain()
+        if count in (WOULD_BLOCK, EOF_REACHED):
+            return count
+
+
+def run_pump(
+    cls, directory, data: bytes, pieces: list[int], pauses: list[int], cap: int, echo_kind: str, big_pipe: bool
+) -> Outcome:
+    """Feed ``data`` through a pipe in ``pieces`` (cycled), pumping ``pauses`` times (cycled) between."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    if big_pipe:  # lets one read fill the pump's whole CHUNK_SIZE buffer
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    path = os.path.join(directory, f"{cls.__name__}.log")
+    capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    echo = Echo(echo_kind) if echo_kind != "none" else None
+    try:
+        pump = cls(read_fd, CaptureTarget(path, capture_fd, cap), echo.sink if echo else None)
+        position, step = 0, 0
+        while position < len(data):
+            piece = data[position : position + pieces[step % len(pieces)]]
+            while piece:
+                try:
+                    written = os.write(write_fd, piece)
+                except BlockingIOError:
+                    written = 0
+                position += written
+                piece = piece[written:]
+                if piece:  # the pipe is full: the pump makes room
+                    pump_until_blocked(pump, echo)
+            for _ in range(pauses[step % len(pauses)]):
+                pump.pump()
+                if echo:
+                    echo.drain()
+            step += 1
+        os.close(write_fd)
+        write_fd = -1
+        while pump_until_blocked(pump, echo) != EOF_REACHED:
+            pass
+        report = pump.report()
+        seen = pump.seen
+    finally:
+        os.close(read_fd)
+        os.close(capture_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+        if echo:
+            echo.close()
+    with open(path, "rb") as handle:
+        captured = handle.read()
+    fields = report.as_event()
+    del fields["path"]
+    fields["cap"] = report.cap
+    return Outcome(fields, seen, captured, bytes(echo.received) if echo and echo.read_fd >= 0 else None)
+
+
+def check_equivalent(tmp_dir, data: bytes, cap: int, **feeding) -> None:
+    python, native = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
+    assert native.report == python.report
+    assert native.seen == python.seen == len(data)
+    assert native.captured == python.captured == data[:cap]
+    assert native.echoed == python.echoed
+    if native.echoed is not None:
+        assert native.echoed == data
+    report = native.report
+    assert report["bytes_written"] == min(cap, len(data))
+    assert report["truncated"] == (len(data) > cap)
+    assert report["write_error"] is False
+    assert report["sha256"] == hashlib.sha256(native.captured).hexdigest()
+
+
+def random_bytes(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+payloads = st.one_of(
+    st.binary(max_size=600),  # NULs, invalid UTF-8, lengths around block boundaries
+    # Several CHUNK_SIZE reads, many pipe-fulls and echo backlogs.
+    st.builds(random_bytes, st.integers(100_000, 700_000), st.integers(0, 2**32)),
+)
+
+
+@needs_native
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=payloads,
+    cap_rule=st.sampled_from(["len", "len-1", "len+1", "small", "any"]),
+    cap_draw=st.integers(1, 2**20),
+    piece_counts=st.lists(st.integers(1, 64), min_size=1, max_size=6),
+    pauses=st.lists(st.integers(0, 3), min_size=1, max_size=6),
+    echo_kind=st.sampled_from(["none", "pipe", "socket", "devnull"]),
+    big_pipe=st.booleans(),
+)
+def test_native_matches_python(data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, tmp_path_factory):
+    size = len(data)
+    cap = {
+        "len": size,
+        "len-1": size - 1,
+        "len+1": size + 1,
+        "small": cap_draw % 130,
+        "any": cap_draw % (2 * size + 2),
+    }[cap_rule]
+    # Pieces are fractions of the payload, so a large payload is never fed a byte at a time.
+    pieces = [max(1, size * count // 64) for count in piece_counts]
+    check_equivalent(
+        tmp_path_factory.mktemp("pump"),
+        data,
+        max(1, cap),
+        pieces=pieces,
+        pauses=pauses,
+        echo_kind=echo_kind,
+        big_pipe=big_pipe,
+    )
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "cap",
+    [1, 63, 64, 65, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7, 1_999_999, 2_000_000, 2_000_001],
+)
+def test_caps_around_full_chunks(cap, tmp_path):
+    """Whole CHUNK_SIZE reads (a 1 MiB pipe) with the cap falling on and around their edges."""
+    data = random_bytes(2_000_000, seed=cap)
+    check_equivalent(tmp_path, data, cap, pieces=[1 << 20], pauses=[0], echo_kind="pipe", big_pipe=True)
+
+
+def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, between=None):
+    """Pump ``data`` (fed in two halves) into ``capture_fd``; ``between`` runs after the first half."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    try:
+        pump = cls(read_fd, CaptureTarget(path, capture_fd, 1 << 30), None)
+        half = len(data) // 2
+        os.write(write_fd, data[:half])
+        pump_until_blocked(pump, None)
+        if between:
+            between()
+        os.write(write_fd, data[half:])
+        os.close(write_fd)
+        write_fd = -1
+        assert pump_until_blocked(pump, None) == EOF_REACHED
+        return pump.report(), pump.seen
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+
+
+@EACH_PUMP
+def test_write_error_latches_and_counting_goes_on(cls, tmp_path):
+    """A capture fd that refuses every write (EBADF): nothing retained, every byte still seen."""
+    path = tmp_path / "readonly.log"
+    path.write_bytes(b"")
+    capture_fd = os.open(path, os.O_RDONLY)
+    data = random_bytes(300_000, seed=1)
+    try:
+        report, seen = pump_into_unwritable(cls, capture_fd, data, str(path))
+    finally:
+        os.close(capture_fd)
+    assert (report.bytes_seen, seen, report.bytes_written) == (len(data), len(data), 0)
+    assert report.write_error is True
+    assert report.truncated is False
+    assert report.sha256 == EMPTY_SHA256
+    assert path.read_bytes() == b""
+
+
+@EACH_PUMP
+def test_partial_write_is_hashed_then_the_error_latches(cls, tmp_path):
+    """A full non-blocking pipe as the capture: a short write, then EAGAIN latches the error.
+
+    The digest covers exactly the accepted prefix, and nothing more is written even once the
+    pipe has room again.
+    """
+    capture_read, capture_write = os.pipe()
+    os.set_blocking(capture_read, False)
+    os.set_blocking(capture_write, False)
+    fcntl.fcntl(capture_write, fcntl.F_SETPIPE_SZ, SMALL_BUFFER)
+    data = random_bytes(50_000, seed=2)
+    taken = bytearray()
+
+    def make_room():
+        taken.extend(os.read(capture_read, 1 << 20))
+
+    try:
+        report, seen = pump_into_unwritable(cls, capture_write, data, "pipe", between=make_room)
+        try:
+            taken.extend(os.read(capture_read, 1 << 20))
+        except BlockingIOError:
+            pass
+    finally:
+        os.close(capture_read)
+        os.close(capture_write)
+    assert bytes(taken) == data[:SMALL_BUFFER]
+    assert (report.bytes_seen, seen, report.bytes_written) == (len(data), len(data), SMALL_BUFFER)
+    assert report.write_error is True
+    assert report.sha256 == hashlib.sha256(data[:SMALL_BUFFER]).hexdigest()
+
+
+@pytest.mark.parametrize("kind", ["pipe", "socket"])
+@EACH_PUMP
+def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, tmp_path):
+    """EPIPE on the echo marks the sink broken; capture and counting carry on untouched."""
+    echo = Echo(kind)
+    echo.hang_up()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    capture_fd = os.open(tmp_path / "out.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    data = random_bytes(10_000, seed=5)
+    try:
+        pump = cls(read_fd, CaptureTarget(str(tmp_path / "out.log"), capture_fd, 1 << 20), echo.sink)
+        os.write(write_fd, data)
+        os.close(write_fd)
+        while pump_until_blocked(pump, None) != EOF_REACHED:
+            pass
+        report = pump.report()
+        assert echo.sink.broken
+    finally:
+        os.close(read_fd)
+        os.close(capture_fd)
+        echo.close()
+    assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), len(data), False)
+    assert (tmp_path / "out.log").read_bytes() == data
+
+
+@EACH_PUMP
+def test_read_errors_surface_as_oserror(cls, tmp_path):
+    directory_fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        pump = cls(directory_fd, None, None)
+        with pytest.raises(OSError) as failure:
+            pump.pump()
+    finally:
+        os.close(directory_fd)
+    assert failure.value.errno == errno.EISDIR
+    assert pump.report() is None
+
+
+# ---- SHA-256 ------------------------------------------------------------------------------------
+
+KNOWN_ANSWERS = {
+    b"": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    b"abc": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+    b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq": (
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+    ),
+    b"a" * 1_000_000: "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0",
+}
+
+# Hashes each hex input from stdin whole and in uneven pieces; prints the digests as JSON.
+NATIVE_DIGESTS = textwrap.dedent(
+    """
+    import json, sys
+    from processkit._pump import ffi, lib
+
+    def digest(data, pieces):
+        ctx = ffi.new("pk_sha256 *")
+        lib.pk_sha256_init(ctx)
+        position = 0
+        for size in pieces:
+            piece = data[position : position + size]
+            lib.pk_sha256_update(ctx, ffi.from_buffer("unsigned char[]", piece), len(piece))
+            position += size
+        out = ffi.new("unsigned char[32]")
+        lib.pk_sha256_final(ctx, out)
+        return bytes(out).hex()
+
+    inputs = [bytes.fromhex(item) for item in json.load(sys.stdin)]
+    uneven = [1, 63, 64, 65, 3, 128, 191, 4096, 7] * 4 + [1 << 30]
+    print(json.dumps({
+        "accelerated": lib.pk_sha256_accelerated(),
+        "whole": [digest(data, [len(data)]) for data in inputs],
+        "pieces": [digest(data, uneven) for data in inputs],
+    }))
+    """
+)
+
+
+def sha_inputs() -> list[bytes]:
+    prefix = random_bytes(300, seed=3)
+    return list(KNOWN_ANSWERS) + [prefix[:n] for n in range(201)] + [b"a" * (1 << 20), random_bytes(100_003, seed=4)]
+
+
+def native_digests(sha_env: str | None) -> dict:
+    env = dict(os.environ)
+    env.pop("PROCESSKIT_SHA", None)
+    if sha_env is not None:
+        env["PROCESSKIT_SHA"] = sha_env
+    done = subprocess.run(
+        [sys.executable, "-c", NATIVE_DIGESTS],
+        input=json.dumps([data.hex() for data in sha_inputs()]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def cpu_has_sha_extensions() -> bool:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            info = handle.read().split()
+    except OSError:
+        return False
+    machine = platform.machine()
+    return ("sha_ni" in info) if machine in ("x86_64", "AMD64") else ("sha2" in info and machine == "aarch64")
+
+
+@needs_native
+@pytest.mark.parametrize("sha_env", [None, "portable"], ids=["dispatched", "portable"])
+def test_sha256_known_answers_on_both_paths(sha_env):
+    result = native_digests(sha_env)
+    if sha_env == "portable":
+        assert result["accelerated"] == 0
+    elif cpu_has_sha_extensions():
+        assert result["accelerated"] == 1, "the CPU has SHA extensions but the portable path was chosen"
+    expected = [hashlib.sha256(data).hexdigest() for data in sha_inputs()]
+    assert result["whole"] == expected
+    assert result["pieces"] == expected
+    assert result["whole"][: len(KNOWN_ANSWERS)] == list(KNOWN_ANSWERS.values())
+
+
+def native_sha256(pieces) -> str:
+    ffi, lib = _pump.ffi, _pump.lib
+    ctx = ffi.new("pk_sha256 *")
+    lib.pk_sha256_init(ctx)
+    for piece in pieces:
+        lib.pk_sha256_update(ctx, ffi.from_buffer("unsigned char[]", piece), len(piece))
+    out = ffi.new("unsigned char[32]")
+    lib.pk_sha256_final(ctx, out)
+    return bytes(out).hex()
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.binary(max_size=300), max_size=12))
+def test_sha256_incremental_matches_hashlib(pieces):
+    assert native_sha256(pieces) == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+@needs_native
+def test_sha256_final_leaves_the_state_alone():
+    """pk_sha256_final (and so pk_stream_digest) may be called mid-stream."""
+    ffi, lib = _pump.ffi, _pump.lib
+    ctx = ffi.new("pk_sha256 *")
+    lib.pk_sha256_init(ctx)
+    out = ffi.new("unsigned char[32]")
+    lib.pk_sha256_update(ctx, b"a" * 100, 100)
+    lib.pk_sha256_final(ctx, out)
+    assert bytes(out).hex() == hashlib.sha256(b"a" * 100).hexdigest()
+    lib.pk_sha256_update(ctx, b"b" * 100, 100)
+    lib.pk_sha256_final(ctx, out)
+    assert bytes(out).hex() == hashlib.sha256(b"a" * 100 + b"b" * 100).hexdigest()
