@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from typing import NamedTuple
 
 STREAMS = ("stdout", "stderr")
@@ -46,8 +47,10 @@ class CaptureReport(NamedTuple):
 def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 
-    Files are opened without truncation first; only when both opened are they emptied. On
-    failure, only what this attempt created (files and directories) is removed.
+    Files are opened without truncation first; only when both opened are they emptied (regular
+    files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
+    would fail there after the first file was already emptied). On failure, only what this
+    attempt created (files and directories) is removed.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -63,7 +66,8 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
                 fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
             opened[stream] = CaptureTarget(path, fd, cap)
         for target in opened.values():
-            os.ftruncate(target.fd, 0)
+            if stat.S_ISREG(os.fstat(target.fd).st_mode):
+                os.ftruncate(target.fd, 0)
     except OSError:
         for target in opened.values():
             os.close(target.fd)
@@ -121,6 +125,8 @@ class CaptureFile:
             except InterruptedError:
                 continue
             except OSError:
+                count = 0
+            if count == 0:  # a write that takes nothing would never finish: an error, as in C
                 self.write_error = True
                 return
             self._digest.update(pending[:count])

@@ -31,6 +31,7 @@ class EchoSink:
         self.is_socket = False
         self.broken = False
         self.backlog = bytearray()
+        self.flushed = 0  # backlog bytes written so far: drain()'s progress, which refills cannot mask
         try:
             mode = os.fstat(fd).st_mode
         except OSError:
@@ -98,6 +99,7 @@ class EchoSink:
         was_full = self.full
         written = self._write_some(self.backlog)
         del self.backlog[:written]
+        self.flushed += written
         if not self.backlog:
             self._loop.remove_writer(self.fd)
         if was_full and not self.full:
@@ -109,9 +111,9 @@ class EchoSink:
         Gives up after ``stall_seconds`` without progress and returns the bytes left unsent.
         """
         while self.backlog and not self.broken:
-            before = len(self.backlog)
-            self._loop.run_until(lambda: len(self.backlog) < before or self.broken, self._loop.clock() + stall_seconds)
-            if len(self.backlog) >= before:
+            before = self.flushed
+            self._loop.run_until(lambda: self.flushed > before or self.broken, self._loop.clock() + stall_seconds)
+            if self.flushed == before:
                 break
         return len(self.backlog)
 

@@ -521,18 +521,22 @@ class Run:
     def _drain_outputs(self) -> None:
         """Read the pipes to EOF now that the tree is gone, then flush the echo backlog.
 
-        Bounded twice: a pipe held open by a process outside the container ends the drain after
-        PUMP_DRAIN_SECONDS, and an echo consumer that stops reading loses only the live echo.
+        Bounded twice: a pipe held open by a process outside the container ends the drain once
+        the runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
+        reading loses only the live echo. Time spent waiting for a slow but live consumer is not
+        charged to the pipes: the bytes still in them would be lost.
         """
         loop = self.loop
         if self._stdin_feed is not None:
             self._stdin_feed.close()
-        deadline = loop.clock() + PUMP_DRAIN_SECONDS
-        while any(s.open for s in self.streams) and loop.clock() < deadline:
+        budget = PUMP_DRAIN_SECONDS
+        while any(s.open for s in self.streams) and budget > 0:
             for stream in self.streams:
                 if stream.paused and stream.echo.drain(ECHO_STALL_SECONDS):
                     self._abandon_echo(stream)
-            loop.run_until(lambda: not any(s.open and not s.paused for s in self.streams), deadline, 0.05)
+            started = loop.clock()
+            loop.run_until(lambda: not any(s.open and not s.paused for s in self.streams), started + budget, 0.05)
+            budget -= loop.clock() - started
         for stream in self.streams:
             stream.close()
             if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
