@@ -58,6 +58,27 @@ def containment(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """Mounts tmpfs file systems under the test's directory (root only; skips elsewhere)."""
+    mounted = []
+
+    def mount(name: str, options: str):
+        target = tmp_path / name
+        target.mkdir()
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command")
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode(errors='replace').strip()}")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        subprocess.run(["umount", str(target)], check=True)
+
+
 def run_cli(*args, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
     """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)

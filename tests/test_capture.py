@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,27 +16,6 @@ from payloads import block, child_command, line_pieces
 from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
 
 DEFAULT_CAP = 8 << 20
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """Mounts tmpfs file systems under the test's directory (root only; skips elsewhere)."""
-    mounted = []
-
-    def mount(name: str, options: str):
-        target = tmp_path / name
-        target.mkdir()
-        if shutil.which("mount") is None:
-            pytest.skip("no mount command")
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True)
-        if result.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode(errors='replace').strip()}")
-        mounted.append(target)
-        return target
-
-    yield mount
-    for target in reversed(mounted):
-        subprocess.run(["umount", str(target)], check=True)
 
 
 def assert_captured(report: dict, path, produced: bytes, cap: int = DEFAULT_CAP) -> bytes:
