@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._pump`` from pump.c and sha256.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._pump`` from pump.c, sha256.c and spawn.c; used by setup.py."""
 
 import os
 
@@ -40,13 +40,45 @@ ffibuilder.cdef(
     void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
     void pk_sha256_final(const pk_sha256 *ctx, unsigned char out[32]);
     int pk_sha256_accelerated(void);
+
+    #define PK_SPAWN_OK ...
+    #define PK_SPAWN_CLONE ...
+    #define PK_SPAWN_PGID ...
+    #define PK_SPAWN_JOIN ...
+    #define PK_SPAWN_STDIO ...
+    #define PK_SPAWN_CHDIR ...
+    #define PK_SPAWN_EXEC ...
+
+    typedef struct pk_spawn_request {
+        char *const *paths;
+        size_t path_count;
+        char *const *argv;
+        char *const *envp;
+        const char *cwd;
+        int stdio[3];
+        int cgroup_fd;
+        int cgroup_procs_fd;
+        const int *join_fds;
+        size_t join_count;
+    } pk_spawn_request;
+
+    typedef struct pk_spawn_result {
+        int pid;
+        int pidfd;
+        int stage;
+        int error;
+    } pk_spawn_result;
+
+    void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
+
+    int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);
     """
 )
 ffibuilder.set_source(
     "processkit._pump",
-    '#include "pump.h"',
-    sources=[os.path.join(HERE, "pump.c"), os.path.join(HERE, "sha256.c")],
+    '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"',
+    sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c")],
     include_dirs=[HERE],
-    depends=[os.path.join(HERE, "pump.h")],
+    depends=[os.path.join(HERE, name) for name in ("pump.h", "spawn.h")],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra"],
 )

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 
 from ..spec import Limits
-from .base import Container, ContainerError, LimitUnavailable, ResourceSummary
+from .base import ChildJoins, Container, ContainerError, LimitUnavailable, ResourceSummary
 
-__all__ = ["Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
+__all__ = ["ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
 
 
 def create(run_token: str, limits: Limits) -> Container:

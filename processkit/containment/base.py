@@ -22,6 +22,15 @@ class LimitUnavailable(ContainerError):
         self.detail = detail
 
 
+class ChildJoins(NamedTuple):
+    """How the root child joins its container and cap groups before exec, as data: the
+    containment declares it, either spawn path carries it out (first the group, then the rest)."""
+
+    cgroup_dir_fd: int = -1  # a cgroup v2 directory the child can be cloned straight into
+    cgroup_procs_fd: int = -1  # that group's cgroup.procs, written "0" where cloning into it fails
+    procs_fds: tuple[int, ...] = ()  # further groups' cgroup.procs (cgroup v1 caps), written "0"
+
+
 class ResourceSummary(NamedTuple):
     read_error: bool = False
     peak_memory_bytes: int | None = None
@@ -45,15 +54,17 @@ class Container(abc.ABC):
         """Which cgroup version enforces the caps (``cgroup_v2``/``cgroup_v1``), None if uncapped."""
         return self.controllers.backend if self.controllers is not None else None
 
-    def prepare_child(self) -> None:
-        """Runs in the forked child before exec: join the container, then the cap groups."""
-        self._join()
-        if self.controllers is not None:
-            self.controllers.join()
+    def child_joins(self) -> ChildJoins:
+        """The container's own group (if any), then the cap groups, for the spawner to join."""
+        caps = self.controllers.procs_fds() if self.controllers is not None else ()
+        return ChildJoins(*self._group_fds(), caps)
 
-    @abc.abstractmethod
-    def _join(self) -> None:
-        """Runs in the forked child before exec: become a member of this container."""
+    def _group_fds(self) -> tuple[int, int]:
+        """The mechanism's cgroup v2 group as (directory fd, ``cgroup.procs`` fd), -1 for none.
+
+        Without one, membership is the child's own process group, which the spawner always makes.
+        """
+        return -1, -1
 
     def adopt(self, pid: int) -> None:
         """Called in the runner once the root child exists."""

@@ -120,9 +120,8 @@ class CgroupV1Controllers(ControllerSet):
             writes.append(("cpu", "cpu", "cpu.cfs_quota_us", str(quota)))
         return writes
 
-    def join(self) -> None:
-        for fd in self._fds:
-            cgroupfs.join(fd)
+    def procs_fds(self) -> tuple[int, ...]:
+        return tuple(self._fds)
 
     def accounting(self) -> dict[str, int | None]:
         measured = {}

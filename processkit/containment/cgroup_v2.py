@@ -1,8 +1,9 @@
 """Per-run cgroup v2 containment: membership from before exec, ``cgroup.kill`` for teardown.
 
-The child writes itself into ``cgroup.procs`` between fork and exec, so nothing it starts can
-be outside the group; ``setsid`` and double forks do not leave a cgroup. Where the host
-delegates the memory, pids and cpu controllers, the same group also carries the run's caps.
+The child is cloned straight into the group (``CLONE_INTO_CGROUP``) or writes itself into
+``cgroup.procs`` between fork and exec, so nothing it starts can be outside the group; ``setsid``
+and double forks do not leave a cgroup. Where the host delegates the memory, pids and cpu
+controllers, the same group also carries the run's caps.
 
 ``PROCESSKIT_CGROUP_PARENT=<dir>`` replaces discovery of the parent group; a directory that is
 not a writable cgroup2 group makes runs fall back to a process group (and caps to cgroup v1).
@@ -56,9 +57,13 @@ class CgroupV2(Container):
             self._procs_fd = cgroupfs.make_group(self.path)
         except OSError as exc:
             raise ContainerError(f"cannot create cgroup {self.path}: {exc.strerror}") from exc
+        try:
+            self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self._dir_fd = -1  # the child then joins through cgroup.procs alone
 
-    def _join(self) -> None:
-        cgroupfs.join(self._procs_fd)
+    def _group_fds(self) -> tuple[int, int]:
+        return self._dir_fd, self._procs_fd
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -99,6 +104,8 @@ class CgroupV2(Container):
 
     def _remove(self) -> None:
         os.close(self._procs_fd)
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
         cgroupfs.remove_group(self.path)
 
 

@@ -76,8 +76,9 @@ class ControllerSet(abc.ABC):
             except OSError as exc:
                 raise LimitUnavailable(axis, f"{self.backend}: cannot write {value} to {name}: {exc.strerror}") from None
 
-    def join(self) -> None:
-        """Runs in the forked child before exec, after it joined its container."""
+    def procs_fds(self) -> tuple[int, ...]:
+        """``cgroup.procs`` fds of groups the child joins before exec, after its container."""
+        return ()
 
     def evidence(self) -> dict[str, str]:
         verdicts = {}

@@ -20,9 +20,6 @@ class ProcessGroup(Container):
         self._pgid: int | None = None
         prctl.set_child_subreaper()
 
-    def _join(self) -> None:
-        return None  # the child's new group is made by the spawner (setpgid)
-
     def adopt(self, pid: int) -> None:
         self._pgid = pid
 

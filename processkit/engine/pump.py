@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ..errors import Failure, Kind
+from .. import native
 from .capture import CaptureFile, CaptureReport, CaptureTarget
 from .echo import EchoSink
 
@@ -20,28 +20,9 @@ EOF_REACHED = 0
 WOULD_BLOCK = -1
 
 
-def _native_module():
-    try:
-        from .. import _pump
-    except ImportError:
-        return None
-    return _pump
-
-
 def select_backend() -> str:
     """``native`` or ``python``; raises a setup Failure when native is demanded but absent."""
-    choice = os.environ.get("PROCESSKIT_PUMP", "")
-    if choice == "python":
-        return "python"
-    if _native_module() is not None:
-        return "native"
-    if choice == "native":
-        raise Failure(
-            Kind.SETUP,
-            "PROCESSKIT_PUMP=native but the native pump (processkit._pump) was not built; "
-            "reinstall with a C compiler available, or set PROCESSKIT_PUMP=python",
-        )
-    return "python"
+    return native.select_backend("PROCESSKIT_PUMP", "pump")
 
 
 class PythonPump:
@@ -83,7 +64,7 @@ class NativePump:
     """The same contract through ``processkit._pump``: read, echo, capped write and digest in C."""
 
     def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
-        module = _native_module()
+        module = native.module()
         self._ffi, self._lib = module.ffi, module.lib
         self.fd = fd
         self._capture = capture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import os
 import signal
-import subprocess
 import time
 from typing import NamedTuple
 
@@ -139,8 +138,9 @@ class Run:
         self.runner_cwd = runner_cwd
         self.loop = Loop()
         self.pump_backend = "python"
+        self.spawn_backend = "python"
         self.container: containment.Container | None = None
-        self.child: subprocess.Popen | None = None
+        self.child: spawn.Child | None = None
         self.streams: list[OutputStream] = []
         self._targets: dict[str, capture.CaptureTarget] = {}
         self._stdin_source: int | None = None
@@ -179,6 +179,7 @@ class Run:
         """Setup steps in the reference's fixed order; the first failure ends the run."""
         spec = self.spec
         self.pump_backend = pump.select_backend()
+        self.spawn_backend = spawn.select_backend()
         if spec.capture_dir is not None:
             try:
                 self._targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes)
@@ -208,7 +209,13 @@ class Run:
         self._signals = SignalWatch(self.loop, self._signal_handlers())
         try:
             self.child = spawn.spawn(
-                spec.argv, env=self._env, cwd=cwd, container=self.container, stdin=spec.stdin, pipe_output=pipe_output
+                spec.argv,
+                env=self._env,
+                cwd=cwd,
+                container=self.container,
+                stdin=spec.stdin,
+                pipe_output=pipe_output,
+                backend=self.spawn_backend,
             )
         except Failure as failure:
             self.events.emit("spawn_failed", code=failure.code, message=failure.message)
@@ -216,14 +223,10 @@ class Run:
         self.container.adopt(self.child.pid)
         if pipe_output:
             echo = spec.echo
-            for name, handle, own_fd in (("stdout", self.child.stdout, 1), ("stderr", self.child.stderr, 2)):
-                fd = os.dup(handle.fileno())
-                handle.close()
+            for name, fd, own_fd in (("stdout", self.child.stdout, 1), ("stderr", self.child.stderr, 2)):
                 self.streams.append(OutputStream(self, name, fd, self._targets.get(name), own_fd if echo else None))
         if self._stdin_source is not None:
-            pipe_fd = os.dup(self.child.stdin.fileno())
-            self.child.stdin.close()
-            self._stdin_feed = StdinFeed(self.loop, self._stdin_source, pipe_fd)
+            self._stdin_feed = StdinFeed(self.loop, self._stdin_source, self.child.stdin)
             self._stdin_source = None
         if spec.stdin is StdinMode.INHERIT:
             self._foreground = Foreground.lend(self.child.pid)
@@ -291,16 +294,18 @@ class Run:
         self.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum])
 
     def _watch_root(self) -> None:
-        try:
-            self._pidfd = os.pidfd_open(self.child.pid)
-        except (AttributeError, OSError):
-            self._pidfd = None  # SIGCHLD alone announces the exit
-        else:
+        self._pidfd = self.child.pidfd  # from the clone itself on the native path
+        if self._pidfd is None:
+            try:
+                self._pidfd = os.pidfd_open(self.child.pid)
+            except (AttributeError, OSError):
+                pass  # SIGCHLD alone announces the exit
+        if self._pidfd is not None:
             self.loop.add_reader(self._pidfd, self._reap_children)
         self._reap_children()
 
     def _reap_children(self) -> None:
-        """Collect every exited child: the root (through Popen, keeping its status) and any
+        """Collect every exited child: the root (through its Child, keeping its status) and any
         orphan adopted as subreaper. Peeking with WNOWAIT avoids stealing the root's status."""
         while True:
             try:

@@ -1,12 +1,24 @@
-"""Starting the root child: shell-free, byte-exact argv, joined to its container before exec."""
+"""Starting the root child: shell-free, byte-exact argv, joined to its container before exec.
+
+Two paths with the same observable behaviour; ``PROCESSKIT_SPAWN`` picks one as
+``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn`` in csrc/spawn.c) clones
+the child straight into the run's cgroup v2 group and runs only C until execve: a process that
+moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
+a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
+
+Either way the child, in order: leads its own process group; joins the groups its container
+names (``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty
+signal mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio and no other fd; changes to
+``cwd``; and execs the program found on the PATH of its own environment.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
-from ..containment import Container, prctl
+from .. import native
+from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
 
@@ -15,39 +27,172 @@ class AttachError(Exception):
     """Joining the container failed inside the child (container_failed phase attach, 102)."""
 
 
-def _child_setup(container: Container, runner_pid: int):
-    def setup() -> None:
-        os.setpgid(0, 0)
-        container.prepare_child()
-        prctl.set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != runner_pid:  # the runner died before the death signal was armed
-            os._exit(1)
-        # A mask inherited from the runner's caller would block the graceful stop's SIGTERM;
-        # the child starts with none, as it would under the reference.
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+class _Refused(Exception):
+    """A step in the child failed: ``step`` is ``attach``, ``cwd`` or ``start``."""
 
-    return setup
+    def __init__(self, step: str, reason: str):
+        super().__init__(reason)
+        self.step = step
+        self.reason = reason
 
 
-def spawn(argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output: bool) -> subprocess.Popen:
+class Child:
+    """The started root child. The runner owns its fds: the runner's ends of the child's stdin,
+    stdout and stderr pipes (None where not piped) and a pidfd (None where the kernel gave none)."""
+
+    def __init__(self, pid: int, pipes: list[int | None], pidfd: int | None = None):
+        self.pid = pid
+        self.stdin, self.stdout, self.stderr = pipes
+        self.pidfd = pidfd
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal) once reaped, else None."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+class _PopenChild(Child):
+    """The fallback's child is reaped through its Popen, whose finalizer would reap it anyway."""
+
+    def __init__(self, popen, pipes: list[int | None]):
+        super().__init__(popen.pid, pipes)
+        self._popen = popen
+
+    def poll(self) -> int | None:
+        self.returncode = self._popen.poll()
+        return self.returncode
+
+    def wait(self) -> int:
+        self.returncode = self._popen.wait()
+        return self.returncode
+
+
+def select_backend() -> str:
+    """``native`` or ``python``; raises a setup Failure when native is demanded but absent."""
+    return native.select_backend("PROCESSKIT_SPAWN", "spawn")
+
+
+def spawn(argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output: bool, backend: str) -> Child:
     """Start the child; raises a spawn Failure (101) or AttachError (102)."""
-    stdin_handle = {StdinMode.NULL: subprocess.DEVNULL, StdinMode.INHERIT: None, StdinMode.FILE: subprocess.PIPE}[stdin]
-    output = subprocess.PIPE if pipe_output else None
+    child_ends = [-1, -1, -1]  # become the child's 0, 1, 2; -1 leaves it the runner's own
+    runner_ends: list[int | None] = [None, None, None]
     try:
-        return subprocess.Popen(
+        if stdin is StdinMode.NULL:
+            child_ends[0] = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        elif stdin is StdinMode.FILE:
+            child_ends[0], runner_ends[0] = os.pipe()
+        if pipe_output:
+            for index in (1, 2):
+                runner_ends[index], child_ends[index] = os.pipe()
+        start = _start_native if backend == "native" else _start_popen
+        return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends)
+    except (OSError, _Refused) as exc:
+        for fd in runner_ends:
+            if fd is not None:
+                os.close(fd)
+        if isinstance(exc, _Refused):
+            raise _failure(exc.step, exc.reason, argv, cwd, container) from None
+        # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
+        step = "cwd" if cwd is not None and exc.filename == cwd else "start"
+        raise _failure(step, exc.strerror or str(exc), argv, cwd, container) from None
+    finally:
+        for fd in child_ends:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _failure(step: str, reason: str, argv, cwd, container: Container) -> Exception:
+    if step == "attach":
+        return AttachError(f"cannot join the child to the {container.mechanism} container: {reason}")
+    if step == "cwd":
+        return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
+    return Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}")
+
+
+def _exec_paths(program: bytes, env) -> list[bytes]:
+    """Where to look for the program, as Popen does: a name with a slash as it is, else in each
+    directory of the child's PATH."""
+    if os.path.dirname(program):
+        return [program]
+    return [os.path.join(os.fsencode(entry), program) for entry in os.get_exec_path(env)]
+
+
+def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends) -> Child:
+    built = native.module()
+    ffi, lib = built.ffi, built.lib
+    keep = []  # cdata the request points into: alive until pk_spawn returns
+
+    def cell(data: bytes):
+        keep.append(ffi.new("char[]", data))
+        return keep[-1]
+
+    def strings(items) -> object:
+        keep.append(ffi.new("char *[]", [cell(item) for item in items] + [ffi.NULL]))
+        return keep[-1]
+
+    args = [os.fsencode(arg) for arg in argv]
+    paths = _exec_paths(args[0], env)
+    request = ffi.new("pk_spawn_request *")
+    request.paths = strings(paths)
+    request.path_count = len(paths)
+    request.argv = strings(args)
+    request.envp = strings(os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items())
+    request.cwd = cell(os.fsencode(cwd)) if cwd is not None else ffi.NULL
+    request.stdio = child_ends
+    request.cgroup_fd = joins.cgroup_dir_fd
+    request.cgroup_procs_fd = joins.cgroup_procs_fd
+    keep.append(ffi.new("int[]", joins.procs_fds))
+    request.join_fds = keep[-1]
+    request.join_count = len(joins.procs_fds)
+    result = ffi.new("pk_spawn_result *")
+    lib.pk_spawn(request, result)
+    if result.stage != lib.PK_SPAWN_OK:
+        step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
+        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
+    return Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
+
+
+def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends) -> Child:
+    import subprocess  # only here: the native path spares the runner its import
+
+    stdio = [fd if fd >= 0 else None for fd in child_ends]
+    try:
+        popen = subprocess.Popen(
             list(argv),
-            stdin=stdin_handle,
-            stdout=output,
-            stderr=output,
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
             env=env,
             cwd=cwd,
             close_fds=True,
-            preexec_fn=_child_setup(container, os.getpid()),
+            preexec_fn=_child_setup(joins, os.getpid()),
         )
-    except subprocess.SubprocessError as exc:
-        raise AttachError(f"cannot join the child to the {container.mechanism} container: {exc}") from None
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if cwd is not None and exc.filename == cwd:
-            raise Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}") from None
-        raise Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}") from None
+    except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
+        raise _Refused("attach", str(exc)) from None
+    return _PopenChild(popen, runner_ends)
+
+
+def _child_setup(joins: ChildJoins, runner_pid: int):
+    """The preexec_fn: the native child's steps that Popen does not do itself."""
+    procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
+
+    def setup() -> None:
+        os.setpgid(0, 0)
+        for fd in procs_fds:
+            cgroupfs.join(fd)
+        prctl.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != runner_pid:  # the runner died before the death signal was armed
+            os._exit(1)
+        # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    return setup

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
+
+from .. import native
 
 # (hint, markers): the first rule whose markers all occur in the rendered argv wins.
 HINT_RULES = (("msbuild_node_reuse", ("MSBuild.dll", "/nodemode:1", "/nodeReuse:true")),)
@@ -11,7 +12,7 @@ HINT_RULES = (("msbuild_node_reuse", ("MSBuild.dll", "/nodemode:1", "/nodeReuse:
 
 def fingerprint(argv) -> str:
     """SHA-256 over each element's raw bytes joined by a single NUL."""
-    return hashlib.sha256(b"\0".join(os.fsencode(arg) for arg in argv)).hexdigest()
+    return native.sha256_hex(b"\0".join(os.fsencode(arg) for arg in argv))
 
 
 def render(arg: str) -> str:

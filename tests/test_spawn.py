@@ -1,0 +1,258 @@
+"""Starting the child: the native spawn (clone3 in C) and the Popen fallback behave the same.
+
+Every test runs once per path (``PROCESSKIT_SPAWN``) and looks at the child from inside it:
+its argv bytes, environment, cwd, signal state, fds, process group and cgroups, and what the
+runner reports when it cannot be started.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import signal
+import time
+
+import pytest
+
+from conftest import pid_alive, read_events, start_cli, wait_for_file
+from streams import one, python_child, require_mechanism, run_checked
+
+ATTACH_PREFIX = "cannot join the child to the process_group container"
+
+
+@pytest.fixture(params=["native", "python"])
+def spawn_backend(request, monkeypatch):
+    if request.param == "native":
+        try:
+            import processkit._pump  # noqa: F401
+        except ImportError:
+            pytest.skip("the native module is not built")
+    monkeypatch.setenv("PROCESSKIT_SPAWN", request.param)
+    return request.param
+
+
+def status_mask(text: str, field: str) -> int:
+    """A signal bit mask (``SigIgn``, ``SigBlk``) from a /proc/<pid>/status text."""
+    line = next(line for line in text.splitlines() if line.startswith(field + ":"))
+    return int(line.split()[1], 16)
+
+
+def bit(signum: int) -> int:
+    return 1 << (signum - 1)
+
+
+def spawn_failure(tmp_path, *args, command) -> str:
+    """Run a command that cannot start: 101, a ``spawn_failed`` event; returns its message."""
+    proc, events = run_checked(tmp_path, *args, command=command, returncode=101)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    message = one(events, "spawn_failed")["message"]
+    assert proc.stderr.decode().strip() == f"processkit-cli: {message}"
+    return message
+
+
+# -- what the child is given -------------------------------------------------------------------
+
+
+def test_argv_reaches_the_child_byte_exact(tmp_path, spawn_backend):
+    words = [b"caf\xe9", b"\xff\xfe\x80", b"", b"two words", "ü".encode(), b"-x", b"back\\slash"]
+    echo = "import os, sys; sys.stdout.buffer.write(b'\\0'.join(os.fsencode(a) for a in sys.argv[1:]))"
+    proc, _ = run_checked(tmp_path, command=python_child(echo) + [os.fsdecode(w) for w in words], returncode=0)
+    assert proc.stdout == b"\0".join(words)
+
+
+def test_the_program_is_found_on_the_path_of_the_childs_environment(tmp_path, spawn_backend):
+    """Not the runner's PATH; a candidate that cannot be run does not stop the search."""
+    blocked, good = tmp_path / "blocked", tmp_path / "good"
+    for directory, mode in ((blocked, 0o644), (good, 0o755)):
+        directory.mkdir()
+        program = directory / "pk-spawn-probe"
+        program.write_text(f"#!/bin/sh\necho from {directory.name} \"$PK_VALUE\"\n")
+        program.chmod(mode)
+    path = f"{blocked}:{good}:/usr/bin:/bin"
+    proc, _ = run_checked(tmp_path, "--env", f"PATH={path}", "--env", "PK_VALUE=v=1 ü", command=["pk-spawn-probe"], returncode=0)
+    assert proc.stdout == "from good v=1 ü\n".encode()
+
+
+def test_a_program_only_blocked_on_the_path_is_not_executable(tmp_path, spawn_backend):
+    """The EACCES met first is the error, not the ENOENT of the directories searched after."""
+    (tmp_path / "blocked").mkdir()
+    (tmp_path / "blocked" / "pk-spawn-probe").write_text("#!/bin/sh\n")
+    path = f"{tmp_path / 'blocked'}:{tmp_path / 'missing'}"
+    message = spawn_failure(tmp_path, "--env", f"PATH={path}", command=["pk-spawn-probe"])
+    assert message == "could not start the program 'pk-spawn-probe': Permission denied"
+
+
+def test_the_child_starts_in_cwd(tmp_path, spawn_backend):
+    (tmp_path / "sub").mkdir()
+    proc, _ = run_checked(tmp_path, "--cwd", "sub", command=["pwd", "-P"], returncode=0, cwd=tmp_path)
+    assert proc.stdout.decode().strip() == str((tmp_path / "sub").resolve())
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("missing", "could not start the program '{program}': No such file or directory"),
+        ("not_executable", "could not start the program '{program}': Permission denied"),
+        ("directory", "could not start the program '{program}': Permission denied"),
+        ("bad_cwd", "cannot use --cwd {cwd}: No such file or directory"),
+    ],
+)
+def test_a_child_that_cannot_start_is_a_spawn_error(tmp_path, spawn_backend, case, expected):
+    program, args = "true", []
+    if case == "missing":
+        program = str(tmp_path / "no-such-program")
+    elif case == "not_executable":
+        program = str(tmp_path / "plain-file")
+        (tmp_path / "plain-file").write_text("#!/bin/sh\n")
+    elif case == "directory":
+        program = str(tmp_path)
+    cwd = tmp_path / "no-such-dir"
+    if case == "bad_cwd":
+        args = ["--cwd", cwd]
+    assert spawn_failure(tmp_path, *args, command=[program]) == expected.format(program=program, cwd=cwd)
+
+
+# -- the child's process state -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGPIPE, signal.SIGXFSZ], ids=["SIGPIPE", "SIGXFSZ"])
+def test_signals_python_ignores_are_default_again_in_the_child(tmp_path, spawn_backend, signum):
+    """The runner (Python) ignores them; a child gets them at their default, as from Popen."""
+    proc, events = run_checked(tmp_path, command=["sh", "-c", f"kill -{int(signum)} $$; echo survived"])
+    assert proc.stdout == b""
+    assert one(events, "root_exited")["signal"] == signum
+    assert proc.returncode == 128 + signum
+
+
+def test_a_writer_to_a_closed_pipe_dies_of_sigpipe(tmp_path, spawn_backend):
+    """``yes | head -n1``: yes dies of SIGPIPE (141) instead of failing its write (1)."""
+    proc, _ = run_checked(tmp_path, command=["sh", "-c", "(yes; echo $? >&2) | head -n1 >/dev/null"], returncode=0)
+    assert proc.stderr == f"{128 + signal.SIGPIPE}\n".encode()
+
+
+def test_signal_state_the_child_inherits(tmp_path, spawn_backend):
+    """An empty mask whatever the runner inherited; an ignored signal stays ignored (nohup)."""
+
+    def ignore_and_block():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGQUIT})
+
+    with open("/proc/self/status") as handle:
+        ours = status_mask(handle.read(), "SigIgn")  # this test's own start may ignore more
+    proc, _ = run_checked(tmp_path, command=["cat", "/proc/self/status"], returncode=0, preexec_fn=ignore_and_block)
+    status = proc.stdout.decode()
+    assert status_mask(status, "SigBlk") == 0
+    caught_by_the_runner_or_python = bit(signal.SIGCHLD) | bit(signal.SIGPIPE) | bit(signal.SIGXFSZ)
+    expected = (ours | bit(signal.SIGTERM) | bit(signal.SIGUSR2)) & ~caught_by_the_runner_or_python
+    assert status_mask(status, "SigIgn") == expected
+
+
+def test_the_child_has_only_its_stdio(tmp_path, spawn_backend):
+    """Neither the runner's own fds nor one its parent leaked to it reach the child."""
+    leaked = os.open(tmp_path, os.O_RDONLY)
+    os.set_inheritable(leaked, True)
+    listing = (
+        "import os\n"
+        "listed = os.listdir('/proc/self/fd')\n"  # the listing's own fd is closed again below
+        "print(sorted(int(fd) for fd in listed if os.path.exists(f'/proc/self/fd/{fd}')))\n"
+        "print([os.readlink(f'/proc/self/fd/{fd}').split(':')[0] for fd in (0, 1, 2)])"
+    )
+    try:
+        proc, _ = run_checked(tmp_path, command=python_child(listing), returncode=0, pass_fds=[leaked])
+    finally:
+        os.close(leaked)
+    assert proc.stdout.decode().splitlines() == ["[0, 1, 2]", "['/dev/null', 'pipe', 'pipe']"]
+
+
+def test_stdin_from_a_file_is_a_pipe_fed_by_the_runner(tmp_path, spawn_backend):
+    source = tmp_path / "in.bin"
+    source.write_bytes(b"\x00fed\xff")
+    proc, _ = run_checked(tmp_path, "--stdin-file", source, command=["cat"], returncode=0)
+    assert proc.stdout == b"\x00fed\xff"
+
+
+def test_the_child_leads_its_own_process_group(tmp_path, spawn_backend):
+    report = "import os; print(os.getpid(), os.getpgrp(), os.getsid(0) == os.getsid(os.getppid()))"
+    proc, events = run_checked(tmp_path, command=python_child(report), returncode=0)
+    pid, pgid, same_session = proc.stdout.decode().split()
+    assert int(pid) == int(pgid) == one(events, "run_started")["root_pid"]
+    assert same_session == "True"
+
+
+def cgroups(text: str) -> dict[str, str]:
+    """Controller (``""`` for cgroup v2) -> group path, from a /proc/<pid>/cgroup text."""
+    found = {}
+    for line in text.splitlines():
+        _, names, path = line.split(":", 2)
+        found.update(dict.fromkeys(names.split(","), path))
+    return found
+
+
+@pytest.mark.parametrize("caps", [[], ["--max-memory", "1g"]], ids=["uncapped", "capped"])
+def test_the_child_is_in_the_runs_cgroups_before_exec(tmp_path, spawn_backend, caps):
+    """The program's first act reads its cgroups: it is already in the run's own groups (and,
+    where a cap is carried by cgroup v1, in that hierarchy's run group too)."""
+    proc, events = run_checked(tmp_path, *caps, command=["cat", "/proc/self/cgroup"], returncode=0)
+    require_mechanism(events, "cgroup_v2")
+    with open("/proc/self/cgroup") as handle:
+        ours = cgroups(handle.read())
+    theirs = cgroups(proc.stdout.decode())
+    parent, name = posixpath.split(theirs[""])
+    assert parent == ours[""] and name.startswith("processkit-")
+    if caps and theirs.get("memory") is not None:
+        assert theirs["memory"] == posixpath.join(ours["memory"], name)
+
+
+def v1_hierarchy(controller: str) -> str | None:
+    """The mount point of ``controller``'s cgroup v1 hierarchy, or None."""
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            fields = line.split()
+            dash = fields.index("-")
+            if fields[dash + 1] == "cgroup" and controller in fields[dash + 3].split(","):
+                return fields[4]
+    return None
+
+
+def test_a_failed_cgroup_join_is_a_container_error(tmp_path, spawn_backend, monkeypatch):
+    """A cap group the child cannot enter (a v1 cpuset with no CPUs: ENOSPC) fails the attach."""
+    memory, cpuset = v1_hierarchy("memory"), v1_hierarchy("cpuset")
+    if memory is None or cpuset is None or not (os.access(memory, os.W_OK) and os.access(cpuset, os.W_OK)):
+        pytest.skip("needs writable cgroup v1 memory and cpuset hierarchies")
+    root, not_a_cgroup = tmp_path / "v1", tmp_path / "plain"
+    root.mkdir()
+    not_a_cgroup.mkdir()
+    (root / "memory").symlink_to(memory)  # carries the cap
+    (root / "cpu").symlink_to(cpuset)  # an accounting group the child must join, but cannot
+    monkeypatch.setenv("PROCESSKIT_CGROUP_PARENT", str(not_a_cgroup))  # caps go to cgroup v1
+    monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(root))
+    groups_before = set(os.listdir(cpuset))
+    _, events = run_checked(tmp_path, "--max-memory", "1g", command=["true"], returncode=102)
+    failed = one(events, "container_failed")
+    assert failed["phase"] == "attach" and failed["message"].startswith(ATTACH_PREFIX)
+    assert [e["event"] for e in events] == ["container_failed", "runner_exit"]
+    assert set(os.listdir(cpuset)) <= groups_before, "the run's cpuset group outlived the run"
+
+
+def test_a_sigkilled_runner_takes_the_child_with_it(tmp_path, spawn_backend, monkeypatch):
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")  # no cgroup left behind
+    jsonl, pid_file = tmp_path / "run.jsonl", tmp_path / "child.pid"
+    hold = (
+        f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
+        f"os.replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); time.sleep(60)"
+    )
+    runner = start_cli("run", "--jsonl", jsonl, "--", *python_child(hold))
+    wait_for_file(pid_file)
+    child = int(pid_file.read_text())
+    runner.kill()
+    runner.communicate(timeout=30)
+    deadline = time.monotonic() + 5
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert not pid_alive(child), "the child outlived its SIGKILLed runner"
+    finally:
+        if pid_alive(child):
+            os.kill(child, signal.SIGKILL)
+    assert "runner_exit" not in [e["event"] for e in read_events(jsonl)]
