@@ -3,6 +3,9 @@
 Each run is measured from outside as a whole process: wall time, and the CPU time and peak RSS
 the kernel accounts to it and its waited-for descendants (``os.wait4``). Alternating the two
 commands and taking the ratio pair by pair keeps a comparison honest on a noisy shared machine.
+Peak RSS never reads below this script's own RSS: a child's ``ru_maxrss`` starts at its parent's
+when it is spawned (exec carries the high-water mark over); throughput.py measures through a
+small launcher for that reason.
 
     python3 bench/side_by_side.py -n 7 --a 'processkit-cli run --jsonl /tmp/b.jsonl -- true' \
         --b 'python3 -c pass'
