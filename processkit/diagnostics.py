@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+from .text import escape_unsafe
+
 
 def say(stream, text: str) -> None:
     """Write and flush ``text``; a failed write is dropped."""
@@ -18,4 +20,4 @@ def say(stream, text: str) -> None:
 
 
 def warn(message: str) -> None:
-    say(sys.stderr, f"processkit-cli: warning: {message}\n")
+    say(sys.stderr, f"processkit-cli: warning: {escape_unsafe(message)}\n")

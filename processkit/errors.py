@@ -28,6 +28,10 @@ HOST_UNQUALIFIED = 116
 
 RESERVED_BAND = range(100, 120)
 
+# A client whose stdout reader went away (``list | head -1``) ends quietly with the status a
+# filter killed by SIGPIPE shows: outside the reserved band, so no runner code is faked.
+STDOUT_CLOSED = 128 + 13
+
 # Inside Kind's body, a member named like a code constant shadows it for later members.
 _SETUP_CODE = SETUP
 
@@ -79,16 +83,22 @@ class Failure(Exception):
     """A runner-own failure: what went wrong, in words, and which kind it is.
 
     ``code`` overrides the kind's code only where a code is relayed from elsewhere (a detached
-    copy's exit status).
+    copy's exit status). ``hint`` is program text shown on a line of its own after the message
+    (a usage line): the message may quote user input, the hint never does.
     """
 
-    def __init__(self, kind: Kind, message: str, *, code: int | None = None):
+    def __init__(self, kind: Kind, message: str, *, code: int | None = None, hint: str | None = None):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.hint = hint
         self.relayed = code is not None
         self.code = kind.code if code is None else code
 
 
-def usage(message: str) -> Failure:
-    return Failure(Kind.USAGE, message)
+class StdoutClosed(Exception):
+    """The reader of the command's stdout went away (EPIPE): nothing more can be delivered."""
+
+
+def usage(message: str, hint: str | None = None) -> Failure:
+    return Failure(Kind.USAGE, message, hint=hint)

@@ -34,6 +34,10 @@ def _has_surrogates(text: str) -> bool:
     return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 
+# Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also
+# counts U+001C-U+001F, so ``str.strip()`` would blank a line the reference rejects.
+WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
 _LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 
 
@@ -58,6 +62,15 @@ def env_key_problem(key: str) -> str | None:
     if any(is_control(ch) for ch in key) or "=" in key:
         return "an environment key may not contain control characters or '='"
     return None
+
+
+def escape_unsafe(text: str) -> str:
+    """One line for a terminal that keeps what was typed: every unsafe character (a newline
+    included) is written as its Python escape, ``\\x1b``, ``\\n``, ``\\u202e``."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) or 0xD800 <= ord(ch) <= 0xDFFF else ch
+        for ch in text
+    )
 
 
 def sanitize(text: str, limit: int = 256) -> str:

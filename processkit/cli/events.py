@@ -13,6 +13,7 @@ import os
 import stat
 import sys
 
+from ..diagnostics import say
 from ..engine.loop import Loop
 from ..errors import Failure, Kind, usage
 from ..events.reader import Line, LineSplitter
@@ -148,8 +149,7 @@ class Reading:
             os.close(self._fd)
         self._take(self._splitter.end())
         if self._gone and not self._terminal_seen:
-            sys.stderr.write(f"processkit-cli: note: {self._target.gone_note()}\n")
-            sys.stderr.flush()
+            say(sys.stderr, f"processkit-cli: note: {self._target.gone_note()}\n")
 
     def _is_stream(self, loop: Loop) -> bool:
         if stat.S_ISREG(os.fstat(self._fd).st_mode):
@@ -200,8 +200,7 @@ class Reading:
 
 def _notice(line: Line, reason: str) -> None:
     """A line that cannot be shown as an event goes to stderr, so stdout stays the stream."""
-    sys.stderr.write(f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}\n")
-    sys.stderr.flush()
+    say(sys.stderr, f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}\n")
 
 
 # -- the three ways to consume lines -------------------------------------------------------------

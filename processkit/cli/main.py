@@ -12,7 +12,8 @@ import sys
 
 from .. import __version__
 from ..diagnostics import say
-from ..errors import Failure, Kind, usage
+from ..text import escape_unsafe
+from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, usage
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -93,7 +94,9 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         }
         line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
     else:
-        line = f"processkit-cli: {failure.message}"
+        line = f"processkit-cli: {escape_unsafe(failure.message)}"
+        if failure.hint is not None:
+            line += "\n" + failure.hint
     say(sys.stderr, line + "\n")
 
 
@@ -145,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         name = argv[0]
         if name not in COMMANDS:
-            raise usage(f"unrecognized subcommand '{name}'\n{_usage_text().splitlines()[0]}")
+            raise usage(f"unrecognized subcommand '{name}'", hint=_usage_text().splitlines()[0])
         invocation.operation = name
         module = importlib.import_module(COMMANDS[name][0])
         return module.main(argv[1:], invocation)
     except Failure as failure:
         return invocation.fail(failure)
+    except StdoutClosed:
+        return STDOUT_CLOSED
     except KeyboardInterrupt:
         return Kind.CANCELLED.code
     except Exception as exc:  # noqa: BLE001 - a bug must still end as one line and code 104

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import Failure, Kind, StdoutClosed
 from ..text import sanitize
 
 
@@ -24,9 +25,16 @@ def raw(data: bytes) -> None:
 
 
 def _write(data: bytes) -> None:
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    """Every client's stdout goes through here. A reader that went away ends the command
+    quietly (main maps it to STDOUT_CLOSED); any other failed write is a setup failure."""
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise StdoutClosed from None
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot write to standard output: {exc.strerror or exc}") from None
 
 
 def cell(value) -> str:

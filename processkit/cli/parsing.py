@@ -33,7 +33,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        raise usage(f"{message}\n{self.format_usage().rstrip()}")
+        raise usage(message, hint=self.format_usage().rstrip())
 
     def parse(self, argv: list[str]) -> argparse.Namespace:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..text import env_key_problem
+from ..text import WHITESPACE, env_key_problem
 from ..errors import Failure, Kind
 from ..spec import EnvPlan
 
@@ -21,9 +21,11 @@ def _read_env_file(path: str) -> list[tuple[str, str]]:
     except UnicodeDecodeError:
         raise Failure(Kind.SETUP, f"--env-file {path} is not valid UTF-8") from None
     entries = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line[:-1] if line.endswith("\r") else line
-        stripped = line.strip()
+    pieces = text.split("\n")
+    for number, line in enumerate(pieces, start=1):
+        if number < len(pieces) and line.endswith("\r"):  # as Rust's str::lines: "\r\n" ends a line
+            line = line[:-1]
+        stripped = line.strip(WHITESPACE)
         if not stripped or stripped.startswith("#"):
             continue
         key, sep, value = line.partition("=")
