@@ -165,6 +165,16 @@ def seconds_between(events: list[dict], first: str, second: str) -> float:
     return event_time(one(events, second)) - event_time(one(events, first))
 
 
+def cgroup_v2_dir(pid: int) -> str | None:
+    """The cgroup v2 directory ``pid`` is in (found independently of the code under test); read
+    it before the process goes away."""
+    with open(f"/proc/{pid}/cgroup") as handle:
+        own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
+    with open("/proc/self/mountinfo") as handle:
+        mount = next((f[4] for f in map(str.split, handle) if f[f.index("-") + 1] == "cgroup2"), None)
+    return None if own is None or mount is None else mount + own
+
+
 def require_mechanism(events: list[dict], wanted: str) -> None:
     """Skip when the host cannot give a run a cgroup; the forced fallback must always hold."""
     got = one(events, "run_started")["mechanism"]

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
-from streams import one, python_child, require_mechanism, run_checked, seconds_between
+from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
 
 LEAVE_DESCENDANTS = r"""
 import os, sys, time
@@ -84,15 +84,6 @@ def test_an_escapee_holding_the_pipes_cannot_hang_the_runner(tmp_path, containme
         assert lingered < 2.0 + 0.5, "the output drain after teardown is bounded"
 
 
-def _cgroup_dir(pid: int) -> str | None:
-    """The cgroup v2 directory ``pid`` is in, read before the process goes away."""
-    with open(f"/proc/{pid}/cgroup") as handle:
-        own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
-    with open("/proc/self/mountinfo") as handle:
-        mount = next((f[4] for f in map(str.split, handle) if f[f.index("-") + 1] == "cgroup2"), None)
-    return None if own is None or mount is None else mount + own
-
-
 def _remove_when_empty(path: str) -> None:
     deadline = time.monotonic() + 5
     while True:
@@ -113,7 +104,7 @@ def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment
     require_mechanism([started], containment)
     assert started["abrupt_cleanup"] == "direct_child_only"
     child = started["root_pid"]
-    group = _cgroup_dir(child) if containment == "cgroup_v2" else None
+    group = cgroup_v2_dir(child) if containment == "cgroup_v2" else None
     proc.kill()
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 5

@@ -304,9 +304,7 @@ class Qualification:
 
         facts = {"requested": f"--max-processes {RESOURCE_CHECK_PROCESSES}", "available": True, "detail": None}
         try:
-            container = containment.create(
-                f"doctor-{os.getpid()}-{time.time_ns():x}", Limits(max_processes=RESOURCE_CHECK_PROCESSES)
-            )
+            container = containment.create(Limits(max_processes=RESOURCE_CHECK_PROCESSES))
         except containment.LimitUnavailable as exc:
             facts.update(available=False, detail=f"the {exc.limit} limit: {exc.detail}")
         except containment.ContainerError as exc:

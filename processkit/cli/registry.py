@@ -108,6 +108,11 @@ def prune(argv: list[str], invocation) -> int:
     from ..registry.prune import prune as run_prune
 
     report = run_prune(scan.read(Kind.REGISTRY), targets.labels(args.label), dry_run=args.dry_run)
+    if not args.dry_run and not args.label:
+        # Dead runners' empty cgroups go too. Not reported: the tallies keep the reference's shape.
+        from ..containment import sweep
+
+        sweep.sweep(sweep.parents())
     if args.json:
         document = report.tally()
         if args.dry_run:

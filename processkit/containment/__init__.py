@@ -1,7 +1,9 @@
 """Containment: one boundary per run around the child and everything it starts.
 
 ``create()`` picks a per-run cgroup v2 where the host lets us make one, else a process group.
-``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both).
+``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both). Groups are
+named after the runner that makes them, so empty ones left by a runner that was killed can be
+swept (``sweep``); each creation sweeps its own parent first, within a bound.
 
 A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
 its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
@@ -21,12 +23,12 @@ from .base import ChildJoins, Container, ContainerError, LimitUnavailable, Resou
 __all__ = ["ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
 
 
-def create(run_token: str, limits: Limits) -> Container:
+def create(limits: Limits) -> Container:
     """A fresh container for one run; raises ContainerError, or LimitUnavailable for caps."""
-    from . import prctl
+    from . import prctl, sweep
 
     prctl.load()
-    name = f"processkit-{run_token}"
+    name = sweep.group_name()
     container = _containment(name)
     if limits.requested:
         try:
@@ -43,6 +45,9 @@ def _containment(name: str) -> Container:
 
         parent = cgroup_v2.find_parent()
         if parent is not None:
+            from . import sweep
+
+            sweep.sweep([parent], sweep.CREATE_ATTEMPTS)
             try:
                 return cgroup_v2.CgroupV2(parent, name)
             except ContainerError:
@@ -58,7 +63,7 @@ def _controllers(container: Container, limits: Limits, name: str):
     When both refuse, ``limit_hit`` names the axis the last resort (v1) could not carry, and
     its detail gives every backend's reason.
     """
-    from . import cgroup_v1, cgroup_v2
+    from . import cgroup_v1, cgroup_v2, sweep
 
     refusals = []
     if isinstance(container, cgroup_v2.CgroupV2):
@@ -66,6 +71,7 @@ def _controllers(container: Container, limits: Limits, name: str):
             return cgroup_v2.CgroupV2Controllers(container, limits)
         except LimitUnavailable as exc:
             refusals.append(exc)
+    sweep.sweep(cgroup_v1.own_groups().values(), sweep.CREATE_ATTEMPTS)
     try:
         return cgroup_v1.CgroupV1Controllers(limits, name)
     except LimitUnavailable as exc:

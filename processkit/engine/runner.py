@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import os
 import signal
-import time
 from typing import NamedTuple
 
 from .. import containment
@@ -158,6 +157,9 @@ class Run:
 
     # -- the whole run ------------------------------------------------------------------------
     def execute(self) -> Outcome:
+        # Watch stop signals before anything exists on the host: one arriving during setup must
+        # end the run through the usual release, not kill the runner and orphan its cgroup.
+        self._signals = SignalWatch(self.loop, self._signal_handlers())
         try:
             self._prepare()
             self._start()
@@ -192,7 +194,7 @@ class Run:
                 raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
         self._env = build_environment(spec.env, spec.run_id)
         try:
-            self.container = containment.create(f"{os.getpid()}-{time.time_ns():x}", spec.limits)
+            self.container = containment.create(spec.limits)
         except containment.ContainerError as exc:
             if isinstance(exc, containment.LimitUnavailable):
                 self.events.emit("limit_hit", limit=exc.limit, detail=exc.detail)
@@ -204,9 +206,10 @@ class Run:
         spec = self.spec
         pipe_output = not spec.inherit_stdio
         cwd = os.path.join(self.runner_cwd, spec.cwd) if spec.cwd is not None else None
-        # Watch stop signals from before the child exists: one arriving between spawn and the
-        # race must cancel the run, not kill the runner and orphan the container.
-        self._signals = SignalWatch(self.loop, self._signal_handlers())
+        self._signals.dispatch()
+        if EndingKind.SIGNAL in self._pending:  # stopped during setup: the child never starts
+            source = self._pending[EndingKind.SIGNAL]
+            raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
         try:
             self.child = spawn.spawn(
                 spec.argv,
@@ -250,8 +253,7 @@ class Run:
         return publish(self, _warn)
 
     def _fail_before_race(self, failure: Failure) -> Outcome:
-        if self._signals is not None:
-            self._signals.close()
+        self._signals.close()
         if self._stdin_source is not None:
             os.close(self._stdin_source)
         for target in self._targets.values():
@@ -306,7 +308,10 @@ class Run:
 
     def _reap_children(self) -> None:
         """Collect every exited child: the root (through its Child, keeping its status) and any
-        orphan adopted as subreaper. Peeking with WNOWAIT avoids stealing the root's status."""
+        orphan adopted as subreaper. Peeking with WNOWAIT avoids stealing the root's status.
+        Before spawn there is no root yet: a child the runner inherited waits for the race."""
+        if self.child is None:
+            return
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -387,8 +392,7 @@ class Run:
         self._emit_resource_summary()
         self._teardown(ending)
         self._drain_outputs()
-        if self._signals is not None:
-            self._signals.close()
+        self._signals.close()
         if self._targets and ending.kind is not EndingKind.FOREGROUND:
             reports = {s.name: s.pump.report() for s in self.streams}
             self.events.emit("output_captured", **{name: reports[name].as_event() for name in capture.STREAMS})

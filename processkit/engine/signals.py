@@ -39,9 +39,11 @@ class SignalWatch:
                 continue
             signal.signal(signum, _absorb)
             self._handlers[signum] = handler
-        loop.add_reader(self._reader.fileno(), self._drain)
+        loop.add_reader(self._reader.fileno(), self.dispatch)
 
-    def _drain(self) -> None:
+    def dispatch(self) -> None:
+        """Run the handlers of the signals caught so far; the loop calls this whenever one
+        arrives, and the runner once more just before it spawns."""
         try:
             data = self._reader.recv(4096)
         except BlockingIOError:

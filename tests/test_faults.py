@@ -1,0 +1,258 @@
+"""Faults around a run: a disk that fills under the JSONL, a registry that cannot be written, a
+runner killed or signalled at the worst moment, a client whose reader goes away. The promise:
+the run carries on, loses nothing it still reports, never hangs and leaves nothing behind.
+
+Covered elsewhere, not repeated here: a capture file system that fills (test_capture.py: a full
+file system latches write_error and loses nothing else); the JSONL on /dev/full and past
+RLIMIT_FSIZE (test_run_exit_codes.py); repeated stop signals during a signal's teardown
+(test_run_signals.py); the direct child of a SIGKILLed runner dying (test_run_containment.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
+from processkit.events.validate import validate_event
+from streams import cgroup_v2_dir, check_stream, one, require_mechanism, run_checked, stderr_lines
+
+PY = sys.executable
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    """Poll a condition no event announces (a process gone); True once it holds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def registry_files(registry) -> list[str]:
+    return sorted(os.listdir(registry)) if os.path.isdir(registry) else []
+
+
+# -- disks ------------------------------------------------------------------------------------
+def test_a_jsonl_disk_that_fills_mid_run_costs_only_the_stream(tmp_path, small_tmpfs):
+    """One page of tmpfs holds the first events; the disk then fills while interval snapshots
+    keep coming. One warning, and the echo, the capture and the exit code are untouched."""
+    disk = small_tmpfs("jsonl", "size=4k")
+    jsonl, cap_dir = disk / "run.jsonl", tmp_path / "cap"
+    child = "for i in $(seq 40); do echo out$i; echo err$i >&2; sleep 0.01; done; exit 3"
+    proc = run_cli("run", "--jsonl", jsonl, "--snapshot-interval", "5ms", "--capture-dir", cap_dir, "--", "sh", "-c", child)
+    out = "".join(f"out{i}\n" for i in range(1, 41)).encode()
+    err = "".join(f"err{i}\n" for i in range(1, 41)).encode()
+    assert proc.returncode == 3
+    assert proc.stdout == out
+    warnings = [line for line in stderr_lines(proc) if line.startswith("processkit-cli:")]
+    assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
+    assert proc.stderr.replace(warnings[0].encode() + b"\n", b"") == err
+    assert ((cap_dir / "stdout.log").read_bytes(), (cap_dir / "stderr.log").read_bytes()) == (out, err)
+    complete = read_events_tolerant(jsonl)
+    assert complete[0]["event"] == "run_started" and all(validate_event(e) == [] for e in complete)
+    assert "runner_exit" not in [e["event"] for e in complete]
+
+
+# -- the registry -----------------------------------------------------------------------------
+@pytest.mark.parametrize("blocked", ["not_a_directory", "read_only"])
+def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmpfs, monkeypatch, blocked):
+    """The run warns once and goes on; no client can find it, and nothing is left behind."""
+    if blocked == "read_only":
+        registry = small_tmpfs("registry", "size=64k,mode=0700,ro")
+    else:
+        (tmp_path / "file").write_text("")
+        registry = tmp_path / "file" / "runs"
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
+    proc, events = run_checked(tmp_path, "--run-id", "unlisted", command=["sh", "-c", "echo hi; exit 4"], returncode=4)
+    assert proc.stdout == b"hi\n"
+    warnings = stderr_lines(proc)
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "processkit-cli: warning: the run is not registered, so control clients cannot find it: "
+    )
+    assert one(events, "run_started")["run_id"] == "unlisted"
+    assert not os.path.isdir(registry) or registry_files(registry) == []
+
+
+# -- the runner dies or is signalled at the worst moment ----------------------------------------
+def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry):
+    """The direct child dies with the runner; the entry turns stale; prune removes the entry,
+    the socket directory and the run's (now empty) cgroup."""
+    jsonl = tmp_path / "run.jsonl"
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "doomed", "--", "sleep", "30")
+    wait_for_event(jsonl, "members_snapshot")
+    started = one(read_events_tolerant(jsonl), "run_started")
+    child = started["root_pid"]
+    group = cgroup_v2_dir(child) if started["mechanism"] == "cgroup_v2" else None
+    endpoint = json.loads(run_cli("list", "--json").stdout)["endpoint"]
+    runner.kill()
+    runner.communicate(timeout=30)
+    try:
+        assert wait_until(lambda: not pid_alive(child)), "the child outlived its SIGKILLed runner"
+        assert json.loads(run_cli("list", "--json").stdout)["health"] == "stale"
+        tally = run_cli("prune", "--json")
+        assert (tally.returncode, json.loads(tally.stdout)["pruned"]) == (0, 1)
+        assert registry_files(isolated_registry) == []
+        assert not os.path.exists(os.path.dirname(endpoint))
+        assert group is None or not os.path.exists(group), "prune left the dead runner's empty cgroup"
+    finally:
+        if group is not None and os.path.isdir(group):
+            os.rmdir(group)
+
+
+# A runner whose container creation is followed at once by a stop signal: the moment between
+# the cgroup existing and the child starting, which no outside timing can hit reliably.
+SIGNAL_DURING_SETUP = """
+import os, signal, sys
+from processkit import containment
+
+created = containment.create
+
+def create(*args, **kwargs):
+    container = created(*args, **kwargs)
+    os.kill(os.getpid(), signal.Signals[sys.argv[1]])
+    return container
+
+containment.create = create
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isolated_registry, name):
+    """The run is cancelled (107) before anything is spawned; the stream is its runner_exit;
+    the cgroup, the registry entry and the socket directory are gone."""
+    jsonl, marker = tmp_path / "run.jsonl", tmp_path / "started"
+    runner = subprocess.Popen(
+        [PY, "-c", SIGNAL_DURING_SETUP, name, "run", "--jsonl", str(jsonl), "--", "touch", str(marker)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    _, stderr = runner.communicate(timeout=30)
+    source = {"SIGTERM": "sigterm", "SIGINT": "ctrl_c", "SIGHUP": "sighup"}[name]
+    assert runner.returncode == 107, stderr
+    assert stderr.decode().splitlines() == [f"processkit-cli: run cancelled by {source} before its child was started"]
+    assert [e["event"] for e in check_stream(jsonl, 107)] == ["runner_exit"]
+    assert not marker.exists()
+    assert registry_files(isolated_registry) == []
+    assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner.pid}-")]
+    parent = cgroup_v2_dir(os.getpid())
+    if parent is not None:
+        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-{runner.pid}-")]
+
+
+def test_a_stop_signal_during_a_control_cancels_grace_is_absorbed(tmp_path):
+    """A control-plane cancel decided the ending; SIGTERMs to the runner during the grace change
+    nothing: one cancelled event, 108, the grace served, a complete stream."""
+    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
+    child = f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "stubborn", "--grace", "1s", "--", "sh", "-c", child)
+    wait_for_file(ready)
+    assert run_cli("cancel", "--run-id", "stubborn").returncode == 0
+    wait_for_event(jsonl, "cleanup_started")
+    for _ in range(3):
+        runner.send_signal(signal.SIGTERM)
+    runner.communicate(timeout=30)
+    events = check_stream(jsonl, 108)
+    cancelled = one(events, "cancelled")
+    assert (cancelled["source"], cancelled["grace_ms"]) == ("control_cancel", 1000)
+    shutdown = one(events, "cleanup_finished")["shutdown"]
+    assert shutdown["escalated"] is True and shutdown["elapsed_ms"] >= 1000
+    finished = one(events, "cleanup_finished")
+    assert (finished["remaining"], finished["kill_error"], finished["read_error"]) == (0, False, False)
+
+
+# -- a client whose reader goes away ----------------------------------------------------------
+def _stream_file(tmp_path):
+    path = tmp_path / "events.jsonl"
+    run_checked(tmp_path, command=["true"], returncode=0)
+    source = next(tmp_path.glob("run-*.jsonl"))
+    path.write_bytes(source.read_bytes() * 200)  # well past a pipe's buffer
+    return path
+
+
+CLIENT_OUTPUTS = {
+    "events": ["events", "--file", "{stream}"],
+    "events-json": ["events", "--json", "--file", "{stream}"],
+    "list": ["list"],
+    "prune-dry-run": ["prune", "--dry-run"],
+    "probe": ["probe", "--json"],
+}
+
+
+@pytest.mark.parametrize("args", list(CLIENT_OUTPUTS.values()), ids=list(CLIENT_OUTPUTS))
+def test_a_closed_stdout_ends_a_client_quietly(tmp_path, args):
+    """``| head -1`` made deterministic: the reader is gone before the first write. The client
+    ends with 141 (a filter killed by SIGPIPE) and says nothing: no traceback, no 104."""
+    argv = [str(_stream_file(tmp_path)) if arg == "{stream}" else arg for arg in args]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(cli_command() + argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, timeout=30)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, b"")
+
+
+def test_a_full_stdout_is_a_setup_failure_with_a_reason(tmp_path):
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(cli_command() + ["list"], stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, timeout=30)
+    assert proc.returncode == 111
+    assert proc.stderr == b"processkit-cli: cannot write to standard output: No space left on device\n"
+
+
+# -- cgroups left by runners that died ----------------------------------------------------------
+def _start_time(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[19]
+
+
+def _free_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("entry", ["prune", "run"])
+def test_the_sweep_removes_only_empty_groups_whose_runner_is_gone(tmp_path, monkeypatch, entry):
+    """A plain directory stands in for the cgroup parent (rmdir behaves alike: a group that
+    still holds a process is refused, as a non-empty directory is). Both ways in sweep it:
+    prune, and every run on its way to creating its own group."""
+    parent, victim = tmp_path / "cgroups", tmp_path / "victim"
+    parent.mkdir()
+    victim.mkdir()
+    monkeypatch.setenv("PROCESSKIT_CGROUP_PARENT", str(parent))
+    me, gone, born = os.getpid(), _free_pid(), _start_time(os.getpid())
+    planted = {
+        f"processkit-{gone}-{born}-1a": False,  # its runner is gone
+        f"processkit-{me}-{born}-1b": True,  # its runner is alive
+        f"processkit-{me}-{int(born) + 1}-1c": False,  # the pid now belongs to another process
+        f"processkit-{gone}-1d": False,  # the older name form, its pid free
+        f"processkit-{me}-1e": True,  # the older name form, its pid taken: kept, to be safe
+        f"processkit-{gone}-{born}-1f": True,  # not empty: stands for a group holding an escapee
+        "processkit-25077-18ec9c145e16422c-0": True,  # another program's name shape
+        "unrelated": True,
+    }
+    for name in planted:
+        (parent / name).mkdir()
+    (parent / f"processkit-{gone}-{born}-1f" / "member").write_text("")
+    (parent / f"processkit-{gone}-{born}-20").symlink_to(victim, target_is_directory=True)
+    if entry == "prune":
+        for careful in (["--dry-run"], ["--label", "k=v"]):
+            assert run_cli("prune", *careful).returncode == 0
+        assert sorted(os.listdir(parent)) == sorted([*planted, f"processkit-{gone}-{born}-20"])
+        assert run_cli("prune").returncode == 0
+    else:
+        _, events = run_checked(tmp_path, command=["true"], returncode=0)
+        assert one(events, "run_started")["mechanism"] == "process_group"  # the stand-in is no cgroup
+    kept = sorted(name for name, stays in planted.items() if stays)
+    assert sorted(os.listdir(parent)) == sorted([*kept, f"processkit-{gone}-{born}-20"])
+    assert victim.is_dir(), "the sweep followed a symlink"

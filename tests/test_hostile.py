@@ -1,0 +1,168 @@
+"""Hostile children: programs that fight the runner's assumptions. Each run ends as documented,
+with a complete stream and, where the mechanism can reach the whole tree, a confirmed-empty
+teardown (cleanup_finished: remaining 0, kill_error and read_error false).
+
+Where the mechanisms differ the test runs under both: a process group cannot hold a ``setsid``
+escapee, which outlives the run; the run still ends, bounded by the runner's output drain.
+
+Covered elsewhere, not repeated here: an 80 MiB line without a newline and a slow or stalled
+echo consumer (test_capture.py), a stalled consumer under a timeout (test_run_deadlines.py),
+escapees at a natural exit (test_run_containment.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
+from streams import check_stream, one, require_mechanism, run_checked, seconds_between
+
+PUMP_DRAIN_SECONDS = 2.0  # the runner's bound on reading pipes an escapee still holds
+
+
+def assert_confirmed_empty(events: list[dict]) -> None:
+    finished = one(events, "cleanup_finished")
+    assert (finished["remaining"], finished["remaining_pids"]) == (0, [])
+    assert (finished["kill_error"], finished["read_error"]) == (False, False)
+
+
+def gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once ``pid`` has exited and been reaped (no zombie left either)."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def pids(tmp_path):
+    """Pids the children write to files; any still running when the test ends is killed."""
+
+    def read(name: str) -> int:
+        path = tmp_path / f"{name}.pid"
+        wait_for_file(path)
+        return int(path.read_text())
+
+    yield read
+    for path in tmp_path.glob("*.pid"):
+        try:
+            os.kill(int(path.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+# ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
+# records the pid as NAME.pid atomically in the run's working directory.
+NOTE = 'echo $$ > {0}.tmp && mv {0}.tmp {0}.pid'
+
+
+def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, containment, pids):
+    """Root and grandchild both ignore SIGTERM; the timeout's soft stop cannot end them, the
+    grace runs out and the container's hard kill does."""
+    grandchild = NOTE.format("grandchild") + "; exec sleep 60"
+    script = f"trap '' TERM; sh -c '{grandchild}' & {NOTE.format('root')}; exec sleep 60"
+    _, events = run_checked(
+        tmp_path, "--timeout", "300ms", "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
+    )
+    require_mechanism(events, containment)
+    shutdown = one(events, "cleanup_finished")["shutdown"]
+    assert (shutdown["members_before"], shutdown["drained_within_grace"], shutdown["escalated"]) == (2, False, True)
+    assert shutdown["elapsed_ms"] >= 200
+    assert_confirmed_empty(events)
+    assert not pid_alive(pids("root")) and not pid_alive(pids("grandchild"))
+
+
+def test_a_thousand_short_lived_children_leave_nothing(tmp_path, containment):
+    """None of them is waited for by the root: whoever adopts them must reap them."""
+    script = "i=0; while [ $i -lt 1000 ]; do ( exit 0 ) & i=$((i+1)); done; echo forked"
+    proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=0)
+    require_mechanism(events, containment)
+    assert proc.stdout == b"forked\n"
+    assert one(events, "root_exited")["code"] == 0
+    assert_confirmed_empty(events)
+
+
+def test_a_tree_still_forking_at_its_timeout_is_torn_down_whole(tmp_path, containment):
+    """New children keep appearing while the teardown runs; none may be left over. (Bounded at
+    20000 forks, so a teardown that misses the loop fails the test instead of the host.)"""
+    script = "i=0; while [ $i -lt 20000 ]; do ( sleep 0.2 ) & i=$((i+1)); done"
+    _, events = run_checked(tmp_path, "--timeout", "300ms", command=["sh", "-c", script], returncode=106)
+    require_mechanism(events, containment)
+    assert one(events, "cleanup_started")["members_before"] >= 10
+    assert_confirmed_empty(events)
+
+
+def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, containment, pids):
+    """A double fork into a new session that keeps the output pipes, then a timeout. cgroup v2
+    still holds the escapee and kills it. A process group cannot: the escapee outlives the run
+    (documented), which ends once the runner's output drain gives up on the pipes it holds,
+    PUMP_DRAIN_SECONDS after the teardown."""
+    escapee = NOTE.format("escapee") + "; exec sleep 60"
+    script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
+    _, events = run_checked(tmp_path, "--timeout", "300ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path)
+    require_mechanism(events, containment)
+    assert_confirmed_empty(events)
+    assert not pid_alive(pids("root"))
+    lingered = seconds_between(events, "cleanup_finished", "runner_exit")
+    if containment == "cgroup_v2":
+        assert one(events, "cleanup_started")["members_before"] == 2
+        assert not pid_alive(pids("escapee")) and lingered < 0.5
+    else:
+        assert one(events, "cleanup_started")["members_before"] == 1
+        assert pid_alive(pids("escapee")), "the escapee is outside a process group: it survives"
+        assert PUMP_DRAIN_SECONDS - 0.1 <= lingered < PUMP_DRAIN_SECONDS + 0.5
+
+
+def test_a_child_that_closes_its_output_is_still_waited_for(tmp_path):
+    """EOF on both pipes is not an exit: the run ends when the child does, with its code."""
+    script = "exec >&- 2>&-; sleep 0.3; exit 5"
+    proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=5)
+    assert (proc.stdout, proc.stderr) == (b"", b"")
+    assert one(events, "root_exited")["code"] == 5
+    assert seconds_between(events, "run_started", "root_exited") >= 0.3
+    assert_confirmed_empty(events)
+
+
+def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(tmp_path, containment, pids):
+    """The root exits at once; its background grandchild keeps the output pipe. The natural
+    exit's teardown kills it (it is in the group under either mechanism), so the pipe closes
+    and the run ends promptly instead of waiting for the drain bound."""
+    grandchild = NOTE.format("grandchild") + "; exec sleep 60"
+    script = f"sh -c '{grandchild}' & while [ ! -e grandchild.pid ]; do sleep 0.01; done; echo bye; exit 7"
+    proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=7, cwd=tmp_path)
+    require_mechanism(events, containment)
+    assert proc.stdout == b"bye\n"
+    assert one(events, "cleanup_started")["members_before"] == 1
+    assert_confirmed_empty(events)
+    assert seconds_between(events, "root_exited", "runner_exit") < 0.5
+    grandchild_pid = pids("grandchild")
+    assert not pid_alive(grandchild_pid)
+    if containment == "process_group":  # the runner is the subreaper; under cgroup v2, init is
+        assert gone(grandchild_pid), "the grandchild was not reaped"
+
+
+def test_a_flood_with_nobody_reading_leaves_the_control_plane_responsive(tmp_path):
+    """The child writes as fast as it can and the runner's stdout is never read: the echo backs
+    up, the pump stops reading (backpressure), and still inspect answers and cancel ends the run."""
+    jsonl = tmp_path / "run.jsonl"
+    flood = "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n    os.write(2, chunk)\n"
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "flood", "--", "python3", "-c", flood)
+    try:
+        wait_for_event(jsonl, "members_snapshot")
+        time.sleep(0.3)  # the scenario itself: give the flood time to fill every buffer
+        inspected = run_cli("inspect", "--run-id", "flood", "--json", timeout=15)
+        assert inspected.returncode == 0, inspected.stderr
+        assert run_cli("cancel", "--run-id", "flood", timeout=15).returncode == 0
+        runner.stdout.close()
+        runner.stderr.close()
+        assert runner.wait(timeout=15) == 108
+    finally:
+        runner.kill()
+    events = check_stream(jsonl, 108)
+    assert_confirmed_empty(events)
