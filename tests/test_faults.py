@@ -62,6 +62,22 @@ def test_a_jsonl_disk_that_fills_mid_run_costs_only_the_stream(tmp_path, small_t
     assert "runner_exit" not in [e["event"] for e in complete]
 
 
+def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
+    """The JSONL is a FIFO whose reader takes one line and then nothing: once the pipe is full,
+    a write that makes no progress for 2 s counts as failed. One warning; the child's own end
+    (after 1 s) still ends the run, at most that stall later."""
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen([PY, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); f.readline(); time.sleep(60)", fifo])
+    try:
+        proc = run_cli("run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", "sleep 1; exit 3", timeout=15)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert proc.returncode == 3
+    assert stderr_lines(proc) == ["processkit-cli: warning: JSONL event logging disabled: its reader took nothing for 2s"]
+
+
 # -- the registry -----------------------------------------------------------------------------
 @pytest.mark.parametrize("blocked", ["not_a_directory", "read_only"])
 def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmpfs, monkeypatch, blocked):

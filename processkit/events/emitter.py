@@ -1,18 +1,24 @@
 """The JSONL lifecycle writer: one compact line per event, written and flushed as it happens.
 
 A write failure is reported once on stderr and then poisons the emitter: later events are
-dropped, the run and its exit code carry on (events.md §1).
+dropped, the run and its exit code carry on (events.md §1). A JSONL that is a pipe or a FIFO
+is written without blocking: a reader that takes nothing for STALL_SECONDS counts as a failed
+write, so a stalled reader can delay the run, never hang it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import select
+import stat
 import time
 
 from ..diagnostics import warn
 
 SCHEMA_VERSION = 1
+STALL_SECONDS = 2.0
 
 
 def utc_timestamp(ns: int | None = None) -> str:
@@ -34,6 +40,8 @@ class Emitter:
         """Create or truncate ``path``; raises OSError when it cannot be opened."""
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
         self._poisoned = False
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
     def emit(self, event: str, **fields) -> None:
         if self._poisoned:
@@ -43,7 +51,11 @@ class Emitter:
         try:
             line = memoryview(encode(record) + b"\n")
             while line:
-                line = line[os.write(self._fd, line) :]
+                try:
+                    line = line[os.write(self._fd, line) :]
+                except BlockingIOError:
+                    if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
+                        raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
