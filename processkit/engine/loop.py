@@ -22,17 +22,22 @@ LONGEST_WAIT = 86400.0
 
 
 class Timer:
-    """A scheduled callback; ``cancel()`` makes it a no-op (it is dropped lazily from the heap)."""
+    """A scheduled callback; ``cancel()`` makes it a no-op (it is dropped lazily from the heap).
+
+    A cancelled timer lets go of its callback at once: until its time comes it still sits in the
+    heap, and a callback bound to, say, a finished control connection would keep that alive.
+    """
 
     __slots__ = ("when", "callback", "cancelled")
 
     def __init__(self, when: float, callback: Callback):
         self.when = when
-        self.callback = callback
+        self.callback: Callback | None = callback
         self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.callback = None
 
 
 class Loop:
