@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,16 @@ def event_time(event: dict) -> float:
 
 def seconds_between(events: list[dict], first: str, second: str) -> float:
     return event_time(one(events, second)) - event_time(one(events, first))
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    """Poll a condition no event announces (a process gone); True once it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def cgroup_v2_dir(pid: int) -> str | None:

@@ -20,21 +20,9 @@ import pytest
 
 from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
 from processkit.events.validate import validate_event
-from streams import cgroup_v2_dir, check_stream, one, require_mechanism, run_checked, stderr_lines
+from streams import cgroup_v2_dir, check_stream, one, run_checked, stderr_lines, wait_until
 
 PY = sys.executable
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    """Poll a condition no event announces (a process gone); True once it holds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def registry_files(registry) -> list[str]:

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
-from streams import check_stream, one, require_mechanism, run_checked, seconds_between
+from streams import check_stream, one, require_mechanism, run_checked, seconds_between, wait_until
 
 PUMP_DRAIN_SECONDS = 2.0  # the runner's bound on reading pipes an escapee still holds
 
@@ -30,16 +30,6 @@ def assert_confirmed_empty(events: list[dict]) -> None:
     finished = one(events, "cleanup_finished")
     assert (finished["remaining"], finished["remaining_pids"]) == (0, [])
     assert (finished["kill_error"], finished["read_error"]) == (False, False)
-
-
-def gone(pid: int, timeout: float = 5.0) -> bool:
-    """True once ``pid`` has exited and been reaped (no zombie left either)."""
-    deadline = time.monotonic() + timeout
-    while os.path.exists(f"/proc/{pid}"):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @pytest.fixture
@@ -146,7 +136,7 @@ def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(t
     grandchild_pid = pids("grandchild")
     assert not pid_alive(grandchild_pid)
     if containment == "process_group":  # the runner is the subreaper; under cgroup v2, init is
-        assert gone(grandchild_pid), "the grandchild was not reaped"
+        assert wait_until(lambda: not os.path.exists(f"/proc/{grandchild_pid}")), "the grandchild was not reaped"
 
 
 def test_a_flood_with_nobody_reading_leaves_the_control_plane_responsive(tmp_path):
