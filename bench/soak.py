@@ -161,6 +161,16 @@ def fd_count(pid: int = os.getpid()) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def settled_fd_count(pid: int) -> int:
+    """A runner's descriptors, less those a snapshot or a closing connection holds for a moment:
+    the fewest seen over a few looks."""
+    counts = []
+    for _ in range(5):
+        counts.append(fd_count(pid))
+        time.sleep(0.01)
+    return min(counts)
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as handle:
         return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
@@ -258,8 +268,7 @@ class Soak:
         started = time.perf_counter()
         for index in range(self.args.requests + 1):
             if index % max(1, self.args.requests // 10) == 0:
-                time.sleep(0.05)  # the runner closes its side of the last connection just after replying
-                samples.append((index, fd_count(runner.pid), rss_kib(runner.pid)))
+                samples.append((index, settled_fd_count(runner.pid), rss_kib(runner.pid)))
             if index < self.args.requests:
                 verb, check = (("inspect", client.check_snapshot), ("attest", client.check_attestation))[index % 2]
                 client.request_by_id("soak-long", verb, check)
