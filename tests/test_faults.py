@@ -153,6 +153,22 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
         assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-{runner.pid}-")]
 
 
+def test_a_stop_signal_still_ends_a_wait_on_a_fifo_before_anything_exists(tmp_path, isolated_registry):
+    """``--stdin-file`` names a FIFO nobody writes: the runner waits in open(). Nothing exists on
+    the host yet, so the signal keeps its default effect and ends the wait (and the runner)."""
+    fifo, jsonl = tmp_path / "input.fifo", tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    runner = start_cli("run", "--jsonl", jsonl, "--stdin-file", fifo, "--", "cat")
+    try:
+        wait_for_file(jsonl)  # opened first: the runner is at or in the wait
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        runner.kill()
+        runner.wait()
+    assert registry_files(isolated_registry) == []
+
+
 def test_a_stop_signal_during_a_control_cancels_grace_is_absorbed(tmp_path):
     """A control-plane cancel decided the ending; SIGTERMs to the runner during the grace change
     nothing: one cancelled event, 108, the grace served, a complete stream."""

@@ -157,9 +157,6 @@ class Run:
 
     # -- the whole run ------------------------------------------------------------------------
     def execute(self) -> Outcome:
-        # Watch stop signals before anything exists on the host: one arriving during setup must
-        # end the run through the usual release, not kill the runner and orphan its cgroup.
-        self._signals = SignalWatch(self.loop, self._signal_handlers())
         try:
             self._prepare()
             self._start()
@@ -193,6 +190,10 @@ class Run:
             except OSError as exc:
                 raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
         self._env = build_environment(spec.env, spec.run_id)
+        # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
+        # a stop signal must end the run through their release, not kill the runner and orphan
+        # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
+        self._signals = SignalWatch(self.loop, self._signal_handlers())
         try:
             self.container = containment.create(spec.limits)
         except containment.ContainerError as exc:
@@ -253,7 +254,8 @@ class Run:
         return publish(self, _warn)
 
     def _fail_before_race(self, failure: Failure) -> Outcome:
-        self._signals.close()
+        if self._signals is not None:
+            self._signals.close()
         if self._stdin_source is not None:
             os.close(self._stdin_source)
         for target in self._targets.values():
