@@ -205,7 +205,7 @@ def test_a_launcher_started_as_the_console_script_re_runs_that_script(tmp_path):
         pytest.skip("processkit-cli is not installed as a console script")
     jsonl = tmp_path / "d.jsonl"
     assert run_cli("run", "--detach", "--run-id", "det-s", "--no-echo", "--jsonl", jsonl, "--", "sleep", "30").returncode == 0
-    runner = one(read_events(jsonl), "members_snapshot")["members"][0]["ppid"]
+    runner = wait_for_event(jsonl, "members_snapshot")["members"][0]["ppid"]  # written just after run_started
     with open(f"/proc/{runner}/cmdline", "rb") as handle:
         cmdline = [os.fsdecode(arg) for arg in handle.read().split(b"\0")[:-1]]
     assert os.path.realpath(cmdline[0]) == os.path.realpath(sys.executable)
