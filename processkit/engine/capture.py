@@ -6,7 +6,6 @@ this module owns the files themselves and the report's shape.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from typing import NamedTuple
@@ -111,6 +110,8 @@ class CaptureFile:
         self.seen = 0
         self.written = 0
         self.write_error = False
+        import hashlib  # only the pure-Python pump hashes here; start-up skips the import
+
         self._digest = hashlib.sha256()
 
     def write(self, data: memoryview) -> None:
