@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, start_cli
+from conftest import cli_command, run_cli, start_cli
 from payloads import block, child_command, line_pieces
 from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
 
@@ -149,6 +149,13 @@ def test_a_capture_dir_that_cannot_be_set_up_is_111_and_leaves_no_trace(tmp_path
     before = _tree(root)
     assert_setup_failed(tmp_path, cap_dir)
     assert _tree(root) == before
+
+
+def test_the_capture_dir_is_not_touched_when_the_jsonl_cannot_be_opened(tmp_path):
+    """The JSONL opens first (run.md §1.3): its failure ends the run before capture setup."""
+    proc = run_cli("run", "--jsonl", tmp_path / "missing" / "run.jsonl", "--capture-dir", tmp_path / "cap", "--", "true")
+    assert proc.returncode == 111
+    assert not (tmp_path / "cap").exists()
 
 
 def test_directories_created_by_a_failed_setup_are_removed(tmp_path, small_tmpfs):
