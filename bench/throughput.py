@@ -289,6 +289,12 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def checkout() -> str:
+    """The measured tree: its commit, and whether it had uncommitted changes (they are installed too)."""
+    described = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return described.stdout.strip() or "(not a git checkout)"
+
+
 def run_figures(bench: Bench, args) -> None:
     work, only = bench.work, set(args.only)
     bin_dir = bench.venv("venv", str(REPO))
@@ -296,7 +302,7 @@ def run_figures(bench: Bench, args) -> None:
     pumps = subprocess.run([py, "-c", "from processkit.engine.pump import select_backend; print(select_backend())"],
                            capture_output=True, text=True, cwd=work, check=True).stdout.strip()
     print(f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
-          f"Python {platform.python_version()}; default pump: {pumps}", flush=True)
+          f"Python {platform.python_version()}; default pump: {pumps}; checkout {checkout()}", flush=True)
     jsonl, cap_dir, tee_out = str(work / "run.jsonl"), str(work / "cap"), str(work / "tee.out")
     run = [pk, "run", "--jsonl", jsonl]
     capture = ["--capture-dir", cap_dir, "--capture-max-bytes", "2g"]
