@@ -270,3 +270,35 @@ def test_an_80_mib_line_passes_byte_exact_in_bounded_memory(tmp_path, pump_backe
     assert (report["bytes_seen"], report["bytes_written"], report["truncated"]) == (total, total, False)
     assert report["sha256"] == expected.hexdigest() == hashlib.sha256((cap_dir / "stdout.log").read_bytes()).hexdigest()
     assert int(peak.read_text()) < 40 * 1024, f"peak RSS {peak.read_text()} KiB"
+
+
+# -- a FIFO planted where a capture file goes ------------------------------------------------------
+
+
+def test_a_capture_fifo_without_a_reader_is_a_setup_failure_not_a_hang(tmp_path):
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    os.mkfifo(cap_dir / "stdout.log")
+    proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=["true"], returncode=111, timeout=20)
+    assert [e["event"] for e in events] == ["runner_exit"]
+    assert events[0]["source"] == "setup"
+
+
+def test_a_capture_fifo_whose_reader_stalls_latches_write_error_and_the_run_ends(tmp_path, pump_backend):
+    """The reader opens the FIFO and never reads: capture stops at the first write the FIFO
+    refuses, while the echo, the counts and the run carry on."""
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    fifo = cap_dir / "stdout.log"
+    os.mkfifo(fifo)
+    stalled_reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        out = block(1, 1 << 20)  # far beyond a FIFO's 64 KiB
+        command = child_command(f"p.interleave(p.block(1, {1 << 20}), b'')")
+        proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=command, returncode=0, timeout=30)
+    finally:
+        os.close(stalled_reader)
+    assert proc.stdout == out
+    report = one(events, "output_captured")["stdout"]
+    assert report["write_error"] and report["bytes_seen"] == len(out)
+    assert report["bytes_written"] < len(out)

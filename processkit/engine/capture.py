@@ -62,7 +62,9 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
                 created_files.append(path)
             except FileExistsError:
-                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                # Non-blocking: a FIFO planted here must neither hang the open (no reader: 111)
+                # nor the pump (a reader that stalls: the write fails, write_error is latched).
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
             opened[stream] = CaptureTarget(path, fd, cap)
         for target in opened.values():
             if stat.S_ISREG(os.fstat(target.fd).st_mode):

@@ -29,8 +29,11 @@ from .terminal import Foreground, HandoffError
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
+DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 PIPE_SIZE = 1024 * 1024
+SHORT_READ = 64 * 1024  # a read smaller than this means the child writes in small pieces
+SETTLE_SECONDS = 0.002  # ... so let its pipe fill for a moment before the next read
 F_SETPIPE_SZ = 1031
 
 
@@ -93,7 +96,8 @@ class OutputStream:
         self._run = run
         self._loop = run.loop
         self.open = True
-        self.paused = False
+        self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
+        self._settling = None  # the timer that ends a pause after a short read
         os.set_blocking(fd, False)
         try:
             import fcntl
@@ -115,17 +119,37 @@ class OutputStream:
             if self.echo is not None and self.echo.full:
                 self.paused = True
                 self._loop.remove_reader(self.fd)
+            elif count < SHORT_READ:
+                self._settle()
         elif count == 0:
             self.close()
+
+    def _settle(self) -> None:
+        """After a short read, wait SETTLE_SECONDS before reading again.
+
+        A child writing line by line would otherwise cost a loop turn per line; letting the pipe
+        fill turns thousands of tiny reads into a few full ones, for at most 2 ms of echo delay.
+        """
+        self._loop.remove_reader(self.fd)
+        self._settling = self._loop.call_later(SETTLE_SECONDS, self._settled)
+
+    def _settled(self) -> None:
+        self._settling = None
+        if self.open and not self.paused:
+            self._loop.add_reader(self.fd, self._on_readable)
 
     def _resume(self) -> None:
         if self.paused and self.open:
             self.paused = False
-            self._loop.add_reader(self.fd, self._on_readable)
+            if self._settling is None:
+                self._loop.add_reader(self.fd, self._on_readable)
 
     def close(self) -> None:
         if self.open:
             self.open = False
+            if self._settling is not None:
+                self._settling.cancel()
+                self._settling = None
             self._loop.remove_reader(self.fd)
             os.close(self.fd)
 
@@ -532,16 +556,18 @@ class Run:
     def _drain_outputs(self) -> None:
         """Read the pipes to EOF now that the tree is gone, then flush the echo backlog.
 
-        Bounded twice: a pipe held open by a process outside the container ends the drain once
-        the runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
+        Bounded: a pipe held open by a process outside the container ends the drain once the
+        runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
         reading loses only the live echo. Time spent waiting for a slow but live consumer is not
-        charged to the pipes: the bytes still in them would be lost.
+        charged to the pipes (the bytes still in them would be lost), only to the overall
+        DRAIN_CEILING_SECONDS.
         """
         loop = self.loop
         if self._stdin_feed is not None:
             self._stdin_feed.close()
         budget = PUMP_DRAIN_SECONDS
-        while any(s.open for s in self.streams) and budget > 0:
+        ceiling = loop.clock() + DRAIN_CEILING_SECONDS
+        while any(s.open for s in self.streams) and budget > 0 and loop.clock() < ceiling:
             for stream in self.streams:
                 if stream.paused and stream.echo.drain(ECHO_STALL_SECONDS):
                     self._abandon_echo(stream)
