@@ -33,16 +33,27 @@ def isolated_registry(tmp_path_factory, monkeypatch):
     return registry
 
 
-@pytest.fixture(params=["native", "python"])
-def pump_backend(request, monkeypatch):
-    """Runs a test once per pump implementation (PROCESSKIT_PUMP)."""
+def _select_backend(request, monkeypatch, variable: str) -> str:
+    """Pins one implementation through ``variable``; the native one needs the C module."""
     if request.param == "native":
         try:
             import processkit._pump  # noqa: F401
         except ImportError:
-            pytest.skip("the native pump is not built")
-    monkeypatch.setenv("PROCESSKIT_PUMP", request.param)
+            pytest.skip("the native module is not built")
+    monkeypatch.setenv(variable, request.param)
     return request.param
+
+
+@pytest.fixture(params=["native", "python"])
+def pump_backend(request, monkeypatch):
+    """Runs a test once per pump implementation (PROCESSKIT_PUMP)."""
+    return _select_backend(request, monkeypatch, "PROCESSKIT_PUMP")
+
+
+@pytest.fixture(params=["native", "python"])
+def spawn_backend(request, monkeypatch):
+    """Runs a test once per spawn path (PROCESSKIT_SPAWN)."""
+    return _select_backend(request, monkeypatch, "PROCESSKIT_SPAWN")
 
 
 @pytest.fixture(params=["cgroup_v2", "process_group"])

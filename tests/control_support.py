@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import signal
 import subprocess
 import time
@@ -126,3 +127,26 @@ def runs(tmp_path):
 
 def mode(path) -> int:
     return os.stat(path).st_mode & 0o777
+
+
+def exchange(endpoint: str, payload: bytes, *, half_close: bool = True) -> bytes:
+    """Send raw bytes, then read whatever single reply comes back."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(endpoint)
+        try:
+            sock.sendall(payload)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before taking it all
+        reply = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            reply += chunk
+    return reply

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import cli_command, read_events, run_cli
-from control_support import check_schema, cli_json, envelope, json_out, listed, mode, runs, start_waiter  # noqa: F401
+from control_support import check_schema, cli_json, envelope, exchange, json_out, listed, mode, runs, start_waiter  # noqa: F401
 
 
 def _endpoint(run_id: str) -> str:
@@ -121,29 +121,6 @@ def test_attest_from_inside_and_outside(runs, tmp_path, containment, monkeypatch
     assert inside["verdict"] == "member" and inside["peer_pid"] not in (None, os.getpid())
 
 
-def _exchange(endpoint: str, payload: bytes, *, half_close: bool = True) -> bytes:
-    """Send raw bytes, then read whatever single reply comes back."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(endpoint)
-        try:
-            sock.sendall(payload)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and closed before taking it all
-        reply = b""
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            reply += chunk
-    return reply
-
-
 def _error_reply(reply: bytes) -> str:
     assert reply.endswith(b"\n") and reply.count(b"\n") == 1, reply
     document = json.loads(reply)
@@ -159,13 +136,13 @@ def test_garbage_on_the_socket_never_affects_the_run(runs, tmp_path):
     silent.connect(endpoint)  # connects and never sends
     opened = time.monotonic()
 
-    assert "UTF-8" in _error_reply(_exchange(endpoint, b"\xff\xfe\x00binary\n"))
-    assert _error_reply(_exchange(endpoint, b"frobnicate\n")) == "unknown control request `frobnicate`"
-    assert "unknown control request" in _error_reply(_exchange(endpoint, b"inspect now\n"))
-    assert "newline" in _error_reply(_exchange(endpoint, b"x" * 200_000, half_close=False))
-    assert "newline" in _error_reply(_exchange(endpoint, b"insp"))  # half-closed mid-verb
-    assert "newline" in _error_reply(_exchange(endpoint, b""))  # half-closed at once
-    blank = json.loads(_exchange(endpoint, b"  \n"))  # an empty line means inspect
+    assert "UTF-8" in _error_reply(exchange(endpoint, b"\xff\xfe\x00binary\n"))
+    assert _error_reply(exchange(endpoint, b"frobnicate\n")) == "unknown control request `frobnicate`"
+    assert "unknown control request" in _error_reply(exchange(endpoint, b"inspect now\n"))
+    assert "newline" in _error_reply(exchange(endpoint, b"x" * 200_000, half_close=False))
+    assert "newline" in _error_reply(exchange(endpoint, b"insp"))  # half-closed mid-verb
+    assert "newline" in _error_reply(exchange(endpoint, b""))  # half-closed at once
+    blank = json.loads(exchange(endpoint, b"  \n"))  # an empty line means inspect
     assert blank["run_id"] == "g" and blank["snapshot_version"] == 2
 
     started = time.monotonic()

@@ -4,13 +4,12 @@ framing and verb parser, then a live runner's socket) and the registry record re
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from control_support import cli_json, listed, runs  # noqa: F401
+from control_support import cli_json, exchange, listed, runs  # noqa: F401
 from processkit.control import protocol
 from processkit.registry import records
 from processkit.text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
@@ -142,25 +141,6 @@ def test_what_a_run_writes_reads_back_unchanged(run_id, labels, endpoint):
 
 
 # -- a live runner's socket -------------------------------------------------------------------
-def _send(endpoint: str, payload: bytes) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(endpoint)
-        try:
-            sock.sendall(payload)
-            sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        reply = b""
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                return reply
-            reply += chunk
-        return reply
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -178,7 +158,7 @@ def test_a_live_runner_answers_any_bytes_with_one_line_and_carries_on(fuzz_run, 
             assume(protocol.parse_request(first_line) not in protocol.STOP_VERBS)
         except protocol.ProtocolError:
             pass
-    reply = _send(fuzz_run.endpoint, payload)
+    reply = exchange(fuzz_run.endpoint, payload)
     assert reply.endswith(b"\n") and reply.count(b"\n") == 1, reply[:200]
     document = json.loads(reply)
     assert list(document) == ["error"] or document.get("run_id") == "fuzz"

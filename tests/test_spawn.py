@@ -20,17 +20,6 @@ from streams import one, python_child, require_mechanism, run_checked
 ATTACH_PREFIX = "cannot join the child to the process_group container"
 
 
-@pytest.fixture(params=["native", "python"])
-def spawn_backend(request, monkeypatch):
-    if request.param == "native":
-        try:
-            import processkit._pump  # noqa: F401
-        except ImportError:
-            pytest.skip("the native module is not built")
-    monkeypatch.setenv("PROCESSKIT_SPAWN", request.param)
-    return request.param
-
-
 def status_mask(text: str, field: str) -> int:
     """A signal bit mask (``SigIgn``, ``SigBlk``) from a /proc/<pid>/status text."""
     line = next(line for line in text.splitlines() if line.startswith(field + ":"))
