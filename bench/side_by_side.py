@@ -21,12 +21,18 @@ import subprocess
 import time
 
 
-def measure(argv: list[str]) -> dict:
+def measure(argv: list[str], idle_stdin: bool = False) -> dict:
+    """One run; ``idle_stdin`` gives it a pipe that this script holds open and never writes
+    (the inherited pipe of ADR 0203), else /dev/null."""
+    stdin, writer = os.pipe() if idle_stdin else (subprocess.DEVNULL, None)
     started = time.perf_counter()
     with open(os.devnull, "wb") as sink:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink)
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=sink, stderr=sink)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
+    if writer is not None:
+        os.close(stdin)
+        os.close(writer)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
         "wall": wall,
@@ -51,15 +57,16 @@ def main() -> None:
     parser.add_argument("--b", help="command B, for ratios A/B")
     parser.add_argument("-n", type=int, default=5, help="counted runs of each")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--idle-stdin", action="store_true", help="stdin: a pipe held open and never written")
     args = parser.parse_args()
     commands = [shlex.split(args.a)] + ([shlex.split(args.b)] if args.b else [])
     for _ in range(args.warmup):
         for argv in commands:
-            measure(argv)
+            measure(argv, args.idle_stdin)
     results: list[list[dict]] = [[] for _ in commands]
     for _ in range(args.n):
         for index, argv in enumerate(commands):
-            results[index].append(measure(argv))
+            results[index].append(measure(argv, args.idle_stdin))
     print(summarize("A", results[0]))
     if args.b:
         print(summarize("B", results[1]))
