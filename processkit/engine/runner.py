@@ -8,6 +8,7 @@ exits in the same turn as its deadline is reported as its own exit, and a signal
 from __future__ import annotations
 
 import enum
+import fcntl
 import os
 import signal
 from typing import NamedTuple
@@ -100,8 +101,6 @@ class OutputStream:
         self._settling = None  # the timer that ends a pause after a short read
         os.set_blocking(fd, False)
         try:
-            import fcntl
-
             fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:
             pass  # a smaller pipe only means more wakeups
