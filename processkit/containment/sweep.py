@@ -27,19 +27,16 @@ import os
 import time
 from typing import Iterable
 
+from .members import read_member
+
 PREFIX = "processkit-"
 CREATE_ATTEMPTS = 32
 
 
 def start_time(pid: int) -> str | None:
-    """The process's start time token, or None when no process has that pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()  # comm may hold spaces and parentheses
-    return fields[19].decode() if len(fields) > 19 else None
+    """The process's start time token, or None when no process has that pid (or it is unreadable)."""
+    member = read_member(pid)
+    return member.start_time if member is not None else None
 
 
 def group_name() -> str:

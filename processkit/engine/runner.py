@@ -35,7 +35,6 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 PIPE_SIZE = 1024 * 1024
 SHORT_READ = 64 * 1024  # a read smaller than this means the child writes in small pieces
 SETTLE_SECONDS = 0.002  # ... so let its pipe fill for a moment before the next read
-F_SETPIPE_SZ = 1031
 
 
 class EndingKind(enum.IntEnum):
@@ -101,7 +100,7 @@ class OutputStream:
         self._settling = None  # the timer that ends a pause after a short read
         os.set_blocking(fd, False)
         try:
-            fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:
             pass  # a smaller pipe only means more wakeups
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
@@ -433,9 +432,6 @@ class Run:
         )
         return outcome
 
-    def _grace_ms(self) -> int:
-        return self.spec.grace_ms or 0
-
     def _report_ending(self, ending: Ending) -> Outcome:
         spec = self.spec
         grace = spec.grace_ms
@@ -539,7 +535,7 @@ class Run:
         except OSError:
             sent = False
         drained = loop.run_until(
-            lambda: self._live_members() == [], started + self._grace_ms() / 1000, MEMBER_POLL_SECONDS
+            lambda: self._live_members() == [], started + (self.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS
         )
         after = self._live_members()
         return {
