@@ -1,3 +1,24 @@
-"""processkit: run one command inside a containment boundary, exactly and boundedly."""
+"""processkit: run one command inside a containment boundary, exactly and boundedly.
+
+``processkit.run``, ``start``, ``attach``, ``runs`` and the result types live in
+``processkit.api`` and are loaded on first use: the CLI imports this package on every run and
+must not pay for the API.
+"""
 
 __version__ = "0.1.0"
+
+_API = frozenset(
+    ("CaptureInfo", "ControlError", "RunError", "RunHandle", "RunInfo", "RunResult", "attach", "keywords", "run", "run_async", "runs", "start")
+)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'processkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _API)

@@ -1,0 +1,23 @@
+"""The Python API: ``run``, ``start``, ``attach``, ``runs`` and their results, each run in its own
+``processkit-cli run`` process (see ``launch`` for what that means for the caller)."""
+
+from .control import ControlError
+from .handle import RunHandle, RunInfo, attach, runs, start
+from .launch import run, run_async
+from .options import keywords
+from .result import CaptureInfo, RunError, RunResult
+
+__all__ = [
+    "CaptureInfo",
+    "ControlError",
+    "RunError",
+    "RunHandle",
+    "RunInfo",
+    "RunResult",
+    "attach",
+    "keywords",
+    "run",
+    "run_async",
+    "runs",
+    "start",
+]

@@ -1,0 +1,62 @@
+"""The API's one door to the control plane and the registry.
+
+Every call the API makes to ``processkit.control.client`` and ``processkit.registry`` goes
+through here, so a change of those modules' public functions is absorbed in this file alone.
+A Failure from them becomes a :class:`ControlError` carrying the CLI's exit code and kind.
+"""
+
+from __future__ import annotations
+
+from ..control import client
+from ..errors import Failure, Kind
+from ..registry import scan
+from ..registry.waiting import RunIdWatch
+
+
+class ControlError(RuntimeError):
+    """A control-plane or registry request failed; ``code`` is what the CLI would exit with."""
+
+    def __init__(self, message: str, code: int, kind: str):
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.code, self.kind))
+
+
+def _calling(function, *args):
+    try:
+        return function(*args)
+    except Failure as failure:
+        raise ControlError(failure.message, failure.code, failure.kind.label) from None
+
+
+def inspect(run_id: str) -> dict:
+    """The live run's snapshot (members, mechanism, root pid, ...)."""
+    return _calling(client.request_by_id, run_id, "inspect", client.check_snapshot)
+
+
+def stop(run_id: str, verb: str) -> dict:
+    """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
+    return _calling(client.request_by_id, run_id, verb, client.ack_check(verb))
+
+
+def live_record(run_id: str):
+    """The registry record of the one live run named ``run_id``."""
+    return _calling(client.resolve, run_id).record
+
+
+def entries() -> list[tuple[object, str]]:
+    """Every readable registry record with its health word (live, stale, unprobed)."""
+    view = _calling(scan.read, Kind.REGISTRY)
+    return [(entry.record, entry.health().value) for entry in view.entries]
+
+
+def run_id_watch(run_id: str) -> RunIdWatch:
+    """Polled by ``done()`` until no live record names ``run_id``."""
+    return RunIdWatch(run_id)
+
+
+def watch_done(watch: RunIdWatch) -> bool:
+    return _calling(watch.done)

@@ -1,0 +1,248 @@
+"""``processkit.start``, ``attach`` and ``runs``: a live run held by a handle.
+
+A handle reads the run's events from its JSONL as they are written and acts on the run through
+its control socket, the same plane ``processkit-cli inspect/cancel/kill`` use. A handle from
+``start`` also owns the runner process; one from ``attach`` knows the run only through the
+registry, so it can address runs of this host only (the control plane is per host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+
+from ..events.types import Event, RunStarted
+from . import control
+from .follow import Follower, read_all
+from .launch import Prepared, prepare, stop_runner
+from .result import RunResult, build
+
+POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
+POLL_MOST = 0.02
+ATTACHED_POLL = 0.05
+ATTACHED_SETTLE = 0.5  # a runner unregisters just before writing runner_exit
+
+
+class RunHandle:
+    """A run that is (or was) live. ``events()`` yields every event from the first one, live;
+    ``wait()`` returns the RunResult; leaving a ``with`` block cancels a run still going."""
+
+    def __init__(self, run_id: str, jsonl: str, *, prepared: Prepared | None = None, process: subprocess.Popen | None = None, check: bool = False):
+        self.run_id = run_id
+        self.jsonl = jsonl
+        self._prepared = prepared
+        self._process = process
+        self._check = check
+        self._result: RunResult | None = None
+        self._watch = None if process is not None else control.run_id_watch(run_id)
+
+    def __repr__(self) -> str:
+        state = "finished" if self._result is not None else "live"
+        return f"<RunHandle {self.run_id!r} {state}>"
+
+    @property
+    def pid(self) -> int | None:
+        """The runner's process id (None for an attached run)."""
+        return self._process.pid if self._process is not None else None
+
+    # -- events -----------------------------------------------------------------------------
+    def _follower(self) -> Follower:
+        if self._process is not None:
+            return Follower(self.jsonl, lambda: self._process.poll() is not None)
+        return Follower(self.jsonl, self._attached_gone, settle=ATTACHED_SETTLE)
+
+    def _attached_gone(self) -> bool:
+        return control.watch_done(self._watch)
+
+    def events(self) -> Iterator[Event]:
+        """Every event of the run, from its first, as the runner writes them; ends after
+        ``runner_exit`` or once the runner is gone."""
+        if self._result is not None and self._result.jsonl is None:  # its scratch stream is gone
+            yield from self._result.events
+            return
+        follower = self._follower()
+        pause = POLL_FIRST
+        try:
+            while True:
+                batch = follower.read()
+                yield from batch
+                if follower.done:
+                    return
+                pause = POLL_FIRST if batch else min(pause * 2, self._most_pause())
+                time.sleep(pause)
+        finally:
+            follower.close()
+
+    async def aevents(self) -> AsyncIterator[Event]:
+        """``events()`` as an async iterator: waits on the event loop, never blocks it."""
+        import asyncio
+
+        if self._result is not None and self._result.jsonl is None:
+            for event in self._result.events:
+                yield event
+            return
+        follower = self._follower()
+        pause = POLL_FIRST
+        try:
+            while True:
+                batch = follower.read()
+                for event in batch:
+                    yield event
+                if follower.done:
+                    return
+                pause = POLL_FIRST if batch else min(pause * 2, self._most_pause())
+                await asyncio.sleep(pause)
+        finally:
+            follower.close()
+
+    def _most_pause(self) -> float:
+        return POLL_MOST if self._process is not None else ATTACHED_POLL
+
+    # -- the control plane -----------------------------------------------------------------
+    def inspect(self) -> dict:
+        """The run's live snapshot: mechanism, root pid, members."""
+        return control.inspect(self.run_id)
+
+    def cancel(self) -> dict:
+        """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""
+        return control.stop(self.run_id, "cancel")
+
+    def kill(self) -> dict:
+        """Hard-kill the run's tree; it ends with 109."""
+        return control.stop(self.run_id, "kill")
+
+    # -- the end ----------------------------------------------------------------------------
+    def poll(self) -> RunResult | None:
+        """The result if the run has ended, else None."""
+        if self._result is None and self._ended():
+            return self.wait()
+        return self._result
+
+    def _ended(self) -> bool:
+        if self._process is not None:
+            return self._process.poll() is not None
+        return control.watch_done(self._watch)
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """The run's result once it has ended; raises subprocess.TimeoutExpired after
+        ``timeout`` seconds (the run goes on), and RunError on a non-zero code under check=True."""
+        result = self._finish(timeout)
+        if self._check:
+            result.check_returncode()
+        return result
+
+    async def wait_async(self, timeout: float | None = None) -> RunResult:
+        import asyncio
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = POLL_FIRST
+        while self._result is None and not self._ended():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self._args(), timeout)
+            pause = min(pause * 2, self._most_pause())
+            await asyncio.sleep(pause)
+        return self.wait()
+
+    def _finish(self, timeout: float | None) -> RunResult:
+        if self._result is not None:
+            return self._result
+        if self._process is not None:
+            returncode = self._process.wait(timeout)
+            self._result = self._prepared.finish(returncode)
+            return self._result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not control.watch_done(self._watch):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self._args(), timeout)
+            time.sleep(ATTACHED_POLL)
+        outcome = self._watch.report()  # waits briefly for the runner_exit line itself
+        events = read_all(self.jsonl)
+        self._result = build(self._args(events), outcome["code"], self.run_id, events, jsonl=self.jsonl, diagnostics="")
+        return self._result
+
+    def _args(self, events: list[Event] | None = None) -> list[str] | None:
+        if self._prepared is not None:
+            return self._prepared.args
+        started = next((e for e in events or () if isinstance(e, RunStarted)), None)
+        command = started.command if started is not None and isinstance(started.command, dict) else {}
+        return command.get("argv")
+
+    def close(self) -> RunResult:
+        """Cancel the run if it is still going and wait for its end (no check)."""
+        if self._result is None and not self._ended():
+            try:
+                self.cancel()
+            except control.ControlError:
+                if self._process is None:
+                    raise
+                stop_runner(self._process)  # no control plane: SIGTERM makes the runner cancel
+        return self._finish(None)
+
+    def __enter__(self) -> "RunHandle":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:
+    """Start ``args`` in its own runner and return once its child has started (the run_started
+    event is written) or the run has already ended (a setup or spawn failure: ``wait()`` gives
+    its 1xx result, and raises it under check=True)."""
+    prepared = prepare(args, options, echo=echo, function="start")
+    process = prepared.popen()
+    handle = RunHandle(prepared.spec.run_id, prepared.jsonl, prepared=prepared, process=process, check=check)
+    events = handle.events()
+    try:
+        for event in events:
+            if isinstance(event, RunStarted):
+                return handle
+    except BaseException:
+        stop_runner(process)
+        prepared.cleanup()
+        raise
+    finally:
+        events.close()
+    if check:
+        handle.wait()
+    return handle
+
+
+def attach(run_id: str) -> RunHandle:
+    """A handle on a live run of this host started elsewhere (another process, the CLI); raises
+    ControlError when no live run has this id."""
+    if not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
+    record = control.live_record(run_id)
+    if record.jsonl is None:
+        raise control.ControlError(f"run '{run_id}' names no JSONL stream", 103, "not_found")
+    return RunHandle(run_id, record.jsonl)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """One registry record, as ``processkit-cli list --json`` shows it."""
+
+    run_id: str
+    health: str
+    started_at: str
+    hint: str | None
+    argv_sha256: str | None
+    labels: dict
+    jsonl: str | None
+    capture_dir: str | None
+    endpoint: str | None
+
+
+def runs(labels: dict | None = None) -> list[RunInfo]:
+    """The runs this user's registry holds (live, stale or unprobed), optionally only those
+    carrying every one of ``labels``."""
+    wanted = dict(labels or {})
+    found = []
+    for record, health in control.entries():
+        if record.matches(wanted):
+            fields = {key: value for key, value in record._asdict().items() if key != "lock_file"}
+            found.append(RunInfo(health=health, **fields))
+    return found

@@ -1,0 +1,179 @@
+"""``processkit.run`` and ``run_async``: one runner process per call, and what it leaves behind read back.
+
+Facts about running the runner as a child of the caller's interpreter:
+- Each run is a separate ``processkit-cli run`` process. Signal handlers, the subreaper flag and
+  the containment all belong to that process; the caller's interpreter gets none of them, and
+  the runner gets none of the caller's descriptors beyond 0-2 (``close_fds``).
+- The runner stays in the caller's process group, as a ``subprocess`` child does: a Ctrl-C on
+  the caller's terminal reaches it too, and it cancels its run (107) instead of leaking it.
+- Without ``echo`` the runner's stdout is /dev/null and its stderr (its diagnostics, nothing of
+  the child's) goes to a file: a file never fills up and blocks the runner the way an unread
+  pipe would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ..spec import RunSpec, StdinMode
+from . import options as keyword_options
+from .follow import read_all
+from .result import RunResult, build
+
+DIAGNOSTICS_LIMIT = 64 * 1024
+
+
+def runner_command() -> list[str]:
+    """The console script installed beside this interpreter, else ``python -m processkit``."""
+    global _RUNNER
+    if _RUNNER is None:
+        script = os.path.join(os.path.dirname(sys.executable), "processkit-cli")
+        _RUNNER = [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "processkit"]
+    return _RUNNER
+
+
+_RUNNER: list[str] | None = None
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A validated run that has not started: its command line, where its files go, how its
+    standard streams are wired."""
+
+    args: list[str]
+    command_line: list[str]
+    spec: RunSpec
+    jsonl: str
+    keep_jsonl: bool
+    workdir: str
+    echo: bool
+    _diagnostics: object = None
+
+    def streams(self) -> dict:
+        """The runner's stdin/stdout/stderr for Popen or asyncio."""
+        inherit = self.spec.inherit_stdio
+        stdin = None if self.spec.stdin is StdinMode.INHERIT else subprocess.DEVNULL
+        if inherit or self.echo:
+            return {"stdin": stdin, "stdout": None, "stderr": None}
+        self._diagnostics = open(os.path.join(self.workdir, "runner.stderr"), "wb")
+        return {"stdin": stdin, "stdout": subprocess.DEVNULL, "stderr": self._diagnostics}
+
+    def popen(self) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(self.command_line, close_fds=True, **self.streams())
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def finish(self, returncode: int) -> RunResult:
+        """Read back what the runner left and remove this run's scratch files."""
+        try:
+            events = read_all(self.jsonl)
+            diagnostics = self._read_diagnostics()
+        finally:
+            self.cleanup()
+        return build(
+            self.args,
+            returncode,
+            self.spec.run_id,
+            events,
+            jsonl=self.jsonl if self.keep_jsonl else None,
+            diagnostics=diagnostics,
+        )
+
+    def cleanup(self) -> None:
+        if self._diagnostics is not None:
+            self._diagnostics.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _read_diagnostics(self) -> str:
+        path = os.path.join(self.workdir, "runner.stderr")
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - DIAGNOSTICS_LIMIT))
+                return handle.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+
+def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
+    """Check everything the caller gave (TypeError/ValueError) and lay out the run's files."""
+    command = keyword_options.command_args(args)
+    if not isinstance(echo, bool):
+        raise TypeError(f"echo must be True or False, not {echo!r}")
+    jsonl = options.get("jsonl")
+    extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
+    workdir = tempfile.mkdtemp(prefix="processkit-api-")
+    try:
+        path = os.path.join(workdir, "run.jsonl") if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
+        argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    error_format = [] if echo or spec.inherit_stdio else ["--error-format", "json"]
+    return Prepared(
+        args=command,
+        command_line=runner_command() + error_format + ["run"] + argv,
+        spec=spec,
+        jsonl=path,
+        keep_jsonl=jsonl is not None,
+        workdir=workdir,
+        echo=echo,
+    )
+
+
+def stop_runner(process: subprocess.Popen) -> None:
+    """The caller is leaving (an exception, Ctrl-C): ask the runner to cancel its run, and wait
+    for it, so the run's tree is torn down and nothing is left behind."""
+    if process.poll() is None:
+        try:
+            process.terminate()
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+
+def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
+    """Run ``args`` to completion in its own runner; see the module documentation of processkit.api."""
+    prepared = prepare(args, options, echo=echo, function="run")
+    process = prepared.popen()
+    try:
+        returncode = process.wait()
+    except BaseException:
+        stop_runner(process)
+        prepared.cleanup()
+        raise
+    result = prepared.finish(returncode)
+    if check:
+        result.check_returncode()
+    return result
+
+
+async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
+    """``run`` for asyncio: the runner is awaited, not waited for; cancelling the task cancels the run."""
+    import asyncio
+
+    prepared = prepare(args, options, echo=echo, function="run_async")
+    try:
+        process = await asyncio.create_subprocess_exec(*prepared.command_line, close_fds=True, **prepared.streams())
+    except BaseException:
+        prepared.cleanup()
+        raise
+    try:
+        returncode = await process.wait()
+    except BaseException:
+        if process.returncode is None:
+            process.terminate()
+            await asyncio.shield(process.wait())
+        prepared.cleanup()
+        raise
+    result = prepared.finish(returncode)
+    if check:
+        result.check_returncode()
+    return result

@@ -1,0 +1,148 @@
+"""Keyword arguments -> the ``run`` command line, checked by the CLI's own parser before anything starts.
+
+The keywords are derived from ``processkit.cli.run``'s parser, so every ``run`` flag has one and a
+new flag gets one without touching this module: a switch is a bool, a repeatable flag takes an
+iterable (a ``K=V`` flag also a mapping), a ``DUR`` also a number of seconds, a ``SIZE`` or ``N``
+also an int, ``CORES`` also a number. The resulting argv goes through ``cli.run.parse`` in this
+process, so a bad value is the same one-line message the CLI would print, raised as ValueError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Iterable, Mapping
+
+from ..errors import Failure
+from ..spec import RunSpec
+
+# Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
+RENAMED = {"label": "labels"}
+NOT_KEYWORDS = {
+    "no_echo": "pass echo=False (the default) instead",
+    "detach": "use processkit.start() for a run that outlives the call",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    option: str  # "--timeout"
+    kind: str  # "switch", "repeat" or the metavar of a single value (DUR, SIZE, N, CORES, FILE, ...)
+    metavar: str | None
+
+
+def _flags() -> dict[str, Flag]:
+    """keyword -> Flag, read from the run parser once."""
+    global _FLAGS
+    if _FLAGS is None:
+        from ..cli.run import build_parser
+
+        table = {}
+        for action in build_parser()._actions:
+            long = [o for o in action.option_strings if o.startswith("--")]
+            if not long or action.dest in NOT_KEYWORDS or action.dest == "help":
+                continue
+            if action.nargs == 0:
+                kind = "switch"
+            elif isinstance(action.default, list):
+                kind = "repeat"
+            else:
+                kind = action.metavar or "TEXT"
+            table[RENAMED.get(action.dest, action.dest)] = Flag(long[0], kind, action.metavar)
+        _FLAGS = table
+    return _FLAGS
+
+
+_FLAGS: dict[str, Flag] | None = None
+
+
+def keywords() -> tuple[str, ...]:
+    """Every keyword ``run``/``start`` accept for the runner's flags."""
+    return tuple(_flags())
+
+
+def command_args(args) -> list[str]:
+    """The program and its arguments: a non-empty list or tuple of str, bytes or path objects."""
+    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+        raise TypeError(f"args must be a list of strings (no shell is involved), not {type(args).__name__}")
+    if not args:
+        raise ValueError("args must name a program to run")
+    return [as_text(arg, "args item") for arg in args]
+
+
+def runner_argv(command: list[str], options: dict, *, jsonl: str, function: str, extra: list[str]) -> tuple[list[str], RunSpec]:
+    """The ``run`` argv for ``command`` under ``options`` (plus the ``extra`` flags the API sets
+    itself), and the RunSpec the CLI parses from it.
+
+    The run id is always explicit, so the caller knows it before the runner starts."""
+    table = _flags()
+    argv: list[str] = list(extra)
+    for key, value in options.items():
+        if key in NOT_KEYWORDS:
+            raise TypeError(f"{function}() does not take '{key}': {NOT_KEYWORDS[key]}")
+        flag = table.get(key)
+        if flag is None:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{key}'")
+        if key in ("jsonl", "run_id") or value is None or (value is False and flag.kind == "switch"):
+            continue
+        argv += _flag_argv(key, flag, value)
+    argv += ["--jsonl", jsonl]
+    if options.get("run_id") is not None:
+        argv += ["--run-id", as_text(options["run_id"], "run_id")]
+    from ..cli.run import parse
+
+    try:
+        spec = parse(argv + ["--", *command])
+    except Failure as failure:
+        raise ValueError(failure.message) from None
+    if options.get("run_id") is None:
+        argv += ["--run-id", spec.run_id]
+    return argv + ["--", *command], spec
+
+
+def _flag_argv(key: str, flag: Flag, value) -> list[str]:
+    if flag.kind == "switch":
+        if value is not True:
+            raise TypeError(f"{key} must be True or False, not {value!r}")
+        return [flag.option]
+    if flag.kind == "repeat":
+        return [part for item in _items(key, flag, value) for part in (flag.option, item)]
+    return [flag.option, _single(key, flag.kind, value)]
+
+
+def _items(key: str, flag: Flag, value) -> list[str]:
+    if isinstance(value, Mapping):
+        if flag.metavar != "K=V":
+            raise TypeError(f"{key} takes a list, not a mapping")
+        return [f"{as_text(k, key)}={as_text(v, key)}" for k, v in value.items()]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{key} takes a list{' or a mapping' if flag.metavar == 'K=V' else ''}, not {type(value).__name__}")
+    return [as_text(item, key) for item in value]
+
+
+def _single(key: str, kind: str, value) -> str:
+    if isinstance(value, bool):
+        raise TypeError(f"{key} takes a value, not {value!r}")
+    if kind == "DUR" and isinstance(value, (int, float)):
+        return _seconds(key, value)
+    if kind in ("SIZE", "N") and isinstance(value, int):
+        return str(value)
+    if kind == "CORES" and isinstance(value, (int, float)):
+        return repr(float(value))
+    return as_text(value, key)
+
+
+def _seconds(key: str, value: float) -> str:
+    """A number of seconds as whole milliseconds, the CLI's finest unit."""
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"invalid value {value!r} for '{key}': expected a finite number of seconds, not negative")
+    return f"{round(value * 1000)}ms"
+
+
+def as_text(value, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, os.PathLike)):
+        return os.fsdecode(value)
+    raise TypeError(f"{what} must be a string or a path, not {type(value).__name__}")

@@ -1,0 +1,127 @@
+"""What a finished run gives back: ``subprocess.run``'s shape plus what only a contained run knows.
+
+Everything here is plain data (strings, numbers, dicts and the typed events), so a RunResult
+pickles and travels back from a worker of any executor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+
+from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureInfo:
+    """One captured stream: its file, every byte the child produced, what the file holds, and
+    the SHA-256 of the file's content."""
+
+    stream: str
+    path: str
+    bytes_seen: int
+    bytes_written: int
+    sha256: str
+    truncated: bool
+    write_error: bool
+
+    @classmethod
+    def from_event(cls, stream: str, record: dict) -> "CaptureInfo":
+        return cls(stream, *(record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """A finished run. ``returncode`` is the runner's exit code: the child's own exactly when
+    ``source == "child_exit"``, else a code of the reserved band 100-119 (or, if the runner
+    itself was killed, the negative signal number, as subprocess reports it)."""
+
+    args: list[str] | None
+    returncode: int
+    run_id: str | None
+    source: str | None
+    child_code: int | None
+    stdout_capture: CaptureInfo | None
+    stderr_capture: CaptureInfo | None
+    resources: ResourceSummary | None
+    events: list[Event]
+    jsonl: str | None
+    diagnostics: str = ""  # the runner's own stderr lines, when it was not echoed
+
+    @property
+    def message(self) -> str | None:
+        """The runner's one-line failure message, when it failed and its stderr was collected."""
+        envelope = _envelope(self.diagnostics)
+        return envelope.get("message") if envelope else None
+
+    @property
+    def ending(self) -> Event | None:
+        """The event that ended the run (root_exited, timeout, cancelled, ...), if one did."""
+        return next((event for event in self.events if isinstance(event, ENDING_TYPES)), None)
+
+    @property
+    def mechanism(self) -> str | None:
+        started = next((event for event in self.events if isinstance(event, RunStarted)), None)
+        return started.mechanism if started else None
+
+    def check_returncode(self) -> None:
+        if self.returncode != 0:
+            raise RunError(self)
+
+
+class RunError(subprocess.CalledProcessError):
+    """A run that did not exit 0 (raised by ``check=True`` or ``check_returncode()``)."""
+
+    def __init__(self, result: RunResult):
+        super().__init__(result.returncode, result.args, stderr=result.diagnostics or None)
+        self.result = result
+
+    def __reduce__(self):
+        return (type(self), (self.result,))
+
+    def __str__(self) -> str:
+        text = f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
+        message = self.result.message
+        return f"{text}: {message}" if message else text
+
+
+def build(args, returncode: int, run_id: str | None, events: list[Event], *, jsonl: str | None, diagnostics: str) -> RunResult:
+    """The result of a run from its exit status and its event stream."""
+    last = {}
+    for event in events:
+        last[type(event)] = event
+    runner_exit = last.get(RunnerExit)
+    captured = last.get(OutputCaptured)
+    source = runner_exit.source if runner_exit else None
+    if source is None and returncode >= 0:
+        source = (_envelope(diagnostics) or {}).get("kind")
+    started = last.get(RunStarted)
+    if run_id is None and started is not None:
+        run_id = started.run_id
+    return RunResult(
+        args=args,
+        returncode=returncode,
+        run_id=run_id,
+        source=source,
+        child_code=runner_exit.child_code if runner_exit else None,
+        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout) if captured and isinstance(captured.stdout, dict) else None,
+        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr) if captured and isinstance(captured.stderr, dict) else None,
+        resources=last.get(ResourceSummary),
+        events=events,
+        jsonl=jsonl,
+        diagnostics=diagnostics,
+    )
+
+
+def _envelope(diagnostics: str) -> dict | None:
+    """The runner's JSON error envelope (``--error-format json``) in its stderr, if any."""
+    for line in reversed(diagnostics.splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and value.get("error_version") == 1:
+                return value
+    return None
