@@ -150,7 +150,7 @@ class RunHandle:
             return self._result
         if self._process is not None:
             returncode = self._process.wait(timeout)
-            self._result = self._prepared.finish(returncode)
+            self._result = self._prepared.finish(returncode, self._process.pid)
             return self._result
         deadline = None if timeout is None else time.monotonic() + timeout
         while not control.watch_done(self._watch):

@@ -70,7 +70,7 @@ class Prepared:
             self.cleanup()
             raise
 
-    def finish(self, returncode: int) -> RunResult:
+    def finish(self, returncode: int, runner_pid: int) -> RunResult:
         """Read back what the runner left and remove this run's scratch files."""
         try:
             events = read_all(self.jsonl)
@@ -84,6 +84,7 @@ class Prepared:
             events,
             jsonl=self.jsonl if self.keep_jsonl else None,
             diagnostics=diagnostics,
+            runner_pid=runner_pid,
         )
 
     def cleanup(self) -> None:
@@ -149,7 +150,7 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
         stop_runner(process)
         prepared.cleanup()
         raise
-    result = prepared.finish(returncode)
+    result = prepared.finish(returncode, process.pid)
     if check:
         result.check_returncode()
     return result
@@ -173,7 +174,7 @@ async def run_async(args, *, check: bool = False, echo: bool = False, **options)
             await asyncio.shield(process.wait())
         prepared.cleanup()
         raise
-    result = prepared.finish(returncode)
+    result = prepared.finish(returncode, process.pid)
     if check:
         result.check_returncode()
     return result

@@ -47,6 +47,7 @@ class RunResult:
     resources: ResourceSummary | None
     events: list[Event]
     jsonl: str | None
+    runner_pid: int | None = None  # None for a run this process did not start
     diagnostics: str = ""  # the runner's own stderr lines, when it was not echoed
 
     @property
@@ -86,7 +87,9 @@ class RunError(subprocess.CalledProcessError):
         return f"{text}: {message}" if message else text
 
 
-def build(args, returncode: int, run_id: str | None, events: list[Event], *, jsonl: str | None, diagnostics: str) -> RunResult:
+def build(
+    args, returncode: int, run_id: str | None, events: list[Event], *, jsonl: str | None, diagnostics: str, runner_pid: int | None = None
+) -> RunResult:
     """The result of a run from its exit status and its event stream."""
     last = {}
     for event in events:
@@ -110,6 +113,7 @@ def build(args, returncode: int, run_id: str | None, events: list[Event], *, jso
         resources=last.get(ResourceSummary),
         events=events,
         jsonl=jsonl,
+        runner_pid=runner_pid,
         diagnostics=diagnostics,
     )
 

@@ -1,0 +1,130 @@
+"""processkit.start / attach / runs: a handle's live events, the control plane, the context manager."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import pytest
+
+import processkit
+from processkit.events.types import Cancelled, Killed, MembersSnapshot, RunnerExit, RunStarted
+from conftest import pid_alive, start_cli, wait_for_event
+
+
+def test_start_returns_once_the_child_runs_and_events_stream_live():
+    """Interval snapshots arrive while the child runs; cancelling from inside the loop ends the
+    same stream with cancelled and runner_exit 108."""
+    handle = processkit.start(["sleep", "30"], snapshot_interval="50ms", grace="2s")
+    seen = []
+    for event in handle.events():
+        seen.append(event)
+        if isinstance(event, MembersSnapshot) and sum(getattr(e, "reason", None) == "interval" for e in seen) == 2:
+            handle.cancel()
+    assert isinstance(seen[0], RunStarted) and seen[0].run_id == handle.run_id
+    assert pid_alive(seen[0].root_pid) is False
+    assert isinstance(seen[-1], RunnerExit) and seen[-1].code == 108 and seen[-1].source == "control_cancel"
+    assert any(isinstance(e, Cancelled) and e.source == "control_cancel" for e in seen)
+    result = handle.wait()
+    assert (result.returncode, result.source) == (108, "control_cancel")
+    assert [e.event for e in result.events] == [e.event for e in seen]
+    assert list(handle.events()) == result.events  # replayed once the scratch stream is gone
+
+
+def test_inspect_then_kill():
+    with processkit.start(["sleep", "30"]) as handle:
+        started = next(iter(handle.events()))
+        snapshot = handle.inspect()
+        assert snapshot["run_id"] == handle.run_id and snapshot["root_pid"] == started.root_pid
+        assert started.root_pid in [member["pid"] for member in snapshot["members"]] or snapshot["members"] == []
+        ack = handle.kill()
+        assert ack["accepted"] is True
+        result = handle.wait(timeout=10)
+    assert (result.returncode, result.source) == (109, "control_kill")
+    assert isinstance(result.ending, Killed)
+    assert not pid_alive(started.root_pid)
+
+
+def test_context_manager_cancels_a_run_still_going(isolated_registry):
+    with processkit.start(["sleep", "30"], grace=0) as handle:
+        root = next(iter(handle.events())).root_pid
+        assert pid_alive(root)
+    result = handle.poll()
+    assert (result.returncode, result.source) == (108, "control_cancel")
+    assert not pid_alive(root)
+    assert [name for name in isolated_registry.iterdir() if name.suffix == ".json"] == []
+
+
+def test_context_manager_cancels_when_the_body_raises():
+    with pytest.raises(RuntimeError):
+        with processkit.start(["sleep", "30"], grace=0) as handle:
+            raise RuntimeError("the caller failed")
+    assert handle.poll().returncode == 108
+
+
+def test_wait_timeout_leaves_the_run_going():
+    with processkit.start(["sleep", "30"]) as handle:
+        with pytest.raises(subprocess.TimeoutExpired):
+            handle.wait(timeout=0.1)
+        assert handle.poll() is None
+        assert handle.inspect()["run_id"] == handle.run_id
+
+
+def test_start_of_a_run_that_cannot_spawn():
+    handle = processkit.start(["/nonexistent/program"])
+    assert handle.wait().returncode == 101
+    with pytest.raises(processkit.RunError) as caught:
+        processkit.start(["/nonexistent/program"], check=True)
+    assert caught.value.returncode == 101
+
+
+def test_runs_lists_the_registry_with_label_filter():
+    with processkit.start(["sleep", "30"], labels={"team": "a"}, run_id="api-listed") as first:
+        with processkit.start(["sleep", "30"], labels={"team": "b"}):
+            listed = processkit.runs()
+            assert len(listed) == 2 and {info.health for info in listed} == {"live"}
+            (only,) = processkit.runs(labels={"team": "a"})
+            assert (only.run_id, only.labels, only.jsonl) == ("api-listed", {"team": "a"}, first.jsonl)
+    assert processkit.runs() == []
+
+
+def test_attach_to_a_run_started_by_the_cli(tmp_path):
+    jsonl = tmp_path / "cli.jsonl"
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "api-attached", "--no-echo", "--", "sleep", "30")
+    try:
+        wait_for_event(jsonl, "run_started")
+        handle = processkit.attach("api-attached")
+        assert handle.pid is None and handle.inspect()["run_id"] == "api-attached"
+        names = []
+        for event in handle.events():
+            names.append(event.event)
+            if names == ["run_started", "members_snapshot"]:
+                handle.cancel()
+        assert names[0] == "run_started" and names[-1] == "runner_exit" and "cancelled" in names
+        result = handle.wait(timeout=10)
+        assert (result.returncode, result.source, result.jsonl) == (108, "control_cancel", str(jsonl))
+        assert runner.wait(timeout=10) == 108
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+def test_attach_to_nothing_is_a_control_error():
+    with pytest.raises(processkit.ControlError) as caught:
+        processkit.attach("no-such-run")
+    assert caught.value.code == 103 and caught.value.kind == "not_found"
+    with pytest.raises(TypeError):
+        processkit.attach(42)
+
+
+def test_async_event_iterator_and_wait_async():
+    async def main():
+        handle = processkit.start(["sh", "-c", "sleep 0.2; exit 5"])
+        names = [event.event async for event in handle.aevents()]
+        result = await handle.wait_async(timeout=10)
+        return names, result
+
+    names, result = asyncio.run(main())
+    assert names[0] == "run_started" and names[-1] == "runner_exit" and "root_exited" in names
+    assert result.returncode == 5

@@ -1,0 +1,46 @@
+"""processkit.events.types: one class per schema event, fields in schema order, lenient reading,
+and writing back the very object that was read."""
+
+from __future__ import annotations
+
+import json
+
+import processkit
+from processkit.events.types import ENVELOPE, EVENT_TYPES, RunnerExit, UnknownEvent, from_json
+from processkit.events.validate import load_event_schema, validate_event
+
+
+def test_one_class_per_schema_event_with_fields_in_schema_order():
+    document = load_event_schema()
+    names = [ref["$ref"].rsplit("/", 1)[1] for ref in document["oneOf"]]
+    assert list(EVENT_TYPES) == names
+    for name in names:
+        properties = [key for key in document["$defs"][name]["properties"] if key not in ENVELOPE]
+        assert EVENT_TYPES[name].field_names() == tuple(properties), name
+
+
+def test_a_real_stream_reads_and_writes_back_byte_for_byte(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    processkit.run(["sh", "-c", "echo x; exit 1"], jsonl=jsonl, capture_dir=tmp_path / "cap", snapshot_interval="1s")
+    for line in jsonl.read_text().splitlines():
+        record = json.loads(line)
+        event = from_json(record)
+        assert type(event) is EVENT_TYPES[record["event"]]
+        assert list(event.to_json().items()) == list(record.items())
+
+
+def test_unknown_fields_and_types_are_kept():
+    newer = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "runner_exit", "code": 0, "source": "child_exit", "child_code": 0, "extra_info": [1]}
+    event = from_json(newer)
+    assert isinstance(event, RunnerExit) and event.extra == {"extra_info": [1]} and event.to_json() == newer
+    future = {"schema_version": 2, "time": "2026-01-01T00:00:00.000Z", "event": "gpu_sampled", "watts": 300}
+    unknown = from_json(future)
+    assert isinstance(unknown, UnknownEvent) and unknown.event == "gpu_sampled" and unknown.extra == {"watts": 300}
+    assert unknown.to_json() == future
+    assert isinstance(from_json({"no": "event"}), UnknownEvent)
+
+
+def test_built_events_are_stamped_and_validate():
+    record = RunnerExit(code=3, source="child_exit", child_code=3).to_json()
+    assert list(record) == ["schema_version", "time", "event", "code", "source", "child_code"]
+    assert validate_event(record) == []
