@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from .follow import read_all
 from .result import RunResult, build
 
 DIAGNOSTICS_LIMIT = 64 * 1024
+SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
 
 
 def runner_command() -> list[str]:
@@ -42,25 +42,26 @@ _RUNNER: list[str] | None = None
 
 @dataclasses.dataclass
 class Prepared:
-    """A validated run that has not started: its command line, where its files go, how its
-    standard streams are wired."""
+    """A validated run that has not started: its command line, where its events go, how its
+    standard streams are wired, and the scratch files this call must remove."""
 
     args: list[str]
     command_line: list[str]
     spec: RunSpec
     jsonl: str
     keep_jsonl: bool
-    workdir: str
     echo: bool
+    scratch: list[str] = dataclasses.field(default_factory=list)
     _diagnostics: object = None
 
     def streams(self) -> dict:
         """The runner's stdin/stdout/stderr for Popen or asyncio."""
-        inherit = self.spec.inherit_stdio
         stdin = None if self.spec.stdin is StdinMode.INHERIT else subprocess.DEVNULL
-        if inherit or self.echo:
+        if self.spec.inherit_stdio or self.echo:
             return {"stdin": stdin, "stdout": None, "stderr": None}
-        self._diagnostics = open(os.path.join(self.workdir, "runner.stderr"), "wb")
+        fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=".stderr")
+        self.scratch.append(path)
+        self._diagnostics = os.fdopen(fd, "w+b")
         return {"stdin": stdin, "stdout": subprocess.DEVNULL, "stderr": self._diagnostics}
 
     def popen(self) -> subprocess.Popen:
@@ -90,33 +91,38 @@ class Prepared:
     def cleanup(self) -> None:
         if self._diagnostics is not None:
             self._diagnostics.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+            self._diagnostics = None
+        for path in self.scratch:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.scratch.clear()
 
     def _read_diagnostics(self) -> str:
-        path = os.path.join(self.workdir, "runner.stderr")
-        try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                handle.seek(max(0, size - DIAGNOSTICS_LIMIT))
-                return handle.read().decode("utf-8", "replace")
-        except FileNotFoundError:
+        if self._diagnostics is None:
             return ""
+        handle = self._diagnostics
+        size = os.fstat(handle.fileno()).st_size
+        handle.seek(max(0, size - DIAGNOSTICS_LIMIT))
+        return handle.read().decode("utf-8", "replace")
 
 
 def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
-    """Check everything the caller gave (TypeError/ValueError) and lay out the run's files."""
+    """Check everything the caller gave (TypeError/ValueError) before any file is made."""
     command = keyword_options.command_args(args)
     if not isinstance(echo, bool):
         raise TypeError(f"echo must be True or False, not {echo!r}")
     jsonl = options.get("jsonl")
     extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
-    workdir = tempfile.mkdtemp(prefix="processkit-api-")
-    try:
-        path = os.path.join(workdir, "run.jsonl") if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
-        argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
+    path = SCRATCH_JSONL if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
+    argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
+    scratch = []
+    if jsonl is None:  # the runner truncates and writes the file this call owns
+        fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=".jsonl")
+        os.close(fd)
+        scratch.append(path)
+        argv[argv.index(SCRATCH_JSONL)] = path
     error_format = [] if echo or spec.inherit_stdio else ["--error-format", "json"]
     return Prepared(
         args=command,
@@ -124,8 +130,8 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         spec=spec,
         jsonl=path,
         keep_jsonl=jsonl is not None,
-        workdir=workdir,
         echo=echo,
+        scratch=scratch,
     )
 
 

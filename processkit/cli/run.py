@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -20,6 +21,7 @@ CONFLICTS = (
 REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow")
 
 
+@functools.cache  # parsers are reusable; the Python API parses once per call
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli run",
