@@ -4,7 +4,9 @@ Three ways to run ``true``, interleaved round by round so load from elsewhere hi
 ``subprocess.run(["true"])`` (no runner at all), ``processkit-cli run`` started as a process with
 the flags the API passes (the CLI's own start-up and run), and ``processkit.run(["true"])`` (the
 same runner plus the API's checking, scratch files and reading back of the events). Reports the
-medians and the median of the per-round difference API - CLI, the API's own cost.
+medians and the median of the per-round difference API - CLI, the API's own cost; and the CPU
+time spent in this process alone per call (``RUSAGE_SELF``: the launching and reading back,
+not the runner), which load from elsewhere hardly moves.
 
     python3 bench/api_overhead.py -n 41
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -22,10 +25,16 @@ import processkit
 from processkit.api.launch import runner_command
 
 
-def timed(call) -> float:
-    started = time.perf_counter()
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(call) -> tuple[float, float]:
+    """Wall time of the call, and the CPU time this process spent on it."""
+    cpu, started = own_cpu(), time.perf_counter()
     call()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, own_cpu() - cpu
 
 
 def main() -> None:
@@ -44,17 +53,21 @@ def main() -> None:
     for _ in range(args.warmup):
         for call in ways.values():
             call()
-    samples: dict[str, list[float]] = {name: [] for name in ways}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     for _ in range(args.n):
         for name, call in ways.items():
             samples[name].append(timed(call))
     names = list(ways)
-    extra = [api - cli for cli, api in zip(samples[names[1]], samples[names[2]])]
+    extra = [api[0] - cli[0] for cli, api in zip(samples[names[1]], samples[names[2]])]
     print(f"{args.n} interleaved rounds, load average {os.getloadavg()[0]:.1f}")
     for name in names:
-        values = sorted(samples[name])
-        print(f"  {name:40s} median {statistics.median(values) * 1000:7.1f} ms   p90 {values[int(len(values) * 0.9)] * 1000:7.1f} ms")
-    print(f"  API over the CLI, median of per-round differences: {statistics.median(extra) * 1000:+.1f} ms")
+        walls = sorted(wall for wall, _ in samples[name])
+        cpu = statistics.median(cpu for _, cpu in samples[name])
+        print(
+            f"  {name:38s} wall median {statistics.median(walls) * 1000:7.1f} ms, p90 {walls[int(len(walls) * 0.9)] * 1000:7.1f} ms;"
+            f" this process's CPU median {cpu * 1000:5.2f} ms"
+        )
+    print(f"  API over the CLI, median of per-round wall differences: {statistics.median(extra) * 1000:+.1f} ms")
     os.remove(jsonl)
     os.rmdir(scratch)
 
