@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 SCHEMA_VERSION = 1
 ENVELOPE = ("schema_version", "time", "event")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,10 @@ class Event:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """The type's own fields, in the order the schema lists them (envelope excluded)."""
-        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("schema_version", "time", "extra"))
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("schema_version", "time", "extra"))
+        return names
 
     @property
     def event(self) -> str:
