@@ -59,41 +59,36 @@ class RunHandle:
     def events(self) -> Iterator[Event]:
         """Every event of the run, from its first, as the runner writes them; ends after
         ``runner_exit`` or once the runner is gone."""
-        if self._result is not None and self._result.jsonl is None:  # its scratch stream is gone
-            yield from self._result.events
-            return
-        follower = self._follower()
-        pause = POLL_FIRST
-        try:
-            while True:
-                batch = follower.read()
-                yield from batch
-                if follower.done:
-                    return
-                pause = POLL_FIRST if batch else min(pause * 2, self._most_pause())
-                time.sleep(pause)
-        finally:
-            follower.close()
+        for batch, pause in self._batches():
+            yield from batch
+            time.sleep(pause)
 
     async def aevents(self) -> AsyncIterator[Event]:
         """``events()`` as an async iterator: waits on the event loop, never blocks it."""
         import asyncio
 
-        if self._result is not None and self._result.jsonl is None:
-            for event in self._result.events:
+        for batch, pause in self._batches():
+            for event in batch:
                 yield event
+            await asyncio.sleep(pause)
+
+    def _batches(self) -> Iterator[tuple[list[Event], float]]:
+        """The stream in batches, each with how long to pause before asking for the next; the
+        caller does the pausing, its own way. A finished run whose scratch stream is gone is
+        replayed from its result."""
+        if self._result is not None and self._result.jsonl is None:
+            yield self._result.events, 0
             return
         follower = self._follower()
         pause = POLL_FIRST
         try:
             while True:
                 batch = follower.read()
-                for event in batch:
-                    yield event
                 if follower.done:
+                    yield batch, 0
                     return
                 pause = POLL_FIRST if batch else min(pause * 2, self._most_pause())
-                await asyncio.sleep(pause)
+                yield batch, pause
         finally:
             follower.close()
 

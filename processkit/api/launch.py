@@ -146,6 +146,12 @@ def stop_runner(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def _concluded(result: RunResult, check: bool) -> RunResult:
+    if check:
+        result.check_returncode()
+    return result
+
+
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in its own runner; see the module documentation of processkit.api."""
     prepared = prepare(args, options, echo=echo, function="run")
@@ -156,10 +162,7 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
         stop_runner(process)
         prepared.cleanup()
         raise
-    result = prepared.finish(returncode, process.pid)
-    if check:
-        result.check_returncode()
-    return result
+    return _concluded(prepared.finish(returncode, process.pid), check)
 
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
@@ -180,7 +183,4 @@ async def run_async(args, *, check: bool = False, echo: bool = False, **options)
             await asyncio.shield(process.wait())
         prepared.cleanup()
         raise
-    result = prepared.finish(returncode, process.pid)
-    if check:
-        result.check_returncode()
-    return result
+    return _concluded(prepared.finish(returncode, process.pid), check)
