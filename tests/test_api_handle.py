@@ -62,6 +62,19 @@ def test_context_manager_cancels_when_the_body_raises():
     assert handle.poll().returncode == 108
 
 
+def test_a_dropped_handle_leaves_no_scratch_files(tmp_path, monkeypatch):
+    import gc
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    handle = processkit.start(["true"])
+    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".jsonl", ".stderr"]
+    handle._process.wait()
+    del handle
+    gc.collect()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_wait_timeout_leaves_the_run_going():
     with processkit.start(["sleep", "30"]) as handle:
         with pytest.raises(subprocess.TimeoutExpired):
@@ -73,6 +86,9 @@ def test_wait_timeout_leaves_the_run_going():
 def test_start_of_a_run_that_cannot_spawn():
     handle = processkit.start(["/nonexistent/program"])
     assert handle.wait().returncode == 101
+    with pytest.raises(processkit.ControlError) as gone:
+        handle.inspect()
+    assert gone.value.code == 103
     with pytest.raises(processkit.RunError) as caught:
         processkit.start(["/nonexistent/program"], check=True)
     assert caught.value.returncode == 101

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 
 from ..events.types import Event, RunStarted
@@ -37,6 +38,8 @@ class RunHandle:
         self._check = check
         self._result: RunResult | None = None
         self._watch = None if process is not None else control.run_id_watch(run_id)
+        if prepared is not None:  # a handle dropped without wait(): its scratch files still go
+            weakref.finalize(self, prepared.cleanup)
 
     def __repr__(self) -> str:
         state = "finished" if self._result is not None else "live"
