@@ -184,3 +184,19 @@ def test_run_async_and_cancelling_its_task(isolated_registry):
     result = asyncio.run(main())
     assert (result.returncode, result.source) == (4, "child_exit")
     assert [name for name in os.listdir(isolated_registry) if name.endswith(".json")] == []
+
+
+def test_numbers_become_the_clis_spellings():
+    from processkit.api.options import runner_argv
+
+    argv, spec = runner_argv(
+        ["true"],
+        {"timeout": 1.5, "grace": 0, "max_memory": 64 << 20, "max_processes": 8, "cpu_quota": 0.5, "env_clear": True, "inherit_stdin": False},
+        jsonl="x.jsonl",
+        function="run",
+        extra=[],
+    )
+    assert argv[:10] == ["--timeout", "1500ms", "--grace", "0ms", "--max-memory", str(64 << 20), "--max-processes", "8", "--cpu-quota", "0.5"]
+    assert "--env-clear" in argv and "--inherit-stdin" not in argv and argv[-2:] == ["--", "true"]
+    assert (spec.timeout_ms, spec.grace_ms, spec.limits.max_memory, spec.limits.cpu_quota) == (1500, 0, 64 << 20, 0.5)
+    assert argv[argv.index("--run-id") + 1] == spec.run_id
