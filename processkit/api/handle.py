@@ -52,12 +52,7 @@ class RunHandle:
 
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
-        if self._process is not None:
-            return Follower(self.jsonl, lambda: self._process.poll() is not None)
-        return Follower(self.jsonl, self._attached_gone, settle=ATTACHED_SETTLE)
-
-    def _attached_gone(self) -> bool:
-        return control.watch_done(self._watch)
+        return Follower(self.jsonl, self._ended, settle=0 if self._process is not None else ATTACHED_SETTLE)
 
     def events(self) -> Iterator[Event]:
         """Every event of the run, from its first, as the runner writes them; ends after
