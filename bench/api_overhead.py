@@ -4,9 +4,10 @@ Three ways to run ``true``, interleaved round by round so load from elsewhere hi
 ``subprocess.run(["true"])`` (no runner at all), ``processkit-cli run`` started as a process with
 the flags the API passes (the CLI's own start-up and run), and ``processkit.run(["true"])`` (the
 same runner plus the API's checking, scratch files and reading back of the events). Reports the
-medians and the median of the per-round difference API - CLI, the API's own cost; and the CPU
-time spent in this process alone per call (``RUSAGE_SELF``: the launching and reading back,
-not the runner), which load from elsewhere hardly moves.
+medians and the median of the per-round difference API - CLI, the API's own cost; and CPU
+times, which load from elsewhere hardly moves: this process's own per call (``RUSAGE_SELF``:
+the launching and reading back, not the runner) and the total with the runner and its child
+(``RUSAGE_CHILDREN`` added).
 
     python3 bench/api_overhead.py -n 41
 """
@@ -25,16 +26,21 @@ import processkit
 from processkit.api.launch import runner_command
 
 
-def own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def cpu_times() -> tuple[float, float]:
+    """CPU seconds of this process, and of it plus its waited-for descendants."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    mine = own.ru_utime + own.ru_stime
+    return mine, mine + children.ru_utime + children.ru_stime
 
 
-def timed(call) -> tuple[float, float]:
-    """Wall time of the call, and the CPU time this process spent on it."""
-    cpu, started = own_cpu(), time.perf_counter()
+def timed(call) -> tuple[float, float, float]:
+    """Wall time of the call, the CPU time this process spent on it, and the CPU time of all."""
+    (own, total), started = cpu_times(), time.perf_counter()
     call()
-    return time.perf_counter() - started, own_cpu() - cpu
+    wall = time.perf_counter() - started
+    own_after, total_after = cpu_times()
+    return wall, own_after - own, total_after - total
 
 
 def main() -> None:
@@ -53,21 +59,22 @@ def main() -> None:
     for _ in range(args.warmup):
         for call in ways.values():
             call()
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ways}
     for _ in range(args.n):
         for name, call in ways.items():
             samples[name].append(timed(call))
     names = list(ways)
-    extra = [api[0] - cli[0] for cli, api in zip(samples[names[1]], samples[names[2]])]
     print(f"{args.n} interleaved rounds, load average {os.getloadavg()[0]:.1f}")
     for name in names:
-        walls = sorted(wall for wall, _ in samples[name])
-        cpu = statistics.median(cpu for _, cpu in samples[name])
+        walls = sorted(sample[0] for sample in samples[name])
+        own, total = (statistics.median(sample[k] for sample in samples[name]) for k in (1, 2))
         print(
             f"  {name:38s} wall median {statistics.median(walls) * 1000:7.1f} ms, p90 {walls[int(len(walls) * 0.9)] * 1000:7.1f} ms;"
-            f" this process's CPU median {cpu * 1000:5.2f} ms"
+            f" CPU median: this process {own * 1000:5.2f} ms, with the runner {total * 1000:6.2f} ms"
         )
-    print(f"  API over the CLI, median of per-round wall differences: {statistics.median(extra) * 1000:+.1f} ms")
+    for k, what in ((0, "wall"), (2, "total CPU")):
+        extra = [api[k] - cli[k] for cli, api in zip(samples[names[1]], samples[names[2]])]
+        print(f"  API over the CLI, median of per-round {what} differences: {statistics.median(extra) * 1000:+.1f} ms")
     os.remove(jsonl)
     os.rmdir(scratch)
 
