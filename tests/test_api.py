@@ -200,3 +200,19 @@ def test_numbers_become_the_clis_spellings():
     assert "--env-clear" in argv and "--inherit-stdin" not in argv and argv[-2:] == ["--", "true"]
     assert (spec.timeout_ms, spec.grace_ms, spec.limits.max_memory, spec.limits.cpu_quota) == (1500, 0, 64 << 20, 0.5)
     assert argv[argv.index("--run-id") + 1] == spec.run_id
+
+
+def test_inherit_stdio_hands_the_callers_streams_to_the_child():
+    script = "import processkit; r = processkit.run(['sh', '-c', 'echo direct; echo direct-err >&2'], inherit_stdio=True); print(r.returncode)"
+    shown = subprocess.run([PY, "-c", script], capture_output=True, timeout=30)
+    assert (shown.stdout, shown.stderr) == (b"direct\n0\n", b"direct-err\n")
+
+
+def test_concurrent_calls_from_threads(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda i: processkit.run(["sh", "-c", f"printf {i}; exit {i}"], capture_dir=tmp_path / str(i)), range(6)))
+    assert [r.returncode for r in results] == list(range(6))
+    assert len({r.run_id for r in results}) == 6
+    assert all((tmp_path / str(i) / "stdout.log").read_text() == str(i) for i in range(6))
