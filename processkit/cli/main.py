@@ -44,7 +44,7 @@ def _usage_text() -> str:
     lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in COMMANDS.items()]
     lines += ["", "exit codes (the child's own code otherwise, 128+N for a death by signal N):"]
     lines += [f"  {code}  {', '.join(labels)}" for code, labels in exit_codes().items()]
-    lines += ["", "Run 'processkit-cli <command> --help' for a command's options."]
+    lines += ["", "Run 'processkit-cli <command> --help' for a command's options, 'processkit-cli --version' for the version."]
     return "\n".join(lines) + "\n"
 
 

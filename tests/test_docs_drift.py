@@ -1,0 +1,326 @@
+"""Drift: every fact the README, docs/ and the agent skill state about the CLI's surface is held
+to what the installed binary reports about itself: ``probe --json`` (subcommands, flags,
+schema version, exit band), ``--help`` (the exit-code table, the options a parser prints).
+No list of flags or codes is kept here; the prose is read, the binary is asked.
+
+What counts as a stated fact:
+- a command line in code (``processkit-cli SUB ... --flag``): SUB is a subcommand, every flag
+  before a bare ``--`` is one SUB takes, every ``--require-surface TOKEN`` names a real token;
+- a backticked flag in prose (`` `--no-echo` ``, `` `wait --timeout` ``): some subcommand (the
+  one named, if any) takes it;
+- an exit code written ``exit NNN``, ``(NNN)``, in a table row ``| NNN | meaning |`` or a list
+  ``(NNN meaning, NNN meaning, ...)``: a code the binary has, and the meaning one of its kinds;
+- a band ``NNN-NNN``, a ``schema_version`` number: the binary's;
+- a Python API call in a python block: the function exists and takes those keywords.
+
+A section that starts with ``<!-- extension: TOKEN -->`` (a surface token, or
+``python:module.attr``) describes a feature another branch is adding: its facts are checked as
+soon as the binary reports TOKEN, and listed as pending (a skip) until then.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from control_support import json_out
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md")), *sorted(ROOT.glob("skills/*/SKILL.md"))]
+SKILL = ROOT / "skills" / "using-processkit-cli" / "SKILL.md"
+
+FENCE = re.compile(r"^```(\w*)\s*$")
+HEADING = re.compile(r"^#{1,6} ")
+MARKER = re.compile(r"<!--\s*extension:\s*(\S+)\s*-->")
+INLINE = re.compile(r"`([^`\n]+)`")
+INVOCATION = re.compile(r"(?<![\w-])processkit-cli[ \t]+(.*)")
+SHELL_STOPS = {"--", "|", "||", "&&", ";", ">", "<", "2>&1"}
+FLAG = re.compile(r"--?[A-Za-z][\w-]*\*?")
+BAND = re.compile(r"\b(1\d\d)\s*(?:-|–|—)\s*(1\d\d)\b")
+SCHEMA_VERSION = re.compile(r"schema[_-]version[`'\"]?\s*[:=]?\s*(?:is\s+)?`?(\d+)")
+CODE_MENTION = re.compile(r"\bexit(?:s|ed)?(?: code| status| with)? `?(1\d\d)\b|\((1\d\d)\)")
+TABLE_ROW = re.compile(r"^\|\s*`?(1\d\d)`?\s*\|\s*([^|]+)\|", re.M)
+LIST = re.compile(r"\(((?:1\d\d [a-z][a-z ]*, )+1\d\d [a-z][a-z ]*)\)")
+LIST_ITEM = re.compile(r"(1\d\d) ([a-z][a-z ]*)")
+
+
+@dataclass
+class Section:
+    """A stretch of one document between headings; ``requires`` is its extension marker."""
+
+    doc: str
+    requires: str | None
+    prose: list[str]
+    fences: list[tuple[str, str]]  # (language, text with line continuations joined)
+
+    def spans(self) -> list[str]:
+        return [span for line in self.prose for span in INLINE.findall(line)]
+
+    def prose_text(self) -> str:
+        """The prose with inline code unwrapped, whitespace collapsed (facts wrap lines)."""
+        return " ".join(" ".join(self.prose).split())
+
+    def code_lines(self) -> list[str]:
+        return [line for _, text in self.fences for line in text.splitlines()] + self.spans()
+
+
+def sections(path: Path) -> list[Section]:
+    name = str(path.relative_to(ROOT))
+    found = [Section(name, None, [], [])]
+    fence_language, fence_lines = None, []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if fence_language is not None:
+            if FENCE.match(line):
+                found[-1].fences.append((fence_language, "\n".join(fence_lines).replace("\\\n", " ")))
+                fence_language, fence_lines = None, []
+            else:
+                fence_lines.append(line)
+            continue
+        if (opening := FENCE.match(line)) is not None:
+            fence_language = opening[1]
+        elif HEADING.match(line):
+            found.append(Section(name, None, [], []))
+        elif (marker := MARKER.search(line)) is not None:
+            found[-1].requires = marker[1]
+        else:
+            found[-1].prose.append(line)
+    return found
+
+
+class Binary:
+    """What the installed processkit-cli says about itself."""
+
+    def __init__(self):
+        report = json_out(run_cli("probe", "--json"))
+        self.schema_version = report["schema_version"]
+        self.band = (report["exit_code_band"]["start"], report["exit_code_band"]["end"])
+        self.surface = set(report["surface"])
+        self.commands = {token for token in self.surface if ":" not in token}
+        self.help = run_cli("--help").stdout.decode()
+        self.exit_codes = {
+            int(code): [label.strip() for label in labels.split(",")]
+            for code, labels in re.findall(r"^  (1\d\d)  (.+)$", self.help, re.M)
+        }
+
+    @lru_cache(maxsize=None)
+    def printed_options(self, command: str | None) -> frozenset[str]:
+        """The options a parser prints in its --help (``-h``, short forms, globals)."""
+        text = self.help if command is None else run_cli(command, "--help").stdout.decode()
+        return frozenset(FLAG.findall(text))
+
+    def takes(self, command: str, flag: str) -> bool:
+        flags = {token.partition(":")[2] for token in self.surface if token.startswith(f"{command}:")}
+        flags |= self.printed_options(command) | self.printed_options(None)
+        return _matches(flag, flags)
+
+    def any_takes(self, flag: str) -> bool:
+        return any(self.takes(command, flag) for command in self.commands)
+
+    def met(self, requirement: str | None) -> bool:
+        if requirement is None:
+            return True
+        if requirement.startswith("python:"):
+            module, _, attribute = requirement.removeprefix("python:").rpartition(".")
+            try:
+                return hasattr(importlib.import_module(module), attribute)
+            except ImportError:
+                return False
+        return requirement in self.surface
+
+    def meaning_matches(self, code: int, meaning: str) -> bool:
+        """The meaning's first word names one of the code's kinds (``containment`` for
+        ``container_error``, ``cancelled by a signal`` for ``cancelled``)."""
+        word = re.sub(r"[^a-z_]", "", meaning.split()[0].lower()) if meaning.split() else ""
+        parts = {part for label in self.exit_codes.get(code, []) for part in [label, *label.split("_")]}
+        return any(word == part or (len(part) >= 5 and _common_prefix(word, part) >= 5) for part in parts)
+
+
+def _matches(flag: str, flags: set[str]) -> bool:
+    """``--require-*`` in prose stands for the family of flags it names."""
+    if flag.endswith("*"):
+        return any(known.startswith(flag[:-1]) for known in flags)
+    return flag in flags
+
+
+def _common_prefix(a: str, b: str) -> int:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return length
+
+
+@pytest.fixture(scope="module")
+def binary() -> Binary:
+    return Binary()
+
+
+@pytest.fixture(scope="module")
+def checked(binary) -> list[Section]:
+    """The sections whose facts apply to this build (extension sections once they land)."""
+    return [section for doc in DOCS for section in sections(doc) if binary.met(section.requires)]
+
+
+# -- the checks: each returns the violations, so a test can also show they catch drift ----------
+def invocation_violations(section: Section, binary: Binary) -> list[str]:
+    found = []
+    for line in section.code_lines():
+        for match in INVOCATION.finditer(line):
+            tokens = [token.strip("[]()") for token in match[1].split()]
+            while tokens and tokens[0].startswith("--error-format"):
+                tokens = tokens[1:] if "=" in tokens[0] else tokens[2:]
+            if not tokens or not re.fullmatch(r"[a-z][a-z-]*", tokens[0]):
+                continue
+            command, previous = tokens[0], None
+            if command not in binary.commands:
+                found.append(f"{section.doc}: `processkit-cli {command}`: no such subcommand")
+                continue
+            for token in tokens[1:]:
+                if token in SHELL_STOPS or token.startswith("#"):
+                    break
+                if previous == "--require-surface" and token not in binary.surface:
+                    found.append(f"{section.doc}: --require-surface {token}: not in probe's surface")
+                flag = token.partition("=")[0]
+                if FLAG.fullmatch(flag) and not binary.takes(command, flag):
+                    found.append(f"{section.doc}: `processkit-cli {command} ... {flag}`: {command} does not take {flag}")
+                previous = token
+    return found
+
+
+def backticked_flag_violations(section: Section, binary: Binary) -> list[str]:
+    found = []
+    for span in section.spans():
+        tokens = span.split()
+        if not tokens or "processkit-cli" in span:
+            continue
+        command = tokens[0] if tokens[0] in binary.commands and len(tokens) > 1 else None
+        if command is None and not tokens[0].startswith("--"):
+            continue
+        for token in tokens[1:] if command else tokens:
+            if token in SHELL_STOPS:
+                break
+            flag = token.strip("[](),.").partition("=")[0]
+            if not FLAG.fullmatch(flag) or not flag.startswith("--"):
+                continue
+            if not (binary.takes(command, flag) if command else binary.any_takes(flag)):
+                found.append(f"{section.doc}: `{span}`: {command or 'no subcommand'} takes no {flag}")
+    return found
+
+
+def exit_code_violations(section: Section, binary: Binary) -> list[str]:
+    found = []
+    text = section.prose_text().replace("`", "")
+    raw = "\n".join(section.prose)
+    mentioned = [int(a or b) for a, b in CODE_MENTION.findall(text)]
+    listed = [item for group in LIST.findall(text) for item in LIST_ITEM.findall(group)]
+    meant = [(int(code), meaning) for code, meaning in TABLE_ROW.findall(raw) + listed]
+    band = range(binary.band[0], binary.band[1] + 1)
+    for code in mentioned + [code for code, _ in meant]:
+        if code in band and code not in binary.exit_codes:
+            found.append(f"{section.doc}: exit code {code}: the binary has no such code")
+    for code, meaning in meant:
+        if code in binary.exit_codes and not binary.meaning_matches(code, meaning.replace("`", "")):
+            found.append(f"{section.doc}: {code} '{meaning.strip()}': the binary's {code} is {binary.exit_codes[code]}")
+    return found
+
+
+def number_violations(section: Section, binary: Binary) -> list[str]:
+    found = []
+    text = " ".join([section.prose_text()] + section.code_lines())
+    for start, end in BAND.findall(text):
+        if (int(start), int(end)) != binary.band:
+            found.append(f"{section.doc}: band {start}-{end}: the binary reserves {binary.band[0]}-{binary.band[1]}")
+    for version in SCHEMA_VERSION.findall(text):
+        if int(version) != binary.schema_version:
+            found.append(f"{section.doc}: schema_version {version}: the binary emits {binary.schema_version}")
+    return found
+
+
+def python_api_violations(section: Section) -> list[str]:
+    found = []
+    for language, code in section.fences:
+        if language != "python":
+            continue
+        tree = ast.parse(code)
+        modules = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
+                continue
+            if node.func.value.id not in modules:
+                continue
+            module = importlib.import_module(modules[node.func.value.id])
+            name = f"{module.__name__}.{node.func.attr}"
+            function = getattr(module, node.func.attr, None)
+            if function is None:
+                found.append(f"{section.doc}: {name}: no such function")
+                continue
+            parameters = inspect.signature(function).parameters
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+                continue
+            found += [f"{section.doc}: {name}({k.arg}=...): no such keyword" for k in node.keywords if k.arg not in parameters]
+    return found
+
+
+# -- the tests ------------------------------------------------------------------------------------
+def test_every_command_line_uses_real_subcommands_and_flags(binary, checked):
+    assert [v for section in checked for v in invocation_violations(section, binary)] == []
+
+
+def test_every_backticked_flag_is_one_the_binary_takes(binary, checked):
+    assert [v for section in checked for v in backticked_flag_violations(section, binary)] == []
+
+
+def test_every_exit_code_and_its_meaning_is_the_binarys(binary, checked):
+    assert binary.exit_codes, binary.help
+    assert [v for section in checked for v in exit_code_violations(section, binary)] == []
+
+
+def test_the_band_and_schema_version_are_the_binarys(binary, checked):
+    assert [v for section in checked for v in number_violations(section, binary)] == []
+
+
+def test_python_api_calls_match_the_library(checked):
+    assert [v for section in checked for v in python_api_violations(section)] == []
+
+
+def test_the_skill_tables_every_exit_code_the_binary_has(binary):
+    tabled = {int(code) for section in sections(SKILL) for code, _ in TABLE_ROW.findall("\n".join(section.prose))}
+    assert tabled == set(binary.exit_codes)
+
+
+def test_the_skill_names_itself_and_says_when_to_use_it():
+    text = SKILL.read_text(encoding="utf-8")
+    front = re.match(r"---\nname: (\S+)\ndescription: (.+?)\n---\n", text, re.S)
+    assert front and front[1] == SKILL.parent.name and len(front[2]) > 40
+
+
+def test_the_checks_catch_drift(binary):
+    """A made-up flag, subcommand, code, meaning, band and schema version are each caught."""
+    drifted = Section(
+        "made-up.md",
+        None,
+        [
+            "Use `--no-such-flag` or `wait --json`; a bad run exits 105, and (106 usage, 100 usage).",
+            "The band is 100-120, and `schema_version` is 7.",
+            "| 113 | `timeout` | wrong |",
+        ],
+        [("sh", "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
+                "processkit-cli probe --json --require-surface run:--bogus")],
+    )
+    assert len(invocation_violations(drifted, binary)) == 3
+    assert len(backticked_flag_violations(drifted, binary)) == 2
+    assert len(exit_code_violations(drifted, binary)) == 3
+    assert len(number_violations(drifted, binary)) == 2
+
+
+def test_extension_sections_await_their_features(binary):
+    pending = sorted({f"{section.doc}: {section.requires}" for doc in DOCS for section in sections(doc) if not binary.met(section.requires)})
+    if pending:
+        pytest.skip("facts pending until these land: " + "; ".join(pending))
