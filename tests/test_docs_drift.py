@@ -9,7 +9,8 @@ What counts as a stated fact:
 - a backticked flag in prose (`` `--no-echo` ``, `` `wait --timeout` ``): some subcommand (the
   one named, if any) takes it;
 - an exit code written ``exit NNN``, ``(NNN)``, in a table row ``| NNN | meaning |`` or a list
-  ``(NNN meaning, NNN meaning, ...)``: a code the binary has, and the meaning one of its kinds;
+  ``(NNN meaning, NNN meaning, ...)``: a code the binary has, and the meaning one of its kinds
+  (every kind named in backticks, else the meaning's first word);
 - a band ``NNN-NNN``, a ``schema_version`` number: the binary's;
 - a Python API call in a python block: the function exists and takes those keywords.
 
@@ -226,7 +227,11 @@ def exit_code_violations(section: Section, binary: Binary) -> list[str]:
         if code in band and code not in binary.exit_codes:
             found.append(f"{section.doc}: exit code {code}: the binary has no such code")
     for code, meaning in meant:
-        if code in binary.exit_codes and not binary.meaning_matches(code, meaning.replace("`", "")):
+        if code not in binary.exit_codes:
+            continue
+        # Kinds named in backticks must all be the code's; plain words are matched by the first.
+        named = re.findall(r"`([a-z_]+)`", meaning)
+        if named and not set(named) <= set(binary.exit_codes[code]) or not named and not binary.meaning_matches(code, meaning):
             found.append(f"{section.doc}: {code} '{meaning.strip()}': the binary's {code} is {binary.exit_codes[code]}")
     return found
 
@@ -310,13 +315,14 @@ def test_the_checks_catch_drift(binary):
             "Use `--no-such-flag` or `wait --json`; a bad run exits 105, and (106 usage, 100 usage).",
             "The band is 100-120, and `schema_version` is 7.",
             "| 113 | `timeout` | wrong |",
+            "| 103 | `stale`, `timeout` | one of two is wrong |",
         ],
         [("sh", "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
                 "processkit-cli probe --json --require-surface run:--bogus")],
     )
     assert len(invocation_violations(drifted, binary)) == 3
     assert len(backticked_flag_violations(drifted, binary)) == 2
-    assert len(exit_code_violations(drifted, binary)) == 3
+    assert len(exit_code_violations(drifted, binary)) == 4
     assert len(number_violations(drifted, binary)) == 2
 
 
