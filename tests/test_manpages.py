@@ -32,8 +32,8 @@ def surface() -> dict[str, set[str]]:
 
 
 def render(*args) -> str:
-    if shutil.which("man") is None:
-        pytest.skip("man is not installed")
+    if shutil.which("man") is None or shutil.which("nroff") is None:
+        pytest.skip("man (man-db and groff) is not installed")
     proc = subprocess.run(["man", *args], capture_output=True, text=True, timeout=60, env=RENDER_ENV)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
