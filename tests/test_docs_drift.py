@@ -26,7 +26,7 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -112,10 +112,22 @@ class Binary:
         }
 
     @lru_cache(maxsize=None)
+    def help_of(self, command: str | None) -> str:
+        return self.help if command is None else run_cli(command, "--help").stdout.decode()
+
     def printed_options(self, command: str | None) -> frozenset[str]:
         """The options a parser prints in its --help (``-h``, short forms, globals)."""
-        text = self.help if command is None else run_cli(command, "--help").stdout.decode()
-        return frozenset(FLAG.findall(text))
+        return frozenset(FLAG.findall(self.help_of(command)))
+
+    def choices(self, command: str) -> dict[str, frozenset[str]]:
+        """A fixed-value flag's values, as the parser prints them: ``--flag {a,b}``."""
+        found = re.findall(r"(--[\w-]+) \{([^}]+)\}", self.help_of(command))
+        return {flag: frozenset(values.split(",")) for flag, values in found}
+
+    def values_for(self, command: str | None, flag: str) -> frozenset[str] | None:
+        """The values ``flag`` accepts (under ``command``, else under any subcommand), if fixed."""
+        sets = [self.choices(name)[flag] for name in ([command] if command else sorted(self.commands)) if flag in self.choices(name)]
+        return frozenset().union(*sets) if sets else None
 
     def takes(self, command: str, flag: str) -> bool:
         flags = {token.partition(":")[2] for token in self.surface if token.startswith(f"{command}:")}
@@ -191,8 +203,22 @@ def invocation_violations(section: Section, binary: Binary) -> list[str]:
                 flag = token.partition("=")[0]
                 if FLAG.fullmatch(flag) and not binary.takes(command, flag):
                     found.append(f"{section.doc}: `processkit-cli {command} ... {flag}`: {command} does not take {flag}")
+                found += value_violations(section, binary, command, previous, token)
                 previous = token
     return found
+
+
+def value_violations(section: Section, binary: Binary, command: str | None, previous: str | None, token: str) -> list[str]:
+    """A value given to a fixed-value flag (``--flag value`` or ``--flag=value``) is one it takes."""
+    flag, equals, value = token.partition("=")
+    if not equals:
+        flag, value = previous, token
+    if flag is None or not flag.startswith("--") or value.startswith("-"):
+        return []
+    allowed = binary.values_for(command, flag)
+    if allowed is None or value in allowed:
+        return []
+    return [f"{section.doc}: {flag} {value}: the binary takes {sorted(allowed)}"]
 
 
 def backticked_flag_violations(section: Section, binary: Binary) -> list[str]:
@@ -204,9 +230,12 @@ def backticked_flag_violations(section: Section, binary: Binary) -> list[str]:
         command = tokens[0] if tokens[0] in binary.commands and len(tokens) > 1 else None
         if command is None and not tokens[0].startswith("--"):
             continue
+        previous = None
         for token in tokens[1:] if command else tokens:
             if token in SHELL_STOPS:
                 break
+            found += value_violations(section, binary, command, previous, token.strip("[](),."))
+            previous = token.strip("[](),.")
             flag = token.strip("[](),.").partition("=")[0]
             if not FLAG.fullmatch(flag) or not flag.startswith("--"):
                 continue
@@ -313,15 +342,17 @@ def test_the_checks_catch_drift(binary):
         None,
         [
             "Use `--no-such-flag` or `wait --json`; a bad run exits 105, and (106 usage, 100 usage).",
+            "Say `--capture-overflow drop` or `doctor --require-mechanism=jail`.",
             "The band is 100-120, and `schema_version` is 7.",
             "| 113 | `timeout` | wrong |",
             "| 103 | `stale`, `timeout` | one of two is wrong |",
         ],
         [("sh", "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
-                "processkit-cli probe --json --require-surface run:--bogus")],
+                "processkit-cli probe --json --require-surface run:--bogus\n"
+                "processkit-cli run --capture-overflow discard --jsonl x -- true")],
     )
-    assert len(invocation_violations(drifted, binary)) == 3
-    assert len(backticked_flag_violations(drifted, binary)) == 2
+    assert len(invocation_violations(drifted, binary)) == 4
+    assert len(backticked_flag_violations(drifted, binary)) == 4
     assert len(exit_code_violations(drifted, binary)) == 4
     assert len(number_violations(drifted, binary)) == 2
 
