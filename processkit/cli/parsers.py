@@ -1,5 +1,5 @@
 """Every subcommand's argparse parser, gathered in one place for what describes the CLI as a
-whole: shell completion, the man pages, probe's surface.
+whole (shell completion, the man pages), so none of it keeps its own list of flags.
 
 A module serving one subcommand exposes ``build_parser()``; one serving several exposes
 ``PARSERS``, a map from subcommand to builder. Nothing here is on the path of a normal command:
