@@ -25,6 +25,7 @@ import ast
 import importlib
 import inspect
 import re
+import typing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -280,48 +281,82 @@ def number_violations(section: Section, binary: Binary) -> list[str]:
 def python_api_violations(section: Section) -> list[str]:
     found = []
     for language, code in section.fences:
-        if language != "python":
-            continue
-        tree = ast.parse(code)
-        modules = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
-                continue
-            if node.func.value.id not in modules:
-                continue
-            module = importlib.import_module(modules[node.func.value.id])
-            name = f"{module.__name__}.{node.func.attr}"
-            function = getattr(module, node.func.attr, None)
-            if function is None:
-                found.append(f"{section.doc}: {name}: no such function")
-                continue
-            parameters = inspect.signature(function).parameters
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-                continue
-            found += [f"{section.doc}: {name}({k.arg}=...): no such keyword" for k in node.keywords if k.arg not in parameters]
+        if language == "python":
+            found += [f"{section.doc}: {violation}" for violation in _python_violations(ast.parse(code))]
     return found
+
+
+def _python_violations(tree: ast.Module) -> list[str]:
+    """Calls ``module.function(keyword=...)`` on an imported module, and attributes read from
+    what such a call returned (``result = module.run(...); result.returncode``)."""
+    modules = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    found, returned = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            returned[node.targets[0].id] = node.value
+    results = {}
+    for node in ast.walk(tree):
+        call = node if isinstance(node, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute) or not isinstance(call.func.value, ast.Name):
+            continue
+        if call.func.value.id not in modules:
+            continue
+        module = importlib.import_module(modules[call.func.value.id])
+        name = f"{module.__name__}.{call.func.attr}"
+        function = getattr(module, call.func.attr, None)
+        if function is None:
+            found.append(f"{name}: no such function")
+            continue
+        parameters = inspect.signature(function).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            found += [f"{name}({k.arg}=...): no such keyword" for k in call.keywords if k.arg not in parameters]
+        results[id(call)] = (name, _returned_class(function))
+    for variable, call in returned.items():
+        name, cls = results.get(id(call), (None, None))
+        if cls is None:
+            continue
+        known = set(dir(cls)) | set(getattr(cls, "__annotations__", {}))
+        read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == variable}
+        found += [f"{name}(...).{attribute}: {cls.__name__} has no such attribute" for attribute in sorted(read - known)]
+    return found
+
+
+def _returned_class(function) -> type | None:
+    """The class a call returns: the class itself, or the function's return annotation."""
+    if inspect.isclass(function):
+        return function
+    try:
+        hint = typing.get_type_hints(function).get("return")
+    except Exception:  # noqa: BLE001 - an annotation that cannot be resolved checks nothing
+        return None
+    return hint if inspect.isclass(hint) else None
 
 
 # -- the tests ------------------------------------------------------------------------------------
 def test_every_command_line_uses_real_subcommands_and_flags(binary, checked):
-    assert [v for section in checked for v in invocation_violations(section, binary)] == []
+    violations = [v for section in checked for v in invocation_violations(section, binary)]
+    assert not violations, "\n".join(violations)
 
 
 def test_every_backticked_flag_is_one_the_binary_takes(binary, checked):
-    assert [v for section in checked for v in backticked_flag_violations(section, binary)] == []
+    violations = [v for section in checked for v in backticked_flag_violations(section, binary)]
+    assert not violations, "\n".join(violations)
 
 
 def test_every_exit_code_and_its_meaning_is_the_binarys(binary, checked):
     assert binary.exit_codes, binary.help
-    assert [v for section in checked for v in exit_code_violations(section, binary)] == []
+    violations = [v for section in checked for v in exit_code_violations(section, binary)]
+    assert not violations, "\n".join(violations)
 
 
 def test_the_band_and_schema_version_are_the_binarys(binary, checked):
-    assert [v for section in checked for v in number_violations(section, binary)] == []
+    violations = [v for section in checked for v in number_violations(section, binary)]
+    assert not violations, "\n".join(violations)
 
 
 def test_python_api_calls_match_the_library(checked):
-    assert [v for section in checked for v in python_api_violations(section)] == []
+    violations = [v for section in checked for v in python_api_violations(section)]
+    assert not violations, "\n".join(violations)
 
 
 def test_the_skill_tables_every_exit_code_the_binary_has(binary):
@@ -355,6 +390,16 @@ def test_the_checks_catch_drift(binary):
     assert len(backticked_flag_violations(drifted, binary)) == 4
     assert len(exit_code_violations(drifted, binary)) == 4
     assert len(number_violations(drifted, binary)) == 2
+
+
+def test_the_python_check_catches_drift():
+    code = "import shlex\nimport test_docs_drift\nshlex.split('a', bogus=True)\nshlex.nothing()\n"
+    code += "found = test_docs_drift.Section('x', None, [], [])\nprint(found.doc, found.no_such_field)\n"
+    assert _python_violations(ast.parse(code)) == [
+        "shlex.split(bogus=...): no such keyword",
+        "shlex.nothing: no such function",
+        "test_docs_drift.Section(...).no_such_field: Section has no such attribute",
+    ]
 
 
 def test_extension_sections_await_their_features(binary):

@@ -2,7 +2,7 @@
 real parsers (cli/parsers.py), so every subcommand and flag completes as soon as it exists.
 
 Flag values complete where argparse knows them (``choices``), and as paths where the flag's
-metavar names one: ``FILE`` and ``PATH`` complete files, ``DIR`` directories.
+metavar names one: ``FILE``, ``PATH``, ``STREAM`` and ``OUT`` complete files, ``DIR`` directories.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from . import output
 from .parsing import Parser
 
 SHELLS = ("bash", "zsh", "fish")
-FILE_METAVARS = ("FILE", "PATH")
+FILE_METAVARS = ("FILE", "PATH", "STREAM", "OUT")
 DIRECTORY_METAVARS = ("DIR",)
 
 
