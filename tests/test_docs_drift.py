@@ -27,7 +27,6 @@ import inspect
 import re
 import typing
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -111,10 +110,14 @@ class Binary:
             int(code): [label.strip() for label in labels.split(",")]
             for code, labels in re.findall(r"^  (1\d\d)  (.+)$", self.help, re.M)
         }
+        self.helps: dict[str, str] = {}
 
-    @lru_cache(maxsize=None)
     def help_of(self, command: str | None) -> str:
-        return self.help if command is None else run_cli(command, "--help").stdout.decode()
+        if command is None:
+            return self.help
+        if command not in self.helps:
+            self.helps[command] = run_cli(command, "--help").stdout.decode()
+        return self.helps[command]
 
     def printed_options(self, command: str | None) -> frozenset[str]:
         """The options a parser prints in its --help (``-h``, short forms, globals)."""

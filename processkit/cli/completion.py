@@ -37,9 +37,9 @@ def script(shell: str) -> str:
     for parser in parsers.values():
         for action in parser._actions:
             if action.metavar in FILE_METAVARS:
-                action.complete = shtab.FILE
+                action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab reads this attribute
             elif action.metavar in DIRECTORY_METAVARS:
-                action.complete = shtab.DIRECTORY
+                action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
     return shtab.complete(command_tree(parsers), shell=shell)
 
 
