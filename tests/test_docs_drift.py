@@ -7,12 +7,16 @@ What counts as a stated fact:
 - a command line in code (``processkit-cli SUB ... --flag``): SUB is a subcommand, every flag
   before a bare ``--`` is one SUB takes, every ``--require-surface TOKEN`` names a real token;
 - a backticked flag in prose (`` `--no-echo` ``, `` `wait --timeout` ``): some subcommand (the
-  one named, if any) takes it;
+  one named, if any) takes it (another program's flag goes with its name: `` `sbatch --signal` ``);
+- a value given to a fixed-value flag in either (``--capture-overflow cancel``): one of the
+  values the parser prints for it;
 - an exit code written ``exit NNN``, ``(NNN)``, in a table row ``| NNN | meaning |`` or a list
-  ``(NNN meaning, NNN meaning, ...)``: a code the binary has, and the meaning one of its kinds
-  (every kind named in backticks, else the meaning's first word);
-- a band ``NNN-NNN``, a ``schema_version`` number: the binary's;
-- a Python API call in a python block: the function exists and takes those keywords.
+  ``(NNN meaning, NNN meaning, ...)``: a code the binary has (or, in a row ``| NNN | — |``, one
+  it does not have), every kind a row names in backticks one of the code's, a listed meaning's
+  first word one of its kinds;
+- a band ``band ... NNN-NNN``, a ``schema_version`` number: the binary's;
+- a Python API call in a python block: the function exists and takes those keywords, and
+  the attributes read from what it returns exist.
 
 A section that starts with ``<!-- extension: TOKEN -->`` (a surface token, or
 ``python:module.attr``) describes a feature another branch is adding: its facts are checked as
@@ -45,10 +49,11 @@ INLINE = re.compile(r"`([^`\n]+)`")
 INVOCATION = re.compile(r"(?<![\w-])processkit-cli[ \t]+(.*)")
 SHELL_STOPS = {"--", "|", "||", "&&", ";", ">", "<", "2>&1"}
 FLAG = re.compile(r"--?[A-Za-z][\w-]*\*?")
-BAND = re.compile(r"\b(1\d\d)\s*(?:-|–|—)\s*(1\d\d)\b")
+BAND = re.compile(r"\bband\b[^0-9|]{0,20}(1\d\d)\s*(?:-|–|—)\s*(1\d\d)\b")
 SCHEMA_VERSION = re.compile(r"schema[_-]version[`'\"]?\s*[:=]?\s*(?:is\s+)?`?(\d+)")
 CODE_MENTION = re.compile(r"\bexit(?:s|ed)?(?: code| status| with)? `?(1\d\d)\b|\((1\d\d)\)")
 TABLE_ROW = re.compile(r"^\|\s*`?(1\d\d)`?\s*\|\s*([^|]+)\|", re.M)
+UNUSED = {"—", "-", "–", "`—`"}  # a table row that gives a code no kind says it is not used
 LIST = re.compile(r"\(((?:1\d\d [a-z][a-z ]*, )+1\d\d [a-z][a-z ]*)\)")
 LIST_ITEM = re.compile(r"(1\d\d) ([a-z][a-z ]*)")
 
@@ -110,6 +115,7 @@ class Binary:
             int(code): [label.strip() for label in labels.split(",")]
             for code, labels in re.findall(r"^  (1\d\d)  (.+)$", self.help, re.M)
         }
+        self.kinds = {label for labels in self.exit_codes.values() for label in labels}
         self.helps: dict[str, str] = {}
 
     def help_of(self, command: str | None) -> str:
@@ -220,7 +226,7 @@ def value_violations(section: Section, binary: Binary, command: str | None, prev
     if flag is None or not flag.startswith("--") or value.startswith("-"):
         return []
     allowed = binary.values_for(command, flag)
-    if allowed is None or value in allowed:
+    if allowed is None or set(re.split(r"\\?\|", value)) <= allowed:  # truncate\|cancel in a table
         return []
     return [f"{section.doc}: {flag} {value}: the binary takes {sorted(allowed)}"]
 
@@ -251,21 +257,24 @@ def backticked_flag_violations(section: Section, binary: Binary) -> list[str]:
 def exit_code_violations(section: Section, binary: Binary) -> list[str]:
     found = []
     text = section.prose_text().replace("`", "")
-    raw = "\n".join(section.prose)
-    mentioned = [int(a or b) for a, b in CODE_MENTION.findall(text)]
-    listed = [item for group in LIST.findall(text) for item in LIST_ITEM.findall(group)]
-    meant = [(int(code), meaning) for code, meaning in TABLE_ROW.findall(raw) + listed]
+    rows = [(int(code), meaning.strip()) for code, meaning in TABLE_ROW.findall("\n".join(section.prose))]
+    listed = [(int(code), meaning) for group in LIST.findall(text) for code, meaning in LIST_ITEM.findall(group)]
+    unused = {code for code, meaning in rows if meaning in UNUSED}
     band = range(binary.band[0], binary.band[1] + 1)
-    for code in mentioned + [code for code, _ in meant]:
-        if code in band and code not in binary.exit_codes:
+    mentioned = [int(a or b) for a, b in CODE_MENTION.findall(text)] + [code for code, _ in rows + listed]
+    for code in mentioned:
+        if code in unused and code in binary.exit_codes:
+            found.append(f"{section.doc}: exit code {code} is said to be unused: the binary has it as {binary.exit_codes[code]}")
+        elif code in band and code not in unused and code not in binary.exit_codes:
             found.append(f"{section.doc}: exit code {code}: the binary has no such code")
-    for code, meaning in meant:
-        if code not in binary.exit_codes:
-            continue
-        # Kinds named in backticks must all be the code's; plain words are matched by the first.
-        named = re.findall(r"`([a-z_]+)`", meaning)
-        if named and not set(named) <= set(binary.exit_codes[code]) or not named and not binary.meaning_matches(code, meaning):
-            found.append(f"{section.doc}: {code} '{meaning.strip()}': the binary's {code} is {binary.exit_codes[code]}")
+    # A table row's kinds in backticks must all be the code's; a listed code's first word names one.
+    for code, meaning in rows:
+        named = set(re.findall(r"`([a-z_]+)`", meaning)) & binary.kinds
+        if code in binary.exit_codes and not named <= set(binary.exit_codes[code]):
+            found.append(f"{section.doc}: {code} '{meaning}': the binary's {code} is {binary.exit_codes[code]}")
+    for code, meaning in listed:
+        if code in binary.exit_codes and not binary.meaning_matches(code, meaning):
+            found.append(f"{section.doc}: {code} '{meaning}': the binary's {code} is {binary.exit_codes[code]}")
     return found
 
 
@@ -384,6 +393,7 @@ def test_the_checks_catch_drift(binary):
             "The band is 100-120, and `schema_version` is 7.",
             "| 113 | `timeout` | wrong |",
             "| 103 | `stale`, `timeout` | one of two is wrong |",
+            "| 104 | — | unused, says this row |",
         ],
         [("sh", "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
                 "processkit-cli probe --json --require-surface run:--bogus\n"
@@ -391,7 +401,7 @@ def test_the_checks_catch_drift(binary):
     )
     assert len(invocation_violations(drifted, binary)) == 4
     assert len(backticked_flag_violations(drifted, binary)) == 4
-    assert len(exit_code_violations(drifted, binary)) == 4
+    assert len(exit_code_violations(drifted, binary)) == 5
     assert len(number_violations(drifted, binary)) == 2
 
 
