@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections import defaultdict
 
 import pytest
 
 from conftest import run_cli
 from control_support import json_out
+from surface import reported_flags
 
 # A completion request in bash: the words typed so far, the last one being completed.
 BASH_COMPLETE = r"""
@@ -40,13 +40,7 @@ def scripts(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def surface() -> dict[str, set[str]]:
-    """Subcommand -> its flags, as ``probe --json`` reports them."""
-    flags = defaultdict(set)
-    for token in json_out(run_cli("probe", "--json"))["surface"]:
-        command, _, flag = token.partition(":")
-        if not flag or flag.startswith("--"):
-            flags[command].update([flag] if flag else [])
-    return flags
+    return reported_flags()
 
 
 def bash_complete(script, *words, cwd=None) -> list[str]:

@@ -15,20 +15,11 @@ import pytest
 
 from conftest import run_cli
 from control_support import json_out
+from surface import reported_flags
 
 SOURCE_PAGES = Path(__file__).resolve().parents[1] / "man" / "man1"
 INSTALLED_PAGES = Path(sys.prefix) / "share" / "man" / "man1"
 RENDER_ENV = {**os.environ, "LC_ALL": "C", "MANWIDTH": "200", "MANPAGER": "cat", "PAGER": "cat"}
-
-
-def surface() -> dict[str, set[str]]:
-    """Subcommand -> its flags, as ``probe --json`` reports them."""
-    flags: dict[str, set[str]] = {}
-    for token in json_out(run_cli("probe", "--json"))["surface"]:
-        command, _, flag = token.partition(":")
-        if not flag or flag.startswith("--"):
-            flags.setdefault(command, set()).update([flag] if flag else [])
-    return flags
 
 
 def render(*args) -> str:
@@ -48,7 +39,7 @@ def test_the_committed_pages_equal_a_fresh_generation_from_the_parsers():
 
 
 def test_every_subcommand_has_an_installed_page_equal_to_the_source():
-    expected = {"processkit-cli.1"} | {f"processkit-cli-{command}.1" for command in surface()}
+    expected = {"processkit-cli.1"} | {f"processkit-cli-{command}.1" for command in reported_flags()}
     installed = {path.name for path in INSTALLED_PAGES.glob("processkit-cli*.1")}
     assert installed == expected, "reinstall the package (pip install -e .) after regenerating the pages"
     for name in expected:
@@ -56,7 +47,7 @@ def test_every_subcommand_has_an_installed_page_equal_to_the_source():
 
 
 def test_each_page_renders_with_man_l_and_documents_every_flag():
-    for command, flags in surface().items():
+    for command, flags in reported_flags().items():
         text = render("-l", str(SOURCE_PAGES / f"processkit-cli-{command}.1"))
         assert text.startswith(f"PROCESSKIT-CLI-{command.upper()}(1)"), text[:200]
         for heading in ("NAME", "SYNOPSIS", "OPTIONS" if flags else "DESCRIPTION", "EXIT STATUS", "FILES", "SEE ALSO"):
@@ -71,7 +62,7 @@ def test_man_finds_the_installed_pages_under_the_prefix():
     text = render("-M", str(INSTALLED_PAGES.parent), "processkit-cli")
     band = json_out(run_cli("probe", "--json"))["exit_code_band"]
     assert f"reserved band {band['start']}-{band['end']}" in text
-    for command in surface():
+    for command in reported_flags():
         assert f"processkit-cli-{command}(1)" in text, command
 
 
