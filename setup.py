@@ -1,9 +1,13 @@
-"""Builds the optional native pump (csrc/) through cffi; installation succeeds without it."""
+"""Builds the optional native pump (csrc/) through cffi; installation succeeds without it.
+Installs the man pages (man/man1, generated from the parsers by man/generate.py) into
+<prefix>/share/man/man1."""
 
 import sys
+from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.dist import Distribution
 
 
 class OptionalBuildExt(build_ext):
@@ -26,4 +30,20 @@ class OptionalBuildExt(build_ext):
         sys.stderr.write(f"processkit: native pump not built ({exc}); the pure-Python pump will be used\n")
 
 
-setup(cffi_modules=["csrc/build_pump.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})
+class ManPagesDistribution(Distribution):
+    """An editable install (``pip install -e``) installs data files only when the distribution
+    answers ``has_data()`` (setuptools' editable_wheel asks for that name); a regular install
+    asks ``has_data_files()``. Answer both, so both install the man pages."""
+
+    def has_data(self):
+        return self.has_data_files()
+
+
+MAN_PAGES = sorted(str(path) for path in Path("man/man1").glob("*.1"))
+
+setup(
+    cffi_modules=["csrc/build_pump.py:ffibuilder"],
+    cmdclass={"build_ext": OptionalBuildExt},
+    data_files=[("share/man/man1", MAN_PAGES)],
+    distclass=ManPagesDistribution,
+)

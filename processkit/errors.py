@@ -79,6 +79,17 @@ class Kind(enum.Enum):
         return self in (Kind.UNPROBED, Kind.IPC_DEADLINE, Kind.WAIT_TIMEOUT)
 
 
+def exit_codes() -> dict[int, list[str]]:
+    """Each code the runner can end with and the failure kinds behind it, in code order: what
+    ``--help`` and the man pages print, so what they say is this table."""
+    table: dict[int, list[str]] = {}
+    for kind in Kind:
+        labels = table.setdefault(kind.code, [])
+        if kind.label not in labels:
+            labels.append(kind.label)
+    return dict(sorted(table.items()))
+
+
 class Failure(Exception):
     """A runner-own failure: what went wrong, in words, and which kind it is.
 

@@ -3,6 +3,8 @@ its control socket (control-plane.md §1.3-§1.6)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..control import client
 from ..errors import Failure, Kind
 from . import output, targets
@@ -32,7 +34,7 @@ def _fail_if_any_failed(outcomes: list[client.Outcome], verb: str) -> None:
 
 # -- inspect ----------------------------------------------------------------------------------
 def inspect(argv: list[str], invocation) -> int:
-    args = _parser("inspect", "(--run-id <ID> | --all [--label <K=V>]...) [--json]").parse(argv)
+    args = PARSERS["inspect"]().parse(argv)
     selection = targets.select(args, invocation)
     if selection.run_id is not None:
         snapshot = client.request_by_id(selection.run_id, "inspect", client.check_snapshot)
@@ -77,7 +79,7 @@ def render_inspect_all(outcomes: list[client.Outcome]) -> list[str]:
 def stop(argv: list[str], invocation) -> int:
     """Output is always JSON: the acknowledgement, or the per-target report of --all."""
     verb = invocation.operation
-    args = _parser(verb, "(--run-id <ID> | --all [--label <K=V>]...)", json_flag=False).parse(argv)
+    args = PARSERS[verb]().parse(argv)
     selection = targets.select(args, invocation)
     check = client.ack_check(verb)
     if selection.run_id is not None:
@@ -98,7 +100,7 @@ def stop(argv: list[str], invocation) -> int:
 def attest(argv: list[str], invocation) -> int:
     """The runner's verdict on the calling process; printed whatever it is, then mapped to the
     exit code (a decided "not a member" is 115, an undecidable identity 103)."""
-    args = _parser("attest", "--run-id <ID> [--json]", fan_out=False).parse(argv)
+    args = PARSERS["attest"]().parse(argv)
     run_id = targets.select(args, invocation, fan_out=False).run_id
     attestation = client.request_by_id(run_id, "attest", client.check_attestation)
     if args.json:
@@ -114,3 +116,11 @@ def attest(argv: list[str], invocation) -> int:
 
 
 COMMANDS = {"inspect": inspect, "cancel": stop, "kill": stop, "attest": attest}
+_FAN_OUT_USAGE = "(--run-id <ID> | --all [--label <K=V>]...)"
+# Each subcommand's parser, built on demand (also for completion and the man pages: cli/parsers.py).
+PARSERS = {
+    "inspect": partial(_parser, "inspect", f"{_FAN_OUT_USAGE} [--json]"),
+    "cancel": partial(_parser, "cancel", _FAN_OUT_USAGE, json_flag=False),
+    "kill": partial(_parser, "kill", _FAN_OUT_USAGE, json_flag=False),
+    "attest": partial(_parser, "attest", "--run-id <ID> [--json]", fan_out=False),
+}

@@ -13,7 +13,7 @@ import sys
 from .. import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
-from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, usage
+from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -28,6 +28,7 @@ COMMANDS = {
     "events": ("processkit.cli.events", "read a run's JSONL events back: rendered, raw, followed or validated"),
     "probe": ("processkit.cli.probe", "report this binary's compatibility surface (no side effects)"),
     "doctor": ("processkit.cli.doctor", "qualify this host with a real scratch run"),
+    "completion": ("processkit.cli.completion", "print a shell completion script (bash, zsh or fish)"),
 }
 
 ERROR_FORMATS = ("human", "json")
@@ -41,7 +42,9 @@ def _usage_text() -> str:
     ]
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in COMMANDS.items()]
-    lines += ["", "Run 'processkit-cli <command> --help' for a command's options."]
+    lines += ["", "exit codes (the child's own code otherwise, 128+N for a death by signal N):"]
+    lines += [f"  {code}  {', '.join(labels)}" for code, labels in exit_codes().items()]
+    lines += ["", "Run 'processkit-cli <command> --help' for a command's options, 'processkit-cli --version' for the version."]
     return "\n".join(lines) + "\n"
 
 

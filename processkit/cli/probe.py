@@ -44,6 +44,7 @@ FLAGS = {
         "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
         "--require-resource-controller", "--scratch-child", "--timeout",
     ),
+    "completion": (),
 }
 _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
