@@ -61,3 +61,4 @@ class RunSpec(NamedTuple):
     inherit_stdio: bool = False
     echo: bool = True
     argv_raw: bool = False
+    detach: bool = False  # the CLI hands the run to a copy of itself; the engine never sees it

@@ -62,3 +62,11 @@ class OnceFlag(Once):
 
 def flag_given(namespace: argparse.Namespace, dest: str) -> bool:
     return getattr(namespace, f"_seen_{dest}", False)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``(options, command)`` around the first ``--``; command is None when there is none."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1 :]
+    return argv, None

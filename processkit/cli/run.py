@@ -8,7 +8,7 @@ import time
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .parsing import Once, OnceFlag, Parser, flag_given
+from .parsing import Once, OnceFlag, Parser, flag_given, split_command
 
 # (flag, conflicts) for --inherit-stdio and the other declared conflicts (run.md §2.3).
 CONFLICTS = (
@@ -57,13 +57,6 @@ def build_parser() -> Parser:
     return parser
 
 
-def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    if "--" in argv:
-        index = argv.index("--")
-        return argv[:index], argv[index + 1 :]
-    return argv, None
-
-
 def _check_conflicts(args) -> None:
     for flag, others in CONFLICTS:
         if not flag_given(args, flag):
@@ -101,7 +94,7 @@ def _command_from_stdin(args) -> list[str]:
 
 
 def parse(argv: list[str]) -> RunSpec:
-    options, command = _split_command(argv)
+    options, command = split_command(argv)
     args = build_parser().parse(options)
     _check_conflicts(args)
     if args.jsonl is None:
@@ -158,6 +151,7 @@ def parse(argv: list[str]) -> RunSpec:
         inherit_stdio=args.inherit_stdio,
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
+        detach=args.detach,
     )
 
 
@@ -165,7 +159,7 @@ def main(argv: list[str], invocation) -> int:
     spec = parse(argv)
     if spec.run_id_given:
         invocation.run_id = spec.run_id
-    if "--detach" in _split_command(argv)[0]:
+    if spec.detach:
         from .detach import launch
 
         launch(argv, spec)

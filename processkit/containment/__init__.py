@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 
 from ..spec import Limits
-from .base import ChildJoins, Container, ContainerError, LimitUnavailable, ResourceSummary
+from .base import ChildJoins, Container, ResourceSummary
+from .errors import ContainerError, LimitUnavailable
 
 __all__ = ["ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
 

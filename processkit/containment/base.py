@@ -5,21 +5,8 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only the annotation: the cap layer is imported where a run asks for caps
     from .limits import ControllerSet
-
-
-class ContainerError(Exception):
-    """The container could not be created or joined (exit 102)."""
-
-
-class LimitUnavailable(ContainerError):
-    """A requested resource cap cannot be enforced here (``limit_hit``, then exit 102)."""
-
-    def __init__(self, limit: str, detail: str):
-        super().__init__(f"cannot enforce the {limit} limit: {detail}")
-        self.limit = limit
-        self.detail = detail
 
 
 class ChildJoins(NamedTuple):

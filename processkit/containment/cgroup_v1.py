@@ -23,7 +23,7 @@ import posixpath
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import LimitUnavailable
+from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")

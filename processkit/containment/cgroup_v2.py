@@ -16,7 +16,8 @@ import signal
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import Container, ContainerError, LimitUnavailable
+from .base import Container
+from .errors import ContainerError, LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 _MOUNTINFO = "/proc/self/mountinfo"

@@ -20,7 +20,7 @@ import os
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import LimitUnavailable
+from .errors import LimitUnavailable
 
 AXES = ("memory", "processes", "cpu")
 CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
