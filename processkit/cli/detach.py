@@ -13,8 +13,8 @@ import json
 import os
 import subprocess
 
-from ..engine.loop import Loop
 from ..errors import RESERVED_BAND, Failure, Kind
+from ..loop import Loop
 from ..spec import RunSpec
 from ..text import sanitize
 from .parsing import split_command

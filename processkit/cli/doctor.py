@@ -95,7 +95,7 @@ class Qualification:
     """One qualification: its budget, its scratch directory, and the facts gathered so far."""
 
     def __init__(self, timeout_ms: int):
-        from ..engine.loop import Loop
+        from ..loop import Loop
 
         self.started = time.monotonic()
         self.deadline = self.started + timeout_ms / 1000

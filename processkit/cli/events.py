@@ -14,10 +14,10 @@ import stat
 import sys
 
 from ..diagnostics import say
-from ..engine.loop import Loop
 from ..errors import Failure, Kind, usage
 from ..events.reader import Line, LineSplitter
 from ..events.validate import event_validator, validate_event
+from ..loop import Loop
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize

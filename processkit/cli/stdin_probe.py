@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import stat
 
-from ..engine.loop import Loop
 from ..errors import usage
+from ..loop import Loop
 
 FIRST_BYTE_WINDOW = 0.25
 CHUNK_SIZE = 64 * 1024

@@ -17,7 +17,7 @@ import socket
 import stat
 from typing import Callable
 
-from .loop import Loop
+from ..loop import Loop
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 

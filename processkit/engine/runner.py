@@ -18,11 +18,11 @@ from ..diagnostics import warn as _warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.emitter import Emitter, utc_timestamp
+from ..loop import Loop
 from ..spec import OverflowPolicy, RunSpec, StdinMode
 from . import capture, pump, spawn
 from .echo import EchoSink
 from .environment import build_environment
-from .loop import Loop
 from .signals import STOP_SIGNALS, SignalWatch
 from .stdin_feed import StdinFeed, open_source
 from .terminal import Foreground, HandoffError

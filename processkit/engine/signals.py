@@ -12,7 +12,7 @@ import signal
 import socket
 from typing import Callable
 
-from .loop import Loop
+from ..loop import Loop
 
 # The runner's stop signals and the ``cancelled.source`` each one reports.
 STOP_SIGNALS = {
