@@ -271,9 +271,23 @@ class Run:
 
     def _publish(self):
         """Register the run and open its control socket: best effort, the child runs anyway."""
-        from ..control.publication import publish
+        from ..control.publication import PublishedRun, publish
 
-        return publish(self, _warn)
+        spec = self.spec
+        run = PublishedRun(
+            loop=self.loop,
+            run_id=spec.run_id,
+            argv=spec.argv,
+            labels=spec.labels,
+            jsonl=spec.jsonl,
+            capture_dir=spec.capture_dir,
+            cwd=self.runner_cwd,
+            mechanism=self.container.mechanism,
+            root_pid=lambda: self.child.pid if self.child is not None else None,
+            members=self.read_member_list,
+            stop=self.control_stop,
+        )
+        return publish(run, _warn)
 
     def _fail_before_race(self, failure: Failure) -> Outcome:
         if self._signals is not None:
