@@ -18,6 +18,9 @@ class OverflowPolicy(enum.Enum):
 
 
 DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
+# The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
 
 
 class EnvPlan(NamedTuple):

@@ -24,6 +24,19 @@ def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = Tr
     return parser
 
 
+def _stop_parser(verb: str) -> Parser:
+    return _parser(verb, "(--run-id <ID> | --all [--label <K=V>]...)", json_flag=False)
+
+
+# command -> its parser (probe reads every command's flags from these)
+PARSERS = {
+    "inspect": lambda: _parser("inspect", "(--run-id <ID> | --all [--label <K=V>]...) [--json]"),
+    "cancel": lambda: _stop_parser("cancel"),
+    "kill": lambda: _stop_parser("kill"),
+    "attest": lambda: _parser("attest", "--run-id <ID> [--json]", fan_out=False),
+}
+
+
 def _fail_if_any_failed(outcomes: list[client.Outcome], verb: str) -> None:
     failed = sum(outcome.status == "failed" for outcome in outcomes)
     if failed:
@@ -32,7 +45,7 @@ def _fail_if_any_failed(outcomes: list[client.Outcome], verb: str) -> None:
 
 # -- inspect ----------------------------------------------------------------------------------
 def inspect(argv: list[str], invocation) -> int:
-    args = _parser("inspect", "(--run-id <ID> | --all [--label <K=V>]...) [--json]").parse(argv)
+    args = PARSERS["inspect"]().parse(argv)
     selection = targets.select(args, invocation)
     if selection.run_id is not None:
         snapshot = client.request_by_id(selection.run_id, "inspect", client.check_snapshot)
@@ -77,7 +90,7 @@ def render_inspect_all(outcomes: list[client.Outcome]) -> list[str]:
 def stop(argv: list[str], invocation) -> int:
     """Output is always JSON: the acknowledgement, or the per-target report of --all."""
     verb = invocation.operation
-    args = _parser(verb, "(--run-id <ID> | --all [--label <K=V>]...)", json_flag=False).parse(argv)
+    args = PARSERS[verb]().parse(argv)
     selection = targets.select(args, invocation)
     check = client.ack_check(verb)
     if selection.run_id is not None:
@@ -98,7 +111,7 @@ def stop(argv: list[str], invocation) -> int:
 def attest(argv: list[str], invocation) -> int:
     """The runner's verdict on the calling process; printed whatever it is, then mapped to the
     exit code (a decided "not a member" is 115, an undecidable identity 103)."""
-    args = _parser("attest", "--run-id <ID> [--json]", fan_out=False).parse(argv)
+    args = PARSERS["attest"]().parse(argv)
     run_id = targets.select(args, invocation, fan_out=False).run_id
     attestation = client.request_by_id(run_id, "attest", client.check_attestation)
     if args.json:

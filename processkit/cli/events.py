@@ -44,6 +44,9 @@ def build_parser() -> Parser:
     return parser
 
 
+PARSERS = {"events": build_parser}  # command -> its parser (probe reads its flags from it)
+
+
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     if args.json and args.validate:

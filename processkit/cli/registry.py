@@ -21,12 +21,16 @@ def main(argv: list[str], invocation) -> int:
 
 
 # -- list -------------------------------------------------------------------------------------
-def list_runs(argv: list[str], invocation) -> int:
+def _list_parser() -> Parser:
     parser = Parser(prog="processkit-cli list", usage="processkit-cli list [--json] [--label <K=V>]... [--health <HEALTH>]")
     parser.add_argument("--json", action=OnceFlag, help="JSON Lines, one run per line")
     parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
     parser.add_argument("--health", action=Once, choices=[h.value for h in Health])
-    args = parser.parse(argv)
+    return parser
+
+
+def list_runs(argv: list[str], invocation) -> int:
+    args = _list_parser().parse(argv)
     wanted = targets.labels(args.label)
     rows = []
     for entry in scan.read(Kind.REGISTRY).entries:
@@ -69,7 +73,7 @@ def _list_cells(row: dict) -> list[str]:
 
 
 # -- wait -------------------------------------------------------------------------------------
-def wait(argv: list[str], invocation) -> int:
+def _wait_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli wait",
         usage="processkit-cli wait (--run-id <ID> | --all [--label <K=V>]...) [--timeout <DUR>] [--report-outcome]",
@@ -77,7 +81,11 @@ def wait(argv: list[str], invocation) -> int:
     targets.add_arguments(parser)
     parser.add_argument("--timeout", action=Once, metavar="DUR")
     parser.add_argument("--report-outcome", action=OnceFlag, help="print runner_exit's code, source and child_code")
-    args = parser.parse(argv)
+    return parser
+
+
+def wait(argv: list[str], invocation) -> int:
+    args = _wait_parser().parse(argv)
     selection = targets.select(args, invocation)
     timeout_ms = None if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
     from ..registry.waiting import AllWatch, RunIdWatch
@@ -99,12 +107,16 @@ def wait(argv: list[str], invocation) -> int:
 
 
 # -- prune ------------------------------------------------------------------------------------
-def prune(argv: list[str], invocation) -> int:
+def _prune_parser() -> Parser:
     parser = Parser(prog="processkit-cli prune", usage="processkit-cli prune [--json] [--dry-run] [--label <K=V>]...")
     parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
     parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned, delete nothing")
     parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks")
-    args = parser.parse(argv)
+    return parser
+
+
+def prune(argv: list[str], invocation) -> int:
+    args = _prune_parser().parse(argv)
     from ..registry.prune import prune as run_prune
 
     report = run_prune(scan.read(Kind.REGISTRY), targets.labels(args.label), dry_run=args.dry_run)
@@ -142,3 +154,5 @@ def _prune_lines(report, dry_run: bool) -> list[str]:
 
 
 COMMANDS = {"list": list_runs, "wait": wait, "prune": prune}
+# command -> its parser (probe reads every command's flags from these)
+PARSERS = {"list": _list_parser, "wait": _wait_parser, "prune": _prune_parser}

@@ -57,6 +57,9 @@ def build_parser() -> Parser:
     return parser
 
 
+PARSERS = {"run": build_parser}  # command -> its parser (probe reads its flags from it)
+
+
 def _check_conflicts(args) -> None:
     for flag, others in CONFLICTS:
         if not flag_given(args, flag):

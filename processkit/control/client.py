@@ -9,19 +9,19 @@ import socket
 import time
 from typing import Callable
 
+from ..containment import MECHANISMS
 from ..errors import Failure, Kind
 from ..registry import scan
 from ..registry.lock import Health
 from ..registry.records import valid_started_at
+from ..spec import U32_MAX
 from ..text import is_terminal_unsafe, sanitize
 from . import protocol
 
 CONNECT_SECONDS = 5.0
 EXCHANGE_SECONDS = 5.0
 MAX_PEER_TEXT = 500
-MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 VERDICTS = ("member", "not_a_member", "peer_identity_unsupported")
-U32_MAX = 2**32 - 1
 
 
 def resolve(run_id: str) -> scan.Entry:
@@ -46,7 +46,7 @@ def peer_text(text: str) -> str:
     """A runner's error text made safe to show: control runs collapsed to a space, capped."""
     out: list[str] = []
     for ch in text:
-        if is_terminal_unsafe(ch) or 0xD800 <= ord(ch) <= 0xDFFF:
+        if is_terminal_unsafe(ch):
             if out and out[-1] != " ":
                 out.append(" ")
         else:

@@ -8,8 +8,7 @@ socket at every ending the runner lives to see.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..containment.members import Member
 from ..events.argv import fingerprint, hint, render
@@ -22,10 +21,10 @@ from . import protocol
 from .server import ControlServer
 
 
-@dataclass(frozen=True)
-class PublishedRun:
+class PublishedRun(NamedTuple):
     """All the control plane may know of a run: what the record shows, and the three
-    questions a client may put to the live run. The runner builds it; nothing else is reached."""
+    questions a client may put to the live run. The runner builds it; nothing else is reached.
+    (A NamedTuple, not a dataclass: ``dataclasses`` would cost every run its import.)"""
 
     loop: Loop  # the runner's loop, which serves the control socket
     run_id: str
