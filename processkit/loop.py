@@ -141,8 +141,9 @@ class Loop:
     def _run_due_timers(self) -> None:
         while self._timers and self._timers[0][0] <= self.now:
             _, _, timer = heapq.heappop(self._timers)
-            if not timer.cancelled:
-                timer.callback()
+            callback = timer.callback
+            if callback is not None:  # None once cancelled
+                callback()
 
     def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
         """Turn the loop until ``done()`` or the monotonic ``deadline``; returns ``done()``.

@@ -47,7 +47,7 @@ _SOURCE_CODES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_validator():
     """The reference's event schema, or None when ../shared/reference/schemas is absent.
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import os
 import subprocess

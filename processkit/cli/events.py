@@ -73,7 +73,7 @@ class Target:
         self.run_id = run_id
 
     @classmethod
-    def by_run_id(cls, run_id: str) -> "Target":
+    def by_run_id(cls, run_id: str) -> Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
         matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]

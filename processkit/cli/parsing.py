@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from ..errors import usage
 
@@ -32,7 +33,7 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("exit_on_error", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())
 
     def parse(self, argv: list[str]) -> argparse.Namespace:

@@ -76,7 +76,7 @@ class Container(abc.ABC):
                 measured.update((k, v) for k, v in self.controllers.accounting().items() if v is not None)
         except (OSError, ValueError):
             return ResourceSummary(read_error=True)
-        return ResourceSummary(**measured)
+        return ResourceSummary(**measured)  # type: ignore[arg-type]  # its keys name the int fields
 
     def _accounting(self) -> dict[str, int | None]:
         """ResourceSummary fields the mechanism itself measures; raises OSError on a failed read."""

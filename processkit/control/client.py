@@ -64,7 +64,7 @@ class Channel:
         self._sock.settimeout(CONNECT_SECONDS)
         try:
             self._sock.connect(endpoint)
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise Failure(Kind.IPC_DEADLINE, f"run '{run_id}' did not accept a connection within {CONNECT_SECONDS:g}s") from None
         except (OSError, ValueError) as exc:
@@ -73,7 +73,7 @@ class Channel:
             where = sanitize(endpoint)
             raise Failure(Kind.CONTROL_UNREACHABLE, f"cannot reach run '{run_id}' at {where}: {reason}") from None
 
-    def __enter__(self) -> "Channel":
+    def __enter__(self) -> Channel:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -89,7 +89,7 @@ class Channel:
             self._within(deadline)
             self._sock.sendall(verb.encode() + b"\n")
             line = self._read_line(deadline)
-        except socket.timeout:
+        except TimeoutError:
             raise Failure(Kind.IPC_DEADLINE, f"run '{self.run_id}' did not answer within {EXCHANGE_SECONDS:g}s") from None
         except OSError as exc:
             raise Failure(Kind.CONTROL_UNREACHABLE, f"lost the connection to run '{self.run_id}': {exc.strerror or exc}") from None
@@ -106,7 +106,7 @@ class Channel:
     def _within(self, deadline: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise socket.timeout()
+            raise TimeoutError()
         self._sock.settimeout(remaining)
 
     def _read_line(self, deadline: float) -> bytes:

@@ -39,7 +39,7 @@ class PublishedRun(NamedTuple):
     stop: Callable[[str], None]  # a cancel or kill, requested once its ack is written
 
 
-def publish(run: PublishedRun, warn: Callable[[str], None]) -> "Publication | None":
+def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:
     try:
         registration = Registration(open_for_writing())
     except RegistryError as exc:

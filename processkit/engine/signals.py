@@ -15,7 +15,7 @@ from typing import Callable
 from ..loop import Loop
 
 # The runner's stop signals and the ``cancelled.source`` each one reports.
-STOP_SIGNALS = {
+STOP_SIGNALS: dict[int, str] = {
     signal.SIGINT: "ctrl_c",
     signal.SIGTERM: "sigterm",
     signal.SIGHUP: "sighup",
