@@ -18,6 +18,9 @@ class OverflowPolicy(enum.Enum):
 
 
 DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
+# The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
 
 
 class EnvPlan(NamedTuple):
@@ -61,3 +64,4 @@ class RunSpec(NamedTuple):
     inherit_stdio: bool = False
     echo: bool = True
     argv_raw: bool = False
+    detach: bool = False  # the CLI hands the run to a copy of itself; the engine never sees it

@@ -21,17 +21,14 @@ def is_control(ch: str) -> bool:
 
 
 def is_terminal_unsafe(ch: str) -> bool:
-    """Control characters and the format characters that can disguise terminal output."""
+    """Control characters, the format characters that can disguise terminal output, and lone
+    surrogates (undecoded bytes, which no terminal can be sent as text)."""
     point = ord(ch)
-    return is_control(ch) or any(lo <= point <= hi for lo, hi in _FORMAT_RANGES)
+    return is_control(ch) or 0xD800 <= point <= 0xDFFF or any(lo <= point <= hi for lo, hi in _FORMAT_RANGES)
 
 
 def is_terminal_safe(text: str) -> bool:
-    return not any(is_terminal_unsafe(ch) for ch in text) and not _has_surrogates(text)
-
-
-def _has_surrogates(text: str) -> bool:
-    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    return not any(is_terminal_unsafe(ch) for ch in text)
 
 
 # Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also
@@ -68,12 +65,12 @@ def escape_unsafe(text: str) -> str:
     """One line for a terminal that keeps what was typed: every unsafe character (a newline
     included) is written as its Python escape, ``\\x1b``, ``\\n``, ``\\u202e``."""
     return "".join(
-        ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) or 0xD800 <= ord(ch) <= 0xDFFF else ch
+        ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) else ch
         for ch in text
     )
 
 
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: unsafe characters dropped, length capped."""
-    clean = "".join(ch for ch in text if not is_terminal_unsafe(ch) and not 0xD800 <= ord(ch) <= 0xDFFF)
+    clean = "".join(ch for ch in text if not is_terminal_unsafe(ch))
     return clean if len(clean) <= limit else clean[:limit] + "..."

@@ -8,13 +8,13 @@ import os
 import socket
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from conftest import REFERENCE_SCHEMAS, run_cli, start_cli, wait_for_event
+from streams import wait_until
 
 SLEEPER = ("sleep", "120")
 
@@ -57,17 +57,6 @@ def listed(*args) -> list[dict]:
     for row in rows:
         check_schema("list", row)
     return rows
-
-
-def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.02)
 
 
 def start_waiter(*args) -> subprocess.Popen:

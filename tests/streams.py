@@ -47,7 +47,7 @@ _SOURCE_CODES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference_validator():
     """The reference's event schema, or None when ../shared/reference/schemas is absent.
 
@@ -166,14 +166,17 @@ def seconds_between(events: list[dict], first: str, second: str) -> float:
     return event_time(one(events, second)) - event_time(one(events, first))
 
 
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    """Poll a condition no event announces (a process gone); True once it holds."""
+def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
+    """Poll a condition no event announces (a process gone): its first truthy value, or an
+    AssertionError naming ``what`` once ``timeout`` has passed."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        value = condition()
+        if value:
+            return value
         if time.monotonic() > deadline:
-            return False
+            raise AssertionError(f"{what} not reached within {timeout}s")
         time.sleep(0.01)
-    return True
 
 
 def cgroup_v2_dir(pid: int) -> str | None:

@@ -76,6 +76,7 @@ def test_env_and_cwd_keywords(tmp_path):
         cwd=tmp_path,
         capture_dir=tmp_path / "cap",
     )
+    assert result.returncode == 0
     assert (tmp_path / "cap" / "stdout.log").read_text() == f"hello:{tmp_path}"
 
 

@@ -100,7 +100,7 @@ def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry)
     runner.kill()
     runner.communicate(timeout=30)
     try:
-        assert wait_until(lambda: not pid_alive(child)), "the child outlived its SIGKILLed runner"
+        wait_until(lambda: not pid_alive(child), what="the child's end after its runner was SIGKILLed")
         assert json.loads(run_cli("list", "--json").stdout)["health"] == "stale"
         tally = run_cli("prune", "--json")
         assert (tally.returncode, json.loads(tally.stdout)["pruned"]) == (0, 1)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import os
 import subprocess
@@ -13,7 +12,7 @@ import textwrap
 import pytest
 
 from conftest import event_names, read_events, run_cli
-from streams import check_stream
+from streams import check_stream, event_time
 
 PY = sys.executable
 
@@ -32,11 +31,6 @@ DIGEST_CHILD = textwrap.dedent(
     print(digest.hexdigest(), peak_kib)
     """
 )
-
-
-def event_time(event: dict) -> float:
-    """An event's wall-clock ``time`` in seconds (millisecond precision)."""
-    return datetime.datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
 def touch_child(marker) -> list[str]:

@@ -62,6 +62,38 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
     assert surface == expected
 
 
+# Every flag each subcommand had when the surface was first derived from the parsers: a flag may
+# be added, never dropped (a launcher may --require-surface any of these).
+KNOWN_FLAGS = {
+    "run": (
+        "--argv-raw", "--capture-dir", "--capture-max-bytes", "--capture-overflow", "--cpu-quota",
+        "--create-no-window", "--cwd", "--detach", "--env", "--env-clear", "--env-file", "--env-remove",
+        "--grace", "--idle-timeout", "--inherit-stdin", "--inherit-stdio", "--jsonl", "--label",
+        "--max-memory", "--max-processes", "--no-echo", "--run-id", "--run-id-env", "--snapshot-interval",
+        "--stdin-file", "--timeout", "--windows-graceful-ctrl-break",
+    ),
+    "list": ("--health", "--json", "--label"),
+    "inspect": ("--all", "--json", "--label", "--run-id"),
+    "cancel": ("--all", "--label", "--run-id"),
+    "kill": ("--all", "--label", "--run-id"),
+    "attest": ("--json", "--run-id"),
+    "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
+    "prune": ("--dry-run", "--json", "--label"),
+    "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
+    "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
+    "doctor": (
+        "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
+        "--require-resource-controller", "--scratch-child", "--timeout",
+    ),
+}
+
+
+def test_the_surface_keeps_every_known_flag():
+    surface = set(json_out(run_cli("probe", "--json"))["surface"])
+    known = {f"{command}:{flag}" for command, flags in KNOWN_FLAGS.items() for flag in flags + ("--error-format",)}
+    assert set(KNOWN_FLAGS) | known <= surface, sorted((set(KNOWN_FLAGS) | known) - surface)
+
+
 def test_unmet_requirements_are_110_with_the_report_still_printed():
     proc = run_cli(
         "--error-format", "json", "probe", "--json",

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from processkit.engine.capture import CaptureTarget
 from processkit.engine.echo import EchoSink
-from processkit.engine.loop import Loop
+from processkit.loop import Loop
 from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
 
 try:

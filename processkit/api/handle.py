@@ -173,7 +173,7 @@ class RunHandle:
                 stop_runner(self._process)  # no control plane: SIGTERM makes the runner cancel
         return self._finish(None)
 
-    def __enter__(self) -> "RunHandle":
+    def __enter__(self) -> RunHandle:
         return self
 
     def __exit__(self, *exc_info) -> None:

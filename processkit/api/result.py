@@ -27,7 +27,7 @@ class CaptureInfo:
     write_error: bool
 
     @classmethod
-    def from_event(cls, stream: str, record: dict) -> "CaptureInfo":
+    def from_event(cls, stream: str, record: dict) -> CaptureInfo:
         return cls(stream, *(record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")))
 
 

@@ -102,6 +102,7 @@ def attest(argv: list[str], invocation) -> int:
     exit code (a decided "not a member" is 115, an undecidable identity 103)."""
     args = PARSERS["attest"]().parse(argv)
     run_id = targets.select(args, invocation, fan_out=False).run_id
+    assert run_id is not None  # without --all a selection is always one run
     attestation = client.request_by_id(run_id, "attest", client.check_attestation)
     if args.json:
         output.json_line(attestation)

@@ -13,11 +13,11 @@ import json
 import os
 import subprocess
 
-from ..engine.loop import Loop
 from ..errors import RESERVED_BAND, Failure, Kind
+from ..loop import Loop
 from ..spec import RunSpec
 from ..text import sanitize
-from .run import _split_command
+from .parsing import split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02
@@ -69,7 +69,7 @@ def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
     """The copy's command line: ``argv`` without ``--detach`` (before ``--``), with an explicit
     run id and ``--no-echo``. A command that arrived on stdin is written out after ``--``,
     since the copy's stdin is null."""
-    options, command = _split_command(argv)
+    options, command = split_command(argv)
     options = [token for token in options if token != "--detach"]
     if not spec.run_id_given:
         options += ["--run-id", spec.run_id]

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from .. import __version__
+from ..containment import MECHANISMS
 from ..errors import Failure, Kind, usage
 from . import output, values
 from .parsing import Once, OnceFlag, Parser, flag_given
@@ -33,7 +34,6 @@ SCRATCH_MARGIN_MS = 5_000  # the scratch run outlives doctor's own budget, but o
 MIN_SCRATCH_MS = 100
 POLL_SECONDS = 0.025
 RESOURCE_CHECK_PROCESSES = 64  # --max-processes: a plausible cap, installed but never tripped
-MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 ABRUPT_CLEANUP = ("whole_tree", "direct_child_only", "none")
 PHASE_FLAGS = (
     "json",
@@ -61,6 +61,9 @@ def build_parser() -> Parser:
     add("--require-resource-controller", action=OnceFlag, help="needs --check-resource-controller")
     add("--scratch-child", action=Once, metavar="DUR", help="be the harmless scratch child: sleep, exit 0")
     return parser
+
+
+PARSERS = {"doctor": build_parser}  # command -> its parser (probe reads its flags from it)
 
 
 def main(argv: list[str], invocation) -> int:
@@ -95,7 +98,7 @@ class Qualification:
     """One qualification: its budget, its scratch directory, and the facts gathered so far."""
 
     def __init__(self, timeout_ms: int):
-        from ..engine.loop import Loop
+        from ..loop import Loop
 
         self.started = time.monotonic()
         self.deadline = self.started + timeout_ms / 1000

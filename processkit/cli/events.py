@@ -14,10 +14,10 @@ import stat
 import sys
 
 from ..diagnostics import say
-from ..engine.loop import Loop
 from ..errors import Failure, Kind, usage
 from ..events.reader import Line, LineSplitter
 from ..events.validate import event_validator, validate_event
+from ..loop import Loop
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
@@ -42,6 +42,9 @@ def build_parser() -> Parser:
     parser.add_argument("--validate", action=OnceFlag, help="check every line and the whole stream; 114 if invalid")
     parser.add_argument("--follow", action=OnceFlag, help="keep reading until runner_exit or the run is gone")
     return parser
+
+
+PARSERS = {"events": build_parser}  # command -> its parser (probe reads its flags from it)
 
 
 def main(argv: list[str], invocation) -> int:
@@ -70,7 +73,7 @@ class Target:
         self.run_id = run_id
 
     @classmethod
-    def by_run_id(cls, run_id: str) -> "Target":
+    def by_run_id(cls, run_id: str) -> Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
         matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from ..errors import usage
 
@@ -32,7 +33,7 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("exit_on_error", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())
 
     def parse(self, argv: list[str]) -> argparse.Namespace:
@@ -62,3 +63,11 @@ class OnceFlag(Once):
 
 def flag_given(namespace: argparse.Namespace, dest: str) -> bool:
     return getattr(namespace, f"_seen_{dest}", False)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``(options, command)`` around the first ``--``; command is None when there is none."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1 :]
+    return argv, None

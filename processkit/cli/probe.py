@@ -16,36 +16,12 @@ from .. import __version__
 from ..errors import RESERVED_BAND, Failure, Kind, usage
 from ..events.emitter import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
+from ..spec import U32_MAX
 from . import output
 from .parsing import Once, OnceFlag, Parser
 
 PROBE_VERSION = 1
 GLOBAL_FLAGS = ("--error-format",)
-# Every subcommand's long flags (--help aside). tests/test_probe_doctor.py holds this table to
-# each subcommand's real parser, so it cannot drift from what the CLI accepts.
-FLAGS = {
-    "run": (
-        "--argv-raw", "--capture-dir", "--capture-max-bytes", "--capture-overflow", "--cpu-quota",
-        "--create-no-window", "--cwd", "--detach", "--env", "--env-clear", "--env-file", "--env-remove",
-        "--grace", "--idle-timeout", "--inherit-stdin", "--inherit-stdio", "--jsonl", "--label",
-        "--max-memory", "--max-processes", "--no-echo", "--run-id", "--run-id-env", "--snapshot-interval",
-        "--stdin-file", "--timeout", "--windows-graceful-ctrl-break",
-    ),
-    "list": ("--health", "--json", "--label"),
-    "inspect": ("--all", "--json", "--label", "--run-id"),
-    "cancel": ("--all", "--label", "--run-id"),
-    "kill": ("--all", "--label", "--run-id"),
-    "attest": ("--json", "--run-id"),
-    "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
-    "prune": ("--dry-run", "--json", "--label"),
-    "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
-    "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
-    "doctor": (
-        "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
-        "--require-resource-controller", "--scratch-child", "--timeout",
-    ),
-    "completion": (),
-}
 _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 
@@ -58,11 +34,22 @@ def capabilities() -> list[str]:
     return found
 
 
+def flags() -> dict[str, tuple[str, ...]]:
+    """Every subcommand's long flags (--help aside), read from the parser it really uses."""
+    from .parsers import all_parsers
+
+    found = {}
+    for command, parser in all_parsers().items():
+        options = (option for action in parser._actions for option in action.option_strings)
+        found[command] = tuple(sorted(option for option in options if option.startswith("--") and option != "--help"))
+    return found
+
+
 def surface() -> list[str]:
     tokens = set(capabilities())
-    for command, flags in FLAGS.items():
+    for command, command_flags in flags().items():
         tokens.add(command)
-        tokens.update(f"{command}:{flag}" for flag in flags + GLOBAL_FLAGS)
+        tokens.update(f"{command}:{flag}" for flag in command_flags + GLOBAL_FLAGS)
     return sorted(tokens)
 
 
@@ -81,6 +68,9 @@ def build_parser() -> Parser:
     return parser
 
 
+PARSERS = {"probe": build_parser}  # command -> its parser (probe reads its flags from it)
+
+
 def _band(text: str) -> tuple[int, int]:
     match = _BAND.fullmatch(text)
     if match is None or not all(int(bound) <= 255 for bound in match.groups()):
@@ -89,7 +79,7 @@ def _band(text: str) -> tuple[int, int]:
 
 
 def _schema_version(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) > 2**32 - 1:
+    if not text.isascii() or not text.isdigit() or int(text) > U32_MAX:
         raise usage(f"invalid value '{text}' for '--require-schema-version <N>': expected an unsigned integer")
     return int(text)
 

@@ -9,7 +9,7 @@ import time
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .parsing import Once, OnceFlag, Parser, flag_given
+from .parsing import Once, OnceFlag, Parser, flag_given, split_command
 
 # (flag, conflicts) for --inherit-stdio and the other declared conflicts (run.md §2.3).
 CONFLICTS = (
@@ -59,11 +59,7 @@ def build_parser() -> Parser:
     return parser
 
 
-def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    if "--" in argv:
-        index = argv.index("--")
-        return argv[:index], argv[index + 1 :]
-    return argv, None
+PARSERS = {"run": build_parser}  # command -> its parser (probe reads its flags from it)
 
 
 def _check_conflicts(args) -> None:
@@ -103,7 +99,7 @@ def _command_from_stdin(args) -> list[str]:
 
 
 def parse(argv: list[str]) -> RunSpec:
-    options, command = _split_command(argv)
+    options, command = split_command(argv)
     args = build_parser().parse(options)
     _check_conflicts(args)
     if args.jsonl is None:
@@ -160,6 +156,7 @@ def parse(argv: list[str]) -> RunSpec:
         inherit_stdio=args.inherit_stdio,
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
+        detach=args.detach,
     )
 
 
@@ -167,7 +164,7 @@ def main(argv: list[str], invocation) -> int:
     spec = parse(argv)
     if spec.run_id_given:
         invocation.run_id = spec.run_id
-    if "--detach" in _split_command(argv)[0]:
+    if spec.detach:
         from .detach import launch
 
         launch(argv, spec)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import stat
 
-from ..engine.loop import Loop
 from ..errors import usage
+from ..loop import Loop
 
 FIRST_BYTE_WINDOW = 0.25
 CHUNK_SIZE = 64 * 1024
@@ -43,7 +43,7 @@ def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> s
 
 
 def _read_to_eof(fd: int, field: str) -> bytes | None:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         try:
             data = os.read(fd, CHUNK_SIZE)
@@ -57,11 +57,13 @@ def _read_to_eof(fd: int, field: str) -> bytes | None:
 def _read_with_window(fd: int, field: str, window: float) -> bytes | None:
     loop = Loop()
     chunks: list[bytes] = []
-    state = {"done": False, "error": None}
+    done = False
+    error: OSError | None = None
 
-    def finish(error: OSError | None = None) -> None:
-        state["done"] = True
-        state["error"] = error
+    def finish(failure: OSError | None = None) -> None:
+        nonlocal done, error
+        done = True
+        error = failure
 
     def on_readable() -> None:
         try:
@@ -80,10 +82,10 @@ def _read_with_window(fd: int, field: str, window: float) -> bytes | None:
     deadline = loop.call_later(window, finish)
     try:
         loop.add_reader(fd, on_readable)
-        loop.run_until(lambda: state["done"])
+        loop.run_until(lambda: done)
     finally:
         deadline.cancel()
         loop.close()
-    if state["error"] is not None:
-        raise usage(f"cannot read the {field} from standard input: {state['error'].strerror}")
+    if error is not None:
+        raise usage(f"cannot read the {field} from standard input: {error.strerror}")
     return b"".join(chunks) or None

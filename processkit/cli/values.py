@@ -6,10 +6,8 @@ import math
 import re
 
 from ..errors import usage
+from ..spec import U32_MAX, U64_MAX
 from ..text import env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
-
-U64_MAX = 2**64 - 1
-U32_MAX = 2**32 - 1
 
 _DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}

@@ -5,21 +5,8 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only the annotation: the cap layer is imported where a run asks for caps
     from .limits import ControllerSet
-
-
-class ContainerError(Exception):
-    """The container could not be created or joined (exit 102)."""
-
-
-class LimitUnavailable(ContainerError):
-    """A requested resource cap cannot be enforced here (``limit_hit``, then exit 102)."""
-
-    def __init__(self, limit: str, detail: str):
-        super().__init__(f"cannot enforce the {limit} limit: {detail}")
-        self.limit = limit
-        self.detail = detail
 
 
 class ChildJoins(NamedTuple):
@@ -89,7 +76,7 @@ class Container(abc.ABC):
                 measured.update((k, v) for k, v in self.controllers.accounting().items() if v is not None)
         except (OSError, ValueError):
             return ResourceSummary(read_error=True)
-        return ResourceSummary(**measured)
+        return ResourceSummary(**measured)  # type: ignore[arg-type]  # its keys name the int fields
 
     def _accounting(self) -> dict[str, int | None]:
         """ResourceSummary fields the mechanism itself measures; raises OSError on a failed read."""

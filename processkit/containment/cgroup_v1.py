@@ -23,7 +23,7 @@ import posixpath
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import LimitUnavailable
+from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
@@ -37,13 +37,10 @@ def own_groups() -> dict[str, str]:
     mounts: dict[str, tuple[str, str]] = {}  # controller -> (mount point, root of the mount)
     groups: dict[str, str] = {}
     try:
-        with open("/proc/self/mountinfo") as handle:
-            for line in handle:
-                fields = line.split()
-                dash = fields.index("-")
-                if fields[dash + 1] == "cgroup":
-                    for option in fields[dash + 3].split(","):
-                        mounts[option] = (fields[4], fields[3])
+        for mount in cgroupfs.mounts():
+            if mount.fstype == "cgroup":
+                for option in mount.super_options.split(","):
+                    mounts[option] = (mount.mount_point, mount.root)
         with open("/proc/self/cgroup") as handle:
             for line in handle:
                 _, names, path = line.rstrip("\n").split(":", 2)

@@ -16,10 +16,9 @@ import signal
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import Container, ContainerError, LimitUnavailable
+from .base import Container
+from .errors import ContainerError, LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
-
-_MOUNTINFO = "/proc/self/mountinfo"
 
 
 def find_parent() -> str | None:
@@ -27,15 +26,8 @@ def find_parent() -> str | None:
     override = os.environ.get("PROCESSKIT_CGROUP_PARENT")
     if override:
         return override
-    mount = None
     try:
-        with open(_MOUNTINFO) as handle:
-            for line in handle:
-                fields = line.split()
-                fstype = fields[fields.index("-") + 1]
-                if fstype == "cgroup2":
-                    mount = fields[4]
-                    break
+        mount = next((mount.mount_point for mount in cgroupfs.mounts() if mount.fstype == "cgroup2"), None)
         if mount is None:
             return None
         with open("/proc/self/cgroup") as handle:

@@ -1,13 +1,45 @@
-"""File-level helpers shared by the cgroup v1 and v2 code: make, join, read and remove a group."""
+"""File-level helpers shared by the cgroup v1 and v2 code: find the hierarchies, make, join,
+read and remove a group."""
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import time
+from typing import NamedTuple
 
 RMDIR_ATTEMPTS = 50
 RMDIR_PAUSE_SECONDS = 0.01
+MOUNTINFO = "/proc/self/mountinfo"
+# The kernel writes a space, tab, newline or backslash in a mountinfo path as a 3-digit octal escape.
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+class Mount(NamedTuple):
+    root: str  # the directory of the mounted file system that appears at mount_point
+    mount_point: str
+    fstype: str
+    super_options: str  # for a cgroup v1 hierarchy, its controllers among them
+
+
+def mounts(path: str = MOUNTINFO) -> list[Mount]:
+    """This process's mounts, paths decoded; raises OSError when unreadable.
+
+    A line is ``id parent dev root mount-point options [optional...] - fstype source super``;
+    the optional fields vary in number, so the fields after them are found from the ``-``.
+    """
+    found = []
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            fields = line.split()
+            dash = fields.index("-")
+            found.append(Mount(_unescape(fields[3]), _unescape(fields[4]), fields[dash + 1], fields[dash + 3]))
+    return found
+
+
+def _unescape(field: str) -> str:
+    return _OCTAL_ESCAPE.sub(lambda match: chr(int(match[1], 8)), field)
 
 
 def make_group(path: str) -> int:

@@ -16,11 +16,12 @@ a counter that cannot be read is ``unknown``.
 from __future__ import annotations
 
 import abc
+import errno
 import os
 
 from ..spec import Limits
 from . import cgroupfs
-from .base import LimitUnavailable
+from .errors import LimitUnavailable
 
 AXES = ("memory", "processes", "cpu")
 CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
@@ -69,10 +70,17 @@ class ControllerSet(abc.ABC):
     def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
         """``(axis, controller, file, value)`` writes that put the requested caps in force."""
 
+    def _file(self, controller: str, name: str) -> str:
+        """``name`` in the run's group for ``controller``; FileNotFoundError where it has none."""
+        directory = self._dir(controller)
+        if directory is None:
+            raise FileNotFoundError(errno.ENOENT, f"no {controller} group for this run", name)
+        return os.path.join(directory, name)
+
     def _apply(self, limits: Limits) -> None:
         for axis, controller, name, value in self._settings(limits):
             try:
-                cgroupfs.write_text(os.path.join(self._dir(controller), name), value)
+                cgroupfs.write_text(self._file(controller, name), value)
             except OSError as exc:
                 raise LimitUnavailable(axis, f"{self.backend}: cannot write {value} to {name}: {exc.strerror}") from None
 
@@ -88,7 +96,7 @@ class ControllerSet(abc.ABC):
                 continue
             controller, name, counter = self.EVIDENCE[axis]
             try:
-                tripped = cgroupfs.read_keyed(os.path.join(self._dir(controller), name))[counter] > 0
+                tripped = cgroupfs.read_keyed(self._file(controller, name))[counter] > 0
             except (OSError, KeyError, ValueError):
                 verdicts[axis] = "unknown"
             else:

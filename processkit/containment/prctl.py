@@ -13,7 +13,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prctl():
     built = native.module()
     if built is not None:

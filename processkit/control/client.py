@@ -9,19 +9,19 @@ import socket
 import time
 from typing import Callable
 
+from ..containment import MECHANISMS
 from ..errors import Failure, Kind
 from ..registry import scan
 from ..registry.lock import Health
 from ..registry.records import valid_started_at
+from ..spec import U32_MAX
 from ..text import is_terminal_unsafe, sanitize
 from . import protocol
 
 CONNECT_SECONDS = 5.0
 EXCHANGE_SECONDS = 5.0
 MAX_PEER_TEXT = 500
-MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 VERDICTS = ("member", "not_a_member", "peer_identity_unsupported")
-U32_MAX = 2**32 - 1
 
 
 def resolve(run_id: str) -> scan.Entry:
@@ -46,7 +46,7 @@ def peer_text(text: str) -> str:
     """A runner's error text made safe to show: control runs collapsed to a space, capped."""
     out: list[str] = []
     for ch in text:
-        if is_terminal_unsafe(ch) or 0xD800 <= ord(ch) <= 0xDFFF:
+        if is_terminal_unsafe(ch):
             if out and out[-1] != " ":
                 out.append(" ")
         else:
@@ -64,7 +64,7 @@ class Channel:
         self._sock.settimeout(CONNECT_SECONDS)
         try:
             self._sock.connect(endpoint)
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise Failure(Kind.IPC_DEADLINE, f"run '{run_id}' did not accept a connection within {CONNECT_SECONDS:g}s") from None
         except (OSError, ValueError) as exc:
@@ -73,7 +73,7 @@ class Channel:
             where = sanitize(endpoint)
             raise Failure(Kind.CONTROL_UNREACHABLE, f"cannot reach run '{run_id}' at {where}: {reason}") from None
 
-    def __enter__(self) -> "Channel":
+    def __enter__(self) -> Channel:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -89,7 +89,7 @@ class Channel:
             self._within(deadline)
             self._sock.sendall(verb.encode() + b"\n")
             line = self._read_line(deadline)
-        except socket.timeout:
+        except TimeoutError:
             raise Failure(Kind.IPC_DEADLINE, f"run '{self.run_id}' did not answer within {EXCHANGE_SECONDS:g}s") from None
         except OSError as exc:
             raise Failure(Kind.CONTROL_UNREACHABLE, f"lost the connection to run '{self.run_id}': {exc.strerror or exc}") from None
@@ -106,7 +106,7 @@ class Channel:
     def _within(self, deadline: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise socket.timeout()
+            raise TimeoutError()
         self._sock.settimeout(remaining)
 
     def _read_line(self, deadline: float) -> bytes:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import NoReturn
 
 MAX_LINE = 64 * 1024
 VERBS = ("inspect", "cancel", "kill", "attest")
@@ -38,7 +39,7 @@ class RequestBuffer:
             raise ProtocolError(f"control request rejected: no newline within {MAX_LINE} bytes")
         return None
 
-    def finish(self) -> None:
+    def finish(self) -> NoReturn:
         """The client stopped sending before a complete line."""
         raise ProtocolError("control request rejected: the connection ended before a newline")
 

@@ -8,9 +8,12 @@ socket at every ending the runner lives to see.
 from __future__ import annotations
 
 import os
+from typing import Callable, NamedTuple
 
+from ..containment.members import Member
 from ..events.argv import fingerprint, hint, render
 from ..events.emitter import utc_timestamp
+from ..loop import Loop
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
 from ..registry.registration import Registration
@@ -18,7 +21,25 @@ from . import protocol
 from .server import ControlServer
 
 
-def publish(run, warn) -> "Publication | None":
+class PublishedRun(NamedTuple):
+    """All the control plane may know of a run: what the record shows, and the three
+    questions a client may put to the live run. The runner builds it; nothing else is reached.
+    (A NamedTuple, not a dataclass: ``dataclasses`` would cost every run its import.)"""
+
+    loop: Loop  # the runner's loop, which serves the control socket
+    run_id: str
+    argv: tuple[str, ...]
+    labels: tuple[tuple[str, str], ...]
+    jsonl: str
+    capture_dir: str | None
+    cwd: str  # the runner's, against which the two paths above are made absolute
+    mechanism: str
+    root_pid: Callable[[], int | None]  # None until the child is spawned
+    members: Callable[[], list[Member]]  # raises OSError when they cannot be read
+    stop: Callable[[str], None]  # a cancel or kill, requested once its ack is written
+
+
+def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:
     try:
         registration = Registration(open_for_writing())
     except RegistryError as exc:
@@ -41,27 +62,26 @@ def publish(run, warn) -> "Publication | None":
 class Publication:
     """What a run shows the control plane, and the answers its socket gives."""
 
-    def __init__(self, run, registration: Registration):
+    def __init__(self, run: PublishedRun, registration: Registration):
         self._run = run
         self._registration = registration
         self.server: ControlServer | None = None
-        spec = run.spec
         self.started_at = utc_timestamp()
-        self.jsonl = self._absolute(spec.jsonl)
-        self.capture_dir = self._absolute(spec.capture_dir)
+        self.jsonl = self._absolute(run.jsonl)
+        self.capture_dir = self._absolute(run.capture_dir)
 
     def _absolute(self, path: str | None) -> str | None:
-        return None if path is None else os.path.normpath(os.path.join(self._run.runner_cwd, path))
+        return None if path is None else os.path.normpath(os.path.join(self._run.cwd, path))
 
     def record(self) -> Record:
-        spec = self._run.spec
+        run = self._run
         return Record(
-            run_id=spec.run_id,
+            run_id=run.run_id,
             endpoint=self.server.path if self.server is not None else None,
             started_at=self.started_at,
-            argv_sha256=fingerprint(spec.argv),
-            hint=hint([render(arg) for arg in spec.argv]),
-            labels=dict(spec.labels),
+            argv_sha256=fingerprint(run.argv),
+            hint=hint([render(arg) for arg in run.argv]),
+            labels=dict(run.labels),
             jsonl=self.jsonl,
             capture_dir=self.capture_dir,
             lock_file=self._registration.lock_name,
@@ -74,19 +94,19 @@ class Publication:
             return self._snapshot(), None
         if verb == "attest":
             return self._attestation(peer_pid), None
-        return protocol.ack(verb, run.spec.run_id), lambda: run.control_stop(verb)
+        return protocol.ack(verb, run.run_id), lambda: run.stop(verb)
 
     def _snapshot(self) -> dict:
         run = self._run
         try:
-            members = [member.as_event() for member in run.read_member_list()]
+            members = [member.as_event() for member in run.members()]
         except OSError:
             members = []
         return {
             "snapshot_version": protocol.SNAPSHOT_VERSION,
-            "run_id": run.spec.run_id,
-            "mechanism": run.container.mechanism,
-            "root_pid": run.child.pid if run.child is not None else None,
+            "run_id": run.run_id,
+            "mechanism": run.mechanism,
+            "root_pid": run.root_pid(),
             "started_at": self.started_at,
             "jsonl": self.jsonl,
             "capture_dir": self.capture_dir,
@@ -100,16 +120,16 @@ class Publication:
             verdict = "peer_identity_unsupported"
         else:
             try:
-                member_pids = {member.pid for member in run.read_member_list()}
+                member_pids = {member.pid for member in run.members()}
             except OSError as exc:
                 return protocol.error(f"cannot read the run's members: {exc.strerror or exc}")
             verdict = "member" if peer_pid in member_pids else "not_a_member"
         return {
             "attestation_version": protocol.ATTESTATION_VERSION,
-            "run_id": run.spec.run_id,
+            "run_id": run.run_id,
             "verdict": verdict,
             "peer_pid": peer_pid,
-            "mechanism": run.container.mechanism,
+            "mechanism": run.mechanism,
             "checked_at": utc_timestamp(),
         }
 

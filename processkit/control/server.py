@@ -89,7 +89,7 @@ class ControlServer:
     def respond(self, verb: str, pid: int | None):
         return self._respond(verb, pid)
 
-    def forget(self, connection: "Connection") -> None:
+    def forget(self, connection: Connection) -> None:
         self._connections.discard(connection)
         self._listen()
 
@@ -100,7 +100,7 @@ class ControlServer:
         self._pause()
         if self._retry is not None:
             self._retry.cancel()
-        sock, self._sock = self._sock, None
+        sock, self._sock = self._sock, None  # type: ignore[assignment]  # closed: callers check for None
         for connection in list(self._connections):
             connection.close()
         sock.close()
@@ -187,6 +187,6 @@ class Connection:
         self._loop.remove_reader(self._fd)
         self._loop.remove_writer(self._fd)
         self._sock.close()
-        self._sock = None
+        self._sock = None  # type: ignore[assignment]  # closed: callers check for None
         self._after = None
         self._server.forget(self)

@@ -17,7 +17,7 @@ import socket
 import stat
 from typing import Callable
 
-from .loop import Loop
+from ..loop import Loop
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 
@@ -112,7 +112,7 @@ class EchoSink:
         """
         while self.backlog and not self.broken:
             before = self.flushed
-            self._loop.run_until(lambda: self.flushed > before or self.broken, self._loop.clock() + stall_seconds)
+            self._loop.run_until(lambda: self.flushed > before or self.broken, self._loop.clock() + stall_seconds)  # noqa: B023 - called only within this iteration
             if self.flushed == before:
                 break
         return len(self.backlog)

@@ -83,9 +83,9 @@ class NativePump:
 
     def pump(self) -> int:
         echo = self._echo
-        direct = echo is not None and echo.accepts_direct
+        direct = echo if echo is not None and echo.accepts_direct else None  # the C side writes to it
         result = self._result
-        self._lib.pk_stream_pump(self._stream, echo.fd if direct else -1, int(direct and echo.is_socket), result)
+        self._lib.pk_stream_pump(self._stream, direct.fd if direct else -1, int(direct is not None and direct.is_socket), result)
         count = result.nread
         if count < 0:
             if result.read_errno in (errno.EAGAIN, errno.EINTR):

@@ -18,11 +18,11 @@ from ..diagnostics import warn as _warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.emitter import Emitter, utc_timestamp
+from ..loop import Loop, Timer
 from ..spec import OverflowPolicy, RunSpec, StdinMode
 from . import capture, pump, spawn
 from .echo import EchoSink
 from .environment import build_environment
-from .loop import Loop
 from .signals import STOP_SIGNALS, SignalWatch
 from .stdin_feed import StdinFeed, open_source
 from .terminal import Foreground, HandoffError
@@ -90,14 +90,14 @@ def execute(spec: RunSpec) -> Outcome:
 class OutputStream:
     """One child output pipe with its pump, echo sink and read state."""
 
-    def __init__(self, run: "Run", name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None):
+    def __init__(self, run: Run, name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None):
         self.name = name
         self.fd = fd
         self._run = run
         self._loop = run.loop
         self.open = True
         self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
-        self._settling = None  # the timer that ends a pause after a short read
+        self._settling: Timer | None = None  # the timer that ends a pause after a short read
         os.set_blocking(fd, False)
         try:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
@@ -169,7 +169,7 @@ class Run:
         self._foreground: Foreground | None = None
         self._env: dict[str, str] | None = None
         self._pending: dict[EndingKind, str | None] = {}
-        self._timers: dict[str, object] = {}
+        self._timers: dict[str, Timer] = {}
         self._last_output = 0.0
         self._pidfd: int | None = None
         self._signals: SignalWatch | None = None
@@ -271,9 +271,23 @@ class Run:
 
     def _publish(self):
         """Register the run and open its control socket: best effort, the child runs anyway."""
-        from ..control.publication import publish
+        from ..control.publication import PublishedRun, publish
 
-        return publish(self, _warn)
+        spec = self.spec
+        run = PublishedRun(
+            loop=self.loop,
+            run_id=spec.run_id,
+            argv=spec.argv,
+            labels=spec.labels,
+            jsonl=spec.jsonl,
+            capture_dir=spec.capture_dir,
+            cwd=self.runner_cwd,
+            mechanism=self.container.mechanism,
+            root_pid=lambda: self.child.pid if self.child is not None else None,
+            members=self.read_member_list,
+            stop=self.control_stop,
+        )
+        return publish(run, _warn)
 
     def _fail_before_race(self, failure: Failure) -> Outcome:
         if self._signals is not None:

@@ -12,10 +12,10 @@ import signal
 import socket
 from typing import Callable
 
-from .loop import Loop
+from ..loop import Loop
 
 # The runner's stop signals and the ``cancelled.source`` each one reports.
-STOP_SIGNALS = {
+STOP_SIGNALS: dict[int, str] = {
     signal.SIGINT: "ctrl_c",
     signal.SIGTERM: "sigterm",
     signal.SIGHUP: "sighup",

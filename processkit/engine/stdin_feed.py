@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 
-from .loop import Loop
+from ..loop import Loop
 
 CHUNK_SIZE = 64 * 1024
 

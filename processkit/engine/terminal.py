@@ -43,7 +43,7 @@ class Foreground:
         self._lent = True
 
     @classmethod
-    def lend(cls, pgid: int, fd: int = 0) -> "Foreground | None":
+    def lend(cls, pgid: int, fd: int = 0) -> Foreground | None:
         """Make ``pgid`` the foreground group of the terminal on ``fd``.
 
         Returns None when there is nothing to lend; raises HandoffError when the hand-off

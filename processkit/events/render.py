@@ -274,7 +274,7 @@ class Renderer:
             self._origin = moment
         offset = "" if moment is None or self._origin is None else _offset(moment - self._origin)
         name = event.get("event")
-        words = WORDS.get(name) if event_validator().is_valid(event) else None
+        words = WORDS.get(name) if isinstance(name, str) and event_validator().is_valid(event) else None
         text = words(event) if words is not None else _fields(event)
         when = _s(event["time"]) if moment is not None else "-"
         return f"{when}  {offset:<{OFFSET_WIDTH}}  {_s(name) if isinstance(name, str) else '-':<{NAME_WIDTH}}  {text}".rstrip()

@@ -332,7 +332,7 @@ def load_event_schema() -> dict:
     return json.loads(text)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def event_validator() -> Validator:
     """The validator for one JSONL event line, built once per process."""
     return Validator(load_event_schema())

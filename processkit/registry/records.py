@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from ..text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
@@ -94,7 +94,7 @@ def parse(data: bytes) -> Record | None:
     )
 
 
-def valid_started_at(value) -> bool:
+def valid_started_at(value: object) -> TypeGuard[str]:
     """``YYYY-MM-DDTHH:MM:SS.sssZ`` naming a real calendar instant."""
     if not isinstance(value, str) or not _STARTED_AT.fullmatch(value):
         return False

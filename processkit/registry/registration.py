@@ -15,7 +15,8 @@ class Registration:
 
     def __init__(self, directory: str):
         self.directory = directory
-        self.stem, self._lock_fd = lock.create(directory)
+        self.stem, lock_fd = lock.create(directory)
+        self._lock_fd: int | None = lock_fd  # None once closed
         self._record_written = False
 
     @property

@@ -81,6 +81,8 @@ def names(directory: str | None) -> list[str]:
 
 def entries(directory: str | None, listing: list[str]) -> list[Entry]:
     """Every readable record, in the reference order: run_id, then started_at, then path."""
+    if directory is None:  # no registry yet, so nothing listed
+        return []
     found = []
     for name in listing:
         if not name.endswith(RECORD_SUFFIX):

@@ -1,9 +1,24 @@
 """A small single-threaded event loop over ``selectors``: fd callbacks, timers, one clock.
 
-Everything that waits in a run (child pipes, the child's pidfd, the signal wakeup socket, the
-control socket, deadlines) is a callback here. Callbacks only record facts and move bytes; the
-runner decides what those facts mean after each turn of the loop (see ``run_once``), which is
-what lets simultaneous endings be ranked instead of racing.
+Shared by the engine, where everything that waits in a run (child pipes, the child's pidfd,
+the signal wakeup socket, the control socket, deadlines) is a callback here, and by the CLI's
+bounded waits (the stdin first-byte probe, the detach handshake, ``events --follow``,
+``doctor``'s phases), which use it as a plain poller with a deadline.
+
+Facts about readiness that every user must respect:
+
+- Readiness is a hint, not a promise. ``select`` reports an fd as of the moment it returned;
+  by the time a handler runs, an earlier handler in the same turn may have drained it, closed
+  it, or closed it and opened a new file that got the same number. A handler for that number
+  then runs on a stale event. So every handler tolerates a spurious wakeup: non-blocking fds
+  only, and EAGAIN (or a read of nothing) means "not now", never an error or an ending.
+- A handler removed during a turn is not called later in that turn (its slot is looked up
+  again before each call), but one that was re-added for the same fd number is.
+- Callbacks only record facts and move bytes; the caller decides what those facts mean after
+  each turn (see ``run_once``). That is what lets the runner rank simultaneous endings instead
+  of letting them race, and what keeps a callback from re-entering the loop.
+- Time is the monotonic clock, read once per turn into ``now``; timers are due when their
+  time is at or before it, and a cancelled timer never runs.
 """
 
 from __future__ import annotations
@@ -126,8 +141,9 @@ class Loop:
     def _run_due_timers(self) -> None:
         while self._timers and self._timers[0][0] <= self.now:
             _, _, timer = heapq.heappop(self._timers)
-            if not timer.cancelled:
-                timer.callback()
+            callback = timer.callback
+            if callback is not None:  # None once cancelled
+                callback()
 
     def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
         """Turn the loop until ``done()`` or the monotonic ``deadline``; returns ``done()``.
