@@ -5,7 +5,7 @@
 must not pay for the API.
 """
 
-__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
+from .version import __version__  # noqa: F401 - the package's public version
 
 _API = frozenset(
     ("CaptureInfo", "ControlError", "RunError", "RunHandle", "RunInfo", "RunResult", "attach", "keywords", "run", "run_async", "runs", "start")

@@ -30,6 +30,11 @@ def sources() -> dict[str, Path]:
     return {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
+def extension_modules() -> set[str]:
+    """The compiled modules (``processkit._native``): leaves of the graph, importing nothing."""
+    return {module_name(path).split(".abi3")[0].split(".cpython")[0] for path in PACKAGE.rglob("*.so")}
+
+
 def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
     """The processkit modules ``name`` imports anywhere in its body."""
     is_package = path.name == "__init__.py"
@@ -52,7 +57,7 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     modules = sources()
-    known = set(modules)
+    known = set(modules) | extension_modules()
     return {name: imported_modules(name, path, known) for name, path in modules.items()}
 
 

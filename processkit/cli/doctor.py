@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from .. import __version__
+from ..version import __version__
 from ..containment import MECHANISMS
 from ..errors import Failure, Kind, usage
 from . import output, values

@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 
-from .. import __version__
+from ..version import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage

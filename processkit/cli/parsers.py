@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from .. import __version__
+from ..version import __version__
 from .main import COMMANDS, ERROR_FORMATS
 from .parsing import Parser
 

@@ -12,7 +12,7 @@ import re
 import socket
 from importlib import resources
 
-from .. import __version__
+from ..version import __version__
 from ..errors import RESERVED_BAND, Failure, Kind, usage
 from ..events.emitter import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
