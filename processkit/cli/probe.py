@@ -39,6 +39,7 @@ FLAGS = {
     "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
     "prune": ("--dry-run", "--json", "--label"),
     "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
+    "report": ("--capture-dir", "--output"),
     "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
     "doctor": (
         "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
