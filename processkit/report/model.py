@@ -310,7 +310,8 @@ class Builder:
     def _ending(self) -> str:
         """How the run ended, in one plain sentence."""
         v = self.valid
-        stop = _stop_words(v.get("cleanup_finished"))
+        forced = next((v[name] for name in ("timeout", "cancelled", "output_overflow") if name in v), {})
+        stop = _stop_words(v.get("cleanup_finished"), forced.get("grace_ms"))
         if "timeout" in v:
             e = v["timeout"]
             if e["reason"] == "idle":
@@ -363,7 +364,7 @@ class Builder:
             run.missing.append(f"and {len(self.invalid) - NOTES_SHOWN} more invalid lines")
 
 
-def _stop_words(finished: dict | None) -> str:
+def _stop_words(finished: dict | None, grace_ms: int | None) -> str:
     """How teardown went for a forced ending: "the tree was stopped gracefully in 1.2s"."""
     if finished is None:
         return ""
@@ -377,8 +378,10 @@ def _stop_words(finished: dict | None) -> str:
         words = f"no soft stop was possible ({shown(shutdown['soft_signal'])}), so the tree was killed{elapsed}"
     elif shutdown["drained_within_grace"]:
         words = f"the tree was stopped gracefully{elapsed}"
+    elif shutdown["escalated"] and grace_ms is None:
+        words = f"the tree was signalled and, with no grace given, killed{elapsed}"
     elif shutdown["escalated"]:
-        words = f"the tree did not stop within its grace and was killed{elapsed}"
+        words = f"the tree did not stop within its {render.duration(grace_ms)} grace and was killed{elapsed}"
     else:
         words = f"the tree was stopped{elapsed}"
     return words + tail
