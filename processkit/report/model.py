@@ -83,7 +83,8 @@ class Run:
     anchor: str
     run_id: str | None = None
     labels: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    command: str | None = None
+    command: str | None = None  # the argv, only when the run recorded it (--argv-raw)
+    fingerprint: str | None = None  # the argv's SHA-256, always recorded
     hint: str | None = None
     mechanism: str | None = None
     cwd: str | None = None
@@ -111,6 +112,12 @@ class Run:
     @property
     def failed(self) -> bool:
         return self.exit_code != 0
+
+    @property
+    def command_hint(self) -> str:
+        """The command as far as the stream tells it: the argv, else the hint, else that it
+        was redacted."""
+        return self.command or (f"redacted; looks like {self.hint}" if self.hint else "redacted")
 
     @property
     def bytes_captured(self) -> int | None:
@@ -233,10 +240,7 @@ class Builder:
         command = started["command"]
         if not command["redacted"] and command["argv"] is not None:
             run.command = shown(" ".join(shlex.quote(arg) for arg in command["argv"]), 600)
-        elif command["argv_sha256"] is not None:
-            run.command = f"redacted (argv sha256 {command['argv_sha256'][:16]}…)"
-        else:
-            run.command = "redacted"
+        run.fingerprint = command["argv_sha256"]
         run.hint = None if command["hint"] is None else shown(command["hint"])
 
     def _exit(self) -> None:
@@ -300,6 +304,7 @@ class Builder:
                         pid=raw["pid"], ppid=raw["ppid"], name=shown(raw["name"] or "?", 60), depth=0, first_ms=offset, until_ms=offset
                     )
                 member.until_ms = max(times[index + 1], offset)
+                member.name = shown(raw["name"] or "?", 60)  # the latest: an exec renames a process
         last_pids = {raw["pid"] for raw in self.snapshots[-1][1]}
         cleanup = self.valid.get("cleanup_started")
         ended = self.valid.get("root_exited")

@@ -11,14 +11,15 @@ import dataclasses
 import datetime
 
 from ..events import render as words
-from .model import Captured, Run, capture_file
+from .model import Captured, Moment, Run, capture_file
 from .tail import read_tail
 
 WIDTH = 960  # the drawing width of time axes, in SVG units
 LABEL_WIDTH = 220  # the process tree's name column
-ROW = 18
+ROW = 20
 MEMBERS_DRAWN = 400  # a fork bomb's tree is summarised, not drawn bar by bar
 HISTOGRAM_BINS = 24
+FOLD_AFTER = 6  # consecutive snapshots listed one by one in the timeline table
 
 
 @dataclasses.dataclass
@@ -68,11 +69,46 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         label_width=LABEL_WIDTH,
         row=ROW,
         ticks=_axis(total),
-        marks=[(_x(m.offset_ms, total), m) for m in run.moments],
+        marks=_marks(run.moments, total),
+        rows=_folded(run.moments),
         bars=[(_x(m.first_ms, total), max(_x(m.until_ms, total) - _x(m.first_ms, total), 2.0), m) for m in drawn],
         hidden_members=len(run.members) - len(drawn),
         generated=_now(),
     )
+
+
+def _marks(moments: list[Moment], total: int) -> list[tuple[float, Moment]]:
+    """Where each moment sits on the axis; snapshots closer than a unit apart share a mark, so
+    a long run's thousands of snapshots stay a light drawing."""
+    marks, snapshot_units = [], set()
+    for moment in moments:
+        x = _x(moment.offset_ms, total)
+        if moment.kind == "snapshot":
+            if int(x) in snapshot_units:
+                continue
+            snapshot_units.add(int(x))
+        marks.append((x, moment))
+    return marks
+
+
+def _folded(moments: list[Moment]) -> list[Moment]:
+    """The timeline table's rows: a run of more than FOLD_AFTER snapshots keeps its first and
+    last, with one row saying how many lie between."""
+    rows: list[Moment] = []
+    run: list[Moment] = []
+    for moment in moments + [None]:
+        if moment is not None and moment.kind == "snapshot":
+            run.append(moment)
+            continue
+        if len(run) > FOLD_AFTER:
+            between = len(run) - 2
+            rows += [run[0], Moment(run[1].offset_ms, "…", f"{between} more snapshots, until +{words.duration(run[-2].offset_ms or 0)}", "snapshot"), run[-1]]
+        else:
+            rows += run
+        run = []
+        if moment is not None:
+            rows.append(moment)
+    return rows
 
 
 def index_page(runs: list[Run]) -> str:
