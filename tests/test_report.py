@@ -132,3 +132,39 @@ def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):
     assert [name for _, name in rows] == ["b-fail", "a-ok", "c-ok"]
     assert all(f'id="{anchor}"' in page for anchor, _ in rows)
     assert page.count("<section") == 3
+
+
+def test_capture_files_are_checked_and_only_real_captures_are_read(tmp_path):
+    stream, capture = tmp_path / "run.jsonl", tmp_path / "cap"
+    run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", "sh", "-c", "echo first; echo second >&2")
+    (capture / "stderr.log").write_text("edited after the run\n")
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert "the file&#39;s SHA-256 matches the one the run recorded" in page and "first" in page
+    assert "differs from the one the run recorded" in page and "edited after the run" in page
+
+    # A hostile stream naming a FIFO (which would block a plain open) and an arbitrary file.
+    os.mkfifo(tmp_path / "stdout.log")
+    (tmp_path / "secret.txt").write_text("do not show me\n")
+    events = [json.loads(line) for line in stream.read_text().splitlines()]
+    for e in events:
+        if e["event"] == "output_captured":
+            e["stdout"]["path"] = str(tmp_path / "stdout.log")
+            e["stderr"]["path"] = str(tmp_path / "secret.txt")
+    write_stream(tmp_path / "hostile.jsonl", events)
+    result, err = report(tmp_path / "hostile.jsonl", "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert "the capture path is not a regular file" in page
+    assert "does not name a capture file" in page and "do not show me" not in page
+
+
+def test_terminal_text_becomes_safe_coloured_html():
+    from processkit.report.tail import to_html
+
+    page = str(to_html("\x1b[31mred <b>&</b>\x1b[0m\r\n50%\r100%\x1b[K\n\x1b]0;title\x07\ttab"))
+    assert page.startswith('<span style="color: #cd0000">red &lt;b&gt;&amp;&lt;/b&gt;</span>\n')
+    assert "\n100%\n" in page  # a carriage return keeps what the terminal finally shows
+    assert page.endswith("\\x1b]0;title\\x07\ttab")  # other controls written out; tabs kept
+    assert "\x1b" not in page and "\r" not in page

@@ -59,7 +59,7 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     total = max(run.duration_ms or 0, 1)
     tails = []
     for stream in run.captured:
-        html, note = read_tail(capture_file(stream, capture_dir))
+        html, note = read_tail(capture_file(stream, capture_dir), stream.sha256)
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]
     return _environment().get_template("run.html.j2").render(
