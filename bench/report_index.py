@@ -126,12 +126,14 @@ def main() -> None:
                 results[count].append(measure(argv))
         for count in sizes:
             wall = statistics.median(r["wall"] for r in results[count])
+            cpu = statistics.median(r["cpu"] for r in results[count])
             rss = statistics.median(r["rss_mib"] for r in results[count])
             page = os.path.getsize(os.path.join(work, f"{count}.html"))
             print(f"{count:5d} runs: wall median {wall:.2f} s (min {min(r['wall'] for r in results[count]):.2f}, "
-                  f"max {max(r['wall'] for r in results[count]):.2f}), peak RSS {rss:.1f} MiB, page {page / 2**20:.2f} MiB")
+                  f"max {max(r['wall'] for r in results[count]):.2f}), CPU median {cpu:.2f} s, peak RSS {rss:.1f} MiB, page {page / 2**20:.2f} MiB")
         ratios = [b["wall"] / a["wall"] for a, b in zip(results[100], results[1000])]
         print(f"1000/100 wall ratio: median {statistics.median(ratios):.2f}")
+        print(f"load average after the renders: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         if not args.no_browser:
             seen = browse(os.path.join(work, "1000.html"))
             print(f"Chromium, 1000-run page: load {seen['load_ms']:.0f} ms, sort by duration {seen['sort_ms']:.0f} ms "
