@@ -168,3 +168,18 @@ def test_terminal_text_becomes_safe_coloured_html():
     assert "\n100%\n" in page  # a carriage return keeps what the terminal finally shows
     assert page.endswith("\\x1b]0;title\\x07\ttab")  # other controls written out; tabs kept
     assert "\x1b" not in page and "\r" not in page
+
+
+def test_runs_that_never_started_say_why(tmp_path):
+    stream = tmp_path / "spawn.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--", tmp_path / "no-such-program").returncode == 101
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert re.search(r"The program could not be started: [^<]+; the runner exited 101\.", page)
+    assert "No members snapshot could be read" in page and "no valid run_started" not in page
+
+    write_stream(stream, [event("runner_exit", code=111, source="setup", child_code=None)])
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    assert "The run failed during setup, before anything was started; the runner exited 111." in page_text(tmp_path / "out.html")

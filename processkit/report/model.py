@@ -205,7 +205,8 @@ class Builder:
             moment = render.timestamp(event)
             if moment is not None and self.origin is None:
                 self.origin = moment
-            offset = None if moment is None else int((moment - self.origin).total_seconds() * 1000)
+            # A clock stepped back places an event at the start, never before it.
+            offset = None if moment is None else max(0, int((moment - self.origin).total_seconds() * 1000))
             if offset is not None:
                 self.last_ms = max(self.last_ms, offset)
             name = event.get("event")
@@ -346,7 +347,8 @@ class Builder:
         elif "root_exited" in v:
             first = render.WORDS["root_exited"](v["root_exited"])
             if self.run.outlived_count:
-                first += f"; {processes(self.run.outlived_count)} outlived it and were stopped in teardown"
+                count = self.run.outlived_count
+                first += f"; {processes(count)} outlived it and {'was' if count == 1 else 'were'} stopped in teardown"
         elif "spawn_failed" in v:
             first = f"the program could not be started: {shown(v['spawn_failed']['message'])}"
         elif "container_failed" in v:
