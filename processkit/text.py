@@ -72,5 +72,8 @@ def escape_unsafe(text: str) -> str:
 
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: unsafe characters dropped, length capped."""
-    clean = "".join(ch for ch in text if not is_terminal_unsafe(ch))
+    if text.isascii() and text.isprintable():
+        clean = text  # printable ASCII holds no control, format or surrogate character
+    else:
+        clean = "".join(ch for ch in text if not is_terminal_unsafe(ch))
     return clean if len(clean) <= limit else clean[:limit] + "..."

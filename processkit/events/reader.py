@@ -41,13 +41,17 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 
 
+# One decoder for every line: json.loads would build a new one per call for parse_constant.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse(number: int, raw: bytes) -> Line:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start})")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _DECODER.decode(text)
     except ValueError as exc:
         return Line(number, raw, problem=f"not valid JSON ({exc})")
     except RecursionError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import shlex
 import signal
 
@@ -254,10 +255,17 @@ def _fields(event: dict) -> str:
     return " ".join(parts)
 
 
+_CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+
+
 def timestamp(event: dict) -> datetime.datetime | None:
     value = event.get("time")
+    if not isinstance(value, str):
+        return None
     try:
-        return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ") if isinstance(value, str) else None
+        if _CANONICAL_TIME.fullmatch(value):  # the emitter's form: the C parser, many times faster
+            return datetime.datetime.fromisoformat(value[:-1])
+        return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
     except ValueError:
         return None
 

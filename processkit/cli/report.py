@@ -1,0 +1,105 @@
+"""``report``: one run's JSONL stream as a self-contained HTML page, or many streams (files or
+a directory of ``*.jsonl``) as one index page with a section per run.
+
+Read-only: streams and capture files are read, the registry is consulted once (only to say
+whether a stream without ``runner_exit`` is still being written), and the page is written to
+a temporary file beside ``-o`` then renamed into place, so a reader never sees half a page.
+A file that holds no event is invalid input (114, as ``events --validate``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..errors import Failure, Kind, usage
+from ..text import sanitize
+from . import output
+from .parsing import Once, Parser
+
+STREAM_SUFFIX = ".jsonl"
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="processkit-cli report",
+        usage="processkit-cli report <FILE.jsonl>... | <DIR> [--capture-dir <DIR>] -o <OUT.html>",
+        description="Render JSONL event streams as an HTML page: one stream gives a run's page, "
+        "several (or a directory of *.jsonl) give an index of runs.",
+    )
+    parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
+    parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
+    parser.add_argument(
+        "--capture-dir", action=Once, metavar="DIR", help="where the run's stdout.log and stderr.log are (one stream only)"
+    )
+    return parser
+
+
+def main(argv: list[str], invocation) -> int:
+    args = build_parser().parse(argv)
+    paths = _stream_paths(args.streams)
+    single = len(args.streams) == 1 and not os.path.isdir(args.streams[0])
+    if args.capture_dir is not None and not single:
+        raise usage("the argument '--capture-dir' can be used only with a single stream")
+
+    from ..report import model, render
+
+    live = _live_streams()
+    runs = [model.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
+    page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
+    _write_atomically(args.output, page)
+    noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
+    return 0
+
+
+def _stream_paths(given: list[str]) -> list[str]:
+    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted)."""
+    if len(given) == 1 and os.path.isdir(given[0]):
+        try:
+            names = sorted(name for name in os.listdir(given[0]) if name.endswith(STREAM_SUFFIX))
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
+        if not names:
+            raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
+        return [os.path.join(given[0], name) for name in names]
+    return list(given)
+
+
+def _live_streams() -> set[str]:
+    """The streams a registered, not confirmed stale, runner still writes (by real path); an
+    unreadable registry only means nobody can be shown as still writing."""
+    from ..registry import scan
+    from ..registry.lock import Health
+
+    try:
+        view = scan.read(Kind.REGISTRY)
+    except Failure:
+        return set()
+    return {
+        os.path.realpath(entry.record.jsonl)
+        for entry in view.entries
+        if entry.record.jsonl is not None and entry.health() is not Health.STALE
+    }
+
+
+def _write_atomically(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except OSError as exc:
+        os.unlink(temporary)
+        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,1 @@
+"""Run reports: JSONL event streams turned into self-contained HTML pages (``report``)."""

@@ -1,0 +1,103 @@
+"""The last lines of a capture file as HTML (terminal colours become coloured spans, and no
+raw escape reaches the page), and whether the file still holds what the run recorded.
+
+Facts about what captures hold: a ``--pty`` capture keeps what the child wrote to its
+terminal, so SGR colour sequences (``ESC [ ... m``), cursor and erase sequences (``ESC [ K``),
+carriage returns (progress bars redraw a line) and CRLF line ends. SGR becomes colour
+(ansi2html, which also escapes the text); other CSI sequences only move the cursor and are
+dropped; a carriage return keeps what the terminal would finally show on that line; any
+other control character (OSC titles, BEL, stray ESC) is written out as text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import stat
+
+from markupsafe import Markup
+
+from ..text import escape_unsafe
+
+TAIL_BYTES = 64 * 1024
+TAIL_LINES = 40
+CAPTURE_NAMES = ("stdout.log", "stderr.log")
+VERIFY_MAX_BYTES = 256 << 20
+
+_SGR = re.compile(r"(\x1b\[[0-9;:]*m)")
+_OTHER_CSI = re.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-ln-~]")
+
+
+@functools.cache
+def _converter():
+    from ansi2html import Ansi2HTMLConverter
+
+    return Ansi2HTMLConverter(inline=True, scheme="xterm")
+
+
+def _visible_line(line: str) -> str:
+    """What a terminal leaves on one line: the text after its last carriage return, with
+    cursor sequences gone and other controls written as escapes (SGR kept for colour)."""
+    line = _OTHER_CSI.sub("", line.rstrip("\r"))
+    line = line.rsplit("\r", 1)[-1]
+    return "".join(part if _SGR.fullmatch(part) else _escaped(part) for part in _SGR.split(line))
+
+
+def _escaped(text: str) -> str:
+    """Controls written out as escapes, tabs kept as tabs."""
+    return "\t".join(escape_unsafe(piece) for piece in text.split("\t"))
+
+
+def to_html(text: str) -> Markup:
+    """Terminal text as safe HTML: colours as spans, everything else escaped."""
+    visible = "\n".join(_visible_line(line) for line in text.split("\n"))
+    return Markup(_converter().convert(visible, full=False, ensure_trailing_newline=False))
+
+
+def read_tail(path: str, sha256: str) -> tuple[Markup | None, str | None]:
+    """The last TAIL_LINES lines of the capture file at ``path`` (from its last TAIL_BYTES) as
+    HTML, or None; and a note on the file (why it cannot be shown, or whether it still holds
+    the bytes whose digest the run recorded).
+
+    The path comes from an untrusted stream: only a regular file named like a capture
+    (stdout.log, stderr.log) is opened, without blocking, so a stream can neither make the
+    report wait on a FIFO nor copy an arbitrary file's end onto the page.
+    """
+    if os.path.basename(path) not in CAPTURE_NAMES:
+        return None, "the recorded path does not name a capture file, so it is not read"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        return None, f"the capture file cannot be read: {exc.strerror}"
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "the capture path is not a regular file, so it is not read"
+        try:
+            note = _verified(file, info.st_size, sha256)
+            file.seek(max(0, info.st_size - TAIL_BYTES))
+            data = file.read(TAIL_BYTES)
+        except OSError as exc:
+            return None, f"the capture file cannot be read: {exc.strerror}"
+    if not data:
+        return None, f"the capture file is empty; {note}"
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if info.st_size > TAIL_BYTES:
+        lines = lines[1:]  # the first line was cut by the byte window
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+    return to_html("\n".join(lines[-TAIL_LINES:])), note
+
+
+def _verified(file, size: int, sha256: str) -> str:
+    if size > VERIFY_MAX_BYTES:
+        return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked"
+    digest = hashlib.sha256()
+    while chunk := file.read(1 << 20):
+        digest.update(chunk)
+    if digest.hexdigest() == sha256:
+        return "the file's SHA-256 matches the one the run recorded"
+    return "the file's SHA-256 differs from the one the run recorded: it changed after the run"

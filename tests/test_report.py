@@ -1,0 +1,185 @@
+"""``report`` at the process level: real runs and hand-made streams in, HTML files out.
+What a page looks like in a browser is tests/test_report_browser.py's job."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+
+from conftest import run_cli, start_cli, wait_for_event
+from report_streams import HOSTILE_ID, HOSTILE_LABEL, event, hostile_stream, started, write_stream
+
+
+def report(*args):
+    result = run_cli("report", *args)
+    return result, result.stderr.decode()
+
+
+def page_text(path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_a_real_run_becomes_a_page(tmp_path):
+    stream = tmp_path / "run.jsonl"
+    ran = run_cli("run", "--jsonl", stream, "--run-id", "build-7", "--label", "step=link", "--capture-dir",
+                  tmp_path / "cap", "--", "sh", "-c", "echo hello; exit 3")
+    assert ran.returncode == 3
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    assert result.stdout.decode() == f"wrote {tmp_path / 'out.html'}: run 'build-7'\n"
+    page = page_text(tmp_path / "out.html")
+    assert "build-7" in page and "step=link" in page
+    assert "The child exited with code 3; the runner exited 3." in page
+    assert "hello" in page  # the capture's last lines, found through output_captured's path
+    assert "redacted (argv sha256" in page  # the argv was not recorded, so it is not shown
+    assert not re.search(r"<(link|img|iframe)\b|src=|https?://", page), "a page fetches nothing"
+
+
+def test_the_argv_is_shown_only_when_it_was_recorded(tmp_path):
+    stream = tmp_path / "run.jsonl"
+    run_cli("run", "--jsonl", stream, "--argv-raw", "--", "echo", "secret-free", "--flag")
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    assert "echo secret-free --flag" in page_text(tmp_path / "out.html")
+
+
+def test_hostile_fields_are_shown_as_text(tmp_path):
+    hostile_stream(tmp_path / "hostile.jsonl")
+    for args in ([tmp_path / "hostile.jsonl"], [tmp_path / "hostile.jsonl", tmp_path / "hostile.jsonl"]):
+        result, err = report(*args, "-o", tmp_path / "out.html")
+        assert result.returncode == 0, err
+        page = page_text(tmp_path / "out.html")
+        assert "\x1b" not in page and "\x07" not in page
+        assert "<script>alert" not in page and "<img" not in page and "<svg onload" not in page and "<b>" not in page
+        assert html.escape(HOSTILE_ID, quote=False) in page.replace("&#34;", '"')
+        assert html.escape(HOSTILE_LABEL) in page
+        assert "\\x1b[2J" in page  # the argv's terminal escape is written out, as text
+
+
+def test_a_file_that_is_not_an_event_stream_is_114_in_one_line(tmp_path):
+    cases = {"text.jsonl": b"hello\nworld\n", "empty.jsonl": b"", "json.jsonl": b'{"a": 1}\n[1,2]\n', "binary.jsonl": b"\x00\xff\xfe" * 50}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        result, err = report(tmp_path / name, "-o", tmp_path / "out.html")
+        assert result.returncode == 114, (name, err)
+        assert err.count("\n") == 1 and "is not a processkit event stream" in err, err
+        assert not (tmp_path / "out.html").exists()
+    result, _ = report(tmp_path / "json.jsonl", tmp_path / "text.jsonl", "-o", tmp_path / "out.html")
+    assert result.returncode == 114 and not (tmp_path / "out.html").exists()
+    enveloped = run_cli("--error-format", "json", "report", tmp_path / "text.jsonl", "-o", tmp_path / "out.html")
+    assert json.loads(enveloped.stderr)["kind"] == "events_invalid" and enveloped.returncode == 114
+
+
+def test_unreadable_inputs_and_usage_errors(tmp_path):
+    result, err = report(tmp_path / "absent.jsonl", "-o", tmp_path / "out.html")
+    assert result.returncode == 111 and "cannot read the events stream" in err and err.count("\n") == 1
+    hostile_stream(tmp_path / "a.jsonl")
+    assert report(tmp_path / "a.jsonl")[0].returncode == 100  # -o is required
+    both, err = report(tmp_path / "a.jsonl", tmp_path / "a.jsonl", "--capture-dir", tmp_path, "-o", tmp_path / "o.html")
+    assert both.returncode == 100 and "single stream" in err
+    (tmp_path / "empty").mkdir()
+    assert report(tmp_path / "empty", "-o", tmp_path / "o.html")[0].returncode == 114
+    result, err = report(tmp_path / "a.jsonl", "-o", tmp_path / "no-such-dir" / "o.html")
+    assert result.returncode == 111 and "cannot write" in err
+
+
+def test_damaged_streams_still_give_a_page_that_says_what_is_missing(tmp_path):
+    stream = tmp_path / "cut.jsonl"
+    write_stream(
+        stream,
+        [started(), event("members_snapshot", reason="spawn", read_error=False, members=[]),
+         {"schema_version": 1, "event": "root_exited", "outcome": 7}],
+        tail=b'not json at all\n{"schema_version":1,"time":"2026-01-01T00:00:02.000Z","event":"resource_su',
+    )
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert "What this report cannot show" in page
+    assert "the stream ends without runner_exit: the runner was killed" in page
+    assert "line 3: a root_exited event that does not match the schema" in page
+    assert "line 4: not valid JSON" in page and "line 5: not valid JSON" in page
+    assert "No ending was recorded; the runner&#39;s exit was not recorded." in page
+
+
+def test_a_stream_still_being_written_is_said_to_be(tmp_path):
+    stream = tmp_path / "live.jsonl"
+    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "30")
+    try:
+        wait_for_event(stream, "members_snapshot")
+        result, err = report(stream, "-o", tmp_path / "out.html")
+        assert result.returncode == 0, err
+        assert "a registered runner is still writing it" in page_text(tmp_path / "out.html")
+    finally:
+        runner.terminate()
+        runner.communicate(timeout=30)
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert "still writing" not in page_text(tmp_path / "out.html") and "Cancelled by SIGTERM" in page_text(tmp_path / "out.html")
+
+
+def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):
+    streams = tmp_path / "streams"
+    streams.mkdir()
+    for name, code in (("a-ok", 0), ("b-fail", 5), ("c-ok", 0)):
+        run_cli("run", "--jsonl", streams / f"{name}.jsonl", "--run-id", name, "--", "sh", "-c", f"exit {code}")
+    (streams / "notes.txt").write_text("not a stream, not a .jsonl")
+    result, err = report(streams, "-o", tmp_path / "index.html")
+    assert result.returncode == 0, err
+    assert result.stdout.decode().endswith(": 3 runs\n")
+    page = page_text(tmp_path / "index.html")
+    rows = re.findall(r'<tr(?: class="failed")?><td><a href="#(run-\d+)">([^<]*)</a>', page)
+    assert [name for _, name in rows] == ["b-fail", "a-ok", "c-ok"]
+    assert all(f'id="{anchor}"' in page for anchor, _ in rows)
+    assert page.count("<section") == 3
+
+
+def test_capture_files_are_checked_and_only_real_captures_are_read(tmp_path):
+    stream, capture = tmp_path / "run.jsonl", tmp_path / "cap"
+    run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", "sh", "-c", "echo first; echo second >&2")
+    (capture / "stderr.log").write_text("edited after the run\n")
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert "the file&#39;s SHA-256 matches the one the run recorded" in page and "first" in page
+    assert "differs from the one the run recorded" in page and "edited after the run" in page
+
+    # A hostile stream naming a FIFO (which would block a plain open) and an arbitrary file.
+    os.mkfifo(tmp_path / "stdout.log")
+    (tmp_path / "secret.txt").write_text("do not show me\n")
+    events = [json.loads(line) for line in stream.read_text().splitlines()]
+    for e in events:
+        if e["event"] == "output_captured":
+            e["stdout"]["path"] = str(tmp_path / "stdout.log")
+            e["stderr"]["path"] = str(tmp_path / "secret.txt")
+    write_stream(tmp_path / "hostile.jsonl", events)
+    result, err = report(tmp_path / "hostile.jsonl", "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert "the capture path is not a regular file" in page
+    assert "does not name a capture file" in page and "do not show me" not in page
+
+
+def test_terminal_text_becomes_safe_coloured_html():
+    from processkit.report.tail import to_html
+
+    page = str(to_html("\x1b[31mred <b>&</b>\x1b[0m\r\n50%\r100%\x1b[K\n\x1b]0;title\x07\ttab"))
+    assert page.startswith('<span style="color: #cd0000">red &lt;b&gt;&amp;&lt;/b&gt;</span>\n')
+    assert "\n100%\n" in page  # a carriage return keeps what the terminal finally shows
+    assert page.endswith("\\x1b]0;title\\x07\ttab")  # other controls written out; tabs kept
+    assert "\x1b" not in page and "\r" not in page
+
+
+def test_runs_that_never_started_say_why(tmp_path):
+    stream = tmp_path / "spawn.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--", tmp_path / "no-such-program").returncode == 101
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    page = page_text(tmp_path / "out.html")
+    assert re.search(r"The program could not be started: [^<]+; the runner exited 101\.", page)
+    assert "No members snapshot could be read" in page and "no valid run_started" not in page
+
+    write_stream(stream, [event("runner_exit", code=111, source="setup", child_code=None)])
+    result, err = report(stream, "-o", tmp_path / "out.html")
+    assert result.returncode == 0, err
+    assert "The run failed during setup, before anything was started; the runner exited 111." in page_text(tmp_path / "out.html")

@@ -1,0 +1,138 @@
+"""Report pages in a real headless Chromium (the distribution's, driven by chromedriver):
+what a person sees, not what the HTML source says.
+
+One browser for the module; the streams come from real ``processkit-cli run``s (a tree that
+outlives its root, a timeout, a child printing colours) and from a hand-made hostile stream.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+
+import pytest
+
+from conftest import read_events, run_cli
+from report_streams import HOSTILE_ID, HOSTILE_LABEL, hostile_stream
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)
+COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1;32mGREEN\\x1b[0m\\nlast line\\n')"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def open_page(browser, path):
+    browser.get(path.as_uri())
+    return browser
+
+
+def console_errors(browser) -> list:
+    return [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def text_of(browser, selector: str) -> str:
+    return browser.find_element("css selector", selector).text
+
+
+def rendered(tmp_path, *streams, capture_dir=None):
+    out = tmp_path / "page.html"
+    extra = ["--capture-dir", capture_dir] if capture_dir else []
+    result = run_cli("report", *streams, *extra, "-o", out)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_a_tree_that_outlives_its_root(browser, tmp_path):
+    stream = tmp_path / "tree.jsonl"
+    ran = run_cli("run", "--jsonl", stream, "--run-id", "tree-run", "--label", "suite=report", "--snapshot-interval",
+                  "50ms", "--", "sh", "-c", "sleep 30 & sleep 0.4 & sleep 0.6")
+    assert ran.returncode == 0
+    events = read_events(stream)
+    seen = {(m["pid"], m["start_time"]) for e in events if e["event"] == "members_snapshot" for m in e["members"]}
+    page = open_page(browser, rendered(tmp_path, stream))
+    assert text_of(page, "h1") == "Run tree-run"
+    assert text_of(page, "dd.run-id") == "tree-run" and "suite=report" in page.find_element("css selector", "dl.facts").text
+    assert len(page.find_elements("css selector", "svg.tree rect.bar")) == len(seen) >= 3
+    assert page.find_elements("css selector", "svg.tree rect.bar.outlived"), "the orphaned sleep is marked"
+    assert text_of(page, "p.ending").startswith("The child exited with code 0; 1 process outlived it")
+    assert len(page.find_elements("css selector", "svg.timeline circle.mark")) == len(events)
+    assert console_errors(page) == []
+
+
+def test_a_timeout_says_how_it_ended(browser, tmp_path):
+    stream = tmp_path / "timeout.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--timeout", "300ms", "--grace", "5s", "--", "sleep", "30").returncode == 106
+    page = open_page(browser, rendered(tmp_path, stream))
+    assert re.fullmatch(r"Timed out after 300ms; the tree was stopped gracefully in \d+(ms|(\.\d+)?s); the runner exited 106\.",
+                        text_of(page, "p.ending"))
+    assert text_of(page, "dd.exit") == "106 (timeout)"
+    assert console_errors(page) == []
+
+
+def test_capture_tails_show_terminal_colours_as_colour(browser, tmp_path):
+    stream, capture = tmp_path / "colour.jsonl", tmp_path / "capture"
+    assert run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", sys.executable, "-c", COLOUR_CHILD).returncode == 0
+    moved = tmp_path / "moved"
+    shutil.move(capture, moved)  # found through --capture-dir, not the recorded path
+    page = open_page(browser, rendered(tmp_path, stream, capture_dir=moved))
+    tail = page.find_element("css selector", "pre.tail[data-stream=stdout]")
+    assert tail.text == "plain RED GREEN\nlast line"
+    red = tail.find_element("xpath", ".//span[text()='RED']")
+    assert red.value_of_css_property("color") == "rgba(205, 0, 0, 1)"
+    green = tail.find_element("xpath", ".//span[text()='GREEN']")
+    assert green.value_of_css_property("font-weight") == "700"
+    assert console_errors(page) == []
+
+
+def test_hostile_values_are_shown_as_text(browser, tmp_path):
+    hostile_stream(tmp_path / "hostile.jsonl")
+    page = open_page(browser, rendered(tmp_path, tmp_path / "hostile.jsonl"))
+    assert text_of(page, "dd.run-id") == HOSTILE_ID
+    assert HOSTILE_LABEL in text_of(page, "dl.facts")
+    assert "\\x1b[2J" in text_of(page, "dd.command")
+    assert page.find_elements("css selector", "script, img, b, i") == []
+    assert page.execute_script("return document.title") == f"Run {HOSTILE_ID}"
+    assert console_errors(page) == []
+
+
+def test_the_index_sorts_and_links(browser, tmp_path):
+    streams = tmp_path / "streams"
+    streams.mkdir()
+    for name, script in (("quick", "exit 0"), ("broken", "exit 4"), ("slow", "sleep 0.5"), ("middle", "sleep 0.2")):
+        run_cli("run", "--jsonl", streams / f"{name}.jsonl", "--run-id", name, "--", "sh", "-c", script)
+    page = open_page(browser, rendered(tmp_path, streams))
+    def rows():
+        return [row.find_element("css selector", "td").text for row in page.find_elements("css selector", "table.runs tbody tr")]
+    assert rows()[0] == "broken" and len(rows()) == 4
+    assert len(page.find_elements("css selector", "svg.histogram rect.bar")) >= 2
+    header = page.find_element("xpath", "//table[@class='runs']//th[text()='duration']")
+    header.click()
+    assert rows()[-2:] == ["middle", "slow"] and header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert rows()[:2] == ["slow", "middle"] and header.get_attribute("aria-sort") == "descending"
+    page.find_element("link text", "slow").click()
+    assert page.current_url.endswith("#" + page.find_element("css selector", "section.run:target").get_attribute("id"))
+    assert "slow" in text_of(page, "section.run:target h2")
+    assert console_errors(page) == []
