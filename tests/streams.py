@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, run_cli
+from conftest import REFERENCE_SCHEMAS, reference_schemas_present, run_cli
 from processkit.events.validate import load_event_schema, validate_event
 
 PY = sys.executable
@@ -54,9 +54,9 @@ def reference_validator():
     Patched only where the seed differs: each output_captured stream also reports bytes_seen
     and bytes_written.
     """
-    path = REFERENCE_SCHEMAS / "events-v1.schema.json"
-    if not path.exists():
+    if not reference_schemas_present():
         return None
+    path = REFERENCE_SCHEMAS / "events-v1.schema.json"
     import jsonschema
 
     schema = json.loads(path.read_text(encoding="utf-8"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import REFERENCE_SCHEMAS
+from conftest import require_reference_schemas
 from processkit.events.validate import (
     EVENT_SCHEMA_FILE,
     SchemaError,
@@ -245,11 +245,8 @@ def test_the_runtime_validator_needs_no_jsonschema_package():
 
 
 def reference_file(name: str) -> Path:
-    """A file of the reference's published schemas; skips the test when they are absent."""
-    path = REFERENCE_SCHEMAS / name
-    if not path.exists():
-        pytest.skip("the reference schemas are not beside the repository")
-    return path
+    """A file of the reference's published schemas; skips the test (fails it in CI) when absent."""
+    return require_reference_schemas() / name
 
 
 def test_the_reference_samples_validate_once_capture_carries_the_seed_fields():
@@ -280,3 +277,37 @@ def test_our_schema_has_every_reference_event_and_field_in_order():
     their_stream = list(theirs["$defs"]["captureInfo"]["properties"])
     seed_fields = ["bytes_seen", "bytes_written"]
     assert list(ours["$defs"]["captured_stream"]["properties"]) == their_stream[:2] + seed_fields + their_stream[2:]
+
+
+def test_a_pattern_dollar_does_not_match_before_a_trailing_newline():
+    """JSON Schema patterns are ECMA-262: ``$`` is the end of the string, never "\\n" + end."""
+    line = {**VALID[0], "time": TIME + "\n"}
+    assert [v.keyword for v in validate_event(line)] == ["pattern"]
+    assert Validator({"pattern": "^a$"}).is_valid("a")
+    assert not Validator({"pattern": "^a$"}).is_valid("a\n")
+    assert Validator({"pattern": "^[$]x\\$$"}).is_valid("$x$")  # a literal $ stays literal
+    assert not Validator({"pattern": "^\\d$"}).is_valid("\u0663")  # \d is ASCII, as in ECMA-262
+
+
+def test_a_new_limit_kind_keeps_a_stream_valid():
+    assert validate_event(event("limit_hit", limit="pids_per_user", detail="a future cap")) == []
+
+
+def test_the_shipped_schema_is_never_stricter_than_the_reference():
+    """Whatever the reference's schema (with the seed's capture fields) accepts, ours accepts:
+    every one-field change of every event type, checked against both."""
+    reference_file("events-v1.schema.json")
+    from streams import reference_validator
+
+    theirs = reference_validator()
+    ours = event_validator()
+    extra = (0, 2**64, 2**70, "", "\u00e9", "x" * 300, "future_kind")
+    accepted = 0
+    for line in VALID:
+        variants = list(_mutations(line))
+        variants += [{**line, key: value} for key in line for value in extra]
+        for variant in variants:
+            if theirs.is_valid(variant):
+                accepted += 1
+                assert ours.is_valid(variant), (variant, [str(v) for v in ours.errors(variant)])
+    assert accepted > 50

@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, run_cli
+from conftest import REFERENCE_SCHEMAS, require_reference_schemas, run_cli
 from control_support import check_schema, envelope, json_out, listed, mode
 from processkit.cli.main import COMMANDS
 
@@ -28,8 +28,7 @@ def scratch_tmp(tmp_path, monkeypatch):
 
 
 def test_the_reference_samples_pass_their_schemas():
-    if not REFERENCE_SCHEMAS.is_dir():
-        pytest.skip("the reference schemas are not beside the repository")
+    require_reference_schemas()
     for name in ("probe", "doctor"):
         for line in (REFERENCE_SCHEMAS / f"{name}.sample.jsonl").read_text().splitlines():
             check_schema(name, json.loads(line))

@@ -80,6 +80,33 @@ def _show(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def ecma_pattern(pattern: str) -> re.Pattern:
+    """``pattern`` compiled with ECMA-262 meaning, as JSON Schema defines ``pattern``.
+
+    Two Python habits differ: ``$`` also matches before a final newline (ECMA's only at the
+    very end: ``\\Z`` here), and ``\\d``/``\\w`` match any Unicode digit or letter (ECMA's
+    only ASCII: ``re.ASCII``). A ``$`` inside a character class or escaped stays literal.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError("a pattern must be a string")
+    out: list[str] = []
+    escaped = in_class = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append(r"\Z")
+            continue
+        out.append(ch)
+    return re.compile("".join(out), re.ASCII)
+
+
 class Validator:
     """Validates instances against one schema; build once, call :meth:`errors` per instance."""
 
@@ -127,7 +154,7 @@ class Validator:
 
     def _check_pattern(self, value, where: str) -> None:
         try:
-            self._patterns[value] = re.compile(value)
+            self._patterns[value] = ecma_pattern(value)
         except (re.error, TypeError) as exc:
             raise SchemaError(f"{where}: bad pattern: {exc}") from None
 
