@@ -139,7 +139,7 @@ def _mutations(lines: list[bytes]) -> dict:
     return {
         "no_runner_exit": (lines[:-1], "stream: 0 runner_exit events, expected exactly one"),
         "two_runner_exits": (lines + [exit_line], "stream: 2 runner_exit events"),
-        "runner_exit_not_last": (lines + [lines[1]], "is not the last line"),
+        "runner_exit_not_last": (lines + [lines[1]], "stream: runner_exit (line 7) is not the last line"),
         "run_started_not_first": ([lines[1], lines[0]] + lines[2:], "stream: run_started is not the first line (line 2)"),
         "two_endings": (lines[:3] + [ending] + lines[3:], "stream: 2 ending events"),
         "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], '$.code: expected integer, got "zero"'),
@@ -168,15 +168,52 @@ MUTATIONS = (
 )
 
 
-@pytest.mark.parametrize("name", MUTATIONS)
-def test_a_corrupted_stream_fails_validation_with_what_is_wrong(corrupted, name):
+LINE_MUTATIONS = ("wrong_type", "unknown_field", "not_json", "invalid_utf8", "over_a_mebibyte")
+STREAM_MUTATIONS = tuple(name for name in MUTATIONS if name not in LINE_MUTATIONS)
+
+
+@pytest.mark.parametrize("name", LINE_MUTATIONS)
+def test_a_corrupted_line_fails_validation_with_what_is_wrong(corrupted, name):
     path, expected = corrupted[name]
     proc = events_cli("--error-format", "json", "--file", path, "--validate")
     assert proc.returncode == 114
     report = proc.stdout.decode()
     assert expected in report, report
     assert report.splitlines()[-1].startswith("checked ")
+    problem = envelope(proc)
+    assert problem["kind"] == "events_invalid"
+    assert problem["message"].startswith("1 of ") and "do not conform to this binary's event schema" in problem["message"]
+
+
+@pytest.mark.parametrize("name", STREAM_MUTATIONS)
+def test_a_stream_whose_every_line_conforms_validates_with_a_note(corrupted, name):
+    """As the reference: exit 0 when every line conforms; what only the whole stream gets
+    wrong is a note on stderr, and stdout is the reference's report."""
+    path, expected = corrupted[name]
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 0, proc.stderr
+    lines = len(path.read_bytes().splitlines())
+    assert proc.stdout.decode() == f"checked {lines} lines: all valid\n"
+    assert f"processkit-cli: note: {expected}".encode() in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", STREAM_MUTATIONS)
+def test_strict_stream_makes_the_whole_streams_findings_count(corrupted, name):
+    path, expected = corrupted[name]
+    proc = events_cli("--error-format", "json", "--file", path, "--validate", "--strict-stream")
+    assert proc.returncode == 114
+    report = proc.stdout.decode()
+    assert expected in report, report
+    assert report.splitlines()[-1].endswith("stream problem") or report.splitlines()[-1].endswith("stream problems")
     assert envelope(proc)["kind"] == "events_invalid"
+
+
+def test_strict_stream_passes_a_well_formed_stream_and_needs_validate(streams):
+    jsonl, _ = streams["exit"]
+    proc = events_cli("--file", jsonl, "--validate", "--strict-stream")
+    assert proc.returncode == 0 and proc.stdout.decode().endswith(": all valid\n") and proc.stderr == b""
+    proc = events_cli("--file", jsonl, "--strict-stream")
+    assert proc.returncode == 100 and b"'--strict-stream' requires '--validate'" in proc.stderr
 
 
 @pytest.mark.parametrize("mode", [(), ("--json",)])

@@ -38,7 +38,7 @@ FLAGS = {
     "attest": ("--json", "--run-id"),
     "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
     "prune": ("--dry-run", "--json", "--label"),
-    "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
+    "events": ("--file", "--follow", "--json", "--run-id", "--strict-stream", "--validate"),
     "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
     "doctor": (
         "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
