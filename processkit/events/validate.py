@@ -1,7 +1,8 @@
-"""A small JSON Schema validator, and the loader for the shipped event schema.
+"""A small JSON Schema validator, and the loader for the shipped schemas.
 
-It implements exactly the keywords ``events-v1.schema.json`` uses, with draft 2020-12 meaning,
-so ``events --validate`` needs no third-party package. A schema that uses any other keyword is
+It implements exactly the keywords the shipped schemas use (``events-v1.schema.json`` here,
+``control/replies.schema.json`` for control replies), with draft 2020-12 meaning, so neither
+``events --validate`` nor a control client needs a third-party package. A schema that uses any other keyword is
 refused when the validator is built (:class:`SchemaError`) instead of being half-checked.
 Violations name the JSON path of the offending value (``$.stdout.bytes``, ``$.members[0]``).
 """
@@ -116,6 +117,10 @@ class Validator:
         self._check_schema(schema, "#")
 
     # -- the schema ----------------------------------------------------------------------------
+    def definition(self, name: str):
+        """The schema ``#/$defs/<name>`` of this document, to validate an instance against."""
+        return self._resolve(f"#/$defs/{name}")
+
     def _check_schema(self, schema, where: str) -> None:
         """Refuse anything this validator would silently ignore or misread."""
         if isinstance(schema, bool):
@@ -353,16 +358,25 @@ _INSTANCE_CHECKS = {
 }
 
 
-def load_event_schema() -> dict:
-    """The shipped JSONL event schema (v1), read from the package data next to this module."""
-    text = resources.files(__package__).joinpath(EVENT_SCHEMA_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+def load_schema(package: str, name: str) -> dict:
+    """A schema shipped as package data beside ``package``'s modules."""
+    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
 @functools.lru_cache(maxsize=None)
+def packaged_validator(package: str, name: str) -> Validator:
+    """The validator for a shipped schema, built once per process."""
+    return Validator(load_schema(package, name))
+
+
+def load_event_schema() -> dict:
+    """The shipped JSONL event schema (v1)."""
+    return load_schema(__package__, EVENT_SCHEMA_FILE)
+
+
 def event_validator() -> Validator:
-    """The validator for one JSONL event line, built once per process."""
-    return Validator(load_event_schema())
+    """The validator for one JSONL event line."""
+    return packaged_validator(__package__, EVENT_SCHEMA_FILE)
 
 
 def validate_event(event) -> list[Violation]:
