@@ -87,19 +87,24 @@ class Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
         matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]
+        cannot = f"cannot read events for run `{run_id}`"
         if not matches:
             raise Failure(
                 Kind.NOT_FOUND,
-                f"no registry record names run '{run_id}' (a run that ends removes its record: "
-                "read its stream with --file)",
+                f"{cannot}: no registry record names it — a run that ends removes its own record, so read "
+                "its stream directly with `--file <events.jsonl>`",
             )
         locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
         if not locators:
-            raise Failure(Kind.NOT_FOUND, f"the registry record of run '{run_id}' names no JSONL stream")
+            raise Failure(
+                Kind.NOT_FOUND,
+                f"{cannot}: its registry record names no JSONL stream — the run was started without `--jsonl`",
+            )
         if len(locators) > 1:
             raise Failure(
                 Kind.AMBIGUOUS_RUN_ID,
-                f"run id '{run_id}' names {len(locators)} different streams; read the one you mean with --file",
+                f"{cannot}: ambiguous run id — {len(matches)} registered records name {len(locators)} different "
+                "event streams; read the one you mean directly with `--file <events.jsonl>`",
             )
         return cls(locators[0], run_id)
 

@@ -14,6 +14,7 @@ from .. import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, usage
+from .parsing import ERROR_FORMAT_HELP
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -41,7 +42,15 @@ def _usage_text() -> str:
     ]
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in COMMANDS.items()]
-    lines += ["", "Run 'processkit-cli <command> --help' for a command's options."]
+    lines += [
+        "",
+        "options:",
+        f"      --error-format <human|json>  {ERROR_FORMAT_HELP}",
+        "  -h, --help                       print this help",
+        "  -V, --version                    print the version",
+        "",
+        "Run 'processkit-cli <command> --help' for a command's options.",
+    ]
     return "\n".join(lines) + "\n"
 
 
