@@ -25,7 +25,7 @@ from processkit.events.validate import load_event_schema, validate_event
 PY = sys.executable
 ENDINGS = ("root_exited", "timeout", "output_overflow", "cancelled", "killed")
 
-# The stream shapes of events.md §4, as space-joined event names: a run whose child spawned
+# The stream shapes of docs/events.md §4, as space-joined event names: a run whose child spawned
 # (the ending is missing only when the race itself failed), a failed terminal hand-off, and
 # the failures before spawn.
 _SPAWNED = re.compile(
@@ -75,7 +75,7 @@ def reference_problems(event: dict) -> list[str]:
 
 
 def _key_order_problems(value, schema: dict, defs: dict, where: str) -> list[str]:
-    """Objects list their keys in the schema's property order (events.md §1: fixed order)."""
+    """Objects list their keys in the schema's property order (docs/events.md §1: fixed order)."""
     while "$ref" in schema:
         schema = defs[schema["$ref"].rsplit("/", 1)[1]]
     problems = []

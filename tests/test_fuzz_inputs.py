@@ -1,5 +1,5 @@
 """Property tests for the inputs a user, a file or a peer controls and that no other test fuzzes:
-every CLI value grammar against a model written from run.md §2, env files, the events reader
+every CLI value grammar against a model written from docs/run.md §2, env files, the events reader
 fed arbitrary bytes, and the control client fed arbitrary replies. Each input is accepted with
 exactly the model's value or refused with the documented code, and nothing ever raises past
 the CLI (no traceback, no 104).
@@ -38,9 +38,9 @@ from processkit.spec import EnvPlan
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
 DIGITS = "0123456789"
-# Unicode White_Space, Rust's char::is_whitespace (run.md's env key and env file rules).
+# Unicode White_Space, Rust's char::is_whitespace (docs/run.md's env key and env file rules).
 RUST_WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
-# run.md §2.4: the format characters a run id or label value may not contain.
+# docs/run.md §2.4: the format characters a run id or label value may not contain.
 FORMAT_RANGES = [
     (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891),
     (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),

@@ -1,5 +1,5 @@
 """``inspect``, ``cancel``, ``kill`` and ``attest``: the clients that talk to a live run over
-its control socket (docs/control-plane.md)."""
+its control socket (docs/control-plane.md §1.3-§1.6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``doctor``: qualify this host by doing what a run does, for real, and report what was
-observed (docs/control-plane.md, "doctor"; doctor.schema.json). The qualification itself is
+observed (docs/control-plane.md §4). The qualification itself is
 ``processkit.doctor``; this module parses, prints and maps the verdict to the exit code.
 
 ``probe`` says what this binary is; ``doctor`` says what this host did. The ``--require-*``

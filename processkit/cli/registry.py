@@ -1,5 +1,5 @@
 """``list``, ``wait`` and ``prune``: the clients that read the registry alone and never talk
-to a runner (docs/control-plane.md). An unreadable registry is 111 for all of them."""
+to a runner (docs/control-plane.md §2.5-§2.7). An unreadable registry is 111 for all of them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``--all``: one verb sent to every run that was live when the registry was read once, one
 at a time, each re-probed just before its turn; every target gets exactly one outcome
-(docs/control-plane.md, "--all")."""
+(docs/control-plane.md §1.6)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What a control client accepts from a runner: the reply's shape is checked by the one
 schema validator (``replies.schema.json``, beside the event schema's), then what no schema
 can say (this run, this verb, a readable version, a real date); the reply is handed on in this
-build's own shape, never as received (docs/control-plane.md, "Replies")."""
+build's own shape, never as received (docs/control-plane.md §1.3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One exchange with a run's control socket: connect within a deadline, send one verb line,
-read one reply line of at most 64 KiB (docs/control-plane.md, "The wire").
+read one reply line of at most 64 KiB (docs/control-plane.md §1.2).
 
 The endpoint a registry record names is untrusted: anything but the exact shape a runner
 creates (``<socket base>/pkc-<token>/c.sock``) is refused before any connection is tried.

@@ -1,7 +1,8 @@
 """Which live run a by-id client means: exactly one live registry entry named ``run_id`` that
-publishes an endpoint, or a Failure that says why not (docs/control-plane.md, "Run id
-resolution"). Every message names the action: "cannot cancel run `x`: ...". ``wait`` reads the
-registry alone and shares the wording."""
+publishes an endpoint, or a Failure that says why not (docs/control-plane.md §1.3).
+
+Every message names the action ("cannot cancel run `x`: ..."), as the reference's do; ``wait``
+reads the registry alone and shares the wording."""
 
 from __future__ import annotations
 

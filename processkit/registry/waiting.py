@@ -1,4 +1,4 @@
-"""What ``wait`` watches and what it reports (docs/control-plane.md, "wait").
+"""What ``wait`` watches and what it reports (docs/control-plane.md §2.7).
 
 Waiting needs no endpoint: it polls the registry's liveness locks. The outcome comes from the
 terminal ``runner_exit`` event in the run's JSONL, which the runner writes just after it
