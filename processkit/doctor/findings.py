@@ -177,5 +177,5 @@ def unqualified_message(document: dict) -> str:
     if document["mismatches"]:
         parts.append("this host does not meet the requested requirements: " + "; ".join(document["mismatches"]))
     if document["diagnostics_dir"] is not None:
-        parts.append(f"diagnostics kept in {document['diagnostics_dir']}")
+        parts.append(f"diagnostics kept in `{document['diagnostics_dir']}`")
     return "; ".join(parts)
