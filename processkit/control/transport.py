@@ -30,8 +30,7 @@ def peer_text(text: str) -> str:
                 out.append(" ")
         else:
             out.append(ch)
-    clean = "".join(out).strip()
-    return clean if len(clean) <= MAX_PEER_TEXT else clean[:MAX_PEER_TEXT] + "... (truncated)"
+    return protocol.clip("".join(out).strip(), MAX_PEER_TEXT)
 
 
 class Channel:
