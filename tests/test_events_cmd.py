@@ -352,3 +352,31 @@ def test_bad_invocations_and_unreadable_streams(tmp_path, args, code):
     proc = events_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert proc.returncode == code, proc.stderr
     assert proc.stdout == b""
+
+
+# -- what the shipped schema allows, through the CLI ---------------------------------------------
+def test_a_new_limit_kind_validates_and_the_printed_schema_says_any_string(streams, tmp_path):
+    """A stream naming a limit kind this build does not know still conforms (new kinds must
+    not make old validators reject streams), as the reference's schema says."""
+    lines = streams["exit"][0].read_bytes().splitlines()
+    started = json.loads(lines[0])
+    limit = {"schema_version": 1, "time": started["time"], "event": "limit_hit", "limit": "gpu_memory", "detail": None}
+    path = tmp_path / "limit.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(limit).encode()] + lines[1:]) + b"\n")
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 0, proc.stdout
+    schema = json.loads(run_cli("probe", "--json", "--print-schema").stdout)
+    assert schema["$defs"]["limit_hit"]["properties"]["limit"]["type"] == "string"
+    assert "enum" not in schema["$defs"]["limit_hit"]["properties"]["limit"]
+
+
+def test_a_time_ending_in_a_newline_does_not_validate(streams, tmp_path):
+    """ECMA-262 patterns: ``$`` is the end of the string, not "before a final newline"."""
+    lines = streams["exit"][0].read_bytes().splitlines()
+    first = json.loads(lines[0])
+    first["time"] += "\n"
+    path = tmp_path / "newline.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(first).encode()] + lines[1:]) + b"\n")
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 114
+    assert proc.stdout.decode().startswith("line 1: $.time: ") and "does not match" in proc.stdout.decode()
