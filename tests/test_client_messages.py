@@ -132,3 +132,24 @@ def test_wait_for_one_run_says_it_is_still_live(runs):  # noqa: F811
         "stopped waiting for run `w` after 200ms: it is still live and was left running — raise or drop "
         "`--timeout` to keep waiting"
     )
+
+
+def test_a_fan_out_reports_a_broken_endpoint_per_target_and_counts_the_failures(runs, isolated_registry):  # noqa: F811
+    reachable = runs(run_id="reachable-run")
+    runs(run_id="unreachable-run")
+    for name in os.listdir(isolated_registry):
+        if name.endswith(".json"):
+            path = isolated_registry / name
+            record = json.loads(path.read_text())
+            if record["run_id"] == "unreachable-run":
+                record["endpoint"] = "not-a-control-endpoint"
+                path.write_text(json.dumps(record))
+    proc = run_cli("cancel", "--all")
+    assert proc.returncode == 103
+    report = {entry["run_id"]: entry for entry in json.loads(proc.stdout)}
+    assert report["reachable-run"]["status"] == "accepted"
+    assert report["unreachable-run"]["error"] == (
+        "cannot cancel run `unreachable-run`: the registry entry contains an invalid control endpoint"
+    )
+    assert b"cancel --all: 1 of 2 target run(s) could not be reached or did not acknowledge the cancel" in proc.stderr
+    assert reachable.finish() == 108

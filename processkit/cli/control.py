@@ -26,9 +26,14 @@ def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = Tr
 
 
 def _fail_if_any_failed(outcomes: list[fanout.Outcome], verb: str) -> None:
+    """After the whole report is printed: 103 if any target failed, counted as the reference does."""
     failed = sum(outcome.status == "failed" for outcome in outcomes)
     if failed:
-        raise Failure(Kind.CONTROL_UNREACHABLE, f"{verb}: {failed} of {len(outcomes)} targets failed")
+        what = "could not be inspected" if verb == "inspect" else f"could not be reached or did not acknowledge the {verb}"
+        raise Failure(
+            Kind.CONTROL_UNREACHABLE,
+            f"{verb} --all: {failed} of {len(outcomes)} target run(s) {what}; see the report above for the per-run reason",
+        )
 
 
 # -- inspect ----------------------------------------------------------------------------------
