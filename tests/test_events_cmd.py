@@ -142,8 +142,8 @@ def _mutations(lines: list[bytes]) -> dict:
         "runner_exit_not_last": (lines + [lines[1]], "stream: runner_exit (line 7) is not the last line"),
         "run_started_not_first": ([lines[1], lines[0]] + lines[2:], "stream: run_started is not the first line (line 2)"),
         "two_endings": (lines[:3] + [ending] + lines[3:], "stream: 2 ending events"),
-        "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], '$.code: expected integer, got "zero"'),
-        "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: $.surprise: property is not allowed"),
+        "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], 'line 7: /code: expected integer, got "zero"'),
+        "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: /surprise: property is not allowed"),
         "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
         "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8"),
         "over_a_mebibyte": (lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:], "line 3: line exceeds the 1048576-byte limit"),
@@ -379,4 +379,4 @@ def test_a_time_ending_in_a_newline_does_not_validate(streams, tmp_path):
     path.write_bytes(b"\n".join([json.dumps(first).encode()] + lines[1:]) + b"\n")
     proc = events_cli("--file", path, "--validate")
     assert proc.returncode == 114
-    assert proc.stdout.decode().startswith("line 1: $.time: ") and "does not match" in proc.stdout.decode()
+    assert proc.stdout.decode().startswith("line 1: /time: ") and "does not match" in proc.stdout.decode()

@@ -170,11 +170,11 @@ def test_the_validator_agrees_with_jsonschema_on_every_mutation(reference):
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda e: e["stdout"].pop("bytes_seen"), "$.stdout: missing required property 'bytes_seen'"),
-        (lambda e: e["stderr"].update(sha256="ABC"), '$.stderr.sha256: "ABC" does not match ^[0-9a-f]{64}$'),
-        (lambda e: e.update(event="file_written"), '$.event: "file_written" is not one of "run_started", '),
-        (lambda e: e.update(schema_version=2), "$.schema_version: expected 1, got 2"),
-        (lambda e: e["stdout"].update({"odd key": 1}), '$.stdout["odd key"]: property is not allowed here'),
+        (lambda e: e["stdout"].pop("bytes_seen"), "/stdout: missing required property 'bytes_seen'"),
+        (lambda e: e["stderr"].update(sha256="ABC"), '/stderr/sha256: "ABC" does not match ^[0-9a-f]{64}$'),
+        (lambda e: e.update(event="file_written"), '/event: "file_written" is not one of "run_started", '),
+        (lambda e: e.update(schema_version=2), "/schema_version: expected 1, got 2"),
+        (lambda e: e["stdout"].update({"odd key": 1}), '/stdout/odd key: property is not allowed here'),
     ],
 )
 def test_violations_name_the_json_path(mutate, expected):
@@ -187,13 +187,13 @@ def test_violations_name_the_json_path(mutate, expected):
 def test_the_closest_alternative_explains_a_bad_event():
     members = copy.deepcopy(VALID[1])
     members["members"][1]["pid"] = -5
-    assert [str(v) for v in validate_event(members)] == ["$.members[1].pid: -5 is less than the minimum 0"]
+    assert [str(v) for v in validate_event(members)] == ["/members/1/pid: -5 is less than the minimum 0"]
     assert [str(v) for v in validate_event(event("killed", source="sigterm"))] == [
-        '$.source: expected "control_kill", got "sigterm"'
+        '/source: expected "control_kill", got "sigterm"'
     ]
-    assert [str(v) for v in validate_event([])] == ["$: expected object, got []"]
+    assert [str(v) for v in validate_event([])] == ["(whole event): expected object, got []"]
     missing = {k: v for k, v in VALID[3].items() if k != "event"}
-    assert [str(v) for v in validate_event(missing)] == ["$: missing required property 'event'"]
+    assert [str(v) for v in validate_event(missing)] == ["(whole event): missing required property 'event'"]
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_the_runtime_validator_needs_no_jsonschema_package():
     line = json.dumps({**VALID[6], "source": 1})
     proc = subprocess.run([sys.executable, "-c", code, line], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == ['$.source: expected "control_kill", got 1']
+    assert json.loads(proc.stdout) == ['/source: expected "control_kill", got 1']
 
 
 def reference_file(name: str) -> Path:

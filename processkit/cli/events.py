@@ -151,10 +151,10 @@ class Reading:
             raise self._unreadable("open", exc) from None
         if is_dir:
             os.close(self._fd)
-            raise Failure(Kind.SETUP, f"cannot read the events stream {sanitize(target.path)}: it is a directory")
+            raise Failure(Kind.SETUP, f"could not read the events stream `{sanitize(target.path)}`: it is a directory")
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
-        return Failure(Kind.SETUP, f"cannot {action} the events stream {sanitize(self._target.path)}: {exc.strerror}")
+        return Failure(Kind.SETUP, f"could not {action} the events stream `{sanitize(self._target.path)}`: {exc.strerror}")
 
     def run(self) -> None:
         loop = Loop()

@@ -4,7 +4,8 @@ It implements exactly the keywords the shipped schemas use (``events-v1.schema.j
 ``control/replies.schema.json`` for control replies), with draft 2020-12 meaning, so neither
 ``events --validate`` nor a control client needs a third-party package. A schema that uses any other keyword is
 refused when the validator is built (:class:`SchemaError`) instead of being half-checked.
-Violations name the JSON path of the offending value (``$.stdout.bytes``, ``$.members[0]``).
+Violations name the JSON Pointer of the offending value (``/stdout/bytes``, ``/members/0``), as
+the reference's validator reports them; a violation of the whole event says ``(whole event)``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _TYPES = {
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WHOLE_EVENT = "(whole event)"  # where a violation of the instance itself is reported
 
 
 class SchemaError(Exception):
@@ -48,7 +49,7 @@ class Violation:
     detail: Any = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path or WHOLE_EVENT}: {self.message}"
 
 
 def _is_number(value) -> bool:
@@ -69,11 +70,9 @@ def json_equal(a, b) -> bool:
 
 
 def child_path(path: str, key) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if _IDENTIFIER.fullmatch(key):
-        return f"{path}.{key}"
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+    """The JSON Pointer (RFC 6901) of ``key`` inside the value at ``path``."""
+    token = str(key).replace("~", "~0").replace("/", "~1")
+    return f"{path}/{token}"
 
 
 def _show(value) -> str:
@@ -194,12 +193,12 @@ class Validator:
     # -- instances -----------------------------------------------------------------------------
     # Checks are generators: validity stops at the first violation, which is what keeps a
     # oneOf of many event types cheap; the full list is built only when it is reported.
-    def errors(self, instance, schema=None, path: str = "$") -> list[Violation]:
+    def errors(self, instance, schema=None, path: str = "") -> list[Violation]:
         """Every violation of ``instance`` against the schema (the root one by default)."""
         return list(self._iter(instance, self._root if schema is None else schema, path))
 
     def is_valid(self, instance, schema=None) -> bool:
-        return next(self._iter(instance, self._root if schema is None else schema, "$"), None) is None
+        return next(self._iter(instance, self._root if schema is None else schema, ""), None) is None
 
     def _iter(self, instance, schema, path: str):
         if schema is True:
