@@ -23,7 +23,7 @@ import time
 
 def measure(argv: list[str], idle_stdin: bool = False) -> dict:
     """One run; ``idle_stdin`` gives it a pipe that this script holds open and never writes
-    (the inherited pipe of ADR 0203), else /dev/null."""
+    (the inherited pipe of ADR 0203, docs/adr-0203-stdin-probe.md), else /dev/null."""
     stdin, writer = os.pipe() if idle_stdin else (subprocess.DEVNULL, None)
     started = time.perf_counter()
     with open(os.devnull, "wb") as sink:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from argparse_manpage.manpage import Manpage
 
-from processkit import __version__
+from processkit.version import __version__
 from processkit.cli.main import COMMANDS
-from processkit.cli.parsers import PROG, add_global_options, parser_for, root_parser
+from processkit.cli.parsers import PROG, parser_for, root_parser
 from processkit.errors import RESERVED_BAND, STDOUT_CLOSED, exit_codes
 from processkit.registry.location import ENV_DIR
 
@@ -81,9 +81,7 @@ def pages() -> dict[str, str]:
     commands = "\n".join(f".TP\n.BR {PROG}\\-{command} (1)\n{summary}" for command, (_, summary) in COMMANDS.items())
     found = {f"{PROG}.1": _page(root_parser(), PROG, "a contained, bounded, exact process runner", [("commands", commands)])}
     for command, (_, summary) in COMMANDS.items():
-        parser = parser_for(command)
-        add_global_options(parser)
-        found[f"{PROG}-{command}.1"] = _page(parser, f"{PROG}-{command}", summary, [])
+        found[f"{PROG}-{command}.1"] = _page(parser_for(command), f"{PROG}-{command}", summary, [])
     return found
 
 

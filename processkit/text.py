@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-# Unicode format characters that can reorder or hide text on a terminal (run.md §2.4).
+# Unicode format characters that can reorder or hide text on a terminal (docs/run.md §2.4).
 _FORMAT_RANGES = (
     (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
     (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),

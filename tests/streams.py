@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, run_cli
+from conftest import REFERENCE_SCHEMAS, reference_schemas_present, run_cli
 from processkit.events.validate import load_event_schema, validate_event
 
 PY = sys.executable
 ENDINGS = ("root_exited", "timeout", "output_overflow", "cancelled", "killed")
 
-# The stream shapes of events.md §4, as space-joined event names: a run whose child spawned
+# The stream shapes of docs/events.md §4, as space-joined event names: a run whose child spawned
 # (the ending is missing only when the race itself failed), a failed terminal hand-off, and
 # the failures before spawn.
 _SPAWNED = re.compile(
@@ -54,9 +54,9 @@ def reference_validator():
     Patched only where the seed differs: each output_captured stream also reports bytes_seen
     and bytes_written.
     """
-    path = REFERENCE_SCHEMAS / "events-v1.schema.json"
-    if not path.exists():
+    if not reference_schemas_present():
         return None
+    path = REFERENCE_SCHEMAS / "events-v1.schema.json"
     import jsonschema
 
     schema = json.loads(path.read_text(encoding="utf-8"))
@@ -75,7 +75,7 @@ def reference_problems(event: dict) -> list[str]:
 
 
 def _key_order_problems(value, schema: dict, defs: dict, where: str) -> list[str]:
-    """Objects list their keys in the schema's property order (events.md §1: fixed order)."""
+    """Objects list their keys in the schema's property order (docs/events.md §1: fixed order)."""
     while "$ref" in schema:
         schema = defs[schema["$ref"].rsplit("/", 1)[1]]
     problems = []

@@ -1,4 +1,4 @@
-"""Bounded capture (run.md §4): byte-exact files and echo, the cap and its report, the overflow
+"""Bounded capture (docs/run.md §4): byte-exact files and echo, the cap and its report, the overflow
 policy, all-or-nothing setup, a write failure mid-run, and an 80 MiB line in bounded memory."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def test_a_capture_dir_that_cannot_be_set_up_is_111_and_leaves_no_trace(tmp_path
 
 
 def test_the_capture_dir_is_not_touched_when_the_jsonl_cannot_be_opened(tmp_path):
-    """The JSONL opens first (run.md §1.3): its failure ends the run before capture setup."""
+    """The JSONL opens first (docs/run.md §1.3): its failure ends the run before capture setup."""
     proc = run_cli("run", "--jsonl", tmp_path / "missing" / "run.jsonl", "--capture-dir", tmp_path / "cap", "--", "true")
     assert proc.returncode == 111
     assert not (tmp_path / "cap").exists()

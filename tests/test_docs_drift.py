@@ -389,7 +389,7 @@ def test_the_checks_catch_drift(binary):
         None,
         [
             "Use `--no-such-flag` or `wait --json`; a bad run exits 105, and (106 usage, 100 usage).",
-            "Say `--capture-overflow drop` or `doctor --require-mechanism=jail`.",
+            "Say `--capture-overflow drop` or `list --health=jail`.",
             "The band is 100-120, and `schema_version` is 7.",
             "| 113 | `timeout` | wrong |",
             "| 103 | `stale`, `timeout` | one of two is wrong |",

@@ -139,11 +139,11 @@ def _mutations(lines: list[bytes]) -> dict:
     return {
         "no_runner_exit": (lines[:-1], "stream: 0 runner_exit events, expected exactly one"),
         "two_runner_exits": (lines + [exit_line], "stream: 2 runner_exit events"),
-        "runner_exit_not_last": (lines + [lines[1]], "is not the last line"),
+        "runner_exit_not_last": (lines + [lines[1]], "stream: runner_exit (line 7) is not the last line"),
         "run_started_not_first": ([lines[1], lines[0]] + lines[2:], "stream: run_started is not the first line (line 2)"),
         "two_endings": (lines[:3] + [ending] + lines[3:], "stream: 2 ending events"),
-        "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], '$.code: expected integer, got "zero"'),
-        "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: $.surprise: property is not allowed"),
+        "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], 'line 7: /code: expected integer, got "zero"'),
+        "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: /surprise: property is not allowed"),
         "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
         "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8"),
         "over_a_mebibyte": (lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:], "line 3: line exceeds the 1048576-byte limit"),
@@ -168,15 +168,52 @@ MUTATIONS = (
 )
 
 
-@pytest.mark.parametrize("name", MUTATIONS)
-def test_a_corrupted_stream_fails_validation_with_what_is_wrong(corrupted, name):
+LINE_MUTATIONS = ("wrong_type", "unknown_field", "not_json", "invalid_utf8", "over_a_mebibyte")
+STREAM_MUTATIONS = tuple(name for name in MUTATIONS if name not in LINE_MUTATIONS)
+
+
+@pytest.mark.parametrize("name", LINE_MUTATIONS)
+def test_a_corrupted_line_fails_validation_with_what_is_wrong(corrupted, name):
     path, expected = corrupted[name]
     proc = events_cli("--error-format", "json", "--file", path, "--validate")
     assert proc.returncode == 114
     report = proc.stdout.decode()
     assert expected in report, report
     assert report.splitlines()[-1].startswith("checked ")
+    problem = envelope(proc)
+    assert problem["kind"] == "events_invalid"
+    assert problem["message"].startswith("1 of ") and "do not conform to this binary's event schema" in problem["message"]
+
+
+@pytest.mark.parametrize("name", STREAM_MUTATIONS)
+def test_a_stream_whose_every_line_conforms_validates_with_a_note(corrupted, name):
+    """As the reference: exit 0 when every line conforms; what only the whole stream gets
+    wrong is a note on stderr, and stdout is the reference's report."""
+    path, expected = corrupted[name]
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 0, proc.stderr
+    lines = len(path.read_bytes().splitlines())
+    assert proc.stdout.decode() == f"checked {lines} lines: all valid\n"
+    assert f"processkit-cli: note: {expected}".encode() in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", STREAM_MUTATIONS)
+def test_strict_stream_makes_the_whole_streams_findings_count(corrupted, name):
+    path, expected = corrupted[name]
+    proc = events_cli("--error-format", "json", "--file", path, "--validate", "--strict-stream")
+    assert proc.returncode == 114
+    report = proc.stdout.decode()
+    assert expected in report, report
+    assert report.splitlines()[-1].endswith("stream problem") or report.splitlines()[-1].endswith("stream problems")
     assert envelope(proc)["kind"] == "events_invalid"
+
+
+def test_strict_stream_passes_a_well_formed_stream_and_needs_validate(streams):
+    jsonl, _ = streams["exit"]
+    proc = events_cli("--file", jsonl, "--validate", "--strict-stream")
+    assert proc.returncode == 0 and proc.stdout.decode().endswith(": all valid\n") and proc.stderr == b""
+    proc = events_cli("--file", jsonl, "--strict-stream")
+    assert proc.returncode == 100 and b"'--strict-stream' requires '--validate'" in proc.stderr
 
 
 @pytest.mark.parametrize("mode", [(), ("--json",)])
@@ -315,3 +352,31 @@ def test_bad_invocations_and_unreadable_streams(tmp_path, args, code):
     proc = events_cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert proc.returncode == code, proc.stderr
     assert proc.stdout == b""
+
+
+# -- what the shipped schema allows, through the CLI ---------------------------------------------
+def test_a_new_limit_kind_validates_and_the_printed_schema_says_any_string(streams, tmp_path):
+    """A stream naming a limit kind this build does not know still conforms (new kinds must
+    not make old validators reject streams), as the reference's schema says."""
+    lines = streams["exit"][0].read_bytes().splitlines()
+    started = json.loads(lines[0])
+    limit = {"schema_version": 1, "time": started["time"], "event": "limit_hit", "limit": "gpu_memory", "detail": None}
+    path = tmp_path / "limit.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(limit).encode()] + lines[1:]) + b"\n")
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 0, proc.stdout
+    schema = json.loads(run_cli("probe", "--json", "--print-schema").stdout)
+    assert schema["$defs"]["limit_hit"]["properties"]["limit"]["type"] == "string"
+    assert "enum" not in schema["$defs"]["limit_hit"]["properties"]["limit"]
+
+
+def test_a_time_ending_in_a_newline_does_not_validate(streams, tmp_path):
+    """ECMA-262 patterns: ``$`` is the end of the string, not "before a final newline"."""
+    lines = streams["exit"][0].read_bytes().splitlines()
+    first = json.loads(lines[0])
+    first["time"] += "\n"
+    path = tmp_path / "newline.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(first).encode()] + lines[1:]) + b"\n")
+    proc = events_cli("--file", path, "--validate")
+    assert proc.returncode == 114
+    assert proc.stdout.decode().startswith("line 1: /time: ") and "does not match" in proc.stdout.decode()

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import REFERENCE_SCHEMAS
+from conftest import require_reference_schemas
 from processkit.events.validate import (
     EVENT_SCHEMA_FILE,
     SchemaError,
@@ -170,11 +170,11 @@ def test_the_validator_agrees_with_jsonschema_on_every_mutation(reference):
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda e: e["stdout"].pop("bytes_seen"), "$.stdout: missing required property 'bytes_seen'"),
-        (lambda e: e["stderr"].update(sha256="ABC"), '$.stderr.sha256: "ABC" does not match ^[0-9a-f]{64}$'),
-        (lambda e: e.update(event="file_written"), '$.event: "file_written" is not one of "run_started", '),
-        (lambda e: e.update(schema_version=2), "$.schema_version: expected 1, got 2"),
-        (lambda e: e["stdout"].update({"odd key": 1}), '$.stdout["odd key"]: property is not allowed here'),
+        (lambda e: e["stdout"].pop("bytes_seen"), "/stdout: missing required property 'bytes_seen'"),
+        (lambda e: e["stderr"].update(sha256="ABC"), '/stderr/sha256: "ABC" does not match ^[0-9a-f]{64}$'),
+        (lambda e: e.update(event="file_written"), '/event: "file_written" is not one of "run_started", '),
+        (lambda e: e.update(schema_version=2), "/schema_version: expected 1, got 2"),
+        (lambda e: e["stdout"].update({"odd key": 1}), '/stdout/odd key: property is not allowed here'),
     ],
 )
 def test_violations_name_the_json_path(mutate, expected):
@@ -187,13 +187,13 @@ def test_violations_name_the_json_path(mutate, expected):
 def test_the_closest_alternative_explains_a_bad_event():
     members = copy.deepcopy(VALID[1])
     members["members"][1]["pid"] = -5
-    assert [str(v) for v in validate_event(members)] == ["$.members[1].pid: -5 is less than the minimum 0"]
+    assert [str(v) for v in validate_event(members)] == ["/members/1/pid: -5 is less than the minimum 0"]
     assert [str(v) for v in validate_event(event("killed", source="sigterm"))] == [
-        '$.source: expected "control_kill", got "sigterm"'
+        '/source: expected "control_kill", got "sigterm"'
     ]
-    assert [str(v) for v in validate_event([])] == ["$: expected object, got []"]
+    assert [str(v) for v in validate_event([])] == ["(whole event): expected object, got []"]
     missing = {k: v for k, v in VALID[3].items() if k != "event"}
-    assert [str(v) for v in validate_event(missing)] == ["$: missing required property 'event'"]
+    assert [str(v) for v in validate_event(missing)] == ["(whole event): missing required property 'event'"]
 
 
 @pytest.mark.parametrize(
@@ -241,15 +241,12 @@ def test_the_runtime_validator_needs_no_jsonschema_package():
     line = json.dumps({**VALID[6], "source": 1})
     proc = subprocess.run([sys.executable, "-c", code, line], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == ['$.source: expected "control_kill", got 1']
+    assert json.loads(proc.stdout) == ['/source: expected "control_kill", got 1']
 
 
 def reference_file(name: str) -> Path:
-    """A file of the reference's published schemas; skips the test when they are absent."""
-    path = REFERENCE_SCHEMAS / name
-    if not path.exists():
-        pytest.skip("the reference schemas are not beside the repository")
-    return path
+    """A file of the reference's published schemas; skips the test (fails it in CI) when absent."""
+    return require_reference_schemas() / name
 
 
 def test_the_reference_samples_validate_once_capture_carries_the_seed_fields():
@@ -280,3 +277,41 @@ def test_our_schema_has_every_reference_event_and_field_in_order():
     their_stream = list(theirs["$defs"]["captureInfo"]["properties"])
     seed_fields = ["bytes_seen", "bytes_written"]
     assert list(ours["$defs"]["captured_stream"]["properties"]) == their_stream[:2] + seed_fields + their_stream[2:]
+
+
+def test_a_pattern_dollar_does_not_match_before_a_trailing_newline():
+    """JSON Schema patterns are ECMA-262: ``$`` is the end of the string, never "\\n" + end."""
+    line = {**VALID[0], "time": TIME + "\n"}
+    assert [v.keyword for v in validate_event(line)] == ["pattern"]
+    assert Validator({"pattern": "^a$"}).is_valid("a")
+    assert not Validator({"pattern": "^a$"}).is_valid("a\n")
+    assert Validator({"pattern": "^[$]x\\$$"}).is_valid("$x$")  # a literal $ stays literal
+    assert not Validator({"pattern": "^\\d$"}).is_valid("\u0663")  # \d is ASCII, as in ECMA-262
+
+
+def test_a_new_limit_kind_keeps_a_stream_valid():
+    assert validate_event(event("limit_hit", limit="pids_per_user", detail="a future cap")) == []
+
+
+def test_the_shipped_schema_is_never_stricter_than_the_reference():
+    """Whatever the reference's schema (with the seed's capture fields) accepts, ours accepts:
+    every one-field change of every event type, checked against both."""
+    reference_file("events-v1.schema.json")
+    from streams import reference_validator
+
+    theirs = reference_validator().schema
+    by_event = {
+        theirs["$defs"][ref["$ref"].rsplit("/", 1)[1]]["properties"]["event"]["const"]: ref for ref in theirs["oneOf"]
+    }
+    ours = event_validator()
+    extra = (0, 2**64, 2**70, "", "\u00e9", "x" * 300, "future_kind")
+    accepted = 0
+    for line in VALID:
+        # The one alternative the line means: the oneOf's other fifteen only slow this down.
+        narrowed = jsonschema.Draft202012Validator({**theirs, "oneOf": [by_event[line["event"]]]})
+        variants = list(_mutations(line)) + [{**line, key: value} for key in line for value in extra]
+        for variant in variants:
+            if narrowed.is_valid(variant):
+                accepted += 1
+                assert ours.is_valid(variant), (variant, [str(v) for v in ours.errors(variant)])
+    assert accepted > 50

@@ -1,5 +1,5 @@
 """Property tests for the inputs a user, a file or a peer controls and that no other test fuzzes:
-every CLI value grammar against a model written from run.md §2, env files, the events reader
+every CLI value grammar against a model written from docs/run.md §2, env files, the events reader
 fed arbitrary bytes, and the control client fed arbitrary replies. Each input is accepted with
 exactly the model's value or refused with the documented code, and nothing ever raises past
 the CLI (no traceback, no 104).
@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 from conftest import run_cli
 from processkit.cli import values
 from processkit.cli.control import render_snapshot
-from processkit.control import client
+from processkit.control import replies
+from processkit.control.client import request_by_id
+from processkit.control.endpoint import make_socket_dir
 from processkit.engine.environment import build_environment
 from processkit.errors import Failure, Kind
 from processkit.events import reader
@@ -36,9 +38,9 @@ from processkit.spec import EnvPlan
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
 DIGITS = "0123456789"
-# Unicode White_Space, Rust's char::is_whitespace (run.md's env key and env file rules).
+# Unicode White_Space, Rust's char::is_whitespace (docs/run.md's env key and env file rules).
 RUST_WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
-# run.md §2.4: the format characters a run id or label value may not contain.
+# docs/run.md §2.4: the format characters a run id or label value may not contain.
 FORMAT_RANGES = [
     (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891),
     (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
@@ -418,9 +420,10 @@ class FakeRunner:
     """A registry record whose lock this process holds (so it is live) and a socket that answers
     every connection with the next reply it is given."""
 
-    def __init__(self, registry, sock_dir):
+    def __init__(self, registry):
         self.registry = str(registry)
-        self.endpoint = str(sock_dir / "c.sock")
+        self.socket_dir = make_socket_dir()  # an endpoint of the shape a runner publishes
+        self.endpoint = os.path.join(self.socket_dir, "c.sock")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.endpoint)
         self._listener.listen(4)
@@ -454,12 +457,14 @@ class FakeRunner:
     def close(self) -> None:
         self._listener.close()
         os.close(self._lock)
+        os.unlink(self.endpoint)
+        os.rmdir(self.socket_dir)
 
 
 @pytest.fixture(scope="module")
 def fake_runner(tmp_path_factory):
     where = tmp_path_factory.mktemp("fake")
-    runner = FakeRunner(where / "registry", where)
+    runner = FakeRunner(where / "registry")
     yield runner
     runner.close()
 
@@ -486,9 +491,9 @@ def _bend(document: dict, data) -> dict:
 def test_the_control_client_takes_only_replies_that_keep_the_contract(fake_runner, monkeypatch, data):
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", fake_runner.registry)
     verb, document, check = data.draw(st.sampled_from([
-        ("inspect", SNAPSHOT, client.check_snapshot),
-        ("attest", ATTESTATION, client.check_attestation),
-        ("cancel", ACK, client.ack_check("cancel")),
+        ("inspect", SNAPSHOT, replies.check_snapshot),
+        ("attest", ATTESTATION, replies.check_attestation),
+        ("cancel", ACK, replies.ack_check("cancel")),
     ]))
     reply = data.draw(st.one_of(
         st.builds(lambda d: json.dumps(d).encode() + b"\n", st.just(document).map(lambda d: _bend(d, data))),
@@ -497,14 +502,14 @@ def test_the_control_client_takes_only_replies_that_keep_the_contract(fake_runne
     ))
     fake_runner.reply = reply
     try:
-        answer = client.request_by_id("fake", verb, check)
+        answer = request_by_id("fake", verb, check)
     except Failure as failure:
         assert failure.code == 103 and failure.kind.label in (
             "control_unreachable", "incompatible_contract", "ipc_deadline"
         ), failure.message
         assert_one_safe_line(failure.message)
         return
-    assert answer == check(answer, "fake")  # what is handed on keeps the contract itself
+    assert answer == check(answer, "fake", verb)  # what is handed on keeps the contract itself
     if verb == "inspect":
         for line in render_snapshot(answer):
             assert_one_safe_line(line)

@@ -1,4 +1,4 @@
-"""The cap flags' value grammars (run.md §2.1): every rejection is a usage error before anything
+"""The cap flags' value grammars (docs/run.md §2.1): every rejection is a usage error before anything
 happens, every accepted value reaches containment, and the kernel receives the intended number.
 
 Accepted values are proven accepted by the run getting past parsing to the cap layer, which the

@@ -50,7 +50,7 @@ def test_each_page_renders_with_man_l_and_documents_every_flag():
     for command, flags in reported_flags().items():
         text = render("-l", str(SOURCE_PAGES / f"processkit-cli-{command}.1"))
         assert text.startswith(f"PROCESSKIT-CLI-{command.upper()}(1)"), text[:200]
-        for heading in ("NAME", "SYNOPSIS", "OPTIONS" if flags else "DESCRIPTION", "EXIT STATUS", "FILES", "SEE ALSO"):
+        for heading in ("NAME", "SYNOPSIS", "(GLOBAL )?OPTIONS" if flags else "DESCRIPTION", "EXIT STATUS", "FILES", "SEE ALSO"):
             assert re.search(rf"^{heading}$", text, re.M), (command, heading)
         documented = set(re.findall(r"^ +(?:-[A-Za-z] [A-Z]+, )?(--[a-z][a-z0-9-]*)", text, re.M))
         assert flags <= documented, (command, flags - documented)

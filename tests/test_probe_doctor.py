@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, run_cli
+from conftest import REFERENCE_SCHEMAS, require_reference_schemas, run_cli
 from control_support import check_schema, envelope, json_out, listed, mode
 from processkit.cli.main import COMMANDS
 
@@ -28,8 +28,7 @@ def scratch_tmp(tmp_path, monkeypatch):
 
 
 def test_the_reference_samples_pass_their_schemas():
-    if not REFERENCE_SCHEMAS.is_dir():
-        pytest.skip("the reference schemas are not beside the repository")
+    require_reference_schemas()
     for name in ("probe", "doctor"):
         for line in (REFERENCE_SCHEMAS / f"{name}.sample.jsonl").read_text().splitlines():
             check_schema(name, json.loads(line))
@@ -193,6 +192,26 @@ def test_an_unmet_requirement_is_116_and_changes_nothing_else(scratch_tmp):
     assert report["diagnostics_dir"] is None and list(scratch_tmp.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag, key", [("--require-mechanism", "mechanism"), ("--require-abrupt-cleanup", "abrupt_cleanup")])
+def test_a_requirement_takes_any_string_and_an_unknown_one_is_unqualified(scratch_tmp, flag, key):
+    """Compared for exact equality, as the reference does: a value this host does not report
+    (even one no host reports) is 116 host_unqualified naming both values, never a usage error."""
+    proc = run_cli("--error-format", "json", "doctor", "--json", flag, "teleport")
+    assert proc.returncode == 116, proc.stderr
+    report = json_out(proc)
+    check_schema("doctor", report)
+    observed = report["containment"][key]
+    what = "containment mechanism `teleport`, but this host selected" if key == "mechanism" else (
+        "abrupt-cleanup level `teleport`, but this host reports"
+    )
+    assert report["mismatches"] == [f"requires {what} `{observed}`"]
+    problem = envelope(proc)
+    assert problem["kind"] == "host_unqualified" and "`teleport`" in problem["message"]
+    assert f"`{observed}`" in problem["message"]
+    matching = run_cli("doctor", "--json", flag, observed)
+    assert matching.returncode == 0, matching.stderr
+
+
 def test_a_failed_phase_keeps_a_fresh_private_diagnostics_directory(tmp_path, monkeypatch, scratch_tmp):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -235,7 +254,6 @@ def test_a_host_without_a_resource_controller_says_so(tmp_path, monkeypatch, scr
         (("--scratch-child", "50ms", "--json"), 100),
         (("--scratch-child", "0"), 100),
         (("--require-resource-controller",), 100),
-        (("--require-mechanism", "teleport"), 100),
     ],
 )
 def test_doctor_flag_rules(args, code):

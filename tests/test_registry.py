@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, run_cli
+from conftest import REFERENCE_SCHEMAS, require_reference_schemas, run_cli
 from control_support import check_schema, cli_json, envelope, listed, mode, runs, start_waiter  # noqa: F401
 
 STARTED = "2026-07-20T21:00:00.000Z"
@@ -48,8 +48,7 @@ def _hold(registry, stem: str) -> int:
 
 
 def test_reference_schemas_accept_their_own_samples():
-    if not REFERENCE_SCHEMAS.is_dir():
-        pytest.skip("the reference schemas are not beside the repository")
+    require_reference_schemas()
     for name in ("list", "inspect", "control-ack", "attest", "prune", "wait", "error"):
         for line in (REFERENCE_SCHEMAS / f"{name}.sample.jsonl").read_text().splitlines():
             check_schema(name, json.loads(line))

@@ -1,5 +1,5 @@
 """The child's environment: clear → remove → files → --env → --run-id-env, whatever the order
-on the command line, and the env-file rules of run.md §2.4."""
+on the command line, and the env-file rules of docs/run.md §2.4."""
 
 from __future__ import annotations
 

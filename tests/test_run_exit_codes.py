@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REFERENCE_SCHEMAS, cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import REFERENCE_SCHEMAS, cli_command, reference_schemas_present, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from processkit.events.validate import validate_event
 from streams import check_stream, one, python_child, run_checked, stderr_lines
 
@@ -241,11 +241,10 @@ def _envelope(proc) -> dict:
     assert list(envelope) == ENVELOPE_KEYS and envelope["error_version"] == 1
     assert envelope["code"] == proc.returncode and envelope["operation"] == "run"
     assert envelope["retryable"] is False
-    schema_path = REFERENCE_SCHEMAS / "error.schema.json"
-    if schema_path.exists():
+    if reference_schemas_present():
         import jsonschema
 
-        jsonschema.validate(envelope, json.loads(schema_path.read_text()))
+        jsonschema.validate(envelope, json.loads((REFERENCE_SCHEMAS / "error.schema.json").read_text()))
     return envelope
 
 

@@ -1,4 +1,4 @@
-"""The value grammars of run.md §2.1/§2.4 and parse-time rejections: every error exits 100
+"""The value grammars of docs/run.md §2.1/§2.4 and parse-time rejections: every error exits 100
 before anything runs (no child, no JSONL file)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Security properties (control-plane.md §5): the trust boundary is the OS user. Another user
+"""Security properties (docs/control-plane.md §5): the trust boundary is the OS user. Another user
 cannot reach a run's control socket or read its registry; nothing planted in the registry or in
 place of a socket directory is followed; argv stays out of everything but an --argv-raw JSONL;
 and human output cannot be steered by escape sequences the child or a stream controls.

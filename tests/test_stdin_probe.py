@@ -1,4 +1,5 @@
-"""ADR 0203: the stdin first-byte probe, driven through the real CLI with real pipes and a pty."""
+"""ADR 0203 (docs/adr-0203-stdin-probe.md): the stdin first-byte probe, driven through the real
+CLI with real pipes and a pty."""
 
 from __future__ import annotations
 

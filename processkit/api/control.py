@@ -7,9 +7,9 @@ A Failure from them becomes a :class:`ControlError` carrying the CLI's exit code
 
 from __future__ import annotations
 
-from ..control import client
+from ..control import client, replies
 from ..errors import Failure, Kind
-from ..registry import scan
+from ..registry import lookup, scan
 from ..registry.waiting import RunIdWatch
 
 
@@ -34,17 +34,17 @@ def _calling(function, *args):
 
 def inspect(run_id: str) -> dict:
     """The live run's snapshot (members, mechanism, root pid, ...)."""
-    return _calling(client.request_by_id, run_id, "inspect", client.check_snapshot)
+    return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot)
 
 
 def stop(run_id: str, verb: str) -> dict:
     """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
-    return _calling(client.request_by_id, run_id, verb, client.ack_check(verb))
+    return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb))
 
 
 def live_record(run_id: str):
     """The registry record of the one live run named ``run_id``."""
-    return _calling(client.resolve, run_id).record
+    return _calling(lookup.resolve, run_id, "attach to").record
 
 
 def entries() -> list[tuple[object, str]]:

@@ -1,11 +1,12 @@
 """``inspect``, ``cancel``, ``kill`` and ``attest``: the clients that talk to a live run over
-its control socket (control-plane.md §1.3-§1.6)."""
+its control socket (docs/control-plane.md §1.3-§1.6)."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from ..control import client
+from ..control import fanout, replies
+from ..control.client import request_by_id
 from ..errors import Failure, Kind
 from . import output, targets
 from .parsing import OnceFlag, Parser
@@ -26,10 +27,15 @@ def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = Tr
     return parser
 
 
-def _fail_if_any_failed(outcomes: list[client.Outcome], verb: str) -> None:
+def _fail_if_any_failed(outcomes: list[fanout.Outcome], verb: str) -> None:
+    """After the whole report is printed: 103 if any target failed, counted as the reference does."""
     failed = sum(outcome.status == "failed" for outcome in outcomes)
     if failed:
-        raise Failure(Kind.CONTROL_UNREACHABLE, f"{verb}: {failed} of {len(outcomes)} targets failed")
+        what = "could not be inspected" if verb == "inspect" else f"could not be reached or did not acknowledge the {verb}"
+        raise Failure(
+            Kind.CONTROL_UNREACHABLE,
+            f"{verb} --all: {failed} of {len(outcomes)} target run(s) {what}; see the report above for the per-run reason",
+        )
 
 
 # -- inspect ----------------------------------------------------------------------------------
@@ -37,13 +43,13 @@ def inspect(argv: list[str], invocation) -> int:
     args = PARSERS["inspect"]().parse(argv)
     selection = targets.select(args, invocation)
     if selection.run_id is not None:
-        snapshot = client.request_by_id(selection.run_id, "inspect", client.check_snapshot)
+        snapshot = request_by_id(selection.run_id, "inspect", replies.check_snapshot)
         if args.json:
             output.json_line(snapshot)
         else:
             output.lines(render_snapshot(snapshot))
         return 0
-    outcomes = client.request_all("inspect", selection.labels, client.check_snapshot, "inspected")
+    outcomes = fanout.request_all("inspect", selection.labels, replies.check_snapshot, "inspected")
     if args.json:
         output.json_line(
             [{"run_id": o.run_id, "status": o.status, "snapshot": o.reply, "error": o.error} for o in outcomes]
@@ -63,7 +69,7 @@ def render_snapshot(snapshot: dict) -> list[str]:
     return lines
 
 
-def render_inspect_all(outcomes: list[client.Outcome]) -> list[str]:
+def render_inspect_all(outcomes: list[fanout.Outcome]) -> list[str]:
     if not outcomes:
         return ["no live runs to inspect"]
     rows = [[output.cell(o.run_id), o.status, output.cell(o.error)] for o in outcomes]
@@ -81,11 +87,11 @@ def stop(argv: list[str], invocation) -> int:
     verb = invocation.operation
     args = PARSERS[verb]().parse(argv)
     selection = targets.select(args, invocation)
-    check = client.ack_check(verb)
+    check = replies.ack_check(verb)
     if selection.run_id is not None:
-        output.json_line(client.request_by_id(selection.run_id, verb, check))
+        output.json_line(request_by_id(selection.run_id, verb, check))
         return 0
-    outcomes = client.request_all(verb, selection.labels, check, "accepted")
+    outcomes = fanout.request_all(verb, selection.labels, check, "accepted")
     output.json_line(
         [
             {"run_id": o.run_id, "accepted": o.status == "accepted", "status": o.status, "error": o.error}
@@ -103,16 +109,16 @@ def attest(argv: list[str], invocation) -> int:
     args = PARSERS["attest"]().parse(argv)
     run_id = targets.select(args, invocation, fan_out=False).run_id
     assert run_id is not None  # without --all a selection is always one run
-    attestation = client.request_by_id(run_id, "attest", client.check_attestation)
+    attestation = request_by_id(run_id, "attest", replies.check_attestation)
     if args.json:
         output.json_line(attestation)
     else:
         output.lines(output.fields([(key, attestation[key]) for key in ATTESTATION_FIELDS]))
     verdict = attestation["verdict"]
     if verdict == "not_a_member":
-        raise Failure(Kind.NOT_A_MEMBER, f"process {attestation['peer_pid']} is not a member of run '{run_id}'")
+        raise Failure(Kind.NOT_A_MEMBER, f"process {attestation['peer_pid']} is not a member of run `{run_id}`")
     if verdict == "peer_identity_unsupported":
-        raise Failure(Kind.PEER_IDENTITY_UNSUPPORTED, f"run '{run_id}' could not identify the calling process")
+        raise Failure(Kind.PEER_IDENTITY_UNSUPPORTED, f"run `{run_id}` could not identify the calling process")
     return 0
 
 

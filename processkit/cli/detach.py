@@ -1,5 +1,5 @@
 """``run --detach``: hand the run to a copy of this program in a new session, and return as
-soon as the copy has proven the run started (control-plane.md §3, run.md §1.4).
+soon as the copy has proven the run started (docs/control-plane.md §3, docs/run.md §1.4).
 
 The copy is an ordinary foreground run with null stdio. Its proof is the first line of the
 JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
@@ -27,7 +27,7 @@ HANDSHAKE_SECONDS = 30.0
 MARKER_LIMIT = 8 * 1024 * 1024
 EVIDENCE_BYTES = 64 * 1024
 # Codes a copy of ``run`` exits with for its own failures, by the kind they carry; any other
-# reserved code is relayed as kind ``unknown`` (run.md §1.4).
+# reserved code is relayed as kind ``unknown`` (docs/run.md §1.4).
 _RUN_KINDS = {
     kind.code: kind
     for kind in (

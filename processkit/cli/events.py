@@ -1,6 +1,11 @@
 """``events``: read a run's JSONL back, rendered for people, passed through byte for byte
 (``--json``) or checked against the shipped event schema (``--validate``); ``--follow`` keeps
-reading until the run's end (control-plane.md §4).
+reading until the run's end (docs/events.md).
+
+``--validate`` decides its exit code by the lines alone, as the reference does: 0 when every
+line conforms, 114 when any does not. What only the whole stream can get wrong (no single
+``runner_exit``, ``run_started`` not first, two endings) is reported as a note on stderr;
+``--strict-stream`` (an extension) makes those findings count too.
 
 Read-only like ``list``: the registry is opened read-only, only to find the stream
 (``--run-id``) and, when following, to ask whether anything can still be writing it. No runner
@@ -33,13 +38,19 @@ REPORT_LIMIT = 1000  # a violation's text is capped like any other terminal outp
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli events",
-        usage="processkit-cli events (--run-id <ID> | --file <PATH>) [--json | --validate] [--follow]",
+        usage="processkit-cli events (--run-id <ID> | --file <PATH>) [--json | --validate [--strict-stream]] [--follow]",
         description="Read a run's JSONL lifecycle events back.",
     )
     parser.add_argument("--run-id", action=Once, metavar="ID", help="the stream its registry record names")
     parser.add_argument("--file", action=Once, metavar="PATH", help="a stream by path (also a pipe, /dev/stdin)")
     parser.add_argument("--json", action=OnceFlag, help="the lines exactly as written")
-    parser.add_argument("--validate", action=OnceFlag, help="check every line and the whole stream; 114 if invalid")
+    parser.add_argument("--validate", action=OnceFlag, help="check every line against the event schema; 114 if any does not conform")
+    parser.add_argument(
+        "--strict-stream",
+        action=OnceFlag,
+        help="with --validate: the whole stream's findings (one runner_exit, last; run_started first; "
+        "at most one ending) also make it 114 (an extension)",
+    )
     parser.add_argument("--follow", action=OnceFlag, help="keep reading until runner_exit or the run is gone")
     return parser
 
@@ -51,6 +62,8 @@ def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     if args.json and args.validate:
         raise usage("the argument '--json' cannot be used with '--validate'")
+    if args.strict_stream and not args.validate:
+        raise usage("the argument '--strict-stream' requires '--validate'")
     if args.run_id is not None and args.file is not None:
         raise usage("the argument '--run-id <ID>' cannot be used with '--file <PATH>'")
     if args.file is not None:
@@ -60,7 +73,7 @@ def main(argv: list[str], invocation) -> int:
             args.run_id = targets.missing_required("--run-id <ID>|--file <PATH>")
         invocation.run_id = values.parse_run_id(args.run_id)
         target = Target.by_run_id(invocation.run_id)
-    consumer = Validation() if args.validate else PassThrough() if args.json else Rendering()
+    consumer = Validation(strict_stream=args.strict_stream) if args.validate else PassThrough() if args.json else Rendering()
     Reading(target, consumer, follow=args.follow).run()
     consumer.finish()
     return 0
@@ -77,19 +90,24 @@ class Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
         matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]
+        cannot = f"cannot read events for run `{run_id}`"
         if not matches:
             raise Failure(
                 Kind.NOT_FOUND,
-                f"no registry record names run '{run_id}' (a run that ends removes its record: "
-                "read its stream with --file)",
+                f"{cannot}: no registry record names it — a run that ends removes its own record, so read "
+                "its stream directly with `--file <events.jsonl>`",
             )
         locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
         if not locators:
-            raise Failure(Kind.NOT_FOUND, f"the registry record of run '{run_id}' names no JSONL stream")
+            raise Failure(
+                Kind.NOT_FOUND,
+                f"{cannot}: its registry record names no JSONL stream — the run was started without `--jsonl`",
+            )
         if len(locators) > 1:
             raise Failure(
                 Kind.AMBIGUOUS_RUN_ID,
-                f"run id '{run_id}' names {len(locators)} different streams; read the one you mean with --file",
+                f"{cannot}: ambiguous run id — {len(matches)} registered records name {len(locators)} different "
+                "event streams; read the one you mean directly with `--file <events.jsonl>`",
             )
         return cls(locators[0], run_id)
 
@@ -136,10 +154,10 @@ class Reading:
             raise self._unreadable("open", exc) from None
         if is_dir:
             os.close(self._fd)
-            raise Failure(Kind.SETUP, f"cannot read the events stream {sanitize(target.path)}: it is a directory")
+            raise Failure(Kind.SETUP, f"could not read the events stream `{sanitize(target.path)}`: it is a directory")
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
-        return Failure(Kind.SETUP, f"cannot {action} the events stream {sanitize(self._target.path)}: {exc.strerror}")
+        return Failure(Kind.SETUP, f"could not {action} the events stream `{sanitize(self._target.path)}`: {exc.strerror}")
 
     def run(self) -> None:
         loop = Loop()
@@ -252,12 +270,13 @@ class PassThrough:
 
 class Validation:
     """``--validate``: every line against the shipped schema, then the whole stream's
-    invariants; a report on stdout and 114 when anything is wrong."""
+    invariants; a report on stdout, and 114 when a line (or, strictly, the stream) is wrong."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict_stream: bool) -> None:
         from ..events.stream import StreamChecks
 
         self._stream = StreamChecks()
+        self._strict_stream = strict_stream
         self._checked = 0
         self._invalid = 0
 
@@ -279,6 +298,10 @@ class Validation:
     def finish(self) -> None:
         stream = self._stream.problems()
         noun = "line" if self._checked == 1 else "lines"
+        if not self._strict_stream:
+            for problem in stream:
+                say(sys.stderr, f"processkit-cli: note: stream: {problem}\n")
+            stream = []
         if not self._invalid and not stream:
             output.lines([f"checked {self._checked} {noun}: all valid"])
             return
@@ -286,4 +309,11 @@ class Validation:
         if stream:
             summary += f"; {len(stream)} stream problem{'s' if len(stream) > 1 else ''}"
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
-        raise Failure(Kind.EVENTS_INVALID, f"the stream does not conform to the event schema: {summary}")
+        if self._invalid:
+            message = (
+                f"{self._invalid} of {self._checked} checked {noun} do not conform to this binary's event schema "
+                "(`probe --print-schema`)"
+            )
+        else:
+            message = f"the stream as a whole is not well-formed (--strict-stream): {'; '.join(stream)}"
+        raise Failure(Kind.EVENTS_INVALID, message)

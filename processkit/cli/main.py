@@ -14,6 +14,7 @@ from ..version import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
+from .parsing import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -32,7 +33,6 @@ COMMANDS = {
     "completion": ("processkit.cli.completion", "print a shell completion script (bash, zsh or fish)"),
 }
 
-ERROR_FORMATS = ("human", "json")
 
 
 def _usage_text() -> str:
@@ -43,9 +43,16 @@ def _usage_text() -> str:
     ]
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += [
+        "",
+        "options:",
+        f"      --error-format <human|json>  {ERROR_FORMAT_HELP}",
+        "  -h, --help                       print this help",
+        "  -V, --version                    print the version",
+    ]
     lines += ["", "exit codes (the child's own code otherwise, 128+N for a death by signal N):"]
     lines += [f"  {code}  {', '.join(labels)}" for code, labels in exit_codes().items()]
-    lines += ["", "Run 'processkit-cli <command> --help' for a command's options, 'processkit-cli --version' for the version."]
+    lines += ["", "Run 'processkit-cli <command> --help' for a command's options."]
     return "\n".join(lines) + "\n"
 
 
@@ -81,7 +88,7 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def render_failure(failure: Failure, error_format: str, operation: str, run_id: str | None) -> None:
-    """Print the failure on stderr: the human message (and its hint), or the JSON envelope (run.md §5)."""
+    """Print the failure on stderr: the human message (and its hint), or the JSON envelope (docs/run.md §5)."""
     # Parse errors stay human text (as the reference's clap errors do); a usage code relayed
     # from a detached copy is a runner failure like any other and gets the envelope.
     if error_format == "json" and (failure.kind is not Kind.USAGE or failure.relayed):

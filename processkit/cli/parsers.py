@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 from ..version import __version__
-from .main import COMMANDS, ERROR_FORMATS
+from .main import COMMANDS
 from .parsing import Parser
 
 PROG = "processkit-cli"
@@ -32,13 +32,6 @@ def all_parsers() -> dict[str, Parser]:
     return {command: parser_for(command) for command in COMMANDS}
 
 
-def add_global_options(parser: Parser) -> None:
-    """The options ``main`` takes before any subcommand parses: ``--error-format`` goes anywhere."""
-    parser.add_argument(
-        "--error-format", choices=ERROR_FORMATS, default="human", help="how a runner failure is printed on stderr"
-    )
-
-
 def root_parser() -> Parser:
     """``processkit-cli`` itself: the global options, no subcommands."""
     root = Parser(
@@ -46,7 +39,6 @@ def root_parser() -> Parser:
         usage=f"{PROG} [--error-format human|json] <command> [options]",
         description="Run one command, shell-free, inside a containment boundary; inspect and control live runs.",
     )
-    add_global_options(root)
     root.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
     return root
 
@@ -60,7 +52,6 @@ def command_tree(parsers: dict[str, Parser] | None = None) -> Parser:
     root = root_parser()
     commands = root.add_subparsers(dest="command", metavar="<command>", title="commands")
     for command, parser in (parsers or all_parsers()).items():
-        add_global_options(parser)
         commands.add_parser(command, help=COMMANDS[command][1])
         commands.choices[command] = parser
     return root

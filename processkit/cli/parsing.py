@@ -26,12 +26,21 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=width)
 
 
+ERROR_FORMATS = ("human", "json")
+ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (default) or json, one envelope line"
+
+
 class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("exit_on_error", False)
         super().__init__(*args, **kwargs)
+        # main takes the global --error-format out of argv before any subcommand parses it, so
+        # this entry only documents it in every subcommand's --help, as the reference's does.
+        self.add_argument_group("global options").add_argument(
+            "--error-format", metavar="<human|json>", choices=ERROR_FORMATS, default=argparse.SUPPRESS, help=ERROR_FORMAT_HELP
+        )
 
     def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())

@@ -1,5 +1,5 @@
 """``probe --json``: the fail-closed preflight a launcher runs on a candidate binary before it
-starts anything through it (control-plane.md §4, probe.schema.json).
+starts anything through it (docs/control-plane.md §4, probe.schema.json).
 
 It reads constants and prints; it spawns nothing and opens no registry, socket or container,
 so running it has no side effects. Any unmet ``--require-*`` expectation is exit 110, with the

@@ -1,11 +1,11 @@
 """``list``, ``wait`` and ``prune``: the clients that read the registry alone and never talk
-to a runner (control-plane.md §2.5-§2.7). An unreadable registry is 111 for all of them."""
+to a runner (docs/control-plane.md §2.5-§2.7). An unreadable registry is 111 for all of them."""
 
 from __future__ import annotations
 
 import time
 
-from ..errors import Failure, Kind
+from ..errors import Kind
 from ..registry import scan
 from ..registry.lock import Health
 from . import output, targets, values
@@ -97,8 +97,7 @@ def wait(argv: list[str], invocation) -> int:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                what = f"run '{selection.run_id}'" if selection.run_id is not None else "the selected runs"
-                raise Failure(Kind.WAIT_TIMEOUT, f"{what} still live after --timeout {args.timeout}")
+                raise watch.timed_out(args.timeout)
             pause = min(pause, remaining)
         time.sleep(pause)
     if args.report_outcome:

@@ -11,7 +11,7 @@ from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, R
 from . import values
 from .parsing import Once, OnceFlag, Parser, flag_given, split_command
 
-# (flag, conflicts) for --inherit-stdio and the other declared conflicts (run.md §2.3).
+# (flag, conflicts) for --inherit-stdio and the other declared conflicts (docs/run.md §2.3).
 CONFLICTS = (
     ("inherit_stdio", ("capture_dir", "create_no_window", "idle_timeout", "inherit_stdin", "stdin_file", "no_echo", "detach", "capture_max_bytes", "capture_overflow")),
     ("detach", ("inherit_stdin",)),

@@ -1,4 +1,5 @@
-"""The stdin first-byte probe (ADR 0203): a missing required value may arrive on stdin.
+"""The stdin first-byte probe (ADR 0203, docs/adr-0203-stdin-probe.md): a missing required
+value may arrive on stdin.
 
 An agent may launch the CLI with an inherited pipe that nobody ever writes or closes, so the
 probe waits only ``FIRST_BYTE_WINDOW`` for the first non-empty chunk. A terminal, an empty EOF

@@ -45,7 +45,8 @@ def select(args, invocation, *, fan_out: bool = True) -> Selection:
 
 def missing_required(wanted: str) -> str:
     """The value for the first required argument left unset on the command line: the run id
-    may arrive on stdin (ADR 0203's first-byte probe); otherwise this is a usage error."""
+    may arrive on stdin (the first-byte probe, docs/adr-0203-stdin-probe.md); otherwise this is
+    a usage error."""
     from .stdin_probe import probe_stdin
 
     piped = probe_stdin("run id")

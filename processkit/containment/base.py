@@ -5,6 +5,8 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, NamedTuple
 
+from .members import usage_of
+
 if TYPE_CHECKING:  # only the annotation: the cap layer is imported where a run asks for caps
     from .limits import ControllerSet
 
@@ -69,11 +71,23 @@ class Container(abc.ABC):
         """Hard-kill every member; raises OSError on failure."""
 
     def resource_summary(self) -> ResourceSummary:
-        """The tree's figures from the kernel's counters; null where nothing measures them."""
+        """The tree's figures from the kernel's counters; null where nothing measures them.
+
+        Memory and CPU that no counter holds (no ``memory.peak``, no CPU accounting) are summed
+        over the members alive at the read point, as the reference does. The summary is read
+        before teardown, so on a forced ending (timeout, cancel, kill, overflow) the tree is
+        still there to measure; after a natural exit usually nothing is left, and they stay
+        null. A cgroup's ``cpu.stat`` is always kept: it covers members that already exited.
+        """
         try:
             measured = self._accounting()
             if self.controllers is not None:
                 measured.update((k, v) for k, v in self.controllers.accounting().items() if v is not None)
+            if measured.get("peak_memory_bytes") is None or measured.get("total_cpu_ms") is None:
+                live = usage_of(self.member_pids())
+                for key, value in live._asdict().items():
+                    if measured.get(key) is None:
+                        measured[key] = value
         except (OSError, ValueError):
             return ResourceSummary(read_error=True)
         return ResourceSummary(**measured)  # type: ignore[arg-type]  # its keys name the int fields

@@ -43,6 +43,35 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+class Usage(NamedTuple):
+    """What live processes have used: the sum of their resident high-water marks (VmHWM) and of
+    their user+system CPU. None when no live process could be measured."""
+
+    peak_memory_bytes: int | None
+    total_cpu_ms: int | None
+
+
+def usage_of(pids: list[int]) -> Usage:
+    """Summed from /proc over the processes still alive (zombies have no memory left)."""
+    memory = cpu_ticks = None
+    for pid in sorted(set(pids)):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as handle:
+                status = handle.read()
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat_fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone (or unreadable) between the listing and the read
+        hwm = next((line.split()[1] for line in status.splitlines() if line.startswith(b"VmHWM:")), None)
+        if hwm is None:  # a zombie or a kernel thread: no address space to measure
+            continue
+        memory = (memory or 0) + int(hwm) * 1024
+        # stat fields after the name: state is [0], utime [11], stime [12] (clock ticks).
+        cpu_ticks = (cpu_ticks or 0) + int(stat_fields[11]) + int(stat_fields[12])
+    cpu_ms = None if cpu_ticks is None else cpu_ticks * 1000 // os.sysconf("SC_CLK_TCK")
+    return Usage(memory, cpu_ms)
+
+
 def read_members(pids: list[int]) -> list[Member]:
     members = (read_member(pid) for pid in sorted(set(pids)))
     return [m for m in members if m is not None]

@@ -1,5 +1,5 @@
 """Where a run's control socket lives, and the one path shape ``prune`` may reap
-(control-plane.md §1.1, §2.6).
+(docs/control-plane.md §1.1, §2.6).
 
 The socket sits in a fresh 0700 ``<base>/pkc-<token>/`` directory, independent of the registry
 so the path stays short enough for ``sun_path``. A directory that already exists is never

@@ -1,5 +1,5 @@
 """The control wire, shared by both ends: one verb line in, one JSON line out, each at most
-64 KiB including its newline (control-plane.md §1.2)."""
+64 KiB including its newline (docs/control-plane.md §1.2)."""
 
 from __future__ import annotations
 

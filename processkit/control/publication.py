@@ -1,6 +1,6 @@
-"""Publishing a run: its registry record and its control socket (control-plane.md §1, §2.2).
+"""Publishing a run: its registry record and its control socket (docs/control-plane.md §1, §2.2).
 
-Both are best effort: a failure is one warning and the child runs anyway (run.md §1.3 step 7).
+Both are best effort: a failure is one warning and the child runs anyway (docs/run.md §1.3 step 7).
 The record is written before the child is spawned, and ``close()`` removes record, lock and
 socket at every ending the runner lives to see.
 """

@@ -1,4 +1,4 @@
-"""The control socket, served on the runner's own loop (control-plane.md §1.1, §1.2).
+"""The control socket, served on the runner's own loop (docs/control-plane.md §1.1, §1.2).
 
 No thread and no blocking call: every socket is non-blocking, every connection has its own
 deadline timer, and the number of open connections is capped. A client that is slow, silent,

@@ -1,7 +1,7 @@
 """A run from spawn to ``runner_exit``: setup, the race of endings, teardown, the final report.
 
 The race is biased, not first-come: callbacks only *record* that an ending is ready, and after
-each turn of the loop the highest-priority recorded ending wins (run.md §1.3). So a child that
+each turn of the loop the highest-priority recorded ending wins (docs/run.md §1.3). So a child that
 exits in the same turn as its deadline is reported as its own exit, and a signal beats all.
 """
 
@@ -454,7 +454,7 @@ class Run:
             self.events.emit("container_failed", phase="foreground", code=Kind.CONTAINER_ERROR.code, message=ending.detail)
             message = f"could not give the terminal to the child's process group: {ending.detail}"
             return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
-        if kind is EndingKind.INTERNAL:  # like a failed wait: no ending event (events.md §4)
+        if kind is EndingKind.INTERNAL:  # like a failed wait: no ending event (docs/events.md §4)
             return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {ending.detail}"))
         if kind is EndingKind.CHILD_EXIT:
             rc = self._returncode

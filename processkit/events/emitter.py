@@ -1,7 +1,7 @@
 """The JSONL lifecycle writer: one compact line per event, written and flushed as it happens.
 
 A write failure is reported once on stderr and then poisons the emitter: later events are
-dropped, the run and its exit code carry on (events.md §1). A JSONL that is a pipe or a FIFO
+dropped, the run and its exit code carry on (docs/events.md §1). A JSONL that is a pipe or a FIFO
 is written without blocking: a reader that takes nothing for STALL_SECONDS counts as a failed
 write, so a stalled reader can delay the run, never hang it.
 """

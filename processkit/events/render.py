@@ -222,7 +222,9 @@ EXIT_SOURCES = {
 
 
 def _runner_exit(e: dict) -> str:
-    return f"the runner exited with code {e['code']}: {EXIT_SOURCES.get(e['source'], _s(e['source']))}"
+    # The machine words too (source=...), as the reference's rendering shows them: scripts grep them.
+    source = _s(e["source"])
+    return f"the runner exited with code {e['code']}: {EXIT_SOURCES.get(e['source'], source)} (source={source})"
 
 
 WORDS = {

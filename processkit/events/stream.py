@@ -1,4 +1,4 @@
-"""The invariants of a whole stream, which no single line can break on its own (events.md §4):
+"""The invariants of a whole stream, which no single line can break on its own (docs/events.md §4):
 exactly one ``runner_exit`` and it is the last line, ``run_started`` (when present) is the first
 line, and at most one ending event."""
 

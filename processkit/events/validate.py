@@ -1,9 +1,11 @@
-"""A small JSON Schema validator, and the loader for the shipped event schema.
+"""A small JSON Schema validator, and the loader for the shipped schemas.
 
-It implements exactly the keywords ``events-v1.schema.json`` uses, with draft 2020-12 meaning,
-so ``events --validate`` needs no third-party package. A schema that uses any other keyword is
+It implements exactly the keywords the shipped schemas use (``events-v1.schema.json`` here,
+``control/replies.schema.json`` for control replies), with draft 2020-12 meaning, so neither
+``events --validate`` nor a control client needs a third-party package. A schema that uses any other keyword is
 refused when the validator is built (:class:`SchemaError`) instead of being half-checked.
-Violations name the JSON path of the offending value (``$.stdout.bytes``, ``$.members[0]``).
+Violations name the JSON Pointer of the offending value (``/stdout/bytes``, ``/members/0``), as
+the reference's validator reports them; a violation of the whole event says ``(whole event)``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _TYPES = {
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WHOLE_EVENT = "(whole event)"  # where a violation of the instance itself is reported
 
 
 class SchemaError(Exception):
@@ -47,7 +49,7 @@ class Violation:
     detail: Any = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path or WHOLE_EVENT}: {self.message}"
 
 
 def _is_number(value) -> bool:
@@ -68,16 +70,41 @@ def json_equal(a, b) -> bool:
 
 
 def child_path(path: str, key) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if _IDENTIFIER.fullmatch(key):
-        return f"{path}.{key}"
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+    """The JSON Pointer (RFC 6901) of ``key`` inside the value at ``path``."""
+    token = str(key).replace("~", "~0").replace("/", "~1")
+    return f"{path}/{token}"
 
 
 def _show(value) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def ecma_pattern(pattern: str) -> re.Pattern:
+    """``pattern`` compiled with ECMA-262 meaning, as JSON Schema defines ``pattern``.
+
+    Two Python habits differ: ``$`` also matches before a final newline (ECMA's only at the
+    very end: ``\\Z`` here), and ``\\d``/``\\w`` match any Unicode digit or letter (ECMA's
+    only ASCII: ``re.ASCII``). A ``$`` inside a character class or escaped stays literal.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError("a pattern must be a string")
+    out: list[str] = []
+    escaped = in_class = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append(r"\Z")
+            continue
+        out.append(ch)
+    return re.compile("".join(out), re.ASCII)
 
 
 class Validator:
@@ -89,6 +116,10 @@ class Validator:
         self._check_schema(schema, "#")
 
     # -- the schema ----------------------------------------------------------------------------
+    def definition(self, name: str):
+        """The schema ``#/$defs/<name>`` of this document, to validate an instance against."""
+        return self._resolve(f"#/$defs/{name}")
+
     def _check_schema(self, schema, where: str) -> None:
         """Refuse anything this validator would silently ignore or misread."""
         if isinstance(schema, bool):
@@ -127,7 +158,7 @@ class Validator:
 
     def _check_pattern(self, value, where: str) -> None:
         try:
-            self._patterns[value] = re.compile(value)
+            self._patterns[value] = ecma_pattern(value)
         except (re.error, TypeError) as exc:
             raise SchemaError(f"{where}: bad pattern: {exc}") from None
 
@@ -162,12 +193,12 @@ class Validator:
     # -- instances -----------------------------------------------------------------------------
     # Checks are generators: validity stops at the first violation, which is what keeps a
     # oneOf of many event types cheap; the full list is built only when it is reported.
-    def errors(self, instance, schema=None, path: str = "$") -> list[Violation]:
+    def errors(self, instance, schema=None, path: str = "") -> list[Violation]:
         """Every violation of ``instance`` against the schema (the root one by default)."""
         return list(self._iter(instance, self._root if schema is None else schema, path))
 
     def is_valid(self, instance, schema=None) -> bool:
-        return next(self._iter(instance, self._root if schema is None else schema, "$"), None) is None
+        return next(self._iter(instance, self._root if schema is None else schema, ""), None) is None
 
     def _iter(self, instance, schema, path: str):
         if schema is True:
@@ -326,16 +357,25 @@ _INSTANCE_CHECKS = {
 }
 
 
-def load_event_schema() -> dict:
-    """The shipped JSONL event schema (v1), read from the package data next to this module."""
-    text = resources.files(__package__).joinpath(EVENT_SCHEMA_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+def load_schema(package: str, name: str) -> dict:
+    """A schema shipped as package data beside ``package``'s modules."""
+    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
 @functools.cache
+def packaged_validator(package: str, name: str) -> Validator:
+    """The validator for a shipped schema, built once per process."""
+    return Validator(load_schema(package, name))
+
+
+def load_event_schema() -> dict:
+    """The shipped JSONL event schema (v1)."""
+    return load_schema(__package__, EVENT_SCHEMA_FILE)
+
+
 def event_validator() -> Validator:
-    """The validator for one JSONL event line, built once per process."""
-    return Validator(load_event_schema())
+    """The validator for one JSONL event line."""
+    return packaged_validator(__package__, EVENT_SCHEMA_FILE)
 
 
 def validate_event(event) -> list[Violation]:

@@ -1,4 +1,4 @@
-"""Where the per-user registry lives, and the two ways to open it (control-plane.md §2.1).
+"""Where the per-user registry lives, and the two ways to open it (docs/control-plane.md §2.1).
 
 A mutating open (``run``) creates the directory and re-asserts mode 0700 every time, which
 repairs a widened directory; a read-only open (every client) never creates or changes it, and

@@ -1,5 +1,5 @@
 """Liveness: the advisory lock a live runner holds on its ``.lock`` file, and the probe that
-reads it (control-plane.md §2.2, §2.4).
+reads it (docs/control-plane.md §2.2, §2.4).
 
 The kernel releases a flock when its holder dies, so a lock that can be taken is proof that
 the runner is gone; a file that merely exists proves nothing. The runner's descriptor is

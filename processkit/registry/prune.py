@@ -1,4 +1,4 @@
-"""Reaping what dead runners left behind, and never anything else (control-plane.md §2.6).
+"""Reaping what dead runners left behind, and never anything else (docs/control-plane.md §2.6).
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never

@@ -1,5 +1,5 @@
 """The registry record (``registry_version`` 1): how a run writes it, and how a reader takes it
-back without trusting it (control-plane.md §2.3).
+back without trusting it (docs/control-plane.md §2.3).
 
 A record that fails a structural check is skipped whole; an optional value that fails its own
 check is dropped (null, or the label pair left out). Parsing never raises.

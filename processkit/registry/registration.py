@@ -1,5 +1,5 @@
 """A run's own entry: lock first, record second, both removed at every ending the runner
-lives to see (control-plane.md §2.2)."""
+lives to see (docs/control-plane.md §2.2)."""
 
 from __future__ import annotations
 

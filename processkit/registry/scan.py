@@ -1,5 +1,5 @@
 """Reading the registry directory: every record that passes the read-side checks, and the lock
-files no record accounts for (control-plane.md §2.5, §2.6)."""
+files no record accounts for (docs/control-plane.md §2.5, §2.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What ``wait`` watches and what it reports (control-plane.md §2.7).
+"""What ``wait`` watches and what it reports (docs/control-plane.md §2.7).
 
 Waiting needs no endpoint: it polls the registry's liveness locks. The outcome comes from the
 terminal ``runner_exit`` event in the run's JSONL, which the runner writes just after it
@@ -14,6 +14,7 @@ import time
 
 from ..errors import Failure, Kind
 from .lock import Health
+from .lookup import ambiguous
 from .scan import Entry, read
 
 OUTCOME_TAIL_BYTES = 64 * 1024
@@ -27,18 +28,33 @@ class RunIdWatch:
     def __init__(self, run_id: str):
         self.run_id = run_id
         self._jsonl: str | None = None
+        self.unprobed = False  # the last look could not probe a matching entry
+
 
     def done(self) -> bool:
         matches = [e for e in read(Kind.REGISTRY).entries if e.record.run_id == self.run_id]
         health = [(entry, entry.health()) for entry in matches]
         live = [entry for entry, state in health if state is Health.LIVE]
         if len(live) > 1:
-            raise Failure(Kind.AMBIGUOUS_RUN_ID, f"run id '{self.run_id}' names {len(live)} live runs")
+            raise ambiguous("wait for", self.run_id, len(live))
         if live:
             self._jsonl = live[0].record.jsonl
         elif matches and self._jsonl is None:  # never seen live: the newest leftover will do
             self._jsonl = max(matches, key=lambda e: e.record.started_at).record.jsonl
-        return not live and not any(state is Health.UNPROBED for _, state in health)
+        self.unprobed = not live and any(state is Health.UNPROBED for _, state in health)
+        return not live and not self.unprobed
+
+    def timed_out(self, limit: str) -> Failure:
+        observed = (
+            "it was not confirmed finished — a matching registry entry could not be probed, and an "
+            "unprobeable entry is never read as a completed run"
+            if self.unprobed
+            else "it is still live and was left running"
+        )
+        return Failure(
+            Kind.WAIT_TIMEOUT,
+            f"stopped waiting for run `{self.run_id}` after {limit}: {observed} — raise or drop `--timeout` to keep waiting",
+        )
 
     def report(self) -> dict:
         return outcome(self.run_id, self._jsonl)
@@ -51,11 +67,30 @@ class AllWatch:
         self._targets: list[Entry] = [
             e for e in read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE
         ]
-        self._outstanding = list(self._targets)
+        self._outstanding = [(entry, Health.LIVE) for entry in self._targets]
 
     def done(self) -> bool:
-        self._outstanding = [e for e in self._outstanding if e.exists() and e.health() is not Health.STALE]
+        """Re-probes the outstanding entries: a stale or vanished one is over; an unprobeable
+        one is never read as over."""
+        looked = [(entry, entry.health() if entry.exists() else Health.STALE) for entry, _ in self._outstanding]
+        self._outstanding = [(entry, health) for entry, health in looked if health is not Health.STALE]
         return not self._outstanding
+
+    def timed_out(self, limit: str) -> Failure:
+        count = len(self._outstanding)
+        noun = "run" if count == 1 else "runs"
+        if any(health is Health.UNPROBED for _, health in self._outstanding):
+            observed = (
+                "at least one of them is not confirmed finished — a matching registry entry could not be "
+                "re-probed, and an unprobeable entry is never read as a completed run"
+            )
+        else:
+            observed = "all of them are still live and were left running"
+        return Failure(
+            Kind.WAIT_TIMEOUT,
+            f"stopped waiting for all runs after {limit}: {count} snapshot {noun} still outstanding — {observed} — "
+            "raise or drop `--timeout` to keep waiting",
+        )
 
     def report(self) -> list:
         ordered = sorted(self._targets, key=lambda e: (e.record.run_id, e.path))

@@ -1,0 +1,66 @@
+"""``--all``: one verb sent to every run that was live when the registry was read once, one
+at a time, each re-probed just before its turn; every target gets exactly one outcome
+(docs/control-plane.md §1.6)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import Failure, Kind
+from ..registry import scan
+from ..registry.lock import Health
+from .replies import Check
+from .transport import Channel
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    status: str  # the verb's success word, "already_gone" or "failed"
+    reply: dict | None = None
+    error: str | None = None
+
+
+def request_all(verb: str, labels: dict, check: Check, success: str) -> list[Outcome]:
+    targets = [e for e in scan.read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE]
+    return [_request_one(target, verb, check, success) for target in targets]
+
+
+def _request_one(target: scan.Entry, verb: str, check: Check, success: str) -> Outcome:
+    run_id = target.record.run_id
+    problem = _changed(target)
+    if problem is not None:
+        return Outcome(run_id, problem[0], error=problem[1])
+    try:
+        with Channel(target.record.endpoint, run_id, verb) as channel:
+            reply = check(channel.request(verb), run_id, verb)
+    except Failure as failure:
+        if _gone(target):
+            return Outcome(run_id, "already_gone")
+        return Outcome(run_id, "failed", error=failure.message)
+    return Outcome(run_id, success, reply=reply)
+
+
+def _gone(target: scan.Entry) -> bool:
+    return not target.exists() or target.health() is Health.STALE
+
+
+def _changed(target: scan.Entry) -> tuple[str, str | None] | None:
+    """Why ``target`` may no longer be addressed, as (status, error); None when it may."""
+    run_id = target.record.run_id
+    try:
+        record = scan.load(target.path)
+    except FileNotFoundError:
+        return "already_gone", None
+    if record is None:
+        return "failed", f"the registry record of run `{run_id}` is no longer readable"
+    health = target.probe()[0] if record.lock_file == target.record.lock_file else None
+    if health is Health.STALE:
+        return "already_gone", None
+    if health is Health.UNPROBED:
+        return "failed", f"the liveness of run `{run_id}` could not be probed"
+    if health is None or record.run_id != run_id or record.endpoint != target.record.endpoint:
+        return "failed", f"the registry entry of run `{run_id}` changed since the registry was read"
+    if record.endpoint is None:
+        return "failed", f"run `{run_id}` exposes no control endpoint"
+    return None

@@ -1,0 +1,109 @@
+"""One exchange with a run's control socket: connect within a deadline, send one verb line,
+read one reply line of at most 64 KiB (docs/control-plane.md §1.2).
+
+The endpoint a registry record names is untrusted: anything but the exact shape a runner
+creates (``<socket base>/pkc-<token>/c.sock``) is refused before any connection is tried.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from ..errors import Failure, Kind
+from ..text import is_terminal_unsafe
+from . import protocol
+from .endpoint import reapable_dir
+from ..registry.lookup import refusal
+
+CONNECT_SECONDS = 5.0
+EXCHANGE_SECONDS = 5.0
+MAX_PEER_TEXT = 500
+
+
+def peer_text(text: str) -> str:
+    """A runner's error text made safe to show: control runs collapsed to a space, capped."""
+    out: list[str] = []
+    for ch in text:
+        if is_terminal_unsafe(ch):
+            if out and out[-1] != " ":
+                out.append(" ")
+        else:
+            out.append(ch)
+    return protocol.clip("".join(out).strip(), MAX_PEER_TEXT)
+
+
+class Channel:
+    """One connection to a run's control socket: connect, then one request and its reply.
+
+    ``action`` is what the user asked for (it names every failure); the verb sent may differ
+    only in wording, never in meaning.
+    """
+
+    def __init__(self, endpoint: str, run_id: str, action: str):
+        self.run_id = run_id
+        self.action = action
+        if reapable_dir(endpoint) is None:
+            raise self._refused("the registry entry contains an invalid control endpoint")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(CONNECT_SECONDS)
+        try:
+            self._sock.connect(endpoint)
+        except TimeoutError:
+            self.close()
+            raise self._refused("timed out connecting to the live runner", Kind.IPC_DEADLINE) from None
+        except (OSError, ValueError) as exc:
+            self.close()
+            reason = getattr(exc, "strerror", None) or exc
+            raise self._refused(f"could not reach the live runner (it may have just exited): {reason}") from None
+
+    def _refused(self, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
+        return refusal(self.action, self.run_id, detail, kind)
+
+    def __enter__(self) -> Channel:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def request(self, verb: str) -> dict:
+        """Send ``verb``, return the reply object; a runner's ``{"error":..}`` is a Failure."""
+        deadline = time.monotonic() + EXCHANGE_SECONDS
+        try:
+            self._within(deadline)
+            self._sock.sendall(verb.encode() + b"\n")
+            line = self._read_line(deadline)
+        except TimeoutError:
+            raise self._refused("the runner did not answer in time", Kind.IPC_DEADLINE) from None
+        except OSError as exc:
+            raise self._refused(f"lost the connection to the runner: {exc.strerror or exc}") from None
+        try:
+            reply = protocol.decode(line)
+        except (ValueError, RecursionError):
+            reply = None
+        if not isinstance(reply, dict):
+            raise self._refused("the runner sent a reply that is not a JSON object", Kind.INCOMPATIBLE_CONTRACT)
+        if isinstance(reply.get("error"), str):
+            raise self._refused(f"the runner refused the request: {peer_text(reply['error'])}")
+        return reply
+
+    def _within(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError()
+        self._sock.settimeout(remaining)
+
+    def _read_line(self, deadline: float) -> bytes:
+        data = bytearray()
+        while b"\n" not in data:
+            if len(data) >= protocol.MAX_LINE:
+                raise self._refused(f"the runner sent a reply over {protocol.MAX_LINE} bytes")
+            self._within(deadline)
+            chunk = self._sock.recv(protocol.MAX_LINE - len(data))
+            if not chunk:
+                raise self._refused("the runner closed the connection before answering (it may have just exited)")
+            data += chunk
+        return bytes(data[: data.index(b"\n")])

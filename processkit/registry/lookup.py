@@ -1,0 +1,53 @@
+"""Which live run a by-id client means: exactly one live registry entry named ``run_id`` that
+publishes an endpoint, or a Failure that says why not (docs/control-plane.md §1.3).
+
+Every message names the action ("cannot cancel run `x`: ..."), as the reference's do; ``wait``
+reads the registry alone and shares the wording."""
+
+from __future__ import annotations
+
+from ..errors import Failure, Kind
+from . import scan
+from .lock import Health
+
+
+def refusal(action: str, run_id: str, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
+    """The one wording of every by-id client failure."""
+    return Failure(kind, f"cannot {action} run `{run_id}`: {detail}")
+
+
+def ambiguous(action: str, run_id: str, live: int) -> Failure:
+    """Several live runs share the id: the client never guesses which one is meant."""
+    return refusal(
+        action,
+        run_id,
+        f"ambiguous run id — {live} live runs are registered under it; re-run with a run id that is "
+        "unique among live runs",
+        Kind.AMBIGUOUS_RUN_ID,
+    )
+
+
+def resolve(run_id: str, action: str) -> scan.Entry:
+    """The one live run named ``run_id`` that publishes an endpoint."""
+    found = [(entry, entry.health()) for entry in scan.read(Kind.REGISTRY_BY_ID).entries if entry.record.run_id == run_id]
+    live = [entry for entry, health in found if health is Health.LIVE]
+    if len(live) > 1:
+        raise ambiguous(action, run_id, len(live))
+    if not live:
+        if not found:
+            raise refusal(action, run_id, "no run with that id is registered", Kind.NOT_FOUND)
+        if any(health is Health.UNPROBED for _, health in found):
+            raise refusal(
+                action,
+                run_id,
+                "its liveness could not be probed (its lock file would not open, or the lock call failed), "
+                "so the runner is not confirmed gone; `list` reports the entry as `unprobed`",
+                Kind.UNPROBED,
+            )
+        raise refusal(
+            action, run_id, "its registry entry is stale — the runner is gone (prune removes the entry)", Kind.STALE
+        )
+    entry = live[0]
+    if entry.record.endpoint is None:
+        raise refusal(action, run_id, "the run is live but exposes no control endpoint")
+    return entry

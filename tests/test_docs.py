@@ -1,0 +1,36 @@
+"""Every document the code cites exists in the repository, with the section it names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CITATION = re.compile(r"docs/([a-z0-9-]+\.md)((?:[ ,]+§[0-9.]+(?:-§[0-9.]+)?)*)")
+
+
+def _citations():
+    for directory in ("processkit", "tests", "bench"):
+        for path in (ROOT / directory).rglob("*"):
+            if path.suffix in (".py", ".json", ".c", ".h") and path.is_file():
+                for match in CITATION.finditer(path.read_text(encoding="utf-8", errors="replace")):
+                    yield path.relative_to(ROOT), match[1], re.findall(r"§([0-9.]+)", match[2])
+
+
+def test_every_cited_document_and_section_exists():
+    found = list(_citations())
+    assert len(found) > 30
+    for where, name, sections in found:
+        document = ROOT / "docs" / name
+        assert document.is_file(), f"{where} cites docs/{name}, which does not exist"
+        headings = set(re.findall(r"^#+ §([0-9.]+) ", document.read_text(encoding="utf-8"), re.MULTILINE))
+        for section in sections:
+            assert section.rstrip(".") in headings, f"{where} cites docs/{name} §{section}, which has no such section"
+
+
+def test_no_citation_points_outside_the_repository():
+    bare = re.compile(r"(?<![/\w-])(run|events|control-plane)\.md")
+    for directory in ("processkit", "tests"):
+        for path in (ROOT / directory).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert not bare.search(text), f"{path.relative_to(ROOT)} cites a document outside docs/"
