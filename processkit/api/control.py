@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..control import client, replies
 from ..errors import Failure, Kind
 from ..registry import lookup, scan
+from ..registry.records import Record
 from ..registry.waiting import RunIdWatch
 
 
@@ -42,12 +43,12 @@ def stop(run_id: str, verb: str) -> dict:
     return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb))
 
 
-def live_record(run_id: str):
+def live_record(run_id: str) -> Record:
     """The registry record of the one live run named ``run_id``."""
     return _calling(lookup.resolve, run_id, "attach to").record
 
 
-def entries() -> list[tuple[object, str]]:
+def entries() -> list[tuple[Record, str]]:
     """Every readable registry record with its health word (live, stale, unprobed)."""
     view = _calling(scan.read, Kind.REGISTRY)
     return [(entry.record, entry.health().value) for entry in view.entries]

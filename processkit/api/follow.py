@@ -37,13 +37,13 @@ class Follower:
         """The new complete events; sets ``done`` when no more can come."""
         if self.done:
             return []
-        gone = self._gone_at is not None or self._writer_gone()  # asked before reading: no line is missed
-        if gone and self._gone_at is None:
+        if self._gone_at is None and self._writer_gone():  # asked before reading: no line is missed
             self._gone_at = time.monotonic()
+        gone_at = self._gone_at
         events = self._events(self._splitter.feed(self._drain()))
         if self.done:
             self.close()
-        elif gone and time.monotonic() - self._gone_at >= self._settle:
+        elif gone_at is not None and time.monotonic() - gone_at >= self._settle:
             events += self._events(self._splitter.end())
             self.done = True
             self.close()
@@ -60,7 +60,7 @@ class Follower:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
             except FileNotFoundError:
                 return b""
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(self._fd, READ_CHUNK)
             if not chunk:

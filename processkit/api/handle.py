@@ -12,7 +12,7 @@ import dataclasses
 import subprocess
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 
 from ..events.types import Event, RunStarted
 from . import control
@@ -37,6 +37,7 @@ class RunHandle:
         self._process = process
         self._check = check
         self._result: RunResult | None = None
+        # A handle owns its runner (prepared and process, from start) or watches the registry (attach).
         self._watch = None if process is not None else control.run_id_watch(run_id)
         if prepared is not None:  # a handle dropped without wait(): its scratch files still go
             weakref.finalize(self, prepared.cleanup)
@@ -54,7 +55,7 @@ class RunHandle:
     def _follower(self) -> Follower:
         return Follower(self.jsonl, self._ended, settle=0 if self._process is not None else ATTACHED_SETTLE)
 
-    def events(self) -> Iterator[Event]:
+    def events(self) -> Generator[Event, None, None]:
         """Every event of the run, from its first, as the runner writes them; ends after
         ``runner_exit`` or once the runner is gone."""
         for batch, pause in self._batches():
@@ -116,6 +117,7 @@ class RunHandle:
     def _ended(self) -> bool:
         if self._process is not None:
             return self._process.poll() is not None
+        assert self._watch is not None  # no runner process: an attached handle
         return control.watch_done(self._watch)
 
     def wait(self, timeout: float | None = None) -> RunResult:
@@ -129,11 +131,10 @@ class RunHandle:
     async def wait_async(self, timeout: float | None = None) -> RunResult:
         import asyncio
 
-        deadline = None if timeout is None else time.monotonic() + timeout
+        started = time.monotonic()
         pause = POLL_FIRST
         while self._result is None and not self._ended():
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(self._args(), timeout)
+            self._check_timeout(started, timeout)
             pause = min(pause * 2, self._most_pause())
             await asyncio.sleep(pause)
         return self.wait()
@@ -142,18 +143,26 @@ class RunHandle:
         if self._result is not None:
             return self._result
         if self._process is not None:
+            assert self._prepared is not None  # a runner process comes with its prepared run
             returncode = self._process.wait(timeout)
             self._result = self._prepared.finish(returncode, self._process.pid)
             return self._result
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not control.watch_done(self._watch):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(self._args(), timeout)
+        watch = self._watch
+        assert watch is not None  # no runner process: an attached handle
+        started = time.monotonic()
+        while not control.watch_done(watch):
+            self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
-        outcome = self._watch.report()  # waits briefly for the runner_exit line itself
+        outcome = watch.report()  # waits briefly for the runner_exit line itself
         events = read_all(self.jsonl)
         self._result = build(self._args(events), outcome["code"], self.run_id, events, jsonl=self.jsonl, diagnostics="")
         return self._result
+
+    def _check_timeout(self, started: float, timeout: float | None) -> None:
+        """Raise subprocess.TimeoutExpired once ``timeout`` seconds have passed since ``started``."""
+        if timeout is not None and time.monotonic() - started >= timeout:
+            # cmd is None for an attached run (its command is unknown until its stream is read).
+            raise subprocess.TimeoutExpired(self._args(), timeout)  # type: ignore[arg-type]
 
     def _args(self, events: list[Event] | None = None) -> list[str] | None:
         if self._prepared is not None:

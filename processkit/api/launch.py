@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import BinaryIO
 
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
@@ -52,7 +53,7 @@ class Prepared:
     keep_jsonl: bool
     echo: bool
     scratch: list[str] = dataclasses.field(default_factory=list)
-    _diagnostics: object = None
+    _diagnostics: BinaryIO | None = None
 
     def streams(self) -> dict:
         """The runner's stdin/stdout/stderr for Popen or asyncio."""

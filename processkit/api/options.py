@@ -43,13 +43,14 @@ def _flags() -> dict[str, Flag]:
             long = [o for o in action.option_strings if o.startswith("--")]
             if not long or action.dest in NOT_KEYWORDS or action.dest == "help":
                 continue
+            metavar = action.metavar if isinstance(action.metavar, str) else None  # one value per flag: no tuples
             if action.nargs == 0:
                 kind = "switch"
             elif isinstance(action.default, list):
                 kind = "repeat"
             else:
-                kind = action.metavar or "TEXT"
-            table[RENAMED.get(action.dest, action.dest)] = Flag(long[0], kind, action.metavar)
+                kind = metavar or "TEXT"
+            table[RENAMED.get(action.dest, action.dest)] = Flag(long[0], kind, metavar)
         _FLAGS = table
     return _FLAGS
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+from typing import Any, TypeVar
 
 from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
 
@@ -28,7 +29,9 @@ class CaptureInfo:
 
     @classmethod
     def from_event(cls, stream: str, record: dict) -> CaptureInfo:
-        return cls(stream, *(record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")))
+        # The stream's values as the schema documents them; like every event field, a missing one reads as None.
+        values: list[Any] = [record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")]
+        return cls(stream, *values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +78,8 @@ class RunError(subprocess.CalledProcessError):
     """A run that did not exit 0 (raised by ``check=True`` or ``check_returncode()``)."""
 
     def __init__(self, result: RunResult):
-        super().__init__(result.returncode, result.args, stderr=result.diagnostics or None)
+        # args is None only for an attached run whose stream names no command; cmd keeps it as given.
+        super().__init__(result.returncode, result.args, stderr=result.diagnostics or None)  # type: ignore[arg-type]
         self.result = result
 
     def __reduce__(self):
@@ -91,15 +95,12 @@ def build(
     args, returncode: int, run_id: str | None, events: list[Event], *, jsonl: str | None, diagnostics: str, runner_pid: int | None = None
 ) -> RunResult:
     """The result of a run from its exit status and its event stream."""
-    last = {}
-    for event in events:
-        last[type(event)] = event
-    runner_exit = last.get(RunnerExit)
-    captured = last.get(OutputCaptured)
+    runner_exit = _last(events, RunnerExit)
+    captured = _last(events, OutputCaptured)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
-    started = last.get(RunStarted)
+    started = _last(events, RunStarted)
     if run_id is None and started is not None:
         run_id = started.run_id
     return RunResult(
@@ -110,12 +111,20 @@ def build(
         child_code=runner_exit.child_code if runner_exit else None,
         stdout_capture=CaptureInfo.from_event("stdout", captured.stdout) if captured and isinstance(captured.stdout, dict) else None,
         stderr_capture=CaptureInfo.from_event("stderr", captured.stderr) if captured and isinstance(captured.stderr, dict) else None,
-        resources=last.get(ResourceSummary),
+        resources=_last(events, ResourceSummary),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
         diagnostics=diagnostics,
     )
+
+
+_EventT = TypeVar("_EventT", bound=Event)
+
+
+def _last(events: list[Event], kind: type[_EventT]) -> _EventT | None:
+    """The stream's last event of type ``kind``, if it has one."""
+    return next((event for event in reversed(events) if isinstance(event, kind)), None)
 
 
 def _envelope(diagnostics: str) -> dict | None:

@@ -38,7 +38,8 @@ class Event:
         return names
 
     @property
-    def event(self) -> str:
+    def event(self) -> str | None:
+        """The type's name; None only for an unknown event whose record named no type."""
         return self.name
 
     def to_json(self) -> dict:
@@ -230,11 +231,12 @@ def from_json(record: dict) -> Event:
     """The typed event ``record`` holds; never raises on a dict, whatever its content."""
     name = record.get("event")
     cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
-    envelope = {"schema_version": record.get("schema_version"), "time": record.get("time")}
+    # Values are taken as the record holds them, unchecked (see the module documentation).
+    envelope: dict[str, Any] = {"schema_version": record.get("schema_version"), "time": record.get("time")}
     if cls is None:
         extra = {key: value for key, value in record.items() if key not in ENVELOPE}
         return UnknownEvent(type_name=name if isinstance(name, str) else None, extra=extra, **envelope)
     known = cls.field_names()
-    fields = {key: record.get(key) for key in known}
+    fields: dict[str, Any] = {key: record.get(key) for key in known}
     extra = {key: value for key, value in record.items() if key not in ENVELOPE and key not in known}
     return cls(extra=extra, **envelope, **fields)

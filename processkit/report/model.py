@@ -10,6 +10,7 @@ the page says it instead of guessing. Every string taken from the stream leaves 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import shlex
 
@@ -214,7 +215,7 @@ class Builder:
         self.live = live
         self.valid: dict[str, dict] = {}  # the last schema-valid event of each type
         self.snapshots: list[tuple[int, list[dict]]] = []
-        self.origin = None
+        self.origin: datetime.datetime | None = None  # the first event's time
         self.last_ms = 0
         self.invalid: list[str] = []
         self.checks = StreamChecks()
@@ -228,11 +229,12 @@ class Builder:
                 self.invalid.append(f"line {line.number}: {line.problem or 'not a JSON object'}")
                 continue
             moment = render.timestamp(event)
-            if moment is not None and self.origin is None:
-                self.origin = moment
-            # A clock stepped back places an event at the start, never before it.
-            offset = None if moment is None else max(0, int((moment - self.origin).total_seconds() * 1000))
-            if offset is not None:
+            offset: int | None = None
+            if moment is not None:
+                if self.origin is None:
+                    self.origin = moment
+                # A clock stepped back places an event at the start, never before it.
+                offset = max(0, int((moment - self.origin).total_seconds() * 1000))
                 self.last_ms = max(self.last_ms, offset)
             name = event.get("event")
             name = name if isinstance(name, str) else "?"
@@ -421,10 +423,10 @@ def _stop_words(finished: dict | None, grace_ms: int | None) -> str:
         words = f"no soft stop was possible ({shown(shutdown['soft_signal'])}), so the tree was killed{elapsed}"
     elif shutdown["drained_within_grace"]:
         words = f"the tree was stopped gracefully{elapsed}"
-    elif shutdown["escalated"] and grace_ms is None:
-        words = f"the tree was signalled and, with no grace given, killed{elapsed}"
-    elif shutdown["escalated"]:
+    elif shutdown["escalated"] and grace_ms is not None:
         words = f"the tree did not stop within its {render.duration(grace_ms)} grace and was killed{elapsed}"
+    elif shutdown["escalated"]:
+        words = f"the tree was signalled and, with no grace given, killed{elapsed}"
     else:
         words = f"the tree was stopped{elapsed}"
     return words + tail
