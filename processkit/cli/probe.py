@@ -37,7 +37,7 @@ FLAGS = {
     "kill": ("--all", "--label", "--run-id"),
     "attest": ("--json", "--run-id"),
     "wait": ("--all", "--label", "--report-outcome", "--run-id", "--timeout"),
-    "prune": ("--dry-run", "--json", "--label"),
+    "prune": ("--dry-run", "--json", "--label", "--report-reaped"),
     "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
     "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
     "doctor": (

@@ -25,10 +25,13 @@ def publish(run, warn) -> "Publication | None":
         warn(f"the run is not registered, so control clients cannot find it: {exc}")
         return None
     publication = Publication(run, registration)
-    try:
-        publication.server = ControlServer(run.loop, publication.respond)
-    except OSError as exc:
-        warn(f"no control endpoint for this run: {exc.strerror or exc}")
+    if run.rundir is None:
+        warn("no control endpoint for this run: it has no run directory")
+    else:
+        try:
+            publication.server = ControlServer(run.loop, publication.respond, run.rundir.socket_path)
+        except OSError as exc:
+            warn(f"no control endpoint for this run: {exc.strerror or exc}")
     try:
         registration.write(publication.record())
     except RegistryError as exc:

@@ -1,8 +1,12 @@
-"""Reaping what dead runners left behind, and never anything else (control-plane.md §2.6).
+"""Reaping the registry entries of dead runners, and never anything else (control-plane.md §2.6).
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never
 deleted, and a lock file is reaped only when it is confirmed stale.
+
+A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
+left first; only a directory an older version made (no ``live.lock`` of its own) goes here,
+on the entry's stale lock.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import dataclasses
 import os
 import time
 
-from ..control import endpoint
+from .. import rundir
 from .lock import Health, probe
 from .scan import Entry, View
 
@@ -56,11 +60,11 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                     "kind": "entry",
                     "run_id": record.run_id,
                     "started_at": record.started_at,
-                    "socket_dir": endpoint.reapable_dir(record.endpoint),
+                    "socket_dir": rundir.reapable_dir(record.endpoint),
                 }
             )
             if not dry_run:
-                endpoint.reap(record.endpoint)
+                _reap_older_socket_dir(record.endpoint)
                 _unlink(entry.path)
                 _unlink(os.path.join(entry.directory, record.lock_file))
     finally:
@@ -86,6 +90,12 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
             _unlink(path)
     finally:
         os.close(held)
+
+
+def _reap_older_socket_dir(endpoint: str | None) -> None:
+    directory = rundir.reapable_dir(endpoint)
+    if directory is not None and not os.path.lexists(os.path.join(directory, rundir.LOCK_NAME)):
+        rundir.remove(directory)
 
 
 def _unlink(path: str) -> None:
