@@ -48,6 +48,7 @@ RUN_PREFIX = PREFIX + "run-"
 CREATE_ATTEMPTS = 32
 V1_KILL_ROUNDS = 100
 V1_KILL_PAUSE_SECONDS = 0.01
+YOUNG_DIR_SECONDS = 5.0  # a run directory with no lock yet may be one a runner is making
 
 
 @dataclasses.dataclass
@@ -146,7 +147,7 @@ def _reap_run(token: str, group: str | None, parents: list[str], reaped: Reaped,
     if held is None:
         if health is Health.UNPROBED:
             reaped.leave(group or path, "its run directory's lock cannot be probed")
-        elif group is not None or os.path.lexists(path):
+        elif group is not None or _older_than(path, YOUNG_DIR_SECONDS):
             reaped.leave(group or path, "no liveness lock speaks for it")
         return False
     try:
@@ -163,6 +164,13 @@ def _reap_run(token: str, group: str | None, parents: list[str], reaped: Reaped,
     finally:
         os.close(held)
     return True
+
+
+def _older_than(path: str, seconds: float) -> bool:
+    try:
+        return os.lstat(path).st_mtime < time.time() - seconds
+    except OSError:
+        return False
 
 
 def _is_real_dir(path: str) -> bool:
