@@ -45,6 +45,7 @@ if os.fork() == 0:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if sys.argv[1] == "1":
         os.setsid()
+    open(sys.argv[3], "w").close()
     time.sleep(600)
     os._exit(0)
 for _ in range(int(sys.argv[2])):
@@ -94,14 +95,15 @@ def jsonl_validates(path: Path) -> bool:
 class Victim:
     """A runner to kill at a random moment of one phase of its run."""
 
-    def __init__(self, runner: subprocess.Popen, jsonl: Path, target: str, rng: random.Random):
-        self.runner, self.jsonl, self.target, self.rng = runner, jsonl, target, rng
+    def __init__(self, runner: subprocess.Popen, where: Path, target: str, rng: random.Random):
+        self.runner, self.jsonl, self.forked, self.target, self.rng = runner, where / "run.jsonl", where / "forked", target, rng
         self.deadline = time.monotonic() + rng.uniform(0, SETUP_WINDOW_SECONDS) if target == "setup" else None
         self.terminated = False
 
     def due(self) -> bool:
-        """Whether the moment has come; arms the deadline once the phase is reached."""
-        if self.deadline is None:
+        """Whether the moment has come; arms the deadline once the phase is reached (a run is
+        running once its grandchild exists)."""
+        if self.deadline is None and (self.target == "setup" or self.forked.exists()):
             now = phase(self.jsonl)
             if self.target == "running" and now == "running":
                 self.deadline = time.monotonic() + self.rng.uniform(0, RUNNING_WINDOW_SECONDS)
@@ -136,11 +138,11 @@ def main() -> int:
             running = _step(running, killed, work)
         where = work / f"r{index}"
         argv = [cli(), "run", "--jsonl", str(where / "run.jsonl"), "--capture-dir", str(where / "cap"), "--env", marker,
-                "--no-echo", "--grace", "2s", "--", sys.executable, "-c", CHILD, escape, str(rng.randint(150, 400))]
+                "--no-echo", "--grace", "2s", "--", sys.executable, "-c", CHILD, escape, str(rng.randint(150, 400)), str(where / "forked")]
         where.mkdir()
         runner = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pids.add(runner.pid)
-        victim = Victim(runner, where / "run.jsonl", rng.choice(PHASES), rng) if index in to_kill else None
+        victim = Victim(runner, where, rng.choice(PHASES), rng) if index in to_kill else None
         running.append((index, runner, victim))
     while running:
         running = _step(running, killed, work)
