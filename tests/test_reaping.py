@@ -179,3 +179,97 @@ def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp_path, containme
         assert hidden not in reaped["run_dirs"] and not set(group) & set(reaped["groups"])
     assert os.path.isdir(hidden) and all(os.path.isdir(path) for path in group)
     finish_live_run(runner, jsonl, release)
+
+
+def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp_path, containment):
+    """The bounded sweep each run does before making its group: no prune needed."""
+    if containment != "cgroup_v2":
+        pytest.skip("only cgroup groups are swept by a run on its way in")
+    pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
+    victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL)
+    wait_for_file(pidfile)
+    require_mechanism(read_events_tolerant(jsonl), containment)
+    grandchild = int(pidfile.read_text())
+    victim.kill()
+    victim.communicate(timeout=30)
+    assert groups_of(victim.pid) and pid_alive(grandchild)
+    assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
+    assert wait_until(lambda: not pid_alive(grandchild), 5), "the next run left the dead run's tree running"
+    assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0  # removes the emptied group
+    assert groups_of(victim.pid) == [] and run_dirs_of(victim.pid) == []
+
+
+def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp_path, monkeypatch):
+    """Under a process group a setsid escapee is out of the group's reach, but not out of the v1
+    groups its run made for a cap: prune kills their members and removes them."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
+    victim = start_cli("run", "--jsonl", jsonl, "--max-processes", "64", "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL)
+    try:
+        wait_for_file(pidfile, timeout=15)
+    except AssertionError:
+        victim.kill()
+        victim.communicate(timeout=30)
+        pytest.skip(f"no cgroup v1 pids controller for a capped run here: {read_events_tolerant(jsonl)[-1:]}")
+    grandchild = int(pidfile.read_text())
+    victim.kill()
+    victim.communicate(timeout=30)
+    groups = groups_of(victim.pid)
+    assert groups and pid_alive(grandchild)
+    reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
+    assert set(groups) <= set(reaped["groups"])
+    assert wait_until(lambda: not pid_alive(grandchild), 5), "the escapee outlived prune"
+    assert groups_of(victim.pid) == [] and run_dirs_of(victim.pid) == []
+
+
+def plant_dead_run(identity: str) -> str:
+    """A run directory whose runner is dead (nobody holds its lock) and which names a process
+    group, as a process-group runner would have left it."""
+    path = f"/tmp/pkc-{os.getpid()}-{os.urandom(6).hex()}-0"
+    os.mkdir(path, 0o700)
+    open(os.path.join(path, "live.lock"), "w").close()
+    with open(os.path.join(path, "pgroup"), "w") as handle:
+        handle.write(identity)
+    return path
+
+
+def start_time_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_process_group_whose_id_was_handed_on_is_not_signalled(tmp_path):
+    """The recorded leader's pid now belongs to a process with another start time: the run's
+    group ended long ago, and the group under that id now is someone else's."""
+    stranger = subprocess.Popen(["sleep", "60"], process_group=0)
+    path = plant_dead_run(f"{stranger.pid} {start_time_of(stranger.pid) - 1} {os.getsid(0)}\n")
+    try:
+        reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
+        assert stranger.poll() is None, "prune signalled a group that is not the run's"
+        assert stranger.pid not in reaped["process_groups"]
+        assert path in reaped["run_dirs"] and not os.path.exists(path)
+    finally:
+        stranger.kill()
+        stranger.wait()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_reported(tmp_path):
+    """The leader is gone and a member lives in another session than the recorded one: it may
+    be a later group under the same id, so it is left, and so is the run directory."""
+    pidfile = tmp_path / "member.pid"
+    leader = subprocess.Popen(["sh", "-c", f'sleep 60 & echo $! > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}"'], start_new_session=True)
+    leader.wait()
+    wait_for_file(pidfile)
+    member = int(pidfile.read_text())
+    path = plant_dead_run(f"{leader.pid} 0 {os.getsid(0)}\n")  # our session, not the group's
+    try:
+        proc = run_cli("prune", "--json", "--report-reaped")
+        reaped = json.loads(proc.stdout)["reaped"]
+        assert pid_alive(member), "prune signalled a group it could not show to be the run's"
+        assert {"what": f"process group {leader.pid}", "reason": "cannot show it is the run's group"} in reaped["left"]
+        assert os.path.isdir(path), "the evidence went before what it speaks for"
+        assert f"left process group {leader.pid}: cannot show it is the run's group" in run_cli("prune").stdout.decode()
+    finally:
+        os.kill(member, signal.SIGKILL)
+        shutil.rmtree(path, ignore_errors=True)
