@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,7 +185,11 @@ def main() -> int:
         except OSError:
             pass
     clean = not (found["processes"] or found["cgroups"] or found["registry_files"] or found["socket_dirs"])
-    return 0 if clean and valid == len(killed) else 1
+    if clean and valid == len(killed):
+        shutil.rmtree(work)
+        return 0
+    print(f"the runs' streams and captures are kept in {work}", file=sys.stderr)
+    return 1
 
 
 def _step(running: list, killed: dict[int, str], work: Path) -> list:
