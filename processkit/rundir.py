@@ -107,6 +107,17 @@ class RunDir:
         self._lock_fd = None
 
 
+def private_owner(path: str) -> int | None:
+    """The owner of a real (not symlinked) directory no one else may enter, else None."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_mode & 0o077:
+        return None
+    return found.st_uid
+
+
 def read_process_group(path: str) -> tuple[int, str, int] | None:
     """``(pgid, leader start time, session)`` as recorded, or None when absent or malformed."""
     try:

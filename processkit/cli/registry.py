@@ -119,11 +119,11 @@ def prune(argv: list[str], invocation) -> int:
     report = run_prune(scan.read(Kind.REGISTRY), labels, dry_run=args.dry_run)
     # Beyond the reference: what dead runners left on the host is ended and removed too.
     reaped = sweep.Reaped()
+    vouched = [c["socket_dir"] for c in report.candidates if c.get("socket_dir") is not None]
     if labels:
-        dirs = [c["socket_dir"] for c in report.candidates if c.get("socket_dir") is not None]
-        sweep.sweep((), reaped, run_dirs=dirs, groups=False, dry_run=args.dry_run)
+        sweep.sweep((), reaped, vouched=vouched, groups=False, dry_run=args.dry_run)
     else:
-        sweep.sweep(sweep.parents(), reaped, run_dirs=rundir.listing(), dry_run=args.dry_run)
+        sweep.sweep(sweep.parents(), reaped, run_dirs=rundir.listing(), vouched=vouched, dry_run=args.dry_run)
     if args.json:
         document = report.tally()
         if args.dry_run:

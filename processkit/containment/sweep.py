@@ -2,7 +2,8 @@
 behind: the members of their runs' groups, the groups, and the runs' directories.
 
 Facts about deciding that a runner is dead, and what may then be ended:
-- The only evidence is the run directory's lock (``processkit.rundir``, ``processkit.liveness``):
+- The only evidence is the lock in the run's directory (a real, private directory; its owner
+  must own whatever is ended in its name) (``processkit.rundir``, ``processkit.liveness``):
   a dead process cannot hold a flock, and a live runner in any pid namespace that shares the
   file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
   namespace this /proc does not show), nor is a missing registry entry (another registry may
@@ -102,6 +103,7 @@ def sweep(
     reaped: Reaped,
     *,
     run_dirs: Iterable[str] = (),
+    vouched: Iterable[str] = (),
     groups: bool = True,
     attempts: int | None = None,
     dry_run: bool = False,
@@ -109,10 +111,13 @@ def sweep(
 ) -> None:
     """End and remove the runs whose groups are under ``where`` (with ``groups``) and those of
     ``run_dirs``, whose runner is dead. ``attempts`` bounds how many dead runs (and older-form groups) are
-    taken on. Best effort: a parent that cannot be listed is skipped."""
+    taken on. ``vouched`` run directories are ones a stale registry entry names: an older
+    version's, with no lock of their own, go on that evidence. Best effort: a parent that cannot
+    be listed is skipped."""
     where = list(dict.fromkeys(where))
+    vouched = frozenset(vouched)
     found: dict[str, str | None] = {}  # token -> a group that names it, if one was found
-    for path in run_dirs:
+    for path in [*run_dirs, *vouched]:
         found.setdefault(os.path.basename(path)[len(rundir.DIR_PREFIX) :], None)
     for parent in where if groups else ():
         try:
@@ -134,17 +139,28 @@ def sweep(
     for token, group in found.items():
         if attempts is not None and attempts <= 0:
             return
-        if _reap_run(token, group, every, reaped, dry_run, wait) and attempts is not None:
+        if _reap_run(token, group, every, reaped, dry_run, wait, vouched) and attempts is not None:
             attempts -= 1
 
 
-def _reap_run(token: str, group: str | None, parents: list[str], reaped: Reaped, dry_run: bool, wait: bool) -> bool:
+def _reap_run(
+    token: str, group: str | None, parents: list[str], reaped: Reaped, dry_run: bool, wait: bool, vouched: frozenset
+) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
     path = rundir.path_for(token)
+    owner = rundir.private_owner(path)
+    if owner is None:
+        if group is not None or os.path.lexists(path):
+            reaped.leave(group or path, "no private run directory speaks for it")
+        return False
     health, held = probe(path, rundir.LOCK_NAME, keep=True)
     if health is Health.LIVE:
         return False
     if held is None:
+        if health is Health.STALE and path in vouched and group is None:
+            if dry_run or rundir.remove(path):  # an older version's directory, its entry stale
+                reaped.run_dirs.append(path)
+            return True
         if health is Health.UNPROBED:
             reaped.leave(group or path, "its run directory's lock cannot be probed")
         elif group is not None or _older_than(path, YOUNG_DIR_SECONDS):
@@ -155,10 +171,10 @@ def _reap_run(token: str, group: str | None, parents: list[str], reaped: Reaped,
         for parent in parents:
             candidate = os.path.join(parent, group_name(token))
             if _is_real_dir(candidate):
-                ended = _end_group(candidate, reaped, dry_run, wait) and ended
+                ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
         identity = rundir.read_process_group(path)
         if identity is not None:
-            ended = _end_process_group(identity, reaped, dry_run) and ended
+            ended = _end_process_group(identity, owner, reaped, dry_run) and ended
         if ended and (dry_run or rundir.remove(path)):
             reaped.run_dirs.append(path)
     finally:
@@ -180,8 +196,11 @@ def _is_real_dir(path: str) -> bool:
         return False
 
 
-def _end_group(group: str, reaped: Reaped, dry_run: bool, wait: bool) -> bool:
+def _end_group(group: str, owner: int, reaped: Reaped, dry_run: bool, wait: bool) -> bool:
     """Kill every member of a dead run's group and remove it; whether it is gone."""
+    if os.lstat(group).st_uid != owner:
+        reaped.leave(group, "its owner is not the run directory's")
+        return False
     try:
         reaped.processes += len(cgroupfs.member_pids(group))
     except (OSError, ValueError):
@@ -229,7 +248,7 @@ def _kill_members(group: str) -> None:
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 
-def _end_process_group(identity: tuple[int, str, int], reaped: Reaped, dry_run: bool) -> bool:
+def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reaped, dry_run: bool) -> bool:
     """Kill a dead run's process group if it is provably the run's (see the facts above)."""
     pgid, leader_start, session = identity
     leader = read_member(pgid)
@@ -242,6 +261,9 @@ def _end_process_group(identity: tuple[int, str, int], reaped: Reaped, dry_run: 
     if leader is None and not all(_after_leader(m, leader_start, session) for m in group):
         reaped.leave(f"process group {pgid}", "cannot show it is the run's group")
         return False
+    if not all(_owned_by(m.pid, owner) for m in group):
+        reaped.leave(f"process group {pgid}", "a member's owner is not the run directory's")
+        return False
     reaped.processes += len(group)
     reaped.process_groups.append(pgid)
     if not dry_run:
@@ -253,6 +275,13 @@ def _end_process_group(identity: tuple[int, str, int], reaped: Reaped, dry_run: 
             reaped.leave(f"process group {pgid}", f"cannot signal it: {exc.strerror}")
             return False
     return True
+
+
+def _owned_by(pid: int, owner: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == owner
+    except OSError:
+        return True  # gone meanwhile: nothing to signal, nothing to protect
 
 
 def _after_leader(member, leader_start: str, session: int) -> bool:

@@ -5,8 +5,7 @@ while files are removed. Live and unprobed entries are kept, unreadable records 
 deleted, and a lock file is reaped only when it is confirmed stale.
 
 A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
-left first; only a directory an older version made (no ``live.lock`` of its own) goes here,
-on the entry's stale lock.
+left first: the candidates name it, and the caller hands it on.
 """
 
 from __future__ import annotations
@@ -64,7 +63,6 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                 }
             )
             if not dry_run:
-                _reap_older_socket_dir(record.endpoint)
                 _unlink(entry.path)
                 _unlink(os.path.join(entry.directory, record.lock_file))
     finally:
@@ -90,12 +88,6 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
             _unlink(path)
     finally:
         os.close(held)
-
-
-def _reap_older_socket_dir(endpoint: str | None) -> None:
-    directory = rundir.reapable_dir(endpoint)
-    if directory is not None and not os.path.lexists(os.path.join(directory, rundir.LOCK_NAME)):
-        rundir.remove(directory)
 
 
 def _unlink(path: str) -> None:
