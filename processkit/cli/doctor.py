@@ -273,7 +273,7 @@ class Qualification:
 
     def _endpoint_released(self) -> bool:
         from ..control import client
-        from ..control.endpoint import reapable_dir
+        from ..rundir import reapable_dir
 
         try:
             client.Channel(self.endpoint, self.run_id).close()
