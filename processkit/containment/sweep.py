@@ -32,7 +32,6 @@ parent and every run directory, and waits.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import stat
@@ -52,18 +51,25 @@ V1_KILL_PAUSE_SECONDS = 0.01
 YOUNG_DIR_SECONDS = 5.0  # a run directory with no lock yet may be one a runner is making
 
 
-@dataclasses.dataclass
 class Reaped:
-    """What a sweep ended and removed (or, dry, would), and what it had to leave, and why."""
+    """What a sweep ended and removed (or, dry, would), and what it had to leave, and why.
+    (A plain class: every run builds one on its way in, and dataclasses costs start-up.)"""
 
-    processes: int = 0
-    groups: list = dataclasses.field(default_factory=list)
-    process_groups: list = dataclasses.field(default_factory=list)
-    run_dirs: list = dataclasses.field(default_factory=list)
-    left: list = dataclasses.field(default_factory=list)
+    def __init__(self) -> None:
+        self.processes = 0
+        self.groups: list[str] = []
+        self.process_groups: list[int] = []
+        self.run_dirs: list[str] = []
+        self.left: list[dict] = []
 
     def as_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {
+            "processes": self.processes,
+            "groups": self.groups,
+            "process_groups": self.process_groups,
+            "run_dirs": self.run_dirs,
+            "left": self.left,
+        }
 
     def leave(self, what: str, reason: str) -> None:
         self.left.append({"what": what, "reason": reason})
