@@ -106,7 +106,7 @@ def prune(argv: list[str], invocation) -> int:
     )
     parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
     parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned and ended, change nothing")
-    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks")
+    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks and dead runs no entry names")
     parser.add_argument(
         "--report-reaped", action=OnceFlag, help="extension: add what was ended and removed to --json as 'reaped'"
     )
