@@ -273,3 +273,27 @@ def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_repo
     finally:
         os.kill(member, signal.SIGKILL)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_what_no_lock_speaks_for_is_left_and_reported(tmp_path, monkeypatch):
+    """A run directory with no lock file (an older version's) and a run group whose directory is
+    gone (its runner's /tmp is not this one): neither is taken as dead."""
+    parent = tmp_path / "cgroups"  # a plain directory stands in for the cgroup parent
+    parent.mkdir()
+    monkeypatch.setenv("PROCESSKIT_CGROUP_PARENT", str(parent))
+    token = f"{os.getpid()}-{os.urandom(6).hex()}-1"
+    orphan_group = parent / f"processkit-run-{token}"
+    orphan_group.mkdir()
+    unlocked = f"/tmp/pkc-{os.getpid()}-{os.urandom(6).hex()}-2"
+    os.mkdir(unlocked, 0o700)
+    os.utime(unlocked, (1, 1))  # old enough not to be one a runner is making
+    try:
+        for args in (("--dry-run",), ()):
+            proc = run_cli("prune", "--json", "--report-reaped", *args)
+            left = json.loads(proc.stdout)["reaped"]["left"]
+            assert {"what": str(orphan_group), "reason": "no private run directory speaks for it"} in left
+            assert {"what": unlocked, "reason": "no liveness lock speaks for it"} in left
+        assert orphan_group.is_dir() and os.path.isdir(unlocked)
+        assert f"left {unlocked}: no liveness lock speaks for it" in run_cli("prune").stdout.decode()
+    finally:
+        os.rmdir(unlocked)
