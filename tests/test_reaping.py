@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from processkit.events.validate import validate_event
+
 from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import require_mechanism, wait_until
 
@@ -112,6 +114,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
             wait_for_event(jsonl, "cleanup_started")
         victim.kill()
         victim.communicate(timeout=30)
+    assert all(not validate_event(event) for event in read_events_tolerant(jsonl)), "a complete line is not a valid event"
     left = run_dirs_of(victim.pid)
     assert left, "the dead runner left no run directory to reap: the test shows nothing"
     if containment == "cgroup_v2":
@@ -297,3 +300,20 @@ def test_what_no_lock_speaks_for_is_left_and_reported(tmp_path, monkeypatch):
         assert f"left {unlocked}: no liveness lock speaks for it" in run_cli("prune").stdout.decode()
     finally:
         os.rmdir(unlocked)
+
+
+def test_a_dead_run_another_registry_holds_is_reaped_too(tmp_path, containment):
+    """No entry in this registry is no evidence either way: the run's own lock decides."""
+    pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
+    env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(tmp_path / "elsewhere"))
+    victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "0", stdout=subprocess.DEVNULL, env=env)
+    wait_for_file(pidfile)
+    require_mechanism(read_events_tolerant(jsonl), containment)
+    grandchild = int(pidfile.read_text())
+    victim.kill()
+    victim.communicate(timeout=30)
+    left = run_dirs_of(victim.pid)
+    tally = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)
+    assert tally["pruned"] == 0 and left and set(left) <= set(tally["reaped"]["run_dirs"])
+    assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
+    assert run_dirs_of(victim.pid) == [] and groups_of(victim.pid) == []
