@@ -127,8 +127,9 @@ def host_entries() -> set[str]:
 
 
 def made_by(path: str, pids: set[int]) -> bool:
-    """``processkit-<pid>-…`` and ``pkc-<pid>-…`` name the runner that made them."""
-    owner = os.path.basename(path).split("-")[1]
+    """``processkit-run-<pid>-…``, ``processkit-<pid>-…`` (older) and ``pkc-<pid>-…`` name the
+    runner that made them."""
+    owner = os.path.basename(path).removeprefix("processkit-").removeprefix("run-").removeprefix("pkc-").split("-")[0]
     return owner.isdigit() and int(owner) in pids
 
 

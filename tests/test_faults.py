@@ -150,7 +150,7 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
     assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner.pid}-")]
     parent = cgroup_v2_dir(os.getpid())
     if parent is not None:
-        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-{runner.pid}-")]
+        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner.pid}-")]
 
 
 def test_a_stop_signal_still_ends_a_wait_on_a_fifo_before_anything_exists(tmp_path, isolated_registry):

@@ -26,7 +26,7 @@ from processkit.cli import values
 from processkit.cli.control import render_snapshot
 from processkit.control import replies
 from processkit.control.client import request_by_id
-from processkit.control.endpoint import make_socket_dir
+from processkit.rundir import RunDir
 from processkit.engine.environment import build_environment
 from processkit.errors import Failure, Kind
 from processkit.events import reader
@@ -422,8 +422,8 @@ class FakeRunner:
 
     def __init__(self, registry):
         self.registry = str(registry)
-        self.socket_dir = make_socket_dir()  # an endpoint of the shape a runner publishes
-        self.endpoint = os.path.join(self.socket_dir, "c.sock")
+        self.run_dir = RunDir()  # an endpoint of the shape a runner publishes
+        self.endpoint = self.run_dir.socket_path
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.endpoint)
         self._listener.listen(4)
@@ -458,7 +458,7 @@ class FakeRunner:
         self._listener.close()
         os.close(self._lock)
         os.unlink(self.endpoint)
-        os.rmdir(self.socket_dir)
+        self.run_dir.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import processkit
 PACKAGE = Path(processkit.__file__).parent
 # (importer package, imported package) edges tolerated for now, each with the reason.
 KNOWN_PACKAGE_EDGES = {
-    ("registry", "control"),  # registry.prune -> control.endpoint: removed by the prune work
 }
 
 

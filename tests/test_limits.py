@@ -67,8 +67,8 @@ def needs(*controllers: str):
 
 
 def run_groups(runner_pid: int) -> list[str]:
-    """Every cgroup directory a given runner made (its groups are named processkit-<pid>-<n>)."""
-    prefix = f"processkit-{runner_pid}-"
+    """Every cgroup directory a given runner made (its groups are named processkit-run-<pid>-...)."""
+    prefix = f"processkit-run-{runner_pid}-"
     dirs = sorted(set(own_cgroup_dirs().values()))
     return sorted(os.path.join(d, entry) for d in dirs if os.path.isdir(d) for entry in os.listdir(d) if entry.startswith(prefix))
 

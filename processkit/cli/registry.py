@@ -107,30 +107,45 @@ def wait(argv: list[str], invocation) -> int:
 
 # -- prune ------------------------------------------------------------------------------------
 def prune_parser() -> Parser:
-    parser = Parser(prog="processkit-cli prune", usage="processkit-cli prune [--json] [--dry-run] [--label <K=V>]...")
+    parser = Parser(
+        prog="processkit-cli prune",
+        usage="processkit-cli prune [--json] [--dry-run] [--label <K=V>]... [--report-reaped]",
+    )
     parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
-    parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned, delete nothing")
-    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks")
+    parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned and ended, change nothing")
+    parser.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks and dead runs no entry names"
+    )
+    parser.add_argument(
+        "--report-reaped", action=OnceFlag, help="extension: add what was ended and removed to --json as 'reaped'"
+    )
     return parser
 
 
 def prune(argv: list[str], invocation) -> int:
     args = prune_parser().parse(argv)
+    from .. import rundir
+    from ..containment import sweep
     from ..registry.prune import prune as run_prune
 
-    report = run_prune(scan.read(Kind.REGISTRY), targets.labels(args.label), dry_run=args.dry_run)
-    if not args.dry_run and not args.label:
-        # Dead runners' empty cgroups go too. Not reported: the tallies keep the reference's shape.
-        from ..containment import sweep
-
-        sweep.sweep(sweep.parents())
+    labels = targets.labels(args.label)
+    report = run_prune(scan.read(Kind.REGISTRY), labels, dry_run=args.dry_run)
+    # Beyond the reference: what dead runners left on the host is ended and removed too.
+    reaped = sweep.Reaped()
+    vouched = [c["socket_dir"] for c in report.candidates if c.get("socket_dir") is not None]
+    if labels:
+        sweep.sweep((), reaped, vouched=vouched, groups=False, dry_run=args.dry_run)
+    else:
+        sweep.sweep(sweep.parents(), reaped, run_dirs=rundir.listing(), vouched=vouched, dry_run=args.dry_run)
     if args.json:
         document = report.tally()
         if args.dry_run:
             document["candidates"] = report.candidates
+        if args.report_reaped:
+            document["reaped"] = reaped.as_json()
         output.json_line(document)
     else:
-        output.lines(_prune_lines(report, args.dry_run))
+        output.lines(_prune_lines(report, args.dry_run) + _reaped_lines(reaped, args.dry_run))
     return 0
 
 
@@ -150,6 +165,21 @@ def _prune_lines(report, dry_run: bool) -> list[str]:
             line += f" socket_dir={output.cell(candidate['socket_dir'])}"
         lines.append(line)
     return lines + [f"would prune {counts}, keep {report.live} live, leave {report.unprobed} unprobeable"]
+
+
+def _reaped_lines(reaped, dry_run: bool) -> list[str]:
+    """What dead runners left on the host: one line per group and directory, one per leftover."""
+    verb = "would end" if dry_run else "ended"
+    lines = [f"{verb} cgroup {output.cell(path)}" for path in reaped.groups]
+    lines += [f"{verb} process group {pgid}" for pgid in reaped.process_groups]
+    lines += [f"{'would remove' if dry_run else 'removed'} run directory {output.cell(path)}" for path in reaped.run_dirs]
+    lines += [f"left {output.cell(item['what'])}: {item['reason']}" for item in reaped.left]
+    if reaped.processes or reaped.groups or reaped.process_groups or reaped.run_dirs:
+        lines.append(
+            f"{verb} {reaped.processes} processes of dead runners ({len(reaped.groups)} cgroups, "
+            f"{len(reaped.process_groups)} process groups, {len(reaped.run_dirs)} run directories)"
+        )
+    return lines
 
 
 COMMANDS = {"list": list_runs, "wait": wait, "prune": prune}

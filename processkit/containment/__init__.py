@@ -2,8 +2,9 @@
 
 ``create()`` picks a per-run cgroup v2 where the host lets us make one, else a process group.
 ``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both). Groups are
-named after the runner that makes them, so empty ones left by a runner that was killed can be
-swept (``sweep``); each creation sweeps its own parent first, within a bound.
+named after the run's directory (``processkit.rundir``), whose lock says whether the runner
+lives, so what a killed runner left can be ended and removed (``sweep``); each creation sweeps
+its own parent first, within a bound.
 
 A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
 its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+from ..rundir import RunDir, new_token
 from ..spec import Limits
 from .base import ChildJoins, Container, ResourceSummary
 from .errors import ContainerError, LimitUnavailable
@@ -28,13 +30,18 @@ __all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnav
 MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 
 
-def create(limits: Limits) -> Container:
-    """A fresh container for one run; raises ContainerError, or LimitUnavailable for caps."""
+def create(limits: Limits, rundir: RunDir | None = None) -> Container:
+    """A fresh container for one run; raises ContainerError, or LimitUnavailable for caps.
+
+    ``rundir`` (made first, its lock held) names the groups and keeps the process group's
+    identity; without one (``doctor``'s short-lived check) nothing can prove the runner dead,
+    so a group it leaves is never reaped by anyone else.
+    """
     from . import prctl, sweep
 
     prctl.load()
-    name = sweep.group_name()
-    container = _containment(name)
+    name = sweep.group_name(rundir.token if rundir is not None else new_token())
+    container = _containment(name, rundir)
     if limits.requested:
         try:
             container.controllers = _controllers(container, limits, name)
@@ -44,7 +51,7 @@ def create(limits: Limits) -> Container:
     return container
 
 
-def _containment(name: str) -> Container:
+def _containment(name: str, rundir: RunDir | None) -> Container:
     if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
         from . import cgroup_v2
 
@@ -52,14 +59,14 @@ def _containment(name: str) -> Container:
         if parent is not None:
             from . import sweep
 
-            sweep.sweep([parent], sweep.CREATE_ATTEMPTS)
+            sweep.sweep([parent], sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
             try:
                 return cgroup_v2.CgroupV2(parent, name)
             except ContainerError:
                 pass
     from .process_group import ProcessGroup
 
-    return ProcessGroup()
+    return ProcessGroup(rundir)
 
 
 def _controllers(container: Container, limits: Limits, name: str):
@@ -76,7 +83,7 @@ def _controllers(container: Container, limits: Limits, name: str):
             return cgroup_v2.CgroupV2Controllers(container, limits)
         except LimitUnavailable as exc:
             refusals.append(exc)
-    sweep.sweep(cgroup_v1.own_groups().values(), sweep.CREATE_ATTEMPTS)
+    sweep.sweep(cgroup_v1.own_groups().values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
     try:
         return cgroup_v1.CgroupV1Controllers(limits, name)
     except LimitUnavailable as exc:

@@ -13,6 +13,7 @@ class Member(NamedTuple):
     start_time: str | None  # the kernel's start time in clock ticks, as an opaque decimal token
     pgid: int | None = None
     zombie: bool = False
+    session: int | None = None
 
     def as_event(self) -> dict:
         return {"pid": self.pid, "ppid": self.ppid, "name": self.name, "start_time": self.start_time}
@@ -32,7 +33,7 @@ def read_member(pid: int) -> Member | None:
     close_paren = raw.rfind(b")")
     name = raw[open_paren + 1 : close_paren].decode("utf-8", "replace")
     fields = raw[close_paren + 2 :].split()
-    # fields[0] is state (stat field 3); ppid is field 4, pgrp 5, starttime 22.
+    # fields[0] is state (stat field 3); ppid is field 4, pgrp 5, session 6, starttime 22.
     return Member(
         pid=pid,
         ppid=int(fields[1]),
@@ -40,6 +41,7 @@ def read_member(pid: int) -> Member | None:
         start_time=fields[19].decode(),
         pgid=int(fields[2]),
         zombie=fields[0] == b"Z",
+        session=int(fields[3]),
     )
 
 

@@ -2,6 +2,10 @@
 
 A member that calls ``setsid`` or moves itself to another group escapes this boundary; that is
 the mechanism's documented limit and why cgroup v2 is preferred where the host allows it.
+
+The group's identity (its id, its leader's start time, the session) is written to the run's
+directory, so that once the runner is dead a reaper can tell the run's group from a later one
+that got the same id (``sweep``).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 
+from ..rundir import RunDir
 from . import members, prctl
 from .base import Container
 
@@ -16,12 +21,16 @@ from .base import Container
 class ProcessGroup(Container):
     mechanism = "process_group"
 
-    def __init__(self) -> None:
+    def __init__(self, rundir: RunDir | None) -> None:
         self._pgid: int | None = None
+        self._rundir = rundir
         prctl.set_child_subreaper()
 
     def adopt(self, pid: int) -> None:
         self._pgid = pid
+        leader = members.read_member(pid)
+        if self._rundir is not None and leader is not None and leader.start_time is not None:
+            self._rundir.record_process_group(pid, leader.start_time, os.getsid(0))
 
     def member_pids(self) -> list[int]:
         if self._pgid is None:

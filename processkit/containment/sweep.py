@@ -1,36 +1,83 @@
-"""Removing the empty run groups that runners which died abruptly (SIGKILL, OOM) left behind.
+"""Ending and removing what runners that died abruptly (SIGKILL, the OOM killer, a crash) left
+behind: the members of their runs' groups, the groups, and the runs' directories.
 
-A runner that lives to see its run's end removes its groups. One that is killed cannot, and an
-empty ``processkit-*`` group then stays under the parent for good. So each group's name says
-who made it: ``processkit-<runner pid>-<runner start time>-<creation ns, hex>``, the start
-time being the kernel's (``/proc/<pid>/stat`` field 22, clock ticks since boot). A group is
-its runner's while a process with that pid *and* that start time exists; a reused pid has a
-later start time.
+Facts about deciding that a runner is dead, and what may then be ended:
+- The only evidence is the lock in the run's directory (a real, private directory; its owner
+  must own whatever is ended in its name) (``processkit.rundir``, ``processkit.liveness``):
+  a dead process cannot hold a flock, and a live runner in any pid namespace that shares the
+  file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
+  namespace this /proc does not show), nor is a missing registry entry (another registry may
+  hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
+  works, and a runner never takes an old lock again. Missing or unreadable: left and reported.
+- A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, in whatever pid
+  namespace, and whatever they fork meanwhile. A v1 group (the caps of a process-group run) is
+  ended member by member, round after round until empty, within a bound. Then ``rmdir``, which
+  the kernel refuses while a process remains and which never follows a link.
+- A process group is signalled only when it is provably the run's. Its id is its leader's pid,
+  and the kernel hands that pid to no new process while any member of the group lives. So: a
+  leader alive with the recorded start time leads the run's group; a leader alive with another
+  start time means the id was handed on, so the run's group has ended. With the leader gone (the
+  parent-death signal usually ends it with the runner), the members are taken as the run's only
+  when every one is in the recorded session and started after the recorded leader: a later
+  group with the same id would need the pid allocator to come round to that pid again and a
+  process of the same session to lead a group under it. Anything else is left and reported.
+- Groups of the older name forms (``processkit-<pid>[-<start time>]-<ns>``) have no lock: as
+  before, they are removed only when empty and their runner's pid (and start time) is gone from
+  this /proc, and never signalled.
 
-A group whose runner is gone is removed with a plain ``rmdir``, which the kernel refuses for a
-group that still holds a process or a child group: the sweep can never take a group in use,
-nor follow a symlink (``rmdir`` does not). Groups of the older ``processkit-<pid>-<ns>`` form
-carry no start time and are removed only once their pid is free.
-
-Runners are told apart by pid, so the sweep assumes that every runner making groups under a
-parent shares this process's pid namespace (what a cgroup namespace per container gives). A
-runner in another one looks dead from here; its group could then be removed in the moment it
-is empty, between creation and its child's start, and that run would fail to start (102).
-
-Runs sweep their own parent on the way in, bounded by CREATE_ATTEMPTS removals; ``prune``
-sweeps every parent this process's cgroups live in without a bound.
+Runs sweep their own parent on the way in, ending at most CREATE_ATTEMPTS dead runs and not
+waiting for killed members to exit (the next sweep removes such a group); ``prune`` sweeps every
+parent and every run directory, and waits.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import stat
 import time
 from typing import Iterable
 
-from .members import read_member
+from .. import rundir
+from ..liveness import Health, probe
+from . import cgroupfs
+from .members import all_pids, read_member
 
 PREFIX = "processkit-"
+RUN_PREFIX = PREFIX + "run-"
 CREATE_ATTEMPTS = 32
+V1_KILL_ROUNDS = 100
+V1_KILL_PAUSE_SECONDS = 0.01
+YOUNG_DIR_SECONDS = 5.0  # a run directory with no lock yet may be one a runner is making
+
+
+class Reaped:
+    """What a sweep ended and removed (or, dry, would), and what it had to leave, and why.
+    (A plain class: every run builds one on its way in, and dataclasses costs start-up.)"""
+
+    def __init__(self) -> None:
+        self.processes = 0
+        self.groups: list[str] = []
+        self.process_groups: list[int] = []
+        self.run_dirs: list[str] = []
+        self.left: list[dict] = []
+
+    def as_json(self) -> dict:
+        return {
+            "processes": self.processes,
+            "groups": self.groups,
+            "process_groups": self.process_groups,
+            "run_dirs": self.run_dirs,
+            "left": self.left,
+        }
+
+    def leave(self, what: str, reason: str) -> None:
+        self.left.append({"what": what, "reason": reason})
+
+
+def group_name(token: str) -> str:
+    """The name of a run's groups, in every hierarchy: the run directory's token."""
+    return RUN_PREFIX + token
 
 
 def start_time(pid: int) -> str | None:
@@ -39,14 +86,8 @@ def start_time(pid: int) -> str | None:
     return member.start_time if member is not None else None
 
 
-def group_name() -> str:
-    """The name of a new group made by this process."""
-    pid = os.getpid()
-    return f"{PREFIX}{pid}-{start_time(pid)}-{time.time_ns():x}"
-
-
 def orphaned(name: str) -> bool:
-    """Whether ``name`` is a run group whose runner is gone."""
+    """Whether ``name`` is an older-form run group whose runner is gone from this /proc."""
     if not name.startswith(PREFIX):
         return False
     parts = name[len(PREFIX) :].split("-")
@@ -63,31 +104,194 @@ def orphaned(name: str) -> bool:
     return running != parts[1]
 
 
-def sweep(parents: Iterable[str], attempts: int | None = None) -> int:
-    """Remove the orphaned empty run groups under ``parents``; returns how many went.
-
-    ``attempts`` bounds the ``rmdir`` calls (a group still holding an escaped process costs
-    one refused call each time). Best effort: a parent that cannot be listed is skipped.
-    """
-    removed = 0
-    for parent in dict.fromkeys(parents):
+def sweep(
+    where: Iterable[str],
+    reaped: Reaped,
+    *,
+    run_dirs: Iterable[str] = (),
+    vouched: Iterable[str] = (),
+    groups: bool = True,
+    attempts: int | None = None,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> None:
+    """End and remove the runs whose groups are under ``where`` (with ``groups``) and those of
+    ``run_dirs``, whose runner is dead. ``attempts`` bounds how many dead runs (and older-form groups) are
+    taken on. ``vouched`` run directories are ones a stale registry entry names: an older
+    version's, with no lock of their own, go on that evidence. Best effort: a parent that cannot
+    be listed is skipped."""
+    where = list(dict.fromkeys(where))
+    vouched = frozenset(vouched)
+    found: dict[str, str | None] = {}  # token -> a group that names it, if one was found
+    for path in [*run_dirs, *vouched]:
+        found.setdefault(os.path.basename(path)[len(rundir.DIR_PREFIX) :], None)
+    for parent in where if groups else ():
         try:
             names = os.listdir(parent)
         except OSError:
             continue
         for name in names:
-            if attempts is not None and attempts <= 0:
-                return removed
-            if not orphaned(name):
-                continue
-            if attempts is not None:
-                attempts -= 1
+            token = name[len(RUN_PREFIX) :]
+            if name.startswith(RUN_PREFIX) and rundir.is_token(token):
+                found.setdefault(token, os.path.join(parent, name))
+            elif not dry_run and (attempts is None or attempts > 0) and orphaned(name):
+                attempts = None if attempts is None else attempts - 1
+                try:
+                    os.rmdir(os.path.join(parent, name))
+                    reaped.groups.append(os.path.join(parent, name))
+                except OSError:
+                    pass
+    every = list(dict.fromkeys(where + parents())) if found else []  # a run's groups may be in any of them
+    for token, group in found.items():
+        if attempts is not None and attempts <= 0:
+            return
+        if _reap_run(token, group, every, reaped, dry_run, wait, vouched) and attempts is not None:
+            attempts -= 1
+
+
+def _reap_run(
+    token: str, group: str | None, parents: list[str], reaped: Reaped, dry_run: bool, wait: bool, vouched: frozenset
+) -> bool:
+    """End what the run ``token`` left, if its runner is proven dead; whether it was."""
+    path = rundir.path_for(token)
+    owner = rundir.private_owner(path)
+    if owner is None:
+        if group is not None or os.path.lexists(path):
+            reaped.leave(group or path, "no private run directory speaks for it")
+        return False
+    health, held = probe(path, rundir.LOCK_NAME, keep=True)
+    if health is Health.LIVE:
+        return False
+    if held is None:
+        if health is Health.STALE and path in vouched and group is None:
+            if dry_run or rundir.remove(path):  # an older version's directory, its entry stale
+                reaped.run_dirs.append(path)
+            return True
+        if health is Health.UNPROBED:
+            reaped.leave(group or path, "its run directory's lock cannot be probed")
+        elif group is not None or _older_than(path, YOUNG_DIR_SECONDS):
+            reaped.leave(group or path, "no liveness lock speaks for it")
+        return False
+    try:
+        ended = True
+        for parent in parents:
+            candidate = os.path.join(parent, group_name(token))
+            if _is_real_dir(candidate):
+                ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
+        identity = rundir.read_process_group(path)
+        if identity is not None:
+            ended = _end_process_group(identity, owner, reaped, dry_run) and ended
+        if ended and (dry_run or rundir.remove(path)):
+            reaped.run_dirs.append(path)
+    finally:
+        os.close(held)
+    return True
+
+
+def _older_than(path: str, seconds: float) -> bool:
+    try:
+        return os.lstat(path).st_mtime < time.time() - seconds
+    except OSError:
+        return False
+
+
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _end_group(group: str, owner: int, reaped: Reaped, dry_run: bool, wait: bool) -> bool:
+    """Kill every member of a dead run's group and remove it; whether it is gone."""
+    if os.lstat(group).st_uid != owner:
+        reaped.leave(group, "its owner is not the run directory's")
+        return False
+    try:
+        reaped.processes += len(cgroupfs.member_pids(group))
+    except (OSError, ValueError):
+        pass
+    if dry_run:
+        reaped.groups.append(group)
+        return True
+    kill = os.path.join(group, "cgroup.kill")
+    if os.path.exists(kill):
+        try:
+            cgroupfs.write_text(kill, "1")
+        except OSError:
+            pass
+    else:  # a v1 group, or a kernel before 5.14
+        _kill_members(group)
+    if wait:
+        cgroupfs.remove_group(group)
+    else:
+        try:
+            os.rmdir(group)
+        except OSError:
+            pass
+    if os.path.lexists(group):
+        reaped.leave(group, "members remain (not yet exited, or out of reach)")
+        return False
+    reaped.groups.append(group)
+    return True
+
+
+def _kill_members(group: str) -> None:
+    """SIGKILL the members round by round, so one forked meanwhile is killed in the next."""
+    for _ in range(V1_KILL_ROUNDS):
+        try:
+            pids = cgroupfs.member_pids(group)
+        except (OSError, ValueError):
+            return
+        live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]
+        if not live:
+            return
+        for pid in live:
             try:
-                os.rmdir(os.path.join(parent, name))
+                os.kill(pid, signal.SIGKILL)
             except OSError:
-                continue
-            removed += 1
-    return removed
+                pass
+        time.sleep(V1_KILL_PAUSE_SECONDS)
+
+
+def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reaped, dry_run: bool) -> bool:
+    """Kill a dead run's process group if it is provably the run's (see the facts above)."""
+    pgid, leader_start, session = identity
+    leader = read_member(pgid)
+    if leader is not None and leader.start_time != leader_start:
+        return True  # the id was handed on: the run's group ended long ago
+    found = (read_member(pid) for pid in all_pids())
+    group = [m for m in found if m is not None and m.pgid == pgid and not m.zombie]
+    if not group:
+        return True
+    if leader is None and not all(_after_leader(m, leader_start, session) for m in group):
+        reaped.leave(f"process group {pgid}", "cannot show it is the run's group")
+        return False
+    if not all(_owned_by(m.pid, owner) for m in group):
+        reaped.leave(f"process group {pgid}", "a member's owner is not the run directory's")
+        return False
+    reaped.processes += len(group)
+    reaped.process_groups.append(pgid)
+    if not dry_run:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        except OSError as exc:
+            reaped.leave(f"process group {pgid}", f"cannot signal it: {exc.strerror}")
+            return False
+    return True
+
+
+def _owned_by(pid: int, owner: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == owner
+    except OSError:
+        return True  # gone meanwhile: nothing to signal, nothing to protect
+
+
+def _after_leader(member, leader_start: str, session: int) -> bool:
+    return member.session == session and member.start_time is not None and int(member.start_time) >= int(leader_start)
 
 
 def parents() -> list[str]:

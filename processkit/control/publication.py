@@ -14,6 +14,7 @@ from ..containment.members import Member
 from ..events.argv import fingerprint, hint, render
 from ..events.emitter import utc_timestamp
 from ..loop import Loop
+from ..rundir import RunDir
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
 from ..registry.registration import Registration
@@ -34,6 +35,7 @@ class PublishedRun(NamedTuple):
     capture_dir: str | None
     cwd: str  # the runner's, against which the two paths above are made absolute
     mechanism: str
+    rundir: RunDir | None  # holds the control socket; None when it could not be made
     root_pid: Callable[[], int | None]  # None until the child is spawned
     members: Callable[[], list[Member]]  # raises OSError when they cannot be read
     stop: Callable[[str], None]  # a cancel or kill, requested once its ack is written
@@ -46,10 +48,13 @@ def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | Non
         warn(f"the run is not registered, so control clients cannot find it: {exc}")
         return None
     publication = Publication(run, registration)
-    try:
-        publication.server = ControlServer(run.loop, publication.respond)
-    except OSError as exc:
-        warn(f"no control endpoint for this run: {exc.strerror or exc}")
+    if run.rundir is None:
+        warn("no control endpoint for this run: it has no run directory")
+    else:
+        try:
+            publication.server = ControlServer(run.loop, publication.respond, run.rundir.socket_path)
+        except OSError as exc:
+            warn(f"no control endpoint for this run: {exc.strerror or exc}")
     try:
         registration.write(publication.record())
     except RegistryError as exc:

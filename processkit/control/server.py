@@ -13,7 +13,7 @@ import socket
 import struct
 from typing import Callable
 
-from . import endpoint, protocol
+from . import protocol
 
 CONNECTION_SECONDS = 5.0
 ACCEPT_RETRY_SECONDS = 0.05
@@ -35,15 +35,14 @@ def peer_pid(sock: socket.socket) -> int | None:
 
 
 class ControlServer:
-    def __init__(self, loop, respond: Responder):
-        """Bind a fresh 0600 socket in a fresh 0700 directory; raises OSError."""
+    def __init__(self, loop, respond: Responder, path: str):
+        """Bind a 0600 socket at ``path``, inside the run's fresh 0700 directory; raises OSError."""
         self.loop = loop
         self._respond = respond
         self._connections: set[Connection] = set()
         self._listening = False
         self._retry = None
-        self.directory = endpoint.make_socket_dir()
-        self.path = os.path.join(self.directory, endpoint.SOCKET_NAME)
+        self.path = path
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.bind(self.path)
@@ -55,7 +54,7 @@ class ControlServer:
             self._sock.setblocking(False)
         except OSError:
             self._sock.close()
-            self._remove_files()
+            self._remove_socket()
             raise
         self._listen()
 
@@ -94,7 +93,8 @@ class ControlServer:
         self._listen()
 
     def close(self) -> None:
-        """Drop every connection, stop listening, remove the socket and its directory."""
+        """Drop every connection, stop listening, remove the socket (the run removes its
+        directory)."""
         if self._sock is None:
             return
         self._pause()
@@ -104,14 +104,13 @@ class ControlServer:
         for connection in list(self._connections):
             connection.close()
         sock.close()
-        self._remove_files()
+        self._remove_socket()
 
-    def _remove_files(self) -> None:
-        for remove, path in ((os.unlink, self.path), (os.rmdir, self.directory)):
-            try:
-                remove(path)
-            except OSError:
-                pass
+    def _remove_socket(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 class Connection:

@@ -13,7 +13,7 @@ import time
 from ..errors import Failure, Kind
 from ..text import is_terminal_unsafe
 from . import protocol
-from .endpoint import reapable_dir
+from ..rundir import reapable_dir
 from ..registry.lookup import refusal
 
 CONNECT_SECONDS = 5.0
@@ -40,10 +40,10 @@ class Channel:
     only in wording, never in meaning.
     """
 
-    def __init__(self, endpoint: str, run_id: str, action: str):
+    def __init__(self, endpoint: str | None, run_id: str, action: str):
         self.run_id = run_id
         self.action = action
-        if reapable_dir(endpoint) is None:
+        if endpoint is None or reapable_dir(endpoint) is None:
             raise self._refused("the registry entry contains an invalid control endpoint")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(CONNECT_SECONDS)

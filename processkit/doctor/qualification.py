@@ -210,7 +210,7 @@ class Qualification:
 
     def _endpoint_released(self) -> bool:
         """Nothing answers on the endpoint any more, and neither it nor its directory is left."""
-        from ..control.endpoint import reapable_dir
+        from ..rundir import reapable_dir
         from ..control.transport import Channel
 
         endpoint = self.found.endpoint

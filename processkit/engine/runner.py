@@ -19,6 +19,7 @@ from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.emitter import Emitter, utc_timestamp
 from ..loop import Loop, Timer
+from ..rundir import RunDir
 from ..spec import OverflowPolicy, RunSpec, StdinMode
 from . import capture, pump, spawn
 from .echo import EchoSink
@@ -65,6 +66,15 @@ class Outcome(NamedTuple):
 def child_exit_code(returncode: int) -> int:
     """The child's status as a shell would show it: 128+N for a death by signal N."""
     return returncode if returncode >= 0 else 128 + ((-returncode) & 0x7F)
+
+
+def _make_rundir() -> RunDir | None:
+    """The run's directory and liveness lock, made before any group; best effort."""
+    try:
+        return RunDir()
+    except OSError as exc:
+        _warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {exc.strerror or exc}")
+        return None
 
 
 def format_duration(ms: int) -> str:
@@ -160,6 +170,7 @@ class Run:
         self.loop = Loop()
         self.pump_backend = "python"
         self.spawn_backend = "python"
+        self.rundir: RunDir | None = None
         self.container: containment.Container | None = None
         self.child: spawn.Child | None = None
         self.streams: list[OutputStream] = []
@@ -216,8 +227,9 @@ class Run:
         # a stop signal must end the run through their release, not kill the runner and orphan
         # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
         self._signals = SignalWatch(self.loop, self._signal_handlers())
+        self.rundir = _make_rundir()
         try:
-            self.container = containment.create(spec.limits)
+            self.container = containment.create(spec.limits, self.rundir)
         except containment.ContainerError as exc:
             if isinstance(exc, containment.LimitUnavailable):
                 self.events.emit("limit_hit", limit=exc.limit, detail=exc.detail)
@@ -283,6 +295,7 @@ class Run:
             capture_dir=spec.capture_dir,
             cwd=self.runner_cwd,
             mechanism=self.container.mechanism,
+            rundir=self.rundir,
             root_pid=lambda: self.child.pid if self.child is not None else None,
             members=self.read_member_list,
             stop=self.control_stop,
@@ -300,6 +313,8 @@ class Run:
             self._publication.close()
         if self.container is not None:
             self.container.release()
+        if self.rundir is not None:
+            self.rundir.close()
         self.events.emit("runner_exit", code=failure.code, source=failure.kind.label, child_code=None)
         return Outcome(failure.code, failure)
 
@@ -602,5 +617,7 @@ class Run:
         for target in self._targets.values():
             os.close(target.fd)
         self.container.release()
+        if self.rundir is not None:
+            self.rundir.close()  # last: it is the evidence for everything above
         self.loop.close()
 

@@ -1,8 +1,11 @@
-"""Reaping what dead runners left behind, and never anything else (docs/control-plane.md §2.6).
+"""Reaping the registry entries of dead runners, and never anything else (docs/control-plane.md §2.6).
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never
 deleted, and a lock file is reaped only when it is confirmed stale.
+
+A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
+left first: the candidates name it, and the caller hands it on.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import dataclasses
 import os
 import time
 
-from ..control import endpoint
+from .. import rundir
 from .lock import Health, probe
 from .scan import Entry, View
 
@@ -56,11 +59,10 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                     "kind": "entry",
                     "run_id": record.run_id,
                     "started_at": record.started_at,
-                    "socket_dir": endpoint.reapable_dir(record.endpoint),
+                    "socket_dir": rundir.reapable_dir(record.endpoint),
                 }
             )
             if not dry_run:
-                endpoint.reap(record.endpoint)
                 _unlink(entry.path)
                 _unlink(os.path.join(entry.directory, record.lock_file))
     finally:
