@@ -28,7 +28,7 @@ FLAGS = {
         "--argv-raw", "--capture-dir", "--capture-max-bytes", "--capture-overflow", "--cpu-quota",
         "--create-no-window", "--cwd", "--detach", "--env", "--env-clear", "--env-file", "--env-remove",
         "--grace", "--idle-timeout", "--inherit-stdin", "--inherit-stdio", "--jsonl", "--label",
-        "--max-memory", "--max-processes", "--no-echo", "--run-id", "--run-id-env", "--snapshot-interval",
+        "--max-memory", "--max-processes", "--no-echo", "--pty", "--pty-size", "--run-id", "--run-id-env", "--snapshot-interval",
         "--stdin-file", "--timeout", "--windows-graceful-ctrl-break",
     ),
     "list": ("--health", "--json", "--label"),
