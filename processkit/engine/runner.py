@@ -35,6 +35,7 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 PIPE_SIZE = 1024 * 1024
 SHORT_READ = 64 * 1024  # a read smaller than this means the child writes in small pieces
 SETTLE_SECONDS = 0.002  # ... so let its pipe fill for a moment before the next read
+PTY_READS_PER_TURN = 16  # a pty's 4 KiB reads are taken while they last, up to 64 KiB a turn
 
 
 class EndingKind(enum.IntEnum):
@@ -111,10 +112,7 @@ class OutputStream:
         self._loop.add_reader(fd, self._on_readable)
 
     def _on_readable(self) -> None:
-        try:
-            count = self.pump.pump()
-        except OSError:
-            count = 0  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
+        count = self._read()
         if count > 0:
             self._run.saw_output(self)
             if self.echo is not None and self.echo.full:
@@ -124,6 +122,22 @@ class OutputStream:
                 self._settle()
         elif count == 0:
             self.close()
+
+    def _read(self) -> int:
+        """One pump call, or on a pty (whose reads yield at most 4 KiB) up to PTY_READS_PER_TURN
+        while there is more. An unreadable fd ends like EOF, and so does a pty's hang-up (EIO)."""
+        total = 0
+        for _ in range(1 if self._settles else PTY_READS_PER_TURN):
+            try:
+                count = self.pump.pump()
+            except OSError:
+                count = 0
+            if count <= 0:
+                return total or count
+            total += count
+            if self.echo is not None and self.echo.full:
+                break
+        return total
 
     def _settle(self) -> None:
         """After a short read, wait SETTLE_SECONDS before reading again.
