@@ -197,7 +197,7 @@ class Keyboard:
         self._stop()
         previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         try:
-            termios.tcsetattr(0, termios.TCSADRAIN, self._saved)
+            termios.tcsetattr(0, termios.TCSANOW, self._saved)  # never waits on a stalled terminal
         except termios.error:
             pass  # the terminal is gone: nothing left to restore
         finally:
