@@ -21,6 +21,7 @@ ffibuilder.cdef(
         int write_error;
         unsigned char *buf;
         size_t buf_size;
+        unsigned gather;
         ...;
     } pk_stream;
 

@@ -35,7 +35,7 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 PIPE_SIZE = 1024 * 1024
 SHORT_READ = 64 * 1024  # a read smaller than this means the child writes in small pieces
 SETTLE_SECONDS = 0.002  # ... so let its pipe fill for a moment before the next read
-PTY_READS_PER_TURN = 16  # a pty's 4 KiB reads are taken while they last, up to 64 KiB a turn
+PTY_GATHER = 16  # a pty's reads yield 4 KiB: take up to 16 of them, while they last, as one chunk
 
 
 class EndingKind(enum.IntEnum):
@@ -92,7 +92,7 @@ class OutputStream:
     """One child output pipe with its pump, echo sink and read state."""
 
     def __init__(
-        self, run: "Run", name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, settle: bool = True
+        self, run: "Run", name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, pty: bool = False
     ):
         self.name = name
         self.fd = fd
@@ -101,18 +101,21 @@ class OutputStream:
         self.open = True
         self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
         self._settling = None  # the timer that ends a pause after a short read
-        self._settles = settle  # False for a pty, whose reads are always short (engine/pty.py)
+        self._settles = not pty  # a pty's reads are always short: waiting would only slow it
         os.set_blocking(fd, False)
         try:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:
             pass  # a smaller pipe only means more wakeups
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
-        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
+        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, PTY_GATHER if pty else 1)
         self._loop.add_reader(fd, self._on_readable)
 
     def _on_readable(self) -> None:
-        count = self._read()
+        try:
+            count = self.pump.pump()
+        except OSError:
+            count = 0  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
         if count > 0:
             self._run.saw_output(self)
             if self.echo is not None and self.echo.full:
@@ -122,22 +125,6 @@ class OutputStream:
                 self._settle()
         elif count == 0:
             self.close()
-
-    def _read(self) -> int:
-        """One pump call, or on a pty (whose reads yield at most 4 KiB) up to PTY_READS_PER_TURN
-        while there is more. An unreadable fd ends like EOF, and so does a pty's hang-up (EIO)."""
-        total = 0
-        for _ in range(1 if self._settles else PTY_READS_PER_TURN):
-            try:
-                count = self.pump.pump()
-            except OSError:
-                count = 0
-            if count <= 0:
-                return total or count
-            total += count
-            if self.echo is not None and self.echo.full:
-                break
-        return total
 
     def _settle(self) -> None:
         """After a short read, wait SETTLE_SECONDS before reading again.
@@ -288,7 +275,7 @@ class Run:
         terminal = self._terminal
         if terminal is not None:  # one stream: what the terminal emits, reported as stdout
             echo_fd = 1 if spec.echo else None
-            self.streams.append(OutputStream(self, "stdout", terminal.endpoint(), self._targets.get("stdout"), echo_fd, settle=False))
+            self.streams.append(OutputStream(self, "stdout", terminal.endpoint(), self._targets.get("stdout"), echo_fd, pty=True))
         elif pipe_output:
             echo = spec.echo
             for name, fd, own_fd in (("stdout", self.child.stdout, 1), ("stderr", self.child.stderr, 2)):
