@@ -89,7 +89,8 @@ def execute(spec: RunSpec) -> Outcome:
 
 
 class OutputStream:
-    """One child output pipe with its pump, echo sink and read state."""
+    """One child output pipe (or, with ``--pty``, the terminal's master) with its pump, echo
+    sink and read state."""
 
     def __init__(
         self, run: "Run", name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, pty: bool = False

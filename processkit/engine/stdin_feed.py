@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-
 from typing import Callable
 
 from .loop import Loop
