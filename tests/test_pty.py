@@ -12,7 +12,7 @@ import pytest
 
 from conftest import pid_alive, run_cli
 from control_support import runs  # noqa: F401
-from streams import check_stream, one, python_child, run_checked, stderr_lines, wait_until
+from streams import check_stream, one, python_child, run_checked, seconds_between, stderr_lines, wait_until
 
 # What the child sees, as JSON in argv[1].
 FACTS = textwrap.dedent(
@@ -155,11 +155,15 @@ def test_a_grandchild_holding_the_terminal_does_not_hang_the_run(tmp_path, spawn
         "holder.stdout = None\n"
         "import time; time.sleep(0.5)\n"
     )
-    proc, events = run_checked(tmp_path, "--pty", command=python_child(child), returncode=0, timeout=20)
+    proc, events = run_checked(
+        tmp_path, "--pty", "--capture-dir", tmp_path / "c", command=python_child(child), returncode=0, timeout=20
+    )
     assert b"holding" in proc.stdout
     finished = one(events, "cleanup_finished")
     assert finished["remaining"] == 0
     assert not pid_alive(int(pid_file.read_text()))
+    # The hang-up came with the teardown, not from the drain's 2 s bound on a terminal left open.
+    assert seconds_between(events, "cleanup_finished", "output_captured") < 1.9
 
 
 @pytest.mark.parametrize("text", [b"first line\nsecond line\n", b"no line end at the end", b""])
