@@ -21,6 +21,7 @@ ffibuilder.cdef(
         int write_error;
         unsigned char *buf;
         size_t buf_size;
+        unsigned gather;
         ...;
     } pk_stream;
 
@@ -60,6 +61,7 @@ ffibuilder.cdef(
         int cgroup_procs_fd;
         const int *join_fds;
         size_t join_count;
+        int controlling_tty;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

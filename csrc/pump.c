@@ -84,13 +84,21 @@ static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len,
 void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result)
 {
     ssize_t count;
-    size_t retained;
+    size_t retained, got = 0;
+    unsigned reads = stream->gather > 1 ? stream->gather : 1;
     result->echoed = 0;
     result->read_errno = 0;
     result->echo_errno = 0;
-    do
-        count = read(stream->in_fd, stream->buf, stream->buf_size);
-    while (count < 0 && errno == EINTR);
+    while (reads-- > 0 && got < stream->buf_size) {
+        do
+            count = read(stream->in_fd, stream->buf + got, stream->buf_size - got);
+        while (count < 0 && errno == EINTR);
+        if (count <= 0)
+            break;
+        got += (size_t)count;
+    }
+    if (got > 0)
+        count = (ssize_t)got;
     result->nread = count;
     if (count < 0) {
         result->read_errno = errno;

@@ -26,6 +26,8 @@ typedef struct pk_stream {
     pk_sha256 sha;            /* digest of exactly the retained bytes */
     unsigned char *buf;       /* reusable read buffer of buf_size bytes */
     size_t buf_size;
+    unsigned gather;          /* reads per event into the rest of buf while data is there
+                               * (a pty hands out 4 KiB a read); 0 or 1: one read */
 } pk_stream;
 
 typedef struct pk_pump_result {
@@ -38,7 +40,8 @@ typedef struct pk_pump_result {
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
 void pk_stream_free(pk_stream *stream);
 
-/* One readiness event: read up to buf_size bytes from in_fd into buf; count them; write the part
+/* One readiness event: read up to buf_size bytes from in_fd into buf (up to gather reads; an
+ * end, error or EAGAIN after some data is left for the next event); count them; write the part
  * that fits under cap to capture_fd (retrying partial writes and EINTR; the first other failure
  * latches write_error) and hash exactly what was written; then, when echo_fd >= 0, write the
  * chunk to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). Bytes past

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -166,7 +167,8 @@ __attribute__((noreturn)) static void run_child(const pk_spawn_request *request,
 {
     int error = ENOENT, first = 0;
     size_t i;
-    if (setpgid(0, 0) != 0)
+    /* A session leader leads its process group too; setsid is what lets it take a terminal. */
+    if (request->controlling_tty ? setsid() < 0 : setpgid(0, 0) != 0)
         child_fail(report_fd, PK_SPAWN_PGID);
     if (!joined && request->cgroup_procs_fd >= 0)
         join(request->cgroup_procs_fd, report_fd);
@@ -177,6 +179,8 @@ __attribute__((noreturn)) static void run_child(const pk_spawn_request *request,
         _exit(127);  /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals();
     set_stdio(request, &report_fd);
+    if (request->controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0)
+        child_fail(report_fd, PK_SPAWN_STDIO);
     close_others(report_fd);
     if (request->cwd && chdir(request->cwd) != 0)
         child_fail(report_fd, PK_SPAWN_CHDIR);

@@ -28,6 +28,7 @@ typedef struct pk_spawn_request {
     int cgroup_procs_fd;      /* that group's cgroup.procs, written when cloning into it fails */
     const int *join_fds;      /* further cgroup.procs fds the child writes "0" to, in order */
     size_t join_count;
+    int controlling_tty;      /* 1: a new session, whose controlling terminal is stdio[0] */
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
@@ -38,9 +39,10 @@ typedef struct pk_spawn_result {
 } pk_spawn_result;
 
 /* Start the child and wait until it has exec'd or failed. In the child, in this order: own
- * process group; join the cgroups; parent-death signal SIGKILL (exit at once when the runner is
+ * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at once when the runner is
  * already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal mask
- * (other ignored signals stay ignored, as with Popen); stdio; close every other fd; chdir;
+ * (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then
+ * TIOCSCTTY on fd 0); close every other fd; chdir;
  * execve each path in turn. */
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
 

@@ -62,6 +62,8 @@ class RunSpec(NamedTuple):
     stdin: StdinMode = StdinMode.NULL
     stdin_file: str | None = None
     inherit_stdio: bool = False
+    pty: bool = False
+    pty_size: tuple[int, int] | None = None  # (columns, rows) given by --pty-size, else None
     echo: bool = True
     argv_raw: bool = False
     detach: bool = False  # the CLI hands the run to a copy of itself; the engine never sees it

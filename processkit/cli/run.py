@@ -16,9 +16,11 @@ CONFLICTS = (
     ("inherit_stdio", ("capture_dir", "create_no_window", "idle_timeout", "inherit_stdin", "stdin_file", "no_echo", "detach", "capture_max_bytes", "capture_overflow")),
     ("detach", ("inherit_stdin",)),
     ("inherit_stdin", ("stdin_file",)),
+    ("pty", ("inherit_stdio", "inherit_stdin")),
     ("windows_graceful_ctrl_break", ("create_no_window", "detach")),
 )
 REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow")
+REQUIRES_PTY = ("pty_size",)
 
 
 @functools.cache  # parsers are reusable; the Python API parses once per call
@@ -46,6 +48,8 @@ def build_parser() -> Parser:
     add("--inherit-stdio", action=OnceFlag)
     add("--inherit-stdin", action=OnceFlag)
     add("--stdin-file", action=Once, metavar="FILE")
+    add("--pty", action=OnceFlag, help="the child's stdin, stdout and stderr are a new pseudo-terminal")
+    add("--pty-size", action=Once, metavar="COLSxROWS", help="the child terminal's size (default: the caller's terminal, else 80x24)")
     add("--no-echo", action=OnceFlag)
     add("--detach", action=OnceFlag)
     add("--argv-raw", action=OnceFlag)
@@ -72,6 +76,9 @@ def _check_conflicts(args) -> None:
     for flag in REQUIRES_CAPTURE_DIR:
         if flag_given(args, flag) and not flag_given(args, "capture_dir"):
             raise usage(f"the argument '--{flag.replace('_', '-')}' requires '--capture-dir'")
+    for flag in REQUIRES_PTY:
+        if flag_given(args, flag) and not flag_given(args, "pty"):
+            raise usage(f"the argument '--{flag.replace('_', '-')}' requires '--pty'")
 
 
 def _command_from_stdin(args) -> list[str]:
@@ -154,6 +161,8 @@ def parse(argv: list[str]) -> RunSpec:
         stdin=stdin,
         stdin_file=args.stdin_file,
         inherit_stdio=args.inherit_stdio,
+        pty=args.pty,
+        pty_size=values.parse_pty_size(args.pty_size) if args.pty_size is not None else None,
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
         detach=args.detach,

@@ -15,7 +15,8 @@ _SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE | re.ASCII)  # ASCII: the K
 _COUNT = re.compile(r"\+?[0-9]+")  # Rust's unsigned integer syntax: a "+" is allowed
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # Rust's f64, minus inf/nan
 _SIZE_FACTOR = {None: 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
+_PTY_SIZE = re.compile(r"([0-9]{1,5})x([0-9]{1,5})", re.ASCII)
+PTY_SIDE_MAX = 65535  # the kernel's struct winsize holds each side in 16 bits
 
 
 def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
@@ -94,3 +95,11 @@ def parse_env_assignment(text: str, *, flag: str = "--env") -> tuple[str, str]:
     if not sep:
         raise usage(f"invalid value for '{flag}': expected KEY=VALUE")
     return parse_env_key(key, flag=flag), value
+
+
+def parse_pty_size(text: str) -> tuple[int, int]:
+    """``COLSxROWS``, each side 1-65535: the terminal size the child's pty gets."""
+    match = _PTY_SIZE.fullmatch(text)
+    if match is None or not all(1 <= int(side) <= PTY_SIDE_MAX for side in match.groups()):
+        raise usage(f"invalid value '{text}' for '--pty-size': expected COLSxROWS, each 1-{PTY_SIDE_MAX}, e.g. 80x24")
+    return int(match[1]), int(match[2])

@@ -43,6 +43,15 @@ class CaptureReport(NamedTuple):
         }
 
 
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def unused_report(target: CaptureTarget) -> CaptureReport:
+    """The report of a stream the child never had (``--pty`` merges stderr into the terminal):
+    its file exists and is empty."""
+    return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
+
+
 def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 

@@ -28,8 +28,9 @@ def select_backend() -> str:
 class PythonPump:
     """Reads into one reusable buffer; capture and echo see zero-copy views of it."""
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
+    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
         self.fd = fd
+        self._gather = gather
         self._buffer = bytearray(CHUNK_SIZE)
         self._view = memoryview(self._buffer)
         self._capture = CaptureFile(capture) if capture else None
@@ -42,10 +43,21 @@ class PythonPump:
         return self._capture.seen if self._capture else self._read
 
     def pump(self) -> int:
-        try:
-            count = os.readv(self.fd, (self._buffer,))
-        except (BlockingIOError, InterruptedError):
-            return WOULD_BLOCK
+        count = 0
+        for _ in range(self._gather):  # as the native pump: an ending after data waits a call
+            try:
+                got = os.readv(self.fd, (self._view[count:],))
+            except (BlockingIOError, InterruptedError):
+                if count:
+                    break
+                return WOULD_BLOCK
+            except OSError:
+                if count:
+                    break
+                raise
+            count += got
+            if not got or count == CHUNK_SIZE:
+                break
         if count:
             chunk = self._view[:count]
             if self._capture:
@@ -63,7 +75,7 @@ class PythonPump:
 class NativePump:
     """The same contract through ``processkit._pump``: read, echo, capped write and digest in C."""
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
+    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
         module = native.module()
         self._ffi, self._lib = module.ffi, module.lib
         self.fd = fd
@@ -74,6 +86,7 @@ class NativePump:
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
+        self._stream.gather = gather
         self._result = self._ffi.new("pk_pump_result *")
         self._buffer = self._ffi.buffer(self._stream.buf, CHUNK_SIZE)
 
@@ -113,6 +126,7 @@ class NativePump:
         )
 
 
-def make_pump(backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
+def make_pump(backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
+    """``gather``: reads per call into one chunk while data is there (for a pty, see pty.py)."""
     implementation = NativePump if backend == "native" else PythonPump
-    return implementation(fd, capture, echo)
+    return implementation(fd, capture, echo, gather)

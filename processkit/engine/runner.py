@@ -11,7 +11,7 @@ import enum
 import fcntl
 import os
 import signal
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import containment
 from ..diagnostics import warn as _warn
@@ -28,6 +28,9 @@ from .signals import STOP_SIGNALS, SignalWatch
 from .stdin_feed import StdinFeed, open_source
 from .terminal import Foreground, HandoffError
 
+if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty runs alone
+    from .pty import Keyboard, PseudoTerminal
+
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
@@ -36,6 +39,7 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 PIPE_SIZE = 1024 * 1024
 SHORT_READ = 64 * 1024  # a read smaller than this means the child writes in small pieces
 SETTLE_SECONDS = 0.002  # ... so let its pipe fill for a moment before the next read
+PTY_GATHER = 16  # a pty's reads yield 4 KiB: take up to 16 of them, while they last, as one chunk
 
 
 class EndingKind(enum.IntEnum):
@@ -98,9 +102,12 @@ def execute(spec: RunSpec) -> Outcome:
 
 
 class OutputStream:
-    """One child output pipe with its pump, echo sink and read state."""
+    """One child output pipe (or, with ``--pty``, the terminal's master) with its pump, echo
+    sink and read state."""
 
-    def __init__(self, run: Run, name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None):
+    def __init__(
+        self, run: Run, name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, pty: bool = False
+    ):
         self.name = name
         self.fd = fd
         self._run = run
@@ -108,26 +115,27 @@ class OutputStream:
         self.open = True
         self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
         self._settling: Timer | None = None  # the timer that ends a pause after a short read
+        self._settles = not pty  # a pty's reads are always short: waiting would only slow it
         os.set_blocking(fd, False)
         try:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:
             pass  # a smaller pipe only means more wakeups
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
-        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
+        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, PTY_GATHER if pty else 1)
         self._loop.add_reader(fd, self._on_readable)
 
     def _on_readable(self) -> None:
         try:
             count = self.pump.pump()
         except OSError:
-            count = 0  # an unreadable pipe ends like EOF
+            count = 0  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
         if count > 0:
             self._run.saw_output(self)
             if self.echo is not None and self.echo.full:
                 self.paused = True
                 self._loop.remove_reader(self.fd)
-            elif count < SHORT_READ:
+            elif count < SHORT_READ and self._settles:
                 self._settle()
         elif count == 0:
             self.close()
@@ -178,6 +186,8 @@ class Run:
         self._stdin_source: int | None = None
         self._stdin_feed: StdinFeed | None = None
         self._foreground: Foreground | None = None
+        self._terminal: PseudoTerminal | None = None  # --pty: the child's terminal
+        self._keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into it
         self._env: dict[str, str] | None = None
         self._pending: dict[EndingKind, str | None] = {}
         self._timers: dict[str, Timer] = {}
@@ -190,6 +200,13 @@ class Run:
 
     # -- the whole run ------------------------------------------------------------------------
     def execute(self) -> Outcome:
+        try:
+            return self._execute()
+        finally:
+            if self._keyboard is not None:  # whatever happened, the caller gets its terminal back
+                self._keyboard.restore()
+
+    def _execute(self) -> Outcome:
         try:
             self._prepare()
             self._start()
@@ -223,6 +240,8 @@ class Run:
             except OSError as exc:
                 raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
         self._env = build_environment(spec.env, spec.run_id)
+        if spec.pty:
+            self._open_terminal()
         # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
         # a stop signal must end the run through their release, not kill the runner and orphan
         # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
@@ -236,6 +255,15 @@ class Run:
             self.events.emit("container_failed", phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc))
             raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
         self._publication = self._publish()
+
+    def _open_terminal(self) -> None:
+        from .pty import PseudoTerminal, with_default_term
+
+        self._env = with_default_term(self._env)
+        try:
+            self._terminal = PseudoTerminal(self.spec.pty_size)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
     def _start(self) -> None:
         spec = self.spec
@@ -254,18 +282,30 @@ class Run:
                 stdin=spec.stdin,
                 pipe_output=pipe_output,
                 backend=self.spawn_backend,
+                terminal=self._terminal.take_slave() if self._terminal is not None else None,
             )
         except Failure as failure:
             self.events.emit("spawn_failed", code=failure.code, message=failure.message)
             raise
         self.container.adopt(self.child.pid)
-        if pipe_output:
+        terminal = self._terminal
+        if terminal is not None:  # one stream: what the terminal emits, reported as stdout
+            echo_fd = 1 if spec.echo else None
+            self.streams.append(OutputStream(self, "stdout", terminal.endpoint(), self._targets.get("stdout"), echo_fd, pty=True))
+        elif pipe_output:
             echo = spec.echo
             for name, fd, own_fd in (("stdout", self.child.stdout, 1), ("stderr", self.child.stderr, 2)):
                 self.streams.append(OutputStream(self, name, fd, self._targets.get(name), own_fd if echo else None))
         if self._stdin_source is not None:
-            self._stdin_feed = StdinFeed(self.loop, self._stdin_source, self.child.stdin)
+            if terminal is not None:
+                self._stdin_feed = StdinFeed(self.loop, self._stdin_source, terminal.endpoint(), terminal.end_of_input)
+            else:
+                self._stdin_feed = StdinFeed(self.loop, self._stdin_source, self.child.stdin)
             self._stdin_source = None
+        elif terminal is not None:
+            from .pty import Keyboard
+
+            self._keyboard = Keyboard.take(self.loop, terminal.endpoint)
         if spec.stdin is StdinMode.INHERIT:
             self._foreground = Foreground.lend(self.child.pid)
         self.started_at = utc_timestamp()
@@ -307,6 +347,8 @@ class Run:
             self._signals.close()
         if self._stdin_source is not None:
             os.close(self._stdin_source)
+        if self._terminal is not None:
+            self._terminal.close()
         for target in self._targets.values():
             os.close(target.fd)
         if self._publication is not None:
@@ -343,6 +385,8 @@ class Run:
     def _signal_handlers(self) -> dict:
         handlers = {signum: self._on_stop_signal for signum in STOP_SIGNALS}
         handlers[signal.SIGCHLD] = lambda signum: self._reap_children()
+        if self.spec.pty:
+            handlers[signal.SIGWINCH] = lambda signum: self._terminal.follow_caller()
         return handlers
 
     def _on_stop_signal(self, signum: int) -> None:
@@ -448,7 +492,11 @@ class Run:
         self._signals.close()
         if self._targets and ending.kind is not EndingKind.FOREGROUND:
             reports = {s.name: s.pump.report() for s in self.streams}
-            self.events.emit("output_captured", **{name: reports[name].as_event() for name in capture.STREAMS})
+            unused = capture.unused_report
+            self.events.emit(
+                "output_captured",
+                **{name: (reports.get(name) or unused(self._targets[name])).as_event() for name in capture.STREAMS},
+            )
         if self._publication is not None:
             self._publication.close()
         self._release()
@@ -608,6 +656,10 @@ class Run:
         stream.echo.abandon()
 
     def _release(self) -> None:
+        if self._keyboard is not None:
+            self._keyboard.restore()
+        if self._terminal is not None:
+            self._terminal.close()
         problem = self._foreground.restore() if self._foreground is not None else None
         if problem is not None:
             _warn(f"could not give the terminal back to the runner's process group: {problem}")

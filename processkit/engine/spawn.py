@@ -6,10 +6,12 @@ the child straight into the run's cgroup v2 group and runs only C until execve: 
 moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
 a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
 
-Either way the child, in order: leads its own process group; joins the groups its container
-names (``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty
-signal mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio and no other fd; changes to
-``cwd``; and execs the program found on the PATH of its own environment.
+Either way the child, in order: leads its own process group (with a terminal: its own
+session, which makes it a group leader too); joins the groups its container names
+(``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
+mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio and no other fd (with a terminal:
+the pty's slave on 0, 1 and 2, made its controlling terminal); changes to ``cwd``; and execs
+the program found on the PATH of its own environment.
 """
 
 from __future__ import annotations
@@ -81,20 +83,28 @@ def select_backend() -> str:
     return native.select_backend("PROCESSKIT_SPAWN", "spawn")
 
 
-def spawn(argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output: bool, backend: str) -> Child:
-    """Start the child; raises a spawn Failure (101) or AttachError (102)."""
+def spawn(
+    argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output: bool, backend: str, terminal: int | None = None
+) -> Child:
+    """Start the child; raises a spawn Failure (101) or AttachError (102).
+
+    ``terminal`` is the slave of the child's pty (``--pty``): its stdio and controlling
+    terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
+    """
     child_ends = [-1, -1, -1]  # become the child's 0, 1, 2; -1 leaves it the runner's own
     runner_ends: list[int | None] = [None, None, None]
     try:
-        if stdin is StdinMode.NULL:
+        if terminal is not None:
+            child_ends = [terminal] * 3
+        elif stdin is StdinMode.NULL:
             child_ends[0] = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         elif stdin is StdinMode.FILE:
             child_ends[0], runner_ends[0] = os.pipe()
-        if pipe_output:
+        if pipe_output and terminal is None:
             for index in (1, 2):
                 runner_ends[index], child_ends[index] = os.pipe()
         start = _start_native if backend == "native" else _start_popen
-        return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends)
+        return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
     except (OSError, _Refused) as exc:
         for fd in runner_ends:
             if fd is not None:
@@ -105,7 +115,7 @@ def spawn(argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output
         step = "cwd" if cwd is not None and exc.filename == cwd else "start"
         raise _failure(step, exc.strerror or str(exc), argv, cwd, container) from None
     finally:
-        for fd in child_ends:
+        for fd in set(child_ends):
             if fd >= 0:
                 os.close(fd)
 
@@ -126,7 +136,7 @@ def _exec_paths(program: bytes, env) -> list[bytes]:
     return [os.path.join(os.fsencode(entry), program) for entry in os.get_exec_path(env)]
 
 
-def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends) -> Child:
+def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
     built = native.module()
     ffi, lib = built.ffi, built.lib
     keep = []  # cdata the request points into: alive until pk_spawn returns
@@ -148,6 +158,7 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
     request.envp = strings(os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items())
     request.cwd = cell(os.fsencode(cwd)) if cwd is not None else ffi.NULL
     request.stdio = child_ends
+    request.controlling_tty = int(own_terminal)
     request.cgroup_fd = joins.cgroup_dir_fd
     request.cgroup_procs_fd = joins.cgroup_procs_fd
     keep.append(ffi.new("int[]", joins.procs_fds))
@@ -161,7 +172,7 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
     return Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
 
 
-def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends) -> Child:
+def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
     import subprocess  # only here: the native path spares the runner its import
 
     stdio = [fd if fd >= 0 else None for fd in child_ends]
@@ -174,19 +185,27 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             env=env,
             cwd=cwd,
             close_fds=True,
-            preexec_fn=_child_setup(joins, os.getpid()),
+            preexec_fn=_child_setup(joins, os.getpid(), own_terminal),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise _Refused("attach", str(exc)) from None
     return _PopenChild(popen, runner_ends)
 
 
-def _child_setup(joins: ChildJoins, runner_pid: int):
-    """The preexec_fn: the native child's steps that Popen does not do itself."""
+def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
+    """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
+    the stdio in place before it runs, so fd 0 is already the terminal to take."""
+    import fcntl
+    import termios
+
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
 
     def setup() -> None:
-        os.setpgid(0, 0)
+        if own_terminal:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        else:
+            os.setpgid(0, 0)
         for fd in procs_fds:
             cgroupfs.join(fd)
         prctl.set_parent_death_signal(signal.SIGKILL)

@@ -7,6 +7,9 @@ The source is usually a regular file, which never blocks for long and cannot be 
 or a shell's process substitution (``--stdin-file <(producer)``) can block, so such a source is
 read non-blocking on the runner's own file description, and while it has nothing to give the
 feed waits for it instead of for the pipe.
+
+A terminal (``--pty``) has no end to close: its input ends with the bytes ``end_of_input``
+gives for the last byte fed (the terminal's EOF character), written after the file.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import Callable
 
 from ..loop import Loop
 
@@ -33,10 +37,12 @@ def open_source(path: str) -> int:
 
 
 class StdinFeed:
-    def __init__(self, loop: Loop, source_fd: int, pipe_fd: int):
+    def __init__(self, loop: Loop, source_fd: int, pipe_fd: int, end_of_input: Callable[[bytes], bytes] | None = None):
         self._loop = loop
         self._source = source_fd
         self._pipe = pipe_fd
+        self._end_of_input = end_of_input
+        self._last_byte = b""
         self._pending = memoryview(b"")
         os.set_blocking(pipe_fd, False)
         loop.add_writer(pipe_fd, self._on_writable)
@@ -63,9 +69,12 @@ class StdinFeed:
             return False
         except OSError:  # a source that fails mid-way ends the child's input there
             chunk = b""
+        if not chunk and self._end_of_input is not None:  # once: the next read ends the feed
+            chunk, self._end_of_input = self._end_of_input(self._last_byte), None
         if not chunk:
             self.close()
             return False
+        self._last_byte = chunk[-1:]
         self._pending = memoryview(chunk)
         return True
 
