@@ -26,4 +26,4 @@ class OptionalBuildExt(build_ext):
         sys.stderr.write(f"processkit: native pump not built ({exc}); the pure-Python pump will be used\n")
 
 
-setup(cffi_modules=["csrc/build_pump.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})
+setup(cffi_modules=["csrc/build_native.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})

@@ -4,6 +4,7 @@
  * slower on small machines, where the producer already occupies the other core. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -81,30 +82,40 @@ static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len,
     return done;
 }
 
-void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result)
+/* Reads one chunk into buf, retrying EINTR; returns read()'s result. */
+static ssize_t read_chunk(pk_stream *stream)
 {
     ssize_t count;
-    size_t retained;
-    result->echoed = 0;
-    result->read_errno = 0;
-    result->echo_errno = 0;
     do
         count = read(stream->in_fd, stream->buf, stream->buf_size);
     while (count < 0 && errno == EINTR);
-    result->nread = count;
-    if (count < 0) {
-        result->read_errno = errno;
-        return;
+    return count;
+}
+
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, pk_drain_result *result)
+{
+    memset(result, 0, sizeof *result);
+    while (result->total < budget) {
+        ssize_t count = read_chunk(stream);
+        size_t retained;
+        if (count <= 0) {
+            result->eof = count == 0;
+            result->read_errno = count < 0 ? errno : 0;
+            return;
+        }
+        result->total += (uint64_t)count;
+        result->last = (size_t)count;
+        result->echoed = 0;
+        stream->seen += (uint64_t)count;
+        retained = capture(stream, stream->buf, (size_t)count);
+        if (echo_fd >= 0)
+            result->echoed = echo(echo_fd, echo_is_socket, stream->buf, (size_t)count, &result->echo_errno);
+        /* Hashed last so the echo consumer does not wait for it; one update over the whole
+         * retained prefix lets full blocks be hashed straight from buf. */
+        pk_sha256_update(&stream->sha, stream->buf, retained);
+        if (echo_fd >= 0 && result->echoed < (size_t)count)
+            return;
     }
-    if (count == 0)
-        return;
-    stream->seen += (uint64_t)count;
-    retained = capture(stream, stream->buf, (size_t)count);
-    if (echo_fd >= 0)
-        result->echoed = echo(echo_fd, echo_is_socket, stream->buf, (size_t)count, &result->echo_errno);
-    /* Hashed last so the echo consumer does not wait for it; one update over the whole
-     * retained prefix lets full blocks be hashed straight from buf. */
-    pk_sha256_update(&stream->sha, stream->buf, retained);
 }
 
 void pk_stream_digest(const pk_stream *stream, unsigned char out[32])

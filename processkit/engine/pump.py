@@ -1,7 +1,11 @@
-"""The output pump: one call per readiness event moves a chunk from a child pipe onward.
+"""The output pump: one call per wakeup drains a child pipe onward.
 
-A chunk goes to the capture file (up to the cap, hashed incrementally) and to the echo sink.
-Two implementations with identical semantics: the native one (C via cffi, ``processkit._pump``)
+``drain()`` reads chunk after chunk until the pipe is empty, at EOF, or a byte budget is spent,
+so the event loop runs once per wakeup rather than once per chunk; ``pump()`` is the single
+chunk step it is made of. Each chunk goes to the capture file (up to the cap, hashed
+incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
+from then on the sink's backlog paces reading (see echo.py).
+Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
 and the pure-Python one. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
@@ -56,12 +60,33 @@ class PythonPump:
                 self._echo.write(chunk)
         return count
 
+    def drain(self, budget: int) -> int:
+        """Bytes read, or EOF_REACHED / WOULD_BLOCK when the first read found nothing.
+
+        A read error after some bytes ends the drain quietly; the next call raises it.
+        """
+        total = 0
+        echo = self._echo
+        while total < budget:
+            try:
+                count = self.pump()
+            except OSError:
+                if total:
+                    return total
+                raise
+            if count <= 0:
+                return total or count
+            total += count
+            if echo is not None and echo.backlog:
+                break
+        return total
+
     def report(self) -> CaptureReport | None:
         return self._capture.report() if self._capture else None
 
 
 class NativePump:
-    """The same contract through ``processkit._pump``: read, echo, capped write and digest in C."""
+    """The same contract through ``processkit._native``: the whole drain of a wakeup in one C call."""
 
     def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
         module = native.module()
@@ -74,7 +99,7 @@ class NativePump:
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
-        self._result = self._ffi.new("pk_pump_result *")
+        self._result = self._ffi.new("pk_drain_result *")
         self._buffer = self._ffi.buffer(self._stream.buf, CHUNK_SIZE)
 
     @property
@@ -82,21 +107,31 @@ class NativePump:
         return self._stream.seen
 
     def pump(self) -> int:
+        return self.drain(1)
+
+    def drain(self, budget: int) -> int:
         echo = self._echo
-        direct = echo is not None and echo.accepts_direct
+        if echo is not None and echo.broken:
+            echo = None
+        direct = echo is not None and not echo.backlog
         result = self._result
-        self._lib.pk_stream_pump(self._stream, echo.fd if direct else -1, int(direct and echo.is_socket), result)
-        count = result.nread
-        if count < 0:
-            if result.read_errno in (errno.EAGAIN, errno.EINTR):
-                return WOULD_BLOCK
-            raise OSError(result.read_errno, os.strerror(result.read_errno))
-        if count and echo is not None:
+        # Behind a backlog every chunk is queued whole, so only one is read per call.
+        self._lib.pk_stream_drain(
+            self._stream, echo.fd if direct else -1, int(direct and echo.is_socket), budget if direct or echo is None else 1, result
+        )
+        last = result.last
+        if last and echo is not None:
             if result.echo_errno:
                 echo.abandon()
-            elif result.echoed < count:
-                echo.queue(self._buffer[result.echoed : count])
-        return count
+            elif result.echoed < last:
+                echo.queue(self._buffer[result.echoed : last])
+        if result.total:
+            return result.total
+        if result.eof:
+            return EOF_REACHED
+        if result.read_errno in (errno.EAGAIN, errno.EINTR):
+            return WOULD_BLOCK
+        raise OSError(result.read_errno, os.strerror(result.read_errno))
 
     def report(self) -> CaptureReport | None:
         if self._capture is None:
