@@ -21,11 +21,13 @@ ffibuilder.cdef(
         int write_error;
         unsigned char *buf;
         size_t buf_size;
+        size_t ring_size;
         ...;
     } pk_stream;
 
     typedef struct pk_drain_result {
         uint64_t total;
+        size_t last_at;
         size_t last;
         size_t echoed;
         int eof;
@@ -33,10 +35,10 @@ ffibuilder.cdef(
         int echo_errno;
     } pk_drain_result;
 
-    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
+    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
     void pk_stream_free(pk_stream *stream);
     void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, pk_drain_result *result);
-    void pk_stream_digest(const pk_stream *stream, unsigned char out[32]);
+    void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
 
     void pk_sha256_init(pk_sha256 *ctx);
     void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
@@ -82,5 +84,6 @@ ffibuilder.set_source(
     sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c")],
     include_dirs=[HERE],
     depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h")],
-    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra"],
+    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
+    extra_link_args=["-pthread"],
 )

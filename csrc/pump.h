@@ -6,6 +6,7 @@
 #ifndef PROCESSKIT_PUMP_H
 #define PROCESSKIT_PUMP_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,12 +21,23 @@ typedef struct pk_stream {
     uint64_t written;         /* bytes retained in the capture file */
     int write_error;          /* errno of the first failed capture write; latched */
     pk_sha256 sha;            /* digest of exactly the retained bytes */
-    unsigned char *buf;       /* reusable read buffer of buf_size bytes */
+    unsigned char *buf;       /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
+    size_t ring_size;         /* buf_size, or RING_CHUNKS of them with a hashing thread */
+    int threaded;             /* a hashing thread hashes behind the reader (pump.c) */
+    /* With the thread, under lock: */
+    uint64_t target;          /* the reader lets the hasher hash stream bytes [0, target) */
+    uint64_t hashed;          /* ... and it has hashed [0, hashed) */
+    int stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;      /* the hasher waits here for a new target */
+    pthread_cond_t room;      /* the reader waits here for the hasher to free ring bytes */
+    pthread_t hasher;
 } pk_stream;
 
 typedef struct pk_drain_result {
     uint64_t total;           /* bytes read by this call */
+    size_t last_at;           /* where in buf the last chunk read starts */
     size_t last;              /* bytes of the last chunk read, still in buf */
     size_t echoed;            /* leading bytes of that last chunk written to the echo fd */
     int eof;                  /* the last read returned 0 */
@@ -33,7 +45,8 @@ typedef struct pk_drain_result {
     int echo_errno;           /* set when an echo write failed for a reason other than EAGAIN */
 } pk_drain_result;
 
-pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
+/* hash_thread: hash on a thread of its own, overlapping the digest with reading and copying. */
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until it is empty (EAGAIN),
@@ -45,7 +58,8 @@ void pk_stream_free(pk_stream *stream);
  * result->echoed remain in buf for the caller to queue. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, pk_drain_result *result);
 
-/* Digest of the retained bytes so far (the stream's state is not disturbed). */
-void pk_stream_digest(const pk_stream *stream, unsigned char out[32]);
+/* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
+ * state is not disturbed, so hashing may go on after). */
+void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
 
 #endif

@@ -38,10 +38,28 @@ except ImportError:
     _native = None
 
 needs_native = pytest.mark.skipif(_native is None, reason="the native pump (processkit._native) is not built")
-PUMPS = (PythonPump, NativePump)
+
+
+class InlineNativePump(NativePump):
+    """The native pump hashing on the caller's thread."""
+
+    def __init__(self, fd, capture, echo):
+        super().__init__(fd, capture, echo, hash_thread=False)
+
+
+class ThreadedNativePump(NativePump):
+    """The native pump hashing on a thread of its own behind the reader."""
+
+    def __init__(self, fd, capture, echo):
+        super().__init__(fd, capture, echo, hash_thread=True)
+
+
+PUMPS = (PythonPump, InlineNativePump, ThreadedNativePump)
 # Single-pump cases: the Python reference still runs when the native pump is missing.
 EACH_PUMP = pytest.mark.parametrize(
-    "cls", [PythonPump, pytest.param(NativePump, marks=needs_native)], ids=["python", "native"]
+    "cls",
+    [PythonPump, pytest.param(InlineNativePump, marks=needs_native), pytest.param(ThreadedNativePump, marks=needs_native)],
+    ids=["python", "native", "native-threaded"],
 )
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 SMALL_BUFFER = 4096  # echo pipes and sockets this small fill up and make the echo queue
@@ -191,18 +209,19 @@ def run_pump(
 
 
 def check_equivalent(tmp_dir, data: bytes, cap: int, **feeding) -> None:
-    python, native = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
-    assert native.report == python.report
-    assert native.seen == python.seen == len(data)
-    assert native.captured == python.captured == data[:cap]
-    assert native.echoed == python.echoed
-    if native.echoed is not None:
-        assert native.echoed == data
-    report = native.report
+    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
+    for native in natives:
+        assert native.report == python.report
+        assert native.seen == python.seen == len(data)
+        assert native.captured == python.captured == data[:cap]
+        assert native.echoed == python.echoed
+    if python.echoed is not None:
+        assert python.echoed == data
+    report = python.report
     assert report["bytes_written"] == min(cap, len(data))
     assert report["truncated"] == (len(data) > cap)
     assert report["write_error"] is False
-    assert report["sha256"] == hashlib.sha256(native.captured).hexdigest()
+    assert report["sha256"] == hashlib.sha256(python.captured).hexdigest()
 
 
 def random_bytes(size: int, seed: int) -> bytes:

@@ -85,22 +85,35 @@ class PythonPump:
         return self._capture.report() if self._capture else None
 
 
+def hash_on_a_thread() -> bool:
+    """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
+
+    Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
+    two designs can be measured side by side.
+    """
+    choice = os.environ.get("PROCESSKIT_HASH_THREAD", "")
+    if choice in ("0", "1"):
+        return choice == "1"
+    return (os.cpu_count() or 1) > 1
+
+
 class NativePump:
     """The same contract through ``processkit._native``: the whole drain of a wakeup in one C call."""
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
+    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, hash_thread: bool | None = None):
         module = native.module()
         self._ffi, self._lib = module.ffi, module.lib
         self.fd = fd
         self._capture = capture
         self._echo = echo
         cap = capture.cap if capture else 0
-        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE)
+        threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
+        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
-            raise MemoryError("cannot allocate the native pump buffer")
+            raise MemoryError("cannot allocate the native pump buffer or start its hashing thread")
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
-        self._buffer = self._ffi.buffer(self._stream.buf, CHUNK_SIZE)
+        self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
 
     @property
     def seen(self) -> int:
@@ -124,7 +137,7 @@ class NativePump:
             if result.echo_errno:
                 echo.abandon()
             elif result.echoed < last:
-                echo.queue(self._buffer[result.echoed : last])
+                echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
             return result.total
         if result.eof:
