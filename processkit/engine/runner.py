@@ -162,6 +162,7 @@ class OutputStream:
         now = self._loop.now
         if after_wait and count >= self._half_pipe:
             self._fast, self._window_start, self._window_bytes = True, now, 0
+            return True
         if self._fast:
             self._window_bytes += count
             if now - self._window_start >= COALESCE_SECONDS:
