@@ -23,20 +23,26 @@
 
 static void *hash_behind(void *arg);
 
-/* Starts the hashing thread with every signal blocked: signals belong to the event loop. */
+/* Starts the hashing thread with every signal blocked: signals belong to the event loop.
+ * Returns whether it runs; without it the stream hashes inline. */
 static int start_hasher(pk_stream *stream)
 {
     sigset_t all, old;
     int failed;
-    if (pthread_mutex_init(&stream->lock, NULL) != 0)
-        return -1;
-    if (pthread_cond_init(&stream->wake, NULL) != 0 || pthread_cond_init(&stream->room, NULL) != 0)
-        return -1;
+    /* Default mutex and condition attributes: these initialisations cannot fail on Linux. */
+    pthread_mutex_init(&stream->lock, NULL);
+    pthread_cond_init(&stream->wake, NULL);
+    pthread_cond_init(&stream->room, NULL);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     failed = pthread_create(&stream->hasher, NULL, hash_behind, stream);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return failed ? -1 : 0;
+    if (failed) {
+        pthread_cond_destroy(&stream->room);
+        pthread_cond_destroy(&stream->wake);
+        pthread_mutex_destroy(&stream->lock);
+    }
+    return !failed;
 }
 
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread)
@@ -57,13 +63,8 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_siz
     stream->buf_size = buf_size;
     stream->ring_size = ring_size;
     pk_sha256_init(&stream->sha);
-    if (hash_thread) {
-        if (start_hasher(stream) != 0) {
-            free(buf);
-            goto fail;
-        }
-        stream->threaded = 1;
-    }
+    /* No thread to be had (a process or memory limit): the same results, hashed inline. */
+    stream->threaded = hash_thread && start_hasher(stream);
     return stream;
 fail:
     free(stream);

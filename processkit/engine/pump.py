@@ -110,7 +110,7 @@ class NativePump:
         threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
-            raise MemoryError("cannot allocate the native pump buffer or start its hashing thread")
+            raise MemoryError("cannot allocate the native pump buffer")
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
