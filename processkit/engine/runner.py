@@ -258,6 +258,7 @@ class Run:
                 self.events.emit("limit_hit", limit=exc.limit, detail=exc.detail)
             self.events.emit("container_failed", phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc))
             raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
+        self._publication = self._publish()
 
     def _start(self) -> None:
         spec = self.spec
@@ -290,10 +291,6 @@ class Run:
             self._stdin_source = None
         if spec.stdin is StdinMode.INHERIT:
             self._foreground = Foreground.lend(self.child.pid)
-        # Registry entry and control socket (run.md §1.3 step 7) come after the spawn: they are
-        # best effort and cost imports, which the child need not wait for. run_started, which
-        # --detach waits for, still follows them.
-        self._publication = self._publish()
         self.started_at = utc_timestamp()
         self.events.emit(
             "run_started",
