@@ -455,6 +455,10 @@ def run_table(bench: Bench, args) -> None:
     def quoted(argv: list[str]) -> str:
         return " ".join(shlex.quote(word) for word in argv)
 
+    startup = bench.series("start-up: run -- true vs python -c pass", [*run, "--", "true"], [py, "-c", "pass"],
+                           n=max(args.n, 15), launcher=False)
+    for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
+        print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
     note = f"{args.size} per producer"
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
         child = quoted(produce(size))
@@ -485,10 +489,6 @@ def run_table(bench: Bench, args) -> None:
     idle = ["--idle-timeout", "1h"]
     bench.series("--idle-timeout 1h overhead, capture, 4K writes", [*run, *idle, *capture, "--", *produce(4096)],
                  [*run, *capture, "--", *produce(4096)], note)
-    bench.series("start-up: run -- true vs python -c pass", [*run, "--", "true"], [py, "-c", "pass"],
-                 n=max(args.n, 15), launcher=False)
-    for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
-        print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
     bench.series("peak RSS, 2 GiB captured + echoed", [*run, *capture, "--", *produce(1 << 16, 2 << 30)], None,
                  "2 GiB in 64K writes", n=1, warmup=0)
     lone = [py, "-c", LONE_LINES_PY, "200", "0.02"]
@@ -498,6 +498,29 @@ def run_table(bench: Bench, args) -> None:
     bench.results.append(row)
     print(f"lone-line echo delay: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms, max {row['max_ms']:.2f} ms "
           "(200 lines, one per 20 ms)", flush=True)
+    print_markdown(bench.results, startup)
+
+
+def print_markdown(rows: list[dict], startup: dict) -> None:
+    """The rows as a bench/README.md table. "Net" subtracts the runner's own start-up (the medians
+    of ``run -- true``) from A's medians: what the runner costs per byte, not per run."""
+    print("\n| Figure | A/B wall, median (min–max) | A/B CPU, median (min–max) | net of start-up: wall / CPU | A alone |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        if "p95_ms" in row:
+            print(f"| {row['name']} | | | | p50 {row['p50_ms']:.2f} ms, p95 **{row['p95_ms']:.2f} ms** |")
+            continue
+        if "b_wall" not in row:
+            print(f"| {row['name']} | | | | peak RSS **{row['a_rss_mib']:.1f} MiB** |")
+            continue
+        net = ""
+        if row is not startup and not row["name"].startswith(("runner CPU", "capture, hashing", "--idle")):
+            net_wall = (row["a_wall"] - startup["a_wall"]) / row["b_wall"]
+            net_cpu = (row["a_cpu"] - startup["a_cpu"]) / row["b_cpu"]
+            net = f"{net_wall:.2f} / {net_cpu:.2f}"
+        print(f"| {row['name']} | **{row['wall_ratio']:.2f}** ({row['wall_ratio_min']:.2f}–{row['wall_ratio_max']:.2f}) "
+              f"| **{row['cpu_ratio']:.2f}** ({row['cpu_ratio_min']:.2f}–{row['cpu_ratio_max']:.2f}) | {net} "
+              f"| {row['a_wall']:.3f} s wall, {row['a_cpu']:.3f} s CPU |")
 
 
 if __name__ == "__main__":
