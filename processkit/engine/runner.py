@@ -33,6 +33,7 @@ PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must 
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 PIPE_SIZE = 1024 * 1024
+DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 
 # Facts about pipes that shape how a child's output is read:
 # - A reader woken on readiness gets whatever is queued; a child writing line by line wakes the
@@ -118,8 +119,8 @@ class OutputStream:
         os.set_blocking(fd, False)
         try:
             pipe_size = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        except OSError:
-            pipe_size = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)  # a smaller pipe only means more wakeups
+        except OSError:  # a smaller pipe only means more wakeups (and a terminal is no pipe)
+            pipe_size = DEFAULT_PIPE_SIZE
         self._half_pipe = pipe_size // 2
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
