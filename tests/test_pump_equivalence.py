@@ -1,8 +1,9 @@
 """The native pump (processkit._native) against the Python reference, byte for byte, through
 both the single-chunk pump() and the per-wakeup drain().
 
-Both pumps drain a real non-blocking pipe fed in random pieces, into a capped capture file and
-optionally a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
+The pumps (Python; native hashing inline; native hashing on its own thread behind the reader)
+drain a real non-blocking pipe fed in random pieces, into a capped capture file and optionally
+a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
 They must leave identical capture files, counts, flags and digests, and each digest must be the
 SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
 both its accelerated and its portable path.
