@@ -42,11 +42,13 @@ DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 #   way to read bigger pieces from a slow writer is to stay away for a while and let it queue.
 # - While the reader stays away, a writer that fills the pipe blocks: a wait long enough to fill
 #   the pipe caps the writer's throughput at one pipe per wait, whatever the reader could take.
+# - A timer wait can last longer than asked (a busy machine), so what a wait brought says how
+#   fast the writer is only when divided by how long the wait really lasted.
 # So: after a short drain the stream stops reading for COALESCE_SECONDS (a lone line is still
 # echoed at once; only the lines behind it wait). A drain right after such a wait that finds the
-# pipe at least half full shows a writer fast enough to fill it: the stream then reads on every
-# wakeup ("fast") and waits no more until a whole COALESCE_SECONDS window brings less than a
-# quarter pipe, a rate at which waiting again cannot fill the pipe.
+# pipe nearly full (the writer may have blocked), or that shows a writer able to half fill it in
+# COALESCE_SECONDS, makes the stream read on every wakeup ("fast"). It waits again once a window
+# of at least COALESCE_SECONDS shows half that rate: waiting then cannot fill the pipe.
 SHORT_DRAIN = 64 * 1024  # a drain smaller than this means the child writes in small pieces
 COALESCE_SECONDS = 0.002
 DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner must not starve the loop
@@ -113,15 +115,17 @@ class OutputStream:
         self.open = True
         self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
         self._coalescing = None  # the timer that ends a wait after a short drain
+        self._wait_started = 0.0
         self._fast = False  # the writer fills the pipe during a wait: read on every wakeup
-        self._window_start = 0.0  # while fast: the current COALESCE_SECONDS window ...
+        self._window_start = 0.0  # while fast: the current window ...
         self._window_bytes = 0  # ... and the bytes drained in it
         os.set_blocking(fd, False)
         try:
             pipe_size = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         except OSError:  # a smaller pipe only means more wakeups (and a terminal is no pipe)
             pipe_size = DEFAULT_PIPE_SIZE
-        self._half_pipe = pipe_size // 2
+        self._nearly_full = pipe_size * 3 // 4
+        self._fast_rate = pipe_size / 2 / COALESCE_SECONDS  # bytes per second
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
         self._loop.add_reader(fd, self._on_readable)
@@ -157,17 +161,19 @@ class OutputStream:
             if not after_wait:
                 self._loop.remove_reader(self.fd)
             self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
+            self._wait_started = self._loop.now
 
     def _keeps_reading(self, count: int, after_wait: bool) -> bool:
         """False when the stream should wait for its pipe to fill before the next read."""
         now = self._loop.now
-        if after_wait and count >= self._half_pipe:
+        if after_wait and (count >= self._nearly_full or count >= self._fast_rate * (now - self._wait_started)):
             self._fast, self._window_start, self._window_bytes = True, now, 0
             return True
         if self._fast:
             self._window_bytes += count
-            if now - self._window_start >= COALESCE_SECONDS:
-                self._fast = self._window_bytes >= self._half_pipe // 2
+            elapsed = now - self._window_start
+            if elapsed >= COALESCE_SECONDS:
+                self._fast = self._window_bytes >= self._fast_rate / 2 * elapsed
                 self._window_start, self._window_bytes = now, 0
             return self._fast or count >= SHORT_DRAIN
         return count >= SHORT_DRAIN
