@@ -89,6 +89,19 @@ void pk_stream_free(pk_stream *stream)
     free(stream);
 }
 
+/* Hashes stream bytes [from, to), which the ring still holds, wrapping at its end. */
+static void hash_ring(pk_stream *stream, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        size_t at = (size_t)(from % stream->ring_size);
+        size_t len = stream->ring_size - at;
+        if (len > to - from)
+            len = (size_t)(to - from);
+        pk_sha256_update(&stream->sha, stream->buf + at, len);
+        from += len;
+    }
+}
+
 /* The hashing thread: hashes ring bytes [hashed, target) of the stream as the reader allows. */
 static void *hash_behind(void *arg)
 {
@@ -103,14 +116,7 @@ static void *hash_behind(void *arg)
             continue;
         }
         pthread_mutex_unlock(&stream->lock);
-        while (from < to) {
-            size_t at = (size_t)(from % stream->ring_size);
-            size_t len = stream->ring_size - at;
-            if (len > to - from)
-                len = (size_t)(to - from);
-            pk_sha256_update(&stream->sha, stream->buf + at, len);
-            from += len;
-        }
+        hash_ring(stream, from, to);
         pthread_mutex_lock(&stream->lock);
         __atomic_store_n(&stream->hashed, to, __ATOMIC_RELEASE);
         pthread_cond_signal(&stream->room);
@@ -137,6 +143,28 @@ static void hand_over(pk_stream *stream, uint64_t len, int now)
     while (stream->hashed != stream->written && stream->seen + len > stream->hashed + stream->ring_size)
         pthread_cond_wait(&stream->room, &stream->lock);
     pthread_mutex_unlock(&stream->lock);
+}
+
+/* A wakeup that brought less than a chunk (a writer coalesced by waits) is hashed on the
+ * caller's thread when the hasher is idle: waking a thread costs more than hashing a few KiB.
+ * While it is idle (hashed == target) only the reader changes target, so the hasher keeps off
+ * the digest state until both move on together. Returns whether it did. */
+static int hash_small_inline(pk_stream *stream)
+{
+    uint64_t from;
+    pthread_mutex_lock(&stream->lock);
+    from = stream->target;
+    if (stream->hashed != from || stream->written - from >= stream->buf_size) {
+        pthread_mutex_unlock(&stream->lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&stream->lock);
+    hash_ring(stream, from, stream->written);
+    pthread_mutex_lock(&stream->lock);
+    stream->target = stream->written;
+    __atomic_store_n(&stream->hashed, stream->written, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&stream->lock);
+    return 1;
 }
 
 /* Writes the part of a chunk that fits under the cap; returns how many bytes the kernel took. */
@@ -227,8 +255,12 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_
             pk_sha256_update(&stream->sha, chunk, retained);
         if (echo_fd >= 0 && result->echoed < (size_t)count)
             break;
+        /* A short read emptied the pipe: reading on would take the writer's next few bytes one
+         * syscall at a time, the very cost that waiting for the pipe to fill avoids. */
+        if ((size_t)count < len)
+            break;
     }
-    if (stream->threaded)
+    if (stream->threaded && !hash_small_inline(stream))
         hand_over(stream, 0, 1);  /* the hasher works on while the loop waits */
 }
 

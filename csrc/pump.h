@@ -49,8 +49,8 @@ typedef struct pk_drain_result {
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
-/* One wakeup's work: read chunks of up to buf_size bytes from in_fd until it is empty (EAGAIN),
- * at EOF, on a read error, or once `budget` bytes were read. Each chunk is counted; the part
+/* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
+ * (the pipe is empty for now), at EOF, on a read error, or once `budget` bytes were read. Each chunk is counted; the part
  * that fits under cap is written to capture_fd (retrying partial writes and EINTR; the first
  * other failure latches write_error) and hashed exactly as written; then, when echo_fd >= 0, the
  * chunk is written to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). An echo

@@ -1,6 +1,7 @@
 """The output pump: one call per wakeup drains a child pipe onward.
 
-``drain()`` reads chunk after chunk until the pipe is empty, at EOF, or a byte budget is spent,
+``drain()`` reads chunk after chunk until a read comes back short (the pipe is empty for now),
+at EOF, or a byte budget is spent,
 so the event loop runs once per wakeup rather than once per chunk; ``pump()`` is the single
 chunk step it is made of. Each chunk goes to the capture file (up to the cap, hashed
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
@@ -77,7 +78,7 @@ class PythonPump:
             if count <= 0:
                 return total or count
             total += count
-            if echo is not None and echo.backlog:
+            if count < CHUNK_SIZE or (echo is not None and echo.backlog):
                 break
         return total
 
