@@ -221,8 +221,7 @@ static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
     return count;
 }
 
-void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
-                     pk_drain_result *result)
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, pk_drain_result *result)
 {
     memset(result, 0, sizeof *result);
     while (result->total < budget) {
@@ -257,9 +256,8 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_
         if (echo_fd >= 0 && result->echoed < (size_t)count)
             break;
         /* A short read emptied the pipe: reading on would take the writer's next few bytes one
-         * syscall at a time, the very cost that waiting for the pipe to fill avoids; for a writer
-         * known to be fast (until_empty), reading on is cheaper than another loop turn. */
-        if ((size_t)count < len && !until_empty)
+         * syscall at a time, the very cost that waiting for the pipe to fill avoids. */
+        if ((size_t)count < len)
             break;
     }
     if (stream->threaded && !hash_small_inline(stream))

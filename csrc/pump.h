@@ -50,15 +50,13 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_siz
 void pk_stream_free(pk_stream *stream);
 
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
- * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read
- * error, or once `budget` bytes were read. Each chunk is counted; the part
+ * (the pipe is empty for now), at EOF, on a read error, or once `budget` bytes were read. Each chunk is counted; the part
  * that fits under cap is written to capture_fd (retrying partial writes and EINTR; the first
  * other failure latches write_error) and hashed exactly as written; then, when echo_fd >= 0, the
  * chunk is written to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). An echo
  * that takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. */
-void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
-                     pk_drain_result *result);
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, pk_drain_result *result);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
  * state is not disturbed, so hashing may go on after). */

@@ -1,7 +1,7 @@
 """The output pump: one call per wakeup drains a child pipe onward.
 
-``drain()`` reads chunk after chunk until a read comes back short (the pipe is empty for now;
-``until_empty``: until a read finds nothing), at EOF, or a byte budget is spent,
+``drain()`` reads chunk after chunk until a read comes back short (the pipe is empty for now),
+at EOF, or a byte budget is spent,
 so the event loop runs once per wakeup rather than once per chunk; ``pump()`` is the single
 chunk step it is made of. Each chunk goes to the capture file (up to the cap, hashed
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
@@ -61,7 +61,7 @@ class PythonPump:
                 self._echo.write(chunk)
         return count
 
-    def drain(self, budget: int, until_empty: bool = False) -> int:
+    def drain(self, budget: int) -> int:
         """Bytes read, or EOF_REACHED / WOULD_BLOCK when the first read found nothing.
 
         A read error after some bytes ends the drain quietly; the next call raises it.
@@ -78,7 +78,7 @@ class PythonPump:
             if count <= 0:
                 return total or count
             total += count
-            if (count < CHUNK_SIZE and not until_empty) or (echo is not None and echo.backlog):
+            if count < CHUNK_SIZE or (echo is not None and echo.backlog):
                 break
         return total
 
@@ -123,7 +123,7 @@ class NativePump:
     def pump(self) -> int:
         return self.drain(1)
 
-    def drain(self, budget: int, until_empty: bool = False) -> int:
+    def drain(self, budget: int) -> int:
         echo = self._echo
         if echo is not None and echo.broken:
             echo = None
@@ -131,12 +131,7 @@ class NativePump:
         result = self._result
         # Behind a backlog every chunk is queued whole, so only one is read per call.
         self._lib.pk_stream_drain(
-            self._stream,
-            echo.fd if direct else -1,
-            int(direct and echo.is_socket),
-            budget if direct or echo is None else 1,
-            int(until_empty),
-            result,
+            self._stream, echo.fd if direct else -1, int(direct and echo.is_socket), budget if direct or echo is None else 1, result
         )
         last = result.last
         if last and echo is not None:

@@ -140,7 +140,7 @@ class OutputStream:
 
     def _drain(self, after_wait: bool) -> None:
         try:
-            count = self.pump.drain(DRAIN_BUDGET, until_empty=self._fast)
+            count = self.pump.drain(DRAIN_BUDGET)
         except OSError:
             count = pump.EOF_REACHED  # an unreadable pipe ends like EOF
         if count == pump.EOF_REACHED:
