@@ -12,6 +12,7 @@ with ``cc`` when there is one, and the capture output.
 
     python3 bench/throughput.py                   # everything (the peer alone takes ~30 min)
     python3 bench/throughput.py --only capture echo --size 256m -n 5
+    python3 bench/throughput.py --table --size 512m -n 3 --lines 2000000   # issue 12's target table
 
 Peak RSS: a child's ``ru_maxrss`` starts at its parent's RSS when it was spawned (exec carries
 the old address space's high-water mark over), so measured from this script no figure could read
