@@ -42,7 +42,7 @@ class ManPagesDistribution(Distribution):
 MAN_PAGES = sorted(str(path) for path in Path("man/man1").glob("*.1"))
 
 setup(
-    cffi_modules=["csrc/build_pump.py:ffibuilder"],
+    cffi_modules=["csrc/build_native.py:ffibuilder"],
     cmdclass={"build_ext": OptionalBuildExt},
     data_files=[("share/man/man1", MAN_PAGES)],
     distclass=ManPagesDistribution,

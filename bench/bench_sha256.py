@@ -14,14 +14,14 @@ import os
 
 import pytest
 
-_pump = pytest.importorskip("processkit._pump", reason="the native pump (processkit._pump) is not built")
+_native = pytest.importorskip("processkit._native", reason="the native pump (processkit._native) is not built")
 
 SIZE = 64 * 1024 * 1024
 DATA = os.urandom(SIZE)
 
 
 def native_sha256(data: bytes) -> bytes:
-    ffi, lib = _pump.ffi, _pump.lib
+    ffi, lib = _native.ffi, _native.lib
     ctx = ffi.new("pk_sha256 *")
     lib.pk_sha256_init(ctx)
     lib.pk_sha256_update(ctx, ffi.from_buffer("unsigned char[]", data), len(data))
@@ -38,6 +38,6 @@ def hashlib_sha256(data: bytes) -> bytes:
 @pytest.mark.parametrize("implementation", [native_sha256, hashlib_sha256], ids=["native", "hashlib"])
 def test_sha256_throughput(benchmark, implementation):
     assert native_sha256(DATA) == hashlib_sha256(DATA)
-    benchmark.extra_info["path"] = "accelerated" if _pump.lib.pk_sha256_accelerated() else "portable"
+    benchmark.extra_info["path"] = "accelerated" if _native.lib.pk_sha256_accelerated() else "portable"
     benchmark(implementation, DATA)
     benchmark.extra_info["MB/s (median)"] = round(SIZE / benchmark.stats.stats.median / 1e6, 1)

@@ -12,6 +12,7 @@ with ``cc`` when there is one, and the capture output.
 
     python3 bench/throughput.py                   # everything (the peer alone takes ~30 min)
     python3 bench/throughput.py --only capture echo --size 256m -n 5
+    python3 bench/throughput.py --table --size 512m -n 3 --lines 2000000   # issue 12's target table
 
 Peak RSS: a child's ``ru_maxrss`` starts at its parent's RSS when it was spawned (exec carries
 the old address space's high-water mark over), so measured from this script no figure could read
@@ -28,6 +29,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -70,6 +72,52 @@ int main(int argc, char **argv)
             + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
     return fclose(out) != 0;
 }
+"""
+
+WRITER_C = r"""
+/* Writes argv[2] bytes to stdout in write() calls of argv[1] bytes; at exit, its own CPU seconds
+ * go to argv[3] when given. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    size_t size = argc > 2 ? strtoull(argv[1], NULL, 10) : 0;
+    unsigned long long left = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
+    char *piece = malloc(size ? size : 1);
+    struct rusage usage;
+    FILE *out;
+    if (!piece || !size)
+        return 2;
+    for (size_t i = 0; i < size; i++)
+        piece[i] = (char)(i % 100 == 99 ? '\n' : 'a' + i % 26);
+    while (left) {
+        ssize_t count = write(1, piece, left < size ? (size_t)left : size);
+        if (count <= 0)
+            return 1;
+        left -= (unsigned long long)count;
+    }
+    if (argc < 4)
+        return 0;
+    getrusage(RUSAGE_SELF, &usage);
+    out = fopen(argv[3], "w");
+    if (!out)
+        return 1;
+    fprintf(out, "%f\n", usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
+            + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+    return fclose(out) != 0;
+}
+"""
+
+# A line-at-a-time child: a line every argv[2] seconds, each carrying its CLOCK_MONOTONIC stamp.
+LONE_LINES_PY = """
+import sys, time
+for _ in range(int(sys.argv[1])):
+    sys.stdout.write(f"{time.monotonic():.9f}\\n")
+    sys.stdout.flush()
+    time.sleep(float(sys.argv[2]))
 """
 
 PEAK_C = r"""
@@ -264,7 +312,7 @@ FIGURES = ("startup", "capture", "echo", "small-writes", "idle", "rss", "peer")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="1g", help="size of the line-oriented file (default 1g)")
+    parser.add_argument("--size", help="size of the line-oriented file (default 1g)")
     parser.add_argument("--lines", type=int, default=3_000_000, help="lines the small-writes child writes")
     parser.add_argument("-n", type=int, default=7, help="counted runs of each side")
     parser.add_argument("--warmup", type=int, default=1)
@@ -274,12 +322,18 @@ def main() -> None:
     parser.add_argument("--work", help="parent directory for the temporary files (default: the system's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", help="also write every row to this file")
+    parser.add_argument("--table", action="store_true",
+                        help="the hot-path target table (bench/README.md); --size is then the bytes per producer "
+                             "(default 256m) and --work defaults to /dev/shm")
     args = parser.parse_args()
+    args.size = args.size or ("256m" if args.table else "1g")
+    if args.table and args.work is None and os.access("/dev/shm", os.W_OK):
+        args.work = "/dev/shm"
 
     work = Path(tempfile.mkdtemp(prefix="pk-bench-", dir=args.work))
     bench = Bench(args, work)
     try:
-        run_figures(bench, args)
+        (run_table if args.table else run_figures)(bench, args)
     finally:
         if args.json:
             Path(args.json).write_text(json.dumps(bench.results, indent=1) + "\n")
@@ -362,6 +416,112 @@ def run_figures(bench: Bench, args) -> None:
         bench.series("peer: run --capture-dir -- cat vs processkit run --output-limit 2 GiB",
                      [*run, *capture, "--", "cat", data], [peer, "run", "--output-limit", str(2 << 30), "--", "cat", data],
                      size_note, n=runs, warmup=0)
+
+
+def lone_line_delays(command: list[str], lines: int, every: float) -> list[float]:
+    """Seconds from a lone line's write (its stamp) to its arrival on the runner's stdout."""
+    import time
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    delays = []
+    for line in proc.stdout:
+        delays.append(time.monotonic() - float(line))
+    if proc.wait() != 0 or len(delays) != lines:
+        raise SystemExit(f"lone lines: exit {proc.returncode}, {len(delays)} of {lines} lines")
+    return delays
+
+
+def run_table(bench: Bench, args) -> None:
+    """Issue 12's target table: each figure a side-by-side series, medians of interleaved pairs."""
+    work = bench.work
+    bin_dir = bench.venv("venv", str(REPO))
+    pk, py = str(bin_dir / "processkit-cli"), str(bin_dir / "python")
+    print(f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
+          f"Python {platform.python_version()}; work dir {work}; checkout {checkout()}; load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    total = parse_size(args.size)
+    writer = bench.compile("writer", WRITER_C)
+    if writer is None:
+        raise SystemExit("--table needs cc for its producer")
+    jsonl, cap_dir, out = str(work / "run.jsonl"), str(work / "cap"), str(work / "out")
+    run = [pk, "run", "--jsonl", jsonl]
+    capture = ["--capture-dir", cap_dir, "--capture-max-bytes", "2g"]
+
+    def produce(size: int, count: int = total, cpu: Path | None = None) -> list[str]:
+        return [*writer, str(size), str(count), *([str(cpu)] if cpu else [])]
+
+    def shell(*words: str) -> list[str]:
+        return ["sh", "-c", " ".join(words)]
+
+    def quoted(argv: list[str]) -> str:
+        return " ".join(shlex.quote(word) for word in argv)
+
+    startup = bench.series("start-up: run -- true vs python -c pass", [*run, "--", "true"], [py, "-c", "pass"],
+                           n=max(args.n, 15), launcher=False)
+    for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
+        print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
+    note = f"{args.size} per producer"
+    for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
+        child = quoted(produce(size))
+        bench.series(f"echo to /dev/null, {label} writes: run vs cat", [*run, "--", *produce(size)],
+                     shell(child, "| cat"), note)
+        bench.series(f"echo to a file, {label} writes: run vs cat",
+                     shell("exec", quoted([*run, "--", *produce(size)]), ">", out), shell(child, "| cat >", out), note)
+    for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
+        child = quoted(produce(size))
+        bench.series(f"capture+SHA+echo, {label} writes: run vs tee FILE + openssl sha256 (CPU)",
+                     [*run, *capture, "--", *produce(size)],
+                     shell(child, "| tee", out, ">/dev/null && openssl dgst -sha256", out, ">/dev/null"), note)
+        bench.series(f"capture+SHA+echo, {label} writes: run vs tee FILE (wall)",
+                     [*run, *capture, "--", *produce(size)], shell(child, "| tee", out, ">/dev/null"), note)
+    child_cpu = work / "child-cpu"
+    per_pump = produce(4096, 4 * total, child_cpu)  # four times the bytes: start-up weighs less
+    bench.series("runner CPU, capture, 4K writes: native vs Python pump",
+                 ["env", "PROCESSKIT_PUMP=native", *run, *capture, "--", *per_pump],
+                 ["env", "PROCESSKIT_PUMP=python", *run, *capture, "--", *per_pump],
+                 f"4x {args.size}; runner CPU only, start-up included", child_cpu=child_cpu)
+    bench.series("capture, hashing thread vs inline (native)",
+                 ["env", "PROCESSKIT_HASH_THREAD=1", *run, *capture, "--", *produce(4096)],
+                 ["env", "PROCESSKIT_HASH_THREAD=0", *run, *capture, "--", *produce(4096)], note + "; 4K writes")
+    small = produce(100, args.lines * 100)
+    bench.series(f"{args.lines} writes of 100 B, capture: whole tree vs tee FILE",
+                 [*run, *capture, "--", *small], shell(quoted(small), "| tee", out, ">/dev/null"),
+                 f"{args.lines} x 100 B")
+    idle = ["--idle-timeout", "1h"]
+    bench.series("--idle-timeout 1h overhead, capture, 4K writes", [*run, *idle, *capture, "--", *produce(4096)],
+                 [*run, *capture, "--", *produce(4096)], note)
+    bench.series("peak RSS, 2 GiB captured + echoed", [*run, *capture, "--", *produce(1 << 16, 2 << 30)], None,
+                 "2 GiB in 64K writes", n=1, warmup=0)
+    lone = [py, "-c", LONE_LINES_PY, "200", "0.02"]
+    delays = sorted(lone_line_delays([*run, "--", *lone], 200, 0.02))
+    row = {"name": "lone-line echo delay", "p50_ms": delays[len(delays) // 2] * 1000,
+           "p95_ms": delays[int(len(delays) * 0.95)] * 1000, "max_ms": delays[-1] * 1000}
+    bench.results.append(row)
+    print(f"lone-line echo delay: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms, max {row['max_ms']:.2f} ms "
+          "(200 lines, one per 20 ms)", flush=True)
+    print_markdown(bench.results, startup)
+
+
+def print_markdown(rows: list[dict], startup: dict) -> None:
+    """The rows as a bench/README.md table. "Net" subtracts the runner's own start-up (the medians
+    of ``run -- true``) from A's medians: what the runner costs per byte, not per run."""
+    print("\n| Figure | A/B wall, median (min–max) | A/B CPU, median (min–max) | net of start-up: wall / CPU | A alone |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        if "p95_ms" in row:
+            print(f"| {row['name']} | | | | p50 {row['p50_ms']:.2f} ms, p95 **{row['p95_ms']:.2f} ms** |")
+            continue
+        if "b_wall" not in row:
+            print(f"| {row['name']} | | | | peak RSS **{row['a_rss_mib']:.1f} MiB** |")
+            continue
+        net = ""
+        if row is not startup and not row["name"].startswith(("runner CPU", "capture, hashing", "--idle")):
+            net_wall = (row["a_wall"] - startup["a_wall"]) / row["b_wall"]
+            net_cpu = (row["a_cpu"] - startup["a_cpu"]) / row["b_cpu"]
+            net = f"{net_wall:.2f} / {net_cpu:.2f}"
+        print(f"| {row['name']} | **{row['wall_ratio']:.2f}** ({row['wall_ratio_min']:.2f}–{row['wall_ratio_max']:.2f}) "
+              f"| **{row['cpu_ratio']:.2f}** ({row['cpu_ratio_min']:.2f}–{row['cpu_ratio_max']:.2f}) | {net} "
+              f"| {row['a_wall']:.3f} s wall, {row['a_cpu']:.3f} s CPU |")
 
 
 if __name__ == "__main__":

@@ -1,40 +1,170 @@
 /* The native pump; see pump.h for the contract shared with processkit/engine/pump.py.
  *
- * Everything runs on the caller's thread: a helper thread hashing the previous chunk measured
- * slower on small machines, where the producer already occupies the other core. */
+ * Copy and digest overlap: with a hashing thread, chunks are read into a ring of RING_CHUNKS
+ * read buffers and the thread hashes the retained prefix of the stream behind the reader, so
+ * hashing one chunk runs while the next is read, captured and echoed. The retained bytes are
+ * always a prefix of the stream (capture stops for good at the cap or the first write error),
+ * so the hasher needs only one number from the reader: how many bytes it may hash. The reader
+ * never overwrites ring bytes the hasher has yet to read, and waits (briefly: one chunk's
+ * hashing) when the ring is full. Without the thread everything runs on the caller's thread,
+ * reading always into the ring's first chunk. Either way the event loop calling this stays
+ * single-threaded, and the digest is exactly that of the retained bytes. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "pump.h"
 
-pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size)
+#define RING_CHUNKS 4
+
+static void *hash_behind(void *arg);
+
+/* Starts the hashing thread with every signal blocked: signals belong to the event loop.
+ * Returns whether it runs; without it the stream hashes inline. */
+static int start_hasher(pk_stream *stream)
+{
+    sigset_t all, old;
+    int failed;
+    /* Default mutex and condition attributes: these initialisations cannot fail on Linux. */
+    pthread_mutex_init(&stream->lock, NULL);
+    pthread_cond_init(&stream->wake, NULL);
+    pthread_cond_init(&stream->room, NULL);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    failed = pthread_create(&stream->hasher, NULL, hash_behind, stream);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed) {
+        pthread_cond_destroy(&stream->room);
+        pthread_cond_destroy(&stream->wake);
+        pthread_mutex_destroy(&stream->lock);
+    }
+    return !failed;
+}
+
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread)
 {
     pk_stream *stream = calloc(1, sizeof *stream);
+    size_t ring_size;
     void *buf;
-    if (!stream)
-        return NULL;
+    if (!stream || !buf_size)
+        goto fail;
+    ring_size = hash_thread ? buf_size * RING_CHUNKS : buf_size;
     /* Page alignment lets the kernel copy in and out of the buffer at full speed. */
-    if (posix_memalign(&buf, 4096, buf_size ? buf_size : 1) != 0) {
-        free(stream);
-        return NULL;
-    }
+    if (posix_memalign(&buf, 4096, ring_size) != 0)
+        goto fail;
     stream->in_fd = in_fd;
     stream->capture_fd = capture_fd;
     stream->cap = cap;
     stream->buf = buf;
     stream->buf_size = buf_size;
+    stream->ring_size = ring_size;
     pk_sha256_init(&stream->sha);
+    /* No thread to be had (a process or memory limit): the same results, hashed inline. */
+    stream->threaded = hash_thread && start_hasher(stream);
     return stream;
+fail:
+    free(stream);
+    return NULL;
 }
 
 void pk_stream_free(pk_stream *stream)
 {
     if (!stream)
         return;
+    if (stream->threaded) {
+        pthread_mutex_lock(&stream->lock);
+        stream->stopping = 1;
+        pthread_cond_signal(&stream->wake);
+        pthread_mutex_unlock(&stream->lock);
+        pthread_join(stream->hasher, NULL);
+        pthread_cond_destroy(&stream->wake);
+        pthread_cond_destroy(&stream->room);
+        pthread_mutex_destroy(&stream->lock);
+    }
     free(stream->buf);
     free(stream);
+}
+
+/* Hashes stream bytes [from, to), which the ring still holds, wrapping at its end. */
+static void hash_ring(pk_stream *stream, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        size_t at = (size_t)(from % stream->ring_size);
+        size_t len = stream->ring_size - at;
+        if (len > to - from)
+            len = (size_t)(to - from);
+        pk_sha256_update(&stream->sha, stream->buf + at, len);
+        from += len;
+    }
+}
+
+/* The hashing thread: hashes ring bytes [hashed, target) of the stream as the reader allows. */
+static void *hash_behind(void *arg)
+{
+    pk_stream *stream = arg;
+    pthread_mutex_lock(&stream->lock);
+    for (;;) {
+        uint64_t from = stream->hashed, to = stream->target;
+        if (from == to) {
+            if (stream->stopping)
+                break;
+            pthread_cond_wait(&stream->wake, &stream->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&stream->lock);
+        hash_ring(stream, from, to);
+        pthread_mutex_lock(&stream->lock);
+        __atomic_store_n(&stream->hashed, to, __ATOMIC_RELEASE);
+        pthread_cond_signal(&stream->room);
+    }
+    pthread_mutex_unlock(&stream->lock);
+    return NULL;
+}
+
+/* Lets the hasher take the retained bytes so far (at once with `now`, else once a chunk's worth
+ * is waiting, so small reads do not wake it each), then waits until `len` bytes from ring
+ * position `seen` are free of bytes it has yet to hash. The unlocked look at `hashed` may be
+ * stale, which only errs towards taking the lock. */
+static void hand_over(pk_stream *stream, uint64_t len, int now)
+{
+    uint64_t hashed = __atomic_load_n(&stream->hashed, __ATOMIC_ACQUIRE);
+    int has_room = hashed == stream->written || stream->seen + len <= hashed + stream->ring_size;
+    if (has_room && !now && stream->written - stream->target < stream->buf_size)
+        return;
+    pthread_mutex_lock(&stream->lock);
+    if (stream->target != stream->written) {
+        stream->target = stream->written;
+        pthread_cond_signal(&stream->wake);
+    }
+    while (stream->hashed != stream->written && stream->seen + len > stream->hashed + stream->ring_size)
+        pthread_cond_wait(&stream->room, &stream->lock);
+    pthread_mutex_unlock(&stream->lock);
+}
+
+/* A wakeup that brought less than a chunk (a writer coalesced by waits) is hashed on the
+ * caller's thread when the hasher is idle: waking a thread costs more than hashing a few KiB.
+ * While it is idle (hashed == target) only the reader changes target, so the hasher keeps off
+ * the digest state until both move on together. Returns whether it did. */
+static int hash_small_inline(pk_stream *stream)
+{
+    uint64_t from;
+    pthread_mutex_lock(&stream->lock);
+    from = stream->target;
+    if (stream->hashed != from || stream->written - from >= stream->buf_size) {
+        pthread_mutex_unlock(&stream->lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&stream->lock);
+    hash_ring(stream, from, stream->written);
+    pthread_mutex_lock(&stream->lock);
+    stream->target = stream->written;
+    __atomic_store_n(&stream->hashed, stream->written, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&stream->lock);
+    return 1;
 }
 
 /* Writes the part of a chunk that fits under the cap; returns how many bytes the kernel took. */
@@ -81,41 +211,69 @@ static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len,
     return done;
 }
 
-void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result)
+/* Reads one chunk into the ring at `at`, retrying EINTR; returns read()'s result. */
+static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
 {
     ssize_t count;
-    size_t retained, got = 0;
-    unsigned reads = stream->gather > 1 ? stream->gather : 1;
-    result->echoed = 0;
-    result->read_errno = 0;
-    result->echo_errno = 0;
-    while (reads-- > 0 && got < stream->buf_size) {
-        do
-            count = read(stream->in_fd, stream->buf + got, stream->buf_size - got);
-        while (count < 0 && errno == EINTR);
-        if (count <= 0)
-            break;
-        got += (size_t)count;
-    }
-    if (got > 0)
-        count = (ssize_t)got;
-    result->nread = count;
-    if (count < 0) {
-        result->read_errno = errno;
-        return;
-    }
-    if (count == 0)
-        return;
-    stream->seen += (uint64_t)count;
-    retained = capture(stream, stream->buf, (size_t)count);
-    if (echo_fd >= 0)
-        result->echoed = echo(echo_fd, echo_is_socket, stream->buf, (size_t)count, &result->echo_errno);
-    /* Hashed last so the echo consumer does not wait for it; one update over the whole
-     * retained prefix lets full blocks be hashed straight from buf. */
-    pk_sha256_update(&stream->sha, stream->buf, retained);
+    do
+        count = read(stream->in_fd, stream->buf + at, len);
+    while (count < 0 && errno == EINTR);
+    return count;
 }
 
-void pk_stream_digest(const pk_stream *stream, unsigned char out[32])
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
+                     pk_drain_result *result)
 {
+    memset(result, 0, sizeof *result);
+    while (result->total < budget) {
+        size_t at = 0, len = stream->buf_size, retained;
+        unsigned char *chunk;
+        ssize_t count;
+        if (stream->threaded) {
+            at = (size_t)(stream->seen % stream->ring_size);
+            if (len > stream->ring_size - at)
+                len = stream->ring_size - at;
+            hand_over(stream, len, 0);
+        }
+        count = read_chunk(stream, at, len);
+        if (count <= 0) {
+            result->eof = count == 0;
+            result->read_errno = count < 0 ? errno : 0;
+            break;
+        }
+        chunk = stream->buf + at;
+        result->total += (uint64_t)count;
+        result->last_at = at;
+        result->last = (size_t)count;
+        result->echoed = 0;
+        stream->seen += (uint64_t)count;
+        retained = capture(stream, chunk, (size_t)count);
+        if (echo_fd >= 0)
+            result->echoed = echo(echo_fd, echo_is_socket, chunk, (size_t)count, &result->echo_errno);
+        /* Hashed last so the echo consumer does not wait for it; one update over the whole
+         * retained prefix lets full blocks be hashed straight from buf. */
+        if (!stream->threaded)
+            pk_sha256_update(&stream->sha, chunk, retained);
+        if (echo_fd >= 0 && result->echoed < (size_t)count)
+            break;
+        /* A short read emptied the pipe: reading on would take the writer's next few bytes one
+         * syscall at a time, the very cost that waiting for the pipe to fill avoids. A terminal
+         * is the exception (until_empty): it hands out 4 KiB a read however much is waiting. */
+        if ((size_t)count < len && !until_empty)
+            break;
+    }
+    if (stream->threaded && !hash_small_inline(stream))
+        hand_over(stream, 0, 1);  /* the hasher works on while the loop waits */
+}
+
+void pk_stream_digest(pk_stream *stream, unsigned char out[32])
+{
+    if (stream->threaded) {
+        hand_over(stream, 0, 1);
+        pthread_mutex_lock(&stream->lock);
+        while (stream->hashed != stream->target)
+            pthread_cond_wait(&stream->room, &stream->lock);
+        pthread_mutex_unlock(&stream->lock);
+    }
     pk_sha256_final(&stream->sha, out);
 }

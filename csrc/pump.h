@@ -1,20 +1,17 @@
-/* processkit native pump: read a chunk, echo it, write its capped prefix, hash what was written.
+/* processkit native pump: drain a child pipe, echo it, write its capped prefix, hash what was
+ * written.
  *
  * The contract mirrors processkit/engine/pump.py:PythonPump exactly; the property tests
  * compare the two byte for byte. */
 #ifndef PROCESSKIT_PUMP_H
 #define PROCESSKIT_PUMP_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-typedef struct pk_sha256 {
-    uint32_t state[8];
-    uint64_t length;          /* bytes hashed so far */
-    unsigned char block[64];  /* pending partial block */
-    size_t used;              /* bytes pending in block */
-} pk_sha256;
+#include "sha256.h"
 
 typedef struct pk_stream {
     int in_fd;                /* the child's pipe (non-blocking) */
@@ -24,37 +21,46 @@ typedef struct pk_stream {
     uint64_t written;         /* bytes retained in the capture file */
     int write_error;          /* errno of the first failed capture write; latched */
     pk_sha256 sha;            /* digest of exactly the retained bytes */
-    unsigned char *buf;       /* reusable read buffer of buf_size bytes */
+    unsigned char *buf;       /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
-    unsigned gather;          /* reads per event into the rest of buf while data is there
-                               * (a pty hands out 4 KiB a read); 0 or 1: one read */
+    size_t ring_size;         /* buf_size, or RING_CHUNKS of them with a hashing thread */
+    int threaded;             /* a hashing thread hashes behind the reader (pump.c) */
+    /* With the thread, under lock: */
+    uint64_t target;          /* the reader lets the hasher hash stream bytes [0, target) */
+    uint64_t hashed;          /* ... and it has hashed [0, hashed) */
+    int stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;      /* the hasher waits here for a new target */
+    pthread_cond_t room;      /* the reader waits here for the hasher to free ring bytes */
+    pthread_t hasher;
 } pk_stream;
 
-typedef struct pk_pump_result {
-    ssize_t nread;            /* bytes read; 0 at EOF; -1 on error (see read_errno) */
-    size_t echoed;            /* leading bytes of buf written to the echo fd */
-    int read_errno;
-    int echo_errno;           /* set when the echo write failed for a reason other than EAGAIN */
-} pk_pump_result;
+typedef struct pk_drain_result {
+    uint64_t total;           /* bytes read by this call */
+    size_t last_at;           /* where in buf the last chunk read starts */
+    size_t last;              /* bytes of the last chunk read, still in buf */
+    size_t echoed;            /* leading bytes of that last chunk written to the echo fd */
+    int eof;                  /* the last read returned 0 */
+    int read_errno;           /* EAGAIN when the pipe ran dry; another errno when a read failed */
+    int echo_errno;           /* set when an echo write failed for a reason other than EAGAIN */
+} pk_drain_result;
 
-pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
+/* hash_thread: hash on a thread of its own, overlapping the digest with reading and copying. */
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
-/* One readiness event: read up to buf_size bytes from in_fd into buf (up to gather reads; an
- * end, error or EAGAIN after some data is left for the next event); count them; write the part
- * that fits under cap to capture_fd (retrying partial writes and EINTR; the first other failure
- * latches write_error) and hash exactly what was written; then, when echo_fd >= 0, write the
- * chunk to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). Bytes past
+/* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
+ * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read error, or once `budget` bytes were read. Each chunk is counted; the part
+ * that fits under cap is written to capture_fd (retrying partial writes and EINTR; the first
+ * other failure latches write_error) and hashed exactly as written; then, when echo_fd >= 0, the
+ * chunk is written to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). An echo
+ * that takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. */
-void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result);
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
+                     pk_drain_result *result);
 
-/* Digest of the retained bytes so far (the stream's state is not disturbed). */
-void pk_stream_digest(const pk_stream *stream, unsigned char out[32]);
-
-/* Incremental SHA-256; dispatches to the CPU's SHA extensions when present at run time. */
-void pk_sha256_init(pk_sha256 *ctx);
-void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
-void pk_sha256_final(const pk_sha256 *ctx, unsigned char out[32]);
-int pk_sha256_accelerated(void);
+/* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
+ * state is not disturbed, so hashing may go on after). */
+void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
 
 #endif

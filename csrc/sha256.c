@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pump.h"
+#include "sha256.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define PK_SHA_X86 1

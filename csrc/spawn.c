@@ -101,11 +101,11 @@ static void join(int procs_fd, int report_fd)
 /* Python ignores SIGPIPE and SIGXFSZ for itself and Popen restores them for its children. */
 static int restored_by_popen(int signum)
 {
-#ifdef SIGXFZ
-    if (signum == SIGXFZ)
-        return 1;
-#endif
+#ifdef SIGXFSZ
     return signum == SIGPIPE || signum == SIGXFSZ;
+#else
+    return signum == SIGPIPE;
+#endif
 }
 
 /* A handler of the runner's (Python's C trampoline, which writes to the runner's wakeup fd)

@@ -1,4 +1,4 @@
-"""The optional C module ``processkit._pump`` (csrc/): pump, SHA-256, spawn and ``prctl``.
+"""The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn and ``prctl``.
 
 A C compiler is optional at install time, so every user of the module has a pure-Python
 fallback. It is imported once, on first use; a failed import is remembered too.
@@ -19,7 +19,7 @@ def module():
     global _module
     if _module is _UNKNOWN:
         try:
-            from . import _pump as found
+            from . import _native as found
         except ImportError:
             found = None
         _module = found
@@ -38,7 +38,7 @@ def select_backend(variable: str, component: str) -> str:
     if choice == "native":
         raise Failure(
             Kind.SETUP,
-            f"{variable}=native but the native {component} (processkit._pump) was not built; "
+            f"{variable}=native but the native {component} (processkit._native) was not built; "
             f"reinstall with a C compiler available, or set {variable}=python",
         )
     return "python"

@@ -60,7 +60,7 @@ def _select_backend(request, monkeypatch, variable: str) -> str:
     """Pins one implementation through ``variable``; the native one needs the C module."""
     if request.param == "native":
         try:
-            import processkit._pump  # noqa: F401
+            import processkit._native  # noqa: F401
         except ImportError:
             pytest.skip("the native module is not built")
     monkeypatch.setenv(variable, request.param)

@@ -1,7 +1,9 @@
-"""The native pump (processkit._pump) against the Python reference, byte for byte.
+"""The native pump (processkit._native) against the Python reference, byte for byte, through
+both the single-chunk pump() and the per-wakeup drain().
 
-Both pumps drain a real non-blocking pipe fed in random pieces, into a capped capture file and
-optionally a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
+The pumps (Python; native hashing inline; native hashing on its own thread behind the reader)
+drain a real non-blocking pipe fed in random pieces, into a capped capture file and optionally
+a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
 They must leave identical capture files, counts, flags and digests, and each digest must be the
 SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
 both its accelerated and its portable path.
@@ -32,15 +34,33 @@ from processkit.loop import Loop
 from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
 
 try:
-    from processkit import _pump
+    from processkit import _native
 except ImportError:
-    _pump = None
+    _native = None
 
-needs_native = pytest.mark.skipif(_pump is None, reason="the native pump (processkit._pump) is not built")
-PUMPS = (PythonPump, NativePump)
+needs_native = pytest.mark.skipif(_native is None, reason="the native pump (processkit._native) is not built")
+
+
+class InlineNativePump(NativePump):
+    """The native pump hashing on the caller's thread."""
+
+    def __init__(self, fd, capture, echo):
+        super().__init__(fd, capture, echo, hash_thread=False)
+
+
+class ThreadedNativePump(NativePump):
+    """The native pump hashing on a thread of its own behind the reader."""
+
+    def __init__(self, fd, capture, echo):
+        super().__init__(fd, capture, echo, hash_thread=True)
+
+
+PUMPS = (PythonPump, InlineNativePump, ThreadedNativePump)
 # Single-pump cases: the Python reference still runs when the native pump is missing.
 EACH_PUMP = pytest.mark.parametrize(
-    "cls", [PythonPump, pytest.param(NativePump, marks=needs_native)], ids=["python", "native"]
+    "cls",
+    [PythonPump, pytest.param(InlineNativePump, marks=needs_native), pytest.param(ThreadedNativePump, marks=needs_native)],
+    ids=["python", "native", "native-threaded"],
 )
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 SMALL_BUFFER = 4096  # echo pipes and sockets this small fill up and make the echo queue
@@ -111,10 +131,15 @@ class Echo:
                 os.close(self.read_fd)
 
 
-def pump_until_blocked(pump, echo: Echo | None) -> int:
-    """Pump until the feed is empty for now; returns the last pump() result."""
+def step(pump, budget: int | None) -> int:
+    """One pump() call, or one drain() of ``budget`` bytes (the runner's per-wakeup call)."""
+    return pump.pump() if budget is None else pump.drain(budget)
+
+
+def pump_until_blocked(pump, echo: Echo | None, budget: int | None = None) -> int:
+    """Pump until the feed is empty for now; returns the last result."""
     while True:
-        count = pump.pump()
+        count = step(pump, budget)
         if echo:
             echo.drain()
         if count in (WOULD_BLOCK, EOF_REACHED):
@@ -122,9 +147,20 @@ def pump_until_blocked(pump, echo: Echo | None) -> int:
 
 
 def run_pump(
-    cls, directory, data: bytes, pieces: list[int], pauses: list[int], cap: int, echo_kind: str, big_pipe: bool
+    cls,
+    directory,
+    data: bytes,
+    pieces: list[int],
+    pauses: list[int],
+    cap: int,
+    echo_kind: str,
+    big_pipe: bool,
+    budget: int | None = None,
 ) -> Outcome:
-    """Feed ``data`` through a pipe in ``pieces`` (cycled), pumping ``pauses`` times (cycled) between."""
+    """Feed ``data`` through a pipe in ``pieces`` (cycled), pumping ``pauses`` times (cycled) between.
+
+    ``budget`` None steps with pump(); a number drains up to that many bytes per call.
+    """
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
@@ -135,9 +171,9 @@ def run_pump(
     echo = Echo(echo_kind) if echo_kind != "none" else None
     try:
         pump = cls(read_fd, CaptureTarget(path, capture_fd, cap), echo.sink if echo else None)
-        position, step = 0, 0
+        position, turn = 0, 0
         while position < len(data):
-            piece = data[position : position + pieces[step % len(pieces)]]
+            piece = data[position : position + pieces[turn % len(pieces)]]
             while piece:
                 try:
                     written = os.write(write_fd, piece)
@@ -146,15 +182,15 @@ def run_pump(
                 position += written
                 piece = piece[written:]
                 if piece:  # the pipe is full: the pump makes room
-                    pump_until_blocked(pump, echo)
-            for _ in range(pauses[step % len(pauses)]):
-                pump.pump()
+                    pump_until_blocked(pump, echo, budget)
+            for _ in range(pauses[turn % len(pauses)]):
+                step(pump, budget)
                 if echo:
                     echo.drain()
-            step += 1
+            turn += 1
         os.close(write_fd)
         write_fd = -1
-        while pump_until_blocked(pump, echo) != EOF_REACHED:
+        while pump_until_blocked(pump, echo, budget) != EOF_REACHED:
             pass
         report = pump.report()
         seen = pump.seen
@@ -174,18 +210,19 @@ def run_pump(
 
 
 def check_equivalent(tmp_dir, data: bytes, cap: int, **feeding) -> None:
-    python, native = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
-    assert native.report == python.report
-    assert native.seen == python.seen == len(data)
-    assert native.captured == python.captured == data[:cap]
-    assert native.echoed == python.echoed
-    if native.echoed is not None:
-        assert native.echoed == data
-    report = native.report
+    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
+    for native in natives:
+        assert native.report == python.report
+        assert native.seen == python.seen == len(data)
+        assert native.captured == python.captured == data[:cap]
+        assert native.echoed == python.echoed
+    if python.echoed is not None:
+        assert python.echoed == data
+    report = python.report
     assert report["bytes_written"] == min(cap, len(data))
     assert report["truncated"] == (len(data) > cap)
     assert report["write_error"] is False
-    assert report["sha256"] == hashlib.sha256(native.captured).hexdigest()
+    assert report["sha256"] == hashlib.sha256(python.captured).hexdigest()
 
 
 def random_bytes(size: int, seed: int) -> bytes:
@@ -209,8 +246,11 @@ payloads = st.one_of(
     pauses=st.lists(st.integers(0, 3), min_size=1, max_size=6),
     echo_kind=st.sampled_from(["none", "pipe", "socket", "devnull"]),
     big_pipe=st.booleans(),
+    budget=st.sampled_from([None, 1, 4096, CHUNK_SIZE, 1 << 30]),
 )
-def test_native_matches_python(data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, tmp_path_factory):
+def test_native_matches_python(
+    data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, budget, tmp_path_factory
+):
     size = len(data)
     cap = {
         "len": size,
@@ -229,6 +269,7 @@ def test_native_matches_python(data, cap_rule, cap_draw, piece_counts, pauses, e
         pauses=pauses,
         echo_kind=echo_kind,
         big_pipe=big_pipe,
+        budget=budget,
     )
 
 
@@ -237,13 +278,14 @@ def test_native_matches_python(data, cap_rule, cap_draw, piece_counts, pauses, e
     "cap",
     [1, 63, 64, 65, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7, 1_999_999, 2_000_000, 2_000_001],
 )
-def test_caps_around_full_chunks(cap, tmp_path):
+@pytest.mark.parametrize("budget", [None, 1 << 30], ids=["pump", "drain"])
+def test_caps_around_full_chunks(cap, budget, tmp_path):
     """Whole CHUNK_SIZE reads (a 1 MiB pipe) with the cap falling on and around their edges."""
     data = random_bytes(2_000_000, seed=cap)
-    check_equivalent(tmp_path, data, cap, pieces=[1 << 20], pauses=[0], echo_kind="pipe", big_pipe=True)
+    check_equivalent(tmp_path, data, cap, pieces=[1 << 20], pauses=[0], echo_kind="pipe", big_pipe=True, budget=budget)
 
 
-def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, between=None):
+def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, budget: int | None, between=None):
     """Pump ``data`` (fed in two halves) into ``capture_fd``; ``between`` runs after the first half."""
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
@@ -252,13 +294,13 @@ def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, between=N
         pump = cls(read_fd, CaptureTarget(path, capture_fd, 1 << 30), None)
         half = len(data) // 2
         os.write(write_fd, data[:half])
-        pump_until_blocked(pump, None)
+        pump_until_blocked(pump, None, budget)
         if between:
             between()
         os.write(write_fd, data[half:])
         os.close(write_fd)
         write_fd = -1
-        assert pump_until_blocked(pump, None) == EOF_REACHED
+        assert pump_until_blocked(pump, None, budget) == EOF_REACHED
         return pump.report(), pump.seen
     finally:
         os.close(read_fd)
@@ -266,15 +308,19 @@ def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, between=N
             os.close(write_fd)
 
 
+EACH_STEP = pytest.mark.parametrize("budget", [None, 1 << 30], ids=["pump", "drain"])
+
+
+@EACH_STEP
 @EACH_PUMP
-def test_write_error_latches_and_counting_goes_on(cls, tmp_path):
+def test_write_error_latches_and_counting_goes_on(cls, budget, tmp_path):
     """A capture fd that refuses every write (EBADF): nothing retained, every byte still seen."""
     path = tmp_path / "readonly.log"
     path.write_bytes(b"")
     capture_fd = os.open(path, os.O_RDONLY)
     data = random_bytes(300_000, seed=1)
     try:
-        report, seen = pump_into_unwritable(cls, capture_fd, data, str(path))
+        report, seen = pump_into_unwritable(cls, capture_fd, data, str(path), budget)
     finally:
         os.close(capture_fd)
     assert (report.bytes_seen, seen, report.bytes_written) == (len(data), len(data), 0)
@@ -284,8 +330,9 @@ def test_write_error_latches_and_counting_goes_on(cls, tmp_path):
     assert path.read_bytes() == b""
 
 
+@EACH_STEP
 @EACH_PUMP
-def test_partial_write_is_hashed_then_the_error_latches(cls, tmp_path):
+def test_partial_write_is_hashed_then_the_error_latches(cls, budget, tmp_path):
     """A full non-blocking pipe as the capture: a short write, then EAGAIN latches the error.
 
     The digest covers exactly the accepted prefix, and nothing more is written even once the
@@ -302,7 +349,7 @@ def test_partial_write_is_hashed_then_the_error_latches(cls, tmp_path):
         taken.extend(os.read(capture_read, 1 << 20))
 
     try:
-        report, seen = pump_into_unwritable(cls, capture_write, data, "pipe", between=make_room)
+        report, seen = pump_into_unwritable(cls, capture_write, data, "pipe", budget, between=make_room)
         try:
             taken.extend(os.read(capture_read, 1 << 20))
         except BlockingIOError:
@@ -317,8 +364,9 @@ def test_partial_write_is_hashed_then_the_error_latches(cls, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["pipe", "socket"])
+@EACH_STEP
 @EACH_PUMP
-def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, tmp_path):
+def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, budget, tmp_path):
     """EPIPE on the echo marks the sink broken; capture and counting carry on untouched."""
     echo = Echo(kind)
     echo.hang_up()
@@ -330,7 +378,7 @@ def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, tmp_path):
         pump = cls(read_fd, CaptureTarget(str(tmp_path / "out.log"), capture_fd, 1 << 20), echo.sink)
         os.write(write_fd, data)
         os.close(write_fd)
-        while pump_until_blocked(pump, None) != EOF_REACHED:
+        while pump_until_blocked(pump, None, budget) != EOF_REACHED:
             pass
         report = pump.report()
         assert echo.sink.broken
@@ -342,13 +390,14 @@ def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, tmp_path):
     assert (tmp_path / "out.log").read_bytes() == data
 
 
+@EACH_STEP
 @EACH_PUMP
-def test_read_errors_surface_as_oserror(cls, tmp_path):
+def test_read_errors_surface_as_oserror(cls, budget, tmp_path):
     directory_fd = os.open(tmp_path, os.O_RDONLY)
     try:
         pump = cls(directory_fd, None, None)
         with pytest.raises(OSError) as failure:
-            pump.pump()
+            step(pump, budget)
     finally:
         os.close(directory_fd)
     assert failure.value.errno == errno.EISDIR
@@ -370,7 +419,7 @@ KNOWN_ANSWERS = {
 NATIVE_DIGESTS = textwrap.dedent(
     """
     import json, sys
-    from processkit._pump import ffi, lib
+    from processkit._native import ffi, lib
 
     def digest(data, pieces):
         ctx = ffi.new("pk_sha256 *")
@@ -442,7 +491,7 @@ def test_sha256_known_answers_on_both_paths(sha_env):
 
 
 def native_sha256(pieces) -> str:
-    ffi, lib = _pump.ffi, _pump.lib
+    ffi, lib = _native.ffi, _native.lib
     ctx = ffi.new("pk_sha256 *")
     lib.pk_sha256_init(ctx)
     for piece in pieces:
@@ -462,7 +511,7 @@ def test_sha256_incremental_matches_hashlib(pieces):
 @needs_native
 def test_sha256_final_leaves_the_state_alone():
     """pk_sha256_final (and so pk_stream_digest) may be called mid-stream."""
-    ffi, lib = _pump.ffi, _pump.lib
+    ffi, lib = _native.ffi, _native.lib
     ctx = ffi.new("pk_sha256 *")
     lib.pk_sha256_init(ctx)
     out = ffi.new("unsigned char[32]")

@@ -1,7 +1,12 @@
-"""The output pump: one call per readiness event moves a chunk from a child pipe onward.
+"""The output pump: one call per wakeup drains a child pipe onward.
 
-A chunk goes to the capture file (up to the cap, hashed incrementally) and to the echo sink.
-Two implementations with identical semantics: the native one (C via cffi, ``processkit._pump``)
+``drain()`` reads chunk after chunk until a read comes back short (the pipe is empty for now),
+at EOF, or a byte budget is spent,
+so the event loop runs once per wakeup rather than once per chunk; ``pump()`` is the single
+chunk step it is made of. Each chunk goes to the capture file (up to the cap, hashed
+incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
+from then on the sink's backlog paces reading (see echo.py).
+Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
 and the pure-Python one. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
@@ -28,9 +33,8 @@ def select_backend() -> str:
 class PythonPump:
     """Reads into one reusable buffer; capture and echo see zero-copy views of it."""
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
+    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
         self.fd = fd
-        self._gather = gather
         self._buffer = bytearray(CHUNK_SIZE)
         self._view = memoryview(self._buffer)
         self._capture = CaptureFile(capture) if capture else None
@@ -43,21 +47,10 @@ class PythonPump:
         return self._capture.seen if self._capture else self._read
 
     def pump(self) -> int:
-        count = 0
-        for _ in range(self._gather):  # as the native pump: an ending after data waits a call
-            try:
-                got = os.readv(self.fd, (self._view[count:],))
-            except (BlockingIOError, InterruptedError):
-                if count:
-                    break
-                return WOULD_BLOCK
-            except OSError:
-                if count:
-                    break
-                raise
-            count += got
-            if not got or count == CHUNK_SIZE:
-                break
+        try:
+            count = os.readv(self.fd, (self._buffer,))
+        except (BlockingIOError, InterruptedError):
+            return WOULD_BLOCK
         if count:
             chunk = self._view[:count]
             if self._capture:
@@ -68,48 +61,99 @@ class PythonPump:
                 self._echo.write(chunk)
         return count
 
+    def drain(self, budget: int, until_empty: bool = False) -> int:
+        """Bytes read, or EOF_REACHED / WOULD_BLOCK when the first read found nothing.
+
+        A short read ends the drain (the pipe is empty for now), unless ``until_empty``: a
+        terminal hands out at most 4 KiB a read however much is waiting.
+
+        A read error after some bytes ends the drain quietly; the next call raises it.
+        """
+        total = 0
+        echo = self._echo
+        while total < budget:
+            try:
+                count = self.pump()
+            except OSError:
+                if total:
+                    return total
+                raise
+            if count <= 0:
+                return total or count
+            total += count
+            if (count < CHUNK_SIZE and not until_empty) or (echo is not None and echo.backlog):
+                break
+        return total
+
     def report(self) -> CaptureReport | None:
         return self._capture.report() if self._capture else None
 
 
-class NativePump:
-    """The same contract through ``processkit._pump``: read, echo, capped write and digest in C."""
+def hash_on_a_thread() -> bool:
+    """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
+    Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
+    two designs can be measured side by side.
+    """
+    choice = os.environ.get("PROCESSKIT_HASH_THREAD", "")
+    if choice in ("0", "1"):
+        return choice == "1"
+    return (os.cpu_count() or 1) > 1
+
+
+class NativePump:
+    """The same contract through ``processkit._native``: the whole drain of a wakeup in one C call."""
+
+    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, hash_thread: bool | None = None):
         module = native.module()
         self._ffi, self._lib = module.ffi, module.lib
         self.fd = fd
         self._capture = capture
         self._echo = echo
         cap = capture.cap if capture else 0
-        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE)
+        threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
+        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
-        self._stream.gather = gather
-        self._result = self._ffi.new("pk_pump_result *")
-        self._buffer = self._ffi.buffer(self._stream.buf, CHUNK_SIZE)
+        self._result = self._ffi.new("pk_drain_result *")
+        self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
 
     @property
     def seen(self) -> int:
         return self._stream.seen
 
     def pump(self) -> int:
+        return self.drain(1)
+
+    def drain(self, budget: int, until_empty: bool = False) -> int:
         echo = self._echo
-        direct = echo if echo is not None and echo.accepts_direct else None  # the C side writes to it
+        if echo is not None and echo.broken:
+            echo = None
+        direct = echo if echo is not None and not echo.backlog else None  # C writes the echo itself
         result = self._result
-        self._lib.pk_stream_pump(self._stream, direct.fd if direct else -1, int(direct is not None and direct.is_socket), result)
-        count = result.nread
-        if count < 0:
-            if result.read_errno in (errno.EAGAIN, errno.EINTR):
-                return WOULD_BLOCK
-            raise OSError(result.read_errno, os.strerror(result.read_errno))
-        if count and echo is not None:
+        # Behind a backlog every chunk is queued whole, so only one is read per call.
+        self._lib.pk_stream_drain(
+            self._stream,
+            direct.fd if direct is not None else -1,
+            int(direct is not None and direct.is_socket),
+            budget if direct is not None or echo is None else 1,
+            int(until_empty),
+            result,
+        )
+        last = result.last
+        if last and echo is not None:
             if result.echo_errno:
                 echo.abandon()
-            elif result.echoed < count:
-                echo.queue(self._buffer[result.echoed : count])
-        return count
+            elif result.echoed < last:
+                echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
+        if result.total:
+            return result.total
+        if result.eof:
+            return EOF_REACHED
+        if result.read_errno in (errno.EAGAIN, errno.EINTR):
+            return WOULD_BLOCK
+        raise OSError(result.read_errno, os.strerror(result.read_errno))
 
     def report(self) -> CaptureReport | None:
         if self._capture is None:
@@ -126,7 +170,6 @@ class NativePump:
         )
 
 
-def make_pump(backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, gather: int = 1):
-    """``gather``: reads per call into one chunk while data is there (for a pty, see pty.py)."""
+def make_pump(backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
     implementation = NativePump if backend == "native" else PythonPump
-    return implementation(fd, capture, echo, gather)
+    return implementation(fd, capture, echo)

@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._pump`` from pump.c, sha256.c and spawn.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, sha256.c and spawn.c; used by setup.py."""
 
 import os
 
@@ -21,21 +21,24 @@ ffibuilder.cdef(
         int write_error;
         unsigned char *buf;
         size_t buf_size;
-        unsigned gather;
+        size_t ring_size;
         ...;
     } pk_stream;
 
-    typedef struct pk_pump_result {
-        ssize_t nread;
+    typedef struct pk_drain_result {
+        uint64_t total;
+        size_t last_at;
+        size_t last;
         size_t echoed;
+        int eof;
         int read_errno;
         int echo_errno;
-    } pk_pump_result;
+    } pk_drain_result;
 
-    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size);
+    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
     void pk_stream_free(pk_stream *stream);
-    void pk_stream_pump(pk_stream *stream, int echo_fd, int echo_is_socket, pk_pump_result *result);
-    void pk_stream_digest(const pk_stream *stream, unsigned char out[32]);
+    void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty, pk_drain_result *result);
+    void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
 
     void pk_sha256_init(pk_sha256 *ctx);
     void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
@@ -61,7 +64,6 @@ ffibuilder.cdef(
         int cgroup_procs_fd;
         const int *join_fds;
         size_t join_count;
-        int controlling_tty;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {
@@ -77,10 +79,11 @@ ffibuilder.cdef(
     """
 )
 ffibuilder.set_source(
-    "processkit._pump",
+    "processkit._native",
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"',
     sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c")],
     include_dirs=[HERE],
-    depends=[os.path.join(HERE, name) for name in ("pump.h", "spawn.h")],
-    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra"],
+    depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h")],
+    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
+    extra_link_args=["-pthread"],
 )
