@@ -64,6 +64,7 @@ ffibuilder.cdef(
         int cgroup_procs_fd;
         const int *join_fds;
         size_t join_count;
+        int controlling_tty;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

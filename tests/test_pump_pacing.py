@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from processkit.engine import runner
-from processkit.engine.loop import Loop
+from processkit.loop import Loop
 
 try:
     from processkit import _native
