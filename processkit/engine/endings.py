@@ -11,6 +11,7 @@ import enum
 from typing import Callable, NamedTuple
 
 from ..errors import Failure, Kind
+from ..events.types import Cancelled, ContainerFailed, Event, Killed, OutputOverflow, RootExited, Timeout
 from ..spec import RunSpec
 
 
@@ -54,14 +55,18 @@ def format_duration(ms: int) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-class EndingFacts(NamedTuple):
+class EndingFacts:
     """What an ending's report may read: the run's spec, the root's status and the container's
-    soft-stop scope, and where its event goes."""
+    soft-stop scope, and where its event goes. (Plain classes here and below, not NamedTuples:
+    each NamedTuple costs the run's start-up a fraction of a millisecond to build.)"""
 
-    spec: RunSpec
-    returncode: int | None  # the root's, set when the child exited
-    soft_stop_scope: str
-    emit: Callable[..., None]
+    __slots__ = ("spec", "returncode", "soft_stop_scope", "emit")
+
+    def __init__(self, spec: RunSpec, returncode: int | None, soft_stop_scope: str, emit: Callable[[Event], None]):
+        self.spec = spec
+        self.returncode = returncode  # the root's, set when the child exited
+        self.soft_stop_scope = soft_stop_scope
+        self.emit = emit
 
     def stop_phrase(self) -> str:
         grace = self.spec.grace_ms
@@ -73,7 +78,7 @@ class EndingFacts(NamedTuple):
 
 
 def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
-    facts.emit("container_failed", phase="foreground", code=Kind.CONTAINER_ERROR.code, message=detail)
+    facts.emit(ContainerFailed(phase="foreground", code=Kind.CONTAINER_ERROR.code, message=detail))
     message = f"could not give the terminal to the child's process group: {detail}"
     return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
 
@@ -88,16 +93,17 @@ def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
     assert rc is not None, "a child-exit ending is recorded only once the root's status is known"
     signalled = rc < 0
     facts.emit(
-        "root_exited",
-        outcome="signalled" if signalled else "exited",
-        code=None if signalled else rc,
-        signal=-rc if signalled else None,
+        RootExited(
+            outcome="signalled" if signalled else "exited",
+            code=None if signalled else rc,
+            signal=-rc if signalled else None,
+        )
     )
     return Outcome(child_exit_code(rc))
 
 
 def _timeout(facts: EndingFacts, window: int, reason: str, what: str) -> Outcome:
-    facts.emit("timeout", timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason)
+    facts.emit(Timeout(timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason))
     return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{what} {format_duration(window)}: {facts.stop_phrase()}"))
 
 
@@ -114,35 +120,38 @@ def _idle_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
 
 
 def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
-    facts.emit("cancelled", source=detail, grace_ms=facts.spec.grace_ms)
+    facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
     return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled by {detail}: {facts.stop_phrase()}"))
 
 
 def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
     max_bytes = facts.spec.capture_max_bytes
-    facts.emit("output_overflow", stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms)
+    facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
     message = f"{detail} went over --capture-max-bytes {max_bytes}: {facts.stop_phrase()}"
     return Outcome(Kind.OUTPUT_OVERFLOW.code, Failure(Kind.OUTPUT_OVERFLOW, message))
 
 
 def _control_cancel(facts: EndingFacts, detail: str | None) -> Outcome:
-    facts.emit("cancelled", source="control_cancel", grace_ms=facts.spec.grace_ms)
+    facts.emit(Cancelled(source="control_cancel", grace_ms=facts.spec.grace_ms))
     message = f"run cancelled by a control-plane cancel: {facts.stop_phrase()}"
     return Outcome(Kind.CONTROL_CANCEL.code, Failure(Kind.CONTROL_CANCEL, message))
 
 
 def _control_kill(facts: EndingFacts, detail: str | None) -> Outcome:
-    facts.emit("killed", source="control_kill")
+    facts.emit(Killed(source="control_kill"))
     message = "run killed by a control-plane kill: hard-killed the process tree via the container"
     return Outcome(Kind.CONTROL_KILL.code, Failure(Kind.CONTROL_KILL, message))
 
 
-class EndingReport(NamedTuple):
+class EndingReport:
     """What one kind of ending does: whether the tree gets a soft stop (SIGTERM and the grace)
     before the kill, and how it is reported (its event, and the outcome it returns)."""
 
-    graceful: bool
-    report: Callable[[EndingFacts, str | None], Outcome]
+    __slots__ = ("graceful", "report")
+
+    def __init__(self, graceful: bool, report: Callable[[EndingFacts, str | None], Outcome]):
+        self.graceful = graceful
+        self.report = report
 
 
 ENDING_REPORTS: dict[EndingKind, EndingReport] = {

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import containment
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.emitter import utc_timestamp
+from ..events.types import ContainerFailed, LimitHit, RunnerExit, RunStarted, SpawnFailed
 from ..rundir import RunDir
 from ..spec import StdinMode
 from . import capture, pump, spawn
@@ -27,6 +28,10 @@ from .state import RunState
 from .stdin_feed import StdinFeed, open_source
 from .streams import OutputStream
 from .terminal import Foreground
+
+if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+    from ..control.publication import Publication
+    from .pty import PseudoTerminal
 
 
 def _make_rundir() -> RunDir | None:
@@ -49,45 +54,45 @@ def prepare(run: RunState) -> None:
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
     if spec.stdin is StdinMode.FILE:
+        assert spec.stdin_file is not None, "the CLI sets the file with the mode"
         try:
             run.stdin_source = open_source(spec.stdin_file)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
     run.env = build_environment(spec.env, spec.run_id)
     if spec.pty:
-        _open_terminal(run)
+        run.env, run.terminal = _open_terminal(run.env, spec.pty_size)
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
-    run.signals = SignalWatch(run.loop, _signal_handlers(run))
+    run.signals = SignalWatch(run.loop, _signal_handlers(run, run.terminal))
     run.rundir = _make_rundir()
     try:
-        run.container = containment.create(spec.limits, run.rundir)
+        container = run.container = containment.create(spec.limits, run.rundir)
     except containment.ContainerError as exc:
         if isinstance(exc, containment.LimitUnavailable):
-            run.events.emit("limit_hit", limit=exc.limit, detail=exc.detail)
-        run.events.emit("container_failed", phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc))
+            run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
+        run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
-    run.publication = _publish(run)
+    run.publication = _publish(run, container)
 
 
-def _open_terminal(run: RunState) -> None:
+def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
     from .pty import PseudoTerminal, with_default_term
 
-    run.env = with_default_term(run.env)
     try:
-        run.terminal = PseudoTerminal(run.spec.pty_size)
+        return with_default_term(env), PseudoTerminal(size)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
 
-def _signal_handlers(run: RunState) -> dict[int, Callable[[int], None]]:
+def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
     handlers: dict[int, Callable[[int], None]] = {
         signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
     }
     handlers[signal.SIGCHLD] = lambda signum: reap_children(run)
-    if run.spec.pty:
-        handlers[signal.SIGWINCH] = lambda signum: run.terminal.follow_caller()
+    if terminal is not None:
+        handlers[signal.SIGWINCH] = lambda signum: terminal.follow_caller()
     return handlers
 
 
@@ -95,7 +100,10 @@ def start(run: RunState) -> None:
     spec = run.spec
     pipe_output = not spec.inherit_stdio
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
-    run.signals.dispatch()
+    container, signals = run.container, run.signals
+    if container is None or signals is None:
+        raise RuntimeError("launch.start before launch.prepare")
+    signals.dispatch()
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
@@ -104,16 +112,16 @@ def start(run: RunState) -> None:
             spec.argv,
             env=run.env,
             cwd=cwd,
-            container=run.container,
+            container=container,
             stdin=spec.stdin,
             pipe_output=pipe_output,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
         )
     except Failure as failure:
-        run.events.emit("spawn_failed", code=failure.code, message=failure.message)
+        run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
-    run.container.adopt(child.pid)
+    container.adopt(child.pid)
     terminal = run.terminal
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
@@ -121,11 +129,13 @@ def start(run: RunState) -> None:
     elif pipe_output:
         echo = spec.echo
         for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
+            assert fd is not None, "spawn pipes both outputs when asked to"
             run.streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
         if terminal is not None:
             run.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
         else:
+            assert child.stdin is not None, "spawn pipes stdin for --stdin-file"
             run.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
@@ -136,19 +146,20 @@ def start(run: RunState) -> None:
         run.foreground = Foreground.lend(child.pid)
     run.started_at = utc_timestamp()
     run.events.emit(
-        "run_started",
-        run_id=spec.run_id,
-        labels=dict(sorted(spec.labels)),
-        root_pid=child.pid,
-        mechanism=run.container.mechanism,
-        abrupt_cleanup=run.container.abrupt_cleanup,
-        cwd=cwd if cwd is not None else run.runner_cwd,
-        command=command_object(spec.argv, raw=spec.argv_raw),
+        RunStarted(
+            run_id=spec.run_id,
+            labels=dict(sorted(spec.labels)),
+            root_pid=child.pid,
+            mechanism=container.mechanism,
+            abrupt_cleanup=container.abrupt_cleanup,
+            cwd=cwd if cwd is not None else run.runner_cwd,
+            command=command_object(spec.argv, raw=spec.argv_raw),
+        )
     )
     emit_snapshot(run, "spawn")
 
 
-def _publish(run: RunState):
+def _publish(run: RunState, container: containment.Container) -> Publication | None:
     """Register the run and open its control socket: best effort, the child runs anyway."""
     from ..control.publication import PublishedRun, publish
 
@@ -161,7 +172,7 @@ def _publish(run: RunState):
         jsonl=spec.jsonl,
         capture_dir=spec.capture_dir,
         cwd=run.runner_cwd,
-        mechanism=run.container.mechanism,
+        mechanism=container.mechanism,
         rundir=run.rundir,
         root_pid=lambda: run.child.pid if run.child is not None else None,
         members=run.read_member_list,
@@ -186,5 +197,5 @@ def fail_before_race(run: RunState, failure: Failure) -> Outcome:
         run.container.release()
     if run.rundir is not None:
         run.rundir.close()
-    run.events.emit("runner_exit", code=failure.code, source=failure.kind.label, child_code=None)
+    run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import warn
+from ..events.types import MembersSnapshot
 from .endings import Ending, EndingKind
 from .state import RunState
 
@@ -28,9 +29,11 @@ def race(run: RunState) -> Ending:
         overall = lambda: run.request_ending(EndingKind.OVERALL_TIMEOUT)  # noqa: E731
         run.timers["overall"] = loop.call_at(start + spec.timeout_ms / 1000, overall)
     if spec.idle_timeout_ms is not None:
-        run.timers["idle"] = loop.call_at(start + spec.idle_timeout_ms / 1000, lambda: _check_idle(run))
+        idle = spec.idle_timeout_ms / 1000
+        run.timers["idle"] = loop.call_at(start + idle, lambda: _check_idle(run, idle))
     if spec.snapshot_interval_ms is not None:
-        run.timers["snapshot"] = loop.call_at(start + spec.snapshot_interval_ms / 1000, lambda: _interval_snapshot(run))
+        interval = spec.snapshot_interval_ms / 1000
+        run.timers["snapshot"] = loop.call_at(start + interval, lambda: _interval_snapshot(run, interval))
     while not run.pending:
         loop.run_once()
     kind = min(run.pending, key=lambda kind: kind.priority)  # the first recorded among equals
@@ -38,10 +41,11 @@ def race(run: RunState) -> Ending:
 
 
 def _watch_root(run: RunState) -> None:
-    run.pidfd = run.child.pidfd  # from the clone itself on the native path
+    child = run.launched().child
+    run.pidfd = child.pidfd  # from the clone itself on the native path
     if run.pidfd is None:
         try:
-            run.pidfd = os.pidfd_open(run.child.pid)
+            run.pidfd = os.pidfd_open(child.pid)
         except (AttributeError, OSError):
             pass  # SIGCHLD alone announces the exit
     if run.pidfd is not None:
@@ -84,19 +88,19 @@ def _forget_root(run: RunState) -> None:
     run.request_ending(EndingKind.CHILD_EXIT)
 
 
-def _check_idle(run: RunState) -> None:
-    due = run.last_output + run.spec.idle_timeout_ms / 1000
+def _check_idle(run: RunState, idle: float) -> None:
+    due = run.last_output + idle
     if run.loop.now >= due:
         run.request_ending(EndingKind.IDLE_TIMEOUT)
     else:
-        run.timers["idle"] = run.loop.call_at(due, lambda: _check_idle(run))
+        run.timers["idle"] = run.loop.call_at(due, lambda: _check_idle(run, idle))
 
 
-def _interval_snapshot(run: RunState) -> None:
+def _interval_snapshot(run: RunState, interval: float) -> None:
     if run.pending:
         return  # the snapshot timer ranks last: an ending ready in this turn stops the cadence
     emit_snapshot(run, "interval")
-    run.timers["snapshot"] = run.loop.call_later(run.spec.snapshot_interval_ms / 1000, lambda: _interval_snapshot(run))
+    run.timers["snapshot"] = run.loop.call_later(interval, lambda: _interval_snapshot(run, interval))
 
 
 def emit_snapshot(run: RunState, reason: str) -> None:
@@ -106,7 +110,7 @@ def emit_snapshot(run: RunState, reason: str) -> None:
         found, read_error = [], True
     if read_error:
         warn("could not read the container's members")
-    run.events.emit("members_snapshot", reason=reason, read_error=read_error, members=[m.as_event() for m in found])
+    run.events.emit(MembersSnapshot(reason=reason, read_error=read_error, members=[m.as_event() for m in found]))
 
 
 def live_members(run: RunState) -> list[int] | None:

@@ -11,6 +11,7 @@ import os
 
 from ..errors import Failure, Kind
 from ..events.emitter import Emitter
+from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
 from . import capture, launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
 from .race import race
@@ -55,7 +56,7 @@ class Run:
         except Failure as failure:
             return launch.fail_before_race(run, failure)
         except spawn.AttachError as exc:
-            run.events.emit("container_failed", phase="attach", code=Kind.CONTAINER_ERROR.code, message=str(exc))
+            run.events.emit(ContainerFailed(phase="attach", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
             return launch.fail_before_race(run, Failure(Kind.CONTAINER_ERROR, str(exc)))
         except HandoffError as exc:
             return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
@@ -67,31 +68,33 @@ class Run:
 
     def _finish(self, ending: Ending) -> Outcome:
         run = self.state
+        launched = run.launched()
+        container = launched.container
         for timer in run.timers.values():
             timer.cancel()
         entry = ENDING_REPORTS[ending.kind]
-        outcome = entry.report(EndingFacts(run.spec, run.returncode, run.container.soft_stop_scope, run.events.emit), ending.detail)
+        facts = EndingFacts(run.spec, run.returncode, container.soft_stop_scope, run.events.emit)
+        outcome = entry.report(facts, ending.detail)
         if run.spec.limits.requested:
-            run.events.emit("limit_evidence", **run.container.limit_evidence())
-        run.events.emit("resource_summary", **run.container.resource_summary()._asdict())
+            evidence = container.limit_evidence()
+            run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
+        run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
         teardown(run, entry.graceful)
         drain_outputs(run)
-        run.signals.close()
+        launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             reports = {s.name: s.pump.report() for s in run.streams}
-            unused = capture.unused_report
-            run.events.emit(
-                "output_captured",
-                **{name: (reports.get(name) or unused(run.targets[name])).as_event() for name in capture.STREAMS},
-            )
+            captured = {name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event() for name in capture.STREAMS}
+            run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
         if run.publication is not None:
             run.publication.close()
         release(run)
         failure = outcome.failure
         run.events.emit(
-            "runner_exit",
-            code=outcome.code,
-            source=failure.kind.label if failure else "child_exit",
-            child_code=None if failure else outcome.code,
+            RunnerExit(
+                code=outcome.code,
+                source=failure.kind.label if failure else "child_exit",
+                child_code=None if failure else outcome.code,
+            )
         )
         return outcome

@@ -26,6 +26,17 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from .streams import OutputStream
     from .terminal import Foreground
 
+class Launched:
+    """What exists once the child is spawned, for the phases that run after launch."""
+
+    __slots__ = ("container", "child", "signals")
+
+    def __init__(self, container: containment.Container, child: spawn.Child, signals: SignalWatch):
+        self.container = container
+        self.child = child
+        self.signals = signals
+
+
 CONTROL_ENDINGS = {"cancel": EndingKind.CONTROL_CANCEL, "kill": EndingKind.CONTROL_KILL}
 
 
@@ -57,6 +68,12 @@ class RunState:
         self.publication: Publication | None = None
         self.started_at = ""
 
+    def launched(self) -> Launched:
+        """The container, child and signal watch launch made; only the phases after it ask."""
+        if self.container is None or self.child is None or self.signals is None:
+            raise RuntimeError("the run's phases ran out of order: asked for its child before launch")
+        return Launched(self.container, self.child, self.signals)
+
     def request_ending(self, kind: EndingKind, detail: str | None = None) -> None:
         """Record that an ending is ready; the loop's turn decides which one wins."""
         self.pending.setdefault(kind, detail)
@@ -72,6 +89,8 @@ class RunState:
         """The container's current members; raises OSError when they cannot be read."""
         from ..containment.members import read_members
 
+        if self.container is None:  # only asked once published, which is after the container is made
+            raise OSError("the run has no container yet")
         return read_members(self.container.member_pids())
 
     def control_stop(self, verb: str) -> None:

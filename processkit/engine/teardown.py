@@ -13,9 +13,10 @@ import os
 import signal
 
 from ..diagnostics import warn
+from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
 from .state import RunState
-from .streams import OutputStream
+from .echo import EchoSink
 
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
@@ -27,46 +28,49 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 def teardown(run: RunState, graceful: bool) -> None:
     """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the kill."""
     loop = run.loop
+    container = run.launched().container
     before = live_members(run)
-    run.events.emit("cleanup_started", members_before=len(before or ()), read_error=before is None)
+    run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = _soft_stop(run, len(before or ())) if graceful else None
     kill_error = False
     try:
-        run.container.kill_all()
+        container.kill_all()
     except OSError:
         kill_error = True
     loop.run_until(lambda: live_members(run) == [], loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
     loop.run_until(lambda: run.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
     reap_children(run)  # a killed member the runner adopted is dead, not remaining
     try:
-        remaining = sorted(run.container.member_pids())
+        remaining = sorted(container.member_pids())
         read_error = False
     except OSError:
         remaining, read_error = [], True
     run.events.emit(
-        "cleanup_finished",
-        remaining=len(remaining),
-        remaining_pids=remaining,
-        soft_terminate=None if shutdown is None else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
-        shutdown=shutdown,
-        read_error=read_error,
-        kill_error=kill_error,
+        CleanupFinished(
+            remaining=len(remaining),
+            remaining_pids=remaining,
+            soft_terminate=None if shutdown is None else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
+            shutdown=shutdown,
+            read_error=read_error,
+            kill_error=kill_error,
+        )
     )
 
 
 def _soft_stop(run: RunState, members_before: int) -> dict:
     """SIGTERM to every member, then wait up to the grace for the tree to empty."""
     loop = run.loop
+    container = run.launched().container
     started = loop.clock()
     try:
-        run.container.signal_members(signal.SIGTERM)
+        container.signal_members(signal.SIGTERM)
         sent = True
     except OSError:
         sent = False
     drained = loop.run_until(lambda: live_members(run) == [], started + (run.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS)
     after = live_members(run)
     return {
-        "soft_stop_scope": run.container.soft_stop_scope,
+        "soft_stop_scope": container.soft_stop_scope,
         "soft_signal": "sent" if sent else "failed",
         "members_before": members_before,
         "members_after": None if after is None else len(after),
@@ -93,20 +97,20 @@ def drain_outputs(run: RunState) -> None:
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         for stream in streams:
-            if stream.paused and stream.echo.drain(ECHO_STALL_SECONDS):
-                _abandon_echo(stream)
+            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
+                _abandon_echo(stream.name, stream.echo)
         started = loop.clock()
         loop.run_until(lambda: not any(s.open and not s.paused for s in streams), started + budget, 0.05)
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
         if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
-            _abandon_echo(stream)
+            _abandon_echo(stream.name, stream.echo)
 
 
-def _abandon_echo(stream: OutputStream) -> None:
-    warn(f"the consumer of the runner's {stream.name} stopped reading; live echo abandoned")
-    stream.echo.abandon()
+def _abandon_echo(name: str, echo: EchoSink) -> None:
+    warn(f"the consumer of the runner's {name} stopped reading; live echo abandoned")
+    echo.abandon()
 
 
 def release(run: RunState) -> None:
@@ -123,7 +127,7 @@ def release(run: RunState) -> None:
             stream.echo.close()
     for target in run.targets.values():
         os.close(target.fd)
-    run.container.release()
+    run.launched().container.release()
     if run.rundir is not None:
         run.rundir.close()  # last: it is the evidence for everything above
     run.loop.close()
