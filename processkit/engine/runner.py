@@ -12,6 +12,7 @@ import os
 from ..errors import Failure, Kind
 from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
+from ..spec import RunSpec
 from . import capture, launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
 from .race import race
@@ -20,7 +21,7 @@ from .teardown import drain_outputs, release, teardown
 from .terminal import HandoffError
 
 
-def execute(spec) -> Outcome:
+def execute(spec: RunSpec) -> Outcome:
     """Run ``spec`` to completion. Never raises for anything the run itself can report."""
     try:
         runner_cwd = os.getcwd()
