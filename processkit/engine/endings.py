@@ -8,7 +8,7 @@ module decides what they mean.
 from __future__ import annotations
 
 import enum
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from ..errors import Failure, Kind
 from ..events.types import Cancelled, ContainerFailed, Event, Killed, OutputOverflow, RootExited, Timeout
@@ -34,16 +34,25 @@ class EndingKind(enum.Enum):
         return self.value[0]
 
 
-class Ending(NamedTuple):
-    kind: EndingKind
-    detail: str | None = None  # signal source, overflowing stream, or what went wrong
+class Ending:
+    """The ending that won the race. (Plain classes in this module, not NamedTuples: each
+    NamedTuple costs the run's start-up a fifth of a millisecond to build.)"""
+
+    __slots__ = ("kind", "detail")
+
+    def __init__(self, kind: EndingKind, detail: str | None = None):
+        self.kind = kind
+        self.detail = detail  # signal source, overflowing stream, or what went wrong
 
 
-class Outcome(NamedTuple):
+class Outcome:
     """The runner's exit code, and the runner-own failure to report when there is one."""
 
-    code: int
-    failure: Failure | None = None
+    __slots__ = ("code", "failure")
+
+    def __init__(self, code: int, failure: Failure | None = None):
+        self.code = code
+        self.failure = failure
 
 
 def child_exit_code(returncode: int) -> int:
@@ -57,8 +66,7 @@ def format_duration(ms: int) -> str:
 
 class EndingFacts:
     """What an ending's report may read: the run's spec, the root's status and the container's
-    soft-stop scope, and where its event goes. (Plain classes here and below, not NamedTuples:
-    each NamedTuple costs the run's start-up a fraction of a millisecond to build.)"""
+    soft-stop scope, and where its event goes."""
 
     __slots__ = ("spec", "returncode", "soft_stop_scope", "emit")
 
