@@ -44,3 +44,36 @@ def test_built_events_are_stamped_and_validate():
     record = RunnerExit(code=3, source="child_exit", child_code=3).to_json()
     assert list(record) == ["schema_version", "time", "event", "code", "source", "child_code"]
     assert validate_event(record) == []
+
+
+def test_events_are_frozen_comparable_and_picklable():
+    import pickle
+
+    event = RunnerExit(code=1, source="timeout", child_code=None, extra={"later": True})
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert pickle.loads(pickle.dumps(event)).extra == {"later": True}
+    assert event == RunnerExit(code=1, source="timeout", child_code=None)  # extra is not compared
+    assert event != RunnerExit(code=2, source="timeout", child_code=None)
+    try:
+        event.code = 2  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("an event could be changed")
+    try:
+        RunnerExit(cod=1)  # type: ignore[call-arg]
+    except TypeError as exc:
+        assert "cod" in str(exc)
+    else:
+        raise AssertionError("an unknown field was accepted")
+
+
+def test_the_event_types_stay_cheap_to_import():
+    """The runner writes through these classes: they must not pull dataclasses (inspect, ast,
+    dis, tokenize) onto the run's start-up path."""
+    import subprocess
+    import sys
+
+    probe = "import sys, processkit.events.types; print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

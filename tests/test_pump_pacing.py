@@ -1,4 +1,4 @@
-"""How an output stream paces its reads (the "facts about pipes" rule in engine/runner.py).
+"""How an output stream paces its reads (the "facts about pipes" rule in engine/streams.py).
 
 A real pipe and a real loop, a stand-in for the run: a short drain makes the stream wait for the
 pipe to fill; a wait that ends with the pipe nearly full, or that shows a writer fast enough to
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from processkit.engine import runner
+from processkit.engine import streams
 from processkit.loop import Loop
 
 try:
@@ -30,7 +30,7 @@ def stream(request):
     os.set_blocking(write_fd, False)
     seen = []
     run = SimpleNamespace(loop=loop, pump_backend=request.param, saw_output=lambda s: seen.append(s.pump.seen))
-    output = runner.OutputStream(run, "stdout", read_fd, None, None)
+    output = streams.OutputStream(run, "stdout", read_fd, None, None)
     output.test_write_fd = write_fd
     output.test_seen = seen
     yield output
@@ -80,7 +80,7 @@ def test_a_quiet_window_switches_back_to_coalescing(stream):
     fill_nearly(stream)
     stream._loop.run_until(lambda: stream._coalescing is None, stream._loop.clock() + 5)
     assert stream._fast
-    stream._loop.now += runner.COALESCE_SECONDS * 10  # a whole window passes with no output
+    stream._loop.now += streams.COALESCE_SECONDS * 10  # a whole window passes with no output
     fill(stream, 100)
     stream._on_readable()
     assert not stream._fast
@@ -93,9 +93,9 @@ def test_a_wait_is_judged_by_its_rate(stream, waits, fast):
     fill(stream, 100)
     stream._loop.run_once(0)  # a short drain: the stream waits
     assert stream._coalescing is not None
-    fill(stream, int(stream._fast_rate * runner.COALESCE_SECONDS) + 4096)
+    fill(stream, int(stream._fast_rate * streams.COALESCE_SECONDS) + 4096)
     stream._coalescing.cancel()
-    stream._wait_started = stream._loop.clock() - waits * runner.COALESCE_SECONDS
+    stream._wait_started = stream._loop.clock() - waits * streams.COALESCE_SECONDS
     stream._coalesced()
     assert stream._fast is fast
 
@@ -108,6 +108,6 @@ def test_a_wait_that_finds_the_pipe_empty_goes_back_to_readiness(stream):
 
 
 def test_a_big_drain_never_waits(stream):
-    fill(stream, runner.SHORT_DRAIN)
+    fill(stream, streams.SHORT_DRAIN)
     stream._loop.run_once(0)
     assert reading(stream) and stream._coalescing is None

@@ -46,15 +46,15 @@ while True:
 # registry entry exist; the child does not.
 KILLED_BEFORE_SPAWN = """
 import os, signal, sys
-from processkit.engine import runner
+from processkit.engine import launch
 
-published = runner.Run._publish
+published = launch._publish
 
-def publish(self):
-    publication = published(self)
+def publish(*args):
+    publication = published(*args)
     os.kill(os.getpid(), signal.SIGKILL)
 
-runner.Run._publish = publish
+launch._publish = publish
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """

@@ -312,10 +312,10 @@ BREAK_THE_RACE = """
 import sys
 from processkit.engine import runner
 
-def broken(self):
+def broken(run):
     raise RuntimeError("injected")
 
-runner.Run._race = broken
+runner.race = broken
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """

@@ -14,7 +14,7 @@ from importlib import resources
 
 from ..version import __version__
 from ..errors import RESERVED_BAND, Failure, Kind, usage
-from ..events.emitter import SCHEMA_VERSION
+from ..events.types import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
 from . import output

@@ -163,6 +163,8 @@ class Qualification:
         from ..registry import scan
 
         runner = self.runner
+        if runner is None:  # phases stop at the first failure, so the start phase made it
+            raise PhaseFailed("no scratch run was started")
         if not self.loop.run_until(lambda: runner.poll() is not None, self.deadline, POLL_SECONDS):
             raise PhaseFailed("the scratch run had not ended when the budget ran out; its own --timeout will end it")
         code = runner.returncode
@@ -214,6 +216,8 @@ class Qualification:
         from ..control.transport import Channel
 
         endpoint = self.found.endpoint
+        if endpoint is None:  # the start phase fails without one, so this is never reached
+            return True
         try:
             Channel(endpoint, self.run_id, "inspect").close()
             return False

@@ -14,10 +14,10 @@ import os
 import select
 import stat
 import time
+from typing import Protocol
 
 from ..diagnostics import warn
 
-SCHEMA_VERSION = 1
 STALL_SECONDS = 2.0
 
 
@@ -35,6 +35,13 @@ def encode(record: dict) -> bytes:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
+class Written(Protocol):
+    """An event as the emitter takes it: ``events.types.Event`` (not imported here, since
+    ``types`` stamps its events with ``utc_timestamp`` from this module)."""
+
+    def to_json(self) -> dict: ...
+
+
 class Emitter:
     def __init__(self, path: str):
         """Create or truncate ``path``; raises OSError when it cannot be opened."""
@@ -43,11 +50,11 @@ class Emitter:
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
-    def emit(self, event: str, **fields) -> None:
+    def emit(self, event: Written) -> None:
+        """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time."""
         if self._poisoned:
             return
-        record = {"schema_version": SCHEMA_VERSION, "time": utc_timestamp(), "event": event}
-        record.update(fields)
+        record = event.to_json()
         try:
             line = memoryview(encode(record) + b"\n")
             while line:

@@ -7,35 +7,97 @@ the whole object. Nothing here validates values: ``events.validate`` does that.
 
 Nested objects (``command``, members, a captured stream, ``shutdown``) stay plain dicts, exactly
 as the stream carries them. ``to_json()`` gives the object to write, fields in schema order; an
-event built without a ``time`` is stamped when it is turned into JSON.
+event built without a ``time`` is stamped when it is turned into JSON. The engine writes its
+events through these same classes, so each type's fields and their order are written once, here.
+
+Built without ``dataclasses``: its import (inspect, ast, dis, tokenize) and the code it generates
+per class would cost every ``run`` several milliseconds before the child starts. A small
+metaclass gives the same: keyword-only constructor, frozen, ``__slots__``, equality, picklable;
+``dataclass_transform`` tells type checkers so, and they check every constructor call.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_):
+        return lambda cls: cls
+
 
 SCHEMA_VERSION = 1
 ENVELOPE = ("schema_version", "time", "event")
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_KEPT = ("schema_version", "time", "extra")  # the attributes every event has besides its fields
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Event:
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+class _EventType(type):
+    """Turns a class's annotated attributes into slots, in the order they are written; each
+    class keeps ``_attributes``, its own and its bases', the order ``to_json`` follows."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]):
+        own = tuple(key for key, note in namespace.get("__annotations__", {}).items() if not str(note).startswith("ClassVar"))
+        for key in own:
+            namespace.pop(key, None)  # a default: every field defaults to None, read by __init__
+        namespace["__slots__"] = own
+        cls = super().__new__(mcs, name, bases, namespace)
+        inherited: tuple[str, ...] = sum((getattr(base, "_attributes", ()) for base in bases), ())
+        cls._attributes = inherited + own  # type: ignore[attr-defined]
+        return cls
+
+
+def _restore(cls: type[Event], values: dict[str, Any]) -> Event:
+    return cls(**values)
+
+
+class Event(metaclass=_EventType):
     """The envelope every event shares; subclasses add their fields, in schema order."""
 
     name: ClassVar[str] = ""
+    _attributes: ClassVar[tuple[str, ...]]
     schema_version: int = SCHEMA_VERSION
     time: str | None = None
-    extra: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    extra: dict = {}  # never shared: the metaclass drops defaults, and __init__ gives each event its own dict
+
+    if not TYPE_CHECKING:  # type checkers see the constructor dataclass_transform describes
+
+        def __init__(self, **values: Any) -> None:
+            cls = type(self)
+            init = object.__setattr__
+            init(self, "schema_version", values.pop("schema_version", SCHEMA_VERSION))
+            init(self, "extra", dict(values.pop("extra", None) or {}))
+            for key in cls._attributes:
+                if key not in ("schema_version", "extra"):
+                    init(self, key, values.pop(key, None))
+            if values:
+                raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, values))}")
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot set {key!r}")
+
+    def _compared(self) -> tuple:
+        return tuple(getattr(self, key) for key in self._attributes if key != "extra")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and type(other) is type(self) and self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._compared()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._attributes if key != "extra")
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self):
+        return _restore, (type(self), {key: getattr(self, key) for key in self._attributes})
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """The type's own fields, in the order the schema lists them (envelope excluded)."""
-        names = _FIELD_NAMES.get(cls)
-        if names is None:
-            names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("schema_version", "time", "extra"))
-        return names
+        return tuple(key for key in cls._attributes if key not in _KEPT)
 
     @property
     def event(self) -> str | None:
@@ -57,7 +119,6 @@ class Event:
         return record
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class UnknownEvent(Event):
     """An event type this build does not know (a newer runner's); all its fields are in ``extra``."""
 
@@ -72,7 +133,6 @@ class UnknownEvent(Event):
         return ()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
     name: ClassVar[str] = "run_started"
     run_id: str | None = None
@@ -84,7 +144,6 @@ class RunStarted(Event):
     command: dict | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class MembersSnapshot(Event):
     name: ClassVar[str] = "members_snapshot"
     reason: str | None = None
@@ -92,7 +151,6 @@ class MembersSnapshot(Event):
     members: list | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class RootExited(Event):
     name: ClassVar[str] = "root_exited"
     outcome: str | None = None
@@ -100,7 +158,6 @@ class RootExited(Event):
     signal: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class Timeout(Event):
     name: ClassVar[str] = "timeout"
     timeout_ms: int | None = None
@@ -108,7 +165,6 @@ class Timeout(Event):
     reason: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class OutputOverflow(Event):
     name: ClassVar[str] = "output_overflow"
     stream: str | None = None
@@ -116,27 +172,23 @@ class OutputOverflow(Event):
     grace_ms: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class Cancelled(Event):
     name: ClassVar[str] = "cancelled"
     source: str | None = None
     grace_ms: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class Killed(Event):
     name: ClassVar[str] = "killed"
     source: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class LimitHit(Event):
     name: ClassVar[str] = "limit_hit"
     limit: str | None = None
     detail: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class LimitEvidence(Event):
     name: ClassVar[str] = "limit_evidence"
     memory: str | None = None
@@ -144,7 +196,6 @@ class LimitEvidence(Event):
     cpu: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class ResourceSummary(Event):
     name: ClassVar[str] = "resource_summary"
     read_error: bool | None = None
@@ -155,14 +206,12 @@ class ResourceSummary(Event):
     peak_process_count: int | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class CleanupStarted(Event):
     name: ClassVar[str] = "cleanup_started"
     members_before: int | None = None
     read_error: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class CleanupFinished(Event):
     name: ClassVar[str] = "cleanup_finished"
     remaining: int | None = None
@@ -173,21 +222,18 @@ class CleanupFinished(Event):
     kill_error: bool | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class OutputCaptured(Event):
     name: ClassVar[str] = "output_captured"
     stdout: dict | None = None
     stderr: dict | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class SpawnFailed(Event):
     name: ClassVar[str] = "spawn_failed"
     code: int | None = None
     message: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class ContainerFailed(Event):
     name: ClassVar[str] = "container_failed"
     phase: str | None = None
@@ -195,7 +241,6 @@ class ContainerFailed(Event):
     message: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunnerExit(Event):
     name: ClassVar[str] = "runner_exit"
     code: int | None = None

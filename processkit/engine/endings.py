@@ -1,0 +1,192 @@
+"""How a run can end, which ending wins a tie, and what each ending reports.
+
+Each ending kind maps, through one table, to the event that announces it and the exit code (and
+runner-own failure, when there is one) it ends the run with. The race only records kinds; this
+module decides what they mean.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+from ..errors import Failure, Kind
+from ..events.types import Cancelled, ContainerFailed, Event, Killed, OutputOverflow, RootExited, Timeout
+from ..spec import RunSpec
+
+
+class EndingKind:
+    """A way a run can end, with its priority: a lower one wins when several are ready in one
+    turn, and between equals the one recorded first does (a control cancel and kill rank alike).
+    (Fixed instances, not an ``enum``: building an Enum class costs every run's start-up about
+    a quarter of a millisecond.)"""
+
+    __slots__ = ("name", "priority")
+    SIGNAL: ClassVar[EndingKind]
+    CHILD_EXIT: ClassVar[EndingKind]
+    CONTROL_CANCEL: ClassVar[EndingKind]
+    CONTROL_KILL: ClassVar[EndingKind]
+    OVERALL_TIMEOUT: ClassVar[EndingKind]
+    IDLE_TIMEOUT: ClassVar[EndingKind]
+    OVERFLOW: ClassVar[EndingKind]
+    FOREGROUND: ClassVar[EndingKind]  # never raced: the terminal hand-off failed before the race began
+    INTERNAL: ClassVar[EndingKind]  # never raced: a runner bug broke the race; the tree is still torn down
+
+    def __init__(self, name: str, priority: int):
+        self.name = name
+        self.priority = priority
+
+    def __repr__(self) -> str:
+        return f"EndingKind.{self.name}"
+
+
+EndingKind.SIGNAL = EndingKind("SIGNAL", 0)
+EndingKind.CHILD_EXIT = EndingKind("CHILD_EXIT", 1)
+EndingKind.CONTROL_CANCEL = EndingKind("CONTROL_CANCEL", 2)
+EndingKind.CONTROL_KILL = EndingKind("CONTROL_KILL", 2)
+EndingKind.OVERALL_TIMEOUT = EndingKind("OVERALL_TIMEOUT", 3)
+EndingKind.IDLE_TIMEOUT = EndingKind("IDLE_TIMEOUT", 4)
+EndingKind.OVERFLOW = EndingKind("OVERFLOW", 5)
+EndingKind.FOREGROUND = EndingKind("FOREGROUND", 6)
+EndingKind.INTERNAL = EndingKind("INTERNAL", 7)
+
+
+class Ending:
+    """The ending that won the race. (Plain classes in this module, not NamedTuples: each
+    NamedTuple costs the run's start-up a fifth of a millisecond to build.)"""
+
+    __slots__ = ("kind", "detail")
+
+    def __init__(self, kind: EndingKind, detail: str | None = None):
+        self.kind = kind
+        self.detail = detail  # signal source, overflowing stream, or what went wrong
+
+
+class Outcome:
+    """The runner's exit code, and the runner-own failure to report when there is one."""
+
+    __slots__ = ("code", "failure")
+
+    def __init__(self, code: int, failure: Failure | None = None):
+        self.code = code
+        self.failure = failure
+
+
+def child_exit_code(returncode: int) -> int:
+    """The child's status as a shell would show it: 128+N for a death by signal N."""
+    return returncode if returncode >= 0 else 128 + ((-returncode) & 0x7F)
+
+
+def format_duration(ms: int) -> str:
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+class EndingFacts:
+    """What an ending's report may read: the run's spec, the root's status and the container's
+    soft-stop scope, and where its event goes."""
+
+    __slots__ = ("spec", "returncode", "soft_stop_scope", "emit")
+
+    def __init__(self, spec: RunSpec, returncode: int | None, soft_stop_scope: str, emit: Callable[[Event], None]):
+        self.spec = spec
+        self.returncode = returncode  # the root's, set when the child exited
+        self.soft_stop_scope = soft_stop_scope
+        self.emit = emit
+
+    def stop_phrase(self) -> str:
+        grace = self.spec.grace_ms
+        waited = f"waited {format_duration(grace)} grace, " if grace is not None else ""
+        return (
+            f"sent SIGTERM to the process tree (capability scope: {self.soft_stop_scope}), "
+            f"{waited}then hard-killed any survivors via the container"
+        )
+
+
+def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
+    facts.emit(ContainerFailed(phase="foreground", code=Kind.CONTAINER_ERROR.code, message=detail))
+    message = f"could not give the terminal to the child's process group: {detail}"
+    return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
+
+
+def _internal(facts: EndingFacts, detail: str | None) -> Outcome:
+    # Like a failed wait: no ending event (docs/events.md §4).
+    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {detail}"))
+
+
+def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
+    rc = facts.returncode
+    assert rc is not None, "a child-exit ending is recorded only once the root's status is known"
+    signalled = rc < 0
+    facts.emit(
+        RootExited(
+            outcome="signalled" if signalled else "exited",
+            code=None if signalled else rc,
+            signal=-rc if signalled else None,
+        )
+    )
+    return Outcome(child_exit_code(rc))
+
+
+def _timeout(facts: EndingFacts, window: int, reason: str, what: str) -> Outcome:
+    facts.emit(Timeout(timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason))
+    return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{what} {format_duration(window)}: {facts.stop_phrase()}"))
+
+
+def _overall_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
+    window = facts.spec.timeout_ms
+    assert window is not None, "raced only with --timeout"
+    return _timeout(facts, window, "overall", "run timed out after")
+
+
+def _idle_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
+    window = facts.spec.idle_timeout_ms
+    assert window is not None, "raced only with --idle-timeout"
+    return _timeout(facts, window, "idle", "run produced no output for")
+
+
+def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
+    facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
+    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled by {detail}: {facts.stop_phrase()}"))
+
+
+def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
+    max_bytes = facts.spec.capture_max_bytes
+    facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
+    message = f"{detail} went over --capture-max-bytes {max_bytes}: {facts.stop_phrase()}"
+    return Outcome(Kind.OUTPUT_OVERFLOW.code, Failure(Kind.OUTPUT_OVERFLOW, message))
+
+
+def _control_cancel(facts: EndingFacts, detail: str | None) -> Outcome:
+    facts.emit(Cancelled(source="control_cancel", grace_ms=facts.spec.grace_ms))
+    message = f"run cancelled by a control-plane cancel: {facts.stop_phrase()}"
+    return Outcome(Kind.CONTROL_CANCEL.code, Failure(Kind.CONTROL_CANCEL, message))
+
+
+def _control_kill(facts: EndingFacts, detail: str | None) -> Outcome:
+    facts.emit(Killed(source="control_kill"))
+    message = "run killed by a control-plane kill: hard-killed the process tree via the container"
+    return Outcome(Kind.CONTROL_KILL.code, Failure(Kind.CONTROL_KILL, message))
+
+
+class EndingReport:
+    """What one kind of ending does: whether the tree gets a soft stop (SIGTERM and the grace)
+    before the kill, and how it is reported (its event, and the outcome it returns)."""
+
+    __slots__ = ("graceful", "report")
+
+    def __init__(self, graceful: bool, report: Callable[[EndingFacts, str | None], Outcome]):
+        self.graceful = graceful
+        self.report = report
+
+
+ENDING_REPORTS: dict[EndingKind, EndingReport] = {
+    EndingKind.SIGNAL: EndingReport(True, _signal),
+    EndingKind.CHILD_EXIT: EndingReport(False, _child_exit),
+    EndingKind.CONTROL_CANCEL: EndingReport(True, _control_cancel),
+    EndingKind.CONTROL_KILL: EndingReport(False, _control_kill),
+    EndingKind.OVERALL_TIMEOUT: EndingReport(True, _overall_timeout),
+    EndingKind.IDLE_TIMEOUT: EndingReport(True, _idle_timeout),
+    EndingKind.OVERFLOW: EndingReport(True, _overflow),
+    EndingKind.FOREGROUND: EndingReport(False, _foreground),
+    EndingKind.INTERNAL: EndingReport(False, _internal),
+}
+

@@ -1,0 +1,201 @@
+"""Setup before spawn, and the spawn: everything a run makes before its race begins.
+
+Setup follows the reference's fixed order (capture files, stdin source, environment, the
+terminal for ``--pty``, stop signals, run directory, container, publication); the first failure
+ends the run, and ``fail_before_race`` releases whatever was made up to it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import TYPE_CHECKING, Callable
+
+from .. import containment
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from ..events.argv import command_object
+from ..events.emitter import utc_timestamp
+from ..events.types import ContainerFailed, LimitHit, RunnerExit, RunStarted, SpawnFailed
+from ..rundir import RunDir
+from ..spec import StdinMode
+from . import capture, pump, spawn
+from .endings import EndingKind, Outcome
+from .environment import build_environment
+from .race import emit_snapshot, reap_children
+from .signals import STOP_SIGNALS, SignalWatch
+from .state import RunState
+from .stdin_feed import StdinFeed, open_source
+from .streams import OutputStream
+from .terminal import Foreground
+
+if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+    from ..control.publication import Publication
+    from .pty import PseudoTerminal
+
+
+def _make_rundir() -> RunDir | None:
+    """The run's directory and liveness lock, made before any group; best effort."""
+    try:
+        return RunDir()
+    except OSError as exc:
+        warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {exc.strerror or exc}")
+        return None
+
+
+def prepare(run: RunState) -> None:
+    """Setup steps in the reference's fixed order; the first failure ends the run."""
+    spec = run.spec
+    run.pump_backend = pump.select_backend()
+    run.spawn_backend = spawn.select_backend()
+    if spec.capture_dir is not None:
+        try:
+            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
+    if spec.stdin is StdinMode.FILE:
+        assert spec.stdin_file is not None, "the CLI sets the file with the mode"
+        try:
+            run.stdin_source = open_source(spec.stdin_file)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
+    run.env = build_environment(spec.env, spec.run_id)
+    if spec.pty:
+        run.env, run.terminal = _open_terminal(run.env, spec.pty_size)
+    # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
+    # a stop signal must end the run through their release, not kill the runner and orphan
+    # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
+    run.signals = SignalWatch(run.loop, _signal_handlers(run, run.terminal))
+    run.rundir = _make_rundir()
+    try:
+        container = run.container = containment.create(spec.limits, run.rundir)
+    except containment.ContainerError as exc:
+        if isinstance(exc, containment.LimitUnavailable):
+            run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
+        run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
+        raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
+    run.publication = _publish(run, container)
+
+
+def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
+    from .pty import PseudoTerminal, with_default_term
+
+    try:
+        return with_default_term(env), PseudoTerminal(size)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
+
+
+def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
+    handlers: dict[int, Callable[[int], None]] = {
+        signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
+    }
+    handlers[signal.SIGCHLD] = lambda signum: reap_children(run)
+    if terminal is not None:
+        handlers[signal.SIGWINCH] = lambda signum: terminal.follow_caller()
+    return handlers
+
+
+def start(run: RunState) -> None:
+    spec = run.spec
+    pipe_output = not spec.inherit_stdio
+    cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
+    container, signals = run.container, run.signals
+    if container is None or signals is None:
+        raise RuntimeError("launch.start before launch.prepare")
+    signals.dispatch()
+    if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
+        source = run.pending[EndingKind.SIGNAL]
+        raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
+    try:
+        run.child = child = spawn.spawn(
+            spec.argv,
+            env=run.env,
+            cwd=cwd,
+            container=container,
+            stdin=spec.stdin,
+            pipe_output=pipe_output,
+            backend=run.spawn_backend,
+            terminal=run.terminal.take_slave() if run.terminal is not None else None,
+        )
+    except Failure as failure:
+        run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
+        raise
+    container.adopt(child.pid)
+    terminal = run.terminal
+    if terminal is not None:  # one stream: what the terminal emits, reported as stdout
+        echo_fd = 1 if spec.echo else None
+        run.streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
+    elif pipe_output:
+        echo = spec.echo
+        for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
+            assert fd is not None, "spawn pipes both outputs when asked to"
+            run.streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
+    if run.stdin_source is not None:
+        if terminal is not None:
+            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
+        else:
+            assert child.stdin is not None, "spawn pipes stdin for --stdin-file"
+            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
+        run.stdin_source = None
+    elif terminal is not None:
+        from .pty import Keyboard
+
+        run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
+    if spec.stdin is StdinMode.INHERIT:
+        run.foreground = Foreground.lend(child.pid)
+    run.started_at = utc_timestamp()
+    run.events.emit(
+        RunStarted(
+            run_id=spec.run_id,
+            labels=dict(sorted(spec.labels)),
+            root_pid=child.pid,
+            mechanism=container.mechanism,
+            abrupt_cleanup=container.abrupt_cleanup,
+            cwd=cwd if cwd is not None else run.runner_cwd,
+            command=command_object(spec.argv, raw=spec.argv_raw),
+        )
+    )
+    emit_snapshot(run, "spawn")
+
+
+def _publish(run: RunState, container: containment.Container) -> Publication | None:
+    """Register the run and open its control socket: best effort, the child runs anyway."""
+    from ..control.publication import PublishedRun, publish
+
+    spec = run.spec
+    published = PublishedRun(
+        loop=run.loop,
+        run_id=spec.run_id,
+        argv=spec.argv,
+        labels=spec.labels,
+        jsonl=spec.jsonl,
+        capture_dir=spec.capture_dir,
+        cwd=run.runner_cwd,
+        mechanism=container.mechanism,
+        rundir=run.rundir,
+        root_pid=lambda: run.child.pid if run.child is not None else None,
+        members=run.read_member_list,
+        stop=run.control_stop,
+    )
+    return publish(published, warn)
+
+
+def fail_before_race(run: RunState, failure: Failure) -> Outcome:
+    """Release what setup made up to ``failure``; the run ends without a child to tear down."""
+    if run.signals is not None:
+        run.signals.close()
+    if run.stdin_source is not None:
+        os.close(run.stdin_source)
+    if run.terminal is not None:
+        run.terminal.close()
+    for target in run.targets.values():
+        os.close(target.fd)
+    if run.publication is not None:
+        run.publication.close()
+    if run.container is not None:
+        run.container.release()
+    if run.rundir is not None:
+        run.rundir.close()
+    run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
+    return Outcome(failure.code, failure)

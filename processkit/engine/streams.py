@@ -1,0 +1,145 @@
+"""A child's output pipes (or, with ``--pty``, the terminal's master) read on the runner's loop.
+
+Each stream pumps what the child writes into its capture file and live echo. When the echo's
+consumer falls behind, reading pauses until it catches up (backpressure); how long it waits
+between reads is the pacing the facts about pipes below explain.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import Protocol
+
+from ..loop import Loop, Timer
+from . import capture, pump
+from .echo import EchoSink
+
+PIPE_SIZE = 1024 * 1024
+DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
+
+# Facts about pipes that shape how a child's output is read:
+# - A reader woken on readiness gets whatever is queued; a child writing line by line wakes the
+#   runner once per line, so a loop turn (and a Python call) per ~100 bytes.
+# - The kernel cannot wake a pipe reader at a fill level (no SO_RCVLOWAT for pipes): the only
+#   way to read bigger pieces from a slow writer is to stay away for a while and let it queue.
+# - While the reader stays away, a writer that fills the pipe blocks: a wait long enough to fill
+#   the pipe caps the writer's throughput at one pipe per wait, whatever the reader could take.
+# - A timer wait can last longer than asked (a busy machine), so what a wait brought says how
+#   fast the writer is only when divided by how long the wait really lasted.
+# - A terminal (``--pty``) is no pipe: its line discipline hands out at most 4 KiB a read however
+#   much is waiting, so every read looks short. Its stream drains to empty and never waits.
+# So: after a short drain the stream stops reading for COALESCE_SECONDS (a lone line is still
+# echoed at once; only the lines behind it wait). A drain right after such a wait that finds the
+# pipe nearly full (the writer may have blocked), or that shows a writer able to half fill it in
+# COALESCE_SECONDS, makes the stream read on every wakeup ("fast"). It waits again once a window
+# of at least COALESCE_SECONDS shows half that rate: waiting then cannot fill the pipe.
+SHORT_DRAIN = 64 * 1024  # a drain smaller than this means the child writes in small pieces
+COALESCE_SECONDS = 0.002
+DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner must not starve the loop
+
+
+class StreamOwner(Protocol):
+    """What a stream needs of its run: the loop it reads on, the pump backend, and where to say
+    that output arrived (idle and overflow checks)."""
+
+    loop: Loop
+    pump_backend: str
+
+    def saw_output(self, stream: OutputStream) -> None: ...
+
+
+class OutputStream:
+    """One child output pipe (or, with ``--pty``, the terminal's master) with its pump, echo
+    sink and read pacing (see facts about pipes)."""
+
+    def __init__(
+        self, run: StreamOwner, name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, pty: bool = False
+    ):
+        self.name = name
+        self.fd = fd
+        self._run = run
+        self._loop = run.loop
+        self.open = True
+        self.paused = False  # the echo consumer is behind: reading waits for it (backpressure)
+        self._coalescing: Timer | None = None  # the timer that ends a wait after a short drain
+        self._wait_started = 0.0
+        self._fast = False  # the writer fills the pipe during a wait: read on every wakeup
+        self._window_start = 0.0  # while fast: the current window ...
+        self._window_bytes = 0  # ... and the bytes drained in it
+        self._terminal = pty  # a terminal hands out 4 KiB a read: drain it to empty, never wait
+        os.set_blocking(fd, False)
+        try:
+            pipe_size = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        except OSError:  # a smaller pipe only means more wakeups (and a terminal is no pipe)
+            pipe_size = DEFAULT_PIPE_SIZE
+        self._nearly_full = pipe_size * 3 // 4
+        self._fast_rate = pipe_size / 2 / COALESCE_SECONDS  # bytes per second
+        self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
+        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
+        self._loop.add_reader(fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        self._drain(after_wait=False)
+
+    def _coalesced(self) -> None:
+        self._coalescing = None
+        if self.open and not self.paused:
+            self._drain(after_wait=True)
+
+    def _drain(self, after_wait: bool) -> None:
+        try:
+            count = self.pump.drain(DRAIN_BUDGET, until_empty=self._terminal)
+        except OSError:
+            count = pump.EOF_REACHED  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
+        if count == pump.EOF_REACHED:
+            self.close()
+            return
+        if count == pump.WOULD_BLOCK:
+            if after_wait:  # the writer fell silent: wait for it on readiness again
+                self._loop.add_reader(self.fd, self._on_readable)
+            return
+        self._run.saw_output(self)
+        if self.echo is not None and self.echo.full:
+            self.paused = True
+            self._loop.remove_reader(self.fd)
+        elif self._keeps_reading(count, after_wait):
+            if after_wait:
+                self._loop.add_reader(self.fd, self._on_readable)
+        else:
+            if not after_wait:
+                self._loop.remove_reader(self.fd)
+            self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
+            self._wait_started = self._loop.now
+
+    def _keeps_reading(self, count: int, after_wait: bool) -> bool:
+        """False when the stream should wait for its pipe to fill before the next read."""
+        if self._terminal:
+            return True
+        now = self._loop.now
+        if after_wait and (count >= self._nearly_full or count >= self._fast_rate * (now - self._wait_started)):
+            self._fast, self._window_start, self._window_bytes = True, now, 0
+            return True
+        if self._fast:
+            self._window_bytes += count
+            elapsed = now - self._window_start
+            if elapsed >= COALESCE_SECONDS:
+                self._fast = self._window_bytes >= self._fast_rate / 2 * elapsed
+                self._window_start, self._window_bytes = now, 0
+            return self._fast or count >= SHORT_DRAIN
+        return count >= SHORT_DRAIN
+
+    def _resume(self) -> None:
+        if self.paused and self.open:
+            self.paused = False
+            if self._coalescing is None:
+                self._loop.add_reader(self.fd, self._on_readable)
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            if self._coalescing is not None:
+                self._coalescing.cancel()
+                self._coalescing = None
+            self._loop.remove_reader(self.fd)
+            os.close(self.fd)

@@ -1,0 +1,133 @@
+"""After the ending is decided: stop the tree (softly first when the ending allows), drain the
+output pipes, and release everything the run made.
+
+Facts about draining: a pipe stays open while any process holds its write end, and a process
+outside the container (an escapee) may hold it forever or keep writing; an echo consumer may
+stop reading. So every wait here is bounded, and what overruns its bound loses only the live
+echo, never the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from ..diagnostics import warn
+from ..events.types import CleanupFinished, CleanupStarted
+from .race import live_members, reap_children
+from .state import RunState
+from .echo import EchoSink
+
+MEMBER_POLL_SECONDS = 0.01
+KILL_CONFIRM_SECONDS = 2.0
+PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
+DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
+ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+
+
+def teardown(run: RunState, graceful: bool) -> None:
+    """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the kill."""
+    loop = run.loop
+    container = run.launched().container
+    before = live_members(run)
+    run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
+    shutdown = _soft_stop(run, len(before or ())) if graceful else None
+    kill_error = False
+    try:
+        container.kill_all()
+    except OSError:
+        kill_error = True
+    loop.run_until(lambda: live_members(run) == [], loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+    loop.run_until(lambda: run.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+    reap_children(run)  # a killed member the runner adopted is dead, not remaining
+    try:
+        remaining = sorted(container.member_pids())
+        read_error = False
+    except OSError:
+        remaining, read_error = [], True
+    run.events.emit(
+        CleanupFinished(
+            remaining=len(remaining),
+            remaining_pids=remaining,
+            soft_terminate=None if shutdown is None else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
+            shutdown=shutdown,
+            read_error=read_error,
+            kill_error=kill_error,
+        )
+    )
+
+
+def _soft_stop(run: RunState, members_before: int) -> dict:
+    """SIGTERM to every member, then wait up to the grace for the tree to empty."""
+    loop = run.loop
+    container = run.launched().container
+    started = loop.clock()
+    try:
+        container.signal_members(signal.SIGTERM)
+        sent = True
+    except OSError:
+        sent = False
+    drained = loop.run_until(lambda: live_members(run) == [], started + (run.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS)
+    after = live_members(run)
+    return {
+        "soft_stop_scope": container.soft_stop_scope,
+        "soft_signal": "sent" if sent else "failed",
+        "members_before": members_before,
+        "members_after": None if after is None else len(after),
+        "drained_within_grace": drained,
+        "escalated": not drained,
+        "elapsed_ms": int((loop.clock() - started) * 1000),
+    }
+
+
+def drain_outputs(run: RunState) -> None:
+    """Read the pipes to EOF now that the tree is gone, then flush the echo backlog.
+
+    Bounded: a pipe held open by a process outside the container ends the drain once the
+    runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
+    reading loses only the live echo. Time spent waiting for a slow but live consumer is not
+    charged to the pipes (the bytes still in them would be lost), only to the overall
+    DRAIN_CEILING_SECONDS.
+    """
+    loop = run.loop
+    streams = run.streams
+    if run.stdin_feed is not None:
+        run.stdin_feed.close()
+    budget = PUMP_DRAIN_SECONDS
+    ceiling = loop.clock() + DRAIN_CEILING_SECONDS
+    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
+        for stream in streams:
+            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
+                _abandon_echo(stream.name, stream.echo)
+        started = loop.clock()
+        loop.run_until(lambda: not any(s.open and not s.paused for s in streams), started + budget, 0.05)
+        budget -= loop.clock() - started
+    for stream in streams:
+        stream.close()
+        if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
+            _abandon_echo(stream.name, stream.echo)
+
+
+def _abandon_echo(name: str, echo: EchoSink) -> None:
+    warn(f"the consumer of the runner's {name} stopped reading; live echo abandoned")
+    echo.abandon()
+
+
+def release(run: RunState) -> None:
+    """Give back the terminals, close files and the container; the run directory goes last."""
+    if run.keyboard is not None:
+        run.keyboard.restore()
+    if run.terminal is not None:
+        run.terminal.close()
+    problem = run.foreground.restore() if run.foreground is not None else None
+    if problem is not None:
+        warn(f"could not give the terminal back to the runner's process group: {problem}")
+    for stream in run.streams:
+        if stream.echo is not None:
+            stream.echo.close()
+    for target in run.targets.values():
+        os.close(target.fd)
+    run.launched().container.release()
+    if run.rundir is not None:
+        run.rundir.close()  # last: it is the evidence for everything above
+    run.loop.close()
