@@ -53,7 +53,9 @@ def main() -> None:
     cli = runner_command() + ["--error-format", "json", "run", "--no-echo", "--jsonl", jsonl, "--", "true"]
     ways = {
         "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
-        "processkit-cli run -- true (process)": lambda: subprocess.run(cli, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True),
+        "processkit-cli run -- true (process)": lambda: subprocess.run(
+            cli, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True
+        ),
         "processkit.run(['true'])": lambda: processkit.run(["true"], check=True),
     }
     for _ in range(args.warmup):

@@ -59,8 +59,18 @@ RUNNING_WINDOW_SECONDS = 0.3  # ... while running: this long after run_started, 
 TEARDOWN_WINDOW_SECONDS = 0.5  # ... in teardown (a SIGTERM starts it): after cleanup_started
 SETTLE_SECONDS = 5.0
 PHASES = ("setup", "running", "teardown")
-TEARDOWN = ("root_exited", "timeout", "cancelled", "killed", "output_overflow", "limit_evidence", "resource_summary",
-            "cleanup_started", "cleanup_finished", "output_captured")
+TEARDOWN = (
+    "root_exited",
+    "timeout",
+    "cancelled",
+    "killed",
+    "output_overflow",
+    "limit_evidence",
+    "resource_summary",
+    "cleanup_started",
+    "cleanup_finished",
+    "output_captured",
+)
 
 
 def phase(jsonl: Path) -> str:
@@ -97,7 +107,13 @@ class Victim:
     """A runner to kill at a random moment of one phase of its run."""
 
     def __init__(self, runner: subprocess.Popen, where: Path, target: str, rng: random.Random):
-        self.runner, self.jsonl, self.forked, self.target, self.rng = runner, where / "run.jsonl", where / "forked", target, rng
+        self.runner, self.jsonl, self.forked, self.target, self.rng = (
+            runner,
+            where / "run.jsonl",
+            where / "forked",
+            target,
+            rng,
+        )
         self.deadline = time.monotonic() + rng.uniform(0, SETUP_WINDOW_SECONDS) if target == "setup" else None
         self.terminated = False
 
@@ -138,8 +154,26 @@ def main() -> int:
         while len(running) >= args.parallel:
             running = _step(running, killed, work)
         where = work / f"r{index}"
-        argv = [cli(), "run", "--jsonl", str(where / "run.jsonl"), "--capture-dir", str(where / "cap"), "--env", marker,
-                "--no-echo", "--grace", "2s", "--", sys.executable, "-c", CHILD, escape, str(rng.randint(150, 400)), str(where / "forked")]
+        argv = [
+            cli(),
+            "run",
+            "--jsonl",
+            str(where / "run.jsonl"),
+            "--capture-dir",
+            str(where / "cap"),
+            "--env",
+            marker,
+            "--no-echo",
+            "--grace",
+            "2s",
+            "--",
+            sys.executable,
+            "-c",
+            CHILD,
+            escape,
+            str(rng.randint(150, 400)),
+            str(where / "forked"),
+        ]
         where.mkdir()
         runner = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pids.add(runner.pid)

@@ -81,7 +81,9 @@ def main() -> None:
             print(f"{name}: wall median {statistics.median(walls):.2f} s, cpu median {statistics.median(cpus):.2f} s")
         for label, peer_runs in zip(("A/B", "A/C"), results[1:]):
             ratios = [a["wall"] / b["wall"] for a, b in zip(results[0][1:], peer_runs[1:])]
-            print(f"{label} wall: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+            print(
+                f"{label} wall: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})"
+            )
         mib = expected_length / (1 << 20)
         print(f"{mib:.0f} MiB through the terminal per run, {args.n} pairs")
 

@@ -40,14 +40,28 @@ def stream_events(index: int, rng: random.Random) -> list[dict]:
     def event(name, ms, **fields):
         return {"schema_version": 1, "time": _at(ms), "event": name, **fields}
 
-    members = [{"pid": root + k, "ppid": root if k else 1, "name": ["make", "cc", "ld"][k], "start_time": str(root + k)} for k in range(3)]
+    members = [
+        {"pid": root + k, "ppid": root if k else 1, "name": ["make", "cc", "ld"][k], "start_time": str(root + k)}
+        for k in range(3)
+    ]
     events = [
-        event("run_started", 0, run_id=f"step-{index:04d}", labels={"night": "42", "target": f"t{index % 13}"}, root_pid=root,
-              mechanism="cgroup_v2", abrupt_cleanup="direct_child_only", cwd="/build",
-              command={"redacted": True, "argv": None, "argv_sha256": f"{index:064x}", "hint": None}),
+        event(
+            "run_started",
+            0,
+            run_id=f"step-{index:04d}",
+            labels={"night": "42", "target": f"t{index % 13}"},
+            root_pid=root,
+            mechanism="cgroup_v2",
+            abrupt_cleanup="direct_child_only",
+            cwd="/build",
+            command={"redacted": True, "argv": None, "argv_sha256": f"{index:064x}", "hint": None},
+        ),
         event("members_snapshot", 1, reason="spawn", read_error=False, members=members[:1]),
     ]
-    events += [event("members_snapshot", t, reason="interval", read_error=False, members=members) for t in range(500, duration, 500)]
+    events += [
+        event("members_snapshot", t, reason="interval", read_error=False, members=members)
+        for t in range(500, duration, 500)
+    ]
     if shape == "killed":
         return events
     if shape == "timeout":
@@ -55,19 +69,55 @@ def stream_events(index: int, rng: random.Random) -> list[dict]:
     else:
         events.append(event("root_exited", duration, outcome="exited", code=0 if shape == "ok" else 2, signal=None))
     events += [
-        event("resource_summary", duration, read_error=False, peak_memory_bytes=rng.randrange(1 << 20, 1 << 30),
-              total_cpu_ms=rng.randrange(duration + 1), io_read_bytes=None, io_write_bytes=None, peak_process_count=3),
+        event(
+            "resource_summary",
+            duration,
+            read_error=False,
+            peak_memory_bytes=rng.randrange(1 << 20, 1 << 30),
+            total_cpu_ms=rng.randrange(duration + 1),
+            io_read_bytes=None,
+            io_write_bytes=None,
+            peak_process_count=3,
+        ),
         event("cleanup_started", duration, members_before=0, read_error=False),
-        event("cleanup_finished", duration + 2, remaining=0, remaining_pids=[], soft_terminate=None, shutdown=None,
-              read_error=False, kill_error=False),
+        event(
+            "cleanup_finished",
+            duration + 2,
+            remaining=0,
+            remaining_pids=[],
+            soft_terminate=None,
+            shutdown=None,
+            read_error=False,
+            kill_error=False,
+        ),
     ]
     size = rng.randrange(100, 1 << 20)
-    captured = {"bytes": size, "bytes_seen": size, "bytes_written": size, "sha256": "0" * 64, "truncated": False, "write_error": False}
-    events.append(event("output_captured", duration + 3, stdout={"path": "cap/stdout.log", **captured},
-                        stderr={"path": "cap/stderr.log", **captured}))
+    captured = {
+        "bytes": size,
+        "bytes_seen": size,
+        "bytes_written": size,
+        "sha256": "0" * 64,
+        "truncated": False,
+        "write_error": False,
+    }
+    events.append(
+        event(
+            "output_captured",
+            duration + 3,
+            stdout={"path": "cap/stdout.log", **captured},
+            stderr={"path": "cap/stderr.log", **captured},
+        )
+    )
     code = {"ok": 0, "failed": 2, "timeout": 106}[shape]
-    events.append(event("runner_exit", duration + 4, code=code, source="timeout" if shape == "timeout" else "child_exit",
-                        child_code=None if shape == "timeout" else code))
+    events.append(
+        event(
+            "runner_exit",
+            duration + 4,
+            code=code,
+            source="timeout" if shape == "timeout" else "child_exit",
+            child_code=None if shape == "timeout" else code,
+        )
+    )
     return events
 
 
@@ -86,8 +136,16 @@ def browse(page: str) -> dict:
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
         options.add_argument(flag)
     with tempfile.TemporaryDirectory() as profile:
         options.add_argument(f"--user-data-dir={profile}")
@@ -95,12 +153,16 @@ def browse(page: str) -> dict:
         try:
             driver.get("file://" + page)
             load = driver.execute_script(
-                "const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime;")
+                "const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime;"
+            )
             sorts = []
             for _ in range(3):
-                sorts.append(driver.execute_script(
-                    "const th = [...document.querySelectorAll('table.runs th')].find(h => h.textContent === 'duration');"
-                    "const t = performance.now(); th.click(); document.body.offsetHeight; return performance.now() - t;"))
+                sorts.append(
+                    driver.execute_script(
+                        "const th = [...document.querySelectorAll('table.runs th')].find(h => h.textContent === 'duration');"
+                        "const t = performance.now(); th.click(); document.body.offsetHeight; return performance.now() - t;"
+                    )
+                )
             nodes = driver.execute_script("return document.getElementsByTagName('*').length;")
         finally:
             driver.quit()
@@ -116,7 +178,10 @@ def main() -> None:
         sizes = (100, 1000)
         for count in sizes:
             generate(os.path.join(work, str(count)), count)
-        commands = {count: [CLI, "report", os.path.join(work, str(count)), "-o", os.path.join(work, f"{count}.html")] for count in sizes}
+        commands = {
+            count: [CLI, "report", os.path.join(work, str(count)), "-o", os.path.join(work, f"{count}.html")]
+            for count in sizes
+        }
         for argv in commands.values():
             assert measure(argv)["code"] == 0, argv  # warm-up, and a check
         results = {count: [] for count in sizes}
@@ -128,15 +193,19 @@ def main() -> None:
             cpu = statistics.median(r["cpu"] for r in results[count])
             rss = statistics.median(r["rss_mib"] for r in results[count])
             page = os.path.getsize(os.path.join(work, f"{count}.html"))
-            print(f"{count:5d} runs: wall median {wall:.2f} s (min {min(r['wall'] for r in results[count]):.2f}, "
-                  f"max {max(r['wall'] for r in results[count]):.2f}), CPU median {cpu:.2f} s, peak RSS {rss:.1f} MiB, page {page / 2**20:.2f} MiB")
+            print(
+                f"{count:5d} runs: wall median {wall:.2f} s (min {min(r['wall'] for r in results[count]):.2f}, "
+                f"max {max(r['wall'] for r in results[count]):.2f}), CPU median {cpu:.2f} s, peak RSS {rss:.1f} MiB, page {page / 2**20:.2f} MiB"
+            )
         ratios = [b["wall"] / a["wall"] for a, b in zip(results[100], results[1000])]
         print(f"1000/100 wall ratio: median {statistics.median(ratios):.2f}")
         print(f"load average after the renders: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         if not args.no_browser:
             seen = browse(os.path.join(work, "1000.html"))
-            print(f"Chromium, 1000-run page: load {seen['load_ms']:.0f} ms, sort by duration {seen['sort_ms']:.0f} ms "
-                  f"(median of 3 clicks), {seen['elements']} elements")
+            print(
+                f"Chromium, 1000-run page: load {seen['load_ms']:.0f} ms, sort by duration {seen['sort_ms']:.0f} ms "
+                f"(median of 3 clicks), {seen['elements']} elements"
+            )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ def main() -> None:
         for key in ("wall", "cpu"):
             ratios = [a[key] / b[key] for a, b in zip(*results) if b[key] > 0]
             if ratios:
-                print(f"A/B {key}: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+                print(
+                    f"A/B {key}: median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})"
+                )
 
 
 if __name__ == "__main__":

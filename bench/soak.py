@@ -95,7 +95,8 @@ def verify_run(where: Path, lines: int, code: int, problems: Problems) -> None:
     problems.check(raw.endswith(b"\n") and events[-1]["event"] == "runner_exit", f"{label}: incomplete stream")
     finished = next((e for e in events if e["event"] == "cleanup_finished"), None)
     problems.check(
-        finished is not None and (finished["remaining"], finished["kill_error"], finished["read_error"]) == (0, False, False),
+        finished is not None
+        and (finished["remaining"], finished["kill_error"], finished["read_error"]) == (0, False, False),
         f"{label}: cleanup not confirmed empty: {finished}",
     )
     captured = next((e for e in events if e["event"] == "output_captured"), None)
@@ -106,8 +107,10 @@ def verify_run(where: Path, lines: int, code: int, problems: Problems) -> None:
         report, content = captured[stream], (where / "cap" / f"{stream}.log").read_bytes()
         problems.check(content == produced, f"{label}: {stream}.log differs from what the child wrote")
         problems.check(report["sha256"] == hashlib.sha256(content).hexdigest(), f"{label}: {stream} digest differs")
-        problems.check(report["bytes"] == len(produced) and not report["truncated"] and not report["write_error"],
-                       f"{label}: {stream} report {report}")
+        problems.check(
+            report["bytes"] == len(produced) and not report["truncated"] and not report["write_error"],
+            f"{label}: {stream} report {report}",
+        )
 
 
 # -- leaks ------------------------------------------------------------------------------------------
@@ -121,8 +124,13 @@ def cgroup_parents() -> list[str]:
 
 def host_entries() -> set[str]:
     """Run cgroups and socket directories on the host now, whoever made them."""
-    groups = {os.path.join(parent, name) for parent in cgroup_parents() if os.path.isdir(parent)
-              for name in os.listdir(parent) if name.startswith("processkit-")}
+    groups = {
+        os.path.join(parent, name)
+        for parent in cgroup_parents()
+        if os.path.isdir(parent)
+        for name in os.listdir(parent)
+        if name.startswith("processkit-")
+    }
     return groups | {os.path.join("/tmp", name) for name in os.listdir("/tmp") if name.startswith("pkc-")}
 
 
@@ -189,16 +197,31 @@ class Soak:
         self.runner_pids: set[int] = set()
         self.before = host_entries()
         self.problems = Problems()
-        self.figures: dict = {"containment": os.environ.get("PROCESSKIT_CONTAINMENT", "default (cgroup_v2 where possible)")}
+        self.figures: dict = {
+            "containment": os.environ.get("PROCESSKIT_CONTAINMENT", "default (cgroup_v2 where possible)")
+        }
 
     def run_argv(self, where: Path, lines: int, *extra: str) -> list[str]:
         where.mkdir()
-        return [cli(), "run", "--jsonl", str(where / "run.jsonl"), "--capture-dir", str(where / "cap"),
-                "--env", self.marker, *extra, "--", *child(lines)]
+        return [
+            cli(),
+            "run",
+            "--jsonl",
+            str(where / "run.jsonl"),
+            "--capture-dir",
+            str(where / "cap"),
+            "--env",
+            self.marker,
+            *extra,
+            "--",
+            *child(lines),
+        ]
 
     def sequential(self) -> None:
         own_fds_before = fd_count()
-        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         walls, peaks = [], []
         started = time.perf_counter()
         for index in range(self.args.runs):
@@ -220,7 +243,11 @@ class Soak:
         self.figures["sequential"] = {
             "runs": self.args.runs,
             "seconds": round(elapsed, 1),
-            "wall_ms": {"median": ms(statistics.median(walls)), "p99": ms(percentile(walls, 99)), "max": ms(max(walls))},
+            "wall_ms": {
+                "median": ms(statistics.median(walls)),
+                "p99": ms(percentile(walls, 99)),
+                "max": ms(max(walls)),
+            },
             "peak_rss_mib": {
                 "first_tenth_median": mib(statistics.median(peaks[:tenth])),
                 "last_tenth_median": mib(statistics.median(peaks[-tenth:])),
@@ -230,7 +257,9 @@ class Soak:
         }
         self.problems.check(fd_count() == own_fds_before, "the bench itself leaked descriptors")
         rss = self.figures["sequential"]["peak_rss_mib"]
-        self.problems.check(rss["last_tenth_median"] <= rss["first_tenth_median"] + RSS_SLACK_MIB / 4, f"runner peak RSS grew: {rss}")
+        self.problems.check(
+            rss["last_tenth_median"] <= rss["first_tenth_median"] + RSS_SLACK_MIB / 4, f"runner peak RSS grew: {rss}"
+        )
 
     def concurrent(self) -> None:
         rounds = []
@@ -240,8 +269,12 @@ class Soak:
             for index in range(self.args.concurrent):
                 lines = SIZES[(round_index + index) % len(SIZES)] * 2
                 where = self.work / f"par-{round_index}-{index:02d}"
-                proc = subprocess.Popen(self.run_argv(where, lines), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                proc = subprocess.Popen(
+                    self.run_argv(where, lines),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 batch.append((proc, where, lines))
             for proc, where, lines in batch:
                 code = proc.wait()
@@ -279,7 +312,9 @@ class Soak:
         snapshots = (where / "run.jsonl").read_bytes().count(b'"reason":"interval"')
         fds = [fds for _, fds, _ in samples]
         self.problems.check(len(set(fds)) == 1, f"the long-lived runner's descriptors changed: {samples}")
-        self.problems.check(samples[-1][2] <= samples[0][2] + RSS_SLACK_MIB * 1024, f"the long-lived runner grew: {samples}")
+        self.problems.check(
+            samples[-1][2] <= samples[0][2] + RSS_SLACK_MIB * 1024, f"the long-lived runner grew: {samples}"
+        )
         self.figures["long_lived"] = {
             "requests": self.args.requests,
             "requests_per_second": round(self.args.requests / elapsed),
@@ -314,7 +349,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1000, help="sequential runs (default 1000)")
     parser.add_argument("--concurrent", type=int, default=32, help="runs per concurrent round (default 32)")
     parser.add_argument("--rounds", type=int, default=5, help="concurrent rounds (default 5)")
-    parser.add_argument("--requests", type=int, default=2000, help="control requests to the long-lived run (default 2000)")
+    parser.add_argument(
+        "--requests", type=int, default=2000, help="control requests to the long-lived run (default 2000)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pk-soak-"))
     soak = Soak(args, work)

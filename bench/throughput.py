@@ -207,7 +207,9 @@ class Bench:
         """``size`` bytes of text in ~100-byte lines: a 1 MiB block of random lines, repeated."""
         path = self.work / "lines.txt"
         rng = random.Random(1)
-        words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+        words = [
+            "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)
+        ]
         block = bytearray()
         while len(block) < 1 << 20:
             block += (" ".join(rng.choice(words) for _ in range(20))[: LINE - 1] + "\n").encode()
@@ -224,8 +226,17 @@ class Bench:
         return binary or [sys.executable, "-c", SMALL_WRITES_PY]
 
     # -- measuring -------------------------------------------------------------------------------
-    def series(self, name: str, a: list[str], b: list[str] | None, note: str = "", child_cpu: Path | None = None,
-               n: int | None = None, warmup: int | None = None, launcher: bool = True) -> dict:
+    def series(
+        self,
+        name: str,
+        a: list[str],
+        b: list[str] | None,
+        note: str = "",
+        child_cpu: Path | None = None,
+        n: int | None = None,
+        warmup: int | None = None,
+        launcher: bool = True,
+    ) -> dict:
         """Alternate A B; with ``child_cpu``, each run's CPU is the runner's own (minus the child's).
 
         With ``launcher``, peak RSS is the command's own, through the launcher (see above).
@@ -293,7 +304,9 @@ def import_breakdown(python: Path, cli: Path, jsonl: Path, runs: int = 7, top: i
     for _ in range(runs):
         proc = subprocess.run(
             [str(python), "-X", "importtime", str(cli), "run", "--jsonl", str(jsonl), "--", "true"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         total = 0.0
         for line in proc.stderr.splitlines():
@@ -317,14 +330,22 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=7, help="counted runs of each side")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--peer-runs", type=int, default=1, help="counted runs of each peer comparison (slow)")
-    parser.add_argument("--spread", type=float, default=0.25, help="re-run when max-min of the wall ratios exceeds this fraction of the median")
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.25,
+        help="re-run when max-min of the wall ratios exceeds this fraction of the median",
+    )
     parser.add_argument("--only", nargs="+", choices=FIGURES, default=list(FIGURES))
     parser.add_argument("--work", help="parent directory for the temporary files (default: the system's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", help="also write every row to this file")
-    parser.add_argument("--table", action="store_true",
-                        help="the hot-path target table (bench/README.md); --size is then the bytes per producer "
-                             "(default 256m) and --work defaults to /dev/shm")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="the hot-path target table (bench/README.md); --size is then the bytes per producer "
+        "(default 256m) and --work defaults to /dev/shm",
+    )
     args = parser.parse_args()
     args.size = args.size or ("256m" if args.table else "1g")
     if args.table and args.work is None and os.access("/dev/shm", os.W_OK):
@@ -345,7 +366,9 @@ def main() -> None:
 
 def checkout() -> str:
     """The measured tree: its commit, and whether it had uncommitted changes (they are installed too)."""
-    described = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    described = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
+    )
     return described.stdout.strip() or "(not a git checkout)"
 
 
@@ -353,10 +376,18 @@ def run_figures(bench: Bench, args) -> None:
     work, only = bench.work, set(args.only)
     bin_dir = bench.venv("venv", str(REPO))
     pk, py = str(bin_dir / "processkit-cli"), str(bin_dir / "python")
-    pumps = subprocess.run([py, "-c", "from processkit.engine.pump import select_backend; print(select_backend())"],
-                           capture_output=True, text=True, cwd=work, check=True).stdout.strip()
-    print(f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
-          f"Python {platform.python_version()}; default pump: {pumps}; checkout {checkout()}", flush=True)
+    pumps = subprocess.run(
+        [py, "-c", "from processkit.engine.pump import select_backend; print(select_backend())"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        check=True,
+    ).stdout.strip()
+    print(
+        f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
+        f"Python {platform.python_version()}; default pump: {pumps}; checkout {checkout()}",
+        flush=True,
+    )
     jsonl, cap_dir, tee_out = str(work / "run.jsonl"), str(work / "cap"), str(work / "tee.out")
     run = [pk, "run", "--jsonl", jsonl]
     capture = ["--capture-dir", cap_dir, "--capture-max-bytes", "2g"]
@@ -365,8 +396,13 @@ def run_figures(bench: Bench, args) -> None:
         return ["env", f"PROCESSKIT_PUMP={name}"]
 
     if "startup" in only:
-        bench.series("start-up: run -- true vs python -c pass", [*run, "--", "true"], [py, "-c", "pass"], n=max(args.n, 15),
-                     launcher=False)
+        bench.series(
+            "start-up: run -- true vs python -c pass",
+            [*run, "--", "true"],
+            [py, "-c", "pass"],
+            n=max(args.n, 15),
+            launcher=False,
+        )
         for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
             print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
 
@@ -377,8 +413,12 @@ def run_figures(bench: Bench, args) -> None:
     pipe = ["sh", "-c", f"cat {data} | cat >/dev/null"]
 
     if "capture" in only:
-        bench.series("capture: run --capture-dir -- cat vs cat | tee", [*run, *capture, "--", "cat", data], tee, size_note)
-        bench.series("capture, Python pump vs cat | tee", [*pump("python"), *run, *capture, "--", "cat", data], tee, size_note)
+        bench.series(
+            "capture: run --capture-dir -- cat vs cat | tee", [*run, *capture, "--", "cat", data], tee, size_note
+        )
+        bench.series(
+            "capture, Python pump vs cat | tee", [*pump("python"), *run, *capture, "--", "cat", data], tee, size_note
+        )
     if "echo" in only:
         bench.series("echo: run -- cat vs cat | cat", [*run, "--", "cat", data], pipe, size_note)
         bench.series("echo, Python pump vs cat | cat", [*pump("python"), *run, "--", "cat", data], pipe, size_note)
@@ -391,31 +431,63 @@ def run_figures(bench: Bench, args) -> None:
         for label, flags in (("echo", []), ("echo + capture", capture)):
             bench.series(
                 f"small writes, {label}: native vs Python pump (runner CPU)",
-                [*pump("native"), *run, *flags, "--", *writes], [*pump("python"), *run, *flags, "--", *writes],
-                lines_note, child_cpu=child_cpu,
+                [*pump("native"), *run, *flags, "--", *writes],
+                [*pump("python"), *run, *flags, "--", *writes],
+                lines_note,
+                child_cpu=child_cpu,
             )
     if "idle" in only:
         idle = ["--idle-timeout", "1h"]
-        bench.series("idle: capture with vs without --idle-timeout 1h",
-                     [*run, *idle, *capture, "--", "cat", data], [*run, *capture, "--", "cat", data], size_note)
-        bench.series("idle: echo with vs without --idle-timeout 1h", [*run, *idle, "--", "cat", data], [*run, "--", "cat", data], size_note)
-        bench.series("idle: small writes with vs without --idle-timeout 1h (runner CPU)",
-                     [*run, *idle, *capture, "--", *writes], [*run, *capture, "--", *writes], lines_note, child_cpu=child_cpu)
+        bench.series(
+            "idle: capture with vs without --idle-timeout 1h",
+            [*run, *idle, *capture, "--", "cat", data],
+            [*run, *capture, "--", "cat", data],
+            size_note,
+        )
+        bench.series(
+            "idle: echo with vs without --idle-timeout 1h",
+            [*run, *idle, "--", "cat", data],
+            [*run, "--", "cat", data],
+            size_note,
+        )
+        bench.series(
+            "idle: small writes with vs without --idle-timeout 1h (runner CPU)",
+            [*run, *idle, *capture, "--", *writes],
+            [*run, *capture, "--", *writes],
+            lines_note,
+            child_cpu=child_cpu,
+        )
 
     if "rss" in only:
         twice = f"2x {args.size} (cat FILE FILE)"
         bench.series("peak RSS: capture, native pump", [*run, *capture, "--", "cat", data, data], None, twice, n=3)
-        bench.series("peak RSS: capture, Python pump", [*pump("python"), *run, *capture, "--", "cat", data, data], None, twice, n=3)
+        bench.series(
+            "peak RSS: capture, Python pump",
+            [*pump("python"), *run, *capture, "--", "cat", data, data],
+            None,
+            twice,
+            n=3,
+        )
 
     if "peer" in only:
         peer = str(bench.venv("peer", "processkit-py") / "processkit")
         runs = args.peer_runs
-        bench.series("peer: run --idle-timeout 1h -- cat vs processkit run --idle-timeout 3600",
-                     [*run, "--idle-timeout", "1h", "--", "cat", data], [peer, "run", "--idle-timeout", "3600", "--", "cat", data],
-                     size_note, n=runs, warmup=0)
-        bench.series("peer: run --capture-dir -- cat vs processkit run --output-limit 2 GiB",
-                     [*run, *capture, "--", "cat", data], [peer, "run", "--output-limit", str(2 << 30), "--", "cat", data],
-                     size_note, n=runs, warmup=0)
+        bench.series(
+            "peer: run --idle-timeout 1h -- cat vs processkit run --idle-timeout 3600",
+            [*run, "--idle-timeout", "1h", "--", "cat", data],
+            [peer, "run", "--idle-timeout", "3600", "--", "cat", data],
+            size_note,
+            n=runs,
+            warmup=0,
+        )
+        bench.series(
+            "peer: run --capture-dir -- cat vs processkit run --output-limit 2 GiB",
+            [*run, *capture, "--", "cat", data],
+            [peer, "run", "--output-limit", str(2 << 30), "--", "cat", data],
+            size_note,
+            n=runs,
+            warmup=0,
+        )
 
 
 def lone_line_delays(command: list[str], lines: int, every: float) -> list[float]:
@@ -436,9 +508,11 @@ def run_table(bench: Bench, args) -> None:
     work = bench.work
     bin_dir = bench.venv("venv", str(REPO))
     pk, py = str(bin_dir / "processkit-cli"), str(bin_dir / "python")
-    print(f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
-          f"Python {platform.python_version()}; work dir {work}; checkout {checkout()}; load {os.getloadavg()[0]:.1f}",
-          flush=True)
+    print(
+        f"# {platform.node()}: {os.cpu_count()} CPUs, {platform.machine()}, Linux {platform.release()}, "
+        f"Python {platform.python_version()}; work dir {work}; checkout {checkout()}; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     total = parse_size(args.size)
     writer = bench.compile("writer", WRITER_C)
     if writer is None:
@@ -456,56 +530,101 @@ def run_table(bench: Bench, args) -> None:
     def quoted(argv: list[str]) -> str:
         return " ".join(shlex.quote(word) for word in argv)
 
-    startup = bench.series("start-up: run -- true vs python -c pass", [*run, "--", "true"], [py, "-c", "pass"],
-                           n=max(args.n, 15), launcher=False)
+    startup = bench.series(
+        "start-up: run -- true vs python -c pass",
+        [*run, "--", "true"],
+        [py, "-c", "pass"],
+        n=max(args.n, 15),
+        launcher=False,
+    )
     for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
         print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
     note = f"{args.size} per producer"
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
         child = quoted(produce(size))
-        bench.series(f"echo to /dev/null, {label} writes: run vs cat", [*run, "--", *produce(size)],
-                     shell(child, "| cat"), note)
-        bench.series(f"echo to a file, {label} writes: run vs cat",
-                     shell("exec", quoted([*run, "--", *produce(size)]), ">", out), shell(child, "| cat >", out), note)
+        bench.series(
+            f"echo to /dev/null, {label} writes: run vs cat", [*run, "--", *produce(size)], shell(child, "| cat"), note
+        )
+        bench.series(
+            f"echo to a file, {label} writes: run vs cat",
+            shell("exec", quoted([*run, "--", *produce(size)]), ">", out),
+            shell(child, "| cat >", out),
+            note,
+        )
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
         child = quoted(produce(size))
-        bench.series(f"capture+SHA+echo, {label} writes: run vs tee FILE + openssl sha256 (CPU)",
-                     [*run, *capture, "--", *produce(size)],
-                     shell(child, "| tee", out, ">/dev/null && openssl dgst -sha256", out, ">/dev/null"), note)
-        bench.series(f"capture+SHA+echo, {label} writes: run vs tee FILE (wall)",
-                     [*run, *capture, "--", *produce(size)], shell(child, "| tee", out, ">/dev/null"), note)
+        bench.series(
+            f"capture+SHA+echo, {label} writes: run vs tee FILE + openssl sha256 (CPU)",
+            [*run, *capture, "--", *produce(size)],
+            shell(child, "| tee", out, ">/dev/null && openssl dgst -sha256", out, ">/dev/null"),
+            note,
+        )
+        bench.series(
+            f"capture+SHA+echo, {label} writes: run vs tee FILE (wall)",
+            [*run, *capture, "--", *produce(size)],
+            shell(child, "| tee", out, ">/dev/null"),
+            note,
+        )
     child_cpu = work / "child-cpu"
     per_pump = produce(4096, 4 * total, child_cpu)  # four times the bytes: start-up weighs less
-    bench.series("runner CPU, capture, 4K writes: native vs Python pump",
-                 ["env", "PROCESSKIT_PUMP=native", *run, *capture, "--", *per_pump],
-                 ["env", "PROCESSKIT_PUMP=python", *run, *capture, "--", *per_pump],
-                 f"4x {args.size}; runner CPU only, start-up included", child_cpu=child_cpu)
-    bench.series("capture, hashing thread vs inline (native)",
-                 ["env", "PROCESSKIT_HASH_THREAD=1", *run, *capture, "--", *produce(4096)],
-                 ["env", "PROCESSKIT_HASH_THREAD=0", *run, *capture, "--", *produce(4096)], note + "; 4K writes")
+    bench.series(
+        "runner CPU, capture, 4K writes: native vs Python pump",
+        ["env", "PROCESSKIT_PUMP=native", *run, *capture, "--", *per_pump],
+        ["env", "PROCESSKIT_PUMP=python", *run, *capture, "--", *per_pump],
+        f"4x {args.size}; runner CPU only, start-up included",
+        child_cpu=child_cpu,
+    )
+    bench.series(
+        "capture, hashing thread vs inline (native)",
+        ["env", "PROCESSKIT_HASH_THREAD=1", *run, *capture, "--", *produce(4096)],
+        ["env", "PROCESSKIT_HASH_THREAD=0", *run, *capture, "--", *produce(4096)],
+        note + "; 4K writes",
+    )
     small = produce(100, args.lines * 100)
-    bench.series(f"{args.lines} writes of 100 B, capture: whole tree vs tee FILE",
-                 [*run, *capture, "--", *small], shell(quoted(small), "| tee", out, ">/dev/null"),
-                 f"{args.lines} x 100 B")
+    bench.series(
+        f"{args.lines} writes of 100 B, capture: whole tree vs tee FILE",
+        [*run, *capture, "--", *small],
+        shell(quoted(small), "| tee", out, ">/dev/null"),
+        f"{args.lines} x 100 B",
+    )
     idle = ["--idle-timeout", "1h"]
-    bench.series("--idle-timeout 1h overhead, capture, 4K writes", [*run, *idle, *capture, "--", *produce(4096)],
-                 [*run, *capture, "--", *produce(4096)], note)
-    bench.series("peak RSS, 2 GiB captured + echoed", [*run, *capture, "--", *produce(1 << 16, 2 << 30)], None,
-                 "2 GiB in 64K writes", n=1, warmup=0)
+    bench.series(
+        "--idle-timeout 1h overhead, capture, 4K writes",
+        [*run, *idle, *capture, "--", *produce(4096)],
+        [*run, *capture, "--", *produce(4096)],
+        note,
+    )
+    bench.series(
+        "peak RSS, 2 GiB captured + echoed",
+        [*run, *capture, "--", *produce(1 << 16, 2 << 30)],
+        None,
+        "2 GiB in 64K writes",
+        n=1,
+        warmup=0,
+    )
     lone = [py, "-c", LONE_LINES_PY, "200", "0.02"]
     delays = sorted(lone_line_delays([*run, "--", *lone], 200, 0.02))
-    row = {"name": "lone-line echo delay", "p50_ms": delays[len(delays) // 2] * 1000,
-           "p95_ms": delays[int(len(delays) * 0.95)] * 1000, "max_ms": delays[-1] * 1000}
+    row = {
+        "name": "lone-line echo delay",
+        "p50_ms": delays[len(delays) // 2] * 1000,
+        "p95_ms": delays[int(len(delays) * 0.95)] * 1000,
+        "max_ms": delays[-1] * 1000,
+    }
     bench.results.append(row)
-    print(f"lone-line echo delay: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms, max {row['max_ms']:.2f} ms "
-          "(200 lines, one per 20 ms)", flush=True)
+    print(
+        f"lone-line echo delay: p50 {row['p50_ms']:.2f} ms, p95 {row['p95_ms']:.2f} ms, max {row['max_ms']:.2f} ms "
+        "(200 lines, one per 20 ms)",
+        flush=True,
+    )
     print_markdown(bench.results, startup)
 
 
 def print_markdown(rows: list[dict], startup: dict) -> None:
     """The rows as a bench/README.md table. "Net" subtracts the runner's own start-up (the medians
     of ``run -- true``) from A's medians: what the runner costs per byte, not per run."""
-    print("\n| Figure | A/B wall, median (min–max) | A/B CPU, median (min–max) | net of start-up: wall / CPU | A alone |")
+    print(
+        "\n| Figure | A/B wall, median (min–max) | A/B CPU, median (min–max) | net of start-up: wall / CPU | A alone |"
+    )
     print("|---|---|---|---|---|")
     for row in rows:
         if "p95_ms" in row:
@@ -519,9 +638,11 @@ def print_markdown(rows: list[dict], startup: dict) -> None:
             net_wall = (row["a_wall"] - startup["a_wall"]) / row["b_wall"]
             net_cpu = (row["a_cpu"] - startup["a_cpu"]) / row["b_cpu"]
             net = f"{net_wall:.2f} / {net_cpu:.2f}"
-        print(f"| {row['name']} | **{row['wall_ratio']:.2f}** ({row['wall_ratio_min']:.2f}–{row['wall_ratio_max']:.2f}) "
-              f"| **{row['cpu_ratio']:.2f}** ({row['cpu_ratio_min']:.2f}–{row['cpu_ratio_max']:.2f}) | {net} "
-              f"| {row['a_wall']:.3f} s wall, {row['a_cpu']:.3f} s CPU |")
+        print(
+            f"| {row['name']} | **{row['wall_ratio']:.2f}** ({row['wall_ratio_min']:.2f}–{row['wall_ratio_max']:.2f}) "
+            f"| **{row['cpu_ratio']:.2f}** ({row['cpu_ratio_min']:.2f}–{row['cpu_ratio_max']:.2f}) | {net} "
+            f"| {row['a_wall']:.3f} s wall, {row['a_cpu']:.3f} s CPU |"
+        )
 
 
 if __name__ == "__main__":

@@ -69,9 +69,15 @@ def _see_also(exclude: str) -> str:
 
 def _page(parser: argparse.ArgumentParser, name: str, summary: str, extra: list[tuple[str, str]]) -> str:
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=WIDTH)
-    page = Manpage(parser, _data={"project_name": "processkit", "version": __version__, "manual_title": "processkit manual"})
+    page = Manpage(
+        parser, _data={"project_name": "processkit", "version": __version__, "manual_title": "processkit manual"}
+    )
     page.prog, page.description, page.date = name, summary, ""
-    for heading, content in extra + [("exit status", _exit_status()), ("files", _files()), ("see also", _see_also(name))]:
+    for heading, content in extra + [
+        ("exit status", _exit_status()),
+        ("files", _files()),
+        ("see also", _see_also(name)),
+    ]:
         page.add_section(heading, ">", content)
     return str(page)
 
@@ -79,7 +85,9 @@ def _page(parser: argparse.ArgumentParser, name: str, summary: str, extra: list[
 def pages() -> dict[str, str]:
     """File name -> roff text, for processkit-cli.1 and one page per subcommand."""
     commands = "\n".join(f".TP\n.BR {PROG}\\-{command} (1)\n{summary}" for command, (_, summary) in COMMANDS.items())
-    found = {f"{PROG}.1": _page(root_parser(), PROG, "a contained, bounded, exact process runner", [("commands", commands)])}
+    found = {
+        f"{PROG}.1": _page(root_parser(), PROG, "a contained, bounded, exact process runner", [("commands", commands)])
+    }
     for command, (_, summary) in COMMANDS.items():
         found[f"{PROG}-{command}.1"] = _page(parser_for(command), f"{PROG}-{command}", summary, [])
     return found
@@ -89,7 +97,9 @@ def stale() -> list[str]:
     """The committed pages that differ from a fresh generation, or are missing or extra."""
     fresh = pages()
     committed = {path.name for path in PAGES.glob("*.1")}
-    differing = [name for name, text in fresh.items() if not (PAGES / name).is_file() or (PAGES / name).read_text() != text]
+    differing = [
+        name for name, text in fresh.items() if not (PAGES / name).is_file() or (PAGES / name).read_text() != text
+    ]
     return sorted(differing + sorted(committed - set(fresh)))
 
 

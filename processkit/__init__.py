@@ -8,7 +8,20 @@ must not pay for the API.
 from .version import __version__  # noqa: F401 - the package's public version
 
 _API = frozenset(
-    ("CaptureInfo", "ControlError", "RunError", "RunHandle", "RunInfo", "RunResult", "attach", "keywords", "run", "run_async", "runs", "start")
+    (
+        "CaptureInfo",
+        "ControlError",
+        "RunError",
+        "RunHandle",
+        "RunInfo",
+        "RunResult",
+        "attach",
+        "keywords",
+        "run",
+        "run_async",
+        "runs",
+        "start",
+    )
 )
 
 

@@ -88,7 +88,9 @@ class RunDir:
     def record_process_group(self, pgid: int, leader_start_time: str, session: int) -> None:
         """Write the identity of the run's process group, once, in one ``write``."""
         try:
-            fd = os.open(os.path.join(self.path, PGROUP_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(
+                os.path.join(self.path, PGROUP_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+            )
         except OSError:
             return  # a reaper then finds no group to end: the parent-death signal ends the leader
         try:
@@ -137,7 +139,11 @@ def listing() -> list[str]:
         names = os.listdir(directory)
     except OSError:
         return []
-    return [os.path.join(directory, name) for name in names if name.startswith(DIR_PREFIX) and is_token(name[len(DIR_PREFIX) :])]
+    return [
+        os.path.join(directory, name)
+        for name in names
+        if name.startswith(DIR_PREFIX) and is_token(name[len(DIR_PREFIX) :])
+    ]
 
 
 def reapable_dir(endpoint: str | None) -> str | None:

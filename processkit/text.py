@@ -7,11 +7,27 @@ import re
 
 # Unicode format characters that can reorder or hide text on a terminal (docs/run.md §2.4).
 _FORMAT_RANGES = (
-    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
-    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
-    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
-    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
-    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
 )
 
 
@@ -33,7 +49,9 @@ def is_terminal_safe(text: str) -> bool:
 
 # Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also
 # counts U+001C-U+001F, so ``str.strip()`` would blank a line the reference rejects.
-WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 _LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 
@@ -64,10 +82,7 @@ def env_key_problem(key: str) -> str | None:
 def escape_unsafe(text: str) -> str:
     """One line for a terminal that keeps what was typed: every unsafe character (a newline
     included) is written as its Python escape, ``\\x1b``, ``\\n``, ``\\u202e``."""
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) else ch
-        for ch in text
-    )
+    return "".join(ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) else ch for ch in text)
 
 
 def sanitize(text: str, limit: int = 256) -> str:

@@ -32,7 +32,9 @@ _SPAWNED = re.compile(
     r"run_started members_snapshot( members_snapshot)*(" + "|".join(" " + e for e in ENDINGS) + r")?"
     r"( limit_evidence)? resource_summary cleanup_started cleanup_finished( output_captured)? runner_exit"
 )
-_HANDOFF_FAILED = re.compile(r"container_failed( limit_evidence)? resource_summary cleanup_started cleanup_finished runner_exit")
+_HANDOFF_FAILED = re.compile(
+    r"container_failed( limit_evidence)? resource_summary cleanup_started cleanup_finished runner_exit"
+)
 _PRE_SPAWN = re.compile(r"runner_exit|(limit_hit )?container_failed runner_exit|spawn_failed runner_exit")
 _SOURCE_CODES = {
     "timeout": 106,
@@ -100,7 +102,9 @@ def check_stream(path, returncode: int | None = None) -> list[dict]:
     events = []
     for number, line in enumerate(raw.decode("utf-8").split("\n")[:-1], start=1):
         event = json.loads(line)
-        assert line == json.dumps(event, ensure_ascii=False, separators=(",", ":")), f"line {number} is not compact: {line}"
+        assert line == json.dumps(event, ensure_ascii=False, separators=(",", ":")), (
+            f"line {number} is not compact: {line}"
+        )
         assert list(event)[:3] == ["schema_version", "time", "event"], f"line {number}: envelope order {list(event)}"
         problems = [str(v) for v in validate_event(event)]
         problems += [f"reference: {p}" for p in reference_problems(event)]
@@ -111,7 +115,9 @@ def check_stream(path, returncode: int | None = None) -> list[dict]:
     shapes = (_SPAWNED, _HANDOFF_FAILED, _PRE_SPAWN)
     assert any(shape.fullmatch(names) for shape in shapes), f"bad event order: {names}"
     if events[0]["event"] == "run_started":
-        assert events[1]["reason"] == "spawn" and all(e["reason"] == "interval" for e in by_name(events, "members_snapshot")[1:])
+        assert events[1]["reason"] == "spawn" and all(
+            e["reason"] == "interval" for e in by_name(events, "members_snapshot")[1:]
+        )
         # Only a runner failure during the race (a failed wait) leaves no ending event.
         assert any(e["event"] in ENDINGS for e in events) or events[-1]["source"] == "internal", names
     _check_runner_exit(events[-1], returncode)

@@ -192,12 +192,31 @@ def test_numbers_become_the_clis_spellings():
 
     argv, spec = runner_argv(
         ["true"],
-        {"timeout": 1.5, "grace": 0, "max_memory": 64 << 20, "max_processes": 8, "cpu_quota": 0.5, "env_clear": True, "inherit_stdin": False},
+        {
+            "timeout": 1.5,
+            "grace": 0,
+            "max_memory": 64 << 20,
+            "max_processes": 8,
+            "cpu_quota": 0.5,
+            "env_clear": True,
+            "inherit_stdin": False,
+        },
         jsonl="x.jsonl",
         function="run",
         extra=[],
     )
-    assert argv[:10] == ["--timeout", "1500ms", "--grace", "0ms", "--max-memory", str(64 << 20), "--max-processes", "8", "--cpu-quota", "0.5"]
+    assert argv[:10] == [
+        "--timeout",
+        "1500ms",
+        "--grace",
+        "0ms",
+        "--max-memory",
+        str(64 << 20),
+        "--max-processes",
+        "8",
+        "--cpu-quota",
+        "0.5",
+    ]
     assert "--env-clear" in argv and "--inherit-stdin" not in argv and argv[-2:] == ["--", "true"]
     assert (spec.timeout_ms, spec.grace_ms, spec.limits.max_memory, spec.limits.cpu_quota) == (1500, 0, 64 << 20, 0.5)
     assert argv[argv.index("--run-id") + 1] == spec.run_id
@@ -213,7 +232,11 @@ def test_concurrent_calls_from_threads(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda i: processkit.run(["sh", "-c", f"printf {i}; exit {i}"], capture_dir=tmp_path / str(i)), range(6)))
+        results = list(
+            pool.map(
+                lambda i: processkit.run(["sh", "-c", f"printf {i}; exit {i}"], capture_dir=tmp_path / str(i)), range(6)
+            )
+        )
     assert [r.returncode for r in results] == list(range(6))
     assert len({r.run_id for r in results}) == 6
     assert all((tmp_path / str(i) / "stdout.log").read_text() == str(i) for i in range(6))

@@ -27,12 +27,14 @@ def worker_leftovers(runner_pids: list[int]) -> dict:
 
     mine = psutil.Process()
     runners = [
-        child.pid
-        for child in mine.children(recursive=True)
-        if any("processkit" in part for part in child.cmdline())
+        child.pid for child in mine.children(recursive=True) if any("processkit" in part for part in child.cmdline())
     ]
     parent = cgroup_v2.find_parent()
-    groups = [] if parent is None else [path for pid in runner_pids for path in glob.glob(os.path.join(parent, f"processkit-{pid}-*"))]
+    groups = (
+        []
+        if parent is None
+        else [path for pid in runner_pids for path in glob.glob(os.path.join(parent, f"processkit-{pid}-*"))]
+    )
     registry = os.environ.get("PROCESSKIT_CLI_REGISTRY_DIR")
     return {"runners": runners, "groups": groups, "registry": registry, "entries": sorted(os.listdir(registry))}
 
@@ -40,15 +42,18 @@ def worker_leftovers(runner_pids: list[int]) -> dict:
 @pytest.fixture
 def cluster(isolated_registry):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        protocol="tcp",
-        dashboard_address=None,
-        env={"PROCESSKIT_CLI_REGISTRY_DIR": str(isolated_registry)},
-    ) as local, distributed.Client(local) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            protocol="tcp",
+            dashboard_address=None,
+            env={"PROCESSKIT_CLI_REGISTRY_DIR": str(isolated_registry)},
+        ) as local,
+        distributed.Client(local) as client,
+    ):
         yield client
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 

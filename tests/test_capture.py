@@ -153,7 +153,9 @@ def test_a_capture_dir_that_cannot_be_set_up_is_111_and_leaves_no_trace(tmp_path
 
 def test_the_capture_dir_is_not_touched_when_the_jsonl_cannot_be_opened(tmp_path):
     """The JSONL opens first (docs/run.md §1.3): its failure ends the run before capture setup."""
-    proc = run_cli("run", "--jsonl", tmp_path / "missing" / "run.jsonl", "--capture-dir", tmp_path / "cap", "--", "true")
+    proc = run_cli(
+        "run", "--jsonl", tmp_path / "missing" / "run.jsonl", "--capture-dir", tmp_path / "cap", "--", "true"
+    )
     assert proc.returncode == 111
     assert not (tmp_path / "cap").exists()
 
@@ -211,7 +213,9 @@ def test_a_slow_echo_consumer_is_served_and_one_that_stops_loses_only_the_echo(t
     size, piece = 4_900_000, 24 * 1024
     produced = block(7, size)
     cap_dir, jsonl = tmp_path / "cap", tmp_path / "run.jsonl"
-    proc = start_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--", *child_command(f"p.write_all(1, p.block(7, {size}))"))
+    proc = start_cli(
+        "run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--", *child_command(f"p.write_all(1, p.block(7, {size}))")
+    )
     received = bytearray()
     for _ in range(16):
         chunk = _read_exactly(proc.stdout.fileno(), piece)
@@ -258,7 +262,9 @@ def test_an_80_mib_line_passes_byte_exact_in_bounded_memory(tmp_path, pump_backe
     run = ["run", "--jsonl", str(jsonl), "--capture-dir", str(cap_dir), "--capture-max-bytes", "100m", "--", *command]
     proc = subprocess.Popen(
         [sys.executable, "-c", PEAK_LAUNCHER, str(peak), *cli_command(), *run],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     echoed, count = hashlib.sha256(), 0
     while chunk := proc.stdout.read1(1 << 20):

@@ -20,8 +20,15 @@ STARTED = "2026-07-20T21:00:00.000Z"
 def _entry(registry, stem: str, run_id: str, *, endpoint=None, hold: bool = True, lock: bool = True):
     """A hand-written registry entry; ``hold`` plays its live runner by holding the lock."""
     record = {
-        "registry_version": 1, "run_id": run_id, "endpoint": endpoint, "started_at": STARTED,
-        "argv_sha256": None, "hint": None, "labels": {}, "jsonl": None, "capture_dir": None,
+        "registry_version": 1,
+        "run_id": run_id,
+        "endpoint": endpoint,
+        "started_at": STARTED,
+        "argv_sha256": None,
+        "hint": None,
+        "labels": {},
+        "jsonl": None,
+        "capture_dir": None,
         "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
     }
     (registry / f"{stem}.json").write_text(json.dumps(record))
@@ -39,14 +46,18 @@ def refused(*args, code: int = 103) -> dict:
     return envelope(proc)
 
 
-@pytest.mark.parametrize("verb, action", [("inspect", "inspect"), ("cancel", "cancel"), ("kill", "kill"), ("wait", "wait for")])
+@pytest.mark.parametrize(
+    "verb, action", [("inspect", "inspect"), ("cancel", "cancel"), ("kill", "kill"), ("wait", "wait for")]
+)
 def test_an_ambiguous_run_id_names_the_action_and_the_count(isolated_registry, verb, action):
     held = [_entry(isolated_registry, "run-a", "twin"), _entry(isolated_registry, "run-b", "twin")]
     problem = refused(verb, "--run-id", "twin")
     assert problem["kind"] == "ambiguous_run_id"
     assert problem["message"].startswith(f"cannot {action} run `twin`: ambiguous run id — 2 live runs ")
     human = run_cli(verb, "--run-id", "twin")
-    assert human.stderr.decode().startswith(f"processkit-cli: cannot {action} run `twin`: ambiguous run id — 2 live runs")
+    assert human.stderr.decode().startswith(
+        f"processkit-cli: cannot {action} run `twin`: ambiguous run id — 2 live runs"
+    )
     for fd in held:
         os.close(fd)
 
@@ -61,7 +72,9 @@ def test_no_such_run_names_the_action(verb):
 @pytest.mark.parametrize("verb", ["inspect", "cancel", "kill", "attest"])
 def test_a_stale_or_unprobed_run_names_the_action(isolated_registry, verb):
     _entry(isolated_registry, "run-d", "dead", hold=False)
-    assert refused(verb, "--run-id", "dead")["message"].startswith(f"cannot {verb} run `dead`: its registry entry is stale")
+    assert refused(verb, "--run-id", "dead")["message"].startswith(
+        f"cannot {verb} run `dead`: its registry entry is stale"
+    )
     _entry(isolated_registry, "run-l", "linked", lock=False)
     os.symlink(isolated_registry / "run-d.lock", isolated_registry / "run-l.lock")  # O_NOFOLLOW: unprobed
     problem = refused(verb, "--run-id", "linked")

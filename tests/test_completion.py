@@ -48,7 +48,11 @@ def bash_complete(script, *words, cwd=None) -> list[str]:
     assert completer, "the bash script registers no completion function for processkit-cli"
     proc = subprocess.run(
         ["bash", "--norc", "--noprofile", "-c", BASH_COMPLETE, "complete", str(script), "processkit-cli", *words],
-        capture_output=True, text=True, timeout=30, cwd=cwd, env={"COMPLETER": completer[1], "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+        env={"COMPLETER": completer[1], "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr
     return [line for line in proc.stdout.splitlines() if line]
@@ -60,7 +64,11 @@ def test_bash_completes_a_subcommand(scripts):
 
 
 def test_bash_completes_a_flag(scripts):
-    assert set(bash_complete(scripts["bash"], "run", "--cap")) == {"--capture-dir", "--capture-max-bytes", "--capture-overflow"}
+    assert set(bash_complete(scripts["bash"], "run", "--cap")) == {
+        "--capture-dir",
+        "--capture-max-bytes",
+        "--capture-overflow",
+    }
 
 
 def test_bash_completes_a_fixed_flag_value(scripts):
@@ -98,7 +106,9 @@ def test_zsh_script_is_produced_and_parses(scripts):
 def fish_complete(script, line: str) -> list[str]:
     proc = subprocess.run(
         ["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 0, proc.stderr
     return [entry.partition("\t")[0] for entry in proc.stdout.splitlines()]

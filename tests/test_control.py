@@ -46,7 +46,10 @@ def test_inspect_then_cancel(runs, isolated_registry):
     assert run.finish() == 108
     events = read_events(run.jsonl)
     assert [e["source"] for e in events if e["event"] == "cancelled"] == ["control_cancel"]
-    assert events[-1]["event"] == "runner_exit" and (events[-1]["code"], events[-1]["source"]) == (108, "control_cancel")
+    assert events[-1]["event"] == "runner_exit" and (events[-1]["code"], events[-1]["source"]) == (
+        108,
+        "control_cancel",
+    )
     assert not os.path.exists(os.path.dirname(endpoint))
     assert os.listdir(isolated_registry) == []
 
@@ -87,7 +90,10 @@ def test_cancel_all_hits_exactly_the_matching_runs(runs):
     assert waiter.returncode == 0
     outcomes = json.loads(out)
     check_schema("wait", outcomes)
-    assert [(o["run_id"], o["code"], o["source"]) for o in outcomes] == [("a1", 108, "control_cancel"), ("a2", 108, "control_cancel")]
+    assert [(o["run_id"], o["code"], o["source"]) for o in outcomes] == [
+        ("a1", 108, "control_cancel"),
+        ("a2", 108, "control_cancel"),
+    ]
 
     assert [(r["run_id"], r["health"]) for r in listed()] == [("b", "live")]
     assert cli_json("cancel", "--all", "--label", "lane=a") == []
@@ -110,7 +116,11 @@ def test_attest_from_inside_and_outside(runs, tmp_path, containment, monkeypatch
     assert outside.returncode == 115
     verdict = json_out(outside)
     check_schema("attest", verdict)
-    assert (verdict["verdict"], verdict["run_id"], verdict["mechanism"]) == ("not_a_member", "att", run.started["mechanism"])
+    assert (verdict["verdict"], verdict["run_id"], verdict["mechanism"]) == (
+        "not_a_member",
+        "att",
+        run.started["mechanism"],
+    )
     problem = envelope(outside)
     assert (problem["kind"], problem["operation"], problem["run_id"]) == ("not_a_member", "attest", "att")
 

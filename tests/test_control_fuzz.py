@@ -111,7 +111,9 @@ VALID = {
 }
 
 
-@given(st.dictionaries(st.sampled_from(sorted(VALID) + ["extra"]), json_values, max_size=4), st.sampled_from(sorted(VALID)))
+@given(
+    st.dictionaries(st.sampled_from(sorted(VALID) + ["extra"]), json_values, max_size=4), st.sampled_from(sorted(VALID))
+)
 def test_a_damaged_record_is_skipped_or_keeps_only_sound_values(overrides, removed):
     document = dict(VALID)
     document.update(overrides)
@@ -128,14 +130,22 @@ def test_a_damaged_record_is_skipped_or_keeps_only_sound_values(overrides, remov
 @given(
     run_id=st.text(min_size=1, max_size=40).filter(is_valid_run_id),
     labels=st.dictionaries(
-        st.from_regex(r"[A-Za-z_][A-Za-z0-9._-]{0,20}", fullmatch=True), st.text(max_size=30).filter(is_valid_label_value)
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9._-]{0,20}", fullmatch=True),
+        st.text(max_size=30).filter(is_valid_label_value),
     ),
     endpoint=st.one_of(st.none(), st.text(min_size=1, max_size=60).filter(lambda t: "\0" not in t)),
 )
 def test_what_a_run_writes_reads_back_unchanged(run_id, labels, endpoint):
     record = records.Record(
-        run_id=run_id, endpoint=endpoint, started_at=VALID["started_at"], argv_sha256="ab" * 32, hint=None,
-        labels=labels, jsonl="/j.jsonl", capture_dir=None, lock_file="run-9.lock",
+        run_id=run_id,
+        endpoint=endpoint,
+        started_at=VALID["started_at"],
+        argv_sha256="ab" * 32,
+        hint=None,
+        labels=labels,
+        jsonl="/j.jsonl",
+        capture_dir=None,
+        lock_file="run-9.lock",
     )
     assert records.parse(record.encode()) == record
 
@@ -147,7 +157,9 @@ def test_what_a_run_writes_reads_back_unchanged(run_id, labels, endpoint):
 @given(
     payload=st.one_of(
         st.binary(max_size=400),
-        st.builds(lambda v, junk: v.encode() + junk, st.sampled_from(["inspect", "attest", " ", ""]), st.binary(max_size=50)),
+        st.builds(
+            lambda v, junk: v.encode() + junk, st.sampled_from(["inspect", "attest", " ", ""]), st.binary(max_size=50)
+        ),
         st.builds(lambda n, b: b * n, st.integers(1, 90_000), st.sampled_from([b"a", b"\x00", b"\xff", b"\n\n"])),
     )
 )

@@ -38,7 +38,13 @@ def test_a_detached_run_returns_once_started_and_carries_on_alone(tmp_path):
     assert pid_alive(started["root_pid"])
     assert os.getsid(started["root_pid"]) != os.getsid(0), "the detached runner did not start a new session"
 
-    assert outcome("det-1") == {"run_id": "det-1", "status": "reported", "code": 7, "source": "child_exit", "child_code": 7}
+    assert outcome("det-1") == {
+        "run_id": "det-1",
+        "status": "reported",
+        "code": 7,
+        "source": "child_exit",
+        "child_code": 7,
+    }
     events = check_stream(jsonl, 7)
     assert event_time(one(events, "root_exited")) - returned > 1.0, "the launcher outlived the child's start by far"
     assert (capture / "stdout.log").read_bytes() == b"to stdout\n"
@@ -64,9 +70,29 @@ def test_the_copy_gets_a_generated_run_id_and_a_command_from_stdin(tmp_path):
 
 def test_deadlines_and_snapshots_keep_working_detached(tmp_path):
     jsonl = tmp_path / "d.jsonl"
-    proc = run_cli("run", "--detach", "--run-id", "det-t", "--jsonl", jsonl, "--timeout", "600ms", "--snapshot-interval", "150ms", "--", "sleep", "30")
+    proc = run_cli(
+        "run",
+        "--detach",
+        "--run-id",
+        "det-t",
+        "--jsonl",
+        jsonl,
+        "--timeout",
+        "600ms",
+        "--snapshot-interval",
+        "150ms",
+        "--",
+        "sleep",
+        "30",
+    )
     assert proc.returncode == 0, proc.stderr
-    assert outcome("det-t") == {"run_id": "det-t", "status": "reported", "code": 106, "source": "timeout", "child_code": None}
+    assert outcome("det-t") == {
+        "run_id": "det-t",
+        "status": "reported",
+        "code": 106,
+        "source": "timeout",
+        "child_code": None,
+    }
     events = check_stream(jsonl, 106)
     assert len(by_name(events, "members_snapshot")) >= 3
 
@@ -85,7 +111,18 @@ def test_a_detached_run_answers_the_control_plane(tmp_path):
 
 def test_a_detached_start_failure_relays_the_copys_code(tmp_path):
     jsonl = tmp_path / "d.jsonl"
-    proc = run_cli("--error-format", "json", "run", "--detach", "--run-id", "det-f", "--jsonl", jsonl, "--", tmp_path / "no-such-program")
+    proc = run_cli(
+        "--error-format",
+        "json",
+        "run",
+        "--detach",
+        "--run-id",
+        "det-f",
+        "--jsonl",
+        jsonl,
+        "--",
+        tmp_path / "no-such-program",
+    )
     assert proc.returncode == 101
     assert proc.stdout == b""
     error = envelope(proc)
@@ -107,7 +144,12 @@ def test_detach_refuses_to_share_the_callers_terminal(tmp_path, flag):
 def test_an_unopenable_jsonl_fails_before_anything_is_spawned(tmp_path):
     marker = tmp_path / "spawned"
     proc = run_cli(
-        "run", "--detach", "--jsonl", tmp_path / "missing" / "d.jsonl", "--", *python_child(f"open({str(marker)!r}, 'w')")
+        "run",
+        "--detach",
+        "--jsonl",
+        tmp_path / "missing" / "d.jsonl",
+        "--",
+        *python_child(f"open({str(marker)!r}, 'w')"),
     )
     assert proc.returncode == 111
     assert b"--jsonl" in proc.stderr
@@ -204,7 +246,10 @@ def test_a_launcher_started_as_the_console_script_re_runs_that_script(tmp_path):
     if not os.path.isfile(script) or len(cli_command()) > 1:
         pytest.skip("processkit-cli is not installed as a console script")
     jsonl = tmp_path / "d.jsonl"
-    assert run_cli("run", "--detach", "--run-id", "det-s", "--no-echo", "--jsonl", jsonl, "--", "sleep", "30").returncode == 0
+    assert (
+        run_cli("run", "--detach", "--run-id", "det-s", "--no-echo", "--jsonl", jsonl, "--", "sleep", "30").returncode
+        == 0
+    )
     runner = wait_for_event(jsonl, "members_snapshot")["members"][0]["ppid"]  # written just after run_started
     with open(f"/proc/{runner}/cmdline", "rb") as handle:
         cmdline = [os.fsdecode(arg) for arg in handle.read().split(b"\0")[:-1]]

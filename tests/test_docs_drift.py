@@ -136,7 +136,11 @@ class Binary:
 
     def values_for(self, command: str | None, flag: str) -> frozenset[str] | None:
         """The values ``flag`` accepts (under ``command``, else under any subcommand), if fixed."""
-        sets = [self.choices(name)[flag] for name in ([command] if command else sorted(self.commands)) if flag in self.choices(name)]
+        sets = [
+            self.choices(name)[flag]
+            for name in ([command] if command else sorted(self.commands))
+            if flag in self.choices(name)
+        ]
         return frozenset().union(*sets) if sets else None
 
     def takes(self, command: str, flag: str) -> bool:
@@ -212,13 +216,17 @@ def invocation_violations(section: Section, binary: Binary) -> list[str]:
                     found.append(f"{section.doc}: --require-surface {token}: not in probe's surface")
                 flag = token.partition("=")[0]
                 if FLAG.fullmatch(flag) and not binary.takes(command, flag):
-                    found.append(f"{section.doc}: `processkit-cli {command} ... {flag}`: {command} does not take {flag}")
+                    found.append(
+                        f"{section.doc}: `processkit-cli {command} ... {flag}`: {command} does not take {flag}"
+                    )
                 found += value_violations(section, binary, command, previous, token)
                 previous = token
     return found
 
 
-def value_violations(section: Section, binary: Binary, command: str | None, previous: str | None, token: str) -> list[str]:
+def value_violations(
+    section: Section, binary: Binary, command: str | None, previous: str | None, token: str
+) -> list[str]:
     """A value given to a fixed-value flag (``--flag value`` or ``--flag=value``) is one it takes."""
     flag, equals, value = token.partition("=")
     if not equals:
@@ -264,7 +272,9 @@ def exit_code_violations(section: Section, binary: Binary) -> list[str]:
     mentioned = [int(a or b) for a, b in CODE_MENTION.findall(text)] + [code for code, _ in rows + listed]
     for code in mentioned:
         if code in unused and code in binary.exit_codes:
-            found.append(f"{section.doc}: exit code {code} is said to be unused: the binary has it as {binary.exit_codes[code]}")
+            found.append(
+                f"{section.doc}: exit code {code} is said to be unused: the binary has it as {binary.exit_codes[code]}"
+            )
         elif code in band and code not in unused and code not in binary.exit_codes:
             found.append(f"{section.doc}: exit code {code}: the binary has no such code")
     # A table row's kinds in backticks must all be the code's; a listed code's first word names one.
@@ -301,10 +311,20 @@ def python_api_violations(section: Section) -> list[str]:
 def _python_violations(tree: ast.Module) -> list[str]:
     """Calls ``module.function(keyword=...)`` on an imported module, and attributes read from
     what such a call returned (``result = module.run(...); result.returncode``)."""
-    modules = {alias.asname or alias.name: alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules = {
+        alias.asname or alias.name: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
     found, returned = [], {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             returned[node.targets[0].id] = node.value
     results = {}
     for node in ast.walk(tree):
@@ -328,8 +348,14 @@ def _python_violations(tree: ast.Module) -> list[str]:
         if cls is None:
             continue
         known = set(dir(cls)) | set(getattr(cls, "__annotations__", {}))
-        read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == variable}
-        found += [f"{name}(...).{attribute}: {cls.__name__} has no such attribute" for attribute in sorted(read - known)]
+        read = {
+            n.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == variable
+        }
+        found += [
+            f"{name}(...).{attribute}: {cls.__name__} has no such attribute" for attribute in sorted(read - known)
+        ]
     return found
 
 
@@ -395,9 +421,14 @@ def test_the_checks_catch_drift(binary):
             "| 103 | `stale`, `timeout` | one of two is wrong |",
             "| 104 | — | unused, says this row |",
         ],
-        [("sh", "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
+        [
+            (
+                "sh",
+                "processkit-cli frobnicate --x\nprocesskit-cli run --bogus -- true --not-checked\n"
                 "processkit-cli probe --json --require-surface run:--bogus\n"
-                "processkit-cli run --capture-overflow discard --jsonl x -- true")],
+                "processkit-cli run --capture-overflow discard --jsonl x -- true",
+            )
+        ],
     )
     assert len(invocation_violations(drifted, binary)) == 4
     assert len(backticked_flag_violations(drifted, binary)) == 4
@@ -416,6 +447,13 @@ def test_the_python_check_catches_drift():
 
 
 def test_extension_sections_await_their_features(binary):
-    pending = sorted({f"{section.doc}: {section.requires}" for doc in DOCS for section in sections(doc) if not binary.met(section.requires)})
+    pending = sorted(
+        {
+            f"{section.doc}: {section.requires}"
+            for doc in DOCS
+            for section in sections(doc)
+            if not binary.met(section.requires)
+        }
+    )
     if pending:
         pytest.skip("facts pending until these land: " + "; ".join(pending))

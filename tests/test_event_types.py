@@ -30,7 +30,15 @@ def test_a_real_stream_reads_and_writes_back_byte_for_byte(tmp_path):
 
 
 def test_unknown_fields_and_types_are_kept():
-    newer = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "runner_exit", "code": 0, "source": "child_exit", "child_code": 0, "extra_info": [1]}
+    newer = {
+        "schema_version": 1,
+        "time": "2026-01-01T00:00:00.000Z",
+        "event": "runner_exit",
+        "code": 0,
+        "source": "child_exit",
+        "child_code": 0,
+        "extra_info": [1],
+    }
     event = from_json(newer)
     assert isinstance(event, RunnerExit) and event.extra == {"extra_info": [1]} and event.to_json() == newer
     future = {"schema_version": 2, "time": "2026-01-01T00:00:00.000Z", "event": "gpu_sampled", "watts": 300}

@@ -34,13 +34,21 @@ class Scenario:
 
 SCENARIOS = {
     "exit": Scenario((), python_child("print('hello')"), 0, "the child exited with code 0"),
-    "signal_death": Scenario((), python_child("import os; os.kill(os.getpid(), 9)"), 137, "killed by signal 9 (SIGKILL)"),
-    "timeout": Scenario(("--timeout", "300ms", "--snapshot-interval", "100ms"), SLEEP, 106, "the run exceeded its 300ms"),
-    "idle_timeout": Scenario(("--idle-timeout", "200ms", "--grace", "1s"), SLEEP, 106, "no output for 200ms (grace 1s)"),
+    "signal_death": Scenario(
+        (), python_child("import os; os.kill(os.getpid(), 9)"), 137, "killed by signal 9 (SIGKILL)"
+    ),
+    "timeout": Scenario(
+        ("--timeout", "300ms", "--snapshot-interval", "100ms"), SLEEP, 106, "the run exceeded its 300ms"
+    ),
+    "idle_timeout": Scenario(
+        ("--idle-timeout", "200ms", "--grace", "1s"), SLEEP, 106, "no output for 200ms (grace 1s)"
+    ),
     "cancel": Scenario((), SLEEP, 107, "cancelled by SIGTERM", ending="sigterm"),
     "control_cancel": Scenario((), SLEEP, 108, "cancelled by a control-plane cancel", ending="cancel"),
     "control_kill": Scenario((), SLEEP, 109, "hard-killed by a control-plane kill", ending="kill"),
-    "capture": Scenario(("--capture-dir", "{tmp}/cap"), python_child("print('x' * 3000)"), 0, "captured stdout 2.9 KiB"),
+    "capture": Scenario(
+        ("--capture-dir", "{tmp}/cap"), python_child("print('x' * 3000)"), 0, "captured stdout 2.9 KiB"
+    ),
     "overflow": Scenario(
         ("--capture-dir", "{tmp}/ovf", "--capture-max-bytes", "16", "--capture-overflow", "cancel"),
         python_child("import time; print('y' * 100, flush=True); time.sleep(30)"),
@@ -140,13 +148,19 @@ def _mutations(lines: list[bytes]) -> dict:
         "no_runner_exit": (lines[:-1], "stream: 0 runner_exit events, expected exactly one"),
         "two_runner_exits": (lines + [exit_line], "stream: 2 runner_exit events"),
         "runner_exit_not_last": (lines + [lines[1]], "stream: runner_exit (line 7) is not the last line"),
-        "run_started_not_first": ([lines[1], lines[0]] + lines[2:], "stream: run_started is not the first line (line 2)"),
+        "run_started_not_first": (
+            [lines[1], lines[0]] + lines[2:],
+            "stream: run_started is not the first line (line 2)",
+        ),
         "two_endings": (lines[:3] + [ending] + lines[3:], "stream: 2 ending events"),
         "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], 'line 7: /code: expected integer, got "zero"'),
         "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: /surprise: property is not allowed"),
         "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
         "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8"),
-        "over_a_mebibyte": (lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:], "line 3: line exceeds the 1048576-byte limit"),
+        "over_a_mebibyte": (
+            lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:],
+            "line 3: line exceeds the 1048576-byte limit",
+        ),
     }
 
 
@@ -163,8 +177,16 @@ def corrupted(streams, tmp_path_factory):
 
 
 MUTATIONS = (
-    "no_runner_exit", "two_runner_exits", "runner_exit_not_last", "run_started_not_first", "two_endings",
-    "wrong_type", "unknown_field", "not_json", "invalid_utf8", "over_a_mebibyte",
+    "no_runner_exit",
+    "two_runner_exits",
+    "runner_exit_not_last",
+    "run_started_not_first",
+    "two_endings",
+    "wrong_type",
+    "unknown_field",
+    "not_json",
+    "invalid_utf8",
+    "over_a_mebibyte",
 )
 
 
@@ -182,7 +204,9 @@ def test_a_corrupted_line_fails_validation_with_what_is_wrong(corrupted, name):
     assert report.splitlines()[-1].startswith("checked ")
     problem = envelope(proc)
     assert problem["kind"] == "events_invalid"
-    assert problem["message"].startswith("1 of ") and "do not conform to this binary's event schema" in problem["message"]
+    assert (
+        problem["message"].startswith("1 of ") and "do not conform to this binary's event schema" in problem["message"]
+    )
 
 
 @pytest.mark.parametrize("name", STREAM_MUTATIONS)
@@ -236,7 +260,12 @@ def test_the_rendering_is_terminal_safe(tmp_path):
         "code": 101,
         "message": "evil\u001b[31m\u202ereversed\nforged line",
     }
-    unknown = {"schema_version": 1, "time": "2026-07-20T21:00:01.000Z", "event": "teleported\u001b]0;x\u0007", "to": "\u200bmars"}
+    unknown = {
+        "schema_version": 1,
+        "time": "2026-07-20T21:00:01.000Z",
+        "event": "teleported\u001b]0;x\u0007",
+        "to": "\u200bmars",
+    }
     path = tmp_path / "hostile.jsonl"
     path.write_text(json.dumps(hostile) + "\n" + json.dumps(unknown) + "\n")
     proc = events_cli("--file", path)
@@ -303,7 +332,12 @@ def test_a_stream_input_is_read_without_a_first_byte_deadline(streams):
     late = f"import sys, time; time.sleep(0.6); sys.stdout.buffer.write(open({str(streams['exit'][0])!r}, 'rb').read())"
     for mode in (["--json"], ["--validate"]):
         writer = subprocess.Popen([PY, "-c", late], stdout=subprocess.PIPE)
-        proc = subprocess.run(cli_command() + ["events", "--file", "/dev/stdin", *mode], stdin=writer.stdout, capture_output=True, timeout=30)
+        proc = subprocess.run(
+            cli_command() + ["events", "--file", "/dev/stdin", *mode],
+            stdin=writer.stdout,
+            capture_output=True,
+            timeout=30,
+        )
         writer.stdout.close()
         writer.wait()
         assert proc.returncode == 0, proc.stderr

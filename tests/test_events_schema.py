@@ -120,7 +120,9 @@ def reference():
 
 def test_the_schema_ships_inside_the_package_and_is_valid_draft_2020_12():
     tomllib = pytest.importorskip("tomllib")
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["processkit.events"]
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "processkit.events"
+    ]
     assert any(fnmatch.fnmatch(EVENT_SCHEMA_FILE, pattern) for pattern in patterns)
     schema = load_event_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -174,7 +176,7 @@ def test_the_validator_agrees_with_jsonschema_on_every_mutation(reference):
         (lambda e: e["stderr"].update(sha256="ABC"), '/stderr/sha256: "ABC" does not match ^[0-9a-f]{64}$'),
         (lambda e: e.update(event="file_written"), '/event: "file_written" is not one of "run_started", '),
         (lambda e: e.update(schema_version=2), "/schema_version: expected 1, got 2"),
-        (lambda e: e["stdout"].update({"odd key": 1}), '/stdout/odd key: property is not allowed here'),
+        (lambda e: e["stdout"].update({"odd key": 1}), "/stdout/odd key: property is not allowed here"),
     ],
 )
 def test_violations_name_the_json_path(mutate, expected):

@@ -36,7 +36,9 @@ def test_a_jsonl_disk_that_fills_mid_run_costs_only_the_stream(tmp_path, small_t
     disk = small_tmpfs("jsonl", "size=4k")
     jsonl, cap_dir = disk / "run.jsonl", tmp_path / "cap"
     child = "for i in $(seq 40); do echo out$i; echo err$i >&2; sleep 0.01; done; exit 3"
-    proc = run_cli("run", "--jsonl", jsonl, "--snapshot-interval", "5ms", "--capture-dir", cap_dir, "--", "sh", "-c", child)
+    proc = run_cli(
+        "run", "--jsonl", jsonl, "--snapshot-interval", "5ms", "--capture-dir", cap_dir, "--", "sh", "-c", child
+    )
     out = "".join(f"out{i}\n" for i in range(1, 41)).encode()
     err = "".join(f"err{i}\n" for i in range(1, 41)).encode()
     assert proc.returncode == 3
@@ -56,14 +58,20 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
     (after 1 s) still ends the run, at most that stall later."""
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
-    reader = subprocess.Popen([PY, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); f.readline(); time.sleep(60)", fifo])
+    reader = subprocess.Popen(
+        [PY, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); f.readline(); time.sleep(60)", fifo]
+    )
     try:
-        proc = run_cli("run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", "sleep 1; exit 3", timeout=15)
+        proc = run_cli(
+            "run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", "sleep 1; exit 3", timeout=15
+        )
     finally:
         reader.kill()
         reader.wait()
     assert proc.returncode == 3
-    assert stderr_lines(proc) == ["processkit-cli: warning: JSONL event logging disabled: its reader took nothing for 2s"]
+    assert stderr_lines(proc) == [
+        "processkit-cli: warning: JSONL event logging disabled: its reader took nothing for 2s"
+    ]
 
 
 # -- the registry -----------------------------------------------------------------------------
@@ -138,7 +146,9 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
     jsonl, marker = tmp_path / "run.jsonl", tmp_path / "started"
     runner = subprocess.Popen(
         [PY, "-c", SIGNAL_DURING_SETUP, name, "run", "--jsonl", str(jsonl), "--", "touch", str(marker)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     _, stderr = runner.communicate(timeout=30)
     source = {"SIGTERM": "sigterm", "SIGINT": "ctrl_c", "SIGHUP": "sighup"}[name]
@@ -216,7 +226,9 @@ def test_a_closed_stdout_ends_a_client_quietly(tmp_path, args):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run(cli_command() + argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, timeout=30)
+        proc = subprocess.run(
+            cli_command() + argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, timeout=30
+        )
     finally:
         os.close(write_end)
     assert (proc.returncode, proc.stderr) == (141, b"")
@@ -224,7 +236,9 @@ def test_a_closed_stdout_ends_a_client_quietly(tmp_path, args):
 
 def test_a_full_stdout_is_a_setup_failure_with_a_reason(tmp_path):
     with open("/dev/full", "wb") as full:
-        proc = subprocess.run(cli_command() + ["list"], stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, timeout=30)
+        proc = subprocess.run(
+            cli_command() + ["list"], stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, timeout=30
+        )
     assert proc.returncode == 111
     assert proc.stderr == b"processkit-cli: cannot write to standard output: No space left on device\n"
 

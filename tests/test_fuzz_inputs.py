@@ -39,13 +39,32 @@ U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
 DIGITS = "0123456789"
 # Unicode White_Space, Rust's char::is_whitespace (docs/run.md's env key and env file rules).
-RUST_WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
+RUST_WHITESPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {
+    chr(c) for c in range(0x2000, 0x200B)
+}
 # docs/run.md §2.4: the format characters a run id or label value may not contain.
 FORMAT_RANGES = [
-    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891),
-    (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
-    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F),
-    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
 ]
 # Characters that sit on the grammars' edges: signs, units in both cases, look-alikes (the
 # Kelvin sign lowercases to "k", non-ASCII digits pass str.isdigit), separators, controls.
@@ -115,7 +134,9 @@ def cores_model(text: str):
 
 def terminal_safe(text: str) -> bool:
     return not any(
-        unicodedata.category(ch) == "Cc" or 0xD800 <= ord(ch) <= 0xDFFF or any(lo <= ord(ch) <= hi for lo, hi in FORMAT_RANGES)
+        unicodedata.category(ch) == "Cc"
+        or 0xD800 <= ord(ch) <= 0xDFFF
+        or any(lo <= ord(ch) <= hi for lo, hi in FORMAT_RANGES)
         for ch in text
     )
 
@@ -126,13 +147,19 @@ def run_id_model(text: str):
 
 def label_model(text: str):
     key, sep, value = text.partition("=")
-    key_ok = 1 <= len(key) <= 64 and key[0] in "_" + "".join(map(chr, range(65, 91))) + "".join(map(chr, range(97, 123)))
+    key_ok = 1 <= len(key) <= 64 and key[0] in "_" + "".join(map(chr, range(65, 91))) + "".join(
+        map(chr, range(97, 123))
+    )
     key_ok = key_ok and all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in key)
     return (key, value) if sep and key_ok and len(value) <= 256 and terminal_safe(value) else None
 
 
 def env_key_ok(key: str) -> bool:
-    return bool(key) and "=" not in key and not any(ch in RUST_WHITESPACE or unicodedata.category(ch) == "Cc" for ch in key)
+    return (
+        bool(key)
+        and "=" not in key
+        and not any(ch in RUST_WHITESPACE or unicodedata.category(ch) == "Cc" for ch in key)
+    )
 
 
 def env_model(text: str):
@@ -142,7 +169,11 @@ def env_model(text: str):
 
 @given(edgy_text | st.from_regex(r"[0-9]{1,22}(ms|s|m|h)?", fullmatch=True), st.booleans())
 def test_durations(text, positive):
-    check_against(lambda t: duration_model(t, positive), lambda t: values.parse_duration_ms(t, positive=positive, flag="--timeout"), text)
+    check_against(
+        lambda t: duration_model(t, positive),
+        lambda t: values.parse_duration_ms(t, positive=positive, flag="--timeout"),
+        text,
+    )
 
 
 @given(edgy_text | st.from_regex(r"[0-9]{1,21}[bkmgBKMG]?", fullmatch=True))
@@ -168,7 +199,14 @@ def test_run_ids(text):
     check_against(run_id_model, values.parse_run_id, text)
 
 
-@given(st.builds("{}={}".format, edgy_text | st.from_regex(r"[A-Za-z_][A-Za-z0-9._-]{0,70}", fullmatch=True), edgy_text | long_text) | edgy_text)
+@given(
+    st.builds(
+        "{}={}".format,
+        edgy_text | st.from_regex(r"[A-Za-z_][A-Za-z0-9._-]{0,70}", fullmatch=True),
+        edgy_text | long_text,
+    )
+    | edgy_text
+)
 def test_labels(text):
     check_against(label_model, values.parse_label, text)
 
@@ -248,7 +286,25 @@ def env_file_model(data: bytes):
     return entries, None
 
 
-LINE_PIECES = st.sampled_from(["K=v", "_A.b=", "K=a=b", "# c", "  #x=1", "=v", "K", "K V=1", "\u00a0", "\x1c", "\x1f=1", " ", "\t", "é=ü", "K=\x1b[31m"])
+LINE_PIECES = st.sampled_from(
+    [
+        "K=v",
+        "_A.b=",
+        "K=a=b",
+        "# c",
+        "  #x=1",
+        "=v",
+        "K",
+        "K V=1",
+        "\u00a0",
+        "\x1c",
+        "\x1f=1",
+        " ",
+        "\t",
+        "é=ü",
+        "K=\x1b[31m",
+    ]
+)
 env_file_text = st.lists(st.one_of(LINE_PIECES, edgy_text), max_size=8).flatmap(
     lambda lines: st.lists(st.sampled_from(["\n", "\r\n", "\r", ""]), min_size=len(lines), max_size=len(lines)).map(
         lambda ends: "".join(line + end for line, end in zip(lines, ends))
@@ -316,14 +372,18 @@ def lines_model(data: bytes, limit: int):
 def line_kind(line: reader.Line):
     if line.problem is None:
         return None
-    return {"not valid UTF-8": "utf8", "not valid JSON": "json", "line exceeds": "overlong"}[line.problem.split(" (")[0].split(" the ")[0]]
+    return {"not valid UTF-8": "utf8", "not valid JSON": "json", "line exceeds": "overlong"}[
+        line.problem.split(" (")[0].split(" the ")[0]
+    ]
 
 
 stream_bytes = st.lists(
     st.one_of(
         st.binary(max_size=90),
         st.sampled_from([b'{"event":"runner_exit"}', b"{}", b"[1,2]", b"NaN", b'"\xff"', b"  ", b'{"a":' * 3]),
-        st.builds(lambda v: json.dumps(v).encode(), st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)),
+        st.builds(
+            lambda v: json.dumps(v).encode(), st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)
+        ),
     ),
     max_size=10,
 ).map(b"\n".join)
@@ -341,24 +401,53 @@ def test_the_reader_splits_any_bytes_in_any_chunking_like_the_model(monkeypatch,
         got += splitter.feed(data[offset : offset + size])
         offset, turn = offset + size, turn + 1
     got += splitter.end()
-    heads = [(line.number, line.raw[:65] if line_kind(line) == "overlong" else line.raw, line_kind(line)) for line in got]
+    heads = [
+        (line.number, line.raw[:65] if line_kind(line) == "overlong" else line.raw, line_kind(line)) for line in got
+    ]
     assert heads == lines_model(data, 64)
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | edgy_text,
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | edgy_text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(edgy_text, inner, max_size=3),
     max_leaves=10,
 )
-EVENT_NAMES = ["run_started", "members_snapshot", "root_exited", "timeout", "cancelled", "cleanup_finished",
-               "output_captured", "runner_exit", "limit_hit", "spawn_failed", "\x1b[2J"]
+EVENT_NAMES = [
+    "run_started",
+    "members_snapshot",
+    "root_exited",
+    "timeout",
+    "cancelled",
+    "cleanup_finished",
+    "output_captured",
+    "runner_exit",
+    "limit_hit",
+    "spawn_failed",
+    "\x1b[2J",
+]
 
 
 @pytest.fixture(scope="module")
 def real_events(tmp_path_factory) -> list[dict]:
     """Every line of a real stream with capture, as templates to mutate."""
     where = tmp_path_factory.mktemp("real")
-    run_cli("run", "--jsonl", where / "run.jsonl", "--capture-dir", where / "cap", "--label", "k=v", "--", "sh", "-c", "echo x")
+    run_cli(
+        "run",
+        "--jsonl",
+        where / "run.jsonl",
+        "--capture-dir",
+        where / "cap",
+        "--label",
+        "k=v",
+        "--",
+        "sh",
+        "-c",
+        "echo x",
+    )
     return [json.loads(line) for line in (where / "run.jsonl").read_text().splitlines()]
 
 
@@ -381,7 +470,11 @@ def assert_one_safe_line(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.data(),
-    st.lists(st.text(min_size=1, max_size=10) | st.sampled_from(["\x1b[31m", "\u202e", "\x07", "a\nb"]), min_size=1, max_size=6),
+    st.lists(
+        st.text(min_size=1, max_size=10) | st.sampled_from(["\x1b[31m", "\u202e", "\x07", "a\nb"]),
+        min_size=1,
+        max_size=6,
+    ),
 )
 def test_any_event_renders_as_one_terminal_safe_line(real_events, data, strings):
     """Real events with hostile strings (still schema-shaped: the words path) and arbitrary
@@ -391,7 +484,9 @@ def test_any_event_renders_as_one_terminal_safe_line(real_events, data, strings)
     template = data.draw(st.sampled_from(real_events))
     keep = {"schema_version", "time", "event"}
     mutated = {k: v if k in keep else _mutate(v, itertools.cycle(strings)) for k, v in template.items()}
-    arbitrary = data.draw(st.dictionaries(st.sampled_from(["event", "time", "code", "source", "members", "labels"]), json_values))
+    arbitrary = data.draw(
+        st.dictionaries(st.sampled_from(["event", "time", "code", "source", "members", "labels"]), json_values)
+    )
     arbitrary.setdefault("event", data.draw(st.sampled_from(EVENT_NAMES)))
     renderer, checks = Renderer(), StreamChecks()
     for number, event in enumerate((template, mutated, arbitrary), start=1):
@@ -432,8 +527,15 @@ class FakeRunner:
         self._lock = os.open(registry / "run-f.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX)
         record = {
-            "registry_version": 1, "run_id": "fake", "endpoint": self.endpoint, "started_at": "2026-07-20T21:00:00.000Z",
-            "argv_sha256": None, "hint": None, "labels": {}, "jsonl": None, "capture_dir": None,
+            "registry_version": 1,
+            "run_id": "fake",
+            "endpoint": self.endpoint,
+            "started_at": "2026-07-20T21:00:00.000Z",
+            "argv_sha256": None,
+            "hint": None,
+            "labels": {},
+            "jsonl": None,
+            "capture_dir": None,
             "liveness": {"kind": "advisory_lock", "lock_file": "run-f.lock"},
         }
         (registry / "run-f.json").write_text(json.dumps(record))
@@ -469,10 +571,24 @@ def fake_runner(tmp_path_factory):
     runner.close()
 
 
-SNAPSHOT = {"snapshot_version": 2, "run_id": "fake", "mechanism": "cgroup_v2", "root_pid": 7, "started_at": "2026-07-20T21:00:00.000Z",
-            "jsonl": "/x.jsonl", "capture_dir": None, "members": [{"pid": 7, "ppid": 1, "name": "sh", "start_time": "1"}]}
-ATTESTATION = {"attestation_version": 1, "run_id": "fake", "verdict": "member", "peer_pid": 7, "mechanism": "cgroup_v2",
-               "checked_at": "2026-07-20T21:00:00.000Z"}
+SNAPSHOT = {
+    "snapshot_version": 2,
+    "run_id": "fake",
+    "mechanism": "cgroup_v2",
+    "root_pid": 7,
+    "started_at": "2026-07-20T21:00:00.000Z",
+    "jsonl": "/x.jsonl",
+    "capture_dir": None,
+    "members": [{"pid": 7, "ppid": 1, "name": "sh", "start_time": "1"}],
+}
+ATTESTATION = {
+    "attestation_version": 1,
+    "run_id": "fake",
+    "verdict": "member",
+    "peer_pid": 7,
+    "mechanism": "cgroup_v2",
+    "checked_at": "2026-07-20T21:00:00.000Z",
+}
 ACK = {"accepted": True, "action": "cancel", "run_id": "fake"}
 
 
@@ -490,22 +606,30 @@ def _bend(document: dict, data) -> dict:
 @given(st.data())
 def test_the_control_client_takes_only_replies_that_keep_the_contract(fake_runner, monkeypatch, data):
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", fake_runner.registry)
-    verb, document, check = data.draw(st.sampled_from([
-        ("inspect", SNAPSHOT, replies.check_snapshot),
-        ("attest", ATTESTATION, replies.check_attestation),
-        ("cancel", ACK, replies.ack_check("cancel")),
-    ]))
-    reply = data.draw(st.one_of(
-        st.builds(lambda d: json.dumps(d).encode() + b"\n", st.just(document).map(lambda d: _bend(d, data))),
-        st.binary(max_size=200),
-        st.binary(max_size=100).map(lambda b: b + b"\n"),
-    ))
+    verb, document, check = data.draw(
+        st.sampled_from(
+            [
+                ("inspect", SNAPSHOT, replies.check_snapshot),
+                ("attest", ATTESTATION, replies.check_attestation),
+                ("cancel", ACK, replies.ack_check("cancel")),
+            ]
+        )
+    )
+    reply = data.draw(
+        st.one_of(
+            st.builds(lambda d: json.dumps(d).encode() + b"\n", st.just(document).map(lambda d: _bend(d, data))),
+            st.binary(max_size=200),
+            st.binary(max_size=100).map(lambda b: b + b"\n"),
+        )
+    )
     fake_runner.reply = reply
     try:
         answer = request_by_id("fake", verb, check)
     except Failure as failure:
         assert failure.code == 103 and failure.kind.label in (
-            "control_unreachable", "incompatible_contract", "ipc_deadline"
+            "control_unreachable",
+            "incompatible_contract",
+            "ipc_deadline",
         ), failure.message
         assert_one_safe_line(failure.message)
         return

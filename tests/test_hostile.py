@@ -51,7 +51,7 @@ def pids(tmp_path):
 
 # ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
 # records the pid as NAME.pid atomically in the run's working directory.
-NOTE = 'echo $$ > {0}.tmp && mv {0}.tmp {0}.pid'
+NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid"
 
 
 def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, containment, pids):
@@ -181,7 +181,9 @@ def test_a_client_hammering_the_control_socket_costs_the_runner_nothing_lasting(
     held its connection, buffers and all, for its 5 s whenever a live timer sat ahead of it in
     the heap, as interval snapshots' do: ~2 KiB a request.)"""
     jsonl = tmp_path / "run.jsonl"
-    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "hammered", "--snapshot-interval", "5ms", "--", "sleep", "30")
+    runner = start_cli(
+        "run", "--jsonl", jsonl, "--run-id", "hammered", "--snapshot-interval", "5ms", "--", "sleep", "30"
+    )
     try:
         wait_for_event(jsonl, "members_snapshot")
         endpoint = json.loads(run_cli("list", "--json").stdout)["endpoint"]

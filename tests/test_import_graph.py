@@ -16,8 +16,7 @@ import processkit
 
 PACKAGE = Path(processkit.__file__).parent
 # (importer package, imported package) edges tolerated for now, each with the reason.
-KNOWN_PACKAGE_EDGES = {
-}
+KNOWN_PACKAGE_EDGES = {}
 
 
 def module_name(path: Path) -> str:

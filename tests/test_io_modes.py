@@ -39,7 +39,9 @@ def touch_child(marker) -> list[str]:
 
 
 def digest_run(tmp_path, source, *flags, **kwargs) -> tuple[str, int]:
-    result = run_cli("run", *flags, "--stdin-file", source, "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", DIGEST_CHILD, **kwargs)
+    result = run_cli(
+        "run", *flags, "--stdin-file", source, "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", DIGEST_CHILD, **kwargs
+    )
     assert result.returncode == 0, result.stderr
     digest, peak_kib = result.stdout.decode().split()
     return digest, int(peak_kib)
@@ -66,7 +68,11 @@ def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_p
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     producer = subprocess.Popen(
-        [PY, "-c", f"import time; f = open({str(fifo)!r}, 'wb'); f.write(b'a' * 100000); f.flush(); time.sleep(0.6); f.write(b'b' * 100000)"]
+        [
+            PY,
+            "-c",
+            f"import time; f = open({str(fifo)!r}, 'wb'); f.write(b'a' * 100000); f.flush(); time.sleep(0.6); f.write(b'b' * 100000)",
+        ]
     )
     try:
         digest, _ = digest_run(tmp_path, fifo, "--snapshot-interval", "100ms")
@@ -128,7 +134,7 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
     producer_code = textwrap.dedent(
         f"""
         import os, sys, time
-        data = open({str(tmp_path / 'payload')!r}, 'rb').read()
+        data = open({str(tmp_path / "payload")!r}, 'rb').read()
         time.sleep(0.6)
         os.write(1, data[:1000])
         time.sleep(0.4)
@@ -138,7 +144,17 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
     (tmp_path / "payload").write_bytes(payload)
     producer = subprocess.Popen([PY, "-c", producer_code], stdout=subprocess.PIPE)
     try:
-        result = run_cli("run", "--inherit-stdin", "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", DIGEST_CHILD, stdin=producer.stdout)
+        result = run_cli(
+            "run",
+            "--inherit-stdin",
+            "--jsonl",
+            tmp_path / "run.jsonl",
+            "--",
+            PY,
+            "-c",
+            DIGEST_CHILD,
+            stdin=producer.stdout,
+        )
     finally:
         producer.stdout.close()
         producer.wait(10)
@@ -210,7 +226,9 @@ def test_no_echo_silences_the_runner_while_capture_and_idle_rearming_continue(tm
     capture = tmp_path / "capture"
     jsonl = tmp_path / "run.jsonl"
     # 1.25 s of output with 250 ms gaps under a 1 s idle window: only re-arming keeps it alive.
-    result = run_cli("run", "--no-echo", "--idle-timeout", "1s", "--capture-dir", capture, "--jsonl", jsonl, "--", PY, "-c", TICKER)
+    result = run_cli(
+        "run", "--no-echo", "--idle-timeout", "1s", "--capture-dir", capture, "--jsonl", jsonl, "--", PY, "-c", TICKER
+    )
     assert result.returncode == 0, result.stderr
     assert (result.stdout, result.stderr) == (b"", b"")
     assert (capture / "stdout.log").read_bytes() == b"".join(b"out %d\n" % i for i in range(5))
@@ -225,7 +243,9 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
     ends the run by the idle window, with nothing echoed."""
     jsonl = tmp_path / "run.jsonl"
     child = "import os, time; os.write(1, b'x' * (4 << 20)); open('flushed', 'w').close(); time.sleep(30)"
-    result = run_cli("run", "--no-echo", "--idle-timeout", "500ms", "--jsonl", jsonl, "--", PY, "-c", child, cwd=tmp_path)
+    result = run_cli(
+        "run", "--no-echo", "--idle-timeout", "500ms", "--jsonl", jsonl, "--", PY, "-c", child, cwd=tmp_path
+    )
     assert result.returncode == 106
     assert result.stdout == b""
     assert (tmp_path / "flushed").exists()
@@ -239,7 +259,9 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
 @pytest.mark.parametrize("mode", [[], ["--inherit-stdio"]], ids=["default", "inherit-stdio"])
 def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
     jsonl = tmp_path / "run.jsonl"
-    result = run_cli("run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", PY, "-c", "import time; time.sleep(1.3)")
+    result = run_cli(
+        "run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", PY, "-c", "import time; time.sleep(1.3)"
+    )
     assert result.returncode == 0, result.stderr
     events = check_stream(jsonl, 0)
     names = [e["event"] for e in events]

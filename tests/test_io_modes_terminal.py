@@ -94,7 +94,11 @@ class Terminal:
         slave = self._slave
         self.host = subprocess.Popen(
             [PY, str(host), str(self.result), placement, *command],
-            stdin=slave, stdout=slave, stderr=slave, start_new_session=True, cwd=self.dir,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            cwd=self.dir,
         )
         os.close(slave)
         self._slave = -1

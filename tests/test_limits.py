@@ -70,7 +70,9 @@ def run_groups(runner_pid: int) -> list[str]:
     """Every cgroup directory a given runner made (its groups are named processkit-run-<pid>-...)."""
     prefix = f"processkit-run-{runner_pid}-"
     dirs = sorted(set(own_cgroup_dirs().values()))
-    return sorted(os.path.join(d, entry) for d in dirs if os.path.isdir(d) for entry in os.listdir(d) if entry.startswith(prefix))
+    return sorted(
+        os.path.join(d, entry) for d in dirs if os.path.isdir(d) for entry in os.listdir(d) if entry.startswith(prefix)
+    )
 
 
 def events_of(path) -> dict[str, dict]:
@@ -100,7 +102,9 @@ print("allocated", flush=True)
 )
 def test_memory_cap_is_enforced_by_the_kernel(tmp_path, megabytes, code, verdict):
     jsonl = tmp_path / "events.jsonl"
-    result = run_cli("run", "--jsonl", jsonl, "--max-memory", "64m", "--", PY, "-c", ALLOCATE, megabytes, timeout=RUN_TIMEOUT)
+    result = run_cli(
+        "run", "--jsonl", jsonl, "--max-memory", "64m", "--", PY, "-c", ALLOCATE, megabytes, timeout=RUN_TIMEOUT
+    )
     assert result.returncode == code, result.stderr
     assert (b"allocated" in result.stdout) == (verdict == "not_tripped")
     sequence = names(jsonl)
@@ -148,7 +152,9 @@ def test_process_cap_bounds_a_fork_loop(tmp_path):
 def test_cpu_quota_holds_a_busy_loop_near_half_a_core(tmp_path):
     jsonl = tmp_path / "events.jsonl"
     busy = "while True: pass"
-    result = run_cli("run", "--jsonl", jsonl, "--cpu-quota", "0.5", "--timeout", "2s", "--", PY, "-c", busy, timeout=RUN_TIMEOUT)
+    result = run_cli(
+        "run", "--jsonl", jsonl, "--cpu-quota", "0.5", "--timeout", "2s", "--", PY, "-c", busy, timeout=RUN_TIMEOUT
+    )
     assert result.returncode == 106, result.stderr
     events = events_of(jsonl)
     assert events["limit_evidence"]["cpu"] == "tripped"
@@ -222,7 +228,12 @@ def test_no_usable_controller_fails_before_spawn(tmp_path, monkeypatch, axis, ho
     assert events["limit_hit"]["detail"]
     assert events["container_failed"]["phase"] == "create"
     assert events["container_failed"]["code"] == 102
-    assert events["runner_exit"] == {**events["runner_exit"], "code": 102, "source": "container_error", "child_code": None}
+    assert events["runner_exit"] == {
+        **events["runner_exit"],
+        "code": 102,
+        "source": "container_error",
+        "child_code": None,
+    }
     assert not marker.exists()
     if hook == "not_a_cgroup":  # the attempt cleaned up after itself
         assert all(not any(d.iterdir()) for d in fake.iterdir())

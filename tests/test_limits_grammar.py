@@ -20,15 +20,46 @@ from test_limits import needs, run_groups
 
 REJECTED = {
     "--max-memory": [
-        "0", "0k", "0m", "0G", "", "-1", "+1", "1.5m", " 1m", "1m ", "1 m", "1kb", "1t", "m",
+        "0",
+        "0k",
+        "0m",
+        "0G",
+        "",
+        "-1",
+        "+1",
+        "1.5m",
+        " 1m",
+        "1m ",
+        "1 m",
+        "1kb",
+        "1t",
+        "m",
         "1\u212a",  # the Kelvin sign folds to "k" in Unicode but is no unit here
         "\u0661",  # an Arabic-Indic digit one
-        "18446744073709551616", "17179869184g",  # past u64 bytes
+        "18446744073709551616",
+        "17179869184g",  # past u64 bytes
     ],
     "--max-processes": ["0", "-1", "+", "", " 1", "1 ", "1.0", "1e3", "4294967296", "\u0663", "0x10"],
     "--cpu-quota": [
-        "0", "0.0", "-0", "-0.5", "", " 0.5", "0.5 ", ".", "e5", "1_0", "0,5", "1/2", "0x1",
-        "inf", "-inf", "infinity", "nan", "NaN", "1e400",  # not finite, or overflowing to inf
+        "0",
+        "0.0",
+        "-0",
+        "-0.5",
+        "",
+        " 0.5",
+        "0.5 ",
+        ".",
+        "e5",
+        "1_0",
+        "0,5",
+        "1/2",
+        "0x1",
+        "inf",
+        "-inf",
+        "infinity",
+        "nan",
+        "NaN",
+        "1e400",  # not finite, or overflowing to inf
         "\u0660.\u0665",  # Arabic-Indic digits: Python's float() takes them, the grammar does not
     ],
 }
@@ -48,7 +79,10 @@ def run_all(tmp_path, flag: str, values: list[str]) -> dict[str, tuple[int, list
     for index, value in enumerate(values):
         jsonl = tmp_path / f"{index}.jsonl"
         args = cli_command() + ["run", "--jsonl", str(jsonl), flag, value, "--", "true"]
-        started[value] = (jsonl, subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        started[value] = (
+            jsonl,
+            subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+        )
     results = {}
     for value, (jsonl, process) in started.items():
         _, stderr = process.communicate(timeout=60)
@@ -101,9 +135,17 @@ CAP_FILES = ("memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us", "cpu.cfs_p
         (["--max-processes", "+20"], {"pids.max": "20"}, {"pids.max": "20"}),
         # past the kernel's pid ceiling, which already holds any tree below it
         (["--max-processes", "4294967295"], {"pids.max": "4194304"}, {"pids.max": "4194304"}),
-        (["--cpu-quota", ".25"], {"cpu.cfs_quota_us": "25000", "cpu.cfs_period_us": "100000"}, {"cpu.max": "25000 100000"}),
+        (
+            ["--cpu-quota", ".25"],
+            {"cpu.cfs_quota_us": "25000", "cpu.cfs_period_us": "100000"},
+            {"cpu.max": "25000 100000"},
+        ),
         # below 1 ms per 100 ms period: the period grows so the quota stays exact
-        (["--cpu-quota", "0.002"], {"cpu.cfs_quota_us": "2000", "cpu.cfs_period_us": "1000000"}, {"cpu.max": "2000 1000000"}),
+        (
+            ["--cpu-quota", "0.002"],
+            {"cpu.cfs_quota_us": "2000", "cpu.cfs_period_us": "1000000"},
+            {"cpu.max": "2000 1000000"},
+        ),
     ],
     ids=["64m", "1G", "+20", "u32_max", ".25", "0.002"],
 )

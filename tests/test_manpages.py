@@ -50,7 +50,14 @@ def test_each_page_renders_with_man_l_and_documents_every_flag():
     for command, flags in reported_flags().items():
         text = render("-l", str(SOURCE_PAGES / f"processkit-cli-{command}.1"))
         assert text.startswith(f"PROCESSKIT-CLI-{command.upper()}(1)"), text[:200]
-        for heading in ("NAME", "SYNOPSIS", "(GLOBAL )?OPTIONS" if flags else "DESCRIPTION", "EXIT STATUS", "FILES", "SEE ALSO"):
+        for heading in (
+            "NAME",
+            "SYNOPSIS",
+            "(GLOBAL )?OPTIONS" if flags else "DESCRIPTION",
+            "EXIT STATUS",
+            "FILES",
+            "SEE ALSO",
+        ):
             assert re.search(rf"^{heading}$", text, re.M), (command, heading)
         documented = set(re.findall(r"^ +(?:-[A-Za-z] [A-Z]+, )?(--[a-z][a-z0-9-]*)", text, re.M))
         assert flags <= documented, (command, flags - documented)
@@ -72,5 +79,8 @@ def test_the_exit_status_section_is_the_binarys_own_table():
     table = dict(re.findall(r"^  (1[0-9]{2})  (.+)$", helped, re.M))
     assert table, helped
     text = render("-l", str(SOURCE_PAGES / "processkit-cli.1"))
-    rendered = {code: " ".join(meaning.split()) for code, meaning in re.findall(r"^ {7}(1[0-9]{2}) +(.+(?:\n {14}.+)*)", text, re.M)}
+    rendered = {
+        code: " ".join(meaning.split())
+        for code, meaning in re.findall(r"^ {7}(1[0-9]{2}) +(.+(?:\n {14}.+)*)", text, re.M)
+    }
     assert rendered == table

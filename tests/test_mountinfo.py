@@ -26,4 +26,6 @@ def test_paths_with_a_space_tab_or_backslash_are_decoded(tmp_path):
 def test_this_hosts_mount_points_all_exist():
     """Read for real: every mount point the reader returns names a directory that exists."""
     found = cgroupfs.mounts()
-    assert found and all(os.path.exists(mount.mount_point) for mount in found if mount.fstype in ("cgroup", "cgroup2", "proc"))
+    assert found and all(
+        os.path.exists(mount.mount_point) for mount in found if mount.fstype in ("cgroup", "cgroup2", "proc")
+    )

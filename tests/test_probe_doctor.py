@@ -65,11 +65,33 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
 # be added, never dropped (a launcher may --require-surface any of these).
 KNOWN_FLAGS = {
     "run": (
-        "--argv-raw", "--capture-dir", "--capture-max-bytes", "--capture-overflow", "--cpu-quota",
-        "--create-no-window", "--cwd", "--detach", "--env", "--env-clear", "--env-file", "--env-remove",
-        "--grace", "--idle-timeout", "--inherit-stdin", "--inherit-stdio", "--jsonl", "--label",
-        "--max-memory", "--max-processes", "--no-echo", "--run-id", "--run-id-env", "--snapshot-interval",
-        "--stdin-file", "--timeout", "--windows-graceful-ctrl-break",
+        "--argv-raw",
+        "--capture-dir",
+        "--capture-max-bytes",
+        "--capture-overflow",
+        "--cpu-quota",
+        "--create-no-window",
+        "--cwd",
+        "--detach",
+        "--env",
+        "--env-clear",
+        "--env-file",
+        "--env-remove",
+        "--grace",
+        "--idle-timeout",
+        "--inherit-stdin",
+        "--inherit-stdio",
+        "--jsonl",
+        "--label",
+        "--max-memory",
+        "--max-processes",
+        "--no-echo",
+        "--run-id",
+        "--run-id-env",
+        "--snapshot-interval",
+        "--stdin-file",
+        "--timeout",
+        "--windows-graceful-ctrl-break",
     ),
     "list": ("--health", "--json", "--label"),
     "inspect": ("--all", "--json", "--label", "--run-id"),
@@ -81,8 +103,13 @@ KNOWN_FLAGS = {
     "events": ("--file", "--follow", "--json", "--run-id", "--validate"),
     "probe": ("--json", "--print-schema", "--require-exit-code-band", "--require-schema-version", "--require-surface"),
     "doctor": (
-        "--check-resource-controller", "--json", "--require-abrupt-cleanup", "--require-mechanism",
-        "--require-resource-controller", "--scratch-child", "--timeout",
+        "--check-resource-controller",
+        "--json",
+        "--require-abrupt-cleanup",
+        "--require-mechanism",
+        "--require-resource-controller",
+        "--scratch-child",
+        "--timeout",
     ),
 }
 
@@ -95,11 +122,18 @@ def test_the_surface_keeps_every_known_flag():
 
 def test_unmet_requirements_are_110_with_the_report_still_printed():
     proc = run_cli(
-        "--error-format", "json", "probe", "--json",
-        "--require-schema-version", "2",
-        "--require-exit-code-band", "100-120",
-        "--require-surface", "run:--detach",
-        "--require-surface", "run:--not-a-flag",
+        "--error-format",
+        "json",
+        "probe",
+        "--json",
+        "--require-schema-version",
+        "2",
+        "--require-exit-code-band",
+        "100-120",
+        "--require-surface",
+        "run:--detach",
+        "--require-surface",
+        "run:--not-a-flag",
     )
     assert proc.returncode == 110
     report = json_out(proc)
@@ -111,8 +145,16 @@ def test_unmet_requirements_are_110_with_the_report_still_printed():
 
 def test_met_requirements_pass():
     proc = run_cli(
-        "probe", "--json", "--require-schema-version", "1", "--require-exit-code-band", "100-119",
-        "--require-surface", "attest:peer-identity", "--require-surface", "run:--jsonl",
+        "probe",
+        "--json",
+        "--require-schema-version",
+        "1",
+        "--require-exit-code-band",
+        "100-119",
+        "--require-surface",
+        "attest:peer-identity",
+        "--require-surface",
+        "run:--jsonl",
     )
     assert proc.returncode == 0 and json_out(proc)["compatible"] is True
 
@@ -192,7 +234,9 @@ def test_an_unmet_requirement_is_116_and_changes_nothing_else(scratch_tmp):
     assert report["diagnostics_dir"] is None and list(scratch_tmp.iterdir()) == []
 
 
-@pytest.mark.parametrize("flag, key", [("--require-mechanism", "mechanism"), ("--require-abrupt-cleanup", "abrupt_cleanup")])
+@pytest.mark.parametrize(
+    "flag, key", [("--require-mechanism", "mechanism"), ("--require-abrupt-cleanup", "abrupt_cleanup")]
+)
 def test_a_requirement_takes_any_string_and_an_unknown_one_is_unqualified(scratch_tmp, flag, key):
     """Compared for exact equality, as the reference does: a value this host does not report
     (even one no host reports) is 116 host_unqualified naming both values, never a usage error."""
@@ -201,8 +245,10 @@ def test_a_requirement_takes_any_string_and_an_unknown_one_is_unqualified(scratc
     report = json_out(proc)
     check_schema("doctor", report)
     observed = report["containment"][key]
-    what = "containment mechanism `teleport`, but this host selected" if key == "mechanism" else (
-        "abrupt-cleanup level `teleport`, but this host reports"
+    what = (
+        "containment mechanism `teleport`, but this host selected"
+        if key == "mechanism"
+        else ("abrupt-cleanup level `teleport`, but this host reports")
     )
     assert report["mismatches"] == [f"requires {what} `{observed}`"]
     problem = envelope(proc)

@@ -53,7 +53,16 @@ def expected_colour() -> bytes:
 
 def test_child_sees_one_terminal_on_all_three_fds_at_the_requested_size(tmp_path, spawn_backend):
     report = tmp_path / "facts.json"
-    run_checked(tmp_path, "--pty", "--pty-size", "132x43", "--env-remove", "TERM", command=python_child(FACTS) + [str(report)], returncode=0)
+    run_checked(
+        tmp_path,
+        "--pty",
+        "--pty-size",
+        "132x43",
+        "--env-remove",
+        "TERM",
+        command=python_child(FACTS) + [str(report)],
+        returncode=0,
+    )
     facts = json.loads(report.read_text())
     assert facts == {
         "ttys": [True, True, True],
@@ -98,8 +107,15 @@ def test_colour_output_is_byte_identical_in_echo_and_capture(tmp_path, pump_back
 def test_no_echo_and_the_capture_cap_work_as_in_the_default_mode(tmp_path):
     capture = tmp_path / "capture"
     proc, events = run_checked(
-        tmp_path, "--pty", "--no-echo", "--capture-dir", capture, "--capture-max-bytes", "1k",
-        command=python_child(COLOUR), returncode=0,
+        tmp_path,
+        "--pty",
+        "--no-echo",
+        "--capture-dir",
+        capture,
+        "--capture-max-bytes",
+        "1k",
+        command=python_child(COLOUR),
+        returncode=0,
     )
     assert proc.stdout == b""
     assert (capture / "stdout.log").read_bytes() == expected_colour()[:1024]
@@ -109,8 +125,17 @@ def test_no_echo_and_the_capture_cap_work_as_in_the_default_mode(tmp_path):
 
 def test_overflow_cancel_fires_on_terminal_output(tmp_path):
     _, events = run_checked(
-        tmp_path, "--pty", "--no-echo", "--capture-dir", tmp_path / "c", "--capture-max-bytes", "1k",
-        "--capture-overflow", "cancel", command=python_child(COLOUR + "import time; time.sleep(60)"), returncode=113,
+        tmp_path,
+        "--pty",
+        "--no-echo",
+        "--capture-dir",
+        tmp_path / "c",
+        "--capture-max-bytes",
+        "1k",
+        "--capture-overflow",
+        "cancel",
+        command=python_child(COLOUR + "import time; time.sleep(60)"),
+        returncode=113,
     )
     assert one(events, "output_overflow")["stream"] == "stdout"
 
@@ -118,7 +143,9 @@ def test_overflow_cancel_fires_on_terminal_output(tmp_path):
 def test_idle_timeout_fires_while_the_child_waits_for_input_that_never_comes(tmp_path):
     """Without a caller terminal or --stdin-file the terminal gets no input (and no EOF)."""
     child = "import sys; print('prompt? ', flush=True); sys.stdin.read(); print('never')"
-    proc, events = run_checked(tmp_path, "--pty", "--idle-timeout", "500ms", command=python_child(child), returncode=106)
+    proc, events = run_checked(
+        tmp_path, "--pty", "--idle-timeout", "500ms", command=python_child(child), returncode=106
+    )
     assert one(events, "timeout")["reason"] == "idle"
     assert proc.stdout == b"prompt? \r\n"
 
@@ -149,7 +176,7 @@ def test_a_grandchild_holding_the_terminal_does_not_hang_the_run(tmp_path, spawn
     child = (
         "import subprocess, signal, sys\n"
         "holder = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-        "signal.signal(signal.SIGHUP, signal.SIG_IGN); print(\"holding\", flush=True); time.sleep(60)'],"
+        'signal.signal(signal.SIGHUP, signal.SIG_IGN); print("holding", flush=True); time.sleep(60)\'],'
         " stdout=sys.stdout)\n"
         f"open({str(pid_file)!r}, 'w').write(str(holder.pid))\n"
         "holder.stdout = None\n"
@@ -172,7 +199,9 @@ def test_stdin_file_reaches_the_child_then_end_of_file(tmp_path, spawn_backend, 
     source.write_bytes(text)
     received = tmp_path / "received.bin"
     child = f"import sys; data = sys.stdin.buffer.read(); open({str(received)!r}, 'wb').write(data)"
-    run_checked(tmp_path, "--pty", "--stdin-file", source, "--timeout", "20s", command=python_child(child), returncode=0)
+    run_checked(
+        tmp_path, "--pty", "--stdin-file", source, "--timeout", "20s", command=python_child(child), returncode=0
+    )
     assert received.read_bytes() == text
 
 
@@ -187,7 +216,17 @@ def test_stdin_file_larger_than_the_terminal_buffers(tmp_path):
         "data = sys.stdin.buffer.read()\n"
         f"open({str(digest)!r}, 'w').write(hashlib.sha256(data).hexdigest())\n"
     )
-    run_checked(tmp_path, "--pty", "--no-echo", "--stdin-file", source, "--timeout", "30s", command=python_child(child), returncode=0)
+    run_checked(
+        tmp_path,
+        "--pty",
+        "--no-echo",
+        "--stdin-file",
+        source,
+        "--timeout",
+        "30s",
+        command=python_child(child),
+        returncode=0,
+    )
     assert digest.read_text() == hashlib.sha256(b"".join(lines)).hexdigest()
 
 
@@ -195,7 +234,14 @@ def test_detached_pty_run_keeps_its_capture(tmp_path):
     capture = tmp_path / "capture"
     jsonl = tmp_path / "run.jsonl"
     proc = run_cli(
-        "run", "--detach", "--pty", "--jsonl", jsonl, "--capture-dir", capture, "--",
+        "run",
+        "--detach",
+        "--pty",
+        "--jsonl",
+        jsonl,
+        "--capture-dir",
+        capture,
+        "--",
         *python_child("import os; print(os.isatty(1), os.get_terminal_size(1).columns)"),
     )
     assert proc.returncode == 0, proc.stderr
@@ -240,4 +286,3 @@ def test_a_child_crash_is_its_own_exit(tmp_path):
     assert proc.stdout == b"boom\r\n"
     exited = one(events, "root_exited")
     assert (exited["outcome"], exited["signal"]) == ("signalled", 11)
-

@@ -59,7 +59,11 @@ PUMPS = (PythonPump, InlineNativePump, ThreadedNativePump)
 # Single-pump cases: the Python reference still runs when the native pump is missing.
 EACH_PUMP = pytest.mark.parametrize(
     "cls",
-    [PythonPump, pytest.param(InlineNativePump, marks=needs_native), pytest.param(ThreadedNativePump, marks=needs_native)],
+    [
+        PythonPump,
+        pytest.param(InlineNativePump, marks=needs_native),
+        pytest.param(ThreadedNativePump, marks=needs_native),
+    ],
     ids=["python", "native", "native-threaded"],
 )
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()

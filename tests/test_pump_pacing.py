@@ -23,7 +23,9 @@ except ImportError:
     _native = None
 
 
-@pytest.fixture(params=["python", pytest.param("native", marks=pytest.mark.skipif(_native is None, reason="not built"))])
+@pytest.fixture(
+    params=["python", pytest.param("native", marks=pytest.mark.skipif(_native is None, reason="not built"))]
+)
 def stream(request):
     loop = Loop()
     read_fd, write_fd = os.pipe()

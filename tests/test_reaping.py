@@ -78,7 +78,20 @@ def groups_of(runner_pid: int) -> list[str]:
 
 def start_live_run(tmp_path, name: str, release, *prefix):
     jsonl = tmp_path / f"{name}.jsonl"
-    command = [*prefix, *cli_command(), "run", "--jsonl", str(jsonl), "--run-id", name, "--", PY, "-c", UNTIL_RELEASED, str(release)]
+    command = [
+        *prefix,
+        *cli_command(),
+        "run",
+        "--jsonl",
+        str(jsonl),
+        "--run-id",
+        name,
+        "--",
+        PY,
+        "-c",
+        UNTIL_RELEASED,
+        str(release),
+    ]
     runner = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return runner, wait_for_event(jsonl, "run_started"), jsonl
 
@@ -100,7 +113,9 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
     child = [PY, "-c", TREE, str(pidfile), "1" if leave_session else "0"]
     args = ["run", "--jsonl", str(jsonl), "--capture-dir", str(tmp_path / "cap"), "--grace", "30s", "--", *child]
     if moment == "before_spawn":
-        victim = subprocess.Popen([PY, "-c", KILLED_BEFORE_SPAWN, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        victim = subprocess.Popen(
+            [PY, "-c", KILLED_BEFORE_SPAWN, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         victim.wait(timeout=30)
         assert victim.returncode == -signal.SIGKILL
         grandchild = None
@@ -114,7 +129,9 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
             wait_for_event(jsonl, "cleanup_started")
         victim.kill()
         victim.communicate(timeout=30)
-    assert all(not validate_event(event) for event in read_events_tolerant(jsonl)), "a complete line is not a valid event"
+    assert all(not validate_event(event) for event in read_events_tolerant(jsonl)), (
+        "a complete line is not a valid event"
+    )
     left = run_dirs_of(victim.pid)
     assert left, "the dead runner left no run directory to reap: the test shows nothing"
     if containment == "cgroup_v2":
@@ -151,7 +168,9 @@ def test_prune_dry_run_ends_nothing(tmp_path, containment):
         assert f"would remove run directory {run_dirs_of(victim.pid)[0]}" in human
         assert pid_alive(grandchild) and run_dirs_of(victim.pid)
         plain = json.loads(run_cli("prune", "--json").stdout)
-        assert set(plain) == {"pruned", "live", "unprobed", "orphaned_locks"}, "prune --json keeps the reference's shape"
+        assert set(plain) == {"pruned", "live", "unprobed", "orphaned_locks"}, (
+            "prune --json keeps the reference's shape"
+        )
         assert wait_until(lambda: not pid_alive(grandchild), 5)
     finally:
         if pid_alive(grandchild):
@@ -161,14 +180,33 @@ def test_prune_dry_run_ends_nothing(tmp_path, containment):
 def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp_path, containment):
     """Its runner is invisible in this /proc, and its registry entry is not in this registry:
     only its lock, seen through the shared /tmp, says it lives."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode != 0:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode != 0
+    ):
         pytest.skip("cannot make a pid namespace here")
     release = tmp_path / "release"
     other_registry = tmp_path / "other-registry"
     env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(other_registry))
     jsonl = tmp_path / "hidden.jsonl"
-    command = ["unshare", "--pid", "--fork", "--mount-proc", *cli_command(), "run", "--jsonl", str(jsonl), "--", PY, "-c", UNTIL_RELEASED, str(release)]
-    runner = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    command = [
+        "unshare",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        *cli_command(),
+        "run",
+        "--jsonl",
+        str(jsonl),
+        "--",
+        PY,
+        "-c",
+        UNTIL_RELEASED,
+        str(release),
+    ]
+    runner = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     wait_for_event(jsonl, "run_started")
     require_mechanism(read_events_tolerant(jsonl), containment)
     (record,) = [json.loads(path.read_text()) for path in other_registry.glob("*.json")]
@@ -198,7 +236,9 @@ def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp_path, containme
     assert groups_of(victim.pid) and pid_alive(grandchild)
     assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
     assert wait_until(lambda: not pid_alive(grandchild), 5), "the next run left the dead run's tree running"
-    assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0  # removes the emptied group
+    assert (
+        run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
+    )  # removes the emptied group
     assert groups_of(victim.pid) == [] and run_dirs_of(victim.pid) == []
 
 
@@ -207,7 +247,9 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp_p
     groups its run made for a cap: prune kills their members and removes them."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
-    victim = start_cli("run", "--jsonl", jsonl, "--max-processes", "64", "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL)
+    victim = start_cli(
+        "run", "--jsonl", jsonl, "--max-processes", "64", "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL
+    )
     try:
         wait_for_file(pidfile, timeout=15)
     except AssertionError:
@@ -261,7 +303,9 @@ def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_repo
     """The leader is gone and a member lives in another session than the recorded one: it may
     be a later group under the same id, so it is left, and so is the run directory."""
     pidfile = tmp_path / "member.pid"
-    leader = subprocess.Popen(["sh", "-c", f'sleep 60 & echo $! > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}"'], start_new_session=True)
+    leader = subprocess.Popen(
+        ["sh", "-c", f'sleep 60 & echo $! > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}"'], start_new_session=True
+    )
     leader.wait()
     wait_for_file(pidfile)
     member = int(pidfile.read_text())

@@ -63,8 +63,16 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
     assert sorted(os.listdir(isolated_registry)) == [f"{stem}.json", f"{stem}.lock"]
     record = json.loads((isolated_registry / record_name).read_text())
     assert list(record) == [
-        "registry_version", "run_id", "endpoint", "started_at", "argv_sha256", "hint", "labels", "jsonl",
-        "capture_dir", "liveness",
+        "registry_version",
+        "run_id",
+        "endpoint",
+        "started_at",
+        "argv_sha256",
+        "hint",
+        "labels",
+        "jsonl",
+        "capture_dir",
+        "liveness",
     ]
     assert record["liveness"] == {"kind": "advisory_lock", "lock_file": f"{stem}.lock"}
     assert record["argv_sha256"] == run.started["command"]["argv_sha256"]
@@ -79,7 +87,17 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
 
     human = run_cli("list")
     header, line = human.stdout.decode().splitlines()
-    assert header.split() == ["RUN_ID", "HEALTH", "STARTED_AT", "HINT", "ARGV_SHA256", "LABELS", "JSONL", "CAPTURE_DIR", "ENDPOINT"]
+    assert header.split() == [
+        "RUN_ID",
+        "HEALTH",
+        "STARTED_AT",
+        "HINT",
+        "ARGV_SHA256",
+        "LABELS",
+        "JSONL",
+        "CAPTURE_DIR",
+        "ENDPOINT",
+    ]
     assert line.split()[:2] == ["build-42", "live"]
     assert record["argv_sha256"][:12] + "..." in line and "lane=a,pipeline=ci" in line
 
@@ -109,12 +127,24 @@ def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reap
     dry = cli_json("prune", "--dry-run", "--json")
     check_schema("prune", dry)
     assert dry == {
-        "pruned": 1, "live": 1, "unprobed": 0, "orphaned_locks": 0,
-        "candidates": [{"kind": "entry", "run_id": "victim", "started_at": dry["candidates"][0]["started_at"], "socket_dir": socket_dir}],
+        "pruned": 1,
+        "live": 1,
+        "unprobed": 0,
+        "orphaned_locks": 0,
+        "candidates": [
+            {
+                "kind": "entry",
+                "run_id": "victim",
+                "started_at": dry["candidates"][0]["started_at"],
+                "socket_dir": socket_dir,
+            }
+        ],
     }
     assert os.path.exists(os.path.join(socket_dir, "c.sock")) and len(os.listdir(isolated_registry)) == 4
     human = run_cli("prune", "--dry-run").stdout.decode().splitlines()
-    assert human[0].startswith("would prune entry run_id=victim started_at=") and human[0].endswith(f"socket_dir={socket_dir}")
+    assert human[0].startswith("would prune entry run_id=victim started_at=") and human[0].endswith(
+        f"socket_dir={socket_dir}"
+    )
     assert human[1] == "would prune 1 stale (0 orphaned locks), keep 1 live, leave 0 unprobeable"
 
     tally = cli_json("prune", "--json")
@@ -154,8 +184,17 @@ def test_wait_blocks_times_out_and_reports_the_outcome(runs, tmp_path):
 
 def test_hand_written_records_are_checked_field_by_field(isolated_registry):
     held = []
-    _write(isolated_registry, "run-a", _record("ok", "run-a.lock", argv_sha256="A" * 64, hint="Not-A-Hint",
-                                                labels={"lane": "a", "bad key": "x", "ctl": "a\u0007b"}))
+    _write(
+        isolated_registry,
+        "run-a",
+        _record(
+            "ok",
+            "run-a.lock",
+            argv_sha256="A" * 64,
+            hint="Not-A-Hint",
+            labels={"lane": "a", "bad key": "x", "ctl": "a\u0007b"},
+        ),
+    )
     held.append(_hold(isolated_registry, "run-a"))
     _write(isolated_registry, "run-b", _record("twin", "run-b.lock", argv_sha256="ab" * 32, hint="msbuild_node_reuse"))
     _write(isolated_registry, "run-c", _record("twin", "run-c.lock"))
@@ -186,7 +225,9 @@ def test_hand_written_records_are_checked_field_by_field(isolated_registry):
     twins = [(r["argv_sha256"], r["hint"]) for r in everything if r["run_id"] == "twin"]
     assert set(twins) == {(None, None), ("ab" * 32, "msbuild_node_reuse")}
     assert {name: rows[name]["health"] for name in ("dead", "nolock", "linked")} == {
-        "dead": "stale", "nolock": "stale", "linked": "unprobed",
+        "dead": "stale",
+        "nolock": "stale",
+        "linked": "unprobed",
     }
 
     def refused(*args) -> dict:
@@ -209,7 +250,12 @@ def test_hand_written_records_are_checked_field_by_field(isolated_registry):
     old.touch()
     os.utime(old, (0, 0))
     (isolated_registry / "orphan-new.lock").touch()
-    assert cli_json("prune", "--json", "--label", "lane=zzz") == {"pruned": 0, "live": 0, "unprobed": 0, "orphaned_locks": 0}
+    assert cli_json("prune", "--json", "--label", "lane=zzz") == {
+        "pruned": 0,
+        "live": 0,
+        "unprobed": 0,
+        "orphaned_locks": 0,
+    }
     assert cli_json("prune", "--json") == {"pruned": 2, "live": 3, "unprobed": 1, "orphaned_locks": 1}
     left = set(os.listdir(isolated_registry))
     assert not {"run-d.json", "run-d.lock", "run-e.json", "orphan-old.lock"} & left
@@ -223,7 +269,14 @@ def test_an_unreadable_registry_fails_whole_registry_commands_with_111(tmp_path,
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(blocker))
-    for args in (("list",), ("prune",), ("wait", "--all"), ("wait", "--run-id", "x"), ("cancel", "--all"), ("inspect", "--all")):
+    for args in (
+        ("list",),
+        ("prune",),
+        ("wait", "--all"),
+        ("wait", "--run-id", "x"),
+        ("cancel", "--all"),
+        ("inspect", "--all"),
+    ):
         proc = run_cli("--error-format", "json", *args)
         assert proc.returncode == 111, (args, proc.stderr)
         problem = envelope(proc)

@@ -23,8 +23,21 @@ def page_text(path) -> str:
 
 def test_a_real_run_becomes_a_page(tmp_path):
     stream = tmp_path / "run.jsonl"
-    ran = run_cli("run", "--jsonl", stream, "--run-id", "build-7", "--label", "step=link", "--capture-dir",
-                  tmp_path / "cap", "--", "sh", "-c", "echo hello; exit 3")
+    ran = run_cli(
+        "run",
+        "--jsonl",
+        stream,
+        "--run-id",
+        "build-7",
+        "--label",
+        "step=link",
+        "--capture-dir",
+        tmp_path / "cap",
+        "--",
+        "sh",
+        "-c",
+        "echo hello; exit 3",
+    )
     assert ran.returncode == 3
     result, err = report(stream, "-o", tmp_path / "out.html")
     assert result.returncode == 0, err
@@ -59,7 +72,12 @@ def test_hostile_fields_are_shown_as_text(tmp_path):
 
 
 def test_a_file_that_is_not_an_event_stream_is_114_in_one_line(tmp_path):
-    cases = {"text.jsonl": b"hello\nworld\n", "empty.jsonl": b"", "json.jsonl": b'{"a": 1}\n[1,2]\n', "binary.jsonl": b"\x00\xff\xfe" * 50}
+    cases = {
+        "text.jsonl": b"hello\nworld\n",
+        "empty.jsonl": b"",
+        "json.jsonl": b'{"a": 1}\n[1,2]\n',
+        "binary.jsonl": b"\x00\xff\xfe" * 50,
+    }
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
         result, err = report(tmp_path / name, "-o", tmp_path / "out.html")
@@ -89,8 +107,11 @@ def test_damaged_streams_still_give_a_page_that_says_what_is_missing(tmp_path):
     stream = tmp_path / "cut.jsonl"
     write_stream(
         stream,
-        [started(), event("members_snapshot", reason="spawn", read_error=False, members=[]),
-         {"schema_version": 1, "event": "root_exited", "outcome": 7}],
+        [
+            started(),
+            event("members_snapshot", reason="spawn", read_error=False, members=[]),
+            {"schema_version": 1, "event": "root_exited", "outcome": 7},
+        ],
         tail=b'not json at all\n{"schema_version":1,"time":"2026-01-01T00:00:02.000Z","event":"resource_su',
     )
     result, err = report(stream, "-o", tmp_path / "out.html")
@@ -115,7 +136,9 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
         runner.terminate()
         runner.communicate(timeout=30)
     result, err = report(stream, "-o", tmp_path / "out.html")
-    assert "still writing" not in page_text(tmp_path / "out.html") and "Cancelled by SIGTERM" in page_text(tmp_path / "out.html")
+    assert "still writing" not in page_text(tmp_path / "out.html") and "Cancelled by SIGTERM" in page_text(
+        tmp_path / "out.html"
+    )
 
 
 def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):
@@ -182,4 +205,6 @@ def test_runs_that_never_started_say_why(tmp_path):
     write_stream(stream, [event("runner_exit", code=111, source="setup", child_code=None)])
     result, err = report(stream, "-o", tmp_path / "out.html")
     assert result.returncode == 0, err
-    assert "The run failed during setup, before anything was started; the runner exited 111." in page_text(tmp_path / "out.html")
+    assert "The run failed during setup, before anything was started; the runner exited 111." in page_text(
+        tmp_path / "out.html"
+    )

@@ -19,8 +19,14 @@ from report_streams import HOSTILE_ID, HOSTILE_LABEL, hostile_stream
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 )
 COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1;32mGREEN\\x1b[0m\\nlast line\\n')"
 
@@ -66,14 +72,30 @@ def rendered(tmp_path, *streams, capture_dir=None):
 
 def test_a_tree_that_outlives_its_root(browser, tmp_path):
     stream = tmp_path / "tree.jsonl"
-    ran = run_cli("run", "--jsonl", stream, "--run-id", "tree-run", "--label", "suite=report", "--snapshot-interval",
-                  "50ms", "--", "sh", "-c", "sleep 30 & sleep 0.4 & sleep 0.6")
+    ran = run_cli(
+        "run",
+        "--jsonl",
+        stream,
+        "--run-id",
+        "tree-run",
+        "--label",
+        "suite=report",
+        "--snapshot-interval",
+        "50ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 30 & sleep 0.4 & sleep 0.6",
+    )
     assert ran.returncode == 0
     events = read_events(stream)
     seen = {(m["pid"], m["start_time"]) for e in events if e["event"] == "members_snapshot" for m in e["members"]}
     page = open_page(browser, rendered(tmp_path, stream))
     assert text_of(page, "h1") == "Run tree-run"
-    assert text_of(page, "dd.run-id") == "tree-run" and "suite=report" in page.find_element("css selector", "dl.facts").text
+    assert (
+        text_of(page, "dd.run-id") == "tree-run"
+        and "suite=report" in page.find_element("css selector", "dl.facts").text
+    )
     assert len(page.find_elements("css selector", "svg.tree rect.bar")) == len(seen) >= 3
     assert page.find_elements("css selector", "svg.tree rect.bar.outlived"), "the orphaned sleep is marked"
     assert text_of(page, "p.ending").startswith("The child exited with code 0; 1 process outlived it")
@@ -83,17 +105,24 @@ def test_a_tree_that_outlives_its_root(browser, tmp_path):
 
 def test_a_timeout_says_how_it_ended(browser, tmp_path):
     stream = tmp_path / "timeout.jsonl"
-    assert run_cli("run", "--jsonl", stream, "--timeout", "300ms", "--grace", "5s", "--", "sleep", "30").returncode == 106
+    assert (
+        run_cli("run", "--jsonl", stream, "--timeout", "300ms", "--grace", "5s", "--", "sleep", "30").returncode == 106
+    )
     page = open_page(browser, rendered(tmp_path, stream))
-    assert re.fullmatch(r"Timed out after 300ms; the tree was stopped gracefully in \d+(ms|(\.\d+)?s); the runner exited 106\.",
-                        text_of(page, "p.ending"))
+    assert re.fullmatch(
+        r"Timed out after 300ms; the tree was stopped gracefully in \d+(ms|(\.\d+)?s); the runner exited 106\.",
+        text_of(page, "p.ending"),
+    )
     assert text_of(page, "dd.exit") == "106 (timeout)"
     assert console_errors(page) == []
 
 
 def test_capture_tails_show_terminal_colours_as_colour(browser, tmp_path):
     stream, capture = tmp_path / "colour.jsonl", tmp_path / "capture"
-    assert run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", sys.executable, "-c", COLOUR_CHILD).returncode == 0
+    assert (
+        run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", sys.executable, "-c", COLOUR_CHILD).returncode
+        == 0
+    )
     moved = tmp_path / "moved"
     shutil.move(capture, moved)  # found through --capture-dir, not the recorded path
     page = open_page(browser, rendered(tmp_path, stream, capture_dir=moved))
@@ -123,8 +152,13 @@ def test_the_index_sorts_and_links(browser, tmp_path):
     for name, script in (("quick", "exit 0"), ("broken", "exit 4"), ("slow", "sleep 0.5"), ("middle", "sleep 0.2")):
         run_cli("run", "--jsonl", streams / f"{name}.jsonl", "--run-id", name, "--", "sh", "-c", script)
     page = open_page(browser, rendered(tmp_path, streams))
+
     def rows():
-        return [row.find_element("css selector", "td").text for row in page.find_elements("css selector", "table.runs tbody tr")]
+        return [
+            row.find_element("css selector", "td").text
+            for row in page.find_elements("css selector", "table.runs tbody tr")
+        ]
+
     assert rows()[0] == "broken" and len(rows()) == 4
     assert len(page.find_elements("css selector", "svg.histogram rect.bar")) >= 2
     header = page.find_element("xpath", "//table[@class='runs']//th[text()='duration']")

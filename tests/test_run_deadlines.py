@@ -41,7 +41,11 @@ def test_the_overall_timeout_fires_on_time(tmp_path):
     assert one(events, "timeout")["grace_ms"] is None
     assert seconds_between(events, "timeout", "runner_exit") < LATE
     finished = one(events, "cleanup_finished")
-    assert (finished["soft_terminate"], finished["shutdown"]["soft_signal"], finished["remaining"]) == ("signalled", "sent", 0)
+    assert (finished["soft_terminate"], finished["shutdown"]["soft_signal"], finished["remaining"]) == (
+        "signalled",
+        "sent",
+        0,
+    )
     assert stderr_lines(proc) == [
         "processkit-cli: run timed out after 500ms: sent SIGTERM to the process tree (capability scope: whole_tree), "
         "then hard-killed any survivors via the container"

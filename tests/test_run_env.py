@@ -32,16 +32,26 @@ def test_the_documented_order_wins_over_the_command_line_order(tmp_path):
     first = env_file(tmp_path, "first.env", b"SHARED=first\nREMOVED_THEN_FILED=file\nRID=file\nONLY_FILE=1\n")
     second = env_file(tmp_path, "second.env", b"SHARED=second\nFLAG_BEATS_FILE=file\n")
     args = (
-        "--env", "FLAG_BEATS_FILE=flag",  # given before the files, applied after them
-        "--env", "KEPT_AFTER_REMOVE=flag",
-        "--env-file", first,
-        "--env-file", second,
-        "--env-remove", "REMOVED_THEN_FILED",
-        "--env-remove", "KEPT_AFTER_REMOVE",  # removal comes before --env, so it removes nothing
-        "--env-remove", "GONE",
-        "--env-remove", "RID",
-        "--run-id-env", "RID",
-        "--run-id", "order-test",
+        "--env",
+        "FLAG_BEATS_FILE=flag",  # given before the files, applied after them
+        "--env",
+        "KEPT_AFTER_REMOVE=flag",
+        "--env-file",
+        first,
+        "--env-file",
+        second,
+        "--env-remove",
+        "REMOVED_THEN_FILED",
+        "--env-remove",
+        "KEPT_AFTER_REMOVE",  # removal comes before --env, so it removes nothing
+        "--env-remove",
+        "GONE",
+        "--env-remove",
+        "RID",
+        "--run-id-env",
+        "RID",
+        "--run-id",
+        "order-test",
     )
     runner = {"GONE": "runner", "REMOVED_THEN_FILED": "runner", "KEEP": "runner", "SHARED": "runner"}
     env, _ = child_env(tmp_path, *args, runner_env=runner)
@@ -82,7 +92,7 @@ def test_env_file_lines_are_parsed_like_env_flags(tmp_path):
         b"\n"
         b"   \t \n"
         b"CRLF=yes\r\n"
-        b"QUOTED=\"kept\"\n"
+        b'QUOTED="kept"\n'
         b"SINGLE='kept'\n"
         b"PADDED=  both sides  \n"
         b"EQUALS=a=b\n"
@@ -141,5 +151,7 @@ def test_an_unreadable_env_file_is_a_setup_failure(tmp_path, kind):
 
 def test_a_later_bad_env_file_fails_even_after_good_ones(tmp_path):
     good = env_file(tmp_path, "good.env", b"A=1\n")
-    proc = run_cli("run", "--jsonl", tmp_path / "r.jsonl", "--env-file", good, "--env-file", tmp_path / "nope.env", "--", "true")
+    proc = run_cli(
+        "run", "--jsonl", tmp_path / "r.jsonl", "--env-file", good, "--env-file", tmp_path / "nope.env", "--", "true"
+    )
     assert proc.returncode == 111 and "nope.env" in stderr_lines(proc)[0]

@@ -14,7 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REFERENCE_SCHEMAS, cli_command, reference_schemas_present, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import (
+    REFERENCE_SCHEMAS,
+    cli_command,
+    reference_schemas_present,
+    pid_alive,
+    read_events_tolerant,
+    run_cli,
+    start_cli,
+    wait_for_event,
+)
 from processkit.events.validate import validate_event
 from streams import check_stream, one, python_child, run_checked, stderr_lines
 
@@ -108,7 +117,9 @@ def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_pat
     gone.mkdir()
     proc = run_cli("run", "--jsonl", jsonl, "--", "touch", marker, cwd=gone, preexec_fn=gone.rmdir)
     assert proc.returncode == 111
-    assert stderr_lines(proc) == ["processkit-cli: cannot read the runner's working directory: No such file or directory"]
+    assert stderr_lines(proc) == [
+        "processkit-cli: cannot read the runner's working directory: No such file or directory"
+    ]
     assert not jsonl.exists() and not marker.exists()
 
 
@@ -129,7 +140,15 @@ def test_a_jsonl_write_failure_mid_run_stops_the_stream_not_the_run(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     proc = run_cli(
-        "run", "--jsonl", jsonl, "--snapshot-interval", "10ms", "--", "sh", "-c", "sleep 0.5; exit 3",
+        "run",
+        "--jsonl",
+        jsonl,
+        "--snapshot-interval",
+        "10ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.5; exit 3",
         preexec_fn=cap_file_size,
     )
     assert proc.returncode == 3
@@ -165,7 +184,9 @@ def test_a_broken_stdout_and_stderr_change_no_exit_code(tmp_path, args, code):
 
 def test_run_started_describes_the_run(tmp_path):
     argv = ["sh", "-c", "exit 0", "--token=s3cret"]
-    proc, events = run_checked(tmp_path, "--label", "b=2", "--label", "a=1", "--label", "b=3", command=argv, returncode=0)
+    proc, events = run_checked(
+        tmp_path, "--label", "b=2", "--label", "a=1", "--label", "b=3", command=argv, returncode=0
+    )
     started = one(events, "run_started")
     assert started["labels"] == {"a": "1", "b": "3"} and list(started["labels"]) == ["a", "b"]
     assert started["run_id"].startswith("run-") and started["root_pid"] > 0
@@ -229,7 +250,10 @@ def test_the_fallback_measures_nothing_and_says_so_with_nulls(tmp_path, monkeypa
     _, events = run_checked(tmp_path, command=python_child("sum(range(10**6))"), returncode=0)
     summary = one(events, "resource_summary")
     assert summary["read_error"] is False
-    assert [summary[k] for k in ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")] == [None] * 5
+    assert [
+        summary[k]
+        for k in ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
+    ] == [None] * 5
 
 
 # -- --error-format --------------------------------------------------------------------------
@@ -262,8 +286,18 @@ def test_the_json_envelope_is_one_line_on_stderr(tmp_path, before):
 
 def test_the_envelope_names_a_given_run_id_and_follows_the_childs_stderr(tmp_path):
     proc = run_cli(
-        "run", "--error-format=json", "--run-id", "build-7", "--timeout", "100ms", "--jsonl", tmp_path / "run.jsonl",
-        "--", "sh", "-c", "echo child-said >&2; exec sleep 30",
+        "run",
+        "--error-format=json",
+        "--run-id",
+        "build-7",
+        "--timeout",
+        "100ms",
+        "--jsonl",
+        tmp_path / "run.jsonl",
+        "--",
+        "sh",
+        "-c",
+        "echo child-said >&2; exec sleep 30",
     )
     assert proc.returncode == 106
     envelope = _envelope(proc)
@@ -277,16 +311,46 @@ def test_a_setup_failure_renders_as_an_envelope_too(tmp_path):
 
 
 def test_usage_errors_stay_human_even_in_json_mode(tmp_path):
-    proc = run_cli("--error-format", "json", "run", "--timeout", "soon", "--jsonl", tmp_path / "run.jsonl", "--", "true")
+    proc = run_cli(
+        "--error-format", "json", "run", "--timeout", "soon", "--jsonl", tmp_path / "run.jsonl", "--", "true"
+    )
     assert proc.returncode == 100
     assert stderr_lines(proc)[0].startswith("processkit-cli: invalid value 'soon' for '--timeout'")
 
 
 _TOKENS = [
-    "run", "--jsonl", "--timeout", "--idle-timeout", "--grace", "--label", "--env", "--env-file", "--env-remove",
-    "--run-id", "--run-id-env", "--cwd", "--capture-dir", "--capture-max-bytes", "--error-format", "--argv-raw",
-    "--no-echo", "--inherit-stdio", "--max-processes", "--cpu-quota", "--", "=", "", "0", "1s", "json", "k=v",
-    "-x", "\udcff", "\u202e", "nan", "99999999999999999999999",
+    "run",
+    "--jsonl",
+    "--timeout",
+    "--idle-timeout",
+    "--grace",
+    "--label",
+    "--env",
+    "--env-file",
+    "--env-remove",
+    "--run-id",
+    "--run-id-env",
+    "--cwd",
+    "--capture-dir",
+    "--capture-max-bytes",
+    "--error-format",
+    "--argv-raw",
+    "--no-echo",
+    "--inherit-stdio",
+    "--max-processes",
+    "--cpu-quota",
+    "--",
+    "=",
+    "",
+    "0",
+    "1s",
+    "json",
+    "k=v",
+    "-x",
+    "\udcff",
+    "\u202e",
+    "nan",
+    "99999999999999999999999",
 ]
 
 
@@ -326,13 +390,18 @@ def test_a_runner_bug_mid_run_still_tears_down_and_ends_the_stream(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     proc = subprocess.run(
         [sys.executable, "-c", BREAK_THE_RACE, "run", "--jsonl", str(jsonl), "--", "sleep", "30"],
-        capture_output=True, stdin=subprocess.DEVNULL, timeout=30,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
     )
     assert proc.returncode == 104
     assert stderr_lines(proc) == ["processkit-cli: internal error: RuntimeError: injected"]
     events = check_stream(jsonl, 104)
     assert [e["event"] for e in events][2:] == [
-        "resource_summary", "cleanup_started", "cleanup_finished", "runner_exit"
+        "resource_summary",
+        "cleanup_started",
+        "cleanup_finished",
+        "runner_exit",
     ]
     assert one(events, "cleanup_finished")["shutdown"] is None
     assert not pid_alive(one(events, "run_started")["root_pid"])

@@ -28,7 +28,11 @@ def test_the_child_inherits_no_descriptor_beyond_0_1_2(tmp_path, containment, pu
     stray = os.open(os.devnull, os.O_RDONLY)  # the runner's caller leaks one: it must stop there
     try:
         _, events = run_checked(
-            tmp_path, "--capture-dir", tmp_path / "cap", command=python_child(LIST_FDS), returncode=0,
+            tmp_path,
+            "--capture-dir",
+            tmp_path / "cap",
+            command=python_child(LIST_FDS),
+            returncode=0,
             pass_fds=(stray,),
         )
     finally:
@@ -49,7 +53,12 @@ def test_the_default_stdin_is_closed_even_when_the_runner_has_an_idle_pipe(tmp_p
     assert proc.stdout == b"/dev/null ''\n"
 
 
-NASTY = bytes(range(256)) + b"\xff\xfe invalid \xc3\x28 utf-8\r\ncrlf\r\n\x00nul" + "\u00e9\U0001f680".encode() + b"no newline"
+NASTY = (
+    bytes(range(256))
+    + b"\xff\xfe invalid \xc3\x28 utf-8\r\ncrlf\r\n\x00nul"
+    + "\u00e9\U0001f680".encode()
+    + b"no newline"
+)
 
 
 def test_echo_is_byte_exact_and_keeps_the_streams_apart(tmp_path, pump_backend):
@@ -83,7 +92,10 @@ def test_a_runner_started_with_a_closed_standard_descriptor_keeps_the_jsonl_clea
     child = "echo to-stdout; echo to-stderr >&2; exit 4"
     proc = subprocess.run(
         cli_command() + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, preexec_fn=lambda: os.close(closed),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+        preexec_fn=lambda: os.close(closed),
     )
     assert proc.returncode == 4, proc.stderr
     check_stream(jsonl, 4)  # every line is an event: no echoed bytes in between
@@ -96,7 +108,15 @@ def test_paths_that_are_not_utf8_are_rendered_lossily(tmp_path):
     odd = bytes(tmp_path) + b"/caf\xe9"
     os.mkdir(odd)
     jsonl = tmp_path / "run.jsonl"
-    cmd = [os.fsencode(a) for a in cli_command()] + [b"run", b"--jsonl", bytes(jsonl), b"--capture-dir", b"cap\xff", b"--", b"true"]
+    cmd = [os.fsencode(a) for a in cli_command()] + [
+        b"run",
+        b"--jsonl",
+        bytes(jsonl),
+        b"--capture-dir",
+        b"cap\xff",
+        b"--",
+        b"true",
+    ]
     proc = subprocess.run(cmd, cwd=odd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     events = check_stream(jsonl, proc.returncode)  # decodes the file as strict UTF-8
     assert one(events, "run_started")["cwd"] == f"{tmp_path}/caf\ufffd"

@@ -78,7 +78,13 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path, ignored):
 
     jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
     proc = start_cli(
-        "run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done",
+        "run",
+        "--jsonl",
+        jsonl,
+        "--",
+        "sh",
+        "-c",
+        f"while [ ! -e {release} ]; do sleep 0.01; done",
         preexec_fn=ignore_sigterm if ignored else None,
     )
     wait_for_event(jsonl, "members_snapshot")
@@ -114,7 +120,13 @@ def test_an_inherited_ignored_sigchld_does_not_lose_the_childs_status(tmp_path):
     """SIGCHLD is not a stop signal: left ignored, the kernel would reap the child unseen."""
     jsonl = tmp_path / "run.jsonl"
     proc = start_cli(
-        "run", "--jsonl", jsonl, "--", "sh", "-c", "sleep 0.1; exit 3",
+        "run",
+        "--jsonl",
+        jsonl,
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.1; exit 3",
         preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN),
     )
     proc.communicate(timeout=30)
@@ -128,5 +140,7 @@ def test_the_child_starts_with_no_blocked_signals(tmp_path):
     def block_stop_signals():
         signal.pthread_sigmask(signal.SIG_BLOCK, set(SOURCES))
 
-    proc, _ = run_checked(tmp_path, command=["grep", "SigBlk", "/proc/self/status"], returncode=0, preexec_fn=block_stop_signals)
+    proc, _ = run_checked(
+        tmp_path, command=["grep", "SigBlk", "/proc/self/status"], returncode=0, preexec_fn=block_stop_signals
+    )
     assert proc.stdout == b"SigBlk:\t0000000000000000\n"

@@ -25,7 +25,22 @@ def assert_usage_error(tmp_path, *args, fragment: str = ""):
 
 @pytest.mark.parametrize(
     "value",
-    ["", " 1", "1 ", "+1", "-1", "1.5s", "1S", "1sec", "1d", "ms", "1_000", "\uff11", f"{2**64 // 1000 + 1}s", f"{U64_OVERFLOW}ms"],
+    [
+        "",
+        " 1",
+        "1 ",
+        "+1",
+        "-1",
+        "1.5s",
+        "1S",
+        "1sec",
+        "1d",
+        "ms",
+        "1_000",
+        "\uff11",
+        f"{2**64 // 1000 + 1}s",
+        f"{U64_OVERFLOW}ms",
+    ],
 )
 def test_bad_durations_are_usage_errors(tmp_path, value):
     assert_usage_error(tmp_path, "--grace", value, fragment="--grace")
@@ -55,7 +70,9 @@ def test_long_positive_durations_are_accepted(tmp_path):
     "value", ["0", "0k", "-1", "+1", "1.5k", " 1", "1kb", "1t", "", "k", U64_OVERFLOW, f"{2**34}g"]
 )
 def test_bad_sizes_are_usage_errors(tmp_path, value):
-    assert_usage_error(tmp_path, "--capture-dir", tmp_path / "cap", "--capture-max-bytes", value, fragment="--capture-max-bytes")
+    assert_usage_error(
+        tmp_path, "--capture-dir", tmp_path / "cap", "--capture-max-bytes", value, fragment="--capture-max-bytes"
+    )
 
 
 @pytest.mark.parametrize("value, cap", [("1", 1), ("7b", 7), ("7B", 7), ("2k", 2048), ("1K", 1024), ("1m", 2**20)])
@@ -102,7 +119,19 @@ def test_good_run_ids_are_used_verbatim(tmp_path, run_id):
 
 @pytest.mark.parametrize(
     "run_id",
-    ["", "x" * 257, "a\tb", "a\x7fb", "a\u0085b", "a\u200bb", "\u202eabc", "a\u2066b", "a\ufeff", "a\U000e0001", "a\U000110bd"],
+    [
+        "",
+        "x" * 257,
+        "a\tb",
+        "a\x7fb",
+        "a\u0085b",
+        "a\u200bb",
+        "\u202eabc",
+        "a\u2066b",
+        "a\ufeff",
+        "a\U000e0001",
+        "a\U000110bd",
+    ],
 )
 def test_bad_run_ids_are_usage_errors(tmp_path, run_id):
     assert_usage_error(tmp_path, "--run-id", run_id, fragment="--run-id")
@@ -165,7 +194,9 @@ def test_a_non_repeatable_flag_given_twice_is_a_usage_error(tmp_path, args):
 
 
 def test_error_format_given_twice_is_a_usage_error(tmp_path):
-    proc = run_cli("--error-format", "json", "run", "--error-format", "human", "--jsonl", tmp_path / "r.jsonl", "--", "true")
+    proc = run_cli(
+        "--error-format", "json", "run", "--error-format", "human", "--jsonl", tmp_path / "r.jsonl", "--", "true"
+    )
     assert proc.returncode == 100 and not (tmp_path / "r.jsonl").exists()
 
 
@@ -192,7 +223,11 @@ def test_parse_time_rejections(tmp_path, args):
 
 def test_a_missing_jsonl_or_program_is_a_usage_error(tmp_path):
     marker = tmp_path / "child-ran"
-    for args in (("run", "--", "touch", marker), ("run", "--jsonl", tmp_path / "r.jsonl"), ("run", "--jsonl", tmp_path / "r.jsonl", "--")):
+    for args in (
+        ("run", "--", "touch", marker),
+        ("run", "--jsonl", tmp_path / "r.jsonl"),
+        ("run", "--jsonl", tmp_path / "r.jsonl", "--"),
+    ):
         proc = run_cli(*args)
         assert proc.returncode == 100, args
     assert not marker.exists() and not (tmp_path / "r.jsonl").exists()
@@ -206,7 +241,20 @@ def test_the_run_id_env_collision_names_the_key_not_the_value(tmp_path):
 def test_repeatable_flags_may_repeat(tmp_path):
     env_file = tmp_path / "vars.env"
     env_file.write_text("F=1\n")
-    args = ("--label", "a=1", "--label", "a=2", "--env", "X=1", "--env", "Y=2", "--env-remove", "P", "--env-remove", "Q")
+    args = (
+        "--label",
+        "a=1",
+        "--label",
+        "a=2",
+        "--env",
+        "X=1",
+        "--env",
+        "Y=2",
+        "--env-remove",
+        "P",
+        "--env-remove",
+        "Q",
+    )
     args += ("--env-file", env_file, "--env-file", env_file)
     _, events = run_checked(tmp_path, *args, command=["true"], returncode=0)
     assert by_name(events, "run_started")[0]["labels"] == {"a": "2"}

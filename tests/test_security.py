@@ -102,8 +102,15 @@ def test_another_user_can_neither_connect_nor_list(tmp_path, shared_registry, ot
 # -- nothing planted is followed --------------------------------------------------------------
 def plant_record(registry, stem: str, run_id: str, endpoint: str | None = None) -> None:
     record = {
-        "registry_version": 1, "run_id": run_id, "endpoint": endpoint, "started_at": "2026-07-20T21:00:00.000Z",
-        "argv_sha256": None, "hint": None, "labels": {}, "jsonl": None, "capture_dir": None,
+        "registry_version": 1,
+        "run_id": run_id,
+        "endpoint": endpoint,
+        "started_at": "2026-07-20T21:00:00.000Z",
+        "argv_sha256": None,
+        "hint": None,
+        "labels": {},
+        "jsonl": None,
+        "capture_dir": None,
         "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
     }
     os.makedirs(registry, mode=0o700, exist_ok=True)
@@ -158,7 +165,12 @@ def test_argv_secrets_stay_out_of_everything_but_a_raw_jsonl(tmp_path, isolated_
     runner, jsonl = live_run(tmp_path, *(["--argv-raw"] if raw else []), command=("sh", "-c", "sleep 30", SECRET))
     try:
         described = [(isolated_registry / name).read_bytes() for name in os.listdir(isolated_registry)]
-        for args in (["list"], ["list", "--json"], ["inspect", "--run-id", "guarded"], ["inspect", "--run-id", "guarded", "--json"]):
+        for args in (
+            ["list"],
+            ["list", "--json"],
+            ["inspect", "--run-id", "guarded"],
+            ["inspect", "--run-id", "guarded", "--json"],
+        ):
             described.append(run_cli(*args).stdout)
     finally:
         end_run(runner, "guarded")
@@ -228,14 +240,34 @@ def test_a_stream_with_escapes_in_ids_labels_and_names_renders_safely(tmp_path):
     """The stream is untrusted input: a run id, a label and a member name full of escapes
     (schema-valid or not) are rendered without them."""
     stream = [
-        {"schema_version": 1, "time": "2026-07-20T21:00:00.000Z", "event": "run_started", "run_id": HOSTILE,
-         "labels": {"k": HOSTILE, HOSTILE: "v"}, "root_pid": 7, "mechanism": "cgroup_v2",
-         "abrupt_cleanup": "direct_child_only", "cwd": HOSTILE,
-         "command": {"redacted": False, "argv": [HOSTILE], "argv_sha256": "0" * 64, "hint": None}},
-        {"schema_version": 1, "time": "2026-07-20T21:00:00.001Z", "event": "members_snapshot", "reason": "spawn",
-         "read_error": False, "members": [{"pid": 7, "ppid": 1, "name": HOSTILE, "start_time": HOSTILE}]},
-        {"schema_version": 1, "time": "2026-07-20T21:00:00.002Z", "event": "runner_exit", "code": 0,
-         "source": HOSTILE, "child_code": 0},
+        {
+            "schema_version": 1,
+            "time": "2026-07-20T21:00:00.000Z",
+            "event": "run_started",
+            "run_id": HOSTILE,
+            "labels": {"k": HOSTILE, HOSTILE: "v"},
+            "root_pid": 7,
+            "mechanism": "cgroup_v2",
+            "abrupt_cleanup": "direct_child_only",
+            "cwd": HOSTILE,
+            "command": {"redacted": False, "argv": [HOSTILE], "argv_sha256": "0" * 64, "hint": None},
+        },
+        {
+            "schema_version": 1,
+            "time": "2026-07-20T21:00:00.001Z",
+            "event": "members_snapshot",
+            "reason": "spawn",
+            "read_error": False,
+            "members": [{"pid": 7, "ppid": 1, "name": HOSTILE, "start_time": HOSTILE}],
+        },
+        {
+            "schema_version": 1,
+            "time": "2026-07-20T21:00:00.002Z",
+            "event": "runner_exit",
+            "code": 0,
+            "source": HOSTILE,
+            "child_code": 0,
+        },
     ]
     path = tmp_path / "hostile.jsonl"
     path.write_text("".join(json.dumps(event) + "\n" for event in stream))

@@ -55,10 +55,12 @@ def test_the_program_is_found_on_the_path_of_the_childs_environment(tmp_path, sp
     for directory, mode in ((blocked, 0o644), (good, 0o755)):
         directory.mkdir()
         program = directory / "pk-spawn-probe"
-        program.write_text(f"#!/bin/sh\necho from {directory.name} \"$PK_VALUE\"\n")
+        program.write_text(f'#!/bin/sh\necho from {directory.name} "$PK_VALUE"\n')
         program.chmod(mode)
     path = f"{blocked}:{good}:/usr/bin:/bin"
-    proc, _ = run_checked(tmp_path, "--env", f"PATH={path}", "--env", "PK_VALUE=v=1 ü", command=["pk-spawn-probe"], returncode=0)
+    proc, _ = run_checked(
+        tmp_path, "--env", f"PATH={path}", "--env", "PK_VALUE=v=1 ü", command=["pk-spawn-probe"], returncode=0
+    )
     assert proc.stdout == "from good v=1 ü\n".encode()
 
 

@@ -111,7 +111,12 @@ def test_argv_payload_beyond_pipe_capacity_with_pauses_runs_the_full_command(tmp
 
 @pytest.mark.parametrize(
     "payload, message",
-    [(b'{"not": "a list"}', b"JSON array"), (b"[]", b"JSON array"), (b'["ok", 3]', b"JSON array"), (b"\xff\xfe[]", b"UTF-8")],
+    [
+        (b'{"not": "a list"}', b"JSON array"),
+        (b"[]", b"JSON array"),
+        (b'["ok", 3]', b"JSON array"),
+        (b"\xff\xfe[]", b"UTF-8"),
+    ],
 )
 def test_bad_payloads_are_usage_errors(tmp_path, payload, message):
     result = run_cli("run", "--jsonl", tmp_path / "e.jsonl", input=payload, stdin=None)

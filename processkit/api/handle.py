@@ -30,7 +30,15 @@ class RunHandle:
     """A run that is (or was) live. ``events()`` yields every event from the first one, live;
     ``wait()`` returns the RunResult; leaving a ``with`` block cancels a run still going."""
 
-    def __init__(self, run_id: str, jsonl: str, *, prepared: Prepared | None = None, process: subprocess.Popen | None = None, check: bool = False):
+    def __init__(
+        self,
+        run_id: str,
+        jsonl: str,
+        *,
+        prepared: Prepared | None = None,
+        process: subprocess.Popen | None = None,
+        check: bool = False,
+    ):
         self.run_id = run_id
         self.jsonl = jsonl
         self._prepared = prepared

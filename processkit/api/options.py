@@ -72,7 +72,9 @@ def command_args(args) -> list[str]:
     return [as_text(arg, "args item") for arg in args]
 
 
-def runner_argv(command: list[str], options: dict, *, jsonl: str, function: str, extra: list[str]) -> tuple[list[str], RunSpec]:
+def runner_argv(
+    command: list[str], options: dict, *, jsonl: str, function: str, extra: list[str]
+) -> tuple[list[str], RunSpec]:
     """The ``run`` argv for ``command`` under ``options`` (plus the ``extra`` flags the API sets
     itself), and the RunSpec the CLI parses from it.
 
@@ -118,7 +120,9 @@ def _items(key: str, flag: Flag, value) -> list[str]:
             raise TypeError(f"{key} takes a list, not a mapping")
         return [f"{as_text(k, key)}={as_text(v, key)}" for k, v in value.items()]
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(f"{key} takes a list{' or a mapping' if flag.metavar == 'K=V' else ''}, not {type(value).__name__}")
+        raise TypeError(
+            f"{key} takes a list{' or a mapping' if flag.metavar == 'K=V' else ''}, not {type(value).__name__}"
+        )
     return [as_text(item, key) for item in value]
 
 

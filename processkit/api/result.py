@@ -30,7 +30,9 @@ class CaptureInfo:
     @classmethod
     def from_event(cls, stream: str, record: dict) -> CaptureInfo:
         # The stream's values as the schema documents them; like every event field, a missing one reads as None.
-        values: list[Any] = [record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")]
+        values: list[Any] = [
+            record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
+        ]
         return cls(stream, *values)
 
 
@@ -86,13 +88,22 @@ class RunError(subprocess.CalledProcessError):
         return (type(self), (self.result,))
 
     def __str__(self) -> str:
-        text = f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
+        text = (
+            f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
+        )
         message = self.result.message
         return f"{text}: {message}" if message else text
 
 
 def build(
-    args, returncode: int, run_id: str | None, events: list[Event], *, jsonl: str | None, diagnostics: str, runner_pid: int | None = None
+    args,
+    returncode: int,
+    run_id: str | None,
+    events: list[Event],
+    *,
+    jsonl: str | None,
+    diagnostics: str,
+    runner_pid: int | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream."""
     runner_exit = _last(events, RunnerExit)
@@ -109,8 +120,12 @@ def build(
         run_id=run_id,
         source=source,
         child_code=runner_exit.child_code if runner_exit else None,
-        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout) if captured and isinstance(captured.stdout, dict) else None,
-        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr) if captured and isinstance(captured.stderr, dict) else None,
+        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout)
+        if captured and isinstance(captured.stdout, dict)
+        else None,
+        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr)
+        if captured and isinstance(captured.stderr, dict)
+        else None,
         resources=_last(events, ResourceSummary),
         events=events,
         jsonl=jsonl,

@@ -31,7 +31,9 @@ def _fail_if_any_failed(outcomes: list[fanout.Outcome], verb: str) -> None:
     """After the whole report is printed: 103 if any target failed, counted as the reference does."""
     failed = sum(outcome.status == "failed" for outcome in outcomes)
     if failed:
-        what = "could not be inspected" if verb == "inspect" else f"could not be reached or did not acknowledge the {verb}"
+        what = (
+            "could not be inspected" if verb == "inspect" else f"could not be reached or did not acknowledge the {verb}"
+        )
         raise Failure(
             Kind.CONTROL_UNREACHABLE,
             f"{verb} --all: {failed} of {len(outcomes)} target run(s) {what}; see the report above for the per-run reason",

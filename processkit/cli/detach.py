@@ -61,7 +61,9 @@ def launch(argv: list[str], spec: RunSpec) -> None:
             start_new_session=True,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise Failure(Kind.SETUP, f"cannot start the detached runner: {getattr(exc, 'strerror', None) or exc}") from None
+        raise Failure(
+            Kind.SETUP, f"cannot start the detached runner: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     Handshake(copy, spec.jsonl, spec.run_id).complete()
 
 
@@ -99,7 +101,9 @@ class Handshake:
             if not self._started:
                 self._copy.kill()
                 self._copy.wait()
-                raise Failure(Kind.SETUP, f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; its runner was killed")
+                raise Failure(
+                    Kind.SETUP, f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; its runner was killed"
+                )
         if not self._started:
             raise self._relayed_failure()
 

@@ -44,7 +44,9 @@ def build_parser() -> Parser:
     parser.add_argument("--run-id", action=Once, metavar="ID", help="the stream its registry record names")
     parser.add_argument("--file", action=Once, metavar="PATH", help="a stream by path (also a pipe, /dev/stdin)")
     parser.add_argument("--json", action=OnceFlag, help="the lines exactly as written")
-    parser.add_argument("--validate", action=OnceFlag, help="check every line against the event schema; 114 if any does not conform")
+    parser.add_argument(
+        "--validate", action=OnceFlag, help="check every line against the event schema; 114 if any does not conform"
+    )
     parser.add_argument(
         "--strict-stream",
         action=OnceFlag,
@@ -73,7 +75,9 @@ def main(argv: list[str], invocation) -> int:
             args.run_id = targets.missing_required("--run-id <ID>|--file <PATH>")
         invocation.run_id = values.parse_run_id(args.run_id)
         target = Target.by_run_id(invocation.run_id)
-    consumer = Validation(strict_stream=args.strict_stream) if args.validate else PassThrough() if args.json else Rendering()
+    consumer = (
+        Validation(strict_stream=args.strict_stream) if args.validate else PassThrough() if args.json else Rendering()
+    )
     Reading(target, consumer, follow=args.follow).run()
     consumer.finish()
     return 0
@@ -157,7 +161,9 @@ class Reading:
             raise Failure(Kind.SETUP, f"could not read the events stream `{sanitize(target.path)}`: it is a directory")
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
-        return Failure(Kind.SETUP, f"could not {action} the events stream `{sanitize(self._target.path)}`: {exc.strerror}")
+        return Failure(
+            Kind.SETUP, f"could not {action} the events stream `{sanitize(self._target.path)}`: {exc.strerror}"
+        )
 
     def run(self) -> None:
         loop = Loop()

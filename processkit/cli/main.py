@@ -34,7 +34,6 @@ COMMANDS = {
 }
 
 
-
 def _usage_text() -> str:
     lines = [
         "usage: processkit-cli [--error-format human|json] <command> [options]",

@@ -39,7 +39,11 @@ class Parser(argparse.ArgumentParser):
         # main takes the global --error-format out of argv before any subcommand parses it, so
         # this entry only documents it in every subcommand's --help, as the reference's does.
         self.add_argument_group("global options").add_argument(
-            "--error-format", metavar="<human|json>", choices=ERROR_FORMATS, default=argparse.SUPPRESS, help=ERROR_FORMAT_HELP
+            "--error-format",
+            metavar="<human|json>",
+            choices=ERROR_FORMATS,
+            default=argparse.SUPPRESS,
+            help=ERROR_FORMAT_HELP,
         )
 
     def error(self, message: str) -> NoReturn:

@@ -103,7 +103,9 @@ def main(argv: list[str], invocation) -> int:
     if args.require_exit_code_band is not None:
         wanted_band = _band(args.require_exit_code_band)
         if wanted_band != band:
-            mismatches.append(f"requires exit-code band {wanted_band[0]}-{wanted_band[1]}, but this binary reserves {band[0]}-{band[1]}")
+            mismatches.append(
+                f"requires exit-code band {wanted_band[0]}-{wanted_band[1]}, but this binary reserves {band[0]}-{band[1]}"
+            )
     tokens = surface()
     mismatches += [
         f"requires CLI surface token `{token}`, which this binary does not expose"
@@ -123,5 +125,7 @@ def main(argv: list[str], invocation) -> int:
         }
     )
     if mismatches:
-        raise Failure(Kind.PROBE_INCOMPATIBLE, "this binary is incompatible with the requested surface: " + "; ".join(mismatches))
+        raise Failure(
+            Kind.PROBE_INCOMPATIBLE, "this binary is incompatible with the requested surface: " + "; ".join(mismatches)
+        )
     return 0

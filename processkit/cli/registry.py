@@ -22,7 +22,9 @@ def main(argv: list[str], invocation) -> int:
 
 # -- list -------------------------------------------------------------------------------------
 def list_parser() -> Parser:
-    parser = Parser(prog="processkit-cli list", usage="processkit-cli list [--json] [--label <K=V>]... [--health <HEALTH>]")
+    parser = Parser(
+        prog="processkit-cli list", usage="processkit-cli list [--json] [--label <K=V>]... [--health <HEALTH>]"
+    )
     parser.add_argument("--json", action=OnceFlag, help="JSON Lines, one run per line")
     parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
     parser.add_argument("--health", action=Once, choices=[h.value for h in Health])
@@ -87,7 +89,9 @@ def wait_parser() -> Parser:
 def wait(argv: list[str], invocation) -> int:
     args = wait_parser().parse(argv)
     selection = targets.select(args, invocation)
-    timeout_ms = None if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
+    timeout_ms = (
+        None if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
+    )
     from ..registry.waiting import AllWatch, RunIdWatch
 
     watch = RunIdWatch(selection.run_id) if selection.run_id is not None else AllWatch(selection.labels)
@@ -114,7 +118,11 @@ def prune_parser() -> Parser:
     parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
     parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned and ended, change nothing")
     parser.add_argument(
-        "--label", action="append", default=[], metavar="K=V", help="repeatable; skips orphaned locks and dead runs no entry names"
+        "--label",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="repeatable; skips orphaned locks and dead runs no entry names",
     )
     parser.add_argument(
         "--report-reaped", action=OnceFlag, help="extension: add what was ended and removed to --json as 'reaped'"
@@ -172,7 +180,9 @@ def _reaped_lines(reaped, dry_run: bool) -> list[str]:
     verb = "would end" if dry_run else "ended"
     lines = [f"{verb} cgroup {output.cell(path)}" for path in reaped.groups]
     lines += [f"{verb} process group {pgid}" for pgid in reaped.process_groups]
-    lines += [f"{'would remove' if dry_run else 'removed'} run directory {output.cell(path)}" for path in reaped.run_dirs]
+    lines += [
+        f"{'would remove' if dry_run else 'removed'} run directory {output.cell(path)}" for path in reaped.run_dirs
+    ]
     lines += [f"left {output.cell(item['what'])}: {item['reason']}" for item in reaped.left]
     if reaped.processes or reaped.groups or reaped.process_groups or reaped.run_dirs:
         lines.append(

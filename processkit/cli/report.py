@@ -30,7 +30,10 @@ def build_parser() -> Parser:
     parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
     parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
     parser.add_argument(
-        "--capture-dir", action=Once, metavar="DIR", help="where the run's stdout.log and stderr.log are (one stream only)"
+        "--capture-dir",
+        action=Once,
+        metavar="DIR",
+        help="where the run's stdout.log and stderr.log are (one stream only)",
     )
     return parser
 

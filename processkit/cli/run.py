@@ -13,7 +13,20 @@ from .parsing import Once, OnceFlag, Parser, flag_given, split_command
 
 # (flag, conflicts) for --inherit-stdio and the other declared conflicts (docs/run.md §2.3).
 CONFLICTS = (
-    ("inherit_stdio", ("capture_dir", "create_no_window", "idle_timeout", "inherit_stdin", "stdin_file", "no_echo", "detach", "capture_max_bytes", "capture_overflow")),
+    (
+        "inherit_stdio",
+        (
+            "capture_dir",
+            "create_no_window",
+            "idle_timeout",
+            "inherit_stdin",
+            "stdin_file",
+            "no_echo",
+            "detach",
+            "capture_max_bytes",
+            "capture_overflow",
+        ),
+    ),
     ("detach", ("inherit_stdin",)),
     ("inherit_stdin", ("stdin_file",)),
     ("pty", ("inherit_stdio", "inherit_stdin")),
@@ -49,7 +62,12 @@ def build_parser() -> Parser:
     add("--inherit-stdin", action=OnceFlag)
     add("--stdin-file", action=Once, metavar="FILE")
     add("--pty", action=OnceFlag, help="the child's stdin, stdout and stderr are a new pseudo-terminal")
-    add("--pty-size", action=Once, metavar="COLSxROWS", help="the child terminal's size (default: the caller's terminal, else 80x24)")
+    add(
+        "--pty-size",
+        action=Once,
+        metavar="COLSxROWS",
+        help="the child terminal's size (default: the caller's terminal, else 80x24)",
+    )
     add("--no-echo", action=OnceFlag)
     add("--detach", action=OnceFlag)
     add("--argv-raw", action=OnceFlag)
@@ -72,7 +90,9 @@ def _check_conflicts(args) -> None:
             continue
         for other in others:
             if flag_given(args, other):
-                raise usage(f"the argument '--{flag.replace('_', '-')}' cannot be used with '--{other.replace('_', '-')}'")
+                raise usage(
+                    f"the argument '--{flag.replace('_', '-')}' cannot be used with '--{other.replace('_', '-')}'"
+                )
     for flag in REQUIRES_CAPTURE_DIR:
         if flag_given(args, flag) and not flag_given(args, "capture_dir"):
             raise usage(f"the argument '--{flag.replace('_', '-')}' requires '--capture-dir'")
@@ -120,7 +140,9 @@ def parse(argv: list[str]) -> RunSpec:
     assignments = tuple(values.parse_env_assignment(text) for text in args.env)
     run_id_key = values.parse_env_key(args.run_id_env, flag="--run-id-env") if args.run_id_env is not None else None
     if run_id_key is not None and any(key == run_id_key for key, _ in assignments):
-        raise usage(f"'--run-id-env {run_id_key}' conflicts with '--env {run_id_key}=...': the run id variable is set by the runner")
+        raise usage(
+            f"'--run-id-env {run_id_key}' conflicts with '--env {run_id_key}=...': the run id variable is set by the runner"
+        )
     stdin = StdinMode.NULL
     if args.inherit_stdin or args.inherit_stdio:
         stdin = StdinMode.INHERIT
@@ -134,10 +156,14 @@ def parse(argv: list[str]) -> RunSpec:
         labels=tuple(sorted(labels.items())),
         cwd=args.cwd,
         timeout_ms=dur(args.timeout, positive=True, flag="--timeout") if args.timeout is not None else None,
-        idle_timeout_ms=dur(args.idle_timeout, positive=True, flag="--idle-timeout") if args.idle_timeout is not None else None,
+        idle_timeout_ms=dur(args.idle_timeout, positive=True, flag="--idle-timeout")
+        if args.idle_timeout is not None
+        else None,
         grace_ms=dur(args.grace, positive=False, flag="--grace") if args.grace is not None else None,
         snapshot_interval_ms=(
-            dur(args.snapshot_interval, positive=True, flag="--snapshot-interval") if args.snapshot_interval is not None else None
+            dur(args.snapshot_interval, positive=True, flag="--snapshot-interval")
+            if args.snapshot_interval is not None
+            else None
         ),
         env=EnvPlan(
             clear=args.env_clear,
@@ -184,6 +210,3 @@ def main(argv: list[str], invocation) -> int:
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
-
-
-

@@ -37,7 +37,9 @@ def parse_size(text: str, *, flag: str) -> int:
     """``^[0-9]+[bkmg]?$`` in binary units; zero is rejected."""
     match = _SIZE.fullmatch(text)
     if match is None:
-        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g")
+        raise usage(
+            f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g"
+        )
     suffix = match.group(1).lower() if match.group(1) else None
     digits = text[:-1] if suffix else text
     total = int(digits) * _SIZE_FACTOR[suffix]

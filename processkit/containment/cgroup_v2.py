@@ -149,4 +149,6 @@ def _enable(parent: str, controller: str, axis: str) -> None:
         if controller not in cgroupfs.read_text(subtree).split():
             cgroupfs.write_text(subtree, f"+{controller}")
     except OSError as exc:
-        raise LimitUnavailable(axis, f"cgroup_v2: cannot enable the {controller} controller in {parent}: {exc.strerror}") from None
+        raise LimitUnavailable(
+            axis, f"cgroup_v2: cannot enable the {controller} controller in {parent}: {exc.strerror}"
+        ) from None

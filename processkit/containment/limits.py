@@ -82,7 +82,9 @@ class ControllerSet(abc.ABC):
             try:
                 cgroupfs.write_text(self._file(controller, name), value)
             except OSError as exc:
-                raise LimitUnavailable(axis, f"{self.backend}: cannot write {value} to {name}: {exc.strerror}") from None
+                raise LimitUnavailable(
+                    axis, f"{self.backend}: cannot write {value} to {name}: {exc.strerror}"
+                ) from None
 
     def procs_fds(self) -> tuple[int, ...]:
         """``cgroup.procs`` fds of groups the child joins before exec, after its container."""

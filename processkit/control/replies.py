@@ -52,7 +52,9 @@ def ack_check(verb: str) -> Check:
 def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
     version = reply.get("snapshot_version")
     if type(version) is not int or not 1 <= version <= protocol.SNAPSHOT_VERSION:
-        raise _contract(action, run_id, f"snapshot_version {version!r}, but this client reads 1 to {protocol.SNAPSHOT_VERSION}")
+        raise _contract(
+            action, run_id, f"snapshot_version {version!r}, but this client reads 1 to {protocol.SNAPSHOT_VERSION}"
+        )
     if not _conforms(reply, "snapshot") or not valid_started_at(reply["started_at"]):
         raise _contract(action, run_id, "a snapshot that does not have the documented shape")
     if reply["run_id"] != run_id:
@@ -66,7 +68,12 @@ def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
         "jsonl": reply.get("jsonl"),
         "capture_dir": reply.get("capture_dir"),
         "members": [
-            {"pid": _int(m["pid"]), "ppid": _int(m.get("ppid")), "name": m.get("name"), "start_time": m.get("start_time")}
+            {
+                "pid": _int(m["pid"]),
+                "ppid": _int(m.get("ppid")),
+                "name": m.get("name"),
+                "start_time": m.get("start_time"),
+            }
             for m in reply["members"]
         ],
     }

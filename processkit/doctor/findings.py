@@ -119,7 +119,9 @@ def mismatches(found: Findings, wanted: Requirements) -> list[str]:
     return unmet
 
 
-def report(found: Findings, unmet: list[str], *, elapsed_ms: int, scratch_removed: bool, diagnostics_dir: str | None) -> dict:
+def report(
+    found: Findings, unmet: list[str], *, elapsed_ms: int, scratch_removed: bool, diagnostics_dir: str | None
+) -> dict:
     """The report document, in the schema's key order."""
     control = None
     if found.endpoint is not None and found.inspected_members is not None:

@@ -30,7 +30,9 @@ class PhaseFailed(Exception):
     """Why a phase failed: a fact about the host, recorded in the report."""
 
 
-def qualify(program: list[str], timeout_ms: int, wanted: Requirements, *, check_resources: bool) -> tuple[dict, str | None]:
+def qualify(
+    program: list[str], timeout_ms: int, wanted: Requirements, *, check_resources: bool
+) -> tuple[dict, str | None]:
     """The report of one qualification, and the cgroup backend that carries a cap (if seen).
 
     ``program`` is the argv prefix that starts this very processkit-cli again.
@@ -101,7 +103,9 @@ class Qualification:
             directory = open_for_writing()
             owner_only = os.stat(directory).st_mode & 0o777 == 0o700
         except (RegistryError, OSError) as exc:
-            raise PhaseFailed(f"could not open the per-user run registry: {getattr(exc, 'strerror', None) or exc}") from None
+            raise PhaseFailed(
+                f"could not open the per-user run registry: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         self.found.registry = RegistryFacts(directory, owner_only, "posix_0700")
         if not owner_only:
             raise PhaseFailed(f"the run registry {directory} is not protected to its owner alone")
@@ -115,10 +119,13 @@ class Qualification:
         command += ["--timeout", f"{budget + SCRATCH_MARGIN_MS}ms", "--"]
         command += [*self.program, "doctor", "--scratch-child", f"{budget}ms"]
         try:
-            with open(os.path.join(self.scratch, "runner.stdout"), "wb") as out, open(
-                os.path.join(self.scratch, "runner.stderr"), "wb"
-            ) as err:
-                self.runner = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True)
+            with (
+                open(os.path.join(self.scratch, "runner.stdout"), "wb") as out,
+                open(os.path.join(self.scratch, "runner.stderr"), "wb") as err,
+            ):
+                self.runner = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True
+                )
         except OSError as exc:
             raise PhaseFailed(f"could not start a scratch run: {exc.strerror or exc}") from None
         runner = self.runner
@@ -136,7 +143,9 @@ class Qualification:
             raise PhaseFailed(f"the scratch run did not become discoverable within the budget{self._evidence()}")
         if self.found.endpoint is None:
             code = runner.returncode
-            raise PhaseFailed(f"the scratch run exited with code {code} before it published a control endpoint{self._evidence()}")
+            raise PhaseFailed(
+                f"the scratch run exited with code {code} before it published a control endpoint{self._evidence()}"
+            )
 
     def _inspect(self) -> None:
         from ..control.client import request_by_id
@@ -145,7 +154,9 @@ class Qualification:
         try:
             snapshot = request_by_id(self.run_id, "inspect", check_snapshot)
         except Failure as failure:
-            raise PhaseFailed(f"the scratch run's control socket did not answer an inspect: {failure.message}") from None
+            raise PhaseFailed(
+                f"the scratch run's control socket did not answer an inspect: {failure.message}"
+            ) from None
         self.found.inspected_members = len(snapshot["members"])
 
     def _cancel(self) -> None:
@@ -183,7 +194,9 @@ class Qualification:
         events = _events(self.jsonl)
         started = events.get("run_started")
         if started is not None:
-            self.found.containment = ContainmentFacts(started["mechanism"], started["abrupt_cleanup"], started["root_pid"])
+            self.found.containment = ContainmentFacts(
+                started["mechanism"], started["abrupt_cleanup"], started["root_pid"]
+            )
         self.found.terminal_source = events.get("runner_exit", {}).get("source")
         began, finished = events.get("cleanup_started"), events.get("cleanup_finished")
         teardown = Teardown(
@@ -198,7 +211,9 @@ class Qualification:
         self.found.endpoint_released = self._endpoint_released()
         problems = []
         if teardown.read_error:
-            problems.append("the container's members could not be read during teardown, so it was never confirmed empty")
+            problems.append(
+                "the container's members could not be read during teardown, so it was never confirmed empty"
+            )
         if teardown.kill_error:
             problems.append("the hard kill of the scratch container failed")
         if teardown.remaining is None:
@@ -254,7 +269,9 @@ class Qualification:
             self.found.resources = ResourceFacts(requested, False, f"the {exc.limit} limit: {exc.detail}", None)
             return
         except containment.ContainerError as exc:
-            raise PhaseFailed(f"the container for the resource check could not be created, so nothing was established: {exc}") from None
+            raise PhaseFailed(
+                f"the container for the resource check could not be created, so nothing was established: {exc}"
+            ) from None
         backend = container.limit_backend
         container.release()
         self.found.resources = ResourceFacts(requested, True, None, backend)

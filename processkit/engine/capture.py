@@ -149,4 +149,3 @@ class CaptureFile:
         return CaptureReport(
             self.target.path, self.seen, self.written, self._digest.hexdigest(), self.write_error, self.target.cap
         )
-

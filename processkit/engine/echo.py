@@ -44,7 +44,9 @@ class EchoSink:
             self._socket = socket.socket(fileno=os.dup(fd))
         elif not stat.S_ISREG(mode):
             try:
-                self._owned_fd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+                self._owned_fd = os.open(
+                    f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+                )
                 self.fd = self._owned_fd
             except OSError:
                 pass  # no private description to be had: plain writes on the shared one
@@ -126,4 +128,3 @@ class EchoSink:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
-

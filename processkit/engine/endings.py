@@ -189,4 +189,3 @@ ENDING_REPORTS: dict[EndingKind, EndingReport] = {
     EndingKind.FOREGROUND: EndingReport(False, _foreground),
     EndingKind.INTERNAL: EndingReport(False, _internal),
 }
-

@@ -125,7 +125,9 @@ def start(run: RunState) -> None:
     terminal = run.terminal
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
-        run.streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
+        run.streams.append(
+            OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True)
+        )
     elif pipe_output:
         echo = spec.echo
         for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):

@@ -26,7 +26,9 @@ def execute(spec: RunSpec) -> Outcome:
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}"))
+        return Outcome(
+            Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
+        )
     try:
         emitter = Emitter(spec.jsonl)
     except OSError as exc:
@@ -78,14 +80,19 @@ class Run:
         outcome = entry.report(facts, ending.detail)
         if run.spec.limits.requested:
             evidence = container.limit_evidence()
-            run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
+            run.events.emit(
+                LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
+            )
         run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
         teardown(run, entry.graceful)
         drain_outputs(run)
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             reports = {s.name: s.pump.report() for s in run.streams}
-            captured = {name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event() for name in capture.STREAMS}
+            captured = {
+                name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event()
+                for name in capture.STREAMS
+            }
             run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
         if run.publication is not None:
             run.publication.close()

@@ -84,7 +84,15 @@ def select_backend() -> str:
 
 
 def spawn(
-    argv, *, env, cwd, container: Container, stdin: StdinMode, pipe_output: bool, backend: str, terminal: int | None = None
+    argv,
+    *,
+    env,
+    cwd,
+    container: Container,
+    stdin: StdinMode,
+    pipe_output: bool,
+    backend: str,
+    terminal: int | None = None,
 ) -> Child:
     """Start the child; raises a spawn Failure (101) or AttachError (102).
 

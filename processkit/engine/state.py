@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from .streams import OutputStream
     from .terminal import Foreground
 
+
 class Launched:
     """What exists once the child is spawned, for the phases that run after launch."""
 

@@ -54,7 +54,13 @@ class OutputStream:
     sink and read pacing (see facts about pipes)."""
 
     def __init__(
-        self, run: StreamOwner, name: str, fd: int, target: capture.CaptureTarget | None, echo_fd: int | None, pty: bool = False
+        self,
+        run: StreamOwner,
+        name: str,
+        fd: int,
+        target: capture.CaptureTarget | None,
+        echo_fd: int | None,
+        pty: bool = False,
     ):
         self.name = name
         self.fd = fd

@@ -49,7 +49,9 @@ def teardown(run: RunState, graceful: bool) -> None:
         CleanupFinished(
             remaining=len(remaining),
             remaining_pids=remaining,
-            soft_terminate=None if shutdown is None else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
+            soft_terminate=None
+            if shutdown is None
+            else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
             shutdown=shutdown,
             read_error=read_error,
             kill_error=kill_error,
@@ -67,7 +69,9 @@ def _soft_stop(run: RunState, members_before: int) -> dict:
         sent = True
     except OSError:
         sent = False
-    drained = loop.run_until(lambda: live_members(run) == [], started + (run.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS)
+    drained = loop.run_until(
+        lambda: live_members(run) == [], started + (run.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS
+    )
     after = live_members(run)
     return {
         "soft_stop_scope": container.soft_stop_scope,

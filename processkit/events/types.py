@@ -39,7 +39,9 @@ class _EventType(type):
     class keeps ``_attributes``, its own and its bases', the order ``to_json`` follows."""
 
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]):
-        own = tuple(key for key, note in namespace.get("__annotations__", {}).items() if not str(note).startswith("ClassVar"))
+        own = tuple(
+            key for key, note in namespace.get("__annotations__", {}).items() if not str(note).startswith("ClassVar")
+        )
         for key in own:
             namespace.pop(key, None)  # a default: every field defaults to None, read by __init__
         namespace["__slots__"] = own

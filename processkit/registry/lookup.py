@@ -29,7 +29,9 @@ def ambiguous(action: str, run_id: str, live: int) -> Failure:
 
 def resolve(run_id: str, action: str) -> scan.Entry:
     """The one live run named ``run_id`` that publishes an endpoint."""
-    found = [(entry, entry.health()) for entry in scan.read(Kind.REGISTRY_BY_ID).entries if entry.record.run_id == run_id]
+    found = [
+        (entry, entry.health()) for entry in scan.read(Kind.REGISTRY_BY_ID).entries if entry.record.run_id == run_id
+    ]
     live = [entry for entry, health in found if health is Health.LIVE]
     if len(live) > 1:
         raise ambiguous(action, run_id, len(live))

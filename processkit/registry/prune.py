@@ -30,7 +30,12 @@ class Report:
     candidates: list = dataclasses.field(default_factory=list)
 
     def tally(self) -> dict:
-        return {"pruned": self.pruned, "live": self.live, "unprobed": self.unprobed, "orphaned_locks": self.orphaned_locks}
+        return {
+            "pruned": self.pruned,
+            "live": self.live,
+            "unprobed": self.unprobed,
+            "orphaned_locks": self.orphaned_locks,
+        }
 
 
 def prune(view: View, labels: dict, *, dry_run: bool) -> Report:

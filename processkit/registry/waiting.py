@@ -30,7 +30,6 @@ class RunIdWatch:
         self._jsonl: str | None = None
         self.unprobed = False  # the last look could not probe a matching entry
 
-
     def done(self) -> bool:
         matches = [e for e in read(Kind.REGISTRY).entries if e.record.run_id == self.run_id]
         health = [(entry, entry.health()) for entry in matches]

@@ -245,7 +245,9 @@ class Builder:
             self.valid[name] = event
             if name == "members_snapshot" and not event["read_error"]:
                 self.snapshots.append((offset or 0, event["members"]))
-            self.run.moments.append(Moment(offset, name, shown(render.WORDS[name](event), 400), KINDS.get(name, "other")))
+            self.run.moments.append(
+                Moment(offset, name, shown(render.WORDS[name](event), 400), KINDS.get(name, "other"))
+            )
         self._header()
         self._exit()
         self._resources()
@@ -292,7 +294,9 @@ class Builder:
             self.run.resources = [("resources", "the figures could not be read")]
         evidence = self.valid.get("limit_evidence")
         if evidence is not None:
-            self.run.limits = [(axis, shown(evidence[axis]).replace("_", " ")) for axis in ("memory", "processes", "cpu")]
+            self.run.limits = [
+                (axis, shown(evidence[axis]).replace("_", " ")) for axis in ("memory", "processes", "cpu")
+            ]
 
     def _captured(self) -> None:
         captured = self.valid.get("output_captured")
@@ -329,7 +333,12 @@ class Builder:
                 member = seen.get(key)
                 if member is None:
                     member = seen[key] = Member(
-                        pid=raw["pid"], ppid=raw["ppid"], name=shown(raw["name"] or "?", 60), depth=0, first_ms=offset, until_ms=offset
+                        pid=raw["pid"],
+                        ppid=raw["ppid"],
+                        name=shown(raw["name"] or "?", 60),
+                        depth=0,
+                        first_ms=offset,
+                        until_ms=offset,
                     )
                 member.until_ms = max(times[index + 1], offset)
                 member.name = shown(raw["name"] or "?", 60)  # the latest: an exec renames a process
@@ -403,7 +412,9 @@ class Builder:
                 )
         if "run_started" not in self.valid and run.exit_source not in ("setup", "spawn_error", "container_error"):
             run.missing.append("no valid run_started: the run id, labels and command are unknown")
-        run.missing += [f"stream: {problem}" for problem in self.checks.problems() if "runner_exit events" not in problem]
+        run.missing += [
+            f"stream: {problem}" for problem in self.checks.problems() if "runner_exit events" not in problem
+        ]
         run.missing += self.invalid[:NOTES_SHOWN]
         if len(self.invalid) > NOTES_SHOWN:
             run.missing.append(f"and {len(self.invalid) - NOTES_SHOWN} more invalid lines")

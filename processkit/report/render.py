@@ -46,7 +46,29 @@ def _environment():
 
 def _axis(total_ms: int) -> list[tuple[float, str]]:
     """About six ticks on a time axis of ``total_ms``, at round steps."""
-    steps = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000)
+    steps = (
+        1,
+        2,
+        5,
+        10,
+        20,
+        50,
+        100,
+        200,
+        500,
+        1000,
+        2000,
+        5000,
+        10_000,
+        15_000,
+        30_000,
+        60_000,
+        120_000,
+        300_000,
+        600_000,
+        1_800_000,
+        3_600_000,
+    )
     step = next((s for s in steps if total_ms / s <= 6), 3_600_000 * max(1, total_ms // (6 * 3_600_000)))
     return [(WIDTH * t / total_ms, words.duration(t)) for t in range(0, total_ms + 1, step)]
 
@@ -62,18 +84,22 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         html, note = read_tail(capture_file(stream, capture_dir), stream.sha256)
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]
-    return _environment().get_template("run.html.j2").render(
-        run=run,
-        tails=tails,
-        width=WIDTH,
-        label_width=LABEL_WIDTH,
-        row=ROW,
-        ticks=_axis(total),
-        marks=_marks(run.moments, total),
-        rows=_folded(run.moments),
-        bars=[(_x(m.first_ms, total), max(_x(m.until_ms, total) - _x(m.first_ms, total), 2.0), m) for m in drawn],
-        hidden_members=len(run.members) - len(drawn),
-        generated=_now(),
+    return (
+        _environment()
+        .get_template("run.html.j2")
+        .render(
+            run=run,
+            tails=tails,
+            width=WIDTH,
+            label_width=LABEL_WIDTH,
+            row=ROW,
+            ticks=_axis(total),
+            marks=_marks(run.moments, total),
+            rows=_folded(run.moments),
+            bars=[(_x(m.first_ms, total), max(_x(m.until_ms, total) - _x(m.first_ms, total), 2.0), m) for m in drawn],
+            hidden_members=len(run.members) - len(drawn),
+            generated=_now(),
+        )
     )
 
 
@@ -102,7 +128,16 @@ def _folded(moments: list[Moment]) -> list[Moment]:
             continue
         if len(run) > FOLD_AFTER:
             between = len(run) - 2
-            rows += [run[0], Moment(run[1].offset_ms, "…", f"{between} more snapshots, until +{words.duration(run[-2].offset_ms or 0)}", "snapshot"), run[-1]]
+            rows += [
+                run[0],
+                Moment(
+                    run[1].offset_ms,
+                    "…",
+                    f"{between} more snapshots, until +{words.duration(run[-2].offset_ms or 0)}",
+                    "snapshot",
+                ),
+                run[-1],
+            ]
         else:
             rows += run
         run = []
@@ -114,12 +149,16 @@ def _folded(moments: list[Moment]) -> list[Moment]:
 def index_page(runs: list[Run]) -> str:
     ordered = sorted(runs, key=lambda r: (not r.failed, r.run_id or "", r.source))
     durations = [r.duration_ms for r in runs if r.duration_ms is not None]
-    return _environment().get_template("index.html.j2").render(
-        runs=ordered,
-        failed=sum(r.failed for r in runs),
-        histogram=_histogram(durations),
-        width=WIDTH,
-        generated=_now(),
+    return (
+        _environment()
+        .get_template("index.html.j2")
+        .render(
+            runs=ordered,
+            failed=sum(r.failed for r in runs),
+            histogram=_histogram(durations),
+            width=WIDTH,
+            generated=_now(),
+        )
     )
 
 
