@@ -236,6 +236,14 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_
             hand_over(stream, len, 0);
         }
         count = read_chunk(stream, at, len);
+        /* A terminal hands out at most 4 KiB a read: gather what is waiting into one chunk, so
+         * it costs one capture write, one echo write and one hash update, not one per read. An
+         * end or error met here is met again by the next read, once this chunk is handled. */
+        if (until_empty && count > 0) {
+            ssize_t more;
+            while ((size_t)count < len && (more = read_chunk(stream, at + (size_t)count, len - (size_t)count)) > 0)
+                count += more;
+        }
         if (count <= 0) {
             result->eof = count == 0;
             result->read_errno = count < 0 ? errno : 0;
