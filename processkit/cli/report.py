@@ -45,10 +45,10 @@ def main(argv: list[str], invocation) -> int:
     if args.capture_dir is not None and not single:
         raise usage("the argument '--capture-dir' can be used only with a single stream")
 
-    from ..report import model, render
+    from ..report import reading, render
 
     live = _live_streams()
-    runs = [model.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
+    runs = [reading.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
     page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
     _write_atomically(args.output, page)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"

@@ -1,0 +1,362 @@
+"""Reading a stream into a :class:`~processkit.report.model.Run`: each line parsed and checked
+against the shipped schema, each event folded into the run's facts by ``Builder``.
+
+Nothing here raises on content: a line that is not a documented event becomes a note of what is
+missing or wrong (the page says it instead of guessing).
+"""
+
+from __future__ import annotations
+
+import datetime
+import shlex
+
+from ..errors import Failure, Kind
+from ..events import render
+from ..events.reader import Line, LineSplitter
+from ..events.stream import ENDINGS, StreamChecks
+from ..events.validate import event_validator
+from .model import NOTES_SHOWN, READ_CHUNK, Captured, Member, Moment, Run, processes, shown
+
+
+def read_lines(path: str) -> list[Line]:
+    """Every line of the stream at ``path``; an unreadable path is a setup Failure."""
+    splitter = LineSplitter()
+    lines: list[Line] = []
+    try:
+        with open(path, "rb") as file:
+            while chunk := file.read(READ_CHUNK):
+                lines += splitter.feed(chunk)
+    except IsADirectoryError:
+        raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: it is a directory") from None
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: {exc.strerror}") from None
+    return lines + splitter.end()
+
+
+def load(path: str, anchor: str, *, live: bool = False) -> Run:
+    """The Run of the stream at ``path``; a file holding no event at all is invalid input (114).
+
+    ``live`` says a registered runner still writes the stream, which explains a missing end."""
+    lines = read_lines(path)
+    if not any(_is_event(line) for line in lines):
+        what = "it is empty" if not lines else "no line is a JSONL event"
+        raise Failure(Kind.EVENTS_INVALID, f"{shown(path)} is not a processkit event stream: {what}")
+    return Builder(Run(source=shown(path), anchor=anchor), live).build(lines)
+
+
+def _is_event(line: Line) -> bool:
+    event = line.event
+    return event is not None and isinstance(event.get("event"), str) and "schema_version" in event
+
+
+# -- building ------------------------------------------------------------------------------------
+# Each documented event type against its own definition: the same verdict as the whole
+# schema's oneOf (the types differ in their ``event`` constant), without trying all sixteen.
+_TYPE_SCHEMAS = {name: {"$ref": f"#/$defs/{name}"} for name in render.WORDS}
+
+
+def _documented(event: dict, name: str, checked_members: set) -> bool:
+    """Whether ``event`` is a schema-valid ``name``. A member listed, unchanged, in many
+    snapshots of one stream is checked once: snapshots are most of a long run's lines."""
+    schema = _TYPE_SCHEMAS.get(name)
+    if schema is None:
+        return False
+    members = event.get("members") if name == "members_snapshot" else None
+    if not isinstance(members, list):
+        return event_validator().is_valid(event, schema)
+    keys = [_member_key(member) for member in members]
+    fresh = [member for member, key in zip(members, keys) if key is None or key not in checked_members]
+    if not event_validator().is_valid({**event, "members": fresh}, schema):
+        return False
+    checked_members.update(key for key in keys if key is not None)
+    return True
+
+
+def _member_key(member) -> tuple | None:
+    """A hashable identity of one listed member as written, or None (then it is always checked)."""
+    if not isinstance(member, dict):
+        return None
+    key = tuple((name, type(value), value) for name, value in member.items())  # true is not 1
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+KINDS = {
+    "run_started": "start",
+    "members_snapshot": "snapshot",
+    "limit_hit": "limit",
+    "limit_evidence": "limit",
+    "resource_summary": "other",
+    "cleanup_started": "teardown",
+    "cleanup_finished": "teardown",
+    "output_captured": "other",
+    "spawn_failed": "failure",
+    "container_failed": "failure",
+    "runner_exit": "exit",
+} | {name: "ending" for name in ENDINGS}
+
+
+class Builder:
+    """Walks the lines once, in order, filling one Run."""
+
+    def __init__(self, run: Run, live: bool):
+        self.run = run
+        self.live = live
+        self.valid: dict[str, dict] = {}  # the last schema-valid event of each type
+        self.snapshots: list[tuple[int, list[dict]]] = []
+        self.origin: datetime.datetime | None = None  # the first event's time
+        self.last_ms = 0
+        self.invalid: list[str] = []
+        self.checks = StreamChecks()
+        self.checked_members: set = set()
+
+    def build(self, lines: list[Line]) -> Run:
+        for line in lines:
+            self.checks.add(line)
+            event = line.event
+            if event is None:
+                self.invalid.append(f"line {line.number}: {line.problem or 'not a JSON object'}")
+                continue
+            moment = render.timestamp(event)
+            offset: int | None = None
+            if moment is not None:
+                if self.origin is None:
+                    self.origin = moment
+                # A clock stepped back places an event at the start, never before it.
+                offset = max(0, int((moment - self.origin).total_seconds() * 1000))
+                self.last_ms = max(self.last_ms, offset)
+            name = event.get("event")
+            name = name if isinstance(name, str) else "?"
+            if not _documented(event, name, self.checked_members):
+                self.invalid.append(f"line {line.number}: a {shown(name, 40)} event that does not match the schema")
+                self.run.moments.append(Moment(offset, shown(name, 40), "(not read: invalid)", "other"))
+                continue
+            self.valid[name] = event
+            if name == "members_snapshot" and not event["read_error"]:
+                self.snapshots.append((offset or 0, event["members"]))
+            self.run.moments.append(
+                Moment(offset, name, shown(render.WORDS[name](event), 400), KINDS.get(name, "other"))
+            )
+        self._header()
+        self._exit()
+        self._resources()
+        self._captured()
+        self._tree()
+        self.run.ending = self._ending()
+        self._missing()
+        return self.run
+
+    def _header(self) -> None:
+        started = self.valid.get("run_started")
+        if started is None:
+            return
+        run = self.run
+        run.run_id = shown(started["run_id"])
+        run.labels = [(shown(key), shown(value)) for key, value in started["labels"].items()]
+        run.mechanism = shown(started["mechanism"])
+        run.cwd = None if started["cwd"] is None else shown(started["cwd"])
+        run.root_pid = started["root_pid"]
+        command = started["command"]
+        if not command["redacted"] and command["argv"] is not None:
+            run.command = shown(" ".join(shlex.quote(arg) for arg in command["argv"]), 600)
+        run.fingerprint = command["argv_sha256"]
+        run.hint = None if command["hint"] is None else shown(command["hint"])
+
+    def _exit(self) -> None:
+        exit_event = self.valid.get("runner_exit")
+        self.run.duration_ms = self.last_ms if self.origin is not None else None
+        if exit_event is not None:
+            self.run.exit_code = exit_event["code"]
+            self.run.exit_source = shown(exit_event["source"])
+            self.run.child_code = exit_event["child_code"]
+
+    def _resources(self) -> None:
+        summary = self.valid.get("resource_summary")
+        if summary is not None and not summary["read_error"]:
+            self.run.resources = [
+                (label, show(summary[key]) if summary[key] is not None else "not measured")
+                for key, label, show in render.RESOURCES
+            ]
+            self.run.peak_memory = summary["peak_memory_bytes"]
+            self.run.cpu_ms = summary["total_cpu_ms"]
+        elif summary is not None:
+            self.run.resources = [("resources", "the figures could not be read")]
+        evidence = self.valid.get("limit_evidence")
+        if evidence is not None:
+            self.run.limits = [
+                (axis, shown(evidence[axis]).replace("_", " ")) for axis in ("memory", "processes", "cpu")
+            ]
+
+    def _captured(self) -> None:
+        captured = self.valid.get("output_captured")
+        if captured is None:
+            return
+        for name in ("stdout", "stderr"):
+            stream = captured[name]
+            self.run.captured.append(
+                Captured(
+                    name=name,
+                    path=stream["path"],
+                    bytes_seen=stream.get("bytes_seen", stream["bytes"]),
+                    bytes_written=stream.get("bytes_written"),
+                    sha256=stream["sha256"],
+                    truncated=stream["truncated"],
+                    write_error=stream["write_error"],
+                )
+            )
+
+    def _tree(self) -> None:
+        """One Member per process seen (pid and start token), nested by parent, each lasting
+        from the snapshot that first saw it until the snapshot that no longer did (or the
+        ending, when the last snapshot still held it)."""
+        run = self.run
+        run.snapshots = len(self.snapshots)
+        if not self.snapshots:
+            return
+        ending = self._ending_ms()
+        seen: dict[tuple, Member] = {}
+        times = [offset for offset, _ in self.snapshots] + [ending]
+        for index, (offset, members) in enumerate(self.snapshots):
+            for raw in members:
+                key = (raw["pid"], raw["start_time"])
+                member = seen.get(key)
+                if member is None:
+                    member = seen[key] = Member(
+                        pid=raw["pid"],
+                        ppid=raw["ppid"],
+                        name=shown(raw["name"] or "?", 60),
+                        depth=0,
+                        first_ms=offset,
+                        until_ms=offset,
+                    )
+                member.until_ms = max(times[index + 1], offset)
+                member.name = shown(raw["name"] or "?", 60)  # the latest: an exec renames a process
+        last_pids = {raw["pid"] for raw in self.snapshots[-1][1]}
+        cleanup = self.valid.get("cleanup_started")
+        ended = self.valid.get("root_exited")
+        if ended is not None and cleanup is not None:
+            run.outlived_count = cleanup["members_before"]
+        remaining = set(self.valid.get("cleanup_finished", {}).get("remaining_pids", []))
+        for member in seen.values():
+            member.is_root = member.pid == run.root_pid
+            member.outlived_root = run.outlived_count > 0 and not member.is_root and member.pid in last_pids
+            member.survived_teardown = member.pid in remaining
+        run.members = _nested(list(seen.values()))
+
+    def _ending_ms(self) -> int:
+        for moment in self.run.moments:
+            if moment.kind in ("ending", "teardown", "exit") and moment.offset_ms is not None:
+                return moment.offset_ms
+        return self.last_ms
+
+    def _ending(self) -> str:
+        """How the run ended, in one plain sentence."""
+        v = self.valid
+        forced = next((v[name] for name in ("timeout", "cancelled", "output_overflow") if name in v), {})
+        stop = _stop_words(v.get("cleanup_finished"), forced.get("grace_ms"))
+        if "timeout" in v:
+            e = v["timeout"]
+            if e["reason"] == "idle":
+                first = f"timed out after {render.duration(e['timeout_ms'])} without output"
+            else:
+                first = f"timed out after {render.duration(e['timeout_ms'])}"
+        elif "cancelled" in v:
+            source = v["cancelled"]["source"]
+            first = f"cancelled by {render.CANCEL_SOURCES.get(source, shown(source))}"
+        elif "killed" in v:
+            first = "hard-killed by a control-plane kill; no grace was given"
+            stop = ""
+        elif "output_overflow" in v:
+            e = v["output_overflow"]
+            first = f"stopped because {shown(e['stream'])} went over its {render.size(e['max_bytes'])} capture limit"
+        elif "root_exited" in v:
+            first = render.WORDS["root_exited"](v["root_exited"])
+            if self.run.outlived_count:
+                count = self.run.outlived_count
+                first += f"; {processes(count)} outlived it and {'was' if count == 1 else 'were'} stopped in teardown"
+        elif "spawn_failed" in v:
+            first = f"the program could not be started: {shown(v['spawn_failed']['message'])}"
+        elif "container_failed" in v:
+            e = v["container_failed"]
+            first = f"the container failed ({shown(e['phase'])}): {shown(e['message'])}"
+        elif self.run.exit_source == "setup":
+            first = "the run failed during setup, before anything was started"
+        else:
+            first = "no ending was recorded"
+        sentence = first + (f"; {stop}" if stop else "")
+        if self.run.exit_code is None:
+            sentence += "; the runner's exit was not recorded"
+        else:
+            sentence += f"; the runner exited {self.run.exit_code}"
+        return sentence[:1].upper() + sentence[1:] + "."
+
+    def _missing(self) -> None:
+        run = self.run
+        if run.exit_code is None:
+            if self.live:
+                run.missing.append("the stream has no runner_exit yet: a registered runner is still writing it")
+            else:
+                run.missing.append(
+                    "the stream ends without runner_exit: the runner was killed, or the file was cut short or copied mid-run"
+                )
+        if "run_started" not in self.valid and run.exit_source not in ("setup", "spawn_error", "container_error"):
+            run.missing.append("no valid run_started: the run id, labels and command are unknown")
+        run.missing += [
+            f"stream: {problem}" for problem in self.checks.problems() if "runner_exit events" not in problem
+        ]
+        run.missing += self.invalid[:NOTES_SHOWN]
+        if len(self.invalid) > NOTES_SHOWN:
+            run.missing.append(f"and {len(self.invalid) - NOTES_SHOWN} more invalid lines")
+
+
+def _stop_words(finished: dict | None, grace_ms: int | None) -> str:
+    """How teardown went for a forced ending: "the tree was stopped gracefully in 1.2s"."""
+    if finished is None:
+        return ""
+    shutdown = finished["shutdown"]
+    left = finished["remaining"]
+    tail = f"; {processes(left)} remained after teardown" if left else ""
+    if shutdown is None:
+        return tail.lstrip("; ")
+    elapsed = "" if shutdown["elapsed_ms"] is None else f" in {render.duration(shutdown['elapsed_ms'])}"
+    if shutdown["soft_signal"] != "sent":
+        words = f"no soft stop was possible ({shown(shutdown['soft_signal'])}), so the tree was killed{elapsed}"
+    elif shutdown["drained_within_grace"]:
+        words = f"the tree was stopped gracefully{elapsed}"
+    elif shutdown["escalated"] and grace_ms is not None:
+        words = f"the tree did not stop within its {render.duration(grace_ms)} grace and was killed{elapsed}"
+    elif shutdown["escalated"]:
+        words = f"the tree was signalled and, with no grace given, killed{elapsed}"
+    else:
+        words = f"the tree was stopped{elapsed}"
+    return words + tail
+
+
+def _nested(members: list[Member]) -> list[Member]:
+    """Members in tree order (each parent followed by its children), depth set; a member whose
+    parent was never seen starts a tree of its own."""
+    by_pid = {m.pid: m for m in members}
+    children: dict[int | None, list[Member]] = {}
+    for member in members:
+        parent = member.ppid if member.ppid in by_pid and member.ppid != member.pid else None
+        children.setdefault(parent, []).append(member)
+    ordered: list[Member] = []
+    visited: set[int] = set()
+
+    def visit(member: Member, depth: int) -> None:
+        if id(member) in visited:
+            return
+        visited.add(id(member))
+        member.depth = depth
+        ordered.append(member)
+        for child in sorted(children.get(member.pid, []), key=lambda m: (m.first_ms, m.pid)):
+            visit(child, depth + 1)
+
+    for top in sorted(children.get(None, []), key=lambda m: (not m.is_root, m.first_ms, m.pid)):
+        visit(top, 0)
+    for member in members:  # a parent cycle (pid reuse in a damaged stream) still shows everyone
+        visit(member, 0)
+    return ordered
