@@ -21,6 +21,10 @@ DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
 # The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
+# Every containment mechanism a report or reply may name: the two made here (``cgroup_v2``,
+# ``process_group``), the reference's on other platforms, and ``unknown``. Here rather than in
+# ``containment`` so a control client can check a reply without importing the containment layer.
+MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 
 
 class EnvPlan(NamedTuple):

@@ -19,6 +19,27 @@ from streams import wait_until
 SLEEPER = ("sleep", "120")
 
 
+STARTED = "2026-07-20T21:00:00.000Z"
+
+
+def registry_record(run_id: str, lock: str, **fields) -> dict:
+    """A hand-written v1 registry record whose liveness is the advisory lock file ``lock``."""
+    document = {
+        "registry_version": 1,
+        "run_id": run_id,
+        "endpoint": None,
+        "started_at": STARTED,
+        "argv_sha256": None,
+        "hint": None,
+        "labels": {},
+        "jsonl": None,
+        "capture_dir": None,
+        "liveness": {"kind": "advisory_lock", "lock_file": lock},
+    }
+    document.update(fields)
+    return document
+
+
 def check_schema(name: str, instance) -> None:
     """Validate ``instance`` against the reference schema ``name``; without the reference
     directory there is nothing to validate against (test_reference_schemas skips instead)."""

@@ -12,25 +12,12 @@ import socket
 import pytest
 
 from conftest import run_cli
-from control_support import envelope, runs, start_waiter  # noqa: F401
-
-STARTED = "2026-07-20T21:00:00.000Z"
+from control_support import envelope, registry_record, runs, start_waiter  # noqa: F401
 
 
 def _entry(registry, stem: str, run_id: str, *, endpoint=None, hold: bool = True, lock: bool = True):
     """A hand-written registry entry; ``hold`` plays its live runner by holding the lock."""
-    record = {
-        "registry_version": 1,
-        "run_id": run_id,
-        "endpoint": endpoint,
-        "started_at": STARTED,
-        "argv_sha256": None,
-        "hint": None,
-        "labels": {},
-        "jsonl": None,
-        "capture_dir": None,
-        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
-    }
+    record = registry_record(run_id, f"{stem}.lock", endpoint=endpoint)
     (registry / f"{stem}.json").write_text(json.dumps(record))
     if not lock:
         return None

@@ -11,26 +11,16 @@ import signal
 import pytest
 
 from conftest import REFERENCE_SCHEMAS, require_reference_schemas, run_cli
-from control_support import check_schema, cli_json, envelope, listed, mode, runs, start_waiter  # noqa: F401
-
-STARTED = "2026-07-20T21:00:00.000Z"
-
-
-def _record(run_id: str, lock: str, **fields) -> dict:
-    document = {
-        "registry_version": 1,
-        "run_id": run_id,
-        "endpoint": None,
-        "started_at": STARTED,
-        "argv_sha256": None,
-        "hint": None,
-        "labels": {},
-        "jsonl": None,
-        "capture_dir": None,
-        "liveness": {"kind": "advisory_lock", "lock_file": lock},
-    }
-    document.update(fields)
-    return document
+from control_support import (  # noqa: F401
+    check_schema,
+    cli_json,
+    envelope,
+    listed,
+    mode,
+    runs,
+    start_waiter,
+)
+from control_support import registry_record as _record
 
 
 def _write(registry, stem: str, document, *, lock: bool = True) -> None:

@@ -19,15 +19,11 @@ from __future__ import annotations
 import os
 
 from ..rundir import RunDir, new_token
-from ..spec import Limits
+from ..spec import MECHANISMS, Limits
 from .base import ChildJoins, Container, ResourceSummary
 from .errors import ContainerError, LimitUnavailable
 
 __all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
-
-# Every mechanism a report or reply may name: the two made here (``cgroup_v2``,
-# ``process_group``), the reference's on other platforms, and ``unknown``.
-MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 
 
 def create(limits: Limits, rundir: RunDir | None = None) -> Container:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..containment import MECHANISMS  # the mechanisms this build can name; anything newer is "unknown"
+from ..spec import MECHANISMS  # the mechanisms this build can name; anything newer is "unknown"
 from ..errors import Failure, Kind
 from ..registry.records import valid_started_at
 from . import protocol
