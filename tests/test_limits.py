@@ -149,7 +149,9 @@ def test_process_cap_bounds_a_fork_loop(tmp_path):
 
 
 @needs("cpu")
-def test_cpu_quota_holds_a_busy_loop_near_half_a_core(tmp_path):
+def test_cpu_quota_holds_a_busy_loop_to_half_a_core(tmp_path):
+    """The quota is a ceiling: the loop is throttled and gets at most about half a core. How
+    much less it gets depends on what else the machine runs, so only the ceiling is held."""
     jsonl = tmp_path / "events.jsonl"
     busy = "while True: pass"
     result = run_cli(
@@ -161,7 +163,7 @@ def test_cpu_quota_holds_a_busy_loop_near_half_a_core(tmp_path):
     cpu_ms = events["resource_summary"]["total_cpu_ms"]
     assert cpu_ms is not None
     cores = cpu_ms / 2000
-    assert 0.3 <= cores <= 0.7, f"{cpu_ms} ms of CPU in 2 s"
+    assert 0 < cores <= 0.7, f"{cpu_ms} ms of CPU in 2 s"
 
 
 # -- accounting ------------------------------------------------------------------------------
