@@ -14,7 +14,7 @@ from ..version import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
-from .parsing import ERROR_FORMAT_HELP, ERROR_FORMATS
+from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
