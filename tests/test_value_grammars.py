@@ -8,6 +8,7 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from processkit import text as text_rules
 from processkit.cli import values
 
 DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
@@ -81,3 +82,16 @@ def test_decimals_are_accepted_as_the_regex_does(text):
 def test_pty_sizes_split_as_the_regex_does(text):
     match = PTY_SIZE.fullmatch(text)
     assert values.split_pty_size(text) == (match.groups() if match else None)
+
+
+LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet="aZ_09.-=/ \u00e9\u212a\u0663\u00aa", max_size=70))
+@example("")
+@example("a" * 64)
+@example("a" * 65)
+@example("\u00aa")
+def test_label_keys_are_accepted_as_the_regex_does(text):
+    assert text_rules.is_valid_label_key(text) == (LABEL_KEY.fullmatch(text) is not None and len(text) <= 64)

@@ -194,7 +194,7 @@ def parse(argv: list[str]) -> RunSpec:
             if args.capture_max_bytes is not None
             else DEFAULT_CAPTURE_MAX_BYTES
         ),
-        capture_overflow=OverflowPolicy(args.capture_overflow or "truncate"),
+        capture_overflow=OverflowPolicy.CANCEL if args.capture_overflow == "cancel" else OverflowPolicy.TRUNCATE,
         stdin=stdin,
         stdin_file=args.stdin_file,
         inherit_stdio=args.inherit_stdio,

@@ -7,8 +7,6 @@ expression and proves the checks here accept exactly what it accepts, with the s
 
 from __future__ import annotations
 
-import math
-
 from ..errors import usage
 from ..spec import U32_MAX, U64_MAX
 from ..text import env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
@@ -102,6 +100,8 @@ def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
 def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
     """A finite number of cores above 0; Python's ``float()`` alone would also take ``1_0``,
     surrounding whitespace and non-ASCII digits."""
+    import math  # only --cpu-quota needs it
+
     value = float(text) if is_decimal(text) else math.nan
     if not math.isfinite(value) or value <= 0:
         raise usage(f"invalid value '{text}' for '{flag}': expected a finite number of cores greater than zero")
