@@ -8,6 +8,8 @@ CLI builds them.
 
 from __future__ import annotations
 
+from .plain import Plain
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
@@ -61,26 +63,7 @@ U64_MAX = 2**64 - 1
 MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 
 
-class Record:
-    """A value made of the fields named in ``__slots__``: equal, hashed and shown by them."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.fields() == other.fields()
-
-    def __hash__(self) -> int:
-        return hash(self.fields())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({shown})"
-
-
-class EnvPlan(Record):
+class EnvPlan(Plain):
     """How the child's environment is derived from the runner's, applied in this fixed order."""
 
     __slots__ = ("clear", "remove", "files", "assignments", "run_id_key")
@@ -101,7 +84,7 @@ class EnvPlan(Record):
         self.run_id_key = run_id_key
 
 
-class Limits(Record):
+class Limits(Plain):
     __slots__ = ("max_memory", "max_processes", "cpu_quota")
 
     def __init__(
@@ -120,7 +103,7 @@ NO_ENV_CHANGES = EnvPlan()
 NO_LIMITS = Limits()
 
 
-class RunSpec(Record):
+class RunSpec(Plain):
     __slots__ = (
         "argv",
         "jsonl",
