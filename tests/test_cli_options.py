@@ -41,9 +41,12 @@ def _kind(flag: str) -> str:
     return next(option.kind for option in RUN_OPTIONS if option.flag == flag)
 
 
+PARSER = build_parser()  # reusable: what a parse records lives on its namespace
+
+
 def _argparse(argv: list[str]) -> dict | None:
     try:
-        return vars(build_parser().parse(argv))
+        return vars(PARSER.parse(argv))
     except Failure:
         return None
 
