@@ -46,4 +46,7 @@ setup(
     cmdclass={"build_ext": OptionalBuildExt},
     data_files=[("share/man/man1", MAN_PAGES)],
     distclass=ManPagesDistribution,
+    # processkit-cli's own launcher, not a console_scripts entry point (whose generated
+    # launcher imports ``re`` first): see the script's header.
+    scripts=["processkit/cli/processkit-cli"],
 )

@@ -7,7 +7,9 @@ package picks an exit code.
 
 from __future__ import annotations
 
-import enum
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 USAGE = 100
 SPAWN = 101
@@ -32,58 +34,87 @@ RESERVED_BAND = range(100, 120)
 # filter killed by SIGPIPE shows: outside the reserved band, so no runner code is faked.
 STDOUT_CLOSED = 128 + 13
 
-# Inside Kind's body, a member named like a code constant shadows it for later members.
-_SETUP_CODE = SETUP
+
+class Kind:
+    """A failure's machine name (the envelope's ``kind``) and its exit code, compared by identity.
+    (Fixed instances, not an ``enum``: ``enum`` and the ``re`` it imports cost every run's start-up
+    more than the run's own work.)"""
+
+    __slots__ = ("name", "label", "code", "retryable")
+    USAGE: ClassVar[Kind]
+    SPAWN_ERROR: ClassVar[Kind]
+    CONTAINER_ERROR: ClassVar[Kind]
+    INTERNAL: ClassVar[Kind]
+    TIMEOUT: ClassVar[Kind]
+    CANCELLED: ClassVar[Kind]
+    CONTROL_CANCEL: ClassVar[Kind]
+    CONTROL_KILL: ClassVar[Kind]
+    SETUP: ClassVar[Kind]
+    OUTPUT_OVERFLOW: ClassVar[Kind]
+    NOT_FOUND: ClassVar[Kind]
+    STALE: ClassVar[Kind]
+    UNPROBED: ClassVar[Kind]
+    AMBIGUOUS_RUN_ID: ClassVar[Kind]
+    CONTROL_UNREACHABLE: ClassVar[Kind]
+    IPC_DEADLINE: ClassVar[Kind]
+    INCOMPATIBLE_CONTRACT: ClassVar[Kind]
+    PEER_IDENTITY_UNSUPPORTED: ClassVar[Kind]
+    REGISTRY_BY_ID: ClassVar[Kind]
+    REGISTRY: ClassVar[Kind]
+    PROBE_INCOMPATIBLE: ClassVar[Kind]
+    WAIT_TIMEOUT: ClassVar[Kind]
+    EVENTS_INVALID: ClassVar[Kind]
+    NOT_A_MEMBER: ClassVar[Kind]
+    HOST_UNQUALIFIED: ClassVar[Kind]
+    UNKNOWN: ClassVar[Kind]
+
+    def __init__(self, name: str, label: str, code: int, *, retryable: bool = False):
+        self.name = name
+        self.label = label
+        self.code = code
+        self.retryable = retryable  # the envelope's ``retryable``: the same request may succeed later
+
+    def __repr__(self) -> str:
+        return f"Kind.{self.name}"
+
+    def __reduce__(self):
+        return (getattr, (Kind, self.name))
 
 
-class Kind(enum.Enum):
-    """A failure's machine name (the envelope's ``kind``) and its exit code."""
-
-    USAGE = ("usage", USAGE)
-    SPAWN_ERROR = ("spawn_error", SPAWN)
-    CONTAINER_ERROR = ("container_error", BACKEND)
-    INTERNAL = ("internal", INTERNAL)
-    TIMEOUT = ("timeout", TIMEOUT)
-    CANCELLED = ("cancelled", CANCELLED)
-    CONTROL_CANCEL = ("control_cancel", CONTROL_CANCELLED)
-    CONTROL_KILL = ("control_kill", CONTROL_KILLED)
-    SETUP = ("setup", SETUP)
-    OUTPUT_OVERFLOW = ("output_overflow", OUTPUT_OVERFLOW)
-    NOT_FOUND = ("not_found", CONTROL)
-    STALE = ("stale", CONTROL)
-    UNPROBED = ("unprobed", CONTROL)
-    AMBIGUOUS_RUN_ID = ("ambiguous_run_id", CONTROL)
-    CONTROL_UNREACHABLE = ("control_unreachable", CONTROL)
-    IPC_DEADLINE = ("ipc_deadline", CONTROL)
-    INCOMPATIBLE_CONTRACT = ("incompatible_contract", CONTROL)
-    PEER_IDENTITY_UNSUPPORTED = ("peer_identity_unsupported", CONTROL)
-    REGISTRY_BY_ID = ("registry", CONTROL)
-    REGISTRY = ("registry", _SETUP_CODE)
-    PROBE_INCOMPATIBLE = ("probe_incompatible", PROBE_INCOMPATIBLE)
-    WAIT_TIMEOUT = ("wait_timeout", WAIT_TIMEOUT)
-    EVENTS_INVALID = ("events_invalid", EVENTS_INVALID)
-    NOT_A_MEMBER = ("not_a_member", NOT_A_MEMBER)
-    HOST_UNQUALIFIED = ("host_unqualified", HOST_UNQUALIFIED)
-    UNKNOWN = ("unknown", _SETUP_CODE)
-
-    @property
-    def label(self) -> str:
-        return self.value[0]
-
-    @property
-    def code(self) -> int:
-        return self.value[1]
-
-    @property
-    def retryable(self) -> bool:
-        return self in (Kind.UNPROBED, Kind.IPC_DEADLINE, Kind.WAIT_TIMEOUT)
+Kind.USAGE = Kind("USAGE", "usage", USAGE)
+Kind.SPAWN_ERROR = Kind("SPAWN_ERROR", "spawn_error", SPAWN)
+Kind.CONTAINER_ERROR = Kind("CONTAINER_ERROR", "container_error", BACKEND)
+Kind.INTERNAL = Kind("INTERNAL", "internal", INTERNAL)
+Kind.TIMEOUT = Kind("TIMEOUT", "timeout", TIMEOUT)
+Kind.CANCELLED = Kind("CANCELLED", "cancelled", CANCELLED)
+Kind.CONTROL_CANCEL = Kind("CONTROL_CANCEL", "control_cancel", CONTROL_CANCELLED)
+Kind.CONTROL_KILL = Kind("CONTROL_KILL", "control_kill", CONTROL_KILLED)
+Kind.SETUP = Kind("SETUP", "setup", SETUP)
+Kind.OUTPUT_OVERFLOW = Kind("OUTPUT_OVERFLOW", "output_overflow", OUTPUT_OVERFLOW)
+Kind.NOT_FOUND = Kind("NOT_FOUND", "not_found", CONTROL)
+Kind.STALE = Kind("STALE", "stale", CONTROL)
+Kind.UNPROBED = Kind("UNPROBED", "unprobed", CONTROL, retryable=True)
+Kind.AMBIGUOUS_RUN_ID = Kind("AMBIGUOUS_RUN_ID", "ambiguous_run_id", CONTROL)
+Kind.CONTROL_UNREACHABLE = Kind("CONTROL_UNREACHABLE", "control_unreachable", CONTROL)
+Kind.IPC_DEADLINE = Kind("IPC_DEADLINE", "ipc_deadline", CONTROL, retryable=True)
+Kind.INCOMPATIBLE_CONTRACT = Kind("INCOMPATIBLE_CONTRACT", "incompatible_contract", CONTROL)
+Kind.PEER_IDENTITY_UNSUPPORTED = Kind("PEER_IDENTITY_UNSUPPORTED", "peer_identity_unsupported", CONTROL)
+Kind.REGISTRY_BY_ID = Kind("REGISTRY_BY_ID", "registry", CONTROL)
+Kind.REGISTRY = Kind("REGISTRY", "registry", SETUP)
+Kind.PROBE_INCOMPATIBLE = Kind("PROBE_INCOMPATIBLE", "probe_incompatible", PROBE_INCOMPATIBLE)
+Kind.WAIT_TIMEOUT = Kind("WAIT_TIMEOUT", "wait_timeout", WAIT_TIMEOUT, retryable=True)
+Kind.EVENTS_INVALID = Kind("EVENTS_INVALID", "events_invalid", EVENTS_INVALID)
+Kind.NOT_A_MEMBER = Kind("NOT_A_MEMBER", "not_a_member", NOT_A_MEMBER)
+Kind.HOST_UNQUALIFIED = Kind("HOST_UNQUALIFIED", "host_unqualified", HOST_UNQUALIFIED)
+Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
+KINDS = tuple(value for value in vars(Kind).values() if isinstance(value, Kind))  # in declaration order
 
 
 def exit_codes() -> dict[int, list[str]]:
     """Each code the runner can end with and the failure kinds behind it, in code order: what
     ``--help`` and the man pages print, so what they say is this table."""
     table: dict[int, list[str]] = {}
-    for kind in Kind:
+    for kind in KINDS:
         labels = table.setdefault(kind.code, [])
         if kind.label not in labels:
             labels.append(kind.label)

@@ -1,21 +1,57 @@
-"""The run specification: everything the engine needs, validated and frozen by the CLI."""
+"""The run specification: everything the engine needs, validated and frozen by the CLI.
+
+Plain classes, not ``enum`` or ``typing.NamedTuple``: this module is on every run's start-up
+path, and importing ``enum`` and ``typing`` (with the ``re`` they pull in) costs more than a
+short run's own work. The values are frozen by convention: nothing assigns to them after the
+CLI builds them.
+"""
 
 from __future__ import annotations
 
-import enum
-from typing import NamedTuple
+from .plain import Plain
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
-class StdinMode(enum.Enum):
-    NULL = "null"
-    INHERIT = "inherit"
-    FILE = "file"
+class Constant:
+    """One of a fixed set of named values, compared by identity (``spec.stdin is StdinMode.FILE``)
+    and pickled as the same instance."""
+
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: str):
+        self.name = name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self.name}: {self.value!r}>"
+
+    def __reduce__(self):
+        return (getattr, (type(self), self.name))
 
 
-class OverflowPolicy(enum.Enum):
-    TRUNCATE = "truncate"
-    CANCEL = "cancel"
+class StdinMode(Constant):
+    __slots__ = ()
+    NULL: ClassVar[StdinMode]
+    INHERIT: ClassVar[StdinMode]
+    FILE: ClassVar[StdinMode]
 
+
+StdinMode.NULL = StdinMode("NULL", "null")
+StdinMode.INHERIT = StdinMode("INHERIT", "inherit")
+StdinMode.FILE = StdinMode("FILE", "file")
+
+
+class OverflowPolicy(Constant):
+    __slots__ = ()
+    TRUNCATE: ClassVar[OverflowPolicy]
+    CANCEL: ClassVar[OverflowPolicy]
+
+
+OverflowPolicy.TRUNCATE = OverflowPolicy("TRUNCATE", "truncate")
+OverflowPolicy.CANCEL = OverflowPolicy("CANCEL", "cancel")
 
 DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
 # The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
@@ -27,47 +63,120 @@ U64_MAX = 2**64 - 1
 MECHANISMS = ("job_object", "cgroup_v2", "process_group", "process_reaper", "unknown")
 
 
-class EnvPlan(NamedTuple):
+class EnvPlan(Plain):
     """How the child's environment is derived from the runner's, applied in this fixed order."""
 
-    clear: bool = False
-    remove: tuple[str, ...] = ()
-    files: tuple[str, ...] = ()
-    assignments: tuple[tuple[str, str], ...] = ()
-    run_id_key: str | None = None
+    __slots__ = ("clear", "remove", "files", "assignments", "run_id_key")
+
+    def __init__(
+        self,
+        *,
+        clear: bool = False,
+        remove: tuple[str, ...] = (),
+        files: tuple[str, ...] = (),
+        assignments: tuple[tuple[str, str], ...] = (),
+        run_id_key: str | None = None,
+    ):
+        self.clear = clear
+        self.remove = remove
+        self.files = files
+        self.assignments = assignments
+        self.run_id_key = run_id_key
 
 
-class Limits(NamedTuple):
-    max_memory: int | None = None
-    max_processes: int | None = None
-    cpu_quota: float | None = None
+class Limits(Plain):
+    __slots__ = ("max_memory", "max_processes", "cpu_quota")
+
+    def __init__(
+        self, *, max_memory: int | None = None, max_processes: int | None = None, cpu_quota: float | None = None
+    ):
+        self.max_memory = max_memory
+        self.max_processes = max_processes
+        self.cpu_quota = cpu_quota
 
     @property
     def requested(self) -> bool:
         return any(v is not None for v in (self.max_memory, self.max_processes, self.cpu_quota))
 
 
-class RunSpec(NamedTuple):
-    argv: tuple[str, ...]
-    jsonl: str
-    run_id: str
-    run_id_given: bool
-    labels: tuple[tuple[str, str], ...] = ()
-    cwd: str | None = None
-    timeout_ms: int | None = None
-    idle_timeout_ms: int | None = None
-    grace_ms: int | None = None
-    snapshot_interval_ms: int | None = None
-    env: EnvPlan = EnvPlan()
-    limits: Limits = Limits()
-    capture_dir: str | None = None
-    capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES
-    capture_overflow: OverflowPolicy = OverflowPolicy.TRUNCATE
-    stdin: StdinMode = StdinMode.NULL
-    stdin_file: str | None = None
-    inherit_stdio: bool = False
-    pty: bool = False
-    pty_size: tuple[int, int] | None = None  # (columns, rows) given by --pty-size, else None
-    echo: bool = True
-    argv_raw: bool = False
-    detach: bool = False  # the CLI hands the run to a copy of itself; the engine never sees it
+NO_ENV_CHANGES = EnvPlan()
+NO_LIMITS = Limits()
+
+
+class RunSpec(Plain):
+    __slots__ = (
+        "argv",
+        "jsonl",
+        "run_id",
+        "run_id_given",
+        "labels",
+        "cwd",
+        "timeout_ms",
+        "idle_timeout_ms",
+        "grace_ms",
+        "snapshot_interval_ms",
+        "env",
+        "limits",
+        "capture_dir",
+        "capture_max_bytes",
+        "capture_overflow",
+        "stdin",
+        "stdin_file",
+        "inherit_stdio",
+        "pty",
+        "pty_size",
+        "echo",
+        "argv_raw",
+        "detach",
+    )
+
+    def __init__(
+        self,
+        *,
+        argv: tuple[str, ...],
+        jsonl: str,
+        run_id: str,
+        run_id_given: bool,
+        labels: tuple[tuple[str, str], ...] = (),
+        cwd: str | None = None,
+        timeout_ms: int | None = None,
+        idle_timeout_ms: int | None = None,
+        grace_ms: int | None = None,
+        snapshot_interval_ms: int | None = None,
+        env: EnvPlan = NO_ENV_CHANGES,
+        limits: Limits = NO_LIMITS,
+        capture_dir: str | None = None,
+        capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES,
+        capture_overflow: OverflowPolicy = OverflowPolicy.TRUNCATE,
+        stdin: StdinMode = StdinMode.NULL,
+        stdin_file: str | None = None,
+        inherit_stdio: bool = False,
+        pty: bool = False,
+        pty_size: tuple[int, int] | None = None,  # (columns, rows) given by --pty-size, else None
+        echo: bool = True,
+        argv_raw: bool = False,
+        detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
+    ):
+        self.argv = argv
+        self.jsonl = jsonl
+        self.run_id = run_id
+        self.run_id_given = run_id_given
+        self.labels = labels
+        self.cwd = cwd
+        self.timeout_ms = timeout_ms
+        self.idle_timeout_ms = idle_timeout_ms
+        self.grace_ms = grace_ms
+        self.snapshot_interval_ms = snapshot_interval_ms
+        self.env = env
+        self.limits = limits
+        self.capture_dir = capture_dir
+        self.capture_max_bytes = capture_max_bytes
+        self.capture_overflow = capture_overflow
+        self.stdin = stdin
+        self.stdin_file = stdin_file
+        self.inherit_stdio = inherit_stdio
+        self.pty = pty
+        self.pty_size = pty_size
+        self.echo = echo
+        self.argv_raw = argv_raw
+        self.detach = detach

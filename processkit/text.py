@@ -3,8 +3,6 @@ a run or a label. The CLI checks input against them; the registry re-checks what
 
 from __future__ import annotations
 
-import re
-
 # Unicode format characters that can reorder or hide text on a terminal (docs/run.md §2.4).
 _FORMAT_RANGES = (
     (0x00AD, 0x00AD),
@@ -53,15 +51,19 @@ WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 )
 
-_LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
-
 
 def is_valid_run_id(text: str) -> bool:
     return 1 <= len(text) <= 256 and is_terminal_safe(text)
 
 
 def is_valid_label_key(key: str) -> bool:
-    return _LABEL_KEY.fullmatch(key) is not None and len(key) <= 64  # ASCII only, so chars are bytes
+    """``[A-Za-z_][A-Za-z0-9._-]*``, at most 64 bytes (ASCII only, so characters are bytes)."""
+    return (
+        0 < len(key) <= 64
+        and key.isascii()
+        and (key[0].isalpha() or key[0] == "_")
+        and all(ch.isalnum() or ch in "._-" for ch in key)
+    )
 
 
 def is_valid_label_value(value: str) -> bool:

@@ -65,3 +65,63 @@ def heavy_imports(run_imports: dict[str, str | None], forbidden: set[str], impor
         for name, importer in run_imports.items()
         if name.split(".")[0] in forbidden and importers(importer)
     )
+
+
+# -- the CLI's half: from the launcher to ``execute(spec)`` ----------------------------------------
+
+CLI_FORBIDDEN = {
+    "re",
+    "enum",
+    "typing",
+    "argparse",
+    "gettext",
+    "locale",
+    "functools",
+    "json",
+    "contextlib",
+    "dataclasses",
+    "importlib",
+}
+CLI_SIDE = ("processkit.cli", "processkit.spec", "processkit.errors", "processkit.text", "processkit.diagnostics")
+COMMON_RUN = ["--jsonl", "F", "--timeout", "5s", "--idle-timeout", "1m", "--capture-dir", "D", "--label", "k=v"]
+COMMON_RUN += ["--env", "A=1", "--run-id", "r1", "--no-echo", "--cwd", "/", "--", "true"]
+
+
+def test_cli_path_imports_nothing_heavy(run_imports):
+    importers = lambda importer: importer is not None and importer.startswith(CLI_SIDE)  # noqa: E731
+    assert heavy_imports(run_imports, CLI_FORBIDDEN, importers) == []
+
+
+def test_parsing_a_common_run_imports_nothing_heavy():
+    """The CLI modules alone, parsing the common flags into a RunSpec, in an interpreter without
+    ``site`` (whose editable-install finder would import ``re`` and ``enum`` first)."""
+    import processkit
+
+    source = os.path.dirname(os.path.dirname(processkit.__file__))
+    script = (
+        f"import sys; sys.path.insert(0, {source!r}); before = set(sys.modules)\n"
+        "from processkit.cli import main, run\n"
+        f"spec = run.parse({COMMON_RUN!r})\n"
+        "assert spec.timeout_ms == 5000 and spec.capture_dir == 'D', spec\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    imported = result.stdout.split()
+    assert "processkit.cli.run" in imported
+    assert sorted(name for name in imported if name.split(".")[0] in CLI_FORBIDDEN) == []
+
+
+def test_the_installed_launcher_imports_only_processkit():
+    """pip's console_scripts launcher imports ``re`` first; ours (processkit/cli/processkit-cli)
+    must stay as it is: nothing but the CLI."""
+    import ast
+
+    launcher = cli_command()[0]
+    if launcher == sys.executable:
+        pytest.skip("processkit-cli is not installed beside this interpreter")
+    with open(launcher, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported and {name.split(".")[0] for name in imported} <= {"sys", "processkit"}

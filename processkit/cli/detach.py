@@ -17,7 +17,7 @@ from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
 from ..spec import RunSpec
 from ..text import sanitize
-from .parsing import split_command
+from .options import split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02

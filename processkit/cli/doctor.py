@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..errors import Failure, Kind, usage
 from . import output, values
-from .parsing import Once, OnceFlag, Parser, flag_given
+from .options import flag_given
+from .parsing import Once, OnceFlag, Parser
 
 DEFAULT_TIMEOUT_MS = 30_000
 PHASE_FLAGS = (

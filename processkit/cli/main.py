@@ -6,7 +6,6 @@ case (``run``) pays for nothing else at start-up.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -14,7 +13,7 @@ from ..version import __version__
 from ..diagnostics import say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
-from .parsing import ERROR_FORMAT_HELP, ERROR_FORMATS
+from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {
@@ -160,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in COMMANDS:
             raise usage(f"unrecognized subcommand '{name}'", hint=_usage_text().splitlines()[0])
         invocation.operation = name
-        module = importlib.import_module(COMMANDS[name][0])
+        module = __import__(COMMANDS[name][0], fromlist=["main"])  # importlib's own import costs a run more
         return module.main(argv[1:], invocation)
     except Failure as failure:
         return invocation.fail(failure)

@@ -12,6 +12,7 @@ import sys
 from typing import NoReturn
 
 from ..errors import usage
+from .options import ERROR_FORMAT_HELP, ERROR_FORMATS, REPEAT, SWITCH, Option
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -24,10 +25,6 @@ class _HelpFormatter(argparse.HelpFormatter):
         except (OSError, ValueError):
             width = 78
         super().__init__(prog, width=width)
-
-
-ERROR_FORMATS = ("human", "json")
-ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (default) or json, one envelope line"
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,6 +45,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())
+
+    def add_options(self, table: tuple[Option, ...]) -> None:
+        """Declare each option of ``table`` (processkit/cli/options.py), in order."""
+        for option in table:
+            if option.kind == SWITCH:
+                self.add_argument(option.flag, action=OnceFlag, help=option.help)
+            elif option.kind == REPEAT:
+                self.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=option.help)
+            else:
+                self.add_argument(
+                    option.flag, action=Once, metavar=option.metavar, help=option.help, choices=option.choices
+                )
 
     def parse(self, argv: list[str]) -> argparse.Namespace:
         try:
@@ -72,15 +81,3 @@ class OnceFlag(Once):
 
     def __call__(self, parser, namespace, values, option_string=None):
         super().__call__(parser, namespace, True, option_string)
-
-
-def flag_given(namespace: argparse.Namespace, dest: str) -> bool:
-    return getattr(namespace, f"_seen_{dest}", False)
-
-
-def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    """``(options, command)`` around the first ``--``; command is None when there is none."""
-    if "--" in argv:
-        index = argv.index("--")
-        return argv[:index], argv[index + 1 :]
-    return argv, None

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .parsing import Once, OnceFlag, Parser, flag_given, split_command
+from .options import REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .parsing import Parser
 
 # (flag, conflicts) for --inherit-stdio and the other declared conflicts (docs/run.md §2.3).
 CONFLICTS = (
@@ -36,48 +39,56 @@ REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow")
 REQUIRES_PTY = ("pty_size",)
 
 
-@functools.cache  # parsers are reusable; the Python API parses once per call
+# Every run flag, in --help order: the direct parser and the argparse parser both read it.
+RUN_OPTIONS = (
+    Option("--run-id", VALUE, metavar="ID"),
+    Option("--label", REPEAT, metavar="K=V", help="repeatable"),
+    Option("--cwd", VALUE, metavar="DIR"),
+    Option("--jsonl", VALUE, metavar="FILE", help="lifecycle events (required)"),
+    Option("--timeout", VALUE, metavar="DUR"),
+    Option("--idle-timeout", VALUE, metavar="DUR"),
+    Option("--grace", VALUE, metavar="DUR"),
+    Option("--snapshot-interval", VALUE, metavar="DUR"),
+    Option("--max-memory", VALUE, metavar="SIZE"),
+    Option("--max-processes", VALUE, metavar="N"),
+    Option("--cpu-quota", VALUE, metavar="CORES"),
+    Option("--capture-dir", VALUE, metavar="DIR"),
+    Option("--capture-max-bytes", VALUE, metavar="SIZE"),
+    Option("--capture-overflow", VALUE, choices=("truncate", "cancel")),
+    Option("--inherit-stdio", SWITCH),
+    Option("--inherit-stdin", SWITCH),
+    Option("--stdin-file", VALUE, metavar="FILE"),
+    Option("--pty", SWITCH, help="the child's stdin, stdout and stderr are a new pseudo-terminal"),
+    Option(
+        "--pty-size",
+        VALUE,
+        metavar="COLSxROWS",
+        help="the child terminal's size (default: the caller's terminal, else 80x24)",
+    ),
+    Option("--no-echo", SWITCH),
+    Option("--detach", SWITCH),
+    Option("--argv-raw", SWITCH),
+    Option("--env-clear", SWITCH),
+    Option("--env-remove", REPEAT, metavar="K", help="repeatable"),
+    Option("--env-file", REPEAT, metavar="FILE", help="repeatable"),
+    Option("--env", REPEAT, metavar="K=V", help="repeatable"),
+    Option("--run-id-env", VALUE, metavar="K"),
+    Option("--create-no-window", SWITCH, help="Windows only; accepted and ignored elsewhere"),
+    Option("--windows-graceful-ctrl-break", SWITCH, help="Windows only; accepted and ignored elsewhere"),
+)
+
+
 def build_parser() -> Parser:
+    """The argparse parser for ``run``: what --help, usage errors, completion, the man pages and
+    probe read. A plain run never builds it (see ``parse_common``)."""
+    from .parsing import Parser
+
     parser = Parser(
         prog="processkit-cli run",
         usage="processkit-cli run [OPTIONS] --jsonl <FILE> -- <PROGRAM> [ARGS]...",
         description="Run one command, shell-free, inside a containment boundary.",
     )
-    add = parser.add_argument
-    add("--run-id", action=Once, metavar="ID")
-    add("--label", action="append", default=[], metavar="K=V", help="repeatable")
-    add("--cwd", action=Once, metavar="DIR")
-    add("--jsonl", action=Once, metavar="FILE", help="lifecycle events (required)")
-    add("--timeout", action=Once, metavar="DUR")
-    add("--idle-timeout", action=Once, metavar="DUR")
-    add("--grace", action=Once, metavar="DUR")
-    add("--snapshot-interval", action=Once, metavar="DUR")
-    add("--max-memory", action=Once, metavar="SIZE")
-    add("--max-processes", action=Once, metavar="N")
-    add("--cpu-quota", action=Once, metavar="CORES")
-    add("--capture-dir", action=Once, metavar="DIR")
-    add("--capture-max-bytes", action=Once, metavar="SIZE")
-    add("--capture-overflow", action=Once, choices=("truncate", "cancel"))
-    add("--inherit-stdio", action=OnceFlag)
-    add("--inherit-stdin", action=OnceFlag)
-    add("--stdin-file", action=Once, metavar="FILE")
-    add("--pty", action=OnceFlag, help="the child's stdin, stdout and stderr are a new pseudo-terminal")
-    add(
-        "--pty-size",
-        action=Once,
-        metavar="COLSxROWS",
-        help="the child terminal's size (default: the caller's terminal, else 80x24)",
-    )
-    add("--no-echo", action=OnceFlag)
-    add("--detach", action=OnceFlag)
-    add("--argv-raw", action=OnceFlag)
-    add("--env-clear", action=OnceFlag)
-    add("--env-remove", action="append", default=[], metavar="K", help="repeatable")
-    add("--env-file", action="append", default=[], metavar="FILE", help="repeatable")
-    add("--env", action="append", default=[], metavar="K=V", help="repeatable")
-    add("--run-id-env", action=Once, metavar="K")
-    add("--create-no-window", action=OnceFlag, help="Windows only; accepted and ignored elsewhere")
-    add("--windows-graceful-ctrl-break", action=OnceFlag, help="Windows only; accepted and ignored elsewhere")
+    parser.add_options(RUN_OPTIONS)
     return parser
 
 
@@ -127,7 +138,7 @@ def _command_from_stdin(args) -> list[str]:
 
 def parse(argv: list[str]) -> RunSpec:
     options, command = split_command(argv)
-    args = build_parser().parse(options)
+    args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     _check_conflicts(args)
     if args.jsonl is None:
         raise usage("the required argument '--jsonl <FILE>' was not provided")
@@ -183,7 +194,7 @@ def parse(argv: list[str]) -> RunSpec:
             if args.capture_max_bytes is not None
             else DEFAULT_CAPTURE_MAX_BYTES
         ),
-        capture_overflow=OverflowPolicy(args.capture_overflow or "truncate"),
+        capture_overflow=OverflowPolicy.CANCEL if args.capture_overflow == "cancel" else OverflowPolicy.TRUNCATE,
         stdin=stdin,
         stdin_file=args.stdin_file,
         inherit_stdio=args.inherit_stdio,

@@ -1,31 +1,72 @@
-"""Value grammars shared by every subcommand; each parser raises a usage Failure on bad input."""
+"""Value grammars shared by every subcommand; each parser raises a usage Failure on bad input.
+
+The grammars are checked with str methods, not regular expressions: ``re`` costs a plain run
+more than its own work at start-up. tests/test_value_grammars.py holds each grammar's regular
+expression and proves the checks here accept exactly what it accepts, with the same parts.
+"""
 
 from __future__ import annotations
-
-import math
-import re
 
 from ..errors import usage
 from ..spec import U32_MAX, U64_MAX
 from ..text import env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
-_DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
+_DURATION_UNITS = ("ms", "s", "m", "h")  # "ms" before "m" and "s", which it ends or starts with
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
-_SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE | re.ASCII)  # ASCII: the Kelvin sign is no "k"
-_COUNT = re.compile(r"\+?[0-9]+")  # Rust's unsigned integer syntax: a "+" is allowed
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # Rust's f64, minus inf/nan
 _SIZE_FACTOR = {None: 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_PTY_SIZE = re.compile(r"([0-9]{1,5})x([0-9]{1,5})", re.ASCII)
 PTY_SIDE_MAX = 65535  # the kernel's struct winsize holds each side in 16 bits
+
+
+def is_digits(text: str) -> bool:
+    """``[0-9]+``: ``str.isdigit`` alone also takes other scripts' digits and superscripts."""
+    return text.isascii() and text.isdigit()
+
+
+def split_duration(text: str) -> tuple[str, str | None] | None:
+    """``[0-9]+(ms|s|m|h)?`` as (digits, unit or None), or None when ``text`` is not one."""
+    for unit in _DURATION_UNITS:
+        if text.endswith(unit) and is_digits(text[: -len(unit)]):
+            return text[: -len(unit)], unit
+    return (text, None) if is_digits(text) else None
+
+
+def split_size(text: str) -> tuple[str, str | None] | None:
+    """``[0-9]+[bkmg]?``, any case (ASCII only: the Kelvin sign is no "k"), as (digits, lower-case
+    suffix or None), or None when ``text`` is not one."""
+    if text[-1:] in ("b", "k", "m", "g", "B", "K", "M", "G") and is_digits(text[:-1]):
+        return text[:-1], text[-1].lower()
+    return (text, None) if is_digits(text) else None
+
+
+def is_count(text: str) -> bool:
+    """``\\+?[0-9]+``: Rust's unsigned integer syntax, where a "+" is allowed."""
+    return is_digits(text[1:] if text.startswith("+") else text)
+
+
+def is_decimal(text: str) -> bool:
+    """``[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?``: Rust's f64 syntax minus inf and nan."""
+    body = text[1:] if text.startswith(("+", "-")) else text
+    mantissa, has_exponent, exponent = body.replace("E", "e").partition("e")
+    if has_exponent and not is_digits(exponent[1:] if exponent.startswith(("+", "-")) else exponent):
+        return False
+    whole, _, fraction = mantissa.partition(".")
+    return bool(whole or fraction) and all(not part or is_digits(part) for part in (whole, fraction))
+
+
+def split_pty_size(text: str) -> tuple[str, str] | None:
+    """``[0-9]{1,5}x[0-9]{1,5}`` as (columns, rows), or None when ``text`` is not one."""
+    columns, _, rows = text.partition("x")
+    sides = (columns, rows)
+    return sides if all(len(side) <= 5 and is_digits(side) for side in sides) else None
 
 
 def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
     """``^[0-9]+(ms|s|m|h)?$``; a bare number is seconds."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
+    parts = split_duration(text)
+    if parts is None:
         raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional unit ms, s, m or h")
-    digits = text[: match.start(1)] if match.group(1) else text
-    total = int(digits) * _DURATION_MS[match.group(1)]
+    digits, unit = parts
+    total = int(digits) * _DURATION_MS[unit]
     if total > U64_MAX:
         raise usage(f"invalid value '{text}' for '{flag}': duration is too large")
     if positive and total == 0:
@@ -35,13 +76,12 @@ def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
 
 def parse_size(text: str, *, flag: str) -> int:
     """``^[0-9]+[bkmg]?$`` in binary units; zero is rejected."""
-    match = _SIZE.fullmatch(text)
-    if match is None:
+    parts = split_size(text)
+    if parts is None:
         raise usage(
             f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g"
         )
-    suffix = match.group(1).lower() if match.group(1) else None
-    digits = text[:-1] if suffix else text
+    digits, suffix = parts
     total = int(digits) * _SIZE_FACTOR[suffix]
     if total == 0:
         raise usage(f"invalid value '{text}' for '{flag}': size must be greater than zero")
@@ -52,7 +92,7 @@ def parse_size(text: str, *, flag: str) -> int:
 
 def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
     """A u32 of at least 1."""
-    if not _COUNT.fullmatch(text) or not 1 <= int(text) <= U32_MAX:
+    if not is_count(text) or not 1 <= int(text) <= U32_MAX:
         raise usage(f"invalid value '{text}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
     return int(text)
 
@@ -60,7 +100,9 @@ def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
 def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
     """A finite number of cores above 0; Python's ``float()`` alone would also take ``1_0``,
     surrounding whitespace and non-ASCII digits."""
-    value = float(text) if _DECIMAL.fullmatch(text) else math.nan
+    import math  # only --cpu-quota needs it
+
+    value = float(text) if is_decimal(text) else math.nan
     if not math.isfinite(value) or value <= 0:
         raise usage(f"invalid value '{text}' for '{flag}': expected a finite number of cores greater than zero")
     return value
@@ -101,7 +143,7 @@ def parse_env_assignment(text: str, *, flag: str = "--env") -> tuple[str, str]:
 
 def parse_pty_size(text: str) -> tuple[int, int]:
     """``COLSxROWS``, each side 1-65535: the terminal size the child's pty gets."""
-    match = _PTY_SIZE.fullmatch(text)
-    if match is None or not all(1 <= int(side) <= PTY_SIDE_MAX for side in match.groups()):
+    sides = split_pty_size(text)
+    if sides is None or not all(1 <= int(side) <= PTY_SIDE_MAX for side in sides):
         raise usage(f"invalid value '{text}' for '--pty-size': expected COLSxROWS, each 1-{PTY_SIDE_MAX}, e.g. 80x24")
-    return int(match[1]), int(match[2])
+    return int(sides[0]), int(sides[1])

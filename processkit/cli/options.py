@@ -1,0 +1,116 @@
+"""A subcommand's options as one declarative table, and a direct parser for its common case.
+
+The table is the single description of the flags: the argparse parser (``--help``, usage
+errors, completion, man pages, ``probe``) is built from it (``parsing.Parser.add_options``),
+and ``parse_common`` reads a well-formed argv from it without importing argparse, whose import
+(with ``re``, ``gettext`` and ``locale``) costs more than a short run's own work. Anything
+unusual, from ``--help`` to a repeated flag, is left to argparse, so every message and exit
+code is argparse's. tests/test_cli_options.py proves both parsers agree wherever the direct
+one answers.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# The global option every subcommand accepts (main takes it out of argv before dispatching).
+ERROR_FORMATS = ("human", "json")
+ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (default) or json, one envelope line"
+
+# An option's kind: how often it may be given and whether it takes a value.
+VALUE = "value"  # one value, given at most once
+SWITCH = "switch"  # no value, given at most once
+REPEAT = "repeat"  # one value per occurrence, collected in order
+
+
+class Option:
+    """One long flag: ``--name`` of ``kind``, documented by ``metavar``, ``help`` and ``choices``."""
+
+    __slots__ = ("flag", "kind", "metavar", "help", "choices")
+
+    def __init__(
+        self,
+        flag: str,
+        kind: str,
+        *,
+        metavar: str | None = None,
+        help: str | None = None,
+        choices: tuple[str, ...] | None = None,
+    ):
+        self.flag = flag
+        self.kind = kind
+        self.metavar = metavar
+        self.help = help
+        self.choices = choices
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    def default(self) -> object:
+        return {VALUE: None, SWITCH: False, REPEAT: []}[self.kind]
+
+
+class ParsedOptions:
+    """The attributes argparse's namespace would have: each option's ``dest`` with its value,
+    and ``_seen_<dest>`` for each once-only option that was given (see ``flag_given``)."""
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def flag_given(namespace: object, dest: str) -> bool:
+    return getattr(namespace, f"_seen_{dest}", False)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``(options, command)`` around the first ``--``; command is None when there is none."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], argv[index + 1 :]
+    return argv, None
+
+
+def parse_common(table: tuple[Option, ...], argv: list[str]) -> ParsedOptions | None:
+    """``argv`` (the options before ``--``) parsed as argparse would, or None where argparse
+    must answer: a token that is no known ``--flag`` (help, a stray word, an abbreviation), a
+    once-only flag given again, a switch given a value, a missing value, a value that is empty
+    or starts with ``-`` (argparse's rules there depend on the other tokens), a value outside
+    the choices."""
+    by_flag = {option.flag: option for option in table}
+    parsed = ParsedOptions()
+    found = vars(parsed)
+    for declared in table:
+        found[declared.dest] = declared.default()
+    index = 0
+    while index < len(argv):
+        flag, equals, value = argv[index].partition("=")
+        option = by_flag.get(flag)
+        if option is None:
+            return None
+        index += 1
+        if option.kind == SWITCH:
+            if equals:
+                return None
+            value_given: object = True
+        else:
+            if not equals:
+                if index == len(argv):
+                    return None
+                value = argv[index]
+                index += 1
+            if not value or value[0] == "-" or (option.choices is not None and value not in option.choices):
+                return None
+            value_given = value
+        if option.kind == REPEAT:
+            found[option.dest] = [*found[option.dest], value_given]
+            continue
+        seen = f"_seen_{option.dest}"
+        if seen in found:
+            return None
+        found[seen] = True
+        found[option.dest] = value_given
+    return parsed
