@@ -33,12 +33,12 @@ parent and every run directory, and waits.
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import time
 from typing import Iterable
 
 from .. import rundir
+from .. import signum as signals
 from ..liveness import Health, probe
 from . import cgroupfs
 from .members import all_pids, read_member
@@ -248,7 +248,7 @@ def _kill_members(group: str) -> None:
             return
         for pid in live:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signals.SIGKILL)
             except OSError:
                 pass
         time.sleep(V1_KILL_PAUSE_SECONDS)
@@ -274,7 +274,7 @@ def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reape
     reaped.process_groups.append(pgid)
     if not dry_run:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(pgid, signals.SIGKILL)
         except ProcessLookupError:
             pass
         except OSError as exc:

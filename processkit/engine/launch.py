@@ -8,10 +8,9 @@ ends the run, and ``fail_before_race`` releases whatever was made up to it.
 from __future__ import annotations
 
 import os
-import signal
-from typing import TYPE_CHECKING, Callable
 
 from .. import containment
+from .. import signum as signals
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
@@ -29,7 +28,10 @@ from .stdin_feed import StdinFeed, open_source
 from .streams import OutputStream
 from .terminal import Foreground
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+    from typing import Callable
+
     from ..control.publication import Publication
     from .pty import PseudoTerminal
 
@@ -90,9 +92,9 @@ def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int
     handlers: dict[int, Callable[[int], None]] = {
         signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
     }
-    handlers[signal.SIGCHLD] = lambda signum: reap_children(run)
+    handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
     if terminal is not None:
-        handlers[signal.SIGWINCH] = lambda signum: terminal.follow_caller()
+        handlers[signals.SIGWINCH] = lambda signum: terminal.follow_caller()
     return handlers
 
 
