@@ -27,9 +27,12 @@ import heapq
 import itertools
 import selectors
 import time
-from typing import Callable
 
-Callback = Callable[[], None]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Callback = Callable[[], None]
 
 # select() overflows on a timeout centuries long (any u64 ms is a valid --timeout): a timer that
 # far away is waited for in steps of this size instead.

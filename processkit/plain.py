@@ -13,7 +13,7 @@ from __future__ import annotations
 class Plain:
     """A value whose fields are its ``__slots__``; two values are equal when their type and fields are."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def _asdict(self) -> dict:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -35,13 +35,16 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Iterable
 
 from .. import rundir
 from .. import signum as signals
 from ..liveness import Health, probe
 from . import cgroupfs
 from .members import all_pids, read_member
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable
 
 PREFIX = "processkit-"
 RUN_PREFIX = PREFIX + "run-"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-from typing import Protocol
 
 from ..loop import Loop, Timer
 from . import capture, pump
@@ -39,14 +38,18 @@ COALESCE_SECONDS = 0.002
 DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner must not starve the loop
 
 
-class StreamOwner(Protocol):
-    """What a stream needs of its run: the loop it reads on, the pump backend, and where to say
-    that output arrived (idle and overflow checks)."""
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotation: a run's state is one
+    from typing import Protocol
 
-    loop: Loop
-    pump_backend: str
+    class StreamOwner(Protocol):
+        """What a stream needs of its run: the loop it reads on, the pump backend, and where to
+        say that output arrived (idle and overflow checks)."""
 
-    def saw_output(self, stream: OutputStream) -> None: ...
+        loop: Loop
+        pump_backend: str
+
+        def saw_output(self, stream: OutputStream) -> None: ...
 
 
 class OutputStream:

@@ -29,7 +29,17 @@ _DEVICE_NAMES = frozenset(
 
 
 class Record(Plain):
-    __slots__ = ("run_id", "endpoint", "started_at", "argv_sha256", "hint", "labels", "jsonl", "capture_dir", "lock_file")
+    __slots__ = (
+        "run_id",
+        "endpoint",
+        "started_at",
+        "argv_sha256",
+        "hint",
+        "labels",
+        "jsonl",
+        "capture_dir",
+        "lock_file",
+    )
 
     def __init__(
         self,
