@@ -11,7 +11,7 @@ import fcntl
 import os
 
 from ..loop import Loop, Timer
-from . import capture, pump
+from . import pump
 from .echo import EchoSink
 
 PIPE_SIZE = 1024 * 1024
@@ -41,6 +41,8 @@ DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner mu
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotation: a run's state is one
     from typing import Protocol
+
+    from . import capture
 
     class StreamOwner(Protocol):
         """What a stream needs of its run: the loop it reads on, the pump backend, and where to
