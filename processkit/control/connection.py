@@ -9,8 +9,20 @@ import struct
 from . import protocol
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .server import ControlServer
+if TYPE_CHECKING:  # only the annotation: the server imports this module, not the other way round
+    from typing import Callable, Protocol
+
+    from ..loop import Loop
+
+    class Server(Protocol):
+        """What a connection needs of the server that accepted it."""
+
+        loop: Loop
+
+        def respond(self, verb: str, pid: int | None) -> tuple[dict, Callable[[], None] | None]: ...
+
+        def forget(self, ended: Connection) -> None: ...
+
 
 CONNECTION_SECONDS = 5.0
 
@@ -33,7 +45,7 @@ def peer_pid(sock: socket.socket) -> int | None:
 class Connection:
     """One client: read a line, write one reply, close; all within CONNECTION_SECONDS."""
 
-    def __init__(self, server: ControlServer, sock: socket.socket):
+    def __init__(self, server: Server, sock: socket.socket):
         self._server = server
         self._loop = server.loop
         self._sock = sock
