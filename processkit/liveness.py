@@ -15,16 +15,42 @@ Used by the registry (a run's ``.lock``) and by the run directory (``live.lock``
 
 from __future__ import annotations
 
-import enum
 import fcntl
 import os
 import stat
 
 
-class Health(enum.Enum):
-    LIVE = "live"
-    STALE = "stale"
-    UNPROBED = "unprobed"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar, Iterator
+
+
+class _Healths(type):
+    def __iter__(cls) -> Iterator[Health]:
+        return iter((Health.LIVE, Health.STALE, Health.UNPROBED))
+
+
+class Health(metaclass=_Healths):
+    """What a lock says of its holder; ``value`` is the word clients show. Iterating the class
+    gives the three. (Fixed instances, not an ``enum``: every run probes locks, and ``enum``
+    costs its start-up the import.)"""
+
+    __slots__ = ("name", "value")
+    LIVE: ClassVar[Health]
+    STALE: ClassVar[Health]
+    UNPROBED: ClassVar[Health]
+
+    def __init__(self, name: str, value: str):
+        self.name = name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<Health.{self.name}: {self.value!r}>"
+
+
+Health.LIVE = Health("LIVE", "live")
+Health.STALE = Health("STALE", "stale")
+Health.UNPROBED = Health("UNPROBED", "unprobed")
 
 
 def take(path: str, mode: int = 0o600) -> int | None:

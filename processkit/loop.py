@@ -19,17 +19,28 @@ Facts about readiness that every user must respect:
   of letting them race, and what keeps a callback from re-entering the loop.
 - Time is the monotonic clock, read once per turn into ``now``; timers are due when their
   time is at or before it, and a cancelled timer never runs.
+
+A fact about start-up: the timer heap's two functions come from ``_heapq``, the C module that
+``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
+uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is missing.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import selectors
 import time
-from typing import Callable
 
-Callback = Callable[[], None]
+try:
+    from _heapq import heappop, heappush
+except ImportError:  # an interpreter without CPython's _heapq
+    from heapq import heappop, heappush
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Callback = Callable[[], None]
 
 # select() overflows on a timeout centuries long (any u64 ms is a valid --timeout): a timer that
 # far away is waited for in steps of this size instead.
@@ -71,7 +82,7 @@ class Loop:
 
     def call_at(self, when: float, callback: Callback) -> Timer:
         timer = Timer(when, callback)
-        heapq.heappush(self._timers, (when, next(self._sequence), timer))
+        heappush(self._timers, (when, next(self._sequence), timer))
         return timer
 
     def call_later(self, delay: float, callback: Callback) -> Timer:
@@ -133,14 +144,14 @@ class Loop:
 
     def _next_timer_delay(self) -> float | None:
         while self._timers and self._timers[0][2].cancelled:
-            heapq.heappop(self._timers)
+            heappop(self._timers)
         if not self._timers:
             return None
         return max(0.0, self._timers[0][0] - self.clock())
 
     def _run_due_timers(self) -> None:
         while self._timers and self._timers[0][0] <= self.now:
-            _, _, timer = heapq.heappop(self._timers)
+            _, _, timer = heappop(self._timers)
             callback = timer.callback
             if callback is not None:  # None once cancelled
                 callback()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import stat
 import time
 
@@ -38,8 +37,10 @@ SOCKET_NAME = "c.sock"
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 CREATE_ATTEMPTS = 16
-_TOKEN = re.compile(r"[0-9]+-[0-9a-f]+-[0-9a-f]+")
-_LEGACY_TOKEN = re.compile(r"[A-Za-z0-9-]+")
+# Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
+_DIGITS = frozenset("0123456789")
+_HEX = frozenset("0123456789abcdef")
+_LEGACY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _sequence = itertools.count()
 
 
@@ -55,7 +56,15 @@ def path_for(token: str) -> str:
 
 
 def is_token(text: str) -> bool:
-    return _TOKEN.fullmatch(text) is not None
+    """``<decimal pid>-<hex time>-<hex sequence>``, as ``new_token`` makes."""
+    parts = text.split("-")
+    return (
+        len(parts) == 3
+        and all(parts)
+        and _DIGITS.issuperset(parts[0])
+        and _HEX.issuperset(parts[1])
+        and _HEX.issuperset(parts[2])
+    )
 
 
 def new_token() -> str:
@@ -157,7 +166,8 @@ def reapable_dir(endpoint: str | None) -> str | None:
         name != SOCKET_NAME
         or parent != base()
         or not dirname.startswith(DIR_PREFIX)
-        or not _LEGACY_TOKEN.fullmatch(dirname[len(DIR_PREFIX) :])
+        or len(dirname) == len(DIR_PREFIX)
+        or not _LEGACY_CHARS.issuperset(dirname[len(DIR_PREFIX) :])
         or endpoint != f"{parent}/{dirname}/{SOCKET_NAME}"
     ):
         return None

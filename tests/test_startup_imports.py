@@ -9,14 +9,20 @@ setuptools' finder, which pulls ``re`` and ``pathlib``) are the baseline and are
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import cli_command
+from processkit import jsontext, native
 
 _LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|( *)(\S+)")
 
@@ -125,3 +131,128 @@ def test_the_installed_launcher_imports_only_processkit():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported and {name.split(".")[0] for name in imported} <= {"sys", "processkit"}
+
+
+# -- the engine's half: what ``processkit.engine.runner.execute`` imports and does ---------------
+
+ENGINE_FORBIDDEN = {
+    "re",
+    "enum",
+    "typing",
+    "json",
+    "signal",
+    "socket",
+    "functools",
+    "contextlib",
+    "dataclasses",
+    "argparse",
+}
+ENGINE_SIDE = (
+    "processkit.engine",
+    "processkit.loop",
+    "processkit.control",
+    "processkit.registry",
+    "processkit.containment",
+    "processkit.events",
+    "processkit.liveness",
+    "processkit.rundir",
+    "processkit.native",
+    "processkit.jsontext",
+    "processkit.plain",
+    "processkit.signum",
+)
+
+
+def _engine_side(importer: str | None) -> bool:
+    return importer is not None and importer.startswith(ENGINE_SIDE)
+
+
+def _module_level_imports(module: str) -> set[str]:
+    """The top packages ``module`` imports when it is loaded: not under ``if TYPE_CHECKING:``,
+    not in a function, not in the ``except ImportError:`` fallback of a ``try``."""
+    origin = importlib.util.find_spec(module).origin
+    found: set[str] = set()
+
+    def visit(statements) -> None:
+        for node in statements:
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    with open(origin, encoding="utf-8") as handle:
+        visit(ast.parse(handle.read()).body)
+    return found
+
+
+def test_engine_path_imports_nothing_heavy(run_imports):
+    """Neither the engine's modules nor the run itself (an import inside a function once the
+    engine is loaded has no processkit importer) pull in a forbidden module. Modules the launcher
+    imported before the engine are the CLI's to answer for (test functions of their own); since
+    the trace names only a module's first importer, the engine-side modules the run loads are
+    also read for what they import at module level."""
+    names = list(run_imports)
+    at_run_time = dict(list(run_imports.items())[names.index("processkit.engine.runner") + 1 :])
+    heavy = heavy_imports(run_imports, ENGINE_FORBIDDEN, _engine_side)
+    heavy += heavy_imports(at_run_time, ENGINE_FORBIDDEN, lambda importer: importer is None)
+    heavy += sorted(
+        f"{name} (imported by {module})"
+        for module in names
+        if _engine_side(module)
+        for name in _module_level_imports(module) & ENGINE_FORBIDDEN
+    )
+    assert not heavy, f"a plain run imports {', '.join(heavy)}"
+
+
+def test_engine_path_leaves_the_rare_modules_alone(run_imports):
+    """Pty-free, client-free runs never load what only those need; with the native module
+    built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl)."""
+    rare = {"processkit.engine.pty", "processkit.engine.stdin_feed", "processkit.control.connection"}
+    if native.module() is not None:
+        rare |= {"hashlib", "subprocess", "ctypes"}
+    loaded = sorted(rare & set(run_imports))
+    assert not loaded, f"a plain run imports {', '.join(loaded)}"
+
+
+# -- JSON without the json package: byte for byte what json.dumps gives ---------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(st.characters(blacklist_categories=()))  # surrogates and controls included
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=8), inner, max_size=6)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_jsontext_is_json_dumps_byte_for_byte(value):
+    assert jsontext.dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_jsontext_refuses_what_json_dumps_refuses():
+    circular: list = []
+    circular.append(circular)
+    for value, error in ((object(), TypeError), ({"k": {1, 2}}, TypeError), (circular, ValueError)):
+        with pytest.raises(error) as ours:
+            jsontext.dumps(value)
+        with pytest.raises(error) as theirs:
+            json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        assert str(ours.value) == str(theirs.value)

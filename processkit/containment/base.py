@@ -3,30 +3,52 @@
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, NamedTuple
 
+from ..plain import Plain
 from .members import usage_of
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotation: the cap layer is imported where a run asks for caps
     from .limits import ControllerSet
 
 
-class ChildJoins(NamedTuple):
+class ChildJoins(Plain):
     """How the root child joins its container and cap groups before exec, as data: the
     containment declares it, either spawn path carries it out (first the group, then the rest)."""
 
-    cgroup_dir_fd: int = -1  # a cgroup v2 directory the child can be cloned straight into
-    cgroup_procs_fd: int = -1  # that group's cgroup.procs, written "0" where cloning into it fails
-    procs_fds: tuple[int, ...] = ()  # further groups' cgroup.procs (cgroup v1 caps), written "0"
+    __slots__ = ("cgroup_dir_fd", "cgroup_procs_fd", "procs_fds")
+
+    def __init__(self, cgroup_dir_fd: int = -1, cgroup_procs_fd: int = -1, procs_fds: tuple[int, ...] = ()):
+        self.cgroup_dir_fd = cgroup_dir_fd  # a cgroup v2 directory the child can be cloned straight into
+        self.cgroup_procs_fd = cgroup_procs_fd  # that group's cgroup.procs, written "0" where cloning into it fails
+        self.procs_fds = procs_fds  # further groups' cgroup.procs (cgroup v1 caps), written "0"
 
 
-class ResourceSummary(NamedTuple):
-    read_error: bool = False
-    peak_memory_bytes: int | None = None
-    total_cpu_ms: int | None = None
-    io_read_bytes: int | None = None
-    io_write_bytes: int | None = None
-    peak_process_count: int | None = None
+class ResourceSummary(Plain):
+    __slots__ = (
+        "read_error",
+        "peak_memory_bytes",
+        "total_cpu_ms",
+        "io_read_bytes",
+        "io_write_bytes",
+        "peak_process_count",
+    )
+
+    def __init__(
+        self,
+        read_error: bool = False,
+        peak_memory_bytes: int | None = None,
+        total_cpu_ms: int | None = None,
+        io_read_bytes: int | None = None,
+        io_write_bytes: int | None = None,
+        peak_process_count: int | None = None,
+    ):
+        self.read_error = read_error
+        self.peak_memory_bytes = peak_memory_bytes
+        self.total_cpu_ms = total_cpu_ms
+        self.io_read_bytes = io_read_bytes
+        self.io_write_bytes = io_write_bytes
+        self.peak_process_count = peak_process_count
 
 
 class Container(abc.ABC):

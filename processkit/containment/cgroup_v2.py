@@ -12,8 +12,8 @@ not a writable cgroup2 group makes runs fall back to a process group (and caps t
 from __future__ import annotations
 
 import os
-import signal
 
+from .. import signum as signals
 from ..spec import Limits
 from . import cgroupfs
 from .base import Container
@@ -74,7 +74,7 @@ class CgroupV2(Container):
         try:
             cgroupfs.write_text(self._file("cgroup.kill"), "1")
         except FileNotFoundError:  # kernels before 5.14: kill member by member
-            self.signal_members(signal.SIGKILL)
+            self.signal_members(signals.SIGKILL)
 
     def _accounting(self) -> dict[str, int | None]:
         """``cpu.stat`` always exists; the peaks and ``io.stat`` only where their controller is on."""

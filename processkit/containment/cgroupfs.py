@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
-from typing import NamedTuple
+
+from ..plain import Plain
 
 RMDIR_ATTEMPTS = 50
 RMDIR_PAUSE_SECONDS = 0.01
 MOUNTINFO = "/proc/self/mountinfo"
 # The kernel writes a space, tab, newline or backslash in a mountinfo path as a 3-digit octal escape.
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+_OCTAL_ESCAPE = r"\\([0-7]{3})"
 
 
-class Mount(NamedTuple):
-    root: str  # the directory of the mounted file system that appears at mount_point
-    mount_point: str
-    fstype: str
-    super_options: str  # for a cgroup v1 hierarchy, its controllers among them
+class Mount(Plain):
+    __slots__ = ("root", "mount_point", "fstype", "super_options")
+
+    def __init__(self, root: str, mount_point: str, fstype: str, super_options: str):
+        self.root = root  # the directory of the mounted file system that appears at mount_point
+        self.mount_point = mount_point
+        self.fstype = fstype
+        self.super_options = super_options  # for a cgroup v1 hierarchy, its controllers among them
 
 
 def mounts(path: str = MOUNTINFO) -> list[Mount]:
@@ -39,7 +42,11 @@ def mounts(path: str = MOUNTINFO) -> list[Mount]:
 
 
 def _unescape(field: str) -> str:
-    return _OCTAL_ESCAPE.sub(lambda match: chr(int(match[1], 8)), field)
+    if "\\" not in field:  # the common case, which spares every run the ``re`` import
+        return field
+    import re
+
+    return re.sub(_OCTAL_ESCAPE, lambda match: chr(int(match[1], 8)), field)
 
 
 def make_group(path: str) -> int:

@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+
+from ..plain import Plain
 
 
-class Member(NamedTuple):
-    pid: int
-    ppid: int | None
-    name: str | None
-    start_time: str | None  # the kernel's start time in clock ticks, as an opaque decimal token
-    pgid: int | None = None
-    zombie: bool = False
-    session: int | None = None
+class Member(Plain):
+    __slots__ = ("pid", "ppid", "name", "start_time", "pgid", "zombie", "session")
+
+    def __init__(
+        self,
+        pid: int,
+        ppid: int | None,
+        name: str | None,
+        start_time: str | None,  # the kernel's start time in clock ticks, as an opaque decimal token
+        pgid: int | None = None,
+        zombie: bool = False,
+        session: int | None = None,
+    ):
+        self.pid = pid
+        self.ppid = ppid
+        self.name = name
+        self.start_time = start_time
+        self.pgid = pgid
+        self.zombie = zombie
+        self.session = session
 
     def as_event(self) -> dict:
         return {"pid": self.pid, "ppid": self.ppid, "name": self.name, "start_time": self.start_time}
@@ -45,12 +58,15 @@ def read_member(pid: int) -> Member | None:
     )
 
 
-class Usage(NamedTuple):
+class Usage(Plain):
     """What live processes have used: the sum of their resident high-water marks (VmHWM) and of
     their user+system CPU. None when no live process could be measured."""
 
-    peak_memory_bytes: int | None
-    total_cpu_ms: int | None
+    __slots__ = ("peak_memory_bytes", "total_cpu_ms")
+
+    def __init__(self, peak_memory_bytes: int | None, total_cpu_ms: int | None):
+        self.peak_memory_bytes = peak_memory_bytes
+        self.total_cpu_ms = total_cpu_ms
 
 
 def usage_of(pids: list[int]) -> Usage:

@@ -5,22 +5,26 @@ Through the native module where it was built; ctypes (about 2 ms of start-up) on
 
 from __future__ import annotations
 
-import functools
-
 from .. import native
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-@functools.cache
-def _prctl():
-    built = native.module()
-    if built is not None:
-        return built.lib.prctl
-    import ctypes
+_resolved = None
 
-    return ctypes.CDLL(None, use_errno=True).prctl
+
+def _prctl():
+    global _resolved
+    if _resolved is None:
+        built = native.module()
+        if built is not None:
+            _resolved = built.lib.prctl
+        else:
+            import ctypes
+
+            _resolved = ctypes.CDLL(None, use_errno=True).prctl
+    return _resolved
 
 
 def load() -> None:

@@ -11,8 +11,8 @@ that got the same id (``sweep``).
 from __future__ import annotations
 
 import os
-import signal
 
+from .. import signum as signals
 from ..rundir import RunDir
 from . import members, prctl
 from .base import Container
@@ -47,4 +47,4 @@ class ProcessGroup(Container):
             pass
 
     def kill_all(self) -> None:
-        self.signal_members(signal.SIGKILL)
+        self.signal_members(signals.SIGKILL)

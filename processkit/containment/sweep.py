@@ -33,15 +33,18 @@ parent and every run directory, and waits.
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import time
-from typing import Iterable
 
 from .. import rundir
+from .. import signum as signals
 from ..liveness import Health, probe
 from . import cgroupfs
 from .members import all_pids, read_member
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterable
 
 PREFIX = "processkit-"
 RUN_PREFIX = PREFIX + "run-"
@@ -141,16 +144,28 @@ def sweep(
                     reaped.groups.append(os.path.join(parent, name))
                 except OSError:
                     pass
-    every = list(dict.fromkeys(where + parents())) if found else []  # a run's groups may be in any of them
+    every: list[list[str]] = []  # a run's groups may be in any of them: looked up once a dead run needs them
+
+    def all_parents() -> list[str]:
+        if not every:  # so the live runs a run finds beside its own group cost no lookup
+            every.append(list(dict.fromkeys(where + parents())))
+        return every[0]
+
     for token, group in found.items():
         if attempts is not None and attempts <= 0:
             return
-        if _reap_run(token, group, every, reaped, dry_run, wait, vouched) and attempts is not None:
+        if _reap_run(token, group, all_parents, reaped, dry_run, wait, vouched) and attempts is not None:
             attempts -= 1
 
 
 def _reap_run(
-    token: str, group: str | None, parents: list[str], reaped: Reaped, dry_run: bool, wait: bool, vouched: frozenset
+    token: str,
+    group: str | None,
+    parents: Callable[[], list[str]],
+    reaped: Reaped,
+    dry_run: bool,
+    wait: bool,
+    vouched: frozenset,
 ) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
     path = rundir.path_for(token)
@@ -174,7 +189,7 @@ def _reap_run(
         return False
     try:
         ended = True
-        for parent in parents:
+        for parent in parents():
             candidate = os.path.join(parent, group_name(token))
             if _is_real_dir(candidate):
                 ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
@@ -248,7 +263,7 @@ def _kill_members(group: str) -> None:
             return
         for pid in live:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signals.SIGKILL)
             except OSError:
                 pass
         time.sleep(V1_KILL_PAUSE_SECONDS)
@@ -274,7 +289,7 @@ def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reape
     reaped.process_groups.append(pgid)
     if not dry_run:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(pgid, signals.SIGKILL)
         except ProcessLookupError:
             pass
         except OSError as exc:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
-import json
-from typing import NoReturn
+from ..jsontext import dumps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 MAX_LINE = 64 * 1024
 VERBS = ("inspect", "cancel", "kill", "attest")
@@ -73,12 +76,14 @@ def ack(verb: str, run_id: str) -> dict:
 def encode(message) -> bytes:
     """One JSON line, the original bytes of every string kept; a reply that would not fit the
     limit is replaced by an error, never truncated."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    body = dumps(message).encode("utf-8", "surrogateescape")
     if len(body) >= MAX_LINE:
-        body = json.dumps(error(OVERSIZED_REPLY), separators=(",", ":")).encode()
+        body = dumps(error(OVERSIZED_REPLY)).encode()
     return body + b"\n"
 
 
 def decode(line: bytes):
     """A JSON value from one line; raises ValueError (or RecursionError for absurd nesting)."""
+    import json  # the client's side: a runner only encodes
+
     return json.loads(line.decode("utf-8", "surrogateescape"))

@@ -8,37 +8,72 @@ socket at every ending the runner lives to see.
 from __future__ import annotations
 
 import os
-from typing import Callable, NamedTuple
 
-from ..containment.members import Member
 from ..events.argv import fingerprint, hint, render
 from ..events.emitter import utc_timestamp
-from ..loop import Loop
 from ..rundir import RunDir
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
+from ..plain import Plain
 from ..registry.registration import Registration
 from . import protocol
 from .server import ControlServer
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
-class PublishedRun(NamedTuple):
+    from ..containment.members import Member
+    from ..loop import Loop
+
+
+class PublishedRun(Plain):
     """All the control plane may know of a run: what the record shows, and the three
-    questions a client may put to the live run. The runner builds it; nothing else is reached.
-    (A NamedTuple, not a dataclass: ``dataclasses`` would cost every run its import.)"""
+    questions a client may put to the live run. The runner builds it; nothing else is reached."""
 
-    loop: Loop  # the runner's loop, which serves the control socket
-    run_id: str
-    argv: tuple[str, ...]
-    labels: tuple[tuple[str, str], ...]
-    jsonl: str
-    capture_dir: str | None
-    cwd: str  # the runner's, against which the two paths above are made absolute
-    mechanism: str
-    rundir: RunDir | None  # holds the control socket; None when it could not be made
-    root_pid: Callable[[], int | None]  # None until the child is spawned
-    members: Callable[[], list[Member]]  # raises OSError when they cannot be read
-    stop: Callable[[str], None]  # a cancel or kill, requested once its ack is written
+    __slots__ = (
+        "loop",
+        "run_id",
+        "argv",
+        "labels",
+        "jsonl",
+        "capture_dir",
+        "cwd",
+        "mechanism",
+        "rundir",
+        "root_pid",
+        "members",
+        "stop",
+    )
+
+    def __init__(
+        self,
+        *,
+        loop: Loop,
+        run_id: str,
+        argv: tuple[str, ...],
+        labels: tuple[tuple[str, str], ...],
+        jsonl: str,
+        capture_dir: str | None,
+        cwd: str,
+        mechanism: str,
+        rundir: RunDir | None,
+        root_pid: Callable[[], int | None],
+        members: Callable[[], list[Member]],
+        stop: Callable[[str], None],
+    ):
+        self.loop = loop  # the runner's loop, which serves the control socket
+        self.run_id = run_id
+        self.argv = argv
+        self.labels = labels
+        self.jsonl = jsonl
+        self.capture_dir = capture_dir
+        self.cwd = cwd  # the runner's, against which the two paths above are made absolute
+        self.mechanism = mechanism
+        self.rundir = rundir  # holds the control socket; None when it could not be made
+        self.root_pid = root_pid  # None until the child is spawned
+        self.members = members  # raises OSError when they cannot be read
+        self.stop = stop  # a cancel or kill, requested once its ack is written
 
 
 def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:

@@ -8,24 +8,31 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import NamedTuple
+
+from ..plain import Plain
 
 STREAMS = ("stdout", "stderr")
 
 
-class CaptureTarget(NamedTuple):
-    path: str
-    fd: int
-    cap: int
+class CaptureTarget(Plain):
+    __slots__ = ("path", "fd", "cap")
+
+    def __init__(self, path: str, fd: int, cap: int):
+        self.path = path
+        self.fd = fd
+        self.cap = cap
 
 
-class CaptureReport(NamedTuple):
-    path: str
-    bytes_seen: int
-    bytes_written: int
-    sha256: str
-    write_error: bool
-    cap: int
+class CaptureReport(Plain):
+    __slots__ = ("path", "bytes_seen", "bytes_written", "sha256", "write_error", "cap")
+
+    def __init__(self, path: str, bytes_seen: int, bytes_written: int, sha256: str, write_error: bool, cap: int):
+        self.path = path
+        self.bytes_seen = bytes_seen
+        self.bytes_written = bytes_written
+        self.sha256 = sha256
+        self.write_error = write_error
+        self.cap = cap
 
     @property
     def truncated(self) -> bool:

@@ -13,11 +13,14 @@ else.
 from __future__ import annotations
 
 import os
-import socket
 import stat
-from typing import Callable
 
-from ..loop import Loop
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from typing import Callable
+
+    from ..loop import Loop
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 
@@ -41,7 +44,10 @@ class EchoSink:
         self.fd = fd
         if stat.S_ISSOCK(mode):
             self.is_socket = True
+            import socket  # only for an echo into a socket: most runs never need the module
+
             self._socket = socket.socket(fileno=os.dup(fd))
+            self._dontwait = socket.MSG_DONTWAIT
         elif not stat.S_ISREG(mode):
             try:
                 self._owned_fd = os.open(
@@ -81,7 +87,7 @@ class EchoSink:
     def _write_some(self, data) -> int:
         try:
             if self._socket is not None:
-                return self._socket.send(data, socket.MSG_DONTWAIT)
+                return self._socket.send(data, self._dontwait)
             return os.write(self.fd, data)
         except (BlockingIOError, InterruptedError):
             return 0

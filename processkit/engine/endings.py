@@ -7,11 +7,13 @@ module decides what they mean.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
-
 from ..errors import Failure, Kind
 from ..events.types import Cancelled, ContainerFailed, Event, Killed, OutputOverflow, RootExited, Timeout
 from ..spec import RunSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, ClassVar
 
 
 class EndingKind:

@@ -8,10 +8,9 @@ ends the run, and ``fail_before_race`` releases whatever was made up to it.
 from __future__ import annotations
 
 import os
-import signal
-from typing import TYPE_CHECKING, Callable
 
 from .. import containment
+from .. import signum as signals
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
@@ -19,17 +18,19 @@ from ..events.emitter import utc_timestamp
 from ..events.types import ContainerFailed, LimitHit, RunnerExit, RunStarted, SpawnFailed
 from ..rundir import RunDir
 from ..spec import StdinMode
-from . import capture, pump, spawn
+from . import pump, spawn
 from .endings import EndingKind, Outcome
 from .environment import build_environment
 from .race import emit_snapshot, reap_children
 from .signals import STOP_SIGNALS, SignalWatch
 from .state import RunState
-from .stdin_feed import StdinFeed, open_source
 from .streams import OutputStream
 from .terminal import Foreground
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+    from typing import Callable
+
     from ..control.publication import Publication
     from .pty import PseudoTerminal
 
@@ -49,12 +50,16 @@ def prepare(run: RunState) -> None:
     run.pump_backend = pump.select_backend()
     run.spawn_backend = spawn.select_backend()
     if spec.capture_dir is not None:
+        from . import capture
+
         try:
             run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
+        from .stdin_feed import open_source
+
         try:
             run.stdin_source = open_source(spec.stdin_file)
         except OSError as exc:
@@ -90,9 +95,9 @@ def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int
     handlers: dict[int, Callable[[int], None]] = {
         signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
     }
-    handlers[signal.SIGCHLD] = lambda signum: reap_children(run)
+    handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
     if terminal is not None:
-        handlers[signal.SIGWINCH] = lambda signum: terminal.follow_caller()
+        handlers[signals.SIGWINCH] = lambda signum: terminal.follow_caller()
     return handlers
 
 
@@ -134,6 +139,8 @@ def start(run: RunState) -> None:
             assert fd is not None, "spawn pipes both outputs when asked to"
             run.streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
+        from .stdin_feed import StdinFeed
+
         if terminal is not None:
             run.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
         else:

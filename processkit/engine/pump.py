@@ -17,8 +17,11 @@ import errno
 import os
 
 from .. import native
-from .capture import CaptureFile, CaptureReport, CaptureTarget
 from .echo import EchoSink
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capture
+    from .capture import CaptureReport, CaptureTarget
 
 CHUNK_SIZE = 256 * 1024
 EOF_REACHED = 0
@@ -37,6 +40,9 @@ class PythonPump:
         self.fd = fd
         self._buffer = bytearray(CHUNK_SIZE)
         self._view = memoryview(self._buffer)
+        if capture:
+            from .capture import CaptureFile
+
         self._capture = CaptureFile(capture) if capture else None
         self._echo = echo
         self._read = 0
@@ -158,6 +164,8 @@ class NativePump:
     def report(self) -> CaptureReport | None:
         if self._capture is None:
             return None
+        from .capture import CaptureReport
+
         digest = self._ffi.new("unsigned char[32]")
         self._lib.pk_stream_digest(self._stream, digest)
         return CaptureReport(

@@ -13,7 +13,7 @@ from ..errors import Failure, Kind
 from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
 from ..spec import RunSpec
-from . import capture, launch, spawn
+from . import launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
 from .race import race
 from .state import RunState
@@ -88,6 +88,8 @@ class Run:
         drain_outputs(run)
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
+            from . import capture
+
             reports = {s.name: s.pump.report() for s in run.streams}
             captured = {
                 name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event()

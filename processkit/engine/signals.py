@@ -1,24 +1,29 @@
 """Turns signals into readable bytes for the loop.
 
-``signal.set_wakeup_fd`` writes each caught signal's number to a socket; the Python-level
-handler does nothing, so no work ever happens inside a signal handler. A stop signal that
+``set_wakeup_fd`` writes each caught signal's number to a non-blocking pipe; the Python-level
+handler does nothing, so no work ever happens inside a signal handler. (A pipe, not a socket
+pair: on Linux either works, and a pipe spares the run the ``socket`` module.) A stop signal that
 was ignored when the runner started (``nohup``) stays ignored and is never watched. SIGCHLD is
 always watched: left ignored, the kernel would reap the child and its exit status would be lost.
 """
 
 from __future__ import annotations
 
-import signal
-import socket
-from typing import Callable
+import os
 
-from ..loop import Loop
+from .. import signum as signals
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Loop
 
 # The runner's stop signals and the ``cancelled.source`` each one reports.
 STOP_SIGNALS: dict[int, str] = {
-    signal.SIGINT: "ctrl_c",
-    signal.SIGTERM: "sigterm",
-    signal.SIGHUP: "sighup",
+    signals.SIGINT: "ctrl_c",
+    signals.SIGTERM: "sigterm",
+    signals.SIGHUP: "sighup",
 }
 
 
@@ -29,23 +34,21 @@ def _absorb(signum, frame) -> None:  # the wakeup fd carries the signal number
 class SignalWatch:
     def __init__(self, loop: Loop, handlers: dict[int, Callable[[int], None]]):
         self._loop = loop
-        self._reader, self._writer = socket.socketpair()
-        for end in (self._reader, self._writer):
-            end.setblocking(False)
-        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        self._reader, self._writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._previous_fd = signals.set_wakeup_fd(self._writer, warn_on_full_buffer=False)
         self._handlers = {}
         for signum, handler in handlers.items():
-            if signum in STOP_SIGNALS and signal.getsignal(signum) is signal.SIG_IGN:
+            if signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN:
                 continue
-            signal.signal(signum, _absorb)
+            signals.signal(signum, _absorb)
             self._handlers[signum] = handler
-        loop.add_reader(self._reader.fileno(), self.dispatch)
+        loop.add_reader(self._reader, self.dispatch)
 
     def dispatch(self) -> None:
         """Run the handlers of the signals caught so far; the loop calls this whenever one
         arrives, and the runner once more just before it spawns."""
         try:
-            data = self._reader.recv(4096)
+            data = os.read(self._reader, 4096)
         except BlockingIOError:
             return
         for signum in dict.fromkeys(data):  # a burst of one signal is one fact
@@ -55,7 +58,7 @@ class SignalWatch:
 
     def close(self) -> None:
         """Stop watching; the handlers stay installed, so late signals are absorbed, not fatal."""
-        self._loop.remove_reader(self._reader.fileno())
-        signal.set_wakeup_fd(self._previous_fd)
-        self._reader.close()
-        self._writer.close()
+        self._loop.remove_reader(self._reader)
+        signals.set_wakeup_fd(self._previous_fd)
+        os.close(self._reader)
+        os.close(self._writer)

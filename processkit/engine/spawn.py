@@ -17,9 +17,9 @@ the program found on the PATH of its own environment.
 from __future__ import annotations
 
 import os
-import signal
 
 from .. import native
+from .. import signum as signals
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -204,6 +204,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
     the stdio in place before it runs, so fd 0 is already the terminal to take."""
     import fcntl
+    import signal
     import termios
 
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
@@ -216,7 +217,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
             os.setpgid(0, 0)
         for fd in procs_fds:
             cgroupfs.join(fd)
-        prctl.set_parent_death_signal(signal.SIGKILL)
+        prctl.set_parent_death_signal(signals.SIGKILL)
         if os.getppid() != runner_pid:  # the runner died before the death signal was armed
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.

@@ -7,14 +7,13 @@ that an ending is ready; which one wins is decided after the loop's turn (``race
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
 from ..rundir import RunDir
 from ..spec import OverflowPolicy, RunSpec
 from .endings import EndingKind
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty runs alone
     from .. import containment
     from ..containment.members import Member

@@ -17,9 +17,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Callable
 
-from ..loop import Loop
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Loop
 
 CHUNK_SIZE = 64 * 1024
 

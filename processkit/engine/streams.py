@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-from typing import Protocol
 
 from ..loop import Loop, Timer
-from . import capture, pump
+from . import pump
 from .echo import EchoSink
 
 PIPE_SIZE = 1024 * 1024
@@ -39,14 +38,20 @@ COALESCE_SECONDS = 0.002
 DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner must not starve the loop
 
 
-class StreamOwner(Protocol):
-    """What a stream needs of its run: the loop it reads on, the pump backend, and where to say
-    that output arrived (idle and overflow checks)."""
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotation: a run's state is one
+    from typing import Protocol
 
-    loop: Loop
-    pump_backend: str
+    from . import capture
 
-    def saw_output(self, stream: OutputStream) -> None: ...
+    class StreamOwner(Protocol):
+        """What a stream needs of its run: the loop it reads on, the pump backend, and where to
+        say that output arrived (idle and overflow checks)."""
+
+        loop: Loop
+        pump_backend: str
+
+        def saw_output(self, stream: OutputStream) -> None: ...
 
 
 class OutputStream:

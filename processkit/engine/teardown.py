@@ -10,8 +10,8 @@ echo, never the run.
 from __future__ import annotations
 
 import os
-import signal
 
+from .. import signum as signals
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
@@ -65,7 +65,7 @@ def _soft_stop(run: RunState, members_before: int) -> dict:
     container = run.launched().container
     started = loop.clock()
     try:
-        container.signal_members(signal.SIGTERM)
+        container.signal_members(signals.SIGTERM)
         sent = True
     except OSError:
         sent = False

@@ -18,7 +18,8 @@ inherit that disposition.
 from __future__ import annotations
 
 import os
-import signal
+
+from .. import signum as signals
 
 
 class HandoffError(Exception):
@@ -39,7 +40,7 @@ class Foreground:
     def __init__(self, fd: int, original: int):
         self._fd = fd
         self._original = original
-        self._sigttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        self._sigttou = signals.signal(signals.SIGTTOU, signals.SIG_IGN)
         self._lent = True
 
     @classmethod
@@ -62,7 +63,7 @@ class Foreground:
             os.tcsetpgrp(fd, pgid)
             # Before the hand-off the child was a background job: a read of the terminal in
             # that window stopped it with SIGTTIN. Resume it now that the terminal is its own.
-            os.killpg(pgid, signal.SIGCONT)
+            os.killpg(pgid, signals.SIGCONT)
         except OSError as exc:
             lent.restore()
             if not _group_exists(pgid):
@@ -80,5 +81,5 @@ class Foreground:
             os.tcsetpgrp(self._fd, self._original)
         except OSError as exc:
             problem = exc.strerror or str(exc)
-        signal.signal(signal.SIGTTOU, self._sigttou if self._sigttou is not None else signal.SIG_DFL)
+        signals.signal(signals.SIGTTOU, self._sigttou if self._sigttou is not None else signals.SIG_DFL)
         return problem

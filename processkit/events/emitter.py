@@ -9,14 +9,17 @@ write, so a stalled reader can delay the run, never hang it.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import select
 import stat
 import time
-from typing import Protocol
 
 from ..diagnostics import warn
+from ..jsontext import dumps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
 
 STALL_SECONDS = 2.0
 
@@ -31,15 +34,17 @@ def utc_timestamp(ns: int | None = None) -> str:
 def encode(record: dict) -> bytes:
     """One compact line of UTF-8. Text decoded from OS bytes (a path) is rendered lossily, as the
     reference does: each undecodable byte becomes U+FFFD instead of invalidating the line."""
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    text = dumps(record)
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
-class Written(Protocol):
-    """An event as the emitter takes it: ``events.types.Event`` (not imported here, since
-    ``types`` stamps its events with ``utc_timestamp`` from this module)."""
+if TYPE_CHECKING:
 
-    def to_json(self) -> dict: ...
+    class Written(Protocol):
+        """An event as the emitter takes it: ``events.types.Event`` (not imported here, since
+        ``types`` stamps its events with ``utc_timestamp`` from this module)."""
+
+        def to_json(self) -> dict: ...
 
 
 class Emitter:

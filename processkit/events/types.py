@@ -18,9 +18,10 @@ metaclass gives the same: keyword-only constructor, frozen, ``__slots__``, equal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
     from typing_extensions import dataclass_transform
 else:
 

@@ -7,34 +7,61 @@ check is dropped (null, or the label pair left out). Parsing never raises.
 
 from __future__ import annotations
 
-import json
-import re
-from typing import NamedTuple, TypeGuard
-
+from ..jsontext import dumps
+from ..plain import Plain
 from ..text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 REGISTRY_VERSION = 1
 MAX_RECORD_BYTES = 64 * 1024
 LIVENESS_KIND = "advisory_lock"
 
-_STARTED_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_HINT = re.compile(r"[a-z0-9_]{1,64}")
+# Read side only (a run writing its record never needs ``re``): compiled on first use.
+_STARTED_AT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
+_SHA256 = r"[0-9a-f]{64}"
+_HINT = r"[a-z0-9_]{1,64}"
 _DEVICE_NAMES = frozenset(
     ["con", "prn", "aux", "nul"] + [f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)]
 )
 
 
-class Record(NamedTuple):
-    run_id: str
-    endpoint: str | None
-    started_at: str
-    argv_sha256: str | None
-    hint: str | None
-    labels: dict
-    jsonl: str | None
-    capture_dir: str | None
-    lock_file: str
+class Record(Plain):
+    __slots__ = (
+        "run_id",
+        "endpoint",
+        "started_at",
+        "argv_sha256",
+        "hint",
+        "labels",
+        "jsonl",
+        "capture_dir",
+        "lock_file",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        endpoint: str | None,
+        started_at: str,
+        argv_sha256: str | None,
+        hint: str | None,
+        labels: dict,
+        jsonl: str | None,
+        capture_dir: str | None,
+        lock_file: str,
+    ):
+        self.run_id = run_id
+        self.endpoint = endpoint
+        self.started_at = started_at
+        self.argv_sha256 = argv_sha256
+        self.hint = hint
+        self.labels = labels
+        self.jsonl = jsonl
+        self.capture_dir = capture_dir
+        self.lock_file = lock_file
 
     def encode(self) -> bytes:
         """The record's bytes, fields in emission order; raises UnicodeEncodeError for a
@@ -51,7 +78,7 @@ class Record(NamedTuple):
             "capture_dir": self.capture_dir,
             "liveness": {"kind": LIVENESS_KIND, "lock_file": self.lock_file},
         }
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return dumps(document).encode("utf-8")
 
     def matches(self, labels: dict) -> bool:
         """Every requested label is present with exactly that value."""
@@ -62,6 +89,8 @@ def parse(data: bytes) -> Record | None:
     """The record ``data`` holds, or None when it must be skipped."""
     if len(data) > MAX_RECORD_BYTES:
         return None
+    import json  # read side only, as ``re`` below
+
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -96,7 +125,7 @@ def parse(data: bytes) -> Record | None:
 
 def valid_started_at(value: object) -> TypeGuard[str]:
     """``YYYY-MM-DDTHH:MM:SS.sssZ`` naming a real calendar instant."""
-    if not isinstance(value, str) or not _STARTED_AT.fullmatch(value):
+    if not isinstance(value, str) or not _fullmatch(_STARTED_AT, value):
         return False
     import datetime  # read side only: a run writing its record never needs it
 
@@ -120,8 +149,14 @@ def valid_lock_name(name) -> bool:
     )
 
 
-def _matching(value, pattern: re.Pattern) -> str | None:
-    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+def _fullmatch(pattern: str, value: str) -> bool:
+    import re  # caches what it compiles
+
+    return re.fullmatch(pattern, value) is not None
+
+
+def _matching(value, pattern: str) -> str | None:
+    return value if isinstance(value, str) and _fullmatch(pattern, value) else None
 
 
 def _path(value) -> str | None:

@@ -1,0 +1,120 @@
+"""One control client on the runner's loop: read a line, write one reply, close, all within
+CONNECTION_SECONDS (docs/control-plane.md §1.2). Imported when a client first connects."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from . import protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotation: the server imports this module, not the other way round
+    from typing import Callable, Protocol
+
+    from ..loop import Loop
+
+    class Server(Protocol):
+        """What a connection needs of the server that accepted it."""
+
+        loop: Loop
+
+        def respond(self, verb: str, pid: int | None) -> tuple[dict, Callable[[], None] | None]: ...
+
+        def forget(self, ended: Connection) -> None: ...
+
+
+CONNECTION_SECONDS = 5.0
+
+
+def wrap(fd: int) -> socket.socket:
+    """The accepted connection ``fd`` as a ``socket.socket``, which owns it from here."""
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The connecting process's pid, from the kernel (SO_PEERCRED), or None when unknown."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    pid = struct.unpack("3i", raw)[0]
+    return pid if pid > 0 else None
+
+
+class Connection:
+    """One client: read a line, write one reply, close; all within CONNECTION_SECONDS."""
+
+    def __init__(self, server: Server, sock: socket.socket):
+        self._server = server
+        self._loop = server.loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        sock.setblocking(False)
+        self.peer_pid = peer_pid(sock)  # taken on accept, before anything is read
+        self._buffer = protocol.RequestBuffer()
+        self._out = memoryview(b"")
+        self._after = None
+        self._timer = self._loop.call_later(CONNECTION_SECONDS, self.close)
+        self._loop.add_reader(self._fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        try:
+            chunk = self._sock.recv(self._buffer.room())
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        try:
+            line = self._buffer.feed(chunk) if chunk else self._buffer.finish()
+        except protocol.ProtocolError as exc:
+            self._reply(protocol.error(str(exc)), None)
+            return
+        if line is None:
+            return
+        try:
+            verb = protocol.parse_request(line)
+        except protocol.ProtocolError as exc:
+            self._reply(protocol.error(str(exc)), None)
+            return
+        reply, after = self._server.respond(verb, self.peer_pid)
+        self._reply(reply, after)
+
+    def _reply(self, reply: dict, after) -> None:
+        self._loop.remove_reader(self._fd)
+        self._out = memoryview(protocol.encode(reply))
+        self._after = after
+        self._on_writable()
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self._sock.send(self._out, socket.MSG_NOSIGNAL)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.close()  # the reply did not go out: nothing happens to the run
+            return
+        self._out = self._out[sent:]
+        if self._out:
+            self._loop.add_writer(self._fd, self._on_writable)
+            return
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        after, self._after = self._after, None
+        self.close()
+        if after is not None:
+            after()  # the acknowledgement is written before anything is torn down
+
+    def close(self) -> None:
+        if self._sock is None:
+            return
+        self._timer.cancel()
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        self._sock.close()
+        self._sock = None  # type: ignore[assignment]  # closed: callers check for None
+        self._after = None
+        self._server.forget(self)

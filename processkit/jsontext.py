@@ -1,0 +1,46 @@
+"""Compact JSON text, as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` gives it.
+
+Facts about start-up that shape this module: importing the ``json`` package costs a plain run
+about a sixth of its start-up, because ``json.decoder`` and ``json.encoder`` import ``re`` (and
+``re`` imports ``enum``). Writing an event or a registry record needs neither: ``json.dumps``
+with these options hands the whole value to ``_json.make_encoder``, the C encoder in CPython's
+own ``_json`` module. This module calls that same encoder with the same arguments, so the
+text is the same, byte for byte (tests/test_startup_imports.py proves it against ``json.dumps``);
+where ``_json`` is missing (another interpreter), it is ``json.dumps`` itself.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+
+def _not_serializable(value: object) -> object:
+    """``JSONEncoder.default``'s refusal, word for word."""
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def _c_dumps() -> Callable[[Any], str] | None:
+    try:
+        from _json import encode_basestring, make_encoder
+    except ImportError:
+        return None
+
+    def dumps(value: Any) -> str:
+        if isinstance(value, str):  # as JSONEncoder.encode: a bare string skips the encoder
+            return encode_basestring(value)
+        # A fresh markers dict per call, as json.dumps makes: circular values are refused.
+        encoder = make_encoder({}, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
+        return "".join(encoder(value, 0))
+
+    return dumps
+
+
+def _json_dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+dumps: Callable[[Any], str] = _c_dumps() or _json_dumps

@@ -1,0 +1,80 @@
+"""Signal numbers and dispositions for the runner, without the ``signal`` module's enums.
+
+Facts about start-up that shape this module: ``import signal`` builds three enum classes
+(``Signals``, ``Handlers``, ``Sigmasks``) over the C module ``_signal``, which imports ``enum``
+and costs a plain run a few percent of its start-up; ``_signal`` itself is already loaded by
+the interpreter before any script runs. The runner needs only numbers, dispositions and the
+wakeup fd, all of which ``_signal`` gives as plain ints with the same behaviour (``signal``'s
+functions only convert their results to those enums). So they are taken from ``_signal``,
+with ``signal`` as the fallback where an interpreter has no such module. Code off the run
+path that wants signal names (reports, the fallback spawn) imports ``signal`` itself.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the public module's annotations, which are the same functions
+    from signal import (
+        SIG_DFL,
+        SIG_IGN,
+        SIGCHLD,
+        SIGCONT,
+        SIGHUP,
+        SIGINT,
+        SIGKILL,
+        SIGTERM,
+        SIGTTOU,
+        SIGWINCH,
+        getsignal,
+        set_wakeup_fd,
+        signal,
+    )
+else:
+    try:
+        from _signal import (
+            SIG_DFL,
+            SIG_IGN,
+            SIGCHLD,
+            SIGCONT,
+            SIGHUP,
+            SIGINT,
+            SIGKILL,
+            SIGTERM,
+            SIGTTOU,
+            SIGWINCH,
+            getsignal,
+            set_wakeup_fd,
+            signal,
+        )
+    except ImportError:  # an interpreter without CPython's _signal
+        from signal import (
+            SIG_DFL,
+            SIG_IGN,
+            SIGCHLD,
+            SIGCONT,
+            SIGHUP,
+            SIGINT,
+            SIGKILL,
+            SIGTERM,
+            SIGTTOU,
+            SIGWINCH,
+            getsignal,
+            set_wakeup_fd,
+            signal,
+        )
+
+__all__ = [
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGHUP",
+    "SIGINT",
+    "SIGKILL",
+    "SIGTERM",
+    "SIGTTOU",
+    "SIGWINCH",
+    "SIG_DFL",
+    "SIG_IGN",
+    "getsignal",
+    "set_wakeup_fd",
+    "signal",
+]
