@@ -31,7 +31,7 @@ def _digits_and_unit(pattern: re.Pattern, text: str) -> tuple[str, str | None] |
     return (text[: match.start(1)], unit.lower()) if unit else (text, None)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(texts)
 @example("5ms")
 @example("\u212a")
@@ -41,7 +41,7 @@ def test_durations_split_as_the_regex_does(text):
     assert values.split_duration(text) == _digits_and_unit(DURATION, text)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(texts)
 @example("1\u212a")
 @example("7K")
@@ -49,7 +49,7 @@ def test_sizes_split_as_the_regex_does(text):
     assert values.split_size(text) == _digits_and_unit(SIZE, text)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(texts)
 @example("+")
 @example("+\u0663")
@@ -57,7 +57,7 @@ def test_counts_are_accepted_as_the_regex_does(text):
     assert values.is_count(text) == (COUNT.fullmatch(text) is not None)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(texts)
 @example("1.")
 @example(".5e-3")
@@ -73,7 +73,7 @@ def test_decimals_are_accepted_as_the_regex_does(text):
         float(text)  # what parse_cpu_quota converts it with
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(texts)
 @example("80x24")
 @example("123456x1")
@@ -87,7 +87,7 @@ def test_pty_sizes_split_as_the_regex_does(text):
 LABEL_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.text(alphabet="aZ_09.-=/ \u00e9\u212a\u0663\u00aa", max_size=70))
 @example("")
 @example("a" * 64)
