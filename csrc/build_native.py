@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, sha256.c and spawn.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, sha256.c, spawn.c and listen.c; used by setup.py."""
 
 import os
 
@@ -77,14 +77,16 @@ ffibuilder.cdef(
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
 
     int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);
+
+    int pk_listen_unix(const char *path, int backlog);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"',
-    sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c")],
+    '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
+    sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c", "listen.c")],
     include_dirs=[HERE],
-    depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h")],
+    depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h", "listen.h")],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],
 )

@@ -14,6 +14,8 @@ import importlib.util
 import json
 import os
 import re
+import socket
+import stat
 import subprocess
 import sys
 
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 
 from conftest import cli_command
 from processkit import jsontext, native
+from processkit.control import server
 
 _LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|( *)(\S+)")
 
@@ -256,3 +259,27 @@ def test_jsontext_refuses_what_json_dumps_refuses():
         with pytest.raises(error) as theirs:
             json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         assert str(ours.value) == str(theirs.value)
+
+
+# -- the control socket without the socket modules: the native listen and its fallback agree -----
+
+
+@pytest.mark.parametrize("built", [True, False], ids=["native", "fallback"])
+def test_both_listen_paths_make_the_same_socket(tmp_path, monkeypatch, built):
+    if built and native.module() is None:
+        pytest.skip("the native module was not built")
+    if not built:
+        monkeypatch.setattr(native, "_module", None)
+    path = str(tmp_path / "c.sock")
+    fd = server.listen_unix(path)
+    try:
+        mode = os.stat(path).st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+        assert not os.get_blocking(fd) and not os.get_inheritable(fd)
+        with socket.socket(fileno=os.dup(fd)) as listening, socket.socket(socket.AF_UNIX) as client:
+            assert listening.family == socket.AF_UNIX and listening.type == socket.SOCK_STREAM
+            assert listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+            client.connect(path)
+            listening.accept()[0].close()
+    finally:
+        os.close(fd)

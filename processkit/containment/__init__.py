@@ -71,12 +71,12 @@ def _controllers(container: Container, limits: Limits, name: str):
     When both refuse, ``limit_hit`` names the axis the last resort (v1) could not carry, and
     its detail gives every backend's reason.
     """
-    from . import cgroup_v1, cgroup_v2, sweep
+    from . import caps_v2, cgroup_v1, cgroup_v2, sweep
 
     refusals = []
     if isinstance(container, cgroup_v2.CgroupV2):
         try:
-            return cgroup_v2.CgroupV2Controllers(container, limits)
+            return caps_v2.CgroupV2Controllers(container, limits)
         except LimitUnavailable as exc:
             refusals.append(exc)
     sweep.sweep(cgroup_v1.own_groups().values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)

@@ -3,7 +3,7 @@
 The child is cloned straight into the group (``CLONE_INTO_CGROUP``) or writes itself into
 ``cgroup.procs`` between fork and exec, so nothing it starts can be outside the group; ``setsid``
 and double forks do not leave a cgroup. Where the host delegates the memory, pids and cpu
-controllers, the same group also carries the run's caps.
+controllers, the same group also carries the run's caps (``caps_v2``, imported by runs with caps).
 
 ``PROCESSKIT_CGROUP_PARENT=<dir>`` replaces discovery of the parent group; a directory that is
 not a writable cgroup2 group makes runs fall back to a process group (and caps to cgroup v1).
@@ -14,11 +14,9 @@ from __future__ import annotations
 import os
 
 from .. import signum as signals
-from ..spec import Limits
 from . import cgroupfs
 from .base import Container
-from .errors import ContainerError, LimitUnavailable
-from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
+from .errors import ContainerError
 
 
 def find_parent() -> str | None:
@@ -99,56 +97,3 @@ class CgroupV2(Container):
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
         cgroupfs.remove_group(self.path)
-
-
-class CgroupV2Controllers(ControllerSet):
-    """Caps written into the run's own v2 group, whose parent must offer the controllers.
-
-    A controller the parent offers but has not switched on for its children is switched on
-    (``+memory`` in its ``cgroup.subtree_control``) and left on: other runs may rely on it. The
-    kernel refuses that in a non-root group that holds processes, and the run then fails over.
-    The group's own accounting (``CgroupV2._accounting``) already covers the summary.
-    """
-
-    backend = "cgroup_v2"
-    EVIDENCE = {
-        "memory": ("memory", "memory.events", "oom"),
-        "processes": ("pids", "pids.events", "max"),
-        "cpu": ("cpu", "cpu.stat", "nr_throttled"),
-    }
-
-    def __init__(self, group: CgroupV2, limits: Limits):
-        super().__init__(limits)
-        self._path = group.path
-        parent = os.path.dirname(group.path)
-        for axis in self.capped:
-            _enable(parent, CONTROLLER[axis], axis)
-        self._apply(limits)
-
-    def _dir(self, controller: str) -> str:
-        return self._path
-
-    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
-        writes = []
-        if limits.max_memory is not None:
-            writes.append(("memory", "memory", "memory.max", str(limits.max_memory)))
-        if limits.max_processes is not None:
-            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
-        if limits.cpu_quota is not None:
-            quota, period = cfs_quota(limits.cpu_quota)
-            writes.append(("cpu", "cpu", "cpu.max", f"{quota} {period}"))
-        return writes
-
-
-def _enable(parent: str, controller: str, axis: str) -> None:
-    """Make ``controller`` available in the parent's children, or say why it cannot be."""
-    try:
-        if controller not in cgroupfs.read_text(os.path.join(parent, "cgroup.controllers")).split():
-            raise LimitUnavailable(axis, f"cgroup_v2: the {controller} controller is not delegated to {parent}")
-        subtree = os.path.join(parent, "cgroup.subtree_control")
-        if controller not in cgroupfs.read_text(subtree).split():
-            cgroupfs.write_text(subtree, f"+{controller}")
-    except OSError as exc:
-        raise LimitUnavailable(
-            axis, f"cgroup_v2: cannot enable the {controller} controller in {parent}: {exc.strerror}"
-        ) from None

@@ -27,9 +27,11 @@ if TYPE_CHECKING:  # only the annotation: the server imports this module, not th
 CONNECTION_SECONDS = 5.0
 
 
-def wrap(fd: int) -> socket.socket:
-    """The accepted connection ``fd`` as a ``socket.socket``, which owns it from here."""
-    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+def listener(fd: int) -> socket.socket:
+    """The server's listening ``fd`` as a non-blocking ``socket.socket``, which owns it from here."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+    sock.setblocking(False)
+    return sock
 
 
 def peer_pid(sock: socket.socket) -> int | None:

@@ -16,7 +16,6 @@ from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
 from ..plain import Plain
 from ..registry.registration import Registration
-from . import protocol
 from .server import ControlServer
 
 TYPE_CHECKING = False
@@ -128,7 +127,10 @@ class Publication:
         )
 
     def respond(self, verb: str, peer_pid: int | None):
-        """The reply to ``verb`` and, for cancel/kill, the stop to request once it is written."""
+        """The reply to ``verb`` and, for cancel/kill, the stop to request once it is written.
+        (The wire's module is imported here, as by the connection asking: most runs never answer.)"""
+        from . import protocol
+
         run = self._run
         if verb == "inspect":
             return self._snapshot(), None
@@ -137,6 +139,8 @@ class Publication:
         return protocol.ack(verb, run.run_id), lambda: run.stop(verb)
 
     def _snapshot(self) -> dict:
+        from . import protocol
+
         run = self._run
         try:
             members = [member.as_event() for member in run.members()]
@@ -155,6 +159,8 @@ class Publication:
 
     def _attestation(self, peer_pid: int | None) -> dict:
         """Whether the connecting process is inside this run's container, by the kernel's pid."""
+        from . import protocol
+
         run = self._run
         if peer_pid is None:
             verdict = "peer_identity_unsupported"

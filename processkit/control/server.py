@@ -5,22 +5,19 @@ deadline timer (``connection``), and the number of open connections is capped. A
 is slow, silent, hostile or gone therefore costs at most a few bounded callbacks; it can never
 hold up the output pump, the run's deadlines or its exit.
 
-Facts about start-up that shape this module: most runs never get a client, and the ``socket``
-module costs a run's start-up its import (its enums import ``enum``). Listening needs only the
-C module ``_socket`` under it, whose socket type is the base of ``socket.socket`` with the same
-``bind``, ``listen`` and ``_accept``; so the socket is made through ``_socket`` (``socket``
-where an interpreter has no such module), and ``socket`` is imported with ``connection`` when
-a client first connects.
+Facts about start-up that shape this module: every run listens, but most never get a client,
+and Python's socket modules cost a run's start-up more than the listen itself (``socket``
+builds enums, which import ``enum``; even ``_socket`` builds hundreds of constants). So the
+listening socket is made by the native module (``pk_listen_unix`` in csrc/listen.c), and
+``socket`` is imported, with ``connection``, when a client first connects; where the native
+module was not built, ``socket`` makes it.
 """
 
 from __future__ import annotations
 
 import os
 
-try:
-    import _socket as sockets
-except ImportError:  # an interpreter without CPython's _socket
-    import socket as sockets  # type: ignore[no-redef]
+from .. import native
 
 ACCEPT_RETRY_SECONDS = 0.05
 MAX_CONNECTIONS = 16
@@ -28,6 +25,7 @@ BACKLOG = 16
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from typing import Callable
 
     from . import connection
@@ -36,39 +34,58 @@ if TYPE_CHECKING:
     Responder = Callable[[str, int | None], tuple[dict, Callable[[], None] | None]]
 
 
+def listen_unix(path: str) -> int:
+    """A non-blocking, close-on-exec socket listening at ``path`` (0600, best effort: the run's
+    0700 directory is the real gate): its fd; raises OSError, leaving a bound file to the caller."""
+    built = native.module()
+    if built is not None:
+        fd = built.lib.pk_listen_unix(os.fsencode(path), BACKLOG)
+        if fd < 0:
+            raise OSError(-fd, os.strerror(-fd))
+        return fd
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        try:
+            os.chmod(path, 0o600)
+        except OSError:
+            pass
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock.detach()
+
+
 class ControlServer:
     def __init__(self, loop, respond: Responder, path: str):
-        """Bind a 0600 socket at ``path``, inside the run's fresh 0700 directory; raises OSError."""
+        """Listen at ``path``, inside the run's fresh 0700 directory; raises OSError."""
         self.loop = loop
         self._respond = respond
         self._connections: set[connection.Connection] = set()
         self._listening = False
         self._retry = None
         self.path = path
-        self._sock = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
         try:
-            self._sock.bind(self.path)
-            try:
-                os.chmod(self.path, 0o600)
-            except OSError:
-                pass  # best effort: the 0700 directory is the real gate
-            self._sock.listen(BACKLOG)
-            self._sock.setblocking(False)
+            self._fd = listen_unix(path)  # -1 once closed
         except OSError:
-            self._sock.close()
             self._remove_socket()
             raise
+        self._sock: socket.socket | None = None  # the listening fd as a socket, from the first client on
         self._listen()
 
     def _listen(self) -> None:
-        if not self._listening and self._retry is None and self._sock is not None:
+        if not self._listening and self._retry is None and self._fd >= 0:
             self._listening = True
-            self.loop.add_reader(self._sock.fileno(), self._accept)
+            self.loop.add_reader(self._fd, self._accept)
 
     def _pause(self) -> None:
         if self._listening:
             self._listening = False
-            self.loop.remove_reader(self._sock.fileno())
+            self.loop.remove_reader(self._fd)
 
     def _resume_after_error(self) -> None:
         self._retry = None
@@ -77,16 +94,18 @@ class ControlServer:
     def _accept(self) -> None:
         from . import connection
 
+        if self._sock is None:
+            self._sock = connection.listener(self._fd)
         while len(self._connections) < MAX_CONNECTIONS:
             try:
-                fd, _ = self._sock._accept()  # type: ignore[attr-defined]  # _socket's, under socket.accept
+                sock, _ = self._sock.accept()
             except BlockingIOError:
                 return
             except OSError:  # e.g. out of descriptors: back off instead of spinning
                 self._pause()
                 self._retry = self.loop.call_later(ACCEPT_RETRY_SECONDS, self._resume_after_error)
                 return
-            self._connections.add(connection.Connection(self, connection.wrap(fd)))
+            self._connections.add(connection.Connection(self, sock))
         self._pause()  # resumed when a connection ends
 
     def respond(self, verb: str, pid: int | None):
@@ -99,15 +118,19 @@ class ControlServer:
     def close(self) -> None:
         """Drop every connection, stop listening, remove the socket (the run removes its
         directory)."""
-        if self._sock is None:
+        if self._fd < 0:
             return
         self._pause()
         if self._retry is not None:
             self._retry.cancel()
-        sock, self._sock = self._sock, None  # type: ignore[assignment]  # closed: callers check for None
+        fd, self._fd = self._fd, -1
         for open_connection in list(self._connections):
             open_connection.close()
-        sock.close()
+        if self._sock is not None:  # it owns the fd
+            self._sock.close()
+            self._sock = None
+        else:
+            os.close(fd)
         self._remove_socket()
 
     def _remove_socket(self) -> None:

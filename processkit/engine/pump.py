@@ -21,7 +21,7 @@ from .echo import EchoSink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capture
-    from .capture import CaptureReport, CaptureTarget
+    from .capture import CaptureFile, CaptureReport, CaptureTarget
 
 CHUNK_SIZE = 256 * 1024
 EOF_REACHED = 0
@@ -40,10 +40,11 @@ class PythonPump:
         self.fd = fd
         self._buffer = bytearray(CHUNK_SIZE)
         self._view = memoryview(self._buffer)
+        self._capture: CaptureFile | None = None
         if capture:
             from .capture import CaptureFile
 
-        self._capture = CaptureFile(capture) if capture else None
+            self._capture = CaptureFile(capture)
         self._echo = echo
         self._read = 0
 

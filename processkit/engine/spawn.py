@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 
 from .. import native
-from .. import signum as signals
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -217,7 +216,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
             os.setpgid(0, 0)
         for fd in procs_fds:
             cgroupfs.join(fd)
-        prctl.set_parent_death_signal(signals.SIGKILL)
+        prctl.set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != runner_pid:  # the runner died before the death signal was armed
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.

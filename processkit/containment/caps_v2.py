@@ -1,0 +1,68 @@
+"""Caps through the run's own cgroup v2 group, whose parent must offer the controllers.
+
+The group itself is ``cgroup_v2``'s (membership and teardown); this layer writes the caps into
+it and reads the kernel's evidence back. Only a run that asks for a cap imports it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..spec import Limits
+from . import cgroupfs
+from .cgroup_v2 import CgroupV2
+from .errors import LimitUnavailable
+from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
+
+
+class CgroupV2Controllers(ControllerSet):
+    """Caps written into the run's own v2 group, whose parent must offer the controllers.
+
+    A controller the parent offers but has not switched on for its children is switched on
+    (``+memory`` in its ``cgroup.subtree_control``) and left on: other runs may rely on it. The
+    kernel refuses that in a non-root group that holds processes, and the run then fails over.
+    The group's own accounting (``CgroupV2._accounting``) already covers the summary.
+    """
+
+    backend = "cgroup_v2"
+    EVIDENCE = {
+        "memory": ("memory", "memory.events", "oom"),
+        "processes": ("pids", "pids.events", "max"),
+        "cpu": ("cpu", "cpu.stat", "nr_throttled"),
+    }
+
+    def __init__(self, group: CgroupV2, limits: Limits):
+        super().__init__(limits)
+        self._path = group.path
+        parent = os.path.dirname(group.path)
+        for axis in self.capped:
+            _enable(parent, CONTROLLER[axis], axis)
+        self._apply(limits)
+
+    def _dir(self, controller: str) -> str:
+        return self._path
+
+    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
+        writes = []
+        if limits.max_memory is not None:
+            writes.append(("memory", "memory", "memory.max", str(limits.max_memory)))
+        if limits.max_processes is not None:
+            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
+        if limits.cpu_quota is not None:
+            quota, period = cfs_quota(limits.cpu_quota)
+            writes.append(("cpu", "cpu", "cpu.max", f"{quota} {period}"))
+        return writes
+
+
+def _enable(parent: str, controller: str, axis: str) -> None:
+    """Make ``controller`` available in the parent's children, or say why it cannot be."""
+    try:
+        if controller not in cgroupfs.read_text(os.path.join(parent, "cgroup.controllers")).split():
+            raise LimitUnavailable(axis, f"cgroup_v2: the {controller} controller is not delegated to {parent}")
+        subtree = os.path.join(parent, "cgroup.subtree_control")
+        if controller not in cgroupfs.read_text(subtree).split():
+            cgroupfs.write_text(subtree, f"+{controller}")
+    except OSError as exc:
+        raise LimitUnavailable(
+            axis, f"cgroup_v2: cannot enable the {controller} controller in {parent}: {exc.strerror}"
+        ) from None
