@@ -13,68 +13,24 @@ path that wants signal names (reports, the fallback spawn) imports ``signal`` it
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # the public module's annotations, which are the same functions
-    from signal import (
-        SIG_DFL,
-        SIG_IGN,
-        SIGCHLD,
-        SIGCONT,
-        SIGHUP,
-        SIGINT,
-        SIGKILL,
-        SIGTERM,
-        SIGTTOU,
-        SIGWINCH,
-        getsignal,
-        set_wakeup_fd,
-        signal,
-    )
+if TYPE_CHECKING:  # the public module's annotations: the same functions
+    import signal as _source
 else:
     try:
-        from _signal import (
-            SIG_DFL,
-            SIG_IGN,
-            SIGCHLD,
-            SIGCONT,
-            SIGHUP,
-            SIGINT,
-            SIGKILL,
-            SIGTERM,
-            SIGTTOU,
-            SIGWINCH,
-            getsignal,
-            set_wakeup_fd,
-            signal,
-        )
+        import _signal as _source
     except ImportError:  # an interpreter without CPython's _signal
-        from signal import (
-            SIG_DFL,
-            SIG_IGN,
-            SIGCHLD,
-            SIGCONT,
-            SIGHUP,
-            SIGINT,
-            SIGKILL,
-            SIGTERM,
-            SIGTTOU,
-            SIGWINCH,
-            getsignal,
-            set_wakeup_fd,
-            signal,
-        )
+        import signal as _source
 
-__all__ = [
-    "SIGCHLD",
-    "SIGCONT",
-    "SIGHUP",
-    "SIGINT",
-    "SIGKILL",
-    "SIGTERM",
-    "SIGTTOU",
-    "SIGWINCH",
-    "SIG_DFL",
-    "SIG_IGN",
-    "getsignal",
-    "set_wakeup_fd",
-    "signal",
-]
+SIG_DFL = _source.SIG_DFL
+SIG_IGN = _source.SIG_IGN
+SIGCHLD = _source.SIGCHLD
+SIGCONT = _source.SIGCONT
+SIGHUP = _source.SIGHUP
+SIGINT = _source.SIGINT
+SIGKILL = _source.SIGKILL
+SIGTERM = _source.SIGTERM
+SIGTTOU = _source.SIGTTOU
+SIGWINCH = _source.SIGWINCH
+getsignal = _source.getsignal
+set_wakeup_fd = _source.set_wakeup_fd
+signal = _source.signal
