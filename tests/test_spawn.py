@@ -64,6 +64,14 @@ def test_the_program_is_found_on_the_path_of_the_childs_environment(tmp_path, sp
     assert proc.stdout == "from good v=1 ü\n".encode()
 
 
+def test_without_a_path_the_program_is_searched_in_the_default_path(tmp_path, spawn_backend):
+    """A child environment with no PATH (``--env-clear``) is searched along ``os.defpath``, as
+    execvp does; an empty search list would find nothing."""
+    assert "/bin" in os.defpath.split(os.pathsep)
+    proc, _ = run_checked(tmp_path, "--env-clear", command=["echo", "found"], returncode=0)
+    assert proc.stdout == b"found\n"
+
+
 def test_a_program_only_blocked_on_the_path_is_not_executable(tmp_path, spawn_backend):
     """The EACCES met first is the error, not the ENOENT of the directories searched after."""
     (tmp_path / "blocked").mkdir()

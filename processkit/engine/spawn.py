@@ -137,10 +137,14 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
 
 def _exec_paths(program: bytes, env) -> list[bytes]:
     """Where to look for the program, as Popen does: a name with a slash as it is, else in each
-    directory of the child's PATH."""
+    directory of the child's PATH (``os.defpath`` without one). What ``os.get_exec_path`` does
+    for a str environment, without the ``warnings`` import it makes on every call."""
     if os.path.dirname(program):
         return [program]
-    return [os.path.join(os.fsencode(entry), program) for entry in os.get_exec_path(env)]
+    search = env.get("PATH")
+    if search is None:
+        search = os.defpath
+    return [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
 
 
 def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
