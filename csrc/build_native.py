@@ -19,6 +19,7 @@ ffibuilder.cdef(
         uint64_t seen;
         uint64_t written;
         int write_error;
+        int no_splice;
         unsigned char *buf;
         size_t buf_size;
         size_t ring_size;
