@@ -7,7 +7,9 @@ chunk step it is made of. Each chunk goes to the capture file (up to the cap, ha
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
 from then on the sink's backlog paces reading (see echo.py).
 Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
-and the pure-Python one. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
+and the pure-Python one. Once nothing more is to be captured, the native one moves echo-only
+bytes by splice(2) without their reaching user space (csrc/pump.c); files, counts, flags,
+digests and the echoed bytes are the same either way. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
 
