@@ -29,6 +29,7 @@ class EchoSink:
         self._owned_fd = -1
         self._socket: socket.socket | None = None
         self.is_socket = False
+        self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
         self.broken = False
         self.backlog = bytearray()
         self.flushed = 0  # backlog bytes written so far: drain()'s progress, which refills cannot mask
@@ -43,6 +44,7 @@ class EchoSink:
             self.is_socket = True
             self._socket = socket.socket(fileno=os.dup(fd))
         elif not stat.S_ISREG(mode):
+            self.splices = True
             try:
                 self._owned_fd = os.open(
                     f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY

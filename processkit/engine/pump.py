@@ -138,7 +138,7 @@ class NativePump:
         self._lib.pk_stream_drain(
             self._stream,
             direct.fd if direct is not None else -1,
-            int(direct is not None and direct.is_socket),
+            self._echo_mode(direct),
             budget if direct is not None or echo is None else 1,
             int(until_empty),
             result,
@@ -156,6 +156,11 @@ class NativePump:
         if result.read_errno in (errno.EAGAIN, errno.EINTR):
             return WOULD_BLOCK
         raise OSError(result.read_errno, os.strerror(result.read_errno))
+
+    def _echo_mode(self, echo: EchoSink | None) -> int:
+        if echo is None:
+            return 0
+        return (self._lib.PK_ECHO_SEND if echo.is_socket else 0) | (self._lib.PK_ECHO_SPLICE if echo.splices else 0)
 
     def report(self) -> CaptureReport | None:
         if self._capture is None:
