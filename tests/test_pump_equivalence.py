@@ -414,9 +414,7 @@ def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, budget, cap, tmp
 
 
 @needs_native
-@pytest.mark.parametrize(
-    ("kind", "splices"), [("pipe", True), ("devnull", True), ("file", False), ("socket", False)]
-)
+@pytest.mark.parametrize(("kind", "splices"), [("pipe", True), ("devnull", True), ("file", False), ("socket", False)])
 def test_echo_only_native_pump_splices_where_the_echo_allows(kind, splices, tmp_path):
     """Without capture the native pump moves the bytes by splice into a pipe or a device (no
     chunk left in its buffer); a regular file and a socket are written."""
