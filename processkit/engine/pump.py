@@ -112,6 +112,11 @@ class NativePump:
         self.fd = fd
         self._capture = capture
         self._echo = echo
+        lib = self._lib
+        # How the C side writes the echo: fixed by what the echo is, so worked out once.
+        self._echo_mode = (lib.PK_ECHO_SEND if echo and echo.is_socket else 0) | (
+            lib.PK_ECHO_SPLICE if echo and echo.splices else 0
+        )
         cap = capture.cap if capture else 0
         threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
@@ -138,7 +143,7 @@ class NativePump:
         self._lib.pk_stream_drain(
             self._stream,
             direct.fd if direct is not None else -1,
-            self._echo_mode(direct),
+            self._echo_mode,
             budget if direct is not None or echo is None else 1,
             int(until_empty),
             result,
@@ -156,11 +161,6 @@ class NativePump:
         if result.read_errno in (errno.EAGAIN, errno.EINTR):
             return WOULD_BLOCK
         raise OSError(result.read_errno, os.strerror(result.read_errno))
-
-    def _echo_mode(self, echo: EchoSink | None) -> int:
-        if echo is None:
-            return 0
-        return (self._lib.PK_ECHO_SEND if echo.is_socket else 0) | (self._lib.PK_ECHO_SPLICE if echo.splices else 0)
 
     def report(self) -> CaptureReport | None:
         if self._capture is None:
