@@ -558,6 +558,12 @@ def run_table(bench: Bench, args) -> None:
             shell(child, "| cat >", out),
             note,
         )
+        bench.series(
+            f"echo into a pipe, {label} writes: run | cat vs cat | cat",
+            shell(quoted([*run, "--", *produce(size)]), "| cat"),
+            shell(child, "| cat | cat"),
+            note,
+        )
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
         child = quoted(produce(size))
         bench.series(
