@@ -13,6 +13,7 @@ with ``cc`` when there is one, and the capture output.
     python3 bench/throughput.py                   # everything (the peer alone takes ~30 min)
     python3 bench/throughput.py --only capture echo --size 256m -n 5
     python3 bench/throughput.py --table --size 512m -n 3 --lines 2000000   # issue 12's target table
+    python3 bench/throughput.py --table --rows "native vs" "echo to"       # only those series
 
 Peak RSS: a child's ``ru_maxrss`` starts at its parent's RSS when it was spawned (exec carries
 the old address space's high-water mark over), so measured from this script no figure could read
@@ -559,7 +560,7 @@ def run_table(bench: Bench, args) -> None:
             note,
         )
         bench.series(
-            f"echo into a pipe, {label} writes: run | cat vs cat | cat",
+            f"echo into a pipe (to cat), {label} writes: run vs cat",
             shell(quoted([*run, "--", *produce(size)]), "| cat"),
             shell(child, "| cat | cat"),
             note,
