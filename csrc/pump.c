@@ -13,14 +13,14 @@
  * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
  * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into
- * /dev/null or another pipe, and one syscall a drain instead of two a chunk. Not into a regular
- * file: splice holds the pipe's lock while the file system takes the bytes, so the writer spins
- * on it (measured on tmpfs: 1.2-1.5x the CPU of read and write, bench/README.md).
- * But with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe and a full echo alike; only
- * the pipe's fill level (FIONREAD) tells them apart. A full echo, or any failure, is left to the
+ * /dev/null, a terminal or another pipe, and one syscall a drain instead of two a chunk. But
+ * with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe and a full echo alike; only the
+ * pipe's fill level (FIONREAD) tells them apart. A full echo, or any failure, is left to the
  * ordinary read-and-write step, which queues what the echo cannot take (backpressure, broken
  * echo) exactly as without splice; a failure that says the echo cannot take spliced bytes at all
- * (EINVAL: O_APPEND, a device without splice support) stops splicing for the stream. */
+ * (EINVAL: a device without splice support, such as /dev/full) stops splicing for the stream.
+ * Not into a regular file: splice holds the pipe's lock while the file system takes the bytes,
+ * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -322,7 +322,8 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
         stream->seen += (uint64_t)count;
         retained = capture(stream, chunk, (size_t)count);
         if (echo_fd >= 0)
-            result->echoed = echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
+            result->echoed =
+                echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
         /* Hashed last so the echo consumer does not wait for it; one update over the whole
          * retained prefix lets full blocks be hashed straight from buf. */
         if (!stream->threaded)

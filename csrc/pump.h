@@ -58,9 +58,9 @@ void pk_stream_free(pk_stream *stream);
  * error, or once `budget` bytes were read. Each chunk is counted; the part that fits under cap is
  * written to capture_fd (retrying partial writes and EINTR; the first other failure latches
  * write_error) and hashed exactly as written; then, when echo_fd >= 0, the chunk is written to
- * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that takes less than
- * a whole chunk, or fails, ends the call: the bytes of the last chunk past result->echoed remain
- * in buf for the caller to queue. Once nothing more is to be captured, an echo with
+ * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that
+ * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
+ * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
  * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts and stops (pump.c); such a
  * chunk leaves result->last 0. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
