@@ -13,6 +13,7 @@ with ``cc`` when there is one, and the capture output.
     python3 bench/throughput.py                   # everything (the peer alone takes ~30 min)
     python3 bench/throughput.py --only capture echo --size 256m -n 5
     python3 bench/throughput.py --table --size 512m -n 3 --lines 2000000   # issue 12's target table
+    python3 bench/throughput.py --table --rows "native vs" "echo to"       # only those series
 
 Peak RSS: a child's ``ru_maxrss`` starts at its parent's RSS when it was spawned (exec carries
 the old address space's high-water mark over), so measured from this script no figure could read
@@ -236,11 +237,14 @@ class Bench:
         n: int | None = None,
         warmup: int | None = None,
         launcher: bool = True,
-    ) -> dict:
+    ) -> dict | None:
         """Alternate A B; with ``child_cpu``, each run's CPU is the runner's own (minus the child's).
 
-        With ``launcher``, peak RSS is the command's own, through the launcher (see above).
+        With ``launcher``, peak RSS is the command's own, through the launcher (see above). None
+        when ``--rows`` leaves the series out.
         """
+        if self.args.rows and not any(word in name for word in self.args.rows):
+            return None
         prefix = [*self.launcher, str(self.peak_file)] if launcher else []
         n = n or self.args.n
         warmup = self.args.warmup if warmup is None else warmup
@@ -340,6 +344,9 @@ def main() -> None:
     parser.add_argument("--work", help="parent directory for the temporary files (default: the system's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", help="also write every row to this file")
+    parser.add_argument(
+        "--rows", nargs="+", metavar="WORDS", help="only the series whose name contains one of these (e.g. 'native vs')"
+    )
     parser.add_argument(
         "--table",
         action="store_true",
@@ -537,8 +544,9 @@ def run_table(bench: Bench, args) -> None:
         n=max(args.n, 15),
         launcher=False,
     )
-    for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
-        print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
+    if startup is not None:
+        for module, seconds in import_breakdown(Path(py), Path(pk), work / "importtime.jsonl"):
+            print(f"    import {module}: {seconds * 1000:.1f} ms cumulative")
     note = f"{args.size} per producer"
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
         child = quoted(produce(size))
@@ -549,6 +557,12 @@ def run_table(bench: Bench, args) -> None:
             f"echo to a file, {label} writes: run vs cat",
             shell("exec", quoted([*run, "--", *produce(size)]), ">", out),
             shell(child, "| cat >", out),
+            note,
+        )
+        bench.series(
+            f"echo into a pipe (to cat), {label} writes: run vs cat",
+            shell(quoted([*run, "--", *produce(size)]), "| cat"),
+            shell(child, "| cat | cat"),
             note,
         )
     for size, label in ((4096, "4K"), (65536, "64K"), (1 << 20, "1M")):
@@ -602,6 +616,9 @@ def run_table(bench: Bench, args) -> None:
         n=1,
         warmup=0,
     )
+    if args.rows and not any(word in "lone-line echo delay" for word in args.rows):
+        print_markdown(bench.results, startup)
+        return
     lone = [py, "-c", LONE_LINES_PY, "200", "0.02"]
     delays = sorted(lone_line_delays([*run, "--", *lone], 200, 0.02))
     row = {
@@ -619,7 +636,7 @@ def run_table(bench: Bench, args) -> None:
     print_markdown(bench.results, startup)
 
 
-def print_markdown(rows: list[dict], startup: dict) -> None:
+def print_markdown(rows: list[dict], startup: dict | None) -> None:
     """The rows as a bench/README.md table. "Net" subtracts the runner's own start-up (the medians
     of ``run -- true``) from A's medians: what the runner costs per byte, not per run."""
     print(
@@ -634,7 +651,11 @@ def print_markdown(rows: list[dict], startup: dict) -> None:
             print(f"| {row['name']} | | | | peak RSS **{row['a_rss_mib']:.1f} MiB** |")
             continue
         net = ""
-        if row is not startup and not row["name"].startswith(("runner CPU", "capture, hashing", "--idle")):
+        if (
+            startup is not None
+            and row is not startup
+            and not row["name"].startswith(("runner CPU", "capture, hashing", "--idle"))
+        ):
             net_wall = (row["a_wall"] - startup["a_wall"]) / row["b_wall"]
             net_cpu = (row["a_cpu"] - startup["a_cpu"]) / row["b_cpu"]
             net = f"{net_wall:.2f} / {net_cpu:.2f}"

@@ -19,6 +19,7 @@ ffibuilder.cdef(
         uint64_t seen;
         uint64_t written;
         int write_error;
+        int no_splice;
         unsigned char *buf;
         size_t buf_size;
         size_t ring_size;
@@ -37,7 +38,9 @@ ffibuilder.cdef(
 
     pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
     void pk_stream_free(pk_stream *stream);
-    void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty, pk_drain_result *result);
+    #define PK_ECHO_SEND ...
+    #define PK_ECHO_SPLICE ...
+    void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty, pk_drain_result *result);
     void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
 
     void pk_sha256_init(pk_sha256 *ctx);

@@ -8,12 +8,27 @@
  * never overwrites ring bytes the hasher has yet to read, and waits (briefly: one chunk's
  * hashing) when the ring is full. Without the thread everything runs on the caller's thread,
  * reading always into the ring's first chunk. Either way the event loop calling this stays
- * single-threaded, and the digest is exactly that of the retained bytes. */
+ * single-threaded, and the digest is exactly that of the retained bytes.
+ *
+ * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
+ * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
+ * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into
+ * /dev/null, a terminal or another pipe, and one syscall a drain instead of two a chunk. But
+ * with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe and a full echo alike; only the
+ * pipe's fill level (FIONREAD) tells them apart. A full echo, or any failure, is left to the
+ * ordinary read-and-write step, which queues what the echo cannot take (backpressure, broken
+ * echo) exactly as without splice; a failure that says the echo cannot take spliced bytes at all
+ * (EINVAL: a device without splice support, such as /dev/full) stops splicing for the stream.
+ * Not into a regular file: splice holds the pipe's lock while the file system takes the bytes,
+ * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -221,7 +236,36 @@ static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
     return count;
 }
 
-void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
+#define SPLICE_MOST ((size_t)1 << 30)
+#define SPLICE_EMPTY (-1)    /* the pipe is empty for now */
+#define SPLICE_ORDINARY (-2) /* the echo is full or failed: take this chunk the ordinary way */
+
+/* Whether the echo may be fed by splice from now on (see the facts above). */
+static int may_splice(const pk_stream *stream, int echo_fd, int echo_mode, int until_empty)
+{
+    int capturing = stream->capture_fd >= 0 && !stream->write_error && stream->written < stream->cap;
+    return echo_fd >= 0 && (echo_mode & PK_ECHO_SPLICE) && !until_empty && !capturing && !stream->no_splice;
+}
+
+/* Moves up to len bytes from the child's pipe to the echo in the kernel: the bytes moved, 0 at
+ * EOF, SPLICE_EMPTY or SPLICE_ORDINARY. */
+static ssize_t splice_chunk(pk_stream *stream, int echo_fd, size_t len)
+{
+    ssize_t moved;
+    int queued;
+    do
+        moved = splice(stream->in_fd, NULL, echo_fd, NULL, len, SPLICE_F_NONBLOCK);
+    while (moved < 0 && errno == EINTR);
+    if (moved >= 0)
+        return moved;
+    if (errno == EAGAIN)
+        return ioctl(stream->in_fd, FIONREAD, &queued) == 0 && queued == 0 ? SPLICE_EMPTY : SPLICE_ORDINARY;
+    if (errno == EINVAL)
+        stream->no_splice = 1;
+    return SPLICE_ORDINARY;
+}
+
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result)
 {
     memset(result, 0, sizeof *result);
@@ -229,6 +273,27 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_
         size_t at = 0, len = stream->buf_size, retained;
         unsigned char *chunk;
         ssize_t count;
+        if (may_splice(stream, echo_fd, echo_mode, until_empty)) {
+            /* What the budget allows, and at least a chunk as a read would take: one call takes
+             * everything the pipe holds. */
+            uint64_t left = budget - result->total;
+            if (left < len)
+                left = len;
+            count = splice_chunk(stream, echo_fd, left < SPLICE_MOST ? (size_t)left : SPLICE_MOST);
+            if (count == 0 || count == SPLICE_EMPTY) {
+                result->eof = count == 0;
+                result->read_errno = count ? EAGAIN : 0;
+                break;
+            }
+            if (count > 0) {
+                result->total += (uint64_t)count;
+                result->last = result->echoed = 0;
+                stream->seen += (uint64_t)count;
+                if ((uint64_t)count < left)
+                    break; /* the pipe is empty for now, or the echo filled: as after a short read */
+                continue;
+            }
+        }
         if (stream->threaded) {
             at = (size_t)(stream->seen % stream->ring_size);
             if (len > stream->ring_size - at)
@@ -257,7 +322,8 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_
         stream->seen += (uint64_t)count;
         retained = capture(stream, chunk, (size_t)count);
         if (echo_fd >= 0)
-            result->echoed = echo(echo_fd, echo_is_socket, chunk, (size_t)count, &result->echo_errno);
+            result->echoed =
+                echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
         /* Hashed last so the echo consumer does not wait for it; one update over the whole
          * retained prefix lets full blocks be hashed straight from buf. */
         if (!stream->threaded)

@@ -20,6 +20,7 @@ typedef struct pk_stream {
     uint64_t seen;            /* every byte read, past the cap too */
     uint64_t written;         /* bytes retained in the capture file */
     int write_error;          /* errno of the first failed capture write; latched */
+    int no_splice;            /* the echo refused spliced bytes: read and write from now on */
     pk_sha256 sha;            /* digest of exactly the retained bytes */
     unsigned char *buf;       /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
@@ -49,14 +50,20 @@ typedef struct pk_drain_result {
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
+#define PK_ECHO_SEND 1   /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
+#define PK_ECHO_SPLICE 2 /* the echo may be fed by splice(2): a pipe, FIFO or character device */
+
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
- * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read error, or once `budget` bytes were read. Each chunk is counted; the part
- * that fits under cap is written to capture_fd (retrying partial writes and EINTR; the first
- * other failure latches write_error) and hashed exactly as written; then, when echo_fd >= 0, the
- * chunk is written to echo_fd without blocking (send(MSG_DONTWAIT) when echo_is_socket). An echo
- * that takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
- * result->echoed remain in buf for the caller to queue. */
-void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_is_socket, uint64_t budget, int until_empty,
+ * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read
+ * error, or once `budget` bytes were read. Each chunk is counted; the part that fits under cap is
+ * written to capture_fd (retrying partial writes and EINTR; the first other failure latches
+ * write_error) and hashed exactly as written; then, when echo_fd >= 0, the chunk is written to
+ * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that
+ * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
+ * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
+ * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts and stops (pump.c); such a
+ * chunk leaves result->last 0. */
+void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest

@@ -2,10 +2,12 @@
 both the single-chunk pump() and the per-wakeup drain().
 
 The pumps (Python; native hashing inline; native hashing on its own thread behind the reader)
-drain a real non-blocking pipe fed in random pieces, into a capped capture file and optionally
-a live echo (pipe, socket or /dev/null, with small buffers so backlogs really form).
-They must leave identical capture files, counts, flags and digests, and each digest must be the
-SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
+drain a real non-blocking pipe fed in random pieces, into a capped capture file (or none) and
+optionally a live echo (pipe, socket, /dev/null, a file, a file opened O_APPEND; pipes and
+sockets with small buffers so backlogs really form). Once nothing more is to be captured the
+native pump feeds the echo by splice(2), and falls back to read and write where the echo is
+full or refuses spliced bytes (O_APPEND, sockets). They must leave identical capture files,
+echoes, counts, flags and digests, and each digest must be the SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
 both its accelerated and its portable path.
 """
 
@@ -81,7 +83,7 @@ class Outcome:
 class Echo:
     """A live echo consumer that the test drains between pump calls."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, directory):
         self.kind = kind
         self.loop = Loop()
         self.read_fd = -1
@@ -95,6 +97,11 @@ class Echo:
             self._socket_pair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SMALL_BUFFER)
             self.read_fd = self._socket_pair[1].fileno()
             write_fd = self._socket_pair[0].fileno()
+        elif kind in ("file", "append"):  # read back through a description of its own
+            path = os.path.join(directory, f"echo-{kind}.out")
+            append = os.O_APPEND if kind == "append" else 0
+            write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | append, 0o600)
+            self.read_fd = os.open(path, os.O_RDONLY)
         else:
             write_fd = os.open(os.devnull, os.O_WRONLY)
         if self.read_fd >= 0:
@@ -160,10 +167,12 @@ def run_pump(
     echo_kind: str,
     big_pipe: bool,
     budget: int | None = None,
+    capture: bool = True,
 ) -> Outcome:
     """Feed ``data`` through a pipe in ``pieces`` (cycled), pumping ``pauses`` times (cycled) between.
 
-    ``budget`` None steps with pump(); a number drains up to that many bytes per call.
+    ``budget`` None steps with pump(); a number drains up to that many bytes per call. Without
+    ``capture`` the pump has no capture file (the file stays empty and there is no report).
     """
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
@@ -172,9 +181,10 @@ def run_pump(
         fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     path = os.path.join(directory, f"{cls.__name__}.log")
     capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    echo = Echo(echo_kind) if echo_kind != "none" else None
+    echo = Echo(echo_kind, directory) if echo_kind != "none" else None
     try:
-        pump = cls(read_fd, CaptureTarget(path, capture_fd, cap), echo.sink if echo else None)
+        target = CaptureTarget(path, capture_fd, cap) if capture else None
+        pump = cls(read_fd, target, echo.sink if echo else None)
         position, turn = 0, 0
         while position < len(data):
             piece = data[position : position + pieces[turn % len(pieces)]]
@@ -207,22 +217,27 @@ def run_pump(
             echo.close()
     with open(path, "rb") as handle:
         captured = handle.read()
-    fields = report.as_event()
-    del fields["path"]
-    fields["cap"] = report.cap
+    fields = None
+    if report is not None:
+        fields = report.as_event()
+        del fields["path"]
+        fields["cap"] = report.cap
     return Outcome(fields, seen, captured, bytes(echo.received) if echo and echo.read_fd >= 0 else None)
 
 
-def check_equivalent(tmp_dir, data: bytes, cap: int, **feeding) -> None:
-    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, **feeding) for cls in PUMPS)
+def check_equivalent(tmp_dir, data: bytes, cap: int, capture: bool = True, **feeding) -> None:
+    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, capture=capture, **feeding) for cls in PUMPS)
     for native in natives:
         assert native.report == python.report
         assert native.seen == python.seen == len(data)
-        assert native.captured == python.captured == data[:cap]
+        assert native.captured == python.captured == (data[:cap] if capture else b"")
         assert native.echoed == python.echoed
     if python.echoed is not None:
         assert python.echoed == data
     report = python.report
+    if report is None:
+        assert not capture
+        return
     assert report["bytes_written"] == min(cap, len(data))
     assert report["truncated"] == (len(data) > cap)
     assert report["write_error"] is False
@@ -248,12 +263,13 @@ payloads = st.one_of(
     cap_draw=st.integers(1, 2**20),
     piece_counts=st.lists(st.integers(1, 64), min_size=1, max_size=6),
     pauses=st.lists(st.integers(0, 3), min_size=1, max_size=6),
-    echo_kind=st.sampled_from(["none", "pipe", "socket", "devnull"]),
+    echo_kind=st.sampled_from(["none", "pipe", "socket", "devnull", "file", "append"]),
     big_pipe=st.booleans(),
     budget=st.sampled_from([None, 1, 4096, CHUNK_SIZE, 1 << 30]),
+    capture=st.booleans(),
 )
 def test_native_matches_python(
-    data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, budget, tmp_path_factory
+    data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, budget, capture, tmp_path_factory
 ):
     size = len(data)
     cap = {
@@ -274,6 +290,7 @@ def test_native_matches_python(
         echo_kind=echo_kind,
         big_pipe=big_pipe,
         budget=budget,
+        capture=capture,
     )
 
 
@@ -367,19 +384,20 @@ def test_partial_write_is_hashed_then_the_error_latches(cls, budget, tmp_path):
     assert report.sha256 == hashlib.sha256(data[:SMALL_BUFFER]).hexdigest()
 
 
+@pytest.mark.parametrize("cap", [1 << 20, 100], ids=["capturing", "cap-reached"])  # the latter splices
 @pytest.mark.parametrize("kind", ["pipe", "socket"])
 @EACH_STEP
 @EACH_PUMP
-def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, budget, tmp_path):
+def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, budget, cap, tmp_path):
     """EPIPE on the echo marks the sink broken; capture and counting carry on untouched."""
-    echo = Echo(kind)
+    echo = Echo(kind, tmp_path)
     echo.hang_up()
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     capture_fd = os.open(tmp_path / "out.log", os.O_WRONLY | os.O_CREAT, 0o600)
     data = random_bytes(10_000, seed=5)
     try:
-        pump = cls(read_fd, CaptureTarget(str(tmp_path / "out.log"), capture_fd, 1 << 20), echo.sink)
+        pump = cls(read_fd, CaptureTarget(str(tmp_path / "out.log"), capture_fd, cap), echo.sink)
         os.write(write_fd, data)
         os.close(write_fd)
         while pump_until_blocked(pump, None, budget) != EOF_REACHED:
@@ -390,8 +408,62 @@ def test_vanished_echo_consumer_breaks_only_the_echo(cls, kind, budget, tmp_path
         os.close(read_fd)
         os.close(capture_fd)
         echo.close()
-    assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), len(data), False)
-    assert (tmp_path / "out.log").read_bytes() == data
+    retained = min(cap, len(data))
+    assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), retained, False)
+    assert (tmp_path / "out.log").read_bytes() == data[:retained]
+
+
+@needs_native
+@pytest.mark.parametrize(("kind", "splices"), [("pipe", True), ("devnull", True), ("file", False), ("socket", False)])
+def test_echo_only_native_pump_splices_where_the_echo_allows(kind, splices, tmp_path):
+    """Without capture the native pump moves the bytes by splice into a pipe or a device (no
+    chunk left in its buffer); a regular file and a socket are written."""
+    echo = Echo(kind, tmp_path)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    data = random_bytes(3000, seed=6)
+    try:
+        pump = InlineNativePump(read_fd, None, echo.sink)
+        os.write(write_fd, data)
+        assert pump.drain(1 << 30) == len(data)
+        assert (pump._result.last == 0) is splices
+        assert pump._stream.no_splice == 0
+        echo.drain()
+        if echo.read_fd >= 0:
+            assert bytes(echo.received) == data
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+        echo.close()
+
+
+@needs_native
+def test_spliced_echo_into_a_full_pipe_queues_and_pauses_like_a_write(tmp_path):
+    """A full echo makes splice fail as an empty pipe would; the pump tells them apart and queues
+    a chunk read the ordinary way, so the backlog (and backpressure) is the one a write makes."""
+    echo = Echo("pipe", tmp_path)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    data = random_bytes(800_000, seed=7)
+    try:
+        pump = InlineNativePump(read_fd, None, echo.sink)
+        os.write(write_fd, data)
+        total = 0
+        while not echo.sink.backlog:
+            total += pump.drain(1 << 30)
+        assert 0 < len(echo.sink.backlog) and total < len(data)
+        assert pump.drain(1 << 30) > 0  # behind the backlog: read and queued, never spliced past it
+        os.close(write_fd)
+        write_fd = -1
+        while pump_until_blocked(pump, echo, 1 << 30) != EOF_REACHED:
+            pass
+        assert bytes(echo.received) == data
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+        echo.close()
 
 
 @EACH_STEP
@@ -525,3 +597,31 @@ def test_sha256_final_leaves_the_state_alone():
     lib.pk_sha256_update(ctx, b"b" * 100, 100)
     lib.pk_sha256_final(ctx, out)
     assert bytes(out).hex() == hashlib.sha256(b"a" * 100 + b"b" * 100).hexdigest()
+
+
+@needs_native
+def test_an_echo_that_refuses_spliced_bytes_is_written_from_then_on(tmp_path):
+    """/dev/full has no splice support (EINVAL): the stream stops splicing and writes, which
+    fails with ENOSPC and breaks the echo alone, as it does for the Python pump."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    loop = Loop()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    data = random_bytes(3000, seed=8)
+    try:
+        sink = EchoSink(loop, full, lambda: None)
+        assert sink.splices
+        pump = InlineNativePump(read_fd, None, sink)
+        os.write(write_fd, data)
+        assert pump.drain(1 << 30) == len(data)
+        assert pump._stream.no_splice == 1
+        assert sink.broken
+        os.write(write_fd, data)
+        assert pump.drain(1 << 30) == len(data)
+        assert pump.seen == 2 * len(data)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+        sink.close()
+        loop.close()
+        os.close(full)

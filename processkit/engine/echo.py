@@ -7,11 +7,14 @@ which yields a private file description that can be non-blocking; a socket is wr
 
 Bytes the consumer cannot take yet wait in a bounded backlog. When the backlog is full the
 pump stops reading the child (honest backpressure) while the loop keeps serving everything
-else.
+else. The backlog is a queue of the chunks as they came: a consumer behind a 64 KiB pipe takes
+a few KiB per wakeup, and a flat buffer consumed at the front and grown at the back would move
+everything queued on each append (measured: most of the runner's CPU when echoing into `| cat`).
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import stat
 
@@ -23,6 +26,47 @@ if TYPE_CHECKING:
     from ..loop import Loop
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
+WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev / sendmsg)
+
+
+class Backlog:
+    """Queued bytes as a deque of chunks; ``len()`` counts bytes."""
+
+    def __init__(self) -> None:
+        self._chunks: collections.deque[memoryview] = collections.deque()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def append(self, data) -> None:
+        """Queue a copy of ``data`` (the pumps reuse their read buffers)."""
+        if data:
+            self._chunks.append(memoryview(bytes(data)))
+            self._size += len(data)
+
+    def head(self) -> list[memoryview]:
+        """The first chunks, in order, for one vectored write."""
+        return [self._chunks[index] for index in range(min(WRITE_CHUNKS, len(self._chunks)))]
+
+    def consume(self, count: int) -> None:
+        """Drop the first ``count`` bytes (what a write took)."""
+        self._size -= count
+        chunks = self._chunks
+        while count:
+            first = chunks[0]
+            if count < len(first):
+                chunks[0] = first[count:]
+                return
+            count -= len(first)
+            chunks.popleft()
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self._size = 0
 
 
 class EchoSink:
@@ -32,8 +76,9 @@ class EchoSink:
         self._owned_fd = -1
         self._socket: socket.socket | None = None
         self.is_socket = False
+        self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
         self.broken = False
-        self.backlog = bytearray()
+        self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: drain()'s progress, which refills cannot mask
         try:
             mode = os.fstat(fd).st_mode
@@ -49,6 +94,7 @@ class EchoSink:
             self._socket = socket.socket(fileno=os.dup(fd))
             self._dontwait = socket.MSG_DONTWAIT
         elif not stat.S_ISREG(mode):
+            self.splices = True
             try:
                 self._owned_fd = os.open(
                     f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -70,9 +116,9 @@ class EchoSink:
         if self.broken:
             return
         if self.backlog:
-            self.backlog += data
+            self.backlog.append(data)
             return
-        written = self._write_some(data)
+        written = self._write_some([data])
         if written < len(data) and not self.broken:
             self.queue(data[written:])
 
@@ -82,13 +128,14 @@ class EchoSink:
             return
         if not self.backlog:
             self._loop.add_writer(self.fd, self._on_writable)
-        self.backlog += data
+        self.backlog.append(data)
 
-    def _write_some(self, data) -> int:
+    def _write_some(self, pieces: list) -> int:
+        """Write what the consumer takes of ``pieces`` (in order) without blocking."""
         try:
             if self._socket is not None:
-                return self._socket.send(data, self._dontwait)
-            return os.write(self.fd, data)
+                return self._socket.sendmsg(pieces, (), self._dontwait)
+            return os.writev(self.fd, pieces)
         except (BlockingIOError, InterruptedError):
             return 0
         except OSError:
@@ -105,8 +152,8 @@ class EchoSink:
 
     def _on_writable(self) -> None:
         was_full = self.full
-        written = self._write_some(self.backlog)
-        del self.backlog[:written]
+        written = self._write_some(self.backlog.head())
+        self.backlog.consume(written)
         self.flushed += written
         if not self.backlog:
             self._loop.remove_writer(self.fd)

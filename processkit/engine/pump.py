@@ -7,7 +7,9 @@ chunk step it is made of. Each chunk goes to the capture file (up to the cap, ha
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
 from then on the sink's backlog paces reading (see echo.py).
 Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
-and the pure-Python one. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
+and the pure-Python one. Once nothing more is to be captured, the native one moves echo-only
+bytes by splice(2) without their reaching user space (csrc/pump.c); files, counts, flags,
+digests and the echoed bytes are the same either way. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
 
@@ -117,6 +119,11 @@ class NativePump:
         self.fd = fd
         self._capture = capture
         self._echo = echo
+        lib = self._lib
+        # How the C side writes the echo: fixed by what the echo is, so worked out once.
+        self._echo_mode = (lib.PK_ECHO_SEND if echo and echo.is_socket else 0) | (
+            lib.PK_ECHO_SPLICE if echo and echo.splices else 0
+        )
         cap = capture.cap if capture else 0
         threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
@@ -143,7 +150,7 @@ class NativePump:
         self._lib.pk_stream_drain(
             self._stream,
             direct.fd if direct is not None else -1,
-            int(direct is not None and direct.is_socket),
+            self._echo_mode,
             budget if direct is not None or echo is None else 1,
             int(until_empty),
             result,
