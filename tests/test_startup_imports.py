@@ -283,3 +283,30 @@ def test_both_listen_paths_make_the_same_socket(tmp_path, monkeypatch, built):
             listening.accept()[0].close()
     finally:
         os.close(fd)
+
+
+def test_a_plain_run_starts_without_a_garbage_collection(tmp_path):
+    """The CLI raises the collector's first threshold above what start-up allocates
+    (``cli.main.COLLECT_AFTER_ALLOCATIONS``): a plain run loads, runs and ends without one cyclic
+    collection once the CLI is entered, where Python's default threshold walks the start-up objects
+    about a dozen times. From a byte-compiled copy of the package and without ``site``, as a regular install imports
+    (compiling sources, or an editable install's finder, allocates on every import)."""
+    import shutil
+
+    import processkit
+
+    package = tmp_path / "processkit"
+    shutil.copytree(os.path.dirname(processkit.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=120)
+    log = tmp_path / "collections"
+    script = (
+        f"import gc, sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+        f"log = open({str(log)!r}, 'a', buffering=1)\n"
+        f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', 'true']\n"
+        "from processkit.cli.main import entry\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and log.write(f\"{info['generation']}\\n\"))\n"
+        "entry()\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert log.read_text() == ""
