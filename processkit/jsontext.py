@@ -27,12 +27,20 @@ def _c_dumps() -> Callable[[Any], str] | None:
     except ImportError:
         return None
 
+    def encoder() -> Callable[[Any, int], Any]:
+        """The encoder json.dumps builds for these options, with a fresh markers dict, as it makes
+        one per call: circular values are refused."""
+        return make_encoder({}, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
+
+    try:
+        encoder()  # an interpreter whose C encoder takes other arguments refuses them here
+    except TypeError:
+        return None
+
     def dumps(value: Any) -> str:
         if isinstance(value, str):  # as JSONEncoder.encode: a bare string skips the encoder
             return encode_basestring(value)
-        # A fresh markers dict per call, as json.dumps makes: circular values are refused.
-        encoder = make_encoder({}, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
-        return "".join(encoder(value, 0))
+        return "".join(encoder()(value, 0))
 
     return dumps
 

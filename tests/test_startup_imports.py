@@ -310,3 +310,16 @@ def test_a_plain_run_starts_without_a_garbage_collection(tmp_path):
     result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert log.read_text() == ""
+
+
+def test_jsontext_falls_back_to_json_where_the_c_encoder_takes_other_arguments(monkeypatch):
+    """An interpreter whose ``_json.make_encoder`` has another signature gets ``json.dumps``."""
+    import _json
+
+    def other_signature(*args):
+        raise TypeError("make_encoder() takes other arguments")
+
+    monkeypatch.setattr(_json, "make_encoder", other_signature)
+    assert jsontext._c_dumps() is None
+    monkeypatch.undo()
+    assert jsontext._c_dumps() is not None
