@@ -19,6 +19,7 @@ import fcntl
 import os
 import stat
 
+from .plain import Constant
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,22 +31,15 @@ class _Healths(type):
         return iter((Health.LIVE, Health.STALE, Health.UNPROBED))
 
 
-class Health(metaclass=_Healths):
+class Health(Constant, metaclass=_Healths):
     """What a lock says of its holder; ``value`` is the word clients show. Iterating the class
     gives the three. (Fixed instances, not an ``enum``: every run probes locks, and ``enum``
     costs its start-up the import.)"""
 
-    __slots__ = ("name", "value")
+    __slots__ = ()
     LIVE: ClassVar[Health]
     STALE: ClassVar[Health]
     UNPROBED: ClassVar[Health]
-
-    def __init__(self, name: str, value: str):
-        self.name = name
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"<Health.{self.name}: {self.value!r}>"
 
 
 Health.LIVE = Health("LIVE", "live")

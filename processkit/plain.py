@@ -1,5 +1,5 @@
 """Plain value classes: what ``typing.NamedTuple`` gave them (fields read by name, equality, a
-repr, ``_asdict()``) without building one.
+repr, ``_asdict()``) without building one; and ``Constant``, what an ``enum`` member gave.
 
 A NamedTuple needs ``typing`` (which imports ``re``) and costs its class a fifth of a millisecond
 to build; the values a run makes on its way to the spawn are many, so they are plain classes
@@ -29,3 +29,20 @@ class Plain:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__name__}({fields})"
+
+
+class Constant:
+    """One of a fixed set of named values, compared by identity (``spec.stdin is StdinMode.FILE``)
+    and pickled as the same instance."""
+
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: str):
+        self.name = name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self.name}: {self.value!r}>"
+
+    def __reduce__(self):
+        return (getattr, (type(self), self.name))

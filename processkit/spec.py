@@ -8,28 +8,11 @@ CLI builds them.
 
 from __future__ import annotations
 
-from .plain import Plain
+from .plain import Constant, Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
-
-
-class Constant:
-    """One of a fixed set of named values, compared by identity (``spec.stdin is StdinMode.FILE``)
-    and pickled as the same instance."""
-
-    __slots__ = ("name", "value")
-
-    def __init__(self, name: str, value: str):
-        self.name = name
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__}.{self.name}: {self.value!r}>"
-
-    def __reduce__(self):
-        return (getattr, (type(self), self.name))
 
 
 class StdinMode(Constant):

@@ -144,12 +144,13 @@ def sweep(
                     reaped.groups.append(os.path.join(parent, name))
                 except OSError:
                     pass
-    every: list[list[str]] = []  # a run's groups may be in any of them: looked up once a dead run needs them
+    every: list[str] | None = None  # a run's groups may be in any of them: looked up once a dead run needs them
 
     def all_parents() -> list[str]:
-        if not every:  # so the live runs a run finds beside its own group cost no lookup
-            every.append(list(dict.fromkeys(where + parents())))
-        return every[0]
+        nonlocal every
+        if every is None:  # so the live runs a run finds beside its own group cost no lookup
+            every = list(dict.fromkeys(where + parents()))
+        return every
 
     for token, group in found.items():
         if attempts is not None and attempts <= 0:
