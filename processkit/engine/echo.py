@@ -104,11 +104,6 @@ class EchoSink:
                 pass  # no private description to be had: plain writes on the shared one
 
     @property
-    def accepts_direct(self) -> bool:
-        """True when a chunk may be written straight through (nothing queued ahead of it)."""
-        return not self.backlog and not self.broken
-
-    @property
     def full(self) -> bool:
         return len(self.backlog) >= BACKLOG_LIMIT
 
