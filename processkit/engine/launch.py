@@ -93,7 +93,7 @@ def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[d
 
 def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
     handlers: dict[int, Callable[[int], None]] = {
-        signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
+        signum: lambda signum: run.stop_signal(STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
     }
     handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
     if terminal is not None:

@@ -16,7 +16,7 @@ from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
 from .state import RunState
-from .echo import EchoSink
+from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
@@ -91,30 +91,43 @@ def drain_outputs(run: RunState) -> None:
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
     reading loses only the live echo. Time spent waiting for a slow but live consumer is not
     charged to the pipes (the bytes still in them would be lost), only to the overall
-    DRAIN_CEILING_SECONDS.
+    DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
+    a reader that keeps taking a little ends there too. A stop signal caught during the drain
+    ends it at once (the caller wants the runner gone; the ending is already decided).
     """
     loop = run.loop
     streams = run.streams
     if run.stdin_feed is not None:
         run.stdin_feed.close()
+    caught = run.stop_signals
+    stopped = lambda: run.stop_signals > caught  # noqa: E731
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
+    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling and not stopped():
         for stream in streams:
-            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
-                _abandon_echo(stream.name, stream.echo)
+            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS, ceiling, stopped):
+                _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
-        loop.run_until(lambda: not any(s.open and not s.paused for s in streams), started + budget, 0.05)
+        pipes_done = lambda: stopped() or not any(s.open and not s.paused for s in streams)  # noqa: E731
+        loop.run_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
-        if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
-            _abandon_echo(stream.name, stream.echo)
+        if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS, ceiling, stopped):
+            _abandon_echo(stream, loop.clock() >= ceiling, stopped())
 
 
-def _abandon_echo(name: str, echo: EchoSink) -> None:
-    warn(f"the consumer of the runner's {name} stopped reading; live echo abandoned")
-    echo.abandon()
+def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
+    consumer = f"the consumer of the runner's {stream.name}"
+    if stopped:
+        why = f"a stop signal cut the drain of the runner's {stream.name} short"
+    elif past_ceiling:
+        why = f"{consumer} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
+    else:
+        why = f"{consumer} stopped reading"
+    warn(f"{why}; live echo abandoned")
+    if stream.echo is not None:
+        stream.echo.abandon()
 
 
 def release(run: RunState) -> None:
