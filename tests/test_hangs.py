@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from conftest import wait_for_event
-from streams import check_stream
+from conftest import cli_command, pid_alive, read_events_tolerant, wait_for_event
+from processkit.events.validate import validate_event
+from streams import cgroup_v2_dir, check_stream, stderr_lines
 
 PY = sys.executable
 
@@ -94,3 +95,94 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path):
     assert "a stop signal cut the drain of the runner's stdout short; live echo abandoned" in stderr.decode()
     events = check_stream(jsonl, 3)
     assert "cancelled" not in [e["event"] for e in events]
+
+
+# -- argv and environments execve cannot carry ------------------------------------------------
+def _nothing_left(runner_pid: int, registry) -> None:
+    """No registry entry, no run directory and no cgroup of the runner ``runner_pid``."""
+    assert os.listdir(registry) == [] if os.path.isdir(registry) else True
+    assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner_pid}-")]
+    parent = cgroup_v2_dir(os.getpid())
+    if parent is not None:
+        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner_pid}-")]
+
+
+def _run_with_stdin(tmp_path, stdin: bytes, *args) -> tuple[subprocess.CompletedProcess, object]:
+    jsonl = tmp_path / "run.jsonl"
+    proc = subprocess.run(
+        cli_command() + ["run", "--jsonl", str(jsonl), *map(str, args)], input=stdin, capture_output=True, timeout=30
+    )
+    return proc, jsonl
+
+
+def test_a_nul_in_an_argv_from_stdin_is_a_spawn_failure_not_a_truncation(tmp_path, spawn_backend, isolated_registry):
+    """``["echo", "a\\u0000b"]``: execve would cut the argument at the NUL (the native path did,
+    silently) or Popen raised (104). It is a spawn failure with its events, nothing started."""
+    proc, jsonl = _run_with_stdin(tmp_path, b'["echo","a\\u0000b"]')
+    assert (proc.returncode, proc.stdout) == (101, b"")
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program 'echo': an argument holds a NUL byte"]
+    assert [e["event"] for e in check_stream(jsonl, 101)] == ["spawn_failed", "runner_exit"]
+
+
+def test_a_lone_surrogate_in_an_argv_from_stdin_is_a_usage_error(tmp_path, spawn_backend, isolated_registry):
+    """JSON's ``\\ud800`` alone is no text (the reference's parser refuses it): 100, before the
+    JSONL or anything else exists."""
+    proc, jsonl = _run_with_stdin(tmp_path, b'["/bin/ech\\ud800"]')
+    assert proc.returncode == 100
+    assert stderr_lines(proc) == [
+        "processkit-cli: the command read from standard input holds a lone surrogate escape, which is no text"
+    ]
+    assert not jsonl.exists()
+
+
+def test_a_nul_in_an_env_file_value_is_refused_at_its_line(tmp_path, isolated_registry):
+    env_file = tmp_path / "env"
+    env_file.write_bytes(b"A=1\nB=x\0y\n")
+    marker = tmp_path / "started"
+    proc, jsonl = _run_with_stdin(tmp_path, b"", "--env-file", env_file, "--", "touch", marker)
+    assert proc.returncode == 111
+    assert stderr_lines(proc) == [
+        f"processkit-cli: --env-file {env_file} line 2: the value holds a NUL byte, which no environment can carry"
+    ]
+    assert [e["event"] for e in check_stream(jsonl, 111)] == ["runner_exit"]
+    assert not marker.exists()
+
+
+# -- a phase that raises where it should not --------------------------------------------------
+RAISE_EMFILE = "lambda *a, **k: (_ for _ in ()).throw(OSError(24, 'Too many open files'))"
+
+# (module, name): where the fault is injected, and whether the child had been started by then.
+FAULTS = {
+    "publish_before_spawn": ("launch", "_publish", False),
+    "emfile_after_spawn": ("streams", "EchoSink", True),
+    "in_finish": ("runner", "ResourceSummary", True),
+    "in_release": ("teardown", "close_targets", True),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_fault_after_setup_still_ends_the_tree_releases_everything_and_ends_the_stream(
+    tmp_path, isolated_registry, fault
+):
+    """Whatever raises once the first resource exists: the child is killed, the registry entry,
+    the run directory and the cgroup are gone, and the stream ends with runner_exit{internal}."""
+    module, name, spawned = FAULTS[fault]
+    jsonl, cap_dir = tmp_path / "run.jsonl", tmp_path / "cap"
+    runner = subprocess.Popen(
+        [PY, "-c", PATCHED_MAIN, module, name, RAISE_EMFILE]
+        + ["run", "--jsonl", str(jsonl), "--capture-dir", str(cap_dir), "--timeout", "200ms", "--", "sleep", "30"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, stderr = runner.communicate(timeout=30)
+    assert runner.returncode == 104, stderr
+    assert stderr.decode().splitlines() == ["processkit-cli: internal error: OSError: [Errno 24] Too many open files"]
+    events = read_events_tolerant(jsonl)
+    assert all(validate_event(e) == [] for e in events)
+    assert (events[-1]["event"], events[-1]["source"], events[-1]["code"]) == ("runner_exit", "internal", 104)
+    started = [e for e in events if e["event"] == "run_started"]
+    assert bool(started) == spawned
+    if started:
+        assert not pid_alive(started[0]["root_pid"]), "the child outlived its runner's internal error"
+    _nothing_left(runner.pid, isolated_registry)

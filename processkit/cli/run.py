@@ -133,6 +133,9 @@ def _command_from_stdin(args) -> list[str]:
         command = None
     if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
         raise usage("standard input must carry the command as a non-empty JSON array of strings")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for arg in command for ch in arg):
+        # JSON's \uD800-\uDFFF escapes alone are no text (the reference's parser refuses them)
+        raise usage("the command read from standard input holds a lone surrogate escape, which is no text")
     return command
 
 

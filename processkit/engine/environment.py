@@ -30,6 +30,8 @@ def _read_env_file(path: str) -> list[tuple[str, str]]:
             continue
         key, sep, value = line.partition("=")
         problem = "expected KEY=VALUE" if not sep else env_key_problem(key)
+        if problem is None and "\0" in value:
+            problem = "the value holds a NUL byte, which no environment can carry"
         if problem:
             raise Failure(Kind.SETUP, f"--env-file {path} line {number}: {problem}")
         entries.append((key, value))

@@ -22,6 +22,7 @@ from . import pump, spawn
 from .endings import EndingKind, Outcome
 from .environment import build_environment
 from .race import emit_snapshot, reap_children
+from .salvage import release_all
 from .signals import STOP_SIGNALS, SignalWatch
 from .state import RunState
 from .streams import OutputStream
@@ -127,6 +128,22 @@ def start(run: RunState) -> None:
         run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
     container.adopt(child.pid)
+    if spec.stdin is StdinMode.INHERIT:
+        run.foreground = Foreground.lend(child.pid)
+    run.started_at = utc_timestamp()
+    run.events.emit(
+        RunStarted(
+            run_id=spec.run_id,
+            labels=dict(sorted(spec.labels)),
+            root_pid=child.pid,
+            mechanism=container.mechanism,
+            abrupt_cleanup=container.abrupt_cleanup,
+            cwd=cwd if cwd is not None else run.runner_cwd,
+            command=command_object(spec.argv, raw=spec.argv_raw),
+        )
+    )
+    emit_snapshot(run, "spawn")
+    # The child exists and is reported: what may still fail below ends through the teardown.
     terminal = run.terminal
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
@@ -151,21 +168,6 @@ def start(run: RunState) -> None:
         from .pty import Keyboard
 
         run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
-    if spec.stdin is StdinMode.INHERIT:
-        run.foreground = Foreground.lend(child.pid)
-    run.started_at = utc_timestamp()
-    run.events.emit(
-        RunStarted(
-            run_id=spec.run_id,
-            labels=dict(sorted(spec.labels)),
-            root_pid=child.pid,
-            mechanism=container.mechanism,
-            abrupt_cleanup=container.abrupt_cleanup,
-            cwd=cwd if cwd is not None else run.runner_cwd,
-            command=command_object(spec.argv, raw=spec.argv_raw),
-        )
-    )
-    emit_snapshot(run, "spawn")
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
@@ -192,19 +194,8 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
 
 def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     """Release what setup made up to ``failure``; the run ends without a child to tear down."""
-    if run.signals is not None:
-        run.signals.close()
-    if run.stdin_source is not None:
-        os.close(run.stdin_source)
-    if run.terminal is not None:
-        run.terminal.close()
-    for target in run.targets.values():
-        os.close(target.fd)
-    if run.publication is not None:
-        run.publication.close()
-    if run.container is not None:
-        run.container.release()
-    if run.rundir is not None:
-        run.rundir.close()
+    failed = release_all(run)
+    if failed:
+        raise failed[0]  # to the last resort, which repeats what is left of the release
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

@@ -13,7 +13,7 @@ from ..errors import Failure, Kind
 from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
 from ..spec import RunSpec
-from . import launch, spawn
+from . import launch, salvage, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
 from .race import race
 from .state import RunState
@@ -46,6 +46,8 @@ class Run:
     def execute(self) -> Outcome:
         try:
             return self._execute()
+        except Exception as exc:  # noqa: BLE001 - a bug past set-up must still release the run and end its stream
+            return salvage.last_resort(self.state, exc)
         finally:
             keyboard = self.state.keyboard
             if keyboard is not None:  # whatever happened, the caller gets its terminal back
@@ -63,6 +65,10 @@ class Run:
             return launch.fail_before_race(run, Failure(Kind.CONTAINER_ERROR, str(exc)))
         except HandoffError as exc:
             return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
+        except Exception as exc:
+            if run.child is None:
+                raise  # nothing to tear down yet: the last resort releases what exists
+            return self._finish(Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}"))
         try:
             ending = race(run)
         except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream

@@ -9,12 +9,12 @@ echo, never the run.
 
 from __future__ import annotations
 
-import os
 
 from .. import signum as signals
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
+from .salvage import close_targets
 from .state import RunState
 from .streams import OutputStream
 
@@ -142,8 +142,7 @@ def release(run: RunState) -> None:
     for stream in run.streams:
         if stream.echo is not None:
             stream.echo.close()
-    for target in run.targets.values():
-        os.close(target.fd)
+    close_targets(run)
     run.launched().container.release()
     if run.rundir is not None:
         run.rundir.close()  # last: it is the evidence for everything above

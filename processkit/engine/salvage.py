@@ -1,0 +1,97 @@
+"""Releasing whatever a run has made, whichever phase it reached: the release of a setup that
+failed, and the last resort when a phase raised where it should not (a bug, an fd limit).
+
+Every step stands alone and may be repeated: a failure in one must not keep the others from
+running, and the last resort may follow a release that was itself cut short. So each resource
+is closed through an idempotent ``close``/``release`` or is forgotten as it is closed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from ..events.types import RunnerExit
+from .endings import Outcome
+from .state import RunState
+
+KILL_WAIT_SECONDS = 2.0  # for the root to die of the last resort's kill (a SIGKILL is prompt)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+def release_all(run: RunState) -> list[BaseException]:
+    """Give back everything ``run`` holds, each step on its own; returns what failed."""
+    steps: list[Callable[[], object]] = []
+    if run.keyboard is not None:
+        steps.append(run.keyboard.restore)
+    if run.stdin_feed is not None:
+        steps.append(run.stdin_feed.close)
+    steps.append(lambda: _close_stdin_source(run))
+    for stream in run.streams:
+        steps.append(stream.close)
+        if stream.echo is not None:
+            steps.append(stream.echo.close)
+    if run.terminal is not None:
+        steps.append(run.terminal.close)
+    if run.foreground is not None:
+        steps.append(run.foreground.restore)
+    steps.append(lambda: close_targets(run))
+    if run.signals is not None:
+        steps.append(run.signals.close)
+    if run.publication is not None:
+        steps.append(run.publication.close)
+    if run.container is not None:
+        steps.append(run.container.release)
+    if run.rundir is not None:
+        steps.append(run.rundir.close)  # last: it is the evidence for everything above
+    failed: list[BaseException] = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
+            failed.append(exc)
+    return failed
+
+
+def _close_stdin_source(run: RunState) -> None:
+    source, run.stdin_source = run.stdin_source, None
+    if source is not None:
+        os.close(source)
+
+
+def close_targets(run: RunState) -> None:
+    """Close the capture files once: forgotten as they are closed."""
+    targets, run.targets = run.targets, {}
+    for target in targets.values():
+        os.close(target.fd)
+
+
+def last_resort(run: RunState, exc: BaseException) -> Outcome:
+    """A phase raised: kill the tree, release what exists, and end the stream with
+    ``runner_exit{internal, 104}`` (nothing else was written after it: it is always last)."""
+    failure = Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    problems = _kill_tree(run) + release_all(run)
+    if problems:
+        warn(f"the release after an internal error was incomplete: {type(problems[0]).__name__}: {problems[0]}")
+    run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
+    return Outcome(failure.code, failure)
+
+
+def _kill_tree(run: RunState) -> list[BaseException]:
+    """SIGKILL the whole container, then collect the root (bounded: a SIGKILL is prompt)."""
+    try:
+        if run.container is not None:
+            run.container.kill_all()
+        child = run.child
+        if child is not None:
+            deadline = time.monotonic() + KILL_WAIT_SECONDS
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+    except Exception as exc:  # noqa: BLE001 - the release still follows
+        return [exc]
+    return []
