@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from ..errors import Failure
-from ..spec import RunSpec
+from ..spec import U64_MAX, RunSpec
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
@@ -129,6 +129,8 @@ def _items(key: str, flag: Flag, value) -> list[str]:
 def _single(key: str, kind: str, value) -> str:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
+    if isinstance(value, int) and not -U64_MAX <= value <= U64_MAX:  # str() of 4,300+ digits raises
+        raise ValueError(f"invalid value for '{key}': {value.bit_length()} bits is too large")
     if kind == "DUR" and isinstance(value, (int, float)):
         return _seconds(key, value)
     if kind in ("SIZE", "N") and isinstance(value, int):
