@@ -7,6 +7,7 @@ wrapper program patches one function or constant of the engine, then runs the CL
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,9 +15,9 @@ import sys
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events_tolerant, wait_for_event
+from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, wait_for_event, wait_for_file
 from processkit.events.validate import validate_event
-from streams import cgroup_v2_dir, check_stream, stderr_lines
+from streams import cgroup_v2_dir, check_stream, stderr_lines, wait_until
 
 PY = sys.executable
 
@@ -186,3 +187,64 @@ def test_a_fault_after_setup_still_ends_the_tree_releases_everything_and_ends_th
     if started:
         assert not pid_alive(started[0]["root_pid"]), "the child outlived its runner's internal error"
     _nothing_left(runner.pid, isolated_registry)
+
+
+# -- run --detach: a JSONL that cannot be written, and a launcher that gives up ------------------
+def test_a_detached_run_whose_jsonl_fails_is_started_not_killed(tmp_path, isolated_registry):
+    """``--jsonl /dev/full``: the copy's proof comes through its readiness pipe; the launcher
+    exits 0 at once with one warning, and the run is live and controllable. The child's
+    environment does not carry the pipe's variable."""
+    env_out = tmp_path / "env"
+    child = f"env > {env_out}; sleep 60"
+    proc = run_cli("run", "--detach", "--run-id", "full-1", "--jsonl", "/dev/full", "--", "sh", "-c", child)
+    assert proc.returncode == 0, proc.stderr
+    assert stderr_lines(proc) == [
+        "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
+        "No space left on device"
+    ]
+    try:
+        listed = json.loads(run_cli("list", "--json").stdout)
+        assert (listed["run_id"], listed["health"]) == ("full-1", "live")
+        wait_for_file(env_out)
+    finally:
+        assert run_cli("cancel", "--run-id", "full-1").returncode == 0
+    wait_until(lambda: os.listdir(isolated_registry) == [], what="the cancelled run's release")
+    assert "PROCESSKIT_DETACH_READY_FD" not in env_out.read_text()
+
+
+# A launcher whose handshake bound is argv[1] seconds and whose copy never proves its start.
+GIVING_UP_LAUNCHER = """
+import sys
+from processkit.cli import detach
+detach.HANDSHAKE_SECONDS = float(sys.argv[1])
+detach.program = lambda: [sys.executable, "-c", sys.argv[2]]
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[3:]))
+"""
+SILENT_COPY = """
+import sys
+from processkit.engine import launch
+launch._tell_launcher = lambda *args: None
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_launcher_that_gives_up_ends_the_whole_tree_it_started(tmp_path, isolated_registry):
+    """The copy runs its child (and a grandchild) but its proof never arrives (JSONL on
+    /dev/full, readiness withheld): at the bound the launcher fails with 111, and the child, the
+    grandchild, the registry entry and the run directory are all gone, not left for prune."""
+    pids = tmp_path / "pids"
+    child = f"sleep 60 & echo $$ $! > {pids}; wait"
+    launcher = subprocess.run(
+        [PY, "-c", GIVING_UP_LAUNCHER, "3", SILENT_COPY]
+        + ["run", "--detach", "--run-id", "given-up", "--jsonl", "/dev/full", "--", "sh", "-c", child],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert launcher.returncode == 111, launcher.stderr
+    assert b"did not start within 3s" in launcher.stderr
+    started = [int(pid) for pid in pids.read_text().split()]
+    wait_until(lambda: not any(pid_alive(pid) for pid in started), what="the given-up run's tree to end")
+    assert os.listdir(isolated_registry) == []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
 from .options import REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
+from .selfexec import READY_FD_VARIABLE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,7 +141,7 @@ def _command_from_stdin(args) -> list[str]:
     return command
 
 
-def parse(argv: list[str]) -> RunSpec:
+def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
     options, command = split_command(argv)
     args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     _check_conflicts(args)
@@ -206,11 +208,28 @@ def parse(argv: list[str]) -> RunSpec:
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
         detach=args.detach,
+        ready_fd=ready_fd,
     )
 
 
+def _take_ready_fd() -> int | None:
+    """In a detached copy, the pipe its launcher waits on (``detach``): taken out of the
+    environment so the child never sees it, and kept from the child's exec."""
+    text = os.environ.pop(READY_FD_VARIABLE, None)
+    if text is None or not values.is_digits(text) or len(text) > 9:
+        return None
+    fd = int(text)
+    try:
+        if fd <= 2 or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None  # not a pipe a launcher made: nothing of the caller's is written to
+        os.set_inheritable(fd, False)
+    except OSError:
+        return None
+    return fd
+
+
 def main(argv: list[str], invocation) -> int:
-    spec = parse(argv)
+    spec = parse(argv, ready_fd=_take_ready_fd())
     if spec.run_id_given:
         invocation.run_id = spec.run_id
     if spec.detach:

@@ -21,7 +21,9 @@ def _read_env_file(path: str) -> list[tuple[str, str]]:
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --env-file {path}: {exc.strerror}") from None
     if len(raw) > ENV_FILE_LIMIT:
-        raise Failure(Kind.SETUP, f"--env-file {path} holds more than {ENV_FILE_LIMIT >> 20} MiB, the most an env file may")
+        raise Failure(
+            Kind.SETUP, f"--env-file {path} holds more than {ENV_FILE_LIMIT >> 20} MiB, the most an env file may"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -142,6 +142,8 @@ def start(run: RunState) -> None:
             command=command_object(spec.argv, raw=spec.argv_raw),
         )
     )
+    if spec.ready_fd is not None:
+        _tell_launcher(spec.ready_fd, run.events.failure)
     emit_snapshot(run, "spawn")
     # The child exists and is reported: what may still fail below ends through the teardown.
     terminal = run.terminal
@@ -168,6 +170,18 @@ def start(run: RunState) -> None:
         from .pty import Keyboard
 
         run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
+
+
+def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
+    """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
+    which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
+    stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
+    line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
+    try:
+        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
