@@ -208,8 +208,6 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
 
 def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     """Release what setup made up to ``failure``; the run ends without a child to tear down."""
-    failed = release_all(run)
-    if failed:
-        raise failed[0]  # to the last resort, which repeats what is left of the release
+    release_all(run)
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

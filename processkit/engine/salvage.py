@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def release_all(run: RunState) -> list[BaseException]:
-    """Give back everything ``run`` holds, each step on its own; returns what failed."""
+def release_all(run: RunState) -> None:
+    """Give back everything ``run`` holds, each step on its own; a step that fails is warned
+    about (once, the first) and the rest still run."""
     steps: list[Callable[[], object]] = []
     if run.keyboard is not None:
         steps.append(run.keyboard.restore)
@@ -55,7 +56,8 @@ def release_all(run: RunState) -> list[BaseException]:
             step()
         except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
             failed.append(exc)
-    return failed
+    if failed:
+        warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
 
 
 def _close_stdin_source(run: RunState) -> None:
@@ -75,14 +77,13 @@ def last_resort(run: RunState, exc: BaseException) -> Outcome:
     """A phase raised: kill the tree, release what exists, and end the stream with
     ``runner_exit{internal, 104}`` (nothing else was written after it: it is always last)."""
     failure = Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-    problems = _kill_tree(run) + release_all(run)
-    if problems:
-        warn(f"the release after an internal error was incomplete: {type(problems[0]).__name__}: {problems[0]}")
+    _kill_tree(run)
+    release_all(run)
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)
 
 
-def _kill_tree(run: RunState) -> list[BaseException]:
+def _kill_tree(run: RunState) -> None:
     """SIGKILL the whole container, then collect the root (bounded: a SIGKILL is prompt)."""
     try:
         if run.container is not None:
@@ -93,5 +94,4 @@ def _kill_tree(run: RunState) -> list[BaseException]:
             while child.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
     except Exception as exc:  # noqa: BLE001 - the release still follows
-        return [exc]
-    return []
+        warn(f"could not kill the run's tree after an internal error: {type(exc).__name__}: {exc}")
