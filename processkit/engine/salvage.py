@@ -27,29 +27,19 @@ if TYPE_CHECKING:
 def release_all(run: RunState) -> None:
     """Give back everything ``run`` holds, each step on its own; a step that fails is warned
     about (once, the first) and the rest still run."""
-    steps: list[Callable[[], object]] = []
-    if run.keyboard is not None:
-        steps.append(run.keyboard.restore)
-    if run.stdin_feed is not None:
-        steps.append(run.stdin_feed.close)
-    steps.append(lambda: _close_stdin_source(run))
-    for stream in run.streams:
-        steps.append(stream.close)
-        if stream.echo is not None:
-            steps.append(stream.echo.close)
-    if run.terminal is not None:
-        steps.append(run.terminal.close)
-    if run.foreground is not None:
-        steps.append(run.foreground.restore)
-    steps.append(lambda: close_targets(run))
-    if run.signals is not None:
-        steps.append(run.signals.close)
-    if run.publication is not None:
-        steps.append(run.publication.close)
-    if run.container is not None:
-        steps.append(run.container.release)
-    if run.rundir is not None:
-        steps.append(run.rundir.close)  # last: it is the evidence for everything above
+    steps: list[Callable[[], object]] = [
+        *_step(run.keyboard, "restore"),
+        *_step(run.stdin_feed, "close"),
+        lambda: _close_stdin_source(run),
+        *[step for stream in run.streams for step in (stream.close, *_step(stream.echo, "close"))],
+        *_step(run.terminal, "close"),
+        *_step(run.foreground, "restore"),
+        lambda: close_targets(run),
+        *_step(run.signals, "close"),
+        *_step(run.publication, "close"),
+        *_step(run.container, "release"),
+        *_step(run.rundir, "close"),  # last: it is the evidence for everything above
+    ]
     failed: list[BaseException] = []
     for step in steps:
         try:
@@ -58,6 +48,11 @@ def release_all(run: RunState) -> None:
             failed.append(exc)
     if failed:
         warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
+
+
+def _step(holder: object | None, method: str) -> list[Callable[[], object]]:
+    """``holder.method`` as a release step, when the run holds ``holder`` at all."""
+    return [] if holder is None else [getattr(holder, method)]
 
 
 def _close_stdin_source(run: RunState) -> None:
