@@ -65,7 +65,7 @@ def _end_escapee(reader, pidfile) -> None:
     reader.wait()
 
 
-def test_an_escapee_refilling_the_pipe_for_a_slow_reader_ends_at_the_drain_ceiling(tmp_path):
+def test_an_escapee_refilling_the_pipe_for_a_slow_reader_ends_at_the_drain_ceiling(tmp_path, pump_backend):
     """The reader keeps making progress and the escapee keeps the backlog full: the drain still
     ends at its ceiling (patched to 1 s here), long before the escapee would, with one warning."""
     runner, reader, jsonl, pidfile = _escapee_run(tmp_path, "1.0")
@@ -81,7 +81,7 @@ def test_an_escapee_refilling_the_pipe_for_a_slow_reader_ends_at_the_drain_ceili
     check_stream(jsonl, 3)
 
 
-def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path):
+def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
     """The same producer and reader, a ceiling far away: SIGTERM to the runner once the tree is
     torn down ends the drain; the run's own ending and exit code stand."""
     runner, reader, jsonl, pidfile = _escapee_run(tmp_path, "600.0")
@@ -93,7 +93,7 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path):
         runner.kill()
         _end_escapee(reader, pidfile)
     assert runner.returncode == 3
-    assert "a stop signal cut the drain of the runner's stdout short; live echo abandoned" in stderr.decode()
+    assert "a stop signal cut the echo of the runner's stdout short; live echo abandoned" in stderr.decode()
     events = check_stream(jsonl, 3)
     assert "cancelled" not in [e["event"] for e in events]
 

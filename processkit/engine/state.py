@@ -64,7 +64,7 @@ class RunState:
         self.last_output = 0.0
         self.pidfd: int | None = None
         self.signals: SignalWatch | None = None
-        self.stop_signals = 0  # stop signals caught so far: one caught during the drain ends it
+        self.stop_signals = 0  # counted from the teardown's start on: one of those cuts the drain short
         self.returncode: int | None = None
         self.publication: Publication | None = None
         self.started_at = ""

@@ -29,6 +29,7 @@ def teardown(run: RunState, graceful: bool) -> None:
     """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the kill."""
     loop = run.loop
     container = run.launched().container
+    run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     before = live_members(run)
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = _soft_stop(run, len(before or ())) if graceful else None
@@ -92,23 +93,26 @@ def drain_outputs(run: RunState) -> None:
     reading loses only the live echo. Time spent waiting for a slow but live consumer is not
     charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
-    a reader that keeps taking a little ends there too. A stop signal caught during the drain
-    ends it at once (the caller wants the runner gone; the ending is already decided).
+    a reader that keeps taking a little ends there too. A stop signal caught since the teardown
+    began gives up every echo backlog at once (the caller wants the runner gone; the ending is
+    already decided): what is left is reading the pipes, within PUMP_DRAIN_SECONDS, so the
+    capture still gets what the tree wrote.
     """
     loop = run.loop
     streams = run.streams
     if run.stdin_feed is not None:
         run.stdin_feed.close()
-    caught = run.stop_signals
-    stopped = lambda: run.stop_signals > caught  # noqa: E731
+    stopped = lambda: run.stop_signals > 0  # noqa: E731 - counted since the teardown began
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling and not stopped():
+    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         for stream in streams:
             if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS, ceiling, stopped):
                 _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
-        pipes_done = lambda: stopped() or not any(s.open and not s.paused for s in streams)  # noqa: E731
+        pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
+            not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
+        )
         loop.run_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
     for stream in streams:
@@ -120,7 +124,7 @@ def drain_outputs(run: RunState) -> None:
 def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
     consumer = f"the consumer of the runner's {stream.name}"
     if stopped:
-        why = f"a stop signal cut the drain of the runner's {stream.name} short"
+        why = f"a stop signal cut the echo of the runner's {stream.name} short"
     elif past_ceiling:
         why = f"{consumer} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
     else:
