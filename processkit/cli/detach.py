@@ -18,8 +18,8 @@ from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
 from ..spec import RunSpec
 from ..text import sanitize
-from .options import split_command
-from .selfexec import READY_FD_VARIABLE, program
+from .options import READY_FD_VARIABLE, split_command
+from .selfexec import program
 
 POLL_SECONDS = 0.02
 HANDSHAKE_SECONDS = 30.0

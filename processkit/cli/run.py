@@ -9,8 +9,7 @@ import time
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .options import REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
-from .selfexec import READY_FD_VARIABLE
+from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

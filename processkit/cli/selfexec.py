@@ -7,10 +7,6 @@ from __future__ import annotations
 import os
 import sys
 
-# A detached copy's readiness pipe, named by its launcher (detach.py) and taken out of the
-# environment by the copy (run.py), so its child never sees it.
-READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
-
 
 def program() -> list[str]:
     """The argv prefix that re-runs processkit-cli."""

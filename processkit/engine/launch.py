@@ -22,7 +22,6 @@ from . import pump, spawn
 from .endings import EndingKind, Outcome
 from .environment import build_environment
 from .race import emit_snapshot, reap_children
-from .salvage import release_all
 from .signals import STOP_SIGNALS, SignalWatch
 from .state import RunState
 from .streams import OutputStream
@@ -208,6 +207,8 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
 
 def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     """Release what setup made up to ``failure``; the run ends without a child to tear down."""
+    from .salvage import release_all  # a run that starts never needs it
+
     release_all(run)
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

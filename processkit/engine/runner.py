@@ -13,7 +13,7 @@ from ..errors import Failure, Kind
 from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
 from ..spec import RunSpec
-from . import launch, salvage, spawn
+from . import launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
 from .race import race
 from .state import RunState
@@ -47,7 +47,9 @@ class Run:
         try:
             return self._execute()
         except Exception as exc:  # noqa: BLE001 - a bug past set-up must still release the run and end its stream
-            return salvage.last_resort(self.state, exc)
+            from .salvage import last_resort
+
+            return last_resort(self.state, exc)
         finally:
             keyboard = self.state.keyboard
             if keyboard is not None:  # whatever happened, the caller gets its terminal back

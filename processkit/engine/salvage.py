@@ -16,6 +16,7 @@ from ..errors import Failure, Kind
 from ..events.types import RunnerExit
 from .endings import Outcome
 from .state import RunState
+from .teardown import close_targets
 
 KILL_WAIT_SECONDS = 2.0  # for the root to die of the last resort's kill (a SIGKILL is prompt)
 
@@ -59,13 +60,6 @@ def _close_stdin_source(run: RunState) -> None:
     source, run.stdin_source = run.stdin_source, None
     if source is not None:
         os.close(source)
-
-
-def close_targets(run: RunState) -> None:
-    """Close the capture files once: forgotten as they are closed."""
-    targets, run.targets = run.targets, {}
-    for target in targets.values():
-        os.close(target.fd)
 
 
 def last_resort(run: RunState, exc: BaseException) -> Outcome:

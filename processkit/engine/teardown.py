@@ -9,14 +9,18 @@ echo, never the run.
 
 from __future__ import annotations
 
+import os
+
 
 from .. import signum as signals
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
-from .salvage import close_targets
 from .state import RunState
-from .streams import OutputStream
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotation
+    from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
@@ -132,6 +136,13 @@ def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> No
     warn(f"{why}; live echo abandoned")
     if stream.echo is not None:
         stream.echo.abandon()
+
+
+def close_targets(run: RunState) -> None:
+    """Close the capture files once: forgotten as they are closed."""
+    targets, run.targets = run.targets, {}
+    for target in targets.values():
+        os.close(target.fd)
 
 
 def release(run: RunState) -> None:
