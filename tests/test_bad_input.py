@@ -109,6 +109,9 @@ def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():
     for keyword in ("timeout", "max_memory", "max_processes"):
         with pytest.raises(ValueError, match="too large"):
             api.run(["true"], **{keyword: 10**5000})
+    for seconds in (1e308, 1e30):  # a float whose milliseconds overflow, and one past u64
+        with pytest.raises(ValueError, match="too large"):
+            api.run(["true"], timeout=seconds)
 
 
 # -- --error-format json: the envelope and nothing else -----------------------------------------

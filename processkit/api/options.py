@@ -144,7 +144,10 @@ def _seconds(key: str, value: float) -> str:
     """A number of seconds as whole milliseconds, the CLI's finest unit."""
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"invalid value {value!r} for '{key}': expected a finite number of seconds, not negative")
-    return f"{round(value * 1000)}ms"
+    milliseconds = value * 1000
+    if not math.isfinite(milliseconds):  # a float near its maximum: no whole number of ms to round to
+        raise ValueError(f"invalid value {value!r} for '{key}': duration is too large")
+    return f"{round(milliseconds)}ms"
 
 
 def as_text(value, what: str) -> str:
