@@ -17,7 +17,7 @@ from control_support import envelope
 from processkit.cli import values
 from processkit.errors import Failure
 from processkit.spec import U32_MAX, U64_MAX
-from streams import stderr_lines
+from streams import check_stream, stderr_lines
 
 HUGE = "9" * 5000  # past Python's 4,300-digit int-string limit
 
@@ -201,3 +201,12 @@ def test_an_env_file_may_be_a_pipe_as_from_process_substitution(tmp_path):
         os.close(read_end)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == "secret"
+
+
+def test_a_cpu_quota_too_large_for_the_kernel_is_a_limit_failure_not_104(tmp_path):
+    """``1e308`` is a finite number of cores (the grammar takes it) but no quota cpu.max holds."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--cpu-quota", "1e308", "--", "true")
+    assert proc.returncode == 102, proc.stderr
+    assert "above the kernel's largest CPU quota" in proc.stderr.decode()
+    assert [e["event"] for e in check_stream(jsonl, 102)] == ["limit_hit", "container_failed", "runner_exit"]
