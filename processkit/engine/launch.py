@@ -169,7 +169,8 @@ def start(run: RunState) -> None:
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway."""
+    """Register the run and open its control socket: best effort, the child runs anyway, unless
+    the registry is refused as another user's (a Failure)."""
     from ..control.publication import PublishedRun, publish
 
     spec = run.spec
