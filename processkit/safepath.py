@@ -4,10 +4,11 @@ The trust boundary is the OS user (docs/threat-model.md, "Other users' paths"). 
 applied whatever the host's ``fs.protected_*`` sysctls say:
 
 - A symbolic link in a world-writable sticky directory (``/tmp``) is followed only when its
-  owner is this user or the directory's owner, as ``fs.protected_symlinks`` does. Paths are
-  walked one component at a time relative to directory handles, so what was checked is what
-  is used. Links in ``/proc`` (``/dev/stderr``, ``/dev/fd/N``) name descriptors this process
-  already holds: the kernel follows those.
+  owner is this user or the directory's owner, as ``fs.protected_symlinks`` does; a link that
+  is the file itself (``--jsonl LINK``) only when it is this user's or root's, and a capture
+  file never through a link. Paths are walked one component at a time relative to directory
+  handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
+  ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
   that already exists in a directory others can write is reused only when it is this user's
   and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
@@ -68,15 +69,21 @@ class _Walk:
     def __init__(self) -> None:
         self.links = 0
 
-    def follow(self, dir_fd: int, name: str, here: str) -> str | None:
+    def follow(self, dir_fd: int, name: str, here: str, *, final: bool = False) -> str | None:
         """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
-        follows it (``/proc``); raises UnsafePath when the rule refuses it."""
+        follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
+        (the file itself) must be this user's or root's wherever it is."""
         self.links += 1
         if self.links > MAX_LINKS:
             raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
         parent = os.fstat(dir_fd)
         link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         uid = os.geteuid()
+        if final and link.st_uid not in (uid, 0):
+            raise UnsafePath(
+                f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
+                f"through a link only when the link is this user's (uid {uid}) or root's"
+            )
         if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
             raise UnsafePath(
                 f"{_join(here, name)} is a symbolic link of uid {link.st_uid} in the world-writable sticky "
@@ -144,8 +151,11 @@ class _Walk:
             os.close(fd)
             raise
 
-    def file(self, dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int) -> tuple[int, bool]:
-        """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``."""
+    def file(
+        self, dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, links: bool = True
+    ) -> tuple[int, bool]:
+        """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. Without ``links`` a
+        link there is refused, whoever made it."""
         for _ in range(MAX_LINKS):
             try:
                 fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
@@ -159,7 +169,9 @@ class _Walk:
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
                     raise
-                target = self.follow(dir_fd, name, here)
+                if not links:
+                    raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
+                target = self.follow(dir_fd, name, here, final=True)
                 if target is None:  # a /proc descriptor link: the file is one this process holds
                     return os.open(name, flags | existing | os.O_CLOEXEC, dir_fd=dir_fd), False
                 head, tail = os.path.split(target)
@@ -249,9 +261,10 @@ class Directory:
             os.close(self.fd)
             raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
 
-    def open(self, name: str, flags: int, mode: int = 0o666, *, existing: int = 0) -> tuple[int, bool]:
-        """``(fd, created)`` for ``name`` here; ``existing`` flags are added when it exists."""
-        return self._walk.file(self.fd, self._here, name, flags, mode, existing)
+    def create(self, name: str, flags: int, mode: int = 0o666, *, existing: int = 0) -> tuple[int, bool]:
+        """``(fd, created)`` for ``name`` here, never through a link; ``existing`` flags are
+        added when it exists."""
+        return self._walk.file(self.fd, self._here, name, flags, mode, existing, links=False)
 
     def unlink(self, name: str) -> None:
         os.unlink(name, dir_fd=self.fd)

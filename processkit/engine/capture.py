@@ -80,7 +80,7 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
             name = f"{stream}.log"
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
             # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
-            fd, created = folder.open(name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            fd, created = folder.create(name, os.O_WRONLY, existing=os.O_NONBLOCK)
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap)
