@@ -61,9 +61,22 @@ def build_parser() -> Parser:
         description="Report (and check) this binary's compatibility surface, with no side effects.",
     )
     parser.add_argument("--json", action=OnceFlag, help="required: the report is one JSON line")
-    parser.add_argument("--require-schema-version", action=Once, metavar="N")
-    parser.add_argument("--require-exit-code-band", action=Once, metavar="START-END")
-    parser.add_argument("--require-surface", action="append", default=[], metavar="TOKEN", help="repeatable")
+    parser.add_argument(
+        "--require-schema-version", action=Once, metavar="N", help="110 unless the event schema version is N"
+    )
+    parser.add_argument(
+        "--require-exit-code-band",
+        action=Once,
+        metavar="START-END",
+        help="110 unless the runner's own exit codes are exactly START-END",
+    )
+    parser.add_argument(
+        "--require-surface",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="110 unless the surface has TOKEN (command or command:--flag); repeatable",
+    )
     parser.add_argument("--print-schema", action=OnceFlag, help="print the shipped event schema instead")
     return parser
 
