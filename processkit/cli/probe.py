@@ -26,11 +26,14 @@ _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 
 def capabilities() -> list[str]:
-    """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
-    can decide only where the kernel names a socket's peer."""
+    """What the parser cannot know: ``run`` always ends with resource_summary, ``attest``
+    can decide only where the kernel names a socket's peer, ``wait`` remembers ended runs'
+    outcomes, and ``run`` refuses paths another user controls."""
     found = ["run:resource-summary"]
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
+    found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
+    found.append("run:private-paths")  # another user's links and directories are refused (safepath)
     return found
 
 

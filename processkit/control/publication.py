@@ -182,8 +182,9 @@ class Publication:
             "checked_at": utc_timestamp(),
         }
 
-    def close(self) -> None:
-        """Unregister (record, then lock), then remove the socket. Idempotent."""
-        self._registration.close()
+    def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
+        """Unregister (record, then lock), then remove the socket. Idempotent. ``ended``: the
+        run's ``runner_exit`` code, source and child_code, remembered for a later ``wait``."""
+        self._registration.close(ended)
         if self.server is not None:
             self.server.close()

@@ -202,7 +202,7 @@ def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     for target in run.targets.values():
         os.close(target.fd)
     if run.publication is not None:
-        run.publication.close()
+        run.publication.close((failure.code, failure.kind.label, None))
     if run.container is not None:
         run.container.release()
     if run.rundir is not None:
