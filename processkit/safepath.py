@@ -208,7 +208,9 @@ def _check_existing(fd: int, dir_fd: int, shown: str) -> None:
         return  # only this user or root can put anything here
     found = os.fstat(fd)
     if found.st_uid != os.geteuid():
-        raise UnsafePath(f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can write")
+        raise UnsafePath(
+            f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can write"
+        )
     if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
         raise UnsafePath(f"{shown} already exists with other hard links, in a directory other users can write")
 

@@ -33,7 +33,9 @@ def test_capture_output_fills_stdout_and_stderr_as_bytes():
 
 
 def test_text_decodes_with_universal_newlines_and_input_is_a_str():
-    result = processkit.run([PY, "-c", BOTH], input="héllo\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    result = processkit.run(
+        [PY, "-c", BOTH], input="héllo\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
+    )
     assert (result.stdout, result.stderr) == ("héllo\n", "err\nline")
 
 
@@ -51,7 +53,9 @@ def test_large_input_and_output_do_not_deadlock():
 
 def test_output_is_bounded_by_the_capture_cap_and_says_so():
     script = "import sys; sys.stdout.write('é' * 5000)"
-    result = processkit.run([PY, "-c", script], capture_output=True, capture_max_bytes=4097, text=True, encoding="utf-8")
+    result = processkit.run(
+        [PY, "-c", script], capture_output=True, capture_max_bytes=4097, text=True, encoding="utf-8"
+    )
     assert result.stdout == "é" * 2048, "cut at the cap, the split character left out"
     assert result.stdout_capture.truncated and result.stdout_capture.bytes_seen == 10000
 
@@ -63,7 +67,9 @@ def test_a_named_capture_dir_is_read_and_kept(tmp_path):
 
 def test_check_raises_with_the_output_as_subprocess_does():
     with pytest.raises(subprocess.CalledProcessError) as raised:
-        processkit.run([PY, "-c", "import sys; print('out'); sys.exit('bad')"], capture_output=True, text=True, check=True)
+        processkit.run(
+            [PY, "-c", "import sys; print('out'); sys.exit('bad')"], capture_output=True, text=True, check=True
+        )
     assert (raised.value.returncode, raised.value.stdout, raised.value.stderr) == (1, "out\n", "bad\n")
 
 

@@ -104,7 +104,9 @@ def test_a_capture_file_planted_by_another_user_is_refused(tmp_path, other_user,
 def test_a_capture_directory_others_can_write_is_refused(tmp_path, other_user, shared):
     capture = os.path.join(shared, "open")
     as_other(other_user, 'mkdir "$1"; chmod 0777 "$1"', capture)
-    refused(run_echo(tmp_path, "--capture-dir", capture), f"belongs to uid {other_user.pw_uid} and other users can write")
+    refused(
+        run_echo(tmp_path, "--capture-dir", capture), f"belongs to uid {other_user.pw_uid} and other users can write"
+    )
     assert os.listdir(capture) == []
 
 

@@ -50,7 +50,9 @@ def test_a_run_that_ended_before_the_wait_is_reported(tmp_path, command, extra, 
 
 def test_detach_then_a_late_wait_is_not_racy(tmp_path):
     jsonl = tmp_path / "run.jsonl"
-    assert run_cli("run", "--detach", "--jsonl", jsonl, "--run-id", "farm-2", "--", "sh", "-c", "exit 3").returncode == 0
+    assert (
+        run_cli("run", "--detach", "--jsonl", jsonl, "--run-id", "farm-2", "--", "sh", "-c", "exit 3").returncode == 0
+    )
     wait_for_event(jsonl, "runner_exit")
     os.unlink(jsonl)  # the stream is gone too: only the tombstone can tell
     assert reported("farm-2")["code"] == 3

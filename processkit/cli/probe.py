@@ -78,7 +78,7 @@ def build_parser() -> Parser:
         action="append",
         default=[],
         metavar="TOKEN",
-        help="110 unless the surface has TOKEN (command or command:--flag); repeatable",
+        help="110 unless the surface lists TOKEN (a subcommand, or one of its flags); repeatable",
     )
     parser.add_argument("--print-schema", action=OnceFlag, help="print the shipped event schema instead")
     return parser

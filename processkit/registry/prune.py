@@ -95,4 +95,3 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
             remove_quietly(path)
     finally:
         os.close(held)
-

@@ -26,11 +26,19 @@ MAX_BYTES = 4096
 
 def write(directory: str, stem: str, run_id: str, code: int, source: str, child_code: int | None) -> None:
     """Remember how the run ``stem`` ended, then trim the oldest beyond ``MAX_KEPT``."""
-    document = {"tombstone_version": VERSION, "run_id": run_id, "code": code, "source": source, "child_code": child_code}
+    document = {
+        "tombstone_version": VERSION,
+        "run_id": run_id,
+        "code": code,
+        "source": source,
+        "child_code": child_code,
+    }
     try:
         data = dumps(document).encode("utf-8")
         fd = os.open(
-            os.path.join(directory, stem + SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            os.path.join(directory, stem + SUFFIX),
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
         )
     except (OSError, UnicodeEncodeError):
         return
