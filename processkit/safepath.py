@@ -5,8 +5,8 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
 
 - A symbolic link in a world-writable sticky directory (``/tmp``) is followed only when its
   owner is this user or the directory's owner, as ``fs.protected_symlinks`` does; a link that
-  is the file itself (``--jsonl LINK``) only when it is this user's or root's, and a capture
-  file never through a link. Paths are walked one component at a time relative to directory
+  is the file itself (``--jsonl LINK``, a capture file) only when it is this user's or root's,
+  wherever it is. Paths are walked one component at a time relative to directory
   handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
   ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
@@ -63,132 +63,126 @@ def _components(path: str) -> list[str]:
     return [part for part in reversed(path.split("/")) if part and part != "."]
 
 
-class _Walk:
-    """One resolution: the link budget, and the textual place reached (for messages)."""
+def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool = False) -> str | None:
+    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
+    follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
+    (the file itself) must be this user's or root's wherever it is."""
+    links[0] += 1
+    if links[0] > MAX_LINKS:
+        raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
+    parent = os.fstat(dir_fd)
+    link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    uid = os.geteuid()
+    if final and link.st_uid not in (uid, 0):
+        raise UnsafePath(
+            f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
+            f"through a link only when the link is this user's (uid {uid}) or root's"
+        )
+    if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
+        raise UnsafePath(
+            f"{_join(here, name)} is a symbolic link of uid {link.st_uid} in the world-writable sticky "
+            f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
+            "directory owner's"
+        )
+    return None if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
 
-    def __init__(self) -> None:
-        self.links = 0
 
-    def follow(self, dir_fd: int, name: str, here: str, *, final: bool = False) -> str | None:
-        """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
-        follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
-        (the file itself) must be this user's or root's wherever it is."""
-        self.links += 1
-        if self.links > MAX_LINKS:
-            raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
-        parent = os.fstat(dir_fd)
-        link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        uid = os.geteuid()
-        if final and link.st_uid not in (uid, 0):
-            raise UnsafePath(
-                f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
-                f"through a link only when the link is this user's (uid {uid}) or root's"
-            )
-        if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
-            raise UnsafePath(
-                f"{_join(here, name)} is a symbolic link of uid {link.st_uid} in the world-writable sticky "
-                f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
-                "directory owner's"
-            )
-        return None if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
+def _directory(
+    links: list[int],
+    start_fd: int,
+    here: str,
+    path: str,
+    *,
+    create_mode: int | None = None,
+    created: list[str] | None = None,
+    private: bool = False,
+) -> tuple[int, str]:
+    """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd``, and its text.
 
-    def directory(
-        self,
-        start_fd: int,
-        here: str,
-        path: str,
-        *,
-        create_mode: int | None = None,
-        created: list[str] | None = None,
-        private: bool = False,
-    ) -> tuple[int, str]:
-        """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd``, and its text.
-
-        ``create_mode``: make missing components (``mkdirat``, never through a link), listing
-        them in ``created``. ``private``: every directory on the way to the last must be
-        changeable only by this user or root, and the last component must not be a link.
-        """
-        if path.startswith("/"):
-            fd, here = os.open("/", _DIR), "/"
-        else:
-            fd = os.open(".", _DIR, dir_fd=start_fd)
-        parts = _components(path)
-        try:
-            while parts:
-                name = parts.pop()
-                if private:
-                    _check_on_private_path(fd, here)
+    ``create_mode``: make missing components (``mkdirat``, never through a link), listing
+    them in ``created``. ``private``: every directory on the way to the last must be
+    changeable only by this user or root, and the last component must not be a link.
+    """
+    if path.startswith("/"):
+        fd, here = os.open("/", _DIR), "/"
+    else:
+        fd = os.open(".", _DIR, dir_fd=start_fd)
+    parts = _components(path)
+    try:
+        while parts:
+            name = parts.pop()
+            if private:
+                _check_on_private_path(fd, here)
+            try:
+                found = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if create_mode is None:
+                    raise
                 try:
-                    found = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
-                except FileNotFoundError:
-                    if create_mode is None:
-                        raise
-                    try:
-                        os.mkdir(name, create_mode, dir_fd=fd)
-                        if created is not None:
-                            created.append(_join(here, name))
-                    except FileExistsError:
-                        pass
-                    parts.append(name)
+                    os.mkdir(name, create_mode, dir_fd=fd)
+                    if created is not None:
+                        created.append(_join(here, name))
+                except FileExistsError:
+                    pass
+                parts.append(name)
+                continue
+            except NotADirectoryError:
+                if not stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise
+                if private and not parts:
+                    raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
+                target = _follow(links, fd, name, here)
+                if target is not None:
+                    if target.startswith("/"):
+                        os.close(fd)
+                        fd, here = os.open("/", _DIR), "/"
+                    parts.extend(_components(target))
                     continue
-                except NotADirectoryError:
-                    if not stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                        raise
-                    if private and not parts:
-                        raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                    target = self.follow(fd, name, here)
-                    if target is not None:
-                        if target.startswith("/"):
-                            os.close(fd)
-                            fd, here = os.open("/", _DIR), "/"
-                        parts.extend(_components(target))
-                        continue
-                    found = os.open(name, _DIR, dir_fd=fd)
-                os.close(fd)
-                fd, here = found, os.path.normpath(_join(here, name))
-            return fd, here
+                found = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd, here = found, os.path.normpath(_join(here, name))
+        return fd, here
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file(
+    links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int
+) -> tuple[int, bool]:
+    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. ``links`` counts the
+    links followed so far."""
+    for _ in range(MAX_LINKS):
+        try:
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            return fd, True
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, flags | existing | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except FileNotFoundError:
+            continue  # removed since: create it again
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            target = _follow(links, dir_fd, name, here, final=True)
+            if target is None:  # a /proc descriptor link: the file is one this process holds
+                return os.open(name, flags | existing | os.O_CLOEXEC, dir_fd=dir_fd), False
+            head, tail = os.path.split(target)
+            if not tail:
+                raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory") from None
+            link_dir, link_here = _directory(links, dir_fd, here, head or ".")
+            try:
+                return _file(links, link_dir, link_here, tail, flags, mode, existing)
+            finally:
+                os.close(link_dir)
+        try:
+            _check_existing(fd, dir_fd, _join(here, name))
         except BaseException:
             os.close(fd)
             raise
-
-    def file(
-        self, dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, links: bool = True
-    ) -> tuple[int, bool]:
-        """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. Without ``links`` a
-        link there is refused, whoever made it."""
-        for _ in range(MAX_LINKS):
-            try:
-                fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
-                return fd, True
-            except FileExistsError:
-                pass
-            try:
-                fd = os.open(name, flags | existing | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-            except FileNotFoundError:
-                continue  # removed since: create it again
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise
-                if not links:
-                    raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                target = self.follow(dir_fd, name, here, final=True)
-                if target is None:  # a /proc descriptor link: the file is one this process holds
-                    return os.open(name, flags | existing | os.O_CLOEXEC, dir_fd=dir_fd), False
-                head, tail = os.path.split(target)
-                if not tail:
-                    raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory") from None
-                link_dir, link_here = self.directory(dir_fd, here, head or ".")
-                try:
-                    return self.file(link_dir, link_here, tail, flags, mode, existing)
-                finally:
-                    os.close(link_dir)
-            try:
-                _check_existing(fd, dir_fd, _join(here, name))
-            except BaseException:
-                os.close(fd)
-                raise
-            return fd, False
-        raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
+        return fd, False
+    raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
 
 
 def _check_on_private_path(fd: int, here: str) -> None:
@@ -226,10 +220,10 @@ def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, 
     """Open (creating it if needed) the file ``path`` for writing under the rules above, and
     empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included)."""
     head, name = _split_file(path)
-    walk = _Walk()
-    dir_fd, here = _start(walk, head)
+    links = [0]
+    dir_fd, here = _start(links, head)
     try:
-        fd, _ = walk.file(dir_fd, here, name, flags, mode, 0)
+        fd, _ = _file(links, dir_fd, here, name, flags, mode, 0)
     finally:
         os.close(dir_fd)
     if truncate and stat.S_ISREG(os.fstat(fd).st_mode):
@@ -241,49 +235,40 @@ def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, 
     return fd
 
 
-def _start(walk: _Walk, path: str, **options) -> tuple[int, str]:
+def _start(links: list[int], path: str, **options) -> tuple[int, str]:
     cwd = os.open(".", _DIR)
     try:
-        return walk.directory(cwd, ".", path, **options)
+        return _directory(links, cwd, ".", path, **options)
     finally:
         os.close(cwd)
 
 
-class Directory:
-    """A checked directory handle to create files in: ``open`` them relative to it."""
+def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int, str]:
+    """A checked handle on the directory ``path`` to create files in (``create_file``), and
+    the text of where it led: owned by this user or root, or writable by no one else. Missing
+    components are made, listed in ``created``; raises OSError (UnsafePath included)."""
+    fd, here = _start([0], path, create_mode=0o777, created=created)
+    found = os.fstat(fd)
+    if found.st_uid not in (os.geteuid(), 0) and _others_can_write(found):
+        os.close(fd)
+        raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
+    return fd, here
 
-    def __init__(self, path: str, *, created: list[str] | None = None):
-        """Open ``path`` (making missing components, listed in ``created``) and check it:
-        owned by this user or root, or writable by no one else; raises OSError."""
-        self.path = path
-        self._walk = _Walk()
-        self.fd, self._here = _start(self._walk, path, create_mode=0o777, created=created)
-        found = os.fstat(self.fd)
-        if found.st_uid not in (os.geteuid(), 0) and _others_can_write(found):
-            os.close(self.fd)
-            raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
 
-    def create(self, name: str, flags: int, mode: int = 0o666, *, existing: int = 0) -> tuple[int, bool]:
-        """``(fd, created)`` for ``name`` here, never through a link; ``existing`` flags are
-        added when it exists."""
-        return self._walk.file(self.fd, self._here, name, flags, mode, existing, links=False)
-
-    def unlink(self, name: str) -> None:
-        os.unlink(name, dir_fd=self.fd)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+def create_file(
+    dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0
+) -> tuple[int, bool]:
+    """``(fd, created)`` for ``name`` in a directory from ``open_directory`` (through a link
+    only when it is this user's or root's); ``existing`` flags are added when it exists."""
+    return _file([0], dir_fd, here, name, flags, mode, existing)
 
 
 def private_directory(path: str, *, create: bool) -> int | None:
     """A read handle on this user's own directory ``path``: not a link, owned by this user, on
-    a path no one else can change. With ``create``, missing components are made (the last one
-    0700); without, a missing directory is None. Raises OSError (UnsafePath included)."""
-    walk = _Walk()
+    a path no one else can change. With ``create``, missing components are made (0700);
+    without, a missing directory is None. Raises OSError (UnsafePath included)."""
     try:
-        fd, _ = _start(walk, path, create_mode=0o700 if create else None, private=True)
+        fd, _ = _start([0], path, create_mode=0o700 if create else None, private=True)
     except FileNotFoundError:
         if create:
             raise

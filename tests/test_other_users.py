@@ -88,7 +88,7 @@ def run_echo(tmp_path, *args):
 def test_a_capture_file_planted_as_a_link_is_refused(tmp_path, other_user, shared, victim):
     capture = os.path.join(shared, "buildcap")
     as_other(other_user, 'mkdir "$1"; ln -s "$2" "$1/stdout.log"', capture, victim)
-    refused(run_echo(tmp_path, "--capture-dir", capture), "--capture-dir", "stdout.log is a symbolic link")
+    refused(run_echo(tmp_path, "--capture-dir", capture), "--capture-dir", "stdout.log is a symbolic link of uid")
     assert victim.read_bytes() == PRECIOUS
     assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 111
 

@@ -10,7 +10,7 @@ import os
 import stat
 
 from ..plain import Plain
-from ..safepath import Directory
+from ..safepath import create_file, open_directory
 
 STREAMS = ("stdout", "stderr")
 
@@ -73,14 +73,14 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     created_dirs: list[str] = []
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
-    folder = None
+    dir_fd = -1
     try:
-        folder = Directory(directory, created=created_dirs)
+        dir_fd, here = open_directory(directory, created=created_dirs)
         for stream in STREAMS:
             name = f"{stream}.log"
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
             # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
-            fd, created = folder.create(name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK)
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap)
@@ -90,15 +90,14 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     except OSError:
         for target in opened.values():
             os.close(target.fd)
-        if folder is not None:
-            for name in created_files:
-                _quietly(folder.unlink, name)
+        for name in created_files:
+            _quietly(lambda made: os.unlink(made, dir_fd=dir_fd), name)
         for path in reversed(created_dirs):
             _quietly(os.rmdir, path)
         raise
     finally:
-        if folder is not None:
-            folder.close()
+        if dir_fd >= 0:
+            os.close(dir_fd)
     return opened
 
 
