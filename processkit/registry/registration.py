@@ -53,12 +53,14 @@ class Registration:
 
     def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
         """Remove the record, then the lock, then let the lock go. Idempotent. ``ended``
-        (``runner_exit``'s code, source, child_code) is first remembered as a tombstone."""
+        (``runner_exit``'s code, source, child_code) is first remembered: the lock file
+        becomes the run's tombstone."""
         if self._lock_fd is None:
             return
-        if ended is not None and self._record_written and self._run_id is not None:
-            tombstones.write(self.directory, self.stem, self._run_id, *ended)
         suffixes = (".json", ".lock") if self._record_written else (".lock",)
+        if ended is not None and self._record_written and self._run_id is not None:
+            if tombstones.keep(self.directory, self.stem, self._lock_fd, self._run_id, *ended):
+                suffixes = (".json",)  # the lock file is the tombstone now
         for suffix in suffixes:
             try:
                 os.unlink(self._path(suffix))

@@ -1,12 +1,12 @@
 """Ended runs' outcomes, remembered for a ``wait`` that starts after the run ended (an
 extension: docs/differences.md).
 
-A runner that ends writes ``<stem>.ended`` (the run id and ``runner_exit``'s code, source and
-child_code) into the registry just before it removes its record, so there is no moment when a
-waiter finds neither. The files are bounded: each new one trims the registry to the newest
-``MAX_KEPT`` (stems sort by start time), and ``prune`` removes those older than
-``MAX_AGE_SECONDS``. They are written like records, ``O_EXCL | O_NOFOLLOW`` in the user's own
-0700 directory; best effort, as a tombstone only ever adds to what ``wait`` can say.
+A runner that ends turns its lock file into ``<stem>.ended`` (the run id and ``runner_exit``'s
+code, source and child_code) just before it removes its record, so there is no moment when a
+waiter finds neither (a record whose lock is gone reads as ended). The files are bounded: each
+new one trims the registry to the newest ``MAX_KEPT`` (stems sort by start time), and
+``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
+registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
 """
 
 from __future__ import annotations
@@ -24,36 +24,24 @@ MAX_AGE_SECONDS = 24 * 3600
 MAX_BYTES = 4096
 
 
-def write(directory: str, stem: str, run_id: str, code: int, source: str, child_code: int | None) -> None:
-    """Remember how the run ``stem`` ended, then trim the oldest beyond ``MAX_KEPT``."""
-    document = {
-        "tombstone_version": VERSION,
-        "run_id": run_id,
-        "code": code,
-        "source": source,
-        "child_code": child_code,
-    }
+def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source: str, child_code: int | None) -> bool:
+    """Turn the run's held ``<stem>.lock`` into its tombstone: the outcome written into it,
+    then renamed to ``<stem>.ended`` (cheaper than a new file, and the lock is going anyway);
+    then trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
+    removes the lock as usual."""
+    document = {"tombstone_version": VERSION, "run_id": run_id, "code": code, "source": source, "child_code": child_code}
     try:
-        data = dumps(document).encode("utf-8")
-        fd = os.open(
-            os.path.join(directory, stem + SUFFIX),
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-        )
+        os.pwrite(lock_fd, dumps(document).encode("utf-8"), 0)
+        os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + SUFFIX))
     except (OSError, UnicodeEncodeError):
-        return
-    try:
-        os.write(fd, data)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        return False
     try:
         ended = sorted(name for name in os.listdir(directory) if name.endswith(SUFFIX))
     except OSError:
-        return
+        return True
     for name in ended[:-MAX_KEPT]:
         remove_quietly(os.path.join(directory, name))
+    return True
 
 
 def read(directory: str, name: str) -> dict | None:
