@@ -32,6 +32,7 @@ _DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _STICKY_WORLD = stat.S_ISVTX | stat.S_IWOTH
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _proc_dev: list[int] = []
+_unmapped: list[int] = []  # the uid an unmapped owner shows as, in a user namespace; else none
 
 
 class UnsafePath(OSError):
@@ -39,6 +40,22 @@ class UnsafePath(OSError):
 
     def __init__(self, reason: str):
         super().__init__(errno.EACCES, reason)
+
+
+def _trusted(uid: int) -> bool:
+    """This user, root, or (inside a user namespace) an owner outside it, shown as the
+    overflow uid: no process in here can act as that one (``unshare -r`` shows ``/`` so)."""
+    if uid in (os.geteuid(), 0):
+        return True
+    if not _unmapped:
+        try:
+            with open("/proc/self/uid_map", "rb") as handle:
+                whole = handle.read().split() == [b"0", b"0", b"4294967295"]
+            with open("/proc/sys/kernel/overflowuid", "rb") as handle:
+                _unmapped.append(-1 if whole else int(handle.read(16)))
+        except (OSError, ValueError):
+            _unmapped.append(-1)
+    return uid == _unmapped[0]
 
 
 def _others_can_write(found: os.stat_result) -> bool:
@@ -73,7 +90,7 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool 
     parent = os.fstat(dir_fd)
     link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     uid = os.geteuid()
-    if final and link.st_uid not in (uid, 0):
+    if final and not _trusted(link.st_uid):
         raise UnsafePath(
             f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
             f"through a link only when the link is this user's (uid {uid}) or root's"
@@ -188,8 +205,7 @@ def _file(
 def _check_on_private_path(fd: int, here: str) -> None:
     """Only this user or root may rename or replace what this directory holds."""
     found = os.fstat(fd)
-    uid = os.geteuid()
-    if found.st_uid not in (uid, 0):
+    if not _trusted(found.st_uid):
         raise UnsafePath(f"its path goes through {here}, which belongs to uid {found.st_uid}")
     if _others_can_write(found) and not found.st_mode & stat.S_ISVTX:
         raise UnsafePath(f"its path goes through {here}, which other users can write")
@@ -198,15 +214,15 @@ def _check_on_private_path(fd: int, here: str) -> None:
 def _check_existing(fd: int, dir_fd: int, shown: str) -> None:
     """A file that was already there is reused only when no one else could have planted it."""
     folder = os.fstat(dir_fd)
-    if folder.st_uid in (os.geteuid(), 0) and not _others_can_write(folder):
+    if _trusted(folder.st_uid) and not _others_can_write(folder):
         return  # only this user or root can put anything here
     found = os.fstat(fd)
     if found.st_uid != os.geteuid():
         raise UnsafePath(
-            f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can write"
+            f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can change"
         )
     if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
-        raise UnsafePath(f"{shown} already exists with other hard links, in a directory other users can write")
+        raise UnsafePath(f"{shown} already exists with other hard links, in a directory other users can change")
 
 
 def _split_file(path: str) -> tuple[str, str]:
@@ -249,7 +265,7 @@ def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int,
     components are made, listed in ``created``; raises OSError (UnsafePath included)."""
     fd, here = _start([0], path, create_mode=0o777, created=created)
     found = os.fstat(fd)
-    if found.st_uid not in (os.geteuid(), 0) and _others_can_write(found):
+    if not _trusted(found.st_uid) and _others_can_write(found):
         os.close(fd)
         raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
     return fd, here

@@ -211,3 +211,28 @@ def test_a_registry_made_in_a_shared_directory_is_private(tmp_path, other_user, 
     for path in (registry, os.path.dirname(registry)):
         found = os.lstat(path)
         assert found.st_uid == 0 and found.st_mode & 0o077 == 0, oct(found.st_mode)
+
+
+def test_a_user_namespace_where_root_shows_as_the_overflow_uid_still_works(tmp_path, other_user, shared):
+    """In ``unshare -r`` the host's root owns ``/``, ``/tmp`` and ``/dev`` as the overflow uid:
+    no one inside can act as it, so the path rules trust it as they trust root."""
+    import processkit
+
+    source = os.path.dirname(os.path.dirname(processkit.__file__))
+    as_them = ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups"]
+    probe = subprocess.run([*as_them, "unshare", "-r", "stat", "-c", "%u", "/"], capture_output=True, cwd="/")
+    if probe.returncode != 0 or probe.stdout.strip() == b"0" or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no unprivileged user namespace that hides the host's root here")
+    inside = os.path.join(shared, "inside")
+    script = (
+        'PYTHONPATH="$2" PROCESSKIT_CLI_REGISTRY_DIR="$1/runs" /usr/bin/python3 -m processkit run '
+        '--jsonl "$1.jsonl" --capture-dir "$1/cap" -- /bin/echo inside'
+    )
+    done = subprocess.run(
+        [*as_them, "unshare", "-r", "sh", "-c", script, "sh", inside, source],
+        capture_output=True,
+        cwd="/",
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert open(os.path.join(inside, "cap", "stdout.log"), "rb").read() == b"inside\n"
