@@ -29,7 +29,13 @@ def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source
     then renamed to ``<stem>.ended`` (cheaper than a new file, and the lock is going anyway);
     then trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
     removes the lock as usual."""
-    document = {"tombstone_version": VERSION, "run_id": run_id, "code": code, "source": source, "child_code": child_code}
+    document = {
+        "tombstone_version": VERSION,
+        "run_id": run_id,
+        "code": code,
+        "source": source,
+        "child_code": child_code,
+    }
     try:
         os.pwrite(lock_fd, dumps(document).encode("utf-8"), 0)
         os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + SUFFIX))
