@@ -145,6 +145,15 @@ def test_a_jsonl_file_planted_by_another_user_is_not_written(tmp_path, other_use
     assert os.path.getsize(jsonl) == 0
 
 
+def test_a_hard_link_to_a_victim_is_not_truncated(tmp_path, other_user, shared, victim):
+    """Where ``fs.protected_hardlinks`` is off another user can link a file of root's into a
+    shared directory; here the link is made by root itself, as that user could there."""
+    jsonl = os.path.join(shared, "run.jsonl")
+    os.link(victim, jsonl)
+    refused(run_cli("run", "--jsonl", jsonl, "--", "true"), "other hard links")
+    assert victim.read_bytes() == PRECIOUS
+
+
 def test_a_jsonl_link_in_another_users_own_directory_is_not_followed(tmp_path, other_user, shared, victim):
     """Outside a sticky directory the kernel would follow it; the file's own link must be the
     user's or root's wherever it is."""
