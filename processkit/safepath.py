@@ -30,7 +30,6 @@ import stat
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
 _DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _STICKY_WORLD = stat.S_ISVTX | stat.S_IWOTH
-_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _proc_dev: list[int] = []
 _unmapped: list[int] = []  # the uid an unmapped owner shows as, in a user namespace; else none
 
@@ -59,7 +58,11 @@ def _trusted(uid: int) -> bool:
 
 
 def _others_can_write(found: os.stat_result) -> bool:
-    return bool(found.st_mode & _OTHERS_WRITE)
+    """Writable by others, or by a group other than this user's own primary group (with
+    user-private groups, umask 002 makes a user's own directories group-writable)."""
+    if found.st_mode & stat.S_IWOTH:
+        return True
+    return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
 
 
 def _is_proc(found: os.stat_result) -> bool:

@@ -245,3 +245,16 @@ def test_a_user_namespace_where_root_shows_as_the_overflow_uid_still_works(tmp_p
     )
     assert done.returncode == 0, done.stderr
     assert open(os.path.join(inside, "cap", "stdout.log"), "rb").read() == b"inside\n"
+
+
+def test_a_group_writable_path_of_the_users_own_group_is_the_users(tmp_path, other_user, monkeypatch):
+    """User-private groups (umask 002) make a user's own directories group-writable: that
+    group is the user's, so the registry beneath them is still accepted. Another group's
+    write bit is not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chmod(home, 0o775)  # group root: the runner's own primary group
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(home / "runs"))
+    assert run_echo(tmp_path).returncode == 0
+    os.chown(home, 0, other_user.pw_gid)
+    refused(run_echo(tmp_path), f"goes through {home}, which other users can write")
