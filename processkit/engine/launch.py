@@ -184,7 +184,8 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway."""
+    """Register the run and open its control socket: best effort, the child runs anyway, unless
+    the registry is refused as another user's (a Failure)."""
     from ..control.publication import PublishedRun, publish
 
     spec = run.spec
@@ -209,6 +210,6 @@ def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     """Release what setup made up to ``failure``; the run ends without a child to tear down."""
     from .salvage import release_all  # a run that starts never needs it
 
-    release_all(run)
+    release_all(run, (failure.code, failure.kind.label, None))
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def release_all(run: RunState) -> None:
+def release_all(run: RunState, ended: tuple[int, str, int | None]) -> None:
     """Give back everything ``run`` holds, each step on its own; a step that fails is warned
-    about (once, the first) and the rest still run."""
+    about (once, the first) and the rest still run. ``ended`` is the ``runner_exit`` to come
+    (code, source, child_code), which the registration keeps as the run's tombstone."""
     steps: list[Callable[[], object]] = [
         *_step(run.keyboard, "restore"),
         *_step(run.stdin_feed, "close"),
@@ -37,7 +38,7 @@ def release_all(run: RunState) -> None:
         *_step(run.foreground, "restore"),
         lambda: close_targets(run),
         *_step(run.signals, "close"),
-        *_step(run.publication, "close"),
+        *_step(run.publication, "close", ended),
         *_step(run.container, "release"),
         *_step(run.rundir, "close"),  # last: it is the evidence for everything above
     ]
@@ -51,9 +52,12 @@ def release_all(run: RunState) -> None:
         warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
 
 
-def _step(holder: object | None, method: str) -> list[Callable[[], object]]:
-    """``holder.method`` as a release step, when the run holds ``holder`` at all."""
-    return [] if holder is None else [getattr(holder, method)]
+def _step(holder: object | None, method: str, *args: object) -> list[Callable[[], object]]:
+    """``holder.method(*args)`` as a release step, when the run holds ``holder`` at all."""
+    if holder is None:
+        return []
+    bound = getattr(holder, method)
+    return [lambda: bound(*args)]
 
 
 def _close_stdin_source(run: RunState) -> None:
@@ -67,7 +71,7 @@ def last_resort(run: RunState, exc: BaseException) -> Outcome:
     ``runner_exit{internal, 104}`` (nothing else was written after it: it is always last)."""
     failure = Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
     _kill_tree(run)
-    release_all(run)
+    release_all(run, (failure.code, failure.kind.label, None))
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)
 
