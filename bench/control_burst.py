@@ -26,15 +26,19 @@ import time
 from soak import cli
 
 
-def _connect_now(endpoint: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    try:
-        sock.connect(endpoint)
-    except BlockingIOError:
-        sock.close()
-        return None
-    return sock
+def _burst(endpoint: str, count: int) -> tuple[list[socket.socket], int]:
+    """``count`` non-blocking connects at once: those that completed, and how many were refused
+    (a full listen queue is EAGAIN at once for a non-blocking connect)."""
+    held, refused = [], 0
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        if sock.connect_ex(endpoint) == 0:
+            held.append(sock)
+        else:
+            refused += 1
+            sock.close()
+    return held, refused
 
 
 def _answered(sock: socket.socket) -> bool:
@@ -65,9 +69,8 @@ def main() -> None:
                 time.sleep(0.01)
             listed = subprocess.run([cli(), "list", "--json"], env=env, capture_output=True, check=True)
             endpoint = json.loads(listed.stdout)["endpoint"]
-            held = [_connect_now(endpoint) for _ in range(args.connections)]
-            refused = held.count(None)
-            answered = sum(_answered(sock) for sock in held if sock is not None)
+            held, refused = _burst(endpoint, args.connections)
+            answered = sum(_answered(sock) for sock in held)
             print(f"raw connections: {args.connections}, refused {refused}, answered {answered}")
             started = time.monotonic()
             clients = [
