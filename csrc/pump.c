@@ -236,8 +236,8 @@ static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
     return count;
 }
 
-#define SPLICE_MOST ((size_t)1 << 30)
-#define SPLICE_EMPTY (-1)    /* the pipe is empty for now */
+#define SPLICE_MOST     ((size_t)1 << 30)
+#define SPLICE_EMPTY    (-1) /* the pipe is empty for now */
 #define SPLICE_ORDINARY (-2) /* the echo is full or failed: take this chunk the ordinary way */
 
 /* Whether the echo may be fed by splice from now on (see the facts above). */
@@ -306,7 +306,8 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
          * end or error met here is met again by the next read, once this chunk is handled. */
         if (until_empty && count > 0) {
             ssize_t more;
-            while ((size_t)count < len && (more = read_chunk(stream, at + (size_t)count, len - (size_t)count)) > 0)
+            while ((size_t)count < len &&
+                   (more = read_chunk(stream, at + (size_t)count, len - (size_t)count)) > 0)
                 count += more;
         }
         if (count <= 0) {
@@ -337,7 +338,7 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             break;
     }
     if (stream->threaded && !hash_small_inline(stream))
-        hand_over(stream, 0, 1);  /* the hasher works on while the loop waits */
+        hand_over(stream, 0, 1); /* the hasher works on while the loop waits */
 }
 
 void pk_stream_digest(pk_stream *stream, unsigned char out[32])

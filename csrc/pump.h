@@ -14,43 +14,43 @@
 #include "sha256.h"
 
 typedef struct pk_stream {
-    int in_fd;                /* the child's pipe (non-blocking) */
-    int capture_fd;           /* -1 when not capturing */
-    uint64_t cap;             /* retained-bytes ceiling for the capture file */
-    uint64_t seen;            /* every byte read, past the cap too */
-    uint64_t written;         /* bytes retained in the capture file */
-    int write_error;          /* errno of the first failed capture write; latched */
-    int no_splice;            /* the echo refused spliced bytes: read and write from now on */
-    pk_sha256 sha;            /* digest of exactly the retained bytes */
-    unsigned char *buf;       /* the read ring: ring_size bytes, read buf_size at a time */
+    int in_fd;          /* the child's pipe (non-blocking) */
+    int capture_fd;     /* -1 when not capturing */
+    uint64_t cap;       /* retained-bytes ceiling for the capture file */
+    uint64_t seen;      /* every byte read, past the cap too */
+    uint64_t written;   /* bytes retained in the capture file */
+    int write_error;    /* errno of the first failed capture write; latched */
+    int no_splice;      /* the echo refused spliced bytes: read and write from now on */
+    pk_sha256 sha;      /* digest of exactly the retained bytes */
+    unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
-    size_t ring_size;         /* buf_size, or RING_CHUNKS of them with a hashing thread */
-    int threaded;             /* a hashing thread hashes behind the reader (pump.c) */
+    size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */
+    int threaded;     /* a hashing thread hashes behind the reader (pump.c) */
     /* With the thread, under lock: */
-    uint64_t target;          /* the reader lets the hasher hash stream bytes [0, target) */
-    uint64_t hashed;          /* ... and it has hashed [0, hashed) */
+    uint64_t target; /* the reader lets the hasher hash stream bytes [0, target) */
+    uint64_t hashed; /* ... and it has hashed [0, hashed) */
     int stopping;
     pthread_mutex_t lock;
-    pthread_cond_t wake;      /* the hasher waits here for a new target */
-    pthread_cond_t room;      /* the reader waits here for the hasher to free ring bytes */
+    pthread_cond_t wake; /* the hasher waits here for a new target */
+    pthread_cond_t room; /* the reader waits here for the hasher to free ring bytes */
     pthread_t hasher;
 } pk_stream;
 
 typedef struct pk_drain_result {
-    uint64_t total;           /* bytes read by this call */
-    size_t last_at;           /* where in buf the last chunk read starts */
-    size_t last;              /* bytes of the last chunk read, still in buf */
-    size_t echoed;            /* leading bytes of that last chunk written to the echo fd */
-    int eof;                  /* the last read returned 0 */
-    int read_errno;           /* EAGAIN when the pipe ran dry; another errno when a read failed */
-    int echo_errno;           /* set when an echo write failed for a reason other than EAGAIN */
+    uint64_t total; /* bytes read by this call */
+    size_t last_at; /* where in buf the last chunk read starts */
+    size_t last;    /* bytes of the last chunk read, still in buf */
+    size_t echoed;  /* leading bytes of that last chunk written to the echo fd */
+    int eof;        /* the last read returned 0 */
+    int read_errno; /* EAGAIN when the pipe ran dry; another errno when a read failed */
+    int echo_errno; /* set when an echo write failed for a reason other than EAGAIN */
 } pk_drain_result;
 
 /* hash_thread: hash on a thread of its own, overlapping the digest with reading and copying. */
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
-#define PK_ECHO_SEND 1   /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
+#define PK_ECHO_SEND   1 /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
 #define PK_ECHO_SPLICE 2 /* the echo may be fed by splice(2): a pipe, FIFO or character device */
 
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
