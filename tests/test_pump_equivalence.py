@@ -30,10 +30,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processkit.engine.capture import KEEP_MODES, CaptureTarget
+from processkit.engine.capture import CaptureTarget
 from processkit.engine.echo import EchoSink
 from processkit.loop import Loop
 from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
+from processkit.spec import KEEP_MODES
 
 try:
     from processkit import _native

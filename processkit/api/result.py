@@ -17,7 +17,10 @@ from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary,
 @dataclasses.dataclass(frozen=True)
 class CaptureInfo:
     """One captured stream: its file, every byte the child produced, what the file holds, and
-    the SHA-256 of the file's content."""
+    the SHA-256 of the file's content. ``kept`` is the stream's ``(start, end)`` byte ranges
+    the file holds, in file order: with ``capture_keep="tail"`` or ``"head-tail"`` as the run
+    recorded them beside the files (``capture-keep.json``), else the stream's first
+    ``bytes_written`` bytes."""
 
     stream: str
     path: str
@@ -26,14 +29,17 @@ class CaptureInfo:
     sha256: str
     truncated: bool
     write_error: bool
+    kept: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
-    def from_event(cls, stream: str, record: dict) -> CaptureInfo:
+    def from_event(cls, stream: str, record: dict, run_id: str | None = None) -> CaptureInfo:
         # The stream's values as the schema documents them; like every event field, a missing one reads as None.
         values: list[Any] = [
             record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
         ]
-        return cls(stream, *values)
+        from ..engine import layout
+
+        return cls(stream, *values, layout.kept(record, stream, run_id))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +126,10 @@ def build(
         run_id=run_id,
         source=source,
         child_code=runner_exit.child_code if runner_exit else None,
-        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout)
+        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout, run_id)
         if captured and isinstance(captured.stdout, dict)
         else None,
-        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr)
+        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr, run_id)
         if captured and isinstance(captured.stderr, dict)
         else None,
         resources=_last(events, ResourceSummary),

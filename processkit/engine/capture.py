@@ -17,9 +17,6 @@ from ..plain import Plain
 STREAMS = ("stdout", "stderr")
 
 
-KEEP_MODES = ("head", "tail", "head-tail")
-
-
 class CaptureTarget(Plain):
     __slots__ = ("path", "fd", "cap", "keep")
 
