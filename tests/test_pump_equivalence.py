@@ -238,9 +238,7 @@ def kept_slice(data: bytes, cap: int, keep: str) -> bytes:
 
 
 def check_equivalent(tmp_dir, data: bytes, cap: int, capture: bool = True, keep: str = "head", **feeding) -> None:
-    python, *natives = (
-        run_pump(cls, tmp_dir, data, cap=cap, capture=capture, keep=keep, **feeding) for cls in PUMPS
-    )
+    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, capture=capture, keep=keep, **feeding) for cls in PUMPS)
     for native in natives:
         assert native.report == python.report
         assert native.seen == python.seen == len(data)

@@ -34,12 +34,13 @@ class CaptureInfo:
     @classmethod
     def from_event(cls, stream: str, record: dict, run_id: str | None = None) -> CaptureInfo:
         # The stream's values as the schema documents them; like every event field, a missing one reads as None.
-        values: list[Any] = [
-            record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
-        ]
+        fields: dict[str, Any] = {
+            key: record.get(key)
+            for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
+        }
         from ..engine import layout
 
-        return cls(stream, *values, layout.kept(record, stream, run_id))
+        return cls(stream=stream, kept=layout.kept(record, stream, run_id), **fields)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,8 +27,11 @@ _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 def capabilities() -> list[str]:
     """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
-    can decide only where the kernel names a socket's peer."""
-    found = ["run:resource-summary"]
+    can decide only where the kernel names a socket's peer.
+
+    ``run:capture-keep-layout``: with ``--capture-keep tail`` or ``head-tail`` the run records
+    which stream ranges each capture file holds in ``capture-keep.json`` beside them."""
+    found = ["run:resource-summary", "run:capture-keep-layout"]
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     return found

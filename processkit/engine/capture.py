@@ -78,6 +78,14 @@ class CaptureReport(Plain):
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+def ring_report(target: CaptureTarget, seen: int, stored: int, ring_from: int, write_error: bool) -> CaptureReport:
+    """The report of a ring capture once its pump is done (either pump: see keep.py)."""
+    from . import keep
+
+    written, digest, write_error, kept = keep.finish(target.fd, target.head, target.cap, stored, ring_from, write_error)
+    return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
+
+
 def unused_report(target: CaptureTarget) -> CaptureReport:
     """The report of a stream the child never had (``--pty`` merges stderr into the terminal):
     its file exists and is empty."""
@@ -160,7 +168,7 @@ class CaptureFile:
         if self._ring:
             from . import keep
 
-            self.write_error = not keep.ring_ready(target)
+            self.write_error = not keep.ring_ready(target.fd)
         else:
             import hashlib  # only the pure-Python pump hashes here; start-up skips the import
 
@@ -210,9 +218,7 @@ class CaptureFile:
 
     def report(self) -> CaptureReport:
         if self._digest is None:
-            from . import keep
-
-            return keep.finish(self.target, self.seen, self.stored, self.ring_from, self.write_error)
+            return ring_report(self.target, self.seen, self.stored, self.ring_from, self.write_error)
         return CaptureReport(
             self.target.path, self.seen, self.stored, self._digest.hexdigest(), self.write_error, self.target.cap
         )

@@ -22,22 +22,20 @@ from __future__ import annotations
 
 import os
 
-from .capture import CaptureReport, CaptureTarget
-
 CHUNK = 1 << 20
 LAYOUT_NAME = "capture-keep.json"
 
 
-def _reopen(target: CaptureTarget) -> int:
-    return os.open(f"/proc/self/fd/{target.fd}", os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
+def _reopen(fd: int) -> int:
+    return os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
 
 
-def ring_ready(target: CaptureTarget) -> bool:
-    """Whether the target can hold a ring: a regular file the runner may read back."""
+def ring_ready(capture_fd: int) -> bool:
+    """Whether the capture file can hold a ring: a regular file the runner may read back."""
     import stat
 
     try:
-        fd = _reopen(target)
+        fd = _reopen(capture_fd)
     except OSError:
         return False
     try:
@@ -61,19 +59,21 @@ def kept_ranges(head: int, ring: int, stored: int, ring_from: int) -> tuple[tupl
     return tuple(ranges)
 
 
-def finish(target: CaptureTarget, seen: int, stored: int, ring_from: int, write_error: bool) -> CaptureReport:
-    """The report of a ring capture: the ring rotated into stream order, the file cut to the
-    bytes it holds (only a write error leaves it longer), then hashed."""
+def finish(
+    capture_fd: int, head: int, cap: int, stored: int, ring_from: int, write_error: bool
+) -> tuple[int, str, bool, tuple[tuple[int, int], ...]]:
+    """A ring capture finished: the ring rotated into stream order, the file cut to the bytes
+    it holds (only a write error leaves it longer), then hashed. Returns the bytes the file
+    holds, their digest, whether a write failed, and the stream ranges kept."""
     import hashlib
 
-    head, cap = target.head, target.cap
     ring = cap - head
     kept = kept_ranges(head, ring, stored, ring_from)
     written = sum(end - start for start, end in kept)
     digest = hashlib.sha256()
     if stored:
         try:
-            fd = _reopen(target)
+            fd = _reopen(capture_fd)
         except OSError:
             write_error, written, kept = True, 0, ()
         else:
@@ -89,7 +89,7 @@ def finish(target: CaptureTarget, seen: int, stored: int, ring_from: int, write_
                 write_error = True
             finally:
                 os.close(fd)
-    return CaptureReport(target.path, seen, written, digest.hexdigest(), write_error, cap, kept)
+    return written, digest.hexdigest(), write_error, kept
 
 
 def _rotate(fd: int, start: int, end: int, middle: int) -> None:

@@ -136,10 +136,10 @@ class NativePump:
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, head, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
-        if self._in_place:
+        if capture is not None and self._in_place:
             from . import keep
 
-            if not keep.ring_ready(capture):
+            if not keep.ring_ready(capture.fd):
                 stream.write_error = errno.ESPIPE
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
@@ -184,12 +184,11 @@ class NativePump:
     def report(self) -> CaptureReport | None:
         if self._capture is None:
             return None
-        if self._in_place:
-            from . import keep
+        from .capture import CaptureReport, ring_report
 
+        if self._in_place:
             stream = self._stream
-            return keep.finish(self._capture, stream.seen, stream.written, stream.ring_from, bool(stream.write_error))
-        from .capture import CaptureReport
+            return ring_report(self._capture, stream.seen, stream.written, stream.ring_from, bool(stream.write_error))
 
         digest = self._ffi.new("unsigned char[32]")
         self._lib.pk_stream_digest(self._stream, digest)
