@@ -192,3 +192,16 @@ def test_the_report_page_shows_the_right_end_and_what_was_dropped(tmp_path, keep
         assert "dropped after the file&#39;s first 100 B" in html
     assert "the file&#39;s SHA-256 matches" in html
     assert f"{dropped / 1024:.1f} KiB" in html
+
+
+def test_events_says_which_part_each_file_kept(tmp_path):
+    words = {}
+    for keep in MODES:
+        jsonl = tmp_path / f"{keep}.jsonl"
+        args = ("--capture-dir", tmp_path / keep, "--capture-max-bytes", "200", "--capture-keep", keep)
+        run_cli("run", "--jsonl", jsonl, *args, "--no-echo", "--", "seq", "1", "1000")
+        lines = run_cli("events", "--file", jsonl).stdout.decode().splitlines()
+        words[keep] = next(line for line in lines if "output_captured" in line)
+    assert "(truncated, kept 200 B)" in words["head"]
+    assert "(truncated, kept the last 200 B)" in words["tail"]
+    assert "(truncated, kept the first 100 B and the last 100 B)" in words["head-tail"]

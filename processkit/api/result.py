@@ -38,9 +38,9 @@ class CaptureInfo:
             key: record.get(key)
             for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
         }
-        from ..engine import layout
+        from .. import capture_layout
 
-        return cls(stream=stream, kept=layout.kept(record, stream, run_id), **fields)
+        return cls(stream=stream, kept=capture_layout.kept(record, stream, run_id), **fields)
 
 
 @dataclasses.dataclass(frozen=True)

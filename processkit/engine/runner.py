@@ -93,9 +93,9 @@ class Run:
             reports = {s.name: s.pump.report() for s in run.streams}
             finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
             if run.spec.capture_keep != "head" and run.spec.capture_dir is not None:
-                from . import layout
+                from .. import capture_layout
 
-                layout.record(run.spec.capture_dir, run.spec.run_id, run.spec.capture_keep, finals)
+                capture_layout.record(run.spec.capture_dir, run.spec.run_id, run.spec.capture_keep, finals)
             captured = {name: report.as_event() for name, report in finals.items()}
             run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
         if run.publication is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ..engine import layout
+from .. import capture_layout
 from ..events import render as words
 from .model import Captured, Moment, Run, capture_file
 from .tail import read_tail
@@ -83,7 +83,7 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     tails = []
     for stream in run.captured:
         path = capture_file(stream, capture_dir)
-        kept = layout.kept(dataclasses.asdict(stream), stream.name, run.run_id, path)
+        kept = capture_layout.kept(dataclasses.asdict(stream), stream.name, run.run_id, path)
         html, note = read_tail(path, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]

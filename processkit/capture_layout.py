@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import os
 
-from ..diagnostics import warn
-from ..jsontext import dumps
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .capture import CaptureReport
+from .diagnostics import warn
+from .jsontext import dumps
 
 NAME = "capture-keep.json"
 VERSION = 1
 MAX_BYTES = 64 * 1024
 
 
-def record(directory: str, run_id: str, keep: str, reports: dict[str, CaptureReport]) -> None:
-    """Write the layout beside the capture files; best effort (a warning when it cannot)."""
+def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
+    """Write the layout of ``reports`` (stream name -> the engine's CaptureReport) beside the
+    capture files; best effort (a warning when it cannot)."""
     caps = {report.cap for report in reports.values()}
     document: dict = {"layout_version": VERSION, "run_id": run_id, "keep": keep, "cap": caps.pop() if caps else None}
     for name, report in reports.items():
@@ -61,21 +58,27 @@ def kept(record: dict, stream: str, run_id: str | None, capture_path: str | None
     seen, written = record.get("bytes_seen", record.get("bytes")), record.get("bytes_written")
     if type(seen) is not int or type(written) is not int or not 0 <= written <= seen:
         return None
-    path = capture_path if capture_path is not None else record.get("path")
-    if (seen > written or record.get("write_error")) and isinstance(path, str):
-        spans = _recorded(os.path.join(os.path.dirname(path), NAME), stream, run_id, record.get("sha256"), seen)
-        if spans is not None and sum(b - a for a, b in spans) == written:
-            return spans
+    spans = recorded(record, stream, run_id, capture_path)
+    if spans is not None:
+        return spans
     return ((0, written),) if written else ()
 
 
-def _recorded(path: str, stream: str, run_id: str | None, sha256: object, bytes_seen: int) -> tuple | None:
-    """The ranges ``record`` wrote for this stream of this run, or None (no such file, another
-    run's, or not well formed). The file comes from a directory a stream names: it is opened
-    without blocking and read only when it is a small regular file."""
+def recorded(record: dict, stream: str, run_id: str | None, capture_path: str | None = None) -> tuple | None:
+    """The ranges a ring run recorded for this stream, or None (nothing was dropped, or no
+    matching record: no such file, another run's, or not well formed). The file comes from a
+    directory a stream names: it is opened without blocking and read only when it is a small
+    regular file."""
     import json
     import stat
 
+    seen, written = record.get("bytes_seen", record.get("bytes")), record.get("bytes_written")
+    capture_path = capture_path if capture_path is not None else record.get("path")
+    if type(seen) is not int or not isinstance(capture_path, str):
+        return None
+    if seen == written and not record.get("write_error"):
+        return None
+    path = os.path.join(os.path.dirname(capture_path), NAME)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError:
@@ -94,9 +97,10 @@ def _recorded(path: str, stream: str, run_id: str | None, sha256: object, bytes_
     entry = document.get(stream)
     if document.get("run_id") != run_id or not isinstance(entry, dict):
         return None
-    if entry.get("sha256") != sha256 or entry.get("bytes_seen") != bytes_seen:
+    if entry.get("sha256") != record.get("sha256") or entry.get("bytes_seen") != seen:
         return None
-    return _spans(entry.get("kept"), bytes_seen)
+    spans = _spans(entry.get("kept"), seen)
+    return spans if spans is not None and sum(b - a for a, b in spans) == written else None
 
 
 def _spans(value: object, bytes_seen: int) -> tuple | None:
