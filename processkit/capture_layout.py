@@ -35,14 +35,18 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
             "kept": [list(span) for span in report.kept],
         }
     path = os.path.join(directory, NAME)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    # Never through a link, never into a FIFO or device, never another user's file (emptied only
+    # once it is known to be this user's own regular file).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o666)
         try:
             import stat
 
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"{path} is not a regular file")
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                raise OSError(f"{path} is not a regular file of this user's")
+            os.ftruncate(fd, 0)
             os.write(fd, (dumps(document) + "\n").encode("utf-8"))
         finally:
             os.close(fd)

@@ -205,3 +205,30 @@ def test_events_says_which_part_each_file_kept(tmp_path):
     assert "(truncated, kept 200 B)" in words["head"]
     assert "(truncated, kept the last 200 B)" in words["tail"]
     assert "(truncated, kept the first 100 B and the last 100 B)" in words["head-tail"]
+
+
+@pytest.mark.parametrize("planted", ["symlink", "other-user"])
+def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
+    """A link, or another user's file, at capture-keep.json: left as it is, a warning, the run
+    and its captures unaffected."""
+    import os
+
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    record = cap_dir / "capture-keep.json"
+    if planted == "symlink":
+        record.symlink_to(victim)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give the file to another user")
+        record.write_text("keep me\n")
+        os.chown(record, 65534, 65534)
+        victim = record
+    command = child_command("p.write_all(1, p.block(6, 3000))")
+    args = ("--capture-dir", cap_dir, "--capture-max-bytes", "1000", "--capture-keep", "tail", "--no-echo")
+    proc, events = run_checked(tmp_path, *args, command=command, returncode=0)
+    assert victim.read_text() == "keep me\n"
+    assert b"could not record which part of each stream the capture files keep" in proc.stderr
+    assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
