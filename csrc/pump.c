@@ -10,6 +10,13 @@
  * reading always into the ring's first chunk. Either way the event loop calling this stays
  * single-threaded, and the digest is exactly that of the retained bytes.
  *
+ * A ring (--capture-keep tail or head-tail: head < cap) keeps the stream's last bytes in the file
+ * itself, byte p >= head at offset head + (p - head) % (cap - head), written with pwrite; of a
+ * chunk longer than the ring only its last ring-full is written (the rest would be overwritten
+ * within the chunk), and ring_from remembers where such a skip left the ring's valid bytes, for
+ * a write error that stops it part-way. Overwritten bytes cannot be hashed as they stream, so a
+ * ring is hashed by processkit/engine/keep.py once it is put in order, and never on the thread.
+ *
  * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
  * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into

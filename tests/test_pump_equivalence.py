@@ -4,7 +4,8 @@ both the single-chunk pump() and the per-wakeup drain().
 The pumps (Python; native hashing inline; native hashing on its own thread behind the reader)
 drain a real non-blocking pipe fed in random pieces, into a capped capture file (or none) and
 optionally a live echo (pipe, socket, /dev/null, a file, a file opened O_APPEND; pipes and
-sockets with small buffers so backlogs really form). Once nothing more is to be captured the
+sockets with small buffers so backlogs really form), keeping each capture's head, its tail (a
+ring in the file) or both ends. Once nothing more is to be captured the
 native pump feeds the echo by splice(2), and falls back to read and write where the echo is
 full or refuses spliced bytes (O_APPEND, sockets). They must leave identical capture files,
 echoes, counts, flags and digests, and each digest must be the SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on

@@ -1,5 +1,5 @@
 """``--capture-keep tail`` and ``head-tail``: the ring at a capture file's end, put in order
-once the stream ends, hashed, and described beside the files.
+once the stream ends, and hashed.
 
 Facts that shape it:
 - Memory stays bounded by a chunk, whatever the cap: the ring lives in the file itself. Both
@@ -9,13 +9,14 @@ Facts that shape it:
 - Putting the ring in order is a left rotation of ``[head, cap)``, done in place by three
   chunked reversals (the file keeps its inode: whoever opened it still reads the right file),
   reading and writing the ring twice; a digest cannot be streamed while bytes are overwritten,
-  so it is taken by reading the finished file back.
+  so it is taken by reading the finished file back. Should putting it in order fail, the file
+  is emptied, so that it still holds exactly what the report says (nothing, ``write_error``).
 - A ring is rewritten in place, so it needs a regular file the runner can also read: a FIFO or
   a device there gets nothing written and ``write_error`` from the first byte. The read side is
   the same open file reopened through ``/proc/self/fd`` (no path to swap in between).
 - ``output_captured`` has no room for which part a file holds (the v1 schema allows no added
-  field there), so the layout goes to ``capture-keep.json`` beside the files, keyed by the run
-  id and each file's digest; ``report`` reads it (docs/events.md).
+  field there), so the stream ranges kept go to ``capture-keep.json`` beside the files
+  (``processkit/capture_layout.py``, docs/events.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import os
 
 CHUNK = 1 << 20
-LAYOUT_NAME = "capture-keep.json"
 
 
 def _reopen(fd: int) -> int:
@@ -71,24 +71,27 @@ def finish(
     kept = kept_ranges(head, ring, stored, ring_from)
     written = sum(end - start for start, end in kept)
     digest = hashlib.sha256()
-    if stored:
+    if not stored:
+        return written, digest.hexdigest(), write_error, kept
+    try:
+        fd = _reopen(capture_fd)
         try:
-            fd = _reopen(capture_fd)
+            filled = min(ring, os.fstat(fd).st_size - head)
+            first = (max(ring_from, stored - ring) - head) % ring if ring else 0
+            if filled > 0 and first:
+                _rotate(fd, head, head + filled, head + first)
+            if os.fstat(fd).st_size > written:
+                os.ftruncate(fd, written)
+            _hash(fd, written, digest)
+        finally:
+            os.close(fd)
+    except OSError:
+        # What the file holds is no longer known: emptied, it holds what the report says.
+        try:
+            os.ftruncate(capture_fd, 0)
         except OSError:
-            write_error, written, kept = True, 0, ()
-        else:
-            try:
-                filled = min(ring, os.fstat(fd).st_size - head)
-                first = (max(ring_from, stored - ring) - head) % ring if ring else 0
-                if filled > 0 and first:
-                    _rotate(fd, head, head + filled, head + first)
-                if os.fstat(fd).st_size > written:
-                    os.ftruncate(fd, written)
-                _hash(fd, written, digest)
-            except OSError:
-                write_error = True
-            finally:
-                os.close(fd)
+            pass
+        return 0, hashlib.sha256().hexdigest(), True, ()
     return written, digest.hexdigest(), write_error, kept
 
 
