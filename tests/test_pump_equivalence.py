@@ -327,6 +327,18 @@ def test_caps_around_full_chunks(cap, budget, keep, tmp_path):
     )
 
 
+@needs_native
+@pytest.mark.parametrize("keep", ["tail", "head-tail"])
+@pytest.mark.parametrize("piece", [300, 700, 999, 1000, 1001, 2500])
+def test_writes_straddling_the_ring_wrap(keep, piece, tmp_path):
+    """One read per piece, so chunk edges fall across the ring's end (a 1000-byte cap: the ring
+    is 1000 or 500 bytes), or a chunk is longer than the whole ring."""
+    data = random_bytes(10_007, seed=piece)
+    check_equivalent(
+        tmp_path, data, 1000, pieces=[piece], pauses=[1], echo_kind="none", big_pipe=False, budget=None, keep=keep
+    )
+
+
 def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, budget: int | None, between=None):
     """Pump ``data`` (fed in two halves) into ``capture_fd``; ``between`` runs after the first half."""
     read_fd, write_fd = os.pipe()
