@@ -5,12 +5,14 @@ layout record beside the files says which ranges were kept, and the Python API, 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_command, run_cli
 from payloads import block, child_command
 from streams import one, run_checked
 
@@ -115,8 +117,6 @@ def test_the_flag_is_checked_like_its_siblings(tmp_path, args, message):
 
 def test_a_ring_into_a_fifo_is_a_write_error_not_a_hang(tmp_path):
     """A ring is rewritten in place: a FIFO planted as stdout.log gets nothing, write_error."""
-    import os
-
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
     fifo = cap_dir / "stdout.log"
@@ -211,8 +211,6 @@ def test_events_says_which_part_each_file_kept(tmp_path):
 def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     """A link, or another user's file, at capture-keep.json: left as it is, a warning, the run
     and its captures unaffected."""
-    import os
-
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
     victim = tmp_path / "victim"
@@ -232,3 +230,23 @@ def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     assert victim.read_text() == "keep me\n"
     assert b"could not record which part of each stream the capture files keep" in proc.stderr
     assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/time"), reason="GNU time measures the runner's own peak")
+def test_a_tail_bigger_than_the_memory_bound_is_kept_in_bounded_memory(tmp_path, pump_backend):
+    """256 MiB through a 64 MiB tail: the runner's peak RSS stays under issue 28's 40 MiB, so the
+    ring cannot be in memory (GNU time is a small C parent: its figure is the runner's own)."""
+    cap_dir = tmp_path / "cap"
+    jsonl = tmp_path / "run.jsonl"
+    args = ("--capture-dir", cap_dir, "--capture-max-bytes", "64m", "--capture-keep", "tail", "--no-echo")
+    command = ["head", "-c", str(256 << 20), "/dev/zero"]
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *map(str, cli_command()), "run", "--jsonl", jsonl, *args, "--", *command],
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    peak_kib = int(proc.stderr.decode().split()[-1])
+    assert peak_kib < 40 << 10
+    stream = json.loads(jsonl.read_text().splitlines()[-2])["stdout"]
+    assert (stream["bytes_seen"], stream["bytes_written"]) == (256 << 20, 64 << 20)
+    assert stream["sha256"] == hashlib.sha256(bytes(64 << 20)).hexdigest()
