@@ -734,3 +734,32 @@ def test_a_ring_cut_short_by_a_write_error_keeps_what_it_stored(cls, piece, keep
     assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), len(expected), True)
     assert report.kept == kept
     assert report.sha256 == hashlib.sha256(expected).hexdigest()
+
+
+@EACH_PUMP
+def test_a_ring_that_cannot_be_put_in_order_is_emptied(cls, tmp_path, monkeypatch):
+    """A failure while rotating leaves bytes in no known order: the file is emptied, so the
+    report (nothing written, write_error) still says what it holds."""
+    from processkit.engine import keep
+
+    def fail(*_):
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(keep, "_rotate", fail)
+    path = tmp_path / "out.log"
+    capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    try:
+        pump = cls(read_fd, CaptureTarget(str(path), capture_fd, 1000, "tail"), None)
+        os.write(write_fd, random_bytes(2500, seed=9))
+        os.close(write_fd)
+        while pump_until_blocked(pump, None, 1 << 30) != EOF_REACHED:
+            pass
+        report = pump.report()
+    finally:
+        os.close(read_fd)
+        os.close(capture_fd)
+    assert path.read_bytes() == b""
+    assert (report.bytes_seen, report.bytes_written, report.write_error, report.kept) == (2500, 0, True, ())
+    assert report.sha256 == EMPTY_SHA256
