@@ -17,7 +17,10 @@ from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary,
 @dataclasses.dataclass(frozen=True)
 class CaptureInfo:
     """One captured stream: its file, every byte the child produced, what the file holds, and
-    the SHA-256 of the file's content."""
+    the SHA-256 of the file's content. ``kept`` is the stream's ``(start, end)`` byte ranges
+    the file holds, in file order: with ``capture_keep="tail"`` or ``"head-tail"`` as the run
+    recorded them beside the files (``capture-keep.json``), else the stream's first
+    ``bytes_written`` bytes."""
 
     stream: str
     path: str
@@ -26,14 +29,18 @@ class CaptureInfo:
     sha256: str
     truncated: bool
     write_error: bool
+    kept: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
-    def from_event(cls, stream: str, record: dict) -> CaptureInfo:
+    def from_event(cls, stream: str, record: dict, run_id: str | None = None) -> CaptureInfo:
         # The stream's values as the schema documents them; like every event field, a missing one reads as None.
-        values: list[Any] = [
-            record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
-        ]
-        return cls(stream, *values)
+        fields: dict[str, Any] = {
+            key: record.get(key)
+            for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
+        }
+        from .. import capture_layout
+
+        return cls(stream=stream, kept=capture_layout.kept(record, stream, run_id), **fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +122,13 @@ def build(
 ) -> RunResult:
     """The result of a run from its exit status and its event stream."""
     runner_exit = _last(events, RunnerExit)
-    found = captures(events)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
     started = _last(events, RunStarted)
     if run_id is None and started is not None:
         run_id = started.run_id
+    found = captures(events, run_id)
     return RunResult(
         args=args,
         returncode=returncode,
@@ -140,11 +147,12 @@ def build(
     )
 
 
-def captures(events: list[Event]) -> dict[str, CaptureInfo | None]:
-    """Each stream's capture as the stream's last ``output_captured`` reports it."""
+def captures(events: list[Event], run_id: str | None = None) -> dict[str, CaptureInfo | None]:
+    """Each stream's capture as the stream's last ``output_captured`` reports it (with the
+    ranges its file kept, from the layout record of the run ``run_id``)."""
     captured = _last(events, OutputCaptured)
     return {
-        name: CaptureInfo.from_event(name, record)
+        name: CaptureInfo.from_event(name, record, run_id)
         if captured is not None and isinstance(record := getattr(captured, name), dict)
         else None
         for name in ("stdout", "stderr")

@@ -29,8 +29,10 @@ _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 def capabilities() -> list[str]:
     """What the parser cannot know: ``run`` always ends with resource_summary, ``attest``
     can decide only where the kernel names a socket's peer, ``wait`` remembers ended runs'
-    outcomes, and ``run`` refuses paths another user controls."""
-    found = ["run:resource-summary"]
+    outcomes, ``run`` refuses paths another user controls, and with ``--capture-keep tail`` or
+    ``head-tail`` it records which stream ranges each capture file holds in
+    ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
+    found = ["run:resource-summary", "run:capture-keep-layout"]
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

@@ -7,7 +7,7 @@ import stat
 import time
 
 from ..errors import usage
-from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
+from ..spec import DEFAULT_CAPTURE_MAX_BYTES, KEEP_MODES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
 from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
@@ -29,6 +29,7 @@ CONFLICTS = (
             "detach",
             "capture_max_bytes",
             "capture_overflow",
+            "capture_keep",
         ),
     ),
     ("detach", ("inherit_stdin",)),
@@ -36,7 +37,7 @@ CONFLICTS = (
     ("pty", ("inherit_stdio", "inherit_stdin")),
     ("windows_graceful_ctrl_break", ("create_no_window", "detach")),
 )
-REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow")
+REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow", "capture_keep")
 REQUIRES_PTY = ("pty_size",)
 
 
@@ -85,6 +86,12 @@ RUN_OPTIONS = (
         VALUE,
         choices=("truncate", "cancel"),
         help="past the cap, keep running (truncate, the default) or end the run (cancel, 113)",
+    ),
+    Option(
+        "--capture-keep",
+        VALUE,
+        choices=KEEP_MODES,
+        help="which part of each stream its file keeps: head (default), tail, or head-tail (half the cap each)",
     ),
     Option(
         "--inherit-stdio",
@@ -245,6 +252,7 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
             else DEFAULT_CAPTURE_MAX_BYTES
         ),
         capture_overflow=OverflowPolicy.CANCEL if args.capture_overflow == "cancel" else OverflowPolicy.TRUNCATE,
+        capture_keep=args.capture_keep or "head",
         stdin=stdin,
         stdin_file=args.stdin_file,
         inherit_stdio=args.inherit_stdio,

@@ -53,7 +53,7 @@ def prepare(run: RunState) -> None:
         from . import capture
 
         try:
-            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes)
+            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes, spec.capture_keep)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
     if spec.stdin is StdinMode.FILE:

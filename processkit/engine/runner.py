@@ -99,10 +99,12 @@ class Run:
             from . import capture
 
             reports = {s.name: s.pump.report() for s in run.streams}
-            captured = {
-                name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event()
-                for name in capture.STREAMS
-            }
+            finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
+            if run.spec.capture_keep != "head" and run.spec.capture_dir is not None:
+                from .. import capture_layout
+
+                capture_layout.record(run.spec.capture_dir, run.spec.run_id, run.spec.capture_keep, finals)
+            captured = {name: report.as_event() for name, report in finals.items()}
             run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
         failure = outcome.failure
         ended = (outcome.code, failure.kind.label if failure else "child_exit", None if failure else outcome.code)

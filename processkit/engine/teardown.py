@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 
-
 from .. import signum as signals
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
