@@ -111,6 +111,7 @@ class RunSpec(Plain):
         "echo",
         "argv_raw",
         "detach",
+        "usage_file",
     )
 
     def __init__(
@@ -139,6 +140,7 @@ class RunSpec(Plain):
         echo: bool = True,
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
+        usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -163,3 +165,4 @@ class RunSpec(Plain):
         self.echo = echo
         self.argv_raw = argv_raw
         self.detach = detach
+        self.usage_file = usage_file

@@ -11,6 +11,7 @@ import json
 import subprocess
 from typing import Any, TypeVar
 
+from ..containment.accounting import Usage
 from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
 
 
@@ -54,6 +55,7 @@ class RunResult:
     jsonl: str | None
     runner_pid: int | None = None  # None for a run this process did not start
     diagnostics: str = ""  # the runner's own stderr lines, when it was not echoed
+    usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
 
     @property
     def message(self) -> str | None:
@@ -104,8 +106,10 @@ def build(
     jsonl: str | None,
     diagnostics: str,
     runner_pid: int | None = None,
+    usage: Usage | None = None,
 ) -> RunResult:
-    """The result of a run from its exit status and its event stream."""
+    """The result of a run from its exit status and its event stream; ``usage``, read from the
+    runner's ``--usage-file``, adds its extended figures to ``resources.extra``."""
     runner_exit = _last(events, RunnerExit)
     captured = _last(events, OutputCaptured)
     source = runner_exit.source if runner_exit else None
@@ -126,12 +130,32 @@ def build(
         stderr_capture=CaptureInfo.from_event("stderr", captured.stderr)
         if captured and isinstance(captured.stderr, dict)
         else None,
-        resources=_last(events, ResourceSummary),
+        resources=_extended(_last(events, ResourceSummary), usage),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
         diagnostics=diagnostics,
+        usage=usage,
     )
+
+
+def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceSummary | None:
+    """The stream's summary with the usage's extensions (CPU split, OOM kills, precise CPU,
+    sources) among its ``extra`` fields, where the event keeps what the v1 schema does not name."""
+    if summary is None or usage is None:
+        return summary
+    values = {name: getattr(summary, name) for name in ("schema_version", "time", *summary.field_names())}
+    return ResourceSummary(**values, extra={**(summary.extra or {}), **usage.extensions()})
+
+
+def read_usage(path: str) -> Usage | None:
+    """The runner's ``--usage-file``; None when it wrote none (no child spawned) or it is unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.loads(handle.read() or "null")
+    except (OSError, ValueError):
+        return None
+    return Usage.from_json(record) if isinstance(record, dict) else None
 
 
 _EventT = TypeVar("_EventT", bound=Event)

@@ -6,6 +6,9 @@ named after the run's directory (``processkit.rundir``), whose lock says whether
 lives, so what a killed runner left can be ended and removed (``sweep``); each creation sweeps
 its own parent first, within a bound.
 
+Every run also gets accounting (``accounting``): the controllers its v2 parent offers are
+switched on, and accounting-only groups are made in the v1 hierarchies, as for caps.
+
 A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
 its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
 the run fails before spawn (LimitUnavailable) instead of running uncapped. Test hooks:
@@ -19,11 +22,13 @@ from __future__ import annotations
 import os
 
 from ..rundir import RunDir, new_token
-from ..spec import MECHANISMS, Limits
-from .base import ChildJoins, Container, ResourceSummary
+from ..spec import MECHANISMS, NO_LIMITS, Limits
+from . import accounting
+from .accounting import Usage
+from .base import ChildJoins, Container
 from .errors import ContainerError, LimitUnavailable
 
-__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
+__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "Usage", "create"]
 
 
 def create(limits: Limits, rundir: RunDir | None = None) -> Container:
@@ -44,7 +49,23 @@ def create(limits: Limits, rundir: RunDir | None = None) -> Container:
         except LimitUnavailable:
             container.release()
             raise
+    elif accounting.enabled():
+        container.controllers = _accounting(name)
     return container
+
+
+def _accounting(name: str):
+    """Accounting-only v1 groups, where the host mounts v1 hierarchies; never fails a run."""
+    from . import cgroup_v1, sweep
+
+    parents = cgroup_v1.own_groups()
+    if not parents:
+        return None
+    sweep.sweep(parents.values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+    try:
+        return cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, parents)
+    except ContainerError:  # unreachable without caps; a bug must still not fail the run
+        return None
 
 
 def _containment(name: str, rundir: RunDir | None) -> Container:
@@ -57,9 +78,13 @@ def _containment(name: str, rundir: RunDir | None) -> Container:
 
             sweep.sweep([parent], sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
             try:
-                return cgroup_v2.CgroupV2(parent, name)
+                group = cgroup_v2.CgroupV2(parent, name)
             except ContainerError:
                 pass
+            else:
+                if accounting.enabled():
+                    cgroup_v2.enable_accounting(parent)
+                return group
     from .process_group import ProcessGroup
 
     return ProcessGroup(rundir)
@@ -79,9 +104,10 @@ def _controllers(container: Container, limits: Limits, name: str):
             return caps_v2.CgroupV2Controllers(container, limits)
         except LimitUnavailable as exc:
             refusals.append(exc)
-    sweep.sweep(cgroup_v1.own_groups().values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+    parents = cgroup_v1.own_groups()
+    sweep.sweep(parents.values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
     try:
-        return cgroup_v1.CgroupV1Controllers(limits, name)
+        return cgroup_v1.CgroupV1Controllers(limits, name, parents)
     except LimitUnavailable as exc:
         refusals.append(exc)
     raise LimitUnavailable(refusals[-1].limit, "; ".join(exc.detail for exc in refusals))

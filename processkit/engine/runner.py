@@ -83,7 +83,8 @@ class Run:
             run.events.emit(
                 LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
             )
-        run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
+        usage = container.usage()
+        run.events.emit(ResourceSummary(**usage.summary()))
         teardown(run, entry.graceful)
         drain_outputs(run)
         launched.signals.close()
@@ -107,4 +108,5 @@ class Run:
                 child_code=None if failure else outcome.code,
             )
         )
+        outcome.usage = usage
         return outcome
