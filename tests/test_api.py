@@ -83,7 +83,7 @@ def test_env_and_cwd_keywords(tmp_path):
 def test_every_run_flag_has_a_keyword():
     flags = {a.dest for a in build_parser()._actions if a.option_strings and a.dest != "help"}
     keywords = set(processkit.keywords())
-    assert flags - {"no_echo", "detach", "label"} == keywords - {"labels"}
+    assert flags - {"no_echo", "detach", "label", "usage_file"} == keywords - {"labels"}
     assert "labels" in keywords
 
 

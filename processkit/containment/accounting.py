@@ -205,17 +205,3 @@ def mechanism(usage: Usage) -> str:
         if family is not None and family not in families:
             families.append(family)
     return "+".join(families) or "none"
-
-
-def check() -> tuple[str, dict[str, str | None]]:
-    """What a run's accounting would be here: its mechanism and, per summary figure, the counter
-    (None: not accounted), read from a fresh, empty container that is then removed."""
-    from . import create
-    from ..spec import NO_LIMITS
-
-    container = create(NO_LIMITS)
-    try:
-        usage = container.usage()
-    finally:
-        container.release()
-    return mechanism(usage), {field: usage.sources.get(field) for field in SUMMARY_FIELDS}

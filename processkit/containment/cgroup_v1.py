@@ -8,7 +8,7 @@ counters: membership and teardown stay with the containment mechanism.
 
 Accounting (also for a run without caps, unless ``PROCESSKIT_ACCOUNTING=0``): peak memory from
 ``memory.max_usage_in_bytes`` (page cache included, as BenchExec reads it), OOM kills from
-``memory.oom_control``, CPU from ``cpuacct.usage`` (ns) and ``usage_user``/``usage_sys``, the peak
+``memory.oom_control``, CPU from ``cpuacct.usage`` (ns), split by ``usage_user``/``usage_sys``, the peak
 task count from ``pids.peak`` (recent kernels; like the cap, it counts threads). No ``blkio``
 group: its counters only see I/O on a device that has a throttle rule, so they would report 0
 for real I/O. The child joins through ``tasks``, not ``cgroup.procs`` (``accounting`` says why).
@@ -31,6 +31,7 @@ from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 ACCOUNTED = ("memory", "pids", "cpuacct")  # the hierarchies a run's figures come from
+SPLIT = ("cpuacct.usage_user", "cpuacct.usage_sys")
 
 
 def own_groups() -> dict[str, str]:
@@ -128,9 +129,15 @@ class CgroupV1Controllers(ControllerSet):
             oom = cgroupfs.read_keyed(os.path.join(memory, "memory.oom_control")).get("oom_kill")
             tally.give("oom_kills", oom, "memory.oom_control oom_kill (v1)")
         if cpuacct is not None:
-            for field, name in (("cpu_ns", "usage"), ("user_ns", "usage_user"), ("system_ns", "usage_sys")):
-                value = cgroupfs.read_optional_int(os.path.join(cpuacct, f"cpuacct.{name}"))
-                tally.give_ns(field, value, f"cpuacct.{name} (v1)")
+            usage = cgroupfs.read_optional_int(os.path.join(cpuacct, "cpuacct.usage"))
+            tally.give_ns("cpu_ns", usage, "cpuacct.usage (v1)")
+            user, system = (cgroupfs.read_optional_int(os.path.join(cpuacct, name)) for name in SPLIT)
+            if usage is not None and user is not None and system is not None:
+                # The split is sampled at ticks; scaled to the exact total, as cpu.stat's is.
+                user = usage * user // (user + system) if user + system else 0
+                source = "cpuacct.usage split as cpuacct.usage_user/usage_sys (v1)"
+                tally.give_ns("user_ns", user, source)
+                tally.give_ns("system_ns", usage - user, source)
         if pids is not None:
             tally.give(
                 "peak_process_count", cgroupfs.read_optional_int(os.path.join(pids, "pids.peak")), "pids.peak (v1)"

@@ -311,15 +311,21 @@ class Qualification:
 
 
 def _accounting() -> AccountingFacts:
-    """Not a phase (the report's phases are the reference's): a fresh container's counters."""
-    from ..containment import ContainerError
-    from ..containment.accounting import check
+    """What a run's accounting would be here, from a fresh container, removed at once. Not a
+    phase: the report's phases are the reference's."""
+    from .. import containment
+    from ..containment.accounting import SUMMARY_FIELDS, mechanism
+    from ..spec import NO_LIMITS
 
     try:
-        mechanism, counters = check()
-    except (ContainerError, OSError) as exc:
+        container = containment.create(NO_LIMITS)
+    except containment.ContainerError as exc:
         return AccountingFacts("none", {}, f"no container could be made to check it: {exc}")
-    return AccountingFacts(mechanism, counters)
+    try:
+        usage = container.usage()  # an empty group's counters: which exist, not what they say
+    finally:
+        container.release()
+    return AccountingFacts(mechanism(usage), {field: usage.sources.get(field) for field in SUMMARY_FIELDS})
 
 
 def _events(path: str) -> dict[str, dict]:

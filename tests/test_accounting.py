@@ -1,0 +1,237 @@
+"""Per-run accounting with no flag and no cap: the whole tree's peak memory, CPU and peak process
+count from the kernel's counters, on this host's layout and on the process-group fallback.
+
+``layout`` runs each test three ways: the host's default (a cgroup v2 group where one can be
+made, with the figures from the accounting groups in the v1 hierarchies on a hybrid host),
+``process_group`` (the forced fallback containment, still accounted by the v1 groups), and
+``bare`` (the fallback on a host with no usable v1 hierarchy: only the subreaper's rusage).
+The stream of every run is held to the reference schema (``check_stream``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import run_cli, start_cli, wait_for_event, wait_for_file
+from control_support import check_schema, json_out
+from streams import PY, check_stream, one, python_child, run_checked
+from test_limits import own_cgroup_dirs
+
+MiB = 1 << 20
+V1_ACCOUNTED = ("memory", "pids", "cpuacct")
+
+# Two grandchildren each touch 100 MiB and hold it until both do, then exit; the root waits.
+TWO_HOLDERS = """
+import os, sys, time
+ready = sys.argv[1]
+pids = []
+for n in range(2):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(100 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        open(f"{ready}.{n}", "w").close()
+        while not all(os.path.exists(f"{ready}.{k}") for k in range(2)):
+            time.sleep(0.005)
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+"""
+
+# A middle process starts two burners and exits at once, so nobody in the tree reaps them;
+# each burns 0.3 s of CPU and exits before the root, which waits for them to be gone.
+EARLY_BURNERS = """
+import os, sys, time
+done = sys.argv[1]
+middle = os.fork()
+if middle == 0:
+    for n in range(2):
+        if os.fork() == 0:
+            end = time.process_time() + 0.3
+            while time.process_time() < end:
+                pass
+            open(f"{done}.{n}", "w").close()
+            os._exit(0)
+    os._exit(0)
+os.waitpid(middle, 0)
+while not all(os.path.exists(f"{done}.{n}") for n in range(2)):
+    time.sleep(0.005)
+time.sleep(0.2)  # the burners' exit after their last write
+"""
+
+# The root and three children alive at once.
+FOUR_AT_ONCE = """
+import os, sys, time
+ready = sys.argv[1]
+pids = []
+for n in range(3):
+    pid = os.fork()
+    if pid == 0:
+        open(f"{ready}.{n}", "w").close()
+        while not all(os.path.exists(f"{ready}.{k}") for k in range(3)):
+            time.sleep(0.005)
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+"""
+
+
+def v1_usable() -> bool:
+    dirs = own_cgroup_dirs()
+    return all(name in dirs and os.access(dirs[name], os.W_OK) for name in V1_ACCOUNTED)
+
+
+@pytest.fixture(params=["default", "process_group", "bare"])
+def layout(request, monkeypatch, tmp_path):
+    if request.param != "default":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    else:
+        monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    if request.param == "bare":
+        plain = tmp_path / "no-cgroup-v1"
+        plain.mkdir()
+        monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(plain))
+    elif not v1_usable():
+        pytest.skip("this host has no writable v1 memory, pids and cpuacct hierarchies")
+    monkeypatch.delenv("PROCESSKIT_ACCOUNTING", raising=False)
+    return request.param
+
+
+def accounted_run(tmp_path, code: str, *args):
+    """Run ``code`` with a path argument; (its resource_summary, its --usage-file)."""
+    usage_file = tmp_path / "usage.json"
+    _, events = run_checked(
+        tmp_path, "--no-echo", "--usage-file", usage_file, *args, command=[*python_child(code), tmp_path / "f"]
+    )
+    return one(events, "resource_summary"), json.loads(usage_file.read_text())
+
+
+def test_a_plain_run_reports_the_sum_of_two_concurrent_holders(tmp_path, layout):
+    summary, usage = accounted_run(tmp_path, TWO_HOLDERS)
+    assert summary["read_error"] is False
+    if layout == "bare":  # no counter holds a tree's peak, and nothing is alive to sum
+        assert summary["peak_memory_bytes"] is None, summary
+        return
+    assert 200 * MiB <= summary["peak_memory_bytes"] < 400 * MiB, summary
+    assert usage["sources"]["peak_memory_bytes"] == "memory.max_usage_in_bytes (v1)"
+
+
+def test_cpu_counts_grandchildren_that_exit_before_the_root(tmp_path, layout):
+    summary, usage = accounted_run(tmp_path, EARLY_BURNERS)
+    assert summary["total_cpu_ms"] is not None and summary["total_cpu_ms"] >= 550, summary
+    assert usage["cpu_ns"] // 1_000_000 == summary["total_cpu_ms"], usage
+    assert usage["user_ns"] + usage["system_ns"] == usage["cpu_ns"], usage
+    if layout == "bare":
+        assert usage["sources"]["total_cpu_ms"].startswith("getrusage"), usage
+        assert summary["io_read_bytes"] is not None and summary["io_write_bytes"] is not None, summary
+
+
+def test_the_peak_process_count_of_a_tree(tmp_path, layout):
+    summary, usage = accounted_run(tmp_path, FOUR_AT_ONCE)
+    if layout == "bare":
+        assert summary["peak_process_count"] is None, summary
+        return
+    assert summary["peak_process_count"] == 4, summary
+    assert usage["sources"]["peak_process_count"] == "pids.peak (v1)"
+
+
+def test_turned_off_the_figures_come_from_the_containment_alone(tmp_path, monkeypatch):
+    """The benchmark's baseline: PROCESSKIT_ACCOUNTING=0 makes no accounting groups."""
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    monkeypatch.setenv("PROCESSKIT_ACCOUNTING", "0")
+    summary, usage = accounted_run(tmp_path, FOUR_AT_ONCE)
+    assert summary["peak_process_count"] is None, summary
+    assert not any("(v1)" in source for source in usage["sources"].values()), usage
+
+
+def test_an_oom_kill_under_a_cap_is_counted(tmp_path):
+    if not v1_usable():
+        pytest.skip("no writable v1 hierarchies")
+    hog = "block = bytearray(400 << 20)\nfor i in range(0, len(block), 4096): block[i] = 1"
+    usage_file = tmp_path / "usage.json"
+    _, events = run_checked(tmp_path, "--max-memory", "64m", "--usage-file", usage_file, command=python_child(hog))
+    if one(events, "limit_evidence")["memory"] != "tripped":
+        pytest.skip("the cap did not end in an OOM kill here")
+    assert json.loads(usage_file.read_text())["oom_kills"] >= 1
+
+
+def test_the_api_gets_the_extended_figures(tmp_path, monkeypatch):
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    import processkit
+
+    burn = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end: pass"
+    result = processkit.run([PY, "-c", burn])
+    assert result.returncode == 0
+    usage = result.usage
+    assert usage is not None and usage.cpu_ns is not None and usage.cpu_ns >= 150_000_000, usage
+    extra = result.resources.extra
+    assert {"user_cpu_ms", "system_cpu_ms", "oom_kills", "cpu_ns", "user_ns", "system_ns", "sources"} <= set(extra)
+    assert extra["sources"]["total_cpu_ms"] == usage.sources["total_cpu_ms"]
+    assert result.resources.total_cpu_ms == usage.total_cpu_ms
+
+
+def test_doctor_names_the_accounting_mechanism(tmp_path, monkeypatch, layout):
+    text = run_cli("doctor").stdout.decode()
+    line = next(line for line in text.splitlines() if line.strip().startswith("accounting:"))
+    expected = {"default": "cgroup_v1", "process_group": "cgroup_v1+rusage", "bare": "rusage"}[layout]
+    assert line.split()[1] == expected, text
+    met = run_cli("doctor", "--json", "--require-accounting", expected)
+    assert met.returncode == 0, met.stderr
+    check_schema("doctor", json_out(met))
+    unmet = run_cli("doctor", "--json", "--require-accounting", "cgroup_v2-elsewhere")
+    assert unmet.returncode == 116
+    report = json_out(unmet)
+    check_schema("doctor", report)
+    assert any("accounting" in mismatch and expected in mismatch for mismatch in report["mismatches"]), report
+
+
+def v1_group_dirs(pid: int) -> list[str]:
+    """Directories of the run's v1 groups that ``pid`` sits in."""
+    dirs = own_cgroup_dirs()
+    found = []
+    with open(f"/proc/{pid}/cgroup") as handle:
+        for line in handle:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            for name in names.split(","):
+                if name in V1_ACCOUNTED and os.path.basename(path).startswith("processkit-run-"):
+                    found.append(os.path.join(dirs[name], os.path.basename(path)))
+    return found
+
+
+@pytest.mark.parametrize("ending", ["exit", "runner_killed"])
+def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending):
+    """A run removes its groups; a SIGKILLed runner's are removed by ``prune``."""
+    if not v1_usable():
+        pytest.skip("no writable v1 hierarchies")
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    jsonl, ready, go = tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "go"
+    hold = (
+        "import os, sys, time\nopen(sys.argv[1], 'w').close()\nwhile not os.path.exists(sys.argv[2]): time.sleep(0.005)"
+    )
+    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready, go)
+    try:
+        wait_for_file(ready, timeout=30)
+        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
+        assert len(groups) == len(V1_ACCOUNTED), groups
+        if ending == "runner_killed":
+            runner.send_signal(signal.SIGKILL)
+        else:
+            go.touch()
+        runner.wait(30)
+    finally:
+        runner.kill()
+        runner.wait()
+    if ending == "exit":
+        check_stream(jsonl, 0)
+    else:
+        assert os.path.isdir(groups[0])  # the runner could not remove them
+        proc = run_cli("prune")
+        assert proc.returncode == 0, proc.stderr
+    assert [group for group in groups if os.path.lexists(group)] == []
