@@ -148,6 +148,13 @@ class CgroupV1Controllers(ControllerSet):
             os.close(fd)
         self._fds = []
         for path in self._paths:
+            try:
+                os.rmdir(path)  # the tree is gone: the common case, with nothing to read first
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError:
+                pass
             _evacuate(path)
             cgroupfs.remove_group(path)
         self._paths = []

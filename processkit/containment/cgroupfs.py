@@ -26,12 +26,21 @@ class Mount(Plain):
         self.super_options = super_options  # for a cgroup v1 hierarchy, its controllers among them
 
 
+_MOUNTS: dict[str, list[Mount]] = {}  # path -> its mounts: a run reads them once, for v2 and v1 alike
+
+
 def mounts(path: str = MOUNTINFO) -> list[Mount]:
-    """This process's mounts, paths decoded; raises OSError when unreadable.
+    """This process's mounts, paths decoded, read once per process; raises OSError when unreadable.
 
     A line is ``id parent dev root mount-point options [optional...] - fstype source super``;
     the optional fields vary in number, so the fields after them are found from the ``-``.
     """
+    if path not in _MOUNTS:
+        _MOUNTS[path] = _read_mounts(path)
+    return _MOUNTS[path]
+
+
+def _read_mounts(path: str) -> list[Mount]:
     found = []
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for line in handle:

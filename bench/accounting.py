@@ -1,0 +1,193 @@
+"""Per-run accounting against BenchExec's ``runexec --no-container``, its cost, and its leftovers.
+
+1. Accuracy: each workload run by ``processkit-cli run`` (no flag, no cap; figures from its
+   ``--usage-file``) and by ``runexec`` in turn, round after round; the medians side by side.
+   Workloads: one process holding 200 MiB; a tree of two concurrent 100 MiB holders; a middle
+   process starting two CPU burners and exiting at once (grandchildren that exit before the
+   root). Both tools read the same kind of counters (v1 ``memory.max_usage_in_bytes`` with page
+   cache, ``cpuacct.usage``), so the figures compare like with like.
+2. Cost: ``run -- true`` with accounting and with ``PROCESSKIT_ACCOUNTING=0``, in alternating
+   pairs; the median wall time of each and the median of the per-pair difference.
+3. Leftovers: the run groups (``processkit-run-*``) in this process's cgroup directories after
+   N sequential runs, and after K runners SIGKILLed mid-run and one ``prune``.
+
+    python3 bench/accounting.py --rounds 5 --pairs 201 --runs 1000 --killed 60
+    PROCESSKIT_CONTAINMENT=process_group python3 bench/accounting.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from processkit.api.launch import runner_command
+from processkit.containment import cgroup_v1, cgroup_v2
+
+PY = sys.executable
+HOLD_ONE = "x = b'x' * (200 << 20)"
+HOLD_TWO = """
+import os, time
+pids = []
+for n in range(2):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(100 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(0.3)
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+"""
+EARLY_BURNERS = """
+import os, time
+if os.fork() == 0:
+    for n in range(2):
+        if os.fork() == 0:
+            end = time.process_time() + 0.25
+            while time.process_time() < end:
+                pass
+            os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(0.8)
+"""
+WORKLOADS = {
+    "one process, 200 MiB": HOLD_ONE,
+    "two concurrent 100 MiB holders": HOLD_TWO,
+    "early-exiting burners": EARLY_BURNERS,
+}
+
+
+def processkit_figures(code: str, scratch: str) -> tuple[int, float]:
+    usage = os.path.join(scratch, "usage.json")
+    jsonl = os.path.join(scratch, "run.jsonl")
+    subprocess.run(
+        [*runner_command(), "run", "--jsonl", jsonl, "--no-echo", "--usage-file", usage, "--", PY, "-c", code],
+        check=True,
+    )
+    with open(usage) as handle:
+        figures = json.load(handle)
+    return figures["peak_memory_bytes"], figures["cpu_ns"] / 1e9
+
+
+def runexec_figures(code: str, scratch: str) -> tuple[int, float]:
+    out = subprocess.run(
+        ["runexec", "--no-container", "--output", os.path.join(scratch, "runexec.log"), "--", PY, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+    ).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return int(values["memory"].rstrip("B")), float(values["cputime"].rstrip("s"))
+
+
+def accuracy(rounds: int, scratch: str) -> None:
+    print("| workload | processkit peak | runexec peak | ratio | processkit CPU | runexec CPU | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for name, code in WORKLOADS.items():
+        ours, theirs = [], []
+        for _ in range(rounds):
+            ours.append(processkit_figures(code, scratch))
+            theirs.append(runexec_figures(code, scratch))
+        memory = statistics.median(m for m, _ in ours), statistics.median(m for m, _ in theirs)
+        cpu = statistics.median(c for _, c in ours), statistics.median(c for _, c in theirs)
+        print(
+            f"| {name} | {memory[0] / 2**20:.1f} MiB | {memory[1] / 2**20:.1f} MiB | {memory[0] / memory[1]:.3f} "
+            f"| {cpu[0] * 1000:.0f} ms | {cpu[1] * 1000:.0f} ms | {cpu[0] / cpu[1]:.3f} |"
+        )
+
+
+def timed_true(scratch: str, accounting: bool) -> float:
+    env = dict(os.environ, PROCESSKIT_ACCOUNTING="1" if accounting else "0")
+    jsonl = os.path.join(scratch, "cost.jsonl")
+    started = time.perf_counter()
+    subprocess.run([*runner_command(), "run", "--jsonl", jsonl, "--no-echo", "--", "true"], env=env, check=True)
+    return time.perf_counter() - started
+
+
+def cost(pairs: int, scratch: str) -> None:
+    on, off, differences = [], [], []
+    for index in range(pairs):
+        first = index % 2 == 0  # alternate which one goes first
+        a = timed_true(scratch, first)
+        b = timed_true(scratch, not first)
+        with_, without = (a, b) if first else (b, a)
+        on.append(with_)
+        off.append(without)
+        differences.append(with_ - without)
+    print(
+        f"run -- true, {pairs} pairs: with accounting {statistics.median(on) * 1000:.2f} ms, "
+        f"PROCESSKIT_ACCOUNTING=0 {statistics.median(off) * 1000:.2f} ms, "
+        f"median per-pair difference {statistics.median(differences) * 1000:+.2f} ms"
+    )
+
+
+def run_groups() -> list[str]:
+    parents = [cgroup_v2.find_parent(), *cgroup_v1.own_groups().values()]
+    found = []
+    for parent in filter(None, parents):
+        try:
+            found += [os.path.join(parent, name) for name in os.listdir(parent) if name.startswith("processkit-run-")]
+        except OSError:
+            pass
+    return found
+
+
+def leftovers(runs: int, killed: int, scratch: str) -> None:
+    before = set(run_groups())
+    for _ in range(runs):
+        subprocess.run(
+            [*runner_command(), "run", "--jsonl", os.path.join(scratch, "seq.jsonl"), "--no-echo", "--", "true"],
+            check=True,
+        )
+    print(f"after {runs} sequential runs: {len(set(run_groups()) - before)} run groups left")
+    runners = []
+    for index in range(killed):
+        jsonl = os.path.join(scratch, f"killed-{index}.jsonl")
+        runners.append(
+            (jsonl, subprocess.Popen([*runner_command(), "run", "--jsonl", jsonl, "--no-echo", "--", "sleep", "60"]))
+        )
+    for jsonl, runner in runners:
+        while not (os.path.exists(jsonl) and "run_started" in open(jsonl).read()):
+            time.sleep(0.01)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    stranded = len(set(run_groups()) - before)
+    subprocess.run([*runner_command(), "prune"], check=True, stdout=subprocess.DEVNULL)
+    print(
+        f"{killed} runners SIGKILLed: {stranded} run groups stranded, {len(set(run_groups()) - before)} left after prune"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=201)
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--killed", type=int, default=60)
+    args = parser.parse_args()
+    scratch = tempfile.mkdtemp(prefix="processkit-bench-accounting-")
+    try:
+        if shutil.which("runexec") and args.rounds:
+            accuracy(args.rounds, scratch)
+        if args.pairs:
+            cost(args.pairs, scratch)
+        if args.runs or args.killed:
+            leftovers(args.runs, args.killed, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
