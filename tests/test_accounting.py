@@ -113,7 +113,7 @@ def accounted_run(tmp_path, code: str, *args):
     return one(events, "resource_summary"), json.loads(usage_file.read_text())
 
 
-def test_a_plain_run_reports_the_sum_of_two_concurrent_holders(tmp_path, layout):
+def test_a_plain_run_reports_the_sum_of_two_concurrent_holders(tmp_path, layout, spawn_backend):
     summary, usage = accounted_run(tmp_path, TWO_HOLDERS)
     assert summary["read_error"] is False
     if layout == "bare":  # no counter holds a tree's peak, and nothing is alive to sum
@@ -156,10 +156,12 @@ def test_an_oom_kill_under_a_cap_is_counted(tmp_path):
         pytest.skip("no writable v1 hierarchies")
     hog = "block = bytearray(400 << 20)\nfor i in range(0, len(block), 4096): block[i] = 1"
     usage_file = tmp_path / "usage.json"
-    _, events = run_checked(tmp_path, "--max-memory", "64m", "--usage-file", usage_file, command=python_child(hog))
+    proc, events = run_checked(tmp_path, "--max-memory", "64m", "--usage-file", usage_file, command=python_child(hog))
     if one(events, "limit_evidence")["memory"] != "tripped":
         pytest.skip("the cap did not end in an OOM kill here")
+    assert one(events, "root_exited")["signal"] == signal.SIGKILL
     assert json.loads(usage_file.read_text())["oom_kills"] >= 1
+    assert "OOM killer ended" in proc.stderr.decode(), proc.stderr
 
 
 def test_the_api_gets_the_extended_figures(tmp_path, monkeypatch):
@@ -175,6 +177,7 @@ def test_the_api_gets_the_extended_figures(tmp_path, monkeypatch):
     assert {"user_cpu_ms", "system_cpu_ms", "oom_kills", "cpu_ns", "user_ns", "system_ns", "sources"} <= set(extra)
     assert extra["sources"]["total_cpu_ms"] == usage.sources["total_cpu_ms"]
     assert result.resources.total_cpu_ms == usage.total_cpu_ms
+    assert result.oom_killed is False
 
 
 def test_doctor_names_the_accounting_mechanism(tmp_path, monkeypatch, layout):

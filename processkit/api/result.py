@@ -64,6 +64,14 @@ class RunResult:
         return envelope.get("message") if envelope else None
 
     @property
+    def oom_killed(self) -> bool | None:
+        """Whether the kernel's OOM killer ended a process of the run's tree (with or without a
+        cap); None where no counter here says (``usage.oom_kills`` is the count)."""
+        if self.usage is None or self.usage.oom_kills is None:
+            return None
+        return self.usage.oom_kills > 0
+
+    @property
     def ending(self) -> Event | None:
         """The event that ended the run (root_exited, timeout, cancelled, ...), if one did."""
         return next((event for event in self.events if isinstance(event, ENDING_TYPES)), None)

@@ -225,8 +225,13 @@ def main(argv: list[str], invocation) -> int:
     from ..engine.runner import execute
 
     outcome = execute(spec)
-    if spec.usage_file is not None and outcome.usage is not None:
-        _write_usage(spec.usage_file, outcome.usage)
+    if outcome.usage is not None:
+        if outcome.usage.oom_kills:
+            from ..diagnostics import warn
+
+            warn(f"the kernel's OOM killer ended {outcome.usage.oom_kills} process(es) of this run's tree")
+        if spec.usage_file is not None:
+            _write_usage(spec.usage_file, outcome.usage)
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
