@@ -238,3 +238,31 @@ def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending):
         proc = run_cli("prune")
         assert proc.returncode == 0, proc.stderr
     assert [group for group in groups if os.path.lexists(group)] == []
+
+
+def test_a_live_run_answers_with_its_usage_so_far(tmp_path, monkeypatch):
+    """``inspect --usage`` (CLI) and ``RunHandle.usage()`` (API): the figures while it runs."""
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    import processkit
+
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    hold = (
+        "import os, sys, time\nblock = bytearray(64 << 20)\nfor i in range(0, len(block), 4096): block[i] = 1\n"
+        "open(sys.argv[1], 'w').close()\nwhile not os.path.exists(sys.argv[2]): time.sleep(0.005)"
+    )
+    handle = processkit.start([PY, "-c", hold, str(ready), str(go)])
+    try:
+        wait_for_file(ready, timeout=30)
+        usage = handle.usage()
+        proc = run_cli("inspect", "--run-id", handle.run_id, "--usage", "--json")
+        assert proc.returncode == 0, proc.stderr
+        reply = json_out(proc)
+        assert reply["usage_version"] == 1 and reply["run_id"] == handle.run_id
+        assert reply["total_cpu_ms"] is not None and "total_cpu_ms" in reply["sources"], reply
+        if v1_usable():
+            assert usage.peak_memory_bytes >= 64 * MiB, usage
+        snapshot = run_cli("inspect", "--run-id", handle.run_id, "--json")
+        check_schema("inspect", json_out(snapshot))  # the reference's snapshot keeps its shape
+    finally:
+        go.touch()
+    assert handle.wait().returncode == 0
