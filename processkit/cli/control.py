@@ -11,6 +11,10 @@ from ..errors import Failure, Kind
 from . import output, targets
 from .parsing import OnceFlag, Parser
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 SNAPSHOT_FIELDS = ("snapshot_version", "run_id", "mechanism", "root_pid", "started_at", "jsonl", "capture_dir")
 ATTESTATION_FIELDS = ("attestation_version", "run_id", "verdict", "peer_pid", "mechanism", "checked_at")
 
@@ -158,7 +162,7 @@ def _inspect_parser() -> Parser:
 
 
 # Each subcommand's parser, built on demand (also for completion and the man pages: cli/parsers.py).
-PARSERS = {
+PARSERS: dict[str, Callable[[], Parser]] = {
     "inspect": _inspect_parser,
     "cancel": partial(_parser, "cancel", _FAN_OUT_USAGE, json_flag=False),
     "kill": partial(_parser, "kill", _FAN_OUT_USAGE, json_flag=False),
