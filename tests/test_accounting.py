@@ -162,6 +162,11 @@ def test_an_oom_kill_under_a_cap_is_counted(tmp_path):
     assert one(events, "root_exited")["signal"] == signal.SIGKILL
     assert json.loads(usage_file.read_text())["oom_kills"] >= 1
     assert "OOM killer ended" in proc.stderr.decode(), proc.stderr
+    (jsonl,) = tmp_path.glob("run-*.jsonl")
+    page = tmp_path / "page.html"
+    shown = run_cli("report", jsonl, "--usage-file", usage_file, "-o", page)
+    assert shown.returncode == 0, shown.stderr
+    assert "OOM killer ended" in page.read_text() and "OOM kills" in page.read_text()
 
 
 def test_the_api_gets_the_extended_figures(tmp_path, monkeypatch):
