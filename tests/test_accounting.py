@@ -271,3 +271,37 @@ def test_a_live_run_answers_with_its_usage_so_far(tmp_path, monkeypatch):
     finally:
         go.touch()
     assert handle.wait().returncode == 0
+
+
+def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
+    """Where the parent delegates memory, pids and io (not this project's hosts): the
+    controllers are switched on, and the group's own files give each figure (a fake group)."""
+    from processkit.containment import cgroup_v2
+    from processkit.containment.accounting import Tally
+
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (parent / "cgroup.subtree_control").write_text("")
+    cgroup_v2.enable_accounting(str(parent))
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids +io"
+    group = parent / "run"
+    group.mkdir()
+    (group / "cpu.stat").write_text("usage_usec 250000\nuser_usec 200000\nsystem_usec 50000\n")
+    (group / "memory.peak").write_text(f"{210 * MiB}\n")
+    (group / "pids.peak").write_text("3\n")
+    (group / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n")
+    (group / "io.stat").write_text("254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n")
+    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
+    container.path = str(group)
+    tally = Tally()
+    container._account(tally)
+    usage = tally.usage()
+    assert (usage.peak_memory_bytes, usage.total_cpu_ms, usage.user_cpu_ms, usage.system_cpu_ms) == (
+        210 * MiB,
+        250,
+        200,
+        50,
+    )
+    assert (usage.peak_process_count, usage.oom_kills, usage.io_read_bytes, usage.io_write_bytes) == (3, 1, 4096, 8192)
+    assert usage.cpu_ns == 250_000_000 and usage.sources["peak_memory_bytes"] == "memory.peak (v2)"
