@@ -8,10 +8,12 @@
    cache, ``cpuacct.usage``), so the figures compare like with like.
 2. Cost: ``run -- true`` with accounting and with ``PROCESSKIT_ACCOUNTING=0``, in alternating
    pairs; the median wall time of each and the median of the per-pair difference.
-3. Leftovers: the run groups (``processkit-run-*``) in this process's cgroup directories after
+3. The join itself: a write of "0" to ``cgroup.procs`` or to ``tasks`` in each v1 group, timed
+   in forked children.
+4. Leftovers: the run groups (``processkit-run-*``) in this process's cgroup directories after
    N sequential runs, and after K runners SIGKILLed mid-run and one ``prune``.
 
-    python3 bench/accounting.py --rounds 5 --pairs 201 --runs 1000 --killed 60
+    python3 bench/accounting.py --rounds 5 --pairs 201 --runs 1000 --killed 60 --joins 21
     PROCESSKIT_CONTAINMENT=process_group python3 bench/accounting.py
 """
 
@@ -133,6 +135,47 @@ def cost(pairs: int, scratch: str) -> None:
     )
 
 
+def join_cost(samples: int) -> None:
+    """What a child pays to join the v1 accounting groups before exec: a write of "0" to each
+    group's ``cgroup.procs`` (the whole thread group: the global threadgroup lock) or ``tasks``
+    (its one thread), timed inside forked children; groups made for the purpose and removed."""
+    parents = cgroup_v1.own_groups()
+    made = []
+    try:
+        for controller in ("memory", "cpuacct", "pids"):
+            if controller in parents:
+                made.append(os.path.join(parents[controller], f"processkit-bench-join-{os.getpid()}"))
+                os.mkdir(made[-1])
+        for name in ("cgroup.procs", "tasks"):
+            fds = [os.open(os.path.join(path, name), os.O_WRONLY) for path in made]
+            times = []
+            for _ in range(samples):
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    started = time.perf_counter()
+                    for fd in fds:
+                        os.write(fd, b"0")
+                    os.write(write_end, repr(time.perf_counter() - started).encode())
+                    os._exit(0)
+                os.close(write_end)
+                times.append(float(os.read(read_end, 64)))
+                os.close(read_end)
+                os.waitpid(pid, 0)
+                time.sleep(0.05)  # apart, as runs are: no grace period shared with the last join
+            for fd in fds:
+                os.close(fd)
+            print(f"join {len(made)} v1 groups through {name}: median {statistics.median(times) * 1000:.3f} ms")
+    finally:
+        for path in made:
+            for _ in range(100):
+                try:
+                    os.rmdir(path)
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
 def run_groups() -> list[str]:
     parents = [cgroup_v2.find_parent(), *cgroup_v1.own_groups().values()]
     found = []
@@ -176,9 +219,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=201)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--killed", type=int, default=60)
+    parser.add_argument("--joins", type=int, default=21)
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="processkit-bench-accounting-")
     try:
+        if args.joins:
+            join_cost(args.joins)
         if shutil.which("runexec") and args.rounds:
             accuracy(args.rounds, scratch)
         if args.pairs:
