@@ -305,3 +305,42 @@ def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
     )
     assert (usage.peak_process_count, usage.oom_kills, usage.io_read_bytes, usage.io_write_bytes) == (3, 1, 4096, 8192)
     assert usage.cpu_ns == 250_000_000 and usage.sources["peak_memory_bytes"] == "memory.peak (v2)"
+
+
+@pytest.mark.parametrize("emptied", [False, True])
+def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, emptied):
+    """A sweeper that does not make groups where the dead run did (another v1 group, another
+    session: here ``PROCESSKIT_CGROUP_V1_ROOT`` hides the real hierarchies from ``prune``) still
+    ends the run's v1 groups, from the record in its run directory; also when an older sweeper
+    already took the lock away (``emptied``) and left only the record."""
+    if not v1_usable():
+        pytest.skip("no writable v1 hierarchies")
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
+    hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
+    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
+    try:
+        wait_for_file(ready, timeout=30)
+        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(30)
+    finally:
+        runner.kill()
+        runner.wait()
+    (run_dir,) = [path for path in glob_run_dirs(runner.pid)]
+    if emptied:
+        os.unlink(os.path.join(run_dir, "live.lock"))
+    hidden = tmp_path / "no-v1"
+    hidden.mkdir()
+    env = dict(os.environ, PROCESSKIT_CGROUP_V1_ROOT=str(hidden))
+    proc = run_cli("prune", "--json", "--report-reaped", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [group for group in groups if os.path.lexists(group)] == [], json.loads(proc.stdout)
+    assert not os.path.lexists(run_dir)
+
+
+def glob_run_dirs(pid: int) -> list[str]:
+    import tempfile
+
+    base = tempfile.gettempdir()
+    return [os.path.join(base, name) for name in os.listdir(base) if name.startswith(f"pkc-{pid}-")]

@@ -52,6 +52,8 @@ def create(limits: Limits, rundir: RunDir | None = None) -> Container:
             raise
     elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
         container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents)
+    if rundir is not None and isinstance(container.controllers, cgroup_v1.CgroupV1Controllers):
+        rundir.record_groups(container.controllers.paths)
     return container
 
 

@@ -106,6 +106,11 @@ class CgroupV1Controllers(ControllerSet):
     def _dir(self, controller: str) -> str | None:
         return self._groups.get(controller)
 
+    @property
+    def paths(self) -> list[str]:
+        """The groups made for this run, one per hierarchy."""
+        return list(self._paths)
+
     def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
         writes = []
         if limits.max_memory is not None:
