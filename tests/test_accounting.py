@@ -344,3 +344,34 @@ def glob_run_dirs(pid: int) -> list[str]:
 
     base = tempfile.gettempdir()
     return [os.path.join(base, name) for name in os.listdir(base) if name.startswith(f"pkc-{pid}-")]
+
+
+def test_the_usage_counts_what_members_did_until_teardown_killed_them(tmp_path, layout):
+    """The stream's summary is read before teardown (the reference's order); the usage file is
+    read once the tree is gone, so CPU burnt during the grace by a SIGTERM handler is in."""
+    code = """
+import signal, sys, time
+def burn(*_):
+    end = time.process_time() + 0.4
+    while time.process_time() < end:
+        pass
+    sys.exit(0)
+signal.signal(signal.SIGTERM, burn)
+open(sys.argv[1], "w").close()
+time.sleep(60)
+"""
+    usage_file = tmp_path / "usage.json"
+    _, events = run_checked(
+        tmp_path,
+        "--no-echo",
+        "--timeout",
+        "1s",
+        "--grace",
+        "30s",
+        "--usage-file",
+        usage_file,
+        command=[*python_child(code), tmp_path / "f"],
+        returncode=106,
+    )
+    summary, usage = one(events, "resource_summary"), json.loads(usage_file.read_text())
+    assert usage["total_cpu_ms"] >= summary["total_cpu_ms"] + 350, (summary, usage)

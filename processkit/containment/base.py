@@ -85,6 +85,19 @@ class Container(abc.ABC):
             return Usage(read_error=True)
         return tally.usage()
 
+    def final_usage(self, read: Usage) -> Usage:
+        """The figures again once the tree is gone (before ``release``): what members did until
+        they were killed at teardown is in; a figure only the earlier read had (the live
+        members' sum) is kept from ``read``."""
+        final = self.usage()
+        if final.read_error:
+            return read
+        for field, source in read.sources.items():
+            if getattr(final, field) is None:
+                setattr(final, field, getattr(read, field))
+                final.sources[field] = source
+        return final
+
     def _account(self, tally: Tally) -> None:
         """Give the figures the mechanism itself counts; raises OSError on a failed read."""
 

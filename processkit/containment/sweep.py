@@ -9,6 +9,11 @@ Facts about deciding that a runner is dead, and what may then be ended:
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
   works, and a runner never takes an old lock again. Missing or unreadable: left and reported.
+- A run's groups are looked for in every parent this process makes groups in, and where the
+  run's directory records its v1 groups (``groups``): a v1 memory group sits under its runner's
+  own group, which a runner in another session does not sweep. The record is written after the
+  lock and removed before it, so a directory holding the record but no lock was emptied by an
+  older sweeper that held the lock: its recorded groups are ended and the directory removed.
 - A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, in whatever pid
   namespace, and whatever they fork meanwhile. A v1 group (the caps of a process-group run) is
   ended member by member, round after round until empty, within a bound. Then ``rmdir``, which

@@ -87,6 +87,7 @@ class Run:
         run.events.emit(ResourceSummary(**usage.summary()))
         teardown(run, entry.graceful)
         drain_outputs(run)
+        outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             from . import capture
@@ -108,5 +109,4 @@ class Run:
                 child_code=None if failure else outcome.code,
             )
         )
-        outcome.usage = usage
         return outcome
