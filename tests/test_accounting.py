@@ -24,26 +24,6 @@ from test_limits import own_cgroup_dirs
 MiB = 1 << 20
 V1_ACCOUNTED = ("memory", "pids", "cpuacct")
 
-# Two grandchildren each touch 100 MiB and hold it until both do, then exit; the root waits.
-TWO_HOLDERS = """
-import os, sys, time
-ready = sys.argv[1]
-pids = []
-for n in range(2):
-    pid = os.fork()
-    if pid == 0:
-        block = bytearray(100 << 20)
-        for i in range(0, len(block), 4096):
-            block[i] = 1
-        open(f"{ready}.{n}", "w").close()
-        while not all(os.path.exists(f"{ready}.{k}") for k in range(2)):
-            time.sleep(0.005)
-        os._exit(0)
-    pids.append(pid)
-for pid in pids:
-    os.waitpid(pid, 0)
-"""
-
 # A middle process starts two burners and exits at once, so nobody in the tree reaps them;
 # each burns 0.3 s of CPU and exits before the root, which waits for them to be gone.
 EARLY_BURNERS = """
@@ -65,22 +45,31 @@ while not all(os.path.exists(f"{done}.{n}") for n in range(2)):
 time.sleep(0.2)  # the burners' exit after their last write
 """
 
-# The root and three children alive at once.
-FOUR_AT_ONCE = """
+
+def concurrent(count: int, work: str) -> str:
+    """A root that forks ``count`` children, each doing ``work`` and then holding on until all
+    have (files ``<argv[1]>.<n>`` say so), and waits for them: ``count`` + 1 alive at once."""
+    return f"""
 import os, sys, time
 ready = sys.argv[1]
 pids = []
-for n in range(3):
+for n in range({count}):
     pid = os.fork()
     if pid == 0:
-        open(f"{ready}.{n}", "w").close()
-        while not all(os.path.exists(f"{ready}.{k}") for k in range(3)):
+        {work}
+        open(f"{{ready}}.{{n}}", "w").close()
+        while not all(os.path.exists(f"{{ready}}.{{k}}") for k in range({count})):
             time.sleep(0.005)
         os._exit(0)
     pids.append(pid)
 for pid in pids:
     os.waitpid(pid, 0)
 """
+
+
+# Two grandchildren each touch 100 MiB and hold it until both do.
+TWO_HOLDERS = concurrent(2, "block = bytearray(100 << 20)\n        block[::4096] = b'1' * len(block[::4096])")
+FOUR_AT_ONCE = concurrent(3, "pass")  # the root and three children alive at once
 
 
 def v1_usable() -> bool:

@@ -28,19 +28,6 @@ if TYPE_CHECKING:
 
 # The figures the v1 ``resource_summary`` carries; the rest of Usage's are extensions.
 SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
-FIELDS = (
-    "peak_memory_bytes",
-    "total_cpu_ms",
-    "user_cpu_ms",
-    "system_cpu_ms",
-    "peak_process_count",
-    "io_read_bytes",
-    "io_write_bytes",
-    "oom_kills",
-    "cpu_ns",
-    "user_ns",
-    "system_ns",
-)
 # A CPU figure in ns gives its ms figure: (ns field, ms field).
 CPU_PAIRS = (("cpu_ns", "total_cpu_ms"), ("user_ns", "user_cpu_ms"), ("system_ns", "system_cpu_ms"))
 
@@ -125,6 +112,9 @@ class Usage(Plain):
             sources=dict(sources) if isinstance(sources, dict) else {},
             read_error=bool(record.get("read_error")),
         )
+
+
+FIELDS = tuple(name for name in Usage.__slots__ if name not in ("sources", "read_error"))  # every figure
 
 
 class Tally:
