@@ -15,6 +15,7 @@
 
     python3 bench/accounting.py --rounds 5 --pairs 201 --runs 1000 --killed 60 --joins 21
     PROCESSKIT_CONTAINMENT=process_group python3 bench/accounting.py
+    PROCESSKIT_CONTAINMENT=process_group PROCESSKIT_CGROUP_V1_ROOT=/nonexistent python3 bench/accounting.py --pairs 0 --runs 0 --killed 0
 """
 
 from __future__ import annotations
@@ -29,67 +30,42 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from processkit.api.launch import runner_command
-from processkit.containment import cgroup_v1, cgroup_v2
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from accounting_workloads import HOLD_100_MIB, concurrent, early_burners  # noqa: E402
+
+from processkit.api.launch import runner_command  # noqa: E402
+from processkit.containment import cgroup_v1, cgroup_v2  # noqa: E402
 
 PY = sys.executable
 HOLD_ONE = "x = b'x' * (200 << 20)"
-HOLD_TWO = """
-import os, time
-pids = []
-for n in range(2):
-    pid = os.fork()
-    if pid == 0:
-        block = bytearray(100 << 20)
-        for i in range(0, len(block), 4096):
-            block[i] = 1
-        time.sleep(0.3)
-        os._exit(0)
-    pids.append(pid)
-for pid in pids:
-    os.waitpid(pid, 0)
-"""
-EARLY_BURNERS = """
-import os, time
-if os.fork() == 0:
-    for n in range(2):
-        if os.fork() == 0:
-            end = time.process_time() + 0.25
-            while time.process_time() < end:
-                pass
-            os._exit(0)
-    os._exit(0)
-os.wait()
-time.sleep(0.8)
-"""
 WORKLOADS = {
     "one process, 200 MiB": HOLD_ONE,
-    "two concurrent 100 MiB holders": HOLD_TWO,
-    "early-exiting burners": EARLY_BURNERS,
+    "two concurrent 100 MiB holders": concurrent(2, HOLD_100_MIB),
+    "early-exiting burners": early_burners(0.25),
 }
 
 
-def processkit_figures(code: str, scratch: str) -> tuple[int, float]:
-    usage = os.path.join(scratch, "usage.json")
-    jsonl = os.path.join(scratch, "run.jsonl")
-    subprocess.run(
-        [*runner_command(), "run", "--jsonl", jsonl, "--no-echo", "--usage-file", usage, "--", PY, "-c", code],
-        check=True,
-    )
+def workload(code: str, scratch: str) -> list[str]:
+    """The workload's command line, with a fresh path prefix for its barrier files."""
+    return [PY, "-c", code, os.path.join(scratch, f"barrier-{time.monotonic_ns()}")]
+
+
+def processkit_figures(code: str, scratch: str) -> tuple[int | None, float]:
+    usage, jsonl = os.path.join(scratch, "usage.json"), os.path.join(scratch, "run.jsonl")
+    flags = ["--jsonl", jsonl, "--no-echo", "--usage-file", usage]
+    subprocess.run([*runner_command(), "run", *flags, "--", *workload(code, scratch)], check=True)
     with open(usage) as handle:
         figures = json.load(handle)
     return figures["peak_memory_bytes"], figures["cpu_ns"] / 1e9
 
 
 def runexec_figures(code: str, scratch: str) -> tuple[int, float]:
-    out = subprocess.run(
-        ["runexec", "--no-container", "--output", os.path.join(scratch, "runexec.log"), "--", PY, "-c", code],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=scratch,
-    ).stdout
+    flags = ["--no-container", "--output", os.path.join(scratch, "runexec.log")]
+    command = ["runexec", *flags, "--", *workload(code, scratch)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=scratch).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return int(values["memory"].rstrip("B")), float(values["cputime"].rstrip("s"))
 
@@ -102,12 +78,16 @@ def accuracy(rounds: int, scratch: str) -> None:
         for _ in range(rounds):
             ours.append(processkit_figures(code, scratch))
             theirs.append(runexec_figures(code, scratch))
-        memory = statistics.median(m for m, _ in ours), statistics.median(m for m, _ in theirs)
         cpu = statistics.median(c for _, c in ours), statistics.median(c for _, c in theirs)
-        print(
-            f"| {name} | {memory[0] / 2**20:.1f} MiB | {memory[1] / 2**20:.1f} MiB | {memory[0] / memory[1]:.3f} "
-            f"| {cpu[0] * 1000:.0f} ms | {cpu[1] * 1000:.0f} ms | {cpu[0] / cpu[1]:.3f} |"
-        )
+        theirs_memory = statistics.median(m for m, _ in theirs)
+        if any(m is None for m, _ in ours):  # a bare process group: no counter holds a tree's peak
+            memory = f"null | {theirs_memory / 2**20:.1f} MiB | -"
+        else:
+            ours_memory = statistics.median(m for m, _ in ours)
+            memory = (
+                f"{ours_memory / 2**20:.1f} MiB | {theirs_memory / 2**20:.1f} MiB | {ours_memory / theirs_memory:.3f}"
+            )
+        print(f"| {name} | {memory} | {cpu[0] * 1000:.0f} ms | {cpu[1] * 1000:.0f} ms | {cpu[0] / cpu[1]:.3f} |")
 
 
 def timed_true(scratch: str, accounting: bool) -> float:

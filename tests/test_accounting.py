@@ -19,56 +19,14 @@ import pytest
 from conftest import run_cli, start_cli, wait_for_event, wait_for_file
 from control_support import check_schema, json_out
 from streams import PY, check_stream, one, python_child, run_checked
+from accounting_workloads import HOLD_100_MIB, concurrent, early_burners
 from test_limits import own_cgroup_dirs
 
 MiB = 1 << 20
 V1_ACCOUNTED = ("memory", "pids", "cpuacct")
 
-# A middle process starts two burners and exits at once, so nobody in the tree reaps them;
-# each burns 0.3 s of CPU and exits before the root, which waits for them to be gone.
-EARLY_BURNERS = """
-import os, sys, time
-done = sys.argv[1]
-middle = os.fork()
-if middle == 0:
-    for n in range(2):
-        if os.fork() == 0:
-            end = time.process_time() + 0.3
-            while time.process_time() < end:
-                pass
-            open(f"{done}.{n}", "w").close()
-            os._exit(0)
-    os._exit(0)
-os.waitpid(middle, 0)
-while not all(os.path.exists(f"{done}.{n}") for n in range(2)):
-    time.sleep(0.005)
-time.sleep(0.2)  # the burners' exit after their last write
-"""
-
-
-def concurrent(count: int, work: str) -> str:
-    """A root that forks ``count`` children, each doing ``work`` and then holding on until all
-    have (files ``<argv[1]>.<n>`` say so), and waits for them: ``count`` + 1 alive at once."""
-    return f"""
-import os, sys, time
-ready = sys.argv[1]
-pids = []
-for n in range({count}):
-    pid = os.fork()
-    if pid == 0:
-        {work}
-        open(f"{{ready}}.{{n}}", "w").close()
-        while not all(os.path.exists(f"{{ready}}.{{k}}") for k in range({count})):
-            time.sleep(0.005)
-        os._exit(0)
-    pids.append(pid)
-for pid in pids:
-    os.waitpid(pid, 0)
-"""
-
-
-# Two grandchildren each touch 100 MiB and hold it until both do.
-TWO_HOLDERS = concurrent(2, "block = bytearray(100 << 20)\n        block[::4096] = b'1' * len(block[::4096])")
+EARLY_BURNERS = early_burners(0.3)
+TWO_HOLDERS = concurrent(2, HOLD_100_MIB)  # two grandchildren each touch 100 MiB, holding it until both do
 FOUR_AT_ONCE = concurrent(3, "pass")  # the root and three children alive at once
 
 
