@@ -23,7 +23,8 @@ from typing import BinaryIO
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
 from .follow import read_all
-from .result import RunResult, build, read_usage
+from .result import RunResult, build, captures, read_usage
+from .streams import Streams
 
 DIAGNOSTICS_LIMIT = 64 * 1024
 SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
@@ -53,6 +54,7 @@ class Prepared:
     jsonl: str
     keep_jsonl: bool
     echo: bool
+    stdio: Streams  # subprocess's stream keywords: what to read back, the scratch files serving them
     usage_file: str | None = None
     scratch: list[str] = dataclasses.field(default_factory=list)
     _diagnostics: BinaryIO | None = None
@@ -80,6 +82,7 @@ class Prepared:
             events = read_all(self.jsonl)
             diagnostics = self._read_diagnostics()
             usage = read_usage(self.usage_file) if self.usage_file is not None else None
+            outputs = self.stdio.collect(captures(events))
         finally:
             self.cleanup()
         return build(
@@ -91,12 +94,15 @@ class Prepared:
             diagnostics=diagnostics,
             runner_pid=runner_pid,
             usage=usage,
+            stdout=outputs["stdout"],
+            stderr=outputs["stderr"],
         )
 
     def cleanup(self) -> None:
         if self._diagnostics is not None:
             self._diagnostics.close()
             self._diagnostics = None
+        self.stdio.cleanup()
         for path in self.scratch:
             try:
                 os.unlink(path)
@@ -118,9 +124,11 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
     command = keyword_options.command_args(args)
     if not isinstance(echo, bool):
         raise TypeError(f"echo must be True or False, not {echo!r}")
+    streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
     extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
     extra += ["--usage-file", SCRATCH_USAGE]
+    extra += streams.flags(options)
     path = SCRATCH_JSONL if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
     argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
     scratch: list[str] = []
@@ -129,6 +137,13 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         argv[argv.index(SCRATCH_JSONL)] = path
     usage_path = _scratch_file(".usage.json", scratch)
     argv[argv.index(SCRATCH_USAGE)] = usage_path
+    try:
+        streams.materialize(argv)
+    except BaseException:
+        streams.cleanup()
+        for made in scratch:
+            os.unlink(made)
+        raise
     error_format = [] if echo or spec.inherit_stdio else ["--error-format", "json"]
     return Prepared(
         args=command,
@@ -138,6 +153,7 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         keep_jsonl=jsonl is not None,
         usage_file=usage_path,
         echo=echo,
+        stdio=streams,
         scratch=scratch,
     )
 

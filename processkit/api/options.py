@@ -1,6 +1,6 @@
 """Keyword arguments -> the ``run`` command line, checked by the CLI's own parser before anything starts.
 
-The keywords are derived from ``processkit.cli.run``'s parser, so every ``run`` flag has one and a
+The keywords are derived from ``processkit.cli.run``'s options table, so every ``run`` flag has one and a
 new flag gets one without touching this module: a switch is a bool, a repeatable flag takes an
 iterable (a ``K=V`` flag also a mapping), a ``DUR`` also a number of seconds, a ``SIZE`` or ``N``
 also an int, ``CORES`` also a number. The resulting argv goes through ``cli.run.parse`` in this
@@ -34,24 +34,20 @@ class Flag:
 
 
 def _flags() -> dict[str, Flag]:
-    """keyword -> Flag, read from the run parser once."""
+    """keyword -> Flag, read once from the run options table (cli/options.py's ``Option``s)."""
     global _FLAGS
     if _FLAGS is None:
-        from ..cli.run import build_parser
+        from ..cli.options import REPEAT, SWITCH
+        from ..cli.run import RUN_OPTIONS
 
         table = {}
-        for action in build_parser()._actions:
-            long = [o for o in action.option_strings if o.startswith("--")]
-            if not long or action.dest in NOT_KEYWORDS or action.dest == "help":
+        for option in RUN_OPTIONS:
+            if option.dest in NOT_KEYWORDS:
                 continue
-            metavar = action.metavar if isinstance(action.metavar, str) else None  # one value per flag: no tuples
-            if action.nargs == 0:
-                kind = "switch"
-            elif isinstance(action.default, list):
-                kind = "repeat"
-            else:
-                kind = metavar or "TEXT"
-            table[RENAMED.get(action.dest, action.dest)] = Flag(long[0], kind, metavar)
+            kinds = {SWITCH: "switch", REPEAT: "repeat"}
+            table[RENAMED.get(option.dest, option.dest)] = Flag(
+                option.flag, kinds.get(option.kind) or option.metavar or "TEXT", option.metavar
+            )
         _FLAGS = table
     return _FLAGS
 

@@ -55,6 +55,10 @@ class RunResult:
     jsonl: str | None
     runner_pid: int | None = None  # None for a run this process did not start
     diagnostics: str = ""  # the runner's own stderr lines, when it was not echoed
+    # The child's output when asked for (stdout=PIPE, capture_output=True; str with text=True),
+    # bounded by the capture cap: ``stdout_capture.truncated`` says when it was cut.
+    stdout: bytes | str | None = None
+    stderr: bytes | str | None = None
     usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
 
     @property
@@ -91,7 +95,9 @@ class RunError(subprocess.CalledProcessError):
 
     def __init__(self, result: RunResult):
         # args is None only for an attached run whose stream names no command; cmd keeps it as given.
-        super().__init__(result.returncode, result.args, stderr=result.diagnostics or None)  # type: ignore[arg-type]
+        # As subprocess's: the child's output when it was captured; else the runner's diagnostics.
+        stderr = result.stderr if result.stderr is not None else result.diagnostics or None
+        super().__init__(result.returncode, result.args, output=result.stdout, stderr=stderr)  # type: ignore[arg-type]
         self.result = result
 
     def __reduce__(self):
@@ -114,12 +120,14 @@ def build(
     jsonl: str | None,
     diagnostics: str,
     runner_pid: int | None = None,
+    stdout: bytes | str | None = None,
+    stderr: bytes | str | None = None,
     usage: Usage | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
     runner's ``--usage-file``, adds its extended figures to ``resources.extra``."""
     runner_exit = _last(events, RunnerExit)
-    captured = _last(events, OutputCaptured)
+    found = captures(events)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
@@ -132,19 +140,28 @@ def build(
         run_id=run_id,
         source=source,
         child_code=runner_exit.child_code if runner_exit else None,
-        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout)
-        if captured and isinstance(captured.stdout, dict)
-        else None,
-        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr)
-        if captured and isinstance(captured.stderr, dict)
-        else None,
+        stdout_capture=found["stdout"],
+        stderr_capture=found["stderr"],
         resources=_extended(_last(events, ResourceSummary), usage),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
         diagnostics=diagnostics,
+        stdout=stdout,
+        stderr=stderr,
         usage=usage,
     )
+
+
+def captures(events: list[Event]) -> dict[str, CaptureInfo | None]:
+    """Each stream's capture as the stream's last ``output_captured`` reports it."""
+    captured = _last(events, OutputCaptured)
+    return {
+        name: CaptureInfo.from_event(name, record)
+        if captured is not None and isinstance(record := getattr(captured, name), dict)
+        else None
+        for name in ("stdout", "stderr")
+    }
 
 
 def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceSummary | None:

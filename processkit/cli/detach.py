@@ -15,6 +15,7 @@ import subprocess
 
 from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
+from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
 from .options import split_command
@@ -48,7 +49,7 @@ _RUN_KINDS = {
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     try:
-        os.close(os.open(spec.jsonl, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666))
+        os.close(open_for_writing(spec.jsonl))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}") from None
     try:

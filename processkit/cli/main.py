@@ -20,8 +20,9 @@ from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 # allocates some 6,000 container objects that live as long as the process; at Python's default
 # (700) the collector walks them a dozen times while the modules load, about a tenth of the import
 # time (bench/README.md, "Start-up"). Above what start-up allocates, it lets start-up finish without
-# a collection, and a long-lived runner still collects its cycles.
-COLLECT_AFTER_ALLOCATIONS = 12_000  # a plain run allocates about 10,200 with per-run accounting
+# a collection, and a long-lived runner still collects its cycles. (A plain run's count stands near
+# 10,000 at its exit, ``gc.get_count()``: the threshold keeps a margin above it.)
+COLLECT_AFTER_ALLOCATIONS = 12_000
 
 # subcommand -> (module, one-line summary)
 COMMANDS = {

@@ -26,11 +26,14 @@ _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 
 def capabilities() -> list[str]:
-    """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
-    can decide only where the kernel names a socket's peer."""
+    """What the parser cannot know: ``run`` always ends with resource_summary, ``attest``
+    can decide only where the kernel names a socket's peer, ``wait`` remembers ended runs'
+    outcomes, and ``run`` refuses paths another user controls."""
     found = ["run:resource-summary"]
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
+    found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
+    found.append("run:private-paths")  # another user's links and directories are refused (safepath)
     return found
 
 
@@ -61,9 +64,22 @@ def build_parser() -> Parser:
         description="Report (and check) this binary's compatibility surface, with no side effects.",
     )
     parser.add_argument("--json", action=OnceFlag, help="required: the report is one JSON line")
-    parser.add_argument("--require-schema-version", action=Once, metavar="N")
-    parser.add_argument("--require-exit-code-band", action=Once, metavar="START-END")
-    parser.add_argument("--require-surface", action="append", default=[], metavar="TOKEN", help="repeatable")
+    parser.add_argument(
+        "--require-schema-version", action=Once, metavar="N", help="110 unless the event schema version is N"
+    )
+    parser.add_argument(
+        "--require-exit-code-band",
+        action=Once,
+        metavar="START-END",
+        help="110 unless the runner's own exit codes are exactly START-END",
+    )
+    parser.add_argument(
+        "--require-surface",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="110 unless the surface lists TOKEN (a subcommand, or one of its flags); repeatable",
+    )
     parser.add_argument("--print-schema", action=OnceFlag, help="print the shipped event schema instead")
     return parser
 

@@ -10,6 +10,7 @@ import os
 import stat
 
 from ..plain import Plain
+from ..safepath import create_file, open_directory
 
 STREAMS = ("stdout", "stderr")
 
@@ -62,6 +63,8 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
 def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 
+    The directory and the files go through ``safepath``: missing directories are made and the
+    files created relative to a checked directory handle, never through another user's link.
     Files are opened without truncation first; only when both opened are they emptied (regular
     files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
     would fail there after the first file was already emptied). On failure, only what this
@@ -70,44 +73,32 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     created_dirs: list[str] = []
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
+    dir_fd = -1
     try:
-        _make_dirs(directory, created_dirs)
+        dir_fd, here = open_directory(directory, created=created_dirs)
         for stream in STREAMS:
-            path = os.path.join(directory, f"{stream}.log")
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-                created_files.append(path)
-            except FileExistsError:
-                # Non-blocking: a FIFO planted here must neither hang the open (no reader: 111)
-                # nor the pump (a reader that stalls: the write fails, write_error is latched).
-                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-            opened[stream] = CaptureTarget(path, fd, cap)
+            name = f"{stream}.log"
+            # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
+            # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
+            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            if created:
+                created_files.append(name)
+            opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap)
         for target in opened.values():
             if stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
     except OSError:
         for target in opened.values():
             os.close(target.fd)
-        for path in created_files:
-            _quietly(os.unlink, path)
+        for name in created_files:
+            _quietly(lambda made: os.unlink(made, dir_fd=dir_fd), name)
         for path in reversed(created_dirs):
             _quietly(os.rmdir, path)
         raise
+    finally:
+        if dir_fd >= 0:
+            os.close(dir_fd)
     return opened
-
-
-def _make_dirs(directory: str, created: list[str]) -> None:
-    missing = []
-    path = os.path.abspath(directory)
-    while not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    for path in reversed(missing):
-        os.mkdir(path)
-        created.append(path)
 
 
 def _quietly(action, path: str) -> None:

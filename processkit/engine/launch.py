@@ -169,7 +169,8 @@ def start(run: RunState) -> None:
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway."""
+    """Register the run and open its control socket: best effort, the child runs anyway, unless
+    the registry is refused as another user's (a Failure)."""
     from ..control.publication import PublishedRun, publish
 
     spec = run.spec
@@ -202,7 +203,7 @@ def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     for target in run.targets.values():
         os.close(target.fd)
     if run.publication is not None:
-        run.publication.close()
+        run.publication.close((failure.code, failure.kind.label, None))
     if run.container is not None:
         run.container.release()
     if run.rundir is not None:

@@ -98,15 +98,10 @@ class Run:
                 for name in capture.STREAMS
             }
             run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
-        if run.publication is not None:
-            run.publication.close()
-        release(run)
         failure = outcome.failure
-        run.events.emit(
-            RunnerExit(
-                code=outcome.code,
-                source=failure.kind.label if failure else "child_exit",
-                child_code=None if failure else outcome.code,
-            )
-        )
+        ended = (outcome.code, failure.kind.label if failure else "child_exit", None if failure else outcome.code)
+        if run.publication is not None:
+            run.publication.close(ended)
+        release(run)
+        run.events.emit(RunnerExit(code=ended[0], source=ended[1], child_code=ended[2]))
         return outcome
