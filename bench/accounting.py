@@ -156,41 +156,49 @@ def join_cost(samples: int) -> None:
                     time.sleep(0.01)
 
 
-def run_groups() -> list[str]:
+def run_groups(runner_pids: set[int]) -> list[str]:
+    """The run groups (v2 and v1) of the runners this benchmark started: a group is named after
+    its run's token, which starts with the runner's pid (the host's other runs are not counted)."""
     parents = [cgroup_v2.find_parent(), *cgroup_v1.own_groups().values()]
     found = []
     for parent in filter(None, parents):
         try:
-            found += [os.path.join(parent, name) for name in os.listdir(parent) if name.startswith("processkit-run-")]
+            names = os.listdir(parent)
         except OSError:
-            pass
+            continue
+        for name in names:
+            pid = name[len("processkit-run-") :].split("-", 1)[0]
+            if name.startswith("processkit-run-") and pid.isdigit() and int(pid) in runner_pids:
+                found.append(os.path.join(parent, name))
     return found
 
 
 def leftovers(runs: int, killed: int, scratch: str) -> None:
-    before = set(run_groups())
+    started: set[int] = set()
     for _ in range(runs):
-        subprocess.run(
-            [*runner_command(), "run", "--jsonl", os.path.join(scratch, "seq.jsonl"), "--no-echo", "--", "true"],
-            check=True,
+        runner = subprocess.Popen(
+            [*runner_command(), "run", "--jsonl", os.path.join(scratch, "seq.jsonl"), "--no-echo", "--", "true"]
         )
-    print(f"after {runs} sequential runs: {len(set(run_groups()) - before)} run groups left")
+        started.add(runner.pid)
+        assert runner.wait() == 0
+    print(f"after {runs} sequential runs: {len(run_groups(started))} run groups left")
+    started.clear()
     runners = []
     for index in range(killed):
         jsonl = os.path.join(scratch, f"killed-{index}.jsonl")
         runners.append(
             (jsonl, subprocess.Popen([*runner_command(), "run", "--jsonl", jsonl, "--no-echo", "--", "sleep", "60"]))
         )
+        started.add(runners[-1][1].pid)
     for jsonl, runner in runners:
         while not (os.path.exists(jsonl) and "run_started" in open(jsonl).read()):
             time.sleep(0.01)
         runner.send_signal(signal.SIGKILL)
         runner.wait()
-    stranded = len(set(run_groups()) - before)
+    stranded = len(run_groups(started))
     subprocess.run([*runner_command(), "prune"], check=True, stdout=subprocess.DEVNULL)
-    print(
-        f"{killed} runners SIGKILLed: {stranded} run groups stranded, {len(set(run_groups()) - before)} left after prune"
-    )
+    left = run_groups(started)
+    print(f"{killed} runners SIGKILLed: {stranded} run groups stranded, {len(left)} left after prune {left}")
 
 
 def main() -> None:
