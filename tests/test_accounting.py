@@ -322,3 +322,37 @@ time.sleep(60)
     )
     summary, usage = one(events, "resource_summary"), json.loads(usage_file.read_text())
     assert usage["total_cpu_ms"] >= summary["total_cpu_ms"] + 350, (summary, usage)
+
+
+def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
+    """The record is the run's owner's to write: a path outside a cgroup hierarchy, here a
+    directory named like the run's group holding a ``cgroup.procs`` that names a bystander, is
+    neither signalled nor removed by ``prune``; the real groups still go."""
+    if not v1_usable():
+        pytest.skip("no writable v1 hierarchies")
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
+    hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
+    bystander = start_cli("run", "--jsonl", tmp_path / "bystander.jsonl", "--no-echo", "--", "sleep", "60")
+    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
+    try:
+        wait_for_file(ready, timeout=30)
+        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(30)
+        (run_dir,) = glob_run_dirs(runner.pid)
+        forged = tmp_path / os.path.basename(groups[0])
+        forged.mkdir()
+        (forged / "cgroup.procs").write_text(f"{bystander.pid}\n")
+        with open(os.path.join(run_dir, "groups"), "a") as record:
+            record.write(f"{forged}\n{forged}/../{forged.name}\n")
+        proc = run_cli("prune", "--json", "--report-reaped")
+        assert proc.returncode == 0, proc.stderr
+        assert bystander.poll() is None, "prune signalled a process a forged record named"
+        assert forged.is_dir() and str(forged) not in json.loads(proc.stdout)["reaped"]["groups"]
+        assert [group for group in groups if os.path.lexists(group)] == []
+    finally:
+        runner.kill()
+        bystander.terminate()  # a cancel: the bystander's run tears down and removes its groups
+        runner.wait()
+        bystander.wait()
