@@ -91,9 +91,11 @@ class Run:
             run.events.emit(
                 LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
             )
-        run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
+        usage = container.usage()
+        run.events.emit(ResourceSummary(**usage.summary()))
         teardown(run, entry.graceful)
         drain_outputs(run)
+        outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             from . import capture
