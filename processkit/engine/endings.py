@@ -64,13 +64,17 @@ class Ending:
 
 
 class Outcome:
-    """The runner's exit code, and the runner-own failure to report when there is one."""
+    """The runner's exit code, and the runner-own failure to report when there is one; for a
+    run whose child started, ``time.monotonic_ns()`` once the spawn returned (the child has
+    exec'd) and once the root was reaped (None when it never was)."""
 
-    __slots__ = ("code", "failure")
+    __slots__ = ("code", "failure", "started_ns", "ended_ns")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
         self.failure = failure
+        self.started_ns: int | None = None
+        self.ended_ns: int | None = None
 
 
 def child_exit_code(returncode: int) -> int:

@@ -2,35 +2,33 @@
 
 Setup follows the reference's fixed order (capture files, stdin source, environment, the
 terminal for ``--pty``, stop signals, run directory, container, publication); the first failure
-ends the run, and ``fail_before_race`` releases whatever was made up to it.
+ends the run, and the runner's release gives back whatever was made up to it. ``start`` returns
+what it launched (``Launched``), which the phases after it are handed.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from .. import containment
-from .. import signum as signals
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
-from ..events.emitter import utc_timestamp
-from ..events.types import ContainerFailed, LimitHit, RunnerExit, RunStarted, SpawnFailed
+from ..events.types import ContainerFailed, LimitHit, RunStarted, SpawnFailed
 from ..rundir import RunDir
 from ..spec import StdinMode
 from . import pump, spawn
-from .endings import EndingKind, Outcome
+from .endings import EndingKind
 from .environment import build_environment
-from .race import emit_snapshot, reap_children
-from .signals import STOP_SIGNALS, SignalWatch
-from .state import RunState
+from .host import Host
+from .snapshots import emit_snapshot
+from .state import Launched, RunState
 from .streams import OutputStream
-from .terminal import Foreground
+from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
-    from typing import Callable
-
     from ..control.publication import Publication
     from .pty import PseudoTerminal
 
@@ -44,7 +42,7 @@ def _make_rundir() -> RunDir | None:
         return None
 
 
-def prepare(run: RunState) -> None:
+def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec = run.spec
     run.pump_backend = pump.select_backend()
@@ -70,7 +68,7 @@ def prepare(run: RunState) -> None:
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
-    run.signals = SignalWatch(run.loop, _signal_handlers(run, run.terminal))
+    host.watch_signals(run.terminal.follow_caller if run.terminal is not None else None)
     run.rundir = _make_rundir()
     try:
         container = run.container = containment.create(spec.limits, run.rundir)
@@ -91,29 +89,19 @@ def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[d
         raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
 
-def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
-    handlers: dict[int, Callable[[int], None]] = {
-        signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
-    }
-    handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
-    if terminal is not None:
-        handlers[signals.SIGWINCH] = lambda signum: terminal.follow_caller()
-    return handlers
-
-
-def start(run: RunState) -> None:
+def start(host: Host, run: RunState) -> Launched:
+    """Spawn the child into the container ``prepare`` made; what exists then is returned."""
     spec = run.spec
     pipe_output = not spec.inherit_stdio
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
-    container, signals = run.container, run.signals
-    if container is None or signals is None:
-        raise RuntimeError("launch.start before launch.prepare")
-    signals.dispatch()
+    container = run.container
+    assert container is not None, "prepare makes the container or raises"
+    host.dispatch_signals()
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
     try:
-        run.child = child = spawn.spawn(
+        child = spawn.spawn(
             spec.argv,
             env=run.env,
             cwd=cwd,
@@ -126,34 +114,38 @@ def start(run: RunState) -> None:
     except Failure as failure:
         run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
+    launched = Launched(container, child, time.monotonic_ns())
+    run.root_pid = child.pid
     container.adopt(child.pid)
     terminal = run.terminal
+    streams = launched.streams
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
-        run.streams.append(
-            OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True)
-        )
+        streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
     elif pipe_output:
         echo = spec.echo
         for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
             assert fd is not None, "spawn pipes both outputs when asked to"
-            run.streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
+            streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
         from .stdin_feed import StdinFeed
 
         if terminal is not None:
-            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
+            launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
         else:
             assert child.stdin is not None, "spawn pipes stdin for --stdin-file"
-            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
+            launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
         from .pty import Keyboard
 
-        run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
+        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint)
     if spec.stdin is StdinMode.INHERIT:
-        run.foreground = Foreground.lend(child.pid)
-    run.started_at = utc_timestamp()
+        try:
+            launched.foreground = Foreground.lend(child.pid)
+        except HandoffError as exc:  # ends the run before its race: no run_started
+            launched.handoff = str(exc)
+            return launched
     run.events.emit(
         RunStarted(
             run_id=spec.run_id,
@@ -166,6 +158,7 @@ def start(run: RunState) -> None:
         )
     )
     emit_snapshot(run, "spawn")
+    return launched
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
@@ -183,28 +176,8 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
         cwd=run.runner_cwd,
         mechanism=container.mechanism,
         rundir=run.rundir,
-        root_pid=lambda: run.child.pid if run.child is not None else None,
+        root_pid=lambda: run.root_pid,
         members=run.read_member_list,
         stop=run.control_stop,
     )
     return publish(published, warn)
-
-
-def fail_before_race(run: RunState, failure: Failure) -> Outcome:
-    """Release what setup made up to ``failure``; the run ends without a child to tear down."""
-    if run.signals is not None:
-        run.signals.close()
-    if run.stdin_source is not None:
-        os.close(run.stdin_source)
-    if run.terminal is not None:
-        run.terminal.close()
-    for target in run.targets.values():
-        os.close(target.fd)
-    if run.publication is not None:
-        run.publication.close()
-    if run.container is not None:
-        run.container.release()
-    if run.rundir is not None:
-        run.rundir.close()
-    run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
-    return Outcome(failure.code, failure)

@@ -1,0 +1,82 @@
+"""Collecting the children that exit: every run's root, and the orphans a subreaper adopts.
+
+Facts about reaping: the runner may be a subreaper, so orphans of a tree are re-parented to it
+and must be collected too. ``waitid(WNOWAIT)`` peeks at any exited child without collecting it,
+so a root's status is left for its own ``Child`` to read; every other pid is collected at once.
+One process may carry several runs: the reaper knows every live root, so a root is never taken
+for an orphan, and each one's exit is routed to the run that spawned it. Before any root is
+watched nothing is collected: a child the process inherited waits for a run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Loop
+    from .spawn import Child
+
+
+class Reaper:
+    """The live roots of one process (pid -> its child, pidfd and exit callback)."""
+
+    def __init__(self, loop: Loop):
+        self._loop = loop
+        self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
+        self._armed = False  # a root was watched: from here every exited child is collected
+
+    def watch(self, child: Child, on_exit: Callable[[int], None]) -> None:
+        """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
+        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise."""
+        pidfd = child.pidfd
+        if pidfd is None:
+            try:
+                pidfd = os.pidfd_open(child.pid)
+            except (AttributeError, OSError):
+                pass  # SIGCHLD alone announces the exit
+        self._roots[child.pid] = (child, pidfd, on_exit)
+        self._armed = True
+        if pidfd is not None:
+            self._loop.add_reader(pidfd, self.reap)
+        self.reap()
+
+    def reap(self) -> None:
+        """Collect every exited child, routing a root's status to its run."""
+        if not self._armed:
+            return
+        roots = self._roots
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                info = None
+            if info is None:
+                break
+            entry = roots.get(info.si_pid)
+            if entry is not None:
+                entry[0].wait()
+                self._exited(info.si_pid)
+            else:
+                try:
+                    os.waitpid(info.si_pid, 0)
+                except ChildProcessError:
+                    pass
+        for pid in [pid for pid, entry in roots.items() if entry[0].poll() is not None]:
+            self._exited(pid)
+
+    def _exited(self, pid: int) -> None:
+        ended_ns = time.monotonic_ns()
+        _, _, on_exit = self._roots[pid]
+        self.forget(pid)
+        on_exit(ended_ns)
+
+    def forget(self, pid: int) -> None:
+        """Stop watching a root (collected, or given up on by a run that is releasing)."""
+        entry = self._roots.pop(pid, None)
+        if entry is not None and entry[1] is not None:
+            self._loop.remove_reader(entry[1])
+            os.close(entry[1])
