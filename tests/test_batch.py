@@ -12,12 +12,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from conftest import run_cli, start_cli, wait_for_event
-from streams import PY, check_stream, one, wait_until
+from streams import PY, check_stream, one
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
 

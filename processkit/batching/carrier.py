@@ -64,6 +64,18 @@ class Tally:
         self.not_started = 0
         self.cancelled_by: str | None = None
 
+    def count(self, line: dict) -> None:
+        """Count a job's summary line."""
+        code = line["exit_code"]
+        if code is None:
+            self.not_started += 1
+        elif code == 0:
+            self.succeeded += 1
+        elif line["source"] == "timeout":
+            self.timed_out += 1
+        else:
+            self.failed += 1
+
     @property
     def finished(self) -> int:
         return self.succeeded + self.failed + self.timed_out
@@ -86,11 +98,16 @@ class Tally:
 def run_batch(
     jobs: list[Job],
     settings: Settings,
-    *,
-    host: Host | None = None,
     on_finished: Callable[[dict, Tally], None] | None = None,
+    *,
+    signals: bool = True,
+    write_summary: bool = True,
 ) -> tuple[list[dict], Tally]:
-    """Run ``jobs``; returns their summary lines (finishing order) and the tally."""
+    """Run ``jobs``; returns their summary lines (finishing order) and the tally.
+
+    ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
+    leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
+    jobs end (a Dask worker returns them to the client, which writes them instead)."""
     out = ensure_directory(settings.out, "--out")
     summary_path = os.path.join(out, "summary.jsonl")
     done = summary.finished_ids(summary_path) if settings.resume else set()
@@ -100,15 +117,14 @@ def run_batch(
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
     lines: list[dict] = []
-    own_host = host is None
-    carrier = Host() if host is None else host
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
-    summary_fd = os.open(summary_path, flags if settings.resume else flags | os.O_TRUNC, 0o644)
+    carrier = Host(watch=signals)
+    summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
     halted = False
 
     def record(line: dict) -> None:
         lines.append(line)
-        os.write(summary_fd, dumps(line).encode() + b"\n")
+        if summary_fd is not None:
+            os.write(summary_fd, dumps(line).encode() + b"\n")
         if on_finished is not None:
             on_finished(line, tally)
 
@@ -128,12 +144,7 @@ def run_batch(
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             queue.append(job)  # again, next
             return
-        if outcome.code == 0:
-            tally.succeeded += 1
-        elif outcome.failure is not None and outcome.failure.kind is Kind.TIMEOUT:
-            tally.timed_out += 1
-        else:
-            tally.failed += 1
+        tally.count(line)
         halted = halted or (outcome.code != 0 and settings.halt_on_failure)
         record(line)
 
@@ -143,13 +154,20 @@ def run_batch(
     finally:
         tally.cancelled_by = carrier.stopped
         for job in reversed(queue):
-            tally.not_started += 1
             reason = "cancelled" if carrier.stopped is not None else "halted"
-            record(summary.not_started_line(job.id, job.args, attempts.get(job.id, 0), reason))
-        os.close(summary_fd)
-        if own_host:
-            carrier.close()
+            line = summary.not_started_line(job.id, job.args, attempts.get(job.id, 0), reason)
+            tally.count(line)
+            record(line)
+        if summary_fd is not None:
+            os.close(summary_fd)
+        carrier.close()
     return lines, tally
+
+
+def open_summary(path: str, resume: bool) -> int:
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
 
 
 def _stream_path(out: str, job: Job) -> str:
@@ -171,7 +189,7 @@ def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
     except (TypeError, ValueError) as exc:  # checked when the manifest was read: not expected here
-        failure = Failure(Kind.USAGE, f"manifest line {job.line}: {exc}")
-        return job, Outcome(failure.code, failure), None
+        refused = Failure(Kind.USAGE, f"manifest line {job.line}: {exc}")
+        return job, Outcome(refused.code, refused), None
     outcome = yield from steps(host, spec)
     return job, outcome, spec.run_id

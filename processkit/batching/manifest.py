@@ -42,7 +42,7 @@ class Job:
 
 def read_lines(stream) -> list[bytes]:
     """Every line of a binary stream, each bounded (a longer one is refused, not read whole)."""
-    lines = []
+    lines: list[bytes] = []
     while True:
         line = stream.readline(MAX_LINE_BYTES + 1)
         if not line:
@@ -56,12 +56,28 @@ def read_lines(stream) -> list[bytes]:
 
 def parse(lines: list[bytes]) -> list[Job]:
     """The jobs of a manifest, or a usage Failure naming the first bad line."""
+    return _collect((number, _decoded(number, raw)) for number, raw in enumerate(lines, 1) if raw.strip())
+
+
+def jobs_from(values) -> list[Job]:
+    """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1)."""
+    return _collect(
+        (number, dict(value) if hasattr(value, "keys") else value) for number, value in enumerate(values, 1)
+    )
+
+
+def _decoded(number: int, raw: bytes):
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise usage(f"manifest line {number}: not JSON ({exc})") from None
+
+
+def _collect(numbered) -> list[Job]:
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        job = _job(number, raw)
+    for number, value in numbered:
+        job = job_from(number, value)
         if job.id in seen:
             raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
         seen[job.id] = number
@@ -71,14 +87,12 @@ def parse(lines: list[bytes]) -> list[Job]:
     return jobs
 
 
-def _job(number: int, raw: bytes) -> Job:
+def job_from(number: int, value) -> Job:
+    """One job from a line's decoded value; a usage Failure naming the line when it is bad."""
+
     def bad(message: str) -> Failure:
         return usage(f"manifest line {number}: {message}")
 
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise bad(f"not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise bad("a job is a JSON object")
     options = dict(value)

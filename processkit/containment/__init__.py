@@ -3,8 +3,8 @@
 ``create()`` picks a per-run cgroup v2 where the host lets us make one, else a process group.
 ``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both). Groups are
 named after the run's directory (``processkit.rundir``), whose lock says whether the runner
-lives, so what a killed runner left can be ended and removed (``sweep``); each creation sweeps
-its own parent first, within a bound.
+lives, so what a killed runner left can be ended and removed (``sweep``); a process sweeps a
+parent, within a bound, before its first group there (a batch, which makes many, sweeps once).
 
 A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
 its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
@@ -47,15 +47,20 @@ def create(limits: Limits, rundir: RunDir | None = None) -> Container:
     return container
 
 
+_PARENT: list[str] = []  # the v2 parent this process found and swept, once it has
+
+
 def _containment(name: str, rundir: RunDir | None) -> Container:
     if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
         from . import cgroup_v2
 
-        parent = cgroup_v2.find_parent()
+        parent = _PARENT[0] if _PARENT else cgroup_v2.find_parent()
         if parent is not None:
-            from . import sweep
+            if not _PARENT:
+                from . import sweep
 
-            sweep.sweep([parent], sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+                sweep.sweep([parent], sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+                _PARENT.append(parent)
             try:
                 return cgroup_v2.CgroupV2(parent, name)
             except ContainerError:

@@ -48,7 +48,12 @@ def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: fl
 
 
 class Host:
-    def __init__(self) -> None:
+    """``watch``: whether the runs may take the process's signals (``run``, the ``batch`` CLI);
+    a host inside someone else's process (the API, a Dask worker's thread) leaves them alone,
+    and its roots' exits reach the reaper through their pidfds."""
+
+    def __init__(self, watch: bool = True) -> None:
+        self._watch = watch
         self.loop = Loop()
         self.reaper = Reaper(self.loop)
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
@@ -58,16 +63,18 @@ class Host:
     def watch_signals(self, resize: Callable[[], None] | None = None) -> None:
         """From here a stop signal ends the runs through their release instead of killing the
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
-        if self._signals is not None:
+        if self._signals is not None or not self._watch:
             return
-        handlers: dict[int, Callable[[int], None]] = {signum: self._stop for signum in STOP_SIGNALS}
+        handlers: dict[int, Callable[[int], None]] = {
+            number: lambda number: self.stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
+        }
         handlers[signum.SIGCHLD] = lambda number: self.reaper.reap()
         if resize is not None:
             handlers[signum.SIGWINCH] = lambda number: resize()
         self._signals = SignalWatch(self.loop, handlers)
 
-    def _stop(self, number: int) -> None:
-        source = STOP_SIGNALS[number]
+    def stop(self, source: str) -> None:
+        """End every live run as a stop signal does (``source`` as ``cancelled`` reports it)."""
         if self.stopped is None:
             self.stopped = source
         for run in self.runs:
@@ -92,28 +99,42 @@ class Host:
         generator, or None: none now) whenever there is room; ``finished`` gets each one's
         result as it ends, and may make more runs available. Returns once none is in flight and
         ``next_run()`` has none."""
-        loop = self.loop
         waiting: dict[Steps, Wait | None] = {}
-        while True:
-            while len(waiting) < capacity:
-                steps = next_run()
-                if steps is None:
+        interrupted = False
+        try:
+            while True:
+                while len(waiting) < capacity:
+                    steps = next_run()
+                    if steps is None:
+                        break
+                    waiting[steps] = None
+                if not waiting:
                     break
-                waiting[steps] = None
-            if not waiting:
-                return
-            ended = False
-            now = loop.now
-            for steps, wait in list(waiting.items()):
-                if wait is None or wait.done() or (wait.deadline is not None and now >= wait.deadline):
-                    try:
-                        waiting[steps] = steps.send(None)
-                    except StopIteration as stop:
-                        del waiting[steps]
-                        finished(stop.value)
-                        ended = True
-            if not ended:
-                loop.run_once(self._longest_wait(waiting.values()))
+                try:
+                    self._turn(waiting, finished)
+                except KeyboardInterrupt:  # a process without the watch (the API): stop as SIGINT would
+                    interrupted = True
+                    self.stop("ctrl_c")
+        finally:
+            for steps in waiting:  # only after a bug: each run's release still runs
+                steps.close()
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _turn(self, waiting: dict[Steps, Wait | None], finished: Callable[[object], None]) -> None:
+        """Resume the runs whose wait is over; when none ended, turn the loop once."""
+        now = self.loop.now
+        ended = False
+        for steps, wait in list(waiting.items()):
+            if wait is None or wait.done() or (wait.deadline is not None and now >= wait.deadline):
+                try:
+                    waiting[steps] = steps.send(None)
+                except StopIteration as stop:
+                    del waiting[steps]
+                    finished(stop.value)
+                    ended = True
+        if not ended:
+            self.loop.run_once(self._longest_wait(waiting.values()))
 
     def _longest_wait(self, waits) -> float | None:
         """How long the loop may wait before some run has to look again."""
