@@ -1,7 +1,9 @@
 """``processkit-cli batch``: a manifest of jobs run by this one process, each a full run.
 
 The manifest is read and checked whole first (a bad line is a usage error naming it, before
-anything starts); then the jobs run side by side on one loop (``processkit.batching``). The
+anything starts); then the jobs run side by side on one loop (``carrier``). (The command lives
+here, not in ``cli``, because it sits on top of the API's keyword translation, which sits on top
+of ``cli``; ``cli/main.py`` names it like every command, by module.) The
 terminal gets one line per finished job, or a progress bar with counts and an ETA when stderr is
 a terminal; with ``--show-output`` a job's captured output follows its line, as one block.
 """
@@ -12,9 +14,9 @@ import os
 import sys
 import time
 
+from ..cli.parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
-from .parsing import Once, OnceFlag, Parser
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -52,8 +54,8 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
-    from ..batching import manifest
-    from ..batching.carrier import Settings
+    from . import manifest
+    from .carrier import Settings
 
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
@@ -65,14 +67,14 @@ def main(argv: list[str], invocation) -> int:
     jobs = manifest.parse(_read_manifest(args.manifest))
     progress = Progress(len(jobs), settings.out, args.show_output)
     if args.dask_scheduler is not None:
-        from ..batching.fleet import run_on_dask
+        from .fleet import run_on_dask
 
         lines, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
     else:
-        from ..batching.carrier import run_batch
+        from .carrier import run_batch
 
         lines, tally = run_batch(jobs, settings, on_finished=progress.finished)
-    from ..batching.index import write_index
+    from .index import write_index
 
     write_index(settings.out, jobs)
     progress.end(tally.line())
@@ -84,7 +86,7 @@ def main(argv: list[str], invocation) -> int:
 
 
 def _read_manifest(path: str) -> list[bytes]:
-    from ..batching.manifest import read_lines
+    from .manifest import read_lines
 
     if path == "-":
         return read_lines(sys.stdin.buffer)
