@@ -20,10 +20,10 @@ import os
 
 from ..rundir import RunDir, new_token
 from ..spec import MECHANISMS, Limits
-from .base import ChildJoins, Container, ResourceSummary
+from .base import ChildJoins, Container, ResourceFigures
 from .errors import ContainerError, LimitUnavailable
 
-__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
+__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceFigures", "create"]
 
 
 def create(limits: Limits, rundir: RunDir | None = None) -> Container:

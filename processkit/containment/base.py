@@ -24,7 +24,7 @@ class ChildJoins(Plain):
         self.procs_fds = procs_fds  # further groups' cgroup.procs (cgroup v1 caps), written "0"
 
 
-class ResourceSummary(Plain):
+class ResourceFigures(Plain):
     __slots__ = (
         "read_error",
         "peak_memory_bytes",
@@ -92,7 +92,7 @@ class Container(abc.ABC):
     def kill_all(self) -> None:
         """Hard-kill every member; raises OSError on failure."""
 
-    def resource_summary(self) -> ResourceSummary:
+    def resource_summary(self) -> ResourceFigures:
         """The tree's figures from the kernel's counters; null where nothing measures them.
 
         Memory and CPU that no counter holds (no ``memory.peak``, no CPU accounting) are summed
@@ -111,11 +111,11 @@ class Container(abc.ABC):
                     if measured.get(key) is None:
                         measured[key] = value
         except (OSError, ValueError):
-            return ResourceSummary(read_error=True)
-        return ResourceSummary(**measured)  # type: ignore[arg-type]  # its keys name the int fields
+            return ResourceFigures(read_error=True)
+        return ResourceFigures(**measured)  # type: ignore[arg-type]  # its keys name the int fields
 
     def _accounting(self) -> dict[str, int | None]:
-        """ResourceSummary fields the mechanism itself measures; raises OSError on a failed read."""
+        """ResourceFigures fields the mechanism itself measures; raises OSError on a failed read."""
         return {}
 
     def limit_evidence(self) -> dict[str, str]:

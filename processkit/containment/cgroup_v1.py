@@ -62,7 +62,7 @@ class CgroupV1Controllers(ControllerSet):
         "processes": ("pids", "pids.events", "max"),
         "cpu": ("cpu", "cpu.stat", "nr_throttled"),
     }
-    # ResourceSummary field -> (controller, file, units per reported unit)
+    # ResourceFigures field -> (controller, file, units per reported unit)
     COUNTERS = {
         "peak_memory_bytes": ("memory", "memory.max_usage_in_bytes", 1),
         "total_cpu_ms": ("cpuacct", "cpuacct.usage", 1_000_000),

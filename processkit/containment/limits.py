@@ -106,7 +106,7 @@ class ControllerSet(abc.ABC):
         return verdicts
 
     def accounting(self) -> dict[str, int | None]:
-        """ResourceSummary fields this backend measures beyond the container; raises OSError."""
+        """ResourceFigures fields this backend measures beyond the container; raises OSError."""
         return {}
 
     def release(self) -> None:
