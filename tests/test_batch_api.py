@@ -22,7 +22,7 @@ JOBS = [
 
 def test_processkit_batch_runs_the_jobs_in_this_process(tmp_path):
     out = tmp_path / "out"
-    lines = processkit.batch(JOBS, out=str(out), parallel=2)
+    lines = processkit.batch(JOBS, jobs=2, out=str(out))
     codes = {line["id"]: line["exit_code"] for line in lines}
     assert codes == {"a": 0, "b": 4, "c": 106}
     assert [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()] == lines
