@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import pid_alive, run_cli, start_cli, wait_for_event
 from streams import PY, check_stream, one
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
@@ -249,3 +249,23 @@ def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
     blocks = proc.stdout.decode().splitlines()
     pairs = list(zip(blocks[::2], blocks[1::2]))
     assert sorted(pairs) == [(f"one{n}", f"two{n}") for n in range(4)]
+
+
+def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path):
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
+    batch.kill()
+    batch.communicate(timeout=30)
+    assert left_by(batch.pid), "the killed batch left its jobs' run directories: the test shows nothing"
+    proc = run_cli("prune", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert left_by(batch.pid) == []
+    assert not any(pid_alive(pid) for pid in roots)
+
+
+def check_stream_prefix(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

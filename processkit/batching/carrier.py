@@ -102,8 +102,10 @@ def run_batch(
     *,
     signals: bool = True,
     write_summary: bool = True,
+    keep_lines: bool = True,
 ) -> tuple[list[dict], Tally]:
-    """Run ``jobs``; returns their summary lines (finishing order) and the tally.
+    """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
+    so a long batch run from the CLI stays flat in memory) and the tally.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
@@ -122,7 +124,8 @@ def run_batch(
     halted = False
 
     def record(line: dict) -> None:
-        lines.append(line)
+        if keep_lines:
+            lines.append(line)
         if summary_fd is not None:
             os.write(summary_fd, dumps(line).encode() + b"\n")
         if on_finished is not None:

@@ -69,11 +69,11 @@ def main(argv: list[str], invocation) -> int:
     if args.dask_scheduler is not None:
         from .fleet import run_on_dask
 
-        lines, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
+        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
     else:
         from .carrier import run_batch
 
-        lines, tally = run_batch(jobs, settings, on_finished=progress.finished)
+        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
     from .index import write_index
 
     write_index(settings.out, jobs)
