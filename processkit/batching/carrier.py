@@ -110,12 +110,7 @@ def run_batch(
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead)."""
-    out = ensure_directory(settings.out, "--out")
-    summary_path = os.path.join(out, "summary.jsonl")
-    done = summary.finished_ids(summary_path) if settings.resume else set()
-    queue = [job for job in jobs if job.id not in done]
-    tally = Tally(len(jobs))
-    tally.skipped = len(jobs) - len(queue)
+    out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
     lines: list[dict] = []
@@ -142,7 +137,7 @@ def run_batch(
         nonlocal halted
         job, outcome, run_id = result
         line = summary.summary_line(
-            job.id, run_id, job.args, attempts[job.id], outcome, summary.read_events(_stream_path(out, job))
+            job.id, run_id, job.args, attempts[job.id], outcome, summary.read_objects(_stream_path(out, job))
         )
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             queue.append(job)  # again, next
@@ -165,6 +160,18 @@ def run_batch(
             os.close(summary_fd)
         carrier.close()
     return lines, tally
+
+
+def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], Tally]:
+    """``--out`` made or checked, where its summary goes, the jobs left to run (all but those
+    ``--resume`` skips), and the tally that counts the skipped ones."""
+    out = ensure_directory(settings.out, "--out")
+    summary_path = os.path.join(out, "summary.jsonl")
+    done = summary.finished_ids(summary_path) if settings.resume else set()
+    todo = [job for job in jobs if job.id not in done]
+    tally = Tally(len(jobs))
+    tally.skipped = len(jobs) - len(todo)
+    return out, summary_path, todo, tally
 
 
 def open_summary(path: str, resume: bool) -> int:

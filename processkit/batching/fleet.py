@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from . import summary
-from .carrier import Settings, Tally, open_summary, run_batch
+from .carrier import Settings, Tally, open_summary, prepare, run_batch
 from .manifest import Job
 from ..jsontext import dumps
 
@@ -34,14 +34,7 @@ def run_on_dask(
 ) -> tuple[list[dict], Tally]:
     import distributed
 
-    from .outdir import ensure_directory
-
-    out = ensure_directory(settings.out, "--out")
-    summary_path = os.path.join(out, "summary.jsonl")
-    done = summary.finished_ids(summary_path) if settings.resume else set()
-    todo = [job for job in jobs if job.id not in done]
-    tally = Tally(len(jobs))
-    tally.skipped = len(jobs) - len(todo)
+    out, summary_path, todo, tally = prepare(jobs, settings)
     lines: list[dict] = []
     summary_fd = open_summary(summary_path, settings.resume)
     with distributed.Client(address) as client:

@@ -7,21 +7,22 @@ import json
 from ..events.argv import fingerprint
 
 
-def read_events(path: str) -> list[dict]:
-    """The complete events of a job's stream (a line that is not one is skipped)."""
-    events = []
+def read_objects(path: str) -> list[dict]:
+    """The JSON objects of a JSONL file, one a line (a line that is not one is skipped; a file
+    that cannot be read has none)."""
+    found = []
     try:
         with open(path, "rb") as handle:
             for line in handle:
                 try:
-                    event = json.loads(line)
+                    value = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(event, dict):
-                    events.append(event)
+                if isinstance(value, dict):
+                    found.append(value)
     except OSError:
         pass
-    return events
+    return found
 
 
 def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int, outcome, events: list[dict]) -> dict:
@@ -67,16 +68,5 @@ def not_started_line(job_id: str, args: list[str], attempts: int, reason: str) -
 
 def finished_ids(path: str) -> set[str]:
     """For ``--resume``: the jobs whose last line in an earlier summary says exit 0."""
-    last: dict[str, object] = {}
-    try:
-        with open(path, "rb") as handle:
-            for line in handle:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                    last[entry["id"]] = entry.get("exit_code")
-    except FileNotFoundError:
-        pass
+    last = {entry["id"]: entry.get("exit_code") for entry in read_objects(path) if isinstance(entry.get("id"), str)}
     return {job_id for job_id, code in last.items() if code == 0}
