@@ -16,7 +16,7 @@ from __future__ import annotations
 from .. import signum
 from ..loop import Loop
 from .endings import EndingKind
-from .reaping import Reaper
+from .members import Reaper
 from .signals import STOP_SIGNALS, SignalWatch
 
 TYPE_CHECKING = False

@@ -22,7 +22,7 @@ from . import pump, spawn
 from .endings import EndingKind
 from .environment import build_environment
 from .host import Host
-from .snapshots import emit_snapshot
+from .members import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
 from .terminal import Foreground, HandoffError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .endings import Ending, EndingKind
 from .host import wait_until
-from .snapshots import emit_snapshot
+from .members import emit_snapshot
 from .state import Launched, RunState
 
 

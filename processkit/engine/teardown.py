@@ -19,7 +19,7 @@ from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .echo import EchoSink
 from .host import wait_until
-from .snapshots import live_members
+from .members import live_members
 from .state import Launched, RunState
 
 MEMBER_POLL_SECONDS = 0.01

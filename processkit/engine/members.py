@@ -1,4 +1,5 @@
-"""Collecting the children that exit: every run's root, and the orphans a subreaper adopts.
+"""A run's members: collecting the children that exit (every run's root, and the orphans a
+subreaper adopts), and reading the ones that live (the stream's snapshots, teardown's counts).
 
 Facts about reaping: the runner may be a subreaper, so orphans of a tree are re-parented to it
 and must be collected too. ``waitid(WNOWAIT)`` peeks at any exited child without collecting it,
@@ -13,12 +14,26 @@ from __future__ import annotations
 import os
 import time
 
+from ..diagnostics import warn
+from ..events.types import MembersSnapshot
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Callable, Protocol
 
+    from ..containment.members import Member
+    from ..events.emitter import Emitter
     from ..loop import Loop
     from .spawn import Child
+
+    class MemberOwner(Protocol):
+        """What the member readers need of a run (its state is one): where snapshots go, the
+        process's reaper, and the container's members."""
+
+        events: Emitter
+        reaper: Reaper
+
+        def read_member_list(self) -> list[Member]: ...
 
 
 class Reaper:
@@ -80,3 +95,22 @@ class Reaper:
         if entry is not None and entry[1] is not None:
             self._loop.remove_reader(entry[1])
             os.close(entry[1])
+
+
+def emit_snapshot(run: MemberOwner, reason: str) -> None:
+    try:
+        found, read_error = run.read_member_list(), False
+    except OSError:
+        found, read_error = [], True
+    if read_error:
+        warn("could not read the container's members")
+    run.events.emit(MembersSnapshot(reason=reason, read_error=read_error, members=[m.as_event() for m in found]))
+
+
+def live_members(run: MemberOwner) -> list[int] | None:
+    """Members that have not exited yet (zombies awaiting a reaper do not count)."""
+    run.reaper.reap()
+    try:
+        return [m.pid for m in run.read_member_list() if not m.zombie]
+    except OSError:
+        return None
