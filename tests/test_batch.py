@@ -269,3 +269,22 @@ def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path):
 
 def check_stream_prefix(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
+    """A job that ignores SIGTERM spends its whole grace in teardown; the jobs beside it start,
+    run and finish meanwhile (a teardown that blocked the loop would hold them until after)."""
+    stubborn = [
+        PY,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)",
+    ]
+    jobs = [{"args": stubborn, "id": "stubborn", "idle_timeout": 0.3, "grace": 5}]
+    jobs += [{"args": ["true"], "id": f"quick{n}"} for n in range(10)]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    order = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert order[-1] == "stubborn" and sorted(order[:-1]) == sorted(f"quick{n}" for n in range(10))
+    events = check_stream(out / "stubborn" / "events.jsonl", 106)
+    assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
