@@ -288,3 +288,43 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
     assert order[-1] == "stubborn" and sorted(order[:-1]) == sorted(f"quick{n}" for n in range(10))
     events = check_stream(out / "stubborn" / "events.jsonl", 106)
     assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
+
+
+def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
+    import pty
+
+    from conftest import cli_command
+
+    jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [*cli_command(), "batch", manifest, "--out", str(tmp_path / "out"), "--jobs", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the batch closed its end
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(controller)
+    assert proc.wait(timeout=30) == 0
+    text = data.decode()
+    assert "[" + "#" * 30 + "] 3/3 ok 3 failed 0 ETA 0s" in text
+    assert "\r\x1b[Kbatch: 3 of 3 jobs exited 0" in text
+
+
+def test_off_a_terminal_nothing_is_animated(tmp_path):
+    jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"))
+    lines = proc.stderr.decode().splitlines()
+    assert b"\r" not in proc.stderr and b"\x1b" not in proc.stderr
+    assert len(lines) == 4 and all(line.startswith("batch: j") and ": exit 0 in " in line for line in lines[:3])
+    assert lines[3] == "batch: 3 of 3 jobs exited 0"
