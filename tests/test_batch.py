@@ -21,6 +21,23 @@ from streams import PY, check_stream, one
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
 
 
+@pytest.fixture
+def start_batch():
+    """``start_cli`` for a batch the test lets go of: one still running at the end (the test
+    failed) is stopped, so its jobs do not outlive the test."""
+    started = []
+
+    def start(*args, **kwargs):
+        started.append(start_cli("batch", *args, **kwargs))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=30)
+
+
 def write_manifest(path, jobs) -> str:
     path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     return str(path)
@@ -152,11 +169,11 @@ def test_resume_runs_only_what_did_not_exit_0(tmp_path):
     assert (out / "fine" / "events.jsonl").read_bytes() == first_stream, "a job that exited 0 is not run again"
 
 
-def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path):
+def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, start_batch):
     jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(5)]
     out = tmp_path / "out"
-    batch = start_cli(
-        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
     )
     for n in (0, 1):
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
@@ -173,13 +190,13 @@ def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path):
     assert left_by(batch.pid) == []
 
 
-def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path):
+def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_batch):
     release = tmp_path / "release"
     waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(release)]
     jobs = [{"args": waiter, "id": "victim", "run_id": "batch-victim"}, {"args": waiter, "id": "bystander"}]
     out = tmp_path / "out"
-    batch = start_cli(
-        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
     )
     for name in ("victim", "bystander"):
         wait_for_event(out / name / "events.jsonl", "run_started")
@@ -251,10 +268,10 @@ def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
     assert sorted(pairs) == [(f"one{n}", f"two{n}") for n in range(4)]
 
 
-def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path):
+def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch):
     jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
     out = tmp_path / "out"
-    batch = start_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
     for n in (0, 1):
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
     roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]

@@ -1,11 +1,14 @@
 """A run's members: collecting the children that exit (every run's root, and the orphans a
 subreaper adopts), and reading the ones that live (the stream's snapshots, teardown's counts).
 
-Facts about reaping: the runner may be a subreaper, so orphans of a tree are re-parented to it
-and must be collected too. ``waitid(WNOWAIT)`` peeks at any exited child without collecting it,
-so a root's status is left for its own ``Child`` to read; every other pid is collected at once.
-One process may carry several runs: the reaper knows every live root, so a root is never taken
-for an orphan, and each one's exit is routed to the run that spawned it. Before any root is
+Facts about reaping: a process-group run makes the runner a subreaper, so orphans of the tree
+are re-parented to it and must be collected too. ``waitid(WNOWAIT)`` peeks at any exited child
+without collecting it, so a root's status is left for its own ``Child`` to read; every other pid
+is collected at once. One process may carry several runs: the reaper knows every live root, so
+a root is never taken for an orphan, and each one's exit is routed to the run that spawned it.
+A process that never became a subreaper (every run in a cgroup) has no orphans to collect, and
+collects only its roots, by pid: a host inside someone else's program (``processkit.batch``)
+never takes the status of a child that program started itself. Before the first root is
 watched nothing is collected: a child the process inherited waits for a run.
 """
 
@@ -42,11 +45,12 @@ class Reaper:
     def __init__(self, loop: Loop):
         self._loop = loop
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
-        self._armed = False  # a root was watched: from here every exited child is collected
+        self._adopting = False  # a run made this process a subreaper: orphans are collected too
 
-    def watch(self, child: Child, on_exit: Callable[[int], None]) -> None:
+    def watch(self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
-        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise."""
+        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise.
+        ``adopts_orphans``: its run made this process a subreaper (for good)."""
         pidfd = child.pidfd
         if pidfd is None:
             try:
@@ -54,17 +58,15 @@ class Reaper:
             except (AttributeError, OSError):
                 pass  # SIGCHLD alone announces the exit
         self._roots[child.pid] = (child, pidfd, on_exit)
-        self._armed = True
+        self._adopting = self._adopting or adopts_orphans
         if pidfd is not None:
             self._loop.add_reader(pidfd, self.reap)
         self.reap()
 
     def reap(self) -> None:
         """Collect every exited child, routing a root's status to its run."""
-        if not self._armed:
-            return
         roots = self._roots
-        while True:
+        while self._adopting:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:

@@ -22,7 +22,8 @@ def race(run: RunState, launched: Launched):
         launched.ended_ns = ended_ns
         run.request_ending(EndingKind.CHILD_EXIT)
 
-    run.reaper.watch(launched.child, root_exited)
+    container = launched.container
+    run.reaper.watch(launched.child, root_exited, adopts_orphans=container.mechanism == "process_group")
     start = loop.clock()
     run.last_output = start
     if spec.timeout_ms is not None:
