@@ -59,3 +59,20 @@ def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     assert (out / "index.html").exists()
     runners = {int(path.split("/pkc-")[1].split("-")[0]) for path in glob.glob("/tmp/pkc-*")}
     assert not runners & set(worker_pids), "the workers released every run directory"
+
+
+def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path):
+    """In a cgroup the batch is no subreaper: a child the calling program started, exited and
+    not yet waited for keeps its status for the program (a reaper peeking at every exited
+    child would take it, and Popen would then report 0)."""
+    import subprocess
+
+    own = subprocess.Popen(["sh", "-c", "exit 7"])
+    while not os.waitid(os.P_PID, own.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        pass  # exited, still unreaped
+    lines = processkit.batch([{"args": ["true"], "id": "one"}], out=str(tmp_path / "out"))
+    events = check_stream(tmp_path / "out" / "one" / "events.jsonl", 0)
+    if events[0]["mechanism"] != "cgroup_v2":
+        pytest.skip("a process-group run makes the process a subreaper, which collects every exited child")
+    assert lines[0]["exit_code"] == 0
+    assert own.wait(timeout=10) == 7
