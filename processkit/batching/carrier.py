@@ -43,7 +43,7 @@ class Settings:
         label: str | None = None,
     ):
         self.out = out
-        self.jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+        self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
         self.retries = retries
         self.halt_on_failure = halt_on_failure
         self.resume = resume

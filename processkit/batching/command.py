@@ -59,7 +59,7 @@ def main(argv: list[str], invocation) -> int:
 
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
-        jobs=_count(args.jobs, "--jobs", os.cpu_count() or 1, 1, MAX_JOBS_IN_FLIGHT),
+        jobs=None if args.jobs is None else _count(args.jobs, "--jobs", 1, 1, MAX_JOBS_IN_FLIGHT),
         retries=_count(args.retries, "--retries", 0, 0, 1000),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
