@@ -10,7 +10,6 @@ a terminal; with ``--show-output`` a job's captured output follows its line, as 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
