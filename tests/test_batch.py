@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import pid_alive, run_cli, start_cli, wait_for_event
-from streams import PY, check_stream, one
+from streams import PY, check_stream, event_time, one
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
 
@@ -289,22 +289,32 @@ def check_stream_prefix(path) -> list[dict]:
 
 
 def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
-    """A job that ignores SIGTERM spends its whole grace in teardown; the jobs beside it start,
-    run and finish meanwhile (a teardown that blocked the loop would hold them until after)."""
+    """A job that ignores SIGTERM spends its whole grace in teardown; the jobs beside it (which
+    wait for that SIGTERM to have come) run and finish within that grace. A teardown that held
+    the loop would keep each of them waiting until the grace was over."""
+    termed = tmp_path / "termed"
     stubborn = [
         PY,
         "-c",
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)",
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], 'w').close())\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)",
+        str(termed),
     ]
+    waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(termed)]
     jobs = [{"args": stubborn, "id": "stubborn", "idle_timeout": 0.3, "grace": 5}]
-    jobs += [{"args": ["true"], "id": f"quick{n}"} for n in range(10)]
+    jobs += [{"args": waiter, "id": f"quick{n}"} for n in range(6)]
     out = tmp_path / "out"
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    order = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
-    assert order[-1] == "stubborn" and sorted(order[:-1]) == sorted(f"quick{n}" for n in range(10))
     events = check_stream(out / "stubborn" / "events.jsonl", 106)
-    assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
+    shutdown = one(events, "cleanup_finished")["shutdown"]
+    assert shutdown["escalated"] is True
+    grace_over = event_time(one(events, "cleanup_started")) + shutdown["elapsed_ms"] / 1000
+    for n in range(6):
+        ended = one(check_stream(out / f"quick{n}" / "events.jsonl", 0), "runner_exit")
+        assert event_time(ended) < grace_over, f"quick{n} waited for the other job's grace"
 
 
 def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
