@@ -17,8 +17,11 @@ Facts about readiness that every user must respect:
 - Callbacks only record facts and move bytes; the caller decides what those facts mean after
   each turn (see ``run_once``). That is what lets the runner rank simultaneous endings instead
   of letting them race, and what keeps a callback from re-entering the loop.
-- Time is the monotonic clock, read once per turn into ``now``; timers are due when their
-  time is at or before it, and a cancelled timer never runs.
+- Time is the loop's clock (the monotonic clock unless the caller gives another, as tests do
+  to drive deadlines, idle checks and pacing deterministically), read once per turn into
+  ``now``: a callback that schedules a timer (``call_later``) measures from that ``now``, so
+  every callback of one turn sees the same time. Timers are due when their time is at or before
+  it, and a cancelled timer never runs.
 
 A fact about start-up: the timer heap's two functions come from ``_heapq``, the C module that
 ``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
@@ -67,17 +70,18 @@ class Timer:
 
 
 class Loop:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._time = clock
         self._selector = selectors.DefaultSelector()
         self._handlers: dict[int, list[Callback | None]] = {}  # fd -> [reader, writer]
         self._timers: list[tuple[float, int, Timer]] = []
         self._sequence = itertools.count()
-        self.now = time.monotonic()
+        self.now = clock()
 
     # -- time -------------------------------------------------------------------------------
     def clock(self) -> float:
-        """Refresh and return the loop's notion of now (monotonic seconds)."""
-        self.now = time.monotonic()
+        """Refresh and return the loop's notion of now (the clock's seconds)."""
+        self.now = self._time()
         return self.now
 
     def call_at(self, when: float, callback: Callback) -> Timer:
@@ -86,7 +90,8 @@ class Loop:
         return timer
 
     def call_later(self, delay: float, callback: Callback) -> Timer:
-        return self.call_at(self.clock() + delay, callback)
+        """``delay`` seconds after this turn's ``now`` (not refreshed: see the module's facts)."""
+        return self.call_at(self.now + delay, callback)
 
     # -- file descriptors ---------------------------------------------------------------------
     def add_reader(self, fd: int, callback: Callback) -> None:

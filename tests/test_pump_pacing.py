@@ -17,6 +17,8 @@ import pytest
 from processkit.engine import streams
 from processkit.loop import Loop
 
+from manual_clock import ManualClock
+
 try:
     from processkit import _native
 except ImportError:
@@ -27,7 +29,8 @@ except ImportError:
     params=["python", pytest.param("native", marks=pytest.mark.skipif(_native is None, reason="not built"))]
 )
 def stream(request):
-    loop = Loop()
+    clock = ManualClock()
+    loop = Loop(clock=clock)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     seen = []
@@ -35,6 +38,7 @@ def stream(request):
     output = streams.OutputStream(run, "stdout", read_fd, None, None)
     output.test_write_fd = write_fd
     output.test_seen = seen
+    output.test_clock = clock
     yield output
     output.close()
     os.close(write_fd)
@@ -59,6 +63,13 @@ def test_a_short_drain_waits_and_a_lone_line_is_read_at_once(stream):
     assert not stream._fast
 
 
+def wait_out(stream) -> None:
+    """The stream's wait after a short drain passes (its timer is due): one turn reads."""
+    stream.test_clock.advance(streams.COALESCE_SECONDS)
+    stream._loop.run_once(0)
+    assert stream._coalescing is None
+
+
 def fill_nearly(stream) -> None:
     fill(stream, stream._nearly_full + 4096)
 
@@ -67,7 +78,7 @@ def test_a_wait_that_fills_the_pipe_switches_to_reading_on_every_wakeup(stream):
     fill(stream, 100)
     stream._loop.run_once(0)
     fill_nearly(stream)  # a writer that (nearly) filled the pipe within one wait
-    stream._loop.run_until(lambda: stream._coalescing is None, stream._loop.clock() + 5)
+    wait_out(stream)
     assert stream._fast
     assert reading(stream) and stream._coalescing is None
     # Fast: even a short drain keeps reading on readiness instead of waiting.
@@ -80,32 +91,31 @@ def test_a_quiet_window_switches_back_to_coalescing(stream):
     fill(stream, 100)
     stream._loop.run_once(0)
     fill_nearly(stream)
-    stream._loop.run_until(lambda: stream._coalescing is None, stream._loop.clock() + 5)
+    wait_out(stream)
     assert stream._fast
-    stream._loop.now += streams.COALESCE_SECONDS * 10  # a whole window passes with no output
+    stream.test_clock.advance(streams.COALESCE_SECONDS * 10)  # a whole window passes with no output
     fill(stream, 100)
-    stream._on_readable()
+    stream._loop.run_once(0)
     assert not stream._fast
     assert stream._coalescing is not None and not reading(stream)
 
 
-@pytest.mark.parametrize("waits, fast", [(10, False), (0.5, True)], ids=["long-wait", "short-wait"])
-def test_a_wait_is_judged_by_its_rate(stream, waits, fast):
-    """Half a pipe (not nearly full) after half a nominal wait is a fast writer; after ten, not."""
+@pytest.mark.parametrize("late, fast", [(10, False), (0, True)], ids=["long-wait", "short-wait"])
+def test_a_wait_is_judged_by_its_rate(stream, late, fast):
+    """Half a pipe (not nearly full) after one nominal wait is a fast writer; after eleven, not."""
     fill(stream, 100)
     stream._loop.run_once(0)  # a short drain: the stream waits
     assert stream._coalescing is not None
     fill(stream, int(stream._fast_rate * streams.COALESCE_SECONDS) + 4096)
-    stream._coalescing.cancel()
-    stream._wait_started = stream._loop.clock() - waits * streams.COALESCE_SECONDS
-    stream._coalesced()
+    stream.test_clock.advance(late * streams.COALESCE_SECONDS)  # the timer fired late
+    wait_out(stream)
     assert stream._fast is fast
 
 
 def test_a_wait_that_finds_the_pipe_empty_goes_back_to_readiness(stream):
     fill(stream, 100)
     stream._loop.run_once(0)
-    stream._loop.run_until(lambda: stream._coalescing is None, stream._loop.clock() + 5)
+    wait_out(stream)
     assert reading(stream) and not stream._fast
 
 

@@ -378,7 +378,7 @@ BREAK_THE_RACE = """
 import sys
 from processkit.engine import runner
 
-def broken(run):
+def broken(*args):
     raise RuntimeError("injected")
 
 runner.race = broken

@@ -31,7 +31,7 @@ def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = Tr
     return parser
 
 
-def _fail_if_any_failed(outcomes: list[fanout.Outcome], verb: str) -> None:
+def _fail_if_any_failed(outcomes: list[fanout.TargetResult], verb: str) -> None:
     """After the whole report is printed: 103 if any target failed, counted as the reference does."""
     failed = sum(outcome.status == "failed" for outcome in outcomes)
     if failed:
@@ -96,7 +96,7 @@ def render_snapshot(snapshot: dict) -> list[str]:
     return lines
 
 
-def render_inspect_all(outcomes: list[fanout.Outcome]) -> list[str]:
+def render_inspect_all(outcomes: list[fanout.TargetResult]) -> list[str]:
     if not outcomes:
         return ["no live runs to inspect"]
     rows = [[output.cell(o.run_id), o.status, output.cell(o.error)] for o in outcomes]

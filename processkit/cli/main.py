@@ -37,6 +37,7 @@ COMMANDS = {
     "events": ("processkit.cli.events", "read a run's JSONL events back: rendered, raw, followed or validated"),
     "report": ("processkit.cli.report", "render event streams as an HTML page: one run, or an index of many"),
     "probe": ("processkit.cli.probe", "report this binary's compatibility surface (no side effects)"),
+    "batch": ("processkit.batching.command", "run a JSONL manifest of jobs from one process, each a full run"),
     "doctor": ("processkit.cli.doctor", "qualify this host with a real scratch run"),
     "completion": ("processkit.cli.completion", "print a shell completion script (bash, zsh or fish)"),
 }

@@ -3,8 +3,8 @@
 ``create()`` picks a per-run cgroup v2 where the host lets us make one, else a process group.
 ``PROCESSKIT_CONTAINMENT=process_group`` forces the fallback (tests exercise both). Groups are
 named after the run's directory (``processkit.rundir``), whose lock says whether the runner
-lives, so what a killed runner left can be ended and removed (``sweep``); each creation sweeps
-its own parent first, within a bound.
+lives, so what a killed runner left can be ended and removed (``sweep``); a process sweeps a
+parent, within a bound, before its first group there (a batch, which makes many, sweeps once).
 
 Every run also gets accounting (``accounting``): the controllers its v2 parent offers are
 switched on, and accounting-only groups are made in the v1 hierarchies, as for caps.
@@ -57,18 +57,26 @@ def create(limits: Limits, rundir: RunDir | None = None) -> Container:
     return container
 
 
+_V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
+_SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
+
+
 def _containment(name: str, rundir: RunDir | None, v1_parents: list[str]) -> Container:
-    """The run's boundary, after one bounded sweep of every parent its groups are made in."""
+    """The run's boundary, after one bounded sweep of every parent its groups are made in (the
+    first time this process makes a group there)."""
     from . import sweep
 
     parent = None
     if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
         from . import cgroup_v2
 
-        parent = cgroup_v2.find_parent()
-    parents = [parent, *v1_parents] if parent is not None else v1_parents
+        parent = _V2_PARENT[0] if _V2_PARENT else cgroup_v2.find_parent()
+        if parent is not None and not _V2_PARENT:
+            _V2_PARENT.append(parent)
+    parents = [p for p in ([parent] if parent is not None else []) + v1_parents if p not in _SWEPT]
     if parents:
         sweep.sweep(parents, sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+        _SWEPT.update(parents)
     if parent is not None:
         try:
             group = cgroup_v2.CgroupV2(parent, name)

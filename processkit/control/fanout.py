@@ -14,31 +14,31 @@ from .transport import Channel
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class TargetResult:
     run_id: str
     status: str  # the verb's success word, "already_gone" or "failed"
     reply: dict | None = None
     error: str | None = None
 
 
-def request_all(verb: str, labels: dict, check: Check, success: str) -> list[Outcome]:
+def request_all(verb: str, labels: dict, check: Check, success: str) -> list[TargetResult]:
     targets = [e for e in scan.read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE]
     return [_request_one(target, verb, check, success) for target in targets]
 
 
-def _request_one(target: scan.Entry, verb: str, check: Check, success: str) -> Outcome:
+def _request_one(target: scan.Entry, verb: str, check: Check, success: str) -> TargetResult:
     run_id = target.record.run_id
     problem = _changed(target)
     if problem is not None:
-        return Outcome(run_id, problem[0], error=problem[1])
+        return TargetResult(run_id, problem[0], error=problem[1])
     try:
         with Channel(target.record.endpoint, run_id, verb) as channel:
             reply = check(channel.request(verb), run_id, verb)
     except Failure as failure:
         if _gone(target):
-            return Outcome(run_id, "already_gone")
-        return Outcome(run_id, "failed", error=failure.message)
-    return Outcome(run_id, success, reply=reply)
+            return TargetResult(run_id, "already_gone")
+        return TargetResult(run_id, "failed", error=failure.message)
+    return TargetResult(run_id, success, reply=reply)
 
 
 def _gone(target: scan.Entry) -> bool:

@@ -66,15 +66,29 @@ class Ending:
 
 
 class Outcome:
-    """The runner's exit code, and the runner-own failure to report when there is one; ``usage``
-    (``containment.Usage``) is the tree's figures, set by the runner for a run whose child spawned."""
+    """The runner's exit code, and the runner-own failure to report when there is one. For a
+    run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
+    runner; ``time.monotonic_ns()`` once the spawn returned (the child has exec'd) and once the
+    root was reaped (None when it never was)."""
 
-    __slots__ = ("code", "failure", "usage")
+    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
         self.failure = failure
         self.usage: Usage | None = None
+        self.started_ns: int | None = None
+        self.ended_ns: int | None = None
+
+    def ended(self) -> tuple[int, str, int | None]:
+        """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""
+        own = self.failure
+        return (self.code, own.kind.label, None) if own else (self.code, "child_exit", self.code)
+
+
+def internal(detail: str) -> Outcome:
+    """The runner's own failure: a bug, or a resource it could not get back (``internal``, 104)."""
+    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {detail}"))
 
 
 def child_exit_code(returncode: int) -> int:
@@ -115,7 +129,7 @@ def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
 
 def _internal(facts: EndingFacts, detail: str | None) -> Outcome:
     # Like a failed wait: no ending event (docs/events.md §4).
-    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {detail}"))
+    return internal(f"{detail}")
 
 
 def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:

@@ -2,35 +2,35 @@
 
 Setup follows the reference's fixed order (capture files, stdin source, environment, the
 terminal for ``--pty``, stop signals, run directory, container, publication); the first failure
-ends the run, and ``fail_before_race`` releases whatever was made up to it.
+ends the run, and the runner's release gives back whatever was made up to it. ``start`` spawns
+the child and reports it, and returns what it launched (``Launched``), which the phases after it
+are handed; ``connect`` then builds the output streams and input relays, so a failure there
+finds the child already reported, and ends through the teardown.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from .. import containment
-from .. import signum as signals
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
-from ..events.emitter import utc_timestamp
-from ..events.types import ContainerFailed, LimitHit, RunnerExit, RunStarted, SpawnFailed
+from ..events.types import ContainerFailed, LimitHit, RunStarted, SpawnFailed
 from ..rundir import RunDir
 from ..spec import StdinMode
 from . import pump, spawn
-from .endings import EndingKind, Outcome
+from .endings import EndingKind
 from .environment import build_environment
-from .race import emit_snapshot, reap_children
-from .signals import STOP_SIGNALS, SignalWatch
-from .state import RunState
+from .host import Host
+from .members import emit_snapshot
+from .state import Launched, RunState
 from .streams import OutputStream
-from .terminal import Foreground
+from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
-    from typing import Callable
-
     from ..control.publication import Publication
     from .pty import PseudoTerminal
 
@@ -44,7 +44,7 @@ def _make_rundir() -> RunDir | None:
         return None
 
 
-def prepare(run: RunState) -> None:
+def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec = run.spec
     run.pump_backend = pump.select_backend()
@@ -70,7 +70,7 @@ def prepare(run: RunState) -> None:
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
-    run.signals = SignalWatch(run.loop, _signal_handlers(run, run.terminal))
+    host.watch_signals(run.terminal.follow_caller if run.terminal is not None else None)
     run.rundir = _make_rundir()
     try:
         container = run.container = containment.create(spec.limits, run.rundir)
@@ -91,45 +91,40 @@ def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[d
         raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
 
-def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
-    handlers: dict[int, Callable[[int], None]] = {
-        signum: lambda signum: run.stop_signal(STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
-    }
-    handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
-    if terminal is not None:
-        handlers[signals.SIGWINCH] = lambda signum: terminal.follow_caller()
-    return handlers
-
-
-def start(run: RunState) -> None:
+def start(host: Host, run: RunState) -> Launched:
+    """Spawn the child into the container ``prepare`` made and report it (``run_started``, the
+    spawn snapshot); what exists then is returned."""
     spec = run.spec
-    pipe_output = not spec.inherit_stdio
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
-    container, signals = run.container, run.signals
-    if container is None or signals is None:
-        raise RuntimeError("launch.start before launch.prepare")
-    signals.dispatch()
+    container = run.container
+    assert container is not None, "prepare makes the container or raises"
+    host.dispatch_signals()
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
     try:
-        run.child = child = spawn.spawn(
+        child = spawn.spawn(
             spec.argv,
             env=run.env,
             cwd=cwd,
             container=container,
             stdin=spec.stdin,
-            pipe_output=pipe_output,
+            pipe_output=not spec.inherit_stdio,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
         )
     except Failure as failure:
         run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
+    launched = Launched(container, child, time.monotonic_ns())
+    run.root_pid = child.pid
     container.adopt(child.pid)
     if spec.stdin is StdinMode.INHERIT:
-        run.foreground = Foreground.lend(child.pid)
-    run.started_at = utc_timestamp()
+        try:
+            launched.foreground = Foreground.lend(child.pid)
+        except HandoffError as exc:  # ends the run before its race: no run_started
+            launched.handoff = str(exc)
+            return launched
     run.events.emit(
         RunStarted(
             run_id=spec.run_id,
@@ -144,31 +139,35 @@ def start(run: RunState) -> None:
     if spec.ready_fd is not None:
         _tell_launcher(spec.ready_fd, run.events.failure)
     emit_snapshot(run, "spawn")
-    # The child exists and is reported: what may still fail below ends through the teardown.
-    terminal = run.terminal
+    return launched
+
+
+def connect(run: RunState, launched: Launched) -> None:
+    """The child's output streams (pump, echo, capture) and what feeds its input: the
+    ``--stdin-file`` relay, or the caller's keys for a ``--pty`` run."""
+    spec, child, terminal = run.spec, launched.child, run.terminal
+    streams = launched.streams
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
-        run.streams.append(
-            OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True)
-        )
-    elif pipe_output:
+        streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
+    elif not spec.inherit_stdio:
         echo = spec.echo
         for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
             assert fd is not None, "spawn pipes both outputs when asked to"
-            run.streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
+            streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
         from .stdin_feed import StdinFeed
 
         if terminal is not None:
-            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
+            launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, terminal.endpoint(), terminal.end_of_input)
         else:
             assert child.stdin is not None, "spawn pipes stdin for --stdin-file"
-            run.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
+            launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
         from .pty import Keyboard
 
-        run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
+        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint)
 
 
 def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
@@ -199,18 +198,9 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
         cwd=run.runner_cwd,
         mechanism=container.mechanism,
         rundir=run.rundir,
-        root_pid=lambda: run.child.pid if run.child is not None else None,
+        root_pid=lambda: run.root_pid,
         members=run.read_member_list,
         stop=run.control_stop,
         usage=container.usage,
     )
     return publish(published, warn)
-
-
-def fail_before_race(run: RunState, failure: Failure) -> Outcome:
-    """Release what setup made up to ``failure``; the run ends without a child to tear down."""
-    from .salvage import release_all  # a run that starts never needs it
-
-    release_all(run, (failure.code, failure.kind.label, None))
-    run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
-    return Outcome(failure.code, failure)

@@ -1,8 +1,13 @@
-"""A run from spawn to ``runner_exit``: the phases in order, and the final report.
+"""A run from setup to ``runner_exit``: the phases in order, and the final report.
 
-``launch`` sets up and spawns, ``race`` turns the loop until an ending wins, ``endings`` says
-what that ending reports, ``teardown`` stops the tree and releases what the run made. They share
-one ``RunState``; this module only puts them in order.
+``launch`` sets up and spawns and returns what it launched, ``race`` waits until an ending wins,
+``endings`` says what that ending reports, ``teardown`` stops the tree, and ``release`` gives back
+whatever the run made, in one place whatever step it reached or whatever raised. A phase that
+raises is the runner's own failure: the tree is killed first (``salvage``), and ``runner_exit``
+still ends the stream. A release step that fails leaves the others running and makes the run the
+runner's failure too; a release that raises as a whole is followed by the last resort's. A run is
+a generator of waits (``steps``) that a ``Host`` carries on its loop; ``execute`` is the host
+carrying one run, as ``run`` does, and ``batch`` carries many side by side.
 """
 
 from __future__ import annotations
@@ -14,15 +19,27 @@ from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
 from ..spec import RunSpec
 from . import launch, spawn
-from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome
+from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
+from .host import Host
 from .race import race
-from .state import RunState
+from .state import Launched, RunState
 from .teardown import drain_outputs, release, teardown
-from .terminal import HandoffError
 
 
 def execute(spec: RunSpec) -> Outcome:
-    """Run ``spec`` to completion. Never raises for anything the run itself can report."""
+    """Run ``spec`` to completion in a host of its own. Never raises for anything the run
+    itself can report."""
+    host = Host()
+    try:
+        outcome = host.carry(steps(host, spec))
+    finally:
+        host.close()
+    assert isinstance(outcome, Outcome)
+    return outcome
+
+
+def steps(host: Host, spec: RunSpec):
+    """One run on ``host``'s loop, as a generator of waits; returns its Outcome."""
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
@@ -33,85 +50,100 @@ def execute(spec: RunSpec) -> Outcome:
         emitter = Emitter(spec.jsonl)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
+    run = RunState(spec, emitter, runner_cwd, host.loop, host.reaper)
+    host.runs.add(run)
     try:
-        return Run(RunState(spec, emitter, runner_cwd)).execute()
+        return (yield from _phases(host, run))
     finally:
+        host.runs.discard(run)
         emitter.close()
 
 
-class Run:
-    def __init__(self, state: RunState):
-        self.state = state
-
-    def execute(self) -> Outcome:
+def _phases(host: Host, run: RunState):
+    launched: Launched | None = None
+    outcome: Outcome | None = None
+    try:
         try:
-            return self._execute()
-        except Exception as exc:  # noqa: BLE001 - a bug past set-up must still release the run and end its stream
-            from .salvage import last_resort
-
-            return last_resort(self.state, exc)
-        finally:
-            keyboard = self.state.keyboard
-            if keyboard is not None:  # whatever happened, the caller gets its terminal back
-                keyboard.restore()
-
-    def _execute(self) -> Outcome:
-        run = self.state
-        try:
-            launch.prepare(run)
-            launch.start(run)
+            launch.prepare(host, run)
+            launched = launch.start(host, run)
         except Failure as failure:
-            return launch.fail_before_race(run, failure)
+            outcome = Outcome(failure.code, failure)
         except spawn.AttachError as exc:
             run.events.emit(ContainerFailed(phase="attach", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
-            return launch.fail_before_race(run, Failure(Kind.CONTAINER_ERROR, str(exc)))
-        except HandoffError as exc:
-            return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
-        except Exception as exc:
-            if run.child is None:
-                raise  # nothing to tear down yet: the last resort releases what exists
-            return self._finish(Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}"))
-        try:
-            ending = race(run)
-        except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
-            ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
-        return self._finish(ending)
+            outcome = Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, str(exc)))
+        if launched is not None:  # the child exists and is reported: from here it ends through the teardown
+            ending = None if launched.handoff is None else Ending(EndingKind.FOREGROUND, launched.handoff)
+            try:
+                launch.connect(run, launched)
+                if ending is None:
+                    ending = yield from race(run, launched)
+            except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
+                ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
+            outcome = yield from _finish(run, launched, ending)
+    except Exception as exc:  # noqa: BLE001 - a bug after the first resource: still killed, released, reported
+        from .salvage import killed
 
-    def _finish(self, ending: Ending) -> Outcome:
-        run = self.state
-        launched = run.launched()
-        container = launched.container
-        for timer in run.timers.values():
-            timer.cancel()
-        entry = ENDING_REPORTS[ending.kind]
-        facts = EndingFacts(run.spec, run.returncode, container.soft_stop_scope, run.events.emit)
-        outcome = entry.report(facts, ending.detail)
-        if run.spec.limits.requested:
-            evidence = container.limit_evidence()
-            run.events.emit(
-                LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
-            )
-        usage = container.usage()
-        run.events.emit(ResourceSummary(**usage.summary()))
-        teardown(run, entry.graceful)
-        drain_outputs(run)
-        outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
-        launched.signals.close()
-        if run.targets and ending.kind is not EndingKind.FOREGROUND:
-            from . import capture
+        outcome = killed(run, launched, exc)
+    finally:
+        outcome = _release(run, launched, outcome)
+    code, source, child_code = outcome.ended()
+    run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
+    if launched is not None:
+        outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
+    return outcome
 
-            reports = {s.name: s.pump.report() for s in run.streams}
-            finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
-            if run.spec.capture_keep != "head" and run.spec.capture_dir is not None:
-                from .. import capture_layout
 
-                capture_layout.record(run.spec.capture_dir, run.spec.run_id, run.spec.capture_keep, finals)
-            captured = {name: report.as_event() for name, report in finals.items()}
-            run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
-        failure = outcome.failure
-        ended = (outcome.code, failure.kind.label if failure else "child_exit", None if failure else outcome.code)
-        if run.publication is not None:
-            run.publication.close(ended)
-        release(run)
-        run.events.emit(RunnerExit(code=ended[0], source=ended[1], child_code=ended[2]))
-        return outcome
+ABANDONED = (Kind.INTERNAL.code, Kind.INTERNAL.label, None)  # a run closed from outside (``carry_all``'s finally)
+
+
+def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) -> Outcome:
+    """The run's one release. A step that failed (warned there) makes the run the runner's own
+    failure, as does a release that raised, which the last resort follows with its own."""
+    try:
+        problem = release(run, launched, outcome.ended() if outcome is not None else ABANDONED)
+    except Exception as exc:  # noqa: BLE001 - the release itself broke: the last resort's release
+        from .salvage import last_resort
+
+        return _keeping_usage(last_resort(run, launched, exc), outcome)
+    if outcome is None:
+        return internal("the run was abandoned before its end")
+    if problem is not None:
+        return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
+    return outcome
+
+
+def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:
+    """The runner's failure in place of ``outcome``, with the figures it had measured."""
+    replaced.usage = outcome.usage if outcome is not None else None
+    return replaced
+
+
+def _finish(run: RunState, launched: Launched, ending: Ending):
+    """The ending's report, the teardown and the drain, and the figures they leave."""
+    container = launched.container
+    for timer in run.timers.values():
+        timer.cancel()
+    entry = ENDING_REPORTS[ending.kind]
+    facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, run.events.emit)
+    outcome = entry.report(facts, ending.detail)
+    if run.spec.limits.requested:
+        evidence = container.limit_evidence()
+        run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
+    usage = container.usage()
+    run.events.emit(ResourceSummary(**usage.summary()))
+    yield from teardown(run, launched, entry.graceful)
+    yield from drain_outputs(run, launched)
+    outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
+    if run.targets and ending.kind is not EndingKind.FOREGROUND:
+        from . import capture
+
+        reports = {s.name: s.pump.report() for s in launched.streams}
+        finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
+        spec = run.spec
+        if spec.capture_keep != "head" and spec.capture_dir is not None:
+            from .. import capture_layout
+
+            capture_layout.record(spec.capture_dir, spec.run_id, spec.capture_keep, finals)
+        captured = {name: report.as_event() for name, report in finals.items()}
+        run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
+    return outcome

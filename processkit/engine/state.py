@@ -1,5 +1,6 @@
-"""Everything one run holds, shared by its phases: launch fills it, the race reads and records
-into it, teardown empties it.
+"""What one run holds, by phase: ``RunState`` from setup on (the spec, its stream, what setup
+made), ``Launched`` for what exists once its child is spawned. Launch returns the second; the race,
+the teardown and the release are handed it, so no phase can ask for a child that is not there.
 
 Callbacks on the loop (a stream's read, a signal, a control request, a timer) only *record* here
 that an ending is ready; which one wins is decided after the loop's turn (``race``).
@@ -20,67 +21,48 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from ..control.publication import Publication
     from . import capture, spawn
     from .pty import Keyboard, PseudoTerminal
-    from .signals import SignalWatch
+    from .members import Reaper
     from .stdin_feed import StdinFeed
     from .streams import OutputStream
     from .terminal import Foreground
-
-
-class Launched:
-    """What exists once the child is spawned, for the phases that run after launch."""
-
-    __slots__ = ("container", "child", "signals")
-
-    def __init__(self, container: containment.Container, child: spawn.Child, signals: SignalWatch):
-        self.container = container
-        self.child = child
-        self.signals = signals
 
 
 CONTROL_ENDINGS = {"cancel": EndingKind.CONTROL_CANCEL, "kill": EndingKind.CONTROL_KILL}
 
 
 class RunState:
-    def __init__(self, spec: RunSpec, emitter: Emitter, runner_cwd: str):
+    """One run from setup to release: its spec and stream, the loop and reaper it shares with
+    the other runs of its process, the endings recorded so far, and what setup has made (each
+    None, or empty, until its step)."""
+
+    def __init__(self, spec: RunSpec, emitter: Emitter, runner_cwd: str, loop: Loop, reaper: Reaper):
         self.spec = spec
         self.events = emitter
         self.runner_cwd = runner_cwd
-        self.loop = Loop()
+        self.loop = loop
+        self.reaper = reaper
         self.pump_backend = "python"
         self.spawn_backend = "python"
-        self.rundir: RunDir | None = None
-        self.container: containment.Container | None = None
-        self.child: spawn.Child | None = None
-        self.streams: list[OutputStream] = []
-        self.targets: dict[str, capture.CaptureTarget] = {}
-        self.stdin_source: int | None = None
-        self.stdin_feed: StdinFeed | None = None
-        self.foreground: Foreground | None = None
-        self.terminal: PseudoTerminal | None = None  # --pty: the child's terminal
-        self.keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into it
-        self.env: dict[str, str] | None = None
         self.pending: dict[EndingKind, str | None] = {}
         self.timers: dict[str, Timer] = {}
         self.last_output = 0.0
-        self.pidfd: int | None = None
-        self.signals: SignalWatch | None = None
+        self.root_pid: int | None = None  # what the control plane shows; set at spawn
         self.stop_signals = 0  # counted from the teardown's start on: one of those cuts the drain short
-        self.returncode: int | None = None
+        # Made by setup, in its order; released by ``release`` whatever the run reached.
+        self.targets: dict[str, capture.CaptureTarget] = {}
+        self.stdin_source: int | None = None
+        self.env: dict[str, str] = {}
+        self.terminal: PseudoTerminal | None = None  # --pty: the child's terminal
+        self.rundir: RunDir | None = None
+        self.container: containment.Container | None = None
         self.publication: Publication | None = None
-        self.started_at = ""
-
-    def launched(self) -> Launched:
-        """The container, child and signal watch launch made; only the phases after it ask."""
-        if self.container is None or self.child is None or self.signals is None:
-            raise RuntimeError("the run's phases ran out of order: asked for its child before launch")
-        return Launched(self.container, self.child, self.signals)
 
     def request_ending(self, kind: EndingKind, detail: str | None = None) -> None:
         """Record that an ending is ready; the loop's turn decides which one wins."""
         self.pending.setdefault(kind, detail)
 
     def stop_signal(self, source: str) -> None:
-        """A stop signal (SIGINT, SIGTERM, SIGHUP) reached the runner."""
+        """A stop signal (SIGINT, SIGTERM, SIGHUP) reached the runner's process."""
         self.stop_signals += 1
         self.request_ending(EndingKind.SIGNAL, source)
 
@@ -102,3 +84,30 @@ class RunState:
     def control_stop(self, verb: str) -> None:
         """A control-plane ``cancel`` or ``kill``; acknowledged by the caller before this."""
         self.request_ending(CONTROL_ENDINGS[verb])
+
+
+class Launched:
+    """What launch made once the child is spawned: the phases after it are handed this."""
+
+    __slots__ = (
+        "container",
+        "child",
+        "streams",
+        "stdin_feed",
+        "keyboard",
+        "foreground",
+        "handoff",
+        "started_ns",
+        "ended_ns",
+    )
+
+    def __init__(self, container: containment.Container, child: spawn.Child, started_ns: int):
+        self.container = container
+        self.child = child
+        self.started_ns = started_ns  # time.monotonic_ns() once the spawn returned (the child has exec'd)
+        self.ended_ns: int | None = None  # ... and once the root was reaped
+        self.streams: list[OutputStream] = []
+        self.stdin_feed: StdinFeed | None = None
+        self.keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into the child's
+        self.foreground: Foreground | None = None
+        self.handoff: str | None = None  # why the terminal could not be lent to the child, if it could not

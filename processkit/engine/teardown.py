@@ -1,6 +1,9 @@
 """After the ending is decided: stop the tree (softly first when the ending allows), drain the
 output pipes, and release everything the run made.
 
+Teardown waits (for the tree to empty, for the pipes to reach EOF) as a run's steps do: it
+yields ``Wait`` values, so the carrier turns the loop for every run meanwhile.
+
 Facts about draining: a pipe stays open while any process holds its write end, and a process
 outside the container (an escapee) may hold it forever or keep writing; an echo consumer may
 stop reading. So every wait here is bounded, and what overruns its bound loses only the live
@@ -11,14 +14,17 @@ from __future__ import annotations
 
 import os
 
-from .. import signum as signals
+from .. import signum
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
-from .race import live_members, reap_children
-from .state import RunState
+from .host import wait_until
+from .members import live_members
+from .state import Launched, RunState
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # only the annotation
+if TYPE_CHECKING:  # only the annotations
+    from typing import Callable
+
     from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
@@ -28,22 +34,24 @@ DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow 
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 
 
-def teardown(run: RunState, graceful: bool) -> None:
-    """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the kill."""
+def teardown(run: RunState, launched: Launched, graceful: bool):
+    """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the
+    kill (a run's steps: ``yield from``)."""
     loop = run.loop
-    container = run.launched().container
+    container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     before = live_members(run)
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
-    shutdown = _soft_stop(run, len(before or ())) if graceful else None
+    shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
     kill_error = False
     try:
         container.kill_all()
     except OSError:
         kill_error = True
-    loop.run_until(lambda: live_members(run) == [], loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
-    loop.run_until(lambda: run.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
-    reap_children(run)  # a killed member the runner adopted is dead, not remaining
+    confirm = KILL_CONFIRM_SECONDS
+    yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
+    yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
+    run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
     try:
         remaining = sorted(container.member_pids())
         read_error = False
@@ -63,19 +71,18 @@ def teardown(run: RunState, graceful: bool) -> None:
     )
 
 
-def _soft_stop(run: RunState, members_before: int) -> dict:
+def _soft_stop(run: RunState, launched: Launched, members_before: int):
     """SIGTERM to every member, then wait up to the grace for the tree to empty."""
     loop = run.loop
-    container = run.launched().container
+    container = launched.container
     started = loop.clock()
     try:
-        container.signal_members(signals.SIGTERM)
+        container.signal_members(signum.SIGTERM)
         sent = True
     except OSError:
         sent = False
-    drained = loop.run_until(
-        lambda: live_members(run) == [], started + (run.spec.grace_ms or 0) / 1000, MEMBER_POLL_SECONDS
-    )
+    grace = (run.spec.grace_ms or 0) / 1000
+    drained = yield from wait_until(lambda: live_members(run) == [], started + grace, MEMBER_POLL_SECONDS)
     after = live_members(run)
     return {
         "soft_stop_scope": container.soft_stop_scope,
@@ -88,8 +95,9 @@ def _soft_stop(run: RunState, members_before: int) -> dict:
     }
 
 
-def drain_outputs(run: RunState) -> None:
-    """Read the pipes to EOF now that the tree is gone, then flush the echo backlog.
+def drain_outputs(run: RunState, launched: Launched):
+    """Read the pipes to EOF now that the tree is gone, then flush the echo backlog (a run's
+    steps: ``yield from``).
 
     Bounded: a pipe held open by a process outside the container ends the drain once the
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
@@ -102,9 +110,9 @@ def drain_outputs(run: RunState) -> None:
     capture still gets what the tree wrote.
     """
     loop = run.loop
-    streams = run.streams
-    if run.stdin_feed is not None:
-        run.stdin_feed.close()
+    streams = launched.streams
+    if launched.stdin_feed is not None:
+        launched.stdin_feed.close()
     stopped = lambda: run.stop_signals > 0  # noqa: E731 - counted since the teardown began
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
@@ -116,7 +124,7 @@ def drain_outputs(run: RunState) -> None:
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
         )
-        loop.run_until(pipes_done, min(started + budget, ceiling), 0.05)
+        yield from wait_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
@@ -137,27 +145,64 @@ def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> No
         stream.echo.abandon()
 
 
+def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int | None]) -> Exception | None:
+    """Give back everything the run made, whatever step it reached: terminals, files, the
+    publication, the container; the run directory goes last. The one place a run is released.
+
+    Every step stands alone and may be repeated (each resource has an idempotent ``close`` or
+    ``release``, or is forgotten as it is closed): a step that fails is warned about (the first)
+    and the rest still run; that failure is returned. ``ended`` is the ``runner_exit`` to come
+    (code, source, child_code), which the registration keeps as the run's tombstone.
+    """
+    steps: list[Callable[[], object]] = []
+    if launched is not None:
+        steps += [*_step(launched.keyboard, "restore"), lambda: _give_back_terminal(launched)]
+        steps += _step(launched.stdin_feed, "close")
+        for stream in launched.streams:
+            steps += [stream.close, *_step(stream.echo, "close")]
+        steps.append(lambda: run.reaper.forget(launched.child.pid))
+    steps += [
+        *_step(run.terminal, "close"),
+        lambda: _close_stdin_source(run),
+        lambda: close_targets(run),
+        *_step(run.publication, "close", ended),
+        *_step(run.container, "release"),
+        *_step(run.rundir, "close"),  # last: it is the evidence for everything above
+    ]
+    failed: list[Exception] = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
+            failed.append(exc)
+    if not failed:
+        return None
+    warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
+    return failed[0]
+
+
+def _step(holder: object | None, method: str, *args: object) -> list[Callable[[], object]]:
+    """``holder.method(*args)`` as a release step, when the run holds ``holder`` at all."""
+    if holder is None:
+        return []
+    bound = getattr(holder, method)
+    return [lambda: bound(*args)]
+
+
+def _give_back_terminal(launched: Launched) -> None:
+    problem = launched.foreground.restore() if launched.foreground is not None else None
+    if problem is not None:
+        warn(f"could not give the terminal back to the runner's process group: {problem}")
+
+
+def _close_stdin_source(run: RunState) -> None:
+    source, run.stdin_source = run.stdin_source, None
+    if source is not None:
+        os.close(source)
+
+
 def close_targets(run: RunState) -> None:
     """Close the capture files once: forgotten as they are closed."""
     targets, run.targets = run.targets, {}
     for target in targets.values():
         os.close(target.fd)
-
-
-def release(run: RunState) -> None:
-    """Give back the terminals, close files and the container; the run directory goes last."""
-    if run.keyboard is not None:
-        run.keyboard.restore()
-    if run.terminal is not None:
-        run.terminal.close()
-    problem = run.foreground.restore() if run.foreground is not None else None
-    if problem is not None:
-        warn(f"could not give the terminal back to the runner's process group: {problem}")
-    for stream in run.streams:
-        if stream.echo is not None:
-            stream.echo.close()
-    close_targets(run)
-    run.launched().container.release()
-    if run.rundir is not None:
-        run.rundir.close()  # last: it is the evidence for everything above
-    run.loop.close()

@@ -41,7 +41,7 @@ class Moment:
 
 
 @dataclasses.dataclass
-class Member:
+class SeenProcess:
     """One process seen in the members snapshots, and when it was seen."""
 
     pid: int
@@ -88,7 +88,7 @@ class Run:
     duration_ms: int | None = None
     ending: str = ""
     moments: list[Moment] = dataclasses.field(default_factory=list)
-    members: list[Member] = dataclasses.field(default_factory=list)
+    members: list[SeenProcess] = dataclasses.field(default_factory=list)
     snapshots: int = 0
     outlived_count: int = 0
     resources: list[tuple[str, str]] = dataclasses.field(default_factory=list)

@@ -15,7 +15,7 @@ from ..events import render
 from ..events.reader import Line, LineSplitter
 from ..events.stream import ENDINGS, StreamChecks
 from ..events.validate import event_validator
-from .model import NOTES_SHOWN, READ_CHUNK, Captured, Member, Moment, Run, processes, shown
+from .model import NOTES_SHOWN, READ_CHUNK, Captured, SeenProcess, Moment, Run, processes, shown
 
 
 def read_lines(path: str) -> list[Line]:
@@ -227,7 +227,7 @@ class Builder:
             )
 
     def _tree(self) -> None:
-        """One Member per process seen (pid and start token), nested by parent, each lasting
+        """One SeenProcess per process seen (pid and start token), nested by parent, each lasting
         from the snapshot that first saw it until the snapshot that no longer did (or the
         ending, when the last snapshot still held it)."""
         run = self.run
@@ -235,14 +235,14 @@ class Builder:
         if not self.snapshots:
             return
         ending = self._ending_ms()
-        seen: dict[tuple, Member] = {}
+        seen: dict[tuple, SeenProcess] = {}
         times = [offset for offset, _ in self.snapshots] + [ending]
         for index, (offset, members) in enumerate(self.snapshots):
             for raw in members:
                 key = (raw["pid"], raw["start_time"])
                 member = seen.get(key)
                 if member is None:
-                    member = seen[key] = Member(
+                    member = seen[key] = SeenProcess(
                         pid=raw["pid"],
                         ppid=raw["ppid"],
                         name=shown(raw["name"] or "?", 60),
@@ -366,18 +366,18 @@ def _stop_words(finished: dict | None, grace_ms: int | None) -> str:
     return words + tail
 
 
-def _nested(members: list[Member]) -> list[Member]:
+def _nested(members: list[SeenProcess]) -> list[SeenProcess]:
     """Members in tree order (each parent followed by its children), depth set; a member whose
     parent was never seen starts a tree of its own."""
     by_pid = {m.pid: m for m in members}
-    children: dict[int | None, list[Member]] = {}
+    children: dict[int | None, list[SeenProcess]] = {}
     for member in members:
         parent = member.ppid if member.ppid in by_pid and member.ppid != member.pid else None
         children.setdefault(parent, []).append(member)
-    ordered: list[Member] = []
+    ordered: list[SeenProcess] = []
     visited: set[int] = set()
 
-    def visit(member: Member, depth: int) -> None:
+    def visit(member: SeenProcess, depth: int) -> None:
         if id(member) in visited:
             return
         visited.add(id(member))

@@ -1,0 +1,127 @@
+"""`processkit-cli batch` side by side with GNU parallel and xargs (issue 26's targets).
+
+Each round runs, back to back on the same machine:
+- `batch`: N jobs of `true`, `--jobs 2`, a JSONL stream and capture per job;
+- GNU parallel `-j2 --joblog` running `true`;
+- `xargs -P2` running `processkit-cli run --jsonl F -- true` (a tenth of N: it is slow);
+- the big-output case: 200 jobs each writing 5 MB, `--jobs 4`, with capture (every digest
+  checked against hashlib), against the same jobs through GNU parallel into files;
+and reports jobs per second, the batch process's CPU per job (its rusage, children excluded)
+and its peak RSS, then the ratios. Medians over ROUNDS rounds.
+
+    python3 bench/batch.py [N] [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLI = str(Path(sys.executable).parent / "processkit-cli")
+BIG = 5 * 1024 * 1024
+
+
+def timed(argv, **kwargs) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)
+    return time.perf_counter() - started
+
+
+def batch_run(manifest: Path, out: Path, jobs: int) -> tuple[float, float, float]:
+    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB)."""
+    code = (
+        "import resource, sys; sys.argv = sys.argv[1:];"
+        "from processkit.cli.main import main; rc = main(sys.argv[1:]);"
+        "u = resource.getrusage(resource.RUSAGE_SELF);"
+        "print(u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, CLI, "batch", str(manifest), "--out", str(out), "--jobs", str(jobs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    cpu, rss = proc.stderr.decode().splitlines()[-1].split()
+    return wall, float(cpu), int(rss) / 1024
+
+
+def write_manifest(path: Path, jobs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return path
+
+
+def check_digests(out: Path) -> int:
+    wrong = 0
+    for line in (out / "summary.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        info = entry["capture"]["stdout"]
+        data = Path(info["path"]).read_bytes()
+        wrong += info["sha256"] != hashlib.sha256(data).hexdigest() or len(data) != BIG or entry["exit_code"] != 0
+    return wrong
+
+
+def main() -> None:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    figures: dict[str, list[float]] = {}
+
+    def note(name: str, value: float) -> None:
+        figures.setdefault(name, []).append(value)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
+    try:
+        trues = write_manifest(work / "true.jsonl", [{"args": ["true"]} for _ in range(count)])
+        writer = f"import sys; sys.stdout.buffer.write(b'x' * {BIG})"
+        bigs = write_manifest(work / "big.jsonl", [{"args": [sys.executable, "-c", writer]} for _ in range(200)])
+        seq = "\n".join(str(n) for n in range(count)).encode() + b"\n"
+        for round_ in range(rounds):
+            out = work / f"out-{round_}"
+            wall, cpu, rss = batch_run(trues, out, 2)
+            note("batch jobs/s", count / wall)
+            note("batch CPU ms/job", cpu / count * 1000)
+            note("batch peak RSS MiB", rss)
+            shutil.rmtree(out)
+            wall = timed(["parallel", "-j2", "--joblog", str(work / "joblog"), "true"], input=seq)
+            note("parallel jobs/s", count / wall)
+            few = count // 10
+            streams = work / "streams"
+            streams.mkdir(exist_ok=True)
+            script = f'exec {CLI} run --jsonl {streams}/"$1".jsonl -- true'
+            few_seq = "\n".join(str(n) for n in range(few)).encode() + b"\n"
+            wall = timed(["xargs", "-P2", "-n1", "sh", "-c", script, "sh"], input=few_seq)
+            note("xargs+run jobs/s", few / wall)
+            shutil.rmtree(streams)
+            out = work / f"big-{round_}"
+            wall, _, _ = batch_run(bigs, out, 4)
+            note("big: batch wall s", wall)
+            note("big: wrong digests", check_digests(out))
+            shutil.rmtree(out)
+            files = work / "files"
+            files.mkdir()
+            jobs = "\n".join(str(n) for n in range(200)).encode()
+            command = f"{shlex.quote(sys.executable)} -c {shlex.quote(writer)} > {files}/{{}}.out"
+            wall = timed(["parallel", "-j4", command], input=jobs)
+            note("big: parallel wall s", wall)
+            shutil.rmtree(files)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    for name, value in medians.items():
+        print(f"{name:28} {value:10.2f}   ({', '.join(f'{v:.2f}' for v in figures[name])})")
+    print(f"{'batch / parallel':28} {medians['batch jobs/s'] / medians['parallel jobs/s']:10.2f}x")
+    print(f"{'batch / xargs+run':28} {medians['batch jobs/s'] / medians['xargs+run jobs/s']:10.2f}x")
+    print(f"{'big: batch / parallel wall':28} {medians['big: batch wall s'] / medians['big: parallel wall s']:10.2f}x")
+
+
+if __name__ == "__main__":
+    main()

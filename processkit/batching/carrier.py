@@ -1,0 +1,205 @@
+"""Running a batch: its jobs as runs on one host, at most ``jobs`` at once, each a full run
+(its own containment group, stream, capture, deadlines and publication), with a summary line
+written as each one ends.
+
+The host's signal watch is the batch's: a stop signal ends every running job (each stream ends
+with its cancellation, as ``run``'s would) and no job starts after it; the jobs not started are
+recorded as such. ``halt_on_failure`` starts no job after the first failure and lets the running
+ones finish; ``retries`` runs a failed job again, up to that many more times.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..api.options import runner_argv
+from ..engine.endings import Outcome
+from ..engine.host import Host
+from ..engine.runner import steps
+from ..errors import Failure, Kind
+from ..jsontext import dumps
+from . import summary
+from .manifest import Job
+from .outdir import ensure_directory
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+class Settings:
+    """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
+
+    __slots__ = ("out", "jobs", "retries", "halt_on_failure", "resume", "label")
+
+    def __init__(
+        self,
+        out: str,
+        jobs: int | None = None,
+        retries: int = 0,
+        halt_on_failure: bool = False,
+        resume: bool = False,
+        label: str | None = None,
+    ):
+        self.out = out
+        self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
+        self.retries = retries
+        self.halt_on_failure = halt_on_failure
+        self.resume = resume
+        self.label = label or f"batch-{os.getpid()}-{time.time_ns()}"  # what `list` shows per job
+
+
+class Tally:
+    """What the batch's ending line and exit code say."""
+
+    __slots__ = ("total", "skipped", "succeeded", "failed", "timed_out", "not_started", "cancelled_by")
+
+    def __init__(self, total: int):
+        self.total = total
+        self.skipped = 0  # --resume: exited 0 in an earlier batch
+        self.succeeded = 0
+        self.failed = 0
+        self.timed_out = 0
+        self.not_started = 0
+        self.cancelled_by: str | None = None
+
+    def count(self, line: dict) -> None:
+        """Count a job's summary line."""
+        code = line["exit_code"]
+        if code is None:
+            self.not_started += 1
+        elif code == 0:
+            self.succeeded += 1
+        elif line["source"] == "timeout":
+            self.timed_out += 1
+        else:
+            self.failed += 1
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.failed + self.timed_out
+
+    def line(self) -> str:
+        parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
+        for count, words in (
+            (self.failed, "failed"),
+            (self.timed_out, "timed out"),
+            (self.not_started, "not started"),
+            (self.skipped, "skipped (--resume)"),
+        ):
+            if count:
+                parts.append(f"{count} {words}")
+        if self.cancelled_by is not None:
+            parts.append(f"cancelled by {self.cancelled_by}")
+        return ", ".join(parts)
+
+
+def run_batch(
+    jobs: list[Job],
+    settings: Settings,
+    on_finished: Callable[[dict, Tally], None] | None = None,
+    *,
+    signals: bool = True,
+    write_summary: bool = True,
+    keep_lines: bool = True,
+) -> tuple[list[dict], Tally]:
+    """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
+    so a long batch run from the CLI stays flat in memory) and the tally.
+
+    ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
+    leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
+    jobs end (a Dask worker returns them to the client, which writes them instead)."""
+    out, summary_path, queue, tally = prepare(jobs, settings)
+    queue.reverse()  # popped from the end: manifest order
+    attempts: dict[str, int] = {}
+    lines: list[dict] = []
+    carrier = Host(watch=signals)
+    summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
+    halted = False
+
+    def record(line: dict) -> None:
+        if keep_lines:
+            lines.append(line)
+        if summary_fd is not None:
+            os.write(summary_fd, dumps(line).encode() + b"\n")
+        if on_finished is not None:
+            on_finished(line, tally)
+
+    def next_run():
+        if carrier.stopped is not None or halted or not queue:
+            return None
+        job = queue.pop()
+        attempts[job.id] = attempts.get(job.id, 0) + 1
+        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
+
+    def finished(result) -> None:
+        nonlocal halted
+        job, outcome, run_id = result
+        line = summary.summary_line(
+            job.id, run_id, job.args, attempts[job.id], outcome, summary.read_objects(_stream_path(out, job))
+        )
+        if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
+            queue.append(job)  # again, next
+            return
+        tally.count(line)
+        halted = halted or (outcome.code != 0 and settings.halt_on_failure)
+        record(line)
+
+    try:
+        carrier.watch_signals()
+        carrier.carry_all(next_run, finished, settings.jobs)
+    finally:
+        tally.cancelled_by = carrier.stopped
+        for job in reversed(queue):
+            reason = "cancelled" if carrier.stopped is not None else "halted"
+            line = summary.not_started_line(job.id, job.args, attempts.get(job.id, 0), reason)
+            tally.count(line)
+            record(line)
+        if summary_fd is not None:
+            os.close(summary_fd)
+        carrier.close()
+    return lines, tally
+
+
+def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], Tally]:
+    """``--out`` made or checked, where its summary goes, the jobs left to run (all but those
+    ``--resume`` skips), and the tally that counts the skipped ones."""
+    out = ensure_directory(settings.out, "--out")
+    summary_path = os.path.join(out, "summary.jsonl")
+    done = summary.finished_ids(summary_path) if settings.resume else set()
+    todo = [job for job in jobs if job.id not in done]
+    tally = Tally(len(jobs))
+    tally.skipped = len(jobs) - len(todo)
+    return out, summary_path, todo, tally
+
+
+def open_summary(path: str, resume: bool) -> int:
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+
+
+def _stream_path(out: str, job: Job) -> str:
+    return os.path.join(out, job.id, "events.jsonl")
+
+
+def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
+    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
+    so ``list`` shows which batch a live job belongs to."""
+    try:
+        directory = ensure_directory(os.path.join(out, job.id), "the job directory")
+        _, spec = runner_argv(
+            job.args,
+            job.options,
+            jsonl=_stream_path(out, job),
+            function="batch",
+            extra=["--no-echo", "--capture-dir", os.path.join(directory, "capture"), "--label", f"batch={label}"],
+        )
+    except Failure as failure:
+        return job, Outcome(failure.code, failure), None
+    except (TypeError, ValueError) as exc:  # checked when the manifest was read: not expected here
+        refused = Failure(Kind.USAGE, f"manifest line {job.line}: {exc}")
+        return job, Outcome(refused.code, refused), None
+    outcome = yield from steps(host, spec)
+    return job, outcome, spec.run_id

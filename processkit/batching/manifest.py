@@ -1,0 +1,113 @@
+"""A manifest: untrusted JSONL, one job a line, read and checked whole before anything starts.
+
+Each line is an object: ``args`` (the command, a list of strings), an optional ``id`` (the
+name of the job's directory; by default ``job-<line number>``), and any Python API keyword
+(``docs/api.md``). The keywords become ``run`` flags and go through ``run``'s own parser, so a
+value is checked exactly as the flag would be. Keywords that would give a job the batch's
+terminal or files of its choosing are refused: the batch decides where each job's stream and
+capture go, and its children never share the batch's stdin or terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import Failure, usage
+
+MAX_LINE_BYTES = 1024 * 1024
+MAX_JOBS = 1_000_000
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+REFUSED = {
+    "jsonl": "each job's stream is <out>/<id>/events.jsonl",
+    "capture_dir": "each job's capture is <out>/<id>/capture/",
+    "inherit_stdin": "a job never reads the batch's stdin",
+    "inherit_stdio": "a job never shares the batch's terminal",
+    "pty": "a job never gets a terminal",
+    "echo": "a job's output goes to its capture (see --show-output)",
+}
+
+
+class Job:
+    """One manifest line: its id, command and keywords (checked), and where it came from."""
+
+    __slots__ = ("id", "args", "options", "line")
+
+    def __init__(self, job_id: str, args: list[str], options: dict, line: int):
+        self.id = job_id
+        self.args = args
+        self.options = options
+        self.line = line
+
+
+def read_lines(stream) -> list[bytes]:
+    """Every line of a binary stream, each bounded (a longer one is refused, not read whole)."""
+    lines: list[bytes] = []
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return lines
+        if len(line) > MAX_LINE_BYTES:
+            raise usage(f"manifest line {len(lines) + 1} is longer than {MAX_LINE_BYTES} bytes")
+        lines.append(line)
+        if len(lines) > MAX_JOBS:
+            raise usage(f"the manifest has more than {MAX_JOBS} jobs")
+
+
+def parse(lines: list[bytes]) -> list[Job]:
+    """The jobs of a manifest, or a usage Failure naming the first bad line."""
+    return _collect((number, _decoded(number, raw)) for number, raw in enumerate(lines, 1) if raw.strip())
+
+
+def jobs_from(values) -> list[Job]:
+    """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1)."""
+    return _collect(
+        (number, dict(value) if hasattr(value, "keys") else value) for number, value in enumerate(values, 1)
+    )
+
+
+def _decoded(number: int, raw: bytes):
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise usage(f"manifest line {number}: not JSON ({exc})") from None
+
+
+def _collect(numbered) -> list[Job]:
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for number, value in numbered:
+        job = job_from(number, value)
+        if job.id in seen:
+            raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
+        seen[job.id] = number
+        jobs.append(job)
+    if not jobs:
+        raise usage("the manifest has no job")
+    return jobs
+
+
+def job_from(number: int, value) -> Job:
+    """One job from a line's decoded value; a usage Failure naming the line when it is bad."""
+
+    def bad(message: str) -> Failure:
+        return usage(f"manifest line {number}: {message}")
+
+    if not isinstance(value, dict):
+        raise bad("a job is a JSON object")
+    options = dict(value)
+    args = options.pop("args", None)
+    job_id = options.pop("id", f"job-{number}")
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+        raise bad("'id' is 1 to 128 characters from [A-Za-z0-9._-], starting with a letter or digit")
+    for key in options:
+        if key in REFUSED:
+            raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
+    from ..api.options import command_args, runner_argv
+
+    try:
+        command = command_args(args)
+        runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=[])
+    except (TypeError, ValueError) as exc:
+        raise bad(str(exc).replace("batch() ", "")) from None
+    return Job(job_id, command, options, number)

@@ -1,0 +1,72 @@
+"""A finished job's summary line, from its own stream: what ``summary.jsonl`` holds per job."""
+
+from __future__ import annotations
+
+import json
+
+from ..events.argv import fingerprint
+
+
+def read_objects(path: str) -> list[dict]:
+    """The JSON objects of a JSONL file, one a line (a line that is not one is skipped; a file
+    that cannot be read has none)."""
+    found = []
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    found.append(value)
+    except OSError:
+        pass
+    return found
+
+
+def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int, outcome, events: list[dict]) -> dict:
+    """One job's line: its exit, what the runner measured and the digests of its capture."""
+    last = {event.get("event"): event for event in events}
+    exit_event = last.get("runner_exit", {})
+    resources = dict(last.get("resource_summary", {}))
+    for key in ("schema_version", "time", "event"):
+        resources.pop(key, None)
+    captured = last.get("output_captured", {})
+    duration = None
+    if outcome.started_ns is not None and outcome.ended_ns is not None:
+        duration = round((outcome.ended_ns - outcome.started_ns) / 1e6, 3)
+    return {
+        "id": job_id,
+        "run_id": run_id,
+        "args_sha256": fingerprint(args),
+        "exit_code": outcome.code,
+        "source": exit_event.get("source", outcome.failure.kind.label if outcome.failure else "child_exit"),
+        "child_code": exit_event.get("child_code"),
+        "duration_ms": duration,
+        "attempts": attempts,
+        "resources": resources or None,
+        "capture": {name: captured.get(name) for name in ("stdout", "stderr")},
+    }
+
+
+def not_started_line(job_id: str, args: list[str], attempts: int, reason: str) -> dict:
+    """The line of a job the batch never started (cancelled or halted before its turn)."""
+    return {
+        "id": job_id,
+        "run_id": None,
+        "args_sha256": fingerprint(args),
+        "exit_code": None,
+        "source": reason,
+        "child_code": None,
+        "duration_ms": None,
+        "attempts": attempts,
+        "resources": None,
+        "capture": {"stdout": None, "stderr": None},
+    }
+
+
+def finished_ids(path: str) -> set[str]:
+    """For ``--resume``: the jobs whose last line in an earlier summary says exit 0."""
+    last = {entry["id"]: entry.get("exit_code") for entry in read_objects(path) if isinstance(entry.get("id"), str)}
+    return {job_id for job_id, code in last.items() if code == 0}

@@ -1,0 +1,357 @@
+"""``processkit-cli batch``: a manifest of jobs run by one process, each a full run.
+
+Process-level: the real CLI, real children. Every job's stream is checked as ``run``'s would be
+(tests/streams.py), every summary line against what the job did.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import pid_alive, run_cli, start_cli, wait_for_event
+from streams import PY, check_stream, event_time, one
+
+BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
+
+
+@pytest.fixture
+def start_batch():
+    """``start_cli`` for a batch the test lets go of: one still running at the end (the test
+    failed) is stopped, so its jobs do not outlive the test."""
+    started = []
+
+    def start(*args, **kwargs):
+        started.append(start_cli("batch", *args, **kwargs))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=30)
+
+
+def write_manifest(path, jobs) -> str:
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return str(path)
+
+
+def summary(out) -> dict[str, dict]:
+    lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    by_id = {line["id"]: line for line in lines}
+    assert len(by_id) == len(lines), "one line per job"
+    return by_id
+
+
+def left_by(pid: int) -> list[str]:
+    """Run directories and cgroups a process with this pid made and left."""
+    found = glob.glob(f"/tmp/pkc-{pid}-*")
+    for top in glob.glob("/sys/fs/cgroup/**/", recursive=False):
+        found += glob.glob(os.path.join(top, "**", f"processkit-run-{pid}-*"), recursive=True)
+    return found
+
+
+MIXED = [
+    {"args": ["true"], "id": "zero"},
+    {"args": ["sh", "-c", "echo out; echo err >&2; exit 3"], "id": "three"},
+    {"args": ["sh", "-c", "kill -9 $$"], "id": "killed"},
+    {"args": ["sleep", "30"], "id": "late", "timeout": 0.3, "grace": 0.1},
+    {"args": ["/nonexistent/program"], "id": "nospawn"},
+    {
+        "args": [
+            PY,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)",
+        ],
+        "id": "stubborn",
+        "idle_timeout": 0.5,
+        "grace": 0.2,
+    },
+    {"args": [PY, "-c", "import sys; sys.stdout.buffer.write(b'x' * 3_000_000)"], "id": "flood"},
+]
+
+
+def test_a_mixed_manifest_reports_every_job_as_run_would(tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", MIXED), "--out", str(out), "--jobs", "3")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    assert proc.stdout == b"", "the children's output goes only to the capture files"
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 2 of 7 jobs exited 0, 3 failed, 2 timed out"
+    lines = summary(out)
+    expected = {"zero": 0, "three": 3, "killed": 137, "late": 106, "nospawn": 101, "stubborn": 106, "flood": 0}
+    assert {key: line["exit_code"] for key, line in lines.items()} == expected
+    for job in MIXED:
+        line = lines[job["id"]]
+        raw = b"\0".join(os.fsencode(arg) for arg in job["args"])
+        assert line["args_sha256"] == hashlib.sha256(raw).hexdigest()
+        assert line["attempts"] == 1
+        events = check_stream(out / job["id"] / "events.jsonl", expected[job["id"]])
+        if job["id"] == "nospawn":
+            assert line["source"] == "spawn_error" and line["duration_ms"] is None
+            continue
+        started = one(events, "run_started")
+        assert started["run_id"] == line["run_id"] and started["labels"]["batch"]
+        captured = one(events, "output_captured")
+        assert line["capture"] == {"stdout": captured["stdout"], "stderr": captured["stderr"]}
+        for name in ("stdout", "stderr"):
+            data = (out / job["id"] / "capture" / f"{name}.log").read_bytes()
+            assert captured[name]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert line["resources"] == {
+            k: v for k, v in one(events, "resource_summary").items() if k not in ("schema_version", "time", "event")
+        }
+    assert (out / "three" / "capture" / "stdout.log").read_bytes() == b"out\n"
+    assert lines["flood"]["capture"]["stdout"]["bytes"] == 3_000_000
+    assert lines["killed"]["child_code"] == 137 and lines["three"]["source"] == "child_exit"
+    assert lines["late"]["source"] == "timeout" and lines["stubborn"]["source"] == "timeout"
+    stubborn = check_stream(out / "stubborn" / "events.jsonl")
+    assert one(stubborn, "cleanup_finished")["shutdown"]["escalated"] is True
+    assert "index.html" in os.listdir(out)
+    assert "zero" in (out / "index.html").read_text()
+
+
+def test_jobs_bounds_how_many_run_at_once(tmp_path):
+    log = tmp_path / "log"
+    code = "import os, sys, time; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT); os.write(fd, b'+\\n'); time.sleep(0.2); os.write(fd, b'-\\n')"
+    jobs = [{"args": [PY, "-c", code, str(log)], "id": f"j{n}"} for n in range(6)]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"), "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    level = peak = 0
+    for mark in log.read_text().split():
+        level += 1 if mark == "+" else -1
+        peak = max(peak, level)
+    assert peak == 2
+
+
+def test_retries_run_a_failed_job_again_and_count_attempts(tmp_path):
+    marker = tmp_path / "second-time"
+    code = "import os, sys; p = sys.argv[1]; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"
+    jobs = [{"args": [PY, "-c", code, str(marker)], "id": "flaky"}, {"args": ["false"], "id": "bad"}]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--retries", "2")
+    assert proc.returncode == BATCH_FAILED
+    lines = summary(out)
+    assert (lines["flaky"]["exit_code"], lines["flaky"]["attempts"]) == (0, 2)
+    assert (lines["bad"]["exit_code"], lines["bad"]["attempts"]) == (1, 3)
+
+
+def test_halt_on_failure_starts_nothing_after_the_first_failure(tmp_path):
+    jobs = [{"args": ["false"], "id": "first"}] + [{"args": ["true"], "id": f"later{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    proc = run_cli(
+        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "1", "--halt-on-failure"
+    )
+    assert proc.returncode == BATCH_FAILED
+    lines = summary(out)
+    assert lines["first"]["exit_code"] == 1
+    assert all(lines[f"later{n}"]["source"] == "halted" and lines[f"later{n}"]["exit_code"] is None for n in range(3))
+    assert not (out / "later0").exists()
+    assert "3 not started" in proc.stderr.decode()
+
+
+def test_resume_runs_only_what_did_not_exit_0(tmp_path):
+    needed = tmp_path / "needed"
+    jobs = [{"args": ["true"], "id": "fine"}, {"args": ["test", "-e", str(needed)], "id": "needs"}]
+    manifest, out = write_manifest(tmp_path / "m.jsonl", jobs), tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", str(out)).returncode == BATCH_FAILED
+    first_stream = (out / "fine" / "events.jsonl").read_bytes()
+    needed.touch()
+    proc = run_cli("batch", manifest, "--out", str(out), "--resume")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert [(line["id"], line["exit_code"]) for line in lines] == [("fine", 0), ("needs", 1), ("needs", 0)]
+    assert (out / "fine" / "events.jsonl").read_bytes() == first_stream, "a job that exited 0 is not run again"
+
+
+def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, start_batch):
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(5)]
+    out = tmp_path / "out"
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
+    )
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch.send_signal(signal.SIGTERM)
+    _, err = batch.communicate(timeout=30)
+    assert batch.returncode == CANCELLED, err
+    lines = summary(out)
+    for n in (0, 1):
+        events = check_stream(out / f"s{n}" / "events.jsonl", CANCELLED)
+        assert one(events, "cancelled")["source"] == "sigterm"
+        assert lines[f"s{n}"]["exit_code"] == CANCELLED
+    assert all(lines[f"s{n}"]["source"] == "cancelled" and lines[f"s{n}"]["exit_code"] is None for n in (2, 3, 4))
+    assert "cancelled by sigterm" in err.decode().splitlines()[-1]
+    assert left_by(batch.pid) == []
+
+
+def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_batch):
+    release = tmp_path / "release"
+    waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(release)]
+    jobs = [{"args": waiter, "id": "victim", "run_id": "batch-victim"}, {"args": waiter, "id": "bystander"}]
+    out = tmp_path / "out"
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
+    )
+    for name in ("victim", "bystander"):
+        wait_for_event(out / name / "events.jsonl", "run_started")
+    listed = run_cli("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    runs = {run["run_id"]: run for run in map(json.loads, listed.stdout.splitlines())}
+    assert "batch-victim" in runs and runs["batch-victim"]["labels"]["batch"]
+    assert run_cli("inspect", "--run-id", "batch-victim").returncode == 0
+    assert run_cli("cancel", "--run-id", "batch-victim").returncode == 0
+    wait_for_event(out / "victim" / "events.jsonl", "runner_exit")
+    assert "runner_exit" not in (out / "bystander" / "events.jsonl").read_text()
+    release.touch()
+    _, err = batch.communicate(timeout=30)
+    assert batch.returncode == BATCH_FAILED, err
+    lines = summary(out)
+    assert (lines["victim"]["exit_code"], lines["victim"]["source"]) == (108, "control_cancel")
+    assert lines["bystander"]["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (['{"args": ["true"]}', "not json"], "manifest line 2: not JSON"),
+        (['{"args": ["true"], "id": "../escape"}'], "manifest line 1: 'id'"),
+        (['{"args": ["true"], "id": "a"}', '{"args": ["true"], "id": "a"}'], "manifest line 2: duplicate id 'a'"),
+        (['{"args": ["true"], "timeout": "soon"}'], "manifest line 1: invalid value"),
+        (['{"args": "true"}'], "manifest line 1: args must be a list"),
+        (['{"args": ["true"], "jsonl": "/tmp/x"}'], "manifest line 1: 'jsonl' is not a job keyword"),
+        (['{"args": ["true"], "bogus": 1}'], "manifest line 1: got an unexpected keyword argument 'bogus'"),
+        (["[1, 2]"], "manifest line 1: a job is a JSON object"),
+    ],
+)
+def test_a_bad_manifest_is_refused_before_anything_starts(tmp_path, lines, message):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    proc = run_cli("batch", str(manifest), "--out", str(out))
+    assert proc.returncode == USAGE, proc.stderr
+    assert message in proc.stderr.decode(), proc.stderr
+    assert not out.exists()
+
+
+def test_an_overlong_manifest_line_is_refused(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'{"args": ["true"], "id": "' + b"a" * (2 * 1024 * 1024) + b'"}\n')
+    proc = run_cli("batch", str(manifest), "--out", str(tmp_path / "out"))
+    assert proc.returncode == USAGE and b"manifest line 1 is longer than" in proc.stderr
+
+
+def test_an_out_directory_another_user_could_write_is_refused(tmp_path):
+    out = tmp_path / "shared"
+    out.mkdir()
+    out.chmod(0o777)
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", str(out))
+    assert proc.returncode == 111 and b"others may write to it" in proc.stderr
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path)
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", str(link))
+    assert proc.returncode == 111 and b"a link is never followed" in proc.stderr
+
+
+def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
+    jobs = [{"args": ["sh", "-c", f"echo one{n}; echo two{n}"], "id": f"j{n}"} for n in range(4)]
+    data = "".join(json.dumps(job) + "\n" for job in jobs).encode()
+    proc = run_cli("batch", "-", "--out", str(tmp_path / "out"), "--show-output", "--jobs", "2", stdin=None, input=data)
+    assert proc.returncode == 0, proc.stderr
+    blocks = proc.stdout.decode().splitlines()
+    pairs = list(zip(blocks[::2], blocks[1::2]))
+    assert sorted(pairs) == [(f"one{n}", f"two{n}") for n in range(4)]
+
+
+def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch):
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
+    batch.kill()
+    batch.communicate(timeout=30)
+    assert left_by(batch.pid), "the killed batch left its jobs' run directories: the test shows nothing"
+    proc = run_cli("prune", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert left_by(batch.pid) == []
+    assert not any(pid_alive(pid) for pid in roots)
+
+
+def check_stream_prefix(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
+    """A job that ignores SIGTERM spends its whole grace in teardown; the jobs beside it (which
+    wait for that SIGTERM to have come) run and finish within that grace. A teardown that held
+    the loop would keep each of them waiting until the grace was over."""
+    termed = tmp_path / "termed"
+    stubborn = [
+        PY,
+        "-c",
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], 'w').close())\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)",
+        str(termed),
+    ]
+    waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(termed)]
+    jobs = [{"args": stubborn, "id": "stubborn", "idle_timeout": 0.3, "grace": 5}]
+    jobs += [{"args": waiter, "id": f"quick{n}"} for n in range(6)]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    events = check_stream(out / "stubborn" / "events.jsonl", 106)
+    shutdown = one(events, "cleanup_finished")["shutdown"]
+    assert shutdown["escalated"] is True
+    grace_over = event_time(one(events, "cleanup_started")) + shutdown["elapsed_ms"] / 1000
+    for n in range(6):
+        ended = one(check_stream(out / f"quick{n}" / "events.jsonl", 0), "runner_exit")
+        assert event_time(ended) < grace_over, f"quick{n} waited for the other job's grace"
+
+
+def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
+    import pty
+
+    from conftest import cli_command
+
+    jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [*cli_command(), "batch", manifest, "--out", str(tmp_path / "out"), "--jobs", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the batch closed its end
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(controller)
+    assert proc.wait(timeout=30) == 0
+    text = data.decode()
+    assert "[" + "#" * 30 + "] 3/3 ok 3 failed 0 ETA 0s" in text
+    assert "\r\x1b[Kbatch: 3 of 3 jobs exited 0" in text
+
+
+def test_off_a_terminal_nothing_is_animated(tmp_path):
+    jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"))
+    lines = proc.stderr.decode().splitlines()
+    assert b"\r" not in proc.stderr and b"\x1b" not in proc.stderr
+    assert len(lines) == 4 and all(line.startswith("batch: j") and ": exit 0 in " in line for line in lines[:3])
+    assert lines[3] == "batch: 3 of 3 jobs exited 0"

@@ -1,0 +1,78 @@
+"""The batch engine from Python (``processkit.batch``, in this process) and across a real Dask
+``LocalCluster`` (``batch --dask-scheduler``): the same jobs, the same summaries and streams."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+import processkit
+from conftest import run_cli
+from streams import check_stream
+
+JOBS = [
+    {"args": ["sh", "-c", "echo a"], "id": "a"},
+    {"args": ["sh", "-c", "exit 4"], "id": "b"},
+    {"args": ["sleep", "30"], "id": "c", "timeout": 0.2},
+]
+
+
+def test_processkit_batch_runs_the_jobs_in_this_process(tmp_path):
+    out = tmp_path / "out"
+    lines = processkit.batch(JOBS, jobs=2, out=str(out))
+    codes = {line["id"]: line["exit_code"] for line in lines}
+    assert codes == {"a": 0, "b": 4, "c": 106}
+    assert [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()] == lines
+    for job in JOBS:
+        check_stream(out / job["id"] / "events.jsonl", codes[job["id"]])
+    assert (out / "a" / "capture" / "stdout.log").read_bytes() == b"a\n"
+    assert glob.glob(f"/tmp/pkc-{os.getpid()}-*") == [], "every run directory is released"
+
+
+def test_processkit_batch_refuses_a_bad_job_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="manifest line 2: 'id'"):
+        processkit.batch([{"args": ["true"]}, {"args": ["true"], "id": "/x"}], out=str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    jobs = [{"args": ["sh", "-c", f"echo {n}; exit {n % 3}"], "id": f"j{n}"} for n in range(12)]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli(
+            "batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address, timeout=120
+        )
+        with distributed.Client(cluster) as client:
+            worker_pids = list(client.run(os.getpid).values())
+    assert proc.returncode == 117, proc.stderr
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert {key: line["exit_code"] for key, line in lines.items()} == {f"j{n}": n % 3 for n in range(12)}
+    for n in range(12):
+        check_stream(out / f"j{n}" / "events.jsonl", n % 3)
+        assert (out / f"j{n}" / "capture" / "stdout.log").read_bytes() == f"{n}\n".encode()
+    assert (out / "index.html").exists()
+    runners = {int(path.split("/pkc-")[1].split("-")[0]) for path in glob.glob("/tmp/pkc-*")}
+    assert not runners & set(worker_pids), "the workers released every run directory"
+
+
+def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path):
+    """In a cgroup the batch is no subreaper: a child the calling program started, exited and
+    not yet waited for keeps its status for the program (a reaper peeking at every exited
+    child would take it, and Popen would then report 0)."""
+    import subprocess
+
+    own = subprocess.Popen(["sh", "-c", "exit 7"])
+    while not os.waitid(os.P_PID, own.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        pass  # exited, still unreaped
+    lines = processkit.batch([{"args": ["true"], "id": "one"}], out=str(tmp_path / "out"))
+    events = check_stream(tmp_path / "out" / "one" / "events.jsonl", 0)
+    if events[0]["mechanism"] != "cgroup_v2":
+        pytest.skip("a process-group run makes the process a subreaper, which collects every exited child")
+    assert lines[0]["exit_code"] == 0
+    assert own.wait(timeout=10) == 7
