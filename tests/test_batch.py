@@ -116,6 +116,19 @@ def test_a_mixed_manifest_reports_every_job_as_run_would(tmp_path):
     assert "zero" in (out / "index.html").read_text()
 
 
+def test_a_job_may_choose_its_capture_cap_and_keep_the_tail(tmp_path):
+    """The capture keywords go through as they would for ``run`` (the batch gives the directory):
+    the file keeps the stream's last bytes, and its layout record is written beside it."""
+    out = tmp_path / "out"
+    job = {"args": ["seq", "1", "100000"], "id": "tail", "capture_max_bytes": 1024, "capture_keep": "tail"}
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [job]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    check_stream(out / "tail" / "events.jsonl", 0)
+    kept = (out / "tail" / "capture" / "stdout.log").read_bytes()
+    assert len(kept) == 1024 and kept.endswith(b"99999\n100000\n")
+    assert (out / "tail" / "capture" / "capture-keep.json").is_file()
+
+
 def test_jobs_bounds_how_many_run_at_once(tmp_path):
     log = tmp_path / "log"
     code = "import os, sys, time; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT); os.write(fd, b'+\\n'); time.sleep(0.2); os.write(fd, b'-\\n')"

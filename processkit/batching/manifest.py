@@ -107,7 +107,9 @@ def job_from(number: int, value) -> Job:
 
     try:
         command = command_args(args)
-        runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=[])
+        # Checked as the carrier runs it: with a capture directory, so the capture keywords
+        # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
+        runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=["--capture-dir", "capture"])
     except (TypeError, ValueError) as exc:
         raise bad(str(exc).replace("batch() ", "")) from None
     return Job(job_id, command, options, number)
