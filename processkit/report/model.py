@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..events.types import CapturedStream
 from ..text import escape_unsafe
 
 READ_CHUNK = 256 * 1024
@@ -56,19 +57,6 @@ class Member:
 
 
 @dataclasses.dataclass
-class Captured:
-    """One captured stream (stdout or stderr) as output_captured reports it."""
-
-    name: str
-    path: str
-    bytes_seen: int
-    bytes_written: int | None
-    sha256: str
-    truncated: bool
-    write_error: bool
-
-
-@dataclasses.dataclass
 class Run:
     """Everything a report shows about one stream."""
 
@@ -95,7 +83,7 @@ class Run:
     peak_memory: int | None = None
     cpu_ms: int | None = None
     limits: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    captured: list[Captured] = dataclasses.field(default_factory=list)
+    captured: list[CapturedStream] = dataclasses.field(default_factory=list)  # as output_captured reports them
     missing: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -118,7 +106,7 @@ class Run:
 
 
 # -- reading -------------------------------------------------------------------------------------
-def capture_file(stream: Captured, capture_dir: str | None) -> str:
+def capture_file(stream: CapturedStream, capture_dir: str | None) -> str:
     """Where to look for a stream's capture: in ``capture_dir`` when given, else its recorded path."""
     if capture_dir is not None:
         return os.path.join(capture_dir, os.path.basename(stream.path))
