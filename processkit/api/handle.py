@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Generator, Iterator
 
 from ..events.types import Event, RunStarted
 from . import control
-from .follow import Follower, read_all
+from ..events.follow import Follower, read_all
 from .launch import Prepared, prepare, stop_runner
 from .result import RunResult, build
 
@@ -90,7 +90,7 @@ class RunHandle:
         pause = POLL_FIRST
         try:
             while True:
-                batch = follower.read()
+                batch = follower.read_events()
                 if follower.done:
                     yield batch, 0
                     return

@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
-from .follow import read_all
+from ..events.follow import read_all
 from .result import RunResult, build, captures
 from .streams import Streams
 
