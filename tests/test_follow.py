@@ -9,6 +9,7 @@ synchronised on what the follower has printed or yielded, never on a sleep.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -64,6 +65,18 @@ def _attached(jsonl) -> RunHandle:
     return RunHandle(RUN_ID, str(jsonl))
 
 
+@contextlib.contextmanager
+def _following(*args):
+    """``events ... --follow``, killed if the test fails before it has ended."""
+    proc = start_cli("events", *args, "--follow")
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
 def _printed_lines(proc, count: int, timeout: float = 10) -> bytes:
     """What the follower printed once it has printed ``count`` lines: proof it read them."""
     data = b""
@@ -82,8 +95,7 @@ def _printed_lines(proc, count: int, timeout: float = 10) -> bytes:
 def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(writer, locator):
     jsonl, _ = writer
     _append(jsonl, STARTED + ROOT_EXITED[:20])  # the second line is still being written
-    proc = start_cli("events", locator, jsonl if locator == "--file" else RUN_ID, "--follow", "--json")
-    try:
+    with _following(locator, jsonl if locator == "--file" else RUN_ID, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED  # never the half-written line
         time.sleep(3 * SETTLE_SECONDS)  # a chance to give up wrongly: the stream is still, its writer live
         assert proc.poll() is None
@@ -91,10 +103,6 @@ def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(wr
         assert _printed_lines(proc, 1) == ROOT_EXITED  # it waited: the writer is live
         _append(jsonl, RUNNER_EXIT + AFTER)  # a line after runner_exit is not the run's
         out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert out == RUNNER_EXIT
     assert b"without runner_exit" not in err
@@ -103,15 +111,10 @@ def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(wr
 def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     jsonl, gone = writer
     _append(jsonl, STARTED + ROOT_EXITED.rstrip(b"\n"))  # the writer died before its newline
-    proc = start_cli("events", "--file", jsonl, "--follow", "--json")
-    try:
+    with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
         out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert out == ROOT_EXITED
     assert b"the stream ends without runner_exit: no live run writes this stream" in err
@@ -120,15 +123,10 @@ def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
 def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
     jsonl, gone = writer
     _append(jsonl, STARTED + ROOT_EXITED[:20])
-    proc = start_cli("events", "--file", jsonl, "--follow", "--json")
-    try:
+    with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
         out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert out == b""
     assert b"line 2: not valid JSON" in err and b"ends without runner_exit" in err

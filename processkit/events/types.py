@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, ClassVar
 
+    from typing_extensions import Self
+
 
 SCHEMA_VERSION = 1
 ENVELOPE = ("schema_version", "time", "event")
@@ -83,7 +85,14 @@ def _view(cls, value: object, **given: Any):
     return cls(**{key: value.get(key) for key in cls._fields if key not in given}, **given)
 
 
-class Command(Frozen):
+class _Nested(Frozen):
+    @classmethod
+    def read(cls, value: object) -> Self | None:
+        """The object ``value`` read as this type; None when it is not an object."""
+        return _view(cls, value)
+
+
+class Command(_Nested):
     """``run_started.command``: the argv in its redaction-aware shape."""
 
     redacted: bool
@@ -91,12 +100,8 @@ class Command(Frozen):
     argv_sha256: str | None
     hint: str | None
 
-    @classmethod
-    def read(cls, value: object) -> Command | None:
-        return _view(cls, value)
 
-
-class MemberInfo(Frozen):
+class MemberInfo(_Nested):
     """One member of ``members_snapshot.members``."""
 
     pid: int
@@ -104,12 +109,8 @@ class MemberInfo(Frozen):
     name: str | None
     start_time: str | None
 
-    @classmethod
-    def read(cls, value: object) -> MemberInfo | None:
-        return _view(cls, value)
 
-
-class Shutdown(Frozen):
+class Shutdown(_Nested):
     """``cleanup_finished.shutdown``: the graceful stop's report (null when none was tried)."""
 
     soft_stop_scope: str
@@ -119,10 +120,6 @@ class Shutdown(Frozen):
     drained_within_grace: bool | None
     escalated: bool | None
     elapsed_ms: int | None
-
-    @classmethod
-    def read(cls, value: object) -> Shutdown | None:
-        return _view(cls, value)
 
 
 class CapturedStream(Frozen):
