@@ -115,6 +115,8 @@ class RunSpec(Plain):
         "echo",
         "argv_raw",
         "detach",
+        "ready_fd",
+        "usage_file",
     )
 
     def __init__(
@@ -144,6 +146,8 @@ class RunSpec(Plain):
         echo: bool = True,
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
+        ready_fd: int | None = None,  # a detached copy: where its launcher waits to hear the run started
+        usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -169,3 +173,5 @@ class RunSpec(Plain):
         self.echo = echo
         self.argv_raw = argv_raw
         self.detach = detach
+        self.ready_fd = ready_fd
+        self.usage_file = usage_file

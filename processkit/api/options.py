@@ -15,13 +15,14 @@ import os
 from collections.abc import Iterable, Mapping
 
 from ..errors import Failure
-from ..spec import RunSpec
+from ..spec import U64_MAX, RunSpec
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
 NOT_KEYWORDS = {
     "no_echo": "pass echo=False (the default) instead",
     "detach": "use processkit.start() for a run that outlives the call",
+    "usage_file": "RunResult.resources and RunResult.usage carry every figure",
 }
 
 
@@ -125,6 +126,8 @@ def _items(key: str, flag: Flag, value) -> list[str]:
 def _single(key: str, kind: str, value) -> str:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
+    if isinstance(value, int) and not -U64_MAX <= value <= U64_MAX:  # str() of 4,300+ digits raises
+        raise ValueError(f"invalid value for '{key}': {value.bit_length()} bits is too large")
     if kind == "DUR" and isinstance(value, (int, float)):
         return _seconds(key, value)
     if kind in ("SIZE", "N") and isinstance(value, int):
@@ -138,7 +141,10 @@ def _seconds(key: str, value: float) -> str:
     """A number of seconds as whole milliseconds, the CLI's finest unit."""
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"invalid value {value!r} for '{key}': expected a finite number of seconds, not negative")
-    return f"{round(value * 1000)}ms"
+    milliseconds = value * 1000
+    if not math.isfinite(milliseconds):  # a float near its maximum: no whole number of ms to round to
+        raise ValueError(f"invalid value {value!r} for '{key}': duration is too large")
+    return f"{round(milliseconds)}ms"
 
 
 def as_text(value, what: str) -> str:

@@ -11,7 +11,7 @@ import os
 import sys
 
 from ..version import __version__
-from ..diagnostics import say
+from ..diagnostics import envelope_only, say
 from ..text import escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     invocation = Invocation(argv[0] if argv and argv[0] in COMMANDS else "run", "human")
     try:
         invocation.error_format, argv = split_error_format(argv)
+        if invocation.error_format == "json":
+            envelope_only()
         if not argv:
             say(sys.stderr, _usage_text())
             return Kind.USAGE.code

@@ -18,6 +18,7 @@ from ..events.types import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
 from . import output
+from .values import bounded_int, is_digits
 from .parsing import Once, OnceFlag, Parser
 
 PROBE_VERSION = 1
@@ -97,9 +98,10 @@ def _band(text: str) -> tuple[int, int]:
 
 
 def _schema_version(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) > U32_MAX:
+    value = bounded_int(text, U32_MAX) if is_digits(text) else None
+    if value is None:
         raise usage(f"invalid value '{text}' for '--require-schema-version <N>': expected an unsigned integer")
-    return int(text)
+    return value
 
 
 def main(argv: list[str], invocation) -> int:

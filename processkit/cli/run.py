@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from ..errors import usage
 from ..spec import DEFAULT_CAPTURE_MAX_BYTES, KEEP_MODES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .options import REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
+from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -128,6 +129,12 @@ RUN_OPTIONS = (
     Option("--run-id-env", VALUE, metavar="K", help="also give the child its run id as K (default: not given)"),
     Option("--create-no-window", SWITCH, help="Windows only; accepted and ignored elsewhere"),
     Option("--windows-graceful-ctrl-break", SWITCH, help="Windows only; accepted and ignored elsewhere"),
+    Option(
+        "--usage-file",
+        VALUE,
+        metavar="FILE",
+        help="extension: write the run's whole accounting (every figure, and its counter) to FILE as JSON",
+    ),
 )
 
 
@@ -186,10 +193,13 @@ def _command_from_stdin(args) -> list[str]:
         command = None
     if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
         raise usage("standard input must carry the command as a non-empty JSON array of strings")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for arg in command for ch in arg):
+        # JSON's \uD800-\uDFFF escapes alone are no text (the reference's parser refuses them)
+        raise usage("the command read from standard input holds a lone surrogate escape, which is no text")
     return command
 
 
-def parse(argv: list[str]) -> RunSpec:
+def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
     options, command = split_command(argv)
     args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     _check_conflicts(args)
@@ -257,11 +267,29 @@ def parse(argv: list[str]) -> RunSpec:
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
         detach=args.detach,
+        ready_fd=ready_fd,
+        usage_file=args.usage_file,
     )
 
 
+def _take_ready_fd() -> int | None:
+    """In a detached copy, the pipe its launcher waits on (``detach``): taken out of the
+    environment so the child never sees it, and kept from the child's exec."""
+    text = os.environ.pop(READY_FD_VARIABLE, None)
+    if text is None or not values.is_digits(text) or len(text) > 9:
+        return None
+    fd = int(text)
+    try:
+        if fd <= 2 or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None  # not a pipe a launcher made: nothing of the caller's is written to
+        os.set_inheritable(fd, False)
+    except OSError:
+        return None
+    return fd
+
+
 def main(argv: list[str], invocation) -> int:
-    spec = parse(argv)
+    spec = parse(argv, ready_fd=_take_ready_fd())
     if spec.run_id_given:
         invocation.run_id = spec.run_id
     if spec.detach:
@@ -272,6 +300,25 @@ def main(argv: list[str], invocation) -> int:
     from ..engine.runner import execute
 
     outcome = execute(spec)
+    if outcome.usage is not None:
+        if outcome.usage.oom_kills:
+            from ..diagnostics import warn
+
+            warn(f"the kernel's OOM killer ended {outcome.usage.oom_kills} process(es) of this run's tree")
+        if spec.usage_file is not None:
+            _write_usage(spec.usage_file, outcome.usage)
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
+
+
+def _write_usage(path: str, usage) -> None:
+    """``--usage-file``: best effort, as the run has already ended; a failure is one warning."""
+    from ..containment.accounting import write_file
+
+    try:
+        write_file(path, usage)
+    except OSError as exc:
+        from ..diagnostics import warn
+
+        warn(f"cannot write --usage-file {path}: {exc.strerror}")

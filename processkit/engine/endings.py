@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, ClassVar
 
+    from ..containment.accounting import Usage
+
 
 class EndingKind:
     """A way a run can end, with its priority: a lower one wins when several are ready in one
@@ -64,13 +66,15 @@ class Ending:
 
 
 class Outcome:
-    """The runner's exit code, and the runner-own failure to report when there is one."""
+    """The runner's exit code, and the runner-own failure to report when there is one; ``usage``
+    (``containment.Usage``) is the tree's figures, set by the runner for a run whose child spawned."""
 
-    __slots__ = ("code", "failure")
+    __slots__ = ("code", "failure", "usage")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
         self.failure = failure
+        self.usage: Usage | None = None
 
 
 def child_exit_code(returncode: int) -> int:

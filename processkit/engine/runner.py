@@ -46,6 +46,10 @@ class Run:
     def execute(self) -> Outcome:
         try:
             return self._execute()
+        except Exception as exc:  # noqa: BLE001 - a bug past set-up must still release the run and end its stream
+            from .salvage import last_resort
+
+            return last_resort(self.state, exc)
         finally:
             keyboard = self.state.keyboard
             if keyboard is not None:  # whatever happened, the caller gets its terminal back
@@ -63,6 +67,10 @@ class Run:
             return launch.fail_before_race(run, Failure(Kind.CONTAINER_ERROR, str(exc)))
         except HandoffError as exc:
             return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
+        except Exception as exc:
+            if run.child is None:
+                raise  # nothing to tear down yet: the last resort releases what exists
+            return self._finish(Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}"))
         try:
             ending = race(run)
         except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
@@ -83,9 +91,11 @@ class Run:
             run.events.emit(
                 LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
             )
-        run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
+        usage = container.usage()
+        run.events.emit(ResourceSummary(**usage.summary()))
         teardown(run, entry.graceful)
         drain_outputs(run)
+        outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             from . import capture

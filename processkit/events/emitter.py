@@ -54,6 +54,7 @@ class Emitter:
         (``safepath``); raises OSError when it cannot be opened."""
         self._fd = open_for_writing(path)
         self._poisoned = False
+        self.failure: str | None = None  # why writing stopped, once it has
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
@@ -73,6 +74,7 @@ class Emitter:
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.failure = reason
             warn(f"JSONL event logging disabled: {reason}")
 
     def close(self) -> None:
