@@ -82,7 +82,12 @@ def _view(cls, value: object, **given: Any):
     is not an object."""
     if not isinstance(value, dict):
         return None
-    return cls(**{key: value.get(key) for key in cls._fields if key not in given}, **given)
+    # Every field is set here, so the constructor's checks are skipped: a report reads one of
+    # these per member per snapshot.
+    view = object.__new__(cls)
+    fields = cls._fields
+    view.__dict__.update(zip(fields, map(value.get, fields)), **given)
+    return view
 
 
 class _Nested(Frozen):

@@ -131,6 +131,7 @@ class Builder:
         self.invalid: list[str] = []
         self.checks = StreamChecks()
         self.checked_members: set = set()
+        self.member_views: dict[tuple, MemberInfo | None] = {}
 
     def build(self, lines: list[Line]) -> Run:
         for line in lines:
@@ -155,8 +156,7 @@ class Builder:
                 continue
             self.valid[name] = event
             if name == "members_snapshot" and not event["read_error"]:
-                listed = [member for raw in event["members"] if (member := MemberInfo.read(raw)) is not None]
-                self.snapshots.append((offset or 0, listed))
+                self.snapshots.append((offset or 0, [self._member(raw) for raw in event["members"]]))
             self.run.moments.append(
                 Moment(offset, name, shown(render.WORDS[name](event), 400), KINDS.get(name, "other"))
             )
@@ -168,6 +168,14 @@ class Builder:
         self.run.ending = self._ending()
         self._missing()
         return self.run
+
+    def _member(self, raw: dict) -> MemberInfo:
+        """A schema-valid member's typed view, read once however many snapshots list it unchanged."""
+        key = (raw["pid"], raw["ppid"], raw["name"], raw["start_time"])
+        view = self.member_views.get(key)
+        if view is None:
+            view = self.member_views[key] = MemberInfo.read(raw)
+        return view  # type: ignore[return-value]  # a valid member is an object
 
     def _header(self) -> None:
         started = self.valid.get("run_started")
