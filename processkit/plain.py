@@ -36,6 +36,10 @@ class _Record:
     __slots__: ClassVar[tuple[str, ...]] = ()
     _fields: ClassVar[tuple[str, ...]] = ()
     _defaults: ClassVar[dict[str, Any]] = {}
+    _fieldset: ClassVar[frozenset[str]] = frozenset()
+    _fixed: ClassVar[dict[str, Any]] = {}  # the defaults shared by every record
+    _copied: ClassVar[dict[str, Any]] = {}  # the list, dict and set defaults, copied per record
+    _flat: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -48,26 +52,55 @@ class _Record:
             if key in cls.__dict__ and key not in cls.__dict__.get("__slots__", ()):
                 defaults[key] = cls.__dict__[key]
         cls._defaults = defaults
+        cls._fieldset = frozenset(cls._fields)
+        cls._fixed = {key: value for key, value in defaults.items() if not isinstance(value, _COPIED)}
+        cls._copied = {key: value for key, value in defaults.items() if isinstance(value, _COPIED)}
+        cls._flat = cls.__dictoffset__ != 0  # its records keep their fields in a __dict__
 
     if not TYPE_CHECKING:  # type checkers see the constructor dataclass_transform describes
 
         def __init__(self, *args: Any, **values: Any) -> None:
             cls = type(self)
             fields = cls._fields
-            if len(args) > len(fields):
-                raise TypeError(f"{cls.__name__} takes {len(fields)} fields, {len(args)} were given")
-            values.update(zip(fields, args))
-            init = object.__setattr__
-            for key in fields:
-                if key in values:
-                    init(self, key, values.pop(key))
-                elif key in cls._defaults:
-                    default = cls._defaults[key]
-                    init(self, key, type(default)(default) if isinstance(default, _COPIED) else default)
-                else:
-                    raise TypeError(f"{cls.__name__} needs its field {key!r}")
-            if values:
-                raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, values))}")
+            if cls._flat and not values and len(args) == len(fields):
+                self.__dict__.update(zip(fields, args))  # every field, in order: the common call
+                return
+            if args:
+                values = cls._placed(args, values)
+            if values.keys() != cls._fieldset:
+                values = cls._completed(values)
+            if cls._flat:
+                self.__dict__.update(values)  # the fast way; setattr would refuse a Frozen
+            else:
+                for key, value in values.items():
+                    object.__setattr__(self, key, value)
+
+    @classmethod
+    def _placed(cls, args: tuple, values: dict) -> dict:
+        """Positional fields put by name."""
+        fields = cls._fields
+        if len(args) > len(fields):
+            raise TypeError(f"{cls.__name__} takes {len(fields)} fields, {len(args)} were given")
+        for key, value in zip(fields, args):
+            if key in values:
+                raise TypeError(f"{cls.__name__} got its field {key!r} twice")
+            values[key] = value
+        return values
+
+    @classmethod
+    def _completed(cls, values: dict) -> dict:
+        """``values`` with the defaults of the fields not given; an unknown or missing field raises."""
+        if not values.keys() <= cls._fieldset:
+            unknown = sorted(values.keys() - cls._fieldset)
+            raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
+        merged = {**cls._fixed, **values}
+        for key, default in cls._copied.items():
+            if key not in merged:
+                merged[key] = type(default)(default)
+        if len(merged) != len(cls._fieldset):
+            missing = [key for key in cls._fields if key not in merged]
+            raise TypeError(f"{cls.__name__} needs its field {missing[0]!r}")
+        return merged
 
     def _asdict(self) -> dict:
         return {name: getattr(self, name) for name in self._fields}

@@ -8,11 +8,11 @@ through ``shown`` (terminal escapes written out as text); HTML escaping is the t
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
+from ..plain import Plain
 
 READ_CHUNK = 256 * 1024
 TEXT_LIMIT = 300  # one field's characters on the page
@@ -31,8 +31,7 @@ def processes(count: int) -> str:
     return f"{count} process{'' if count == 1 else 'es'}"
 
 
-@dataclasses.dataclass
-class Moment:
+class Moment(Plain):
     """One event on the run's time axis."""
 
     offset_ms: int | None
@@ -41,8 +40,7 @@ class Moment:
     kind: str  # start | snapshot | ending | limit | teardown | exit | failure | other
 
 
-@dataclasses.dataclass
-class Member:
+class Member(Plain):
     """One process seen in the members snapshots, and when it was seen."""
 
     pid: int
@@ -56,14 +54,13 @@ class Member:
     survived_teardown: bool = False
 
 
-@dataclasses.dataclass
-class Run:
+class Run(Plain):
     """Everything a report shows about one stream."""
 
     source: str
     anchor: str
     run_id: str | None = None
-    labels: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    labels: list[tuple[str, str]] = []
     command: str | None = None  # the argv, only when the run recorded it (--argv-raw)
     fingerprint: str | None = None  # the argv's SHA-256, always recorded
     hint: str | None = None
@@ -75,16 +72,16 @@ class Run:
     child_code: int | None = None
     duration_ms: int | None = None
     ending: str = ""
-    moments: list[Moment] = dataclasses.field(default_factory=list)
-    members: list[Member] = dataclasses.field(default_factory=list)
+    moments: list[Moment] = []
+    members: list[Member] = []
     snapshots: int = 0
     outlived_count: int = 0
-    resources: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    resources: list[tuple[str, str]] = []
     peak_memory: int | None = None
     cpu_ms: int | None = None
-    limits: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    captured: list[CapturedStream] = dataclasses.field(default_factory=list)  # as output_captured reports them
-    missing: list[str] = dataclasses.field(default_factory=list)
+    limits: list[tuple[str, str]] = []
+    captured: list[CapturedStream] = []  # as output_captured reports them
+    missing: list[str] = []
 
     @property
     def complete(self) -> bool:

@@ -7,7 +7,6 @@ Geometry (where a bar or a marker goes) is computed here, so templates only plac
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 
 from ..events import render as words
@@ -15,6 +14,7 @@ from ..events.kept import ranges
 from ..events.types import CapturedStream
 from .model import Moment, Run, capture_file
 from .tail import read_tail
+from ..plain import Plain
 
 WIDTH = 960  # the drawing width of time axes, in SVG units
 LABEL_WIDTH = 220  # the process tree's name column
@@ -24,8 +24,7 @@ HISTOGRAM_BINS = 24
 FOLD_AFTER = 6  # consecutive snapshots listed one by one in the timeline table
 
 
-@dataclasses.dataclass
-class Tail:
+class Tail(Plain):
     stream: CapturedStream
     html: object
     note: str | None
