@@ -43,16 +43,23 @@ class _Record:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        notes = cls.__dict__.get("__annotations__", {})
-        own = tuple(key for key, note in notes.items() if not str(note).startswith("ClassVar"))
-        own += tuple(key for key in cls.__dict__.get("__slots__", ()) if key not in own)
-        cls._fields = tuple(key for key in cls._fields if key not in own) + own
+        space = cls.__dict__
+        if "__init__" in space:  # a hand-written record (its own __slots__ and __init__): only its fields
+            cls._fields = cls._fields + tuple(key for key in space.get("__slots__", ()) if key not in cls._fields)
+            return
+        fields = list(cls._fields)
         defaults = dict(cls._defaults)
-        for key in own:
-            if key in cls.__dict__ and key not in cls.__dict__.get("__slots__", ()):
-                defaults[key] = cls.__dict__[key]
+        for key, note in space.get("__annotations__", {}).items():
+            if str(note).startswith("ClassVar"):
+                continue
+            if key in fields:
+                fields.remove(key)  # a field declared again moves to the end, as a dataclass's
+            fields.append(key)
+            if key in space:
+                defaults[key] = space[key]
+        cls._fields = tuple(fields)
         cls._defaults = defaults
-        cls._fieldset = frozenset(cls._fields)
+        cls._fieldset = frozenset(fields)
         cls._fixed = {key: value for key, value in defaults.items() if not isinstance(value, _COPIED)}
         cls._copied = {key: value for key, value in defaults.items() if isinstance(value, _COPIED)}
         cls._flat = cls.__dictoffset__ != 0  # its records keep their fields in a __dict__
