@@ -23,16 +23,11 @@ from .plain import Constant
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar, Iterator
+    from typing import ClassVar
 
 
-class _Healths(type):
-    def __iter__(cls) -> Iterator[Health]:
-        return iter((Health.LIVE, Health.STALE, Health.UNPROBED))
-
-
-class Health(Constant, metaclass=_Healths):
-    """What a lock says of its holder; ``value`` is the word clients show. Iterating the class
+class Health(Constant):
+    """What a lock says of its holder; ``value`` is the word clients show; ``Health.members()``
     gives the three. (Fixed instances, not an ``enum``: every run probes locks, and ``enum``
     costs its start-up the import.)"""
 

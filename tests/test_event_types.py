@@ -85,3 +85,25 @@ def test_the_event_types_stay_cheap_to_import():
     probe = "import sys, processkit.events.types; print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_nested_objects_are_typed_once_and_every_reader_reads_through_them(tmp_path):
+    """The captured stream the API hands out is the events' CapturedStream (with its kept
+    ranges); a stream's object is read leniently, the reference's ``bytes`` standing in for
+    ``bytes_seen``, and anything but an object reads as None."""
+    from processkit.api.result import CaptureInfo
+    from processkit.events.types import CapturedStream, MemberInfo, OutputCaptured, Shutdown
+
+    result = processkit.run(["sh", "-c", "printf abc"], capture_dir=tmp_path / "cap", jsonl=tmp_path / "r.jsonl")
+    captured = result.stdout_capture
+    assert isinstance(captured, CaptureInfo) and isinstance(captured, CapturedStream)
+    assert (captured.stream, captured.bytes_seen, captured.bytes_written, captured.kept) == ("stdout", 3, 3, ((0, 3),))
+    event = next(e for e in result.events if isinstance(e, OutputCaptured))
+    assert event.captured("stdout") == CapturedStream.read("stdout", event.stdout)
+    assert CaptureInfo.from_event(event.captured("stdout"), result.run_id) == captured
+    reference = {"path": "/x", "bytes": 5, "bytes_written": 5, "sha256": "0" * 64, "truncated": False}
+    read = CapturedStream.read("stderr", reference)
+    assert read is not None and read.bytes_seen == 5 and read.write_error is None
+    assert CapturedStream.read("stdout", None) is None and MemberInfo.read([1]) is None
+    assert MemberInfo.read({"pid": 7, "name": "sh"}) == MemberInfo(pid=7, ppid=None, name="sh", start_time=None)
+    assert Shutdown.read(None) is None

@@ -280,7 +280,7 @@ def env_file_model(data: bytes):
         if not trimmed or trimmed.startswith("#"):
             continue
         entry = env_model(line)
-        if entry is None:
+        if entry is None or "\x00" in entry[1]:  # no environment can carry a NUL: refused, not cut
             return None, number
         entries.append(entry)
     return entries, None
@@ -335,6 +335,7 @@ def test_env_files(tmp_path, data):
                 "an environment key may not be empty",
                 "an environment key may not contain whitespace",
                 "an environment key may not contain control characters or '='",
+                "the value holds a NUL byte, which no environment can carry",
             )
         return
     assert bad_line is None, (data, built)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
-from .follow import Follower, read_all
+from ..events.follow import Follower, read_all
 from .launch import Prepared, prepare, stop_runner
 from .result import RunResult, build
 
@@ -91,7 +91,7 @@ class RunHandle:
         pause = POLL_FIRST
         try:
             while True:
-                batch = follower.read()
+                batch = follower.read_events()
                 if follower.done:
                     yield batch, 0
                     return

@@ -13,7 +13,6 @@ Facts about running the runner as a child of the caller's interpreter:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -22,9 +21,10 @@ from typing import BinaryIO
 
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
-from .follow import read_all
+from ..events.follow import read_all
 from .result import RunResult, build, captures, read_usage
 from .streams import Streams
+from ..plain import Plain
 
 DIAGNOSTICS_LIMIT = 64 * 1024
 SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
@@ -43,8 +43,7 @@ def runner_command() -> list[str]:
 _RUNNER: list[str] | None = None
 
 
-@dataclasses.dataclass
-class Prepared:
+class Prepared(Plain):
     """A validated run that has not started: its command line, where its events go, how its
     standard streams are wired, and the scratch files this call must remove."""
 
@@ -56,7 +55,7 @@ class Prepared:
     echo: bool
     stdio: Streams  # subprocess's stream keywords: what to read back, the scratch files serving them
     usage_file: str | None = None
-    scratch: list[str] = dataclasses.field(default_factory=list)
+    scratch: list[str] = []
     _diagnostics: BinaryIO | None = None
 
     def streams(self) -> dict:

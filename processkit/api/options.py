@@ -9,13 +9,13 @@ process, so a bad value is the same one-line message the CLI would print, raised
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Iterable, Mapping
 
 from ..errors import Failure
 from ..spec import U64_MAX, RunSpec
+from ..plain import Frozen
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
@@ -26,8 +26,7 @@ NOT_KEYWORDS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Flag:
+class Flag(Frozen):
     option: str  # "--timeout"
     kind: str  # "switch", "repeat" or the metavar of a single value (DUR, SIZE, N, CORES, FILE, ...)
     metavar: str | None

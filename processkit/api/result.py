@@ -9,39 +9,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..containment.accounting import Usage
-from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
+from ..events.kept import ranges
+from ..events.types import ENDING_TYPES, CapturedStream, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
 
 
-@dataclasses.dataclass(frozen=True)
-class CaptureInfo:
-    """One captured stream: its file, every byte the child produced, what the file holds, and
-    the SHA-256 of the file's content. ``kept`` is the stream's ``(start, end)`` byte ranges
+class CaptureInfo(CapturedStream):
+    """One captured stream as the run's ``output_captured`` reports it (``events.types``'
+    :class:`CapturedStream`: its file, every byte the child produced, what the file holds, and
+    the SHA-256 of the file's content), with ``kept``: the stream's ``(start, end)`` byte ranges
     the file holds, in file order: with ``capture_keep="tail"`` or ``"head-tail"`` as the run
     recorded them beside the files (``capture-keep.json``), else the stream's first
     ``bytes_written`` bytes."""
 
-    stream: str
-    path: str
-    bytes_seen: int
-    bytes_written: int
-    sha256: str
-    truncated: bool
-    write_error: bool
     kept: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
-    def from_event(cls, stream: str, record: dict, run_id: str | None = None) -> CaptureInfo:
-        # The stream's values as the schema documents them; like every event field, a missing one reads as None.
-        fields: dict[str, Any] = {
-            key: record.get(key)
-            for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
-        }
-        from .. import capture_layout
-
-        return cls(stream=stream, kept=capture_layout.kept(record, stream, run_id), **fields)
+    def from_event(cls, captured: CapturedStream, run_id: str | None = None) -> CaptureInfo:
+        return cls(**captured._asdict(), kept=ranges(captured, run_id))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,10 +150,10 @@ def build(
 def captures(events: list[Event], run_id: str | None = None) -> dict[str, CaptureInfo | None]:
     """Each stream's capture as the stream's last ``output_captured`` reports it (with the
     ranges its file kept, from the layout record of the run ``run_id``)."""
-    captured = _last(events, OutputCaptured)
+    event = _last(events, OutputCaptured)
     return {
-        name: CaptureInfo.from_event(name, record, run_id)
-        if captured is not None and isinstance(record := getattr(captured, name), dict)
+        name: CaptureInfo.from_event(captured, run_id)
+        if event is not None and (captured := event.captured(name)) is not None
         else None
         for name in ("stdout", "stderr")
     }

@@ -19,8 +19,9 @@ import stat
 
 from ..diagnostics import note
 from ..errors import Failure, Kind, usage
-from ..events.reader import Line, LineSplitter
-from ..events.validate import event_validator, validate_event
+from ..events.follow import READ_CHUNK, Follower
+from ..events.reader import Line
+from ..events.validate import validate_event
 from ..loop import Loop
 from ..registry import scan
 from ..registry.lock import Health
@@ -30,7 +31,6 @@ from .parsing import Once, OnceFlag, Parser
 
 FOLLOW_POLL_SECONDS = 0.25
 SETTLE_SECONDS = 0.5  # a runner unregisters just before its last line: give that line time
-READ_CHUNK = 64 * 1024
 REPORT_LIMIT = 1000  # a violation's text is capped like any other terminal output
 
 
@@ -132,9 +132,10 @@ class Target:
         return f"the stream ends without runner_exit: {subject}, so nothing more is coming"
 
 
-# -- reading: every drain hands complete lines to the consumer -----------------------------------
+# -- reading: every read hands complete lines to the consumer ------------------------------------
 class Reading:
-    """Drives one read of the stream on the loop.
+    """Drives one read of the stream on the loop, through the one follower (``events.follow``,
+    which says when the stream is over).
 
     A regular file is read to its current end, and under --follow again every
     FOLLOW_POLL_SECONDS. Anything else (a pipe, /dev/stdin) is read as it becomes readable,
@@ -144,20 +145,17 @@ class Reading:
     def __init__(self, target: Target, consumer, *, follow: bool):
         self._target = target
         self._consumer = consumer
-        self._follow = follow
-        self._splitter = LineSplitter()
-        self._terminal_seen = False
-        self._done = False
-        self._settle_at: float | None = None
-        self._gone = False
         try:
-            self._fd = os.open(target.path, os.O_RDONLY | os.O_CLOEXEC)
-            is_dir = stat.S_ISDIR(os.fstat(self._fd).st_mode)
+            fd = os.open(target.path, os.O_RDONLY | os.O_CLOEXEC)
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
         except OSError as exc:
             raise self._unreadable("open", exc) from None
         if is_dir:
-            os.close(self._fd)
+            os.close(fd)
             raise Failure(Kind.SETUP, f"could not read the events stream `{sanitize(target.path)}`: it is a directory")
+        self._fd = fd
+        writer_gone = (lambda: not target.still_written()) if follow else None
+        self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd)
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
         return Failure(
@@ -169,12 +167,11 @@ class Reading:
         try:
             if not self._is_stream(loop):
                 self._poll(loop)
-            loop.run_until(lambda: self._done)
+            loop.run_until(lambda: self._follower.done)
         finally:
             loop.close()
             os.close(self._fd)
-        self._take(self._splitter.end())
-        if self._gone and not self._terminal_seen:
+        if self._follower.gone:
             note(f"processkit-cli: note: {self._target.gone_note()}")
 
     def _is_stream(self, loop: Loop) -> bool:
@@ -186,40 +183,23 @@ class Reading:
             return False  # not pollable (/dev/null): reads never wait, like a file's
         return True
 
-    def _read(self) -> bytes:
+    def _on_readable(self) -> None:
         try:
-            return os.read(self._fd, READ_CHUNK)
+            data = os.read(self._fd, READ_CHUNK)
         except OSError as exc:
             raise self._unreadable("read", exc) from None
-
-    def _on_readable(self) -> None:
-        data = self._read()
-        if data:
-            self._take(self._splitter.feed(data))
-        self._done = not data or (self._follow and self._terminal_seen)
+        self._take(self._follower.feed(data))
 
     def _poll(self, loop: Loop) -> None:
-        grew = False
-        while data := self._read():
-            grew = True
-            self._take(self._splitter.feed(data))
-        if not self._follow or self._terminal_seen:
-            self._done = True
-            return
-        if grew or self._target.still_written():
-            self._settle_at = None
-        elif self._settle_at is None:
-            self._settle_at = loop.now + SETTLE_SECONDS
-        elif loop.now >= self._settle_at:
-            self._done = self._gone = True
-            return
-        loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._poll(loop))
+        try:
+            lines = self._follower.read()
+        except OSError as exc:
+            raise self._unreadable("read", exc) from None
+        self._take(lines)
+        if not self._follower.done:
+            loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._poll(loop))
 
     def _take(self, lines: list[Line]) -> None:
-        for line in lines:
-            event = line.event
-            if event is not None and event.get("event") == "runner_exit" and event_validator().is_valid(event):
-                self._terminal_seen = True  # only a complete, schema-valid runner_exit ends a stream
         if lines:
             self._consumer.take(lines)
 

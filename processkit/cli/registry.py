@@ -30,7 +30,10 @@ def list_parser() -> Parser:
         "--label", action="append", default=[], metavar="K=V", help="only runs with this label; repeatable"
     )
     parser.add_argument(
-        "--health", action=Once, choices=[h.value for h in Health], help="only runs of this health (default: all)"
+        "--health",
+        action=Once,
+        choices=[h.value for h in Health.members()],
+        help="only runs of this health (default: all)",
     )
     return parser
 

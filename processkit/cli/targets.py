@@ -4,15 +4,14 @@ that decides what happens when the required target is missing."""
 
 from __future__ import annotations
 
-import dataclasses
 
 from ..errors import usage
 from . import values
 from .parsing import Once, OnceFlag, Parser
+from ..plain import Frozen
 
 
-@dataclasses.dataclass(frozen=True)
-class Selection:
+class Selection(Frozen):
     run_id: str | None  # None means --all
     labels: dict
 

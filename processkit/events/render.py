@@ -15,6 +15,7 @@ import shlex
 import signal
 
 from ..text import sanitize
+from .types import CapturedStream, Command, MemberInfo, Shutdown
 from .validate import event_validator
 
 NAME_WIDTH = 16
@@ -66,15 +67,16 @@ def _plural(count: int, noun: str) -> str:
 # -- one function per documented event: the words for a schema-valid event -------------------
 def _run_started(e: dict) -> str:
     pid = "no pid" if e["root_pid"] is None else f"pid {e['root_pid']}"
-    command = e["command"]
-    if command["argv"] is not None:
-        shown = "command " + " ".join(shlex.quote(_s(arg)) for arg in command["argv"])
-    elif command["argv_sha256"] is not None:
-        shown = f"command sha256 {command['argv_sha256'][:12]}..."
+    command = Command.read(e["command"])
+    assert command is not None  # a schema-valid run_started's
+    if command.argv is not None:
+        shown = "command " + " ".join(shlex.quote(_s(arg)) for arg in command.argv)
+    elif command.argv_sha256 is not None:
+        shown = f"command sha256 {command.argv_sha256[:12]}..."
     else:
         shown = "command redacted"
-    if command["hint"] is not None:
-        shown += f" (looks like {_s(command['hint'])})"
+    if command.hint is not None:
+        shown += f" (looks like {_s(command.hint)})"
     cwd = "an unknown directory" if e["cwd"] is None else _s(e["cwd"])
     labels = ", ".join(f"{_s(k)}={_s(v)}" for k, v in e["labels"].items())
     text = (
@@ -89,7 +91,8 @@ def _members_snapshot(e: dict) -> str:
     if e["read_error"]:
         return f"{when}: the members could not be read"
     members = e["members"]
-    shown = [f"{_s(m['name'] or '?')} (pid {m['pid']})" for m in members[:MEMBERS_SHOWN]]
+    listed = [member for raw in members[:MEMBERS_SHOWN] if (member := MemberInfo.read(raw)) is not None]
+    shown = [f"{_s(member.name or '?')} (pid {member.pid})" for member in listed]
     if len(members) > MEMBERS_SHOWN:
         shown.append(f"and {len(members) - MEMBERS_SHOWN} more")
     return f"{when}: {_plural(len(members), 'member')}" + (": " + ", ".join(shown) if shown else "")
@@ -172,16 +175,16 @@ def _cleanup_finished(e: dict) -> str:
         text = "teardown finished: no member remains"
     else:
         text = f"teardown finished: {_plural(remaining, 'member')} remain (pids {', '.join(map(str, e['remaining_pids']))})"
-    shutdown = e["shutdown"]
+    shutdown = Shutdown.read(e["shutdown"])
     if shutdown is not None:
         signal_word = {"sent": "SIGTERM sent", "unsupported": "no soft stop here", "failed": "SIGTERM failed"}
-        stop = signal_word.get(shutdown["soft_signal"], _s(shutdown["soft_signal"]))
-        if shutdown["drained_within_grace"]:
+        stop = signal_word.get(shutdown.soft_signal or "", _s(shutdown.soft_signal))
+        if shutdown.drained_within_grace:
             stop += ", the tree drained within the grace"
-        elif shutdown["escalated"]:
+        elif shutdown.escalated:
             stop += ", then a hard kill"
-        if shutdown["elapsed_ms"] is not None:
-            stop += f" after {duration(shutdown['elapsed_ms'])}"
+        if shutdown.elapsed_ms is not None:
+            stop += f" after {duration(shutdown.elapsed_ms)}"
         text += f"; {stop}"
     if e["read_error"]:
         text += " (the member read failed)"
@@ -190,26 +193,27 @@ def _cleanup_finished(e: dict) -> str:
     return text
 
 
-def _captured(name: str, stream: dict, run_id: str | None) -> str:
-    flags = [word for flag, word in (("truncated", "truncated"), ("write_error", "write error")) if stream[flag]]
-    if flags and isinstance(stream.get("bytes_written"), int):
-        flags.append(_kept(stream, name, run_id))
-    return f"{name} {size(stream['bytes'])} to {_s(stream['path'])} ({', '.join(flags) or 'complete'})"
+def _captured(name: str, value: dict, run_id: str | None) -> str:
+    stream = CapturedStream.read(name, value)
+    assert stream is not None and stream.bytes_seen is not None  # a schema-valid event's
+    flags = [word for flag, word in ((stream.truncated, "truncated"), (stream.write_error, "write error")) if flag]
+    if flags and stream.bytes_written is not None:
+        flags.append(_kept(stream, stream.bytes_seen, stream.bytes_written, run_id))
+    return f"{name} {size(stream.bytes_seen)} to {_s(stream.path)} ({', '.join(flags) or 'complete'})"
 
 
-def _kept(stream: dict, name: str, run_id: str | None) -> str:
+def _kept(stream: CapturedStream, seen: int, written: int, run_id: str | None) -> str:
     """Which part the file holds, where a --capture-keep run recorded it; else only how much."""
-    from .. import capture_layout
+    from .kept import recorded
 
-    spans = capture_layout.recorded(stream, name, run_id) or ()
-    seen = stream["bytes"]
+    spans = recorded(stream, run_id) or ()
     parts = [
         f"the first {size(end)}" if start == 0 else f"the last {size(end - start)}" if end == seen else None
         for start, end in spans
     ]
     if parts and None not in parts:
         return "kept " + " and ".join(str(part) for part in parts)
-    return f"kept {size(stream['bytes_written'])}"
+    return f"kept {size(written)}"
 
 
 def _output_captured(e: dict, run_id: str | None = None) -> str:

@@ -5,28 +5,28 @@ kept in ``extra`` (and written back after the known ones), a known field that is
 as None, and an event type this build does not know becomes an :class:`UnknownEvent` holding
 the whole object. Nothing here validates values: ``events.validate`` does that.
 
-Nested objects (``command``, members, a captured stream, ``shutdown``) stay plain dicts, exactly
-as the stream carries them. ``to_json()`` gives the object to write, fields in schema order; an
+Nested objects (``command``, a member, a captured stream, ``shutdown``) are typed once, here,
+as :class:`Command`, :class:`MemberInfo`, :class:`CapturedStream` and :class:`Shutdown`: each
+event keeps the object exactly as the stream carries it (a dict, written back unchanged), and
+``read(...)`` gives its typed view, which every reader (``report``, the Python API, ``events``'
+rendering) reads through. ``to_json()`` gives the object to write, fields in schema order; an
 event built without a ``time`` is stamped when it is turned into JSON. The engine writes its
 events through these same classes, so each type's fields and their order are written once, here.
 
-Built without ``dataclasses``: its import (inspect, ast, dis, tokenize) and the code it generates
-per class would cost every ``run`` several milliseconds before the child starts. A small
-metaclass gives the same: keyword-only constructor, frozen, ``__slots__``, equality, picklable;
-``dataclass_transform`` tells type checkers so, and they check every constructor call.
+The classes are ``plain.Frozen`` records (keyword constructor, immutable, equality, picklable),
+not dataclasses: the runner writes through them, and ``dataclasses``' import would cost every
+``run`` milliseconds before the child starts.
 """
 
 from __future__ import annotations
+
+from ..plain import Frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, ClassVar
 
-    from typing_extensions import dataclass_transform
-else:
-
-    def dataclass_transform(**_):
-        return lambda cls: cls
+    from typing_extensions import Self
 
 
 SCHEMA_VERSION = 1
@@ -34,73 +34,25 @@ ENVELOPE = ("schema_version", "time", "event")
 _KEPT = ("schema_version", "time", "extra")  # the attributes every event has besides its fields
 
 
-@dataclass_transform(kw_only_default=True, frozen_default=True)
-class _EventType(type):
-    """Turns a class's annotated attributes into slots, in the order they are written; each
-    class keeps ``_attributes``, its own and its bases', the order ``to_json`` follows."""
-
-    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]):
-        own = tuple(
-            key for key, note in namespace.get("__annotations__", {}).items() if not str(note).startswith("ClassVar")
-        )
-        for key in own:
-            namespace.pop(key, None)  # a default: every field defaults to None, read by __init__
-        namespace["__slots__"] = own
-        cls = super().__new__(mcs, name, bases, namespace)
-        inherited: tuple[str, ...] = sum((getattr(base, "_attributes", ()) for base in bases), ())
-        cls._attributes = inherited + own  # type: ignore[attr-defined]
-        return cls
-
-
-def _restore(cls: type[Event], values: dict[str, Any]) -> Event:
-    return cls(**values)
-
-
-class Event(metaclass=_EventType):
+class Event(Frozen):
     """The envelope every event shares; subclasses add their fields, in schema order."""
 
     name: ClassVar[str] = ""
-    _attributes: ClassVar[tuple[str, ...]]
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int | None = SCHEMA_VERSION
     time: str | None = None
-    extra: dict = {}  # never shared: the metaclass drops defaults, and __init__ gives each event its own dict
+    extra: dict = {}  # never shared: each event gets its own copy
 
-    if not TYPE_CHECKING:  # type checkers see the constructor dataclass_transform describes
-
-        def __init__(self, **values: Any) -> None:
-            cls = type(self)
-            init = object.__setattr__
-            init(self, "schema_version", values.pop("schema_version", SCHEMA_VERSION))
-            init(self, "extra", dict(values.pop("extra", None) or {}))
-            for key in cls._attributes:
-                if key not in ("schema_version", "extra"):
-                    init(self, key, values.pop(key, None))
-            if values:
-                raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, values))}")
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is frozen: cannot set {key!r}")
-
-    def _compared(self) -> tuple:
-        return tuple(getattr(self, key) for key in self._attributes if key != "extra")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Event) and type(other) is type(self) and self._compared() == other._compared()
-
-    def __hash__(self) -> int:
-        return hash((type(self), self._compared()))
+    def _values(self) -> tuple:
+        return tuple(getattr(self, key) for key in self._fields if key != "extra")
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._attributes if key != "extra")
+        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._fields if key != "extra")
         return f"{type(self).__name__}({shown})"
-
-    def __reduce__(self):
-        return _restore, (type(self), {key: getattr(self, key) for key in self._attributes})
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """The type's own fields, in the order the schema lists them (envelope excluded)."""
-        return tuple(key for key in cls._attributes if key not in _KEPT)
+        return tuple(key for key in cls._fields if key not in _KEPT)
 
     @property
     def event(self) -> str | None:
@@ -120,6 +72,79 @@ class Event(metaclass=_EventType):
         for key, value in self.extra.items():
             record.setdefault(key, value)
         return record
+
+
+# -- the nested objects, typed once: a view of the dict an event carries ---------------------------
+# Typed as the schema has them; read leniently (like the events), so a record that breaks the
+# schema may hold None where it lacks a field: validate it first where that matters.
+def _view(cls, value: object, **given: Any):
+    """``cls`` read leniently from ``value`` (a missing key reads as None); None when ``value``
+    is not an object."""
+    if not isinstance(value, dict):
+        return None
+    # Every field is set here, so the constructor's checks are skipped: a report reads one of
+    # these per member per snapshot.
+    view = object.__new__(cls)
+    fields = cls._fields
+    view.__dict__.update(zip(fields, map(value.get, fields)), **given)
+    return view
+
+
+class _Nested(Frozen):
+    @classmethod
+    def read(cls, value: object) -> Self | None:
+        """The object ``value`` read as this type; None when it is not an object."""
+        return _view(cls, value)
+
+
+class Command(_Nested):
+    """``run_started.command``: the argv in its redaction-aware shape."""
+
+    redacted: bool
+    argv: list[str] | None
+    argv_sha256: str | None
+    hint: str | None
+
+
+class MemberInfo(_Nested):
+    """One member of ``members_snapshot.members``."""
+
+    pid: int
+    ppid: int | None
+    name: str | None
+    start_time: str | None
+
+
+class Shutdown(_Nested):
+    """``cleanup_finished.shutdown``: the graceful stop's report (null when none was tried)."""
+
+    soft_stop_scope: str
+    soft_signal: str
+    members_before: int | None
+    members_after: int | None
+    drained_within_grace: bool | None
+    escalated: bool | None
+    elapsed_ms: int | None
+
+
+class CapturedStream(Frozen):
+    """One stream's capture as ``output_captured`` reports it: which stream, its file, every
+    byte the child produced (``bytes_seen``, which the reference spells ``bytes``), what the
+    file holds (``bytes_written``), the file's SHA-256, and the two flags."""
+
+    stream: str
+    path: str
+    bytes_seen: int
+    bytes_written: int
+    sha256: str
+    truncated: bool
+    write_error: bool
+
+    @classmethod
+    def read(cls, stream: str, value: object) -> CapturedStream | None:
+        if not isinstance(value, dict):
+            return None
+        return _view(cls, value, stream=stream, bytes_seen=value.get("bytes_seen", value.get("bytes")))
 
 
 class UnknownEvent(Event):
@@ -229,6 +254,10 @@ class OutputCaptured(Event):
     name: ClassVar[str] = "output_captured"
     stdout: dict | None = None
     stderr: dict | None = None
+
+    def captured(self, stream: str) -> CapturedStream | None:
+        """The typed capture of ``stream`` (``stdout`` or ``stderr``), None when not an object."""
+        return CapturedStream.read(stream, getattr(self, stream))
 
 
 class SpawnFailed(Event):

@@ -10,12 +10,12 @@ the reference's validator reports them; a violation of the whole event says ``(w
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
 from importlib import resources
 from typing import Any
+from ..plain import Frozen
 
 EVENT_SCHEMA_FILE = "events-v1.schema.json"
 
@@ -37,8 +37,7 @@ class SchemaError(Exception):
     """The schema itself is malformed or uses a keyword this validator does not implement."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Violation:
+class Violation(Frozen):
     """One reason an instance is invalid: where (a JSON path) and what."""
 
     path: str
@@ -256,7 +255,7 @@ class Validator:
         if isinstance(instance, dict):
             for name in instance:
                 for violation in self._iter(name, sub, child_path(path, name)):
-                    yield dataclasses.replace(violation, message=f"property name {violation.message}")
+                    yield violation.replace(message=f"property name {violation.message}")
 
     def _items(self, sub, instance, path, schema):
         if isinstance(instance, list):
@@ -307,7 +306,7 @@ def _explain_no_match(path: str, outcomes: list[list[Violation]]) -> list[Violat
                 allowed = list(dict.fromkeys(json.dumps(value, ensure_ascii=False) for value in wanted))
                 if len(allowed) > 1:
                     got = _show(violation.detail[1])
-                    violation = dataclasses.replace(violation, message=f"{got} is not one of {', '.join(allowed)}")
+                    violation = violation.replace(message=f"{got} is not one of {', '.join(allowed)}")
             explained.append(violation)
         return explained
     closest = min(outcomes, key=lambda found: (sum(v.keyword == "const" for v in found), len(found)))

@@ -10,7 +10,6 @@ left first: the candidates name it, and the caller hands it on.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
@@ -18,17 +17,17 @@ from .. import rundir
 from .lock import Health, probe
 from .scan import Entry, View
 from .tombstones import expire, remove_quietly
+from ..plain import Plain
 
 ORPHAN_MIN_AGE_SECONDS = 5.0
 
 
-@dataclasses.dataclass
-class Report:
+class Report(Plain):
     pruned: int = 0
     live: int = 0
     unprobed: int = 0
     orphaned_locks: int = 0
-    candidates: list = dataclasses.field(default_factory=list)
+    candidates: list = []
 
     def tally(self) -> dict:
         return {

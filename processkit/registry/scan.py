@@ -3,7 +3,6 @@ files no record accounts for (docs/control-plane.md §2.5, §2.6)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 
@@ -11,13 +10,13 @@ from ..errors import Failure, Kind
 from . import lock
 from .location import RegistryError, open_for_reading
 from .records import MAX_RECORD_BYTES, Record, parse
+from ..plain import Frozen
 
 RECORD_SUFFIX = ".json"
 LOCK_SUFFIX = ".lock"
 
 
-@dataclasses.dataclass(frozen=True)
-class Entry:
+class Entry(Frozen):
     """One readable record and where it lives."""
 
     directory: str
@@ -96,8 +95,7 @@ def entries(directory: str | None, listing: list[str]) -> list[Entry]:
     return sorted(found, key=Entry.sort_key)
 
 
-@dataclasses.dataclass(frozen=True)
-class View:
+class View(Frozen):
     """The registry as one read-only pass saw it."""
 
     directory: str | None

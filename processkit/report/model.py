@@ -8,10 +8,11 @@ through ``shown`` (terminal escapes written out as text); HTML escaping is the t
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
+from ..events.types import CapturedStream
 from ..text import escape_unsafe
+from ..plain import Plain
 
 READ_CHUNK = 256 * 1024
 TEXT_LIMIT = 300  # one field's characters on the page
@@ -30,8 +31,7 @@ def processes(count: int) -> str:
     return f"{count} process{'' if count == 1 else 'es'}"
 
 
-@dataclasses.dataclass
-class Moment:
+class Moment(Plain):
     """One event on the run's time axis."""
 
     offset_ms: int | None
@@ -40,8 +40,7 @@ class Moment:
     kind: str  # start | snapshot | ending | limit | teardown | exit | failure | other
 
 
-@dataclasses.dataclass
-class SeenProcess:
+class SeenProcess(Plain):
     """One process seen in the members snapshots, and when it was seen."""
 
     pid: int
@@ -55,27 +54,13 @@ class SeenProcess:
     survived_teardown: bool = False
 
 
-@dataclasses.dataclass
-class Captured:
-    """One captured stream (stdout or stderr) as output_captured reports it."""
-
-    name: str
-    path: str
-    bytes_seen: int
-    bytes_written: int | None
-    sha256: str
-    truncated: bool
-    write_error: bool
-
-
-@dataclasses.dataclass
-class Run:
+class Run(Plain):
     """Everything a report shows about one stream."""
 
     source: str
     anchor: str
     run_id: str | None = None
-    labels: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    labels: list[tuple[str, str]] = []
     command: str | None = None  # the argv, only when the run recorded it (--argv-raw)
     fingerprint: str | None = None  # the argv's SHA-256, always recorded
     hint: str | None = None
@@ -87,16 +72,16 @@ class Run:
     child_code: int | None = None
     duration_ms: int | None = None
     ending: str = ""
-    moments: list[Moment] = dataclasses.field(default_factory=list)
-    members: list[SeenProcess] = dataclasses.field(default_factory=list)
+    moments: list[Moment] = []
+    members: list[SeenProcess] = []
     snapshots: int = 0
     outlived_count: int = 0
-    resources: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    resources: list[tuple[str, str]] = []
     peak_memory: int | None = None
     cpu_ms: int | None = None
-    limits: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    captured: list[Captured] = dataclasses.field(default_factory=list)
-    missing: list[str] = dataclasses.field(default_factory=list)
+    limits: list[tuple[str, str]] = []
+    captured: list[CapturedStream] = []  # as output_captured reports them
+    missing: list[str] = []
 
     @property
     def complete(self) -> bool:
@@ -118,7 +103,7 @@ class Run:
 
 
 # -- reading -------------------------------------------------------------------------------------
-def capture_file(stream: Captured, capture_dir: str | None) -> str:
+def capture_file(stream: CapturedStream, capture_dir: str | None) -> str:
     """Where to look for a stream's capture: in ``capture_dir`` when given, else its recorded path."""
     if capture_dir is not None:
         return os.path.join(capture_dir, os.path.basename(stream.path))

@@ -14,8 +14,9 @@ from ..errors import Failure, Kind
 from ..events import render
 from ..events.reader import Line, LineSplitter
 from ..events.stream import ENDINGS, StreamChecks
+from ..events.types import CapturedStream, Command, MemberInfo, Shutdown
 from ..events.validate import event_validator
-from .model import NOTES_SHOWN, READ_CHUNK, Captured, SeenProcess, Moment, Run, processes, shown
+from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
 
 
 def read_lines(path: str) -> list[Line]:
@@ -124,12 +125,13 @@ class Builder:
         self.run = run
         self.live = live
         self.valid: dict[str, dict] = {}  # the last schema-valid event of each type
-        self.snapshots: list[tuple[int, list[dict]]] = []
+        self.snapshots: list[tuple[int, list[MemberInfo]]] = []
         self.origin: datetime.datetime | None = None  # the first event's time
         self.last_ms = 0
         self.invalid: list[str] = []
         self.checks = StreamChecks()
         self.checked_members: set = set()
+        self.member_views: dict[tuple, MemberInfo | None] = {}
 
     def build(self, lines: list[Line]) -> Run:
         for line in lines:
@@ -154,7 +156,7 @@ class Builder:
                 continue
             self.valid[name] = event
             if name == "members_snapshot" and not event["read_error"]:
-                self.snapshots.append((offset or 0, event["members"]))
+                self.snapshots.append((offset or 0, [self._member(raw) for raw in event["members"]]))
             self.run.moments.append(
                 Moment(offset, name, shown(render.WORDS[name](event), 400), KINDS.get(name, "other"))
             )
@@ -167,6 +169,14 @@ class Builder:
         self._missing()
         return self.run
 
+    def _member(self, raw: dict) -> MemberInfo:
+        """A schema-valid member's typed view, read once however many snapshots list it unchanged."""
+        key = (raw["pid"], raw["ppid"], raw["name"], raw["start_time"])
+        view = self.member_views.get(key)
+        if view is None:
+            view = self.member_views[key] = MemberInfo.read(raw)
+        return view  # type: ignore[return-value]  # a valid member is an object
+
     def _header(self) -> None:
         started = self.valid.get("run_started")
         if started is None:
@@ -177,11 +187,12 @@ class Builder:
         run.mechanism = shown(started["mechanism"])
         run.cwd = None if started["cwd"] is None else shown(started["cwd"])
         run.root_pid = started["root_pid"]
-        command = started["command"]
-        if not command["redacted"] and command["argv"] is not None:
-            run.command = shown(" ".join(shlex.quote(arg) for arg in command["argv"]), 600)
-        run.fingerprint = command["argv_sha256"]
-        run.hint = None if command["hint"] is None else shown(command["hint"])
+        command = Command.read(started["command"])
+        assert command is not None  # a schema-valid run_started carries one
+        if not command.redacted and command.argv is not None:
+            run.command = shown(" ".join(shlex.quote(arg) for arg in command.argv), 600)
+        run.fingerprint = command.argv_sha256
+        run.hint = None if command.hint is None else shown(command.hint)
 
     def _exit(self) -> None:
         exit_event = self.valid.get("runner_exit")
@@ -213,18 +224,9 @@ class Builder:
         if captured is None:
             return
         for name in ("stdout", "stderr"):
-            stream = captured[name]
-            self.run.captured.append(
-                Captured(
-                    name=name,
-                    path=stream["path"],
-                    bytes_seen=stream.get("bytes_seen", stream["bytes"]),
-                    bytes_written=stream.get("bytes_written"),
-                    sha256=stream["sha256"],
-                    truncated=stream["truncated"],
-                    write_error=stream["write_error"],
-                )
-            )
+            stream = CapturedStream.read(name, captured[name])
+            if stream is not None:
+                self.run.captured.append(stream)
 
     def _tree(self) -> None:
         """One SeenProcess per process seen (pid and start token), nested by parent, each lasting
@@ -239,19 +241,19 @@ class Builder:
         times = [offset for offset, _ in self.snapshots] + [ending]
         for index, (offset, members) in enumerate(self.snapshots):
             for raw in members:
-                key = (raw["pid"], raw["start_time"])
+                key = (raw.pid, raw.start_time)
                 member = seen.get(key)
                 if member is None:
                     member = seen[key] = SeenProcess(
-                        pid=raw["pid"],
-                        ppid=raw["ppid"],
-                        name=shown(raw["name"] or "?", 60),
+                        pid=raw.pid,
+                        ppid=raw.ppid,
+                        name=shown(raw.name or "?", 60),
                         depth=0,
                         first_ms=offset,
                         until_ms=offset,
                     )
                 member.until_ms = max(times[index + 1], offset)
-                member.name = shown(raw["name"] or "?", 60)  # the latest: an exec renames a process
+                member.name = shown(raw.name or "?", 60)  # the latest: an exec renames a process
         cleanup = self.valid.get("cleanup_started")
         ended = self.valid.get("root_exited")
         if ended is not None and cleanup is not None:
@@ -271,7 +273,7 @@ class Builder:
         is marked, and the sentence alone gives the count."""
         if count <= 0:
             return set()
-        last = {raw["pid"] for raw in self.snapshots[-1][1]}
+        last = {raw.pid for raw in self.snapshots[-1][1]}
         if self.run.root_pid not in last:
             return last
         others = last - {self.run.root_pid}
@@ -347,19 +349,19 @@ def _stop_words(finished: dict | None, grace_ms: int | None) -> str:
     """How teardown went for a forced ending: "the tree was stopped gracefully in 1.2s"."""
     if finished is None:
         return ""
-    shutdown = finished["shutdown"]
+    shutdown = Shutdown.read(finished["shutdown"])
     left = finished["remaining"]
     tail = f"; {processes(left)} remained after teardown" if left else ""
     if shutdown is None:
         return tail.lstrip("; ")
-    elapsed = "" if shutdown["elapsed_ms"] is None else f" in {render.duration(shutdown['elapsed_ms'])}"
-    if shutdown["soft_signal"] != "sent":
-        words = f"no soft stop was possible ({shown(shutdown['soft_signal'])}), so the tree was killed{elapsed}"
-    elif shutdown["drained_within_grace"]:
+    elapsed = "" if shutdown.elapsed_ms is None else f" in {render.duration(shutdown.elapsed_ms)}"
+    if shutdown.soft_signal != "sent":
+        words = f"no soft stop was possible ({shown(shutdown.soft_signal)}), so the tree was killed{elapsed}"
+    elif shutdown.drained_within_grace:
         words = f"the tree was stopped gracefully{elapsed}"
-    elif shutdown["escalated"] and grace_ms is not None:
+    elif shutdown.escalated and grace_ms is not None:
         words = f"the tree did not stop within its {render.duration(grace_ms)} grace and was killed{elapsed}"
-    elif shutdown["escalated"]:
+    elif shutdown.escalated:
         words = f"the tree was signalled and, with no grace given, killed{elapsed}"
     else:
         words = f"the tree was stopped{elapsed}"

@@ -7,13 +7,14 @@ Geometry (where a bar or a marker goes) is computed here, so templates only plac
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 
-from .. import capture_layout
 from ..events import render as words
-from .model import Captured, Moment, Run, capture_file
+from ..events.kept import ranges
+from ..events.types import CapturedStream
+from .model import Moment, Run, capture_file
 from .tail import read_tail
+from ..plain import Plain
 
 WIDTH = 960  # the drawing width of time axes, in SVG units
 LABEL_WIDTH = 220  # the process tree's name column
@@ -23,9 +24,8 @@ HISTOGRAM_BINS = 24
 FOLD_AFTER = 6  # consecutive snapshots listed one by one in the timeline table
 
 
-@dataclasses.dataclass
-class Tail:
-    stream: Captured
+class Tail(Plain):
+    stream: CapturedStream
     html: object
     note: str | None
 
@@ -83,7 +83,7 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     tails = []
     for stream in run.captured:
         path = capture_file(stream, capture_dir)
-        kept = capture_layout.kept(dataclasses.asdict(stream), stream.name, run.run_id, path)
+        kept = ranges(stream, run.run_id, path)
         html, note = read_tail(path, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]

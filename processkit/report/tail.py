@@ -62,7 +62,7 @@ def to_html(text: str) -> Markup:
 
 def gaps(kept: tuple | None, bytes_seen: int | None) -> list[tuple[int, int]]:
     """Where the stream's dropped bytes were: (file offset, bytes dropped there), from the
-    stream ranges the file holds in file order (``capture_layout.kept``)."""
+    stream ranges the file holds in file order (``events.kept.ranges``)."""
     found: list[tuple[int, int]] = []
     if not kept and not bytes_seen:
         return found

@@ -1,0 +1,132 @@
+"""Reading a run's JSONL while its runner may still write it: the one follower ``events --follow``
+and the Python API both read through, with one rule for the end of a stream.
+
+The stream is untrusted bytes, read through ``events.reader``: a line is handed out once its
+newline has arrived. A follower's stream is over:
+
+- at its first complete, schema-valid ``runner_exit`` line (``ended``): nothing after it is
+  handed out;
+- or once nothing can write it any more (``writer_gone()``) and it has not grown for ``settle``
+  seconds (a registered runner unregisters just before its last line): what it holds then is
+  all there is, an unterminated last line (a runner killed mid-write) included, and ``gone``
+  says it ended without ``runner_exit``;
+- a pipe's, at its end of file.
+
+Without ``writer_gone`` the stream is read as it is, not followed: every line to the file's
+current end (or the pipe's EOF), also any after a ``runner_exit``, the unterminated last one
+included. The file is opened once, so it can be read to its end even after its name was removed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from .reader import Line, LineSplitter
+from .types import Event, from_json
+from .validate import event_validator
+
+READ_CHUNK = 64 * 1024
+
+
+class Follower:
+    """Hands out the lines of ``path`` completed since the last call (``read`` for a file,
+    ``feed`` for a pipe's data); ``done`` once no more can come. ``fd``, when given, is the
+    stream already open (its owner closes it); else ``path`` is opened at the first read, and
+    a file that does not exist yet reads as empty."""
+
+    def __init__(
+        self,
+        path: str,
+        writer_gone: Callable[[], bool] | None = None,
+        *,
+        settle: float = 0.0,
+        fd: int | None = None,
+    ):
+        self.path = path
+        self.done = False
+        self.ended = False  # a valid runner_exit was read
+        self.gone = False  # followed to its end without one: nothing could write it any more
+        self._writer_gone = writer_gone
+        self._settle = settle
+        self._quiet_since: float | None = None
+        self._fd = fd
+        self._owned = fd is None
+        self._splitter = LineSplitter()
+
+    @property
+    def following(self) -> bool:
+        return self._writer_gone is not None
+
+    def read(self) -> list[Line]:
+        """A file's lines completed since the last call; raises OSError when it cannot be read."""
+        if self.done:
+            return []
+        writer_gone = self._writer_gone
+        gone = writer_gone is None or writer_gone()  # asked before reading: no line is missed
+        data = self._drain()
+        now = time.monotonic()
+        if data or not gone or self._quiet_since is None:
+            self._quiet_since = now
+        lines = self._take(self._splitter.feed(data))
+        if not self.done and gone and now - self._quiet_since >= self._settle:
+            self.gone = self.following
+            lines += self._finish()
+        return lines
+
+    def feed(self, data: bytes) -> list[Line]:
+        """A pipe's lines completed by ``data``; ``b""`` is its end of file."""
+        if self.done:
+            return []
+        if data:
+            return self._take(self._splitter.feed(data))
+        return self._finish()
+
+    def read_events(self) -> list[Event]:
+        """``read()``'s lines that are JSON objects, as typed events (the rest is skipped)."""
+        return [from_json(record) for line in self.read() if (record := line.event) is not None]
+
+    def close(self) -> None:
+        if self._fd is not None and self._owned:
+            os.close(self._fd)
+        self._fd = None
+
+    def _finish(self) -> list[Line]:
+        self.done = True
+        return self._take(self._splitter.end())
+
+    def _drain(self) -> bytes:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            except FileNotFoundError:
+                return b""
+        chunks: list[bytes] = []
+        while chunk := os.read(self._fd, READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _take(self, lines: list[Line]) -> list[Line]:
+        taken = []
+        for line in lines:
+            if self.ended and self.following:
+                break
+            taken.append(line)
+            event = line.event
+            if not self.ended and event is not None and event.get("event") == "runner_exit":
+                self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
+        if self.ended and self.following:
+            self.done = True
+        return taken
+
+
+def read_all(path: str) -> list[Event]:
+    """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read)."""
+    follower = Follower(path, lambda: True)
+    try:
+        return follower.read_events()
+    except OSError:
+        return []
+    finally:
+        follower.close()

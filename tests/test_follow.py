@@ -1,0 +1,157 @@
+"""The one JSONL follower (processkit/events/follow.py) and its rule for the end of a stream,
+driven through both of its users: ``processkit-cli events --follow`` and the Python API's
+``RunHandle.events()``.
+
+The stream's writer is played by this process: a registry record naming the stream, whose lock
+this process holds while it "writes" (tests/test_registry.py's helpers), so every step is
+synchronised on what the follower has printed or yielded, never on a sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import threading
+import time
+
+import pytest
+
+from conftest import start_cli
+from control_support import registry_record
+from processkit.api.handle import RunHandle
+from processkit.cli.events import SETTLE_SECONDS
+from processkit.events.types import RootExited, RunnerExit, RunStarted
+from test_registry import _hold, _write
+
+RUN_ID = "followed"
+
+
+def _line(event) -> bytes:
+    return json.dumps(event.to_json()).encode() + b"\n"
+
+
+STARTED = _line(RunStarted(run_id=RUN_ID, labels={}, root_pid=1, mechanism="process_group", cwd="/"))
+ROOT_EXITED = _line(RootExited(outcome="exited", code=0, signal=None))
+RUNNER_EXIT = _line(RunnerExit(code=0, source="child_exit", child_code=0))
+AFTER = b'{"schema_version": 1, "event": "written_after_the_end"}\n'
+
+
+@pytest.fixture
+def writer(isolated_registry, tmp_path):
+    """A live writer of ``stream.jsonl``: the stream path, and a function that makes it gone."""
+    jsonl = tmp_path / "stream.jsonl"
+    jsonl.write_bytes(b"")
+    _write(isolated_registry, "run-f", registry_record(RUN_ID, "run-f.lock", jsonl=str(jsonl)))
+    held = [_hold(isolated_registry, "run-f")]
+
+    def gone() -> None:
+        os.close(held.pop())
+
+    yield jsonl, gone
+    if held:
+        gone()
+
+
+def _append(path, data: bytes) -> None:
+    with open(path, "ab") as file:
+        file.write(data)
+
+
+def _attached(jsonl) -> RunHandle:
+    """What ``processkit.attach`` gives for a live run (which also asks for a control endpoint,
+    one this hand-played writer has not)."""
+    return RunHandle(RUN_ID, str(jsonl))
+
+
+@contextlib.contextmanager
+def _following(*args):
+    """``events ... --follow``, killed if the test fails before it has ended."""
+    proc = start_cli("events", *args, "--follow")
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _printed_lines(proc, count: int, timeout: float = 10) -> bytes:
+    """What the follower printed once it has printed ``count`` lines: proof it read them."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while data.count(b"\n") < count:
+            assert selector.select(deadline - time.monotonic()), f"the follower printed only {data!r}"
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, f"the follower ended after printing only {data!r}"
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize("locator", ["--file", "--run-id"])
+def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(writer, locator):
+    jsonl, _ = writer
+    _append(jsonl, STARTED + ROOT_EXITED[:20])  # the second line is still being written
+    with _following(locator, jsonl if locator == "--file" else RUN_ID, "--json") as proc:
+        assert _printed_lines(proc, 1) == STARTED  # never the half-written line
+        time.sleep(3 * SETTLE_SECONDS)  # a chance to give up wrongly: the stream is still, its writer live
+        assert proc.poll() is None
+        _append(jsonl, ROOT_EXITED[20:])
+        assert _printed_lines(proc, 1) == ROOT_EXITED  # it waited: the writer is live
+        _append(jsonl, RUNNER_EXIT + AFTER)  # a line after runner_exit is not the run's
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert out == RUNNER_EXIT
+    assert b"without runner_exit" not in err
+
+
+def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
+    jsonl, gone = writer
+    _append(jsonl, STARTED + ROOT_EXITED.rstrip(b"\n"))  # the writer died before its newline
+    with _following("--file", jsonl, "--json") as proc:
+        assert _printed_lines(proc, 1) == STARTED
+        gone()
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert out == ROOT_EXITED
+    assert b"the stream ends without runner_exit: no live run writes this stream" in err
+
+
+def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
+    jsonl, gone = writer
+    _append(jsonl, STARTED + ROOT_EXITED[:20])
+    with _following("--file", jsonl, "--json") as proc:
+        assert _printed_lines(proc, 1) == STARTED
+        gone()
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert out == b""
+    assert b"line 2: not valid JSON" in err and b"ends without runner_exit" in err
+
+
+def test_api_follows_a_stream_still_written_to_its_runner_exit_and_no_further(writer):
+    jsonl, _ = writer
+    _append(jsonl, STARTED + ROOT_EXITED[:20])
+    handle = _attached(jsonl)
+    events = handle.events()
+    assert next(events).event == "run_started"
+    completed = threading.Thread(target=_append, args=(jsonl, ROOT_EXITED[20:]))
+    completed.start()  # the rest of the line arrives while the API waits for it
+    ended = next(events)
+    completed.join()
+    assert isinstance(ended, RootExited) and ended.code == 0
+    _append(jsonl, RUNNER_EXIT + AFTER)
+    assert [event.event for event in events] == ["runner_exit"]
+
+
+def test_api_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
+    jsonl, gone = writer
+    _append(jsonl, STARTED + ROOT_EXITED.rstrip(b"\n"))
+    handle = _attached(jsonl)
+    events = handle.events()
+    assert next(events).event == "run_started"
+    gone()
+    assert [event.event for event in events] == ["root_exited"]
