@@ -27,6 +27,7 @@ OUTPUT_OVERFLOW = 113
 EVENTS_INVALID = 114
 NOT_A_MEMBER = 115
 HOST_UNQUALIFIED = 116
+BENCH_FAILED = 117
 
 RESERVED_BAND = range(100, 120)
 
@@ -66,6 +67,7 @@ class Kind:
     EVENTS_INVALID: ClassVar[Kind]
     NOT_A_MEMBER: ClassVar[Kind]
     HOST_UNQUALIFIED: ClassVar[Kind]
+    BENCH_FAILED: ClassVar[Kind]
     UNKNOWN: ClassVar[Kind]
 
     def __init__(self, name: str, label: str, code: int, *, retryable: bool = False):
@@ -106,6 +108,8 @@ Kind.WAIT_TIMEOUT = Kind("WAIT_TIMEOUT", "wait_timeout", WAIT_TIMEOUT, retryable
 Kind.EVENTS_INVALID = Kind("EVENTS_INVALID", "events_invalid", EVENTS_INVALID)
 Kind.NOT_A_MEMBER = Kind("NOT_A_MEMBER", "not_a_member", NOT_A_MEMBER)
 Kind.HOST_UNQUALIFIED = Kind("HOST_UNQUALIFIED", "host_unqualified", HOST_UNQUALIFIED)
+# ``bench``: a benchmarked command failed (or could not start) and the benchmark stopped.
+Kind.BENCH_FAILED = Kind("BENCH_FAILED", "bench_failed", BENCH_FAILED)
 Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
 KINDS = tuple(value for value in vars(Kind).values() if isinstance(value, Kind))  # in declaration order
 

@@ -64,13 +64,20 @@ class Ending:
 
 
 class Outcome:
-    """The runner's exit code, and the runner-own failure to report when there is one."""
+    """The runner's exit code, and the runner-own failure to report when there is one.
 
-    __slots__ = ("code", "failure")
+    ``started_ns``/``ended_ns``: ``time.monotonic_ns()`` once spawn returned (the child has
+    exec'd) and once the root was reaped, None where the run never got that far. ``usage``:
+    the tree's figures (``processkit.bench.driver.Usage``), set by whoever measures them."""
+
+    __slots__ = ("code", "failure", "started_ns", "ended_ns", "usage")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
         self.failure = failure
+        self.started_ns: int | None = None
+        self.ended_ns: int | None = None
+        self.usage: object = None
 
 
 def child_exit_code(returncode: int) -> int:

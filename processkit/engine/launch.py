@@ -8,6 +8,7 @@ ends the run, and ``fail_before_race`` releases whatever was made up to it.
 from __future__ import annotations
 
 import os
+import time
 
 from .. import containment
 from .. import signum as signals
@@ -126,6 +127,7 @@ def start(run: RunState) -> None:
     except Failure as failure:
         run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
+    run.started_ns = time.monotonic_ns()  # spawn returns once the child has exec'd
     container.adopt(child.pid)
     terminal = run.terminal
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout

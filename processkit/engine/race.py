@@ -12,6 +12,7 @@ so the root's status is left for its ``Child`` to read; every other pid is colle
 from __future__ import annotations
 
 import os
+import time
 
 from ..diagnostics import warn
 from ..events.types import MembersSnapshot
@@ -81,6 +82,7 @@ def reap_children(run: RunState) -> None:
 
 
 def _forget_root(run: RunState) -> None:
+    run.ended_ns = time.monotonic_ns()
     if run.pidfd is not None:
         run.loop.remove_reader(run.pidfd)
         os.close(run.pidfd)

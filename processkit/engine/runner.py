@@ -83,7 +83,8 @@ class Run:
             run.events.emit(
                 LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
             )
-        run.events.emit(ResourceSummary(**container.resource_summary()._asdict()))
+        summary = container.resource_summary()
+        run.events.emit(ResourceSummary(**summary._asdict()))
         teardown(run, entry.graceful)
         drain_outputs(run)
         launched.signals.close()
@@ -107,4 +108,6 @@ class Run:
                 child_code=None if failure else outcome.code,
             )
         )
+        outcome.started_ns, outcome.ended_ns = run.started_ns, run.ended_ns
+        outcome.usage = (summary, launched.child.rusage)  # until the accounting layer's Usage
         return outcome

@@ -67,6 +67,8 @@ class RunState:
         self.returncode: int | None = None
         self.publication: Publication | None = None
         self.started_at = ""
+        self.started_ns: int | None = None  # monotonic: the child exec'd, and its root was reaped
+        self.ended_ns: int | None = None
 
     def launched(self) -> Launched:
         """The container, child and signal watch launch made; only the phases after it ask."""

@@ -1,0 +1,47 @@
+"""On a terminal: one progress line per command (bar, runs, current mean, ETA), redrawn in place
+after each run and erased before the summary. Off a terminal nothing is drawn."""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+from .plan import Command
+from .result import TimedRun
+from .summary import duration
+
+WIDTH = 30
+ERASE_LINE = "\x1b[2K"
+
+
+class ProgressBars:
+    def __init__(self, commands: list[Command], fd: int):
+        self.fd = fd
+        self.lines = [f"{c.name[:40]:<40} [{' ' * WIDTH}]   0/?" for c in commands]
+        self.drawn = False
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+    def _draw(self) -> None:
+        up = f"\x1b[{len(self.lines)}F" if self.drawn else ""
+        self._write(up + "".join(f"{ERASE_LINE}{line}\n" for line in self.lines))
+        self.drawn = True
+
+    def update(self, index: int, runs: list[TimedRun], target: int) -> None:
+        done = len(runs)
+        filled = WIDTH * min(done, target) // max(target, 1)
+        times = [run.wall for run in runs if run.wall is not None]
+        mean = statistics.fmean(times) if times else None
+        remaining = (target - done) * mean if mean is not None else None
+        figures = f"mean {duration(mean)}, ETA {remaining:.1f} s" if mean is not None and remaining is not None else ""
+        name = self.lines[index][:40]
+        self.lines[index] = f"{name} [{'#' * filled}{' ' * (WIDTH - filled)}] {done:>3}/{target} {figures}"
+        self._draw()
+
+    def close(self) -> None:
+        if self.drawn:
+            count = len(self.lines)
+            self._write(f"\x1b[{count}F" + f"{ERASE_LINE}\n" * count + f"\x1b[{count}F")

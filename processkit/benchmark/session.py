@@ -1,0 +1,165 @@
+"""Running a benchmark: setup, warm-up, the timed runs in their order, cleanup.
+
+Interleaved (the default) runs one round after another, each round running every command that
+still needs runs once, so drift (thermal, other load) hits every command alike; sequential runs
+all of a command's runs before the next. The number of timed runs per command is fixed by
+``--runs``, else derived from its first timed run (at least ``--min-runs``, enough to fill
+``--min-time``, at most ``--max-runs``). ``--prepare`` runs before every timed run, untimed;
+``--setup`` once per command before its first run, ``--cleanup`` once per command after its last.
+
+Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
+timed run stops the benchmark unless failures are ignored; a timed-out one is kept aside (not
+in the statistics) with a count; a stop signal stops the benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import Failure, Kind
+from . import driver
+from .plan import Command, Options, Order, substitute
+from .result import BenchResult, CommandResult, TimedRun
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Progress = Callable[[int, "list[TimedRun]", int], None]
+
+
+class Session:
+    def __init__(self, commands: list[Command], options: Options, progress: Progress | None = None):
+        self.commands = commands
+        self.options = options
+        self.progress = progress  # (command index, its timed runs so far, its target count)
+        self.runs: list[list[TimedRun]] = [[] for _ in commands]
+        self.targets: list[int | None] = [options.runs for _ in commands]
+        self.order = 0
+
+    def run(self) -> BenchResult:
+        opts = self.options
+        previous = _pin(opts.cpus)
+        try:
+            for index in range(len(self.commands)):
+                self._auxiliary(opts.setup, "--setup", index)
+            for round_ in range(opts.warmup):
+                for index in range(len(self.commands)):
+                    self._warmup(index, round_)
+            if opts.order is Order.INTERLEAVED:
+                while any(self._wants(index) for index in range(len(self.commands))):
+                    for index in range(len(self.commands)):
+                        if self._wants(index):
+                            self._timed(index)
+            else:
+                for index in range(len(self.commands)):
+                    while self._wants(index):
+                        self._timed(index)
+            for index in range(len(self.commands)):
+                self._auxiliary(opts.cleanup, "--cleanup", index)
+        finally:
+            if previous is not None:
+                os.sched_setaffinity(0, previous)
+        results = [CommandResult(command, runs) for command, runs in zip(self.commands, self.runs)]
+        return BenchResult(results, self._settings())
+
+    def _wants(self, index: int) -> bool:
+        target = self.targets[index]
+        return target is None or len(self.runs[index]) < target
+
+    def _jsonl(self, index: int, what: str) -> str | None:
+        directory = self.options.jsonl_dir
+        return None if directory is None else os.path.join(directory, f"command-{index + 1}-{what}.jsonl")
+
+    def _auxiliary(self, argv: tuple[str, ...] | None, flag: str, index: int) -> None:
+        """A setup, cleanup or prepare command: contained, untimed, and it must succeed."""
+        if argv is None:
+            return
+        values = self.commands[index].parameters
+        argv = tuple(substitute(arg, values) for arg in argv)
+        measured = driver.measure(argv, timeout_ms=self.options.timeout_ms, echo=self.options.show_output)
+        _stop_if_cancelled(measured)
+        if measured.error is not None or measured.exit_code != 0:
+            why = measured.error or f"exited with {measured.exit_code}"
+            raise Failure(Kind.BENCH_FAILED, f"the {flag} command {' '.join(argv)!r} failed: {why}")
+
+    def _warmup(self, index: int, round_: int) -> None:
+        command = self.commands[index]
+        self._auxiliary(self.options.prepare, "--prepare", index)
+        measured = driver.measure(
+            command.argv,
+            timeout_ms=self.options.timeout_ms,
+            jsonl=self._jsonl(index, f"warmup-{round_ + 1}"),
+            echo=self.options.show_output,
+        )
+        self._check(command, measured)
+
+    def _timed(self, index: int) -> None:
+        command, runs = self.commands[index], self.runs[index]
+        self._auxiliary(self.options.prepare, "--prepare", index)
+        measured = driver.measure(
+            command.argv,
+            timeout_ms=self.options.timeout_ms,
+            jsonl=self._jsonl(index, f"run-{len(runs) + 1}"),
+            echo=self.options.show_output,
+        )
+        self._check(command, measured)
+        wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
+        runs.append(
+            TimedRun(
+                order=self.order,
+                wall=wall,
+                user=measured.user_ns / 1e9,
+                system=measured.system_ns / 1e9,
+                memory=measured.peak_memory_bytes,
+                exit_code=measured.exit_code,
+                timed_out=measured.timed_out,
+            )
+        )
+        self.order += 1
+        if self.targets[index] is None:
+            first = wall if wall is not None else (self.options.timeout_ms or 0) / 1000
+            self.targets[index] = self.options.run_count(first)
+        if self.progress is not None:
+            self.progress(index, runs, self.targets[index] or len(runs))
+
+    def _check(self, command: Command, measured: driver.Measured) -> None:
+        _stop_if_cancelled(measured)
+        if measured.timed_out:
+            return
+        if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
+            raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {command.name!r}: {measured.error}")
+        if measured.exit_code != 0 and not self.options.ignore_failure:
+            raise Failure(
+                Kind.BENCH_FAILED,
+                f"the command {command.name!r} exited with {measured.exit_code}; "
+                "use --ignore-failure to benchmark it anyway",
+            )
+
+    def _settings(self) -> dict:
+        opts = self.options
+        return {
+            "order": opts.order.value,
+            "cpus": list(opts.cpus) if opts.cpus is not None else None,
+            "timeout_ms": opts.timeout_ms,
+            "warmup": opts.warmup,
+            "ignore_failure": opts.ignore_failure,
+            "timed_interval": "exec to reap, monotonic ns",
+        }
+
+
+def _stop_if_cancelled(measured: driver.Measured) -> None:
+    if measured.cancelled:
+        raise Failure(Kind.CANCELLED, f"benchmark stopped: {measured.error}")
+
+
+def _pin(cpus: tuple[int, ...] | None) -> set[int] | None:
+    """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
+    if cpus is None:
+        return None
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot pin to --cpus {','.join(map(str, cpus))}: {exc.strerror}") from None
+    return previous
