@@ -51,7 +51,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
     """Every subcommand and every long flag its parser takes, plus the global --error-format;
     nothing the parsers would refuse."""
     surface = set(json_out(run_cli("probe", "--json"))["surface"])
-    capabilities = {"attest:peer-identity", "run:resource-summary"}
+    capabilities = {"attest:peer-identity", "run:resource-summary", "bench:hyperfine-json"}
     expected = set(capabilities)
     for command in COMMANDS:
         helped = run_cli(command, "--help")

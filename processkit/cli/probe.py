@@ -29,6 +29,7 @@ def capabilities() -> list[str]:
     """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
     can decide only where the kernel names a socket's peer."""
     found = ["run:resource-summary"]
+    found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     return found
