@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import time
 
 from ..engine import runner
 from ..errors import Kind
 from ..plain import Plain
 from ..spec import RunSpec
+
+WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)  # what a run's SignalWatch takes
 
 
 class Usage(Plain):
@@ -151,8 +154,13 @@ def measure(
         grace_ms=0,
         echo=echo,
     )
+    handlers = {signum: signal.getsignal(signum) for signum in WATCHED}
     user_before, system_before = _children_cpu_ns()
-    outcome = runner.execute(spec)
+    try:
+        outcome = runner.execute(spec)
+    finally:  # the engine leaves its absorbing handlers in place; between runs ours apply
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     user_after, system_after = _children_cpu_ns()
     user_ns, system_ns = user_after - user_before, system_after - system_before
     usage = _usage(outcome, user_ns, system_ns)

@@ -129,7 +129,10 @@ def main(argv: list[str], invocation) -> int:
             raise Failure(
                 Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
             ) from None
-    result = bench_commands(commands, options, progress_fd=1 if os.isatty(1) else None)
+    try:
+        result = bench_commands(commands, options, progress_fd=1 if os.isatty(1) else None)
+    except KeyboardInterrupt:  # Ctrl-C between two runs (during one, the run reports it)
+        raise Failure(Kind.CANCELLED, "benchmark stopped by ctrl_c") from None
     from ..benchmark import summary
     from . import output
 
