@@ -142,7 +142,9 @@ def test_a_command_that_cannot_start_is_a_bench_failure(tmp_path):
 
 
 def test_parameter_scan_and_list_expand_the_commands(tmp_path):
-    done, exported = bench(tmp_path, "--runs", "2", "--parameter-scan", "n", "1", "3", "--command", '["sleep", "0.0{n}"]')
+    done, exported = bench(
+        tmp_path, "--runs", "2", "--parameter-scan", "n", "1", "3", "--command", '["sleep", "0.0{n}"]'
+    )
     assert done.returncode == 0, done.stderr
     assert [r["command"] for r in exported["results"]] == ["sleep 0.01", "sleep 0.02", "sleep 0.03"]
     assert [r["parameters"] for r in exported["results"]] == [{"n": "1"}, {"n": "2"}, {"n": "3"}]

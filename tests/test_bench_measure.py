@@ -28,7 +28,7 @@ def test_a_trees_memory_is_the_whole_trees_where_a_counter_has_it():
     """Two concurrent holders of 60 MiB: the tree held 120 MiB at once. A container counter sees
     that; the root's rusage sees its largest member, and ``sources`` says which was used."""
     holder = HOLD.format(mib=60, sleep=0.5)
-    tree = f"python3 -c \"{holder}\" & python3 -c \"{holder}\"; wait"
+    tree = f'python3 -c "{holder}" & python3 -c "{holder}"; wait'
     measured = driver.measure(("sh", "-c", tree))
     assert measured.exit_code == 0, measured.error
     source = measured.usage.sources["memory"]
