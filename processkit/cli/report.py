@@ -25,7 +25,7 @@ def build_parser() -> Parser:
         prog="processkit-cli report",
         usage="processkit-cli report <FILE.jsonl>... | <DIR> | <BENCH.json> [--capture-dir <DIR>] -o <OUT.html>",
         description="Render JSONL event streams as an HTML page: one stream gives a run's page, "
-        "several (or a directory of *.jsonl) give an index of runs; a bench --export-json file gives "
+        "several (or a directory of *.jsonl) give an index of runs; the JSON export of a bench gives "
         "the benchmark's page.",
     )
     parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
