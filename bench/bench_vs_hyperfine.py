@@ -28,7 +28,12 @@ SPIN = "i=0; while [ $i -lt 75000 ]; do i=$((i+1)); done"
 def exported(argv: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "b.json")
-        subprocess.run([*argv[:2], "--export-json", out, *argv[2:]], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [*argv[:2], "--export-json", out, *argv[2:]],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         with open(out) as handle:
             return json.load(handle)["results"][0]
 
@@ -71,7 +76,10 @@ def main() -> None:
         ours = exported([*pk, "--runs", "200", "--", "true"])
         theirs = exported(["hyperfine", "-N", "--runs", "200", "true"])
         record("`true`: reported mean (ms)", ours["mean"] * 1e3, theirs["mean"] * 1e3)
-        for label, argv in (("one process, 200 MiB", ["python3", "-c", ALLOCATE]), ("tree, 2 x 100 MiB", ["sh", "-c", TREE])):
+        for label, argv in (
+            ("one process, 200 MiB", ["python3", "-c", ALLOCATE]),
+            ("tree, 2 x 100 MiB", ["sh", "-c", TREE]),
+        ):
             ours = exported([*pk, "--runs", "3", "--", *argv])
             reference = runexec(argv)
             record(f"{label}: peak memory (MiB)", max(ours["memory_usage_byte"]) / 2**20, reference["memory"] / 2**20)
