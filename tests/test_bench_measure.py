@@ -7,6 +7,7 @@ import os
 import signal
 import statistics
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,15 +26,37 @@ def test_a_processs_peak_memory_is_measured():
 
 
 def test_a_trees_memory_is_the_whole_trees_where_a_counter_has_it():
-    """Two concurrent holders of 60 MiB: the tree held 120 MiB at once. A container counter sees
-    that; the root's rusage sees its largest member, and ``sources`` says which was used."""
+    """Two concurrent holders of 60 MiB: the tree held 120 MiB at once. The bench's memory group
+    sees that; without one, the root's rusage sees its largest member, and ``sources`` says so."""
     holder = HOLD.format(mib=60, sleep=0.5)
     tree = f'python3 -c "{holder}" & python3 -c "{holder}"; wait'
-    measured = driver.measure(("sh", "-c", tree))
+    memory = driver.TreeMemory.open()
+    try:
+        measured = driver.measure(("sh", "-c", tree), memory=memory)
+    finally:
+        if memory is not None:
+            memory.close()
     assert measured.exit_code == 0, measured.error
     source = measured.usage.sources["memory"]
-    low = 120 * MIB if source == "container" else 60 * MIB
-    assert low <= measured.peak_memory_bytes <= 120 * MIB + 60 * MIB, source
+    assert source == ("bench_memory_group" if memory is not None else "root_maxrss")
+    low = 120 * MIB if memory is not None else 60 * MIB
+    assert low <= measured.peak_memory_bytes <= 120 * MIB + 30 * MIB, source
+
+
+def memory_cgroup() -> str:
+    with open("/proc/self/cgroup") as handle:
+        return next(line.split(":", 2)[2].strip() for line in handle if line.split(":")[1] == "memory")
+
+
+def test_the_memory_group_is_joined_then_left_and_removed():
+    before = memory_cgroup() if "memory" in open("/proc/self/cgroup").read() else None
+    memory = driver.TreeMemory.open()
+    if memory is None:
+        pytest.skip("no cgroup v1 memory controller to use")
+    assert memory_cgroup() == f"{before.rstrip('/')}/{os.path.basename(memory.path)}"
+    memory.close()
+    assert memory_cgroup() == before
+    assert not os.path.exists(memory.path)
 
 
 def test_the_whole_trees_cpu_is_counted_children_included():

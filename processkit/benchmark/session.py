@@ -36,10 +36,12 @@ class Session:
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.order = 0
+        self.memory: driver.TreeMemory | None = None  # the whole tree's peak, where the host allows
 
     def run(self) -> BenchResult:
         opts = self.options
         previous = _pin(opts.cpus)
+        self.memory = driver.TreeMemory.open()
         try:
             for index in range(len(self.commands)):
                 self._auxiliary(opts.setup, "--setup", index)
@@ -58,6 +60,8 @@ class Session:
             for index in range(len(self.commands)):
                 self._auxiliary(opts.cleanup, "--cleanup", index)
         finally:
+            if self.memory is not None:
+                self.memory.close()
             if previous is not None:
                 os.sched_setaffinity(0, previous)
         results = [CommandResult(command, runs) for command, runs in zip(self.commands, self.runs)]
@@ -102,6 +106,7 @@ class Session:
             timeout_ms=self.options.timeout_ms,
             jsonl=self._jsonl(index, f"run-{len(runs) + 1}"),
             echo=self.options.show_output,
+            memory=self.memory,
         )
         self._check(command, measured)
         wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
