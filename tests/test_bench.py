@@ -6,10 +6,11 @@ import csv
 import io
 import json
 import os
+import signal
 
 import pytest
 
-from conftest import read_events, run_cli
+from conftest import read_events, run_cli, start_cli, wait_for_event
 
 # hyperfine's per-command keys in ``--export-json`` (1.16+: memory_usage_byte per run)
 HYPERFINE_KEYS = {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times", "exit_codes"}
@@ -211,3 +212,20 @@ def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
 def test_usage_errors(tmp_path, args, message):
     done = run_cli("bench", *args, cwd=tmp_path)
     assert done.returncode == 100 and message in done.stderr
+
+
+def test_a_stop_signal_ends_the_benchmark_and_its_memory_group(tmp_path):
+    streams = tmp_path / "streams"
+    bench_process = start_cli("bench", "--runs", "3", "--jsonl-dir", streams, "--", "sleep", "30", cwd=tmp_path)
+    try:
+        wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
+        with open(f"/proc/{bench_process.pid}/cgroup") as handle:
+            memory = next((line.split(":", 2)[2].strip() for line in handle if line.split(":")[1] == "memory"), None)
+        bench_process.send_signal(signal.SIGTERM)
+        _, stderr = bench_process.communicate(timeout=30)
+    finally:
+        bench_process.kill()
+    assert bench_process.returncode == 107, stderr
+    assert b"stopped" in stderr
+    if memory is not None and "processkit-run-" in memory:  # the bench had its own memory group
+        assert not os.path.exists(f"/sys/fs/cgroup/memory{memory}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
@@ -129,10 +130,13 @@ def main(argv: list[str], invocation) -> int:
             raise Failure(
                 Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
             ) from None
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _interrupt)
     try:
         result = bench_commands(commands, options, progress_fd=1 if os.isatty(1) else None)
-    except KeyboardInterrupt:  # Ctrl-C between two runs (during one, the run reports it)
-        raise Failure(Kind.CANCELLED, "benchmark stopped by ctrl_c") from None
+    except KeyboardInterrupt:  # a stop signal between two runs (during one, the run reports it)
+        raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
     from ..benchmark import summary
     from . import output
 
@@ -145,6 +149,10 @@ def main(argv: list[str], invocation) -> int:
     if unfinished:
         raise Failure(Kind.BENCH_FAILED, f"every run of {sanitize(unfinished[0])!r} timed out")
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _write(path: str, text: str) -> None:
