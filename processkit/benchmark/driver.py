@@ -257,8 +257,11 @@ def measure(
         except (OSError, ValueError):
             pass
     usage = _usage(outcome, user_ns, system_ns, tree_peak)
-    if usage is not None and usage.user_ns is not None and usage.system_ns is not None:
-        user_ns, system_ns = usage.user_ns, usage.system_ns
+    # The engine's own record (the accounting layer) may carry nanosecond CPU; else the delta.
+    engine_user, engine_system = getattr(usage, "user_ns", None), getattr(usage, "system_ns", None)
+    if engine_user is not None and engine_system is not None:
+        user_ns, system_ns = engine_user, engine_system
+    peak = usage.peak_memory_bytes if usage is not None else None
     started, ended = outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
@@ -266,7 +269,7 @@ def measure(
         wall_ns=ended - started if started is not None and ended is not None and not timed_out else None,
         user_ns=user_ns,
         system_ns=system_ns,
-        peak_memory_bytes=usage.peak_memory_bytes if usage is not None else None,
+        peak_memory_bytes=peak if peak is not None else tree_peak,
         exit_code=None if failure is not None else outcome.code,
         timed_out=timed_out,
         cancelled=failure is not None and failure.kind is Kind.CANCELLED,

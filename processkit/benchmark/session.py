@@ -88,27 +88,25 @@ class Session:
             raise Failure(Kind.BENCH_FAILED, f"the {flag} command {' '.join(argv)!r} failed: {why}")
 
     def _warmup(self, index: int, round_: int) -> None:
+        self._run(index, f"warmup-{round_ + 1}")
+
+    def _run(self, index: int, what: str) -> driver.Measured:
+        """One run of a command, after its ``--prepare``; stops the benchmark where it must."""
         command = self.commands[index]
         self._auxiliary(self.options.prepare, "--prepare", index)
         measured = driver.measure(
             command.argv,
             timeout_ms=self.options.timeout_ms,
-            jsonl=self._jsonl(index, f"warmup-{round_ + 1}"),
-            echo=self.options.show_output,
-        )
-        self._check(command, measured)
-
-    def _timed(self, index: int) -> None:
-        command, runs = self.commands[index], self.runs[index]
-        self._auxiliary(self.options.prepare, "--prepare", index)
-        measured = driver.measure(
-            command.argv,
-            timeout_ms=self.options.timeout_ms,
-            jsonl=self._jsonl(index, f"run-{len(runs) + 1}"),
+            jsonl=self._jsonl(index, what),
             echo=self.options.show_output,
             memory=self.memory,
         )
         self._check(command, measured)
+        return measured
+
+    def _timed(self, index: int) -> None:
+        runs = self.runs[index]
+        measured = self._run(index, f"run-{len(runs) + 1}")
         wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
         runs.append(
             TimedRun(
