@@ -89,6 +89,19 @@ def test_the_whole_trees_cpu_is_counted_children_included():
     assert 0.3 <= cpu <= 0.3 + 0.4  # both children's 0.15 s, plus two interpreters' start-up
 
 
+def test_cpu_of_a_member_still_running_when_the_root_exits_is_counted(tmp_path):
+    """The orphan burns 0.2 s of CPU, says so in a file, and sleeps; the root exits on seeing the
+    file, and teardown kills the orphan: its CPU is the tree's, though nobody in it waited for it."""
+    done = tmp_path / "done"
+    orphan = BURN.format(seconds=0.2) + f"\nopen({str(done)!r}, 'w').close()\ntime.sleep(60)"
+    (tmp_path / "orphan.py").write_text(orphan)
+    script = f"python3 {tmp_path / 'orphan.py'} & while [ ! -e {done} ]; do sleep 0.01; done"
+    driver.adopt_orphans()  # as a session does
+    measured = driver.measure(("sh", "-c", script))
+    assert measured.exit_code == 0, measured.error
+    assert (measured.user_ns + measured.system_ns) / 1e9 >= 0.2
+
+
 def test_the_timed_interval_is_the_childs_life():
     measured = driver.measure(("sleep", "0.2"))
     assert 0.2 <= measured.wall_ns / 1e9 < 0.2 + 0.5

@@ -34,6 +34,7 @@ from ..errors import Kind
 from ..plain import Plain
 from ..spec import RunSpec
 
+SETTLE_SECONDS = 0.05
 WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)  # what a run's SignalWatch takes
 
 
@@ -208,6 +209,31 @@ class TreeMemory:
         self._rundir.close()
 
 
+def adopt_orphans() -> None:
+    """Make this process the subreaper of every run's tree, so members orphaned during a run are
+    reaped here and their CPU is in ``RUSAGE_CHILDREN`` (under cgroup v2 they would go to init)."""
+    from ..containment import prctl
+
+    prctl.set_child_subreaper()
+
+
+def _settle() -> None:
+    """Reap what teardown killed but the kernel had not yet turned into a zombie when the run
+    ended (a member leaves its cgroup before it can be reaped): its CPU belongs to this run, not
+    to the next one's figures. Bounded: a process that outlived the run (a process-group
+    escapee) is left after SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no child left at all
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.0005)
+
+
 def _children_cpu_ns() -> tuple[int, int]:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return round(used.ru_utime * 1e9), round(used.ru_stime * 1e9)
@@ -248,6 +274,7 @@ def measure(
     finally:  # the engine leaves its absorbing handlers in place; between runs ours apply
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+    _settle()
     user_after, system_after = _children_cpu_ns()
     user_ns, system_ns = user_after - user_before, system_after - system_before
     tree_peak = None

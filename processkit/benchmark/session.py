@@ -42,6 +42,7 @@ class Session:
         opts = self.options
         previous = _pin(opts.cpus)
         self.memory = driver.TreeMemory.open()
+        driver.adopt_orphans()
         try:
             for index in range(len(self.commands)):
                 self._auxiliary(opts.setup, "--setup", index)
