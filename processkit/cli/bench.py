@@ -47,16 +47,16 @@ def build_parser() -> Parser:
     add = parser.add_argument
     add("--command", dest="given", action=_Given, default=[], metavar="JSON_ARRAY", help="a command, shell-free")
     add("--shell", dest="given", action=_Given, default=[], metavar="STRING", help="a command run through sh -c")
-    add("--command-name", action="append", default=[], metavar="NAME", help="name the commands, in order")
-    add("--runs", action=Once, type=int, metavar="N", help="exactly N timed runs per command")
-    add("--min-runs", action=Once, type=int, default=10, metavar="N", help="at least N timed runs (default 10)")
-    add("--max-runs", action=Once, type=int, metavar="N", help="at most N timed runs")
-    add("--warmup", action=Once, type=int, default=0, metavar="N", help="N untimed runs per command first")
+    add("-n", "--command-name", action="append", default=[], metavar="NAME", help="name the commands, in order")
+    add("-r", "--runs", action=Once, type=int, metavar="N", help="exactly N timed runs per command")
+    add("-m", "--min-runs", action=Once, type=int, default=10, metavar="N", help="at least N timed runs (default 10)")
+    add("-M", "--max-runs", action=Once, type=int, metavar="N", help="at most N timed runs")
+    add("-w", "--warmup", action=Once, type=int, default=0, metavar="N", help="N untimed runs per command first")
     add("--min-time", action=Once, default="3s", metavar="DUR", help="time each command at least this long (3s)")
-    add("--prepare", action=Once, metavar="JSON_ARRAY", help="run before every timed run, untimed")
+    add("--prepare", action=Once, metavar="JSON_ARRAY", help="run before every run (warm-up and timed), untimed")
     add("--setup", action=Once, metavar="JSON_ARRAY", help="run once per command before its runs")
     add("--cleanup", action=Once, metavar="JSON_ARRAY", help="run once per command after its runs")
-    add("--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
+    add("-i", "--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
     add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
     add("--order", action=Once, choices=("interleaved", "sequential"), default="interleaved", help="run order")
     add("--cpus", action=Once, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)")
@@ -65,8 +65,22 @@ def build_parser() -> Parser:
     add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
     add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table")
     add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
-    add("--parameter-scan", nargs=3, action="append", default=[], metavar=("NAME", "MIN", "MAX"), help="{NAME}")
-    add("--parameter-list", nargs=2, action="append", default=[], metavar=("NAME", "VALUES"), help="{NAME}, a,b,c")
+    add(
+        "--parameter-scan",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("NAME", "MIN", "MAX"),
+        help="{NAME} takes each integer MIN..MAX",
+    )
+    add(
+        "--parameter-list",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUES"),
+        help="{NAME} takes each of a,b,c",
+    )
     add("program", nargs="*", metavar="PROGRAM [ARGS]", help="one command, after '--'")
     return parser
 
