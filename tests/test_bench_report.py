@@ -37,3 +37,20 @@ def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, 
     assert "quick" in text_of(browser, "#fastest")
     data = json.loads(exported.read_text())
     assert data["results"][0]["order"] == [0, 2, 4, 6]
+
+
+def test_a_hyperfine_export_gets_the_same_page(browser, tmp_path):  # noqa: F811
+    """hyperfine's own --export-json (its keys only) is read too."""
+    exported, page = tmp_path / "hyperfine.json", tmp_path / "hyperfine.html"
+    keys = ("mean", "stddev", "median", "user", "system", "min", "max")
+    results = [
+        {"command": name, **dict.fromkeys(keys, times[0]), "times": times, "exit_codes": [0] * len(times)}
+        for name, times in (("a", [0.010, 0.012, 0.011]), ("b", [0.020, 0.021, 0.022]))
+    ]
+    exported.write_text(json.dumps({"results": results}))
+    made = run_cli("report", exported, "-o", page)
+    assert made.returncode == 0, made.stderr
+    open_page(browser, page)
+    assert console_errors(browser) == []
+    assert len(browser.find_elements("css selector", "#distribution circle.run")) == 6
+    assert "as hyperfine ran them" in browser.find_element("css selector", "p.muted").text

@@ -17,7 +17,7 @@ PLOT = WIDTH - LABEL - 20
 
 
 def is_bench_export(path: str) -> bool:
-    """A JSON file written by ``bench --export-json`` (not a JSONL stream)."""
+    """A JSON file written by ``bench --export-json``, or hyperfine's (not a JSONL stream)."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(1)
@@ -27,7 +27,8 @@ def is_bench_export(path: str) -> bool:
             data = json.load(handle)
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and isinstance(data.get("results"), list) and "processkit" in data
+    results = data.get("results") if isinstance(data, dict) else None
+    return isinstance(results, list) and all(isinstance(r, dict) and "times" in r for r in results)
 
 
 def load(path: str) -> dict:
@@ -105,7 +106,7 @@ def page_model(data: dict) -> dict:
         for i, r in enumerate(results)
     ]
     return {
-        "data": data,
+        "settings": data.get("processkit") or {"order": "as hyperfine ran them", "cpus": None},
         "results": data["results"],
         "boxes": boxes,
         "ticks": _ticks(low, high, x),
