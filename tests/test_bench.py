@@ -229,3 +229,13 @@ def test_a_stop_signal_ends_the_benchmark_and_its_memory_group(tmp_path):
     assert b"stopped" in stderr
     if memory is not None and "processkit-run-" in memory:  # the bench had its own memory group
         assert not os.path.exists(f"/sys/fs/cgroup/memory{memory}")
+
+
+def test_a_hostile_command_name_reaches_the_terminal_as_text(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "2", "--command-name", "evil\x1b]0;title\x07\x1b[31m", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout and b"\x07" not in done.stdout
+    assert "evil" in done.stdout.decode()
+    assert exported["results"][0]["command"] == "evil\x1b]0;title\x07\x1b[31m"  # the export keeps it exactly
+    failed, _ = bench(tmp_path, "--runs", "1", "--command-name", "bad\x1b[2J", "--", "false")
+    assert failed.returncode == 117 and b"\x1b" not in failed.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 
+from ..text import sanitize
 from .plan import Command
 from .result import TimedRun
 from .summary import duration
@@ -17,7 +18,7 @@ ERASE_LINE = "\x1b[2K"
 class ProgressBars:
     def __init__(self, commands: list[Command], fd: int):
         self.fd = fd
-        self.lines = [f"{c.name[:40]:<40} [{' ' * WIDTH}]   0/?" for c in commands]
+        self.lines = [f"{sanitize(c.name)[:40]:<40} [{' ' * WIDTH}]   0/?" for c in commands]
         self.drawn = False
 
     def _write(self, text: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from ..errors import Failure, Kind
+from ..text import sanitize
 from . import driver
 from .plan import Command, Options, Order, substitute
 from .result import BenchResult, CommandResult, TimedRun
@@ -86,7 +87,7 @@ class Session:
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
             why = measured.error or f"exited with {measured.exit_code}"
-            raise Failure(Kind.BENCH_FAILED, f"the {flag} command {' '.join(argv)!r} failed: {why}")
+            raise Failure(Kind.BENCH_FAILED, f"the {flag} command {sanitize(' '.join(argv))!r} failed: {why}")
 
     def _warmup(self, index: int, round_: int) -> None:
         self._run(index, f"warmup-{round_ + 1}")
@@ -132,11 +133,11 @@ class Session:
         if measured.timed_out:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {command.name!r}: {measured.error}")
+            raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
         if measured.exit_code != 0 and not self.options.ignore_failure:
             raise Failure(
                 Kind.BENCH_FAILED,
-                f"the command {command.name!r} exited with {measured.exit_code}; "
+                f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
                 "use --ignore-failure to benchmark it anyway",
             )
 

@@ -3,6 +3,7 @@ count and the significance of each difference."""
 
 from __future__ import annotations
 
+from ..text import sanitize
 from .result import BenchResult, CommandResult
 
 MIB = 1024 * 1024
@@ -26,7 +27,7 @@ def memory(value: float | None) -> str:
 
 
 def command_block(index: int, result: CommandResult) -> list[str]:
-    lines = [f"Benchmark {index + 1}: {result.command.name}"]
+    lines = [f"Benchmark {index + 1}: {sanitize(result.command.name)}"]
     s = result.summary
     if s is None:
         lines.append(f"  no run finished: {result.timed_out} timed out")
@@ -50,17 +51,17 @@ def warnings(result: CommandResult) -> list[str]:
     found = []
     if result.first_slow and result.summary is not None:
         found.append(
-            f"Warning: the first run of '{result.command.name}' was markedly slower than the rest "
+            f"Warning: the first run of '{sanitize(result.command.name)}' was markedly slower than the rest "
             f"({duration(result.times[0])}): caches filled by it? Try --warmup or --prepare."
         )
     if result.outliers:
         found.append(
             f"Warning: {len(result.outliers)} statistical outlier{'s' if len(result.outliers) != 1 else ''} "
-            f"in '{result.command.name}': other load on the host? Try --warmup, --cpus, or a quieter machine."
+            f"in '{sanitize(result.command.name)}': other load on the host? Try --warmup, --cpus, or a quieter machine."
         )
     if result.summary is not None and result.summary.mean < 0.005:
         found.append(
-            f"Warning: '{result.command.name}' took less than 5 ms: the figures are near the measurement floor."
+            f"Warning: '{sanitize(result.command.name)}' took less than 5 ms: the figures are near the measurement floor."
         )
     return found
 
@@ -68,7 +69,7 @@ def warnings(result: CommandResult) -> list[str]:
 def comparison(result: BenchResult) -> list[str]:
     if result.fastest is None:
         return []
-    lines = ["Summary", f"  '{result.fastest}' ran"]
+    lines = ["Summary", f"  '{sanitize(result.fastest)}' ran"]
     for other in result.comparison:
         spread = f" ± {other.ratio_stddev:.2f}" if other.ratio_stddev is not None else ""
         verdict = (
@@ -76,7 +77,7 @@ def comparison(result: BenchResult) -> list[str]:
             if other.p_value is None
             else f"{'significant' if other.significant else 'not significant'}, Mann-Whitney U p = {other.p_value:.2g}"
         )
-        lines.append(f"    {other.ratio:.2f}{spread} times faster than '{other.name}' ({verdict})")
+        lines.append(f"    {other.ratio:.2f}{spread} times faster than '{sanitize(other.name)}' ({verdict})")
     return lines
 
 
