@@ -50,9 +50,8 @@ class Child:
         self.stdin, self.stdout, self.stderr = pipes
         self.pidfd = pidfd
         self.returncode: int | None = None
-        self.rusage: resource.struct_rusage | None = (
-            None  # the root's (and its reaped descendants') ``wait4`` usage, once reaped
-        )
+        # The root's (and its reaped descendants') ``wait4`` usage, once reaped.
+        self.rusage: resource.struct_rusage | None = None
 
     def poll(self) -> int | None:
         """The exit code (negative: killed by that signal) once reaped, else None."""
