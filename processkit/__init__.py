@@ -1,7 +1,7 @@
 """processkit: run one command inside a containment boundary, exactly and boundedly.
 
 ``processkit.run``, ``start``, ``attach``, ``runs`` and the result types live in
-``processkit.api`` and are loaded on first use (``processkit.bench`` in ``processkit.benchmark``): the CLI imports this package on every run and
+``processkit.api`` and are loaded on first use (``processkit.bench`` in ``processkit.api.bench``): the CLI imports this package on every run and
 must not pay for the API.
 """
 
@@ -26,8 +26,8 @@ _API = frozenset(
 
 
 def __getattr__(name: str):
-    if name == "bench":  # the benchmark API (processkit.benchmark), loaded on first use too
-        from .benchmark import bench
+    if name == "bench":  # the benchmark API, loaded on first use too
+        from .api.bench import bench
 
         return bench
     if name in _API:

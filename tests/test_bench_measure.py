@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -12,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import processkit
-from processkit.benchmark import driver, stats
+from processkit.benchmark import BenchResult, driver, stats
 from processkit.containment import cgroup_v1
+from processkit.errors import Failure
 
 MIB = 1024 * 1024
 HOLD = "import sys, time; x = b'x' * ({mib} << 20); time.sleep({sleep})"
@@ -116,13 +118,45 @@ def test_repeated_runs_leave_nothing_in_this_process():
     assert [signal.getsignal(s) for s in driver.WATCHED] == handlers
 
 
-def test_the_api_returns_the_typed_result():
-    result = processkit.bench([["true"], "exit 0"], names=["t"], runs=3, order="sequential")
+def subreaper(set_to: int | None = None) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    if set_to is not None:
+        assert libc.prctl(36, set_to, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER (earlier tests set it here)
+    flag = ctypes.c_int(-1)
+    assert libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    return flag.value
+
+
+def test_the_api_returns_the_typed_result_and_leaves_the_caller_alone():
+    before = (subreaper(set_to=0), open("/proc/self/cgroup").read(), os.sched_getaffinity(0))
+    handlers = [signal.getsignal(s) for s in driver.WATCHED]
+    result = processkit.bench(
+        [["true"], "exit 0"], names=["t"], runs=3, order="sequential", cpus=sorted(os.sched_getaffinity(0))[:1]
+    )
     assert [r.command.name for r in result.results] == ["t", "exit 0"]
     assert all(r.summary is not None and r.summary.runs == 3 for r in result.results)
     exported = result.to_json()
     assert [r["order"] for r in exported["results"]] == [[0, 1, 2], [3, 4, 5]]
     assert exported["comparison"]["fastest"] in ("t", "exit 0")
+    assert (subreaper(), open("/proc/self/cgroup").read(), os.sched_getaffinity(0)) == before
+    assert [signal.getsignal(s) for s in driver.WATCHED] == handlers
+
+
+def test_the_api_raises_the_clis_failure():
+    with pytest.raises(Failure) as raised:
+        processkit.bench([["false"]], runs=2)
+    assert raised.value.code == 117 and "exited with 1" in raised.value.message
+    with pytest.raises(Failure) as raised:
+        processkit.bench([["true"]], runs=0)
+    assert raised.value.code == 100 and "--runs" in raised.value.message
+
+
+def test_a_result_reads_back_from_its_json_with_the_same_statistics():
+    result = processkit.bench([["true"], ["sleep", "0.01"]], runs=4, timeout_ms=5000)
+    again = BenchResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.to_json() == result.to_json()
 
 
 def test_outliers_follow_the_modified_z_score():

@@ -106,6 +106,29 @@ class CommandResult:
 class BenchResult:
     """The whole benchmark: every command's result, the comparison, and the settings used."""
 
+    @classmethod
+    def from_json(cls, data: dict) -> BenchResult:
+        """The result back from its ``to_json()`` (what ``--export-json`` wrote): the runs are
+        read back and the statistics computed again, so they are this module's, not the file's."""
+        results = []
+        for record in data["results"]:
+            command = Command(record["name"], record["text"], tuple(record["argv"]), record.get("parameters") or {})
+            measured = zip(
+                record["order"],
+                record["times"],
+                record["user_times"],
+                record["system_times"],
+                record["memory_usage_byte"],
+                record["exit_codes"],
+            )
+            runs = [
+                TimedRun(o, wall, user, system, memory, code, False) for o, wall, user, system, memory, code in measured
+            ]
+            runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]
+            results.append(CommandResult(command, sorted(runs, key=lambda run: run.order)))
+        settings = {key: value for key, value in data["processkit"].items() if key != "format"}
+        return cls(results, settings)
+
     def __init__(self, results: list[CommandResult], settings: dict):
         self.results = results
         self.settings = settings
