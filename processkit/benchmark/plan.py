@@ -96,11 +96,11 @@ class Options(Plain):
         self.jsonl_dir = jsonl_dir
         self.show_output = show_output
 
-    def run_count(self, first_wall_s: float) -> int:
-        """How many timed runs a command gets, from its first run's time (hyperfine's rule)."""
+    def run_count(self, cycle_s: float) -> int:
+        """How many timed runs a command gets when each takes ``cycle_s`` in all."""
         if self.runs is not None:
             return self.runs
-        wanted = self.min_time_s / first_wall_s if first_wall_s > 0 else self.min_runs
+        wanted = self.min_time_s / cycle_s if cycle_s > 0 else self.min_runs
         count = max(self.min_runs, int(wanted) + (wanted > int(wanted)))
         return min(count, self.max_runs) if self.max_runs is not None else count
 

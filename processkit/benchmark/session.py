@@ -3,8 +3,10 @@
 Interleaved (the default) runs one round after another, each round running every command that
 still needs runs once, so drift (thermal, other load) hits every command alike; sequential runs
 all of a command's runs before the next. The number of timed runs per command is fixed by
-``--runs``, else derived from its first timed run (at least ``--min-runs``, enough to fill
-``--min-time``, at most ``--max-runs``). ``--prepare`` runs before every timed run, untimed;
+``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
+its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
+benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
+most ``--max-runs``. ``--prepare`` runs before every timed run, untimed;
 ``--setup`` once per command before its first run, ``--cleanup`` once per command after its last.
 
 Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
@@ -15,6 +17,7 @@ in the statistics) with a count; a stop signal stops the benchmark.
 from __future__ import annotations
 
 import os
+import time
 
 from ..errors import Failure, Kind
 from ..text import sanitize
@@ -36,6 +39,7 @@ class Session:
         self.progress = progress  # (command index, its timed runs so far, its target count)
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.targets: list[int | None] = [options.runs for _ in commands]
+        self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.order = 0
         self.memory: driver.TreeMemory | None = None  # the whole tree's peak, where the host allows
 
@@ -108,7 +112,9 @@ class Session:
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]
+        started = time.monotonic()
         measured = self._run(index, f"run-{len(runs) + 1}")
+        cycle = time.monotonic() - started  # the run with its --prepare and the runner's own work
         wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
         runs.append(
             TimedRun(
@@ -122,9 +128,9 @@ class Session:
             )
         )
         self.order += 1
-        if self.targets[index] is None:
-            first = wall if wall is not None else (self.options.timeout_ms or 0) / 1000
-            self.targets[index] = self.options.run_count(first)
+        self.spent[index] += cycle
+        if self.options.runs is None:  # re-estimated after every run, from the mean cycle so far
+            self.targets[index] = max(len(runs), self.options.run_count(self.spent[index] / len(runs)))
         if self.progress is not None:
             self.progress(index, runs, self.targets[index] or len(runs))
 
