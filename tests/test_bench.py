@@ -239,3 +239,23 @@ def test_a_hostile_command_name_reaches_the_terminal_as_text(tmp_path):
     assert exported["results"][0]["command"] == "evil\x1b]0;title\x07\x1b[31m"  # the export keeps it exactly
     failed, _ = bench(tmp_path, "--runs", "1", "--command-name", "bad\x1b[2J", "--", "false")
     assert failed.returncode == 117 and b"\x1b" not in failed.stderr
+
+
+def test_prune_removes_the_memory_group_of_a_bench_that_died(tmp_path):
+    streams = tmp_path / "streams"
+    bench_process = start_cli("bench", "--runs", "3", "--jsonl-dir", streams, "--", "sleep", "30", cwd=tmp_path)
+    try:
+        wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
+        with open(f"/proc/{bench_process.pid}/cgroup") as handle:
+            memory = next((line.split(":", 2)[2].strip() for line in handle if line.split(":")[1] == "memory"), "")
+    finally:
+        bench_process.kill()
+        bench_process.communicate(timeout=30)
+    if "processkit-run-" not in memory:
+        pytest.skip("this host gave the bench no memory group")
+    group = f"/sys/fs/cgroup/memory{memory}"
+    assert os.path.isdir(group), "a SIGKILLed bench cannot remove its group: the test shows nothing"
+    pruned = run_cli("prune", "--json", "--report-reaped")
+    assert pruned.returncode == 0, pruned.stderr
+    assert group in json.loads(pruned.stdout)["reaped"]["groups"]
+    assert not os.path.exists(group)
