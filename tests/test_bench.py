@@ -259,3 +259,24 @@ def test_prune_removes_the_memory_group_of_a_bench_that_died(tmp_path):
     assert pruned.returncode == 0, pruned.stderr
     assert group in json.loads(pruned.stdout)["reaped"]["groups"]
     assert not os.path.exists(group)
+
+
+@pytest.mark.parametrize(
+    "order, expected",
+    [
+        ("sequential", "setup a,run a,run a,cleanup a,setup b,run b,run b,cleanup b"),
+        ("interleaved", "setup a,setup b,run a,run b,run a,run b,cleanup a,cleanup b"),
+    ],
+)
+def test_setup_runs_and_cleanup_follow_the_order(tmp_path, order, expected):
+    log = tmp_path / "log"
+
+    def step(word: str) -> str:
+        return json.dumps(["sh", "-c", f"echo {word} {{c}} >> {log}"])
+
+    done, _ = bench(
+        tmp_path, "--runs", "2", "--order", order, "--parameter-list", "c", "a,b",
+        "--setup", step("setup"), "--cleanup", step("cleanup"), "--shell", f"echo run {{c}} >> {log}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ",".join(log.read_text().splitlines()) == expected

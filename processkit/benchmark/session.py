@@ -6,8 +6,10 @@ all of a command's runs before the next. The number of timed runs per command is
 ``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
 its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
 benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
-most ``--max-runs``. ``--prepare`` runs before every timed run, untimed;
-``--setup`` once per command before its first run, ``--cleanup`` once per command after its last.
+most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed), untimed;
+``--setup`` once per command before its warm-up, ``--cleanup`` once per command after its last
+run. Sequential order gives each command its setup, warm-up, runs and cleanup in turn;
+interleaved order does each of those steps for all commands, then the next step.
 
 Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
 timed run stops the benchmark unless failures are ignored; a timed-out one is kept aside (not
@@ -49,22 +51,10 @@ class Session:
         self.memory = driver.TreeMemory.open()
         driver.adopt_orphans()
         try:
-            for index in range(len(self.commands)):
-                self._auxiliary(opts.setup, "--setup", index)
-            for round_ in range(opts.warmup):
-                for index in range(len(self.commands)):
-                    self._warmup(index, round_)
-            if opts.order is Order.INTERLEAVED:
-                while any(self._wants(index) for index in range(len(self.commands))):
-                    for index in range(len(self.commands)):
-                        if self._wants(index):
-                            self._timed(index)
-            else:
-                for index in range(len(self.commands)):
-                    while self._wants(index):
-                        self._timed(index)
-            for index in range(len(self.commands)):
-                self._auxiliary(opts.cleanup, "--cleanup", index)
+            everything = list(range(len(self.commands)))
+            groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
+            for indices in groups:
+                self._benchmark(indices)
         finally:
             if self.memory is not None:
                 self.memory.close()
@@ -72,6 +62,21 @@ class Session:
                 os.sched_setaffinity(0, previous)
         results = [CommandResult(command, runs) for command, runs in zip(self.commands, self.runs)]
         return BenchResult(results, self._settings())
+
+    def _benchmark(self, indices: list[int]) -> None:
+        """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
+        opts = self.options
+        for index in indices:
+            self._auxiliary(opts.setup, "--setup", index)
+        for round_ in range(opts.warmup):
+            for index in indices:
+                self._warmup(index, round_)
+        while any(self._wants(index) for index in indices):
+            for index in indices:
+                if self._wants(index):
+                    self._timed(index)
+        for index in indices:
+            self._auxiliary(opts.cleanup, "--cleanup", index)
 
     def _wants(self, index: int) -> bool:
         target = self.targets[index]
