@@ -26,8 +26,8 @@ def pane(tmp_path):
     window.close()
 
 
-def start(pane: Pane, *flags: str) -> None:
-    command = [*cli_command(), "bench", "--runs", "5", *flags, "--shell", HOLDS_THIRD]
+def start(pane: Pane, *flags: str, shell: str = HOLDS_THIRD) -> None:
+    command = [*cli_command(), "bench", *flags, "--shell", shell]
     script = pane.dir / "pane.sh"  # its shell survives Ctrl-C (a trap), so the pane reports bench's code
     script.write_text(
         f"cd {shlex.quote(str(pane.dir))}\ntrap : INT\nstty -g > before.txt\n{shlex.join(command)}\n"
@@ -49,7 +49,7 @@ def wait_for_screen(pane: Pane, text: str, timeout: float = 10.0) -> str:
 
 
 def test_a_progress_line_while_running_and_the_summary_after(pane):
-    start(pane)
+    start(pane, "--runs", "5")
     wait_for_file(pane.dir / "third")
     shown = wait_for_screen(pane, "2/5")  # drawn after the second run, before the third ends
     line = next(line for line in shown.splitlines() if "2/5" in line)
@@ -62,8 +62,18 @@ def test_a_progress_line_while_running_and_the_summary_after(pane):
 
 
 def test_ctrl_c_stops_the_benchmark_and_gives_the_terminal_back(pane):
-    start(pane)
+    start(pane, "--runs", "5")
     wait_for_file(pane.dir / "third")
     pane.keys("C-c")
     assert pane.finish() == 107
     assert "stopped" in screen(pane)
+
+
+def test_more_commands_than_rows_share_one_progress_line(pane):
+    start(pane, "--runs", "1", "--parameter-scan", "k", "1", "40", shell=": {k}; " + HOLDS_THIRD)
+    wait_for_file(pane.dir / "third")
+    shown = wait_for_screen(pane, "1/1")
+    assert len([line for line in shown.splitlines() if "1/1" in line]) == 1  # one shared line, not 40
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    assert "Benchmark 40:" in pane.tmux("capture-pane", "-p", "-S", "-400", "-t", "t")

@@ -31,14 +31,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-    Progress = Callable[[int, "list[TimedRun]", int], None]
+    Progress = Callable[[int, "list[TimedRun]", int, float], None]
 
 
 class Session:
     def __init__(self, commands: list[Command], options: Options, progress: Progress | None = None):
         self.commands = commands
         self.options = options
-        self.progress = progress  # (command index, its timed runs so far, its target count)
+        self.progress = progress  # (command index, its timed runs so far, its target, its time spent)
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
@@ -137,7 +137,7 @@ class Session:
         if self.options.runs is None:  # re-estimated after every run, from the mean cycle so far
             self.targets[index] = max(len(runs), self.options.run_count(self.spent[index] / len(runs)))
         if self.progress is not None:
-            self.progress(index, runs, self.targets[index] or len(runs))
+            self.progress(index, runs, self.targets[index] or len(runs), self.spent[index])
 
     def _check(self, command: Command, measured: driver.Measured) -> None:
         _stop_if_cancelled(measured)
