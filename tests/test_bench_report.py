@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("browser")
 def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, tmp_path):  # noqa: F811
     exported, page = tmp_path / "bench.json", tmp_path / "bench.html"
     done = run_cli(
-        "bench", "--runs", "4", "--command", '["true"]', "--shell", "sleep 0.02", "--command-name", "quick",
+        "bench", "--runs", "4", "--warmup", "1", "--command", '["true"]', "--shell", "sleep 0.02", "--command-name", "quick",
         "--export-json", exported,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -29,14 +29,17 @@ def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, 
     assert len(browser.find_elements("css selector", "#distribution rect.box")) == 2
     sequence = browser.find_elements("css selector", "#sequence circle.seq")
     assert len(sequence) == 8
-    xs = [float(c.get_attribute("cx")) for c in browser.find_elements("css selector", "#sequence circle.series-0")]
-    ys = [float(c.get_attribute("cx")) for c in browser.find_elements("css selector", "#sequence circle.series-1")]
+    xs = [float(c.get_attribute("cx")) for c in browser.find_elements("css selector", "#sequence circle.seq.series-0")]
+    ys = [float(c.get_attribute("cx")) for c in browser.find_elements("css selector", "#sequence circle.seq.series-1")]
     assert all(a < b for a, b in zip(xs, ys))  # interleaved: each quick run just before a sleep run
+    warmups = browser.find_elements("css selector", "#sequence circle.warmup")
+    assert len(warmups) == 2
+    assert max(float(c.get_attribute("cx")) for c in warmups) < min(xs + ys)  # warm-up drawn first
     assert len(browser.find_elements("css selector", "#memory rect.bar")) == 2
     assert "times faster than sleep 0.02" in text_of(browser, "#comparison")
     assert "quick" in text_of(browser, "#fastest")
     data = json.loads(exported.read_text())
-    assert data["results"][0]["order"] == [0, 2, 4, 6]
+    assert data["results"][0]["order"] == [0, 2, 4, 6] and len(data["results"][0]["warmup_times"]) == 1
 
 
 def test_a_hyperfine_export_gets_the_same_page(browser, tmp_path):  # noqa: F811

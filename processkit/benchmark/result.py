@@ -3,7 +3,7 @@
 ``results[]`` carries hyperfine's keys (seconds; ``memory_usage_byte`` and ``exit_codes`` per
 run, as hyperfine 1.16+ writes them), so scripts written for hyperfine's export read ours.
 Beside them, per command: ``name``, ``argv``, per-run ``user_times``/``system_times``, the
-runs' global ``order`` (interleaving is visible there), ``timed_out``, ``outliers``,
+runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``, ``outliers``,
 ``memory_mean_byte``/``memory_max_byte``; at the top level ``comparison`` and ``processkit``
 (the options that shaped the runs).
 """
@@ -44,9 +44,10 @@ class TimedRun(Plain):
 class CommandResult:
     """A command's timed runs and what the statistics say about them."""
 
-    def __init__(self, command: Command, runs: list[TimedRun]):
+    def __init__(self, command: Command, runs: list[TimedRun], warmups: list[float | None] | None = None):
         self.command = command
         self.runs = runs
+        self.warmups = warmups or []  # the warm-up runs' times, in order (shown, never counted)
         self.measured = [run for run in runs if not run.timed_out and run.wall is not None]
         self.timed_out = len(runs) - len(self.measured)
         times = self.times
@@ -94,6 +95,7 @@ class CommandResult:
                 "order": [run.order for run in self.measured],
                 "timed_out": self.timed_out,
                 "timed_out_order": [run.order for run in self.runs if run.timed_out],
+                "warmup_times": self.warmups,
                 "outliers": self.outliers,
                 "first_run_slow": self.first_slow,
                 "memory_mean_byte": s.memory_mean if s else None,
@@ -125,7 +127,8 @@ class BenchResult:
                 TimedRun(o, wall, user, system, memory, code, False) for o, wall, user, system, memory, code in measured
             ]
             runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]
-            results.append(CommandResult(command, sorted(runs, key=lambda run: run.order)))
+            ordered = sorted(runs, key=lambda run: run.order)
+            results.append(CommandResult(command, ordered, record.get("warmup_times")))
         settings = {key: value for key, value in data["processkit"].items() if key != "format"}
         return cls(results, settings)
 

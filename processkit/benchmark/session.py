@@ -40,6 +40,7 @@ class Session:
         self.options = options
         self.progress = progress  # (command index, its timed runs so far, its target, its time spent)
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
+        self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.order = 0
@@ -60,7 +61,7 @@ class Session:
                 self.memory.close()
             if previous is not None:
                 os.sched_setaffinity(0, previous)
-        results = [CommandResult(command, runs) for command, runs in zip(self.commands, self.runs)]
+        results = [CommandResult(c, runs, warm) for c, runs, warm in zip(self.commands, self.runs, self.warmups)]
         return BenchResult(results, self._settings())
 
     def _benchmark(self, indices: list[int]) -> None:
@@ -99,7 +100,8 @@ class Session:
             raise Failure(Kind.BENCH_FAILED, f"the {flag} command {sanitize(' '.join(argv))!r} failed: {why}")
 
     def _warmup(self, index: int, round_: int) -> None:
-        self._run(index, f"warmup-{round_ + 1}")
+        measured = self._run(index, f"warmup-{round_ + 1}")
+        self.warmups[index].append(measured.wall_ns / 1e9 if measured.wall_ns is not None else None)
 
     def _run(self, index: int, what: str) -> driver.Measured:
         """One run of a command, after its ``--prepare``; stops the benchmark where it must."""

@@ -78,21 +78,41 @@ def _ticks(low: float, high: float, x) -> list[dict]:
     ]
 
 
+def _sequence(results: list[dict]) -> tuple[list[dict], int]:
+    """Every run at its place in the benchmark's order, the warm-up runs first (hollow)."""
+    height = 160
+    width = max(len(results), 1)
+    points = []  # (order, time, series, title, warm-up)
+    for i, r in enumerate(results):
+        warmups = [t for t in r.get("warmup_times") or [] if t is not None]
+        for k, t in enumerate(warmups):  # interleaved rounds before order 0
+            points.append(((k - len(warmups)) * width + i, t, i, f"{r['command']}: warm-up {k + 1}", True))
+        for o, t in zip(r.get("order", range(len(r["times"]))), r["times"]):
+            points.append((o, t, i, f"{r['command']}: run {o}", False))
+    if not points:
+        return [], height
+    first, last = min(p[0] for p in points), max(p[0] for p in points)
+    low, high = min(p[1] for p in points), max(p[1] for p in points)
+    span = (high - low) or max(high, 1e-9)
+    return [
+        {
+            "x": LABEL + PLOT * (o - first) / max(last - first, 1),
+            "y": 10 + (height - 20) * (1 - (t - low) / span),
+            "series": series,
+            "title": f"{title}, {t * 1e3:.3f} ms",
+            "warmup": warm,
+        }
+        for o, t, series, title, warm in points
+    ], height
+
+
 def page_model(data: dict) -> dict:
     results = [r for r in data["results"] if r.get("times")]
     every = [t for r in results for t in r["times"]]
     low, high = (min(every), max(every)) if every else (0.0, 1.0)
     x = _scale(low, high)
     boxes = [_box(i, r, x) for i, r in enumerate(results)]
-    total = max((o for r in results for o in r.get("order", [])), default=0) + 1
-    order_x = lambda order: LABEL + PLOT * order / max(total - 1, 1)  # noqa: E731
-    height = 160
-    order_y = lambda t: 10 + (height - 20) * (1 - (t - low) / ((high - low) or max(high, 1e-9)))  # noqa: E731
-    sequence = [
-        {"x": order_x(o), "y": order_y(t), "series": i, "title": f"{r['command']}: run {o}, {t * 1e3:.3f} ms"}
-        for i, r in enumerate(results)
-        for o, t in zip(r.get("order", range(len(r["times"]))), r["times"])
-    ]
+    sequence, sequence_height = _sequence(results)
     peak = max((r.get("memory_max_byte") or 0 for r in results), default=0) or 1
     memory = [
         {
@@ -112,7 +132,7 @@ def page_model(data: dict) -> dict:
         "ticks": _ticks(low, high, x),
         "box_height": 40 + len(boxes) * ROW,
         "sequence": sequence,
-        "sequence_height": height,
+        "sequence_height": sequence_height,
         "memory": memory,
         "memory_height": 20 + len(memory) * ROW,
         "comparison": data.get("comparison"),
