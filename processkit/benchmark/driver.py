@@ -1,6 +1,6 @@
 """The one place ``bench`` touches the engine: one measured run of an argv, in this process.
 
-Everything engine-specific is here so the rest of ``processkit.bench`` sees only ``Measured``
+Everything engine-specific is here so the rest of ``processkit.benchmark`` sees only ``Measured``
 values: the RunSpec a benchmark run gets, how it is executed (``engine.runner.execute``, in the
 long-lived bench process, so no runner is started per run), and how the outcome's timestamps
 and usage become figures. The timed interval is the outcome's ``started_ns`` (spawn returned,
@@ -29,9 +29,11 @@ import resource
 import signal
 import time
 
+from ..containment import cgroup_v1, cgroupfs, prctl, sweep
 from ..engine import runner
 from ..errors import Kind
 from ..plain import Plain
+from ..rundir import RunDir
 from ..spec import RunSpec
 
 SETTLE_SECONDS = 0.05
@@ -150,9 +152,6 @@ class TreeMemory:
     """A v1 memory group this process and every run's tree live in for the benchmark."""
 
     def __init__(self) -> None:
-        from ..containment import cgroup_v1, cgroupfs, sweep
-        from ..rundir import RunDir
-
         parent = cgroup_v1.own_groups().get("memory")
         if parent is None:
             raise OSError("no cgroup v1 memory hierarchy")
@@ -167,8 +166,8 @@ class TreeMemory:
         try:
             cgroupfs.join(procs)
         except OSError:
-            self.path = ""  # never joined: nothing to leave
-            self.close()
+            cgroupfs.remove_group(self.path)  # never joined: nothing to leave
+            self._rundir.close()
             raise
         finally:
             os.close(procs)
@@ -186,34 +185,25 @@ class TreeMemory:
 
     def reset(self) -> int:
         """Reset the high-water mark to the current usage; that usage (this process's share)."""
-        from ..containment import cgroupfs
-
         cgroupfs.write_text(self._file("memory.max_usage_in_bytes"), "0")
         return int(cgroupfs.read_text(self._file("memory.usage_in_bytes")))
 
     def peak_since(self, baseline: int) -> int:
-        from ..containment import cgroupfs
-
         return max(0, int(cgroupfs.read_text(self._file("memory.max_usage_in_bytes"))) - baseline)
 
     def close(self) -> None:
         """Move this process back where it was and remove the group; then the lock goes."""
-        from ..containment import cgroupfs
-
-        if self.path:
-            try:
-                cgroupfs.write_text(self._home, str(os.getpid()))
-            except OSError:
-                pass  # the rmdir below then fails and the sweep removes the group later
-            cgroupfs.remove_group(self.path)
+        try:
+            cgroupfs.write_text(self._home, str(os.getpid()))
+        except OSError:
+            pass  # the rmdir below then fails and the sweep removes the group later
+        cgroupfs.remove_group(self.path)
         self._rundir.close()
 
 
 def adopt_orphans() -> None:
     """Make this process the subreaper of every run's tree, so members orphaned during a run are
     reaped here and their CPU is in ``RUSAGE_CHILDREN`` (under cgroup v2 they would go to init)."""
-    from ..containment import prctl
-
     prctl.set_child_subreaper()
 
 
