@@ -109,13 +109,30 @@ def test_the_timed_interval_is_the_childs_life():
     assert 0.2 <= measured.wall_ns / 1e9 < 0.2 + 0.5
 
 
-def test_repeated_runs_leave_nothing_in_this_process():
+def test_repeated_runs_leave_nothing_behind(isolated_registry):
+    """Descriptors, signal handlers, registry entries, run directories, cgroups: as before."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v2
+
+    mine = f"{rundir.DIR_PREFIX}{os.getpid()}-"
+    parent = cgroup_v2.find_parent()
+
+    def leftovers():
+        groups = [n for n in os.listdir(parent) if str(os.getpid()) in n] if parent and os.path.isdir(parent) else []
+        return (
+            sorted(os.listdir(isolated_registry)),
+            [n for n in os.listdir(rundir.base()) if n.startswith(mine)],
+            groups,
+        )
+
     fds = sorted(os.listdir("/proc/self/fd"))
     handlers = [signal.getsignal(s) for s in driver.WATCHED]
+    before = leftovers()
     for _ in range(5):
-        assert driver.measure(("true",)).exit_code == 0
+        assert driver.measure(("sh", "-c", "sleep 30 & exit 0")).exit_code == 0
     assert sorted(os.listdir("/proc/self/fd")) == fds
     assert [signal.getsignal(s) for s in driver.WATCHED] == handlers
+    assert leftovers() == before == ([], [], [])
 
 
 def subreaper(set_to: int | None = None) -> int:
