@@ -280,3 +280,18 @@ def test_setup_runs_and_cleanup_follow_the_order(tmp_path, order, expected):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert ",".join(log.read_text().splitlines()) == expected
+
+
+def test_the_comparison_ranks_by_the_chosen_metric(tmp_path):
+    """A long sleep uses little CPU; a short busy loop uses much: wall and CPU time disagree."""
+    burn = "import time\nend = time.process_time() + 0.05\nwhile time.process_time() < end: pass"
+    commands = ["--command-name", "sleep", "--command-name", "burn"]
+    commands += ["--command", '["sleep", "0.4"]', "--command", json.dumps(["python3", "-c", burn])]
+    by_wall, wall = bench(tmp_path, "--runs", "3", *commands)
+    by_cpu, cpu = bench(tmp_path, "--runs", "3", "--metric", "cpu", *commands)
+    assert by_wall.returncode == 0 and by_cpu.returncode == 0, (by_wall.stderr, by_cpu.stderr)
+    assert (wall["comparison"]["metric"], wall["comparison"]["fastest"]) == ("wall", "burn")
+    assert (cpu["comparison"]["metric"], cpu["comparison"]["fastest"]) == ("cpu", "sleep")
+    assert "Summary (by CPU time)" in by_cpu.stdout.decode()
+    burned = cpu["results"][1]["cpu"]
+    assert burned["min"] >= 0.05 and burned["mean"] >= burned["min"]

@@ -44,6 +44,7 @@ def command_line(
     cpus: list[int] | None = None,
     jsonl_dir: str | None = None,
     show_output: bool = False,
+    metric: str = "wall",
 ) -> list[str]:
     """The ``bench`` arguments for these keywords (validated by the command itself)."""
     argv: list[str] = []
@@ -69,7 +70,7 @@ def command_line(
         argv += ["--cpus", ",".join(str(cpu) for cpu in cpus)]
     if jsonl_dir is not None:
         argv += ["--jsonl-dir", os.fspath(jsonl_dir)]
-    argv += ["--order", order]
+    argv += ["--order", order, "--metric", metric]
     argv += ["--ignore-failure"] * bool(ignore_failure) + ["--show-output"] * bool(show_output)
     return argv
 
@@ -79,7 +80,7 @@ def bench(commands: list, **keywords) -> BenchResult:
     ``sh -c``) and return the typed result. Keywords: ``names``, ``parameters`` (name -> values),
     ``order``, ``runs``, ``min_runs``, ``max_runs``, ``warmup``, ``min_time_s``, ``prepare``,
     ``setup``, ``cleanup`` (argv lists), ``ignore_failure``, ``timeout_ms``, ``cpus``,
-    ``jsonl_dir``, ``show_output``. A failed benchmark raises ``Failure`` with the CLI's code."""
+    ``jsonl_dir``, ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure`` with the CLI's code."""
     arguments = command_line(commands, **keywords)
     fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")
     os.close(fd)

@@ -27,6 +27,7 @@ class Order(Constant):
 Order.INTERLEAVED = Order("INTERLEAVED", "interleaved")
 Order.SEQUENTIAL = Order("SEQUENTIAL", "sequential")
 ORDERS = {order.value: order for order in (Order.INTERLEAVED, Order.SEQUENTIAL)}
+METRICS = ("wall", "cpu")
 
 
 class Command(Plain):
@@ -55,6 +56,7 @@ class Options(Plain):
         "cpus",
         "jsonl_dir",
         "show_output",
+        "metric",
     )
 
     def __init__(
@@ -74,11 +76,14 @@ class Options(Plain):
         cpus: tuple[int, ...] | None = None,
         jsonl_dir: str | None = None,
         show_output: bool = False,
+        metric: str = "wall",
     ):
         if runs is not None and runs < 1:
             raise usage("--runs must be at least 1")
         if min_runs < 1 or (max_runs is not None and max_runs < min_runs):
             raise usage("--min-runs must be at least 1 and at most --max-runs")
+        if metric not in METRICS:
+            raise usage(f"--metric is one of {', '.join(METRICS)}, not {metric!r}")
         if warmup < 0 or min_time_s < 0:
             raise usage("--warmup and --min-time cannot be negative")
         self.runs = runs
@@ -95,6 +100,7 @@ class Options(Plain):
         self.cpus = cpus
         self.jsonl_dir = jsonl_dir
         self.show_output = show_output
+        self.metric = metric  # what the comparison ranks by: wall time, or the tree's user+system CPU
 
     def run_count(self, cycle_s: float) -> int:
         """How many timed runs a command gets when each takes ``cycle_s`` in all."""

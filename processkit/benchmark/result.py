@@ -3,9 +3,10 @@
 ``results[]`` carries hyperfine's keys (seconds; ``memory_usage_byte`` and ``exit_codes`` per
 run, as hyperfine 1.16+ writes them), so scripts written for hyperfine's export read ours.
 Beside them, per command: ``name``, ``argv``, per-run ``user_times``/``system_times``, the
-runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``, ``outliers``,
-``memory_mean_byte``/``memory_max_byte``; at the top level ``comparison`` and ``processkit``
-(the options that shaped the runs).
+runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``,
+``cpu`` (statistics of user+system), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
+the top level ``comparison`` (by wall or CPU time: its ``metric``) and ``processkit`` (the
+options that shaped the runs).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class CommandResult:
             if times
             else None
         )
+        self.cpu_times = [run.user + run.system for run in self.measured]  # the tree's user+system
+        self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
         self.outliers = outlier_indices(times)
         self.first_slow = first_run_slow(times)
 
@@ -98,6 +101,9 @@ class CommandResult:
                 "warmup_times": self.warmups,
                 "outliers": self.outliers,
                 "first_run_slow": self.first_slow,
+                "cpu": None
+                if self.cpu_summary is None
+                else {key: getattr(self.cpu_summary, key) for key in ("mean", "stddev", "median", "min", "max")},
                 "memory_mean_byte": s.memory_mean if s else None,
                 "memory_max_byte": s.memory_max if s else None,
             }
@@ -135,7 +141,11 @@ class BenchResult:
     def __init__(self, results: list[CommandResult], settings: dict):
         self.results = results
         self.settings = settings
-        summarized = [(r.command.name, r.summary, r.times) for r in results if r.summary is not None]
+        self.metric = settings.get("metric", "wall")  # what the comparison ranks by: wall or CPU time
+        if self.metric == "cpu":
+            summarized = [(r.command.name, r.cpu_summary, r.cpu_times) for r in results if r.cpu_summary is not None]
+        else:
+            summarized = [(r.command.name, r.summary, r.times) for r in results if r.summary is not None]
         compared = compare(summarized)
         self.fastest: str | None = compared[0] if compared else None
         self.comparison: list[Comparison] = compared[1] if compared else []
@@ -146,6 +156,7 @@ class BenchResult:
             "comparison": None
             if self.fastest is None
             else {
+                "metric": self.metric,
                 "fastest": self.fastest,
                 "others": [
                     {

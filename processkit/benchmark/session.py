@@ -158,6 +158,7 @@ class Session:
         opts = self.options
         return {
             "order": opts.order.value,
+            "metric": opts.metric,
             "cpus": list(opts.cpus) if opts.cpus is not None else None,
             "timeout_ms": opts.timeout_ms,
             "warmup": opts.warmup,

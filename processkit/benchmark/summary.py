@@ -40,11 +40,21 @@ def command_block(index: int, result: CommandResult) -> list[str]:
         f"  Range (min … max):   {duration(s.min, unit):>9} … {duration(s.max, unit):>8}    "
         f"{s.runs} run{'s' if s.runs != 1 else ''}",
         f"  Median:              {duration(s.median, unit):>9}",
+        *_cpu_line(result),
         f"  Memory (mean … max): {memory(s.memory_mean):>9} … {memory(s.memory_max):>8}",
     ]
     if result.timed_out:
         lines.append(f"  Timed out:           {result.timed_out} run{'s' if result.timed_out != 1 else ''} (left out)")
     return lines
+
+
+def _cpu_line(result: CommandResult) -> list[str]:
+    cpu = result.cpu_summary
+    if cpu is None:
+        return []
+    unit = unit_for(cpu.mean or 1e-9)
+    spread = duration(cpu.stddev, unit) if cpu.stddev is not None else "n/a"
+    return [f"  CPU (mean ± σ):      {duration(cpu.mean, unit):>9} ± {spread:>8}    (user+system, whole tree)"]
 
 
 def warnings(result: CommandResult) -> list[str]:
@@ -69,7 +79,8 @@ def warnings(result: CommandResult) -> list[str]:
 def comparison(result: BenchResult) -> list[str]:
     if result.fastest is None:
         return []
-    lines = ["Summary", f"  '{sanitize(result.fastest)}' ran"]
+    by = " (by CPU time)" if result.metric == "cpu" else ""
+    lines = [f"Summary{by}", f"  '{sanitize(result.fastest)}' ran"]
     for other in result.comparison:
         spread = f" ± {other.ratio_stddev:.2f}" if other.ratio_stddev is not None else ""
         verdict = (

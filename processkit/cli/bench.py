@@ -59,6 +59,7 @@ def build_parser() -> Parser:
     add("-i", "--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
     add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
     add("--order", action=Once, choices=("interleaved", "sequential"), default="interleaved", help="run order")
+    add("--metric", action=Once, choices=("wall", "cpu"), default="wall", help="compare by wall or CPU time")
     add("--cpus", action=Once, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)")
     add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
@@ -113,6 +114,7 @@ def options_from(args: argparse.Namespace):
         cpus=parse_cpus(args.cpus) if args.cpus is not None else None,
         jsonl_dir=args.jsonl_dir,
         show_output=args.show_output,
+        metric=args.metric,
     )
 
 
