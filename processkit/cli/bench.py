@@ -150,7 +150,8 @@ def main(argv: list[str], invocation) -> int:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _interrupt)
     try:
-        result = bench_commands(commands, options, progress_fd=1 if os.isatty(1) else None)
+        drawn = os.isatty(1) and not options.show_output  # the commands' own output would tear the lines
+        result = bench_commands(commands, options, progress_fd=1 if drawn else None)
     except KeyboardInterrupt:  # a stop signal between two runs (during one, the run reports it)
         raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
     from ..benchmark import summary
