@@ -258,10 +258,15 @@ def test_prune_removes_the_memory_group_of_a_bench_that_died(tmp_path):
     bench_process.communicate(timeout=30)
     if group is None:
         pytest.skip("this host gave the bench no memory group")
-    pruned = run_cli("prune", "--json", "--report-reaped")
-    assert pruned.returncode == 0, pruned.stderr
-    # Gone: by this prune, or by a sweep elsewhere on the host (another capped run's) that came first.
-    assert not os.path.exists(group)
+    # Another run's sweep on this shared host may hold the dead bench's lock while it works, and
+    # leave a group whose member was still dying to the next sweep (as documented): a second
+    # prune is that next sweep.
+    for _ in range(2):
+        pruned = run_cli("prune", "--json", "--report-reaped")
+        assert pruned.returncode == 0, pruned.stderr
+        if not os.path.exists(group):
+            break
+    assert not os.path.exists(group), pruned.stdout
 
 
 @pytest.mark.parametrize(
