@@ -18,6 +18,17 @@ from processkit.containment import cgroup_v1
 from processkit.errors import Failure
 
 MIB = 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def this_process_as_it_was():
+    """What in-process measuring changes here goes back after each test: a subreaper pytest
+    would collect (as zombies it never reaps) the orphans other test files expect to vanish."""
+    was = subreaper()
+    yield
+    subreaper(set_to=was)
+
+
 HOLD = "import sys, time; x = b'x' * ({mib} << 20); time.sleep({sleep})"
 BURN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass"
 
