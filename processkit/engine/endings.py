@@ -68,7 +68,8 @@ class Outcome:
 
     ``started_ns``/``ended_ns``: ``time.monotonic_ns()`` once spawn returned (the child has
     exec'd) and once the root was reaped, None where the run never got that far. ``usage``:
-    the tree's figures (``processkit.benchmark.driver`` reads it), set by whoever measures them."""
+    the tree's figures, for ``processkit.benchmark.driver``: for now the pair (the container's
+    ``ResourceSummary``, the root's ``wait4`` rusage), None where the run never started."""
 
     __slots__ = ("code", "failure", "started_ns", "ended_ns", "usage")
 
