@@ -155,7 +155,9 @@ def leftovers(before: set[str], runner_pids: set[int], registry: Path, marker: s
                     strays.append(pid)
         except OSError:
             pass
-    return {"cgroups": groups, "socket_dirs": sockets, "registry_files": os.listdir(registry), "processes": strays}
+    # Records and locks; the runs' outcome tombstones (*.ended, bounded) stay on purpose.
+    entries = [name for name in os.listdir(registry) if not name.endswith(".ended")]
+    return {"cgroups": groups, "socket_dirs": sockets, "registry_files": entries, "processes": strays}
 
 
 def wait_for_line(path: Path, needle: bytes, timeout: float = 30.0) -> None:

@@ -16,8 +16,10 @@ ffibuilder.cdef(
         int in_fd;
         int capture_fd;
         uint64_t cap;
+        uint64_t head;
         uint64_t seen;
         uint64_t written;
+        uint64_t ring_from;
         int write_error;
         int no_splice;
         unsigned char *buf;
@@ -36,7 +38,7 @@ ffibuilder.cdef(
         int echo_errno;
     } pk_drain_result;
 
-    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
+    pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size, int hash_thread);
     void pk_stream_free(pk_stream *stream);
     #define PK_ECHO_SEND ...
     #define PK_ECHO_SPLICE ...

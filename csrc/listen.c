@@ -9,7 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int pk_listen_unix(const char *path, int backlog) {
+int pk_listen_unix(const char *path, int backlog)
+{
     struct sockaddr_un address;
     size_t length = strlen(path);
     if (length >= sizeof(address.sun_path)) {

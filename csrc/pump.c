@@ -10,6 +10,13 @@
  * reading always into the ring's first chunk. Either way the event loop calling this stays
  * single-threaded, and the digest is exactly that of the retained bytes.
  *
+ * A ring (--capture-keep tail or head-tail: head < cap) keeps the stream's last bytes in the file
+ * itself, byte p >= head at offset head + (p - head) % (cap - head), written with pwrite; of a
+ * chunk longer than the ring only its last ring-full is written (the rest would be overwritten
+ * within the chunk), and ring_from remembers where such a skip left the ring's valid bytes, for
+ * a write error that stops it part-way. Overwritten bytes cannot be hashed as they stream, so a
+ * ring is hashed by processkit/engine/keep.py once it is put in order, and never on the thread.
+ *
  * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
  * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into
@@ -60,7 +67,8 @@ static int start_hasher(pk_stream *stream)
     return !failed;
 }
 
-pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread)
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size,
+                         int hash_thread)
 {
     pk_stream *stream = calloc(1, sizeof *stream);
     size_t ring_size;
@@ -74,12 +82,15 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_siz
     stream->in_fd = in_fd;
     stream->capture_fd = capture_fd;
     stream->cap = cap;
+    stream->head = head < cap ? head : cap;
+    stream->ring_from = stream->head;
     stream->buf = buf;
     stream->buf_size = buf_size;
     stream->ring_size = ring_size;
     pk_sha256_init(&stream->sha);
-    /* No thread to be had (a process or memory limit): the same results, hashed inline. */
-    stream->threaded = hash_thread && start_hasher(stream);
+    /* No thread to be had (a process or memory limit): the same results, hashed inline. A ring is
+     * not hashed here at all. */
+    stream->threaded = hash_thread && stream->head == cap && start_hasher(stream);
     return stream;
 fail:
     free(stream);
@@ -182,16 +193,16 @@ static int hash_small_inline(pk_stream *stream)
     return 1;
 }
 
-/* Writes the part of a chunk that fits under the cap; returns how many bytes the kernel took. */
-static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
+/* Stores len bytes at file offset `offset` (-1: at the file's own offset, as the head mode
+ * writes a FIFO or device too), retrying partial writes and EINTR; the first other failure
+ * latches write_error. Returns the bytes stored. */
+static size_t put(pk_stream *stream, const unsigned char *data, size_t len, int64_t offset)
 {
     size_t done = 0;
-    if (stream->capture_fd < 0 || stream->write_error || stream->written >= stream->cap)
-        return 0;
-    if (len > stream->cap - stream->written)
-        len = (size_t)(stream->cap - stream->written);
     while (done < len) {
-        ssize_t count = write(stream->capture_fd, data + done, len - done);
+        ssize_t count = offset < 0
+                            ? write(stream->capture_fd, data + done, len - done)
+                            : pwrite(stream->capture_fd, data + done, len - done, offset + (off_t)done);
         if (count < 0 && errno == EINTR)
             continue;
         if (count <= 0) {
@@ -203,6 +214,37 @@ static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
     }
     stream->written += done;
     return done;
+}
+
+/* Writes the part of the chunk just read that the file keeps: what falls in the head, in order,
+ * and with a ring the chunk's last bytes at their ring offsets (split where they wrap). Returns
+ * how many leading bytes of the chunk the head took, for the digest. */
+static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
+{
+    uint64_t start = stream->seen - len, head = stream->head, ring = stream->cap - stream->head;
+    uint64_t skip, offset;
+    size_t kept = 0, first;
+    if (stream->capture_fd < 0 || stream->write_error)
+        return 0;
+    if (start < head) {
+        size_t part = head - start < len ? (size_t)(head - start) : len;
+        kept = put(stream, data, part, ring ? (int64_t)start : -1);
+        if (kept < part)
+            return kept;
+    }
+    if (!ring || stream->seen <= head)
+        return kept;
+    skip = start < head ? head - start : 0;
+    if (len > ring && len - ring > skip) {
+        skip = len - ring; /* bytes the ring would overwrite within this very chunk */
+        stream->ring_from = start + skip;
+    }
+    stream->written = start + skip;
+    offset = (stream->written - head) % ring;
+    first = len - skip < ring - offset ? len - (size_t)skip : (size_t)(ring - offset);
+    if (put(stream, data + skip, first, (int64_t)(head + offset)) == first)
+        put(stream, data + skip + first, len - (size_t)skip - first, (int64_t)head);
+    return kept;
 }
 
 /* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken. */
@@ -236,14 +278,15 @@ static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
     return count;
 }
 
-#define SPLICE_MOST ((size_t)1 << 30)
-#define SPLICE_EMPTY (-1)    /* the pipe is empty for now */
+#define SPLICE_MOST     ((size_t)1 << 30)
+#define SPLICE_EMPTY    (-1) /* the pipe is empty for now */
 #define SPLICE_ORDINARY (-2) /* the echo is full or failed: take this chunk the ordinary way */
 
 /* Whether the echo may be fed by splice from now on (see the facts above). */
 static int may_splice(const pk_stream *stream, int echo_fd, int echo_mode, int until_empty)
 {
-    int capturing = stream->capture_fd >= 0 && !stream->write_error && stream->written < stream->cap;
+    int capturing = stream->capture_fd >= 0 && !stream->write_error &&
+                    (stream->written < stream->cap || stream->head < stream->cap);
     return echo_fd >= 0 && (echo_mode & PK_ECHO_SPLICE) && !until_empty && !capturing && !stream->no_splice;
 }
 
@@ -306,7 +349,8 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
          * end or error met here is met again by the next read, once this chunk is handled. */
         if (until_empty && count > 0) {
             ssize_t more;
-            while ((size_t)count < len && (more = read_chunk(stream, at + (size_t)count, len - (size_t)count)) > 0)
+            while ((size_t)count < len &&
+                   (more = read_chunk(stream, at + (size_t)count, len - (size_t)count)) > 0)
                 count += more;
         }
         if (count <= 0) {
@@ -326,7 +370,7 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
                 echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
         /* Hashed last so the echo consumer does not wait for it; one update over the whole
          * retained prefix lets full blocks be hashed straight from buf. */
-        if (!stream->threaded)
+        if (!stream->threaded && stream->head == stream->cap)
             pk_sha256_update(&stream->sha, chunk, retained);
         if (echo_fd >= 0 && result->echoed < (size_t)count)
             break;
@@ -337,7 +381,7 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             break;
     }
     if (stream->threaded && !hash_small_inline(stream))
-        hand_over(stream, 0, 1);  /* the hasher works on while the loop waits */
+        hand_over(stream, 0, 1); /* the hasher works on while the loop waits */
 }
 
 void pk_stream_digest(pk_stream *stream, unsigned char out[32])

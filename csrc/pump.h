@@ -1,5 +1,5 @@
-/* processkit native pump: drain a child pipe, echo it, write its capped prefix, hash what was
- * written.
+/* processkit native pump: drain a child pipe, echo it, write the capped part it keeps (its head,
+ * or with a ring its tail too), hash what was written in order.
  *
  * The contract mirrors processkit/engine/pump.py:PythonPump exactly; the property tests
  * compare the two byte for byte. */
@@ -14,50 +14,57 @@
 #include "sha256.h"
 
 typedef struct pk_stream {
-    int in_fd;                /* the child's pipe (non-blocking) */
-    int capture_fd;           /* -1 when not capturing */
-    uint64_t cap;             /* retained-bytes ceiling for the capture file */
-    uint64_t seen;            /* every byte read, past the cap too */
-    uint64_t written;         /* bytes retained in the capture file */
-    int write_error;          /* errno of the first failed capture write; latched */
-    int no_splice;            /* the echo refused spliced bytes: read and write from now on */
-    pk_sha256 sha;            /* digest of exactly the retained bytes */
-    unsigned char *buf;       /* the read ring: ring_size bytes, read buf_size at a time */
+    int in_fd;          /* the child's pipe (non-blocking) */
+    int capture_fd;     /* -1 when not capturing */
+    uint64_t cap;       /* retained-bytes ceiling for the capture file */
+    uint64_t head;      /* the leading bytes kept in order; the other cap - head are a ring */
+    uint64_t seen;      /* every byte read, past the cap too */
+    uint64_t written;   /* the stream's bytes [0, written) went to the file (a ring keeps their last) */
+    uint64_t ring_from; /* a ring holds every byte from here on that it has room for (written skips) */
+    int write_error;    /* errno of the first failed capture write; latched */
+    int no_splice;      /* the echo refused spliced bytes: read and write from now on */
+    pk_sha256 sha;      /* digest of exactly the retained bytes (without a ring: a ring's file is
+                         * hashed once in order, by processkit/engine/keep.py) */
+    unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
-    size_t ring_size;         /* buf_size, or RING_CHUNKS of them with a hashing thread */
-    int threaded;             /* a hashing thread hashes behind the reader (pump.c) */
+    size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */
+    int threaded;     /* a hashing thread hashes behind the reader (pump.c) */
     /* With the thread, under lock: */
-    uint64_t target;          /* the reader lets the hasher hash stream bytes [0, target) */
-    uint64_t hashed;          /* ... and it has hashed [0, hashed) */
+    uint64_t target; /* the reader lets the hasher hash stream bytes [0, target) */
+    uint64_t hashed; /* ... and it has hashed [0, hashed) */
     int stopping;
     pthread_mutex_t lock;
-    pthread_cond_t wake;      /* the hasher waits here for a new target */
-    pthread_cond_t room;      /* the reader waits here for the hasher to free ring bytes */
+    pthread_cond_t wake; /* the hasher waits here for a new target */
+    pthread_cond_t room; /* the reader waits here for the hasher to free ring bytes */
     pthread_t hasher;
 } pk_stream;
 
 typedef struct pk_drain_result {
-    uint64_t total;           /* bytes read by this call */
-    size_t last_at;           /* where in buf the last chunk read starts */
-    size_t last;              /* bytes of the last chunk read, still in buf */
-    size_t echoed;            /* leading bytes of that last chunk written to the echo fd */
-    int eof;                  /* the last read returned 0 */
-    int read_errno;           /* EAGAIN when the pipe ran dry; another errno when a read failed */
-    int echo_errno;           /* set when an echo write failed for a reason other than EAGAIN */
+    uint64_t total; /* bytes read by this call */
+    size_t last_at; /* where in buf the last chunk read starts */
+    size_t last;    /* bytes of the last chunk read, still in buf */
+    size_t echoed;  /* leading bytes of that last chunk written to the echo fd */
+    int eof;        /* the last read returned 0 */
+    int read_errno; /* EAGAIN when the pipe ran dry; another errno when a read failed */
+    int echo_errno; /* set when an echo write failed for a reason other than EAGAIN */
 } pk_drain_result;
 
-/* hash_thread: hash on a thread of its own, overlapping the digest with reading and copying. */
-pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, size_t buf_size, int hash_thread);
+/* head: the leading bytes kept in order (cap keeps the head only; less makes the rest of the cap
+ * a ring holding the stream's last bytes, stream position p >= head at file offset
+ * head + (p - head) % (cap - head), written with pwrite and not hashed). hash_thread: hash on a
+ * thread of its own, overlapping the digest with reading and copying. */
+pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size,
+                         int hash_thread);
 void pk_stream_free(pk_stream *stream);
 
-#define PK_ECHO_SEND 1   /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
+#define PK_ECHO_SEND   1 /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
 #define PK_ECHO_SPLICE 2 /* the echo may be fed by splice(2): a pipe, FIFO or character device */
 
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
  * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read
- * error, or once `budget` bytes were read. Each chunk is counted; the part that fits under cap is
- * written to capture_fd (retrying partial writes and EINTR; the first other failure latches
- * write_error) and hashed exactly as written; then, when echo_fd >= 0, the chunk is written to
+ * error, or once `budget` bytes were read. Each chunk is counted; the part kept is written to
+ * capture_fd (retrying partial writes and EINTR; the first other failure latches write_error)
+ * and, without a ring, hashed exactly as written; then, when echo_fd >= 0, the chunk is written to
  * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that
  * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with

@@ -37,7 +37,10 @@ static const uint32_t H0[8] = {
 
 /* ---- portable ------------------------------------------------------------------------------ */
 
-static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+static inline uint32_t rotr(uint32_t x, int n)
+{
+    return (x >> n) | (x << (32 - n));
+}
 
 static inline uint32_t load_be32(const unsigned char *p)
 {
@@ -52,27 +55,26 @@ static inline void store_be32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)v;
 }
 
-#define BSIG0(x) (rotr(x, 2) ^ rotr(x, 13) ^ rotr(x, 22))
-#define BSIG1(x) (rotr(x, 6) ^ rotr(x, 11) ^ rotr(x, 25))
-#define SSIG0(x) (rotr(x, 7) ^ rotr(x, 18) ^ ((x) >> 3))
-#define SSIG1(x) (rotr(x, 17) ^ rotr(x, 19) ^ ((x) >> 10))
-#define CH(x, y, z) (((x) & (y)) ^ (~(x) & (z)))
+#define BSIG0(x)     (rotr(x, 2) ^ rotr(x, 13) ^ rotr(x, 22))
+#define BSIG1(x)     (rotr(x, 6) ^ rotr(x, 11) ^ rotr(x, 25))
+#define SSIG0(x)     (rotr(x, 7) ^ rotr(x, 18) ^ ((x) >> 3))
+#define SSIG1(x)     (rotr(x, 17) ^ rotr(x, 19) ^ ((x) >> 10))
+#define CH(x, y, z)  (((x) & (y)) ^ (~(x) & (z)))
 #define MAJ(x, y, z) (((x) & (y)) ^ ((x) & (z)) ^ ((y) & (z)))
 
 /* The schedule lives in a 16-word ring: W[t] overwrites W[t-16] in place. */
-#define SCHEDULE(t) \
-    (w[(t) & 15] += SSIG1(w[((t) - 2) & 15]) + w[((t) - 7) & 15] + SSIG0(w[((t) - 15) & 15]))
+#define SCHEDULE(t) (w[(t)&15] += SSIG1(w[((t)-2) & 15]) + w[((t)-7) & 15] + SSIG0(w[((t)-15) & 15]))
 
 /* One round with the working variables renamed instead of shifted. */
-#define ROUND(a, b, c, d, e, f, g, h, t, wt)                         \
-    do {                                                             \
-        uint32_t t1 = (h) + BSIG1(e) + CH(e, f, g) + K[t] + (wt);    \
-        (d) += t1;                                                   \
-        (h) = t1 + BSIG0(a) + MAJ(a, b, c);                          \
+#define ROUND(a, b, c, d, e, f, g, h, t, wt)                      \
+    do {                                                          \
+        uint32_t t1 = (h) + BSIG1(e) + CH(e, f, g) + K[t] + (wt); \
+        (d) += t1;                                                \
+        (h) = t1 + BSIG0(a) + MAJ(a, b, c);                       \
     } while (0)
 
-#define EIGHT_ROUNDS(t, W)                                \
-    do {                                                  \
+#define EIGHT_ROUNDS(t, W)                                  \
+    do {                                                    \
         ROUND(a, b, c, d, e, f, g, h, (t) + 0, W((t) + 0)); \
         ROUND(h, a, b, c, d, e, f, g, (t) + 1, W((t) + 1)); \
         ROUND(g, h, a, b, c, d, e, f, (t) + 2, W((t) + 2)); \
@@ -99,8 +101,14 @@ static void compress_portable(uint32_t state[8], const unsigned char *data, size
             EIGHT_ROUNDS(t, SCHEDULE);
             EIGHT_ROUNDS(t + 8, SCHEDULE);
         }
-        state[0] += a; state[1] += b; state[2] += c; state[3] += d;
-        state[4] += e; state[5] += f; state[6] += g; state[7] += h;
+        state[0] += a;
+        state[1] += b;
+        state[2] += c;
+        state[3] += d;
+        state[4] += e;
+        state[5] += f;
+        state[6] += g;
+        state[7] += h;
     }
 }
 
@@ -111,8 +119,8 @@ static void compress_portable(uint32_t state[8], const unsigned char *data, size
 
 /* Four rounds. The instructions keep the state as ABEF/CDGH pairs; after each sha256rnds2 the
  * old ABEF is the new CDGH, so two calls bring both registers back to their roles. */
-static inline PK_SHANI __attribute__((always_inline)) void
-shani_quad(__m128i *abef, __m128i *cdgh, __m128i w, int t)
+static inline PK_SHANI __attribute__((always_inline)) void shani_quad(__m128i *abef, __m128i *cdgh, __m128i w,
+                                                                      int t)
 {
     __m128i wk = _mm_add_epi32(w, _mm_load_si128((const __m128i *)&K[t]));
     *cdgh = _mm_sha256rnds2_epu32(*cdgh, *abef, wk);
@@ -120,10 +128,10 @@ shani_quad(__m128i *abef, __m128i *cdgh, __m128i w, int t)
 }
 
 /* W[t..t+3] from the previous sixteen words, held as w0 (oldest) .. w3. */
-static inline PK_SHANI __attribute__((always_inline)) __m128i
-shani_schedule(__m128i w0, __m128i w1, __m128i w2, __m128i w3)
+static inline PK_SHANI __attribute__((always_inline)) __m128i shani_schedule(__m128i w0, __m128i w1,
+                                                                             __m128i w2, __m128i w3)
 {
-    __m128i x = _mm_sha256msg1_epu32(w0, w1);        /* W[t-16] + s0(W[t-15]) */
+    __m128i x = _mm_sha256msg1_epu32(w0, w1);         /* W[t-16] + s0(W[t-15]) */
     x = _mm_add_epi32(x, _mm_alignr_epi8(w3, w2, 4)); /* + W[t-7] */
     return _mm_sha256msg2_epu32(x, w3);               /* + s1(W[t-2]) */
 }
@@ -192,8 +200,8 @@ static compress_fn extension_compress(void)
 #endif
 
 /* Four rounds; sha256h2 needs ABCD from before sha256h updated it. */
-static inline PK_ARMSHA __attribute__((always_inline)) void
-armsha_quad(uint32x4_t *abcd, uint32x4_t *efgh, uint32x4_t w, int t)
+static inline PK_ARMSHA __attribute__((always_inline)) void armsha_quad(uint32x4_t *abcd, uint32x4_t *efgh,
+                                                                        uint32x4_t w, int t)
 {
     uint32x4_t wk = vaddq_u32(w, vld1q_u32(&K[t]));
     uint32x4_t abcd_before = *abcd;
@@ -201,8 +209,7 @@ armsha_quad(uint32x4_t *abcd, uint32x4_t *efgh, uint32x4_t w, int t)
     *efgh = vsha256h2q_u32(*efgh, abcd_before, wk);
 }
 
-static inline PK_ARMSHA __attribute__((always_inline)) uint32x4_t
-armsha_load(const unsigned char *p)
+static inline PK_ARMSHA __attribute__((always_inline)) uint32x4_t armsha_load(const unsigned char *p)
 {
     return vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(p)));
 }
@@ -246,12 +253,15 @@ static compress_fn extension_compress(void)
 #endif
 
 #if !defined(PK_SHA_X86) && !defined(PK_SHA_ARM)
-static compress_fn extension_compress(void) { return NULL; }
+static compress_fn extension_compress(void)
+{
+    return NULL;
+}
 #endif
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
-static compress_fn chosen;  /* resolved once; concurrent first calls all store the same value */
+static compress_fn chosen; /* resolved once; concurrent first calls all store the same value */
 
 static compress_fn resolve(void)
 {
@@ -266,7 +276,10 @@ static compress_fn resolve(void)
     return fn;
 }
 
-int pk_sha256_accelerated(void) { return resolve() != compress_portable; }
+int pk_sha256_accelerated(void)
+{
+    return resolve() != compress_portable;
+}
 
 void pk_sha256_init(pk_sha256 *ctx)
 {

@@ -8,9 +8,9 @@
 
 typedef struct pk_sha256 {
     uint32_t state[8];
-    uint64_t length;          /* bytes hashed so far */
-    unsigned char block[64];  /* pending partial block */
-    size_t used;              /* bytes pending in block */
+    uint64_t length;         /* bytes hashed so far */
+    unsigned char block[64]; /* pending partial block */
+    size_t used;             /* bytes pending in block */
 } pk_sha256;
 
 /* Dispatches to the CPU's SHA extensions when present at run time. */

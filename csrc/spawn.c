@@ -25,7 +25,7 @@
 #define CLONE_PIDFD 0x00001000
 #endif
 #define PK_CLONE_INTO_CGROUP 0x200000000ULL
-#define PK_FALLBACK_FD_LIMIT 65536  /* close() loop bound when close_range and the rlimit fail */
+#define PK_FALLBACK_FD_LIMIT 65536 /* close() loop bound when close_range and the rlimit fail */
 
 /* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out so the build
  * does not depend on the vintage of the kernel headers. */
@@ -90,7 +90,7 @@ __attribute__((noreturn)) static void child_fail(int report_fd, int stage)
 
 static void join(int procs_fd, int report_fd)
 {
-    ssize_t count = write(procs_fd, "0", 1);  /* the kernel reads pid 0 as "myself" */
+    ssize_t count = write(procs_fd, "0", 1); /* the kernel reads pid 0 as "myself" */
     if (count != 1) {
         if (count >= 0)
             errno = EIO;
@@ -118,7 +118,7 @@ static void reset_signals(void)
     int signum;
     for (signum = 1; signum < NSIG; signum++) {
         if (sigaction(signum, NULL, &action) != 0)
-            continue;  /* SIGKILL, SIGSTOP and libc's internal signals */
+            continue; /* SIGKILL, SIGSTOP and libc's internal signals */
         if (restored_by_popen(signum) || (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN)) {
             memset(&action, 0, sizeof action);
             action.sa_handler = SIG_DFL;
@@ -152,8 +152,8 @@ static void close_others(int keep)
     struct rlimit limit;
     int fd, end = PK_FALLBACK_FD_LIMIT;
 #ifdef SYS_close_range
-    if ((keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) == 0)
-        && syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
+    if ((keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
+        syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
         return;
 #endif
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
@@ -163,7 +163,8 @@ static void close_others(int keep)
             close(fd);
 }
 
-__attribute__((noreturn)) static void run_child(const pk_spawn_request *request, pid_t runner, int joined, int report_fd)
+__attribute__((noreturn)) static void run_child(const pk_spawn_request *request, pid_t runner, int joined,
+                                                int report_fd)
 {
     int error = ENOENT, first = 0;
     size_t i;
@@ -176,7 +177,7 @@ __attribute__((noreturn)) static void run_child(const pk_spawn_request *request,
         join(request->join_fds[i], report_fd);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != runner)
-        _exit(127);  /* the runner died before the death signal was armed: nobody would stop us */
+        _exit(127); /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals();
     set_stdio(request, &report_fd);
     if (request->controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0)

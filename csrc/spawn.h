@@ -9,39 +9,39 @@
 #include <stddef.h>
 
 /* The step that failed (pk_spawn_result.stage). */
-#define PK_SPAWN_OK 0
-#define PK_SPAWN_CLONE 1  /* no child: the error pipe, clone3 or fork failed */
-#define PK_SPAWN_PGID 2   /* setpgid(0, 0) */
-#define PK_SPAWN_JOIN 3   /* writing "0" to a cgroup.procs fd */
-#define PK_SPAWN_STDIO 4  /* dup into 0, 1, 2 */
+#define PK_SPAWN_OK    0
+#define PK_SPAWN_CLONE 1 /* no child: the error pipe, clone3 or fork failed */
+#define PK_SPAWN_PGID  2 /* setpgid(0, 0) */
+#define PK_SPAWN_JOIN  3 /* writing "0" to a cgroup.procs fd */
+#define PK_SPAWN_STDIO 4 /* dup into 0, 1, 2 */
 #define PK_SPAWN_CHDIR 5
-#define PK_SPAWN_EXEC 6   /* every candidate path failed */
+#define PK_SPAWN_EXEC  6 /* every candidate path failed */
 
 typedef struct pk_spawn_request {
-    char *const *paths;       /* executables to try in order: the PATH search is the caller's */
+    char *const *paths; /* executables to try in order: the PATH search is the caller's */
     size_t path_count;
-    char *const *argv;        /* NULL-terminated */
-    char *const *envp;        /* NULL-terminated */
-    const char *cwd;          /* NULL keeps the runner's */
-    int stdio[3];             /* fds to become the child's 0, 1, 2; -1 keeps the runner's */
-    int cgroup_fd;            /* cgroup v2 directory to clone the child into; -1 for none */
-    int cgroup_procs_fd;      /* that group's cgroup.procs, written when cloning into it fails */
-    const int *join_fds;      /* further cgroup.procs fds the child writes "0" to, in order */
+    char *const *argv;   /* NULL-terminated */
+    char *const *envp;   /* NULL-terminated */
+    const char *cwd;     /* NULL keeps the runner's */
+    int stdio[3];        /* fds to become the child's 0, 1, 2; -1 keeps the runner's */
+    int cgroup_fd;       /* cgroup v2 directory to clone the child into; -1 for none */
+    int cgroup_procs_fd; /* that group's cgroup.procs, written when cloning into it fails */
+    const int *join_fds; /* further cgroup.procs fds the child writes "0" to, in order */
     size_t join_count;
-    int controlling_tty;      /* 1: a new session, whose controlling terminal is stdio[0] */
+    int controlling_tty; /* 1: a new session, whose controlling terminal is stdio[0] */
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
-    int pid;                  /* the child, which has exec'd; -1 on failure (already reaped) */
-    int pidfd;                /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
-    int stage;                /* PK_SPAWN_OK, or the step that failed */
-    int error;                /* errno of that step */
+    int pid;   /* the child, which has exec'd; -1 on failure (already reaped) */
+    int pidfd; /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
+    int stage; /* PK_SPAWN_OK, or the step that failed */
+    int error; /* errno of that step */
 } pk_spawn_result;
 
 /* Start the child and wait until it has exec'd or failed. In the child, in this order: own
- * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at once when the runner is
- * already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal mask
- * (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then
+ * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at
+ * once when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty
+ * signal mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then
  * TIOCSCTTY on fd 0); close every other fd; chdir;
  * execve each path in turn. */
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);

@@ -1,6 +1,8 @@
 """The runner's own lines on stderr and stdout: printing them can never fail a run.
 
-A caller that closed or broke the stream loses the text, never the exit code.
+A caller that closed or broke the stream loses the text, never the exit code. Under
+``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
+not written there at all (docs/differences.md), so a machine reader never meets prose.
 """
 
 from __future__ import annotations
@@ -19,5 +21,20 @@ def say(stream, text: str) -> None:
         pass
 
 
+_envelope_only = False
+
+
+def envelope_only() -> None:
+    """``--error-format json``: from now on, nothing but the failure envelope goes to stderr."""
+    global _envelope_only
+    _envelope_only = True
+
+
+def note(line: str) -> None:
+    """One line of ours on stderr that is not the failure (a note, a warning, a notice)."""
+    if not _envelope_only:
+        say(sys.stderr, line + "\n")
+
+
 def warn(message: str) -> None:
-    say(sys.stderr, f"processkit-cli: warning: {escape_unsafe(message)}\n")
+    note(f"processkit-cli: warning: {escape_unsafe(message)}")

@@ -37,6 +37,9 @@ OverflowPolicy.TRUNCATE = OverflowPolicy("TRUNCATE", "truncate")
 OverflowPolicy.CANCEL = OverflowPolicy("CANCEL", "cancel")
 
 DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
+# Which part of a stream its capture file keeps (--capture-keep): the reference's first bytes,
+# the last bytes, or the first half of the cap and the last half.
+KEEP_MODES = ("head", "tail", "head-tail")
 # The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -103,6 +106,7 @@ class RunSpec(Plain):
         "capture_dir",
         "capture_max_bytes",
         "capture_overflow",
+        "capture_keep",
         "stdin",
         "stdin_file",
         "inherit_stdio",
@@ -111,6 +115,7 @@ class RunSpec(Plain):
         "echo",
         "argv_raw",
         "detach",
+        "ready_fd",
     )
 
     def __init__(
@@ -131,6 +136,7 @@ class RunSpec(Plain):
         capture_dir: str | None = None,
         capture_max_bytes: int = DEFAULT_CAPTURE_MAX_BYTES,
         capture_overflow: OverflowPolicy = OverflowPolicy.TRUNCATE,
+        capture_keep: str = "head",  # one of KEEP_MODES
         stdin: StdinMode = StdinMode.NULL,
         stdin_file: str | None = None,
         inherit_stdio: bool = False,
@@ -139,6 +145,7 @@ class RunSpec(Plain):
         echo: bool = True,
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
+        ready_fd: int | None = None,  # a detached copy: where its launcher waits to hear the run started
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -155,6 +162,7 @@ class RunSpec(Plain):
         self.capture_dir = capture_dir
         self.capture_max_bytes = capture_max_bytes
         self.capture_overflow = capture_overflow
+        self.capture_keep = capture_keep
         self.stdin = stdin
         self.stdin_file = stdin_file
         self.inherit_stdio = inherit_stdio
@@ -163,3 +171,4 @@ class RunSpec(Plain):
         self.echo = echo
         self.argv_raw = argv_raw
         self.detach = detach
+        self.ready_fd = ready_fd

@@ -56,6 +56,14 @@ def isolated_registry(tmp_path_factory, monkeypatch):
     return registry
 
 
+def registry_entries(registry) -> list[str]:
+    """The registry's records and locks, what a run must remove at its end; an ended run's
+    outcome (``*.ended``, tests/test_wait_ended.py) stays there on purpose."""
+    if not os.path.isdir(registry):
+        return []
+    return sorted(name for name in os.listdir(registry) if not name.endswith(".ended"))
+
+
 def _select_backend(request, monkeypatch, variable: str) -> str:
     """Pins one implementation through ``variable``; the native one needs the C module."""
     if request.param == "native":

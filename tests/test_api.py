@@ -81,9 +81,11 @@ def test_env_and_cwd_keywords(tmp_path):
 
 
 def test_every_run_flag_has_a_keyword():
+    """Read from RUN_OPTIONS, checked here against the parser argparse builds; the global
+    --error-format is the API's own business (it reads the runner's failures as JSON)."""
     flags = {a.dest for a in build_parser()._actions if a.option_strings and a.dest != "help"}
     keywords = set(processkit.keywords())
-    assert flags - {"no_echo", "detach", "label"} == keywords - {"labels"}
+    assert flags - {"no_echo", "detach", "label", "error_format"} == keywords - {"labels"}
     assert "labels" in keywords
 
 

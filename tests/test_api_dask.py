@@ -36,7 +36,9 @@ def worker_leftovers(runner_pids: list[int]) -> dict:
         else [path for pid in runner_pids for path in glob.glob(os.path.join(parent, f"processkit-{pid}-*"))]
     )
     registry = os.environ.get("PROCESSKIT_CLI_REGISTRY_DIR")
-    return {"runners": runners, "groups": groups, "registry": registry, "entries": sorted(os.listdir(registry))}
+    # Records and locks, which a run removes; its outcome tombstone (*.ended) stays on purpose.
+    entries = sorted(name for name in os.listdir(registry) if not name.endswith(".ended"))
+    return {"runners": runners, "groups": groups, "registry": registry, "entries": entries}
 
 
 @pytest.fixture

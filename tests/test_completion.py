@@ -68,11 +68,13 @@ def test_bash_completes_a_flag(scripts):
         "--capture-dir",
         "--capture-max-bytes",
         "--capture-overflow",
+        "--capture-keep",
     }
 
 
 def test_bash_completes_a_fixed_flag_value(scripts):
     assert set(bash_complete(scripts["bash"], "run", "--capture-overflow", "")) == {"truncate", "cancel"}
+    assert set(bash_complete(scripts["bash"], "run", "--capture-keep", "")) == {"head", "tail", "head-tail"}
     assert set(bash_complete(scripts["bash"], "--error-format", "")) == {"human", "json"}
     assert set(bash_complete(scripts["bash"], "list", "--error-format", "j")) == {"json"}
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, read_events, run_cli
+from conftest import cli_command, read_events, registry_entries, run_cli
 from control_support import check_schema, cli_json, envelope, exchange, json_out, listed, mode, runs, start_waiter  # noqa: F401
 
 
@@ -51,7 +51,7 @@ def test_inspect_then_cancel(runs, isolated_registry):
         "control_cancel",
     )
     assert not os.path.exists(os.path.dirname(endpoint))
-    assert os.listdir(isolated_registry) == []
+    assert registry_entries(isolated_registry) == []
 
 
 def test_kill_is_immediate_even_under_a_long_grace(runs):

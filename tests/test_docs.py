@@ -34,3 +34,13 @@ def test_no_citation_points_outside_the_repository():
         for path in (ROOT / directory).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             assert not bare.search(text), f"{path.relative_to(ROOT)} cites a document outside docs/"
+
+
+def test_no_document_tells_users_to_install_processkit_from_a_package_index():
+    """processkit is not on a registry (issue 23, item 14): installs are from a clone or a wheel."""
+    by_name = re.compile(r"pip install\s+['\"]?processkit(?:\[[a-z,]+\])?['\"]?(?=\s|$)", re.MULTILINE)
+    documents = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "skills").rglob("*.md")]
+    offenders = [str(path.relative_to(ROOT)) for path in documents if by_name.search(path.read_text(encoding="utf-8"))]
+    assert offenders == []
+    fleet = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    assert "pip install '.[dask]'" in fleet and "pip wheel --no-deps -w dist ." in fleet

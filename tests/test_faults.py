@@ -18,15 +18,20 @@ import sys
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import (
+    cli_command,
+    pid_alive,
+    read_events_tolerant,
+    registry_entries,
+    run_cli,
+    start_cli,
+    wait_for_event,
+    wait_for_file,
+)
 from processkit.events.validate import validate_event
 from streams import cgroup_v2_dir, check_stream, one, run_checked, stderr_lines, wait_until
 
 PY = sys.executable
-
-
-def registry_files(registry) -> list[str]:
-    return sorted(os.listdir(registry)) if os.path.isdir(registry) else []
 
 
 # -- disks ------------------------------------------------------------------------------------
@@ -91,7 +96,7 @@ def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmp
         "processkit-cli: warning: the run is not registered, so control clients cannot find it: "
     )
     assert one(events, "run_started")["run_id"] == "unlisted"
-    assert not os.path.isdir(registry) or registry_files(registry) == []
+    assert not os.path.isdir(registry) or registry_entries(registry) == []
 
 
 # -- the runner dies or is signalled at the worst moment ----------------------------------------
@@ -112,7 +117,7 @@ def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry)
         assert json.loads(run_cli("list", "--json").stdout)["health"] == "stale"
         tally = run_cli("prune", "--json")
         assert (tally.returncode, json.loads(tally.stdout)["pruned"]) == (0, 1)
-        assert registry_files(isolated_registry) == []
+        assert registry_entries(isolated_registry) == []
         assert not os.path.exists(os.path.dirname(endpoint))
         assert group is None or not os.path.exists(group), "prune left the dead runner's empty cgroup"
     finally:
@@ -156,7 +161,7 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
     assert stderr.decode().splitlines() == [f"processkit-cli: run cancelled by {source} before its child was started"]
     assert [e["event"] for e in check_stream(jsonl, 107)] == ["runner_exit"]
     assert not marker.exists()
-    assert registry_files(isolated_registry) == []
+    assert registry_entries(isolated_registry) == []
     assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner.pid}-")]
     parent = cgroup_v2_dir(os.getpid())
     if parent is not None:
@@ -176,7 +181,7 @@ def test_a_stop_signal_still_ends_a_wait_on_a_fifo_before_anything_exists(tmp_pa
     finally:
         runner.kill()
         runner.wait()
-    assert registry_files(isolated_registry) == []
+    assert registry_entries(isolated_registry) == []
 
 
 def test_a_stop_signal_during_a_control_cancels_grace_is_absorbed(tmp_path):

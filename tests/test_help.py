@@ -27,3 +27,37 @@ def test_the_root_help_lists_version_help_and_error_format():
 def test_the_documented_error_format_still_works_after_the_subcommand():
     proc = run_cli("inspect", "--error-format", "json", "--run-id", "ghost")
     assert proc.returncode == 103 and proc.stderr.startswith(b'{"error_version":1')
+
+
+# -- every flag says what it does (issue 23, item 12) -------------------------------------------
+def _described(parser) -> list[str]:
+    """Each option and positional of ``parser`` (and of any subparser) with no help, or with
+    one that only says it may repeat."""
+    import argparse
+
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                missing += _described(sub)
+            continue
+        text = (action.help or "").strip()
+        if action.help is argparse.SUPPRESS:
+            continue
+        if len(text.split()) < 3:
+            missing.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}: {text!r}")
+    return missing
+
+
+def test_every_flag_of_every_subcommand_has_a_description():
+    from processkit.cli.parsers import all_parsers, root_parser
+
+    parsers = [root_parser(), *all_parsers().values()]
+    assert [line for parser in parsers for line in _described(parser)] == []
+
+
+def test_run_help_describes_its_flags_with_their_defaults():
+    shown = run_cli("run", "--help").stdout.decode()
+    for flag, words in (("--timeout DUR", "no limit"), ("--grace DUR", "SIGTERM"), ("--capture-max-bytes", "8m")):
+        line = shown[shown.index(flag) :].split("\n  -")[0]
+        assert words in line, line

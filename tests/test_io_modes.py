@@ -269,8 +269,11 @@ def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
     intervals = [i for i, e in enumerate(events) if e["event"] == "members_snapshot" and e["reason"] == "interval"]
     assert names[:2] == ["run_started", "members_snapshot"] and events[1]["reason"] == "spawn"
     assert intervals == list(range(2, ending))
-    # Each sample follows a full interval: at most one per 200 ms of the run, however slow the
-    # host made the child's start-up; at least a few of the 1.3 s sleep's six.
+    # The last sample is taken as the root's exit is seen (docs/differences.md): the root is gone.
+    *intervals, at_exit = intervals
+    assert events[at_exit]["members"] == [] and events[at_exit]["read_error"] is False
+    # Each sample of the cadence follows a full interval: at most one per 200 ms of the run,
+    # however slow the host made the child's start-up; at least a few of the 1.3 s sleep's six.
     times = [event_time(events[i]) for i in [0, *intervals, ending]]
     assert 3 <= len(intervals) <= (times[-1] - times[0]) / 0.2 + 1, names
     assert min(b - a for a, b in zip(times[1:-2], times[2:-1])) >= 0.19, times

@@ -43,7 +43,7 @@ def test_probe_reports_a_compatible_surface():
     assert report["exit_code_band"] == {"start": 100, "end": 119}
     for token in ("run", "run:--detach", "inspect:--json", "events:--follow", "doctor:--json", "probe:--print-schema"):
         assert token in report["surface"]
-    assert {"attest:peer-identity", "run:resource-summary"} <= set(report["surface"])
+    assert {"attest:peer-identity", "run:resource-summary", "run:capture-keep-layout"} <= set(report["surface"])
     assert report["surface"] == sorted(set(report["surface"]))
 
 
@@ -51,7 +51,14 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
     """Every subcommand and every long flag its parser takes, plus the global --error-format;
     nothing the parsers would refuse."""
     surface = set(json_out(run_cli("probe", "--json"))["surface"])
-    capabilities = {"attest:peer-identity", "run:resource-summary", "bench:hyperfine-json"}
+    capabilities = {
+        "attest:peer-identity",
+        "run:resource-summary",
+        "wait:ended-outcome",
+        "run:private-paths",
+        "run:capture-keep-layout",
+        "bench:hyperfine-json",
+    }
     expected = set(capabilities)
     for command in COMMANDS:
         helped = run_cli(command, "--help")

@@ -4,7 +4,8 @@ both the single-chunk pump() and the per-wakeup drain().
 The pumps (Python; native hashing inline; native hashing on its own thread behind the reader)
 drain a real non-blocking pipe fed in random pieces, into a capped capture file (or none) and
 optionally a live echo (pipe, socket, /dev/null, a file, a file opened O_APPEND; pipes and
-sockets with small buffers so backlogs really form). Once nothing more is to be captured the
+sockets with small buffers so backlogs really form), keeping each capture's head, its tail (a
+ring in the file) or both ends. Once nothing more is to be captured the
 native pump feeds the echo by splice(2), and falls back to read and write where the echo is
 full or refuses spliced bytes (O_APPEND, sockets). They must leave identical capture files,
 echoes, counts, flags and digests, and each digest must be the SHA-256 of the file. The native SHA-256 is also checked against known answers and hashlib on
@@ -34,6 +35,7 @@ from processkit.engine.capture import CaptureTarget
 from processkit.engine.echo import EchoSink
 from processkit.loop import Loop
 from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
+from processkit.spec import KEEP_MODES
 
 try:
     from processkit import _native
@@ -168,6 +170,7 @@ def run_pump(
     big_pipe: bool,
     budget: int | None = None,
     capture: bool = True,
+    keep: str = "head",
 ) -> Outcome:
     """Feed ``data`` through a pipe in ``pieces`` (cycled), pumping ``pauses`` times (cycled) between.
 
@@ -183,7 +186,7 @@ def run_pump(
     capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     echo = Echo(echo_kind, directory) if echo_kind != "none" else None
     try:
-        target = CaptureTarget(path, capture_fd, cap) if capture else None
+        target = CaptureTarget(path, capture_fd, cap, keep) if capture else None
         pump = cls(read_fd, target, echo.sink if echo else None)
         position, turn = 0, 0
         while position < len(data):
@@ -222,15 +225,25 @@ def run_pump(
         fields = report.as_event()
         del fields["path"]
         fields["cap"] = report.cap
+        fields["kept"] = report.kept
     return Outcome(fields, seen, captured, bytes(echo.received) if echo and echo.read_fd >= 0 else None)
 
 
-def check_equivalent(tmp_dir, data: bytes, cap: int, capture: bool = True, **feeding) -> None:
-    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, capture=capture, **feeding) for cls in PUMPS)
+def kept_slice(data: bytes, cap: int, keep: str) -> bytes:
+    """What a capture file must hold: the stream's first ``cap`` bytes, its last, or the first
+    half of the cap and the last half."""
+    if len(data) <= cap or keep == "head":
+        return data[:cap]
+    head = 0 if keep == "tail" else cap // 2
+    return data[:head] + data[len(data) - (cap - head) :]
+
+
+def check_equivalent(tmp_dir, data: bytes, cap: int, capture: bool = True, keep: str = "head", **feeding) -> None:
+    python, *natives = (run_pump(cls, tmp_dir, data, cap=cap, capture=capture, keep=keep, **feeding) for cls in PUMPS)
     for native in natives:
         assert native.report == python.report
         assert native.seen == python.seen == len(data)
-        assert native.captured == python.captured == (data[:cap] if capture else b"")
+        assert native.captured == python.captured == (kept_slice(data, cap, keep) if capture else b"")
         assert native.echoed == python.echoed
     if python.echoed is not None:
         assert python.echoed == data
@@ -242,6 +255,8 @@ def check_equivalent(tmp_dir, data: bytes, cap: int, capture: bool = True, **fee
     assert report["truncated"] == (len(data) > cap)
     assert report["write_error"] is False
     assert report["sha256"] == hashlib.sha256(python.captured).hexdigest()
+    assert sum(end - start for start, end in report["kept"]) == report["bytes_written"]
+    assert b"".join(data[start:end] for start, end in report["kept"]) == python.captured
 
 
 def random_bytes(size: int, seed: int) -> bytes:
@@ -267,9 +282,10 @@ payloads = st.one_of(
     big_pipe=st.booleans(),
     budget=st.sampled_from([None, 1, 4096, CHUNK_SIZE, 1 << 30]),
     capture=st.booleans(),
+    keep=st.sampled_from(KEEP_MODES),
 )
 def test_native_matches_python(
-    data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, budget, capture, tmp_path_factory
+    data, cap_rule, cap_draw, piece_counts, pauses, echo_kind, big_pipe, budget, capture, keep, tmp_path_factory
 ):
     size = len(data)
     cap = {
@@ -291,6 +307,7 @@ def test_native_matches_python(
         big_pipe=big_pipe,
         budget=budget,
         capture=capture,
+        keep=keep,
     )
 
 
@@ -300,10 +317,26 @@ def test_native_matches_python(
     [1, 63, 64, 65, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 7, 1_999_999, 2_000_000, 2_000_001],
 )
 @pytest.mark.parametrize("budget", [None, 1 << 30], ids=["pump", "drain"])
-def test_caps_around_full_chunks(cap, budget, tmp_path):
-    """Whole CHUNK_SIZE reads (a 1 MiB pipe) with the cap falling on and around their edges."""
+@pytest.mark.parametrize("keep", KEEP_MODES)
+def test_caps_around_full_chunks(cap, budget, keep, tmp_path):
+    """Whole CHUNK_SIZE reads (a 1 MiB pipe) with the cap falling on and around their edges; with
+    a ring, chunks longer than it and chunks straddling its wrap."""
     data = random_bytes(2_000_000, seed=cap)
-    check_equivalent(tmp_path, data, cap, pieces=[1 << 20], pauses=[0], echo_kind="pipe", big_pipe=True, budget=budget)
+    check_equivalent(
+        tmp_path, data, cap, pieces=[1 << 20], pauses=[0], echo_kind="pipe", big_pipe=True, budget=budget, keep=keep
+    )
+
+
+@needs_native
+@pytest.mark.parametrize("keep", ["tail", "head-tail"])
+@pytest.mark.parametrize("piece", [300, 700, 999, 1000, 1001, 2500])
+def test_writes_straddling_the_ring_wrap(keep, piece, tmp_path):
+    """One read per piece, so chunk edges fall across the ring's end (a 1000-byte cap: the ring
+    is 1000 or 500 bytes), or a chunk is longer than the whole ring."""
+    data = random_bytes(10_007, seed=piece)
+    check_equivalent(
+        tmp_path, data, 1000, pieces=[piece], pauses=[1], echo_kind="none", big_pipe=False, budget=None, keep=keep
+    )
 
 
 def pump_into_unwritable(cls, capture_fd: int, data: bytes, path: str, budget: int | None, between=None):
@@ -625,3 +658,108 @@ def test_an_echo_that_refuses_spliced_bytes_is_written_from_then_on(tmp_path):
         sink.close()
         loop.close()
         os.close(full)
+
+
+@pytest.mark.parametrize("keep", ["tail", "head-tail"])
+@EACH_PUMP
+def test_a_ring_needs_a_regular_file(cls, keep, tmp_path):
+    """A ring is rewritten in place: into a pipe nothing is written and write_error is set."""
+    capture_read, capture_write = os.pipe()
+    os.set_blocking(capture_read, False)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    data = random_bytes(10_000, seed=7)
+    try:
+        pump = cls(read_fd, CaptureTarget("pipe", capture_write, 100, keep), None)
+        os.write(write_fd, data)
+        os.close(write_fd)
+        while pump_until_blocked(pump, None, 1 << 30) != EOF_REACHED:
+            pass
+        report = pump.report()
+        with pytest.raises(BlockingIOError):
+            os.read(capture_read, 1)
+    finally:
+        for fd in (capture_read, capture_write, read_fd):
+            os.close(fd)
+    assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), 0, True)
+    assert (report.sha256, report.kept) == (EMPTY_SHA256, ())
+
+
+# (piece, keep) -> the stream ranges a 5000-byte ring cut at 3000 file bytes holds: fed in small
+# pieces the ring fills in order; fed at once only the chunk's last ring-full was being written.
+CUT_SHORT = {
+    (1000, "tail"): ((0, 3000),),
+    (1000, "head-tail"): ((0, 3000),),
+    (20_000, "tail"): ((15_000, 18_000),),
+    (20_000, "head-tail"): ((0, 2500), (17_500, 18_000)),
+}
+
+
+@pytest.mark.parametrize(("piece", "keep"), list(CUT_SHORT))
+@EACH_PUMP
+def test_a_ring_cut_short_by_a_write_error_keeps_what_it_stored(cls, piece, keep, tmp_path):
+    """RLIMIT_FSIZE stops the file at 3000 bytes of a 5000-byte cap: the file holds, in order,
+    the bytes stored before the failure and nothing stale, the report names them, and the
+    digest is the file's."""
+    import resource
+    import signal
+
+    path = tmp_path / "out.log"
+    capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    data = random_bytes(20_000, seed=8)
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        pump = cls(read_fd, CaptureTarget(str(path), capture_fd, 5000, keep), None)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, limits[1]))
+        try:
+            for at in range(0, len(data), piece):
+                os.write(write_fd, data[at : at + piece])
+                pump_until_blocked(pump, None, 1 << 30)
+            os.close(write_fd)
+            while pump_until_blocked(pump, None, 1 << 30) != EOF_REACHED:
+                pass
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        report = pump.report()
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
+        os.close(read_fd)
+        os.close(capture_fd)
+    kept = CUT_SHORT[piece, keep]
+    expected = b"".join(data[start:end] for start, end in kept)
+    assert path.read_bytes() == expected
+    assert (report.bytes_seen, report.bytes_written, report.write_error) == (len(data), len(expected), True)
+    assert report.kept == kept
+    assert report.sha256 == hashlib.sha256(expected).hexdigest()
+
+
+@EACH_PUMP
+def test_a_ring_that_cannot_be_put_in_order_is_emptied(cls, tmp_path, monkeypatch):
+    """A failure while rotating leaves bytes in no known order: the file is emptied, so the
+    report (nothing written, write_error) still says what it holds."""
+    from processkit.engine import keep
+
+    def fail(*_):
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(keep, "_rotate", fail)
+    path = tmp_path / "out.log"
+    capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    try:
+        pump = cls(read_fd, CaptureTarget(str(path), capture_fd, 1000, "tail"), None)
+        os.write(write_fd, random_bytes(2500, seed=9))
+        os.close(write_fd)
+        while pump_until_blocked(pump, None, 1 << 30) != EOF_REACHED:
+            pass
+        report = pump.report()
+    finally:
+        os.close(read_fd)
+        os.close(capture_fd)
+    assert path.read_bytes() == b""
+    assert (report.bytes_seen, report.bytes_written, report.write_error, report.kept) == (2500, 0, True, ())
+    assert report.sha256 == EMPTY_SHA256

@@ -16,7 +16,16 @@ import pytest
 
 from processkit.events.validate import validate_event
 
-from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import (
+    cli_command,
+    pid_alive,
+    read_events_tolerant,
+    registry_entries,
+    run_cli,
+    start_cli,
+    wait_for_event,
+    wait_for_file,
+)
 from streams import require_mechanism, wait_until
 
 PY = sys.executable
@@ -146,7 +155,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
         assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
     assert run_dirs_of(victim.pid) == [], "prune left the run directory"
     assert groups_of(victim.pid) == [], "prune left the run's cgroup"
-    assert len(os.listdir(isolated_registry)) == 2, "only the live run's entry stays"
+    assert len(registry_entries(isolated_registry)) == 2, "only the live run's entry stays"
 
     assert pid_alive(live_started["root_pid"]), "prune touched a live run"
     finish_live_run(live, live_jsonl, release)

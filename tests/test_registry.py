@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, require_reference_schemas, run_cli
+from conftest import REFERENCE_SCHEMAS, registry_entries, require_reference_schemas, run_cli
 from control_support import (  # noqa: F401
     check_schema,
     cli_json,
@@ -93,7 +93,7 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
 
     cli_json("cancel", "--run-id", "build-42")
     assert run.finish() == 108
-    assert os.listdir(isolated_registry) == []
+    assert registry_entries(isolated_registry) == []
     assert run_cli("list").stdout == b"no runs registered\n"
 
 
@@ -298,4 +298,4 @@ def test_the_registry_falls_back_to_the_runtime_then_the_state_directory(tmp_pat
     proc = run_cli("run", "--jsonl", tmp_path / "e.jsonl", "--", "true", env=environment)
     assert proc.returncode == 0, proc.stderr
     directory = expected.format(tmp=tmp_path)
-    assert os.path.isdir(directory) and mode(directory) == 0o700 and os.listdir(directory) == []
+    assert os.path.isdir(directory) and mode(directory) == 0o700 and registry_entries(directory) == []

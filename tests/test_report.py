@@ -208,3 +208,36 @@ def test_runs_that_never_started_say_why(tmp_path):
     assert "The run failed during setup, before anything was started; the runner exited 111." in page_text(
         tmp_path / "out.html"
     )
+
+
+# -- who outlived the root (issue 23, item 11) -------------------------------------------------
+MARK = "⚑ outlived the root"
+
+
+def marked_pids(path) -> list[int]:
+    return sorted(int(pid) for pid in re.findall(rf"\((\d+)\) {MARK}", page_text(path)))
+
+
+def test_only_the_process_that_outlived_the_root_is_marked(tmp_path):
+    """The last interval sample before the exit held both sleeps; only one outlived the root."""
+    stream = tmp_path / "run.jsonl"
+    ran = run_cli(
+        "run", "--jsonl", stream, "--snapshot-interval", "100ms", "--", "sh", "-c", "sleep 30 & sleep 0.5; exit 0"
+    )
+    assert ran.returncode == 0
+    events = [json.loads(line) for line in stream.read_text().splitlines()]
+    snapshots = [e for e in events if e["event"] == "members_snapshot"]
+    assert any(len(s["members"]) == 3 for s in snapshots), "a sample held the root and both sleeps"
+    survivor = next(m["pid"] for m in snapshots[-1]["members"])
+    assert report(stream, "-o", tmp_path / "out.html")[0].returncode == 0
+    assert marked_pids(tmp_path / "out.html") == [survivor]
+    assert "1 process outlived it" in page_text(tmp_path / "out.html")
+
+    # Without the sample taken at the exit (a stream of an older runner) the stream cannot say
+    # which of the two it was: none is marked, and the sentence keeps the count.
+    older = tmp_path / "older.jsonl"
+    exit_sample = max(index for index, e in enumerate(events) if e["event"] == "members_snapshot")
+    older.write_text("".join(json.dumps(e) + "\n" for index, e in enumerate(events) if index != exit_sample))
+    assert report(older, "-o", tmp_path / "older.html")[0].returncode == 0
+    assert marked_pids(tmp_path / "older.html") == []
+    assert "1 process outlived it" in page_text(tmp_path / "older.html")

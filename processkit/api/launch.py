@@ -23,7 +23,8 @@ from typing import BinaryIO
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
 from .follow import read_all
-from .result import RunResult, build
+from .result import RunResult, build, captures
+from .streams import Streams
 
 DIAGNOSTICS_LIMIT = 64 * 1024
 SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
@@ -52,6 +53,7 @@ class Prepared:
     jsonl: str
     keep_jsonl: bool
     echo: bool
+    stdio: Streams  # subprocess's stream keywords: what to read back, the scratch files serving them
     scratch: list[str] = dataclasses.field(default_factory=list)
     _diagnostics: BinaryIO | None = None
 
@@ -77,6 +79,7 @@ class Prepared:
         try:
             events = read_all(self.jsonl)
             diagnostics = self._read_diagnostics()
+            outputs = self.stdio.collect(captures(events))
         finally:
             self.cleanup()
         return build(
@@ -87,12 +90,15 @@ class Prepared:
             jsonl=self.jsonl if self.keep_jsonl else None,
             diagnostics=diagnostics,
             runner_pid=runner_pid,
+            stdout=outputs["stdout"],
+            stderr=outputs["stderr"],
         )
 
     def cleanup(self) -> None:
         if self._diagnostics is not None:
             self._diagnostics.close()
             self._diagnostics = None
+        self.stdio.cleanup()
         for path in self.scratch:
             try:
                 os.unlink(path)
@@ -114,8 +120,10 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
     command = keyword_options.command_args(args)
     if not isinstance(echo, bool):
         raise TypeError(f"echo must be True or False, not {echo!r}")
+    streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
     extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
+    extra += streams.flags(options)
     path = SCRATCH_JSONL if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
     argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
     scratch = []
@@ -124,6 +132,13 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         os.close(fd)
         scratch.append(path)
         argv[argv.index(SCRATCH_JSONL)] = path
+    try:
+        streams.materialize(argv)
+    except BaseException:
+        streams.cleanup()
+        for made in scratch:
+            os.unlink(made)
+        raise
     error_format = [] if echo or spec.inherit_stdio else ["--error-format", "json"]
     return Prepared(
         args=command,
@@ -132,6 +147,7 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         jsonl=path,
         keep_jsonl=jsonl is not None,
         echo=echo,
+        stdio=streams,
         scratch=scratch,
     )
 

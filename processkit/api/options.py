@@ -1,6 +1,6 @@
 """Keyword arguments -> the ``run`` command line, checked by the CLI's own parser before anything starts.
 
-The keywords are derived from ``processkit.cli.run``'s parser, so every ``run`` flag has one and a
+The keywords are derived from ``processkit.cli.run``'s options table, so every ``run`` flag has one and a
 new flag gets one without touching this module: a switch is a bool, a repeatable flag takes an
 iterable (a ``K=V`` flag also a mapping), a ``DUR`` also a number of seconds, a ``SIZE`` or ``N``
 also an int, ``CORES`` also a number. The resulting argv goes through ``cli.run.parse`` in this
@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from ..errors import Failure
-from ..spec import RunSpec
+from ..spec import U64_MAX, RunSpec
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
@@ -33,24 +33,20 @@ class Flag:
 
 
 def _flags() -> dict[str, Flag]:
-    """keyword -> Flag, read from the run parser once."""
+    """keyword -> Flag, read once from the run options table (cli/options.py's ``Option``s)."""
     global _FLAGS
     if _FLAGS is None:
-        from ..cli.run import build_parser
+        from ..cli.options import REPEAT, SWITCH
+        from ..cli.run import RUN_OPTIONS
 
         table = {}
-        for action in build_parser()._actions:
-            long = [o for o in action.option_strings if o.startswith("--")]
-            if not long or action.dest in NOT_KEYWORDS or action.dest == "help":
+        for option in RUN_OPTIONS:
+            if option.dest in NOT_KEYWORDS:
                 continue
-            metavar = action.metavar if isinstance(action.metavar, str) else None  # one value per flag: no tuples
-            if action.nargs == 0:
-                kind = "switch"
-            elif isinstance(action.default, list):
-                kind = "repeat"
-            else:
-                kind = metavar or "TEXT"
-            table[RENAMED.get(action.dest, action.dest)] = Flag(long[0], kind, metavar)
+            kinds = {SWITCH: "switch", REPEAT: "repeat"}
+            table[RENAMED.get(option.dest, option.dest)] = Flag(
+                option.flag, kinds.get(option.kind) or option.metavar or "TEXT", option.metavar
+            )
         _FLAGS = table
     return _FLAGS
 
@@ -129,6 +125,8 @@ def _items(key: str, flag: Flag, value) -> list[str]:
 def _single(key: str, kind: str, value) -> str:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
+    if isinstance(value, int) and not -U64_MAX <= value <= U64_MAX:  # str() of 4,300+ digits raises
+        raise ValueError(f"invalid value for '{key}': {value.bit_length()} bits is too large")
     if kind == "DUR" and isinstance(value, (int, float)):
         return _seconds(key, value)
     if kind in ("SIZE", "N") and isinstance(value, int):
@@ -142,7 +140,10 @@ def _seconds(key: str, value: float) -> str:
     """A number of seconds as whole milliseconds, the CLI's finest unit."""
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"invalid value {value!r} for '{key}': expected a finite number of seconds, not negative")
-    return f"{round(value * 1000)}ms"
+    milliseconds = value * 1000
+    if not math.isfinite(milliseconds):  # a float near its maximum: no whole number of ms to round to
+        raise ValueError(f"invalid value {value!r} for '{key}': duration is too large")
+    return f"{round(milliseconds)}ms"
 
 
 def as_text(value, what: str) -> str:

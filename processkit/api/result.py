@@ -17,7 +17,10 @@ from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary,
 @dataclasses.dataclass(frozen=True)
 class CaptureInfo:
     """One captured stream: its file, every byte the child produced, what the file holds, and
-    the SHA-256 of the file's content."""
+    the SHA-256 of the file's content. ``kept`` is the stream's ``(start, end)`` byte ranges
+    the file holds, in file order: with ``capture_keep="tail"`` or ``"head-tail"`` as the run
+    recorded them beside the files (``capture-keep.json``), else the stream's first
+    ``bytes_written`` bytes."""
 
     stream: str
     path: str
@@ -26,14 +29,18 @@ class CaptureInfo:
     sha256: str
     truncated: bool
     write_error: bool
+    kept: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
-    def from_event(cls, stream: str, record: dict) -> CaptureInfo:
+    def from_event(cls, stream: str, record: dict, run_id: str | None = None) -> CaptureInfo:
         # The stream's values as the schema documents them; like every event field, a missing one reads as None.
-        values: list[Any] = [
-            record.get(key) for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
-        ]
-        return cls(stream, *values)
+        fields: dict[str, Any] = {
+            key: record.get(key)
+            for key in ("path", "bytes_seen", "bytes_written", "sha256", "truncated", "write_error")
+        }
+        from .. import capture_layout
+
+        return cls(stream=stream, kept=capture_layout.kept(record, stream, run_id), **fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +61,10 @@ class RunResult:
     jsonl: str | None
     runner_pid: int | None = None  # None for a run this process did not start
     diagnostics: str = ""  # the runner's own stderr lines, when it was not echoed
+    # The child's output when asked for (stdout=PIPE, capture_output=True; str with text=True),
+    # bounded by the capture cap: ``stdout_capture.truncated`` says when it was cut.
+    stdout: bytes | str | None = None
+    stderr: bytes | str | None = None
 
     @property
     def message(self) -> str | None:
@@ -81,7 +92,9 @@ class RunError(subprocess.CalledProcessError):
 
     def __init__(self, result: RunResult):
         # args is None only for an attached run whose stream names no command; cmd keeps it as given.
-        super().__init__(result.returncode, result.args, stderr=result.diagnostics or None)  # type: ignore[arg-type]
+        # As subprocess's: the child's output when it was captured; else the runner's diagnostics.
+        stderr = result.stderr if result.stderr is not None else result.diagnostics or None
+        super().__init__(result.returncode, result.args, output=result.stdout, stderr=stderr)  # type: ignore[arg-type]
         self.result = result
 
     def __reduce__(self):
@@ -104,34 +117,46 @@ def build(
     jsonl: str | None,
     diagnostics: str,
     runner_pid: int | None = None,
+    stdout: bytes | str | None = None,
+    stderr: bytes | str | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream."""
     runner_exit = _last(events, RunnerExit)
-    captured = _last(events, OutputCaptured)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
     started = _last(events, RunStarted)
     if run_id is None and started is not None:
         run_id = started.run_id
+    found = captures(events, run_id)
     return RunResult(
         args=args,
         returncode=returncode,
         run_id=run_id,
         source=source,
         child_code=runner_exit.child_code if runner_exit else None,
-        stdout_capture=CaptureInfo.from_event("stdout", captured.stdout)
-        if captured and isinstance(captured.stdout, dict)
-        else None,
-        stderr_capture=CaptureInfo.from_event("stderr", captured.stderr)
-        if captured and isinstance(captured.stderr, dict)
-        else None,
+        stdout_capture=found["stdout"],
+        stderr_capture=found["stderr"],
         resources=_last(events, ResourceSummary),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
         diagnostics=diagnostics,
+        stdout=stdout,
+        stderr=stderr,
     )
+
+
+def captures(events: list[Event], run_id: str | None = None) -> dict[str, CaptureInfo | None]:
+    """Each stream's capture as the stream's last ``output_captured`` reports it (with the
+    ranges its file kept, from the layout record of the run ``run_id``)."""
+    captured = _last(events, OutputCaptured)
+    return {
+        name: CaptureInfo.from_event(name, record, run_id)
+        if captured is not None and isinstance(record := getattr(captured, name), dict)
+        else None
+        for name in ("stdout", "stderr")
+    }
 
 
 _EventT = TypeVar("_EventT", bound=Event)

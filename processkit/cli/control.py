@@ -23,7 +23,7 @@ def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = Tr
     parser = Parser(prog=f"processkit-cli {name}", usage=f"processkit-cli {name} {usage}")
     targets.add_arguments(parser, fan_out=fan_out)
     if json_flag:
-        parser.add_argument("--json", action=OnceFlag, help="machine-readable output")
+        parser.add_argument("--json", action=OnceFlag, help="print the reply as one JSON line (default: human text)")
     return parser
 
 

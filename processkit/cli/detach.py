@@ -13,15 +13,18 @@ import json
 import os
 import subprocess
 
+from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
+from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
-from .options import split_command
+from .options import READY_FD_VARIABLE, split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02
 HANDSHAKE_SECONDS = 30.0
+STOP_SECONDS = 10.0  # for a copy that was given up on to end its own tree, before it is SIGKILLed
 # The first line holds the run_started event, whose raw argv (--argv-raw) can be as long as
 # the kernel lets an argv be; anything longer is not a line this runner wrote.
 MARKER_LIMIT = 8 * 1024 * 1024
@@ -48,9 +51,13 @@ _RUN_KINDS = {
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     try:
-        os.close(os.open(spec.jsonl, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666))
+        os.close(open_for_writing(spec.jsonl))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}") from None
+    try:
+        ready, ready_end = os.pipe2(os.O_CLOEXEC)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot start the detached runner: {exc.strerror}") from None
     try:
         copy = subprocess.Popen(
             copy_argv(argv, spec),
@@ -58,13 +65,21 @@ def launch(argv: list[str], spec: RunSpec) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            pass_fds=(ready_end,),
+            env={**os.environ, READY_FD_VARIABLE: str(ready_end)},
             start_new_session=True,
         )
     except (OSError, subprocess.SubprocessError) as exc:
+        os.close(ready)
         raise Failure(
             Kind.SETUP, f"cannot start the detached runner: {getattr(exc, 'strerror', None) or exc}"
         ) from None
-    Handshake(copy, spec.jsonl, spec.run_id).complete()
+    finally:
+        os.close(ready_end)
+    try:
+        Handshake(copy, spec.jsonl, spec.run_id, ready).complete()
+    finally:
+        os.close(ready)
 
 
 def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
@@ -81,13 +96,18 @@ def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
 
 
 class Handshake:
-    """Every POLL_SECONDS, the file first and the copy second, until the proof or the bound."""
+    """Every POLL_SECONDS, the copy's readiness pipe, the file and the copy itself, until the
+    proof or the bound. The pipe (``ready``) carries the proof when the JSONL cannot: a run whose
+    JSONL fails is healthy, and must not look unstarted (nor be killed for it)."""
 
-    def __init__(self, copy: subprocess.Popen, jsonl: str, run_id: str):
+    def __init__(self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None):
         self._copy = copy
         self._jsonl = jsonl
         self._run_id = run_id
+        self._ready = ready
         self._started: bool | None = None  # None until decided
+        if ready is not None:
+            os.set_blocking(ready, False)
 
     def complete(self) -> None:
         loop = Loop()
@@ -96,22 +116,44 @@ class Handshake:
             loop.run_until(lambda: self._started is not None, loop.clock() + HANDSHAKE_SECONDS)
         finally:
             loop.close()
-        if self._started is None:  # out of time: one last look, then the copy goes
-            self._started = self._marker_written()
+        if self._started is None:  # out of time: one last look, then the copy and its tree go
+            self._started = self._proven()
             if not self._started:
-                self._copy.kill()
-                self._copy.wait()
+                end_copy(self._copy)
                 raise Failure(
-                    Kind.SETUP, f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; its runner was killed"
+                    Kind.SETUP,
+                    f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; "
+                    "its runner was stopped and its tree killed",
                 )
         if not self._started:
             raise self._relayed_failure()
 
+    def _proven(self) -> bool:
+        return self._told_started() or self._marker_written()
+
+    def _told_started(self) -> bool:
+        """Whether the copy said ``started`` on the readiness pipe; it adds why its JSONL
+        stopped when it did, which the caller is told (the copy's own stderr is null)."""
+        if self._ready is None:
+            return False
+        try:
+            line = os.read(self._ready, 4096)
+        except OSError:  # nothing yet
+            return False
+        if not line.startswith(b"started"):
+            return False
+        _, _, jsonl_failure = line.rstrip(b"\n").partition(b"\t")
+        if jsonl_failure:
+            warn(
+                f"the detached run started, but its JSONL event logging is disabled: {jsonl_failure.decode(errors='replace')}"
+            )
+        return True
+
     def _poll(self, loop: Loop) -> None:
-        if self._marker_written():
+        if self._proven():
             self._started = True
         elif self._copy.poll() is not None:
-            self._started = self._marker_written()  # the copy may have written it as it went
+            self._started = self._proven()  # the copy may have written it as it went
         else:
             loop.call_later(POLL_SECONDS, lambda: self._poll(loop))
 
@@ -154,6 +196,26 @@ class Handshake:
             if isinstance(event, dict) and isinstance(event.get("message"), str):
                 return ": " + sanitize(event["message"])
         return ""
+
+
+def end_copy(copy: subprocess.Popen) -> None:
+    """A launcher that gives up ends what it started: the copy's whole tree, not just the copy.
+    SIGTERM first, which the copy turns into a cancel that kills and releases its container
+    (or, before one exists, which ends it); a copy still there after STOP_SECONDS is SIGKILLed
+    and the sweep ends what its dead run left (as ``prune`` would)."""
+    copy.terminate()
+    try:
+        copy.wait(STOP_SECONDS)
+        return
+    except subprocess.TimeoutExpired:
+        copy.kill()
+        copy.wait()
+    from .. import rundir
+    from ..containment import sweep
+
+    own = f"{rundir.DIR_PREFIX}{copy.pid}-"
+    dirs = [path for path in rundir.listing() if os.path.basename(path).startswith(own)]
+    sweep.sweep([], sweep.Reaped(), run_dirs=dirs, groups=False)
 
 
 def _status(returncode: int) -> str:

@@ -50,7 +50,11 @@ def build_parser() -> Parser:
         metavar="LEVEL",
         help="require exactly this abrupt-cleanup level (whole_tree, direct_child_only, none)",
     )
-    add("--require-resource-controller", action=OnceFlag, help="needs --check-resource-controller")
+    add(
+        "--require-resource-controller",
+        action=OnceFlag,
+        help="fail (116) unless a whole-tree cap can be installed; needs --check-resource-controller",
+    )
     add("--scratch-child", action=Once, metavar="DUR", help="be the harmless scratch child: sleep, exit 0")
     return parser
 

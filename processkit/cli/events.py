@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 
-from ..diagnostics import say
+from ..diagnostics import note
 from ..errors import Failure, Kind, usage
 from ..events.reader import Line, LineSplitter
 from ..events.validate import event_validator, validate_event
@@ -176,7 +175,7 @@ class Reading:
             os.close(self._fd)
         self._take(self._splitter.end())
         if self._gone and not self._terminal_seen:
-            say(sys.stderr, f"processkit-cli: note: {self._target.gone_note()}\n")
+            note(f"processkit-cli: note: {self._target.gone_note()}")
 
     def _is_stream(self, loop: Loop) -> bool:
         if stat.S_ISREG(os.fstat(self._fd).st_mode):
@@ -227,7 +226,7 @@ class Reading:
 
 def _notice(line: Line, reason: str) -> None:
     """A line that cannot be shown as an event goes to stderr, so stdout stays the stream."""
-    say(sys.stderr, f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}\n")
+    note(f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}")
 
 
 # -- the three ways to consume lines -------------------------------------------------------------
@@ -306,7 +305,7 @@ class Validation:
         noun = "line" if self._checked == 1 else "lines"
         if not self._strict_stream:
             for problem in stream:
-                say(sys.stderr, f"processkit-cli: note: stream: {problem}\n")
+                note(f"processkit-cli: note: stream: {problem}")
             stream = []
         if not self._invalid and not stream:
             output.lines([f"checked {self._checked} {noun}: all valid"])

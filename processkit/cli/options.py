@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 ERROR_FORMATS = ("human", "json")
 ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (default) or json, one envelope line"
 
+# Not an option but the copy's side channel of ``run --detach``: the launcher (detach.py) names its
+# readiness pipe in this variable, and the copy (run.py) takes it out of the environment at once,
+# so the child never sees it.
+READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
+
 # An option's kind: how often it may be given and whether it takes a value.
 VALUE = "value"  # one value, given at most once
 SWITCH = "switch"  # no value, given at most once

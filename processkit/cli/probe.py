@@ -18,6 +18,7 @@ from ..events.types import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
 from . import output
+from .values import bounded_int, is_digits
 from .parsing import Once, OnceFlag, Parser
 
 PROBE_VERSION = 1
@@ -26,12 +27,17 @@ _BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 
 def capabilities() -> list[str]:
-    """What the parser cannot know: ``run`` always ends with resource_summary, and ``attest``
-    can decide only where the kernel names a socket's peer."""
-    found = ["run:resource-summary"]
+    """What the parser cannot know: ``run`` always ends with resource_summary, ``attest``
+    can decide only where the kernel names a socket's peer, ``wait`` remembers ended runs'
+    outcomes, ``run`` refuses paths another user controls, and with ``--capture-keep tail`` or
+    ``head-tail`` it records which stream ranges each capture file holds in
+    ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
+    found = ["run:resource-summary", "run:capture-keep-layout"]
     found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
+    found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
+    found.append("run:private-paths")  # another user's links and directories are refused (safepath)
     return found
 
 
@@ -62,9 +68,22 @@ def build_parser() -> Parser:
         description="Report (and check) this binary's compatibility surface, with no side effects.",
     )
     parser.add_argument("--json", action=OnceFlag, help="required: the report is one JSON line")
-    parser.add_argument("--require-schema-version", action=Once, metavar="N")
-    parser.add_argument("--require-exit-code-band", action=Once, metavar="START-END")
-    parser.add_argument("--require-surface", action="append", default=[], metavar="TOKEN", help="repeatable")
+    parser.add_argument(
+        "--require-schema-version", action=Once, metavar="N", help="110 unless the event schema version is N"
+    )
+    parser.add_argument(
+        "--require-exit-code-band",
+        action=Once,
+        metavar="START-END",
+        help="110 unless the runner's own exit codes are exactly START-END",
+    )
+    parser.add_argument(
+        "--require-surface",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="110 unless the surface lists TOKEN (a subcommand, or one of its flags); repeatable",
+    )
     parser.add_argument("--print-schema", action=OnceFlag, help="print the shipped event schema instead")
     return parser
 
@@ -80,9 +99,10 @@ def _band(text: str) -> tuple[int, int]:
 
 
 def _schema_version(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) > U32_MAX:
+    value = bounded_int(text, U32_MAX) if is_digits(text) else None
+    if value is None:
         raise usage(f"invalid value '{text}' for '--require-schema-version <N>': expected an unsigned integer")
-    return int(text)
+    return value
 
 
 def main(argv: list[str], invocation) -> int:

@@ -26,8 +26,12 @@ def list_parser() -> Parser:
         prog="processkit-cli list", usage="processkit-cli list [--json] [--label <K=V>]... [--health <HEALTH>]"
     )
     parser.add_argument("--json", action=OnceFlag, help="JSON Lines, one run per line")
-    parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable")
-    parser.add_argument("--health", action=Once, choices=[h.value for h in Health])
+    parser.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="only runs with this label; repeatable"
+    )
+    parser.add_argument(
+        "--health", action=Once, choices=[h.value for h in Health], help="only runs of this health (default: all)"
+    )
     return parser
 
 
@@ -81,7 +85,9 @@ def wait_parser() -> Parser:
         usage="processkit-cli wait (--run-id <ID> | --all [--label <K=V>]...) [--timeout <DUR>] [--report-outcome]",
     )
     targets.add_arguments(parser)
-    parser.add_argument("--timeout", action=Once, metavar="DUR")
+    parser.add_argument(
+        "--timeout", action=Once, metavar="DUR", help="give up (112) after this long (default: no limit)"
+    )
     parser.add_argument("--report-outcome", action=OnceFlag, help="print runner_exit's code, source and child_code")
     return parser
 
@@ -115,7 +121,7 @@ def prune_parser() -> Parser:
         prog="processkit-cli prune",
         usage="processkit-cli prune [--json] [--dry-run] [--label <K=V>]... [--report-reaped]",
     )
-    parser.add_argument("--json", action=OnceFlag, help="machine-readable tally")
+    parser.add_argument("--json", action=OnceFlag, help="print the tally as one JSON line (default: human text)")
     parser.add_argument("--dry-run", action=OnceFlag, help="report what would be pruned and ended, change nothing")
     parser.add_argument(
         "--label",

@@ -103,7 +103,9 @@ def _write_atomically(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
-        os.chmod(temporary, 0o666 & ~_umask())
+            # By the descriptor: in a directory another user can write, the name may no
+            # longer be ours by now (the rename below replaces a planted link, never its target).
+            os.fchmod(file.fileno(), 0o666 & ~_umask())
         os.replace(temporary, path)
     except OSError as exc:
         os.unlink(temporary)

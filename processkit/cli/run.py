@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from ..errors import usage
-from ..spec import DEFAULT_CAPTURE_MAX_BYTES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
+from ..spec import DEFAULT_CAPTURE_MAX_BYTES, KEEP_MODES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
 from . import values
-from .options import REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
+from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ CONFLICTS = (
             "detach",
             "capture_max_bytes",
             "capture_overflow",
+            "capture_keep",
         ),
     ),
     ("detach", ("inherit_stdin",)),
@@ -35,44 +37,96 @@ CONFLICTS = (
     ("pty", ("inherit_stdio", "inherit_stdin")),
     ("windows_graceful_ctrl_break", ("create_no_window", "detach")),
 )
-REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow")
+REQUIRES_CAPTURE_DIR = ("capture_max_bytes", "capture_overflow", "capture_keep")
 REQUIRES_PTY = ("pty_size",)
 
 
 # Every run flag, in --help order: the direct parser and the argparse parser both read it.
 RUN_OPTIONS = (
-    Option("--run-id", VALUE, metavar="ID"),
-    Option("--label", REPEAT, metavar="K=V", help="repeatable"),
-    Option("--cwd", VALUE, metavar="DIR"),
-    Option("--jsonl", VALUE, metavar="FILE", help="lifecycle events (required)"),
-    Option("--timeout", VALUE, metavar="DUR"),
-    Option("--idle-timeout", VALUE, metavar="DUR"),
-    Option("--grace", VALUE, metavar="DUR"),
-    Option("--snapshot-interval", VALUE, metavar="DUR"),
-    Option("--max-memory", VALUE, metavar="SIZE"),
-    Option("--max-processes", VALUE, metavar="N"),
-    Option("--cpu-quota", VALUE, metavar="CORES"),
-    Option("--capture-dir", VALUE, metavar="DIR"),
-    Option("--capture-max-bytes", VALUE, metavar="SIZE"),
-    Option("--capture-overflow", VALUE, choices=("truncate", "cancel")),
-    Option("--inherit-stdio", SWITCH),
-    Option("--inherit-stdin", SWITCH),
-    Option("--stdin-file", VALUE, metavar="FILE"),
-    Option("--pty", SWITCH, help="the child's stdin, stdout and stderr are a new pseudo-terminal"),
+    Option("--run-id", VALUE, metavar="ID", help="the id clients find the run by (default: run-<pid>-<nanos>)"),
+    Option("--label", REPEAT, metavar="K=V", help="a label clients can select the run by; repeatable (default: none)"),
+    Option("--cwd", VALUE, metavar="DIR", help="the child's working directory (default: the runner's)"),
+    Option("--jsonl", VALUE, metavar="FILE", help="where the lifecycle events go, one JSON line each (required)"),
+    Option("--timeout", VALUE, metavar="DUR", help="end the run (106) after this long (default: no limit)"),
+    Option(
+        "--idle-timeout",
+        VALUE,
+        metavar="DUR",
+        help="end the run (106) when the child writes no output for this long (default: no limit)",
+    ),
+    Option(
+        "--grace",
+        VALUE,
+        metavar="DUR",
+        help="how long a stopped tree gets between SIGTERM and the kill (default: none, killed at once)",
+    ),
+    Option(
+        "--snapshot-interval",
+        VALUE,
+        metavar="DUR",
+        help="also write a members_snapshot event this often (default: only the one at spawn)",
+    ),
+    Option("--max-memory", VALUE, metavar="SIZE", help="cap the whole tree's memory (default: no cap)"),
+    Option("--max-processes", VALUE, metavar="N", help="cap the number of processes in the tree (default: no cap)"),
+    Option("--cpu-quota", VALUE, metavar="CORES", help="cap the tree's CPU time, in cores (default: no cap)"),
+    Option(
+        "--capture-dir",
+        VALUE,
+        metavar="DIR",
+        help="capture the output to DIR/stdout.log and DIR/stderr.log, made if missing (default: no capture)",
+    ),
+    Option(
+        "--capture-max-bytes",
+        VALUE,
+        metavar="SIZE",
+        help="how much of each stream the capture files keep (default: 8m); needs --capture-dir",
+    ),
+    Option(
+        "--capture-overflow",
+        VALUE,
+        choices=("truncate", "cancel"),
+        help="past the cap, keep running (truncate, the default) or end the run (cancel, 113)",
+    ),
+    Option(
+        "--capture-keep",
+        VALUE,
+        choices=KEEP_MODES,
+        help="which part of each stream its file keeps: head (default), tail, or head-tail (half the cap each)",
+    ),
+    Option(
+        "--inherit-stdio",
+        SWITCH,
+        help="give the child the runner's stdin, stdout and stderr as they are: no echo, no capture (default: off)",
+    ),
+    Option("--inherit-stdin", SWITCH, help="give the child the runner's stdin (default: /dev/null)"),
+    Option("--stdin-file", VALUE, metavar="FILE", help="feed the child's stdin from FILE (default: /dev/null)"),
+    Option("--pty", SWITCH, help="the child's stdin, stdout and stderr are a new pseudo-terminal (default: off)"),
     Option(
         "--pty-size",
         VALUE,
         metavar="COLSxROWS",
-        help="the child terminal's size (default: the caller's terminal, else 80x24)",
+        help="the child terminal's size (default: the caller's terminal, else 80x24); needs --pty",
     ),
-    Option("--no-echo", SWITCH),
-    Option("--detach", SWITCH),
-    Option("--argv-raw", SWITCH),
-    Option("--env-clear", SWITCH),
-    Option("--env-remove", REPEAT, metavar="K", help="repeatable"),
-    Option("--env-file", REPEAT, metavar="FILE", help="repeatable"),
-    Option("--env", REPEAT, metavar="K=V", help="repeatable"),
-    Option("--run-id-env", VALUE, metavar="K"),
+    Option(
+        "--no-echo", SWITCH, help="do not echo the child's output to the runner's stdout and stderr (default: echo)"
+    ),
+    Option(
+        "--detach",
+        SWITCH,
+        help="return once the child has started, leaving the run in the background (default: wait for its end)",
+    ),
+    Option(
+        "--argv-raw",
+        SWITCH,
+        help="put the raw argv in run_started (default: only its SHA-256 and a hint, argv may hold secrets)",
+    ),
+    Option("--env-clear", SWITCH, help="start the child's environment empty (default: the runner's)"),
+    Option("--env-remove", REPEAT, metavar="K", help="remove K from the child's environment; repeatable"),
+    Option(
+        "--env-file", REPEAT, metavar="FILE", help="add the K=V lines of FILE to the child's environment; repeatable"
+    ),
+    Option("--env", REPEAT, metavar="K=V", help="set K in the child's environment; repeatable"),
+    Option("--run-id-env", VALUE, metavar="K", help="also give the child its run id as K (default: not given)"),
     Option("--create-no-window", SWITCH, help="Windows only; accepted and ignored elsewhere"),
     Option("--windows-graceful-ctrl-break", SWITCH, help="Windows only; accepted and ignored elsewhere"),
 )
@@ -133,10 +187,13 @@ def _command_from_stdin(args) -> list[str]:
         command = None
     if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
         raise usage("standard input must carry the command as a non-empty JSON array of strings")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for arg in command for ch in arg):
+        # JSON's \uD800-\uDFFF escapes alone are no text (the reference's parser refuses them)
+        raise usage("the command read from standard input holds a lone surrogate escape, which is no text")
     return command
 
 
-def parse(argv: list[str]) -> RunSpec:
+def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
     options, command = split_command(argv)
     args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     _check_conflicts(args)
@@ -195,6 +252,7 @@ def parse(argv: list[str]) -> RunSpec:
             else DEFAULT_CAPTURE_MAX_BYTES
         ),
         capture_overflow=OverflowPolicy.CANCEL if args.capture_overflow == "cancel" else OverflowPolicy.TRUNCATE,
+        capture_keep=args.capture_keep or "head",
         stdin=stdin,
         stdin_file=args.stdin_file,
         inherit_stdio=args.inherit_stdio,
@@ -203,11 +261,28 @@ def parse(argv: list[str]) -> RunSpec:
         echo=not args.no_echo,
         argv_raw=args.argv_raw,
         detach=args.detach,
+        ready_fd=ready_fd,
     )
 
 
+def _take_ready_fd() -> int | None:
+    """In a detached copy, the pipe its launcher waits on (``detach``): taken out of the
+    environment so the child never sees it, and kept from the child's exec."""
+    text = os.environ.pop(READY_FD_VARIABLE, None)
+    if text is None or not values.is_digits(text) or len(text) > 9:
+        return None
+    fd = int(text)
+    try:
+        if fd <= 2 or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None  # not a pipe a launcher made: nothing of the caller's is written to
+        os.set_inheritable(fd, False)
+    except OSError:
+        return None
+    return fd
+
+
 def main(argv: list[str], invocation) -> int:
-    spec = parse(argv)
+    spec = parse(argv, ready_fd=_take_ready_fd())
     if spec.run_id_given:
         invocation.run_id = spec.run_id
     if spec.detach:

@@ -18,10 +18,16 @@ class Selection:
 
 
 def add_arguments(parser: Parser, *, fan_out: bool = True) -> None:
-    parser.add_argument("--run-id", action=Once, metavar="ID")
+    parser.add_argument("--run-id", action=Once, metavar="ID", help="the run to act on (default: read from stdin)")
     if fan_out:
         parser.add_argument("--all", action=OnceFlag, help="every live run (narrowed by --label)")
-        parser.add_argument("--label", action="append", default=[], metavar="K=V", help="repeatable; needs --all")
+        parser.add_argument(
+            "--label",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help="only runs with this label; repeatable; needs --all",
+        )
 
 
 def labels(texts: list[str]) -> dict:

@@ -22,6 +22,17 @@ def is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def bounded_int(digits: str, limit: int) -> int | None:
+    """The value of ASCII ``digits``, or None when it exceeds ``limit``. Bounded by length before
+    converting: ``int()`` refuses more than 4,300 digits (Python's int-string limit, an error no
+    grammar names) and is quadratic below it; leading zeros do not count, as in Rust."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(limit)):
+        return None
+    value = int(significant or "0")
+    return value if value <= limit else None
+
+
 def split_duration(text: str) -> tuple[str, str | None] | None:
     """``[0-9]+(ms|s|m|h)?`` as (digits, unit or None), or None when ``text`` is not one."""
     for unit in _DURATION_UNITS:
@@ -66,7 +77,8 @@ def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
     if parts is None:
         raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional unit ms, s, m or h")
     digits, unit = parts
-    total = int(digits) * _DURATION_MS[unit]
+    value = bounded_int(digits, U64_MAX)
+    total = U64_MAX + 1 if value is None else value * _DURATION_MS[unit]
     if total > U64_MAX:
         raise usage(f"invalid value '{text}' for '{flag}': duration is too large")
     if positive and total == 0:
@@ -82,7 +94,8 @@ def parse_size(text: str, *, flag: str) -> int:
             f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g"
         )
     digits, suffix = parts
-    total = int(digits) * _SIZE_FACTOR[suffix]
+    value = bounded_int(digits, U64_MAX)
+    total = U64_MAX + 1 if value is None else value * _SIZE_FACTOR[suffix]
     if total == 0:
         raise usage(f"invalid value '{text}' for '{flag}': size must be greater than zero")
     if total > U64_MAX:
@@ -92,9 +105,10 @@ def parse_size(text: str, *, flag: str) -> int:
 
 def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
     """A u32 of at least 1."""
-    if not is_count(text) or not 1 <= int(text) <= U32_MAX:
+    value = bounded_int(text.removeprefix("+"), U32_MAX) if is_count(text) else None
+    if value is None or value < 1:
         raise usage(f"invalid value '{text}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
-    return int(text)
+    return value
 
 
 def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:

@@ -58,6 +58,7 @@ class Container(abc.ABC):
     mechanism: str
     abrupt_cleanup = "direct_child_only"
     soft_stop_scope = "whole_tree"
+    _released = False
     controllers: ControllerSet | None = None
 
     @property
@@ -125,7 +126,11 @@ class Container(abc.ABC):
         return self.controllers.evidence()
 
     def release(self) -> None:
-        """Remove whatever the container and its cap layer created on the host."""
+        """Remove whatever the container and its cap layer created on the host. Idempotent: a
+        run that failed half way through its release is released again by its last resort."""
+        if self._released:
+            return
+        self._released = True
         self._remove()
         if self.controllers is not None:
             self.controllers.release()

@@ -30,6 +30,7 @@ PID_MAX_LIMIT = 4 * 1024 * 1024  # the kernel's pid ceiling (64-bit) and the mos
 CFS_PERIOD_US = 100_000
 CFS_LONG_PERIOD_US = 1_000_000  # the kernel's longest period: lets small quotas clear the floor
 CFS_MIN_QUOTA_US = 1_000
+CFS_MAX_QUOTA_US = (1 << 44) - 1  # the kernel's largest (MAX_BW): cpu.max refuses more
 
 
 def capped_axes(limits: Limits) -> list[str]:
@@ -43,7 +44,13 @@ def pids_max(count: int) -> str:
 
 
 def cfs_quota(cores: float) -> tuple[int, int]:
-    """``(quota_us, period_us)`` for ``cores``; raises LimitUnavailable below the kernel's floor."""
+    """``(quota_us, period_us)`` for ``cores``; raises LimitUnavailable below the kernel's floor
+    or above its ceiling (``--cpu-quota 1e308`` is a finite number, but no quota)."""
+    if cores * CFS_PERIOD_US > CFS_MAX_QUOTA_US:
+        ceiling = CFS_MAX_QUOTA_US / CFS_PERIOD_US
+        raise LimitUnavailable(
+            "cpu", f"a quota of {cores} cores is above the kernel's largest CPU quota ({ceiling:g} cores)"
+        )
     for period in (CFS_PERIOD_US, CFS_LONG_PERIOD_US):
         quota = round(cores * period)
         if quota >= CFS_MIN_QUOTA_US:

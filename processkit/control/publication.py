@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import Failure, Kind
 from ..events.argv import fingerprint, hint, render
 from ..events.emitter import utc_timestamp
 from ..rundir import RunDir
@@ -79,6 +80,8 @@ def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | Non
     try:
         registration = Registration(open_for_writing())
     except RegistryError as exc:
+        if exc.unsafe:  # another user's trap, not a registry: the run does not go ahead
+            raise Failure(Kind.SETUP, str(exc)) from None
         warn(f"the run is not registered, so control clients cannot find it: {exc}")
         return None
     publication = Publication(run, registration)
@@ -179,8 +182,9 @@ class Publication:
             "checked_at": utc_timestamp(),
         }
 
-    def close(self) -> None:
-        """Unregister (record, then lock), then remove the socket. Idempotent."""
-        self._registration.close()
+    def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
+        """Unregister (record, then lock), then remove the socket. Idempotent. ``ended``: the
+        run's ``runner_exit`` code, source and child_code, remembered for a later ``wait``."""
+        self._registration.close(ended)
         if self.server is not None:
             self.server.close()

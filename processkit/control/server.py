@@ -21,7 +21,10 @@ from .. import native
 
 ACCEPT_RETRY_SECONDS = 0.05
 MAX_CONNECTIONS = 16
-BACKLOG = 16
+# Connections past MAX_CONNECTIONS wait in the kernel's listen queue (the server stops accepting,
+# it never refuses): deep enough for a farm's burst of pollers, and a client that still finds it
+# full retries within its connect deadline (transport.py). Capped by net.core.somaxconn.
+BACKLOG = 1024
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -17,6 +17,8 @@ from ..rundir import reapable_dir
 from ..registry.lookup import refusal
 
 CONNECT_SECONDS = 5.0
+FULL_QUEUE_FIRST_PAUSE = 0.002  # between connects while the runner's listen queue is full ...
+FULL_QUEUE_LAST_PAUSE = 0.05  # ... doubling up to this
 EXCHANGE_SECONDS = 5.0
 MAX_PEER_TEXT = 500
 
@@ -45,17 +47,41 @@ class Channel:
         self.action = action
         if endpoint is None or reapable_dir(endpoint) is None:
             raise self._refused("the registry entry contains an invalid control endpoint")
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(CONNECT_SECONDS)
+        self._sock = self._connect(endpoint, time.monotonic() + CONNECT_SECONDS)
+
+    def _connect(self, endpoint: str, deadline: float) -> socket.socket:
+        """Connect within ``deadline``. A full listen queue (EAGAIN: every connection slot and
+        the backlog taken by other clients) means a busy runner, not a gone one: try again on
+        the same socket, backing off, until the deadline; only then is it ``ipc_deadline``."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        pause = FULL_QUEUE_FIRST_PAUSE
         try:
-            self._sock.connect(endpoint)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError()
+                sock.settimeout(remaining)
+                try:
+                    sock.connect(endpoint)
+                    return sock
+                except BlockingIOError:
+                    if time.monotonic() + pause >= deadline:
+                        raise self._refused(
+                            f"the live runner's connection queue stayed full for {CONNECT_SECONDS:g}s",
+                            Kind.IPC_DEADLINE,
+                        ) from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, FULL_QUEUE_LAST_PAUSE)
         except TimeoutError:
-            self.close()
+            sock.close()
             raise self._refused("timed out connecting to the live runner", Kind.IPC_DEADLINE) from None
         except (OSError, ValueError) as exc:
-            self.close()
+            sock.close()
             reason = getattr(exc, "strerror", None) or exc
             raise self._refused(f"could not reach the live runner (it may have just exited): {reason}") from None
+        except BaseException:
+            sock.close()
+            raise
 
     def _refused(self, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
         return refusal(self.action, self.run_id, detail, kind)

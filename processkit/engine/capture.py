@@ -1,7 +1,10 @@
 """Bounded transcript capture: the two files, their all-or-nothing setup and the final report.
 
 The per-stream counters and digest live in the pump that writes the file (native or Python);
-this module owns the files themselves and the report's shape.
+this module owns the files themselves and the report's shape. Which part of a stream a file
+keeps (``--capture-keep``: its head, its tail, or both ends) is a target's ``head``: the leading
+bytes kept in order; the rest of the cap is a ring the pumps write in place and ``keep.py``
+puts in order at the end.
 """
 
 from __future__ import annotations
@@ -10,29 +13,52 @@ import os
 import stat
 
 from ..plain import Plain
+from ..safepath import create_file, open_directory
 
 STREAMS = ("stdout", "stderr")
 
 
 class CaptureTarget(Plain):
-    __slots__ = ("path", "fd", "cap")
+    __slots__ = ("path", "fd", "cap", "keep")
 
-    def __init__(self, path: str, fd: int, cap: int):
+    def __init__(self, path: str, fd: int, cap: int, keep: str = "head"):
         self.path = path
         self.fd = fd
         self.cap = cap
+        self.keep = keep
+
+    @property
+    def head(self) -> int:
+        """The stream's leading bytes the file keeps in order; the other ``cap - head`` are its
+        last bytes, kept in a ring (none with ``head``, all the cap with ``tail``)."""
+        if self.keep == "head":
+            return self.cap
+        return 0 if self.keep == "tail" else self.cap // 2
 
 
 class CaptureReport(Plain):
-    __slots__ = ("path", "bytes_seen", "bytes_written", "sha256", "write_error", "cap")
+    """A stream's capture result; ``kept`` names the stream's byte ranges the file holds, in
+    file order (``[(0, bytes_written)]`` unless a ring kept the stream's end)."""
 
-    def __init__(self, path: str, bytes_seen: int, bytes_written: int, sha256: str, write_error: bool, cap: int):
+    __slots__ = ("path", "bytes_seen", "bytes_written", "sha256", "write_error", "cap", "kept")
+
+    def __init__(
+        self,
+        path: str,
+        bytes_seen: int,
+        bytes_written: int,
+        sha256: str,
+        write_error: bool,
+        cap: int,
+        kept: tuple[tuple[int, int], ...] | None = None,
+    ):
         self.path = path
         self.bytes_seen = bytes_seen
         self.bytes_written = bytes_written
         self.sha256 = sha256
         self.write_error = write_error
         self.cap = cap
+        self.kept = kept if kept is not None else (((0, bytes_written),) if bytes_written else ())
 
     @property
     def truncated(self) -> bool:
@@ -53,15 +79,25 @@ class CaptureReport(Plain):
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+def ring_report(target: CaptureTarget, seen: int, stored: int, ring_from: int, write_error: bool) -> CaptureReport:
+    """The report of a ring capture once its pump is done (either pump: see keep.py)."""
+    from . import keep
+
+    written, digest, write_error, kept = keep.finish(target.fd, target.head, target.cap, stored, ring_from, write_error)
+    return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
+
+
 def unused_report(target: CaptureTarget) -> CaptureReport:
     """The report of a stream the child never had (``--pty`` merges stderr into the terminal):
     its file exists and is empty."""
     return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
 
 
-def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
+def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 
+    The directory and the files go through ``safepath``: missing directories are made and the
+    files created relative to a checked directory handle, never through another user's link.
     Files are opened without truncation first; only when both opened are they emptied (regular
     files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
     would fail there after the first file was already emptied). On failure, only what this
@@ -70,44 +106,32 @@ def open_targets(directory: str, cap: int) -> dict[str, CaptureTarget]:
     created_dirs: list[str] = []
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
+    dir_fd = -1
     try:
-        _make_dirs(directory, created_dirs)
+        dir_fd, here = open_directory(directory, created=created_dirs)
         for stream in STREAMS:
-            path = os.path.join(directory, f"{stream}.log")
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-                created_files.append(path)
-            except FileExistsError:
-                # Non-blocking: a FIFO planted here must neither hang the open (no reader: 111)
-                # nor the pump (a reader that stalls: the write fails, write_error is latched).
-                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-            opened[stream] = CaptureTarget(path, fd, cap)
+            name = f"{stream}.log"
+            # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
+            # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
+            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            if created:
+                created_files.append(name)
+            opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
         for target in opened.values():
             if stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
     except OSError:
         for target in opened.values():
             os.close(target.fd)
-        for path in created_files:
-            _quietly(os.unlink, path)
+        for name in created_files:
+            _quietly(lambda made: os.unlink(made, dir_fd=dir_fd), name)
         for path in reversed(created_dirs):
             _quietly(os.rmdir, path)
         raise
+    finally:
+        if dir_fd >= 0:
+            os.close(dir_fd)
     return opened
-
-
-def _make_dirs(directory: str, created: list[str]) -> None:
-    missing = []
-    path = os.path.abspath(directory)
-    while not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    for path in reversed(missing):
-        os.mkdir(path)
-        created.append(path)
 
 
 def _quietly(action, path: str) -> None:
@@ -118,7 +142,8 @@ def _quietly(action, path: str) -> None:
 
 
 class CaptureFile:
-    """The pure-Python capped writer: counts every byte, writes and hashes the capped prefix.
+    """The pure-Python capped writer: counts every byte, writes the part its target keeps
+    and hashes it as written (a ring is hashed once in order, by ``keep.finish``).
 
     The first failed write latches ``write_error``; nothing more is written, counting goes on.
     """
@@ -126,33 +151,65 @@ class CaptureFile:
     def __init__(self, target: CaptureTarget):
         self.target = target
         self.seen = 0
-        self.written = 0
+        self.stored = 0  # the stream's bytes [0, stored) went to the file (a ring keeps the last of them)
+        self.ring_from = target.head  # a ring holds every byte from here on it has room for (stored skips)
+        self._ring = target.cap - target.head
         self.write_error = False
-        import hashlib  # only the pure-Python pump hashes here; start-up skips the import
+        self._digest = None
+        if self._ring:
+            from . import keep
 
-        self._digest = hashlib.sha256()
+            self.write_error = not keep.ring_ready(target.fd)
+        else:
+            import hashlib  # only the pure-Python pump hashes here; start-up skips the import
+
+            self._digest = hashlib.sha256()
 
     def write(self, data: memoryview) -> None:
+        start = self.seen
         self.seen += len(data)
-        room = self.target.cap - self.written
-        if self.write_error or room <= 0:
+        if self.write_error:
             return
-        pending = data[:room]
-        while pending:
+        head, ring = self.target.head, self._ring
+        if start < head and not self._put(data[: head - start], start if ring else None):
+            return
+        if ring and self.seen > head:
+            skip = max(head - start, 0)
+            if len(data) - ring > skip:  # bytes the ring would overwrite within this very chunk
+                skip = len(data) - ring
+                self.ring_from = start + skip
+            self.stored = start + skip
+            offset = (self.stored - head) % ring
+            part = data[skip:]
+            if self._put(part[: ring - offset], head + offset):
+                self._put(part[ring - offset :], head)
+
+    def _put(self, data: memoryview, offset: int | None) -> bool:
+        """Stores ``data`` at ``offset`` (None: at the file's own offset, as the head mode
+        writes a FIFO or device too); False once a write failed."""
+        while data:
             try:
-                count = os.write(self.target.fd, pending)
+                if offset is None:
+                    count = os.write(self.target.fd, data)
+                else:
+                    count = os.pwrite(self.target.fd, data, offset)
+                    offset += count
             except InterruptedError:
                 continue
             except OSError:
                 count = 0
             if count == 0:  # a write that takes nothing would never finish: an error, as in C
                 self.write_error = True
-                return
-            self._digest.update(pending[:count])
-            self.written += count
-            pending = pending[count:]
+                return False
+            if self._digest is not None:
+                self._digest.update(data[:count])
+            self.stored += count
+            data = data[count:]
+        return True
 
     def report(self) -> CaptureReport:
+        if self._digest is None:
+            return ring_report(self.target, self.seen, self.stored, self.ring_from, self.write_error)
         return CaptureReport(
-            self.target.path, self.seen, self.written, self._digest.hexdigest(), self.write_error, self.target.cap
+            self.target.path, self.seen, self.stored, self._digest.hexdigest(), self.write_error, self.target.cap
         )

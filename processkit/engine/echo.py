@@ -155,14 +155,18 @@ class EchoSink:
         if was_full and not self.full:
             self._on_room()
 
-    def drain(self, stall_seconds: float) -> int:
+    def drain(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]) -> int:
         """At the end of a run: keep writing while the consumer makes progress.
 
-        Gives up after ``stall_seconds`` without progress and returns the bytes left unsent.
+        Gives up after ``stall_seconds`` without progress, at the monotonic ``deadline`` (a
+        consumer that takes a little at a time while the pipe refills the backlog would otherwise
+        keep it going for ever), or once ``stop()`` (a stop signal); returns the bytes left unsent.
         """
-        while self.backlog and not self.broken:
+        loop = self._loop
+        while self.backlog and not self.broken and not stop() and loop.clock() < deadline:
             before = self.flushed
-            self._loop.run_until(lambda: self.flushed > before or self.broken, self._loop.clock() + stall_seconds)  # noqa: B023 - called only within this iteration
+            progressed = lambda: self.flushed > before or self.broken or stop()  # noqa: E731, B023 - used within this iteration
+            loop.run_until(progressed, min(loop.clock() + stall_seconds, deadline))
             if self.flushed == before:
                 break
         return len(self.backlog)

@@ -8,14 +8,22 @@ from ..text import WHITESPACE, env_key_problem
 from ..errors import Failure, Kind
 from ..spec import EnvPlan
 
+# An env file is read whole into memory, so it is bounded; it is not required to be a regular
+# file, since ``--env-file <(secret-tool ...)`` keeps secrets off the disk (a pipe, a FIFO).
+ENV_FILE_LIMIT = 1 << 20
+
 
 def _read_env_file(path: str) -> list[tuple[str, str]]:
     """Parse an env file like repeated ``--env``; errors name the line, never the value."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            raw = handle.read(ENV_FILE_LIMIT + 1)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --env-file {path}: {exc.strerror}") from None
+    if len(raw) > ENV_FILE_LIMIT:
+        raise Failure(
+            Kind.SETUP, f"--env-file {path} holds more than {ENV_FILE_LIMIT >> 20} MiB, the most an env file may"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -30,6 +38,8 @@ def _read_env_file(path: str) -> list[tuple[str, str]]:
             continue
         key, sep, value = line.partition("=")
         problem = "expected KEY=VALUE" if not sep else env_key_problem(key)
+        if problem is None and "\0" in value:
+            problem = "the value holds a NUL byte, which no environment can carry"
         if problem:
             raise Failure(Kind.SETUP, f"--env-file {path} line {number}: {problem}")
         entries.append((key, value))

@@ -54,7 +54,7 @@ def prepare(run: RunState) -> None:
         from . import capture
 
         try:
-            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes)
+            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes, spec.capture_keep)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
     if spec.stdin is StdinMode.FILE:
@@ -94,7 +94,7 @@ def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[d
 
 def _signal_handlers(run: RunState, terminal: PseudoTerminal | None) -> dict[int, Callable[[int], None]]:
     handlers: dict[int, Callable[[int], None]] = {
-        signum: lambda signum: run.request_ending(EndingKind.SIGNAL, STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
+        signum: lambda signum: run.stop_signal(STOP_SIGNALS[signum]) for signum in STOP_SIGNALS
     }
     handlers[signals.SIGCHLD] = lambda signum: reap_children(run)
     if terminal is not None:
@@ -129,6 +129,24 @@ def start(run: RunState) -> None:
         raise
     run.started_ns = time.monotonic_ns()  # spawn returns once the child has exec'd
     container.adopt(child.pid)
+    if spec.stdin is StdinMode.INHERIT:
+        run.foreground = Foreground.lend(child.pid)
+    run.started_at = utc_timestamp()
+    run.events.emit(
+        RunStarted(
+            run_id=spec.run_id,
+            labels=dict(sorted(spec.labels)),
+            root_pid=child.pid,
+            mechanism=container.mechanism,
+            abrupt_cleanup=container.abrupt_cleanup,
+            cwd=cwd if cwd is not None else run.runner_cwd,
+            command=command_object(spec.argv, raw=spec.argv_raw),
+        )
+    )
+    if spec.ready_fd is not None:
+        _tell_launcher(spec.ready_fd, run.events.failure)
+    emit_snapshot(run, "spawn")
+    # The child exists and is reported: what may still fail below ends through the teardown.
     terminal = run.terminal
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
@@ -153,25 +171,23 @@ def start(run: RunState) -> None:
         from .pty import Keyboard
 
         run.keyboard = Keyboard.take(run.loop, terminal.endpoint)
-    if spec.stdin is StdinMode.INHERIT:
-        run.foreground = Foreground.lend(child.pid)
-    run.started_at = utc_timestamp()
-    run.events.emit(
-        RunStarted(
-            run_id=spec.run_id,
-            labels=dict(sorted(spec.labels)),
-            root_pid=child.pid,
-            mechanism=container.mechanism,
-            abrupt_cleanup=container.abrupt_cleanup,
-            cwd=cwd if cwd is not None else run.runner_cwd,
-            command=command_object(spec.argv, raw=spec.argv_raw),
-        )
-    )
-    emit_snapshot(run, "spawn")
+
+
+def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
+    """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
+    which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
+    stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
+    line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
+    try:
+        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _publish(run: RunState, container: containment.Container) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway."""
+    """Register the run and open its control socket: best effort, the child runs anyway, unless
+    the registry is refused as another user's (a Failure)."""
     from ..control.publication import PublishedRun, publish
 
     spec = run.spec
@@ -194,19 +210,8 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
 
 def fail_before_race(run: RunState, failure: Failure) -> Outcome:
     """Release what setup made up to ``failure``; the run ends without a child to tear down."""
-    if run.signals is not None:
-        run.signals.close()
-    if run.stdin_source is not None:
-        os.close(run.stdin_source)
-    if run.terminal is not None:
-        run.terminal.close()
-    for target in run.targets.values():
-        os.close(target.fd)
-    if run.publication is not None:
-        run.publication.close()
-    if run.container is not None:
-        run.container.release()
-    if run.rundir is not None:
-        run.rundir.close()
+    from .salvage import release_all  # a run that starts never needs it
+
+    release_all(run, (failure.code, failure.kind.label, None))
     run.events.emit(RunnerExit(code=failure.code, source=failure.kind.label, child_code=None))
     return Outcome(failure.code, failure)

@@ -125,10 +125,22 @@ class NativePump:
             lib.PK_ECHO_SPLICE if echo and echo.splices else 0
         )
         cap = capture.cap if capture else 0
-        threaded = capture is not None and cap > 0 and (hash_on_a_thread() if hash_thread is None else hash_thread)
-        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, CHUNK_SIZE, int(threaded))
+        head = capture.head if capture else 0
+        self._in_place = cap > head  # a ring: written in place, its digest left to keep.py
+        threaded = (
+            capture is not None
+            and cap > 0
+            and not self._in_place
+            and (hash_on_a_thread() if hash_thread is None else hash_thread)
+        )
+        stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, head, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
+        if capture is not None and self._in_place:
+            from . import keep
+
+            if not keep.ring_ready(capture.fd):
+                stream.write_error = errno.ESPIPE
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
@@ -172,7 +184,11 @@ class NativePump:
     def report(self) -> CaptureReport | None:
         if self._capture is None:
             return None
-        from .capture import CaptureReport
+        from .capture import CaptureReport, ring_report
+
+        if self._in_place:
+            stream = self._stream
+            return ring_report(self._capture, stream.seen, stream.written, stream.ring_from, bool(stream.write_error))
 
         digest = self._ffi.new("unsigned char[32]")
         self._lib.pk_stream_digest(self._stream, digest)

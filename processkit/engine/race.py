@@ -87,6 +87,10 @@ def _forget_root(run: RunState) -> None:
         run.loop.remove_reader(run.pidfd)
         os.close(run.pidfd)
         run.pidfd = None
+    if run.spec.snapshot_interval_ms is not None and not run.pending:
+        # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
+        # report marks those), where the previous sample also held members that ended first.
+        emit_snapshot(run, "interval")
     run.request_ending(EndingKind.CHILD_EXIT)
 
 

@@ -46,6 +46,10 @@ class Run:
     def execute(self) -> Outcome:
         try:
             return self._execute()
+        except Exception as exc:  # noqa: BLE001 - a bug past set-up must still release the run and end its stream
+            from .salvage import last_resort
+
+            return last_resort(self.state, exc)
         finally:
             keyboard = self.state.keyboard
             if keyboard is not None:  # whatever happened, the caller gets its terminal back
@@ -63,6 +67,10 @@ class Run:
             return launch.fail_before_race(run, Failure(Kind.CONTAINER_ERROR, str(exc)))
         except HandoffError as exc:
             return self._finish(Ending(EndingKind.FOREGROUND, str(exc)))
+        except Exception as exc:
+            if run.child is None:
+                raise  # nothing to tear down yet: the last resort releases what exists
+            return self._finish(Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}"))
         try:
             ending = race(run)
         except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
@@ -92,22 +100,19 @@ class Run:
             from . import capture
 
             reports = {s.name: s.pump.report() for s in run.streams}
-            captured = {
-                name: (reports.get(name) or capture.unused_report(run.targets[name])).as_event()
-                for name in capture.STREAMS
-            }
+            finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
+            if run.spec.capture_keep != "head" and run.spec.capture_dir is not None:
+                from .. import capture_layout
+
+                capture_layout.record(run.spec.capture_dir, run.spec.run_id, run.spec.capture_keep, finals)
+            captured = {name: report.as_event() for name, report in finals.items()}
             run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
-        if run.publication is not None:
-            run.publication.close()
-        release(run)
         failure = outcome.failure
-        run.events.emit(
-            RunnerExit(
-                code=outcome.code,
-                source=failure.kind.label if failure else "child_exit",
-                child_code=None if failure else outcome.code,
-            )
-        )
+        ended = (outcome.code, failure.kind.label if failure else "child_exit", None if failure else outcome.code)
+        if run.publication is not None:
+            run.publication.close(ended)
+        release(run)
+        run.events.emit(RunnerExit(code=ended[0], source=ended[1], child_code=ended[2]))
         outcome.started_ns, outcome.ended_ns = run.started_ns, run.ended_ns
         outcome.usage = (summary, launched.child.rusage)  # until the accounting layer's Usage
         return outcome

@@ -57,8 +57,12 @@ class SignalWatch:
                 handler(signum)
 
     def close(self) -> None:
-        """Stop watching; the handlers stay installed, so late signals are absorbed, not fatal."""
+        """Stop watching; the handlers stay installed, so late signals are absorbed, not fatal.
+        Idempotent."""
+        if self._reader < 0:
+            return
         self._loop.remove_reader(self._reader)
         signals.set_wakeup_fd(self._previous_fd)
         os.close(self._reader)
         os.close(self._writer)
+        self._reader = self._writer = -1

@@ -105,6 +105,9 @@ def spawn(
     ``terminal`` is the slave of the child's pty (``--pty``): its stdio and controlling
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     """
+    problem = _unpassable(argv, env, cwd)
+    if problem is not None:
+        raise _failure("start", problem, argv, cwd, container)
     child_ends = [-1, -1, -1]  # become the child's 0, 1, 2; -1 leaves it the runner's own
     runner_ends: list[int | None] = [None, None, None]
     try:
@@ -119,10 +122,12 @@ def spawn(
                 runner_ends[index], child_ends[index] = os.pipe()
         start = _start_native if backend == "native" else _start_popen
         return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
-    except (OSError, _Refused) as exc:
+    except (OSError, _Refused, UnicodeEncodeError) as exc:
         for fd in runner_ends:
             if fd is not None:
                 os.close(fd)
+        if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
+            raise _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container) from None
         if isinstance(exc, _Refused):
             raise _failure(exc.step, exc.reason, argv, cwd, container) from None
         # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
@@ -132,6 +137,24 @@ def spawn(
         for fd in set(child_ends):
             if fd >= 0:
                 os.close(fd)
+
+
+def _unpassable(argv, env, cwd) -> str | None:
+    """Why execve cannot be handed these strings: it takes NUL-terminated bytes, so a NUL
+    would silently cut an argument (the native path) or fail deep in Popen."""
+    if any("\0" in arg for arg in argv):
+        return "an argument holds a NUL byte"
+    if cwd is not None and "\0" in cwd:
+        return "the --cwd holds a NUL byte"
+    if any("\0" in key or "\0" in value for key, value in env.items()):
+        return "an environment entry holds a NUL byte"
+    return None
+
+
+def _no_bytes(exc: UnicodeEncodeError, argv, cwd) -> str:
+    text = exc.object
+    what = "an argument" if text in argv else "the --cwd" if text == cwd else "an environment entry"
+    return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
 
 
 def _failure(step: str, reason: str, argv, cwd, container: Container) -> Exception:

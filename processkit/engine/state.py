@@ -64,6 +64,7 @@ class RunState:
         self.last_output = 0.0
         self.pidfd: int | None = None
         self.signals: SignalWatch | None = None
+        self.stop_signals = 0  # counted from the teardown's start on: one of those cuts the drain short
         self.returncode: int | None = None
         self.publication: Publication | None = None
         self.started_at = ""
@@ -79,6 +80,11 @@ class RunState:
     def request_ending(self, kind: EndingKind, detail: str | None = None) -> None:
         """Record that an ending is ready; the loop's turn decides which one wins."""
         self.pending.setdefault(kind, detail)
+
+    def stop_signal(self, source: str) -> None:
+        """A stop signal (SIGINT, SIGTERM, SIGHUP) reached the runner."""
+        self.stop_signals += 1
+        self.request_ending(EndingKind.SIGNAL, source)
 
     def saw_output(self, stream: OutputStream) -> None:
         self.last_output = self.loop.now

@@ -16,7 +16,10 @@ from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .race import live_members, reap_children
 from .state import RunState
-from .echo import EchoSink
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotation
+    from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
 KILL_CONFIRM_SECONDS = 2.0
@@ -29,6 +32,7 @@ def teardown(run: RunState, graceful: bool) -> None:
     """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the kill."""
     loop = run.loop
     container = run.launched().container
+    run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     before = live_members(run)
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = _soft_stop(run, len(before or ())) if graceful else None
@@ -91,30 +95,53 @@ def drain_outputs(run: RunState) -> None:
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
     reading loses only the live echo. Time spent waiting for a slow but live consumer is not
     charged to the pipes (the bytes still in them would be lost), only to the overall
-    DRAIN_CEILING_SECONDS.
+    DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
+    a reader that keeps taking a little ends there too. A stop signal caught since the teardown
+    began gives up every echo backlog at once (the caller wants the runner gone; the ending is
+    already decided): what is left is reading the pipes, within PUMP_DRAIN_SECONDS, so the
+    capture still gets what the tree wrote.
     """
     loop = run.loop
     streams = run.streams
     if run.stdin_feed is not None:
         run.stdin_feed.close()
+    stopped = lambda: run.stop_signals > 0  # noqa: E731 - counted since the teardown began
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         for stream in streams:
-            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
-                _abandon_echo(stream.name, stream.echo)
+            if stream.paused and stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS, ceiling, stopped):
+                _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
-        loop.run_until(lambda: not any(s.open and not s.paused for s in streams), started + budget, 0.05)
+        pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
+            not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
+        )
+        loop.run_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
-        if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS):
-            _abandon_echo(stream.name, stream.echo)
+        if stream.echo is not None and stream.echo.drain(ECHO_STALL_SECONDS, ceiling, stopped):
+            _abandon_echo(stream, loop.clock() >= ceiling, stopped())
 
 
-def _abandon_echo(name: str, echo: EchoSink) -> None:
-    warn(f"the consumer of the runner's {name} stopped reading; live echo abandoned")
-    echo.abandon()
+def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
+    consumer = f"the consumer of the runner's {stream.name}"
+    if stopped:
+        why = f"a stop signal cut the echo of the runner's {stream.name} short"
+    elif past_ceiling:
+        why = f"{consumer} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
+    else:
+        why = f"{consumer} stopped reading"
+    warn(f"{why}; live echo abandoned")
+    if stream.echo is not None:
+        stream.echo.abandon()
+
+
+def close_targets(run: RunState) -> None:
+    """Close the capture files once: forgotten as they are closed."""
+    targets, run.targets = run.targets, {}
+    for target in targets.values():
+        os.close(target.fd)
 
 
 def release(run: RunState) -> None:
@@ -129,8 +156,7 @@ def release(run: RunState) -> None:
     for stream in run.streams:
         if stream.echo is not None:
             stream.echo.close()
-    for target in run.targets.values():
-        os.close(target.fd)
+    close_targets(run)
     run.launched().container.release()
     if run.rundir is not None:
         run.rundir.close()  # last: it is the evidence for everything above

@@ -16,6 +16,7 @@ import time
 
 from ..diagnostics import warn
 from ..jsontext import dumps
+from ..safepath import open_for_writing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ if TYPE_CHECKING:
 
 class Emitter:
     def __init__(self, path: str):
-        """Create or truncate ``path``; raises OSError when it cannot be opened."""
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        """Create or truncate ``path``, never through a path another user controls
+        (``safepath``); raises OSError when it cannot be opened."""
+        self._fd = open_for_writing(path)
         self._poisoned = False
+        self.failure: str | None = None  # why writing stopped, once it has
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
@@ -71,6 +74,7 @@ class Emitter:
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.failure = reason
             warn(f"JSONL event logging disabled: {reason}")
 
     def close(self) -> None:

@@ -190,13 +190,30 @@ def _cleanup_finished(e: dict) -> str:
     return text
 
 
-def _captured(name: str, stream: dict) -> str:
+def _captured(name: str, stream: dict, run_id: str | None) -> str:
     flags = [word for flag, word in (("truncated", "truncated"), ("write_error", "write error")) if stream[flag]]
+    if flags and isinstance(stream.get("bytes_written"), int):
+        flags.append(_kept(stream, name, run_id))
     return f"{name} {size(stream['bytes'])} to {_s(stream['path'])} ({', '.join(flags) or 'complete'})"
 
 
-def _output_captured(e: dict) -> str:
-    return f"captured {_captured('stdout', e['stdout'])}, {_captured('stderr', e['stderr'])}"
+def _kept(stream: dict, name: str, run_id: str | None) -> str:
+    """Which part the file holds, where a --capture-keep run recorded it; else only how much."""
+    from .. import capture_layout
+
+    spans = capture_layout.recorded(stream, name, run_id) or ()
+    seen = stream["bytes"]
+    parts = [
+        f"the first {size(end)}" if start == 0 else f"the last {size(end - start)}" if end == seen else None
+        for start, end in spans
+    ]
+    if parts and None not in parts:
+        return "kept " + " and ".join(str(part) for part in parts)
+    return f"kept {size(stream['bytes_written'])}"
+
+
+def _output_captured(e: dict, run_id: str | None = None) -> str:
+    return f"captured {_captured('stdout', e['stdout'], run_id)}, {_captured('stderr', e['stderr'], run_id)}"
 
 
 def _spawn_failed(e: dict) -> str:
@@ -277,6 +294,7 @@ class Renderer:
 
     def __init__(self) -> None:
         self._origin: datetime.datetime | None = None
+        self._run_id: str | None = None  # the stream's, for the capture layout record
 
     def line(self, event: dict) -> str:
         moment = timestamp(event)
@@ -285,7 +303,12 @@ class Renderer:
         offset = "" if moment is None or self._origin is None else _offset(moment - self._origin)
         name = event.get("event")
         words = WORDS.get(name) if isinstance(name, str) and event_validator().is_valid(event) else None
-        text = words(event) if words is not None else _fields(event)
+        if name == "run_started" and words is not None:
+            self._run_id = event["run_id"]
+        if words is _output_captured:
+            text = _output_captured(event, self._run_id)
+        else:
+            text = words(event) if words is not None else _fields(event)
         when = _s(event["time"]) if moment is not None else "-"
         return f"{when}  {offset:<{OFFSET_WIDTH}}  {_s(name) if isinstance(name, str) else '-':<{NAME_WIDTH}}  {text}".rstrip()
 

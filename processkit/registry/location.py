@@ -2,19 +2,27 @@
 
 A mutating open (``run``) creates the directory and re-asserts mode 0700 every time, which
 repairs a widened directory; a read-only open (every client) never creates or changes it, and
-a missing directory is simply an empty registry.
+a missing directory is simply an empty registry. Both refuse a directory that is not this
+user's own (a link, another user's directory, a path someone else can change): that is
+another user's trap, not a registry (``processkit.safepath``).
 """
 
 from __future__ import annotations
 
 import os
-import stat
+
+from ..safepath import UnsafePath, private_directory
 
 ENV_DIR = "PROCESSKIT_CLI_REGISTRY_DIR"
 
 
 class RegistryError(Exception):
-    """The registry cannot be located, prepared or read."""
+    """The registry cannot be located, prepared or read. ``unsafe``: refused because it is not
+    this user's own (``safepath``), which a run treats as a setup error rather than a warning."""
+
+    def __init__(self, message: str, *, unsafe: bool = False):
+        super().__init__(message)
+        self.unsafe = unsafe
 
 
 def registry_dir() -> str:
@@ -31,25 +39,32 @@ def registry_dir() -> str:
 
 
 def open_for_writing() -> str:
-    """The registry directory, created if needed and (re)set to 0700."""
+    """The registry directory, created if needed and (re)set to 0700; this user's own only."""
     path = registry_dir()
     try:
-        os.makedirs(path, 0o700, exist_ok=True)
-        os.chmod(path, 0o700)
+        fd = private_directory(path, create=True)
+        assert fd is not None, "created when missing"
+        try:
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise RegistryError(f"cannot prepare the registry directory {path}: {exc.strerror or exc}") from None
+        reason = f"cannot prepare the registry directory {path}: {exc.strerror or exc}"
+        raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
     return path
 
 
 def open_for_reading() -> str | None:
-    """The registry directory, or None when it does not exist yet."""
+    """The registry directory, or None when it does not exist yet; this user's own only."""
     path = registry_dir()
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return None
+        fd = private_directory(path, create=False)
+    except NotADirectoryError:
+        raise RegistryError(f"cannot open the registry directory {path}: not a directory") from None
     except OSError as exc:
-        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(mode):
-        raise RegistryError(f"cannot open the registry directory {path}: not a directory")
+        reason = f"cannot open the registry directory {path}: {exc.strerror or exc}"
+        raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
+    if fd is None:
+        return None
+    os.close(fd)
     return path

@@ -17,6 +17,7 @@ import time
 from .. import rundir
 from .lock import Health, probe
 from .scan import Entry, View
+from .tombstones import expire, remove_quietly
 
 ORPHAN_MIN_AGE_SECONDS = 5.0
 
@@ -46,6 +47,7 @@ def prune(view: View, labels: dict, *, dry_run: bool) -> Report:
     if not labels and view.directory is not None:
         for name in view.orphan_locks():
             _orphan_pass(view.directory, name, report, dry_run)
+        expire(view.directory, dry_run=dry_run)  # ended runs' outcomes age out (not in the tally)
     return report
 
 
@@ -68,8 +70,8 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                 }
             )
             if not dry_run:
-                _unlink(entry.path)
-                _unlink(os.path.join(entry.directory, record.lock_file))
+                remove_quietly(entry.path)
+                remove_quietly(os.path.join(entry.directory, record.lock_file))
     finally:
         if held is not None:
             os.close(held)
@@ -90,13 +92,6 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
         report.orphaned_locks += 1
         report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
         if not dry_run:
-            _unlink(path)
+            remove_quietly(path)
     finally:
         os.close(held)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

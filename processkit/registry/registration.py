@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from . import lock
+from . import lock, tombstones
 from .location import RegistryError
 from .records import MAX_RECORD_BYTES, Record
 
@@ -18,6 +18,7 @@ class Registration:
         self.stem, lock_fd = lock.create(directory)
         self._lock_fd: int | None = lock_fd  # None once closed
         self._record_written = False
+        self._run_id: str | None = None
 
     @property
     def lock_name(self) -> str:
@@ -40,6 +41,7 @@ class Registration:
         except OSError as exc:
             raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
         self._record_written = True
+        self._run_id = record.run_id
         try:
             view = memoryview(data)
             while view:
@@ -49,11 +51,16 @@ class Registration:
         finally:
             os.close(fd)
 
-    def close(self) -> None:
-        """Remove the record, then the lock, then let the lock go. Idempotent."""
+    def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
+        """Remove the record, then the lock, then let the lock go. Idempotent. ``ended``
+        (``runner_exit``'s code, source, child_code) is first remembered: the lock file
+        becomes the run's tombstone."""
         if self._lock_fd is None:
             return
         suffixes = (".json", ".lock") if self._record_written else (".lock",)
+        if ended is not None and self._record_written and self._run_id is not None:
+            if tombstones.keep(self.directory, self.stem, self._lock_fd, self._run_id, *ended):
+                suffixes = (".json",)  # the lock file is the tombstone now
         for suffix in suffixes:
             try:
                 os.unlink(self._path(suffix))

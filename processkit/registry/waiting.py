@@ -1,8 +1,9 @@
 """What ``wait`` watches and what it reports (docs/control-plane.md §2.7).
 
 Waiting needs no endpoint: it polls the registry's liveness locks. The outcome comes from the
-terminal ``runner_exit`` event in the run's JSONL, which the runner writes just after it
-unregisters, so reading it allows a short grace.
+run's tombstone (``tombstones``, an extension) when there is one, else from the terminal
+``runner_exit`` event in the run's JSONL, which the runner writes just after it unregisters,
+so reading it allows a short grace.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import stat
 import time
 
 from ..errors import Failure, Kind
+from . import tombstones
 from .lock import Health
 from .lookup import ambiguous
 from .scan import Entry, read
@@ -20,6 +22,7 @@ from .scan import Entry, read
 OUTCOME_TAIL_BYTES = 64 * 1024
 OUTCOME_RETRY_SECONDS = 0.5
 OUTCOME_RETRY_STEP = 0.01
+OUTCOME_FIELDS = ("code", "source", "child_code")
 
 
 class RunIdWatch:
@@ -28,15 +31,20 @@ class RunIdWatch:
     def __init__(self, run_id: str):
         self.run_id = run_id
         self._jsonl: str | None = None
+        self._seen: Entry | None = None  # the entry seen live, whose tombstone is exact
+        self._directory: str | None = None
         self.unprobed = False  # the last look could not probe a matching entry
 
     def done(self) -> bool:
-        matches = [e for e in read(Kind.REGISTRY).entries if e.record.run_id == self.run_id]
+        view = read(Kind.REGISTRY)
+        self._directory = view.directory
+        matches = [e for e in view.entries if e.record.run_id == self.run_id]
         health = [(entry, entry.health()) for entry in matches]
         live = [entry for entry, state in health if state is Health.LIVE]
         if len(live) > 1:
             raise ambiguous("wait for", self.run_id, len(live))
         if live:
+            self._seen = live[0]
             self._jsonl = live[0].record.jsonl
         elif matches and self._jsonl is None:  # never seen live: the newest leftover will do
             self._jsonl = max(matches, key=lambda e: e.record.started_at).record.jsonl
@@ -56,6 +64,10 @@ class RunIdWatch:
         )
 
     def report(self) -> dict:
+        if self._seen is not None:
+            return outcome(self.run_id, self._jsonl, remembered=_tombstone_of(self._seen))
+        if self._directory is not None and self._jsonl is None:  # ended before the wait began
+            return outcome(self.run_id, None, remembered=tombstones.newest_of(self._directory, self.run_id))
         return outcome(self.run_id, self._jsonl)
 
 
@@ -93,11 +105,20 @@ class AllWatch:
 
     def report(self) -> list:
         ordered = sorted(self._targets, key=lambda e: (e.record.run_id, e.path))
-        return [outcome(e.record.run_id, e.record.jsonl) for e in ordered]
+        return [outcome(e.record.run_id, e.record.jsonl, remembered=_tombstone_of(e)) for e in ordered]
 
 
-def outcome(run_id: str, jsonl: str | None) -> dict:
-    """``runner_exit``'s code, source and child_code, or status unknown when it cannot be read."""
+def _tombstone_of(entry: Entry) -> dict | None:
+    return tombstones.of_stem(entry.directory, entry.name.removesuffix(".json"))
+
+
+def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -> dict:
+    """``runner_exit``'s code, source and child_code, or status unknown when it cannot be read.
+    A ``remembered`` outcome (the run's tombstone, an extension) is the same three values,
+    written just before the record went: it answers at once, and for a run that ended before
+    the wait began."""
+    if remembered is not None and remembered["run_id"] == run_id:
+        return {"run_id": run_id, "status": "reported", **{key: remembered[key] for key in OUTCOME_FIELDS}}
     if jsonl is not None:
         deadline = time.monotonic() + OUTCOME_RETRY_SECONDS
         while True:

@@ -234,17 +234,30 @@ class Builder:
                     )
                 member.until_ms = max(times[index + 1], offset)
                 member.name = shown(raw["name"] or "?", 60)  # the latest: an exec renames a process
-        last_pids = {raw["pid"] for raw in self.snapshots[-1][1]}
         cleanup = self.valid.get("cleanup_started")
         ended = self.valid.get("root_exited")
         if ended is not None and cleanup is not None:
             run.outlived_count = cleanup["members_before"]
+        outlived = self._outlived(run.outlived_count)
         remaining = set(self.valid.get("cleanup_finished", {}).get("remaining_pids", []))
         for member in seen.values():
             member.is_root = member.pid == run.root_pid
-            member.outlived_root = run.outlived_count > 0 and not member.is_root and member.pid in last_pids
+            member.outlived_root = member.pid in outlived and not member.is_root
             member.survived_teardown = member.pid in remaining
         run.members = _nested(list(seen.values()))
+
+    def _outlived(self, count: int) -> set[int]:
+        """The pids shown as having outlived the root, only where the stream proves which: the
+        last snapshot taken once the root was gone (a run with --snapshot-interval has one), or
+        a last snapshot whose other members are exactly as many as outlived it. Otherwise none
+        is marked, and the sentence alone gives the count."""
+        if count <= 0:
+            return set()
+        last = {raw["pid"] for raw in self.snapshots[-1][1]}
+        if self.run.root_pid not in last:
+            return last
+        others = last - {self.run.root_pid}
+        return others if len(others) == count else set()
 
     def _ending_ms(self) -> int:
         for moment in self.run.moments:

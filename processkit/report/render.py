@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from .. import capture_layout
 from ..events import render as words
 from .model import Captured, Moment, Run, capture_file
 from .tail import read_tail
@@ -81,7 +82,9 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     total = max(run.duration_ms or 0, 1)
     tails = []
     for stream in run.captured:
-        html, note = read_tail(capture_file(stream, capture_dir), stream.sha256)
+        path = capture_file(stream, capture_dir)
+        kept = capture_layout.kept(dataclasses.asdict(stream), stream.name, run.run_id, path)
+        html, note = read_tail(path, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]
     return (

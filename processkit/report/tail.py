@@ -6,7 +6,10 @@ terminal, so SGR colour sequences (``ESC [ ... m``), cursor and erase sequences 
 carriage returns (progress bars redraw a line) and CRLF line ends. SGR becomes colour
 (ansi2html, which also escapes the text); other CSI sequences only move the cursor and are
 dropped; a carriage return keeps what the terminal would finally show on that line; any
-other control character (OSC titles, BEL, stray ESC) is written out as text.
+other control character (OSC titles, BEL, stray ESC) is written out as text. A file keeps
+the stream's head, its tail, or both ends (``--capture-keep``): the stream ranges it holds say
+where bytes were dropped, before the file, after it, or at a point inside it where the page
+marks the gap.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import stat
 
 from markupsafe import Markup
 
+from ..events.render import size as size_words
 from ..text import escape_unsafe
 
 TAIL_BYTES = 64 * 1024
@@ -56,10 +60,42 @@ def to_html(text: str) -> Markup:
     return Markup(_converter().convert(visible, full=False, ensure_trailing_newline=False))
 
 
-def read_tail(path: str, sha256: str) -> tuple[Markup | None, str | None]:
+def gaps(kept: tuple | None, bytes_seen: int | None) -> list[tuple[int, int]]:
+    """Where the stream's dropped bytes were: (file offset, bytes dropped there), from the
+    stream ranges the file holds in file order (``capture_layout.kept``)."""
+    found: list[tuple[int, int]] = []
+    if not kept and not bytes_seen:
+        return found
+    at = end = 0
+    for start, stop in kept or ():
+        if start > end:
+            found.append((at, start - end))
+        at, end = at + stop - start, stop
+    if bytes_seen is not None and bytes_seen > end:
+        found.append((at, bytes_seen - end))
+    return found
+
+
+def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
+    """What the file lacks of its stream, in words."""
+    words = []
+    for at, count in found:
+        if at == 0 and file_size:
+            words.append(f"the stream's first {size_words(count)} were dropped before the file")
+        elif at >= file_size:
+            words.append(f"the stream's last {size_words(count)} were dropped after the file")
+        else:
+            words.append(f"{size_words(count)} were dropped after the file's first {size_words(at)}")
+    return "; ".join(words) or None
+
+
+def read_tail(
+    path: str, sha256: str, kept: tuple | None = None, bytes_seen: int | None = None
+) -> tuple[Markup | None, str | None]:
     """The last TAIL_LINES lines of the capture file at ``path`` (from its last TAIL_BYTES) as
-    HTML, or None; and a note on the file (why it cannot be shown, or whether it still holds
-    the bytes whose digest the run recorded).
+    HTML, or None; and a note on the file (why it cannot be shown, what of the stream it lacks,
+    and whether it still holds the bytes whose digest the run recorded). ``kept`` is the
+    stream ranges the file holds; a gap between them inside the lines shown is marked.
 
     The path comes from an untrusted stream: only a regular file named like a capture
     (stdout.log, stderr.log) is opened, without blocking, so a stream can neither make the
@@ -77,19 +113,46 @@ def read_tail(path: str, sha256: str) -> tuple[Markup | None, str | None]:
             return None, "the capture path is not a regular file, so it is not read"
         try:
             note = _verified(file, info.st_size, sha256)
-            file.seek(max(0, info.st_size - TAIL_BYTES))
+            window = max(0, info.st_size - TAIL_BYTES)
+            file.seek(window)
             data = file.read(TAIL_BYTES)
         except OSError as exc:
             return None, f"the capture file cannot be read: {exc.strerror}"
+    found = gaps(kept, bytes_seen)
+    dropped = dropped_note(found, info.st_size)
+    if dropped:
+        note = f"{dropped}; {note}"
     if not data:
         return None, f"the capture file is empty; {note}"
-    text = data.decode("utf-8", "replace")
-    lines = text.split("\n")
-    if info.st_size > TAIL_BYTES:
-        lines = lines[1:]  # the first line was cut by the byte window
-    if lines and lines[-1] == "":
-        lines = lines[:-1]
-    return to_html("\n".join(lines[-TAIL_LINES:])), note
+    return _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size]), note
+
+
+def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> Markup:
+    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall."""
+    items: list[str | int] = []  # a line of text, or the bytes dropped at a gap
+    start = 0
+    for at, count in [*inner, (len(data), -1)]:
+        items.extend(data[start:at].decode("utf-8", "replace").split("\n"))
+        if count >= 0:
+            items.append(count)
+        start = at
+    if window and isinstance(items[0], str):
+        items = items[1:]  # the first line was cut by the byte window
+    if items and items[-1] == "":
+        items = items[:-1]
+    parts: list[Markup] = []
+    text: list[str] = []
+    for item in items[-TAIL_LINES:]:
+        if isinstance(item, str):
+            text.append(item)
+            continue
+        if text:
+            parts.append(to_html("\n".join(text)))
+            text = []
+        parts.append(Markup('<span class="gap">… {} dropped here …</span>').format(size_words(item)))
+    if text:
+        parts.append(to_html("\n".join(text)))
+    return Markup("\n").join(parts)
 
 
 def _verified(file, size: int, sha256: str) -> str:

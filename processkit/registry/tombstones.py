@@ -1,0 +1,126 @@
+"""Ended runs' outcomes, remembered for a ``wait`` that starts after the run ended (an
+extension: docs/differences.md).
+
+A runner that ends turns its lock file into ``<stem>.ended`` (the run id and ``runner_exit``'s
+code, source and child_code) just before it removes its record, so there is no moment when a
+waiter finds neither (a record whose lock is gone reads as ended). The files are bounded: each
+new one trims the registry to the newest ``MAX_KEPT`` (stems sort by start time), and
+``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
+registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from ..jsontext import dumps
+
+SUFFIX = ".ended"
+VERSION = 1
+MAX_KEPT = 256
+MAX_AGE_SECONDS = 24 * 3600
+MAX_BYTES = 4096
+
+
+def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source: str, child_code: int | None) -> bool:
+    """Turn the run's held ``<stem>.lock`` into its tombstone: the outcome written into it,
+    then renamed to ``<stem>.ended`` (cheaper than a new file, and the lock is going anyway);
+    then trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
+    removes the lock as usual."""
+    document = {
+        "tombstone_version": VERSION,
+        "run_id": run_id,
+        "code": code,
+        "source": source,
+        "child_code": child_code,
+    }
+    try:
+        os.pwrite(lock_fd, dumps(document).encode("utf-8"), 0)
+        os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + SUFFIX))
+    except (OSError, UnicodeEncodeError):
+        return False
+    try:
+        ended = sorted(name for name in os.listdir(directory) if name.endswith(SUFFIX))
+    except OSError:
+        return True
+    for name in ended[:-MAX_KEPT]:
+        remove_quietly(os.path.join(directory, name))
+    return True
+
+
+def read(directory: str, name: str) -> dict | None:
+    """``{"code", "source", "child_code"}`` and the ``run_id`` of one tombstone, or None."""
+    try:
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    import json  # read side only: a plain run never reads one
+
+    try:
+        document = json.loads(data.decode("utf-8")) if len(data) <= MAX_BYTES else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or document.get("tombstone_version") != VERSION:
+        return None
+    run_id, code, source, child_code = (document.get(key) for key in ("run_id", "code", "source", "child_code"))
+    if not isinstance(run_id, str) or type(code) is not int or not isinstance(source, str):
+        return None
+    if child_code is not None and type(child_code) is not int:
+        return None
+    return {"run_id": run_id, "code": code, "source": source, "child_code": child_code}
+
+
+def of_stem(directory: str, stem: str) -> dict | None:
+    return read(directory, stem + SUFFIX)
+
+
+def newest_of(directory: str, run_id: str) -> dict | None:
+    """The outcome of the newest ended run named ``run_id``, if one is remembered."""
+    try:
+        ended = sorted((name for name in os.listdir(directory) if name.endswith(SUFFIX)), reverse=True)
+    except OSError:
+        return None
+    for name in ended:
+        found = read(directory, name)
+        if found is not None and found["run_id"] == run_id:
+            return found
+    return None
+
+
+def expire(directory: str, *, dry_run: bool) -> int:
+    """Remove the tombstones older than ``MAX_AGE_SECONDS``; how many were (or would be)."""
+    oldest = time.time() - MAX_AGE_SECONDS
+    try:
+        names = [name for name in os.listdir(directory) if name.endswith(SUFFIX)]
+    except OSError:
+        return 0
+    count = 0
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if os.stat(path, follow_symlinks=False).st_mtime >= oldest:
+                continue
+        except OSError:
+            continue
+        count += 1
+        if not dry_run:
+            remove_quietly(path)
+    return count
+
+
+def remove_quietly(path: str) -> None:
+    """Unlink ``path`` if it can be: a file that is already gone, or cannot go, is left to the next pass."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

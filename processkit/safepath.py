@@ -1,0 +1,301 @@
+"""Paths another user may control: every file the runner creates goes through here.
+
+The trust boundary is the OS user (docs/threat-model.md, "Other users' paths"). Three rules,
+applied whatever the host's ``fs.protected_*`` sysctls say:
+
+- A symbolic link in a world-writable sticky directory (``/tmp``) is followed only when its
+  owner is this user or the directory's owner, as ``fs.protected_symlinks`` does; a link that
+  is the file itself (``--jsonl LINK``, a capture file) only when it is this user's or root's,
+  wherever it is. Paths are walked one component at a time relative to directory
+  handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
+  ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
+- A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
+  that already exists in a directory others can write is reused only when it is this user's
+  and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
+- A directory the runner writes into must be owned by this user or root, or be writable by
+  no one else; a private directory (the registry) must be this user's, not a link, on a path
+  only this user and root can change.
+
+A refusal is an :class:`UnsafePath`, an ``OSError`` whose ``strerror`` names the reason, so a
+caller's usual ``cannot ...: {strerror}`` message says why. Only ``os``, ``stat`` and ``errno``
+are imported: this is on a plain run's path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
+_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+_STICKY_WORLD = stat.S_ISVTX | stat.S_IWOTH
+_proc_dev: list[int] = []
+_unmapped: list[int] = []  # the uid an unmapped owner shows as, in a user namespace; else none
+
+
+class UnsafePath(OSError):
+    """A path refused because another user could redirect what is written through it."""
+
+    def __init__(self, reason: str):
+        super().__init__(errno.EACCES, reason)
+
+
+def _trusted(uid: int) -> bool:
+    """This user, root, or (inside a user namespace) an owner outside it, shown as the
+    overflow uid: no process in here can act as that one (``unshare -r`` shows ``/`` so)."""
+    if uid in (os.geteuid(), 0):
+        return True
+    if not _unmapped:
+        try:
+            with open("/proc/self/uid_map", "rb") as handle:
+                whole = handle.read().split() == [b"0", b"0", b"4294967295"]
+            with open("/proc/sys/kernel/overflowuid", "rb") as handle:
+                _unmapped.append(-1 if whole else int(handle.read(16)))
+        except (OSError, ValueError):
+            _unmapped.append(-1)
+    return uid == _unmapped[0]
+
+
+def _others_can_write(found: os.stat_result) -> bool:
+    """Writable by others, or by a group other than this user's own primary group (with
+    user-private groups, umask 002 makes a user's own directories group-writable)."""
+    if found.st_mode & stat.S_IWOTH:
+        return True
+    return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
+
+
+def _is_proc(found: os.stat_result) -> bool:
+    if not _proc_dev:
+        try:
+            _proc_dev.append(os.stat("/proc").st_dev)
+        except OSError:
+            _proc_dev.append(-1)
+    return found.st_dev == _proc_dev[0]
+
+
+def _join(here: str, name: str) -> str:
+    return here.rstrip("/") + "/" + name if here != "." else name
+
+
+def _components(path: str) -> list[str]:
+    """The names to walk, last first (a stack)."""
+    return [part for part in reversed(path.split("/")) if part and part != "."]
+
+
+def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool = False) -> str | None:
+    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
+    follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
+    (the file itself) must be this user's or root's wherever it is."""
+    links[0] += 1
+    if links[0] > MAX_LINKS:
+        raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
+    parent = os.fstat(dir_fd)
+    link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    uid = os.geteuid()
+    if final and not _trusted(link.st_uid):
+        raise UnsafePath(
+            f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
+            f"through a link only when the link is this user's (uid {uid}) or root's"
+        )
+    if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
+        raise UnsafePath(
+            f"{_join(here, name)} is a symbolic link of uid {link.st_uid} in the world-writable sticky "
+            f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
+            "directory owner's"
+        )
+    return None if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
+
+
+def _directory(
+    links: list[int],
+    start_fd: int,
+    here: str,
+    path: str,
+    *,
+    create_mode: int | None = None,
+    created: list[str] | None = None,
+    private: bool = False,
+) -> tuple[int, str]:
+    """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd``, and its text.
+
+    ``create_mode``: make missing components (``mkdirat``, never through a link), listing
+    them in ``created``. ``private``: every directory on the way to the last must be
+    changeable only by this user or root, and the last component must not be a link.
+    """
+    if path.startswith("/"):
+        fd, here = os.open("/", _DIR), "/"
+    else:
+        fd = os.open(".", _DIR, dir_fd=start_fd)
+    parts = _components(path)
+    try:
+        while parts:
+            name = parts.pop()
+            if private:
+                _check_on_private_path(fd, here)
+            try:
+                found = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if create_mode is None:
+                    raise
+                try:
+                    os.mkdir(name, create_mode, dir_fd=fd)
+                    if created is not None:
+                        created.append(_join(here, name))
+                except FileExistsError:
+                    pass
+                parts.append(name)
+                continue
+            except NotADirectoryError:
+                if not stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise
+                if private and not parts:
+                    raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
+                target = _follow(links, fd, name, here)
+                if target is not None:
+                    if target.startswith("/"):
+                        os.close(fd)
+                        fd, here = os.open("/", _DIR), "/"
+                    parts.extend(_components(target))
+                    continue
+                found = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd, here = found, os.path.normpath(_join(here, name))
+        return fd, here
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file(
+    links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int
+) -> tuple[int, bool]:
+    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. ``links`` counts the
+    links followed so far."""
+    for _ in range(MAX_LINKS):
+        try:
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            return fd, True
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, flags | existing | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except FileNotFoundError:
+            continue  # removed since: create it again
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            target = _follow(links, dir_fd, name, here, final=True)
+            if target is None:  # a /proc descriptor link: the file is one this process holds
+                return os.open(name, flags | existing | os.O_CLOEXEC, dir_fd=dir_fd), False
+            head, tail = os.path.split(target)
+            if not tail:
+                raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory") from None
+            link_dir, link_here = _directory(links, dir_fd, here, head or ".")
+            try:
+                return _file(links, link_dir, link_here, tail, flags, mode, existing)
+            finally:
+                os.close(link_dir)
+        try:
+            _check_existing(fd, dir_fd, _join(here, name))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, False
+    raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
+
+
+def _check_on_private_path(fd: int, here: str) -> None:
+    """Only this user or root may rename or replace what this directory holds."""
+    found = os.fstat(fd)
+    if not _trusted(found.st_uid):
+        raise UnsafePath(f"its path goes through {here}, which belongs to uid {found.st_uid}")
+    if _others_can_write(found) and not found.st_mode & stat.S_ISVTX:
+        raise UnsafePath(f"its path goes through {here}, which other users can write")
+
+
+def _check_existing(fd: int, dir_fd: int, shown: str) -> None:
+    """A file that was already there is reused only when no one else could have planted it."""
+    folder = os.fstat(dir_fd)
+    if _trusted(folder.st_uid) and not _others_can_write(folder):
+        return  # only this user or root can put anything here
+    found = os.fstat(fd)
+    if found.st_uid != os.geteuid():
+        raise UnsafePath(
+            f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can change"
+        )
+    if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+        raise UnsafePath(f"{shown} already exists with other hard links, in a directory other users can change")
+
+
+def _split_file(path: str) -> tuple[str, str]:
+    head, name = os.path.split(path)
+    if name in ("", ".", ".."):
+        raise IsADirectoryError(errno.EISDIR, f"{path} names a directory")
+    return head or ".", name
+
+
+def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True) -> int:
+    """Open (creating it if needed) the file ``path`` for writing under the rules above, and
+    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included)."""
+    head, name = _split_file(path)
+    links = [0]
+    dir_fd, here = _start(links, head)
+    try:
+        fd, _ = _file(links, dir_fd, here, name, flags, mode, 0)
+    finally:
+        os.close(dir_fd)
+    if truncate and stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
+def _start(links: list[int], path: str, **options) -> tuple[int, str]:
+    cwd = os.open(".", _DIR)
+    try:
+        return _directory(links, cwd, ".", path, **options)
+    finally:
+        os.close(cwd)
+
+
+def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int, str]:
+    """A checked handle on the directory ``path`` to create files in (``create_file``), and
+    the text of where it led: owned by this user or root, or writable by no one else. Missing
+    components are made, listed in ``created``; raises OSError (UnsafePath included)."""
+    fd, here = _start([0], path, create_mode=0o777, created=created)
+    found = os.fstat(fd)
+    if not _trusted(found.st_uid) and _others_can_write(found):
+        os.close(fd)
+        raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
+    return fd, here
+
+
+def create_file(
+    dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0
+) -> tuple[int, bool]:
+    """``(fd, created)`` for ``name`` in a directory from ``open_directory`` (through a link
+    only when it is this user's or root's); ``existing`` flags are added when it exists."""
+    return _file([0], dir_fd, here, name, flags, mode, existing)
+
+
+def private_directory(path: str, *, create: bool) -> int | None:
+    """A read handle on this user's own directory ``path``: not a link, owned by this user, on
+    a path no one else can change. With ``create``, missing components are made (0700);
+    without, a missing directory is None. Raises OSError (UnsafePath included)."""
+    try:
+        fd, _ = _start([0], path, create_mode=0o700 if create else None, private=True)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    try:
+        found = os.fstat(fd)
+        if found.st_uid != os.geteuid():
+            raise UnsafePath(f"{path} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()})")
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,261 @@
+"""Hangs and bad input (issue 23): the drain's bounds whatever the producer and the reader do,
+and failures after set-up that must still release everything and end the stream.
+
+Faults that no outside timing can hit are injected the way tests/test_faults.py does: a small
+wrapper program patches one function or constant of the engine, then runs the CLI's ``main``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, wait_for_event, wait_for_file
+from processkit.events.validate import validate_event
+from streams import cgroup_v2_dir, check_stream, stderr_lines, wait_until
+
+PY = sys.executable
+
+# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
+PATCHED_MAIN = """
+import importlib, sys
+module, name, value = sys.argv[1:4]
+setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[4:]))
+"""
+
+# A reader that is slow but live: it takes a pipe's worth now and then.
+SLOW_READER = "import os, time\nwhile os.read(0, 65536): time.sleep(0.05)"
+
+
+def _escapee_run(tmp_path, ceiling: str):
+    """A runner (drain ceiling patched to ``ceiling`` seconds) whose child leaves an escapee
+    (``setsid -f``) writing into the inherited stdout while the runner's stdout goes to a slow
+    reader. Returns the runner, the reader, the JSONL and the escapee's pid file."""
+    jsonl, pidfile = tmp_path / "run.jsonl", tmp_path / "escapee.pid"
+    child = f"setsid -f sh -c 'echo $$ > {pidfile}; exec timeout 120 yes aaaa'; sleep 0.5; exit 3"
+    env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group")
+    reader = subprocess.Popen([PY, "-c", SLOW_READER], stdin=subprocess.PIPE)
+    runner = subprocess.Popen(
+        [PY, "-c", PATCHED_MAIN, "teardown", "DRAIN_CEILING_SECONDS", ceiling]
+        + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
+        stdin=subprocess.DEVNULL,
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert reader.stdin is not None
+    reader.stdin.close()
+    return runner, reader, jsonl, pidfile
+
+
+def _end_escapee(reader, pidfile) -> None:
+    try:
+        with open(pidfile) as handle:
+            os.kill(int(handle.read()), signal.SIGKILL)
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        pass
+    reader.kill()
+    reader.wait()
+
+
+def test_an_escapee_refilling_the_pipe_for_a_slow_reader_ends_at_the_drain_ceiling(tmp_path, pump_backend):
+    """The reader keeps making progress and the escapee keeps the backlog full: the drain still
+    ends at its ceiling (patched to 1 s here), long before the escapee would, with one warning."""
+    runner, reader, jsonl, pidfile = _escapee_run(tmp_path, "1.0")
+    try:
+        _, stderr = runner.communicate(timeout=60)  # unbounded, it would last the escapee's 120 s
+    finally:
+        _end_escapee(reader, pidfile)
+    assert runner.returncode == 3
+    assert [line for line in stderr.decode().splitlines() if line.startswith("processkit-cli:")] == [
+        "processkit-cli: warning: the consumer of the runner's stdout was still behind after 1s of draining; "
+        "live echo abandoned"
+    ]
+    check_stream(jsonl, 3)
+
+
+def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
+    """The same producer and reader, a ceiling far away: SIGTERM to the runner once the tree is
+    torn down ends the drain; the run's own ending and exit code stand."""
+    runner, reader, jsonl, pidfile = _escapee_run(tmp_path, "600.0")
+    try:
+        wait_for_event(jsonl, "cleanup_finished", timeout=30)
+        runner.send_signal(signal.SIGTERM)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+        _end_escapee(reader, pidfile)
+    assert runner.returncode == 3
+    assert "a stop signal cut the echo of the runner's stdout short; live echo abandoned" in stderr.decode()
+    events = check_stream(jsonl, 3)
+    assert "cancelled" not in [e["event"] for e in events]
+
+
+# -- argv and environments execve cannot carry ------------------------------------------------
+def _entries(registry) -> list[str]:
+    """Registry records and locks, which a run removes (its ``*.ended`` tombstone stays on purpose)."""
+    return sorted(name for name in os.listdir(registry) if not name.endswith(".ended"))
+
+
+def _nothing_left(runner_pid: int, registry) -> None:
+    """No registry entry, no run directory and no cgroup of the runner ``runner_pid``."""
+    assert _entries(registry) == []
+    assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner_pid}-")]
+    parent = cgroup_v2_dir(os.getpid())
+    if parent is not None:
+        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner_pid}-")]
+
+
+def _run_with_stdin(tmp_path, stdin: bytes, *args) -> tuple[subprocess.CompletedProcess, object]:
+    jsonl = tmp_path / "run.jsonl"
+    proc = subprocess.run(
+        cli_command() + ["run", "--jsonl", str(jsonl), *map(str, args)], input=stdin, capture_output=True, timeout=30
+    )
+    return proc, jsonl
+
+
+def test_a_nul_in_an_argv_from_stdin_is_a_spawn_failure_not_a_truncation(tmp_path, spawn_backend, isolated_registry):
+    """``["echo", "a\\u0000b"]``: execve would cut the argument at the NUL (the native path did,
+    silently) or Popen raised (104). It is a spawn failure with its events, nothing started."""
+    proc, jsonl = _run_with_stdin(tmp_path, b'["echo","a\\u0000b"]')
+    assert (proc.returncode, proc.stdout) == (101, b"")
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program 'echo': an argument holds a NUL byte"]
+    assert [e["event"] for e in check_stream(jsonl, 101)] == ["spawn_failed", "runner_exit"]
+
+
+def test_a_lone_surrogate_in_an_argv_from_stdin_is_a_usage_error(tmp_path, spawn_backend, isolated_registry):
+    """JSON's ``\\ud800`` alone is no text (the reference's parser refuses it): 100, before the
+    JSONL or anything else exists."""
+    proc, jsonl = _run_with_stdin(tmp_path, b'["/bin/ech\\ud800"]')
+    assert proc.returncode == 100
+    assert stderr_lines(proc) == [
+        "processkit-cli: the command read from standard input holds a lone surrogate escape, which is no text"
+    ]
+    assert not jsonl.exists()
+
+
+def test_a_nul_in_an_env_file_value_is_refused_at_its_line(tmp_path, isolated_registry):
+    env_file = tmp_path / "env"
+    env_file.write_bytes(b"A=1\nB=x\0y\n")
+    marker = tmp_path / "started"
+    proc, jsonl = _run_with_stdin(tmp_path, b"", "--env-file", env_file, "--", "touch", marker)
+    assert proc.returncode == 111
+    assert stderr_lines(proc) == [
+        f"processkit-cli: --env-file {env_file} line 2: the value holds a NUL byte, which no environment can carry"
+    ]
+    assert [e["event"] for e in check_stream(jsonl, 111)] == ["runner_exit"]
+    assert not marker.exists()
+
+
+# -- a phase that raises where it should not --------------------------------------------------
+RAISE_EMFILE = "lambda *a, **k: (_ for _ in ()).throw(OSError(24, 'Too many open files'))"
+
+# (module, name): where the fault is injected, and whether the child had been started by then.
+FAULTS = {
+    "publish_before_spawn": ("launch", "_publish", False),
+    "emfile_after_spawn": ("streams", "EchoSink", True),
+    "in_finish": ("runner", "ResourceSummary", True),
+    "in_release": ("runner", "release", True),
+    # the release and the last resort's own release both fail at one step: the rest still runs
+    "in_every_release": ("teardown", "close_targets", True),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_fault_after_setup_still_ends_the_tree_releases_everything_and_ends_the_stream(
+    tmp_path, isolated_registry, fault
+):
+    """Whatever raises once the first resource exists: the child is killed, the registry entry,
+    the run directory and the cgroup are gone, and the stream ends with runner_exit{internal}."""
+    module, name, spawned = FAULTS[fault]
+    jsonl, cap_dir = tmp_path / "run.jsonl", tmp_path / "cap"
+    runner = subprocess.Popen(
+        [PY, "-c", PATCHED_MAIN, module, name, RAISE_EMFILE]
+        + ["run", "--jsonl", str(jsonl), "--capture-dir", str(cap_dir), "--timeout", "200ms", "--", "sleep", "30"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, stderr = runner.communicate(timeout=30)
+    assert runner.returncode == 104, stderr
+    problem = "OSError: [Errno 24] Too many open files"
+    warned = (
+        [f"processkit-cli: warning: the run's release was incomplete: {problem}"] if fault == "in_every_release" else []
+    )
+    assert stderr.decode().splitlines() == [*warned, f"processkit-cli: internal error: {problem}"]
+    events = read_events_tolerant(jsonl)
+    assert all(validate_event(e) == [] for e in events)
+    assert (events[-1]["event"], events[-1]["source"], events[-1]["code"]) == ("runner_exit", "internal", 104)
+    started = [e for e in events if e["event"] == "run_started"]
+    assert bool(started) == spawned
+    if started:
+        assert not pid_alive(started[0]["root_pid"]), "the child outlived its runner's internal error"
+    _nothing_left(runner.pid, isolated_registry)
+
+
+# -- run --detach: a JSONL that cannot be written, and a launcher that gives up ------------------
+def test_a_detached_run_whose_jsonl_fails_is_started_not_killed(tmp_path, isolated_registry):
+    """``--jsonl /dev/full``: the copy's proof comes through its readiness pipe; the launcher
+    exits 0 at once with one warning, and the run is live and controllable. The child's
+    environment does not carry the pipe's variable."""
+    env_out = tmp_path / "env"
+    child = f"env > {env_out}; sleep 60"
+    proc = run_cli("run", "--detach", "--run-id", "full-1", "--jsonl", "/dev/full", "--", "sh", "-c", child)
+    assert proc.returncode == 0, proc.stderr
+    assert stderr_lines(proc) == [
+        "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
+        "No space left on device"
+    ]
+    try:
+        listed = json.loads(run_cli("list", "--json").stdout)
+        assert (listed["run_id"], listed["health"]) == ("full-1", "live")
+        wait_for_file(env_out)
+    finally:
+        assert run_cli("cancel", "--run-id", "full-1").returncode == 0
+    wait_until(lambda: _entries(isolated_registry) == [], what="the cancelled run's release")
+    assert "PROCESSKIT_DETACH_READY_FD" not in env_out.read_text()
+
+
+# A launcher whose handshake bound is argv[1] seconds and whose copy never proves its start.
+GIVING_UP_LAUNCHER = """
+import sys
+from processkit.cli import detach
+detach.HANDSHAKE_SECONDS = float(sys.argv[1])
+detach.program = lambda: [sys.executable, "-c", sys.argv[2]]
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[3:]))
+"""
+SILENT_COPY = """
+import sys
+from processkit.engine import launch
+launch._tell_launcher = lambda *args: None
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_launcher_that_gives_up_ends_the_whole_tree_it_started(tmp_path, isolated_registry):
+    """The copy runs its child (and a grandchild) but its proof never arrives (JSONL on
+    /dev/full, readiness withheld): at the bound the launcher fails with 111, and the child, the
+    grandchild, the registry entry and the run directory are all gone, not left for prune."""
+    pids = tmp_path / "pids"
+    child = f"sleep 60 & echo $$ $! > {pids}; wait"
+    launcher = subprocess.run(
+        [PY, "-c", GIVING_UP_LAUNCHER, "3", SILENT_COPY]
+        + ["run", "--detach", "--run-id", "given-up", "--jsonl", "/dev/full", "--", "sh", "-c", child],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert launcher.returncode == 111, launcher.stderr
+    assert b"did not start within 3s" in launcher.stderr
+    started = [int(pid) for pid in pids.read_text().split()]
+    wait_until(lambda: not any(pid_alive(pid) for pid in started), what="the given-up run's tree to end")
+    assert _entries(isolated_registry) == []
