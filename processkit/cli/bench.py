@@ -58,7 +58,13 @@ def build_parser() -> Parser:
     add("--cleanup", action=Once, metavar="JSON_ARRAY", help="run once per command after its runs")
     add("-i", "--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
     add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
-    add("--order", action=Once, choices=("interleaved", "sequential"), default="interleaved", help="run order")
+    add(
+        "--order",
+        action=Once,
+        choices=("interleaved", "sequential"),
+        default="interleaved",
+        help="interleaved (A B A B, the default) or sequential (all of A, then B)",
+    )
     add("--metric", action=Once, choices=("wall", "cpu"), default="wall", help="compare by wall or CPU time")
     add("--cpus", action=Once, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)")
     add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
