@@ -36,6 +36,8 @@ DIR_PREFIX = "pkc-"
 SOCKET_NAME = "c.sock"
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
+GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
+GROUPS_LIMIT = 16 * 1024
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
@@ -95,15 +97,23 @@ class RunDir:
         return os.path.join(self.path, SOCKET_NAME)
 
     def record_process_group(self, pgid: int, leader_start_time: str, session: int) -> None:
-        """Write the identity of the run's process group, once, in one ``write``."""
+        """Write the identity of the run's process group, once, in one ``write``.
+        (Failing, a reaper finds no group to end: the parent-death signal ends the leader.)"""
+        self._record(PGROUP_NAME, f"{pgid} {leader_start_time} {session}\n")
+
+    def record_groups(self, paths: list[str]) -> None:
+        """Write where the run's cgroup v1 groups are, once: a runner in another v1 group (another
+        user's session, another container) sweeps the hierarchies' shared parents but not this
+        runner's own, and must still find them. (Failing, only this runner's kind finds them.)"""
+        self._record(GROUPS_NAME, "".join(f"{path}\n" for path in paths))
+
+    def _record(self, name: str, text: str) -> None:
         try:
-            fd = os.open(
-                os.path.join(self.path, PGROUP_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
-            )
+            fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except OSError:
-            return  # a reaper then finds no group to end: the parent-death signal ends the leader
+            return
         try:
-            os.write(fd, f"{pgid} {leader_start_time} {session}\n".encode())
+            os.write(fd, text.encode("utf-8", "surrogateescape"))
         except OSError:
             pass
         finally:
@@ -139,6 +149,16 @@ def read_process_group(path: str) -> tuple[int, str, int] | None:
     if len(fields) != 3 or not all(field.isdigit() for field in fields):
         return None
     return int(fields[0]), fields[1].decode(), int(fields[2])
+
+
+def read_groups(path: str) -> list[str]:
+    """The recorded group paths (bounded, unchecked: the reaper decides what it may touch)."""
+    try:
+        with open(os.path.join(path, GROUPS_NAME), "rb") as handle:
+            text = handle.read(GROUPS_LIMIT).decode("utf-8", "surrogateescape")
+    except OSError:
+        return []
+    return [line for line in text.split("\n") if line]
 
 
 def listing() -> list[str]:
@@ -184,7 +204,7 @@ def remove(path: str) -> bool:
     except OSError:
         return False
     try:
-        for name in (SOCKET_NAME, PGROUP_NAME, LOCK_NAME):
+        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, LOCK_NAME):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                 if name != SOCKET_NAME or stat.S_ISSOCK(mode):

@@ -116,6 +116,7 @@ class RunSpec(Plain):
         "argv_raw",
         "detach",
         "ready_fd",
+        "usage_file",
     )
 
     def __init__(
@@ -146,6 +147,7 @@ class RunSpec(Plain):
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
         ready_fd: int | None = None,  # a detached copy: where its launcher waits to hear the run started
+        usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -172,3 +174,4 @@ class RunSpec(Plain):
         self.argv_raw = argv_raw
         self.detach = detach
         self.ready_fd = ready_fd
+        self.usage_file = usage_file

@@ -85,7 +85,7 @@ def test_every_run_flag_has_a_keyword():
     --error-format is the API's own business (it reads the runner's failures as JSON)."""
     flags = {a.dest for a in build_parser()._actions if a.option_strings and a.dest != "help"}
     keywords = set(processkit.keywords())
-    assert flags - {"no_echo", "detach", "label", "error_format"} == keywords - {"labels"}
+    assert flags - {"no_echo", "detach", "label", "error_format", "usage_file"} == keywords - {"labels"}
     assert "labels" in keywords
 
 

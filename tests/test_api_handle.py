@@ -68,7 +68,7 @@ def test_a_dropped_handle_leaves_no_scratch_files(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     handle = processkit.start(["true"])
-    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".jsonl", ".stderr"]
+    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".json", ".jsonl", ".stderr"]  # .usage.json
     handle._process.wait()
     del handle
     gc.collect()

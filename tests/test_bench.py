@@ -214,32 +214,17 @@ def test_usage_errors(tmp_path, args, message):
     assert done.returncode == 100 and message in done.stderr
 
 
-def bench_mid_run(tmp_path):
-    """A bench process in its first run of ``sleep 30``, and its memory group ("" without one)."""
+def test_a_stop_signal_ends_the_benchmark(tmp_path):
     streams = tmp_path / "streams"
     bench_process = start_cli("bench", "--runs", "3", "--jsonl-dir", streams, "--", "sleep", "30", cwd=tmp_path)
     try:
         wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
-        with open(f"/proc/{bench_process.pid}/cgroup") as handle:
-            memory = next((line.split(":", 2)[2].strip() for line in handle if line.split(":")[1] == "memory"), "")
-    except BaseException:
-        bench_process.kill()
-        raise
-    group = f"/sys/fs/cgroup/memory{memory}" if "processkit-run-" in memory else None
-    return bench_process, group
-
-
-def test_a_stop_signal_ends_the_benchmark_and_its_memory_group(tmp_path):
-    bench_process, group = bench_mid_run(tmp_path)
-    try:
         bench_process.send_signal(signal.SIGTERM)
         _, stderr = bench_process.communicate(timeout=30)
     finally:
         bench_process.kill()
     assert bench_process.returncode == 107, stderr
     assert b"stopped" in stderr
-    if group is not None:  # the bench had its own memory group
-        assert not os.path.exists(group)
 
 
 def test_a_hostile_command_name_reaches_the_terminal_as_text(tmp_path):
@@ -250,23 +235,6 @@ def test_a_hostile_command_name_reaches_the_terminal_as_text(tmp_path):
     assert exported["results"][0]["command"] == "evil\x1b]0;title\x07\x1b[31m"  # the export keeps it exactly
     failed, _ = bench(tmp_path, "--runs", "1", "--command-name", "bad\x1b[2J", "--", "false")
     assert failed.returncode == 117 and b"\x1b" not in failed.stderr
-
-
-def test_prune_removes_the_memory_group_of_a_bench_that_died(tmp_path):
-    bench_process, group = bench_mid_run(tmp_path)
-    bench_process.kill()
-    bench_process.communicate(timeout=30)
-    if group is None:
-        pytest.skip("this host gave the bench no memory group")
-    # Another run's sweep on this shared host may hold the dead bench's lock while it works, and
-    # leave a group whose member was still dying to the next sweep (as documented): a second
-    # prune is that next sweep.
-    for _ in range(2):
-        pruned = run_cli("prune", "--json", "--report-reaped")
-        assert pruned.returncode == 0, pruned.stderr
-        if not os.path.exists(group):
-            break
-    assert not os.path.exists(group), pruned.stdout
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import processkit
 from processkit.benchmark import BenchResult, driver, stats
-from processkit.containment import cgroup_v1
 from processkit.errors import Failure
 
 MIB = 1024 * 1024
@@ -39,58 +38,17 @@ def test_a_processs_peak_memory_is_measured():
     assert 80 * MIB <= measured.peak_memory_bytes <= 80 * MIB + 40 * MIB
 
 
-def test_a_trees_memory_is_the_whole_trees_where_a_counter_has_it():
-    """Two concurrent holders of 60 MiB: the tree held 120 MiB at once. The bench's memory group
-    sees that; without one, the root's rusage sees its largest member, and ``sources`` says so."""
+def test_a_trees_memory_is_the_whole_trees():
+    """Two concurrent holders of 60 MiB: the tree held 120 MiB at once, which a group's counter
+    sees (the largest member alone, as ``ru_maxrss`` would say, is 60 MiB)."""
     holder = HOLD.format(mib=60, sleep=0.5)
     tree = f'python3 -c "{holder}" & python3 -c "{holder}"; wait'
-    memory = driver.TreeMemory.open()
-    assert memory is not None or not v1_memory_usable(), "the host has a v1 memory controller to use"
-    try:
-        measured = driver.measure(("sh", "-c", tree), memory=memory)
-    finally:
-        if memory is not None:
-            memory.close()
+    measured = driver.measure(("sh", "-c", tree))
     assert measured.exit_code == 0, measured.error
-    source = measured.usage.sources["memory"]
-    assert source == ("bench_memory_group" if memory is not None else "root_maxrss")
-    low = 120 * MIB if memory is not None else 60 * MIB
-    assert low <= measured.peak_memory_bytes <= 120 * MIB + 30 * MIB, source
-
-
-def v1_memory_usable() -> bool:
-    parent = cgroup_v1.own_groups().get("memory")
-    return parent is not None and os.access(parent, os.W_OK)
-
-
-def memory_cgroup() -> str:
-    with open("/proc/self/cgroup") as handle:
-        return next(line.split(":", 2)[2].strip() for line in handle if line.split(":")[1] == "memory")
-
-
-def test_the_memory_group_is_joined_then_left_and_removed():
-    before = memory_cgroup() if "memory" in open("/proc/self/cgroup").read() else None
-    memory = driver.TreeMemory.open()
-    if memory is None:
-        pytest.skip("no cgroup v1 memory controller to use")
-    assert memory_cgroup() == f"{before.rstrip('/')}/{os.path.basename(memory.path)}"
-    memory.close()
-    assert memory_cgroup() == before
-    assert not os.path.exists(memory.path)
-
-
-def test_the_bench_processs_own_memory_is_not_the_runs():
-    memory = driver.TreeMemory.open()
-    if memory is None:
-        pytest.skip("no cgroup v1 memory controller to use")
-    try:
-        ballast = b"x" * (64 * MIB)  # charged to the group, by this process, before the run
-        measured = driver.measure(("true",), memory=memory)
-        del ballast
-    finally:
-        memory.close()
-    assert measured.usage.sources["memory"] == "bench_memory_group"
-    assert measured.peak_memory_bytes < 16 * MIB
+    source = measured.usage.sources.get("peak_memory_bytes", "")
+    if "memory." not in source:
+        pytest.skip(f"no cgroup counts this host's memory (here: {source or 'nothing'})")
+    assert 120 * MIB <= measured.peak_memory_bytes <= 120 * MIB + 40 * MIB, source
 
 
 def test_the_whole_trees_cpu_is_counted_children_included():

@@ -223,7 +223,7 @@ def test_a_failed_cgroup_join_is_a_container_error(tmp_path, spawn_backend, monk
     root.mkdir()
     not_a_cgroup.mkdir()
     (root / "memory").symlink_to(memory)  # carries the cap
-    (root / "cpu").symlink_to(cpuset)  # an accounting group the child must join, but cannot
+    (root / "cpuacct").symlink_to(cpuset)  # an accounting group the child must join, but cannot
     monkeypatch.setenv("PROCESSKIT_CGROUP_PARENT", str(not_a_cgroup))  # caps go to cgroup v1
     monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(root))
     groups_before = set(os.listdir(cpuset))

@@ -38,6 +38,11 @@ def inspect(run_id: str) -> dict:
     return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot)
 
 
+def usage(run_id: str) -> dict:
+    """The live run's accounting so far (the ``usage`` extension: ``inspect --usage``)."""
+    return _calling(client.request_by_id, run_id, "usage", replies.check_usage)
+
+
 def stop(run_id: str, verb: str) -> dict:
     """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
     return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb))

@@ -14,6 +14,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Generator, Iterator
 
+from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
 from .follow import Follower, read_all
@@ -106,6 +107,10 @@ class RunHandle:
     def inspect(self) -> dict:
         """The run's live snapshot: mechanism, root pid, members."""
         return control.inspect(self.run_id)
+
+    def usage(self) -> Usage:
+        """The live run's accounting so far: every figure, and the counter each came from."""
+        return Usage.from_json(control.usage(self.run_id))
 
     def cancel(self) -> dict:
         """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""

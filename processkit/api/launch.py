@@ -23,11 +23,12 @@ from typing import BinaryIO
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
 from .follow import read_all
-from .result import RunResult, build, captures
+from .result import RunResult, build, captures, read_usage
 from .streams import Streams
 
 DIAGNOSTICS_LIMIT = 64 * 1024
 SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
+SCRATCH_USAGE = "\0usage"  # likewise for the file the runner writes the run's whole usage to
 
 
 def runner_command() -> list[str]:
@@ -54,6 +55,7 @@ class Prepared:
     keep_jsonl: bool
     echo: bool
     stdio: Streams  # subprocess's stream keywords: what to read back, the scratch files serving them
+    usage_file: str | None = None
     scratch: list[str] = dataclasses.field(default_factory=list)
     _diagnostics: BinaryIO | None = None
 
@@ -79,6 +81,7 @@ class Prepared:
         try:
             events = read_all(self.jsonl)
             diagnostics = self._read_diagnostics()
+            usage = read_usage(self.usage_file) if self.usage_file is not None else None
             outputs = self.stdio.collect(captures(events))
         finally:
             self.cleanup()
@@ -90,6 +93,7 @@ class Prepared:
             jsonl=self.jsonl if self.keep_jsonl else None,
             diagnostics=diagnostics,
             runner_pid=runner_pid,
+            usage=usage,
             stdout=outputs["stdout"],
             stderr=outputs["stderr"],
         )
@@ -123,15 +127,16 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
     streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
     extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
+    extra += ["--usage-file", SCRATCH_USAGE]
     extra += streams.flags(options)
     path = SCRATCH_JSONL if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
     argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
-    scratch = []
+    scratch: list[str] = []
     if jsonl is None:  # the runner truncates and writes the file this call owns
-        fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=".jsonl")
-        os.close(fd)
-        scratch.append(path)
+        path = _scratch_file(".jsonl", scratch)
         argv[argv.index(SCRATCH_JSONL)] = path
+    usage_path = _scratch_file(".usage.json", scratch)
+    argv[argv.index(SCRATCH_USAGE)] = usage_path
     try:
         streams.materialize(argv)
     except BaseException:
@@ -146,10 +151,19 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
         spec=spec,
         jsonl=path,
         keep_jsonl=jsonl is not None,
+        usage_file=usage_path,
         echo=echo,
         stdio=streams,
         scratch=scratch,
     )
+
+
+def _scratch_file(suffix: str, scratch: list[str]) -> str:
+    """An empty private file this call owns and removes; the runner truncates and writes it."""
+    fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=suffix)
+    os.close(fd)
+    scratch.append(path)
+    return path
 
 
 def stop_runner(process: subprocess.Popen) -> None:

@@ -22,6 +22,7 @@ RENAMED = {"label": "labels"}
 NOT_KEYWORDS = {
     "no_echo": "pass echo=False (the default) instead",
     "detach": "use processkit.start() for a run that outlives the call",
+    "usage_file": "RunResult.resources and RunResult.usage carry every figure",
 }
 
 

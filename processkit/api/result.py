@@ -11,6 +11,7 @@ import json
 import subprocess
 from typing import Any, TypeVar
 
+from ..containment.accounting import Usage
 from ..events.types import ENDING_TYPES, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
 
 
@@ -65,12 +66,21 @@ class RunResult:
     # bounded by the capture cap: ``stdout_capture.truncated`` says when it was cut.
     stdout: bytes | str | None = None
     stderr: bytes | str | None = None
+    usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
 
     @property
     def message(self) -> str | None:
         """The runner's one-line failure message, when it failed and its stderr was collected."""
         envelope = _envelope(self.diagnostics)
         return envelope.get("message") if envelope else None
+
+    @property
+    def oom_killed(self) -> bool | None:
+        """Whether the kernel's OOM killer ended a process of the run's tree (with or without a
+        cap); None where no counter here says (``usage.oom_kills`` is the count)."""
+        if self.usage is None or self.usage.oom_kills is None:
+            return None
+        return self.usage.oom_kills > 0
 
     @property
     def ending(self) -> Event | None:
@@ -119,8 +129,10 @@ def build(
     runner_pid: int | None = None,
     stdout: bytes | str | None = None,
     stderr: bytes | str | None = None,
+    usage: Usage | None = None,
 ) -> RunResult:
-    """The result of a run from its exit status and its event stream."""
+    """The result of a run from its exit status and its event stream; ``usage``, read from the
+    runner's ``--usage-file``, adds its extended figures to ``resources.extra``."""
     runner_exit = _last(events, RunnerExit)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
@@ -137,13 +149,14 @@ def build(
         child_code=runner_exit.child_code if runner_exit else None,
         stdout_capture=found["stdout"],
         stderr_capture=found["stderr"],
-        resources=_last(events, ResourceSummary),
+        resources=_extended(_last(events, ResourceSummary), usage),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
         diagnostics=diagnostics,
         stdout=stdout,
         stderr=stderr,
+        usage=usage,
     )
 
 
@@ -157,6 +170,25 @@ def captures(events: list[Event], run_id: str | None = None) -> dict[str, Captur
         else None
         for name in ("stdout", "stderr")
     }
+
+
+def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceSummary | None:
+    """The stream's summary with the usage's extensions (CPU split, OOM kills, precise CPU,
+    sources) among its ``extra`` fields, where the event keeps what the v1 schema does not name."""
+    if summary is None or usage is None:
+        return summary
+    values = {name: getattr(summary, name) for name in ("schema_version", "time", *summary.field_names())}
+    return ResourceSummary(**values, extra={**(summary.extra or {}), **usage.extensions()})
+
+
+def read_usage(path: str) -> Usage | None:
+    """The runner's ``--usage-file``; None when it wrote none (no child spawned) or it is unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.loads(handle.read() or "null")
+    except (OSError, ValueError):
+        return None
+    return Usage.from_json(record) if isinstance(record, dict) else None
 
 
 _EventT = TypeVar("_EventT", bound=Event)

@@ -44,12 +44,10 @@ class Session:
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.order = 0
-        self.memory: driver.TreeMemory | None = None  # the whole tree's peak, where the host allows
 
     def run(self) -> BenchResult:
         opts = self.options
         previous = _pin(opts.cpus)
-        self.memory = driver.TreeMemory.open()
         driver.adopt_orphans()
         try:
             everything = list(range(len(self.commands)))
@@ -57,8 +55,6 @@ class Session:
             for indices in groups:
                 self._benchmark(indices)
         finally:
-            if self.memory is not None:
-                self.memory.close()
             if previous is not None:
                 os.sched_setaffinity(0, previous)
         results = [CommandResult(c, runs, warm) for c, runs, warm in zip(self.commands, self.runs, self.warmups)]
@@ -112,7 +108,6 @@ class Session:
             timeout_ms=self.options.timeout_ms,
             jsonl=self._jsonl(index, what),
             echo=self.options.show_output,
-            memory=self.memory,
         )
         self._check(command, measured)
         return measured

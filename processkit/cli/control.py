@@ -11,6 +11,10 @@ from ..errors import Failure, Kind
 from . import output, targets
 from .parsing import OnceFlag, Parser
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 SNAPSHOT_FIELDS = ("snapshot_version", "run_id", "mechanism", "root_pid", "started_at", "jsonl", "capture_dir")
 ATTESTATION_FIELDS = ("attestation_version", "run_id", "verdict", "peer_pid", "mechanism", "checked_at")
 
@@ -44,6 +48,8 @@ def _fail_if_any_failed(outcomes: list[fanout.Outcome], verb: str) -> None:
 def inspect(argv: list[str], invocation) -> int:
     args = PARSERS["inspect"]().parse(argv)
     selection = targets.select(args, invocation)
+    if args.usage:
+        return _usage(args, selection)
     if selection.run_id is not None:
         snapshot = request_by_id(selection.run_id, "inspect", replies.check_snapshot)
         if args.json:
@@ -59,6 +65,25 @@ def inspect(argv: list[str], invocation) -> int:
     else:
         output.lines(render_inspect_all(outcomes))
     _fail_if_any_failed(outcomes, "inspect")
+    return 0
+
+
+def _usage(args, selection) -> int:
+    """``inspect --usage`` (an extension): the live run's accounting so far, one run at a time."""
+    from .. import errors
+
+    if selection.run_id is None:
+        raise errors.usage("the argument '--usage' needs '--run-id', not '--all'")
+    reply = request_by_id(selection.run_id, "usage", replies.check_usage)
+    if args.json:
+        output.json_line(reply)
+    else:
+        sources = reply["sources"]
+        figures = [(key, value) for key, value in reply.items() if key not in ("sources", "usage_version")]
+        output.lines(
+            output.fields([(key, value if value is not None else "not accounted") for key, value in figures])
+            + [f"{key} from {source}" for key, source in sources.items()]
+        )
     return 0
 
 
@@ -126,9 +151,19 @@ def attest(argv: list[str], invocation) -> int:
 
 COMMANDS = {"inspect": inspect, "cancel": stop, "kill": stop, "attest": attest}
 _FAN_OUT_USAGE = "(--run-id <ID> | --all [--label <K=V>]...)"
+
+
+def _inspect_parser() -> Parser:
+    parser = _parser("inspect", f"{_FAN_OUT_USAGE} [--json] [--usage]")
+    parser.add_argument(
+        "--usage", action=OnceFlag, help="extension: the live run's accounting so far (one --run-id), not its snapshot"
+    )
+    return parser
+
+
 # Each subcommand's parser, built on demand (also for completion and the man pages: cli/parsers.py).
-PARSERS = {
-    "inspect": partial(_parser, "inspect", f"{_FAN_OUT_USAGE} [--json]"),
+PARSERS: dict[str, Callable[[], Parser]] = {
+    "inspect": _inspect_parser,
     "cancel": partial(_parser, "cancel", _FAN_OUT_USAGE, json_flag=False),
     "kill": partial(_parser, "kill", _FAN_OUT_USAGE, json_flag=False),
     "attest": partial(_parser, "attest", "--run-id <ID> [--json]", fan_out=False),

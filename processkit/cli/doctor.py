@@ -24,6 +24,7 @@ PHASE_FLAGS = (
     "require_mechanism",
     "require_abrupt_cleanup",
     "require_resource_controller",
+    "require_accounting",
 )
 
 
@@ -55,6 +56,12 @@ def build_parser() -> Parser:
         action=OnceFlag,
         help="fail (116) unless a whole-tree cap can be installed; needs --check-resource-controller",
     )
+    add(
+        "--require-accounting",
+        action=Once,
+        metavar="MECHANISM",
+        help="extension: require per-run accounting through exactly this (cgroup_v1, cgroup_v2, rusage, joined by +, or none)",
+    )
     add("--scratch-child", action=Once, metavar="DUR", help="be the harmless scratch child: sleep, exit 0")
     return parser
 
@@ -76,12 +83,16 @@ def main(argv: list[str], invocation) -> int:
     from ..doctor.qualification import qualify
     from .selfexec import program
 
-    wanted = Requirements(args.require_mechanism, args.require_abrupt_cleanup, args.require_resource_controller)
-    report, limit_backend = qualify(program(), timeout_ms, wanted, check_resources=args.check_resource_controller)
+    wanted = Requirements(
+        args.require_mechanism, args.require_abrupt_cleanup, args.require_resource_controller, args.require_accounting
+    )
+    report, limit_backend, accounting = qualify(
+        program(), timeout_ms, wanted, check_resources=args.check_resource_controller
+    )
     if args.json:
         output.json_line(report)
     else:
-        output.lines(render(report, limit_backend))
+        output.lines(render(report, limit_backend, accounting))
     if not report["qualified"]:
         raise Failure(Kind.HOST_UNQUALIFIED, unqualified_message(report))
     return 0
@@ -91,7 +102,7 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def render(report: dict, limit_backend: str | None) -> list[str]:
+def render(report: dict, limit_backend: str | None, accounting=None) -> list[str]:
     """The same facts for a person; every value that came from outside is sanitized."""
     cell = output.cell
     verdict = "qualified" if report["qualified"] else "NOT qualified"
@@ -136,6 +147,12 @@ def render(report: dict, limit_backend: str | None) -> list[str]:
     if resources is not None:
         how = f"via {limit_backend}" if limit_backend else cell(resources["detail"])
         facts.append(("resources", f"{resources['requested']} enforceable: {_yes(resources['available'])} ({how})"))
+    if accounting is not None:
+        counted = ", ".join(f"{field} from {source}" for field, source in accounting.counters.items() if source)
+        missing = [field for field, source in accounting.counters.items() if not source]
+        text = f"{accounting.mechanism}" + (f" ({counted})" if counted else "")
+        text += f"; not accounted: {', '.join(missing)}" if missing else ""
+        facts.append(("accounting", text + (f"; {accounting.detail}" if accounting.detail else "")))
     facts.append(
         (
             "phases",

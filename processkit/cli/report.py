@@ -36,6 +36,12 @@ def build_parser() -> Parser:
         metavar="DIR",
         help="where the run's stdout.log and stderr.log are (one stream only)",
     )
+    parser.add_argument(
+        "--usage-file",
+        action=Once,
+        metavar="FILE",
+        help="extension: the run's run --usage-file, for the figures the stream cannot hold (one stream only)",
+    )
     return parser
 
 
@@ -43,8 +49,9 @@ def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     paths = _stream_paths(args.streams)
     single = len(args.streams) == 1 and not os.path.isdir(args.streams[0])
-    if args.capture_dir is not None and not single:
-        raise usage("the argument '--capture-dir' can be used only with a single stream")
+    for flag in ("capture_dir", "usage_file"):
+        if getattr(args, flag) is not None and not single:
+            raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
 
     from ..report import bench_page
 
@@ -57,11 +64,28 @@ def main(argv: list[str], invocation) -> int:
 
     live = _live_streams()
     runs = [reading.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
+    if args.usage_file is not None:
+        reading.add_usage(runs[0], _usage_record(args.usage_file))
     page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
     _write_atomically(args.output, page)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
     return 0
+
+
+def _usage_record(path: str) -> dict:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
+    except ValueError:
+        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} is not JSON") from None
+    if not isinstance(record, dict):
+        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} does not hold a JSON object")
+    return record
 
 
 def _stream_paths(given: list[str]) -> list[str]:

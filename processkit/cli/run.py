@@ -129,6 +129,12 @@ RUN_OPTIONS = (
     Option("--run-id-env", VALUE, metavar="K", help="also give the child its run id as K (default: not given)"),
     Option("--create-no-window", SWITCH, help="Windows only; accepted and ignored elsewhere"),
     Option("--windows-graceful-ctrl-break", SWITCH, help="Windows only; accepted and ignored elsewhere"),
+    Option(
+        "--usage-file",
+        VALUE,
+        metavar="FILE",
+        help="extension: write the run's whole accounting (every figure, and its counter) to FILE as JSON",
+    ),
 )
 
 
@@ -262,6 +268,7 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
         argv_raw=args.argv_raw,
         detach=args.detach,
         ready_fd=ready_fd,
+        usage_file=args.usage_file,
     )
 
 
@@ -293,6 +300,25 @@ def main(argv: list[str], invocation) -> int:
     from ..engine.runner import execute
 
     outcome = execute(spec)
+    if outcome.usage is not None:
+        if outcome.usage.oom_kills:
+            from ..diagnostics import warn
+
+            warn(f"the kernel's OOM killer ended {outcome.usage.oom_kills} process(es) of this run's tree")
+        if spec.usage_file is not None:
+            _write_usage(spec.usage_file, outcome.usage)
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
+
+
+def _write_usage(path: str, usage) -> None:
+    """``--usage-file``: best effort, as the run has already ended; a failure is one warning."""
+    from ..containment.accounting import write_file
+
+    try:
+        write_file(path, usage)
+    except OSError as exc:
+        from ..diagnostics import warn
+
+        warn(f"cannot write --usage-file {path}: {exc.strerror}")

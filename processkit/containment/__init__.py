@@ -6,6 +6,9 @@ named after the run's directory (``processkit.rundir``), whose lock says whether
 lives, so what a killed runner left can be ended and removed (``sweep``); each creation sweeps
 its own parent first, within a bound.
 
+Every run also gets accounting (``accounting``): the controllers its v2 parent offers are
+switched on, and accounting-only groups are made in the v1 hierarchies, as for caps.
+
 A run that asks for a cap also gets a cap layer (``limits.ControllerSet``): the controllers of
 its v2 group where delegated, else cgroup v1 groups. When neither can carry every requested cap
 the run fails before spawn (LimitUnavailable) instead of running uncapped. Test hooks:
@@ -19,11 +22,13 @@ from __future__ import annotations
 import os
 
 from ..rundir import RunDir, new_token
-from ..spec import MECHANISMS, Limits
-from .base import ChildJoins, Container, ResourceSummary
+from ..spec import MECHANISMS, NO_LIMITS, Limits
+from . import accounting
+from .accounting import Usage
+from .base import ChildJoins, Container
 from .errors import ContainerError, LimitUnavailable
 
-__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "ResourceSummary", "create"]
+__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "Usage", "create"]
 
 
 def create(limits: Limits, rundir: RunDir | None = None) -> Container:
@@ -33,45 +38,58 @@ def create(limits: Limits, rundir: RunDir | None = None) -> Container:
     identity; without one (``doctor``'s short-lived check) nothing can prove the runner dead,
     so a group it leaves is never reaped by anyone else.
     """
-    from . import prctl, sweep
+    from . import cgroup_v1, prctl, sweep
 
     prctl.load()
     name = sweep.group_name(rundir.token if rundir is not None else new_token())
-    container = _containment(name, rundir)
+    v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
+    container = _containment(name, rundir, list(v1_parents.values()))
     if limits.requested:
         try:
-            container.controllers = _controllers(container, limits, name)
+            container.controllers = _controllers(container, limits, name, v1_parents)
         except LimitUnavailable:
             container.release()
             raise
+    elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
+        container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents)
+    if rundir is not None and isinstance(container.controllers, cgroup_v1.CgroupV1Controllers):
+        rundir.record_groups(container.controllers.paths)
     return container
 
 
-def _containment(name: str, rundir: RunDir | None) -> Container:
+def _containment(name: str, rundir: RunDir | None, v1_parents: list[str]) -> Container:
+    """The run's boundary, after one bounded sweep of every parent its groups are made in."""
+    from . import sweep
+
+    parent = None
     if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
         from . import cgroup_v2
 
         parent = cgroup_v2.find_parent()
-        if parent is not None:
-            from . import sweep
-
-            sweep.sweep([parent], sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
-            try:
-                return cgroup_v2.CgroupV2(parent, name)
-            except ContainerError:
-                pass
+    parents = [parent, *v1_parents] if parent is not None else v1_parents
+    if parents:
+        sweep.sweep(parents, sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+    if parent is not None:
+        try:
+            group = cgroup_v2.CgroupV2(parent, name)
+        except ContainerError:
+            pass
+        else:
+            if accounting.enabled():
+                cgroup_v2.enable_accounting(parent)
+            return group
     from .process_group import ProcessGroup
 
     return ProcessGroup(rundir)
 
 
-def _controllers(container: Container, limits: Limits, name: str):
+def _controllers(container: Container, limits: Limits, name: str, v1_parents: dict[str, str]):
     """The first backend that can carry every requested cap: the run's v2 group, else v1.
 
     When both refuse, ``limit_hit`` names the axis the last resort (v1) could not carry, and
     its detail gives every backend's reason.
     """
-    from . import caps_v2, cgroup_v1, cgroup_v2, sweep
+    from . import caps_v2, cgroup_v1, cgroup_v2
 
     refusals = []
     if isinstance(container, cgroup_v2.CgroupV2):
@@ -79,9 +97,8 @@ def _controllers(container: Container, limits: Limits, name: str):
             return caps_v2.CgroupV2Controllers(container, limits)
         except LimitUnavailable as exc:
             refusals.append(exc)
-    sweep.sweep(cgroup_v1.own_groups().values(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
     try:
-        return cgroup_v1.CgroupV1Controllers(limits, name)
+        return cgroup_v1.CgroupV1Controllers(limits, name, v1_parents)
     except LimitUnavailable as exc:
         refusals.append(exc)
     raise LimitUnavailable(refusals[-1].limit, "; ".join(exc.detail for exc in refusals))

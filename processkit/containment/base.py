@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 
 from ..plain import Plain
+from .accounting import Tally, Usage
 from .members import usage_of
 
 TYPE_CHECKING = False
@@ -22,33 +23,6 @@ class ChildJoins(Plain):
         self.cgroup_dir_fd = cgroup_dir_fd  # a cgroup v2 directory the child can be cloned straight into
         self.cgroup_procs_fd = cgroup_procs_fd  # that group's cgroup.procs, written "0" where cloning into it fails
         self.procs_fds = procs_fds  # further groups' cgroup.procs (cgroup v1 caps), written "0"
-
-
-class ResourceSummary(Plain):
-    __slots__ = (
-        "read_error",
-        "peak_memory_bytes",
-        "total_cpu_ms",
-        "io_read_bytes",
-        "io_write_bytes",
-        "peak_process_count",
-    )
-
-    def __init__(
-        self,
-        read_error: bool = False,
-        peak_memory_bytes: int | None = None,
-        total_cpu_ms: int | None = None,
-        io_read_bytes: int | None = None,
-        io_write_bytes: int | None = None,
-        peak_process_count: int | None = None,
-    ):
-        self.read_error = read_error
-        self.peak_memory_bytes = peak_memory_bytes
-        self.total_cpu_ms = total_cpu_ms
-        self.io_read_bytes = io_read_bytes
-        self.io_write_bytes = io_write_bytes
-        self.peak_process_count = peak_process_count
 
 
 class Container(abc.ABC):
@@ -93,31 +67,40 @@ class Container(abc.ABC):
     def kill_all(self) -> None:
         """Hard-kill every member; raises OSError on failure."""
 
-    def resource_summary(self) -> ResourceSummary:
-        """The tree's figures from the kernel's counters; null where nothing measures them.
+    def usage(self) -> Usage:
+        """The tree's figures from the kernel's counters (``accounting``); None where none counts.
 
-        Memory and CPU that no counter holds (no ``memory.peak``, no CPU accounting) are summed
-        over the members alive at the read point, as the reference does. The summary is read
-        before teardown, so on a forced ending (timeout, cancel, kill, overflow) the tree is
-        still there to measure; after a natural exit usually nothing is left, and they stay
-        null. A cgroup's ``cpu.stat`` is always kept: it covers members that already exited.
+        Read before teardown, as the reference orders it. A peak memory that no counter holds
+        is, on a forced ending, the sum of the live members' high-water marks, as the reference
+        does; after a natural exit nothing is left to sum, and it stays None.
         """
+        tally = Tally()
         try:
-            measured = self._accounting()
             if self.controllers is not None:
-                measured.update((k, v) for k, v in self.controllers.accounting().items() if v is not None)
-            if measured.get("peak_memory_bytes") is None or measured.get("total_cpu_ms") is None:
-                live = usage_of(self.member_pids())
-                for key, value in live._asdict().items():
-                    if measured.get(key) is None:
-                        measured[key] = value
+                self.controllers.account(tally)
+            self._account(tally)
+            if tally.missing("peak_memory_bytes"):
+                live = usage_of(self.member_pids()).peak_memory_bytes
+                tally.give("peak_memory_bytes", live, "VmHWM summed over the live members")
         except (OSError, ValueError):
-            return ResourceSummary(read_error=True)
-        return ResourceSummary(**measured)  # type: ignore[arg-type]  # its keys name the int fields
+            return Usage(read_error=True)
+        return tally.usage()
 
-    def _accounting(self) -> dict[str, int | None]:
-        """ResourceSummary fields the mechanism itself measures; raises OSError on a failed read."""
-        return {}
+    def final_usage(self, read: Usage) -> Usage:
+        """The figures again once the tree is gone (before ``release``): what members did until
+        they were killed at teardown is in; a figure only the earlier read had (the live
+        members' sum) is kept from ``read``."""
+        final = self.usage()
+        if final.read_error:
+            return read
+        for field, source in read.sources.items():
+            if getattr(final, field) is None:
+                setattr(final, field, getattr(read, field))
+                final.sources[field] = source
+        return final
+
+    def _account(self, tally: Tally) -> None:
+        """Give the figures the mechanism itself counts; raises OSError on a failed read."""
 
     def limit_evidence(self) -> dict[str, str]:
         """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``."""

@@ -6,10 +6,12 @@ still apply), is joined by the child between fork and exec through a pre-opened
 ``cgroup.procs`` fd, and is removed when the run ends. The v1 groups only carry caps and
 counters: membership and teardown stay with the containment mechanism.
 
-Accounting: peak memory from ``memory.max_usage_in_bytes``, CPU from ``cpuacct.usage``, the
-peak task count from ``pids.peak`` (recent kernels; like the cap, it counts threads). I/O stays
-null: on current kernels v1 ``blkio`` throttle counters only see I/O that passes a throttle
-rule, so they would report 0 for real I/O.
+Accounting (also for a run without caps, unless ``PROCESSKIT_ACCOUNTING=0``): peak memory from
+``memory.max_usage_in_bytes`` (page cache included, as BenchExec reads it), OOM kills from
+``memory.oom_control``, CPU from ``cpuacct.usage`` (ns), split by ``usage_user``/``usage_sys``, the peak
+task count from ``pids.peak`` (recent kernels; like the cap, it counts threads). No ``blkio``
+group: its counters only see I/O on a device that has a throttle rule, so they would report 0
+for real I/O. The child joins through ``tasks``, not ``cgroup.procs`` (``accounting`` says why).
 
 ``PROCESSKIT_CGROUP_V1_ROOT=<dir>`` replaces discovery: run groups are made directly in
 ``<dir>/memory``, ``<dir>/pids``, ``<dir>/cpu`` and ``<dir>/cpuacct``. A directory that is not a
@@ -23,10 +25,13 @@ import posixpath
 
 from ..spec import Limits
 from . import cgroupfs
+from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+ACCOUNTED = ("memory", "pids", "cpuacct")  # the hierarchies a run's figures come from
+SPLIT = ("cpuacct.usage_user", "cpuacct.usage_sys")
 
 
 def own_groups() -> dict[str, str]:
@@ -62,19 +67,13 @@ class CgroupV1Controllers(ControllerSet):
         "processes": ("pids", "pids.events", "max"),
         "cpu": ("cpu", "cpu.stat", "nr_throttled"),
     }
-    # ResourceSummary field -> (controller, file, units per reported unit)
-    COUNTERS = {
-        "peak_memory_bytes": ("memory", "memory.max_usage_in_bytes", 1),
-        "total_cpu_ms": ("cpuacct", "cpuacct.usage", 1_000_000),
-        "peak_process_count": ("pids", "pids.peak", 1),
-    }
 
-    def __init__(self, limits: Limits, name: str):
+    def __init__(self, limits: Limits, name: str, parents: dict[str, str] | None = None):
         super().__init__(limits)
         self._groups: dict[str, str] = {}  # controller -> the run's group directory
         self._paths: list[str] = []
         self._fds: list[int] = []
-        parents = own_groups()
+        parents = own_groups() if parents is None else parents
         needed = {CONTROLLER[axis]: axis for axis in self.capped}
         for controller, axis in needed.items():
             if controller not in parents:
@@ -83,6 +82,8 @@ class CgroupV1Controllers(ControllerSet):
         hierarchies: dict[str, list[str]] = {}
         for controller, parent in parents.items():
             hierarchies.setdefault(os.path.realpath(parent), []).append(controller)
+        wanted = set(needed) | set(ACCOUNTED)
+        hierarchies = {parent: group for parent, group in hierarchies.items() if wanted.intersection(group)}
         try:
             for parent, controllers in hierarchies.items():
                 self._make(os.path.join(parent, name), controllers, [needed[c] for c in controllers if c in needed])
@@ -94,7 +95,7 @@ class CgroupV1Controllers(ControllerSet):
     def _make(self, path: str, controllers: list[str], axes: list[str]) -> None:
         """Create one hierarchy's group; only a hierarchy that carries a cap must succeed."""
         try:
-            self._fds.append(cgroupfs.make_group(path))
+            self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
         except OSError as exc:
             if axes:
                 raise LimitUnavailable(axes[0], f"cgroup_v1: cannot use {exc.filename}: {exc.strerror}") from None
@@ -104,6 +105,11 @@ class CgroupV1Controllers(ControllerSet):
 
     def _dir(self, controller: str) -> str | None:
         return self._groups.get(controller)
+
+    @property
+    def paths(self) -> list[str]:
+        """The groups made for this run, one per hierarchy."""
+        return list(self._paths)
 
     def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
         writes = []
@@ -120,19 +126,40 @@ class CgroupV1Controllers(ControllerSet):
     def procs_fds(self) -> tuple[int, ...]:
         return tuple(self._fds)
 
-    def accounting(self) -> dict[str, int | None]:
-        measured = {}
-        for field, (controller, name, unit) in self.COUNTERS.items():
-            directory = self._dir(controller)
-            value = cgroupfs.read_optional_int(os.path.join(directory, name)) if directory else None
-            measured[field] = value // unit if value is not None else None
-        return measured
+    def account(self, tally: Tally) -> None:
+        memory, cpuacct, pids = self._dir("memory"), self._dir("cpuacct"), self._dir("pids")
+        if memory is not None:
+            peak = cgroupfs.read_optional_int(os.path.join(memory, "memory.max_usage_in_bytes"))
+            tally.give("peak_memory_bytes", peak, "memory.max_usage_in_bytes (v1)")
+            oom = cgroupfs.read_keyed(os.path.join(memory, "memory.oom_control")).get("oom_kill")
+            tally.give("oom_kills", oom, "memory.oom_control oom_kill (v1)")
+        if cpuacct is not None:
+            usage = cgroupfs.read_optional_int(os.path.join(cpuacct, "cpuacct.usage"))
+            tally.give_ns("cpu_ns", usage, "cpuacct.usage (v1)")
+            user, system = (cgroupfs.read_optional_int(os.path.join(cpuacct, name)) for name in SPLIT)
+            if usage is not None and user is not None and system is not None:
+                # The split is sampled at ticks; scaled to the exact total, as cpu.stat's is.
+                user = usage * user // (user + system) if user + system else 0
+                source = "cpuacct.usage split as cpuacct.usage_user/usage_sys (v1)"
+                tally.give_ns("user_ns", user, source)
+                tally.give_ns("system_ns", usage - user, source)
+        if pids is not None:
+            tally.give(
+                "peak_process_count", cgroupfs.read_optional_int(os.path.join(pids, "pids.peak")), "pids.peak (v1)"
+            )
 
     def release(self) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
         for path in self._paths:
+            try:
+                os.rmdir(path)  # the tree is gone: the common case, with nothing to read first
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError:
+                pass
             _evacuate(path)
             cgroupfs.remove_group(path)
         self._paths = []

@@ -15,6 +15,7 @@ import os
 
 from .. import signum as signals
 from . import cgroupfs
+from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
 
@@ -36,6 +37,25 @@ def find_parent() -> str | None:
     except OSError:
         return None
     return mount
+
+
+ACCOUNTED = ("memory", "pids", "io")  # the controllers whose counters a run's figures use
+
+
+def enable_accounting(parent: str) -> None:
+    """Switch on, for the parent's children, the accounting controllers it offers; best effort.
+
+    Left on, as the caps leave theirs. The kernel refuses it in a non-root group that holds
+    processes (the runner's own, often): the figures then come from cgroup v1 or stay null.
+    """
+    try:
+        offered = cgroupfs.read_text(os.path.join(parent, "cgroup.controllers")).split()
+        subtree = os.path.join(parent, "cgroup.subtree_control")
+        missing = [name for name in ACCOUNTED if name in offered and name not in cgroupfs.read_text(subtree).split()]
+        if missing:
+            cgroupfs.write_text(subtree, " ".join(f"+{name}" for name in missing))
+    except OSError:
+        pass
 
 
 class CgroupV2(Container):
@@ -74,23 +94,28 @@ class CgroupV2(Container):
         except FileNotFoundError:  # kernels before 5.14: kill member by member
             self.signal_members(signals.SIGKILL)
 
-    def _accounting(self) -> dict[str, int | None]:
-        """``cpu.stat`` always exists; the peaks and ``io.stat`` only where their controller is on."""
-        usage_usec = cgroupfs.read_keyed(self._file("cpu.stat")).get("usage_usec")
-        measured = {
-            "total_cpu_ms": usage_usec // 1000 if usage_usec is not None else None,
-            "peak_memory_bytes": cgroupfs.read_optional_int(self._file("memory.peak")),
-            "peak_process_count": cgroupfs.read_optional_int(self._file("pids.peak")),
-        }
+    def _account(self, tally: Tally) -> None:
+        """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their
+        controller is on (``enable_accounting``)."""
+        cpu = cgroupfs.read_keyed(self._file("cpu.stat"))
+        for field, key in (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec")):
+            value = cpu.get(key)
+            tally.give_ns(field, value * 1000 if value is not None else None, f"cpu.stat {key} (v2)")
+        tally.give("peak_memory_bytes", cgroupfs.read_optional_int(self._file("memory.peak")), "memory.peak (v2)")
+        tally.give("peak_process_count", cgroupfs.read_optional_int(self._file("pids.peak")), "pids.peak (v2)")
         try:
+            tally.give(
+                "oom_kills",
+                cgroupfs.read_keyed(self._file("memory.events")).get("oom_kill"),
+                "memory.events oom_kill (v2)",
+            )
             io_lines = cgroupfs.read_text(self._file("io.stat")).splitlines()
         except FileNotFoundError:
-            return measured
+            return
         # One line per device: "MAJ:MIN rbytes=N wbytes=N rios=N ..."
         counters = [dict(item.split("=", 1) for item in line.split()[1:]) for line in io_lines if line.strip()]
-        measured["io_read_bytes"] = sum(int(c.get("rbytes", 0)) for c in counters)
-        measured["io_write_bytes"] = sum(int(c.get("wbytes", 0)) for c in counters)
-        return measured
+        tally.give("io_read_bytes", sum(int(c.get("rbytes", 0)) for c in counters), "io.stat rbytes (v2)")
+        tally.give("io_write_bytes", sum(int(c.get("wbytes", 0)) for c in counters), "io.stat wbytes (v2)")
 
     def _remove(self) -> None:
         os.close(self._procs_fd)

@@ -26,12 +26,21 @@ class Mount(Plain):
         self.super_options = super_options  # for a cgroup v1 hierarchy, its controllers among them
 
 
+_MOUNTS: dict[str, list[Mount]] = {}  # path -> its mounts: a run reads them once, for v2 and v1 alike
+
+
 def mounts(path: str = MOUNTINFO) -> list[Mount]:
-    """This process's mounts, paths decoded; raises OSError when unreadable.
+    """This process's mounts, paths decoded, read once per process; raises OSError when unreadable.
 
     A line is ``id parent dev root mount-point options [optional...] - fstype source super``;
     the optional fields vary in number, so the fields after them are found from the ``-``.
     """
+    if path not in _MOUNTS:
+        _MOUNTS[path] = _read_mounts(path)
+    return _MOUNTS[path]
+
+
+def _read_mounts(path: str) -> list[Mount]:
     found = []
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for line in handle:
@@ -49,15 +58,15 @@ def _unescape(field: str) -> str:
     return re.sub(_OCTAL_ESCAPE, lambda match: chr(int(match[1], 8)), field)
 
 
-def make_group(path: str) -> int:
-    """Create the group and return a write fd on its ``cgroup.procs``.
+def make_group(path: str, join_file: str = "cgroup.procs") -> int:
+    """Create the group and return a write fd on its ``join_file`` (v1: ``tasks`` joins faster).
 
     The fd is opened now so the forked child can join by one ``write`` before exec. On failure
     nothing is left behind (a plain directory that is not a cgroup has no ``cgroup.procs``).
     """
     os.mkdir(path, 0o755)
     try:
-        return os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        return os.open(os.path.join(path, join_file), os.O_WRONLY | os.O_CLOEXEC)
     except OSError:
         remove_group(path)
         raise

@@ -21,6 +21,7 @@ import os
 
 from ..spec import Limits
 from . import cgroupfs
+from .accounting import Tally
 from .errors import LimitUnavailable
 
 AXES = ("memory", "processes", "cpu")
@@ -112,9 +113,8 @@ class ControllerSet(abc.ABC):
                 verdicts[axis] = "tripped" if tripped else "not_tripped"
         return verdicts
 
-    def accounting(self) -> dict[str, int | None]:
-        """ResourceSummary fields this backend measures beyond the container; raises OSError."""
-        return {}
+    def account(self, tally: Tally) -> None:
+        """Give the figures this backend counts beyond the container's; raises OSError."""
 
     def release(self) -> None:
         """Remove whatever this backend created; called once the tree is gone."""

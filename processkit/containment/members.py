@@ -58,20 +58,34 @@ def read_member(pid: int) -> Member | None:
     )
 
 
-class Usage(Plain):
-    """What live processes have used: the sum of their resident high-water marks (VmHWM) and of
-    their user+system CPU. None when no live process could be measured."""
+class LiveUsage(Plain):
+    """What the processes alive at a read point have used: the sum of their resident
+    high-water marks (VmHWM; None when no live process has an address space), their CPU with
+    that of the children they reaped (ns, at clock-tick precision), and their storage I/O with
+    their reaped children's (/proc/<pid>/io; None where unreadable)."""
 
-    __slots__ = ("peak_memory_bytes", "total_cpu_ms")
+    __slots__ = ("peak_memory_bytes", "user_ns", "system_ns", "read_bytes", "write_bytes")
 
-    def __init__(self, peak_memory_bytes: int | None, total_cpu_ms: int | None):
+    def __init__(
+        self,
+        peak_memory_bytes: int | None,
+        user_ns: int = 0,
+        system_ns: int = 0,
+        read_bytes: int | None = 0,
+        write_bytes: int | None = 0,
+    ):
         self.peak_memory_bytes = peak_memory_bytes
-        self.total_cpu_ms = total_cpu_ms
+        self.user_ns = user_ns
+        self.system_ns = system_ns
+        self.read_bytes = read_bytes
+        self.write_bytes = write_bytes
 
 
-def usage_of(pids: list[int]) -> Usage:
-    """Summed from /proc over the processes still alive (zombies have no memory left)."""
-    memory = cpu_ticks = None
+def usage_of(pids: list[int]) -> LiveUsage:
+    """Summed from /proc over the processes still there; a zombie counts for CPU and I/O only."""
+    memory = None
+    ticks = [0, 0]
+    io: list[int] | None = [0, 0]
     for pid in sorted(set(pids)):
         try:
             with open(f"/proc/{pid}/status", "rb") as handle:
@@ -81,13 +95,29 @@ def usage_of(pids: list[int]) -> Usage:
         except OSError:
             continue  # gone (or unreadable) between the listing and the read
         hwm = next((line.split()[1] for line in status.splitlines() if line.startswith(b"VmHWM:")), None)
-        if hwm is None:  # a zombie or a kernel thread: no address space to measure
-            continue
-        memory = (memory or 0) + int(hwm) * 1024
-        # stat fields after the name: state is [0], utime [11], stime [12] (clock ticks).
-        cpu_ticks = (cpu_ticks or 0) + int(stat_fields[11]) + int(stat_fields[12])
-    cpu_ms = None if cpu_ticks is None else cpu_ticks * 1000 // os.sysconf("SC_CLK_TCK")
-    return Usage(memory, cpu_ms)
+        if hwm is not None:  # a zombie or a kernel thread has no address space to measure
+            memory = (memory or 0) + int(hwm) * 1024
+        # stat fields after the name: state is [0], utime [11], stime [12], cutime [13], cstime [14].
+        ticks[0] += int(stat_fields[11]) + int(stat_fields[13])
+        ticks[1] += int(stat_fields[12]) + int(stat_fields[14])
+        if io is not None:
+            counters = _io_counters(pid)
+            io = None if counters is None else [io[0] + counters[0], io[1] + counters[1]]
+    tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    return LiveUsage(memory, ticks[0] * tick_ns, ticks[1] * tick_ns, *(io if io is not None else (None, None)))
+
+
+def _io_counters(pid: int) -> tuple[int, int] | None:
+    """``read_bytes`` and ``write_bytes`` less ``cancelled_write_bytes`` (rusage's own account)."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as handle:
+            fields = dict(line.split(b": ", 1) for line in handle.read().splitlines() if b": " in line)
+    except FileNotFoundError:
+        return 0, 0  # gone meanwhile: what it did is in its parent's figures by now
+    except OSError:
+        return None
+    written = int(fields.get(b"write_bytes", 0)) - int(fields.get(b"cancelled_write_bytes", 0))
+    return int(fields.get(b"read_bytes", 0)), max(written, 0)
 
 
 def read_members(pids: list[int]) -> list[Member]:

@@ -15,6 +15,7 @@ import os
 from .. import signum as signals
 from ..rundir import RunDir
 from . import members, prctl
+from .accounting import ChildrenUsage, Tally
 from .base import Container
 
 
@@ -25,6 +26,7 @@ class ProcessGroup(Container):
         self._pgid: int | None = None
         self._rundir = rundir
         prctl.set_child_subreaper()
+        self._children = ChildrenUsage()
 
     def adopt(self, pid: int) -> None:
         self._pgid = pid
@@ -48,3 +50,6 @@ class ProcessGroup(Container):
 
     def kill_all(self) -> None:
         self.signal_members(signals.SIGKILL)
+
+    def _account(self, tally: Tally) -> None:
+        self._children.give(tally, members.usage_of(self.member_pids()))

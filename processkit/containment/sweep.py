@@ -9,6 +9,11 @@ Facts about deciding that a runner is dead, and what may then be ended:
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
   works, and a runner never takes an old lock again. Missing or unreadable: left and reported.
+- A run's groups are looked for in every parent this process makes groups in, and where the
+  run's directory records its v1 groups (``groups``): a v1 memory group sits under its runner's
+  own group, which a runner in another session does not sweep. The record is written after the
+  lock and removed before it, so a directory holding the record but no lock was emptied by an
+  older sweeper that held the lock: its recorded groups are ended and the directory removed.
 - A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, in whatever pid
   namespace, and whatever they fork meanwhile. A v1 group (the caps of a process-group run) is
   ended member by member, round after round until empty, within a bound. Then ``rmdir``, which
@@ -179,8 +184,12 @@ def _reap_run(
     if health is Health.LIVE:
         return False
     if held is None:
-        if health is Health.STALE and path in vouched and group is None:
-            if dry_run or rundir.remove(path):  # an older version's directory, its entry stale
+        emptied = health is Health.STALE and bool(rundir.read_groups(path))
+        if emptied or (health is Health.STALE and path in vouched and group is None):
+            # An older version's directory, its entry stale; or one an older sweeper emptied
+            # after taking its lock (it removes the lock, not the group record this version
+            # writes after the lock and removes before it): the recorded groups go first.
+            if _end_groups(token, path, parents, owner, reaped, dry_run, wait) and (dry_run or rundir.remove(path)):
                 reaped.run_dirs.append(path)
             return True
         if health is Health.UNPROBED:
@@ -189,11 +198,7 @@ def _reap_run(
             reaped.leave(group or path, "no liveness lock speaks for it")
         return False
     try:
-        ended = True
-        for parent in parents():
-            candidate = os.path.join(parent, group_name(token))
-            if _is_real_dir(candidate):
-                ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
+        ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
         identity = rundir.read_process_group(path)
         if identity is not None:
             ended = _end_process_group(identity, owner, reaped, dry_run) and ended
@@ -202,6 +207,38 @@ def _reap_run(
     finally:
         os.close(held)
     return True
+
+
+def _end_groups(token: str, path: str, parents, owner: int, reaped: Reaped, dry_run: bool, wait: bool) -> bool:
+    """End the run's groups, in every parent this process makes groups in and wherever its
+    directory records them; whether all are gone."""
+    ended = True
+    candidates = [os.path.join(parent, group_name(token)) for parent in parents()]
+    for candidate in dict.fromkeys(candidates + recorded_groups(path, token)):
+        if _is_real_dir(candidate):
+            ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
+    return ended
+
+
+def recorded_groups(path: str, token: str) -> list[str]:
+    """The groups the run's directory records (``rundir.record_groups``) that may be its own:
+    named after its token, inside a mounted cgroup hierarchy (so a file there is the kernel's,
+    not one a user wrote); what else a record says is ignored."""
+    listed = rundir.read_groups(path)
+    if not listed:
+        return []
+    try:
+        roots = [m.mount_point.rstrip("/") + "/" for m in cgroupfs.mounts() if m.fstype in ("cgroup", "cgroup2")]
+    except OSError:
+        return []
+    return [
+        group
+        for group in listed
+        if os.path.isabs(group)
+        and os.path.basename(group) == group_name(token)
+        and os.path.normpath(group) == group
+        and any(group.startswith(root) for root in roots)
+    ]
 
 
 def _older_than(path: str, seconds: float) -> bool:

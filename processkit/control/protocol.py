@@ -10,10 +10,11 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 MAX_LINE = 64 * 1024
-VERBS = ("inspect", "cancel", "kill", "attest")
+VERBS = ("inspect", "cancel", "kill", "attest", "usage")  # usage: an extension (inspect --usage)
 STOP_VERBS = ("cancel", "kill")
 SNAPSHOT_VERSION = 2
 ATTESTATION_VERSION = 1
+USAGE_VERSION = 1
 MAX_ECHOED_CHARS = 200
 TRUNCATED = "... (truncated)"
 OVERSIZED_REPLY = f"control-plane inspect snapshot exceeds the {MAX_LINE}-byte response limit"

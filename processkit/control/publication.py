@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from ..containment.accounting import Usage
     from ..containment.members import Member
     from ..loop import Loop
 
@@ -44,6 +45,7 @@ class PublishedRun(Plain):
         "root_pid",
         "members",
         "stop",
+        "usage",
     )
 
     def __init__(
@@ -61,6 +63,7 @@ class PublishedRun(Plain):
         root_pid: Callable[[], int | None],
         members: Callable[[], list[Member]],
         stop: Callable[[str], None],
+        usage: Callable[[], Usage] | None = None,
     ):
         self.loop = loop  # the runner's loop, which serves the control socket
         self.run_id = run_id
@@ -74,6 +77,7 @@ class PublishedRun(Plain):
         self.root_pid = root_pid  # None until the child is spawned
         self.members = members  # raises OSError when they cannot be read
         self.stop = stop  # a cancel or kill, requested once its ack is written
+        self.usage = usage  # the container's accounting so far (the ``usage`` extension)
 
 
 def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:
@@ -139,6 +143,8 @@ class Publication:
             return self._snapshot(), None
         if verb == "attest":
             return self._attestation(peer_pid), None
+        if verb == "usage":
+            return self._usage(), None
         return protocol.ack(verb, run.run_id), lambda: run.stop(verb)
 
     def _snapshot(self) -> dict:
@@ -159,6 +165,14 @@ class Publication:
             "capture_dir": self.capture_dir,
             "members": members,
         }
+
+    def _usage(self) -> dict:
+        from . import protocol
+
+        run = self._run
+        if run.usage is None:
+            return protocol.error("this runner does not account its runs")
+        return {"usage_version": protocol.USAGE_VERSION, "run_id": run.run_id, **run.usage().as_json()}
 
     def _attestation(self, peer_pid: int | None) -> dict:
         """Whether the connecting process is inside this run's container, by the kernel's pid."""

@@ -96,3 +96,14 @@ def check_attestation(reply: dict, run_id: str, action: str) -> dict:
         "mechanism": _mechanism(reply["mechanism"]),
         "checked_at": reply["checked_at"],
     }
+
+
+def check_usage(reply: dict, run_id: str, action: str) -> dict:
+    """The ``usage`` extension's reply: this run's figures, as this build names them."""
+    from ..containment.accounting import Usage
+
+    if reply.get("usage_version") != protocol.USAGE_VERSION or not _conforms(reply, "usage"):
+        raise _contract(action, run_id, "a usage reply that does not have the documented shape")
+    if reply["run_id"] != run_id:
+        raise _contract(action, run_id, "the usage of a different run")
+    return {"usage_version": protocol.USAGE_VERSION, "run_id": run_id, **Usage.from_json(reply).as_json()}

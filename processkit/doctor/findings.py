@@ -72,10 +72,21 @@ class ResourceFacts:
 
 
 @dataclasses.dataclass(frozen=True)
+class AccountingFacts:
+    """Per-run accounting on this host: for people and ``--require-accounting``, not in the
+    JSON (the reference's report allows no property of its own)."""
+
+    mechanism: str  # cgroup_v1, cgroup_v2, rusage, several joined by "+", or none
+    counters: dict  # resource_summary figure -> the counter that gives it, None where none does
+    detail: str | None = None  # why the check could not be made
+
+
+@dataclasses.dataclass(frozen=True)
 class Requirements:
     mechanism: str | None
     abrupt_cleanup: str | None
     resource_controller: bool
+    accounting: str | None = None
 
 
 @dataclasses.dataclass
@@ -94,6 +105,7 @@ class Findings:
     teardown: Teardown | None = None
     endpoint_released: bool = False
     resources: ResourceFacts | None = None
+    accounting: AccountingFacts | None = None
 
 
 def mismatches(found: Findings, wanted: Requirements) -> list[str]:
@@ -116,6 +128,10 @@ def mismatches(found: Findings, wanted: Requirements) -> list[str]:
             unmet.append(f"{wants} this qualification never established whether this host has one")
         elif not resources.available:
             unmet.append(f"{wants} `{resources.requested}` could not be applied on this host: {resources.detail}")
+    if wanted.accounting is not None:
+        observed = found.accounting.mechanism if found.accounting is not None else None
+        if observed != wanted.accounting:
+            unmet.append(f"requires per-run accounting through `{wanted.accounting}`, but this host gives `{observed}`")
     return unmet
 
 

@@ -16,7 +16,16 @@ import subprocess
 import time
 
 from ..errors import Failure, Kind
-from .findings import ContainmentFacts, Findings, Phase, RegistryFacts, Requirements, ResourceFacts, Teardown
+from .findings import (
+    AccountingFacts,
+    ContainmentFacts,
+    Findings,
+    Phase,
+    RegistryFacts,
+    Requirements,
+    ResourceFacts,
+    Teardown,
+)
 from .findings import mismatches, report
 from .scratch import scratch_dir
 
@@ -32,8 +41,9 @@ class PhaseFailed(Exception):
 
 def qualify(
     program: list[str], timeout_ms: int, wanted: Requirements, *, check_resources: bool
-) -> tuple[dict, str | None]:
-    """The report of one qualification, and the cgroup backend that carries a cap (if seen).
+) -> tuple[dict, str | None, AccountingFacts | None]:
+    """The report of one qualification, the cgroup backend that carries a cap (if seen), and
+    this host's per-run accounting (for people and ``--require-accounting``, not in the JSON).
 
     ``program`` is the argv prefix that starts this very processkit-cli again.
     """
@@ -56,7 +66,7 @@ class Qualification:
         self.jsonl = os.path.join(self.scratch, "run.jsonl")
         self.runner: subprocess.Popen | None = None
 
-    def run(self, wanted: Requirements, *, check_resources: bool) -> tuple[dict, str | None]:
+    def run(self, wanted: Requirements, *, check_resources: bool) -> tuple[dict, str | None, AccountingFacts | None]:
         try:
             if self._phase("registry", self._registry):
                 steps = (
@@ -71,10 +81,11 @@ class Qualification:
                     self._abandon()  # a scratch run left live by a failed phase is ended anyway
             if check_resources:
                 self._phase("resource_controller", self._resource_controller)
+            self.found.accounting = _accounting()
         finally:
             self.loop.close()
         backend = self.found.resources.backend if self.found.resources is not None else None
-        return self._settle(mismatches(self.found, wanted)), backend
+        return self._settle(mismatches(self.found, wanted)), backend, self.found.accounting
 
     def _phase(self, name: str, step) -> bool:
         started = time.monotonic()
@@ -297,6 +308,24 @@ class Qualification:
             with open(os.path.join(self.scratch, "doctor-report.json"), "w", encoding="utf-8") as handle:
                 json.dump(document, handle, indent=2)
         return document
+
+
+def _accounting() -> AccountingFacts:
+    """What a run's accounting would be here, from a fresh container, removed at once. Not a
+    phase: the report's phases are the reference's."""
+    from .. import containment
+    from ..containment.accounting import SUMMARY_FIELDS, mechanism
+    from ..spec import NO_LIMITS
+
+    try:
+        container = containment.create(NO_LIMITS)
+    except containment.ContainerError as exc:
+        return AccountingFacts("none", {}, f"no container could be made to check it: {exc}")
+    try:
+        usage = container.usage()  # an empty group's counters: which exist, not what they say
+    finally:
+        container.release()
+    return AccountingFacts(mechanism(usage), {field: usage.sources.get(field) for field in SUMMARY_FIELDS})
 
 
 def _events(path: str) -> dict[str, dict]:

@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, ClassVar
 
+    from ..containment.accounting import Usage
+
 
 class EndingKind:
     """A way a run can end, with its priority: a lower one wins when several are ready in one
@@ -64,21 +66,19 @@ class Ending:
 
 
 class Outcome:
-    """The runner's exit code, and the runner-own failure to report when there is one.
-
+    """The runner's exit code, and the runner-own failure to report when there is one; ``usage``
+    (``containment.Usage``) is the tree's figures, set by the runner for a run whose child spawned.
     ``started_ns``/``ended_ns``: ``time.monotonic_ns()`` once spawn returned (the child has
-    exec'd) and once the root was reaped, None where the run never got that far. ``usage``:
-    the tree's figures, for ``processkit.benchmark.driver``: for now the pair (the container's
-    ``ResourceSummary``, the root's ``wait4`` rusage), None where the run never started."""
+    exec'd) and once the root was reaped, None where the run never got that far."""
 
-    __slots__ = ("code", "failure", "started_ns", "ended_ns", "usage")
+    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
         self.failure = failure
+        self.usage: Usage | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
-        self.usage: object = None
 
 
 def child_exit_code(returncode: int) -> int:

@@ -204,6 +204,7 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
         root_pid=lambda: run.child.pid if run.child is not None else None,
         members=run.read_member_list,
         stop=run.control_stop,
+        usage=container.usage,
     )
     return publish(published, warn)
 

@@ -91,10 +91,11 @@ class Run:
             run.events.emit(
                 LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"])
             )
-        summary = container.resource_summary()
-        run.events.emit(ResourceSummary(**summary._asdict()))
+        usage = container.usage()
+        run.events.emit(ResourceSummary(**usage.summary()))
         teardown(run, entry.graceful)
         drain_outputs(run)
+        outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
         launched.signals.close()
         if run.targets and ending.kind is not EndingKind.FOREGROUND:
             from . import capture
@@ -114,5 +115,4 @@ class Run:
         release(run)
         run.events.emit(RunnerExit(code=ended[0], source=ended[1], child_code=ended[2]))
         outcome.started_ns, outcome.ended_ns = run.started_ns, run.ended_ns
-        outcome.usage = (summary, launched.child.rusage)  # until the accounting layer's Usage
         return outcome

@@ -23,10 +23,6 @@ from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import resource
-
 
 class AttachError(Exception):
     """Joining the container failed inside the child (container_failed phase attach, 102)."""
@@ -50,21 +46,18 @@ class Child:
         self.stdin, self.stdout, self.stderr = pipes
         self.pidfd = pidfd
         self.returncode: int | None = None
-        # The root's (and its reaped descendants') ``wait4`` usage, once reaped.
-        self.rusage: resource.struct_rusage | None = None
 
     def poll(self) -> int | None:
         """The exit code (negative: killed by that signal) once reaped, else None."""
         if self.returncode is None:
-            pid, status, self.rusage = os.wait4(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            _, status, self.rusage = os.wait4(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         return self.returncode
 
 

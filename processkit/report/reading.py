@@ -44,6 +44,24 @@ def load(path: str, anchor: str, *, live: bool = False) -> Run:
     return Builder(Run(source=shown(path), anchor=anchor), live).build(lines)
 
 
+def add_usage(run: Run, record: dict) -> None:
+    """``report --usage-file``: the figures the stream cannot hold (``run --usage-file``'s JSON)
+    beside its summary, and an OOM kill named in the ending sentence."""
+    from ..containment.accounting import Usage
+
+    usage = Usage.from_json(record)
+    for label, value in (("user CPU", usage.user_cpu_ms), ("system CPU", usage.system_cpu_ms)):
+        if value is not None:
+            run.resources.append((label, f"{value} ms"))
+    if usage.oom_kills is not None:
+        run.resources.append(("OOM kills", str(usage.oom_kills)))
+    if usage.oom_kills:
+        run.ending += f"; the kernel's OOM killer ended {usage.oom_kills} process(es) of its tree"
+    counters = sorted(set(usage.sources.values()))
+    if counters:
+        run.resources.append(("counters", shown("; ".join(counters), 600)))
+
+
 def _is_event(line: Line) -> bool:
     event = line.event
     return event is not None and isinstance(event.get("event"), str) and "schema_version" in event
