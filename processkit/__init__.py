@@ -1,7 +1,8 @@
 """processkit: run one command inside a containment boundary, exactly and boundedly.
 
 ``processkit.run``, ``start``, ``attach``, ``runs`` and the result types live in
-``processkit.api`` and are loaded on first use (``batch`` in ``processkit.batching``): the CLI imports this package on every run and
+``processkit.api`` and are loaded on first use (``batch`` in ``processkit.batching``, ``bench`` in
+``processkit.api.bench``): the CLI imports this package on every run and
 must not pay for the API.
 """
 
@@ -30,6 +31,10 @@ def __getattr__(name: str):
         from .batching.api import batch
 
         return batch
+    if name == "bench":  # the benchmark API, loaded on first use too
+        from .api.bench import bench
+
+        return bench
     if name in _API:
         from . import api
 
@@ -38,4 +43,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API | {"batch"})
+    return sorted(set(globals()) | _API | {"batch", "bench"})

@@ -28,6 +28,7 @@ EVENTS_INVALID = 114
 NOT_A_MEMBER = 115
 HOST_UNQUALIFIED = 116
 BATCH_FAILED = 117  # ``batch``: a job did not exit 0, or was not started
+BENCH_FAILED = 118  # ``bench``: a benchmarked command failed, or could not start
 
 RESERVED_BAND = range(100, 120)
 
@@ -68,6 +69,7 @@ class Kind:
     NOT_A_MEMBER: ClassVar[Kind]
     HOST_UNQUALIFIED: ClassVar[Kind]
     BATCH_FAILED: ClassVar[Kind]
+    BENCH_FAILED: ClassVar[Kind]
     UNKNOWN: ClassVar[Kind]
 
     def __init__(self, name: str, label: str, code: int, *, retryable: bool = False):
@@ -109,6 +111,7 @@ Kind.EVENTS_INVALID = Kind("EVENTS_INVALID", "events_invalid", EVENTS_INVALID)
 Kind.NOT_A_MEMBER = Kind("NOT_A_MEMBER", "not_a_member", NOT_A_MEMBER)
 Kind.HOST_UNQUALIFIED = Kind("HOST_UNQUALIFIED", "host_unqualified", HOST_UNQUALIFIED)
 Kind.BATCH_FAILED = Kind("BATCH_FAILED", "batch_failed", BATCH_FAILED)
+Kind.BENCH_FAILED = Kind("BENCH_FAILED", "bench_failed", BENCH_FAILED)
 Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
 KINDS = tuple(value for value in vars(Kind).values() if isinstance(value, Kind))  # in declaration order
 

@@ -57,6 +57,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "wait:ended-outcome",
         "run:private-paths",
         "run:capture-keep-layout",
+        "bench:hyperfine-json",
     }
     expected = set(capabilities)
     for command in COMMANDS:

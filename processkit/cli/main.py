@@ -35,6 +35,10 @@ COMMANDS = {
     "wait": ("processkit.cli.registry", "wait until runs are no longer live"),
     "prune": ("processkit.cli.registry", "remove entries left by runners that died"),
     "events": ("processkit.cli.events", "read a run's JSONL events back: rendered, raw, followed or validated"),
+    "bench": (
+        "processkit.cli.bench",
+        "benchmark commands: contained runs, whole-tree CPU and memory, hyperfine's exports",
+    ),
     "report": ("processkit.cli.report", "render event streams as an HTML page: one run, or an index of many"),
     "probe": ("processkit.cli.probe", "report this binary's compatibility surface (no side effects)"),
     "batch": ("processkit.batching.command", "run a JSONL manifest of jobs from one process, each a full run"),

@@ -33,6 +33,7 @@ def capabilities() -> list[str]:
     ``head-tail`` it records which stream ranges each capture file holds in
     ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
     found = ["run:resource-summary", "run:capture-keep-layout"]
+    found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

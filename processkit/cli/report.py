@@ -23,9 +23,10 @@ STREAM_SUFFIX = ".jsonl"
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli report",
-        usage="processkit-cli report <FILE.jsonl>... | <DIR> [--capture-dir <DIR>] -o <OUT.html>",
+        usage="processkit-cli report <FILE.jsonl>... | <DIR> | <BENCH.json> [--capture-dir <DIR>] -o <OUT.html>",
         description="Render JSONL event streams as an HTML page: one stream gives a run's page, "
-        "several (or a directory of *.jsonl) give an index of runs.",
+        "several (or a directory of *.jsonl) give an index of runs; the JSON export of a bench gives "
+        "the benchmark's page.",
     )
     parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
     parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
@@ -52,6 +53,13 @@ def main(argv: list[str], invocation) -> int:
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
 
+    from ..report import bench_page
+
+    if single and bench_page.is_bench_export(args.streams[0]):  # a ``bench --export-json`` file
+        data = bench_page.load(args.streams[0])
+        _write_atomically(args.output, bench_page.bench_page(data))
+        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(data['results'])} commands"])
+        return 0
     from ..report import reading, render
 
     live = _live_streams()

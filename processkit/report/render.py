@@ -30,7 +30,7 @@ class Tail(Plain):
     note: str | None
 
 
-def _environment():
+def environment():
     import jinja2
 
     environment = jinja2.Environment(
@@ -88,7 +88,7 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         tails.append(Tail(stream, html, note))
     drawn = run.members[:MEMBERS_DRAWN]
     return (
-        _environment()
+        environment()
         .get_template("run.html.j2")
         .render(
             run=run,
@@ -153,7 +153,7 @@ def index_page(runs: list[Run]) -> str:
     ordered = sorted(runs, key=lambda r: (not r.failed, r.run_id or "", r.source))
     durations = [r.duration_ms for r in runs if r.duration_ms is not None]
     return (
-        _environment()
+        environment()
         .get_template("index.html.j2")
         .render(
             runs=ordered,

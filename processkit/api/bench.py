@@ -1,0 +1,106 @@
+"""``processkit.bench``: a benchmark run by its own ``processkit-cli bench`` process, as every
+API call runs its own runner, and read back from its JSON export into typed values.
+
+The caller's interpreter is left alone: the runs' signal handlers, the subreaper flag, the CPU
+pinning and the memory group all belong to that process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+
+from ..benchmark.result import BenchResult
+from ..errors import KINDS, Failure, Kind, usage
+from .launch import runner_command
+
+DIAGNOSTICS_LIMIT = 64 * 1024
+
+
+def _json_argv(value, name: str) -> str:
+    if isinstance(value, str) or not value:
+        raise usage(f"{name} takes an argv (a non-empty list of strings), not {value!r}")
+    return json.dumps([str(item) for item in value])
+
+
+def command_line(
+    commands: list,
+    *,
+    names: list[str] | None = None,
+    parameters: dict[str, list] | None = None,
+    order: str = "interleaved",
+    runs: int | None = None,
+    min_runs: int | None = None,
+    max_runs: int | None = None,
+    warmup: int | None = None,
+    min_time_s: float | None = None,
+    prepare: list[str] | None = None,
+    setup: list[str] | None = None,
+    cleanup: list[str] | None = None,
+    ignore_failure: bool = False,
+    timeout_ms: int | None = None,
+    cpus: list[int] | None = None,
+    jsonl_dir: str | None = None,
+    show_output: bool = False,
+    metric: str = "wall",
+) -> list[str]:
+    """The ``bench`` arguments for these keywords (validated by the command itself)."""
+    argv: list[str] = []
+    for command in commands:
+        argv += ["--shell", command] if isinstance(command, str) else ["--command", _json_argv(command, "a command")]
+    for name in names or ():
+        argv += ["--command-name", str(name)]
+    for name, values in (parameters or {}).items():
+        listed = [str(value) for value in values]
+        if any("," in value for value in listed):
+            raise usage(f"a value of the parameter {name!r} contains a comma, which --parameter-list cannot carry")
+        argv += ["--parameter-list", str(name), ",".join(listed)]
+    counts = {"--runs": runs, "--min-runs": min_runs, "--max-runs": max_runs, "--warmup": warmup}
+    argv += [item for flag, value in counts.items() if value is not None for item in (flag, str(value))]
+    if min_time_s is not None:
+        argv += ["--min-time", f"{round(min_time_s * 1000)}ms"]
+    if timeout_ms is not None:
+        argv += ["--timeout", f"{timeout_ms}ms"]
+    for flag, value in (("--prepare", prepare), ("--setup", setup), ("--cleanup", cleanup)):
+        if value is not None:
+            argv += [flag, _json_argv(value, flag)]
+    if cpus is not None:
+        argv += ["--cpus", ",".join(str(cpu) for cpu in cpus)]
+    if jsonl_dir is not None:
+        argv += ["--jsonl-dir", os.fspath(jsonl_dir)]
+    argv += ["--order", order, "--metric", metric]
+    argv += ["--ignore-failure"] * bool(ignore_failure) + ["--show-output"] * bool(show_output)
+    return argv
+
+
+def bench(commands: list, **keywords) -> BenchResult:
+    """Benchmark ``commands`` (each an argv list, run shell-free, or a string, run through
+    ``sh -c``) and return the typed result. Keywords: ``names``, ``parameters`` (name -> values),
+    ``order``, ``runs``, ``min_runs``, ``max_runs``, ``warmup``, ``min_time_s``, ``prepare``,
+    ``setup``, ``cleanup`` (argv lists), ``ignore_failure``, ``timeout_ms``, ``cpus``,
+    ``jsonl_dir``, ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure`` with the CLI's code."""
+    arguments = command_line(commands, **keywords)
+    fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")
+    os.close(fd)
+    try:
+        with tempfile.TemporaryFile() as diagnostics:
+            done = subprocess.run(
+                [*runner_command(), "bench", "--export-json", export, *arguments],
+                stdin=subprocess.DEVNULL,
+                stdout=None if keywords.get("show_output") else subprocess.DEVNULL,
+                stderr=diagnostics,
+                close_fds=True,
+            )
+            diagnostics.seek(max(0, os.fstat(diagnostics.fileno()).st_size - DIAGNOSTICS_LIMIT))
+            message = diagnostics.read().decode("utf-8", "replace").strip()
+        if done.returncode != 0:
+            kind = next((k for k in KINDS if k.code == done.returncode), Kind.INTERNAL)
+            lines = [line for line in message.splitlines() if line.startswith("processkit-cli: ")]
+            said = lines[0] if lines else message or f"processkit-cli bench exited {done.returncode}"
+            raise Failure(kind, said.removeprefix("processkit-cli: "), code=done.returncode)
+        with open(export, encoding="utf-8") as handle:
+            return BenchResult.from_json(json.load(handle))
+    finally:
+        os.unlink(export)

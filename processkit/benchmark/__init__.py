@@ -1,0 +1,28 @@
+"""Benchmarking: what ``processkit-cli bench`` runs (``processkit.bench`` calls that command).
+
+``plan`` says what to run, ``session`` runs it (through ``driver``, the one module that touches
+the engine), ``stats`` and ``result`` turn the runs into figures, ``summary``, ``progress`` and
+``exports`` show them.
+"""
+
+from __future__ import annotations
+
+from .plan import Command, Options, Order
+from .result import BenchResult, CommandResult, TimedRun
+
+__all__ = ["BenchResult", "Command", "CommandResult", "Options", "Order", "TimedRun", "bench_commands"]
+
+
+def bench_commands(commands: list[Command], options: Options, progress_fd: int | None = None) -> BenchResult:
+    """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command."""
+    from .session import Session  # the engine, only when a benchmark really runs here
+
+    if progress_fd is None:
+        return Session(commands, options).run()
+    from .progress import ProgressBars
+
+    bars = ProgressBars(commands, progress_fd)
+    try:
+        return Session(commands, options, bars.update).run()
+    finally:
+        bars.close()

@@ -1,0 +1,174 @@
+"""A benchmark's result as typed values, and its JSON: hyperfine's shape plus our own fields.
+
+``results[]`` carries hyperfine's keys (seconds; ``memory_usage_byte`` and ``exit_codes`` per
+run, as hyperfine 1.16+ writes them), so scripts written for hyperfine's export read ours.
+Beside them, per command: ``name``, ``argv``, per-run ``user_times``/``system_times``, the
+runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``,
+``cpu`` (statistics of user+system), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
+the top level ``comparison`` (by wall or CPU time: its ``metric``) and ``processkit`` (the
+options that shaped the runs).
+"""
+
+from __future__ import annotations
+
+from ..plain import Plain
+from .plan import Command
+from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
+
+FORMAT = "processkit-bench/1"
+
+
+class TimedRun(Plain):
+    """One timed run: its place in the whole benchmark's order, figures in seconds and bytes."""
+
+    __slots__ = ("order", "wall", "user", "system", "memory", "exit_code", "timed_out")
+
+    def __init__(
+        self,
+        order: int,
+        wall: float | None,
+        user: float,
+        system: float,
+        memory: int | None,
+        exit_code: int | None,
+        timed_out: bool,
+    ):
+        self.order = order
+        self.wall = wall  # None for a timed-out run
+        self.user = user
+        self.system = system
+        self.memory = memory
+        self.exit_code = exit_code
+        self.timed_out = timed_out
+
+
+class CommandResult:
+    """A command's timed runs and what the statistics say about them."""
+
+    def __init__(self, command: Command, runs: list[TimedRun], warmups: list[float | None] | None = None):
+        self.command = command
+        self.runs = runs
+        self.warmups = warmups or []  # the warm-up runs' times, in order (shown, never counted)
+        self.measured = [run for run in runs if not run.timed_out and run.wall is not None]
+        self.timed_out = len(runs) - len(self.measured)
+        times = self.times
+        self.summary: Summary | None = (
+            summarize(
+                times,
+                [run.user for run in self.measured],
+                [run.system for run in self.measured],
+                [run.memory for run in self.measured],
+            )
+            if times
+            else None
+        )
+        self.cpu_times = [run.user + run.system for run in self.measured]  # the tree's user+system
+        self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
+        self.outliers = outlier_indices(times)
+        self.first_slow = first_run_slow(times)
+
+    @property
+    def times(self) -> list[float]:
+        return [run.wall for run in self.measured if run.wall is not None]
+
+    def to_json(self) -> dict:
+        s = self.summary
+        record: dict = {
+            "command": self.command.name,
+            "mean": s.mean if s else None,
+            "stddev": s.stddev if s else None,
+            "median": s.median if s else None,
+            "user": s.user if s else None,
+            "system": s.system if s else None,
+            "min": s.min if s else None,
+            "max": s.max if s else None,
+            "times": self.times,
+            "memory_usage_byte": [run.memory for run in self.measured],
+            "exit_codes": [run.exit_code for run in self.measured],
+        }
+        if self.command.parameters:
+            record["parameters"] = dict(self.command.parameters)
+        record.update(
+            {
+                "name": self.command.name,
+                "text": self.command.text,
+                "argv": list(self.command.argv),
+                "user_times": [run.user for run in self.measured],
+                "system_times": [run.system for run in self.measured],
+                "order": [run.order for run in self.measured],
+                "timed_out": self.timed_out,
+                "timed_out_order": [run.order for run in self.runs if run.timed_out],
+                "warmup_times": self.warmups,
+                "outliers": self.outliers,
+                "first_run_slow": self.first_slow,
+                "cpu": None
+                if self.cpu_summary is None
+                else {key: getattr(self.cpu_summary, key) for key in ("mean", "stddev", "median", "min", "max")},
+                "memory_mean_byte": s.memory_mean if s else None,
+                "memory_max_byte": s.memory_max if s else None,
+            }
+        )
+        return record
+
+
+class BenchResult:
+    """The whole benchmark: every command's result, the comparison, and the settings used."""
+
+    @classmethod
+    def from_json(cls, data: dict) -> BenchResult:
+        """The result back from its ``to_json()`` (what ``--export-json`` wrote): the runs are
+        read back and the statistics computed again, so they are this module's, not the file's."""
+        results = []
+        for record in data["results"]:
+            command = Command(record["name"], record["text"], tuple(record["argv"]), record.get("parameters") or {})
+            measured = zip(
+                record["order"],
+                record["times"],
+                record["user_times"],
+                record["system_times"],
+                record["memory_usage_byte"],
+                record["exit_codes"],
+            )
+            runs = [
+                TimedRun(o, wall, user, system, memory, code, False) for o, wall, user, system, memory, code in measured
+            ]
+            runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]
+            ordered = sorted(runs, key=lambda run: run.order)
+            results.append(CommandResult(command, ordered, record.get("warmup_times")))
+        settings = {key: value for key, value in data["processkit"].items() if key != "format"}
+        return cls(results, settings)
+
+    def __init__(self, results: list[CommandResult], settings: dict):
+        self.results = results
+        self.settings = settings
+        self.metric = settings.get("metric", "wall")  # what the comparison ranks by: wall or CPU time
+        if self.metric == "cpu":
+            summarized = [(r.command.name, r.cpu_summary, r.cpu_times) for r in results if r.cpu_summary is not None]
+        else:
+            summarized = [(r.command.name, r.summary, r.times) for r in results if r.summary is not None]
+        compared = compare(summarized)
+        self.fastest: str | None = compared[0] if compared else None
+        self.comparison: list[Comparison] = compared[1] if compared else []
+
+    def to_json(self) -> dict:
+        return {
+            "results": [result.to_json() for result in self.results],
+            "comparison": None
+            if self.fastest is None
+            else {
+                "metric": self.metric,
+                "fastest": self.fastest,
+                "others": [
+                    {
+                        "command": c.name,
+                        "ratio": c.ratio,
+                        "ratio_stddev": c.ratio_stddev,
+                        "p_value": c.p_value,
+                        "test": "mann-whitney-u",
+                        "significant": c.significant,
+                    }
+                    for c in self.comparison
+                ],
+            },
+            "processkit": {"format": FORMAT, **self.settings},
+        }

@@ -1,0 +1,154 @@
+"""The statistics of a benchmark, in pure Python: per-command summaries, outliers, the
+comparison with its uncertainty, and a two-sample test.
+
+Outliers use a modified Z-score, as hyperfine does: a time's distance from the median in units
+of the median absolute deviation; above OUTLIER_THRESHOLD (ten scaled MADs) it is flagged.
+"X ran N ± M times faster" propagates both commands' relative standard deviations. The
+difference between two commands is tested with a Mann-Whitney U (no normality assumed; normal
+approximation with the tie correction, fine from about ten runs each).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+
+from ..plain import Plain
+
+OUTLIER_THRESHOLD = 14.826  # |x - median| / MAD: ten standard deviations of a normal sample
+SIGNIFICANCE = 0.05
+
+
+def modified_z_scores(values: list[float]) -> list[float]:
+    """Each value's distance from the median over the median absolute deviation (0 if MAD is 0)."""
+    if not values:
+        return []
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values) or sys.float_info.epsilon
+    return [(v - median) / mad for v in values]
+
+
+def outlier_indices(values: list[float]) -> list[int]:
+    return [i for i, z in enumerate(modified_z_scores(values)) if abs(z) > OUTLIER_THRESHOLD]
+
+
+def first_run_slow(values: list[float]) -> bool:
+    """The first run stands out from the others as an outlier on the slow side (cold caches)."""
+    if len(values) < 3:
+        return False
+    rest = values[1:]
+    median = statistics.median(rest)
+    mad = statistics.median(abs(v - median) for v in rest) or sys.float_info.epsilon
+    return (values[0] - median) / mad > OUTLIER_THRESHOLD
+
+
+class Summary(Plain):
+    """One command's figures over its measured runs, in seconds and bytes."""
+
+    __slots__ = ("runs", "mean", "stddev", "median", "min", "max", "user", "system", "memory_mean", "memory_max")
+
+    def __init__(
+        self,
+        runs: int,
+        mean: float,
+        stddev: float | None,
+        median: float,
+        min: float,
+        max: float,
+        user: float,
+        system: float,
+        memory_mean: float | None,
+        memory_max: int | None,
+    ):
+        self.runs = runs
+        self.mean = mean
+        self.stddev = stddev  # None for a single run
+        self.median = median
+        self.min = min
+        self.max = max
+        self.user = user
+        self.system = system
+        self.memory_mean = memory_mean
+        self.memory_max = memory_max
+
+
+def summarize(times: list[float], user: list[float], system: list[float], memory: list[int | None]) -> Summary:
+    """``times`` in seconds, non-empty; ``memory`` per run, None where unmeasured."""
+    known = [m for m in memory if m is not None]
+    return Summary(
+        runs=len(times),
+        mean=statistics.fmean(times),
+        stddev=statistics.stdev(times) if len(times) > 1 else None,
+        median=statistics.median(times),
+        min=min(times),
+        max=max(times),
+        user=statistics.fmean(user) if user else 0.0,
+        system=statistics.fmean(system) if system else 0.0,
+        memory_mean=statistics.fmean(known) if known else None,
+        memory_max=max(known) if known else None,
+    )
+
+
+def ratio(slower: Summary, fastest: Summary) -> tuple[float, float | None]:
+    """How many times ``fastest`` is faster than ``slower``, and that ratio's uncertainty."""
+    value = slower.mean / fastest.mean if fastest.mean > 0 else math.inf
+    if slower.stddev is None or fastest.stddev is None or not math.isfinite(value):
+        return value, None
+    relative = math.hypot(slower.stddev / slower.mean, fastest.stddev / fastest.mean)
+    return value, value * relative
+
+
+def mann_whitney(a: list[float], b: list[float]) -> float | None:
+    """The two-sided p-value that ``a`` and ``b`` come from one distribution; None if too few."""
+    n1, n2 = len(a), len(b)
+    if n1 < 2 or n2 < 2:
+        return None
+    pooled = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
+    ranks = [0.0] * len(pooled)
+    tie_term = 0.0
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        size = j - i + 1
+        tie_term += size**3 - size
+        i = j + 1
+    rank_sum = sum(r for r, (_, group) in zip(ranks, pooled) if group == 0)
+    u = rank_sum - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(variance)  # with the continuity correction
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+class Comparison(Plain):
+    """One command against the fastest: the ratio, its uncertainty, and the test's verdict."""
+
+    __slots__ = ("name", "ratio", "ratio_stddev", "p_value", "significant")
+
+    def __init__(self, name: str, ratio: float, ratio_stddev: float | None, p_value: float | None):
+        self.name = name
+        self.ratio = ratio
+        self.ratio_stddev = ratio_stddev
+        self.p_value = p_value
+        self.significant = p_value is not None and p_value < SIGNIFICANCE
+
+
+def compare(named: list[tuple[str, Summary, list[float]]]) -> tuple[str, list[Comparison]] | None:
+    """The fastest command by mean and every other one relative to it; None for fewer than two."""
+    if len(named) < 2:
+        return None
+    fastest_name, fastest, fastest_times = min(named, key=lambda item: item[1].mean)
+    others = []
+    for name, summary, times in named:
+        if name == fastest_name and summary is fastest:
+            continue
+        value, spread = ratio(summary, fastest)
+        others.append(Comparison(name, value, spread, mann_whitney(times, fastest_times)))
+    return fastest_name, others

@@ -1,0 +1,273 @@
+"""``processkit-cli bench`` as a user runs it: real commands, the summary, the exports, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import read_events, run_cli, start_cli, wait_for_event
+
+# hyperfine's per-command keys in ``--export-json`` (1.16+: memory_usage_byte per run)
+HYPERFINE_KEYS = {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times", "exit_codes"}
+COUNTER = "n=$(cat {f} 2>/dev/null || echo 0); echo $((n+1)) > {f}"
+
+
+def bench(tmp_path, *args, timeout: float = 60):
+    out = tmp_path / "bench.json"
+    out.unlink(missing_ok=True)
+    done = run_cli("bench", "--export-json", out, *args, timeout=timeout, cwd=tmp_path)
+    exported = json.loads(out.read_text()) if out.exists() else None
+    return done, exported
+
+
+def test_one_command_gives_hyperfines_summary_and_json(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "5", "--", "true")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "Benchmark 1: true" in text and "Time (mean ± σ):" in text and "Range (min … max):" in text
+    assert "5 runs" in text and "Memory (mean … max):" in text
+    (result,) = exported["results"]
+    assert HYPERFINE_KEYS | {"memory_usage_byte"} <= set(result)
+    assert len(result["times"]) == 5 and result["exit_codes"] == [0] * 5
+    assert all(isinstance(t, float) and 0 < t < 5 for t in result["times"])
+    assert result["min"] <= result["median"] <= result["max"] and result["min"] <= result["mean"] <= result["max"]
+    assert all(m is None or m >= 0 for m in result["memory_usage_byte"])  # a group counts in 256 KiB batches
+    assert exported["comparison"] is None
+
+
+def test_several_commands_interleave_and_are_compared(tmp_path):
+    done, exported = bench(
+        tmp_path, "--runs", "3", "--command", '["true"]', "--shell", "sleep 0.05", "--command-name", "fast"
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = exported["results"]
+    assert (first["command"], second["command"]) == ("fast", "sleep 0.05")  # a named command goes by its name
+    assert first["order"] == [0, 2, 4] and second["order"] == [1, 3, 5]
+    assert exported["comparison"]["fastest"] == "fast"
+    (other,) = exported["comparison"]["others"]
+    assert other["command"] == "sleep 0.05" and other["ratio"] > 1 and 0 <= other["p_value"] <= 1
+    assert "'fast' ran" in done.stdout.decode() and "times faster than 'sleep 0.05'" in done.stdout.decode()
+
+
+def test_sequential_order_runs_each_command_in_turn(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "3", "--order", "sequential", "--command", '["true"]', "--shell", ":")
+    assert done.returncode == 0, done.stderr
+    assert [r["order"] for r in exported["results"]] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_warmup_prepare_and_runs_are_counted(tmp_path):
+    runs, prepared = tmp_path / "runs", tmp_path / "prepared"
+    done, exported = bench(
+        tmp_path,
+        "--warmup",
+        "2",
+        "--runs",
+        "3",
+        "--prepare",
+        json.dumps(["sh", "-c", f"echo x >> {prepared}"]),
+        "--shell",
+        COUNTER.format(f=runs),
+    )
+    assert done.returncode == 0, done.stderr
+    assert runs.read_text().strip() == "5"  # 2 warm-up + 3 timed
+    assert len(prepared.read_text().split()) == 5  # before every run
+    assert len(exported["results"][0]["times"]) == 3
+
+
+def test_min_runs_and_min_time_decide_the_count(tmp_path):
+    done, exported = bench(tmp_path, "--min-runs", "4", "--min-time", "0", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert len(exported["results"][0]["times"]) == 4
+    done, exported = bench(tmp_path, "--min-runs", "2", "--min-time", "1s", "--max-runs", "50", "--", "sleep", "0.2")
+    assert done.returncode == 0, done.stderr
+    assert 2 < len(exported["results"][0]["times"]) <= 5  # enough runs of 0.2 s to fill a second
+    done, exported = bench(tmp_path, "--min-runs", "1", "--min-time", "10s", "--max-runs", "3", "--", "true")
+    assert len(exported["results"][0]["times"]) == 3
+
+
+def test_setup_and_cleanup_run_once_per_command(tmp_path):
+    flag = tmp_path / "flag"
+    done, exported = bench(
+        tmp_path,
+        "--runs",
+        "2",
+        "--setup",
+        json.dumps(["touch", str(flag)]),
+        "--cleanup",
+        json.dumps(["rm", str(flag)]),
+        "--",
+        "test",
+        "-e",
+        str(flag),
+    )
+    assert done.returncode == 0, done.stderr
+    assert exported["results"][0]["exit_codes"] == [0, 0]
+    assert not flag.exists()
+
+
+def test_a_run_that_times_out_is_recorded_and_left_out(tmp_path):
+    counter = tmp_path / "n"
+    every_other_sleeps = COUNTER.format(f=counter) + "; [ $((n % 2)) -eq 1 ] && exec sleep 30; exit 0"
+    done, exported = bench(tmp_path, "--runs", "4", "--timeout", "300ms", "--shell", every_other_sleeps)
+    assert done.returncode == 0, done.stderr
+    (result,) = exported["results"]
+    assert result["timed_out"] == 2 and len(result["times"]) == 2 and result["timed_out_order"] == [1, 3]
+    assert max(result["times"]) < 0.3
+    assert "Timed out:           2 runs" in done.stdout.decode()
+
+
+def test_every_run_timing_out_fails_the_benchmark(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "2", "--timeout", "100ms", "--", "sleep", "30")
+    assert done.returncode == 118
+    assert b"timed out" in done.stderr
+    assert exported["results"][0]["timed_out"] == 2
+
+
+def test_a_failing_command_stops_the_benchmark_unless_ignored(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "3", "--", "sh", "-c", "exit 3")
+    assert done.returncode == 118 and exported is None
+    assert b"exited with 3" in done.stderr and b"--ignore-failure" in done.stderr
+    done, exported = bench(tmp_path, "--runs", "3", "--ignore-failure", "--", "sh", "-c", "exit 3")
+    assert done.returncode == 0, done.stderr
+    assert exported["results"][0]["exit_codes"] == [3, 3, 3]
+
+
+def test_a_command_that_cannot_start_is_a_bench_failure(tmp_path):
+    done, _ = bench(tmp_path, "--runs", "2", "--ignore-failure", "--", "no-such-program-xyz")
+    assert done.returncode == 118 and b"no-such-program-xyz" in done.stderr
+
+
+def test_parameter_scan_and_list_expand_the_commands(tmp_path):
+    done, exported = bench(
+        tmp_path, "--runs", "2", "--parameter-scan", "n", "1", "3", "--command", '["sleep", "0.0{n}"]'
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["command"] for r in exported["results"]] == ["sleep 0.01", "sleep 0.02", "sleep 0.03"]
+    assert [r["parameters"] for r in exported["results"]] == [{"n": "1"}, {"n": "2"}, {"n": "3"}]
+    done, exported = bench(tmp_path, "--runs", "1", "--parameter-list", "w", "a,b", "--shell", "test {w} = {w}")
+    assert [r["argv"] for r in exported["results"]] == [["sh", "-c", "test a = a"], ["sh", "-c", "test b = b"]]
+
+
+def test_markdown_and_csv_exports(tmp_path):
+    md, table = tmp_path / "b.md", tmp_path / "b.csv"
+    done, _ = bench(
+        tmp_path, "--runs", "2", "--export-markdown", md, "--export-csv", table, "--parameter-list", "x", "1,2",
+        "--command", '["test", "{x}"]',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = md.read_text().splitlines()
+    assert lines[0].startswith("| Command | Mean [") and "| Relative |" in lines[0] and len(lines) == 4
+    rows = list(csv.DictReader(io.StringIO(table.read_text())))
+    assert [r["command"] for r in rows] == ["test 1", "test 2"] and [r["parameter_x"] for r in rows] == ["1", "2"]
+    assert all(float(r["mean"]) > 0 for r in rows)
+
+
+def test_cpus_pins_every_run(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPU 1 beside another")
+    probe = "import os; print(sorted(os.sched_getaffinity(0)))"
+    done, _ = bench(tmp_path, "--runs", "2", "--cpus", "1", "--show-output", "--", "python3", "-c", probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().count("[1]\n") == 2
+
+
+def test_jsonl_dir_keeps_each_runs_stream(tmp_path):
+    streams = tmp_path / "streams"
+    done, _ = bench(tmp_path, "--runs", "2", "--warmup", "1", "--jsonl-dir", streams, "--", "true")
+    assert done.returncode == 0, done.stderr
+    names = sorted(os.listdir(streams))
+    assert names == ["command-1-run-1.jsonl", "command-1-run-2.jsonl", "command-1-warmup-1.jsonl"]
+    events = [e["event"] for e in read_events(streams / names[0])]
+    assert events[0] == "run_started" and events[-1] == "runner_exit" and "root_exited" in events
+
+
+def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
+    marker = "301.123"  # an argument no other process has
+    done, _ = bench(tmp_path, "--runs", "3", "--shell", f"sleep {marker} & exit 0")
+    assert done.returncode == 0, done.stderr
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        assert marker.encode() not in cmdline.split(b"\0"), "a run's background process outlived it"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], b"no command to benchmark"),
+        (["--command", "true"], b"JSON array"),
+        (["--runs", "0", "--", "true"], b"--runs"),
+        (["--cpus", "x", "--", "true"], b"--cpus"),
+        (["--command", '["true"]', "--", "true"], b"not both"),
+        (["--command-name", "a", "--command-name", "b", "--", "true"], b"--command-name"),
+    ],
+)
+def test_usage_errors(tmp_path, args, message):
+    done = run_cli("bench", *args, cwd=tmp_path)
+    assert done.returncode == 100 and message in done.stderr
+
+
+def test_a_stop_signal_ends_the_benchmark(tmp_path):
+    streams = tmp_path / "streams"
+    bench_process = start_cli("bench", "--runs", "3", "--jsonl-dir", streams, "--", "sleep", "30", cwd=tmp_path)
+    try:
+        wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
+        bench_process.send_signal(signal.SIGTERM)
+        _, stderr = bench_process.communicate(timeout=30)
+    finally:
+        bench_process.kill()
+    assert bench_process.returncode == 107, stderr
+    assert b"stopped" in stderr
+
+
+def test_a_hostile_command_name_reaches_the_terminal_as_text(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "2", "--command-name", "evil\x1b]0;title\x07\x1b[31m", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout and b"\x07" not in done.stdout
+    assert "evil" in done.stdout.decode()
+    assert exported["results"][0]["command"] == "evil\x1b]0;title\x07\x1b[31m"  # the export keeps it exactly
+    failed, _ = bench(tmp_path, "--runs", "1", "--command-name", "bad\x1b[2J", "--", "false")
+    assert failed.returncode == 118 and b"\x1b" not in failed.stderr
+
+
+@pytest.mark.parametrize(
+    "order, expected",
+    [
+        ("sequential", "setup a,run a,run a,cleanup a,setup b,run b,run b,cleanup b"),
+        ("interleaved", "setup a,setup b,run a,run b,run a,run b,cleanup a,cleanup b"),
+    ],
+)
+def test_setup_runs_and_cleanup_follow_the_order(tmp_path, order, expected):
+    log = tmp_path / "log"
+
+    def step(word: str) -> str:
+        return json.dumps(["sh", "-c", f"echo {word} {{c}} >> {log}"])
+
+    done, _ = bench(
+        tmp_path, "--runs", "2", "--order", order, "--parameter-list", "c", "a,b",
+        "--setup", step("setup"), "--cleanup", step("cleanup"), "--shell", f"echo run {{c}} >> {log}",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ",".join(log.read_text().splitlines()) == expected
+
+
+def test_the_comparison_ranks_by_the_chosen_metric(tmp_path):
+    """A long sleep uses little CPU; a short busy loop uses much: wall and CPU time disagree."""
+    burn = "import time\nend = time.process_time() + 0.05\nwhile time.process_time() < end: pass"
+    commands = ["--command-name", "sleep", "--command-name", "burn"]
+    commands += ["--command", '["sleep", "0.4"]', "--command", json.dumps(["python3", "-c", burn])]
+    by_wall, wall = bench(tmp_path, "--runs", "3", *commands)
+    by_cpu, cpu = bench(tmp_path, "--runs", "3", "--metric", "cpu", *commands)
+    assert by_wall.returncode == 0 and by_cpu.returncode == 0, (by_wall.stderr, by_cpu.stderr)
+    assert (wall["comparison"]["metric"], wall["comparison"]["fastest"]) == ("wall", "burn")
+    assert (cpu["comparison"]["metric"], cpu["comparison"]["fastest"]) == ("cpu", "sleep")
+    assert "Summary (by CPU time)" in by_cpu.stdout.decode()
+    burned = cpu["results"][1]["cpu"]
+    assert burned["min"] >= 0.05 and burned["mean"] >= burned["min"]

@@ -1,0 +1,79 @@
+"""``bench`` on a real terminal (a tmux pane): the progress lines while it runs, the summary
+alone once done, and Ctrl-C. The third timed run waits for a file the test creates, so the pane
+is read while the benchmark is known to be mid-way, never after a sleep."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+import pytest
+
+from conftest import cli_command, wait_for_file
+from test_pty_terminal import Pane, pytestmark  # noqa: F401 - skipped without tmux
+
+# Counts its runs in ./n; the third one announces itself in ./third and waits for ./go.
+HOLDS_THIRD = (
+    "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; "
+    "if [ $n -eq 3 ]; then touch third; while [ ! -e go ]; do sleep 0.01; done; fi"
+)
+
+
+@pytest.fixture
+def pane(tmp_path):
+    window = Pane(tmp_path)
+    yield window
+    window.close()
+
+
+def start(pane: Pane, *flags: str, shell: str = HOLDS_THIRD) -> None:
+    command = [*cli_command(), "bench", *flags, "--shell", shell]
+    script = pane.dir / "pane.sh"  # its shell survives Ctrl-C (a trap), so the pane reports bench's code
+    script.write_text(
+        f"cd {shlex.quote(str(pane.dir))}\ntrap : INT\nstty -g > before.txt\n{shlex.join(command)}\n"
+        "echo $? > rc.tmp\nstty -g > after.txt\nmv rc.tmp rc.txt\nexec cat\n"  # the pane stays to be read
+    )
+    pane.tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "30", f"sh {shlex.quote(str(script))}")
+
+
+def screen(pane: Pane) -> str:
+    return pane.tmux("capture-pane", "-p", "-t", "t")
+
+
+def wait_for_screen(pane: Pane, text: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in (shown := screen(pane)):
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.02)
+    return shown
+
+
+def test_a_progress_line_while_running_and_the_summary_after(pane):
+    start(pane, "--runs", "5")
+    wait_for_file(pane.dir / "third")
+    shown = wait_for_screen(pane, "2/5")  # drawn after the second run, before the third ends
+    line = next(line for line in shown.splitlines() if "2/5" in line)
+    assert "[" in line and "#" in line and "mean" in line and "ETA" in line
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    final = screen(pane)
+    assert "Benchmark 1:" in final and "5 runs" in final
+    assert "/5" not in final  # the progress line was erased before the summary
+
+
+def test_ctrl_c_stops_the_benchmark_and_gives_the_terminal_back(pane):
+    start(pane, "--runs", "5")
+    wait_for_file(pane.dir / "third")
+    pane.keys("C-c")
+    assert pane.finish() == 107
+    assert "stopped" in screen(pane)
+
+
+def test_more_commands_than_rows_share_one_progress_line(pane):
+    start(pane, "--runs", "1", "--parameter-scan", "k", "1", "40", shell=": {k}; " + HOLDS_THIRD)
+    wait_for_file(pane.dir / "third")
+    shown = wait_for_screen(pane, "1/1")
+    assert len([line for line in shown.splitlines() if "1/1" in line]) == 1  # one shared line, not 40
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    assert "Benchmark 40:" in pane.tmux("capture-pane", "-p", "-S", "-400", "-t", "t")
