@@ -7,6 +7,8 @@ package picks an exit code.
 
 from __future__ import annotations
 
+from .plain import Constant
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar
@@ -37,12 +39,11 @@ RESERVED_BAND = range(100, 120)
 STDOUT_CLOSED = 128 + 13
 
 
-class Kind:
-    """A failure's machine name (the envelope's ``kind``) and its exit code, compared by identity.
-    (Fixed instances, not an ``enum``: ``enum`` and the ``re`` it imports cost every run's start-up
-    more than the run's own work.)"""
+class Kind(Constant):
+    """A failure's machine name (the envelope's ``kind``, its ``value``) and its exit code: a
+    ``Constant``, compared by identity, listed in declaration order by ``Kind.members()``."""
 
-    __slots__ = ("name", "label", "code", "retryable")
+    __slots__ = ("code", "retryable")
     USAGE: ClassVar[Kind]
     SPAWN_ERROR: ClassVar[Kind]
     CONTAINER_ERROR: ClassVar[Kind]
@@ -73,16 +74,14 @@ class Kind:
     UNKNOWN: ClassVar[Kind]
 
     def __init__(self, name: str, label: str, code: int, *, retryable: bool = False):
-        self.name = name
-        self.label = label
+        super().__init__(name, label)
         self.code = code
         self.retryable = retryable  # the envelope's ``retryable``: the same request may succeed later
 
-    def __repr__(self) -> str:
-        return f"Kind.{self.name}"
-
-    def __reduce__(self):
-        return (getattr, (Kind, self.name))
+    @property
+    def label(self) -> str:
+        """The envelope's ``kind`` word (several kinds may share one: ``registry``)."""
+        return self.value
 
 
 Kind.USAGE = Kind("USAGE", "usage", USAGE)
@@ -113,7 +112,7 @@ Kind.HOST_UNQUALIFIED = Kind("HOST_UNQUALIFIED", "host_unqualified", HOST_UNQUAL
 Kind.BATCH_FAILED = Kind("BATCH_FAILED", "batch_failed", BATCH_FAILED)
 Kind.BENCH_FAILED = Kind("BENCH_FAILED", "bench_failed", BENCH_FAILED)
 Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
-KINDS = tuple(value for value in vars(Kind).values() if isinstance(value, Kind))  # in declaration order
+KINDS = Kind.members()  # in declaration order
 
 
 def exit_codes() -> dict[int, list[str]]:

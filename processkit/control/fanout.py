@@ -4,17 +4,15 @@ at a time, each re-probed just before its turn; every target gets exactly one ou
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..errors import Failure, Kind
+from ..plain import Frozen
 from ..registry import scan
 from ..registry.lock import Health
 from .replies import Check
 from .transport import Channel
 
 
-@dataclasses.dataclass(frozen=True)
-class TargetResult:
+class TargetResult(Frozen):
     run_id: str
     status: str  # the verb's success word, "already_gone" or "failed"
     reply: dict | None = None

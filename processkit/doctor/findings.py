@@ -7,38 +7,34 @@ facts: a requirement never changes what was observed, only the exit code.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
+from ..plain import Frozen, Plain
 from ..version import __version__
 
 DOCTOR_VERSION = 1
 
 
-@dataclasses.dataclass(frozen=True)
-class Phase:
+class Phase(Frozen):
     phase: str
     ok: bool
     elapsed_ms: int
     detail: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class RegistryFacts:
+class RegistryFacts(Frozen):
     dir: str
     owner_only: bool
     protection: str
 
 
-@dataclasses.dataclass(frozen=True)
-class ContainmentFacts:
+class ContainmentFacts(Frozen):
     mechanism: str
     abrupt_cleanup: str
     root_pid: int | None
 
 
-@dataclasses.dataclass(frozen=True)
-class ControlFacts:
+class ControlFacts(Frozen):
     endpoint: str
     transport: str
     inspected_members: int
@@ -47,8 +43,7 @@ class ControlFacts:
     terminal_source: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class Teardown:
+class Teardown(Frozen):
     """The scratch run's own account of its teardown, as its stream tells it."""
 
     members_before: int | None
@@ -63,16 +58,14 @@ class Teardown:
         return self.members_before is not None and not self.read_error and not self.kill_error and self.remaining == 0
 
 
-@dataclasses.dataclass(frozen=True)
-class ResourceFacts:
+class ResourceFacts(Frozen):
     requested: str
     available: bool
     detail: str | None
     backend: str | None  # which cgroup version carries the cap: for people, not in the JSON
 
 
-@dataclasses.dataclass(frozen=True)
-class AccountingFacts:
+class AccountingFacts(Frozen):
     """Per-run accounting on this host: for people and ``--require-accounting``, not in the
     JSON (the reference's report allows no property of its own)."""
 
@@ -81,20 +74,18 @@ class AccountingFacts:
     detail: str | None = None  # why the check could not be made
 
 
-@dataclasses.dataclass(frozen=True)
-class Requirements:
+class Requirements(Frozen):
     mechanism: str | None
     abrupt_cleanup: str | None
     resource_controller: bool
     accounting: str | None = None
 
 
-@dataclasses.dataclass
-class Findings:
+class Findings(Plain):
     """Each field is filled once, by the phase that observes it; None means never observed."""
 
-    phases: list[Phase] = dataclasses.field(default_factory=list)
-    failures: list[str] = dataclasses.field(default_factory=list)
+    phases: list[Phase] = []
+    failures: list[str] = []
     registry: RegistryFacts | None = None
     endpoint: str | None = None
     inspected_members: int | None = None
@@ -141,16 +132,14 @@ def report(
     """The report document, in the schema's key order."""
     control = None
     if found.endpoint is not None and found.inspected_members is not None:
-        control = dataclasses.asdict(
-            ControlFacts(
-                endpoint=found.endpoint,
-                transport="unix_socket",
-                inspected_members=found.inspected_members,
-                cancel_acknowledged=found.cancel_acknowledged,
-                terminal_exit_code=found.terminal_exit_code,
-                terminal_source=found.terminal_source,
-            )
-        )
+        control = ControlFacts(
+            endpoint=found.endpoint,
+            transport="unix_socket",
+            inspected_members=found.inspected_members,
+            cancel_acknowledged=found.cancel_acknowledged,
+            terminal_exit_code=found.terminal_exit_code,
+            terminal_source=found.terminal_source,
+        )._asdict()
     cleanup = None
     if found.teardown is not None:
         teardown = found.teardown
@@ -175,12 +164,12 @@ def report(
         "version": __version__,
         "os": {"darwin": "macos", "win32": "windows"}.get(sys.platform, sys.platform),
         "qualified": not found.failures and not unmet,
-        "registry": None if found.registry is None else dataclasses.asdict(found.registry),
-        "containment": None if found.containment is None else dataclasses.asdict(found.containment),
+        "registry": None if found.registry is None else found.registry._asdict(),
+        "containment": None if found.containment is None else found.containment._asdict(),
         "control": control,
         "cleanup": cleanup,
         "resource_controller": resources,
-        "phases": [dataclasses.asdict(phase) for phase in found.phases],
+        "phases": [phase._asdict() for phase in found.phases],
         "elapsed_ms": elapsed_ms,
         "failures": list(found.failures),
         "mismatches": unmet,
