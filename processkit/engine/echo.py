@@ -79,7 +79,7 @@ class EchoSink:
         self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
         self.broken = False
         self.backlog = Backlog()
-        self.flushed = 0  # backlog bytes written so far: drain()'s progress, which refills cannot mask
+        self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
         try:
             mode = os.fstat(fd).st_mode
         except OSError:
@@ -155,7 +155,7 @@ class EchoSink:
         if was_full and not self.full:
             self._on_room()
 
-    def drain(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]) -> int:
+    def flush_backlog(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]) -> int:
         """At the end of a run: keep writing while the consumer makes progress.
 
         Gives up after ``stall_seconds`` without progress, at the monotonic ``deadline`` (a
