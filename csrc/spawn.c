@@ -22,10 +22,12 @@
  *   pending there and is handled once the mask is restored; glibc's posix_spawn does the same.
  * - CLONE_VFORK suspends only the calling thread, until the child's execve (or exit) releases
  *   the memory, so the stack can be reused by the next spawn at once.
- * Where that clone is unavailable (no clone3 at all: then glibc's clone() with the same flags,
- * no pidfd) or not built (another architecture than x86-64, or PK_SPAWN_COW defined, which
- * .ci/sanitize does: ASan's bookkeeping cannot follow a child on a stack it did not allocate
- * that shares its shadow memory), the child is a copy-on-write fork as before. */
+ * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
+ *   that ends gets SIGKILL then.
+ * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
+ * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
+ * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
+ * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
