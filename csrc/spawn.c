@@ -2,9 +2,32 @@
  *
  * Why clone3 with CLONE_INTO_CGROUP: a process that writes itself into cgroup.procs waits for
  * an RCU grace period (about 10 ms measured), the largest single cost of a short run, while a
- * child born in the group never migrates. The child is a copy-on-write fork (no CLONE_VM) that
- * makes only async-signal-safe system calls until execve, so no libc lock, allocator or Python
- * state is used in it. */
+ * child born in the group never migrates.
+ *
+ * Why vfork-style (CLONE_VM | CLONE_VFORK on a stack of its own): a copy-on-write child costs
+ * the runner a copy of its page tables and, after, a write fault on every page it touches
+ * again; measured, that was most of a spawn (bench/spawn_cost.py, bench/README.md). A child
+ * sharing the memory copies nothing, and the runner's thread sleeps until its execve or exit.
+ *
+ * Facts about the shared-memory child, which every line it runs must respect:
+ * - It writes only its own stack (locals here, on the mapping given to clone3) and errno.
+ *   errno is per-thread TLS and, with no CLONE_SETTLS, the child's TLS is the calling thread's:
+ *   the child's failing calls write the runner's errno. Harmless: that thread is suspended
+ *   until the child has exec'd or exited and reads errno only after calls of its own.
+ * - It calls only thin system-call wrappers (no allocator, no stdio, no lock): the runner's
+ *   other threads (the pump's hash thread) go on running in that memory meanwhile.
+ * - No handler of the runner's may run in it: the caller blocks every signal across the clone,
+ *   the child (which has its own copy of the handler table: no CLONE_SIGHAND) puts caught
+ *   ones back to SIG_DFL and only then unblocks. A signal sent to the runner meanwhile stays
+ *   pending there and is handled once the mask is restored; glibc's posix_spawn does the same.
+ * - CLONE_VFORK suspends only the calling thread, until the child's execve (or exit) releases
+ *   the memory, so the stack can be reused by the next spawn at once.
+ * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
+ *   that ends gets SIGKILL then.
+ * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
+ * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
+ * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
+ * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +35,9 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -34,50 +59,177 @@ struct pk_clone_args {
     uint64_t set_tid, set_tid_size, cgroup;
 };
 
+/* What the child reads of the runner's, set before each clone attempt. */
+struct pk_child {
+    const pk_spawn_request *request;
+    pid_t runner;
+    int joined; /* born in request->cgroup_fd's group: no write to its cgroup.procs */
+    int report_fd;
+    void *stack; /* the top of the child's own stack (shared memory only) */
+};
+
+__attribute__((noreturn)) static void run_child(const struct pk_child *child);
+
+#if defined(__x86_64__) && defined(SYS_clone3) && !defined(PK_SPAWN_COW)
+#define PK_CHILD_STACK_SIZE (64 * 1024)
+#define PK_GUARD_SIZE       4096 /* the x86-64 page */
+
+static int child_entry(void *child)
+{
+    run_child(child);
+}
+
+/* One stack kept from spawn to spawn; an atomic exchange lets concurrent spawns (the API's
+ * threads) each take their own. The lowest page is the guard an overflow faults on. */
+static char *cached_stack;
+
+static int take_stack(struct pk_child *child)
+{
+    char *base = __atomic_exchange_n(&cached_stack, NULL, __ATOMIC_ACQ_REL);
+    if (!base) {
+        base = mmap(NULL, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (base == MAP_FAILED)
+            return -1;
+        if (mprotect(base, PK_GUARD_SIZE, PROT_NONE) != 0) {
+            munmap(base, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE);
+            return -1;
+        }
+    }
+    child->stack = base + PK_GUARD_SIZE + PK_CHILD_STACK_SIZE;
+    return 0;
+}
+
+/* Called once the child has exec'd or exited: CLONE_VFORK held the runner until then. */
+static void give_back_stack(struct pk_child *child)
+{
+    char *base = (char *)child->stack - PK_CHILD_STACK_SIZE - PK_GUARD_SIZE;
+    void *other = __atomic_exchange_n(&cached_stack, base, __ATOMIC_ACQ_REL);
+    if (other)
+        munmap(other, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE);
+}
+
+/* clone3 whose child calls entry(arg) on args->stack; the runner gets the pid or -errno. glibc
+ * exports no clone3, and a child on another stack cannot return through a C frame. The
+ * system call keeps every register but rax, rcx and r11, so entry (rdx) and arg (rbx) survive
+ * in it; they are pinned so that clearing rbp cannot hit either. */
+static long clone3_call(struct pk_clone_args *args, int (*entry)(void *), void *arg)
+{
+    long result = SYS_clone3;
+    __asm__ volatile("syscall\n\t"
+                     "testq %%rax, %%rax\n\t"
+                     "jnz 1f\n\t"
+                     "xorl %%ebp, %%ebp\n\t" /* the outermost frame */
+                     "andq $-16, %%rsp\n\t"
+                     "movq %%rbx, %%rdi\n\t"
+                     "callq *%%rdx\n\t"
+                     "ud2\n" /* entry never returns */
+                     "1:"
+                     : "+a"(result)
+                     : "D"(args), "S"(sizeof *args), "d"(entry), "b"(arg)
+                     : "rcx", "r11", "memory", "cc");
+    return result;
+}
+
+/* A clone3 child sharing the runner's memory on its own stack, which also returns a pidfd;
+ * -1/ENOSYS where the kernel (or a seccomp filter, as container runtimes install) has none. */
+static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child)
+{
+    struct pk_clone_args args;
+    long pid;
+    memset(&args, 0, sizeof args);
+    args.flags = flags | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
+    args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    args.exit_signal = SIGCHLD;
+    args.stack = (uint64_t)(uintptr_t)child->stack - PK_CHILD_STACK_SIZE;
+    args.stack_size = PK_CHILD_STACK_SIZE;
+    if (flags & PK_CLONE_INTO_CGROUP)
+        args.cgroup = (uint64_t)cgroup_fd;
+    pid = clone3_call(&args, child_entry, child);
+    if (pid < 0) {
+        errno = (int)-pid;
+        return -1;
+    }
+    return (pid_t)pid;
+}
+
+/* No clone3: glibc's clone() shares the memory the same way, with no pidfd. */
+static pid_t fork_child(struct pk_child *child)
+{
+    return clone(child_entry, child->stack, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
+}
+
+#else
+static int take_stack(struct pk_child *child)
+{
+    child->stack = NULL; /* the copy-on-write child keeps the stack it was forked on */
+    return 0;
+}
+
+static void give_back_stack(struct pk_child *child)
+{
+    (void)child;
+}
+
 /* A fork-like clone3 (same stack, copied memory) that also returns a pidfd; -1/ENOSYS where the
  * build or the kernel (or a seccomp filter, as container runtimes install) has no clone3. */
-static pid_t clone3_fork(uint64_t flags, int cgroup_fd, int *pidfd)
+static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child)
 {
 #ifdef SYS_clone3
     struct pk_clone_args args;
+    pid_t pid;
     memset(&args, 0, sizeof args);
     args.flags = flags | CLONE_PIDFD;
     args.pidfd = (uint64_t)(uintptr_t)pidfd;
     args.exit_signal = SIGCHLD;
     if (flags & PK_CLONE_INTO_CGROUP)
         args.cgroup = (uint64_t)cgroup_fd;
-    return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0)
+        run_child(child);
+    return pid;
 #else
     (void)flags;
     (void)cgroup_fd;
     (void)pidfd;
+    (void)child;
     errno = ENOSYS;
     return -1;
 #endif
 }
 
-/* Into the cgroup when the kernel allows it (*joined = 1), else a plain clone3, else fork(). Any
- * refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn) falls
- * back to joining by write in the child, which then reports the real error like the Popen path. */
-static pid_t start_child(const pk_spawn_request *request, int *pidfd, int *joined)
+static pid_t fork_child(struct pk_child *child)
 {
+    pid_t pid = fork();
+    if (pid == 0)
+        run_child(child);
+    return pid;
+}
+#endif
+
+/* Into the cgroup when the kernel allows it (joined), else a plain clone3, else the fallback.
+ * Any refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn)
+ * falls back to joining by write in the child, which then reports the real error like the
+ * Popen path. */
+static pid_t start_child(struct pk_child *child, int *pidfd)
+{
+    const pk_spawn_request *request = child->request;
     pid_t pid;
-    *joined = 0;
     *pidfd = -1;
     if (request->cgroup_fd >= 0) {
-        pid = clone3_fork(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd);
-        if (pid >= 0) {
-            *joined = 1;
+        child->joined = 1;
+        pid = clone3_child(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, child);
+        if (pid >= 0)
             return pid;
-        }
     }
+    child->joined = 0;
     if (request->cgroup_fd < 0 || errno != ENOSYS) {
-        pid = clone3_fork(0, -1, pidfd);
+        pid = clone3_child(0, -1, pidfd, child);
         if (pid >= 0 || errno != ENOSYS)
             return pid;
     }
     *pidfd = -1;
-    return fork();
+    return fork_child(child);
 }
 
 __attribute__((noreturn)) static void child_fail(int report_fd, int stage)
@@ -163,20 +315,21 @@ static void close_others(int keep)
             close(fd);
 }
 
-__attribute__((noreturn)) static void run_child(const pk_spawn_request *request, pid_t runner, int joined,
-                                                int report_fd)
+__attribute__((noreturn)) static void run_child(const struct pk_child *child)
 {
+    const pk_spawn_request *request = child->request;
+    int report_fd = child->report_fd;
     int error = ENOENT, first = 0;
     size_t i;
     /* A session leader leads its process group too; setsid is what lets it take a terminal. */
     if (request->controlling_tty ? setsid() < 0 : setpgid(0, 0) != 0)
         child_fail(report_fd, PK_SPAWN_PGID);
-    if (!joined && request->cgroup_procs_fd >= 0)
+    if (!child->joined && request->cgroup_procs_fd >= 0)
         join(request->cgroup_procs_fd, report_fd);
     for (i = 0; i < request->join_count; i++)
         join(request->join_fds[i], report_fd);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != runner)
+    if (getppid() != child->runner)
         _exit(127); /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals();
     set_stdio(request, &report_fd);
@@ -198,28 +351,35 @@ __attribute__((noreturn)) static void run_child(const pk_spawn_request *request,
 
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
 {
-    int report_pipe[2], report[2], pidfd, joined, status, error;
+    int report_pipe[2], report[2], pidfd, status, error;
+    struct pk_child child;
     sigset_t all, previous;
-    pid_t runner = getpid(), pid;
+    pid_t pid;
     ssize_t got;
 
     result->pid = -1;
     result->pidfd = -1;
     result->stage = PK_SPAWN_OK;
     result->error = 0;
-    if (pipe2(report_pipe, O_CLOEXEC) != 0) {
+    memset(&child, 0, sizeof child);
+    if (take_stack(&child) != 0 || pipe2(report_pipe, O_CLOEXEC) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = errno;
+        if (child.stack)
+            give_back_stack(&child);
         return;
     }
-    /* No handler may run in the child before reset_signals(): block everything across clone. */
+    child.request = request;
+    child.runner = getpid();
+    child.report_fd = report_pipe[1];
+    /* No handler may run in the child before reset_signals(): block everything across clone
+     * (with a shared-memory child, until its execve or exit). */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
-    pid = start_child(request, &pidfd, &joined);
-    if (pid == 0)
-        run_child(request, runner, joined, report_pipe[1]);
+    pid = start_child(&child, &pidfd);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
+    give_back_stack(&child);
     close(report_pipe[1]);
     if (pid < 0) {
         close(report_pipe[0]);

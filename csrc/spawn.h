@@ -1,4 +1,5 @@
-/* processkit native spawn: clone3() straight into the run's cgroup, then only async-signal-safe
+/* processkit native spawn: clone3() straight into the run's cgroup, the child sharing the
+ * runner's memory on a stack of its own (vfork-style; see spawn.c), then only async-signal-safe
  * system calls until execve.
  *
  * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs

@@ -171,6 +171,17 @@ def _exec_paths(program: bytes, env) -> list[bytes]:
 
 
 def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
+    lib = native.module().lib
+    result = native_spawn(argv, env, cwd, joins, child_ends, own_terminal)
+    if result.stage != lib.PK_SPAWN_OK:
+        step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
+        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
+    return Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
+
+
+def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool):
+    """``pk_spawn`` with this request; its ``pk_spawn_result`` (pid, pidfd, stage, errno), which
+    the tests of the C child's steps read directly."""
     built = native.module()
     ffi, lib = built.ffi, built.lib
     keep = []  # cdata the request points into: alive until pk_spawn returns
@@ -200,10 +211,7 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
     request.join_count = len(joins.procs_fds)
     result = ffi.new("pk_spawn_result *")
     lib.pk_spawn(request, result)
-    if result.stage != lib.PK_SPAWN_OK:
-        step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
-        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
-    return Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
+    return result
 
 
 def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:

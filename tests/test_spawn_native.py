@@ -1,0 +1,236 @@
+"""The native spawn's C child, driven in-process through ``spawn.native_spawn``.
+
+The child shares the runner's memory until its execve (csrc/spawn.c), so what it may not do
+is checked where it would show: each step's failure comes back with its own stage and errno;
+a signal sent while the child is being set up is neither run by the runner's handler in the
+child nor lost for the runner; concurrent spawns each get a stack of their own.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from processkit.containment.base import ChildJoins
+
+native = pytest.importorskip("processkit._native")
+spawn = pytest.importorskip("processkit.engine.spawn")
+lib = native.lib
+
+ENV = {"PATH": "/usr/bin:/bin"}
+
+
+def attempt(argv=("true",), *, cwd=None, joins=None, stdio=(-1, -1, -1), terminal=False):
+    """(stage, errno) of a spawn; a started child is reaped and must have exited 0."""
+    result = spawn.native_spawn(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal)
+    if result.stage == lib.PK_SPAWN_OK:
+        if result.pidfd >= 0:
+            os.close(result.pidfd)
+        assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
+    return result.stage, result.error
+
+
+def read_only_fd(tmp_path) -> int:
+    """An fd a write to fails with EBADF: a "cgroup.procs" the child cannot join through."""
+    (tmp_path / "procs").write_text("")
+    return os.open(tmp_path / "procs", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def closed_fd() -> int:
+    """The highest fd the limit allows, which nothing here opens (a freed low number would be
+    taken again by the spawn's own report pipe)."""
+    fd = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 1
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    return fd
+
+
+def test_a_program_that_starts_reports_no_failure(tmp_path):
+    assert attempt() == (lib.PK_SPAWN_OK, 0)
+
+
+def test_a_failed_join_is_the_join_stage_with_its_errno(tmp_path):
+    fd = read_only_fd(tmp_path)
+    try:
+        assert attempt(joins=ChildJoins(procs_fds=(fd,))) == (lib.PK_SPAWN_JOIN, errno.EBADF)
+        assert attempt(joins=ChildJoins(cgroup_procs_fd=fd)) == (lib.PK_SPAWN_JOIN, errno.EBADF)
+    finally:
+        os.close(fd)
+
+
+def test_a_group_that_cannot_be_cloned_into_is_joined_by_write(tmp_path):
+    """A directory that is no cgroup: clone3 refuses it, the child is cloned outside and must
+    then write itself into the group's cgroup.procs (here: fail to, and say so)."""
+    directory = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = read_only_fd(tmp_path)
+    try:
+        joins = ChildJoins(cgroup_dir_fd=directory, cgroup_procs_fd=fd)
+        assert attempt(joins=joins) == (lib.PK_SPAWN_JOIN, errno.EBADF)
+        assert attempt(joins=ChildJoins(cgroup_dir_fd=directory)) == (lib.PK_SPAWN_OK, 0)
+    finally:
+        os.close(directory)
+        os.close(fd)
+
+
+def test_a_bad_stdio_fd_is_the_stdio_stage(tmp_path):
+    assert attempt(stdio=(closed_fd(), -1, -1)) == (lib.PK_SPAWN_STDIO, errno.EBADF)
+
+
+def test_a_terminal_that_is_not_one_is_the_stdio_stage(tmp_path):
+    read_end, write_end = os.pipe()
+    try:
+        got = attempt(stdio=(read_end, write_end, write_end), terminal=True)
+        assert got == (lib.PK_SPAWN_STDIO, errno.ENOTTY)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_bad_cwd_is_the_chdir_stage(tmp_path):
+    (tmp_path / "file").write_text("")
+    assert attempt(cwd=str(tmp_path / "missing")) == (lib.PK_SPAWN_CHDIR, errno.ENOENT)
+    assert attempt(cwd=str(tmp_path / "file")) == (lib.PK_SPAWN_CHDIR, errno.ENOTDIR)
+
+
+def test_exec_failures_are_the_exec_stage_with_the_first_telling_errno(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("#!/bin/sh\n")
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"\x01\x02 no interpreter line, no ELF\n")
+    garbage.chmod(0o755)
+    assert attempt([str(tmp_path / "missing")]) == (lib.PK_SPAWN_EXEC, errno.ENOENT)
+    assert attempt([str(plain)]) == (lib.PK_SPAWN_EXEC, errno.EACCES)
+    assert attempt([str(garbage)]) == (lib.PK_SPAWN_EXEC, errno.ENOEXEC)
+    ENV["PATH"] = f"{tmp_path / 'missing'}:{tmp_path}:{tmp_path / 'also-missing'}"
+    try:
+        assert attempt(["plain"]) == (lib.PK_SPAWN_EXEC, errno.EACCES)
+    finally:
+        ENV["PATH"] = "/usr/bin:/bin"
+
+
+def stalled_join():
+    """A join fd whose write blocks (a full pipe) until ``release`` reads from it: the child
+    waits there, before its signal reset, for as long as the test needs."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+
+    def release() -> None:
+        os.read(read_end, 1 << 20)
+
+    return read_end, write_end, release
+
+
+def wait_for_child(parent_tid: int) -> int:
+    """The pid of the thread's one child once it is blocked in its join (state S)."""
+    deadline = time.monotonic() + 30
+    children = f"/proc/{os.getpid()}/task/{parent_tid}/children"
+    while time.monotonic() < deadline:
+        pids = open(children).read().split()
+        if pids:
+            with open(f"/proc/{pids[0]}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "S":
+                    return int(pids[0])
+        time.sleep(0.001)
+    raise AssertionError("the child never blocked in its join")
+
+
+def isolated(scenario) -> None:
+    """Runs a threaded scenario in a fresh interpreter: its signal handlers stay out of the
+    test process, and a broken child (a stack run on twice) fails it instead of hanging it."""
+    code = f"import test_spawn_native as t; t.{scenario.__name__}()"
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
+def signal_during_spawn() -> None:
+    caught: list[int] = []
+    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, lambda s, _f: caught.append(s))
+    read_end, write_end, release = stalled_join()
+    main = threading.get_ident()
+    sent = []
+
+    def interfere() -> None:
+        child = wait_for_child(threading.main_thread().native_id)
+        os.kill(child, signal.SIGUSR1)
+        signal.pthread_kill(main, signal.SIGUSR2)
+        sent.append(child)
+        release()
+
+    helper = threading.Thread(target=interfere)
+    helper.start()
+    result = spawn.native_spawn(["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False)
+    helper.join()
+    assert result.stage == lib.PK_SPAWN_OK  # killed after its last report, so "started"
+    assert [result.pid] == sent
+    assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == -signal.SIGUSR1
+    signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a call that runs pending handlers
+    assert caught == [signal.SIGUSR2]
+
+
+def test_a_signal_during_the_spawn_is_not_run_in_the_child_nor_lost():
+    """While the child is stalled before exec, the runner's thread gets SIGUSR2 and the child
+    SIGUSR1, both caught by Python handlers in the runner. The runner must handle SIGUSR2 once,
+    after the spawn; the child must die of SIGUSR1 at its default action, never running the
+    runner's handler (which, in a child sharing the memory, would trip the runner's flag)."""
+    isolated(signal_during_spawn)
+
+
+def concurrent_spawns() -> None:
+    read_end, write_end, release = stalled_join()
+    results = []
+
+    def stalled() -> None:
+        """Reaps its child itself: the parent-death signal follows the spawning thread's end."""
+        joins = ChildJoins(procs_fds=(write_end,))
+        result = spawn.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False)
+        results.append((result.stage, result.error, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1])))
+
+    helper = threading.Thread(target=stalled)
+    helper.start()
+    wait_for_child(helper.native_id)
+    for _ in range(20):
+        assert attempt(["true"]) == (lib.PK_SPAWN_OK, 0)
+    release()
+    helper.join()
+    assert results == [(lib.PK_SPAWN_OK, 0, 0)]
+
+
+def test_concurrent_spawns_use_stacks_of_their_own():
+    """One thread's child stalls in its join while the main thread spawns many others: a
+    stack handed out twice would be run on by two children at once."""
+    isolated(concurrent_spawns)
+
+
+def test_the_runners_fds_and_memory_are_untouched_by_the_child(tmp_path):
+    """The child dup2s, closes every other fd and changes directory: in its own fd table and
+    process, not the runner's, even while sharing the memory."""
+    here = os.getcwd()
+    read_end, write_end = os.pipe()
+    flags = fcntl.fcntl(write_end, fcntl.F_GETFD)
+    try:
+        (tmp_path / "sub").mkdir()
+        assert attempt(cwd=str(tmp_path / "sub"), stdio=(-1, write_end, -1)) == (lib.PK_SPAWN_OK, 0)
+        assert os.getcwd() == here
+        assert fcntl.fcntl(write_end, fcntl.F_GETFD) == flags
+        os.write(write_end, b"still open")
+        assert os.read(read_end, 100) == b"still open"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
