@@ -118,7 +118,11 @@ def drain_outputs(run: RunState, launched: Launched):
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         for stream in streams:
-            if stream.paused and stream.echo is not None and stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped):
+            if (
+                stream.paused
+                and stream.echo is not None
+                and stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)
+            ):
                 _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
