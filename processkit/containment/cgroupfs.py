@@ -85,7 +85,7 @@ def read_text(path: str) -> str:
     these, and a buffered text file adds an ``fstat``, a ``TCGETS`` and two ``lseek``s to each."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, READ_CHUNK)
             if not chunk:
