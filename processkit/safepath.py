@@ -242,10 +242,10 @@ def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, 
     links = [0]
     dir_fd, here = _start(links, head)
     try:
-        fd, _ = _file(links, dir_fd, here, name, flags, mode, 0)
+        fd, created = _file(links, dir_fd, here, name, flags, mode, 0)
     finally:
         os.close(dir_fd)
-    if truncate and stat.S_ISREG(os.fstat(fd).st_mode):
+    if truncate and not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
         try:
             os.ftruncate(fd, 0)
         except OSError:

@@ -95,3 +95,16 @@ def test_prune_ages_tombstones_out(tmp_path, isolated_registry):
     assert len(tombstones(isolated_registry)) == 1
     assert reported("old")["status"] == "unknown"
     assert reported("fresh")["status"] == "reported"
+
+
+def test_a_batch_trims_its_tombstones_once_per_few_jobs_within_the_bound(tmp_path, isolated_registry):
+    os.chmod(isolated_registry, 0o700)
+    for index in range(300):
+        (isolated_registry / f"run-{index:032x}-{0:016x}.ended").write_text("{}")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"args": ["true"], "id": f"j{n}"}) + "\n" for n in range(40)))
+    assert run_cli("batch", manifest, "--out", tmp_path / "out", "--jobs", "2").returncode == 0
+    left = tombstones(isolated_registry)
+    assert 256 <= len(left) < 256 + 16  # trimmed by the first job and every 16th after it
+    kept = [json.loads((isolated_registry / name).read_text()).get("run_id") for name in left]
+    assert kept[-1] is not None and all(name.startswith("run-") for name in left)

@@ -46,9 +46,9 @@ def own_groups() -> dict[str, str]:
             if mount.fstype == "cgroup":
                 for option in mount.super_options.split(","):
                     mounts[option] = (mount.mount_point, mount.root)
-        with open("/proc/self/cgroup") as handle:
-            for line in handle:
-                _, names, path = line.rstrip("\n").split(":", 2)
+        for line in cgroupfs.read_text("/proc/self/cgroup").splitlines():
+            if line:
+                _, names, path = line.split(":", 2)
                 for name in names.split(","):
                     if name in CONTROLLERS and name in mounts:
                         mount_point, mount_root = mounts[name]
@@ -58,6 +58,17 @@ def own_groups() -> dict[str, str]:
     except OSError:
         return {}
     return groups
+
+
+_RESOLVED: dict[str, str] = {}  # a hierarchy's parent -> its real path, resolved once per process
+
+
+def _resolved(parent: str) -> str:
+    """``realpath`` of a v1 parent, once per process: it stats every component (a dozen calls
+    a run, for the same few mounts every time in a batch)."""
+    if parent not in _RESOLVED:
+        _RESOLVED[parent] = os.path.realpath(parent)
+    return _RESOLVED[parent]
 
 
 class CgroupV1Controllers(ControllerSet):
@@ -81,7 +92,7 @@ class CgroupV1Controllers(ControllerSet):
         # Co-mounted controllers (e.g. "cpu,cpuacct") share one hierarchy and so one group.
         hierarchies: dict[str, list[str]] = {}
         for controller, parent in parents.items():
-            hierarchies.setdefault(os.path.realpath(parent), []).append(controller)
+            hierarchies.setdefault(_resolved(parent), []).append(controller)
         wanted = set(needed) | set(ACCOUNTED)
         hierarchies = {parent: group for parent, group in hierarchies.items() if wanted.intersection(group)}
         try:

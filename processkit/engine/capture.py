@@ -117,8 +117,8 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
-        for target in opened.values():
-            if stat.S_ISREG(os.fstat(target.fd).st_mode):
+        for stream, target in opened.items():  # a file just created is empty already
+            if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
     except OSError:
         for target in opened.values():

@@ -38,9 +38,18 @@ def registry_dir() -> str:
     raise RegistryError(f"cannot locate the registry: none of {ENV_DIR}, XDG_RUNTIME_DIR or HOME is set")
 
 
+_PREPARED: set[str] = set()  # the registry directories this process has checked and prepared
+
+
 def open_for_writing() -> str:
-    """The registry directory, created if needed and (re)set to 0700; this user's own only."""
+    """The registry directory, created if needed and (re)set to 0700; this user's own only.
+
+    Once per process and directory: a batch's jobs share the first check (a walk of every
+    component, about thirty calls). That is sound because the check proved each component
+    this user's and writable by no one else, so no one else can swap one afterwards."""
     path = registry_dir()
+    if path in _PREPARED:
+        return path
     try:
         fd = private_directory(path, create=True)
         assert fd is not None, "created when missing"
@@ -51,6 +60,7 @@ def open_for_writing() -> str:
     except OSError as exc:
         reason = f"cannot prepare the registry directory {path}: {exc.strerror or exc}"
         raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
+    _PREPARED.add(path)
     return path
 
 

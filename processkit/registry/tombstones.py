@@ -3,14 +3,17 @@ extension: docs/differences.md).
 
 A runner that ends turns its lock file into ``<stem>.ended`` (the run id and ``runner_exit``'s
 code, source and child_code) just before it removes its record, so there is no moment when a
-waiter finds neither (a record whose lock is gone reads as ended). The files are bounded: each
-new one trims the registry to the newest ``MAX_KEPT`` (stems sort by start time), and
+waiter finds neither (a record whose lock is gone reads as ended). The files are bounded: a
+process's first one, and every ``TRIM_EVERY``-th after it, trims the registry to the newest
+``MAX_KEPT`` (stems sort by start time), so a ``run`` trims every time and a batch lists the
+registry once per ``TRIM_EVERY`` jobs, not per job (at most ``TRIM_EVERY - 1`` more meanwhile);
 ``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
 registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import time
@@ -22,12 +25,14 @@ VERSION = 1
 MAX_KEPT = 256
 MAX_AGE_SECONDS = 24 * 3600
 MAX_BYTES = 4096
+TRIM_EVERY = 16
+_kept = itertools.count()  # this process's tombstones so far
 
 
 def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source: str, child_code: int | None) -> bool:
     """Turn the run's held ``<stem>.lock`` into its tombstone: the outcome written into it,
     then renamed to ``<stem>.ended`` (cheaper than a new file, and the lock is going anyway);
-    then trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
+    then, on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
     removes the lock as usual."""
     document = {
         "tombstone_version": VERSION,
@@ -41,6 +46,8 @@ def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source
         os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + SUFFIX))
     except (OSError, UnicodeEncodeError):
         return False
+    if next(_kept) % TRIM_EVERY:
+        return True
     try:
         ended = sorted(name for name in os.listdir(directory) if name.endswith(SUFFIX))
     except OSError:
