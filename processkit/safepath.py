@@ -282,12 +282,12 @@ def create_file(
     return _file([0], dir_fd, here, name, flags, mode, existing)
 
 
-def private_directory(path: str, *, create: bool) -> int | None:
+def private_directory(path: str, *, create: bool, mode: int = 0o700) -> int | None:
     """A read handle on this user's own directory ``path``: not a link, owned by this user, on
-    a path no one else can change. With ``create``, missing components are made (0700);
+    a path no one else can change. With ``create``, missing components are made (``mode``);
     without, a missing directory is None. Raises OSError (UnsafePath included)."""
     try:
-        fd, _ = _start([0], path, create_mode=0o700 if create else None, private=True)
+        fd, _ = _start([0], path, create_mode=mode if create else None, private=True)
     except FileNotFoundError:
         if create:
             raise

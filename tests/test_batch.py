@@ -368,3 +368,15 @@ def test_off_a_terminal_nothing_is_animated(tmp_path):
     assert b"\r" not in proc.stderr and b"\x1b" not in proc.stderr
     assert len(lines) == 4 and all(line.startswith("batch: j") and ": exit 0 in " in line for line in lines[:3])
     assert lines[3] == "batch: 3 of 3 jobs exited 0"
+
+
+def test_an_out_directory_inside_one_others_can_change_is_refused(tmp_path):
+    """``--out`` is this user's own only when no one else can rename or replace what leads to it:
+    a directory others may write (without the sticky bit) on its path is refused before any job."""
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    out = shared / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", str(out))
+    assert proc.returncode == 111 and b"other users can write" in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -21,7 +21,7 @@ from ..errors import Failure, Kind
 from ..jsontext import dumps
 from . import summary
 from .manifest import Job
-from .outdir import ensure_directory
+from .outdir import ensure_directory, prepare_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def run_batch(
 def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], Tally]:
     """``--out`` made or checked, where its summary goes, the jobs left to run (all but those
     ``--resume`` skips), and the tally that counts the skipped ones."""
-    out = ensure_directory(settings.out, "--out")
+    out = prepare_out(settings.out)
     summary_path = os.path.join(out, "summary.jsonl")
     done = summary.finished_ids(summary_path) if settings.resume else set()
     todo = [job for job in jobs if job.id not in done]
