@@ -21,6 +21,22 @@ Facts about the evidence, and the order that keeps it sound:
   everything it speaks for has ended: evidence never goes before what it is evidence for.
 - A directory with no lock file (made by an older version, or still being made) is never
   taken as dead: it is left and reported.
+
+Facts about where a batch's directory goes (``batch_base``), and why not beside ``run``'s:
+- ``/tmp``, ``$HOME`` and ``/`` are often one ext4 file system, and on an ext4 without a journal
+  the inode allocator skips every inode of a block group freed in the last 60 s (360 s while its
+  table block is dirty), one buffer lookup each: every file made and removed makes every later
+  creation there slower (70-440 us a create measured on such a host, 5 us on tmpfs). A batch
+  making and removing a socket, a lock and records per job is exactly that churn.
+- So a batch makes ONE directory for its whole life (``RunDir``, its lock held throughout), and
+  its jobs take slots in it (``JobSlot``: ``j<seq>.sock``, ``.json``, ``.ended``, ``.pgroup``,
+  ``.groups``); the directory sits on a tmpfs when one is usable: ``$XDG_RUNTIME_DIR`` when it
+  is set and is this user's own private directory (pam_systemd's, a tmpfs), else ``/dev/shm``
+  when it is a tmpfs directory, sticky and root's (so no one else can rename or remove what we
+  make there, as in ``/tmp``), else ``base()``. ``run`` keeps ``base()``, as the reference does.
+- Every reaper looks in each of ``bases()``, since a batch may have used any of them.
+- A job's groups are named ``processkit-run-<batch token>.j<seq>`` (``group_token``), so a group
+  left by a killed batch leads to the batch's lock, which speaks for every job of it.
 """
 
 from __future__ import annotations
@@ -34,6 +50,8 @@ from .liveness import take
 
 DIR_PREFIX = "pkc-"
 SOCKET_NAME = "c.sock"
+JOB_SEPARATOR = ".j"  # a batch job's group token: <batch token>.j<seq>
+JOB_SUFFIXES = (".sock", ".json", ".ended", ".pgroup", ".groups")  # what a job slot may leave in its directory
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
@@ -44,6 +62,7 @@ _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdef")
 _LEGACY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _sequence = itertools.count()
+_TMPFS: dict[str, bool] = {}
 
 
 def base() -> str:
@@ -53,8 +72,85 @@ def base() -> str:
     return os.environ.get("TMPDIR") or "/tmp"
 
 
+def batch_base() -> str:
+    """Where a batch's one directory goes: a tmpfs of this user's or a sticky root tmpfs when
+    there is one, else ``base()`` (see the facts above)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and _own_private(runtime):
+        return runtime
+    if _is_tmpfs("/dev/shm") and _sticky_root("/dev/shm"):
+        return "/dev/shm"
+    return base()
+
+
+def bases() -> list[str]:
+    """Every directory a run's or a batch's directory may be in, ``base()`` first."""
+    return list(dict.fromkeys([base(), batch_base()]))
+
+
+def _own_private(path: str) -> bool:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid() and not found.st_mode & 0o077
+
+
+def _sticky_root(path: str) -> bool:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == 0 and bool(found.st_mode & stat.S_ISVTX)
+
+
+def _is_tmpfs(path: str) -> bool:
+    """Whether ``path`` is on a tmpfs (statfs's ``TMPFS_MAGIC``), as ``/proc/self/mountinfo``
+    names its file system (Python has no statfs); looked up once per process."""
+    if path not in _TMPFS:
+        _TMPFS[path] = _mounted_type(path) == b"tmpfs"
+    return _TMPFS[path]
+
+
+def _mounted_type(path: str) -> bytes | None:
+    try:
+        with open("/proc/self/mountinfo", "rb") as handle:
+            lines = handle.read().split(b"\n")
+    except OSError:
+        return None
+    target = os.path.realpath(path).encode()
+    fstype = None
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4 and b"-" in fields:
+            mount_point = fields[4].replace(b"\\040", b" ")
+            if target == mount_point or target.startswith(mount_point.rstrip(b"/") + b"/"):
+                fstype = fields[fields.index(b"-") + 1]  # the last match is the mount in force
+    return fstype
+
+
 def path_for(token: str) -> str:
     return os.path.join(base(), DIR_PREFIX + token)
+
+
+def locate(token: str) -> str:
+    """The run directory of ``token`` in whichever base holds it (``path_for`` when none does)."""
+    for directory in bases():
+        path = os.path.join(directory, DIR_PREFIX + token)
+        if os.path.lexists(path):
+            return path
+    return path_for(token)
+
+
+def group_token(text: str) -> str | None:
+    """The run directory token a group's token speaks through: itself for a run, the batch's for
+    a batch job (``<batch token>.j<hex seq>``); None for a name no runner makes."""
+    if is_token(text):
+        return text
+    owner, separator, seq = text.partition(JOB_SEPARATOR)
+    if separator and seq and _HEX.issuperset(seq) and is_token(owner):
+        return owner
+    return None
 
 
 def is_token(text: str) -> bool:
@@ -77,11 +173,12 @@ def new_token() -> str:
 class RunDir:
     """This runner's directory, its lock held until ``close``."""
 
-    def __init__(self) -> None:
-        """Make the directory and take its lock; raises OSError."""
+    def __init__(self, where: str | None = None) -> None:
+        """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError."""
+        where = where or base()
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
-            self.path = path_for(self.token)
+            self.path = os.path.join(where, DIR_PREFIX + self.token)
             try:
                 os.mkdir(self.path, 0o700)
             except FileExistsError:
@@ -90,7 +187,10 @@ class RunDir:
             if self._lock_fd is not None:
                 return
             remove(self.path)
-        raise FileExistsError(f"no fresh run directory under {base()} after {CREATE_ATTEMPTS} attempts")
+        raise FileExistsError(f"no fresh run directory under {where} after {CREATE_ATTEMPTS} attempts")
+
+    def _name(self, name: str) -> str:
+        return name
 
     @property
     def socket_path(self) -> str:
@@ -99,13 +199,13 @@ class RunDir:
     def record_process_group(self, pgid: int, leader_start_time: str, session: int) -> None:
         """Write the identity of the run's process group, once, in one ``write``.
         (Failing, a reaper finds no group to end: the parent-death signal ends the leader.)"""
-        self._record(PGROUP_NAME, f"{pgid} {leader_start_time} {session}\n")
+        self._record(self._name(PGROUP_NAME), f"{pgid} {leader_start_time} {session}\n")
 
     def record_groups(self, paths: list[str]) -> None:
         """Write where the run's cgroup v1 groups are, once: a runner in another v1 group (another
         user's session, another container) sweeps the hierarchies' shared parents but not this
         runner's own, and must still find them. (Failing, only this runner's kind finds them.)"""
-        self._record(GROUPS_NAME, "".join(f"{path}\n" for path in paths))
+        self._record(self._name(GROUPS_NAME), "".join(f"{path}\n" for path in paths))
 
     def _record(self, name: str, text: str) -> None:
         try:
@@ -128,6 +228,43 @@ class RunDir:
         self._lock_fd = None
 
 
+class JobSlot(RunDir):
+    """A batch job's share of its batch's directory: the batch's token and lock speak for it,
+    and its files are named ``<stem>.<what>``; ``close`` removes only those (the socket is its
+    server's, the record and tombstone its registration's)."""
+
+    def __init__(self, home: RunDir, seq: int) -> None:  # noqa: D107 - nothing is made here
+        self.home = home
+        self.path = home.path
+        self.stem = f"j{seq:08x}"
+        self.token = home.token + JOB_SEPARATOR + f"{seq:08x}"
+        self._lock_fd = None
+
+    def _name(self, name: str) -> str:
+        return f"{self.stem}.{name}"
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.path, self.stem + ".sock")
+
+    def close(self) -> None:
+        """Remove what this job recorded (idempotent): the batch's directory and lock stay."""
+        for name in (PGROUP_NAME, GROUPS_NAME):
+            try:
+                os.unlink(os.path.join(self.path, self._name(name)))
+            except OSError:
+                pass
+
+
+def job_files(path: str, suffix: str) -> list[str]:
+    """The names of the job slots' ``suffix`` files in the run directory ``path``, in slot order."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(name for name in names if name.startswith("j") and name.endswith(suffix))
+
+
 def private_owner(path: str) -> int | None:
     """The owner of a real (not symlinked) directory no one else may enter, else None."""
     try:
@@ -139,10 +276,10 @@ def private_owner(path: str) -> int | None:
     return found.st_uid
 
 
-def read_process_group(path: str) -> tuple[int, str, int] | None:
+def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, int] | None:
     """``(pgid, leader start time, session)`` as recorded, or None when absent or malformed."""
     try:
-        with open(os.path.join(path, PGROUP_NAME), "rb") as handle:
+        with open(os.path.join(path, name), "rb") as handle:
             fields = handle.read(128).split()
     except OSError:
         return None
@@ -151,10 +288,10 @@ def read_process_group(path: str) -> tuple[int, str, int] | None:
     return int(fields[0]), fields[1].decode(), int(fields[2])
 
 
-def read_groups(path: str) -> list[str]:
+def read_groups(path: str, name: str = GROUPS_NAME) -> list[str]:
     """The recorded group paths (bounded, unchecked: the reaper decides what it may touch)."""
     try:
-        with open(os.path.join(path, GROUPS_NAME), "rb") as handle:
+        with open(os.path.join(path, name), "rb") as handle:
             text = handle.read(GROUPS_LIMIT).decode("utf-8", "surrogateescape")
     except OSError:
         return []
@@ -162,41 +299,61 @@ def read_groups(path: str) -> list[str]:
 
 
 def listing() -> list[str]:
-    """Every directory in the temp dir with a run directory's name."""
-    directory = base()
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    return [
-        os.path.join(directory, name)
-        for name in names
-        if name.startswith(DIR_PREFIX) and is_token(name[len(DIR_PREFIX) :])
-    ]
+    """Every directory in each of ``bases()`` with a run directory's name."""
+    found = []
+    for directory in bases():
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        found += [
+            os.path.join(directory, name)
+            for name in names
+            if name.startswith(DIR_PREFIX) and is_token(name[len(DIR_PREFIX) :])
+        ]
+    return found
+
+
+def shaped(path: str) -> bool:
+    """Whether ``path`` names a run directory exactly as a runner makes one, in one of ``bases()``."""
+    parent, name = os.path.split(path)
+    return (
+        os.path.isabs(path)
+        and os.path.normpath(path) == path
+        and parent in bases()
+        and name.startswith(DIR_PREFIX)
+        and is_token(name[len(DIR_PREFIX) :])
+    )
 
 
 def reapable_dir(endpoint: str | None) -> str | None:
     """The run directory ``endpoint`` names, if it has exactly the shape a runner creates:
-    ``<base>/pkc-<token>/c.sock`` taken as written (docs/control-plane.md §2.6)."""
+    ``<base>/pkc-<token>/c.sock`` (a batch job's: ``j<seq>.sock``) taken as written
+    (docs/control-plane.md §2.6)."""
     if not endpoint:
         return None
     directory, name = os.path.split(endpoint)
     parent, dirname = os.path.split(directory)
     if (
-        name != SOCKET_NAME
-        or parent != base()
+        not (name == SOCKET_NAME or _is_job_socket(name))
+        or parent not in bases()
         or not dirname.startswith(DIR_PREFIX)
         or len(dirname) == len(DIR_PREFIX)
         or not _LEGACY_CHARS.issuperset(dirname[len(DIR_PREFIX) :])
-        or endpoint != f"{parent}/{dirname}/{SOCKET_NAME}"
+        or endpoint != f"{parent}/{dirname}/{name}"
     ):
         return None
     return directory
 
 
+def _is_job_socket(name: str) -> bool:
+    seq = name[1:-5]
+    return name.startswith("j") and name.endswith(".sock") and len(seq) == 8 and _HEX.issuperset(seq)
+
+
 def remove(path: str) -> bool:
-    """Whether the run directory is gone after this. Unlink the socket (only a socket), the group record and the lock inside a real (not
-    symlinked) directory, then the directory; best effort."""
+    """Whether the run directory is gone after this. Unlink the sockets (only sockets), the
+    records and the lock inside a real (not symlinked) directory, then the directory; best effort."""
     try:
         dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -204,10 +361,14 @@ def remove(path: str) -> bool:
     except OSError:
         return False
     try:
-        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, LOCK_NAME):
+        try:
+            jobs = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]
+        except OSError:
+            jobs = []
+        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *jobs, LOCK_NAME):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-                if name != SOCKET_NAME or stat.S_ISSOCK(mode):
+                if not name.endswith(".sock") or stat.S_ISSOCK(mode):
                     os.unlink(name, dir_fd=dir_fd)
             except OSError:
                 pass

@@ -148,6 +148,7 @@ def run_batch(
 
     try:
         carrier.watch_signals()
+        carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         carrier.carry_all(next_run, finished, settings.jobs)
     finally:
         tally.cancelled_by = carrier.stopped

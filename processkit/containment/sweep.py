@@ -26,6 +26,11 @@ Facts about deciding that a runner is dead, and what may then be ended:
   when every one is in the recorded session and started after the recorded leader: a later
   group with the same id would need the pid allocator to come round to that pid again and a
   process of the same session to lead a group under it. Anything else is left and reported.
+- A batch's directory (``rundir.JobSlot``) speaks for every job of the batch: the jobs' groups
+  are named ``processkit-run-<batch token>.j<seq>`` (``rundir.group_token``), and each job
+  records its process group and v1 groups as ``j<seq>.pgroup`` and ``j<seq>.groups``; a dead
+  batch's are all ended before its directory goes. Run directories are looked for in every
+  one of ``rundir.bases()``.
 - Groups of the older name forms (``processkit-<pid>[-<start time>]-<ns>``) have no lock: as
   before, they are removed only when empty and their runner's pid (and start time) is gone from
   this /proc, and never signalled.
@@ -139,8 +144,8 @@ def sweep(
         except OSError:
             continue
         for name in names:
-            token = name[len(RUN_PREFIX) :]
-            if name.startswith(RUN_PREFIX) and rundir.is_token(token):
+            token = rundir.group_token(name[len(RUN_PREFIX) :]) if name.startswith(RUN_PREFIX) else None
+            if token is not None:
                 found.setdefault(token, os.path.join(parent, name))
             elif not dry_run and (attempts is None or attempts > 0) and orphaned(name):
                 attempts = None if attempts is None else attempts - 1
@@ -174,7 +179,7 @@ def _reap_run(
     vouched: frozenset,
 ) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
-    path = rundir.path_for(token)
+    path = rundir.locate(token)
     owner = rundir.private_owner(path)
     if owner is None:
         if group is not None or os.path.lexists(path):
@@ -199,9 +204,10 @@ def _reap_run(
         return False
     try:
         ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
-        identity = rundir.read_process_group(path)
-        if identity is not None:
-            ended = _end_process_group(identity, owner, reaped, dry_run) and ended
+        for name in [rundir.PGROUP_NAME, *rundir.job_files(path, "." + rundir.PGROUP_NAME)]:
+            identity = rundir.read_process_group(path, name)
+            if identity is not None:
+                ended = _end_process_group(identity, owner, reaped, dry_run) and ended
         if ended and (dry_run or rundir.remove(path)):
             reaped.run_dirs.append(path)
     finally:
@@ -214,17 +220,37 @@ def _end_groups(token: str, path: str, parents, owner: int, reaped: Reaped, dry_
     directory records them; whether all are gone."""
     ended = True
     candidates = [os.path.join(parent, group_name(token)) for parent in parents()]
+    candidates += [group for parent in parents() for group in _job_groups(parent, token)]
     for candidate in dict.fromkeys(candidates + recorded_groups(path, token)):
         if _is_real_dir(candidate):
             ended = _end_group(candidate, owner, reaped, dry_run, wait) and ended
     return ended
 
 
+def _job_groups(parent: str, token: str) -> list[str]:
+    """The groups of a batch's jobs under ``parent`` (``<group name>.j<seq>``)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    prefix = group_name(token) + rundir.JOB_SEPARATOR
+    return [os.path.join(parent, name) for name in names if name.startswith(prefix) and _names_run(name, token)]
+
+
+def _names_run(name: str, token: str) -> bool:
+    """Whether a group's name is the run's, or one of its batch's jobs'."""
+    return name.startswith(RUN_PREFIX) and rundir.group_token(name[len(RUN_PREFIX) :]) == token
+
+
 def recorded_groups(path: str, token: str) -> list[str]:
-    """The groups the run's directory records (``rundir.record_groups``) that may be its own:
-    named after its token, inside a mounted cgroup hierarchy (so a file there is the kernel's,
-    not one a user wrote); what else a record says is ignored."""
-    listed = rundir.read_groups(path)
+    """The groups the run's directory records (``rundir.record_groups``, a batch job's too) that
+    may be its own: named after its token, inside a mounted cgroup hierarchy (so a file there is
+    the kernel's, not one a user wrote); what else a record says is ignored."""
+    listed = [
+        group
+        for name in [rundir.GROUPS_NAME, *rundir.job_files(path, "." + rundir.GROUPS_NAME)]
+        for group in rundir.read_groups(path, name)
+    ]
     if not listed:
         return []
     try:
@@ -235,7 +261,7 @@ def recorded_groups(path: str, token: str) -> list[str]:
         group
         for group in listed
         if os.path.isabs(group)
-        and os.path.basename(group) == group_name(token)
+        and _names_run(os.path.basename(group), token)
         and os.path.normpath(group) == group
         and any(group.startswith(root) for root in roots)
     ]

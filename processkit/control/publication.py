@@ -12,7 +12,7 @@ import os
 from ..errors import Failure, Kind
 from ..events.argv import fingerprint, hint, render
 from ..events.emitter import utc_timestamp
-from ..rundir import RunDir
+from ..rundir import JobSlot, RunDir
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
 from ..plain import Plain
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..containment.accounting import Usage
     from ..containment.members import Member
     from ..loop import Loop
+    from .lodging import JobRecord, Lodging
 
 
 class PublishedRun(Plain):
@@ -46,6 +47,7 @@ class PublishedRun(Plain):
         "members",
         "stop",
         "usage",
+        "lodging",
     )
 
     def __init__(
@@ -64,6 +66,7 @@ class PublishedRun(Plain):
         members: Callable[[], list[Member]],
         stop: Callable[[str], None],
         usage: Callable[[], Usage] | None = None,
+        lodging: Lodging | None = None,
     ):
         self.loop = loop  # the runner's loop, which serves the control socket
         self.run_id = run_id
@@ -78,11 +81,15 @@ class PublishedRun(Plain):
         self.members = members  # raises OSError when they cannot be read
         self.stop = stop  # a cancel or kill, requested once its ack is written
         self.usage = usage  # the container's accounting so far (the ``usage`` extension)
+        self.lodging = lodging  # a batch job's: its batch's directory, where its record goes
 
 
 def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:
     try:
-        registration = Registration(open_for_writing())
+        if run.lodging is not None and isinstance(run.rundir, JobSlot):
+            registration: Registration | JobRecord = run.lodging.register(run.rundir)
+        else:
+            registration = Registration(open_for_writing())
     except RegistryError as exc:
         if exc.unsafe:  # another user's trap, not a registry: the run does not go ahead
             raise Failure(Kind.SETUP, str(exc)) from None
@@ -108,7 +115,7 @@ def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | Non
 class Publication:
     """What a run shows the control plane, and the answers its socket gives."""
 
-    def __init__(self, run: PublishedRun, registration: Registration):
+    def __init__(self, run: PublishedRun, registration: Registration | JobRecord):
         self._run = run
         self._registration = registration
         self.server: ControlServer | None = None

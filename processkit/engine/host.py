@@ -22,6 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Generator
 
+    from ..control.lodging import Lodging
     from .state import RunState
 
     Steps = Generator["Wait", None, object]
@@ -58,6 +59,19 @@ class Host:
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
         self.stopped: str | None = None  # the source of the first stop signal, once one came
         self._signals: SignalWatch | None = None
+        self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
+
+    def lodge(self, label: str) -> None:
+        """Lodge the runs carried from here in one directory of the host's (``control.lodging``):
+        their sockets, records and tombstones there, none in the registry or the temp dir. Best
+        effort: without it each run makes its own, as ``run`` does."""
+        from ..control.lodging import Lodging
+        from ..diagnostics import warn
+
+        try:
+            self.lodging = Lodging(label)
+        except OSError as exc:
+            warn(f"no batch directory, so each job makes its own: {exc.strerror or exc}")
 
     def watch_signals(self, resize: Callable[[], None] | None = None) -> None:
         """From here a stop signal ends the runs through their release instead of killing the
@@ -148,7 +162,11 @@ class Host:
         return bound
 
     def close(self) -> None:
-        """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop."""
+        """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;
+        give back the lodging, after every run it lodged."""
+        if self.lodging is not None:
+            self.lodging.close()
+            self.lodging = None
         if self._signals is not None:
             self._signals.close()
         self.loop.close()

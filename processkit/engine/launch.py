@@ -31,6 +31,7 @@ from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+    from ..control.lodging import Lodging
     from ..control.publication import Publication
     from .pty import PseudoTerminal
 
@@ -71,7 +72,7 @@ def prepare(host: Host, run: RunState) -> None:
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above keep the default, so a signal still ends a wait on a FIFO there.
     host.watch_signals(run.terminal.follow_caller if run.terminal is not None else None)
-    run.rundir = _make_rundir()
+    run.rundir = host.lodging.slot() if host.lodging is not None else _make_rundir()
     try:
         container = run.container = containment.create(spec.limits, run.rundir)
     except containment.ContainerError as exc:
@@ -79,7 +80,7 @@ def prepare(host: Host, run: RunState) -> None:
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
-    run.publication = _publish(run, container)
+    run.publication = _publish(run, container, host.lodging)
 
 
 def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
@@ -182,7 +183,7 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
     os.close(fd)
 
 
-def _publish(run: RunState, container: containment.Container) -> Publication | None:
+def _publish(run: RunState, container: containment.Container, lodging: Lodging | None) -> Publication | None:
     """Register the run and open its control socket: best effort, the child runs anyway, unless
     the registry is refused as another user's (a Failure)."""
     from ..control.publication import PublishedRun, publish
@@ -202,5 +203,6 @@ def _publish(run: RunState, container: containment.Container) -> Publication | N
         members=run.read_member_list,
         stop=run.control_stop,
         usage=container.usage,
+        lodging=lodging,
     )
     return publish(published, warn)

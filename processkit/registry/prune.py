@@ -51,6 +51,9 @@ def prune(view: View, labels: dict, *, dry_run: bool) -> Report:
 
 
 def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
+    if entry.delegated:  # a live batch's job: its lock and directory are the batch's (and the sweep's)
+        report.live += entry.health() is Health.LIVE
+        return
     health, held = entry.probe(keep=True)
     try:
         if health is Health.LIVE:
@@ -65,7 +68,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                     "kind": "entry",
                     "run_id": record.run_id,
                     "started_at": record.started_at,
-                    "socket_dir": rundir.reapable_dir(record.endpoint),
+                    "socket_dir": rundir.reapable_dir(record.endpoint) or _lodging(record.batch_records),
                 }
             )
             if not dry_run:
@@ -74,6 +77,11 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
     finally:
         if held is not None:
             os.close(held)
+
+
+def _lodging(path: str | None) -> str | None:
+    """A dead batch's directory, which the sweep removes (its name is all it takes from here)."""
+    return path if path is not None and rundir.shaped(path) else None
 
 
 def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> None:

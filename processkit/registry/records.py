@@ -39,6 +39,7 @@ class Record(Plain):
         "jsonl",
         "capture_dir",
         "lock_file",
+        "batch_records",
     )
 
     def __init__(
@@ -52,6 +53,7 @@ class Record(Plain):
         jsonl: str | None,
         capture_dir: str | None,
         lock_file: str,
+        batch_records: str | None = None,
     ):
         self.run_id = run_id
         self.endpoint = endpoint
@@ -62,6 +64,7 @@ class Record(Plain):
         self.jsonl = jsonl
         self.capture_dir = capture_dir
         self.lock_file = lock_file
+        self.batch_records = batch_records  # an extension: a batch's record delegating to its jobs' records
 
     def encode(self) -> bytes:
         """The record's bytes, fields in emission order; raises UnicodeEncodeError for a
@@ -78,6 +81,8 @@ class Record(Plain):
             "capture_dir": self.capture_dir,
             "liveness": {"kind": LIVENESS_KIND, "lock_file": self.lock_file},
         }
+        if self.batch_records is not None:  # an unknown field to a v1 reader, which ignores it
+            document["batch_records"] = self.batch_records
         return dumps(document).encode("utf-8")
 
     def matches(self, labels: dict) -> bool:
@@ -120,6 +125,7 @@ def parse(data: bytes) -> Record | None:
         jsonl=_path(document.get("jsonl")),
         capture_dir=_path(document.get("capture_dir")),
         lock_file=liveness["lock_file"],
+        batch_records=_path(document.get("batch_records")),
     )
 
 

@@ -29,37 +29,23 @@ class Registration:
 
     def write(self, record: Record) -> None:
         """Publish ``record``; raises RegistryError (the caller then closes, dropping the lock)."""
-        try:
-            data = record.encode()
-        except UnicodeEncodeError:
-            raise RegistryError("a recorded path is not valid UTF-8") from None
-        if len(data) > MAX_RECORD_BYTES:
-            raise RegistryError(f"the registry record would exceed {MAX_RECORD_BYTES} bytes")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(self._path(".json"), flags, 0o666)
-        except OSError as exc:
-            raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
-        self._record_written = True
+        self._record_written = write_record(self._path(".json"), record)
         self._run_id = record.run_id
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as exc:
-            raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
 
-    def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
+    def close(self, ended: tuple[int, str, int | None] | None = None, *, kept: dict | None = None) -> None:
         """Remove the record, then the lock, then let the lock go. Idempotent. ``ended``
         (``runner_exit``'s code, source, child_code) is first remembered: the lock file
-        becomes the run's tombstone."""
+        becomes the run's tombstone; ``kept``, a batch's job outcomes, its ``.outcomes`` file."""
         if self._lock_fd is None:
             return
         suffixes = (".json", ".lock") if self._record_written else (".lock",)
-        if ended is not None and self._record_written and self._run_id is not None:
-            if tombstones.keep(self.directory, self.stem, self._lock_fd, self._run_id, *ended):
+        remembered = None
+        if kept is not None:
+            remembered = (kept, tombstones.BATCH_SUFFIX)
+        elif ended is not None and self._run_id is not None:
+            remembered = (tombstones.document(self._run_id, *ended), tombstones.SUFFIX)
+        if remembered is not None and self._record_written:
+            if tombstones.keep(self.directory, self.stem, self._lock_fd, *remembered):
                 suffixes = (".json",)  # the lock file is the tombstone now
         for suffix in suffixes:
             try:
@@ -68,3 +54,29 @@ class Registration:
                 pass
         os.close(self._lock_fd)
         self._lock_fd = None
+
+
+def write_record(path: str, record: Record) -> bool:
+    """Write ``record`` as the new file ``path`` (True once the file exists, so its writer
+    removes it); raises RegistryError."""
+    try:
+        data = record.encode()
+    except UnicodeEncodeError:
+        raise RegistryError("a recorded path is not valid UTF-8") from None
+    if len(data) > MAX_RECORD_BYTES:
+        raise RegistryError(f"the registry record would exceed {MAX_RECORD_BYTES} bytes")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        os.close(fd)
+        tombstones.remove_quietly(path)
+        raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+    os.close(fd)
+    return True

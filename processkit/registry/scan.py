@@ -1,11 +1,18 @@
 """Reading the registry directory: every record that passes the read-side checks, and the lock
-files no record accounts for (docs/control-plane.md §2.5, §2.6)."""
+files no record accounts for (docs/control-plane.md §2.5, §2.6).
+
+A live batch's record delegates to its directory (``batch_records``, ``control.lodging``): the
+records there, its jobs', are read in its place, as if they were in the registry, once the
+directory is shown to be this user's private run directory in one of ``rundir.bases()``, not a
+link. A delegating record that is not live, or whose directory fails a check, is read as the
+record it is (so ``prune`` removes a dead batch's like any stale entry)."""
 
 from __future__ import annotations
 
 import os
 import stat
 
+from .. import rundir
 from ..errors import Failure, Kind
 from . import lock
 from .location import RegistryError, open_for_reading
@@ -22,6 +29,7 @@ class Entry(Frozen):
     directory: str
     name: str
     record: Record
+    delegated: bool = False  # a batch job's, in its batch's directory: the batch's lock, never pruned
 
     @property
     def path(self) -> str:
@@ -78,8 +86,9 @@ def names(directory: str | None) -> list[str]:
         raise RegistryError(f"cannot read the registry directory {directory}: {exc.strerror or exc}") from None
 
 
-def entries(directory: str | None, listing: list[str]) -> list[Entry]:
-    """Every readable record, in the reference order: run_id, then started_at, then path."""
+def entries(directory: str | None, listing: list[str], lodgings: list[str] | None = None) -> list[Entry]:
+    """Every readable record, in the reference order: run_id, then started_at, then path; a
+    live delegation's records in its place (their directories added to ``lodgings``)."""
     if directory is None:  # no registry yet, so nothing listed
         return []
     found = []
@@ -90,9 +99,32 @@ def entries(directory: str | None, listing: list[str]) -> list[Entry]:
             record = load(os.path.join(directory, name))
         except FileNotFoundError:
             continue
-        if record is not None:
+        if record is None:
+            continue
+        lodging = _followed(directory, record)
+        if lodging is None:
             found.append(Entry(directory, name, record))
+            continue
+        if lodgings is not None:
+            lodgings.append(lodging)
+        for job in rundir.job_files(lodging, RECORD_SUFFIX):
+            try:
+                delegated = load(os.path.join(lodging, job))
+            except FileNotFoundError:
+                continue
+            if delegated is not None and delegated.batch_records is None:
+                found.append(Entry(lodging, job, delegated, True))
     return sorted(found, key=Entry.sort_key)
+
+
+def _followed(directory: str, record: Record) -> str | None:
+    """The directory a live delegating record names, when it may be read as the registry is."""
+    target = record.batch_records
+    if target is None or lock.probe(directory, record.lock_file)[0] is not lock.Health.LIVE:
+        return None
+    if not rundir.shaped(target) or rundir.private_owner(target) != os.geteuid():
+        return None
+    return target
 
 
 class View(Frozen):
@@ -101,6 +133,7 @@ class View(Frozen):
     directory: str | None
     listing: list[str]
     entries: list[Entry]
+    lodgings: list[str] = []  # the live batches' directories the entries were read from
 
     def orphan_locks(self) -> list[str]:
         """Lock files claimed neither by a record file (readable or not) nor by a record."""
@@ -121,4 +154,5 @@ def read(failure_kind: Kind) -> View:
         listing = names(directory)
     except RegistryError as exc:
         raise Failure(failure_kind, str(exc)) from None
-    return View(directory, listing, entries(directory, listing))
+    lodgings: list[str] = []
+    return View(directory, listing, entries(directory, listing, lodgings), lodgings)

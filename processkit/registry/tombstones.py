@@ -9,6 +9,11 @@ process's first one, and every ``TRIM_EVERY``-th after it, trims the registry to
 registry once per ``TRIM_EVERY`` jobs, not per job (at most ``TRIM_EVERY - 1`` more meanwhile);
 ``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
 registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
+
+A batch's jobs leave theirs in the batch's directory while it lives (``registry.lodging``);
+when it ends, its delegating record's lock becomes ``<stem>.outcomes``, the newest ``MAX_KEPT``
+job outcomes in one file. Both kinds count towards the registry's ``MAX_KEPT`` files and age
+out alike, and ``newest_of`` reads all three places.
 """
 
 from __future__ import annotations
@@ -21,35 +26,39 @@ import time
 from ..jsontext import dumps
 
 SUFFIX = ".ended"
+BATCH_SUFFIX = ".outcomes"
+KEPT_SUFFIXES = (SUFFIX, BATCH_SUFFIX)
 VERSION = 1
 MAX_KEPT = 256
 MAX_AGE_SECONDS = 24 * 3600
 MAX_BYTES = 4096
+MAX_BATCH_BYTES = 256 * 1024
 TRIM_EVERY = 16
 _kept = itertools.count()  # this process's tombstones so far
 
 
-def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source: str, child_code: int | None) -> bool:
-    """Turn the run's held ``<stem>.lock`` into its tombstone: the outcome written into it,
-    then renamed to ``<stem>.ended`` (cheaper than a new file, and the lock is going anyway);
-    then, on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be done: the caller
-    removes the lock as usual."""
-    document = {
-        "tombstone_version": VERSION,
-        "run_id": run_id,
-        "code": code,
-        "source": source,
-        "child_code": child_code,
-    }
+def document(run_id: str, code: int, source: str, child_code: int | None) -> dict:
+    """One run's remembered outcome."""
+    return {"tombstone_version": VERSION, "run_id": run_id, "code": code, "source": source, "child_code": child_code}
+
+
+def keep(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFFIX) -> bool:
+    """Turn the run's held ``<stem>.lock`` into its tombstone: ``kept`` written into it, then
+    renamed to ``<stem><suffix>`` (cheaper than a new file, and the lock is going anyway); then,
+    on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be
+    done: the caller removes the lock as usual."""
     try:
-        os.pwrite(lock_fd, dumps(document).encode("utf-8"), 0)
-        os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + SUFFIX))
+        data = dumps(kept).encode("utf-8")
+        if len(data) > MAX_BATCH_BYTES:
+            return False
+        os.pwrite(lock_fd, data, 0)
+        os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + suffix))
     except (OSError, UnicodeEncodeError):
         return False
     if next(_kept) % TRIM_EVERY:
         return True
     try:
-        ended = sorted(name for name in os.listdir(directory) if name.endswith(SUFFIX))
+        ended = sorted(name for name in os.listdir(directory) if name.endswith(KEPT_SUFFIXES))
     except OSError:
         return True
     for name in ended[:-MAX_KEPT]:
@@ -57,16 +66,32 @@ def keep(directory: str, stem: str, lock_fd: int, run_id: str, code: int, source
     return True
 
 
-def read(directory: str, name: str) -> dict | None:
-    """``{"code", "source", "child_code"}`` and the ``run_id`` of one tombstone, or None."""
+def write_new(directory: str, name: str, kept: dict) -> bool:
+    """A new tombstone file (a batch job's, in the batch's private directory); best effort."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(os.path.join(directory, name), flags, 0o600)
+    except OSError:
+        return False
+    try:
+        os.write(fd, dumps(kept).encode("utf-8"))
+    except (OSError, UnicodeEncodeError):
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _load(path: str, limit: int):
+    """The JSON document in the regular file ``path`` (at most ``limit`` bytes), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, MAX_BYTES + 1)
+        data = os.read(fd, limit + 1)
     except OSError:
         return None
     finally:
@@ -74,9 +99,12 @@ def read(directory: str, name: str) -> dict | None:
     import json  # read side only: a plain run never reads one
 
     try:
-        document = json.loads(data.decode("utf-8")) if len(data) <= MAX_BYTES else None
+        return json.loads(data.decode("utf-8")) if len(data) <= limit else None
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
+
+
+def _checked(document) -> dict | None:
     if not isinstance(document, dict) or document.get("tombstone_version") != VERSION:
         return None
     run_id, code, source, child_code = (document.get(key) for key in ("run_id", "code", "source", "child_code"))
@@ -87,18 +115,47 @@ def read(directory: str, name: str) -> dict | None:
     return {"run_id": run_id, "code": code, "source": source, "child_code": child_code}
 
 
+def read(directory: str, name: str) -> dict | None:
+    """``{"code", "source", "child_code"}`` and the ``run_id`` of one tombstone, or None."""
+    return _checked(_load(os.path.join(directory, name), MAX_BYTES))
+
+
+def read_batch(directory: str, name: str) -> list[dict]:
+    """A batch's remembered job outcomes, oldest first (the malformed ones left out)."""
+    document = _load(os.path.join(directory, name), MAX_BATCH_BYTES)
+    if not isinstance(document, dict) or document.get("tombstone_version") != VERSION:
+        return []
+    outcomes = document.get("outcomes")
+    if not isinstance(outcomes, list):
+        return []
+    return [found for found in map(_checked, outcomes) if found is not None]
+
+
 def of_stem(directory: str, stem: str) -> dict | None:
     return read(directory, stem + SUFFIX)
 
 
-def newest_of(directory: str, run_id: str) -> dict | None:
-    """The outcome of the newest ended run named ``run_id``, if one is remembered."""
+def newest_of(directory: str, run_id: str, lodgings: list[str] | tuple = ()) -> dict | None:
+    """The outcome of the newest ended run named ``run_id``, if one is remembered: in a live
+    batch's directory (``lodgings``, newest there), else in the registry's tombstones and ended
+    batches' outcomes."""
+    for place in lodgings:
+        found = _newest_in(place, run_id, (SUFFIX,))
+        if found is not None:
+            return found
+    return _newest_in(directory, run_id, KEPT_SUFFIXES)
+
+
+def _newest_in(directory: str, run_id: str, suffixes: tuple) -> dict | None:
     try:
-        ended = sorted((name for name in os.listdir(directory) if name.endswith(SUFFIX)), reverse=True)
+        ended = sorted((name for name in os.listdir(directory) if name.endswith(suffixes)), reverse=True)
     except OSError:
         return None
     for name in ended:
-        found = read(directory, name)
+        if name.endswith(BATCH_SUFFIX):
+            found = next((kept for kept in reversed(read_batch(directory, name)) if kept["run_id"] == run_id), None)
+        else:
+            found = read(directory, name)
         if found is not None and found["run_id"] == run_id:
             return found
     return None
@@ -108,7 +165,7 @@ def expire(directory: str, *, dry_run: bool) -> int:
     """Remove the tombstones older than ``MAX_AGE_SECONDS``; how many were (or would be)."""
     oldest = time.time() - MAX_AGE_SECONDS
     try:
-        names = [name for name in os.listdir(directory) if name.endswith(SUFFIX)]
+        names = [name for name in os.listdir(directory) if name.endswith(KEPT_SUFFIXES)]
     except OSError:
         return 0
     count = 0

@@ -33,11 +33,13 @@ class RunIdWatch:
         self._jsonl: str | None = None
         self._seen: Entry | None = None  # the entry seen live, whose tombstone is exact
         self._directory: str | None = None
+        self._lodgings: list[str] = []  # live batches' directories, where their ended jobs' tombstones are
         self.unprobed = False  # the last look could not probe a matching entry
 
     def done(self) -> bool:
         view = read(Kind.REGISTRY)
         self._directory = view.directory
+        self._lodgings = view.lodgings
         matches = [e for e in view.entries if e.record.run_id == self.run_id]
         health = [(entry, entry.health()) for entry in matches]
         live = [entry for entry, state in health if state is Health.LIVE]
@@ -65,9 +67,10 @@ class RunIdWatch:
 
     def report(self) -> dict:
         if self._seen is not None:
-            return outcome(self.run_id, self._jsonl, remembered=_tombstone_of(self._seen))
+            return outcome(self.run_id, self._jsonl, remembered=_tombstone_of(self._seen, self._directory))
         if self._directory is not None and self._jsonl is None:  # ended before the wait began
-            return outcome(self.run_id, None, remembered=tombstones.newest_of(self._directory, self.run_id))
+            remembered = tombstones.newest_of(self._directory, self.run_id, self._lodgings)
+            return outcome(self.run_id, None, remembered=remembered)
         return outcome(self.run_id, self._jsonl)
 
 
@@ -75,9 +78,9 @@ class AllWatch:
     """Waits for the runs that were live on the first look (label-filtered) to end."""
 
     def __init__(self, labels: dict):
-        self._targets: list[Entry] = [
-            e for e in read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE
-        ]
+        view = read(Kind.REGISTRY)
+        self._directory = view.directory
+        self._targets: list[Entry] = [e for e in view.entries if e.record.matches(labels) and e.health() is Health.LIVE]
         self._outstanding = [(entry, Health.LIVE) for entry in self._targets]
 
     def done(self) -> bool:
@@ -105,11 +108,16 @@ class AllWatch:
 
     def report(self) -> list:
         ordered = sorted(self._targets, key=lambda e: (e.record.run_id, e.path))
-        return [outcome(e.record.run_id, e.record.jsonl, remembered=_tombstone_of(e)) for e in ordered]
+        return [outcome(e.record.run_id, e.record.jsonl, remembered=_tombstone_of(e, self._directory)) for e in ordered]
 
 
-def _tombstone_of(entry: Entry) -> dict | None:
-    return tombstones.of_stem(entry.directory, entry.name.removesuffix(".json"))
+def _tombstone_of(entry: Entry, registry: str | None) -> dict | None:
+    """The tombstone of the entry seen live; a batch job's, once its batch ended, in the batch's
+    outcomes in the registry."""
+    found = tombstones.of_stem(entry.directory, entry.name.removesuffix(".json"))
+    if found is None and entry.delegated and registry is not None:
+        found = tombstones.newest_of(registry, entry.record.run_id)
+    return found
 
 
 def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -> dict:
