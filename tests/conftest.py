@@ -58,10 +58,11 @@ def isolated_registry(tmp_path_factory, monkeypatch):
 
 def registry_entries(registry) -> list[str]:
     """The registry's records and locks, what a run must remove at its end; an ended run's
-    outcome (``*.ended``, tests/test_wait_ended.py) stays there on purpose."""
+    outcome (``*.ended``, tests/test_wait_ended.py) and an ended batch's (``*.outcomes``) stay
+    there on purpose."""
     if not os.path.isdir(registry):
         return []
-    return sorted(name for name in os.listdir(registry) if not name.endswith(".ended"))
+    return sorted(name for name in os.listdir(registry) if not name.endswith((".ended", ".outcomes")))
 
 
 def _select_backend(request, monkeypatch, variable: str) -> str:

@@ -15,6 +15,8 @@ import subprocess
 
 import pytest
 
+from processkit import rundir
+
 from conftest import pid_alive, run_cli, start_cli, wait_for_event
 from streams import PY, check_stream, event_time, one
 
@@ -51,8 +53,9 @@ def summary(out) -> dict[str, dict]:
 
 
 def left_by(pid: int) -> list[str]:
-    """Run directories and cgroups a process with this pid made and left."""
-    found = glob.glob(f"/tmp/pkc-{pid}-*")
+    """Run directories and cgroups a process with this pid made and left (a batch's directory
+    may be in any of the bases)."""
+    found = [path for base in rundir.bases() for path in glob.glob(f"{base}/pkc-{pid}-*")]
     for top in glob.glob("/sys/fs/cgroup/**/", recursive=False):
         found += glob.glob(os.path.join(top, "**", f"processkit-run-{pid}-*"), recursive=True)
     return found

@@ -97,14 +97,19 @@ def test_prune_ages_tombstones_out(tmp_path, isolated_registry):
     assert reported("fresh")["status"] == "reported"
 
 
-def test_a_batch_trims_its_tombstones_once_per_few_jobs_within_the_bound(tmp_path, isolated_registry):
+def test_a_batch_keeps_its_jobs_outcomes_in_one_file_within_the_bound(tmp_path, isolated_registry):
     os.chmod(isolated_registry, 0o700)
     for index in range(300):
         (isolated_registry / f"run-{index:032x}-{0:016x}.ended").write_text("{}")
     manifest = tmp_path / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"args": ["true"], "id": f"j{n}"}) + "\n" for n in range(40)))
-    assert run_cli("batch", manifest, "--out", tmp_path / "out", "--jobs", "2").returncode == 0
-    left = tombstones(isolated_registry)
-    assert 256 <= len(left) < 256 + 16  # trimmed by the first job and every 16th after it
-    kept = [json.loads((isolated_registry / name).read_text()).get("run_id") for name in left]
-    assert kept[-1] is not None and all(name.startswith("run-") for name in left)
+    jobs = [{"args": ["sh", "-c", f"exit {n % 3}"], "id": f"j{n}", "run_id": f"job-{n}"} for n in range(40)]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    assert run_cli("batch", manifest, "--out", tmp_path / "out", "--jobs", "2").returncode == 117
+    left = sorted(name for name in os.listdir(isolated_registry) if name.endswith((".ended", ".outcomes")))
+    assert len(left) == 256  # the batch's one file counts towards the bound, and trimmed it
+    assert [name for name in os.listdir(isolated_registry) if not name.endswith(".ended")] == [left[-1]]
+    assert left[-1].endswith(".outcomes")
+    kept = json.loads((isolated_registry / left[-1]).read_text())["outcomes"]
+    assert sorted(outcome["run_id"] for outcome in kept) == sorted(f"job-{n}" for n in range(40))
+    for n in (0, 1, 39):
+        assert reported(f"job-{n}")["code"] == n % 3

@@ -1,0 +1,225 @@
+"""A batch's host state (issue 26): one directory per batch, on a tmpfs when one is usable, in
+which every job's socket, registry record and tombstone live; the registry holds one record
+of the batch's that delegates to it (``batch_records``), and readers follow it only into this
+user's private run directory.
+
+Process-level: the real CLI, real children, a second OS user when running as root.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from processkit import rundir
+
+from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_event, wait_for_file
+from streams import PY, one
+from test_other_users import other_user  # noqa: F401 - the fixture
+
+BATCH_FAILED = 117
+WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\nsys.exit(int(sys.argv[2]))"
+
+
+@pytest.fixture
+def start_batch():
+    """A batch the test lets go of; one still running at the end (the test failed) is stopped."""
+    started = []
+
+    def start(*args, **kwargs):
+        started.append(start_cli("batch", *args, **kwargs))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=30)
+
+
+def write_manifest(path, jobs) -> str:
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return str(path)
+
+
+def listed() -> dict[str, dict]:
+    proc = run_cli("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return {run["run_id"]: run for run in map(json.loads, proc.stdout.splitlines())}
+
+
+def outcome(run_id: str) -> dict:
+    proc = run_cli("wait", "--run-id", run_id, "--report-outcome", "--timeout", "20s")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def batch_dirs(pid: int) -> list[str]:
+    return [path for base in rundir.bases() for path in glob.glob(f"{base}/pkc-{pid}-*")]
+
+
+def test_a_live_job_is_found_by_every_client_and_its_record_is_the_batchs(tmp_path, isolated_registry, start_batch):
+    release = tmp_path / "release"
+    jobs = [
+        {"args": ["sh", "-c", "exit 5"], "id": "quick", "run_id": "lodged-quick"},
+        {"args": [PY, "-c", WAITER, str(release), "3"], "id": "slow", "run_id": "lodged-slow"},
+        {"args": [PY, "-c", WAITER, str(release), "0"], "id": "victim", "run_id": "lodged-victim"},
+    ]
+    out = tmp_path / "out"
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "3")
+    for name in ("slow", "victim"):
+        wait_for_event(out / name / "events.jsonl", "run_started")
+    wait_for_event(out / "quick" / "events.jsonl", "runner_exit")
+    runs = listed()
+    assert {"lodged-slow", "lodged-victim"} <= set(runs)
+    assert runs["lodged-slow"]["health"] == "live" and runs["lodged-slow"]["labels"]["batch"]
+    endpoint = runs["lodged-slow"]["endpoint"]
+    home = os.path.dirname(endpoint)
+    assert os.path.dirname(home) == rundir.batch_base() and endpoint != runs["lodged-victim"]["endpoint"]
+    # Its record is in the batch's directory; the registry holds the batch's one record.
+    records = [name for name in os.listdir(isolated_registry) if name.endswith(".json")]
+    assert len(records) == 1
+    delegating = json.loads((isolated_registry / records[0]).read_text())
+    assert delegating["batch_records"] == home and delegating["endpoint"] is None
+    assert delegating["run_id"] not in runs, "the batch's own record stands for its jobs in list"
+    assert len([name for name in os.listdir(home) if name.endswith(".json")]) == 2
+    # The job that already ended is reported from its tombstone in the batch's directory.
+    assert outcome("lodged-quick")["code"] == 5
+    assert run_cli("inspect", "--run-id", "lodged-slow").returncode == 0
+    assert run_cli("cancel", "--run-id", "lodged-victim").returncode == 0
+    waiter = start_cli("wait", "--run-id", "lodged-slow", "--report-outcome")
+    wait_for_event(out / "victim" / "events.jsonl", "runner_exit")
+    release.touch()
+    waited, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert json.loads(waited)["code"] == 3
+    _, _ = batch.communicate(timeout=30)
+    assert batch.returncode == BATCH_FAILED
+    assert (outcome("lodged-victim")["code"], outcome("lodged-victim")["source"]) == (108, "control_cancel")
+    assert outcome("lodged-quick")["code"] == 5, "remembered in the registry once the batch ended"
+    assert batch_dirs(batch.pid) == [] and not os.path.exists(home)
+    assert [name for name in os.listdir(isolated_registry) if not name.endswith((".ended", ".outcomes"))] == []
+
+
+LOOK = """import json, os, sys
+registry, out = sys.argv[1], sys.argv[2]
+mine = [path for base in ("/tmp", "/var/tmp") for path in os.listdir(base) if path.startswith(f"pkc-{os.getppid()}-")]
+with open(out, "w") as handle:
+    json.dump({"registry": sorted(os.listdir(registry)), "temp": mine}, handle)
+"""
+
+
+def test_no_file_is_made_in_the_registry_or_the_temp_dir_per_job(tmp_path, isolated_registry):
+    """Each of 50 jobs looks at the registry and the temp dir while its own run is published."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    jobs = [{"args": [PY, "-c", LOOK, str(isolated_registry), str(seen / f"{n}")], "id": f"j{n}"} for n in range(50)]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"), "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    looks = [json.loads((seen / f"{n}").read_text()) for n in range(50)]
+    assert all(look["temp"] == [] for look in looks), looks[0]
+    first = looks[0]["registry"]
+    assert [name.rsplit(".", 1)[1] for name in first] == ["json", "lock"], first  # the batch's record
+    assert all(look["registry"] == first for look in looks), "a job's registration touched the registry"
+    after = sorted(os.listdir(isolated_registry))
+    assert len(after) == 1 and after[0].endswith(".outcomes"), after
+
+
+@pytest.mark.usefixtures("containment")
+def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registry, start_batch):
+    jobs = [{"args": ["sh", "-c", f"sleep 30 & echo $! > {tmp_path}/s{n}.pid; wait"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    roots = [one(read_events(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
+    for n in (0, 1):
+        wait_for_file(tmp_path / f"s{n}.pid")
+    roots += [int((tmp_path / f"s{n}.pid").read_text()) for n in (0, 1)]
+    groups = glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True)
+    batch.kill()
+    batch.communicate(timeout=30)
+    assert batch_dirs(batch.pid), "the killed batch left nothing: the test shows nothing"
+    assert any(run["health"] == "stale" for run in listed().values()), "the stale delegating record is listed"
+    proc = run_cli("prune", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["pruned"] == 1
+    assert batch_dirs(batch.pid) == []
+    assert [name for name in os.listdir(isolated_registry) if not name.endswith(".ended")] == []
+    assert not any(os.path.exists(group) for group in groups)
+    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True) == []
+    assert not any(pid_alive(pid) for pid in roots)
+    assert listed() == {}
+
+
+def fake_batch(registry, home: str, run_id: str):
+    """A batch's delegating record and one job record in ``home``, both locks held by this test
+    (so both read as live); returns the held descriptors."""
+    registry.chmod(0o700)
+    stem = f"run-{time.time_ns():032x}-{0:016x}"
+    held = []
+    for lock in (registry / f"{stem}.lock", os.path.join(home, "live.lock")):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+    record = {
+        "registry_version": 1,
+        "run_id": "fake-batch",
+        "endpoint": None,
+        "started_at": "2026-01-01T00:00:00.000Z",
+        "argv_sha256": None,
+        "hint": "batch",
+        "labels": {},
+        "jsonl": None,
+        "capture_dir": None,
+        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
+    }
+    job = dict(record, run_id=run_id, liveness={"kind": "advisory_lock", "lock_file": "live.lock"})
+    with open(os.path.join(home, "j00000001.json"), "w") as handle:
+        json.dump(job, handle)
+    (registry / f"{stem}.json").write_text(json.dumps(dict(record, batch_records=home)))
+    return held
+
+
+@pytest.mark.parametrize("trap", ["none", "symlink", "world-writable", "other-user"])
+def test_a_delegation_is_followed_only_into_this_users_private_directory(
+    tmp_path, isolated_registry, trap, request
+):
+    base = rundir.batch_base()
+    token = f"{os.getpid()}-{time.time_ns():x}-0"
+    real = os.path.join(base, f"pkc-{token}")
+    os.mkdir(real, 0o700)
+    home = real
+    if trap == "symlink":
+        home = os.path.join(base, f"pkc-{os.getpid()}-{time.time_ns():x}-1")
+        os.symlink(real, home)
+    held = fake_batch(isolated_registry, real, "fake-job")
+    try:
+        if trap == "world-writable":
+            os.chmod(real, 0o777)
+        elif trap == "other-user":
+            user = request.getfixturevalue("other_user")
+            os.chown(real, user.pw_uid, user.pw_gid)
+        if home != real:
+            record = next(isolated_registry.glob("*.json"))
+            record.write_text(json.dumps(dict(json.loads(record.read_text()), batch_records=home)))
+        runs = listed()
+        if trap == "none":
+            assert set(runs) == {"fake-job"}, "a sound delegation is followed (else this test shows nothing)"
+            assert run_cli("wait", "--run-id", "fake-job", "--timeout", "100ms").returncode == 112
+        else:
+            assert set(runs) == {"fake-batch"}, runs  # read as the record it is, its jobs unread
+            assert runs["fake-batch"]["endpoint"] is None
+            assert run_cli("wait", "--run-id", "fake-job", "--timeout", "100ms").returncode == 0
+    finally:
+        for fd in held:
+            os.close(fd)
+        if home != real:
+            os.unlink(home)
+        shutil.rmtree(real)
