@@ -188,9 +188,7 @@ def fake_batch(registry, home: str, run_id: str):
 
 
 @pytest.mark.parametrize("trap", ["none", "symlink", "world-writable", "other-user"])
-def test_a_delegation_is_followed_only_into_this_users_private_directory(
-    tmp_path, isolated_registry, trap, request
-):
+def test_a_delegation_is_followed_only_into_this_users_private_directory(tmp_path, isolated_registry, trap, request):
     base = rundir.batch_base()
     token = f"{os.getpid()}-{time.time_ns():x}-0"
     real = os.path.join(base, f"pkc-{token}")

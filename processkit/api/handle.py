@@ -258,6 +258,8 @@ def runs(labels: dict | None = None) -> list[RunInfo]:
     found = []
     for record, health in control.entries():
         if record.matches(wanted):
-            fields = {key: value for key, value in record._asdict().items() if key != "lock_file"}
+            fields = {
+                key: value for key, value in record._asdict().items() if key not in ("lock_file", "batch_records")
+            }
             found.append(RunInfo(health=health, **fields))
     return found
