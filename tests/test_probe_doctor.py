@@ -56,6 +56,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "run:resource-summary",
         "wait:ended-outcome",
         "run:private-paths",
+        "registry:batch-delegation",
         "run:capture-keep-layout",
         "bench:hyperfine-json",
     }

@@ -2,7 +2,8 @@
 read one reply line of at most 64 KiB (docs/control-plane.md §1.2).
 
 The endpoint a registry record names is untrusted: anything but the exact shape a runner
-creates (``<socket base>/pkc-<token>/c.sock``) is refused before any connection is tried.
+creates (``<socket base>/pkc-<token>/c.sock``, a batch job's ``j<seq>.sock``) is refused
+before any connection is tried.
 """
 
 from __future__ import annotations
