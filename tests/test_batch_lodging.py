@@ -21,31 +21,11 @@ from processkit import rundir
 
 from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import PY, one
+from test_batch import start_batch, write_manifest  # noqa: F401 - the fixture
 from test_other_users import other_user  # noqa: F401 - the fixture
 
 BATCH_FAILED = 117
 WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\nsys.exit(int(sys.argv[2]))"
-
-
-@pytest.fixture
-def start_batch():
-    """A batch the test lets go of; one still running at the end (the test failed) is stopped."""
-    started = []
-
-    def start(*args, **kwargs):
-        started.append(start_cli("batch", *args, **kwargs))
-        return started[-1]
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.communicate(timeout=30)
-
-
-def write_manifest(path, jobs) -> str:
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return str(path)
 
 
 def listed() -> dict[str, dict]:
