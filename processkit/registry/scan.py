@@ -3,8 +3,8 @@ files no record accounts for (docs/control-plane.md §2.5, §2.6).
 
 A live batch's record delegates to its directory (``batch_records``, ``control.lodging``): the
 records there, its jobs', are read in its place, as if they were in the registry, once the
-directory is shown to be this user's private run directory in one of ``rundir.bases()``, not a
-link. A delegating record that is not live, or whose directory fails a check, is read as the
+directory is shown to be a run directory in one of ``rundir.bases()``, this user's, mode 0700,
+not a link, on a path only this user and root can change (``safepath``). A delegating record that is not live, or whose directory fails a check, is read as the
 record it is (so ``prune`` removes a dead batch's like any stale entry)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import stat
 
 from .. import rundir
 from ..errors import Failure, Kind
+from ..safepath import private_directory
 from . import lock
 from .location import RegistryError, open_for_reading
 from .records import MAX_RECORD_BYTES, Record, parse
@@ -122,9 +123,19 @@ def _followed(directory: str, record: Record) -> str | None:
     target = record.batch_records
     if target is None or lock.probe(directory, record.lock_file)[0] is not lock.Health.LIVE:
         return None
-    if not rundir.shaped(target) or rundir.private_owner(target) != os.geteuid():
+    if not rundir.shaped(target):
         return None
-    return target
+    try:  # this user's, not a link, on a path only this user and root can change
+        fd = private_directory(target, create=False)
+    except OSError:
+        return None
+    if fd is None:
+        return None
+    try:
+        private = not os.fstat(fd).st_mode & 0o077
+    finally:
+        os.close(fd)
+    return target if private else None
 
 
 class View(Frozen):
