@@ -173,6 +173,8 @@ def new_token() -> str:
 class RunDir:
     """This runner's directory, its lock held until ``close``."""
 
+    holds_jobs = False  # a batch's (``control.lodging``) has job slots' files to remove too
+
     def __init__(self, where: str | None = None) -> None:
         """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError."""
         where = where or base()
@@ -223,7 +225,7 @@ class RunDir:
         """Remove the directory, then let the lock go. Idempotent."""
         if self._lock_fd is None:
             return
-        remove(self.path)
+        remove(self.path, jobs=self.holds_jobs)
         os.close(self._lock_fd)
         self._lock_fd = None
 
@@ -351,9 +353,10 @@ def _is_job_socket(name: str) -> bool:
     return name.startswith("j") and name.endswith(".sock") and len(seq) == 8 and _HEX.issuperset(seq)
 
 
-def remove(path: str) -> bool:
+def remove(path: str, *, jobs: bool = True) -> bool:
     """Whether the run directory is gone after this. Unlink the sockets (only sockets), the
-    records and the lock inside a real (not symlinked) directory, then the directory; best effort."""
+    records and the lock inside a real (not symlinked) directory, then the directory; best effort.
+    ``jobs``: job slots' files may be there (a reaper cannot know; a run knows it has none)."""
     try:
         dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -361,11 +364,13 @@ def remove(path: str) -> bool:
     except OSError:
         return False
     try:
-        try:
-            jobs = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]
-        except OSError:
-            jobs = []
-        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *jobs, LOCK_NAME):
+        slots = []
+        if jobs:
+            try:
+                slots = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]
+            except OSError:
+                pass
+        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *slots, LOCK_NAME):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                 if not name.endswith(".sock") or stat.S_ISSOCK(mode):

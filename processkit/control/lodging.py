@@ -38,6 +38,7 @@ class Lodging:
         """Make the directory and take its lock (raises OSError), then register the batch;
         a registry that refuses is remembered, and each job's publication meets it."""
         self.home = RunDir(batch_base())
+        self.home.holds_jobs = True
         self._slots = itertools.count(1)
         self._outcomes: collections.deque[dict] = collections.deque(maxlen=tombstones.MAX_KEPT)
         self._ended: collections.deque[str] = collections.deque()  # the tombstone files in home
