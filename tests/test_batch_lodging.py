@@ -72,6 +72,9 @@ def test_a_live_job_is_found_by_every_client_and_its_record_is_the_batchs(tmp_pa
     # The job that already ended is reported from its tombstone in the batch's directory.
     assert outcome("lodged-quick")["code"] == 5
     assert run_cli("inspect", "--run-id", "lodged-slow").returncode == 0
+    assert b"run_started" in run_cli("events", "--run-id", "lodged-slow", "--json").stdout
+    inspected = run_cli("inspect", "--all", "--json")
+    assert {snapshot["run_id"] for snapshot in json.loads(inspected.stdout)} == {"lodged-slow", "lodged-victim"}
     assert run_cli("cancel", "--run-id", "lodged-victim").returncode == 0
     waiter = start_cli("wait", "--run-id", "lodged-slow", "--report-outcome")
     wait_for_event(out / "victim" / "events.jsonl", "runner_exit")
