@@ -235,8 +235,7 @@ class JobSlot(RunDir):
     and its files are named ``<stem>.<what>``; ``close`` removes only those (the socket is its
     server's, the record and tombstone its registration's)."""
 
-    def __init__(self, home: RunDir, seq: int) -> None:  # noqa: D107 - nothing is made here
-        self.home = home
+    def __init__(self, home: RunDir, seq: int) -> None:  # nothing is made here: the slot is names
         self.path = home.path
         self.stem = f"j{seq:08x}"
         self.token = home.token + JOB_SEPARATOR + f"{seq:08x}"
