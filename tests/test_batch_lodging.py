@@ -114,8 +114,14 @@ def test_no_file_is_made_in_the_registry_or_the_temp_dir_per_job(tmp_path, isola
     assert len(after) == 1 and after[0].endswith(".outcomes"), after
 
 
-@pytest.mark.usefixtures("containment")
-def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registry, start_batch):
+@pytest.mark.parametrize("mechanism", ["cgroup_v2", "process_group", "process_group_alone"])
+def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registry, start_batch, monkeypatch, mechanism):
+    """``process_group_alone``: no v1 group either, so each job's recorded process group is the
+    only way to its processes."""
+    if mechanism != "cgroup_v2":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    if mechanism == "process_group_alone":
+        monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(tmp_path / "no-v1"))
     jobs = [{"args": ["sh", "-c", f"sleep 30 & echo $! > {tmp_path}/s{n}.pid; wait"], "id": f"s{n}"} for n in range(3)]
     out = tmp_path / "out"
     batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
