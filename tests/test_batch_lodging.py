@@ -210,3 +210,21 @@ def test_a_delegation_is_followed_only_into_this_users_private_directory(tmp_pat
         if home != real:
             os.unlink(home)
         shutil.rmtree(real)
+
+
+SHOW_HOME = "import os, sys\nprint(*sorted(n for n in os.listdir(sys.argv[1]) if n.startswith(f'pkc-{os.getppid()}-')))"
+
+
+@pytest.mark.parametrize("mode, lodged", [(0o700, True), (0o755, False)])
+def test_the_batch_lodges_in_xdg_runtime_dir_only_when_it_is_private(tmp_path, monkeypatch, mode, lodged):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    runtime.chmod(mode)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    out = tmp_path / "out"
+    jobs = [{"args": [PY, "-c", SHOW_HOME, str(runtime)], "id": "show"}]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    shown = (out / "show" / "capture" / "stdout.log").read_text().split()
+    assert len(shown) == (1 if lodged else 0), shown
+    assert [name for name in os.listdir(runtime) if name.startswith("pkc-")] == []
