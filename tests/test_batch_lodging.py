@@ -122,7 +122,17 @@ def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registr
         monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     if mechanism == "process_group_alone":
         monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(tmp_path / "no-v1"))
-    jobs = [{"args": ["sh", "-c", f"sleep 30 & echo $! > {tmp_path}/s{n}.pid; wait"], "id": f"s{n}"} for n in range(3)]
+    jobs = [
+        {
+            "args": [
+                "sh",
+                "-c",
+                f"sleep 30 & echo $! > {tmp_path}/s{n}.tmp; mv {tmp_path}/s{n}.tmp {tmp_path}/s{n}.pid; wait",
+            ],
+            "id": f"s{n}",
+        }
+        for n in range(3)
+    ]
     out = tmp_path / "out"
     batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
     for n in (0, 1):
@@ -136,10 +146,10 @@ def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registr
     batch.communicate(timeout=30)
     assert batch_dirs(batch.pid), "the killed batch left nothing: the test shows nothing"
     assert any(run["health"] == "stale" for run in listed().values()), "the stale delegating record is listed"
-    proc = run_cli("prune", "--json")
+    proc = run_cli("prune", "--json", "--report-reaped")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["pruned"] == 1
-    assert batch_dirs(batch.pid) == []
+    assert batch_dirs(batch.pid) == [], proc.stdout
     assert [name for name in os.listdir(isolated_registry) if not name.endswith(".ended")] == []
     assert not any(os.path.exists(group) for group in groups)
     assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True) == []
