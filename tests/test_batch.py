@@ -383,3 +383,39 @@ def test_an_out_directory_inside_one_others_can_change_is_refused(tmp_path):
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", str(out))
     assert proc.returncode == 111 and b"other users can write" in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def _directory_flags(path) -> int | None:
+    """The inode flags of ``path`` (``lsattr``'s), or None where the file system has none."""
+    import fcntl
+    import struct
+
+    from processkit.batching.outdir import _GET_FLAGS
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = bytearray(struct.calcsize("l"))
+        fcntl.ioctl(fd, _GET_FLAGS, flags)
+        return struct.unpack_from("i", flags)[0]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def test_an_empty_out_is_marked_a_top_directory_and_a_used_one_left_alone(tmp_path):
+    from processkit.batching.outdir import TOPDIR_FLAG
+
+    if _directory_flags(tmp_path) is None:
+        pytest.skip("the temp directory's file system keeps no inode flags")
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}])
+    fresh, empty, used = tmp_path / "fresh", tmp_path / "empty", tmp_path / "used"
+    empty.mkdir()
+    used.mkdir()
+    (used / "notes.txt").write_text("the user's\n")
+    for out in (fresh, empty, used):
+        proc = run_cli("batch", manifest, "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+    assert _directory_flags(fresh) & TOPDIR_FLAG
+    assert _directory_flags(empty) & TOPDIR_FLAG
+    assert not _directory_flags(used) & TOPDIR_FLAG

@@ -1,12 +1,29 @@
 """The batch's output directory and its jobs' directories, made so another user cannot steer
 them. ``--out`` is walked by ``safepath`` (never through a link at its end, only through
 directories no one else can change, owned by this user); a job's directory is then made inside
-it, where no one else can plant anything, and checked again as it is used."""
+it, where no one else can plant anything, and checked again as it is used.
+
+Facts about ext4's inode allocator, which is why an empty ``--out`` is marked a top directory:
+- On an ext4 without a journal (the root file system of many VMs, this project's CI host
+  among them), making an inode skips every inode of its block group that was freed in the last
+  minute or more (longer while the inode table block is dirty), one buffer lookup each, from the
+  start of the group. After an earlier ``--out`` tree of thousands of files was removed, every
+  file made in that group steps over all of them: 70-440 us a creation, against 5 us on tmpfs.
+- A new directory goes to its parent's group, unless the parent carries ``FS_TOPDIR_FL``
+  (``chattr +T``): then the Orlov allocator spreads its subdirectories over groups with more
+  free inodes than average. A file goes to its directory's group.
+So each job's directory, with its stream and capture files, lands in a group that an earlier
+removal most likely left alone. Only an empty ``--out`` is marked (one this batch made, or a fresh
+``mktemp -d``), never a directory that already holds something; other file systems refuse or
+ignore the flag, and that is fine: it is only a placement hint.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import struct
 
 from ..errors import Failure, Kind
 from ..safepath import private_directory
@@ -23,9 +40,34 @@ def prepare_out(path: str) -> str:
     assert fd is not None, "made when missing"
     try:
         _check_private(os.fstat(fd), path, "--out")
+        mark_top_directory(fd)
     finally:
         os.close(fd)
     return path
+
+
+_LONG = struct.calcsize("l")  # the ioctl's declared size; the kernel reads and writes an int
+_GET_FLAGS = 2 << 30 | _LONG << 16 | ord("f") << 8 | 1  # FS_IOC_GETFLAGS
+_SET_FLAGS = 1 << 30 | _LONG << 16 | ord("f") << 8 | 2  # FS_IOC_SETFLAGS
+TOPDIR_FLAG = 0x00020000  # FS_TOPDIR_FL
+
+
+def mark_top_directory(fd: int) -> bool:
+    """Mark the empty directory ``fd`` a top of hierarchy for the inode allocator (see the
+    facts above); whether it now carries the flag. Best effort: never raises."""
+    try:
+        with os.scandir(fd) as entries:
+            if next(entries, None) is not None:
+                return False
+        flags = bytearray(_LONG)
+        fcntl.ioctl(fd, _GET_FLAGS, flags)
+        current = struct.unpack_from("i", flags)[0]
+        if not current & TOPDIR_FLAG:
+            struct.pack_into("i", flags, 0, current | TOPDIR_FLAG)
+            fcntl.ioctl(fd, _SET_FLAGS, flags)
+        return True
+    except OSError:
+        return False
 
 
 def ensure_directory(path: str, what: str) -> str:
