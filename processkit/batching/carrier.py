@@ -13,14 +13,13 @@ from __future__ import annotations
 import os
 import time
 
-from ..api.options import runner_argv
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
-from ..errors import Failure, Kind
+from ..errors import Failure
 from ..jsontext import dumps
 from . import summary
-from .manifest import Job
+from .manifest import Job, job_spec
 from .outdir import ensure_directory, prepare_out
 
 TYPE_CHECKING = False
@@ -189,17 +188,8 @@ def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
     so ``list`` shows which batch a live job belongs to."""
     try:
         directory = ensure_directory(os.path.join(out, job.id), "the job directory")
-        _, spec = runner_argv(
-            job.args,
-            job.options,
-            jsonl=_stream_path(out, job),
-            function="batch",
-            extra=["--no-echo", "--capture-dir", os.path.join(directory, "capture"), "--label", f"batch={label}"],
-        )
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
-    except (TypeError, ValueError) as exc:  # checked when the manifest was read: not expected here
-        refused = Failure(Kind.USAGE, f"manifest line {job.line}: {exc}")
-        return job, Outcome(refused.code, refused), None
+    spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
     outcome = yield from steps(host, spec)
     return job, outcome, spec.run_id
