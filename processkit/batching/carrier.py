@@ -136,7 +136,7 @@ def run_batch(
         nonlocal halted
         job, outcome, run_id = result
         line = summary.summary_line(
-            job.id, run_id, job.args, attempts[job.id], outcome, summary.read_objects(_stream_path(out, job))
+            job.id, run_id, job.args, attempts[job.id], outcome, summary.written_objects(outcome)
         )
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             queue.append(job)  # again, next
@@ -191,5 +191,5 @@ def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
     spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
-    outcome = yield from steps(host, spec)
+    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS)
     return job, outcome, spec.run_id

@@ -38,8 +38,9 @@ def execute(spec: RunSpec) -> Outcome:
     return outcome
 
 
-def steps(host: Host, spec: RunSpec):
-    """One run on ``host``'s loop, as a generator of waits; returns its Outcome."""
+def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = ()):
+    """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``written``
+    holds the last line of each event type in ``keep`` that reached the stream."""
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
@@ -47,13 +48,15 @@ def steps(host: Host, spec: RunSpec):
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     try:
-        emitter = Emitter(spec.jsonl)
+        emitter = Emitter(spec.jsonl, keep)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.loop, host.reaper)
     host.runs.add(run)
     try:
-        return (yield from _phases(host, run))
+        outcome = yield from _phases(host, run)
+        outcome.written = emitter.kept
+        return outcome
     finally:
         host.runs.discard(run)
         emitter.close()
