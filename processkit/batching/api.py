@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import Failure
 from .carrier import Settings, run_batch
-from .index import write_index
+from .index import Index
 from .manifest import jobs_from
 
 
@@ -29,6 +29,7 @@ def batch(
     except Failure as failure:
         raise ValueError(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
-    lines, _ = run_batch(checked, settings, signals=False)
-    write_index(out, checked)
+    index = Index(out)
+    lines, _ = run_batch(checked, settings, signals=False, index=index)
+    index.finish(checked)
     return lines

@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from .index import Index
+
 
 class Settings:
     """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
@@ -102,13 +104,15 @@ def run_batch(
     signals: bool = True,
     write_summary: bool = True,
     keep_lines: bool = True,
+    index: Index | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
     so a long batch run from the CLI stays flat in memory) and the tally.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
-    jobs end (a Dask worker returns them to the client, which writes them instead)."""
+    jobs end (a Dask worker returns them to the client, which writes them instead). ``index``:
+    each finished job's stream goes to it as the job ends (``Index.add``)."""
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
@@ -144,6 +148,8 @@ def run_batch(
         tally.count(line)
         halted = halted or (outcome.code != 0 and settings.halt_on_failure)
         record(line)
+        if index is not None and run_id is not None:
+            index.add(job)
 
     try:
         carrier.watch_signals()

@@ -1,0 +1,91 @@
+"""The batch's index.html is ``report``'s page over the jobs' streams, though its process reads
+each stream as the job ends: the same page as ``report`` run afterwards over the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from conftest import run_cli
+
+from processkit.batching.index import Index
+from processkit.batching.manifest import parse
+
+STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
+
+
+def page(path) -> bytes:
+    return STAMP.sub(b"<generated>", path.read_bytes())
+
+
+def report_of(out, ids, tmp_path):
+    target = tmp_path / "report.html"
+    proc = run_cli("report", *[str(out / job / "events.jsonl") for job in ids], "-o", str(target))
+    assert proc.returncode == 0, proc.stderr
+    return page(target)
+
+
+def write(path, jobs) -> str:
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return str(path)
+
+
+def test_the_index_is_reports_page_over_the_same_streams(tmp_path):
+    marker = tmp_path / "second-try"
+    flaky = (
+        f"import os, sys; p = {str(marker)!r}; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"
+    )
+    jobs = [
+        {"args": ["sh", "-c", "echo one"], "id": "a"},
+        {"args": ["sh", "-c", "exit 3"], "id": "b"},
+        {"args": [sys.executable, "-c", flaky], "id": "c"},  # its stream is written twice (--retries)
+        {"args": ["true"], "id": "d", "labels": {"team": "x"}},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--retries", "1")
+    assert proc.returncode == 117, proc.stderr
+    assert page(out / "index.html") == report_of(out, "abcd", tmp_path)
+    # --resume: the jobs skipped keep their earlier streams, and the page still holds them
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--resume")
+    assert page(out / "index.html") == report_of(out, "abcd", tmp_path)
+
+
+def test_a_batch_of_one_job_gets_that_runs_page(tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "only"}]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert page(out / "index.html") == report_of(out, ["only"], tmp_path)
+
+
+def fake_stream(out, job_id: str, code: int) -> None:
+    """A finished run's stream as the batch leaves it, made by ``run`` itself."""
+    os.makedirs(out / job_id, exist_ok=True)
+    proc = run_cli("run", "--jsonl", str(out / job_id / "events.jsonl"), "--", "sh", "-c", f"exit {code}")
+    assert proc.returncode == code, proc.stderr
+
+
+def test_a_stream_changed_after_it_was_read_is_read_again(tmp_path):
+    out = tmp_path / "out"
+    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
+    for job in jobs:
+        fake_stream(out, job.id, 0)
+    index = Index(str(out))
+    for job in jobs:
+        index.add(job)
+    fake_stream(out, "y", 4)  # rewritten after it was sent (as a retry would)
+    index.finish(jobs)
+    assert page(out / "index.html") == report_of(out, ["x", "y"], tmp_path)
+
+
+def test_without_the_final_list_no_page_is_written(tmp_path):
+    out = tmp_path / "out"
+    jobs = parse([b'{"args": ["true"], "id": "x"}'])
+    fake_stream(out, "x", 0)
+    index = Index(str(out))
+    index.add(jobs[0])
+    proc = index._proc
+    index.finish([])  # no stream to show (as when the batch dies, its pipe closed): it ends, writing nothing
+    assert proc is not None and proc.returncode == 0
+    assert not (out / "index.html").exists()
