@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 
 from conftest import run_cli
 
-from processkit.batching.index import Index
-from processkit.batching.manifest import parse
+from processkit.batching.index import serve
 
 STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 
@@ -68,24 +68,33 @@ def fake_stream(out, job_id: str, code: int) -> None:
 
 def test_a_stream_changed_after_it_was_read_is_read_again(tmp_path):
     out = tmp_path / "out"
-    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
-    for job in jobs:
-        fake_stream(out, job.id, 0)
-    index = Index(str(out))
-    for job in jobs:
-        index.add(job)
-    fake_stream(out, "y", 4)  # rewritten after it was sent (as a retry would)
-    index.finish(jobs)
+    for job_id in "xy":
+        fake_stream(out, job_id, 0)
+    paths = [os.fsencode(out / job_id / "events.jsonl") for job_id in "xy"]
+
+    class Pipe:
+        """Both paths read ahead; then y is rewritten (as a retry would), then the final list."""
+
+        def __init__(self):
+            self.chunks = [b"".join(b"+" + path + b"\0" for path in paths), b"=\0" + b"".join(p + b"\0" for p in paths)]
+
+        def read1(self, size):
+            if len(self.chunks) == 1:
+                fake_stream(out, "y", 4)
+            return self.chunks.pop(0) if self.chunks else b""
+
+    assert serve(str(out), Pipe()) == 0
     assert page(out / "index.html") == report_of(out, ["x", "y"], tmp_path)
 
 
 def test_without_the_final_list_no_page_is_written(tmp_path):
+    """The batch died (its end of the pipe closed) before sending the final list."""
     out = tmp_path / "out"
-    jobs = parse([b'{"args": ["true"], "id": "x"}'])
     fake_stream(out, "x", 0)
-    index = Index(str(out))
-    index.add(jobs[0])
-    proc = index._proc
-    index.finish([])  # no stream to show (as when the batch dies, its pipe closed): it ends, writing nothing
-    assert proc is not None and proc.returncode == 0
+    record = b"+" + os.fsencode(out / "x" / "events.jsonl") + b"\0"
+    command = [sys.executable, "-m", "processkit.batching.index", str(out)]
+    proc = subprocess.run(command, input=record, capture_output=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, b"")
     assert not (out / "index.html").exists()
+    proc = subprocess.run(command, input=record + b"=\0" + record[1:], capture_output=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, b"") and (out / "index.html").exists()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 READ_AHEAD = b"+"
 FINAL = b"="
+GROUP = 16  # read-ahead records sent at once
 
 
 class Index:
@@ -40,16 +41,28 @@ class Index:
         self.out = out
         self._proc: subprocess.Popen | None = None
         self._unstarted: str | None = None  # why the index process could not be started
+        self._pending: list[bytes] = []  # read-ahead records not sent yet (read at the end if never)
+        self._size = 0
 
     def add(self, job: Job) -> None:
-        """A finished job's stream (its last attempt), for the index process to read now."""
+        """A finished job's stream (its last attempt), for the index process to read soon: sent
+        in groups (one wake-up of that process per group, not per job)."""
         record = READ_AHEAD + os.fsencode(_stream(self.out, job)) + b"\0"
+        if self._pending and (len(self._pending) >= GROUP or self._size + len(record) > select.PIPE_BUF):
+            self._flush()
+        if len(record) <= select.PIPE_BUF:  # only a write that small is whole or nothing
+            self._pending.append(record)
+            self._size += len(record)
+
+    def _flush(self) -> None:
+        data = b"".join(self._pending)
+        self._pending, self._size = [], 0
         proc = self._process()
-        if proc is None or len(record) > select.PIPE_BUF:  # only a write that small is whole or nothing
+        if proc is None:
             return
         assert proc.stdin is not None
         try:
-            os.write(proc.stdin.fileno(), record)
+            os.write(proc.stdin.fileno(), data)
         except OSError:  # full for now (BlockingIOError), or the process ended: it shows at the end
             pass
 
@@ -94,8 +107,8 @@ def _stream(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def serve(out: str) -> int:
-    """The index process: read the streams as their paths come, then draw the page."""
+def serve(out: str, pipe) -> int:
+    """The index process: read the streams as their paths come on ``pipe``, then draw the page."""
     from ..cli.report import live_streams, write_atomically
     from ..errors import Failure
     from ..report import reading, render
@@ -111,7 +124,7 @@ def serve(out: str) -> int:
         except Failure as failure:
             return before, failure
 
-    records = _records(sys.stdin.buffer)
+    records = _records(pipe)
     for record in records:
         if record == FINAL:
             break
@@ -162,4 +175,4 @@ def _records(stream):
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1]))
+    sys.exit(serve(sys.argv[1], sys.stdin.buffer))
