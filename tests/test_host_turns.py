@@ -37,3 +37,22 @@ def test_a_run_whose_event_came_is_resumed_before_a_fresh_run_starts():
         os.close(write_end)
         host.close()
     assert order == ["quick ran", "waiter resumed", "fresh started"]
+
+
+def test_a_wait_that_already_holds_asks_its_predicate_once():
+    """Teardown's predicates read the kernel's files (the group's members): a wait that holds at
+    once must not read them twice."""
+    asked = []
+
+    def done():
+        asked.append(1)
+        return True
+
+    steps = wait_until(done)
+    try:
+        next(steps)
+    except StopIteration as stop:
+        assert stop.value is True
+    else:
+        raise AssertionError("a wait that holds must not yield")
+    assert len(asked) == 1

@@ -40,9 +40,11 @@ class Wait:
 
 
 def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
-    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``."""
-    if not done():
-        yield Wait(done, deadline, poll)
+    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``
+    (asked once when it already holds: some are reads of the kernel's files)."""
+    if done():
+        return True
+    yield Wait(done, deadline, poll)
     return done()
 
 
