@@ -16,6 +16,7 @@ import time
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
+from .. import safepath
 from ..errors import Failure
 from ..jsontext import dumps
 from . import summary
@@ -151,7 +152,13 @@ def run_batch(
         if index is not None and run_id is not None:
             index.add(job)
 
+    pinned = False
     try:
+        try:
+            safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
+            pinned = True
+        except OSError:
+            pass  # gone or changed since prepare: each job's walk from / says so
         carrier.watch_signals()
         carrier.carry_all(next_run, finished, settings.jobs)
     finally:
@@ -164,6 +171,8 @@ def run_batch(
         if summary_fd is not None:
             os.close(summary_fd)
         carrier.close()
+        if pinned:
+            safepath.unpin(out)
     return lines, tally
 
 
