@@ -9,20 +9,27 @@ from processkit.containment.accounting import Tally
 MiB = 1024 * 1024
 
 
+def v2_usage(group, tally=None):
+    """What a v2 group whose files are ``group``'s gives (a fake group), after what ``tally``
+    already holds."""
+    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
+    container.path = str(group)
+    tally = Tally() if tally is None else tally
+    container._account(tally)
+    return tally.usage()
+
+
 def test_a_v2_group_reads_no_file_whose_figures_v1_gave(tmp_path):
     group = tmp_path / "run"
     group.mkdir()  # no cpu.stat, memory.peak or pids.peak: reading one would raise
     (group / "memory.events").write_text("oom_kill 0\n")
     (group / "io.stat").write_text("254:0 rbytes=4096 wbytes=8192\n")
-    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
-    container.path = str(group)
     tally = Tally()
     for field in ("cpu_ns", "user_ns", "system_ns"):
         tally.give_ns(field, 5_000_000, "v1")
     tally.give("peak_memory_bytes", 3 * MiB, "v1")
     tally.give("peak_process_count", 1, "v1")
-    container._account(tally)
-    usage = tally.usage()
+    usage = v2_usage(group, tally)
     assert (usage.total_cpu_ms, usage.peak_memory_bytes, usage.io_read_bytes, usage.io_write_bytes) == (
         5,
         3 * MiB,
@@ -36,26 +43,11 @@ def test_a_v2_group_still_gives_the_cpu_split_v1_lacks(tmp_path):
     group = tmp_path / "run"
     group.mkdir()
     (group / "cpu.stat").write_text("usage_usec 9000\nuser_usec 6000\nsystem_usec 3000\n")
-    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
-    container.path = str(group)
     tally = Tally()
     tally.give_ns("cpu_ns", 10_000_000, "cpuacct.usage (v1)")  # the total only: the split comes from v2
-    container._account(tally)
-    usage = tally.usage()
+    usage = v2_usage(group, tally)
     assert (usage.total_cpu_ms, usage.user_cpu_ms, usage.system_cpu_ms) == (10, 6, 3)
     assert usage.sources["user_ns"] == "cpu.stat user_usec (v2)"
-
-
-def test_the_accounting_controllers_are_switched_on_once_per_parent(tmp_path):
-    parent = tmp_path / "parent"
-    parent.mkdir()
-    (parent / "cgroup.controllers").write_text("cpu memory pids\n")
-    (parent / "cgroup.subtree_control").write_text("")
-    cgroup_v2.enable_accounting(str(parent))
-    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
-    (parent / "cgroup.subtree_control").write_text("")
-    cgroup_v2.enable_accounting(str(parent))  # the next run of a batch: neither read nor written again
-    assert (parent / "cgroup.subtree_control").read_text() == ""
 
 
 def test_this_processs_v1_groups_are_found_once(monkeypatch):
