@@ -29,7 +29,12 @@ def utc_timestamp(ns: int | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated; pre-epoch clocks clamp to 0."""
     ns = max(0, time.time_ns() if ns is None else ns)
     seconds, rest = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1_000_000:03d}Z"
+    if seconds != _SECOND[0]:  # a run's events mostly share their second: formatted once
+        _SECOND[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
+    return f"{_SECOND[1]}.{rest // 1_000_000:03d}Z"
+
+
+_SECOND: list = [-1, ""]  # the last second formatted, and its text
 
 
 def encode(record: dict) -> bytes:
