@@ -135,7 +135,7 @@ def run_batch(
             return None
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
+        return _job_steps(carrier, job, out, settings.label)
 
     def finished(result) -> None:
         nonlocal halted
@@ -198,7 +198,7 @@ def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
+def _job_steps(host: Host, job: Job, out: str, label: str):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
     so ``list`` shows which batch a live job belongs to."""
     try:

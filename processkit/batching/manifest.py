@@ -36,16 +36,15 @@ JOB_FLAGS = ["--no-echo", "--capture-dir", "capture"]
 
 
 class Job:
-    """One manifest line: its id, command, the RunSpec its keywords give (``template``, checked by
-    ``run``'s parser), and where it came from."""
+    """One manifest line: its id, command, and the RunSpec its keywords give (``template``,
+    checked by ``run``'s parser)."""
 
-    __slots__ = ("id", "args", "template", "line")
+    __slots__ = ("id", "args", "template")
 
-    def __init__(self, job_id: str, args: list[str], template: RunSpec, line: int):
+    def __init__(self, job_id: str, args: list[str], template: RunSpec):
         self.id = job_id
         self.args = args
         self.template = template
-        self.line = line
 
 
 def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
@@ -142,7 +141,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
                 templates[key] = template
     except (TypeError, ValueError) as exc:
         raise bad(str(exc).replace("batch() ", "")) from None
-    return Job(job_id, command, template, number)
+    return Job(job_id, command, template)
 
 
 def _plain(value) -> bool:
