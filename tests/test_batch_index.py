@@ -98,3 +98,22 @@ def test_without_the_final_list_no_page_is_written(tmp_path):
     assert not (out / "index.html").exists()
     proc = subprocess.run(command, input=record + b"=\0" + record[1:], capture_output=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (0, b"") and (out / "index.html").exists()
+
+
+def test_an_index_process_that_ended_early_is_one_warning(tmp_path, capfd):
+    """Killed, and its status taken by another reaper (a run's, which collects every child not
+    a root): the batch still ends, with one warning and no page."""
+    from processkit.batching.index import Index
+    from processkit.batching.manifest import parse
+
+    out = tmp_path / "out"
+    fake_stream(out, "x", 0)
+    jobs = parse([b'{"args": ["true"], "id": "x"}'])
+    index = Index(str(out))
+    proc = index._process()
+    assert proc is not None
+    proc.kill()
+    os.waitpid(proc.pid, 0)
+    index.finish(jobs)
+    assert "no index.html: the index process ended early" in capfd.readouterr().err
+    assert not (out / "index.html").exists()

@@ -83,6 +83,10 @@ class Index:
         if proc.returncode != 0:
             lines = errors.decode(errors="replace").strip().splitlines()
             warn(f"no index.html: {lines[-1] if lines else f'the index process exited {proc.returncode}'}")
+        elif not os.path.exists(os.path.join(self.out, "index.html")):
+            # its status was taken by someone else (a run's reaper, which collects every child
+            # that is not a root) after it ended early: 0 is all Popen can say then
+            warn("no index.html: the index process ended early")
 
     def _process(self) -> subprocess.Popen | None:
         """The index process, started on first use."""
