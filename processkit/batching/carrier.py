@@ -206,5 +206,5 @@ def _job_steps(host: Host, job: Job, out: str, label: str):
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
     spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
-    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS)
+    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
     return job, outcome, spec.run_id

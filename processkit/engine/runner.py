@@ -38,9 +38,11 @@ def execute(spec: RunSpec) -> Outcome:
     return outcome
 
 
-def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = ()):
+def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bool = True):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``written``
-    holds the last line of each event type in ``keep`` that reached the stream."""
+    holds the last line of each event type in ``keep`` that reached the stream. Without
+    ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
+    again once the tree is gone (a batch reports only the stream's)."""
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
@@ -52,6 +54,7 @@ def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = ()):
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.loop, host.reaper)
+    run.final_usage = final_usage
     host.runs.add(run)
     try:
         outcome = yield from _phases(host, run)
@@ -136,7 +139,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     run.events.emit(ResourceSummary(**usage.summary()))
     yield from teardown(run, launched, entry.graceful)
     yield from drain_outputs(run, launched)
-    outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
+    # the stream's summary keeps the reference's read point
+    outcome.usage = container.final_usage(usage) if run.final_usage else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         from . import capture
 
