@@ -100,9 +100,29 @@ def test_without_the_final_list_no_page_is_written(tmp_path):
     assert (proc.returncode, proc.stderr) == (0, b"") and (out / "index.html").exists()
 
 
-def test_an_index_process_that_ended_early_is_one_warning(tmp_path, capfd):
+def test_a_page_is_drawn_even_when_the_read_ahead_process_ended_early(tmp_path, capfd):
     """Killed, and its status taken by another reaper (a run's, which collects every child not
-    a root): the batch still ends, with one warning and no page."""
+    a root): a fresh index process, given every path, draws the same page."""
+    from processkit.batching.index import Index
+    from processkit.batching.manifest import parse
+
+    out = tmp_path / "out"
+    for job_id in "xy":
+        fake_stream(out, job_id, 0)
+    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
+    index = Index(str(out))
+    index._proc = index._start()
+    assert index._proc is not None
+    index._proc.kill()
+    os.waitpid(index._proc.pid, 0)
+    index.finish(jobs)
+    assert "no index.html" not in capfd.readouterr().err
+    assert page(out / "index.html") == report_of(out, ["x", "y"], tmp_path)
+
+
+def test_a_pipe_whose_descriptor_is_no_longer_ours_is_never_written(tmp_path):
+    """Closed behind the index's back and its number reused by another file: that file is left
+    alone, and the page is still drawn (by a fresh process)."""
     from processkit.batching.index import Index
     from processkit.batching.manifest import parse
 
@@ -110,10 +130,20 @@ def test_an_index_process_that_ended_early_is_one_warning(tmp_path, capfd):
     fake_stream(out, "x", 0)
     jobs = parse([b'{"args": ["true"], "id": "x"}'])
     index = Index(str(out))
-    proc = index._process()
-    assert proc is not None
-    proc.kill()
-    os.waitpid(proc.pid, 0)
-    index.finish(jobs)
-    assert "no index.html: the index process ended early" in capfd.readouterr().err
-    assert not (out / "index.html").exists()
+    index._proc = index._start()
+    feed = index._feed
+    os.close(feed)
+    bystander = os.open(tmp_path / "bystander", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        if bystander != feed:
+            os.dup2(bystander, feed)  # the same number, another file
+        index.add(jobs[0])
+        index._flush()
+        index.finish(jobs)
+        assert (tmp_path / "bystander").read_bytes() == b""
+        assert os.fstat(feed)  # still open: not closed as if it were the pipe
+    finally:
+        os.close(bystander)
+        if bystander != feed:
+            os.close(feed)
+    assert page(out / "index.html") == report_of(out, ["x"], tmp_path)

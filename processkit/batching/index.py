@@ -35,11 +35,16 @@ GROUP = 16  # read-ahead records sent at once
 
 class Index:
     """The feeding side, in the batch process. It never waits on the index process while jobs
-    run: a path the pipe has no room for now is left for the final list (read then)."""
+    run: a path the pipe has no room for now is left for the final list (read then). The pipe's
+    write end is this object's own descriptor, checked to be that pipe before each write; if it
+    is not (closed, its number reused) or the process ended early, the page is drawn at the end
+    by a fresh index process given every path, as when nothing was read ahead."""
 
     def __init__(self, out: str):
         self.out = out
         self._proc: subprocess.Popen | None = None
+        self._feed = -1  # the write end of the index process's stdin; -1 once given up
+        self._feed_id: tuple[int, int] | None = None  # (device, inode) of that pipe
         self._unstarted: str | None = None  # why the index process could not be started
         self._pending: list[bytes] = []  # read-ahead records not sent yet (read at the end if never)
         self._size = 0
@@ -57,12 +62,12 @@ class Index:
     def _flush(self) -> None:
         data = b"".join(self._pending)
         self._pending, self._size = [], 0
-        proc = self._process()
-        if proc is None:
+        if self._proc is None and self._unstarted is None:
+            self._proc = self._start()
+        if not self._feeding():
             return
-        assert proc.stdin is not None
         try:
-            os.write(proc.stdin.fileno(), data)
+            os.write(self._feed, data)
         except OSError:  # full for now (BlockingIOError), or the process ended: it shows at the end
             pass
 
@@ -70,41 +75,83 @@ class Index:
         """Render the page over the streams of ``jobs`` that exist, in their order; a failure is
         one warning (the batch's results stand without the page)."""
         paths = [path for path in (_stream(self.out, job) for job in jobs) if os.path.exists(path)]
+        final = FINAL + b"\0" + b"".join(os.fsencode(path) + b"\0" for path in paths)
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            sent = bool(paths) and self._feeding() and proc.poll() is None and self._send(final)
+            if self._feeding():
+                os.close(self._feed)  # its end of input: with no final list, it ends without a page
+            self._feed = -1
+            _, errors = proc.communicate()
+            if sent and proc.returncode != 0:
+                _warn(proc.returncode, errors)
+                return
+            if sent and os.path.exists(os.path.join(self.out, "index.html")):
+                return
         if not paths:
-            if self._proc is not None:
-                self._proc.communicate()  # no final list: it ends without a page
             return
-        proc = self._process()
-        if proc is None:
+        fresh = self._start(pipe=False)  # nothing read ahead, or that process ended early
+        if fresh is None:
             warn(f"no index.html: {self._unstarted}")
             return
-        final = FINAL + b"\0" + b"".join(os.fsencode(path) + b"\0" for path in paths)
-        _, errors = proc.communicate(final)  # written as its stderr is read: neither side can block the other
-        if proc.returncode != 0:
-            lines = errors.decode(errors="replace").strip().splitlines()
-            warn(f"no index.html: {lines[-1] if lines else f'the index process exited {proc.returncode}'}")
-        elif not os.path.exists(os.path.join(self.out, "index.html")):
-            # its status was taken by someone else (a run's reaper, which collects every child
-            # that is not a root) after it ended early: 0 is all Popen can say then
-            warn("no index.html: the index process ended early")
+        _, errors = fresh.communicate(final)  # written as its stderr is read: neither side blocks the other
+        if fresh.returncode != 0:
+            _warn(fresh.returncode, errors)
 
-    def _process(self) -> subprocess.Popen | None:
-        """The index process, started on first use."""
-        if self._proc is None and self._unstarted is None:
-            try:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "processkit.batching.index", self.out],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,  # the terminal's Ctrl-C is the batch's to handle
-                )
-            except OSError as exc:
-                self._unstarted = f"cannot start the index process: {exc.strerror}"
-                return None
-            assert self._proc.stdin is not None
-            os.set_blocking(self._proc.stdin.fileno(), False)
-        return self._proc
+    def _start(self, pipe: bool = True) -> subprocess.Popen | None:
+        """An index process; with ``pipe``, fed by this object's own descriptor (``_feed``)."""
+        read_end = -1
+        try:
+            if pipe:
+                read_end, self._feed = os.pipe()
+                facts = os.fstat(self._feed)
+                self._feed_id = (facts.st_dev, facts.st_ino)
+                os.set_blocking(self._feed, False)
+            return subprocess.Popen(
+                [sys.executable, "-m", "processkit.batching.index", self.out],
+                stdin=read_end if pipe else subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # the terminal's Ctrl-C is the batch's to handle
+            )
+        except OSError as exc:
+            self._unstarted = f"cannot start the index process: {exc.strerror}"
+            if pipe and self._feed >= 0:
+                os.close(self._feed)
+                self._feed = -1
+            return None
+        finally:
+            if read_end >= 0:
+                os.close(read_end)
+
+    def _feeding(self) -> bool:
+        """Whether ``_feed`` is still the pipe it was made as (not closed, not another file)."""
+        if self._feed < 0:
+            return False
+        try:
+            facts = os.fstat(self._feed)
+        except OSError:
+            facts = None
+        if facts is None or (facts.st_dev, facts.st_ino) != self._feed_id:
+            self._feed = -1  # not ours any more: never written to, nor closed, from here
+            return False
+        return True
+
+    def _send(self, data: bytes) -> bool:
+        """The final list, whole; False when the process is gone or the pipe is not ours."""
+        os.set_blocking(self._feed, True)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._feed, view) :]
+        except OSError:
+            return False
+        return True
+
+
+def _warn(code: int, errors: bytes) -> None:
+    lines = errors.decode(errors="replace").strip().splitlines()
+    warn(f"no index.html: {lines[-1] if lines else f'the index process exited {code}'}")
 
 
 def _stream(out: str, job: Job) -> str:
