@@ -11,6 +11,7 @@ import sys
 
 from conftest import run_cli
 
+from processkit.batching.index import command as index_command
 from processkit.batching.index import serve
 
 STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
@@ -92,7 +93,7 @@ def test_without_the_final_list_no_page_is_written(tmp_path):
     out = tmp_path / "out"
     fake_stream(out, "x", 0)
     record = b"+" + os.fsencode(out / "x" / "events.jsonl") + b"\0"
-    command = [sys.executable, "-m", "processkit.batching.index", str(out)]
+    command = index_command(str(out))
     proc = subprocess.run(command, input=record, capture_output=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (0, b"")
     assert not (out / "index.html").exists()
@@ -147,3 +148,17 @@ def test_a_pipe_whose_descriptor_is_no_longer_ours_is_never_written(tmp_path):
         if bystander != feed:
             os.close(feed)
     assert page(out / "index.html") == report_of(out, ["x"], tmp_path)
+
+
+def test_the_index_process_runs_this_processkit_whatever_the_working_directory_holds(tmp_path):
+    """A batch started from inside another checkout (its own ``processkit`` package) still
+    gets its page from this processkit."""
+    elsewhere = tmp_path / "checkout"
+    (elsewhere / "processkit" / "batching").mkdir(parents=True)
+    for name in ("processkit/__init__.py", "processkit/batching/__init__.py", "processkit/batching/index.py"):
+        (elsewhere / name).write_text("raise SystemExit(0)\n")  # a version that draws nothing
+    out = tmp_path / "out"
+    manifest = write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "b"}])
+    proc = run_cli("batch", manifest, "--out", str(out), "--jobs", "2", cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert page(out / "index.html") == report_of(out, "ab", tmp_path)

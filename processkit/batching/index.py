@@ -97,6 +97,8 @@ class Index:
         _, errors = fresh.communicate(final)  # written as its stderr is read: neither side blocks the other
         if fresh.returncode != 0:
             _warn(fresh.returncode, errors)
+        elif not os.path.exists(os.path.join(self.out, "index.html")):
+            warn("no index.html: the index process wrote none")
 
     def _start(self, pipe: bool = True) -> subprocess.Popen | None:
         """An index process; with ``pipe``, fed by this object's own descriptor (``_feed``)."""
@@ -108,7 +110,7 @@ class Index:
                 self._feed_id = (facts.st_dev, facts.st_ino)
                 os.set_blocking(self._feed, False)
             return subprocess.Popen(
-                [sys.executable, "-m", "processkit.batching.index", self.out],
+                command(self.out),
                 stdin=read_end if pipe else subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -225,5 +227,13 @@ def _records(stream):
         yield from complete
 
 
-if __name__ == "__main__":
+def command(out: str) -> list[str]:
+    """The index process's command line: this very ``processkit`` (its directory first on the
+    path), not whichever one the working directory holds, as ``python -m`` would take."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = "import sys; sys.path.insert(0, sys.argv.pop(1)); from processkit.batching.index import main; main()"
+    return [sys.executable, "-c", code, root, out]
+
+
+def main() -> None:
     sys.exit(serve(sys.argv[1], sys.stdin.buffer))
