@@ -162,3 +162,18 @@ def test_the_index_process_runs_this_processkit_whatever_the_working_directory_h
     proc = run_cli("batch", manifest, "--out", str(out), "--jobs", "2", cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr
     assert page(out / "index.html") == report_of(out, "ab", tmp_path)
+
+
+def test_an_abandoned_index_ends_its_process_without_a_page(tmp_path):
+    from processkit.batching.index import Index
+    from processkit.batching.manifest import parse
+
+    out = tmp_path / "out"
+    fake_stream(out, "x", 0)
+    index = Index(str(out))
+    index._proc = index._start()
+    proc = index._proc
+    index.add(parse([b'{"args": ["true"], "id": "x"}'])[0])
+    index.abandon()  # as when the batch raises (KeyboardInterrupt in the API)
+    assert proc is not None and proc.returncode == 0 and index._feed == -1
+    assert not (out / "index.html").exists()

@@ -30,6 +30,10 @@ def batch(
         raise ValueError(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
     index = Index(out)
-    lines, _ = run_batch(checked, settings, signals=False, index=index)
+    try:
+        lines, _ = run_batch(checked, settings, signals=False, index=index)
+    except BaseException:  # a KeyboardInterrupt, say: no page, and no index process left behind
+        index.abandon()
+        raise
     index.finish(checked)
     return lines

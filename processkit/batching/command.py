@@ -75,7 +75,11 @@ def main(argv: list[str], invocation) -> int:
     else:
         from .carrier import run_batch
 
-        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
+        try:
+            _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
+        except BaseException:  # no page, and no index process left behind
+            index.abandon()
+            raise
     index.finish(jobs)
     progress.end(tally.line())
     if tally.cancelled_by is not None:

@@ -79,10 +79,7 @@ class Index:
         proc, self._proc = self._proc, None
         if proc is not None:
             sent = bool(paths) and self._feeding() and proc.poll() is None and self._send(final)
-            if self._feeding():
-                os.close(self._feed)  # its end of input: with no final list, it ends without a page
-            self._feed = -1
-            _, errors = proc.communicate()
+            errors = self._end(proc)
             if sent and proc.returncode != 0:
                 _warn(proc.returncode, errors)
                 return
@@ -99,6 +96,20 @@ class Index:
             _warn(fresh.returncode, errors)
         elif not os.path.exists(os.path.join(self.out, "index.html")):
             warn("no index.html: the index process wrote none")
+
+    def abandon(self) -> None:
+        """End the index process without a page (the batch raised before its end)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            self._end(proc)
+
+    def _end(self, proc: subprocess.Popen) -> bytes:
+        """Close its input (with no final list sent, it ends without a page), wait for it, and
+        return what it wrote on stderr."""
+        if self._feeding():
+            os.close(self._feed)
+        self._feed = -1
+        return proc.communicate()[1]
 
     def _start(self, pipe: bool = True) -> subprocess.Popen | None:
         """An index process; with ``pipe``, fed by this object's own descriptor (``_feed``)."""
