@@ -25,6 +25,8 @@ ffibuilder.cdef(
         unsigned char *buf;
         size_t buf_size;
         size_t ring_size;
+        int threaded;
+        int wants_thread;
         ...;
     } pk_stream;
 

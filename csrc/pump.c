@@ -89,8 +89,9 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head,
     stream->ring_size = ring_size;
     pk_sha256_init(&stream->sha);
     /* No thread to be had (a process or memory limit): the same results, hashed inline. A ring is
-     * not hashed here at all. */
-    stream->threaded = hash_thread && stream->head == cap && start_hasher(stream);
+     * not hashed here at all. The thread starts with the first bytes read (pk_stream_drain): a
+     * stream that brings none, as most of a batch's short jobs, never pays for one. */
+    stream->wants_thread = hash_thread && stream->head == cap;
     return stream;
 fail:
     free(stream);
@@ -357,6 +358,13 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             result->eof = count == 0;
             result->read_errno = count < 0 ? errno : 0;
             break;
+        }
+        if (stream->wants_thread) {
+            /* The stream's first bytes, read at the ring's start either way: from here the
+             * thread hashes them and all that follow, as if it had run from the start. */
+            stream->wants_thread = 0;
+            if (stream->seen == 0)
+                stream->threaded = start_hasher(stream);
         }
         chunk = stream->buf + at;
         result->total += (uint64_t)count;

@@ -29,6 +29,7 @@ typedef struct pk_stream {
     size_t buf_size;
     size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */
     int threaded;     /* a hashing thread hashes behind the reader (pump.c) */
+    int wants_thread; /* ... started with the stream's first bytes (none come for most short runs) */
     /* With the thread, under lock: */
     uint64_t target; /* the reader lets the hasher hash stream bytes [0, target) */
     uint64_t hashed; /* ... and it has hashed [0, hashed) */

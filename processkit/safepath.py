@@ -16,6 +16,10 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   no one else; a private directory (the registry) must be this user's, not a link, on a path
   only this user and root can change.
 
+A directory checked once can be pinned (``pin``: a batch's ``--out``): later walks of paths
+inside it start from its handle instead of walking from ``/`` again, so they use the very
+directory that was checked. Walks of private directories never start from a pin.
+
 A refusal is an :class:`UnsafePath`, an ``OSError`` whose ``strerror`` names the reason, so a
 caller's usual ``cannot ...: {strerror}`` message says why. Only ``os``, ``stat`` and ``errno``
 are imported: this is on a plain run's path.
@@ -109,7 +113,7 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool 
 
 def _directory(
     links: list[int],
-    start_fd: int,
+    start_fd: int | None,
     here: str,
     path: str,
     *,
@@ -117,16 +121,20 @@ def _directory(
     created: list[str] | None = None,
     private: bool = False,
 ) -> tuple[int, str]:
-    """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd``, and its text.
+    """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd`` (None: the
+    working directory), and its text; inside a pinned directory, walked from there.
 
     ``create_mode``: make missing components (``mkdirat``, never through a link), listing
     them in ``created``. ``private``: every directory on the way to the last must be
     changeable only by this user or root, and the last component must not be a link.
     """
-    if path.startswith("/"):
+    pinned = _pinned_under(path) if _PINNED and start_fd is None and not private else None
+    if pinned is not None:
+        fd, here, path = pinned
+    elif path.startswith("/"):
         fd, here = os.open("/", _DIR), "/"
     else:
-        fd = os.open(".", _DIR, dir_fd=start_fd)
+        fd = os.open(".", _DIR) if start_fd is None else os.open(".", _DIR, dir_fd=start_fd)
     parts = _components(path)
     try:
         while parts:
@@ -255,11 +263,40 @@ def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, 
 
 
 def _start(links: list[int], path: str, **options) -> tuple[int, str]:
-    cwd = os.open(".", _DIR)
-    try:
-        return _directory(links, cwd, ".", path, **options)
-    finally:
-        os.close(cwd)
+    return _directory(links, None, ".", path, **options)
+
+
+# A directory's path as given -> [a handle on it, the text its walk led to, how many pins hold it]
+_PINNED: dict[str, list] = {}
+
+
+def pin(path: str) -> None:
+    """Walk the directory ``path`` once and start each later walk of a path inside it from its
+    handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
+    was checked is still what is used: the handle is the directory the walk checked."""
+    key = path.rstrip("/") or path
+    if key in _PINNED:
+        _PINNED[key][2] += 1
+        return
+    fd, here = _start([0], key)
+    _PINNED[key] = [fd, here, 1]
+
+
+def unpin(path: str) -> None:
+    key = path.rstrip("/") or path
+    entry = _PINNED[key]
+    entry[2] -= 1
+    if not entry[2]:
+        del _PINNED[key]
+        os.close(entry[0])
+
+
+def _pinned_under(path: str) -> tuple[int, str, str] | None:
+    """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``."""
+    for key, (fd, here, _) in _PINNED.items():
+        if path == key or path.startswith(key + "/"):
+            return os.open(".", _DIR, dir_fd=fd), here, path[len(key) :]
+    return None
 
 
 def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int, str]:

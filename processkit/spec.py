@@ -8,6 +8,9 @@ CLI builds them.
 
 from __future__ import annotations
 
+import os
+import time
+
 from .plain import Constant, Plain
 
 TYPE_CHECKING = False
@@ -175,3 +178,8 @@ class RunSpec(Plain):
         self.detach = detach
         self.ready_fd = ready_fd
         self.usage_file = usage_file
+
+
+def new_run_id() -> str:
+    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
+    return f"run-{os.getpid()}-{time.time_ns()}"

@@ -20,6 +20,7 @@ from conftest import run_cli, start_cli, wait_for_event, wait_for_file
 from control_support import check_schema, json_out
 from streams import PY, check_stream, one, python_child, run_checked
 from accounting_workloads import HOLD_100_MIB, concurrent, early_burners
+from test_accounting_reads import v2_usage
 from test_limits import own_cgroup_dirs
 
 MiB = 1 << 20
@@ -224,7 +225,6 @@ def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
     """Where the parent delegates memory, pids and io (not this project's hosts): the
     controllers are switched on, and the group's own files give each figure (a fake group)."""
     from processkit.containment import cgroup_v2
-    from processkit.containment.accounting import Tally
 
     parent = tmp_path / "parent"
     parent.mkdir()
@@ -232,6 +232,9 @@ def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
     (parent / "cgroup.subtree_control").write_text("")
     cgroup_v2.enable_accounting(str(parent))
     assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids +io"
+    (parent / "cgroup.subtree_control").write_text("")
+    cgroup_v2.enable_accounting(str(parent))  # a batch's next run: once per parent and process
+    assert (parent / "cgroup.subtree_control").read_text() == ""
     group = parent / "run"
     group.mkdir()
     (group / "cpu.stat").write_text("usage_usec 250000\nuser_usec 200000\nsystem_usec 50000\n")
@@ -239,11 +242,7 @@ def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
     (group / "pids.peak").write_text("3\n")
     (group / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n")
     (group / "io.stat").write_text("254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n")
-    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
-    container.path = str(group)
-    tally = Tally()
-    container._account(tally)
-    usage = tally.usage()
+    usage = v2_usage(group)
     assert (usage.peak_memory_bytes, usage.total_cpu_ms, usage.user_cpu_ms, usage.system_cpu_ms) == (
         210 * MiB,
         250,

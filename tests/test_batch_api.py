@@ -76,3 +76,17 @@ def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path):
         pytest.skip("a process-group run makes the process a subreaper, which collects every exited child")
     assert lines[0]["exit_code"] == 0
     assert own.wait(timeout=10) == 7
+
+
+def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):
+    """The summary line takes the stream's resource_summary: the second read that ``run`` makes
+    once the tree is gone (its Outcome's usage, for --usage-file) is not made per job."""
+    from processkit.containment.base import Container
+
+    def second_read(self, read):
+        raise AssertionError("a batch job's figures were read again after its teardown")
+
+    monkeypatch.setattr(Container, "final_usage", second_read)
+    lines = processkit.batch([{"args": ["true"], "id": "once"}], out=str(tmp_path / "out"), jobs=1)
+    assert [(line["id"], line["exit_code"]) for line in lines] == [("once", 0)]
+    assert lines[0]["resources"] is not None

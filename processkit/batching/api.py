@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import Failure
 from .carrier import Settings, run_batch
-from .index import write_index
+from .index import Index
 from .manifest import jobs_from
 
 
@@ -29,6 +29,11 @@ def batch(
     except Failure as failure:
         raise ValueError(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
-    lines, _ = run_batch(checked, settings, signals=False)
-    write_index(out, checked)
+    index = Index(out)
+    try:
+        lines, _ = run_batch(checked, settings, signals=False, index=index)
+    except BaseException:  # a KeyboardInterrupt, say: no page, and no index process left behind
+        index.abandon()
+        raise
+    index.finish(checked)
     return lines

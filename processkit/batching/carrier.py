@@ -13,19 +13,21 @@ from __future__ import annotations
 import os
 import time
 
-from ..api.options import runner_argv
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
-from ..errors import Failure, Kind
+from .. import safepath
+from ..errors import Failure
 from ..jsontext import dumps
 from . import summary
-from .manifest import Job
+from .manifest import Job, job_spec
 from .outdir import ensure_directory, prepare_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
+
+    from .index import Index
 
 
 class Settings:
@@ -103,13 +105,15 @@ def run_batch(
     signals: bool = True,
     write_summary: bool = True,
     keep_lines: bool = True,
+    index: Index | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
     so a long batch run from the CLI stays flat in memory) and the tally.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
-    jobs end (a Dask worker returns them to the client, which writes them instead)."""
+    jobs end (a Dask worker returns them to the client, which writes them instead). ``index``:
+    each finished job's stream goes to it as the job ends (``Index.add``)."""
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
@@ -131,13 +135,13 @@ def run_batch(
             return None
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
+        return _job_steps(carrier, job, out, settings.label)
 
     def finished(result) -> None:
         nonlocal halted
         job, outcome, run_id = result
         line = summary.summary_line(
-            job.id, run_id, job.args, attempts[job.id], outcome, summary.read_objects(_stream_path(out, job))
+            job.id, run_id, job.args, attempts[job.id], outcome, summary.written_objects(outcome)
         )
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             queue.append(job)  # again, next
@@ -145,8 +149,16 @@ def run_batch(
         tally.count(line)
         halted = halted or (outcome.code != 0 and settings.halt_on_failure)
         record(line)
+        if index is not None and run_id is not None:
+            index.add(job)
 
+    pinned = False
     try:
+        try:
+            safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
+            pinned = True
+        except OSError:
+            pass  # gone or changed since prepare: each job's walk from / says so
         carrier.watch_signals()
         carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         carrier.carry_all(next_run, finished, settings.jobs)
@@ -160,6 +172,8 @@ def run_batch(
         if summary_fd is not None:
             os.close(summary_fd)
         carrier.close()
+        if pinned:
+            safepath.unpin(out)
     return lines, tally
 
 
@@ -185,22 +199,13 @@ def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
+def _job_steps(host: Host, job: Job, out: str, label: str):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
     so ``list`` shows which batch a live job belongs to."""
     try:
         directory = ensure_directory(os.path.join(out, job.id), "the job directory")
-        _, spec = runner_argv(
-            job.args,
-            job.options,
-            jsonl=_stream_path(out, job),
-            function="batch",
-            extra=["--no-echo", "--capture-dir", os.path.join(directory, "capture"), "--label", f"batch={label}"],
-        )
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
-    except (TypeError, ValueError) as exc:  # checked when the manifest was read: not expected here
-        refused = Failure(Kind.USAGE, f"manifest line {job.line}: {exc}")
-        return job, Outcome(refused.code, refused), None
-    outcome = yield from steps(host, spec)
+    spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
+    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
     return job, outcome, spec.run_id

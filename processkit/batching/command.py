@@ -65,6 +65,9 @@ def main(argv: list[str], invocation) -> int:
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
     progress = Progress(len(jobs), settings.out, args.show_output)
+    from .index import Index
+
+    index = Index(settings.out)  # fed as jobs end here; a Dask batch's streams are all read at the end
     if args.dask_scheduler is not None:
         from .fleet import run_on_dask
 
@@ -72,10 +75,12 @@ def main(argv: list[str], invocation) -> int:
     else:
         from .carrier import run_batch
 
-        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
-    from .index import write_index
-
-    write_index(settings.out, jobs)
+        try:
+            _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
+        except BaseException:  # no page, and no index process left behind
+            index.abandon()
+            raise
+    index.finish(jobs)
     progress.end(tally.line())
     if tally.cancelled_by is not None:
         return Kind.CANCELLED.code

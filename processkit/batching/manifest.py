@@ -3,7 +3,8 @@
 Each line is an object: ``args`` (the command, a list of strings), an optional ``id`` (the
 name of the job's directory; by default ``job-<line number>``), and any Python API keyword
 (``docs/api.md``). The keywords become ``run`` flags and go through ``run``'s own parser, so a
-value is checked exactly as the flag would be. Keywords that would give a job the batch's
+value is checked exactly as the flag would be; the RunSpec that parse gives is kept as the job's
+template (one for all the jobs with the same keywords), so a job starts without parsing again. Keywords that would give a job the batch's
 terminal or files of its choosing are refused: the batch decides where each job's stream and
 capture go, and its children never share the batch's stdin or terminal.
 """
@@ -14,6 +15,7 @@ import json
 import re
 
 from ..errors import Failure, usage
+from ..spec import RunSpec, new_run_id
 
 MAX_LINE_BYTES = 1024 * 1024
 MAX_JOBS = 1_000_000
@@ -28,16 +30,36 @@ REFUSED = {
 }
 
 
+# The flags the carrier gives every job besides its stream, capture directory and batch label
+# (job_spec): a job is checked with them, so a keyword they conflict with is refused up front.
+JOB_FLAGS = ["--no-echo", "--capture-dir", "capture"]
+
+
 class Job:
-    """One manifest line: its id, command and keywords (checked), and where it came from."""
+    """One manifest line: its id, command, and the RunSpec its keywords give (``template``,
+    checked by ``run``'s parser)."""
 
-    __slots__ = ("id", "args", "options", "line")
+    __slots__ = ("id", "args", "template")
 
-    def __init__(self, job_id: str, args: list[str], options: dict, line: int):
+    def __init__(self, job_id: str, args: list[str], template: RunSpec):
         self.id = job_id
         self.args = args
-        self.options = options
-        self.line = line
+        self.template = template
+
+
+def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
+    """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
+    --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS``. A fresh run id
+    per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
+    ``--label`` does)."""
+    template = job.template
+    return template.replace(
+        argv=tuple(job.args),
+        jsonl=jsonl,
+        capture_dir=capture_dir,
+        run_id=template.run_id if template.run_id_given else new_run_id(),
+        labels=tuple(sorted({"batch": label, **dict(template.labels)}.items())),
+    )
 
 
 def read_lines(stream) -> list[bytes]:
@@ -76,8 +98,9 @@ def _decoded(number: int, raw: bytes):
 def _collect(numbered) -> list[Job]:
     jobs: list[Job] = []
     seen: dict[str, int] = {}
+    templates: dict[str, RunSpec] = {}
     for number, value in numbered:
-        job = job_from(number, value)
+        job = job_from(number, value, templates)
         if job.id in seen:
             raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
         seen[job.id] = number
@@ -87,8 +110,9 @@ def _collect(numbered) -> list[Job]:
     return jobs
 
 
-def job_from(number: int, value) -> Job:
-    """One job from a line's decoded value; a usage Failure naming the line when it is bad."""
+def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
+    """One job from a line's decoded value; a usage Failure naming the line when it is bad.
+    ``templates``: the RunSpecs already parsed, by keywords (plain JSON values only)."""
 
     def bad(message: str) -> Failure:
         return usage(f"manifest line {number}: {message}")
@@ -105,11 +129,27 @@ def job_from(number: int, value) -> Job:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
     from ..api.options import command_args, runner_argv
 
+    key = json.dumps(options, sort_keys=True) if _plain(options) else None
     try:
         command = command_args(args)
-        # Checked as the carrier runs it: with a capture directory, so the capture keywords
-        # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
-        runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=["--capture-dir", "capture"])
+        template = templates.get(key) if key is not None else None
+        if template is None:
+            # Checked as the carrier runs it (JOB_FLAGS), so the capture keywords
+            # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
+            _, template = runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=JOB_FLAGS)
+            if key is not None:
+                templates[key] = template
     except (TypeError, ValueError) as exc:
         raise bad(str(exc).replace("batch() ", "")) from None
-    return Job(job_id, command, options, number)
+    return Job(job_id, command, template)
+
+
+def _plain(value) -> bool:
+    """Whether ``value`` is made of JSON's own types only, so its ``json.dumps`` names it exactly
+    (an API caller's object could print as another value)."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(key) is str and _plain(item) for key, item in value.items())
+    if kind is list:
+        return all(_plain(item) for item in value)
+    return kind in (str, int, float, bool) or value is None

@@ -1,10 +1,20 @@
-"""A finished job's summary line, from its own stream: what ``summary.jsonl`` holds per job."""
+"""A finished job's summary line, from its own stream: what ``summary.jsonl`` holds per job.
+
+The stream's lines it reads (``SUMMARY_EVENTS``) are the ones the run kept as it wrote them
+(``steps``' ``keep``), so the file is not read back."""
 
 from __future__ import annotations
 
 import json
 
 from ..events.argv import fingerprint
+
+SUMMARY_EVENTS = ("runner_exit", "resource_summary", "output_captured")
+
+
+def written_objects(outcome) -> list[dict]:
+    """The summary's events from the lines the run wrote (``Outcome.written``)."""
+    return [json.loads(line) for line in outcome.written.values()]
 
 
 def read_objects(path: str) -> list[dict]:

@@ -57,17 +57,17 @@ def main(argv: list[str], invocation) -> int:
 
     if single and bench_page.is_bench_export(args.streams[0]):  # a ``bench --export-json`` file
         data = bench_page.load(args.streams[0])
-        _write_atomically(args.output, bench_page.bench_page(data))
+        write_atomically(args.output, bench_page.bench_page(data))
         output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(data['results'])} commands"])
         return 0
     from ..report import reading, render
 
-    live = _live_streams()
+    live = live_streams()
     runs = [reading.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
     if args.usage_file is not None:
         reading.add_usage(runs[0], _usage_record(args.usage_file))
     page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
-    _write_atomically(args.output, page)
+    write_atomically(args.output, page)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
     return 0
@@ -101,7 +101,7 @@ def _stream_paths(given: list[str]) -> list[str]:
     return list(given)
 
 
-def _live_streams() -> set[str]:
+def live_streams() -> set[str]:
     """The streams a registered, not confirmed stale, runner still writes (by real path); an
     unreadable registry only means nobody can be shown as still writing."""
     from ..registry import scan
@@ -118,7 +118,7 @@ def _live_streams() -> set[str]:
     }
 
 
-def _write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 from ..errors import usage
-from ..spec import DEFAULT_CAPTURE_MAX_BYTES, KEEP_MODES, EnvPlan, Limits, OverflowPolicy, RunSpec, StdinMode
+from ..spec import (
+    DEFAULT_CAPTURE_MAX_BYTES,
+    KEEP_MODES,
+    EnvPlan,
+    Limits,
+    OverflowPolicy,
+    RunSpec,
+    StdinMode,
+    new_run_id,
+)
 from . import values
 from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
@@ -209,7 +217,7 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
         command = _command_from_stdin(args)
     dur = values.parse_duration_ms
     run_id_given = args.run_id is not None
-    run_id = values.parse_run_id(args.run_id) if run_id_given else f"run-{os.getpid()}-{time.time_ns()}"
+    run_id = values.parse_run_id(args.run_id) if run_id_given else new_run_id()
     labels = dict(values.parse_label(text) for text in args.label)
     assignments = tuple(values.parse_env_assignment(text) for text in args.env)
     run_id_key = values.parse_env_key(args.run_id_env, flag="--run-id-env") if args.run_id_env is not None else None

@@ -35,10 +35,23 @@ SPLIT = ("cpuacct.usage_user", "cpuacct.usage_sys")
 
 
 def own_groups() -> dict[str, str]:
-    """Controller -> the directory of this process's group in that controller's v1 hierarchy."""
+    """Controller -> the directory of this process's group in that controller's v1 hierarchy:
+    found once per process, as the v2 parent is (a batch makes its groups where it started)."""
     root = os.environ.get("PROCESSKIT_CGROUP_V1_ROOT")
     if root:
         return {controller: os.path.join(root, controller) for controller in CONTROLLERS}
+    if not _OWN:
+        found = _discovered()
+        if not found:
+            return found  # looked for again next time: nothing to keep
+        _OWN.update(found)
+    return dict(_OWN)
+
+
+_OWN: dict[str, str] = {}  # what ``_discovered`` found, once it found something
+
+
+def _discovered() -> dict[str, str]:
     mounts: dict[str, tuple[str, str]] = {}  # controller -> (mount point, root of the mount)
     groups: dict[str, str] = {}
     try:

@@ -40,14 +40,19 @@ def find_parent() -> str | None:
 
 
 ACCOUNTED = ("memory", "pids", "io")  # the controllers whose counters a run's figures use
+CPU_KEYS = (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec"))
 
 
 def enable_accounting(parent: str) -> None:
-    """Switch on, for the parent's children, the accounting controllers it offers; best effort.
+    """Switch on, for the parent's children, the accounting controllers it offers; best effort,
+    once per parent and process (a batch's later groups find them on).
 
     Left on, as the caps leave theirs. The kernel refuses it in a non-root group that holds
     processes (the runner's own, often): the figures then come from cgroup v1 or stay null.
     """
+    if parent in _ENABLED:
+        return
+    _ENABLED.add(parent)
     try:
         offered = cgroupfs.read_text(os.path.join(parent, "cgroup.controllers")).split()
         subtree = os.path.join(parent, "cgroup.subtree_control")
@@ -56,6 +61,9 @@ def enable_accounting(parent: str) -> None:
             cgroupfs.write_text(subtree, " ".join(f"+{name}" for name in missing))
     except OSError:
         pass
+
+
+_ENABLED: set[str] = set()  # the parents ``enable_accounting`` has seen in this process
 
 
 class CgroupV2(Container):
@@ -96,13 +104,16 @@ class CgroupV2(Container):
 
     def _account(self, tally: Tally) -> None:
         """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their
-        controller is on (``enable_accounting``)."""
-        cpu = cgroupfs.read_keyed(self._file("cpu.stat"))
-        for field, key in (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec")):
-            value = cpu.get(key)
-            tally.give_ns(field, value * 1000 if value is not None else None, f"cpu.stat {key} (v2)")
-        tally.give("peak_memory_bytes", cgroupfs.read_optional_int(self._file("memory.peak")), "memory.peak (v2)")
-        tally.give("peak_process_count", cgroupfs.read_optional_int(self._file("pids.peak")), "pids.peak (v2)")
+        controller is on (``enable_accounting``). A file whose figures the tally already has
+        (from cgroup v1, which gives first) is not read: the first figure given stays anyway."""
+        if any(tally.missing(field) for field, _ in CPU_KEYS):
+            cpu = cgroupfs.read_keyed(self._file("cpu.stat"))
+            for field, key in CPU_KEYS:
+                value = cpu.get(key)
+                tally.give_ns(field, value * 1000 if value is not None else None, f"cpu.stat {key} (v2)")
+        for field, name in (("peak_memory_bytes", "memory.peak"), ("peak_process_count", "pids.peak")):
+            if tally.missing(field):
+                tally.give(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")
         try:
             tally.give(
                 "oom_kills",

@@ -81,15 +81,21 @@ READ_CHUNK = 64 * 1024
 
 
 def read_text(path: str) -> str:
-    """A cgroup file's text, read by plain ``open``/``read``/``close``: a run reads a dozen of
-    these, and a buffered text file adds an ``fstat``, a ``TCGETS`` and two ``lseek``s to each."""
+    """A cgroup file's text (``read_bytes``)."""
+    return read_bytes(path).decode("utf-8", "surrogateescape")
+
+
+def read_bytes(path: str) -> bytes:
+    """A kernel file's bytes (cgroupfs, ``/proc``), read by plain ``open``/``read``/``close``: a
+    run reads a dozen of these, and a buffered file adds an ``fstat``, a ``TCGETS`` and two
+    ``lseek``s to each."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, READ_CHUNK)
             if not chunk:
-                return b"".join(chunks).decode("utf-8", "surrogateescape")
+                return b"".join(chunks)
             chunks.append(chunk)
     finally:
         os.close(fd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..plain import Plain
+from .cgroupfs import read_bytes
 
 
 class Member(Plain):
@@ -35,8 +36,7 @@ class Member(Plain):
 def read_member(pid: int) -> Member | None:
     """The process's facts, or None when it is already gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
+        raw = read_bytes(f"/proc/{pid}/stat")
     except (FileNotFoundError, ProcessLookupError):
         return None
     except OSError:

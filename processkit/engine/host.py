@@ -41,9 +41,11 @@ class Wait:
 
 
 def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
-    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``."""
-    if not done():
-        yield Wait(done, deadline, poll)
+    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``
+    (asked once when it already holds: some are reads of the kernel's files)."""
+    if done():
+        return True
+    yield Wait(done, deadline, poll)
     return done()
 
 
@@ -135,7 +137,13 @@ class Host:
             raise KeyboardInterrupt
 
     def _turn(self, waiting: dict[Steps, Wait | None], finished: Callable[[object], None]) -> None:
-        """Resume the runs whose wait is over; when none ended, turn the loop once."""
+        """Resume the runs whose wait is over; when none ended, turn the loop once.
+
+        Before a fresh run's first step (its whole setup and spawn, the longest step a run takes)
+        the loop is looked at once without waiting, so a root that exited meanwhile is reaped,
+        and its run resumed, now: not stamped late, after the other run's setup."""
+        if len(waiting) > 1 and any(wait is None for wait in waiting.values()):
+            self.loop.run_once(0.0)
         now = self.loop.now
         ended = False
         for steps, wait in list(waiting.items()):

@@ -107,7 +107,12 @@ def hash_on_a_thread() -> bool:
     choice = os.environ.get("PROCESSKIT_HASH_THREAD", "")
     if choice in ("0", "1"):
         return choice == "1"
-    return (os.cpu_count() or 1) > 1
+    if not _CPUS:
+        _CPUS.append(os.cpu_count() or 1)  # once per process: a read of /sys a pump otherwise
+    return _CPUS[0] > 1
+
+
+_CPUS: list[int] = []
 
 
 class NativePump:

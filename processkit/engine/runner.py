@@ -38,8 +38,11 @@ def execute(spec: RunSpec) -> Outcome:
     return outcome
 
 
-def steps(host: Host, spec: RunSpec):
-    """One run on ``host``'s loop, as a generator of waits; returns its Outcome."""
+def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bool = True):
+    """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``written``
+    holds the last line of each event type in ``keep`` that reached the stream. Without
+    ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
+    again once the tree is gone (a batch reports only the stream's)."""
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
@@ -47,13 +50,16 @@ def steps(host: Host, spec: RunSpec):
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     try:
-        emitter = Emitter(spec.jsonl)
+        emitter = Emitter(spec.jsonl, keep)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.loop, host.reaper)
+    run.final_usage = final_usage
     host.runs.add(run)
     try:
-        return (yield from _phases(host, run))
+        outcome = yield from _phases(host, run)
+        outcome.written = emitter.kept
+        return outcome
     finally:
         host.runs.discard(run)
         emitter.close()
@@ -133,7 +139,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     run.events.emit(ResourceSummary(**usage.summary()))
     yield from teardown(run, launched, entry.graceful)
     yield from drain_outputs(run, launched)
-    outcome.usage = container.final_usage(usage)  # the stream's summary keeps the reference's read point
+    # the stream's summary keeps the reference's read point
+    outcome.usage = container.final_usage(usage) if run.final_usage else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         from . import capture
 

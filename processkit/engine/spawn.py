@@ -191,7 +191,16 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
         return keep[-1]
 
     def strings(items) -> object:
-        keep.append(ffi.new("char *[]", [cell(item) for item in items] + [ffi.NULL]))
+        """A NULL-ended ``char *[]`` pointing into one NUL-separated copy of ``items`` (one
+        allocation for the environment's few dozen strings, not one each)."""
+        items = list(items)
+        blob = ffi.from_buffer(b"\0".join(items) + b"\0")
+        pointers, offset = [], 0
+        for item in items:
+            pointers.append(blob + offset)
+            offset += len(item) + 1
+        keep.append(blob)
+        keep.append(ffi.new("char *[]", pointers + [ffi.NULL]))
         return keep[-1]
 
     args = [os.fsencode(arg) for arg in argv]

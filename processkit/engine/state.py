@@ -56,6 +56,7 @@ class RunState:
         self.rundir: RunDir | None = None
         self.container: containment.Container | None = None
         self.publication: Publication | None = None
+        self.final_usage = True  # read the figures again once the tree is gone (``steps``)
 
     def request_ending(self, kind: EndingKind, detail: str | None = None) -> None:
         """Record that an ending is ready; the loop's turn decides which one wins."""

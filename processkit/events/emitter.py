@@ -29,7 +29,12 @@ def utc_timestamp(ns: int | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated; pre-epoch clocks clamp to 0."""
     ns = max(0, time.time_ns() if ns is None else ns)
     seconds, rest = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1_000_000:03d}Z"
+    if seconds != _SECOND[0]:  # a run's events mostly share their second: formatted once
+        _SECOND[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
+    return f"{_SECOND[1]}.{rest // 1_000_000:03d}Z"
+
+
+_SECOND: list = [-1, ""]  # the last second formatted, and its text
 
 
 def encode(record: dict) -> bytes:
@@ -49,12 +54,15 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str):
+    def __init__(self, path: str, keep: tuple[str, ...] = ()):
         """Create or truncate ``path``, never through a path another user controls
-        (``safepath``); raises OSError when it cannot be opened."""
+        (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
+        last line written whole stays in ``kept`` (a batch's summary, without reading the file back)."""
         self._fd = open_for_writing(path)
         self._poisoned = False
         self.failure: str | None = None  # why writing stopped, once it has
+        self._keep = keep
+        self.kept: dict[str, bytes] = {}
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
@@ -64,13 +72,16 @@ class Emitter:
             return
         record = event.to_json()
         try:
-            line = memoryview(encode(record) + b"\n")
+            data = encode(record) + b"\n"
+            line = memoryview(data)
             while line:
                 try:
                     line = line[os.write(self._fd, line) :]
                 except BlockingIOError:
                     if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
                         raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
+            if record["event"] in self._keep:
+                self.kept[record["event"]] = data
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

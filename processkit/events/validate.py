@@ -70,7 +70,9 @@ def json_equal(a, b) -> bool:
 
 def child_path(path: str, key) -> str:
     """The JSON Pointer (RFC 6901) of ``key`` inside the value at ``path``."""
-    token = str(key).replace("~", "~0").replace("/", "~1")
+    token = str(key)
+    if "~" in token or "/" in token:
+        token = token.replace("~", "~0").replace("/", "~1")
     return f"{path}/{token}"
 
 
@@ -112,6 +114,9 @@ class Validator:
     def __init__(self, schema: dict):
         self._root = schema
         self._patterns: dict[str, re.Pattern] = {}
+        self._refs: dict[str, object] = {}  # a reference -> its target, resolved once
+        # id of a schema node -> (the node, kept alive so its id stays its own; its instance checks)
+        self._plans: dict[int, tuple[object, tuple]] = {}
         self._check_schema(schema, "#")
 
     # -- the schema ----------------------------------------------------------------------------
@@ -205,13 +210,25 @@ class Validator:
         if schema is False:
             yield Violation(path, "no value is allowed here", "false")
             return
-        for keyword, value in schema.items():
-            check = _INSTANCE_CHECKS.get(keyword)
-            if check is not None:
-                yield from check(self, value, instance, path, schema)
+        planned = self._plans.get(id(schema))
+        if planned is None:
+            planned = self._plans[id(schema)] = (schema, self._plan(schema))
+        for check, value in planned[1]:
+            yield from check(self, value, instance, path, schema)
+
+    @staticmethod
+    def _plan(schema: dict) -> tuple:
+        """A node's instance checks in its keyword order (annotations such as ``description``
+        dropped), worked out once per node: the schema does not change once loaded."""
+        return tuple(
+            (_INSTANCE_CHECKS[keyword], value) for keyword, value in schema.items() if keyword in _INSTANCE_CHECKS
+        )
 
     def _ref(self, ref, instance, path, schema):
-        yield from self._iter(instance, self._resolve(ref), path)
+        target = self._refs.get(ref)
+        if target is None:
+            target = self._refs[ref] = self._resolve(ref)
+        yield from self._iter(instance, target, path)
 
     def _type(self, names, instance, path, schema):
         names = names if isinstance(names, list) else [names]

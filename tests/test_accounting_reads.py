@@ -1,0 +1,60 @@
+"""The cgroup files a run reads: none whose figures an earlier counter gave, and the per-process
+facts (the v1 groups this process is in, the v2 parent's accounting switched on) found once."""
+
+from __future__ import annotations
+
+from processkit.containment import cgroup_v1, cgroup_v2, cgroupfs
+from processkit.containment.accounting import Tally
+
+MiB = 1024 * 1024
+
+
+def v2_usage(group, tally=None):
+    """What a v2 group whose files are ``group``'s gives (a fake group), after what ``tally``
+    already holds."""
+    container = cgroup_v2.CgroupV2.__new__(cgroup_v2.CgroupV2)
+    container.path = str(group)
+    tally = Tally() if tally is None else tally
+    container._account(tally)
+    return tally.usage()
+
+
+def test_a_v2_group_reads_no_file_whose_figures_v1_gave(tmp_path):
+    group = tmp_path / "run"
+    group.mkdir()  # no cpu.stat, memory.peak or pids.peak: reading one would raise
+    (group / "memory.events").write_text("oom_kill 0\n")
+    (group / "io.stat").write_text("254:0 rbytes=4096 wbytes=8192\n")
+    tally = Tally()
+    for field in ("cpu_ns", "user_ns", "system_ns"):
+        tally.give_ns(field, 5_000_000, "v1")
+    tally.give("peak_memory_bytes", 3 * MiB, "v1")
+    tally.give("peak_process_count", 1, "v1")
+    usage = v2_usage(group, tally)
+    assert (usage.total_cpu_ms, usage.peak_memory_bytes, usage.io_read_bytes, usage.io_write_bytes) == (
+        5,
+        3 * MiB,
+        4096,
+        8192,
+    )
+    assert usage.sources["peak_memory_bytes"] == "v1" and usage.sources["io_read_bytes"] == "io.stat rbytes (v2)"
+
+
+def test_a_v2_group_still_gives_the_cpu_split_v1_lacks(tmp_path):
+    group = tmp_path / "run"
+    group.mkdir()
+    (group / "cpu.stat").write_text("usage_usec 9000\nuser_usec 6000\nsystem_usec 3000\n")
+    tally = Tally()
+    tally.give_ns("cpu_ns", 10_000_000, "cpuacct.usage (v1)")  # the total only: the split comes from v2
+    usage = v2_usage(group, tally)
+    assert (usage.total_cpu_ms, usage.user_cpu_ms, usage.system_cpu_ms) == (10, 6, 3)
+    assert usage.sources["user_ns"] == "cpu.stat user_usec (v2)"
+
+
+def test_this_processs_v1_groups_are_found_once(monkeypatch):
+    monkeypatch.delenv("PROCESSKIT_CGROUP_V1_ROOT", raising=False)
+    first = cgroup_v1.own_groups()
+    reads = []
+    real = cgroupfs.read_text
+    monkeypatch.setattr(cgroupfs, "read_text", lambda path: reads.append(path) or real(path))
+    assert cgroup_v1.own_groups() == first
+    assert reads == ([] if first else ["/proc/self/cgroup"])

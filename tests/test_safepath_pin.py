@@ -1,0 +1,53 @@
+"""``safepath.pin``: walks of paths inside a pinned directory start from its handle (a batch's
+``--out``, under which every job makes five files), not from ``/`` again."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from processkit import safepath
+
+
+def test_a_path_inside_a_pinned_directory_is_walked_from_its_handle(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    safepath.pin(str(out))
+    try:
+        os.rename(out, tmp_path / "moved")  # the text now names nothing: only the handle leads there
+        fd, here = safepath.open_directory(str(out / "job" / "capture"))
+        os.close(fd)
+        os.close(safepath.open_for_writing(str(out / "job" / "events.jsonl")))
+        assert here == str(out / "job" / "capture")  # the text the walk from / would have given
+    finally:
+        safepath.unpin(str(out))
+    assert sorted(os.listdir(tmp_path / "moved" / "job")) == ["capture", "events.jsonl"]
+    with pytest.raises(FileNotFoundError):  # unpinned: walked from / again
+        safepath.open_for_writing(str(out / "job" / "events.jsonl"))
+
+
+def test_a_pin_is_held_until_its_last_unpin(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    safepath.pin(str(out) + "/")
+    safepath.pin(str(out))  # a second batch on the same directory (a Dask worker's threads)
+    safepath.unpin(str(out))
+    os.rename(out, tmp_path / "moved")
+    try:
+        os.close(safepath.open_for_writing(str(out / "f")))
+    finally:
+        safepath.unpin(str(out))
+    assert (tmp_path / "moved" / "f").exists() and not safepath._PINNED
+
+
+def test_a_private_walk_never_starts_from_a_pin(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    safepath.pin(str(out))
+    try:
+        os.rename(out, tmp_path / "moved")
+        (tmp_path / "moved" / "registry").mkdir(mode=0o700)  # found only through the pin's handle
+        assert safepath.private_directory(str(out / "registry"), create=False) is None
+    finally:
+        safepath.unpin(str(out))
