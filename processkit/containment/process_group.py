@@ -35,7 +35,7 @@ class ProcessGroup(Container):
             self._rundir.record_process_group(pid, leader.start_time, os.getsid(0))
 
     def member_pids(self) -> list[int]:
-        if self._pgid is None:
+        if self._pgid is None or not _anyone_in(self._pgid):
             return []
         found = (members.read_member(pid) for pid in members.all_pids())
         return [m.pid for m in found if m is not None and m.pgid == self._pgid]
@@ -53,3 +53,16 @@ class ProcessGroup(Container):
 
     def _account(self, tally: Tally) -> None:
         self._children.give(tally, members.usage_of(self.member_pids()))
+
+
+def _anyone_in(pgid: int) -> bool:
+    """Whether any process (a zombie included) is in the group: one ``kill(-pgid, 0)``, so the
+    usual question once the root has gone (is anyone left?) costs no read of every ``/proc``
+    entry, which a batch asked several times a job."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone is there, just not ours to signal
+        pass
+    return True
