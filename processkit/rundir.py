@@ -47,6 +47,7 @@ import stat
 import time
 
 from .liveness import take
+from .mountinfo import filesystem_type
 
 DIR_PREFIX = "pkc-"
 SOCKET_NAME = "c.sock"
@@ -105,28 +106,11 @@ def _sticky_root(path: str) -> bool:
 
 
 def _is_tmpfs(path: str) -> bool:
-    """Whether ``path`` is on a tmpfs (statfs's ``TMPFS_MAGIC``), as ``/proc/self/mountinfo``
-    names its file system (Python has no statfs); looked up once per process."""
+    """Whether ``path`` is on a tmpfs (statfs's ``TMPFS_MAGIC``, as mountinfo names it); looked
+    up once per process."""
     if path not in _TMPFS:
-        _TMPFS[path] = _mounted_type(path) == b"tmpfs"
+        _TMPFS[path] = filesystem_type(path) == "tmpfs"
     return _TMPFS[path]
-
-
-def _mounted_type(path: str) -> bytes | None:
-    try:
-        with open("/proc/self/mountinfo", "rb") as handle:
-            lines = handle.read().split(b"\n")
-    except OSError:
-        return None
-    target = os.path.realpath(path).encode()
-    fstype = None
-    for line in lines:
-        fields = line.split(b" ")
-        if len(fields) > 4 and b"-" in fields:
-            mount_point = fields[4].replace(b"\\040", b" ")
-            if target == mount_point or target.startswith(mount_point.rstrip(b"/") + b"/"):
-                fstype = fields[fields.index(b"-") + 1]  # the last match is the mount in force
-    return fstype
 
 
 def path_for(token: str) -> str:

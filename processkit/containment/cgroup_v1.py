@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 
+from .. import mountinfo
 from ..spec import Limits
 from . import cgroupfs
 from .accounting import Tally
@@ -55,7 +56,7 @@ def _discovered() -> dict[str, str]:
     mounts: dict[str, tuple[str, str]] = {}  # controller -> (mount point, root of the mount)
     groups: dict[str, str] = {}
     try:
-        for mount in cgroupfs.mounts():
+        for mount in mountinfo.mounts():
             if mount.fstype == "cgroup":
                 for option in mount.super_options.split(","):
                     mounts[option] = (mount.mount_point, mount.root)

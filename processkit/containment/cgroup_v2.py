@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from .. import mountinfo
 from .. import signum as signals
 from . import cgroupfs
 from .accounting import Tally
@@ -26,7 +27,7 @@ def find_parent() -> str | None:
     if override:
         return override
     try:
-        mount = next((mount.mount_point for mount in cgroupfs.mounts() if mount.fstype == "cgroup2"), None)
+        mount = next((mount.mount_point for mount in mountinfo.mounts() if mount.fstype == "cgroup2"), None)
         if mount is None:
             return None
         with open("/proc/self/cgroup") as handle:

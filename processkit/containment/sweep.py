@@ -46,6 +46,7 @@ import os
 import stat
 import time
 
+from .. import mountinfo
 from .. import rundir
 from .. import signum as signals
 from ..liveness import Health, probe
@@ -254,7 +255,7 @@ def recorded_groups(path: str, token: str) -> list[str]:
     if not listed:
         return []
     try:
-        roots = [m.mount_point.rstrip("/") + "/" for m in cgroupfs.mounts() if m.fstype in ("cgroup", "cgroup2")]
+        roots = [m.mount_point.rstrip("/") + "/" for m in mountinfo.mounts() if m.fstype in ("cgroup", "cgroup2")]
     except OSError:
         return []
     return [
