@@ -145,6 +145,22 @@ def test_jobs_bounds_how_many_run_at_once(tmp_path):
     assert peak == 2
 
 
+def test_a_job_whose_stdin_fifo_never_gets_a_writer_holds_up_no_other_job(tmp_path):
+    """The FIFO's open would block the batch's one thread: the job ends at its own timeout,
+    and the job beside it runs meanwhile."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    jobs = [{"args": ["cat"], "id": "fed", "stdin_file": str(fifo), "timeout": "2s"}, {"args": ["true"], "id": "free"}]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2", timeout=30)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    lines = summary(out)
+    assert (lines["fed"]["exit_code"], lines["fed"]["source"]) == (106, "timeout")
+    assert lines["free"]["exit_code"] == 0
+    ended = {job: event_time(check_stream(out / job / "events.jsonl", None)[-1]) for job in ("free", "fed")}
+    assert ended["free"] < ended["fed"]
+
+
 def test_retries_run_a_failed_job_again_and_count_attempts(tmp_path):
     marker = tmp_path / "second-time"
     code = "import os, sys; p = sys.argv[1]; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"
@@ -243,6 +259,10 @@ def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_bat
         (['{"args": ["true"], "jsonl": "/tmp/x"}'], "manifest line 1: 'jsonl' is not a job keyword"),
         (['{"args": ["true"], "bogus": 1}'], "manifest line 1: got an unexpected keyword argument 'bogus'"),
         (["[1, 2]"], "manifest line 1: a job is a JSON object"),
+        (
+            ['{"args": ["true"], "run_id": "r"}', '{"args": ["true"]}', '{"args": ["true"], "run_id": "r"}'],
+            "manifest line 3: duplicate run_id 'r' (first on line 1)",
+        ),
     ],
 )
 def test_a_bad_manifest_is_refused_before_anything_starts(tmp_path, lines, message):
@@ -252,6 +272,16 @@ def test_a_bad_manifest_is_refused_before_anything_starts(tmp_path, lines, messa
     proc = run_cli("batch", str(manifest), "--out", str(out))
     assert proc.returncode == USAGE, proc.stderr
     assert message in proc.stderr.decode(), proc.stderr
+    assert not out.exists()
+
+
+def test_a_manifest_line_that_is_not_utf8_is_refused(tmp_path):
+    """JSON given as bytes would be guessed at (UTF-16 from a BOM): a manifest is UTF-8."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'{"args": ["true"]}\n' + '{"args": ["true"]}'.encode("utf-16") + b"\n")
+    out = tmp_path / "out"
+    proc = run_cli("batch", str(manifest), "--out", str(out))
+    assert proc.returncode == USAGE and b"manifest line 2: not UTF-8 (byte 1)" in proc.stderr, proc.stderr
     assert not out.exists()
 
 

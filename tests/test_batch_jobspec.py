@@ -48,19 +48,24 @@ ARGS = st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=3)
 @settings(max_examples=150, deadline=None)
 @given(keywords=KEYWORDS, args=ARGS, repeats=st.integers(1, 3))
 def test_a_jobs_spec_is_what_run_parses_from_its_argv(keywords, args, repeats):
-    lines = [json.dumps({"args": args, "id": f"j{n}", **keywords}).encode() for n in range(repeats)]
+    # A run id names one job of a manifest (a repeated one is refused), so each line gets its own.
+    per_job = [
+        {**keywords, "run_id": f"{keywords['run_id']}-{n}"} if keywords.get("run_id") else keywords
+        for n in range(repeats)
+    ]
+    lines = [json.dumps({"args": args, "id": f"j{n}", **own}).encode() for n, own in enumerate(per_job)]
     extra = ["--no-echo", "--capture-dir", "c", "--label", "batch=b"]
     try:
         jobs = parse(lines)
     except Failure:  # refused by the manifest: refused by run's parser as well
         with pytest.raises((TypeError, ValueError)):
-            runner_argv(args, keywords, jsonl="e", function="batch", extra=extra)
+            runner_argv(args, per_job[0], jsonl="e", function="batch", extra=extra)
         return
-    for job in jobs:
+    for job, own in zip(jobs, per_job):
         paths = {"jsonl": f"out/{job.id}/events.jsonl", "capture_dir": f"out/{job.id}/capture"}
         built = job_spec(job, label="batch-7-1", **paths)
         extra = ["--no-echo", "--capture-dir", paths["capture_dir"], "--label", "batch=batch-7-1"]
-        _, parsed = runner_argv(args, keywords, jsonl=paths["jsonl"], function="batch", extra=extra)
+        _, parsed = runner_argv(args, own, jsonl=paths["jsonl"], function="batch", extra=extra)
         if not parsed.run_id_given:  # a fresh id each: the same shape, not the same value
             assert built.run_id.startswith("run-") and built.run_id != parsed.run_id
             built = built.replace(run_id=parsed.run_id)

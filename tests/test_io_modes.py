@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import event_names, read_events, run_cli
+from conftest import event_names, read_events, run_cli, start_cli, wait_for_event
 from streams import check_stream, event_time
 
 PY = sys.executable
@@ -81,6 +81,34 @@ def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_p
     assert digest == hashlib.sha256(b"a" * 100000 + b"b" * 100000).hexdigest()
     # The 600 ms pause is spent in the loop, not in a read: the 100 ms cadence keeps going.
     assert event_names(tmp_path / "run.jsonl").count("members_snapshot") >= 5
+
+
+def test_stdin_file_fifo_that_no_writer_opens_ends_at_the_timeout(tmp_path):
+    """Opening a FIFO waits for a writer: the run must not wait there, before its timer."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    jsonl = tmp_path / "run.jsonl"
+    result = run_cli("run", "--timeout", "1s", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat", timeout=30)
+    assert result.returncode == 106, result.stderr
+    assert check_stream(jsonl, 106)[-1]["source"] == "timeout"
+
+
+@pytest.mark.parametrize("payload", [b"late but whole\n", b""], ids=["writes", "opens-and-closes"])
+def test_stdin_file_fifo_whose_writer_comes_after_the_start_gives_the_child_its_bytes(tmp_path, payload):
+    """The writer opens the FIFO only once the child runs: what it writes (or its close, an
+    empty input) reaches the child, not an end of input taken from the FIFO's writerless read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    jsonl = tmp_path / "run.jsonl"
+    runner = start_cli("run", "--timeout", "20s", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat")
+    try:
+        wait_for_event(jsonl, "run_started")
+        with open(fifo, "wb") as writer:
+            writer.write(payload)
+        out, err = runner.communicate(timeout=30)
+    finally:
+        runner.kill()
+    assert (runner.returncode, out) == (0, payload), err
 
 
 @pytest.mark.parametrize(

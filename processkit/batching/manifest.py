@@ -89,8 +89,15 @@ def jobs_from(values) -> list[Job]:
 
 
 def _decoded(number: int, raw: bytes):
+    """A line's JSON value. The line is decoded as UTF-8 first: ``json.loads`` given bytes would
+    guess UTF-16 or UTF-32 from the first bytes, and such a line was cut at a byte 0x0a that
+    belongs to a character."""
     try:
-        return json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise usage(f"manifest line {number}: not UTF-8 (byte {exc.start + 1})") from None
+    try:
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise usage(f"manifest line {number}: not JSON ({exc})") from None
 
@@ -98,12 +105,18 @@ def _decoded(number: int, raw: bytes):
 def _collect(numbered) -> list[Job]:
     jobs: list[Job] = []
     seen: dict[str, int] = {}
+    run_ids: dict[str, int] = {}  # the run ids jobs name: each names one job for inspect and cancel
     templates: dict[str, RunSpec] = {}
     for number, value in numbered:
         job = job_from(number, value, templates)
         if job.id in seen:
             raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
         seen[job.id] = number
+        if job.template.run_id_given:
+            run_id = job.template.run_id
+            if run_id in run_ids:
+                raise usage(f"manifest line {number}: duplicate run_id {run_id!r} (first on line {run_ids[run_id]})")
+            run_ids[run_id] = number
         jobs.append(job)
     if not jobs:
         raise usage("the manifest has no job")

@@ -8,6 +8,16 @@ or a shell's process substitution (``--stdin-file <(producer)``) can block, so s
 read non-blocking on the runner's own file description, and while it has nothing to give the
 feed waits for it instead of for the pipe.
 
+Facts about FIFOs (Linux ``fs/pipe.c``) that shape how one is opened and first read:
+- ``open(O_RDONLY)`` blocks until a writer opens the FIFO, and no timer can end that wait: a
+  run whose writer never comes would hang before its ``--timeout`` is armed, and a batch would
+  hang with it. With ``O_NONBLOCK`` the open returns at once.
+- Opened that way, ``read`` returns 0 while no writer has the FIFO open, whether or not one ever
+  had: read before a writer came, the feed would take it for the end of the input.
+- ``poll`` reports the FIFO readable only once a writer has written, or has come and gone
+  (POLLHUP counts writers seen since the open). So the feed waits for that before its first
+  read, and from then on a read of 0 is the real end.
+
 A terminal (``--pty``) has no end to close: its input ends with the bytes ``end_of_input``
 gives for the last byte fed (the terminal's EOF character), written after the file.
 """
@@ -29,13 +39,14 @@ CHUNK_SIZE = 64 * 1024
 
 def open_source(path: str) -> int:
     """Open the file for the feed; raises OSError when it cannot be read (a setup failure)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # Non-blocking from the open on, so a FIFO with no writer yet cannot hold up the runner.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         os.close(fd)
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
-    if not stat.S_ISREG(mode):
-        os.set_blocking(fd, False)  # a description of our own: the caller's flags are untouched
+    if stat.S_ISREG(mode):
+        os.set_blocking(fd, True)  # a description of our own: the caller's flags are untouched
     return fd
 
 
@@ -48,7 +59,10 @@ class StdinFeed:
         self._last_byte = b""
         self._pending = memoryview(b"")
         os.set_blocking(pipe_fd, False)
-        loop.add_writer(pipe_fd, self._on_writable)
+        if stat.S_ISFIFO(os.fstat(source_fd).st_mode):  # a writer may not have come yet
+            loop.add_reader(source_fd, self._on_source_readable)
+        else:
+            loop.add_writer(pipe_fd, self._on_writable)
 
     def _on_writable(self) -> None:
         if not self._pending and not self._fill():
