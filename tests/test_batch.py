@@ -285,6 +285,18 @@ def test_a_manifest_line_that_is_not_utf8_is_refused(tmp_path):
     assert not out.exists()
 
 
+def test_an_env_file_that_is_a_fifo_is_refused_before_anything_starts(tmp_path):
+    """The batch reads a job's env file in its one thread: a FIFO would hold up every job."""
+    fifo = tmp_path / "env.fifo"
+    os.mkfifo(fifo)
+    jobs = [{"args": ["true"]}, {"args": ["env"], "env_file": [str(fifo)]}]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, timeout=30)
+    assert proc.returncode == USAGE, proc.stderr
+    assert f"manifest line 2: env_file {fifo} is not a regular file".encode() in proc.stderr
+    assert not out.exists()
+
+
 def test_an_overlong_manifest_line_is_refused(tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_bytes(b'{"args": ["true"], "id": "' + b"a" * (2 * 1024 * 1024) + b'"}\n')

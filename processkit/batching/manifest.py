@@ -12,7 +12,9 @@ capture go, and its children never share the batch's stdin or terminal.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 
 from ..errors import Failure, usage
 from ..spec import RunSpec, new_run_id
@@ -154,7 +156,21 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
                 templates[key] = template
     except (TypeError, ValueError) as exc:
         raise bad(str(exc).replace("batch() ", "")) from None
+    for path in template.env.files:
+        if not _regular_or_absent(path):
+            raise bad(
+                f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
+            )
     return Job(job_id, command, template)
+
+
+def _regular_or_absent(path: str) -> bool:
+    """Whether an env file is one the batch's one thread can read without waiting: a regular
+    file. A missing one passes here and fails its job's setup when it starts (111), as in ``run``."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
 
 
 def _plain(value) -> bool:
