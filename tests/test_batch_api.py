@@ -61,6 +61,55 @@ def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     assert not runners & set(worker_pids), "the workers released every run directory"
 
 
+def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go_on(tmp_path):
+    """A job that kills the worker it runs in (the batch engine runs in the worker's process)
+    fails its task; with no retry allowed the client gets the task's failure. Dask also fails
+    the tasks it had queued on that worker, so those may share the fate: every job still gets a
+    line, each failed task a warning, and the jobs on the surviving worker run."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    jobs = [{"args": ["sh", "-c", "echo ok"], "id": f"ok{n}"} for n in range(5)]
+    jobs.insert(1, {"args": ["sh", "-c", "kill -9 $PPID; sleep 30"], "id": "killer"})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
+    assert proc.returncode == 117, proc.stderr
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert sorted(lines) == sorted(job["id"] for job in jobs)
+    assert (lines["killer"]["exit_code"], lines["killer"]["source"]) == (None, "task_failed")
+    failed = [key for key, line in lines.items() if line["source"] == "task_failed"]
+    assert all(lines[key]["exit_code"] == 0 for key in lines if key not in failed)
+    assert len(failed) < len(jobs) - 1, "the jobs on the surviving worker ran"
+    assert proc.stderr.count(b"warning: a Dask task of 1 job failed: ") == len(failed), proc.stderr
+    assert (out / "index.html").exists()
+    assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
+
+
+@pytest.mark.parametrize(
+    "address, code, message",
+    [
+        ("nonsense://x", 100, b"invalid value 'nonsense://x' for '--dask-scheduler <ADDRESS>': unknown address scheme"),
+        ("tcp://127.0.0.1:9", 111, b"cannot reach the Dask scheduler at tcp://127.0.0.1:9: "),
+    ],
+)
+def test_a_scheduler_that_cannot_be_used_is_one_line_and_leaves_no_out(tmp_path, address, code, message):
+    pytest.importorskip("distributed")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["true"]}) + "\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+    proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", address, env=env, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.startswith(b"processkit-cli: " + message) and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert not out.exists()
+
+
 def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path):
     """In a cgroup the batch is no subreaper: a child the calling program started, exited and
     not yet waited for keeps its status for the program (a reaper peeking at every exited

@@ -101,6 +101,24 @@ def test_without_the_final_list_no_page_is_written(tmp_path):
     assert (proc.returncode, proc.stderr) == (0, b"") and (out / "index.html").exists()
 
 
+def test_a_stream_its_runner_never_wrote_is_left_out_and_the_page_still_drawn(tmp_path, capfd):
+    """A job whose runner died before its first line (a Dask worker killed under it) leaves an
+    empty stream: the page goes without it, and the batch's warning names it."""
+    from processkit.batching.index import Index
+    from processkit.batching.manifest import parse
+
+    out = tmp_path / "out"
+    fake_stream(out, "x", 0)
+    os.makedirs(out / "y")
+    (out / "y" / "events.jsonl").write_bytes(b"")
+    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
+    Index(str(out)).finish(jobs)
+    err = capfd.readouterr().err
+    assert "no index.html" not in err
+    assert f"index.html leaves out {out / 'y' / 'events.jsonl'} is not a processkit event stream: it is empty" in err
+    assert page(out / "index.html") == report_of(out, ["x"], tmp_path)
+
+
 def test_a_page_is_drawn_even_when_the_read_ahead_process_ended_early(tmp_path, capfd):
     """Killed, and its status taken by another reaper (a run's, which collects every child not
     a root): a fresh index process, given every path, draws the same page."""

@@ -68,18 +68,18 @@ def main(argv: list[str], invocation) -> int:
     from .index import Index
 
     index = Index(settings.out)  # fed as jobs end here; a Dask batch's streams are all read at the end
-    if args.dask_scheduler is not None:
-        from .fleet import run_on_dask
+    try:
+        if args.dask_scheduler is not None:
+            from .fleet import run_on_dask
 
-        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
-    else:
-        from .carrier import run_batch
+            _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
+        else:
+            from .carrier import run_batch
 
-        try:
             _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
-        except BaseException:  # no page, and no index process left behind
-            index.abandon()
-            raise
+    except BaseException:  # no page, and no index process left behind
+        index.abandon()
+        raise
     index.finish(jobs)
     progress.end(tally.line())
     if tally.cancelled_by is not None:

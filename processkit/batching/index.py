@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 READ_AHEAD = b"+"
 FINAL = b"="
 GROUP = 16  # read-ahead records sent at once
+LEFT_OUT = "left out: "  # the index process's stderr line for a stream the page goes without
 
 
 class Index:
@@ -84,6 +85,7 @@ class Index:
                 _warn(proc.returncode, errors)
                 return
             if sent and os.path.exists(os.path.join(self.out, "index.html")):
+                _warn(0, errors)
                 return
         if not paths:
             return
@@ -92,9 +94,8 @@ class Index:
             warn(f"no index.html: {self._unstarted}")
             return
         _, errors = fresh.communicate(final)  # written as its stderr is read: neither side blocks the other
-        if fresh.returncode != 0:
-            _warn(fresh.returncode, errors)
-        elif not os.path.exists(os.path.join(self.out, "index.html")):
+        _warn(fresh.returncode, errors)
+        if fresh.returncode == 0 and not os.path.exists(os.path.join(self.out, "index.html")):
             warn("no index.html: the index process wrote none")
 
     def abandon(self) -> None:
@@ -163,8 +164,15 @@ class Index:
 
 
 def _warn(code: int, errors: bytes) -> None:
+    """What the index process said: the streams it left out of the page, and why it drew none
+    when it exited ``code`` (not 0)."""
     lines = errors.decode(errors="replace").strip().splitlines()
-    warn(f"no index.html: {lines[-1] if lines else f'the index process exited {code}'}")
+    for line in lines:
+        if line.startswith(LEFT_OUT):
+            warn(f"index.html leaves out {line[len(LEFT_OUT) :]}")
+    if code != 0:
+        said = [line for line in lines if not line.startswith(LEFT_OUT)] or lines
+        warn(f"no index.html: {said[-1] if said else f'the index process exited {code}'}")
 
 
 def _stream(out: str, job: Job) -> str:
@@ -200,17 +208,21 @@ def serve(out: str, pipe) -> int:
     final = [os.fsdecode(record) for record in records]
     live = live_streams()
     runs: list[Run] = []
-    for index, path in enumerate(final):
+    failure: Failure | None = None
+    for path in final:
         is_live = os.path.realpath(path) in live
         known = read.get(path)
         if known is None or is_live or known[0] is None or known[0] != _identity(path):
             known = load(path, is_live)
         result = known[1]
-        if isinstance(result, Failure):
-            print(f"processkit-cli: {result.message}", file=sys.stderr)
-            return result.code
-        result.anchor = f"run-{index}"
+        if isinstance(result, Failure):  # a job whose runner died before writing: the rest stand
+            print(f"{LEFT_OUT}{result.message}", file=sys.stderr)
+            failure = result
+            continue
+        result.anchor = f"run-{len(runs)}"
         runs.append(result)
+    if not runs:
+        return failure.code if failure is not None else 0
     page = render.single_page(runs[0], None) if len(runs) == 1 else render.index_page(runs)
     try:
         write_atomically(os.path.join(out, "index.html"), page)
