@@ -6,11 +6,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 
 import pytest
 
 import processkit
-from conftest import run_cli
+from conftest import run_cli, start_cli
 from streams import check_stream
 
 JOBS = [
@@ -89,6 +90,54 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     assert proc.stderr.count(b"warning: a Dask task of 1 job failed: ") == len(failed), proc.stderr
     assert (out / "index.html").exists()
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
+
+
+def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(tmp_path):
+    """Dask cannot stop a running task: the client tells each worker's running chunk to stop,
+    so the jobs there end with their cancellation (as run's would), the chunks not begun start
+    nothing, every job gets a line, and nothing the jobs started outlives the batch."""
+    distributed = pytest.importorskip("distributed")
+    import signal
+    import subprocess
+
+    marker = "30.0417"  # an argument no other process has
+    jobs = [{"args": ["sleep", marker], "id": f"s{n}"} for n in range(6)]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        try:
+            started: list[int] = []
+            deadline = time.monotonic() + 60
+            while len(started) < 2 and time.monotonic() < deadline:  # one job running on each worker
+                time.sleep(0.01)
+                started = [n for n in range(6) if b"run_started" in _read(out / f"s{n}" / "events.jsonl")]
+            assert len(started) >= 2, "two jobs started on the workers"
+            batch.send_signal(signal.SIGTERM)
+            _, err = batch.communicate(timeout=60)
+        finally:
+            batch.kill()
+        survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout
+    assert batch.returncode == 107, err
+    assert "cancelled by sigterm" in err.decode().splitlines()[-1]
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert sorted(lines) == [f"s{n}" for n in range(6)]
+    for n in started:
+        events = check_stream(out / f"s{n}" / "events.jsonl", 107)
+        assert [e["source"] for e in events if e["event"] == "cancelled"] == ["sigterm"]
+        assert lines[f"s{n}"]["exit_code"] == 107
+    for key, line in lines.items():
+        if int(key[1:]) not in started:
+            assert (line["exit_code"], line["source"]) in ((None, "cancelled"), (107, "cancelled")), line
+    assert survivors == b"", survivors
+
+
+def _read(path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.parametrize(

@@ -106,6 +106,7 @@ def run_batch(
     write_summary: bool = True,
     keep_lines: bool = True,
     index: Index | None = None,
+    stop_fd: int | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
     so a long batch run from the CLI stays flat in memory) and the tally.
@@ -113,7 +114,9 @@ def run_batch(
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead). ``index``:
-    each finished job's stream goes to it as the job ends (``Index.add``)."""
+    each finished job's stream goes to it as the job ends (``Index.add``). ``stop_fd``: once it
+    is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
+    how a Dask worker's chunk, which owns no signal, is stopped from another thread."""
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
@@ -160,6 +163,8 @@ def run_batch(
         except OSError:
             pass  # gone or changed since prepare: each job's walk from / says so
         carrier.watch_signals()
+        if stop_fd is not None:
+            carrier.loop.add_reader(stop_fd, lambda: carrier.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
         carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         carrier.carry_all(next_run, finished, settings.jobs)
     finally:

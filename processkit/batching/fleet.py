@@ -7,11 +7,18 @@ writes ``summary.jsonl`` as each task comes back, and the index at the end, so b
 ``--halt-on-failure`` cancels the tasks not yet started once a failure comes back. A task that
 fails as a whole (its worker died, or could not use ``--out``) gives its jobs a ``task_failed``
 line, with a warning saying why: the other tasks go on.
+
+A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
+the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
+``cancelled`` lines, and the client writes every line that comes back before it exits 107.
+Dask itself cannot stop a task that runs, so the chunk's loop is told through a pipe.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 from . import summary
 from .carrier import Settings, Tally, open_summary, prepare, run_batch
@@ -26,12 +33,51 @@ if TYPE_CHECKING:
     from typing import Callable
 
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
+WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
+
+# In a worker's process: the batches a client stopped (label -> the stop's source), and the stop
+# pipes of the chunks running now. The lock keeps a pipe from being written once it is closed.
+_stopped: dict[str, str] = {}
+_running: dict[str, set[int]] = {}
+_lock = threading.Lock()
 
 
 def run_chunk(jobs: list[Job], settings: Settings) -> list[dict]:
     """A task: these jobs, on this worker, with the batch engine."""
-    lines, _ = run_batch(jobs, settings, signals=False, write_summary=False)
-    return lines
+    label = settings.label
+    read_end, write_end = os.pipe()
+    with _lock:
+        source = _stopped.get(label)
+        if source is None:
+            _running.setdefault(label, set()).add(write_end)
+    try:
+        if source is not None:  # stopped before this chunk began: none of its jobs starts
+            return [summary.not_started_line(job.id, job.args, 0, "cancelled") for job in jobs]
+        lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
+        return lines
+    finally:
+        with _lock:
+            _running.get(label, set()).discard(write_end)
+        os.close(write_end)
+        os.close(read_end)
+
+
+def stop_chunks(label: str, source: str) -> int:
+    """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
+    and any that begins later; how many were running."""
+    with _lock:
+        _stopped[label] = source
+        ends = list(_running.get(label, ()))
+        for end in ends:
+            try:
+                os.write(end, source.encode())
+            except OSError:
+                pass
+    return len(ends)
+
+
+class _Stopping(Exception):
+    """Raised by the client's stop-signal handler, out of its wait for the tasks."""
 
 
 def run_on_dask(
@@ -57,32 +103,53 @@ def run_on_dask(
         worker_settings = Settings(
             out, settings.jobs, settings.retries, settings.halt_on_failure, False, settings.label
         )
-        futures = [
-            client.submit(run_chunk, todo[start : start + size], worker_settings, pure=False)
-            for start in range(0, len(todo), size)
-        ]
-        chunks = dict(zip(futures, (todo[start : start + size] for start in range(0, len(todo), size))))
+        pieces = [todo[start : start + size] for start in range(0, len(todo), size)]
+        chunks = {client.submit(run_chunk, piece, worker_settings, pure=False): piece for piece in pieces}
+        futures = list(chunks)
+        waiting = set(futures)
         halted = False
+
+        def take(future) -> None:
+            nonlocal halted
+            waiting.discard(future)
+            if future.cancelled():
+                return
+            try:
+                finished = future.result()
+            except Exception as exc:  # the task as a whole: its worker, or its --out
+                count = len(chunks[future])
+                warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}")
+                finished = [summary.not_started_line(job.id, job.args, 0, "task_failed") for job in chunks[future]]
+            for line in finished:
+                record(line)
+                if settings.halt_on_failure and line["exit_code"] not in (0, None) and not halted:
+                    halted = True
+                    client.cancel([f for f in futures if not f.done()])
+
+        stop: list[str] = []
+        restore = _catch_stop_signals(stop)
         try:
-            for future in distributed.as_completed(futures):
-                if future.cancelled():
-                    continue
+            try:
+                for future in distributed.as_completed(futures):
+                    take(future)
+            except _Stopping:
+                tally.cancelled_by = stop[0]
+                client.run(stop_chunks, settings.label, stop[0])
+                grace = max((job.template.grace_ms or 0 for job in todo), default=0) / 1000
                 try:
-                    finished = future.result()
-                except Exception as exc:  # the task as a whole: its worker, or its --out
-                    count = len(chunks[future])
-                    warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}")
-                    finished = [summary.not_started_line(job.id, job.args, 0, "task_failed") for job in chunks[future]]
-                for line in finished:
-                    record(line)
-                    if settings.halt_on_failure and line["exit_code"] not in (0, None) and not halted:
-                        halted = True
-                        client.cancel([f for f in futures if not f.done()])
+                    for future in distributed.as_completed(list(waiting), timeout=WIND_DOWN_S + grace):
+                        take(future)
+                except TimeoutError:
+                    warn(
+                        f"{len(waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
+                    )
             for future in futures:
-                if future.cancelled():
+                if future in waiting or future.cancelled():
+                    reason = "cancelled" if stop else "halted"
                     for job in chunks[future]:
-                        record(summary.not_started_line(job.id, job.args, 0, "halted"))
+                        record(summary.not_started_line(job.id, job.args, 0, reason))
         finally:
+            restore()
             os.close(summary_fd)
     return lines, tally
 
@@ -112,3 +179,27 @@ def _said(exc: BaseException) -> str:
     """An exception's message on one line (a remote one may carry several)."""
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _catch_stop_signals(stop: list[str]):
+    """Make a stop signal raise ``_Stopping`` (its source appended to ``stop``) while the client
+    waits; a second one raises KeyboardInterrupt, leaving at once. Returns what restores the
+    handlers. Only the main thread can take signals: elsewhere nothing changes."""
+    from ..engine.signals import STOP_SIGNALS
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_signal(number, frame) -> None:
+        if stop:
+            raise KeyboardInterrupt
+        stop.append(STOP_SIGNALS[number])
+        raise _Stopping
+
+    previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
