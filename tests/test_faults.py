@@ -168,19 +168,21 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
         assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner.pid}-")]
 
 
-def test_a_stop_signal_still_ends_a_wait_on_a_fifo_before_anything_exists(tmp_path, isolated_registry):
-    """``--stdin-file`` names a FIFO nobody writes: the runner waits in open(). Nothing exists on
-    the host yet, so the signal keeps its default effect and ends the wait (and the runner)."""
+def test_a_stop_signal_ends_a_run_whose_stdin_fifo_has_no_writer_through_its_release(tmp_path, isolated_registry):
+    """``--stdin-file`` names a FIFO nobody writes. The runner does not wait in open() for a
+    writer (no timer would end that): the child runs, waiting for its input, so a stop signal
+    ends the run as it ends any run, with its cancellation and nothing left behind."""
     fifo, jsonl = tmp_path / "input.fifo", tmp_path / "run.jsonl"
     os.mkfifo(fifo)
     runner = start_cli("run", "--jsonl", jsonl, "--stdin-file", fifo, "--", "cat")
     try:
-        wait_for_file(jsonl)  # opened first: the runner is at or in the wait
+        wait_for_event(jsonl, "run_started")
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(timeout=5) == -signal.SIGTERM
+        assert runner.wait(timeout=30) == 107
     finally:
         runner.kill()
         runner.wait()
+    assert one(check_stream(jsonl, 107), "cancelled")["source"] == "sigterm"
     assert registry_entries(isolated_registry) == []
 
 
