@@ -161,6 +161,43 @@ def test_a_job_whose_stdin_fifo_never_gets_a_writer_holds_up_no_other_job(tmp_pa
     assert ended["free"] < ended["fed"]
 
 
+def test_a_job_that_fails_before_its_child_runs_says_why_in_its_line_and_on_stderr(tmp_path):
+    """No stream or capture holds a setup or spawn failure's reason: the summary line does, and
+    the job's stderr line, as ``run`` would have printed it."""
+    jobs = [
+        {"args": ["cat"], "id": "nostdin", "stdin_file": str(tmp_path / "absent")},
+        {"args": [str(tmp_path / "no-such-program")], "id": "noprog"},
+        {"args": ["sh", "-c", "exit 3"], "id": "three"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    lines = summary(out)
+    assert (lines["nostdin"]["exit_code"], lines["nostdin"]["message"]) == (
+        111,
+        f"cannot open --stdin-file {tmp_path / 'absent'}: No such file or directory",
+    )
+    assert lines["noprog"]["exit_code"] == 101 and "no-such-program" in lines["noprog"]["message"]
+    assert lines["three"]["message"] is None, "a child's own exit needs no words"
+    err = proc.stderr.decode()
+    assert f"batch: nostdin: exit 111: {lines['nostdin']['message']}\n" in err
+    assert f"batch: noprog: exit 101: {lines['noprog']['message']}\n" in err
+    assert "batch: three: exit 3 in " in err
+
+
+def test_a_summary_that_is_a_link_is_refused_and_not_followed(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.jsonl").symlink_to(tmp_path / "victim")
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", out)
+    assert proc.returncode == 111, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write the summary {out / 'summary.jsonl'}: it is a symbolic link, and a link is never followed\n".encode()
+    )
+    assert not (tmp_path / "victim").exists()
+
+
 def test_retries_run_a_failed_job_again_and_count_attempts(tmp_path):
     marker = tmp_path / "second-time"
     code = "import os, sys; p = sys.argv[1]; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"

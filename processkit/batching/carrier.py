@@ -10,6 +10,7 @@ ones finish; ``retries`` runs a failed job again, up to that many more times.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
@@ -17,7 +18,7 @@ from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
 from .. import safepath
-from ..errors import Failure
+from ..errors import Failure, Kind
 from ..jsontext import dumps
 from . import summary
 from .manifest import Job, job_spec
@@ -121,8 +122,8 @@ def run_batch(
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
     lines: list[dict] = []
-    carrier = Host(watch=signals)
     summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
+    carrier = Host(watch=signals)
     halted = False
 
     def record(line: dict) -> None:
@@ -197,7 +198,11 @@ def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], T
 def open_summary(path: str, resume: bool) -> int:
     """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
-    return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+    try:
+        return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
+        raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
 
 
 def _stream_path(out: str, job: Job) -> str:

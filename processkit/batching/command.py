@@ -101,6 +101,11 @@ def _read_manifest(path: str) -> list[bytes]:
         raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
 
 
+# A job ended with one of these sources never ran its child: its line says why, since no
+# stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
+UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
+
+
 class Progress:
     """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them."""
 
@@ -118,7 +123,8 @@ class Progress:
         state = "not started" if code is None else f"exit {code}"
         took = "" if line["duration_ms"] is None else f" in {line['duration_ms']} ms"
         tries = f", {line['attempts']} attempts" if line["attempts"] > 1 else ""
-        self._write(f"batch: {sanitize(line['id'])}: {state}{took}{tries}", tally)
+        why = f": {sanitize(line['message'])}" if line["source"] in UNSTARTED_CHILD and line.get("message") else ""
+        self._write(f"batch: {sanitize(line['id'])}: {state}{took}{tries}{why}", tally)
         if self._show and code is not None:
             self._print_captured(line)
 

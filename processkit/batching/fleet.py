@@ -86,9 +86,13 @@ def run_on_dask(
     import distributed
 
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
-    out, summary_path, todo, tally = prepare(jobs, settings)
+    try:
+        out, summary_path, todo, tally = prepare(jobs, settings)
+        summary_fd = open_summary(summary_path, settings.resume)
+    except BaseException:
+        client.close()
+        raise
     lines: list[dict] = []
-    summary_fd = open_summary(summary_path, settings.resume)
 
     def record(line: dict) -> None:
         tally.count(line)

@@ -57,6 +57,9 @@ def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int
         "attempts": attempts,
         "resources": resources or None,
         "capture": {name: captured.get(name) for name in ("stdout", "stderr")},
+        # The runner's own words when it, not the child, decided the end (a setup or spawn
+        # failure, a timeout): what ``run`` would have printed on stderr, and no stream holds.
+        "message": outcome.failure.message if outcome.failure else None,
     }
 
 
@@ -73,6 +76,7 @@ def not_started_line(job_id: str, args: list[str], attempts: int, reason: str) -
         "attempts": attempts,
         "resources": None,
         "capture": {"stdout": None, "stderr": None},
+        "message": None,
     }
 
 
