@@ -198,6 +198,25 @@ def test_a_summary_that_is_a_link_is_refused_and_not_followed(tmp_path):
     assert not (tmp_path / "victim").exists()
 
 
+def test_more_jobs_at_once_than_the_open_file_limit_allows_wait_instead_of_failing(tmp_path):
+    """Each job in flight holds a dozen descriptors: under ``ulimit -n 160`` forty at once
+    would fail to spawn (EMFILE) past the first few. The batch runs fewer at a time, says so
+    once, and every job runs."""
+    import resource
+
+    jobs = [{"args": ["sleep", "0.2"], "id": f"j{n}"} for n in range(40)]
+    out = tmp_path / "out"
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "40", preexec_fn=low_limit)
+    assert proc.returncode == 0, proc.stderr
+    assert b"40 jobs at once would need more open files than this process may have (ulimit -n: 160)" in proc.stderr
+    assert all(line["exit_code"] == 0 for line in summary(out).values()) and len(summary(out)) == 40
+
+
 def test_retries_run_a_failed_job_again_and_count_attempts(tmp_path):
     marker = tmp_path / "second-time"
     code = "import os, sys; p = sys.argv[1]; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"
