@@ -382,6 +382,28 @@ def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
     assert sorted(pairs) == [(f"one{n}", f"two{n}") for n in range(4)]
 
 
+def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
+    """A job may raise its capture cap far; --show-output then prints 96 MiB, byte for byte, and the
+    batch process's peak memory stays far below that (it copies a chunk at a time)."""
+    size = 96 << 20
+    jobs = [{"args": ["head", "-c", str(size), "/dev/urandom"], "id": "big", "capture_max_bytes": "1g"}]
+    code = (
+        "import resource, sys; from processkit.cli.main import main; rc = main(sys.argv[1:]);"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = subprocess.run(
+        [PY, "-c", code, "batch", manifest, "--out", str(out), "--show-output"], capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout
+    assert len(shown) == size + 1 and shown.endswith(b"\n")  # the block ends a line
+    assert shown[:-1] == (out / "big" / "capture" / "stdout.log").read_bytes()
+    peak_mib = int(proc.stderr.decode().splitlines()[-1]) / 1024
+    assert peak_mib < 64, f"the batch held the capture: peak {peak_mib:.0f} MiB"
+
+
 def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch):
     jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
     out = tmp_path / "out"

@@ -104,6 +104,7 @@ def _read_manifest(path: str) -> list[bytes]:
 # A job ended with one of these sources never ran its child: its line says why, since no
 # stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
 UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
+SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 
 
 class Progress:
@@ -130,19 +131,24 @@ class Progress:
 
     @staticmethod
     def _print_captured(line: dict) -> None:
-        """The job's captured stdout then stderr, as the child wrote them, in one write."""
-        block = b""
+        """The job's captured stdout then stderr, as the child wrote them, as one block: nothing
+        else is written meanwhile (the batch's one thread does it), and a chunk at a time, so a
+        job with no cap on its capture costs no more memory than one with."""
+        out = sys.stdout.buffer
+        last = b""
         for name in ("stdout", "stderr"):
             info = line["capture"].get(name)
             if isinstance(info, dict) and info.get("bytes"):
                 try:
                     with open(info["path"], "rb") as handle:
-                        block += handle.read()
+                        while chunk := handle.read(SHOW_CHUNK):
+                            out.write(chunk)
+                            last = chunk[-1:]
                 except OSError:
                     continue
-        if block:
-            sys.stdout.buffer.write(block if block.endswith(b"\n") else block + b"\n")
-            sys.stdout.buffer.flush()
+        if last:
+            out.write(b"" if last == b"\n" else b"\n")
+            out.flush()
 
     def _write(self, text: str, tally) -> None:
         stream = sys.stderr
