@@ -110,6 +110,9 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run(["true"], inherit_stdin="yes"), TypeError, "True or False"),
         (lambda: processkit.run(["true"], echo=1), TypeError, "echo"),
         (lambda: processkit.start(["true"], timeout="1y"), ValueError, "'--timeout'"),
+        (lambda: processkit.run(["true", "\ud800"]), ValueError, "args item holds a lone surrogate ('\\ud800')"),
+        (lambda: processkit.run(["true"], env={"K": "\udfff"}), ValueError, "env holds a lone surrogate"),
+        (lambda: processkit.run(["true"], env={"A=B": "c"}), ValueError, "env key 'A=B' holds '='"),
     ],
 )
 def test_bad_input_raises_before_anything_starts(call, error, text, tmp_path, isolated_registry, monkeypatch):

@@ -315,6 +315,8 @@ def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_bat
         (['{"args": ["true"], "jsonl": "/tmp/x"}'], "manifest line 1: 'jsonl' is not a job keyword"),
         (['{"args": ["true"], "bogus": 1}'], "manifest line 1: got an unexpected keyword argument 'bogus'"),
         (["[1, 2]"], "manifest line 1: a job is a JSON object"),
+        (['{"args": ["true", "\\ud800"]}'], "manifest line 1: args item holds a lone surrogate"),
+        (['{"args": ["true"], "env": {"A=B": "c"}}'], "manifest line 1: env key 'A=B' holds '='"),
         (
             ['{"args": ["true"], "run_id": "r"}', '{"args": ["true"]}', '{"args": ["true"], "run_id": "r"}'],
             "manifest line 3: duplicate run_id 'r' (first on line 1)",

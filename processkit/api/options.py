@@ -114,7 +114,11 @@ def _items(key: str, flag: Flag, value) -> list[str]:
     if isinstance(value, Mapping):
         if flag.metavar != "K=V":
             raise TypeError(f"{key} takes a list, not a mapping")
-        return [f"{as_text(k, key)}={as_text(v, key)}" for k, v in value.items()]
+        pairs = [(as_text(k, key), as_text(v, key)) for k, v in value.items()]
+        for name, _ in pairs:
+            if "=" in name:  # K=V would read it as another key and value
+                raise ValueError(f"{key} key {name!r} holds '=', which no {key} key may")
+        return [f"{name}={item}" for name, item in pairs]
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise TypeError(
             f"{key} takes a list{' or a mapping' if flag.metavar == 'K=V' else ''}, not {type(value).__name__}"
@@ -147,7 +151,15 @@ def _seconds(key: str, value: float) -> str:
 
 
 def as_text(value, what: str) -> str:
+    """``value`` as the text a flag takes; a str must be one the OS can take (``os.fsencode``):
+    a lone surrogate such as JSON's ``"\\ud800"`` has no bytes to be."""
     if isinstance(value, str):
+        try:
+            os.fsencode(value)
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{what} holds a lone surrogate ({value[exc.start]!a}), which no argument, environment or path can carry"
+            ) from None
         return value
     if isinstance(value, (bytes, os.PathLike)):
         return os.fsdecode(value)
