@@ -34,6 +34,13 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
         raise usage(f"invalid value '{text}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
+    for item in parsed:
+        try:
+            os.fsencode(item)
+        except UnicodeEncodeError:  # JSON's "\ud800": no bytes an argument could be
+            raise usage(
+                f"invalid value for '{flag}': an argument holds a lone surrogate, which no argument can carry"
+            ) from None
     return tuple(parsed)
 
 
@@ -92,14 +99,20 @@ def build_parser() -> Parser:
     return parser
 
 
+MAX_CPU = 8191  # the kernel's largest NR_CPUS: a larger number names no CPU, and bounds a range
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
-    cpus: list[int] = []
+    cpus: set[int] = set()
     for part in text.split(","):
         low, _, high = part.partition("-")
         if not values.is_digits(low) or (high and not values.is_digits(high)) or len(part) > 20:
             raise usage(f"invalid value '{text}' for '--cpus': expected a CPU list such as 0,2-3")
-        cpus += range(int(low), int(high or low) + 1)
-    return tuple(sorted(set(cpus)))
+        first, last = int(low), int(high or low)
+        if first > last or last > MAX_CPU:
+            raise usage(f"invalid value '{text}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}")
+        cpus.update(range(first, last + 1))
+    return tuple(sorted(cpus))
 
 
 def options_from(args: argparse.Namespace):
