@@ -389,9 +389,12 @@ def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
     batch process's peak memory stays far below that (it copies a chunk at a time)."""
     size = 96 << 20
     jobs = [{"args": ["head", "-c", str(size), "/dev/urandom"], "id": "big", "capture_max_bytes": "1g"}]
+    # VmHWM, not ru_maxrss: at exec the kernel folds the old memory's peak into ru_maxrss, and a
+    # child spawned by vfork had the test process's (the whole suite's pytest, past 100 MiB).
     code = (
-        "import resource, sys; from processkit.cli.main import main; rc = main(sys.argv[1:]);"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+        "import sys; from processkit.cli.main import main; rc = main(sys.argv[1:]);"
+        "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')), file=sys.stderr);"
+        "sys.exit(rc)"
     )
     out = tmp_path / "out"
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
