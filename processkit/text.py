@@ -3,6 +3,8 @@ a run or a label. The CLI checks input against them; the registry re-checks what
 
 from __future__ import annotations
 
+import os
+
 # Unicode format characters that can reorder or hide text on a terminal (docs/run.md §2.4).
 _FORMAT_RANGES = (
     (0x00AD, 0x00AD),
@@ -43,6 +45,16 @@ def is_terminal_unsafe(ch: str) -> bool:
 
 def is_terminal_safe(text: str) -> bool:
     return not any(is_terminal_unsafe(ch) for ch in text)
+
+
+def unencodable(text: str) -> str | None:
+    """The first character of ``text`` the OS cannot be given (``os.fsencode``), else None: a
+    lone surrogate such as JSON's ``"\\ud800"``, which, unlike an undecoded byte, has no bytes."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
 
 
 # Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from ..errors import Failure
 from ..spec import U64_MAX, RunSpec
 from ..plain import Frozen
+from ..text import unencodable
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
@@ -151,15 +152,13 @@ def _seconds(key: str, value: float) -> str:
 
 
 def as_text(value, what: str) -> str:
-    """``value`` as the text a flag takes; a str must be one the OS can take (``os.fsencode``):
-    a lone surrogate such as JSON's ``"\\ud800"`` has no bytes to be."""
+    """``value`` as the text a flag takes; a str must be one the OS can take (``text.unencodable``)."""
     if isinstance(value, str):
-        try:
-            os.fsencode(value)
-        except UnicodeEncodeError as exc:
+        bad = unencodable(value)
+        if bad is not None:
             raise ValueError(
-                f"{what} holds a lone surrogate ({value[exc.start]!a}), which no argument, environment or path can carry"
-            ) from None
+                f"{what} holds a lone surrogate ({bad!a}), which no argument, environment or path can carry"
+            )
         return value
     if isinstance(value, (bytes, os.PathLike)):
         return os.fsdecode(value)

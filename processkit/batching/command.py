@@ -124,7 +124,7 @@ class Progress:
         state = "not started" if code is None else f"exit {code}"
         took = "" if line["duration_ms"] is None else f" in {line['duration_ms']} ms"
         tries = f", {line['attempts']} attempts" if line["attempts"] > 1 else ""
-        why = f": {sanitize(line['message'])}" if line["source"] in UNSTARTED_CHILD and line.get("message") else ""
+        why = f": {sanitize(line['message'])}" if line["source"] in UNSTARTED_CHILD and line["message"] else ""
         self._write(f"batch: {sanitize(line['id'])}: {state}{took}{tries}{why}", tally)
         if self._show and code is not None:
             self._print_captured(line)

@@ -62,18 +62,16 @@ def run_chunk(jobs: list[Job], settings: Settings) -> list[dict]:
         os.close(read_end)
 
 
-def stop_chunks(label: str, source: str) -> int:
+def stop_chunks(label: str, source: str) -> None:
     """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
-    and any that begins later; how many were running."""
+    and any that begins later."""
     with _lock:
         _stopped[label] = source
-        ends = list(_running.get(label, ()))
-        for end in ends:
+        for end in _running.get(label, ()):
             try:
                 os.write(end, source.encode())
             except OSError:
                 pass
-    return len(ends)
 
 
 class _Stopping(Exception):

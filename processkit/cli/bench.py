@@ -14,7 +14,7 @@ import os
 import signal
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import sanitize, unencodable
 from . import values
 from .parsing import Once, OnceFlag, Parser
 
@@ -34,13 +34,8 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
         raise usage(f"invalid value '{text}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
-    for item in parsed:
-        try:
-            os.fsencode(item)
-        except UnicodeEncodeError:  # JSON's "\ud800": no bytes an argument could be
-            raise usage(
-                f"invalid value for '{flag}': an argument holds a lone surrogate, which no argument can carry"
-            ) from None
+    if any(unencodable(item) is not None for item in parsed):
+        raise usage(f"invalid value for '{flag}': an argument holds a lone surrogate, which no argument can carry")
     return tuple(parsed)
 
 
