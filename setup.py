@@ -1,5 +1,5 @@
 """Builds the optional native pump (csrc/) through cffi; installation succeeds without it.
-Installs the man pages (man/man1, generated from the parsers by man/generate.py) into
+The wheel is tagged cp310-abi3 (the module uses the limited API). Installs the man pages (man/man1, generated from the parsers by man/generate.py) into
 <prefix>/share/man/man1."""
 
 import sys
@@ -46,6 +46,9 @@ setup(
     cmdclass={"build_ext": OptionalBuildExt},
     data_files=[("share/man/man1", MAN_PAGES)],
     distclass=ManPagesDistribution,
+    # The C module is built against the limited API (cffi names it _native.abi3.so), so one
+    # wheel serves every supported CPython: tag it cp310-abi3, not the building interpreter's.
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
     # processkit-cli's own launcher, not a console_scripts entry point (whose generated
     # launcher imports ``re`` first): see the script's header.
     scripts=["processkit/cli/processkit-cli"],
