@@ -12,12 +12,13 @@ import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from processkit import rundir
 
-from conftest import pid_alive, run_cli, start_cli, wait_for_event
+from conftest import cli_command, pid_alive, run_cli, start_cli, wait_for_event
 from streams import PY, check_stream, event_time, one
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
@@ -278,6 +279,46 @@ def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, sta
     assert left_by(batch.pid) == []
 
 
+def test_ctrl_c_cancels_the_jobs_then_the_batch_dies_by_sigint(tmp_path, start_batch):
+    """A shell loop stops at Ctrl-C only when its command died by SIGINT (130): the batch
+    cancels and releases every job first, its summary says cancelled, then it dies so."""
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
+    )
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch.send_signal(signal.SIGINT)
+    _, err = batch.communicate(timeout=30)
+    assert batch.returncode == -signal.SIGINT, err
+    lines = summary(out)
+    for n in (0, 1):
+        assert one(check_stream(out / f"s{n}" / "events.jsonl", CANCELLED), "cancelled")["source"] == "ctrl_c"
+        assert lines[f"s{n}"]["exit_code"] == CANCELLED
+    assert lines["s2"]["source"] == "cancelled"
+    assert "cancelled by ctrl_c" in err.decode().splitlines()[-1]
+    assert left_by(batch.pid) == []
+    # As a terminal's Ctrl-C: SIGINT to the whole foreground group, the shell looping included.
+    manifest = write_manifest(tmp_path / "loop.jsonl", [{"args": ["sleep", "30"], "id": "looped"}])
+    loop = 'for i in 1 2; do "$@"; echo "after $?"; done'
+    shell = subprocess.Popen(
+        ["bash", "-c", loop, "loop", *cli_command(), "batch", manifest, "--out", str(tmp_path / "o2")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_event(tmp_path / "o2" / "looped" / "events.jsonl", "run_started")
+        os.killpg(shell.pid, signal.SIGINT)
+        said, _ = shell.communicate(timeout=30)
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert b"after" not in said, said  # the shell took the SIGINT death as a reason to stop
+
+
 def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_batch):
     release = tmp_path / "release"
     waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(release)]
@@ -333,6 +374,26 @@ def test_a_bad_manifest_is_refused_before_anything_starts(tmp_path, lines, messa
     assert not out.exists()
 
 
+def test_an_empty_manifest_is_no_jobs_and_no_failure(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    proc = run_cli("batch", tmp_path / "empty.jsonl", "--out", tmp_path / "out")
+    assert (proc.returncode, proc.stderr) == (0, b"batch: no jobs in the manifest\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_manifest_is_a_setup_error_as_the_docs_say(tmp_path):
+    proc = run_cli("batch", tmp_path / "absent.jsonl")
+    assert proc.returncode == 111 and b"cannot read the manifest" in proc.stderr
+    docs = (Path(__file__).parents[1] / "docs" / "batch.md").read_text()
+    assert "111 when the manifest cannot be read" in docs
+
+
+def test_help_shows_every_default(tmp_path):
+    text = run_cli("batch", "--help").stdout.decode()
+    assert "default: batch-out" in text and "default: 0" in text and "default: the CPUs" in text
+    assert "N+1 in all" in text
+
+
 def test_a_manifest_line_that_is_not_utf8_is_refused(tmp_path):
     """JSON given as bytes would be guessed at (UTF-16 from a BOM): a manifest is UTF-8."""
     manifest = tmp_path / "m.jsonl"
@@ -375,13 +436,43 @@ def test_an_out_directory_another_user_could_write_is_refused(tmp_path):
 
 
 def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
-    jobs = [{"args": ["sh", "-c", f"echo one{n}; echo two{n}"], "id": f"j{n}"} for n in range(4)]
+    """Each job's block starts with a header naming it; its stderr goes to stderr, after the
+    job's own line there."""
+    jobs = [{"args": ["sh", "-c", f"echo one{n}; echo two{n}; echo err{n} >&2"], "id": f"j{n}"} for n in range(4)]
     data = "".join(json.dumps(job) + "\n" for job in jobs).encode()
     proc = run_cli("batch", "-", "--out", str(tmp_path / "out"), "--show-output", "--jobs", "2", stdin=None, input=data)
     assert proc.returncode == 0, proc.stderr
     blocks = proc.stdout.decode().splitlines()
-    pairs = list(zip(blocks[::2], blocks[1::2]))
-    assert sorted(pairs) == [(f"one{n}", f"two{n}") for n in range(4)]
+    triples = list(zip(blocks[::3], blocks[1::3], blocks[2::3]))
+    assert sorted(triples) == [(f"==> j{n} (exit 0) <==", f"one{n}", f"two{n}") for n in range(4)]
+    err = proc.stderr.decode().splitlines()
+    for n in range(4):
+        assert err[err.index(f"err{n}") - 1].startswith(f"batch: j{n}: exit 0")
+    assert "err" not in proc.stdout.decode()
+
+
+def test_the_end_names_every_failed_job_with_its_stderr_and_last_lines(tmp_path):
+    compile_error = "echo 'cc -c broken.c' >&2; for i in 1 2 3 4 5 6 7; do echo noise$i >&2; done; echo 'broken.c:3: error: expected ;' >&2; exit 1"
+    jobs = [
+        {"args": ["true"], "id": "fine"},
+        {"args": ["sh", "-c", compile_error], "id": "broken"},
+        {"args": ["/nonexistent/cc"], "id": "missing"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED
+    err = proc.stderr.decode().splitlines()
+    block = err[err.index("batch: 2 failed jobs:") :]
+    assert block[1] == f"  broken: exit 1, stderr: {out / 'broken' / 'capture' / 'stderr.log'}"
+    assert block[2:7] == [
+        "    | noise4",
+        "    | noise5",
+        "    | noise6",
+        "    | noise7",
+        "    | broken.c:3: error: expected ;",
+    ]
+    assert block[7].startswith("  missing: exit 101 (spawn_error)") and "nonexistent" in block[8]
+    assert block[-1].startswith("batch: 1 of 3 jobs exited 0")
 
 
 def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
@@ -402,9 +493,12 @@ def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
         [PY, "-c", code, "batch", manifest, "--out", str(out), "--show-output"], capture_output=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
+    header = b"==> big (exit 0) <==\n"
     shown = proc.stdout
-    assert len(shown) == size + 1 and shown.endswith(b"\n")  # the block ends a line
-    assert shown[:-1] == (out / "big" / "capture" / "stdout.log").read_bytes()
+    assert (
+        shown.startswith(header) and len(shown) == len(header) + size + 1 and shown.endswith(b"\n")
+    )  # the block ends a line
+    assert shown[len(header) : -1] == (out / "big" / "capture" / "stdout.log").read_bytes()
     peak_mib = int(proc.stderr.decode().splitlines()[-1]) / 1024
     assert peak_mib < 64, f"the batch held the capture: peak {peak_mib:.0f} MiB"
 
@@ -460,8 +554,6 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
 
 def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
     import pty
-
-    from conftest import cli_command
 
     jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)

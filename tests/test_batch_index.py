@@ -1,18 +1,18 @@
-"""The batch's index.html is ``report``'s page over the jobs' streams, though its process reads
-each stream as the job ends: the same page as ``report`` run afterwards over the same files."""
+"""The batch's index.html is a batch page, drawn from ``summary.jsonl``: job ids first, the jobs'
+commands, failures first with their stderr, the jobs that never started and why, totals and a
+timeline; ``report DIR`` on a batch's ``--out`` draws the same page."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
-import subprocess
 import sys
 
-from conftest import run_cli
+import pytest
 
-from processkit.batching.index import command as index_command
-from processkit.batching.index import serve
+from conftest import run_cli
 
 STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 
@@ -21,11 +21,9 @@ def page(path) -> bytes:
     return STAMP.sub(b"<generated>", path.read_bytes())
 
 
-def report_of(out, ids, tmp_path):
-    target = tmp_path / "report.html"
-    proc = run_cli("report", *[str(out / job / "events.jsonl") for job in ids], "-o", str(target))
-    assert proc.returncode == 0, proc.stderr
-    return page(target)
+def text(path) -> str:
+    """The page's words, tags dropped (what a reader sees, roughly)."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text())))
 
 
 def write(path, jobs) -> str:
@@ -33,142 +31,113 @@ def write(path, jobs) -> str:
     return str(path)
 
 
-def test_the_index_is_reports_page_over_the_same_streams(tmp_path):
-    marker = tmp_path / "second-try"
-    flaky = (
-        f"import os, sys; p = {str(marker)!r}; ok = os.path.exists(p); open(p, 'w').close(); sys.exit(0 if ok else 5)"
-    )
+def summary(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+
+
+def report_dir(out, tmp_path) -> bytes:
+    target = tmp_path / "report.html"
+    proc = run_cli("report", out, "-o", target)
+    assert proc.returncode == 0, proc.stderr
+    assert b"a batch of" in proc.stdout
+    return page(target)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A batch of five: two pass, one fails with stderr, one times out; with --halt-on-failure
+    and one slot, the job after the failure never starts."""
+    tmp_path = tmp_path_factory.mktemp("mixed")
     jobs = [
-        {"args": ["sh", "-c", "echo one"], "id": "a"},
-        {"args": ["sh", "-c", "exit 3"], "id": "b"},
-        {"args": [sys.executable, "-c", flaky], "id": "c"},  # its stream is written twice (--retries)
-        {"args": ["true"], "id": "d", "labels": {"team": "x"}},
+        {"args": ["true"], "id": "first"},
+        {"args": ["sh", "-c", "echo compiling >&2; echo 'broken.c:3: error: expected ;' >&2; exit 3"], "id": "broken"},
+        {"args": ["sleep", "5"], "id": "never"},
     ]
     out = tmp_path / "out"
-    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--retries", "1")
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1", "--halt-on-failure")
     assert proc.returncode == 117, proc.stderr
-    assert page(out / "index.html") == report_of(out, "abcd", tmp_path)
-    # --resume: the jobs skipped keep their earlier streams, and the page still holds them
-    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--resume")
-    assert page(out / "index.html") == report_of(out, "abcd", tmp_path)
+    return tmp_path, out
 
 
-def test_a_batch_of_one_job_gets_that_runs_page(tmp_path):
+def test_the_page_names_each_job_and_holds_every_summary_line(mixed):
+    _, out = mixed
+    lines = summary(out)
+    words = text(out / "index.html")
+    assert [line["id"] for line in lines] == ["first", "broken", "never"]
+    assert "Batch: 3 jobs" in words  # every summary line, the never-started one included
+    for line in lines:
+        assert line["id"] in words
+    assert "redacted" not in words
+    assert "sh -c 'echo compiling" in words  # the command as the job gave it
+
+
+def test_failures_come_first_with_the_tail_of_their_stderr(mixed):
+    _, out = mixed
+    html = (out / "index.html").read_text()
+    failures = html.index("<h2>Failures</h2>")
+    assert failures < html.index("<h2>Jobs</h2>")
+    section = html[failures : html.index("</section>", failures)]
+    assert "broken" in section and "exit 3" in section
+    assert "broken.c:3: error: expected ;" in section  # the compiler's error, inline
+    assert "stderr.log" in section
+
+
+def test_jobs_that_never_started_are_listed_with_why(mixed):
+    _, out = mixed
+    (never,) = [line for line in summary(out) if line["id"] == "never"]
+    assert never["exit_code"] is None and never["source"] == "halted"
+    html = (out / "index.html").read_text()
+    listed = html[html.index("<h2>Never started</h2>") :]
+    assert re.search(r"never</span>: halted", listed)
+
+
+def test_the_page_shows_the_summarys_own_durations(mixed):
+    _, out = mixed
+    (first,) = [line for line in summary(out) if line["id"] == "first"]
+    shown = f"{first['duration_ms']:.3f} ms" if first["duration_ms"] < 10 else f"{first['duration_ms']:.1f} ms"
+    row = re.search(r"<td class=\"mono\">first</td>.*?</tr>", (out / "index.html").read_text()).group(0)
+    assert shown in row
+
+
+def test_report_on_the_out_directory_draws_the_same_page(mixed):
+    tmp_path, out = mixed
+    assert report_dir(out, tmp_path) == page(out / "index.html")
+
+
+def test_summary_lines_carry_the_start_time_and_the_command(tmp_path):
+    jobs = [{"args": ["echo", "token"], "id": "open"}, {"args": ["echo", "s3cr3t"], "id": "hidden", "secret": True}]
     out = tmp_path / "out"
-    proc = run_cli("batch", write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "only"}]), "--out", str(out))
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
-    assert page(out / "index.html") == report_of(out, ["only"], tmp_path)
+    by_id = {line["id"]: line for line in summary(out)}
+    assert by_id["open"]["command"] == ["echo", "token"]
+    assert by_id["hidden"]["command"] is None and by_id["hidden"]["args_sha256"]
+    for line in by_id.values():
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", line["started_at"])
+    assert "s3cr3t" not in (out / "index.html").read_text()
+    assert "s3cr3t" not in (out / "summary.jsonl").read_text()
 
 
-def fake_stream(out, job_id: str, code: int) -> None:
-    """A finished run's stream as the batch leaves it, made by ``run`` itself."""
-    os.makedirs(out / job_id, exist_ok=True)
-    proc = run_cli("run", "--jsonl", str(out / job_id / "events.jsonl"), "--", "sh", "-c", f"exit {code}")
-    assert proc.returncode == code, proc.stderr
-
-
-def test_a_stream_changed_after_it_was_read_is_read_again(tmp_path):
+def test_the_timeline_has_a_lane_per_slot_and_a_bar_per_job(tmp_path):
+    jobs = [{"args": ["sleep", "0.2"], "id": f"j{n}"} for n in range(4)]
     out = tmp_path / "out"
-    for job_id in "xy":
-        fake_stream(out, job_id, 0)
-    paths = [os.fsencode(out / job_id / "events.jsonl") for job_id in "xy"]
-
-    class Pipe:
-        """Both paths read ahead; then y is rewritten (as a retry would), then the final list."""
-
-        def __init__(self):
-            self.chunks = [b"".join(b"+" + path + b"\0" for path in paths), b"=\0" + b"".join(p + b"\0" for p in paths)]
-
-        def read1(self, size):
-            if len(self.chunks) == 1:
-                fake_stream(out, "y", 4)
-            return self.chunks.pop(0) if self.chunks else b""
-
-    assert serve(str(out), Pipe()) == 0
-    assert page(out / "index.html") == report_of(out, ["x", "y"], tmp_path)
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    html = (out / "index.html").read_text()
+    timeline = html[html.index('<svg class="timeline"') : html.index("</svg>", html.index('<svg class="timeline"'))]
+    assert timeline.count('<rect class="job st-ok"') == 4
+    assert "slot 2" in timeline and "slot 3" not in timeline
+    assert re.search(r"<dt>slots</dt><dd>2, \d+% busy", html)
 
 
-def test_without_the_final_list_no_page_is_written(tmp_path):
-    """The batch died (its end of the pipe closed) before sending the final list."""
+def test_a_batch_of_one_job_gets_the_batch_page(tmp_path):
     out = tmp_path / "out"
-    fake_stream(out, "x", 0)
-    record = b"+" + os.fsencode(out / "x" / "events.jsonl") + b"\0"
-    command = index_command(str(out))
-    proc = subprocess.run(command, input=record, capture_output=True, timeout=60)
-    assert (proc.returncode, proc.stderr) == (0, b"")
-    assert not (out / "index.html").exists()
-    proc = subprocess.run(command, input=record + b"=\0" + record[1:], capture_output=True, timeout=60)
-    assert (proc.returncode, proc.stderr) == (0, b"") and (out / "index.html").exists()
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "only"}]), "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "Batch: 1 job" in text(out / "index.html")
 
 
-def test_a_stream_its_runner_never_wrote_is_left_out_and_the_page_still_drawn(tmp_path, capfd):
-    """A job whose runner died before its first line (a Dask worker killed under it) leaves an
-    empty stream: the page goes without it, and the batch's warning names it."""
-    from processkit.batching.index import Index
-    from processkit.batching.manifest import parse
-
-    out = tmp_path / "out"
-    fake_stream(out, "x", 0)
-    os.makedirs(out / "y")
-    (out / "y" / "events.jsonl").write_bytes(b"")
-    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
-    Index(str(out)).finish(jobs)
-    err = capfd.readouterr().err
-    assert "no index.html" not in err
-    assert f"index.html leaves out {out / 'y' / 'events.jsonl'} is not a processkit event stream: it is empty" in err
-    assert page(out / "index.html") == report_of(out, ["x"], tmp_path)
-
-
-def test_a_page_is_drawn_even_when_the_read_ahead_process_ended_early(tmp_path, capfd):
-    """Killed, and its status taken by another reaper (a run's, which collects every child not
-    a root): a fresh index process, given every path, draws the same page."""
-    from processkit.batching.index import Index
-    from processkit.batching.manifest import parse
-
-    out = tmp_path / "out"
-    for job_id in "xy":
-        fake_stream(out, job_id, 0)
-    jobs = parse([b'{"args": ["true"], "id": "x"}', b'{"args": ["true"], "id": "y"}'])
-    index = Index(str(out))
-    index._proc = index._start()
-    assert index._proc is not None
-    index._proc.kill()
-    os.waitpid(index._proc.pid, 0)
-    index.finish(jobs)
-    assert "no index.html" not in capfd.readouterr().err
-    assert page(out / "index.html") == report_of(out, ["x", "y"], tmp_path)
-
-
-def test_a_pipe_whose_descriptor_is_no_longer_ours_is_never_written(tmp_path):
-    """Closed behind the index's back and its number reused by another file: that file is left
-    alone, and the page is still drawn (by a fresh process)."""
-    from processkit.batching.index import Index
-    from processkit.batching.manifest import parse
-
-    out = tmp_path / "out"
-    fake_stream(out, "x", 0)
-    jobs = parse([b'{"args": ["true"], "id": "x"}'])
-    index = Index(str(out))
-    index._proc = index._start()
-    feed = index._feed
-    os.close(feed)
-    bystander = os.open(tmp_path / "bystander", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        if bystander != feed:
-            os.dup2(bystander, feed)  # the same number, another file
-        index.add(jobs[0])
-        index._flush()
-        index.finish(jobs)
-        assert (tmp_path / "bystander").read_bytes() == b""
-        assert os.fstat(feed)  # still open: not closed as if it were the pipe
-    finally:
-        os.close(bystander)
-        if bystander != feed:
-            os.close(feed)
-    assert page(out / "index.html") == report_of(out, ["x"], tmp_path)
-
-
-def test_the_index_process_runs_this_processkit_whatever_the_working_directory_holds(tmp_path):
+def test_the_page_process_runs_this_processkit_whatever_the_working_directory_holds(tmp_path):
     """A batch started from inside another checkout (its own ``processkit`` package) still
     gets its page from this processkit."""
     elsewhere = tmp_path / "checkout"
@@ -179,19 +148,58 @@ def test_the_index_process_runs_this_processkit_whatever_the_working_directory_h
     manifest = write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "b"}])
     proc = run_cli("batch", manifest, "--out", str(out), "--jobs", "2", cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr
-    assert page(out / "index.html") == report_of(out, "ab", tmp_path)
+    assert page(out / "index.html") == report_dir(out, tmp_path)
 
 
-def test_an_abandoned_index_ends_its_process_without_a_page(tmp_path):
-    from processkit.batching.index import Index
-    from processkit.batching.manifest import parse
-
+def test_a_hostile_summary_is_drawn_from_the_lines_that_are_jobs(tmp_path):
     out = tmp_path / "out"
-    fake_stream(out, "x", 0)
-    index = Index(str(out))
-    index._proc = index._start()
-    proc = index._proc
-    index.add(parse([b'{"args": ["true"], "id": "x"}'])[0])
-    index.abandon()  # as when the batch raises (KeyboardInterrupt in the API)
-    assert proc is not None and proc.returncode == 0 and index._feed == -1
-    assert not (out / "index.html").exists()
+    out.mkdir()
+    good = {"id": "fine", "exit_code": 0, "source": "child_exit", "duration_ms": 1.5, "attempts": 1}
+    lines = [
+        json.dumps(good),
+        "[" * 100_000 + "]" * 100_000,  # deep nesting
+        json.dumps({"id": 5}),
+        json.dumps({"id": "odd", "exit_code": "x", "duration_ms": "1e999", "resources": [], "capture": 7}),
+        "x" * (2 * 1024 * 1024),  # past the line bound
+        '{"id": "digits", "exit_code": ' + "9" * 5000 + "}",  # past int()'s digit limit
+        json.dumps({"id": "big", "exit_code": 3, "duration_ms": 1e300, "attempts": 10**50}),
+    ]
+    (out / "summary.jsonl").write_text("\n".join(lines) + "\n")
+    target = tmp_path / "page.html"
+    proc = run_cli("report", out, "-o", target, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    words = text(target)
+    assert "Batch: 3 jobs" in words and "4 summary lines skipped" in words
+
+
+def test_a_summary_that_is_a_fifo_is_refused_without_waiting(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "summary.jsonl")
+    proc = run_cli("report", out, "-o", tmp_path / "page.html", timeout=20)
+    assert proc.returncode == 111
+    assert b"not a regular file" in proc.stderr and proc.stderr.count(b"\n") == 1
+
+
+def test_report_of_a_batch_directory_refuses_the_single_stream_flags(mixed):
+    tmp_path, out = mixed
+    proc = run_cli("report", out, "--capture-dir", out, "-o", tmp_path / "x.html")
+    assert proc.returncode == 100 and b"batch's directory" in proc.stderr
+
+
+def test_the_api_batch_draws_the_same_page(tmp_path):
+    code = (
+        "import processkit, sys; processkit.batch([{'id': 'a', 'args': ['true']}, "
+        "{'id': 'b', 'args': ['sh', '-c', 'echo bad >&2; exit 2']}], jobs=2, out=sys.argv[1])"
+    )
+    out = tmp_path / "out"
+    proc = run_cli_python(code, out)
+    assert proc.returncode == 0, proc.stderr
+    html = (out / "index.html").read_text()
+    assert "Batch: 2 jobs" in text(out / "index.html") and "bad" in html[html.index("<h2>Failures</h2>") :]
+
+
+def run_cli_python(code: str, *args):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, timeout=60)

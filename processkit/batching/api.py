@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import Failure
 from .carrier import Settings, run_batch
-from .index import Index
+from .index import write_page
 from .manifest import jobs_from
 
 
@@ -28,12 +28,9 @@ def batch(
         checked = jobs_from(manifest)
     except Failure as failure:
         raise ValueError(failure.message) from None
+    if not checked:
+        return []
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
-    index = Index(out)
-    try:
-        lines, _ = run_batch(checked, settings, signals=False, index=index)
-    except BaseException:  # a KeyboardInterrupt, say: no page, and no index process left behind
-        index.abandon()
-        raise
-    index.finish(checked)
+    lines, _ = run_batch(checked, settings, signals=False)
+    write_page(out)
     return lines

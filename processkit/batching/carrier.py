@@ -30,8 +30,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-    from .index import Index
-
 
 class Settings:
     """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
@@ -108,7 +106,6 @@ def run_batch(
     signals: bool = True,
     write_summary: bool = True,
     keep_lines: bool = True,
-    index: Index | None = None,
     stop_fd: int | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
@@ -116,8 +113,7 @@ def run_batch(
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
-    jobs end (a Dask worker returns them to the client, which writes them instead). ``index``:
-    each finished job's stream goes to it as the job ends (``Index.add``). ``stop_fd``: once it
+    jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``: once it
     is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
     how a Dask worker's chunk, which owns no signal, is stopped from another thread."""
     out, summary_path, queue, tally = prepare(jobs, settings)
@@ -146,17 +142,13 @@ def run_batch(
     def finished(result) -> None:
         nonlocal halted
         job, outcome, run_id = result
-        line = summary.summary_line(
-            job.id, run_id, job.args, attempts[job.id], outcome, summary.written_objects(outcome)
-        )
+        line = summary.summary_line(job, run_id, attempts[job.id], outcome, summary.written_objects(outcome))
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             queue.append(job)  # again, next
             return
         tally.count(line)
         halted = halted or (outcome.code != 0 and settings.halt_on_failure)
         record(line)
-        if index is not None and run_id is not None:
-            index.add(job)
 
     pinned = False
     try:
@@ -174,7 +166,7 @@ def run_batch(
         tally.cancelled_by = carrier.stopped
         for job in reversed(queue):
             reason = "cancelled" if carrier.stopped is not None else "halted"
-            line = summary.not_started_line(job.id, job.args, attempts.get(job.id, 0), reason)
+            line = summary.not_started_line(job, attempts.get(job.id, 0), reason)
             tally.count(line)
             record(line)
         if summary_fd is not None:

@@ -10,6 +10,8 @@ a terminal; with ``--show-output`` a job's captured output follows its line, as 
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import time
 
@@ -28,9 +30,18 @@ def build_parser() -> Parser:
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
     )
     parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
-    parser.add_argument("--jobs", action=Once, metavar="N", help="jobs run at once (default: the number of CPUs)")
-    parser.add_argument("--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go")
-    parser.add_argument("--retries", action=Once, metavar="N", help="run a failed job again, up to N more times")
+    parser.add_argument(
+        "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
+    )
+    parser.add_argument(
+        "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
+    )
+    parser.add_argument(
+        "--retries",
+        action=Once,
+        metavar="N",
+        help="N more attempts for a failed job, N+1 in all (GNU parallel's --retries counts all) (default: 0)",
+    )
     parser.add_argument("--halt-on-failure", action=OnceFlag, help="start no job after the first failure")
     parser.add_argument("--resume", action=OnceFlag, help="skip the jobs an earlier summary shows exited 0")
     parser.add_argument("--show-output", action=OnceFlag, help="print each job's captured output when it ends")
@@ -64,24 +75,26 @@ def main(argv: list[str], invocation) -> int:
         resume=args.resume,
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
+    if not jobs:  # as GNU parallel with no input: nothing to do is no failure
+        sys.stderr.write("batch: no jobs in the manifest\n")
+        return 0
     progress = Progress(len(jobs), settings.out, args.show_output)
-    from .index import Index
+    if args.dask_scheduler is not None:
+        from .fleet import run_on_dask
 
-    index = Index(settings.out)  # fed as jobs end here; a Dask batch's streams are all read at the end
-    try:
-        if args.dask_scheduler is not None:
-            from .fleet import run_on_dask
+        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
+    else:
+        from .carrier import run_batch
 
-            _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
-        else:
-            from .carrier import run_batch
+        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
+    from .index import write_page
 
-            _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
-    except BaseException:  # no page, and no index process left behind
-        index.abandon()
-        raise
-    index.finish(jobs)
+    write_page(settings.out)
     progress.end(tally.line())
+    if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
+        from ..cli.main import DIE_BY_SIGINT
+
+        return DIE_BY_SIGINT
     if tally.cancelled_by is not None:
         return Kind.CANCELLED.code
     if tally.finished - tally.succeeded or tally.not_started:
@@ -105,10 +118,15 @@ def _read_manifest(path: str) -> list[bytes]:
 # stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
 UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
+FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
+TAIL_LINES = 5
+TAIL_BYTES = 4096
 
 
 class Progress:
-    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them."""
+    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them;
+    at the end, every failed job named with its exit, its stderr capture and that file's last
+    lines (as make and parallel leave the compiler's error last on the screen)."""
 
     def __init__(self, total: int, out: str, show_output: bool):
         self._total = total
@@ -117,6 +135,8 @@ class Progress:
         self._bar = sys.stderr.isatty()
         self._started = time.monotonic()
         self._done = 0
+        self._failed: list[dict] = []
+        self._failed_count = 0
 
     def finished(self, line: dict, tally) -> None:
         self._done += 1
@@ -126,29 +146,26 @@ class Progress:
         tries = f", {line['attempts']} attempts" if line["attempts"] > 1 else ""
         why = f": {sanitize(line['message'])}" if line["source"] in UNSTARTED_CHILD and line["message"] else ""
         self._write(f"batch: {sanitize(line['id'])}: {state}{took}{tries}{why}", tally)
+        if code not in (0, None) and line["source"] != "cancelled":
+            self._failed_count += 1
+            if len(self._failed) < FAILURES_NAMED:
+                self._failed.append(line)
         if self._show and code is not None:
             self._print_captured(line)
 
     @staticmethod
     def _print_captured(line: dict) -> None:
-        """The job's captured stdout then stderr, as the child wrote them, as one block: nothing
-        else is written meanwhile (the batch's one thread does it), and a chunk at a time, so a
-        job with no cap on its capture costs no more memory than one with."""
-        out = sys.stdout.buffer
-        last = b""
-        for name in ("stdout", "stderr"):
-            info = line["capture"].get(name)
+        """The job's captured stdout on stdout under a header naming the job, and its stderr on
+        stderr: as one block each, nothing else written meanwhile (the batch's one thread does
+        it), a chunk at a time, so a job with no cap on its capture costs no more memory than one
+        with."""
+        capture = line["capture"]
+        stdout = capture.get("stdout") if isinstance(capture.get("stdout"), dict) else None
+        sys.stdout.write(f"==> {sanitize(line['id'])} (exit {line['exit_code']}) <==\n")
+        sys.stdout.flush()
+        for info, stream in ((stdout, sys.stdout), (capture.get("stderr"), sys.stderr)):
             if isinstance(info, dict) and info.get("bytes"):
-                try:
-                    with open(info["path"], "rb") as handle:
-                        while chunk := handle.read(SHOW_CHUNK):
-                            out.write(chunk)
-                            last = chunk[-1:]
-                except OSError:
-                    continue
-        if last:
-            out.write(b"" if last == b"\n" else b"\n")
-            out.flush()
+                _copy_file(info["path"], stream.buffer)
 
     def _write(self, text: str, tally) -> None:
         stream = sys.stderr
@@ -171,7 +188,62 @@ class Progress:
         )
 
     def end(self, summary: str) -> None:
+        stream = sys.stderr
         if self._bar:
-            sys.stderr.write("\r\x1b[K")
-        sys.stderr.write(f"batch: {summary}\n")
-        sys.stderr.flush()
+            stream.write("\r\x1b[K")
+        if self._failed:
+            stream.write(f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n")
+        for line in self._failed:
+            stream.write(_failure_lines(line))
+        if self._failed_count > len(self._failed):
+            stream.write(
+                f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
+            )
+        stream.write(f"batch: {summary}\n")
+        stream.flush()
+
+
+def _copy_file(path: str, out) -> None:
+    """``path``'s bytes onto ``out``, a chunk at a time, ending with a newline if they did not."""
+    last = b""
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(SHOW_CHUNK):
+                out.write(chunk)
+                last = chunk[-1:]
+    except OSError:
+        return
+    if last and last != b"\n":
+        out.write(b"\n")
+    out.flush()
+
+
+def _failure_lines(line: dict) -> str:
+    """One failed job at the end: its exit and stderr capture, then that capture's last lines."""
+    info = line["capture"].get("stderr") if isinstance(line["capture"], dict) else None
+    path = info.get("path") if isinstance(info, dict) else None
+    how = f"exit {line['exit_code']}" + ("" if line["source"] == "child_exit" else f" ({line['source']})")
+    head = f"  {sanitize(line['id'])}: {how}" + (f", stderr: {sanitize(path)}" if path else "") + "\n"
+    tail = _last_lines(path) if path and isinstance(info, dict) and info.get("bytes") else []
+    if not tail and line.get("message"):
+        tail = [line["message"]]
+    return head + "".join(f"    | {sanitize(text, 200)}\n" for text in tail)
+
+
+def _last_lines(path: str) -> list[str]:
+    """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
+    when it is a regular file, without waiting."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        handle.seek(max(0, size - TAIL_BYTES))
+        data = handle.read(TAIL_BYTES)
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > TAIL_BYTES and lines:
+        lines = lines[1:]  # the first one is cut
+    return [text for text in lines if text.strip()][-TAIL_LINES:]

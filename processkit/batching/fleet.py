@@ -52,7 +52,7 @@ def run_chunk(jobs: list[Job], settings: Settings) -> list[dict]:
             _running.setdefault(label, set()).add(write_end)
     try:
         if source is not None:  # stopped before this chunk began: none of its jobs starts
-            return [summary.not_started_line(job.id, job.args, 0, "cancelled") for job in jobs]
+            return [summary.not_started_line(job, 0, "cancelled") for job in jobs]
         lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
         return lines
     finally:
@@ -121,7 +121,7 @@ def run_on_dask(
             except Exception as exc:  # the task as a whole: its worker, or its --out
                 count = len(chunks[future])
                 warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}")
-                finished = [summary.not_started_line(job.id, job.args, 0, "task_failed") for job in chunks[future]]
+                finished = [summary.not_started_line(job, 0, "task_failed") for job in chunks[future]]
             for line in finished:
                 record(line)
                 if settings.halt_on_failure and line["exit_code"] not in (0, None) and not halted:
@@ -149,7 +149,7 @@ def run_on_dask(
                 if future in waiting or future.cancelled():
                     reason = "cancelled" if stop else "halted"
                     for job in chunks[future]:
-                        record(summary.not_started_line(job.id, job.args, 0, reason))
+                        record(summary.not_started_line(job, 0, reason))
         finally:
             restore()
             os.close(summary_fd)

@@ -38,15 +38,16 @@ JOB_FLAGS = ["--no-echo", "--capture-dir", "capture"]
 
 
 class Job:
-    """One manifest line: its id, command, and the RunSpec its keywords give (``template``,
-    checked by ``run``'s parser)."""
+    """One manifest line: its id, command, the RunSpec its keywords give (``template``, checked
+    by ``run``'s parser), and whether its argv is ``secret`` (kept out of the summary and page)."""
 
-    __slots__ = ("id", "args", "template")
+    __slots__ = ("id", "args", "template", "secret")
 
-    def __init__(self, job_id: str, args: list[str], template: RunSpec):
+    def __init__(self, job_id: str, args: list[str], template: RunSpec, secret: bool = False):
         self.id = job_id
         self.args = args
         self.template = template
+        self.secret = secret
 
 
 def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
@@ -120,8 +121,6 @@ def _collect(numbered) -> list[Job]:
                 raise usage(f"manifest line {number}: duplicate run_id {run_id!r} (first on line {run_ids[run_id]})")
             run_ids[run_id] = number
         jobs.append(job)
-    if not jobs:
-        raise usage("the manifest has no job")
     return jobs
 
 
@@ -139,6 +138,9 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
     job_id = options.pop("id", f"job-{number}")
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise bad("'id' is 1 to 128 characters from [A-Za-z0-9._-], starting with a letter or digit")
+    secret = options.pop("secret", False)
+    if type(secret) is not bool:
+        raise bad("'secret' is true or false")
     for key in options:
         if key in REFUSED:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
@@ -161,7 +163,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
             raise bad(
                 f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
             )
-    return Job(job_id, command, template)
+    return Job(job_id, command, template, secret)
 
 
 def _regular_or_absent(path: str) -> bool:

@@ -6,8 +6,14 @@ The stream's lines it reads (``SUMMARY_EVENTS``) are the ones the run kept as it
 from __future__ import annotations
 
 import json
+import time
 
 from ..events.argv import fingerprint
+from ..events.emitter import utc_timestamp
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .manifest import Job
 
 SUMMARY_EVENTS = ("runner_exit", "resource_summary", "output_captured")
 
@@ -35,7 +41,19 @@ def read_objects(path: str) -> list[dict]:
     return found
 
 
-def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int, outcome, events: list[dict]) -> dict:
+def _command(job: Job) -> list[str] | None:
+    """The job's argv as it gave it, unless it marked the argv ``secret`` (then only its digest)."""
+    return None if job.secret else list(job.args)
+
+
+def _started_at(started_ns: int | None) -> str | None:
+    """When the job's child started, on the wall clock (``started_ns`` is the monotonic one)."""
+    if started_ns is None:
+        return None
+    return utc_timestamp(time.time_ns() - (time.monotonic_ns() - started_ns), digits=6)
+
+
+def summary_line(job: Job, run_id: str | None, attempts: int, outcome, events: list[dict]) -> dict:
     """One job's line: its exit, what the runner measured and the digests of its capture."""
     last = {event.get("event"): event for event in events}
     exit_event = last.get("runner_exit", {})
@@ -47,9 +65,11 @@ def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int
     if outcome.started_ns is not None and outcome.ended_ns is not None:
         duration = round((outcome.ended_ns - outcome.started_ns) / 1e6, 3)
     return {
-        "id": job_id,
+        "id": job.id,
         "run_id": run_id,
-        "args_sha256": fingerprint(args),
+        "args_sha256": fingerprint(job.args),
+        "command": _command(job),
+        "started_at": _started_at(outcome.started_ns),
         "exit_code": outcome.code,
         "source": exit_event.get("source", outcome.failure.kind.label if outcome.failure else "child_exit"),
         "child_code": exit_event.get("child_code"),
@@ -63,12 +83,14 @@ def summary_line(job_id: str, run_id: str | None, args: list[str], attempts: int
     }
 
 
-def not_started_line(job_id: str, args: list[str], attempts: int, reason: str) -> dict:
+def not_started_line(job: Job, attempts: int, reason: str) -> dict:
     """The line of a job the batch never started (cancelled or halted before its turn)."""
     return {
-        "id": job_id,
+        "id": job.id,
         "run_id": None,
-        "args_sha256": fingerprint(args),
+        "args_sha256": fingerprint(job.args),
+        "command": _command(job),
+        "started_at": None,
         "exit_code": None,
         "source": reason,
         "child_code": None,

@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 
+from .. import signum
 from ..version import __version__
 from ..diagnostics import envelope_only, say
 from ..text import escape_unsafe
@@ -199,4 +200,18 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    if code < 0:  # DIE_BY_SIGINT: everything released, end as the signal would have
+        die_by_signal(-code)
     os._exit(code)
+
+
+# What a subcommand returns to end by SIGINT once it has released everything (``batch`` and
+# ``bench`` stopped by Ctrl-C): a shell running it in a loop then sees the signal, 130, and stops
+# its loop, as it does for hyperfine, instead of taking an exit code as the signal handled.
+DIE_BY_SIGINT = -signum.SIGINT
+
+
+def die_by_signal(number: int) -> None:
+    signum.signal(number, signum.SIG_DFL)
+    os.kill(os.getpid(), number)
+    os._exit(128 + number)  # not reached unless the signal is blocked

@@ -25,8 +25,9 @@ def build_parser() -> Parser:
         prog="processkit-cli report",
         usage="processkit-cli report <FILE.jsonl>... | <DIR> | <BENCH.json> [--capture-dir <DIR>] -o <OUT.html>",
         description="Render JSONL event streams as an HTML page: one stream gives a run's page, "
-        "several (or a directory of *.jsonl) give an index of runs; the JSON export of a bench gives "
-        "the benchmark's page.",
+        "several (or a directory of *.jsonl) give an index of runs; a batch's output directory (it "
+        "holds summary.jsonl) gives the batch's page; the JSON export of a bench gives the "
+        "benchmark's page.",
     )
     parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
     parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
@@ -47,6 +48,10 @@ def build_parser() -> Parser:
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
+    from ..report import batch_model
+
+    if len(args.streams) == 1 and batch_model.is_batch_out(args.streams[0]):  # a batch's --out
+        return _batch_page(args)
     paths = _stream_paths(args.streams)
     single = len(args.streams) == 1 and not os.path.isdir(args.streams[0])
     for flag in ("capture_dir", "usage_file"):
@@ -70,6 +75,18 @@ def main(argv: list[str], invocation) -> int:
     write_atomically(args.output, page)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
+    return 0
+
+
+def _batch_page(args) -> int:
+    from ..report import batch_model, batch_page
+
+    for flag in ("capture_dir", "usage_file"):
+        if getattr(args, flag) is not None:
+            raise usage(f"the argument '--{flag.replace('_', '-')}' cannot be used with a batch's directory")
+    batch = batch_model.load(args.streams[0])
+    write_atomically(args.output, batch_page.batch_page(batch))
+    output.lines([f"wrote {sanitize(args.output)}: a batch of {len(batch.jobs)} jobs"])
     return 0
 
 

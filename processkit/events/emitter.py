@@ -25,13 +25,14 @@ if TYPE_CHECKING:
 STALL_SECONDS = 2.0
 
 
-def utc_timestamp(ns: int | None = None) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated; pre-epoch clocks clamp to 0."""
+def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated (``digits`` 6: microseconds);
+    pre-epoch clocks clamp to 0."""
     ns = max(0, time.time_ns() if ns is None else ns)
     seconds, rest = divmod(ns, 1_000_000_000)
     if seconds != _SECOND[0]:  # a run's events mostly share their second: formatted once
         _SECOND[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
-    return f"{_SECOND[1]}.{rest // 1_000_000:03d}Z"
+    return f"{_SECOND[1]}.{rest // 10 ** (9 - digits):0{digits}d}Z"
 
 
 _SECOND: list = [-1, ""]  # the last second formatted, and its text

@@ -1,0 +1,131 @@
+"""A batch's page (``index.html`` in its ``--out``, and ``report DIR`` on it): what a build farm's
+user looks for first, the jobs that failed and why, then every job, the totals and a timeline of
+the slots.
+
+Drawn from ``summary.jsonl`` alone (``batch_model``), so it holds every job the batch knew of,
+those that never started too, with the summary's own durations; failures show the tail of their
+captured stderr. Bounded for a batch of any size: at most ``FAILURES_SHOWN`` tails and
+``ROWS_SHOWN`` table rows (the summary holds the rest), and a timeline of at most ``BARS_DRAWN``
+bars, past which each lane is drawn as runs of pixels of one outcome.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..events import render as words
+from .batch_model import Batch, Job, load
+from .render import WIDTH, environment, _axis, _now
+from .tail import read_tail
+
+FAILURES_SHOWN = 200
+ROWS_SHOWN = 5000
+BARS_DRAWN = 4000
+LANE_HEIGHT = 16
+STATE_ORDER = {"failed": 0, "timed_out": 1, "cancelled": 2, "not_started": 3, "ok": 4}
+
+
+def page_for(out: str) -> str:
+    return batch_page(load(out))
+
+
+def batch_page(batch: Batch) -> str:
+    ordered = sorted(batch.jobs, key=lambda job: STATE_ORDER[job.state])  # stable: manifest order within
+    failures = [job for job in ordered if job.state in ("failed", "timed_out", "cancelled")]
+    counts = {state: sum(job.state == state for job in batch.jobs) for state in STATE_ORDER}
+    wall = max(int(batch.wall_ms or 0), 1)
+    return (
+        environment()
+        .get_template("batch.html.j2")
+        .render(
+            batch=batch,
+            counts=counts,
+            rows=ordered[:ROWS_SHOWN],
+            hidden_rows=max(0, len(ordered) - ROWS_SHOWN),
+            failures=[_failure(batch.out, job) for job in failures[:FAILURES_SHOWN]],
+            hidden_failures=max(0, len(failures) - FAILURES_SHOWN),
+            not_started=[job for job in ordered if job.state == "not_started"],
+            bars=_bars(batch, wall),
+            ticks=_axis(wall),
+            width=WIDTH,
+            lane_height=LANE_HEIGHT,
+            ms=milliseconds,
+            command=command_text,
+            generated=_now(),
+        )
+    )
+
+
+def milliseconds(value: float | None) -> str:
+    """A duration as the summary gives it (ms, fractional), at a precision that reads: 0.352 ms,
+    12.4 ms, 1.92 s, 2m 3s."""
+    if value is None:
+        return "—"
+    if value < 10:
+        return f"{value:.3f} ms"
+    if value < 1000:
+        return f"{value:.1f} ms"
+    return words.duration(int(value))
+
+
+def command_text(job: Job) -> str:
+    if job.command is None:
+        return "(not recorded)"
+    import shlex
+
+    return " ".join(shlex.quote(arg) for arg in job.command)
+
+
+def _failure(out: str, job: Job) -> dict:
+    """A failed job with the last lines of its captured stderr (or why they cannot be shown)."""
+    html = None
+    note_text: str | None = "no stderr was captured"
+    info = job.stderr
+    if info and isinstance(info.get("sha256"), str):
+        path = _capture_path(out, job, info.get("path"))
+        html, note_text = read_tail(path, info["sha256"], None, None)
+    recorded = info.get("path") if info else None
+    return {"job": job, "tail": html, "note": note_text, "path": recorded if isinstance(recorded, str) else None}
+
+
+def _capture_path(out: str, job: Job, recorded) -> str:
+    """Where the job's stderr capture is: the summary's path is the batch's, relative to the
+    directory it ran in, so a path that does not resolve from here is looked for in ``out``."""
+    if isinstance(recorded, str) and (os.path.isabs(recorded) or os.path.exists(recorded)):
+        return recorded
+    return os.path.join(out, job.id, "capture", "stderr.log")
+
+
+def _bars(batch: Batch, wall: int) -> list[dict]:
+    """The timeline's rectangles: one per job while they are few, else per lane runs of pixels
+    of one state (each pixel takes the state of the last job drawn on it)."""
+    ran = [job for job in batch.jobs if job.lane is not None and job.start_ms is not None]
+    scale = WIDTH / wall
+
+    def extent(job: Job) -> tuple[float, float]:
+        x = (job.start_ms or 0.0) * scale
+        return x, max((job.duration_ms or 0.0) * scale, 1.0)
+
+    if len(ran) <= BARS_DRAWN:
+        bars = []
+        for job in ran:
+            x, w = extent(job)
+            title = f"{job.id}: {job.outcome}, {milliseconds(job.duration_ms)}"
+            bars.append({"x": x, "w": w, "lane": job.lane, "state": job.state, "title": title})
+        return bars
+    pixels: dict[int, dict[int, str]] = {}
+    for job in ran:
+        x, w = extent(job)
+        row = pixels.setdefault(job.lane or 0, {})
+        for column in range(int(x), min(int(x + w) + 1, WIDTH)):
+            row[column] = job.state
+    bars = []
+    for lane, columns in pixels.items():
+        start, state = None, None
+        for column in range(WIDTH + 1):
+            here = columns.get(column)
+            if here != state:
+                if state is not None and start is not None:
+                    bars.append({"x": start, "w": column - start, "lane": lane, "state": state, "title": state})
+                start, state = column, here
+    return bars
