@@ -170,3 +170,27 @@ def test_the_index_sorts_and_links(browser, tmp_path):
     assert page.current_url.endswith("#" + page.find_element("css selector", "section.run:target").get_attribute("id"))
     assert "slow" in text_of(page, "section.run:target h2")
     assert console_errors(page) == []
+
+
+def test_a_batch_page_names_the_failing_job_first(browser, tmp_path):
+    """One broken file among several: the page a person opens says which, with its error, and
+    draws every job on the timeline."""
+    import json
+
+    jobs = [{"args": ["true"], "id": f"unit{n}"} for n in range(5)]
+    jobs.insert(2, {"args": ["sh", "-c", "echo 'broken.c:7: error: expected ;' >&2; exit 1"], "id": "broken"})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out, "--jobs", "2").returncode == 117
+    page = open_page(browser, out / "index.html")
+    assert console_errors(page) == []
+    headings = [element.text for element in page.find_elements("css selector", "h2")]
+    assert headings[0] == "Failures"
+    failure = text_of(page, "section.failure")
+    assert "broken" in failure and "exit 1" in failure and "broken.c:7: error: expected ;" in failure
+    first_row = page.find_elements("css selector", "table.jobs tbody tr")[0]
+    assert first_row.text.startswith("broken")
+    bars = page.find_elements("css selector", "svg.timeline rect.job")
+    assert len(bars) == 6 and len(page.find_elements("css selector", "svg.timeline rect.st-failed")) == 1
+    assert all(bar.size["width"] > 0 for bar in bars)
