@@ -230,6 +230,36 @@ def test_retries_run_a_failed_job_again_and_count_attempts(tmp_path):
     assert (lines["bad"]["exit_code"], lines["bad"]["attempts"]) == (1, 3)
 
 
+def test_retries_keep_every_attempts_stream_and_capture(tmp_path):
+    jobs = [
+        {
+            "args": [
+                "sh",
+                "-c",
+                f"n=$(ls {tmp_path}/tries | wc -l); touch {tmp_path}/tries/$n; echo attempt$n >&2; exit $((n < 2 ? 4 : 0))",
+            ],
+            "id": "flaky",
+        }
+    ]
+    (tmp_path / "tries").mkdir()
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--retries", "2")
+    assert proc.returncode == 0, proc.stderr
+    line = summary(out)["flaky"]
+    assert (line["exit_code"], line["attempts"]) == (0, 3)
+    assert [(a["attempt"], a["dir"], a["exit_code"]) for a in line["earlier_attempts"]] == [
+        (1, "attempt-1", 4),
+        (2, "attempt-2", 4),
+    ]
+    for n in (1, 2):
+        kept = out / "flaky" / f"attempt-{n}"
+        events = check_stream(kept / "events.jsonl", 4)
+        assert one(events, "run_started")["run_id"] == line["earlier_attempts"][n - 1]["run_id"]
+        assert (kept / "capture" / "stderr.log").read_text() == f"attempt{n - 1}\n"
+    assert (out / "flaky" / "capture" / "stderr.log").read_text() == "attempt2\n"
+    check_stream(out / "flaky" / "events.jsonl", 0)
+
+
 def test_halt_on_failure_starts_nothing_after_the_first_failure(tmp_path):
     jobs = [{"args": ["false"], "id": "first"}] + [{"args": ["true"], "id": f"later{n}"} for n in range(3)]
     out = tmp_path / "out"
@@ -256,6 +286,34 @@ def test_resume_runs_only_what_did_not_exit_0(tmp_path):
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     assert [(line["id"], line["exit_code"]) for line in lines] == [("fine", 0), ("needs", 1), ("needs", 0)]
     assert (out / "fine" / "events.jsonl").read_bytes() == first_stream, "a job that exited 0 is not run again"
+
+
+def test_resume_runs_again_a_job_whose_command_env_or_cwd_changed(tmp_path):
+    jobs = [
+        {"args": ["true"], "id": "same"},
+        {"args": ["true"], "id": "env", "env": {"MODE": "a"}},
+        {"args": ["true"], "id": "cmd"},
+        {"args": ["pwd"], "id": "cwd", "cwd": str(tmp_path)},
+    ]
+    out = tmp_path / "out"
+    assert run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out).returncode == 0
+    first = {line["id"]: line for line in summary_lines(out)}
+    assert len({line["job_sha256"] for line in first.values()}) == 4
+    jobs[1]["env"] = {"MODE": "b"}
+    jobs[2]["args"] = ["true", "--again"]
+    jobs[3]["cwd"] = "/"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    rerun = [line["id"] for line in summary_lines(out)[4:]]
+    assert rerun == ["env", "cmd", "cwd"]
+    err = proc.stderr.decode()
+    for job_id in rerun:
+        assert f"{job_id}: the job changed since it exited 0 (job_sha256 {first[job_id]['job_sha256']} is now" in err
+    assert "same:" not in err
+
+
+def summary_lines(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
 
 
 def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, start_batch):
@@ -636,3 +694,55 @@ def test_an_empty_out_is_marked_a_top_directory_and_a_used_one_left_alone(tmp_pa
     assert _directory_flags(fresh) & TOPDIR_FLAG
     assert _directory_flags(empty) & TOPDIR_FLAG
     assert not _directory_flags(used) & TOPDIR_FLAG
+
+
+def test_history_starts_the_longest_jobs_first(tmp_path):
+    """With one slot the start order is the schedule: the jobs an earlier summary timed, longest
+    first, after the one it never saw."""
+    history = tmp_path / "history.jsonl"
+    took = {"short": 1.0, "long": 900.0, "middle": 40.0}
+    history.write_text(
+        "".join(json.dumps({"id": job, "duration_ms": ms, "exit_code": 0}) + "\n" for job, ms in took.items())
+    )
+    jobs = [{"args": ["true"], "id": job} for job in ("short", "new", "long", "middle")]
+    out = tmp_path / "out"
+    proc = run_cli(
+        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1", "--history", history
+    )
+    assert proc.returncode == 0, proc.stderr
+    started = sorted(summary_lines(out), key=lambda line: line["started_at"])
+    assert [line["id"] for line in started] == ["new", "long", "middle", "short"]
+
+
+def test_trace_is_chrome_trace_json_with_an_event_per_attempt(tmp_path):
+    jobs = [{"args": ["sleep", "0.1"], "id": f"s{n}"} for n in range(3)]
+    jobs.append({"args": ["false"], "id": "retried"})
+    out = tmp_path / "out"
+    trace = tmp_path / "trace.json"
+    proc = run_cli(
+        "batch",
+        write_manifest(tmp_path / "m.jsonl", jobs),
+        "--out",
+        out,
+        "--jobs",
+        "2",
+        "--retries",
+        "1",
+        "--trace",
+        trace,
+    )
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    complete = [event for event in events if event["ph"] == "X"]
+    assert sorted(event["name"] for event in complete) == ["retried", "retried", "s0", "s1", "s2"]
+    assert sorted(e["args"]["attempt"] for e in complete if e["name"] == "retried") == [1, 2]
+    lanes = {event["tid"] for event in complete}
+    assert lanes == {1, 2}
+    names = {event["tid"]: event["args"]["name"] for event in events if event["name"] == "thread_name"}
+    assert names == {1: "slot 1", 2: "slot 2"}
+    for event in complete:
+        assert event["dur"] > 0 and event["ts"] >= 0 and event["cat"] in ("ok", "failed")
+    # no two events of one lane overlap
+    for lane in lanes:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in complete if e["tid"] == lane)
+        assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))

@@ -119,6 +119,7 @@ def run_batch(
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
+    earlier: dict[str, list[dict]] = {}  # a retried job's earlier attempts, kept in attempt-N/
     lines: list[dict] = []
     summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
     carrier = Host(watch=signals)
@@ -137,15 +138,19 @@ def run_batch(
             return None
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        return _job_steps(carrier, job, out, settings.label)
+        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
 
     def finished(result) -> None:
         nonlocal halted
         job, outcome, run_id = result
-        line = summary.summary_line(job, run_id, attempts[job.id], outcome, summary.written_objects(outcome))
+        line = summary.summary_line(
+            job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
+        )
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
+            earlier.setdefault(job.id, []).append(summary.attempt_record(line))
             queue.append(job)  # again, next
             return
+        earlier.pop(job.id, None)
         tally.count(line)
         halted = halted or (outcome.code != 0 and settings.halt_on_failure)
         record(line)
@@ -210,8 +215,16 @@ def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], T
     ``--resume`` skips), and the tally that counts the skipped ones."""
     out = prepare_out(settings.out)
     summary_path = os.path.join(out, "summary.jsonl")
-    done = summary.finished_ids(summary_path) if settings.resume else set()
-    todo = [job for job in jobs if job.id not in done]
+    done = summary.finished_jobs(summary_path) if settings.resume else {}
+    todo = []
+    for job in jobs:
+        if job.id not in done:
+            todo.append(job)
+        elif done[job.id] not in (None, job.digest):
+            warn(
+                f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
+            )
+            todo.append(job)
     tally = Tally(len(jobs))
     tally.skipped = len(jobs) - len(todo)
     return out, summary_path, todo, tally
@@ -231,13 +244,29 @@ def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str):
+def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
-    so ``list`` shows which batch a live job belongs to."""
+    so ``list`` shows which batch a live job belongs to. The attempt before a retry keeps its
+    stream and capture: they move into ``attempt-N/`` of the job's directory."""
     try:
         directory = ensure_directory(os.path.join(out, job.id), "the job directory")
+        if attempt > 1:
+            _keep_attempt(directory, attempt - 1)
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
     spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
     outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
     return job, outcome, spec.run_id
+
+
+def _keep_attempt(directory: str, attempt: int) -> None:
+    """Move the last attempt's stream and capture into ``attempt-N`` of the job's directory
+    (renames in a directory ``ensure_directory`` checked is the caller's own)."""
+    kept = ensure_directory(os.path.join(directory, summary.attempt_dir(attempt)), "the attempt's directory")
+    for name in ("events.jsonl", "capture"):
+        try:
+            os.rename(os.path.join(directory, name), os.path.join(kept, name))
+        except FileNotFoundError:
+            pass  # that attempt failed before making it
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot keep attempt {attempt} of {directory}: {exc.strerror}") from None

@@ -26,7 +26,7 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
-        "[--resume] [--show-output] [--dask-scheduler ADDRESS]",
+        "[--resume] [--show-output] [--history FILE] [--trace FILE] [--dask-scheduler ADDRESS]",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
     )
     parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
@@ -45,6 +45,15 @@ def build_parser() -> Parser:
     parser.add_argument("--halt-on-failure", action=OnceFlag, help="start no job after the first failure")
     parser.add_argument("--resume", action=OnceFlag, help="skip the jobs an earlier summary shows exited 0")
     parser.add_argument("--show-output", action=OnceFlag, help="print each job's captured output when it ends")
+    parser.add_argument(
+        "--history",
+        action=Once,
+        metavar="FILE",
+        help="an earlier summary.jsonl: start the jobs that took longest there first (new ones before them)",
+    )
+    parser.add_argument(
+        "--trace", action=Once, metavar="FILE", help="write the batch as Chrome Trace Event JSON (Perfetto opens it)"
+    )
     parser.add_argument(
         "--dask-scheduler", action=Once, metavar="ADDRESS", help="send the jobs to this Dask cluster's workers"
     )
@@ -78,6 +87,8 @@ def main(argv: list[str], invocation) -> int:
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
+    if args.history is not None:
+        jobs = longest_first(jobs, args.history)
     progress = Progress(len(jobs), settings.out, args.show_output)
     if args.dask_scheduler is not None:
         from .fleet import run_on_dask
@@ -90,6 +101,8 @@ def main(argv: list[str], invocation) -> int:
     from .index import write_page
 
     write_page(settings.out)
+    if args.trace is not None:
+        _write_trace(settings.out, args.trace)
     progress.end(tally.line())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from ..cli.main import DIE_BY_SIGINT
@@ -100,6 +113,32 @@ def main(argv: list[str], invocation) -> int:
     if tally.finished - tally.succeeded or tally.not_started:
         return Kind.BATCH_FAILED.code
     return 0
+
+
+def longest_first(jobs: list, history: str) -> list:
+    """The jobs in the order that shortens a skewed batch's makespan (longest processing time
+    first): those an earlier summary timed, longest first, after those it did not (they may be
+    long; manifest order among them)."""
+    from ..report.batch_model import durations
+
+    took = durations(history)
+    unknown = [job for job in jobs if job.id not in took]
+    known = sorted((job for job in jobs if job.id in took), key=lambda job: -took[job.id])
+    return unknown + known
+
+
+def _write_trace(out: str, path: str) -> None:
+    """The trace, from the summary just written; a failure is a warning (the batch's results
+    stand without it)."""
+    from ..cli.report import write_atomically
+    from ..diagnostics import warn
+    from ..report.batch_model import load
+    from ..report.batch_trace import trace_json
+
+    try:
+        write_atomically(path, trace_json(load(out)))
+    except Failure as failure:
+        warn(f"no trace: {failure.message}")
 
 
 def _read_manifest(path: str) -> list[bytes]:

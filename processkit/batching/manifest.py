@@ -41,13 +41,14 @@ class Job:
     """One manifest line: its id, command, the RunSpec its keywords give (``template``, checked
     by ``run``'s parser), and whether its argv is ``secret`` (kept out of the summary and page)."""
 
-    __slots__ = ("id", "args", "template", "secret")
+    __slots__ = ("id", "args", "template", "secret", "digest")
 
-    def __init__(self, job_id: str, args: list[str], template: RunSpec, secret: bool = False):
+    def __init__(self, job_id: str, args: list[str], template: RunSpec, secret: bool = False, digest: str = ""):
         self.id = job_id
         self.args = args
         self.template = template
         self.secret = secret
+        self.digest = digest  # of the whole line: --resume runs a job again once it changed
 
 
 def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
@@ -163,7 +164,16 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
             raise bad(
                 f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
             )
-    return Job(job_id, command, template, secret)
+    return Job(job_id, command, template, secret, _digest(value))
+
+
+def _digest(value: dict) -> str:
+    """SHA-256 of the job's line as JSON with sorted keys: its command, keywords (env, cwd, ...)
+    and id; an API caller's non-JSON value is named by its repr."""
+    import hashlib
+
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _regular_or_absent(path: str) -> bool:

@@ -53,8 +53,11 @@ def _started_at(started_ns: int | None) -> str | None:
     return utc_timestamp(time.time_ns() - (time.monotonic_ns() - started_ns), digits=6)
 
 
-def summary_line(job: Job, run_id: str | None, attempts: int, outcome, events: list[dict]) -> dict:
-    """One job's line: its exit, what the runner measured and the digests of its capture."""
+def summary_line(
+    job: Job, run_id: str | None, attempts: int, outcome, events: list[dict], earlier: list[dict] | None = None
+) -> dict:
+    """One job's line: its exit, what the runner measured and the digests of its capture; with
+    ``--retries``, ``earlier_attempts``: the attempts before this one (``attempt_record``)."""
     last = {event.get("event"): event for event in events}
     exit_event = last.get("runner_exit", {})
     resources = dict(last.get("resource_summary", {}))
@@ -68,6 +71,7 @@ def summary_line(job: Job, run_id: str | None, attempts: int, outcome, events: l
         "id": job.id,
         "run_id": run_id,
         "args_sha256": fingerprint(job.args),
+        "job_sha256": job.digest,
         "command": _command(job),
         "started_at": _started_at(outcome.started_ns),
         "exit_code": outcome.code,
@@ -80,7 +84,19 @@ def summary_line(job: Job, run_id: str | None, attempts: int, outcome, events: l
         # The runner's own words when it, not the child, decided the end (a setup or spawn
         # failure, a timeout): what ``run`` would have printed on stderr, and no stream holds.
         "message": outcome.failure.message if outcome.failure else None,
+        "earlier_attempts": earlier or [],
     }
+
+
+def attempt_dir(attempt: int) -> str:
+    return f"attempt-{attempt}"
+
+
+def attempt_record(line: dict) -> dict:
+    """What the final line keeps of an attempt that was retried; its stream and capture are in
+    ``<id>/attempt-N/``."""
+    keys = ("run_id", "started_at", "exit_code", "source", "duration_ms", "message")
+    return {"attempt": line["attempts"], "dir": attempt_dir(line["attempts"]), **{key: line[key] for key in keys}}
 
 
 def not_started_line(job: Job, attempts: int, reason: str) -> dict:
@@ -89,6 +105,7 @@ def not_started_line(job: Job, attempts: int, reason: str) -> dict:
         "id": job.id,
         "run_id": None,
         "args_sha256": fingerprint(job.args),
+        "job_sha256": job.digest,
         "command": _command(job),
         "started_at": None,
         "exit_code": None,
@@ -99,10 +116,16 @@ def not_started_line(job: Job, attempts: int, reason: str) -> dict:
         "resources": None,
         "capture": {"stdout": None, "stderr": None},
         "message": None,
+        "earlier_attempts": [],
     }
 
 
-def finished_ids(path: str) -> set[str]:
-    """For ``--resume``: the jobs whose last line in an earlier summary says exit 0."""
-    last = {entry["id"]: entry.get("exit_code") for entry in read_objects(path) if isinstance(entry.get("id"), str)}
-    return {job_id for job_id, code in last.items() if code == 0}
+def finished_jobs(path: str) -> dict[str, str | None]:
+    """For ``--resume``: the jobs whose last line in an earlier summary says exit 0, with the
+    digest of the job that did (None from a summary written before lines carried it)."""
+    last = {entry["id"]: entry for entry in read_objects(path) if isinstance(entry.get("id"), str)}
+    return {
+        job_id: entry["job_sha256"] if isinstance(entry.get("job_sha256"), str) else None
+        for job_id, entry in last.items()
+        if entry.get("exit_code") == 0
+    }

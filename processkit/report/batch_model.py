@@ -24,6 +24,18 @@ MAX_LINE_BYTES = 1024 * 1024
 MAX_JOBS = 2_000_000
 
 
+class Attempt(Plain):
+    """One run of a job (a retried job has several), as the timeline and the trace draw it."""
+
+    job_id: str
+    number: int
+    start_ms: float
+    duration_ms: float
+    state: str
+    outcome: str
+    lane: int = 0
+
+
 class Job(Plain):
     """One job as its last summary line says: ``state`` is ``ok``, ``failed``, ``timed_out``,
     ``cancelled`` or ``not_started``; times in ms from the batch's first start."""
@@ -41,12 +53,13 @@ class Job(Plain):
     cpu_ms: int | None
     start_ms: float | None
     stderr: dict | None  # the summary's captureInfo of stderr
-    lane: int | None
+    tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
 
 
 class Batch(Plain):
     out: str
     jobs: list[Job]
+    attempts: list[Attempt]
     skipped_lines: int
     lanes: int
     wall_ms: float | None
@@ -72,23 +85,37 @@ def load(out: str) -> Batch:
             skipped += 1
     if not last:
         raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
-    starts = [_start_s(line) for line in last.values()]
+    starts = [_start_s(line.get("started_at")) for line in last.values()]
+    starts += [_start_s(attempt.get("started_at")) for line in last.values() for attempt in _earlier(line)]
     origin = min((s for s in starts if s is not None), default=None)
-    jobs = [_job(line, start, origin) for line, start in zip(last.values(), starts)]
-    lanes = _assign_lanes(jobs)
-    spans = [span for span in map(_span, jobs) if span is not None]
-    wall = max((start + length for start, length in spans), default=None)
-    busy = sum(length for _, length in spans)
+    jobs = [_job(line, origin) for line in last.values()]
+    attempts = [attempt for job in jobs for attempt in job.tries]
+    lanes = _assign_lanes(attempts)
+    wall = max((a.start_ms + a.duration_ms for a in attempts), default=None)
+    busy = sum(a.duration_ms for a in attempts)
     return Batch(
         out=out,
         jobs=jobs,
+        attempts=attempts,
         skipped_lines=skipped,
         lanes=lanes,
         wall_ms=wall,
         cpu_ms=sum(job.cpu_ms or 0 for job in jobs),
-        jobs_per_s=len(spans) / (wall / 1000) if wall else None,
+        jobs_per_s=sum(job.state != "not_started" for job in jobs) / (wall / 1000) if wall else None,
         fullness=busy / (lanes * wall) if wall and lanes else None,
     )
+
+
+def durations(path: str) -> dict[str, float]:
+    """``batch --history``: each job's last duration in an earlier summary, by id."""
+    lines, _ = _read(path)
+    found: dict[str, float] = {}
+    for line in lines:
+        if isinstance(line, dict) and isinstance(line.get("id"), str):
+            duration = _number(line.get("duration_ms"))
+            if duration is not None:
+                found[line["id"]] = duration
+    return found
 
 
 def _read(path: str) -> tuple[list, int]:
@@ -125,8 +152,7 @@ def _int(value) -> int | None:
     return value if type(value) is int and abs(value) < 1 << 62 else None
 
 
-def _start_s(line: dict) -> float | None:
-    text = line.get("started_at")
+def _start_s(text) -> float | None:
     if not isinstance(text, str) or len(text) > 40:
         return None
     try:
@@ -135,15 +161,34 @@ def _start_s(line: dict) -> float | None:
         return None
 
 
-def _job(line: dict, start_s: float | None, origin: float | None) -> Job:
+def _earlier(line: dict) -> list[dict]:
+    found = line.get("earlier_attempts")
+    return [a for a in found[:1000] if isinstance(a, dict)] if isinstance(found, list) else []
+
+
+def _attempt(job_id: str, number: int, values: dict, origin: float | None) -> Attempt | None:
+    """An attempt that ran (a start and a duration), placed on the batch's clock."""
+    start = _start_s(values.get("started_at"))
+    duration = _number(values.get("duration_ms"))
+    if start is None or origin is None or duration is None:
+        return None
+    source = _typed(values.get("source"), str, "unknown")
+    state, outcome = _outcome(_int(values.get("exit_code")), source)
+    return Attempt(job_id, number, (start - origin) * 1000, duration, state, outcome)
+
+
+def _job(line: dict, origin: float | None) -> Job:
     code = _int(line.get("exit_code"))
     source = _typed(line.get("source"), str, "unknown")
     resources = _typed(line.get("resources"), dict, {})
     capture = _typed(line.get("capture"), dict, {})
     command = line.get("command")
     message = line.get("message")
-    duration = _number(line.get("duration_ms"))
-    state, outcome = _outcome(code, source, duration)
+    state, outcome = _outcome(code, source)
+    attempts = _int(line.get("attempts")) or 0
+    earlier = [_attempt(line["id"], n, values, origin) for n, values in enumerate(_earlier(line), 1)]
+    final = _attempt(line["id"], attempts, line, origin)
+    tries = [attempt for attempt in (*earlier, final) if attempt is not None]
     return Job(
         id=line["id"],
         command=command if isinstance(command, list) and all(isinstance(a, str) for a in command) else None,
@@ -152,17 +197,17 @@ def _job(line: dict, start_s: float | None, origin: float | None) -> Job:
         exit_code=code,
         source=source,
         message=message if isinstance(message, str) else None,
-        duration_ms=duration,
-        attempts=_int(line.get("attempts")) or 0,
+        duration_ms=_number(line.get("duration_ms")),
+        attempts=attempts,
         peak_memory=_int(resources.get("peak_memory_bytes")),
         cpu_ms=_int(resources.get("total_cpu_ms")),
-        start_ms=None if start_s is None or origin is None else (start_s - origin) * 1000,
+        start_ms=final.start_ms if final is not None else None,
         stderr=capture.get("stderr") if isinstance(capture.get("stderr"), dict) else None,
-        lane=None,
+        tries=tries,
     )
 
 
-def _outcome(code: int | None, source: str, duration: float | None) -> tuple[str, str]:
+def _outcome(code: int | None, source: str) -> tuple[str, str]:
     if code is None:
         return "not_started", f"not started: {source}"
     if code == 0:
@@ -178,27 +223,18 @@ def _typed(value, kind: type, default):
     return value if isinstance(value, kind) else default
 
 
-def _span(job: Job) -> tuple[float, float] | None:
-    """(start, duration) of a job that ran, in ms."""
-    if job.start_ms is None or job.duration_ms is None:
-        return None
-    return job.start_ms, job.duration_ms
-
-
-def _assign_lanes(jobs: list[Job]) -> int:
-    """Give each job that ran a lane, the lowest one free at its start (jobs in start order),
-    so a lane is one slot's sequence of jobs; returns how many lanes that took."""
-    ran = sorted(((span, job) for job in jobs if (span := _span(job)) is not None), key=lambda pair: pair[0])
+def _assign_lanes(attempts: list[Attempt]) -> int:
+    """Give each attempt a lane, the lowest one free at its start (in start order), so a lane is
+    one slot's sequence of runs; returns how many lanes that took."""
     free: list[int] = []
     busy: list[tuple[float, int]] = []  # (end, lane)
     lanes = 0
-    for (start, length), job in ran:
-        while busy and busy[0][0] <= start:
+    for attempt in sorted(attempts, key=lambda a: a.start_ms):
+        while busy and busy[0][0] <= attempt.start_ms:
             heapq.heappush(free, heapq.heappop(busy)[1])
         if free:
-            lane = heapq.heappop(free)
+            attempt.lane = heapq.heappop(free)
         else:
-            lane, lanes = lanes, lanes + 1
-        job.lane = lane
-        heapq.heappush(busy, (start + length, lane))
+            attempt.lane, lanes = lanes, lanes + 1
+        heapq.heappush(busy, (attempt.start_ms + attempt.duration_ms, attempt.lane))
     return lanes

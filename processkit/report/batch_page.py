@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ..events import render as words
-from .batch_model import Batch, Job, load
+from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
 from .tail import read_tail
 
@@ -97,28 +97,27 @@ def _capture_path(out: str, job: Job, recorded) -> str:
 
 
 def _bars(batch: Batch, wall: int) -> list[dict]:
-    """The timeline's rectangles: one per job while they are few, else per lane runs of pixels
-    of one state (each pixel takes the state of the last job drawn on it)."""
-    ran = [job for job in batch.jobs if job.lane is not None and job.start_ms is not None]
+    """The timeline's rectangles: one per attempt while they are few, else per lane runs of
+    pixels of one state (each pixel takes the state of the last attempt drawn on it)."""
     scale = WIDTH / wall
 
-    def extent(job: Job) -> tuple[float, float]:
-        x = (job.start_ms or 0.0) * scale
-        return x, max((job.duration_ms or 0.0) * scale, 1.0)
+    def extent(attempt: Attempt) -> tuple[float, float]:
+        return attempt.start_ms * scale, max(attempt.duration_ms * scale, 1.0)
 
-    if len(ran) <= BARS_DRAWN:
+    if len(batch.attempts) <= BARS_DRAWN:
         bars = []
-        for job in ran:
-            x, w = extent(job)
-            title = f"{job.id}: {job.outcome}, {milliseconds(job.duration_ms)}"
-            bars.append({"x": x, "w": w, "lane": job.lane, "state": job.state, "title": title})
+        for attempt in batch.attempts:
+            x, w = extent(attempt)
+            tried = f" (attempt {attempt.number})" if attempt.number > 1 else ""
+            title = f"{attempt.job_id}{tried}: {attempt.outcome}, {milliseconds(attempt.duration_ms)}"
+            bars.append({"x": x, "w": w, "lane": attempt.lane, "state": attempt.state, "title": title})
         return bars
     pixels: dict[int, dict[int, str]] = {}
-    for job in ran:
-        x, w = extent(job)
-        row = pixels.setdefault(job.lane or 0, {})
+    for attempt in batch.attempts:
+        x, w = extent(attempt)
+        row = pixels.setdefault(attempt.lane, {})
         for column in range(int(x), min(int(x + w) + 1, WIDTH)):
-            row[column] = job.state
+            row[column] = attempt.state
     bars = []
     for lane, columns in pixels.items():
         start, state = None, None
