@@ -72,6 +72,7 @@ ffibuilder.cdef(
         const int *join_fds;
         size_t join_count;
         int controlling_tty;
+        unsigned long long nofile_soft;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

@@ -64,7 +64,8 @@ def main(argv: list[str], invocation) -> int:
         resume=args.resume,
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
-    progress = Progress(len(jobs), settings.out, args.show_output)
+    # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
+    progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     from .index import Index
 
     index = Index(settings.out)  # fed as jobs end here; a Dask batch's streams are all read at the end
@@ -74,8 +75,10 @@ def main(argv: list[str], invocation) -> int:
 
             _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
         else:
+            from ..fdlimit import raise_soft_limit
             from .carrier import run_batch
 
+            raise_soft_limit()  # the jobs' children get the caller's limit back
             _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, index=index)
     except BaseException:  # no page, and no index process left behind
         index.abandon()
@@ -83,10 +86,14 @@ def main(argv: list[str], invocation) -> int:
     index.finish(jobs)
     progress.end(tally.line())
     if tally.cancelled_by is not None:
-        return Kind.CANCELLED.code
-    if tally.finished - tally.succeeded or tally.not_started:
-        return Kind.BATCH_FAILED.code
-    return 0
+        kind = Kind.CANCELLED
+    elif tally.finished - tally.succeeded or tally.not_started:
+        kind = Kind.BATCH_FAILED
+    else:
+        return 0
+    if progress.quiet:  # the summary line, as the envelope's message
+        return invocation.fail(Failure(kind, tally.line()))
+    return kind.code
 
 
 def _read_manifest(path: str) -> list[bytes]:
@@ -110,11 +117,12 @@ SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 class Progress:
     """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them."""
 
-    def __init__(self, total: int, out: str, show_output: bool):
+    def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
         self._total = total
         self._out = out
         self._show = show_output
-        self._bar = sys.stderr.isatty()
+        self.quiet = quiet  # nothing on stderr (--error-format json); --show-output's stdout stays
+        self._bar = not quiet and sys.stderr.isatty()
         self._started = time.monotonic()
         self._done = 0
 
@@ -151,6 +159,8 @@ class Progress:
             out.flush()
 
     def _write(self, text: str, tally) -> None:
+        if self.quiet:
+            return
         stream = sys.stderr
         if self._bar:
             stream.write("\r\x1b[K")
@@ -171,6 +181,8 @@ class Progress:
         )
 
     def end(self, summary: str) -> None:
+        if self.quiet:
+            return
         if self._bar:
             sys.stderr.write("\r\x1b[K")
         sys.stderr.write(f"batch: {summary}\n")
