@@ -27,6 +27,7 @@ ffibuilder.cdef(
         size_t ring_size;
         int threaded;
         int wants_thread;
+        uint64_t *marks;
         ...;
     } pk_stream;
 
