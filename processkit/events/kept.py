@@ -13,6 +13,7 @@ import os
 import stat
 
 from .. import capture_layout
+from ..plain import Frozen
 from .types import CapturedStream
 
 
@@ -99,21 +100,18 @@ def _document(directory: str) -> dict | None:
     return document
 
 
-class Salvage:
+class Salvage(Frozen):
     """What a killed ring run's capture file holds of one stream: ``ranges``, the stream's
     ``[start, end)`` ranges in stream order; ``segments``, each piece as ``(start, end, file
     offset)`` in stream order (the ring was never put in order, so a range may wrap in the
     file); ``seen``, the stream's bytes the runner had read at least; ``write_error``."""
 
-    __slots__ = ("stream", "path", "ranges", "segments", "seen", "write_error")
-
-    def __init__(self, stream: str, path: str, ranges: tuple, segments: tuple, seen: int, write_error: bool):
-        self.stream = stream
-        self.path = path
-        self.ranges = ranges
-        self.segments = segments
-        self.seen = seen
-        self.write_error = write_error
+    stream: str
+    path: str
+    ranges: tuple
+    segments: tuple
+    seen: int
+    write_error: bool
 
     @property
     def size(self) -> int:
