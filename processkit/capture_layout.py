@@ -17,8 +17,8 @@ counters up to date through a shared mapping (a store per chunk, no system call)
 stream bytes went to the file, the chunk's end announced before any of its bytes is stored,
 ``ring_from`` and the write error. A runner killed at any instant leaves counters from which a
 reader works out which stream ranges the unordered ring holds, and where (``events.kept.salvage``):
-the bytes of a chunk being stored when it died are left out. The marks are retired (their tag
-cleared) before the ring is put in order, and the file removed once the final record is written.
+the bytes of a chunk being stored when it died are left out. The marks are retired (their magic
+cleared, the file removed) before the ring is put in order.
 """
 
 from __future__ import annotations
@@ -76,20 +76,6 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
         _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
     except OSError as exc:
         warn(f"could not record which part of each stream the capture files keep: {exc.strerror or exc}")
-        return
-    try:
-        os.unlink(os.path.join(directory, MARKS_NAME))
-    except OSError:
-        pass  # none (its setup failed), or gone: the final record no longer names it
-
-
-def forget(directory: str) -> None:
-    """Remove the live record and its marks (the child never started, so nothing was captured)."""
-    for name in (NAME, MARKS_NAME):
-        try:
-            os.unlink(os.path.join(directory, name))
-        except OSError:
-            pass
 
 
 def _open_own(path: str, flags: int) -> int:
@@ -127,19 +113,38 @@ def run_tag(run_id: str) -> bytes:
 class Marks:
     """A live ring capture's counters, shared with the file ``capture-keep.marks``: ``slots[name]``
     is a stream's MARK_COUNT counters (a writable memoryview of unsigned 64-bit integers) the
-    pumps store into; ``retire`` clears the tag once the ring is to be put in order."""
+    pumps store into. ``retire`` clears the magic and removes the file once the ring is to be put
+    in order (the counters no longer describe it); ``forget`` removes the live record too."""
 
-    def __init__(self, mapping, slots: dict):
+    def __init__(self, directory: str, mapping, slots: dict):
+        self._directory = directory
         self._mapping = mapping
         self.slots = slots
+        self._retired = False
 
     def retire(self) -> None:
+        if self._retired:
+            return
+        self._retired = True
         self._mapping[: len(MAGIC)] = bytes(len(MAGIC))
+        _remove(os.path.join(self._directory, MARKS_NAME))
+
+    def forget(self) -> None:
+        self.retire()
+        _remove(os.path.join(self._directory, NAME))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already: nothing of it is read without the other
 
 
 def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks | None:
     """Before the child starts: the live record and its marks file, mapped. Best effort: None
-    (and a warning) when either cannot be written, and then a killed runner leaves no record."""
+    when either cannot be written, and then a killed runner leaves nothing a reader applies (a
+    record that cannot be written warns once, at the run's end, as the final one fails too)."""
     import mmap
 
     document = {
@@ -152,18 +157,21 @@ def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks 
         "marks": MARKS_NAME,
     }
     try:
+        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
+    except OSError:
+        return None
+    try:
         fd = _open_own(os.path.join(directory, MARKS_NAME), os.O_RDWR)
         try:
             os.ftruncate(fd, MARKS_SIZE)
             mapping = mmap.mmap(fd, MARKS_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
-        mapping[len(MAGIC) : len(MAGIC) + TAG_BYTES] = run_tag(run_id)
-        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or exc
-        warn(f"could not record the capture's ring, so a killed runner's would not be readable: {why}")
+        warn(f"could not keep the capture ring's marks, so a killed runner's ring could not be read back: {why}")
         return None
+    mapping[len(MAGIC) : len(MAGIC) + TAG_BYTES] = run_tag(run_id)
     counters = memoryview(mapping)[len(MAGIC) + TAG_BYTES :].cast("Q")
     slots = {
         name: counters[index * MARK_COUNT : (index + 1) * MARK_COUNT] for index, name in enumerate(("stdout", "stderr"))
@@ -171,4 +179,4 @@ def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks 
     for slot in slots.values():
         slot[RING_FROM] = head
     mapping[: len(MAGIC)] = MAGIC  # last: the counters are ready
-    return Marks(mapping, slots)
+    return Marks(directory, mapping, slots)

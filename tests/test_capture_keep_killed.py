@@ -122,8 +122,8 @@ def test_a_record_whose_ring_was_being_put_in_order_claims_nothing(tmp_path):
     live = capture_layout.start(str(capture), "run-x", "tail", CAP, 0)
     assert live is not None and processkit.salvage_capture(str(capture)) is not None
     live.retire()
+    assert not (capture / capture_layout.MARKS_NAME).exists()
     assert processkit.salvage_capture(str(capture)) is None
-    os.unlink(capture / capture_layout.MARKS_NAME)
 
 
 class Killed(BaseException):
@@ -193,3 +193,19 @@ def test_a_ring_run_whose_child_never_starts_leaves_no_live_record(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 101, proc.stderr
     assert sorted(os.listdir(capture)) == ["stderr.log", "stdout.log"]
+
+
+def test_a_link_planted_at_the_marks_is_neither_followed_nor_removed(tmp_path):
+    capture, victim = tmp_path / "capture", tmp_path / "victim"
+    capture.mkdir()
+    victim.write_bytes(b"keep me\n")
+    (capture / capture_layout.MARKS_NAME).symlink_to(victim)
+    proc = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--capture-dir", capture, "--capture-keep", "tail",
+        "--capture-max-bytes", CAP, "--no-echo", "--", PY, "-c", CHILD.replace("time.sleep(60)", "pass"), LINES,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count(b"\n") == 1 and b"could not keep the capture ring's marks" in proc.stderr
+    assert victim.read_bytes() == b"keep me\n"
+    assert (capture / capture_layout.MARKS_NAME).is_symlink()
+    assert (capture / "stdout.log").read_bytes() == STREAM[-CAP:], "the capture itself is unaffected"

@@ -141,7 +141,7 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     return opened
 
 
-def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> None:
+def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:
     """The live record of ring captures (capture_layout.start), its counters handed to each
     target's pump; without one (it could not be written) the pumps keep no marks."""
     from .. import capture_layout
@@ -151,6 +151,7 @@ def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str)
     if live is not None:
         for name, target in targets.items():
             target.marks, target.live_record = live.slots[name], live
+    return live
 
 
 def _quietly(action, path: str) -> None:

@@ -104,11 +104,11 @@ def start(host: Host, run: RunState) -> Launched:
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
-    ring_dir = spec.capture_dir if run.targets and spec.capture_keep != "head" else None
-    if ring_dir is not None:  # the ring's live record, before the child can write a byte (capture_layout.py)
-        from . import capture
+    live = None
+    if run.targets and spec.capture_keep != "head" and spec.capture_dir is not None:
+        from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
-        capture.record_rings(run.targets, ring_dir, spec.run_id)
+        live = capture.record_rings(run.targets, spec.capture_dir, spec.run_id)
     try:
         child = spawn.spawn(
             spec.argv,
@@ -121,10 +121,8 @@ def start(host: Host, run: RunState) -> Launched:
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
         )
     except (Failure, spawn.AttachError) as problem:
-        if ring_dir is not None:  # no child, nothing captured: no live record left behind
-            from .. import capture_layout
-
-            capture_layout.forget(ring_dir)
+        if live is not None:  # no child, nothing captured: no live record left behind
+            live.forget()
         if isinstance(problem, Failure):
             run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
         raise
