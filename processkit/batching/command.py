@@ -5,7 +5,8 @@ anything starts); then the jobs run side by side on one loop (``carrier``). (The
 here, not in ``cli``, because it sits on top of the API's keyword translation, which sits on top
 of ``cli``; ``cli/main.py`` names it like every command, by module.) The
 terminal gets one line per finished job, or a progress bar with counts and an ETA when stderr is
-a terminal; with ``--show-output`` a job's captured output follows its line, as one block.
+a terminal; with ``--show-output`` a job's captured output follows its line, as one block. Under
+``--error-format json`` stderr gets none of it: a failed or cancelled batch's envelope alone.
 """
 
 from __future__ import annotations
