@@ -15,7 +15,8 @@ before the child starts, so before any ring can wrap): the layout (``head``, ``c
 name of a small file beside it, ``capture-keep.marks``, where both pumps keep each stream's ring
 counters up to date through a shared mapping (a store per chunk, no system call): how many
 stream bytes went to the file, the chunk's end announced before any of its bytes is stored,
-``ring_from`` and the write error. A runner killed at any instant leaves counters from which a
+``ring_from`` and the write error (published after the chunk in that order, the count before the
+error, so a latched error always comes with its final count). A runner killed at any instant leaves counters from which a
 reader works out which stream ranges the unordered ring holds, and where (``events.kept.salvage``):
 the bytes of a chunk being stored when it died are left out. The marks are retired (their magic
 cleared, the file removed) before the ring is put in order.
