@@ -27,6 +27,7 @@ ffibuilder.cdef(
         size_t ring_size;
         int threaded;
         int wants_thread;
+        uint64_t *marks;
         ...;
     } pk_stream;
 
@@ -72,6 +73,7 @@ ffibuilder.cdef(
         const int *join_fds;
         size_t join_count;
         int controlling_tty;
+        unsigned long long nofile_soft;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

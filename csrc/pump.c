@@ -220,7 +220,7 @@ static size_t put(pk_stream *stream, const unsigned char *data, size_t len, int6
 /* Writes the part of the chunk just read that the file keeps: what falls in the head, in order,
  * and with a ring the chunk's last bytes at their ring offsets (split where they wrap). Returns
  * how many leading bytes of the chunk the head took, for the digest. */
-static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
+static size_t store(pk_stream *stream, const unsigned char *data, size_t len)
 {
     uint64_t start = stream->seen - len, head = stream->head, ring = stream->cap - stream->head;
     uint64_t skip, offset;
@@ -245,6 +245,21 @@ static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
     first = len - skip < ring - offset ? len - (size_t)skip : (size_t)(ring - offset);
     if (put(stream, data + skip, first, (int64_t)(head + offset)) == first)
         put(stream, data + skip + first, len - (size_t)skip - first, (int64_t)head);
+    return kept;
+}
+
+/* store(), with the ring's marks kept around it (pump.h): a store per counter, no system call. */
+static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
+{
+    uint64_t *marks = stream->marks;
+    size_t kept;
+    if (!marks || stream->capture_fd < 0 || stream->write_error)
+        return store(stream, data, len);
+    __atomic_store_n(&marks[PK_MARK_PENDING], stream->seen, __ATOMIC_SEQ_CST);
+    kept = store(stream, data, len);
+    __atomic_store_n(&marks[PK_MARK_RING_FROM], stream->ring_from, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&marks[PK_MARK_STORED], stream->written, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&marks[PK_MARK_WRITE_ERROR], (uint64_t)(stream->write_error != 0), __ATOMIC_SEQ_CST);
     return kept;
 }
 

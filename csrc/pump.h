@@ -38,7 +38,17 @@ typedef struct pk_stream {
     pthread_cond_t wake; /* the hasher waits here for a new target */
     pthread_cond_t room; /* the reader waits here for the hasher to free ring bytes */
     pthread_t hasher;
+    /* With a ring, the stream's counters in a mapping shared with a file (NULL: none), kept as
+     * each chunk is stored so a reader of a killed runner's file knows what the ring holds
+     * (processkit/capture_layout.py): PK_MARK_PENDING is the chunk's end, stored before any of
+     * its bytes; then ring_from, written and write_error, in that order, once it is stored. */
+    uint64_t *marks;
 } pk_stream;
+
+#define PK_MARK_STORED      0
+#define PK_MARK_PENDING     1
+#define PK_MARK_RING_FROM   2
+#define PK_MARK_WRITE_ERROR 3
 
 typedef struct pk_drain_result {
     uint64_t total; /* bytes read by this call */

@@ -336,6 +336,14 @@ __attribute__((noreturn)) static void run_child(const struct pk_child *child)
     if (request->controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO);
     close_others(report_fd);
+    if (request->nofile_soft) {
+        /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
+        struct rlimit limit;
+        if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+            limit.rlim_cur = (rlim_t)request->nofile_soft;
+            setrlimit(RLIMIT_NOFILE, &limit);
+        }
+    }
     if (request->cwd && chdir(request->cwd) != 0)
         child_fail(report_fd, PK_SPAWN_CHDIR);
     for (i = 0; i < request->path_count; i++) {

@@ -30,6 +30,8 @@ typedef struct pk_spawn_request {
     const int *join_fds; /* further cgroup.procs fds the child writes "0" to, in order */
     size_t join_count;
     int controlling_tty; /* 1: a new session, whose controlling terminal is stdio[0] */
+    unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
+                                     * runner raised its own: processkit/fdlimit.py) */
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
@@ -43,7 +45,7 @@ typedef struct pk_spawn_result {
  * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at
  * once when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty
  * signal mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then
- * TIOCSCTTY on fd 0); close every other fd; chdir;
+ * TIOCSCTTY on fd 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir;
  * execve each path in turn. */
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
 

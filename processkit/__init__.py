@@ -35,6 +35,10 @@ def __getattr__(name: str):
         from .api.bench import bench
 
         return bench
+    if name == "salvage_capture":  # a killed ring run's capture, read in stream order (events.kept)
+        from .events.kept import salvage
+
+        return salvage
     if name in _API:
         from . import api
 
@@ -43,4 +47,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API | {"batch", "bench"})
+    return sorted(set(globals()) | _API | {"batch", "bench", "salvage_capture"})

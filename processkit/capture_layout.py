@@ -1,4 +1,5 @@
-"""``capture-keep.json``: which byte ranges of each stream a ring capture's files hold.
+"""``capture-keep.json``: which byte ranges of each stream a ring capture's files hold, at the
+end of the run and while it captures (for a runner killed before its end).
 
 ``output_captured`` cannot say it (the v1 schema allows no added field in a stream's object, nor
 in the event), so a run with ``--capture-keep tail`` or ``head-tail`` writes this file beside
@@ -8,6 +9,17 @@ writes none (its file is the stream's first ``bytes_written`` bytes). Readers (`
 ``report``, ``events`` and the Python API) take it only when its run id, digest and count match the stream they read, so a
 file left by an earlier run in the same directory is never applied to another run's files; a
 capture without a matching record is read as a head capture.
+
+While the run captures, the file is a live record instead (``"state": "capturing"``, written
+before the child starts, so before any ring can wrap): the layout (``head``, ``cap``), and the
+name of a small file beside it, ``capture-keep.marks``, where both pumps keep each stream's ring
+counters up to date through a shared mapping (a store per chunk, no system call): how many
+stream bytes went to the file, the chunk's end announced before any of its bytes is stored,
+``ring_from`` and the write error (published after the chunk in that order, the count before the
+error, so a latched error always comes with its final count). A runner killed at any instant leaves counters from which a
+reader works out which stream ranges the unordered ring holds, and where (``events.kept.salvage``):
+the bytes of a chunk being stored when it died are left out. The marks are retired (their magic
+cleared, the file removed) before the ring is put in order.
 """
 
 from __future__ import annotations
@@ -18,8 +30,35 @@ from .diagnostics import warn
 from .jsontext import dumps
 
 NAME = "capture-keep.json"
+MARKS_NAME = "capture-keep.marks"
 VERSION = 1
 MAX_BYTES = 64 * 1024
+CAPTURING = "capturing"  # a live record's state: the run had not ended when it was written
+
+# capture-keep.marks: MAGIC, then a TAG_BYTES digest of the run id, then per stream (stdout, then
+# stderr) MARK_COUNT unsigned 64-bit counters in the host's byte order, at these indexes (the
+# native pump's are csrc/pump.h's PK_MARK_*).
+MAGIC = b"pkmarks1"
+TAG_BYTES = 24
+STORED, PENDING, RING_FROM, WRITE_ERROR = range(4)
+MARK_COUNT = 4
+MARKS_SIZE = len(MAGIC) + TAG_BYTES + 2 * MARK_COUNT * 8
+
+
+def kept_ranges(head: int, ring: int, stored: int, ring_from: int) -> tuple[tuple[int, int], ...]:
+    """The stream's byte ranges the file holds, in file order, once ``stored`` bytes went in
+    (``ring_from``: the pump's, see csrc/pump.h); the engine's final
+    record and a killed runner's salvage (``events.kept``) both work them out here."""
+    ranges = []
+    if min(stored, head):
+        ranges.append((0, min(stored, head)))
+    start = max(ring_from, stored - ring, head)
+    if ring and stored > start:
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (0, stored)
+        else:
+            ranges.append((start, stored))
+    return tuple(ranges)
 
 
 def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
@@ -34,21 +73,111 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
             "bytes_written": report.bytes_written,
             "kept": [list(span) for span in report.kept],
         }
-    path = os.path.join(directory, NAME)
-    # Never through a link, never into a FIFO or device, never another user's file (emptied only
-    # once it is known to be this user's own regular file).
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o666)
-        try:
-            import stat
-
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-                raise OSError(f"{path} is not a regular file of this user's")
-            os.ftruncate(fd, 0)
-            os.write(fd, (dumps(document) + "\n").encode("utf-8"))
-        finally:
-            os.close(fd)
+        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
     except OSError as exc:
         warn(f"could not record which part of each stream the capture files keep: {exc.strerror or exc}")
+
+
+def _open_own(path: str, flags: int) -> int:
+    """Open ``path`` for writing: never through a link, never a FIFO or device, never another
+    user's file (emptied only once it is known to be this user's own regular file)."""
+    import stat
+
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            raise OSError(f"{path} is not a regular file of this user's")
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write(path: str, data: bytes) -> None:
+    fd = _open_own(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def run_tag(run_id: str) -> bytes:
+    """What ties a marks file to its run's live record."""
+    import hashlib
+
+    return hashlib.sha256(run_id.encode("utf-8", "surrogateescape")).digest()[:TAG_BYTES]
+
+
+class Marks:
+    """A live ring capture's counters, shared with the file ``capture-keep.marks``: ``slots[name]``
+    is a stream's MARK_COUNT counters (a writable memoryview of unsigned 64-bit integers) the
+    pumps store into. ``retire`` clears the magic and removes the file once the ring is to be put
+    in order (the counters no longer describe it); ``forget`` removes the live record too."""
+
+    def __init__(self, directory: str, mapping, slots: dict):
+        self._directory = directory
+        self._mapping = mapping
+        self.slots = slots
+        self._retired = False
+
+    def retire(self) -> None:
+        if self._retired:
+            return
+        self._retired = True
+        self._mapping[: len(MAGIC)] = bytes(len(MAGIC))
+        _remove(os.path.join(self._directory, MARKS_NAME))
+
+    def forget(self) -> None:
+        self.retire()
+        _remove(os.path.join(self._directory, NAME))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already: nothing of it is read without the other
+
+
+def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks | None:
+    """Before the child starts: the live record and its marks file, mapped. Best effort: None
+    when either cannot be written, and then a killed runner leaves nothing a reader applies (a
+    record that cannot be written warns once, at the run's end, as the final one fails too)."""
+    import mmap
+
+    document = {
+        "layout_version": VERSION,
+        "run_id": run_id,
+        "keep": keep,
+        "cap": cap,
+        "state": CAPTURING,
+        "head": head,
+        "marks": MARKS_NAME,
+    }
+    try:
+        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
+    except OSError:
+        return None
+    try:
+        fd = _open_own(os.path.join(directory, MARKS_NAME), os.O_RDWR)
+        try:
+            os.ftruncate(fd, MARKS_SIZE)
+            mapping = mmap.mmap(fd, MARKS_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        warn(f"could not keep the capture ring's marks, so a killed runner's ring could not be read back: {why}")
+        return None
+    mapping[len(MAGIC) : len(MAGIC) + TAG_BYTES] = run_tag(run_id)
+    counters = memoryview(mapping)[len(MAGIC) + TAG_BYTES :].cast("Q")
+    slots = {
+        name: counters[index * MARK_COUNT : (index + 1) * MARK_COUNT] for index, name in enumerate(("stdout", "stderr"))
+    }
+    for slot in slots.values():
+        slot[RING_FROM] = head
+    mapping[: len(MAGIC)] = MAGIC  # last: the counters are ready
+    return Marks(directory, mapping, slots)

@@ -58,6 +58,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "run:private-paths",
         "registry:batch-delegation",
         "run:capture-keep-layout",
+        "run:capture-keep-live",
         "bench:hyperfine-json",
     }
     expected = set(capabilities)

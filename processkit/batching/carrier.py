@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import resource
 import time
 
 from ..engine.endings import Outcome
@@ -21,6 +20,7 @@ from ..engine.runner import steps
 from .. import safepath
 from ..diagnostics import warn
 from ..errors import Failure, Kind
+from ..fdlimit import runs_that_fit
 from ..jsontext import dumps
 from . import summary
 from .manifest import Job, job_spec
@@ -116,6 +116,7 @@ def run_batch(
     jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``: once it
     is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
     how a Dask worker's chunk, which owns no signal, is stopped from another thread."""
+    at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
@@ -166,7 +167,7 @@ def run_batch(
         if stop_fd is not None:
             carrier.loop.add_reader(stop_fd, lambda: carrier.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
         carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
-        carrier.carry_all(next_run, finished, in_flight(settings.jobs))
+        carrier.carry_all(next_run, finished, at_once)
     finally:
         tally.cancelled_by = carrier.stopped
         for job in reversed(queue):
@@ -180,34 +181,6 @@ def run_batch(
         if pinned:
             safepath.unpin(out)
     return lines, tally
-
-
-# What one job in flight holds open: its output pipes, pidfd, control socket, stream, capture
-# files and cgroup handles (12 counted on this host, with a margin), and what the batch keeps
-# for itself besides (the summary, the index's pipe, the loop, a job's short-lived opens).
-DESCRIPTORS_PER_JOB = 16
-DESCRIPTORS_KEPT = 64
-
-
-def in_flight(requested: int) -> int:
-    """How many jobs may run at once: ``requested``, unless the open-file limit (``ulimit -n``)
-    leaves room for fewer. Past it each further job would fail to spawn (EMFILE), so the batch
-    runs fewer at a time instead, and says so once."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return requested
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = 0
-    room = max(1, (soft - open_now - DESCRIPTORS_KEPT) // DESCRIPTORS_PER_JOB)
-    if room >= requested:
-        return requested
-    warn(
-        f"{requested} jobs at once would need more open files than this process may have "
-        f"(ulimit -n: {soft}): running {room} at once; raise the limit for more"
-    )
-    return room
 
 
 def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], Tally]:

@@ -5,7 +5,8 @@ anything starts); then the jobs run side by side on one loop (``carrier``). (The
 here, not in ``cli``, because it sits on top of the API's keyword translation, which sits on top
 of ``cli``; ``cli/main.py`` names it like every command, by module.) The
 terminal gets one line per finished job, or a progress bar with counts and an ETA when stderr is
-a terminal; with ``--show-output`` a job's captured output follows its line, as one block.
+a terminal; with ``--show-output`` a job's captured output follows its line, as one block. Under
+``--error-format json`` stderr gets none of it: a failed or cancelled batch's envelope alone.
 """
 
 from __future__ import annotations
@@ -85,18 +86,22 @@ def main(argv: list[str], invocation) -> int:
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
-        sys.stderr.write("batch: no jobs in the manifest\n")
+        if invocation.error_format != "json":
+            sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
     if args.history is not None:
         jobs = longest_first(jobs, args.history)
-    progress = Progress(len(jobs), settings.out, args.show_output)
+    # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
+    progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     if args.dask_scheduler is not None:
         from .fleet import run_on_dask
 
         _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
     else:
+        from ..fdlimit import raise_soft_limit
         from .carrier import run_batch
 
+        raise_soft_limit()  # the jobs' children get the caller's limit back
         _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
     from .index import write_page
 
@@ -109,10 +114,14 @@ def main(argv: list[str], invocation) -> int:
 
         return DIE_BY_SIGINT
     if tally.cancelled_by is not None:
-        return Kind.CANCELLED.code
-    if tally.finished - tally.succeeded or tally.not_started:
-        return Kind.BATCH_FAILED.code
-    return 0
+        kind = Kind.CANCELLED
+    elif tally.finished - tally.succeeded or tally.not_started:
+        kind = Kind.BATCH_FAILED
+    else:
+        return 0
+    if progress.quiet:  # the summary line, as the envelope's message
+        return invocation.fail(Failure(kind, tally.line()))
+    return kind.code
 
 
 def longest_first(jobs: list, history: str) -> list:
@@ -167,11 +176,12 @@ class Progress:
     at the end, every failed job named with its exit, its stderr capture and that file's last
     lines (as make and parallel leave the compiler's error last on the screen)."""
 
-    def __init__(self, total: int, out: str, show_output: bool):
+    def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
         self._total = total
         self._out = out
         self._show = show_output
-        self._bar = sys.stderr.isatty()
+        self.quiet = quiet  # nothing on stderr (--error-format json); --show-output's stdout stays
+        self._bar = not quiet and sys.stderr.isatty()
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[dict] = []
@@ -192,21 +202,23 @@ class Progress:
         if self._show and code is not None:
             self._print_captured(line)
 
-    @staticmethod
-    def _print_captured(line: dict) -> None:
+    def _print_captured(self, line: dict) -> None:
         """The job's captured stdout on stdout under a header naming the job, and its stderr on
-        stderr: as one block each, nothing else written meanwhile (the batch's one thread does
-        it), a chunk at a time, so a job with no cap on its capture costs no more memory than one
-        with."""
+        stderr (not under --error-format json: it stays in its capture file): as one block each,
+        nothing else written meanwhile (the batch's one thread does it), a chunk at a time, so a
+        job with no cap on its capture costs no more memory than one with."""
         capture = line["capture"]
         stdout = capture.get("stdout") if isinstance(capture.get("stdout"), dict) else None
+        stderr = None if self.quiet else capture.get("stderr")
         sys.stdout.write(f"==> {sanitize(line['id'])} (exit {line['exit_code']}) <==\n")
         sys.stdout.flush()
-        for info, stream in ((stdout, sys.stdout), (capture.get("stderr"), sys.stderr)):
+        for info, stream in ((stdout, sys.stdout), (stderr, sys.stderr)):
             if isinstance(info, dict) and info.get("bytes"):
                 _copy_file(info["path"], stream.buffer)
 
     def _write(self, text: str, tally) -> None:
+        if self.quiet:
+            return
         stream = sys.stderr
         if self._bar:
             stream.write("\r\x1b[K")
@@ -227,6 +239,8 @@ class Progress:
         )
 
     def end(self, summary: str) -> None:
+        if self.quiet:
+            return
         stream = sys.stderr
         if self._bar:
             stream.write("\r\x1b[K")

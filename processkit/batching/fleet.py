@@ -81,9 +81,9 @@ class _Stopping(Exception):
 def run_on_dask(
     address: str, jobs: list[Job], settings: Settings, on_finished: Callable[[dict, Tally], None] | None = None
 ) -> tuple[list[dict], Tally]:
-    import distributed
-
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
+    import distributed  # connect imported it, or said which extra provides it
+
     try:
         out, summary_path, todo, tally = prepare(jobs, settings)
         summary_fd = open_summary(summary_path, settings.resume)

@@ -39,6 +39,7 @@ def capabilities() -> list[str]:
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
     found.append("run:private-paths")  # another user's links and directories are refused (safepath)
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
+    found.append("run:capture-keep-live")  # a ring run's live record and marks: a killed runner's ring is read in order
     return found
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..capture_layout import PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
@@ -19,13 +20,17 @@ STREAMS = ("stdout", "stderr")
 
 
 class CaptureTarget(Plain):
-    __slots__ = ("path", "fd", "cap", "keep")
+    __slots__ = ("path", "fd", "cap", "keep", "marks", "live_record")
 
     def __init__(self, path: str, fd: int, cap: int, keep: str = "head"):
         self.path = path
         self.fd = fd
         self.cap = cap
         self.keep = keep
+        # A ring's counters in capture-keep.marks (capture_layout.Marks), kept by the pump as it
+        # stores each chunk, and the live record they belong to (retired before the ring is put in order).
+        self.marks: memoryview | None = None
+        self.live_record: Marks | None = None
 
     @property
     def head(self) -> int:
@@ -83,6 +88,8 @@ def ring_report(target: CaptureTarget, seen: int, stored: int, ring_from: int, w
     """The report of a ring capture once its pump is done (either pump: see keep.py)."""
     from . import keep
 
+    if target.live_record is not None:  # the ring is about to be rewritten in place: its marks no longer hold
+        target.live_record.retire()
     written, digest, write_error, kept = keep.finish(target.fd, target.head, target.cap, stored, ring_from, write_error)
     return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
 
@@ -134,6 +141,19 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     return opened
 
 
+def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:
+    """The live record of ring captures (capture_layout.start), its counters handed to each
+    target's pump; without one (it could not be written) the pumps keep no marks."""
+    from .. import capture_layout
+
+    first = targets["stdout"]
+    live = capture_layout.start(directory, run_id, first.keep, first.cap, first.head)
+    if live is not None:
+        for name, target in targets.items():
+            target.marks, target.live_record = live.slots[name], live
+    return live
+
+
 def _quietly(action, path: str) -> None:
     try:
         action(path)
@@ -156,10 +176,13 @@ class CaptureFile:
         self._ring = target.cap - target.head
         self.write_error = False
         self._digest = None
+        self._marks = target.marks if self._ring else None
         if self._ring:
             from . import keep
 
             self.write_error = not keep.ring_ready(target.fd)
+            if self._marks is not None:
+                self._marks[WRITE_ERROR] = int(self.write_error)
         else:
             import hashlib  # only the pure-Python pump hashes here; start-up skips the import
 
@@ -170,6 +193,19 @@ class CaptureFile:
         self.seen += len(data)
         if self.write_error:
             return
+        marks = self._marks
+        if marks is None:
+            self._store(data, start)
+            return
+        # As csrc/pump.c: the chunk's end is announced before any byte of it is stored, and the
+        # counters published after (stored before the error: capture_layout.py).
+        marks[PENDING] = self.seen
+        self._store(data, start)
+        marks[RING_FROM] = self.ring_from
+        marks[STORED] = self.stored
+        marks[WRITE_ERROR] = int(self.write_error)
+
+    def _store(self, data: memoryview, start: int) -> None:
         head, ring = self.target.head, self._ring
         if start < head and not self._put(data[: head - start], start if ring else None):
             return

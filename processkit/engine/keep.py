@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from ..capture_layout import kept_ranges
+
 CHUNK = 1 << 20
 
 
@@ -42,21 +44,6 @@ def ring_ready(capture_fd: int) -> bool:
         return stat.S_ISREG(os.fstat(fd).st_mode)
     finally:
         os.close(fd)
-
-
-def kept_ranges(head: int, ring: int, stored: int, ring_from: int) -> tuple[tuple[int, int], ...]:
-    """The stream's byte ranges the file holds, in file order, once ``stored`` bytes went in
-    (``ring_from``: the pump's, see csrc/pump.h)."""
-    ranges = []
-    if min(stored, head):
-        ranges.append((0, min(stored, head)))
-    start = max(ring_from, stored - ring, head)
-    if ring and stored > start:
-        if ranges and ranges[-1][1] == start:
-            ranges[-1] = (0, stored)
-        else:
-            ranges.append((start, stored))
-    return tuple(ranges)
 
 
 def finish(

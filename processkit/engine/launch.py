@@ -104,6 +104,11 @@ def start(host: Host, run: RunState) -> Launched:
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
+    live = None
+    if run.targets and spec.capture_keep != "head" and spec.capture_dir is not None:
+        from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
+
+        live = capture.record_rings(run.targets, spec.capture_dir, spec.run_id)
     try:
         child = spawn.spawn(
             spec.argv,
@@ -115,8 +120,11 @@ def start(host: Host, run: RunState) -> Launched:
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
         )
-    except Failure as failure:
-        run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
+    except (Failure, spawn.AttachError) as problem:
+        if live is not None:  # no child, nothing captured: no live record left behind
+            live.forget()
+        if isinstance(problem, Failure):
+            run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
         raise
     launched = Launched(container, child, time.monotonic_ns())
     run.root_pid = child.pid

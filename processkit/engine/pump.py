@@ -141,11 +141,18 @@ class NativePump:
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, head, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
             raise MemoryError("cannot allocate the native pump buffer")
+        self._marks = None
         if capture is not None and self._in_place:
             from . import keep
 
             if not keep.ring_ready(capture.fd):
                 stream.write_error = errno.ESPIPE
+            if capture.marks is not None:  # kept by the C side as it stores each chunk (csrc/pump.h)
+                from ..capture_layout import WRITE_ERROR
+
+                capture.marks[WRITE_ERROR] = int(bool(stream.write_error))
+                self._marks = self._ffi.from_buffer("uint64_t[]", capture.marks)
+                stream.marks = self._marks
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)

@@ -10,7 +10,8 @@ Either way the child, in order: leads its own process group (with a terminal: it
 session, which makes it a group leader too); joins the groups its container names
 (``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
 mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio and no other fd (with a terminal:
-the pty's slave on 0, 1 and 2, made its controlling terminal); changes to ``cwd``; and execs
+the pty's slave on 0, 1 and 2, made its controlling terminal); gets the caller's soft
+open-file limit back when the runner raised its own (processkit/fdlimit.py); changes to ``cwd``; and execs
 the program found on the PATH of its own environment.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from .. import native
+from .. import fdlimit, native
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -213,6 +214,7 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     request.cwd = cell(os.fsencode(cwd)) if cwd is not None else ffi.NULL
     request.stdio = child_ends
     request.controlling_tty = int(own_terminal)
+    request.nofile_soft = fdlimit.child_soft_limit() or 0
     request.cgroup_fd = joins.cgroup_dir_fd
     request.cgroup_procs_fd = joins.cgroup_procs_fd
     keep.append(ffi.new("int[]", joins.procs_fds))
@@ -251,6 +253,12 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
     import termios
 
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
+    nofile = None
+    caller_soft = fdlimit.child_soft_limit()
+    if caller_soft is not None:  # the runner raised its own open-file limit (fdlimit.py)
+        import resource  # here, not in the forked child
+
+        nofile = (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
     def setup() -> None:
         if own_terminal:
@@ -265,5 +273,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
 
     return setup

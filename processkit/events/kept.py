@@ -1,6 +1,9 @@
 """Which byte ranges of a stream a capture file holds, for a captured stream of
 ``output_captured``: read from the ``capture-keep.json`` a ring run writes beside its files
-(``capture_layout``), else the stream's first ``bytes_written`` bytes.
+(``capture_layout``), else the stream's first ``bytes_written`` bytes. For a ring run whose
+runner was killed before its end (no ``output_captured``), ``salvage`` reads the live record and
+its marks: which stream ranges the unordered ring holds and where, so that they can be read back
+in stream order (``Salvage.read``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import os
 import stat
 
 from .. import capture_layout
+from ..plain import Frozen
 from .types import CapturedStream
 
 
@@ -37,21 +41,8 @@ def recorded(captured: CapturedStream, run_id: str | None, capture_path: str | N
         return None
     if seen == written and not captured.write_error:
         return None
-    path = os.path.join(os.path.dirname(capture_path), capture_layout.NAME)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > capture_layout.MAX_BYTES:
-            return None
-        document = json.loads(os.read(fd, capture_layout.MAX_BYTES).decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    finally:
-        os.close(fd)
-    if not isinstance(document, dict) or document.get("layout_version") != capture_layout.VERSION:
+    document = _document(os.path.dirname(capture_path))
+    if document is None:
         return None
     entry = document.get(captured.stream)
     if document.get("run_id") != run_id or not isinstance(entry, dict):
@@ -75,3 +66,140 @@ def _spans(value: object, bytes_seen: int) -> tuple | None:
         spans.append((span[0], span[1]))
         end = span[1]
     return tuple(spans)
+
+
+def _small_file(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, when it is one of at most ``limit`` bytes: opened without
+    blocking, never through a link (the path comes from a directory a stream names)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _document(directory: str) -> dict | None:
+    """The layout record in ``directory``, when it is one of this version."""
+    data = _small_file(os.path.join(directory, capture_layout.NAME), capture_layout.MAX_BYTES)
+    if data is None:
+        return None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(document, dict) or document.get("layout_version") != capture_layout.VERSION:
+        return None
+    return document
+
+
+class Salvage(Frozen):
+    """What a killed ring run's capture file holds of one stream: ``ranges``, the stream's
+    ``[start, end)`` ranges in stream order; ``segments``, each piece as ``(start, end, file
+    offset)`` in stream order (the ring was never put in order, so a range may wrap in the
+    file); ``seen``, the stream's bytes the runner had read at least; ``write_error``."""
+
+    stream: str
+    path: str
+    ranges: tuple
+    segments: tuple
+    seen: int
+    write_error: bool
+
+    @property
+    def size(self) -> int:
+        return sum(end - start for start, end in self.ranges)
+
+    def read(self, limit: int | None = None) -> bytes | None:
+        """The stream bytes the file holds, in stream order (only the last ``limit`` of them when
+        given); None when the file cannot be read or is shorter than its marks say. Opened as the
+        record is: a regular file, without blocking, never through a link."""
+        wanted = self.size if limit is None else min(limit, self.size)
+        skip = self.size - wanted
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+        except OSError:
+            return None
+        parts = []
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            for start, end, offset in self.segments:
+                length = end - start
+                if skip >= length:
+                    skip -= length
+                    continue
+                data = os.pread(fd, length - skip, offset + skip)
+                if len(data) != length - skip:
+                    return None
+                parts.append(data)
+                skip = 0
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return b"".join(parts)
+
+
+def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | None:
+    """The streams a ring run left in ``directory`` when its runner died before the end: read
+    from the live record (``capture_layout.start``) and its marks; None when there is none, it
+    is another run's (``run_id``), it was retired (the ring was being put in order), or it does
+    not add up."""
+    import struct
+
+    document = _document(directory)
+    if document is None or document.get("state") != capture_layout.CAPTURING:
+        return None
+    recorded_id, cap, head = document.get("run_id"), document.get("cap"), document.get("head")
+    if not isinstance(recorded_id, str) or (run_id is not None and recorded_id != run_id):
+        return None
+    if type(cap) is not int or type(head) is not int or not 0 <= head < cap:
+        return None
+    data = _small_file(os.path.join(directory, capture_layout.MARKS_NAME), capture_layout.MARKS_SIZE)
+    magic = capture_layout.MAGIC
+    if data is None or len(data) != capture_layout.MARKS_SIZE or not data.startswith(magic):
+        return None
+    if data[len(magic) : len(magic) + capture_layout.TAG_BYTES] != capture_layout.run_tag(recorded_id):
+        return None
+    count = capture_layout.MARK_COUNT
+    counters = struct.unpack(f"={2 * count}Q", data[len(magic) + capture_layout.TAG_BYTES :])
+    ring = cap - head
+    found = {}
+    for index, name in enumerate(("stdout", "stderr")):
+        marks = counters[index * count : (index + 1) * count]
+        stored, pending = marks[capture_layout.STORED], marks[capture_layout.PENDING]
+        ring_from, error = marks[capture_layout.RING_FROM], marks[capture_layout.WRITE_ERROR]
+        if not (stored <= pending and head <= ring_from and error in (0, 1)):
+            return None
+        if not error:
+            # A chunk being stored when the runner died may have overwritten the ring's oldest
+            # bytes as far as its announced end: those are left out.
+            ring_from = max(ring_from, pending - ring)
+        ranges = capture_layout.kept_ranges(head, ring, stored, ring_from)
+        path = os.path.join(directory, f"{name}.log")
+        found[name] = Salvage(name, path, ranges, _segments(ranges, head, ring), pending, bool(error))
+    return found
+
+
+def _segments(ranges: tuple, head: int, ring: int) -> tuple:
+    """Where each stream range lies in an unordered ring file: byte p < head at offset p, and
+    p >= head at head + (p - head) % ring, split where the ring wraps."""
+    pieces = []
+    for start, end in ranges:
+        if start < head:
+            pieces.append((start, min(end, head), start))
+            start = min(end, head)
+        while start < end:
+            offset = head + (start - head) % ring
+            stop = min(end, start + head + ring - offset)
+            pieces.append((start, stop, offset))
+            start = stop
+    return tuple(pieces)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime
 
 from ..events import render as words
-from ..events.kept import ranges
+from ..events.kept import ranges, salvage
 from ..events.types import CapturedStream
 from .model import Moment, Run, capture_file
-from .tail import read_tail
+from .tail import read_tail, recovered_tail
 from ..plain import Plain
 
 WIDTH = 960  # the drawing width of time axes, in SVG units
@@ -86,6 +86,8 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         kept = ranges(stream, run.run_id, path)
         html, note = read_tail(path, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
+    if not run.captured and capture_dir is not None:  # a ring run whose runner died: its live record
+        tails = [Tail(*recovered_tail(item)) for item in (salvage(capture_dir, run.run_id) or {}).values()]
     drawn = run.members[:MEMBERS_DRAWN]
     return (
         environment()

@@ -23,6 +23,7 @@ import stat
 from markupsafe import Markup
 
 from ..events.render import size as size_words
+from ..events.types import CapturedStream
 from ..text import escape_unsafe
 
 TAIL_BYTES = 64 * 1024
@@ -125,6 +126,38 @@ def read_tail(
     if not data:
         return None, f"the capture file is empty; {note}"
     return _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size]), note
+
+
+def recovered_tail(item) -> tuple[CapturedStream, Markup | None, str]:
+    """A killed ring run's stream (``events.kept.Salvage``): its facts as far as the marks tell
+    them, the last lines of the bytes the ring holds, read in stream order, and a note saying
+    where they come from (no digest was ever taken of them)."""
+    size = item.size
+    stream = CapturedStream(
+        stream=item.stream,
+        path=item.path,
+        bytes_seen=item.seen,
+        bytes_written=size,
+        sha256="none: the runner was killed before the end",
+        truncated=item.seen > size,
+        write_error=item.write_error,
+    )
+    data = item.read(TAIL_BYTES)
+    note = (
+        "the runner was killed before the stream ended: these bytes were put in stream order from "
+        "the ring's marks (capture-keep.json), the file itself is unordered"
+    )
+    if data is None:
+        return stream, None, f"{note}; the capture file cannot be read as its marks say"
+    window = size - len(data)
+    found = gaps(item.ranges, item.seen)
+    dropped = dropped_note(found, size)
+    if dropped:
+        note = f"{dropped}; {note}"
+    if not data:
+        held = "the stream had no byte" if not item.seen else "the ring holds no byte of the stream"
+        return stream, None, f"{held}; {note}"
+    return stream, _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size]), note
 
 
 def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> Markup:

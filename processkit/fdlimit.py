@@ -1,0 +1,80 @@
+"""The open-file limit (``ulimit -n``) of a process that runs many runs at once: its soft limit
+raised to the hard one, each child given the caller's soft limit back, and how many runs fit.
+
+Facts that shape it:
+- A run in flight holds about a dozen descriptors (its pipes, pidfd, control socket, stream,
+  capture files and cgroup handles), so a login's default soft limit (often 1024, or lower
+  under a tight ``ulimit -n``) bounds a batch long before the CPUs do; past it each spawn
+  fails with EMFILE. The soft limit may be raised up to the hard one by any process, without
+  privilege, as most servers do at start.
+- The limit is inherited across fork and exec: a child would see the raised limit, and a
+  job's environment would differ from the one ``run`` gives it. Lowering a soft limit is
+  always permitted, so each child sets the caller's soft limit back just before its exec
+  (``child_soft_limit``; both spawn paths, processkit/engine/spawn.py and csrc/spawn.c).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import Failure, Kind
+
+# What one job in flight holds open (12 counted on this host, with a margin), and what the
+# process keeps for itself besides (the summary, the index's pipe, the loop, a job's short-lived opens).
+DESCRIPTORS_PER_JOB = 16
+DESCRIPTORS_KEPT = 64
+
+_caller_soft: list[int] = []  # the soft limit the process was started with, once raised
+
+
+def raise_soft_limit() -> None:
+    """Raise this process's soft open-file limit to its hard one (once); its children get the
+    caller's soft limit back (``child_soft_limit``). A refusal leaves the limit as it was."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if _caller_soft or soft == hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):  # a hard limit past the kernel's fs.nr_open: left as it is
+        return
+    _caller_soft.append(soft)
+
+
+def child_soft_limit() -> int | None:
+    """The soft open-file limit a child must be given back before its exec, or None when this
+    process runs with the one it was started with."""
+    return _caller_soft[0] if _caller_soft else None
+
+
+def runs_that_fit(requested: int) -> int:
+    """How many runs may be in flight at once: ``requested``, unless the open-file limit leaves
+    room for fewer (then as many as fit, said once in a warning). When not even one fits, a
+    setup Failure: every job would fail to spawn."""
+    import resource
+
+    from .diagnostics import warn
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return requested
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 0
+    room = (soft - open_now - DESCRIPTORS_KEPT) // DESCRIPTORS_PER_JOB
+    if room < 1:
+        raise Failure(
+            Kind.SETUP,
+            f"the open-file limit (ulimit -n: {soft}) leaves no room for a job: "
+            f"one needs about {DESCRIPTORS_PER_JOB} files beside the {DESCRIPTORS_KEPT + open_now} "
+            "the batch keeps; raise the limit",
+        )
+    if room >= requested:
+        return requested
+    warn(
+        f"{requested} jobs at once would need more open files than this process may have "
+        f"(ulimit -n: {soft}): running {room} at once; raise the limit for more"
+    )
+    return room
