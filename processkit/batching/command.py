@@ -133,14 +133,19 @@ class Progress:
     def _print_captured(line: dict) -> None:
         """The job's captured stdout then stderr, as the child wrote them, as one block: nothing
         else is written meanwhile (the batch's one thread does it), and a chunk at a time, so a
-        job with no cap on its capture costs no more memory than one with."""
+        job with no cap on its capture costs no more memory than one with. Only a regular file is
+        read, opened without waiting (``userfiles``)."""
+        import os
+
+        from ..userfiles import open_input
+
         out = sys.stdout.buffer
         last = b""
         for name in ("stdout", "stderr"):
             info = line["capture"].get(name)
             if isinstance(info, dict) and info.get("bytes"):
                 try:
-                    with open(info["path"], "rb") as handle:
+                    with os.fdopen(open_input(info["path"], regular=True), "rb") as handle:
                         while chunk := handle.read(SHOW_CHUNK):
                             out.write(chunk)
                             last = chunk[-1:]
