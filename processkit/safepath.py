@@ -13,8 +13,8 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   that already exists in a directory others can write is reused only when it is this user's
   and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
 - A directory the runner writes into must be owned by this user or root, or be writable by
-  no one else; a private directory (the registry) must be this user's, not a link, writable
-  by no one else, on a path only this user and root can change.
+  no one else; a private directory (the registry) must be this user's, not a link, on a path
+  only this user and root can change.
 - An existing file is judged before it is opened (an ``O_PATH`` handle, then ``/proc/self/fd/N``
   with ``O_NONBLOCK``): a FIFO's open never waits for a reader, one no one reads is refused.
 
@@ -349,8 +349,6 @@ def private_directory(path: str, *, create: bool, mode: int = 0o700) -> int | No
         found = os.fstat(fd)
         if found.st_uid != os.geteuid():
             raise UnsafePath(f"{path} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()})")
-        if _others_can_write(found):  # a shared directory (/tmp), not a private one
-            raise UnsafePath(f"{path} is a directory other users can write into (mode {found.st_mode & 0o7777:04o})")
         return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
     finally:
         os.close(fd)
@@ -380,6 +378,10 @@ def check_existing(fd: int, dir_fd: int, shown: str) -> None:
 
 def trusted(uid: int) -> bool:
     return _trusted(uid)
+
+
+def others_can_write(found: os.stat_result) -> bool:
+    return _others_can_write(found)
 
 
 def reopen(probe: int, flags: int, shown: str) -> int:

@@ -76,7 +76,7 @@ def write_output(path: str, data: bytes) -> None:
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
                 raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never written")
         if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
-            if _replace(dir_fd, name, data):
+            if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
                 return
             if found is None:
                 raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
@@ -114,9 +114,10 @@ def _final(links: list[int], dir_fd: int, here: str, name: str) -> tuple[int, st
         raise
 
 
-def _replace(dir_fd: int, name: str, data: bytes) -> bool:
-    """Write a fresh file beside ``name`` and rename it over ``name``: False when this user may
-    not create files there (then an existing file is written in place)."""
+def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
+    """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
+    file it replaces (a private 0600 file stays private): False when this user may not create
+    files there (then an existing file is written in place)."""
     temporary = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -127,6 +128,8 @@ def _replace(dir_fd: int, name: str, data: bytes) -> bool:
         raise
     try:
         try:
+            if mode is not None:
+                os.fchmod(fd, mode)
             _write_all(fd, data)
         finally:
             os.close(fd)

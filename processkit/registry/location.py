@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..safepath import UnsafePath, private_directory
+from ..safepath import UnsafePath, others_can_write, private_directory
 
 ENV_DIR = "PROCESSKIT_CLI_REGISTRY_DIR"
 
@@ -56,7 +56,7 @@ def open_for_writing() -> str:
         fd = private_directory(path, create=True)
         assert fd is not None, "created when missing"
         try:
-            mode = os.fstat(fd).st_mode & 0o7777
+            mode = _not_shared(fd, path)
         finally:
             os.close(fd)
         if mode & 0o077:
@@ -80,5 +80,19 @@ def open_for_reading() -> str | None:
         raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
     if fd is None:
         return None
-    os.close(fd)
+    try:
+        _not_shared(fd, path)
+    except UnsafePath as exc:
+        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror}", unsafe=True) from None
+    finally:
+        os.close(fd)
     return path
+
+
+def _not_shared(fd: int, path: str) -> int:
+    """The mode of the registry directory ``fd``; refused when other users can write into it (a
+    shared directory such as ``/tmp``, whose other files are not this user's to reap)."""
+    found = os.fstat(fd)
+    if others_can_write(found):
+        raise UnsafePath(f"{path} is a directory other users can write into (mode {found.st_mode & 0o7777:04o})")
+    return found.st_mode & 0o7777
