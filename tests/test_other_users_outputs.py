@@ -124,7 +124,7 @@ def test_a_widened_registry_of_ones_own_is_refused_not_chmod_ed(tmp_path, monkey
 
 
 # -- rule 2: no open that waits ----------------------------------------------------------------------
-@pytest.mark.parametrize("flag", EXPORTS[:1] + ["--usage-file", "--jsonl"])
+@pytest.mark.parametrize("flag", EXPORTS[:1] + ["--usage-file", "--jsonl", "--detach"])
 def test_another_users_fifo_at_an_output_never_blocks_the_open(tmp_path, other_user, shared, flag):
     fifo = os.path.join(shared, "planted")
     as_other(other_user, 'mkfifo -m 0666 "$1"', fifo)
@@ -134,8 +134,10 @@ def test_another_users_fifo_at_an_output_never_blocks_the_open(tmp_path, other_u
     elif flag == "--usage-file":
         result = run_cli("run", "--jsonl", tmp_path / "r.jsonl", flag, fifo, "--", "true", timeout=LIMIT)
         assert result.returncode == 0 and b"cannot write --usage-file" in result.stderr, result.stderr
-    else:
+    elif flag == "--jsonl":
         refused(run_cli("run", flag, fifo, "--", "true", timeout=LIMIT), "belongs to uid")
+    else:
+        refused(run_cli("run", flag, "--jsonl", fifo, "--", "true", timeout=LIMIT), "belongs to uid")
 
 
 def test_another_users_fifo_with_a_reader_gets_nothing_from_a_bench_export(tmp_path, other_user, shared):
