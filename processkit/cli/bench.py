@@ -154,8 +154,10 @@ def main(argv: list[str], invocation) -> int:
     commands = expand(given, args.command_name, parameters)
     options = options_from(args)
     if options.jsonl_dir is not None:
-        try:
-            os.makedirs(options.jsonl_dir, exist_ok=True)
+        from ..safepath import open_directory
+
+        try:  # made and checked as a capture directory is: no other user's link or open directory
+            os.close(open_directory(options.jsonl_dir)[0])
         except OSError as exc:
             raise Failure(
                 Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
@@ -187,8 +189,11 @@ def _interrupt(signum, frame) -> None:
 
 
 def _write(path: str, text: str) -> None:
+    """One export, every format alike: never through another user's link or into their FIFO,
+    a regular file replaced whole, a device or pipe written in place (``userfiles``)."""
+    from ..userfiles import write_output
+
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        write_output(path, text.encode("utf-8"))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None

@@ -19,6 +19,7 @@ from ..loop import Loop
 from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
+from ..userfiles import open_input
 from .options import READY_FD_VARIABLE, split_command
 from .selfexec import program
 
@@ -160,7 +161,7 @@ class Handshake:
     def _marker_written(self) -> bool:
         """Whether the file's first complete line is this run's ``run_started``."""
         try:
-            with open(self._jsonl, "rb") as handle:
+            with os.fdopen(open_input(self._jsonl, regular=True), "rb") as handle:
                 line = handle.readline(MARKER_LIMIT)
         except OSError:
             return False
@@ -184,7 +185,7 @@ class Handshake:
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
         try:
-            with open(self._jsonl, "rb") as handle:
+            with os.fdopen(open_input(self._jsonl, regular=True), "rb") as handle:
                 data = handle.read(EVIDENCE_BYTES)
         except OSError:
             return ""

@@ -3,14 +3,15 @@ a directory of ``*.jsonl``) as one index page with a section per run.
 
 Read-only: streams and capture files are read, the registry is consulted once (only to say
 whether a stream without ``runner_exit`` is still being written), and the page is written to
-a temporary file beside ``-o`` then renamed into place, so a reader never sees half a page.
+a temporary file beside ``-o`` then renamed into place, so a reader never sees half a page (a
+device or pipe, ``-o /dev/stdout``, is written in place: ``userfiles``).
 A file that holds no event is invalid input (114, as ``events --validate``).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import stat
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
@@ -68,7 +69,11 @@ def main(argv: list[str], invocation) -> int:
     from ..report import reading, render
 
     live = live_streams()
-    runs = [reading.load(path, f"run-{index}", live=os.path.realpath(path) in live) for index, path in enumerate(paths)]
+    from_directory = not single and len(args.streams) == 1
+    runs = [
+        reading.load(path, f"run-{index}", live=os.path.realpath(path) in live, regular=from_directory)
+        for index, path in enumerate(paths)
+    ]
     if args.usage_file is not None:
         reading.add_usage(runs[0], _usage_record(args.usage_file))
     page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
@@ -93,8 +98,11 @@ def _batch_page(args) -> int:
 def _usage_record(path: str) -> dict:
     import json
 
+    from ..userfiles import open_input
+
     try:
-        with open(path, encoding="utf-8") as handle:
+        with os.fdopen(open_input(path), encoding="utf-8") as handle:  # never waiting in open()
+            os.set_blocking(handle.fileno(), True)
             record = json.load(handle)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
@@ -112,10 +120,29 @@ def _stream_paths(given: list[str]) -> list[str]:
             names = sorted(name for name in os.listdir(given[0]) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
-        if not names:
+        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path)]
+        if not paths:
             raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
-        return [os.path.join(given[0], name) for name in names]
+        return paths
     return list(given)
+
+
+def _regular(path: str) -> bool:
+    """Whether a directory's ``*.jsonl`` entry is a regular file to read; anything else (a FIFO,
+    whose open would wait, a link to ``/dev/zero``, which never ends) is skipped with a warning.
+    Checked again where it is read (``reading.read_lines``), so a swap since is a clear error."""
+    from ..diagnostics import warn
+    from ..userfiles import kind
+
+    try:
+        found = os.stat(path)
+    except OSError as exc:
+        warn(f"skipping {path}: {exc.strerror}")
+        return False
+    if not stat.S_ISREG(found.st_mode):
+        warn(f"skipping {path}: it is {kind(found.st_mode)}, not a regular file")
+        return False
+    return True
 
 
 def live_streams() -> set[str]:
@@ -136,24 +163,11 @@ def live_streams() -> set[str]:
 
 
 def write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
+    """The page, replacing a regular file whole (a reader never sees half a page), written in
+    place to a device or pipe (``-o /dev/stdout``); never through another user's path."""
+    from ..userfiles import write_output
+
     try:
-        fd, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+        write_output(path, text.encode("utf-8"))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            # By the descriptor: in a directory another user can write, the name may no
-            # longer be ours by now (the rename below replaces a planted link, never its target).
-            os.fchmod(file.fileno(), 0o666 & ~_umask())
-        os.replace(temporary, path)
-    except OSError as exc:
-        os.unlink(temporary)
-        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

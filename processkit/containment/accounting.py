@@ -146,9 +146,9 @@ class Tally:
 def write_file(path: str, usage: Usage) -> None:
     """``run --usage-file``: the whole usage as one JSON object, replacing the file."""
     from ..jsontext import dumps
+    from ..userfiles import write_output
 
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(dumps(usage.as_json()) + "\n")
+    write_output(path, (dumps(usage.as_json()) + "\n").encode("utf-8"))
 
 
 class ChildrenUsage:

@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from ..text import WHITESPACE, env_key_problem
 from ..errors import Failure, Kind
 from ..spec import EnvPlan
 
-# An env file is read whole into memory, so it is bounded; it is not required to be a regular
-# file, since ``--env-file <(secret-tool ...)`` keeps secrets off the disk (a pipe, a FIFO).
+# An env file is read whole into memory, so it is bounded. A run carried alone (``run``) may read
+# a pipe or FIFO, since ``--env-file <(secret-tool ...)`` keeps secrets off the disk: that wait
+# holds up no other run, and a stop signal keeps its default effect there (``launch``). A run
+# carried beside others (a batch's job) reads only a regular file: the open is non-blocking and
+# what it opened is checked, so a file swapped for a FIFO since the manifest was read fails that
+# job, never freezes the batch.
 ENV_FILE_LIMIT = 1 << 20
 
 
-def _read_env_file(path: str) -> list[tuple[str, str]]:
+def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
     """Parse an env file like repeated ``--env``; errors name the line, never the value."""
+    from ..userfiles import open_input
+
     try:
-        with open(path, "rb") as handle:
+        fd = open_input(path, regular=not alone)
+        if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
+            # Opened again, waiting for a writer: a writerless non-blocking read end would read
+            # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
+            os.close(fd)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
             raw = handle.read(ENV_FILE_LIMIT + 1)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --env-file {path}: {exc.strerror}") from None
@@ -46,12 +59,15 @@ def _read_env_file(path: str) -> list[tuple[str, str]]:
     return entries
 
 
-def build_environment(plan: EnvPlan, run_id: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def build_environment(
+    plan: EnvPlan, run_id: str, base: dict[str, str] | None = None, *, alone: bool = True
+) -> dict[str, str]:
+    """``alone``: no other run shares the loop, so an env file may be a pipe (waited for)."""
     env = {} if plan.clear else dict(os.environ if base is None else base)
     for key in plan.remove:
         env.pop(key, None)
     for path in plan.files:
-        env.update(_read_env_file(path))
+        env.update(_read_env_file(path, alone=alone))
     env.update(plan.assignments)
     if plan.run_id_key is not None:
         env[plan.run_id_key] = run_id

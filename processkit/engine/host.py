@@ -62,6 +62,7 @@ class Host:
         self.stopped: str | None = None  # the source of the first stop signal, once one came
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
+        self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
 
     def lodge(self, label: str) -> None:
         """Lodge the runs carried from here in one directory of the host's (``control.lodging``):

@@ -65,7 +65,7 @@ def prepare(host: Host, run: RunState) -> None:
             run.stdin_source = open_source(spec.stdin_file)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
-    run.env = build_environment(spec.env, spec.run_id)
+    run.env = build_environment(spec.env, spec.run_id, alone=host.alone)
     if spec.pty:
         run.env, run.terminal = _open_terminal(run.env, spec.pty_size)
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):

@@ -30,6 +30,7 @@ def execute(spec: RunSpec) -> Outcome:
     """Run ``spec`` to completion in a host of its own. Never raises for anything the run
     itself can report."""
     host = Host()
+    host.alone = True
     try:
         outcome = host.carry(steps(host, spec))
     finally:

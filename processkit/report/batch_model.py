@@ -13,11 +13,11 @@ import datetime
 import heapq
 import json
 import os
-import stat
 
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
+from ..userfiles import open_input
 
 SUMMARY = "summary.jsonl"
 MAX_LINE_BYTES = 1024 * 1024
@@ -121,12 +121,10 @@ def durations(path: str) -> dict[str, float]:
 def _read(path: str) -> tuple[list, int]:
     """The decoded lines of the summary, each bounded; and how many could not be decoded."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = open_input(path, regular=True)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: not a regular file")
         values: list = []
         skipped = 0
         while line := handle.readline(MAX_LINE_BYTES + 1):

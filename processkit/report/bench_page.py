@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import stat
 
 from ..errors import Failure, Kind
 
@@ -17,9 +19,16 @@ PLOT = WIDTH - LABEL - 20
 
 
 def is_bench_export(path: str) -> bool:
-    """A JSON file written by ``bench --export-json``, or hyperfine's (not a JSONL stream)."""
+    """A JSON file written by ``bench --export-json``, or hyperfine's (not a JSONL stream). Opened
+    without waiting; a pipe or FIFO is a stream, never an export (its bytes are left unread)."""
+    from ..userfiles import open_input
+
     try:
-        with open(path, "rb") as handle:
+        fd = open_input(path)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return False
+        with os.fdopen(fd, "rb") as handle:
             head = handle.read(1)
             if head != b"{":
                 return False
@@ -32,8 +41,10 @@ def is_bench_export(path: str) -> bool:
 
 
 def load(path: str) -> dict:
+    from ..userfiles import open_input
+
     try:
-        with open(path, encoding="utf-8") as handle:
+        with os.fdopen(open_input(path, regular=True), encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError) as exc:
         raise Failure(Kind.EVENTS_INVALID, f"cannot read the benchmark {path}: {exc}") from None

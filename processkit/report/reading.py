@@ -8,6 +8,7 @@ missing or wrong (the page says it instead of guessing).
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
 
 from ..errors import Failure, Kind
@@ -19,12 +20,18 @@ from ..events.validate import event_validator
 from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
 
 
-def read_lines(path: str) -> list[Line]:
-    """Every line of the stream at ``path``; an unreadable path is a setup Failure."""
+def read_lines(path: str, *, regular: bool = False) -> list[Line]:
+    """Every line of the stream at ``path``; an unreadable path is a setup Failure. Opened
+    without waiting (a FIFO with no writer reads as empty); ``regular``: a directory's entry,
+    which must be a regular file (a FIFO or a link to ``/dev/zero`` planted there never is)."""
+    from ..userfiles import open_input
+
     splitter = LineSplitter()
     lines: list[Line] = []
     try:
-        with open(path, "rb") as file:
+        fd = open_input(path, regular=regular)
+        os.set_blocking(fd, True)  # a pipe's writer, once there, is read to its end
+        with os.fdopen(fd, "rb") as file:
             while chunk := file.read(READ_CHUNK):
                 lines += splitter.feed(chunk)
     except IsADirectoryError:
@@ -34,11 +41,12 @@ def read_lines(path: str) -> list[Line]:
     return lines + splitter.end()
 
 
-def load(path: str, anchor: str, *, live: bool = False) -> Run:
+def load(path: str, anchor: str, *, live: bool = False, regular: bool = False) -> Run:
     """The Run of the stream at ``path``; a file holding no event at all is invalid input (114).
 
-    ``live`` says a registered runner still writes the stream, which explains a missing end."""
-    lines = read_lines(path)
+    ``live`` says a registered runner still writes the stream, which explains a missing end;
+    ``regular`` as for ``read_lines``."""
+    lines = read_lines(path, regular=regular)
     if not any(_is_event(line) for line in lines):
         what = "it is empty" if not lines else "no line is a JSONL event"
         raise Failure(Kind.EVENTS_INVALID, f"{shown(path)} is not a processkit event stream: {what}")

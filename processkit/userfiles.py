@@ -1,0 +1,164 @@
+"""Files a user names: an output written whole (``write_output``: bench's exports, ``report -o``,
+``run --usage-file``) and an input opened (``open_input``), never through a path another user
+controls (``safepath``'s rules) and never waiting in ``open()``.
+
+Facts about opening that force the shape here:
+
+- ``open()`` of a FIFO waits for its other end (for writing, until a reader opens it), and no
+  timer or signal handler that returns ends that wait. An ``O_PATH`` open names the inode without
+  opening it: nothing waits and no device is touched. So the entry is reached by ``safepath``'s
+  walk, opened ``O_PATH``, judged by ``fstat``, and only then opened for real through
+  ``/proc/self/fd/N`` with ``O_NONBLOCK``: the file judged is the file opened.
+- ``O_WRONLY | O_NONBLOCK`` on a FIFO no one reads fails (``ENXIO``): such a FIFO is refused, not
+  waited for. A FIFO is written only when it is this user's or root's (or reached through a
+  descriptor this process holds, ``/dev/fd/N``): the caller's own FIFO is a legitimate output,
+  another user's never is.
+- A rename replaces a name, whatever it was: over ``/dev/stdout`` it would put a regular file in
+  place of the system's link. So only a regular file is replaced by a rename (a reader never sees
+  half of it); a character device, a FIFO or a descriptor's file (``/dev/stdout``, ``/dev/fd/N``,
+  ``/dev/null``) is written in place. A link is followed, under ``safepath``'s rules, never replaced.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import stat
+
+from .safepath import UnsafePath, check_existing, directory_of, follow_final, reopen, split_file, trusted
+
+STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
+_PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+_INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    for test, words in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def open_input(path: str, *, regular: bool = False) -> int:
+    """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
+    writer); with ``regular``, anything but a regular file is refused (OSError naming what it is)."""
+    fd = os.open(path, _INPUT)
+    if regular:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, f"it is {kind(found.st_mode)}, not a regular file")
+    return fd
+
+
+def write_output(path: str, data: bytes) -> None:
+    """Write ``data`` as the whole content of ``path``: a regular file (or a missing one) is
+    replaced atomically, anything else written in place; raises OSError (UnsafePath included)."""
+    head, name = split_file(path)
+    links = [0]
+    start, here = directory_of(links, head)
+    dir_fd, here, name, entry, by_descriptor = _final(links, start, here, name)
+    try:
+        found = os.fstat(entry) if entry >= 0 else None
+        shown = f"{here.rstrip('/')}/{name}"
+        if found is not None and stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
+        if found is not None and not by_descriptor:
+            check_existing(entry, dir_fd, shown)
+            if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
+                raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never written")
+        if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
+            if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
+                return
+            if found is None:
+                raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
+        _in_place(entry, found, shown, data)
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
+
+
+def _final(links: list[int], dir_fd: int, here: str, name: str) -> tuple[int, str, str, int, bool]:
+    """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
+    at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
+    reached through a /proc descriptor link)``. ``dir_fd`` is consumed."""
+    try:
+        while True:
+            try:
+                entry = os.open(name, _PROBE, dir_fd=dir_fd)
+            except FileNotFoundError:
+                return dir_fd, here, name, -1, False
+            if not stat.S_ISLNK(os.fstat(entry).st_mode):
+                return dir_fd, here, name, entry, False
+            os.close(entry)
+            target = follow_final(links, dir_fd, name, here)
+            if target is None:  # a descriptor this process holds: the kernel follows it
+                return dir_fd, here, name, os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), True
+            head, tail = os.path.split(target)
+            if not tail:
+                raise IsADirectoryError(errno.EISDIR, f"{here.rstrip('/')}/{name} names a directory")
+            next_fd, here = directory_of(links, head or ".", dir_fd, here)
+            os.close(dir_fd)
+            dir_fd, name = next_fd, tail
+    except BaseException:
+        os.close(dir_fd)
+        raise
+
+
+def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
+    """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
+    file it replaces (a private 0600 file stays private): False when this user may not create
+    files there (then an existing file is written in place)."""
+    temporary = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(temporary, flags, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return False
+        raise
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:
+    fd = reopen(os.dup(entry), os.O_WRONLY | os.O_NONBLOCK, shown)
+    try:
+        if stat.S_ISREG(found.st_mode):
+            os.ftruncate(fd, 0)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data``; a reader that takes nothing for STALL_SECONDS fails the write."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            if not select.select([], [fd], [], STALL_SECONDS)[1]:
+                raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None

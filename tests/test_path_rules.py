@@ -1,0 +1,242 @@
+"""Rules 1 and 2 of docs/threat-model.md, held by reading the sources: every file created or
+written by name goes through ``safepath`` (and ``userfiles``, built on it), and no open of a
+path can wait (a FIFO's open waits for its other end).
+
+The scan walks every module of ``processkit`` (``ast``) and names each call that creates or
+writes a file by name (``open()`` with ``w``/``a``/``x``/``+``, ``os.open`` with ``O_CREAT``,
+``O_WRONLY``, ``O_RDWR``, ``O_TRUNC`` or ``O_APPEND``, ``Path.write_text``/``write_bytes``,
+``os.mkdir``/``makedirs``/``mkfifo``/``link``/``symlink``/``chmod``, ``os.rename``/``replace``,
+``shutil``'s copies and moves, ``tempfile`` with ``dir=``) or opens a path for reading in a way
+that can wait (``open()`` for reading, ``Path.read_text``/``read_bytes``, ``os.open`` without
+``O_NONBLOCK``, ``O_PATH`` or ``O_DIRECTORY``), outside the modules that hold the rules. The
+kernel's own files (``/proc``, ``/sys``, ``os.devnull``) never wait and are not another user's.
+A call site that is not one of the justified exceptions below fails the test, named by file,
+line and function; an exception that no longer matches a call site fails it too, so the list
+stays true.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import processkit
+
+PACKAGE = Path(processkit.__file__).parent
+RULE_MODULES = {"safepath.py", "userfiles.py"}  # the two rules themselves
+
+# (module, enclosing function, call) -> why this call may bypass the rules. Each is inside a
+# directory the program made or proved private, a kernel interface, its own package data, or
+# a wait that holds up nothing else.
+ALLOWED = {
+    # The cgroup mount: kernel interface files and the run's own groups, never a FIFO or a link.
+    ("containment/cgroupfs.py", "make_group", "os.mkdir"): "a cgroup, made in the runner's delegated cgroup",
+    ("containment/cgroupfs.py", "make_group", "os.open:write"): "the new cgroup's own cgroup.procs",
+    ("containment/cgroupfs.py", "read_bytes", "os.open:read"): "a cgroup interface file",
+    ("containment/cgroupfs.py", "write_text", "os.open:write"): "a cgroup interface file",
+    ("containment/cgroup_v1.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",
+    ("mountinfo.py", "_read_mounts", "open:read"): "/proc/self/mountinfo (a parameter so tests can pass a copy)",
+    # The package's own files.
+    ("cli/probe.py", "main", ".read_bytes"): "the shipped event schema, package data",
+    ("events/validate.py", "load_schema", ".read_text"): "a shipped schema, package data",
+    # The doctor's scratch: a fresh 0700 directory of its own (mkdir never follows a link).
+    ("doctor/scratch.py", "scratch_dir", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
+    ("doctor/qualification.py", "Qualification._launch", "open:write"): "inside the doctor's own 0700 scratch",
+    ("doctor/qualification.py", "Qualification._settle", "open:write"): "inside the doctor's own 0700 scratch",
+    ("doctor/qualification.py", "_events", "open:read"): "the scratch run's stream, in the 0700 scratch",
+    # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
+    ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
+    ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
+    ("rundir.py", "read_process_group", "open:read"): "a record of a run directory checked 0700 and this user's",
+    ("rundir.py", "read_groups", "open:read"): "a record of a run directory checked 0700 and this user's",
+    ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
+    ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
+    # The registry: safepath.private_directory proved it this user's and writable by no one else.
+    ("registry/registration.py", "write_record", "os.open:write"): "O_EXCL | O_NOFOLLOW in the private registry",
+    ("registry/tombstones.py", "keep", "os.rename"): "within the private registry",
+    ("registry/tombstones.py", "write_new", "os.open:write"): "O_EXCL | O_NOFOLLOW in a private directory",
+    ("control/server.py", "listen_unix", "os.chmod"): "the socket it has just bound, in its fresh 0700 directory",
+    # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).
+    ("batching/outdir.py", "ensure_directory", "os.mkdir"): "a job directory inside the checked --out",
+    ("batching/carrier.py", "open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
+    ("batching/carrier.py", "_keep_attempt", "os.rename"): "a retried job's stream and capture moved inside its job "
+    "directory, which ensure_directory checked is the caller's own and writable by no one else",
+    ("batching/summary.py", "read_objects", "open:read"): "summary.jsonl inside the checked --out",
+    ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
+    "then checked this user's regular file",
+    # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
+    ("api/streams.py", "Streams.collect", "open:read"): "a capture file in the API's own mkdtemp directory",
+    ("api/bench.py", "bench", "open:read"): "the export file the API made with mkstemp",
+    ("api/result.py", "read_usage", "open:read"): "the usage file the API made with mkstemp",
+    # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
+    # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
+    ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",
+    ("batching/command.py", "_read_manifest", "open:read"): "the manifest (batch <(generator)), read before any job",
+    ("cli/events.py", "Reading.__init__", "os.open:read"): "events --file FIFO, before its own loop",
+}
+
+WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_TRUNC", "O_APPEND"}
+SAFE_READ_FLAGS = {"O_NONBLOCK", "O_PATH", "O_DIRECTORY"}
+MAKERS = {
+    "os.mkdir",
+    "os.makedirs",
+    "os.mkfifo",
+    "os.link",
+    "os.symlink",
+    "os.chmod",
+    "os.rename",
+    "os.replace",
+    "shutil.copy",
+    "shutil.copy2",
+    "shutil.copyfile",
+    "shutil.copytree",
+    "shutil.move",
+}
+TEMPFILES = {"mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory", "SpooledTemporaryFile"}
+KERNEL_PATHS = ("/proc/", "/sys/")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return "?"
+
+
+def _kernel_path(node: ast.AST | None) -> bool:
+    """A literal path into /proc or /sys, or os.devnull: the kernel's, never a FIFO."""
+    if node is None:
+        return False
+    if _dotted(node) == "os.devnull":
+        return True
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.startswith(KERNEL_PATHS)
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value).startswith(KERNEL_PATHS)
+    return False
+
+
+class Scan(ast.NodeVisitor):
+    def __init__(self, module: str, tree: ast.Module):
+        self.module = module
+        self.where: list[str] = []
+        self.found: list[tuple[str, str, str, int]] = []
+        # names bound to flag expressions anywhere in the module (``flags = os.O_WRONLY | ...``)
+        self.constants = {
+            target.id: node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+
+    def _scope(self, node) -> None:
+        self.where.append(node.name)
+        self.generic_visit(node)
+        self.where.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
+
+    def _flags(self, node: ast.AST, seen: int = 0) -> set[str]:
+        names: set[str] = set()
+        for part in ast.walk(node):
+            if isinstance(part, ast.Attribute) and part.attr.startswith("O_"):
+                names.add(part.attr)
+            elif isinstance(part, ast.Name) and part.id in self.constants and seen < 5:
+                names |= self._flags(self.constants[part.id], seen + 1)
+        return names
+
+    def _add(self, call: str, node: ast.Call) -> None:
+        self.found.append((self.module, ".".join(self.where) or "<module>", call, node.lineno))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        name = _dotted(node.func)
+        first = node.args[0] if node.args else None
+        keywords = {k.arg: k.value for k in node.keywords}
+        if name in ("open", "io.open"):
+            if "closefd" in keywords or _kernel_path(first):
+                return
+            mode = node.args[1] if len(node.args) > 1 else keywords.get("mode")
+            text = mode.value if isinstance(mode, ast.Constant) else ("r" if mode is None else "w?")
+            self._add("open:write" if set(str(text)) & set("wax+?") else "open:read", node)
+        elif name == "os.open":
+            flags = self._flags(node.args[1]) if len(node.args) > 1 else set()
+            if flags & WRITE_FLAGS:
+                if not _kernel_path(first):
+                    self._add("os.open:write", node)
+            elif not flags & SAFE_READ_FLAGS and not _kernel_path(first):
+                self._add("os.open:read", node)
+        elif name in MAKERS:
+            self._add(name, node)
+        elif name.startswith("tempfile.") and name.split(".")[-1] in TEMPFILES and "dir" in keywords:
+            self._add(name, node)
+        elif isinstance(node.func, ast.Attribute) and _dotted(node.func.value) != "cgroupfs":
+            if node.func.attr in ("write_text", "write_bytes"):
+                self._add(f".{node.func.attr}", node)
+            elif node.func.attr in ("read_text", "read_bytes") and not node.args:
+                self._add(f".{node.func.attr}", node)
+
+
+def call_sites() -> list[tuple[str, str, str, int]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        if module in RULE_MODULES:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        scan = Scan(module, tree)
+        scan.visit(tree)
+        found += scan.found
+    return found
+
+
+def test_every_file_written_by_name_goes_through_safepath_and_no_open_can_wait():
+    sites = call_sites()
+    bypassing = [
+        f"processkit/{module}:{line}: {call} in {where}"
+        for module, where, call, line in sites
+        if (module, where, call) not in ALLOWED
+    ]
+    assert not bypassing, "call sites outside safepath/userfiles (docs/threat-model.md, rules 1-2):\n" + "\n".join(
+        bypassing
+    )
+    stale = set(ALLOWED) - {(module, where, call) for module, where, call, _ in sites}
+    assert not stale, f"allowed exceptions that match no call site any more: {sorted(stale)}"
+
+
+def test_the_scan_finds_what_it_is_meant_to_find():
+    """The scanner itself: each kind of call it must name is named, the safe forms are not."""
+    source = """
+import os, shutil, tempfile
+_READ = os.O_RDONLY | os.O_CLOEXEC
+def f(path, d):
+    open(path, "w")
+    open(path)
+    open(f"/proc/{path}/stat", "rb")
+    os.open(path, os.O_WRONLY | os.O_CREAT)
+    os.open(path, _READ)
+    os.open(path, _READ | os.O_NONBLOCK)
+    os.makedirs(path)
+    os.replace(path, d)
+    shutil.move(path, d)
+    tempfile.mkstemp(dir=d)
+    tempfile.mkstemp()
+    d.write_text("x")
+    cgroupfs.write_text(path, "1")
+"""
+    tree = ast.parse(source)
+    scan = Scan("example.py", tree)
+    scan.visit(tree)
+    assert [call for _, _, call, _ in scan.found] == [
+        "open:write",
+        "open:read",
+        "os.open:write",
+        "os.open:read",
+        "os.makedirs",
+        "os.replace",
+        "shutil.move",
+        "tempfile.mkstemp",
+        ".write_text",
+    ]
