@@ -111,7 +111,7 @@ class Options(Plain):
         max_runs: int | None = None,
         warmup: int = 0,
         min_time_s: float = 3.0,
-        ignore_failure: bool = False,
+        ignore_failure: bool | tuple[int, ...] = False,
         timeout_ms: int | None = None,
         order: Order = Order.INTERLEAVED,
         cpus: tuple[int, ...] | None = None,
@@ -134,7 +134,7 @@ class Options(Plain):
         self.max_runs = max_runs
         self.warmup = warmup
         self.min_time_s = min_time_s
-        self.ignore_failure = ignore_failure
+        self.ignore_failure = ignore_failure  # True: every non-zero exit; a tuple: those codes only
         self.timeout_ms = timeout_ms
         self.order = order
         self.cpus = cpus
@@ -143,6 +143,12 @@ class Options(Plain):
         self.metric = metric  # what the comparison ranks by: wall time, or the tree's user+system CPU
         self.input_file = input_file  # every run's stdin (None: /dev/null)
         self.shell = shell  # what shell commands run through (its start-up is measured); None: -N
+
+    def ignores(self, code: int) -> bool:
+        """Whether a timed run's exit ``code`` is benchmarked anyway (``--ignore-failure[=CODES]``)."""
+        if isinstance(self.ignore_failure, tuple):
+            return code in self.ignore_failure
+        return self.ignore_failure
 
     def run_count(self, cycle_s: float) -> int:
         """How many timed runs a command gets when each takes ``cycle_s`` in all."""

@@ -217,7 +217,7 @@ class Session:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
             raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
-        if measured.exit_code != 0 and not self.options.ignore_failure:
+        if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
@@ -232,7 +232,9 @@ class Session:
             "cpus": list(opts.cpus) if opts.cpus is not None else None,
             "timeout_ms": opts.timeout_ms,
             "warmup": opts.warmup,
-            "ignore_failure": opts.ignore_failure,
+            "ignore_failure": list(opts.ignore_failure)
+            if isinstance(opts.ignore_failure, tuple)
+            else opts.ignore_failure,
             "timed_interval": "exec to reap, monotonic ns",
             "shell": " ".join(opts.shell) if opts.shell is not None else None,
             "shell_startup": None if self.shell_startup is None else self.shell_startup.to_json(),

@@ -85,7 +85,15 @@ def build_parser() -> Parser:
     )
     add("-s", "--setup", action=Once, metavar="CMD", help="once per command before its runs")
     add("-c", "--cleanup", action=Once, metavar="CMD", help="once per command after its runs")
-    add("-i", "--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
+    add(
+        "-i",
+        "--ignore-failure",
+        action=Once,
+        nargs="?",
+        default=False,
+        metavar="CODES",
+        help="keep benchmarking commands that exit non-zero (=1,2: those codes only)",
+    )
     add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
     add(
         "--order",
@@ -177,6 +185,18 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     return shell
 
 
+def _ignored(value: str | bool) -> bool | tuple[int, ...]:
+    """``--ignore-failure``: every non-zero exit (no value, ``all-non-zero``), or these codes."""
+    if not isinstance(value, str) or value in ("", "all-non-zero"):
+        return bool(value) or value == ""
+    codes = [code.strip() for code in value.split(",")]
+    if not all(values.is_digits(code) and len(code) <= 3 for code in codes):
+        raise usage(
+            f"invalid value {sanitize(value)!r} for '--ignore-failure': exit codes such as 1,2, or all-non-zero"
+        )
+    return tuple(int(code) for code in codes)
+
+
 def _input(where: str | None) -> str | None:
     if where is None or where == "null":
         return None
@@ -196,7 +216,7 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
         min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
         input_file=_input(args.input),
         shell=shell,
-        ignore_failure=args.ignore_failure,
+        ignore_failure=_ignored(args.ignore_failure),
         timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
         order=ORDERS[args.order],
         cpus=parse_cpus(args.cpus) if args.cpus is not None else None,
@@ -230,6 +250,8 @@ def _in_place(argv: list[str]) -> list[str]:
     marked, index = [], 0
     while index < len(argv):
         token = argv[index]
+        if token in ("-i", "--ignore-failure"):  # its value only ever follows '=', as hyperfine's
+            token = "--ignore-failure=all-non-zero"
         if token == "--command" and index + 1 < len(argv):
             marked.append(ARRAY_MARK + argv[index + 1])
             index += 2
