@@ -65,7 +65,12 @@ def _rows(result: BenchResult, time_unit: str | None, sort: str) -> tuple[list[s
         base = reference.summary
         ratio = s.mean / base.mean if base.mean > 0 else float("inf")
         relative = f"{ratio:.2f}"
-        if command_result is not reference and s.stddev is not None and base.stddev is not None and s.mean > 0:
+        if (
+            command_result is not reference
+            and s.stddev is not None
+            and base.stddev is not None
+            and s.mean > 0 < base.mean
+        ):
             spread = ratio * ((s.stddev / s.mean) ** 2 + (base.stddev / base.mean) ** 2) ** 0.5
             relative += f" ± {spread:.2f}"
         rows.append((label, [*_figures(command_result, unit), relative]))

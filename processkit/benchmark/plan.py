@@ -101,6 +101,7 @@ class Options(Plain):
         "metric",
         "input_file",
         "shell",
+        "reference",
     )
 
     def __init__(
@@ -120,6 +121,7 @@ class Options(Plain):
         metric: str = "wall",
         input_file: str | None = None,
         shell: tuple[str, ...] | None = DEFAULT_SHELL,
+        reference: bool = False,
     ):
         if runs is not None and runs < 1:
             raise usage("--runs must be at least 1")
@@ -143,6 +145,7 @@ class Options(Plain):
         self.metric = metric  # what the comparison ranks by: wall time, or the tree's user+system CPU
         self.input_file = input_file  # every run's stdin (None: /dev/null)
         self.shell = shell  # what shell commands run through (its start-up is measured); None: -N
+        self.reference = reference  # the first command is --reference: the others are compared with it
 
     def ignores(self, code: int) -> bool:
         """Whether a timed run's exit ``code`` is benchmarked anyway (``--ignore-failure[=CODES]``)."""

@@ -146,9 +146,16 @@ class Session:
             why = measured.error or f"exit code {measured.exit_code}"
             raise Failure(
                 Kind.BENCH_FAILED,
-                f"the {STEP_WORDS[step]} command {sanitize(' '.join(argv))!r} terminated with a non-zero "
+                f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} terminated with a non-zero "
                 f"exit code ({why}); append ' || true' to it if that can be ignored",
             )
+
+    def _as_given(self, argv: tuple[str, ...]) -> str:
+        """A step as the user typed it: a shell command's text, not the shell's argv."""
+        shell = self.options.shell
+        if shell is not None and argv[: len(shell) + 1] == (*shell, "-c") and len(argv) == len(shell) + 2:
+            return argv[-1]
+        return " ".join(argv)
 
     def _warmup(self, index: int, round_: int) -> None:
         measured = self._run(index, f"warmup-{round_ + 1}")
@@ -236,6 +243,7 @@ class Session:
             if isinstance(opts.ignore_failure, tuple)
             else opts.ignore_failure,
             "timed_interval": "exec to reap, monotonic ns",
+            "reference": opts.reference,
             "shell": " ".join(opts.shell) if opts.shell is not None else None,
             "shell_startup": None if self.shell_startup is None else self.shell_startup.to_json(),
         }

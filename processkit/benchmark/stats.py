@@ -94,7 +94,7 @@ def ratio(slower: Summary, fastest: Summary) -> tuple[float, float | None]:
     """How many times ``fastest`` (the reference) is faster than ``slower``, and that ratio's
     uncertainty."""
     value = slower.mean / fastest.mean if fastest.mean > 0 else math.inf
-    if slower.stddev is None or fastest.stddev is None or not math.isfinite(value):
+    if slower.stddev is None or fastest.stddev is None or not math.isfinite(value) or slower.mean <= 0:
         return value, None
     relative = math.hypot(slower.stddev / slower.mean, fastest.stddev / fastest.mean)
     return value, value * relative

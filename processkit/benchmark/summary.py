@@ -110,6 +110,11 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         return []
     by = " (by CPU time)" if result.metric == "cpu" else ""
     compared = result.compared
+    if reference.summary is not None and any(_mean(r, result.metric) <= 0 for r in compared):
+        return [
+            "Note: the comparison cannot be computed, as some mean times are zero: a command faster than "
+            "the shell's start-up (which is taken off), or too fast to measure. Try -N (no shell)."
+        ]
     if sort == "command":
         lines = [f"Relative speed comparison{by}"]
         ratios = {id(compared[c.index]): c for c in result.comparison}
@@ -139,6 +144,11 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         else:
             lines.append(f"    As fast ({shown:.2f}{spread}) as {label} ({verdict})")
     return lines
+
+
+def _mean(result: CommandResult, metric: str) -> float:
+    figures = result.cpu_summary if metric == "cpu" else result.summary
+    return figures.mean if figures is not None else 0.0
 
 
 def startup_line(result: BenchResult) -> list[str]:

@@ -216,6 +216,7 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
         min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
         input_file=_input(args.input),
         shell=shell,
+        reference=args.reference is not None,
         ignore_failure=_ignored(args.ignore_failure),
         timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
         order=ORDERS[args.order],
