@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -41,9 +42,7 @@ def test_one_command_gives_hyperfines_summary_and_json(tmp_path):
 
 
 def test_several_commands_interleave_and_are_compared(tmp_path):
-    done, exported = bench(
-        tmp_path, "--runs", "3", "--command", '["true"]', "sleep 0.05", "--command-name", "fast"
-    )
+    done, exported = bench(tmp_path, "--runs", "3", "--command", '["true"]', "sleep 0.05", "--command-name", "fast")
     assert done.returncode == 0, done.stderr
     first, second = exported["results"]
     assert (first["command"], second["command"]) == ("fast", "sleep 0.05")  # a named command goes by its name
@@ -274,3 +273,96 @@ def test_the_comparison_ranks_by_the_chosen_metric(tmp_path):
     assert "Summary (by CPU time)" in by_cpu.stdout.decode()
     burned = cpu["results"][1]["cpu"]
     assert burned["min"] >= 0.05 and burned["mean"] >= burned["min"]
+
+
+def test_commands_are_shell_commands_and_argvs_stay_shell_free(tmp_path):
+    """hyperfine's form: each COMMAND runs through the shell (charged less its start-up);
+    ``--command`` and ``-- PROGRAM`` stay shell-free."""
+    done, exported = bench(tmp_path, "--runs", "1", "sleep 0.01", "--command", '["true"]', "echo {x}", "-L", "x", "a")
+    assert done.returncode == 0, done.stderr
+    assert [r["argv"] for r in exported["results"]] == [["sh", "-c", "sleep 0.01"], ["true"], ["sh", "-c", "echo a"]]
+    assert exported["processkit"]["shell"] == "sh" and exported["processkit"]["shell_startup"]["runs"] == 50
+    done, exported = bench(tmp_path, "--runs", "1", "--", "true")
+    assert done.returncode == 0 and exported["processkit"]["shell_startup"] is None  # nothing to charge
+    assert "Shell start-up" not in done.stdout.decode()
+
+
+def test_steps_are_shell_strings_and_json_arrays_still_work(tmp_path):
+    log = tmp_path / "log"
+    done, _ = bench(
+        tmp_path, "--runs", "1", "--prepare", "sync", "-s", f"sh -c 'echo setup >> {log}'",
+        "-c", json.dumps(["sh", "-c", f"echo cleanup >> {log}"]), "-N", "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().split() == ["setup", "cleanup"]  # a -N benchmark splits its steps too
+
+
+@pytest.mark.parametrize(
+    "where, passes",
+    [("null", True), ("pipe", False), ("./out.txt", False), ("inherit", False)],
+)
+def test_output_goes_where_asked(tmp_path, where, passes):
+    """``--output``: the child's stdout is /dev/null, a pipe, the file, or the terminal's."""
+    is_null = 'echo hello; test "$(readlink /proc/$$/fd/1)" = /dev/null'
+    done, _ = bench(tmp_path, "--runs", "2", f"--output={where}", is_null)
+    assert done.returncode == (0 if passes else 118), done.stderr
+    if where == "./out.txt":
+        assert (tmp_path / "out.txt").read_text() == "hello\n"  # emptied for each run
+    if where == "inherit":
+        assert b"hello" in done.stdout
+
+
+def test_output_once_per_command(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "1", "--output=./a.txt", "--output=./b.txt", "echo a", "echo b")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.txt").read_text() == "a\n" and (tmp_path / "b.txt").read_text() == "b\n"
+    done = run_cli("bench", "--output=null", "--output=pipe", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"'--output' option has to be provided just once or N times" in done.stderr
+    done = run_cli("bench", "--output=results", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"'./results'" in done.stderr
+
+
+def test_asciidoc_orgmode_and_markdown_tables(tmp_path):
+    files = {kind: tmp_path / f"b.{kind}" for kind in ("markdown", "asciidoc", "orgmode")}
+    flags = [item for kind, path in files.items() for item in (f"--export-{kind}", path)]
+    done, _ = bench(tmp_path, "--runs", "3", "-N", *flags, "--time-unit", "millisecond", "sleep 0.01", "sleep 0.02")
+    assert done.returncode == 0, done.stderr
+    markdown = files["markdown"].read_text().splitlines()
+    assert markdown[0] == "| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |"
+    assert re.fullmatch(r"\| `sleep 0\.02` \| [\d.]+ ± [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ ± [\d.]+ \|", markdown[3])
+    assert files["asciidoc"].read_text().startswith('[cols="<,>,>,>,>"]\n|===\n| Command \n')
+    assert files["orgmode"].read_text().splitlines()[1] == "|--+--+--+--+--|"
+
+
+def test_exports_neutralise_hostile_names(tmp_path):
+    """A name is never a spreadsheet formula or a terminal escape in the CSV, and a newline in
+    it never puts raw HTML or rows outside the Markdown table."""
+    table, md = tmp_path / "b.csv", tmp_path / "b.md"
+    names = ["=cmd|' /C calc'!A0", "@SUM(1)\x1b[31m", "a\n<img src=x onerror=alert(1)>\n| x | y |"]
+    named = [item for name in names for item in ("--command-name", name)]
+    done, _ = bench(
+        tmp_path, "--runs", "1", *named, "--export-csv", table, "--export-markdown", md, "true", "true", "true"
+    )
+    assert done.returncode == 0, done.stderr
+    cells = [row["command"] for row in csv.DictReader(io.StringIO(table.read_text()))]
+    assert cells[0] == "'=cmd|' /C calc'!A0" and cells[1] == "'@SUM(1)[31m"
+    assert "\x1b" not in table.read_text()
+    lines = md.read_text().splitlines()
+    assert len(lines) == 5 and all(line.startswith("| ") or line.startswith("|:") for line in lines)
+    assert "\\| x \\| y \\|" in lines[4]
+
+
+def test_ignoring_failures_says_so(tmp_path):
+    done, _ = bench(tmp_path, "--runs", "2", "-i", "exit 3")
+    assert done.returncode == 0, done.stderr
+    assert "Warning: Ignoring non-zero exit code." in done.stdout.decode()
+
+
+def test_shell_flags_are_hyperfines(tmp_path):
+    done = run_cli("bench", "-N", "--shell", "bash", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"-N and --shell" in done.stderr
+    done = run_cli("bench", "-N", "echo 'unclosed", cwd=tmp_path)
+    assert done.returncode == 100 and b"without a shell" in done.stderr
+    done, exported = bench(tmp_path, "--runs", "1", "-S", "bash --norc", "echo $BASH_VERSION")
+    assert done.returncode == 0, done.stderr
+    assert exported["results"][0]["argv"][:3] == ["bash", "--norc", "-c"]

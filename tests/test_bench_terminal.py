@@ -77,3 +77,18 @@ def test_more_commands_than_rows_share_one_progress_line(pane):
     (pane.dir / "go").touch()
     assert pane.finish() == 0
     assert "Benchmark 40:" in pane.tmux("capture-pane", "-p", "-S", "-400", "-t", "t")
+
+
+def test_progress_shows_from_the_first_moment(pane):
+    """A long first run: its line is there with the initial estimate, and its elapsed time
+    grows while it runs (nothing was drawn before it ended)."""
+    start(pane, "--runs", "3", shell="if [ ! -e go ]; then touch first; while [ ! -e go ]; do sleep 0.01; done; fi")
+    wait_for_file(pane.dir / "first")
+    shown = wait_for_screen(pane, "elapsed")
+    line = next(line for line in shown.splitlines() if "elapsed" in line)
+    assert "0/3 (estimate)" in line and "(run 1: " in line
+    later = wait_for_screen(pane, "(run 1: 1.")  # the same run, redrawn as it goes on
+    assert "0/3" in later
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    assert "3 runs" in screen(pane) and "elapsed" not in screen(pane)
