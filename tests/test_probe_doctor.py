@@ -59,6 +59,8 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "registry:batch-delegation",
         "run:capture-keep-layout",
         "bench:hyperfine-json",
+        "bench:hyperfine-commands",
+        "bench:shell-startup-subtracted",
     }
     expected = set(capabilities)
     for command in COMMANDS:
