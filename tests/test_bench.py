@@ -366,3 +366,26 @@ def test_shell_flags_are_hyperfines(tmp_path):
     done, exported = bench(tmp_path, "--runs", "1", "-S", "bash --norc", "echo $BASH_VERSION")
     assert done.returncode == 0, done.stderr
     assert exported["results"][0]["argv"][:3] == ["bash", "--norc", "-c"]
+
+
+def test_the_api_takes_hyperfines_options(tmp_path):
+    import processkit
+
+    log = tmp_path / "log"
+    result = processkit.bench(
+        ["echo {v}", ["true"]],
+        parameters={"v": ["a,b", "c"]},
+        runs=1,
+        order="sequential",
+        shell="none",
+        prepare=f"sh -c 'echo prepare >> {log}'",
+        conclude=["sh", "-c", f"echo conclude >> {log}"],
+        reference="sleep 0.01",
+        output="null",
+        ignore_failure=[3],
+    )
+    assert [r.command.name for r in result.results] == ["sleep 0.01", "echo a,b", "true", "echo c", "true"]
+    assert result.results[1].command.argv == ("echo", "a,b")  # a comma in a value is escaped, not refused
+    assert result.reference is result.results[0] and result.settings["ignore_failure"] == [3]
+    assert log.read_text().split() == ["prepare", "conclude"] * 5
+    assert result.settings["shell"] is None and result.settings["shell_startup"] is None

@@ -90,6 +90,7 @@ def build_parser() -> Parser:
         "--ignore-failure",
         action=Once,
         nargs="?",
+        const="all-non-zero",
         default=False,
         metavar="CODES",
         help="keep benchmarking commands that exit non-zero (=1,2: those codes only)",
