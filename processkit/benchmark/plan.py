@@ -285,7 +285,7 @@ def expand(
     commands = []
     for (command, chosen, values), prepare, conclude, output in zip(planned, prepares, concludes, outputs):
         argv, charged = to_argv(command, values, shell)
-        kind, value = command
+        value = command[1]
         text = substitute(value, values) if isinstance(value, str) else " ".join(argv)
         shown = substitute(chosen, values) if chosen is not None else text
         pattern = value if isinstance(value, str) else " ".join(value)
@@ -296,7 +296,7 @@ def expand(
                 text,
                 argv,
                 values,
-                label=f"{shown} ({', '.join(unused)})" if unused and chosen is None else shown,
+                label=f"{shown} ({', '.join(unused)})" if unused else shown,
                 shell=charged,
                 setup=around(aux.setup, values),
                 prepare=around(prepare, values),

@@ -8,8 +8,9 @@ its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the
 benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
 most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
 ``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
-once per command after its last run. Sequential order gives each command its setup, warm-up, runs and cleanup in turn;
-interleaved order does each of those steps for all commands, then the next step.
+once per command after its last run. Sequential order gives each command its setup, warm-up,
+runs and cleanup in turn; interleaved order does each of those steps for all commands, then
+the next step.
 
 Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
 timed run stops the benchmark unless failures are ignored; a timed-out one is kept aside (not
@@ -27,12 +28,11 @@ import statistics
 import time
 
 from ..errors import Failure, Kind
+from ..plain import Plain
 from ..text import sanitize
 from . import driver
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
-
-from ..plain import Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -52,9 +52,10 @@ def command_block(index: int, result: CommandResult, forced: str | None = None) 
     if s.stddev is None:  # one run: hyperfine's "abs" line, no range
         lines.append(f"  Time (abs ≡):        {duration(s.mean, unit):>8}  {'':>8}     {cpu}")
     else:
+        low, high = duration(s.min, unit), duration(s.max, unit)
         lines += [
             f"  Time (mean ± σ):     {duration(s.mean, unit):>8} ± {duration(s.stddev, unit):>8}    {cpu}",
-            f"  Range (min … max):   {duration(s.min, unit):>8} … {duration(s.max, unit):>8}    {plural(s.runs, 'run')}",
+            f"  Range (min … max):   {low:>8} … {high:>8}    {plural(s.runs, 'run')}",
         ]
     lines += [
         f"  Median:              {duration(s.median, unit):>8}",

@@ -36,9 +36,14 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
 
 
 def _step(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
-    """A ``--prepare``/``--setup``/``--conclude``/``--cleanup`` value: a shell command, as in
-    hyperfine, or (as before) a JSON array, run shell-free."""
-    if text.lstrip().startswith("["):
+    """A ``--prepare``/``--setup``/``--conclude``/``--cleanup`` value: a JSON array of strings
+    is an argv, run shell-free (the form these flags took first); anything else is a shell
+    command, as in hyperfine (``[ -e f ] || make`` included)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, list) and parsed and all(isinstance(item, str) for item in parsed):
         return ("argv", _argv(text, flag))
     if unencodable(text) is not None:
         raise usage(f"invalid value for '{flag}': it holds a lone surrogate, which no argument can carry")
