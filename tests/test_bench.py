@@ -389,3 +389,13 @@ def test_the_api_takes_hyperfines_options(tmp_path):
     assert result.reference is result.results[0] and result.settings["ignore_failure"] == [3]
     assert log.read_text().split() == ["prepare", "conclude"] * 5
     assert result.settings["shell"] is None and result.settings["shell_startup"] is None
+
+
+@pytest.mark.parametrize("style, drawn", [("full", True), ("basic", False), ("auto", False)])
+def test_style_decides_the_progress_lines(tmp_path, style, drawn):
+    """hyperfine's --style: ``full`` draws progress even off a terminal; ``none`` prints nothing."""
+    done, _ = bench(tmp_path, "--runs", "2", f"--style={style}", "-N", "true")
+    assert done.returncode == 0, done.stderr
+    assert (b"\x1b[2K" in done.stdout) is drawn and b"Benchmark 1: true" in done.stdout
+    quiet, exported = bench(tmp_path, "--runs", "2", "--style=none", "-N", "true")
+    assert quiet.returncode == 0 and quiet.stdout == b"" and len(exported["results"][0]["times"]) == 2
