@@ -347,6 +347,9 @@ def test_exports_neutralise_hostile_names(tmp_path):
     cells = [row["command"] for row in csv.DictReader(io.StringIO(table.read_text()))]
     assert cells[0] == "'=cmd|' /C calc'!A0" and cells[1] == "'@SUM(1)[31m"
     assert "\x1b" not in table.read_text()
+    from processkit.benchmark.exports import spreadsheet_cell
+
+    assert spreadsheet_cell("-5") == "-5" and spreadsheet_cell("-5+cmd") == "'-5+cmd"  # a number stays one
     lines = md.read_text().splitlines()
     assert len(lines) == 5 and all(line.startswith("| ") or line.startswith("|:") for line in lines)
     assert "\\| x \\| y \\|" in lines[4]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 from ..text import sanitize
 from .result import BenchResult, CommandResult
@@ -22,6 +23,7 @@ from .summary import number, unit_for
 
 CSV_COLUMNS = ("command", "mean", "stddev", "median", "user", "system", "min", "max")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
 HEADERS = ("Command", "Mean [{unit}]", "Min [{unit}]", "Max [{unit}]", "Relative")
 
 
@@ -30,9 +32,12 @@ def to_json(result: BenchResult) -> str:
 
 
 def spreadsheet_cell(text: str) -> str:
-    """A CSV text cell no spreadsheet runs and no terminal obeys (OWASP's CSV injection rule)."""
+    """A CSV text cell no spreadsheet runs and no terminal obeys (OWASP's CSV injection rule);
+    a plain number (a parameter's ``-5``) is left as it is."""
     text = sanitize(text, limit=4096)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    if text.startswith(FORMULA_STARTS) and not NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
@@ -129,7 +134,7 @@ def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "a
 
     parts = [line(header), "|" + "--+" * (len(header) - 1) + "--|\n"]
     for label, cells in rows:
-        name = "=" + _cell(label, "|").replace("=", "'") + "="
+        name = "=" + _cell(label, "").replace("|", "\\vert{}").replace("=", "'") + "="  # org's escape for |
         parts.append(line([name, *cells]))
     return "".join(parts)
 
