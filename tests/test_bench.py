@@ -402,3 +402,10 @@ def test_style_decides_the_progress_lines(tmp_path, style, drawn):
     assert (b"\x1b[2K" in done.stdout) is drawn and b"Benchmark 1: true" in done.stdout
     quiet, exported = bench(tmp_path, "--runs", "2", "--style=none", "-N", "true")
     assert quiet.returncode == 0 and quiet.stdout == b"" and len(exported["results"][0]["times"]) == 2
+
+
+def test_parameter_values_may_start_with_a_hyphen(tmp_path):
+    """hyperfine reads -P and -L values as values, a leading '-' included."""
+    done, exported = bench(tmp_path, "--runs", "1", "-N", "-P", "n", "-1", "0", "-L", "x", "-a,-b", "true {n} {x}")
+    assert done.returncode == 0, done.stderr
+    assert [r["command"] for r in exported["results"]] == ["true -1 -a", "true 0 -a", "true -1 -b", "true 0 -b"]

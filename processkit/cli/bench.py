@@ -251,14 +251,23 @@ def parse(argv: list[str]) -> argparse.Namespace:
 ARRAY_MARK = "\0"  # no argument can hold a NUL, so no COMMAND is mistaken for a --command's place
 
 
+HYPHEN_VALUES = {"-P": 3, "--parameter-scan": 3, "-L": 2, "--parameter-list": 2}
+
+
 def _in_place(argv: list[str]) -> list[str]:
     """Each ``--command JSON`` as a marked COMMAND, so the two kinds keep the order they were
-    given in (argparse reads options before the COMMANDs around them)."""
+    given in (argparse reads options before the COMMANDs around them); ``-P``/``-L`` values
+    marked too, so ``-P n -5 5`` and ``-L x -a,-b`` read as hyperfine reads them."""
     marked, index = [], 0
     while index < len(argv):
         token = argv[index]
         if token in ("-i", "--ignore-failure"):  # its value only ever follows '=', as hyperfine's
             token = "--ignore-failure=all-non-zero"
+        count = HYPHEN_VALUES.get(token, 0)
+        if count and index + count < len(argv):
+            marked += [token, *(ARRAY_MARK + value for value in argv[index + 1 : index + 1 + count])]
+            index += 1 + count
+            continue
         if token == "--command" and index + 1 < len(argv):
             marked.append(ARRAY_MARK + argv[index + 1])
             index += 2
@@ -288,8 +297,10 @@ def plan_from(args: argparse.Namespace):
     if args.reference_name is not None and args.reference is None:
         raise usage("--reference-name requires --reference")
     step = args.parameter_step_size
-    parameters = [(name, scan_values(low, high, step)) for name, low, high in args.parameter_scan]
-    parameters += [(name, parameter_list(listed)) for name, listed in args.parameter_list]
+    scans = [[value.removeprefix(ARRAY_MARK) for value in scan] for scan in args.parameter_scan]
+    lists = [[value.removeprefix(ARRAY_MARK) for value in listed] for listed in args.parameter_list]
+    parameters = [(name, scan_values(low, high, step)) for name, low, high in scans]
+    parameters += [(name, parameter_list(listed)) for name, listed in lists]
     auxiliary = Auxiliary(
         setup=_step(args.setup, "--setup") if args.setup is not None else None,
         cleanup=_step(args.cleanup, "--cleanup") if args.cleanup is not None else None,
