@@ -409,3 +409,9 @@ def test_parameter_values_may_start_with_a_hyphen(tmp_path):
     done, exported = bench(tmp_path, "--runs", "1", "-N", "-P", "n", "-1", "0", "-L", "x", "-a,-b", "true {n} {x}")
     assert done.returncode == 0, done.stderr
     assert [r["command"] for r in exported["results"]] == ["true -1 -a", "true 0 -a", "true -1 -b", "true 0 -b"]
+
+
+def test_a_shell_that_cannot_start_fails_before_any_run(tmp_path):
+    done = run_cli("bench", "--runs", "1", "-S", "no-such-shell-xyz", "true", cwd=tmp_path)
+    assert done.returncode == 118
+    assert b"could not measure the shell's start-up (no-such-shell-xyz -c ''): could not start" in done.stderr

@@ -108,18 +108,17 @@ class Session:
         if shell is None or not any(command.shell for command in self.commands):
             return
         argv = (*shell, "-c", "")
+        shown = " ".join(shell) + " -c ''"
         measured = []
         for _ in range(CALIBRATION_RUNS):
             run = driver.measure(argv, tick=self.tick)
             _stop_if_cancelled(run)
             if run.wall_ns is None or run.exit_code != 0:
                 why = run.error or f"exited with {run.exit_code}"
-                raise Failure(
-                    Kind.BENCH_FAILED, f"could not measure the shell's start-up: {sanitize(' '.join(argv))!r} {why}"
-                )
+                raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
             measured.append(run)
         self.shell_startup = Startup(
-            " ".join(argv[:-1]) + " ''",
+            shown,
             statistics.fmean(run.wall_ns or 0 for run in measured) / 1e9,
             statistics.fmean(run.user_ns for run in measured) / 1e9,
             statistics.fmean(run.system_ns for run in measured) / 1e9,
