@@ -113,6 +113,7 @@ class RunSpec(Plain):
         "stdin",
         "stdin_file",
         "inherit_stdio",
+        "output_fd",
         "pty",
         "pty_size",
         "echo",
@@ -144,6 +145,7 @@ class RunSpec(Plain):
         stdin: StdinMode = StdinMode.NULL,
         stdin_file: str | None = None,
         inherit_stdio: bool = False,
+        output_fd: int | None = None,
         pty: bool = False,
         pty_size: tuple[int, int] | None = None,  # (columns, rows) given by --pty-size, else None
         echo: bool = True,
@@ -171,6 +173,7 @@ class RunSpec(Plain):
         self.stdin = stdin
         self.stdin_file = stdin_file
         self.inherit_stdio = inherit_stdio
+        self.output_fd = output_fd  # the child's stdout in place of a pipe, its stderr /dev/null (bench --output)
         self.pty = pty
         self.pty_size = pty_size
         self.echo = echo

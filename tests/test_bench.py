@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -30,7 +31,7 @@ def test_one_command_gives_hyperfines_summary_and_json(tmp_path):
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "Benchmark 1: true" in text and "Time (mean ± σ):" in text and "Range (min … max):" in text
-    assert "5 runs" in text and "Memory (mean … max):" in text
+    assert "5 runs" in text and "Peak memory:" in text
     (result,) = exported["results"]
     assert HYPERFINE_KEYS | {"memory_usage_byte"} <= set(result)
     assert len(result["times"]) == 5 and result["exit_codes"] == [0] * 5
@@ -41,9 +42,7 @@ def test_one_command_gives_hyperfines_summary_and_json(tmp_path):
 
 
 def test_several_commands_interleave_and_are_compared(tmp_path):
-    done, exported = bench(
-        tmp_path, "--runs", "3", "--command", '["true"]', "--shell", "sleep 0.05", "--command-name", "fast"
-    )
+    done, exported = bench(tmp_path, "--runs", "3", "--command", '["true"]', "sleep 0.05", "--command-name", "fast")
     assert done.returncode == 0, done.stderr
     first, second = exported["results"]
     assert (first["command"], second["command"]) == ("fast", "sleep 0.05")  # a named command goes by its name
@@ -51,11 +50,11 @@ def test_several_commands_interleave_and_are_compared(tmp_path):
     assert exported["comparison"]["fastest"] == "fast"
     (other,) = exported["comparison"]["others"]
     assert other["command"] == "sleep 0.05" and other["ratio"] > 1 and 0 <= other["p_value"] <= 1
-    assert "'fast' ran" in done.stdout.decode() and "times faster than 'sleep 0.05'" in done.stdout.decode()
+    assert "fast ran" in done.stdout.decode() and "times faster than sleep 0.05" in done.stdout.decode()
 
 
 def test_sequential_order_runs_each_command_in_turn(tmp_path):
-    done, exported = bench(tmp_path, "--runs", "3", "--order", "sequential", "--command", '["true"]', "--shell", ":")
+    done, exported = bench(tmp_path, "--runs", "3", "--order", "sequential", "--command", '["true"]', ":")
     assert done.returncode == 0, done.stderr
     assert [r["order"] for r in exported["results"]] == [[0, 1, 2], [3, 4, 5]]
 
@@ -70,7 +69,6 @@ def test_warmup_prepare_and_runs_are_counted(tmp_path):
         "3",
         "--prepare",
         json.dumps(["sh", "-c", f"echo x >> {prepared}"]),
-        "--shell",
         COUNTER.format(f=runs),
     )
     assert done.returncode == 0, done.stderr
@@ -113,7 +111,7 @@ def test_setup_and_cleanup_run_once_per_command(tmp_path):
 def test_a_run_that_times_out_is_recorded_and_left_out(tmp_path):
     counter = tmp_path / "n"
     every_other_sleeps = COUNTER.format(f=counter) + "; [ $((n % 2)) -eq 1 ] && exec sleep 30; exit 0"
-    done, exported = bench(tmp_path, "--runs", "4", "--timeout", "300ms", "--shell", every_other_sleeps)
+    done, exported = bench(tmp_path, "--runs", "4", "--timeout", "300ms", every_other_sleeps)
     assert done.returncode == 0, done.stderr
     (result,) = exported["results"]
     assert result["timed_out"] == 2 and len(result["times"]) == 2 and result["timed_out_order"] == [1, 3]
@@ -149,7 +147,7 @@ def test_parameter_scan_and_list_expand_the_commands(tmp_path):
     assert done.returncode == 0, done.stderr
     assert [r["command"] for r in exported["results"]] == ["sleep 0.01", "sleep 0.02", "sleep 0.03"]
     assert [r["parameters"] for r in exported["results"]] == [{"n": "1"}, {"n": "2"}, {"n": "3"}]
-    done, exported = bench(tmp_path, "--runs", "1", "--parameter-list", "w", "a,b", "--shell", "test {w} = {w}")
+    done, exported = bench(tmp_path, "--runs", "1", "--parameter-list", "w", "a,b", "test {w} = {w}")
     assert [r["argv"] for r in exported["results"]] == [["sh", "-c", "test a = a"], ["sh", "-c", "test b = b"]]
 
 
@@ -188,7 +186,7 @@ def test_jsonl_dir_keeps_each_runs_stream(tmp_path):
 
 def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
     marker = "301.123"  # an argument no other process has
-    done, _ = bench(tmp_path, "--runs", "3", "--shell", f"sleep {marker} & exit 0")
+    done, _ = bench(tmp_path, "--runs", "3", f"sleep {marker} & exit 0")
     assert done.returncode == 0, done.stderr
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -256,7 +254,7 @@ def test_setup_runs_and_cleanup_follow_the_order(tmp_path, order, expected):
 
     done, _ = bench(
         tmp_path, "--runs", "2", "--order", order, "--parameter-list", "c", "a,b",
-        "--setup", step("setup"), "--cleanup", step("cleanup"), "--shell", f"echo run {{c}} >> {log}",
+        "--setup", step("setup"), "--cleanup", step("cleanup"), f"echo run {{c}} >> {log}",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert ",".join(log.read_text().splitlines()) == expected
@@ -275,3 +273,145 @@ def test_the_comparison_ranks_by_the_chosen_metric(tmp_path):
     assert "Summary (by CPU time)" in by_cpu.stdout.decode()
     burned = cpu["results"][1]["cpu"]
     assert burned["min"] >= 0.05 and burned["mean"] >= burned["min"]
+
+
+def test_commands_are_shell_commands_and_argvs_stay_shell_free(tmp_path):
+    """hyperfine's form: each COMMAND runs through the shell (charged less its start-up);
+    ``--command`` and ``-- PROGRAM`` stay shell-free."""
+    done, exported = bench(tmp_path, "--runs", "1", "sleep 0.01", "--command", '["true"]', "echo {x}", "-L", "x", "a")
+    assert done.returncode == 0, done.stderr
+    assert [r["argv"] for r in exported["results"]] == [["sh", "-c", "sleep 0.01"], ["true"], ["sh", "-c", "echo a"]]
+    assert exported["processkit"]["shell"] == "sh" and exported["processkit"]["shell_startup"]["runs"] == 50
+    done, exported = bench(tmp_path, "--runs", "1", "--", "true")
+    assert done.returncode == 0 and exported["processkit"]["shell_startup"] is None  # nothing to charge
+    assert "Shell start-up" not in done.stdout.decode()
+
+
+def test_steps_are_shell_strings_and_json_arrays_still_work(tmp_path):
+    log = tmp_path / "log"
+    done, _ = bench(
+        tmp_path, "--runs", "1", "--prepare", "sync", "-s", f"sh -c 'echo setup >> {log}'",
+        "-c", json.dumps(["sh", "-c", f"echo cleanup >> {log}"]), "-N", "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().split() == ["setup", "cleanup"]  # a -N benchmark splits its steps too
+
+
+@pytest.mark.parametrize(
+    "where, passes",
+    [("null", True), ("pipe", False), ("./out.txt", False), ("inherit", False)],
+)
+def test_output_goes_where_asked(tmp_path, where, passes):
+    """``--output``: the child's stdout is /dev/null, a pipe, the file, or the terminal's."""
+    is_null = 'echo hello; test "$(readlink /proc/$$/fd/1)" = /dev/null'
+    done, _ = bench(tmp_path, "--runs", "2", f"--output={where}", is_null)
+    assert done.returncode == (0 if passes else 118), done.stderr
+    if where == "./out.txt":
+        assert (tmp_path / "out.txt").read_text() == "hello\n"  # emptied for each run
+    if where == "inherit":
+        assert b"hello" in done.stdout
+
+
+def test_output_once_per_command(tmp_path):
+    done, exported = bench(tmp_path, "--runs", "1", "--output=./a.txt", "--output=./b.txt", "echo a", "echo b")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.txt").read_text() == "a\n" and (tmp_path / "b.txt").read_text() == "b\n"
+    done = run_cli("bench", "--output=null", "--output=pipe", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"'--output' option has to be provided just once or N times" in done.stderr
+    done = run_cli("bench", "--output=results", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"'./results'" in done.stderr
+
+
+def test_asciidoc_orgmode_and_markdown_tables(tmp_path):
+    files = {kind: tmp_path / f"b.{kind}" for kind in ("markdown", "asciidoc", "orgmode")}
+    flags = [item for kind, path in files.items() for item in (f"--export-{kind}", path)]
+    done, _ = bench(tmp_path, "--runs", "3", "-N", *flags, "--time-unit", "millisecond", "sleep 0.01", "sleep 0.02")
+    assert done.returncode == 0, done.stderr
+    markdown = files["markdown"].read_text().splitlines()
+    assert markdown[0] == "| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |"
+    assert re.fullmatch(r"\| `sleep 0\.02` \| [\d.]+ ± [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ ± [\d.]+ \|", markdown[3])
+    assert files["asciidoc"].read_text().startswith('[cols="<,>,>,>,>"]\n|===\n| Command \n')
+    assert files["orgmode"].read_text().splitlines()[1] == "|--+--+--+--+--|"
+
+
+def test_exports_neutralise_hostile_names(tmp_path):
+    """A name is never a spreadsheet formula or a terminal escape in the CSV, and a newline in
+    it never puts raw HTML or rows outside the Markdown table."""
+    table, md = tmp_path / "b.csv", tmp_path / "b.md"
+    names = ["=cmd|' /C calc'!A0", "@SUM(1)\x1b[31m", "a\n<img src=x onerror=alert(1)>\n| x | y |"]
+    named = [item for name in names for item in ("--command-name", name)]
+    done, _ = bench(
+        tmp_path, "--runs", "1", *named, "--export-csv", table, "--export-markdown", md, "true", "true", "true"
+    )
+    assert done.returncode == 0, done.stderr
+    cells = [row["command"] for row in csv.DictReader(io.StringIO(table.read_text()))]
+    assert cells[0] == "'=cmd|' /C calc'!A0" and cells[1] == "'@SUM(1)[31m"
+    assert "\x1b" not in table.read_text()
+    from processkit.benchmark.exports import spreadsheet_cell
+
+    assert spreadsheet_cell("-5") == "-5" and spreadsheet_cell("-5+cmd") == "'-5+cmd"  # a number stays one
+    lines = md.read_text().splitlines()
+    assert len(lines) == 5 and all(line.startswith("| ") or line.startswith("|:") for line in lines)
+    assert "\\| x \\| y \\|" in lines[4]
+
+
+def test_ignoring_failures_says_so(tmp_path):
+    done, _ = bench(tmp_path, "--runs", "2", "-i", "exit 3")
+    assert done.returncode == 0, done.stderr
+    assert "Warning: Ignoring non-zero exit code." in done.stdout.decode()
+
+
+def test_shell_flags_are_hyperfines(tmp_path):
+    done = run_cli("bench", "-N", "--shell", "bash", "true", cwd=tmp_path)
+    assert done.returncode == 100 and b"-N and --shell" in done.stderr
+    done = run_cli("bench", "-N", "echo 'unclosed", cwd=tmp_path)
+    assert done.returncode == 100 and b"without a shell" in done.stderr
+    done, exported = bench(tmp_path, "--runs", "1", "-S", "bash --norc", "echo $BASH_VERSION")
+    assert done.returncode == 0, done.stderr
+    assert exported["results"][0]["argv"][:3] == ["bash", "--norc", "-c"]
+
+
+def test_the_api_takes_hyperfines_options(tmp_path):
+    import processkit
+
+    log = tmp_path / "log"
+    result = processkit.bench(
+        ["echo {v}", ["true"]],
+        parameters={"v": ["a,b", "c"]},
+        runs=1,
+        order="sequential",
+        shell="none",
+        prepare=f"sh -c 'echo prepare >> {log}'",
+        conclude=["sh", "-c", f"echo conclude >> {log}"],
+        reference="sleep 0.01",
+        output="null",
+        ignore_failure=[3],
+    )
+    assert [r.command.name for r in result.results] == ["sleep 0.01", "echo a,b", "true", "echo c", "true"]
+    assert result.results[1].command.argv == ("echo", "a,b")  # a comma in a value is escaped, not refused
+    assert result.reference is result.results[0] and result.settings["ignore_failure"] == [3]
+    assert log.read_text().split() == ["prepare", "conclude"] * 5
+    assert result.settings["shell"] is None and result.settings["shell_startup"] is None
+
+
+@pytest.mark.parametrize("style, drawn", [("full", True), ("basic", False), ("auto", False)])
+def test_style_decides_the_progress_lines(tmp_path, style, drawn):
+    """hyperfine's --style: ``full`` draws progress even off a terminal; ``none`` prints nothing."""
+    done, _ = bench(tmp_path, "--runs", "2", f"--style={style}", "-N", "true")
+    assert done.returncode == 0, done.stderr
+    assert (b"\x1b[2K" in done.stdout) is drawn and b"Benchmark 1: true" in done.stdout
+    quiet, exported = bench(tmp_path, "--runs", "2", "--style=none", "-N", "true")
+    assert quiet.returncode == 0 and quiet.stdout == b"" and len(exported["results"][0]["times"]) == 2
+
+
+def test_parameter_values_may_start_with_a_hyphen(tmp_path):
+    """hyperfine reads -P and -L values as values, a leading '-' included."""
+    done, exported = bench(tmp_path, "--runs", "1", "-N", "-P", "n", "-1", "0", "-L", "x", "-a,-b", "true {n} {x}")
+    assert done.returncode == 0, done.stderr
+    assert [r["command"] for r in exported["results"]] == ["true -1 -a", "true 0 -a", "true -1 -b", "true 0 -b"]
+
+
+def test_a_shell_that_cannot_start_fails_before_any_run(tmp_path):
+    done = run_cli("bench", "--runs", "1", "-S", "no-such-shell-xyz", "true", cwd=tmp_path)
+    assert done.returncode == 118
+    assert b"could not measure the shell's start-up (no-such-shell-xyz -c ''): could not start" in done.stderr

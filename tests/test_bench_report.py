@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("browser")
 def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, tmp_path):  # noqa: F811
     exported, page = tmp_path / "bench.json", tmp_path / "bench.html"
     done = run_cli(
-        "bench", "--runs", "4", "--warmup", "1", "--command", '["true"]', "--shell", "sleep 0.02", "--command-name", "quick",
+        "bench", "--runs", "4", "--warmup", "1", "--command", '["true"]', "sleep 0.02", "--command-name", "quick",
         "--export-json", exported,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

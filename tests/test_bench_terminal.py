@@ -27,7 +27,7 @@ def pane(tmp_path):
 
 
 def start(pane: Pane, *flags: str, shell: str = HOLDS_THIRD) -> None:
-    command = [*cli_command(), "bench", *flags, "--shell", shell]
+    command = [*cli_command(), "bench", *flags, shell]
     script = pane.dir / "pane.sh"  # its shell survives Ctrl-C (a trap), so the pane reports bench's code
     script.write_text(
         f"cd {shlex.quote(str(pane.dir))}\ntrap : INT\nstty -g > before.txt\n{shlex.join(command)}\n"
@@ -72,8 +72,23 @@ def test_ctrl_c_stops_the_benchmark_and_gives_the_terminal_back(pane):
 def test_more_commands_than_rows_share_one_progress_line(pane):
     start(pane, "--runs", "1", "--parameter-scan", "k", "1", "40", shell=": {k}; " + HOLDS_THIRD)
     wait_for_file(pane.dir / "third")
-    shown = wait_for_screen(pane, "1/1")
-    assert len([line for line in shown.splitlines() if "1/1" in line]) == 1  # one shared line, not 40
+    shown = wait_for_screen(pane, "elapsed")  # the shared line shows the command that is running
+    assert len([line for line in shown.splitlines() if "/1" in line]) == 1  # one shared line, not 40
     (pane.dir / "go").touch()
     assert pane.finish() == 0
     assert "Benchmark 40:" in pane.tmux("capture-pane", "-p", "-S", "-400", "-t", "t")
+
+
+def test_progress_shows_from_the_first_moment(pane):
+    """A long first run: its line is there with the initial estimate, and its elapsed time
+    grows while it runs (nothing was drawn before it ended)."""
+    start(pane, "--runs", "3", shell="if [ ! -e go ]; then touch first; while [ ! -e go ]; do sleep 0.01; done; fi")
+    wait_for_file(pane.dir / "first")
+    shown = wait_for_screen(pane, "elapsed")
+    line = next(line for line in shown.splitlines() if "elapsed" in line)
+    assert "0/3 (estimate)" in line and "(run 1: " in line
+    later = wait_for_screen(pane, "(run 1: 1.")  # the same run, redrawn as it goes on
+    assert "0/3" in later
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    assert "3 runs" in screen(pane) and "elapsed" not in screen(pane)

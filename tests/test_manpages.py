@@ -59,7 +59,7 @@ def test_each_page_renders_with_man_l_and_documents_every_flag():
             "SEE ALSO",
         ):
             assert re.search(rf"^{heading}$", text, re.M), (command, heading)
-        documented = set(re.findall(r"^ +(?:-[A-Za-z](?: [A-Z]+)?, )?(--[a-z][a-z0-9-]*)", text, re.M))
+        documented = set(re.findall(r"^ +(?:-[A-Za-z](?: \[?[A-Z]+\]?)*, )?(--[a-z][a-z0-9-]*)", text, re.M))
         assert flags <= documented, (command, flags - documented)
 
 

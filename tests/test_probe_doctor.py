@@ -60,6 +60,8 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "run:capture-keep-layout",
         "run:capture-keep-live",
         "bench:hyperfine-json",
+        "bench:hyperfine-commands",
+        "bench:shell-startup-subtracted",
     }
     expected = set(capabilities)
     for command in COMMANDS:

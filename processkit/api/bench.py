@@ -25,6 +25,11 @@ def _json_argv(value, name: str) -> str:
     return json.dumps([str(item) for item in value])
 
 
+def _step(value, name: str) -> str:
+    """A string is a shell command (as hyperfine's), a list an argv (run shell-free)."""
+    return value if isinstance(value, str) else _json_argv(value, name)
+
+
 def command_line(
     commands: list,
     *,
@@ -36,10 +41,16 @@ def command_line(
     max_runs: int | None = None,
     warmup: int | None = None,
     min_time_s: float | None = None,
-    prepare: list[str] | None = None,
-    setup: list[str] | None = None,
-    cleanup: list[str] | None = None,
-    ignore_failure: bool = False,
+    prepare: str | list[str] | None = None,
+    setup: str | list[str] | None = None,
+    cleanup: str | list[str] | None = None,
+    conclude: str | list[str] | None = None,
+    reference: str | None = None,
+    reference_name: str | None = None,
+    shell: str | None = None,
+    output: str | None = None,
+    input_file: str | None = None,
+    ignore_failure: bool | list[int] = False,
     timeout_ms: int | None = None,
     cpus: list[int] | None = None,
     jsonl_dir: str | None = None,
@@ -48,14 +59,12 @@ def command_line(
 ) -> list[str]:
     """The ``bench`` arguments for these keywords (validated by the command itself)."""
     argv: list[str] = []
-    for command in commands:
-        argv += ["--shell", command] if isinstance(command, str) else ["--command", _json_argv(command, "a command")]
+    for command in commands:  # a string is one COMMAND (a shell command), in its place among the argvs
+        argv += [command] if isinstance(command, str) else ["--command", _json_argv(command, "a command")]
     for name in names or ():
         argv += ["--command-name", str(name)]
     for name, values in (parameters or {}).items():
-        listed = [str(value) for value in values]
-        if any("," in value for value in listed):
-            raise usage(f"a value of the parameter {name!r} contains a comma, which --parameter-list cannot carry")
+        listed = [str(value).replace("\\", "\\\\").replace(",", "\\,") for value in values]  # -L's escapes
         argv += ["--parameter-list", str(name), ",".join(listed)]
     counts = {"--runs": runs, "--min-runs": min_runs, "--max-runs": max_runs, "--warmup": warmup}
     argv += [item for flag, value in counts.items() if value is not None for item in (flag, str(value))]
@@ -63,24 +72,33 @@ def command_line(
         argv += ["--min-time", f"{round(min_time_s * 1000)}ms"]
     if timeout_ms is not None:
         argv += ["--timeout", f"{timeout_ms}ms"]
-    for flag, value in (("--prepare", prepare), ("--setup", setup), ("--cleanup", cleanup)):
-        if value is not None:
-            argv += [flag, _json_argv(value, flag)]
+    steps = (("--prepare", prepare), ("--setup", setup), ("--cleanup", cleanup), ("--conclude", conclude))
+    argv += [item for flag, value in steps if value is not None for item in (f"{flag}={_step(value, flag)}",)]
+    named = [("--reference", reference), ("--reference-name", reference_name), ("--shell", shell), ("--output", output)]
+    named.append(("--input", None if input_file is None else os.fspath(input_file)))
+    argv += [f"{flag}={value}" for flag, value in named if value is not None]
     if cpus is not None:
         argv += ["--cpus", ",".join(str(cpu) for cpu in cpus)]
     if jsonl_dir is not None:
         argv += ["--jsonl-dir", os.fspath(jsonl_dir)]
     argv += ["--order", order, "--metric", metric]
-    argv += ["--ignore-failure"] * bool(ignore_failure) + ["--show-output"] * bool(show_output)
+    if ignore_failure is True:
+        argv += ["--ignore-failure"]
+    elif ignore_failure:  # the exit codes to ignore
+        argv += ["--ignore-failure=" + ",".join(str(int(code)) for code in ignore_failure)]
+    argv += ["--show-output"] * bool(show_output)
     return argv
 
 
 def bench(commands: list, **keywords) -> BenchResult:
-    """Benchmark ``commands`` (each an argv list, run shell-free, or a string, run through
-    ``sh -c``) and return the typed result. Keywords: ``names``, ``parameters`` (name -> values),
-    ``order``, ``runs``, ``min_runs``, ``max_runs``, ``warmup``, ``min_time_s``, ``prepare``,
-    ``setup``, ``cleanup`` (argv lists), ``ignore_failure``, ``timeout_ms``, ``cpus``,
-    ``jsonl_dir``, ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure`` with the CLI's code."""
+    """Benchmark ``commands`` (each an argv list, run shell-free, or a string, a shell command
+    as hyperfine runs it) and return the typed result. Keywords: ``names``, ``parameters``
+    (name -> values), ``order``, ``runs``, ``min_runs``, ``max_runs``, ``warmup``,
+    ``min_time_s``, ``prepare``, ``setup``, ``cleanup``, ``conclude`` (a shell string or an
+    argv list), ``reference``, ``reference_name``, ``shell`` (``"none"``: no shell),
+    ``output``, ``input_file``, ``ignore_failure`` (True, or the exit codes), ``timeout_ms``, ``cpus``, ``jsonl_dir``,
+    ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure``
+    with the CLI's code."""
     arguments = command_line(commands, **keywords)
     fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")
     os.close(fd)

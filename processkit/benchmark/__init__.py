@@ -21,8 +21,9 @@ def bench_commands(commands: list[Command], options: Options, progress_fd: int |
         return Session(commands, options).run()
     from .progress import ProgressBars
 
-    bars = ProgressBars(commands, progress_fd)
+    bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
+    bars.start()
     try:
-        return Session(commands, options, bars.update).run()
+        return Session(commands, options, bars).run()
     finally:
         bars.close()

@@ -21,13 +21,21 @@ import resource
 import signal
 import time
 
+from .. import safepath
 from ..containment import Usage, prctl
 from ..engine import runner
-from ..errors import Kind
+from ..engine.host import Host
+from ..errors import Failure, Kind
 from ..plain import Plain
-from ..spec import RunSpec
+from ..spec import RunSpec, StdinMode
+from ..text import sanitize
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
 SETTLE_SECONDS = 0.05
+TICK_SECONDS = 0.25  # how often a run's progress line is redrawn while it runs
 WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)  # what a run's SignalWatch takes
 
 
@@ -92,15 +100,43 @@ def _settle() -> None:
             time.sleep(0.0005)
 
 
+def _every(host: Host, tick: Callable[[], None]) -> None:
+    def again() -> None:
+        tick()
+        host.loop.call_later(TICK_SECONDS, again)
+
+    host.loop.call_later(TICK_SECONDS, again)
+
+
+def _output_fd(output: str) -> int | None:
+    """``--output null`` or ``--output FILE`` (emptied for each run, as hyperfine does)."""
+    if output == "null":
+        return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        return safepath.open_for_writing(output)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot write --output {sanitize(output)}: {exc.strerror or exc}") from None
+
+
 def _children_cpu_ns() -> tuple[int, int]:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return round(used.ru_utime * 1e9), round(used.ru_stime * 1e9)
 
 
 def measure(
-    argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None, echo: bool = False
+    argv: tuple[str, ...],
+    *,
+    timeout_ms: int | None = None,
+    jsonl: str | None = None,
+    echo: bool = False,
+    output: str = "pipe",
+    input_file: str | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Measured:
-    """Run ``argv`` once, contained, and measure it; never raises for what the run reports."""
+    """Run ``argv`` once, contained, and measure it; never raises for what the run reports.
+    ``output``: pipe (read, discarded or echoed), inherit, null or a file's path (hyperfine's
+    ``--output``); ``tick`` is called on the run's loop every TICK_SECONDS while it runs."""
+    output_fd = None if output in ("pipe", "inherit") else _output_fd(output)
     spec = RunSpec(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
@@ -109,12 +145,22 @@ def measure(
         timeout_ms=timeout_ms,
         grace_ms=0,
         echo=echo,
+        output_fd=output_fd,
+        stdin=StdinMode.FILE if input_file is not None else StdinMode.NULL,
+        stdin_file=input_file,
     )
     handlers = {signum: signal.getsignal(signum) for signum in WATCHED}
     user_before, system_before = _children_cpu_ns()
+    host = Host()
+    if tick is not None:
+        _every(host, tick)
     try:
-        outcome = runner.execute(spec)
+        outcome = host.carry(runner.steps(host, spec))
+        assert isinstance(outcome, runner.Outcome)
     finally:  # the engine leaves its absorbing handlers in place; between runs ours apply
+        host.close()
+        if output_fd is not None:
+            os.close(output_fd)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     _settle()

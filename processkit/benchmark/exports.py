@@ -1,7 +1,13 @@
-"""``--export-json``, ``--export-markdown``, ``--export-csv``: hyperfine's three export shapes.
+"""The export formats, in hyperfine's shapes: JSON (``BenchResult.to_json()``), CSV (its
+columns, one ``parameter_<name>`` column per parameter, seconds), and three markup tables
+(Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the reference with its
+uncertainty, in the first command's unit or ``--time-unit``; in given order, or by mean time
+with ``--sort mean-time``).
 
-JSON is ``BenchResult.to_json()``; Markdown is hyperfine's table (mean ± σ, min, max, relative);
-CSV has hyperfine's columns and one ``parameter_<name>`` column per parameter.
+Names are neutralised for where they land: a terminal's control characters never pass; a CSV
+cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, a tab or CR first)
+is written with a leading ``'``; a markup cell holds no newline and none of the table's own
+delimiters.
 """
 
 from __future__ import annotations
@@ -9,42 +15,32 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
-from .result import BenchResult
-from .summary import unit_for
+from ..text import sanitize
+from .result import BenchResult, CommandResult
+from .summary import number, unit_for
 
 CSV_COLUMNS = ("command", "mean", "stddev", "median", "user", "system", "min", "max")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
+HEADERS = ("Command", "Mean [{unit}]", "Min [{unit}]", "Max [{unit}]", "Relative")
 
 
 def to_json(result: BenchResult) -> str:
     return json.dumps(result.to_json(), indent=2) + "\n"
 
 
-def to_markdown(result: BenchResult) -> str:
-    summaries = [r.summary for r in result.results if r.summary is not None]
-    if not summaries:
-        return "No command finished a run.\n"
-    name, scale = unit_for(min(s.mean for s in summaries))
-    fastest = min(s.mean for s in summaries)
-    lines = [
-        f"| Command | Mean [{name}] | Min [{name}] | Max [{name}] | Relative |",
-        "|:---|---:|---:|---:|---:|",
-    ]
-    for command_result in result.results:
-        s = command_result.summary
-        label = "`" + command_result.command.name.replace("|", "\\|").replace("`", "'") + "`"
-        if s is None:
-            lines.append(f"| {label} | timed out | | | |")
-            continue
-        spread = f" ± {s.stddev * scale:.1f}" if s.stddev is not None else ""
-        relative = s.mean / fastest
-        lines.append(
-            f"| {label} | {s.mean * scale:.1f}{spread} | {s.min * scale:.1f} | {s.max * scale:.1f} | {relative:.2f} |"
-        )
-    return "\n".join(lines) + "\n"
+def spreadsheet_cell(text: str) -> str:
+    """A CSV text cell no spreadsheet runs and no terminal obeys (OWASP's CSV injection rule);
+    a plain number (a parameter's ``-5``) is left as it is."""
+    text = sanitize(text, limit=4096)
+    if text.startswith(FORMULA_STARTS) and not NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
-def to_csv(result: BenchResult) -> str:
+def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     names = sorted({key for r in result.results for key in r.command.parameters})
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -53,9 +49,107 @@ def to_csv(result: BenchResult) -> str:
         s = command_result.summary
         figures = [] if s is None else [s.mean, s.stddev if s.stddev is not None else "", s.median, s.user, s.system]
         figures = figures + ([s.min, s.max] if s is not None else [])
-        row = [command_result.command.name, *(figures or [""] * 7)]
-        writer.writerow([*row, *(command_result.command.parameters.get(n, "") for n in names)])
+        row = [spreadsheet_cell(command_result.command.name), *(figures or [""] * 7)]
+        values = (spreadsheet_cell(command_result.command.parameters.get(n, "")) for n in names)
+        writer.writerow([*row, *values])
     return buffer.getvalue()
 
 
-WRITERS = {"json": to_json, "markdown": to_markdown, "csv": to_csv}
+def _rows(result: BenchResult, time_unit: str | None, sort: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The table's header and each command's label and figures, wall time only."""
+    finished = [r for r in result.results if r.summary is not None]
+    unit = unit_for(finished[0].summary.mean if finished else 1.0, time_unit)  # type: ignore[union-attr]
+    header = [cell.format(unit=unit[0]) for cell in HEADERS]
+    reference = _wall_reference(result)
+    rows: list[tuple[str, list[str]]] = []
+    for command_result in _ordered(result, sort):
+        s, label = command_result.summary, command_result.command.label
+        if s is None or reference is None or reference.summary is None:
+            rows.append((label, ["timed out", "", "", ""]))
+            continue
+        base = reference.summary
+        ratio = s.mean / base.mean if base.mean > 0 else float("inf")
+        relative = f"{ratio:.2f}"
+        if (
+            command_result is not reference
+            and s.stddev is not None
+            and base.stddev is not None
+            and s.mean > 0 < base.mean
+        ):
+            spread = ratio * ((s.stddev / s.mean) ** 2 + (base.stddev / base.mean) ** 2) ** 0.5
+            relative += f" ± {spread:.2f}"
+        rows.append((label, [*_figures(command_result, unit), relative]))
+    return header, rows
+
+
+def _figures(command_result: CommandResult, unit: tuple[str, float]) -> list[str]:
+    s = command_result.summary
+    assert s is not None
+    spread = f" ± {number(s.stddev, unit)}" if s.stddev is not None else ""
+    return [f"{number(s.mean, unit)}{spread}", number(s.min, unit), number(s.max, unit)]
+
+
+def _wall_reference(result: BenchResult) -> CommandResult | None:
+    """What the Relative column divides by: ``--reference`` while it has figures, else the
+    command with the lowest mean wall time (the tables show wall time, whatever ``--metric``)."""
+    finished = [r for r in result.results if r.summary is not None]
+    if not finished:
+        return None
+    if result.settings.get("reference") and finished[0] is result.results[0]:
+        return finished[0]
+    return min(finished, key=lambda r: r.summary.mean)  # type: ignore[union-attr]
+
+
+def _cell(text: str, delimiters: str) -> str:
+    text = sanitize(text.replace("\n", " ").replace("\r", " "), limit=4096)
+    for delimiter in delimiters:
+        text = text.replace(delimiter, "\\" + delimiter)
+    return text
+
+
+def to_markdown(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
+    header, rows = _rows(result, time_unit, sort)
+    lines = ["| " + " | ".join(header) + " |", "|:---|---:|---:|---:|---:|"]
+    for label, cells in rows:
+        name = "`" + _cell(label, "|").replace("`", "'") + "`"
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_asciidoc(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
+    header, rows = _rows(result, time_unit, sort)
+    parts = ['[cols="<,>,>,>,>"]\n|===', "\n| " + " \n| ".join(header) + " \n"]
+    for label, cells in rows:
+        name = "`" + _cell(label, "|").replace("`", "'") + "`"
+        parts.append("\n| " + " \n| ".join([name, *cells]) + " \n")
+    parts.append("|===\n")
+    return "".join(parts)
+
+
+def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
+    header, rows = _rows(result, time_unit, sort)
+
+    def line(cells: list[str]) -> str:
+        return f"| {cells[0]}  |  " + " |  ".join(cells[1:]) + " |\n"
+
+    parts = [line(header), "|" + "--+" * (len(header) - 1) + "--|\n"]
+    for label, cells in rows:
+        name = "=" + _cell(label, "").replace("|", "\\vert{}").replace("=", "'") + "="  # org's escape for |
+        parts.append(line([name, *cells]))
+    return "".join(parts)
+
+
+def _ordered(result: BenchResult, sort: str) -> list[CommandResult]:
+    ordered = list(result.results)
+    if sort == "mean-time":
+        ordered.sort(key=lambda r: r.summary.mean if r.summary is not None else float("inf"))
+    return ordered
+
+
+WRITERS = {
+    "json": lambda result, time_unit=None, sort="auto": to_json(result),
+    "csv": to_csv,
+    "markdown": to_markdown,
+    "asciidoc": to_asciidoc,
+    "orgmode": to_orgmode,
+}

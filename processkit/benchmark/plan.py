@@ -1,16 +1,23 @@
 """What a benchmark is asked to do: the commands (parameters expanded) and the options.
 
 Built by the CLI and by ``processkit.bench``; validated here so both report the same usage
-errors. A command is an argv (run shell-free) or a shell string (``sh -c``); its name is what
-the summary and the exports call it: ``--command-name`` where given, else the command as typed.
+errors. A command is an argv (run shell-free) or a shell string, run as hyperfine runs it:
+``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split as a shell would and run without one
+(``-N``, ``--shell=none``). Its name is what the summary and the exports call it:
+``--command-name`` where given, else the command as typed. Each command carries its own untimed
+steps (setup, prepare, conclude, cleanup) and output policy, resolved here once.
 """
 
 from __future__ import annotations
 
+import decimal
 import itertools
+import re
+import shlex
 
 from ..errors import usage
 from ..plain import Constant, Plain
+from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,16 +35,54 @@ Order.INTERLEAVED = Order("INTERLEAVED", "interleaved")
 Order.SEQUENTIAL = Order("SEQUENTIAL", "sequential")
 ORDERS = {order.value: order for order in (Order.INTERLEAVED, Order.SEQUENTIAL)}
 METRICS = ("wall", "cpu")
+DEFAULT_SHELL = ("sh",)
+OUTPUTS = ("null", "pipe", "inherit")  # or a file's path, as hyperfine's --output
+MAX_SCAN = 100_000
+SORTS = ("auto", "command", "mean-time")  # hyperfine's --sort
+TIME_UNITS = ("microsecond", "millisecond", "second")  # hyperfine's --time-unit
 
 
 class Command(Plain):
-    __slots__ = ("name", "text", "argv", "parameters")
+    __slots__ = (
+        "name",
+        "text",
+        "argv",
+        "parameters",
+        "label",
+        "shell",
+        "setup",
+        "prepare",
+        "conclude",
+        "cleanup",
+        "output",
+    )
 
-    def __init__(self, name: str, text: str, argv: tuple[str, ...], parameters: dict[str, str]):
-        self.name = name  # what the summary and exports call it
+    def __init__(
+        self,
+        name: str,
+        text: str,
+        argv: tuple[str, ...],
+        parameters: dict[str, str],
+        *,
+        label: str | None = None,
+        shell: bool = False,
+        setup: tuple[str, ...] | None = None,
+        prepare: tuple[str, ...] | None = None,
+        conclude: tuple[str, ...] | None = None,
+        cleanup: tuple[str, ...] | None = None,
+        output: str = "pipe",
+    ):
+        self.name = name  # what the exports call it
         self.text = text  # the command as given: the shell string, or the argv joined by spaces
         self.argv = argv  # what is executed
         self.parameters = parameters
+        self.label = label if label is not None else name  # on screen: the name, with unused parameters
+        self.shell = shell  # run through a shell, so charged the shell's start-up (measured, subtracted)
+        self.setup = setup  # once before its runs (an argv, its parameters substituted), untimed
+        self.prepare = prepare  # before each of its runs
+        self.conclude = conclude  # after each of its runs
+        self.cleanup = cleanup  # once after its last run
+        self.output = output  # where its output goes: pipe, null, inherit, or a file's path
 
 
 class Options(Plain):
@@ -47,9 +92,6 @@ class Options(Plain):
         "max_runs",
         "warmup",
         "min_time_s",
-        "prepare",
-        "setup",
-        "cleanup",
         "ignore_failure",
         "timeout_ms",
         "order",
@@ -57,6 +99,9 @@ class Options(Plain):
         "jsonl_dir",
         "show_output",
         "metric",
+        "input_file",
+        "shell",
+        "reference",
     )
 
     def __init__(
@@ -67,16 +112,16 @@ class Options(Plain):
         max_runs: int | None = None,
         warmup: int = 0,
         min_time_s: float = 3.0,
-        prepare: tuple[str, ...] | None = None,
-        setup: tuple[str, ...] | None = None,
-        cleanup: tuple[str, ...] | None = None,
-        ignore_failure: bool = False,
+        ignore_failure: bool | tuple[int, ...] = False,
         timeout_ms: int | None = None,
         order: Order = Order.INTERLEAVED,
         cpus: tuple[int, ...] | None = None,
         jsonl_dir: str | None = None,
         show_output: bool = False,
         metric: str = "wall",
+        input_file: str | None = None,
+        shell: tuple[str, ...] | None = DEFAULT_SHELL,
+        reference: bool = False,
     ):
         if runs is not None and runs < 1:
             raise usage("--runs must be at least 1")
@@ -91,16 +136,22 @@ class Options(Plain):
         self.max_runs = max_runs
         self.warmup = warmup
         self.min_time_s = min_time_s
-        self.prepare = prepare
-        self.setup = setup
-        self.cleanup = cleanup
-        self.ignore_failure = ignore_failure
+        self.ignore_failure = ignore_failure  # True: every non-zero exit; a tuple: those codes only
         self.timeout_ms = timeout_ms
         self.order = order
         self.cpus = cpus
         self.jsonl_dir = jsonl_dir
         self.show_output = show_output
         self.metric = metric  # what the comparison ranks by: wall time, or the tree's user+system CPU
+        self.input_file = input_file  # every run's stdin (None: /dev/null)
+        self.shell = shell  # what shell commands run through (its start-up is measured); None: -N
+        self.reference = reference  # the first command is --reference: the others are compared with it
+
+    def ignores(self, code: int) -> bool:
+        """Whether a timed run's exit ``code`` is benchmarked anyway (``--ignore-failure[=CODES]``)."""
+        if isinstance(self.ignore_failure, tuple):
+            return code in self.ignore_failure
+        return self.ignore_failure
 
     def run_count(self, cycle_s: float) -> int:
         """How many timed runs a command gets when each takes ``cycle_s`` in all."""
@@ -112,54 +163,202 @@ class Options(Plain):
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
-    for name, value in values.items():
-        text = text.replace("{" + name + "}", value)
-    return text
+    """Every ``{NAME}`` replaced in one pass, so a value holding ``{OTHER}`` stays as it is."""
+    if not values:
+        return text
+    pattern = re.compile("|".join(re.escape("{" + name + "}") for name in values))
+    return pattern.sub(lambda found: values[found.group()[1:-1]], text)
+
+
+Given = tuple[str, "str | tuple[str, ...]"]  # ("shell", text) or ("argv", arguments)
+
+
+def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None) -> tuple[tuple[str, ...], bool]:
+    """What a given command executes, its parameters substituted, and whether it runs through
+    the shell: a shell string is ``SHELL -c TEXT``, or split as a shell would (``-N``)."""
+    kind, value = given
+    if kind == "argv":
+        assert isinstance(value, tuple)
+        return tuple(substitute(arg, values) for arg in value), False
+    assert isinstance(value, str)
+    text = substitute(value, values)
+    if shell is not None:
+        return (*shell, "-c", text), True
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise usage(f"cannot split the command {sanitize(text)!r} without a shell: {exc}") from None
+    if not argv:
+        raise usage("an empty command cannot run without a shell")
+    return argv, False
+
+
+def _per_command(flag: str, listed: Sequence, count: int) -> list:
+    """hyperfine's rule for ``--prepare``, ``--conclude``, ``--output``: once for all, or once each."""
+    if len(listed) > 1 and len(listed) != count:
+        raise usage(
+            f"the '{flag}' option has to be provided just once or N times, where N={count} is the "
+            "number of benchmark commands (including a potential reference)"
+        )
+    return list(listed) * count if len(listed) == 1 else list(listed) or [None] * count
+
+
+class Auxiliary(Plain):
+    """The untimed commands around the runs, each as given: once for all, or (prepare,
+    conclude, output) once per command."""
+
+    __slots__ = ("setup", "cleanup", "prepare", "conclude", "outputs")
+
+    def __init__(
+        self,
+        *,
+        setup: Given | None = None,
+        cleanup: Given | None = None,
+        prepare: Sequence[Given] = (),
+        conclude: Sequence[Given] = (),
+        outputs: Sequence[str] = (),
+    ):
+        for output in outputs:
+            if output not in OUTPUTS and "/" not in output:
+                raise usage(
+                    f"unknown --output {sanitize(output)!r}: use './{sanitize(output)}' for a file of that name"
+                )
+        self.setup = setup
+        self.cleanup = cleanup
+        self.prepare = prepare
+        self.conclude = conclude
+        self.outputs = outputs
 
 
 def expand(
-    given: Sequence[tuple[str, str | tuple[str, ...]]],
+    given: Sequence[Given],
     names: list[str],
     parameters: list[tuple[str, list[str]]],
+    *,
+    shell: tuple[str, ...] | None = DEFAULT_SHELL,
+    reference: tuple[Given, str | None] | None = None,
+    auxiliary: Auxiliary | None = None,
 ) -> list[Command]:
-    """``given``: ``("argv", tuple)`` or ``("shell", str)`` in order; each combination of the
-    parameters' values makes one command per given one, the values substituted in its argv."""
+    """``given``: ``("argv", tuple)`` or ``("shell", str)`` in order. As hyperfine does, each
+    combination of the parameters' values (the first parameter varying fastest) makes one
+    command per given one; ``--reference`` (never parameterised) comes first."""
     if not given:
-        raise usage("no command to benchmark: give one after '--', or --command / --shell")
-    if len(names) > len(given):
-        raise usage(f"{len(names)} --command-name values for {len(given)} commands")
+        raise usage("no command to benchmark: give one (a shell command), or --command, or one after '--'")
     seen = set()
     for name, listed in parameters:
         if name in seen:
-            raise usage(f"the parameter {name!r} is given twice")
+            raise usage(f"duplicate parameter names: {name}")
         if not listed:
             raise usage(f"the parameter {name!r} has no values")
         seen.add(name)
-    combinations = [
-        dict(zip((n for n, _ in parameters), combo)) for combo in itertools.product(*(v for _, v in parameters))
-    ]
+    lists = [listed for _, listed in reversed(parameters)]
+    order = [name for name, _ in reversed(parameters)]
+    combinations = []
+    for combo in itertools.product(*lists):
+        found = dict(zip(order, combo))
+        combinations.append({name: found[name] for name, _ in parameters})
+    planned: list[tuple[Given, str | None, dict[str, str]]] = []
+    total = len(given) * len(combinations)
+    if parameters and len(names) > 1 and len(names) != total:
+        raise usage(
+            f"'--command-name' has been specified {len(names)} times. It has to appear exactly once, "
+            f"or exactly {total} times (number of benchmarks)"
+        )
+    if not parameters and len(names) > len(given):
+        raise usage(f"too many --command-name options: expected {len(given)} at most")
+    for values in combinations:
+        for command in given:
+            index = len(planned)
+            chosen = names[index] if index < len(names) else (names[0] if parameters and names else None)
+            planned.append((command, chosen, values))
+    if reference is not None:
+        planned.insert(0, (reference[0], reference[1], {}))
+    aux = auxiliary or Auxiliary()
+    count = len(planned)
+    prepares = _per_command("--prepare", aux.prepare, count)
+    concludes = _per_command("--conclude", aux.conclude, count)
+    outputs = _per_command("--output", aux.outputs, count)
+
+    def around(step: Given | None, values: dict[str, str]) -> tuple[str, ...] | None:
+        return None if step is None else to_argv(step, values, shell)[0]
+
     commands = []
-    for index, (kind, value) in enumerate(given):
-        for values in combinations:
-            if kind == "shell":
-                assert isinstance(value, str)
-                text = substitute(value, values)
-                argv: tuple[str, ...] = ("sh", "-c", text)
-            else:
-                assert isinstance(value, tuple)
-                argv = tuple(substitute(arg, values) for arg in value)
-                text = " ".join(argv)
-            name = substitute(names[index], values) if index < len(names) else text
-            commands.append(Command(name, text, argv, values))
+    for (command, chosen, values), prepare, conclude, output in zip(planned, prepares, concludes, outputs):
+        argv, charged = to_argv(command, values, shell)
+        value = command[1]
+        text = substitute(value, values) if isinstance(value, str) else " ".join(argv)
+        shown = substitute(chosen, values) if chosen is not None else text
+        pattern = value if isinstance(value, str) else " ".join(value)
+        unused = [f"{key} = {val}" for key, val in values.items() if "{" + key + "}" not in pattern]
+        commands.append(
+            Command(
+                shown,
+                text,
+                argv,
+                values,
+                label=f"{shown} ({', '.join(unused)})" if unused else shown,
+                shell=charged,
+                setup=around(aux.setup, values),
+                prepare=around(prepare, values),
+                conclude=around(conclude, values),
+                cleanup=around(aux.cleanup, values),
+                output=output or "pipe",
+            )
+        )
     return commands
 
 
-def scan_values(low: str, high: str) -> list[str]:
-    """``--parameter-scan NAME MIN MAX``: the integers from MIN to MAX inclusive."""
+def parameter_list(text: str) -> list[str]:
+    """``-L NAME VALUES``: split at commas; ``\\,`` is a comma and ``\\\\`` a backslash, as hyperfine."""
+    values, current, escaped = [], [], False
+    for ch in text:
+        if escaped:
+            current.append(ch if ch in ",\\" else "\\" + ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            values.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if escaped:
+        current.append("\\")
+    values.append("".join(current))
+    return values
+
+
+def _numbers(low: str, high: str, step: str | None) -> list:
+    """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them."""
     try:
-        first, last = int(low), int(high)
+        return [int(low), int(high), int(step if step is not None else "1")]
     except ValueError:
-        raise usage(f"--parameter-scan takes integers, got {low!r} and {high!r}") from None
-    if last < first or last - first > 100_000:
-        raise usage("--parameter-scan needs MIN <= MAX and at most 100000 values")
-    return [str(value) for value in range(first, last + 1)]
+        pass
+    if step is None:
+        raise usage(
+            "a step size is required when the range bounds are not integers: give it with "
+            "'-D/--parameter-step-size DELTA'"
+        )
+    try:
+        numbers = [decimal.Decimal(value) for value in (low, high, step)]
+    except decimal.InvalidOperation:
+        raise usage(
+            f"--parameter-scan takes numbers, got {sanitize(low)!r}, {sanitize(high)!r} and {sanitize(step)!r}"
+        ) from None
+    if not all(number.is_finite() for number in numbers):
+        raise usage("--parameter-scan takes finite numbers")
+    return numbers
+
+
+def scan_values(low: str, high: str, step: str | None = None) -> list[str]:
+    """``--parameter-scan NAME MIN MAX`` (``-D STEP``): MIN, MIN+STEP, ... up to MAX inclusive."""
+    first, last, delta = _numbers(low, high, step)
+    if delta <= 0:
+        raise usage("--parameter-step-size must be above zero")
+    if last < first or (last - first) / delta >= MAX_SCAN:
+        raise usage(f"--parameter-scan needs MIN <= MAX and at most {MAX_SCAN} values")
+    values, value = [], first
+    while value <= last:
+        values.append(str(value))
+        value += delta
+    return values

@@ -142,13 +142,16 @@ class BenchResult:
         self.results = results
         self.settings = settings
         self.metric = settings.get("metric", "wall")  # what the comparison ranks by: wall or CPU time
-        if self.metric == "cpu":
-            summarized = [(r.command.name, r.cpu_summary, r.cpu_times) for r in results if r.cpu_summary is not None]
-        else:
-            summarized = [(r.command.name, r.summary, r.times) for r in results if r.summary is not None]
-        compared = compare(summarized)
-        self.fastest: str | None = compared[0] if compared else None
+        cpu = self.metric == "cpu"
+        figures = [(r, r.cpu_summary if cpu else r.summary, r.cpu_times if cpu else r.times) for r in results]
+        summarized = [(r.command.name, s, times) for r, s, times in figures if s is not None]
+        self.compared = [r for r, s, _ in figures if s is not None]  # the commands with figures, in order
+        # --reference is the first command: the others are compared with it while it has figures
+        given = 0 if settings.get("reference") and self.compared and self.compared[0] is results[0] else None
+        compared = compare(summarized, given)
+        self.reference: CommandResult | None = self.compared[compared[0]] if compared else None
         self.comparison: list[Comparison] = compared[1] if compared else []
+        self.fastest: str | None = min(summarized, key=lambda item: item[1].mean)[0] if compared else None
 
     def to_json(self) -> dict:
         return {
@@ -158,6 +161,7 @@ class BenchResult:
             else {
                 "metric": self.metric,
                 "fastest": self.fastest,
+                "reference": self.reference.command.name if self.reference is not None else None,
                 "others": [
                     {
                         "command": c.name,

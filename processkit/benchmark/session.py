@@ -6,44 +6,70 @@ all of a command's runs before the next. The number of timed runs per command is
 ``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
 its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
 benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
-most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed), untimed;
-``--setup`` once per command before its warm-up, ``--cleanup`` once per command after its last
-run. Sequential order gives each command its setup, warm-up, runs and cleanup in turn;
-interleaved order does each of those steps for all commands, then the next step.
+most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
+``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
+once per command after its last run. Sequential order gives each command its setup, warm-up,
+runs and cleanup in turn; interleaved order does each of those steps for all commands, then
+the next step.
 
 Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
 timed run stops the benchmark unless failures are ignored; a timed-out one is kept aside (not
 in the statistics) with a count; a stop signal stops the benchmark.
+
+Shell commands are charged less the shell's own start-up, as hyperfine does: before the
+benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times and its mean wall, user and system
+time are taken off each run of every command that runs through the shell (never below 0).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 from ..errors import Failure, Kind
+from ..plain import Plain
 from ..text import sanitize
 from . import driver
-from .plan import Command, Options, Order, substitute
+from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from .progress import ProgressBars
 
-    Progress = Callable[[int, "list[TimedRun]", int, float], None]
+CALIBRATION_RUNS = 50  # as hyperfine
+STEP_WORDS = {"setup": "setup", "prepare": "preparation", "conclude": "conclusion", "cleanup": "cleanup"}
+
+
+class Startup(Plain):
+    """The shell's own start-up, as measured: what each shell command's run is charged less."""
+
+    __slots__ = ("command", "wall", "user", "system", "runs")
+
+    def __init__(self, command: str, wall: float, user: float, system: float, runs: int):
+        self.command = command
+        self.wall = wall
+        self.user = user
+        self.system = system
+        self.runs = runs
+
+    def to_json(self) -> dict:
+        return {"command": self.command, "wall": self.wall, "user": self.user, "system": self.system, "runs": self.runs}
 
 
 class Session:
-    def __init__(self, commands: list[Command], options: Options, progress: Progress | None = None):
+    def __init__(self, commands: list[Command], options: Options, progress: ProgressBars | None = None):
         self.commands = commands
         self.options = options
-        self.progress = progress  # (command index, its timed runs so far, its target, its time spent)
+        self.progress = progress  # told before and after each run, and ticked while one runs
+        self.tick = progress.tick if progress is not None else None
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.order = 0
+        self.shell_startup: Startup | None = None
 
     def run(self) -> BenchResult:
         opts = self.options
@@ -52,6 +78,7 @@ class Session:
         try:
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
+            self._calibrate()
             for indices in groups:
                 self._benchmark(indices)
         finally:
@@ -62,10 +89,9 @@ class Session:
 
     def _benchmark(self, indices: list[int]) -> None:
         """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
-        opts = self.options
         for index in indices:
-            self._auxiliary(opts.setup, "--setup", index)
-        for round_ in range(opts.warmup):
+            self._auxiliary(self.commands[index].setup, "setup")
+        for round_ in range(self.options.warmup):
             for index in indices:
                 self._warmup(index, round_)
         while any(self._wants(index) for index in indices):
@@ -73,7 +99,31 @@ class Session:
                 if self._wants(index):
                     self._timed(index)
         for index in indices:
-            self._auxiliary(opts.cleanup, "--cleanup", index)
+            self._auxiliary(self.commands[index].cleanup, "cleanup")
+
+    def _calibrate(self) -> None:
+        """hyperfine's shell correction: the shell's own start-up (``SHELL -c ''``, the mean of
+        CALIBRATION_RUNS) is measured once and taken off every shell command's figures."""
+        shell = self.options.shell
+        if shell is None or not any(command.shell for command in self.commands):
+            return
+        argv = (*shell, "-c", "")
+        shown = " ".join(shell) + " -c ''"
+        measured = []
+        for _ in range(CALIBRATION_RUNS):
+            run = driver.measure(argv, tick=self.tick)
+            _stop_if_cancelled(run)
+            if run.wall_ns is None or run.exit_code != 0:
+                why = run.error or f"exited with {run.exit_code}"
+                raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
+            measured.append(run)
+        self.shell_startup = Startup(
+            shown,
+            statistics.fmean(run.wall_ns or 0 for run in measured) / 1e9,
+            statistics.fmean(run.user_ns for run in measured) / 1e9,
+            statistics.fmean(run.system_ns for run in measured) / 1e9,
+            len(measured),
+        )
 
     def _wants(self, index: int) -> bool:
         target = self.targets[index]
@@ -83,47 +133,78 @@ class Session:
         directory = self.options.jsonl_dir
         return None if directory is None else os.path.join(directory, f"command-{index + 1}-{what}.jsonl")
 
-    def _auxiliary(self, argv: tuple[str, ...] | None, flag: str, index: int) -> None:
-        """A setup, cleanup or prepare command: contained, untimed, and it must succeed."""
+    def _auxiliary(self, argv: tuple[str, ...] | None, step: str) -> None:
+        """A setup, prepare, conclude or cleanup command: contained, untimed, and it must succeed."""
         if argv is None:
             return
-        values = self.commands[index].parameters
-        argv = tuple(substitute(arg, values) for arg in argv)
-        measured = driver.measure(argv, timeout_ms=self.options.timeout_ms, echo=self.options.show_output)
+        measured = driver.measure(
+            argv, timeout_ms=self.options.timeout_ms, echo=self.options.show_output, tick=self.tick
+        )
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
-            why = measured.error or f"exited with {measured.exit_code}"
-            raise Failure(Kind.BENCH_FAILED, f"the {flag} command {sanitize(' '.join(argv))!r} failed: {why}")
+            why = measured.error or f"exit code {measured.exit_code}"
+            raise Failure(
+                Kind.BENCH_FAILED,
+                f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} terminated with a non-zero "
+                f"exit code ({why}); append ' || true' to it if that can be ignored",
+            )
+
+    def _as_given(self, argv: tuple[str, ...]) -> str:
+        """A step as the user typed it: a shell command's text, not the shell's argv."""
+        shell = self.options.shell
+        if shell is not None and argv[: len(shell) + 1] == (*shell, "-c") and len(argv) == len(shell) + 2:
+            return argv[-1]
+        return " ".join(argv)
 
     def _warmup(self, index: int, round_: int) -> None:
         measured = self._run(index, f"warmup-{round_ + 1}")
-        self.warmups[index].append(measured.wall_ns / 1e9 if measured.wall_ns is not None else None)
+        wall = self._charged(index, measured)[0]
+        self.warmups[index].append(wall)
 
     def _run(self, index: int, what: str) -> driver.Measured:
-        """One run of a command, after its ``--prepare``; stops the benchmark where it must."""
+        """One run of a command between its ``--prepare`` and its ``--conclude``; stops the
+        benchmark where it must."""
         command = self.commands[index]
-        self._auxiliary(self.options.prepare, "--prepare", index)
+        self._auxiliary(command.prepare, "prepare")
+        if self.progress is not None:
+            self.progress.running(index, what)
+        output = command.output if not self.options.show_output else "inherit"
         measured = driver.measure(
             command.argv,
             timeout_ms=self.options.timeout_ms,
             jsonl=self._jsonl(index, what),
-            echo=self.options.show_output,
+            echo=output == "inherit",
+            output=output,
+            input_file=self.options.input_file,
+            tick=self.tick,
         )
         self._check(command, measured)
+        self._auxiliary(command.conclude, "conclude")
         return measured
+
+    def _charged(self, index: int, measured: driver.Measured) -> tuple[float | None, float, float]:
+        """Wall, user and system seconds, the shell's start-up taken off a shell command's."""
+        wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
+        user, system = measured.user_ns / 1e9, measured.system_ns / 1e9
+        startup = self.shell_startup
+        if startup is None or not self.commands[index].shell:
+            return wall, user, system
+        if wall is not None:
+            wall = max(wall - startup.wall, 0.0)
+        return wall, max(user - startup.user, 0.0), max(system - startup.system, 0.0)
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]
         started = time.monotonic()
         measured = self._run(index, f"run-{len(runs) + 1}")
-        cycle = time.monotonic() - started  # the run with its --prepare and the runner's own work
-        wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
+        cycle = time.monotonic() - started  # the run with its --prepare/--conclude and the runner's own work
+        wall, user, system = self._charged(index, measured)
         runs.append(
             TimedRun(
                 order=self.order,
                 wall=wall,
-                user=measured.user_ns / 1e9,
-                system=measured.system_ns / 1e9,
+                user=user,
+                system=system,
                 memory=measured.peak_memory_bytes,
                 exit_code=measured.exit_code,
                 timed_out=measured.timed_out,
@@ -134,7 +215,7 @@ class Session:
         if self.options.runs is None:  # re-estimated after every run, from the mean cycle so far
             self.targets[index] = max(len(runs), self.options.run_count(self.spent[index] / len(runs)))
         if self.progress is not None:
-            self.progress(index, runs, self.targets[index] or len(runs), self.spent[index])
+            self.progress.update(index, runs, self.targets[index] or len(runs), self.spent[index])
 
     def _check(self, command: Command, measured: driver.Measured) -> None:
         _stop_if_cancelled(measured)
@@ -142,7 +223,7 @@ class Session:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
             raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
-        if measured.exit_code != 0 and not self.options.ignore_failure:
+        if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
@@ -157,8 +238,13 @@ class Session:
             "cpus": list(opts.cpus) if opts.cpus is not None else None,
             "timeout_ms": opts.timeout_ms,
             "warmup": opts.warmup,
-            "ignore_failure": opts.ignore_failure,
+            "ignore_failure": list(opts.ignore_failure)
+            if isinstance(opts.ignore_failure, tuple)
+            else opts.ignore_failure,
             "timed_interval": "exec to reap, monotonic ns",
+            "reference": opts.reference,
+            "shell": " ".join(opts.shell) if opts.shell is not None else None,
+            "shell_startup": None if self.shell_startup is None else self.shell_startup.to_json(),
         }
 
 

@@ -91,9 +91,10 @@ def summarize(times: list[float], user: list[float], system: list[float], memory
 
 
 def ratio(slower: Summary, fastest: Summary) -> tuple[float, float | None]:
-    """How many times ``fastest`` is faster than ``slower``, and that ratio's uncertainty."""
+    """How many times ``fastest`` (the reference) is faster than ``slower``, and that ratio's
+    uncertainty."""
     value = slower.mean / fastest.mean if fastest.mean > 0 else math.inf
-    if slower.stddev is None or fastest.stddev is None or not math.isfinite(value):
+    if slower.stddev is None or fastest.stddev is None or not math.isfinite(value) or slower.mean <= 0:
         return value, None
     relative = math.hypot(slower.stddev / slower.mean, fastest.stddev / fastest.mean)
     return value, value * relative
@@ -128,11 +129,13 @@ def mann_whitney(a: list[float], b: list[float]) -> float | None:
 
 
 class Comparison(Plain):
-    """One command against the fastest: the ratio, its uncertainty, and the test's verdict."""
+    """One command against the reference (the fastest, or ``--reference``): the ratio of their
+    means (above 1: the reference is faster), its uncertainty, and the test's verdict."""
 
-    __slots__ = ("name", "ratio", "ratio_stddev", "p_value", "significant")
+    __slots__ = ("index", "name", "ratio", "ratio_stddev", "p_value", "significant")
 
-    def __init__(self, name: str, ratio: float, ratio_stddev: float | None, p_value: float | None):
+    def __init__(self, index: int, name: str, ratio: float, ratio_stddev: float | None, p_value: float | None):
+        self.index = index  # the command's place among the compared ones
         self.name = name
         self.ratio = ratio
         self.ratio_stddev = ratio_stddev
@@ -140,15 +143,19 @@ class Comparison(Plain):
         self.significant = p_value is not None and p_value < SIGNIFICANCE
 
 
-def compare(named: list[tuple[str, Summary, list[float]]]) -> tuple[str, list[Comparison]] | None:
-    """The fastest command by mean and every other one relative to it; None for fewer than two."""
+def compare(
+    named: list[tuple[str, Summary, list[float]]], reference: int | None = None
+) -> tuple[int, list[Comparison]] | None:
+    """The reference (``reference``'s place, else the fastest by mean) and every other command
+    relative to it; None for fewer than two."""
     if len(named) < 2:
         return None
-    fastest_name, fastest, fastest_times = min(named, key=lambda item: item[1].mean)
+    if reference is None:
+        reference = min(range(len(named)), key=lambda index: named[index][1].mean)
+    _, base, base_times = named[reference]
     others = []
-    for name, summary, times in named:
-        if name == fastest_name and summary is fastest:
-            continue
-        value, spread = ratio(summary, fastest)
-        others.append(Comparison(name, value, spread, mann_whitney(times, fastest_times)))
-    return fastest_name, others
+    for index, (name, summary, times) in enumerate(named):
+        if index != reference:
+            value, spread = ratio(summary, base)
+            others.append(Comparison(index, name, value, spread, mann_whitney(times, base_times)))
+    return reference, others

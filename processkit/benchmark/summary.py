@@ -1,102 +1,174 @@
-"""The benchmark's summary as text, laid out as hyperfine prints it, plus memory, the timed-out
-count and the significance of each difference."""
+"""The benchmark's summary as text, laid out as hyperfine prints it (its units, alignment and
+comparison wording), plus the median, CPU, memory, the timed-out count and the significance of
+each difference."""
 
 from __future__ import annotations
 
 from ..text import sanitize
+from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
 
 MIB = 1024 * 1024
+UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))
 
 
-def unit_for(seconds: float) -> tuple[str, float]:
-    if seconds >= 1:
-        return "s", 1.0
-    if seconds >= 0.001:
-        return "ms", 1e3
-    return "µs", 1e6
+def unit_for(seconds: float, forced: str | None = None) -> tuple[str, float]:
+    """hyperfine's choice: µs below a millisecond, ms below a second, else s (or ``--time-unit``)."""
+    if forced is not None:
+        return UNITS[forced]
+    if seconds < 0.001:
+        return UNITS["microsecond"]
+    if seconds < 1:
+        return UNITS["millisecond"]
+    return UNITS["second"]
+
+
+def number(seconds: float, unit: tuple[str, float]) -> str:
+    """The figure alone, at hyperfine's precision: three decimals in seconds, one otherwise."""
+    return f"{seconds * unit[1]:.3f}" if unit[0] == "s" else f"{seconds * unit[1]:.1f}"
 
 
 def duration(seconds: float, unit: tuple[str, float] | None = None) -> str:
-    name, scale = unit or unit_for(seconds)
-    return f"{seconds * scale:.1f} {name}"
+    unit = unit or unit_for(seconds)
+    return f"{number(seconds, unit)} {unit[0]}"
 
 
 def memory(value: float | None) -> str:
     return "n/a" if value is None else f"{value / MIB:.1f} MiB"
 
 
-def command_block(index: int, result: CommandResult) -> list[str]:
-    lines = [f"Benchmark {index + 1}: {sanitize(result.command.name)}"]
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
+    lines = [f"Benchmark {index + 1}: {sanitize(result.command.label)}"]
     s = result.summary
     if s is None:
         lines.append(f"  no run finished: {result.timed_out} timed out")
         return lines
-    unit = unit_for(s.mean)
-    spread = duration(s.stddev, unit) if s.stddev is not None else "n/a"
+    unit = unit_for(s.mean, forced)
+    cpu = f"[User: {duration(s.user, unit)}, System: {duration(s.system, unit)}]"
+    if s.stddev is None:  # one run: hyperfine's "abs" line, no range
+        lines.append(f"  Time (abs ≡):        {duration(s.mean, unit):>8}  {'':>8}     {cpu}")
+    else:
+        low, high = duration(s.min, unit), duration(s.max, unit)
+        lines += [
+            f"  Time (mean ± σ):     {duration(s.mean, unit):>8} ± {duration(s.stddev, unit):>8}    {cpu}",
+            f"  Range (min … max):   {low:>8} … {high:>8}    {plural(s.runs, 'run')}",
+        ]
     lines += [
-        f"  Time (mean ± σ):     {duration(s.mean, unit):>9} ± {spread:>8}    "
-        f"[User: {duration(s.user, unit)}, System: {duration(s.system, unit)}]",
-        f"  Range (min … max):   {duration(s.min, unit):>9} … {duration(s.max, unit):>8}    "
-        f"{s.runs} run{'s' if s.runs != 1 else ''}",
-        f"  Median:              {duration(s.median, unit):>9}",
-        *_cpu_line(result),
-        f"  Memory (mean … max): {memory(s.memory_mean):>9} … {memory(s.memory_max):>8}",
+        f"  Median:              {duration(s.median, unit):>8}",
+        *_cpu_line(result, forced),
+        f"  Peak memory:         mean {memory(s.memory_mean)}, highest {memory(s.memory_max)}",
     ]
     if result.timed_out:
-        lines.append(f"  Timed out:           {result.timed_out} run{'s' if result.timed_out != 1 else ''} (left out)")
+        lines.append(f"  Timed out:           {plural(result.timed_out, 'run')} (left out)")
     return lines
 
 
-def _cpu_line(result: CommandResult) -> list[str]:
+def _cpu_line(result: CommandResult, forced: str | None) -> list[str]:
     cpu = result.cpu_summary
     if cpu is None:
         return []
-    unit = unit_for(cpu.mean or 1e-9)
+    unit = unit_for(cpu.mean or 1e-9, forced)
     spread = duration(cpu.stddev, unit) if cpu.stddev is not None else "n/a"
-    return [f"  CPU (mean ± σ):      {duration(cpu.mean, unit):>9} ± {spread:>8}    (user+system, whole tree)"]
+    return [f"  CPU (mean ± σ):      {duration(cpu.mean, unit):>8} ± {spread:>8}    (user+system, whole tree)"]
 
 
-def warnings(result: CommandResult) -> list[str]:
+def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
     found = []
+    name = sanitize(result.command.label)
+    if ignoring and any(run.exit_code not in (0, None) for run in result.measured):
+        found.append("Warning: Ignoring non-zero exit code.")
     if result.first_slow and result.summary is not None:
         found.append(
-            f"Warning: the first run of '{sanitize(result.command.name)}' was markedly slower than the rest "
+            f"Warning: the first run of '{name}' was markedly slower than the rest "
             f"({duration(result.times[0])}): caches filled by it? Try --warmup or --prepare."
         )
     if result.outliers:
         found.append(
-            f"Warning: {len(result.outliers)} statistical outlier{'s' if len(result.outliers) != 1 else ''} "
-            f"in '{sanitize(result.command.name)}': other load on the host? Try --warmup, --cpus, or a quieter machine."
+            f"Warning: {plural(len(result.outliers), 'statistical outlier')} in '{name}': other load on the "
+            "host? Try --warmup, --cpus, or a quieter machine."
         )
     if result.summary is not None and result.summary.mean < 0.005:
-        found.append(
-            f"Warning: '{sanitize(result.command.name)}' took less than 5 ms: the figures are near the measurement floor."
-        )
+        hint = " Try -N (no shell)." if result.command.shell else ""
+        found.append(f"Warning: '{name}' took less than 5 ms: the figures are near the measurement floor.{hint}")
     return found
 
 
-def comparison(result: BenchResult) -> list[str]:
-    if result.fastest is None:
+def _verdict(p_value: float | None, significant: bool) -> str:
+    if p_value is None:
+        return "n/a"
+    return f"{'significant' if significant else 'not significant'}, Mann-Whitney U p = {p_value:.2g}"
+
+
+def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
+    """hyperfine's two layouts: by mean time, the reference and how each other command compares
+    ("N ± M times faster than"); by command (``--sort command``), every ratio in given order."""
+    reference = result.reference
+    if reference is None:
         return []
     by = " (by CPU time)" if result.metric == "cpu" else ""
-    lines = [f"Summary{by}", f"  '{sanitize(result.fastest)}' ran"]
-    for other in result.comparison:
-        spread = f" ± {other.ratio_stddev:.2f}" if other.ratio_stddev is not None else ""
-        verdict = (
-            "n/a"
-            if other.p_value is None
-            else f"{'significant' if other.significant else 'not significant'}, Mann-Whitney U p = {other.p_value:.2g}"
-        )
-        lines.append(f"    {other.ratio:.2f}{spread} times faster than '{sanitize(other.name)}' ({verdict})")
+    compared = result.compared
+    if reference.summary is not None and any(_mean(r, result.metric) <= 0 for r in compared):
+        return [
+            "Note: the comparison cannot be computed, as some mean times are zero: a command faster than "
+            "the shell's start-up (which is taken off), or too fast to measure. Try -N (no shell)."
+        ]
+    if sort == "command":
+        lines = [f"Relative speed comparison{by}"]
+        ratios = {id(compared[c.index]): c for c in result.comparison}
+        for command_result in compared:
+            other = ratios.get(id(command_result))
+            if other is None:
+                lines.append(f"  {1.0:10.2f}{'':8}  {sanitize(command_result.command.label)}")
+                continue
+            spread = f" ± {other.ratio_stddev:5.2f}" if other.ratio_stddev is not None else " " * 8
+            lines.append(f"  {other.ratio:10.2f}{spread}  {sanitize(command_result.command.label)}")
+        return lines
+    lines = [f"Summary{by}", f"  {sanitize(reference.command.label)} ran"]
+    others = sorted(result.comparison, key=lambda c: c.ratio)
+    for other in others:
+        label = sanitize(compared[other.index].command.label)
+        shown, relative = other.ratio, None
+        if other.ratio_stddev is not None and other.ratio > 0:
+            relative = other.ratio_stddev / other.ratio
+        if other.ratio < 1 and other.ratio > 0:
+            shown = 1 / other.ratio
+        spread = f" ± {shown * relative:.2f}" if relative is not None else ""
+        verdict = _verdict(other.p_value, other.significant)
+        if other.ratio > 1:
+            lines.append(f"{shown:8.2f}{spread} times faster than {label} ({verdict})")
+        elif other.ratio < 1:
+            lines.append(f"{shown:8.2f}{spread} times slower than {label} ({verdict})")
+        else:
+            lines.append(f"    As fast ({shown:.2f}{spread}) as {label} ({verdict})")
     return lines
 
 
-def render(result: BenchResult) -> str:
-    lines: list[str] = []
+def _mean(result: CommandResult, metric: str) -> float:
+    figures = result.cpu_summary if metric == "cpu" else result.summary
+    return figures.mean if figures is not None else 0.0
+
+
+def startup_line(result: BenchResult) -> list[str]:
+    startup = result.settings.get("shell_startup")
+    if not startup:
+        return []
+    return [
+        f"Shell start-up: {duration(startup['wall'])} ({sanitize(startup['command'])}, mean of "
+        f"{startup['runs']} runs), subtracted from every shell command's times; -N runs without a shell.",
+        "",
+    ]
+
+
+def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
+    lines: list[str] = startup_line(result)
+    ignoring = bool(result.settings.get("ignore_failure"))
     for index, command_result in enumerate(result.results):
-        lines += command_block(index, command_result)
-        lines += [f"  {line}" for line in warnings(command_result)]
+        lines += command_block(index, command_result, time_unit)
+        lines += [f"  {line}" for line in warnings(command_result, ignoring)]
         lines.append("")
-    lines += comparison(result)
+    lines += comparison(result, sort)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -11,20 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize, unencodable
+from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from . import values
 from .parsing import Once, OnceFlag, Parser
 
-
-class _Given(argparse.Action):
-    """``--command`` and ``--shell`` into one list, in the order they were given."""
-
-    def __call__(self, parser, namespace, value, option_string=None):
-        kind = "shell" if option_string == "--shell" else "argv"
-        getattr(namespace, self.dest).append((kind, _argv(value, option_string) if kind == "argv" else value))
+STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
 
 
 def _argv(text: str, flag: str | None) -> tuple[str, ...]:
@@ -39,50 +35,117 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
     return tuple(parsed)
 
 
+def _step(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
+    """A ``--prepare``/``--setup``/``--conclude``/``--cleanup`` value: a JSON array of strings
+    is an argv, run shell-free (the form these flags took first); anything else is a shell
+    command, as in hyperfine (``[ -e f ] || make`` included)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, list) and parsed and all(isinstance(item, str) for item in parsed):
+        return ("argv", _argv(text, flag))
+    if unencodable(text) is not None:
+        raise usage(f"invalid value for '{flag}': it holds a lone surrogate, which no argument can carry")
+    return ("shell", text)
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli bench",
-        usage="processkit-cli bench [OPTIONS] -- PROGRAM [ARGS]... | --command JSON_ARRAY... | --shell STRING...",
-        description="Benchmark commands: each run contained, timed from exec to reap, with the whole tree's "
-        "CPU and peak memory; interleaved by default.",
+        usage="processkit-cli bench [OPTIONS] COMMAND... | --command JSON_ARRAY... | -- PROGRAM [ARGS]...",
+        description="Benchmark commands as hyperfine does (each COMMAND a shell command), each run contained, "
+        "timed from exec to reap, with the whole tree's CPU and peak memory; interleaved by default.",
     )
     add = parser.add_argument
-    add("--command", dest="given", action=_Given, default=[], metavar="JSON_ARRAY", help="a command, shell-free")
-    add("--shell", dest="given", action=_Given, default=[], metavar="STRING", help="a command run through sh -c")
+    add(
+        "commands", nargs="*", metavar="COMMAND", help="a command run through the shell (-S), or split without one (-N)"
+    )
+    add("--command", action="append", default=[], metavar="JSON_ARRAY", help="a command, shell-free (an argv)")
+    add("-S", "--shell", action=Once, metavar="SHELL", help="the shell commands run through (default sh; 'none': -N)")
+    add("-N", dest="no_shell", action=OnceFlag, help="run commands without a shell, split as a shell would")
     add("-n", "--command-name", action="append", default=[], metavar="NAME", help="name the commands, in order")
+    add("--reference", action=Once, metavar="CMD", help="compare every command with this one (run first)")
+    add("--reference-name", action=Once, metavar="NAME", help="the reference's name")
     add("-r", "--runs", action=Once, type=int, metavar="N", help="exactly N timed runs per command")
     add("-m", "--min-runs", action=Once, type=int, default=10, metavar="N", help="at least N timed runs (default 10)")
     add("-M", "--max-runs", action=Once, type=int, metavar="N", help="at most N timed runs")
     add("-w", "--warmup", action=Once, type=int, default=0, metavar="N", help="N untimed runs per command first")
     add("--min-time", action=Once, default="3s", metavar="DUR", help="time each command at least this long (3s)")
-    add("--prepare", action=Once, metavar="JSON_ARRAY", help="run before every run (warm-up and timed), untimed")
-    add("--setup", action=Once, metavar="JSON_ARRAY", help="run once per command before its runs")
-    add("--cleanup", action=Once, metavar="JSON_ARRAY", help="run once per command after its runs")
-    add("-i", "--ignore-failure", action=OnceFlag, help="keep benchmarking commands that exit non-zero")
+    add(
+        "-p",
+        "--prepare",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="before every run, untimed (once, or once per command)",
+    )
+    add(
+        "-C",
+        "--conclude",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="after every run, untimed (once, or once per command)",
+    )
+    add("-s", "--setup", action=Once, metavar="CMD", help="once per command before its runs")
+    add("-c", "--cleanup", action=Once, metavar="CMD", help="once per command after its runs")
+    add(
+        "-i",
+        "--ignore-failure",
+        action=Once,
+        nargs="?",
+        const="all-non-zero",
+        default=False,
+        metavar="CODES",
+        help="keep benchmarking commands that exit non-zero (=1,2: those codes only)",
+    )
     add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
     add(
         "--order",
         action=Once,
         choices=("interleaved", "sequential"),
         default="interleaved",
-        help="interleaved (A B A B, the default) or sequential (all of A, then B)",
+        help="interleaved (A B A B, the default) or sequential (all of A, then B, as hyperfine)",
     )
     add("--metric", action=Once, choices=("wall", "cpu"), default="wall", help="compare by wall or CPU time")
+    add(
+        "--sort",
+        action=Once,
+        choices=SORTS,
+        default="auto",
+        help="the comparison's and tables' order: auto, command, mean-time",
+    )
+    add("-u", "--time-unit", action=Once, choices=TIME_UNITS, metavar="UNIT", help="millisecond, second or microsecond")
+    add("--style", action=Once, choices=STYLES, default="auto", help="auto, basic, full, nocolor, color or none")
     add("--cpus", action=Once, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)")
     add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
-    add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
-    add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table")
-    add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
     add(
+        "--output",
+        action="append",
+        default=[],
+        metavar="WHERE",
+        help="null, pipe (default), inherit or FILE; once or per command",
+    )
+    add("--input", action=Once, metavar="WHERE", help="every run's stdin: null (default) or FILE")
+    add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
+    add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table ('-': stdout)")
+    add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
+    add("--export-asciidoc", action=Once, metavar="FILE", help="write an AsciiDoc table")
+    add("--export-orgmode", action=Once, metavar="FILE", help="write an Emacs org-mode table")
+    add(
+        "-P",
         "--parameter-scan",
         nargs=3,
         action="append",
         default=[],
         metavar=("NAME", "MIN", "MAX"),
-        help="{NAME} takes each integer MIN..MAX",
+        help="{NAME} takes each number MIN..MAX (integers, or -D's steps)",
     )
+    add("-D", "--parameter-step-size", action=Once, metavar="DELTA", help="the --parameter-scan's step")
     add(
+        "-L",
         "--parameter-list",
         nargs=2,
         action="append",
@@ -90,7 +153,6 @@ def build_parser() -> Parser:
         metavar=("NAME", "VALUES"),
         help="{NAME} takes each of a,b,c",
     )
-    add("program", nargs="*", metavar="PROGRAM [ARGS]", help="one command, after '--'")
     return parser
 
 
@@ -110,7 +172,46 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
-def options_from(args: argparse.Namespace):
+def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """hyperfine's ``-S``: a shell's name or command line, ``default`` (sh) or ``none`` (-N)."""
+    if args.no_shell:
+        if args.shell is not None:
+            raise usage("-N and --shell cannot be used together")
+        return None
+    if args.shell is None or args.shell == "default":
+        return DEFAULT_SHELL
+    if args.shell == "none":
+        return None
+    try:
+        shell = tuple(shlex.split(args.shell))
+    except ValueError as exc:
+        raise usage(f"cannot read --shell {sanitize(args.shell)!r} as a command line: {exc}") from None
+    if not shell or not shell[0]:
+        raise usage("an empty command has been given for --shell")
+    return shell
+
+
+def _ignored(value: str | bool) -> bool | tuple[int, ...]:
+    """``--ignore-failure``: every non-zero exit (no value, ``all-non-zero``), or these codes."""
+    if not isinstance(value, str) or value in ("", "all-non-zero"):
+        return bool(value) or value == ""
+    codes = [code.strip() for code in value.split(",")]
+    if not all(values.is_digits(code) and len(code) <= 3 for code in codes):
+        raise usage(
+            f"invalid value {sanitize(value)!r} for '--ignore-failure': exit codes such as 1,2, or all-non-zero"
+        )
+    return tuple(int(code) for code in codes)
+
+
+def _input(where: str | None) -> str | None:
+    if where is None or where == "null":
+        return None
+    if not os.path.exists(where):
+        raise usage(f"the file {sanitize(where)!r} specified as '--input' does not exist")
+    return where
+
+
+def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
     from ..benchmark.plan import ORDERS, Options
 
     return Options(
@@ -119,10 +220,10 @@ def options_from(args: argparse.Namespace):
         max_runs=args.max_runs,
         warmup=args.warmup,
         min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
-        prepare=_argv(args.prepare, "--prepare") if args.prepare is not None else None,
-        setup=_argv(args.setup, "--setup") if args.setup is not None else None,
-        cleanup=_argv(args.cleanup, "--cleanup") if args.cleanup is not None else None,
-        ignore_failure=args.ignore_failure,
+        input_file=_input(args.input),
+        shell=shell,
+        reference=args.reference is not None,
+        ignore_failure=_ignored(args.ignore_failure),
         timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
         order=ORDERS[args.order],
         cpus=parse_cpus(args.cpus) if args.cpus is not None else None,
@@ -132,27 +233,102 @@ def options_from(args: argparse.Namespace):
     )
 
 
-def main(argv: list[str], invocation) -> int:
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Options and shell commands in any order (hyperfine's habit), then ``-- PROGRAM ARGS``."""
+    program: list[str] = []
     if "--" in argv:
         split = argv.index("--")
-        args = build_parser().parse(argv[:split])
-        if args.program:
-            raise usage(f"unexpected argument '{args.program[0]}' before '--'")
-        args.program = argv[split + 1 :]
-    else:
-        args = build_parser().parse(argv)
-    from ..benchmark import bench_commands, exports
-    from ..benchmark.plan import expand, scan_values
+        argv, program = argv[:split], argv[split + 1 :]
+    parser = build_parser()
+    try:
+        args = parser.parse_intermixed_args(_in_place(argv))
+    except argparse.ArgumentError as exc:
+        parser.error(str(exc))
+    args.program = program
+    return args
 
-    given = list(args.given)
+
+ARRAY_MARK = "\0"  # no argument can hold a NUL, so no COMMAND is mistaken for a --command's place
+
+
+HYPHEN_VALUES = {"-P": 3, "--parameter-scan": 3, "-L": 2, "--parameter-list": 2}
+
+
+def _in_place(argv: list[str]) -> list[str]:
+    """Each ``--command JSON`` as a marked COMMAND, so the two kinds keep the order they were
+    given in (argparse reads options before the COMMANDs around them); ``-P``/``-L`` values
+    marked too, so ``-P n -5 5`` and ``-L x -a,-b`` read as hyperfine reads them."""
+    marked, index = [], 0
+    while index < len(argv):
+        token = argv[index]
+        if token in ("-i", "--ignore-failure"):  # its value only ever follows '=', as hyperfine's
+            token = "--ignore-failure=all-non-zero"
+        count = HYPHEN_VALUES.get(token, 0)
+        if count and index + count < len(argv):
+            marked += [token, *(ARRAY_MARK + value for value in argv[index + 1 : index + 1 + count])]
+            index += 1 + count
+            continue
+        if token == "--command" and index + 1 < len(argv):
+            marked.append(ARRAY_MARK + argv[index + 1])
+            index += 2
+            continue
+        marked.append(ARRAY_MARK + token.removeprefix("--command=") if token.startswith("--command=") else token)
+        index += 1
+    return marked
+
+
+def plan_from(args: argparse.Namespace):
+    """The commands and options these arguments ask for."""
+    from ..benchmark.plan import Auxiliary, expand, parameter_list, scan_values
+
+    shell = shell_from(args)
+    given = [
+        ("argv", _argv(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
+        for text in args.commands
+    ]
     if args.program:
         if given:
-            raise usage("give the command after '--' or with --command/--shell, not both")
+            raise usage("give the command after '--' or as COMMAND/--command, not both")
         given = [("argv", tuple(args.program))]
-    parameters = [(name, scan_values(low, high)) for name, low, high in args.parameter_scan]
-    parameters += [(name, listed.split(",")) for name, listed in args.parameter_list]
-    commands = expand(given, args.command_name, parameters)
-    options = options_from(args)
+    if any(unencodable(text) is not None for text in args.commands):
+        raise usage("a command holds a lone surrogate, which no argument can carry")
+    if args.parameter_step_size is not None and not args.parameter_scan:
+        raise usage("--parameter-step-size requires --parameter-scan")
+    if args.reference_name is not None and args.reference is None:
+        raise usage("--reference-name requires --reference")
+    step = args.parameter_step_size
+    scans = [[value.removeprefix(ARRAY_MARK) for value in scan] for scan in args.parameter_scan]
+    lists = [[value.removeprefix(ARRAY_MARK) for value in listed] for listed in args.parameter_list]
+    parameters = [(name, scan_values(low, high, step)) for name, low, high in scans]
+    parameters += [(name, parameter_list(listed)) for name, listed in lists]
+    auxiliary = Auxiliary(
+        setup=_step(args.setup, "--setup") if args.setup is not None else None,
+        cleanup=_step(args.cleanup, "--cleanup") if args.cleanup is not None else None,
+        prepare=[_step(text, "--prepare") for text in args.prepare],
+        conclude=[_step(text, "--conclude") for text in args.conclude],
+        outputs=args.output,
+    )
+    if args.output and args.show_output:
+        raise usage("--output and --show-output cannot be used together")
+    reference = (("shell", args.reference), args.reference_name) if args.reference is not None else None
+    commands = expand(given, args.command_name, parameters, shell=shell, reference=reference, auxiliary=auxiliary)
+    return commands, options_from(args, shell)
+
+
+EXPORTS = (
+    ("export_json", "json"),
+    ("export_markdown", "markdown"),
+    ("export_csv", "csv"),
+    ("export_asciidoc", "asciidoc"),
+    ("export_orgmode", "orgmode"),
+)
+
+
+def main(argv: list[str], invocation) -> int:
+    args = parse(argv)
+    from ..benchmark import bench_commands, exports
+
+    commands, options = plan_from(args)
     if options.jsonl_dir is not None:
         from ..safepath import open_directory
 
@@ -166,22 +342,36 @@ def main(argv: list[str], invocation) -> int:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _interrupt)
     try:
-        drawn = os.isatty(1) and not options.show_output  # the commands' own output would tear the lines
-        result = bench_commands(commands, options, progress_fd=1 if drawn else None)
+        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None)
     except KeyboardInterrupt:  # a stop signal between two runs (during one, the run reports it)
         raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
     from ..benchmark import summary
     from . import output
 
-    output.lines(summary.render(result).splitlines())
-    for flag, kind in (("export_json", "json"), ("export_markdown", "markdown"), ("export_csv", "csv")):
+    if args.style != "none":
+        output.lines(summary.render(result, args.time_unit, args.sort).splitlines())
+    for flag, kind in EXPORTS:
         path = getattr(args, flag)
         if path is not None:
-            _write(path, exports.WRITERS[kind](result))
+            text = exports.WRITERS[kind](result, args.time_unit, args.sort)
+            if path == "-":  # hyperfine's stdout target
+                output.lines(["", *text.splitlines()])
+            else:
+                _write(path, text)
     unfinished = [r.command.name for r in result.results if r.summary is None]
     if unfinished:
         raise Failure(Kind.BENCH_FAILED, f"every run of {sanitize(unfinished[0])!r} timed out")
     return 0
+
+
+def _draws(args: argparse.Namespace, commands) -> bool:
+    """hyperfine's ``--style``: progress on a terminal (``auto``, ``nocolor``), always (``full``),
+    never (``basic``, ``color``, ``none``); never over the commands' own output."""
+    if args.show_output or any(command.output == "inherit" for command in commands):
+        return False
+    if args.style == "full":
+        return True
+    return args.style in ("auto", "nocolor") and os.isatty(1)
 
 
 def _interrupt(signum, frame) -> None:

@@ -34,6 +34,8 @@ def capabilities() -> list[str]:
     ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
     found = ["run:resource-summary", "run:capture-keep-layout"]
     found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
+    found.append("bench:hyperfine-commands")  # bench's COMMANDs are shell commands, -S the shell
+    found.append("bench:shell-startup-subtracted")  # the shell's start-up is measured and taken off
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

@@ -116,7 +116,8 @@ def start(host: Host, run: RunState) -> Launched:
             cwd=cwd,
             container=container,
             stdin=spec.stdin,
-            pipe_output=not spec.inherit_stdio,
+            pipe_output=not spec.inherit_stdio and spec.output_fd is None,
+            output_fd=spec.output_fd,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
         )
@@ -160,7 +161,7 @@ def connect(run: RunState, launched: Launched) -> None:
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = 1 if spec.echo else None
         streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
-    elif not spec.inherit_stdio:
+    elif not spec.inherit_stdio and spec.output_fd is None:
         echo = spec.echo
         for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
             assert fd is not None, "spawn pipes both outputs when asked to"

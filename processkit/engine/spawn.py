@@ -93,6 +93,7 @@ def spawn(
     pipe_output: bool,
     backend: str,
     terminal: int | None = None,
+    output_fd: int | None = None,
 ) -> Child:
     """Start the child; raises a spawn Failure (101) or AttachError (102).
 
@@ -114,6 +115,9 @@ def spawn(
         if pipe_output and terminal is None:
             for index in (1, 2):
                 runner_ends[index], child_ends[index] = os.pipe()
+        elif output_fd is not None and terminal is None:
+            child_ends[1] = os.dup(output_fd)  # non-inheritable, as every child end here
+            child_ends[2] = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         start = _start_native if backend == "native" else _start_popen
         return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
