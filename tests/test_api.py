@@ -115,6 +115,19 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run(["true", "\ud800"]), ValueError, "args item holds a lone surrogate ('\\ud800')"),
         (lambda: processkit.run(["true"], env={"K": "\udfff"}), ValueError, "env holds a lone surrogate"),
         (lambda: processkit.run(["true"], env={"A=B": "c"}), ValueError, "env key 'A=B' holds '='"),
+        (
+            lambda: processkit.run(["true"], env={"A": 1}),
+            TypeError,
+            "the value of 'A' in env must be a string, not int",
+        ),
+        (lambda: processkit.run(["true"], env={1: "x"}), TypeError, "each env key must be a string, not int"),
+        (
+            lambda: processkit.run(["true"], labels={"k": None}),
+            TypeError,
+            "the value of 'k' in labels must be a string",
+        ),
+        (lambda: processkit.run(["true"], timeout=[1]), TypeError, "timeout must be a number of seconds or a duration"),
+        (lambda: processkit.run(["true"], run_id=7), TypeError, "run_id must be a string, not int"),
     ],
 )
 def test_bad_input_raises_before_anything_starts(call, error, text, tmp_path, isolated_registry, monkeypatch):

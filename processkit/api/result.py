@@ -199,7 +199,7 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
 
 
 def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResult:
-    """The result of a run from the runner service's reply (``serve``): its code, its failure
+    """The result of a run from the runner service's reply (``processkit.service.serve``): its code, its failure
     (as the CLI's JSON envelope, in ``diagnostics``), its usage and its stream's lines."""
     events = parse_lines(report.get("jsonl") or b"")
     failure = report.get("failure")

@@ -1,4 +1,4 @@
-"""The caller's side of its runner service (``serve``): started on first use, one per process,
+"""The caller's side of its runner service (``processkit.service.serve``): started on first use, one per process,
 as multiprocessing's forkserver is, and shared by every thread of the process.
 
 Facts about sharing one socket between threads: each request has its own id, and its replies
@@ -62,7 +62,7 @@ class Connection:
                 [
                     sys.executable,
                     "-c",
-                    "from processkit.api.serve import main; main()",
+                    "from processkit.service.serve import main; main()",
                     str(theirs.fileno()),
                     str(os.getpid()),
                 ],

@@ -1,4 +1,4 @@
-"""The framing between a calling process and its runner service (``service``, ``serve``).
+"""The framing between a calling process and its runner service (``api.service``, ``processkit.service``).
 
 One private socketpair carries length-prefixed pickles: a 4-byte big-endian length, then the
 pickled value (a tuple whose first item names the message). Both ends are the same program of

@@ -40,8 +40,9 @@ from ..engine.endings import internal
 from ..engine.host import Host, Wait
 from ..engine.runner import steps
 from ..rundir import batch_base
-from . import wire
+from ..api import wire
 
+MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
 
@@ -118,7 +119,7 @@ class Service:
             elif kind == "signal":
                 self._stop(rid, message[2])
             elif kind == "batch":
-                self._batch(rid, message[2], message[3], self.frames.take_fds(1)[0])
+                self._batch(message[2], message[3], message[4], message[5], self.frames.take_fds(1)[0])
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
@@ -244,10 +245,10 @@ class Service:
         request.memfds, request.stdio = [], []
 
     # -- batches --------------------------------------------------------------------------------
-    def _batch(self, rid: int, jobs, settings, connection: int) -> None:
+    def _batch(self, jobs, settings, cwd: str, env: dict, connection: int) -> None:
         """A batch runs in a process of its own, forked from this single-threaded one: its jobs
         on its own host with its own lodging and summary, its stop on its own connection."""
-        from . import batch_process
+        from . import batch
 
         if self.closing:
             os.close(connection)
@@ -256,8 +257,14 @@ class Service:
         if pid == 0:
             code = 1
             try:
-                self.sock.close()
-                code = batch_process.serve(connection, jobs, settings)
+                # Nothing of the service's goes on in the copy: no signal lands in its pipe, and
+                # no descriptor of a run it carries stays open here (a child's stdin pipe would
+                # never see its end of file).
+                signal.set_wakeup_fd(-1)
+                self.sock.detach()
+                os.closerange(3, connection)
+                os.closerange(connection + 1, MAX_FD)
+                code = batch.serve(connection, jobs, settings, cwd, env)
             finally:
                 os._exit(code)
         os.close(connection)

@@ -9,18 +9,23 @@ failure that kept the batch from starting, are the one frame written back.
 
 from __future__ import annotations
 
+import os
 import socket
 
 from ..batching.carrier import run_batch
 from ..batching.index import Index
 from ..containment import prctl
 from ..errors import Failure
-from . import wire
+from ..api import wire
 
 
-def serve(connection: int, jobs, settings) -> int:
-    """Run the batch; returns this process's exit status."""
+def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
+    """Run the batch from the caller's working directory and environment; returns this
+    process's exit status."""
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so the jobs still release
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
     sock = socket.socket(fileno=connection)
     index = Index(settings.out)
     try:
