@@ -235,10 +235,10 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
 
 def parse_lines(data: bytes) -> list[Event]:
     """The typed events of a whole stream's bytes (a line that is no JSON object is skipped)."""
-    from ..events.follow import Follower
+    from ..events.reader import LineSplitter
 
-    reader = Follower("", None)
-    lines = reader.feed(data) + reader.feed(b"")
+    splitter = LineSplitter()
+    lines = splitter.feed(data) + splitter.end()
     return [from_json(record) for line in lines if (record := line.event) is not None]
 
 

@@ -37,9 +37,21 @@ PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
 
 
 def _fingerprint() -> tuple:
+    environment = _environment_now()
     return tuple(
-        sorted((key, value) for key, value in os.environ.items() if key in PLACES or key.startswith("PROCESSKIT_"))
+        sorted(
+            (key, value)
+            for key, value in environment.items()
+            if os.fsdecode(key) in PLACES or os.fsdecode(key).startswith("PROCESSKIT_")
+        )
     )
+
+
+def _environment_now() -> dict:
+    """This process's environment as it is now, to compare with the last one sent: os.environ's
+    own bytes mapping where CPython has one (copied without decoding every entry)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
 
 
 def _service_environment() -> dict[str, str]:
@@ -52,6 +64,12 @@ def _service_environment() -> dict[str, str]:
     return env
 
 
+def service_command(fd: int, caller: int) -> list[str]:
+    """The service's command line: a fresh interpreter, given its end of the socket and the
+    caller it serves (bench/api_overhead.py wraps it in a profiler)."""
+    return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
+
+
 class Connection:
     """One runner service and the socket to it."""
 
@@ -59,13 +77,7 @@ class Connection:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "from processkit.service.serve import main; main()",
-                    str(theirs.fileno()),
-                    str(os.getpid()),
-                ],
+                service_command(theirs.fileno(), os.getpid()),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -82,7 +94,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = _fingerprint()
         self.gone = False
-        self.sent_env: dict | None = None  # the environment the service last applied
+        self.sent_env: dict | None = None  # the environment the service last applied (``_environment_now``)
         self._frames = wire.Frames()
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
@@ -106,8 +118,8 @@ class Connection:
                 raise ServiceGone("the runner service of this process has ended")
             message: tuple = (kind, rid, *payload)
             if env:
-                current = dict(os.environ)
-                message[3]["env"] = None if current == self.sent_env else current
+                current = _environment_now()
+                message[3]["env"] = None if current == self.sent_env else dict(os.environ)
                 self.sent_env = current
             wire.send(self.sock, message, fds)
         return rid
@@ -212,11 +224,12 @@ def connection() -> Connection:
     """This process's runner service, started now if it has none (or its one has ended)."""
     global _connection
     found = _connection
-    if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == _fingerprint():
+    places = _fingerprint()
+    if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == places:
         return found
     with _starting:
         found = _connection
-        if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != _fingerprint():
+        if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
             if found is not None and found.gone and found.owner == os.getpid():
                 found.process.poll()  # an ended service is collected, not left a zombie
             found = _connection = Connection()
