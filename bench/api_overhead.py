@@ -36,11 +36,11 @@ from processkit.api import service
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def service_cpu(pid: int) -> float:
-    """CPU seconds the service process has used, and its reaped children's."""
+def service_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds the service process has used itself, and its reaped children (the runs' roots)."""
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / TICKS
+    return (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS
 
 
 def own_cpu() -> float:
@@ -56,7 +56,7 @@ def sequential(n: int) -> None:
     pid = service.connection().pid
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
-    served = 0.0
+    served = [0.0, 0.0]
     for index in range(n):
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
@@ -68,14 +68,19 @@ def sequential(n: int) -> None:
             walls[name].append(time.perf_counter() - started)
             own[name] += own_cpu() - cpu
             if name.startswith("processkit"):
-                served += service_cpu(pid) - before_service
+                after_service = service_cpu(pid)
+                served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
     print(f"sequential: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
     for name, values in walls.items():
         ordered = sorted(values)
         print(
             f"  {name:28s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
             f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
-            + (f", service {served / n * 1000:5.2f} ms (with the child)" if name.startswith("processkit") else "")
+            + (
+                f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
+                if name.startswith("processkit")
+                else ""
+            )
         )
     names = list(ways)
     ratios = [api / plain for plain, api in zip(walls[names[0]], walls[names[1]])]
@@ -214,13 +219,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="threaded rounds (default 5)")
     parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
     parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
+    parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
     args = parser.parse_args()
     if args.profile:
         profiled(args.n, args.profile)
         return
-    sequential(args.n)
-    threaded(args.rounds, args.calls)
-    killed_caller()
+    if args.only in (None, "sequential"):
+        sequential(args.n)
+    if args.only in (None, "threads"):
+        threaded(args.rounds, args.calls)
+    if args.only in (None, "killed"):
+        killed_caller()
 
 
 if __name__ == "__main__":

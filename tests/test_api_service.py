@@ -161,3 +161,27 @@ def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     processkit.batch([{"args": ["sh", "-c", "echo hi"], "id": "j"}], out="rel")
     assert (tmp_path / "rel" / "j" / "capture" / "stdout.log").read_bytes() == b"hi\n"
+
+
+def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
+    """SIGINT to the caller alone (not its group): the call asks the service to stop the run and
+    waits for its release; the KeyboardInterrupt then propagates."""
+    script = (
+        "import processkit\n"
+        "try:\n"
+        "    processkit.run(['sleep', '3737.75'])\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _processes_naming("sleep\x003737.75")
+        caller.send_signal(signal.SIGINT)
+        assert caller.stdout.readline() == b"interrupted\n"
+        assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
+        assert caller.wait(timeout=30) == 0
+    finally:
+        caller.kill()
