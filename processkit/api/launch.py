@@ -139,12 +139,20 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
         report = connection.take(rid)
     except BaseException as exc:  # Ctrl-C, say: the run ends through its release before it goes on
         connection.signal(rid, "ctrl_c" if isinstance(exc, KeyboardInterrupt) else "sigterm")
-        connection.take(rid)
+        _released(connection, rid)
         raise
     finally:
         connection.forget(rid)
     assert report is not None  # no timeout was given
     return _concluded(call, report[2], check)
+
+
+def _released(connection: service.Connection, rid: int) -> None:
+    """Wait for the stopped run's reply (its release done); a service that is gone has none."""
+    try:
+        connection.take(rid)
+    except service.ServiceGone:
+        pass
 
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
@@ -158,7 +166,10 @@ async def run_async(args, *, check: bool = False, echo: bool = False, **options)
         connection.signal(rid, "sigterm")
         import asyncio
 
-        await asyncio.shield(_reply(connection, rid))
+        try:
+            await asyncio.shield(_reply(connection, rid))
+        except service.ServiceGone:
+            pass
         raise
     finally:
         connection.forget(rid)

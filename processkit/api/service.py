@@ -212,8 +212,14 @@ class Connection:
             callback()
 
     def close(self) -> None:
+        """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
         self.sock.close()
+
+    def __del__(self) -> None:  # a connection replaced and no longer held: its service ends
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            sock.close()
 
 
 _connection: Connection | None = None
