@@ -185,3 +185,15 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
         assert caller.wait(timeout=30) == 0
     finally:
         caller.kill()
+
+
+def test_a_service_that_was_killed_is_replaced_by_the_next_call():
+    first = processkit.run(["true"]).runner_pid
+    os.kill(first, signal.SIGKILL)
+    while _alive(first):
+        time.sleep(0.01)
+    again = processkit.run(["sh", "-c", "exit 3"])
+    assert again.returncode == 3 and again.runner_pid != first
+    with processkit.start(["sleep", "30"]) as handle:
+        assert handle.pid == again.runner_pid
+        assert handle.inspect()["run_id"] == handle.run_id

@@ -243,14 +243,20 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
     directory that cannot be used raises as ``subprocess.Popen`` does."""
     call = prepare(args, options, echo=echo, function="start")
-    connection = service.connection()
     scratch = None
-    if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file the service removes at its end
+    if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
+        call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
+    connection, rid = call.send()
+    if call.spec.jsonl == wire.SCRATCH_FILE:
         scratch = os.path.join(connection.scratch, call.spec.run_id + ".jsonl")
-        call.spec = call.spec.replace(jsonl=scratch)
-    rid = call.send(connection)
     handle = RunHandle(
-        call.spec.run_id, call.spec.jsonl, call=call, connection=connection, rid=rid, scratch=scratch, check=check
+        call.spec.run_id,
+        scratch or call.spec.jsonl,
+        call=call,
+        connection=connection,
+        rid=rid,
+        scratch=scratch,
+        check=check,
     )
     events = handle.events()
     try:

@@ -48,14 +48,15 @@ class Call(Plain):
     keep_jsonl: bool  # the caller named the stream: the result names it too
     extra: dict = {}
 
-    def send(self, connection: service.Connection) -> int:
-        """The request, with the caller's standard streams beside it when the run uses them."""
+    def send(self) -> tuple[service.Connection, int]:
+        """The request to this process's service, with the caller's standard streams beside it
+        when the run uses them; the connection it went on, and its id."""
         spec = self.spec
         if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
-            return connection.send("run", spec, self.extra, env=True)
+            return service.send("run", spec, self.extra, env=True)
         fds, opened = _standard_streams()
         try:
-            return connection.send("run", spec, {**self.extra, "fds": 3}, fds=fds, env=True)
+            return service.send("run", spec, {**self.extra, "fds": 3}, fds=fds, env=True)
         finally:
             for fd in opened:
                 os.close(fd)
@@ -133,8 +134,7 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in this process's runner service; see docs/api.md."""
     call = prepare(args, options, echo=echo, function="run")
-    connection = service.connection()
-    rid = call.send(connection)
+    connection, rid = call.send()
     try:
         report = connection.take(rid)
     except BaseException as exc:  # Ctrl-C, say: the run ends through its release before it goes on
@@ -158,8 +158,7 @@ def _released(connection: service.Connection, rid: int) -> None:
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """``run`` for asyncio: the reply is awaited, not waited for; cancelling the task cancels the run."""
     call = prepare(args, options, echo=echo, function="run_async")
-    connection = service.connection()
-    rid = call.send(connection)
+    connection, rid = call.send()
     try:
         report = await _reply(connection, rid)
     except BaseException:

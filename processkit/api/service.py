@@ -121,7 +121,11 @@ class Connection:
                 current = _environment_now()
                 message[3]["env"] = None if current == self.sent_env else dict(os.environ)
                 self.sent_env = current
-            wire.send(self.sock, message, fds)
+            try:
+                wire.send(self.sock, message, fds)
+            except OSError:  # the service is gone: nothing of this request reached it
+                self.gone = True
+                raise ServiceGone("the runner service of this process has ended") from None
         return rid
 
     def signal(self, rid: int, source: str) -> None:
@@ -224,6 +228,17 @@ class Connection:
 
 _connection: Connection | None = None
 _starting = threading.Lock()
+
+
+def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
+    """Send a request to this process's service; a service found gone when the request is
+    written (killed since the last call) is replaced once, as nothing of the request reached it."""
+    try:
+        found = connection()
+        return found, found.send(kind, *payload, fds=fds, env=env)
+    except ServiceGone:
+        found = connection()
+        return found, found.send(kind, *payload, fds=fds, env=env)
 
 
 def connection() -> Connection:

@@ -17,9 +17,11 @@ import struct
 HEADER = struct.Struct(">I")
 MAX_FDS = 4  # the most descriptors any one frame carries
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
-# memory (a memfd), not a file; the capture goes to the service's scratch directory; stdin is
-# fed from the ``input=`` bytes the request carries (a memfd too).
+# memory (a memfd), not a file, or (for a run followed live) to ``<scratch>/<run id>.jsonl`` in
+# the service's scratch directory; the capture goes to that directory too; stdin is fed from the
+# ``input=`` bytes the request carries (a memfd too).
 SCRATCH_MEMORY = "\0memory"
+SCRATCH_FILE = "\0file"
 SCRATCH_CAPTURE = "\0capture"
 SCRATCH_INPUT = "\0input"
 

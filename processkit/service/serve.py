@@ -196,6 +196,8 @@ class Service:
         changes: dict = {}
         if spec.jsonl == wire.SCRATCH_MEMORY:
             changes["jsonl"] = self._memory_file(request, b"")
+        elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
+            changes["jsonl"] = os.path.join(self.scratch, spec.run_id + ".jsonl")
         if spec.stdin_file == wire.SCRATCH_INPUT:
             changes["stdin_file"] = self._memory_file(request, request.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE:
@@ -232,7 +234,7 @@ class Service:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
-        report["jsonl"] = _read(request.memfds[0] if spec.jsonl != request.spec.jsonl else spec.jsonl)
+        report["jsonl"] = _read(request.memfds[0] if request.spec.jsonl == wire.SCRATCH_MEMORY else spec.jsonl)
         if any(request.piped) and spec.capture_dir is not None:
             for name, piped in zip(("stdout", "stderr"), request.piped):
                 if piped:
