@@ -50,7 +50,7 @@ CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cance
 class Request:
     """One run a caller asked for, and what serves it in this process."""
 
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture")
+    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped")
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int]) -> None:
         self.rid = rid
@@ -61,6 +61,13 @@ class Request:
         self.piped: tuple[bool, bool] = extra.get("piped", (False, False))
         self.memfds: list[int] = []
         self.scratch_capture: str | None = None
+        self.stopped: str | None = None  # the stop signal's source, when one came before its first step
+
+
+def _cancelled(source: str) -> dict:
+    """The reply for a run stopped before it began: nothing was made, so nothing is released."""
+    failure = ("cancelled", f"run cancelled by {source} before its child was started", False)
+    return {"code": 107, "failure": failure, "pid": os.getpid()}
 
 
 class Service:
@@ -70,6 +77,7 @@ class Service:
         self.host = Host(watch=True)
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
+        self.writing = False  # the loop watches the socket for room to write the rest
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
         self.batches: dict[int, int] = {}  # pid of a batch's process -> its pidfd
@@ -90,14 +98,18 @@ class Service:
             while self.pending:
                 sent = self.sock.send(self.pending)
                 del self.pending[:sent]
-        except BlockingIOError:
-            self.host.loop.add_writer(self.sock.fileno(), self._flush)
+        except BlockingIOError:  # the caller reads slower than replies come: the rest when it can
+            if not self.writing:
+                self.writing = True
+                self.host.loop.add_writer(self.sock.fileno(), self._flush)
             return
         except OSError:
             self.pending.clear()
             self.caller_gone()
             return
-        self.host.loop.remove_writer(self.sock.fileno())
+        if self.writing:
+            self.writing = False
+            self.host.loop.remove_writer(self.sock.fileno())
 
     def readable(self) -> None:
         try:
@@ -127,7 +139,9 @@ class Service:
             return
         self.closing = True
         self.host.loop.remove_reader(self.sock.fileno())
-        self.host.loop.remove_writer(self.sock.fileno())
+        if self.writing:
+            self.writing = False
+            self.host.loop.remove_writer(self.sock.fileno())
         for request in self.queue:
             self._close_fds(request)
         self.queue.clear()
@@ -142,9 +156,9 @@ class Service:
             self.queue.remove(request)
             self._close_fds(request)
             del self.requests[rid]
-            cancelled = ("cancelled", f"run cancelled by {source} before its child was started", False)
-            self.reply(("done", rid, {"code": 107, "failure": cancelled, "pid": os.getpid()}))
+            self.reply(("done", rid, _cancelled(source)))
             return
+        request.stopped = source  # handed to the carrier, its first step not yet taken
         for run in self.host.runs:
             if run.spec.run_id == request.spec.run_id:
                 run.stop_signal(source)
@@ -175,6 +189,11 @@ class Service:
                 self.caller_gone()
 
     def _carried(self, request: Request):
+        if request.stopped is not None:
+            self.reply(("done", request.rid, _cancelled(request.stopped)))
+            self.requests.pop(request.rid, None)
+            self._close_fds(request)
+            return None
         spec = self._materialize(request)
         try:
             outcome = yield from steps(self.host, spec)
