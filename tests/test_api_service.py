@@ -19,9 +19,11 @@ from conftest import registry_entries
 
 PY = sys.executable
 
-# The caller SIGKILLed below: every kind of scratch a call can make, all live at once.
+# The caller SIGKILLed below: every kind of scratch a call can make, and a batch, all live at once.
 CALLER = r"""
-import json, os, sys, processkit
+import json, os, sys, threading, processkit
+out = os.path.join(sys.argv[1], "batch-out")
+threading.Thread(target=processkit.batch, args=([{"args": ["sleep", "3737.5"], "id": "s"}],), kwargs={"out": out}).start()
 handles = [
     processkit.start(["sleep", "3737.5"], capture_output=True, input=b"data"),  # capture dir, input, stream
     processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
@@ -61,8 +63,8 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     try:
         started = json.loads(caller.stdout.readline())
         deadline = time.monotonic() + 30
-        while len(_processes_naming("sleep\x003737.5")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)  # the third run, the one waited for
+        while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
         caller.kill()
         caller.wait()
@@ -72,6 +74,8 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     finally:
         caller.kill()
     assert not _alive(started["service"]), "the service ended with its caller"
+    serving = [pid for pid in _processes_naming(f"\x00{caller.pid}\x00") if _alive(pid)]
+    assert serving == [], "neither the service nor the process it forked for the batch is left"
     assert [pid for pid in started["roots"] if _alive(pid)] == []
     assert _processes_naming("sleep\x003737.5") == []
     assert os.listdir(scratch) == [], "no lodging, stream, capture or input file is left"
