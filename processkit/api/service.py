@@ -37,14 +37,13 @@ PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
 
 
 def _fingerprint() -> tuple:
-    environment = _environment_now()
-    return tuple(
-        sorted(
-            (key, value)
-            for key, value in environment.items()
-            if os.fsdecode(key) in PLACES or os.fsdecode(key).startswith("PROCESSKIT_")
-        )
-    )
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):  # CPython's bytes mapping: no entry decoded
+        return tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
+    return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
+
+
+_PLACES = tuple(os.fsencode(name) for name in PLACES)
 
 
 def _environment_now() -> dict:
