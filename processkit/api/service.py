@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from . import wire
 
@@ -138,8 +139,6 @@ class Connection:
 
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
         while True:
