@@ -201,3 +201,30 @@ def test_a_service_that_was_killed_is_replaced_by_the_next_call():
     with processkit.start(["sleep", "30"]) as handle:
         assert handle.pid == again.runner_pid
         assert handle.inspect()["run_id"] == handle.run_id
+
+
+def test_the_callers_streams_are_not_held_past_the_runs_that_use_them():
+    """An echo run borrows the caller's stdout as it is at the call; once it ended the service
+    holds it no more, so a reader of the caller's stdout sees its end when the caller closes it."""
+    script = (
+        "import os, sys, processkit\n"
+        "processkit.run(['echo', 'echoed'], echo=True)\n"
+        "os.close(1)\n"
+        "sys.stdin.read()\n"  # still alive, its stdout closed
+    )
+    caller = subprocess.Popen([PY, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        import select
+
+        seen = b""
+        while select.select([caller.stdout], [], [], 30)[0]:
+            chunk = os.read(caller.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+        else:
+            raise AssertionError("the caller's stdout stayed open after it closed its own copy")
+        assert seen == b"echoed\n"
+    finally:
+        caller.kill()
+        caller.wait()

@@ -50,7 +50,7 @@ CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cance
 class Request:
     """One run a caller asked for, and what serves it in this process."""
 
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped")
+    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "lent")
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int]) -> None:
         self.rid = rid
@@ -62,6 +62,15 @@ class Request:
         self.memfds: list[int] = []
         self.scratch_capture: str | None = None
         self.stopped: str | None = None  # the stop signal's source, when one came before its first step
+        self.lent = False  # the caller's standard streams are this process's 0-2 for the run
+
+
+def _streams_to_null() -> None:
+    """This process's 0-2 back on /dev/null, as it started."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
 
 
 def _cancelled(source: str) -> dict:
@@ -78,6 +87,7 @@ class Service:
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
+        self.lent = 0  # runs in flight using the caller's standard streams as this process's 0-2
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
         self.batches: dict[int, int] = {}  # pid of a batch's process -> its pidfd
@@ -207,10 +217,13 @@ class Service:
         if request.env is not None:
             os.environ.clear()
             os.environ.update(request.env)
-        for target, fd in enumerate(request.stdio):
-            os.dup2(fd, target)
-            os.close(fd)
-        request.stdio = []
+        if request.stdio:
+            for target, fd in enumerate(request.stdio):
+                os.dup2(fd, target)
+                os.close(fd)
+            request.stdio = []
+            request.lent = True
+            self.lent += 1
         spec = request.spec
         changes: dict = {}
         if spec.jsonl == wire.SCRATCH_MEMORY:
@@ -240,6 +253,10 @@ class Service:
         finally:
             self.requests.pop(request.rid, None)
             self._close_fds(request)
+            if request.lent:
+                self.lent -= 1
+                if not self.lent:  # the caller's streams are not held past the runs that use them
+                    _streams_to_null()
             if request.scratch_capture is not None:
                 shutil.rmtree(request.scratch_capture, ignore_errors=True)
 
