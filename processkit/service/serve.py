@@ -343,7 +343,7 @@ def _read(source: int | str) -> bytes | None:
     except OSError:
         return None
     finally:
-        if fd is not source:
+        if not isinstance(source, int):
             os.close(fd)
 
 
@@ -374,7 +374,3 @@ def main() -> int:
     finally:
         service.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
