@@ -263,9 +263,12 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         for event in events:
             if isinstance(event, RunStarted):
                 return handle
-    except BaseException:
+    except BaseException:  # interrupted while waiting for the start: the run ends through its release
         connection.signal(rid, "sigterm")
-        handle._finish(None)
+        try:
+            handle._finish(None)
+        except service.ServiceGone:
+            pass
         raise
     finally:
         events.close()
