@@ -192,12 +192,19 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
 
 
 def test_a_service_that_was_killed_is_replaced_by_the_next_call():
+    """The next call starts a fresh service, which also removes the scratch directory the
+    killed one could not."""
+    from processkit.api import service
+
     first = processkit.run(["true"]).runner_pid
+    scratch = service.connection().scratch
     os.kill(first, signal.SIGKILL)
     while _alive(first):
         time.sleep(0.01)
+    assert os.path.isdir(scratch)
     again = processkit.run(["sh", "-c", "exit 3"])
     assert again.returncode == 3 and again.runner_pid != first
+    assert not os.path.exists(scratch)
     with processkit.start(["sleep", "30"]) as handle:
         assert handle.pid == again.runner_pid
         assert handle.inspect()["run_id"] == handle.run_id

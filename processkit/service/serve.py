@@ -45,6 +45,7 @@ from ..api import wire
 MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
+SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
 
 
 class Request:
@@ -94,7 +95,9 @@ class Service:
         self.closing = False
         self.orphaned: list[bool] = []  # PR_SET_PDEATHSIG's signal came: the parent may be gone
         self.idle_started = False
-        self.scratch = tempfile.mkdtemp(prefix=f"processkit-api-{os.getpid()}-", dir=batch_base())
+        base = batch_base()
+        _sweep_scratch(base)
+        self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -322,6 +325,32 @@ class Service:
     def close(self) -> None:
         self.host.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _sweep_scratch(base: str) -> None:
+    """Remove the scratch directories of this user's services that are gone: one killed itself
+    (SIGKILL, the OOM killer) could not remove its own, and nothing else knows it. A directory
+    whose service's pid is alive, or that is not this user's, is left alone."""
+    try:
+        names = [name for name in os.listdir(base) if name.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        path = os.path.join(base, name)
+        try:
+            found = os.lstat(path)
+        except OSError:
+            continue
+        if not pid.isdigit() or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's process with that pid): never swept
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _read(source: int | str) -> bytes | None:
