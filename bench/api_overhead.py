@@ -1,84 +1,235 @@
-"""What ``processkit.run`` costs over the CLI it drives, from a warm interpreter.
+"""What ``processkit.run`` costs next to ``subprocess.run``, from a warm interpreter (issue 37).
 
-Three ways to run ``true``, interleaved round by round so load from elsewhere hits them alike:
-``subprocess.run(["true"])`` (no runner at all), ``processkit-cli run`` started as a process with
-the flags the API passes (the CLI's own start-up and run), and ``processkit.run(["true"])`` (the
-same runner plus the API's checking, scratch files and reading back of the events). Reports the
-medians and the median of the per-round difference API - CLI, the API's own cost; and CPU
-times, which load from elsewhere hardly moves: this process's own per call (``RUSAGE_SELF``:
-the launching and reading back, not the runner) and the total with the runner and its child
-(``RUSAGE_CHILDREN`` added).
+Three figures, each measured side by side with ``subprocess.run`` in this one run:
 
-    python3 bench/api_overhead.py -n 41
+- sequential: ``subprocess.run(["true"])`` and ``processkit.run(["true"])`` called in alternating
+  pairs (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
+  ratio. CPU times: this process's own per call (``RUSAGE_SELF``) and the runner service's
+  (read from its ``/proc/<pid>/stat``), which load from elsewhere hardly moves.
+- threads: 8 threads calling ``processkit.run(["true"])`` (then ``subprocess.run``) for
+  ``--calls`` calls each round, alternating, ``--rounds`` rounds; the median calls per second.
+- a SIGKILLed caller: a caller with runs in flight (a capture, an ``input=``, a live stream) is
+  SIGKILLed; after 1 s the processes, cgroups, registry records and scratch files it left are
+  counted, and the time the service took to end is shown.
+
+``--profile FILE`` writes a cProfile of the runner service over the sequential calls instead.
+
+    python3 bench/api_overhead.py -n 201 --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 
 import processkit
-from processkit.api.launch import runner_command
+from processkit.api import service
+
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_times() -> tuple[float, float]:
-    """CPU seconds of this process, and of it plus its waited-for descendants."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    mine = own.ru_utime + own.ru_stime
-    return mine, mine + children.ru_utime + children.ru_stime
+def service_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds the service process has used itself, and its reaped children (the runs' roots)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS
 
 
-def timed(call) -> tuple[float, float, float]:
-    """Wall time of the call, the CPU time this process spent on it, and the CPU time of all."""
-    (own, total), started = cpu_times(), time.perf_counter()
-    call()
-    wall = time.perf_counter() - started
-    own_after, total_after = cpu_times()
-    return wall, own_after - own, total_after - total
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sequential(n: int) -> None:
+    ways = {"subprocess.run(['true'])": lambda: subprocess.run(["true"]), "processkit.run(['true'])": processkit.run}
+    for _ in range(20):
+        for call in ways.values():
+            call(["true"]) if call is processkit.run else call()
+    pid = service.connection().pid
+    walls: dict[str, list[float]] = {name: [] for name in ways}
+    own: dict[str, float] = dict.fromkeys(ways, 0.0)
+    served = [0.0, 0.0]
+    for index in range(n):
+        order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
+        for name in order:
+            cpu, before_service, started = own_cpu(), service_cpu(pid), time.perf_counter()
+            if name.startswith("processkit"):
+                processkit.run(["true"])
+            else:
+                subprocess.run(["true"])
+            walls[name].append(time.perf_counter() - started)
+            own[name] += own_cpu() - cpu
+            if name.startswith("processkit"):
+                after_service = service_cpu(pid)
+                served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
+    print(f"sequential: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
+    for name, values in walls.items():
+        ordered = sorted(values)
+        print(
+            f"  {name:28s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
+            f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
+            + (
+                f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
+                if name.startswith("processkit")
+                else ""
+            )
+        )
+    names = list(ways)
+    ratios = [api / plain for plain, api in zip(walls[names[0]], walls[names[1]])]
+    print(f"  processkit / subprocess, median of per-pair ratios: {statistics.median(ratios):.2f}x")
+
+
+def threaded(rounds: int, calls: int, threads: int = 8) -> None:
+    def rate(call) -> float:
+        left = [calls]
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    if left[0] <= 0:
+                        return
+                    left[0] -= 1
+                call()
+
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        started = time.perf_counter()
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        return calls / (time.perf_counter() - started)
+
+    ways = {
+        "processkit.run(['true'])": lambda: processkit.run(["true"]),
+        "subprocess.run(['true'])": lambda: subprocess.run(["true"]),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in ways}
+    for index in range(rounds):
+        for name in ways if index % 2 == 0 else reversed(list(ways)):
+            rates[name].append(rate(ways[name]))
+    print(
+        f"threads: {threads} threads, {calls} calls a round, {rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}"
+    )
+    for name, values in rates.items():
+        print(
+            f"  {name:28s} median {statistics.median(values):6.0f} calls/s (rounds: {', '.join(f'{v:.0f}' for v in values)})"
+        )
+
+
+CALLER = r"""
+import json, os, sys, processkit
+handles = [
+    processkit.start(["sleep", "3737.25"], capture_output=True, input=b"data"),
+    processkit.start(["sleep", "3737.25"]),
+]
+print(json.dumps({"service": handles[0].pid, "roots": [next(iter(h.events())).root_pid for h in handles]}), flush=True)
+processkit.run(["sleep", "3737.25"], capture_output=True)
+"""
+
+
+def killed_caller() -> None:
+    from processkit.containment import cgroup_v2
+
+    with tempfile.TemporaryDirectory(prefix="api-overhead-") as place:
+        scratch, registry = os.path.join(place, "scratch"), os.path.join(place, "registry")
+        os.mkdir(scratch, 0o700)
+        os.mkdir(registry, 0o700)
+        env = {**os.environ, "TMPDIR": scratch, "XDG_RUNTIME_DIR": scratch, "PROCESSKIT_CLI_REGISTRY_DIR": registry}
+        caller = subprocess.Popen([sys.executable, "-c", CALLER], env=env, stdout=subprocess.PIPE)
+        started = json.loads(caller.stdout.readline())
+        while len(sleeps()) < 3:
+            time.sleep(0.005)
+        caller.kill()
+        caller.wait()
+        killed = time.monotonic()
+        while alive(started["service"]) and time.monotonic() - killed < 10:
+            time.sleep(0.001)
+        ended = time.monotonic() - killed
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - killed)))
+        parent = cgroup_v2.find_parent()
+        groups = (
+            []
+            if parent is None
+            else [n for n in os.listdir(parent) if n.startswith(f"processkit-{started['service']}-")]
+        )
+        records = [n for n in os.listdir(registry) if not n.endswith((".ended", ".outcomes"))]
+        left = {
+            "processes": len(sleeps()) + alive(started["service"]),
+            "groups": len(groups),
+            "records": len(records),
+            "scratch files": sum(len(files) + len(dirs) for _, dirs, files in os.walk(scratch)),
+        }
+    print(
+        f"a SIGKILLed caller (3 runs in flight): the service ended {ended * 1000:.0f} ms after the kill; after 1 s: {left}"
+    )
+
+
+def sleeps() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if handle.read() == b"sleep\x003737.25\x00":
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def profiled(n: int, path: str) -> None:
+    """The service run under cProfile over ``n`` sequential calls; the profile is written when it ends."""
+    plain = service.service_command
+
+    def command(fd: int, caller: int) -> list[str]:
+        run = f"import cProfile; from processkit.service.serve import main; cProfile.run('main()', {path!r})"
+        return [*plain(fd, caller)[:2], run, *plain(fd, caller)[3:]]
+
+    service.service_command = command  # type: ignore[assignment]
+    connection = service.connection()
+    for _ in range(n):
+        processkit.run(["true"])
+    connection.close()  # the service sees its caller's end of file, ends, and writes the profile
+    while alive(connection.pid):
+        time.sleep(0.01)
+    connection.process.wait()
+    print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=41, help="rounds (default 41)")
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("-n", type=int, default=201, help="sequential pairs (default 201)")
+    parser.add_argument("--rounds", type=int, default=5, help="threaded rounds (default 5)")
+    parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
+    parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
+    parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
     args = parser.parse_args()
-    scratch = tempfile.mkdtemp(prefix="api-overhead-")
-    jsonl = os.path.join(scratch, "cli.jsonl")
-    cli = runner_command() + ["--error-format", "json", "run", "--no-echo", "--jsonl", jsonl, "--", "true"]
-    ways = {
-        "subprocess.run(['true'])": lambda: subprocess.run(["true"], check=True),
-        "processkit-cli run -- true (process)": lambda: subprocess.run(
-            cli, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True
-        ),
-        "processkit.run(['true'])": lambda: processkit.run(["true"], check=True),
-    }
-    for _ in range(args.warmup):
-        for call in ways.values():
-            call()
-    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ways}
-    for _ in range(args.n):
-        for name, call in ways.items():
-            samples[name].append(timed(call))
-    names = list(ways)
-    print(f"{args.n} interleaved rounds, load average {os.getloadavg()[0]:.1f}")
-    for name in names:
-        walls = sorted(sample[0] for sample in samples[name])
-        own, total = (statistics.median(sample[k] for sample in samples[name]) for k in (1, 2))
-        print(
-            f"  {name:38s} wall median {statistics.median(walls) * 1000:7.1f} ms, p90 {walls[int(len(walls) * 0.9)] * 1000:7.1f} ms;"
-            f" CPU median: this process {own * 1000:5.2f} ms, with the runner {total * 1000:6.2f} ms"
-        )
-    for k, what in ((0, "wall"), (2, "total CPU")):
-        extra = [api[k] - cli[k] for cli, api in zip(samples[names[1]], samples[names[2]])]
-        print(f"  API over the CLI, median of per-round {what} differences: {statistics.median(extra) * 1000:+.1f} ms")
-    os.remove(jsonl)
-    os.rmdir(scratch)
+    if args.profile:
+        profiled(args.n, args.profile)
+        return
+    if args.only in (None, "sequential"):
+        sequential(args.n)
+    if args.only in (None, "threads"):
+        threaded(args.rounds, args.calls)
+    if args.only in (None, "killed"):
+        killed_caller()
 
 
 if __name__ == "__main__":

@@ -27,10 +27,14 @@ _API = frozenset(
 
 
 def __getattr__(name: str):
-    if name == "batch":  # the batch engine, in this process (processkit.batching)
+    if name == "batch":  # the batch engine, in a process the runner service forks (processkit.batching)
         from .batching.api import batch
 
         return batch
+    if name == "BatchError":
+        from .batching.api import BatchError
+
+        return BatchError
     if name == "bench":  # the benchmark API, loaded on first use too
         from .api.bench import bench
 
@@ -47,4 +51,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API | {"batch", "bench", "salvage_capture"})
+    return sorted(set(globals()) | _API | {"batch", "BatchError", "bench", "salvage_capture"})

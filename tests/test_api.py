@@ -60,7 +60,9 @@ def test_check_true_raises_a_called_process_error():
 
 
 def test_durations_and_sizes_take_numbers(tmp_path):
-    result = processkit.run(["sleep", "30"], timeout=0.2, grace=0)
+    with pytest.raises(subprocess.TimeoutExpired) as expired:
+        processkit.run(["sleep", "30"], timeout=0.2, grace=0)
+    result = expired.value.result
     assert (result.returncode, result.source, result.child_code) == (106, "timeout", None)
     assert isinstance(result.ending, Timeout) and result.ending.timeout_ms == 200 and result.ending.grace_ms == 0
     capped = processkit.run(["sh", "-c", "printf 0123456789abcdef"], capture_dir=tmp_path, capture_max_bytes=10)
@@ -113,6 +115,19 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run(["true", "\ud800"]), ValueError, "args item holds a lone surrogate ('\\ud800')"),
         (lambda: processkit.run(["true"], env={"K": "\udfff"}), ValueError, "env holds a lone surrogate"),
         (lambda: processkit.run(["true"], env={"A=B": "c"}), ValueError, "env key 'A=B' holds '='"),
+        (
+            lambda: processkit.run(["true"], env={"A": 1}),
+            TypeError,
+            "the value of 'A' in env must be a string, not int",
+        ),
+        (lambda: processkit.run(["true"], env={1: "x"}), TypeError, "each env key must be a string, not int"),
+        (
+            lambda: processkit.run(["true"], labels={"k": None}),
+            TypeError,
+            "the value of 'k' in labels must be a string",
+        ),
+        (lambda: processkit.run(["true"], timeout=[1]), TypeError, "timeout must be a number of seconds or a duration"),
+        (lambda: processkit.run(["true"], run_id=7), TypeError, "run_id must be a string, not int"),
     ],
 )
 def test_bad_input_raises_before_anything_starts(call, error, text, tmp_path, isolated_registry, monkeypatch):
@@ -136,11 +151,54 @@ def test_setup_failure_is_a_result_or_raises_under_check(tmp_path):
     assert caught.value.returncode == 111 and "jsonl" in str(caught.value).lower()
 
 
-def test_spawn_failure_is_101():
-    result = processkit.run(["/nonexistent/program"])
-    assert (result.returncode, result.source) == (101, "spawn_error")
-    assert [e.event for e in result.events] == ["spawn_failed", "runner_exit"]
-    assert "could not start" in result.message
+@pytest.mark.parametrize(
+    "args, cwd",
+    [
+        (["/nonexistent/program"], None),
+        (["no-such-program-anywhere"], None),
+        (["/etc/hostname"], None),  # not executable: PermissionError
+        (["true"], "/nonexistent/dir"),
+        (["true"], "/etc/hostname"),  # NotADirectoryError
+    ],
+)
+def test_what_cannot_start_raises_as_subprocess_does(args, cwd):
+    with pytest.raises(OSError) as expected:
+        subprocess.run(args, cwd=cwd)
+    with pytest.raises(OSError) as raised:
+        processkit.run(args, cwd=cwd)
+    error, wanted = raised.value, expected.value
+    assert (type(error), error.errno, error.strerror, error.filename) == (
+        type(wanted),
+        wanted.errno,
+        wanted.strerror,
+        wanted.filename,
+    )
+    assert error.result.returncode == 101 and error.result.source == "spawn_error"
+    assert [e.event for e in error.result.events] == ["spawn_failed", "runner_exit"]
+    assert "could not start" in error.result.message or "cannot use --cwd" in error.result.message
+
+
+def test_a_death_by_signal_is_minus_n_as_subprocess_gives_it():
+    result = processkit.run(["sh", "-c", "kill -9 $$"])
+    assert (result.returncode, result.exit_code, result.source) == (-9, 137, "child_exit")
+    assert subprocess.run(["sh", "-c", "kill -9 $$"]).returncode == -9
+    assert processkit.run(["sh", "-c", "exit 137"]).returncode == 137  # an exit status stays itself
+
+
+def test_a_timeout_raises_timeout_expired_with_the_output_so_far():
+    with pytest.raises(subprocess.TimeoutExpired) as raised:
+        processkit.run(["sh", "-c", "echo started; sleep 30"], timeout=0.5, capture_output=True, text=True)
+    assert raised.value.timeout == 0.5 and raised.value.cmd == ["sh", "-c", "echo started; sleep 30"]
+    assert raised.value.output == raised.value.stdout == "started\n" and raised.value.stderr == ""
+    assert raised.value.result.returncode == 106
+
+
+def test_repr_is_one_line():
+    result = processkit.run(["sh", "-c", "printf abc"], capture_output=True)
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300, text
+    assert "returncode=0" in text and "source='child_exit'" in text and "stdout=3 bytes captured" in text
+    assert "duration=" in text and "RunStarted" not in text
 
 
 def test_echo_false_keeps_the_callers_streams_clean_and_echo_true_forwards(capfd, tmp_path):
@@ -180,7 +238,7 @@ def test_run_async_and_cancelling_its_task(isolated_registry):
     async def main():
         done = await processkit.run_async(["sh", "-c", "exit 4"])
         task = asyncio.ensure_future(processkit.run_async(["sleep", "30"], run_id="api-async-cancel"))
-        while not any(name.endswith(".json") for name in os.listdir(isolated_registry)):
+        while not processkit.runs():
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -189,7 +247,7 @@ def test_run_async_and_cancelling_its_task(isolated_registry):
 
     result = asyncio.run(main())
     assert (result.returncode, result.source) == (4, "child_exit")
-    assert [name for name in os.listdir(isolated_registry) if name.endswith(".json")] == []
+    assert processkit.runs() == []
 
 
 def test_numbers_become_the_clis_spellings():

@@ -20,15 +20,20 @@ TASKS = 32
 
 
 def worker_leftovers(runner_pids: list[int]) -> dict:
-    """Runs on a worker: what the runs it executed left behind on it."""
+    """Runs on a worker: what the runs it executed left behind on it. The worker keeps its one
+    runner service (started by its first task, ended with the worker), carrying no run."""
     import psutil
 
     from processkit.containment import cgroup_v2
 
     mine = psutil.Process()
+    services = [child for child in mine.children() if "processkit.service.serve" in " ".join(child.cmdline())]
     runners = [
-        child.pid for child in mine.children(recursive=True) if any("processkit" in part for part in child.cmdline())
+        child.pid
+        for child in mine.children(recursive=True)
+        if any("processkit" in part for part in child.cmdline()) and child not in services
     ]
+    carried = [grandchild.pid for service in services for grandchild in service.children(recursive=True)]
     parent = cgroup_v2.find_parent()
     groups = (
         []
@@ -36,9 +41,35 @@ def worker_leftovers(runner_pids: list[int]) -> dict:
         else [path for pid in runner_pids for path in glob.glob(os.path.join(parent, f"processkit-{pid}-*"))]
     )
     registry = os.environ.get("PROCESSKIT_CLI_REGISTRY_DIR")
-    # Records and locks, which a run removes; its outcome tombstone (*.ended) stays on purpose.
-    entries = sorted(name for name in os.listdir(registry) if not name.endswith(".ended"))
-    return {"runners": runners, "groups": groups, "registry": registry, "entries": entries}
+    # Records and locks of runs, which a run removes: the service's own lodging record stays as
+    # long as the service (its outcome files, *.ended and *.outcomes, stay on purpose).
+    entries = sorted(
+        name
+        for name in os.listdir(registry)
+        if not name.endswith((".ended", ".outcomes")) and not _lodging_record(registry, name)
+    )
+    return {
+        "services": len(services),
+        "runners": runners,
+        "carried": carried,
+        "groups": groups,
+        "registry": registry,
+        "entries": entries,
+    }
+
+
+def _lodging_record(registry: str, name: str) -> bool:
+    """Whether ``name`` is the record (or its lock) of a worker's service's lodging (the two
+    workers share the registry)."""
+    import json
+
+    stem = os.path.join(registry, name.rsplit(".", 1)[0] + ".json")
+    try:
+        with open(stem) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return record.get("hint") == "batch" and record.get("labels", {}).get("batch", "").startswith("api-")
 
 
 @pytest.fixture
@@ -86,9 +117,12 @@ def test_fan_out_32_captured_runs_over_a_local_cluster(cluster, tmp_path, isolat
             assert on_disk == content
             assert capture.sha256 == hashlib.sha256(on_disk).hexdigest()
             assert capture.bytes_seen == capture.bytes_written == len(content) and not capture.truncated
-    runner_pids = [result.runner_pid for result in results]
+    runner_pids = sorted({result.runner_pid for result in results})
+    assert len(runner_pids) <= 2, "one runner service per worker process carried its runs"
     leftovers = cluster.run(worker_leftovers, runner_pids)
     assert len(leftovers) == 2
     for report in leftovers.values():
-        assert report == {"runners": [], "groups": [], "registry": str(isolated_registry), "entries": []}
+        assert report["services"] <= 1
+        del report["services"]
+        assert report == {"runners": [], "carried": [], "groups": [], "registry": str(isolated_registry), "entries": []}
     assert processkit.runs() == []

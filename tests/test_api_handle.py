@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 
 import pytest
@@ -52,7 +53,7 @@ def test_context_manager_cancels_a_run_still_going(isolated_registry):
     result = handle.poll()
     assert (result.returncode, result.source) == (108, "control_cancel")
     assert not pid_alive(root)
-    assert [name for name in isolated_registry.iterdir() if name.suffix == ".json"] == []
+    assert processkit.runs() == []
 
 
 def test_context_manager_cancels_when_the_body_raises():
@@ -62,17 +63,23 @@ def test_context_manager_cancels_when_the_body_raises():
     assert handle.poll().returncode == 108
 
 
-def test_a_dropped_handle_leaves_no_scratch_files(tmp_path, monkeypatch):
+def test_a_dropped_handle_leaves_no_scratch_files():
+    """The live stream of a start() without jsonl is a file in the service's scratch directory,
+    removed once its result is taken, or its handle dropped."""
     import gc
-    import tempfile
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    from processkit.api import service
+
+    scratch = service.connection().scratch
     handle = processkit.start(["true"])
-    assert sorted(path.suffix for path in tmp_path.iterdir()) == [".json", ".jsonl", ".stderr"]  # .usage.json
-    handle._process.wait()
-    del handle
+    assert os.listdir(scratch) == [os.path.basename(handle.jsonl)]
+    handle.wait()
+    assert os.listdir(scratch) == []
+    dropped = processkit.start(["sleep", "0.1"])
+    assert os.listdir(scratch) == [os.path.basename(dropped.jsonl)]
+    del dropped
     gc.collect()
-    assert list(tmp_path.iterdir()) == []
+    assert os.listdir(scratch) == []
 
 
 def test_wait_timeout_leaves_the_run_going():
@@ -83,15 +90,18 @@ def test_wait_timeout_leaves_the_run_going():
         assert handle.inspect()["run_id"] == handle.run_id
 
 
-def test_start_of_a_run_that_cannot_spawn():
-    handle = processkit.start(["/nonexistent/program"])
-    assert handle.wait().returncode == 101
+def test_start_of_a_run_that_cannot_spawn_raises_as_popen_does():
+    with pytest.raises(FileNotFoundError) as raised:
+        processkit.start(["/nonexistent/program"])
+    assert raised.value.filename == "/nonexistent/program" and raised.value.result.returncode == 101
+    handle = processkit.start(["true"], jsonl="/nonexistent/dir/run.jsonl")  # a setup failure: a result
+    assert handle.wait().returncode == 111
     with pytest.raises(processkit.ControlError) as gone:
         handle.inspect()
     assert gone.value.code == 103
     with pytest.raises(processkit.RunError) as caught:
-        processkit.start(["/nonexistent/program"], check=True)
-    assert caught.value.returncode == 101
+        processkit.start(["true"], jsonl="/nonexistent/dir/run.jsonl", check=True)
+    assert caught.value.returncode == 111
 
 
 def test_runs_lists_the_registry_with_label_filter():

@@ -65,9 +65,9 @@ ALLOWED = {
     ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
     "then checked this user's regular file",
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
-    ("api/streams.py", "Streams.collect", "open:read"): "a capture file in the API's own mkdtemp directory",
+    ("service/serve.py", "Service.__init__", "tempfile.mkdtemp"): "the runner service's scratch directory: "
+    "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
     ("api/bench.py", "bench", "open:read"): "the export file the API made with mkstemp",
-    ("api/result.py", "read_usage", "open:read"): "the usage file the API made with mkstemp",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
     ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",

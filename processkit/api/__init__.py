@@ -1,5 +1,6 @@
-"""The Python API: ``run``, ``start``, ``attach``, ``runs`` and their results, each run in its own
-``processkit-cli run`` process (see ``launch`` for what that means for the caller)."""
+"""The Python API: ``run``, ``start``, ``attach``, ``runs`` and their results, every run of a
+process carried by that process's runner service (``service``; see ``launch`` for what that
+means for the caller)."""
 
 from .control import ControlError
 from .handle import RunHandle, RunInfo, attach, runs, start

@@ -1,5 +1,6 @@
-"""``processkit.bench``: a benchmark run by its own ``processkit-cli bench`` process, as every
-API call runs its own runner, and read back from its JSON export into typed values.
+"""``processkit.bench``: a benchmark run by its own ``processkit-cli bench`` process (a benchmark
+owns its CPUs and memory group for its whole length, unlike a run the runner service carries),
+and read back from its JSON export into typed values.
 
 The caller's interpreter is left alone: the runs' signal handlers, the subreaper flag, the CPU
 pinning and the memory group all belong to that process.

@@ -2,13 +2,16 @@
 
 A handle reads the run's events from its JSONL as they are written and acts on the run through
 its control socket, the same plane ``processkit-cli inspect/cancel/kill`` use. A handle from
-``start`` also owns the runner process; one from ``attach`` knows the run only through the
-registry, so it can address runs of this host only (the control plane is per host).
+``start`` also holds the run's request to this process's runner service, whose reply is its
+result (without ``jsonl`` the stream is a file in the service's scratch directory, removed once
+the result is taken); one from ``attach`` knows the run only through the registry, so it can
+address runs of this host only (the control plane is per host).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import time
 import weakref
@@ -18,8 +21,9 @@ from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
 from ..events.follow import Follower, read_all
-from .launch import Prepared, prepare, stop_runner
-from .result import RunResult, build
+from . import service, wire
+from .launch import Call, prepare
+from .result import RunResult, build, raise_as_subprocess
 
 POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
 POLL_MOST = 0.02
@@ -36,20 +40,25 @@ class RunHandle:
         run_id: str,
         jsonl: str,
         *,
-        prepared: Prepared | None = None,
-        process: subprocess.Popen | None = None,
+        call: Call | None = None,
+        connection: service.Connection | None = None,
+        rid: int | None = None,
+        scratch: str | None = None,
         check: bool = False,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
-        self._prepared = prepared
-        self._process = process
+        self._call = call
+        self._connection = connection
+        self._rid = rid
         self._check = check
+        self._report: dict | None = None  # the service's reply, once the run ended
         self._result: RunResult | None = None
-        # A handle owns its runner (prepared and process, from start) or watches the registry (attach).
-        self._watch = None if process is not None else control.run_id_watch(run_id)
-        if prepared is not None:  # a handle dropped without wait(): its scratch files still go
-            weakref.finalize(self, prepared.cleanup)
+        # A handle holds its run's request (start) or watches the registry (attach).
+        self._watch = None if connection is not None else control.run_id_watch(run_id)
+        if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
+            weakref.finalize(self, _forget, connection, rid, scratch)
+        self._scratch = scratch
 
     def __repr__(self) -> str:
         state = "finished" if self._result is not None else "live"
@@ -57,12 +66,12 @@ class RunHandle:
 
     @property
     def pid(self) -> int | None:
-        """The runner's process id (None for an attached run)."""
-        return self._process.pid if self._process is not None else None
+        """The process carrying the run: this process's runner service (None for an attached run)."""
+        return self._connection.pid if self._connection is not None else None
 
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
-        return Follower(self.jsonl, self._ended, settle=0 if self._process is not None else ATTACHED_SETTLE)
+        return Follower(self.jsonl, self._ended, settle=0 if self._connection is not None else ATTACHED_SETTLE)
 
     def events(self) -> Generator[Event, None, None]:
         """Every event of the run, from its first, as the runner writes them; ends after
@@ -101,7 +110,7 @@ class RunHandle:
             follower.close()
 
     def _most_pause(self) -> float:
-        return POLL_MOST if self._process is not None else ATTACHED_POLL
+        return POLL_MOST if self._connection is not None else ATTACHED_POLL
 
     # -- the control plane -----------------------------------------------------------------
     def inspect(self) -> dict:
@@ -128,10 +137,19 @@ class RunHandle:
         return self._result
 
     def _ended(self) -> bool:
-        if self._process is not None:
-            return self._process.poll() is not None
-        assert self._watch is not None  # no runner process: an attached handle
+        if self._connection is not None:
+            return self._reply(0) is not None
+        assert self._watch is not None  # no request: an attached handle
         return control.watch_done(self._watch)
+
+    def _reply(self, timeout: float | None) -> dict | None:
+        """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
+        if self._report is None:
+            assert self._connection is not None and self._rid is not None
+            found = self._connection.take(self._rid, timeout)
+            if found is not None:
+                self._report = found[2]
+        return self._report
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """The run's result once it has ended; raises subprocess.TimeoutExpired after
@@ -155,10 +173,15 @@ class RunHandle:
     def _finish(self, timeout: float | None) -> RunResult:
         if self._result is not None:
             return self._result
-        if self._process is not None:
-            assert self._prepared is not None  # a runner process comes with its prepared run
-            returncode = self._process.wait(timeout)
-            self._result = self._prepared.finish(returncode, self._process.pid)
+        if self._connection is not None:
+            assert self._call is not None  # a request comes with its checked call
+            report = self._reply(timeout)
+            if report is None:
+                raise subprocess.TimeoutExpired(self._call.args, timeout)  # type: ignore[arg-type]
+            self._result = self._call.result(report)
+            if self._scratch is not None:
+                self._result = dataclasses.replace(self._result, jsonl=None)
+            _forget(self._connection, self._rid, self._scratch)
             return self._result
         watch = self._watch
         assert watch is not None  # no runner process: an attached handle
@@ -178,8 +201,8 @@ class RunHandle:
             raise subprocess.TimeoutExpired(self._args(), timeout)  # type: ignore[arg-type]
 
     def _args(self, events: list[Event] | None = None) -> list[str] | None:
-        if self._prepared is not None:
-            return self._prepared.args
+        if self._call is not None:
+            return self._call.args
         started = next((e for e in events or () if isinstance(e, RunStarted)), None)
         command = started.command if started is not None and isinstance(started.command, dict) else {}
         return command.get("argv")
@@ -190,9 +213,10 @@ class RunHandle:
             try:
                 self.cancel()
             except control.ControlError:
-                if self._process is None:
+                if self._connection is None:
                     raise
-                stop_runner(self._process)  # no control plane: SIGTERM makes the runner cancel
+                assert self._rid is not None
+                self._connection.signal(self._rid, "sigterm")  # no control plane: as a stop signal
         return self._finish(None)
 
     def __enter__(self) -> RunHandle:
@@ -202,24 +226,53 @@ class RunHandle:
         self.close()
 
 
+def _forget(connection: service.Connection, rid: int | None, scratch: str | None) -> None:
+    """The run's result was taken (or its handle dropped): no more replies, no scratch stream."""
+    if rid is not None:
+        connection.forget(rid)
+    if scratch is not None:
+        try:
+            os.unlink(scratch)
+        except FileNotFoundError:
+            pass
+
+
 def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:
-    """Start ``args`` in its own runner and return once its child has started (the run_started
-    event is written) or the run has already ended (a setup or spawn failure: ``wait()`` gives
-    its 1xx result, and raises it under check=True)."""
-    prepared = prepare(args, options, echo=echo, function="start")
-    process = prepared.popen()
-    handle = RunHandle(prepared.spec.run_id, prepared.jsonl, prepared=prepared, process=process, check=check)
+    """Start ``args`` in this process's runner service and return once its child has started
+    (the run_started event is written) or the run has already ended (a setup failure:
+    ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
+    directory that cannot be used raises as ``subprocess.Popen`` does."""
+    call = prepare(args, options, echo=echo, function="start")
+    scratch = None
+    if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
+        call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
+    connection, rid = call.send()
+    if call.spec.jsonl == wire.SCRATCH_FILE:
+        scratch = os.path.join(connection.scratch, call.spec.run_id + ".jsonl")
+    handle = RunHandle(
+        call.spec.run_id,
+        scratch or call.spec.jsonl,
+        call=call,
+        connection=connection,
+        rid=rid,
+        scratch=scratch,
+        check=check,
+    )
     events = handle.events()
     try:
         for event in events:
             if isinstance(event, RunStarted):
                 return handle
-    except BaseException:
-        stop_runner(process)
-        prepared.cleanup()
+    except BaseException:  # interrupted while waiting for the start: the run ends through its release
+        connection.signal(rid, "sigterm")
+        try:
+            handle._finish(None)
+        except service.ServiceGone:
+            pass
         raise
     finally:
         events.close()
+    raise_as_subprocess(handle._finish(None), call.spec)
     if check:
         handle.wait()
     return handle

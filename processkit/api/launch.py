@@ -1,34 +1,29 @@
-"""``processkit.run`` and ``run_async``: one runner process per call, and what it leaves behind read back.
+"""``processkit.run`` and ``run_async``: a checked request to this process's runner service
+(``service``), and its reply made into a RunResult.
 
-Facts about running the runner as a child of the caller's interpreter:
-- Each run is a separate ``processkit-cli run`` process. Signal handlers, the subreaper flag and
-  the containment all belong to that process; the caller's interpreter gets none of them, and
-  the runner gets none of the caller's descriptors beyond 0-2 (``close_fds``).
-- The runner stays in the caller's process group, as a ``subprocess`` child does: a Ctrl-C on
-  the caller's terminal reaches it too, and it cancels its run (107) instead of leaking it.
-- Without ``echo`` the runner's stdout is /dev/null and its stderr (its diagnostics, nothing of
-  the child's) goes to a file: a file never fills up and blocks the runner the way an unread
-  pipe would.
+Facts about running in the service rather than in the caller's interpreter:
+- The runs of a calling process are carried by one service process, started on first use; the
+  signal handlers, the subreaper flag, the reaping and the containment all belong to it. The
+  caller's interpreter gets none of them, and lends the service no descriptor but, for a run
+  that echoes or inherits them, its standard streams (``SCM_RIGHTS``, as they are at the call).
+- Everything is checked here before anything is sent (the CLI's own parser), and the paths the
+  run names are made absolute here: the service's own working directory is ``/``, and the
+  child's is the caller's at the call, as a ``subprocess`` child's is.
+- Without ``jsonl`` the events go to a file in the service's memory and come back in the reply;
+  nothing of the call is written to a file system unless it names the place.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
-from typing import BinaryIO
 
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
-from ..events.follow import read_all
-from .result import RunResult, build, captures, read_usage
+from . import service, wire
+from .result import RunResult, outcome, raise_as_subprocess
 from .streams import Streams
 from ..plain import Plain
-
-DIAGNOSTICS_LIMIT = 64 * 1024
-SCRATCH_JSONL = "\0scratch"  # stands in for the scratch stream's path until the checks passed
-SCRATCH_USAGE = "\0usage"  # likewise for the file the runner writes the run's whole usage to
 
 
 def runner_command() -> list[str]:
@@ -43,174 +38,173 @@ def runner_command() -> list[str]:
 _RUNNER: list[str] | None = None
 
 
-class Prepared(Plain):
-    """A validated run that has not started: its command line, where its events go, how its
-    standard streams are wired, and the scratch files this call must remove."""
+class Call(Plain):
+    """A checked run that has not been sent: its spec, what the request carries beside it, and
+    how its standard streams are read back."""
 
     args: list[str]
-    command_line: list[str]
     spec: RunSpec
-    jsonl: str
-    keep_jsonl: bool
-    echo: bool
-    stdio: Streams  # subprocess's stream keywords: what to read back, the scratch files serving them
-    usage_file: str | None = None
-    scratch: list[str] = []
-    _diagnostics: BinaryIO | None = None
+    stdio: Streams  # subprocess's stream keywords
+    keep_jsonl: bool  # the caller named the stream: the result names it too
+    extra: dict = {}
 
-    def streams(self) -> dict:
-        """The runner's stdin/stdout/stderr for Popen or asyncio."""
-        stdin = None if self.spec.stdin is StdinMode.INHERIT else subprocess.DEVNULL
-        if self.spec.inherit_stdio or self.echo:
-            return {"stdin": stdin, "stdout": None, "stderr": None}
-        fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=".stderr")
-        self.scratch.append(path)
-        self._diagnostics = os.fdopen(fd, "w+b")
-        return {"stdin": stdin, "stdout": subprocess.DEVNULL, "stderr": self._diagnostics}
-
-    def popen(self) -> subprocess.Popen:
+    def send(self) -> tuple[service.Connection, int]:
+        """The request to this process's service, with the caller's standard streams beside it
+        when the run uses them; the connection it went on, and its id."""
+        spec = self.spec
+        if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
+            return service.send("run", spec, self.extra, env=True)
+        fds, opened = _standard_streams()
         try:
-            return subprocess.Popen(self.command_line, close_fds=True, **self.streams())
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def finish(self, returncode: int, runner_pid: int) -> RunResult:
-        """Read back what the runner left and remove this run's scratch files."""
-        try:
-            events = read_all(self.jsonl)
-            diagnostics = self._read_diagnostics()
-            usage = read_usage(self.usage_file) if self.usage_file is not None else None
-            outputs = self.stdio.collect(captures(events))
+            return service.send("run", spec, {**self.extra, "fds": 3}, fds=fds, env=True)
         finally:
-            self.cleanup()
-        return build(
-            self.args,
-            returncode,
-            self.spec.run_id,
-            events,
-            jsonl=self.jsonl if self.keep_jsonl else None,
-            diagnostics=diagnostics,
-            runner_pid=runner_pid,
-            usage=usage,
-            stdout=outputs["stdout"],
-            stderr=outputs["stderr"],
-        )
+            for fd in opened:
+                os.close(fd)
 
-    def cleanup(self) -> None:
-        if self._diagnostics is not None:
-            self._diagnostics.close()
-            self._diagnostics = None
-        self.stdio.cleanup()
-        for path in self.scratch:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-        self.scratch.clear()
-
-    def _read_diagnostics(self) -> str:
-        if self._diagnostics is None:
-            return ""
-        handle = self._diagnostics
-        size = os.fstat(handle.fileno()).st_size
-        handle.seek(max(0, size - DIAGNOSTICS_LIMIT))
-        return handle.read().decode("utf-8", "replace")
+    def result(self, report: dict) -> RunResult:
+        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.spec.jsonl if self.keep_jsonl else None)
 
 
-def prepare(args, options: dict, *, echo: bool, function: str) -> Prepared:
-    """Check everything the caller gave (TypeError/ValueError) before any file is made."""
+def _standard_streams() -> tuple[list[int], list[int]]:
+    """This process's 0, 1 and 2 as they are now; /dev/null for one that is closed."""
+    fds, opened = [], []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            fds.append(fd)
+        except OSError:
+            opened.append(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+            fds.append(opened[-1])
+    return fds, opened
+
+
+def prepare(args, options: dict, *, echo: bool, function: str) -> Call:
+    """Check everything the caller gave (TypeError/ValueError) before anything is sent."""
     command = keyword_options.command_args(args)
     if not isinstance(echo, bool):
         raise TypeError(f"echo must be True or False, not {echo!r}")
     streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
     extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
-    extra += ["--usage-file", SCRATCH_USAGE]
     extra += streams.flags(options)
-    path = SCRATCH_JSONL if jsonl is None else os.path.abspath(keyword_options.as_text(jsonl, "jsonl"))
-    argv, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
-    scratch: list[str] = []
-    if jsonl is None:  # the runner truncates and writes the file this call owns
-        path = _scratch_file(".jsonl", scratch)
-        argv[argv.index(SCRATCH_JSONL)] = path
-    usage_path = _scratch_file(".usage.json", scratch)
-    argv[argv.index(SCRATCH_USAGE)] = usage_path
-    try:
-        streams.materialize(argv)
-    except BaseException:
-        streams.cleanup()
-        for made in scratch:
-            os.unlink(made)
-        raise
-    error_format = [] if echo or spec.inherit_stdio else ["--error-format", "json"]
-    return Prepared(
+    path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
+    _, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
+    return Call(
         args=command,
-        command_line=runner_command() + error_format + ["run"] + argv,
-        spec=spec,
-        jsonl=path,
-        keep_jsonl=jsonl is not None,
-        usage_file=usage_path,
-        echo=echo,
+        spec=_anchored(spec),
         stdio=streams,
-        scratch=scratch,
+        keep_jsonl=jsonl is not None,
+        extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
 
 
-def _scratch_file(suffix: str, scratch: list[str]) -> str:
-    """An empty private file this call owns and removes; the runner truncates and writes it."""
-    fd, path = tempfile.mkstemp(prefix="processkit-api-", suffix=suffix)
-    os.close(fd)
-    scratch.append(path)
-    return path
+def _anchored(spec: RunSpec) -> RunSpec:
+    """Every path of ``spec`` made absolute from this process's working directory, which is
+    also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is)."""
+    try:
+        here = os.getcwd()
+    except OSError:  # removed under the caller: the run's own paths must then be absolute
+        return spec
+
+    def at(path: str | None) -> str | None:
+        if path is None or path.startswith("\0") or os.path.isabs(path):
+            return path
+        return os.path.join(here, path)
+
+    env = spec.env
+    if env.files:
+        env = env.replace(files=tuple(at(path) or path for path in env.files))
+    return spec.replace(
+        cwd=at(spec.cwd) if spec.cwd is not None else here,
+        jsonl=at(spec.jsonl),
+        capture_dir=at(spec.capture_dir),
+        stdin_file=at(spec.stdin_file),
+        env=env,
+    )
 
 
-def stop_runner(process: subprocess.Popen) -> None:
-    """The caller is leaving (an exception, Ctrl-C): ask the runner to cancel its run, and wait
-    for it, so the run's tree is torn down and nothing is left behind."""
-    if process.poll() is None:
-        try:
-            process.terminate()
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
-def _concluded(result: RunResult, check: bool) -> RunResult:
+def _concluded(call: Call, report: dict, check: bool) -> RunResult:
+    result = call.result(report)
+    raise_as_subprocess(result, call.spec)
     if check:
         result.check_returncode()
     return result
 
 
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
-    """Run ``args`` to completion in its own runner; see the module documentation of processkit.api."""
-    prepared = prepare(args, options, echo=echo, function="run")
-    process = prepared.popen()
+    """Run ``args`` to completion in this process's runner service; see docs/api.md."""
+    call = prepare(args, options, echo=echo, function="run")
+    connection, rid = call.send()
     try:
-        returncode = process.wait()
-    except BaseException:
-        stop_runner(process)
-        prepared.cleanup()
+        report = connection.take(rid)
+    except BaseException as exc:  # Ctrl-C, say: the run ends through its release before it goes on
+        connection.signal(rid, "ctrl_c" if isinstance(exc, KeyboardInterrupt) else "sigterm")
+        _released(connection, rid)
         raise
-    return _concluded(prepared.finish(returncode, process.pid), check)
+    finally:
+        connection.forget(rid)
+    assert report is not None  # no timeout was given
+    return _concluded(call, report[2], check)
+
+
+def _released(connection: service.Connection, rid: int) -> None:
+    """Wait for the stopped run's reply (its release done); a service that is gone has none."""
+    try:
+        connection.take(rid)
+    except service.ServiceGone:
+        pass
 
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
-    """``run`` for asyncio: the runner is awaited, not waited for; cancelling the task cancels the run."""
+    """``run`` for asyncio: the reply is awaited, not waited for; cancelling the task cancels the run."""
+    call = prepare(args, options, echo=echo, function="run_async")
+    connection, rid = call.send()
+    try:
+        report = await _reply(connection, rid)
+    except BaseException:
+        connection.signal(rid, "sigterm")
+        import asyncio
+
+        try:
+            await asyncio.shield(_reply(connection, rid))
+        except service.ServiceGone:
+            pass
+        raise
+    finally:
+        connection.forget(rid)
+    return _concluded(call, report, check)
+
+
+async def _reply(connection: service.Connection, rid: int) -> dict:
+    """The reply to ``rid``, awaited on the running event loop: the socket is watched by the
+    loop, and a reply another thread read is handed over through ``call_soon_threadsafe``."""
     import asyncio
 
-    prepared = prepare(args, options, echo=echo, function="run_async")
+    loop = asyncio.get_running_loop()
+    arrived = asyncio.Event()
+
+    def filed() -> None:
+        loop.call_soon_threadsafe(arrived.set)
+
+    connection.wake(rid, filed)
+    fd = connection.sock.fileno()
+    key = (loop, fd)
+    if not _watching.get(key):  # one reader per loop and socket, however many calls await on it
+        loop.add_reader(fd, connection.read_now)
+    _watching[key] = _watching.get(key, 0) + 1
     try:
-        process = await asyncio.create_subprocess_exec(*prepared.command_line, close_fds=True, **prepared.streams())
-    except BaseException:
-        prepared.cleanup()
-        raise
-    try:
-        returncode = await process.wait()
-    except BaseException:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.shield(process.wait())
-        prepared.cleanup()
-        raise
-    return _concluded(prepared.finish(returncode, process.pid), check)
+        while True:
+            report = connection.take(rid, 0)
+            if report is not None:
+                return report[2]
+            await arrived.wait()
+            arrived.clear()
+    finally:
+        connection.wake(rid, None)
+        _watching[key] -= 1
+        if not _watching[key]:
+            del _watching[key]
+            loop.remove_reader(fd)
+
+
+_watching: dict[tuple, int] = {}  # (event loop, socket) -> calls awaiting on it

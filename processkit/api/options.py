@@ -89,7 +89,7 @@ def runner_argv(
         argv += _flag_argv(key, flag, value)
     argv += ["--jsonl", jsonl]
     if options.get("run_id") is not None:
-        argv += ["--run-id", as_text(options["run_id"], "run_id")]
+        argv += ["--run-id", _text(options["run_id"], "run_id", "a string")]
     from ..cli.run import parse
 
     try:
@@ -115,7 +115,7 @@ def _items(key: str, flag: Flag, value) -> list[str]:
     if isinstance(value, Mapping):
         if flag.metavar != "K=V":
             raise TypeError(f"{key} takes a list, not a mapping")
-        pairs = [(as_text(k, key), as_text(v, key)) for k, v in value.items()]
+        pairs = [(_text(k, f"each {key} key", "a string"), _mapped_text(key, k, v)) for k, v in value.items()]
         for name, _ in pairs:
             if "=" in name:  # K=V would read it as another key and value
                 raise ValueError(f"{key} key {name!r} holds '=', which no {key} key may")
@@ -124,7 +124,16 @@ def _items(key: str, flag: Flag, value) -> list[str]:
         raise TypeError(
             f"{key} takes a list{' or a mapping' if flag.metavar == 'K=V' else ''}, not {type(value).__name__}"
         )
-    return [as_text(item, key) for item in value]
+    return [_text(item, f"each item of {key}", WANTED.get(flag.metavar or "", "a string")) for item in value]
+
+
+def _mapped_text(key: str, name, value) -> str:
+    """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return as_text(value, f"the value of {name!r} in {key}")
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise TypeError(f"the value of {name!r} in {key} must be a string, not {type(value).__name__} ({shown})")
 
 
 def _single(key: str, kind: str, value) -> str:
@@ -138,7 +147,25 @@ def _single(key: str, kind: str, value) -> str:
         return str(value)
     if kind == "CORES" and isinstance(value, (int, float)):
         return repr(float(value))
-    return as_text(value, key)
+    return _text(value, key, WANTED.get(kind, "a string"))
+
+
+# What a keyword of each metavar takes, as its TypeError says.
+WANTED = {
+    "DUR": "a number of seconds or a duration string such as '90s'",
+    "SIZE": "a number of bytes or a size string such as '32m'",
+    "N": "an int",
+    "CORES": "a number of cores",
+    "FILE": "a string or a path",
+    "DIR": "a string or a path",
+}
+
+
+def _text(value, what: str, wanted: str) -> str:
+    """``as_text``, with the TypeError saying what ``what`` takes."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return as_text(value, what)
+    raise TypeError(f"{what} must be {wanted}, not {type(value).__name__}")
 
 
 def _seconds(key: str, value: float) -> str:

@@ -13,7 +13,19 @@ from typing import TypeVar
 
 from ..containment.accounting import Usage
 from ..events.kept import ranges
-from ..events.types import ENDING_TYPES, CapturedStream, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
+from ..events.types import (
+    ENDING_TYPES,
+    CapturedStream,
+    Event,
+    OutputCaptured,
+    ResourceSummary,
+    RootExited,
+    RunnerExit,
+    RunStarted,
+    SpawnFailed,
+    Timeout,
+    from_json,
+)
 
 
 class CaptureInfo(CapturedStream):
@@ -31,11 +43,12 @@ class CaptureInfo(CapturedStream):
         return cls(**captured._asdict(), kept=ranges(captured, run_id))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class RunResult:
-    """A finished run. ``returncode`` is the runner's exit code: the child's own exactly when
-    ``source == "child_exit"``, else a code of the reserved band 100-119 (or, if the runner
-    itself was killed, the negative signal number, as subprocess reports it)."""
+    """A finished run. ``returncode`` is as ``subprocess.run`` gives it when the child decided
+    the end (``source == "child_exit"``): its exit status, or ``-N`` for a death by signal N;
+    else a code of the reserved band 100-119. ``exit_code`` is what the CLI exits with for the
+    same run (``128+N`` for a death by signal N)."""
 
     args: list[str] | None
     returncode: int
@@ -54,6 +67,18 @@ class RunResult:
     stdout: bytes | str | None = None
     stderr: bytes | str | None = None
     usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
+    exit_code: int | None = None  # the CLI's exit code for this run (None only for an attached run's unknown one)
+    duration: float | None = None  # seconds from the child's start to its root's end, when the service timed it
+
+    def __repr__(self) -> str:
+        """One line: the code and who decided it, how long, how much was captured."""
+        parts = [f"run_id={self.run_id!r}", f"returncode={self.returncode}", f"source={self.source!r}"]
+        if self.duration is not None:
+            parts.append(f"duration={self.duration:.3f}s")
+        for name, capture in (("stdout", self.stdout_capture), ("stderr", self.stderr_capture)):
+            if capture is not None:
+                parts.append(f"{name}={capture.bytes_written} bytes captured")
+        return f"RunResult({', '.join(parts)})"
 
     @property
     def message(self) -> str | None:
@@ -117,6 +142,7 @@ def build(
     stdout: bytes | str | None = None,
     stderr: bytes | str | None = None,
     usage: Usage | None = None,
+    duration: float | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
     runner's ``--usage-file``, adds its extended figures to ``resources.extra``."""
@@ -128,9 +154,13 @@ def build(
     if run_id is None and started is not None:
         run_id = started.run_id
     found = captures(events, run_id)
+    exited = _last(events, RootExited)
+    signalled = source == "child_exit" and exited is not None and exited.signal
     return RunResult(
         args=args,
-        returncode=returncode,
+        returncode=-exited.signal if signalled else returncode,  # type: ignore[union-attr, operator]
+        exit_code=returncode,
+        duration=duration,
         run_id=run_id,
         source=source,
         child_code=runner_exit.child_code if runner_exit else None,
@@ -168,14 +198,84 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
     return ResourceSummary(**values, extra={**(summary.extra or {}), **usage.extensions()})
 
 
-def read_usage(path: str) -> Usage | None:
-    """The runner's ``--usage-file``; None when it wrote none (no child spawned) or it is unreadable."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.loads(handle.read() or "null")
-    except (OSError, ValueError):
-        return None
-    return Usage.from_json(record) if isinstance(record, dict) else None
+def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResult:
+    """The result of a run from the runner service's reply (``processkit.service.serve``): its code, its failure
+    (as the CLI's JSON envelope, in ``diagnostics``), its usage and its stream's lines."""
+    events = parse_lines(report.get("jsonl") or b"")
+    failure = report.get("failure")
+    diagnostics = ""
+    if failure is not None:
+        kind, message, retryable = failure
+        envelope = {
+            "error_version": 1,
+            "code": report["code"],
+            "kind": kind,
+            "operation": "run",
+            "run_id": spec.run_id,
+            "retryable": retryable,
+            "message": message,
+        }
+        diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
+    started, ended = report.get("started_ns"), report.get("ended_ns")
+    outputs = streams.collect(report, captures(events, spec.run_id))
+    return build(
+        args,
+        report["code"],
+        spec.run_id,
+        events,
+        jsonl=jsonl,
+        diagnostics=diagnostics,
+        runner_pid=report.get("pid"),
+        usage=report.get("usage"),
+        stdout=outputs["stdout"],
+        stderr=outputs["stderr"],
+        duration=(ended - started) / 1e9 if started is not None and ended is not None else None,
+    )
+
+
+def parse_lines(data: bytes) -> list[Event]:
+    """The typed events of a whole stream's bytes (a line that is no JSON object is skipped)."""
+    from ..events.reader import LineSplitter
+
+    splitter = LineSplitter()
+    lines = splitter.feed(data) + splitter.end()
+    return [from_json(record) for line in lines if (record := line.event) is not None]
+
+
+def raise_as_subprocess(result: RunResult, spec) -> None:
+    """What ``subprocess.run`` raises for the same run: the OSError of a program or working
+    directory that could not be used (same errno and filename), or TimeoutExpired for a run
+    its timeout ended (with the output captured so far). Each carries the result as ``result``."""
+    if result.source == "spawn_error":
+        failed = _last(result.events, SpawnFailed)
+        message = failed.message if failed is not None and failed.message else result.message or ""
+        reason = message.rpartition(": ")[2]
+        number = _errnos().get(reason)
+        if number is None:
+            return
+        filename = spec.cwd if message.startswith("cannot use --cwd") else spec.argv[0]
+        error = OSError(number, reason, filename)
+        error.result = result  # type: ignore[attr-defined]
+        raise error
+    ending = result.ending
+    if result.source == "timeout" and isinstance(ending, Timeout):
+        seconds = (ending.timeout_ms or 0) / 1000
+        expired = subprocess.TimeoutExpired(result.args, seconds, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
+        expired.result = result  # type: ignore[attr-defined]
+        raise expired
+
+
+_ERRNOS: dict[str, int] = {}
+
+
+def _errnos() -> dict[str, int]:
+    """strerror text -> errno: a spawn failure's message names the reason as ``os.strerror`` did."""
+    if not _ERRNOS:
+        import errno
+        import os
+
+        _ERRNOS.update((os.strerror(number), number) for number in sorted(errno.errorcode, reverse=True))
+    return _ERRNOS
 
 
 _EventT = TypeVar("_EventT", bound=Event)

@@ -1,13 +1,15 @@
 """``subprocess.run``'s standard-stream keywords, mapped onto the runner's own flags.
 
 - ``stdout=PIPE`` / ``stderr=PIPE`` / ``capture_output=True`` fill ``result.stdout`` /
-  ``result.stderr`` from the run's capture files: bounded by ``capture_max_bytes`` like every
-  capture (``result.stdout_capture.truncated`` says when the child wrote more). Without a
-  ``capture_dir`` the call captures into a private scratch directory it removes afterwards.
+  ``result.stderr`` from the run's capture files, which the runner service reads and sends
+  back: bounded by ``capture_max_bytes`` like every capture (``result.stdout_capture.truncated``
+  says when the child wrote more). Without a ``capture_dir`` the service captures into its
+  private scratch directory and removes the files once sent.
 - ``text=True`` (or ``universal_newlines``, ``encoding``, ``errors``) decodes them, with
   universal newlines, as subprocess does; ``input`` is then a str.
-- ``input=`` feeds the child's stdin from a private scratch file (``--stdin-file``): any size,
-  and no pipe between this process and the child that could deadlock.
+- ``input=`` travels with the request; the service feeds the child's stdin from a file in
+  memory holding it (``--stdin-file`` on a memfd): any size, and no pipe between this process
+  and the child that could deadlock.
 - ``DEVNULL`` (or None) keeps a stream out of the result; with ``echo=True`` the runner
   forwards both streams, so DEVNULL is refused there. Anything else (``STDOUT``, a file, a
   descriptor, ``stdin=PIPE``) raises ValueError saying what to use instead.
@@ -17,21 +19,16 @@ from __future__ import annotations
 
 import codecs
 import locale
-import os
-import shutil
 import subprocess
-import tempfile
+
+from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 STREAMS = ("stdout", "stderr")
-# Stand-ins for the scratch paths until the whole command line has been checked (nothing is
-# made for a call that is refused), as launch.SCRATCH_JSONL.
-SCRATCH_INPUT = "\0scratch-input"
-SCRATCH_CAPTURE = "\0scratch-capture"
 
 
 class Streams:
-    """What one call asked of the standard streams, and the scratch files that serve it."""
+    """What one call asked of the standard streams."""
 
     def __init__(self, options: dict, *, echo: bool):
         """Take the stream keywords out of ``options`` and check them (TypeError/ValueError)."""
@@ -56,8 +53,6 @@ class Streams:
             )
         if self.input is not None and stdin is not None:
             raise ValueError("stdin and input arguments may not both be used")
-        self.capture_dir: str | None = None  # a scratch directory this call made
-        self.input_file: str | None = None
 
     @staticmethod
     def _mode(name: str, value, echo: bool) -> bool:
@@ -97,8 +92,8 @@ class Streams:
         return any(self.piped.values())
 
     def flags(self, options: dict) -> list[str]:
-        """The runner flags that serve this call, scratch paths as placeholders until
-        ``materialize``; refuses the combinations the runner cannot serve (ValueError)."""
+        """The runner flags that serve this call, the service's stand-ins for its scratch places
+        (``wire``); refuses the combinations the runner cannot serve (ValueError)."""
         flags = []
         if self.wanted and options.get("inherit_stdio"):
             raise ValueError("stdout=PIPE / capture_output cannot be used with inherit_stdio=True")
@@ -110,31 +105,17 @@ class Streams:
             flags += ["--capture-dir", SCRATCH_CAPTURE]
         return flags
 
-    def materialize(self, argv: list[str]) -> None:
-        """Make the scratch files the checked ``argv`` names and put their paths in it
-        (``cleanup`` removes them)."""
-        if SCRATCH_INPUT in argv:
-            fd, self.input_file = tempfile.mkstemp(prefix="processkit-api-", suffix=".stdin")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(self.input or b"")
-            argv[argv.index(SCRATCH_INPUT)] = self.input_file
-        if SCRATCH_CAPTURE in argv:
-            self.capture_dir = tempfile.mkdtemp(prefix="processkit-api-")
-            argv[argv.index(SCRATCH_CAPTURE)] = self.capture_dir
-
-    def collect(self, captures: dict) -> dict[str, bytes | str | None]:
-        """``{"stdout": ..., "stderr": ...}`` read from the run's capture files (``captures``:
-        stream -> CaptureInfo or None); a stream not asked for, or never captured, is None."""
+    def collect(self, report: dict, captures: dict) -> dict[str, bytes | str | None]:
+        """``{"stdout": ..., "stderr": ...}`` from the capture files' content the service sent
+        (``captures``: stream -> CaptureInfo or None); a stream not asked for, or never
+        captured, is None."""
         found: dict[str, bytes | str | None] = dict.fromkeys(STREAMS)
         for name in STREAMS:
             info = captures.get(name)
-            if not self.piped[name] or info is None or not info.path:
+            data = report.get(name)
+            if not self.piped[name] or info is None or data is None:
                 continue
-            try:
-                with open(info.path, "rb") as handle:
-                    data = handle.read(info.bytes_written or 0)
-            except OSError:
-                continue
+            data = data[: info.bytes_written or 0]
             found[name] = self._decoded(data, complete=not info.truncated) if self.text else data
         return found
 
@@ -144,14 +125,3 @@ class Streams:
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
         text = decoder.decode(data, final=complete)
         return text.replace("\r\n", "\n").replace("\r", "\n")
-
-    def cleanup(self) -> None:
-        if self.input_file is not None:
-            try:
-                os.unlink(self.input_file)
-            except FileNotFoundError:
-                pass
-            self.input_file = None
-        if self.capture_dir is not None:
-            shutil.rmtree(self.capture_dir, ignore_errors=True)
-            self.capture_dir = None

@@ -1,11 +1,32 @@
-"""``processkit.batch``: the batch engine from Python, in this process."""
+"""``processkit.batch``: the batch engine from Python, in a process of its own that this
+process's runner service forks for the batch (``api.batch_process``), so the batch's signal
+handlers, subreaper flag and reaping are never the caller's."""
 
 from __future__ import annotations
 
-from ..errors import Failure
-from .carrier import Settings, run_batch
-from .index import write_page
+import os
+import socket
+import subprocess
+
+from ..errors import BATCH_FAILED, Failure, Kind
+from .carrier import Settings
 from .manifest import jobs_from
+
+
+class BatchError(subprocess.CalledProcessError):
+    """A batch run with ``check=True`` in which a job did not exit 0 (or never started):
+    ``returncode`` is the CLI's 117, ``cmd`` the ids of those jobs, ``lines`` every summary line."""
+
+    def __init__(self, lines: list[dict]):
+        failed = [line["id"] for line in lines if line["exit_code"] != 0]
+        super().__init__(BATCH_FAILED, failed)
+        self.lines = lines
+
+    def __reduce__(self):
+        return (type(self), (self.lines,))
+
+    def __str__(self) -> str:
+        return f"{len(self.cmd)} of {len(self.lines)} jobs did not exit 0: {', '.join(self.cmd[:10])}"
 
 
 def batch(
@@ -17,20 +38,64 @@ def batch(
     retries: int = 0,
     halt_on_failure: bool = False,
     resume: bool = False,
+    check: bool = False,
 ) -> list[dict]:
     """Run the jobs of ``manifest`` (mappings shaped as its lines: ``args``, an optional ``id``,
     API keywords) at most ``jobs`` at once (default: the CPUs), each a full run with its stream
     and capture under ``out``; returns the summary lines in finishing order (``summary.jsonl``).
 
-    Runs in this process without touching its signal handlers: a KeyboardInterrupt stops the
-    batch through each run's release. A bad job raises ValueError before anything starts."""
+    A bad job raises ValueError before anything starts; with ``check=True`` a job that did not
+    exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
+    each run's release, then propagates."""
+    from ..api import service, wire
+
     try:
         checked = jobs_from(manifest)
     except Failure as failure:
         raise ValueError(failure.message) from None
     if not checked:
         return []
-    settings = Settings(out, jobs, retries, halt_on_failure, resume)
-    lines, _ = run_batch(checked, settings, signals=False)
-    write_page(out)
+    settings = Settings(os.path.abspath(os.fspath(out)), jobs, retries, halt_on_failure, resume)
+    connection = service.connection()
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        rid = connection.send("batch", checked, settings, os.getcwd(), dict(os.environ), fds=[theirs.fileno()])
+        connection.forget(rid)  # the batch answers on its own connection
+    finally:
+        theirs.close()
+    with mine:
+        reply = _reply(mine, wire)
+    if reply[0] == "failure":
+        _, _, label, message, code = reply
+        kind = next((k for k in Kind.members() if k.label == label), Kind.INTERNAL)
+        raise Failure(kind, message, code=code)
+    if reply[0] != "lines":
+        raise RuntimeError(f"the batch failed: {reply[2]}")
+    lines = reply[2]
+    if check and any(line["exit_code"] != 0 for line in lines):
+        raise BatchError(lines)
     return lines
+
+
+def _reply(sock: socket.socket, wire) -> tuple:
+    """The batch's one frame; an interruption stops the batch (a word on its connection) and
+    still waits for it, so every job has ended through its release before it propagates."""
+    frames = wire.Frames()
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            messages = wire.receive(sock, frames)
+        except BaseException as exc:  # noqa: BLE001 - re-raised once the batch has stopped
+            if interrupted is None:
+                interrupted = exc
+                try:
+                    sock.send(b"ctrl_c")
+                except OSError:
+                    pass
+            continue
+        if messages is None:
+            raise RuntimeError("the batch's process ended without a reply")
+        if messages:
+            if interrupted is not None:
+                raise interrupted
+            return messages[0]

@@ -1,0 +1,269 @@
+"""The caller's side of its runner service (``processkit.service.serve``): started on first use, one per process,
+as multiprocessing's forkserver is, and shared by every thread of the process.
+
+Facts about sharing one socket between threads: each request has its own id, and its replies
+wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
+files what arrives under each reply's id, waking the others (no thread of the library's own in
+the caller); sends are whole frames under a lock. A fork of the caller forgets the service it
+inherited (its socket closed in the child, ``os.register_at_fork``) and starts its own on first
+use; so does a caller whose environment names another registry or scratch place than the one
+the service was started with, since the service lodges its runs there once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from . import wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+class ServiceGone(RuntimeError):
+    """The runner service ended while a request of this process was waiting on it."""
+
+
+# What the service reads from its environment once, when it starts (the registry, its lodging
+# and scratch directory, the containment): a change starts a fresh service.
+PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
+
+
+def _fingerprint() -> tuple:
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):  # CPython's bytes mapping: no entry decoded
+        return tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
+    return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
+
+
+_PLACES = tuple(os.fsencode(name) for name in PLACES)
+
+
+def _environment_now() -> dict:
+    """This process's environment as it is now, to compare with the last one sent: os.environ's
+    own bytes mapping where CPython has one (copied without decoding every entry)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
+
+
+def _service_environment() -> dict[str, str]:
+    """The caller's environment, with this processkit first on the service's import path (a
+    caller may have found it through its own ``sys.path``). The runs' own environment is the
+    caller's, sent with the requests."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def service_command(fd: int, caller: int) -> list[str]:
+    """The service's command line: a fresh interpreter, given its end of the socket and the
+    caller it serves (bench/api_overhead.py wraps it in a profiler)."""
+    return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
+
+
+class Connection:
+    """One runner service and the socket to it."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                service_command(theirs.fileno(), os.getpid()),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=_service_environment(),
+                cwd="/",
+            )
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = mine
+        self.owner = os.getpid()
+        self.fingerprint = _fingerprint()
+        self.gone = False
+        self.sent_env: dict | None = None  # the environment the service last applied (``_environment_now``)
+        self._frames = wire.Frames()
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._reading = threading.Lock()
+        self._mail = threading.Condition()
+        self._boxes: dict[int, list[tuple]] = {0: []}
+        self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
+        hello = self.take(0)
+        assert hello is not None  # no timeout was given
+        self.pid: int = hello[2]
+        self.scratch: str = hello[3]
+
+    def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
+        """Send a request; returns its id. ``env``: carry the caller's environment when it
+        changed since the service last applied it."""
+        rid = next(self._ids)
+        with self._mail:
+            self._boxes[rid] = []
+        with self._send_lock:
+            if self.gone:
+                raise ServiceGone("the runner service of this process has ended")
+            message: tuple = (kind, rid, *payload)
+            if env:
+                current = _environment_now()
+                message[3]["env"] = None if current == self.sent_env else dict(os.environ)
+                self.sent_env = current
+            try:
+                wire.send(self.sock, message, fds)
+            except OSError:  # the service is gone: nothing of this request reached it
+                self.gone = True
+                raise ServiceGone("the runner service of this process has ended") from None
+        return rid
+
+    def signal(self, rid: int, source: str) -> None:
+        """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
+        with self._send_lock:
+            if not self.gone:
+                try:
+                    wire.send(self.sock, ("signal", rid, source))
+                except OSError:
+                    pass
+
+    def take(self, rid: int, timeout: float | None = None) -> tuple | None:
+        """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        looked = False  # with no time left, the socket is still read once
+        while True:
+            with self._mail:
+                box = self._boxes[rid]
+                if box:
+                    return box.pop(0)
+                if self.gone:
+                    raise ServiceGone("the runner service of this process has ended")
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if left == 0 and looked:
+                    return None
+                looked = True
+                if not self._reading.acquire(blocking=False):
+                    if left != 0:
+                        self._mail.wait(left)
+                    continue
+            try:
+                self._read(left)
+            finally:
+                self._reading.release()
+                with self._mail:
+                    self._mail.notify_all()
+
+    def forget(self, rid: int) -> None:
+        """No more replies to ``rid`` are wanted."""
+        with self._mail:
+            self._boxes.pop(rid, None)
+            self._woken.pop(rid, None)
+
+    def wake(self, rid: int, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` (from whichever thread reads) whenever a reply to ``rid`` is filed,
+        or the service ends; None stops it."""
+        with self._mail:
+            if callback is None:
+                self._woken.pop(rid, None)
+            else:
+                self._woken[rid] = callback
+
+    def read_now(self) -> None:
+        """Read what the socket holds, unless another thread is reading it (an event loop's
+        reader callback: it must not wait)."""
+        if self._reading.acquire(blocking=False):
+            try:
+                self._read(0)
+            finally:
+                self._reading.release()
+                with self._mail:
+                    self._mail.notify_all()
+
+    def _read(self, timeout: float | None) -> None:
+        """One read of the socket, its frames filed by request id (the reading thread only)."""
+        if timeout is not None and not select.select([self.sock], [], [], timeout)[0]:
+            return
+        try:
+            messages = wire.receive(self.sock, self._frames)
+        except InterruptedError:
+            return
+        except OSError:
+            messages = None
+        with self._mail:
+            if messages is None:
+                self.gone = True
+                woken = list(self._woken.values())
+            else:
+                for message in messages:
+                    box = self._boxes.get(message[1])
+                    if box is not None:
+                        box.append(message)
+                woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
+            self._mail.notify_all()
+        for callback in woken:
+            callback()
+
+    def close(self) -> None:
+        """The service sees its caller's end of file: it stops what it carries and ends."""
+        self.gone = True
+        self.sock.close()
+
+    def __del__(self) -> None:  # a connection replaced and no longer held: its service ends
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            sock.close()
+
+
+_connection: Connection | None = None
+_starting = threading.Lock()
+
+
+def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
+    """Send a request to this process's service; a service found gone when the request is
+    written (killed since the last call) is replaced once, as nothing of the request reached it."""
+    try:
+        found = connection()
+        return found, found.send(kind, *payload, fds=fds, env=env)
+    except ServiceGone:
+        found = connection()
+        return found, found.send(kind, *payload, fds=fds, env=env)
+
+
+def connection() -> Connection:
+    """This process's runner service, started now if it has none (or its one has ended)."""
+    global _connection
+    found = _connection
+    places = _fingerprint()
+    if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == places:
+        return found
+    with _starting:
+        found = _connection
+        if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
+            if found is not None and found.gone and found.owner == os.getpid():
+                found.process.poll()  # an ended service is collected, not left a zombie
+            found = _connection = Connection()
+        return found
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's service is the parent's; this process starts its own."""
+    global _connection, _starting
+    inherited, _connection = _connection, None
+    _starting = threading.Lock()
+    if inherited is not None:
+        inherited.gone = True
+        inherited.process.returncode = 0  # not this process's child: never waited for here
+        inherited.sock.close()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,77 @@
+"""The framing between a calling process and its runner service (``api.service``, ``processkit.service``).
+
+One private socketpair carries length-prefixed pickles: a 4-byte big-endian length, then the
+pickled value (a tuple whose first item names the message). Both ends are the same program of
+the same user, started by one another, so pickle's trust is not extended to anyone. Descriptors
+(the caller's standard streams, a batch's own connection) travel beside a frame as
+``SCM_RIGHTS``; a frame that carries some says how many.
+"""
+
+from __future__ import annotations
+
+import array
+import pickle
+import socket
+import struct
+
+HEADER = struct.Struct(">I")
+MAX_FDS = 4  # the most descriptors any one frame carries
+# A request's stand-ins, each replaced by the service with a place of its own: the events go to
+# memory (a memfd), not a file, or (for a run followed live) to ``<scratch>/<run id>.jsonl`` in
+# the service's scratch directory; the capture goes to that directory too; stdin is fed from the
+# ``input=`` bytes the request carries (a memfd too).
+SCRATCH_MEMORY = "\0memory"
+SCRATCH_FILE = "\0file"
+SCRATCH_CAPTURE = "\0capture"
+SCRATCH_INPUT = "\0input"
+
+
+def encode(message: tuple) -> bytes:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(payload)) + payload
+
+
+def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Send one frame on a blocking socket, with ``fds`` beside its first byte."""
+    data = memoryview(encode(message))
+    if fds:
+        sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+class Frames:
+    """Reassembles frames from what a socket gives, in order, and the descriptors received."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.fds: list[int] = []
+
+    def feed(self, data: bytes, ancillary=()) -> list[tuple]:
+        for level, kind, cmsg in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(cmsg[: len(cmsg) - len(cmsg) % fds.itemsize])
+                self.fds.extend(fds)
+        self._buffer += data
+        messages = []
+        while len(self._buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(self._buffer)
+            if len(self._buffer) < HEADER.size + size:
+                break
+            messages.append(pickle.loads(self._buffer[HEADER.size : HEADER.size + size]))
+            del self._buffer[: HEADER.size + size]
+        return messages
+
+    def take_fds(self, count: int) -> list[int]:
+        taken, self.fds = self.fds[:count], self.fds[count:]
+        return taken
+
+
+def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16) -> list[tuple] | None:
+    """What one ``recvmsg`` completes; None at the end of the stream."""
+    data, ancillary, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(MAX_FDS * 4))
+    if not data:
+        return None
+    return frames.feed(data, ancillary)

@@ -1,0 +1,237 @@
+"""The runner service of a calling process (issue 37): one per process, shared by its threads,
+fresh in a fork, following the caller's environment and working directory, and ending with
+its caller: a SIGKILLed caller leaves no process, group, record or scratch file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import processkit
+from conftest import registry_entries
+
+PY = sys.executable
+
+# The caller SIGKILLed below: every kind of scratch a call can make, and a batch, all live at once.
+CALLER = r"""
+import json, os, sys, threading, processkit
+out = os.path.join(sys.argv[1], "batch-out")
+threading.Thread(target=processkit.batch, args=([{"args": ["sleep", "3737.5"], "id": "s"}],), kwargs={"out": out}).start()
+handles = [
+    processkit.start(["sleep", "3737.5"], capture_output=True, input=b"data"),  # capture dir, input, stream
+    processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
+]
+roots = [next(iter(h.events())).root_pid for h in handles]
+print(json.dumps({"service": handles[0].pid, "roots": roots}), flush=True)
+processkit.run(["sleep", "3737.5"], capture_output=True)  # waiting in a call when the kill comes
+"""
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if text.encode() in handle.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_path, isolated_registry):
+    scratch = tmp_path / "scratch"  # TMPDIR and XDG_RUNTIME_DIR: every place a call's files may go
+    scratch.mkdir(mode=0o700)
+    env = {**os.environ, "TMPDIR": str(scratch), "XDG_RUNTIME_DIR": str(scratch)}
+    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
+    try:
+        started = json.loads(caller.stdout.readline())
+        deadline = time.monotonic() + 30
+        while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the third run, the one waited for, and the batch's job
+        assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
+        caller.kill()
+        caller.wait()
+        killed = time.monotonic()
+        while _alive(started["service"]) and time.monotonic() - killed < 30:
+            time.sleep(0.01)
+    finally:
+        caller.kill()
+    assert not _alive(started["service"]), "the service ended with its caller"
+    serving = [pid for pid in _processes_naming(f"\x00{caller.pid}\x00") if _alive(pid)]
+    assert serving == [], "neither the service nor the process it forked for the batch is left"
+    assert [pid for pid in started["roots"] if _alive(pid)] == []
+    assert _processes_naming("sleep\x003737.5") == []
+    assert os.listdir(scratch) == [], "no lodging, stream, capture or input file is left"
+    assert registry_entries(isolated_registry) == []
+    from processkit.containment import cgroup_v2
+
+    parent = cgroup_v2.find_parent()
+    if parent is not None:
+        assert [name for name in os.listdir(parent) if name.startswith(f"processkit-{started['service']}-")] == []
+
+
+def test_threads_share_one_service_and_run_side_by_side(tmp_path):
+    """Eight threads at once: every run is running at the same moment (each waits until all
+    eight have started), all carried by one service."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = f'touch {marks}/$0; while [ "$(ls {marks} | wc -l)" -lt 8 ]; do sleep 0.01; done; echo $0'
+    results: dict[int, processkit.RunResult] = {}
+
+    def call(index: int) -> None:
+        results[index] = processkit.run(["sh", "-c", script, str(index)], capture_output=True, timeout=60)
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == list(range(8))
+    assert all(results[i].stdout == f"{i}\n".encode() for i in range(8))
+    assert len({result.runner_pid for result in results.values()}) == 1
+
+
+def test_a_fork_gets_a_service_of_its_own():
+    parent_service = processkit.run(["true"]).runner_pid
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            result = processkit.run(["sh", "-c", "exit 5"])
+            os.write(write_end, json.dumps([result.returncode, result.runner_pid]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as handle:
+        code, child_service = json.loads(handle.read())
+    os.waitpid(pid, 0)
+    assert code == 5 and child_service not in (None, parent_service)
+    assert processkit.run(["true"]).runner_pid == parent_service, "the parent's service is untouched"
+
+
+def test_the_callers_environment_and_working_directory_at_the_call_are_the_childs(tmp_path, monkeypatch):
+    processkit.run(["true"])  # the service is started before the changes
+    monkeypatch.setenv("I37_LATE", "changed after the service started")
+    monkeypatch.chdir(tmp_path)
+    result = processkit.run(["sh", "-c", 'printf "%s|%s" "$I37_LATE" "$(pwd)"'], capture_output=True)
+    assert result.stdout == f"changed after the service started|{tmp_path}".encode()
+    relative = processkit.run(["sh", "-c", "printf x"], capture_dir="cap")
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == b"x" and relative.returncode == 0
+
+
+def test_the_caller_gets_no_handler_and_no_subreaper_flag_from_a_batch(tmp_path, monkeypatch):
+    """With the process-group fallback a batch makes its process a subreaper: that process is
+    the one the service forks for it, not the caller (which used to run the batch itself)."""
+    import ctypes
+
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)}
+    lines = processkit.batch([{"args": ["true"], "id": "one"}], out=str(tmp_path / "out"))
+    assert [(line["id"], line["exit_code"]) for line in lines] == [("one", 0)]
+    flag = ctypes.c_int(-1)
+    assert ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    assert flag.value == 0
+    assert {number: signal.getsignal(number) for number in before} == before
+
+
+def test_batch_check_raises_when_a_job_failed(tmp_path):
+    jobs = [{"args": ["true"], "id": "fine"}, {"args": ["sh", "-c", "exit 3"], "id": "bad"}]
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch(jobs, out=str(tmp_path / "out"), check=True)
+    assert isinstance(raised.value, subprocess.CalledProcessError)
+    assert (raised.value.returncode, raised.value.cmd) == (117, ["bad"])
+    assert sorted(line["id"] for line in raised.value.lines) == ["bad", "fine"]
+    assert len(processkit.batch(jobs[:1], out=str(tmp_path / "again"), check=True)) == 1
+
+
+def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    processkit.batch([{"args": ["sh", "-c", "echo hi"], "id": "j"}], out="rel")
+    assert (tmp_path / "rel" / "j" / "capture" / "stdout.log").read_bytes() == b"hi\n"
+
+
+def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
+    """SIGINT to the caller alone (not its group): the call asks the service to stop the run and
+    waits for its release; the KeyboardInterrupt then propagates."""
+    script = (
+        "import processkit\n"
+        "try:\n"
+        "    processkit.run(['sleep', '3737.75'])\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _processes_naming("sleep\x003737.75")
+        caller.send_signal(signal.SIGINT)
+        assert caller.stdout.readline() == b"interrupted\n"
+        assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
+        assert caller.wait(timeout=30) == 0
+    finally:
+        caller.kill()
+
+
+def test_a_service_that_was_killed_is_replaced_by_the_next_call():
+    """The next call starts a fresh service, which also removes the scratch directory the
+    killed one could not."""
+    from processkit.api import service
+
+    first = processkit.run(["true"]).runner_pid
+    scratch = service.connection().scratch
+    os.kill(first, signal.SIGKILL)
+    while _alive(first):
+        time.sleep(0.01)
+    assert os.path.isdir(scratch)
+    again = processkit.run(["sh", "-c", "exit 3"])
+    assert again.returncode == 3 and again.runner_pid != first
+    assert not os.path.exists(scratch)
+    with processkit.start(["sleep", "30"]) as handle:
+        assert handle.pid == again.runner_pid
+        assert handle.inspect()["run_id"] == handle.run_id
+
+
+def test_the_callers_streams_are_not_held_past_the_runs_that_use_them():
+    """An echo run borrows the caller's stdout as it is at the call; once it ended the service
+    holds it no more, so a reader of the caller's stdout sees its end when the caller closes it."""
+    script = (
+        "import os, sys, processkit\n"
+        "processkit.run(['echo', 'echoed'], echo=True)\n"
+        "os.close(1)\n"
+        "sys.stdin.read()\n"  # still alive, its stdout closed
+    )
+    caller = subprocess.Popen([PY, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        import select
+
+        seen = b""
+        while select.select([caller.stdout], [], [], 30)[0]:
+            chunk = os.read(caller.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+        else:
+            raise AssertionError("the caller's stdout stayed open after it closed its own copy")
+        assert seen == b"echoed\n"
+    finally:
+        caller.kill()
+        caller.wait()
