@@ -57,6 +57,15 @@ def unencodable(text: str) -> str | None:
     return None
 
 
+def uncarried(text: str) -> str | None:
+    """What in ``text`` no argument, environment entry or path can carry, in words, else None:
+    a NUL (execve's strings end at one) or a lone surrogate (``unencodable``)."""
+    if "\0" in text:
+        return f"a NUL character (at offset {text.index(chr(0))})"
+    bad = unencodable(text)
+    return None if bad is None else f"a lone surrogate ({bad!a})"
+
+
 # Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also
 # counts U+001C-U+001F, so ``str.strip()`` would blank a line the reference rejects.
 WHITESPACE = (

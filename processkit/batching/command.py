@@ -10,6 +10,7 @@ a terminal; with ``--show-output`` a job's captured output follows its line, as 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -53,7 +54,6 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
-    from . import manifest
     from .carrier import Settings
 
     settings = Settings(
@@ -63,7 +63,7 @@ def main(argv: list[str], invocation) -> int:
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
     )
-    jobs = manifest.parse(_read_manifest(args.manifest))
+    jobs = _read_manifest(args.manifest)
     progress = Progress(len(jobs), settings.out, args.show_output)
     from .index import Index
 
@@ -89,16 +89,24 @@ def main(argv: list[str], invocation) -> int:
     return 0
 
 
-def _read_manifest(path: str) -> list[bytes]:
-    from .manifest import read_lines
+def _read_manifest(path: str) -> list:
+    """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
+    from ..bounded import MANIFEST, WrongKind, blocking, open_input
+    from .manifest import read
 
     if path == "-":
-        return read_lines(sys.stdin.buffer)
+        return read(sys.stdin.buffer, "stdin")
     try:
-        with open(path, "rb") as handle:
-            return read_lines(handle)
+        handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+    except WrongKind as exc:
+        raise Failure(Kind.SETUP, str(exc)) from None
+    with handle:
+        try:
+            return read(handle, path)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
 
 
 # A job ended with one of these sources never ran its child: its line says why, since no

@@ -14,7 +14,7 @@ import os
 import signal
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize, unencodable
+from ..text import sanitize, uncarried
 from . import values
 from .parsing import Once, OnceFlag, Parser
 
@@ -34,8 +34,10 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
         raise usage(f"invalid value '{text}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
-    if any(unencodable(item) is not None for item in parsed):
-        raise usage(f"invalid value for '{flag}': an argument holds a lone surrogate, which no argument can carry")
+    for index, item in enumerate(parsed):
+        problem = uncarried(item)
+        if problem is not None:
+            raise usage(f"invalid value for '{flag}': argument {index} holds {problem}, which no argument can carry")
     return tuple(parsed)
 
 

@@ -8,8 +8,10 @@ missing or wrong (the page says it instead of guessing).
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
 
+from ..bounded import REPORT_STREAM, InputError, blocking, open_input
 from ..errors import Failure, Kind
 from ..events import render
 from ..events.reader import Line, LineSplitter
@@ -20,15 +22,24 @@ from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes,
 
 
 def read_lines(path: str) -> list[Line]:
-    """Every line of the stream at ``path``; an unreadable path is a setup Failure."""
+    """Every line of the stream at ``path``, within ``bounded.REPORT_STREAM`` (a page holds the
+    whole stream); an unreadable path, or one over a bound, is a setup Failure."""
     splitter = LineSplitter()
     lines: list[Line] = []
+    total = REPORT_STREAM.total
+    assert total is not None
+    read = 0
     try:
-        with open(path, "rb") as file:
+        with os.fdopen(blocking(open_input(path, REPORT_STREAM)), "rb") as file:
             while chunk := file.read(READ_CHUNK):
+                read += len(chunk)
+                if read > total:
+                    raise InputError(
+                        f"the events stream {shown(path)} is larger than {total >> 20} MiB, the most a report reads"
+                    )
                 lines += splitter.feed(chunk)
-    except IsADirectoryError:
-        raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: it is a directory") from None
+    except InputError as exc:
+        raise Failure(Kind.SETUP, str(exc)) from None
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: {exc.strerror}") from None
     return lines + splitter.end()
