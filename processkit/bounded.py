@@ -23,7 +23,6 @@ Facts about opening that force the shape here:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -56,7 +55,8 @@ MANIFEST = Limits("manifest", total=256 * MiB, regular=False)
 SUMMARY = Limits("batch summary", total=1024 * MiB)  # read line by line; only ids and codes kept
 USAGE_FILE = Limits("--usage-file", line=MiB, total=MiB)
 BENCH_EXPORT = Limits("benchmark export", line=64 * MiB, total=64 * MiB)
-SCRATCH = Limits("scratch file", line=64 * MiB, total=64 * MiB)  # the API's own temporary files
+DETACHED_JSONL = Limits("--jsonl stream")  # its head, read by run --detach for its copy's proof
+RUN_FILE = Limits("file the run left")  # a capture file the API reads back (as far as the run says)
 
 
 class InputError(ValueError):
@@ -66,6 +66,10 @@ class InputError(ValueError):
 
 class WrongKind(InputError):
     """A directory, a device, or (where a regular file is needed) a FIFO or socket."""
+
+
+class NotJSON(InputError):
+    """A document that is not UTF-8 JSON at all (``load_file``)."""
 
 
 class BadShape(ValueError):
@@ -136,6 +140,13 @@ def read_all(path: str, limits: Limits) -> bytes:
         return read_stream(handle, path, limits)
 
 
+def read_start(path: str, size: int, limits: Limits) -> bytes:
+    """The first ``size`` bytes of ``path`` (fewer when it is shorter), opened as ``open_input``."""
+    fd = open_input(path, limits.replace(total=None))
+    with os.fdopen(blocking(fd), "rb") as handle:
+        return handle.read(size)
+
+
 def read_stream(handle, path: str, limits: Limits) -> bytes:
     """What an open binary stream holds, bounded by ``limits.total`` as ``read_all``."""
     total = limits.total if limits.total is not None else limits.line
@@ -196,8 +207,16 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+_DECODERS: list = []  # made at the first use: ``json`` is kept off the run's path
+
+
+def _decoder(unique_keys: bool):
+    if not _DECODERS:
+        import json
+
+        _DECODERS.append(json.JSONDecoder(parse_constant=_reject_constant))
+        _DECODERS.append(json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates))
+    return _DECODERS[unique_keys]
 
 
 def loads(text: str, *, unique_keys: bool = False):
@@ -206,7 +225,7 @@ def loads(text: str, *, unique_keys: bool = False):
     ``unique_keys`` neither is an object naming a key twice."""
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH:
         raise BadShape(f"arrays and objects are nested more than {MAX_DEPTH} deep")
-    return (_STRICT_DECODER if unique_keys else _DECODER).decode(text)
+    return _decoder(unique_keys).decode(text)
 
 
 def load_file(path: str, limits: Limits):
@@ -216,6 +235,8 @@ def load_file(path: str, limits: Limits):
     try:
         return loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise InputError(f"the {limits.what} {_name(path)} is not UTF-8 (byte {exc.start + 1})") from None
+        raise NotJSON(f"the {limits.what} {_name(path)} is not UTF-8 (byte {exc.start + 1})") from None
+    except BadShape as exc:
+        raise InputError(f"the {limits.what} {_name(path)}: {exc}") from None
     except ValueError as exc:
-        raise InputError(f"the {limits.what} {_name(path)} is not JSON ({exc})") from None
+        raise NotJSON(f"the {limits.what} {_name(path)} is not JSON ({exc})") from None

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 from typing import TypeVar
 
+from ..bounded import USAGE_FILE, load_file
 from ..containment.accounting import Usage
 from ..events.kept import ranges
 from ..events.types import ENDING_TYPES, CapturedStream, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
@@ -171,9 +173,8 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
 def read_usage(path: str) -> Usage | None:
     """The runner's ``--usage-file``; None when it wrote none (no child spawned) or it is unreadable."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.loads(handle.read() or "null")
-    except (OSError, ValueError):
+        record = load_file(path, USAGE_FILE) if os.path.getsize(path) else None
+    except (OSError, ValueError):  # ValueError: bounded.InputError
         return None
     return Usage.from_json(record) if isinstance(record, dict) else None
 

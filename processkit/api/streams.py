@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import tempfile
 
+from ..bounded import RUN_FILE, read_start
+
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 STREAMS = ("stdout", "stderr")
 # Stand-ins for the scratch paths until the whole command line has been checked (nothing is
@@ -131,9 +133,8 @@ class Streams:
             if not self.piped[name] or info is None or not info.path:
                 continue
             try:
-                with open(info.path, "rb") as handle:
-                    data = handle.read(info.bytes_written or 0)
-            except OSError:
+                data = read_start(info.path, info.bytes_written or 0, RUN_FILE)
+            except (OSError, ValueError):  # ValueError: bounded.InputError
                 continue
             found[name] = self._decoded(data, complete=not info.truncated) if self.text else data
         return found

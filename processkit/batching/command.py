@@ -14,6 +14,7 @@ import os
 import sys
 import time
 
+from ..bounded import RUN_FILE, open_input
 from ..cli.parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
@@ -148,11 +149,11 @@ class Progress:
             info = line["capture"].get(name)
             if isinstance(info, dict) and info.get("bytes"):
                 try:
-                    with open(info["path"], "rb") as handle:
+                    with os.fdopen(open_input(info["path"], RUN_FILE), "rb") as handle:
                         while chunk := handle.read(SHOW_CHUNK):
                             out.write(chunk)
                             last = chunk[-1:]
-                except OSError:
+                except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
                     continue
         if last:
             out.write(b"" if last == b"\n" else b"\n")
