@@ -92,7 +92,7 @@ def main(argv: list[str], invocation) -> int:
 
 def _read_manifest(path: str) -> list:
     """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
-    from ..bounded import MANIFEST, WrongKind, blocking, open_input
+    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
     from .manifest import read
 
     if path == "-":
@@ -103,6 +103,8 @@ def _read_manifest(path: str) -> list:
         raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
     except WrongKind as exc:
         raise Failure(Kind.SETUP, str(exc)) from None
+    except InputError as exc:  # over its total by its size alone
+        raise usage(str(exc)) from None
     with handle:
         try:
             return read(handle, path)
