@@ -108,6 +108,15 @@ def escape_unsafe(text: str) -> str:
     return "".join(ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) else ch for ch in text)
 
 
+VALUE_SHOWN = 64  # the most of a refused value an error message quotes
+
+
+def cut(text: str, limit: int = VALUE_SHOWN) -> str:
+    """A value as an error message quotes it: whole when short, else its first ``limit``
+    characters and how long it was (a 5,000-digit number is not echoed back whole)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: unsafe characters dropped, length capped."""
     if text.isascii() and text.isprintable():

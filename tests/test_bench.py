@@ -211,6 +211,14 @@ def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
         (["--setup", '["\\udc00"]', "--", "true"], b"invalid value for '--setup': argument 0 holds a lone surrogate"),
         (["--command", '["true", "a\\u0000"]'], b"invalid value for '--command': argument 1 holds a NUL character"),
         (["--command", '["true"]', "--", "true"], b"not both"),
+        (
+            ["--parameter-scan", "a", "0", "100000", "--parameter-scan", "b", "0", "100000", "--", "true"],
+            b"the parameters' values make 10000200001 combinations (100001 x 100001), more than 100000",
+        ),
+        (
+            ["--parameter-scan", "a", "1", "1000", "--parameter-list", "b", ",".join("x" * 101), "--", "true"],
+            b"make 101000 combinations (1000 x 101), more than 100000",
+        ),
         (["--command-name", "a", "--command-name", "b", "--", "true"], b"--command-name"),
     ],
 )

@@ -17,7 +17,7 @@ import time
 from ..bounded import RUN_FILE, open_input
 from ..cli.parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import cut, sanitize
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -49,7 +49,9 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
     if text is None:
         return default
     if not (text.isdigit() and len(text) <= 7) or not low <= int(text) <= high:
-        raise usage(f"invalid value '{sanitize(text)}' for '{flag} <N>': expected a whole number from {low} to {high}")
+        raise usage(
+            f"invalid value '{cut(sanitize(text, len(text)))}' for '{flag} <N>': expected a whole number from {low} to {high}"
+        )
     return int(text)
 
 

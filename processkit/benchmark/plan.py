@@ -8,9 +8,11 @@ the summary and the exports call it: ``--command-name`` where given, else the co
 from __future__ import annotations
 
 import itertools
+import math
 
 from ..errors import usage
 from ..plain import Constant, Plain
+from ..text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ Order.INTERLEAVED = Order("INTERLEAVED", "interleaved")
 Order.SEQUENTIAL = Order("SEQUENTIAL", "sequential")
 ORDERS = {order.value: order for order in (Order.INTERLEAVED, Order.SEQUENTIAL)}
 METRICS = ("wall", "cpu")
+MAX_VALUES = 100_000  # the most values one scan holds, and the most combinations of all of them
 
 
 class Command(Plain):
@@ -135,6 +138,12 @@ def expand(
         if not listed:
             raise usage(f"the parameter {name!r} has no values")
         seen.add(name)
+    counts = [len(listed) for _, listed in parameters]
+    if math.prod(counts) > MAX_VALUES:  # before a single combination is made
+        raise usage(
+            f"the parameters' values make {math.prod(counts)} combinations ({' x '.join(map(str, counts))}), "
+            f"more than {MAX_VALUES}"
+        )
     combinations = [
         dict(zip((n for n, _ in parameters), combo)) for combo in itertools.product(*(v for _, v in parameters))
     ]
@@ -159,7 +168,7 @@ def scan_values(low: str, high: str) -> list[str]:
     try:
         first, last = int(low), int(high)
     except ValueError:
-        raise usage(f"--parameter-scan takes integers, got {low!r} and {high!r}") from None
-    if last < first or last - first > 100_000:
-        raise usage("--parameter-scan needs MIN <= MAX and at most 100000 values")
+        raise usage(f"--parameter-scan takes integers, got {cut(repr(low))} and {cut(repr(high))}") from None
+    if last < first or last - first > MAX_VALUES:
+        raise usage(f"--parameter-scan needs MIN <= MAX and at most {MAX_VALUES} values")
     return [str(value) for value in range(first, last + 1)]

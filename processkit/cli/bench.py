@@ -14,7 +14,7 @@ import os
 import signal
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize, uncarried
+from ..text import cut, sanitize, uncarried
 from . import values
 from .parsing import Once, OnceFlag, Parser
 
@@ -33,7 +33,7 @@ def _argv(text: str, flag: str | None) -> tuple[str, ...]:
     except ValueError:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
-        raise usage(f"invalid value '{text}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
     for index, item in enumerate(parsed):
         problem = uncarried(item)
         if problem is not None:
@@ -104,10 +104,12 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     for part in text.split(","):
         low, _, high = part.partition("-")
         if not values.is_digits(low) or (high and not values.is_digits(high)) or len(part) > 20:
-            raise usage(f"invalid value '{text}' for '--cpus': expected a CPU list such as 0,2-3")
+            raise usage(f"invalid value '{cut(text)}' for '--cpus': expected a CPU list such as 0,2-3")
         first, last = int(low), int(high or low)
         if first > last or last > MAX_CPU:
-            raise usage(f"invalid value '{text}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}")
+            raise usage(
+                f"invalid value '{cut(text)}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}"
+            )
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
 
