@@ -24,7 +24,6 @@ Facts about opening that force the shape here:
 from __future__ import annotations
 
 import os
-import re
 import stat
 from itertools import accumulate
 
@@ -184,13 +183,11 @@ def lines(handle, path: str, limits: Limits):
         yield number, line
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
 def depth(text: str) -> int:
     """How deeply arrays and objects nest in the JSON ``text`` (outside its strings)."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    import re  # not at module level: ``rundir``, on the run's path, reads through this module
+
+    brackets = re.sub(r"[^\[\]{}]+", "", re.sub(r'"(?:[^"\\]|\\.)*"', "", text, flags=re.DOTALL))
     return max(accumulate(1 if ch in "[{" else -1 for ch in brackets), default=0)
 
 

@@ -23,7 +23,7 @@ ALLOWED = {
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
     ("cli/probe.py", "main"): "the shipped event schema, printed",
     # Streams copied to a child as they come, never held: the child paces the reading.
-    ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (non-blocking; a FIFO waits on the loop)",
+    ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (a FIFO waits on the loop)",
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
     # Files read by their own bounded, non-blocking, regular-file-only readers that also need
     # O_NOFOLLOW (which bounded.open_input does not take).
