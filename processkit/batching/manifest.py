@@ -149,7 +149,8 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
     from ..api.options import command_args, runner_argv
 
-    key = json.dumps(options, sort_keys=True) if _plain(options) else None
+    # The template's key: most lines of a large manifest name no keyword at all ("" then).
+    key = "" if not options else json.dumps(options, sort_keys=True) if _plain(options) else None
     try:
         command = command_args(args)
         template = templates.get(key) if key is not None else None
