@@ -46,6 +46,7 @@ class Limits(Frozen):
     line: int = LINE_BYTES
     total: int | None = None
     regular: bool = True
+    nofollow: bool = False  # a link at the name itself is not followed (ELOOP, an OSError)
 
 
 EVENTS_STREAM = Limits("events stream", total=None, regular=False)  # read and shown line by line
@@ -55,6 +56,8 @@ SUMMARY = Limits("batch summary", total=1024 * MiB)  # read line by line; only i
 USAGE_FILE = Limits("--usage-file", line=MiB, total=MiB)
 BENCH_EXPORT = Limits("benchmark export", line=64 * MiB, total=64 * MiB)
 DETACHED_JSONL = Limits("--jsonl stream")  # its head, read by run --detach for its copy's proof
+REGISTRY_FILE = Limits("registry file", nofollow=True)  # records and tombstones: 64 KiB, checked by shape
+CAPTURE_LAYOUT = Limits("capture layout", nofollow=True)  # capture-keep.json, beside a stream's capture
 RUN_FILE = Limits("file the run left")  # a capture file the API reads back (as far as the run says)
 
 
@@ -87,7 +90,7 @@ def open_input(path: str, limits: Limits) -> int:
     """A read-only descriptor on ``path``, non-blocking; OSError when it cannot be opened, an
     InputError when it is a directory, or not a regular file where ``limits`` takes only one, or
     a device other than ``/dev/null`` (endless, like ``/dev/zero``, or a terminal)."""
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = os.open(path, _OPEN_FLAGS | os.O_NOFOLLOW if limits.nofollow else _OPEN_FLAGS)
     try:
         found = os.fstat(fd)
         kind = _kind(found)

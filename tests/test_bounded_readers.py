@@ -25,13 +25,6 @@ ALLOWED = {
     # Streams copied to a child as they come, never held: the child paces the reading.
     ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (a FIFO waits on the loop)",
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
-    # Files read by their own bounded, non-blocking, regular-file-only readers that also need
-    # O_NOFOLLOW (which bounded.open_input does not take).
-    ("registry/scan.py", "load"): "a registry record: O_NOFOLLOW, regular, 64 KiB",
-    ("registry/tombstones.py", "_load"): "a tombstone: O_NOFOLLOW, regular, bounded",
-    ("registry/waiting.py", "_runner_exit"): "the last 64 KiB of a regular file",
-    ("events/kept.py", "recorded"): "capture-keep.json: O_NOFOLLOW, regular, 64 KiB",
-    ("report/tail.py", "read_tail"): "a capture file's last bytes: a regular file named like a capture only",
     # safepath's open of a file it then writes: the flags are its writer's (O_WRONLY, O_RDWR).
     ("safepath.py", "_file"): "opens for writing; the flags are the caller's",
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose

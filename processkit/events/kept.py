@@ -5,11 +5,10 @@
 
 from __future__ import annotations
 
-import json
 import os
-import stat
 
 from .. import capture_layout
+from ..bounded import CAPTURE_LAYOUT, loads, read_start
 from .types import CapturedStream
 
 
@@ -39,18 +38,12 @@ def recorded(captured: CapturedStream, run_id: str | None, capture_path: str | N
         return None
     path = os.path.join(os.path.dirname(capture_path), capture_layout.NAME)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > capture_layout.MAX_BYTES:
+        data = read_start(path, capture_layout.MAX_BYTES + 1, CAPTURE_LAYOUT)  # not a link, FIFO or device
+        if len(data) > capture_layout.MAX_BYTES:
             return None
-        document = json.loads(os.read(fd, capture_layout.MAX_BYTES).decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        document = loads(data.decode("utf-8"))
+    except (OSError, ValueError):  # bounded.InputError, UnicodeDecodeError, not JSON
         return None
-    finally:
-        os.close(fd)
     if not isinstance(document, dict) or document.get("layout_version") != capture_layout.VERSION:
         return None
     entry = document.get(captured.stream)
