@@ -194,3 +194,23 @@ def test_a_manifest_that_is_a_device_or_a_fifo_without_writer_does_not_wait(tmp_
         assert (code, err) == (100, "processkit-cli: the manifest has no job")  # no writer: empty
     else:
         assert code == 111 and "it is a character device" in err, err
+
+
+@pytest.mark.parametrize("shape", ["deep", "large"])
+def test_a_bench_export_nested_deeply_or_too_large_is_a_clear_error(tmp_path, shape):
+    """``report`` of a crafted export: 100k nested brackets were 104 (RecursionError); one past
+    64 MiB (a sparse file here) is refused by its size before it is read."""
+    export = tmp_path / "b.json"
+    if shape == "deep":
+        export.write_text('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}")
+        expected = f"processkit-cli: the benchmark export {export}: arrays and objects are nested more than 64 deep"
+    else:
+        with open(export, "wb") as handle:
+            handle.write(b'{"results": []}')
+            handle.truncate(1 << 30)
+        expected = (
+            f"processkit-cli: the benchmark export {export} holds {1 << 30} bytes, more than 64 MiB, the most it may"
+        )
+    code, err, peak = run_measured("report", export, "-o", tmp_path / "r.html", timeout=30)
+    assert (code, err) == (114, expected)
+    assert peak < 100
