@@ -62,6 +62,8 @@ def uncarried(text: str) -> str | None:
     a NUL (execve's strings end at one) or a lone surrogate (``unencodable``)."""
     if "\0" in text:
         return f"a NUL character (at offset {text.index(chr(0))})"
+    if text.isascii():
+        return None  # no surrogate is ASCII: the common case skips the encoding
     bad = unencodable(text)
     return None if bad is None else f"a lone surrogate ({bad!a})"
 
