@@ -210,6 +210,7 @@ def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
         (["--command", '["true", "\\ud800"]'], b"argument 1 holds a lone surrogate"),
         (["--setup", '["\\udc00"]', "--", "true"], b"invalid value for '--setup': argument 0 holds a lone surrogate"),
         (["--command", '["true", "a\\u0000"]'], b"invalid value for '--command': argument 1 holds a NUL character"),
+        (["--command", "[" * 100_000], b"... (100000 characters)' for '--command': expected a JSON array of strings"),
         (["--command", '["true"]', "--", "true"], b"not both"),
         (
             ["--parameter-scan", "a", "0", "100000", "--parameter-scan", "b", "0", "100000", "--", "true"],

@@ -134,6 +134,16 @@ def test_a_nul_in_an_argv_from_stdin_is_a_usage_error_naming_the_argument(tmp_pa
     assert not jsonl.exists()
 
 
+def test_an_argv_from_stdin_nested_100k_deep_is_a_usage_error(tmp_path, isolated_registry):
+    """It was 104 (RecursionError in the decoder); JSON nests at most 64 deep (bounded.loads)."""
+    proc, jsonl = _run_with_stdin(tmp_path, b"[" * 100_000 + b"]" * 100_000)
+    assert proc.returncode == 100
+    assert stderr_lines(proc) == [
+        "processkit-cli: standard input must carry the command as a non-empty JSON array of strings"
+    ]
+    assert not jsonl.exists()
+
+
 def test_a_lone_surrogate_in_an_argv_from_stdin_is_a_usage_error(tmp_path, spawn_backend, isolated_registry):
     """JSON's ``\\ud800`` alone is no text (the reference's parser refuses it): 100, before the
     JSONL or anything else exists."""

@@ -7,12 +7,11 @@ pickles and travels back from a worker of any executor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 from typing import TypeVar
 
-from ..bounded import USAGE_FILE, load_file
+from ..bounded import USAGE_FILE, load_file, loads
 from ..containment.accounting import Usage
 from ..events.kept import ranges
 from ..events.types import ENDING_TYPES, CapturedStream, Event, OutputCaptured, ResourceSummary, RunnerExit, RunStarted
@@ -192,7 +191,7 @@ def _envelope(diagnostics: str) -> dict | None:
     for line in reversed(diagnostics.splitlines()):
         if line.startswith("{"):
             try:
-                value = json.loads(line)
+                value = loads(line)  # the line may be a child's, nested 100k deep
             except ValueError:
                 continue
             if isinstance(value, dict) and value.get("error_version") == 1:

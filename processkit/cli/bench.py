@@ -9,11 +9,11 @@ every run of a command timed out; 107 when stopped by a signal; 100 for usage er
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 
 from ..errors import Failure, Kind, usage
+from ..bounded import loads
 from ..text import cut, sanitize, uncarried
 from . import values
 from .parsing import Once, OnceFlag, Parser
@@ -29,7 +29,7 @@ class _Given(argparse.Action):
 
 def _argv(text: str, flag: str | None) -> tuple[str, ...]:
     try:
-        parsed = json.loads(text)
+        parsed = loads(text)  # nested at most bounded.MAX_DEPTH: 100k brackets are no RecursionError
     except ValueError:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):

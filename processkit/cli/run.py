@@ -195,9 +195,9 @@ def _command_from_stdin(args) -> list[str]:
     if text is None:
         raise missing
     try:
-        import json
+        from ..bounded import loads  # nested at most bounded.MAX_DEPTH, never a RecursionError
 
-        command = json.loads(text)
+        command = loads(text)
     except ValueError:
         command = None
     if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
