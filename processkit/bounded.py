@@ -3,8 +3,8 @@ input can make this process wait for ever or hold an unbounded amount in memory 
 "Rule 3: every reader is bounded"; tests/test_bounded_readers.py scans the sources for readers
 that bypass it).
 
-Each kind of input has its ``Limits``: the longest line, the most bytes in all, the deepest JSON,
-and whether it must be a regular file. A bound that is hit is an ``InputError`` naming the input,
+Each kind of input has its ``Limits``: the longest line, the most bytes in all, and whether it
+must be a regular file; JSON nests at most MAX_DEPTH deep in every one. A bound that is hit is an ``InputError`` naming the input,
 the bound and, for a line, its number; the caller turns it into its own Failure (a manifest's is a
 usage error, a stream's invalid input).
 
@@ -15,8 +15,9 @@ Facts about opening that force the shape here:
   opened non-blocking, and only then checked for what it is (``fstat`` of the descriptor: what was
   checked is what is read).
 - ``O_NOCTTY``: a terminal named as input never becomes this process's controlling terminal.
-- ``/dev/zero`` is a character device whose reads never end and never hold a newline: a reader
-  that needs a file refuses it by type; one that takes a stream (a pipe) stops at its total.
+- ``/dev/zero`` is a character device whose reads never end and never hold a newline: every
+  reader refuses a device by its type (``/dev/null`` aside); behind a pipe, a reader that takes
+  streams stops at its total, or (``events``) skips the endless line in constant memory.
 - ``json`` recurses once per nesting level, so 100k nested brackets raise ``RecursionError``;
   a value is checked for depth before it is decoded, and the bound is far below the interpreter's.
 """
@@ -34,7 +35,6 @@ MiB = 1 << 20
 LINE_BYTES = MiB  # the threat model's cap on one line of any JSONL input
 MAX_DEPTH = 64  # arrays and objects inside each other; every document of ours nests under 8
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-READ_CHUNK = 64 * 1024
 
 
 class Limits(Frozen):
@@ -150,7 +150,8 @@ def read_start(path: str, size: int, limits: Limits) -> bytes:
 
 
 def read_stream(handle, path: str, limits: Limits) -> bytes:
-    """What an open binary stream holds, bounded by ``limits.total`` as ``read_all``."""
+    """What an open binary stream holds, at most ``limits.total`` bytes (or one line's worth,
+    for a kind with no total); one more is an InputError."""
     total = limits.total if limits.total is not None else limits.line
     data = handle.read(total + 1)
     if len(data) > total:
