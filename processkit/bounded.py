@@ -101,8 +101,8 @@ def open_input(path: str, limits: Limits) -> int:
             )
         if kind is None or not limits.regular and (kind in ("a FIFO", "a socket") or _is_null(found)):
             return fd
-        why = "not a regular file" if limits.regular or kind == "a directory" else "not a stream this reader takes"
-        raise WrongKind(f"cannot read the {limits.what} {_name(path)}: it is {kind}, {why}")
+        why = "" if kind == "a directory" else ", not a regular file" if limits.regular else ", not a stream it takes"
+        raise WrongKind(f"cannot read the {limits.what} {_name(path)}: it is {kind}{why}")
     except BaseException:
         os.close(fd)
         raise

@@ -38,8 +38,7 @@ def test_events_file_dev_zero_is_refused_at_once(tmp_path):
     code, err, peak = run_measured("events", "--file", "/dev/zero", timeout=30)
     assert code == 111, err
     assert err == (
-        "processkit-cli: cannot read the events stream /dev/zero: it is a character device, "
-        "not a stream this reader takes"
+        "processkit-cli: cannot read the events stream /dev/zero: it is a character device, not a stream it takes"
     )
     assert peak < 100
 
