@@ -46,6 +46,7 @@ import os
 import stat
 import time
 
+from .bounded import RUN_FILE, read_start
 from .liveness import take
 from .mountinfo import filesystem_type
 
@@ -264,9 +265,8 @@ def private_owner(path: str) -> int | None:
 def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, int] | None:
     """``(pgid, leader start time, session)`` as recorded, or None when absent or malformed."""
     try:
-        with open(os.path.join(path, name), "rb") as handle:
-            fields = handle.read(128).split()
-    except OSError:
+        fields = read_start(os.path.join(path, name), 128, RUN_FILE).split()  # never a FIFO's wait
+    except (OSError, ValueError):  # ValueError: bounded.InputError
         return None
     if len(fields) != 3 or not all(field.isdigit() for field in fields):
         return None
@@ -276,9 +276,8 @@ def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, in
 def read_groups(path: str, name: str = GROUPS_NAME) -> list[str]:
     """The recorded group paths (bounded, unchecked: the reaper decides what it may touch)."""
     try:
-        with open(os.path.join(path, name), "rb") as handle:
-            text = handle.read(GROUPS_LIMIT).decode("utf-8", "surrogateescape")
-    except OSError:
+        text = read_start(os.path.join(path, name), GROUPS_LIMIT, RUN_FILE).decode("utf-8", "surrogateescape")
+    except (OSError, ValueError):
         return []
     return [line for line in text.split("\n") if line]
 

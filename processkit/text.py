@@ -57,6 +57,17 @@ def unencodable(text: str) -> str | None:
     return None
 
 
+def uncarried(text: str) -> str | None:
+    """What in ``text`` no argument, environment entry or path can carry, in words, else None:
+    a NUL (execve's strings end at one) or a lone surrogate (``unencodable``)."""
+    if "\0" in text:
+        return f"a NUL character (at offset {text.index(chr(0))})"
+    if text.isascii():
+        return None  # no surrogate is ASCII: the common case skips the encoding
+    bad = unencodable(text)
+    return None if bad is None else f"a lone surrogate ({bad!a})"
+
+
 # Unicode White_Space as Rust's ``char::is_whitespace`` has it: Python's ``str.isspace`` also
 # counts U+001C-U+001F, so ``str.strip()`` would blank a line the reference rejects.
 WHITESPACE = (
@@ -97,6 +108,15 @@ def escape_unsafe(text: str) -> str:
     """One line for a terminal that keeps what was typed: every unsafe character (a newline
     included) is written as its Python escape, ``\\x1b``, ``\\n``, ``\\u202e``."""
     return "".join(ch.encode("unicode_escape").decode("ascii") if is_terminal_unsafe(ch) else ch for ch in text)
+
+
+VALUE_SHOWN = 64  # the most of a refused value an error message quotes
+
+
+def cut(text: str, limit: int = VALUE_SHOWN) -> str:
+    """A value as an error message quotes it: whole when short, else its first ``limit``
+    characters and how long it was (a 5,000-digit number is not echoed back whole)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def sanitize(text: str, limit: int = 256) -> str:

@@ -112,7 +112,10 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run(["true"], inherit_stdin="yes"), TypeError, "True or False"),
         (lambda: processkit.run(["true"], echo=1), TypeError, "echo"),
         (lambda: processkit.start(["true"], timeout="1y"), ValueError, "'--timeout'"),
-        (lambda: processkit.run(["true", "\ud800"]), ValueError, "args item holds a lone surrogate ('\\ud800')"),
+        (lambda: processkit.run(["true", "\ud800"]), ValueError, "args item 1 holds a lone surrogate ('\\ud800')"),
+        (lambda: processkit.run(["a\0b"]), ValueError, "args item 0 holds a NUL character (at offset 1)"),
+        (lambda: processkit.run([b"true", b"x\0"]), ValueError, "args item 1 holds a NUL character (at offset 1)"),
+        (lambda: processkit.run(["true"], env={"K": "a\0"}), ValueError, "env holds a NUL character"),
         (lambda: processkit.run(["true"], env={"K": "\udfff"}), ValueError, "env holds a lone surrogate"),
         (lambda: processkit.run(["true"], env={"A=B": "c"}), ValueError, "env key 'A=B' holds '='"),
         (

@@ -92,15 +92,30 @@ def test_a_count_of_any_length_is_its_value_or_a_usage_error(sign, digits):
         ["run", "--jsonl", "{jsonl}", "--grace", "0" * 5000 + "1s", "--timeout", HUGE + "ms", "--", "true"],
         ["wait", "--run-id", "r1", "--timeout", HUGE],
         ["probe", "--json", "--require-schema-version", HUGE],
+        ["batch", "-", "--jobs", HUGE],
+        ["bench", "--parameter-scan", "n", "0", HUGE, "--", "true"],
+        ["--error-format", HUGE, "list"],
     ],
-    ids=["timeout", "max-memory", "max-processes", "leading-zeros", "wait-timeout", "probe-schema-version"],
+    ids=[
+        "timeout",
+        "max-memory",
+        "max-processes",
+        "leading-zeros",
+        "wait-timeout",
+        "probe-schema-version",
+        "batch-jobs",
+        "bench-scan",
+        "error-format",
+    ],
 )
 def test_a_value_past_the_int_string_limit_is_a_usage_error(tmp_path, args):
+    """... and its message quotes the value cut, saying its length, never all 5,000 digits."""
     jsonl = tmp_path / "run.jsonl"
     proc = run_cli(*[str(jsonl) if arg == "{jsonl}" else arg for arg in args])
     assert proc.returncode == 100, proc.stderr[-300:]
     assert b"internal error" not in proc.stderr
     assert not jsonl.exists()
+    assert len(proc.stderr) < 400 and b"... (500" in proc.stderr and b" characters)" in proc.stderr, proc.stderr[:400]
 
 
 def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():

@@ -414,7 +414,22 @@ def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_bat
         (['{"args": ["true"], "jsonl": "/tmp/x"}'], "manifest line 1: 'jsonl' is not a job keyword"),
         (['{"args": ["true"], "bogus": 1}'], "manifest line 1: got an unexpected keyword argument 'bogus'"),
         (["[1, 2]"], "manifest line 1: a job is a JSON object"),
-        (['{"args": ["true", "\\ud800"]}'], "manifest line 1: args item holds a lone surrogate"),
+        (['{"args": ["true", "\\ud800"]}'], "manifest line 1: args item 1 holds a lone surrogate"),
+        (['{"args": ["true", "a\\u0000b"]}'], "manifest line 1: args item 1 holds a NUL character (at offset 1)"),
+        (
+            ['{"args": ["true"]}', '{"args": ["true"], "id": "summary.jsonl"}'],
+            "manifest line 2: the id 'summary.jsonl' is reserved",
+        ),
+        (['{"args": ["true"], "id": "index.html"}'], "manifest line 1: the id 'index.html' is reserved"),
+        (
+            ['{"args": ["true"]}', '{"args": ["true"], "args": ["false"]}'],
+            "manifest line 2: the key 'args' is given twice",
+        ),
+        (['{"args": ["true"], "env": {"A": "1", "A": "2"}}'], "manifest line 1: the key 'A' is given twice"),
+        (
+            ['{"args": ["true"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+            "manifest line 1: arrays and objects are nested more than 64 deep",
+        ),
         (['{"args": ["true"], "env": {"A=B": "c"}}'], "manifest line 1: env key 'A=B' holds '='"),
         (
             ['{"args": ["true"], "run_id": "r"}', '{"args": ["true"]}', '{"args": ["true"], "run_id": "r"}'],

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processkit.api.options import runner_argv
+from processkit.api.options import command_args, runner_argv
 from processkit.batching.manifest import job_spec, parse
 from processkit.errors import Failure
 
@@ -58,8 +58,8 @@ def test_a_jobs_spec_is_what_run_parses_from_its_argv(keywords, args, repeats):
     try:
         jobs = parse(lines)
     except Failure:  # refused by the manifest: refused by run's parser as well
-        with pytest.raises((TypeError, ValueError)):
-            runner_argv(args, per_job[0], jsonl="e", function="batch", extra=extra)
+        with pytest.raises((TypeError, ValueError)):  # the API checks the args, then the keywords
+            runner_argv(command_args(args), per_job[0], jsonl="e", function="batch", extra=extra)
         return
     for job, own in zip(jobs, per_job):
         paths = {"jsonl": f"out/{job.id}/events.jsonl", "capture_dir": f"out/{job.id}/capture"}

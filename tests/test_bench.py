@@ -205,9 +205,19 @@ def test_nothing_a_run_leaves_survives_into_the_next(tmp_path):
         (["--cpus", "x", "--", "true"], b"--cpus"),
         (["--cpus", "3-1", "--", "true"], b"invalid value '3-1' for '--cpus': a range goes up"),
         (["--cpus", "0-99999999", "--", "true"], b"CPUs are numbered 0 to 8191"),
-        (["--command", '["true", "\\ud800"]'], b"an argument holds a lone surrogate"),
-        (["--setup", '["\\udc00"]', "--", "true"], b"invalid value for '--setup': an argument holds a lone surrogate"),
+        (["--command", '["true", "\\ud800"]'], b"argument 1 holds a lone surrogate"),
+        (["--setup", '["\\udc00"]', "--", "true"], b"invalid value for '--setup': argument 0 holds a lone surrogate"),
+        (["--command", '["true", "a\\u0000"]'], b"invalid value for '--command': argument 1 holds a NUL character"),
+        (["--command", "[" * 100_000], b"... (100000 characters)' for '--command': expected a JSON array of strings"),
         (["--command", '["true"]', "--", "true"], b"not both"),
+        (
+            ["--parameter-scan", "a", "0", "99999", "--parameter-scan", "b", "0", "99999", "--", "true"],
+            b"the parameters' values make 10000000000 combinations (100000 x 100000), more than 100000",
+        ),
+        (
+            ["--parameter-scan", "a", "1", "1000", "--parameter-list", "b", ",".join("x" * 101), "--", "true"],
+            b"make 101000 combinations (1000 x 101), more than 100000",
+        ),
         (["--command-name", "a", "--command-name", "b", "--", "true"], b"--command-name"),
     ],
 )

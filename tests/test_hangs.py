@@ -121,13 +121,27 @@ def _run_with_stdin(tmp_path, stdin: bytes, *args) -> tuple[subprocess.Completed
     return proc, jsonl
 
 
-def test_a_nul_in_an_argv_from_stdin_is_a_spawn_failure_not_a_truncation(tmp_path, spawn_backend, isolated_registry):
+def test_a_nul_in_an_argv_from_stdin_is_a_usage_error_naming_the_argument(tmp_path, spawn_backend, isolated_registry):
     """``["echo", "a\\u0000b"]``: execve would cut the argument at the NUL (the native path did,
-    silently) or Popen raised (104). It is a spawn failure with its events, nothing started."""
+    silently). It is refused as the lone surrogate is: 100, naming the argument, before the JSONL
+    or anything else exists (it was a spawn failure, 101)."""
     proc, jsonl = _run_with_stdin(tmp_path, b'["echo","a\\u0000b"]')
-    assert (proc.returncode, proc.stdout) == (101, b"")
-    assert stderr_lines(proc) == ["processkit-cli: could not start the program 'echo': an argument holds a NUL byte"]
-    assert [e["event"] for e in check_stream(jsonl, 101)] == ["spawn_failed", "runner_exit"]
+    assert (proc.returncode, proc.stdout) == (100, b"")
+    assert stderr_lines(proc) == [
+        "processkit-cli: the command read from standard input: argument 1 holds a NUL character (at offset 1), "
+        "which no argument can carry"
+    ]
+    assert not jsonl.exists()
+
+
+def test_an_argv_from_stdin_nested_100k_deep_is_a_usage_error(tmp_path, isolated_registry):
+    """It was 104 (RecursionError in the decoder); JSON nests at most 64 deep (bounded.loads)."""
+    proc, jsonl = _run_with_stdin(tmp_path, b"[" * 100_000 + b"]" * 100_000)
+    assert proc.returncode == 100
+    assert stderr_lines(proc) == [
+        "processkit-cli: standard input must carry the command as a non-empty JSON array of strings"
+    ]
+    assert not jsonl.exists()
 
 
 def test_a_lone_surrogate_in_an_argv_from_stdin_is_a_usage_error(tmp_path, spawn_backend, isolated_registry):
@@ -136,7 +150,8 @@ def test_a_lone_surrogate_in_an_argv_from_stdin_is_a_usage_error(tmp_path, spawn
     proc, jsonl = _run_with_stdin(tmp_path, b'["/bin/ech\\ud800"]')
     assert proc.returncode == 100
     assert stderr_lines(proc) == [
-        "processkit-cli: the command read from standard input holds a lone surrogate escape, which is no text"
+        "processkit-cli: the command read from standard input: argument 0 holds a lone surrogate ('\\ud800'), "
+        "which no argument can carry"
     ]
     assert not jsonl.exists()
 

@@ -43,12 +43,9 @@ ALLOWED = {
     ("doctor/scratch.py", "scratch_dir", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("doctor/qualification.py", "Qualification._launch", "open:write"): "inside the doctor's own 0700 scratch",
     ("doctor/qualification.py", "Qualification._settle", "open:write"): "inside the doctor's own 0700 scratch",
-    ("doctor/qualification.py", "_events", "open:read"): "the scratch run's stream, in the 0700 scratch",
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
     ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
-    ("rundir.py", "read_process_group", "open:read"): "a record of a run directory checked 0700 and this user's",
-    ("rundir.py", "read_groups", "open:read"): "a record of a run directory checked 0700 and this user's",
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
     # The registry: safepath.private_directory proved it this user's and writable by no one else.
@@ -61,18 +58,14 @@ ALLOWED = {
     ("batching/carrier.py", "open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
     ("batching/carrier.py", "_keep_attempt", "os.rename"): "a retried job's stream and capture moved inside its job "
     "directory, which ensure_directory checked is the caller's own and writable by no one else",
-    ("batching/summary.py", "read_objects", "open:read"): "summary.jsonl inside the checked --out",
     ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
     "then checked this user's regular file",
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
     ("service/serve.py", "Service.__init__", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
-    ("api/bench.py", "bench", "open:read"): "the export file the API made with mkstemp",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
     ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",
-    ("batching/command.py", "_read_manifest", "open:read"): "the manifest (batch <(generator)), read before any job",
-    ("cli/events.py", "Reading.__init__", "os.open:read"): "events --file FIFO, before its own loop",
 }
 
 WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_TRUNC", "O_APPEND"}

@@ -13,6 +13,7 @@ import os
 import subprocess
 import tempfile
 
+from ..bounded import BENCH_EXPORT, load_file
 from ..benchmark.result import BenchResult
 from ..errors import KINDS, Failure, Kind, usage
 from .launch import runner_command
@@ -119,7 +120,6 @@ def bench(commands: list, **keywords) -> BenchResult:
             lines = [line for line in message.splitlines() if line.startswith("processkit-cli: ")]
             said = lines[0] if lines else message or f"processkit-cli bench exited {done.returncode}"
             raise Failure(kind, said.removeprefix("processkit-cli: "), code=done.returncode)
-        with open(export, encoding="utf-8") as handle:
-            return BenchResult.from_json(json.load(handle))
+        return BenchResult.from_json(load_file(export, BENCH_EXPORT))
     finally:
         os.unlink(export)

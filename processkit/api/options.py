@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from ..errors import Failure
 from ..spec import U64_MAX, RunSpec
 from ..plain import Frozen
-from ..text import unencodable
+from ..text import uncarried
 
 # Keyword names that differ from the flag's dest; flags the API spells differently or leaves out.
 RENAMED = {"label": "labels"}
@@ -66,7 +66,12 @@ def command_args(args) -> list[str]:
         raise TypeError(f"args must be a list of strings (no shell is involved), not {type(args).__name__}")
     if not args:
         raise ValueError("args must name a program to run")
-    return [as_text(arg, "args item") for arg in args]
+    try:
+        return [as_text(arg, "args item") for arg in args]
+    except (TypeError, ValueError):
+        for index, arg in enumerate(args):  # again, to name the item
+            as_text(arg, f"args item {index}")
+        raise
 
 
 def runner_argv(
@@ -180,13 +185,11 @@ def _seconds(key: str, value: float) -> str:
 
 def as_text(value, what: str) -> str:
     """``value`` as the text a flag takes; a str must be one the OS can take (``text.unencodable``)."""
-    if isinstance(value, str):
-        bad = unencodable(value)
-        if bad is not None:
-            raise ValueError(
-                f"{what} holds a lone surrogate ({bad!a}), which no argument, environment or path can carry"
-            )
-        return value
     if isinstance(value, (bytes, os.PathLike)):
-        return os.fsdecode(value)
+        value = os.fsdecode(value)
+    if isinstance(value, str):
+        problem = uncarried(value)
+        if problem is not None:
+            raise ValueError(f"{what} holds {problem}, which no argument, environment or path can carry")
+        return value
     raise TypeError(f"{what} must be a string or a path, not {type(value).__name__}")

@@ -11,6 +11,7 @@ import json
 import subprocess
 from typing import TypeVar
 
+from ..bounded import loads
 from ..containment.accounting import Usage
 from ..events.kept import ranges
 from ..events.types import (
@@ -291,7 +292,7 @@ def _envelope(diagnostics: str) -> dict | None:
     for line in reversed(diagnostics.splitlines()):
         if line.startswith("{"):
             try:
-                value = json.loads(line)
+                value = loads(line)  # the line may be a child's, nested 100k deep
             except ValueError:
                 continue
             if isinstance(value, dict) and value.get("error_version") == 1:

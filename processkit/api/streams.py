@@ -23,6 +23,7 @@ import subprocess
 
 from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT
 
+
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 STREAMS = ("stdout", "stderr")
 

@@ -11,14 +11,16 @@ a terminal; with ``--show-output`` a job's captured output follows its line, as 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import time
 
+from ..bounded import RUN_FILE, open_input
 from ..cli.parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
-from ..userfiles import open_input
+from ..text import cut, sanitize
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -68,13 +70,14 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
     if text is None:
         return default
     if not (text.isdigit() and len(text) <= 7) or not low <= int(text) <= high:
-        raise usage(f"invalid value '{sanitize(text)}' for '{flag} <N>': expected a whole number from {low} to {high}")
+        raise usage(
+            f"invalid value '{cut(sanitize(text, len(text)))}' for '{flag} <N>': expected a whole number from {low} to {high}"
+        )
     return int(text)
 
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
-    from . import manifest
     from .carrier import Settings
 
     settings = Settings(
@@ -84,7 +87,7 @@ def main(argv: list[str], invocation) -> int:
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
     )
-    jobs = manifest.parse(_read_manifest(args.manifest))
+    jobs = _read_manifest(args.manifest)
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
@@ -150,16 +153,38 @@ def _write_trace(out: str, path: str) -> None:
         warn(f"no trace: {failure.message}")
 
 
-def _read_manifest(path: str) -> list[bytes]:
-    from .manifest import read_lines
+def _read_manifest(path: str) -> list:
+    """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
+    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
+    from .manifest import read
 
     if path == "-":
-        return read_lines(sys.stdin.buffer)
+        with _no_collection():
+            return read(sys.stdin.buffer, "stdin")
     try:
-        with open(path, "rb") as handle:
-            return read_lines(handle)
+        handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+    except WrongKind as exc:
+        raise Failure(Kind.SETUP, str(exc)) from None
+    except InputError as exc:  # over its total by its size alone
+        raise usage(str(exc)) from None
+    with handle, _no_collection():
+        try:
+            return read(handle, path)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """The cyclic collector paused while a manifest is parsed: a million lines make millions of
+    long-lived, acyclic objects, which it would walk again and again for nothing."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 # A job ended with one of these sources never ran its child: its line says why, since no
@@ -260,11 +285,11 @@ def _copy_file(path: str, out) -> None:
     """``path``'s bytes onto ``out``, a chunk at a time, ending with a newline if they did not."""
     last = b""
     try:
-        with os.fdopen(open_input(path, regular=True), "rb") as handle:
+        with os.fdopen(open_input(path, RUN_FILE), "rb") as handle:
             while chunk := handle.read(SHOW_CHUNK):
                 out.write(chunk)
                 last = chunk[-1:]
-    except OSError:
+    except (OSError, ValueError):  # ValueError: bounded.InputError
         return
     if last and last != b"\n":
         out.write(b"\n")
@@ -287,8 +312,8 @@ def _last_lines(path: str) -> list[str]:
     """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
     when it is a regular file, without waiting."""
     try:
-        fd = open_input(path, regular=True)
-    except OSError:
+        fd = open_input(path, RUN_FILE)
+    except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
         return []
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size

@@ -16,12 +16,15 @@ import os
 import re
 import stat
 
+from ..bounded import MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, usage
 from ..spec import RunSpec, new_run_id
 
-MAX_LINE_BYTES = 1024 * 1024
 MAX_JOBS = 1_000_000
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# The names the batch gives its own files in --out (carrier's summary, index's page): a job's
+# directory by such a name would take the file's place.
+OUT_NAMES = ("summary.jsonl", "index.html")
 REFUSED = {
     "jsonl": "each job's stream is <out>/<id>/events.jsonl",
     "capture_dir": "each job's capture is <out>/<id>/capture/",
@@ -66,23 +69,19 @@ def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
     )
 
 
-def read_lines(stream) -> list[bytes]:
-    """Every line of a binary stream, each bounded (a longer one is refused, not read whole)."""
-    lines: list[bytes] = []
-    while True:
-        line = stream.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return lines
-        if len(line) > MAX_LINE_BYTES:
-            raise usage(f"manifest line {len(lines) + 1} is longer than {MAX_LINE_BYTES} bytes")
-        lines.append(line)
-        if len(lines) > MAX_JOBS:
-            raise usage(f"the manifest has more than {MAX_JOBS} jobs")
+def read(stream, path: str) -> list[Job]:
+    """The jobs of the manifest open as binary ``stream``, each line checked as it is read, so
+    the first bad line, or the first past a bound (``bounded.MANIFEST``: a line, the whole), is a
+    usage Failure before the rest is read."""
+    try:
+        return _collect((number, _decoded(number, raw)) for number, raw in lines(stream, path, MANIFEST) if raw.strip())
+    except InputError as exc:
+        raise usage(str(exc)) from None
 
 
-def parse(lines: list[bytes]) -> list[Job]:
-    """The jobs of a manifest, or a usage Failure naming the first bad line."""
-    return _collect((number, _decoded(number, raw)) for number, raw in enumerate(lines, 1) if raw.strip())
+def parse(raw_lines: list[bytes]) -> list[Job]:
+    """The jobs of a manifest's lines, or a usage Failure naming the first bad line."""
+    return _collect((number, _decoded(number, raw)) for number, raw in enumerate(raw_lines, 1) if raw.strip())
 
 
 def jobs_from(values) -> list[Job]:
@@ -101,8 +100,10 @@ def _decoded(number: int, raw: bytes):
     except UnicodeDecodeError as exc:
         raise usage(f"manifest line {number}: not UTF-8 (byte {exc.start + 1})") from None
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        return loads(text, unique_keys=True)  # a key given twice is refused, never "last wins"
+    except BadShape as exc:
+        raise usage(f"manifest line {number}: {exc}") from None
+    except ValueError as exc:
         raise usage(f"manifest line {number}: not JSON ({exc})") from None
 
 
@@ -112,6 +113,8 @@ def _collect(numbered) -> list[Job]:
     run_ids: dict[str, int] = {}  # the run ids jobs name: each names one job for inspect and cancel
     templates: dict[str, RunSpec] = {}
     for number, value in numbered:
+        if len(jobs) == MAX_JOBS:
+            raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
         job = job_from(number, value, templates)
         if job.id in seen:
             raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
@@ -142,12 +145,15 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
     secret = options.pop("secret", False)
     if type(secret) is not bool:
         raise bad("'secret' is true or false")
+    if job_id in OUT_NAMES:
+        raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in --out")
     for key in options:
         if key in REFUSED:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
     from ..api.options import command_args, runner_argv
 
-    key = json.dumps(options, sort_keys=True) if _plain(options) else None
+    # The template's key: most lines of a large manifest name no keyword at all ("" then).
+    key = "" if not options else json.dumps(options, sort_keys=True) if _plain(options) else None
     try:
         command = command_args(args)
         template = templates.get(key) if key is not None else None

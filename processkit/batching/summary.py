@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import time
+import os
+from collections.abc import Iterator
 
+from ..bounded import SUMMARY, InputError, lines, loads, open_input
+from ..errors import Failure, Kind
 from ..events.argv import fingerprint
 from ..events.emitter import utc_timestamp
 
@@ -23,22 +27,29 @@ def written_objects(outcome) -> list[dict]:
     return [json.loads(line) for line in outcome.written.values()]
 
 
-def read_objects(path: str) -> list[dict]:
-    """The JSON objects of a JSONL file, one a line (a line that is not one is skipped; a file
-    that cannot be read has none)."""
-    found = []
+def read_objects(path: str) -> Iterator[dict]:
+    """The JSON objects of a JSONL file, one a line, read within ``bounded.SUMMARY`` (a bound hit,
+    or a summary that is no regular file, is a setup Failure); a line that is not a JSON object,
+    nested too deeply included, is skipped, and a file that cannot be read has none."""
     try:
-        with open(path, "rb") as handle:
-            for line in handle:
+        handle = os.fdopen(open_input(path, SUMMARY), "rb")
+    except OSError:
+        return
+    except InputError as exc:
+        raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+    with handle:
+        try:
+            for _, line in lines(handle, path, SUMMARY):
                 try:
-                    value = json.loads(line)
-                except ValueError:
+                    value = loads(line.decode("utf-8"))
+                except ValueError:  # UnicodeDecodeError too
                     continue
                 if isinstance(value, dict):
-                    found.append(value)
-    except OSError:
-        pass
-    return found
+                    yield value
+        except InputError as exc:
+            raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+        except OSError:
+            return
 
 
 def _command(job: Job) -> list[str] | None:

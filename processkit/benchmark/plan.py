@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import decimal
 import itertools
+import math
 import re
 import shlex
 
 from ..errors import usage
 from ..plain import Constant, Plain
-from ..text import sanitize
+from ..text import cut, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ METRICS = ("wall", "cpu")
 DEFAULT_SHELL = ("sh",)
 OUTPUTS = ("null", "pipe", "inherit")  # or a file's path, as hyperfine's --output
 MAX_SCAN = 100_000
+MAX_VALUES = 100_000  # the most combinations of all the parameters' values
 SORTS = ("auto", "command", "mean-time")  # hyperfine's --sort
 TIME_UNITS = ("microsecond", "millisecond", "second")  # hyperfine's --time-unit
 
@@ -251,6 +253,12 @@ def expand(
         if not listed:
             raise usage(f"the parameter {name!r} has no values")
         seen.add(name)
+    counts = [len(listed) for _, listed in parameters]
+    if math.prod(counts) > MAX_VALUES:  # before a single combination is made
+        raise usage(
+            f"the parameters' values make {math.prod(counts)} combinations ({' x '.join(map(str, counts))}), "
+            f"more than {MAX_VALUES}"
+        )
     lists = [listed for _, listed in reversed(parameters)]
     order = [name for name, _ in reversed(parameters)]
     combinations = []
@@ -330,6 +338,9 @@ def parameter_list(text: str) -> list[str]:
 
 def _numbers(low: str, high: str, step: str | None) -> list:
     """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them."""
+    longest = max((value for value in (low, high, step or "") if value), key=len)
+    if len(longest) > 64:  # past any scan's bound, and past int()'s digit limit: never converted
+        raise usage(f"--parameter-scan takes numbers of at most 64 characters, got {cut(repr(longest))}")
     try:
         return [int(low), int(high), int(step if step is not None else "1")]
     except ValueError:
@@ -343,7 +354,7 @@ def _numbers(low: str, high: str, step: str | None) -> list:
         numbers = [decimal.Decimal(value) for value in (low, high, step)]
     except decimal.InvalidOperation:
         raise usage(
-            f"--parameter-scan takes numbers, got {sanitize(low)!r}, {sanitize(high)!r} and {sanitize(step)!r}"
+            f"--parameter-scan takes numbers, got {cut(repr(low))}, {cut(repr(high))} and {cut(repr(step))}"
         ) from None
     if not all(number.is_finite() for number in numbers):
         raise usage("--parameter-scan takes finite numbers")

@@ -9,13 +9,13 @@ every run of a command timed out; 107 when stopped by a signal; 100 for usage er
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import signal
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize, unencodable
+from ..bounded import loads
+from ..text import cut, sanitize, uncarried, unencodable
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from . import values
 from .parsing import Once, OnceFlag, Parser
@@ -25,13 +25,15 @@ STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
 
 def _argv(text: str, flag: str | None) -> tuple[str, ...]:
     try:
-        parsed = json.loads(text)
+        parsed = loads(text)  # nested at most bounded.MAX_DEPTH: 100k brackets are no RecursionError
     except ValueError:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
-        raise usage(f"invalid value '{text}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
-    if any(unencodable(item) is not None for item in parsed):
-        raise usage(f"invalid value for '{flag}': an argument holds a lone surrogate, which no argument can carry")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
+    for index, item in enumerate(parsed):
+        problem = uncarried(item)
+        if problem is not None:
+            raise usage(f"invalid value for '{flag}': argument {index} holds {problem}, which no argument can carry")
     return tuple(parsed)
 
 
@@ -40,13 +42,14 @@ def _step(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
     is an argv, run shell-free (the form these flags took first); anything else is a shell
     command, as in hyperfine (``[ -e f ] || make`` included)."""
     try:
-        parsed = json.loads(text)
+        parsed = loads(text)  # nested at most bounded.MAX_DEPTH
     except ValueError:
         parsed = None
     if isinstance(parsed, list) and parsed and all(isinstance(item, str) for item in parsed):
         return ("argv", _argv(text, flag))
-    if unencodable(text) is not None:
-        raise usage(f"invalid value for '{flag}': it holds a lone surrogate, which no argument can carry")
+    problem = uncarried(text)
+    if problem is not None:
+        raise usage(f"invalid value for '{flag}': it holds {problem}, which no argument can carry")
     return ("shell", text)
 
 
@@ -164,10 +167,12 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     for part in text.split(","):
         low, _, high = part.partition("-")
         if not values.is_digits(low) or (high and not values.is_digits(high)) or len(part) > 20:
-            raise usage(f"invalid value '{text}' for '--cpus': expected a CPU list such as 0,2-3")
+            raise usage(f"invalid value '{cut(text)}' for '--cpus': expected a CPU list such as 0,2-3")
         first, last = int(low), int(high or low)
         if first > last or last > MAX_CPU:
-            raise usage(f"invalid value '{text}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}")
+            raise usage(
+                f"invalid value '{cut(text)}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}"
+            )
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
 

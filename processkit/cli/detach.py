@@ -9,17 +9,16 @@ file itself first, so a stale line from an earlier run can never pass for that p
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
+from ..bounded import DETACHED_JSONL, loads, read_start
 from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
 from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
-from ..userfiles import open_input
 from .options import READY_FD_VARIABLE, split_command
 from .selfexec import program
 
@@ -161,15 +160,15 @@ class Handshake:
     def _marker_written(self) -> bool:
         """Whether the file's first complete line is this run's ``run_started``."""
         try:
-            with os.fdopen(open_input(self._jsonl, regular=True), "rb") as handle:
-                line = handle.readline(MARKER_LIMIT)
-        except OSError:
+            head = read_start(self._jsonl, MARKER_LIMIT, DETACHED_JSONL)
+        except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
             return False
-        if not line.endswith(b"\n"):
+        line, newline, _ = head.partition(b"\n")
+        if not newline:
             return False
         try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
+            event = loads(line.decode("utf-8"))
+        except ValueError:
             return False
         return isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
 
@@ -185,14 +184,13 @@ class Handshake:
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
         try:
-            with os.fdopen(open_input(self._jsonl, regular=True), "rb") as handle:
-                data = handle.read(EVIDENCE_BYTES)
-        except OSError:
+            data = read_start(self._jsonl, EVIDENCE_BYTES, DETACHED_JSONL)
+        except (OSError, ValueError):
             return ""
         for line in data.split(b"\n"):
             try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
+                event = loads(line.decode("utf-8"))
+            except ValueError:
                 continue
             if isinstance(event, dict) and isinstance(event.get("message"), str):
                 return ": " + sanitize(event["message"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..bounded import EVENTS_STREAM, InputError, open_input
 from ..diagnostics import note
 from ..errors import Failure, Kind, usage
 from ..events.follow import READ_CHUNK, Follower
@@ -137,22 +138,21 @@ class Reading:
     """Drives one read of the stream on the loop, through the one follower (``events.follow``,
     which says when the stream is over).
 
-    A regular file is read to its current end, and under --follow again every
-    FOLLOW_POLL_SECONDS. Anything else (a pipe, /dev/stdin) is read as it becomes readable,
-    with no deadline, until EOF: a stream says itself when it is over.
+    A regular file is read to its current end (a part at a time, ``follow.DRAIN_BYTES``), and
+    under --follow again every FOLLOW_POLL_SECONDS. A pipe, FIFO or socket (/dev/stdin) is read
+    as it becomes readable, with no deadline, until EOF: a stream says itself when it is over.
+    A device (``/dev/zero``, a terminal) is refused (``bounded``), ``/dev/null`` excepted.
     """
 
     def __init__(self, target: Target, consumer, *, follow: bool):
         self._target = target
         self._consumer = consumer
         try:
-            fd = os.open(target.path, os.O_RDONLY | os.O_CLOEXEC)
-            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            fd = open_input(target.path, EVENTS_STREAM)  # a FIFO's open waits for no writer
         except OSError as exc:
             raise self._unreadable("open", exc) from None
-        if is_dir:
-            os.close(fd)
-            raise Failure(Kind.SETUP, f"could not read the events stream `{sanitize(target.path)}`: it is a directory")
+        except InputError as exc:
+            raise Failure(Kind.SETUP, str(exc)) from None
         self._fd = fd
         writer_gone = (lambda: not target.still_written()) if follow else None
         self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd)
@@ -197,7 +197,7 @@ class Reading:
             raise self._unreadable("read", exc) from None
         self._take(lines)
         if not self._follower.done:
-            loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._poll(loop))
+            loop.call_later(0 if self._follower.more else FOLLOW_POLL_SECONDS, lambda: self._poll(loop))
 
     def _take(self, lines: list[Line]) -> None:
         if lines:

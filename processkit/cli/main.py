@@ -13,7 +13,7 @@ import sys
 from .. import signum
 from ..version import __version__
 from ..diagnostics import envelope_only, say
-from ..text import escape_unsafe
+from ..text import cut, escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
@@ -93,7 +93,7 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
             index += 1
             continue
         if value not in ERROR_FORMATS:
-            raise usage(f"invalid value '{value}' for '--error-format': expected human or json")
+            raise usage(f"invalid value '{cut(value)}' for '--error-format': expected human or json")
         if chosen is not None:
             raise usage("the argument '--error-format' cannot be used multiple times")
         chosen = value

@@ -17,6 +17,7 @@ from ..errors import RESERVED_BAND, Failure, Kind, usage
 from ..events.types import SCHEMA_VERSION
 from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
+from ..text import cut
 from . import output
 from .values import bounded_int, is_digits
 from .parsing import Once, OnceFlag, Parser
@@ -98,14 +99,14 @@ PARSERS = {"probe": build_parser}  # command -> its parser (probe reads its flag
 def _band(text: str) -> tuple[int, int]:
     match = _BAND.fullmatch(text)
     if match is None or not all(int(bound) <= 255 for bound in match.groups()):
-        raise usage(f"invalid value '{text}' for '--require-exit-code-band <START-END>': expected e.g. 100-119")
+        raise usage(f"invalid value '{cut(text)}' for '--require-exit-code-band <START-END>': expected e.g. 100-119")
     return int(match[1]), int(match[2])
 
 
 def _schema_version(text: str) -> int:
     value = bounded_int(text, U32_MAX) if is_digits(text) else None
     if value is None:
-        raise usage(f"invalid value '{text}' for '--require-schema-version <N>': expected an unsigned integer")
+        raise usage(f"invalid value '{cut(text)}' for '--require-schema-version <N>': expected an unsigned integer")
     return value
 
 

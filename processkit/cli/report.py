@@ -96,18 +96,14 @@ def _batch_page(args) -> int:
 
 
 def _usage_record(path: str) -> dict:
-    import json
-
-    from ..userfiles import open_input
+    from ..bounded import USAGE_FILE, InputError, load_file
 
     try:
-        with os.fdopen(open_input(path), encoding="utf-8") as handle:  # never waiting in open()
-            os.set_blocking(handle.fileno(), True)
-            record = json.load(handle)
+        record = load_file(path, USAGE_FILE)  # a regular file of at most 1 MiB, not /dev/zero
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
-    except ValueError:
-        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} is not JSON") from None
+    except InputError as exc:
+        raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
     if not isinstance(record, dict):
         raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} does not hold a JSON object")
     return record

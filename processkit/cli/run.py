@@ -188,22 +188,28 @@ def _command_from_stdin(args) -> list[str]:
     missing = usage("a program to run is required after '--'")
     if args.inherit_stdin or args.inherit_stdio or args.stdin_file == "/dev/stdin":
         raise missing
+    from ..text import uncarried
     from .stdin_probe import probe_stdin
 
     text = probe_stdin("program argv")
     if text is None:
         raise missing
     try:
-        import json
+        from ..bounded import loads  # nested at most bounded.MAX_DEPTH, never a RecursionError
 
-        command = json.loads(text)
+        command = loads(text)
     except ValueError:
         command = None
     if not isinstance(command, list) or not command or not all(isinstance(arg, str) for arg in command):
         raise usage("standard input must carry the command as a non-empty JSON array of strings")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for arg in command for ch in arg):
-        # JSON's \uD800-\uDFFF escapes alone are no text (the reference's parser refuses them)
-        raise usage("the command read from standard input holds a lone surrogate escape, which is no text")
+    for index, arg in enumerate(command):
+        # JSON's \uD800-\uDFFF escapes alone are no text (the reference's parser refuses them),
+        # and a \u0000 would end the argument execve is given
+        problem = uncarried(arg)
+        if problem is not None:
+            raise usage(
+                f"the command read from standard input: argument {index} holds {problem}, which no argument can carry"
+            )
     return command
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import usage
 from ..spec import U32_MAX, U64_MAX
-from ..text import env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
+from ..text import cut, env_key_problem, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
 _DURATION_UNITS = ("ms", "s", "m", "h")  # "ms" before "m" and "s", which it ends or starts with
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
@@ -75,14 +75,16 @@ def parse_duration_ms(text: str, *, positive: bool, flag: str) -> int:
     """``^[0-9]+(ms|s|m|h)?$``; a bare number is seconds."""
     parts = split_duration(text)
     if parts is None:
-        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number with an optional unit ms, s, m or h")
+        raise usage(
+            f"invalid value '{cut(text)}' for '{flag}': expected a whole number with an optional unit ms, s, m or h"
+        )
     digits, unit = parts
     value = bounded_int(digits, U64_MAX)
     total = U64_MAX + 1 if value is None else value * _DURATION_MS[unit]
     if total > U64_MAX:
-        raise usage(f"invalid value '{text}' for '{flag}': duration is too large")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': duration is too large")
     if positive and total == 0:
-        raise usage(f"invalid value '{text}' for '{flag}': duration must be greater than zero")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': duration must be greater than zero")
     return total
 
 
@@ -91,15 +93,15 @@ def parse_size(text: str, *, flag: str) -> int:
     parts = split_size(text)
     if parts is None:
         raise usage(
-            f"invalid value '{text}' for '{flag}': expected a whole number with an optional suffix b, k, m or g"
+            f"invalid value '{cut(text)}' for '{flag}': expected a whole number with an optional suffix b, k, m or g"
         )
     digits, suffix = parts
     value = bounded_int(digits, U64_MAX)
     total = U64_MAX + 1 if value is None else value * _SIZE_FACTOR[suffix]
     if total == 0:
-        raise usage(f"invalid value '{text}' for '{flag}': size must be greater than zero")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': size must be greater than zero")
     if total > U64_MAX:
-        raise usage(f"invalid value '{text}' for '{flag}': size is too large")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': size is too large")
     return total
 
 
@@ -107,7 +109,7 @@ def parse_max_processes(text: str, *, flag: str = "--max-processes") -> int:
     """A u32 of at least 1."""
     value = bounded_int(text.removeprefix("+"), U32_MAX) if is_count(text) else None
     if value is None or value < 1:
-        raise usage(f"invalid value '{text}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a whole number from 1 to {U32_MAX}")
     return value
 
 
@@ -118,7 +120,7 @@ def parse_cpu_quota(text: str, *, flag: str = "--cpu-quota") -> float:
 
     value = float(text) if is_decimal(text) else math.nan
     if not math.isfinite(value) or value <= 0:
-        raise usage(f"invalid value '{text}' for '{flag}': expected a finite number of cores greater than zero")
+        raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a finite number of cores greater than zero")
     return value
 
 
@@ -159,5 +161,7 @@ def parse_pty_size(text: str) -> tuple[int, int]:
     """``COLSxROWS``, each side 1-65535: the terminal size the child's pty gets."""
     sides = split_pty_size(text)
     if sides is None or not all(1 <= int(side) <= PTY_SIDE_MAX for side in sides):
-        raise usage(f"invalid value '{text}' for '--pty-size': expected COLSxROWS, each 1-{PTY_SIDE_MAX}, e.g. 80x24")
+        raise usage(
+            f"invalid value '{cut(text)}' for '--pty-size': expected COLSxROWS, each 1-{PTY_SIDE_MAX}, e.g. 80x24"
+        )
     return int(sides[0]), int(sides[1])

@@ -333,11 +333,14 @@ def _events(path: str) -> dict[str, dict]:
     from ..events.reader import LineSplitter
     from ..events.validate import event_validator
 
+    from ..bounded import REPORT_STREAM, InputError, read_all
+
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_all(path, REPORT_STREAM)
     except OSError as exc:
         raise PhaseFailed(f"could not read the scratch run's event stream {path}: {exc.strerror}") from None
+    except InputError as exc:
+        raise PhaseFailed(str(exc)) from None
     splitter = LineSplitter()
     found = {}
     for line in splitter.feed(data) + splitter.end():

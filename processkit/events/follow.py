@@ -23,11 +23,13 @@ import os
 import time
 from collections.abc import Callable
 
+from ..bounded import EVENTS_STREAM, open_input
 from .reader import Line, LineSplitter
 from .types import Event, from_json
 from .validate import event_validator
 
 READ_CHUNK = 64 * 1024
+DRAIN_BYTES = 4 << 20  # read at most this much a call, so a large file is split a part at a time
 
 
 class Follower:
@@ -54,6 +56,7 @@ class Follower:
         self._fd = fd
         self._owned = fd is None
         self._splitter = LineSplitter()
+        self.more = False  # the last read stopped at DRAIN_BYTES: read again at once
 
     @property
     def following(self) -> bool:
@@ -70,7 +73,7 @@ class Follower:
         if data or not gone or self._quiet_since is None:
             self._quiet_since = now
         lines = self._take(self._splitter.feed(data))
-        if not self.done and gone and now - self._quiet_since >= self._settle:
+        if not self.done and gone and not self.more and now - self._quiet_since >= self._settle:
             self.gone = self.following
             lines += self._finish()
         return lines
@@ -97,14 +100,18 @@ class Follower:
         return self._take(self._splitter.end())
 
     def _drain(self) -> bytes:
+        """What the file holds past the last read, up to DRAIN_BYTES (``more`` says if that cut it)."""
         if self._fd is None:
             try:
-                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+                self._fd = open_input(self.path, EVENTS_STREAM)
             except FileNotFoundError:
                 return b""
         chunks: list[bytes] = []
-        while chunk := os.read(self._fd, READ_CHUNK):
+        size = 0
+        while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
             chunks.append(chunk)
+            size += len(chunk)
+        self.more = size >= DRAIN_BYTES
         return b"".join(chunks)
 
     def _take(self, lines: list[Line]) -> list[Line]:
@@ -124,9 +131,12 @@ class Follower:
 def read_all(path: str) -> list[Event]:
     """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read)."""
     follower = Follower(path, lambda: True)
+    events: list[Event] = []
     try:
-        return follower.read_events()
-    except OSError:
+        while not follower.done:
+            events += follower.read_events()
+        return events
+    except (OSError, ValueError):  # ValueError: bounded.InputError, not a stream it takes
         return []
     finally:
         follower.close()

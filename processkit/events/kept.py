@@ -8,11 +8,11 @@ in stream order (``Salvage.read``).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
 from .. import capture_layout
+from ..bounded import CAPTURE_LAYOUT, loads, read_start
 from ..plain import Frozen
 from .types import CapturedStream
 
@@ -72,18 +72,10 @@ def _small_file(path: str, limit: int) -> bytes | None:
     """A regular file's bytes, when it is one of at most ``limit`` bytes: opened without
     blocking, never through a link (the path comes from a directory a stream names)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
+        data = read_start(path, limit + 1, CAPTURE_LAYOUT)
+    except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        return os.read(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return data if len(data) <= limit else None
 
 
 def _document(directory: str) -> dict | None:
@@ -92,8 +84,8 @@ def _document(directory: str) -> dict | None:
     if data is None:
         return None
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        document = loads(data.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, or nested past bounded.MAX_DEPTH
         return None
     if not isinstance(document, dict) or document.get("layout_version") != capture_layout.VERSION:
         return None

@@ -9,10 +9,10 @@ decide this process's memory use. Invalid UTF-8 is replaced for display and repo
 
 from __future__ import annotations
 
-import json
+from ..bounded import LINE_BYTES, BadShape, loads
 from ..plain import Frozen
 
-MAX_LINE_BYTES = 1024 * 1024
+MAX_LINE_BYTES = LINE_BYTES
 ECHO_BYTES = 256
 
 
@@ -45,25 +45,17 @@ class Line(Frozen):
         return self.value if self.problem is None and isinstance(self.value, dict) else None
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
-
-
-# One decoder for every line: json.loads would build a new one per call for parse_constant.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
 def parse(number: int, raw: bytes) -> Line:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start})")
     try:
-        value = _DECODER.decode(text)
+        value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
+    except BadShape as exc:
+        return Line(number, raw, problem=str(exc))
     except ValueError as exc:
         return Line(number, raw, problem=f"not valid JSON ({exc})")
-    except RecursionError:
-        return Line(number, raw, problem="not valid JSON (nested too deeply)")
     return Line(number, raw, value)
 
 

@@ -10,9 +10,9 @@ record it is (so ``prune`` removes a dead batch's like any stale entry)."""
 from __future__ import annotations
 
 import os
-import stat
 
 from .. import rundir
+from ..bounded import REGISTRY_FILE, read_start
 from ..errors import Failure, Kind
 from ..safepath import private_directory
 from . import lock
@@ -53,26 +53,12 @@ def load(path: str) -> Record | None:
     """The record at ``path``, or None when it is unreadable or fails its checks; raises
     FileNotFoundError when there is no file at all."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_start(path, MAX_RECORD_BYTES + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
     except FileNotFoundError:
         raise
-    except OSError:
+    except (OSError, ValueError):  # ValueError: bounded.InputError
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while size <= MAX_RECORD_BYTES:
-            chunk = os.read(fd, MAX_RECORD_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return parse(b"".join(chunks))
+    return parse(data)
 
 
 def names(directory: str | None) -> list[str]:

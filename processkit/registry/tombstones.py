@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import itertools
 import os
-import stat
 import time
 
+from ..bounded import REGISTRY_FILE, loads, read_start
 from ..jsontext import dumps
 
 SUFFIX = ".ended"
@@ -85,22 +85,9 @@ def write_new(directory: str, name: str, kept: dict) -> bool:
 def _load(path: str, limit: int):
     """The JSON document in the regular file ``path`` (at most ``limit`` bytes), or None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    import json  # read side only: a plain run never reads one
-
-    try:
-        return json.loads(data.decode("utf-8")) if len(data) <= limit else None
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = read_start(path, limit + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
+        return loads(data.decode("utf-8")) if len(data) <= limit else None
+    except (OSError, ValueError):  # bounded.InputError, UnicodeDecodeError, not JSON
         return None
 
 

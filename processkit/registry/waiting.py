@@ -8,11 +8,10 @@ so reading it allows a short grace.
 
 from __future__ import annotations
 
-import json
 import os
-import stat
 import time
 
+from ..bounded import RUN_FILE, loads, open_input
 from ..errors import Failure, Kind
 from . import tombstones
 from .lock import Health
@@ -142,13 +141,11 @@ def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -
 def _runner_exit(path: str) -> dict | None:
     """The last complete ``runner_exit`` line in the file's final 64 KiB."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fd = open_input(path, RUN_FILE)  # a regular file only: a FIFO's open never waits
+    except (OSError, ValueError):  # ValueError: bounded.InputError
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
         offset = max(0, info.st_size - OUTCOME_TAIL_BYTES)
         data = os.pread(fd, OUTCOME_TAIL_BYTES, offset)
     except OSError:
@@ -160,8 +157,8 @@ def _runner_exit(path: str) -> dict | None:
         lines = lines[1:]  # the first piece may start mid-line
     for line in reversed(lines):
         try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
+            event = loads(line.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError too
             continue
         if isinstance(event, dict) and event.get("event") == "runner_exit":
             code, source, child_code = event.get("code"), event.get("source"), event.get("child_code")

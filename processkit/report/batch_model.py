@@ -17,7 +17,8 @@ import os
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from ..userfiles import open_input
+from ..bounded import SUMMARY as SUMMARY_LIMITS
+from ..bounded import open_input
 
 SUMMARY = "summary.jsonl"
 MAX_LINE_BYTES = 1024 * 1024
@@ -121,9 +122,11 @@ def durations(path: str) -> dict[str, float]:
 def _read(path: str) -> tuple[list, int]:
     """The decoded lines of the summary, each bounded; and how many could not be decoded."""
     try:
-        fd = open_input(path, regular=True)
+        fd = open_input(path, SUMMARY_LIMITS)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: {exc.strerror}") from None
+    except ValueError as exc:  # bounded.InputError: not a regular file, or over its size
+        raise Failure(Kind.SETUP, str(exc)) from None
     with os.fdopen(fd, "rb") as handle:
         values: list = []
         skipped = 0

@@ -6,11 +6,10 @@ the comparison. Geometry is computed here; the template (``bench.html.j2``) only
 from __future__ import annotations
 
 import datetime
-import json
-import os
-import stat
 
+from ..bounded import BENCH_EXPORT, InputError, NotJSON, WrongKind, load_file, read_start
 from ..errors import Failure, Kind
+from ..text import sanitize
 
 WIDTH = 900
 ROW = 34
@@ -19,35 +18,28 @@ PLOT = WIDTH - LABEL - 20
 
 
 def is_bench_export(path: str) -> bool:
-    """A JSON file written by ``bench --export-json``, or hyperfine's (not a JSONL stream). Opened
-    without waiting; a pipe or FIFO is a stream, never an export (its bytes are left unread)."""
-    from ..userfiles import open_input
-
+    """A JSON file written by ``bench --export-json``, or hyperfine's (not a JSONL stream). One
+    over a bound (``bounded.BENCH_EXPORT``) counts as one, so that ``load`` says which."""
     try:
-        fd = open_input(path)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
+        if read_start(path, 1, BENCH_EXPORT) != b"{":
             return False
-        with os.fdopen(fd, "rb") as handle:
-            head = handle.read(1)
-            if head != b"{":
-                return False
-            handle.seek(0)
-            data = json.load(handle)
-    except (OSError, ValueError):
+        data = load_file(path, BENCH_EXPORT)
+    except (OSError, NotJSON, WrongKind):
         return False
+    except InputError:
+        return True
     results = data.get("results") if isinstance(data, dict) else None
     return isinstance(results, list) and all(isinstance(r, dict) and "times" in r for r in results)
 
 
 def load(path: str) -> dict:
-    from ..userfiles import open_input
-
+    """The export's JSON, read within ``bounded.BENCH_EXPORT`` (size, nesting, a regular file)."""
     try:
-        with os.fdopen(open_input(path, regular=True), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise Failure(Kind.EVENTS_INVALID, f"cannot read the benchmark {path}: {exc}") from None
+        data = load_file(path, BENCH_EXPORT)
+    except OSError as exc:
+        raise Failure(Kind.EVENTS_INVALID, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
+    except InputError as exc:
+        raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
     return data
 
 

@@ -11,6 +11,7 @@ import datetime
 import os
 import shlex
 
+from ..bounded import REPORT_ENTRY, REPORT_STREAM, InputError, blocking, open_input
 from ..errors import Failure, Kind
 from ..events import render
 from ..events.reader import Line, LineSplitter
@@ -21,21 +22,27 @@ from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes,
 
 
 def read_lines(path: str, *, regular: bool = False) -> list[Line]:
-    """Every line of the stream at ``path``; an unreadable path is a setup Failure. Opened
-    without waiting (a FIFO with no writer reads as empty); ``regular``: a directory's entry,
-    which must be a regular file (a FIFO or a link to ``/dev/zero`` planted there never is)."""
-    from ..userfiles import open_input
-
+    """Every line of the stream at ``path``, within ``bounded.REPORT_STREAM`` (a page holds the
+    whole stream); an unreadable path, or one over a bound, is a setup Failure. ``regular``: a
+    directory's entry, which must be a regular file (a FIFO or a link to ``/dev/zero`` planted
+    there never is)."""
     splitter = LineSplitter()
     lines: list[Line] = []
+    total = REPORT_STREAM.total
+    assert total is not None
+    read = 0
     try:
-        fd = open_input(path, regular=regular)
-        os.set_blocking(fd, True)  # a pipe's writer, once there, is read to its end
-        with os.fdopen(fd, "rb") as file:
+        limits = REPORT_ENTRY if regular else REPORT_STREAM
+        with os.fdopen(blocking(open_input(path, limits)), "rb") as file:
             while chunk := file.read(READ_CHUNK):
+                read += len(chunk)
+                if read > total:
+                    raise InputError(
+                        f"the events stream {shown(path)} is larger than {total >> 20} MiB, the most a report reads"
+                    )
                 lines += splitter.feed(chunk)
-    except IsADirectoryError:
-        raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: it is a directory") from None
+    except InputError as exc:
+        raise Failure(Kind.SETUP, str(exc)) from None
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the events stream {shown(path)}: {exc.strerror}") from None
     return lines + splitter.end()

@@ -18,10 +18,10 @@ import functools
 import hashlib
 import os
 import re
-import stat
 
 from markupsafe import Markup
 
+from ..bounded import RUN_FILE, InputError, open_input
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
@@ -105,13 +105,13 @@ def read_tail(
     if os.path.basename(path) not in CAPTURE_NAMES:
         return None, "the recorded path does not name a capture file, so it is not read"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = open_input(path, RUN_FILE)
     except OSError as exc:
         return None, f"the capture file cannot be read: {exc.strerror}"
+    except InputError:
+        return None, "the capture path is not a regular file, so it is not read"
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, "the capture path is not a regular file, so it is not read"
         try:
             note = _verified(file, info.st_size, sha256)
             window = max(0, info.st_size - TAIL_BYTES)
