@@ -1,11 +1,42 @@
-"""The host's turns: an exit that came while a run was busy is taken before a fresh run's setup
-(the longest step), so the ended run is resumed, and stamped, without waiting for that setup."""
+"""The host as a scheduler: a run is resumed once something woke it (its loop callbacks, its
+root's exit routed from another run's step, a stop signal), the loop never blocks while a woken
+run waits to be resumed, and a step that raises ends every run and then propagates."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
-from processkit.engine.host import Host, wait_until
+import pytest
+
+from processkit.batching.carrier import Settings, run_batch
+from processkit.batching.manifest import jobs_from
+from processkit.engine.host import Host, Wait, wait_until
+
+
+class NeverBlocks:
+    """``host.loop.run_once`` that fails the test instead of blocking, once ``armed``."""
+
+    def __init__(self, host: Host):
+        self.armed = False
+        self._run_once = host.loop.run_once
+        host.loop.run_once = self  # type: ignore[method-assign]
+
+    def __call__(self, max_wait=None):
+        if self.armed and (max_wait is None or max_wait > 0):
+            raise AssertionError(f"the loop blocked ({max_wait}) while a woken run waited")
+        self._run_once(max_wait)
+
+
+def carry(host: Host, runs: list, capacity: int) -> list:
+    results: list = []
+    pending = list(reversed(runs))
+    try:
+        host.carry_all(lambda: pending.pop() if pending else None, results.append, capacity)
+    finally:
+        host.close()
+    return results
 
 
 def test_a_run_whose_event_came_is_resumed_before_a_fresh_run_starts():
@@ -13,10 +44,11 @@ def test_a_run_whose_event_came_is_resumed_before_a_fresh_run_starts():
     order: list[str] = []
     read_end, write_end = os.pipe()
     woken = []
-    host.loop.add_reader(read_end, lambda: woken.append(os.read(read_end, 1)))
 
     def waiter():
+        host.run_loop().add_reader(read_end, lambda: woken.append(os.read(read_end, 1)))
         yield from wait_until(lambda: bool(woken))
+        host.loop.remove_reader(read_end)
         order.append("waiter resumed")
 
     def quick():
@@ -28,31 +60,129 @@ def test_a_run_whose_event_came_is_resumed_before_a_fresh_run_starts():
         order.append("fresh started")
         yield from ()
 
-    runs = [fresh(), quick(), waiter()]
     try:
-        host.carry_all(lambda: runs.pop() if runs else None, lambda result: None, capacity=2)
+        carry(host, [waiter(), quick(), fresh()], capacity=2)
     finally:
-        host.loop.remove_reader(read_end)
         os.close(read_end)
         os.close(write_end)
-        host.close()
     assert order == ["quick ran", "waiter resumed", "fresh started"]
 
 
-def test_a_wait_that_already_holds_asks_its_predicate_once():
-    """Teardown's predicates read the kernel's files (the group's members): a wait that holds at
-    once must not read them twice."""
-    asked = []
+def test_a_step_that_satisfies_another_runs_wait_resumes_it_before_the_loop_blocks():
+    """As the reaper does when a fresh run's step collects an older run's root: nothing on the
+    loop announces it, and with no timer at all the old host slept for ever."""
+    host = Host(watch=False)
+    guard = NeverBlocks(host)
+    routed: list = []
+    satisfied: list[int] = []
+    order: list[str] = []
 
-    def done():
-        asked.append(1)
-        return True
+    def waiter():
+        routed.append(host.run_loop().waking(lambda: satisfied.append(1)))  # as race gives the reaper
+        yield from wait_until(lambda: bool(satisfied))
+        order.append("waiter resumed")
 
-    steps = wait_until(done)
-    try:
-        next(steps)
-    except StopIteration as stop:
-        assert stop.value is True
-    else:
-        raise AssertionError("a wait that holds must not yield")
-    assert len(asked) == 1
+    def satisfier():
+        yield Wait(lambda: True)  # a turn of its own first: the waiter is waiting by then
+        guard.armed = True
+        routed[0]()
+        order.append("satisfier done")
+
+    carry(host, [waiter(), satisfier()], capacity=2)
+    assert order == ["satisfier done", "waiter resumed"]
+
+
+def test_a_wait_that_already_holds_gives_up_the_loop_for_one_turn_only():
+    host = Host(watch=False)
+    guard = NeverBlocks(host)
+    guard.armed = True
+    turns: list[int] = []
+
+    def chunked():
+        for n in range(5):
+            turns.append(n)
+            yield Wait(lambda: True)
+
+    assert carry(host, [chunked()], capacity=1) == [None]
+    assert turns == [0, 1, 2, 3, 4]
+
+
+def test_a_wait_is_resumed_at_its_deadline_and_looked_at_at_each_poll():
+    host = Host(watch=False)
+    asked: list[float] = []
+
+    def polled():
+        start = time.monotonic()
+        held = yield from wait_until(lambda: asked.append(time.monotonic()) or False, start + 0.3, 0.05)
+        return held, time.monotonic() - start
+
+    [(held, took)] = carry(host, [polled()], capacity=1)
+    assert held is False and 0.3 <= took < 1.0
+    assert 4 <= len(asked) <= 9, asked  # once per 50 ms poll, not once per turn
+
+
+def test_a_step_that_raises_stops_the_other_runs_and_then_propagates():
+    host = Host(watch=False)
+    released: list[str] = []
+
+    class Run:
+        stop_signals = 0
+
+        def stop_signal(self, source):
+            self.source = source
+
+    other = Run()
+
+    def waits_for_a_stop():
+        host.runs.add(other)  # as runner.steps adds its RunState
+        try:
+            yield from wait_until(lambda: hasattr(other, "source"))
+            released.append(other.source)
+        finally:
+            host.runs.discard(other)
+
+    def raises():
+        yield Wait(lambda: True)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        carry(host, [waits_for_a_stop(), raises()], capacity=2)
+    assert released == ["ctrl_c"]
+
+
+def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monkeypatch):
+    """The real engine: two jobs' roots exit while a third job's (slow) spawn runs; each is
+    resumed and ended then, not at the next unrelated event (the third root's exit 2 s on, a
+    fourth job's timeout 3 s on)."""
+    from processkit.engine import spawn
+
+    real_spawn = spawn.spawn
+
+    def slow_spawn(argv, **options):
+        if argv[-1] == "slow":
+            time.sleep(0.5)  # the longest step a run takes: the other roots exit meanwhile
+        return real_spawn(argv, **options)
+
+    monkeypatch.setattr(spawn, "spawn", slow_spawn)
+    manifest = [
+        {"args": ["sleep", "30"], "id": "timer", "timeout": 3},
+        # the roots exit, their pipes stay open (so only the exit itself can wake the run)
+        {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "a"},
+        {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "b"},
+        {"args": ["sh", "-c", "sleep 2", "slow"], "id": "c"},
+    ]
+    out = tmp_path / "out"
+    run_batch(jobs_from(manifest), Settings(str(out), jobs=4), signals=False)
+
+    def stamp(job: str, event: str) -> float:
+        for line in (out / job / "events.jsonl").read_text().splitlines():
+            found = json.loads(line)
+            if found["event"] == event:
+                return time.mktime(time.strptime(found["time"][:19], "%Y-%m-%dT%H:%M:%S")) + float(
+                    "0" + found["time"][19:-1]
+                )
+        raise AssertionError(f"no {event} in {job}'s stream")
+
+    spawned = stamp("c", "run_started")
+    for job in ("a", "b"):
+        assert stamp(job, "runner_exit") - spawned < 1.0, f"{job} ended late"
