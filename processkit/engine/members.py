@@ -20,8 +20,8 @@ Facts about reaping, in a process that may not be the runner's own:
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import time
 
 from ..diagnostics import warn
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 
 _ROOTS: dict[int, Reaper] = {}  # every live root in this process -> the reaper of the host that spawned it
-_ROOTS_LOCK = threading.Lock()
+_ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
 
 
 class Reaper:
