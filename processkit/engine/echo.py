@@ -18,7 +18,7 @@ import collections
 import os
 import stat
 
-from .host import wait_until
+from .waits import wait_until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

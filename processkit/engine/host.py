@@ -49,33 +49,9 @@ if TYPE_CHECKING:
     from ..control.lodging import Lodging
     from ..loop import Callback, Timer
     from .state import RunState
+    from .waits import Wait
 
     Steps = Generator["Wait", None, object]
-
-
-class Wait:
-    """What a run waits for: ``done()``, or the loop's clock reaching ``deadline``; ``poll``
-    bounds each look when nothing wakes the run for it. ``asked``: ``done()`` was false just
-    before the yield (``wait_until``), so the host need not ask again at once."""
-
-    __slots__ = ("done", "deadline", "poll", "asked")
-
-    def __init__(
-        self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None, asked: bool = False
-    ):
-        self.done = done
-        self.deadline = deadline
-        self.poll = poll
-        self.asked = asked
-
-
-def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
-    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``
-    (asked once when it already holds: some are reads of the kernel's files)."""
-    if done():
-        return True
-    yield Wait(done, deadline, poll, asked=True)
-    return done()
 
 
 class RunLoop(Loop):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from .host import Wait
+from .waits import Wait
 
 CHUNK = 1 << 20
 

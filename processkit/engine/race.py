@@ -8,7 +8,7 @@ exits in the same turn as its deadline is reported as its own exit, and a signal
 from __future__ import annotations
 
 from .endings import Ending, EndingKind
-from .host import wait_until
+from .waits import wait_until
 from .members import emit_snapshot
 from .state import Launched, RunState
 

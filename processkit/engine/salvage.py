@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..diagnostics import warn
 from .endings import Outcome, internal
-from .host import wait_until
+from .waits import wait_until
 from .state import Launched, RunState
 from .teardown import release
 

@@ -17,7 +17,7 @@ import os
 from .. import signum
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
-from .host import wait_until
+from .waits import wait_until
 from .members import live_members
 from .state import Launched, RunState
 
