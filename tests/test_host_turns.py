@@ -4,8 +4,10 @@ run waits to be resumed, and a step that raises ends every run and then propagat
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -187,3 +189,44 @@ def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monke
     spawned = stamp("c", "run_started")
     for job in ("a", "b"):
         assert stamp(job, "runner_exit") - spawned < 1.0, f"{job} ended late"
+
+
+RING_BYTES = 256 << 20  # the largest ring that keeps the suite fast (docs: a 1 GiB one measured by hand)
+
+
+def test_a_timeout_fires_on_time_while_another_job_puts_a_big_ring_in_order(tmp_path):
+    """A ``--capture-keep tail`` ring is rotated and hashed a bounded chunk per turn: another
+    job's 1 s timeout, due in the middle of that work, is reported on time (the stream's own
+    stamps, run_started to timeout), not once the whole ring is done."""
+    from conftest import run_cli
+
+    flag = tmp_path / "written"
+    writer = (
+        "import sys, time; sys.stdout.buffer.write(b'x' * (300 << 20)); sys.stdout.flush(); "
+        f"open({str(flag)!r}, 'w').close(); time.sleep(0.5)"
+    )
+    manifest = tmp_path / "m.jsonl"
+    jobs = [
+        {"args": [sys.executable, "-c", writer], "id": "ring", "capture_keep": "tail", "capture_max_bytes": RING_BYTES},
+        {"args": ["sh", "-c", f"until [ -e '{flag}' ]; do sleep 0.01; done"], "id": "gate"},
+        {"args": ["sleep", "30"], "id": "timer", "timeout": 1},  # starts once the ring is full
+    ]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "2", timeout=120)
+    assert proc.returncode == 117, proc.stderr  # one job timed out
+
+    def stamps(job: str) -> dict[str, float]:
+        found = {}
+        for line in (out / job / "events.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            moment = datetime.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+            found.setdefault(event["event"], moment)
+        return found
+
+    ring, timer = stamps("ring"), stamps("timer")
+    due = timer["run_started"] + 1.0
+    if not ring["root_exited"] < due < ring["output_captured"]:
+        pytest.skip("the timeout did not fall due while the ring was put in order (this host is too fast)")
+    assert abs(timer["timeout"] - due) <= 0.1, f"the timeout came {timer['timeout'] - due:+.3f}s off"
+    assert (out / "ring" / "capture" / "stdout.log").stat().st_size == RING_BYTES
