@@ -153,6 +153,28 @@ def test_a_step_that_raises_stops_the_other_runs_and_then_propagates():
     assert released == ["ctrl_c"]
 
 
+def test_a_predicate_that_raises_is_thrown_into_its_own_run():
+    """``done()`` is the run's code: what it raises reaches the run at its yield, so the run
+    ends itself (as ``runner.steps`` does, through its release) and the host goes on."""
+    host = Host(watch=False)
+    ended: list[str] = []
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def run():
+        try:
+            yield Wait(interrupted)
+        except KeyboardInterrupt as exc:
+            host.interrupted(exc)  # as runner.steps hands it over, after its release
+            ended.append("released")
+        return "ended"
+
+    with pytest.raises(KeyboardInterrupt):
+        carry(host, [run()], capacity=1)
+    assert ended == ["released"]
+
+
 def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monkeypatch):
     """The real engine: two jobs' roots exit while a third job's (slow) spawn runs; each is
     resumed and ended then, not at the next unrelated event (the third root's exit 2 s on, a

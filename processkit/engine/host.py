@@ -23,7 +23,8 @@ Facts about wake-ups, which the design leans on:
 - Before a fresh run's first step (its whole setup and spawn, the longest step a run takes) the
   loop is looked at once and every woken run resumed: a root that exited meanwhile is stamped
   now, not after the other run's setup. So at most one fresh run starts per turn.
-- A step that raises hangs nothing: the run is dropped (``runner.steps`` catches what it can
+- A step that raises hangs nothing (a ``done()`` that raises is thrown into its run, at the
+  yield, as its step's own): the run is dropped (``runner.steps`` catches what it can
   itself, so its stream still ends with ``runner_exit``, and hands the exception here through
   ``interrupted``), every other run is stopped as a stop signal would (their cancellation) and
   carried to its end, then the exception propagates from ``carry_all``.
@@ -266,15 +267,19 @@ class Host:
         if carried not in self._carried:
             return  # ended since it was queued (a fresh run a stop woke early)
         wait = carried.wait
+        raised: BaseException | None = None
         if wait is not None:
-            if not (wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)):
-                if carried.poll_timer is None and wait.poll is not None:
-                    self._arm_poll(carried, wait.poll)
+            try:
+                over = wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)
+            except BaseException as exc:  # noqa: BLE001 - thrown into the run, whose step it is
+                over, raised = True, exc
+            if not over:
+                self._arm(carried, wait)
                 return
             carried.cancel_timers()
         self._current = carried
         try:
-            wait = carried.steps.send(None)
+            wait = carried.steps.send(None) if raised is None else carried.steps.throw(raised)
         except StopIteration as stop:
             self._carried.discard(carried)
             finished(stop.value)
@@ -286,20 +291,22 @@ class Host:
         finally:
             self._current = None
         carried.wait = wait
-        if not wait.asked and wait.done():
-            self._runq[carried] = None  # holds already: the next turn, after a look at the loop
+        if not wait.asked:  # it may hold already: asked on the next turn, after a look at the loop
+            self._runq[carried] = None
             return
-        if wait.deadline is not None:
+        self._arm(carried, wait)
+
+    def _arm(self, carried: _Carried, wait: Wait) -> None:
+        """The timers that wake a waiting run at its deadline and at its next poll."""
+        if wait.deadline is not None and carried.deadline_timer is None:
             carried.deadline_timer = self.loop.call_at(wait.deadline, lambda: self._wake(carried))
-        if wait.poll is not None:
-            self._arm_poll(carried, wait.poll)
+        if wait.poll is not None and carried.poll_timer is None:
 
-    def _arm_poll(self, carried: _Carried, poll: float) -> None:
-        def due() -> None:
-            carried.poll_timer = None
-            self._wake(carried)
+            def due() -> None:
+                carried.poll_timer = None
+                self._wake(carried)
 
-        carried.poll_timer = self.loop.call_at(self.loop.clock() + poll, due)
+            carried.poll_timer = self.loop.call_at(self.loop.clock() + wait.poll, due)
 
     def close(self) -> None:
         """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;
