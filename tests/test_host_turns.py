@@ -110,6 +110,39 @@ def test_a_wait_that_already_holds_gives_up_the_loop_for_one_turn_only():
     assert turns == [0, 1, 2, 3, 4]
 
 
+def test_a_turn_asks_only_the_runs_that_woke():
+    """Fifty runs wait on conditions nothing announces yet while one run works in chunks: no
+    chunk's turn asks their ``done()`` (the old host asked every wait on every turn)."""
+    host = Host(watch=False)
+    asked = [0]
+    flag: list[int] = []
+    wakers: list = []
+
+    def idle():
+        wakers.append(host.run_loop().waking(lambda: None))
+
+        def done():
+            asked[0] += 1
+            return bool(flag)
+
+        yield from wait_until(done)
+
+    def worker():
+        yield Wait(lambda: True)
+        before = asked[0]
+        for _ in range(20):
+            yield Wait(lambda: True)
+        during = asked[0] - before
+        flag.append(1)
+        for wake in wakers:
+            wake()
+        return during
+
+    results = carry(host, [idle() for _ in range(50)] + [worker()], capacity=51)
+    assert results[0] == 0, f"{results[0]} asks of waits nothing woke"
+    assert asked[0] == 150  # each idle run: before its yield, when woken, and for wait_until to return
+
+
 def test_a_wait_is_resumed_at_its_deadline_and_looked_at_at_each_poll():
     host = Host(watch=False)
     asked: list[float] = []
