@@ -285,3 +285,21 @@ def test_a_timeout_fires_on_time_while_another_job_puts_a_big_ring_in_order(tmp_
         pytest.skip("the timeout did not fall due while the ring was put in order (this host is too fast)")
     assert abs(timer["timeout"] - due) <= 0.1, f"the timeout came {timer['timeout'] - due:+.3f}s off"
     assert (out / "ring" / "capture" / "stdout.log").stat().st_size == RING_BYTES
+
+
+def test_a_run_that_begins_after_a_stop_starts_no_child(tmp_path):
+    """Fresh runs start one per turn: a stop that comes before a run's first step (here at once,
+    through the batch's stop pipe) still reaches it, so it ends cancelled before its spawn."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"sigterm")
+    jobs = jobs_from([{"args": ["sleep", "30"], "id": f"s{n}", "timeout": 2} for n in range(3)])
+    try:
+        lines, tally = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=3), signals=False, stop_fd=read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert tally.cancelled_by == "sigterm"
+    assert sorted((line["id"], line["exit_code"]) for line in lines) == [("s0", 107), ("s1", 107), ("s2", 107)]
+    for n in range(3):
+        events = [json.loads(line) for line in (tmp_path / "out" / f"s{n}" / "events.jsonl").read_text().splitlines()]
+        assert "run_started" not in [event["event"] for event in events]

@@ -58,6 +58,8 @@ def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bo
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
     run.final_usage = final_usage
     host.runs.add(run)
+    if host.stopped is not None:  # a run that begins after a stop signal starts no child
+        run.stop_signal(host.stopped)
     try:
         outcome = yield from _phases(host, run)
         outcome.written = emitter.kept
