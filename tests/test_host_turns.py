@@ -303,3 +303,18 @@ def test_a_run_that_begins_after_a_stop_starts_no_child(tmp_path):
     for n in range(3):
         events = [json.loads(line) for line in (tmp_path / "out" / f"s{n}" / "events.jsonl").read_text().splitlines()]
         assert "run_started" not in [event["event"] for event in events]
+
+
+def test_a_root_no_pidfd_announces_is_still_collected_in_a_callers_process(tmp_path, monkeypatch):
+    """No pidfd (an old kernel) and no SIGCHLD watch (a host inside someone else's process):
+    the reaper looks at such roots itself, so the run ends with its child's exit, not with
+    its timeout."""
+    monkeypatch.setenv("PROCESSKIT_SPAWN", "python")  # the fallback's child comes without a pidfd
+
+    def no_pidfd(pid, flags=0):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    jobs = jobs_from([{"args": ["sh", "-c", "exit 3"], "id": "quiet", "timeout": 5}])
+    lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=1), signals=False)
+    assert [(line["exit_code"], line["source"]) for line in lines] == [(3, "child_exit")]

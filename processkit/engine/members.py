@@ -15,7 +15,7 @@ Facts about reaping, in a process that may not be the runner's own:
   else's process never peeks at every child and never sets the flag: the tree's orphans go to
   init, and a process-group run is still ended through its group.
 - Without a pidfd (an old kernel) a root's exit is found by SIGCHLD where the host watches
-  signals, and by the reaper's polls (``reap``) otherwise.
+  signals, and by a poll of those roots alone (every 50 ms) in any case.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         def read_member_list(self) -> list[Member]: ...
 
 
+UNANNOUNCED_POLL_SECONDS = 0.05
 _ROOTS: dict[int, Reaper] = {}  # every live root in this process -> the reaper of the host that spawned it
 _ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
 
@@ -81,8 +82,17 @@ class Reaper:
         if pidfd is not None:
             self._loop.add_reader(pidfd, lambda: self._collect(pid))
         else:
+            if not self._unannounced:
+                self._loop.call_later(UNANNOUNCED_POLL_SECONDS, self._poll_unannounced)
             self._unannounced.add(pid)
             self._collect(pid)
+
+    def _poll_unannounced(self) -> None:
+        """Look at the roots no pidfd announces (where no SIGCHLD may either: a caller's process)."""
+        for pid in list(self._unannounced):
+            self._collect(pid)
+        if self._unannounced:
+            self._loop.call_later(UNANNOUNCED_POLL_SECONDS, self._poll_unannounced)
 
     def _collect(self, pid: int) -> None:
         """Collect the root ``pid`` if it has exited, and route its status."""
