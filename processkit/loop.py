@@ -93,6 +93,11 @@ class Loop:
         """``delay`` seconds after this turn's ``now`` (not refreshed: see the module's facts)."""
         return self.call_at(self.now + delay, callback)
 
+    def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """``callback`` as called from outside the loop's own turn; a host's per-run view
+        (``engine.host.RunLoop``) makes it wake its run, the plain loop has none to wake."""
+        return callback
+
     # -- file descriptors ---------------------------------------------------------------------
     def add_reader(self, fd: int, callback: Callback) -> None:
         self._set_handler(fd, 0, callback)

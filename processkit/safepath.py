@@ -29,6 +29,7 @@ are imported: this is on a plain run's path.
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import stat
@@ -282,8 +283,11 @@ def _start(links: list[int], path: str, **options) -> tuple[int, str]:
     return _directory(links, None, ".", path, **options)
 
 
-# A directory's path as given -> [a handle on it, the text its walk led to, how many pins hold it]
+# A directory's path as given -> [a handle on it, the text its walk led to, how many pins hold it].
+# Several batches may pin at once in one process (a Dask worker running chunks on two threads):
+# the lock makes each pin and unpin one step, and keeps a handle open while a walk dups it.
 _PINNED: dict[str, list] = {}
+_PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
 
 def pin(path: str) -> None:
@@ -291,27 +295,30 @@ def pin(path: str) -> None:
     handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
     was checked is still what is used: the handle is the directory the walk checked."""
     key = path.rstrip("/") or path
-    if key in _PINNED:
-        _PINNED[key][2] += 1
-        return
-    fd, here = _start([0], key)
-    _PINNED[key] = [fd, here, 1]
+    with _PINNED_LOCK:
+        if key in _PINNED:
+            _PINNED[key][2] += 1
+            return
+        fd, here = _start([0], key)
+        _PINNED[key] = [fd, here, 1]
 
 
 def unpin(path: str) -> None:
     key = path.rstrip("/") or path
-    entry = _PINNED[key]
-    entry[2] -= 1
-    if not entry[2]:
-        del _PINNED[key]
-        os.close(entry[0])
+    with _PINNED_LOCK:
+        entry = _PINNED[key]
+        entry[2] -= 1
+        if not entry[2]:
+            del _PINNED[key]
+            os.close(entry[0])
 
 
 def _pinned_under(path: str) -> tuple[int, str, str] | None:
     """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``."""
-    for key, (fd, here, _) in _PINNED.items():
-        if path == key or path.startswith(key + "/"):
-            return os.open(".", _DIR, dir_fd=fd), here, path[len(key) :]
+    with _PINNED_LOCK:
+        for key, (fd, here, _) in _PINNED.items():
+            if path == key or path.startswith(key + "/"):
+                return os.open(".", _DIR, dir_fd=fd), here, path[len(key) :]
     return None
 
 

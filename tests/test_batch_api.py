@@ -135,6 +135,50 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
     assert survivors == b"", survivors
 
 
+def test_a_dask_worker_killed_mid_batch_leaves_every_summary_line_true_to_its_stream(tmp_path):
+    """Two threads per worker, so one worker's process runs two chunks (two hosts) at once,
+    under process-group containment; one worker is SIGKILLed mid-batch and Dask reschedules
+    its chunks. Every job's summary line says what its stream says: a job whose stream ends
+    with ``runner_exit`` has that code (the lost pin count made exited jobs ``task_failed``)."""
+    distributed = pytest.importorskip("distributed")
+    import signal
+
+    count = 32
+    jobs = [{"args": ["sh", "-c", f"sleep 0.2; echo {n}"], "id": f"j{n}"} for n in range(count)]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    forced = {"PROCESSKIT_CONTAINMENT": "process_group"}
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None, env=forced
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            victim = sorted(client.run(os.getpid).values())[0]
+        batch = start_cli(
+            "batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address,
+            env={**os.environ, **forced},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while sum(b"run_started" in _read(out / f"j{n}" / "events.jsonl") for n in range(count)) < 6:
+                assert time.monotonic() < deadline and batch.poll() is None, "the jobs did not start"
+                time.sleep(0.01)
+            os.kill(victim, signal.SIGKILL)
+            _, err = batch.communicate(timeout=120)
+        finally:
+            batch.kill()
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert sorted(lines) == sorted(job["id"] for job in jobs), err
+    for key, line in lines.items():
+        stream = _read(out / key / "events.jsonl").splitlines()
+        last = json.loads(stream[-1]) if stream else {}
+        if last.get("event") == "runner_exit":
+            assert (line["exit_code"], line["source"]) == (last["code"], last["source"]), (key, line, err)
+        else:
+            assert line["exit_code"] is None, (key, line)
+    assert sum(line["exit_code"] == 0 for line in lines.values()) >= count - 4, err
+
+
 def _read(path) -> bytes:
     try:
         return path.read_bytes()
@@ -161,21 +205,46 @@ def test_a_scheduler_that_cannot_be_used_is_one_line_and_leaves_no_out(tmp_path,
     assert not out.exists()
 
 
-def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path):
-    """In a cgroup the batch is no subreaper: a child the calling program started, exited and
-    not yet waited for keeps its status for the program (a reaper peeking at every exited
-    child would take it, and Popen would then report 0)."""
-    import subprocess
+CALLER_WITH_CHILDREN = """
+import ctypes, json, os, signal, subprocess, sys
+import processkit
 
-    own = subprocess.Popen(["sh", "-c", "exit 7"])
-    while not os.waitid(os.P_PID, own.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
-        pass  # exited, still unreaped
-    lines = processkit.batch([{"args": ["true"], "id": "one"}], out=str(tmp_path / "out"))
-    events = check_stream(tmp_path / "out" / "one" / "events.jsonl", 0)
-    if events[0]["mechanism"] != "cgroup_v2":
-        pytest.skip("a process-group run makes the process a subreaper, which collects every exited child")
-    assert lines[0]["exit_code"] == 0
-    assert own.wait(timeout=10) == 7
+handlers = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)}
+early = subprocess.Popen(["sh", "-c", "exit 7"])  # exited and unwaited before the batch
+while not os.waitid(os.P_PID, early.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+    pass
+during = [subprocess.Popen(["sh", "-c", f"sleep 0.{n}; exit {n + 10}"]) for n in range(1, 4)]  # exit mid-batch
+jobs = [{"args": ["sh", "-c", f"sleep 0.{n}; exit {n}"], "id": f"j{n}"} for n in range(6)]
+lines = processkit.batch(jobs, jobs=3, out=sys.argv[1])
+flag = ctypes.c_int(-1)
+ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+print(json.dumps({
+    "jobs": {line["id"]: line["exit_code"] for line in lines},
+    "own": [early.wait(timeout=10)] + [child.wait(timeout=10) for child in during],
+    "subreaper": flag.value,
+    "handlers_kept": all(signal.getsignal(n) is h for n, h in handlers.items()),
+}))
+"""
+
+
+def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path, containment):
+    """The batch collects only the roots it spawned, by pid: a child the calling program
+    started (exited before the batch, or during it) keeps its status for the program (a reaper
+    peeking at every exited child would take it, and Popen would then report 0), whatever the
+    containment; and the caller's process keeps its signal handlers and is made no subreaper."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", CALLER_WITH_CHILDREN, str(tmp_path / "out")], capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    events = check_stream(tmp_path / "out" / "j0" / "events.jsonl", 0)
+    assert events[0]["mechanism"] == containment or containment == "cgroup_v2"
+    assert found["jobs"] == {f"j{n}": n for n in range(6)}
+    assert found["own"] == [7, 11, 12, 13]
+    assert found["subreaper"] == 0 and found["handlers_kept"]
 
 
 def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):

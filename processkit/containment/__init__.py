@@ -31,19 +31,20 @@ from .errors import ContainerError, LimitUnavailable
 __all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "Usage", "create"]
 
 
-def create(limits: Limits, rundir: RunDir | None = None) -> Container:
+def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = True) -> Container:
     """A fresh container for one run; raises ContainerError, or LimitUnavailable for caps.
 
     ``rundir`` (made first, its lock held) names the groups and keeps the process group's
     identity; without one (``doctor``'s short-lived check) nothing can prove the runner dead,
-    so a group it leaves is never reaped by anyone else.
+    so a group it leaves is never reaped by anyone else. ``adopt_orphans``: a process group
+    may make this process a subreaper (a process the runner owns; not a caller's).
     """
     from . import cgroup_v1, prctl, sweep
 
     prctl.load()
     name = sweep.group_name(rundir.token if rundir is not None else new_token())
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
-    container = _containment(name, rundir, list(v1_parents.values()))
+    container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans)
     if limits.requested:
         try:
             container.controllers = _controllers(container, limits, name, v1_parents)
@@ -61,7 +62,7 @@ _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
 
 
-def _containment(name: str, rundir: RunDir | None, v1_parents: list[str]) -> Container:
+def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], adopt_orphans: bool) -> Container:
     """The run's boundary, after one bounded sweep of every parent its groups are made in (the
     first time this process makes a group there)."""
     from . import sweep
@@ -88,7 +89,7 @@ def _containment(name: str, rundir: RunDir | None, v1_parents: list[str]) -> Con
             return group
     from .process_group import ProcessGroup
 
-    return ProcessGroup(rundir)
+    return ProcessGroup(rundir, adopt_orphans)
 
 
 def _controllers(container: Container, limits: Limits, name: str, v1_parents: dict[str, str]):

@@ -1,4 +1,5 @@
-"""Fallback containment: the root child leads a fresh process group; the runner is a subreaper.
+"""Fallback containment: the root child leads a fresh process group; the runner is a subreaper
+when it owns its process (not inside a caller's program, whose process-wide flags stay its own).
 
 A member that calls ``setsid`` or moves itself to another group escapes this boundary; that is
 the mechanism's documented limit and why cgroup v2 is preferred where the host allows it.
@@ -22,10 +23,11 @@ from .base import Container
 class ProcessGroup(Container):
     mechanism = "process_group"
 
-    def __init__(self, rundir: RunDir | None) -> None:
+    def __init__(self, rundir: RunDir | None, adopt_orphans: bool = True) -> None:
         self._pgid: int | None = None
         self._rundir = rundir
-        prctl.set_child_subreaper()
+        if adopt_orphans:
+            prctl.set_child_subreaper()
         self._children = ChildrenUsage()
 
     def adopt(self, pid: int) -> None:

@@ -81,6 +81,8 @@ class CaptureReport(Plain):
         }
 
 
+RingState = tuple  # (target, seen, stored, ring_from, write_error): what finishing a ring needs
+
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
@@ -91,6 +93,21 @@ def ring_report(target: CaptureTarget, seen: int, stored: int, ring_from: int, w
     if target.live_record is not None:  # the ring is about to be rewritten in place: its marks no longer hold
         target.live_record.retire()
     written, digest, write_error, kept = keep.finish(target.fd, target.head, target.cap, stored, ring_from, write_error)
+    return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
+
+
+def finished_report(pump):
+    """A pump's report once its stream ended (a run's steps: ``yield from``): a ring is put in
+    order a bounded chunk per turn of the host's loop (``keep.finishing``). Asked once."""
+    ring = pump.ring_state()
+    if ring is None:
+        return pump.report()
+    from . import keep
+
+    target, seen, stored, ring_from, write_error = ring
+    written, digest, write_error, kept = yield from keep.finishing(
+        target.fd, target.head, target.cap, stored, ring_from, write_error
+    )
     return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
 
 
@@ -242,6 +259,11 @@ class CaptureFile:
             self.stored += count
             data = data[count:]
         return True
+
+    def ring_state(self) -> RingState | None:
+        if self._digest is not None:
+            return None
+        return self.target, self.seen, self.stored, self.ring_from, self.write_error
 
     def report(self) -> CaptureReport:
         if self._digest is None:

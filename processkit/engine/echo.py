@@ -18,6 +18,8 @@ import collections
 import os
 import stat
 
+from .waits import wait_until
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
@@ -155,8 +157,9 @@ class EchoSink:
         if was_full and not self.full:
             self._on_room()
 
-    def flush_backlog(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]) -> int:
-        """At the end of a run: keep writing while the consumer makes progress.
+    def flush_backlog(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]):
+        """At the end of a run: keep writing while the consumer makes progress (a run's steps:
+        ``yield from``; the host's loop does the writing meanwhile, for every run).
 
         Gives up after ``stall_seconds`` without progress, at the monotonic ``deadline`` (a
         consumer that takes a little at a time while the pipe refills the backlog would otherwise
@@ -166,7 +169,7 @@ class EchoSink:
         while self.backlog and not self.broken and not stop() and loop.clock() < deadline:
             before = self.flushed
             progressed = lambda: self.flushed > before or self.broken or stop()  # noqa: E731, B023 - used within this iteration
-            loop.run_until(progressed, min(loop.clock() + stall_seconds, deadline))
+            yield from wait_until(progressed, min(loop.clock() + stall_seconds, deadline))
             if self.flushed == before:
                 break
         return len(self.backlog)

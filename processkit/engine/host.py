@@ -1,14 +1,39 @@
-"""The process that carries runs: one loop, one reaper and one signal watch for every run on it,
-and the carrier that drives the runs side by side.
+"""The process that carries runs: one loop and one signal watch for every run on it, the
+reaper's view of its roots, and the scheduler that drives the runs side by side.
 
 A run is a generator of ``Wait`` values: each says what it waits for (a condition, a deadline,
-how often to look again when no fd or timer announces it). The carrier turns the shared loop and,
-after each turn, resumes every run whose wait is over, so one run's grace period or drain never
-holds up another's. ``run`` is this carrier with one run; ``batch`` keeps several in flight.
+how often to look again when nothing announces it). The host keeps a run queue, as trio's
+``runq``: a run is resumed only once something marked it runnable, and the loop never blocks
+while the queue holds a run. ``run`` is this host with one run; ``batch`` keeps several in flight.
+
+Facts about wake-ups, which the design leans on:
+- A run's conditions change only through something that happens *to that run*: a callback it
+  put on the loop (its pipes, control socket, echo, timers: each run gets a ``RunLoop``, a view
+  of the shared loop that marks the run runnable after any of its callbacks), its root's exit
+  (routed by the reaper from whichever run's step collected it, through ``RunLoop.waking``), a
+  stop signal (``stop`` marks every run), or the kernel's state (a tree that empties: what no fd
+  announces, so such a ``Wait`` names a ``poll``). So each turn looks only at the runs that woke:
+  O(those), not O(runs). A ``done()`` may still be false when its run is woken (a pipe read that
+  was not the EOF), so it is asked again then, at each poll and at the deadline, never per turn.
+- A step that wakes another run (a fresh run's spawn reaping an older run's root) puts it on the
+  queue, so the loop turns without waiting and that run is resumed in the same pass of work,
+  not at some unrelated timer. A run that yields a ``Wait`` whose ``done()`` already holds is
+  queued too: resumed on the next turn, the loop only looked at, so a run can give up the loop
+  between bounded chunks of work.
+- Before a fresh run's first step (its whole setup and spawn, the longest step a run takes) the
+  loop is looked at once and every woken run resumed: a root that exited meanwhile is stamped
+  now, not after the other run's setup. So at most one fresh run starts per turn.
+- A step that raises hangs nothing (a ``done()`` that raises is thrown into its run, at the
+  yield, as its step's own): the run is dropped (``runner.steps`` catches what it can
+  itself, so its stream still ends with ``runner_exit``, and hands the exception here through
+  ``interrupted``), every other run is stopped as a stop signal would (their cancellation) and
+  carried to its end, then the exception propagates from ``carry_all``.
 
 Facts about signals in such a process: a signal is the process's, not a run's. A stop signal
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper, which routes each root's exit to its run; SIGWINCH to the terminal of a ``--pty`` run.
+A host with ``watch=False`` (inside someone else's process) installs no handler and sets no
+process-wide flag: its roots' exits come through their pidfds.
 """
 
 from __future__ import annotations
@@ -23,30 +48,91 @@ if TYPE_CHECKING:
     from typing import Callable, Generator
 
     from ..control.lodging import Lodging
+    from ..loop import Callback, Timer
     from .state import RunState
+    from .waits import Wait
 
     Steps = Generator["Wait", None, object]
 
 
-class Wait:
-    """What a run waits for: ``done()``, or the loop's clock reaching ``deadline``; ``poll``
-    bounds each look when nothing wakes the loop for it."""
+class RunLoop(Loop):
+    """One run's view of the host's loop: every callback it registers marks the run runnable
+    once it has run. Only the host turns the loop: a run never does (``run_once``)."""
 
-    __slots__ = ("done", "deadline", "poll")
+    def __init__(self, loop: Loop, wake: Callable[[], None]) -> None:  # noqa: D107 - shares, not makes, a loop
+        self._shared = loop
+        self.wake = wake
 
-    def __init__(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
-        self.done = done
-        self.deadline = deadline
-        self.poll = poll
+    @property
+    def now(self) -> float:
+        return self._shared.now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self._shared.now = value
+
+    def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """``callback`` that marks this run runnable after it has run (for callers other than
+        the loop: the reaper routing a root's exit from another run's step)."""
+        wake = self.wake
+
+        def woken(*args) -> None:
+            try:
+                callback(*args)
+            finally:
+                wake()
+
+        return woken
+
+    def clock(self) -> float:
+        return self._shared.clock()
+
+    def call_at(self, when: float, callback: Callback) -> Timer:
+        return self._shared.call_at(when, self.waking(callback))
+
+    def call_later(self, delay: float, callback: Callback) -> Timer:
+        return self._shared.call_at(self._shared.now + delay, self.waking(callback))
+
+    def add_reader(self, fd: int, callback: Callback) -> None:
+        self._shared.add_reader(fd, self.waking(callback))
+
+    def remove_reader(self, fd: int) -> None:
+        self._shared.remove_reader(fd)
+
+    def add_writer(self, fd: int, callback: Callback) -> None:
+        self._shared.add_writer(fd, self.waking(callback))
+
+    def remove_writer(self, fd: int) -> None:
+        self._shared.remove_writer(fd)
+
+    def run_once(self, max_wait: float | None = None) -> None:
+        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
+
+    def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
+        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
+
+    def close(self) -> None:
+        raise RuntimeError("the host's loop is the host's to close")
 
 
-def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
-    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``
-    (asked once when it already holds: some are reads of the kernel's files)."""
-    if done():
-        return True
-    yield Wait(done, deadline, poll)
-    return done()
+class _Carried:
+    """A run in flight: its generator, its loop view, what it waits for, the timers that wake
+    it at its deadline and its next poll."""
+
+    __slots__ = ("steps", "loop", "wait", "deadline_timer", "poll_timer")
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.loop: RunLoop | None = None
+        self.wait: Wait | None = None
+        self.deadline_timer: Timer | None = None
+        self.poll_timer: Timer | None = None
+
+    def cancel_timers(self) -> None:
+        for timer in (self.deadline_timer, self.poll_timer):
+            if timer is not None:
+                timer.cancel()
+        self.deadline_timer = self.poll_timer = None
 
 
 class Host:
@@ -57,12 +143,21 @@ class Host:
     def __init__(self, watch: bool = True) -> None:
         self._watch = watch
         self.loop = Loop()
-        self.reaper = Reaper(self.loop)
+        self.reaper = Reaper(self.loop, owns_process=watch)
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
         self.stopped: str | None = None  # the source of the first stop signal, once one came
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
+        self._carried: set[_Carried] = set()
+        self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
+        self._current: _Carried | None = None
+        self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
+
+    @property
+    def owns_process(self) -> bool:
+        """Whether process-wide state (signal handlers, the subreaper flag) is the host's."""
+        return self._watch
 
     def lodge(self, label: str) -> None:
         """Lodge the runs carried from here in one directory of the host's (``control.lodging``):
@@ -95,11 +190,41 @@ class Host:
             self.stopped = source
         for run in self.runs:
             run.stop_signal(source)
+        for carried in self._carried:
+            self._runq[carried] = None
+
+    def stop_run(self, run_id: str, source: str) -> None:
+        """End the live run ``run_id`` as a stop signal would (a caller interrupted while it
+        waited on that run: the API's service); the others go on."""
+        for run in self.runs:
+            if run.spec.run_id == run_id:
+                run.stop_signal(source)
+        for carried in self._carried:  # woken to look again: only the stopped one's wait now holds
+            self._runq[carried] = None
+
+    def interrupted(self, exc: BaseException) -> None:
+        """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
+        raise ``exc`` from ``carry_all`` once every run has ended."""
+        if self._failure is None:
+            self._failure = exc
+        self.stop("ctrl_c" if isinstance(exc, KeyboardInterrupt) else "internal")
 
     def dispatch_signals(self) -> None:
         """Deliver the signals caught so far (the runner does, just before it spawns)."""
         if self._signals is not None:
             self._signals.dispatch()
+
+    def run_loop(self) -> RunLoop:
+        """The loop view of the run being resumed now (asked from its steps)."""
+        carried = self._current
+        assert carried is not None, "asked from a run's step"
+        if carried.loop is None:
+            carried.loop = RunLoop(self.loop, lambda: self._wake(carried))
+        return carried.loop
+
+    def _wake(self, carried: _Carried) -> None:
+        if carried in self._carried:
+            self._runq[carried] = None
 
     def carry(self, steps: Steps) -> object:
         """Drive one run to its end; its generator's return value."""
@@ -114,61 +239,84 @@ class Host:
         """Keep up to ``capacity`` runs in flight, asking ``next_run()`` for another (a run's
         generator, or None: none now) whenever there is room; ``finished`` gets each one's
         result as it ends, and may make more runs available. Returns once none is in flight and
-        ``next_run()`` has none."""
-        waiting: dict[Steps, Wait | None] = {}
-        interrupted = False
+        ``next_run()`` has none; raises what a step raised, once every run has ended."""
+        fresh: list[_Carried] = []
+        self._failure = None
         try:
             while True:
-                while len(waiting) < capacity:
+                while len(self._carried) < capacity and self._failure is None:
                     steps = next_run()
                     if steps is None:
                         break
-                    waiting[steps] = None
-                if not waiting:
+                    carried = _Carried(steps)
+                    self._carried.add(carried)
+                    fresh.append(carried)
+                if not self._carried:
                     break
                 try:
-                    self._turn(waiting, finished)
-                except KeyboardInterrupt:  # a process without the watch (the API): stop as SIGINT would
-                    interrupted = True
-                    self.stop("ctrl_c")
+                    self.loop.run_once(0.0 if self._runq or fresh else None)
+                except KeyboardInterrupt as exc:  # a process without the watch (the API): stop as SIGINT would
+                    self.interrupted(exc)
+                woken, self._runq = self._runq, {}
+                for carried in woken:
+                    self._resume(carried, finished)
+                if fresh:
+                    self._resume(fresh.pop(0), finished)
         finally:
-            for steps in waiting:  # only after a bug: each run's release still runs
-                steps.close()
-        if interrupted:
-            raise KeyboardInterrupt
+            for carried in self._carried:  # only after a bug: each run's release still runs
+                carried.cancel_timers()
+                carried.steps.close()
+            self._carried.clear()
+            self._runq.clear()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
 
-    def _turn(self, waiting: dict[Steps, Wait | None], finished: Callable[[object], None]) -> None:
-        """Resume the runs whose wait is over; when none ended, turn the loop once.
+    def _resume(self, carried: _Carried, finished: Callable[[object], None]) -> None:
+        """Resume ``carried`` if its wait is over (else leave it waiting: the wake was early)."""
+        if carried not in self._carried:
+            return  # ended since it was queued (a fresh run a stop woke early)
+        wait = carried.wait
+        raised: BaseException | None = None
+        if wait is not None:
+            try:
+                over = wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)
+            except BaseException as exc:  # noqa: BLE001 - thrown into the run, whose step it is
+                over, raised = True, exc
+            if not over:
+                self._arm(carried, wait)
+                return
+            carried.cancel_timers()
+        self._current = carried
+        try:
+            wait = carried.steps.send(None) if raised is None else carried.steps.throw(raised)
+        except StopIteration as stop:
+            self._carried.discard(carried)
+            finished(stop.value)
+            return
+        except BaseException as exc:  # noqa: BLE001 - the host must go on carrying the others
+            self._carried.discard(carried)
+            self.interrupted(exc)
+            return
+        finally:
+            self._current = None
+        carried.wait = wait
+        if not wait.asked:  # it may hold already: asked on the next turn, after a look at the loop
+            self._runq[carried] = None
+            return
+        self._arm(carried, wait)
 
-        Before a fresh run's first step (its whole setup and spawn, the longest step a run takes)
-        the loop is looked at once without waiting, so a root that exited meanwhile is reaped,
-        and its run resumed, now: not stamped late, after the other run's setup."""
-        if len(waiting) > 1 and any(wait is None for wait in waiting.values()):
-            self.loop.run_once(0.0)
-        now = self.loop.now
-        ended = False
-        for steps, wait in list(waiting.items()):
-            if wait is None or wait.done() or (wait.deadline is not None and now >= wait.deadline):
-                try:
-                    waiting[steps] = steps.send(None)
-                except StopIteration as stop:
-                    del waiting[steps]
-                    finished(stop.value)
-                    ended = True
-        if not ended:
-            self.loop.run_once(self._longest_wait(waiting.values()))
+    def _arm(self, carried: _Carried, wait: Wait) -> None:
+        """The timers that wake a waiting run at its deadline and at its next poll."""
+        if wait.deadline is not None and carried.deadline_timer is None:
+            carried.deadline_timer = self.loop.call_at(wait.deadline, lambda: self._wake(carried))
+        if wait.poll is not None and carried.poll_timer is None:
 
-    def _longest_wait(self, waits) -> float | None:
-        """How long the loop may wait before some run has to look again."""
-        bound = None
-        now = self.loop.clock()
-        for wait in waits:
-            if wait is None:
-                return 0.0
-            for limit in (wait.poll, None if wait.deadline is None else max(0.0, wait.deadline - now)):
-                if limit is not None and (bound is None or limit < bound):
-                    bound = limit
-        return bound
+            def due() -> None:
+                carried.poll_timer = None
+                self._wake(carried)
+
+            carried.poll_timer = self.loop.call_at(self.loop.clock() + wait.poll, due)
 
     def close(self) -> None:
         """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;
@@ -178,4 +326,5 @@ class Host:
             self.lodging = None
         if self._signals is not None:
             self._signals.close()
+        self.reaper.close()
         self.loop.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 
 from ..capture_layout import kept_ranges
+from .waits import Wait
 
 CHUNK = 1 << 20
 
@@ -49,9 +50,23 @@ def ring_ready(capture_fd: int) -> bool:
 def finish(
     capture_fd: int, head: int, cap: int, stored: int, ring_from: int, write_error: bool
 ) -> tuple[int, str, bool, tuple[tuple[int, int], ...]]:
+    """``finishing`` done at once, for a caller outside a run's steps."""
+    work = finishing(capture_fd, head, cap, stored, ring_from, write_error)
+    while True:
+        try:
+            next(work)
+        except StopIteration as done:
+            return done.value
+
+
+def finishing(capture_fd: int, head: int, cap: int, stored: int, ring_from: int, write_error: bool):
     """A ring capture finished: the ring rotated into stream order, the file cut to the bytes
     it holds (only a write error leaves it longer), then hashed. Returns the bytes the file
-    holds, their digest, whether a write failed, and the stream ranges kept."""
+    holds, their digest, whether a write failed, and the stream ranges kept.
+
+    A run's steps (``yield from``): the rotation and the hash move the whole ring, so they give
+    up the host's loop after every ``TURN_BYTES`` moved, and the other runs' deadlines and pipes
+    are served in between."""
     import hashlib
 
     ring = cap - head
@@ -66,10 +81,10 @@ def finish(
             filled = min(ring, os.fstat(fd).st_size - head)
             first = (max(ring_from, stored - ring) - head) % ring if ring else 0
             if filled > 0 and first:
-                _rotate(fd, head, head + filled, head + first)
+                yield from _rotate(fd, head, head + filled, head + first)
             if os.fstat(fd).st_size > written:
                 os.ftruncate(fd, written)
-            _hash(fd, written, digest)
+            yield from _hash(fd, written, digest)
         finally:
             os.close(fd)
     except OSError:
@@ -82,20 +97,37 @@ def finish(
     return written, digest.hexdigest(), write_error, kept
 
 
-def _rotate(fd: int, start: int, end: int, middle: int) -> None:
+TURN_BYTES = 16 * CHUNK  # moved (read or written) between two looks at the loop
+
+
+def _turn():
+    """Give up the loop for one turn (a wait that already holds)."""
+    yield Wait(_always)
+
+
+def _always() -> bool:
+    return True
+
+
+def _rotate(fd: int, start: int, end: int, middle: int):
     """Bytes [start, end) rotated so the byte at ``middle`` comes first."""
-    _reverse(fd, start, middle)
-    _reverse(fd, middle, end)
-    _reverse(fd, start, end)
+    yield from _reverse(fd, start, middle)
+    yield from _reverse(fd, middle, end)
+    yield from _reverse(fd, start, end)
 
 
-def _reverse(fd: int, low: int, high: int) -> None:
+def _reverse(fd: int, low: int, high: int):
+    moved = 0
     while high - low > 1:
         size = min(CHUNK, (high - low) // 2)
         front, back = _read(fd, size, low), _read(fd, size, high - size)
         _write(fd, back[::-1], low)
         _write(fd, front[::-1], high - size)
         low, high = low + size, high - size
+        moved += 4 * size
+        if moved >= TURN_BYTES:
+            moved = 0
+            yield from _turn()
 
 
 def _read(fd: int, size: int, offset: int) -> bytes:
@@ -114,11 +146,15 @@ def _write(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[count:], offset + count
 
 
-def _hash(fd: int, size: int, digest) -> None:
-    offset = 0
+def _hash(fd: int, size: int, digest):
+    offset = moved = 0
     while offset < size:
         data = os.pread(fd, min(CHUNK, size - offset), offset)
         if not data:
             raise OSError(5, "short read")
         digest.update(data)
         offset += len(data)
+        moved += len(data)
+        if moved >= TURN_BYTES:
+            moved = 0
+            yield from _turn()

@@ -23,7 +23,7 @@ from .echo import EchoSink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capture
-    from .capture import CaptureFile, CaptureReport, CaptureTarget
+    from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
 EOF_REACHED = 0
@@ -96,6 +96,10 @@ class PythonPump:
 
     def report(self) -> CaptureReport | None:
         return self._capture.report() if self._capture else None
+
+    def ring_state(self) -> RingState | None:
+        """What a ring capture's finishing needs, None when there is no ring."""
+        return self._capture.ring_state() if self._capture else None
 
 
 def hash_on_a_thread() -> bool:
@@ -193,14 +197,21 @@ class NativePump:
             return WOULD_BLOCK
         raise OSError(result.read_errno, os.strerror(result.read_errno))
 
+    def ring_state(self) -> RingState | None:
+        """What a ring capture's finishing needs, None when there is no ring."""
+        if self._capture is None or not self._in_place:
+            return None
+        stream = self._stream
+        return self._capture, stream.seen, stream.written, stream.ring_from, bool(stream.write_error)
+
     def report(self) -> CaptureReport | None:
         if self._capture is None:
             return None
         from .capture import CaptureReport, ring_report
 
-        if self._in_place:
-            stream = self._stream
-            return ring_report(self._capture, stream.seen, stream.written, stream.ring_from, bool(stream.write_error))
+        ring = self.ring_state()
+        if ring is not None:
+            return ring_report(*ring)
 
         digest = self._ffi.new("unsigned char[32]")
         self._lib.pk_stream_digest(self._stream, digest)

@@ -8,7 +8,7 @@ exits in the same turn as its deadline is reported as its own exit, and a signal
 from __future__ import annotations
 
 from .endings import Ending, EndingKind
-from .host import wait_until
+from .waits import wait_until
 from .members import emit_snapshot
 from .state import Launched, RunState
 
@@ -27,7 +27,10 @@ def race(run: RunState, launched: Launched):
         run.request_ending(EndingKind.CHILD_EXIT)
 
     container = launched.container
-    run.reaper.watch(launched.child, root_exited, adopts_orphans=container.mechanism == "process_group")
+    # routed from whichever step or callback collects the root: it wakes this run
+    run.reaper.watch(
+        launched.child, run.loop.waking(root_exited), adopts_orphans=container.mechanism == "process_group"
+    )
     start = loop.clock()
     run.last_output = start
     if spec.timeout_ms is not None:

@@ -5,7 +5,9 @@
 whatever the run made, in one place whatever step it reached or whatever raised. A phase that
 raises is the runner's own failure: the tree is killed first (``salvage``), and ``runner_exit``
 still ends the stream. A release step that fails leaves the others running and makes the run the
-runner's failure too; a release that raises as a whole is followed by the last resort's. A run is
+runner's failure too; a release that raises as a whole is followed by the last resort's. A
+``KeyboardInterrupt`` (any exception not an ``Exception``) inside a step ends the run the same
+way, and is handed to the host, which stops the other runs and raises it at the end. A run is
 a generator of waits (``steps``) that a ``Host`` carries on its loop; ``execute`` is the host
 carrying one run, as ``run`` does, and ``batch`` carries many side by side.
 """
@@ -54,9 +56,11 @@ def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bo
         emitter = Emitter(spec.jsonl, keep)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
-    run = RunState(spec, emitter, runner_cwd, host.loop, host.reaper)
+    run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
     run.final_usage = final_usage
     host.runs.add(run)
+    if host.stopped is not None:  # a run that begins after a stop signal starts no child
+        run.stop_signal(host.stopped)
     try:
         outcome = yield from _phases(host, run)
         outcome.written = emitter.kept
@@ -87,10 +91,14 @@ def _phases(host: Host, run: RunState):
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
                 ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
             outcome = yield from _finish(run, launched, ending)
-    except Exception as exc:  # noqa: BLE001 - a bug after the first resource: still killed, released, reported
+    except GeneratorExit:  # closed from outside (``carry_all``'s finally): no step may yield now
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a bug, or a KeyboardInterrupt inside a step: killed, released, reported
         from .salvage import killed
 
-        outcome = killed(run, launched, exc)
+        if not isinstance(exc, Exception):
+            host.interrupted(exc)  # the host stops the other runs, and raises it once all have ended
+        outcome = yield from killed(run, launched, exc)
     finally:
         outcome = _release(run, launched, outcome)
     code, source, child_code = outcome.ended()
@@ -145,7 +153,9 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         from . import capture
 
-        reports = {s.name: s.pump.report() for s in launched.streams}
+        reports = {}
+        for stream in launched.streams:
+            reports[stream.name] = yield from capture.finished_report(stream.pump)
         finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
         spec = run.spec
         if spec.capture_keep != "head" and spec.capture_dir is not None:

@@ -1,42 +1,54 @@
-"""The last resort when a phase raised where it should not (a bug, an fd limit): the run's tree
-is killed, so nothing it started outlives the runner, and the run ends as the runner's own
-failure (``runner_exit{internal, 104}``).
+"""The last resort when a phase raised where it should not (a bug, an fd limit, a
+``KeyboardInterrupt`` inside a step): the run's tree is killed, so nothing it started outlives
+the runner, and the run ends as the runner's own failure (``runner_exit{internal, 104}``).
 
-The release stays the runner's one release (``teardown.release``, in its ``finally``); only
-when that release itself raised as a whole does ``last_resort`` give everything back again, step
-by step (each step may be repeated).
+The wait for the killed root is a ``Wait`` like any other (bounded, polled): one run's salvage
+never stalls the other runs on the host. The release stays the runner's one release
+(``teardown.release``, in its ``finally``); only when that release itself raised as a whole does
+``last_resort`` give everything back again, step by step (each step may be repeated), without
+waiting: it runs where no step may yield any more.
 """
 
 from __future__ import annotations
 
-import time
-
 from ..diagnostics import warn
 from .endings import Outcome, internal
+from .waits import wait_until
 from .state import Launched, RunState
 from .teardown import release
 
 KILL_WAIT_SECONDS = 2.0  # for the root to die of the last resort's kill (a SIGKILL is prompt)
+KILL_POLL_SECONDS = 0.01
 
 
-def killed(run: RunState, launched: Launched | None, exc: BaseException) -> Outcome:
-    """A phase raised: SIGKILL the whole container, collect the root (bounded), and report the
-    runner's own failure."""
+def killed(run: RunState, launched: Launched | None, exc: BaseException):
+    """A phase raised: SIGKILL the whole container, collect the root (bounded; a run's steps:
+    ``yield from``), and report the runner's own failure."""
+    if _kill(run):
+        child = launched.child if launched is not None else None
+        if child is not None:
+            try:
+                yield from wait_until(
+                    lambda: child.poll() is not None, run.loop.clock() + KILL_WAIT_SECONDS, KILL_POLL_SECONDS
+                )
+            except OSError as kill_exc:
+                warn(f"could not collect the run's root after an internal error: {kill_exc}")
+    return internal(f"{type(exc).__name__}: {exc}")
+
+
+def _kill(run: RunState) -> bool:
     try:
         if run.container is not None:
             run.container.kill_all()
-        if launched is not None:
-            child = launched.child
-            deadline = time.monotonic() + KILL_WAIT_SECONDS
-            while child.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
+        return True
     except Exception as kill_exc:  # noqa: BLE001 - the release still follows
         warn(f"could not kill the run's tree after an internal error: {type(kill_exc).__name__}: {kill_exc}")
-    return internal(f"{type(exc).__name__}: {exc}")
+        return False
 
 
 def last_resort(run: RunState, launched: Launched | None, exc: BaseException) -> Outcome:
     """The release raised: kill the tree and release everything again; the runner's failure."""
-    outcome = killed(run, launched, exc)
+    _kill(run)
+    outcome = internal(f"{type(exc).__name__}: {exc}")
     release(run, launched, outcome.ended())
     return outcome

@@ -17,7 +17,7 @@ import os
 from .. import signum
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
-from .host import wait_until
+from .waits import wait_until
 from .members import live_members
 from .state import Launched, RunState
 
@@ -121,7 +121,7 @@ def drain_outputs(run: RunState, launched: Launched):
             if (
                 stream.paused
                 and stream.echo is not None
-                and stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)
+                and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped))
             ):
                 _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
@@ -132,7 +132,7 @@ def drain_outputs(run: RunState, launched: Launched):
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
-        if stream.echo is not None and stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped):
+        if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
             _abandon_echo(stream, loop.clock() >= ceiling, stopped())
 
 

@@ -37,12 +37,14 @@ import tempfile
 
 from ..diagnostics import envelope_only
 from ..engine.endings import internal
-from ..engine.host import Host, Wait
+from ..engine.host import Host, RunLoop
+from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..rundir import batch_base
 from ..api import wire
 
 MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
+ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
@@ -95,6 +97,7 @@ class Service:
         self.closing = False
         self.orphaned: list[bool] = []  # PR_SET_PDEATHSIG's signal came: the parent may be gone
         self.idle_started = False
+        self.idle_loop: RunLoop | None = None  # the idle wait's view of the loop (``_idle``)
         base = batch_base()
         _sweep_scratch(base)
         self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
@@ -172,9 +175,7 @@ class Service:
             self.reply(("done", rid, _cancelled(source)))
             return
         request.stopped = source  # handed to the carrier, its first step not yet taken
-        for run in self.host.runs:
-            if run.spec.run_id == request.spec.run_id:
-                run.stop_signal(source)
+        self.host.stop_run(request.spec.run_id, source)
 
     # -- runs ---------------------------------------------------------------------------------
     def next_run(self):
@@ -190,8 +191,12 @@ class Service:
     def _idle(self):
         """Keeps the carrier turning while no run is in flight, until the caller and every
         batch it started are gone."""
+        # Its loop view wakes it whenever the caller's socket or a batch's pidfd fires, so its
+        # wait is looked at again then; the poll is for the parent-death signal's flag.
+        self.idle_loop = self.host.run_loop()
+        self.idle_loop.add_reader(self.sock.fileno(), self.readable)
         while not (self.closing and not self.batches):
-            yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches))
+            yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches), poll=ORPHAN_POLL)
             self._look_at_parent()
         return None
 
@@ -311,7 +316,8 @@ class Service:
         os.close(connection)
         pidfd = os.pidfd_open(pid)
         self.batches[pid] = pidfd
-        self.host.loop.add_reader(pidfd, lambda: self._batch_ended(pid))
+        assert self.idle_loop is not None  # requests are read through it
+        self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
 
     def _batch_ended(self, pid: int) -> None:
         pidfd = self.batches.pop(pid)
@@ -395,7 +401,6 @@ def main() -> int:
         wire.send(sock, ("hello", 0, os.getpid(), service.scratch))
         sock.setblocking(False)
         service.host.watch_signals()
-        service.host.loop.add_reader(fd, service.readable)
         service.host.lodge(f"api-{caller}")
         service.host.carry_all(service.next_run, service.finished, CAPACITY)
     except BrokenPipeError:

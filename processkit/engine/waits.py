@@ -1,0 +1,36 @@
+"""What a run yields to its host: a ``Wait``, and ``wait_until`` to yield one from a run's steps.
+
+A module of its own, importing nothing: everything a run's steps reach (the echo, the ring's
+finishing, the teardown) yields through it, below the host that carries them.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+class Wait:
+    """What a run waits for: ``done()``, or the loop's clock reaching ``deadline``; ``poll``
+    bounds each look when nothing wakes the run for it. ``asked``: ``done()`` was false just
+    before the yield (``wait_until``), so the host need not ask again at once."""
+
+    __slots__ = ("done", "deadline", "poll", "asked")
+
+    def __init__(
+        self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None, asked: bool = False
+    ):
+        self.done = done
+        self.deadline = deadline
+        self.poll = poll
+        self.asked = asked
+
+
+def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: float | None = None):
+    """``yield from`` this in a run: resumes once ``done()`` or at ``deadline``; returns ``done()``
+    (asked once when it already holds: some are reads of the kernel's files)."""
+    if done():
+        return True
+    yield Wait(done, deadline, poll, asked=True)
+    return done()
