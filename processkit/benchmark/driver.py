@@ -1,38 +1,59 @@
-"""The one place ``bench`` touches the engine: one measured run of an argv, in this process.
+"""The one place ``bench`` touches the engine: the measurement seam (``Executor``) and its real
+side (``Engine``), every run of a session carried on one lodged host.
 
 Everything engine-specific is here so the rest of ``processkit.benchmark`` sees only
-``Measured`` values: the RunSpec a benchmark run gets, how it is executed
-(``engine.runner.execute``, in the long-lived bench process, so no runner is started per run),
-and how the outcome's timestamps and usage become figures. The timed interval is the outcome's
-``started_ns`` (spawn returned, i.e. the child had exec'd) to ``ended_ns`` (the root reaped):
-the container, the publication and the JSONL set-up happen before it, teardown after it.
+``Measured`` values: the RunSpec a benchmark run gets (``run_spec``, the one mapping of a plan's
+command to the engine's input), how it is carried, and how the outcome's timestamps and usage
+become figures. A session's runs share one ``Host`` (its loop, reaper and signal watch), lodged
+as a batch's jobs are (``Host.lodge``: each run's socket and record are names in one directory
+of the session's), so a run costs what a batch job costs, not a runner's whole set-up.
 
-Figures: the engine's ``Usage`` (``containment.accounting``: the run's cgroups, read again once
-the tree is gone) gives peak memory and user/system CPU for the whole tree. Where it has no
-CPU figure, the bench process's ``RUSAGE_CHILDREN`` difference across the run stands in: as the
-subreaper of every run's tree (``adopt_orphans``) it reaps every member, orphans and the ones
-killed at teardown too, so the difference is the whole tree's.
+The timed interval is the outcome's ``started_ns`` (just before the spawn: the child's fork,
+its joining its groups and its ``exec``) to ``ended_ns`` (the root reaped). The CPU counters
+start when the child joins its groups, inside that interval, so a single-threaded command's
+CPU time is never above its wall time. Figures: the engine's ``Usage``
+(``containment.accounting``: the run's cgroups, or for a process group the reaped children and
+the live members), read again once the tree is gone.
+
+A test puts another ``Executor`` in the engine's place (times, exit codes and timeouts of its
+choosing); the session cannot tell.
 """
 
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import time
 
-from ..containment import Usage, prctl
-from ..engine import runner
+from .. import signum
 from ..errors import Kind
 from ..plain import Plain
-from ..spec import RunSpec
+from ..spec import EnvPlan, RunSpec
 
-SETTLE_SECONDS = 0.05
-WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)  # what a run's SignalWatch takes
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from ..containment import Usage
+    from .plan import Options
+
+    class Executor(Protocol):
+        """Runs one command once and measures it: the session's only way to run anything."""
+
+        def measure(self, argv: tuple[str, ...], jsonl: str | None, iteration: str | None) -> Measured: ...
+
+        def clock(self) -> float:
+            """Seconds on the clock run cycles are timed by (``--min-time``)."""
+            ...
+
+        def close(self) -> None: ...
+
+
+WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
+ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
 
 
 class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (exec to reap), CPU, memory, status."""
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory, status."""
 
     __slots__ = (
         "wall_ns",
@@ -53,10 +74,10 @@ class Measured(Plain):
         system_ns: int,
         peak_memory_bytes: int | None,
         exit_code: int | None,
-        timed_out: bool,
-        cancelled: bool,
-        error: str | None,
-        usage: Usage | None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+        error: str | None = None,
+        usage: Usage | None = None,
     ):
         self.wall_ns = wall_ns
         self.user_ns = user_ns
@@ -69,60 +90,72 @@ class Measured(Plain):
         self.usage = usage  # the engine's record, None where the run never spawned
 
 
-def adopt_orphans() -> None:
-    """Make this process the subreaper of every run's tree, so members orphaned during a run are
-    reaped here and their CPU is in ``RUSAGE_CHILDREN`` (under cgroup v2 they would go to init)."""
-    prctl.set_child_subreaper()
-
-
-def _settle() -> None:
-    """Reap what teardown killed but the kernel had not yet turned into a zombie when the run
-    ended (a member leaves its cgroup before it can be reaped): its CPU belongs to this run, not
-    to the next one's figures. Bounded: a process that outlived the run (a process-group
-    escapee) is left after SETTLE_SECONDS."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # no child left at all
-        if pid == 0:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.0005)
-
-
-def _children_cpu_ns() -> tuple[int, int]:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return round(used.ru_utime * 1e9), round(used.ru_stime * 1e9)
-
-
-def measure(
-    argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None, echo: bool = False
-) -> Measured:
-    """Run ``argv`` once, contained, and measure it; never raises for what the run reports."""
-    spec = RunSpec(
+def run_spec(argv: tuple[str, ...], options: Options, jsonl: str | None, iteration: str | None, run_id: str) -> RunSpec:
+    """What the engine runs for one run of a benchmark (a command, or a setup/prepare/cleanup
+    command, which gets no ``iteration``): the plan's options mapped onto a RunSpec."""
+    assignments = () if iteration is None else ((ITERATION_VARIABLE, iteration),)
+    return RunSpec(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
-        run_id=f"bench-{os.getpid()}-{time.time_ns()}",
+        run_id=run_id,
         run_id_given=False,
-        timeout_ms=timeout_ms,
+        timeout_ms=options.timeout_ms,
         grace_ms=0,
-        echo=echo,
+        echo=options.show_output,
+        env=EnvPlan(assignments=assignments),
     )
-    handlers = {signum: signal.getsignal(signum) for signum in WATCHED}
-    user_before, system_before = _children_cpu_ns()
-    try:
-        outcome = runner.execute(spec)
-    finally:  # the engine leaves its absorbing handlers in place; between runs ours apply
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    _settle()
-    user_after, system_after = _children_cpu_ns()
-    user_ns, system_ns = user_after - user_before, system_after - system_before
+
+
+class Engine:
+    """The real executor: every run of a session on one host, lodged, whose signal watch is
+    the session's (a stop signal between two runs cancels the next one before its child
+    starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
+    ``owns_process``: this process is the benchmark's own (the CLI), so whatever is
+    left descended from it once a run has ended is that run's, and is ended (``leftovers``)."""
+
+    def __init__(self, options: Options, owns_process: bool = True, lodged: bool = True) -> None:
+        from ..engine.host import Host
+
+        self.options = options
+        self.owns_process = owns_process
+        self._watched = {number: signum.getsignal(number) for number in WATCHED}
+        self._label = f"bench-{os.getpid()}-{time.time_ns()}"
+        self._sequence = 0
+        self.host = Host()
+        if lodged:
+            self.host.lodge(self._label)
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def measure(self, argv: tuple[str, ...], jsonl: str | None = None, iteration: str | None = None) -> Measured:
+        """Run ``argv`` once, contained, and measure it; never raises for what the run reports."""
+        from ..engine import runner
+        from ..engine.endings import Outcome
+
+        self._sequence += 1
+        spec = run_spec(argv, self.options, jsonl, iteration, f"{self._label}-{self._sequence}")
+        outcome = self.host.carry(runner.steps(self.host, spec))
+        assert isinstance(outcome, Outcome)
+        if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
+            from ..containment import leftovers
+
+            leftovers.end_descendants()
+        return _measured(outcome)
+
+    def close(self) -> None:
+        """The host and its lodging gone; the handlers the session found are back."""
+        try:
+            self.host.close()
+        finally:
+            for number, handler in self._watched.items():
+                signum.signal(number, handler)
+
+
+def _measured(outcome) -> Measured:
     usage = outcome.usage
-    if usage is not None and usage.user_ns is not None and usage.system_ns is not None:
-        user_ns, system_ns = usage.user_ns, usage.system_ns
+    user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
+    system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
     started, ended = outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
@@ -137,3 +170,15 @@ def measure(
         error=failure.message if failure is not None else None,
         usage=usage,
     )
+
+
+def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None) -> Measured:
+    """One run on a host of its own, this process's handlers as they were after it: for a
+    caller measuring a single command (the test suite); a benchmark keeps one ``Engine``."""
+    from .plan import Options
+
+    engine = Engine(Options(timeout_ms=timeout_ms), owns_process=False, lodged=False)
+    try:
+        return engine.measure(argv, jsonl)
+    finally:
+        engine.close()

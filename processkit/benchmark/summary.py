@@ -59,6 +59,11 @@ def _cpu_line(result: CommandResult) -> list[str]:
 
 def warnings(result: CommandResult) -> list[str]:
     found = []
+    if result.summary is not None and result.timed_out * 2 >= len(result.runs):
+        found.append(
+            f"Warning: {result.timed_out} of {len(result.runs)} runs of '{sanitize(result.command.name)}' timed out: "
+            f"the figures are the {len(result.measured)} that finished in time, not the command's typical run."
+        )
     if result.first_slow and result.summary is not None:
         found.append(
             f"Warning: the first run of '{sanitize(result.command.name)}' was markedly slower than the rest "

@@ -160,26 +160,38 @@ def main(argv: list[str], invocation) -> int:
             raise Failure(
                 Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
             ) from None
+    from ..benchmark.result import BenchResult
+    from ..benchmark.session import settings, shortfall
+
+    targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
+
+    def export(result: BenchResult) -> None:
+        """Every export rewritten from ``result`` (hyperfine's ExportManager): made before the
+        first run, then after each command's runs, so a failure or a Ctrl-C keeps what was done."""
+        for path, kind in targets:
+            _write(path, exports.WRITERS[kind](result))
+
+    export(BenchResult([], settings(options)))
     for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _interrupt)
     try:
         drawn = os.isatty(1) and not options.show_output  # the commands' own output would tear the lines
-        result = bench_commands(commands, options, progress_fd=1 if drawn else None)
-    except KeyboardInterrupt:  # a stop signal between two runs (during one, the run reports it)
+        result = bench_commands(commands, options, progress_fd=1 if drawn else None, finished=export)
+    except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
         raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
     from ..benchmark import summary
     from . import output
 
     output.lines(summary.render(result).splitlines())
-    for flag, kind in (("export_json", "json"), ("export_markdown", "markdown"), ("export_csv", "csv")):
-        path = getattr(args, flag)
-        if path is not None:
-            _write(path, exports.WRITERS[kind](result))
-    unfinished = [r.command.name for r in result.results if r.summary is None]
-    if unfinished:
-        raise Failure(Kind.BENCH_FAILED, f"every run of {sanitize(unfinished[0])!r} timed out")
+    export(result)
+    failure = shortfall(result, options)
+    if failure is not None:
+        raise failure
     return 0
+
+
+EXPORTS = (("export_json", "json"), ("export_markdown", "markdown"), ("export_csv", "csv"))
 
 
 def _interrupt(signum, frame) -> None:

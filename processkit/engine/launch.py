@@ -104,6 +104,7 @@ def start(host: Host, run: RunState) -> Launched:
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
+    spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
         child = spawn.spawn(
             spec.argv,
@@ -118,7 +119,7 @@ def start(host: Host, run: RunState) -> Launched:
     except Failure as failure:
         run.events.emit(SpawnFailed(code=failure.code, message=failure.message))
         raise
-    launched = Launched(container, child, time.monotonic_ns())
+    launched = Launched(container, child, spawning_ns)
     run.root_pid = child.pid
     container.adopt(child.pid)
     if spec.stdin is StdinMode.INHERIT:
