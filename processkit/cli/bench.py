@@ -2,8 +2,9 @@
 and measured by the kernel for the whole tree (processkit/benchmark/).
 
 Exit codes: 0 once every command has statistics; 118 (``bench_failed``) when a run fails
-without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails, or
-every run of a command timed out; 107 when stopped by a signal; 100 for usage errors.
+without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails,
+every run of a command timed out, or fewer runs finished within ``--timeout`` than it needs;
+107 when stopped by a signal; 100 for usage errors.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli bench",
         usage="processkit-cli bench [OPTIONS] -- PROGRAM [ARGS]... | --command JSON_ARRAY... | --shell STRING...",
-        description="Benchmark commands: each run contained, timed from exec to reap, with the whole tree's "
+        description="Benchmark commands: each run contained, timed from spawn to reap, with the whole tree's "
         "CPU and peak memory; interleaved by default.",
     )
     add = parser.add_argument
