@@ -90,10 +90,18 @@ class Measured(Plain):
         self.usage = usage  # the engine's record, None where the run never spawned
 
 
-def run_spec(argv: tuple[str, ...], options: Options, jsonl: str | None, iteration: str | None, run_id: str) -> RunSpec:
+def run_spec(
+    argv: tuple[str, ...],
+    options: Options,
+    jsonl: str | None,
+    iteration: str | None,
+    run_id: str,
+    environment: tuple[tuple[str, str], ...],
+) -> RunSpec:
     """What the engine runs for one run of a benchmark (a command, or a setup/prepare/cleanup
-    command, which gets no ``iteration``): the plan's options mapped onto a RunSpec."""
-    assignments = () if iteration is None else ((ITERATION_VARIABLE, iteration),)
+    command, which gets no ``iteration``): the plan's options mapped onto a RunSpec.
+    ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
+    assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     return RunSpec(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
@@ -102,7 +110,7 @@ def run_spec(argv: tuple[str, ...], options: Options, jsonl: str | None, iterati
         timeout_ms=options.timeout_ms,
         grace_ms=0,
         echo=options.show_output,
-        env=EnvPlan(assignments=assignments),
+        env=EnvPlan(clear=True, assignments=assignments),
     )
 
 
@@ -121,6 +129,7 @@ class Engine:
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"
         self._sequence = 0
+        self._environment = tuple(os.environ.items())
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -134,7 +143,7 @@ class Engine:
         from ..engine.endings import Outcome
 
         self._sequence += 1
-        spec = run_spec(argv, self.options, jsonl, iteration, f"{self._label}-{self._sequence}")
+        spec = run_spec(argv, self.options, jsonl, iteration, f"{self._label}-{self._sequence}", self._environment)
         outcome = self.host.carry(runner.steps(self.host, spec))
         assert isinstance(outcome, Outcome)
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
