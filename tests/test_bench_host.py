@@ -104,6 +104,7 @@ def test_a_setsid_daemon_survives_neither_into_the_next_run_nor_bench(tmp_path, 
         assert done.returncode == 0, done.stderr
         assert log.read_text().split() == ["clear"] * 4
         assert marked_processes() == []
+        assert "left 4 processes outside their process group" in done.stdout.decode()
     finally:
         for pid in marked_processes():
             os.kill(pid, signal.SIGKILL)

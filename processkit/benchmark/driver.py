@@ -65,6 +65,7 @@ class Measured(Plain):
         "cancelled",
         "error",
         "usage",
+        "leftovers",
     )
 
     def __init__(
@@ -88,6 +89,7 @@ class Measured(Plain):
         self.cancelled = cancelled  # a stop signal (Ctrl-C) ended the run: the benchmark stops
         self.error = error  # the runner's own failure (not started, timed out, ...), in words
         self.usage = usage  # the engine's record, None where the run never spawned
+        self.leftovers = 0  # processes the run left outside its boundary, ended after it
 
 
 def run_spec(
@@ -146,11 +148,12 @@ class Engine:
         spec = run_spec(argv, self.options, jsonl, iteration, f"{self._label}-{self._sequence}", self._environment)
         outcome = self.host.carry(runner.steps(self.host, spec))
         assert isinstance(outcome, Outcome)
+        measured = _measured(outcome)
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers
 
-            leftovers.end_descendants()
-        return _measured(outcome)
+            measured.leftovers = leftovers.end_descendants()
+        return measured
 
     def close(self) -> None:
         """The host and its lodging gone; the handlers the session found are back."""

@@ -59,6 +59,7 @@ class Session:
         self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
+        self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
         self.order = 0
 
     def run(self) -> BenchResult:
@@ -82,7 +83,7 @@ class Session:
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
-        results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i]) for i in indices]
+        results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
         return BenchResult(results, settings(self.options))
 
     def _benchmark(self, indices: list[int]) -> None:
@@ -123,6 +124,7 @@ class Session:
         argv = tuple(substitute(arg, values) for arg in argv)
         assert self.executor is not None, "made when the session runs"
         measured = self.executor.measure(argv, None, None)
+        self.leftovers[index] += measured.leftovers
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
             why = measured.error or f"exited with {measured.exit_code}"
@@ -138,6 +140,7 @@ class Session:
         self._auxiliary(self.options.prepare, "--prepare", index)
         assert self.executor is not None, "made when the session runs"
         measured = self.executor.measure(command.argv, self._jsonl(index, what), iteration)
+        self.leftovers[index] += measured.leftovers
         self._check(command, measured)
         return measured
 

@@ -64,6 +64,12 @@ def warnings(result: CommandResult) -> list[str]:
             f"Warning: {result.timed_out} of {len(result.runs)} runs of '{sanitize(result.command.name)}' timed out: "
             f"the figures are the {len(result.measured)} that finished in time, not the command's typical run."
         )
+    if result.leftovers:
+        found.append(
+            f"Warning: the runs of '{sanitize(result.command.name)}' left {result.leftovers} process"
+            f"{'es' if result.leftovers != 1 else ''} outside their process group (a setsid daemon?): each was "
+            "ended after its run, and what it used after that run's figures were read is in no figure."
+        )
     if result.first_slow and result.summary is not None:
         found.append(
             f"Warning: the first run of '{sanitize(result.command.name)}' was markedly slower than the rest "
