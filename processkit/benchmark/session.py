@@ -122,9 +122,7 @@ class Session:
             return
         values = self.commands[index].parameters
         argv = tuple(substitute(arg, values) for arg in argv)
-        assert self.executor is not None, "made when the session runs"
-        measured = self.executor.measure(argv, None, None)
-        self.leftovers[index] += measured.leftovers
+        measured = self._measure(index, argv, None, None)
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
             why = measured.error or f"exited with {measured.exit_code}"
@@ -138,18 +136,23 @@ class Session:
         """One run of a command, after its ``--prepare``; stops the benchmark where it must."""
         command = self.commands[index]
         self._auxiliary(self.options.prepare, "--prepare", index)
-        assert self.executor is not None, "made when the session runs"
-        measured = self.executor.measure(command.argv, self._jsonl(index, what), iteration)
-        self.leftovers[index] += measured.leftovers
+        measured = self._measure(index, command.argv, self._jsonl(index, what), iteration)
         self._check(command, measured)
+        return measured
+
+    def _measure(self, index: int, argv: tuple[str, ...], jsonl: str | None, iteration: str | None) -> driver.Measured:
+        assert self.executor is not None, "made when the session runs"
+        measured = self.executor.measure(argv, jsonl, iteration)
+        self.leftovers[index] += measured.leftovers
         return measured
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]
         assert self.executor is not None, "made when the session runs"
-        started = self.executor.clock()
+        clock = self.executor.clock
+        started = clock()
         measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
-        cycle = self.executor.clock() - started  # the run with its --prepare and the runner's own work
+        cycle = clock() - started  # the run with its --prepare and the runner's own work
         wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
         runs.append(
             TimedRun(
