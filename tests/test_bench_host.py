@@ -96,11 +96,11 @@ def test_a_setsid_daemon_survives_neither_into_the_next_run_nor_bench(tmp_path, 
     teardown kills: each run finds none of the earlier runs' daemons alive, and none is left."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     log = tmp_path / "log"
-    check = f"if pgrep -f '^sleep {DAEMON}$' >/dev/null; then echo alive; else echo clear; fi >> {log}"
+    daemon = f"pgrep -f '^sleep {DAEMON}$' >/dev/null"
+    check = f"if {daemon}; then echo alive; else echo clear; fi >> {log}"
+    started = f"setsid sleep {DAEMON} >/dev/null 2>&1 & until {daemon}; do sleep 0.01; done"  # it has left the group
     try:
-        done = run_cli(
-            "bench", "--runs", "3", "--warmup", "1", "--shell", f"{check}; setsid sleep {DAEMON} & exit 0", cwd=tmp_path
-        )
+        done = run_cli("bench", "--runs", "3", "--warmup", "1", "--shell", f"{check}; {started}", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert log.read_text().split() == ["clear"] * 4
         assert marked_processes() == []
