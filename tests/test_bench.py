@@ -111,12 +111,33 @@ def test_setup_and_cleanup_run_once_per_command(tmp_path):
 def test_a_run_that_times_out_is_recorded_and_left_out(tmp_path):
     counter = tmp_path / "n"
     every_other_sleeps = COUNTER.format(f=counter) + "; [ $((n % 2)) -eq 1 ] && exec sleep 30; exit 0"
-    done, exported = bench(tmp_path, "--runs", "4", "--timeout", "300ms", every_other_sleeps)
+    done, exported = bench(tmp_path, "--runs", "4", "--timeout", "300ms", "-i", every_other_sleeps)
     assert done.returncode == 0, done.stderr
     (result,) = exported["results"]
     assert result["timed_out"] == 2 and len(result["times"]) == 2 and result["timed_out_order"] == [1, 3]
     assert max(result["times"]) < 0.3
     assert "Timed out:           2 runs" in done.stdout.decode()
+    assert (
+        "Warning: 2 of 4 runs of" in done.stdout.decode() and "timed out: the figures are the 2" in done.stdout.decode()
+    )
+
+
+def test_fewer_finished_runs_than_asked_for_fail_the_benchmark(tmp_path):
+    """With --timeout, the runs that finished are fewer than --runs (or --min-runs) asks for:
+    118 unless --ignore-failure, the summary and the export still written."""
+    counter = tmp_path / "n"
+    first_sleeps = COUNTER.format(f=counter) + "; [ $n -eq 1 ] && exec sleep 30; exit 0"
+    done, exported = bench(tmp_path, "--runs", "3", "--timeout", "300ms", first_sleeps)
+    assert done.returncode == 118, done.stderr
+    assert b"only 2 of 3 runs" in done.stderr and b"fewer than --runs 3" in done.stderr
+    assert exported["results"][0]["timed_out"] == 1 and len(exported["results"][0]["times"]) == 2
+    assert "Timed out:           1 run" in done.stdout.decode()
+    counter.unlink()
+    done, exported = bench(tmp_path, "--min-runs", "3", "--max-runs", "3", "--timeout", "300ms", first_sleeps)
+    assert done.returncode == 118 and b"fewer than --min-runs 3" in done.stderr
+    counter.unlink()
+    done, _ = bench(tmp_path, "--runs", "3", "--timeout", "300ms", "--ignore-failure", first_sleeps)
+    assert done.returncode == 0, done.stderr
 
 
 def test_every_run_timing_out_fails_the_benchmark(tmp_path):
@@ -128,7 +149,7 @@ def test_every_run_timing_out_fails_the_benchmark(tmp_path):
 
 def test_a_failing_command_stops_the_benchmark_unless_ignored(tmp_path):
     done, exported = bench(tmp_path, "--runs", "3", "--", "sh", "-c", "exit 3")
-    assert done.returncode == 118 and exported is None
+    assert done.returncode == 118 and exported["results"] == []  # made before the first run, nothing done
     assert b"exited with 3" in done.stderr and b"--ignore-failure" in done.stderr
     done, exported = bench(tmp_path, "--runs", "3", "--ignore-failure", "--", "sh", "-c", "exit 3")
     assert done.returncode == 0, done.stderr

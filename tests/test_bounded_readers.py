@@ -17,6 +17,7 @@ ALLOWED = {
     ("containment/cgroup_v2.py", "find_parent"): "/proc/self/cgroup",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status and /proc/<pid>/stat",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
+    ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",
     ("safepath.py", "_trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
     # The package's own data, shipped with it.
@@ -25,8 +26,6 @@ ALLOWED = {
     # Streams copied to a child as they come, never held: the child paces the reading.
     ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (a FIFO waits on the loop)",
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
-    # safepath's open of a file it then writes: the flags are its writer's (O_WRONLY, O_RDWR).
-    ("safepath.py", "_file"): "opens for writing; the flags are the caller's",
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",

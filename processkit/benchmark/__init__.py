@@ -10,20 +10,30 @@ from __future__ import annotations
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 __all__ = ["BenchResult", "Command", "CommandResult", "Options", "Order", "TimedRun", "bench_commands"]
 
 
-def bench_commands(commands: list[Command], options: Options, progress_fd: int | None = None) -> BenchResult:
-    """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command."""
+def bench_commands(
+    commands: list[Command],
+    options: Options,
+    progress_fd: int | None = None,
+    finished: Callable[[BenchResult], None] | None = None,
+) -> BenchResult:
+    """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command;
+    ``finished`` gets the result so far each time a command's runs are all done."""
     from .session import Session  # the engine, only when a benchmark really runs here
 
     if progress_fd is None:
-        return Session(commands, options).run()
+        return Session(commands, options, finished=finished).run()
     from .progress import ProgressBars
 
     bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
     bars.start()
     try:
-        return Session(commands, options, bars).run()
+        return Session(commands, options, bars, finished=finished).run()
     finally:
         bars.close()

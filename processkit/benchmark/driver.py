@@ -1,46 +1,64 @@
-"""The one place ``bench`` touches the engine: one measured run of an argv, in this process.
+"""The one place ``bench`` touches the engine: the measurement seam (``Executor``) and its real
+side (``Engine``), every run of a session carried on one lodged host.
 
 Everything engine-specific is here so the rest of ``processkit.benchmark`` sees only
-``Measured`` values: the RunSpec a benchmark run gets, how it is executed
-(``engine.runner.execute``, in the long-lived bench process, so no runner is started per run),
-and how the outcome's timestamps and usage become figures. The timed interval is the outcome's
-``started_ns`` (spawn returned, i.e. the child had exec'd) to ``ended_ns`` (the root reaped):
-the container, the publication and the JSONL set-up happen before it, teardown after it.
+``Measured`` values: the RunSpec a benchmark run gets (``run_spec``, the one mapping of a plan's
+command to the engine's input), how it is carried, and how the outcome's timestamps and usage
+become figures. A session's runs share one ``Host`` (its loop, reaper and signal watch), lodged
+as a batch's jobs are (``Host.lodge``: each run's socket and record are names in one directory
+of the session's), so a run costs what a batch job costs, not a runner's whole set-up.
 
-Figures: the engine's ``Usage`` (``containment.accounting``: the run's cgroups, read again once
-the tree is gone) gives peak memory and user/system CPU for the whole tree. Where it has no
-CPU figure, the bench process's ``RUSAGE_CHILDREN`` difference across the run stands in: as the
-subreaper of every run's tree (``adopt_orphans``) it reaps every member, orphans and the ones
-killed at teardown too, so the difference is the whole tree's.
+The timed interval is the outcome's ``started_ns`` (just before the spawn: the child's fork,
+its joining its groups and its ``exec``) to ``ended_ns`` (the root reaped). The CPU counters
+start when the child joins its groups, inside that interval, so a single-threaded command's
+CPU time is never above its wall time. Figures: the engine's ``Usage``
+(``containment.accounting``: the run's cgroups, or for a process group the reaped children and
+the live members), read again once the tree is gone.
+
+A test puts another ``Executor`` in the engine's place (times, exit codes and timeouts of its
+choosing); the session cannot tell.
 """
 
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import time
 
-from .. import safepath
-from ..containment import Usage, prctl
-from ..engine import runner
-from ..engine.host import Host
+from .. import safepath, signum
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..spec import RunSpec, StdinMode
+from ..spec import EnvPlan, RunSpec, StdinMode
 from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Callable, Protocol
 
-SETTLE_SECONDS = 0.05
-TICK_SECONDS = 0.25  # how often a run's progress line is redrawn while it runs
-WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)  # what a run's SignalWatch takes
+    from ..containment import Usage
+    from ..engine.host import Host
+    from .plan import Options
+
+    class Executor(Protocol):
+        """Runs one command once and measures it: the session's only way to run anything."""
+
+        def measure(
+            self, argv: tuple[str, ...], jsonl: str | None, iteration: str | None, output: str | None
+        ) -> Measured: ...
+
+        def clock(self) -> float:
+            """Seconds on the clock run cycles are timed by (``--min-time``)."""
+            ...
+
+        def close(self) -> None: ...
+
+
+TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
+WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
+ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
 
 
 class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (exec to reap), CPU, memory, status."""
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory, status."""
 
     __slots__ = (
         "wall_ns",
@@ -52,6 +70,7 @@ class Measured(Plain):
         "cancelled",
         "error",
         "usage",
+        "leftovers",
     )
 
     def __init__(
@@ -61,10 +80,10 @@ class Measured(Plain):
         system_ns: int,
         peak_memory_bytes: int | None,
         exit_code: int | None,
-        timed_out: bool,
-        cancelled: bool,
-        error: str | None,
-        usage: Usage | None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+        error: str | None = None,
+        usage: Usage | None = None,
     ):
         self.wall_ns = wall_ns
         self.user_ns = user_ns
@@ -75,32 +94,12 @@ class Measured(Plain):
         self.cancelled = cancelled  # a stop signal (Ctrl-C) ended the run: the benchmark stops
         self.error = error  # the runner's own failure (not started, timed out, ...), in words
         self.usage = usage  # the engine's record, None where the run never spawned
-
-
-def adopt_orphans() -> None:
-    """Make this process the subreaper of every run's tree, so members orphaned during a run are
-    reaped here and their CPU is in ``RUSAGE_CHILDREN`` (under cgroup v2 they would go to init)."""
-    prctl.set_child_subreaper()
-
-
-def _settle() -> None:
-    """Reap what teardown killed but the kernel had not yet turned into a zombie when the run
-    ended (a member leaves its cgroup before it can be reaped): its CPU belongs to this run, not
-    to the next one's figures. Bounded: a process that outlived the run (a process-group
-    escapee) is left after SETTLE_SECONDS."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # no child left at all
-        if pid == 0:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.0005)
+        self.leftovers = 0  # processes the run left outside its boundary, ended after it
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
+    """``tick`` on the host's loop every TICK_SECONDS while it carries a run, for the session."""
+
     def again() -> None:
         tick()
         host.loop.call_later(TICK_SECONDS, again)
@@ -118,57 +117,112 @@ def _output_fd(output: str) -> int | None:
         raise Failure(Kind.SETUP, f"cannot write --output {sanitize(output)}: {exc.strerror or exc}") from None
 
 
-def _children_cpu_ns() -> tuple[int, int]:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return round(used.ru_utime * 1e9), round(used.ru_stime * 1e9)
-
-
-def measure(
+def run_spec(
     argv: tuple[str, ...],
-    *,
-    timeout_ms: int | None = None,
-    jsonl: str | None = None,
-    echo: bool = False,
-    output: str = "pipe",
-    input_file: str | None = None,
-    tick: Callable[[], None] | None = None,
-) -> Measured:
-    """Run ``argv`` once, contained, and measure it; never raises for what the run reports.
-    ``output``: pipe (read, discarded or echoed), inherit, null or a file's path (hyperfine's
-    ``--output``); ``tick`` is called on the run's loop every TICK_SECONDS while it runs."""
-    output_fd = None if output in ("pipe", "inherit") else _output_fd(output)
-    spec = RunSpec(
+    options: Options,
+    jsonl: str | None,
+    iteration: str | None,
+    run_id: str,
+    environment: tuple[tuple[str, str], ...],
+    output: str | None = None,
+) -> RunSpec:
+    """What the engine runs for one run of a benchmark: the plan's options mapped onto a
+    RunSpec. ``output`` None: a setup/prepare/conclude/cleanup command or the shell's
+    calibration (no ``iteration``; its output piped, echoed with ``--show-output``; stdin
+    /dev/null); else a command's run, its ``--output`` (pipe, inherit, null or a file, opened
+    here: the caller closes the spec's ``output_fd``) and ``--input``. ``environment``: the
+    session's, read once (``os.environ`` decodes every key at each read)."""
+    assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
+    echo, output_fd, stdin_file = options.show_output, None, None
+    if output is not None:
+        where = "inherit" if options.show_output else output
+        echo = where == "inherit"
+        output_fd = None if where in ("pipe", "inherit") else _output_fd(where)
+        stdin_file = options.input_file
+    return RunSpec(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
-        run_id=f"bench-{os.getpid()}-{time.time_ns()}",
+        run_id=run_id,
         run_id_given=False,
-        timeout_ms=timeout_ms,
+        timeout_ms=options.timeout_ms,
         grace_ms=0,
         echo=echo,
         output_fd=output_fd,
-        stdin=StdinMode.FILE if input_file is not None else StdinMode.NULL,
-        stdin_file=input_file,
+        stdin=StdinMode.FILE if stdin_file is not None else StdinMode.NULL,
+        stdin_file=stdin_file,
+        env=EnvPlan(clear=True, assignments=assignments),
     )
-    handlers = {signum: signal.getsignal(signum) for signum in WATCHED}
-    user_before, system_before = _children_cpu_ns()
-    host = Host()
-    if tick is not None:
-        _every(host, tick)
-    try:
-        outcome = host.carry(runner.steps(host, spec))
-        assert isinstance(outcome, runner.Outcome)
-    finally:  # the engine leaves its absorbing handlers in place; between runs ours apply
-        host.close()
-        if output_fd is not None:
-            os.close(output_fd)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    _settle()
-    user_after, system_after = _children_cpu_ns()
-    user_ns, system_ns = user_after - user_before, system_after - system_before
+
+
+class Engine:
+    """The real executor: every run of a session on one host, lodged, whose signal watch is
+    the session's (a stop signal between two runs cancels the next one before its child
+    starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
+    ``owns_process``: this process is the benchmark's own (the CLI), so whatever is
+    left descended from it once a run has ended is that run's, and is ended (``leftovers``).
+    ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line)."""
+
+    def __init__(
+        self,
+        options: Options,
+        owns_process: bool = True,
+        lodged: bool = True,
+        tick: Callable[[], None] | None = None,
+    ) -> None:
+        from ..engine.host import Host
+
+        self.options = options
+        self.owns_process = owns_process
+        self._watched = {number: signum.getsignal(number) for number in WATCHED}
+        self._label = f"bench-{os.getpid()}-{time.time_ns()}"
+        self._sequence = 0
+        self._environment = tuple(os.environ.items())
+        self.host = Host()
+        if lodged:
+            self.host.lodge(self._label)
+        if tick is not None:
+            _every(self.host, tick)
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def measure(
+        self, argv: tuple[str, ...], jsonl: str | None = None, iteration: str | None = None, output: str | None = None
+    ) -> Measured:
+        """Run ``argv`` once, contained, and measure it; never raises for what the run reports
+        (``output``: as ``run_spec`` takes it)."""
+        from ..engine import runner
+        from ..engine.endings import Outcome
+
+        self._sequence += 1
+        label = f"{self._label}-{self._sequence}"
+        spec = run_spec(argv, self.options, jsonl, iteration, label, self._environment, output)
+        try:
+            outcome = self.host.carry(runner.steps(self.host, spec))
+        finally:
+            if spec.output_fd is not None:
+                os.close(spec.output_fd)
+        assert isinstance(outcome, Outcome)
+        measured = _measured(outcome)
+        if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
+            from ..containment import leftovers
+
+            measured.leftovers = leftovers.end_descendants()
+        return measured
+
+    def close(self) -> None:
+        """The host and its lodging gone; the handlers the session found are back."""
+        try:
+            self.host.close()
+        finally:
+            for number, handler in self._watched.items():
+                signum.signal(number, handler)
+
+
+def _measured(outcome) -> Measured:
     usage = outcome.usage
-    if usage is not None and usage.user_ns is not None and usage.system_ns is not None:
-        user_ns, system_ns = usage.user_ns, usage.system_ns
+    user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
+    system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
     started, ended = outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
@@ -183,3 +237,15 @@ def measure(
         error=failure.message if failure is not None else None,
         usage=usage,
     )
+
+
+def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None) -> Measured:
+    """One run on a host of its own, this process's handlers as they were after it: for a
+    caller measuring a single command (the test suite); a benchmark keeps one ``Engine``."""
+    from .plan import Options
+
+    engine = Engine(Options(timeout_ms=timeout_ms), owns_process=False, lodged=False)
+    try:
+        return engine.measure(argv, jsonl)
+    finally:
+        engine.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 
 from ..text import sanitize
@@ -28,7 +29,19 @@ HEADERS = ("Command", "Mean [{unit}]", "Min [{unit}]", "Max [{unit}]", "Relative
 
 
 def to_json(result: BenchResult) -> str:
-    return json.dumps(result.to_json(), indent=2) + "\n"
+    """Strict JSON: a figure that is no finite number (a ratio over a mean of 0) is null, as
+    JSON has no Infinity or NaN and hyperfine's scripts and ``report`` read the file as JSON."""
+    return json.dumps(_finite(result.to_json()), indent=2, allow_nan=False) + "\n"
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def spreadsheet_cell(text: str) -> str:

@@ -45,10 +45,13 @@ class TimedRun(Plain):
 class CommandResult:
     """A command's timed runs and what the statistics say about them."""
 
-    def __init__(self, command: Command, runs: list[TimedRun], warmups: list[float | None] | None = None):
+    def __init__(
+        self, command: Command, runs: list[TimedRun], warmups: list[float | None] | None = None, leftovers: int = 0
+    ):
         self.command = command
         self.runs = runs
         self.warmups = warmups or []  # the warm-up runs' times, in order (shown, never counted)
+        self.leftovers = leftovers  # processes its runs left outside their boundary, ended after each (shown)
         self.measured = [run for run in runs if not run.timed_out and run.wall is not None]
         self.timed_out = len(runs) - len(self.measured)
         times = self.times

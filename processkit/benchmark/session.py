@@ -12,20 +12,25 @@ once per command after its last run. Sequential order gives each command its set
 runs and cleanup in turn; interleaved order does each of those steps for all commands, then
 the next step.
 
-Every run, timed or not, goes through ``driver.measure``: contained, in this process. A failing
-timed run stops the benchmark unless failures are ignored; a timed-out one is kept aside (not
-in the statistics) with a count; a stop signal stops the benchmark.
+Every run, timed or not, goes through the session's executor (``driver.Engine``: contained, in
+this process, every run on one host; a test's mock in its place). A timed run gets hyperfine's
+``HYPERFINE_ITERATION`` (``0``, ``1``, ... per command; ``warmup-0``, ... for warm-up runs; none
+for the setup, prepare, conclude and cleanup commands). A failing timed run stops the benchmark
+unless failures are ignored; a timed-out one is kept aside (not in the statistics) with a count;
+a stop signal stops the benchmark. ``finished`` hears the result of every command whose runs are
+all done, as each one is (the exports are rewritten from it), so what was measured before a
+failure or a Ctrl-C is kept.
 
 Shell commands are charged less the shell's own start-up, as hyperfine does: before the
-benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times and its mean wall, user and system
-time are taken off each run of every command that runs through the shell (never below 0).
+benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times (on the same executor as every
+run) and its mean wall, user and system time are taken off each run of every command that runs
+through the shell (never below 0).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import time
 
 from ..errors import Failure, Kind
 from ..plain import Plain
@@ -36,6 +41,9 @@ from .result import BenchResult, CommandResult, TimedRun
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
+    from .driver import Executor
     from .progress import ProgressBars
 
 CALIBRATION_RUNS = 50  # as hyperfine
@@ -59,38 +67,58 @@ class Startup(Plain):
 
 
 class Session:
-    def __init__(self, commands: list[Command], options: Options, progress: ProgressBars | None = None):
+    def __init__(
+        self,
+        commands: list[Command],
+        options: Options,
+        progress: ProgressBars | None = None,
+        executor: Executor | None = None,
+        finished: Callable[[BenchResult], None] | None = None,
+    ):
         self.commands = commands
         self.options = options
         self.progress = progress  # told before and after each run, and ticked while one runs
         self.tick = progress.tick if progress is not None else None
+        self.executor = executor  # None: the engine, made when the session runs
+        self.finished = finished  # the result of the commands done so far, after each one
+        self.done: list[int] = []  # the commands whose runs are all done, in the order they were
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
+        self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
         self.order = 0
         self.shell_startup: Startup | None = None
 
     def run(self) -> BenchResult:
         opts = self.options
         previous = _pin(opts.cpus)
-        driver.adopt_orphans()
         try:
+            if self.executor is None:
+                self.executor = driver.Engine(opts, tick=self.tick)
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
             self._calibrate()
             for indices in groups:
                 self._benchmark(indices)
         finally:
-            if previous is not None:
-                os.sched_setaffinity(0, previous)
-        results = [CommandResult(c, runs, warm) for c, runs, warm in zip(self.commands, self.runs, self.warmups)]
-        return BenchResult(results, self._settings())
+            try:
+                if self.executor is not None:
+                    self.executor.close()
+            finally:
+                if previous is not None:
+                    os.sched_setaffinity(0, previous)
+        return self.result(range(len(self.commands)))
+
+    def result(self, indices) -> BenchResult:
+        """The result of these commands as their runs stand."""
+        results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
+        return BenchResult(results, settings(self.options, self.shell_startup))
 
     def _benchmark(self, indices: list[int]) -> None:
         """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
         for index in indices:
-            self._auxiliary(self.commands[index].setup, "setup")
+            self._auxiliary(index, self.commands[index].setup, "setup")
         for round_ in range(self.options.warmup):
             for index in indices:
                 self._warmup(index, round_)
@@ -98,8 +126,10 @@ class Session:
             for index in indices:
                 if self._wants(index):
                     self._timed(index)
+                    if not self._wants(index):
+                        self._command_done(index)
         for index in indices:
-            self._auxiliary(self.commands[index].cleanup, "cleanup")
+            self._auxiliary(index, self.commands[index].cleanup, "cleanup")
 
     def _calibrate(self) -> None:
         """hyperfine's shell correction: the shell's own start-up (``SHELL -c ''``, the mean of
@@ -109,9 +139,10 @@ class Session:
             return
         argv = (*shell, "-c", "")
         shown = " ".join(shell) + " -c ''"
+        assert self.executor is not None, "made when the session runs"
         measured = []
         for _ in range(CALIBRATION_RUNS):
-            run = driver.measure(argv, tick=self.tick)
+            run = self.executor.measure(argv, None, None, None)
             _stop_if_cancelled(run)
             if run.wall_ns is None or run.exit_code != 0:
                 why = run.error or f"exited with {run.exit_code}"
@@ -125,6 +156,11 @@ class Session:
             len(measured),
         )
 
+    def _command_done(self, index: int) -> None:
+        self.done.append(index)
+        if self.finished is not None:
+            self.finished(self.result(sorted(self.done)))
+
     def _wants(self, index: int) -> bool:
         target = self.targets[index]
         return target is None or len(self.runs[index]) < target
@@ -133,13 +169,11 @@ class Session:
         directory = self.options.jsonl_dir
         return None if directory is None else os.path.join(directory, f"command-{index + 1}-{what}.jsonl")
 
-    def _auxiliary(self, argv: tuple[str, ...] | None, step: str) -> None:
+    def _auxiliary(self, index: int, argv: tuple[str, ...] | None, step: str) -> None:
         """A setup, prepare, conclude or cleanup command: contained, untimed, and it must succeed."""
         if argv is None:
             return
-        measured = driver.measure(
-            argv, timeout_ms=self.options.timeout_ms, echo=self.options.show_output, tick=self.tick
-        )
+        measured = self._measure(index, argv)
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
             why = measured.error or f"exit code {measured.exit_code}"
@@ -157,29 +191,33 @@ class Session:
         return " ".join(argv)
 
     def _warmup(self, index: int, round_: int) -> None:
-        measured = self._run(index, f"warmup-{round_ + 1}")
+        measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")
         wall = self._charged(index, measured)[0]
         self.warmups[index].append(wall)
 
-    def _run(self, index: int, what: str) -> driver.Measured:
+    def _run(self, index: int, what: str, iteration: str) -> driver.Measured:
         """One run of a command between its ``--prepare`` and its ``--conclude``; stops the
         benchmark where it must."""
         command = self.commands[index]
-        self._auxiliary(command.prepare, "prepare")
+        self._auxiliary(index, command.prepare, "prepare")
         if self.progress is not None:
             self.progress.running(index, what)
-        output = command.output if not self.options.show_output else "inherit"
-        measured = driver.measure(
-            command.argv,
-            timeout_ms=self.options.timeout_ms,
-            jsonl=self._jsonl(index, what),
-            echo=output == "inherit",
-            output=output,
-            input_file=self.options.input_file,
-            tick=self.tick,
-        )
+        measured = self._measure(index, command.argv, self._jsonl(index, what), iteration, command.output)
         self._check(command, measured)
-        self._auxiliary(command.conclude, "conclude")
+        self._auxiliary(index, command.conclude, "conclude")
+        return measured
+
+    def _measure(
+        self,
+        index: int,
+        argv: tuple[str, ...],
+        jsonl: str | None = None,
+        iteration: str | None = None,
+        output: str | None = None,
+    ) -> driver.Measured:
+        assert self.executor is not None, "made when the session runs"
+        measured = self.executor.measure(argv, jsonl, iteration, output)
+        self.leftovers[index] += measured.leftovers
         return measured
 
     def _charged(self, index: int, measured: driver.Measured) -> tuple[float | None, float, float]:
@@ -195,9 +233,11 @@ class Session:
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]
-        started = time.monotonic()
-        measured = self._run(index, f"run-{len(runs) + 1}")
-        cycle = time.monotonic() - started  # the run with its --prepare/--conclude and the runner's own work
+        assert self.executor is not None, "made when the session runs"
+        clock = self.executor.clock
+        started = clock()
+        measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
+        cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
         wall, user, system = self._charged(index, measured)
         runs.append(
             TimedRun(
@@ -230,22 +270,22 @@ class Session:
                 "use --ignore-failure to benchmark it anyway",
             )
 
-    def _settings(self) -> dict:
-        opts = self.options
-        return {
-            "order": opts.order.value,
-            "metric": opts.metric,
-            "cpus": list(opts.cpus) if opts.cpus is not None else None,
-            "timeout_ms": opts.timeout_ms,
-            "warmup": opts.warmup,
-            "ignore_failure": list(opts.ignore_failure)
-            if isinstance(opts.ignore_failure, tuple)
-            else opts.ignore_failure,
-            "timed_interval": "exec to reap, monotonic ns",
-            "reference": opts.reference,
-            "shell": " ".join(opts.shell) if opts.shell is not None else None,
-            "shell_startup": None if self.shell_startup is None else self.shell_startup.to_json(),
-        }
+
+def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
+    """The options that shaped the runs, as the JSON export records them (``shell_startup``:
+    once the session has measured it)."""
+    return {
+        "order": opts.order.value,
+        "metric": opts.metric,
+        "cpus": list(opts.cpus) if opts.cpus is not None else None,
+        "timeout_ms": opts.timeout_ms,
+        "warmup": opts.warmup,
+        "ignore_failure": list(opts.ignore_failure) if isinstance(opts.ignore_failure, tuple) else opts.ignore_failure,
+        "timed_interval": "spawn to reap, monotonic ns",
+        "reference": opts.reference,
+        "shell": " ".join(opts.shell) if opts.shell is not None else None,
+        "shell_startup": None if shell_startup is None else shell_startup.to_json(),
+    }
 
 
 def _stop_if_cancelled(measured: driver.Measured) -> None:
@@ -263,3 +303,25 @@ def _pin(cpus: tuple[int, ...] | None) -> set[int] | None:
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot pin to --cpus {','.join(map(str, cpus))}: {exc.strerror}") from None
     return previous
+
+
+def shortfall(result: BenchResult, options: Options) -> Failure | None:
+    """The benchmark's failure once every run is done, if it failed: a command none of whose
+    runs finished, or (a run ended by ``--timeout`` is left out) one with fewer finished runs
+    than ``--runs``/``--min-runs`` asks for, unless every failure is ignored (bare
+    ``--ignore-failure``: a list of exit codes says nothing of timeouts)."""
+    for command_result in result.results:
+        if command_result.summary is None:
+            return Failure(Kind.BENCH_FAILED, f"every run of {sanitize(command_result.command.name)!r} timed out")
+    needed, flag = (options.runs, "--runs") if options.runs is not None else (options.min_runs, "--min-runs")
+    if options.ignore_failure is True:
+        return None
+    for command_result in result.results:
+        finished = len(command_result.measured)
+        if command_result.timed_out and finished < needed:
+            return Failure(
+                Kind.BENCH_FAILED,
+                f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
+                f"finished within --timeout, fewer than {flag} {needed}; use --ignore-failure to accept them",
+            )
+    return None

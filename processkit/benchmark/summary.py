@@ -81,6 +81,17 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
     name = sanitize(result.command.label)
     if ignoring and any(run.exit_code not in (0, None) for run in result.measured):
         found.append("Warning: Ignoring non-zero exit code.")
+    if result.summary is not None and result.timed_out * 2 >= len(result.runs):
+        found.append(
+            f"Warning: {result.timed_out} of {len(result.runs)} runs of '{name}' timed out: "
+            f"the figures are the {len(result.measured)} that finished in time, not the command's typical run."
+        )
+    if result.leftovers:
+        found.append(
+            f"Warning: the runs of '{name}' left {result.leftovers} process"
+            f"{'es' if result.leftovers != 1 else ''} outside their process group (a setsid daemon?): each was "
+            "ended after its run, and what it used after that run's figures were read is in no figure."
+        )
     if result.first_slow and result.summary is not None:
         found.append(
             f"Warning: the first run of '{name}' was markedly slower than the rest "

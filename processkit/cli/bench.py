@@ -2,8 +2,9 @@
 and measured by the kernel for the whole tree (processkit/benchmark/).
 
 Exit codes: 0 once every command has statistics; 118 (``bench_failed``) when a run fails
-without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails, or
-every run of a command timed out; 107 when stopped by a signal; 100 for usage errors.
+without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails,
+every run of a command timed out, or fewer runs finished within ``--timeout`` than it needs;
+107 when stopped by a signal; 100 for usage errors.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import os
 import shlex
 import signal
+import stat
 
 from ..errors import Failure, Kind, usage
 from ..bounded import loads
@@ -58,7 +60,7 @@ def build_parser() -> Parser:
         prog="processkit-cli bench",
         usage="processkit-cli bench [OPTIONS] COMMAND... | --command JSON_ARRAY... | -- PROGRAM [ARGS]...",
         description="Benchmark commands as hyperfine does (each COMMAND a shell command), each run contained, "
-        "timed from exec to reap, with the whole tree's CPU and peak memory; interleaved by default.",
+        "timed from spawn to reap, with the whole tree's CPU and peak memory; interleaved by default.",
     )
     add = parser.add_argument
     add(
@@ -343,29 +345,41 @@ def main(argv: list[str], invocation) -> int:
             raise Failure(
                 Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
             ) from None
+    from ..benchmark.result import BenchResult
+    from ..benchmark.session import settings, shortfall
+
+    targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
+    files = [(path, kind) for path, kind in targets if _rewritable(path)]
+
+    def export(result: BenchResult) -> None:
+        """The export files rewritten from ``result`` (hyperfine's ExportManager): made before
+        the first run, then after each command's runs, so a failure or a Ctrl-C keeps what was
+        done. A stream (stdout, a FIFO, a device) gets one document, at the end."""
+        for path, kind in files:
+            _write(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
+
+    export(BenchResult([], settings(options)))
     for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _interrupt)
     try:
-        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None)
-    except KeyboardInterrupt:  # a stop signal between two runs (during one, the run reports it)
+        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export)
+    except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
         raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
     from ..benchmark import summary
     from . import output
 
     if args.style != "none":
         output.lines(summary.render(result, args.time_unit, args.sort).splitlines())
-    for flag, kind in EXPORTS:
-        path = getattr(args, flag)
-        if path is not None:
-            text = exports.WRITERS[kind](result, args.time_unit, args.sort)
-            if path == "-":  # hyperfine's stdout target
-                output.lines(["", *text.splitlines()])
-            else:
-                _write(path, text)
-    unfinished = [r.command.name for r in result.results if r.summary is None]
-    if unfinished:
-        raise Failure(Kind.BENCH_FAILED, f"every run of {sanitize(unfinished[0])!r} timed out")
+    for path, kind in targets:
+        text = exports.WRITERS[kind](result, args.time_unit, args.sort)
+        if path == "-":  # hyperfine's stdout target
+            output.lines(["", *text.splitlines()])
+        else:
+            _write(path, text)
+    failure = shortfall(result, options)
+    if failure is not None:
+        raise failure
     return 0
 
 
@@ -377,6 +391,20 @@ def _draws(args: argparse.Namespace, commands) -> bool:
     if args.style == "full":
         return True
     return args.style in ("auto", "nocolor") and os.isatty(1)
+
+
+def _rewritable(path: str) -> bool:
+    """Whether an export can be rewritten as the benchmark goes: a regular file (or none yet)
+    is replaced whole each time; a stream would get every version one after another. Only a
+    ``stat``: the writes themselves go through ``userfiles``' rules."""
+    if path == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return True  # the first write names the problem, before any run
 
 
 def _interrupt(signum, frame) -> None:

@@ -64,7 +64,7 @@ class Ending:
 class Outcome:
     """The runner's exit code, and the runner-own failure to report when there is one. For a
     run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
-    runner; ``time.monotonic_ns()`` once the spawn returned (the child has exec'd) and once the
+    runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
     root was reaped (None when it never was); ``written``: the stream lines ``steps`` was asked
     to keep, by event type."""
 

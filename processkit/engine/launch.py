@@ -109,6 +109,7 @@ def start(host: Host, run: RunState) -> Launched:
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
         live = capture.record_rings(run.targets, spec.capture_dir, spec.run_id)
+    spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
         child = spawn.spawn(
             spec.argv,
@@ -127,7 +128,7 @@ def start(host: Host, run: RunState) -> Launched:
         if isinstance(problem, Failure):
             run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
         raise
-    launched = Launched(container, child, time.monotonic_ns())
+    launched = Launched(container, child, spawning_ns)
     run.root_pid = child.pid
     container.adopt(child.pid)
     if spec.stdin is StdinMode.INHERIT:

@@ -105,7 +105,7 @@ class Launched:
     def __init__(self, container: containment.Container, child: spawn.Child, started_ns: int):
         self.container = container
         self.child = child
-        self.started_ns = started_ns  # time.monotonic_ns() once the spawn returned (the child has exec'd)
+        self.started_ns = started_ns  # time.monotonic_ns() just before the spawn (the child's fork)
         self.ended_ns: int | None = None  # ... and once the root was reaped
         self.streams: list[OutputStream] = []
         self.stdin_feed: StdinFeed | None = None

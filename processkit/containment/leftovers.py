@@ -1,0 +1,117 @@
+"""What a run left outside its boundary, in a process whose children are all its runs' (``bench``
+runs one at a time): once no run is live, every descendant of this process is a leftover of the
+run that just ended, and is ended here.
+
+Facts that shape this:
+- A process-group boundary holds the group alone: a member that calls ``setsid`` (a daemon) or
+  ``setpgid`` leaves it, and teardown's kill of the group misses it (``process_group``).
+- The runner of a process-group run is a subreaper, so such a process, once orphaned, is
+  re-parented to the runner, never to init: whatever it does, it stays a descendant of the
+  runner. Only a process someone else starts on the run's behalf (a service manager, ``at``)
+  is out of reach; nothing here can see it.
+- The kernel lists a task's children in ``/proc/<pid>/task/<tid>/children``
+  (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
+- ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
+  live or not: the usual case (a cgroup run, or a group that held everything) costs that call.
+- A descendant in this process's own process group is never a run's (each run's root leads a
+  group of its own): it is the caller's own child, and is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import signum
+from .members import all_pids, read_member
+
+ROUND_PAUSE_SECONDS = 0.001
+BOUND_SECONDS = 1.0
+
+
+def _has_children() -> bool:
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _children(pid: int) -> list[int] | None:
+    """``pid``'s children from the kernel's own list; None where the kernel keeps none."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{task}"):
+                continue  # the thread is gone
+            return None
+        except OSError:
+            continue
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (zombies included), parents before their children."""
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        children = _children(pending.pop())
+        if children is None:
+            return _descendants_by_scan(root)
+        found += children
+        pending += children
+    return found
+
+
+def _descendants_by_scan(root: int) -> list[int]:
+    by_parent: dict[int, list[int]] = {}
+    for member in filter(None, (read_member(pid) for pid in all_pids())):
+        if member.ppid is not None:
+            by_parent.setdefault(member.ppid, []).append(member.pid)
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        children = by_parent.get(pending.pop(), [])
+        found += children
+        pending += children
+    return found
+
+
+def end_descendants(bound: float = BOUND_SECONDS) -> int:
+    """SIGKILL every descendant of this process outside its own process group, round after
+    round (what they forked meanwhile comes to this subreaper), and collect the ones that were
+    its children; returns how many were ended. Within ``bound`` seconds."""
+    if not _has_children():
+        return 0
+    own_group = os.getpgid(0)
+    ended: set[int] = set()
+    deadline = time.monotonic() + bound
+    while True:
+        found = []
+        for pid in descendants(os.getpid()):
+            try:
+                if os.getpgid(pid) != own_group:
+                    found.append(pid)
+            except ProcessLookupError:
+                continue
+        for pid in found:
+            try:
+                os.kill(pid, signum.SIGKILL)
+            except ProcessLookupError:
+                continue
+            ended.add(pid)
+        for pid in found:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass  # a grandchild: its parent's death hands it here for the next round
+        if not found or time.monotonic() >= deadline:
+            return len(ended)
+        time.sleep(ROUND_PAUSE_SECONDS)

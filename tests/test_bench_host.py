@@ -1,0 +1,120 @@
+"""``bench`` carried on one host, as a user meets it: exports kept through a Ctrl-C, hyperfine's
+iteration variable, CPU and wall time on one interval, and what a process-group run leaves."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import run_cli, start_cli, wait_for_event
+
+DAEMON = "301.456"  # an argument no other process has
+
+
+def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_path):
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+    md, table = tmp_path / "b.md", tmp_path / "b.csv"
+    process = start_cli(
+        "bench", "--runs", "2", "--order", "sequential", "--jsonl-dir", streams,
+        "--export-json", out, "--export-markdown", md, "--export-csv", table,
+        "--command", '["true"]', "--command", '["sleep", "0.01"]', "--command", '["sleep", "30"]',
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_event(streams / "command-3-run-1.jsonl", "run_started", timeout=30)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 107, stderr
+    exported = json.loads(out.read_text())
+    assert [r["command"] for r in exported["results"]] == ["true", "sleep 0.01"]
+    assert all(len(r["times"]) == 2 and r["exit_codes"] == [0, 0] for r in exported["results"])
+    assert exported["comparison"]["fastest"] in ("true", "sleep 0.01")
+    assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["true", "sleep 0.01"]
+    assert len(md.read_text().splitlines()) == 4 and "`sleep 0.01`" in md.read_text()
+
+
+def test_the_exports_exist_before_the_first_run(tmp_path):
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+    process = start_cli("bench", "--runs", "1", "--jsonl-dir", streams, "--export-json", out, "--", "sleep", "30")
+    try:
+        wait_for_event(streams / "command-1-run-1.jsonl", "run_started", timeout=30)
+        assert json.loads(out.read_text())["results"] == []
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 107
+
+
+def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
+    log = tmp_path / "log"
+    show = f'echo "$0=${{HYPERFINE_ITERATION-unset}}" >> {log}'
+    done = run_cli(
+        "bench", "--runs", "3", "--warmup", "2",
+        "--setup", json.dumps(["sh", "-c", show, "setup"]), "--prepare", json.dumps(["sh", "-c", show, "prepare"]),
+        "--command", json.dumps(["sh", "-c", show, "run"]), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs = [line for line in log.read_text().splitlines() if not line.startswith("prepare=")]
+    assert runs == ["setup=unset", "run=warmup-0", "run=warmup-1", "run=0", "run=1", "run=2"]
+    assert log.read_text().count("prepare=unset") == 5
+
+
+def test_cpu_time_never_exceeds_wall_time_for_a_single_process(tmp_path):
+    """``true`` is one thread: its CPU time lies within its life, so per run CPU <= wall (the
+    counters start when it joins its groups, before its exec; so must the wall time)."""
+    out = tmp_path / "b.json"
+    done = run_cli("bench", "--runs", "20", "--export-json", out, "--", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    over = [(u + s, t) for u, s, t in zip(result["user_times"], result["system_times"], result["times"]) if u + s > t]
+    assert over == [], "CPU above wall time"
+    assert json.loads(out.read_text())["processkit"]["timed_interval"] == "spawn to reap, monotonic ns"
+
+
+def marked_processes() -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[:2] == [b"sleep", DAEMON.encode()]:
+            found.append(int(pid))
+    return found
+
+
+def test_a_setsid_daemon_survives_neither_into_the_next_run_nor_bench(tmp_path, monkeypatch):
+    """Under process-group containment a ``setsid`` child leaves the run's group, which the
+    teardown kills: each run finds none of the earlier runs' daemons alive, and none is left."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    log = tmp_path / "log"
+    daemon = f"pgrep -f '^sleep {DAEMON}$' >/dev/null"
+    check = f"if {daemon}; then echo alive; else echo clear; fi >> {log}"
+    started = f"setsid sleep {DAEMON} >/dev/null 2>&1 & until {daemon}; do sleep 0.01; done"  # it has left the group
+    try:
+        done = run_cli("bench", "--runs", "3", "--warmup", "1", f"{check}; {started}", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert log.read_text().split() == ["clear"] * 4
+        assert marked_processes() == []
+        assert "left 4 processes outside their process group" in done.stdout.decode()
+    finally:
+        for pid in marked_processes():
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("containment", ["cgroup", "process_group"])
+def test_a_whole_session_leaves_no_run_directory_or_record(tmp_path, monkeypatch, isolated_registry, containment):
+    if containment == "process_group":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    done = run_cli("bench", "--runs", "5", "--", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    left = [name for name in os.listdir(isolated_registry) if not name.endswith((".ended", ".outcomes"))]
+    assert left == []
