@@ -23,6 +23,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..jsontext import dumps
 from . import summary
+from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
 from .outdir import ensure_directory, prepare_out
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 class Settings:
     """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
 
-    __slots__ = ("out", "jobs", "retries", "halt_on_failure", "resume", "label")
+    __slots__ = ("out", "jobs", "retries", "halt_on_failure", "resume", "label", "timeout", "memory_budget", "peaks")
 
     def __init__(
         self,
@@ -44,6 +45,9 @@ class Settings:
         halt_on_failure: bool = False,
         resume: bool = False,
         label: str | None = None,
+        timeout: JobTimeout | None = None,
+        memory_budget: int | None = None,
+        peaks: dict[str, int] | None = None,
     ):
         self.out = out
         self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
@@ -51,6 +55,9 @@ class Settings:
         self.halt_on_failure = halt_on_failure
         self.resume = resume
         self.label = label or f"batch-{os.getpid()}-{time.time_ns()}"  # what `list` shows per job
+        self.timeout = timeout  # --timeout: each job's, unless it gives its own
+        self.memory_budget = memory_budget  # --memory-budget, in bytes
+        self.peaks = peaks or {}  # --history's peak memory per job id (the budget's expectations)
 
 
 class Tally:
@@ -124,6 +131,8 @@ def run_batch(
     summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
     carrier = Host(watch=signals)
     halted = False
+    timeouts = Timeouts(settings.timeout)
+    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
 
     def record(line: dict) -> None:
         if keep_lines:
@@ -136,9 +145,13 @@ def run_batch(
     def next_run():
         if carrier.stopped is not None or halted or not queue:
             return None
+        if budget is not None:
+            if not budget.admits(queue[-1]):
+                return None  # asked again as a job ends
+            budget.started(queue[-1])
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
+        return _job_steps(carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms())
 
     def finished(result) -> None:
         nonlocal halted
@@ -146,6 +159,9 @@ def run_batch(
         line = summary.summary_line(
             job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
         )
+        timeouts.ended(line)
+        if budget is not None:
+            budget.ended(job, line)
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             earlier.setdefault(job.id, []).append(summary.attempt_record(line))
             queue.append(job)  # again, next
@@ -244,7 +260,7 @@ def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
+def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int, timeout_ms: int | None):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
     so ``list`` shows which batch a live job belongs to. The attempt before a retry keeps its
     stream and capture: they move into ``attempt-N/`` of the job's directory."""
@@ -254,7 +270,13 @@ def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
             _keep_attempt(directory, attempt - 1)
     except Failure as failure:
         return job, Outcome(failure.code, failure), None
-    spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
+    spec = job_spec(
+        job,
+        jsonl=_stream_path(out, job),
+        capture_dir=os.path.join(directory, "capture"),
+        label=label,
+        timeout_ms=timeout_ms,
+    )
     outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
     return job, outcome, spec.run_id
 

@@ -26,7 +26,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
-        "[--resume] [--show-output] [--history FILE] [--trace FILE] [--dask-scheduler ADDRESS]",
+        "[--resume] [--show-output] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
+        "[--dask-scheduler ADDRESS]",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
     )
     parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
@@ -45,6 +46,20 @@ def build_parser() -> Parser:
     parser.add_argument("--halt-on-failure", action=OnceFlag, help="start no job after the first failure")
     parser.add_argument("--resume", action=OnceFlag, help="skip the jobs an earlier summary shows exited 0")
     parser.add_argument("--show-output", action=OnceFlag, help="print each job's captured output when it ends")
+    parser.add_argument(
+        "--timeout",
+        action=Once,
+        metavar="DUR|P%",
+        help="end a job (106) after DUR, or after P%% of the median duration of the jobs that exited 0 "
+        "so far (once 5 have); a job's own timeout wins (default: no limit)",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        action=Once,
+        metavar="SIZE",
+        help="start a job only while the expected peak memory of the running jobs fits in SIZE "
+        "(from --history, else max_memory; docs/batch.md) (default: no budget)",
+    )
     parser.add_argument(
         "--history",
         action=Once,
@@ -75,20 +90,31 @@ def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     from . import manifest
     from .carrier import Settings
+    from .limits import parse_budget, parse_timeout
 
+    timeout = None if args.timeout is None else parse_timeout(args.timeout)
+    budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
+    if args.dask_scheduler is not None and (budget is not None or (timeout and timeout.percent is not None)):
+        flag = "--memory-budget" if budget is not None else "--timeout P%"
+        raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
         jobs=None if args.jobs is None else _count(args.jobs, "--jobs", 1, 1, MAX_JOBS_IN_FLIGHT),
         retries=_count(args.retries, "--retries", 0, 0, 1000),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
+        timeout=timeout,
+        memory_budget=budget,
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
     if args.history is not None:
-        jobs = longest_first(jobs, args.history)
+        from ..report.batch_model import history
+
+        took, settings.peaks = history(args.history)
+        jobs = longest_first(jobs, took)
     progress = Progress(len(jobs), settings.out, args.show_output)
     if args.dask_scheduler is not None:
         from .fleet import run_on_dask
@@ -115,13 +141,10 @@ def main(argv: list[str], invocation) -> int:
     return 0
 
 
-def longest_first(jobs: list, history: str) -> list:
+def longest_first(jobs: list, took: dict[str, float]) -> list:
     """The jobs in the order that shortens a skewed batch's makespan (longest processing time
-    first): those an earlier summary timed, longest first, after those it did not (they may be
-    long; manifest order among them)."""
-    from ..report.batch_model import durations
-
-    took = durations(history)
+    first): those an earlier summary timed (``took``), longest first, after those it did not
+    (they may be long; manifest order among them)."""
     unknown = [job for job in jobs if job.id not in took]
     known = sorted((job for job in jobs if job.id in took), key=lambda job: -took[job.id])
     return unknown + known
