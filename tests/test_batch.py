@@ -10,6 +10,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -746,3 +747,35 @@ def test_trace_is_chrome_trace_json_with_an_event_per_attempt(tmp_path):
     for lane in lanes:
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in complete if e["tid"] == lane)
         assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
+def test_on_a_terminal_the_bar_ticks_each_second_naming_the_longest_running_job(tmp_path):
+    """Between job ends the bar still moves: each second it says how many jobs run and which one
+    has run longest, for how long."""
+    import pty
+
+    jobs = [{"args": ["sleep", "2.6"], "id": "slow"}, {"args": ["sleep", "1.3"], "id": "brief"}]
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [*cli_command(), "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out")]
+        + ["--jobs", "2"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the batch closed its end
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(controller)
+    assert proc.wait(timeout=30) == 0
+    bars = [part for part in re.split(r"\r\x1b\[K|\n", data.decode()) if part.startswith("[")]
+    assert any(bar.endswith("] 0/2 ok 0 failed 0 ETA 0s, running 2, longest slow (1s)") for bar in bars), bars
+    assert any("] 1/2 ok 1 failed 0 " in bar and bar.endswith(", running 1, longest slow (2s)") for bar in bars), bars
+    assert bars[-1].startswith("[" + "#" * 30 + "] 2/2 ok 2 failed 0 ETA 0s") and "running" not in bars[-1]

@@ -114,6 +114,7 @@ def run_batch(
     write_summary: bool = True,
     keep_lines: bool = True,
     stop_fd: int | None = None,
+    on_tick: Callable[[dict[str, float], Tally], None] | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
     so a long batch run from the CLI stays flat in memory) and the tally.
@@ -122,7 +123,9 @@ def run_batch(
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``: once it
     is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
-    how a Dask worker's chunk, which owns no signal, is stopped from another thread."""
+    how a Dask worker's chunk, which owns no signal, is stopped from another thread. ``on_tick``:
+    called every second on the batch's loop with the jobs running (id -> the monotonic second
+    each started) and the tally, so a progress bar moves between job ends."""
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
@@ -133,6 +136,7 @@ def run_batch(
     halted = False
     timeouts = Timeouts(settings.timeout)
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
+    running: dict[str, float] = {}
 
     def record(line: dict) -> None:
         if keep_lines:
@@ -151,11 +155,13 @@ def run_batch(
             budget.started(queue[-1])
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
+        running[job.id] = time.monotonic()
         return _job_steps(carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms())
 
     def finished(result) -> None:
         nonlocal halted
         job, outcome, run_id = result
+        running.pop(job.id, None)
         line = summary.summary_line(
             job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
         )
@@ -182,6 +188,8 @@ def run_batch(
         if stop_fd is not None:
             carrier.loop.add_reader(stop_fd, lambda: carrier.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
         carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
+        if on_tick is not None:
+            _every_second(carrier, lambda: on_tick(running, tally))
         carrier.carry_all(next_run, finished, in_flight(settings.jobs))
     finally:
         tally.cancelled_by = carrier.stopped
@@ -254,6 +262,17 @@ def open_summary(path: str, resume: bool) -> int:
     except OSError as exc:
         why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
+
+
+def _every_second(host: Host, call: Callable[[], None]) -> None:
+    """``call`` now, then once a second on ``host``'s loop while it turns (its close drops the
+    timer)."""
+
+    def tick() -> None:
+        call()
+        host.loop.call_later(1.0, tick)
+
+    tick()
 
 
 def _stream_path(out: str, job: Job) -> str:

@@ -123,7 +123,7 @@ def main(argv: list[str], invocation) -> int:
     else:
         from .carrier import run_batch
 
-        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
+        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, on_tick=progress.tick)
     from .index import write_page
 
     write_page(settings.out)
@@ -186,8 +186,8 @@ TAIL_BYTES = 4096
 
 
 class Progress:
-    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them;
-    at the end, every failed job named with its exit, its stderr capture and that file's last
+    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them
+    (as each job ends, and each second: how many run, and the one running longest); at the end, every failed job named with its exit, its stderr capture and that file's last
     lines (as make and parallel leave the compiler's error last on the screen)."""
 
     def __init__(self, total: int, out: str, show_output: bool):
@@ -199,6 +199,7 @@ class Progress:
         self._done = 0
         self._failed: list[dict] = []
         self._failed_count = 0
+        self._running: dict[str, float] = {}  # the carrier's: job id -> its monotonic start
 
     def finished(self, line: dict, tally) -> None:
         self._done += 1
@@ -214,6 +215,13 @@ class Progress:
                 self._failed.append(line)
         if self._show and code is not None:
             self._print_captured(line)
+
+    def tick(self, running: dict[str, float], tally) -> None:
+        """Each second: the bar redrawn (off a terminal, nothing)."""
+        self._running = running
+        if self._bar:
+            sys.stderr.write("\r\x1b[K" + self._bar_text(tally))
+            sys.stderr.flush()
 
     @staticmethod
     def _print_captured(line: dict) -> None:
@@ -244,10 +252,18 @@ class Progress:
         filled = width * done // total if total else width
         elapsed = time.monotonic() - self._started
         eta = elapsed / done * (total - done) if done else 0.0
-        return (
+        text = (
             f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
             f"ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {eta:.0f}s"
         )
+        if self._running:
+            job, since = min(self._running.items(), key=lambda item: item[1])
+            text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
+        try:
+            columns = os.get_terminal_size(sys.stderr.fileno()).columns
+        except OSError:
+            columns = 0
+        return text[: columns - 1] if columns > 1 else text  # one row, so \r\x1b[K clears all of it
 
     def end(self, summary: str) -> None:
         stream = sys.stderr
