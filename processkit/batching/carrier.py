@@ -23,6 +23,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..jsontext import dumps
 from . import summary
+from .held import HeldFiles, settle
 from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
 from .outdir import ensure_directory, prepare_out
@@ -35,7 +36,18 @@ if TYPE_CHECKING:
 class Settings:
     """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
 
-    __slots__ = ("out", "jobs", "retries", "halt_on_failure", "resume", "label", "timeout", "memory_budget", "peaks")
+    __slots__ = (
+        "out",
+        "jobs",
+        "retries",
+        "halt_on_failure",
+        "resume",
+        "label",
+        "timeout",
+        "memory_budget",
+        "peaks",
+        "keep_failed_only",
+    )
 
     def __init__(
         self,
@@ -48,6 +60,7 @@ class Settings:
         timeout: JobTimeout | None = None,
         memory_budget: int | None = None,
         peaks: dict[str, int] | None = None,
+        keep_failed_only: bool = False,
     ):
         self.out = out
         self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
@@ -58,6 +71,7 @@ class Settings:
         self.timeout = timeout  # --timeout: each job's, unless it gives its own
         self.memory_budget = memory_budget  # --memory-budget, in bytes
         self.peaks = peaks or {}  # --history's peak memory per job id (the budget's expectations)
+        self.keep_failed_only = keep_failed_only  # --keep failed: a passing job's files are never written
 
 
 class Tally:
@@ -156,15 +170,19 @@ def run_batch(
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
-        return _job_steps(carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms())
+        return _job_steps(
+            carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms(), settings.keep_failed_only
+        )
 
     def finished(result) -> None:
         nonlocal halted
-        job, outcome, run_id = result
+        job, outcome, run_id, dropped = result
         running.pop(job.id, None)
         line = summary.summary_line(
             job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
         )
+        if dropped:
+            summary.drop_paths(line)
         timeouts.ended(line)
         if budget is not None:
             budget.ended(job, line)
@@ -279,25 +297,42 @@ def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int, timeout_ms: int | None):
-    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
-    so ``list`` shows which batch a live job belongs to. The attempt before a retry keeps its
-    stream and capture: they move into ``attempt-N/`` of the job's directory."""
+def _job_steps(
+    host: Host, job: Job, out: str, label: str, attempt: int, timeout_ms: int | None, keep_failed_only: bool
+):
+    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
+    were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
+    The attempt before a retry keeps its stream and capture: they move into ``attempt-N/`` of
+    the job's directory. With ``keep_failed_only`` the attempt writes into memfds (``held``),
+    and only a failed one's files reach the job's directory; a ring capture (``capture_keep``
+    tail or head-tail) is written in place as always."""
+    directory = os.path.join(out, job.id)
+    held = None
     try:
-        directory = ensure_directory(os.path.join(out, job.id), "the job directory")
+        hold = keep_failed_only and job.template.capture_keep == "head"
+        if not hold or attempt > 1:
+            ensure_directory(directory, "the job directory")
         if attempt > 1:
             _keep_attempt(directory, attempt - 1)
+        if hold:
+            held = HeldFiles()
     except Failure as failure:
-        return job, Outcome(failure.code, failure), None
-    spec = job_spec(
-        job,
-        jsonl=_stream_path(out, job),
-        capture_dir=os.path.join(directory, "capture"),
-        label=label,
-        timeout_ms=timeout_ms,
-    )
-    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
-    return job, outcome, spec.run_id
+        return job, Outcome(failure.code, failure), None, False
+    try:
+        spec = job_spec(
+            job,
+            jsonl=_stream_path(out, job),
+            capture_dir=os.path.join(directory, "capture"),
+            label=label,
+            timeout_ms=timeout_ms,
+            held_fds=None if held is None else held.for_engine(),
+        )
+        outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
+        kept = held is None or settle(held, outcome.code != 0, spec.jsonl, spec.capture_dir or directory)
+        return job, outcome, spec.run_id, not kept
+    finally:
+        if held is not None:
+            held.close()
 
 
 def _keep_attempt(directory: str, attempt: int) -> None:

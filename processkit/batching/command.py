@@ -26,7 +26,7 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
-        "[--resume] [--show-output] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
+        "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
         "[--dask-scheduler ADDRESS]",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
     )
@@ -46,6 +46,13 @@ def build_parser() -> Parser:
     parser.add_argument("--halt-on-failure", action=OnceFlag, help="start no job after the first failure")
     parser.add_argument("--resume", action=OnceFlag, help="skip the jobs an earlier summary shows exited 0")
     parser.add_argument("--show-output", action=OnceFlag, help="print each job's captured output when it ends")
+    parser.add_argument(
+        "--keep",
+        action=Once,
+        metavar="all|failed",
+        help="whose stream and capture files are written into --out: every job's, or only those of the "
+        "jobs that did not exit 0 (the others' summary lines keep their digests) (default: all)",
+    )
     parser.add_argument(
         "--timeout",
         action=Once,
@@ -78,6 +85,12 @@ def build_parser() -> Parser:
 PARSERS = {"batch": build_parser}
 
 
+def _keep(text: str | None) -> bool:
+    if text in (None, "all", "failed"):
+        return text == "failed"
+    raise usage(f"invalid value '{sanitize(text)}' for '--keep <all|failed>': expected all or failed")
+
+
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
     if text is None:
         return default
@@ -105,6 +118,7 @@ def main(argv: list[str], invocation) -> int:
         resume=args.resume,
         timeout=timeout,
         memory_budget=budget,
+        keep_failed_only=_keep(args.keep),
     )
     jobs = manifest.parse(_read_manifest(args.manifest))
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
@@ -234,7 +248,7 @@ class Progress:
         sys.stdout.write(f"==> {sanitize(line['id'])} (exit {line['exit_code']}) <==\n")
         sys.stdout.flush()
         for info, stream in ((stdout, sys.stdout), (capture.get("stderr"), sys.stderr)):
-            if isinstance(info, dict) and info.get("bytes"):
+            if isinstance(info, dict) and info.get("bytes") and info.get("path"):  # no path: --keep failed
                 _copy_file(info["path"], stream.buffer)
 
     def _write(self, text: str, tally) -> None:

@@ -105,6 +105,7 @@ def run_on_dask(
         worker_settings = Settings(
             out, settings.jobs, settings.retries, settings.halt_on_failure, False, settings.label, settings.timeout
         )
+        worker_settings.keep_failed_only = settings.keep_failed_only
         pieces = [todo[start : start + size] for start in range(0, len(todo), size)]
         chunks = {client.submit(run_chunk, piece, worker_settings, pure=False): piece for piece in pieces}
         futures = list(chunks)

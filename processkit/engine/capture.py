@@ -134,6 +134,16 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     return opened
 
 
+def held_targets(spec, fds: tuple[int, int]) -> dict[str, CaptureTarget]:
+    """A batch's memory-backed capture files (``RunSpec.held_fds``), named by the paths under
+    ``capture_dir`` they are written to if the job fails."""
+    assert spec.capture_dir is not None and spec.capture_keep == "head", "the batch holds head captures only"
+    return {
+        stream: CaptureTarget(os.path.join(spec.capture_dir, f"{stream}.log"), fd, spec.capture_max_bytes)
+        for stream, fd in zip(STREAMS, fds)
+    }
+
+
 def _quietly(action, path: str) -> None:
     try:
         action(path)

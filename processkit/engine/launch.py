@@ -50,7 +50,11 @@ def prepare(host: Host, run: RunState) -> None:
     spec = run.spec
     run.pump_backend = pump.select_backend()
     run.spawn_backend = spawn.select_backend()
-    if spec.capture_dir is not None:
+    if spec.held_fds is not None:
+        from . import capture
+
+        run.targets = capture.held_targets(spec, spec.held_fds[1:])
+    elif spec.capture_dir is not None:
         from . import capture
 
         try:

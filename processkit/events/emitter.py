@@ -55,11 +55,12 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, keep: tuple[str, ...] = ()):
+    def __init__(self, path: str, keep: tuple[str, ...] = (), fd: int | None = None):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
-        last line written whole stays in ``kept`` (a batch's summary, without reading the file back)."""
-        self._fd = open_for_writing(path)
+        last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
+        ``fd``: an open file to write instead (a batch's memory-backed stream), closed here."""
+        self._fd = open_for_writing(path) if fd is None else fd
         self._poisoned = False
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
