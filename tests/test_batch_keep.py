@@ -4,22 +4,13 @@ capture are in ``--out`` as ``--keep all`` writes them. Process-level: the real 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 from conftest import run_cli
+from test_batch import summary, write_manifest
 from streams import check_stream, one
 
 BATCH_FAILED, USAGE = 117, 100
-
-
-def write_manifest(path, jobs) -> str:
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return str(path)
-
-
-def summary(out) -> dict[str, dict]:
-    return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
 
 
 def test_keep_failed_writes_only_the_failed_jobs_files_and_every_line_keeps_its_digests(tmp_path):

@@ -8,18 +8,18 @@ import json
 import pytest
 
 from conftest import run_cli
+from test_batch import summary, write_manifest
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
 
 
-def write_manifest(path, jobs) -> str:
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return str(path)
-
-
-def summary(out) -> dict[str, dict]:
-    return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+def failing_batch(tmp_path, jobs, *flags):
+    """A batch of ``jobs`` that exits 117: its result and summary."""
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, *flags)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    return proc, summary(out)
 
 
 def test_a_relative_timeout_ends_an_outlier_once_five_jobs_exited_0(tmp_path):
@@ -32,12 +32,7 @@ def test_a_relative_timeout_ends_an_outlier_once_five_jobs_exited_0(tmp_path):
         {"args": ["sleep", "30"], "id": "outlier"},
         {"args": ["sleep", "0.5"], "id": "own", "timeout": "20s"},
     ]
-    out = tmp_path / "out"
-    proc = run_cli(
-        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1", "--timeout", "300%"
-    )
-    assert proc.returncode == BATCH_FAILED, proc.stderr
-    lines = summary(out)
+    proc, lines = failing_batch(tmp_path, jobs, "--jobs", "1", "--timeout", "300%")
     assert (lines["outlier"]["exit_code"], lines["outlier"]["source"]) == (106, "timeout")
     assert lines["outlier"]["duration_ms"] < 10_000
     assert lines["early"]["exit_code"] == 0 and lines["own"]["exit_code"] == 0
@@ -51,12 +46,7 @@ def test_an_absolute_timeout_ends_every_job_but_one_with_its_own(tmp_path):
         {"args": ["sleep", "1"], "id": "own", "timeout": "20s"},
         {"args": ["true"], "id": "quick"},
     ]
-    out = tmp_path / "out"
-    proc = run_cli(
-        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "3", "--timeout", "300ms"
-    )
-    assert proc.returncode == BATCH_FAILED, proc.stderr
-    lines = summary(out)
+    _, lines = failing_batch(tmp_path, jobs, "--jobs", "3", "--timeout", "300ms")
     assert (lines["slow"]["exit_code"], lines["slow"]["source"]) == (106, "timeout")
     assert "300 ms" in lines["slow"]["message"] or "300ms" in lines["slow"]["message"], lines["slow"]["message"]
     assert lines["own"]["exit_code"] == 0 and lines["own"]["duration_ms"] >= 1000
@@ -104,6 +94,15 @@ def most_at_once(lines) -> int:
     return peak
 
 
+def heavy_batch(tmp_path, jobs, *flags) -> dict[str, dict]:
+    """The summary of ``jobs`` run with four slots under a 700M budget, all exited 0."""
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "4", "--memory-budget", "700M", *flags, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return summary(out)
+
+
 def test_a_memory_budget_runs_no_more_heavy_jobs_at_once_than_fit(tmp_path):
     """Four jobs of 300 MB whose peaks an earlier summary recorded, under 700M with four slots:
     two at a time (a third would not fit), none killed."""
@@ -112,15 +111,7 @@ def test_a_memory_budget_runs_no_more_heavy_jobs_at_once_than_fit(tmp_path):
     history.write_text(
         "".join(json.dumps({"id": job["id"], "resources": {"peak_memory_bytes": 330 << 20}}) + "\n" for job in jobs)
     )
-    out = tmp_path / "out"
-    proc = run_cli(
-        "batch",
-        write_manifest(tmp_path / "m.jsonl", jobs),
-        *("--out", out, "--jobs", "4", "--memory-budget", "700M", "--history", history),
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = list(summary(out).values())
+    lines = list(heavy_batch(tmp_path, jobs, "--history", history).values())
     assert all(line["exit_code"] == 0 and line["source"] == "child_exit" for line in lines)
     assert all(line["resources"]["peak_memory_bytes"] >= 300 << 20 for line in lines)
     assert most_at_once(lines) == 2
@@ -130,15 +121,7 @@ def test_jobs_of_unknown_peak_start_one_alone_then_as_large_as_the_batch_has_see
     """No history and no max_memory: the first job runs alone (the batch knows no peak yet);
     once it ended, the others are reckoned at its measured peak: two at a time under 700M."""
     jobs = [{"args": [PY, "-c", HOLD], "id": f"heavy{n}"} for n in range(4)]
-    out = tmp_path / "out"
-    proc = run_cli(
-        "batch",
-        write_manifest(tmp_path / "m.jsonl", jobs),
-        *("--out", out, "--jobs", "4", "--memory-budget", "700M"),
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = sorted(summary(out).values(), key=lambda line: line["started_at"])
+    lines = sorted(heavy_batch(tmp_path, jobs).values(), key=lambda line: line["started_at"])
     assert most_at_once(lines[:2]) == 1, "the first job ran alone"
     assert most_at_once(lines) == 2
 
