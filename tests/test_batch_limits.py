@@ -153,3 +153,13 @@ def test_a_bad_memory_budget_is_a_usage_error(tmp_path, value):
     )
     assert proc.returncode == USAGE and f"'{value}' for '--memory-budget <SIZE>'" in proc.stderr.decode(), proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [("--timeout", "300%"), ("--memory-budget", "1G")])
+def test_the_one_machine_limits_are_refused_with_dask_before_anything_starts(tmp_path, flags):
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}])
+    proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", "tcp://127.0.0.1:9", *flags)
+    assert proc.returncode == USAGE, proc.stderr
+    assert b"decides on one machine's jobs: it cannot be used with --dask-scheduler" in proc.stderr
+    assert not out.exists()
