@@ -4,6 +4,7 @@ capture are in ``--out`` as ``--keep all`` writes them. Process-level: the real 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 from conftest import run_cli
@@ -65,3 +66,17 @@ def test_keep_all_is_the_default_and_a_bad_keep_is_a_usage_error(tmp_path):
     assert proc.returncode == USAGE, proc.stderr
     assert b"invalid value 'passed' for '--keep <all|failed>': expected all or failed" in proc.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_a_job_that_passes_on_resume_leaves_no_earlier_failure_behind(tmp_path):
+    """The earlier batch's failed stream and capture would contradict the line saying the job
+    now passed: they go, as --keep all would have overwritten them."""
+    jobs = [{"args": ["sh", "-c", "test -e marker || { touch marker; exit 1; }"], "id": "flaky", "cwd": str(tmp_path)}]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    out = tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out, "--keep", "failed").returncode == BATCH_FAILED
+    assert (out / "flaky" / "events.jsonl").is_file()
+    proc = run_cli("batch", manifest, "--out", out, "--keep", "failed", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "flaky").exists()
+    assert json.loads((out / "summary.jsonl").read_text().splitlines()[-1])["exit_code"] == 0

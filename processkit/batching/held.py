@@ -84,11 +84,33 @@ def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str) ->
         if failed:
             held.write_into(stream_path, capture_dir)
             return True
+        _drop_earlier(stream_path, capture_dir)
     except Failure as failure:
         warn(failure.message)
     finally:
         held.close()
     return False
+
+
+def _drop_earlier(stream_path: str, capture_dir: str) -> None:
+    """A passing job's directory left by an earlier batch into the same ``--out`` (a failure
+    ``--resume`` runs again) would outlast the line that says it passed: its stream and capture
+    go, as ``--keep all`` would have overwritten them. One failed ``unlink`` in the usual case,
+    where the job has no directory."""
+    try:
+        os.unlink(stream_path)
+    except OSError:
+        return
+    for name in ("stdout.log", "stderr.log", "capture-keep.json"):
+        try:
+            os.unlink(os.path.join(capture_dir, name))
+        except OSError:
+            pass
+    for directory in (capture_dir, os.path.dirname(stream_path)):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty: what else is there is not this attempt's
 
 
 def _copy(source: int, target: int) -> None:
