@@ -9,7 +9,15 @@ Each round runs, back to back on the same machine:
 and reports jobs per second, the batch process's CPU per job (its rusage, children excluded)
 and its peak RSS, then the ratios. Medians over ROUNDS rounds.
 
+With ``--keep`` (issue 35) it runs instead, alternating within each round:
+- `batch --keep failed` against `parallel -j2 --joblog` (N × `true`, `-j2`);
+- `batch --keep all` against `parallel -j2 --joblog --results DIR` (a peer that also writes
+  per-job files);
+- the skewed manifest (one 4 s job among 40 × 0.1 s, `-j2`, `--history` from a first pass):
+  its makespan against the bound max(longest, total / 2).
+
     python3 bench/batch.py [N] [ROUNDS]
+    python3 bench/batch.py --keep [N] [ROUNDS]
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ def timed(argv, **kwargs) -> float:
     return time.perf_counter() - started
 
 
-def batch_run(manifest: Path, out: Path, jobs: int) -> tuple[float, float, float]:
+def batch_run(manifest: Path, out: Path, jobs: int, *extra: str) -> tuple[float, float, float]:
     """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB)."""
     code = (
         "import resource, sys; sys.argv = sys.argv[1:];"
@@ -45,7 +53,7 @@ def batch_run(manifest: Path, out: Path, jobs: int) -> tuple[float, float, float
     )
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", code, CLI, "batch", str(manifest), "--out", str(out), "--jobs", str(jobs)],
+        [sys.executable, "-c", code, CLI, "batch", str(manifest), "--out", str(out), "--jobs", str(jobs), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         check=True,
@@ -70,7 +78,82 @@ def check_digests(out: Path) -> int:
     return wrong
 
 
+def makespan(summary: Path) -> float:
+    """From the first job's start to the last one's end, by the summary's own figures."""
+    from datetime import datetime
+
+    spans = []
+    for line in summary.read_text().splitlines():
+        entry = json.loads(line)
+        start = datetime.fromisoformat(entry["started_at"].replace("Z", "+00:00")).timestamp()
+        spans.append((start, start + entry["duration_ms"] / 1000))
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
+def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
+    """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan."""
+    trues = write_manifest(work / "true.jsonl", [{"args": ["true"]} for _ in range(count)])
+    seq = "\n".join(str(n) for n in range(count)).encode() + b"\n"
+    skewed_jobs = [{"args": ["sleep", "0.1"], "id": f"short{n}"} for n in range(40)]
+    skewed_jobs.insert(20, {"args": ["sleep", "4"], "id": "long"})
+    skewed = write_manifest(work / "skewed.jsonl", skewed_jobs)
+    batch_run(skewed, work / "history", 2)  # the history: one pass in manifest order
+    history = str(work / "history" / "summary.jsonl")
+    bound = max(4.0, (4.0 + 40 * 0.1) / 2)
+    for round_ in range(rounds):
+        out = work / f"failed-{round_}"
+        wall, cpu, _ = batch_run(trues, out, 2, "--keep", "failed")
+        note("keep failed: batch jobs/s", count / wall)
+        note("keep failed: batch CPU ms/job", cpu / count * 1000)
+        shutil.rmtree(out)
+        wall = timed(["parallel", "-j2", "--joblog", str(work / "joblog"), "true"], input=seq)
+        note("keep failed: parallel jobs/s", count / wall)
+        out = work / f"all-{round_}"
+        wall, cpu, _ = batch_run(trues, out, 2, "--keep", "all")
+        note("keep all: batch jobs/s", count / wall)
+        note("keep all: batch CPU ms/job", cpu / count * 1000)
+        shutil.rmtree(out)
+        results = work / "results"
+        wall = timed(
+            ["parallel", "-j2", "--joblog", str(work / "joblog"), "--results", str(results), "true"], input=seq
+        )
+        note("keep all: parallel --results jobs/s", count / wall)
+        shutil.rmtree(results)
+        out = work / f"skewed-{round_}"
+        wall, _, _ = batch_run(skewed, out, 2, "--history", history, "--keep", "failed")
+        span = makespan(out / "summary.jsonl")
+        note("skewed: makespan s (first start to last end)", span)
+        note("skewed: makespan / bound", span / bound)
+        note("skewed: batch wall / bound (start-up, page)", wall / bound)
+        shutil.rmtree(out)
+
+
+def keep_main(count: int, rounds: int) -> None:
+    figures: dict[str, list[float]] = {}
+    work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
+    try:
+        keep_rounds(work, count, rounds, lambda name, value: figures.setdefault(name, []).append(value))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    for name, value in medians.items():
+        print(f"{name:36} {value:10.3f}   ({', '.join(f'{v:.3f}' for v in figures[name])})")
+    for name, ours, theirs in (
+        ("keep failed / parallel --joblog", "keep failed: batch jobs/s", "keep failed: parallel jobs/s"),
+        ("keep all / parallel --results", "keep all: batch jobs/s", "keep all: parallel --results jobs/s"),
+    ):
+        pairs = [a / b for a, b in zip(figures[ours], figures[theirs])]  # each round's pair, side by side
+        print(
+            f"{name:36} {medians[ours] / medians[theirs]:10.2f}x of medians; pairs' median "
+            f"{statistics.median(pairs):.2f}x ({', '.join(f'{r:.2f}' for r in pairs)})"
+        )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--keep"]:
+        del sys.argv[1]
+        keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     figures: dict[str, list[float]] = {}

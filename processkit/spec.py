@@ -121,6 +121,7 @@ class RunSpec(Plain):
         "detach",
         "ready_fd",
         "usage_file",
+        "held_fds",
     )
 
     def __init__(
@@ -153,6 +154,9 @@ class RunSpec(Plain):
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
         ready_fd: int | None = None,  # a detached copy: where its launcher waits to hear the run started
         usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
+        # A batch's --keep failed: (stream, stdout, stderr) fds the engine writes and closes instead
+        # of opening jsonl and capture_dir's files (which it still names); head capture only.
+        held_fds: tuple[int, int, int] | None = None,
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -181,6 +185,7 @@ class RunSpec(Plain):
         self.detach = detach
         self.ready_fd = ready_fd
         self.usage_file = usage_file
+        self.held_fds = held_fds
 
 
 def new_run_id() -> str:

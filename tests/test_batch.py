@@ -10,6 +10,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -625,14 +626,14 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
         assert event_time(ended) < grace_over, f"quick{n} waited for the other job's grace"
 
 
-def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
+def on_a_terminal(tmp_path, jobs, *flags) -> str:
+    """What a batch of ``jobs`` wrote to its stderr, a terminal, once it exited 0."""
     import pty
 
-    jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(3)]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [*cli_command(), "batch", manifest, "--out", str(tmp_path / "out"), "--jobs", "1"],
+        [*cli_command(), "batch", manifest, "--out", str(tmp_path / "out"), *flags],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=terminal,
@@ -649,7 +650,11 @@ def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
         data += chunk
     os.close(controller)
     assert proc.wait(timeout=30) == 0
-    text = data.decode()
+    return data.decode()
+
+
+def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
+    text = on_a_terminal(tmp_path, [{"args": ["true"], "id": f"j{n}"} for n in range(3)], "--jobs", "1")
     assert "[" + "#" * 30 + "] 3/3 ok 3 failed 0 ETA 0s" in text
     assert "\r\x1b[Kbatch: 3 of 3 jobs exited 0" in text
 
@@ -761,3 +766,14 @@ def test_trace_is_chrome_trace_json_with_an_event_per_attempt(tmp_path):
     for lane in lanes:
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in complete if e["tid"] == lane)
         assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
+def test_on_a_terminal_the_bar_ticks_each_second_naming_the_longest_running_job(tmp_path):
+    """Between job ends the bar still moves: each second it says how many jobs run and which one
+    has run longest, for how long."""
+    jobs = [{"args": ["sleep", "2.6"], "id": "slow"}, {"args": ["sleep", "1.3"], "id": "brief"}]
+    text = on_a_terminal(tmp_path, jobs, "--jobs", "2")
+    bars = [part for part in re.split(r"\r\x1b\[K|\n", text) if part.startswith("[")]
+    assert any(bar.endswith("] 0/2 ok 0 failed 0 ETA 0s, running 2, longest slow (1s)") for bar in bars), bars
+    assert any("] 1/2 ok 1 failed 0 " in bar and bar.endswith(", running 1, longest slow (2s)") for bar in bars), bars
+    assert bars[-1].startswith("[" + "#" * 30 + "] 2/2 ok 2 failed 0 ETA 0s") and "running" not in bars[-1]

@@ -23,6 +23,8 @@ from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
 from ..jsontext import dumps
 from . import summary
+from .held import HeldFiles, settle
+from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
 from .outdir import ensure_directory, prepare_out
 
@@ -34,7 +36,18 @@ if TYPE_CHECKING:
 class Settings:
     """How a batch runs its jobs (the CLI's flags, the API's keywords)."""
 
-    __slots__ = ("out", "jobs", "retries", "halt_on_failure", "resume", "label")
+    __slots__ = (
+        "out",
+        "jobs",
+        "retries",
+        "halt_on_failure",
+        "resume",
+        "label",
+        "timeout",
+        "memory_budget",
+        "peaks",
+        "keep_failed_only",
+    )
 
     def __init__(
         self,
@@ -44,6 +57,10 @@ class Settings:
         halt_on_failure: bool = False,
         resume: bool = False,
         label: str | None = None,
+        timeout: JobTimeout | None = None,
+        memory_budget: int | None = None,
+        peaks: dict[str, int] | None = None,
+        keep_failed_only: bool = False,
     ):
         self.out = out
         self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
@@ -51,6 +68,10 @@ class Settings:
         self.halt_on_failure = halt_on_failure
         self.resume = resume
         self.label = label or f"batch-{os.getpid()}-{time.time_ns()}"  # what `list` shows per job
+        self.timeout = timeout  # --timeout: each job's, unless it gives its own
+        self.memory_budget = memory_budget  # --memory-budget, in bytes
+        self.peaks = peaks or {}  # --history's peak memory per job id (the budget's expectations)
+        self.keep_failed_only = keep_failed_only  # --keep failed: a passing job's files are never written
 
 
 class Tally:
@@ -107,6 +128,7 @@ def run_batch(
     write_summary: bool = True,
     keep_lines: bool = True,
     stop_fd: int | None = None,
+    on_tick: Callable[[dict[str, float], Tally], None] | None = None,
 ) -> tuple[list[dict], Tally]:
     """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
     so a long batch run from the CLI stays flat in memory) and the tally.
@@ -115,7 +137,9 @@ def run_batch(
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``: once it
     is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
-    how a Dask worker's chunk, which owns no signal, is stopped from another thread."""
+    how a Dask worker's chunk, which owns no signal, is stopped from another thread. ``on_tick``:
+    called every second on the batch's loop with the jobs running (id -> the monotonic second
+    each started) and the tally, so a progress bar moves between job ends."""
     at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
     out, summary_path, queue, tally = prepare(jobs, settings)
     queue.reverse()  # popped from the end: manifest order
@@ -125,6 +149,9 @@ def run_batch(
     summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
     carrier = Host(watch=signals)
     halted = False
+    timeouts = Timeouts(settings.timeout)
+    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
+    running: dict[str, float] = {}
 
     def record(line: dict) -> None:
         if keep_lines:
@@ -137,16 +164,29 @@ def run_batch(
     def next_run():
         if carrier.stopped is not None or halted or not queue:
             return None
+        if budget is not None:
+            if not budget.admits(queue[-1]):
+                return None  # asked again as a job ends
+            budget.started(queue[-1])
         job = queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        return _job_steps(carrier, job, out, settings.label, attempts[job.id])
+        running[job.id] = time.monotonic()
+        return _job_steps(
+            carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms(), settings.keep_failed_only
+        )
 
     def finished(result) -> None:
         nonlocal halted
-        job, outcome, run_id = result
+        job, outcome, run_id, dropped = result
+        running.pop(job.id, None)
         line = summary.summary_line(
             job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
         )
+        if dropped:
+            summary.drop_paths(line)
+        timeouts.ended(line)
+        if budget is not None:
+            budget.ended(job, line)
         if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
             earlier.setdefault(job.id, []).append(summary.attempt_record(line))
             queue.append(job)  # again, next
@@ -167,6 +207,8 @@ def run_batch(
         if stop_fd is not None:
             carrier.loop.add_reader(stop_fd, lambda: carrier.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
         carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
+        if on_tick is not None:
+            _every_second(carrier, lambda: on_tick(running, tally))
         carrier.carry_all(next_run, finished, at_once)
     finally:
         tally.cancelled_by = carrier.stopped
@@ -213,23 +255,57 @@ def open_summary(path: str, resume: bool) -> int:
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
 
 
+def _every_second(host: Host, call: Callable[[], None]) -> None:
+    """``call`` now, then once a second on ``host``'s loop while it turns (its close drops the
+    timer)."""
+
+    def tick() -> None:
+        call()
+        host.loop.call_later(1.0, tick)
+
+    tick()
+
+
 def _stream_path(out: str, job: Job) -> str:
     return os.path.join(out, job.id, "events.jsonl")
 
 
-def _job_steps(host: Host, job: Job, out: str, label: str, attempt: int):
-    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id). Labelled with the batch,
-    so ``list`` shows which batch a live job belongs to. The attempt before a retry keeps its
-    stream and capture: they move into ``attempt-N/`` of the job's directory."""
+def _job_steps(
+    host: Host, job: Job, out: str, label: str, attempt: int, timeout_ms: int | None, keep_failed_only: bool
+):
+    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
+    were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
+    The attempt before a retry keeps its stream and capture: they move into ``attempt-N/`` of
+    the job's directory. With ``keep_failed_only`` the attempt writes into memfds (``held``),
+    and only a failed one's files reach the job's directory; a ring capture (``capture_keep``
+    tail or head-tail) is written in place as always."""
+    directory = os.path.join(out, job.id)
+    held = None
     try:
-        directory = ensure_directory(os.path.join(out, job.id), "the job directory")
+        hold = keep_failed_only and job.template.capture_keep == "head"
+        if not hold or attempt > 1:
+            ensure_directory(directory, "the job directory")
         if attempt > 1:
             _keep_attempt(directory, attempt - 1)
+        if hold:
+            held = HeldFiles()
     except Failure as failure:
-        return job, Outcome(failure.code, failure), None
-    spec = job_spec(job, jsonl=_stream_path(out, job), capture_dir=os.path.join(directory, "capture"), label=label)
-    outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
-    return job, outcome, spec.run_id
+        return job, Outcome(failure.code, failure), None, False
+    try:
+        spec = job_spec(
+            job,
+            jsonl=_stream_path(out, job),
+            capture_dir=os.path.join(directory, "capture"),
+            label=label,
+            timeout_ms=timeout_ms,
+            held_fds=None if held is None else held.for_engine(),
+        )
+        outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
+        kept = held is None or settle(held, outcome.code != 0, spec.jsonl, spec.capture_dir or directory)
+        return job, outcome, spec.run_id, not kept
+    finally:
+        if held is not None:
+            held.close()
 
 
 def _keep_attempt(directory: str, attempt: int) -> None:

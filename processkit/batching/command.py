@@ -29,7 +29,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
-        "[--resume] [--show-output] [--history FILE] [--trace FILE] [--dask-scheduler ADDRESS]",
+        "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
+        "[--dask-scheduler ADDRESS]",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
     )
     parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
@@ -49,6 +50,27 @@ def build_parser() -> Parser:
     parser.add_argument("--resume", action=OnceFlag, help="skip the jobs an earlier summary shows exited 0")
     parser.add_argument("--show-output", action=OnceFlag, help="print each job's captured output when it ends")
     parser.add_argument(
+        "--keep",
+        action=Once,
+        metavar="all|failed",
+        help="whose stream and capture files are written into --out: every job's, or only those of the "
+        "jobs that did not exit 0 (the others' summary lines keep their digests) (default: all)",
+    )
+    parser.add_argument(
+        "--timeout",
+        action=Once,
+        metavar="DUR|P%",
+        help="end a job (106) after DUR, or after P%% of the median duration of the jobs that exited 0 "
+        "so far (once 5 have); a job's own timeout wins (default: no limit)",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        action=Once,
+        metavar="SIZE",
+        help="start a job only while the expected peak memory of the running jobs fits in SIZE "
+        "(from --history, else max_memory; docs/batch.md) (default: no budget)",
+    )
+    parser.add_argument(
         "--history",
         action=Once,
         metavar="FILE",
@@ -66,6 +88,12 @@ def build_parser() -> Parser:
 PARSERS = {"batch": build_parser}
 
 
+def _keep(text: str | None) -> bool:
+    if text in (None, "all", "failed"):
+        return text == "failed"
+    raise usage(f"invalid value '{sanitize(text)}' for '--keep <all|failed>': expected all or failed")
+
+
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
     if text is None:
         return default
@@ -79,13 +107,22 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     from .carrier import Settings
+    from .limits import parse_budget, parse_timeout
 
+    timeout = None if args.timeout is None else parse_timeout(args.timeout)
+    budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
+    if args.dask_scheduler is not None and (budget is not None or (timeout and timeout.percent is not None)):
+        flag = "--memory-budget" if budget is not None else "--timeout P%"
+        raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
         jobs=None if args.jobs is None else _count(args.jobs, "--jobs", 1, 1, MAX_JOBS_IN_FLIGHT),
         retries=_count(args.retries, "--retries", 0, 0, 1000),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
+        timeout=timeout,
+        memory_budget=budget,
+        keep_failed_only=_keep(args.keep),
     )
     jobs = _read_manifest(args.manifest)
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
@@ -93,7 +130,10 @@ def main(argv: list[str], invocation) -> int:
             sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
     if args.history is not None:
-        jobs = longest_first(jobs, args.history)
+        from ..report.batch_model import history
+
+        took, settings.peaks = history(args.history)
+        jobs = longest_first(jobs, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     if args.dask_scheduler is not None:
@@ -105,7 +145,7 @@ def main(argv: list[str], invocation) -> int:
         from .carrier import run_batch
 
         raise_soft_limit()  # the jobs' children get the caller's limit back
-        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False)
+        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, on_tick=progress.tick)
     from .index import write_page
 
     write_page(settings.out)
@@ -127,13 +167,10 @@ def main(argv: list[str], invocation) -> int:
     return kind.code
 
 
-def longest_first(jobs: list, history: str) -> list:
+def longest_first(jobs: list, took: dict[str, float]) -> list:
     """The jobs in the order that shortens a skewed batch's makespan (longest processing time
-    first): those an earlier summary timed, longest first, after those it did not (they may be
-    long; manifest order among them)."""
-    from ..report.batch_model import durations
-
-    took = durations(history)
+    first): those an earlier summary timed (``took``), longest first, after those it did not
+    (they may be long; manifest order among them)."""
     unknown = [job for job in jobs if job.id not in took]
     known = sorted((job for job in jobs if job.id in took), key=lambda job: -took[job.id])
     return unknown + known
@@ -197,8 +234,8 @@ TAIL_BYTES = 4096
 
 
 class Progress:
-    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them;
-    at the end, every failed job named with its exit, its stderr capture and that file's last
+    """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them
+    (as each job ends, and each second: how many run, and the one running longest); at the end, every failed job named with its exit, its stderr capture and that file's last
     lines (as make and parallel leave the compiler's error last on the screen)."""
 
     def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
@@ -211,6 +248,7 @@ class Progress:
         self._done = 0
         self._failed: list[dict] = []
         self._failed_count = 0
+        self._running: dict[str, float] = {}  # the carrier's: job id -> its monotonic start
 
     def finished(self, line: dict, tally) -> None:
         self._done += 1
@@ -227,6 +265,13 @@ class Progress:
         if self._show and code is not None:
             self._print_captured(line)
 
+    def tick(self, running: dict[str, float], tally) -> None:
+        """Each second: the bar redrawn (off a terminal, nothing)."""
+        self._running = running
+        if self._bar:
+            sys.stderr.write("\r\x1b[K" + self._bar_text(tally))
+            sys.stderr.flush()
+
     def _print_captured(self, line: dict) -> None:
         """The job's captured stdout on stdout under a header naming the job, and its stderr on
         stderr (not under --error-format json: it stays in its capture file): as one block each,
@@ -238,7 +283,7 @@ class Progress:
         sys.stdout.write(f"==> {sanitize(line['id'])} (exit {line['exit_code']}) <==\n")
         sys.stdout.flush()
         for info, stream in ((stdout, sys.stdout), (stderr, sys.stderr)):
-            if isinstance(info, dict) and info.get("bytes"):
+            if isinstance(info, dict) and info.get("bytes") and info.get("path"):  # no path: --keep failed
                 _copy_file(info["path"], stream.buffer)
 
     def _write(self, text: str, tally) -> None:
@@ -258,10 +303,18 @@ class Progress:
         filled = width * done // total if total else width
         elapsed = time.monotonic() - self._started
         eta = elapsed / done * (total - done) if done else 0.0
-        return (
+        text = (
             f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
             f"ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {eta:.0f}s"
         )
+        if self._running:
+            job, since = min(self._running.items(), key=lambda item: item[1])
+            text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
+        try:
+            columns = os.get_terminal_size(sys.stderr.fileno()).columns
+        except OSError:
+            columns = 0
+        return text[: columns - 1] if columns > 1 else text  # one row, so \r\x1b[K clears all of it
 
     def end(self, summary: str) -> None:
         if self.quiet:

@@ -103,8 +103,9 @@ def run_on_dask(
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))
         worker_settings = Settings(
-            out, settings.jobs, settings.retries, settings.halt_on_failure, False, settings.label
+            out, settings.jobs, settings.retries, settings.halt_on_failure, False, settings.label, settings.timeout
         )
+        worker_settings.keep_failed_only = settings.keep_failed_only
         pieces = [todo[start : start + size] for start in range(0, len(todo), size)]
         chunks = {client.submit(run_chunk, piece, worker_settings, pure=False): piece for piece in pieces}
         futures = list(chunks)

@@ -54,16 +54,27 @@ class Job:
         self.digest = digest  # of the whole line: --resume runs a job again once it changed
 
 
-def job_spec(job: Job, *, jsonl: str, capture_dir: str, label: str) -> RunSpec:
+def job_spec(
+    job: Job,
+    *,
+    jsonl: str,
+    capture_dir: str,
+    label: str,
+    timeout_ms: int | None = None,
+    held_fds: tuple[int, int, int] | None = None,
+) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS``. A fresh run id
     per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
-    ``--label`` does)."""
+    ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. ``held_fds``:
+    ``--keep failed``'s memfds (``RunSpec.held_fds``)."""
     template = job.template
     return template.replace(
         argv=tuple(job.args),
         jsonl=jsonl,
         capture_dir=capture_dir,
+        timeout_ms=template.timeout_ms if template.timeout_ms is not None else timeout_ms,
+        held_fds=held_fds,
         run_id=template.run_id if template.run_id_given else new_run_id(),
         labels=tuple(sorted({"batch": label, **dict(template.labels)}.items())),
     )

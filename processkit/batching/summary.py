@@ -99,6 +99,14 @@ def summary_line(
     }
 
 
+def drop_paths(line: dict) -> None:
+    """``--keep failed``: a passing job's capture was never written, so its line names no file
+    (its digests and byte counts stay)."""
+    for info in line["capture"].values():
+        if isinstance(info, dict):
+            info["path"] = None
+
+
 def attempt_dir(attempt: int) -> str:
     return f"attempt-{attempt}"
 

@@ -105,6 +105,8 @@ def finished_report(pump):
     from . import keep
 
     target, seen, stored, ring_from, write_error = ring
+    if target.live_record is not None:  # the ring is about to be rewritten in place: its marks no longer hold
+        target.live_record.retire()
     written, digest, write_error, kept = yield from keep.finishing(
         target.fd, target.head, target.cap, stored, ring_from, write_error
     )
@@ -169,6 +171,16 @@ def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str)
         for name, target in targets.items():
             target.marks, target.live_record = live.slots[name], live
     return live
+
+
+def held_targets(spec, fds: tuple[int, int]) -> dict[str, CaptureTarget]:
+    """A batch's memory-backed capture files (``RunSpec.held_fds``), named by the paths under
+    ``capture_dir`` they are written to if the job fails."""
+    assert spec.capture_dir is not None and spec.capture_keep == "head", "the batch holds head captures only"
+    return {
+        stream: CaptureTarget(os.path.join(spec.capture_dir, f"{stream}.log"), fd, spec.capture_max_bytes)
+        for stream, fd in zip(STREAMS, fds)
+    }
 
 
 def _quietly(action, path: str) -> None:

@@ -48,9 +48,13 @@ def _make_rundir() -> RunDir | None:
 def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec = run.spec
+    if spec.held_fds is not None:  # first: from here the release closes them
+        from . import capture
+
+        run.targets = capture.held_targets(spec, spec.held_fds[1:])
     run.pump_backend = pump.select_backend()
     run.spawn_backend = spawn.select_backend()
-    if spec.capture_dir is not None:
+    if spec.held_fds is None and spec.capture_dir is not None:
         from . import capture
 
         try:

@@ -46,14 +46,17 @@ def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bo
     holds the last line of each event type in ``keep`` that reached the stream. Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's)."""
+    held = spec.held_fds  # the engine's to close, as the files it opens
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
+        for fd in held or ():
+            os.close(fd)
         return Outcome(
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     try:
-        emitter = Emitter(spec.jsonl, keep)
+        emitter = Emitter(spec.jsonl, keep, held[0] if held else None)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)

@@ -55,20 +55,21 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, keep: tuple[str, ...] = ()):
+    def __init__(self, path: str, keep: tuple[str, ...] = (), fd: int | None = None):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
         last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
-        and its events are dropped before they are formatted: nothing could read them."""
-        self._poisoned = path == os.devnull and not keep
+        and its events are dropped before they are formatted: nothing could read them. ``fd``: an
+        open file to write instead (a batch's memory-backed stream), closed here."""
+        self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
         self.kept: dict[str, bytes] = {}
         self._fd = -1
         if self._poisoned:
             return
-        self._fd = open_for_writing(path)
+        self._fd = open_for_writing(path) if fd is None else fd
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 

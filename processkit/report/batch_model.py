@@ -107,16 +107,22 @@ def load(out: str) -> Batch:
     )
 
 
-def durations(path: str) -> dict[str, float]:
-    """``batch --history``: each job's last duration in an earlier summary, by id."""
+def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
+    """``batch --history``: each job's last duration and last peak memory (bytes) in an earlier
+    summary, by id."""
     lines, _ = _read(path)
-    found: dict[str, float] = {}
+    took: dict[str, float] = {}
+    peaks: dict[str, int] = {}
     for line in lines:
         if isinstance(line, dict) and isinstance(line.get("id"), str):
             duration = _number(line.get("duration_ms"))
             if duration is not None:
-                found[line["id"]] = duration
-    return found
+                took[line["id"]] = duration
+            resources = line.get("resources")
+            peak = _int(resources.get("peak_memory_bytes")) if isinstance(resources, dict) else None
+            if peak is not None and peak > 0:
+                peaks[line["id"]] = peak
+    return took, peaks
 
 
 def _read(path: str) -> tuple[list, int]:

@@ -1,0 +1,123 @@
+"""``batch --keep failed``: a job's stream and capture held in memory-backed files while it runs,
+dropped when it exits 0 and written into ``--out`` only when it did not.
+
+A farm running many passing jobs then makes no file-system inode per passing job (on ext4 the
+inodes of ``--out`` were the largest per-job cost, bench/README.md). Facts about memfds that the
+design leans on:
+- ``memfd_create`` gives an anonymous regular file on the kernel's internal shmem mount: the
+  stream's writer and both pumps treat it as the files they open (``write``, ``pwrite``,
+  ``fstat`` as a regular file), and it vanishes with its last descriptor.
+- ``sendfile`` reads from shmem, so a failed job's bytes go from the memfd to its files in
+  the kernel, a chunk at a time, never through the batch's memory.
+- Its pages are memory: a running job holds up to its capture cap per stream (8 MiB each by
+  default) and its stream, which ``--keep failed`` accepts for the jobs in flight.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..engine.capture import STREAMS, open_targets
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from ..safepath import open_for_writing
+from .outdir import ensure_directory
+
+NAMES = ("events.jsonl", "stdout.log", "stderr.log")
+COPY_CHUNK = 1 << 24
+
+
+class HeldFiles:
+    """One attempt's three memfds (stream, stdout, stderr), kept by the carrier; the engine gets
+    copies of the descriptors (``for_engine``), which it closes as it would the files it opens."""
+
+    __slots__ = ("fds",)
+
+    def __init__(self) -> None:
+        fds: list[int] = []
+        try:
+            for name in NAMES:
+                fds.append(os.memfd_create(name, os.MFD_CLOEXEC))
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            raise Failure(Kind.SETUP, f"cannot hold the job's files in memory (memfd): {exc.strerror}") from None
+        self.fds = tuple(fds)
+
+    def for_engine(self) -> tuple[int, int, int]:
+        stream, stdout, stderr = (os.dup(fd) for fd in self.fds)
+        return stream, stdout, stderr
+
+    def write_into(self, stream_path: str, capture_dir: str) -> None:
+        """The failed attempt's stream and capture, written where ``--keep all`` would have put
+        them (the job's directory made as for any job, the files through ``safepath``)."""
+        ensure_directory(os.path.dirname(stream_path), "the job directory")
+        try:
+            out = open_for_writing(stream_path)
+            try:
+                _copy(self.fds[0], out)
+            finally:
+                os.close(out)
+            targets = open_targets(capture_dir, 0)
+            try:
+                for stream, held in zip(STREAMS, self.fds[1:]):
+                    _copy(held, targets[stream].fd)
+            finally:
+                for target in targets.values():
+                    os.close(target.fd)
+        except OSError as exc:
+            raise Failure(
+                Kind.SETUP, f"cannot write the failed job's files under {capture_dir}: {exc.strerror}"
+            ) from None
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, ()
+        for fd in fds:
+            os.close(fd)
+
+
+def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str) -> bool:
+    """After the attempt: its files written into ``--out`` when it ``failed``, the memfds let go
+    either way; whether the files now exist (a write that fails is a warning: the summary line
+    still records the job)."""
+    try:
+        if failed:
+            held.write_into(stream_path, capture_dir)
+            return True
+        _drop_earlier(stream_path, capture_dir)
+    except Failure as failure:
+        warn(failure.message)
+    finally:
+        held.close()
+    return False
+
+
+def _drop_earlier(stream_path: str, capture_dir: str) -> None:
+    """A passing job's directory left by an earlier batch into the same ``--out`` (a failure
+    ``--resume`` runs again) would outlast the line that says it passed: its stream and capture
+    go, as ``--keep all`` would have overwritten them. One failed ``unlink`` in the usual case,
+    where the job has no directory."""
+    try:
+        os.unlink(stream_path)
+    except OSError:
+        return
+    for name in ("stdout.log", "stderr.log", "capture-keep.json"):
+        try:
+            os.unlink(os.path.join(capture_dir, name))
+        except OSError:
+            pass
+    for directory in (capture_dir, os.path.dirname(stream_path)):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty: what else is there is not this attempt's
+
+
+def _copy(source: int, target: int) -> None:
+    size = os.fstat(source).st_size
+    offset = 0
+    while offset < size:
+        sent = os.sendfile(target, source, offset, min(COPY_CHUNK, size - offset))
+        if sent == 0:
+            raise OSError(0, "the copy took nothing")
+        offset += sent
