@@ -10,6 +10,7 @@ import csv
 import io
 import json
 
+from . import baseline
 from .result import BenchResult
 from .summary import unit_for
 
@@ -26,20 +27,24 @@ def to_markdown(result: BenchResult) -> str:
         return "No command finished a run.\n"
     name, scale = unit_for(min(s.mean for s in summaries))
     fastest = min(s.mean for s in summaries)
+    header, alignment = baseline.markdown_header(result.baseline)  # a column of its own with --baseline
     lines = [
-        f"| Command | Mean [{name}] | Min [{name}] | Max [{name}] | Relative |",
-        "|:---|---:|---:|---:|---:|",
+        f"| Command | Mean [{name}] | Min [{name}] | Max [{name}] | Relative |{header}",
+        f"|:---|---:|---:|---:|---:|{alignment}",
     ]
     for command_result in result.results:
         s = command_result.summary
         label = "`" + command_result.command.name.replace("|", "\\|").replace("`", "'") + "`"
         if s is None:
-            lines.append(f"| {label} | timed out | | | |")
+            lines.append(
+                f"| {label} | timed out | | | |{baseline.markdown_cell(result.baseline, command_result.command.name)}"
+            )
             continue
         spread = f" ± {s.stddev * scale:.1f}" if s.stddev is not None else ""
         relative = s.mean / fastest
         lines.append(
             f"| {label} | {s.mean * scale:.1f}{spread} | {s.min * scale:.1f} | {s.max * scale:.1f} | {relative:.2f} |"
+            + baseline.markdown_cell(result.baseline, command_result.command.name)
         )
     return "\n".join(lines) + "\n"
 

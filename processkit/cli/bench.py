@@ -15,7 +15,7 @@ import signal
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize, unencodable
-from . import values
+from . import bench_baseline, values
 from .parsing import Once, OnceFlag, Parser
 
 
@@ -90,6 +90,7 @@ def build_parser() -> Parser:
         metavar=("NAME", "VALUES"),
         help="{NAME} takes each of a,b,c",
     )
+    bench_baseline.add_flags(add)  # --baseline, --fail-if-slower
     add("program", nargs="*", metavar="PROGRAM [ARGS]", help="one command, after '--'")
     return parser
 
@@ -153,6 +154,7 @@ def main(argv: list[str], invocation) -> int:
     parameters += [(name, listed.split(",")) for name, listed in args.parameter_list]
     commands = expand(given, args.command_name, parameters)
     options = options_from(args)
+    earlier = bench_baseline.read(args)  # checked before the first run
     if options.jsonl_dir is not None:
         try:
             os.makedirs(options.jsonl_dir, exist_ok=True)
@@ -171,7 +173,9 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark import summary
     from . import output
 
-    output.lines(summary.render(result).splitlines())
+    if earlier is not None:
+        bench_baseline.attach(result, earlier, args.baseline)
+    output.lines(summary.render(result).splitlines() + bench_baseline.lines(result))
     for flag, kind in (("export_json", "json"), ("export_markdown", "markdown"), ("export_csv", "csv")):
         path = getattr(args, flag)
         if path is not None:
@@ -179,6 +183,7 @@ def main(argv: list[str], invocation) -> int:
     unfinished = [r.command.name for r in result.results if r.summary is None]
     if unfinished:
         raise Failure(Kind.BENCH_FAILED, f"every run of {sanitize(unfinished[0])!r} timed out")
+    bench_baseline.gate(result, args.fail_if_slower)
     return 0
 
 
