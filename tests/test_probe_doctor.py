@@ -59,6 +59,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "registry:batch-delegation",
         "run:capture-keep-layout",
         "bench:hyperfine-json",
+        "bench:baseline-gate",
     }
     expected = set(capabilities)
     for command in COMMANDS:

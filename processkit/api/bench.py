@@ -45,6 +45,8 @@ def command_line(
     jsonl_dir: str | None = None,
     show_output: bool = False,
     metric: str = "wall",
+    baseline: str | os.PathLike | None = None,
+    fail_if_slower: float | None = None,
 ) -> list[str]:
     """The ``bench`` arguments for these keywords (validated by the command itself)."""
     argv: list[str] = []
@@ -71,6 +73,10 @@ def command_line(
     if jsonl_dir is not None:
         argv += ["--jsonl-dir", os.fspath(jsonl_dir)]
     argv += ["--order", order, "--metric", metric]
+    if baseline is not None:  # an earlier export: the comparison is on the result (``result.baseline``)
+        argv += ["--baseline", os.fspath(baseline)]
+    if fail_if_slower is not None:
+        argv += ["--fail-if-slower", str(fail_if_slower)]
     argv += ["--ignore-failure"] * bool(ignore_failure) + ["--show-output"] * bool(show_output)
     return argv
 
@@ -80,7 +86,9 @@ def bench(commands: list, **keywords) -> BenchResult:
     ``sh -c``) and return the typed result. Keywords: ``names``, ``parameters`` (name -> values),
     ``order``, ``runs``, ``min_runs``, ``max_runs``, ``warmup``, ``min_time_s``, ``prepare``,
     ``setup``, ``cleanup`` (argv lists), ``ignore_failure``, ``timeout_ms``, ``cpus``,
-    ``jsonl_dir``, ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure`` with the CLI's code."""
+    ``jsonl_dir``, ``show_output``, ``metric`` (``wall`` or ``cpu``), ``baseline`` (an earlier
+    export: ``result.baseline`` compares each command with it) and ``fail_if_slower`` (a percentage:
+    a significant slowdown beyond it raises ``Failure`` 119). A failed benchmark raises ``Failure`` with the CLI's code."""
     arguments = command_line(commands, **keywords)
     fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")
     os.close(fd)

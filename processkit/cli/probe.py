@@ -34,6 +34,7 @@ def capabilities() -> list[str]:
     ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
     found = ["run:resource-summary", "run:capture-keep-layout"]
     found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
+    found.append("bench:baseline-gate")  # bench --baseline compares with an earlier export; --fail-if-slower is 119
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
