@@ -18,6 +18,7 @@ class Axis:
     def __init__(self, low: float, high: float, start: float, end: float, unit: tuple[str, float], *, count: int = 6):
         name, size = unit
         raw = (high - low) / max(count - 1, 1) if high > low else abs(high) or size
+        raw = max(raw, max(abs(low), abs(high)) * 1e-9)  # a step a float can still add
         step = nice_step(raw / size) * size
         if name == "":  # counts: whole steps
             step = max(step, 1.0)
@@ -27,10 +28,21 @@ class Axis:
         decimals = _decimals(step / size)
         suffix = f" {name}" if name else ""
         self.values = [self.low + step * i for i in range(round((self.high - self.low) / step) + 1)]
-        self.ticks = [(self.at(value), f"{value / size:.{decimals}f}{suffix}") for value in self.values]
+        if name:
+            self.ticks = [(self.at(value), f"{value / size:.{decimals}f}{suffix}") for value in self.values]
+        else:
+            self.ticks = [(self.at(value), _compact(value)) for value in self.values]
 
     def at(self, value: float) -> float:
         return self.start + (self.end - self.start) * (value - self.low) / (self.high - self.low)
+
+
+def _compact(count: float) -> str:
+    """A whole number as a short label: ``400``, ``20k``, ``1.2M``."""
+    for size, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(count) >= size:
+            return f"{count / (1e3 if suffix == 'k' else size):g}{suffix}"
+    return f"{count:.0f}"
 
 
 def nice_step(raw: float) -> float:
