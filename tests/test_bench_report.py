@@ -205,4 +205,6 @@ def test_report_refuses_a_stream_beside_an_export(tmp_path):
     stream = tmp_path / "run.jsonl"
     assert run_cli("run", "--jsonl", stream, "--", "true").returncode == 0
     done = run_cli("report", old, stream, "-o", tmp_path / "page.html")
-    assert done.returncode == 100 and b"two benchmark exports" in done.stderr
+    assert done.returncode == 100 and b"two to compare (OLD.json NEW.json)" in done.stderr
+    three = run_cli("report", old, old, old, "-o", tmp_path / "page.html")
+    assert three.returncode == 100 and b"one benchmark export, or two" in three.stderr

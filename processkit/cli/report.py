@@ -4,7 +4,8 @@ a directory of ``*.jsonl``) as one index page with a section per run.
 Read-only: streams and capture files are read, the registry is consulted once (only to say
 whether a stream without ``runner_exit`` is still being written), and the page is written to
 a temporary file beside ``-o`` then renamed into place, so a reader never sees half a page.
-A file that holds no event is invalid input (114, as ``events --validate``).
+A file that holds no event is invalid input (114, as ``events --validate``). A benchmark export
+(one, or OLD and NEW) is read through ``benchmark.recorded``, so a wrong shape is 114 too.
 """
 
 from __future__ import annotations
@@ -81,13 +82,15 @@ def _bench_exports(given: list[str]) -> list | None:
     from ..benchmark import recorded
     from ..report import bench_page
 
-    if len(given) > 2 or any(os.path.isdir(path) for path in given):
+    if any(os.path.isdir(path) for path in given):
         return None
     found = [bench_page.is_bench_export(path) for path in given]
     if not any(found):
         return None
-    if not all(found):
-        raise usage("report compares two benchmark exports (OLD.json NEW.json); an event stream cannot be one of them")
+    if len(given) > 2 or not all(found):
+        raise usage(
+            "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"
+        )
     return [recorded.from_json(bench_page.load(path), path) for path in given]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 
 from ..benchmark import baseline as against_baseline
 from ..benchmark.recorded import ORIGIN_HYPERFINE, RecordedBench, RecordedCommand
@@ -34,6 +35,7 @@ POINTS_PER_COMMAND = 400
 SEQUENCE_POINTS = 2000
 HEAD_BYTES = 64 * 1024
 COLOURS = ("#2f5fb3", "#e0a040", "#1f7a3f", "#b3261e", "#6b4bb3")
+_RESULTS_FIRST = re.compile(rb'\{\s*"results"\s*:')
 _DECODER = json.JSONDecoder(parse_constant=lambda name: _not_json(name))
 
 
@@ -53,12 +55,13 @@ def is_bench_export(path: str) -> bool:
     if not text.startswith(b"{"):
         return False
     line = text.split(b"\n", 1)[0]
+    leads = _RESULTS_FIRST.match(text) is not None  # as ours and hyperfine's (and jq's) write it
     try:
         first = json.loads(line)
     except RecursionError:
-        return True  # no event is nested this deep: a document, to be refused as one
-    except ValueError:
-        return line.strip() == b"{" or b'"results"' in line
+        return leads  # to be refused as the document it is
+    except ValueError:  # a pretty-printed document's "{", or a line longer than the head
+        return line.strip() == b"{" or leads
     return isinstance(first, dict) and "results" in first
 
 
