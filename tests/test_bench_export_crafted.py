@@ -48,6 +48,7 @@ CASES = [
     ("a hostile name", export(result(command="<script>alert(1)</script>\x1b[2J")), None),
     ("a 1 MB name", export(result(command="n" * 1_000_000)), None),
     ("an unused field nested 500 deep", export(result(parameters={"p": json.loads("[" * 500 + "]" * 500)})), None),
+    ("3,000 commands, one of 5,000 runs", export(result(times=[0.001] * 5000, exit_codes=None), *[result(command=f"c{i}") for i in range(3000)]), None),
     ("command 5", export(result(command=5)), "results[0].command is a number, not a string"),
     ("command null", export(result(command=None)), "results[0].command is null"),
     ("no command", export(result(command=KeyError)), "results[0].command is null"),

@@ -26,6 +26,8 @@ from .stats import Summary, outlier_indices, summarize
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
 MAX_COUNT = 2**53  # an order, an exit code, a byte count: exact as a float too
 MAX_COMMANDS = 10_000
+TESTED_RUNS = 200_000  # runs a Mann-Whitney U sees, all commands together: its sorts stay bounded
+MIN_TESTED = 50
 MAX_NAME = 4096  # characters of a command's name or text that are kept (the rest is cut, marked)
 ORIGIN_PROCESSKIT = "processkit"
 ORIGIN_HYPERFINE = "hyperfine"
@@ -73,10 +75,18 @@ class RecordedBench(Plain):
         return [command for command in self.commands if command.summary is not None]
 
     def samples(self, metric: str | None = None) -> list[tuple]:
-        """``(name, text, summary, times)`` per command measured by ``metric``."""
-        if (metric or self.metric) == "cpu":
-            return [(c.name, c.text, c.cpu_summary, c.cpu_times) for c in self.measured("cpu")]
-        return [(c.name, c.text, c.summary, c.times) for c in self.measured("wall")]
+        """``(name, text, summary, times)`` per command measured by ``metric``: the summary over
+        every run, the times an even sample for the tests (``TESTED_RUNS`` in all, shared out),
+        so that comparing a huge export's commands stays bounded in time."""
+        by_cpu = (metric or self.metric) == "cpu"
+        commands = self.measured("cpu" if by_cpu else "wall")
+        cap = max(MIN_TESTED, TESTED_RUNS // max(len(commands), 1))
+        return [
+            (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
+            if by_cpu
+            else (c.name, c.text, c.summary, _even(c.times, cap))
+            for c in commands
+        ]
 
 
 class _Reader:
@@ -148,6 +158,14 @@ class _Reader:
         if len(items) != len(times):
             raise self.fail(where, f"has {len(items)} entries for {len(times)} times")
         return items
+
+
+def _even(values: list | None, cap: int) -> list:
+    """At most ``cap`` of ``values``, spread evenly over them (in the order they ran)."""
+    values = values or []
+    if len(values) <= cap:
+        return values
+    return [values[i * len(values) // cap] for i in range(cap)]
 
 
 def _is_number(value) -> bool:

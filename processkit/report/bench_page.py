@@ -5,8 +5,9 @@ and warm-up show there) and memory. Geometry is computed here from the checked m
 (``benchmark.recorded``); the template (``bench.html.j2``) only places it.
 
 What is drawn is bounded, whatever the file holds: at most ``POINTS_PER_COMMAND`` runs of a
-command as points and ``SEQUENCE_POINTS`` in the order chart (an even sample, the extremes and
-outliers kept); the box plots and the figures are over every run.
+command as points (fewer when there are many commands) and ``SEQUENCE_POINTS`` in the order
+chart (an even sample, the extremes and outliers kept); the box plots and the figures are over
+every run, the significance tests over an even sample (``recorded.TESTED_RUNS``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SEQUENCE_HEIGHT = 200
 SEQUENCE_TOP, SEQUENCE_BOTTOM = 12, SEQUENCE_HEIGHT - 34
 MEMORY_END = 680  # the memory bars' scale ends here; the figures are written beyond it
 POINTS_PER_COMMAND = 400
+DISTRIBUTION_POINTS = 20_000  # all commands together, at least MIN_POINTS each
+MIN_POINTS = 10
 SEQUENCE_POINTS = 2000
 HEAD_BYTES = 64 * 1024
 COLOURS = ("#2f5fb3", "#e0a040", "#1f7a3f", "#b3261e", "#6b4bb3")
@@ -86,6 +89,8 @@ def _spaced(count: int, limit: int) -> list[int]:
     """Up to ``limit`` indices spread evenly over ``range(count)``, first and last included."""
     if count <= limit:
         return list(range(count))
+    if limit < 2:
+        return [0]
     return sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
 
 
@@ -113,10 +118,10 @@ def _quantiles(times: list[float]) -> tuple[float, float, float, float, float]:
     return ordered[0], at(0.25), at(0.5), at(0.75), ordered[-1]
 
 
-def _box(command: RecordedCommand, y: float, axis: axes.Axis, *, baseline: bool = False) -> dict:
+def _box(command: RecordedCommand, y: float, axis: axes.Axis, budget: int, *, baseline: bool = False) -> dict:
     low, q1, median, q3, high = (axis.at(value) for value in _quantiles(command.times))
     outliers = set(command.outliers)
-    drawn = _drawn(command, POINTS_PER_COMMAND)
+    drawn = _drawn(command, budget)
     jitter = 4 if baseline else 5
     return {
         "y": y,
@@ -148,15 +153,16 @@ def _distribution(bench: RecordedBench, old: dict[int, RecordedCommand]) -> dict
     low, high = (min(every), max(every)) if every else (0.0, 1.0)
     axis = axes.Axis(low, high, LABEL, PLOT_END, axes.time_unit(high))
     row = PAIRED_ROW if old else ROW
+    budget = max(MIN_POINTS, min(POINTS_PER_COMMAND, DISTRIBUTION_POINTS // max(len(bench.commands), 1)))
     rows = []
     for index, command in enumerate(bench.commands):
         y = 20 + index * row
         entry = {"name": command.name, "y": y, "box": None, "baseline": None}
         if command.times:
-            entry["box"] = _box(command, y - (7 if old else 0), axis)
+            entry["box"] = _box(command, y - (7 if old else 0), axis, budget)
         previous = old.get(index)
         if previous is not None and previous.times:
-            entry["baseline"] = _box(previous, y + 12, axis, baseline=True)
+            entry["baseline"] = _box(previous, y + 12, axis, budget, baseline=True)
         rows.append(entry)
     height = 40 + len(rows) * row
     return {"rows": rows, "ticks": axis.ticks, "height": height}
