@@ -81,6 +81,7 @@ CASES = [
     ("cpus of strings", export(result(), processkit={"format": "processkit-bench/1", "cpus": ["0"]}), "'processkit.cpus'[0] is a string"),
     ("a broken baseline", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": 3}), "'baseline.file' is a number"),
     ("a baseline verdict", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": "b", "metric": "wall", "commands": [{"command": "a", "verdict": "<b>"}]}), "baseline.commands[0].verdict"),
+    ("a baseline p above 1", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": "b", "metric": "wall", "commands": [{"command": "a", "verdict": "slower", "p_value": 2}]}), "baseline.commands[0].p_value is 2, not a number from 0 to 1"),
     ("20,001 commands", export(*[{"command": "c", "times": []}] * 20_001), "holds 20001 commands"),
     ("deep nesting", '{"results": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
     ("deep nesting, pretty", '{\n "results": [\n' + "[" * 100_000 + "]" * 100_000 + "]}", "nested too deeply"),

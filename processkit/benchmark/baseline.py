@@ -10,6 +10,8 @@ are matched by name first, then by the command's text, each baseline command use
 
 from __future__ import annotations
 
+import math
+
 from ..plain import Plain
 from ..text import sanitize
 from .stats import SIGNIFICANCE, Summary, mann_whitney, ratio
@@ -111,7 +113,8 @@ def _entry(name: str, new: Summary, times: list, old_name: str, old: Summary, ol
         verdict = UNCHANGED
     else:
         verdict = SLOWER if value > 1 else FASTER
-    finite = value if value != float("inf") else None
+    finite = value if math.isfinite(value) else None  # JSON has no infinity: a zero baseline gives no ratio
+    spread = spread if finite is not None and spread is not None and math.isfinite(spread) else None
     return Against(name, old_name, new.mean, old.mean, finite, spread, p_value, verdict)
 
 

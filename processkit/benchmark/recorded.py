@@ -288,6 +288,11 @@ def _baseline(read: _Reader, value) -> BaselineReport | None:
             raise read.fail(f"{where}.verdict", "is not a verdict this program writes")
         if entry.get("baseline_command") is not None:
             read.string(entry["baseline_command"], f"{where}.baseline_command")
-        for key in ("mean", "baseline_mean", "ratio", "ratio_stddev", "p_value"):
+        for key in ("mean", "baseline_mean"):
             read.maybe_seconds(entry.get(key), f"{where}.{key}")
+        for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
+            value = entry.get(key)
+            if value is not None and not (_is_number(value) and 0 <= value <= high):
+                said = _magnitude(value) if _is_number(value) else _kind(value)
+                raise read.fail(f"{where}.{key}", f"is {said}, not a number from 0 to {high:g}")
     return BaselineReport.from_json(found)
