@@ -46,6 +46,7 @@ def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, 
     assert "quick" in text_of(browser, "#fastest")
     data = json.loads(exported.read_text())
     assert data["results"][0]["order"] == [0, 2, 4, 6] and len(data["results"][0]["warmup_times"]) == 1
+    assert text_of(browser, "#about").endswith(f"; timed {data['processkit']['timed_interval']}.")  # as the file says
 
 
 def test_a_hyperfine_export_gets_the_same_page(browser, tmp_path):  # noqa: F811

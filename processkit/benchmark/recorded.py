@@ -61,6 +61,7 @@ class RecordedBench(Plain):
     order: str  # interleaved, sequential, or how hyperfine ran them
     metric: str  # wall or cpu: what its comparison ranks by
     cpus: list | None
+    interval: str | None = None  # what each time covers, as our export says (``timed_interval``)
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
 
     def metric_for(self, wanted: str) -> str:
@@ -224,6 +225,9 @@ def from_json(data, source: str) -> RecordedBench:
         order=read.string(order, "'processkit.order'"),
         metric=metric,
         cpus=cpus,
+        interval=None
+        if settings.get("timed_interval") is None
+        else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
         baseline=_baseline(read, top.get("baseline")) if ours else None,
     )
 

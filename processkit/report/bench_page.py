@@ -315,6 +315,7 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
         "hyperfine": hyperfine,
         "order": bench.order,
         "cpus": bench.cpus,
+        "interval": bench.interval,
         "count": len(bench.commands),
         "table": _table(bench),
         "comparison": _comparison(bench),
