@@ -19,7 +19,7 @@ class Axis:
         name, size = unit
         raw = (high - low) / max(count - 1, 1) if high > low else abs(high) or size
         raw = max(raw, max(abs(low), abs(high)) * 1e-9)  # a step a float can still add
-        step = nice_step(raw / size) * size
+        step = max(nice_step(raw / size), 1e-3) * size  # no finer than a thousandth of the unit
         if name == "":  # counts: whole steps
             step = max(step, 1.0)
         self.low = math.floor(low / step) * step
