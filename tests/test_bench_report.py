@@ -209,3 +209,21 @@ def test_report_refuses_a_stream_beside_an_export(tmp_path):
     assert done.returncode == 100 and b"two to compare (OLD.json NEW.json)" in done.stderr
     three = run_cli("report", old, old, old, "-o", tmp_path / "page.html")
     assert three.returncode == 100 and b"one benchmark export, or two" in three.stderr
+
+
+def test_sequential_warm_ups_are_drawn_where_they_ran(browser, tmp_path):  # noqa: F811
+    """--order sequential: a command's warm-up runs come just before its own runs, after the
+    previous command's (interleaved ones come first, as test_the_bench_page_... shows)."""
+    exported, page = tmp_path / "sequential.json", tmp_path / "sequential.html"
+    done = run_cli("bench", "--runs", "2", "--warmup", "1", "--order", "sequential", "--command", '["true"]',
+                   "--command", '["sleep", "0.01"]', "--export-json", exported)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert run_cli("report", exported, "-o", page).returncode == 0
+    open_page(browser, page)
+
+    def xs(selector):
+        return [float(c.get_attribute("cx")) for c in browser.find_elements("css selector", f"#sequence {selector}")]
+
+    (second_warmup,) = xs("circle.warmup.series-1")
+    assert max(xs("circle.seq.series-0")) < second_warmup < min(xs("circle.seq.series-1"))
+    assert xs("circle.warmup.series-0")[0] < min(xs("circle.seq.series-0"))

@@ -175,8 +175,13 @@ def _sequence(bench: RecordedBench) -> dict:
     points = []  # (order, seconds, series, title, warm-up)
     for series, command in enumerate(bench.commands):
         warmups = command.warmups
-        for k in _spaced(len(warmups), budget):  # interleaved rounds before order 0
-            points.append(((k - len(warmups)) * width + series, warmups[k], series, f"warm-up {k + 1}", True))
+        first = min(command.order, default=0)
+        for k in _spaced(len(warmups), budget):
+            if bench.order == "sequential":  # just before the command's own first run
+                place = first - 1 + (k + 1) / (len(warmups) + 1)
+            else:  # interleaved rounds before order 0
+                place = (k - len(warmups)) * width + series
+            points.append((place, warmups[k], series, f"warm-up {k + 1}", True))
         for i in _drawn(command, budget):
             points.append((command.order[i], command.times[i], series, f"run {command.order[i]}", False))
     if not points:
