@@ -227,3 +227,24 @@ def test_sequential_warm_ups_are_drawn_where_they_ran(browser, tmp_path):  # noq
     (second_warmup,) = xs("circle.warmup.series-1")
     assert max(xs("circle.seq.series-0")) < second_warmup < min(xs("circle.seq.series-1"))
     assert xs("circle.warmup.series-0")[0] < min(xs("circle.seq.series-0"))
+
+
+def test_a_null_ratio_and_a_reference_are_drawn(tmp_path):
+    """An export is strict JSON: a ratio over a mean of 0 is null (main's report of it was 104); and
+    an export made with --reference is drawn against that reference, not the fastest."""
+    zero = {"command": "zero", "mean": 0.0, "stddev": 0.0, "median": 0.0, "user": 0.0, "system": 0.0,
+            "min": 0.0, "max": 0.0, "times": [0.0, 0.0, 0.0], "exit_codes": [0, 0, 0]}  # fmt: skip
+    other = {**zero, "command": "other", "mean": 0.1, "times": [0.1, 0.1, 0.2]}
+    comparison = {"metric": "wall", "fastest": "zero", "reference": "zero",
+                  "commands": [{"command": "other", "ratio": None, "ratio_stddev": None}]}  # fmt: skip
+    exported, page = tmp_path / "zero.json", tmp_path / "zero.html"
+    exported.write_text(json.dumps({"results": [zero, other], "comparison": comparison,
+                                    "processkit": {"format": "processkit-bench/1"}}))  # fmt: skip
+    done = run_cli("report", exported, "-o", page)
+    assert done.returncode == 0, done.stderr
+    assert "no ratio, the fastest's mean is 0" in page.read_text()
+    referenced = tmp_path / "reference.json"
+    done = run_cli("bench", "-N", "--runs", "3", "true", "--reference", "sleep 0.01", "--export-json", referenced)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("report", referenced, "-o", page).returncode == 0
+    assert 'against the reference, <span class="mono">sleep 0.01</span>' in page.read_text()
