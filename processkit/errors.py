@@ -31,6 +31,7 @@ NOT_A_MEMBER = 115
 HOST_UNQUALIFIED = 116
 BATCH_FAILED = 117  # ``batch``: a job did not exit 0, or was not started
 BENCH_FAILED = 118  # ``bench``: a benchmarked command failed, or could not start
+BENCH_REGRESSED = 119  # ``bench --fail-if-slower``: significantly slower than the baseline
 
 RESERVED_BAND = range(100, 120)
 
@@ -71,6 +72,7 @@ class Kind(Constant):
     HOST_UNQUALIFIED: ClassVar[Kind]
     BATCH_FAILED: ClassVar[Kind]
     BENCH_FAILED: ClassVar[Kind]
+    BENCH_REGRESSED: ClassVar[Kind]
     UNKNOWN: ClassVar[Kind]
 
     def __init__(self, name: str, label: str, code: int, *, retryable: bool = False):
@@ -111,6 +113,7 @@ Kind.NOT_A_MEMBER = Kind("NOT_A_MEMBER", "not_a_member", NOT_A_MEMBER)
 Kind.HOST_UNQUALIFIED = Kind("HOST_UNQUALIFIED", "host_unqualified", HOST_UNQUALIFIED)
 Kind.BATCH_FAILED = Kind("BATCH_FAILED", "batch_failed", BATCH_FAILED)
 Kind.BENCH_FAILED = Kind("BENCH_FAILED", "bench_failed", BENCH_FAILED)
+Kind.BENCH_REGRESSED = Kind("BENCH_REGRESSED", "bench_regressed", BENCH_REGRESSED)
 Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
 KINDS = Kind.members()  # in declaration order
 

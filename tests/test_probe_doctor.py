@@ -62,6 +62,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:hyperfine-json",
         "bench:hyperfine-commands",
         "bench:shell-startup-subtracted",
+        "bench:baseline-gate",
     }
     expected = set(capabilities)
     for command in COMMANDS:

@@ -58,6 +58,8 @@ def command_line(
     jsonl_dir: str | None = None,
     show_output: bool = False,
     metric: str = "wall",
+    baseline: str | os.PathLike | None = None,
+    fail_if_slower: float | None = None,
 ) -> list[str]:
     """The ``bench`` arguments for these keywords (validated by the command itself)."""
     argv: list[str] = []
@@ -89,6 +91,10 @@ def command_line(
     elif ignore_failure:  # the exit codes to ignore
         argv += ["--ignore-failure=" + ",".join(str(int(code)) for code in ignore_failure)]
     argv += ["--show-output"] * bool(show_output)
+    if baseline is not None:  # an earlier export: the comparison is on the result (``result.baseline``)
+        argv += ["--baseline", os.fspath(baseline)]
+    if fail_if_slower is not None:
+        argv += ["--fail-if-slower", str(fail_if_slower)]
     return argv
 
 
@@ -99,7 +105,9 @@ def bench(commands: list, **keywords) -> BenchResult:
     ``min_time_s``, ``prepare``, ``setup``, ``cleanup``, ``conclude`` (a shell string or an
     argv list), ``reference``, ``reference_name``, ``shell`` (``"none"``: no shell),
     ``output``, ``input_file``, ``ignore_failure`` (True, or the exit codes), ``timeout_ms``, ``cpus``, ``jsonl_dir``,
-    ``show_output``, ``metric`` (``wall`` or ``cpu``). A failed benchmark raises ``Failure``
+    ``show_output``, ``metric`` (``wall`` or ``cpu``), ``baseline`` (an earlier export:
+    ``result.baseline`` compares each command with it) and ``fail_if_slower`` (a percentage: a
+    significant slowdown beyond it raises ``Failure`` 119). A failed benchmark raises ``Failure``
     with the CLI's code."""
     arguments = command_line(commands, **keywords)
     fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")

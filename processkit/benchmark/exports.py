@@ -3,6 +3,7 @@ columns, one ``parameter_<name>`` column per parameter, seconds), and three mark
 (Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the reference with its
 uncertainty, in the first command's unit or ``--time-unit``; in given order, or by mean time
 with ``--sort mean-time``).
+With ``--baseline``, the Markdown table has a "vs baseline" column (the ratio and verdict).
 
 Names are neutralised for where they land: a terminal's control characters never pass; a CSV
 cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, a tab or CR first)
@@ -19,6 +20,7 @@ import math
 import re
 
 from ..text import sanitize
+from . import baseline
 from .result import BenchResult, CommandResult
 from .summary import number, unit_for
 
@@ -122,10 +124,12 @@ def _cell(text: str, delimiters: str) -> str:
 
 def to_markdown(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     header, rows = _rows(result, time_unit, sort)
-    lines = ["| " + " | ".join(header) + " |", "|:---|---:|---:|---:|---:|"]
-    for label, cells in rows:
+    extra, alignment = baseline.markdown_header(result.baseline)  # a column of its own with --baseline
+    lines = ["| " + " | ".join(header) + " |" + extra, "|:---|---:|---:|---:|---:|" + alignment]
+    names = [r.command.name for r in _ordered(result, sort)]
+    for (label, cells), command in zip(rows, names):
         name = "`" + _cell(label, "|").replace("`", "'") + "`"
-        lines.append("| " + " | ".join([name, *cells]) + " |")
+        lines.append("| " + " | ".join([name, *cells]) + " |" + baseline.markdown_cell(result.baseline, command))
     return "\n".join(lines) + "\n"
 
 

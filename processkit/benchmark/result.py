@@ -12,6 +12,7 @@ options that shaped the runs).
 from __future__ import annotations
 
 from ..plain import Plain
+from .baseline import BaselineReport
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
@@ -139,7 +140,10 @@ class BenchResult:
             ordered = sorted(runs, key=lambda run: run.order)
             results.append(CommandResult(command, ordered, record.get("warmup_times")))
         settings = {key: value for key, value in data["processkit"].items() if key != "format"}
-        return cls(results, settings)
+        result = cls(results, settings)
+        if data.get("baseline") is not None:
+            result.baseline = BaselineReport.from_json(data["baseline"])
+        return result
 
     def __init__(self, results: list[CommandResult], settings: dict):
         self.results = results
@@ -155,6 +159,7 @@ class BenchResult:
         self.reference: CommandResult | None = self.compared[compared[0]] if compared else None
         self.comparison: list[Comparison] = compared[1] if compared else []
         self.fastest: str | None = min(summarized, key=lambda item: item[1].mean)[0] if compared else None
+        self.baseline: BaselineReport | None = None  # against an earlier export (bench --baseline)
 
     def to_json(self) -> dict:
         return {
@@ -178,4 +183,5 @@ class BenchResult:
                 ],
             },
             "processkit": {"format": FORMAT, **self.settings},
+            **({} if self.baseline is None else {"baseline": self.baseline.to_json()}),
         }

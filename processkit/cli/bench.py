@@ -4,7 +4,8 @@ and measured by the kernel for the whole tree (processkit/benchmark/).
 Exit codes: 0 once every command has statistics; 118 (``bench_failed``) when a run fails
 without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails,
 every run of a command timed out, or fewer runs finished within ``--timeout`` than it needs;
-107 when stopped by a signal; 100 for usage errors.
+119 (``bench_regressed``) when ``--fail-if-slower`` finds a significant slowdown against
+``--baseline``; 107 when stopped by a signal; 100 for usage errors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import Failure, Kind, usage
 from ..bounded import loads
 from ..text import cut, sanitize, uncarried, unencodable
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
-from . import values
+from . import bench_baseline, values
 from .parsing import Once, OnceFlag, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
@@ -158,6 +159,7 @@ def build_parser() -> Parser:
         metavar=("NAME", "VALUES"),
         help="{NAME} takes each of a,b,c",
     )
+    bench_baseline.add_flags(add)  # --baseline, --fail-if-slower
     return parser
 
 
@@ -336,6 +338,7 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark import bench_commands, exports
 
     commands, options = plan_from(args)
+    earlier = bench_baseline.read(args)  # checked before the first run
     if options.jsonl_dir is not None:
         from ..safepath import open_directory
 
@@ -369,8 +372,10 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark import summary
     from . import output
 
+    if earlier is not None:  # before the final exports, which carry the verdicts
+        bench_baseline.attach(result, earlier, args.baseline)
     if args.style != "none":
-        output.lines(summary.render(result, args.time_unit, args.sort).splitlines())
+        output.lines(summary.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
     for path, kind in targets:
         text = exports.WRITERS[kind](result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target
@@ -380,6 +385,7 @@ def main(argv: list[str], invocation) -> int:
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
+    bench_baseline.gate(result, args.fail_if_slower)  # after every run and every export
     return 0
 
 

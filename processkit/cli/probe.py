@@ -37,6 +37,7 @@ def capabilities() -> list[str]:
     found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
     found.append("bench:hyperfine-commands")  # bench's COMMANDs are shell commands, -S the shell
     found.append("bench:shell-startup-subtracted")  # the shell's start-up is measured and taken off
+    found.append("bench:baseline-gate")  # bench --baseline compares with an earlier export; --fail-if-slower is 119
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

@@ -6,6 +6,8 @@ whether a stream without ``runner_exit`` is still being written), and the page i
 a temporary file beside ``-o`` then renamed into place, so a reader never sees half a page (a
 device or pipe, ``-o /dev/stdout``, is written in place: ``userfiles``).
 A file that holds no event is invalid input (114, as ``events --validate``).
+A benchmark export (one, or OLD and NEW) is read through ``benchmark.recorded``, so a wrong
+shape is 114 too.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ STREAM_SUFFIX = ".jsonl"
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli report",
-        usage="processkit-cli report <FILE.jsonl>... | <DIR> | <BENCH.json> [--capture-dir <DIR>] -o <OUT.html>",
+        usage="processkit-cli report <FILE.jsonl>... | <DIR> | <BENCH.json> [<NEW.json>] [--capture-dir <DIR>] -o <OUT.html>",
         description="Render JSONL event streams as an HTML page: one stream gives a run's page, "
         "several (or a directory of *.jsonl) give an index of runs; a batch's output directory (it "
         "holds summary.jsonl) gives the batch's page; the JSON export of a bench gives the "
-        "benchmark's page.",
+        "benchmark's page, and two of them (OLD.json NEW.json) the new one compared with the old.",
     )
     parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
     parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
@@ -59,12 +61,14 @@ def main(argv: list[str], invocation) -> int:
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
 
-    from ..report import bench_page
+    exports = _bench_exports(args.streams)
+    if exports is not None:  # ``bench --export-json`` files: one, or a baseline and a new one
+        from ..report import bench_page
 
-    if single and bench_page.is_bench_export(args.streams[0]):  # a ``bench --export-json`` file
-        data = bench_page.load(args.streams[0])
-        write_atomically(args.output, bench_page.bench_page(data))
-        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(data['results'])} commands"])
+        old, new = exports if len(exports) == 2 else (None, exports[0])
+        write_atomically(args.output, bench_page.bench_page(new, old))
+        against = "" if old is None else f" against {sanitize(old.source)}"
+        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(new.commands)} commands{against}"])
         return 0
     from ..report import reading, render
 
@@ -93,6 +97,24 @@ def _batch_page(args) -> int:
     write_atomically(args.output, batch_page.batch_page(batch))
     output.lines([f"wrote {sanitize(args.output)}: a batch of {len(batch.jobs)} jobs"])
     return 0
+
+
+def _bench_exports(given: list[str]) -> list | None:
+    """The benchmark exports named (read and checked), or None when these are event streams:
+    one export gives its page, two (OLD NEW) the new one's drawn against the old."""
+    from ..benchmark import recorded
+    from ..report import bench_page
+
+    if any(os.path.isdir(path) for path in given):
+        return None
+    found = [bench_page.is_bench_export(path) for path in given]
+    if not any(found):
+        return None
+    if len(given) > 2 or not all(found):
+        raise usage(
+            "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"
+        )
+    return [recorded.from_json(bench_page.load(path), path) for path in given]
 
 
 def _usage_record(path: str) -> dict:

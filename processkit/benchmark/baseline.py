@@ -1,0 +1,158 @@
+"""A benchmark against an earlier export of the same commands (``bench --baseline``, ``report
+OLD.json NEW.json``): per command the ratio of the means with its uncertainty, a Mann-Whitney U
+test, and a verdict a CI job can gate on (``--fail-if-slower``).
+
+As criterion and pytest-benchmark's ``--benchmark-compare-fail`` do, a change counts only when
+it is both significant (p below ``stats.SIGNIFICANCE``) and, for the gate, beyond the given
+percentage: noise never fails a build, and neither does a real but negligible slowdown. Commands
+are matched by name first, then by the command's text, each baseline command used once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..plain import Plain
+from ..text import sanitize
+from .stats import SIGNIFICANCE, Summary, mann_whitney, ratio
+
+SLOWER = "slower"
+FASTER = "faster"
+UNCHANGED = "no significant change"
+TOO_FEW = "too few runs to test"
+UNMATCHED = "not in the baseline"
+VERDICTS = (SLOWER, FASTER, UNCHANGED, TOO_FEW, UNMATCHED)
+
+Sample = tuple  # (name, text, Summary, times): what both a live result and an export give
+
+
+class Against(Plain):
+    """One command against its baseline; ``ratio`` is mean / baseline mean (above 1: slower)."""
+
+    command: str
+    baseline_command: str | None
+    mean: float | None
+    baseline_mean: float | None
+    ratio: float | None
+    ratio_stddev: float | None
+    p_value: float | None
+    verdict: str
+
+    @property
+    def change_percent(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1) * 100
+
+
+class BaselineReport(Plain):
+    """Every command of a benchmark against the baseline file ``file``, by ``metric``."""
+
+    file: str
+    metric: str
+    commands: list
+
+    def regressions(self, percent: float) -> list[Against]:
+        """The commands significantly slower than the baseline by more than ``percent``."""
+        return [
+            entry
+            for entry in self.commands
+            if entry.verdict == SLOWER and entry.change_percent is not None and entry.change_percent > percent
+        ]
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "metric": self.metric,
+            "test": "mann-whitney-u",
+            "commands": [entry._asdict() for entry in self.commands],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> BaselineReport:
+        """Back from ``to_json`` (a shape ``recorded`` has checked, or our own export's)."""
+        fields = Against._fields
+        return cls(
+            data["file"],
+            data["metric"],
+            [Against(**{key: entry.get(key) for key in fields}) for entry in data["commands"]],
+        )
+
+
+def match(current: list[Sample], baseline: list[Sample]) -> list[int | None]:
+    """For each current command the index of its baseline command: same name, else same text."""
+    found: list[int | None] = [None] * len(current)
+    used: set[int] = set()
+    for field in (0, 1):  # by name, then by command text
+        for index, sample in enumerate(current):
+            if found[index] is not None:
+                continue
+            hit = next((k for k, old in enumerate(baseline) if k not in used and old[field] == sample[field]), None)
+            if hit is not None:
+                found[index] = hit
+                used.add(hit)
+    return found
+
+
+def against(current: list[Sample], baseline: list[Sample], file: str, metric: str) -> BaselineReport:
+    entries = []
+    for sample, hit in zip(current, match(current, baseline)):
+        name, _, summary, times = sample
+        if hit is None:
+            entries.append(Against(name, None, summary.mean, None, None, None, None, UNMATCHED))
+            continue
+        old_name, _, old_summary, old_times = baseline[hit]
+        entries.append(_entry(name, summary, times, old_name, old_summary, old_times))
+    return BaselineReport(file, metric, entries)
+
+
+def _entry(name: str, new: Summary, times: list, old_name: str, old: Summary, old_times: list) -> Against:
+    value, spread = ratio(new, old)
+    p_value = mann_whitney(times, old_times)
+    if p_value is None:
+        verdict = TOO_FEW
+    elif p_value >= SIGNIFICANCE or value == 1:
+        verdict = UNCHANGED
+    else:
+        verdict = SLOWER if value > 1 else FASTER
+    finite = value if math.isfinite(value) else None  # JSON has no infinity: a zero baseline gives no ratio
+    spread = spread if finite is not None and spread is not None and math.isfinite(spread) else None
+    return Against(name, old_name, new.mean, old.mean, finite, spread, p_value, verdict)
+
+
+def describe(entry: Against) -> str:
+    """``1.21 ± 0.03 × the baseline (slower by 21.0 %, Mann-Whitney U p = 1.2e-05)``."""
+    if entry.verdict == UNMATCHED:
+        return UNMATCHED
+    if entry.ratio is None:
+        return f"the baseline's mean is 0: no ratio ({entry.verdict})"
+    spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
+    change = entry.change_percent or 0.0
+    verdict = {SLOWER: f"slower by {change:.1f} %", FASTER: f"faster by {-change:.1f} %"}.get(
+        entry.verdict, entry.verdict
+    )
+    test = "" if entry.p_value is None else f", Mann-Whitney U p = {entry.p_value:.2g}"
+    return f"{entry.ratio:.2f}{spread} × the baseline ({verdict}{test})"
+
+
+def render(report: BaselineReport) -> list[str]:
+    """The terminal's block, after the summary."""
+    by = " by CPU time" if report.metric == "cpu" else ""
+    lines = [f"Against the baseline {sanitize(report.file)}{by}"]
+    lines += [f"  '{sanitize(entry.command)}': {describe(entry)}" for entry in report.commands]
+    return lines
+
+
+def markdown_header(report: BaselineReport | None) -> tuple[str, str]:
+    """The Markdown table's extra column (header, alignment), empty without a baseline."""
+    return ("", "") if report is None else (" vs baseline |", "---:|")
+
+
+def markdown_cell(report: BaselineReport | None, name: str) -> str:
+    if report is None:
+        return ""
+    entry = next((e for e in report.commands if e.command == name), None)
+    if entry is None or entry.verdict == UNMATCHED:
+        return " — |"
+    if entry.ratio is None:
+        return f" {entry.verdict} |"
+    spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
+    return f" {entry.ratio:.2f}{spread} ({entry.verdict}) |"

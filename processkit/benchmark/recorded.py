@@ -1,0 +1,304 @@
+"""A benchmark export read back, ours or hyperfine's: every field a reader uses is checked
+before it is used, and the figures are computed again from the runs.
+
+The file is someone else's input (an artefact from another machine, a hand-edited baseline), so
+a wrong shape is a clear error naming the file and the field (114, as any invalid input), never
+an exception from deep inside a page. Numbers are bounded before any arithmetic: a time is a
+finite number of seconds under ``MAX_SECONDS``, a count an integer under ``MAX_COUNT`` (a
+4,000-digit integer is refused by comparison, never converted to a float). Hyperfine's shape is
+the common part (``command``, ``times``, ``user``, ``system``, ``memory_usage_byte``,
+``exit_codes``); our own fields beside it (``name``, ``text``, ``order``, ``user_times``,
+``system_times``, ``warmup_times``, ``timed_out``, ``processkit``, ``baseline``) are read when
+present. The summary figures in the file (``mean``, ``min``, ...) are checked but not trusted:
+the statistics are this module's, over the runs the file holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import Failure, Kind
+from ..plain import Plain
+from ..text import sanitize
+from .baseline import VERDICTS, BaselineReport
+from .stats import Summary, outlier_indices, summarize
+
+MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
+MAX_COUNT = 2**53  # an order, an exit code, a byte count: exact as a float too
+MAX_COMMANDS = 10_000
+TESTED_RUNS = 200_000  # runs a Mann-Whitney U sees, all commands together: its sorts stay bounded
+MIN_TESTED = 50
+MAX_NAME = 4096  # characters of a command's name or text that are kept (the rest is cut, marked)
+ORIGIN_PROCESSKIT = "processkit"
+ORIGIN_HYPERFINE = "hyperfine"
+SUMMARY_KEYS = ("mean", "stddev", "median", "user", "system", "min", "max")
+
+
+class RecordedCommand(Plain):
+    """One command of an export: its runs (seconds, in the order they ran) and their figures."""
+
+    name: str
+    text: str
+    times: list  # seconds, one per measured run
+    order: list  # each run's place in the whole benchmark (hyperfine's: sequential)
+    warmups: list  # the warm-up runs' seconds, drawn before the timed runs
+    user: float | None  # mean user CPU per run, as the file gives it (hyperfine) or from user_times
+    system: float | None
+    cpu_times: list | None  # user+system per run (ours), None when the file has none
+    memory: list  # per-run peak memory in bytes, only the measured ones
+    timed_out: int | None  # None: the file does not say (hyperfine)
+    summary: Summary | None = None
+    cpu_summary: Summary | None = None
+    outliers: list = []
+
+
+class RecordedBench(Plain):
+    """A whole export: where it came from, its commands, and the settings it records."""
+
+    source: str  # the file's name, for messages
+    origin: str  # ORIGIN_PROCESSKIT or ORIGIN_HYPERFINE
+    commands: list
+    order: str  # interleaved, sequential, or how hyperfine ran them
+    metric: str  # wall or cpu: what its comparison ranks by
+    cpus: list | None
+    interval: str | None = None  # what each time covers, as our export says (``timed_interval``)
+    baseline: BaselineReport | None = None  # our export's own comparison with its baseline
+    reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
+
+    def metric_for(self, wanted: str) -> str:
+        """``wanted`` where every measured command has it: CPU time needs it per run (ours)."""
+        has_cpu = all(command.cpu_summary is not None for command in self.commands if command.summary is not None)
+        return "cpu" if wanted == "cpu" and has_cpu else "wall"
+
+    def measured(self, metric: str | None = None) -> list[RecordedCommand]:
+        """The commands with runs to compare, by ``metric`` (this export's own by default)."""
+        if (metric or self.metric) == "cpu":
+            return [command for command in self.commands if command.cpu_summary is not None]
+        return [command for command in self.commands if command.summary is not None]
+
+    def samples(self, metric: str | None = None) -> list[tuple]:
+        """``(name, text, summary, times)`` per command measured by ``metric``: the summary over
+        every run, the times an even sample for the tests (``TESTED_RUNS`` in all, shared out),
+        so that comparing a huge export's commands stays bounded in time."""
+        by_cpu = (metric or self.metric) == "cpu"
+        commands = self.measured("cpu" if by_cpu else "wall")
+        cap = max(MIN_TESTED, TESTED_RUNS // max(len(commands), 1))
+        return [
+            (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
+            if by_cpu
+            else (c.name, c.text, c.summary, _even(c.times, cap))
+            for c in commands
+        ]
+
+
+class _Reader:
+    """The checks, each naming the file and the field that failed."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, where: str, what: str) -> Failure:
+        return Failure(Kind.EVENTS_INVALID, f"{sanitize(self.source)} is not a usable benchmark export: {where} {what}")
+
+    def mapping(self, value, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"is {_kind(value)}, not an object")
+        return value
+
+    def sequence(self, value, where: str) -> list:
+        if not isinstance(value, list):
+            raise self.fail(where, f"is {_kind(value)}, not a list")
+        return value
+
+    def string(self, value, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"is {_kind(value)}, not a string")
+        return value if len(value) <= MAX_NAME else value[:MAX_NAME] + "…"
+
+    def seconds(self, value, where: str) -> float:
+        if not _is_number(value):
+            raise self.fail(where, f"is {_kind(value)}, not a number of seconds")
+        if not 0 <= value <= MAX_SECONDS:  # compared, never converted: a huge integer is cheap here
+            raise self.fail(where, f"is {_magnitude(value)}, not a time in seconds (0 to {MAX_SECONDS:.0e})")
+        return float(value)
+
+    def maybe_seconds(self, value, where: str) -> float | None:
+        return None if value is None else self.seconds(value, where)
+
+    def count(self, value, where: str, *, optional: bool = False, signed: bool = False) -> int | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(where, f"is {_kind(value)}, not an integer")
+        if not (-MAX_COUNT if signed else 0) <= value <= MAX_COUNT:
+            raise self.fail(where, f"is {_magnitude(value)}, out of range")
+        return value
+
+    def seconds_list(self, value, where: str, *, nulls: bool = False) -> list[float]:
+        """A list of times; with ``nulls``, None entries (a timed-out warm-up) are dropped."""
+        items = self.sequence(value, where)
+        if all(type(item) is float for item in items) and (not items or 0 <= min(items) and max(items) <= MAX_SECONDS):
+            return items  # the common case, checked without a Python-level loop per item
+        found: list[float] = []
+        for index, item in enumerate(items):
+            if item is None and nulls:
+                continue
+            found.append(self.seconds(item, f"{where}[{index}]"))
+        return found
+
+    def count_list(self, value, where: str, *, nulls: bool = False, signed: bool = False) -> list:
+        items = self.sequence(value, where)
+        if all(type(item) is int for item in items) and (
+            not items or (-MAX_COUNT if signed else 0) <= min(items) and max(items) <= MAX_COUNT
+        ):
+            return items
+        return [
+            self.count(item, f"{where}[{index}]", optional=nulls, signed=signed) for index, item in enumerate(items)
+        ]
+
+    def same_length(self, items: list, times: list, where: str) -> list:
+        if len(items) != len(times):
+            raise self.fail(where, f"has {len(items)} entries for {len(times)} times")
+        return items
+
+
+def _even(values: list | None, cap: int) -> list:
+    """At most ``cap`` of ``values``, spread evenly over them (in the order they ran)."""
+    values = values or []
+    if len(values) <= cap:
+        return values
+    return [values[i * len(values) // cap] for i in range(cap)]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _magnitude(value) -> str:
+    """A number in a message, cut: a 4,000-digit integer is named by its length, not echoed."""
+    if isinstance(value, int) and abs(value) >= 10**15:  # no str(): its cost grows with the digits
+        return f"an integer of about {round(abs(value).bit_length() * 0.30103)} digits"
+    return f"{value:g}"
+
+
+def from_json(data, source: str) -> RecordedBench:
+    """The export ``data`` (parsed JSON) from the file ``source``, checked; raises Failure (114)."""
+    read = _Reader(source)
+    top = read.mapping(data, "the file")
+    settings = top.get("processkit")
+    declared = settings.get("format") if isinstance(settings, dict) else None
+    ours = isinstance(declared, str) and declared.startswith("processkit-bench/")
+    if settings is not None and not ours:
+        settings = read.mapping(settings, "'processkit'")
+    settings = settings or {}
+    results = read.sequence(top.get("results"), "'results'")
+    if len(results) > MAX_COMMANDS:
+        raise read.fail("'results'", f"holds {len(results)} commands, more than the {MAX_COMMANDS} a page can show")
+    commands = [_command(read, read.mapping(item, f"results[{i}]"), f"results[{i}]") for i, item in enumerate(results)]
+    if not ours:  # hyperfine runs every command's runs in turn: its order is sequential
+        start = 0
+        for command in commands:
+            command.order = list(range(start, start + len(command.times)))
+            start += len(command.times)
+    metric = settings.get("metric", "wall")
+    if metric not in ("wall", "cpu"):
+        raise read.fail("'processkit.metric'", "is neither 'wall' nor 'cpu'")
+    cpus = settings.get("cpus")
+    if cpus is not None:
+        cpus = read.count_list(cpus, "'processkit.cpus'")
+    order = settings.get("order", "as hyperfine ran them, command by command")
+    return RecordedBench(
+        source=source,
+        origin=ORIGIN_PROCESSKIT if ours else ORIGIN_HYPERFINE,
+        commands=commands,
+        order=read.string(order, "'processkit.order'"),
+        metric=metric,
+        cpus=cpus,
+        interval=None
+        if settings.get("timed_interval") is None
+        else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
+        baseline=_baseline(read, top.get("baseline")) if ours else None,
+        reference=ours and settings.get("reference") is True,
+    )
+
+
+def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
+    command = read.string(record.get("command"), f"{where}.command")
+    for key in SUMMARY_KEYS:  # checked as the shape hyperfine writes, then computed again
+        read.maybe_seconds(record.get(key), f"{where}.{key}")
+    times = read.seconds_list(record.get("times"), f"{where}.times")
+    order = list(range(len(times)))
+    if "order" in record:
+        order = read.same_length(read.count_list(record["order"], f"{where}.order"), times, f"{where}.order")
+    memory = []
+    if record.get("memory_usage_byte") is not None:
+        listed = read.count_list(record["memory_usage_byte"], f"{where}.memory_usage_byte", nulls=True)
+        memory = [value for value in read.same_length(listed, times, f"{where}.memory_usage_byte") if value is not None]
+    if record.get("exit_codes") is not None:
+        read.count_list(record["exit_codes"], f"{where}.exit_codes", nulls=True, signed=True)
+    summary = summarize(times, [], [], memory) if times else None
+    user = read.maybe_seconds(record.get("user"), f"{where}.user")
+    system = read.maybe_seconds(record.get("system"), f"{where}.system")
+    cpu_times = None
+    if "user_times" in record and "system_times" in record:  # ours: the CPU time of every run
+        users = read.same_length(read.seconds_list(record["user_times"], f"{where}.user_times"), times, where)
+        systems = read.same_length(read.seconds_list(record["system_times"], f"{where}.system_times"), times, where)
+        cpu_times = [u + s for u, s in zip(users, systems)]
+        user, system = (_mean(users), _mean(systems)) if times else (None, None)
+    return RecordedCommand(
+        name=read.string(record.get("name", command), f"{where}.name"),
+        text=read.string(record.get("text", command), f"{where}.text"),
+        times=times,
+        order=order,
+        warmups=read.seconds_list(record.get("warmup_times") or [], f"{where}.warmup_times", nulls=True),
+        user=user,
+        system=system,
+        cpu_times=cpu_times,
+        memory=memory,
+        timed_out=read.count(record.get("timed_out"), f"{where}.timed_out", optional=True),
+        summary=summary,
+        cpu_summary=summarize(cpu_times, [], [], []) if cpu_times else None,
+        outliers=outlier_indices(times),
+    )
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def _baseline(read: _Reader, value) -> BaselineReport | None:
+    """Our export's ``baseline`` field, checked as the shape ``BaselineReport.to_json`` writes."""
+    if value is None:
+        return None
+    found = read.mapping(value, "'baseline'")
+    read.string(found.get("file"), "'baseline.file'")
+    if found.get("metric") not in ("wall", "cpu"):
+        raise read.fail("'baseline.metric'", "is neither 'wall' nor 'cpu'")
+    for index, entry in enumerate(read.sequence(found.get("commands"), "'baseline.commands'")):
+        where = f"baseline.commands[{index}]"
+        read.mapping(entry, where)
+        read.string(entry.get("command"), f"{where}.command")
+        if entry.get("verdict") not in VERDICTS:
+            raise read.fail(f"{where}.verdict", "is not a verdict this program writes")
+        if entry.get("baseline_command") is not None:
+            read.string(entry["baseline_command"], f"{where}.baseline_command")
+        for key in ("mean", "baseline_mean"):
+            read.maybe_seconds(entry.get(key), f"{where}.{key}")
+        for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
+            value = entry.get(key)
+            if value is not None and not (_is_number(value) and 0 <= value <= high):
+                said = _magnitude(value) if _is_number(value) else _kind(value)
+                raise read.fail(f"{where}.{key}", f"is {said}, not a number from 0 to {high:g}")
+    return BaselineReport.from_json(found)
