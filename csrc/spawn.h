@@ -29,7 +29,7 @@ typedef struct pk_spawn_request {
     int cgroup_procs_fd; /* that group's cgroup.procs, written when cloning into it fails */
     const int *join_fds; /* further cgroup.procs fds the child writes "0" to, in order */
     size_t join_count;
-    int controlling_tty; /* 1: a new session, whose controlling terminal is stdio[0] */
+    int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0] */
     unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
                                      * runner raised its own: processkit/fdlimit.py) */
 } pk_spawn_request;

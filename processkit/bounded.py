@@ -111,7 +111,11 @@ def open_input(path: str, limits: Limits) -> int:
 
 def _kind(found: os.stat_result) -> str | None:
     """None for a regular file, else what it is, in words."""
-    mode = found.st_mode
+    return file_kind(found.st_mode)
+
+
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is, in words (``a FIFO``, ``a directory``, ...)."""
     if stat.S_ISREG(mode):
         return None
     for test, words in (
@@ -123,7 +127,7 @@ def _kind(found: os.stat_result) -> str | None:
     ):
         if test(mode):
             return words
-    return "not a file"
+    return "not a regular file"
 
 
 def _is_null(found: os.stat_result) -> bool:

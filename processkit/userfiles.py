@@ -26,6 +26,8 @@ import os
 import select
 import stat
 
+from .bounded import file_kind
+
 from .safepath import UnsafePath, check_existing, directory_of, follow_final, reopen, split_file, trusted
 
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
@@ -35,16 +37,7 @@ _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 def kind(mode: int) -> str:
     """What a file that is not a regular one is, in words."""
-    for test, words in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return words
-    return "not a regular file"
+    return file_kind(mode) or "a regular file"
 
 
 def open_input(path: str, *, regular: bool = False) -> int:
