@@ -33,7 +33,7 @@ ALLOWED = {
     ("safepath.py", "_reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
-    ("service/serve.py", "_read"): "the runner service's own memfd or scratch capture of a run it carried",
+    ("service/scratch.py", "read_back"): "the runner service's own memfd or scratch capture of a run it carried",
 }
 
 

@@ -61,7 +61,7 @@ ALLOWED = {
     ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
     "then checked this user's regular file",
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
-    ("service/serve.py", "Service.__init__", "tempfile.mkdtemp"): "the runner service's scratch directory: "
+    ("service/scratch.py", "make", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).

@@ -17,43 +17,12 @@ import signal
 import stat
 
 from ..errors import Failure, Kind, usage
-from ..bounded import loads
-from ..text import cut, sanitize, uncarried, unencodable
+from ..text import sanitize, unencodable
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
-from . import bench_baseline, values
+from . import bench_baseline, bench_values, values
 from .parsing import Once, OnceFlag, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
-
-
-def _argv(text: str, flag: str | None) -> tuple[str, ...]:
-    try:
-        parsed = loads(text)  # nested at most bounded.MAX_DEPTH: 100k brackets are no RecursionError
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
-        raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
-    for index, item in enumerate(parsed):
-        problem = uncarried(item)
-        if problem is not None:
-            raise usage(f"invalid value for '{flag}': argument {index} holds {problem}, which no argument can carry")
-    return tuple(parsed)
-
-
-def _step(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
-    """A ``--prepare``/``--setup``/``--conclude``/``--cleanup`` value: a JSON array of strings
-    is an argv, run shell-free (the form these flags took first); anything else is a shell
-    command, as in hyperfine (``[ -e f ] || make`` included)."""
-    try:
-        parsed = loads(text)  # nested at most bounded.MAX_DEPTH
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, list) and parsed and all(isinstance(item, str) for item in parsed):
-        return ("argv", _argv(text, flag))
-    problem = uncarried(text)
-    if problem is not None:
-        raise usage(f"invalid value for '{flag}': it holds {problem}, which no argument can carry")
-    return ("shell", text)
 
 
 def build_parser() -> Parser:
@@ -163,24 +132,6 @@ def build_parser() -> Parser:
     return parser
 
 
-MAX_CPU = 8191  # the kernel's largest NR_CPUS: a larger number names no CPU, and bounds a range
-
-
-def parse_cpus(text: str) -> tuple[int, ...]:
-    cpus: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        if not values.is_digits(low) or (high and not values.is_digits(high)) or len(part) > 20:
-            raise usage(f"invalid value '{cut(text)}' for '--cpus': expected a CPU list such as 0,2-3")
-        first, last = int(low), int(high or low)
-        if first > last or last > MAX_CPU:
-            raise usage(
-                f"invalid value '{cut(text)}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}"
-            )
-        cpus.update(range(first, last + 1))
-    return tuple(sorted(cpus))
-
-
 def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     """hyperfine's ``-S``: a shell's name or command line, ``default`` (sh) or ``none`` (-N)."""
     if args.no_shell:
@@ -200,26 +151,6 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     return shell
 
 
-def _ignored(value: str | bool) -> bool | tuple[int, ...]:
-    """``--ignore-failure``: every non-zero exit (no value, ``all-non-zero``), or these codes."""
-    if not isinstance(value, str) or value in ("", "all-non-zero"):
-        return bool(value) or value == ""
-    codes = [code.strip() for code in value.split(",")]
-    if not all(values.is_digits(code) and len(code) <= 3 for code in codes):
-        raise usage(
-            f"invalid value {sanitize(value)!r} for '--ignore-failure': exit codes such as 1,2, or all-non-zero"
-        )
-    return tuple(int(code) for code in codes)
-
-
-def _input(where: str | None) -> str | None:
-    if where is None or where == "null":
-        return None
-    if not os.path.exists(where):
-        raise usage(f"the file {sanitize(where)!r} specified as '--input' does not exist")
-    return where
-
-
 def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
     from ..benchmark.plan import ORDERS, Options
 
@@ -229,13 +160,13 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
         max_runs=args.max_runs,
         warmup=args.warmup,
         min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
-        input_file=_input(args.input),
+        input_file=bench_values.input_file(args.input),
         shell=shell,
         reference=args.reference is not None,
-        ignore_failure=_ignored(args.ignore_failure),
+        ignore_failure=bench_values.ignored_codes(args.ignore_failure),
         timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
         order=ORDERS[args.order],
-        cpus=parse_cpus(args.cpus) if args.cpus is not None else None,
+        cpus=bench_values.parse_cpus(args.cpus) if args.cpus is not None else None,
         jsonl_dir=args.jsonl_dir,
         show_output=args.show_output,
         metric=args.metric,
@@ -292,7 +223,7 @@ def plan_from(args: argparse.Namespace):
 
     shell = shell_from(args)
     given = [
-        ("argv", _argv(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
+        ("argv", bench_values.argv_value(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
         for text in args.commands
     ]
     if args.program:
@@ -311,10 +242,10 @@ def plan_from(args: argparse.Namespace):
     parameters = [(name, scan_values(low, high, step)) for name, low, high in scans]
     parameters += [(name, parameter_list(listed)) for name, listed in lists]
     auxiliary = Auxiliary(
-        setup=_step(args.setup, "--setup") if args.setup is not None else None,
-        cleanup=_step(args.cleanup, "--cleanup") if args.cleanup is not None else None,
-        prepare=[_step(text, "--prepare") for text in args.prepare],
-        conclude=[_step(text, "--conclude") for text in args.conclude],
+        setup=bench_values.step_value(args.setup, "--setup") if args.setup is not None else None,
+        cleanup=bench_values.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
+        prepare=[bench_values.step_value(text, "--prepare") for text in args.prepare],
+        conclude=[bench_values.step_value(text, "--conclude") for text in args.conclude],
         outputs=args.output,
     )
     if args.output and args.show_output:

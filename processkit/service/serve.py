@@ -31,9 +31,7 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import sys
-import tempfile
 
 from ..diagnostics import envelope_only
 from ..engine.endings import internal
@@ -42,12 +40,12 @@ from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..rundir import batch_base
 from ..api import wire
+from . import scratch
 
 MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
-SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
 
 
 class Request:
@@ -99,8 +97,7 @@ class Service:
         self.idle_started = False
         self.idle_loop: RunLoop | None = None  # the idle wait's view of the loop (``_idle``)
         base = batch_base()
-        _sweep_scratch(base)
-        self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
+        self.scratch = scratch.make(base)
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -278,11 +275,13 @@ class Service:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
-        report["jsonl"] = _read(request.memfds[0] if request.spec.jsonl == wire.SCRATCH_MEMORY else spec.jsonl)
+        report["jsonl"] = scratch.read_back(
+            request.memfds[0] if request.spec.jsonl == wire.SCRATCH_MEMORY else spec.jsonl
+        )
         if any(request.piped) and spec.capture_dir is not None:
             for name, piped in zip(("stdout", "stderr"), request.piped):
                 if piped:
-                    report[name] = _read(os.path.join(spec.capture_dir, f"{name}.log"))
+                    report[name] = scratch.read_back(os.path.join(spec.capture_dir, f"{name}.log"))
         return report
 
     def _close_fds(self, request: Request) -> None:
@@ -331,55 +330,6 @@ class Service:
     def close(self) -> None:
         self.host.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _sweep_scratch(base: str) -> None:
-    """Remove the scratch directories of this user's services that are gone: one killed itself
-    (SIGKILL, the OOM killer) could not remove its own, and nothing else knows it. A directory
-    whose service's pid is alive, or that is not this user's, is left alone."""
-    try:
-        names = [name for name in os.listdir(base) if name.startswith(SCRATCH_PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        path = os.path.join(base, name)
-        try:
-            found = os.lstat(path)
-        except OSError:
-            continue
-        if not pid.isdigit() or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # alive (or another user's process with that pid): never swept
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            continue
-
-
-def _read(source: int | str) -> bytes | None:
-    """A whole stream or capture file (a memfd, or a path); None when it cannot be read or is
-    no regular file (a FIFO's lines belong to its reader, and opening it must not wait)."""
-    try:
-        fd = source if isinstance(source, int) else os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            return None
-        chunks, offset = [], 0
-        while chunk := os.pread(fd, max(found.st_size - offset, 1 << 16), offset):
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        if not isinstance(source, int):
-            os.close(fd)
 
 
 def main() -> int:

@@ -1,0 +1,67 @@
+"""The runner service's scratch: its directory in the batch base (made fresh, the directories of
+services that died without removing theirs swept first), and the files of the runs it carried read
+back whole for their replies."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+
+SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
+
+
+def make(base: str) -> str:
+    """A fresh 0700 scratch directory of this service's in ``base``."""
+    _sweep(base)
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
+
+
+def _sweep(base: str) -> None:
+    """Remove the scratch directories of this user's services that are gone: one killed itself
+    (SIGKILL, the OOM killer) could not remove its own, and nothing else knows it. A directory
+    whose service's pid is alive, or that is not this user's, is left alone."""
+    try:
+        names = [name for name in os.listdir(base) if name.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        path = os.path.join(base, name)
+        try:
+            found = os.lstat(path)
+        except OSError:
+            continue
+        if not pid.isdigit() or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's process with that pid): never swept
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def read_back(source: int | str) -> bytes | None:
+    """A whole stream or capture file (a memfd, or a path); None when it cannot be read or is
+    no regular file (a FIFO's lines belong to its reader, and opening it must not wait)."""
+    try:
+        fd = source if isinstance(source, int) else os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        chunks, offset = [], 0
+        while chunk := os.pread(fd, max(found.st_size - offset, 1 << 16), offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        if not isinstance(source, int):
+            os.close(fd)
