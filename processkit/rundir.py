@@ -66,6 +66,13 @@ _LEGACY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 _sequence = itertools.count()
 _TMPFS: dict[str, bool] = {}
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Closing(Protocol):
+        def close(self) -> None: ...
+
 
 def base() -> str:
     """``/tmp``, or the platform temp directory where ``/tmp`` is not a directory."""
@@ -156,13 +163,16 @@ def new_token() -> str:
 
 
 class RunDir:
-    """This runner's directory, its lock held until ``close``."""
+    """This runner's directory, its lock held until ``close``. ``holds``: what outlives each of
+    its runs and is evidenced by its lock (a lodged host's idle cgroups, ``containment.pool``),
+    by name; each is closed before the directory goes."""
 
     holds_jobs = False  # a batch's (``control.lodging``) has job slots' files to remove too
 
     def __init__(self, where: str | None = None) -> None:
         """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError."""
         where = where or base()
+        self.holds: dict[str, Closing] = {}
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
             self.path = os.path.join(where, DIR_PREFIX + self.token)
@@ -207,9 +217,11 @@ class RunDir:
             os.close(fd)
 
     def close(self) -> None:
-        """Remove the directory, then let the lock go. Idempotent."""
+        """Close what it holds, remove the directory, then let the lock go. Idempotent."""
         if self._lock_fd is None:
             return
+        while self.holds:
+            self.holds.popitem()[1].close()
         remove(self.path, jobs=self.holds_jobs)
         os.close(self._lock_fd)
         self._lock_fd = None
@@ -221,6 +233,7 @@ class JobSlot(RunDir):
     server's, the record and tombstone its registration's)."""
 
     def __init__(self, home: RunDir, seq: int) -> None:  # nothing is made here: the slot is names
+        self.home = home
         self.path = home.path
         self.stem = f"j{seq:08x}"
         self.token = home.token + JOB_SEPARATOR + f"{seq:08x}"

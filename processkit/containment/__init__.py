@@ -28,6 +28,10 @@ from .accounting import Usage
 from .base import ChildJoins, Container
 from .errors import ContainerError, LimitUnavailable
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .pool import Pool
+
 __all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "Usage", "create"]
 
 
@@ -39,22 +43,25 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     so a group it leaves is never reaped by anyone else. ``adopt_orphans``: a process group
     may make this process a subreaper (a process the runner owns; not a caller's).
     """
-    from . import cgroup_v1, prctl, sweep
+    from . import cgroup_v1, pool, prctl, sweep
 
     prctl.load()
     name = sweep.group_name(rundir.token if rundir is not None else new_token())
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
-    container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans)
-    if limits.requested:
-        try:
+    lender = None if limits.requested else pool.of(rundir)  # a capped run's groups are its own
+    container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans, lender)
+    try:
+        if limits.requested:
             container.controllers = _controllers(container, limits, name, v1_parents)
-        except LimitUnavailable:
-            container.release()
-            raise
-    elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
-        container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents)
-    if rundir is not None and isinstance(container.controllers, cgroup_v1.CgroupV1Controllers):
-        rundir.record_groups(container.controllers.paths)
+        elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
+            container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents, lender)
+        if rundir is not None and isinstance(container.controllers, cgroup_v1.CgroupV1Controllers):
+            rundir.record_groups(container.controllers.paths)
+        v1 = container.controllers
+        container.start_counting(cpu_counted=isinstance(v1, cgroup_v1.CgroupV1Controllers) and v1.counts_cpu())
+    except ContainerError:  # LimitUnavailable too
+        container.release()
+        raise
     return container
 
 
@@ -62,7 +69,9 @@ _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
 
 
-def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], adopt_orphans: bool) -> Container:
+def _containment(
+    name: str, rundir: RunDir | None, v1_parents: list[str], adopt_orphans: bool, lender: Pool | None
+) -> Container:
     """The run's boundary, after one bounded sweep of every parent its groups are made in (the
     first time this process makes a group there)."""
     from . import sweep
@@ -80,7 +89,7 @@ def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], adopt_
         _SWEPT.update(parents)
     if parent is not None:
         try:
-            group = cgroup_v2.CgroupV2(parent, name)
+            group = cgroup_v2.CgroupV2(parent, name, lender)
         except ContainerError:
             pass
         else:

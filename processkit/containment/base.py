@@ -52,6 +52,11 @@ class Container(abc.ABC):
         """
         return -1, -1
 
+    def start_counting(self, cpu_counted: bool) -> None:
+        """Called once the run's groups are all there, before the spawn: a mechanism whose
+        counters served an earlier run starts this run's from here. ``cpu_counted``: the cap
+        layer's groups give the CPU figures. Raises ContainerError."""
+
     def adopt(self, pid: int) -> None:
         """Called in the runner once the root child exists."""
 

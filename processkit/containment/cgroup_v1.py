@@ -30,6 +30,10 @@ from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .pool import Pool, Pooled
+
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 ACCOUNTED = ("memory", "pids", "cpuacct")  # the hierarchies a run's figures come from
 SPLIT = ("cpuacct.usage_user", "cpuacct.usage_sys")
@@ -93,11 +97,15 @@ class CgroupV1Controllers(ControllerSet):
         "cpu": ("cpu", "cpu.stat", "nr_throttled"),
     }
 
-    def __init__(self, limits: Limits, name: str, parents: dict[str, str] | None = None):
+    def __init__(self, limits: Limits, name: str, parents: dict[str, str] | None = None, pool: Pool | None = None):
+        """``pool``: a lodged host's, lending the groups of hierarchies without memory (an
+        accounting-only run's: caps are never put on a lent group)."""
         super().__init__(limits)
         self._groups: dict[str, str] = {}  # controller -> the run's group directory
-        self._paths: list[str] = []
+        self._paths: list[str] = []  # the groups made for this run alone
         self._fds: list[int] = []
+        self._pool = pool if not self.capped else None
+        self._lent: list[Pooled] = []
         parents = own_groups() if parents is None else parents
         needed = {CONTROLLER[axis]: axis for axis in self.capped}
         for controller, axis in needed.items():
@@ -118,14 +126,21 @@ class CgroupV1Controllers(ControllerSet):
             raise
 
     def _make(self, path: str, controllers: list[str], axes: list[str]) -> None:
-        """Create one hierarchy's group; only a hierarchy that carries a cap must succeed."""
+        """Create one hierarchy's group (or borrow the pool's); only a hierarchy that carries a
+        cap must succeed."""
         try:
-            self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
+            if self._pool is not None and "memory" not in controllers:
+                lent = self._pool.take(os.path.dirname(path), tuple(sorted(controllers)))
+                self._lent.append(lent)
+                self._fds.append(lent.join_fd)
+                path = lent.path
+            else:
+                self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
+                self._paths.append(path)
         except OSError as exc:
             if axes:
                 raise LimitUnavailable(axes[0], f"cgroup_v1: cannot use {exc.filename}: {exc.strerror}") from None
             return  # accounting only: its figures stay null
-        self._paths.append(path)
         self._groups.update(dict.fromkeys(controllers, path))
 
     def _dir(self, controller: str) -> str | None:
@@ -133,8 +148,12 @@ class CgroupV1Controllers(ControllerSet):
 
     @property
     def paths(self) -> list[str]:
-        """The groups made for this run, one per hierarchy."""
+        """The groups made for this run alone, one per hierarchy (a lent group is recorded by its pool)."""
         return list(self._paths)
+
+    def counts_cpu(self) -> bool:
+        """Whether a cpuacct group of this run's gives its CPU figures (none then come from v2)."""
+        return "cpuacct" in self._groups
 
     def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
         writes = []
@@ -174,20 +193,31 @@ class CgroupV1Controllers(ControllerSet):
             )
 
     def release(self) -> None:
+        lent_fds = {lent.join_fd for lent in self._lent}
         for fd in self._fds:
-            os.close(fd)
+            if fd not in lent_fds:  # a lent group's fd stays with it
+                os.close(fd)
         self._fds = []
         for path in self._paths:
-            try:
-                os.rmdir(path)  # the tree is gone: the common case, with nothing to read first
-                continue
-            except FileNotFoundError:
-                continue
-            except OSError:
-                pass
-            _evacuate(path)
-            cgroupfs.remove_group(path)
+            remove_group(path)
         self._paths = []
+        while self._lent:
+            assert self._pool is not None, "only a pool lends"
+            self._pool.give(self._lent.pop())
+
+
+def remove_group(path: str) -> None:
+    """Remove a v1 group whose run is over: ``rmdir`` first (the tree is gone: the common case,
+    with nothing to read first), else its stragglers moved out and the ``rmdir`` retried."""
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    _evacuate(path)
+    cgroupfs.remove_group(path)
 
 
 def _evacuate(path: str) -> None:

@@ -20,6 +20,10 @@ from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .pool import Pool, Pooled
+
 
 def find_parent() -> str | None:
     """The cgroup2 directory this runner lives in, where a run's group is created."""
@@ -69,8 +73,21 @@ _ENABLED: set[str] = set()  # the parents ``enable_accounting`` has seen in this
 
 class CgroupV2(Container):
     mechanism = "cgroup_v2"
+    _lent: Pooled | None = None  # the group, when a pool lent it
+    _cpu_base: dict[str, int] = {}  # cpu.stat at the start of this run, for a reused group (replaced, never changed)
 
-    def __init__(self, parent: str, name: str):
+    def __init__(self, parent: str, name: str, pool: Pool | None = None):
+        """``pool``: a lodged host's, which lends the group (see ``containment.pool``)."""
+        self._pool = pool
+        if pool is not None:
+            from .pool import V2
+
+            try:
+                self._lent = pool.take(parent, V2)
+            except OSError as exc:
+                raise ContainerError(f"cannot create cgroup under {parent}: {exc.strerror}") from exc
+            self.path, self._procs_fd, self._dir_fd = self._lent.path, self._lent.join_fd, self._lent.dir_fd
+            return
         self.path = os.path.join(parent, name)
         try:
             self._procs_fd = cgroupfs.make_group(self.path)
@@ -80,6 +97,15 @@ class CgroupV2(Container):
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             self._dir_fd = -1  # the child then joins through cgroup.procs alone
+
+    def start_counting(self, cpu_counted: bool) -> None:
+        """A reused group whose ``cpu.stat`` gives this run's CPU figures: what it held before
+        the run is taken off them (a fresh group starts at 0)."""
+        if self._lent is not None and self._lent.reused and not cpu_counted:
+            try:
+                self._cpu_base = cgroupfs.read_keyed(self._file("cpu.stat"))
+            except (OSError, ValueError) as exc:
+                raise ContainerError(f"cannot read {self._file('cpu.stat')}: {exc}") from None
 
     def _group_fds(self) -> tuple[int, int]:
         return self._dir_fd, self._procs_fd
@@ -98,6 +124,12 @@ class CgroupV2(Container):
                 pass
 
     def kill_all(self) -> None:
+        """``cgroup.kill``; a lent group only when something is left to kill, since a child
+        cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
+        if self._lent is not None:
+            if cgroupfs.read_keyed(self._file("cgroup.events")).get("populated") == 0:
+                return  # nothing in it or below it, and nothing can fork into it
+            self._lent.killed = True
         try:
             cgroupfs.write_text(self._file("cgroup.kill"), "1")
         except FileNotFoundError:  # kernels before 5.14: kill member by member
@@ -111,7 +143,9 @@ class CgroupV2(Container):
             cpu = cgroupfs.read_keyed(self._file("cpu.stat"))
             for field, key in CPU_KEYS:
                 value = cpu.get(key)
-                tally.give_ns(field, value * 1000 if value is not None else None, f"cpu.stat {key} (v2)")
+                if value is not None:
+                    value = (value - self._cpu_base.get(key, 0)) * 1000
+                tally.give_ns(field, value, f"cpu.stat {key} (v2)")
         for field, name in (("peak_memory_bytes", "memory.peak"), ("peak_process_count", "pids.peak")):
             if tally.missing(field):
                 tally.give(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")
@@ -130,6 +164,10 @@ class CgroupV2(Container):
         tally.give("io_write_bytes", sum(int(c.get("wbytes", 0)) for c in counters), "io.stat wbytes (v2)")
 
     def _remove(self) -> None:
+        if self._lent is not None:
+            assert self._pool is not None, "only a pool lends"
+            self._pool.give(self._lent)
+            return
         os.close(self._procs_fd)
         if self._dir_fd >= 0:
             os.close(self._dir_fd)

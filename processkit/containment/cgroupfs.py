@@ -70,6 +70,11 @@ def read_keyed(path: str) -> dict[str, int]:
     return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
 
 
+def read_int(path: str) -> int:
+    """A single-number file; raises OSError (ValueError when it holds no number)."""
+    return int(read_text(path))
+
+
 def read_optional_int(path: str) -> int | None:
     """A single-number file, or None where this kernel does not provide it (not measured)."""
     try:

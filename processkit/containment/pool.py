@@ -1,0 +1,169 @@
+"""The cgroups a lodged host (a batch, a bench session, the API's service) reuses from run to
+run: groups whose every figure a run reads can be started again exactly are kept idle between
+runs instead of being made and removed for each (a cgroup ``mkdir`` and ``rmdir`` cost 0.1-0.2 ms
+of CPU apiece, each under the kernel's global cgroup lock).
+
+Facts that decide what may be reused, and when:
+- A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``
+  or ``tasks`` empty; for pids ``pids.current`` 0, which still counts an unreaped zombie) and no
+  group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused
+  group never carries another run's process. What fails the check is removed, and a fresh
+  group made in its place.
+- cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
+  CPU: the group starts as a fresh one does.
+- pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
+  before its exec, so the run's own peak is at least 1, and what the group reads after the run
+  (1, or the higher peak the run reached) is the run's own. A group that saw more is removed.
+- memory: never reused. Writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the
+  group's present charge, and an emptied group still holds some: what its last tasks' kernel
+  memory gave back stays in a per-CPU stock charged to the group, and part of that memory is
+  freed only after an RCU grace period. ``memory.force_empty`` drains it, but waits for work
+  on every CPU, longer than a fresh group takes to make.
+- cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
+  written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
+  began with), so a lent group's teardown writes it only when something is left to kill (its
+  ``cgroup.events`` says ``populated 1``), and a group it was written to is never lent again.
+  It is reused only while the group has none of the memory, pids or io controllers (its
+  ``cgroup.controllers``: peaks that cannot be reset, I/O counters that only grow); when a
+  run's CPU figures come from its ``cpu.stat``, they are read as a difference from its value
+  at reuse.
+- The groups are named as a batch job's are (``<batch token>.j<seq>``, ``rundir.group_token``,
+  from a sequence of their own past any job's), so the host's lock speaks for them while they
+  live, and a v1 group is recorded in the host's directory (``j<seq>.groups``) as a job's are:
+  a SIGKILLed host's idle groups are swept with its jobs'. ``close`` removes them before the
+  directory goes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from ..rundir import JobSlot, RunDir
+from . import cgroupfs
+
+V2 = ("cgroup2",)  # the controllers key of a cgroup v2 group: its own kind, joined through cgroup.procs
+HELD = "groups"  # the pool's name in its directory's ``holds``
+POOL_SEQ = 1 << 32  # the pool's group names follow a sequence no job's eight hex digits reach
+NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
+MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is removed
+
+
+class Pooled:
+    """One group a pool lends: its path, the fd its joiner writes (``tasks``, or v2's
+    ``cgroup.procs``), a directory fd (v2: the child is cloned into it; -1 elsewhere), and
+    whether it served a run before this one (``reused``)."""
+
+    __slots__ = ("parent", "path", "join_fd", "dir_fd", "controllers", "slot", "reused", "killed")
+
+    def __init__(self, parent: str, path: str, join_fd: int, dir_fd: int, controllers: tuple[str, ...], slot: JobSlot):
+        self.parent = parent
+        self.path = path
+        self.join_fd = join_fd
+        self.dir_fd = dir_fd
+        self.controllers = controllers
+        self.slot = slot
+        self.reused = False
+        self.killed = False  # its cgroup.kill was written: never lent again
+
+
+def of(rundir: RunDir | None) -> Pool | None:
+    """The pool of the lodged host whose job slot ``rundir`` is, made on first use; None for a
+    run with a directory of its own (one run a process: nothing to reuse)."""
+    home = getattr(rundir, "home", None)
+    if home is None:
+        return None
+    pool = home.holds.get(HELD)
+    if pool is None:
+        pool = home.holds[HELD] = Pool(home)
+    assert isinstance(pool, Pool)
+    return pool
+
+
+class Pool:
+    """A lodged host's idle groups, by parent directory."""
+
+    def __init__(self, home: RunDir) -> None:
+        self._home = home
+        self._idle: dict[str, list[Pooled]] = {}
+        self._sequence = itertools.count(POOL_SEQ)
+        self._closed = False
+
+    def take(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
+        """An empty group under ``parent`` with its counters started again, else a fresh one;
+        raises OSError when none can be made."""
+        idle = self._idle.get(parent, [])
+        while idle:
+            group = idle.pop()
+            if _restarted(group):
+                group.reused = True
+                return group
+            remove(group)
+        slot = JobSlot(self._home, next(self._sequence))
+        from .sweep import group_name
+
+        path = os.path.join(parent, group_name(slot.token))
+        join_fd = cgroupfs.make_group(path, "cgroup.procs" if controllers == V2 else "tasks")
+        dir_fd = -1
+        if controllers == V2:
+            try:
+                dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                pass  # the child then joins through cgroup.procs alone
+        else:
+            slot.record_groups([path])
+        return Pooled(parent, path, join_fd, dir_fd, controllers, slot)
+
+    def give(self, group: Pooled) -> None:
+        """A run is done with ``group``: kept idle for the next (checked when taken), or removed
+        once the pool is closed or full."""
+        idle = self._idle.setdefault(group.parent, [])
+        if self._closed or group.killed or len(idle) >= MAX_IDLE:
+            remove(group)
+        else:
+            idle.append(group)
+
+    def close(self) -> None:
+        """Remove every idle group (the host's runs are over); a group given back later goes at once."""
+        self._closed = True
+        for idle in self._idle.values():
+            while idle:
+                remove(idle.pop())
+
+
+def _restarted(group: Pooled) -> bool:
+    """Whether the group is empty, and so its counters were started again as a fresh group's."""
+    path = group.path
+    try:
+        if os.stat(path).st_nlink != 2:  # a group below it
+            return False
+        if group.controllers == V2:
+            counting = NOT_RESTARTED.intersection(cgroupfs.read_text(os.path.join(path, "cgroup.controllers")).split())
+            return not counting and not cgroupfs.read_bytes(os.path.join(path, "cgroup.procs")).strip()
+        if "pids" in group.controllers:
+            if cgroupfs.read_int(os.path.join(path, "pids.current")) != 0:
+                return False
+            if cgroupfs.read_int(os.path.join(path, "pids.peak")) > 1:
+                return False
+        if "cpuacct" in group.controllers:
+            if cgroupfs.read_bytes(os.path.join(path, "tasks")).strip():
+                return False
+            cgroupfs.write_text(os.path.join(path, "cpuacct.usage"), "0")
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def remove(group: Pooled) -> None:
+    """Remove the group (its fds first), then its record once it is gone."""
+    os.close(group.join_fd)
+    if group.dir_fd >= 0:
+        os.close(group.dir_fd)
+    if group.controllers == V2:
+        cgroupfs.remove_group(group.path)
+    else:
+        from .cgroup_v1 import remove_group
+
+        remove_group(group.path)
+    if not os.path.lexists(group.path):
+        group.slot.close()
