@@ -1,0 +1,141 @@
+"""A lodged host's runs reuse its cgroups (``containment/pool.py``): which groups a batch's jobs
+share, that every figure a job reports is still its own, that a group something was left in is
+never lent again, and that nothing stays once the batch is gone, or after a SIGKILL and ``prune``."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from conftest import pid_alive, run_cli, start_cli
+from test_batch import write_manifest
+
+CAT_GROUPS = ["cat", "/proc/self/cgroup"]  # one process: its groups are the job's
+V2_ROOT = "/sys/fs/cgroup/unified"
+
+
+def batch(tmp_path, jobs: list[dict], *extra: str) -> dict[str, dict]:
+    """Run the jobs one at a time; each job's summary line, by id."""
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+
+
+def groups_of(tmp_path, job: str) -> dict[str, str]:
+    """Controller (``v2`` for the unified group) -> the group path a CAT_GROUPS job printed."""
+    found = {}
+    for line in (tmp_path / "out" / job / "capture" / "stdout.log").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        for name in names.split(","):
+            found[name or "v2"] = path
+    return found
+
+
+def accounted() -> bool:
+    with open("/proc/self/cgroup") as handle:
+        names = {name for line in handle for name in line.split(":")[1].split(",")}
+    return {"memory", "pids", "cpuacct"} <= names and os.access("/sys/fs/cgroup/pids", os.W_OK)
+
+
+pytestmark = pytest.mark.skipif(not accounted(), reason="no writable cgroup v1 accounting hierarchies")
+
+
+def test_jobs_share_the_groups_whose_figures_restart_and_each_keeps_its_own_figures(tmp_path, containment):
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    jobs = [
+        {"args": CAT_GROUPS, "id": "first"},
+        {"args": CAT_GROUPS, "id": "second"},
+        {"args": ["sh", "-c", "sleep 0.05 & sleep 0.05 & wait"], "id": "three_at_once"},
+        {"args": CAT_GROUPS, "id": "after_three"},
+        {"args": [sys.executable, "-c", burn], "id": "burner"},
+        {"args": CAT_GROUPS, "id": "after_burner"},
+    ]
+    lines = batch(tmp_path, jobs)
+    first, second = groups_of(tmp_path, "first"), groups_of(tmp_path, "second")
+    after_three, after_burner = groups_of(tmp_path, "after_three"), groups_of(tmp_path, "after_burner")
+    assert first["cpuacct"] == second["cpuacct"] == after_three["cpuacct"] == after_burner["cpuacct"]
+    assert first["pids"] == second["pids"], "a group whose peak was 1 is lent again"
+    assert after_three["pids"] != second["pids"], "a pids group that saw three processes is not"
+    assert len({first["memory"], second["memory"], after_three["memory"], after_burner["memory"]}) == 4
+    if containment == "cgroup_v2":
+        assert first["v2"] == second["v2"] == after_three["v2"]
+    counts = {job: lines[job]["resources"]["peak_process_count"] for job in lines}
+    assert counts == {job: 3 if job == "three_at_once" else 1 for job in lines}
+    assert lines["burner"]["resources"]["total_cpu_ms"] >= 250
+    assert lines["after_burner"]["resources"]["total_cpu_ms"] < 100, "the burner's CPU counted again"
+    assert all(lines[job]["resources"]["peak_memory_bytes"] > 0 for job in lines)
+    for controller in ("pids", "cpuacct"):
+        assert not os.path.exists(f"/sys/fs/cgroup/{controller}{first[controller]}"), "a lent group outlived the batch"
+
+
+ESCAPE = """
+import os, sys, time
+read, write = os.pipe()
+if os.fork() == 0:
+    with open(sys.argv[1] + "/cgroup.procs", "w") as procs:  # out of the run's v2 group, not its v1 ones
+        procs.write(str(os.getpid()))
+    with open(sys.argv[2], "w") as pid:
+        pid.write(str(os.getpid()))
+    os.write(write, b"x")
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        pass
+    os._exit(0)
+os.read(read, 1)
+"""
+
+
+def test_a_group_a_process_was_left_in_is_never_lent_to_the_next_job(tmp_path):
+    """A process that left the run's v2 group survives its teardown inside the run's v1 groups
+    (and burns CPU there): the next job gets other groups, and its figures hold none of it."""
+    if not os.access(os.path.join(V2_ROOT, "cgroup.procs"), os.W_OK):
+        pytest.skip("the unified root's cgroup.procs is not writable: no process can leave a run's group")
+    pid_file = tmp_path / "escaped.pid"
+    jobs = [
+        {"args": CAT_GROUPS, "id": "before"},
+        {"args": [sys.executable, "-c", ESCAPE, V2_ROOT, str(pid_file)], "id": "leaves_one"},
+        {"args": CAT_GROUPS, "id": "next"},
+        {"args": ["sleep", "0.5"], "id": "while_it_burns"},
+    ]
+    try:
+        lines = batch(tmp_path, jobs)
+    finally:
+        if pid_file.exists() and pid_alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    before, following = groups_of(tmp_path, "before"), groups_of(tmp_path, "next")
+    assert following["cpuacct"] != before["cpuacct"], "the group the escaped process burns in was lent again"
+    assert lines["next"]["resources"]["peak_process_count"] == 1
+    assert lines["while_it_burns"]["resources"]["total_cpu_ms"] < 100, "another job's process counted"
+
+
+def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
+    bench = start_cli("bench", "--runs", "100000", "--warmup", "0", "--style", "none", "--", "true")
+    try:
+        deadline = time.monotonic() + 30
+        pooled = []
+        while not pooled and time.monotonic() < deadline:
+            pooled = [g for g in glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*.j1*", recursive=True)]
+            time.sleep(0.05)
+        assert pooled, "the bench's runs borrowed no group: the test shows nothing"
+        time.sleep(0.2)  # several runs, so some groups are idle between two of them
+    finally:
+        bench.send_signal(signal.SIGKILL)
+        bench.communicate(timeout=30)
+    proc = run_cli("prune", "--json", "--report-reaped")
+    assert proc.returncode == 0, proc.stderr
+    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
+    assert not glob.glob(f"/dev/shm/pkc-{bench.pid}-*") and not glob.glob(f"/tmp/pkc-{bench.pid}-*")
+
+
+def test_a_finished_bench_leaves_no_group():
+    bench = start_cli("bench", "--runs", "30", "--style", "none", "--", "true")
+    _, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 0, stderr
+    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
