@@ -17,13 +17,18 @@ With ``--keep`` (issue 35) it runs instead, alternating within each round:
   its makespan against the bound max(longest, total / 2).
 
     python3 bench/batch.py [N] [ROUNDS]
-    python3 bench/batch.py --keep [N] [ROUNDS]
+    python3 bench/batch.py --keep [--before TREE] [N] [ROUNDS]
+
+``--before TREE`` (with ``--keep``) adds another checkout's batch (its source first on
+PYTHONPATH, e.g. ``git archive main | tar -x -C TREE`` with ``processkit/_native*.so`` copied
+in) to each round, in turn with this one's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import statistics
@@ -43,8 +48,9 @@ def timed(argv, **kwargs) -> float:
     return time.perf_counter() - started
 
 
-def batch_run(manifest: Path, out: Path, jobs: int, *extra: str) -> tuple[float, float, float]:
-    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB)."""
+def batch_run(manifest: Path, out: Path, jobs: int, *extra: str, tree: str | None = None) -> tuple[float, float, float]:
+    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB); ``tree``: another
+    checkout's source first on PYTHONPATH (``--before``)."""
     code = (
         "import resource, sys; sys.argv = sys.argv[1:];"
         "from processkit.cli.main import main; rc = main(sys.argv[1:]);"
@@ -57,6 +63,7 @@ def batch_run(manifest: Path, out: Path, jobs: int, *extra: str) -> tuple[float,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         check=True,
+        env={**os.environ, "PYTHONPATH": tree} if tree else None,
     )
     wall = time.perf_counter() - started
     cpu, rss = proc.stderr.decode().splitlines()[-1].split()
@@ -90,8 +97,9 @@ def makespan(summary: Path) -> float:
     return max(end for _, end in spans) - min(start for start, _ in spans)
 
 
-def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
-    """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan."""
+def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = None) -> None:
+    """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan;
+    with ``before``, that tree's batch too, in turn within each round."""
     trues = write_manifest(work / "true.jsonl", [{"args": ["true"]} for _ in range(count)])
     seq = "\n".join(str(n) for n in range(count)).encode() + b"\n"
     skewed_jobs = [{"args": ["sleep", "0.1"], "id": f"short{n}"} for n in range(40)]
@@ -108,6 +116,12 @@ def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
         shutil.rmtree(out)
         wall = timed(["parallel", "-j2", "--joblog", str(work / "joblog"), "true"], input=seq)
         note("keep failed: parallel jobs/s", count / wall)
+        if before:
+            out = work / f"failed-before-{round_}"
+            wall, cpu, _ = batch_run(trues, out, 2, "--keep", "failed", tree=before)
+            note("keep failed: before jobs/s", count / wall)
+            note("keep failed: before CPU ms/job", cpu / count * 1000)
+            shutil.rmtree(out)
         out = work / f"all-{round_}"
         wall, cpu, _ = batch_run(trues, out, 2, "--keep", "all")
         note("keep all: batch jobs/s", count / wall)
@@ -119,6 +133,12 @@ def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
         )
         note("keep all: parallel --results jobs/s", count / wall)
         shutil.rmtree(results)
+        if before:
+            out = work / f"all-before-{round_}"
+            wall, cpu, _ = batch_run(trues, out, 2, "--keep", "all", tree=before)
+            note("keep all: before jobs/s", count / wall)
+            note("keep all: before CPU ms/job", cpu / count * 1000)
+            shutil.rmtree(out)
         out = work / f"skewed-{round_}"
         wall, _, _ = batch_run(skewed, out, 2, "--history", history, "--keep", "failed")
         span = makespan(out / "summary.jsonl")
@@ -128,20 +148,26 @@ def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
         shutil.rmtree(out)
 
 
-def keep_main(count: int, rounds: int) -> None:
+def keep_main(count: int, rounds: int, before: str | None) -> None:
     figures: dict[str, list[float]] = {}
     work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     try:
-        keep_rounds(work, count, rounds, lambda name, value: figures.setdefault(name, []).append(value))
+        keep_rounds(work, count, rounds, lambda name, value: figures.setdefault(name, []).append(value), before)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in figures.items()}
     for name, value in medians.items():
         print(f"{name:36} {value:10.3f}   ({', '.join(f'{v:.3f}' for v in figures[name])})")
-    for name, ours, theirs in (
+    pairings = [
         ("keep failed / parallel --joblog", "keep failed: batch jobs/s", "keep failed: parallel jobs/s"),
         ("keep all / parallel --results", "keep all: batch jobs/s", "keep all: parallel --results jobs/s"),
-    ):
+    ]
+    if before:
+        pairings += [
+            ("before: keep failed / parallel", "keep failed: before jobs/s", "keep failed: parallel jobs/s"),
+            ("before: keep all / parallel --results", "keep all: before jobs/s", "keep all: parallel --results jobs/s"),
+        ]
+    for name, ours, theirs in pairings:
         pairs = [a / b for a, b in zip(figures[ours], figures[theirs])]  # each round's pair, side by side
         print(
             f"{name:36} {medians[ours] / medians[theirs]:10.2f}x of medians; pairs' median "
@@ -152,7 +178,11 @@ def keep_main(count: int, rounds: int) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--keep"]:
         del sys.argv[1]
-        keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        before = None
+        if sys.argv[1:2] == ["--before"]:
+            before = os.path.abspath(sys.argv[2])
+            del sys.argv[1:3]
+        keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3, before)
         return
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
