@@ -170,17 +170,24 @@ class CgroupV1Controllers(ControllerSet):
     def procs_fds(self) -> tuple[int, ...]:
         return tuple(self._fds)
 
+    def _where(self, controller: str) -> str | cgroupfs.HeldFiles | None:
+        """Where the run's group for ``controller`` is read: a lent group's held files, else its directory."""
+        for lent in self._lent:
+            if controller in lent.controllers:
+                return lent.files
+        return self._groups.get(controller)
+
     def account(self, tally: Tally) -> None:
-        memory, cpuacct, pids = self._dir("memory"), self._dir("cpuacct"), self._dir("pids")
+        memory, cpuacct, pids = self._where("memory"), self._where("cpuacct"), self._where("pids")
         if memory is not None:
-            peak = cgroupfs.read_optional_int(os.path.join(memory, "memory.max_usage_in_bytes"))
+            peak = cgroupfs.optional_int_in(memory, "memory.max_usage_in_bytes")
             tally.give("peak_memory_bytes", peak, "memory.max_usage_in_bytes (v1)")
-            oom = cgroupfs.read_keyed(os.path.join(memory, "memory.oom_control")).get("oom_kill")
+            oom = cgroupfs.keyed_in(memory, "memory.oom_control").get("oom_kill")
             tally.give("oom_kills", oom, "memory.oom_control oom_kill (v1)")
         if cpuacct is not None:
-            usage = cgroupfs.read_optional_int(os.path.join(cpuacct, "cpuacct.usage"))
+            usage = cgroupfs.optional_int_in(cpuacct, "cpuacct.usage")
             tally.give_ns("cpu_ns", usage, "cpuacct.usage (v1)")
-            user, system = (cgroupfs.read_optional_int(os.path.join(cpuacct, name)) for name in SPLIT)
+            user, system = (cgroupfs.optional_int_in(cpuacct, name) for name in SPLIT)
             if usage is not None and user is not None and system is not None:
                 # The split is sampled at ticks; scaled to the exact total, as cpu.stat's is.
                 user = usage * user // (user + system) if user + system else 0
@@ -188,9 +195,7 @@ class CgroupV1Controllers(ControllerSet):
                 tally.give_ns("user_ns", user, source)
                 tally.give_ns("system_ns", usage - user, source)
         if pids is not None:
-            tally.give(
-                "peak_process_count", cgroupfs.read_optional_int(os.path.join(pids, "pids.peak")), "pids.peak (v1)"
-            )
+            tally.give("peak_process_count", cgroupfs.optional_int_in(pids, "pids.peak"), "pids.peak (v1)")
 
     def release(self) -> None:
         lent_fds = {lent.join_fd for lent in self._lent}

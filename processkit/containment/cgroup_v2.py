@@ -103,7 +103,7 @@ class CgroupV2(Container):
         the run is taken off them (a fresh group starts at 0)."""
         if self._lent is not None and self._lent.reused and not cpu_counted:
             try:
-                self._cpu_base = cgroupfs.read_keyed(self._file("cpu.stat"))
+                self._cpu_base = cgroupfs.keyed_in(self._lent.files, "cpu.stat")
             except (OSError, ValueError) as exc:
                 raise ContainerError(f"cannot read {self._file('cpu.stat')}: {exc}") from None
 
@@ -113,8 +113,12 @@ class CgroupV2(Container):
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
 
+    def _where(self) -> str | cgroupfs.HeldFiles:
+        """Where the group's files are read: a lent group's held files, else its directory."""
+        return self._lent.files if self._lent is not None else self.path
+
     def member_pids(self) -> list[int]:
-        return cgroupfs.member_pids(self.path)
+        return [int(line) for line in cgroupfs.text_in(self._where(), "cgroup.procs").split()]
 
     def signal_members(self, signum: int) -> None:
         for pid in self.member_pids():
@@ -127,7 +131,7 @@ class CgroupV2(Container):
         """``cgroup.kill``; a lent group only when something is left to kill, since a child
         cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
         if self._lent is not None:
-            if cgroupfs.read_keyed(self._file("cgroup.events")).get("populated") == 0:
+            if cgroupfs.keyed_in(self._lent.files, "cgroup.events").get("populated") == 0:
                 return  # nothing in it or below it, and nothing can fork into it
             self._lent.killed = True
         try:
@@ -140,7 +144,7 @@ class CgroupV2(Container):
         controller is on (``enable_accounting``). A file whose figures the tally already has
         (from cgroup v1, which gives first) is not read: the first figure given stays anyway."""
         if any(tally.missing(field) for field, _ in CPU_KEYS):
-            cpu = cgroupfs.read_keyed(self._file("cpu.stat"))
+            cpu = cgroupfs.keyed_in(self._where(), "cpu.stat")
             for field, key in CPU_KEYS:
                 value = cpu.get(key)
                 if value is not None:

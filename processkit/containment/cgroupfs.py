@@ -42,15 +42,17 @@ def read_text(path: str) -> str:
 def read_bytes(path: str) -> bytes:
     """A kernel file's bytes (cgroupfs, ``/proc``), read by plain ``open``/``read``/``close``: a
     run reads a dozen of these, and a buffered file adds an ``fstat``, a ``TCGETS`` and two
-    ``lseek``s to each."""
+    ``lseek``s to each. These files are the kernel's ``seq_file``s, whose ``read`` fills the
+    buffer with as many records as it holds: a read shorter than asked for is the end, and
+    needs no second ``read`` to see EOF."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks: list[bytes] = []
-        while True:
+        chunk = os.read(fd, READ_CHUNK)
+        chunks = [chunk]
+        while len(chunk) == READ_CHUNK:
             chunk = os.read(fd, READ_CHUNK)
-            if not chunk:
-                return b"".join(chunks)
             chunks.append(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 
@@ -83,6 +85,25 @@ def read_optional_int(path: str) -> int | None:
         return None
 
 
+def text_in(where: str | HeldFiles, name: str) -> str:
+    """The file ``name`` of a group: its directory, or its held files."""
+    return where.read_text(name) if isinstance(where, HeldFiles) else read_text(os.path.join(where, name))
+
+
+def optional_int_in(where: str | HeldFiles, name: str) -> int | None:
+    """``read_optional_int`` of a group's file."""
+    try:
+        return int(text_in(where, name))
+    except FileNotFoundError:
+        return None
+
+
+def keyed_in(where: str | HeldFiles, name: str) -> dict[str, int]:
+    """``read_keyed`` of a group's file."""
+    pairs = (line.split() for line in text_in(where, name).splitlines())
+    return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
+
+
 def member_pids(path: str) -> list[int]:
     return [int(line) for line in read_text(os.path.join(path, "cgroup.procs")).split()]
 
@@ -99,3 +120,48 @@ def remove_group(path: str) -> None:
             if exc.errno != errno.EBUSY:
                 return
             time.sleep(RMDIR_PAUSE_SECONDS)
+
+
+class HeldFiles:
+    """A group's interface files opened once and read again in place, for a group that serves
+    many runs (``pool``): a ``pread`` at offset 0 makes a ``seq_file`` produce its content
+    afresh, so each read is one system call instead of an ``open``, a ``read`` and a ``close``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fds: dict[str, int] = {}
+
+    def _fd(self, name: str) -> int:
+        fd = self._fds.get(name)
+        if fd is None:
+            # Read-write where the file takes a write (cpuacct.usage is reset through the same fd).
+            fd = self._fds[name] = os.open(
+                os.path.join(self.path, name), _HELD_MODES.get(name, os.O_RDONLY) | os.O_CLOEXEC
+            )
+        return fd
+
+    def read_bytes(self, name: str) -> bytes:
+        fd = self._fd(name)
+        chunk = os.pread(fd, READ_CHUNK, 0)
+        chunks = [chunk]
+        while len(chunk) == READ_CHUNK:  # a short read is the end (``read_bytes``)
+            chunk = os.pread(fd, READ_CHUNK, READ_CHUNK * len(chunks))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def read_text(self, name: str) -> str:
+        return self.read_bytes(name).decode("utf-8", "surrogateescape")
+
+    def read_int(self, name: str) -> int:
+        return int(self.read_bytes(name))
+
+    def write(self, name: str, text: str) -> None:
+        os.pwrite(self._fd(name), text.encode(), 0)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
+_HELD_MODES = {"cpuacct.usage": os.O_RDWR}

@@ -54,7 +54,7 @@ class Pooled:
     ``cgroup.procs``), a directory fd (v2: the child is cloned into it; -1 elsewhere), and
     whether it served a run before this one (``reused``)."""
 
-    __slots__ = ("parent", "path", "join_fd", "dir_fd", "controllers", "slot", "reused", "killed")
+    __slots__ = ("parent", "path", "join_fd", "dir_fd", "controllers", "slot", "reused", "killed", "files")
 
     def __init__(self, parent: str, path: str, join_fd: int, dir_fd: int, controllers: tuple[str, ...], slot: JobSlot):
         self.parent = parent
@@ -65,6 +65,7 @@ class Pooled:
         self.slot = slot
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
+        self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -133,22 +134,20 @@ class Pool:
 
 def _restarted(group: Pooled) -> bool:
     """Whether the group is empty, and so its counters were started again as a fresh group's."""
-    path = group.path
+    files = group.files
     try:
-        if os.stat(path).st_nlink != 2:  # a group below it
+        if os.stat(group.path).st_nlink != 2:  # a group below it
             return False
         if group.controllers == V2:
-            counting = NOT_RESTARTED.intersection(cgroupfs.read_text(os.path.join(path, "cgroup.controllers")).split())
-            return not counting and not cgroupfs.read_bytes(os.path.join(path, "cgroup.procs")).strip()
+            counting = NOT_RESTARTED.intersection(files.read_text("cgroup.controllers").split())
+            return not counting and not files.read_bytes("cgroup.procs").strip()
         if "pids" in group.controllers:
-            if cgroupfs.read_int(os.path.join(path, "pids.current")) != 0:
-                return False
-            if cgroupfs.read_int(os.path.join(path, "pids.peak")) > 1:
+            if files.read_int("pids.current") != 0 or files.read_int("pids.peak") > 1:
                 return False
         if "cpuacct" in group.controllers:
-            if cgroupfs.read_bytes(os.path.join(path, "tasks")).strip():
+            if files.read_bytes("tasks").strip():
                 return False
-            cgroupfs.write_text(os.path.join(path, "cpuacct.usage"), "0")
+            files.write("cpuacct.usage", "0")
     except (OSError, ValueError):
         return False
     return True
@@ -157,6 +156,7 @@ def _restarted(group: Pooled) -> bool:
 def remove(group: Pooled) -> None:
     """Remove the group (its fds first), then its record once it is gone."""
     os.close(group.join_fd)
+    group.files.close()
     if group.dir_fd >= 0:
         os.close(group.dir_fd)
     if group.controllers == V2:
