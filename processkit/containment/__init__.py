@@ -43,10 +43,10 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     so a group it leaves is never reaped by anyone else. ``adopt_orphans``: a process group
     may make this process a subreaper (a process the runner owns; not a caller's).
     """
-    from . import cgroup_v1, pool, prctl, sweep
+    from . import cgroup_v1, cgroupfs, pool, prctl
 
     prctl.load()
-    name = sweep.group_name(rundir.token if rundir is not None else new_token())
+    name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
     lender = None if limits.requested else pool.of(rundir)  # a capped run's groups are its own
     container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans, lender)

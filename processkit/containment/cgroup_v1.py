@@ -204,46 +204,8 @@ class CgroupV1Controllers(ControllerSet):
                 os.close(fd)
         self._fds = []
         for path in self._paths:
-            remove_group(path)
+            cgroupfs.remove_v1_group(path)
         self._paths = []
         while self._lent:
             assert self._pool is not None, "only a pool lends"
             self._pool.give(self._lent.pop())
-
-
-def remove_group(path: str) -> None:
-    """Remove a v1 group whose run is over: ``rmdir`` first (the tree is gone: the common case,
-    with nothing to read first), else its stragglers moved out and the ``rmdir`` retried."""
-    try:
-        os.rmdir(path)
-        return
-    except FileNotFoundError:
-        return
-    except OSError:
-        pass
-    _evacuate(path)
-    cgroupfs.remove_group(path)
-
-
-def _evacuate(path: str) -> None:
-    """Move any process still in the group to its parent so the group can go.
-
-    Under the cgroup v2 mechanism the tree is gone by now. Under a process group, a member that
-    left the group (``setsid``) outlives teardown, as that mechanism documents; it keeps
-    running, but the run's group must not outlive the run.
-    """
-    try:
-        stragglers = cgroupfs.member_pids(path)
-        if not stragglers:
-            return
-        parent = os.open(os.path.join(os.path.dirname(path), "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return  # the rmdir that follows then fails and the group stays: nothing more to try
-    try:
-        for pid in stragglers:
-            try:
-                os.write(parent, str(pid).encode())
-            except ProcessLookupError:
-                pass  # exited meanwhile
-    finally:
-        os.close(parent)

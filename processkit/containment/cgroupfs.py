@@ -1,5 +1,6 @@
-"""File-level helpers shared by the cgroup v1 and v2 code: make, join, read and remove a group
-(the hierarchies are found through ``mountinfo``)."""
+"""File-level helpers shared by the cgroup v1 and v2 code: a run's groups' name, make, join,
+read and remove a group, and the files of a group that serves many runs held open (``HeldFiles``,
+for ``pool``); the hierarchies are found through ``mountinfo``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ import os
 import time
 
 
+RUN_PREFIX = "processkit-run-"  # a run's groups are this and its run directory's token (``sweep``)
 RMDIR_ATTEMPTS = 50
 RMDIR_PAUSE_SECONDS = 0.01
+
+
+def group_name(token: str) -> str:
+    """The name of a run's groups, in every hierarchy: the run directory's token."""
+    return RUN_PREFIX + token
 
 
 def make_group(path: str, join_file: str = "cgroup.procs") -> int:
@@ -72,11 +79,6 @@ def read_keyed(path: str) -> dict[str, int]:
     return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
 
 
-def read_int(path: str) -> int:
-    """A single-number file; raises OSError (ValueError when it holds no number)."""
-    return int(read_text(path))
-
-
 def read_optional_int(path: str) -> int | None:
     """A single-number file, or None where this kernel does not provide it (not measured)."""
     try:
@@ -87,7 +89,7 @@ def read_optional_int(path: str) -> int | None:
 
 def text_in(where: str | HeldFiles, name: str) -> str:
     """The file ``name`` of a group: its directory, or its held files."""
-    return where.read_text(name) if isinstance(where, HeldFiles) else read_text(os.path.join(where, name))
+    return where.text(name) if isinstance(where, HeldFiles) else read_text(os.path.join(where, name))
 
 
 def optional_int_in(where: str | HeldFiles, name: str) -> int | None:
@@ -122,6 +124,44 @@ def remove_group(path: str) -> None:
             time.sleep(RMDIR_PAUSE_SECONDS)
 
 
+def remove_v1_group(path: str) -> None:
+    """Remove a v1 group whose run is over: ``rmdir`` first (the tree is gone: the common case,
+    with nothing to read first), else its stragglers moved out and the ``rmdir`` retried."""
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    _evacuate(path)
+    remove_group(path)
+
+
+def _evacuate(path: str) -> None:
+    """Move any process still in the group to its parent so the group can go.
+
+    Under the cgroup v2 mechanism the tree is gone by now. Under a process group, a member that
+    left the group (``setsid``) outlives teardown, as that mechanism documents; it keeps
+    running, but the run's group must not outlive the run.
+    """
+    try:
+        stragglers = member_pids(path)
+        if not stragglers:
+            return
+        parent = os.open(os.path.join(os.path.dirname(path), "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # the rmdir that follows then fails and the group stays: nothing more to try
+    try:
+        for pid in stragglers:
+            try:
+                os.write(parent, str(pid).encode())
+            except ProcessLookupError:
+                pass  # exited meanwhile
+    finally:
+        os.close(parent)
+
+
 class HeldFiles:
     """A group's interface files opened once and read again in place, for a group that serves
     many runs (``pool``): a ``pread`` at offset 0 makes a ``seq_file`` produce its content
@@ -140,7 +180,7 @@ class HeldFiles:
             )
         return fd
 
-    def read_bytes(self, name: str) -> bytes:
+    def content(self, name: str) -> bytes:
         fd = self._fd(name)
         chunk = os.pread(fd, READ_CHUNK, 0)
         chunks = [chunk]
@@ -149,11 +189,11 @@ class HeldFiles:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def read_text(self, name: str) -> str:
-        return self.read_bytes(name).decode("utf-8", "surrogateescape")
+    def text(self, name: str) -> str:
+        return self.content(name).decode("utf-8", "surrogateescape")
 
-    def read_int(self, name: str) -> int:
-        return int(self.read_bytes(name))
+    def number(self, name: str) -> int:
+        return int(self.content(name))
 
     def write(self, name: str, text: str) -> None:
         os.pwrite(self._fd(name), text.encode(), 0)

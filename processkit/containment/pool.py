@@ -101,9 +101,7 @@ class Pool:
                 return group
             remove(group)
         slot = JobSlot(self._home, next(self._sequence))
-        from .sweep import group_name
-
-        path = os.path.join(parent, group_name(slot.token))
+        path = os.path.join(parent, cgroupfs.group_name(slot.token))
         join_fd = cgroupfs.make_group(path, "cgroup.procs" if controllers == V2 else "tasks")
         dir_fd = -1
         if controllers == V2:
@@ -139,13 +137,13 @@ def _restarted(group: Pooled) -> bool:
         if os.stat(group.path).st_nlink != 2:  # a group below it
             return False
         if group.controllers == V2:
-            counting = NOT_RESTARTED.intersection(files.read_text("cgroup.controllers").split())
-            return not counting and not files.read_bytes("cgroup.procs").strip()
+            counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
+            return not counting and not files.content("cgroup.procs").strip()
         if "pids" in group.controllers:
-            if files.read_int("pids.current") != 0 or files.read_int("pids.peak") > 1:
+            if files.number("pids.current") != 0 or files.number("pids.peak") > 1:
                 return False
         if "cpuacct" in group.controllers:
-            if files.read_bytes("tasks").strip():
+            if files.content("tasks").strip():
                 return False
             files.write("cpuacct.usage", "0")
     except (OSError, ValueError):
@@ -162,8 +160,6 @@ def remove(group: Pooled) -> None:
     if group.controllers == V2:
         cgroupfs.remove_group(group.path)
     else:
-        from .cgroup_v1 import remove_group
-
-        remove_group(group.path)
+        cgroupfs.remove_v1_group(group.path)
     if not os.path.lexists(group.path):
         group.slot.close()

@@ -51,6 +51,7 @@ from .. import rundir
 from .. import signum as signals
 from ..liveness import Health, probe
 from . import cgroupfs
+from .cgroupfs import RUN_PREFIX, group_name
 from .members import all_pids, read_member
 
 TYPE_CHECKING = False
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from typing import Callable, Iterable
 
 PREFIX = "processkit-"
-RUN_PREFIX = PREFIX + "run-"
 CREATE_ATTEMPTS = 32
 V1_KILL_ROUNDS = 100
 V1_KILL_PAUSE_SECONDS = 0.01
@@ -87,11 +87,6 @@ class Reaped:
 
     def leave(self, what: str, reason: str) -> None:
         self.left.append({"what": what, "reason": reason})
-
-
-def group_name(token: str) -> str:
-    """The name of a run's groups, in every hierarchy: the run directory's token."""
-    return RUN_PREFIX + token
 
 
 def start_time(pid: int) -> str | None:
