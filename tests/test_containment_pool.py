@@ -139,3 +139,20 @@ def test_a_finished_bench_leaves_no_group():
     _, stderr = bench.communicate(timeout=60)
     assert bench.returncode == 0, stderr
     assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
+
+
+def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still_starts(tmp_path, containment):
+    """Teardown still kills what a job's root left in a lent group; a v2 group that took
+    ``cgroup.kill`` would kill a child cloned into it at birth, so the next job gets another."""
+    pid_file = tmp_path / "left.pid"
+    jobs = [
+        {"args": CAT_GROUPS, "id": "before"},
+        {"args": ["sh", "-c", f"sleep 30 & echo $! > {pid_file}"], "id": "leaves_sleep"},
+        {"args": CAT_GROUPS, "id": "next"},
+    ]
+    lines = batch(tmp_path, jobs)
+    assert [lines[job]["exit_code"] for job in ("before", "leaves_sleep", "next")] == [0, 0, 0]
+    left = int(pid_file.read_text())
+    assert not pid_alive(left), "the job's background process outlived its teardown"
+    if containment == "cgroup_v2":
+        assert groups_of(tmp_path, "next")["v2"] != groups_of(tmp_path, "before")["v2"]

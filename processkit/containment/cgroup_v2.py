@@ -131,8 +131,11 @@ class CgroupV2(Container):
         """``cgroup.kill``; a lent group only when something is left to kill, since a child
         cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
         if self._lent is not None:
-            if cgroupfs.keyed_in(self._lent.files, "cgroup.events").get("populated") == 0:
-                return  # nothing in it or below it, and nothing can fork into it
+            try:
+                if cgroupfs.keyed_in(self._lent.files, "cgroup.events").get("populated") == 0:
+                    return  # nothing in it or below it, and nothing can fork into it
+            except (OSError, ValueError):
+                pass  # unreadable: killed as any group is
             self._lent.killed = True
         try:
             cgroupfs.write_text(self._file("cgroup.kill"), "1")
