@@ -36,7 +36,9 @@ Facts about where a batch's directory goes (``batch_base``), and why not beside 
   make there, as in ``/tmp``), else ``base()``. ``run`` keeps ``base()``, as the reference does.
 - Every reaper looks in each of ``bases()``, since a batch may have used any of them.
 - A job's groups are named ``processkit-run-<batch token>.j<seq>`` (``group_token``), so a group
-  left by a killed batch leads to the batch's lock, which speaks for every job of it.
+  left by a killed batch leads to the batch's lock, which speaks for every job of it. The groups
+  its host reuses from job to job (``containment.pool``, held in ``RunDir.holds``) are named the
+  same way, from a sequence of their own, and recorded as ``j<seq>.groups`` too.
 """
 
 from __future__ import annotations
