@@ -18,6 +18,7 @@ import stat
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize, unencodable
+from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from . import bench_baseline, bench_values, values
 from .parsing import Once, OnceFlag, Parser
@@ -290,7 +291,7 @@ def main(argv: list[str], invocation) -> int:
         the first run, then after each command's runs, so a failure or a Ctrl-C keeps what was
         done. A stream (stdout, a FIFO, a device) gets one document, at the end."""
         for path, kind in files:
-            _write(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
+            write_text(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
     for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
@@ -312,7 +313,7 @@ def main(argv: list[str], invocation) -> int:
         if path == "-":  # hyperfine's stdout target
             output.lines(["", *text.splitlines()])
         else:
-            _write(path, text)
+            write_text(path, text)
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
@@ -346,14 +347,3 @@ def _rewritable(path: str) -> bool:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-def _write(path: str, text: str) -> None:
-    """One export, every format alike: never through another user's link or into their FIFO,
-    a regular file replaced whole, a device or pipe written in place (``userfiles``)."""
-    from ..userfiles import write_output
-
-    try:
-        write_output(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None
