@@ -20,7 +20,8 @@ from ..errors import Failure, Kind, usage
 from ..text import sanitize, unencodable
 from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
-from . import bench_baseline, bench_values, values
+from ..grammar import values
+from . import bench_baseline, bench_values
 from .parsing import Once, OnceFlag, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
@@ -160,12 +161,12 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
         min_runs=args.min_runs,
         max_runs=args.max_runs,
         warmup=args.warmup,
-        min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
+        min_time_s=values.parse_duration_ms(args.min_time, "--min-time", positive=False) / 1000,
         input_file=bench_values.input_file(args.input),
         shell=shell,
         reference=args.reference is not None,
         ignore_failure=bench_values.ignored_codes(args.ignore_failure),
-        timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
+        timeout_ms=values.parse_duration_ms(args.timeout, "--timeout", positive=True) if args.timeout else None,
         order=ORDERS[args.order],
         cpus=bench_values.parse_cpus(args.cpus) if args.cpus is not None else None,
         jsonl_dir=args.jsonl_dir,

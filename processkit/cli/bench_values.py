@@ -9,7 +9,7 @@ import os
 from ..bounded import loads
 from ..errors import usage
 from ..text import cut, sanitize, uncarried
-from . import values
+from ..grammar import values
 
 
 def argv_value(text: str, flag: str | None) -> tuple[str, ...]:

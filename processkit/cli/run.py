@@ -8,6 +8,7 @@ import stat
 from ..errors import usage
 from ..spec import (
     DEFAULT_CAPTURE_MAX_BYTES,
+    U32_MAX,
     KEEP_MODES,
     EnvPlan,
     Limits,
@@ -16,7 +17,7 @@ from ..spec import (
     StdinMode,
     new_run_id,
 )
-from . import values
+from ..grammar import values
 from .options import READY_FD_VARIABLE, REPEAT, SWITCH, VALUE, Option, flag_given, parse_common, split_command
 
 TYPE_CHECKING = False
@@ -226,7 +227,7 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
     run_id = values.parse_run_id(args.run_id) if run_id_given else new_run_id()
     labels = dict(values.parse_label(text) for text in args.label)
     assignments = tuple(values.parse_env_assignment(text) for text in args.env)
-    run_id_key = values.parse_env_key(args.run_id_env, flag="--run-id-env") if args.run_id_env is not None else None
+    run_id_key = values.parse_env_key(args.run_id_env, "--run-id-env") if args.run_id_env is not None else None
     if run_id_key is not None and any(key == run_id_key for key, _ in assignments):
         raise usage(
             f"'--run-id-env {run_id_key}' conflicts with '--env {run_id_key}=...': the run id variable is set by the runner"
@@ -243,31 +244,33 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
         run_id_given=run_id_given,
         labels=tuple(sorted(labels.items())),
         cwd=args.cwd,
-        timeout_ms=dur(args.timeout, positive=True, flag="--timeout") if args.timeout is not None else None,
-        idle_timeout_ms=dur(args.idle_timeout, positive=True, flag="--idle-timeout")
+        timeout_ms=dur(args.timeout, "--timeout", positive=True) if args.timeout is not None else None,
+        idle_timeout_ms=dur(args.idle_timeout, "--idle-timeout", positive=True)
         if args.idle_timeout is not None
         else None,
-        grace_ms=dur(args.grace, positive=False, flag="--grace") if args.grace is not None else None,
+        grace_ms=dur(args.grace, "--grace", positive=False) if args.grace is not None else None,
         snapshot_interval_ms=(
-            dur(args.snapshot_interval, positive=True, flag="--snapshot-interval")
+            dur(args.snapshot_interval, "--snapshot-interval", positive=True)
             if args.snapshot_interval is not None
             else None
         ),
         env=EnvPlan(
             clear=args.env_clear,
-            remove=tuple(values.parse_env_key(key, flag="--env-remove") for key in args.env_remove),
+            remove=tuple(values.parse_env_key(key, "--env-remove") for key in args.env_remove),
             files=tuple(args.env_file),
             assignments=assignments,
             run_id_key=run_id_key,
         ),
         limits=Limits(
-            max_memory=values.parse_size(args.max_memory, flag="--max-memory") if args.max_memory is not None else None,
-            max_processes=values.parse_max_processes(args.max_processes) if args.max_processes is not None else None,
+            max_memory=values.parse_size(args.max_memory, "--max-memory") if args.max_memory is not None else None,
+            max_processes=values.parse_count(args.max_processes, "--max-processes", low=1, high=U32_MAX)
+            if args.max_processes is not None
+            else None,
             cpu_quota=values.parse_cpu_quota(args.cpu_quota) if args.cpu_quota is not None else None,
         ),
         capture_dir=args.capture_dir,
         capture_max_bytes=(
-            values.parse_size(args.capture_max_bytes, flag="--capture-max-bytes")
+            values.parse_size(args.capture_max_bytes, "--capture-max-bytes")
             if args.capture_max_bytes is not None
             else DEFAULT_CAPTURE_MAX_BYTES
         ),
