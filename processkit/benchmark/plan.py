@@ -1,11 +1,12 @@
 """What a benchmark is asked to do: the commands (parameters expanded) and the options.
 
-Built by the CLI and by ``processkit.bench``; validated here so both report the same usage
-errors. A command is an argv (run shell-free) or a shell string, run as hyperfine runs it:
-``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split as a shell would and run without one
-(``-N``, ``--shell=none``). Its name is what the summary and the exports call it:
-``--command-name`` where given, else the command as typed. Each command carries its own untimed
-steps (setup, prepare, conclude, cleanup) and output policy, resolved here once.
+Built by the CLI (``processkit.bench`` runs that command); the measured options are read by
+``options``, the commands' shape is validated here. A command is an argv (run shell-free) or a
+shell string, run as hyperfine runs it: ``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split
+as a shell would and run without one (``-N``, ``--shell=none``). Its name is what the summary
+and the exports call it: ``--command-name`` where given, else the command as typed. Each command
+carries its own untimed steps (setup, prepare, conclude, cleanup) and output policy, resolved
+here once.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Command(Plain):
 
 
 class Options(Plain):
+    """How the commands are measured, as typed values: read and checked by ``options.read``
+    (the CLI's flags, the API's keywords) before they are put here."""
+
     __slots__ = (
         "runs",
         "min_runs",
@@ -125,14 +129,6 @@ class Options(Plain):
         shell: tuple[str, ...] | None = DEFAULT_SHELL,
         reference: bool = False,
     ):
-        if runs is not None and runs < 1:
-            raise usage("--runs must be at least 1")
-        if min_runs < 1 or (max_runs is not None and max_runs < min_runs):
-            raise usage("--min-runs must be at least 1 and at most --max-runs")
-        if metric not in METRICS:
-            raise usage(f"--metric is one of {', '.join(METRICS)}, not {metric!r}")
-        if warmup < 0 or min_time_s < 0:
-            raise usage("--warmup and --min-time cannot be negative")
         self.runs = runs
         self.min_runs = min_runs
         self.max_runs = max_runs

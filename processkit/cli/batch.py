@@ -19,7 +19,8 @@ import time
 from ..bounded import RUN_FILE, open_input
 from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
-from ..text import cut, sanitize
+from ..grammar import values
+from ..text import sanitize
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -94,13 +95,7 @@ def _keep(text: str | None) -> bool:
 
 
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
-    if text is None:
-        return default
-    if not (text.isdigit() and len(text) <= 7) or not low <= int(text) <= high:
-        raise usage(
-            f"invalid value '{cut(sanitize(text, len(text)))}' for '{flag} <N>': expected a whole number from {low} to {high}"
-        )
-    return int(text)
+    return default if text is None else values.parse_count(text, f"{flag} <N>", low=low, high=high)
 
 
 def main(argv: list[str], invocation) -> int:

@@ -1,6 +1,7 @@
-"""``bench``'s value grammars: a JSON argv (``--command``), a step (``--prepare``/``--setup``/
-``--conclude``/``--cleanup``: a JSON argv or a shell string), a CPU list (``--cpus``), the exit
-codes ``--ignore-failure`` names, and the ``--input`` file."""
+"""``bench``'s command-line value grammars: a JSON argv (``--command``), a step (``--prepare``/
+``--setup``/``--conclude``/``--cleanup``: a JSON argv or a shell string), and the ``--input``
+file. The values the API takes too (counts, durations, CPUs, exit codes) are
+``benchmark.options``'."""
 
 from __future__ import annotations
 
@@ -19,11 +20,20 @@ def argv_value(text: str, flag: str | None) -> tuple[str, ...]:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
         raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
-    for index, item in enumerate(parsed):
-        problem = uncarried(item)
+    for index, item in enumerate(_as_written(text, parsed)):
+        problem = values.text_problem(item)
         if problem is not None:
             raise usage(f"invalid value for '{flag}': argument {index} holds {problem}, which no argument can carry")
     return tuple(parsed)
+
+
+def _as_written(text: str, parsed: list[str]) -> list[str]:
+    """The array's strings as JSON's escapes make them, for the text rule: a character the
+    command line gave as it is (an undecodable byte, U+DC80-U+DCFF, passed on as that byte) is
+    the OS's and stands in as ``x``; one an escape made (``"\\udc80"``) is JSON's text."""
+    if text.isascii():
+        return parsed
+    return loads("".join("x" if "\ud800" <= ch <= "\udfff" else ch for ch in text))
 
 
 def step_value(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
@@ -40,36 +50,6 @@ def step_value(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
     if problem is not None:
         raise usage(f"invalid value for '{flag}': it holds {problem}, which no argument can carry")
     return ("shell", text)
-
-
-MAX_CPU = 8191  # the kernel's largest NR_CPUS: a larger number names no CPU, and bounds a range
-
-
-def parse_cpus(text: str) -> tuple[int, ...]:
-    cpus: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        if not values.is_digits(low) or (high and not values.is_digits(high)) or len(part) > 20:
-            raise usage(f"invalid value '{cut(text)}' for '--cpus': expected a CPU list such as 0,2-3")
-        first, last = int(low), int(high or low)
-        if first > last or last > MAX_CPU:
-            raise usage(
-                f"invalid value '{cut(text)}' for '--cpus': a range goes up, and CPUs are numbered 0 to {MAX_CPU}"
-            )
-        cpus.update(range(first, last + 1))
-    return tuple(sorted(cpus))
-
-
-def ignored_codes(value: str | bool) -> bool | tuple[int, ...]:
-    """``--ignore-failure``: every non-zero exit (no value, ``all-non-zero``), or these codes."""
-    if not isinstance(value, str) or value in ("", "all-non-zero"):
-        return bool(value) or value == ""
-    codes = [code.strip() for code in value.split(",")]
-    if not all(values.is_digits(code) and len(code) <= 3 for code in codes):
-        raise usage(
-            f"invalid value {sanitize(value)!r} for '--ignore-failure': exit codes such as 1,2, or all-non-zero"
-        )
-    return tuple(int(code) for code in codes)
 
 
 def input_file(where: str | None) -> str | None:
