@@ -12,7 +12,8 @@ import sys
 from typing import NoReturn
 
 from ..errors import usage
-from .options import ERROR_FORMAT_HELP, ERROR_FORMATS, REPEAT, SWITCH, Option
+from ..grammar.table import REPEAT, SWITCH, Option
+from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -47,7 +48,7 @@ class Parser(argparse.ArgumentParser):
         raise usage(message, hint=self.format_usage().rstrip())
 
     def add_options(self, table: tuple[Option, ...]) -> None:
-        """Declare each option of ``table`` (processkit/cli/options.py), in order."""
+        """Declare each option of ``table`` (``grammar.table``), in order."""
         for option in table:
             if option.kind == SWITCH:
                 self.add_argument(option.flag, action=OnceFlag, help=option.help)
