@@ -2,9 +2,10 @@
 
 Every describer of a run (the ``run`` command line, the API's keywords, a manifest line) hands
 ``build`` the options it was given, by ``dest``: the text or typed value of each option given,
-a list for a repeatable one, True for a switch; an option not given is absent. ``build`` reads
-each value through its grammar (``Option.read``), checks the options against each other (what
-conflicts, what needs what, the run id variable against ``env``) and assembles the frozen spec.
+a list for a repeatable one, True for a switch; an option not given is absent. ``build`` checks
+which options were given against each other (what conflicts, what needs what), reads each value
+through its grammar (``Option.read``), checks the run id variable against ``env`` and assembles
+the frozen spec.
 Each failure is a usage ``Failure`` naming the options as the describer's ``Naming`` does.
 """
 
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 def check_given(given: Collection[str], name: Naming) -> None:
     """Which options were given, checked against each other: the declared conflicts first, then
-    what an option needs, then the stream every run writes (``--jsonl``). The CLI calls this
-    before it reads a command from stdin, ``build`` again on whatever it is given."""
+    what an option needs, then the stream every run writes (``--jsonl``), all before any value
+    is read (so every describer reports the same first error). The CLI calls it before it reads
+    a command from stdin, ``build`` again on whatever it is given."""
     for dest, others in CONFLICTS:
         if dest in given:
             for other in others:
@@ -63,8 +65,8 @@ def build(argv: tuple[str, ...], given: dict[str, object], name: Naming, *, read
     unknown = given.keys() - BY_DEST.keys()
     if unknown:
         raise ValueError(f"not a run option: {sorted(unknown)[0]}")  # a describer's own bug
+    check_given(given, name)
     values = read(given, name)
-    check_given(values, name)
     assignments = tuple(values.get("env", ()))
     run_id_key = values.get("run_id_env")
     if run_id_key is not None and any(key == run_id_key for key, _ in assignments):
