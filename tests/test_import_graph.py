@@ -21,10 +21,6 @@ import processkit
 
 PACKAGE = Path(processkit.__file__).parent
 ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
-# (importer unit, imported unit) edges tolerated for now, each with the reason.
-KNOWN_EDGES: dict[tuple[str, str], str] = {
-    ("api", "cli"): "api/options.py translates keywords through cli/run.py's parser until the grammar package",
-}
 SHARED = "the shared modules"
 DISPATCHER = "processkit.cli.main"  # what imports each module COMMANDS names, by that name
 
@@ -165,12 +161,11 @@ def package_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "processkit"
 
 
-def package_graph(graph: dict[str, set[str]], known: dict[tuple[str, str], str] | None = None) -> dict[str, set[str]]:
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     packages: dict[str, set[str]] = {}
     for module, targets in graph.items():
         source = package_of(module)
-        edges = {package_of(target) for target in targets} - {source}
-        packages.setdefault(source, set()).update(target for target in edges if (source, target) not in (known or {}))
+        packages.setdefault(source, set()).update({package_of(target) for target in targets} - {source})
     return packages
 
 
@@ -194,14 +189,14 @@ class Layering:
         package = package_of(module)
         return SHARED if package in self.shared else package
 
-    def violations(self, graph: dict[str, set[str]], known: dict[tuple[str, str], str]) -> list[str]:
+    def violations(self, graph: dict[str, set[str]]) -> list[str]:
         """Each import the table does not allow, as ``importer -> imported (unit -> unit)``."""
         found = []
         for module, targets in sorted(graph.items()):
             source = self.unit(module)
             for target in sorted(targets):
                 into = self.unit(target)
-                if into in (source, SHARED) or (source, into) in known:
+                if into in (source, SHARED):
                     continue
                 if into not in self.allowed.get(source, ()):
                     found.append(f"{module} -> {target} ({source} -> {into})")
@@ -269,9 +264,7 @@ def test_a_cycle_through_the_commands_table_is_found(tmp_path):
     graph = import_graph(root)
     assert "processkit.batching.command" in graph[DISPATCHER]
     assert cycles(package_graph(graph)) == [["api", "batching", "cli"]]
-    assert Layering(PLANTED_LAYERS).violations(graph, {}) == [
-        "processkit.api.options -> processkit.cli.run (api -> cli)"
-    ]
+    assert Layering(PLANTED_LAYERS).violations(graph) == ["processkit.api.options -> processkit.cli.run (api -> cli)"]
     statements_only = {name: targets - {"processkit.batching.command"} for name, targets in graph.items()}
     assert cycles(package_graph(statements_only)) == []  # what a reader of import statements alone sees
 
@@ -308,17 +301,11 @@ def test_no_module_imports_itself_back():
 
 
 def test_no_subpackage_imports_itself_back():
-    assert cycles(package_graph(import_graph(), KNOWN_EDGES)) == []
+    assert cycles(package_graph(import_graph())) == []
 
 
 def test_every_import_goes_down_the_layers_of_the_architecture():
-    assert layering().violations(import_graph(), KNOWN_EDGES) == []
-
-
-def test_every_known_edge_is_still_there():
-    """A known edge goes from the list once the code no longer has it."""
-    present = package_graph(import_graph())
-    assert [edge for edge in KNOWN_EDGES if edge[1] not in present.get(edge[0], ())] == []
+    assert layering().violations(import_graph()) == []
 
 
 def test_the_layers_table_places_every_unit_and_allows_no_cycle():

@@ -168,7 +168,11 @@ def check_given(given: Collection[str], name: Naming) -> None:
 def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
     """Each given option (by dest; None: not given) through its grammar, then the ones that
     bound each other checked together."""
-    typed = {dest: MEASURED[dest].read(value, name(MEASURED[dest])) for dest, value in given.items() if value is not None}  # type: ignore[misc]
+    typed = {}
+    for dest, value in given.items():
+        option = MEASURED[dest]
+        if value is not None and option.read is not None:  # every measured option has its grammar
+            typed[dest] = option.read(value, name(option))
     low, high = typed.get("min_runs", DEFAULT_MIN_RUNS), typed.get("max_runs")
     if high is not None and high < low:
         raise usage(
@@ -176,4 +180,3 @@ def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
             + ("" if "min_runs" in typed else ", 10 unless given")
         )
     return typed
-
