@@ -230,7 +230,7 @@ def plan_from(args: argparse.Namespace):
     if any(unencodable(text) is not None for text in args.commands):
         raise usage("a command holds a lone surrogate, which no argument can carry")
     if args.parameter_step_size is not None and not args.parameter_scan:
-        raise usage("--parameter-step-size requires --parameter-scan")
+        raise usage("the argument '--parameter-step-size' requires '--parameter-scan'")
     present = [dest for dest in measured_options.BY_DEST if getattr(args, dest) not in (None, False, [])]
     measured_options.check_given(present, FLAGS)
     step = args.parameter_step_size
