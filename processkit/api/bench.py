@@ -27,7 +27,7 @@ from ..benchmark.result import BenchResult
 from ..bounded import BENCH_EXPORT, load_file
 from ..errors import KINDS, Failure, Kind
 from ..grammar.keywords import as_text
-from ..grammar.table import KEYWORDS
+from ..grammar.table import KEYWORDS, REPEAT
 from .launch import runner_command
 
 DIAGNOSTICS_LIMIT = 64 * 1024
@@ -50,6 +50,8 @@ TAKES = {
     "cpus": ((list, tuple, str), "a list of CPU numbers"),
     "ignore_failure": ((bool, list, tuple), "True, or a list of exit codes"),
     "fail_if_slower": ((int, float), "a percentage"),
+    "input_file": ((str, bytes, os.PathLike), "a string or a path"),
+    "output": ((str, bytes, os.PathLike), "'null', 'pipe', 'inherit' or a file's path"),
 }
 
 
@@ -163,7 +165,9 @@ def _arguments(commands: list, given: dict) -> list[str]:
         argv += ["--command-name", as_text(name, f"names[{index}]")]
     argv += _parameters(given["parameters"])
     typed = measured_options.read(_measured(given), KEYWORDS)
-    present = [dest for dest in measured_options.BY_DEST if given.get(dest) not in (None, False)]
+    present = [
+        dest for dest, option in measured_options.BY_DEST.items() if given.get(option.keyword) not in (None, False)
+    ]
     measured_options.check_given(present, KEYWORDS)
     counts = {"--runs": "runs", "--min-runs": "min_runs", "--max-runs": "max_runs", "--warmup": "warmup"}
     argv += [item for flag, key in counts.items() if key in typed for item in (flag, str(typed[key]))]
@@ -194,9 +198,11 @@ def _arguments(commands: list, given: dict) -> list[str]:
 
 
 def _measured(given: dict) -> dict:
-    """The measured keywords, each of a type its grammar reads (else a TypeError naming it)."""
-    found = {}
-    for key in measured_options.MEASURED:
+    """The table's keywords by dest, each of a type its grammar reads (else a TypeError naming
+    it), a text by the text rule; the one ``output`` stands for every command's."""
+    found: dict[str, object] = {}
+    for dest, option in measured_options.MEASURED.items():
+        key = option.keyword
         value = given[key]
         if value is None or (key == "ignore_failure" and value is False):
             continue
@@ -207,7 +213,9 @@ def _measured(given: dict) -> dict:
             isinstance(item, bool) or not isinstance(item, int) for item in value
         ):
             raise TypeError(f"each item of {key} must be an int")
-        found[key] = value
+        if key in ("input_file", "output"):
+            value = as_text(value, key)
+        found[dest] = [value] if option.kind == REPEAT else value
     return found
 
 

@@ -1,5 +1,5 @@
 """``bench``'s measured options (run counts, durations, order, metric, CPUs, the exit codes to
-ignore) as one table, read for ``plan.Options`` by the run grammar's value functions whoever
+ignore, the percentage gate, where input comes from and output goes) as one table, read for ``plan.Options`` by the run grammar's value functions whoever
 gives them: the CLI's text
 (``bench --runs 10 --timeout 500ms``) or the API's typed values (``processkit.bench(runs=10,
 timeout=0.5)``, a duration in seconds or as the same text). Every failure is a usage ``Failure``
@@ -9,11 +9,13 @@ and so are the rules between options (``check_given``).
 
 from __future__ import annotations
 
+import os
+
 from ..errors import usage
-from ..text import cut
+from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar.table import REPEAT, SWITCH, VALUE, Option
-from .plan import METRICS, ORDERS
+from .plan import METRICS, ORDERS, OUTPUTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,6 +97,22 @@ def _percent(value, name: str) -> float:
     return number
 
 
+def _input(value, name: str) -> str | None:
+    """Every run's stdin: ``null`` (None, /dev/null) or a file that exists."""
+    if value == "null":
+        return None
+    if not os.path.exists(value):
+        raise usage(f"the file {sanitize(value)!r} specified as '{name}' does not exist")
+    return value
+
+
+def _output(value, name: str) -> str:
+    """Where a command's output goes: null, pipe, inherit, or a file's path (holding a ``/``)."""
+    if value not in OUTPUTS and "/" not in value:
+        raise usage(f"unknown '{name}' {sanitize(value)!r}: use './{sanitize(value)}' for a file of that name")
+    return value
+
+
 def _order(value, name: str) -> str:
     return values.parse_choice(value, tuple(ORDERS), name)
 
@@ -139,12 +157,26 @@ OPTIONS = (
         help="with --baseline: exit 119 when a command is significantly slower than the baseline by more than PCT %%",
         read=_percent,
     ),
+    Option(
+        "--input",
+        VALUE,
+        metavar="WHERE",
+        keyword="input_file",
+        help="every run's stdin: null (default) or FILE",
+        read=_input,
+    ),
+    Option(
+        "--output",
+        REPEAT,
+        metavar="WHERE",
+        help="null, pipe (default), inherit or FILE; once or per command",
+        read=_output,
+    ),
 )
 # Options given as they are, named here for the rules between options.
 NAMED = (
     Option("--reference", VALUE, metavar="CMD"),
     Option("--reference-name", VALUE, metavar="NAME"),
-    Option("--output", REPEAT, metavar="WHERE"),
     Option("--show-output", SWITCH),
     Option("--baseline", VALUE, metavar="FILE"),
 )
@@ -165,14 +197,18 @@ def check_given(given: Collection[str], name: Naming) -> None:
             raise usage(f"the argument '{name(BY_DEST[dest])}' cannot be used with '{name(BY_DEST[other])}'")
 
 
-def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
-    """Each given option (by dest; None: not given) through its grammar, then the ones that
-    bound each other checked together."""
+def read(given: dict[str, Any], name: Naming) -> dict[str, Any]:
+    """Each given option (by dest; None: not given; a list for a repeatable one) through its
+    grammar, then the ones that bound each other checked together."""
     typed = {}
     for dest, value in given.items():
         option = MEASURED[dest]
-        if value is not None and option.read is not None:  # every measured option has its grammar
-            typed[dest] = option.read(value, name(option))
+        if value is None or option.read is None:  # not given (every measured option has its grammar)
+            continue
+        shown = name(option)
+        typed[dest] = (
+            [option.read(item, shown) for item in value] if option.kind == REPEAT else option.read(value, shown)
+        )
     low, high = typed.get("min_runs", DEFAULT_MIN_RUNS), typed.get("max_runs")
     if high is not None and high < low:
         raise usage(

@@ -203,7 +203,7 @@ def _per_command(flag: str, listed: Sequence, count: int) -> list:
 
 class Auxiliary(Plain):
     """The untimed commands around the runs, each as given: once for all, or (prepare,
-    conclude, output) once per command."""
+    conclude, output) once per command; the outputs as ``options`` read them."""
 
     __slots__ = ("setup", "cleanup", "prepare", "conclude", "outputs")
 
@@ -216,11 +216,6 @@ class Auxiliary(Plain):
         conclude: Sequence[Given] = (),
         outputs: Sequence[str] = (),
     ):
-        for output in outputs:
-            if output not in OUTPUTS and "/" not in output:
-                raise usage(
-                    f"unknown --output {sanitize(output)!r}: use './{sanitize(output)}' for a file of that name"
-                )
         self.setup = setup
         self.cleanup = cleanup
         self.prepare = prepare

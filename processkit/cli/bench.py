@@ -21,7 +21,7 @@ from ..text import sanitize, unencodable
 from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
-from ..grammar.table import FLAGS
+from ..grammar.table import FLAGS, REPEAT
 from . import bench_baseline, bench_values
 from .parsing import Once, OnceFlag, Parser
 
@@ -84,14 +84,8 @@ def build_parser() -> Parser:
     measured(add, "--cpus")
     add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
-    add(
-        "--output",
-        action="append",
-        default=[],
-        metavar="WHERE",
-        help="null, pipe (default), inherit or FILE; once or per command",
-    )
-    add("--input", action=Once, metavar="WHERE", help="every run's stdin: null (default) or FILE")
+    measured(add, "--output", default=[])
+    measured(add, "--input")
     add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
     add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table ('-': stdout)")
     add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
@@ -124,7 +118,8 @@ def measured(add, *flags: str, **extra: object) -> None:
     """One of the measured options (``benchmark.options``' table, which the API reads too): its
     value left as the text its grammar reads, in ``options_from``."""
     option = measured_options.BY_FLAG[flags[-1]]
-    add(*flags, action=Once, metavar=option.metavar, choices=option.choices, help=option.help, **extra)
+    action = "append" if option.kind == REPEAT else Once
+    add(*flags, action=action, metavar=option.metavar, choices=option.choices, help=option.help, **extra)
 
 
 def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -146,10 +141,10 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     return shell
 
 
-def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
+def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict):
+    """The session's options: ``typed``, the measured options as ``benchmark.options`` read them."""
     from ..benchmark.plan import ORDERS, Options
 
-    typed = measured_options.read({dest: getattr(args, dest) for dest in measured_options.MEASURED}, FLAGS)
     args.fail_if_slower = typed.get("fail_if_slower")  # the gate's, after the runs (bench_baseline.gate)
     return Options(
         runs=typed.get("runs"),
@@ -157,7 +152,7 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
         max_runs=typed.get("max_runs"),
         warmup=typed["warmup"],
         min_time_s=typed["min_time"] / 1000,
-        input_file=bench_values.input_file(args.input),
+        input_file=typed.get("input"),
         shell=shell,
         reference=args.reference is not None,
         ignore_failure=typed["ignore_failure"],
@@ -233,6 +228,7 @@ def plan_from(args: argparse.Namespace):
         raise usage("the argument '--parameter-step-size' requires '--parameter-scan'")
     present = [dest for dest in measured_options.BY_DEST if getattr(args, dest) not in (None, False, [])]
     measured_options.check_given(present, FLAGS)
+    typed = measured_options.read({dest: getattr(args, dest) for dest in measured_options.MEASURED}, FLAGS)
     step = args.parameter_step_size
     scans = [[value.removeprefix(ARRAY_MARK) for value in scan] for scan in args.parameter_scan]
     lists = [[value.removeprefix(ARRAY_MARK) for value in listed] for listed in args.parameter_list]
@@ -243,11 +239,11 @@ def plan_from(args: argparse.Namespace):
         cleanup=bench_values.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
         prepare=[bench_values.step_value(text, "--prepare") for text in args.prepare],
         conclude=[bench_values.step_value(text, "--conclude") for text in args.conclude],
-        outputs=args.output,
+        outputs=typed["output"],
     )
     reference = (("shell", args.reference), args.reference_name) if args.reference is not None else None
     commands = expand(given, args.command_name, parameters, shell=shell, reference=reference, auxiliary=auxiliary)
-    return commands, options_from(args, shell)
+    return commands, options_from(args, shell, typed)
 
 
 EXPORTS = (

@@ -1,15 +1,13 @@
 """``bench``'s command-line value grammars: a JSON argv (``--command``), a step (``--prepare``/
-``--setup``/``--conclude``/``--cleanup``: a JSON argv or a shell string), and the ``--input``
-file. The values the API takes too (counts, durations, CPUs, exit codes) are
-``benchmark.options``'."""
+``--setup``/``--conclude``/``--cleanup``: a JSON argv or a shell string). The values the API
+takes too (counts, durations, CPUs, exit codes, input and output) are ``benchmark.options``'."""
 
 from __future__ import annotations
 
-import os
 
 from ..bounded import loads
 from ..errors import usage
-from ..text import cut, sanitize, uncarried
+from ..text import cut, uncarried
 from ..grammar import values
 
 
@@ -50,11 +48,3 @@ def step_value(text: str, flag: str) -> tuple[str, str | tuple[str, ...]]:
     if problem is not None:
         raise usage(f"invalid value for '{flag}': it holds {problem}, which no argument can carry")
     return ("shell", text)
-
-
-def input_file(where: str | None) -> str | None:
-    if where is None or where == "null":
-        return None
-    if not os.path.exists(where):
-        raise usage(f"the file {sanitize(where)!r} specified as '--input' does not exist")
-    return where
