@@ -22,7 +22,9 @@ import subprocess
 import tempfile
 import warnings
 
+from ..benchmark import argvs
 from ..benchmark import options as measured_options
+from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, expand
 from ..benchmark.result import BenchResult
 from ..bounded import BENCH_EXPORT, load_file
 from ..errors import KINDS, Failure, Kind
@@ -158,25 +160,28 @@ def _arguments(commands: list, given: dict) -> list[str]:
     if not commands:
         raise ValueError("commands must hold at least one command")
     argv: list[str] = []
+    planned: list = []  # each command as plan.expand takes it
     for index, command in enumerate(commands):  # a string is one COMMAND, in its place among the argvs
         where = f"commands[{index}]"
-        argv += [as_text(command, where)] if isinstance(command, str) else ["--command", _json_argv(command, where)]
-    for index, name in enumerate(_listed(given["names"], "names")):
-        argv += ["--command-name", as_text(name, f"names[{index}]")]
-    argv += _parameters(given["parameters"])
-    typed = measured_options.read(_measured(given), KEYWORDS)
+        if isinstance(command, str):
+            planned.append(("shell", as_text(command, where)))
+            argv.append(planned[-1][1])
+        else:
+            planned.append(("argv", _argv(command, where)))
+            argv += ["--command", json.dumps(planned[-1][1], ensure_ascii=False)]  # a byte stays as it is
+    names = [as_text(name, f"names[{index}]") for index, name in enumerate(_listed(given["names"], "names"))]
+    argv += [item for name in names for item in ("--command-name", name)]
+    parameters = _parameters(given["parameters"])
+    for name, listed in parameters:  # -L's escapes
+        argv += ["--parameter-list", name, ",".join(t.replace("\\", "\\\\").replace(",", "\\,") for t in listed)]
     present = [
         dest for dest, option in measured_options.BY_DEST.items() if given.get(option.keyword) not in (None, False)
     ]
     measured_options.check_given(present, KEYWORDS)
+    typed = measured_options.read(_measured(given), KEYWORDS)
     counts = {"--runs": "runs", "--min-runs": "min_runs", "--max-runs": "max_runs", "--warmup": "warmup"}
     argv += [item for flag, key in counts.items() if key in typed for item in (flag, str(typed[key]))]
-    argv += [
-        item
-        for key in ("min_time", "timeout")
-        if key in typed
-        for item in (f"--{key.replace('_', '-')}", f"{typed[key]}ms")
-    ]
+    argv += [item for key in ("min_time", "timeout") if key in typed for item in (_flag(key), f"{typed[key]}ms")]
     argv += ["--order", typed["order"], "--metric", typed["metric"]]
     if "cpus" in typed:
         argv += ["--cpus", ",".join(str(cpu) for cpu in typed["cpus"])]
@@ -185,16 +190,42 @@ def _arguments(commands: list, given: dict) -> list[str]:
         argv += ["--ignore-failure" if ignored is True else "--ignore-failure=" + ",".join(map(str, ignored))]
     if "fail_if_slower" in typed:
         argv += ["--fail-if-slower", repr(typed["fail_if_slower"])]
-    for key in ("prepare", "setup", "cleanup", "conclude"):  # a shell string, or an argv
+    steps = {}
+    for key in ("prepare", "setup", "cleanup", "conclude"):  # a shell string (or a JSON argv's text), or an argv
         step = given[key]
         if step is not None:
-            argv.append(f"--{key}=" + (as_text(step, key) if isinstance(step, str) else _json_argv(step, key)))
-    named = {"reference": "--reference", "reference_name": "--reference-name", "shell": "--shell", "output": "--output"}
-    named.update(input_file="--input", jsonl_dir="--jsonl-dir", baseline="--baseline")
-    argv += [f"{flag}={as_text(given[key], key)}" for key, flag in named.items() if given[key] is not None]
+            text = as_text(step, key) if isinstance(step, str) else json.dumps(_argv(step, key), ensure_ascii=False)
+            steps[key] = argvs.step_value(text, f"{key}=")
+            argv.append(f"{_flag(key)}={text}")
+    named = ("reference", "reference_name", "shell", "output", "input_file", "jsonl_dir", "baseline")
+    texts = {key: as_text(given[key], key) for key in named if given[key] is not None}
+    flags = {"input_file": "--input"}
+    argv += [f"{flags.get(key, _flag(key))}={text}" for key, text in texts.items()]
     if not isinstance(given["show_output"], bool):
         raise TypeError(f"show_output must be True or False, not {given['show_output']!r}")
+    _expand_here(planned, names, parameters, texts, steps, typed)
     return argv + ["--show-output"] * given["show_output"]
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _expand_here(planned: list, names: list, parameters: list, texts: dict, steps: dict, typed: dict) -> None:
+    """The commands expanded in this process as the bench process will expand them, so a
+    ``names``, ``prepare`` or ``parameters`` that does not fit the commands is refused here,
+    naming the keyword, before that process starts."""
+    shell = measured_options.shell_of(texts["shell"], "shell=") if "shell" in texts else DEFAULT_SHELL
+    reference = (("shell", texts["reference"]), texts.get("reference_name")) if "reference" in texts else None
+    auxiliary = Auxiliary(
+        setup=steps.get("setup"),
+        cleanup=steps.get("cleanup"),
+        prepare=[steps["prepare"]] if "prepare" in steps else [],
+        conclude=[steps["conclude"]] if "conclude" in steps else [],
+        outputs=typed.get("output", []),
+    )
+    named = measured_options.naming(KEYWORDS)
+    expand(planned, names, parameters, shell=shell, reference=reference, auxiliary=auxiliary, named=named)
 
 
 def _measured(given: dict) -> dict:
@@ -227,23 +258,22 @@ def _listed(value, key: str) -> list:
     return list(value)
 
 
-def _json_argv(value, where: str) -> str:
-    """An argv as ``--command`` takes it: a JSON array, each item checked by the text rule; an
-    undecodable byte (bytes, a path) stays the OS's character, written as it is, not escaped."""
+def _argv(value, where: str) -> tuple[str, ...]:
+    """An argv: a non-empty list, each item checked by the text rule (``as_text``: an undecodable
+    byte of bytes or a path stays the OS's character)."""
     items = _listed(value, where)
     if not items:
         raise ValueError(f"{where} must name a program to run")
-    return json.dumps([as_text(item, f"{where}[{index}]") for index, item in enumerate(items)], ensure_ascii=False)
+    return tuple(as_text(item, f"{where}[{index}]") for index, item in enumerate(items))
 
 
-def _parameters(parameters) -> list[str]:
-    """hyperfine's ``-L NAME VALUES`` for each name -> values, a value's commas and backslashes
-    escaped as ``-L`` reads them."""
+def _parameters(parameters) -> list[tuple[str, list[str]]]:
+    """hyperfine's ``-L NAME VALUES`` for each name -> values, each value as text."""
     if parameters is None:
         return []
     if not isinstance(parameters, dict):
         raise TypeError(f"parameters must be a dict of name -> values, not {type(parameters).__name__}")
-    argv = []
+    found = []
     for name, listed in parameters.items():
         key = as_text(name, "each parameters key")
         texts = []
@@ -252,6 +282,6 @@ def _parameters(parameters) -> list[str]:
                 raise TypeError(
                     f"parameters[{key!r}][{index}] must be a string or a number, not {type(value).__name__}"
                 )
-            texts.append(as_text(str(value), f"parameters[{key!r}][{index}]").replace("\\", "\\\\").replace(",", "\\,"))
-        argv += ["--parameter-list", key, ",".join(texts)]
-    return argv
+            texts.append(as_text(str(value), f"parameters[{key!r}][{index}]"))
+        found.append((key, texts))
+    return found

@@ -10,16 +10,17 @@ and so are the rules between options (``check_given``).
 from __future__ import annotations
 
 import os
+import shlex
 
 from ..errors import usage
 from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar.table import REPEAT, SWITCH, VALUE, Option
-from .plan import METRICS, ORDERS, OUTPUTS
+from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
     from typing import Any
 
     from ..grammar.table import Naming
@@ -175,6 +176,9 @@ OPTIONS = (
 )
 # Options given as they are, named here for the rules between options.
 NAMED = (
+    Option("--command-name", REPEAT, metavar="NAME", keyword="names"),
+    Option("--prepare", REPEAT, metavar="CMD"),
+    Option("--conclude", REPEAT, metavar="CMD"),
     Option("--reference", VALUE, metavar="CMD"),
     Option("--reference-name", VALUE, metavar="NAME"),
     Option("--show-output", SWITCH),
@@ -185,6 +189,27 @@ BY_DEST = {option.dest: option for option in OPTIONS + NAMED}
 BY_FLAG = {option.flag: option for option in OPTIONS}
 REQUIRES = (("reference_name", "reference"), ("fail_if_slower", "baseline"))
 CONFLICTS = (("output", "show_output"),)
+
+
+def shell_of(text: str, name: str) -> tuple[str, ...] | None:
+    """hyperfine's ``-S``: a shell's name or command line, ``default`` (sh) or ``none`` (no shell:
+    a command is split as a shell would split it)."""
+    if text == "default":
+        return DEFAULT_SHELL
+    if text == "none":
+        return None
+    try:
+        shell = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise usage(f"cannot read '{name}' {sanitize(text)!r} as a command line: {exc}") from None
+    if not shell or not shell[0]:
+        raise usage(f"an empty command has been given for '{name}'")
+    return shell
+
+
+def naming(name: Naming) -> Callable[[str], str]:
+    """``name`` by an option's dest, as ``plan.expand`` takes it."""
+    return lambda dest: name(BY_DEST[dest])
 
 
 def check_given(given: Collection[str], name: Naming) -> None:

@@ -23,7 +23,7 @@ from ..text import cut, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import ClassVar
 
 
@@ -191,6 +191,11 @@ def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None)
     return argv, False
 
 
+def _flag(dest: str) -> str:
+    """An option as the command line names it, the default way ``expand`` names options."""
+    return "--" + dest.replace("_", "-")
+
+
 def _per_command(flag: str, listed: Sequence, count: int) -> list:
     """hyperfine's rule for ``--prepare``, ``--conclude``, ``--output``: once for all, or once each."""
     if len(listed) > 1 and len(listed) != count:
@@ -231,10 +236,12 @@ def expand(
     shell: tuple[str, ...] | None = DEFAULT_SHELL,
     reference: tuple[Given, str | None] | None = None,
     auxiliary: Auxiliary | None = None,
+    named: Callable[[str], str] = _flag,
 ) -> list[Command]:
     """``given``: ``("argv", tuple)`` or ``("shell", str)`` in order. As hyperfine does, each
     combination of the parameters' values (the first parameter varying fastest) makes one
-    command per given one; ``--reference`` (never parameterised) comes first."""
+    command per given one; ``--reference`` (never parameterised) comes first. ``named``: how
+    the caller names an option (by its dest) in a usage error (``--prepare`` or ``prepare=``)."""
     if not given:
         raise usage("no command to benchmark: give one (a shell command), or --command, or one after '--'")
     seen = set()
@@ -260,11 +267,11 @@ def expand(
     total = len(given) * len(combinations)
     if parameters and len(names) > 1 and len(names) != total:
         raise usage(
-            f"'--command-name' has been specified {len(names)} times. It has to appear exactly once, "
+            f"'{named('command_name')}' has been specified {len(names)} times. It has to appear exactly once, "
             f"or exactly {total} times (number of benchmarks)"
         )
     if not parameters and len(names) > len(given):
-        raise usage(f"too many --command-name options: expected {len(given)} at most")
+        raise usage(f"too many {named('command_name')} options: expected {len(given)} at most")  # hyperfine's words
     for values in combinations:
         for command in given:
             index = len(planned)
@@ -274,9 +281,9 @@ def expand(
         planned.insert(0, (reference[0], reference[1], {}))
     aux = auxiliary or Auxiliary()
     count = len(planned)
-    prepares = _per_command("--prepare", aux.prepare, count)
-    concludes = _per_command("--conclude", aux.conclude, count)
-    outputs = _per_command("--output", aux.outputs, count)
+    prepares = _per_command(named("prepare"), aux.prepare, count)
+    concludes = _per_command(named("conclude"), aux.conclude, count)
+    outputs = _per_command(named("output"), aux.outputs, count)
 
     def around(step: Given | None, values: dict[str, str]) -> tuple[str, ...] | None:
         return None if step is None else to_argv(step, values, shell)[0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import signal
 import stat
 
@@ -22,7 +21,8 @@ from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
 from ..grammar.table import FLAGS, REPEAT
-from . import bench_baseline, bench_values
+from ..benchmark import argvs
+from . import bench_baseline
 from .parsing import Once, OnceFlag, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
@@ -128,17 +128,7 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
         if args.shell is not None:
             raise usage("-N and --shell cannot be used together")
         return None
-    if args.shell is None or args.shell == "default":
-        return DEFAULT_SHELL
-    if args.shell == "none":
-        return None
-    try:
-        shell = tuple(shlex.split(args.shell))
-    except ValueError as exc:
-        raise usage(f"cannot read --shell {sanitize(args.shell)!r} as a command line: {exc}") from None
-    if not shell or not shell[0]:
-        raise usage("an empty command has been given for --shell")
-    return shell
+    return DEFAULT_SHELL if args.shell is None else measured_options.shell_of(args.shell, "--shell")
 
 
 def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict):
@@ -215,7 +205,7 @@ def plan_from(args: argparse.Namespace):
 
     shell = shell_from(args)
     given = [
-        ("argv", bench_values.argv_value(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
+        ("argv", argvs.argv_value(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
         for text in args.commands
     ]
     if args.program:
@@ -235,10 +225,10 @@ def plan_from(args: argparse.Namespace):
     parameters = [(name, scan_values(low, high, step)) for name, low, high in scans]
     parameters += [(name, parameter_list(listed)) for name, listed in lists]
     auxiliary = Auxiliary(
-        setup=bench_values.step_value(args.setup, "--setup") if args.setup is not None else None,
-        cleanup=bench_values.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
-        prepare=[bench_values.step_value(text, "--prepare") for text in args.prepare],
-        conclude=[bench_values.step_value(text, "--conclude") for text in args.conclude],
+        setup=argvs.step_value(args.setup, "--setup") if args.setup is not None else None,
+        cleanup=argvs.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
+        prepare=[argvs.step_value(text, "--prepare") for text in args.prepare],
+        conclude=[argvs.step_value(text, "--conclude") for text in args.conclude],
         outputs=typed["output"],
     )
     reference = (("shell", args.reference), args.reference_name) if args.reference is not None else None

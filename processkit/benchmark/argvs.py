@@ -1,9 +1,9 @@
-"""``bench``'s command-line value grammars: a JSON argv (``--command``), a step (``--prepare``/
-``--setup``/``--conclude``/``--cleanup``: a JSON argv or a shell string). The values the API
-takes too (counts, durations, CPUs, exit codes, input and output) are ``benchmark.options``'."""
+"""A command or step given as text: a JSON argv (``--command``), or a step (``--prepare``/
+``--setup``/``--conclude``/``--cleanup``, and the API's string steps: a JSON argv or a shell
+string), each string under the text rule where JSON made it (``grammar.values.text_problem``).
+"""
 
 from __future__ import annotations
-
 
 from ..bounded import loads
 from ..errors import usage
