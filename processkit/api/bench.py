@@ -7,7 +7,8 @@ pinning and the memory group all belong to that process.
 
 The keywords are checked here, before that process starts, by the grammars the command reads
 its flags with: the measured options by ``benchmark.options``' table, every text by the run
-grammar's text rule (``grammar.keywords.as_text``). Units are ``processkit.run``'s: a duration
+grammar's text rule (``grammar.keywords.as_text``), and the commands expanded by
+``benchmark.plan`` as the command will expand them. Units are ``processkit.run``'s: a duration
 is seconds (a number) or a duration string (``"500ms"``), a count an int. A bad value is a
 ValueError naming the keyword (``'runs=' ...``), a value of the wrong type or an unknown keyword
 a TypeError. The checked values become that process's command line, its only use.
