@@ -20,7 +20,7 @@ def argv_value(text: str, flag: str | None) -> tuple[str, ...]:
     if not isinstance(parsed, list) or not parsed or not all(isinstance(item, str) for item in parsed):
         raise usage(f"invalid value '{cut(text)}' for '{flag}': expected a JSON array of strings, e.g. '[\"true\"]'")
     for index, item in enumerate(parsed):
-        problem = uncarried(item)
+        problem = values.text_problem(item)  # JSON text: the text rule, "\udc80" included
         if problem is not None:
             raise usage(f"invalid value for '{flag}': argument {index} holds {problem}, which no argument can carry")
     return tuple(parsed)
