@@ -1,5 +1,5 @@
 """What a benchmark run's RunSpec costs to make: through the run grammar's builder each time
-(``grammar.build``), as a copy of the session's built spec (``RunSpec.replace``, what
+(``grammar.run.build``), as a copy of the session's built spec (``RunSpec.replace``, what
 ``benchmark/driver.run_spec`` does), and by hand (the driver before). The three alternate within
 each round, so a load that comes and goes falls on each alike; the medians of the rounds are
 reported.
@@ -14,8 +14,8 @@ import os
 import statistics
 import time
 
-from processkit.grammar.build import build
-from processkit.grammar.table import FLAGS
+from processkit.grammar.run import build
+from processkit.grammar import FLAGS
 from processkit.spec import EnvPlan, RunSpec, StdinMode
 
 GIVEN = {"jsonl": os.devnull, "grace": 0, "env_clear": True, "no_echo": True, "timeout": "1500ms"}
@@ -29,7 +29,7 @@ def main() -> None:
     env = EnvPlan(clear=True, assignments=tuple(os.environ.items()))
     session = build((), GIVEN, FLAGS)
     ways = {
-        "grammar.build per run": lambda: build(("true",), GIVEN, FLAGS),
+        "grammar.run.build per run": lambda: build(("true",), GIVEN, FLAGS),
         "session spec copied (replace)": lambda: session.replace(
             argv=("true",), run_id="r", echo=False, output_fd=None, stdin=StdinMode.NULL, stdin_file=None, env=env
         ),

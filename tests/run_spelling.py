@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from processkit.grammar.run_options import RUN_OPTIONS
-from processkit.grammar.table import REPEAT, SWITCH
+from processkit.grammar.run import RUN_OPTIONS
+from processkit.grammar import REPEAT, SWITCH
 
 BY_KEYWORD = {option.keyword: option for option in RUN_OPTIONS}
 

@@ -104,7 +104,11 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run(["true"], timeout=-1), ValueError, "timeout"),
         (lambda: processkit.run(["true"], timeout=0), ValueError, "greater than zero"),
         (lambda: processkit.run(["true"], timeout=True), TypeError, "timeout"),
-        (lambda: processkit.run(["true"], capture_max_bytes="12x"), ValueError, "for 'capture_max_bytes='"),
+        (
+            lambda: processkit.run(["true"], capture_max_bytes="12x", capture_dir="d"),
+            ValueError,
+            "for 'capture_max_bytes='",
+        ),
         (
             lambda: processkit.run(["true"], capture_max_bytes=5),
             ValueError,

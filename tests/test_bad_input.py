@@ -121,8 +121,12 @@ def test_a_value_past_the_int_string_limit_is_a_usage_error(tmp_path, args):
 def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():
     from processkit import api
 
-    for keyword in ("timeout", "max_memory", "max_processes"):
-        with pytest.raises(ValueError, match="too large"):
+    for keyword, words in (
+        ("timeout", "duration is too large"),
+        ("max_memory", "size is too large"),
+        ("max_processes", "expected a whole number from 1 to"),  # the count grammar's words, as run's
+    ):
+        with pytest.raises(ValueError, match=rf"invalid value \(an int of 16610 bits\) for '{keyword}=': {words}"):
             api.run(["true"], **{keyword: 10**5000})
     for seconds in (1e308, 1e30):  # a float whose milliseconds overflow, and one past u64
         with pytest.raises(ValueError, match="too large"):

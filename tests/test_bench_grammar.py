@@ -18,7 +18,7 @@ import processkit
 from conftest import run_cli
 from processkit.benchmark import options
 from processkit.errors import Failure
-from processkit.grammar.table import FLAGS, KEYWORDS
+from processkit.grammar import FLAGS, KEYWORDS
 
 NOT_COUNTS = ["1_0", "²", "٣", " 3", "3 ", "0x3", "-1"]
 

@@ -22,7 +22,7 @@ from processkit.api.options import run_spec
 from processkit.batching.manifest import parse as parse_manifest
 from processkit.cli.run import parse as parse_run
 from processkit.errors import Failure
-from processkit.grammar.run_options import RUN_OPTIONS
+from processkit.grammar.run import RUN_OPTIONS
 from processkit.spec import U32_MAX
 from run_spelling import run_argv
 from streams import stderr_lines

@@ -30,7 +30,7 @@ from ..benchmark.result import BenchResult
 from ..bounded import BENCH_EXPORT, load_file
 from ..errors import KINDS, Failure, Kind
 from ..grammar.keywords import as_text
-from ..grammar.table import KEYWORDS, REPEAT
+from ..grammar import KEYWORDS, REPEAT
 from .launch import runner_command
 
 DIAGNOSTICS_LIMIT = 64 * 1024

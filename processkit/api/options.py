@@ -2,7 +2,7 @@
 anything starts.
 
 The keywords are the run table's (``grammar.keywords``); their values are read by the same
-grammars as the flags and the RunSpec is built by the same ``grammar.build``, with no command
+grammars as the flags and the RunSpec is built by the same ``grammar.run.build``, with no command
 line in between. A bad value is a ValueError naming the keyword (``'capture_keep=' requires
 'capture_dir='``), a value of the wrong type or an unknown keyword a TypeError.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ..errors import Failure
 from ..grammar import keywords as run_keywords
-from ..grammar.build import build
-from ..grammar.table import KEYWORDS
+from ..grammar.run import build
+from ..grammar import KEYWORDS
 from ..spec import RunSpec
 
 

@@ -3,7 +3,7 @@
 Each line is an object: ``args`` (the command, a list of strings), an optional ``id`` (the
 name of the job's directory; by default ``job-<line number>``), and any Python API keyword
 (``docs/api.md``). The keys are read as the API's keywords are (``grammar.keywords``) and the
-RunSpec is built by the run grammar (``grammar.build``), so a value is checked exactly as the
+RunSpec is built by the run grammar (``grammar.run.build``), so a value is checked exactly as the
 flag or the keyword would be, and an error names the key; that RunSpec is kept as the job's
 template (one for all the jobs with the same keywords), so a job starts without reading the line
 again. Keywords that would give a job the batch's
@@ -21,8 +21,8 @@ import stat
 from ..bounded import MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, usage
 from ..grammar import keywords as run_keywords
-from ..grammar.build import build
-from ..grammar.table import KEYS
+from ..grammar.run import build
+from ..grammar import KEYS
 from ..spec import RunSpec, new_run_id
 
 MAX_JOBS = 1_000_000

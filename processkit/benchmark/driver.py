@@ -119,13 +119,13 @@ def _output_fd(output: str) -> int | None:
 
 
 def session_spec(options: Options) -> RunSpec:
-    """What every run of a session shares, built by the run grammar (``grammar.build``) from the
+    """What every run of a session shares, built by the run grammar (``grammar.run.build``) from the
     session's typed values, so a benchmark's run is checked as any other: its timeout, no grace
     period (a benchmark's run is ended at once), an environment the session sets whole, and the
     ``--input`` file. Each run's own parts are set on it (``run_spec``): the build, with its
     checks, is the session's, once, and a run pays only for a copy."""
-    from ..grammar.build import build
-    from ..grammar.table import FLAGS
+    from ..grammar.run import build
+    from ..grammar import FLAGS
 
     given: dict[str, object] = {"jsonl": os.devnull, "grace": 0, "env_clear": True, "no_echo": True}
     if options.timeout_ms is not None:

@@ -3,7 +3,7 @@ ignore, the percentage gate, where input comes from and output goes) as one tabl
 gives them: the CLI's text
 (``bench --runs 10 --timeout 500ms``) or the API's typed values (``processkit.bench(runs=10,
 timeout=0.5)``, a duration in seconds or as the same text). Every failure is a usage ``Failure``
-naming the option as its caller spells it (``grammar.table.Naming``: ``--runs`` or ``runs=``),
+naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``),
 and so are the rules between options (``check_given``).
 """
 
@@ -15,7 +15,7 @@ import shlex
 from ..errors import usage
 from ..text import cut, sanitize
 from ..grammar import values
-from ..grammar.table import REPEAT, SWITCH, VALUE, Option
+from ..grammar import REPEAT, SWITCH, VALUE, Option
 from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS
 
 TYPE_CHECKING = False
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from typing import Any
 
-    from ..grammar.table import Naming
+    from ..grammar import Naming
 
 DEFAULT_MIN_RUNS = 10
 DEFAULT_MIN_TIME_MS = 3000  # hyperfine's --min-time

@@ -20,7 +20,7 @@ from ..text import sanitize, unencodable
 from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
-from ..grammar.table import FLAGS, REPEAT
+from ..grammar import FLAGS, REPEAT
 from ..benchmark import argvs
 from . import bench_baseline
 from .parsing import Once, OnceFlag, Parser

@@ -1,4 +1,4 @@
-"""A direct parser for a subcommand's common case, from its options table (``grammar.table``).
+"""A direct parser for a subcommand's common case, from its options table (``grammar.Option``).
 
 The table is the single description of the flags: the argparse parser (``--help``, usage
 errors, completion, man pages, ``probe``) is built from it (``parsing.Parser.add_options``),
@@ -11,13 +11,13 @@ one answers.
 
 from __future__ import annotations
 
-from ..grammar.table import REPEAT, SWITCH
+from ..grammar import REPEAT, SWITCH
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..grammar.table import Option
+    from ..grammar import Option
 
 # The global option every subcommand accepts (main takes it out of argv before dispatching).
 ERROR_FORMATS = ("human", "json")

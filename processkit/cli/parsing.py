@@ -12,7 +12,7 @@ import sys
 from typing import NoReturn
 
 from ..errors import usage
-from ..grammar.table import REPEAT, SWITCH, Option
+from ..grammar import REPEAT, SWITCH, Option
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 
@@ -57,7 +57,7 @@ class Parser(argparse.ArgumentParser):
         return super()._get_values(action, arg_strings)
 
     def add_options(self, table: tuple[Option, ...]) -> None:
-        """Declare each option of ``table`` (``grammar.table``), in order."""
+        """Declare each option of ``table`` (``grammar.Option``), in order."""
         for option in table:
             if option.kind == SWITCH:
                 self.add_argument(option.flag, action=OnceFlag, help=option.help)

@@ -1,5 +1,5 @@
 """``processkit-cli run``: the flags read into options and built into a RunSpec by the run
-grammar (``grammar.build``), then handed to the engine."""
+grammar (``grammar.run.build``), then handed to the engine."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 import stat
 
 from ..errors import usage
-from ..grammar.build import build, check_given
-from ..grammar.run_options import RUN_OPTIONS
-from ..grammar.table import FLAGS, REPEAT
+from ..grammar.run import build, check_given
+from ..grammar.run import RUN_OPTIONS
+from ..grammar import FLAGS, REPEAT
 from ..grammar.values import is_digits, text_problem
 from ..spec import RunSpec
-from .options import READY_FD_VARIABLE, flag_given, parse_common, split_command
+from .options import READY_FD_VARIABLE, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,16 +80,16 @@ def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
 
 def _given(args) -> dict[str, object]:
     """The options ``args`` holds, by dest: a once-only option's text (True for a switch) when it
-    was given, a repeatable one's texts when there is at least one."""
-    given: dict[str, object] = {}
-    for option in RUN_OPTIONS:
-        dest = option.dest
-        if option.kind == REPEAT:
-            if getattr(args, dest):
-                given[dest] = getattr(args, dest)
-        elif flag_given(args, dest):
-            given[dest] = getattr(args, dest)
+    was given (its ``_seen_`` mark), a repeatable one's texts when there is at least one."""
+    found = vars(args)
+    given = {key[6:]: found[key[6:]] for key in found if key.startswith("_seen_")}
+    for dest in REPEATABLE:
+        if found[dest]:
+            given[dest] = found[dest]
     return given
+
+
+REPEATABLE = tuple(option.dest for option in RUN_OPTIONS if option.kind == REPEAT)
 
 
 def _take_ready_fd() -> int | None:

@@ -1,5 +1,5 @@
 """A run described by Python values: the API's keywords and a manifest line's keys, read into
-the options ``build`` takes, without a command line in between.
+the options ``run.build`` takes, without a command line in between.
 
 The keywords are the run table's own (``Option.keyword``), so every ``run`` flag has one and a
 new flag gets one without touching this module: a switch is a bool, a repeatable option takes an
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from ..errors import usage
 from ..text import uncarried
 from . import values
-from .run_options import RUN_OPTIONS
-from .table import REPEAT, SWITCH, Naming
+from .run import RUN_OPTIONS
+from . import REPEAT, SWITCH, Naming
 
 # Flags the API leaves out, and what to use instead.
 NOT_KEYWORDS = {
@@ -51,7 +51,7 @@ OWN_TEXT_RULE = ("run_id", "label")
 
 
 def options(keywords: Mapping[str, object], name: Naming, *, function: str | None = None) -> dict[str, object]:
-    """``keywords`` as ``build``'s options (by dest); None and False leave an option out.
+    """``keywords`` as ``run.build``'s options (by dest); None and False leave an option out.
     ``function`` prefixes the TypeError of a keyword that is not one (``run() got ...``)."""
     given: dict[str, object] = {}
     prefix = f"{function}() " if function else ""
