@@ -155,3 +155,29 @@ def test_one_table_names_an_option_as_each_caller_spells_it():
         "cpus": (0, 3),
         "ignore_failure": (1, 2),
     }
+
+
+def test_a_session_builds_its_runs_spec_once_through_the_run_grammar(monkeypatch):
+    from processkit.benchmark import driver
+    from processkit.benchmark.plan import Options
+    from processkit.grammar import run as grammar_run
+
+    built = []
+    real = grammar_run.build
+    monkeypatch.setattr(grammar_run, "build", lambda *args, **kwargs: built.append(args) or real(*args, **kwargs))
+    engine = driver.Engine(Options(timeout_ms=1500), owns_process=False, lodged=False)
+    try:
+        runs = [engine.measure(("true",)), engine.measure(("sh", "-c", "exit 3"))]
+    finally:
+        engine.close()
+    assert len(built) == 1 and [run.exit_code for run in runs] == [0, 3]
+    options = Options(timeout_ms=1500, input_file=os.devnull)
+    spec = driver.run_spec(driver.session_spec(options), ("true",), options, None, "7", "id", (("A", "1"),), "pipe")
+    assert (spec.timeout_ms, spec.grace_ms, spec.stdin_file, spec.echo, spec.run_id) == (
+        1500,
+        0,
+        os.devnull,
+        False,
+        "id",
+    )
+    assert spec.env.clear and spec.env.assignments == (("A", "1"), ("HYPERFINE_ITERATION", "7"))
