@@ -10,7 +10,6 @@ from ..errors import usage
 from ..grammar.run import build, check_given
 from ..grammar.run import RUN_OPTIONS
 from ..grammar import FLAGS, REPEAT
-from ..grammar.values import is_digits, text_problem
 from ..spec import RunSpec
 from .options import READY_FD_VARIABLE, parse_common, split_command
 
@@ -44,6 +43,7 @@ def _command_from_stdin(args) -> list[str]:
     missing = usage("a program to run is required after '--'")
     if args.inherit_stdin or args.inherit_stdio or args.stdin_file == "/dev/stdin":
         raise missing
+    from ..grammar.values import text_problem
     from .stdin_probe import probe_stdin
 
     text = probe_stdin("program argv")
@@ -96,7 +96,11 @@ def _take_ready_fd() -> int | None:
     """In a detached copy, the pipe its launcher waits on (``detach``): taken out of the
     environment so the child never sees it, and kept from the child's exec."""
     text = os.environ.pop(READY_FD_VARIABLE, None)
-    if text is None or not is_digits(text) or len(text) > 9:
+    if text is None:
+        return None
+    from ..grammar.values import is_digits
+
+    if not is_digits(text) or len(text) > 9:
         return None
     fd = int(text)
     try:

@@ -25,7 +25,7 @@ from ..spec import (
     StdinMode,
     new_run_id,
 )
-from . import REPEAT, SWITCH, VALUE, Option, values
+from . import REPEAT, SWITCH, VALUE, Option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,38 +35,66 @@ if TYPE_CHECKING:
     from . import Naming
 
 
+# Each option's value grammar, from ``values``: imported by the first value read (a plain run
+# reads none), as the run path's rule has it (docs/architecture.md).
+def _values():
+    from . import values
+
+    return values
+
+
+def _run_id(value, name: str) -> str:
+    return _values().parse_run_id(value, name)
+
+
 def _positive_duration(value, name: str) -> int:
-    return values.parse_duration_ms(value, name, positive=True)
+    return _values().parse_duration_ms(value, name, positive=True)
 
 
 def _duration(value, name: str) -> int:
-    return values.parse_duration_ms(value, name, positive=False)
+    return _values().parse_duration_ms(value, name, positive=False)
+
+
+def _size(value, name: str) -> int:
+    return _values().parse_size(value, name)
 
 
 def _processes(value, name: str) -> int:
-    return values.parse_count(value, name, low=1, high=U32_MAX)
+    return _values().parse_count(value, name, low=1, high=U32_MAX)
+
+
+def _cores(value, name: str) -> float:
+    return _values().parse_cpu_quota(value, name)
 
 
 def _overflow(value, name: str) -> str:
-    return values.parse_choice(value, OVERFLOW_POLICIES, name)
+    return _values().parse_choice(value, OVERFLOW_POLICIES, name)
 
 
 def _keep(value, name: str) -> str:
-    return values.parse_choice(value, KEEP_MODES, name)
+    return _values().parse_choice(value, KEEP_MODES, name)
+
+
+def _pty_size(value, name: str) -> tuple[int, int]:
+    return _values().parse_pty_size(value, name)
+
+
+def _env_key(value, name: str) -> str:
+    return _values().parse_env_key(value, name)
 
 
 def _label(value, name: str) -> tuple[str, str]:
     """``KEY=VALUE``, or a typed caller's (key, value) pair (a mapping's item)."""
     if isinstance(value, tuple):
-        return values.check_label(value[0], value[1], name)
-    return values.parse_label(value, name)
+        return _values().check_label(value[0], value[1], name)
+    return _values().parse_label(value, name)
 
 
 def _assignment(value, name: str) -> tuple[str, str]:
     """``KEY=VALUE``, or a typed caller's (key, value) pair (a mapping's item)."""
     if isinstance(value, tuple):
-        return values.parse_env_key(value[0], name), value[1]
-    return values.parse_env_assignment(value, name)
+        return _values().parse_env_key(value[0], name), value[1]
+    return _values().parse_env_assignment(value, name)
 
 
 OVERFLOW_POLICIES = ("truncate", "cancel")
@@ -109,7 +137,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="ID",
         help="the id clients find the run by (default: run-<pid>-<nanos>)",
-        read=values.parse_run_id,
+        read=_run_id,
     ),
     Option(
         "--label",
@@ -154,7 +182,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="SIZE",
         help="cap the whole tree's memory (default: no cap)",
-        read=values.parse_size,
+        read=_size,
     ),
     Option(
         "--max-processes",
@@ -168,7 +196,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="CORES",
         help="cap the tree's CPU time, in cores (default: no cap)",
-        read=values.parse_cpu_quota,
+        read=_cores,
     ),
     Option(
         "--capture-dir",
@@ -181,7 +209,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="SIZE",
         help="how much of each stream the capture files keep (default: 8m); needs --capture-dir",
-        read=values.parse_size,
+        read=_size,
     ),
     Option(
         "--capture-overflow",
@@ -210,7 +238,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="COLSxROWS",
         help="the child terminal's size (default: the caller's terminal, else 80x24); needs --pty",
-        read=values.parse_pty_size,
+        read=_pty_size,
     ),
     Option(
         "--no-echo", SWITCH, help="do not echo the child's output to the runner's stdout and stderr (default: echo)"
@@ -231,7 +259,7 @@ RUN_OPTIONS = (
         REPEAT,
         metavar="K",
         help="remove K from the child's environment; repeatable",
-        read=values.parse_env_key,
+        read=_env_key,
     ),
     Option(
         "--env-file", REPEAT, metavar="FILE", help="add the K=V lines of FILE to the child's environment; repeatable"
@@ -248,7 +276,7 @@ RUN_OPTIONS = (
         VALUE,
         metavar="K",
         help="also give the child its run id as K (default: not given)",
-        read=values.parse_env_key,
+        read=_env_key,
     ),
     Option("--create-no-window", SWITCH, help="Windows only; accepted and ignored elsewhere"),
     Option("--windows-graceful-ctrl-break", SWITCH, help="Windows only; accepted and ignored elsewhere"),
@@ -304,59 +332,59 @@ def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
 def build(argv: tuple[str, ...], given: dict[str, object], name: Naming, *, ready_fd: int | None = None) -> RunSpec:
     """The RunSpec of ``argv`` under the ``given`` options (see the module's docstring)."""
     check_given(given, name)
-    values = read(given, name)
-    assignments = tuple(values.get("env", ()))
-    run_id_key = values.get("run_id_env")
+    typed = read(given, name)
+    assignments = tuple(typed.get("env", ()))
+    run_id_key = typed.get("run_id_env")
     if run_id_key is not None and any(key == run_id_key for key, _ in assignments):
         rid, env = BY_DEST["run_id_env"], BY_DEST["env"]
         raise usage(
             f"'{name.given(rid, run_id_key)}' conflicts with '{name.given(env, f'{run_id_key}=...')}': "
             "the run id variable is set by the runner"
         )
-    inherit_stdio = "inherit_stdio" in values
+    inherit_stdio = "inherit_stdio" in typed
     stdin = StdinMode.NULL
-    if inherit_stdio or "inherit_stdin" in values:
+    if inherit_stdio or "inherit_stdin" in typed:
         stdin = StdinMode.INHERIT
-    elif "stdin_file" in values:
+    elif "stdin_file" in typed:
         stdin = StdinMode.FILE
-    run_id = values.get("run_id")
+    run_id = typed.get("run_id")
     return RunSpec(
         argv=argv,
-        jsonl=values["jsonl"],
+        jsonl=typed["jsonl"],
         run_id=new_run_id() if run_id is None else run_id,
         run_id_given=run_id is not None,
-        labels=tuple(sorted(dict(values.get("label", ())).items())),  # the last of a key wins
-        cwd=values.get("cwd"),
-        timeout_ms=values.get("timeout"),
-        idle_timeout_ms=values.get("idle_timeout"),
-        grace_ms=values.get("grace"),
-        snapshot_interval_ms=values.get("snapshot_interval"),
+        labels=tuple(sorted(dict(typed.get("label", ())).items())),  # the last of a key wins
+        cwd=typed.get("cwd"),
+        timeout_ms=typed.get("timeout"),
+        idle_timeout_ms=typed.get("idle_timeout"),
+        grace_ms=typed.get("grace"),
+        snapshot_interval_ms=typed.get("snapshot_interval"),
         env=EnvPlan(
-            clear="env_clear" in values,
-            remove=tuple(values.get("env_remove", ())),
-            files=tuple(values.get("env_file", ())),
+            clear="env_clear" in typed,
+            remove=tuple(typed.get("env_remove", ())),
+            files=tuple(typed.get("env_file", ())),
             assignments=assignments,
             run_id_key=run_id_key,
         ),
         limits=Limits(
-            max_memory=values.get("max_memory"),
-            max_processes=values.get("max_processes"),
-            cpu_quota=values.get("cpu_quota"),
+            max_memory=typed.get("max_memory"),
+            max_processes=typed.get("max_processes"),
+            cpu_quota=typed.get("cpu_quota"),
         ),
-        capture_dir=values.get("capture_dir"),
-        capture_max_bytes=values.get("capture_max_bytes", DEFAULT_CAPTURE_MAX_BYTES),
+        capture_dir=typed.get("capture_dir"),
+        capture_max_bytes=typed.get("capture_max_bytes", DEFAULT_CAPTURE_MAX_BYTES),
         capture_overflow=OverflowPolicy.CANCEL
-        if values.get("capture_overflow") == "cancel"
+        if typed.get("capture_overflow") == "cancel"
         else OverflowPolicy.TRUNCATE,
-        capture_keep=values.get("capture_keep", "head"),
+        capture_keep=typed.get("capture_keep", "head"),
         stdin=stdin,
-        stdin_file=values.get("stdin_file"),
+        stdin_file=typed.get("stdin_file"),
         inherit_stdio=inherit_stdio,
-        pty="pty" in values,
-        pty_size=values.get("pty_size"),
-        echo="no_echo" not in values,
-        argv_raw="argv_raw" in values,
-        detach="detach" in values,
+        pty="pty" in typed,
+        pty_size=typed.get("pty_size"),
+        echo="no_echo" not in typed,
+        argv_raw="argv_raw" in typed,
+        detach="detach" in typed,
         ready_fd=ready_fd,
-        usage_file=values.get("usage_file"),
+        usage_file=typed.get("usage_file"),
     )
