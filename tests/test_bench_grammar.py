@@ -181,3 +181,9 @@ def test_a_session_builds_its_runs_spec_once_through_the_run_grammar(monkeypatch
         "id",
     )
     assert spec.env.clear and spec.env.assignments == (("A", "1"), ("HYPERFINE_ITERATION", "7"))
+
+
+@pytest.mark.parametrize("low, high", [("1_0", "1_1"), ("1", "٣"), ("-+1", "3")])
+def test_a_parameter_scan_takes_ascii_numbers_only(low, high):
+    done = run_cli("bench", "--style", "none", "--runs", "1", "-P", "n", low, high, "-D", "1", "-N", "true {n}")
+    assert done.returncode == 100 and "--parameter-scan takes numbers" in done.stderr.decode(), done.stderr

@@ -18,6 +18,7 @@ import re
 import shlex
 
 from ..errors import usage
+from ..grammar import values as grammar_values
 from ..plain import Constant, Plain
 from ..text import cut, sanitize
 
@@ -335,28 +336,22 @@ def parameter_list(text: str) -> list[str]:
 
 
 def _numbers(low: str, high: str, step: str | None) -> list:
-    """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them."""
+    """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them:
+    ASCII digits only (``int()`` and ``Decimal`` would also take ``1_0`` and other scripts' digits)."""
     longest = max((value for value in (low, high, step or "") if value), key=len)
     if len(longest) > 64:  # past any scan's bound, and past int()'s digit limit: never converted
         raise usage(f"--parameter-scan takes numbers of at most 64 characters, got {cut(repr(longest))}")
-    try:
-        return [int(low), int(high), int(step if step is not None else "1")]
-    except ValueError:
-        pass
+    texts = (low, high, step if step is not None else "1")
+    if all(grammar_values.is_digits(text[1:] if text[:1] in ("+", "-") else text) for text in texts):
+        return [int(text) for text in texts]
     if step is None:
         raise usage(
             "a step size is required when the range bounds are not integers: give it with "
             "'-D/--parameter-step-size DELTA'"
         )
-    try:
-        numbers = [decimal.Decimal(value) for value in (low, high, step)]
-    except decimal.InvalidOperation:
-        raise usage(
-            f"--parameter-scan takes numbers, got {cut(repr(low))}, {cut(repr(high))} and {cut(repr(step))}"
-        ) from None
-    if not all(number.is_finite() for number in numbers):
-        raise usage("--parameter-scan takes finite numbers")
-    return numbers
+    if not all(grammar_values.is_decimal(text) for text in texts):  # Rust's f64 syntax, as hyperfine reads them
+        raise usage(f"--parameter-scan takes numbers, got {cut(repr(low))}, {cut(repr(high))} and {cut(repr(step))}")
+    return [decimal.Decimal(text) for text in texts]
 
 
 def scan_values(low: str, high: str, step: str | None = None) -> list[str]:
