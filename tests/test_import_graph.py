@@ -43,7 +43,9 @@ def command_modules(tree: ast.Module) -> list[str]:
     """The modules a module-level ``COMMANDS = {name: (module, summary)}`` table names, in its
     order; none where ``COMMANDS`` is another kind of table."""
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
         if isinstance(target, ast.Name) and target.id == "COMMANDS" and isinstance(node.value, ast.Dict):
             entries = [entry for entry in node.value.values if isinstance(entry, ast.Tuple) and entry.elts]
             heads = [entry.elts[0] for entry in entries]
