@@ -10,9 +10,9 @@ line in between. A bad value is a ValueError naming the keyword (``'capture_keep
 from __future__ import annotations
 
 from ..errors import Failure
+from ..grammar import KEYWORDS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
-from ..grammar import KEYWORDS
 from ..spec import RunSpec
 
 

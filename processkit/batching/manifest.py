@@ -20,9 +20,9 @@ import stat
 
 from ..bounded import MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, usage
+from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
-from ..grammar import KEYS
 from ..spec import RunSpec, new_run_id
 
 MAX_JOBS = 1_000_000

@@ -7,9 +7,8 @@ import os
 import stat
 
 from ..errors import usage
-from ..grammar.run import build, check_given
-from ..grammar.run import RUN_OPTIONS
 from ..grammar import FLAGS, REPEAT
+from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
 from .options import READY_FD_VARIABLE, parse_common, split_command
 

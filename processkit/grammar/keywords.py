@@ -22,9 +22,8 @@ from collections.abc import Iterable, Mapping
 
 from ..errors import usage
 from ..text import uncarried
-from . import values
+from . import REPEAT, SWITCH, Naming, values
 from .run import RUN_OPTIONS
-from . import REPEAT, SWITCH, Naming
 
 # Flags the API leaves out, and what to use instead.
 NOT_KEYWORDS = {
