@@ -112,6 +112,11 @@ def test_the_api_refuses_a_bad_keyword_naming_it_before_anything_runs(tmp_path, 
     assert not marker.exists()
 
 
+def test_a_shell_command_the_command_line_would_take_for_an_option_is_refused_by_the_api():
+    with pytest.raises(ValueError, match=r"commands\[0\] starts with '-'"):
+        processkit.bench(["--version"], runs=1)
+
+
 def test_a_command_with_a_lone_surrogate_is_refused_by_the_api():
     with pytest.raises(ValueError, match=r"commands\[1\]\[1\] holds a lone surrogate"):
         processkit.bench([["true"], ["echo", "\udc80"]], runs=1)

@@ -165,6 +165,8 @@ def _arguments(commands: list, given: dict) -> list[str]:
     for index, command in enumerate(commands):  # a string is one COMMAND, in its place among the argvs
         where = f"commands[{index}]"
         if isinstance(command, str):
+            if command.startswith("-"):  # the bench command line takes a COMMAND so written for an option
+                raise ValueError(f"{where} starts with '-', which bench reads as an option: give it as an argv list")
             planned.append(("shell", as_text(command, where)))
             argv.append(planned[-1][1])
         else:
