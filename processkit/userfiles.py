@@ -1,5 +1,5 @@
 """Files a user names: an output written whole (``write_output``: bench's exports, ``report -o``,
-``run --usage-file``) and an input opened (``open_input``), never through a path another user
+``run --usage-file``; ``write_text``, the same for a command's page or export) and an input opened (``open_input``), never through a path another user
 controls (``safepath``'s rules) and never waiting in ``open()``.
 
 Facts about opening that force the shape here:
@@ -27,6 +27,8 @@ import select
 import stat
 
 from .bounded import file_kind
+from .errors import Failure, Kind
+from .text import sanitize
 
 from .safepath import UnsafePath, check_existing, directory_of, follow_final, reopen, split_file, trusted
 
@@ -78,6 +80,15 @@ def write_output(path: str, data: bytes) -> None:
         if entry >= 0:
             os.close(entry)
         os.close(dir_fd)
+
+
+def write_text(path: str, text: str) -> None:
+    """``text`` as the whole of ``path``, as ``write_output`` writes it, for a command that names
+    the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path."""
+    try:
+        write_output(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}") from None
 
 
 def _final(links: list[int], dir_fd: int, here: str, name: str) -> tuple[int, str, str, int, bool]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import cli_command, run_cli
 from control_support import envelope
-from processkit.cli import values
+from processkit.grammar import values
 from processkit.errors import Failure
 from processkit.spec import U32_MAX, U64_MAX
 from streams import check_stream, stderr_lines
@@ -50,7 +50,7 @@ def test_a_duration_of_any_length_is_its_value_or_a_usage_error(digits, unit):
     factor = {"": 1000, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit]
     expected = _exact(digits) * factor
     try:
-        got = values.parse_duration_ms(digits + unit, positive=False, flag="--grace")
+        got = values.parse_duration_ms(digits + unit, "--grace", positive=False)
     except Failure as failure:
         assert failure.code == 100 and expected > U64_MAX, failure.message
     else:
@@ -63,7 +63,7 @@ def test_a_duration_of_any_length_is_its_value_or_a_usage_error(digits, unit):
 def test_a_size_of_any_length_is_its_value_or_a_usage_error(digits, suffix):
     expected = _exact(digits) * {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[suffix.lower()]
     try:
-        got = values.parse_size(digits + suffix, flag="--max-memory")
+        got = values.parse_size(digits + suffix, "--max-memory")
     except Failure as failure:
         assert failure.code == 100 and not 0 < expected <= U64_MAX, failure.message
     else:
@@ -76,7 +76,7 @@ def test_a_size_of_any_length_is_its_value_or_a_usage_error(digits, suffix):
 def test_a_count_of_any_length_is_its_value_or_a_usage_error(sign, digits):
     expected = _exact(digits)
     try:
-        got = values.parse_max_processes(sign + digits)
+        got = values.parse_count(sign + digits, "--max-processes", low=1, high=U32_MAX)
     except Failure as failure:
         assert failure.code == 100 and not 1 <= expected <= U32_MAX, failure.message
     else:
@@ -121,8 +121,12 @@ def test_a_value_past_the_int_string_limit_is_a_usage_error(tmp_path, args):
 def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():
     from processkit import api
 
-    for keyword in ("timeout", "max_memory", "max_processes"):
-        with pytest.raises(ValueError, match="too large"):
+    for keyword, words in (
+        ("timeout", "duration is too large"),
+        ("max_memory", "size is too large"),
+        ("max_processes", "expected a whole number from 1 to"),  # the count grammar's words, as run's
+    ):
+        with pytest.raises(ValueError, match=rf"invalid value \(an int of 16610 bits\) for '{keyword}=': {words}"):
             api.run(["true"], **{keyword: 10**5000})
     for seconds in (1e308, 1e30):  # a float whose milliseconds overflow, and one past u64
         with pytest.raises(ValueError, match="too large"):

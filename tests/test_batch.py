@@ -431,7 +431,10 @@ def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_bat
             ['{"args": ["true"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}"],
             "manifest line 1: arrays and objects are nested more than 64 deep",
         ),
-        (['{"args": ["true"], "env": {"A=B": "c"}}'], "manifest line 1: env key 'A=B' holds '='"),
+        (
+            ['{"args": ["true"], "env": {"A=B": "c"}}'],
+            "manifest line 1: invalid value for 'env': an environment key may not contain control characters or '='",
+        ),
         (
             ['{"args": ["true"], "run_id": "r"}', '{"args": ["true"]}', '{"args": ["true"], "run_id": "r"}'],
             "manifest line 3: duplicate run_id 'r' (first on line 1)",

@@ -1,8 +1,9 @@
 """A manifest job's RunSpec is the one ``run`` parses from the equivalent command line.
 
-The carrier builds each attempt's spec from the template the manifest check parsed
-(``manifest.job_spec``), not by parsing a ``run`` argv again: these properties hold the two
-ways to the same value, over generated keywords."""
+The manifest reads a line's keys into typed values and builds the template with the run grammar
+(``grammar.run.build``); the carrier builds each attempt's spec from that template
+(``manifest.job_spec``). These properties hold it to the spec ``cli.run.parse`` builds from the
+flags the keywords spell (``run_spelling``), over generated keywords."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processkit.api.options import command_args, runner_argv
 from processkit.batching.manifest import job_spec, parse
+from processkit.cli.run import parse as parse_run
 from processkit.errors import Failure
+from processkit.grammar.keywords import command_args
+from run_spelling import run_argv
 
 KEY = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
 TEXT = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=8)
@@ -54,18 +57,19 @@ def test_a_jobs_spec_is_what_run_parses_from_its_argv(keywords, args, repeats):
         for n in range(repeats)
     ]
     lines = [json.dumps({"args": args, "id": f"j{n}", **own}).encode() for n, own in enumerate(per_job)]
-    extra = ["--no-echo", "--capture-dir", "c", "--label", "batch=b"]
+    extra = ("--no-echo", "--capture-dir", "c", "--label", "batch=b")
     try:
         jobs = parse(lines)
     except Failure:  # refused by the manifest: refused by run's parser as well
-        with pytest.raises((TypeError, ValueError)):  # the API checks the args, then the keywords
-            runner_argv(command_args(args), per_job[0], jsonl="e", function="batch", extra=extra)
+        with pytest.raises(Failure):  # the args first, then the flags
+            command_args(args)
+            parse_run(run_argv(per_job[0], jsonl="e", extra=extra) + ["--", *args])
         return
     for job, own in zip(jobs, per_job):
         paths = {"jsonl": f"out/{job.id}/events.jsonl", "capture_dir": f"out/{job.id}/capture"}
         built = job_spec(job, label="batch-7-1", **paths)
-        extra = ["--no-echo", "--capture-dir", paths["capture_dir"], "--label", "batch=batch-7-1"]
-        _, parsed = runner_argv(args, own, jsonl=paths["jsonl"], function="batch", extra=extra)
+        extra = ("--no-echo", "--capture-dir", paths["capture_dir"], "--label", "batch=batch-7-1")
+        parsed = parse_run(run_argv(own, jsonl=paths["jsonl"], extra=extra) + ["--", *args])
         if not parsed.run_id_given:  # a fresh id each: the same shape, not the same value
             assert built.run_id.startswith("run-") and built.run_id != parsed.run_id
             built = built.replace(run_id=parsed.run_id)

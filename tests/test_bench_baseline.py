@@ -71,8 +71,9 @@ def test_our_own_export_is_a_baseline_and_its_page_shows_the_verdicts(tmp_path):
 @pytest.mark.parametrize(
     "args, code, said",
     [
-        (["--fail-if-slower", "5"], 100, "requires '--baseline <FILE>'"),
+        (["--fail-if-slower", "5"], 100, "the argument '--fail-if-slower' requires '--baseline'"),
         (["--baseline", "{old}", "--fail-if-slower", "fast"], 100, "expected a percentage"),
+        (["--baseline", "{old}", "--fail-if-slower", "1_0"], 100, "expected a percentage"),  # float() takes it
         (["--baseline", "{old}", "--fail-if-slower", "-3"], 100, "expected a percentage"),
         (["--baseline", "{missing}"], 111, "cannot read the benchmark"),
         (["--baseline", "{broken}"], 114, "results[0].times is a string"),

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from processkit.cli import values
+from processkit.grammar import values
 from processkit.cli.control import render_snapshot
 from processkit.control import replies
 from processkit.control.client import request_by_id
@@ -171,19 +171,19 @@ def env_model(text: str):
 def test_durations(text, positive):
     check_against(
         lambda t: duration_model(t, positive),
-        lambda t: values.parse_duration_ms(t, positive=positive, flag="--timeout"),
+        lambda t: values.parse_duration_ms(t, "--timeout", positive=positive),
         text,
     )
 
 
 @given(edgy_text | st.from_regex(r"[0-9]{1,21}[bkmgBKMG]?", fullmatch=True))
 def test_sizes(text):
-    check_against(size_model, lambda t: values.parse_size(t, flag="--max-memory"), text)
+    check_against(size_model, lambda t: values.parse_size(t, "--max-memory"), text)
 
 
 @given(edgy_text | st.from_regex(r"\+?[0-9]{1,11}", fullmatch=True))
 def test_process_counts(text):
-    check_against(count_model, values.parse_max_processes, text)
+    check_against(count_model, lambda t: values.parse_count(t, "--max-processes", low=1, high=U32_MAX), text)
 
 
 @given(edgy_text | st.from_regex(r"[+-]?([0-9]{0,4}\.?[0-9]{0,4})([eE][+-]?[0-9]{1,3})?", fullmatch=True))
@@ -214,7 +214,7 @@ def test_labels(text):
 @given(st.builds("{}={}".format, edgy_text, edgy_text) | edgy_text)
 def test_env_entries(text):
     check_against(env_model, values.parse_env_assignment, text)
-    check_against(lambda t: t if env_key_ok(t) else None, lambda t: values.parse_env_key(t, flag="--env-remove"), text)
+    check_against(lambda t: t if env_key_ok(t) else None, lambda t: values.parse_env_key(t, "--env-remove"), text)
 
 
 # The same grammars through the real CLI: a model-valid value runs, anything else is 100 with

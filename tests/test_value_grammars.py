@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from processkit import text as text_rules
-from processkit.cli import values
+from processkit.grammar import values
 
 DURATION = re.compile(r"[0-9]+(ms|s|m|h)?")
 SIZE = re.compile(r"[0-9]+([bkmg])?", re.IGNORECASE | re.ASCII)

@@ -6,7 +6,7 @@ Facts about running in the service rather than in the caller's interpreter:
   signal handlers, the subreaper flag, the reaping and the containment all belong to it. The
   caller's interpreter gets none of them, and lends the service no descriptor but, for a run
   that echoes or inherits them, its standard streams (``SCM_RIGHTS``, as they are at the call).
-- Everything is checked here before anything is sent (the CLI's own parser), and the paths the
+- Everything is checked here before anything is sent (the run grammar, as the CLI's), and the paths the
   run names are made absolute here: the service's own working directory is ``/``, and the
   child's is the caller's at the call, as a ``subprocess`` child's is.
 - Without ``jsonl`` the events go to a file in the service's memory and come back in the reply;
@@ -85,10 +85,10 @@ def prepare(args, options: dict, *, echo: bool, function: str) -> Call:
         raise TypeError(f"echo must be True or False, not {echo!r}")
     streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
-    extra = [] if echo or options.get("inherit_stdio") else ["--no-echo"]
-    extra += streams.flags(options)
+    fixed: dict[str, object] = {} if echo or options.get("inherit_stdio") else {"no_echo": True}
+    fixed.update(streams.options(options))
     path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
-    _, spec = keyword_options.runner_argv(command, options, jsonl=path, function=function, extra=extra)
+    spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
     return Call(
         args=command,
         spec=_anchored(spec),

@@ -92,19 +92,19 @@ class Streams:
     def wanted(self) -> bool:
         return any(self.piped.values())
 
-    def flags(self, options: dict) -> list[str]:
-        """The runner flags that serve this call, the service's stand-ins for its scratch places
-        (``wire``); refuses the combinations the runner cannot serve (ValueError)."""
-        flags = []
+    def options(self, options: dict) -> dict[str, str]:
+        """The run options that serve this call (by dest: the service's stand-ins for its
+        scratch places, ``wire``); refuses the combinations the runner cannot serve (ValueError)."""
+        fixed = {}
         if self.wanted and options.get("inherit_stdio"):
             raise ValueError("stdout=PIPE / capture_output cannot be used with inherit_stdio=True")
         if self.input is not None:
             if options.get("stdin_file") is not None or options.get("inherit_stdin") or options.get("pty"):
                 raise ValueError("input cannot be used with stdin_file, inherit_stdin or pty")
-            flags += ["--stdin-file", SCRATCH_INPUT]
+            fixed["stdin_file"] = SCRATCH_INPUT
         if self.wanted and options.get("capture_dir") is None:
-            flags += ["--capture-dir", SCRATCH_CAPTURE]
-        return flags
+            fixed["capture_dir"] = SCRATCH_CAPTURE
+        return fixed
 
     def collect(self, report: dict, captures: dict) -> dict[str, bytes | str | None]:
         """``{"stdout": ..., "stderr": ...}`` from the capture files' content the service sent

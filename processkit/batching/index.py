@@ -44,13 +44,13 @@ def command(out: str) -> list[str]:
 
 
 def main() -> None:
-    from ..cli.report import write_atomically
     from ..errors import Failure
     from ..report.batch_page import page_for
+    from ..userfiles import write_text
 
     out = sys.argv[1]
     try:
-        write_atomically(os.path.join(out, PAGE), page_for(out))
+        write_text(os.path.join(out, PAGE), page_for(out))
     except Failure as failure:
         print(f"processkit-cli: {failure.message}", file=sys.stderr)
         sys.exit(failure.code)

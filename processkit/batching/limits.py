@@ -12,7 +12,7 @@ import math
 import re
 from heapq import heappop, heappush
 
-from ..cli.values import parse_duration_ms, parse_size, split_duration
+from ..grammar.values import parse_duration_ms, parse_size, split_duration
 from ..errors import usage
 from ..text import sanitize
 
@@ -39,7 +39,7 @@ class JobTimeout:
 def parse_timeout(text: str) -> JobTimeout:
     """``DUR`` (run's grammar: ``^[0-9]+(ms|s|m|h)?$``) or ``P%`` (``^[0-9]+(\\.[0-9]+)?%$``, above 0)."""
     if split_duration(text) is not None:
-        return JobTimeout(absolute_ms=parse_duration_ms(text, positive=True, flag=TIMEOUT_FLAG))
+        return JobTimeout(absolute_ms=parse_duration_ms(text, TIMEOUT_FLAG, positive=True))
     value = float(text[:-1]) if PERCENT.fullmatch(text) else None
     if value is None or not 0 < value <= MAX_PERCENT:
         raise usage(
@@ -50,7 +50,7 @@ def parse_timeout(text: str) -> JobTimeout:
 
 
 def parse_budget(text: str) -> int:
-    return parse_size(text, flag="--memory-budget <SIZE>")
+    return parse_size(text, "--memory-budget <SIZE>")
 
 
 class Timeouts:

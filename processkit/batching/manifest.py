@@ -2,9 +2,11 @@
 
 Each line is an object: ``args`` (the command, a list of strings), an optional ``id`` (the
 name of the job's directory; by default ``job-<line number>``), and any Python API keyword
-(``docs/api.md``). The keywords become ``run`` flags and go through ``run``'s own parser, so a
-value is checked exactly as the flag would be; the RunSpec that parse gives is kept as the job's
-template (one for all the jobs with the same keywords), so a job starts without parsing again. Keywords that would give a job the batch's
+(``docs/api.md``). The keys are read as the API's keywords are (``grammar.keywords``) and the
+RunSpec is built by the run grammar (``grammar.run.build``), so a value is checked exactly as the
+flag or the keyword would be, and an error names the key; that RunSpec is kept as the job's
+template (one for all the jobs with the same keywords), so a job starts without reading the line
+again. Keywords that would give a job the batch's
 terminal or files of its choosing are refused: the batch decides where each job's stream and
 capture go, and its children never share the batch's stdin or terminal.
 """
@@ -18,6 +20,9 @@ import stat
 
 from ..bounded import MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, usage
+from ..grammar import KEYS
+from ..grammar import keywords as run_keywords
+from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
 
 MAX_JOBS = 1_000_000
@@ -35,9 +40,9 @@ REFUSED = {
 }
 
 
-# The flags the carrier gives every job besides its stream, capture directory and batch label
-# (job_spec): a job is checked with them, so a keyword they conflict with is refused up front.
-JOB_FLAGS = ["--no-echo", "--capture-dir", "capture"]
+# The options the carrier gives every job (job_spec puts its own stream, capture directory and
+# batch label in): a job is checked with them, so a keyword they conflict with is refused up front.
+JOB_OPTIONS = {"no_echo": True, "capture_dir": "capture", "jsonl": "events.jsonl"}
 
 
 class Job:
@@ -64,7 +69,8 @@ def job_spec(
     held_fds: tuple[int, int, int] | None = None,
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
-    --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS``. A fresh run id
+    --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
+    with these put in). A fresh run id
     per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
     ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. ``held_fds``:
     ``--keep failed``'s memfds (``RunSpec.held_fds``)."""
@@ -141,7 +147,7 @@ def _collect(numbered) -> list[Job]:
 
 def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line when it is bad.
-    ``templates``: the RunSpecs already parsed, by keywords (plain JSON values only)."""
+    ``templates``: the RunSpecs already built, by keywords (plain JSON values only)."""
 
     def bad(message: str) -> Failure:
         return usage(f"manifest line {number}: {message}")
@@ -161,21 +167,22 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
     for key in options:
         if key in REFUSED:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
-    from ..api.options import command_args, runner_argv
-
     # The template's key: most lines of a large manifest name no keyword at all ("" then).
     key = "" if not options else json.dumps(options, sort_keys=True) if _plain(options) else None
     try:
-        command = command_args(args)
+        command = run_keywords.command_args(args)
         template = templates.get(key) if key is not None else None
         if template is None:
-            # Checked as the carrier runs it (JOB_FLAGS), so the capture keywords
+            # Checked as the carrier runs it (JOB_OPTIONS), so the capture keywords
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
-            _, template = runner_argv(command, options, jsonl="events.jsonl", function="batch", extra=JOB_FLAGS)
+            given = run_keywords.options(options, KEYS)
+            template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
             if key is not None:
                 templates[key] = template
-    except (TypeError, ValueError) as exc:
-        raise bad(str(exc).replace("batch() ", "")) from None
+    except TypeError as exc:
+        raise bad(str(exc)) from None
+    except Failure as failure:
+        raise bad(failure.message) from None
     for path in template.env.files:
         if not _regular_or_absent(path):
             raise bad(

@@ -2,8 +2,9 @@
 side (``Engine``), every run of a session carried on one lodged host.
 
 Everything engine-specific is here so the rest of ``processkit.benchmark`` sees only
-``Measured`` values: the RunSpec a benchmark run gets (``run_spec``, the one mapping of a plan's
-command to the engine's input), how it is carried, and how the outcome's timestamps and usage
+``Measured`` values: the RunSpec a benchmark run gets (``session_spec``, built once by the run
+grammar, and ``run_spec``, each run's own parts on it: the one mapping of a plan's command to the
+engine's input), how it is carried, and how the outcome's timestamps and usage
 become figures. A session's runs share one ``Host`` (its loop, reaper and signal watch), lodged
 as a batch's jobs are (``Host.lodge``: each run's socket and record are names in one directory
 of the session's), so a run costs what a batch job costs, not a runner's whole set-up.
@@ -117,7 +118,25 @@ def _output_fd(output: str) -> int | None:
         raise Failure(Kind.SETUP, f"cannot write --output {sanitize(output)}: {exc.strerror or exc}") from None
 
 
+def session_spec(options: Options) -> RunSpec:
+    """What every run of a session shares, built by the run grammar (``grammar.run.build``) from the
+    session's typed values, so a benchmark's run is checked as any other: its timeout, no grace
+    period (a benchmark's run is ended at once), an environment the session sets whole, and the
+    ``--input`` file. Each run's own parts are set on it (``run_spec``): the build, with its
+    checks, is the session's, once, and a run pays only for a copy."""
+    from ..grammar.run import build
+    from ..grammar import FLAGS
+
+    given: dict[str, object] = {"jsonl": os.devnull, "grace": 0, "env_clear": True, "no_echo": True}
+    if options.timeout_ms is not None:
+        given["timeout"] = f"{options.timeout_ms}ms"
+    if options.input_file is not None:
+        given["stdin_file"] = options.input_file
+    return build((), given, FLAGS)
+
+
 def run_spec(
+    session: RunSpec,
     argv: tuple[str, ...],
     options: Options,
     jsonl: str | None,
@@ -126,26 +145,23 @@ def run_spec(
     environment: tuple[tuple[str, str], ...],
     output: str | None = None,
 ) -> RunSpec:
-    """What the engine runs for one run of a benchmark: the plan's options mapped onto a
-    RunSpec. ``output`` None: a setup/prepare/conclude/cleanup command or the shell's
-    calibration (no ``iteration``; its output piped, echoed with ``--show-output``; stdin
-    /dev/null); else a command's run, its ``--output`` (pipe, inherit, null or a file, opened
-    here: the caller closes the spec's ``output_fd``) and ``--input``. ``environment``: the
-    session's, read once (``os.environ`` decodes every key at each read)."""
+    """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
+    command, id, stream, output and environment. ``output`` None: a setup/prepare/conclude/cleanup
+    command or the shell's calibration (no ``iteration``; its output piped, echoed with
+    ``--show-output``; stdin /dev/null); else a command's run, its ``--output`` (pipe, inherit,
+    null or a file, opened here: the caller closes the spec's ``output_fd``) and ``--input``.
+    ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     echo, output_fd, stdin_file = options.show_output, None, None
     if output is not None:
         where = "inherit" if options.show_output else output
         echo = where == "inherit"
         output_fd = None if where in ("pipe", "inherit") else _output_fd(where)
-        stdin_file = options.input_file
-    return RunSpec(
+        stdin_file = session.stdin_file
+    return session.replace(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
         run_id=run_id,
-        run_id_given=False,
-        timeout_ms=options.timeout_ms,
-        grace_ms=0,
         echo=echo,
         output_fd=output_fd,
         stdin=StdinMode.FILE if stdin_file is not None else StdinMode.NULL,
@@ -177,6 +193,7 @@ class Engine:
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"
         self._sequence = 0
         self._environment = tuple(os.environ.items())
+        self._session = session_spec(options)
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -196,7 +213,7 @@ class Engine:
 
         self._sequence += 1
         label = f"{self._label}-{self._sequence}"
-        spec = run_spec(argv, self.options, jsonl, iteration, label, self._environment, output)
+        spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
         try:
             outcome = self.host.carry(runner.steps(self.host, spec))
         finally:

@@ -1,11 +1,12 @@
 """What a benchmark is asked to do: the commands (parameters expanded) and the options.
 
-Built by the CLI and by ``processkit.bench``; validated here so both report the same usage
-errors. A command is an argv (run shell-free) or a shell string, run as hyperfine runs it:
-``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split as a shell would and run without one
-(``-N``, ``--shell=none``). Its name is what the summary and the exports call it:
-``--command-name`` where given, else the command as typed. Each command carries its own untimed
-steps (setup, prepare, conclude, cleanup) and output policy, resolved here once.
+Built by the CLI (``processkit.bench`` runs that command); the measured options are read by
+``options``, the commands' shape is validated here. A command is an argv (run shell-free) or a
+shell string, run as hyperfine runs it: ``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split
+as a shell would and run without one (``-N``, ``--shell=none``). Its name is what the summary
+and the exports call it: ``--command-name`` where given, else the command as typed. Each command
+carries its own untimed steps (setup, prepare, conclude, cleanup) and output policy, resolved
+here once.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import re
 import shlex
 
 from ..errors import usage
+from ..grammar import values as grammar_values
 from ..plain import Constant, Plain
 from ..text import cut, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import ClassVar
 
 
@@ -88,6 +90,9 @@ class Command(Plain):
 
 
 class Options(Plain):
+    """How the commands are measured, as typed values: read and checked by ``options.read``
+    (the CLI's flags, the API's keywords) before they are put here."""
+
     __slots__ = (
         "runs",
         "min_runs",
@@ -125,14 +130,6 @@ class Options(Plain):
         shell: tuple[str, ...] | None = DEFAULT_SHELL,
         reference: bool = False,
     ):
-        if runs is not None and runs < 1:
-            raise usage("--runs must be at least 1")
-        if min_runs < 1 or (max_runs is not None and max_runs < min_runs):
-            raise usage("--min-runs must be at least 1 and at most --max-runs")
-        if metric not in METRICS:
-            raise usage(f"--metric is one of {', '.join(METRICS)}, not {metric!r}")
-        if warmup < 0 or min_time_s < 0:
-            raise usage("--warmup and --min-time cannot be negative")
         self.runs = runs
         self.min_runs = min_runs
         self.max_runs = max_runs
@@ -195,6 +192,11 @@ def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None)
     return argv, False
 
 
+def _flag(dest: str) -> str:
+    """An option as the command line names it, the default way ``expand`` names options."""
+    return "--" + dest.replace("_", "-")
+
+
 def _per_command(flag: str, listed: Sequence, count: int) -> list:
     """hyperfine's rule for ``--prepare``, ``--conclude``, ``--output``: once for all, or once each."""
     if len(listed) > 1 and len(listed) != count:
@@ -207,7 +209,7 @@ def _per_command(flag: str, listed: Sequence, count: int) -> list:
 
 class Auxiliary(Plain):
     """The untimed commands around the runs, each as given: once for all, or (prepare,
-    conclude, output) once per command."""
+    conclude, output) once per command; the outputs as ``options`` read them."""
 
     __slots__ = ("setup", "cleanup", "prepare", "conclude", "outputs")
 
@@ -220,11 +222,6 @@ class Auxiliary(Plain):
         conclude: Sequence[Given] = (),
         outputs: Sequence[str] = (),
     ):
-        for output in outputs:
-            if output not in OUTPUTS and "/" not in output:
-                raise usage(
-                    f"unknown --output {sanitize(output)!r}: use './{sanitize(output)}' for a file of that name"
-                )
         self.setup = setup
         self.cleanup = cleanup
         self.prepare = prepare
@@ -240,10 +237,12 @@ def expand(
     shell: tuple[str, ...] | None = DEFAULT_SHELL,
     reference: tuple[Given, str | None] | None = None,
     auxiliary: Auxiliary | None = None,
+    named: Callable[[str], str] = _flag,
 ) -> list[Command]:
     """``given``: ``("argv", tuple)`` or ``("shell", str)`` in order. As hyperfine does, each
     combination of the parameters' values (the first parameter varying fastest) makes one
-    command per given one; ``--reference`` (never parameterised) comes first."""
+    command per given one; ``--reference`` (never parameterised) comes first. ``named``: how
+    the caller names an option (by its dest) in a usage error (``--prepare`` or ``prepare=``)."""
     if not given:
         raise usage("no command to benchmark: give one (a shell command), or --command, or one after '--'")
     seen = set()
@@ -269,11 +268,11 @@ def expand(
     total = len(given) * len(combinations)
     if parameters and len(names) > 1 and len(names) != total:
         raise usage(
-            f"'--command-name' has been specified {len(names)} times. It has to appear exactly once, "
+            f"'{named('command_name')}' has been specified {len(names)} times. It has to appear exactly once, "
             f"or exactly {total} times (number of benchmarks)"
         )
     if not parameters and len(names) > len(given):
-        raise usage(f"too many --command-name options: expected {len(given)} at most")
+        raise usage(f"too many {named('command_name')} options: expected {len(given)} at most")  # hyperfine's words
     for values in combinations:
         for command in given:
             index = len(planned)
@@ -283,9 +282,9 @@ def expand(
         planned.insert(0, (reference[0], reference[1], {}))
     aux = auxiliary or Auxiliary()
     count = len(planned)
-    prepares = _per_command("--prepare", aux.prepare, count)
-    concludes = _per_command("--conclude", aux.conclude, count)
-    outputs = _per_command("--output", aux.outputs, count)
+    prepares = _per_command(named("prepare"), aux.prepare, count)
+    concludes = _per_command(named("conclude"), aux.conclude, count)
+    outputs = _per_command(named("output"), aux.outputs, count)
 
     def around(step: Given | None, values: dict[str, str]) -> tuple[str, ...] | None:
         return None if step is None else to_argv(step, values, shell)[0]
@@ -337,28 +336,22 @@ def parameter_list(text: str) -> list[str]:
 
 
 def _numbers(low: str, high: str, step: str | None) -> list:
-    """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them."""
+    """MIN, MAX and the step as integers, else (a step given) as decimals, as hyperfine reads them:
+    ASCII digits only (``int()`` and ``Decimal`` would also take ``1_0`` and other scripts' digits)."""
     longest = max((value for value in (low, high, step or "") if value), key=len)
     if len(longest) > 64:  # past any scan's bound, and past int()'s digit limit: never converted
         raise usage(f"--parameter-scan takes numbers of at most 64 characters, got {cut(repr(longest))}")
-    try:
-        return [int(low), int(high), int(step if step is not None else "1")]
-    except ValueError:
-        pass
+    texts = (low, high, step if step is not None else "1")
+    if all(grammar_values.is_digits(text[1:] if text[:1] in ("+", "-") else text) for text in texts):
+        return [int(text) for text in texts]
     if step is None:
         raise usage(
             "a step size is required when the range bounds are not integers: give it with "
             "'-D/--parameter-step-size DELTA'"
         )
-    try:
-        numbers = [decimal.Decimal(value) for value in (low, high, step)]
-    except decimal.InvalidOperation:
-        raise usage(
-            f"--parameter-scan takes numbers, got {cut(repr(low))}, {cut(repr(high))} and {cut(repr(step))}"
-        ) from None
-    if not all(number.is_finite() for number in numbers):
-        raise usage("--parameter-scan takes finite numbers")
-    return numbers
+    if not all(grammar_values.is_decimal(text) for text in texts):  # Rust's f64 syntax, as hyperfine reads them
+        raise usage(f"--parameter-scan takes numbers, got {cut(repr(low))}, {cut(repr(high))} and {cut(repr(step))}")
+    return [decimal.Decimal(text) for text in texts]
 
 
 def scan_values(low: str, high: str, step: str | None = None) -> list[str]:

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import signal
 import stat
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize, unencodable
+from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
-from . import bench_baseline, bench_values, values
+from ..benchmark import options as measured_options
+from ..grammar import FLAGS, REPEAT
+from ..benchmark import argvs
+from . import bench_baseline
 from .parsing import Once, OnceFlag, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
@@ -42,11 +45,11 @@ def build_parser() -> Parser:
     add("-n", "--command-name", action="append", default=[], metavar="NAME", help="name the commands, in order")
     add("--reference", action=Once, metavar="CMD", help="compare every command with this one (run first)")
     add("--reference-name", action=Once, metavar="NAME", help="the reference's name")
-    add("-r", "--runs", action=Once, type=int, metavar="N", help="exactly N timed runs per command")
-    add("-m", "--min-runs", action=Once, type=int, default=10, metavar="N", help="at least N timed runs (default 10)")
-    add("-M", "--max-runs", action=Once, type=int, metavar="N", help="at most N timed runs")
-    add("-w", "--warmup", action=Once, type=int, default=0, metavar="N", help="N untimed runs per command first")
-    add("--min-time", action=Once, default="3s", metavar="DUR", help="time each command at least this long (3s)")
+    measured(add, "-r", "--runs")
+    measured(add, "-m", "--min-runs", default=measured_options.DEFAULT_MIN_RUNS)
+    measured(add, "-M", "--max-runs")
+    measured(add, "-w", "--warmup", default=0)
+    measured(add, "--min-time", default="3s")
     add(
         "-p",
         "--prepare",
@@ -65,25 +68,10 @@ def build_parser() -> Parser:
     )
     add("-s", "--setup", action=Once, metavar="CMD", help="once per command before its runs")
     add("-c", "--cleanup", action=Once, metavar="CMD", help="once per command after its runs")
-    add(
-        "-i",
-        "--ignore-failure",
-        action=Once,
-        nargs="?",
-        const="all-non-zero",
-        default=False,
-        metavar="CODES",
-        help="keep benchmarking commands that exit non-zero (=1,2: those codes only)",
-    )
-    add("--timeout", action=Once, metavar="DUR", help="end a run (and its tree) after DUR; left out of the statistics")
-    add(
-        "--order",
-        action=Once,
-        choices=("interleaved", "sequential"),
-        default="interleaved",
-        help="interleaved (A B A B, the default) or sequential (all of A, then B, as hyperfine)",
-    )
-    add("--metric", action=Once, choices=("wall", "cpu"), default="wall", help="compare by wall or CPU time")
+    measured(add, "-i", "--ignore-failure", nargs="?", const="all-non-zero", default=False)
+    measured(add, "--timeout")
+    measured(add, "--order", default="interleaved")
+    measured(add, "--metric", default="wall")
     add(
         "--sort",
         action=Once,
@@ -93,17 +81,11 @@ def build_parser() -> Parser:
     )
     add("-u", "--time-unit", action=Once, choices=TIME_UNITS, metavar="UNIT", help="millisecond, second or microsecond")
     add("--style", action=Once, choices=STYLES, default="auto", help="auto, basic, full, nocolor, color or none")
-    add("--cpus", action=Once, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)")
+    measured(add, "--cpus")
     add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
-    add(
-        "--output",
-        action="append",
-        default=[],
-        metavar="WHERE",
-        help="null, pipe (default), inherit or FILE; once or per command",
-    )
-    add("--input", action=Once, metavar="WHERE", help="every run's stdin: null (default) or FILE")
+    measured(add, "--output", default=[])
+    measured(add, "--input")
     add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
     add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table ('-': stdout)")
     add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
@@ -132,44 +114,44 @@ def build_parser() -> Parser:
     return parser
 
 
+def measured(add, *flags: str, **extra: object) -> None:
+    """One of the measured options (``benchmark.options``' table, which the API reads too): its
+    value left as the text its grammar reads, in ``options_from``."""
+    option = measured_options.BY_FLAG[flags[-1]]
+    action = "append" if option.kind == REPEAT else Once
+    add(*flags, action=action, metavar=option.metavar, choices=option.choices, help=option.help, **extra)
+
+
 def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     """hyperfine's ``-S``: a shell's name or command line, ``default`` (sh) or ``none`` (-N)."""
     if args.no_shell:
         if args.shell is not None:
             raise usage("-N and --shell cannot be used together")
         return None
-    if args.shell is None or args.shell == "default":
-        return DEFAULT_SHELL
-    if args.shell == "none":
-        return None
-    try:
-        shell = tuple(shlex.split(args.shell))
-    except ValueError as exc:
-        raise usage(f"cannot read --shell {sanitize(args.shell)!r} as a command line: {exc}") from None
-    if not shell or not shell[0]:
-        raise usage("an empty command has been given for --shell")
-    return shell
+    return DEFAULT_SHELL if args.shell is None else measured_options.shell_of(args.shell, "--shell")
 
 
-def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None):
+def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict):
+    """The session's options: ``typed``, the measured options as ``benchmark.options`` read them."""
     from ..benchmark.plan import ORDERS, Options
 
+    args.fail_if_slower = typed.get("fail_if_slower")  # the gate's, after the runs (bench_baseline.gate)
     return Options(
-        runs=args.runs,
-        min_runs=args.min_runs,
-        max_runs=args.max_runs,
-        warmup=args.warmup,
-        min_time_s=values.parse_duration_ms(args.min_time, positive=False, flag="--min-time") / 1000,
-        input_file=bench_values.input_file(args.input),
+        runs=typed.get("runs"),
+        min_runs=typed["min_runs"],
+        max_runs=typed.get("max_runs"),
+        warmup=typed["warmup"],
+        min_time_s=typed["min_time"] / 1000,
+        input_file=typed.get("input"),
         shell=shell,
         reference=args.reference is not None,
-        ignore_failure=bench_values.ignored_codes(args.ignore_failure),
-        timeout_ms=values.parse_duration_ms(args.timeout, positive=True, flag="--timeout") if args.timeout else None,
-        order=ORDERS[args.order],
-        cpus=bench_values.parse_cpus(args.cpus) if args.cpus is not None else None,
+        ignore_failure=typed["ignore_failure"],
+        timeout_ms=typed.get("timeout"),
+        order=ORDERS[typed["order"]],
+        cpus=typed.get("cpus"),
         jsonl_dir=args.jsonl_dir,
         show_output=args.show_output,
-        metric=args.metric,
+        metric=typed["metric"],
     )
 
 
@@ -223,7 +205,7 @@ def plan_from(args: argparse.Namespace):
 
     shell = shell_from(args)
     given = [
-        ("argv", bench_values.argv_value(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
+        ("argv", argvs.argv_value(text[1:], "--command")) if text.startswith(ARRAY_MARK) else ("shell", text)
         for text in args.commands
     ]
     if args.program:
@@ -233,26 +215,25 @@ def plan_from(args: argparse.Namespace):
     if any(unencodable(text) is not None for text in args.commands):
         raise usage("a command holds a lone surrogate, which no argument can carry")
     if args.parameter_step_size is not None and not args.parameter_scan:
-        raise usage("--parameter-step-size requires --parameter-scan")
-    if args.reference_name is not None and args.reference is None:
-        raise usage("--reference-name requires --reference")
+        raise usage("the argument '--parameter-step-size' requires '--parameter-scan'")
+    present = [dest for dest in measured_options.BY_DEST if getattr(args, dest) not in (None, False, [])]
+    measured_options.check_given(present, FLAGS)
+    typed = measured_options.read({dest: getattr(args, dest) for dest in measured_options.MEASURED}, FLAGS)
     step = args.parameter_step_size
     scans = [[value.removeprefix(ARRAY_MARK) for value in scan] for scan in args.parameter_scan]
     lists = [[value.removeprefix(ARRAY_MARK) for value in listed] for listed in args.parameter_list]
     parameters = [(name, scan_values(low, high, step)) for name, low, high in scans]
     parameters += [(name, parameter_list(listed)) for name, listed in lists]
     auxiliary = Auxiliary(
-        setup=bench_values.step_value(args.setup, "--setup") if args.setup is not None else None,
-        cleanup=bench_values.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
-        prepare=[bench_values.step_value(text, "--prepare") for text in args.prepare],
-        conclude=[bench_values.step_value(text, "--conclude") for text in args.conclude],
-        outputs=args.output,
+        setup=argvs.step_value(args.setup, "--setup") if args.setup is not None else None,
+        cleanup=argvs.step_value(args.cleanup, "--cleanup") if args.cleanup is not None else None,
+        prepare=[argvs.step_value(text, "--prepare") for text in args.prepare],
+        conclude=[argvs.step_value(text, "--conclude") for text in args.conclude],
+        outputs=typed["output"],
     )
-    if args.output and args.show_output:
-        raise usage("--output and --show-output cannot be used together")
     reference = (("shell", args.reference), args.reference_name) if args.reference is not None else None
     commands = expand(given, args.command_name, parameters, shell=shell, reference=reference, auxiliary=auxiliary)
-    return commands, options_from(args, shell)
+    return commands, options_from(args, shell, typed)
 
 
 EXPORTS = (
@@ -290,7 +271,7 @@ def main(argv: list[str], invocation) -> int:
         the first run, then after each command's runs, so a failure or a Ctrl-C keeps what was
         done. A stream (stdout, a FIFO, a device) gets one document, at the end."""
         for path, kind in files:
-            _write(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
+            write_text(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
     for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
@@ -312,7 +293,7 @@ def main(argv: list[str], invocation) -> int:
         if path == "-":  # hyperfine's stdout target
             output.lines(["", *text.splitlines()])
         else:
-            _write(path, text)
+            write_text(path, text)
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
@@ -346,14 +327,3 @@ def _rewritable(path: str) -> bool:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-def _write(path: str, text: str) -> None:
-    """One export, every format alike: never through another user's link or into their FIFO,
-    a regular file replaced whole, a device or pipe written in place (``userfiles``)."""
-    from ..userfiles import write_output
-
-    try:
-        write_output(path, text.encode("utf-8"))
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror}") from None

@@ -7,7 +7,8 @@ The baseline is read and checked before the first run, so a wrong file costs not
 
 from __future__ import annotations
 
-from ..errors import Failure, Kind, usage
+from ..benchmark import options as measured_options
+from ..errors import Failure, Kind
 from ..text import sanitize
 from .parsing import Once
 
@@ -19,21 +20,13 @@ def add_flags(add) -> None:
         metavar="FILE",
         help="compare each command with an earlier --export-json (ours or hyperfine's), by name or command",
     )
-    add(
-        "--fail-if-slower",
-        action=Once,
-        metavar="PCT",
-        help="with --baseline: exit 119 when a command is significantly slower than the baseline by more than PCT %%",
-    )
+    option = measured_options.BY_FLAG["--fail-if-slower"]
+    add(option.flag, action=Once, metavar=option.metavar, help=option.help)
 
 
 def read(args):
-    """The checked baseline export named by ``--baseline``, or None; the flags' usage errors."""
-    threshold = args.fail_if_slower
-    if threshold is not None:
-        args.fail_if_slower = _percent(threshold)
-        if args.baseline is None:
-            raise usage("the argument '--fail-if-slower <PCT>' requires '--baseline <FILE>'")
+    """The checked baseline export named by ``--baseline``, or None (``--fail-if-slower`` was
+    read with the measured options, ``benchmark.options``)."""
     if args.baseline is None:
         return None
     from ..benchmark import recorded
@@ -45,19 +38,6 @@ def read(args):
             Kind.EVENTS_INVALID, f"the baseline {sanitize(args.baseline)} holds no command with a finished run"
         )
     return earlier
-
-
-def _percent(text: str) -> float:
-    digits = text.removesuffix("%")
-    try:
-        value = float(digits) if len(digits) <= 20 else None
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value <= 1e6:
-        raise usage(
-            f"invalid value '{sanitize(text[:40])}' for '--fail-if-slower <PCT>': expected a percentage such as 5 or 2.5%"
-        )
-    return value
 
 
 def attach(result, earlier, file: str) -> None:

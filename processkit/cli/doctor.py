@@ -12,7 +12,8 @@ the observed value); the report is the same either way.
 from __future__ import annotations
 
 from ..errors import Failure, Kind, usage
-from . import output, values
+from ..grammar import values
+from . import output
 from .options import flag_given
 from .parsing import Once, OnceFlag, Parser
 
@@ -73,12 +74,12 @@ def main(argv: list[str], invocation) -> int:
             raise usage("the argument '--scratch-child <DUR>' cannot be used with any other argument")
         from ..doctor.scratch import be_scratch_child
 
-        return be_scratch_child(values.parse_duration_ms(args.scratch_child, positive=True, flag="--scratch-child"))
+        return be_scratch_child(values.parse_duration_ms(args.scratch_child, "--scratch-child", positive=True))
     if args.require_resource_controller and not args.check_resource_controller:
         raise usage("the argument '--require-resource-controller' requires '--check-resource-controller'")
     timeout_ms = DEFAULT_TIMEOUT_MS
     if args.timeout is not None:
-        timeout_ms = values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
+        timeout_ms = values.parse_duration_ms(args.timeout, "--timeout", positive=True)
     from ..doctor.findings import Requirements, unqualified_message
     from ..doctor.qualification import qualify
     from .selfexec import program

@@ -27,7 +27,8 @@ from ..loop import Loop
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
-from . import output, targets, values
+from ..grammar import values
+from . import output, targets
 from .parsing import Once, OnceFlag, Parser
 
 FOLLOW_POLL_SECONDS = 0.25

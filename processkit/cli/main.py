@@ -15,6 +15,7 @@ from ..version import __version__
 from ..diagnostics import envelope_only, say
 from ..text import cut, escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
+from .commands import COMMANDS
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 # The cyclic collector's first-generation threshold for the CLI's process. A plain run's start-up
@@ -24,28 +25,6 @@ from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 # a collection, and a long-lived runner still collects its cycles. (A plain run's count stands near
 # 10,000 at its exit, ``gc.get_count()``: the threshold keeps a margin above it.)
 COLLECT_AFTER_ALLOCATIONS = 12_000
-
-# subcommand -> (module, one-line summary)
-COMMANDS = {
-    "run": ("processkit.cli.run", "run one command inside a containment boundary"),
-    "list": ("processkit.cli.registry", "list the registered runs and their health"),
-    "inspect": ("processkit.cli.control", "show a live run's members and metadata"),
-    "cancel": ("processkit.cli.control", "stop a live run gracefully (it exits 108)"),
-    "kill": ("processkit.cli.control", "hard-kill a live run (it exits 109)"),
-    "attest": ("processkit.cli.control", "ask a run whether the calling process is inside it"),
-    "wait": ("processkit.cli.registry", "wait until runs are no longer live"),
-    "prune": ("processkit.cli.registry", "remove entries left by runners that died"),
-    "events": ("processkit.cli.events", "read a run's JSONL events back: rendered, raw, followed or validated"),
-    "bench": (
-        "processkit.cli.bench",
-        "benchmark commands: contained runs, whole-tree CPU and memory, hyperfine's exports",
-    ),
-    "report": ("processkit.cli.report", "render event streams as an HTML page: one run, or an index of many"),
-    "probe": ("processkit.cli.probe", "report this binary's compatibility surface (no side effects)"),
-    "batch": ("processkit.batching.command", "run a JSONL manifest of jobs from one process, each a full run"),
-    "doctor": ("processkit.cli.doctor", "qualify this host with a real scratch run"),
-    "completion": ("processkit.cli.completion", "print a shell completion script (bash, zsh or fish)"),
-}
 
 
 def _usage_text() -> str:
@@ -200,15 +179,9 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
-    if code < 0:  # DIE_BY_SIGINT: everything released, end as the signal would have
+    if code < 0:  # commands.DIE_BY_SIGINT: everything released, end as the signal would have
         die_by_signal(-code)
     os._exit(code)
-
-
-# What a subcommand returns to end by SIGINT once it has released everything (``batch`` and
-# ``bench`` stopped by Ctrl-C): a shell running it in a loop then sees the signal, 130, and stops
-# its loop, as it does for hyperfine, instead of taking an exit code as the signal handled.
-DIE_BY_SIGINT = -signum.SIGINT
 
 
 def die_by_signal(number: int) -> None:

@@ -1,4 +1,4 @@
-"""A subcommand's options as one declarative table, and a direct parser for its common case.
+"""A direct parser for a subcommand's common case, from its options table (``grammar.Option``).
 
 The table is the single description of the flags: the argparse parser (``--help``, usage
 errors, completion, man pages, ``probe``) is built from it (``parsing.Parser.add_options``),
@@ -11,9 +11,13 @@ one answers.
 
 from __future__ import annotations
 
+from ..grammar import REPEAT, SWITCH
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..grammar import Option
 
 # The global option every subcommand accepts (main takes it out of argv before dispatching).
 ERROR_FORMATS = ("human", "json")
@@ -23,39 +27,6 @@ ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (defa
 # readiness pipe in this variable, and the copy (run.py) takes it out of the environment at once,
 # so the child never sees it.
 READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
-
-# An option's kind: how often it may be given and whether it takes a value.
-VALUE = "value"  # one value, given at most once
-SWITCH = "switch"  # no value, given at most once
-REPEAT = "repeat"  # one value per occurrence, collected in order
-
-
-class Option:
-    """One long flag: ``--name`` of ``kind``, documented by ``metavar``, ``help`` and ``choices``."""
-
-    __slots__ = ("flag", "kind", "metavar", "help", "choices")
-
-    def __init__(
-        self,
-        flag: str,
-        kind: str,
-        *,
-        metavar: str | None = None,
-        help: str | None = None,
-        choices: tuple[str, ...] | None = None,
-    ):
-        self.flag = flag
-        self.kind = kind
-        self.metavar = metavar
-        self.help = help
-        self.choices = choices
-
-    @property
-    def dest(self) -> str:
-        return self.flag[2:].replace("-", "_")
-
-    def default(self) -> object:
-        return {VALUE: None, SWITCH: False, REPEAT: []}[self.kind]
 
 
 class ParsedOptions:

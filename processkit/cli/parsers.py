@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 from ..version import __version__
-from .main import COMMANDS
+from .commands import COMMANDS
 from .parsing import Parser
 
 PROG = "processkit-cli"

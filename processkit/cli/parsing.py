@@ -12,7 +12,8 @@ import sys
 from typing import NoReturn
 
 from ..errors import usage
-from .options import ERROR_FORMAT_HELP, ERROR_FORMATS, REPEAT, SWITCH, Option
+from ..grammar import REPEAT, SWITCH, Option
+from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -46,8 +47,17 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())
 
+    def _get_values(self, action, arg_strings):
+        """A flag's value "--" (``--cwd=--``) is that text, as clap has it: argparse would drop
+        it as the separator and hand the action an empty list."""
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
     def add_options(self, table: tuple[Option, ...]) -> None:
-        """Declare each option of ``table`` (processkit/cli/options.py), in order."""
+        """Declare each option of ``table`` (``grammar.Option``), in order."""
         for option in table:
             if option.kind == SWITCH:
                 self.add_argument(option.flag, action=OnceFlag, help=option.help)

@@ -19,7 +19,7 @@ from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
 from ..text import cut
 from . import output
-from .values import bounded_int, is_digits
+from ..grammar.values import bounded_int, is_digits
 from .parsing import Once, OnceFlag, Parser
 
 PROBE_VERSION = 1

@@ -8,7 +8,8 @@ import time
 from ..errors import Kind
 from ..registry import scan
 from ..registry.lock import Health
-from . import output, targets, values
+from ..grammar import values
+from . import output, targets
 from .parsing import Once, OnceFlag, Parser
 
 WAIT_POLL_SECONDS = 0.25
@@ -98,9 +99,7 @@ def wait_parser() -> Parser:
 def wait(argv: list[str], invocation) -> int:
     args = wait_parser().parse(argv)
     selection = targets.select(args, invocation)
-    timeout_ms = (
-        None if args.timeout is None else values.parse_duration_ms(args.timeout, positive=True, flag="--timeout")
-    )
+    timeout_ms = None if args.timeout is None else values.parse_duration_ms(args.timeout, "--timeout", positive=True)
     from ..registry.waiting import AllWatch, RunIdWatch
 
     watch = RunIdWatch(selection.run_id) if selection.run_id is not None else AllWatch(selection.labels)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from ..errors import usage
-from . import values
+from ..grammar import values
 from .parsing import Once, OnceFlag, Parser
 from ..plain import Frozen
 

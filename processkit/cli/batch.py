@@ -1,12 +1,11 @@
 """``processkit-cli batch``: a manifest of jobs run by this one process, each a full run.
 
 The manifest is read and checked whole first (a bad line is a usage error naming it, before
-anything starts); then the jobs run side by side on one loop (``carrier``). (The command lives
-here, not in ``cli``, because it sits on top of the API's keyword translation, which sits on top
-of ``cli``; ``cli/main.py`` names it like every command, by module.) The
-terminal gets one line per finished job, or a progress bar with counts and an ETA when stderr is
-a terminal; with ``--show-output`` a job's captured output follows its line, as one block. Under
-``--error-format json`` stderr gets none of it: a failed or cancelled batch's envelope alone.
+anything starts); then the jobs run side by side on one loop (``batching.carrier``), or on a
+Dask cluster's workers (``batching.fleet``). The terminal gets one line per finished job, or a
+progress bar with counts and an ETA when stderr is a terminal; with ``--show-output`` a job's
+captured output follows its line, as one block. Under ``--error-format json`` stderr gets none
+of it: a failed or cancelled batch's envelope alone.
 """
 
 from __future__ import annotations
@@ -18,9 +17,10 @@ import sys
 import time
 
 from ..bounded import RUN_FILE, open_input
-from ..cli.parsing import Once, OnceFlag, Parser
+from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
-from ..text import cut, sanitize
+from ..grammar import values
+from ..text import sanitize
 
 MAX_JOBS_IN_FLIGHT = 4096
 
@@ -95,19 +95,13 @@ def _keep(text: str | None) -> bool:
 
 
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
-    if text is None:
-        return default
-    if not (text.isdigit() and len(text) <= 7) or not low <= int(text) <= high:
-        raise usage(
-            f"invalid value '{cut(sanitize(text, len(text)))}' for '{flag} <N>': expected a whole number from {low} to {high}"
-        )
-    return int(text)
+    return default if text is None else values.parse_count(text, f"{flag} <N>", low=low, high=high)
 
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
-    from .carrier import Settings
-    from .limits import parse_budget, parse_timeout
+    from ..batching.carrier import Settings
+    from ..batching.limits import parse_budget, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
     budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
@@ -137,23 +131,23 @@ def main(argv: list[str], invocation) -> int:
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     if args.dask_scheduler is not None:
-        from .fleet import run_on_dask
+        from ..batching.fleet import run_on_dask
 
         _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
     else:
         from ..fdlimit import raise_soft_limit
-        from .carrier import run_batch
+        from ..batching.carrier import run_batch
 
         raise_soft_limit()  # the jobs' children get the caller's limit back
         _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, on_tick=progress.tick)
-    from .index import write_page
+    from ..batching.index import write_page
 
     write_page(settings.out)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     progress.end(tally.line())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
-        from ..cli.main import DIE_BY_SIGINT
+        from .commands import DIE_BY_SIGINT
 
         return DIE_BY_SIGINT
     if tally.cancelled_by is not None:
@@ -179,13 +173,13 @@ def longest_first(jobs: list, took: dict[str, float]) -> list:
 def _write_trace(out: str, path: str) -> None:
     """The trace, from the summary just written; a failure is a warning (the batch's results
     stand without it)."""
-    from ..cli.report import write_atomically
     from ..diagnostics import warn
     from ..report.batch_model import load
     from ..report.batch_trace import trace_json
+    from ..userfiles import write_text
 
     try:
-        write_atomically(path, trace_json(load(out)))
+        write_text(path, trace_json(load(out)))
     except Failure as failure:
         warn(f"no trace: {failure.message}")
 
@@ -193,7 +187,7 @@ def _write_trace(out: str, path: str) -> None:
 def _read_manifest(path: str) -> list:
     """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
     from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
-    from .manifest import read
+    from ..batching.manifest import read
 
     if path == "-":
         with _no_collection():

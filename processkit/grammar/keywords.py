@@ -1,0 +1,140 @@
+"""A run described by Python values: the API's keywords and a manifest line's keys, read into
+the options ``run.build`` takes, without a command line in between.
+
+The keywords are the run table's own (``Option.keyword``), so every ``run`` flag has one and a
+new flag gets one without touching this module: a switch is a bool, a repeatable option takes an
+iterable (a ``K=V`` one also a mapping), a ``DUR`` also a number of seconds, a ``SIZE`` or ``N``
+also an int, ``CORES`` also a number; text may also be bytes or a path object. A value
+of the wrong type is a TypeError naming the keyword, as Python's own are; a value of the right
+type goes through the same grammar as the flag's text, and a bad one is a usage ``Failure``
+naming the option as the caller's ``Naming`` does.
+
+Text and bytes differ as in ``os``: a str is text, refused with a NUL or a lone surrogate
+(``values.text_problem``); bytes and path objects are the OS's own form, where an undecodable
+byte is U+DC80-U+DCFF after ``os.fsdecode`` and only a NUL (or a character no encoding has) is
+refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from ..errors import usage
+from ..text import uncarried
+from . import REPEAT, SWITCH, Naming, values
+from .run import RUN_OPTIONS
+
+# Flags the API leaves out, and what to use instead.
+NOT_KEYWORDS = {
+    "no_echo": "pass echo=False (the default) instead",
+    "detach": "use processkit.start() for a run that outlives the call",
+    "usage_file": "RunResult.resources and RunResult.usage carry every figure",
+}
+BY_KEYWORD = {option.keyword: option for option in RUN_OPTIONS if option.dest not in NOT_KEYWORDS}
+
+# What a keyword of each metavar takes, as its TypeError says.
+WANTED = {
+    "DUR": "a number of seconds or a duration string such as '90s'",
+    "SIZE": "a number of bytes or a size string such as '32m'",
+    "N": "an int",
+    "CORES": "a number of cores",
+    "FILE": "a string or a path",
+    "DIR": "a string or a path",
+}
+NUMBERS = {"DUR": (int, float), "SIZE": (int,), "N": (int,), "CORES": (int, float)}
+# Options whose own grammar refuses every NUL and lone surrogate (a run id and a label are
+# terminal-safe text): their values are only typed here, so a refusal reads the same from every
+# describer, the command line's included.
+OWN_TEXT_RULE = ("run_id", "label")
+
+
+def options(keywords: Mapping[str, object], name: Naming, *, function: str | None = None) -> dict[str, object]:
+    """``keywords`` as ``run.build``'s options (by dest); None and False leave an option out.
+    ``function`` prefixes the TypeError of a keyword that is not one (``run() got ...``)."""
+    given: dict[str, object] = {}
+    prefix = f"{function}() " if function else ""
+    for key, value in keywords.items():
+        if key in NOT_KEYWORDS:
+            raise TypeError(f"{prefix}does not take '{key}': {NOT_KEYWORDS[key]}")
+        option = BY_KEYWORD.get(key)
+        if option is None:
+            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'")
+        if value is None:
+            continue
+        if option.kind == SWITCH:
+            if not isinstance(value, bool):
+                raise TypeError(f"{key} must be True or False, not {value!r}")
+            if value:
+                given[option.dest] = True
+        elif option.kind == REPEAT:
+            items = _items(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
+            if items:
+                given[option.dest] = items
+        else:
+            given[option.dest] = _single(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
+    return given
+
+
+def _items(key: str, metavar: str, value, own_rule: bool) -> list:
+    """A repeatable keyword's items: ``KEY=VALUE`` texts, or (key, value) pairs of a mapping."""
+    if isinstance(value, Mapping):
+        if metavar != "K=V":
+            raise TypeError(f"{key} takes a list, not a mapping")
+        return [
+            (_text(name, f"each {key} key", "a string", own_rule), _mapped(key, name, item, own_rule))
+            for name, item in value.items()
+        ]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{key} takes a list{' or a mapping' if metavar == 'K=V' else ''}, not {type(value).__name__}")
+    return [_text(item, f"each item of {key}", WANTED.get(metavar, "a string"), own_rule) for item in value]
+
+
+def _mapped(key: str, name, value, own_rule: bool) -> str:
+    """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return _text(value, f"the value of {name!r} in {key}", "a string", own_rule)
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise TypeError(f"the value of {name!r} in {key} must be a string, not {type(value).__name__} ({shown})")
+
+
+def _single(key: str, metavar: str, value, own_rule: bool) -> object:
+    if isinstance(value, bool):
+        raise TypeError(f"{key} takes a value, not {value!r}")
+    if isinstance(value, NUMBERS.get(metavar, ())):
+        return value  # the option's grammar reads a number as it reads the text
+    return _text(value, key, WANTED.get(metavar, "a string"), own_rule)
+
+
+def _text(value, what: str, wanted: str, own_rule: bool = False) -> str:
+    """``as_text``, with the TypeError saying what ``what`` takes; with ``own_rule`` a str is
+    left to the option's grammar (``OWN_TEXT_RULE``)."""
+    if own_rule and isinstance(value, str):
+        return value
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return as_text(value, what)
+    raise TypeError(f"{what} must be {wanted}, not {type(value).__name__}")
+
+
+def as_text(value, what: str) -> str:
+    """``value`` as the text an option takes: a str by the text rule; bytes and path objects
+    in the OS's form (``os.fsdecode``), refused only with a NUL or a character with no bytes."""
+    if isinstance(value, str):
+        return values.checked_text(value, what)
+    if isinstance(value, (bytes, os.PathLike)):
+        text = os.fsdecode(value)
+        problem = uncarried(text)
+        if problem is not None:
+            raise usage(f"{what} holds {problem}, which no argument, environment or path can carry")
+        return text
+    raise TypeError(f"{what} must be a string or a path, not {type(value).__name__}")
+
+
+def command_args(args) -> list[str]:
+    """The program and its arguments: a non-empty list or tuple of str, bytes or path objects."""
+    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+        raise TypeError(f"args must be a list of strings (no shell is involved), not {type(args).__name__}")
+    if not args:
+        raise usage("args must name a program to run")
+    return [as_text(arg, f"args item {index}") for index, arg in enumerate(args)]

@@ -1,0 +1,100 @@
+"""What ``report`` is given, found and checked before a page is drawn: the event streams (files,
+or a directory's ``*.jsonl``), the benchmark exports (one, or OLD and NEW), a run's
+``--usage-file``, and which streams a live runner still writes.
+
+Nothing here waits or reads without a bound: a directory's entry that is not a regular file is
+skipped, every file is read through ``bounded``, and an unreadable registry only means no stream
+is shown as still being written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ..errors import Failure, Kind, usage
+from ..text import sanitize
+
+STREAM_SUFFIX = ".jsonl"
+
+
+def stream_paths(given: list[str]) -> list[str]:
+    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted)."""
+    if len(given) == 1 and os.path.isdir(given[0]):
+        try:
+            names = sorted(name for name in os.listdir(given[0]) if name.endswith(STREAM_SUFFIX))
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
+        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path)]
+        if not paths:
+            raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
+        return paths
+    return list(given)
+
+
+def _regular(path: str) -> bool:
+    """Whether a directory's ``*.jsonl`` entry is a regular file to read; anything else (a FIFO,
+    whose open would wait, a link to ``/dev/zero``, which never ends) is skipped with a warning.
+    Checked again where it is read (``reading.read_lines``), so a swap since is a clear error."""
+    from ..diagnostics import warn
+    from ..userfiles import kind
+
+    try:
+        found = os.stat(path)
+    except OSError as exc:
+        warn(f"skipping {path}: {exc.strerror}")
+        return False
+    if not stat.S_ISREG(found.st_mode):
+        warn(f"skipping {path}: it is {kind(found.st_mode)}, not a regular file")
+        return False
+    return True
+
+
+def bench_exports(given: list[str]) -> list | None:
+    """The benchmark exports named (read and checked), or None when these are event streams:
+    one export gives its page, two (OLD NEW) the new one's drawn against the old."""
+    from ..benchmark import recorded
+    from . import bench_page
+
+    if any(os.path.isdir(path) for path in given):
+        return None
+    found = [bench_page.is_bench_export(path) for path in given]
+    if not any(found):
+        return None
+    if len(given) > 2 or not all(found):
+        raise usage(
+            "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"
+        )
+    return [recorded.from_json(bench_page.load(path), path) for path in given]
+
+
+def usage_record(path: str) -> dict:
+    """A run's ``--usage-file``: one JSON object, from a regular file of at most 1 MiB."""
+    from ..bounded import USAGE_FILE, InputError, load_file
+
+    try:
+        record = load_file(path, USAGE_FILE)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
+    except InputError as exc:
+        raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
+    if not isinstance(record, dict):
+        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} does not hold a JSON object")
+    return record
+
+
+def live_streams() -> set[str]:
+    """The streams a registered, not confirmed stale, runner still writes (by real path); an
+    unreadable registry only means nobody can be shown as still writing."""
+    from ..registry import scan
+    from ..registry.lock import Health
+
+    try:
+        view = scan.read(Kind.REGISTRY)
+    except Failure:
+        return set()
+    return {
+        os.path.realpath(entry.record.jsonl)
+        for entry in view.entries
+        if entry.record.jsonl is not None and entry.health() is not Health.STALE
+    }
