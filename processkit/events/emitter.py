@@ -42,7 +42,10 @@ def encode(record: dict) -> bytes:
     """One compact line of UTF-8. Text decoded from OS bytes (a path) is rendered lossily, as the
     reference does: each undecodable byte becomes U+FFFD instead of invalidating the line."""
     text = dumps(record)
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
+    try:
+        return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
 if TYPE_CHECKING:
@@ -73,6 +76,12 @@ class Emitter:
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
+    @property
+    def writing(self) -> bool:
+        """Whether an event emitted now would be written: a caller may skip reading what only an
+        event would show (the members at the spawn) when it would not."""
+        return not self._poisoned
+
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time."""
         if self._poisoned:
@@ -80,13 +89,12 @@ class Emitter:
         record = event.to_json()
         try:
             data = encode(record) + b"\n"
-            line = memoryview(data)
-            while line:
-                try:
-                    line = line[os.write(self._fd, line) :]
-                except BlockingIOError:
-                    if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
-                        raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
+            try:
+                written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
+            except BlockingIOError:
+                written = 0
+            if written < len(data):
+                self._write_rest(memoryview(data)[written:])
             if record["event"] in self._keep:
                 self.kept[record["event"]] = data
         except (OSError, ValueError, TypeError) as exc:
@@ -94,6 +102,15 @@ class Emitter:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self.failure = reason
             warn(f"JSONL event logging disabled: {reason}")
+
+    def _write_rest(self, line: memoryview) -> None:
+        """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
+        while line:
+            try:
+                line = line[os.write(self._fd, line) :]
+            except BlockingIOError:
+                if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
+                    raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
 
     def close(self) -> None:
         if self._fd >= 0:
