@@ -25,6 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
+    from ..containment.members import Member
     from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
@@ -40,23 +41,32 @@ def teardown(run: RunState, launched: Launched, graceful: bool):
     loop = run.loop
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
-    before = live_members(run)
+    run.reaper.reap()
+    try:
+        tree: list[Member] | None = run.read_member_list()
+    except OSError:
+        tree = None
+    before = None if tree is None else [member.pid for member in tree if not member.zombie]
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
     kill_error = False
-    try:
-        container.kill_all()
-    except OSError:
-        kill_error = True
-    confirm = KILL_CONFIRM_SECONDS
-    yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
-    yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
-    run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
-    try:
-        remaining = sorted(container.member_pids())
-        read_error = False
-    except OSError:
-        remaining, read_error = [], True
+    remaining: list[int] = []
+    read_error = False
+    # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
+    # is left that could fork into it, so there is nothing to kill and nothing to read again.
+    if tree != [] or shutdown is not None or child.returncode is None:
+        try:
+            container.kill_all()
+        except OSError:
+            kill_error = True
+        confirm = KILL_CONFIRM_SECONDS
+        yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
+        yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
+        run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
+        try:
+            remaining = sorted(container.member_pids())
+        except OSError:
+            remaining, read_error = [], True
     run.events.emit(
         CleanupFinished(
             remaining=len(remaining),

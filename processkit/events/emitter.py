@@ -28,14 +28,20 @@ STALL_SECONDS = 2.0
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated (``digits`` 6: microseconds);
     pre-epoch clocks clamp to 0."""
-    ns = max(0, time.time_ns() if ns is None else ns)
+    if ns is None:
+        ns = time.time_ns()
+    if ns < 0:
+        ns = 0
     seconds, rest = divmod(ns, 1_000_000_000)
-    if seconds != _SECOND[0]:  # a run's events mostly share their second: formatted once
-        _SECOND[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
-    return f"{_SECOND[1]}.{rest // 10 ** (9 - digits):0{digits}d}Z"
+    second = _SECOND[0]
+    if seconds != second[0]:  # a run's events mostly share their second: formatted once
+        second = _SECOND[0] = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".")
+    if digits == 3:
+        return f"{second[1]}{rest // 1_000_000:03d}Z"
+    return f"{second[1]}{rest // 10 ** (9 - digits):0{digits}d}Z"
 
 
-_SECOND: list = [-1, ""]  # the last second formatted, and its text
+_SECOND: list = [(-1, "")]  # the last second formatted and its text, replaced as one (threads share it)
 
 
 def encode(record: dict) -> bytes:
