@@ -70,7 +70,7 @@ class Emitter:
         last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
         and its events are dropped before they are formatted: nothing could read them. ``fd``: an
-        open file to write instead (a batch's memory-backed stream), closed here."""
+        open regular file to write instead (a batch's memory-backed stream), closed here."""
         self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
@@ -78,7 +78,10 @@ class Emitter:
         self._fd = -1
         if self._poisoned:
             return
-        self._fd = open_for_writing(path) if fd is None else fd
+        if fd is not None:
+            self._fd = fd  # a memory-backed file: regular, written as one
+            return
+        self._fd = open_for_writing(path)
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
