@@ -69,17 +69,20 @@ class Emitter:
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
         last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
-        and its events are dropped before they are formatted: nothing could read them. ``fd``: an
-        open regular file to write instead (a batch's memory-backed stream), closed here."""
+        and its events are dropped before they are formatted: nothing could read them. ``fd``: a
+        memory-backed file to write instead (a batch's memfd), closed here; no other process can
+        read it while the run goes on, so its lines are gathered and written at ``close``."""
         self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
         self.kept: dict[str, bytes] = {}
         self._fd = -1
+        self._gathered: list[bytes] | None = None  # a memory-backed stream's lines, until close
         if self._poisoned:
             return
         if fd is not None:
-            self._fd = fd  # a memory-backed file: regular, written as one
+            self._fd = fd
+            self._gathered = []
             return
         self._fd = open_for_writing(path)
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
@@ -98,19 +101,28 @@ class Emitter:
         record = event.to_json()
         try:
             data = encode(record) + b"\n"
-            try:
-                written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
-            except BlockingIOError:
-                written = 0
-            if written < len(data):
-                self._write_rest(memoryview(data)[written:])
+            if self._gathered is not None:
+                self._gathered.append(data)
+            else:
+                self._write(data)
             if record["event"] in self._keep:
                 self.kept[record["event"]] = data
         except (OSError, ValueError, TypeError) as exc:
-            self._poisoned = True
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            self.failure = reason
-            warn(f"JSONL event logging disabled: {reason}")
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        self._poisoned = True
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.failure = reason
+        warn(f"JSONL event logging disabled: {reason}")
+
+    def _write(self, data: bytes) -> None:
+        try:
+            written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
+        except BlockingIOError:
+            written = 0
+        if written < len(data):
+            self._write_rest(memoryview(data)[written:])
 
     def _write_rest(self, line: memoryview) -> None:
         """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
@@ -122,6 +134,14 @@ class Emitter:
                     raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
 
     def close(self) -> None:
+        """Write what was gathered (a line that did not reach the file is not ``kept``), then close."""
+        gathered, self._gathered = self._gathered, None
+        if gathered:  # the lines before any failure to encode, as a stream written line by line keeps them
+            try:
+                self._write(b"".join(gathered))
+            except OSError as exc:
+                self.kept.clear()
+                self._fail(exc)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
