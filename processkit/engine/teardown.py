@@ -35,17 +35,23 @@ DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow 
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 
 
-def teardown(run: RunState, launched: Launched, graceful: bool):
-    """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the
-    kill (a run's steps: ``yield from``)."""
+def read_tree(run: RunState) -> list[Member] | None:
+    """The container's members once what this process adopted is collected (zombies included),
+    as the teardown starts from; None when they cannot be read."""
+    run.reaper.reap()
+    try:
+        return run.read_member_list()
+    except OSError:
+        return None
+
+
+def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
+    """End every member of the tree ``read_tree`` found: SIGTERM and the grace first when
+    ``graceful``, then the kill (a run's steps: ``yield from``). True when the tree was gone
+    already (no member at all, the root collected): nothing ran from that read on."""
     loop = run.loop
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
-    run.reaper.reap()
-    try:
-        tree: list[Member] | None = run.read_member_list()
-    except OSError:
-        tree = None
     before = None if tree is None else [member.pid for member in tree if not member.zombie]
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
@@ -54,7 +60,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool):
     read_error = False
     # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
     # is left that could fork into it, so there is nothing to kill and nothing to read again.
-    if tree != [] or shutdown is not None or child.returncode is None:
+    gone = tree == [] and shutdown is None and child.returncode is not None
+    if not gone:
         try:
             container.kill_all()
         except OSError:
@@ -79,6 +86,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool):
             kill_error=kill_error,
         )
     )
+    return gone
 
 
 def _soft_stop(run: RunState, launched: Launched, members_before: int):
