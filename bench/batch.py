@@ -17,13 +17,17 @@ With ``--keep`` (issue 35) it runs instead, alternating within each round:
   its makespan against the bound max(longest, total / 2).
 
     python3 bench/batch.py [N] [ROUNDS]
-    python3 bench/batch.py --keep [N] [ROUNDS]
+    python3 bench/batch.py --keep [N] [ROUNDS] [--before TREE]
+
+``--before TREE`` (with ``--keep``): an older checkout's source (``git archive REV | tar -x -C
+TREE``, its ``processkit/_native*.so`` copied in) runs both --keep modes in turn with this one's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import statistics
@@ -43,14 +47,17 @@ def timed(argv, **kwargs) -> float:
     return time.perf_counter() - started
 
 
-def batch_run(manifest: Path, out: Path, jobs: int, *extra: str) -> tuple[float, float, float]:
-    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB)."""
+def batch_run(manifest: Path, out: Path, jobs: int, *extra: str, tree: str | None = None) -> tuple[float, float, float]:
+    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB); ``tree``: a source
+    tree to run instead of this checkout's (first on the path)."""
     code = (
         "import resource, sys; sys.argv = sys.argv[1:];"
         "from processkit.cli.main import main; rc = main(sys.argv[1:]);"
         "u = resource.getrusage(resource.RUSAGE_SELF);"
         "print(u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr); sys.exit(rc)"
     )
+    if tree is not None:
+        code = f"import sys; sys.path.insert(0, {tree!r}); " + code
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code, CLI, "batch", str(manifest), "--out", str(out), "--jobs", str(jobs), *extra],
@@ -90,8 +97,9 @@ def makespan(summary: Path) -> float:
     return max(end for _, end in spans) - min(start for start, _ in spans)
 
 
-def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
-    """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan."""
+def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = None) -> None:
+    """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan;
+    with ``before`` (a source tree), that tree's two --keep runs in turn with this one's."""
     trues = write_manifest(work / "true.jsonl", [{"args": ["true"]} for _ in range(count)])
     seq = "\n".join(str(n) for n in range(count)).encode() + b"\n"
     skewed_jobs = [{"args": ["sleep", "0.1"], "id": f"short{n}"} for n in range(40)]
@@ -106,6 +114,12 @@ def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
         note("keep failed: batch jobs/s", count / wall)
         note("keep failed: batch CPU ms/job", cpu / count * 1000)
         shutil.rmtree(out)
+        if before is not None:
+            for keep in ("failed", "all"):
+                wall, cpu, _ = batch_run(trues, out, 2, "--keep", keep, tree=before)
+                note(f"before: keep {keep}: batch jobs/s", count / wall)
+                note(f"before: keep {keep}: batch CPU ms/job", cpu / count * 1000)
+                shutil.rmtree(out)
         wall = timed(["parallel", "-j2", "--joblog", str(work / "joblog"), "true"], input=seq)
         note("keep failed: parallel jobs/s", count / wall)
         out = work / f"all-{round_}"
@@ -128,11 +142,11 @@ def keep_rounds(work: Path, count: int, rounds: int, note) -> None:
         shutil.rmtree(out)
 
 
-def keep_main(count: int, rounds: int) -> None:
+def keep_main(count: int, rounds: int, before: str | None = None) -> None:
     figures: dict[str, list[float]] = {}
     work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     try:
-        keep_rounds(work, count, rounds, lambda name, value: figures.setdefault(name, []).append(value))
+        keep_rounds(work, count, rounds, lambda name, value: figures.setdefault(name, []).append(value), before)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in figures.items()}
@@ -152,7 +166,12 @@ def keep_main(count: int, rounds: int) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--keep"]:
         del sys.argv[1]
-        keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        before = None
+        if "--before" in sys.argv:  # --before TREE: an older source tree's --keep runs beside this one's
+            at = sys.argv.index("--before")
+            before = os.path.abspath(sys.argv[at + 1])
+            del sys.argv[at : at + 2]
+        keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3, before)
         return
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
