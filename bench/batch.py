@@ -17,11 +17,10 @@ With ``--keep`` (issue 35) it runs instead, alternating within each round:
   its makespan against the bound max(longest, total / 2).
 
     python3 bench/batch.py [N] [ROUNDS]
-    python3 bench/batch.py --keep [--before TREE] [N] [ROUNDS]
+    python3 bench/batch.py --keep [N] [ROUNDS] [--before TREE]
 
-``--before TREE`` (with ``--keep``) adds another checkout's batch (its source first on
-PYTHONPATH, e.g. ``git archive main | tar -x -C TREE`` with ``processkit/_native*.so`` copied
-in) to each round, in turn with this one's.
+``--before TREE`` (with ``--keep``): an older checkout's source (``git archive REV | tar -x -C
+TREE``, its ``processkit/_native*.so`` copied in) runs both --keep modes in turn with this one's.
 """
 
 from __future__ import annotations
@@ -49,21 +48,22 @@ def timed(argv, **kwargs) -> float:
 
 
 def batch_run(manifest: Path, out: Path, jobs: int, *extra: str, tree: str | None = None) -> tuple[float, float, float]:
-    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB); ``tree``: another
-    checkout's source first on PYTHONPATH (``--before``)."""
+    """Wall seconds, the batch process's CPU seconds and its peak RSS (MiB); ``tree``: a source
+    tree to run instead of this checkout's (first on the path)."""
     code = (
         "import resource, sys; sys.argv = sys.argv[1:];"
         "from processkit.cli.main import main; rc = main(sys.argv[1:]);"
         "u = resource.getrusage(resource.RUSAGE_SELF);"
         "print(u.ru_utime + u.ru_stime, u.ru_maxrss, file=sys.stderr); sys.exit(rc)"
     )
+    if tree is not None:
+        code = f"import sys; sys.path.insert(0, {tree!r}); " + code
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code, CLI, "batch", str(manifest), "--out", str(out), "--jobs", str(jobs), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         check=True,
-        env={**os.environ, "PYTHONPATH": tree} if tree else None,
     )
     wall = time.perf_counter() - started
     cpu, rss = proc.stderr.decode().splitlines()[-1].split()
@@ -99,7 +99,7 @@ def makespan(summary: Path) -> float:
 
 def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = None) -> None:
     """Issue 35's figures: the two --keep modes against their peers, and the skewed makespan;
-    with ``before``, that tree's batch too, in turn within each round."""
+    with ``before`` (a source tree), that tree's two --keep runs in turn with this one's."""
     trues = write_manifest(work / "true.jsonl", [{"args": ["true"]} for _ in range(count)])
     seq = "\n".join(str(n) for n in range(count)).encode() + b"\n"
     skewed_jobs = [{"args": ["sleep", "0.1"], "id": f"short{n}"} for n in range(40)]
@@ -114,14 +114,14 @@ def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = 
         note("keep failed: batch jobs/s", count / wall)
         note("keep failed: batch CPU ms/job", cpu / count * 1000)
         shutil.rmtree(out)
+        if before is not None:
+            for keep in ("failed", "all"):
+                wall, cpu, _ = batch_run(trues, out, 2, "--keep", keep, tree=before)
+                note(f"before: keep {keep}: batch jobs/s", count / wall)
+                note(f"before: keep {keep}: batch CPU ms/job", cpu / count * 1000)
+                shutil.rmtree(out)
         wall = timed(["parallel", "-j2", "--joblog", str(work / "joblog"), "true"], input=seq)
         note("keep failed: parallel jobs/s", count / wall)
-        if before:
-            out = work / f"failed-before-{round_}"
-            wall, cpu, _ = batch_run(trues, out, 2, "--keep", "failed", tree=before)
-            note("keep failed: before jobs/s", count / wall)
-            note("keep failed: before CPU ms/job", cpu / count * 1000)
-            shutil.rmtree(out)
         out = work / f"all-{round_}"
         wall, cpu, _ = batch_run(trues, out, 2, "--keep", "all")
         note("keep all: batch jobs/s", count / wall)
@@ -133,12 +133,6 @@ def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = 
         )
         note("keep all: parallel --results jobs/s", count / wall)
         shutil.rmtree(results)
-        if before:
-            out = work / f"all-before-{round_}"
-            wall, cpu, _ = batch_run(trues, out, 2, "--keep", "all", tree=before)
-            note("keep all: before jobs/s", count / wall)
-            note("keep all: before CPU ms/job", cpu / count * 1000)
-            shutil.rmtree(out)
         out = work / f"skewed-{round_}"
         wall, _, _ = batch_run(skewed, out, 2, "--history", history, "--keep", "failed")
         span = makespan(out / "summary.jsonl")
@@ -148,7 +142,7 @@ def keep_rounds(work: Path, count: int, rounds: int, note, before: str | None = 
         shutil.rmtree(out)
 
 
-def keep_main(count: int, rounds: int, before: str | None) -> None:
+def keep_main(count: int, rounds: int, before: str | None = None) -> None:
     figures: dict[str, list[float]] = {}
     work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     try:
@@ -158,16 +152,10 @@ def keep_main(count: int, rounds: int, before: str | None) -> None:
     medians = {name: statistics.median(values) for name, values in figures.items()}
     for name, value in medians.items():
         print(f"{name:36} {value:10.3f}   ({', '.join(f'{v:.3f}' for v in figures[name])})")
-    pairings = [
+    for name, ours, theirs in (
         ("keep failed / parallel --joblog", "keep failed: batch jobs/s", "keep failed: parallel jobs/s"),
         ("keep all / parallel --results", "keep all: batch jobs/s", "keep all: parallel --results jobs/s"),
-    ]
-    if before:
-        pairings += [
-            ("before: keep failed / parallel", "keep failed: before jobs/s", "keep failed: parallel jobs/s"),
-            ("before: keep all / parallel --results", "keep all: before jobs/s", "keep all: parallel --results jobs/s"),
-        ]
-    for name, ours, theirs in pairings:
+    ):
         pairs = [a / b for a, b in zip(figures[ours], figures[theirs])]  # each round's pair, side by side
         print(
             f"{name:36} {medians[ours] / medians[theirs]:10.2f}x of medians; pairs' median "
@@ -179,9 +167,10 @@ def main() -> None:
     if sys.argv[1:2] == ["--keep"]:
         del sys.argv[1]
         before = None
-        if sys.argv[1:2] == ["--before"]:
-            before = os.path.abspath(sys.argv[2])
-            del sys.argv[1:3]
+        if "--before" in sys.argv:  # --before TREE: an older source tree's --keep runs beside this one's
+            at = sys.argv.index("--before")
+            before = os.path.abspath(sys.argv[at + 1])
+            del sys.argv[at : at + 2]
         keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3, before)
         return
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ..errors import Failure, Kind
-from ..events.argv import fingerprint, hint, render
+from ..events.argv import described
 from ..events.emitter import utc_timestamp
 from ..rundir import JobSlot, RunDir
 from ..registry.location import RegistryError, open_for_writing
@@ -128,12 +128,13 @@ class Publication:
 
     def record(self) -> Record:
         run = self._run
+        _, sha256, found = described(run.argv)
         return Record(
             run_id=run.run_id,
             endpoint=self.server.path if self.server is not None else None,
             started_at=self.started_at,
-            argv_sha256=fingerprint(run.argv),
-            hint=hint([render(arg) for arg in run.argv]),
+            argv_sha256=sha256,
+            hint=found,
             labels=dict(run.labels),
             jsonl=self.jsonl,
             capture_dir=self.capture_dir,

@@ -154,7 +154,8 @@ def start(host: Host, run: RunState) -> Launched:
     )
     if spec.ready_fd is not None:
         _tell_launcher(spec.ready_fd, run.events.failure)
-    emit_snapshot(run, "spawn")
+    if run.events.writing:  # the members are read for this event alone
+        emit_snapshot(run, "spawn")
     return launched
 
 

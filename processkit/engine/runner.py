@@ -25,7 +25,7 @@ from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, i
 from .host import Host
 from .race import race
 from .state import Launched, RunState
-from .teardown import drain_outputs, release, teardown
+from .teardown import drain_outputs, read_tree, release, teardown
 
 
 def execute(spec: RunSpec) -> Outcome:
@@ -147,12 +147,14 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.spec.limits.requested:
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
+    tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
     usage = container.usage()
     run.events.emit(ResourceSummary(**usage.summary()))
-    yield from teardown(run, launched, entry.graceful)
+    gone = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
-    # the stream's summary keeps the reference's read point
-    outcome.usage = container.final_usage(usage) if run.final_usage else usage
+    # the stream's summary keeps the reference's read point; the outcome's figures are read again
+    # once the tree is gone, unless it was gone before the first read
+    outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         from . import capture
 

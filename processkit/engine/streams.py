@@ -80,15 +80,24 @@ class OutputStream:
         self._window_bytes = 0  # ... and the bytes drained in it
         self._terminal = pty  # a terminal hands out 4 KiB a read: drain it to empty, never wait
         os.set_blocking(fd, False)
-        try:
-            pipe_size = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        except OSError:  # a smaller pipe only means more wakeups (and a terminal is no pipe)
-            pipe_size = DEFAULT_PIPE_SIZE
-        self._nearly_full = pipe_size * 3 // 4
-        self._fast_rate = pipe_size / 2 / COALESCE_SECONDS  # bytes per second
+        self._sized = pty  # a pipe grows to PIPE_SIZE with its first bytes (a terminal is no pipe)
+        self._paced_for(DEFAULT_PIPE_SIZE)
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
         self._loop.add_reader(fd, self._on_readable)
+
+    def _paced_for(self, pipe_size: int) -> None:
+        self._nearly_full = pipe_size * 3 // 4
+        self._fast_rate = pipe_size / 2 / COALESCE_SECONDS  # bytes per second
+
+    def _enlarge(self) -> None:
+        """The pipe grown once the child first writes to it: one that writes nothing (most of a
+        batch's short jobs) costs no resize."""
+        self._sized = True
+        try:
+            self._paced_for(fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE))
+        except OSError:  # a smaller pipe only means more wakeups
+            pass
 
     def _on_readable(self) -> None:
         self._drain(after_wait=False)
@@ -110,6 +119,8 @@ class OutputStream:
             if after_wait:  # the writer fell silent: wait for it on readiness again
                 self._loop.add_reader(self.fd, self._on_readable)
             return
+        if not self._sized:
+            self._enlarge()
         self._run.saw_output(self)
         if self.echo is not None and self.echo.full:
             self.paused = True

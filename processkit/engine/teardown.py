@@ -25,6 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
+    from ..containment.members import Member
     from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
@@ -34,29 +35,45 @@ DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow 
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 
 
-def teardown(run: RunState, launched: Launched, graceful: bool):
-    """End every member of the tree: SIGTERM and the grace first when ``graceful``, then the
-    kill (a run's steps: ``yield from``)."""
+def read_tree(run: RunState) -> list[Member] | None:
+    """The container's members once what this process adopted is collected (zombies included),
+    as the teardown starts from; None when they cannot be read."""
+    run.reaper.reap()
+    try:
+        return run.read_member_list()
+    except OSError:
+        return None
+
+
+def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
+    """End every member of the tree ``read_tree`` found: SIGTERM and the grace first when
+    ``graceful``, then the kill (a run's steps: ``yield from``). True when the tree was gone
+    already (no member at all, the root collected): nothing ran from that read on."""
     loop = run.loop
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
-    before = live_members(run)
+    before = None if tree is None else [member.pid for member in tree if not member.zombie]
     run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
     kill_error = False
-    try:
-        container.kill_all()
-    except OSError:
-        kill_error = True
-    confirm = KILL_CONFIRM_SECONDS
-    yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
-    yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
-    run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
-    try:
-        remaining = sorted(container.member_pids())
-        read_error = False
-    except OSError:
-        remaining, read_error = [], True
+    remaining: list[int] = []
+    read_error = False
+    # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
+    # is left that could fork into it, so there is nothing to kill and nothing to read again.
+    gone = tree == [] and shutdown is None and child.returncode is not None
+    if not gone:
+        try:
+            container.kill_all()
+        except OSError:
+            kill_error = True
+        confirm = KILL_CONFIRM_SECONDS
+        yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
+        yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
+        run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
+        try:
+            remaining = sorted(container.member_pids())
+        except OSError:
+            remaining, read_error = [], True
     run.events.emit(
         CleanupFinished(
             remaining=len(remaining),
@@ -69,6 +86,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool):
             kill_error=kill_error,
         )
     )
+    return gone
 
 
 def _soft_stop(run: RunState, launched: Launched, members_before: int):

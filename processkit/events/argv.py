@@ -45,7 +45,7 @@ def _ascii_lower(text: str) -> str:
 _ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
-def hint(rendered: list[str]) -> str | None:
+def hint(rendered: list[str] | tuple[str, ...]) -> str | None:
     haystack = _ascii_lower(" ".join(rendered))
     for name, markers in HINT_RULES:
         if all(_ascii_lower(marker) in haystack for marker in markers):
@@ -53,11 +53,21 @@ def hint(rendered: list[str]) -> str | None:
     return None
 
 
-def command_object(argv, *, raw: bool) -> dict:
-    rendered = [render(arg) for arg in argv]
-    return {
-        "redacted": not raw,
-        "argv": rendered if raw else None,
-        "argv_sha256": fingerprint(argv),
-        "hint": hint(rendered),
-    }
+def described(argv: tuple[str, ...]) -> tuple[tuple[str, ...], str, str | None]:
+    """The argv rendered, its fingerprint and its hint. The last argv's are kept: a run asks
+    twice (its registry record, then ``run_started``), and a benchmark's runs share one argv."""
+    last_argv, facts = _LAST[0]
+    if last_argv == argv and type(argv) is tuple:  # a tuple: what it holds cannot change
+        return facts
+    rendered = tuple(render(arg) for arg in argv)
+    facts = (rendered, fingerprint(argv), hint(rendered))
+    _LAST[0] = (argv, facts)  # one store: a thread reading it sees the old pair or the new
+    return facts
+
+
+_LAST: list = [(None, None)]  # (argv, described(argv)) for the last argv described
+
+
+def command_object(argv: tuple[str, ...], *, raw: bool) -> dict:
+    rendered, sha256, found = described(argv)
+    return {"redacted": not raw, "argv": list(rendered) if raw else None, "argv_sha256": sha256, "hint": found}

@@ -28,21 +28,30 @@ STALL_SECONDS = 2.0
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` with milliseconds truncated (``digits`` 6: microseconds);
     pre-epoch clocks clamp to 0."""
-    ns = max(0, time.time_ns() if ns is None else ns)
+    if ns is None:
+        ns = time.time_ns()
+    if ns < 0:
+        ns = 0
     seconds, rest = divmod(ns, 1_000_000_000)
-    if seconds != _SECOND[0]:  # a run's events mostly share their second: formatted once
-        _SECOND[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
-    return f"{_SECOND[1]}.{rest // 10 ** (9 - digits):0{digits}d}Z"
+    second = _SECOND[0]
+    if seconds != second[0]:  # a run's events mostly share their second: formatted once
+        second = _SECOND[0] = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".")
+    if digits == 3:
+        return f"{second[1]}{rest // 1_000_000:03d}Z"
+    return f"{second[1]}{rest // 10 ** (9 - digits):0{digits}d}Z"
 
 
-_SECOND: list = [-1, ""]  # the last second formatted, and its text
+_SECOND: list = [(-1, "")]  # the last second formatted and its text, replaced as one (threads share it)
 
 
 def encode(record: dict) -> bytes:
     """One compact line of UTF-8. Text decoded from OS bytes (a path) is rendered lossily, as the
     reference does: each undecodable byte becomes U+FFFD instead of invalidating the line."""
     text = dumps(record)
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
+    try:
+        return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
 if TYPE_CHECKING:
@@ -60,18 +69,30 @@ class Emitter:
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
         last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
-        and its events are dropped before they are formatted: nothing could read them. ``fd``: an
-        open file to write instead (a batch's memory-backed stream), closed here."""
+        and its events are dropped before they are formatted: nothing could read them. ``fd``: a
+        memory-backed file to write instead (a batch's memfd), closed here; no other process can
+        read it while the run goes on, so its lines are gathered and written at ``close``."""
         self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
         self.kept: dict[str, bytes] = {}
         self._fd = -1
+        self._gathered: list[bytes] | None = None  # a memory-backed stream's lines, until close
         if self._poisoned:
             return
-        self._fd = open_for_writing(path) if fd is None else fd
+        if fd is not None:
+            self._fd = fd
+            self._gathered = []
+            return
+        self._fd = open_for_writing(path)
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
+
+    @property
+    def writing(self) -> bool:
+        """Whether an event emitted now would be written: a caller may skip reading what only an
+        event would show (the members at the spawn) when it would not."""
+        return not self._poisoned
 
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time."""
@@ -80,22 +101,47 @@ class Emitter:
         record = event.to_json()
         try:
             data = encode(record) + b"\n"
-            line = memoryview(data)
-            while line:
-                try:
-                    line = line[os.write(self._fd, line) :]
-                except BlockingIOError:
-                    if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
-                        raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
+            if self._gathered is not None:
+                self._gathered.append(data)
+            else:
+                self._write(data)
             if record["event"] in self._keep:
                 self.kept[record["event"]] = data
         except (OSError, ValueError, TypeError) as exc:
-            self._poisoned = True
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            self.failure = reason
-            warn(f"JSONL event logging disabled: {reason}")
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        self._poisoned = True
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.failure = reason
+        warn(f"JSONL event logging disabled: {reason}")
+
+    def _write(self, data: bytes) -> None:
+        try:
+            written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
+        except BlockingIOError:
+            written = 0
+        if written < len(data):
+            self._write_rest(memoryview(data)[written:])
+
+    def _write_rest(self, line: memoryview) -> None:
+        """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
+        while line:
+            try:
+                line = line[os.write(self._fd, line) :]
+            except BlockingIOError:
+                if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
+                    raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
 
     def close(self) -> None:
+        """Write what was gathered (a line that did not reach the file is not ``kept``), then close."""
+        gathered, self._gathered = self._gathered, None
+        if gathered:  # the lines before any failure to encode, as a stream written line by line keeps them
+            try:
+                self._write(b"".join(gathered))
+            except OSError as exc:
+                self.kept.clear()
+                self._fail(exc)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

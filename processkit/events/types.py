@@ -24,7 +24,7 @@ from ..plain import Frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
+    from typing import Any, Callable, ClassVar
 
     from typing_extensions import Self
 
@@ -38,9 +38,14 @@ class Event(Frozen):
     """The envelope every event shares; subclasses add their fields, in schema order."""
 
     name: ClassVar[str] = ""
+    _written: ClassVar[tuple[str, ...]] = ()  # field_names(), computed once per type
     schema_version: int | None = SCHEMA_VERSION
     time: str | None = None
     extra: dict = {}  # never shared: each event gets its own copy
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._written = cls.field_names()
 
     def _values(self) -> tuple:
         return tuple(getattr(self, key) for key in self._fields if key != "extra")
@@ -61,17 +66,50 @@ class Event(Frozen):
 
     def to_json(self) -> dict:
         """The object to write: envelope, fields in schema order, then any unknown fields kept."""
-        stamp = self.time
+        fields = self.__dict__
+        stamp = fields["time"]
         if stamp is None:
-            from .emitter import utc_timestamp
-
-            stamp = utc_timestamp()
-        record: dict[str, Any] = {"schema_version": self.schema_version, "time": stamp, "event": self.event}
-        for key in self.field_names():
-            record[key] = getattr(self, key)
-        for key, value in self.extra.items():
-            record.setdefault(key, value)
+            stamp = _stamp()
+        record: dict[str, Any] = {"schema_version": fields["schema_version"], "time": stamp, "event": self.event}
+        for key in self._written:
+            record[key] = fields[key]
+        if fields["extra"]:
+            for key, value in fields["extra"].items():
+                record.setdefault(key, value)
         return record
+
+
+def _stamp() -> str:
+    """Now, as events are stamped: ``emitter.utc_timestamp``, imported on the first stamp (a reader
+    of events never needs the writer's modules), then kept."""
+    if not _STAMPER:
+        from .emitter import utc_timestamp
+
+        _STAMPER.append(utc_timestamp)
+    return _STAMPER[0]()
+
+
+_STAMPER: list[Callable[[], str]] = []
+
+
+def _init_event(self: Event, *args: Any, **values: Any) -> None:
+    """An event built by name (the engine's call: every field has a default) in one update of its
+    fields; anything else (positional fields, an unknown name) goes through ``Frozen``'s checks.
+    Set after the class is made: a class body's own ``__init__`` would mark it hand-written."""
+    cls = type(self)
+    if args or not values.keys() <= cls._fieldset:
+        Frozen.__init__(self, *args, **values)
+        return
+    fields = self.__dict__
+    fields.update(cls._fixed)
+    for key, default in cls._copied.items():
+        if key not in values:
+            fields[key] = type(default)(default)
+    fields.update(values)
+
+
+if not TYPE_CHECKING:  # the constructor type checkers see is Frozen's
+    Event.__init__ = _init_event
 
 
 # -- the nested objects, typed once: a view of the dict an event carries ---------------------------
