@@ -23,8 +23,8 @@ SUMMARY_EVENTS = ("runner_exit", "resource_summary", "output_captured")
 
 
 def written_objects(outcome) -> list[dict]:
-    """The summary's events from the lines the run wrote (``Outcome.written``)."""
-    return [json.loads(line) for line in outcome.written.values()]
+    """The summary's events as the run wrote them (``Outcome.written``)."""
+    return list(outcome.written.values())
 
 
 def read_objects(path: str) -> Iterator[dict]:

@@ -58,14 +58,14 @@ class Emitter:
     def __init__(self, path: str, keep: tuple[str, ...] = (), fd: int | None = None):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
-        last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
+        last event written whole stays in ``kept``, as the object written (a batch's line, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
         and its events are dropped before they are formatted: nothing could read them. ``fd``: an
         open file to write instead (a batch's memory-backed stream), closed here."""
         self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
-        self.kept: dict[str, bytes] = {}
+        self.kept: dict[str, dict] = {}
         self._fd = -1
         if self._poisoned:
             return
@@ -88,7 +88,7 @@ class Emitter:
                     if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
                         raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
             if record["event"] in self._keep:
-                self.kept[record["event"]] = data
+                self.kept[record["event"]] = record
         except (OSError, ValueError, TypeError) as exc:
             self._poisoned = True
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
