@@ -14,6 +14,10 @@ from __future__ import annotations
 from .jsontext import dumps
 from .plain import Plain
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 SUMMARY_FILE = "summary.jsonl"
 _BIGGEST_INT = 1 << 62  # past it a number read back is no count of ours
 _BIGGEST_FLOAT = 1e15
@@ -35,7 +39,17 @@ def _bool(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-class Captured(Plain):
+class _Part(Plain):
+    """A part of a line, read from an object: checked field by field (``read``, for a summary
+    read back) or taken as it is (``written``, from an event this process's engine just wrote,
+    whose fields the engine typed)."""
+
+    @classmethod
+    def written(cls, value: dict | None) -> Self | None:
+        return None if value is None else cls(*map(value.get, cls._fields))
+
+
+class Captured(_Part):
     """One stream's capture, as ``output_captured`` reported it (``bytes`` and ``bytes_seen``
     both count every byte the child wrote, as the event spells them); ``path`` is None when the
     file was never written (``--keep failed``, a job that passed)."""
@@ -64,7 +78,7 @@ class Captured(Plain):
         )
 
 
-class Resources(Plain):
+class Resources(_Part):
     """The job's ``resource_summary`` figures (None: not measured)."""
 
     read_error: bool | None

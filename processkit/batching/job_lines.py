@@ -81,9 +81,9 @@ def ran(
         exit_code=outcome.code,
         child_code=exit_event.get("child_code"),
         duration_ms=duration,
-        resources=Resources.read(events.get("resource_summary")),
-        stdout=Captured.read(captured.get("stdout")),
-        stderr=Captured.read(captured.get("stderr")),
+        resources=Resources.written(events.get("resource_summary")),
+        stdout=Captured.written(captured.get("stdout")),
+        stderr=Captured.written(captured.get("stderr")),
         message=failure.message if failure else None,
         earlier=earlier,
     )
