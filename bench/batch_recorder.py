@@ -37,7 +37,6 @@ CHILD = (
 # from their encoded bytes.
 LINE = """
 import json, statistics, time
-from processkit.batching import carrier
 from processkit.batching.manifest import jobs_from
 from processkit.engine.endings import Outcome
 from processkit.jsontext import dumps
@@ -55,8 +54,11 @@ events = [
 job = jobs_from([{"args": ["true"], "id": "j"}])[0]
 outcome = Outcome(0)
 outcome.started_ns, outcome.ended_ns = time.monotonic_ns() - 5_000_000, time.monotonic_ns()
-if hasattr(carrier, "Tally"):
+try:
     from processkit.batching import summary
+except ImportError:
+    summary = None
+if summary is not None:
     outcome.written = {e["event"]: dumps(e).encode() + b"\\n" for e in events}
     def one():
         line = summary.summary_line(job, "run-1", 1, outcome, summary.written_objects(outcome))
