@@ -1,5 +1,5 @@
 """A job's line in a batch's ``summary.jsonl``, as one type: made by the batch as each job
-ends (``batching.lines``), written once (``batching.recorder``), and read back through the same
+ends (``batching.job_lines``), written once (``batching.recorder``), and read back through the same
 fields (``--resume``, ``--history``, the batch's page in ``report.batch_model``). It sits here,
 below both, as ``capture_layout`` does for the file the engine writes and ``events`` reads.
 
@@ -28,7 +28,10 @@ def _int(value: object) -> int | None:
 
 
 def _number(value: object) -> float | None:
-    return value if type(value) in (int, float) and abs(value) < _BIGGEST_FLOAT else None  # type: ignore[return-value, arg-type]
+    """A finite int or float (never a bool, NaN or an infinity) within the bound, else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _BIGGEST_FLOAT:
+        return value
+    return None
 
 
 def _str(value: object) -> str | None:
