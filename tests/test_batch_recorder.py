@@ -227,3 +227,36 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     job = jobs_from(jobs[:1])[0]
     assert line_from_stream(job, str(out), label) is not None
     assert line_from_stream(job, str(out), "another-batch") is None, "a stream of another batch is not this one's"
+
+
+def test_a_halted_dask_batch_gives_every_job_one_line(tmp_path):
+    """Under ``--halt-on-failure`` both recorders fill: the worker's for the rest of the failing
+    job's task (halted there, before the next one starts), the client's for the tasks it
+    cancelled. Every job still has exactly one line, and every one not started says halted."""
+    distributed = pytest.importorskip("distributed")
+    # 12 jobs over 2 workers make tasks of 2: the first is [fails, partner], run one at a time.
+    jobs = [{"args": ["sh", "-c", "exit 5"], "id": "fails"}, {"args": ["true"], "id": "partner"}]
+    jobs += [{"args": ["sleep", "0.2"], "id": f"s{n}"} for n in range(10)]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli(
+            "batch",
+            manifest,
+            "--out",
+            out,
+            "--jobs",
+            "1",
+            "--halt-on-failure",
+            "--dask-scheduler",
+            cluster.scheduler_address,
+            timeout=120,
+        )
+    assert proc.returncode == 117, proc.stderr
+    written = summary(out)
+    assert sorted(line["id"] for line in written) == sorted(job["id"] for job in jobs), "one line per job"
+    lines = {line["id"]: line for line in written}
+    assert (lines["fails"]["exit_code"], lines["partner"]["source"]) == (5, "halted")
+    assert all(line["source"] == "halted" for line in written if line["exit_code"] is None)
+    not_started = sum(line["exit_code"] is None for line in written)
+    assert f"{not_started} not started" in proc.stderr.decode().splitlines()[-1]
