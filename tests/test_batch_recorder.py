@@ -171,11 +171,13 @@ def test_the_local_and_the_dask_path_write_the_same_lines(tmp_path):
     }
 
 
-def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path):
+def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path, containment):
     """A job kills the worker it runs on after the job before it in the same task has ended: the
     task fails as a whole, but that first job's stream ends with runner_exit, so its line is the
     one its stream says (its exit 3, its capture's digest), not ``task_failed``; the killer's
-    stream never ended, and it alone of its task is ``task_failed``."""
+    stream never ended, and it alone of its task is ``task_failed``. Two threads per worker, so
+    a second task may die beside it: every job's line is true to its stream, under either
+    containment."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -192,7 +194,7 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     out = tmp_path / "out"
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
         ) as cluster:
             proc = run_cli(
                 "batch",
