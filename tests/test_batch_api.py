@@ -263,5 +263,5 @@ def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):
     lines, _ = run_batch(
         jobs_from([{"args": ["true"], "id": "once"}]), Settings(str(tmp_path / "out"), 1), signals=False
     )
-    assert [(line["id"], line["exit_code"]) for line in lines] == [("once", 0)]
-    assert lines[0]["resources"] is not None
+    assert [(line.id, line.exit_code) for line in lines] == [("once", 0)]
+    assert lines[0].resources is not None

@@ -1,4 +1,4 @@
-"""``Emitter(keep=...)``: the batch's summary reads the lines the stream got, not the file again."""
+"""``Emitter(keep=...)``: a batch's job line takes the events the stream got, not the file again."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from processkit.events.emitter import Emitter
 from processkit.events.types import ResourceSummary, RootExited, RunnerExit
 
 
-def test_it_keeps_the_last_line_written_of_each_kept_type(tmp_path):
+def test_it_keeps_the_last_event_written_of_each_kept_type(tmp_path):
     path = tmp_path / "events.jsonl"
     emitter = Emitter(str(path), ("resource_summary", "runner_exit"))
     emitter.emit(ResourceSummary(peak_memory_bytes=1))
@@ -18,8 +18,8 @@ def test_it_keeps_the_last_line_written_of_each_kept_type(tmp_path):
     emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
     emitter.close()
     lines = path.read_bytes().splitlines(keepends=True)
-    assert emitter.kept == {"resource_summary": lines[2], "runner_exit": lines[3]}
-    assert json.loads(emitter.kept["resource_summary"])["peak_memory_bytes"] == 2
+    assert emitter.kept == {"resource_summary": json.loads(lines[2]), "runner_exit": json.loads(lines[3])}
+    assert emitter.kept["resource_summary"]["peak_memory_bytes"] == 2
 
 
 def test_a_line_that_never_reached_the_stream_is_not_kept(tmp_path):

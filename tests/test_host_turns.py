@@ -299,7 +299,7 @@ def test_a_run_that_begins_after_a_stop_starts_no_child(tmp_path):
         os.close(read_end)
         os.close(write_end)
     assert tally.cancelled_by == "sigterm"
-    assert sorted((line["id"], line["exit_code"]) for line in lines) == [("s0", 107), ("s1", 107), ("s2", 107)]
+    assert sorted((line.id, line.exit_code) for line in lines) == [("s0", 107), ("s1", 107), ("s2", 107)]
     for n in range(3):
         events = [json.loads(line) for line in (tmp_path / "out" / f"s{n}" / "events.jsonl").read_text().splitlines()]
         assert "run_started" not in [event["event"] for event in events]
@@ -317,4 +317,4 @@ def test_a_root_no_pidfd_announces_is_still_collected_in_a_callers_process(tmp_p
     monkeypatch.setattr(os, "pidfd_open", no_pidfd)
     jobs = jobs_from([{"args": ["sh", "-c", "exit 3"], "id": "quiet", "timeout": 5}])
     lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=1), signals=False)
-    assert [(line["exit_code"], line["source"]) for line in lines] == [(3, "child_exit")]
+    assert [(line.exit_code, line.source) for line in lines] == [(3, "child_exit")]

@@ -71,7 +71,7 @@ def batch(
         raise Failure(kind, message, code=code)
     if reply[0] != "lines":
         raise RuntimeError(f"the batch failed: {reply[2]}")
-    lines = reply[2]
+    lines = [line.to_json() for line in reply[2]]  # the caller gets summary.jsonl's objects
     if check and any(line["exit_code"] != 0 for line in lines):
         raise BatchError(lines)
     return lines

@@ -1,6 +1,6 @@
 """Running a batch: its jobs as runs on one host, at most ``jobs`` at once, each a full run
-(its own containment group, stream, capture, deadlines and publication), with a summary line
-written as each one ends.
+(its own containment group, stream, capture, deadlines and publication), with its line
+recorded (``recorder``) as each one ends.
 
 The host's signal watch is the batch's: a stop signal ends every running job (each stream ends
 with its cancellation, as ``run``'s would) and no job starts after it; the jobs not started are
@@ -10,7 +10,6 @@ ones finish; ``retries`` runs a failed job again, up to that many more times.
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 
@@ -18,15 +17,15 @@ from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
 from .. import safepath
-from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
-from ..jsontext import dumps
-from . import summary
+from . import job_lines
 from .held import HeldFiles, settle
+from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
-from .outdir import ensure_directory, prepare_out
+from .outdir import ensure_directory
+from .recorder import JobCounts, Recorder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,95 +73,48 @@ class Settings:
         self.keep_failed_only = keep_failed_only  # --keep failed: a passing job's files are never written
 
 
-class Tally:
-    """What the batch's ending line and exit code say."""
-
-    __slots__ = ("total", "skipped", "succeeded", "failed", "timed_out", "not_started", "cancelled_by")
-
-    def __init__(self, total: int):
-        self.total = total
-        self.skipped = 0  # --resume: exited 0 in an earlier batch
-        self.succeeded = 0
-        self.failed = 0
-        self.timed_out = 0
-        self.not_started = 0
-        self.cancelled_by: str | None = None
-
-    def count(self, line: dict) -> None:
-        """Count a job's summary line."""
-        code = line["exit_code"]
-        if code is None:
-            self.not_started += 1
-        elif code == 0:
-            self.succeeded += 1
-        elif line["source"] == "timeout":
-            self.timed_out += 1
-        else:
-            self.failed += 1
-
-    @property
-    def finished(self) -> int:
-        return self.succeeded + self.failed + self.timed_out
-
-    def line(self) -> str:
-        parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
-        for count, words in (
-            (self.failed, "failed"),
-            (self.timed_out, "timed out"),
-            (self.not_started, "not started"),
-            (self.skipped, "skipped (--resume)"),
-        ):
-            if count:
-                parts.append(f"{count} {words}")
-        if self.cancelled_by is not None:
-            parts.append(f"cancelled by {self.cancelled_by}")
-        return ", ".join(parts)
-
-
 def run_batch(
     jobs: list[Job],
     settings: Settings,
-    on_finished: Callable[[dict, Tally], None] | None = None,
+    on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
     *,
     signals: bool = True,
     write_summary: bool = True,
-    keep_lines: bool = True,
+    collect_lines: bool = True,
     stop_fd: int | None = None,
-    on_tick: Callable[[dict[str, float], Tally], None] | None = None,
-) -> tuple[list[dict], Tally]:
-    """Run ``jobs``; returns their summary lines (finishing order; none without ``keep_lines``,
-    so a long batch run from the CLI stays flat in memory) and the tally.
+    on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
+) -> tuple[list[JobLine], JobCounts]:
+    """Run ``jobs``; returns their lines (finishing order; none without ``collect_lines``, so a
+    long batch run from the CLI stays flat in memory) and the counts.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
-    jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``: once it
-    is readable (the name of a stop's source written to it) the batch stops as on a stop signal:
-    how a Dask worker's chunk, which owns no signal, is stopped from another thread. ``on_tick``:
-    called every second on the batch's loop with the jobs running (id -> the monotonic second
-    each started) and the tally, so a progress bar moves between job ends."""
+    jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``:
+    once it is readable (the name of a stop's source written to it) the batch stops as on a stop
+    signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
+    ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
+    monotonic second each started) and the counts, so a progress bar moves between job ends."""
     at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
-    out, summary_path, queue, tally = prepare(jobs, settings)
+    recorder = Recorder(
+        settings.out,
+        jobs,
+        resume=settings.resume,
+        halt_on_failure=settings.halt_on_failure,
+        write=write_summary,
+        collect=collect_lines,
+        on_recorded=on_recorded,
+    )
+    out, queue = recorder.out, recorder.todo
     queue.reverse()  # popped from the end: manifest order
     attempts: dict[str, int] = {}
-    earlier: dict[str, list[dict]] = {}  # a retried job's earlier attempts, kept in attempt-N/
-    lines: list[dict] = []
-    summary_fd = open_summary(summary_path, settings.resume) if write_summary else None
-    carrier = Host(watch=signals)
-    halted = False
+    earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
+    host = Host(watch=signals)
     timeouts = Timeouts(settings.timeout)
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
     running: dict[str, float] = {}
 
-    def record(line: dict) -> None:
-        if keep_lines:
-            lines.append(line)
-        if summary_fd is not None:
-            os.write(summary_fd, dumps(line).encode() + b"\n")
-        if on_finished is not None:
-            on_finished(line, tally)
-
     def next_run():
-        if carrier.stopped is not None or halted or not queue:
+        if host.stopped is not None or recorder.halted or not queue:
             return None
         if budget is not None:
             if not budget.admits(queue[-1]):
@@ -172,29 +124,24 @@ def run_batch(
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
         return _job_steps(
-            carrier, job, out, settings.label, attempts[job.id], timeouts.limit_ms(), settings.keep_failed_only
+            host, job, out, settings.label, attempts[job.id], timeouts.limit_ms(), settings.keep_failed_only
         )
 
     def finished(result) -> None:
-        nonlocal halted
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
-        line = summary.summary_line(
-            job, run_id, attempts[job.id], outcome, summary.written_objects(outcome), earlier.get(job.id)
-        )
+        line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.written, earlier.get(job.id))
         if dropped:
-            summary.drop_paths(line)
+            line.drop_paths()
         timeouts.ended(line)
         if budget is not None:
             budget.ended(job, line)
-        if outcome.code != 0 and carrier.stopped is None and attempts[job.id] <= settings.retries:
-            earlier.setdefault(job.id, []).append(summary.attempt_record(line))
+        if line.failed and host.stopped is None and attempts[job.id] <= settings.retries:
+            earlier.setdefault(job.id, []).append(line.attempt_record())
             queue.append(job)  # again, next
             return
         earlier.pop(job.id, None)
-        tally.count(line)
-        halted = halted or (outcome.code != 0 and settings.halt_on_failure)
-        record(line)
+        recorder.record(line)
 
     pinned = False
     try:
@@ -202,57 +149,23 @@ def run_batch(
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
             pinned = True
         except OSError:
-            pass  # gone or changed since prepare: each job's walk from / says so
-        carrier.watch_signals()
+            pass  # gone or changed since the recorder made it: each job's walk from / says so
+        host.watch_signals()
         if stop_fd is not None:
-            carrier.loop.add_reader(stop_fd, lambda: carrier.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
-        carrier.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
+            host.loop.add_reader(stop_fd, lambda: host.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
+        host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
-            _every_second(carrier, lambda: on_tick(running, tally))
-        carrier.carry_all(next_run, finished, at_once)
+            _every_second(host, lambda: on_tick(running, recorder.counts))
+        host.carry_all(next_run, finished, at_once)
     finally:
-        tally.cancelled_by = carrier.stopped
+        recorder.counts.cancelled_by = host.stopped
         for job in reversed(queue):
-            reason = "cancelled" if carrier.stopped is not None else "halted"
-            line = summary.not_started_line(job, attempts.get(job.id, 0), reason)
-            tally.count(line)
-            record(line)
-        if summary_fd is not None:
-            os.close(summary_fd)
-        carrier.close()
+            recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+        recorder.close()
+        host.close()
         if pinned:
             safepath.unpin(out)
-    return lines, tally
-
-
-def prepare(jobs: list[Job], settings: Settings) -> tuple[str, str, list[Job], Tally]:
-    """``--out`` made or checked, where its summary goes, the jobs left to run (all but those
-    ``--resume`` skips), and the tally that counts the skipped ones."""
-    out = prepare_out(settings.out)
-    summary_path = os.path.join(out, "summary.jsonl")
-    done = summary.finished_jobs(summary_path) if settings.resume else {}
-    todo = []
-    for job in jobs:
-        if job.id not in done:
-            todo.append(job)
-        elif done[job.id] not in (None, job.digest):
-            warn(
-                f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
-            )
-            todo.append(job)
-    tally = Tally(len(jobs))
-    tally.skipped = len(jobs) - len(todo)
-    return out, summary_path, todo, tally
-
-
-def open_summary(path: str, resume: bool) -> int:
-    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
-    try:
-        return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
-    except OSError as exc:
-        why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
-        raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
+    return recorder.lines, recorder.counts
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:
@@ -286,7 +199,7 @@ def _job_steps(
         if not hold or attempt > 1:
             ensure_directory(directory, "the job directory")
         if attempt > 1:
-            _keep_attempt(directory, attempt - 1)
+            _move_attempt_aside(directory, attempt - 1)
         if hold:
             held = HeldFiles()
     except Failure as failure:
@@ -300,21 +213,21 @@ def _job_steps(
             timeout_ms=timeout_ms,
             held_fds=None if held is None else held.for_engine(),
         )
-        outcome = yield from steps(host, spec, summary.SUMMARY_EVENTS, final_usage=False)
-        kept = held is None or settle(held, outcome.code != 0, spec.jsonl, spec.capture_dir or directory)
-        return job, outcome, spec.run_id, not kept
+        outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False)
+        written_out = held is None or settle(held, outcome.code != 0, spec.jsonl, spec.capture_dir or directory)
+        return job, outcome, spec.run_id, not written_out
     finally:
         if held is not None:
             held.close()
 
 
-def _keep_attempt(directory: str, attempt: int) -> None:
+def _move_attempt_aside(directory: str, attempt: int) -> None:
     """Move the last attempt's stream and capture into ``attempt-N`` of the job's directory
     (renames in a directory ``ensure_directory`` checked is the caller's own)."""
-    kept = ensure_directory(os.path.join(directory, summary.attempt_dir(attempt)), "the attempt's directory")
+    aside = ensure_directory(os.path.join(directory, attempt_dir(attempt)), "the attempt's directory")
     for name in ("events.jsonl", "capture"):
         try:
-            os.rename(os.path.join(directory, name), os.path.join(kept, name))
+            os.rename(os.path.join(directory, name), os.path.join(aside, name))
         except FileNotFoundError:
             pass  # that attempt failed before making it
         except OSError as exc:

@@ -5,8 +5,9 @@ touched: a worker runs tasks off its main thread), into the batch's ``--out``, w
 file system every worker shares (docs/fleet.md). Workers return their summary lines; the client
 writes ``summary.jsonl`` as each task comes back, and the index at the end, so both are complete.
 ``--halt-on-failure`` cancels the tasks not yet started once a failure comes back. A task that
-fails as a whole (its worker died, or could not use ``--out``) gives its jobs a ``task_failed``
-line, with a warning saying why: the other tasks go on.
+fails as a whole (its worker died, or could not use ``--out``) gives each of its jobs whose
+stream ended in this batch the line read back from that stream (``ended``), and the others a
+``task_failed`` line, with a warning saying why: the other tasks go on.
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
@@ -20,12 +21,14 @@ import os
 import signal
 import threading
 
-from . import summary
-from .carrier import Settings, Tally, open_summary, prepare, run_batch
+from .carrier import Settings, run_batch
+from .ended import line_from_stream
+from ..summary_line import JobLine
+from .job_lines import not_started
 from .manifest import Job
+from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
-from ..jsontext import dumps
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -42,7 +45,7 @@ _running: dict[str, set[int]] = {}
 _lock = threading.Lock()
 
 
-def run_chunk(jobs: list[Job], settings: Settings) -> list[dict]:
+def run_chunk(jobs: list[Job], settings: Settings) -> list[JobLine]:
     """A task: these jobs, on this worker, with the batch engine."""
     label = settings.label
     read_end, write_end = os.pipe()
@@ -52,7 +55,7 @@ def run_chunk(jobs: list[Job], settings: Settings) -> list[dict]:
             _running.setdefault(label, set()).add(write_end)
     try:
         if source is not None:  # stopped before this chunk began: none of its jobs starts
-            return [summary.not_started_line(job, 0, "cancelled") for job in jobs]
+            return [not_started(job, 0, "cancelled") for job in jobs]
         lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
         return lines
     finally:
@@ -79,55 +82,57 @@ class _Stopping(Exception):
 
 
 def run_on_dask(
-    address: str, jobs: list[Job], settings: Settings, on_finished: Callable[[dict, Tally], None] | None = None
-) -> tuple[list[dict], Tally]:
+    address: str,
+    jobs: list[Job],
+    settings: Settings,
+    on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
+) -> tuple[list[JobLine], JobCounts]:
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
     import distributed  # connect imported it, or said which extra provides it
 
     try:
-        out, summary_path, todo, tally = prepare(jobs, settings)
-        summary_fd = open_summary(summary_path, settings.resume)
+        recorder = Recorder(
+            settings.out,
+            jobs,
+            resume=settings.resume,
+            halt_on_failure=settings.halt_on_failure,
+            on_recorded=on_recorded,
+        )
     except BaseException:
         client.close()
         raise
-    lines: list[dict] = []
-
-    def record(line: dict) -> None:
-        tally.count(line)
-        lines.append(line)
-        os.write(summary_fd, dumps(line).encode() + b"\n")
-        if on_finished is not None:
-            on_finished(line, tally)
-
+    todo = recorder.todo
     with client:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))
         worker_settings = Settings(
-            out, settings.jobs, settings.retries, settings.halt_on_failure, False, settings.label, settings.timeout
+            recorder.out,
+            settings.jobs,
+            settings.retries,
+            settings.halt_on_failure,
+            False,
+            settings.label,
+            settings.timeout,
+            keep_failed_only=settings.keep_failed_only,
         )
-        worker_settings.keep_failed_only = settings.keep_failed_only
         pieces = [todo[start : start + size] for start in range(0, len(todo), size)]
         chunks = {client.submit(run_chunk, piece, worker_settings, pure=False): piece for piece in pieces}
         futures = list(chunks)
         waiting = set(futures)
-        halted = False
 
         def take(future) -> None:
-            nonlocal halted
             waiting.discard(future)
             if future.cancelled():
                 return
             try:
-                finished = future.result()
+                lines = future.result()
             except Exception as exc:  # the task as a whole: its worker, or its --out
-                count = len(chunks[future])
-                warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}")
-                finished = [summary.not_started_line(job, 0, "task_failed") for job in chunks[future]]
-            for line in finished:
-                record(line)
-                if settings.halt_on_failure and line["exit_code"] not in (0, None) and not halted:
-                    halted = True
-                    client.cancel([f for f in futures if not f.done()])
+                lines = _task_failed(chunks[future], recorder.out, settings.label, exc)
+            halted = recorder.halted
+            for line in lines:
+                recorder.record(line)
+            if recorder.halted and not halted:  # the first failure: no other task starts
+                client.cancel([f for f in futures if not f.done()])
 
         stop: list[str] = []
         restore = _catch_stop_signals(stop)
@@ -136,7 +141,7 @@ def run_on_dask(
                 for future in distributed.as_completed(futures):
                     take(future)
             except _Stopping:
-                tally.cancelled_by = stop[0]
+                recorder.counts.cancelled_by = stop[0]
                 client.run(stop_chunks, settings.label, stop[0])
                 grace = max((job.template.grace_ms or 0 for job in todo), default=0) / 1000
                 try:
@@ -148,13 +153,24 @@ def run_on_dask(
                     )
             for future in futures:
                 if future in waiting or future.cancelled():
-                    reason = "cancelled" if stop else "halted"
                     for job in chunks[future]:
-                        record(summary.not_started_line(job, 0, reason))
+                        recorder.record_not_started(job)
         finally:
             restore()
-            os.close(summary_fd)
-    return lines, tally
+            recorder.close()
+    return recorder.lines, recorder.counts
+
+
+def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
+    """The lines of a task that failed as a whole, with a warning saying why: a job whose stream
+    (on the shared ``--out``) ended in this batch gets the line it read back, the others
+    ``task_failed``."""
+    lines = [line_from_stream(job, out, label) for job in jobs]
+    ended = sum(line is not None for line in lines)
+    read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
+    count = len(jobs)
+    warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}{read_back}")
+    return [not_started(job, 0, "task_failed") if line is None else line for job, line in zip(jobs, lines)]
 
 
 def connect(address: str):

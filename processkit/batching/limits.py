@@ -18,6 +18,7 @@ from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..summary_line import JobLine
     from .manifest import Job
 
 MEDIAN_AFTER = 5  # a relative --timeout applies once this many jobs exited 0
@@ -71,12 +72,12 @@ class Timeouts:
             return None
         return max(1, math.ceil(self.median() * rule.percent / 100))
 
-    def ended(self, line: dict) -> None:
+    def ended(self, line: JobLine) -> None:
         """Count an attempt's duration when it exited 0."""
         if self._rule is None or self._rule.percent is None:
             return
-        if line["exit_code"] == 0 and line["duration_ms"] is not None:
-            self._add(float(line["duration_ms"]))
+        if line.exit_code == 0 and line.duration_ms is not None:
+            self._add(float(line.duration_ms))
 
     def _add(self, value: float) -> None:
         if self._low and value > -self._low[0]:
@@ -137,10 +138,9 @@ class MemoryBudget:
         self._running[job.id] = need
         self._reserved = ALONE if need == ALONE else self._reserved + need
 
-    def ended(self, job: Job, line: dict) -> None:
+    def ended(self, job: Job, line: JobLine) -> None:
         need = self._running.pop(job.id, 0)
         self._reserved = 0 if need == ALONE else self._reserved - need
-        resources = line.get("resources")
-        peak = resources.get("peak_memory_bytes") if isinstance(resources, dict) else None
-        if type(peak) is int and peak > 0 and (self._largest is None or peak > self._largest):
+        peak = None if line.resources is None else line.resources.peak_memory_bytes
+        if peak is not None and peak > 0 and (self._largest is None or peak > self._largest):
             self._largest = peak

@@ -22,6 +22,10 @@ from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..summary_line import JobLine
+
 MAX_JOBS_IN_FLIGHT = 4096
 
 
@@ -133,19 +137,19 @@ def main(argv: list[str], invocation) -> int:
     if args.dask_scheduler is not None:
         from ..batching.fleet import run_on_dask
 
-        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_finished=progress.finished)
+        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)
     else:
         from ..fdlimit import raise_soft_limit
         from ..batching.carrier import run_batch
 
         raise_soft_limit()  # the jobs' children get the caller's limit back
-        _, tally = run_batch(jobs, settings, progress.finished, keep_lines=False, on_tick=progress.tick)
+        _, tally = run_batch(jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick)
     from ..batching.index import write_page
 
     write_page(settings.out)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
-    progress.end(tally.line())
+    progress.end(tally.sentence())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
 
@@ -157,7 +161,7 @@ def main(argv: list[str], invocation) -> int:
     else:
         return 0
     if progress.quiet:  # the summary line, as the envelope's message
-        return invocation.fail(Failure(kind, tally.line()))
+        return invocation.fail(Failure(kind, tally.sentence()))
     return kind.code
 
 
@@ -240,19 +244,19 @@ class Progress:
         self._bar = not quiet and sys.stderr.isatty()
         self._started = time.monotonic()
         self._done = 0
-        self._failed: list[dict] = []
+        self._failed: list[JobLine] = []
         self._failed_count = 0
         self._running: dict[str, float] = {}  # the carrier's: job id -> its monotonic start
 
-    def finished(self, line: dict, tally) -> None:
+    def finished(self, line: JobLine, tally) -> None:
         self._done += 1
-        code = line["exit_code"]
+        code = line.exit_code
         state = "not started" if code is None else f"exit {code}"
-        took = "" if line["duration_ms"] is None else f" in {line['duration_ms']} ms"
-        tries = f", {line['attempts']} attempts" if line["attempts"] > 1 else ""
-        why = f": {sanitize(line['message'])}" if line["source"] in UNSTARTED_CHILD and line["message"] else ""
-        self._write(f"batch: {sanitize(line['id'])}: {state}{took}{tries}{why}", tally)
-        if code not in (0, None) and line["source"] != "cancelled":
+        took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
+        tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
+        why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
+        self._write(f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}", tally)
+        if code not in (0, None) and line.source != "cancelled":
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
                 self._failed.append(line)
@@ -266,19 +270,17 @@ class Progress:
             sys.stderr.write("\r\x1b[K" + self._bar_text(tally))
             sys.stderr.flush()
 
-    def _print_captured(self, line: dict) -> None:
+    def _print_captured(self, line: JobLine) -> None:
         """The job's captured stdout on stdout under a header naming the job, and its stderr on
         stderr (not under --error-format json: it stays in its capture file): as one block each,
         nothing else written meanwhile (the batch's one thread does it), a chunk at a time, so a
         job with no cap on its capture costs no more memory than one with."""
-        capture = line["capture"]
-        stdout = capture.get("stdout") if isinstance(capture.get("stdout"), dict) else None
-        stderr = None if self.quiet else capture.get("stderr")
-        sys.stdout.write(f"==> {sanitize(line['id'])} (exit {line['exit_code']}) <==\n")
+        stderr = None if self.quiet else line.stderr
+        sys.stdout.write(f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n")
         sys.stdout.flush()
-        for info, stream in ((stdout, sys.stdout), (stderr, sys.stderr)):
-            if isinstance(info, dict) and info.get("bytes") and info.get("path"):  # no path: --keep failed
-                _copy_file(info["path"], stream.buffer)
+        for info, stream in ((line.stdout, sys.stdout), (stderr, sys.stderr)):
+            if info is not None and info.bytes and info.path:  # no path: --keep failed
+                _copy_file(info.path, stream.buffer)
 
     def _write(self, text: str, tally) -> None:
         if self.quiet:
@@ -343,15 +345,15 @@ def _copy_file(path: str, out) -> None:
     out.flush()
 
 
-def _failure_lines(line: dict) -> str:
+def _failure_lines(line: JobLine) -> str:
     """One failed job at the end: its exit and stderr capture, then that capture's last lines."""
-    info = line["capture"].get("stderr") if isinstance(line["capture"], dict) else None
-    path = info.get("path") if isinstance(info, dict) else None
-    how = f"exit {line['exit_code']}" + ("" if line["source"] == "child_exit" else f" ({line['source']})")
-    head = f"  {sanitize(line['id'])}: {how}" + (f", stderr: {sanitize(path)}" if path else "") + "\n"
-    tail = _last_lines(path) if path and isinstance(info, dict) and info.get("bytes") else []
-    if not tail and line.get("message"):
-        tail = [line["message"]]
+    info = line.stderr
+    path = None if info is None else info.path
+    how = f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
+    head = f"  {sanitize(line.id)}: {how}" + (f", stderr: {sanitize(path)}" if path else "") + "\n"
+    tail = _last_lines(path) if path and info is not None and info.bytes else []
+    if not tail and line.message:
+        tail = [line.message]
     return head + "".join(f"    | {sanitize(text, 200)}\n" for text in tail)
 
 

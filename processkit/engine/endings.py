@@ -65,8 +65,8 @@ class Outcome:
     """The runner's exit code, and the runner-own failure to report when there is one. For a
     run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
-    root was reaped (None when it never was); ``written``: the stream lines ``steps`` was asked
-    to keep, by event type."""
+    root was reaped (None when it never was); ``written``: the last event of each type ``steps``
+    was asked to keep, as the object written, by event type."""
 
     __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "written")
 
@@ -76,7 +76,7 @@ class Outcome:
         self.usage: Usage | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
-        self.written: dict[str, bytes] = {}
+        self.written: dict[str, dict] = {}
 
     def ended(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

@@ -43,7 +43,7 @@ def execute(spec: RunSpec) -> Outcome:
 
 def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bool = True):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``written``
-    holds the last line of each event type in ``keep`` that reached the stream. Without
+    holds the last event of each type in ``keep`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's)."""
     held = spec.held_fds  # the engine's to close, as the files it opens

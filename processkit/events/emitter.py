@@ -67,7 +67,7 @@ class Emitter:
     def __init__(self, path: str, keep: tuple[str, ...] = (), fd: int | None = None):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
-        last line written whole stays in ``kept`` (a batch's summary, without reading the file back).
+        last event written whole stays in ``kept``, as the object written (a batch's line, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
         and its events are dropped before they are formatted: nothing could read them. ``fd``: a
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
@@ -75,7 +75,7 @@ class Emitter:
         self._poisoned = fd is None and path == os.devnull and not keep
         self.failure: str | None = None  # why writing stopped, once it has
         self._keep = keep
-        self.kept: dict[str, bytes] = {}
+        self.kept: dict[str, dict] = {}
         self._fd = -1
         self._gathered: list[bytes] | None = None  # a memory-backed stream's lines, until close
         if self._poisoned:
@@ -106,7 +106,7 @@ class Emitter:
             else:
                 self._write(data)
             if record["event"] in self._keep:
-                self.kept[record["event"]] = data
+                self.kept[record["event"]] = record
         except (OSError, ValueError, TypeError) as exc:
             self._fail(exc)
 

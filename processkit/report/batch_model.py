@@ -4,7 +4,7 @@
 
 The summary is untrusted input like any stream: each line is bounded, the file is opened without
 blocking and only when it is a regular file, a line that is not a job's object is counted and
-skipped, and every field is checked for its type before it is used.
+skipped, and every field is checked for its type as the line is read (``JobLine.read``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import heapq
 import json
 import os
 
+from ..summary_line import SUMMARY_FILE, Captured, EarlierAttempt, JobLine
+from ..bounded import SUMMARY as SUMMARY_LIMITS
+from ..bounded import open_input
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from ..bounded import SUMMARY as SUMMARY_LIMITS
-from ..bounded import open_input
 
-SUMMARY = "summary.jsonl"
 MAX_LINE_BYTES = 1024 * 1024
 MAX_JOBS = 2_000_000
 
@@ -53,7 +53,7 @@ class Job(Plain):
     peak_memory: int | None
     cpu_ms: int | None
     start_ms: float | None
-    stderr: dict | None  # the summary's captureInfo of stderr
+    stderr: Captured | None  # the line's capture of stderr
     tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
 
 
@@ -70,24 +70,21 @@ class Batch(Plain):
 
 
 def is_batch_out(path: str) -> bool:
-    return os.path.isdir(path) and os.path.lexists(os.path.join(path, SUMMARY))
+    return os.path.isdir(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
 
 
 def load(out: str) -> Batch:
     """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114)."""
-    path = os.path.join(out, SUMMARY)
+    path = os.path.join(out, SUMMARY_FILE)
     lines, skipped = _read(path)
-    last: dict[str, dict] = {}
+    last: dict[str, JobLine] = {}
     for line in lines:
-        if isinstance(line, dict) and isinstance(line.get("id"), str):
-            last.pop(line["id"], None)  # the latest line, but in the order of the first
-            last[line["id"]] = line
-        else:
-            skipped += 1
+        last.pop(line.id, None)  # the latest line, but in the order of the first
+        last[line.id] = line
     if not last:
         raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
-    starts = [_start_s(line.get("started_at")) for line in last.values()]
-    starts += [_start_s(attempt.get("started_at")) for line in last.values() for attempt in _earlier(line)]
+    starts = [_start_s(line.started_at) for line in last.values()]
+    starts += [_start_s(attempt.started_at) for line in last.values() for attempt in line.earlier_attempts]
     origin = min((s for s in starts if s is not None), default=None)
     jobs = [_job(line, origin) for line in last.values()]
     attempts = [attempt for job in jobs for attempt in job.tries]
@@ -114,19 +111,16 @@ def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
     took: dict[str, float] = {}
     peaks: dict[str, int] = {}
     for line in lines:
-        if isinstance(line, dict) and isinstance(line.get("id"), str):
-            duration = _number(line.get("duration_ms"))
-            if duration is not None:
-                took[line["id"]] = duration
-            resources = line.get("resources")
-            peak = _int(resources.get("peak_memory_bytes")) if isinstance(resources, dict) else None
-            if peak is not None and peak > 0:
-                peaks[line["id"]] = peak
+        if line.duration_ms is not None:
+            took[line.id] = line.duration_ms
+        peak = None if line.resources is None else line.resources.peak_memory_bytes
+        if peak is not None and peak > 0:
+            peaks[line.id] = peak
     return took, peaks
 
 
-def _read(path: str) -> tuple[list, int]:
-    """The decoded lines of the summary, each bounded; and how many could not be decoded."""
+def _read(path: str) -> tuple[list[JobLine], int]:
+    """The job lines of the summary, each bounded; and how many lines held none."""
     try:
         fd = open_input(path, SUMMARY_LIMITS)
     except OSError as exc:
@@ -134,29 +128,25 @@ def _read(path: str) -> tuple[list, int]:
     except ValueError as exc:  # bounded.InputError: not a regular file, or over its size
         raise Failure(Kind.SETUP, str(exc)) from None
     with os.fdopen(fd, "rb") as handle:
-        values: list = []
+        found: list[JobLine] = []
         skipped = 0
-        while line := handle.readline(MAX_LINE_BYTES + 1):
-            if len(values) >= MAX_JOBS:
+        while text := handle.readline(MAX_LINE_BYTES + 1):
+            if len(found) + skipped >= MAX_JOBS:
                 raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} has more than {MAX_JOBS} lines")
-            if len(line) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
+            if len(text) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
                 skipped += 1
-                while line and not line.endswith(b"\n"):
-                    line = handle.readline(MAX_LINE_BYTES)
+                while text and not text.endswith(b"\n"):
+                    text = handle.readline(MAX_LINE_BYTES)
                 continue
             try:
-                values.append(json.loads(line))
+                line = JobLine.read(json.loads(text))
             except (ValueError, RecursionError):
+                line = None
+            if line is None:
                 skipped += 1
-    return values, skipped
-
-
-def _number(value) -> float | None:
-    return float(value) if type(value) in (int, float) and abs(value) < 1e15 else None
-
-
-def _int(value) -> int | None:
-    return value if type(value) is int and abs(value) < 1 << 62 else None
+            else:
+                found.append(line)
+    return found, skipped
 
 
 def _start_s(text) -> float | None:
@@ -168,48 +158,35 @@ def _start_s(text) -> float | None:
         return None
 
 
-def _earlier(line: dict) -> list[dict]:
-    found = line.get("earlier_attempts")
-    return [a for a in found[:1000] if isinstance(a, dict)] if isinstance(found, list) else []
-
-
-def _attempt(job_id: str, number: int, values: dict, origin: float | None) -> Attempt | None:
+def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt, origin: float | None) -> Attempt | None:
     """An attempt that ran (a start and a duration), placed on the batch's clock."""
-    start = _start_s(values.get("started_at"))
-    duration = _number(values.get("duration_ms"))
-    if start is None or origin is None or duration is None:
+    start = _start_s(ran.started_at)
+    if start is None or origin is None or ran.duration_ms is None:
         return None
-    source = _typed(values.get("source"), str, "unknown")
-    state, outcome = _outcome(_int(values.get("exit_code")), source)
-    return Attempt(job_id, number, (start - origin) * 1000, duration, state, outcome)
+    state, outcome = _outcome(ran.exit_code, ran.source)
+    return Attempt(job_id, number, (start - origin) * 1000, ran.duration_ms, state, outcome)
 
 
-def _job(line: dict, origin: float | None) -> Job:
-    code = _int(line.get("exit_code"))
-    source = _typed(line.get("source"), str, "unknown")
-    resources = _typed(line.get("resources"), dict, {})
-    capture = _typed(line.get("capture"), dict, {})
-    command = line.get("command")
-    message = line.get("message")
-    state, outcome = _outcome(code, source)
-    attempts = _int(line.get("attempts")) or 0
-    earlier = [_attempt(line["id"], n, values, origin) for n, values in enumerate(_earlier(line), 1)]
-    final = _attempt(line["id"], attempts, line, origin)
+def _job(line: JobLine, origin: float | None) -> Job:
+    state, outcome = _outcome(line.exit_code, line.source)
+    earlier = [_attempt(line.id, n, ran, origin) for n, ran in enumerate(line.earlier_attempts, 1)]
+    final = _attempt(line.id, line.attempts, line, origin)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
+    resources = line.resources
     return Job(
-        id=line["id"],
-        command=command if isinstance(command, list) and all(isinstance(a, str) for a in command) else None,
+        id=line.id,
+        command=line.command,
         state=state,
         outcome=outcome,
-        exit_code=code,
-        source=source,
-        message=message if isinstance(message, str) else None,
-        duration_ms=_number(line.get("duration_ms")),
-        attempts=attempts,
-        peak_memory=_int(resources.get("peak_memory_bytes")),
-        cpu_ms=_int(resources.get("total_cpu_ms")),
+        exit_code=line.exit_code,
+        source=line.source,
+        message=line.message,
+        duration_ms=line.duration_ms,
+        attempts=line.attempts,
+        peak_memory=None if resources is None else resources.peak_memory_bytes,
+        cpu_ms=None if resources is None else resources.total_cpu_ms,
         start_ms=final.start_ms if final is not None else None,
-        stderr=capture.get("stderr") if isinstance(capture.get("stderr"), dict) else None,
+        stderr=line.stderr,
         tries=tries,
     )
 
@@ -224,10 +201,6 @@ def _outcome(code: int | None, source: str) -> tuple[str, str]:
     if source == "cancelled":
         return "cancelled", f"cancelled (exit {code})"
     return "failed", f"exit {code}" if source == "child_exit" else f"exit {code} ({source})"
-
-
-def _typed(value, kind: type, default):
-    return value if isinstance(value, kind) else default
 
 
 def _assign_lanes(attempts: list[Attempt]) -> int:

@@ -81,11 +81,10 @@ def _failure(out: str, job: Job) -> dict:
     html = None
     note_text: str | None = "no stderr was captured"
     info = job.stderr
-    if info and isinstance(info.get("sha256"), str):
-        path = _capture_path(out, job, info.get("path"))
-        html, note_text = read_tail(path, info["sha256"], None, None)
-    recorded = info.get("path") if info else None
-    return {"job": job, "tail": html, "note": note_text, "path": recorded if isinstance(recorded, str) else None}
+    if info is not None and info.sha256 is not None:
+        path = _capture_path(out, job, info.path)
+        html, note_text = read_tail(path, info.sha256, None, None)
+    return {"job": job, "tail": html, "note": note_text, "path": None if info is None else info.path}
 
 
 def _capture_path(out: str, job: Job, recorded) -> str:

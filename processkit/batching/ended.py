@@ -1,0 +1,114 @@
+"""The line of a job read back from its stream, for a Dask task that failed as a whole: the
+worker that ran the task is gone with the lines it would have returned, but a job whose stream
+(on the shared ``--out``) ends with ``runner_exit`` did end, and that stream says how.
+
+Facts the reading leans on:
+- a stream counts as this batch's only when its ``run_started`` carries the batch's label (an
+  earlier batch into the same ``--out`` left streams at the same paths);
+- a stream is the job's last attempt's: an attempt before a retry is moved into ``attempt-N/``
+  when the next one starts, so those directories are the earlier attempts;
+- the stream's times are in milliseconds, so a duration read back is to the millisecond (the
+  worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``;
+- what no stream holds stays unknown: the runner's own message for an ending it decided, and
+  under ``--keep failed`` a passing job's stream, which was never written into ``--out``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from ..events.follow import read_all
+from ..events.types import OutputCaptured, ResourceSummary, RootExited, RunnerExit, RunStarted
+from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
+from .job_lines import for_job, not_started
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .manifest import Job
+
+STREAM = "events.jsonl"
+
+
+class _Ended:
+    """What one attempt's ended stream says."""
+
+    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured")
+
+    def __init__(self, events: list) -> None:
+        first: dict[type, object] = {}
+        for event in events:
+            first.setdefault(type(event), event)
+        started, exited = first.get(RunStarted), first.get(RootExited)
+        self.run_id = started.run_id if isinstance(started, RunStarted) else None
+        self.started_at = started.time if isinstance(started, RunStarted) else None
+        self.duration_ms = _between(self.started_at, exited.time if isinstance(exited, RootExited) else None)
+        self.exit: RunnerExit = events[-1]
+        resources = first.get(ResourceSummary)
+        self.resources = Resources.read(resources.to_json()) if isinstance(resources, ResourceSummary) else None
+        self.captured = first.get(OutputCaptured)
+
+    def capture(self, stream: str) -> Captured | None:
+        captured = self.captured
+        return Captured.read(getattr(captured, stream)) if isinstance(captured, OutputCaptured) else None
+
+
+def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
+    """``job``'s line as its streams in ``out`` say it; None when no attempt of it ended in the
+    batch ``label``. A job whose earlier attempts ended but whose last did not is ``task_failed``
+    with those attempts."""
+    directory = os.path.join(out, job.id)
+    earlier: list[EarlierAttempt] = []
+    while (attempt := _read(os.path.join(directory, attempt_dir(len(earlier) + 1), STREAM), label)) is not None:
+        number = len(earlier) + 1
+        earlier.append(
+            EarlierAttempt(
+                number,
+                attempt_dir(number),
+                attempt.run_id,
+                attempt.started_at,
+                attempt.exit.code,
+                attempt.exit.source or "unknown",
+                attempt.duration_ms,
+                None,
+            )
+        )
+    last = _read(os.path.join(directory, STREAM), label)
+    if last is None:
+        return not_started(job, len(earlier), "task_failed", earlier) if earlier else None
+    return for_job(
+        job,
+        len(earlier) + 1,
+        last.exit.source or "unknown",
+        run_id=last.run_id,
+        started_at=last.started_at,
+        exit_code=last.exit.code,
+        child_code=last.exit.child_code,
+        duration_ms=last.duration_ms,
+        resources=last.resources,
+        stdout=last.capture("stdout"),
+        stderr=last.capture("stderr"),
+        earlier=earlier,
+    )
+
+
+def _read(path: str, label: str) -> _Ended | None:
+    """The attempt the stream at ``path`` holds, when it is this batch's and ended."""
+    events = read_all(path)
+    if not events or not isinstance(events[-1], RunnerExit) or not isinstance(events[0], RunStarted):
+        return None
+    labels = events[0].labels
+    if not isinstance(labels, dict) or labels.get("batch") != label:
+        return None
+    return _Ended(events)
+
+
+def _between(start: str | None, end: str | None) -> float | None:
+    """Milliseconds from one stream time to another."""
+    if start is None or end is None:
+        return None
+    try:
+        began, ended = (datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    except ValueError:
+        return None
+    return round((ended - began).total_seconds() * 1000, 3)

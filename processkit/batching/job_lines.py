@@ -1,0 +1,103 @@
+"""A job's line made as the job ends: from the events its run wrote and its Outcome, or for a
+job that never started, the reason why (``summary_line`` is the line's type)."""
+
+from __future__ import annotations
+
+import time
+
+from ..events.argv import fingerprint
+from ..events.emitter import utc_timestamp
+from ..summary_line import Captured, EarlierAttempt, JobLine, Resources
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..engine.endings import Outcome
+    from .manifest import Job
+
+# The stream events a job's line is made from: the engine hands back the last one of each it
+# wrote, so the stream is not read again.
+LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured")
+
+
+def for_job(
+    job: Job,
+    attempts: int,
+    source: str,
+    *,
+    run_id: str | None = None,
+    started_at: str | None = None,
+    exit_code: int | None = None,
+    child_code: int | None = None,
+    duration_ms: float | None = None,
+    resources: Resources | None = None,
+    stdout: Captured | None = None,
+    stderr: Captured | None = None,
+    message: str | None = None,
+    earlier: list[EarlierAttempt] | None = None,
+) -> JobLine:
+    """``job``'s line: its identity (id, digests, command) from the job, the rest as given."""
+    return JobLine(
+        job.id,
+        run_id,
+        fingerprint(job.args),
+        job.digest,
+        None if job.secret else list(job.args),  # a ``secret`` job's argv: only its digest
+        started_at,
+        exit_code,
+        source,
+        child_code,
+        duration_ms,
+        attempts,
+        resources,
+        stdout,
+        stderr,
+        message,
+        earlier or [],
+    )
+
+
+def ran(
+    job: Job,
+    run_id: str | None,
+    attempts: int,
+    outcome: Outcome,
+    events: dict[str, dict],
+    earlier: list[EarlierAttempt] | None = None,
+) -> JobLine:
+    """The line of a job whose attempt ran to its end, from the ``LINE_EVENTS`` it wrote (by
+    type; a run that failed before its stream opened wrote none) and its Outcome."""
+    exit_event = events.get("runner_exit", {})
+    captured = events.get("output_captured", {})
+    failure = outcome.failure
+    duration = None
+    if outcome.started_ns is not None and outcome.ended_ns is not None:
+        duration = round((outcome.ended_ns - outcome.started_ns) / 1e6, 3)
+    return for_job(
+        job,
+        attempts,
+        exit_event.get("source", failure.kind.label if failure else "child_exit"),
+        run_id=run_id,
+        started_at=_started_at(outcome.started_ns),
+        exit_code=outcome.code,
+        child_code=exit_event.get("child_code"),
+        duration_ms=duration,
+        resources=Resources.written(events.get("resource_summary")),
+        stdout=Captured.written(captured.get("stdout")),
+        stderr=Captured.written(captured.get("stderr")),
+        message=failure.message if failure else None,
+        earlier=earlier,
+    )
+
+
+def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None) -> JobLine:
+    """The line of a job the batch never started, ``reason`` saying why (``halted``,
+    ``cancelled``, ``task_failed``); a retried job stopped before its next attempt keeps its
+    earlier ones."""
+    return for_job(job, attempts, reason, earlier=earlier)
+
+
+def _started_at(started_ns: int | None) -> str | None:
+    """When the job's child started, on the wall clock (``started_ns`` is the monotonic one)."""
+    if started_ns is None:
+        return None
+    return utc_timestamp(time.time_ns() - (time.monotonic_ns() - started_ns), digits=6)

@@ -1,0 +1,181 @@
+"""Where every job's line goes, whichever way the batch ran it (``carrier.run_batch`` on this
+host, ``fleet.run_on_dask`` on a cluster's workers): counted, appended to ``summary.jsonl``,
+collected for the caller, handed to the terminal; and the rules both ways share: which jobs
+``--resume`` skips, when ``--halt-on-failure`` halts, and the line of every job never started.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from ..bounded import SUMMARY, InputError, lines, loads, open_input
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from ..summary_line import SUMMARY_FILE, JobLine
+from .job_lines import not_started
+from .outdir import prepare_out
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Callable
+
+    from ..summary_line import EarlierAttempt
+    from .manifest import Job
+
+
+class JobCounts:
+    """How the jobs ended, as the batch's closing sentence and exit code say it."""
+
+    __slots__ = ("total", "skipped", "succeeded", "failed", "timed_out", "not_started", "cancelled_by")
+
+    def __init__(self, total: int):
+        self.total = total
+        self.skipped = 0  # --resume: exited 0 in an earlier batch
+        self.succeeded = 0
+        self.failed = 0
+        self.timed_out = 0
+        self.not_started = 0
+        self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
+
+    def count(self, line: JobLine) -> None:
+        code = line.exit_code
+        if code is None:
+            self.not_started += 1
+        elif code == 0:
+            self.succeeded += 1
+        elif line.source == "timeout":
+            self.timed_out += 1
+        else:
+            self.failed += 1
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.failed + self.timed_out
+
+    def sentence(self) -> str:
+        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``."""
+        parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
+        for count, words in (
+            (self.failed, "failed"),
+            (self.timed_out, "timed out"),
+            (self.not_started, "not started"),
+            (self.skipped, "skipped (--resume)"),
+        ):
+            if count:
+                parts.append(f"{count} {words}")
+        if self.cancelled_by is not None:
+            parts.append(f"cancelled by {self.cancelled_by}")
+        return ", ".join(parts)
+
+
+class Recorder:
+    """The one place a job's line is recorded, for the batch into ``out`` (made or checked
+    here; ``--resume`` and ``--halt-on-failure`` as given). ``write``: append each line to the summary as
+    it comes (not in a Dask worker, whose lines the client writes); ``collect``: keep them for
+    the caller (not the CLI, so a long batch stays flat in memory); ``on_recorded`` gets each
+    with the counts so far."""
+
+    def __init__(
+        self,
+        out: str,
+        jobs: list[Job],
+        *,
+        resume: bool = False,
+        halt_on_failure: bool = False,
+        write: bool = True,
+        collect: bool = True,
+        on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
+    ):
+        self.out = prepare_out(out)
+        self.summary_path = os.path.join(self.out, SUMMARY_FILE)
+        self.todo = _to_run(jobs, self.summary_path) if resume else list(jobs)
+        self.counts = JobCounts(len(jobs))
+        self.counts.skipped = len(jobs) - len(self.todo)
+        self.lines: list[JobLine] = []
+        self.halted = False
+        self._halt_on_failure = halt_on_failure
+        self._collect = collect
+        self._on_recorded = on_recorded
+        self._fd = _open_summary(self.summary_path, resume) if write else None
+
+    def record(self, line: JobLine) -> None:
+        """A job's last line: counted, written, kept, handed on; a failure halts the batch
+        under ``--halt-on-failure`` (``halted``: start no other job)."""
+        self.counts.count(line)
+        if self._halt_on_failure and line.failed:
+            self.halted = True
+        if self._collect:
+            self.lines.append(line)
+        if self._fd is not None:
+            os.write(self._fd, line.encode())
+        if self._on_recorded is not None:
+            self._on_recorded(line, self.counts)
+
+    def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
+        """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
+        self.record(not_started(job, attempts, "cancelled" if self.counts.cancelled_by else "halted", earlier))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _to_run(jobs: list[Job], summary_path: str) -> list[Job]:
+    """``--resume``: the jobs an earlier summary does not show exited 0, and those whose job
+    (command, environment, directory: its digest) changed since it did, with a warning."""
+    done = finished_jobs(summary_path)
+    todo = []
+    for job in jobs:
+        if job.id not in done:
+            todo.append(job)
+        elif done[job.id] not in (None, job.digest):
+            warn(
+                f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
+            )
+            todo.append(job)
+    return todo
+
+
+def finished_jobs(path: str) -> dict[str, str | None]:
+    """The jobs whose last line in the summary at ``path`` says exit 0, with the digest of the
+    job that did (None from a summary written before lines carried it)."""
+    last = {line.id: line for line in _read_lines(path)}
+    return {job_id: line.job_sha256 for job_id, line in last.items() if line.exit_code == 0}
+
+
+def _read_lines(path: str) -> Iterator[JobLine]:
+    """The job lines of the summary at ``path``, read within ``bounded.SUMMARY`` (a bound hit,
+    or a summary that is no regular file, is a setup Failure); a line that is no job's object,
+    nested too deeply included, is skipped, and a file that cannot be read has none."""
+    try:
+        handle = os.fdopen(open_input(path, SUMMARY), "rb")
+    except OSError:
+        return
+    except InputError as exc:
+        raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+    with handle:
+        try:
+            for _, text in lines(handle, path, SUMMARY):
+                try:
+                    line = JobLine.read(loads(text.decode("utf-8")))
+                except ValueError:  # UnicodeDecodeError too
+                    continue
+                if line is not None:
+                    yield line
+        except InputError as exc:
+            raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+        except OSError:
+            return
+
+
+def _open_summary(path: str, resume: bool) -> int:
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
+        raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None

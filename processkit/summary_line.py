@@ -1,0 +1,255 @@
+"""A job's line in a batch's ``summary.jsonl``, as one type: made by the batch as each job
+ends (``batching.job_lines``), written once (``batching.recorder``), and read back through the same
+fields (``--resume``, ``--history``, the batch's page in ``report.batch_model``). It sits here,
+below both, as ``capture_layout`` does for the file the engine writes and ``events`` reads.
+
+The file is untrusted when read back (an earlier batch's, or edited since), so ``JobLine.read``
+checks each field for its type: a field of the wrong type reads as None (a number out of range
+too), and an object with no string ``id`` is no job's line. The JSON written keeps the shape
+docs/batch.md lists, field for field, in this order.
+"""
+
+from __future__ import annotations
+
+from .jsontext import dumps
+from .plain import Plain
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+SUMMARY_FILE = "summary.jsonl"
+_BIGGEST_INT = 1 << 62  # past it a number read back is no count of ours
+_BIGGEST_FLOAT = 1e15
+
+
+def _int(value: object) -> int | None:
+    return value if type(value) is int and abs(value) < _BIGGEST_INT else None
+
+
+def _number(value: object) -> float | None:
+    """A finite int or float (never a bool, NaN or an infinity) within the bound, else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _BIGGEST_FLOAT:
+        return value
+    return None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+class _Part(Plain):
+    """A part of a line, read from an object: checked field by field (``read``, for a summary
+    read back) or taken as it is (``written``, from an event this process's engine just wrote,
+    whose fields the engine typed)."""
+
+    @classmethod
+    def written(cls, value: dict | None) -> Self | None:
+        return None if value is None else cls(*map(value.get, cls._fields))
+
+
+class Captured(_Part):
+    """One stream's capture, as ``output_captured`` reported it (``bytes`` and ``bytes_seen``
+    both count every byte the child wrote, as the event spells them); ``path`` is None when the
+    file was never written (``--keep failed``, a job that passed)."""
+
+    path: str | None
+    bytes: int | None
+    bytes_seen: int | None
+    bytes_written: int | None
+    sha256: str | None
+    truncated: bool | None
+    write_error: bool | None
+
+    @classmethod
+    def read(cls, value: object) -> Captured | None:
+        if not isinstance(value, dict):
+            return None
+        get = value.get
+        return cls(
+            _str(get("path")),
+            _int(get("bytes")),
+            _int(get("bytes_seen")),
+            _int(get("bytes_written")),
+            _str(get("sha256")),
+            _bool(get("truncated")),
+            _bool(get("write_error")),
+        )
+
+
+class Resources(_Part):
+    """The job's ``resource_summary`` figures (None: not measured)."""
+
+    read_error: bool | None
+    peak_memory_bytes: int | None
+    total_cpu_ms: int | None
+    io_read_bytes: int | None
+    io_write_bytes: int | None
+    peak_process_count: int | None
+
+    @classmethod
+    def read(cls, value: object) -> Resources | None:
+        if not isinstance(value, dict):
+            return None
+        get = value.get
+        return cls(
+            _bool(get("read_error")),
+            _int(get("peak_memory_bytes")),
+            _int(get("total_cpu_ms")),
+            _int(get("io_read_bytes")),
+            _int(get("io_write_bytes")),
+            _int(get("peak_process_count")),
+        )
+
+
+class EarlierAttempt(Plain):
+    """An attempt of a retried job before its last, whose stream and capture are in
+    ``<id>/<dir>/``."""
+
+    attempt: int
+    dir: str
+    run_id: str | None
+    started_at: str | None
+    exit_code: int | None
+    source: str
+    duration_ms: float | None
+    message: str | None
+
+    @classmethod
+    def read(cls, value: object) -> EarlierAttempt | None:
+        if not isinstance(value, dict):
+            return None
+        get = value.get
+        return cls(
+            _int(get("attempt")) or 0,
+            _str(get("dir")) or "",
+            _str(get("run_id")),
+            _str(get("started_at")),
+            _int(get("exit_code")),
+            _str(get("source")) or "unknown",
+            _number(get("duration_ms")),
+            _str(get("message")),
+        )
+
+
+class JobLine(Plain):
+    """One job's line: its exit (as ``runner_exit`` says it, or null for a job that never
+    started, with ``source`` saying why), what the runner measured, its capture's digests and
+    byte counts, and ``earlier_attempts`` with ``--retries``. ``message``: the runner's own
+    words when it, not the child, decided the end (a setup or spawn failure, a timeout), which
+    no stream holds."""
+
+    id: str
+    run_id: str | None
+    args_sha256: str | None
+    job_sha256: str | None
+    command: list[str] | None  # the argv as the job gave it; None for a ``secret`` job
+    started_at: str | None
+    exit_code: int | None
+    source: str
+    child_code: int | None
+    duration_ms: float | None
+    attempts: int
+    resources: Resources | None
+    stdout: Captured | None
+    stderr: Captured | None
+    message: str | None
+    earlier_attempts: list[EarlierAttempt]
+
+    @property
+    def started(self) -> bool:
+        return self.exit_code is not None
+
+    @property
+    def failed(self) -> bool:
+        """Ran and did not exit 0: what ``--halt-on-failure`` and ``--retries`` act on."""
+        return self.exit_code not in (0, None)
+
+    def to_json(self) -> dict:
+        """The object ``summary.jsonl`` holds for the job."""
+        resources = self.resources
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "args_sha256": self.args_sha256,
+            "job_sha256": self.job_sha256,
+            "command": self.command,
+            "started_at": self.started_at,
+            "exit_code": self.exit_code,
+            "source": self.source,
+            "child_code": self.child_code,
+            "duration_ms": self.duration_ms,
+            "attempts": self.attempts,
+            "resources": None if resources is None else resources._asdict(),
+            "capture": {
+                "stdout": None if self.stdout is None else self.stdout._asdict(),
+                "stderr": None if self.stderr is None else self.stderr._asdict(),
+            },
+            "message": self.message,
+            "earlier_attempts": [attempt._asdict() for attempt in self.earlier_attempts],
+        }
+
+    def encode(self) -> bytes:
+        """The line as written: compact JSON and its newline."""
+        return dumps(self.to_json()).encode() + b"\n"
+
+    def attempt_record(self) -> EarlierAttempt:
+        """What the final line keeps of this attempt once it is retried."""
+        return EarlierAttempt(
+            self.attempts,
+            attempt_dir(self.attempts),
+            self.run_id,
+            self.started_at,
+            self.exit_code,
+            self.source,
+            self.duration_ms,
+            self.message,
+        )
+
+    def drop_paths(self) -> None:
+        """``--keep failed``: a passing job's capture was never written, so its line names no
+        file (its digests and byte counts stay)."""
+        for captured in (self.stdout, self.stderr):
+            if captured is not None:
+                captured.path = None
+
+    @classmethod
+    def read(cls, value: object) -> JobLine | None:
+        """The line ``value`` (one decoded object of a summary) holds, each field checked; None
+        when it is no job's line."""
+        if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+            return None
+        get = value.get
+        command = get("command")
+        capture = get("capture")
+        if not isinstance(capture, dict):
+            capture = {}
+        earlier = get("earlier_attempts")
+        attempts = [EarlierAttempt.read(item) for item in earlier[:1000]] if isinstance(earlier, list) else []
+        return cls(
+            value["id"],
+            _str(get("run_id")),
+            _str(get("args_sha256")),
+            _str(get("job_sha256")),
+            command if isinstance(command, list) and all(isinstance(arg, str) for arg in command) else None,
+            _str(get("started_at")),
+            _int(get("exit_code")),
+            _str(get("source")) or "unknown",
+            _int(get("child_code")),
+            _number(get("duration_ms")),
+            _int(get("attempts")) or 0,
+            Resources.read(get("resources")),
+            Captured.read(capture.get("stdout")),
+            Captured.read(capture.get("stderr")),
+            _str(get("message")),
+            [attempt for attempt in attempts if attempt is not None],
+        )
+
+
+def attempt_dir(attempt: int) -> str:
+    """Where an attempt before a job's last keeps its stream and capture, in the job's directory."""
+    return f"attempt-{attempt}"
