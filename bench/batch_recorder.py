@@ -65,9 +65,9 @@ if summary is not None:
         return dumps(line).encode() + b"\\n"
 else:
     from processkit.batching import job_lines
-    outcome.written = {e["event"]: e for e in events}
+    outcome.remembered = {e["event"]: e for e in events}
     def one():
-        return job_lines.ran(job, "run-1", 1, outcome, outcome.written).encode()
+        return job_lines.ran(job, "run-1", 1, outcome, outcome.remembered).encode()
 passes = []
 for _ in range(7):
     started = time.perf_counter()

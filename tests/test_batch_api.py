@@ -252,7 +252,7 @@ def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):
     once the tree is gone (its Outcome's usage, for --usage-file) is not made per job. The batch
     engine is driven here in this process, where the counter can be replaced (processkit.batch
     runs it in a process of the runner service's)."""
-    from processkit.batching.carrier import Settings, run_batch
+    from processkit.batching.on_host import Settings, run_batch
     from processkit.batching.manifest import jobs_from
     from processkit.containment.base import Container
 

@@ -1,7 +1,7 @@
 """A manifest job's RunSpec is the one ``run`` parses from the equivalent command line.
 
 The manifest reads a line's keys into typed values and builds the template with the run grammar
-(``grammar.run.build``); the carrier builds each attempt's spec from that template
+(``grammar.run.build``); the batch (``on_host``) builds each attempt's spec from that template
 (``manifest.job_spec``). These properties hold it to the spec ``cli.run.parse`` builds from the
 flags the keywords spell (``run_spelling``), over generated keywords."""
 

@@ -49,7 +49,7 @@ def comparable(line: dict, out) -> dict:
 def test_the_written_line_is_the_typed_line_and_reads_back_as_the_same(tmp_path):
     """Every line run_batch returns is what summary.jsonl holds, in the documented key order,
     and JobLine.read gives back an equal line: one type from the end of a job to its reading."""
-    from processkit.batching.carrier import Settings, run_batch
+    from processkit.batching.on_host import Settings, run_batch
     from processkit.batching.manifest import jobs_from
     from processkit.summary_line import JobLine
 
@@ -86,7 +86,7 @@ def test_the_written_line_is_the_typed_line_and_reads_back_as_the_same(tmp_path)
 def test_halt_records_every_job_not_started_once(tmp_path):
     """After the first failure nothing starts; each job left gets one ``halted`` line, counted
     as not started, and the closing sentence says so."""
-    from processkit.batching.carrier import Settings, run_batch
+    from processkit.batching.on_host import Settings, run_batch
     from processkit.batching.manifest import jobs_from
 
     jobs = [{"args": ["true"], "id": "first"}, {"args": ["false"], "id": "breaks"}]

@@ -1,4 +1,4 @@
-"""``Emitter(keep=...)``: a batch's job line takes the events the stream got, not the file again."""
+"""``Emitter(remember=...)``: a batch's job line takes the events the stream got, not the file again."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def test_it_keeps_the_last_event_written_of_each_kept_type(tmp_path):
     emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
     emitter.close()
     lines = path.read_bytes().splitlines(keepends=True)
-    assert emitter.kept == {"resource_summary": json.loads(lines[2]), "runner_exit": json.loads(lines[3])}
-    assert emitter.kept["resource_summary"]["peak_memory_bytes"] == 2
+    assert emitter.remembered == {"resource_summary": json.loads(lines[2]), "runner_exit": json.loads(lines[3])}
+    assert emitter.remembered["resource_summary"]["peak_memory_bytes"] == 2
 
 
 def test_a_line_that_never_reached_the_stream_is_not_kept(tmp_path):
@@ -29,11 +29,11 @@ def test_a_line_that_never_reached_the_stream_is_not_kept(tmp_path):
     emitter._fd = os.open(os.devnull, os.O_RDONLY)
     emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
     emitter.close()
-    assert emitter.failure is not None and emitter.kept == {}
+    assert emitter.failure is not None and emitter.remembered == {}
 
 
 def test_nothing_is_kept_unless_asked(tmp_path):
     emitter = Emitter(str(tmp_path / "events.jsonl"))
     emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
     emitter.close()
-    assert emitter.kept == {}
+    assert emitter.remembered == {}

@@ -20,7 +20,7 @@ MARKER = "30.0347"  # an argument no other process has
 
 CALLER = f"""
 import sys, time
-from processkit.batching.carrier import Settings, run_batch
+from processkit.batching.on_host import Settings, run_batch
 from processkit.batching.manifest import jobs_from
 from processkit.engine import spawn
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from processkit.batching.carrier import Settings, run_batch
+from processkit.batching.on_host import Settings, run_batch
 from processkit.batching.manifest import jobs_from
 from processkit.engine.host import Host
 from processkit.engine.waits import Wait, wait_until

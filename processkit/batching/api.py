@@ -9,7 +9,7 @@ import socket
 import subprocess
 
 from ..errors import BATCH_FAILED, Failure, Kind
-from .carrier import Settings
+from .on_host import Settings
 from .manifest import jobs_from
 
 

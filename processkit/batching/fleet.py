@@ -21,7 +21,7 @@ import os
 import signal
 import threading
 
-from .carrier import Settings, run_batch
+from .on_host import Settings, run_batch
 from .ended import line_from_stream
 from ..summary_line import JobLine
 from .job_lines import not_started

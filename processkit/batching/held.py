@@ -28,7 +28,7 @@ COPY_CHUNK = 1 << 24
 
 
 class HeldFiles:
-    """One attempt's three memfds (stream, stdout, stderr), kept by the carrier; the engine gets
+    """One attempt's three memfds (stream, stdout, stderr), kept by the batch (``on_host``); the engine gets
     copies of the descriptors (``for_engine``), which it closes as it would the files it opens."""
 
     __slots__ = ("fds",)

@@ -27,7 +27,7 @@ from ..spec import RunSpec, new_run_id
 
 MAX_JOBS = 1_000_000
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-# The names the batch gives its own files in --out (carrier's summary, index's page): a job's
+# The names the batch gives its own files in --out (the recorder's summary, index's page): a job's
 # directory by such a name would take the file's place.
 OUT_NAMES = ("summary.jsonl", "index.html")
 REFUSED = {
@@ -40,7 +40,7 @@ REFUSED = {
 }
 
 
-# The options the carrier gives every job (job_spec puts its own stream, capture directory and
+# The options the batch gives every job (job_spec puts its own stream, capture directory and
 # batch label in): a job is checked with them, so a keyword they conflict with is refused up front.
 JOB_OPTIONS = {"no_echo": True, "capture_dir": "capture", "jsonl": "events.jsonl"}
 
@@ -173,7 +173,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
         command = run_keywords.command_args(args)
         template = templates.get(key) if key is not None else None
         if template is None:
-            # Checked as the carrier runs it (JOB_OPTIONS), so the capture keywords
+            # Checked as the batch runs it (JOB_OPTIONS), so the capture keywords
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
             given = run_keywords.options(options, KEYS)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)

@@ -1,4 +1,4 @@
-"""Where every job's line goes, whichever way the batch ran it (``carrier.run_batch`` on this
+"""Where every job's line goes, whichever way the batch ran it (``on_host.run_batch`` on this
 host, ``fleet.run_on_dask`` on a cluster's workers): counted, appended to ``summary.jsonl``,
 collected for the caller, handed to the terminal; and the rules both ways share: which jobs
 ``--resume`` skips, when ``--halt-on-failure`` halts, and the line of every job never started.

@@ -1,7 +1,7 @@
 """``processkit-cli batch``: a manifest of jobs run by this one process, each a full run.
 
 The manifest is read and checked whole first (a bad line is a usage error naming it, before
-anything starts); then the jobs run side by side on one loop (``batching.carrier``), or on a
+anything starts); then the jobs run side by side on one loop (``batching.on_host``), or on a
 Dask cluster's workers (``batching.fleet``). The terminal gets one line per finished job, or a
 progress bar with counts and an ETA when stderr is a terminal; with ``--show-output`` a job's
 captured output follows its line, as one block. Under ``--error-format json`` stderr gets none
@@ -104,7 +104,7 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
-    from ..batching.carrier import Settings
+    from ..batching.on_host import Settings
     from ..batching.limits import parse_budget, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
@@ -140,7 +140,7 @@ def main(argv: list[str], invocation) -> int:
         _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)
     else:
         from ..fdlimit import raise_soft_limit
-        from ..batching.carrier import run_batch
+        from ..batching.on_host import run_batch
 
         raise_soft_limit()  # the jobs' children get the caller's limit back
         _, tally = run_batch(jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick)
@@ -246,7 +246,7 @@ class Progress:
         self._done = 0
         self._failed: list[JobLine] = []
         self._failed_count = 0
-        self._running: dict[str, float] = {}  # the carrier's: job id -> its monotonic start
+        self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
 
     def finished(self, line: JobLine, tally) -> None:
         self._done += 1
@@ -312,7 +312,7 @@ class Progress:
             columns = 0
         return text[: columns - 1] if columns > 1 else text  # one row, so \r\x1b[K clears all of it
 
-    def end(self, summary: str) -> None:
+    def end(self, sentence: str) -> None:
         if self.quiet:
             return
         stream = sys.stderr
@@ -326,7 +326,7 @@ class Progress:
             stream.write(
                 f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
             )
-        stream.write(f"batch: {summary}\n")
+        stream.write(f"batch: {sentence}\n")
         stream.flush()
 
 

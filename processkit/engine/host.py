@@ -145,7 +145,7 @@ class Host:
         self.loop = Loop()
         self.reaper = Reaper(self.loop, owns_process=watch)
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
-        self.stopped: str | None = None  # the source of the first stop signal, once one came
+        self.stop_source: str | None = None  # the source of the first stop signal, once one came
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
@@ -186,8 +186,8 @@ class Host:
 
     def stop(self, source: str) -> None:
         """End every live run as a stop signal does (``source`` as ``cancelled`` reports it)."""
-        if self.stopped is None:
-            self.stopped = source
+        if self.stop_source is None:
+            self.stop_source = source
         for run in self.runs:
             run.stop_signal(source)
         for carried in self._carried:

@@ -41,9 +41,9 @@ def execute(spec: RunSpec) -> Outcome:
     return outcome
 
 
-def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bool = True):
-    """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``written``
-    holds the last event of each type in ``keep`` that reached the stream (the object written). Without
+def steps(host: Host, spec: RunSpec, remember: tuple[str, ...] = (), final_usage: bool = True):
+    """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
+    holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's)."""
     held = spec.held_fds  # the engine's to close, as the files it opens
@@ -56,17 +56,17 @@ def steps(host: Host, spec: RunSpec, keep: tuple[str, ...] = (), final_usage: bo
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     try:
-        emitter = Emitter(spec.jsonl, keep, held[0] if held else None)
+        emitter = Emitter(spec.jsonl, remember, held[0] if held else None)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
     run.final_usage = final_usage
     host.runs.add(run)
-    if host.stopped is not None:  # a run that begins after a stop signal starts no child
-        run.stop_signal(host.stopped)
+    if host.stop_source is not None:  # a run that begins after a stop signal starts no child
+        run.stop_signal(host.stop_source)
     try:
         outcome = yield from _phases(host, run)
-        outcome.written = emitter.kept
+        outcome.remembered = emitter.remembered
         return outcome
     finally:
         host.runs.discard(run)
@@ -104,7 +104,7 @@ def _phases(host: Host, run: RunState):
         outcome = yield from killed(run, launched, exc)
     finally:
         outcome = _release(run, launched, outcome)
-    code, source, child_code = outcome.ended()
+    code, source, child_code = outcome.exit_fields()
     run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
     if launched is not None:
         outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
@@ -118,7 +118,7 @@ def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) 
     """The run's one release. A step that failed (warned there) makes the run the runner's own
     failure, as does a release that raised, which the last resort follows with its own."""
     try:
-        problem = release(run, launched, outcome.ended() if outcome is not None else ABANDONED)
+        problem = release(run, launched, outcome.exit_fields() if outcome is not None else ABANDONED)
     except Exception as exc:  # noqa: BLE001 - the release itself broke: the last resort's release
         from .salvage import last_resort
 

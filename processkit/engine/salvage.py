@@ -50,5 +50,5 @@ def last_resort(run: RunState, launched: Launched | None, exc: BaseException) ->
     """The release raised: kill the tree and release everything again; the runner's failure."""
     _kill(run)
     outcome = internal(f"{type(exc).__name__}: {exc}")
-    release(run, launched, outcome.ended())
+    release(run, launched, outcome.exit_fields())
     return outcome

@@ -2,7 +2,7 @@
 output pipes, and release everything the run made.
 
 Teardown waits (for the tree to empty, for the pipes to reach EOF) as a run's steps do: it
-yields ``Wait`` values, so the carrier turns the loop for every run meanwhile.
+yields ``Wait`` values, so the host turns the loop for every run meanwhile.
 
 Facts about draining: a pipe stays open while any process holds its write end, and a process
 outside the container (an escapee) may hold it forever or keep writing; an echo consumer may

@@ -64,18 +64,18 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, keep: tuple[str, ...] = (), fd: int | None = None):
+    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None):
         """Create or truncate ``path``, never through a path another user controls
-        (``safepath``); raises OSError when it cannot be opened. ``keep``: the event types whose
-        last event written whole stays in ``kept``, as the object written (a batch's line, without reading the file back).
+        (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
+        last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
         and its events are dropped before they are formatted: nothing could read them. ``fd``: a
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
         read it while the run goes on, so its lines are gathered and written at ``close``."""
-        self._poisoned = fd is None and path == os.devnull and not keep
+        self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
-        self._keep = keep
-        self.kept: dict[str, dict] = {}
+        self._remember = remember
+        self.remembered: dict[str, dict] = {}
         self._fd = -1
         self._gathered: list[bytes] | None = None  # a memory-backed stream's lines, until close
         if self._poisoned:
@@ -105,8 +105,8 @@ class Emitter:
                 self._gathered.append(data)
             else:
                 self._write(data)
-            if record["event"] in self._keep:
-                self.kept[record["event"]] = record
+            if record["event"] in self._remember:
+                self.remembered[record["event"]] = record
         except (OSError, ValueError, TypeError) as exc:
             self._fail(exc)
 
@@ -140,7 +140,7 @@ class Emitter:
             try:
                 self._write(b"".join(gathered))
             except OSError as exc:
-                self.kept.clear()
+                self.remembered.clear()
                 self._fail(exc)
         if self._fd >= 0:
             os.close(self._fd)

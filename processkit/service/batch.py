@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ..batching.carrier import run_batch
+from ..batching.on_host import run_batch
 from ..batching.index import write_page
 from ..containment import prctl
 from ..errors import Failure

@@ -171,12 +171,12 @@ class Service:
             del self.requests[rid]
             self.reply(("done", rid, _cancelled(source)))
             return
-        request.stopped = source  # handed to the carrier, its first step not yet taken
+        request.stopped = source  # handed to the host, its first step not yet taken
         self.host.stop_run(request.spec.run_id, source)
 
     # -- runs ---------------------------------------------------------------------------------
     def next_run(self):
-        """The carrier asks after each turn: first the service's own idle wait, then the queue."""
+        """The host asks after each turn: first the service's own idle wait, then the queue."""
         if not self.idle_started:
             self.idle_started = True
             return self._idle()
@@ -186,7 +186,7 @@ class Service:
         return None
 
     def _idle(self):
-        """Keeps the carrier turning while no run is in flight, until the caller and every
+        """Keeps the host turning while no run is in flight, until the caller and every
         batch it started are gone."""
         # Its loop view wakes it whenever the caller's socket or a batch's pidfd fires, so its
         # wait is looked at again then; the poll is for the parent-death signal's flag.

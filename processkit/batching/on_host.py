@@ -114,7 +114,7 @@ def run_batch(
     running: dict[str, float] = {}
 
     def next_run():
-        if host.stopped is not None or recorder.halted or not queue:
+        if host.stop_source is not None or recorder.halted or not queue:
             return None
         if budget is not None:
             if not budget.admits(queue[-1]):
@@ -130,13 +130,13 @@ def run_batch(
     def finished(result) -> None:
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
-        line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.written, earlier.get(job.id))
+        line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
         if dropped:
             line.drop_paths()
         timeouts.ended(line)
         if budget is not None:
             budget.ended(job, line)
-        if line.failed and host.stopped is None and attempts[job.id] <= settings.retries:
+        if line.failed and host.stop_source is None and attempts[job.id] <= settings.retries:
             earlier.setdefault(job.id, []).append(line.attempt_record())
             queue.append(job)  # again, next
             return
@@ -158,7 +158,7 @@ def run_batch(
             _every_second(host, lambda: on_tick(running, recorder.counts))
         host.carry_all(next_run, finished, at_once)
     finally:
-        recorder.counts.cancelled_by = host.stopped
+        recorder.counts.cancelled_by = host.stop_source
         for job in reversed(queue):
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
