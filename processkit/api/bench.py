@@ -114,6 +114,7 @@ def bench(
                 stdout=None if show_output else subprocess.DEVNULL,
                 stderr=diagnostics,
                 close_fds=True,
+                env={**os.environ, measured_options.CALLER_NAMING: "keywords"},  # its failures name keywords
             )
             diagnostics.seek(max(0, os.fstat(diagnostics.fileno()).st_size - DIAGNOSTICS_LIMIT))
             message = diagnostics.read().decode("utf-8", "replace").strip()
