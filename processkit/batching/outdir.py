@@ -29,17 +29,18 @@ from ..errors import Failure, Kind
 from ..safepath import private_directory
 
 
-def prepare_out(path: str) -> str:
-    """``path`` as this user's own directory on a path no one else can change; made when missing."""
+def prepare_out(path: str, named: str = "--out") -> str:
+    """``path`` as this user's own directory on a path no one else can change; made when missing.
+    ``named``: how a failure names it (the CLI's ``--out``, the API's ``out=``)."""
     try:
         fd = private_directory(path, create=True, mode=0o755)
     except OSError as exc:
         raise Failure(
-            Kind.SETUP, f"cannot use --out {path}: {exc.strerror or exc} (a link is never followed)"
+            Kind.SETUP, f"cannot use {named} {path}: {exc.strerror or exc} (a link is never followed)"
         ) from None
     assert fd is not None, "made when missing"
     try:
-        _check_private(os.fstat(fd), path, "--out")
+        _check_private(os.fstat(fd), path, named)
         mark_top_directory(fd)
     finally:
         os.close(fd)

@@ -1,6 +1,7 @@
 """What the bench process itself finds (a run that failed, too few runs within the timeout, a
 directory or file it cannot make, CPUs it cannot pin to, the baseline gate) reaches a
-``processkit.bench`` caller naming the keyword it gave, and a ``bench`` user naming the flag."""
+``processkit.bench`` caller naming the keyword it gave, and a ``bench`` user naming the flag;
+so does a ``processkit.batch`` ``out`` that cannot be used."""
 
 from __future__ import annotations
 
@@ -89,3 +90,15 @@ def test_a_sessions_shortfall_names_the_option_as_its_caller_does():
     options = Options(runs=4, timeout_ms=100, named=KEYWORDS)
     failure = shortfall(run(["a"], options, Mock(every_other)), options)
     assert failure is not None and "within timeout=, fewer than runs=4; use ignore_failure=True" in failure.message
+
+
+def test_a_batchs_out_that_cannot_be_used_names_the_keyword(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(Failure) as raised:
+        processkit.batch([{"args": ["true"]}], out=blocker / "out")
+    assert raised.value.message.startswith(f"cannot use out= {blocker / 'out'}: ")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"args": ["true"]}\n')
+    done = run_cli("batch", manifest, "--out", blocker / "out")
+    assert f"cannot use --out {blocker / 'out'}: ".encode() in done.stderr
