@@ -11,7 +11,9 @@ grammar's text rule (``grammar.keywords.as_text``), and the commands expanded by
 ``benchmark.plan`` as the command will expand them. Units are ``processkit.run``'s: a duration
 is seconds (a number) or a duration string (``"500ms"``), a count an int. A bad value is a
 ValueError naming the keyword (``'runs=' ...``), a value of the wrong type or an unknown keyword
-a TypeError. The checked values become that process's command line, its only use.
+a TypeError. The checked values become that process's command line, its only use; its
+environment says the API started it (``benchmark.options.CALLER_NAMING``), so what it finds
+while it runs (too few runs, a ``jsonl_dir`` it cannot make) names the keyword too.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """``bench``'s measured options (run counts, durations, order, metric, CPUs, the exit codes to
-ignore, the percentage gate, where input comes from and output goes) as one table, read for ``plan.Options`` by the run grammar's value functions whoever
-gives them: the CLI's text
+ignore, the percentage gate, where input comes from and output goes) as one table, read for
+``plan.Options`` by the run grammar's value functions whoever gives them: the CLI's text
 (``bench --runs 10 --timeout 500ms``) or the API's typed values (``processkit.bench(runs=10,
 timeout=0.5)``, a duration in seconds or as the same text). Every failure is a usage ``Failure``
-naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``),
-and so are the rules between options (``check_given``).
+naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``), and so
+are the rules between options (``check_given``) and, through ``plan.Options.named``, what the
+bench process finds while it runs (``caller_naming``: keywords when ``processkit.bench`` started it).
 """
 
 from __future__ import annotations
