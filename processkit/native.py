@@ -45,7 +45,7 @@ def select_backend(variable: str, component: str) -> str:
 
 
 def sha256_hex(data: bytes) -> str:
-    """One-shot SHA-256 hex digest; in C where built, which spares importing hashlib (~3 ms)."""
+    """One-shot SHA-256 hex digest; in C where built, which spares the run path importing hashlib."""
     native = module()
     if native is None:
         import hashlib

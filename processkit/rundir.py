@@ -26,7 +26,7 @@ Facts about where a batch's directory goes (``batch_base``), and why not beside 
 - ``/tmp``, ``$HOME`` and ``/`` are often one ext4 file system, and on an ext4 without a journal
   the inode allocator skips every inode of a block group freed in the last 60 s (360 s while its
   table block is dirty), one buffer lookup each: every file made and removed makes every later
-  creation there slower (70-440 us a create measured on such a host, 5 us on tmpfs). A batch
+  creation there slower (many times a creation on tmpfs; bench/README.md has the figures). A batch
   making and removing a socket, a lock and records per job is exactly that churn.
 - So a batch makes ONE directory for its whole life (``RunDir``, its lock held throughout), and
   its jobs take slots in it (``JobSlot``: ``j<seq>.sock``, ``.json``, ``.ended``, ``.pgroup``,

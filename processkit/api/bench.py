@@ -11,7 +11,9 @@ grammar's text rule (``grammar.keywords.as_text``), and the commands expanded by
 ``benchmark.plan`` as the command will expand them. Units are ``processkit.run``'s: a duration
 is seconds (a number) or a duration string (``"500ms"``), a count an int. A bad value is a
 ValueError naming the keyword (``'runs=' ...``), a value of the wrong type or an unknown keyword
-a TypeError. The checked values become that process's command line, its only use.
+a TypeError. The checked values become that process's command line, its only use; its
+environment says the API started it (``benchmark.options.CALLER_NAMING``), so what it finds
+while it runs (too few runs, a ``jsonl_dir`` it cannot make) names the keyword too.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def bench(
                 stdout=None if show_output else subprocess.DEVNULL,
                 stderr=diagnostics,
                 close_fds=True,
+                env={**os.environ, measured_options.CALLER_NAMING: "keywords"},  # its failures name keywords
             )
             diagnostics.seek(max(0, os.fstat(diagnostics.fileno()).st_size - DIAGNOSTICS_LIMIT))
             message = diagnostics.read().decode("utf-8", "replace").strip()

@@ -11,6 +11,7 @@ import subprocess
 from ..errors import BATCH_FAILED, Failure, Kind
 from .on_host import Settings
 from .manifest import jobs_from
+from .outdir import prepare_out
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -55,7 +56,9 @@ def batch(
         raise ValueError(failure.message) from None
     if not checked:
         return []
-    settings = Settings(os.path.abspath(os.fspath(out)), jobs, retries, halt_on_failure, resume)
+    out = os.path.abspath(os.fspath(out))
+    prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
+    settings = Settings(out, jobs, retries, halt_on_failure, resume)
     connection = service.connection()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

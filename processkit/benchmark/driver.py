@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from ..containment import Usage
     from ..engine.host import Host
+    from ..grammar import Naming
     from .plan import Options
 
     class Executor(Protocol):
@@ -108,14 +109,17 @@ def _every(host: Host, tick: Callable[[], None]) -> None:
     host.loop.call_later(TICK_SECONDS, again)
 
 
-def _output_fd(output: str) -> int | None:
+def _output_fd(output: str, named: Naming) -> int | None:
     """``--output null`` or ``--output FILE`` (emptied for each run, as hyperfine does)."""
     if output == "null":
         return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
     try:
         return safepath.open_for_writing(output)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot write --output {sanitize(output)}: {exc.strerror or exc}") from None
+        from .options import BY_DEST
+
+        given = named.given(BY_DEST["output"], sanitize(output))
+        raise Failure(Kind.SETUP, f"cannot write {given}: {exc.strerror or exc}") from None
 
 
 def session_spec(options: Options) -> RunSpec:
@@ -156,7 +160,7 @@ def run_spec(
     if output is not None:
         where = "inherit" if options.show_output else output
         echo = where == "inherit"
-        output_fd = None if where in ("pipe", "inherit") else _output_fd(where)
+        output_fd = None if where in ("pipe", "inherit") else _output_fd(where, options.named)
         stdin_file = session.stdin_file
     return session.replace(
         argv=argv,

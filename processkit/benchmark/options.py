@@ -1,10 +1,11 @@
 """``bench``'s measured options (run counts, durations, order, metric, CPUs, the exit codes to
-ignore, the percentage gate, where input comes from and output goes) as one table, read for ``plan.Options`` by the run grammar's value functions whoever
-gives them: the CLI's text
+ignore, the percentage gate, where input comes from and output goes) as one table, read for
+``plan.Options`` by the run grammar's value functions whoever gives them: the CLI's text
 (``bench --runs 10 --timeout 500ms``) or the API's typed values (``processkit.bench(runs=10,
 timeout=0.5)``, a duration in seconds or as the same text). Every failure is a usage ``Failure``
-naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``),
-and so are the rules between options (``check_given``).
+naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``), and so
+are the rules between options (``check_given``) and, through ``plan.Options.named``, what the
+bench process finds while it runs (``caller_naming``: keywords when ``processkit.bench`` started it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, MutableMapping
     from typing import Any
 
     from ..grammar import Naming
@@ -183,6 +184,7 @@ NAMED = (
     Option("--reference-name", VALUE, metavar="NAME"),
     Option("--show-output", SWITCH),
     Option("--baseline", VALUE, metavar="FILE"),
+    Option("--jsonl-dir", VALUE, metavar="DIR"),
 )
 MEASURED = {option.dest: option for option in OPTIONS}
 BY_DEST = {option.dest: option for option in OPTIONS + NAMED}
@@ -205,6 +207,26 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     if not shell or not shell[0]:
         raise usage(f"an empty command has been given for '{name}'")
     return shell
+
+
+# Set by ``processkit.bench`` on the bench process it starts, so that process's own failures
+# (a run that failed, too few runs, an unwritable --output) name the API's keywords, not flags.
+CALLER_NAMING = "PROCESSKIT_BENCH_NAMING"
+
+
+def caller_naming(environ: MutableMapping[str, str]) -> Naming:
+    """How this bench process names options: by keyword when ``processkit.bench`` started it
+    (``CALLER_NAMING`` taken out of ``environ``, so no benchmarked command sees it), else by flag."""
+    from ..grammar import FLAGS, KEYWORDS
+
+    return KEYWORDS if environ.pop(CALLER_NAMING, None) == "keywords" else FLAGS
+
+
+def ignoring(name: Naming) -> str:
+    """What to give to benchmark failing runs anyway: ``--ignore-failure`` or ``ignore_failure=True``."""
+    option = BY_DEST["ignore_failure"]
+    shown = name(option)
+    return shown if shown == option.flag else name.given(option, "True")
 
 
 def naming(name: Naming) -> Callable[[str], str]:

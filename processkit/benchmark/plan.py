@@ -18,6 +18,7 @@ import re
 import shlex
 
 from ..errors import usage
+from ..grammar import FLAGS
 from ..grammar import values as grammar_values
 from ..plain import Constant, Plain
 from ..text import cut, sanitize
@@ -26,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import ClassVar
+
+    from ..grammar import Naming
 
 
 class Order(Constant):
@@ -109,6 +112,7 @@ class Options(Plain):
         "input_file",
         "shell",
         "reference",
+        "named",
     )
 
     def __init__(
@@ -129,6 +133,7 @@ class Options(Plain):
         input_file: str | None = None,
         shell: tuple[str, ...] | None = DEFAULT_SHELL,
         reference: bool = False,
+        named: Naming = FLAGS,
     ):
         self.runs = runs
         self.min_runs = min_runs
@@ -145,6 +150,7 @@ class Options(Plain):
         self.input_file = input_file  # every run's stdin (None: /dev/null)
         self.shell = shell  # what shell commands run through (its start-up is measured); None: -N
         self.reference = reference  # the first command is --reference: the others are compared with it
+        self.named = named  # how the session's failures name an option: the CLI's flag or the API's keyword
 
     def ignores(self, code: int) -> bool:
         """Whether a timed run's exit ``code`` is benchmarked anyway (``--ignore-failure[=CODES]``)."""

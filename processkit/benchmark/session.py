@@ -36,6 +36,7 @@ from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
 from . import driver
+from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 
@@ -43,6 +44,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from ..grammar import Naming
     from .driver import Executor
     from .progress import ProgressBars
 
@@ -92,7 +94,7 @@ class Session:
 
     def run(self) -> BenchResult:
         opts = self.options
-        previous = _pin(opts.cpus)
+        previous = _pin(opts.cpus, opts.named)
         try:
             if self.executor is None:
                 self.executor = driver.Engine(opts, tick=self.tick)
@@ -267,7 +269,7 @@ class Session:
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
-                "use --ignore-failure to benchmark it anyway",
+                f"use {ignoring(self.options.named)} to benchmark it anyway",
             )
 
 
@@ -293,7 +295,7 @@ def _stop_if_cancelled(measured: driver.Measured) -> None:
         raise Failure(Kind.CANCELLED, f"benchmark stopped: {measured.error}")
 
 
-def _pin(cpus: tuple[int, ...] | None) -> set[int] | None:
+def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
     """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
     if cpus is None:
         return None
@@ -301,7 +303,8 @@ def _pin(cpus: tuple[int, ...] | None) -> set[int] | None:
     try:
         os.sched_setaffinity(0, cpus)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot pin to --cpus {','.join(map(str, cpus))}: {exc.strerror}") from None
+        given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
+        raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
     return previous
 
 
@@ -313,7 +316,8 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
     for command_result in result.results:
         if command_result.summary is None:
             return Failure(Kind.BENCH_FAILED, f"every run of {sanitize(command_result.command.name)!r} timed out")
-    needed, flag = (options.runs, "--runs") if options.runs is not None else (options.min_runs, "--min-runs")
+    needed, dest = (options.runs, "runs") if options.runs is not None else (options.min_runs, "min_runs")
+    named = options.named
     if options.ignore_failure is True:
         return None
     for command_result in result.results:
@@ -322,6 +326,7 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
             return Failure(
                 Kind.BENCH_FAILED,
                 f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
-                f"finished within --timeout, fewer than {flag} {needed}; use --ignore-failure to accept them",
+                f"finished within {named(BY_DEST['timeout'])}, fewer than {named.given(BY_DEST[dest], str(needed))}; "
+                f"use {ignoring(named)} to accept them",
             )
     return None

@@ -20,7 +20,7 @@ from ..text import sanitize, unencodable
 from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
-from ..grammar import FLAGS, REPEAT
+from ..grammar import FLAGS, REPEAT, Naming
 from ..benchmark import argvs
 from . import bench_baseline
 from .parsing import Once, OnceFlag, Parser
@@ -131,7 +131,7 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
     return DEFAULT_SHELL if args.shell is None else measured_options.shell_of(args.shell, "--shell")
 
 
-def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict):
+def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict, named: Naming):
     """The session's options: ``typed``, the measured options as ``benchmark.options`` read them."""
     from ..benchmark.plan import ORDERS, Options
 
@@ -152,6 +152,7 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed:
         jsonl_dir=args.jsonl_dir,
         show_output=args.show_output,
         metric=typed["metric"],
+        named=named,
     )
 
 
@@ -199,8 +200,9 @@ def _in_place(argv: list[str]) -> list[str]:
     return marked
 
 
-def plan_from(args: argparse.Namespace):
-    """The commands and options these arguments ask for."""
+def plan_from(args: argparse.Namespace, named: Naming = FLAGS):
+    """The commands and options these arguments ask for; ``named``: how their failures name an
+    option (by keyword when ``processkit.bench`` gave them)."""
     from ..benchmark.plan import Auxiliary, expand, parameter_list, scan_values
 
     shell = shell_from(args)
@@ -217,8 +219,8 @@ def plan_from(args: argparse.Namespace):
     if args.parameter_step_size is not None and not args.parameter_scan:
         raise usage("the argument '--parameter-step-size' requires '--parameter-scan'")
     present = [dest for dest in measured_options.BY_DEST if getattr(args, dest) not in (None, False, [])]
-    measured_options.check_given(present, FLAGS)
-    typed = measured_options.read({dest: getattr(args, dest) for dest in measured_options.MEASURED}, FLAGS)
+    measured_options.check_given(present, named)
+    typed = measured_options.read({dest: getattr(args, dest) for dest in measured_options.MEASURED}, named)
     step = args.parameter_step_size
     scans = [[value.removeprefix(ARRAY_MARK) for value in scan] for scan in args.parameter_scan]
     lists = [[value.removeprefix(ARRAY_MARK) for value in listed] for listed in args.parameter_list]
@@ -233,7 +235,7 @@ def plan_from(args: argparse.Namespace):
     )
     reference = (("shell", args.reference), args.reference_name) if args.reference is not None else None
     commands = expand(given, args.command_name, parameters, shell=shell, reference=reference, auxiliary=auxiliary)
-    return commands, options_from(args, shell, typed)
+    return commands, options_from(args, shell, typed, named)
 
 
 EXPORTS = (
@@ -249,7 +251,7 @@ def main(argv: list[str], invocation) -> int:
     args = parse(argv)
     from ..benchmark import bench_commands, exports
 
-    commands, options = plan_from(args)
+    commands, options = plan_from(args, measured_options.caller_naming(os.environ))
     earlier = bench_baseline.read(args)  # checked before the first run
     if options.jsonl_dir is not None:
         from ..safepath import open_directory
@@ -257,9 +259,8 @@ def main(argv: list[str], invocation) -> int:
         try:  # made and checked as a capture directory is: no other user's link or open directory
             os.close(open_directory(options.jsonl_dir)[0])
         except OSError as exc:
-            raise Failure(
-                Kind.SETUP, f"cannot make --jsonl-dir {sanitize(options.jsonl_dir)}: {exc.strerror}"
-            ) from None
+            shown = options.named.given(measured_options.BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
+            raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None
     from ..benchmark.result import BenchResult
     from ..benchmark.session import settings, shortfall
 
@@ -297,7 +298,7 @@ def main(argv: list[str], invocation) -> int:
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
-    bench_baseline.gate(result, args.fail_if_slower)  # after every run and every export
+    bench_baseline.gate(result, args.fail_if_slower, options.named)  # after every run and every export
     return 0
 
 

@@ -12,6 +12,10 @@ from ..errors import Failure, Kind
 from ..text import sanitize
 from .parsing import Once
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..grammar import Naming
+
 
 def add_flags(add) -> None:
     add(
@@ -61,7 +65,7 @@ def lines(result) -> list[str]:
     return [] if result.baseline is None else ["", *baseline.render(result.baseline)]
 
 
-def gate(result, threshold: float | None) -> None:
+def gate(result, threshold: float | None, named: Naming) -> None:
     """Fail (119) when a command is significantly slower than its baseline by more than ``threshold`` %."""
     if threshold is None or result.baseline is None:
         return
@@ -72,6 +76,6 @@ def gate(result, threshold: float | None) -> None:
         raise Failure(
             Kind.BENCH_REGRESSED,
             f"'{sanitize(worst.command)}' is {worst.change_percent:.1f} % slower than the baseline "
-            f"{sanitize(result.baseline.file)} (Mann-Whitney U p = {worst.p_value:.2g}), beyond --fail-if-slower "
-            f"{threshold:g} %{others}",
+            f"{sanitize(result.baseline.file)} (Mann-Whitney U p = {worst.p_value:.2g}), beyond "
+            f"{named.given(measured_options.BY_DEST['fail_if_slower'], f'{threshold:g}')} %{others}",
         )

@@ -1,7 +1,7 @@
 """The cgroups a lodged host (a batch, a bench session, the API's service) reuses from run to
 run: groups whose every figure a run reads can be started again exactly are kept idle between
-runs instead of being made and removed for each (a cgroup ``mkdir`` and ``rmdir`` cost 0.1-0.2 ms
-of CPU apiece, each under the kernel's global cgroup lock).
+runs instead of being made and removed for each (a cgroup ``mkdir`` and ``rmdir`` each takes the
+kernel's global cgroup lock, and costs CPU a run would otherwise pay every time).
 
 Facts that decide what may be reused, and when:
 - A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``

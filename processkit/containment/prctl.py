@@ -1,6 +1,7 @@
 """The two ``prctl`` options containment needs, resolved once, before any fork.
 
-Through the native module where it was built; ctypes (about 2 ms of start-up) only as fallback.
+Through the native module where it was built; ctypes, whose import the run path would pay at
+start-up, only as fallback.
 """
 
 from __future__ import annotations
