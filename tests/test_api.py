@@ -195,7 +195,7 @@ def test_what_cannot_start_raises_as_subprocess_does(args, cwd):
     )
     assert error.result.returncode == 101 and error.result.source == "spawn_error"
     assert [e.event for e in error.result.events] == ["spawn_failed", "runner_exit"]
-    assert "could not start" in error.result.message or "cannot use --cwd" in error.result.message
+    assert "could not start" in error.result.message or "cannot use cwd=" in error.result.message
 
 
 def test_a_death_by_signal_is_minus_n_as_subprocess_gives_it():

@@ -6,6 +6,7 @@ so does a ``processkit.batch`` ``out`` that cannot be used."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -102,3 +103,22 @@ def test_a_batchs_out_that_cannot_be_used_names_the_keyword(tmp_path):
     manifest.write_text('{"args": ["true"]}\n')
     done = run_cli("batch", manifest, "--out", blocker / "out")
     assert f"cannot use --out {blocker / 'out'}: ".encode() in done.stderr
+
+
+def test_a_runs_setup_failure_names_the_keyword_and_its_stream_the_flag(tmp_path):
+    """The engine words a setup failure for the CLI (``cannot set up --capture-dir DIR``); the
+    API's caller reads it with the keyword it gave, while the run's own stream keeps the flag."""
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    jsonl = tmp_path / "events.jsonl"
+    result = processkit.run(["true"], capture_dir=str(blocked / "capture"), jsonl=str(jsonl))
+    assert result.returncode == 111
+    assert result.message.startswith(f"cannot set up capture_dir={blocked / 'capture'}: "), result.message
+    assert "--" not in result.message
+    result = processkit.run(["true"], env_file=[str(tmp_path / "absent")])
+    assert result.message == f"cannot read env_file={tmp_path / 'absent'}: No such file or directory"
+    with pytest.raises(subprocess.CalledProcessError) as raised:
+        processkit.run(["true"], pty=True, stdin_file=str(tmp_path / "absent"), check=True)
+    assert "--" not in str(raised.value)
+    proc = run_cli("run", "--capture-dir", blocked / "capture", "--", "true")
+    assert f"cannot set up --capture-dir {blocked / 'capture'}" in proc.stderr.decode()

@@ -206,6 +206,9 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
     failure = report.get("failure")
     diagnostics = ""
     if failure is not None:
+        from ..grammar import KEYWORDS
+        from ..grammar.run import reworded
+
         kind, message, retryable = failure
         envelope = {
             "error_version": 1,
@@ -214,7 +217,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
             "operation": "run",
             "run_id": spec.run_id,
             "retryable": retryable,
-            "message": message,
+            "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
