@@ -261,3 +261,10 @@ def dispositions_after_spawn() -> None:
 
 def test_the_child_gets_default_dispositions_but_keeps_ignored_signals_and_an_empty_mask():
     isolated(dispositions_after_spawn)
+
+
+def test_a_directory_the_path_repeats_is_tried_once_and_the_last_stays_last():
+    """The candidates the C child execs in turn: no second failing execve in one directory."""
+    env = {"PATH": "/a:/b:/a::/b"}
+    assert spawn._exec_paths(b"prog", env) == [b"/a/prog", b"/b/prog", b"prog", b"/b/prog"]
+    assert spawn._exec_paths(b"./prog", env) == [b"./prog"]
