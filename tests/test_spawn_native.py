@@ -252,7 +252,8 @@ def dispositions_after_spawn() -> None:
     with os.fdopen(read_end, "rb") as out:
         status = out.read().decode()
     assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
-    masks = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines() if line[:6] in ("SigBlk", "SigIgn", "SigCgt")}
+    fields = dict(line.split(":", 1) for line in status.splitlines())
+    masks = {name: int(fields[name], 16) for name in ("SigBlk", "SigIgn", "SigCgt")}
     ignored = {signum for signum in range(1, signal.NSIG) if masks["SigIgn"] & (1 << (signum - 1))}
     assert masks["SigBlk"] == 0 and masks["SigCgt"] == 0
     assert {signal.SIGUSR2, signal.SIGHUP} <= ignored
