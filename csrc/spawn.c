@@ -262,20 +262,23 @@ static int restored_by_popen(int signum)
 
 /* A handler of the runner's (Python's C trampoline, which writes to the runner's wakeup fd)
  * must not run in this copy: execve would reset it anyway, so reset it before unblocking.
- * Other ignored signals stay ignored, as they do under Popen. */
+ * Other ignored signals stay ignored, as they do under Popen. One call per signal both sets
+ * SIG_DFL and returns the old disposition; only a signal that was ignored (and is not one Popen
+ * restores) takes a second call, to be ignored again. Every signal is blocked here, so the
+ * moment at SIG_DFL delivers nothing, and going back to SIG_IGN drops what arrived meanwhile,
+ * as the ignored signal would have been dropped on arrival. */
 static void reset_signals(void)
 {
-    struct sigaction action;
+    struct sigaction standard, previous;
     sigset_t none;
     int signum;
+    memset(&standard, 0, sizeof standard);
+    standard.sa_handler = SIG_DFL;
     for (signum = 1; signum < NSIG; signum++) {
-        if (sigaction(signum, NULL, &action) != 0)
+        if (sigaction(signum, &standard, &previous) != 0)
             continue; /* SIGKILL, SIGSTOP and libc's internal signals */
-        if (restored_by_popen(signum) || (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN)) {
-            memset(&action, 0, sizeof action);
-            action.sa_handler = SIG_DFL;
-            sigaction(signum, &action, NULL);
-        }
+        if (previous.sa_handler == SIG_IGN && !(previous.sa_flags & SA_SIGINFO) && !restored_by_popen(signum))
+            sigaction(signum, &previous, NULL);
     }
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

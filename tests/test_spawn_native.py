@@ -234,3 +234,38 @@ def test_the_runners_fds_and_memory_are_untouched_by_the_child(tmp_path):
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def dispositions_after_spawn() -> None:
+    """A runner that catches SIGUSR1 and SIGTERM, ignores SIGUSR2 and SIGHUP (Python ignores
+    SIGPIPE and SIGXFSZ) and blocks SIGINT and SIGQUIT: its child's /proc status shows every
+    caught one at its default, SIGPIPE and SIGXFSZ at their defaults, SIGUSR2 and SIGHUP still
+    ignored, and an empty mask."""
+    for signum in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(signum, lambda _s, _f: None)
+    for signum in (signal.SIGUSR2, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGQUIT})
+    read_end, write_end = os.pipe()
+    result = spawn.native_spawn(["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as out:
+        status = out.read().decode()
+    assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
+    fields = dict(line.split(":", 1) for line in status.splitlines())
+    masks = {name: int(fields[name], 16) for name in ("SigBlk", "SigIgn", "SigCgt")}
+    ignored = {signum for signum in range(1, signal.NSIG) if masks["SigIgn"] & (1 << (signum - 1))}
+    assert masks["SigBlk"] == 0 and masks["SigCgt"] == 0
+    assert {signal.SIGUSR2, signal.SIGHUP} <= ignored
+    assert not ignored & {signal.SIGUSR1, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT}
+
+
+def test_the_child_gets_default_dispositions_but_keeps_ignored_signals_and_an_empty_mask():
+    isolated(dispositions_after_spawn)
+
+
+def test_a_directory_the_path_repeats_is_tried_once_and_the_last_stays_last():
+    """The candidates the C child execs in turn: no second failing execve in one directory."""
+    env = {"PATH": "/a:/b:/a::/b"}
+    assert spawn._exec_paths(b"prog", env) == [b"/a/prog", b"/b/prog", b"prog", b"/b/prog"]
+    assert spawn._exec_paths(b"./prog", env) == [b"./prog"]

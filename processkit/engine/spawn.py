@@ -166,13 +166,18 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
 def _exec_paths(program: bytes, env) -> list[bytes]:
     """Where to look for the program, as Popen does: a name with a slash as it is, else in each
     directory of the child's PATH (``os.defpath`` without one). What ``os.get_exec_path`` does
-    for a str environment, without the ``warnings`` import it makes on every call."""
+    for a str environment, without the ``warnings`` import it makes on every call.
+
+    A directory the PATH names again is tried once (PATHs often repeat entries): its first try
+    did not exec, and a second fails the same way. The last candidate stays last even when it
+    repeats one, since its error is the one reported when every candidate is missing."""
     if os.path.dirname(program):
         return [program]
     search = env.get("PATH")
     if search is None:
         search = os.defpath
-    return [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
+    candidates = [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
+    return [*dict.fromkeys(candidates[:-1]), candidates[-1]]
 
 
 def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
