@@ -120,5 +120,5 @@ def test_a_runs_setup_failure_names_the_keyword_and_its_stream_the_flag(tmp_path
     with pytest.raises(subprocess.CalledProcessError) as raised:
         processkit.run(["true"], pty=True, stdin_file=str(tmp_path / "absent"), check=True)
     assert "--" not in str(raised.value)
-    proc = run_cli("run", "--capture-dir", blocked / "capture", "--", "true")
+    proc = run_cli("run", "--jsonl", tmp_path / "cli.jsonl", "--capture-dir", blocked / "capture", "--", "true")
     assert f"cannot set up --capture-dir {blocked / 'capture'}" in proc.stderr.decode()

@@ -207,7 +207,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
     diagnostics = ""
     if failure is not None:
         from ..grammar import KEYWORDS
-        from ..grammar.run import reworded
+        from ..grammar.keywords import reworded
 
         kind, message, retryable = failure
         envelope = {

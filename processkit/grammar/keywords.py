@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 from ..errors import usage
 from ..text import uncarried
-from . import REPEAT, SWITCH, Naming, values
+from . import FLAGS, REPEAT, SWITCH, Naming, values
 from .run import RUN_OPTIONS
 
 # Flags the API leaves out, and what to use instead.
@@ -138,3 +138,26 @@ def command_args(args) -> list[str]:
     if not args:
         raise usage("args must name a program to run")
     return [as_text(arg, f"args item {index}") for index, arg in enumerate(args)]
+
+
+def reworded(message: str, name: Naming) -> str:
+    """A runner's failure message with each of run's flags it names (``cannot set up
+    --capture-dir DIR: ...``, written by the engine for the CLI) named as ``name`` names it, a
+    value that follows joined to it (``capture_dir=DIR``): the API hands its callers the message
+    in their own vocabulary (a switch as ``pty=True``); the stream keeps the engine's words."""
+    import re
+
+    if name is FLAGS:
+        return message
+
+    by_flag = {option.flag: option for option in RUN_OPTIONS}
+
+    def named(found: re.Match) -> str:
+        option = by_flag.get(found.group(1))
+        if option is None:
+            return found.group(0)
+        if found.group(2):
+            return name.given(option, "")
+        return name.given(option, "True") if option.kind == SWITCH else name(option)
+
+    return re.sub(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])( (?=\S))?", named, message)

@@ -292,31 +292,6 @@ RUN_OPTIONS = (
 BY_DEST = {option.dest: option for option in RUN_OPTIONS}
 
 
-def reworded(message: str, name: Naming) -> str:
-    """A runner's failure message with each of run's flags it names (``cannot set up
-    --capture-dir DIR: ...``, written by the engine for the CLI) named as ``name`` names it, a
-    value that follows joined to it (``capture_dir=DIR``): the API hands its callers the message
-    in their own vocabulary (a switch as ``pty=True``); the stream keeps the engine's words."""
-    import re
-
-    from . import FLAGS
-
-    if name is FLAGS:
-        return message
-
-    by_flag = {option.flag: option for option in RUN_OPTIONS}
-
-    def named(found: re.Match) -> str:
-        option = by_flag.get(found.group(1))
-        if option is None:
-            return found.group(0)
-        if found.group(2):
-            return name.given(option, "")
-        return name.given(option, "True") if option.kind == SWITCH else name(option)
-
-    return re.sub(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])( (?=\S))?", named, message)
-
-
 def check_given(given: Collection[str], name: Naming) -> None:
     """Which options were given, checked against each other: the declared conflicts first, then
     what an option needs, then the stream every run writes (``--jsonl``), all before any value
