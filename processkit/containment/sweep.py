@@ -17,7 +17,9 @@ Facts about deciding that a runner is dead, and what may then be ended:
 - A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, in whatever pid
   namespace, and whatever they fork meanwhile. A v1 group (the caps of a process-group run) is
   ended member by member, round after round until empty, within a bound. Then ``rmdir``, which
-  the kernel refuses while a process remains and which never follows a link.
+  the kernel refuses while a process remains and which never follows a link. A SIGKILL takes
+  effect when the process next runs, not when ``kill`` returns: a waiting sweep (``prune``)
+  looks again until every member has exited.
 - A process group is signalled only when it is provably the run's. Its id is its leader's pid,
   and the kernel hands that pid to no new process while any member of the group lives. So: a
   leader alive with the recorded start time leads the run's group; a leader alive with another
@@ -203,7 +205,7 @@ def _reap_run(
         for name in [rundir.PGROUP_NAME, *rundir.job_files(path, "." + rundir.PGROUP_NAME)]:
             identity = rundir.read_process_group(path, name)
             if identity is not None:
-                ended = _end_process_group(identity, owner, reaped, dry_run) and ended
+                ended = _end_process_group(identity, owner, reaped, dry_run, wait) and ended
         if ended and (dry_run or rundir.remove(path)):
             reaped.run_dirs.append(path)
     finally:
@@ -329,14 +331,13 @@ def _kill_members(group: str) -> None:
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 
-def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reaped, dry_run: bool) -> bool:
+def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reaped, dry_run: bool, wait: bool) -> bool:
     """Kill a dead run's process group if it is provably the run's (see the facts above)."""
     pgid, leader_start, session = identity
     leader = read_member(pgid)
     if leader is not None and leader.start_time != leader_start:
         return True  # the id was handed on: the run's group ended long ago
-    found = (read_member(pid) for pid in all_pids())
-    group = [m for m in found if m is not None and m.pgid == pgid and not m.zombie]
+    group = _live_members(pgid)
     if not group:
         return True
     if leader is None and not all(_after_leader(m, leader_start, session) for m in group):
@@ -347,15 +348,29 @@ def _end_process_group(identity: tuple[int, str, int], owner: int, reaped: Reape
         return False
     reaped.processes += len(group)
     reaped.process_groups.append(pgid)
-    if not dry_run:
+    if dry_run:
+        return True
+    for _ in range(V1_KILL_ROUNDS if wait else 1):
         try:
             os.killpg(pgid, signals.SIGKILL)
         except ProcessLookupError:
-            pass
+            return True
         except OSError as exc:
             reaped.leave(f"process group {pgid}", f"cannot signal it: {exc.strerror}")
             return False
-    return True
+        if not wait:
+            return True
+        time.sleep(V1_KILL_PAUSE_SECONDS)
+        if not _live_members(pgid):
+            return True
+    reaped.leave(f"process group {pgid}", "members remain (not yet exited)")
+    return False
+
+
+def _live_members(pgid: int) -> list:
+    """The group's members that have not exited (a zombie holds the id, but runs nothing)."""
+    found = (read_member(pid) for pid in all_pids())
+    return [member for member in found if member is not None and member.pgid == pgid and not member.zombie]
 
 
 def _owned_by(pid: int, owner: int) -> bool:
