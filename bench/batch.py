@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bytecode import compile_trees
+
 CLI = str(Path(sys.executable).parent / "processkit-cli")
 BIG = 5 * 1024 * 1024
 
@@ -171,8 +173,10 @@ def main() -> None:
             at = sys.argv.index("--before")
             before = os.path.abspath(sys.argv[at + 1])
             del sys.argv[at : at + 2]
+        compile_trees(before)
         keep_main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000, int(sys.argv[2]) if len(sys.argv) > 2 else 3, before)
         return
+    compile_trees()
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     figures: dict[str, list[float]] = {}

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from bytecode import compile_trees
+
 ENGINE = """
 import os, sys, time
 from processkit.benchmark.driver import Engine
@@ -71,6 +73,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--jobs", type=int, default=1000)
     args = parser.parse_args()
+    compile_trees(args.before)
     trees = {"before": os.path.abspath(args.before), "this": None}
     figures: dict[str, list[list[float]]] = {f"{what} {name}": [] for what in ("bench", "batch") for name in trees}
     for what, code, count in (("bench", ENGINE, args.runs), ("batch", BATCH, args.jobs)):
