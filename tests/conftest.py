@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -36,6 +37,16 @@ def require_reference_schemas() -> Path:
     if not reference_schemas_present():
         pytest.skip("the reference schemas are not beside the repository")
     return REFERENCE_SCHEMAS
+
+
+def pytest_sessionstart(session) -> None:
+    """Compile the package's bytecode once. With ``PYTHONDONTWRITEBYTECODE=1`` (set on some
+    machines) an editable checkout keeps none, so each of the thousands of ``processkit-cli``
+    starts below would compile every module it imports from source; an installed wheel ships its
+    bytecode, and what a user starts is what is tested. Read-only locations are left as they are."""
+    import processkit
+
+    compileall.compile_dir(os.path.dirname(processkit.__file__), quiet=2)
 
 
 def cli_command() -> list[str]:
