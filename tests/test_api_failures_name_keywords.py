@@ -6,6 +6,7 @@ so does a ``processkit.batch`` ``out`` that cannot be used."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -122,3 +123,16 @@ def test_a_runs_setup_failure_names_the_keyword_and_its_stream_the_flag(tmp_path
     assert "--" not in str(raised.value)
     proc = run_cli("run", "--jsonl", tmp_path / "cli.jsonl", "--capture-dir", blocked / "capture", "--", "true")
     assert f"cannot set up --capture-dir {blocked / 'capture'}" in proc.stderr.decode()
+
+
+def test_a_batchs_reserved_id_and_unreadable_summary_name_no_flag(tmp_path):
+    """The manifest's and the resumed summary's complaints are worded for both callers."""
+    with pytest.raises(ValueError) as raised:
+        processkit.batch([{"args": ["true"], "id": "summary.jsonl"}], out=tmp_path / "a")
+    assert "is reserved" in str(raised.value) and "--" not in str(raised.value)
+    out = tmp_path / "b"
+    out.mkdir()
+    os.mkfifo(out / "summary.jsonl")
+    with pytest.raises(Failure) as failed:
+        processkit.batch([{"args": ["true"]}], out=out, resume=True)
+    assert failed.value.message.startswith("cannot resume the batch: ") and "--" not in failed.value.message

@@ -138,10 +138,10 @@ def test_resume_over_a_summary_no_bounded_reader_takes_is_refused(tmp_path, shap
     if shape == "fifo":
         summary.unlink()
         os.mkfifo(summary)
-        expected = f"processkit-cli: cannot --resume: cannot read the batch summary {summary}: it is a FIFO, not a regular file"
+        expected = f"processkit-cli: cannot resume the batch: cannot read the batch summary {summary}: it is a FIFO, not a regular file"
     else:
         summary.write_text('{"id": "' + "a" * (2 << 20) + '"}\n')
-        expected = f"processkit-cli: cannot --resume: batch summary line 1 is longer than 1 MiB, the most a line may hold ({summary})"
+        expected = f"processkit-cli: cannot resume the batch: batch summary line 1 is longer than 1 MiB, the most a line may hold ({summary})"
     proc = run_cli("batch", manifest, "--out", out, "--resume", timeout=30)
     assert proc.returncode == 111, proc.stderr
     assert proc.stderr.decode().splitlines() == [expected]

@@ -163,7 +163,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
     if type(secret) is not bool:
         raise bad("'secret' is true or false")
     if job_id in OUT_NAMES:
-        raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in --out")
+        raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in its output directory")
     for key in options:
         if key in REFUSED:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")

@@ -155,7 +155,7 @@ def _read_lines(path: str) -> Iterator[JobLine]:
     except OSError:
         return
     except InputError as exc:
-        raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+        raise Failure(Kind.SETUP, f"cannot resume the batch: {exc}") from None
     with handle:
         try:
             for _, text in lines(handle, path, SUMMARY):
@@ -166,7 +166,7 @@ def _read_lines(path: str) -> Iterator[JobLine]:
                 if line is not None:
                     yield line
         except InputError as exc:
-            raise Failure(Kind.SETUP, f"cannot --resume: {exc}") from None
+            raise Failure(Kind.SETUP, f"cannot resume the batch: {exc}") from None
         except OSError:
             return
 
