@@ -141,20 +141,21 @@ def start(host: Host, run: RunState) -> Launched:
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
-    run.events.emit(
-        RunStarted(
-            run_id=spec.run_id,
-            labels=dict(sorted(spec.labels)),
-            root_pid=child.pid,
-            mechanism=container.mechanism,
-            abrupt_cleanup=container.abrupt_cleanup,
-            cwd=cwd if cwd is not None else run.runner_cwd,
-            command=command_object(spec.argv, raw=spec.argv_raw),
+    if run.events.writing:  # the event, and the members read for the snapshot, would be dropped
+        run.events.emit(
+            RunStarted(
+                run_id=spec.run_id,
+                labels=dict(sorted(spec.labels)),
+                root_pid=child.pid,
+                mechanism=container.mechanism,
+                abrupt_cleanup=container.abrupt_cleanup,
+                cwd=cwd if cwd is not None else run.runner_cwd,
+                command=command_object(spec.argv, raw=spec.argv_raw),
+            )
         )
-    )
     if spec.ready_fd is not None:
         _tell_launcher(spec.ready_fd, run.events.failure)
-    if run.events.writing:  # the members are read for this event alone
+    if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
 
