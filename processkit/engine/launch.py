@@ -14,6 +14,7 @@ import os
 import time
 
 from .. import containment
+from ..control.publication import Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
@@ -30,9 +31,8 @@ from .streams import OutputStream
 from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
-    from ..control.publication import Publication
     from .pty import PseudoTerminal
 
 
@@ -202,9 +202,8 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 def _publish(run: RunState, container: containment.Container, lodging: Lodging | None) -> Publication | None:
     """Register the run and open its control socket: best effort, the child runs anyway, unless
-    the registry is refused as another user's (a Failure)."""
-    from ..control.publication import PublishedRun, publish
-
+    the registry is refused as another user's (a Failure). (Every run publishes, so its module
+    is imported with this one, not at each run.)"""
     spec = run.spec
     published = PublishedRun(
         loop=run.loop,
