@@ -28,19 +28,29 @@ def _c_dumps() -> Callable[[Any], str] | None:
         return None
 
     def encoder() -> Callable[[Any, int], Any]:
-        """The encoder json.dumps builds for these options, with a fresh markers dict, as it makes
-        one per call: circular values are refused."""
+        """The encoder json.dumps builds for these options, with a fresh markers dict (the ids
+        of the containers being encoded, so circular values are refused)."""
         return make_encoder({}, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
 
     try:
-        encoder()  # an interpreter whose C encoder takes other arguments refuses them here
+        spare = [encoder()]  # an interpreter whose C encoder takes other arguments refuses them here
     except TypeError:
         return None
 
     def dumps(value: Any) -> str:
         if isinstance(value, str):  # as JSONEncoder.encode: a bare string skips the encoder
             return encode_basestring(value)
-        return "".join(encoder()(value, 0))
+        # An encoder that finished leaves its markers empty, as a fresh one's, so it is used
+        # again (json.dumps builds one per call, a third of a small line's cost). One that
+        # raised may keep the failed value's markers: it is not put back. Taken from ``spare``
+        # while in use, so another thread never shares its markers.
+        try:
+            encode = spare.pop()
+        except IndexError:
+            encode = encoder()
+        text = "".join(encode(value, 0))
+        spare.append(encode)
+        return text
 
     return dumps
 

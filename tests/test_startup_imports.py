@@ -261,6 +261,18 @@ def test_jsontext_refuses_what_json_dumps_refuses():
         assert str(ours.value) == str(theirs.value)
 
 
+def test_jsontext_after_a_refusal_encodes_the_same_containers_again():
+    """The encoders are reused; one that raised inside a container is not, so that container is
+    not taken for circular the next time it is encoded."""
+    shared: dict = {"items": [1]}
+    for _ in range(3):
+        shared["items"] = [object()]
+        with pytest.raises(TypeError):
+            jsontext.dumps([shared])
+        shared["items"] = [1]
+        assert jsontext.dumps([shared, shared]) == '[{"items":[1]},{"items":[1]}]'
+
+
 # -- the control socket without the socket modules: the native listen and its fallback agree -----
 
 

@@ -189,8 +189,11 @@ class Engine:
         lodged: bool = True,
         tick: Callable[[], None] | None = None,
     ) -> None:
+        from ..engine import runner
+        from ..engine.endings import Outcome
         from ..engine.host import Host
 
+        self._steps, self._outcome = runner.steps, Outcome  # imported once, not once a run
         self.options = options
         self.owns_process = owns_process
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
@@ -212,18 +215,15 @@ class Engine:
     ) -> Measured:
         """Run ``argv`` once, contained, and measure it; never raises for what the run reports
         (``output``: as ``run_spec`` takes it)."""
-        from ..engine import runner
-        from ..engine.endings import Outcome
-
         self._sequence += 1
         label = f"{self._label}-{self._sequence}"
         spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
         try:
-            outcome = self.host.carry(runner.steps(self.host, spec))
+            outcome = self.host.carry(self._steps(self.host, spec))
         finally:
             if spec.output_fd is not None:
                 os.close(spec.output_fd)
-        assert isinstance(outcome, Outcome)
+        assert isinstance(outcome, self._outcome)
         measured = _measured(outcome)
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers

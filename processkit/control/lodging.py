@@ -109,10 +109,11 @@ class JobRecord:
         self.stem = slot.stem
         self.lock_name = LOCK_NAME
         self._run_id: str | None = None
+        self._path = os.path.join(self.directory, self.stem + ".json")
 
     def write(self, record: Record) -> None:
         """Publish ``record``; raises RegistryError."""
-        write_record(os.path.join(self.directory, self.stem + ".json"), record)
+        write_record(self._path, record)
         self._run_id = record.run_id
 
     def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
@@ -122,4 +123,4 @@ class JobRecord:
             return
         if ended is not None:
             self._lodging.remember(self.stem, tombstones.document(run_id, *ended))
-        tombstones.remove_quietly(os.path.join(self.directory, self.stem + ".json"))
+        tombstones.remove_quietly(self._path)

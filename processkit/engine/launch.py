@@ -14,6 +14,7 @@ import os
 import time
 
 from .. import containment
+from ..control.publication import Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
@@ -30,9 +31,8 @@ from .streams import OutputStream
 from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # only the annotations: these modules are imported by --pty and published runs alone
+if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
-    from ..control.publication import Publication
     from .pty import PseudoTerminal
 
 
@@ -141,20 +141,21 @@ def start(host: Host, run: RunState) -> Launched:
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
-    run.events.emit(
-        RunStarted(
-            run_id=spec.run_id,
-            labels=dict(sorted(spec.labels)),
-            root_pid=child.pid,
-            mechanism=container.mechanism,
-            abrupt_cleanup=container.abrupt_cleanup,
-            cwd=cwd if cwd is not None else run.runner_cwd,
-            command=command_object(spec.argv, raw=spec.argv_raw),
+    if run.events.writing:  # the event, and the members read for the snapshot, would be dropped
+        run.events.emit(
+            RunStarted(
+                run_id=spec.run_id,
+                labels=dict(sorted(spec.labels)),
+                root_pid=child.pid,
+                mechanism=container.mechanism,
+                abrupt_cleanup=container.abrupt_cleanup,
+                cwd=cwd if cwd is not None else run.runner_cwd,
+                command=command_object(spec.argv, raw=spec.argv_raw),
+            )
         )
-    )
     if spec.ready_fd is not None:
         _tell_launcher(spec.ready_fd, run.events.failure)
-    if run.events.writing:  # the members are read for this event alone
+    if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
 
@@ -201,9 +202,8 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 def _publish(run: RunState, container: containment.Container, lodging: Lodging | None) -> Publication | None:
     """Register the run and open its control socket: best effort, the child runs anyway, unless
-    the registry is refused as another user's (a Failure)."""
-    from ..control.publication import PublishedRun, publish
-
+    the registry is refused as another user's (a Failure). (Every run publishes, so its module
+    is imported with this one, not at each run.)"""
     spec = run.spec
     published = PublishedRun(
         loop=run.loop,

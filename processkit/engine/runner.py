@@ -149,7 +149,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
     usage = container.usage()
-    run.events.emit(ResourceSummary(**usage.summary()))
+    if run.events.writing:  # a dropped event's fields are not worth building
+        run.events.emit(ResourceSummary(**usage.summary()))
     gone = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
     # the stream's summary keeps the reference's read point; the outcome's figures are read again

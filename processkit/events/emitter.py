@@ -32,16 +32,26 @@ def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
         ns = time.time_ns()
     if ns < 0:
         ns = 0
+    if digits == 3:
+        millisecond = ns // 1_000_000
+        last = _MILLISECOND[0]
+        if millisecond == last[0]:  # a run's events come in bursts within one millisecond
+            return last[1]
     seconds, rest = divmod(ns, 1_000_000_000)
     second = _SECOND[0]
     if seconds != second[0]:  # a run's events mostly share their second: formatted once
         second = _SECOND[0] = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".")
     if digits == 3:
-        return f"{second[1]}{rest // 1_000_000:03d}Z"
+        text = f"{second[1]}{rest // 1_000_000:03d}Z"
+        _MILLISECOND[0] = (millisecond, text)
+        return text
     return f"{second[1]}{rest // 10 ** (9 - digits):0{digits}d}Z"
 
 
-_SECOND: list = [(-1, "")]  # the last second formatted and its text, replaced as one (threads share it)
+# The last second and the last millisecond formatted, each with its text, replaced as one pair
+# (threads share them).
+_SECOND: list = [(-1, "")]
+_MILLISECOND: list = [(-1, "")]
 
 
 def encode(record: dict) -> bytes:
