@@ -26,18 +26,12 @@ Facts about readiness that every user must respect:
 A fact about start-up: the timer heap's two functions come from ``_heapq``, the C module that
 ``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
 uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is missing.
-
-The loop polls an ``epoll`` object itself (Linux is the only platform: docs/differences.md)
-rather than through ``selectors.EpollSelector``, which adds a key object, a lookup and a
-mapping of events per call to the same system calls: a run registers and unregisters four fds
-(its pipes, pidfd and control socket). The events read as ``selectors`` reads them: anything but
-EPOLLOUT (a hang-up, an error) makes an fd readable, anything but EPOLLIN writable.
 """
 
 from __future__ import annotations
 
 import itertools
-import select
+import selectors
 import time
 
 try:
@@ -54,9 +48,6 @@ if TYPE_CHECKING:
 # select() overflows on a timeout centuries long (any u64 ms is a valid --timeout): a timer that
 # far away is waited for in steps of this size instead.
 LONGEST_WAIT = 86400.0
-
-_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
-_SLOT_EVENTS = (_IN, _OUT)  # the epoll event of a handler slot: reader, writer
 
 
 class Timer:
@@ -81,9 +72,8 @@ class Timer:
 class Loop:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._time = clock
-        self._epoll = select.epoll()
+        self._selector = selectors.DefaultSelector()
         self._handlers: dict[int, list[Callback | None]] = {}  # fd -> [reader, writer]
-        self._events: dict[int, int] = {}  # fd -> the epoll events it is registered for
         self._timers: list[tuple[float, int, Timer]] = []
         self._sequence = itertools.count()
         self.now = clock()
@@ -126,27 +116,21 @@ class Loop:
         if handlers is None:
             if callback is None:
                 return
-            events = _SLOT_EVENTS[slot]
-            self._epoll.register(fd, events)  # raises (a closed fd) before anything is kept
             handlers = self._handlers[fd] = [None, None]
             handlers[slot] = callback
-            self._events[fd] = events
+            self._selector.register(fd, self._mask(handlers))
             return
         handlers[slot] = callback
-        events = (_IN if handlers[0] else 0) | (_OUT if handlers[1] else 0)
-        if not events:
-            del self._handlers[fd], self._events[fd]
-            try:
-                self._epoll.unregister(fd)
-            except OSError:  # closed before it was removed: the kernel dropped it already
-                pass
-        elif events != self._events[fd]:  # a handler replaced by another costs no system call
-            try:
-                self._epoll.modify(fd, events)
-            except OSError:
-                del self._handlers[fd], self._events[fd]
-                raise
-            self._events[fd] = events
+        mask = self._mask(handlers)
+        if mask:
+            self._selector.modify(fd, mask)
+        else:
+            self._selector.unregister(fd)
+            del self._handlers[fd]
+
+    @staticmethod
+    def _mask(handlers: list[Callback | None]) -> int:
+        return (selectors.EVENT_READ if handlers[0] else 0) | (selectors.EVENT_WRITE if handlers[1] else 0)
 
     # -- running ------------------------------------------------------------------------------
     def run_once(self, max_wait: float | None = None) -> None:
@@ -156,18 +140,15 @@ class Loop:
             timeout = max_wait if timeout is None else min(timeout, max_wait)
         if timeout is not None:
             timeout = min(timeout, LONGEST_WAIT)
-        try:
-            ready = self._epoll.poll(-1 if timeout is None else timeout, max(len(self._handlers), 1))
-        except InterruptedError:
-            ready = []
+        ready = self._selector.select(timeout)
         self.clock()
-        for fd, events in ready:
-            handlers = self._handlers.get(fd)
+        for key, events in ready:
+            handlers = self._handlers.get(key.fd)
             if handlers is None:
                 continue
-            if events & ~_OUT and handlers[0]:
+            if events & selectors.EVENT_READ and handlers[0]:
                 handlers[0]()
-            if events & ~_IN and handlers[1] and fd in self._handlers:
+            if events & selectors.EVENT_WRITE and handlers[1] and key.fd in self._handlers:
                 handlers[1]()
         self._run_due_timers()
 
@@ -201,7 +182,6 @@ class Loop:
         return True
 
     def close(self) -> None:
-        self._epoll.close()
+        self._selector.close()
         self._handlers.clear()
-        self._events.clear()
         self._timers.clear()
