@@ -14,11 +14,21 @@ Facts that decide what may be reused, and when:
 - pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
   before its exec, so the run's own peak is at least 1, and what the group reads after the run
   (1, or the higher peak the run reached) is the run's own. A group that saw more is removed.
-- memory: never reused. Writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the
-  group's present charge, and an emptied group still holds some: what its last tasks' kernel
-  memory gave back stays in a per-CPU stock charged to the group, and part of that memory is
-  freed only after an RCU grace period. ``memory.force_empty`` drains it, but waits for work
-  on every CPU, longer than a fresh group takes to make.
+- memory (v1): writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the group's
+  present charge, and an emptied group still holds some for a while: what its last tasks'
+  kernel memory gave back stays in a per-CPU stock charged to the group until another group
+  charges on that CPU, and part of that memory is freed only after an RCU grace period (for
+  ``true``, 50-500 KiB, gone within about 0.2 s); page cache the run left (a file on a tmpfs)
+  stays charged as long as it lives. So a memory group is taken again only once the peak read
+  back after the restart is 0: the charge was 0 when it restarted, and with no task in the
+  group and nothing of it swapped out (``memory.memsw.usage_in_bytes`` 0, where the kernel
+  counts swap) nothing can charge it again before the next run's first task, so its peak
+  counts from 0 as a fresh group's does. Its ``oom_control`` (the OOM kill count, the OOM
+  killer's switch) and ``limit_in_bytes`` must read as when the group was made (a run's
+  process may write its own group's files). The idle groups are tried oldest first, one at a
+  time, and one still charged goes behind the others, unless they are at their bound. So more of
+  them are idle than runs are in flight, and an idle one holds no fd (the batch counts the
+  fds a job in flight holds, ``fdlimit``): its files are opened again when it is taken.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -54,7 +64,18 @@ class Pooled:
     ``cgroup.procs``), a directory fd (v2: the child is cloned into it; -1 elsewhere), and
     whether it served a run before this one (``reused``)."""
 
-    __slots__ = ("parent", "path", "join_fd", "dir_fd", "controllers", "slot", "reused", "killed", "files")
+    __slots__ = (
+        "parent",
+        "path",
+        "join_fd",
+        "dir_fd",
+        "controllers",
+        "slot",
+        "reused",
+        "killed",
+        "files",
+        "settings",
+    )
 
     def __init__(self, parent: str, path: str, join_fd: int, dir_fd: int, controllers: tuple[str, ...], slot: JobSlot):
         self.parent = parent
@@ -66,6 +87,9 @@ class Pooled:
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
+        self.settings = _memory_settings(self.files) if "memory" in controllers else None  # as made
+        if self.settings is not None:
+            self.files.close()  # its run reads two of them at its end, through ``files``
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -94,11 +118,16 @@ class Pool:
         """An empty group under ``parent`` with its counters started again, else a fresh one;
         raises OSError when none can be made."""
         idle = self._idle.get(parent, [])
+        oldest_first = "memory" in controllers  # the longest idle has had the most time to drain
         while idle:
-            group = idle.pop()
-            if _restarted(group):
+            group = idle.pop(0 if oldest_first else -1)
+            restarted = _restarted(group)
+            if restarted:
                 group.reused = True
                 return group
+            if restarted is None and len(idle) < MAX_IDLE - 1:  # still charged: tried again after the rest
+                idle.append(group)
+                break
             remove(group)
         slot = JobSlot(self._home, next(self._sequence))
         path = os.path.join(parent, cgroupfs.group_name(slot.token))
@@ -119,8 +148,12 @@ class Pool:
         idle = self._idle.setdefault(group.parent, [])
         if self._closed or group.killed or len(idle) >= MAX_IDLE:
             remove(group)
-        else:
-            idle.append(group)
+            return
+        if "memory" in group.controllers:  # idle for longer than a run: no fd held meanwhile
+            group.files.close()
+            os.close(group.join_fd)
+            group.join_fd = -1
+        idle.append(group)
 
     def close(self) -> None:
         """Remove every idle group (the host's runs are over); a group given back later goes at once."""
@@ -130,30 +163,60 @@ class Pool:
                 remove(idle.pop())
 
 
-def _restarted(group: Pooled) -> bool:
-    """Whether the group is empty, and so its counters were started again as a fresh group's."""
+def _restarted(group: Pooled) -> bool | None:
+    """Whether the group is empty, and so its counters were started again as a fresh group's;
+    None for an empty memory group whose charge is not 0 yet (it may be, for a later run)."""
     files = group.files
+    controllers = group.controllers
     try:
         if os.stat(group.path).st_nlink != 2:  # a group below it
             return False
-        if group.controllers == V2:
+        if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
             return not counting and not files.content("cgroup.procs").strip()
-        if "pids" in group.controllers:
+        if "pids" in controllers:
             if files.number("pids.current") != 0 or files.number("pids.peak") > 1:
                 return False
-        if "cpuacct" in group.controllers:
-            if files.content("tasks").strip():
-                return False
+        if ("cpuacct" in controllers or "memory" in controllers) and files.content("tasks").strip():
+            return False
+        if "memory" in controllers and (group.settings is None or _memory_settings(files) != group.settings):
+            return False
+        if "cpuacct" in controllers:
             files.write("cpuacct.usage", "0")
+        if "memory" in controllers:
+            files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
+            charged = files.number("memory.max_usage_in_bytes") != 0 or _swapped(files)
+            files.close()
+            if charged:
+                return None
+            group.join_fd = os.open(os.path.join(group.path, "tasks"), os.O_WRONLY | os.O_CLOEXEC)
     except (OSError, ValueError):
         return False
     return True
 
 
+def _memory_settings(files: cgroupfs.HeldFiles) -> bytes | None:
+    """What a memory group's run must find as a fresh group has it: its OOM kill count, the OOM
+    killer's switch (``oom_control``) and its limit; None when unreadable (never lent again)."""
+    try:
+        return files.content("memory.oom_control") + files.content("memory.limit_in_bytes")
+    except OSError:
+        return None
+
+
+def _swapped(files: cgroupfs.HeldFiles) -> bool:
+    """Whether swap holds something charged to the group (which a swap-in would charge again);
+    a kernel that does not count swap per group charges a swap-in to the task that faults."""
+    try:
+        return files.number("memory.memsw.usage_in_bytes") != 0
+    except FileNotFoundError:
+        return False
+
+
 def remove(group: Pooled) -> None:
     """Remove the group (its fds first), then its record once it is gone."""
-    os.close(group.join_fd)
+    if group.join_fd >= 0:
+        os.close(group.join_fd)
     group.files.close()
     if group.dir_fd >= 0:
         os.close(group.dir_fd)
