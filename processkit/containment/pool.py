@@ -57,6 +57,7 @@ HELD = "groups"  # the pool's name in its directory's ``holds``
 POOL_SEQ = 1 << 32  # the pool's group names follow a sequence no job's eight hex digits reach
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
 MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is removed
+MEMORY_CHECKED = ("tasks", "memory.limit_in_bytes", "memory.memsw.usage_in_bytes")  # read only when taken
 
 
 class Pooled:
@@ -87,9 +88,10 @@ class Pooled:
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
-        self.settings = _memory_settings(self.files) if "memory" in controllers else None  # as made
-        if self.settings is not None:
-            self.files.close()  # its run reads two of them at its end, through ``files``
+        self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
+        if "memory" in controllers:
+            self.settings = _memory_settings(self.files)
+            self.files.close(MEMORY_CHECKED)
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -186,7 +188,7 @@ def _restarted(group: Pooled) -> bool | None:
         if "memory" in controllers:
             files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
             charged = files.number("memory.max_usage_in_bytes") != 0 or _swapped(files)
-            files.close()
+            files.close(MEMORY_CHECKED)  # the two its run reads at its end stay open until it is given back
             if charged:
                 return None
             group.join_fd = os.open(os.path.join(group.path, "tasks"), os.O_WRONLY | os.O_CLOEXEC)
