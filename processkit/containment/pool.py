@@ -62,8 +62,8 @@ MEMORY_CHECKED = ("tasks", "memory.limit_in_bytes", "memory.memsw.usage_in_bytes
 
 class Pooled:
     """One group a pool lends: its path, the fd its joiner writes (``tasks``, or v2's
-    ``cgroup.procs``), a directory fd (v2: the child is cloned into it; -1 elsewhere), and
-    whether it served a run before this one (``reused``)."""
+    ``cgroup.procs``; -1 for an idle memory group), a directory fd (v2: the child is cloned
+    into it; -1 elsewhere), and whether it served a run before this one (``reused``)."""
 
     __slots__ = (
         "parent",
