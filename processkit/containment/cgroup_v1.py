@@ -172,9 +172,10 @@ class CgroupV1Controllers(ControllerSet):
         return tuple(self._fds)
 
     def _where(self, controller: str) -> str | cgroupfs.HeldFiles | None:
-        """Where the run's group for ``controller`` is read: a lent group's held files, else its directory."""
+        """Where the run's group for ``controller`` is read: a lent group's held files, else its
+        directory (a lent memory group's too: it holds no file through its run, ``pool``)."""
         for lent in self._lent:
-            if controller in lent.controllers:
+            if controller in lent.controllers and "memory" not in lent.controllers:
                 return lent.files
         return self._groups.get(controller)
 

@@ -198,12 +198,10 @@ class HeldFiles:
     def write(self, name: str, text: str) -> None:
         os.pwrite(self._fd(name), text.encode(), 0)
 
-    def close(self, names: tuple[str, ...] | None = None) -> None:
-        """Close the files ``names`` (those held of them), or every one."""
-        for name in list(self._fds) if names is None else names:
-            fd = self._fds.pop(name, None)
-            if fd is not None:
-                os.close(fd)
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
 
 
 _HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR}

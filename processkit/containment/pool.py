@@ -27,8 +27,9 @@ Facts that decide what may be reused, and when:
   killer's switch) and ``limit_in_bytes`` must read as when the group was made (a run's
   process may write its own group's files). The idle groups are tried oldest first, one at a
   time, and one still charged goes behind the others, unless they are at their bound. So more of
-  them are idle than runs are in flight, and an idle one holds no fd (the batch counts the
-  fds a job in flight holds, ``fdlimit``): its files are opened again when it is taken.
+  them are idle than runs are in flight, and a memory group holds no fd but its join fd while
+  lent, and none while idle (the batch counts the fds a job in flight holds, ``fdlimit``): its
+  files are opened when it is taken, and its run reads its figures by path.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -57,7 +58,6 @@ HELD = "groups"  # the pool's name in its directory's ``holds``
 POOL_SEQ = 1 << 32  # the pool's group names follow a sequence no job's eight hex digits reach
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
 MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is removed
-MEMORY_CHECKED = ("tasks", "memory.limit_in_bytes", "memory.memsw.usage_in_bytes")  # read only when taken
 
 
 class Pooled:
@@ -91,7 +91,7 @@ class Pooled:
         self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
         if "memory" in controllers:
             self.settings = _memory_settings(self.files)
-            self.files.close(MEMORY_CHECKED)
+            self.files.close()  # its run reads it by path: no fd held beyond a fresh group's
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -152,7 +152,6 @@ class Pool:
             remove(group)
             return
         if "memory" in group.controllers:  # idle for longer than a run: no fd held meanwhile
-            group.files.close()
             os.close(group.join_fd)
             group.join_fd = -1
         idle.append(group)
@@ -188,7 +187,7 @@ def _restarted(group: Pooled) -> bool | None:
         if "memory" in controllers:
             files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
             charged = files.number("memory.max_usage_in_bytes") != 0 or _swapped(files)
-            files.close(MEMORY_CHECKED)  # the two its run reads at its end stay open until it is given back
+            files.close()
             if charged:
                 return None
             group.join_fd = os.open(os.path.join(group.path, "tasks"), os.O_WRONLY | os.O_CLOEXEC)
