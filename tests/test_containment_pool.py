@@ -232,3 +232,43 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again(tmp_path):
     assert len(made) < len(paths), "no memory group was lent again"
     fresh = max(peaks[index] for index in made)  # a batch of pages is charged at once: 256 KiB on x86-64
     assert all(0 < peak <= 2 * fresh for peak in peaks), "a lent group's peak holds an earlier run's charge"
+
+
+def test_a_memory_group_with_a_task_or_changed_settings_is_never_lent_again():
+    """A group nothing was ever charged to is lent again at once; one a process was moved into
+    (its pages stay charged where they were, so the group's charge reads 0) or whose limit a
+    run's process wrote is removed instead."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        group = lender.take(parent, ("memory",))
+        path = group.path
+        lender.give(group)
+        group = lender.take(parent, ("memory",))
+        assert group.path == path, "an untouched group is lent again"
+        with open(os.path.join(path, "tasks"), "w") as tasks:
+            tasks.write(str(sleeper.pid))
+        lender.give(group)
+        group = lender.take(parent, ("memory",))
+        assert group.path != path and not os.path.exists(path), "a group holding a task was lent again"
+        assert sleeper.poll() is None, "the task is moved out, not killed"
+        path = group.path
+        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as limit:
+            limit.write("100000000")
+        lender.give(group)
+        group = lender.take(parent, ("memory",))
+        assert group.path != path and not os.path.exists(path), "a group whose limit changed was lent again"
+        lender.give(group)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        lender.close()
+        home.close()

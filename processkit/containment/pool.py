@@ -178,22 +178,36 @@ def _restarted(group: Pooled) -> bool | None:
         if "pids" in controllers:
             if files.number("pids.current") != 0 or files.number("pids.peak") > 1:
                 return False
-        if ("cpuacct" in controllers or "memory" in controllers) and files.content("tasks").strip():
-            return False
-        if "memory" in controllers and (group.settings is None or _memory_settings(files) != group.settings):
-            return False
+        if "memory" in controllers:  # its tasks are read by the fd it is joined through
+            return _memory_restarted(group, "cpuacct" in controllers)
         if "cpuacct" in controllers:
+            if files.content("tasks").strip():
+                return False
             files.write("cpuacct.usage", "0")
-        if "memory" in controllers:
-            files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
-            charged = files.number("memory.max_usage_in_bytes") != 0 or _swapped(files)
-            files.close()
-            if charged:
-                return None
-            group.join_fd = os.open(os.path.join(group.path, "tasks"), os.O_WRONLY | os.O_CLOEXEC)
     except (OSError, ValueError):
         return False
     return True
+
+
+def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
+    """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
+    while idle: the one its run's child joins through is opened here; raises OSError."""
+    files = group.files
+    join_fd = os.open(os.path.join(group.path, "tasks"), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        if os.pread(join_fd, 1, 0) or group.settings is None or _memory_settings(files) != group.settings:
+            return False
+        if cpuacct:
+            files.write("cpuacct.usage", "0")
+        files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
+        if files.number("memory.max_usage_in_bytes") != 0 or _swapped(files):
+            return None
+        group.join_fd, join_fd = join_fd, -1
+        return True
+    finally:
+        files.close()  # its run reads it by path: no fd held beyond a fresh group's
+        if join_fd >= 0:
+            os.close(join_fd)
 
 
 def _memory_settings(files: cgroupfs.HeldFiles) -> bytes | None:
