@@ -81,7 +81,7 @@ def test_a_memory_group_is_lent_again_only_once_nothing_is_charged_to_it(tmp_pat
     """A job's memory group holds a charge after the job (kernel memory for a while, a tmpfs
     file's pages as long as it lives): a group is lent again only once that is gone, so a job's
     peak never holds another job's charge, and never one whose run changed its settings (the
-    groups are lent again: test_a_lodged_host_running_true_lends_its_memory_groups_again)."""
+    groups are lent again: test_a_memory_group_with_a_task_or_changed_settings_is_never_lent_again)."""
     left = f"/dev/shm/pk-pool-test-{os.getpid()}"
     own_group = MEMORY_ROOT + '$(sed -n "s/^[0-9]*:memory://p" /proc/self/cgroup)'
     jobs = [
@@ -194,11 +194,13 @@ def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still
         assert groups_of(tmp_path, "next")["v2"] != groups_of(tmp_path, "before")["v2"]
 
 
-def test_a_lodged_host_running_true_lends_its_memory_groups_again(tmp_path):
-    """What the pool is for: runs that leave nothing charged once their kernel memory is freed
-    get a group again instead of a new one, and each run's peak reads as a fresh group's. A
-    memory group holds no fd but its join fd while lent, and none while idle (more of them are
-    idle than runs in flight, and the batch counts a job's fds: ``fdlimit``)."""
+def test_a_lodged_host_running_true_lends_its_memory_groups_again():
+    """Runs that leave nothing charged once their kernel memory is freed get a group again
+    (when the per-CPU stocks holding their last charge drain depends on the other groups' work,
+    so how many is not asserted: the next test lends one deterministically), and each run's
+    peak reads as a fresh group's. A memory group holds no fd but its join fd while lent, and
+    none while idle (more of them are idle than runs in flight, and the batch counts a job's
+    fds: ``fdlimit``)."""
     from processkit import rundir
     from processkit.containment import cgroup_v1, pool
     from processkit.containment.base import ChildJoins
@@ -229,7 +231,6 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again(tmp_path):
         lender.close()
         home.close()
     made = [index for index, path in enumerate(paths) if paths.index(path) == index]
-    assert len(made) < len(paths), "no memory group was lent again"
     fresh = max(peaks[index] for index in made)  # a batch of pages is charged at once: 256 KiB on x86-64
     assert all(0 < peak <= 2 * fresh for peak in peaks), "a lent group's peak holds an earlier run's charge"
 
