@@ -111,3 +111,38 @@ def test_a_tree_that_outlived_its_root_has_its_figures_read_again(monkeypatch):
     calls = count_usage_reads(monkeypatch)
     measured = driver.measure(("sh", "-c", "sleep 30 & exit 0"))
     assert measured.exit_code == 0 and len(calls) == 2
+
+
+def test_each_job_of_a_batch_gets_its_own_environment_and_program(tmp_path, spawn_backend):
+    """One host spawns every job, passing again what it encoded for the job before only when
+    the job's environment (order included), argv and PATH are the same."""
+    import json
+
+    from conftest import run_cli
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cat").symlink_to("/bin/echo")  # on the second job's PATH, "cat" is another program
+    show = ["cat", "/proc/self/environ"]
+    jobs = [
+        {"args": show, "id": "a", "env": {"MODE": "a"}},
+        {"args": show, "id": "b", "env": {"MODE": "b", "PATH": f"{bin_dir}:/usr/bin:/bin"}},
+        {"args": show, "id": "c", "env": {"MODE": "c"}},
+        {"args": show, "id": "d", "env": {"MODE": "c"}},
+        {"args": [*show, "/dev/null"], "id": "e", "env": {"MODE": "c"}},
+    ]
+    for job in jobs:
+        job["env_clear"] = True
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    captured = {job["id"]: (out / job["id"] / "capture" / "stdout.log").read_bytes() for job in jobs}
+    assert captured == {
+        "a": b"MODE=a\0",
+        "b": b"/proc/self/environ\n",
+        "c": b"MODE=c\0",
+        "d": b"MODE=c\0",
+        "e": b"MODE=c\0",
+    }

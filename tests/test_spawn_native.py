@@ -269,3 +269,56 @@ def test_a_directory_the_path_repeats_is_tried_once_and_the_last_stays_last():
     env = {"PATH": "/a:/b:/a::/b"}
     assert spawn._exec_paths(b"prog", env) == [b"/a/prog", b"/b/prog", b"prog", b"/b/prog"]
     assert spawn._exec_paths(b"./prog", env) == [b"./prog"]
+
+
+def output_of(argv, env) -> bytes:
+    """What the child (which must exit 0) wrote to its stdout, through a pipe."""
+    read_end, write_end = os.pipe()
+    try:
+        result = spawn.native_spawn(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False)
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    assert result.stage == lib.PK_SPAWN_OK
+    if result.pidfd >= 0:
+        os.close(result.pidfd)
+    assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
+    return data
+
+
+def test_each_spawn_passes_its_own_environment_in_its_own_order():
+    """The envp kept from the last spawn is passed again only for an equal mapping in the same
+    order: a changed value, a new key, or the same entries reordered reach the next child."""
+    cat = ["cat", "/proc/self/environ"]
+    first = {"PATH": "/usr/bin:/bin", "A": "1", "B": "2"}
+    assert output_of(cat, first) == b"PATH=/usr/bin:/bin\0A=1\0B=2\0"
+    assert output_of(cat, dict(first)) == b"PATH=/usr/bin:/bin\0A=1\0B=2\0"
+    assert output_of(cat, {**first, "A": "changed"}) == b"PATH=/usr/bin:/bin\0A=changed\0B=2\0"
+    assert output_of(cat, {**first, "C": "3"}) == b"PATH=/usr/bin:/bin\0A=1\0B=2\0C=3\0"
+    reordered = {"B": "2", "A": "1", "PATH": "/usr/bin:/bin"}
+    assert reordered == first
+    assert output_of(cat, reordered) == b"B=2\0A=1\0PATH=/usr/bin:/bin\0"
+    mutated = dict(first)
+    assert output_of(cat, mutated) == b"PATH=/usr/bin:/bin\0A=1\0B=2\0"
+    mutated["A"] = "after"  # the caller's mapping changed in place since its spawn
+    assert output_of(cat, mutated) == b"PATH=/usr/bin:/bin\0A=after\0B=2\0"
+
+
+def test_each_spawn_searches_its_own_path_and_passes_its_own_argv(tmp_path):
+    """The argv and exec candidates kept from the last spawn follow the argv and the PATH, and
+    the same request again searches the PATH again."""
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        script = tmp_path / name / "pk-which"
+        script.write_text(f'#!/bin/sh\necho "{name} $*"\n')
+        script.chmod(0o755)
+    both = {"PATH": f"{tmp_path / 'one'}:{tmp_path / 'two'}:/usr/bin:/bin"}
+    assert output_of(["pk-which", "a"], both) == b"one a\n"
+    (tmp_path / "one" / "pk-which").unlink()
+    assert output_of(["pk-which", "a"], both) == b"two a\n"
+    assert output_of(["pk-which", "b"], both) == b"two b\n"
+    (tmp_path / "one" / "pk-which").write_text('#!/bin/sh\necho "new $*"\n')
+    (tmp_path / "one" / "pk-which").chmod(0o755)
+    assert output_of(["pk-which", "b"], both) == b"new b\n"
+    assert output_of(["pk-which", "b"], {"PATH": f"{tmp_path / 'two'}:/usr/bin:/bin"}) == b"two b\n"

@@ -55,9 +55,9 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
             container.controllers = _controllers(container, limits, name, v1_parents)
         elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
             container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents, lender)
-        if rundir is not None and isinstance(container.controllers, cgroup_v1.CgroupV1Controllers):
-            rundir.record_groups(container.controllers.paths)
         v1 = container.controllers
+        if rundir is not None and isinstance(v1, cgroup_v1.CgroupV1Controllers) and v1.paths:
+            rundir.record_groups(v1.paths)  # (a lent group is recorded by its pool)
         container.start_counting(cpu_counted=isinstance(v1, cgroup_v1.CgroupV1Controllers) and v1.counts_cpu())
     except ContainerError:  # LimitUnavailable too
         container.release()

@@ -3,7 +3,8 @@
 For hosts that mount the controllers as v1 hierarchies instead of delegating them to cgroup v2.
 Each run group is made under this runner's own group in that hierarchy (so caps set above
 still apply), is joined by the child between fork and exec through a pre-opened
-``cgroup.procs`` fd, and is removed when the run ends. The v1 groups only carry caps and
+``cgroup.procs`` fd, and is removed when the run ends (an accounting-only run on a lodged host
+borrows its groups from the host's pool instead: ``pool``). The v1 groups only carry caps and
 counters: membership and teardown stay with the containment mechanism.
 
 Accounting (also for a run without caps, unless ``PROCESSKIT_ACCOUNTING=0``): peak memory from
@@ -98,8 +99,8 @@ class CgroupV1Controllers(ControllerSet):
     }
 
     def __init__(self, limits: Limits, name: str, parents: dict[str, str] | None = None, pool: Pool | None = None):
-        """``pool``: a lodged host's, lending the groups of hierarchies without memory (an
-        accounting-only run's: caps are never put on a lent group)."""
+        """``pool``: a lodged host's, lending the groups (an accounting-only run's: caps are
+        never put on a lent group)."""
         super().__init__(limits)
         self._groups: dict[str, str] = {}  # controller -> the run's group directory
         self._paths: list[str] = []  # the groups made for this run alone
@@ -129,7 +130,7 @@ class CgroupV1Controllers(ControllerSet):
         """Create one hierarchy's group (or borrow the pool's); only a hierarchy that carries a
         cap must succeed."""
         try:
-            if self._pool is not None and "memory" not in controllers:
+            if self._pool is not None:
                 lent = self._pool.take(os.path.dirname(path), tuple(sorted(controllers)))
                 self._lent.append(lent)
                 self._fds.append(lent.join_fd)
@@ -171,9 +172,10 @@ class CgroupV1Controllers(ControllerSet):
         return tuple(self._fds)
 
     def _where(self, controller: str) -> str | cgroupfs.HeldFiles | None:
-        """Where the run's group for ``controller`` is read: a lent group's held files, else its directory."""
+        """Where the run's group for ``controller`` is read: a lent group's held files, else its
+        directory (a lent memory group's too: it holds no file through its run, ``pool``)."""
         for lent in self._lent:
-            if controller in lent.controllers:
+            if controller in lent.controllers and "memory" not in lent.controllers:
                 return lent.files
         return self._groups.get(controller)
 

@@ -174,7 +174,7 @@ class HeldFiles:
     def _fd(self, name: str) -> int:
         fd = self._fds.get(name)
         if fd is None:
-            # Read-write where the file takes a write (cpuacct.usage is reset through the same fd).
+            # Read-write where the file takes a write (a counter reset through the fd it is read by).
             fd = self._fds[name] = os.open(
                 os.path.join(self.path, name), _HELD_MODES.get(name, os.O_RDONLY) | os.O_CLOEXEC
             )
@@ -204,4 +204,4 @@ class HeldFiles:
         self._fds = {}
 
 
-_HELD_MODES = {"cpuacct.usage": os.O_RDWR}
+_HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR}

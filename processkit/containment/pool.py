@@ -14,11 +14,22 @@ Facts that decide what may be reused, and when:
 - pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
   before its exec, so the run's own peak is at least 1, and what the group reads after the run
   (1, or the higher peak the run reached) is the run's own. A group that saw more is removed.
-- memory: never reused. Writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the
-  group's present charge, and an emptied group still holds some: what its last tasks' kernel
-  memory gave back stays in a per-CPU stock charged to the group, and part of that memory is
-  freed only after an RCU grace period. ``memory.force_empty`` drains it, but waits for work
-  on every CPU, longer than a fresh group takes to make.
+- memory (v1): writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the group's
+  present charge, and an emptied group still holds some for a while: what its last tasks'
+  kernel memory gave back stays in a per-CPU stock charged to the group until another group
+  charges on that CPU, and part of that memory is freed only after an RCU grace period (for
+  ``true``, 50-500 KiB, gone within about 0.2 s); page cache the run left (a file on a tmpfs)
+  stays charged as long as it lives. So a memory group is taken again only once the peak read
+  back after the restart is 0: the charge was 0 when it restarted, and with no task in the
+  group and nothing of it swapped out (``memory.memsw.usage_in_bytes`` 0, where the kernel
+  counts swap) nothing can charge it again before the next run's first task, so its peak
+  counts from 0 as a fresh group's does. Its ``oom_control`` (the OOM kill count, the OOM
+  killer's switch) and ``limit_in_bytes`` must read as when the group was made (a run's
+  process may write its own group's files). The idle groups are tried oldest first, one at a
+  time, and one still charged goes behind the others, unless they are at their bound. So more of
+  them are idle than runs are in flight, and a memory group holds no fd but its join fd while
+  lent, and none while idle (the batch counts the fds a job in flight holds, ``fdlimit``): its
+  files are opened when it is taken, and its run reads its figures by path.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -51,10 +62,21 @@ MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is r
 
 class Pooled:
     """One group a pool lends: its path, the fd its joiner writes (``tasks``, or v2's
-    ``cgroup.procs``), a directory fd (v2: the child is cloned into it; -1 elsewhere), and
-    whether it served a run before this one (``reused``)."""
+    ``cgroup.procs``; -1 for an idle memory group), a directory fd (v2: the child is cloned
+    into it; -1 elsewhere), and whether it served a run before this one (``reused``)."""
 
-    __slots__ = ("parent", "path", "join_fd", "dir_fd", "controllers", "slot", "reused", "killed", "files")
+    __slots__ = (
+        "parent",
+        "path",
+        "join_fd",
+        "dir_fd",
+        "controllers",
+        "slot",
+        "reused",
+        "killed",
+        "files",
+        "settings",
+    )
 
     def __init__(self, parent: str, path: str, join_fd: int, dir_fd: int, controllers: tuple[str, ...], slot: JobSlot):
         self.parent = parent
@@ -66,6 +88,10 @@ class Pooled:
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
+        self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
+        if "memory" in controllers:
+            self.settings = _memory_settings(self.files)
+            self.files.close()  # its run reads it by path: no fd held beyond a fresh group's
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -94,11 +120,16 @@ class Pool:
         """An empty group under ``parent`` with its counters started again, else a fresh one;
         raises OSError when none can be made."""
         idle = self._idle.get(parent, [])
+        oldest_first = "memory" in controllers  # the longest idle has had the most time to drain
         while idle:
-            group = idle.pop()
-            if _restarted(group):
+            group = idle.pop(0 if oldest_first else -1)
+            restarted = _restarted(group)
+            if restarted:
                 group.reused = True
                 return group
+            if restarted is None and len(idle) < MAX_IDLE - 1:  # still charged: tried again after the rest
+                idle.append(group)
+                break
             remove(group)
         slot = JobSlot(self._home, next(self._sequence))
         path = os.path.join(parent, cgroupfs.group_name(slot.token))
@@ -119,8 +150,11 @@ class Pool:
         idle = self._idle.setdefault(group.parent, [])
         if self._closed or group.killed or len(idle) >= MAX_IDLE:
             remove(group)
-        else:
-            idle.append(group)
+            return
+        if "memory" in group.controllers:  # idle for longer than a run: no fd held meanwhile
+            os.close(group.join_fd)
+            group.join_fd = -1
+        idle.append(group)
 
     def close(self) -> None:
         """Remove every idle group (the host's runs are over); a group given back later goes at once."""
@@ -130,19 +164,23 @@ class Pool:
                 remove(idle.pop())
 
 
-def _restarted(group: Pooled) -> bool:
-    """Whether the group is empty, and so its counters were started again as a fresh group's."""
+def _restarted(group: Pooled) -> bool | None:
+    """Whether the group is empty, and so its counters were started again as a fresh group's;
+    None for an empty memory group whose charge is not 0 yet (it may be, for a later run)."""
     files = group.files
+    controllers = group.controllers
     try:
         if os.stat(group.path).st_nlink != 2:  # a group below it
             return False
-        if group.controllers == V2:
+        if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
             return not counting and not files.content("cgroup.procs").strip()
-        if "pids" in group.controllers:
+        if "pids" in controllers:
             if files.number("pids.current") != 0 or files.number("pids.peak") > 1:
                 return False
-        if "cpuacct" in group.controllers:
+        if "memory" in controllers:  # its tasks are read by the fd it is joined through
+            return _memory_restarted(group, "cpuacct" in controllers)
+        if "cpuacct" in controllers:
             if files.content("tasks").strip():
                 return False
             files.write("cpuacct.usage", "0")
@@ -151,9 +189,49 @@ def _restarted(group: Pooled) -> bool:
     return True
 
 
+def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
+    """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
+    while idle: the one its run's child joins through is opened here; raises OSError."""
+    files = group.files
+    join_fd = os.open(os.path.join(group.path, "tasks"), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        if os.pread(join_fd, 1, 0) or group.settings is None or _memory_settings(files) != group.settings:
+            return False
+        if cpuacct:
+            files.write("cpuacct.usage", "0")
+        files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
+        if files.number("memory.max_usage_in_bytes") != 0 or _swapped(files):
+            return None
+        group.join_fd, join_fd = join_fd, -1
+        return True
+    finally:
+        files.close()  # its run reads it by path: no fd held beyond a fresh group's
+        if join_fd >= 0:
+            os.close(join_fd)
+
+
+def _memory_settings(files: cgroupfs.HeldFiles) -> bytes | None:
+    """What a memory group's run must find as a fresh group has it: its OOM kill count, the OOM
+    killer's switch (``oom_control``) and its limit; None when unreadable (never lent again)."""
+    try:
+        return files.content("memory.oom_control") + files.content("memory.limit_in_bytes")
+    except OSError:
+        return None
+
+
+def _swapped(files: cgroupfs.HeldFiles) -> bool:
+    """Whether swap holds something charged to the group (which a swap-in would charge again);
+    a kernel that does not count swap per group charges a swap-in to the task that faults."""
+    try:
+        return files.number("memory.memsw.usage_in_bytes") != 0
+    except FileNotFoundError:
+        return False
+
+
 def remove(group: Pooled) -> None:
     """Remove the group (its fds first), then its record once it is gone."""
-    os.close(group.join_fd)
+    if group.join_fd >= 0:
+        os.close(group.join_fd)
     group.files.close()
     if group.dir_fd >= 0:
         os.close(group.dir_fd)

@@ -140,11 +140,11 @@ def spawn(
 def _unpassable(argv, env, cwd) -> str | None:
     """Why execve cannot be handed these strings: it takes NUL-terminated bytes, so a NUL
     would silently cut an argument (the native path) or fail deep in Popen."""
-    if any("\0" in arg for arg in argv):
+    if "\0" in "".join(argv):
         return "an argument holds a NUL byte"
     if cwd is not None and "\0" in cwd:
         return "the --cwd holds a NUL byte"
-    if any("\0" in key or "\0" in value for key, value in env.items()):
+    if "\0" in "".join(env) or "\0" in "".join(env.values()):
         return "an environment entry holds a NUL byte"
     return None
 
@@ -195,32 +195,16 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     built = native.module()
     ffi, lib = built.ffi, built.lib
     keep = []  # cdata the request points into: alive until pk_spawn returns
-
-    def cell(data: bytes):
-        keep.append(ffi.new("char[]", data))
-        return keep[-1]
-
-    def strings(items) -> object:
-        """A NULL-ended ``char *[]`` pointing into one NUL-separated copy of ``items`` (one
-        allocation for the environment's few dozen strings, not one each)."""
-        items = list(items)
-        blob = ffi.from_buffer(b"\0".join(items) + b"\0")
-        pointers, offset = [], 0
-        for item in items:
-            pointers.append(blob + offset)
-            offset += len(item) + 1
-        keep.append(blob)
-        keep.append(ffi.new("char *[]", pointers + [ffi.NULL]))
-        return keep[-1]
-
-    args = [os.fsencode(arg) for arg in argv]
-    paths = _exec_paths(args[0], env)
+    args, paths = _command(ffi, argv, env)
     request = ffi.new("pk_spawn_request *")
-    request.paths = strings(paths)
-    request.path_count = len(paths)
-    request.argv = strings(args)
-    request.envp = strings(os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items())
-    request.cwd = cell(os.fsencode(cwd)) if cwd is not None else ffi.NULL
+    request.paths = paths.array
+    request.path_count = paths.count
+    request.argv = args.array
+    request.envp = _environment(ffi, env).array
+    request.cwd = ffi.NULL
+    if cwd is not None:
+        keep.append(ffi.new("char[]", os.fsencode(cwd)))
+        request.cwd = keep[-1]
     request.stdio = child_ends
     request.controlling_tty = int(own_terminal)
     request.nofile_soft = fdlimit.child_soft_limit() or 0
@@ -232,6 +216,50 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     result = ffi.new("pk_spawn_result *")
     lib.pk_spawn(request, result)
     return result
+
+
+class _Strings:
+    """A NULL-ended ``char *[]`` (``array``) pointing into one NUL-separated copy of ``items``
+    (one allocation for the environment's few dozen strings, not one each). Nothing writes to
+    either once made, so spawns in several threads may pass the same one."""
+
+    __slots__ = ("array", "count", "_blob")
+
+    def __init__(self, ffi, items: list[bytes]):
+        self._blob = ffi.from_buffer(b"\0".join(items) + b"\0")
+        pointers, offset = [], 0
+        for item in items:
+            pointers.append(self._blob + offset)
+            offset += len(item) + 1
+        self.array = ffi.new("char *[]", pointers + [ffi.NULL])
+        self.count = len(items)
+
+
+# The last spawn's strings, kept for the next, which on a lodged host (a batch, a bench session)
+# most often passes the same ones: each is encoded again only when what it is made from
+# differs. One store each, so a thread sees the old entry or the new, never half of one.
+_COMMAND: list[tuple[tuple, _Strings, _Strings] | None] = [None]  # ((argv, PATH), argv, paths)
+_ENVIRONMENT: list[tuple[dict, list, _Strings] | None] = [None]  # (env, its keys in order, envp)
+
+
+def _command(ffi, argv, env) -> tuple[_Strings, _Strings]:
+    """The argv and the paths to exec (``_exec_paths``), which follow only the argv and PATH."""
+    key = (tuple(argv), env.get("PATH"))
+    kept = _COMMAND[0]
+    if kept is None or kept[0] != key:
+        args = [os.fsencode(arg) for arg in argv]
+        kept = _COMMAND[0] = (key, _Strings(ffi, args), _Strings(ffi, _exec_paths(args[0], env)))
+    return kept[1], kept[2]
+
+
+def _environment(ffi, env) -> _Strings:
+    """The envp: ``KEY=VALUE`` in the mapping's order (equal mappings may differ in order)."""
+    kept = _ENVIRONMENT[0]
+    if kept is not None and env == kept[0] and list(env) == kept[1]:
+        return kept[2]
+    entries = _Strings(ffi, [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items()])
+    _ENVIRONMENT[0] = (dict(env), list(env), entries)
+    return entries
 
 
 def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
