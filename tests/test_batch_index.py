@@ -9,10 +9,11 @@ import json
 import os
 import re
 import sys
+import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import pid_alive, run_cli, start_cli, wait_for_event
 
 STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 
@@ -203,3 +204,39 @@ def run_cli_python(code: str, *args):
     import subprocess
 
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, timeout=60)
+
+
+def page_processes(batch_pid: int) -> list[int]:
+    """The batch's children that are its page process (``batching.index.command``)."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                argv = handle.read()
+        except (OSError, ValueError):
+            continue
+        if parent == batch_pid and b"processkit.batching.index" in argv:
+            found.append(int(name))
+    return found
+
+
+def test_the_page_process_waits_ready_beside_the_jobs_and_dies_with_the_batch(tmp_path):
+    """Started with the batch, it is there while the first job runs; a SIGKILLed batch takes it
+    along (its pipe's end of file), drawing nothing."""
+    out = tmp_path / "out"
+    manifest = write(tmp_path / "m.jsonl", [{"args": ["sleep", "30"], "id": "a"}])
+    batch = start_cli("batch", manifest, "--out", str(out))
+    try:
+        wait_for_event(out / "a" / "events.jsonl", "run_started")
+        drawers = page_processes(batch.pid)
+        assert len(drawers) == 1, drawers
+    finally:
+        batch.kill()
+        batch.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while pid_alive(drawers[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(drawers[0]), "the page process outlived its batch"
+    assert not (out / "index.html").exists()

@@ -102,6 +102,19 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
     return default if text is None else values.parse_count(text, f"{flag} <N>", low=low, high=high)
 
 
+def _run(args, jobs, settings, progress):
+    """The jobs run, here or on a Dask cluster; their tally."""
+    if args.dask_scheduler is not None:
+        from ..batching.fleet import run_on_dask
+
+        return run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)[1]
+    from ..fdlimit import raise_soft_limit
+    from ..batching.on_host import run_batch
+
+    raise_soft_limit()  # the jobs' children get the caller's limit back
+    return run_batch(jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick)[1]
+
+
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
     from ..batching.on_host import Settings
@@ -134,19 +147,15 @@ def main(argv: list[str], invocation) -> int:
         jobs = longest_first(jobs, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
-    if args.dask_scheduler is not None:
-        from ..batching.fleet import run_on_dask
+    from ..batching.index import PageProcess
 
-        _, tally = run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)
-    else:
-        from ..fdlimit import raise_soft_limit
-        from ..batching.on_host import run_batch
-
-        raise_soft_limit()  # the jobs' children get the caller's limit back
-        _, tally = run_batch(jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick)
-    from ..batching.index import write_page
-
-    write_page(settings.out)
+    page = PageProcess(settings.out)
+    try:
+        tally = _run(args, jobs, settings, progress)
+    except BaseException:
+        page.abandon()
+        raise
+    page.draw()
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     progress.end(tally.sentence())

@@ -25,6 +25,11 @@ LANE_HEIGHT = 16
 STATE_ORDER = {"failed": 0, "timed_out": 1, "cancelled": 2, "not_started": 3, "ok": 4}
 
 
+def warm() -> None:
+    """Compile the page's template before the batch ends (``batching.index.PageProcess``)."""
+    environment().get_template("batch.html.j2")
+
+
 def page_for(out: str) -> str:
     return batch_page(load(out))
 

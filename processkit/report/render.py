@@ -8,6 +8,7 @@ Geometry (where a bar or a marker goes) is computed here, so templates only plac
 from __future__ import annotations
 
 import datetime
+import functools
 
 from ..events import render as words
 from ..events.kept import ranges, salvage
@@ -30,7 +31,10 @@ class Tail(Plain):
     note: str | None
 
 
+@functools.cache
 def environment():
+    """The one template environment of the process: a template is compiled once however many
+    pages it draws."""
     import jinja2
 
     environment = jinja2.Environment(

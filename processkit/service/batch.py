@@ -13,7 +13,7 @@ import os
 import socket
 
 from ..batching.on_host import run_batch
-from ..batching.index import write_page
+from ..batching.index import PageProcess
 from ..containment import prctl
 from ..errors import Failure
 from ..api import wire
@@ -27,14 +27,17 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
     os.environ.clear()
     os.environ.update(env)
     sock = socket.socket(fileno=connection)
+    page = PageProcess(settings.out)
     try:
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:
+        page.abandon()
         reply: tuple = ("failure", 0, failure.kind.label, failure.message, failure.code)
     except BaseException as exc:  # noqa: BLE001 - the caller learns of it, then it goes on
+        page.abandon()
         reply = ("error", 0, f"{type(exc).__name__}: {exc}")
     else:
-        write_page(settings.out)
+        page.draw()
         reply = ("lines", 0, lines)
     try:
         sock.setblocking(True)
