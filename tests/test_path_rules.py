@@ -32,6 +32,7 @@ ALLOWED = {
     # The cgroup mount: kernel interface files and the run's own groups, never a FIFO or a link.
     ("containment/cgroupfs.py", "make_group", "os.mkdir"): "a cgroup, made in the runner's delegated cgroup",
     ("containment/cgroupfs.py", "make_group", "os.open:write"): "the new cgroup's own cgroup.procs",
+    ("containment/cgroupfs.py", "open_members", "os.open:write"): "an idle lent group's own tasks, read then joined",
     ("containment/cgroupfs.py", "read_bytes", "os.open:read"): "a cgroup interface file",
     ("containment/cgroupfs.py", "write_text", "os.open:write"): "a cgroup interface file",
     ("containment/cgroupfs.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",

@@ -33,6 +33,12 @@ def make_group(path: str, join_file: str = "cgroup.procs") -> int:
         raise
 
 
+def open_members(path: str, join_file: str = "tasks") -> int:
+    """A read-write fd on an existing group's ``join_file``: read, it lists the members (an
+    empty read: none); written, it joins as ``make_group``'s fd does."""
+    return os.open(os.path.join(path, join_file), os.O_RDWR | os.O_CLOEXEC)
+
+
 def join(procs_fd: int) -> None:
     """Move the calling process into the group (the kernel reads pid 0 as "myself")."""
     os.write(procs_fd, b"0")

@@ -193,7 +193,7 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
     """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
     while idle: the one its run's child joins through is opened here; raises OSError."""
     files = group.files
-    join_fd = os.open(os.path.join(group.path, "tasks"), os.O_RDWR | os.O_CLOEXEC)
+    join_fd = cgroupfs.open_members(group.path)
     try:
         if os.pread(join_fd, 1, 0) or group.settings is None or _memory_settings(files) != group.settings:
             return False
