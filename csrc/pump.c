@@ -67,6 +67,47 @@ static int start_hasher(pk_stream *stream)
     return !failed;
 }
 
+/* Released read rings, kept for the next streams of the size (a lodged host's next run): a ring
+ * is larger than glibc's mmap threshold, so each fresh one would cost an mmap, its first-touch
+ * page faults and an munmap. At most POOL_SLOTS are kept, the memory bound. Streams are made and
+ * freed on any thread (the API's threads; never the hashing thread), so each slot is only ever
+ * emptied or filled by one atomic operation; a pooled ring's first bytes hold its size. */
+#define POOL_SLOTS 8
+static void *pool[POOL_SLOTS];
+
+static void *take_ring(size_t size)
+{
+    void *buf;
+    int slot;
+    for (slot = 0; slot < POOL_SLOTS; slot++) {
+        void *none = NULL;
+        buf = __atomic_exchange_n(&pool[slot], NULL, __ATOMIC_ACQ_REL);
+        if (!buf)
+            continue;
+        if (*(size_t *)buf == size)
+            return buf;
+        /* Another size: back where it was, unless the slot was filled meanwhile. */
+        if (!__atomic_compare_exchange_n(&pool[slot], &none, buf, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            free(buf);
+    }
+    /* Page alignment lets the kernel copy in and out of the buffer at full speed. */
+    return posix_memalign(&buf, 4096, size) == 0 ? buf : NULL;
+}
+
+static void give_back_ring(void *buf, size_t size)
+{
+    int slot;
+    if (size >= sizeof size) {
+        *(size_t *)buf = size;
+        for (slot = 0; slot < POOL_SLOTS; slot++) {
+            void *none = NULL;
+            if (__atomic_compare_exchange_n(&pool[slot], &none, buf, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return;
+        }
+    }
+    free(buf);
+}
+
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size,
                          int hash_thread)
 {
@@ -76,8 +117,7 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head,
     if (!stream || !buf_size)
         goto fail;
     ring_size = hash_thread ? buf_size * RING_CHUNKS : buf_size;
-    /* Page alignment lets the kernel copy in and out of the buffer at full speed. */
-    if (posix_memalign(&buf, 4096, ring_size) != 0)
+    if (!(buf = take_ring(ring_size)))
         goto fail;
     stream->in_fd = in_fd;
     stream->capture_fd = capture_fd;
@@ -112,7 +152,7 @@ void pk_stream_free(pk_stream *stream)
         pthread_cond_destroy(&stream->room);
         pthread_mutex_destroy(&stream->lock);
     }
-    free(stream->buf);
+    give_back_ring(stream->buf, stream->ring_size);
     free(stream);
 }
 
