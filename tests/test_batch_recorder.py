@@ -27,6 +27,11 @@ def write_manifest(path, jobs) -> str:
     return str(path)
 
 
+def dask_batch(manifest, out, address: str, *flags: str):
+    """``batch`` of ``manifest`` into ``out`` on the Dask cluster at ``address``."""
+    return run_cli("batch", manifest, "--out", out, *flags, "--dask-scheduler", address, timeout=120)
+
+
 def summary(out) -> list[dict]:
     return [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
 
@@ -145,19 +150,7 @@ def test_the_local_and_the_dask_path_write_the_same_lines(tmp_path):
     assert proc.returncode == 117, proc.stderr
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         address = cluster.scheduler_address
-        proc = run_cli(
-            "batch",
-            manifest,
-            "--out",
-            dask_out,
-            "--jobs",
-            "2",
-            "--retries",
-            "1",
-            "--dask-scheduler",
-            address,
-            timeout=120,
-        )
+        proc = dask_batch(manifest, dask_out, address, "--jobs", "2", "--retries", "1")
     assert proc.returncode == 117, proc.stderr
     ours = sorted((comparable(line, local) for line in summary(local)), key=lambda line: line["id"])
     theirs = sorted((comparable(line, dask_out) for line in summary(dask_out)), key=lambda line: line["id"])
@@ -196,17 +189,7 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
         with distributed.LocalCluster(
             n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
         ) as cluster:
-            proc = run_cli(
-                "batch",
-                manifest,
-                "--out",
-                out,
-                "--jobs",
-                "1",
-                "--dask-scheduler",
-                cluster.scheduler_address,
-                timeout=120,
-            )
+            proc = dask_batch(manifest, out, cluster.scheduler_address, "--jobs", "1")
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in summary(out)}
     assert sorted(lines) == sorted(job["id"] for job in jobs)
@@ -242,18 +225,7 @@ def test_a_halted_dask_batch_gives_every_job_one_line(tmp_path):
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli(
-            "batch",
-            manifest,
-            "--out",
-            out,
-            "--jobs",
-            "1",
-            "--halt-on-failure",
-            "--dask-scheduler",
-            cluster.scheduler_address,
-            timeout=120,
-        )
+        proc = dask_batch(manifest, out, cluster.scheduler_address, "--jobs", "1", "--halt-on-failure")
     assert proc.returncode == 117, proc.stderr
     written = summary(out)
     assert sorted(line["id"] for line in written) == sorted(job["id"] for job in jobs), "one line per job"
