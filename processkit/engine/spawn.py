@@ -200,7 +200,8 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     request.paths = paths.array
     request.path_count = paths.count
     request.argv = args.array
-    request.envp = _environment(ffi, env).array
+    envp = _environment(ffi, env)  # held here too: another thread may replace the kept one
+    request.envp = envp.array
     request.cwd = ffi.NULL
     if cwd is not None:
         keep.append(ffi.new("char[]", os.fsencode(cwd)))

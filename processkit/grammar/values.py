@@ -104,14 +104,7 @@ def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     """THE duration grammar, in whole milliseconds: ``[0-9]+(ms|s|m|h)?`` (a bare number is
     seconds), or a finite, non-negative number of seconds; zero only when not ``positive``."""
     if isinstance(value, str):
-        parts = split_duration(value)
-        if parts is None:
-            raise usage(
-                f"invalid value {_shown(value)} for '{name}': expected a whole number with an optional unit ms, s, m or h"
-            )
-        digits, unit = parts
-        count = bounded_int(digits, U64_MAX)
-        total = U64_MAX + 1 if count is None else count * _DURATION_MS[unit]
+        total = _scaled(value, name, split_duration, _DURATION_MS, "unit ms, s, m or h")
     elif not value >= 0:  # negative, or nan
         raise usage(f"invalid value {_shown(value)} for '{name}': expected a finite number of seconds, not negative")
     elif isinstance(value, int):
@@ -126,18 +119,22 @@ def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     return total
 
 
+def _scaled(value: str, name: str, split, factors: dict, unit: str) -> int:
+    """Digits times their unit's factor (past U64_MAX: U64_MAX + 1, for the caller's bound);
+    a text ``split`` cannot part into digits and a known unit is refused, naming the ``unit``s."""
+    parts = split(value)
+    if parts is None:
+        raise usage(f"invalid value {_shown(value)} for '{name}': expected a whole number with an optional {unit}")
+    digits, suffix = parts
+    count = bounded_int(digits, U64_MAX)
+    return U64_MAX + 1 if count is None else count * factors[suffix]
+
+
 def parse_size(value: str | int, name: str) -> int:
     """THE size grammar, in bytes: ``[0-9]+[bkmg]?`` in binary units (any case), or an int;
     zero is refused."""
     if isinstance(value, str):
-        parts = split_size(value)
-        if parts is None:
-            raise usage(
-                f"invalid value {_shown(value)} for '{name}': expected a whole number with an optional suffix b, k, m or g"
-            )
-        digits, suffix = parts
-        count = bounded_int(digits, U64_MAX)
-        total = U64_MAX + 1 if count is None else count * _SIZE_FACTOR[suffix]
+        total = _scaled(value, name, split_size, _SIZE_FACTOR, "suffix b, k, m or g")
     else:
         total = value
     if total <= 0:
