@@ -16,6 +16,8 @@ from .plain import Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import ClassVar
+
     from typing_extensions import Self
 
 SUMMARY_FILE = "summary.jsonl"
@@ -42,10 +44,26 @@ def _bool(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+_READERS = {"str | None": _str, "int | None": _int, "bool | None": _bool}
+
+
 class _Part(Plain):
     """A part of a line, read from an object: checked field by field (``read``, for a summary
     read back) or taken as it is (``written``, from an event this process's engine just wrote,
     whose fields the engine typed)."""
+
+    _readers: ClassVar[tuple] = ()  # (field, the check its annotation names), in the fields' order
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._readers = tuple((name, _READERS[cls.__annotations__[name]]) for name in cls._fields)
+
+    @classmethod
+    def read(cls, value: object) -> Self | None:
+        """Each field checked for the type its annotation names: a wrong type reads as None."""
+        if not isinstance(value, dict):
+            return None
+        return cls(*(check(value.get(name)) for name, check in cls._readers))
 
     @classmethod
     def written(cls, value: dict | None) -> Self | None:
@@ -65,21 +83,6 @@ class Captured(_Part):
     truncated: bool | None
     write_error: bool | None
 
-    @classmethod
-    def read(cls, value: object) -> Captured | None:
-        if not isinstance(value, dict):
-            return None
-        get = value.get
-        return cls(
-            _str(get("path")),
-            _int(get("bytes")),
-            _int(get("bytes_seen")),
-            _int(get("bytes_written")),
-            _str(get("sha256")),
-            _bool(get("truncated")),
-            _bool(get("write_error")),
-        )
-
 
 class Resources(_Part):
     """The job's ``resource_summary`` figures (None: not measured)."""
@@ -90,20 +93,6 @@ class Resources(_Part):
     io_read_bytes: int | None
     io_write_bytes: int | None
     peak_process_count: int | None
-
-    @classmethod
-    def read(cls, value: object) -> Resources | None:
-        if not isinstance(value, dict):
-            return None
-        get = value.get
-        return cls(
-            _bool(get("read_error")),
-            _int(get("peak_memory_bytes")),
-            _int(get("total_cpu_ms")),
-            _int(get("io_read_bytes")),
-            _int(get("io_write_bytes")),
-            _int(get("peak_process_count")),
-        )
 
 
 class EarlierAttempt(Plain):
