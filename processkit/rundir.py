@@ -191,6 +191,9 @@ class RunDir:
     def _name(self, name: str) -> str:
         return name
 
+    def _recorded(self, name: str) -> None:
+        """``name`` was made (the directory's ``close`` removes every name it may hold)."""
+
     @property
     def socket_path(self) -> str:
         return os.path.join(self.path, SOCKET_NAME)
@@ -211,6 +214,7 @@ class RunDir:
             fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except OSError:
             return
+        self._recorded(name)
         try:
             os.write(fd, text.encode("utf-8", "surrogateescape"))
         except OSError:
@@ -240,9 +244,13 @@ class JobSlot(RunDir):
         self.stem = f"j{seq:08x}"
         self.token = home.token + JOB_SEPARATOR + f"{seq:08x}"
         self._lock_fd = None
+        self._made: list[str] = []  # what ``close`` removes: most jobs record nothing
 
     def _name(self, name: str) -> str:
         return f"{self.stem}.{name}"
+
+    def _recorded(self, name: str) -> None:
+        self._made.append(name)
 
     @property
     def socket_path(self) -> str:
@@ -250,9 +258,10 @@ class JobSlot(RunDir):
 
     def close(self) -> None:
         """Remove what this job recorded (idempotent): the batch's directory and lock stay."""
-        for name in (PGROUP_NAME, GROUPS_NAME):
+        made, self._made = self._made, []
+        for name in made:
             try:
-                os.unlink(os.path.join(self.path, self._name(name)))
+                os.unlink(os.path.join(self.path, name))
             except OSError:
                 pass
 

@@ -43,6 +43,11 @@ DEFAULT_CAPTURE_MAX_BYTES = 8 * 1024 * 1024
 # Which part of a stream its capture file keeps (--capture-keep): the reference's first bytes,
 # the last bytes, or the first half of the cap and the last half.
 KEEP_MODES = ("head", "tail", "head-tail")
+
+# A run whose stream no client can follow (a bench's run without --jsonl-dir, a --keep failed
+# job) is published once its child has run this long: one that ends sooner makes no record,
+# socket or tombstone (about a quarter of a short run's cost), one that lasts is seen as any.
+LATE_PUBLICATION_MS = 50
 # The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -122,6 +127,7 @@ class RunSpec(Plain):
         "ready_fd",
         "usage_file",
         "held_fds",
+        "publish_after_ms",
     )
 
     def __init__(
@@ -157,6 +163,10 @@ class RunSpec(Plain):
         # A batch's --keep failed: (stream, stdout, stderr) fds the engine writes and closes instead
         # of opening jsonl and capture_dir's files (which it still names); head capture only.
         held_fds: tuple[int, int, int] | None = None,
+        # None: the record and socket are made before the spawn (the reference's order); else
+        # only once the child has run this long (a bench's run, a --keep failed job: streams no
+        # client can read, and runs most of which end sooner, so they pay for no publication).
+        publish_after_ms: int | None = None,
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -186,6 +196,7 @@ class RunSpec(Plain):
         self.ready_fd = ready_fd
         self.usage_file = usage_file
         self.held_fds = held_fds
+        self.publish_after_ms = publish_after_ms
 
 
 def new_run_id() -> str:

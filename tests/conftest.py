@@ -176,6 +176,28 @@ def wait_for_file(path, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def listed_when(ready, timeout: float = 20.0) -> dict[str, dict]:
+    """``list --json`` by run id, once ``ready`` holds of it (a late publication comes in its own time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = run_cli("list", "--json")
+        assert proc.returncode == 0, proc.stderr
+        runs = {run["run_id"]: run for run in map(json.loads, proc.stdout.splitlines())}
+        if ready(runs):
+            return runs
+        assert time.monotonic() < deadline, f"not listed as expected within {timeout}s: {sorted(runs)}"
+        time.sleep(0.02)
+
+
+def published_late_by(record_path: str) -> float:
+    """Seconds from the run's ``started_at`` in its registry record to the record's writing."""
+    import datetime
+
+    with open(record_path) as handle:
+        started = datetime.datetime.fromisoformat(json.load(handle)["started_at"]).timestamp()
+    return os.stat(record_path).st_mtime - started
+
+
 def read_events_tolerant(path) -> list[dict]:
     """Complete lines only: a reader racing the writer may see a partial last line."""
     try:

@@ -19,7 +19,16 @@ import pytest
 
 from processkit import rundir
 
-from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import (
+    listed_when,
+    pid_alive,
+    published_late_by,
+    read_events,
+    run_cli,
+    start_cli,
+    wait_for_event,
+    wait_for_file,
+)
 from streams import PY, one
 from test_batch import start_batch, write_manifest  # noqa: F401 - the fixture
 from test_other_users import other_user  # noqa: F401 - the fixture
@@ -88,6 +97,43 @@ def test_a_live_job_is_found_by_every_client_and_its_record_is_the_batchs(tmp_pa
     assert outcome("lodged-quick")["code"] == 5, "remembered in the registry once the batch ended"
     assert batch_dirs(batch.pid) == [] and not os.path.exists(home)
     assert [name for name in os.listdir(isolated_registry) if not name.endswith((".ended", ".outcomes"))] == []
+
+
+def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_registry, start_batch):
+    """``--keep failed``: a job that ends within ``LATE_PUBLICATION_MS`` makes no record, socket
+    or tombstone; one that lasts is listed (its record saying when it started, not when it was
+    published) and cancelled as any run is."""
+    release = tmp_path / "release"
+    jobs = [
+        {"args": ["true"], "id": "quick", "run_id": "late-quick"},
+        {"args": [PY, "-c", WAITER, str(release), "3"], "id": "slow", "run_id": "late-slow"},
+        {"args": [PY, "-c", WAITER, str(release), "0"], "id": "victim", "run_id": "late-victim"},
+    ]
+    out = tmp_path / "out"
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "3", "--keep", "failed"
+    )
+    runs = listed_when(lambda runs: {"late-slow", "late-victim"} <= set(runs))
+    home = os.path.dirname(runs["late-slow"]["endpoint"])
+    wait_for_file(out / "summary.jsonl")
+    deadline = time.monotonic() + 20
+    while b'"quick"' not in (out / "summary.jsonl").read_bytes():
+        assert time.monotonic() < deadline, "the quick job's summary line did not come"
+        time.sleep(0.02)
+    assert "late-quick" not in listed()
+    made = sorted(os.listdir(home))
+    assert [name for name in made if name.endswith(".ended")] == [], made
+    assert len([name for name in made if name.endswith(".json")]) == 2, made
+    for name in (name for name in made if name.endswith(".json")):
+        assert published_late_by(os.path.join(home, name)) >= 0.045, "the record keeps the spawn's time"
+    assert run_cli("cancel", "--run-id", "late-victim").returncode == 0
+    wait_for_file(out / "victim" / "events.jsonl")
+    release.touch()
+    _, _ = batch.communicate(timeout=30)
+    assert batch.returncode == BATCH_FAILED
+    assert (outcome("late-victim")["code"], outcome("late-victim")["source"]) == (108, "control_cancel")
+    assert outcome("late-slow")["code"] == 3
+    assert not (out / "quick").exists(), "a passing job keeps only its summary line"
 
 
 LOOK = """import json, os, sys

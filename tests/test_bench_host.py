@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import listed_when, published_late_by, run_cli, start_cli, wait_for_event
 
 DAEMON = "301.456"  # an argument no other process has
 
@@ -118,3 +118,26 @@ def test_a_whole_session_leaves_no_run_directory_or_record(tmp_path, monkeypatch
     assert done.returncode == 0, done.stderr
     left = [name for name in os.listdir(isolated_registry) if not name.endswith((".ended", ".outcomes"))]
     assert left == []
+
+
+WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
+
+
+def test_a_run_is_published_only_once_it_has_lasted(tmp_path, isolated_registry):
+    """A run whose stream is not kept makes no record, socket or tombstone if it ends within
+    ``LATE_PUBLICATION_MS``; one that lasts is listed, its record saying when it started."""
+    release, waiter = tmp_path / "release", tmp_path / "waiter.py"
+    waiter.write_text(WAITER)
+    bench = start_cli("bench", "-N", "--runs", "3", "true", f"python3 {waiter} {release}", cwd=tmp_path)
+    try:
+        runs = listed_when(lambda runs: len(runs) == 1)
+        (run,) = runs.values()
+        home = os.path.dirname(run["endpoint"])
+        made = sorted(os.listdir(home))
+        assert [name for name in made if name.endswith(".ended")] == [], "the runs of true were published"
+        (record,) = [name for name in made if name.endswith(".json")]
+        assert published_late_by(os.path.join(home, record)) >= 0.045, "the record keeps the spawn's time"
+    finally:
+        release.touch()
+    _, err = bench.communicate(timeout=60)
+    assert bench.returncode == 0, err

@@ -23,7 +23,7 @@ from ..errors import Failure, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
-from ..spec import RunSpec, new_run_id
+from ..spec import LATE_PUBLICATION_MS, RunSpec, new_run_id
 
 MAX_JOBS = 1_000_000
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -73,7 +73,7 @@ def job_spec(
     with these put in). A fresh run id
     per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
     ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. ``held_fds``:
-    ``--keep failed``'s memfds (``RunSpec.held_fds``)."""
+    ``--keep failed``'s memfds (``RunSpec.held_fds``); such a job is published late."""
     template = job.template
     return template.replace(
         argv=tuple(job.args),
@@ -81,6 +81,7 @@ def job_spec(
         capture_dir=capture_dir,
         timeout_ms=template.timeout_ms if template.timeout_ms is not None else timeout_ms,
         held_fds=held_fds,
+        publish_after_ms=None if held_fds is None else LATE_PUBLICATION_MS,
         run_id=template.run_id if template.run_id_given else new_run_id(),
         labels=tuple(sorted({"batch": label, **dict(template.labels)}.items())),
     )

@@ -28,7 +28,7 @@ import time
 from .. import safepath, signum
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..spec import EnvPlan, RunSpec, StdinMode
+from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunSpec, StdinMode
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -150,7 +150,7 @@ def run_spec(
     output: str | None = None,
 ) -> RunSpec:
     """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
-    command, id, stream, output and environment. ``output`` None: a setup/prepare/conclude/cleanup
+    command, id, stream, output and environment (published late unless its stream is kept). ``output`` None: a setup/prepare/conclude/cleanup
     command or the shell's calibration (no ``iteration``; its output piped, echoed with
     ``--show-output``; stdin /dev/null); else a command's run, its ``--output`` (pipe, inherit,
     null or a file, opened here: the caller closes the spec's ``output_fd``) and ``--input``.
@@ -165,6 +165,7 @@ def run_spec(
     return session.replace(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
+        publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None,
         run_id=run_id,
         echo=echo,
         output_fd=output_fd,

@@ -1,8 +1,9 @@
 """Publishing a run: its registry record and its control socket (docs/control-plane.md §1, §2.2).
 
 Both are best effort: a failure is one warning and the child runs anyway (docs/run.md §1.3 step 7).
-The record is written before the child is spawned, and ``close()`` removes record, lock and
-socket at every ending the runner lives to see.
+The record is written before the child is spawned (a run whose spec sets ``publish_after_ms``:
+once its child has run that long), and ``close()`` removes record, lock and socket at every
+ending the runner lives to see.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ class PublishedRun(Plain):
         self.lodging = lodging  # a batch job's: its batch's directory, where its record goes
 
 
-def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | None:
+def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | None = None) -> Publication | None:
+    """The run's record and socket (``started_ns``: its start on the wall clock, else now), or
+    None with a warning where the registry cannot take it; a Failure where it is another user's."""
     try:
         if run.lodging is not None and isinstance(run.rundir, JobSlot):
             registration: Registration | JobRecord = run.lodging.register(run.rundir)
@@ -95,7 +98,7 @@ def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | Non
             raise Failure(Kind.SETUP, str(exc)) from None
         warn(f"the run is not registered, so control clients cannot find it: {exc}")
         return None
-    publication = Publication(run, registration)
+    publication = Publication(run, registration, started_ns)
     if run.rundir is None:
         warn("no control endpoint for this run: it has no run directory")
     else:
@@ -115,11 +118,11 @@ def publish(run: PublishedRun, warn: Callable[[str], None]) -> Publication | Non
 class Publication:
     """What a run shows the control plane, and the answers its socket gives."""
 
-    def __init__(self, run: PublishedRun, registration: Registration | JobRecord):
+    def __init__(self, run: PublishedRun, registration: Registration | JobRecord, started_ns: int | None = None):
         self._run = run
         self._registration = registration
         self.server: ControlServer | None = None
-        self.started_at = utc_timestamp()
+        self.started_at = utc_timestamp(started_ns)
         self.jsonl = self._absolute(run.jsonl)
         self.capture_dir = self._absolute(run.capture_dir)
 

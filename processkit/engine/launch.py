@@ -85,7 +85,8 @@ def prepare(host: Host, run: RunState) -> None:
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
-    run.publication = _publish(run, container, host.lodging)
+    if spec.publish_after_ms is None:
+        run.publication = _publish(run, container, host.lodging)
 
 
 def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
@@ -135,6 +136,10 @@ def start(host: Host, run: RunState) -> Launched:
     launched = Launched(container, child, spawning_ns)
     run.root_pid = child.pid
     container.adopt(child.pid)
+    if spec.publish_after_ms is not None:  # cancelled with the run's other timers when it ends first
+        run.timers["publish"] = run.loop.call_later(
+            spec.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
+        )
     if spec.stdin is StdinMode.INHERIT:
         try:
             launched.foreground = Foreground.lend(child.pid)
@@ -200,10 +205,23 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
     os.close(fd)
 
 
-def _publish(run: RunState, container: containment.Container, lodging: Lodging | None) -> Publication | None:
+def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
+    """``_publish`` once the child has run ``publish_after_ms``: its record says when it started.
+    A registry refused as another user's now only leaves the run unpublished: its child runs."""
+    started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
+    try:
+        run.publication = _publish(run, container, lodging, started_ns)
+    except Failure as failure:
+        warn(f"the run is not registered, so control clients cannot find it: {failure.message}")
+
+
+def _publish(
+    run: RunState, container: containment.Container, lodging: Lodging | None, started_ns: int | None = None
+) -> Publication | None:
     """Register the run and open its control socket: best effort, the child runs anyway, unless
     the registry is refused as another user's (a Failure). (Every run publishes, so its module
-    is imported with this one, not at each run.)"""
+    is imported with this one, not at each run.) ``started_ns``: the run's start on the wall
+    clock, when it is not now."""
     spec = run.spec
     published = PublishedRun(
         loop=run.loop,
@@ -221,4 +239,4 @@ def _publish(run: RunState, container: containment.Container, lodging: Lodging |
         usage=container.usage,
         lodging=lodging,
     )
-    return publish(published, warn)
+    return publish(published, warn, started_ns)

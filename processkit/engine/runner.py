@@ -139,8 +139,7 @@ def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:
 def _finish(run: RunState, launched: Launched, ending: Ending):
     """The ending's report, the teardown and the drain, and the figures they leave."""
     container = launched.container
-    for timer in run.timers.values():
-        timer.cancel()
+    run.cancel_timers()
     entry = ENDING_REPORTS[ending.kind]
     facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, run.events.emit)
     outcome = entry.report(facts, ending.detail)

@@ -58,6 +58,11 @@ class RunState:
         self.publication: Publication | None = None
         self.final_usage = True  # read the figures again once the tree is gone (``steps``)
 
+    def cancel_timers(self) -> None:
+        """The run's timers off (its deadlines, snapshots, late publication): it is ending."""
+        for timer in self.timers.values():
+            timer.cancel()
+
     def request_ending(self, kind: EndingKind, detail: str | None = None) -> None:
         """Record that an ending is ready; the loop's turn decides which one wins."""
         self.pending.setdefault(kind, detail)

@@ -176,6 +176,7 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     and the rest still run; that failure is returned. ``ended`` is the ``runner_exit`` to come
     (code, source, child_code), which the registration keeps as the run's tombstone.
     """
+    run.cancel_timers()  # a phase that raised left them: none may fire into what goes now (the publication)
     steps: list[Callable[[], object]] = []
     if launched is not None:
         steps += [*_step(launched.keyboard, "restore"), lambda: _give_back_terminal(launched)]
