@@ -52,19 +52,23 @@ def test_jobs_share_the_groups_whose_figures_restart_and_each_keeps_its_own_figu
     jobs = [
         {"args": CAT_GROUPS, "id": "first"},
         {"args": CAT_GROUPS, "id": "second"},
-        {"args": ["sh", "-c", "sleep 0.05 & sleep 0.05 & wait"], "id": "three_at_once"},
+        {"args": ["sh", "-c", "cat /proc/self/cgroup; sleep 0.05 & sleep 0.05 & wait"], "id": "three_at_once"},
         {"args": CAT_GROUPS, "id": "after_three"},
         {"args": [sys.executable, "-c", burn], "id": "burner"},
         {"args": CAT_GROUPS, "id": "after_burner"},
     ]
     lines = batch(tmp_path, jobs)
-    first, second = groups_of(tmp_path, "first"), groups_of(tmp_path, "second")
-    after_three, after_burner = groups_of(tmp_path, "after_three"), groups_of(tmp_path, "after_burner")
-    assert first["cpuacct"] == second["cpuacct"] == after_three["cpuacct"] == after_burner["cpuacct"]
-    assert first["pids"] == second["pids"], "a group whose peak was 1 is lent again"
-    assert after_three["pids"] != second["pids"], "a pids group that saw three processes is not"
+    seen = {
+        job: groups_of(tmp_path, job) for job in ("first", "second", "three_at_once", "after_three", "after_burner")
+    }
+    # One job after another, the host alternates between two sets (one restarted while the other runs).
+    assert len({groups["cpuacct"] for groups in seen.values()}) == 2, "cpuacct groups are lent again"
+    assert len({groups["pids"] for groups in seen.values()}) < len(seen), "a group whose peak was 1 is lent again"
+    three = seen["three_at_once"]["pids"]
+    assert three not in (seen["after_three"]["pids"], seen["after_burner"]["pids"]), "one that saw three is not"
     if containment == "cgroup_v2":
-        assert first["v2"] == second["v2"] == after_three["v2"]
+        assert len({groups["v2"] for groups in seen.values()}) == 2
+    first = seen["first"]
     counts = {job: lines[job]["resources"]["peak_process_count"] for job in lines}
     assert counts == {job: 3 if job == "three_at_once" else 1 for job in lines}
     assert lines["burner"]["resources"]["total_cpu_ms"] >= 250
@@ -113,6 +117,7 @@ def test_a_memory_group_is_lent_again_only_once_nothing_is_charged_to_it(tmp_pat
 
 ESCAPE = """
 import os, sys, time
+print(open("/proc/self/cgroup").read(), end="", flush=True)
 read, write = os.pipe()
 if os.fork() == 0:
     with open(sys.argv[1] + "/cgroup.procs", "w") as procs:  # out of the run's v2 group, not its v1 ones
@@ -145,8 +150,8 @@ def test_a_group_a_process_was_left_in_is_never_lent_to_the_next_job(tmp_path):
     finally:
         if pid_file.exists() and pid_alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
-    before, following = groups_of(tmp_path, "before"), groups_of(tmp_path, "next")
-    assert following["cpuacct"] != before["cpuacct"], "the group the escaped process burns in was lent again"
+    left_in, following = groups_of(tmp_path, "leaves_one"), groups_of(tmp_path, "next")
+    assert following["cpuacct"] != left_in["cpuacct"], "the group the escaped process burns in was lent again"
     assert lines["next"]["resources"]["peak_process_count"] == 1
     assert lines["while_it_burns"]["resources"]["total_cpu_ms"] < 100, "another job's process counted"
 
@@ -183,7 +188,7 @@ def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still
     pid_file = tmp_path / "left.pid"
     jobs = [
         {"args": CAT_GROUPS, "id": "before"},
-        {"args": ["sh", "-c", f"sleep 30 & echo $! > {pid_file}"], "id": "leaves_sleep"},
+        {"args": ["sh", "-c", f"cat /proc/self/cgroup; sleep 30 & echo $! > {pid_file}"], "id": "leaves_sleep"},
         {"args": CAT_GROUPS, "id": "next"},
     ]
     lines = batch(tmp_path, jobs)
@@ -191,7 +196,79 @@ def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still
     left = int(pid_file.read_text())
     assert not pid_alive(left), "the job's background process outlived its teardown"
     if containment == "cgroup_v2":
-        assert groups_of(tmp_path, "next")["v2"] != groups_of(tmp_path, "before")["v2"]
+        assert groups_of(tmp_path, "next")["v2"] != groups_of(tmp_path, "leaves_sleep")["v2"]
+
+
+@pytest.mark.parametrize("controller", ["pids", "memory", "cpuacct"])
+def test_the_next_runs_groups_are_ready_before_it_asks_and_still_empty_when_it_does(controller):
+    """``restart_ahead`` (called once a child is spawned): with its one group lent, a second is
+    made ahead, so runs one after another alternate between two; a given-back group is started
+    again ahead and taken as it is; and one a process joined since is removed, not lent."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()[controller]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        first = lender.take(parent, (controller,))
+        lender.restart_ahead()
+        ahead = glob.glob(os.path.join(parent, f"processkit-run-{os.getpid()}-*"))
+        assert len(ahead) == 2, "no second group was made ahead"
+        lender.give(first)
+        second = lender.take(parent, (controller,))
+        assert second.path != first.path and second.path in ahead
+        lender.restart_ahead()  # the first, given back, started again for the next run
+        lender.give(second)
+        again = lender.take(parent, (controller,))
+        assert again.path == first.path
+        lender.restart_ahead()
+        with open(os.path.join(second.path, "tasks"), "w") as tasks:
+            tasks.write(str(sleeper.pid))  # joined after it was started again
+        third = lender.take(parent, (controller,))
+        assert third.path not in (first.path, second.path), "a group holding a task was lent"
+        lender.give(third)
+        lender.give(again)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        lender.close()
+        home.close()
+    assert glob.glob(os.path.join(parent, f"processkit-run-{os.getpid()}-*")) == []
+
+
+@pytest.mark.parametrize("controller", ["pids", "memory", "cpuacct"])
+def test_an_idle_group_a_process_joined_is_not_lent_though_its_members_were_read_before(controller):
+    """A v1 group keeps the member list a reader built while any fd reads it again within a
+    second: a group checked empty once, then joined, must still be seen holding its task."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()[controller]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        for _ in range(3):  # checked empty as it is lent again, each check reading its members
+            group = lender.take(parent, (controller,))
+            lender.give(group)
+        with open(os.path.join(group.path, "tasks"), "w") as tasks:
+            tasks.write(str(sleeper.pid))
+        taken = lender.take(parent, (controller,))
+        assert taken.path != group.path, "a group holding a task was lent"
+        lender.give(taken)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        lender.close()
+        home.close()
 
 
 def test_a_lodged_host_running_true_lends_its_memory_groups_again():

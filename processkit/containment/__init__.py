@@ -32,7 +32,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .pool import Pool
 
-__all__ = ["MECHANISMS", "ChildJoins", "Container", "ContainerError", "LimitUnavailable", "Usage", "create"]
+__all__ = [
+    "MECHANISMS",
+    "ChildJoins",
+    "Container",
+    "ContainerError",
+    "LimitUnavailable",
+    "Usage",
+    "create",
+    "restart_ahead",
+]
 
 
 def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = True) -> Container:
@@ -63,6 +72,19 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
         container.release()
         raise
     return container
+
+
+def restart_ahead(rundir: RunDir | None) -> None:
+    """A lodged host's idle groups started again for its next run (``pool.Pool.restart_ahead``),
+    best effort: what fails here is tried again, or made fresh, when the next run takes it."""
+    from . import pool
+
+    lender = pool.of(rundir)
+    if lender is not None:
+        try:
+            lender.restart_ahead()
+        except OSError:
+            pass
 
 
 _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has

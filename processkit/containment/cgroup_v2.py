@@ -153,6 +153,8 @@ class CgroupV2(Container):
                 if value is not None:
                     value = (value - self._cpu_base.get(key, 0)) * 1000
                 tally.give_ns(field, value, f"cpu.stat {key} (v2)")
+        if self._lent is not None:  # lent only while it has no memory, pids or io controller: no file of theirs
+            return
         for field, name in (("peak_memory_bytes", "memory.peak"), ("peak_process_count", "pids.peak")):
             if tally.missing(field):
                 tally.give(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")

@@ -39,6 +39,19 @@ def open_members(path: str, join_file: str = "tasks") -> int:
     return os.open(os.path.join(path, join_file), os.O_RDWR | os.O_CLOEXEC)
 
 
+def v1_has_members(path: str) -> bool:
+    """Whether a cgroup v1 group holds a task now, from its ``tasks`` opened afresh: a v1 group
+    builds its member list when a reader first reads and keeps it, for every fd already open,
+    as long as one reads it again within a second, so a held fd read again (``HeldFiles``) can
+    show the list of an earlier read. (A v2 ``cgroup.procs`` and ``pids.current`` are read
+    afresh through a held fd.)"""
+    fd = open_members(path)
+    try:
+        return bool(os.pread(fd, 1, 0))
+    finally:
+        os.close(fd)
+
+
 def join(procs_fd: int) -> None:
     """Move the calling process into the group (the kernel reads pid 0 as "myself")."""
     os.write(procs_fd, b"0")

@@ -5,8 +5,8 @@ kernel's global cgroup lock, and costs CPU a run would otherwise pay every time)
 
 Facts that decide what may be reused, and when:
 - A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``
-  or ``tasks`` empty; for pids ``pids.current`` 0, which still counts an unreaped zombie) and no
-  group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused
+  or ``tasks`` empty, a v1 ``tasks`` opened afresh each time: ``cgroupfs.v1_has_members``; for
+  pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused
   group never carries another run's process. What fails the check is removed, and a fresh
   group made in its place.
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
@@ -113,24 +113,24 @@ class Pool:
     def __init__(self, home: RunDir) -> None:
         self._home = home
         self._idle: dict[str, list[Pooled]] = {}
+        self._ready: dict[str, Pooled] = {}  # a group per parent already started again (``restart_ahead``)
+        self._kinds: dict[str, tuple[str, ...]] = {}  # each parent taken from, and its controllers
         self._sequence = itertools.count(POOL_SEQ)
         self._closed = False
 
     def take(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
         """An empty group under ``parent`` with its counters started again, else a fresh one;
         raises OSError when none can be made."""
-        idle = self._idle.get(parent, [])
-        oldest_first = "memory" in controllers  # the longest idle has had the most time to drain
-        while idle:
-            group = idle.pop(0 if oldest_first else -1)
-            restarted = _restarted(group)
-            if restarted:
-                group.reused = True
-                return group
-            if restarted is None and len(idle) < MAX_IDLE - 1:  # still charged: tried again after the rest
-                idle.append(group)
-                break
+        self._kinds[parent] = controllers
+        group = self._ready.pop(parent, None)
+        if group is not None and not _empty(group):  # joined since it was started again: not lent
             remove(group)
+            group = None
+        if group is None:
+            group = _restart_one(self._idle.get(parent, []), controllers)
+        return group if group is not None else self._fresh(parent, controllers)
+
+    def _fresh(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
         slot = JobSlot(self._home, next(self._sequence))
         path = os.path.join(parent, cgroupfs.group_name(slot.token))
         join_fd = cgroupfs.make_group(path, "cgroup.procs" if controllers == V2 else "tasks")
@@ -156,12 +156,60 @@ class Pool:
             group.join_fd = -1
         idle.append(group)
 
+    def restart_ahead(self) -> None:
+        """Start one idle group of each parent taken from again now (where none is idle, make one),
+        for the next run's ``take``: called once a run's child is spawned, while its exec runs
+        and the runner would only wait, so a run that follows another (a bench session's next)
+        finds its groups ready, and one after another they alternate between two sets. The group's checks
+        are those ``take`` makes, made earlier, and ``take`` looks again that the group is empty
+        (one a process joined meanwhile is removed, not lent)."""
+        for parent, controllers in self._kinds.items():
+            if parent not in self._ready:
+                idle = self._idle.get(parent)
+                group = _restart_one(idle, controllers) if idle else None
+                if group is None and not idle:  # its one group is lent: a second, so runs alternate
+                    group = self._fresh(parent, controllers)
+                if group is not None:
+                    self._ready[parent] = group
+
     def close(self) -> None:
         """Remove every idle group (the host's runs are over); a group given back later goes at once."""
         self._closed = True
-        for idle in self._idle.values():
+        for idle in (*self._idle.values(), list(self._ready.values())):
             while idle:
                 remove(idle.pop())
+        self._ready.clear()
+
+
+def _empty(group: Pooled) -> bool:
+    """No task in ``group`` now: what a group started again ahead must still be when it is taken."""
+    files = group.files
+    try:
+        if group.controllers == V2:
+            return not files.content("cgroup.procs").strip()
+        if "pids" in group.controllers:
+            return files.number("pids.current") == 0
+        return not cgroupfs.v1_has_members(group.path)
+    except (OSError, ValueError):
+        return False
+
+
+def _restart_one(idle: list[Pooled], controllers: tuple[str, ...]) -> Pooled | None:
+    """The first of ``idle`` (memory groups: the longest idle, which has had the most time to
+    drain) whose counters start again, taken out; one that cannot is removed, and a memory group
+    still charged goes behind the others for a later try (then None), unless they are at their bound."""
+    oldest_first = "memory" in controllers
+    while idle:
+        group = idle.pop(0 if oldest_first else -1)
+        restarted = _restarted(group)
+        if restarted:
+            group.reused = True
+            return group
+        if restarted is None and len(idle) < MAX_IDLE - 1:
+            idle.append(group)
+            return None
+        remove(group)
+    return None
 
 
 def _restarted(group: Pooled) -> bool | None:
@@ -181,7 +229,7 @@ def _restarted(group: Pooled) -> bool | None:
         if "memory" in controllers:  # its tasks are read by the fd it is joined through
             return _memory_restarted(group, "cpuacct" in controllers)
         if "cpuacct" in controllers:
-            if files.content("tasks").strip():
+            if cgroupfs.v1_has_members(group.path):
                 return False
             files.write("cpuacct.usage", "0")
     except (OSError, ValueError):

@@ -162,6 +162,7 @@ def start(host: Host, run: RunState) -> Launched:
         _tell_launcher(spec.ready_fd, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
+    containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
     return launched
 
 
