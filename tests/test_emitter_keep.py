@@ -37,3 +37,38 @@ def test_nothing_is_kept_unless_asked(tmp_path):
     emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
     emitter.close()
     assert emitter.remembered == {}
+
+
+def _held_emitter() -> tuple[Emitter, int]:
+    """An emitter writing a memfd, as a ``--keep failed`` job's; and a descriptor to read it by."""
+    memfd = os.memfd_create("events.jsonl", os.MFD_CLOEXEC)
+    return Emitter("events.jsonl", ("runner_exit",), os.dup(memfd)), memfd
+
+
+def test_a_held_stream_is_encoded_and_written_only_when_it_is_kept():
+    for keep in (True, False):
+        emitter, memfd = _held_emitter()
+        emitter.emit(RootExited(code=0))
+        emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
+        assert os.fstat(memfd).st_size == 0, "written before the run ended"
+        emitter.close(keep=keep)
+        lines = os.pread(memfd, 1 << 16, 0).splitlines()
+        os.close(memfd)
+        assert [json.loads(line)["event"] for line in lines] == (["root_exited", "runner_exit"] if keep else [])
+        assert emitter.remembered["runner_exit"]["code"] == 0, "the job's line is made either way"
+
+
+class _Unencodable:
+    def to_json(self) -> dict:
+        return {"event": "runner_exit", "code": object()}  # no JSON for it
+
+
+def test_a_held_stream_keeps_the_lines_before_one_that_cannot_be_encoded():
+    emitter, memfd = _held_emitter()
+    emitter.emit(RootExited(code=0))
+    emitter.emit(_Unencodable())
+    emitter.close()
+    lines = os.pread(memfd, 1 << 16, 0).splitlines()
+    os.close(memfd)
+    assert [json.loads(line)["event"] for line in lines] == ["root_exited"]
+    assert emitter.failure is not None and emitter.remembered == {}, "what never reached the stream is not kept"

@@ -213,12 +213,17 @@ def _job_steps(
             timeout_ms=timeout_ms,
             held_fds=None if held is None else held.for_engine(),
         )
-        outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False)
-        written_out = held is None or settle(held, outcome.code != 0, spec.jsonl, spec.capture_dir or directory)
+        outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
+        written_out = held is None or settle(held, _failed(outcome), spec.jsonl, spec.capture_dir or directory)
         return job, outcome, spec.run_id, not written_out
     finally:
         if held is not None:
             held.close()
+
+
+def _failed(outcome: Outcome) -> bool:
+    """What ``--keep failed`` keeps: an attempt that did not exit 0."""
+    return outcome.code != 0
 
 
 def _move_attempt_aside(directory: str, attempt: int) -> None:

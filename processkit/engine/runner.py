@@ -27,6 +27,10 @@ from .race import race
 from .state import Launched, RunState
 from .teardown import drain_outputs, read_tree, release, teardown
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 
 def execute(spec: RunSpec) -> Outcome:
     """Run ``spec`` to completion in a host of its own. Never raises for anything the run
@@ -41,11 +45,18 @@ def execute(spec: RunSpec) -> Outcome:
     return outcome
 
 
-def steps(host: Host, spec: RunSpec, remember: tuple[str, ...] = (), final_usage: bool = True):
+def steps(
+    host: Host,
+    spec: RunSpec,
+    remember: tuple[str, ...] = (),
+    final_usage: bool = True,
+    keep_stream: Callable[[Outcome], bool] | None = None,
+):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
-    again once the tree is gone (a batch reports only the stream's)."""
+    again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
+    stream held in memory (``RunSpec.held_fds``), whether the ended run's is written at all."""
     held = spec.held_fds  # the engine's to close, as the files it opens
     try:
         runner_cwd = os.getcwd()
@@ -64,13 +75,14 @@ def steps(host: Host, spec: RunSpec, remember: tuple[str, ...] = (), final_usage
     host.runs.add(run)
     if host.stop_source is not None:  # a run that begins after a stop signal starts no child
         run.stop_signal(host.stop_source)
+    outcome = None
     try:
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
         return outcome
     finally:
         host.runs.discard(run)
-        emitter.close()
+        emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
 
 
 def _phases(host: Host, run: RunState):

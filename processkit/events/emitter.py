@@ -81,13 +81,14 @@ class Emitter:
         A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
         and its events are dropped before they are formatted: nothing could read them. ``fd``: a
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
-        read it while the run goes on, so its lines are gathered and written at ``close``."""
+        read it while the run goes on, so its events are gathered, and encoded and written at
+        ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
         self.remembered: dict[str, dict] = {}
         self._fd = -1
-        self._gathered: list[bytes] | None = None  # a memory-backed stream's lines, until close
+        self._gathered: list[dict] | None = None  # a memory-backed stream's events, until close
         if self._poisoned:
             return
         if fd is not None:
@@ -109,16 +110,16 @@ class Emitter:
         if self._poisoned:
             return
         record = event.to_json()
-        try:
-            data = encode(record) + b"\n"
-            if self._gathered is not None:
-                self._gathered.append(data)
-            else:
-                self._write(data)
-            if record["event"] in self._remember:
-                self.remembered[record["event"]] = record
-        except (OSError, ValueError, TypeError) as exc:
-            self._fail(exc)
+        if self._gathered is not None:
+            self._gathered.append(record)
+        else:
+            try:
+                self._write(encode(record) + b"\n")
+            except (OSError, ValueError, TypeError) as exc:
+                self._fail(exc)
+                return
+        if record["event"] in self._remember:
+            self.remembered[record["event"]] = record
 
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
@@ -143,15 +144,32 @@ class Emitter:
                 if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
                     raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
 
-    def close(self) -> None:
-        """Write what was gathered (a line that did not reach the file is not ``kept``), then close."""
+    def close(self, keep: bool = True) -> None:
+        """Encode and write what was gathered unless ``keep`` is False (a line that did not reach
+        the file is not ``kept``), then close."""
         gathered, self._gathered = self._gathered, None
-        if gathered:  # the lines before any failure to encode, as a stream written line by line keeps them
-            try:
-                self._write(b"".join(gathered))
-            except OSError as exc:
-                self.remembered.clear()
-                self._fail(exc)
+        if gathered and keep:
+            self._write_gathered(gathered)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def _write_gathered(self, gathered: list[dict]) -> None:
+        """The lines before any failure to encode, as a stream written line by line keeps them;
+        ``remembered`` then holds only what reached the file."""
+        lines = []
+        try:
+            for record in gathered:
+                lines.append(encode(record) + b"\n")
+        except (ValueError, TypeError) as exc:
+            self._fail(exc)
+        try:
+            if lines:
+                self._write(b"".join(lines))
+        except OSError as exc:
+            self._fail(exc)
+            lines = []
+        self.remembered.clear()
+        for record in gathered[: len(lines)]:
+            if record["event"] in self._remember:
+                self.remembered[record["event"]] = record
