@@ -284,3 +284,22 @@ def test_the_batch_lodges_in_xdg_runtime_dir_only_when_it_is_private(tmp_path, m
     shown = (out / "show" / "capture" / "stdout.log").read_text().split()
     assert len(shown) == (1 if lodged else 0), shown
     assert [name for name in os.listdir(runtime) if name.startswith("pkc-")] == []
+
+
+def test_a_registry_others_can_write_is_refused_by_a_run_published_late(tmp_path, monkeypatch):
+    """A bench run and a ``--keep failed`` job publish late, yet meet a registry other users can
+    write before their child starts, as every run does (111), not only when one lasts."""
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    registry.chmod(0o777)
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
+    out = tmp_path / "out"
+    proc = run_cli(
+        "batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", out, "--keep", "failed"
+    )
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    (line,) = map(json.loads, (out / "summary.jsonl").read_text().splitlines())
+    assert line["exit_code"] == 111 and b"other users can write" in proc.stderr
+    bench = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
+    assert bench.returncode != 0 and b"other users can write" in bench.stderr, bench.stderr
+    assert os.listdir(registry) == []

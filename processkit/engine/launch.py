@@ -87,6 +87,8 @@ def prepare(host: Host, run: RunState) -> None:
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
     if spec.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
+    elif host.lodging is not None and host.lodging.refused is not None and host.lodging.refused.unsafe:
+        raise Failure(Kind.SETUP, str(host.lodging.refused))  # another user's trap: refused now, as ever
 
 
 def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
@@ -212,8 +214,9 @@ def _publish_late(run: RunState, container: containment.Container, lodging: Lodg
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
     try:
         run.publication = _publish(run, container, lodging, started_ns)
-    except Failure as failure:
-        warn(f"the run is not registered, so control clients cannot find it: {failure.message}")
+    except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
+        reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
+        warn(f"the run is not registered, so control clients cannot find it: {reason}")
 
 
 def _publish(
