@@ -150,10 +150,11 @@ def run_spec(
     output: str | None = None,
 ) -> RunSpec:
     """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
-    command, id, stream, output and environment (published late unless its stream is kept). ``output`` None: a setup/prepare/conclude/cleanup
-    command or the shell's calibration (no ``iteration``; its output piped, echoed with
-    ``--show-output``; stdin /dev/null); else a command's run, its ``--output`` (pipe, inherit,
-    null or a file, opened here: the caller closes the spec's ``output_fd``) and ``--input``.
+    command, id, stream, output and environment (published late unless its stream is kept).
+    ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
+    ``iteration``; its output piped, echoed with ``--show-output``; stdin /dev/null); else a
+    command's run, its ``--output`` (pipe, inherit, null or a file, opened here: the caller
+    closes the spec's ``output_fd``) and ``--input``.
     ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     echo, output_fd, stdin_file = options.show_output, None, None

@@ -6,8 +6,9 @@ kernel's global cgroup lock, and costs CPU a run would otherwise pay every time)
 Facts that decide what may be reused, and when:
 - A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``
   or ``tasks`` empty, a v1 ``tasks`` opened afresh each time: ``cgroupfs.v1_has_members``; for
-  pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused
-  group never carries another run's process. What fails the check is removed, and a fresh
+  pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a
+  cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
+  carries another run's process. What fails the check is removed, and a fresh
   group made in its place.
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
   CPU: the group starts as a fresh one does.
@@ -161,11 +162,11 @@ class Pool:
         called once a run's child is spawned, while its exec runs and the runner would only
         wait, so a run that follows another finds its group ready. That pays where several are
         idle: memory groups, tried oldest first while the last ones used drain. None is made
-        ahead where none is idle: runs that alternated between two sets would each clone into a
-        group empty since the run before last, which after a 20 ms run took this kernel about
-        1 ms more per spawn than the group the run just gone left (bench/README.md). The group's checks
-        are those ``take`` makes, made earlier, and ``take`` looks again that the group is empty
-        (one a process joined meanwhile is removed, not lent)."""
+        ahead where none is idle: runs would then alternate between two sets, each cloning its
+        child into a group empty since the run before last, which this kernel makes slower than
+        the group the last run just left (bench/README.md). The group's checks are those
+        ``take`` makes, made earlier, and ``take`` looks again that the group is empty (one a
+        process joined meanwhile is removed, not lent)."""
         for parent, controllers in self._kinds.items():
             idle = self._idle.get(parent)
             if idle and parent not in self._ready:

@@ -210,7 +210,8 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
     """``_publish`` once the child has run ``publish_after_ms``: its record says when it started.
-    A registry refused as another user's now only leaves the run unpublished: its child runs."""
+    The child runs by then, so a registry that refuses (a lodging's refusal of another user's
+    was met in ``prepare``) only leaves the run unpublished, with a warning."""
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
     try:
         run.publication = _publish(run, container, lodging, started_ns)
