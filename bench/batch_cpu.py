@@ -10,7 +10,7 @@ put every transient file on tmpfs in a private mount namespace (root):
     unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /tmp &&
         XDG_RUNTIME_DIR=/dev/shm/pk-xdg TMPDIR=/dev/shm/pk-tmp python3 bench/batch_cpu.py 1000 2>/dev/null'
 
-    python3 bench/batch_cpu.py [N] 2>/dev/null
+    python3 bench/batch_cpu.py [N] [BATCH OPTIONS, e.g. --keep failed] 2>/dev/null
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main() -> None:
     from processkit.cli.main import main as cli
 
     spent = [0.0]
-    # The end's page: Index.finish (write_index in versions before the index process read ahead).
-    owner, name = (index.Index, "finish") if hasattr(index, "Index") else (index, "write_index")
+    # The end's page: drawn by a process of its own (PageProcess.draw; Index.finish before).
+    owner, name = (index.PageProcess, "draw") if hasattr(index, "PageProcess") else (index.Index, "finish")
     original = getattr(owner, name)
 
     def timed(*args, **kwargs):
@@ -53,7 +53,7 @@ def main() -> None:
     setattr(owner, name, timed)
     before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
-        cli(["batch", manifest, "--out", out, "--jobs", "2"])
+        cli(["batch", manifest, "--out", out, "--jobs", "2", *sys.argv[2:]])
     except SystemExit:
         pass
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)

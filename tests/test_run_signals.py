@@ -101,6 +101,51 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path, ignored):
     assert proc.returncode == (107 if not ignored else 0)
 
 
+def test_sigchld_is_caught_only_where_a_pidfd_does_not_announce_every_exit(tmp_path, containment):
+    """Under a cgroup each root's pidfd says it exited, so the runner leaves SIGCHLD at its
+    default (no signal delivered per child); a process-group run makes the runner a subreaper,
+    whose orphans only SIGCHLD announces, so it is caught from that run's spawn on."""
+    jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done")
+    events = wait_for_event(jsonl, "members_snapshot")
+    caught, ignored = _caught_and_ignored(proc.pid)
+    release.touch()
+    proc.communicate(timeout=30)
+    require_mechanism(check_stream(jsonl, 0), containment)
+    bit = 1 << (signal.SIGCHLD - 1)
+    assert not ignored & bit
+    assert bool(caught & bit) == (containment == "process_group"), events
+
+
+def test_an_orphan_of_a_process_group_run_is_collected_by_the_runner(tmp_path, monkeypatch):
+    """The runner is the orphan's reaper there: its exit, announced by SIGCHLD alone, leaves no
+    zombie behind while the run goes on."""
+    jsonl, release, orphan = tmp_path / "run.jsonl", tmp_path / "release", tmp_path / "orphan"
+    child = f"(sleep 0.2 & echo $! > {orphan}); while [ ! -e {release} ]; do sleep 0.01; done"
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", child)
+    wait_for_file(orphan)
+    deadline = time.monotonic() + 10
+    while not orphan.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = int(orphan.read_text())
+    deadline = time.monotonic() + 10
+    while _parent_and_state(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    state = _parent_and_state(pid)
+    release.touch()
+    proc.communicate(timeout=30)
+    assert state is None, f"the orphan stayed as {state}"
+
+
+def _parent_and_state(pid: int) -> tuple[int, str] | None:
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return None
+    return int(fields[1]), fields[0]
+
+
 def test_repeated_signals_during_teardown_are_absorbed(tmp_path):
     jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
     child = f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"

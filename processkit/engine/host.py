@@ -31,7 +31,9 @@ Facts about wake-ups, which the design leans on:
 
 Facts about signals in such a process: a signal is the process's, not a run's. A stop signal
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
-reaper, which routes each root's exit to its run; SIGWINCH to the terminal of a ``--pty`` run.
+reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
+its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
+``--pty`` run.
 A host with ``watch=False`` (inside someone else's process) installs no handler and sets no
 process-wide flag: its roots' exits come through their pidfds.
 """
@@ -179,10 +181,12 @@ class Host:
         handlers: dict[int, Callable[[int], None]] = {
             number: lambda number: self.stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
         }
-        handlers[signum.SIGCHLD] = lambda number: self.reaper.reap()
         if resize is not None:
             handlers[signum.SIGWINCH] = lambda number: resize()
-        self._signals = SignalWatch(self.loop, handlers)
+        if signum.getsignal(signum.SIGCHLD) == signum.SIG_IGN:  # inherited: the kernel would reap the roots unseen
+            signum.signal(signum.SIGCHLD, signum.SIG_DFL)
+        signals = self._signals = SignalWatch(self.loop, handlers)
+        self.reaper.wants_sigchld = lambda: signals.watch(signum.SIGCHLD, lambda number: self.reaper.reap())
 
     def stop(self, source: str) -> None:
         """End every live run as a stop signal does (``source`` as ``cancelled`` reports it)."""

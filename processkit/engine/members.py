@@ -15,7 +15,9 @@ Facts about reaping, in a process that may not be the runner's own:
   else's process never peeks at every child and never sets the flag: the tree's orphans go to
   init, and a process-group run is still ended through its group.
 - Without a pidfd (an old kernel) a root's exit is found by SIGCHLD where the host watches
-  signals, and by a poll of those roots alone (every 50 ms) in any case.
+  signals, and by a poll of those roots alone (every 50 ms) in any case. The host watches
+  SIGCHLD only once the reaper asks (``wants_sigchld``: a root without a pidfd, or orphans to
+  collect); an orphan that exits before then is collected by the next ``reap``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Reaper:
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
         self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
+        self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
 
     def watch(self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
@@ -79,6 +82,8 @@ class Reaper:
             _ROOTS[pid] = self
         self._roots[pid] = (child, pidfd, on_exit)
         self._adopting = self._adopting or (adopts_orphans and self._owns_process)
+        if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
+            self.wants_sigchld()
         if pidfd is not None:
             self._loop.add_reader(pidfd, lambda: self._collect(pid))
         else:

@@ -3,8 +3,11 @@
 ``set_wakeup_fd`` writes each caught signal's number to a non-blocking pipe; the Python-level
 handler does nothing, so no work ever happens inside a signal handler. (A pipe, not a socket
 pair: on Linux either works, and a pipe spares the run the ``socket`` module.) A stop signal that
-was ignored when the runner started (``nohup``) stays ignored and is never watched. SIGCHLD is
-always watched: left ignored, the kernel would reap the child and its exit status would be lost.
+was ignored when the runner started (``nohup``) stays ignored and is never watched. A signal
+can be watched later too (``watch``): the host watches SIGCHLD only once a root has no pidfd or
+the process adopts orphans. Until then SIGCHLD keeps its default disposition, under which the
+kernel drops it (no auto-reaping: that is what ``SIG_IGN`` would do, losing exit statuses), so a
+run whose root's pidfd announces its exit pays no signal delivery, wake-up write and read.
 """
 
 from __future__ import annotations
@@ -36,13 +39,17 @@ class SignalWatch:
         self._loop = loop
         self._reader, self._writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._previous_fd = signals.set_wakeup_fd(self._writer, warn_on_full_buffer=False)
-        self._handlers = {}
+        self._handlers: dict[int, Callable[[int], None]] = {}
         for signum, handler in handlers.items():
-            if signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN:
-                continue
-            signals.signal(signum, _absorb)
-            self._handlers[signum] = handler
+            self.watch(signum, handler)
         loop.add_reader(self._reader, self.dispatch)
+
+    def watch(self, signum: int, handler: Callable[[int], None]) -> None:
+        """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
+        if signum in self._handlers or (signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN):
+            return
+        signals.signal(signum, _absorb)
+        self._handlers[signum] = handler
 
     def dispatch(self) -> None:
         """Run the handlers of the signals caught so far; the loop calls this whenever one
