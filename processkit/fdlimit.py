@@ -19,11 +19,11 @@ import os
 
 from .errors import Failure, Kind
 
-# What one job in flight holds open (12 counted on this host, and the 9 files its host's pool
+# What one job in flight holds open (12 counted on this host, and the 13 files its host's pool
 # holds for each set of lent cgroups (containment/pool.py), with a margin), and what the process
 # keeps for itself besides (the summary, the index's pipe, the loop, a job's short-lived opens,
 # the pool's one set started again ahead for the next job).
-DESCRIPTORS_PER_JOB = 24
+DESCRIPTORS_PER_JOB = 28
 DESCRIPTORS_KEPT = 64
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised

@@ -173,9 +173,9 @@ class CgroupV1Controllers(ControllerSet):
 
     def _where(self, controller: str) -> str | cgroupfs.HeldFiles | None:
         """Where the run's group for ``controller`` is read: a lent group's held files, else its
-        directory (a lent memory group's too: it holds no file through its run, ``pool``)."""
+        directory."""
         for lent in self._lent:
-            if controller in lent.controllers and "memory" not in lent.controllers:
+            if controller in lent.controllers:
                 return lent.files
         return self._groups.get(controller)
 

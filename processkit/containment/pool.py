@@ -28,9 +28,10 @@ Facts that decide what may be reused, and when:
   killer's switch) and ``limit_in_bytes`` must read as when the group was made (a run's
   process may write its own group's files). The idle groups are tried oldest first, one at a
   time, and one still charged goes behind the others, unless they are at their bound. So more of
-  them are idle than runs are in flight, and a memory group holds no fd but its join fd while
-  lent, and none while idle (the batch counts the fds a job in flight holds, ``fdlimit``): its
-  files are opened when it is taken, and its run reads its figures by path.
+  them are idle than runs are in flight, and an idle memory group holds no fd (the batch counts
+  the fds a job in flight holds, ``fdlimit``): its files are opened when it is started again,
+  kept while it is lent (its run reads its figures through them) and closed when it is given
+  back.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -90,9 +91,8 @@ class Pooled:
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
         self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
-        if "memory" in controllers:
+        if "memory" in controllers:  # lent at once: its files stay open for its run
             self.settings = _memory_settings(self.files)
-            self.files.close()  # its run reads it by path: no fd held beyond a fresh group's
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -128,7 +128,7 @@ class Pool:
             remove(group)
             group = None
         if group is None:
-            group = _restart_one(self._idle.get(parent, []), controllers)
+            group = _restart_one(self._idle.get(parent, []), controllers, ahead=False)
         return group if group is not None else self._fresh(parent, controllers)
 
     def _fresh(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
@@ -155,6 +155,7 @@ class Pool:
         if "memory" in group.controllers:  # idle for longer than a run: no fd held meanwhile
             os.close(group.join_fd)
             group.join_fd = -1
+            group.files.close()
         idle.append(group)
 
     def restart_ahead(self) -> None:
@@ -170,7 +171,7 @@ class Pool:
         for parent, controllers in self._kinds.items():
             idle = self._idle.get(parent)
             if idle and parent not in self._ready:
-                group = _restart_one(idle, controllers)
+                group = _restart_one(idle, controllers, ahead=True)
                 if group is not None:
                     self._ready[parent] = group
 
@@ -196,14 +197,15 @@ def _empty(group: Pooled) -> bool:
         return False
 
 
-def _restart_one(idle: list[Pooled], controllers: tuple[str, ...]) -> Pooled | None:
+def _restart_one(idle: list[Pooled], controllers: tuple[str, ...], ahead: bool) -> Pooled | None:
     """The first of ``idle`` (memory groups: the longest idle, which has had the most time to
     drain) whose counters start again, taken out; one that cannot is removed, and a memory group
-    still charged goes behind the others for a later try (then None), unless they are at their bound."""
+    still charged goes behind the others for a later try (then None), unless they are at their
+    bound. ``ahead``: for ``restart_ahead``, whose group ``take`` checks empty when it lends it."""
     oldest_first = "memory" in controllers
     while idle:
         group = idle.pop(0 if oldest_first else -1)
-        restarted = _restarted(group)
+        restarted = _restarted(group, ahead)
         if restarted:
             group.reused = True
             return group
@@ -214,13 +216,16 @@ def _restart_one(idle: list[Pooled], controllers: tuple[str, ...]) -> Pooled | N
     return None
 
 
-def _restarted(group: Pooled) -> bool | None:
+def _restarted(group: Pooled, ahead: bool) -> bool | None:
     """Whether the group is empty, and so its counters were started again as a fresh group's;
-    None for an empty memory group whose charge is not 0 yet (it may be, for a later run)."""
+    None for an empty memory group whose charge is not 0 yet (it may be, for a later run).
+    ``ahead``: a cpuacct group's members are not read now, as ``take`` reads them afresh when it
+    lends it (a group holding a task then is removed: zeroing its usage harmed nothing)."""
     files = group.files
     controllers = group.controllers
     try:
-        if os.stat(group.path).st_nlink != 2:  # a group below it
+        facts = os.fstat(group.dir_fd) if group.dir_fd >= 0 else os.stat(group.path)
+        if facts.st_nlink != 2:  # a group below it
             return False
         if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
@@ -231,7 +236,7 @@ def _restarted(group: Pooled) -> bool | None:
         if "memory" in controllers:  # its tasks are read by the fd it is joined through
             return _memory_restarted(group, "cpuacct" in controllers)
         if "cpuacct" in controllers:
-            if cgroupfs.v1_has_members(group.path):
+            if not ahead and cgroupfs.v1_has_members(group.path):
                 return False
             files.write("cpuacct.usage", "0")
     except (OSError, ValueError):
@@ -241,7 +246,8 @@ def _restarted(group: Pooled) -> bool | None:
 
 def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
     """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
-    while idle: the one its run's child joins through is opened here; raises OSError."""
+    while idle: the one its run's child joins through is opened here, and its files are kept
+    open only when it is lent; raises OSError."""
     files = group.files
     join_fd = cgroupfs.open_members(group.path)
     try:
@@ -255,9 +261,9 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
         group.join_fd, join_fd = join_fd, -1
         return True
     finally:
-        files.close()  # its run reads it by path: no fd held beyond a fresh group's
-        if join_fd >= 0:
+        if join_fd >= 0:  # not lent: nothing held while it stays idle
             os.close(join_fd)
+            files.close()
 
 
 def _memory_settings(files: cgroupfs.HeldFiles) -> bytes | None:
