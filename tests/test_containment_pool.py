@@ -417,26 +417,36 @@ def test_a_group_with_a_group_below_it_is_never_lent_again(controller):
             home.close()
 
 
-def test_a_cpuacct_group_started_again_ahead_has_its_members_read_once(monkeypatch):
-    """Ahead of a run the pool only zeroes an idle cpuacct group's usage; its members are read
-    (afresh) once, when ``take`` lends it."""
-    from processkit import rundir
-    from processkit.containment import cgroup_v1, cgroupfs, pool
+MEMBERS_READ = {"cgroup2": "cgroup.procs", "pids": "pids.current", "cpuacct": "tasks"}
 
+
+@pytest.mark.parametrize("controller", sorted(MEMBERS_READ))
+def test_a_group_started_again_ahead_has_its_members_read_once(monkeypatch, controller):
+    """Ahead of a run the pool only checks and restarts an idle group's counters; its members
+    are read (afresh) once, when ``take`` lends it."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, cgroup_v2, cgroupfs, pool
+
+    parent = cgroup_v2.find_parent() if controller == "cgroup2" else cgroup_v1.own_groups()[controller]
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
     reads = []
-    real = cgroupfs.v1_has_members
-    monkeypatch.setattr(cgroupfs, "v1_has_members", lambda path: reads.append(path) or real(path))
+    real_members, real_content = cgroupfs.v1_has_members, cgroupfs.HeldFiles.content
+    monkeypatch.setattr(cgroupfs, "v1_has_members", lambda path: reads.append("tasks") or real_members(path))
+    monkeypatch.setattr(
+        cgroupfs.HeldFiles, "content", lambda files, name: reads.append(name) or real_content(files, name)
+    )
     home = rundir.RunDir()
     home.holds_jobs = True
     lender = pool.Pool(home)
-    parent = cgroup_v1.own_groups()["cpuacct"]
     try:
-        group = lender.take(parent, ("cpuacct",))
+        group = lender.take(parent, (controller,))
         lender.give(group)
+        reads.clear()
         lender.restart_ahead()
-        assert reads == []
-        again = lender.take(parent, ("cpuacct",))
-        assert again is group and reads == [group.path]
+        assert MEMBERS_READ[controller] not in reads
+        again = lender.take(parent, (controller,))
+        assert again is group and reads.count(MEMBERS_READ[controller]) == 1
         lender.give(again)
     finally:
         lender.close()

@@ -219,8 +219,9 @@ def _restart_one(idle: list[Pooled], controllers: tuple[str, ...], ahead: bool) 
 def _restarted(group: Pooled, ahead: bool) -> bool | None:
     """Whether the group is empty, and so its counters were started again as a fresh group's;
     None for an empty memory group whose charge is not 0 yet (it may be, for a later run).
-    ``ahead``: a cpuacct group's members are not read now, as ``take`` reads them afresh when it
-    lends it (a group holding a task then is removed: zeroing its usage harmed nothing)."""
+    ``ahead``: its members are not read now (but through the memory group's fresh join fd), as
+    ``take`` reads them afresh when it lends it (a group holding a task then is removed: zeroing
+    its usage harmed nothing)."""
     files = group.files
     controllers = group.controllers
     try:
@@ -229,9 +230,9 @@ def _restarted(group: Pooled, ahead: bool) -> bool | None:
             return False
         if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
-            return not counting and not files.content("cgroup.procs").strip()
+            return not counting and (ahead or not files.content("cgroup.procs").strip())
         if "pids" in controllers:
-            if files.number("pids.current") != 0 or files.number("pids.peak") > 1:
+            if (not ahead and files.number("pids.current") != 0) or files.number("pids.peak") > 1:
                 return False
         if "memory" in controllers:  # its tasks are read by the fd it is joined through
             return _memory_restarted(group, "cpuacct" in controllers)
