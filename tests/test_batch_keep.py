@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+
+import pytest
 import os
 
 from conftest import run_cli
@@ -80,3 +82,26 @@ def test_a_job_that_passes_on_resume_leaves_no_earlier_failure_behind(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert not (out / "flaky").exists()
     assert json.loads((out / "summary.jsonl").read_text().splitlines()[-1])["exit_code"] == 0
+
+
+@pytest.mark.parametrize("earlier_files", [False, True])
+def test_a_passing_held_job_looks_for_earlier_files_only_where_out_held_something(tmp_path, earlier_files):
+    """Into an ``--out`` that was empty when the batch began no passing job can have files from
+    before, so none is looked for (no ``unlink`` a job); otherwise they go."""
+    from processkit.batching.held import HeldFiles, settle
+
+    job = tmp_path / "out" / "job"
+    (job / "capture").mkdir(parents=True)
+    (job / "events.jsonl").write_text("{}\n")
+    (job / "capture" / "stdout.log").write_text("old\n")
+    assert settle(HeldFiles(), False, str(job / "events.jsonl"), str(job / "capture"), earlier_files) is False
+    assert job.exists() is not earlier_files
+
+
+def test_only_an_empty_out_counts_as_fresh(tmp_path):
+    from processkit.batching.outdir import prepare_out
+
+    assert prepare_out(str(tmp_path / "made")) is True
+    assert prepare_out(str(tmp_path / "made")) is True, "still empty"
+    (tmp_path / "made" / "summary.jsonl").write_text("")
+    assert prepare_out(str(tmp_path / "made")) is False

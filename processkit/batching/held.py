@@ -76,15 +76,17 @@ class HeldFiles:
             os.close(fd)
 
 
-def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str) -> bool:
+def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str, earlier_files: bool) -> bool:
     """After the attempt: its files written into ``--out`` when it ``failed``, the memfds let go
     either way; whether the files now exist (a write that fails is a warning: the summary line
-    still records the job)."""
+    still records the job). ``earlier_files``: ``--out`` was not empty when the batch began, so
+    a passing job's files from an earlier batch may be there (none otherwise: nothing looked for)."""
     try:
         if failed:
             held.write_into(stream_path, capture_dir)
             return True
-        _drop_earlier(stream_path, capture_dir)
+        if earlier_files:
+            _drop_earlier(stream_path, capture_dir)
     except Failure as failure:
         warn(failure.message)
     finally:
@@ -95,8 +97,8 @@ def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str) ->
 def _drop_earlier(stream_path: str, capture_dir: str) -> None:
     """A passing job's directory left by an earlier batch into the same ``--out`` (a failure
     ``--resume`` runs again) would outlast the line that says it passed: its stream and capture
-    go, as ``--keep all`` would have overwritten them. One failed ``unlink`` in the usual case,
-    where the job has no directory."""
+    go, as ``--keep all`` would have overwritten them. One failed ``unlink`` where the job has
+    no directory."""
     try:
         os.unlink(stream_path)
     except OSError:

@@ -124,7 +124,14 @@ def run_batch(
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
         return _job_steps(
-            host, job, out, settings.label, attempts[job.id], timeouts.limit_ms(), settings.keep_failed_only
+            host,
+            job,
+            out,
+            settings.label,
+            attempts[job.id],
+            timeouts.limit_ms(),
+            settings.keep_failed_only,
+            earlier_files=not recorder.fresh_out,
         )
 
     def finished(result) -> None:
@@ -184,14 +191,22 @@ def _stream_path(out: str, job: Job) -> str:
 
 
 def _job_steps(
-    host: Host, job: Job, out: str, label: str, attempt: int, timeout_ms: int | None, keep_failed_only: bool
+    host: Host,
+    job: Job,
+    out: str,
+    label: str,
+    attempt: int,
+    timeout_ms: int | None,
+    keep_failed_only: bool,
+    earlier_files: bool,
 ):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
     were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
     The attempt before a retry keeps its stream and capture: they move into ``attempt-N/`` of
     the job's directory. With ``keep_failed_only`` the attempt writes into memfds (``held``),
     and only a failed one's files reach the job's directory; a ring capture (``capture_keep``
-    tail or head-tail) is written in place as always."""
+    tail or head-tail) is written in place as always. ``earlier_files``: ``out`` held something
+    when the batch began, so a passing held job's files from an earlier batch are removed."""
     directory = os.path.join(out, job.id)
     held = None
     try:
@@ -214,7 +229,9 @@ def _job_steps(
             held_fds=None if held is None else held.for_engine(),
         )
         outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
-        written_out = held is None or settle(held, _failed(outcome), spec.jsonl, spec.capture_dir or directory)
+        written_out = held is None or settle(
+            held, _failed(outcome), spec.jsonl, spec.capture_dir or directory, earlier_files
+        )
         return job, outcome, spec.run_id, not written_out
     finally:
         if held is not None:

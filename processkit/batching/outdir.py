@@ -29,9 +29,10 @@ from ..errors import Failure, Kind
 from ..safepath import private_directory
 
 
-def prepare_out(path: str, named: str = "--out") -> str:
+def prepare_out(path: str, named: str = "--out") -> bool:
     """``path`` as this user's own directory on a path no one else can change; made when missing.
-    ``named``: how a failure names it (the CLI's ``--out``, the API's ``out=``)."""
+    ``named``: how a failure names it (the CLI's ``--out``, the API's ``out=``). Whether it was
+    empty (so it holds nothing an earlier batch left)."""
     try:
         fd = private_directory(path, create=True, mode=0o755)
     except OSError as exc:
@@ -41,10 +42,9 @@ def prepare_out(path: str, named: str = "--out") -> str:
     assert fd is not None, "made when missing"
     try:
         _check_private(os.fstat(fd), path, named)
-        mark_top_directory(fd)
+        return mark_top_directory(fd)
     finally:
         os.close(fd)
-    return path
 
 
 _LONG = struct.calcsize("l")  # the ioctl's declared size; the kernel reads and writes an int
@@ -55,20 +55,24 @@ TOPDIR_FLAG = 0x00020000  # FS_TOPDIR_FL
 
 def mark_top_directory(fd: int) -> bool:
     """Mark the empty directory ``fd`` a top of hierarchy for the inode allocator (see the
-    facts above); whether it now carries the flag. Best effort: never raises."""
+    facts above), a best effort that never raises; whether it was empty (False also when it
+    could not be read)."""
     try:
         with os.scandir(fd) as entries:
             if next(entries, None) is not None:
                 return False
+    except OSError:
+        return False
+    try:
         flags = bytearray(_LONG)
         fcntl.ioctl(fd, _GET_FLAGS, flags)
         current = struct.unpack_from("i", flags)[0]
         if not current & TOPDIR_FLAG:
             struct.pack_into("i", flags, 0, current | TOPDIR_FLAG)
             fcntl.ioctl(fd, _SET_FLAGS, flags)
-        return True
     except OSError:
-        return False
+        pass  # another file system: only a placement hint was lost
+    return True
 
 
 def ensure_directory(path: str, what: str) -> str:

@@ -88,7 +88,8 @@ class Recorder:
         collect: bool = True,
         on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
     ):
-        self.out = prepare_out(out)
+        self.fresh_out = prepare_out(out)  # empty: no job of an earlier batch left files there
+        self.out = out
         self.summary_path = os.path.join(self.out, SUMMARY_FILE)
         self.todo = _to_run(jobs, self.summary_path) if resume else list(jobs)
         self.counts = JobCounts(len(jobs))
