@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import pytest
-import os
 
 from conftest import run_cli
 from test_batch import summary, write_manifest
