@@ -22,7 +22,7 @@ from .errors import Failure, Kind
 # What one job in flight holds open (12 counted on this host, and the 13 files its host's pool
 # holds for each set of lent cgroups (containment/pool.py), with a margin), and what the process
 # keeps for itself besides (the summary, the index's pipe, the loop, a job's short-lived opens,
-# the pool's one set started again ahead for the next job).
+# the pool's one set started again ahead for the next job and its fd on each parent group).
 DESCRIPTORS_PER_JOB = 28
 DESCRIPTORS_KEPT = 64
 

@@ -273,7 +273,8 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     so how many is not asserted: the next test lends one deterministically), and each run's
     peak reads as a fresh group's. A memory group holds its join fd and its four files
     (oom_control, limit, peak, swap) while lent, and none while idle (more of them are idle than
-    runs in flight, and the batch counts a job's fds: ``fdlimit``)."""
+    runs in flight, and the batch counts a job's fds: ``fdlimit``); the pool holds one fd on
+    their parent."""
     from processkit import rundir
     from processkit.containment import cgroup_v1, pool
     from processkit.containment.base import ChildJoins
@@ -284,9 +285,9 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     lender = pool.Pool(home)
     parent = cgroup_v1.own_groups()["memory"]
     paths, peaks = [], []
+    held = len(os.listdir("/proc/self/fd")) + 1  # and the parent's, from the first take on
     try:
         for _ in range(40):
-            held = len(os.listdir("/proc/self/fd"))
             group = lender.take(parent, ("memory",))
             assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 5
             paths.append(group.path)
@@ -432,7 +433,9 @@ def test_a_group_started_again_ahead_has_its_members_read_once(monkeypatch, cont
         pytest.skip("no cgroup v2 parent group here")
     reads = []
     real_members, real_content = cgroupfs.v1_has_members, cgroupfs.HeldFiles.content
-    monkeypatch.setattr(cgroupfs, "v1_has_members", lambda path: reads.append("tasks") or real_members(path))
+    monkeypatch.setattr(
+        cgroupfs, "v1_has_members", lambda path, parent_fd=None: reads.append("tasks") or real_members(path, parent_fd)
+    )
     monkeypatch.setattr(
         cgroupfs.HeldFiles, "content", lambda files, name: reads.append(name) or real_content(files, name)
     )
@@ -449,5 +452,45 @@ def test_a_group_started_again_ahead_has_its_members_read_once(monkeypatch, cont
         assert again is group and reads.count(MEMBERS_READ[controller]) == 1
         lender.give(again)
     finally:
+        lender.close()
+        home.close()
+
+
+@pytest.mark.parametrize("controller", ["memory", "cpuacct"])
+def test_a_pooled_groups_files_are_opened_through_the_pools_fd_on_its_parent(monkeypatch, controller):
+    """Each open and stat of a lent group's files walks from the pool's directory fd on the
+    parent (two components), not the whole cgroupfs path."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    calls = []
+    real_open, real_stat = os.open, os.stat
+
+    def opened(path, flags, mode=0o777, *, dir_fd=None):
+        calls.append((path, dir_fd))
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    def stat(path, *, dir_fd=None, follow_symlinks=True):
+        calls.append((path, dir_fd))
+        return real_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()[controller]
+    try:
+        group = lender.take(parent, (controller,))
+        lender.give(group)
+        monkeypatch.setattr(os, "open", opened)
+        monkeypatch.setattr(os, "stat", stat)
+        again = lender.take(parent, (controller,))
+        lender.give(again)
+        monkeypatch.undo()
+        assert again is group
+        name = os.path.basename(group.path)
+        ours = [(path, dir_fd) for path, dir_fd in calls if name in str(path)]
+        assert ours and all(dir_fd is not None and not str(path).startswith("/") for path, dir_fd in ours), ours
+    finally:
+        monkeypatch.undo()
         lender.close()
         home.close()

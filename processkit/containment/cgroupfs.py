@@ -33,19 +33,28 @@ def make_group(path: str, join_file: str = "cgroup.procs") -> int:
         raise
 
 
-def open_members(path: str, join_file: str = "tasks") -> int:
+def open_in(path: str, name: str, flags: int, parent_fd: int | None = None) -> int:
+    """Open the file ``name`` of the group ``path``; through ``parent_fd``, a directory fd on the
+    group's parent, where one is held (a pool's): the walk is then two components, not every
+    directory of the cgroupfs path (each a dentry lookup and revalidation, about 1.7 µs here)."""
+    if parent_fd is None:
+        return os.open(os.path.join(path, name), flags)
+    return os.open(f"{os.path.basename(path)}/{name}", flags, dir_fd=parent_fd)
+
+
+def open_members(path: str, join_file: str = "tasks", parent_fd: int | None = None) -> int:
     """A read-write fd on an existing group's ``join_file``: read, it lists the members (an
     empty read: none); written, it joins as ``make_group``'s fd does."""
-    return os.open(os.path.join(path, join_file), os.O_RDWR | os.O_CLOEXEC)
+    return open_in(path, join_file, os.O_RDWR | os.O_CLOEXEC, parent_fd)
 
 
-def v1_has_members(path: str) -> bool:
+def v1_has_members(path: str, parent_fd: int | None = None) -> bool:
     """Whether a cgroup v1 group holds a task now, from its ``tasks`` opened afresh: a v1 group
     builds its member list when a reader first reads and keeps it, for every fd already open,
     as long as one reads it again within a second, so a held fd read again (``HeldFiles``) can
     show the list of an earlier read. (A v2 ``cgroup.procs`` and ``pids.current`` are read
     afresh through a held fd.)"""
-    fd = open_members(path)
+    fd = open_members(path, parent_fd=parent_fd)
     try:
         return bool(os.pread(fd, 1, 0))
     finally:
@@ -186,17 +195,17 @@ class HeldFiles:
     many runs (``pool``): a ``pread`` at offset 0 makes a ``seq_file`` produce its content
     afresh, so each read is one system call instead of an ``open``, a ``read`` and a ``close``."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, parent_fd: int | None = None) -> None:
         self.path = path
+        self._parent_fd = parent_fd  # opened through, as ``open_in`` says
         self._fds: dict[str, int] = {}
 
     def _fd(self, name: str) -> int:
         fd = self._fds.get(name)
         if fd is None:
             # Read-write where the file takes a write (a counter reset through the fd it is read by).
-            fd = self._fds[name] = os.open(
-                os.path.join(self.path, name), _HELD_MODES.get(name, os.O_RDONLY) | os.O_CLOEXEC
-            )
+            mode = _HELD_MODES.get(name, os.O_RDONLY) | os.O_CLOEXEC
+            fd = self._fds[name] = open_in(self.path, name, mode, self._parent_fd)
         return fd
 
     def content(self, name: str) -> bytes:

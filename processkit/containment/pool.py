@@ -65,10 +65,12 @@ MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is r
 class Pooled:
     """One group a pool lends: its path, the fd its joiner writes (``tasks``, or v2's
     ``cgroup.procs``; -1 for an idle memory group), a directory fd (v2: the child is cloned
-    into it; -1 elsewhere), and whether it served a run before this one (``reused``)."""
+    into it; -1 elsewhere), the pool's fd on its parent its files are opened through (None
+    where it has none), and whether it served a run before this one (``reused``)."""
 
     __slots__ = (
         "parent",
+        "parent_fd",
         "path",
         "join_fd",
         "dir_fd",
@@ -80,8 +82,18 @@ class Pooled:
         "settings",
     )
 
-    def __init__(self, parent: str, path: str, join_fd: int, dir_fd: int, controllers: tuple[str, ...], slot: JobSlot):
+    def __init__(
+        self,
+        parent: str,
+        parent_fd: int | None,
+        path: str,
+        join_fd: int,
+        dir_fd: int,
+        controllers: tuple[str, ...],
+        slot: JobSlot,
+    ):
         self.parent = parent
+        self.parent_fd = parent_fd
         self.path = path
         self.join_fd = join_fd
         self.dir_fd = dir_fd
@@ -89,7 +101,7 @@ class Pooled:
         self.slot = slot
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
-        self.files = cgroupfs.HeldFiles(path)  # what is read of it run after run
+        self.files = cgroupfs.HeldFiles(path, parent_fd)  # what is read of it run after run
         self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
         if "memory" in controllers:  # lent at once: its files stay open for its run
             self.settings = _memory_settings(self.files)
@@ -116,6 +128,7 @@ class Pool:
         self._idle: dict[str, list[Pooled]] = {}
         self._ready: dict[str, Pooled] = {}  # a group per parent already started again (``restart_ahead``)
         self._kinds: dict[str, tuple[str, ...]] = {}  # each parent taken from, and its controllers
+        self._parent_fds: dict[str, int | None] = {}  # a directory fd on each parent (``cgroupfs.open_in``)
         self._sequence = itertools.count(POOL_SEQ)
         self._closed = False
 
@@ -143,7 +156,17 @@ class Pool:
                 pass  # the child then joins through cgroup.procs alone
         else:
             slot.record_groups([path])
-        return Pooled(parent, path, join_fd, dir_fd, controllers, slot)
+        return Pooled(parent, self._parent_fd(parent), path, join_fd, dir_fd, controllers, slot)
+
+    def _parent_fd(self, parent: str) -> int | None:
+        """The pool's directory fd on ``parent``, opened once; None where it cannot be (each
+        file is then opened by its whole path)."""
+        if parent not in self._parent_fds:
+            try:
+                self._parent_fds[parent] = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                self._parent_fds[parent] = None
+        return self._parent_fds[parent]
 
     def give(self, group: Pooled) -> None:
         """A run is done with ``group``: kept idle for the next (checked when taken), or removed
@@ -182,6 +205,10 @@ class Pool:
             while idle:
                 remove(idle.pop())
         self._ready.clear()
+        for fd in self._parent_fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._parent_fds.clear()
 
 
 def _empty(group: Pooled) -> bool:
@@ -192,7 +219,7 @@ def _empty(group: Pooled) -> bool:
             return not files.content("cgroup.procs").strip()
         if "pids" in group.controllers:
             return files.number("pids.current") == 0
-        return not cgroupfs.v1_has_members(group.path)
+        return not cgroupfs.v1_has_members(group.path, group.parent_fd)
     except (OSError, ValueError):
         return False
 
@@ -225,7 +252,7 @@ def _restarted(group: Pooled, ahead: bool) -> bool | None:
     files = group.files
     controllers = group.controllers
     try:
-        facts = os.fstat(group.dir_fd) if group.dir_fd >= 0 else os.stat(group.path)
+        facts = _stat(group)
         if facts.st_nlink != 2:  # a group below it
             return False
         if controllers == V2:
@@ -237,7 +264,7 @@ def _restarted(group: Pooled, ahead: bool) -> bool | None:
         if "memory" in controllers:  # its tasks are read by the fd it is joined through
             return _memory_restarted(group, "cpuacct" in controllers)
         if "cpuacct" in controllers:
-            if not ahead and cgroupfs.v1_has_members(group.path):
+            if not ahead and cgroupfs.v1_has_members(group.path, group.parent_fd):
                 return False
             files.write("cpuacct.usage", "0")
     except (OSError, ValueError):
@@ -245,12 +272,21 @@ def _restarted(group: Pooled, ahead: bool) -> bool | None:
     return True
 
 
+def _stat(group: Pooled) -> os.stat_result:
+    """The group directory's facts, through the shortest walk there is (``cgroupfs.open_in``)."""
+    if group.dir_fd >= 0:
+        return os.fstat(group.dir_fd)
+    if group.parent_fd is not None:
+        return os.stat(os.path.basename(group.path), dir_fd=group.parent_fd)
+    return os.stat(group.path)
+
+
 def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
     """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
     while idle: the one its run's child joins through is opened here, and its files are kept
     open only when it is lent; raises OSError."""
     files = group.files
-    join_fd = cgroupfs.open_members(group.path)
+    join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
     try:
         if os.pread(join_fd, 1, 0) or group.settings is None or _memory_settings(files) != group.settings:
             return False
