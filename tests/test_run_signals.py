@@ -189,3 +189,32 @@ def test_the_child_starts_with_no_blocked_signals(tmp_path):
         tmp_path, command=["grep", "SigBlk", "/proc/self/status"], returncode=0, preexec_fn=block_stop_signals
     )
     assert proc.stdout == b"SigBlk:\t0000000000000000\n"
+
+
+def test_the_look_before_a_spawn_reads_the_wakeup_pipe_only_once_a_signal_came(monkeypatch):
+    """No signal caught: nothing is read (a spawn would pay a failed read for nothing); one
+    caught: its handler runs at that look, before the loop turns."""
+    import os
+
+    from processkit.engine.signals import SignalWatch
+    from processkit.loop import Loop
+
+    loop = Loop()
+    seen = []
+    watch = SignalWatch(loop, {signal.SIGUSR1: seen.append})
+    reads = []
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, size: reads.append(fd) or real_read(fd, size))
+    try:
+        watch.dispatch_caught()
+        assert reads == [] and seen == []
+        os.kill(os.getpid(), signal.SIGUSR1)
+        watch.dispatch_caught()
+        assert seen == [signal.SIGUSR1] and len(reads) == 1
+        watch.dispatch_caught()
+        assert len(reads) == 1, "read once per signal"
+    finally:
+        monkeypatch.undo()
+        watch.close()
+        loop.close()
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)

@@ -216,7 +216,7 @@ class Host:
     def dispatch_signals(self) -> None:
         """Deliver the signals caught so far (the runner does, just before it spawns)."""
         if self._signals is not None:
-            self._signals.dispatch()
+            self._signals.dispatch_caught()
 
     def run_loop(self) -> RunLoop:
         """The loop view of the run being resumed now (asked from its steps)."""

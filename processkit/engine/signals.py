@@ -1,7 +1,10 @@
 """Turns signals into readable bytes for the loop.
 
 ``set_wakeup_fd`` writes each caught signal's number to a non-blocking pipe; the Python-level
-handler does nothing, so no work ever happens inside a signal handler. (A pipe, not a socket
+handler only notes that one came (``caught``), so no work ever happens inside a signal handler.
+CPython runs that handler in the main thread between bytecodes soon after the signal arrives,
+so a look that finds nothing noted (``dispatch_caught``, before each spawn) needs no read of
+the pipe: a signal too late for the note is one that came just after the look. (A pipe, not a socket
 pair: on Linux either works, and a pipe spares the run the ``socket`` module.) A stop signal that
 was ignored when the runner started (``nohup``) stays ignored and is never watched. A signal
 can be watched later too (``watch``): the host watches SIGCHLD only once a root has no pidfd or
@@ -30,16 +33,13 @@ STOP_SIGNALS: dict[int, str] = {
 }
 
 
-def _absorb(signum, frame) -> None:  # the wakeup fd carries the signal number
-    return None
-
-
 class SignalWatch:
     def __init__(self, loop: Loop, handlers: dict[int, Callable[[int], None]]):
         self._loop = loop
         self._reader, self._writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._previous_fd = signals.set_wakeup_fd(self._writer, warn_on_full_buffer=False)
         self._handlers: dict[int, Callable[[int], None]] = {}
+        self._caught = False  # a watched signal came since the pipe was last read
         for signum, handler in handlers.items():
             self.watch(signum, handler)
         loop.add_reader(self._reader, self.dispatch)
@@ -48,12 +48,21 @@ class SignalWatch:
         """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
         if signum in self._handlers or (signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN):
             return
-        signals.signal(signum, _absorb)
+        signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
+
+    def _absorb(self, signum, frame) -> None:  # the wakeup fd carries the signal number
+        self._caught = True
+
+    def dispatch_caught(self) -> None:
+        """``dispatch`` where a signal came since the last one (the runner's look before it spawns)."""
+        if self._caught:
+            self.dispatch()
 
     def dispatch(self) -> None:
         """Run the handlers of the signals caught so far; the loop calls this whenever one
-        arrives, and the runner once more just before it spawns."""
+        arrives."""
+        self._caught = False
         try:
             data = os.read(self._reader, 4096)
         except BlockingIOError:
