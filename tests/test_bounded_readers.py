@@ -14,6 +14,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "processkit"
 ALLOWED = {
     # The kernel's own files under /proc and /sys: bounded by what the kernel writes there.
     ("containment/cgroupfs.py", "read_bytes"): "a cgroup file of the kernel's (cgroupfs.read_text too)",
+    ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/cgroup_v2.py", "find_parent"): "/proc/self/cgroup",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status and /proc/<pid>/stat",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",

@@ -32,11 +32,12 @@ ALLOWED = {
     # The cgroup mount: kernel interface files and the run's own groups, never a FIFO or a link.
     ("containment/cgroupfs.py", "make_group", "os.mkdir"): "a cgroup, made in the runner's delegated cgroup",
     ("containment/cgroupfs.py", "make_group", "os.open:write"): "the new cgroup's own cgroup.procs",
-    ("containment/cgroupfs.py", "open_members", "os.open:write"): "an idle lent group's own tasks, read then joined",
+    ("containment/cgroupfs.py", "open_in", "os.open:read"): (
+        "a lent group's interface file (its tasks read then joined, its counters read and reset in place)"
+    ),
     ("containment/cgroupfs.py", "read_bytes", "os.open:read"): "a cgroup interface file",
     ("containment/cgroupfs.py", "write_text", "os.open:write"): "a cgroup interface file",
     ("containment/cgroupfs.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",
-    ("containment/cgroupfs.py", "HeldFiles._fd", "os.open:write"): "a lent cgroup's cpuacct.usage, reset in place",
     ("mountinfo.py", "_read_mounts", "open:read"): "/proc/self/mountinfo (a parameter so tests can pass a copy)",
     # The package's own files.
     ("cli/probe.py", "main", ".read_bytes"): "the shipped event schema, package data",
