@@ -6,6 +6,7 @@ import compileall
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,13 @@ def pytest_sessionstart(session) -> None:
     bytecode, and what a user starts is what is tested. Read-only locations are left as they are."""
     import processkit
 
+    # A stop signal ignored when the runner starts stays ignored (the convention nohup relies
+    # on), and an ignored disposition passes to every child: under ``nohup pytest`` (SIGHUP) or
+    # a shell's background job (SIGINT, SIGQUIT) the tests of their handling would see them
+    # ignored. The tests that want one ignored set it themselves.
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     compileall.compile_dir(os.path.dirname(processkit.__file__), quiet=2)
 
 
