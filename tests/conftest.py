@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from processkit.spec import LATE_PUBLICATION_MS
+
 # The reference's published schemas: ../shared beside the checkout, or where
 # PROCESSKIT_REFERENCE_SCHEMAS points.
 REFERENCE_SCHEMAS = Path(
@@ -197,10 +199,11 @@ def listed_when(ready, timeout: float = 20.0) -> dict[str, dict]:
         time.sleep(0.02)
 
 
-# A late record is written LATE_PUBLICATION_MS (50 ms) after the spawn's turn began, which may be
-# some ms before the spawn itself, and a file's mtime comes from the kernel's coarse clock (up to a
-# tick, 10 ms at HZ=100, behind): a record stamped with its publication's time instead would show ~0.
-PUBLISHED_LATE_AT_LEAST = 0.025
+# A late record is written LATE_PUBLICATION_MS after the spawn's turn began, which may be some ms
+# before the spawn itself, and a file's mtime comes from the kernel's coarse clock (up to a tick,
+# 10 ms at HZ=100, behind): 25 ms of slack, while a record stamped with its publication's time
+# instead would show ~0.
+PUBLISHED_LATE_AT_LEAST = LATE_PUBLICATION_MS / 1000 - 0.025
 
 
 def published_late_by(record_path: str) -> float:
