@@ -27,6 +27,7 @@ DESCRIPTORS_PER_JOB = 28
 DESCRIPTORS_KEPT = 64
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
+_spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
 
 
 def raise_soft_limit() -> None:
@@ -50,16 +51,25 @@ def child_soft_limit() -> int | None:
     return _caller_soft[0] if _caller_soft else None
 
 
+def spare_descriptors() -> int:
+    """The descriptors the last ``runs_that_fit`` found left beyond the runs it let in flight
+    (0 before it was asked): what a lodged host's pool may hold for its idle groups."""
+    return _spare[-1] if _spare else 0
+
+
 def runs_that_fit(requested: int) -> int:
     """How many runs may be in flight at once: ``requested``, unless the open-file limit leaves
     room for fewer (then as many as fit, said once in a warning). When not even one fits, a
-    setup Failure: every job would fail to spawn."""
+    setup Failure: every job would fail to spawn. What is left beyond them is kept for
+    ``spare_descriptors``."""
     import resource
 
     from .diagnostics import warn
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _spare[:] = [0]
     if soft == resource.RLIM_INFINITY:
+        _spare[:] = [1 << 20]
         return requested
     try:
         open_now = len(os.listdir("/proc/self/fd"))
@@ -74,6 +84,7 @@ def runs_that_fit(requested: int) -> int:
             "the batch keeps; raise the limit",
         )
     if room >= requested:
+        _spare[:] = [soft - open_now - DESCRIPTORS_KEPT - requested * DESCRIPTORS_PER_JOB]
         return requested
     warn(
         f"{requested} jobs at once would need more open files than this process may have "

@@ -94,8 +94,48 @@ def test_a_passing_held_job_looks_for_earlier_files_only_where_out_held_somethin
     (job / "capture").mkdir(parents=True)
     (job / "events.jsonl").write_text("{}\n")
     (job / "capture" / "stdout.log").write_text("old\n")
-    assert settle(HeldFiles(), False, str(job / "events.jsonl"), str(job / "capture"), earlier_files) is False
+    held = HeldFiles()
+    try:
+        assert settle(held, False, str(job / "events.jsonl"), str(job / "capture"), earlier_files) is False
+    finally:
+        held.close()
     assert job.exists() is not earlier_files
+
+
+def test_an_attempt_that_is_over_hands_its_memfds_to_the_next_emptied(tmp_path, monkeypatch):
+    """``--keep failed`` makes one set of three memfds per job in flight, not per job: an attempt
+    that is over hands its set to the next one, truncated and rewound, so each failed job's
+    files hold its own bytes alone, whatever the attempt before wrote into the same memfds."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+
+    made: list[str] = []
+    real = os.memfd_create
+    monkeypatch.setattr(os, "memfd_create", lambda name, flags=0: made.append(name) or real(name, flags))
+    jobs = [
+        {"args": ["sh", "-c", "seq 1 20000; seq 1 5000 >&2; exit 1"], "id": "long"},
+        {"args": ["sh", "-c", "echo short; exit 2"], "id": "short"},
+        {"args": ["sh", "-c", "echo passing; echo note >&2"], "id": "ok"},
+        {"args": ["sh", "-c", "printf x >&2; exit 3"], "id": "last"},
+    ]
+    out = tmp_path / "out"
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(out), 1, keep_failed_only=True), signals=False)
+    assert made == ["events.jsonl", "stdout.log", "stderr.log"], "one set, for the one job in flight"
+    assert [line.exit_code for line in lines] == [1, 2, 0, 3]
+    kept = {
+        "long": (b"".join(b"%d\n" % n for n in range(1, 20001)), b"".join(b"%d\n" % n for n in range(1, 5001))),
+        "short": (b"short\n", b""),
+        "last": (b"", b"x"),
+    }
+    for line in lines:
+        if line.id not in kept:
+            assert not (out / line.id).exists()
+            continue
+        events = check_stream(out / line.id / "events.jsonl", line.exit_code)
+        assert one(events, "run_started")["run_id"] == line.run_id, "the stream is this job's alone"
+        for name, data in zip(("stdout", "stderr"), kept[line.id]):
+            assert (out / line.id / "capture" / f"{name}.log").read_bytes() == data
+            assert getattr(line, name).sha256 == hashlib.sha256(data).hexdigest()
 
 
 def test_only_an_empty_out_counts_as_fresh(tmp_path):

@@ -272,9 +272,9 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     (when the per-CPU stocks holding their last charge drain depends on the other groups' work,
     so how many is not asserted: the next test lends one deterministically), and each run's
     peak reads as a fresh group's. A memory group holds its join fd and its four files
-    (oom_control, limit, peak, swap) while lent, and none while idle (more of them are idle than
-    runs in flight, and the batch counts a job's fds: ``fdlimit``); the pool holds one fd on
-    their parent."""
+    (oom_control, limit, peak, swap) while lent, and none while idle in a pool given no room for
+    idle files (the batch gives its pool what its jobs leave of the open-file limit: the next
+    tests); the pool holds one fd on their parent."""
     from processkit import rundir
     from processkit.containment import cgroup_v1, pool
     from processkit.containment.base import ChildJoins
@@ -351,8 +351,8 @@ def test_a_memory_group_with_a_task_or_changed_settings_is_never_lent_again():
 
 def test_a_lent_groups_figures_are_read_through_its_held_files(monkeypatch):
     """A run on groups lent again opens no file to read its figures (the memory group's too):
-    each is one ``pread`` of a file its group keeps open while lent; given back, an idle memory
-    group holds none."""
+    each is one ``pread`` of a file its group keeps open while lent; given back to a pool with no
+    room for idle files, an idle memory group holds none."""
     from processkit import rundir
     from processkit.containment import cgroup_v1, pool
     from processkit.containment.accounting import Tally
@@ -494,3 +494,53 @@ def test_a_pooled_groups_files_are_opened_through_the_pools_fd_on_its_parent(mon
         monkeypatch.undo()
         lender.close()
         home.close()
+
+
+def test_an_idle_memory_group_keeps_its_files_only_while_the_pools_room_holds_them(monkeypatch):
+    """With room (``fdlimit.spare_descriptors``) an idle memory group keeps its four files open,
+    never its tasks fd (which lists the members only when opened afresh), so starting it again
+    opens that one file alone; a group given back past the room holds none."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home, idle_file_room=pool.IDLE_FILES)
+    parent = cgroup_v1.own_groups()["memory"]
+    try:
+        first = lender.take(parent, ("memory",))
+        lender.give(first)
+        first = lender.take(parent, ("memory",))  # started again: each of its four files opened once
+        second = lender.take(parent, ("memory",))
+        baseline, second_files = len(os.listdir("/proc/self/fd")), second.files.count
+        lender.give(first)
+        lender.give(second)
+        assert first.join_fd == second.join_fd == -1
+        assert first.files.count == pool.IDLE_FILES and second.files.count == 0, "past the room: none held"
+        assert len(os.listdir("/proc/self/fd")) == baseline - 2 - second_files
+        opened: list[str] = []
+        real_open = os.open
+        monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+        again = lender.take(parent, ("memory",))  # the longest idle first
+        monkeypatch.undo()
+        assert again is first and [path.rsplit("/", 1)[1] for path in opened] == ["tasks"], opened
+        lender.give(again)
+    finally:
+        monkeypatch.undo()
+        lender.close()
+        home.close()
+
+
+def test_what_the_jobs_in_flight_leave_of_the_open_file_limit_is_the_pools_room(monkeypatch):
+    """``runs_that_fit`` keeps what its runs leave of the limit for the pool's idle files; when
+    fewer runs fit than asked, nothing is left."""
+    import resource
+
+    from processkit import fdlimit
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (2000, 2000))
+    open_now = len(os.listdir("/proc/self/fd"))
+    assert fdlimit.runs_that_fit(3) == 3
+    assert fdlimit.spare_descriptors() == 2000 - open_now - fdlimit.DESCRIPTORS_KEPT - 3 * fdlimit.DESCRIPTORS_PER_JOB
+    assert fdlimit.runs_that_fit(1000) < 1000
+    assert fdlimit.spare_descriptors() == 0

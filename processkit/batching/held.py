@@ -11,6 +11,10 @@ design leans on:
   the kernel, a chunk at a time, never through the batch's memory.
 - Its pages are memory: a running job holds up to its capture cap per stream (8 MiB each by
   default) and its stream, which ``--keep failed`` accepts for the jobs in flight.
+- ``ftruncate`` to 0 frees those pages and leaves an empty file, as a fresh one is, once its
+  offset is back at 0 (the stream's writer and a head capture write at the file's offset): so an
+  attempt that is over hands its three memfds to the next (``Spares``), sparing each passing
+  job three ``memfd_create`` and three ``close``, as many as there are jobs in flight.
 """
 
 from __future__ import annotations
@@ -70,15 +74,50 @@ class HeldFiles:
                 Kind.SETUP, f"cannot write the failed job's files under {capture_dir}: {exc.strerror}"
             ) from None
 
+    def empty(self) -> None:
+        """Emptied and rewound for another attempt; raises OSError."""
+        for fd in self.fds:
+            if os.fstat(fd).st_size:
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+
     def close(self) -> None:
         fds, self.fds = self.fds, ()
         for fd in fds:
             os.close(fd)
 
 
+class Spares:
+    """The memfds of attempts that are over, emptied and kept for the next ones (at most one
+    set per job in flight); closed with the batch."""
+
+    __slots__ = ("_free",)
+
+    def __init__(self) -> None:
+        self._free: list[HeldFiles] = []
+
+    def take(self) -> HeldFiles:
+        """A set kept from an attempt that is over, else a new one; raises Failure."""
+        return self._free.pop() if self._free else HeldFiles()
+
+    def give(self, held: HeldFiles) -> None:
+        """An attempt is over with ``held`` (its files written out or dropped): kept emptied,
+        or closed when it cannot be emptied."""
+        try:
+            held.empty()
+        except OSError:
+            held.close()
+            return
+        self._free.append(held)
+
+    def close(self) -> None:
+        while self._free:
+            self._free.pop().close()
+
+
 def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str, earlier_files: bool) -> bool:
-    """After the attempt: its files written into ``--out`` when it ``failed``, the memfds let go
-    either way; whether the files now exist (a write that fails is a warning: the summary line
+    """After the attempt: its files written into ``--out`` when it ``failed`` (the memfds stay
+    the caller's); whether the files now exist (a write that fails is a warning: the summary line
     still records the job). ``earlier_files``: ``--out`` was not empty when the batch began, so
     a passing job's files from an earlier batch may be there (none otherwise: nothing looked for)."""
     try:
@@ -89,8 +128,6 @@ def settle(held: HeldFiles, failed: bool, stream_path: str, capture_dir: str, ea
             _drop_earlier(stream_path, capture_dir)
     except Failure as failure:
         warn(failure.message)
-    finally:
-        held.close()
     return False
 
 

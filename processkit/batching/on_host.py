@@ -20,7 +20,7 @@ from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
 from . import job_lines
-from .held import HeldFiles, settle
+from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
@@ -112,6 +112,7 @@ def run_batch(
     timeouts = Timeouts(settings.timeout)
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
     running: dict[str, float] = {}
+    spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
 
     def next_run():
         if host.stop_source is not None or recorder.halted or not queue:
@@ -130,7 +131,7 @@ def run_batch(
             settings.label,
             attempts[job.id],
             timeouts.limit_ms(),
-            settings.keep_failed_only,
+            spares if settings.keep_failed_only else None,
             earlier_files=not recorder.fresh_out,
         )
 
@@ -170,6 +171,7 @@ def run_batch(
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
         host.close()
+        spares.close()
         if pinned:
             safepath.unpin(out)
     return recorder.lines, recorder.counts
@@ -197,28 +199,30 @@ def _job_steps(
     label: str,
     attempt: int,
     timeout_ms: int | None,
-    keep_failed_only: bool,
+    spares: Spares | None,
     earlier_files: bool,
 ):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
     were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
     The attempt before a retry keeps its stream and capture: they move into ``attempt-N/`` of
-    the job's directory. With ``keep_failed_only`` the attempt writes into memfds (``held``),
-    and only a failed one's files reach the job's directory; a ring capture (``capture_keep``
-    tail or head-tail) is written in place as always. ``earlier_files``: ``out`` held something
+    the job's directory. With ``spares`` (``--keep failed``) the attempt writes into memfds
+    (``held``, taken from ``spares`` and given back once it is over), and only a failed one's
+    files reach the job's directory; a ring capture (``capture_keep`` tail or head-tail) is
+    written in place as always. ``earlier_files``: ``out`` held something
     when the batch began, so a passing held job's files from an earlier batch are removed."""
     directory = os.path.join(out, job.id)
     held = None
     try:
-        hold = keep_failed_only and job.template.capture_keep == "head"
+        hold = spares is not None and job.template.capture_keep == "head"
         if not hold or attempt > 1:
             ensure_directory(directory, "the job directory")
         if attempt > 1:
             _move_attempt_aside(directory, attempt - 1)
-        if hold:
-            held = HeldFiles()
+        if spares is not None and hold:
+            held = spares.take()
     except Failure as failure:
         return job, Outcome(failure.code, failure), None, False
+    over = False  # the engine has closed its copies of the memfds: they may serve another attempt
     try:
         spec = job_spec(
             job,
@@ -229,12 +233,15 @@ def _job_steps(
             held_fds=None if held is None else held.for_engine(),
         )
         outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
+        over = True
         written_out = held is None or settle(
             held, _failed(outcome), spec.jsonl, spec.capture_dir or directory, earlier_files
         )
         return job, outcome, spec.run_id, not written_out
     finally:
-        if held is not None:
+        if held is not None and over and spares is not None:
+            spares.give(held)
+        elif held is not None:
             held.close()
 
 

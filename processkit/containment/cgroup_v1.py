@@ -79,15 +79,26 @@ def _discovered() -> dict[str, str]:
     return groups
 
 
-_RESOLVED: dict[str, str] = {}  # a hierarchy's parent -> its real path, resolved once per process
+_PLANS: dict[tuple, list[tuple[str, tuple[str, ...]]]] = {}  # ``_hierarchies``' answers
 
 
-def _resolved(parent: str) -> str:
-    """``realpath`` of a v1 parent, once per process: it stats every component (a dozen calls
-    a run, for the same few mounts every time in a batch)."""
-    if parent not in _RESOLVED:
-        _RESOLVED[parent] = os.path.realpath(parent)
-    return _RESOLVED[parent]
+def _hierarchies(parents: dict[str, str], needed: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """The hierarchies a run's groups are made in, each as its parent's real path and its
+    controllers (sorted): co-mounted controllers (e.g. "cpu,cpuacct") share one hierarchy and
+    so one group, and only a hierarchy a cap (``needed``) or a figure comes from gets one.
+    Worked out once per process for each set of parents (a batch asks once a job), as
+    ``realpath`` stats every component of each parent."""
+    key = (tuple(parents.items()), needed)
+    plan = _PLANS.get(key)
+    if plan is None:
+        hierarchies: dict[str, list[str]] = {}
+        for controller, parent in parents.items():
+            hierarchies.setdefault(os.path.realpath(parent), []).append(controller)
+        wanted = set(needed) | set(ACCOUNTED)
+        plan = _PLANS[key] = [
+            (parent, tuple(sorted(group))) for parent, group in hierarchies.items() if wanted.intersection(group)
+        ]
+    return plan
 
 
 class CgroupV1Controllers(ControllerSet):
@@ -112,30 +123,25 @@ class CgroupV1Controllers(ControllerSet):
         for controller, axis in needed.items():
             if controller not in parents:
                 raise LimitUnavailable(axis, f"cgroup_v1: no {controller} hierarchy is mounted")
-        # Co-mounted controllers (e.g. "cpu,cpuacct") share one hierarchy and so one group.
-        hierarchies: dict[str, list[str]] = {}
-        for controller, parent in parents.items():
-            hierarchies.setdefault(_resolved(parent), []).append(controller)
-        wanted = set(needed) | set(ACCOUNTED)
-        hierarchies = {parent: group for parent, group in hierarchies.items() if wanted.intersection(group)}
         try:
-            for parent, controllers in hierarchies.items():
-                self._make(os.path.join(parent, name), controllers, [needed[c] for c in controllers if c in needed])
+            for parent, controllers in _hierarchies(parents, tuple(needed)):
+                self._make(parent, name, controllers, [needed[c] for c in controllers if c in needed])
             self._apply(limits)
         except LimitUnavailable:
             self.release()
             raise
 
-    def _make(self, path: str, controllers: list[str], axes: list[str]) -> None:
+    def _make(self, parent: str, name: str, controllers: tuple[str, ...], axes: list[str]) -> None:
         """Create one hierarchy's group (or borrow the pool's); only a hierarchy that carries a
         cap must succeed."""
         try:
             if self._pool is not None:
-                lent = self._pool.take(os.path.dirname(path), tuple(sorted(controllers)))
+                lent = self._pool.take(parent, controllers)
                 self._lent.append(lent)
                 self._fds.append(lent.join_fd)
                 path = lent.path
             else:
+                path = os.path.join(parent, name)
                 self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
                 self._paths.append(path)
         except OSError as exc:

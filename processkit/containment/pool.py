@@ -28,10 +28,11 @@ Facts that decide what may be reused, and when:
   killer's switch) and ``limit_in_bytes`` must read as when the group was made (a run's
   process may write its own group's files). The idle groups are tried oldest first, one at a
   time, and one still charged goes behind the others, unless they are at their bound. So more of
-  them are idle than runs are in flight, and an idle memory group holds no fd (the batch counts
-  the fds a job in flight holds, ``fdlimit``): its files are opened when it is started again,
-  kept while it is lent (its run reads its figures through them) and closed when it is given
-  back.
+  them are idle than runs are in flight: an idle memory group keeps its four files open only
+  while the open-file limit leaves room for them beside the jobs in flight
+  (``fdlimit.spare_descriptors``; a try at a group still charged is then a few ``pread``s, not
+  four ``open``s and ``close``s), else holds none and opens them when it is started again. Its
+  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -52,6 +53,7 @@ from __future__ import annotations
 import itertools
 import os
 
+from .. import fdlimit
 from ..rundir import JobSlot, RunDir
 from . import cgroupfs
 
@@ -60,6 +62,7 @@ HELD = "groups"  # the pool's name in its directory's ``holds``
 POOL_SEQ = 1 << 32  # the pool's group names follow a sequence no job's eight hex digits reach
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
 MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is removed
+IDLE_FILES = 4  # what an idle memory group may keep open: oom_control, limit, peak, swap
 
 
 class Pooled:
@@ -80,6 +83,7 @@ class Pooled:
         "killed",
         "files",
         "settings",
+        "idle_files",
     )
 
     def __init__(
@@ -103,6 +107,7 @@ class Pooled:
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path, parent_fd)  # what is read of it run after run
         self.settings: bytes | None = None  # a memory group's, as made (``_memory_settings``)
+        self.idle_files = 0  # the files it keeps open while idle, counted in its pool's room
         if "memory" in controllers:  # lent at once: its files stay open for its run
             self.settings = _memory_settings(self.files)
 
@@ -115,16 +120,19 @@ def of(rundir: RunDir | None) -> Pool | None:
         return None
     pool = home.holds.get(HELD)
     if pool is None:
-        pool = home.holds[HELD] = Pool(home)
+        pool = home.holds[HELD] = Pool(home, fdlimit.spare_descriptors())
     assert isinstance(pool, Pool)
     return pool
 
 
 class Pool:
-    """A lodged host's idle groups, by parent directory."""
+    """A lodged host's idle groups, by parent directory. ``idle_file_room``: how many files its
+    idle memory groups may keep open (``fdlimit.spare_descriptors``; none by default)."""
 
-    def __init__(self, home: RunDir) -> None:
+    def __init__(self, home: RunDir, idle_file_room: int = 0) -> None:
         self._home = home
+        self._idle_file_room = min(idle_file_room, MAX_IDLE * IDLE_FILES)
+        self._idle_files = 0  # what its idle memory groups keep open now
         self._idle: dict[str, list[Pooled]] = {}
         self._ready: dict[str, Pooled] = {}  # a group per parent already started again (``restart_ahead``)
         self._kinds: dict[str, tuple[str, ...]] = {}  # each parent taken from, and its controllers
@@ -141,7 +149,7 @@ class Pool:
             remove(group)
             group = None
         if group is None:
-            group = _restart_one(self._idle.get(parent, []), controllers, ahead=False)
+            group = self._restart_one(self._idle.get(parent, []), controllers, ahead=False)
         return group if group is not None else self._fresh(parent, controllers)
 
     def _fresh(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
@@ -175,11 +183,42 @@ class Pool:
         if self._closed or group.killed or len(idle) >= MAX_IDLE:
             remove(group)
             return
-        if "memory" in group.controllers:  # idle for longer than a run: no fd held meanwhile
+        if "memory" in group.controllers:  # idle for longer than a run: its tasks fd goes
             os.close(group.join_fd)
             group.join_fd = -1
-            group.files.close()
+            self._hold_or_close(group)
         idle.append(group)
+
+    def _hold_or_close(self, group: Pooled) -> None:
+        """An idle memory group's files kept open while the pool's room holds them, else closed."""
+        count = group.files.count
+        if self._idle_files + count <= self._idle_file_room:
+            self._idle_files += count
+            group.idle_files = count
+        else:
+            group.files.close()
+
+    def _restart_one(self, idle: list[Pooled], controllers: tuple[str, ...], ahead: bool) -> Pooled | None:
+        """The first of ``idle`` (memory groups: the longest idle, which has had the most time to
+        drain) whose counters start again, taken out; one that cannot is removed, and a memory
+        group still charged goes behind the others for a later try (then None), unless they are
+        at their bound. ``ahead``: for ``restart_ahead``, whose group ``take`` checks empty when
+        it lends it."""
+        oldest_first = "memory" in controllers
+        while idle:
+            group = idle.pop(0 if oldest_first else -1)
+            self._idle_files -= group.idle_files
+            group.idle_files = 0
+            restarted = _restarted(group, ahead)
+            if restarted:
+                group.reused = True
+                return group
+            if restarted is None and len(idle) < MAX_IDLE - 1:
+                self._hold_or_close(group)
+                idle.append(group)
+                return None
+            remove(group)
+        return None
 
     def restart_ahead(self) -> None:
         """Start one idle group of each parent taken from again now, for the next run's ``take``:
@@ -194,7 +233,7 @@ class Pool:
         for parent, controllers in self._kinds.items():
             idle = self._idle.get(parent)
             if idle and parent not in self._ready:
-                group = _restart_one(idle, controllers, ahead=True)
+                group = self._restart_one(idle, controllers, ahead=True)
                 if group is not None:
                     self._ready[parent] = group
 
@@ -204,6 +243,7 @@ class Pool:
         for idle in (*self._idle.values(), list(self._ready.values())):
             while idle:
                 remove(idle.pop())
+        self._idle_files = 0
         self._ready.clear()
         for fd in self._parent_fds.values():
             if fd is not None:
@@ -222,25 +262,6 @@ def _empty(group: Pooled) -> bool:
         return not cgroupfs.v1_has_members(group.path, group.parent_fd)
     except (OSError, ValueError):
         return False
-
-
-def _restart_one(idle: list[Pooled], controllers: tuple[str, ...], ahead: bool) -> Pooled | None:
-    """The first of ``idle`` (memory groups: the longest idle, which has had the most time to
-    drain) whose counters start again, taken out; one that cannot is removed, and a memory group
-    still charged goes behind the others for a later try (then None), unless they are at their
-    bound. ``ahead``: for ``restart_ahead``, whose group ``take`` checks empty when it lends it."""
-    oldest_first = "memory" in controllers
-    while idle:
-        group = idle.pop(0 if oldest_first else -1)
-        restarted = _restarted(group, ahead)
-        if restarted:
-            group.reused = True
-            return group
-        if restarted is None and len(idle) < MAX_IDLE - 1:
-            idle.append(group)
-            return None
-        remove(group)
-    return None
 
 
 def _restarted(group: Pooled, ahead: bool) -> bool | None:
@@ -277,14 +298,15 @@ def _stat(group: Pooled) -> os.stat_result:
     if group.dir_fd >= 0:
         return os.fstat(group.dir_fd)
     if group.parent_fd is not None:
-        return os.stat(os.path.basename(group.path), dir_fd=group.parent_fd)
+        return os.stat(group.path.rpartition("/")[2], dir_fd=group.parent_fd)
     return os.stat(group.path)
 
 
 def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
-    """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), which holds no fd
-    while idle: the one its run's child joins through is opened here, and its files are kept
-    open only when it is lent; raises OSError."""
+    """``_restarted`` for a memory group (``cpuacct``: that hierarchy's too), whose ``tasks`` fd
+    its run's child joins through is opened here (afresh: it lists the members then) and kept
+    only when the group is lent; its files stay open either way (the pool closes them, or
+    keeps them while it is idle); raises OSError."""
     files = group.files
     join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
     try:
@@ -298,9 +320,8 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
         group.join_fd, join_fd = join_fd, -1
         return True
     finally:
-        if join_fd >= 0:  # not lent: nothing held while it stays idle
+        if join_fd >= 0:  # not lent
             os.close(join_fd)
-            files.close()
 
 
 def _memory_settings(files: cgroupfs.HeldFiles) -> bytes | None:
