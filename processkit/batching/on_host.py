@@ -239,10 +239,11 @@ def _job_steps(
         )
         return job, outcome, spec.run_id, not written_out
     finally:
-        if held is not None and over and spares is not None:
-            spares.give(held)
-        elif held is not None:
-            held.close()
+        if held is not None:
+            if over and spares is not None:
+                spares.give(held)
+            else:
+                held.close()
 
 
 def _failed(outcome: Outcome) -> bool:
