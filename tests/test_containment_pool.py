@@ -271,8 +271,8 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     """Runs that leave nothing charged once their kernel memory is freed get a group again
     (when the per-CPU stocks holding their last charge drain depends on the other groups' work,
     so how many is not asserted: the next test lends one deterministically), and each run's
-    peak reads as a fresh group's. A memory group holds its join fd and its four files
-    (oom_control, limit, peak, swap) while lent, and none while idle in a pool given no room for
+    peak reads as a fresh group's. A memory group holds its join fd and its files (its
+    settings, peak, swap: ``pool.IDLE_FILES``) while lent, and none while idle in a pool given no room for
     idle files (the batch gives its pool what its jobs leave of the open-file limit: the next
     tests); the pool holds one fd on their parent."""
     from processkit import rundir
@@ -289,7 +289,7 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     try:
         for _ in range(40):
             group = lender.take(parent, ("memory",))
-            assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 5
+            assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 1 + pool.IDLE_FILES
             paths.append(group.path)
             joins = ChildJoins(procs_fds=(group.join_fd,))
             child = spawn._start_native(["true"], dict(os.environ), None, joins, [-1, -1, -1], [None] * 3, False)

@@ -1,0 +1,136 @@
+"""A run's cgroup v2 group is a subtree: a process in it may make a group below it and move
+into it (``cgroup.procs`` lists only a group's own members). The teardown kills and counts the
+whole subtree, removes it bottom-up, and ``prune`` reaps the subtree a SIGKILLed runner left."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
+from streams import by_name, cgroup_v2_dir, one, python_child, require_mechanism, run_checked
+
+# The child makes a group below its own, moves a sleeping grandchild into it, and exits (or,
+# with "stay", sleeps too): the grandchild is no member of the run's group by its own list.
+ESCAPE_BELOW = r"""
+import os, sys, time
+where, stay = sys.argv[1], sys.argv[2] == "stay"
+own = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n", 1)[0]
+mount = next(f[4] for f in map(str.split, open("/proc/self/mountinfo")) if f[f.index("-") + 1] == "cgroup2")
+group = mount + own
+os.mkdir(group + "/sub")
+os.mkdir(group + "/sub/deeper")
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.read(read, 1)  # moved by then
+    time.sleep(60)
+    os._exit(0)
+with open(group + "/sub/deeper/cgroup.procs", "w") as procs:
+    procs.write(str(pid))
+os.write(write, b"x")
+with open(where + "/group.tmp", "w") as handle:
+    handle.write(group)
+with open(where + "/escapee.tmp", "w") as handle:
+    handle.write(str(pid))
+os.replace(where + "/group.tmp", where + "/group")
+os.replace(where + "/escapee.tmp", where + "/escapee")
+if stay:
+    time.sleep(60)
+"""
+
+
+def v2_runs() -> bool:
+    """Whether runs here can get a cgroup v2 group at all (else the tests skip)."""
+    with open("/proc/self/mountinfo") as handle:
+        return any(f[f.index("-") + 1] == "cgroup2" for f in map(str.split, handle))
+
+
+pytestmark = pytest.mark.skipif(not v2_runs() or os.geteuid() != 0, reason="no cgroup v2 to delegate here")
+
+
+@pytest.fixture
+def escapee(tmp_path):
+    """The grandchild's pid once written; killed when the test ends if it survived."""
+    found: list[int] = []
+    yield found
+    pid_file = tmp_path / "escapee"
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    group = tmp_path / "group"
+    if group.exists():
+        for path in (f"{group.read_text()}/sub/deeper", f"{group.read_text()}/sub", group.read_text()):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def test_a_process_moved_below_the_runs_group_is_killed_counted_and_its_group_removed(tmp_path, escapee):
+    _, events = run_checked(tmp_path, command=python_child(ESCAPE_BELOW) + [str(tmp_path), "exit"], returncode=0)
+    require_mechanism(events, "cgroup_v2")
+    pid, group = int((tmp_path / "escapee").read_text()), (tmp_path / "group").read_text()
+    deadline = time.monotonic() + 5
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pid_alive(pid), "the process moved below the run's group outlived the run"
+    started, finished = one(events, "cleanup_started"), one(events, "cleanup_finished")
+    assert started["members_before"] == 1, "the process below the run's group is a member"
+    assert (finished["remaining"], finished["remaining_pids"], finished["kill_error"]) == (0, [], False)
+    assert not os.path.exists(group), "the run's group (and the groups below it) outlived the run"
+
+
+def test_members_below_the_runs_group_are_in_every_snapshot_and_in_the_soft_stop(tmp_path, escapee):
+    jsonl = tmp_path / "run.jsonl"
+    command = python_child(ESCAPE_BELOW) + [str(tmp_path), "stay"]
+    proc = start_cli("run", "--jsonl", jsonl, "--grace", "2s", "--snapshot-interval", "50ms", "--", *command)
+    try:
+        wait_for_file(tmp_path / "escapee")
+        pid = int((tmp_path / "escapee").read_text())
+        root = one(read_events_tolerant(jsonl), "run_started")["root_pid"]
+        deadline = time.monotonic() + 10
+        seen: set[int] = set()
+        while pid not in seen and time.monotonic() < deadline:
+            snapshots = by_name(read_events_tolerant(jsonl), "members_snapshot")
+            seen = {member["pid"] for member in snapshots[-1]["members"]} if snapshots else set()
+            time.sleep(0.05)
+        assert {root, pid} <= seen, "a snapshot leaves out the member below the run's group"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    events = read_events_tolerant(jsonl)
+    require_mechanism(events, "cgroup_v2")
+    finished = one(events, "cleanup_finished")
+    assert finished["shutdown"]["members_before"] == 2
+    assert finished["shutdown"]["drained_within_grace"], "SIGTERM reached the member below the group"
+    assert finished["remaining"] == 0 and not pid_alive(pid)
+    assert not os.path.exists((tmp_path / "group").read_text())
+
+
+def test_prune_reaps_the_subtree_a_sigkilled_runner_left(tmp_path, escapee):
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--jsonl", jsonl, "--", *python_child(ESCAPE_BELOW), str(tmp_path), "stay")
+    try:
+        wait_for_file(tmp_path / "escapee")
+        wait_for_event(jsonl, "members_snapshot")
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    started = one(read_events_tolerant(jsonl), "run_started")
+    require_mechanism([started], "cgroup_v2")
+    pid, group = int((tmp_path / "escapee").read_text()), (tmp_path / "group").read_text()
+    assert pid_alive(pid), "the process below the group outlives its SIGKILLed runner until prune"
+    reaped = run_cli("prune", "--json", "--report-reaped")
+    assert reaped.returncode == 0, reaped.stderr
+    assert not pid_alive(pid), "prune left the process below the dead run's group"
+    assert not os.path.exists(group), "prune left the dead run's group or a group below it"
+    assert glob.glob(f"{group}*") == []
