@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
-from streams import by_name, cgroup_v2_dir, one, python_child, require_mechanism, run_checked
+from streams import by_name, one, python_child, require_mechanism, run_checked
 
 # The child makes a group below its own, moves a sleeping grandchild into it, and exits (or,
 # with "stay", sleeps too): the grandchild is no member of the run's group by its own list.
