@@ -134,3 +134,73 @@ def test_prune_reaps_the_subtree_a_sigkilled_runner_left(tmp_path, escapee):
     assert not pid_alive(pid), "prune left the process below the dead run's group"
     assert not os.path.exists(group), "prune left the dead run's group or a group below it"
     assert glob.glob(f"{group}*") == []
+
+
+@pytest.fixture
+def sleeper():
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    yield child
+    child.kill()
+    child.wait()
+
+
+def test_without_cgroup_kill_every_group_below_is_killed_member_by_member(monkeypatch, sleeper):
+    """A kernel before 5.14 has no ``cgroup.kill``: the teardown signals the members it reads,
+    the subtree's included."""
+    from processkit.containment import cgroup_v2, cgroupfs
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    group = cgroup_v2.CgroupV2(parent, f"processkit-test-{os.getpid()}")
+    try:
+        below = os.path.join(group.path, "below", "deeper")
+        os.makedirs(below)
+        with open(os.path.join(below, "cgroup.procs"), "w") as procs:
+            procs.write(str(sleeper.pid))
+        assert group.member_pids() == [sleeper.pid]
+        real_write = cgroupfs.write_text
+
+        def no_kill_file(path, text):
+            if path.endswith("cgroup.kill"):
+                raise FileNotFoundError(path)
+            real_write(path, text)
+
+        monkeypatch.setattr(cgroupfs, "write_text", no_kill_file)
+        group.kill_all()
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert group.member_pids() == []
+    finally:
+        group.release()
+    assert not os.path.exists(group.path), "the group and those below it outlived its release"
+
+
+def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
+    """A dead run's cgroup v1 group (a cap or accounting group) with a member in a group below
+    it: the sweep kills that member and removes both, deepest first."""
+    from processkit.containment import cgroup_v1, sweep
+
+    parent = cgroup_v1.own_groups().get("pids")
+    if parent is None or not os.access(parent, os.W_OK):
+        pytest.skip("no writable cgroup v1 pids hierarchy here")
+    group = os.path.join(parent, f"processkit-test-{os.getpid()}")
+    below = os.path.join(group, "below")
+    os.makedirs(below)
+    try:
+        with open(os.path.join(below, "tasks"), "w") as tasks:
+            tasks.write(str(sleeper.pid))
+        reaped = sweep.Reaped()
+        assert sweep._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True)
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert reaped.processes == 1 and reaped.groups == [group]
+        assert not os.path.exists(group)
+    finally:
+        for path in (below, group):
+            if os.path.exists(path):
+                with open(os.path.join(path, "tasks")) as tasks:
+                    for pid in tasks.read().split():
+                        with open(os.path.join(parent, "tasks"), "w") as up:
+                            up.write(pid)
+                os.rmdir(path)
