@@ -204,3 +204,33 @@ def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
                         with open(os.path.join(parent, "tasks"), "w") as up:
                             up.write(pid)
                 os.rmdir(path)
+
+
+def test_a_subtree_deeper_than_the_interpreters_recursion_limit_is_counted_and_removed(sleeper):
+    """A run's process may nest groups as deep as the kernel lets it: the walk has no depth of
+    its own to run out of."""
+    import sys
+
+    from processkit.containment import cgroup_v2
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    group = cgroup_v2.CgroupV2(parent, f"processkit-test-{os.getpid()}")
+    deepest = group.path
+    limit = sys.getrecursionlimit()
+    try:
+        for _ in range(300):  # each group made costs the kernel about 1 ms
+            deepest += "/g"
+            os.mkdir(deepest)
+        with open(os.path.join(deepest, "cgroup.procs"), "w") as procs:
+            procs.write(str(sleeper.pid))
+        sys.setrecursionlimit(200)  # the walk must not need a frame per level
+        assert group.member_pids() == [sleeper.pid]
+        group.kill_all()
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        group.release()
+    finally:
+        sys.setrecursionlimit(limit)
+        group.release()
+    assert not os.path.exists(group.path)

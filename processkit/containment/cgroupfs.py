@@ -149,18 +149,21 @@ def has_groups_below(path: str, dir_fd: int = -1) -> bool:
 def below(path: str) -> list[str]:
     """The groups below ``path``, each before the group it is in: the order they can be removed
     in (``rmdir`` refuses a group with a group below it). A process of the run may make them
-    (a delegated v2 group, or a root child's v1 group); a cgroupfs directory holds only its
-    interface files and its child groups, so nothing here is a link to follow. A group that
-    goes meanwhile, or cannot be listed, is passed over."""
-    try:
-        with os.scandir(path) as entries:
-            children = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    found: list[str] = []
-    for child in children:
-        found += below(child)
-        found.append(child)
+    (a delegated v2 group, or any group of a root child's), as deep as it likes: walked without
+    recursion. A cgroupfs directory holds only its interface files and its child groups, so
+    nothing here is a link to follow. A group that goes meanwhile, or cannot be listed, is
+    passed over."""
+    found: list[str] = []  # each group after the group it is in
+    pending = [path]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                children = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        found += children
+        pending += children
+    found.reverse()
     return found
 
 
