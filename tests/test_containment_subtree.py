@@ -234,3 +234,28 @@ def test_a_subtree_deeper_than_the_interpreters_recursion_limit_is_counted_and_r
         sys.setrecursionlimit(limit)
         group.release()
     assert not os.path.exists(group.path)
+
+
+def test_a_batch_job_that_moves_a_process_below_its_lent_group_has_it_killed(tmp_path, escapee):
+    """The same on a lodged host, whose v2 groups are lent from job to job: the process below
+    the job's group is killed with the job, its groups go, and the next job gets another group."""
+    import json
+
+    from test_batch import write_manifest
+
+    jobs = [
+        {"args": ["cat", "/proc/self/cgroup"], "id": "before"},
+        {"args": python_child(ESCAPE_BELOW) + [str(tmp_path), "exit"], "id": "moves_one_below"},
+        {"args": ["cat", "/proc/self/cgroup"], "id": "next"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    pid, group = int((tmp_path / "escapee").read_text()), (tmp_path / "group").read_text()
+    assert not pid_alive(pid), "the process below the job's group outlived the job"
+    events = [json.loads(line) for line in (out / "moves_one_below" / "events.jsonl").read_text().splitlines()]
+    require_mechanism(events, "cgroup_v2")
+    assert one(events, "cleanup_started")["members_before"] == 1
+    assert one(events, "cleanup_finished")["remaining"] == 0
+    assert not os.path.exists(group)
+    assert group not in (out / "next" / "capture" / "stdout.log").read_text()
