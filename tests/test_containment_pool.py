@@ -152,6 +152,169 @@ def test_a_group_a_process_was_left_in_is_never_lent_to_the_next_job(tmp_path):
     assert lines["while_it_burns"]["resources"]["total_cpu_ms"] < 100, "another job's process counted"
 
 
+# One process (its pids group's peak stays 1, so the group would be lent again): writes its own
+# pids group's limit, or makes a group below each of its own groups, and prints where.
+OWN_GROUPS = """
+import os, sys
+lines = open("/proc/self/cgroup").read()
+print(lines, end="", flush=True)
+mounts = {}
+for fields in map(str.split, open("/proc/self/mountinfo")):
+    kind = fields[fields.index("-") + 1]
+    for option in fields[-1].split(",") if kind == "cgroup" else ["" if kind == "cgroup2" else None]:
+        mounts.setdefault(option, fields[4])
+groups = {names: mounts[names.split(",")[0]] + path for _, names, path in (l.split(":", 2) for l in lines.split())
+          if names.split(",")[0] in mounts}
+if sys.argv[1] == "cap":
+    with open(groups["pids"] + "/pids.max", "w") as limit:
+        limit.write("1")
+else:
+    made = [groups[names] + "/below" for names in ("", "pids", "cpuacct", "memory") if names in groups]
+    for path in made:
+        os.mkdir(path)
+        os.mkdir(path + "/deeper")
+    with open(sys.argv[2], "w") as record:
+        record.write("\\n".join(made))
+"""
+
+
+def test_a_job_that_caps_its_own_pids_group_never_caps_the_next(tmp_path):
+    """A job's process may write its group's ``pids.max``: that group is not lent again (the
+    next job, which forks, would be refused its fork)."""
+    forks = ["sh", "-c", "cat /proc/self/cgroup; true"]
+    jobs = [
+        {"args": CAT_GROUPS, "id": "before"},
+        {"args": [sys.executable, "-c", OWN_GROUPS, "cap"], "id": "caps"},
+        {"args": forks, "id": "forks"},
+    ]
+    lines = batch(tmp_path, jobs)
+    assert groups_of(tmp_path, "before")["pids"] == groups_of(tmp_path, "caps")["pids"], "lent again as made"
+    assert lines["caps"]["resources"]["peak_process_count"] == 1
+    assert lines["forks"]["exit_code"] == 0, "the job was capped by the one before"
+    assert groups_of(tmp_path, "forks")["pids"] != groups_of(tmp_path, "caps")["pids"]
+
+
+def test_groups_a_job_made_below_its_own_go_with_them_before_the_next_job(tmp_path):
+    """A job's process makes groups below its v2 and v1 groups: they and the job's groups are
+    removed when the job is done, not left for the next sweep."""
+    record = tmp_path / "made"
+    check = f'for group in $(cat {record}); do test -e "$group" && echo "$group"; done; true'
+    jobs = [
+        {"args": CAT_GROUPS, "id": "before"},
+        {"args": [sys.executable, "-c", OWN_GROUPS, "below", str(record)], "id": "makes_groups"},
+        {"args": ["sh", "-c", check], "id": "looks"},
+    ]
+    lines = batch(tmp_path, jobs)
+    assert lines["makes_groups"]["exit_code"] == 0 and len(record.read_text().split()) >= 3
+    assert (tmp_path / "out" / "looks" / "capture" / "stdout.log").read_text() == "", "a group outlived its job"
+
+
+def test_a_frozen_or_limited_v2_group_is_not_lent_again():
+    """A run's process may write its own v2 group's ``cgroup.freeze`` and exit before the
+    freeze reaches it: a child cloned into that group would be frozen at birth. A group whose
+    switches or limits read otherwise than as made is removed, not lent."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v2, pool
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    for name, value in (("cgroup.freeze", "1"), ("cgroup.max.descendants", "0")):
+        home = rundir.RunDir()
+        home.holds_jobs = True
+        lender = pool.Pool(home)
+        try:
+            group = lender.take(parent, pool.V2)
+            with open(os.path.join(group.path, name), "w") as setting:
+                setting.write(value)
+            lender.give(group)
+            taken = lender.take(parent, pool.V2)
+            assert taken.path != group.path and not taken.reused, f"a group whose {name} was written is lent"
+            with open(os.path.join(taken.path, name)) as setting:
+                assert setting.read().strip() != value
+            lender.give(taken)
+        finally:
+            lender.close()
+            home.close()
+
+
+def _no_sleep(*_):
+    raise AssertionError("the pool slept on the loop")
+
+
+def test_a_group_still_busy_is_removed_later_without_a_sleep(monkeypatch):
+    """A group that cannot go yet (its last member still exiting) is not slept for: the pool
+    tries it again on its next ``take`` (and, at ``close``, waits within a bound)."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v2, cgroupfs, pool
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        group = lender.take(parent, pool.V2)
+        with open(os.path.join(group.path, "cgroup.procs"), "w") as procs:
+            procs.write(str(sleeper.pid))
+        group.killed = True  # as a teardown that wrote cgroup.kill leaves it, its member not yet gone
+        monkeypatch.setattr(cgroupfs.time, "sleep", _no_sleep)
+        lender.give(group)
+        assert os.path.exists(group.path)
+        with open(os.path.join(parent, "cgroup.procs"), "w") as procs:
+            procs.write(str(sleeper.pid))  # the member gone from it
+        taken = lender.take(parent, pool.V2)
+        assert not os.path.exists(group.path), "the busy group was not tried again"
+        lender.give(taken)
+    finally:
+        monkeypatch.undo()
+        sleeper.kill()
+        sleeper.wait()
+        lender.close()
+        home.close()
+
+
+def test_a_v2_group_whose_counters_cannot_restart_is_not_kept_idle(monkeypatch):
+    """On a pure cgroup v2 host the default accounting gives a run's group the memory, pids and
+    io controllers, whose peaks and counters cannot start again: such a group is removed when
+    its run gives it back (never parked, to be removed later on the loop), and the next run gets
+    a fresh one. (This hybrid host's v2 tree has no controller: ``cgroup.controllers`` is made
+    to read as a pure v2 host's.)"""
+    from processkit import rundir
+    from processkit.containment import cgroup_v2, cgroupfs, pool
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    real_text = cgroupfs.HeldFiles.text
+    monkeypatch.setattr(
+        cgroupfs.HeldFiles,
+        "text",
+        lambda files, name: "cpu memory pids io\n" if name == "cgroup.controllers" else real_text(files, name),
+    )
+    monkeypatch.setattr(cgroupfs.time, "sleep", _no_sleep)
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    try:
+        paths = []
+        for _ in range(3):
+            group = lender.take(parent, pool.V2)
+            assert not group.reused
+            paths.append(group.path)
+            lender.give(group)
+            assert not os.path.exists(group.path), "a group whose counters cannot restart was parked"
+        assert len(set(paths)) == 3
+    finally:
+        monkeypatch.undo()
+        lender.close()
+        home.close()
+
+
 def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
     bench = start_cli("bench", "--runs", "100000", "--warmup", "0", "--style", "none", "--", "true")
     try:
@@ -271,8 +434,8 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     """Runs that leave nothing charged once their kernel memory is freed get a group again
     (when the per-CPU stocks holding their last charge drain depends on the other groups' work,
     so how many is not asserted: the next test lends one deterministically), and each run's
-    peak reads as a fresh group's. A memory group holds its join fd and its four files
-    (oom_control, limit, peak, swap) while lent, and none while idle in a pool given no room for
+    peak reads as a fresh group's. A memory group holds its join fd and its files (its
+    settings, peak, swap: ``pool.IDLE_FILES``) while lent, and none while idle in a pool given no room for
     idle files (the batch gives its pool what its jobs leave of the open-file limit: the next
     tests); the pool holds one fd on their parent."""
     from processkit import rundir
@@ -289,7 +452,7 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     try:
         for _ in range(40):
             group = lender.take(parent, ("memory",))
-            assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 5
+            assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 1 + pool.IDLE_FILES
             paths.append(group.path)
             joins = ChildJoins(procs_fds=(group.join_fd,))
             child = spawn._start_native(["true"], dict(os.environ), None, joins, [-1, -1, -1], [None] * 3, False)
@@ -387,33 +550,41 @@ def test_a_lent_groups_figures_are_read_through_its_held_files(monkeypatch):
 
 
 @pytest.mark.parametrize("controller", ["cgroup2", "pids", "memory", "cpuacct"])
-def test_a_group_with_a_group_below_it_is_never_lent_again(controller):
-    """A run's process may make a group inside its own: the group is then not lent again, whether
-    the pool looks at it when a run asks or ahead of it."""
+def test_a_group_with_a_group_below_it_is_never_lent_again_and_goes_with_them(controller):
+    """A run's process may make groups inside its own: given back so, the group is removed at
+    once with them, deepest first (not kept idle until the next sweep); an idle group one was
+    made in meanwhile is not lent, whether the pool looks at it when a run asks or ahead of it,
+    and goes with it too."""
     from processkit import rundir
     from processkit.containment import cgroup_v1, cgroup_v2, pool
 
     parent = cgroup_v2.find_parent() if controller == "cgroup2" else cgroup_v1.own_groups()[controller]
     if parent is None:
         pytest.skip("no cgroup v2 parent group here")
-    for ahead in (False, True):
+    for when in ("during its run", "while idle", "while idle, looked at ahead"):
         home = rundir.RunDir()
         home.holds_jobs = True
         lender = pool.Pool(home)
         try:
             group = lender.take(parent, (controller,))
-            below = os.path.join(group.path, "below")
-            os.mkdir(below)
-            lender.give(group)
-            if ahead:
-                lender.restart_ahead()
+            below = os.path.join(group.path, "below", "deeper")
+            if when == "during its run":
+                os.makedirs(below)
+                lender.give(group)
+                assert not os.path.exists(group.path), "a group given back with groups below it was kept"
+            else:
+                lender.give(group)
+                os.makedirs(below)
+                if when.endswith("ahead"):
+                    lender.restart_ahead()
             taken = lender.take(parent, (controller,))
             assert taken.path != group.path and not taken.reused
+            assert not os.path.exists(group.path), "the group (or one below it) outlived its last use"
             lender.give(taken)
         finally:
-            os.rmdir(below)
-            if os.path.exists(group.path):  # its rmdir failed while the group below was there
-                os.rmdir(group.path)
+            for path in (below, os.path.dirname(below), group.path):
+                if os.path.exists(path):
+                    os.rmdir(path)
             lender.close()
             home.close()
 

@@ -33,7 +33,8 @@ from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .pool import Pool, Pooled
+    from .lent import Pooled
+    from .pool import Pool
 
 CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 ACCOUNTED = ("memory", "pids", "cpuacct")  # the hierarchies a run's figures come from

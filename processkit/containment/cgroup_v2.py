@@ -22,7 +22,8 @@ from .errors import ContainerError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .pool import Pool, Pooled
+    from .lent import Pooled
+    from .pool import Pool
 
 
 def find_parent() -> str | None:
@@ -44,6 +45,7 @@ def find_parent() -> str | None:
     return mount
 
 
+MEMBER_READS = 3  # reads of a subtree whose lists and ``populated`` disagree (``member_pids``)
 ACCOUNTED = ("memory", "pids", "io")  # the controllers whose counters a run's figures use
 CPU_KEYS = (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec"))
 
@@ -80,7 +82,7 @@ class CgroupV2(Container):
         """``pool``: a lodged host's, which lends the group (see ``containment.pool``)."""
         self._pool = pool
         if pool is not None:
-            from .pool import V2
+            from .lent import V2
 
             try:
                 self._lent = pool.take(parent, V2)
@@ -118,7 +120,18 @@ class CgroupV2(Container):
         return self._lent.files if self._lent is not None else self.path
 
     def member_pids(self) -> list[int]:
-        return [int(line) for line in cgroupfs.text_in(self._where(), "cgroup.procs").split()]
+        """The members of the group and of every group below it (a process of the run may make
+        one and move into it: the group's own ``cgroup.procs`` does not list it). Read twice at
+        most more when the lists come back empty while ``cgroup.events`` says a process is in
+        the subtree (one moving between two groups as they were read); still so, an OSError,
+        which the teardown takes as members it cannot count, and kills."""
+        for _ in range(MEMBER_READS):
+            found = [int(line) for line in cgroupfs.text_in(self._where(), "cgroup.procs").split()]
+            if cgroupfs.has_groups_below(self.path, self._group_fds()[0]):
+                found = sorted(set(found + cgroupfs.pids_below(self.path)))
+            if found or cgroupfs.keyed_in(self._where(), "cgroup.events").get("populated") == 0:
+                return found
+        raise OSError(f"the members of {self.path} move between its groups as they are read")
 
     def signal_members(self, signum: int) -> None:
         for pid in self.member_pids():
@@ -153,7 +166,7 @@ class CgroupV2(Container):
                 if value is not None:
                     value = (value - self._cpu_base.get(key, 0)) * 1000
                 tally.give_ns(field, value, f"cpu.stat {key} (v2)")
-        if self._lent is not None:  # lent only while it has no memory, pids or io controller: no file of theirs
+        if self._lent is not None and self._lent.reused:  # lent again only with no memory, pids or io controller
             return
         for field, name in (("peak_memory_bytes", "memory.peak"), ("peak_process_count", "pids.peak")):
             if tally.missing(field):

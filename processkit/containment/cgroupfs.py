@@ -135,35 +135,92 @@ def keyed_in(where: str | HeldFiles, name: str) -> dict[str, int]:
 
 
 def member_pids(path: str) -> list[int]:
+    """The group's own members (a v2 ``cgroup.procs`` lists no member of a group below it)."""
     return [int(line) for line in read_text(os.path.join(path, "cgroup.procs")).split()]
 
 
-def remove_group(path: str) -> None:
-    """``rmdir`` the group, retrying while the kernel finishes exiting its last members (EBUSY)."""
-    for _ in range(RMDIR_ATTEMPTS):
+def has_groups_below(path: str, dir_fd: int = -1) -> bool:
+    """Whether a group has a group below it: a cgroupfs directory's link count is 2 plus its
+    child groups (one ``fstat`` where a directory fd is held)."""
+    found = os.fstat(dir_fd) if dir_fd >= 0 else os.stat(path)
+    return found.st_nlink > 2
+
+
+def below(path: str) -> list[str]:
+    """The groups below ``path``, each before the group it is in: the order they can be removed
+    in (``rmdir`` refuses a group with a group below it). A process of the run may make them
+    (a delegated v2 group, or any group of a root child's), as deep as it likes: walked without
+    recursion. A cgroupfs directory holds only its interface files and its child groups, so
+    nothing here is a link to follow. A group that goes meanwhile, or cannot be listed, is
+    passed over."""
+    found: list[str] = []  # each group after the group it is in
+    pending = [path]
+    while pending:
         try:
-            os.rmdir(path)
-            return
+            with os.scandir(pending.pop()) as entries:
+                children = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        found += children
+        pending += children
+    found.reverse()
+    return found
+
+
+def pids_below(path: str) -> list[int]:
+    """The members of every group below ``path`` (one gone meanwhile has none)."""
+    found: list[int] = []
+    for group in below(path):
+        try:
+            found += member_pids(group)
         except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                return
+            pass
+    return found
+
+
+def subtree_pids(path: str) -> list[int]:
+    """The members of ``path`` and of every group below it; raises OSError when the group
+    itself cannot be read."""
+    return sorted(set(member_pids(path) + pids_below(path)))
+
+
+def remove_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
+    """``rmdir`` the group and every group below it, deepest first, retrying (``attempts``
+    passes, a pause between) while the kernel finishes exiting their last members (EBUSY);
+    whether it is gone. One attempt never sleeps: for a caller on the loop, which tries again
+    later or leaves the group to the sweep (``sweep``)."""
+    for attempt in range(attempts):
+        if attempt:
             time.sleep(RMDIR_PAUSE_SECONDS)
+        for group in [*below(path), path]:
+            try:
+                os.rmdir(group)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    return False
+                break
+        else:
+            return True
+    return False
 
 
-def remove_v1_group(path: str) -> None:
+def remove_v1_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     """Remove a v1 group whose run is over: ``rmdir`` first (the tree is gone: the common case,
-    with nothing to read first), else its stragglers moved out and the ``rmdir`` retried."""
+    with nothing to read first), else the stragglers of each group below it moved up into the
+    group above, deepest first, then its own out, and the removal retried (``remove_group``);
+    whether it is gone."""
     try:
         os.rmdir(path)
-        return
+        return True
     except FileNotFoundError:
-        return
+        return True
     except OSError:
         pass
-    _evacuate(path)
-    remove_group(path)
+    for group in [*below(path), path]:
+        _evacuate(group)
+    return remove_group(path, attempts)
 
 
 def _evacuate(path: str) -> None:

@@ -14,10 +14,12 @@ Facts about deciding that a runner is dead, and what may then be ended:
   own group, which a runner in another session does not sweep. The record is written after the
   lock and removed before it, so a directory holding the record but no lock was emptied by an
   older sweeper that held the lock: its recorded groups are ended and the directory removed.
-- A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, in whatever pid
+- A cgroup v2 group is ended with ``cgroup.kill``: the kernel kills every member, of the group
+  and of every group below it (a run's process may make one and move into it), in whatever pid
   namespace, and whatever they fork meanwhile. A v1 group (the caps of a process-group run) is
-  ended member by member, round after round until empty, within a bound. Then ``rmdir``, which
-  the kernel refuses while a process remains and which never follows a link. A SIGKILL takes
+  ended member by member, its groups below it too, round after round until empty, within a
+  bound. Then ``rmdir``, deepest group first, which the kernel refuses while a process remains
+  and which never follows a link. A SIGKILL takes
   effect when the process next runs, not when ``kill`` returns: a waiting sweep (``prune``)
   looks again until every member has exited.
 - A process group is signalled only when it is provably the run's. Its id is its leader's pid,
@@ -285,28 +287,21 @@ def _end_group(group: str, owner: int, reaped: Reaped, dry_run: bool, wait: bool
         reaped.leave(group, "its owner is not the run directory's")
         return False
     try:
-        reaped.processes += len(cgroupfs.member_pids(group))
+        reaped.processes += len(cgroupfs.subtree_pids(group))
     except (OSError, ValueError):
         pass
     if dry_run:
         reaped.groups.append(group)
         return True
     kill = os.path.join(group, "cgroup.kill")
-    if os.path.exists(kill):
+    if os.path.exists(kill):  # the members of every group below it too
         try:
             cgroupfs.write_text(kill, "1")
         except OSError:
             pass
     else:  # a v1 group, or a kernel before 5.14
         _kill_members(group)
-    if wait:
-        cgroupfs.remove_group(group)
-    else:
-        try:
-            os.rmdir(group)
-        except OSError:
-            pass
-    if os.path.lexists(group):
+    if not cgroupfs.remove_group(group, cgroupfs.RMDIR_ATTEMPTS if wait else 1):
         reaped.leave(group, "members remain (not yet exited, or out of reach)")
         return False
     reaped.groups.append(group)
@@ -314,10 +309,11 @@ def _end_group(group: str, owner: int, reaped: Reaped, dry_run: bool, wait: bool
 
 
 def _kill_members(group: str) -> None:
-    """SIGKILL the members round by round, so one forked meanwhile is killed in the next."""
+    """SIGKILL the members (of the groups below it too) round by round, so one forked
+    meanwhile is killed in the next."""
     for _ in range(V1_KILL_ROUNDS):
         try:
-            pids = cgroupfs.member_pids(group)
+            pids = cgroupfs.subtree_pids(group)
         except (OSError, ValueError):
             return
         live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]

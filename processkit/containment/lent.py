@@ -1,0 +1,261 @@
+"""A group a pool lends (``Pooled``, ``pool``), and the checks that decide whether it may be lent
+again: taken again only when the next run finds it as a fresh group, else removed.
+
+Facts that decide what may be reused, and when:
+- A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``
+  or ``tasks`` empty, a v1 ``tasks`` opened afresh each time: ``cgroupfs.v1_has_members``; for
+  pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a
+  cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
+  carries another run's process. What fails the check is removed, and a fresh
+  group made in its place. A group below a given-back group (a run's process may make one in
+  its own: a delegated v2 group, or any group of a root child's) means it is not kept idle at
+  all: it is removed at once, the groups below it first (``cgroupfs.remove_group``).
+- Limits and switches: a run's process may write its own group's files (``pids.max``, a memory
+  limit, ``cgroup.freeze``), and some counters cannot start again (``pids.events``, the OOM
+  kill count in ``memory.oom_control``, ``memory.failcnt``). Those of ``SETTINGS`` must read
+  as when the group was made, or it is not lent again: one job can never cap, freeze or
+  count for the next. (Read through held fds: a few ``pread``s a reuse.)
+- cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
+  CPU: the group starts as a fresh one does.
+- pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
+  before its exec, so the run's own peak is at least 1, and what the group reads after the run
+  (1, or the higher peak the run reached) is the run's own. A group that saw more is removed.
+- memory (v1): writing 0 to ``memory.max_usage_in_bytes`` restarts the peak from the group's
+  present charge, and an emptied group still holds some for a while: what its last tasks'
+  kernel memory gave back stays in a per-CPU stock charged to the group until another group
+  charges on that CPU, and part of that memory is freed only after an RCU grace period (for
+  ``true``, 50-500 KiB, gone within about 0.2 s); page cache the run left (a file on a tmpfs)
+  stays charged as long as it lives. So a memory group is taken again only once the peak read
+  back after the restart is 0: the charge was 0 when it restarted, and with no task in the
+  group and nothing of it swapped out (``memory.memsw.usage_in_bytes`` 0, where the kernel
+  counts swap) nothing can charge it again before the next run's first task, so its peak
+  counts from 0 as a fresh group's does. The idle groups are tried oldest first, one at a
+  time, and one still charged goes behind the others, unless they are at their bound. So more of
+  them are idle than runs are in flight: an idle memory group keeps its files (``IDLE_FILES``) open only
+  while the open-file limit leaves room for them beside the jobs in flight
+  (``fdlimit.spare_descriptors``; a try at a group still charged is then a few ``pread``s, not
+  as many ``open``s and ``close``s), else holds none and opens them when it is started again. Its
+  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle.
+- cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
+  written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
+  began with), so a lent group's teardown writes it only when something is left to kill (its
+  ``cgroup.events`` says ``populated 1``), and a group it was written to is never lent again.
+  It is reused only while the group has none of the memory, pids or io controllers (its
+  ``cgroup.controllers``: peaks that cannot be reset, I/O counters that only grow); a group
+  that has one (a pure cgroup v2 host, whose runs' parent the default accounting gives them)
+  is not kept idle but removed when its run gives it back, so the pool there only makes and
+  removes, as a host without one does, never waiting on the loop for it; when a
+  run's CPU figures come from its ``cpu.stat``, they are read as a difference from its value
+  at reuse.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..rundir import JobSlot
+from . import cgroupfs
+
+V2 = ("cgroup2",)  # the controllers key of a cgroup v2 group: its own kind, joined through cgroup.procs
+NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
+# The files of a group a run's process may write (its own group's limits and switches) and the
+# counters that cannot start again, by controller: a group is lent again only while they read
+# as when it was made (``_settings``). A file this kernel does not have is left out.
+SETTINGS = {
+    "cgroup2": ("cgroup.freeze", "cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
+    "memory": (
+        "memory.oom_control",
+        "memory.limit_in_bytes",
+        "memory.soft_limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+        "memory.kmem.tcp.limit_in_bytes",
+        "memory.failcnt",
+        "memory.swappiness",
+    ),
+    "pids": ("pids.max", "pids.events"),
+    "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpu.stat"),
+}
+IDLE_FILES = 2 + len(SETTINGS["memory"])  # what an idle memory group may keep open: its settings, peak, swap
+
+
+class Pooled:
+    """One group a pool lends: its path, the fd its joiner writes (``tasks``, or v2's
+    ``cgroup.procs``; -1 for an idle memory group), a directory fd (v2: the child is cloned
+    into it; -1 elsewhere), the pool's fd on its parent its files are opened through (None
+    where it has none), and whether it served a run before this one (``reused``)."""
+
+    __slots__ = (
+        "parent",
+        "parent_fd",
+        "path",
+        "join_fd",
+        "dir_fd",
+        "controllers",
+        "slot",
+        "reused",
+        "killed",
+        "files",
+        "setting_files",
+        "settings",
+        "idle_files",
+    )
+
+    def __init__(
+        self,
+        parent: str,
+        parent_fd: int | None,
+        path: str,
+        join_fd: int,
+        dir_fd: int,
+        controllers: tuple[str, ...],
+        slot: JobSlot,
+    ):
+        self.parent = parent
+        self.parent_fd = parent_fd
+        self.path = path
+        self.join_fd = join_fd
+        self.dir_fd = dir_fd
+        self.controllers = controllers
+        self.slot = slot
+        self.reused = False
+        self.killed = False  # its cgroup.kill was written: never lent again
+        self.files = cgroupfs.HeldFiles(path, parent_fd)  # what is read of it run after run
+        self.setting_files = _present(self.files, [name for c in controllers for name in SETTINGS.get(c, ())])
+        self.settings = _settings(self)  # as made (lent at once: its files stay open for its run)
+        self.idle_files = 0  # the files it keeps open while idle, counted in its pool's room
+
+
+def empty(group: Pooled) -> bool:
+    """No task in ``group`` now: what a group started again ahead must still be when it is taken."""
+    files = group.files
+    try:
+        if group.controllers == V2:
+            return not files.content("cgroup.procs").strip()
+        if "pids" in group.controllers:
+            return files.number("pids.current") == 0
+        return not cgroupfs.v1_has_members(group.path, group.parent_fd)
+    except (OSError, ValueError):
+        return False
+
+
+def parkable(group: Pooled) -> bool:
+    """Whether a given-back group may be lent again, as far as what a run cannot undo says: no
+    group below it, and (v2) no controller whose counters cannot start again."""
+    try:
+        if _stat(group).st_nlink != 2:
+            return False
+        return group.controllers != V2 or not NOT_RESTARTED.intersection(group.files.text("cgroup.controllers").split())
+    except OSError:
+        return False
+
+
+def restarted(group: Pooled, ahead: bool) -> bool | None:
+    """Whether the group is empty, and so its counters were started again as a fresh group's;
+    None for an empty memory group whose charge is not 0 yet (it may be, for a later run).
+    ``ahead``: its members are not read now (but through the memory group's fresh join fd), as
+    ``take`` reads them afresh when it lends it (a group holding a task then is removed: zeroing
+    its usage harmed nothing)."""
+    files = group.files
+    controllers = group.controllers
+    try:
+        facts = _stat(group)
+        if facts.st_nlink != 2 or group.settings is None or _settings(group) != group.settings:
+            return False  # a group below it, or a limit or a counter not as when it was made
+        if controllers == V2:
+            counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
+            return not counting and (ahead or not files.content("cgroup.procs").strip())
+        if "pids" in controllers:
+            if (not ahead and files.number("pids.current") != 0) or files.number("pids.peak") > 1:
+                return False
+        if "memory" in controllers:  # its tasks are read by the fd it is joined through
+            return _memory_restarted(group, "cpuacct" in controllers)
+        if "cpuacct" in controllers:
+            if not ahead and cgroupfs.v1_has_members(group.path, group.parent_fd):
+                return False
+            files.write("cpuacct.usage", "0")
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _stat(group: Pooled) -> os.stat_result:
+    """The group directory's facts, through the shortest walk there is (``cgroupfs.open_in``)."""
+    if group.dir_fd >= 0:
+        return os.fstat(group.dir_fd)
+    if group.parent_fd is not None:
+        return os.stat(group.path.rpartition("/")[2], dir_fd=group.parent_fd)
+    return os.stat(group.path)
+
+
+def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
+    """``restarted`` for a memory group (``cpuacct``: that hierarchy's too), whose ``tasks`` fd
+    its run's child joins through is opened here (afresh: it lists the members then) and kept
+    only when the group is lent; its files stay open either way (the pool closes them, or
+    keeps them while it is idle); raises OSError."""
+    files = group.files
+    join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
+    try:
+        if os.pread(join_fd, 1, 0):
+            return False
+        if cpuacct:
+            files.write("cpuacct.usage", "0")
+        files.write("memory.max_usage_in_bytes", "0")  # the peak restarts from the present charge
+        if files.number("memory.max_usage_in_bytes") != 0 or _swapped(files):
+            return None
+        group.join_fd, join_fd = join_fd, -1
+        return True
+    finally:
+        if join_fd >= 0:  # not lent
+            os.close(join_fd)
+
+
+def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[str, ...]:
+    """The files of ``names`` this kernel gives the group (read once, when it is made)."""
+    found = []
+    for name in names:
+        try:
+            files.content(name)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            pass  # there, but unreadable: ``_settings`` says so
+        found.append(name)
+    return tuple(found)
+
+
+def _settings(group: Pooled) -> bytes | None:
+    """What a group's next run must find as a fresh group has it (``SETTINGS``): its limits,
+    its switches and the counters that cannot start again; None when unreadable (never lent
+    again)."""
+    try:
+        return b"\0".join(group.files.content(name) for name in group.setting_files)
+    except OSError:
+        return None
+
+
+def _swapped(files: cgroupfs.HeldFiles) -> bool:
+    """Whether swap holds something charged to the group (which a swap-in would charge again);
+    a kernel that does not count swap per group charges a swap-in to the task that faults."""
+    try:
+        return files.number("memory.memsw.usage_in_bytes") != 0
+    except FileNotFoundError:
+        return False
+
+
+def remove(group: Pooled, attempts: int) -> bool:
+    """Remove the group and every group below it (its fds first; ``attempts`` as
+    ``cgroupfs.remove_group``'s), then its record once it is gone; whether it is."""
+    if group.join_fd >= 0:
+        os.close(group.join_fd)
+        group.join_fd = -1
+    group.files.close()
+    if group.dir_fd >= 0:
+        os.close(group.dir_fd)
+        group.dir_fd = -1
+    if group.controllers == V2:
+        gone = cgroupfs.remove_group(group.path, attempts)
+    else:
+        gone = cgroupfs.remove_v1_group(group.path, attempts)
+    if gone:
+        group.slot.close()
+    return gone
