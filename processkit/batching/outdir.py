@@ -25,6 +25,7 @@ import os
 import stat
 import struct
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import private_directory
 
@@ -92,6 +93,31 @@ def ensure_directory(path: str, what: str) -> str:
     finally:
         os.close(fd)
     return path
+
+
+def drop_earlier_attempts(directory: str) -> None:
+    """Before a job's first attempt in a batch whose ``--out`` was not empty: the ``attempt-N``
+    directories an earlier batch left in the job's directory go. Kept, they would read as this
+    job's attempts (its line names only this batch's), and a retry of this batch could not move
+    its attempt aside onto them. Removed through a handle on the job's directory, never
+    following a link; a failure is a warning (the job still runs). One failed ``open`` when
+    the job has no directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(fd):
+            number = name.removeprefix("attempt-")
+            if number != name and number.isascii() and number.isdigit():
+                import shutil  # only here: a batch into a fresh --out never needs it
+
+                try:
+                    shutil.rmtree(name, dir_fd=fd)
+                except OSError as exc:
+                    warn(f"cannot remove {os.path.join(directory, name)}, an earlier batch's: {exc.strerror}")
+    finally:
+        os.close(fd)
 
 
 def _check_private(facts: os.stat_result, path: str, what: str) -> None:
