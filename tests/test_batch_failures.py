@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 
 import pytest
 
-from conftest import cli_command, run_cli, wait_for_event
+from conftest import run_cli, wait_for_event
 from streams import PY
-from test_batch import summary, write_manifest
+from test_batch import start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 BATCH_FAILED = 117
 
@@ -66,26 +65,16 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
     ]
 
 
-def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path):
+def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     """Ctrl-C ends the running jobs: the closing line counts them cancelled (and the one never
     started so), names none of them among failures, and their summary lines say cancelled."""
     jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
     out = tmp_path / "out"
-    batch = subprocess.Popen(
-        [*cli_command(), "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for n in (0, 1):
-            wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
-        batch.send_signal(signal.SIGINT)
-        _, err = batch.communicate(timeout=30)
-    finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.communicate()
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch.send_signal(signal.SIGINT)
+    _, err = batch.communicate(timeout=30)
     assert batch.returncode == -signal.SIGINT, err
     said = err.decode().splitlines()
     assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by ctrl_c"
