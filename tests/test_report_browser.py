@@ -217,7 +217,9 @@ def test_a_batch_page_shows_the_tail_of_every_stream_that_holds_something(browse
     assert console_errors(page) == []
     shown = page.find_element("css selector", "#failure-shard")
     assert [box.get_attribute("data-stream") for box in shown.find_elements("css selector", "pre.tail")] == ["stdout"]
-    assert shown.find_element("css selector", "pre.tail").text.endswith("FAILED tests/test_x.py::test_y - assert 1 == 2")
+    assert shown.find_element("css selector", "pre.tail").text.endswith(
+        "FAILED tests/test_x.py::test_y - assert 1 == 2"
+    )
     assert "stdout.log" in shown.text and "empty" not in shown.text
     both = page.find_element("css selector", "#failure-both")
     boxes = {box.get_attribute("data-stream"): box.text for box in both.find_elements("css selector", "pre.tail")}
@@ -295,7 +297,9 @@ def test_a_batch_page_names_a_lost_dask_task_and_says_durations_one_way(browser,
     totals = page.find_element("css selector", "dl.totals").text
     assert "1.012 s" in totals  # the wall time and the CPU
     one_format = re.compile(r"(—|\d+(\.\d+)? (ms|s)|(\d+ h )?(\d+ min )?\d+ s|0)")
-    ticks = [label.text for label in page.find_elements("css selector", "svg.timeline text") if "slot" not in label.text]
+    ticks = [
+        label.text for label in page.find_elements("css selector", "svg.timeline text") if "slot" not in label.text
+    ]
     for shown in [rows[job][3] for job in ("quick", "slower")] + ticks:
         assert one_format.fullmatch(shown), shown
 
@@ -304,7 +308,9 @@ def test_a_tail_capture_opens_at_its_end(browser, tmp_path):
     """A --capture-keep tail run whose traceback comes last: its output box opens on the
     traceback, not on the first lines it kept."""
     stream, capture = tmp_path / "tail.jsonl", tmp_path / "capture"
-    child = "import sys\nfor n in range(2000): print(f'progress {n}', file=sys.stderr)\nraise ValueError('the last line')"
+    child = (
+        "import sys\nfor n in range(2000): print(f'progress {n}', file=sys.stderr)\nraise ValueError('the last line')"
+    )
     ran = run_cli(
         "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--capture-max-bytes", "8K",
         "--", sys.executable, "-c", child,
