@@ -542,15 +542,15 @@ def test_the_end_names_every_failed_job_with_its_stderr_and_last_lines(tmp_path)
     assert proc.returncode == BATCH_FAILED
     err = proc.stderr.decode().splitlines()
     block = err[err.index("batch: 2 failed jobs:") :]
-    assert block[1] == f"  broken: exit 1, stderr: {out / 'broken' / 'capture' / 'stderr.log'}"
-    assert block[2:7] == [
+    assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'}"]
+    assert block[3:8] == [
         "    | noise4",
         "    | noise5",
         "    | noise6",
         "    | noise7",
         "    | broken.c:3: error: expected ;",
     ]
-    assert block[7].startswith("  missing: exit 101 (spawn_error)") and "nonexistent" in block[8]
+    assert block[8].startswith("  missing: exit 101 (spawn_error)") and "nonexistent" in block[9]
     assert block[-1].startswith("batch: 1 of 3 jobs exited 0")
 
 

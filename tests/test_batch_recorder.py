@@ -200,6 +200,10 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     assert before["run_id"] == started.run_id and before["attempts"] == 1
     assert before["started_at"] == started.time and before["duration_ms"] is not None
     assert (lines["killer"]["exit_code"], lines["killer"]["source"]) == (None, "task_failed")
+    said = proc.stderr.decode().splitlines()
+    lost = sum(line["source"] == "task_failed" for line in lines.values())
+    assert "batch: killer: task failed" in said, said  # named so on the terminal, not "not started"
+    assert f", {lost} task failed" in said[-1] and "not started" not in said[-1], said[-1]
     assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr
     for key, line in lines.items():  # each line is true to its job's stream, if it has one
         stream = out / key / "events.jsonl"

@@ -194,3 +194,139 @@ def test_a_batch_page_names_the_failing_job_first(browser, tmp_path):
     bars = page.find_elements("css selector", "svg.timeline rect.job")
     assert len(bars) == 6 and len(page.find_elements("css selector", "svg.timeline rect.st-failed")) == 1
     assert all(bar.size["width"] > 0 for bar in bars)
+
+
+def write_jobs(path, jobs):
+    import json
+
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return path
+
+
+def test_a_batch_page_shows_the_tail_of_every_stream_that_holds_something(browser, tmp_path):
+    """A pytest shard fails on stdout: its FAILED line is in a box labelled stdout, not "the
+    capture file is empty" under stderr; a job that wrote on both streams shows both, labelled."""
+    shard = "print('tests/test_x.py F'); print('FAILED tests/test_x.py::test_y - assert 1 == 2'); raise SystemExit(1)"
+    jobs = [
+        {"args": [sys.executable, "-c", shard], "id": "shard"},
+        {"args": ["sh", "-c", "echo 'to stdout'; echo 'to stderr' >&2; exit 2"], "id": "both"},
+    ]
+    out = tmp_path / "out"
+    assert run_cli("batch", write_jobs(tmp_path / "m.jsonl", jobs), "--out", out).returncode == 117
+    page = open_page(browser, out / "index.html")
+    assert console_errors(page) == []
+    shown = page.find_element("css selector", "#failure-shard")
+    assert [box.get_attribute("data-stream") for box in shown.find_elements("css selector", "pre.tail")] == ["stdout"]
+    assert shown.find_element("css selector", "pre.tail").text.endswith(
+        "FAILED tests/test_x.py::test_y - assert 1 == 2"
+    )
+    assert "stdout.log" in shown.text and "empty" not in shown.text
+    both = page.find_element("css selector", "#failure-both")
+    boxes = {box.get_attribute("data-stream"): box.text for box in both.find_elements("css selector", "pre.tail")}
+    assert boxes == {"stdout": "to stdout", "stderr": "to stderr"}
+
+
+def test_a_cancelled_batch_page_calls_its_jobs_cancelled_not_failures(browser, tmp_path):
+    import signal
+
+    from conftest import start_cli, wait_for_event
+
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_cli("batch", write_jobs(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2")
+    try:
+        for n in (0, 1):
+            wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+        batch.send_signal(signal.SIGINT)
+        batch.communicate(timeout=30)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.communicate()
+    assert batch.returncode == -signal.SIGINT
+    page = open_page(browser, out / "index.html")
+    assert console_errors(page) == []
+    headings = [element.text for element in page.find_elements("css selector", "h2")]
+    assert "Failures" not in headings and headings[0] == "Cancelled", headings
+    assert text_of(page, "p.ending") == "0 exited 0, 2 cancelled, 1 never started."
+    assert "failed" not in page.title
+    assert {element.text for element in page.find_elements("css selector", "td.st-cancelled")} == {
+        "cancelled (exit 107)"
+    }
+
+
+def summary_line(job_id, started_at, duration_ms, exit_code, source):
+    return {
+        "id": job_id,
+        "run_id": None,
+        "command": ["true"],
+        "started_at": started_at,
+        "exit_code": exit_code,
+        "source": source,
+        "duration_ms": duration_ms,
+        "attempts": 1 if exit_code is not None else 0,
+        "resources": {"total_cpu_ms": 1012 if exit_code is not None else None},
+        "capture": {"stdout": None, "stderr": None},
+        "message": None,
+        "earlier_attempts": [],
+    }
+
+
+def test_a_batch_page_names_a_lost_dask_task_and_says_durations_one_way(browser, tmp_path):
+    """A summary (as a Dask batch writes it) with a job whose task failed: the page calls it
+    so, not "never started"; and every duration on the page is one format, 985.7 ms beside 1.012 s."""
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [
+        summary_line("quick", "2026-01-01T00:00:00.000000Z", 985.7, 0, "child_exit"),
+        summary_line("slower", "2026-01-01T00:00:00.000000Z", 1012.0, 0, "child_exit"),
+        summary_line("lost", None, None, None, "task_failed"),
+    ]
+    write_jobs(out / "summary.jsonl", lines)
+    page = open_page(browser, rendered(tmp_path, out))
+    assert console_errors(page) == []
+    rows = {
+        row.find_elements("css selector", "td")[0].text: [cell.text for cell in row.find_elements("css selector", "td")]
+        for row in page.find_elements("css selector", "table.jobs tbody tr")
+    }
+    assert rows["lost"][1] == "task failed"
+    headings = [element.text for element in page.find_elements("css selector", "h2")]
+    assert "Never started" not in headings
+    assert "lost" in text_of(page, "#failure-lost")
+    assert (rows["quick"][3], rows["slower"][3], rows["slower"][6]) == ("985.7 ms", "1.012 s", "1.012 s")
+    totals = page.find_element("css selector", "dl.totals").text
+    assert "1.012 s" in totals  # the wall time and the CPU
+    one_format = re.compile(r"(—|\d+(\.\d+)? (ms|s)|(\d+ h )?(\d+ min )?\d+ s|0)")
+    ticks = [
+        label.text for label in page.find_elements("css selector", "svg.timeline text") if "slot" not in label.text
+    ]
+    for shown in [rows[job][3] for job in ("quick", "slower")] + ticks:
+        assert one_format.fullmatch(shown), shown
+
+
+def test_a_tail_capture_opens_at_its_end(browser, tmp_path):
+    """A --capture-keep tail run whose traceback comes last: its output box opens on the
+    traceback, not on the first lines it kept."""
+    stream, capture = tmp_path / "tail.jsonl", tmp_path / "capture"
+    child = (
+        "import sys\nfor n in range(2000): print(f'progress {n}', file=sys.stderr)\nraise ValueError('the last line')"
+    )
+    ran = run_cli(
+        "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--capture-max-bytes", "8K",
+        "--", sys.executable, "-c", child,
+    )  # fmt: skip
+    assert ran.returncode == 1, ran.stderr
+    page = open_page(browser, rendered(tmp_path, stream))
+    tail = page.find_element("css selector", "pre.tail[data-stream=stderr]")
+    assert tail.text.endswith("ValueError: the last line")
+    box, first, last = page.execute_script(
+        "const tail = arguments[0]; let box = tail;"
+        "while (getComputedStyle(box).overflowY !== 'auto') box = box.parentElement;"
+        "const range = document.createRange(); range.selectNodeContents(tail);"
+        "const lines = range.getClientRects(), seen = box.getBoundingClientRect();"
+        "return [[seen.top, seen.bottom], lines[0].top, lines[lines.length - 1].bottom];",
+        tail,
+    )
+    assert first < box[0], "the box holds more lines than it shows"
+    assert box[0] < last <= box[1] + 1, f"the last line is in view: box {box}, last line's bottom {last}"
+    assert console_errors(page) == []

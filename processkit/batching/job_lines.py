@@ -18,6 +18,32 @@ if TYPE_CHECKING:
 # wrote, so the stream is not read again.
 LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured")
 
+# How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
+# closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
+# ``failed`` unless its ``source`` is in ``RAN``; one that never ran (exit null) is
+# ``not_started`` unless its ``source`` is in ``NEVER_RAN``. Another outcome is one more entry in
+# these tables (and a count of that name in ``recorder.JobCounts``), not another branch.
+OUTCOMES = (
+    ("failed", "failed"),
+    ("timed_out", "timed out"),
+    ("cancelled", "cancelled"),
+    ("task_failed", "task failed"),
+    ("not_started", "not started"),
+)
+RAN = {"timeout": "timed_out", "cancelled": "cancelled"}  # by runner_exit's source
+NEVER_RAN = {"task_failed": "task_failed"}  # a Dask task lost its jobs' lines; they may have run
+WORDS = dict(OUTCOMES)
+
+
+def outcome(line: JobLine) -> str:
+    """``line``'s kind: ``succeeded`` (exit 0) or one of ``OUTCOMES``."""
+    code = line.exit_code
+    if code == 0:
+        return "succeeded"
+    if code is None:
+        return NEVER_RAN.get(line.source, "not_started")
+    return RAN.get(line.source, "failed")
+
 
 def for_job(
     job: Job,

@@ -24,7 +24,7 @@ from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
 from .manifest import Job, job_spec
-from .outdir import ensure_directory
+from .outdir import drop_earlier_attempts, ensure_directory
 from .recorder import JobCounts, Recorder
 
 TYPE_CHECKING = False
@@ -209,11 +209,14 @@ def _job_steps(
     (``held``, taken from ``spares`` and given back once it is over), and only a failed one's
     files reach the job's directory; a ring capture (``capture_keep`` tail or head-tail) is
     written in place as always. ``earlier_files``: ``out`` held something
-    when the batch began, so a passing held job's files from an earlier batch are removed."""
+    when the batch began, so the attempts an earlier batch left for the job are removed before
+    its first, and a passing held job's files from an earlier batch after it."""
     directory = os.path.join(out, job.id)
     held = None
     try:
         hold = spares is not None and job.template.capture_keep == "head"
+        if earlier_files and attempt == 1:
+            drop_earlier_attempts(directory)
         if not hold or attempt > 1:
             ensure_directory(directory, "the job directory")
         if attempt > 1:

@@ -20,11 +20,13 @@ ignore the flag, and that is fine: it is only a placement hint.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
 import struct
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import private_directory
 
@@ -92,6 +94,53 @@ def ensure_directory(path: str, what: str) -> str:
     finally:
         os.close(fd)
     return path
+
+
+def drop_earlier_attempts(directory: str) -> None:
+    """Before a job's first attempt in a batch whose ``--out`` was not empty: the ``attempt-N``
+    directories an earlier batch left in the job's directory go. Kept, they would read as this
+    job's attempts (its line names only this batch's), and a retry of this batch could not move
+    its attempt aside onto them. Removed through handles on the job's directory, never
+    following a link; a failure is a warning (the job still runs). One failed ``open`` when
+    the job has no directory."""
+    try:
+        fd = os.open(directory, _DIRECTORY_FLAGS)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(fd):
+            number = name.removeprefix("attempt-")
+            if number != name and number.isascii() and number.isdigit():
+                try:
+                    _remove_tree(fd, name, ATTEMPT_DEPTH)
+                except OSError as exc:
+                    warn(f"cannot remove {os.path.join(directory, name)}, an earlier batch's: {exc.strerror}")
+    finally:
+        os.close(fd)
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+ATTEMPT_DEPTH = 3  # attempt-N/capture/stdout.log: deeper than that is none of an attempt's
+
+
+def _remove_tree(parent: int, name: str, depth: int) -> None:
+    """``name`` in the directory ``parent`` and what it holds, each entry by its handle's
+    directory (a link or any other non-directory is unlinked, never followed); raises OSError,
+    ENOTEMPTY past ``depth``."""
+    try:
+        fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        os.unlink(name, dir_fd=parent)
+        return
+    try:
+        if depth > 0:
+            for entry in os.listdir(fd):
+                _remove_tree(fd, entry, depth - 1)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
 
 
 def _check_private(facts: os.stat_result, path: str, what: str) -> None:

@@ -13,7 +13,7 @@ from ..bounded import SUMMARY, InputError, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
-from .job_lines import not_started
+from .job_lines import OUTCOMES, not_started, outcome
 from .outdir import prepare_out
 
 TYPE_CHECKING = False
@@ -26,9 +26,20 @@ if TYPE_CHECKING:
 
 
 class JobCounts:
-    """How the jobs ended, as the batch's closing sentence and exit code say it."""
+    """How the jobs ended, as the batch's closing sentence and exit code say it: a count per
+    kind of ``job_lines.outcome``."""
 
-    __slots__ = ("total", "skipped", "succeeded", "failed", "timed_out", "not_started", "cancelled_by")
+    __slots__ = (
+        "total",
+        "skipped",
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "task_failed",
+        "not_started",
+        "cancelled_by",
+    )
 
     def __init__(self, total: int):
         self.total = total
@@ -36,33 +47,25 @@ class JobCounts:
         self.succeeded = 0
         self.failed = 0
         self.timed_out = 0
+        self.cancelled = 0  # ended by a cancellation (the batch's stop, or `cancel` on the job)
+        self.task_failed = 0  # --dask-scheduler: the task carrying it failed before its stream ended
         self.not_started = 0
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
 
     def count(self, line: JobLine) -> None:
-        code = line.exit_code
-        if code is None:
-            self.not_started += 1
-        elif code == 0:
-            self.succeeded += 1
-        elif line.source == "timeout":
-            self.timed_out += 1
-        else:
-            self.failed += 1
+        kind = outcome(line)
+        setattr(self, kind, getattr(self, kind) + 1)
 
     @property
-    def finished(self) -> int:
-        return self.succeeded + self.failed + self.timed_out
+    def unsuccessful(self) -> int:
+        """The jobs recorded that did not exit 0, whatever their outcome."""
+        return sum(getattr(self, kind) for kind, _ in OUTCOMES)
 
     def sentence(self) -> str:
         """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``."""
         parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
-        for count, words in (
-            (self.failed, "failed"),
-            (self.timed_out, "timed out"),
-            (self.not_started, "not started"),
-            (self.skipped, "skipped (--resume)"),
-        ):
+        for kind, words in (*OUTCOMES, ("skipped", "skipped (--resume)")):
+            count = getattr(self, kind)
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:

@@ -165,7 +165,7 @@ def main(argv: list[str], invocation) -> int:
         return DIE_BY_SIGINT
     if tally.cancelled_by is not None:
         kind = Kind.CANCELLED
-    elif tally.finished - tally.succeeded or tally.not_started:
+    elif tally.unsuccessful:
         kind = Kind.BATCH_FAILED
     else:
         return 0
@@ -234,6 +234,10 @@ def _no_collection():
 # A job ended with one of these sources never ran its child: its line says why, since no
 # stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
 UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
+# A job's line says "exit N" alone for these outcomes (``job_lines.outcome``), else the outcome's
+# words first; and these are the failures named at the end with their captures' last lines.
+PLAIN_EXITS = ("succeeded", "failed")
+NAMED_AT_THE_END = ("failed", "timed_out")
 SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 TAIL_LINES = 5
@@ -258,14 +262,17 @@ class Progress:
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
 
     def finished(self, line: JobLine, tally) -> None:
+        from ..batching.job_lines import WORDS, outcome
+
         self._done += 1
         code = line.exit_code
-        state = "not started" if code is None else f"exit {code}"
+        kind = outcome(line)
+        state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
         self._write(f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}", tally)
-        if code not in (0, None) and line.source != "cancelled":
+        if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
                 self._failed.append(line)
@@ -355,15 +362,21 @@ def _copy_file(path: str, out) -> None:
 
 
 def _failure_lines(line: JobLine) -> str:
-    """One failed job at the end: its exit and stderr capture, then that capture's last lines."""
-    info = line.stderr
-    path = None if info is None else info.path
+    """One failed job at the end: its exit, then each capture that holds something, named
+    (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
+    on stderr. A job that captured nothing shows the runner's message, when there is one."""
     how = f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
-    head = f"  {sanitize(line.id)}: {how}" + (f", stderr: {sanitize(path)}" if path else "") + "\n"
-    tail = _last_lines(path) if path and info is not None and info.bytes else []
-    if not tail and line.message:
-        tail = [line.message]
-    return head + "".join(f"    | {sanitize(text, 200)}\n" for text in tail)
+    text = f"  {sanitize(line.id)}: {how}\n"
+    shown = False
+    for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
+        if info is None or not info.bytes or not info.path:
+            continue
+        tail = _last_lines(info.path)
+        shown = shown or bool(tail)
+        text += f"    {name}: {sanitize(info.path)}\n" + "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+    if not shown and line.message:
+        text += f"    | {sanitize(line.message, 200)}\n"
+    return text
 
 
 def _last_lines(path: str) -> list[str]:

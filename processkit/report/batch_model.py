@@ -38,8 +38,8 @@ class Attempt(Plain):
 
 
 class Job(Plain):
-    """One job as its last summary line says: ``state`` is ``ok``, ``failed``, ``timed_out``,
-    ``cancelled`` or ``not_started``; times in ms from the batch's first start."""
+    """One job as its last summary line says: ``state`` is one of ``STATES``; times in ms from
+    the batch's first start."""
 
     id: str
     command: list | None
@@ -53,7 +53,8 @@ class Job(Plain):
     peak_memory: int | None
     cpu_ms: int | None
     start_ms: float | None
-    stderr: Captured | None  # the line's capture of stderr
+    stdout: Captured | None  # the line's captures: a failure may be on either stream
+    stderr: Captured | None
     tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
 
 
@@ -186,21 +187,31 @@ def _job(line: JobLine, origin: float | None) -> Job:
         peak_memory=None if resources is None else resources.peak_memory_bytes,
         cpu_ms=None if resources is None else resources.total_cpu_ms,
         start_ms=final.start_ms if final is not None else None,
+        stdout=line.stdout,
         stderr=line.stderr,
         tries=tries,
     )
 
 
+# A job's state on the page, from its exit and its line's ``source``: a job that ran and did
+# not exit 0 is ``failed`` unless its source is in ``RAN``; one that never ran (exit null) is
+# ``not_started`` unless its source is in ``NEVER_RAN`` (a lost Dask task's jobs may have run).
+# Another state is one more entry, in these tables and in ``batch_page.STATE_ORDER``.
+RAN = {
+    "timeout": ("timed_out", "timed out (exit {code})"),
+    "idle_timeout": ("timed_out", "idle timed out (exit {code})"),
+    "cancelled": ("cancelled", "cancelled (exit {code})"),
+}
+NEVER_RAN = {"task_failed": ("task_failed", "task failed")}
+
+
 def _outcome(code: int | None, source: str) -> tuple[str, str]:
-    if code is None:
-        return "not_started", f"not started: {source}"
     if code == 0:
         return "ok", "exit 0"
-    if source in ("timeout", "idle_timeout"):
-        return "timed_out", f"{'idle ' if source == 'idle_timeout' else ''}timed out (exit {code})"
-    if source == "cancelled":
-        return "cancelled", f"cancelled (exit {code})"
-    return "failed", f"exit {code}" if source == "child_exit" else f"exit {code} ({source})"
+    if code is None:
+        return NEVER_RAN.get(source, ("not_started", f"not started: {source}"))
+    state, words = RAN.get(source, ("failed", "exit {code}" if source == "child_exit" else "exit {code} ({source})"))
+    return state, words.format(code=code, source=source)
 
 
 def _assign_lanes(attempts: list[Attempt]) -> int:

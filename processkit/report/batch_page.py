@@ -1,10 +1,12 @@
 """A batch's page (``index.html`` in its ``--out``, and ``report DIR`` on it): what a build farm's
-user looks for first, the jobs that failed and why, then every job, the totals and a timeline of
-the slots.
+user looks for first, the jobs that failed and why, then those a cancel ended, every job, the
+totals and a timeline of the slots.
 
 Drawn from ``summary.jsonl`` alone (``batch_model``), so it holds every job the batch knew of,
-those that never started too, with the summary's own durations; failures show the tail of their
-captured stderr. Bounded for a batch of any size: at most ``FAILURES_SHOWN`` tails and
+those that never started too, with the summary's own durations, all written one way
+(``milliseconds``); failures show the tail of each captured stream that holds something (a test
+runner fails on stdout, a compiler on stderr). Bounded for a batch of any size: at most
+``FAILURES_SHOWN`` jobs' tails and
 ``ROWS_SHOWN`` table rows (the summary holds the rest), and a timeline of at most ``BARS_DRAWN``
 bars, past which each lane is drawn as runs of pixels of one outcome.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import os
 
-from ..events import render as words
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
 from .tail import read_tail
@@ -22,7 +23,11 @@ FAILURES_SHOWN = 200
 ROWS_SHOWN = 5000
 BARS_DRAWN = 4000
 LANE_HEIGHT = 16
-STATE_ORDER = {"failed": 0, "timed_out": 1, "cancelled": 2, "not_started": 3, "ok": 4}
+STATE_ORDER = {"failed": 0, "timed_out": 1, "task_failed": 2, "cancelled": 3, "not_started": 4, "ok": 5}
+# The page's sections of jobs shown with their captures' tails, in order: (heading, states).
+SECTIONS = (("Failures", ("failed", "timed_out", "task_failed")), ("Cancelled", ("cancelled",)))
+SHOWN = {state for _, states in SECTIONS for state in states}
+STREAMS = ("stdout", "stderr")
 
 
 def warm() -> None:
@@ -36,9 +41,11 @@ def page_for(out: str) -> str:
 
 def batch_page(batch: Batch) -> str:
     ordered = sorted(batch.jobs, key=lambda job: STATE_ORDER[job.state])  # stable: manifest order within
-    failures = [job for job in ordered if job.state in ("failed", "timed_out", "cancelled")]
+    shown = [job for job in ordered if job.state in SHOWN]
     counts = {state: sum(job.state == state for job in batch.jobs) for state in STATE_ORDER}
     wall = max(int(batch.wall_ms or 0), 1)
+    tails = [_failure(batch.out, job) for job in shown[:FAILURES_SHOWN]]
+    sections = [(heading, [t for t in tails if t["job"].state in states]) for heading, states in SECTIONS]
     return (
         environment()
         .get_template("batch.html.j2")
@@ -47,11 +54,12 @@ def batch_page(batch: Batch) -> str:
             counts=counts,
             rows=ordered[:ROWS_SHOWN],
             hidden_rows=max(0, len(ordered) - ROWS_SHOWN),
-            failures=[_failure(batch.out, job) for job in failures[:FAILURES_SHOWN]],
-            hidden_failures=max(0, len(failures) - FAILURES_SHOWN),
+            sections=[(heading, jobs) for heading, jobs in sections if jobs],
+            shown_states=SHOWN,
+            hidden_failures=max(0, len(shown) - FAILURES_SHOWN),
             not_started=[job for job in ordered if job.state == "not_started"],
             bars=_bars(batch, wall),
-            ticks=_axis(wall),
+            ticks=_axis(wall, milliseconds),
             width=WIDTH,
             lane_height=LANE_HEIGHT,
             ms=milliseconds,
@@ -62,15 +70,23 @@ def batch_page(batch: Batch) -> str:
 
 
 def milliseconds(value: float | None) -> str:
-    """A duration as the summary gives it (ms, fractional), at a precision that reads: 0.352 ms,
-    12.4 ms, 1.92 s, 2m 3s."""
+    """A duration as the summary gives it (ms, fractional), the one way this page writes one,
+    at a precision that reads: 0.352 ms, 985.7 ms, 1.012 s, 2 min 3 s, 1 h 5 min."""
     if value is None:
         return "—"
-    if value < 10:
-        return f"{value:.3f} ms"
     if value < 1000:
-        return f"{value:.1f} ms"
-    return words.duration(int(value))
+        return _trimmed(value, 3 if value < 10 else 1) + " ms"
+    if value < 60_000:
+        return _trimmed(value / 1000, 3) + " s"
+    hours, rest = divmod(int(value) // 1000, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return " ".join(f"{count} {unit}" for count, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if count)
+
+
+def _trimmed(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, without trailing zeros: 1.5, 2, 985.7."""
+    text = f"{value:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def command_text(job: Job) -> str:
@@ -82,22 +98,23 @@ def command_text(job: Job) -> str:
 
 
 def _failure(out: str, job: Job) -> dict:
-    """A failed job with the last lines of its captured stderr (or why they cannot be shown)."""
-    html = None
-    note_text: str | None = "no stderr was captured"
-    info = job.stderr
-    if info is not None and info.sha256 is not None:
-        path = _capture_path(out, job, info.path)
-        html, note_text = read_tail(path, info.sha256, None, None)
-    return {"job": job, "tail": html, "note": note_text, "path": None if info is None else info.path}
+    """A job shown with the last lines of each of its captures that holds something (or why they
+    cannot be shown), labelled with its stream."""
+    tails = []
+    for name, info in zip(STREAMS, (job.stdout, job.stderr)):
+        if info is None or info.sha256 is None or info.bytes == 0:
+            continue
+        html, note = read_tail(_capture_path(out, job, name, info.path), info.sha256, None, None)
+        tails.append({"stream": name, "tail": html, "note": note, "path": info.path})
+    return {"job": job, "tails": tails}
 
 
-def _capture_path(out: str, job: Job, recorded) -> str:
-    """Where the job's stderr capture is: the summary's path is the batch's, relative to the
-    directory it ran in, so a path that does not resolve from here is looked for in ``out``."""
+def _capture_path(out: str, job: Job, stream: str, recorded) -> str:
+    """Where the job's capture of ``stream`` is: the summary's path is the batch's, relative to
+    the directory it ran in, so a path that does not resolve from here is looked for in ``out``."""
     if isinstance(recorded, str) and (os.path.isabs(recorded) or os.path.exists(recorded)):
         return recorded
-    return os.path.join(out, job.id, "capture", "stderr.log")
+    return os.path.join(out, job.id, "capture", f"{stream}.log")
 
 
 def _bars(batch: Batch, wall: int) -> list[dict]:

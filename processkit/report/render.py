@@ -49,8 +49,9 @@ def environment():
     return environment
 
 
-def _axis(total_ms: int) -> list[tuple[float, str]]:
-    """About six ticks on a time axis of ``total_ms``, at round steps."""
+def _axis(total_ms: int, label=words.duration) -> list[tuple[float, str]]:
+    """About six ticks on a time axis of ``total_ms``, at round steps, each written by ``label``
+    (a page writes its durations one way)."""
     steps = (
         1,
         2,
@@ -75,7 +76,7 @@ def _axis(total_ms: int) -> list[tuple[float, str]]:
         3_600_000,
     )
     step = next((s for s in steps if total_ms / s <= 6), 3_600_000 * max(1, total_ms // (6 * 3_600_000)))
-    return [(WIDTH * t / total_ms, words.duration(t)) for t in range(0, total_ms + 1, step)]
+    return [(WIDTH * t / total_ms, label(t)) for t in range(0, total_ms + 1, step)]
 
 
 def _x(offset_ms: int | None, total_ms: int) -> float:

@@ -1,0 +1,136 @@
+"""``batch``: a failure named from whichever stream holds it, a cancelled job called cancelled,
+and an earlier batch's attempts gone from a job that now passes. Process-level: the real CLI,
+real children (the page's side of these is in tests/test_report_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import run_cli, wait_for_event
+from streams import PY
+from test_batch import start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
+
+BATCH_FAILED = 117
+
+# What a pytest shard prints when a test fails: everything on stdout, nothing on stderr.
+PYTEST_SHARD = (
+    "print('============================= test session starts =============================='); "
+    "print('tests/test_x.py F                                                          [100%]'); "
+    "print('=================================== FAILURES ==================================='); "
+    "[print(f'E   detail {n}') for n in range(8)]; "
+    "print('=========================== short test summary info ============================'); "
+    "print('FAILED tests/test_x.py::test_y - assert 1 == 2'); "
+    "print('============================== 1 failed in 0.02s ==============================='); "
+    "raise SystemExit(1)"
+)
+
+
+def failure_block(stderr: bytes) -> list[str]:
+    lines = stderr.decode().splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("batch: ") and " failed job" in line)
+    return lines[start:]
+
+
+def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
+    """A pytest shard fails on stdout: its FAILED line is on screen without --show-output, under
+    its stream's name and path; a job that wrote on both streams shows both, each labelled; an
+    empty capture is not named."""
+    jobs = [
+        {"args": [PY, "-c", PYTEST_SHARD], "id": "shard"},
+        {"args": ["sh", "-c", "echo 'to stdout'; echo 'to stderr' >&2; exit 2"], "id": "both"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    capture = {job: out / job / "capture" for job in ("shard", "both")}
+    assert failure_block(proc.stderr) == [
+        "batch: 2 failed jobs:",
+        "  shard: exit 1",
+        f"    stdout: {capture['shard'] / 'stdout.log'}",
+        "    | E   detail 6",
+        "    | E   detail 7",
+        "    | =========================== short test summary info ============================",
+        "    | FAILED tests/test_x.py::test_y - assert 1 == 2",
+        "    | ============================== 1 failed in 0.02s ===============================",
+        "  both: exit 2",
+        f"    stdout: {capture['both'] / 'stdout.log'}",
+        "    | to stdout",
+        f"    stderr: {capture['both'] / 'stderr.log'}",
+        "    | to stderr",
+        "batch: 0 of 2 jobs exited 0, 2 failed",
+    ]
+
+
+def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
+    """Ctrl-C ends the running jobs: the closing line counts them cancelled (and the one never
+    started so), names none of them among failures, and their summary lines say cancelled."""
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
+    out = tmp_path / "out"
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch.send_signal(signal.SIGINT)
+    _, err = batch.communicate(timeout=30)
+    assert batch.returncode == -signal.SIGINT, err
+    said = err.decode().splitlines()
+    assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by ctrl_c"
+    assert not any("failed job" in line for line in said), said
+    assert [line for line in said if line.startswith(("batch: s0:", "batch: s1:"))] == [
+        line for line in said if line.startswith(("batch: s0: cancelled", "batch: s1: cancelled"))
+    ]
+    lines = summary(out)
+    assert all((lines[f"s{n}"]["exit_code"], lines[f"s{n}"]["source"]) == (107, "cancelled") for n in (0, 1))
+    assert (lines["s2"]["exit_code"], lines["s2"]["source"]) == (None, "cancelled")
+
+
+FLAKY = "test -e {flag} || {{ echo 'not yet' >&2; exit 1; }}"
+
+
+@pytest.mark.parametrize("keep", ["failed", "all"])
+def test_a_job_that_passes_on_resume_keeps_no_earlier_batchs_attempts(tmp_path, keep):
+    """An earlier batch failed the job twice (--retries 1: attempt-1/ and its last files); it
+    passes now under --resume: nothing the earlier batch left reads as this job's attempts."""
+    flag = tmp_path / "flag"
+    jobs = [{"args": ["sh", "-c", FLAKY.format(flag=flag)], "id": "flaky"}, {"args": ["true"], "id": "fine"}]
+    manifest, out = write_manifest(tmp_path / "m.jsonl", jobs), tmp_path / "out"
+    first = run_cli("batch", manifest, "--out", out, "--keep", keep, "--retries", "1")
+    assert first.returncode == BATCH_FAILED, first.stderr
+    assert (out / "flaky" / "attempt-1" / "capture" / "stderr.log").read_text() == "not yet\n"
+    flag.touch()
+    again = run_cli("batch", manifest, "--out", out, "--keep", keep, "--retries", "1", "--resume")
+    assert again.returncode == 0, again.stderr
+    line = summary_last(out)["flaky"]
+    assert (line["exit_code"], line["attempts"], line["earlier_attempts"]) == (0, 1, [])
+    if keep == "failed":
+        assert not (out / "flaky").exists(), sorted(os.listdir(out / "flaky"))
+    else:
+        assert sorted(os.listdir(out / "flaky")) == ["capture", "events.jsonl"]
+
+
+def test_a_job_retried_on_resume_keeps_this_batchs_attempts_only(tmp_path):
+    """The earlier batch's attempt-1/ is no obstacle to this batch's: the retried job's first
+    attempt goes into attempt-1/ again, holding this batch's stream and capture alone."""
+    flag = tmp_path / "flag"
+    script = f"if test -e {flag}; then echo second >&2; exit 0; fi; echo first >&2; touch {flag}; exit 1"
+    jobs = [{"args": ["sh", "-c", "echo old >&2; exit 1"], "id": "flaky"}]
+    manifest, out = write_manifest(tmp_path / "m.jsonl", jobs), tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out, "--retries", "2").returncode == BATCH_FAILED
+    assert sorted(os.listdir(out / "flaky")) == ["attempt-1", "attempt-2", "capture", "events.jsonl"]
+    write_manifest(tmp_path / "m.jsonl", [{"args": ["sh", "-c", script], "id": "flaky"}])
+    again = run_cli("batch", manifest, "--out", out, "--retries", "2", "--resume")
+    assert again.returncode == 0, again.stderr
+    line = summary_last(out)["flaky"]
+    assert (line["exit_code"], line["attempts"]) == (0, 2)
+    assert [attempt["dir"] for attempt in line["earlier_attempts"]] == ["attempt-1"]
+    assert sorted(os.listdir(out / "flaky")) == ["attempt-1", "capture", "events.jsonl"]
+    assert (out / "flaky" / "attempt-1" / "capture" / "stderr.log").read_text() == "first\n"
+    assert (out / "flaky" / "capture" / "stderr.log").read_text() == "second\n"
+
+
+def summary_last(out) -> dict[str, dict]:
+    """Each job's last line (a --resume appends)."""
+    return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
