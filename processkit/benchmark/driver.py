@@ -73,6 +73,7 @@ class Measured(Plain):
         "error",
         "usage",
         "leftovers",
+        "stop_source",
     )
 
     def __init__(
@@ -97,6 +98,7 @@ class Measured(Plain):
         self.error = error  # the runner's own failure (not started, timed out, ...), in words
         self.usage = usage  # the engine's record, None where the run never spawned
         self.leftovers = 0  # processes the run left outside its boundary, ended after it
+        self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
@@ -227,6 +229,7 @@ class Engine:
                 os.close(spec.output_fd)
         assert isinstance(outcome, self._outcome)
         measured = _measured(outcome)
+        measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers
 

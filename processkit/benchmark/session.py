@@ -290,9 +290,18 @@ def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
     }
 
 
+class Stopped(Failure):
+    """A stop signal ended the benchmark; ``source`` names it (``ctrl_c``: the CLI then dies by
+    SIGINT once everything is released, as hyperfine and ``batch`` do, so a shell loop stops)."""
+
+    def __init__(self, message: str, source: str | None):
+        super().__init__(Kind.CANCELLED, message)
+        self.source = source
+
+
 def _stop_if_cancelled(measured: driver.Measured) -> None:
     if measured.cancelled:
-        raise Failure(Kind.CANCELLED, f"benchmark stopped: {measured.error}")
+        raise Stopped(f"benchmark stopped: {measured.error}", measured.stop_source)
 
 
 def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
