@@ -50,6 +50,7 @@ class RecordedCommand(Plain):
     summary: Summary | None = None
     cpu_summary: Summary | None = None
     outliers: list = []
+    instructions: list | None = None  # per run, where the export's host counted them (ours)
 
 
 class RecordedBench(Plain):
@@ -64,6 +65,7 @@ class RecordedBench(Plain):
     interval: str | None = None  # what each time covers, as our export says (``timed_interval``)
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
+    others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command has it: CPU time needs it per run (ours)."""
@@ -231,7 +233,18 @@ def from_json(data, source: str) -> RecordedBench:
         else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
         baseline=_baseline(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
+        others_cpu_share=_share(read, settings.get("host_load")) if ours else None,
     )
+
+
+def _share(read: _Reader, load) -> float | None:
+    """``processkit.host_load.others_cpu_share``, a number from 0 to 1, when the export has it."""
+    if load is None:
+        return None
+    share = read.mapping(load, "'processkit.host_load'").get("others_cpu_share")
+    if share is not None and not (_is_number(share) and 0 <= share <= 1):
+        raise read.fail("'processkit.host_load.others_cpu_share'", "is not a number from 0 to 1")
+    return share
 
 
 def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:

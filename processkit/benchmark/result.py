@@ -68,6 +68,7 @@ class CommandResult:
         )
         self.cpu_times = [run.user + run.system for run in self.measured]  # the tree's user+system
         self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
+        self.instructions: list | None = None  # per run, where the host counts them (``counters``)
         self.outliers = outlier_indices(times)
         self.first_slow = first_run_slow(times)
 
@@ -160,6 +161,7 @@ class BenchResult:
         self.comparison: list[Comparison] = compared[1] if compared else []
         self.fastest: str | None = min(summarized, key=lambda item: item[1].mean)[0] if compared else None
         self.baseline: BaselineReport | None = None  # against an earlier export (bench --baseline)
+        self.gate: dict | None = None  # the gate's decisions (--fail-if-slower, ``gate.to_json``)
 
     def to_json(self) -> dict:
         return {
@@ -184,4 +186,5 @@ class BenchResult:
             },
             "processkit": {"format": FORMAT, **self.settings},
             **({} if self.baseline is None else {"baseline": self.baseline.to_json()}),
+            **({} if self.gate is None else {"gate": self.gate}),
         }

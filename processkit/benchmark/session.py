@@ -35,7 +35,7 @@ import statistics
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from . import driver
+from . import driver, host_load
 from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
@@ -91,6 +91,7 @@ class Session:
         self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
         self.order = 0
         self.shell_startup: Startup | None = None
+        self.load_since: host_load.Sample | None = None  # the host's load is measured from here
 
     def run(self) -> BenchResult:
         opts = self.options
@@ -101,6 +102,7 @@ class Session:
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
             self._calibrate()
+            self.load_since = host_load.start()
             for indices in groups:
                 self._benchmark(indices)
         finally:
@@ -115,7 +117,8 @@ class Session:
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
         results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
-        return BenchResult(results, settings(self.options, self.shell_startup))
+        load = host_load.others_share(self.load_since) if self.load_since is not None else None
+        return BenchResult(results, settings(self.options, self.shell_startup, load))
 
     def _benchmark(self, indices: list[int]) -> None:
         """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
@@ -273,9 +276,10 @@ class Session:
             )
 
 
-def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
+def settings(opts: Options, shell_startup: Startup | None = None, load: dict | None = None) -> dict:
     """The options that shaped the runs, as the JSON export records them (``shell_startup``:
-    once the session has measured it)."""
+    once the session has measured it; ``host_load``: what other processes took of the CPUs
+    while the runs went on, ``host_load.others_share``)."""
     return {
         "order": opts.order.value,
         "metric": opts.metric,
@@ -287,6 +291,7 @@ def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
         "reference": opts.reference,
         "shell": " ".join(opts.shell) if opts.shell is not None else None,
         "shell_startup": None if shell_startup is None else shell_startup.to_json(),
+        "host_load": load,
     }
 
 

@@ -301,7 +301,7 @@ def main(argv: list[str], invocation) -> int:
     from . import output
 
     if earlier is not None:  # before the final exports, which carry the verdicts
-        bench_baseline.attach(result, earlier, args.baseline)
+        bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if args.style != "none":
         output.lines(summary.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
     for path, kind in targets:
@@ -313,7 +313,7 @@ def main(argv: list[str], invocation) -> int:
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
-    bench_baseline.gate(result, args.fail_if_slower, options.named)  # after every run and every export
+    bench_baseline.gate(result)  # after every run and every export
     return 0
 
 
