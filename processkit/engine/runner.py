@@ -120,6 +120,7 @@ def _phases(host: Host, run: RunState):
     run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
     if launched is not None:
         outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
+        outcome.max_rss_bytes = launched.child.max_rss_bytes
     return outcome
 
 

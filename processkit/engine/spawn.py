@@ -47,35 +47,49 @@ class Child:
         self.stdin, self.stdout, self.stderr = pipes
         self.pidfd = pidfd
         self.returncode: int | None = None
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
 
     def poll(self) -> int | None:
         """The exit code (negative: killed by that signal) once reaped, else None."""
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+            self._reaped(*os.wait4(self.pid, os.WNOHANG))
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            self._reaped(*os.wait4(self.pid, 0))
+        assert self.returncode is not None, "wait4 without WNOHANG returns the child"
         return self.returncode
+
+    def _reaped(self, pid: int, status: int, usage) -> None:
+        """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
+        ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
+        reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
+        ``memory_usage_byte``."""
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self.max_rss_bytes = usage.ru_maxrss * 1024
 
 
 class _PopenChild(Child):
-    """The fallback's child is reaped through its Popen, whose finalizer would reap it anyway."""
+    """The fallback's child, reaped here (``wait4``, for its rusage) and its Popen told so, so
+    that its finalizer does not reap it again."""
 
     def __init__(self, popen, pipes: list[int | None]):
         super().__init__(popen.pid, pipes)
         self._popen = popen
 
     def poll(self) -> int | None:
-        self.returncode = self._popen.poll()
+        if self._popen.returncode is None:
+            super().poll()
+            self._popen.returncode = self.returncode  # reaped here, for its rusage: Popen must not wait again
         return self.returncode
 
     def wait(self) -> int:
-        self.returncode = self._popen.wait()
-        return self.returncode
+        if self._popen.returncode is None:
+            super().wait()
+            self._popen.returncode = self.returncode
+        return self.returncode  # type: ignore[return-value]
 
 
 def select_backend() -> str:
