@@ -45,7 +45,11 @@ def neighbours(cli: list[str], directory: str) -> list[subprocess.Popen]:
     for index in range(4):
         stream = os.path.join(directory, f"n{index}.jsonl")
         started.append(
-            subprocess.Popen([*cli, "run", "--jsonl", stream, "--", "sh", "-c", SPIN], stdin=subprocess.DEVNULL)
+            subprocess.Popen(
+                [*cli, "run", "--jsonl", stream, "--", "sh", "-c", SPIN],
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         )
         while not os.path.exists(stream) or b"run_started" not in open(stream, "rb").read():
             time.sleep(0.01)

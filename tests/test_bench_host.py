@@ -11,7 +11,15 @@ import signal
 
 import pytest
 
-from conftest import PUBLISHED_LATE_AT_LEAST, event_names, listed_when, published_late_by, run_cli, start_cli, wait_for_event
+from conftest import (
+    PUBLISHED_LATE_AT_LEAST,
+    event_names,
+    listed_when,
+    published_late_by,
+    run_cli,
+    start_cli,
+    wait_for_event,
+)
 
 DAEMON = "301.456"  # an argument no other process has
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..containment import Usage
     from ..engine.host import Host
     from ..grammar import Naming
+    from .counters import Opener
     from .plan import Options
 
     class Executor(Protocol):
@@ -60,7 +61,8 @@ ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts writt
 
 
 class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory, status."""
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory (the
+    group's peak, ``peak_memory_bytes``, and the root's ``max_rss_bytes``), status."""
 
     __slots__ = (
         "wall_ns",
@@ -74,6 +76,8 @@ class Measured(Plain):
         "usage",
         "leftovers",
         "stop_source",
+        "max_rss_bytes",
+        "counters",
     )
 
     def __init__(
@@ -99,6 +103,8 @@ class Measured(Plain):
         self.usage = usage  # the engine's record, None where the run never spawned
         self.leftovers = 0  # processes the run left outside its boundary, ended after it
         self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
+        self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
@@ -205,6 +211,7 @@ class Engine:
         self._sequence = 0
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
+        self._counters: Opener | None = None
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -214,6 +221,19 @@ class Engine:
     def clock(self) -> float:
         return time.monotonic()
 
+    def _counting(self):
+        """The perf counters' opener (``counters.Opener``), made at the first command's run."""
+        if self._counters is None:
+            from .counters import Opener
+
+            self._counters = Opener()
+        return self._counters
+
+    @property
+    def counters_missing(self) -> list[str]:
+        """The counters this host could not open (said once in the summary)."""
+        return list(self._counters.missing) if self._counters is not None else []
+
     def measure(
         self, argv: tuple[str, ...], jsonl: str | None = None, iteration: str | None = None, output: str | None = None
     ) -> Measured:
@@ -222,13 +242,21 @@ class Engine:
         self._sequence += 1
         label = f"{self._label}-{self._sequence}"
         spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
+        counting = self._counting() if output is not None else None  # a command's run: its tree counted
+        fds = counting.open() if counting is not None else None
         try:
             outcome = self.host.carry(self._steps(self.host, spec))
+        except BaseException:
+            if counting is not None and fds is not None:
+                counting.close(fds)
+            raise
         finally:
             if spec.output_fd is not None:
                 os.close(spec.output_fd)
         assert isinstance(outcome, self._outcome)
         measured = _measured(outcome)
+        if counting is not None and fds is not None:
+            measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers
@@ -252,7 +280,7 @@ def _measured(outcome) -> Measured:
     started, ended = outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
-    return Measured(
+    measured = Measured(
         wall_ns=ended - started if started is not None and ended is not None and not timed_out else None,
         user_ns=user_ns,
         system_ns=system_ns,
@@ -263,6 +291,8 @@ def _measured(outcome) -> Measured:
         error=failure.message if failure is not None else None,
         usage=usage,
     )
+    measured.max_rss_bytes = outcome.max_rss_bytes
+    return measured
 
 
 def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None) -> Measured:

@@ -60,3 +60,12 @@ def others_share(since: Sample | None) -> dict | None:
     others = (now.busy_ns - since.busy_ns) - (now.own_ns - since.own_ns)
     share = min(max(others / capacity, 0.0), 1.0)
     return {"others_cpu_share": round(share, 3), "cpus": now.cpus, "seconds": round((now.at_ns - since.at_ns) / 1e9, 3)}
+
+
+def own_max_rss() -> int:
+    """This process's own largest resident set (bytes): the floor of every run's ``ru_maxrss``.
+    ``execve`` records the resident high-water mark of the memory it replaces in the process's
+    ``maxrss``; a child cloned with the spawner's memory (``CLONE_VM``, as ``posix_spawn`` and the
+    native spawn do) replaces the spawner's, so no run reads below it (hyperfine's runs read at
+    least hyperfine's own, likewise)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

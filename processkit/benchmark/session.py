@@ -118,7 +118,10 @@ class Session:
         """The result of these commands as their runs stand."""
         results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
         load = host_load.others_share(self.load_since) if self.load_since is not None else None
-        return BenchResult(results, settings(self.options, self.shell_startup, load))
+        missing = getattr(self.executor, "counters_missing", None)  # a test's executor counts nothing
+        result = BenchResult(results, settings(self.options, self.shell_startup, load, missing))
+        result.settings["max_rss_floor_byte"] = host_load.own_max_rss()
+        return result
 
     def _benchmark(self, indices: list[int]) -> None:
         """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
@@ -250,9 +253,11 @@ class Session:
                 wall=wall,
                 user=user,
                 system=system,
-                memory=measured.peak_memory_bytes,
+                memory=measured.max_rss_bytes,
                 exit_code=measured.exit_code,
                 timed_out=measured.timed_out,
+                tree_memory=measured.peak_memory_bytes,
+                counters=measured.counters,
             )
         )
         self.order += 1
@@ -276,10 +281,13 @@ class Session:
             )
 
 
-def settings(opts: Options, shell_startup: Startup | None = None, load: dict | None = None) -> dict:
+def settings(
+    opts: Options, shell_startup: Startup | None = None, load: dict | None = None, missing: list | None = None
+) -> dict:
     """The options that shaped the runs, as the JSON export records them (``shell_startup``:
     once the session has measured it; ``host_load``: what other processes took of the CPUs
-    while the runs went on, ``host_load.others_share``)."""
+    while the runs went on, ``host_load.others_share``; ``counters_missing``: the perf counters
+    this host could not open, ``counters.py``)."""
     return {
         "order": opts.order.value,
         "metric": opts.metric,
@@ -292,6 +300,7 @@ def settings(opts: Options, shell_startup: Startup | None = None, load: dict | N
         "shell": " ".join(opts.shell) if opts.shell is not None else None,
         "shell_startup": None if shell_startup is None else shell_startup.to_json(),
         "host_load": load,
+        "counters_missing": missing,
     }
 
 
