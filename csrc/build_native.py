@@ -81,6 +81,8 @@ ffibuilder.cdef(
         int pidfd;
         int stage;
         int error;
+        long long clone_ns;
+        long long join_ns;
     } pk_spawn_result;
 
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);

@@ -78,16 +78,19 @@ def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
     assert log.read_text().count("prepare=unset") == 5
 
 
-def test_cpu_time_never_exceeds_wall_time_for_a_single_process(tmp_path):
-    """``true`` is one thread: its CPU time lies within its life, so per run CPU <= wall (the
-    counters start when it joins its groups, before its exec; so must the wall time)."""
+def test_cpu_time_stays_within_wall_time_for_a_single_process(tmp_path):
+    """``true`` is one thread: its CPU time lies within its life, so per run CPU is at most its
+    wall time, give or take what the group counts outside the interval: the child's joining its
+    cgroups (taken out of the wall time, not out of the group's counters) and the kernel's exit
+    work after the exit record, a few tenths of a millisecond at most."""
     out = tmp_path / "b.json"
     done = run_cli("bench", "--runs", "20", "--export-json", out, "--", "true", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
-    over = [(u + s, t) for u, s, t in zip(result["user_times"], result["system_times"], result["times"]) if u + s > t]
+    times = zip(result["user_times"], result["system_times"], result["times"])
+    over = [(u + s, t) for u, s, t in times if u + s > t + 0.0005]
     assert over == [], "CPU above wall time"
-    assert json.loads(out.read_text())["processkit"]["timed_interval"] == "spawn to reap, monotonic ns"
+    assert json.loads(out.read_text())["processkit"]["timed_interval"].startswith("clone to the root's exit")
 
 
 def marked_processes() -> list[int]:

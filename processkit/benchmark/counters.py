@@ -22,6 +22,7 @@ and hyperfine do the same); a benchmark run has the PMU to itself more often tha
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import sys
@@ -57,18 +58,35 @@ def _attr(kind: int, config: int) -> bytes:
     return struct.pack("=IIQQQQQIIQ", kind, ATTR_SIZE, config, 0, 0, 0, flags, 0, 0, 0)
 
 
+_SYSCALL: list = []  # libc's syscall(), found once
+
+
+def perf_event_open(attr: bytes, cpu: int = -1) -> int:
+    """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
+    descriptor, or minus the errno."""
+    number = SYSCALL.get(platform.machine())
+    if number is None:
+        return -errno.ENOSYS
+    if not _SYSCALL:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).syscall
+        call.restype = ctypes.c_long
+        _SYSCALL.append((ctypes, call))
+    ctypes, call = _SYSCALL[0]
+    fd = call(
+        ctypes.c_long(number), ctypes.c_char_p(attr), ctypes.c_int(0), ctypes.c_int(cpu), ctypes.c_int(-1),
+        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
+    )  # fmt: skip
+    return fd if fd >= 0 else -ctypes.get_errno()
+
+
 class Opener:
     """Opens the counters for one run at a time; finds out once which ones this host has."""
 
     def __init__(self) -> None:
-        import ctypes
-
-        self._number = SYSCALL.get(platform.machine())
-        self._syscall = ctypes.CDLL(None, use_errno=True).syscall if self._number is not None else None
-        self._syscall_types = (ctypes.c_long, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_ulong)
         self._attrs = {name: _attr(kind, config) for name, _, kind, config in EVENTS}
         self.missing: dict[str, str] = {}  # the counters this host refused, with why (said once)
-        self._ctypes = ctypes
 
     def open(self) -> dict[str, int | None]:
         """A descriptor per counter (None: the host lacks it), disabled until the next exec."""
@@ -78,16 +96,9 @@ class Opener:
         return fds
 
     def _open_one(self, name: str) -> int | None:
-        if self._syscall is None:
-            self.missing[name] = f"no perf_event_open number known for {platform.machine()}"
-            return None
-        ctypes = self._ctypes
-        fd = self._syscall(
-            ctypes.c_long(self._number), ctypes.c_char_p(self._attrs[name]), ctypes.c_int(0), ctypes.c_int(-1),
-            ctypes.c_int(-1), ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
-        )  # fmt: skip
+        fd = perf_event_open(self._attrs[name])
         if fd < 0:
-            self.missing[name] = os.strerror(ctypes.get_errno())
+            self.missing[name] = os.strerror(-fd)
             return None
         return fd
 

@@ -212,6 +212,9 @@ class Engine:
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
         self._counters: Opener | None = None
+        from .exit_clock import ExitClock
+
+        self._exit_clock = ExitClock()  # the root's exit time from the kernel (the interval's end)
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -244,16 +247,21 @@ class Engine:
         spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
         fds = counting.open() if counting is not None else None
+        exits = self._exit_clock.open()
         try:
             outcome = self.host.carry(self._steps(self.host, spec))
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
+            self._exit_clock.close(exits)
             raise
         finally:
             if spec.output_fd is not None:
                 os.close(spec.output_fd)
         assert isinstance(outcome, self._outcome)
+        exited_ns = self._exit_clock.read(exits)
+        if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:
+            outcome.ended_ns = exited_ns  # the root's exit, not when the loop got to notice it
         measured = _measured(outcome)
         if counting is not None and fds is not None:
             measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
@@ -277,7 +285,7 @@ def _measured(outcome) -> Measured:
     usage = outcome.usage
     user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
     system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
-    started, ended = outcome.started_ns, outcome.ended_ns
+    started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
     measured = Measured(

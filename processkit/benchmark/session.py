@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from .progress import ProgressBars
 
 CALIBRATION_RUNS = 50  # as hyperfine
+# What a run's time covers (the export's ``timed_interval``; ``driver``, ``exit_clock``)
+INTERVAL = "clone to the root's exit (the kernel's record), less the child's joining its cgroups, monotonic ns"
 STEP_WORDS = {"setup": "setup", "prepare": "preparation", "conclude": "conclusion", "cleanup": "cleanup"}
 
 
@@ -295,7 +297,7 @@ def settings(
         "timeout_ms": opts.timeout_ms,
         "warmup": opts.warmup,
         "ignore_failure": list(opts.ignore_failure) if isinstance(opts.ignore_failure, tuple) else opts.ignore_failure,
-        "timed_interval": "spawn to reap, monotonic ns",
+        "timed_interval": INTERVAL,
         "reference": opts.reference,
         "shell": " ".join(opts.shell) if opts.shell is not None else None,
         "shell_startup": None if shell_startup is None else shell_startup.to_json(),

@@ -68,7 +68,7 @@ class Outcome:
     root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
     was asked to keep, as the object written, by event type."""
 
-    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "remembered", "max_rss_bytes")
+    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "remembered", "max_rss_bytes", "command_from_ns")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
@@ -78,6 +78,7 @@ class Outcome:
         self.ended_ns: int | None = None
         self.remembered: dict[str, dict] = {}
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
+        self.command_from_ns: int | None = None  # the spawn's clone less the cgroup joins (``spawn.Child``)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

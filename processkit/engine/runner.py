@@ -121,6 +121,7 @@ def _phases(host: Host, run: RunState):
     if launched is not None:
         outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
         outcome.max_rss_bytes = launched.child.max_rss_bytes
+        outcome.command_from_ns = launched.child.command_from_ns
     return outcome
 
 
