@@ -98,6 +98,9 @@ def main() -> None:
 
 
 def show(label: str, code: int, found: dict) -> None:
+    if "gate" not in found:
+        print(f"{label}: exit {code}, no gate decision (the benchmark failed)")
+        return
     (decided,) = found["gate"]["commands"]
     (entry,) = found["baseline"]["commands"]
     share = found["processkit"]["host_load"]["others_cpu_share"]
