@@ -81,7 +81,7 @@ ffibuilder.cdef(
         int pidfd;
         int stage;
         int error;
-        long long clone_ns;
+        long long start_ns;
         long long join_ns;
     } pk_spawn_result;
 

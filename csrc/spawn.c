@@ -11,7 +11,8 @@
  *
  * Facts about the shared-memory child, which every line it runs must respect:
  * - It writes only its own stack (locals here, on the mapping given to clone3), errno, and the
- *   runner's result->join_ns (the runner's thread is suspended until the execve, so nothing races).
+ *   runner's result->start_ns and join_ns (the runner's thread is suspended until the execve, so
+ *   nothing races).
  *   errno is per-thread TLS and, with no CLONE_SETTLS, the child's TLS is the calling thread's:
  *   the child's failing calls write the runner's errno. Harmless: that thread is suspended
  *   until the child has exec'd or exited and reads errno only after calls of its own.
@@ -68,7 +69,8 @@ struct pk_child {
     int joined; /* born in request->cgroup_fd's group: no write to its cgroup.procs */
     int report_fd;
     void *stack; /* the top of the child's own stack (shared memory only) */
-    long long *join_ns; /* the runner's result->join_ns: a shared-memory child's write reaches it */
+    long long *start_ns; /* the runner's result->start_ns and join_ns: a shared-memory child's */
+    long long *join_ns;  /* writes reach them */
 };
 
 static long long monotonic_ns(void)
@@ -334,6 +336,9 @@ __attribute__((noreturn)) static void run_child(const struct pk_child *child)
     int report_fd = child->report_fd;
     int error = ENOENT, first = 0;
     size_t i;
+    /* The command's time starts here, not before the clone: a clone into a cgroup waits for the
+     * kernel's cgroup_mutex, which other runs' group changes hold for RCU grace periods. */
+    *child->start_ns = monotonic_ns();
     /* A session leader leads its process group too; setsid is what lets it take a terminal. */
     if (request->controlling_tty ? setsid() < 0 : setpgid(0, 0) != 0)
         child_fail(report_fd, PK_SPAWN_PGID);
@@ -386,7 +391,7 @@ void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
     result->pidfd = -1;
     result->stage = PK_SPAWN_OK;
     result->error = 0;
-    result->clone_ns = 0;
+    result->start_ns = 0;
     result->join_ns = 0;
     memset(&child, 0, sizeof child);
     if (take_stack(&child) != 0 || pipe2(report_pipe, O_CLOEXEC) != 0) {
@@ -399,12 +404,13 @@ void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
     child.request = request;
     child.runner = getpid();
     child.report_fd = report_pipe[1];
+    child.start_ns = &result->start_ns;
     child.join_ns = &result->join_ns;
     /* No handler may run in the child before reset_signals(): block everything across clone
      * (with a shared-memory child, until its execve or exit). */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
-    result->clone_ns = monotonic_ns();
+    result->start_ns = monotonic_ns();
     pid = start_child(&child, &pidfd);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);

@@ -39,7 +39,8 @@ typedef struct pk_spawn_result {
     int pidfd; /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
     int stage; /* PK_SPAWN_OK, or the step that failed */
     int error; /* errno of that step */
-    long long clone_ns; /* CLOCK_MONOTONIC just before the clone (0 on failure) */
+    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (a copy-on-write child's write is
+                         * lost: then the runner's reading just before the clone); 0 on failure */
     long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown, or a
                          * copy-on-write child, whose writes the runner never sees) */
 } pk_spawn_result;

@@ -78,7 +78,7 @@ class Outcome:
         self.ended_ns: int | None = None
         self.remembered: dict[str, dict] = {}
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
-        self.command_from_ns: int | None = None  # the spawn's clone less the cgroup joins (``spawn.Child``)
+        self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

@@ -48,9 +48,9 @@ class Child:
         self.pidfd = pidfd
         self.returncode: int | None = None
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
-        # The native spawn's clock reading just before its clone, plus the time the child spent
-        # joining cgroups by write (the containment's wait, not the command's): where bench's
-        # timed interval starts. None from the Popen fallback.
+        # The native spawn's child's first moment, plus the time it spent joining cgroups by write
+        # (the containment's waits, not the command's): where bench's timed interval starts.
+        # None from the Popen fallback.
         self.command_from_ns: int | None = None
 
     def poll(self) -> int | None:
@@ -205,8 +205,8 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
         step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
         raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
     child = Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
-    if result.clone_ns:
-        child.command_from_ns = result.clone_ns + result.join_ns
+    if result.start_ns:
+        child.command_from_ns = result.start_ns + result.join_ns
     return child
 
 
