@@ -90,7 +90,9 @@ def test_cpu_time_stays_within_wall_time_for_a_single_process(tmp_path):
     times = zip(result["user_times"], result["system_times"], result["times"])
     over = [(u + s, t) for u, s, t in times if u + s > t + 0.0005]
     assert over == [], "CPU above wall time"
-    assert json.loads(out.read_text())["processkit"]["timed_interval"].startswith("clone to the root's exit")
+    assert json.loads(out.read_text())["processkit"]["timed_interval"].startswith(
+        "the child's first step to the root's exit"
+    )
 
 
 def marked_processes() -> list[int]:

@@ -9,10 +9,15 @@ become figures. A session's runs share one ``Host`` (its loop, reaper and signal
 as a batch's jobs are (``Host.lodge``: each run's socket and record are names in one directory
 of the session's), so a run costs what a batch job costs, not a runner's whole set-up.
 
-The timed interval is the outcome's ``started_ns`` (just before the spawn: the child's fork,
-its joining its groups and its ``exec``) to ``ended_ns`` (the root reaped). The CPU counters
-start when the child joins its groups, inside that interval, so a single-threaded command's
-CPU time is never above its wall time. Figures: the engine's ``Usage``
+The timed interval holds the command, not the containment's set-up or the engine's work: from
+the outcome's ``command_from_ns`` (the native spawn's child's first step, plus the time it
+spent joining its cgroups by write; else ``started_ns``, just before the spawn) to the root's
+exit as the kernel recorded it (``exit_clock``; else ``ended_ns``, when the loop reaped it).
+The group's CPU counters also hold the joining and the kernel's exit work after the exit
+record, so a single-threaded command's CPU time can exceed its wall time by those tenths of a
+millisecond. The memory figures are the root's ``ru_maxrss`` (``max_rss_bytes``, hyperfine's
+``memory_usage_byte``) and the group's peak; a command's run also gets its tree's perf
+counters (``counters``), opened here around it and never on ``run``'s path. Figures: the engine's ``Usage``
 (``containment.accounting``: the run's cgroups, or for a process group the reaped children and
 the live members), read again once the tree is gone.
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 CALIBRATION_RUNS = 50  # as hyperfine
 # What a run's time covers (the export's ``timed_interval``; ``driver``, ``exit_clock``)
-INTERVAL = "clone to the root's exit (the kernel's record), less the child's joining its cgroups, monotonic ns"
+INTERVAL = "the child's first step to the root's exit (the kernel's record), less its joining its cgroups, monotonic ns"
 STEP_WORDS = {"setup": "setup", "prepare": "preparation", "conclude": "conclusion", "cleanup": "cleanup"}
 
 
