@@ -51,6 +51,8 @@ def test_an_unchanged_command_passes_beside_busy_neighbours_and_more_work_fails(
     (entry,) = exported["baseline"]["commands"]
     assert entry["ratio"] > 1.5  # the wall time alone would have failed the gate
     shown = busy.stdout.decode()
+    probed = json.loads(run_cli("probe", "--json").stdout)
+    assert "bench:load-aware-gate" in probed["surface"]
     assert "Gate (slower by more than 5 % fails)" in shown and "the machine was busy" in shown and "CPU time" in shown
 
     more = bench(tmp_path, "more.txt", *gate)
