@@ -74,6 +74,7 @@ ffibuilder.cdef(
         size_t join_count;
         int controlling_tty;
         unsigned long long nofile_soft;
+        int linger_ms;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

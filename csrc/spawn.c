@@ -37,6 +37,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -430,6 +431,12 @@ void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
     if (got != (ssize_t)sizeof report) {
         result->pid = pid;
         result->pidfd = pidfd;
+        if (request->linger_ms > 0 && pidfd >= 0) {
+            /* Readable once the child has exited; the runner's reaper collects it as always. */
+            struct pollfd exited = {.fd = pidfd, .events = POLLIN};
+            while (poll(&exited, 1, request->linger_ms) < 0 && errno == EINTR)
+                ;
+        }
         return;
     }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

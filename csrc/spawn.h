@@ -32,6 +32,9 @@ typedef struct pk_spawn_request {
     int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0] */
     unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
                                      * runner raised its own: processkit/fdlimit.py) */
+    int linger_ms; /* not 0: once the child has exec'd, wait this long at most for its exit (on its
+                    * pidfd, without reaping it) before returning: bench's, so that a tiny command
+                    * has the CPU to itself, as under hyperfine's blocking wait */
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
+LINGER_MS = 5  # the spawn waits this long for the command's exit before the engine goes on
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
@@ -220,6 +221,10 @@ class Engine:
         from .exit_clock import ExitClock
 
         self._exit_clock = ExitClock()  # the root's exit time from the kernel (the interval's end)
+        from ..engine import spawn
+
+        self._linger = spawn.LINGER_MS[0]
+        spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -279,6 +284,9 @@ class Engine:
 
     def close(self) -> None:
         """The host and its lodging gone; the handlers the session found are back."""
+        from ..engine import spawn
+
+        spawn.LINGER_MS[0] = self._linger
         try:
             self.host.close()
         finally:

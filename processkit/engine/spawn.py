@@ -25,6 +25,13 @@ from ..errors import Failure, Kind
 from ..spec import StdinMode
 
 
+# How long the native spawn waits for a child that has exec'd to exit before it returns (0: not
+# at all). ``bench`` sets it for its own process (``benchmark/driver.py``): a command shorter
+# than this runs with the CPU to itself, as a child of hyperfine's blocking ``wait4`` does,
+# instead of beside the runner's work after the spawn. ``run`` and the API never wait.
+LINGER_MS = [0]
+
+
 class AttachError(Exception):
     """Joining the container failed inside the child (container_failed phase attach, 102)."""
 
@@ -230,6 +237,7 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     request.stdio = child_ends
     request.controlling_tty = int(own_terminal)
     request.nofile_soft = fdlimit.child_soft_limit() or 0
+    request.linger_ms = LINGER_MS[0]
     request.cgroup_fd = joins.cgroup_dir_fd
     request.cgroup_procs_fd = joins.cgroup_procs_fd
     keep.append(ffi.new("int[]", joins.procs_fds))
