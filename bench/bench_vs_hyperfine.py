@@ -5,6 +5,7 @@ per-round figures, so load from other work on the machine hits both alike. Needs
 and `runexec` (pip install benchexec) on PATH, and `processkit-cli` from the checkout's venv.
 
     python3 bench/bench_vs_hyperfine.py --rounds 5
+    python3 bench/bench_vs_hyperfine.py --rounds 5 --true-only   # hyperfine alone, no runexec
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bench", default=shutil.which("processkit-cli") or "processkit-cli")
+    parser.add_argument("--true-only", action="store_true", help="only `-N true`, mean and median (no runexec)")
     args = parser.parse_args()
     pk = [args.bench, "bench"]
     rows: dict[str, list[tuple[float, float]]] = {}
@@ -76,13 +78,17 @@ def main() -> None:
         ours = exported([*pk, "--runs", "200", "--", "true"])
         theirs = exported(["hyperfine", "-N", "--runs", "200", "true"])
         record("`true`: reported mean (ms)", ours["mean"] * 1e3, theirs["mean"] * 1e3)
+        record("`true`: reported median (ms)", ours["median"] * 1e3, theirs["median"] * 1e3)
+        if args.true_only:
+            continue
         for label, argv in (
             ("one process, 200 MiB", ["python3", "-c", ALLOCATE]),
             ("tree, 2 x 100 MiB", ["sh", "-c", TREE]),
         ):
             ours = exported([*pk, "--runs", "3", "--", *argv])
             reference = runexec(argv)
-            record(f"{label}: peak memory (MiB)", max(ours["memory_usage_byte"]) / 2**20, reference["memory"] / 2**20)
+            peak = max(ours["tree_peak_memory_byte"])  # runexec's is the group's: ours of the same name
+            record(f"{label}: peak memory (MiB)", peak / 2**20, reference["memory"] / 2**20)
             record(f"{label}: user+system CPU (ms)", (ours["user"] + ours["system"]) * 1e3, reference["cpu"] * 1e3)
         for count in ("50", "200"):
             ours_wall = wall([*pk, "--runs", count, "--", "sleep", "0.02"])

@@ -74,6 +74,7 @@ ffibuilder.cdef(
         size_t join_count;
         int controlling_tty;
         unsigned long long nofile_soft;
+        int linger_ms;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {
@@ -81,6 +82,8 @@ ffibuilder.cdef(
         int pidfd;
         int stage;
         int error;
+        long long start_ns;
+        long long join_ns;
     } pk_spawn_result;
 
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);

@@ -32,6 +32,9 @@ typedef struct pk_spawn_request {
     int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0] */
     unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
                                      * runner raised its own: processkit/fdlimit.py) */
+    int linger_ms; /* not 0: once the child has exec'd, wait this long at most for its exit (on its
+                    * pidfd, without reaping it) before returning: bench's, so that a tiny command
+                    * has the CPU to itself, as under hyperfine's blocking wait */
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
@@ -39,6 +42,10 @@ typedef struct pk_spawn_result {
     int pidfd; /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
     int stage; /* PK_SPAWN_OK, or the step that failed */
     int error; /* errno of that step */
+    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (a copy-on-write child's write is
+                         * lost: then the runner's reading just before the clone); 0 on failure */
+    long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown, or a
+                         * copy-on-write child, whose writes the runner never sees) */
 } pk_spawn_result;
 
 /* Start the child and wait until it has exec'd or failed. In the child, in this order: own

@@ -31,13 +31,14 @@ def test_one_command_gives_hyperfines_summary_and_json(tmp_path):
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "Benchmark 1: true" in text and "Time (mean ± σ):" in text and "Range (min … max):" in text
-    assert "5 runs" in text and "Peak memory:" in text
+    assert "5 runs" in text and "Max RSS:" in text and "Tree peak memory:" in text
     (result,) = exported["results"]
     assert HYPERFINE_KEYS | {"memory_usage_byte"} <= set(result)
     assert len(result["times"]) == 5 and result["exit_codes"] == [0] * 5
     assert all(isinstance(t, float) and 0 < t < 5 for t in result["times"])
     assert result["min"] <= result["median"] <= result["max"] and result["min"] <= result["mean"] <= result["max"]
-    assert all(m is None or m >= 0 for m in result["memory_usage_byte"])  # a group counts in 256 KiB batches
+    assert all(m > 0 for m in result["memory_usage_byte"])  # ru_maxrss: never 0 for a process that ran
+    assert all(m is None or m >= 0 for m in result["tree_peak_memory_byte"])  # a group counts in 256 KiB batches
     assert exported["comparison"] is None
 
 

@@ -11,7 +11,15 @@ import signal
 
 import pytest
 
-from conftest import PUBLISHED_LATE_AT_LEAST, listed_when, published_late_by, run_cli, start_cli, wait_for_event
+from conftest import (
+    PUBLISHED_LATE_AT_LEAST,
+    event_names,
+    listed_when,
+    published_late_by,
+    run_cli,
+    start_cli,
+    wait_for_event,
+)
 
 DAEMON = "301.456"  # an argument no other process has
 
@@ -31,7 +39,10 @@ def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_p
         _, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
-    assert process.returncode == 107, stderr
+    # dies by SIGINT as hyperfine and batch do (a shell loop around it stops), once released
+    assert process.returncode == -signal.SIGINT, stderr
+    assert b"stopped" in stderr
+    assert event_names(streams / "command-3-run-1.jsonl")[-1] == "runner_exit"
     exported = json.loads(out.read_text())
     assert [r["command"] for r in exported["results"]] == ["true", "sleep 0.01"]
     assert all(len(r["times"]) == 2 and r["exit_codes"] == [0, 0] for r in exported["results"])
@@ -67,16 +78,21 @@ def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
     assert log.read_text().count("prepare=unset") == 5
 
 
-def test_cpu_time_never_exceeds_wall_time_for_a_single_process(tmp_path):
-    """``true`` is one thread: its CPU time lies within its life, so per run CPU <= wall (the
-    counters start when it joins its groups, before its exec; so must the wall time)."""
+def test_cpu_time_stays_within_wall_time_for_a_single_process(tmp_path):
+    """``true`` is one thread: its CPU time lies within its life, so per run CPU is at most its
+    wall time, give or take what the group counts outside the interval: the child's joining its
+    cgroups (taken out of the wall time, not out of the group's counters) and the kernel's exit
+    work after the exit record, a few tenths of a millisecond at most."""
     out = tmp_path / "b.json"
     done = run_cli("bench", "--runs", "20", "--export-json", out, "--", "true", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (result,) = json.loads(out.read_text())["results"]
-    over = [(u + s, t) for u, s, t in zip(result["user_times"], result["system_times"], result["times"]) if u + s > t]
+    times = zip(result["user_times"], result["system_times"], result["times"])
+    over = [(u + s, t) for u, s, t in times if u + s > t + 0.0005]
     assert over == [], "CPU above wall time"
-    assert json.loads(out.read_text())["processkit"]["timed_interval"] == "spawn to reap, monotonic ns"
+    assert json.loads(out.read_text())["processkit"]["timed_interval"].startswith(
+        "the child's first step to the root's exit"
+    )
 
 
 def marked_processes() -> list[int]:

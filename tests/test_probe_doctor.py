@@ -63,6 +63,9 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:hyperfine-commands",
         "bench:shell-startup-subtracted",
         "bench:baseline-gate",
+        "bench:load-aware-gate",
+        "bench:counters",
+        "bench:tree-peak-memory",
     }
     expected = set(capabilities)
     for command in COMMANDS:

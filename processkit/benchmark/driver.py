@@ -9,10 +9,15 @@ become figures. A session's runs share one ``Host`` (its loop, reaper and signal
 as a batch's jobs are (``Host.lodge``: each run's socket and record are names in one directory
 of the session's), so a run costs what a batch job costs, not a runner's whole set-up.
 
-The timed interval is the outcome's ``started_ns`` (just before the spawn: the child's fork,
-its joining its groups and its ``exec``) to ``ended_ns`` (the root reaped). The CPU counters
-start when the child joins its groups, inside that interval, so a single-threaded command's
-CPU time is never above its wall time. Figures: the engine's ``Usage``
+The timed interval holds the command, not the containment's set-up or the engine's work: from
+the outcome's ``command_from_ns`` (the native spawn's child's first step, plus the time it
+spent joining its cgroups by write; else ``started_ns``, just before the spawn) to the root's
+exit as the kernel recorded it (``exit_clock``; else ``ended_ns``, when the loop reaped it).
+The group's CPU counters also hold the joining and the kernel's exit work after the exit
+record, so a single-threaded command's CPU time can exceed its wall time by those tenths of a
+millisecond. The memory figures are the root's ``ru_maxrss`` (``max_rss_bytes``, hyperfine's
+``memory_usage_byte``) and the group's peak; a command's run also gets its tree's perf
+counters (``counters``), opened here around it and never on ``run``'s path. Figures: the engine's ``Usage``
 (``containment.accounting``: the run's cgroups, or for a process group the reaped children and
 the live members), read again once the tree is gone.
 
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from ..containment import Usage
     from ..engine.host import Host
     from ..grammar import Naming
+    from .counters import Opener
     from .plan import Options
 
     class Executor(Protocol):
@@ -54,13 +60,15 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
+LINGER_MS = 5  # the spawn waits this long for the command's exit before the engine goes on
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
 
 
 class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory, status."""
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory (the
+    group's peak, ``peak_memory_bytes``, and the root's ``max_rss_bytes``), status."""
 
     __slots__ = (
         "wall_ns",
@@ -73,6 +81,9 @@ class Measured(Plain):
         "error",
         "usage",
         "leftovers",
+        "stop_source",
+        "max_rss_bytes",
+        "counters",
     )
 
     def __init__(
@@ -97,6 +108,9 @@ class Measured(Plain):
         self.error = error  # the runner's own failure (not started, timed out, ...), in words
         self.usage = usage  # the engine's record, None where the run never spawned
         self.leftovers = 0  # processes the run left outside its boundary, ended after it
+        self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
+        self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
@@ -203,6 +217,14 @@ class Engine:
         self._sequence = 0
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
+        self._counters: Opener | None = None
+        from .exit_clock import ExitClock
+
+        self._exit_clock = ExitClock()  # the root's exit time from the kernel (the interval's end)
+        from ..engine import spawn
+
+        self._linger = spawn.LINGER_MS[0]
+        spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
         self.host = Host()
         if lodged:
             self.host.lodge(self._label)
@@ -212,6 +234,19 @@ class Engine:
     def clock(self) -> float:
         return time.monotonic()
 
+    def _counting(self):
+        """The perf counters' opener (``counters.Opener``), made at the first command's run."""
+        if self._counters is None:
+            from .counters import Opener
+
+            self._counters = Opener()
+        return self._counters
+
+    @property
+    def counters_missing(self) -> list[str]:
+        """The counters this host could not open (said once in the summary)."""
+        return list(self._counters.missing) if self._counters is not None else []
+
     def measure(
         self, argv: tuple[str, ...], jsonl: str | None = None, iteration: str | None = None, output: str | None = None
     ) -> Measured:
@@ -220,13 +255,27 @@ class Engine:
         self._sequence += 1
         label = f"{self._label}-{self._sequence}"
         spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
+        counting = self._counting() if output is not None else None  # a command's run: its tree counted
+        fds = counting.open() if counting is not None else None
+        exits = self._exit_clock.open()
         try:
             outcome = self.host.carry(self._steps(self.host, spec))
+        except BaseException:
+            if counting is not None and fds is not None:
+                counting.close(fds)
+            self._exit_clock.close(exits)
+            raise
         finally:
             if spec.output_fd is not None:
                 os.close(spec.output_fd)
         assert isinstance(outcome, self._outcome)
+        exited_ns = self._exit_clock.read(exits)
+        if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:
+            outcome.ended_ns = exited_ns  # the root's exit, not when the loop got to notice it
         measured = _measured(outcome)
+        if counting is not None and fds is not None:
+            measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
+        measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers
 
@@ -235,6 +284,9 @@ class Engine:
 
     def close(self) -> None:
         """The host and its lodging gone; the handlers the session found are back."""
+        from ..engine import spawn
+
+        spawn.LINGER_MS[0] = self._linger
         try:
             self.host.close()
         finally:
@@ -246,10 +298,10 @@ def _measured(outcome) -> Measured:
     usage = outcome.usage
     user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
     system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
-    started, ended = outcome.started_ns, outcome.ended_ns
+    started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
-    return Measured(
+    measured = Measured(
         wall_ns=ended - started if started is not None and ended is not None and not timed_out else None,
         user_ns=user_ns,
         system_ns=system_ns,
@@ -260,6 +312,8 @@ def _measured(outcome) -> Measured:
         error=failure.message if failure is not None else None,
         usage=usage,
     )
+    measured.max_rss_bytes = outcome.max_rss_bytes
+    return measured
 
 
 def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None) -> Measured:

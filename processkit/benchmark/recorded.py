@@ -50,6 +50,9 @@ class RecordedCommand(Plain):
     summary: Summary | None = None
     cpu_summary: Summary | None = None
     outliers: list = []
+    instructions: list | None = None  # per run, where the export's host counted them (ours)
+    tree_memory: list = []  # per-run peak of the whole tree's group, bytes (ours, from processkit-bench/2)
+    counters: dict | None = None  # perf counter name -> per-run counts, None where the host lacked it (ours)
 
 
 class RecordedBench(Plain):
@@ -64,6 +67,7 @@ class RecordedBench(Plain):
     interval: str | None = None  # what each time covers, as our export says (``timed_interval``)
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
+    others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command has it: CPU time needs it per run (ours)."""
@@ -207,6 +211,9 @@ def from_json(data, source: str) -> RecordedBench:
     if len(results) > MAX_COMMANDS:
         raise read.fail("'results'", f"holds {len(results)} commands, more than the {MAX_COMMANDS} a page can show")
     commands = [_command(read, read.mapping(item, f"results[{i}]"), f"results[{i}]") for i, item in enumerate(results)]
+    if ours and declared == "processkit-bench/1":  # its memory_usage_byte was the group's peak
+        for command in commands:
+            command.tree_memory, command.memory = command.memory, []
     if not ours:  # hyperfine runs every command's runs in turn: its order is sequential
         start = 0
         for command in commands:
@@ -231,7 +238,18 @@ def from_json(data, source: str) -> RecordedBench:
         else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
         baseline=_baseline(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
+        others_cpu_share=_share(read, settings.get("host_load")) if ours else None,
     )
+
+
+def _share(read: _Reader, load) -> float | None:
+    """``processkit.host_load.others_cpu_share``, a number from 0 to 1, when the export has it."""
+    if load is None:
+        return None
+    share = read.mapping(load, "'processkit.host_load'").get("others_cpu_share")
+    if share is not None and not (_is_number(share) and 0 <= share <= 1):
+        raise read.fail("'processkit.host_load.others_cpu_share'", "is not a number from 0 to 1")
+    return share
 
 
 def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
@@ -242,10 +260,7 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     order = list(range(len(times)))
     if "order" in record:
         order = read.same_length(read.count_list(record["order"], f"{where}.order"), times, f"{where}.order")
-    memory = []
-    if record.get("memory_usage_byte") is not None:
-        listed = read.count_list(record["memory_usage_byte"], f"{where}.memory_usage_byte", nulls=True)
-        memory = [value for value in read.same_length(listed, times, f"{where}.memory_usage_byte") if value is not None]
+    memory = _memory(read, record, "memory_usage_byte", times, where)
     if record.get("exit_codes") is not None:
         read.count_list(record["exit_codes"], f"{where}.exit_codes", nulls=True, signed=True)
     summary = summarize(times, [], [], memory) if times else None
@@ -257,7 +272,11 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
         systems = read.same_length(read.seconds_list(record["system_times"], f"{where}.system_times"), times, where)
         cpu_times = [u + s for u, s in zip(users, systems)]
         user, system = (_mean(users), _mean(systems)) if times else (None, None)
+    counters = _counters(read, record.get("counters"), times, where)
     return RecordedCommand(
+        instructions=(counters or {}).get("instructions"),
+        tree_memory=_memory(read, record, "tree_peak_memory_byte", times, where),
+        counters=counters,
         name=read.string(record.get("name", command), f"{where}.name"),
         text=read.string(record.get("text", command), f"{where}.text"),
         times=times,
@@ -272,6 +291,31 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
         cpu_summary=summarize(cpu_times, [], [], []) if cpu_times else None,
         outliers=outlier_indices(times),
     )
+
+
+def _memory(read: _Reader, record: dict, key: str, times: list, where: str) -> list:
+    """A per-run byte count (``memory_usage_byte``, ``tree_peak_memory_byte``), nulls dropped."""
+    if record.get(key) is None:
+        return []
+    listed = read.count_list(record[key], f"{where}.{key}", nulls=True)
+    return [value for value in read.same_length(listed, times, f"{where}.{key}") if value is not None]
+
+
+def _counters(read: _Reader, value, times: list, where: str) -> dict | None:
+    """Our ``counters``: each known counter's per-run counts, or null where the host lacked it."""
+    if value is None:
+        return None
+    from .counters import NAMES
+
+    found = read.mapping(value, f"{where}.counters")
+    counted: dict[str, list | None] = {}
+    for name in NAMES:
+        if found.get(name) is None:
+            counted[name] = None
+            continue
+        key = f"{where}.counters.{name}"
+        counted[name] = read.same_length(read.count_list(found[name], key), times, key)
+    return counted
 
 
 def _mean(values: list[float]) -> float:

@@ -2,7 +2,11 @@
 
 ``results[]`` carries hyperfine's keys (seconds; ``memory_usage_byte`` and ``exit_codes`` per
 run, as hyperfine 1.16+ writes them), so scripts written for hyperfine's export read ours.
-Beside them, per command: ``name``, ``argv``, per-run ``user_times``/``system_times``, the
+``memory_usage_byte`` means what it means in hyperfine: the run's root's maximum resident set size
+as ``wait4`` reports it (``ru_maxrss``: the largest of the root and of each descendant it reaped).
+Beside them, per command: ``tree_peak_memory_byte`` per run (the whole tree's peak, its group's
+high-water mark, as BenchExec's runexec reports it), ``counters`` (each perf counter's per-run
+values, ``counters.py``), ``name``, ``argv``, per-run ``user_times``/``system_times``, the
 runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``,
 ``cpu`` (statistics of user+system), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
 the top level ``comparison`` (by wall or CPU time: its ``metric``) and ``processkit`` (the
@@ -16,13 +20,33 @@ from .baseline import BaselineReport
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
-FORMAT = "processkit-bench/1"
+FORMAT = "processkit-bench/2"  # /2: memory_usage_byte is hyperfine's (ru_maxrss), tree_peak_memory_byte the group's
+
+
+def counters_of(runs: list[TimedRun]) -> dict | None:
+    """Each counter's per-run values (``{"instructions": [...], ...}``), None without counters;
+    a counter the host lacks is None for the command, never a list of zeros."""
+    opened = [run.counters for run in runs if run.counters is not None]
+    if not opened or len(opened) != len(runs):
+        return None
+    names = list(opened[0])
+    return {
+        name: None if any(counts.get(name) is None for counts in opened) else [counts[name] for counts in opened]
+        for name in names
+    }
+
+
+def _run_counters(counted: dict | None, index: int) -> dict | None:
+    """One run's counters back from an export's ``counters`` (our own, read back by the API)."""
+    if not counted:
+        return None
+    return {name: None if values is None else values[index] for name, values in counted.items()}
 
 
 class TimedRun(Plain):
     """One timed run: its place in the whole benchmark's order, figures in seconds and bytes."""
 
-    __slots__ = ("order", "wall", "user", "system", "memory", "exit_code", "timed_out")
+    __slots__ = ("order", "wall", "user", "system", "memory", "exit_code", "timed_out", "tree_memory", "counters")
 
     def __init__(
         self,
@@ -33,14 +57,18 @@ class TimedRun(Plain):
         memory: int | None,
         exit_code: int | None,
         timed_out: bool,
+        tree_memory: int | None = None,
+        counters: dict | None = None,
     ):
         self.order = order
         self.wall = wall  # None for a timed-out run
         self.user = user
         self.system = system
-        self.memory = memory
+        self.memory = memory  # hyperfine's memory_usage_byte: the root's ru_maxrss (wait4), bytes
         self.exit_code = exit_code
         self.timed_out = timed_out
+        self.tree_memory = tree_memory  # the whole tree's peak: its group's high-water mark, bytes
+        self.counters = counters  # perf counters of the tree, by name (None: none opened)
 
 
 class CommandResult:
@@ -68,6 +96,10 @@ class CommandResult:
         )
         self.cpu_times = [run.user + run.system for run in self.measured]  # the tree's user+system
         self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
+        trees = [run.tree_memory for run in self.measured if run.tree_memory is not None]
+        self.tree_memory = (sum(trees) / len(trees), max(trees)) if trees else None  # mean, highest
+        self.counters = counters_of(self.measured)  # name -> per-run values (None: the host lacks it)
+        self.instructions: list | None = (self.counters or {}).get("instructions")
         self.outliers = outlier_indices(times)
         self.first_slow = first_run_slow(times)
 
@@ -90,6 +122,7 @@ class CommandResult:
             "memory_usage_byte": [run.memory for run in self.measured],
             "exit_codes": [run.exit_code for run in self.measured],
         }
+        record["tree_peak_memory_byte"] = [run.tree_memory for run in self.measured]
         if self.command.parameters:
             record["parameters"] = dict(self.command.parameters)
         record.update(
@@ -110,6 +143,9 @@ class CommandResult:
                 else {key: getattr(self.cpu_summary, key) for key in ("mean", "stddev", "median", "min", "max")},
                 "memory_mean_byte": s.memory_mean if s else None,
                 "memory_max_byte": s.memory_max if s else None,
+                "tree_peak_memory_mean_byte": self.tree_memory[0] if self.tree_memory else None,
+                "tree_peak_memory_max_byte": self.tree_memory[1] if self.tree_memory else None,
+                "counters": self.counters,
             }
         )
         return record
@@ -133,8 +169,11 @@ class BenchResult:
                 record["memory_usage_byte"],
                 record["exit_codes"],
             )
+            trees = record.get("tree_peak_memory_byte") or [None] * len(record["times"])
+            counted = record.get("counters")
             runs = [
-                TimedRun(o, wall, user, system, memory, code, False) for o, wall, user, system, memory, code in measured
+                TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index))
+                for index, ((o, wall, user, system, memory, code), tree) in enumerate(zip(measured, trees))
             ]
             runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]
             ordered = sorted(runs, key=lambda run: run.order)
@@ -160,6 +199,7 @@ class BenchResult:
         self.comparison: list[Comparison] = compared[1] if compared else []
         self.fastest: str | None = min(summarized, key=lambda item: item[1].mean)[0] if compared else None
         self.baseline: BaselineReport | None = None  # against an earlier export (bench --baseline)
+        self.gate: dict | None = None  # the gate's decisions (--fail-if-slower, ``gate.to_json``)
 
     def to_json(self) -> dict:
         return {
@@ -184,4 +224,5 @@ class BenchResult:
             },
             "processkit": {"format": FORMAT, **self.settings},
             **({} if self.baseline is None else {"baseline": self.baseline.to_json()}),
+            **({} if self.gate is None else {"gate": self.gate}),
         }

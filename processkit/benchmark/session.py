@@ -35,7 +35,7 @@ import statistics
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from . import driver
+from . import driver, host_load
 from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from .progress import ProgressBars
 
 CALIBRATION_RUNS = 50  # as hyperfine
+# What a run's time covers (the export's ``timed_interval``; ``driver``, ``exit_clock``)
+INTERVAL = "the child's first step to the root's exit (the kernel's record), less its joining its cgroups, monotonic ns"
 STEP_WORDS = {"setup": "setup", "prepare": "preparation", "conclude": "conclusion", "cleanup": "cleanup"}
 
 
@@ -91,6 +93,7 @@ class Session:
         self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
         self.order = 0
         self.shell_startup: Startup | None = None
+        self.load_since: host_load.Sample | None = None  # the host's load is measured from here
 
     def run(self) -> BenchResult:
         opts = self.options
@@ -101,6 +104,7 @@ class Session:
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
             self._calibrate()
+            self.load_since = host_load.start()
             for indices in groups:
                 self._benchmark(indices)
         finally:
@@ -115,7 +119,11 @@ class Session:
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
         results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
-        return BenchResult(results, settings(self.options, self.shell_startup))
+        load = host_load.others_share(self.load_since) if self.load_since is not None else None
+        missing = getattr(self.executor, "counters_missing", None)  # a test's executor counts nothing
+        result = BenchResult(results, settings(self.options, self.shell_startup, load, missing))
+        result.settings["max_rss_floor_byte"] = host_load.own_max_rss()
+        return result
 
     def _benchmark(self, indices: list[int]) -> None:
         """These commands from setup to cleanup, their runs in rounds (one command: in a row)."""
@@ -247,9 +255,11 @@ class Session:
                 wall=wall,
                 user=user,
                 system=system,
-                memory=measured.peak_memory_bytes,
+                memory=measured.max_rss_bytes,
                 exit_code=measured.exit_code,
                 timed_out=measured.timed_out,
+                tree_memory=measured.peak_memory_bytes,
+                counters=measured.counters,
             )
         )
         self.order += 1
@@ -273,9 +283,13 @@ class Session:
             )
 
 
-def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
+def settings(
+    opts: Options, shell_startup: Startup | None = None, load: dict | None = None, missing: list | None = None
+) -> dict:
     """The options that shaped the runs, as the JSON export records them (``shell_startup``:
-    once the session has measured it)."""
+    once the session has measured it; ``host_load``: what other processes took of the CPUs
+    while the runs went on, ``host_load.others_share``; ``counters_missing``: the perf counters
+    this host could not open, ``counters.py``)."""
     return {
         "order": opts.order.value,
         "metric": opts.metric,
@@ -283,16 +297,27 @@ def settings(opts: Options, shell_startup: Startup | None = None) -> dict:
         "timeout_ms": opts.timeout_ms,
         "warmup": opts.warmup,
         "ignore_failure": list(opts.ignore_failure) if isinstance(opts.ignore_failure, tuple) else opts.ignore_failure,
-        "timed_interval": "spawn to reap, monotonic ns",
+        "timed_interval": INTERVAL,
         "reference": opts.reference,
         "shell": " ".join(opts.shell) if opts.shell is not None else None,
         "shell_startup": None if shell_startup is None else shell_startup.to_json(),
+        "host_load": load,
+        "counters_missing": missing,
     }
+
+
+class Stopped(Failure):
+    """A stop signal ended the benchmark; ``source`` names it (``ctrl_c``: the CLI then dies by
+    SIGINT once everything is released, as hyperfine and ``batch`` do, so a shell loop stops)."""
+
+    def __init__(self, message: str, source: str | None):
+        super().__init__(Kind.CANCELLED, message)
+        self.source = source
 
 
 def _stop_if_cancelled(measured: driver.Measured) -> None:
     if measured.cancelled:
-        raise Failure(Kind.CANCELLED, f"benchmark stopped: {measured.error}")
+        raise Stopped(f"benchmark stopped: {measured.error}", measured.stop_source)
 
 
 def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:

@@ -41,7 +41,14 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
-def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
+def _floor_note(s, floor: int | None) -> str:
+    """Said where every run read the spawner's own resident set (``host_load.own_max_rss``)."""
+    if floor is None or s.memory_max is None or s.memory_max > floor:
+        return ""
+    return f" (bench's own {memory(floor)} is the floor: the command's own is at most that)"
+
+
+def command_block(index: int, result: CommandResult, forced: str | None = None, floor: int | None = None) -> list[str]:
     lines = [f"Benchmark {index + 1}: {sanitize(result.command.label)}"]
     s = result.summary
     if s is None:
@@ -60,11 +67,26 @@ def command_block(index: int, result: CommandResult, forced: str | None = None) 
     lines += [
         f"  Median:              {duration(s.median, unit):>8}",
         *_cpu_line(result, forced),
-        f"  Peak memory:         mean {memory(s.memory_mean)}, highest {memory(s.memory_max)}",
+        f"  Max RSS:             mean {memory(s.memory_mean)}, highest {memory(s.memory_max)}    "
+        f"(the command's, rusage: hyperfine's memory_usage_byte){_floor_note(s, floor)}",
     ]
+    if result.tree_memory is not None:
+        mean, top = result.tree_memory
+        lines.append(
+            f"  Tree peak memory:    mean {memory(mean)}, highest {memory(top)}    (its whole tree's group, page cache included)"
+        )
+    lines += _counter_lines(result)
     if result.timed_out:
         lines.append(f"  Timed out:           {plural(result.timed_out, 'run')} (left out)")
     return lines
+
+
+def _counter_lines(result: CommandResult) -> list[str]:
+    """The perf counters the host has, each its mean per run (``counters.py``); those it lacks
+    are said once for the whole benchmark (``counters_missing``), not per command."""
+    from .counters import shown
+
+    return [f"  {label + ':':<21}{value}" for label, value in shown(result.counters)]
 
 
 def _cpu_line(result: CommandResult, forced: str | None) -> list[str]:
@@ -178,8 +200,12 @@ def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
     lines: list[str] = startup_line(result)
     ignoring = bool(result.settings.get("ignore_failure"))
     for index, command_result in enumerate(result.results):
-        lines += command_block(index, command_result, time_unit)
+        lines += command_block(index, command_result, time_unit, result.settings.get("max_rss_floor_byte"))
         lines += [f"  {line}" for line in warnings(command_result, ignoring)]
         lines.append("")
+    from .counters import missing_line
+
+    said = missing_line(result.settings.get("counters_missing") or [])
+    lines += [*said, ""] if said else []
     lines += comparison(result, sort)
     return "\n".join(lines).rstrip("\n") + "\n"

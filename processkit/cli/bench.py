@@ -5,7 +5,9 @@ Exit codes: 0 once every command has statistics; 118 (``bench_failed``) when a r
 without ``--ignore-failure``, a command cannot start, a setup/prepare/cleanup command fails,
 every run of a command timed out, or fewer runs finished within ``--timeout`` than it needs;
 119 (``bench_regressed``) when ``--fail-if-slower`` finds a significant slowdown against
-``--baseline``; 107 when stopped by a signal; 100 for usage errors.
+``--baseline``; 107 when stopped by SIGTERM or SIGHUP; by Ctrl-C (SIGINT) it dies by SIGINT once
+everything is released, as hyperfine and ``batch`` do (a shell loop around it stops); 100 for
+usage errors.
 """
 
 from __future__ import annotations
@@ -278,15 +280,28 @@ def main(argv: list[str], invocation) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _interrupt)
+    from ..benchmark.session import Stopped
+
     try:
-        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export)
-    except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
-        raise Failure(Kind.CANCELLED, "benchmark stopped by a signal") from None
+        try:
+            result = bench_commands(
+                commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export
+            )
+        except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
+            source = "ctrl_c" if _STOPPED_BY.get("signal", signal.SIGINT) == signal.SIGINT else "signal"
+            raise Stopped("benchmark stopped by a signal", source) from None
+    except Stopped as stopped:
+        if stopped.source != "ctrl_c":
+            raise
+        from .commands import DIE_BY_SIGINT
+
+        invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
+        return DIE_BY_SIGINT
     from ..benchmark import summary
     from . import output
 
     if earlier is not None:  # before the final exports, which carry the verdicts
-        bench_baseline.attach(result, earlier, args.baseline)
+        bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if args.style != "none":
         output.lines(summary.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
     for path, kind in targets:
@@ -298,7 +313,7 @@ def main(argv: list[str], invocation) -> int:
     failure = shortfall(result, options)
     if failure is not None:
         raise failure
-    bench_baseline.gate(result, args.fail_if_slower, options.named)  # after every run and every export
+    bench_baseline.gate(result)  # after every run and every export
     return 0
 
 
@@ -326,5 +341,9 @@ def _rewritable(path: str) -> bool:
         return True  # the first write names the problem, before any run
 
 
+_STOPPED_BY: dict[str, int] = {}  # the stop signal ``_interrupt`` turned into KeyboardInterrupt
+
+
 def _interrupt(signum, frame) -> None:
+    _STOPPED_BY["signal"] = signum
     raise KeyboardInterrupt

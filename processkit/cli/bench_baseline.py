@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..benchmark import options as measured_options
 from ..errors import Failure, Kind
+from ..grammar import FLAGS
 from ..text import sanitize
 from .parsing import Once
 
@@ -44,10 +45,11 @@ def read(args):
     return earlier
 
 
-def attach(result, earlier, file: str) -> None:
+def attach(result, earlier, file: str, threshold: float | None = None, named: Naming | None = None) -> None:
     """Compare ``result`` (a BenchResult) with the baseline, by the benchmark's metric where
-    the baseline has it (CPU time needs its per-run figures: ours, not hyperfine's)."""
-    from ..benchmark import baseline
+    the baseline has it (CPU time needs its per-run figures: ours, not hyperfine's); with a
+    ``threshold`` (``--fail-if-slower``), the gate's decisions too (``benchmark.gate``)."""
+    from ..benchmark import baseline, gate
 
     metric = earlier.metric_for(result.metric)
     if metric == "cpu":
@@ -57,25 +59,32 @@ def attach(result, earlier, file: str) -> None:
     else:
         current = [(r.command.name, r.command.text, r.summary, r.times) for r in result.results if r.summary]
     result.baseline = baseline.against(current, earlier.samples(metric), file, metric)
+    if threshold is not None:
+        flag = (named or FLAGS).given(measured_options.BY_DEST["fail_if_slower"], f"{threshold:g}")
+        result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)
 
 
 def lines(result) -> list[str]:
-    from ..benchmark import baseline
+    from ..benchmark import baseline, gate
 
-    return [] if result.baseline is None else ["", *baseline.render(result.baseline)]
+    if result.baseline is None:
+        return []
+    found = ["", *baseline.render(result.baseline)]
+    if result.gate is not None:
+        decisions = [gate.Decision(**entry) for entry in result.gate["commands"]]
+        found += ["", *gate.lines(decisions, result.gate["threshold_percent"], result.baseline.file)]
+    return found
 
 
-def gate(result, threshold: float | None, named: Naming) -> None:
-    """Fail (119) when a command is significantly slower than its baseline by more than ``threshold`` %."""
-    if threshold is None or result.baseline is None:
+def gate(result) -> None:
+    """Fail (119) when the gate found a command slower than its baseline beyond the threshold,
+    on the figure it names (``benchmark.gate``: what a busy machine's load explains never fails)."""
+    from ..benchmark import gate as judged
+
+    if result.gate is None or result.baseline is None:
         return
-    slower = result.baseline.regressions(threshold)
+    slower = [judged.Decision(**entry) for entry in result.gate["commands"] if entry["outcome"] == judged.REGRESSED]
     if slower:
-        worst = max(slower, key=lambda entry: entry.change_percent)
+        worst = max(slower, key=lambda entry: entry.change_percent or 0.0)
         others = f" (and {len(slower) - 1} more)" if len(slower) > 1 else ""
-        raise Failure(
-            Kind.BENCH_REGRESSED,
-            f"'{sanitize(worst.command)}' is {worst.change_percent:.1f} % slower than the baseline "
-            f"{sanitize(result.baseline.file)} (Mann-Whitney U p = {worst.p_value:.2g}), beyond "
-            f"{named.given(measured_options.BY_DEST['fail_if_slower'], f'{threshold:g}')} %{others}",
-        )
+        raise Failure(Kind.BENCH_REGRESSED, judged.said(worst, result.baseline.file) + others)

@@ -38,6 +38,11 @@ def capabilities() -> list[str]:
     found.append("bench:hyperfine-commands")  # bench's COMMANDs are shell commands, -S the shell
     found.append("bench:shell-startup-subtracted")  # the shell's start-up is measured and taken off
     found.append("bench:baseline-gate")  # bench --baseline compares with an earlier export; --fail-if-slower is 119
+    found.append("bench:load-aware-gate")  # the gate decides on instructions or CPU time on a busy host (issue 47)
+    found.append("bench:counters")  # perf counters per run in the export (null where the host lacks one)
+    found.append(
+        "bench:tree-peak-memory"
+    )  # memory_usage_byte is ru_maxrss (hyperfine's); tree_peak_memory_byte the group's
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

@@ -65,10 +65,10 @@ class Outcome:
     """The runner's exit code, and the runner-own failure to report when there is one. For a
     run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
-    root was reaped (None when it never was); ``remembered``: the last event of each type ``steps``
+    root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
     was asked to keep, as the object written, by event type."""
 
-    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "remembered")
+    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "remembered", "max_rss_bytes", "command_from_ns")
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
@@ -77,6 +77,8 @@ class Outcome:
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
         self.remembered: dict[str, dict] = {}
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
+        self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

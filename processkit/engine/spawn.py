@@ -25,6 +25,13 @@ from ..errors import Failure, Kind
 from ..spec import StdinMode
 
 
+# How long the native spawn waits for a child that has exec'd to exit before it returns (0: not
+# at all). ``bench`` sets it for its own process (``benchmark/driver.py``): a command shorter
+# than this runs with the CPU to itself, as a child of hyperfine's blocking ``wait4`` does,
+# instead of beside the runner's work after the spawn. ``run`` and the API never wait.
+LINGER_MS = [0]
+
+
 class AttachError(Exception):
     """Joining the container failed inside the child (container_failed phase attach, 102)."""
 
@@ -47,35 +54,53 @@ class Child:
         self.stdin, self.stdout, self.stderr = pipes
         self.pidfd = pidfd
         self.returncode: int | None = None
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
+        # The native spawn's child's first moment, plus the time it spent joining cgroups by write
+        # (the containment's waits, not the command's): where bench's timed interval starts.
+        # None from the Popen fallback.
+        self.command_from_ns: int | None = None
 
     def poll(self) -> int | None:
         """The exit code (negative: killed by that signal) once reaped, else None."""
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+            self._reaped(*os.wait4(self.pid, os.WNOHANG))
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            self._reaped(*os.wait4(self.pid, 0))
+        assert self.returncode is not None, "wait4 without WNOHANG returns the child"
         return self.returncode
+
+    def _reaped(self, pid: int, status: int, usage) -> None:
+        """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
+        ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
+        reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
+        ``memory_usage_byte``."""
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self.max_rss_bytes = usage.ru_maxrss * 1024
 
 
 class _PopenChild(Child):
-    """The fallback's child is reaped through its Popen, whose finalizer would reap it anyway."""
+    """The fallback's child, reaped here (``wait4``, for its rusage) and its Popen told so, so
+    that its finalizer does not reap it again."""
 
     def __init__(self, popen, pipes: list[int | None]):
         super().__init__(popen.pid, pipes)
         self._popen = popen
 
     def poll(self) -> int | None:
-        self.returncode = self._popen.poll()
+        if self._popen.returncode is None:
+            super().poll()
+            self._popen.returncode = self.returncode  # reaped here, for its rusage: Popen must not wait again
         return self.returncode
 
     def wait(self) -> int:
-        self.returncode = self._popen.wait()
-        return self.returncode
+        if self._popen.returncode is None:
+            super().wait()
+            self._popen.returncode = self.returncode
+        return self.returncode  # type: ignore[return-value]
 
 
 def select_backend() -> str:
@@ -186,7 +211,10 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
     if result.stage != lib.PK_SPAWN_OK:
         step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
         raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
-    return Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
+    child = Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
+    if result.start_ns:
+        child.command_from_ns = result.start_ns + result.join_ns
+    return child
 
 
 def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool):
@@ -209,6 +237,7 @@ def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_t
     request.stdio = child_ends
     request.controlling_tty = int(own_terminal)
     request.nofile_soft = fdlimit.child_soft_limit() or 0
+    request.linger_ms = LINGER_MS[0]
     request.cgroup_fd = joins.cgroup_dir_fd
     request.cgroup_procs_fd = joins.cgroup_procs_fd
     keep.append(ffi.new("int[]", joins.procs_fds))

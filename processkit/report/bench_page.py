@@ -199,16 +199,19 @@ def _sequence(bench: RecordedBench) -> dict:
     }
 
 
-def _memory(bench: RecordedBench) -> dict:
-    peak = max((max(c.memory) for c in bench.commands if c.memory), default=0)
+def _memory(bench: RecordedBench, field: str = "memory") -> dict:
+    """A chart of one memory figure per command: ``memory`` (hyperfine's ``memory_usage_byte``,
+    the run's maximum resident set) or ``tree_memory`` (the whole tree's group's peak)."""
+    peak = max((max(getattr(c, field)) for c in bench.commands if getattr(c, field)), default=0)
     axis = axes.Axis(0.0, float(peak or 1024), LABEL, MEMORY_END, axes.byte_unit(peak or 1024), count=5)
     rows = []
     for index, command in enumerate(bench.commands):
         y = 12 + index * ROW
-        if not command.memory:
+        values = getattr(command, field)
+        if not values:
             rows.append({"name": command.name, "y": y, "measured": False})
             continue
-        mean, top = sum(command.memory) / len(command.memory), max(command.memory)
+        mean, top = sum(values) / len(values), max(values)
         rows.append(
             {
                 "name": command.name,
@@ -238,13 +241,31 @@ def _table(bench: RecordedBench) -> list[dict]:
                 "range": axes.span(s.min, s.max, axes.time_unit(s.mean)) if s else None,
                 "cpu_split": f"{axes.duration(command.user)} / {axes.duration(command.system)}",
                 "cpu": axes.spread(cpu.mean, cpu.stddev) if cpu else "—",
-                "memory": f"{axes.size(sum(memory) / len(memory))} / {axes.size(max(memory))}"
-                if memory
-                else "not measured",
+                "memory": _mean_max(memory),
+                "tree_memory": _mean_max(command.tree_memory),
                 "timed_out": "—" if command.timed_out is None else command.timed_out,
             }
         )
     return rows
+
+
+def _mean_max(values: list) -> str:
+    return f"{axes.size(sum(values) / len(values))} / {axes.size(max(values))}" if values else "not measured"
+
+
+def _counters(bench: RecordedBench) -> dict | None:
+    """The perf counters' table (mean per run, per command) and the ones the host lacked."""
+    from ..benchmark.counters import LABELS, NAMES, shown
+
+    if not any(command.counters for command in bench.commands):
+        return None
+    present = [n for n in NAMES if any((c.counters or {}).get(n) for c in bench.commands)]
+    missing = [LABELS[n].lower() for n in NAMES if n not in present]
+    rows = []
+    for command in bench.commands:
+        means = dict(shown({n: (command.counters or {}).get(n) for n in present}))
+        rows.append({"name": command.name, "cells": [means.get(LABELS[n], "—") for n in present]})
+    return {"names": [LABELS[n] for n in present], "rows": rows, "missing": missing}
 
 
 def _comparison(bench: RecordedBench) -> dict | None:
@@ -325,6 +346,8 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
         "distribution": _distribution(bench, paired),
         "sequence": _sequence(bench),
         "memory": _memory(bench),
+        "tree_memory": _memory(bench, "tree_memory") if any(c.tree_memory for c in bench.commands) else None,
+        "counters": _counters(bench),
         "colours": COLOURS,
         "width": WIDTH,
         "label": LABEL,

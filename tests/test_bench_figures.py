@@ -1,0 +1,75 @@
+"""What ``bench``'s figures mean (issue 47): ``memory_usage_byte`` is hyperfine's (the command's
+maximum resident set, ``ru_maxrss`` from ``wait4``), ``tree_peak_memory_byte`` the whole tree's
+peak (its group's high-water mark, as BenchExec's runexec reports it), both shown labelled in
+the terminal and on the page; the perf counters per run for the whole tree, a counter the host
+lacks null (never 0) and said once."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+MIB = 1 << 20
+# Two processes each holding 40 MiB at the same moment: each waits for the other's file.
+HOLD = (
+    "import os, time, sys; x = b'x' * (40 << 20); open(sys.argv[1], 'w').close()\n"
+    "while not os.path.exists(sys.argv[2]): time.sleep(0.002)"
+)
+
+
+def bench(tmp_path, *args):
+    out = tmp_path / "out.json"
+    done = run_cli("bench", "--export-json", out, *args, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode(), json.loads(out.read_text())
+
+
+def test_memory_usage_byte_is_the_commands_max_rss_and_the_trees_peak_is_its_own_field(tmp_path):
+    (tmp_path / "hold.py").write_text(HOLD)
+    pair = "rm -f a b; python3 hold.py a b & python3 hold.py b a; wait"
+    shown, exported = bench(tmp_path, "--runs", "3", "-n", "pair", pair)
+    (result,) = exported["results"]
+    assert exported["processkit"]["format"] == "processkit-bench/2"
+    # each python held 40 MiB: the largest one process had is what rusage reports, as hyperfine
+    assert all(40 * MIB <= rss < 75 * MIB for rss in result["memory_usage_byte"]), result["memory_usage_byte"]
+    # both held theirs at once: the tree's group saw both
+    assert all(peak >= 80 * MIB for peak in result["tree_peak_memory_byte"]), result["tree_peak_memory_byte"]
+    assert result["tree_peak_memory_max_byte"] == max(result["tree_peak_memory_byte"])
+    assert "  Max RSS:             mean " in shown and "hyperfine's memory_usage_byte" in shown
+    assert "  Tree peak memory:    mean " in shown and "whole tree's group" in shown
+
+    page = tmp_path / "page.html"
+    done = run_cli("report", tmp_path / "out.json", "-o", page)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert "<th>Max RSS (mean / max)</th>" in html and "<th>Tree peak memory (mean / max)</th>" in html
+    assert 'id="memory"' in html and 'id="tree-memory"' in html
+
+
+def test_counters_are_the_whole_trees_and_a_missing_one_is_null_and_said_once(tmp_path):
+    spin = "i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done"
+    tree = f"sh -c '{spin}' & sh -c '{spin}'; wait"  # the work is done by two grandchildren
+    shown, exported = bench(tmp_path, "--runs", "3", "-n", "a", tree, "-n", "b", "--command", '["true"]')
+    missing = exported["processkit"]["counters_missing"]
+    for result in exported["results"]:
+        counters = result["counters"]
+        for name, values in counters.items():
+            if name in missing:
+                assert values is None, name  # never a list of zeros
+            else:
+                assert len(values) == 3 and all(isinstance(v, int) for v in values), (name, values)
+    spun = exported["results"][0]
+    for task_clock, user, system in zip(spun["counters"]["task_clock_ns"], spun["user_times"], spun["system_times"]):
+        cpu_ns = (user + system) * 1e9  # the group's CPU time: the counter covers the same tree
+        assert 0.6 * cpu_ns < task_clock < 1.4 * cpu_ns, (task_clock, cpu_ns)
+    assert min(spun["counters"]["page_faults"]) > 0
+    said = [line for line in shown.splitlines() if line.startswith("Counters this host lacks")]
+    assert len(said) == (1 if missing else 0)  # once for the whole benchmark, not per command
+    assert shown.count("  Task clock:") == 2
+
+    page = tmp_path / "page.html"
+    assert run_cli("report", tmp_path / "out.json", "-o", page).returncode == 0
+    html = page.read_text()
+    assert '<table id="counters">' in html and "<th>Task clock</th>" in html
+    assert ('id="counters-missing"' in html) == bool(missing)

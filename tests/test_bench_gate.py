@@ -1,0 +1,80 @@
+"""``--fail-if-slower`` on a busy machine, as a CI runner is: an unchanged CPU-bound command
+measured beside four CPU-bound neighbours (each in a containment group of its own, as other CI
+jobs are) passes against a baseline measured without them, where its wall time is several
+times the baseline's; a command doing 50 % more work, without the neighbours, still fails
+(119). The gate names the figure it decided on and why (``processkit/benchmark/gate.py``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+
+import pytest
+
+from conftest import run_cli, start_cli, wait_for_event
+
+pytestmark = pytest.mark.skipif(shutil.which("gzip") is None, reason="gzip is the CPU-bound command")
+SPIN = "while :; do :; done"
+
+
+def text(size: int) -> str:
+    """Words gzip must work on (random, so it cannot skip through them), the same every time."""
+    draw = random.Random(47)
+    words = ["".join(draw.choice("abcdefghij") for _ in range(draw.randint(2, 9))) for _ in range(3000)]
+    return " ".join(draw.choice(words) for _ in range(size))
+
+
+def bench(tmp_path, name: str, *extra):
+    return run_cli(
+        "bench", "-N", "--runs", "10", "-n", "work", f"gzip -5 -c {name}", "--export-json", tmp_path / "out.json",
+        *extra, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+
+
+def test_an_unchanged_command_passes_beside_busy_neighbours_and_more_work_fails(tmp_path):
+    words = text(60_000)
+    (tmp_path / "same.txt").write_text(words)
+    (tmp_path / "more.txt").write_text(words + " " + words[: len(words) // 2])  # 50 % more work
+    first = bench(tmp_path, "same.txt")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "out.json").rename(tmp_path / "base.json")
+    gate = ("--baseline", tmp_path / "base.json", "--fail-if-slower", "5")
+
+    busy = _beside_neighbours(tmp_path, gate)
+    assert busy.returncode == 0, busy.stderr
+    exported = json.loads((tmp_path / "out.json").read_text())
+    assert exported["processkit"]["host_load"]["others_cpu_share"] >= 0.25  # they were there
+    (decided,) = exported["gate"]["commands"]
+    assert decided["figure"] == "cpu" and decided["outcome"] in ("passed", "inconclusive"), decided
+    (entry,) = exported["baseline"]["commands"]
+    assert entry["ratio"] > 1.5  # the wall time alone would have failed the gate
+    shown = busy.stdout.decode()
+    probed = json.loads(run_cli("probe", "--json").stdout)
+    assert "bench:load-aware-gate" in probed["surface"]
+    assert "Gate (slower by more than 5 % fails)" in shown and "the machine was busy" in shown and "CPU time" in shown
+
+    more = bench(tmp_path, "more.txt", *gate)
+    assert more.returncode == 119, more.stdout
+    stderr = more.stderr.decode()
+    assert "'work' is " in stderr and "slower than the baseline" in stderr and "beyond --fail-if-slower 5 %" in stderr
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert decided["outcome"] == "regressed" and decided["change_percent"] > 30
+    assert ("CPU time" if decided["figure"] == "cpu" else "wall time") in stderr
+
+
+def _beside_neighbours(tmp_path, gate):
+    """The benchmark while four CPU-bound jobs spin, each its own contained run."""
+    started = []
+    try:
+        for index in range(4):
+            stream = tmp_path / f"neighbour-{index}.jsonl"
+            started.append(start_cli("run", "--jsonl", stream, "--", "sh", "-c", SPIN))
+            wait_for_event(stream, "run_started")
+        return bench(tmp_path, "same.txt", *gate)
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGTERM)
+        for process in started:
+            process.communicate(timeout=30)
