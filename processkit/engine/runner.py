@@ -72,16 +72,14 @@ def steps(
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
     run.final_usage = final_usage
-    host.runs.add(run)
-    if host.stop_source is not None:  # a run that begins after a stop signal starts no child
-        run.stop_signal(host.stop_source)
+    host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
         return outcome
     finally:
-        host.runs.discard(run)
+        host.delist(run)
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
 
 
