@@ -199,6 +199,35 @@ class RunSpec(Plain):
         self.publish_after_ms = publish_after_ms
 
 
+class RunContext(Plain):
+    """What a run takes from whoever asked for it rather than from its description, captured
+    when the call is made and handed to the engine beside the ``RunSpec``: never read from the
+    process-wide state of the process that carries the run (``os.environ``, fds 0-2), which a
+    long-lived carrier (the API's runner service) shares between the runs of many calls.
+
+    - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
+      this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
+    - ``stdio``: the descriptors standing for the caller's stdin, stdout and stderr, in that
+      order, each an open fd of this process; None: this process's own 0, 1 and 2. They are
+      what a child inherits (``inherit_stdio``, ``StdinMode.INHERIT``, the fds a spawn does not
+      pipe), where the echo writes, and the terminal a ``--pty`` run's keys, size and
+      foreground come from. The engine never closes them: they are the carrier's.
+    """
+
+    __slots__ = ("env", "stdio")
+
+    def __init__(self, *, env: dict[str, str] | None = None, stdio: tuple[int, int, int] | None = None):
+        self.env = env
+        self.stdio = stdio
+
+    def fd(self, index: int) -> int:
+        """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""
+        return index if self.stdio is None else self.stdio[index]
+
+
+OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
+
+
 def new_run_id() -> str:
     """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
     return f"run-{os.getpid()}-{time.time_ns()}"

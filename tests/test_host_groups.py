@@ -37,7 +37,7 @@ def test_a_run_whose_set_up_raises_ends_alone_beside_20_healthy_runs(tmp_path):
             lambda: pending.pop() if pending else None,
             results.append,
             capacity=21,
-            failed=lambda exc: internal(f"{type(exc).__name__}: {exc}"),
+            failed=lambda exc, steps: internal(f"{type(exc).__name__}: {exc}"),
         )
     finally:
         host.close()
@@ -87,7 +87,7 @@ def test_a_keyboard_interrupt_in_a_step_is_the_hosts_own_failure(tmp_path):
     results: list = []
     with pytest.raises(KeyboardInterrupt):
         try:
-            host.carry_all(lambda: pending.pop() if pending else None, results.append, 2, failed=lambda exc: None)
+            host.carry_all(lambda: pending.pop() if pending else None, results.append, 2, failed=lambda exc, steps: None)
         finally:
             host.close()
     assert [outcome.code for outcome in results] == [107]

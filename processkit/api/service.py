@@ -54,6 +54,14 @@ def _environment_now() -> dict:
     return dict(data) if isinstance(data, dict) else dict(os.environ)
 
 
+def _as_text(environment: dict) -> dict[str, str]:
+    """An ``_environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
+    compared and sent, so what is recorded as sent is what was sent."""
+    if all(isinstance(key, str) for key in environment):
+        return environment
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
+
+
 def _service_environment() -> dict[str, str]:
     """The caller's environment, with this processkit first on the service's import path (a
     caller may have found it through its own ``sys.path``). The runs' own environment is the
@@ -94,7 +102,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = _fingerprint()
         self.gone = False
-        self.sent_env: dict | None = None  # the environment the service last applied (``_environment_now``)
+        self.sent_env: dict | None = None  # the environment the last request carried (``_environment_now``)
         self._frames = wire.Frames()
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
@@ -109,7 +117,10 @@ class Connection:
 
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
         """Send a request; returns its id. ``env``: carry the caller's environment when it
-        changed since the service last applied it."""
+        differs from the one the last request carried. The service records it as it *reads*
+        the request, in the order they were written (under the send lock), and every later
+        request is run with it: a request cancelled before its first step, or one that never
+        runs, still leaves its change for the next; none is lost, whichever thread sends."""
         rid = next(self._ids)
         with self._mail:
             self._boxes[rid] = []
@@ -117,15 +128,17 @@ class Connection:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
             message: tuple = (kind, rid, *payload)
+            current = None
             if env:
                 current = _environment_now()
-                message[3]["env"] = None if current == self.sent_env else dict(os.environ)
-                self.sent_env = current
+                message[3]["env"] = None if current == self.sent_env else _as_text(current)
             try:
                 wire.send(self.sock, message, fds)
             except OSError:  # the service is gone: nothing of this request reached it
                 self.gone = True
                 raise ServiceGone("the runner service of this process has ended") from None
+            if current is not None:  # written whole: the service has it (or is gone)
+                self.sent_env = current
         return rid
 
     def signal(self, rid: int, source: str) -> None:

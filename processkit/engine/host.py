@@ -67,8 +67,8 @@ class RunGroup:
     """Runs carried under one policy, as a trio nursery's children are: a batch, one API
     caller's calls, a bench session. ``next_run()`` gives the group's next run (a generator of
     waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
-    result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc)``
-    is the result ``finished`` gets for it (a carrier's own shape: the service's reply, a
+    result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
+    steps)`` (the run's generator, so the carrier knows which) is the result ``finished`` gets for it (a carrier's own shape: the service's reply, a
     batch's line), and the group's other runs go on, unless ``halt_on_failure`` (then the group
     is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
     only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
@@ -80,7 +80,7 @@ class RunGroup:
         finished: Callable[[object], None],
         capacity: int = 1,
         *,
-        failed: Callable[[Exception], object] | None = None,
+        failed: Callable[[Exception, Steps], object] | None = None,
         halt_on_failure: bool = False,
     ) -> None:
         self.next_run = next_run
@@ -247,7 +247,7 @@ class Host:
         self.carry_all(
             lambda: pending.pop() if pending else None,
             result.append,
-            failed=lambda exc: internal(f"{type(exc).__name__}: {exc}"),
+            failed=lambda exc, steps: internal(f"{type(exc).__name__}: {exc}"),
         )
         return result[0]
 
@@ -256,7 +256,7 @@ class Host:
         next_run: Callable[[], Steps | None],
         finished: Callable[[object], None],
         capacity: int = 1,
-        failed: Callable[[Exception], object] | None = None,
+        failed: Callable[[Exception, Steps], object] | None = None,
     ) -> None:
         """Carry one group (``RunGroup``) of up to ``capacity`` runs in flight. Without
         ``failed``, a run whose step raised is the host's own failure, as ``supervise`` says."""
@@ -352,7 +352,7 @@ class Host:
                 return
             if group.halt_on_failure:
                 group.stop("internal")
-            self._ended(carried, group.failed(exc))
+            self._ended(carried, group.failed(exc, carried.steps))
             return
         except BaseException as exc:  # noqa: BLE001 - the host must go on carrying the others
             self._carried.discard(carried)
