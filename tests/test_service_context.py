@@ -1,0 +1,178 @@
+"""The runner service carries each run with its own context and its own failure (issues 45, 46):
+a run id is a name, never a path; ``input=`` reaches the child whole or the run fails saying
+so; an environment change is never lost with a cancelled call; one run's echo never lands in
+another's stdout; a call past the open-file limit fails alone, naming the limit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PY = sys.executable
+
+
+def _caller(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``script`` in a calling process of its own (its own runner service)."""
+    return subprocess.run([PY, "-c", script, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_run_id_names_no_path_the_service_removes(tmp_path):
+    victim = tmp_path / "a" / "b" / "victim"
+    victim.mkdir(parents=True)
+    (victim / "kept").write_text("x")
+    data = tmp_path / "x"
+    data.mkdir()
+    (data / "data.jsonl").write_text("kept\n")
+    script = (
+        "import os, sys, processkit\n"
+        "from processkit.api import service\n"
+        "scratch = service.connection().scratch\n"
+        "depth = os.path.relpath(sys.argv[1], scratch)\n"  # '../..' from the scratch directory up to the victim
+        "print(processkit.run(['true'], run_id=depth, capture_output=True).returncode)\n"
+        "handle = processkit.start(['true'], run_id=sys.argv[2])\n"
+        "print(handle.wait().returncode)\n"
+        "del handle\n"
+        "import gc; gc.collect()\n"
+        "print(processkit.run(['true'], run_id='/etc', capture_output=True).returncode)\n"
+    )
+    done = _caller(script, str(victim), str(data / "data"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0", "0"]
+    assert (victim / "kept").read_text() == "x"
+    assert (data / "data.jsonl").read_text() == "kept\n"
+
+
+def test_input_reaches_the_child_whole_or_the_run_fails_saying_so():
+    """Under ``ulimit -f 100`` (the service inherits it) a memfd takes 102,400 bytes: the run
+    must not start with the cut input and report 0."""
+    script = (
+        "import resource, processkit\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, 100 * 1024))\n"
+        "result = processkit.run(['wc', '-c'], input=b'x' * 300_000, capture_output=True)\n"
+        "print(result.returncode, (result.stdout or b'').strip().decode() or '-', result.message or '-')\n"
+        "print(processkit.run(['wc', '-c'], input=b'y' * 1000, capture_output=True).stdout.strip().decode())\n"
+    )
+    done = _caller(script)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    code, counted, message = first.split(" ", 2)
+    assert (code, counted) == ("0", "300000") or (code == "111" and counted == "-" and "input" in message), first
+    assert second == "1000"
+
+
+def test_an_os_environ_change_is_never_lost_with_a_cancelled_call():
+    """A change, a ``run_async`` cancelled 0-2 ms later (before the service's first step for
+    it), then a call: the child sees the change, every round; also with the change made in one
+    thread while another thread's call waits in the service's queue."""
+    script = r"""
+import asyncio, os, threading, processkit
+
+async def round_trip(n):
+    os.environ["ROUND"] = str(n)
+    if n % 2:
+        os.environ.pop("SECRET", None)
+    else:
+        os.environ["SECRET"] = "s"
+    task = asyncio.ensure_future(processkit.run_async(["true"]))
+    await asyncio.sleep((n % 3) / 1000)
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
+    seen = processkit.run(["sh", "-c", 'echo "$ROUND ${SECRET-none}"'], capture_output=True).stdout.decode().split()
+    return seen == [str(n), "none" if n % 2 else "s"], seen
+
+async def main():
+    bad = []
+    for n in range(40):
+        ok, seen = await round_trip(n)
+        if not ok:
+            bad.append((n, seen))
+    return bad
+
+bad = asyncio.run(main())
+# threads: one changes the environment while the other's call is queued behind a long run
+slow = threading.Thread(target=processkit.run, args=(["sleep", "0.3"],))
+slow.start()
+results = {}
+def other():
+    results["other"] = processkit.run(["sh", "-c", "echo ${THREADED-unset}"], capture_output=True).stdout.decode().strip()
+for n in range(10):
+    os.environ["THREADED"] = f"t{n}"
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    if results["other"] != f"t{n}":
+        bad.append(("thread", n, results["other"]))
+slow.join()
+print(bad)
+"""
+    done = _caller(script, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_one_runs_echo_never_lands_in_another_runs_stdout(tmp_path):
+    """Two threads' echo runs: the caller's stdout is one file at the first call, another at
+    the second (the first run still echoing): each run's lines land where its call's stdout was."""
+    first, second, gate = tmp_path / "first", tmp_path / "second", tmp_path / "gate"
+    script = r"""
+import os, sys, threading, time, processkit
+first, second, gate = sys.argv[1:4]
+fd = os.open(first, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.dup2(fd, 1)
+os.close(fd)
+script = 'echo one-a; while [ ! -e "$1" ]; do sleep 0.01; done; echo one-b'
+slow = threading.Thread(target=processkit.run, args=(["sh", "-c", script, "sh", gate],), kwargs={"echo": True})
+slow.start()
+while not os.path.exists(first) or b"one-a" not in open(first, "rb").read():
+    time.sleep(0.01)
+fd = os.open(second, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.dup2(fd, 1)
+os.close(fd)
+processkit.run(["echo", "two"], echo=True)
+open(gate, "w").close()
+slow.join()
+"""
+    done = _caller(script, str(first), str(second), str(gate))
+    assert done.returncode == 0, done.stderr
+    assert first.read_text() == "one-a\none-b\n"
+    assert second.read_text() == "two\n"
+
+
+FD_CALLER = r"""
+import json, resource, sys, processkit
+resource.setrlimit(resource.RLIMIT_NOFILE, (96, 96))
+started, refused, other = [], [], []
+for n in range(150):
+    try:
+        handle = processkit.start(["sleep", "30"], capture_output=True)
+    except OSError as exc:
+        refused.append(str(exc))
+        continue
+    if handle.poll() is None:
+        started.append(handle)
+    else:
+        result = handle.wait()
+        (refused if result.returncode == 111 else other).append(result.stderr.decode() if isinstance(result.stderr, bytes) else result.message)
+ends = []
+for handle in started:
+    handle.kill()
+    ends.append(handle.wait().returncode)
+after = processkit.run(["sh", "-c", "exit 7"])
+print(json.dumps({"started": len(started), "refused": refused, "other": other, "ends": ends, "after": after.returncode}))
+"""
+
+
+def test_calls_past_the_open_file_limit_fail_alone_naming_it():
+    done = _caller(FD_CALLER, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["other"] == []
+    assert found["started"] >= 1 and found["started"] + len(found["refused"]) == 150
+    for message in found["refused"]:
+        assert "ulimit -n" in message and "sleep" not in message and len(message.strip().splitlines()) == 1, message
+    assert found["ends"] == [109] * found["started"]
+    assert found["after"] == 7
