@@ -6,8 +6,10 @@ another's stdout; a call past the open-file limit fails alone, naming the limit.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 PY = sys.executable
 
@@ -189,8 +191,6 @@ processkit.batch(jobs, out=out, jobs=3)
 
 def _tree(root: int) -> list[int]:
     """``root`` and every process below it."""
-    import os
-
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -209,8 +209,6 @@ def _tree(root: int) -> list[int]:
 
 
 def _cpu_seconds(pids: list[int]) -> float:
-    import os
-
     ticks = 0
     for pid in pids:
         try:
@@ -223,9 +221,6 @@ def _cpu_seconds(pids: list[int]) -> float:
 
 
 def test_a_vanished_batch_caller_leaves_no_spin_and_nothing_behind(tmp_path):
-    import os
-    import signal
-    import time
 
     out = tmp_path / "out"
     caller = subprocess.Popen([PY, "-c", BATCH_CALLER, str(out)], stdout=subprocess.PIPE, text=True)
@@ -285,3 +280,78 @@ def _alive_pid(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_crashed_service_is_collected_when_its_end_is_seen():
+    """A service killed while a call waits on it is no zombie of the caller's once that call
+    has raised: not left until the next call."""
+    script = r"""
+import os, signal, processkit
+from processkit.api import service
+handle = processkit.start(["sleep", "30"])
+os.kill(handle.pid, signal.SIGKILL)
+try:
+    handle.wait()
+except service.ServiceGone:
+    pass
+try:
+    with open(f"/proc/{handle.pid}/stat") as stat:
+        print(stat.read().rsplit(")", 1)[1].split()[0])
+except OSError:
+    print("collected")
+"""
+    done = _caller(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "collected"
+
+
+def test_a_batch_at_the_open_file_limit_fails_alone_and_is_started_by_exec(tmp_path):
+    """The service starts a batch as a fresh program (never a fork of itself), and a batch at
+    the open-file limit fails with a clear error while the service and its runs go on."""
+    script = r"""
+import json, os, resource, sys, threading, time, processkit
+resource.setrlimit(resource.RLIMIT_NOFILE, (96, 96))
+handles = []
+while True:
+    handle = processkit.start(["sleep", "30"])
+    if handle.poll() is not None:
+        break
+    handles.append(handle)
+service = handles[0].pid
+seen = {}
+def look():  # the batch's process, while it lives: a child of the service running the batch's own program
+    while "cmdline" not in seen:
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) != service:
+                        continue
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    text = cmdline.read().decode()
+            except (OSError, ValueError):
+                continue
+            if "processkit.service.batch" in text:
+                seen["cmdline"] = text
+        time.sleep(0.001)
+watcher = threading.Thread(target=look, daemon=True)
+watcher.start()
+try:
+    processkit.batch([{"args": ["true"]}], out=sys.argv[1])
+    outcome = "ran"
+except RuntimeError as exc:
+    outcome = str(exc)
+ends = []
+for handle in handles:
+    handle.kill()
+    ends.append(handle.wait().returncode)
+after = processkit.run(["true"])
+print(json.dumps({"outcome": outcome, "ends": ends, "same": after.runner_pid == service, "exec": "cmdline" in seen}))
+"""
+    done = _caller(script, str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["outcome"] == "ran" or ("ulimit -n" in found["outcome"] and len(found["outcome"].splitlines()) == 1), (
+        found["outcome"]
+    )
+    assert found["ends"] and set(found["ends"]) == {109}
+    assert found["same"] and found["exec"]

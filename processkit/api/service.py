@@ -35,6 +35,7 @@ class ServiceGone(RuntimeError):
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
+COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
 
 
 def _fingerprint() -> tuple:
@@ -212,6 +213,8 @@ class Connection:
             return
         except OSError:
             messages = None
+        if messages is None:
+            self._collect()
         with self._mail:
             if messages is None:
                 self.gone = True
@@ -225,6 +228,17 @@ class Connection:
             self._mail.notify_all()
         for callback in woken:
             callback()
+
+    def _collect(self) -> None:
+        """The service's end of file came: it has ended, or is ending (its descriptors close
+        just before it becomes a zombie), so it is waited for now, not left a zombie until the
+        next call. A service that keeps running past ``COLLECT_SECONDS`` is left to that call."""
+        if self.owner != os.getpid():
+            return
+        try:
+            self.process.wait(COLLECT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""

@@ -48,7 +48,9 @@ class Request:
         """Why the request cannot be run as it came (a run id that is no run id)."""
         run_id = getattr(self.spec, "run_id", None)
         if not isinstance(run_id, str) or not is_valid_run_id(run_id):
-            return Failure(Kind.USAGE, "invalid value for 'run_id': a run id has 1 to 256 characters and no control characters")
+            return Failure(
+                Kind.USAGE, "invalid value for 'run_id': a run id has 1 to 256 characters and no control characters"
+            )
         return None
 
     def context(self) -> RunContext:
@@ -123,4 +125,8 @@ def cancelled(source: str) -> dict:
 
 def failed(failure: Failure) -> dict:
     """The reply for a run that could not begin: its own failure, nothing made."""
-    return {"code": failure.code, "failure": (failure.kind.label, failure.message, failure.kind.retryable), "pid": os.getpid()}
+    return {
+        "code": failure.code,
+        "failure": (failure.kind.label, failure.message, failure.kind.retryable),
+        "pid": os.getpid(),
+    }

@@ -56,7 +56,6 @@ from ..api import wire
 from . import scratch
 from .request import Request, cancelled, failed
 
-MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
@@ -257,29 +256,24 @@ class Service:
 
     # -- batches --------------------------------------------------------------------------------
     def _batch(self, jobs, settings, cwd: str, env: dict, connection: int) -> None:
-        """A batch runs in a process of its own, forked from this single-threaded one: its jobs
-        on its own host with its own lodging and summary, its stop on its own connection."""
+        """A batch runs in a process of its own, started by exec as this one was (never a fork
+        of this busy process: its runs, its table of roots, its finalisers): its jobs on its own
+        host with its own lodging and summary, its stop on its own connection. A batch that
+        cannot be started (out of descriptors, say) is told to its caller on that connection;
+        this service and its runs go on."""
         from . import batch
 
         if self.closing:
             os.close(connection)
             return
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                # Nothing of the service's goes on in the copy: no signal lands in its pipe, and
-                # no descriptor of a run it carries stays open here (a child's stdin pipe would
-                # never see its end of file).
-                signal.set_wakeup_fd(-1)
-                self.sock.detach()
-                os.closerange(3, connection)
-                os.closerange(connection + 1, MAX_FD)
-                code = batch.serve(connection, jobs, settings, cwd, env)
-            finally:
-                os._exit(code)
-        os.close(connection)
-        pidfd = os.pidfd_open(pid)
+        try:
+            pid = batch.start(connection, (jobs, settings, cwd, env))
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            batch.refuse(connection, exc)
+            return
+        finally:
+            os.close(connection)
         self.batches[pid] = pidfd
         assert self.idle_loop is not None  # requests are read through it
         self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
