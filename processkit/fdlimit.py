@@ -28,6 +28,10 @@ DESCRIPTORS_KEPT = 64
 # What the API's runner service keeps for itself besides its runs: its socket and a frame's
 # descriptors in flight, the loop, its lodging, its scratch directory, a reply's read-back.
 SERVICE_KEPT = 16
+# Beyond what the service itself holds open however long it has run (its interpreter's,
+# its lodging's, the pool's parents): below a limit this far above its runs' share, the
+# descriptors open now are counted before each run; above it they cannot reach the limit.
+SURELY_KEPT = 512
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
@@ -81,8 +85,8 @@ def no_room_for_a_run(in_flight: int) -> str | None:
     service asks before each run: a call that does not fit fails alone, never the program it
     names (``EMFILE`` at its spawn) nor every run in flight."""
     soft = soft_limit()
-    if soft is None:
-        return None
+    if soft is None or soft >= (in_flight + 1) * DESCRIPTORS_PER_JOB * 2 + SURELY_KEPT:
+        return None  # far from the limit: not worth listing what is open (most calls, once raised)
     open_now = _open_now()
     if soft - open_now - SERVICE_KEPT >= DESCRIPTORS_PER_JOB:
         return None

@@ -32,13 +32,9 @@ def test_a_run_whose_set_up_raises_ends_alone_beside_20_healthy_runs(tmp_path):
     runs += [steps(host, _spec(tmp_path, f"ok{n}", ("sh", "-c", "exit 0"))) for n in range(10, 20)]
     pending = list(reversed(runs))
     results: list = []
+    failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731
     try:
-        host.carry_all(
-            lambda: pending.pop() if pending else None,
-            results.append,
-            capacity=21,
-            failed=lambda exc, steps: internal(f"{type(exc).__name__}: {exc}"),
-        )
+        host.supervise([RunGroup(lambda: pending.pop() if pending else None, results.append, 21, failed=failed)])
     finally:
         host.close()
     assert len(results) == 21

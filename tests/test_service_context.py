@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from conftest import pid_alive
+
 PY = sys.executable
 
 
@@ -255,7 +257,7 @@ def test_a_vanished_batch_caller_leaves_no_spin_and_nothing_behind(tmp_path):
         while subprocess.run(["pgrep", "-f", "sleep 31.0459"], capture_output=True).stdout:
             assert time.monotonic() < deadline, "a job outlived its grace"
             time.sleep(0.05)
-        while os.path.exists(f"/proc/{service}") and _alive_pid(service):
+        while os.path.exists(f"/proc/{service}") and pid_alive(service):
             assert time.monotonic() < deadline, "the service outlived its caller and its batch"
             time.sleep(0.05)
     finally:
@@ -272,14 +274,6 @@ def _read_calls(pids: list[int]) -> int:
         except (OSError, StopIteration, ValueError):
             pass
     return calls
-
-
-def _alive_pid(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_crashed_service_is_collected_when_its_end_is_seen():

@@ -244,23 +244,17 @@ class Host:
 
         pending = [steps]
         result: list[object] = []
-        self.carry_all(
-            lambda: pending.pop() if pending else None,
-            result.append,
-            failed=lambda exc, steps: internal(f"{type(exc).__name__}: {exc}"),
-        )
+        failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731 - one use
+        self.supervise([RunGroup(lambda: pending.pop() if pending else None, result.append, failed=failed)])
         return result[0]
 
     def carry_all(
-        self,
-        next_run: Callable[[], Steps | None],
-        finished: Callable[[object], None],
-        capacity: int = 1,
-        failed: Callable[[Exception, Steps], object] | None = None,
+        self, next_run: Callable[[], Steps | None], finished: Callable[[object], None], capacity: int = 1
     ) -> None:
-        """Carry one group (``RunGroup``) of up to ``capacity`` runs in flight. Without
-        ``failed``, a run whose step raised is the host's own failure, as ``supervise`` says."""
-        self.supervise([RunGroup(next_run, finished, capacity, failed=failed)])
+        """Carry one group (``RunGroup``) of up to ``capacity`` runs in flight, given no
+        ``failed``: a run whose step raised is the host's own failure, as ``supervise`` says
+        (the batch's, whose ``finished`` needs a job no exception names)."""
+        self.supervise([RunGroup(next_run, finished, capacity)])
 
     def supervise(self, groups: list[RunGroup]) -> None:
         """Carry ``groups`` side by side on this host's loop: each kept at up to its capacity,

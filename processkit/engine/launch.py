@@ -164,8 +164,8 @@ def start(host: Host, run: RunState) -> Launched:
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
-    if spec.ready_fd is not None:
-        _tell_launcher(spec.ready_fd, run.events.failure)
+    if run.context.ready_fd is not None:
+        _tell_launcher(run.context.ready_fd, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
