@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from .. import fdlimit
 from ..api import wire
 from ..errors import Failure, Kind
 from ..spec import RunContext
@@ -30,13 +31,14 @@ from . import scratch
 class Request:
     """One run a caller asked for, and what serves it in this process."""
 
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "steps")
+    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "steps", "short")
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
         self.rid = rid
         self.spec = spec
         self.env = env  # the caller's environment when it sent this request (None: never sent)
         self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
+        self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
         self.input: bytes | None = extra.get("input")
         self.piped: tuple[bool, bool] = extra.get("piped", (False, False))
         self.memfds: list[int] = []
@@ -51,6 +53,8 @@ class Request:
             return Failure(
                 Kind.USAGE, "invalid value for 'run_id': a run id has 1 to 256 characters and no control characters"
             )
+        if self.short:  # the kernel dropped what did not fit: never the service's own 0-2 in their place
+            return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
     def context(self) -> RunContext:

@@ -157,7 +157,7 @@ class Service:
         for request in self.queue:
             request.close()
         self.queue.clear()
-        self.host.stop(CALLER_GONE)
+        self.group.stop(CALLER_GONE)  # the group's own policy: its caller is gone
 
     def _stop(self, rid: int, source: str) -> None:
         """The caller was interrupted while it waited: the run ends as on a stop signal."""
