@@ -83,9 +83,8 @@ def test_a_keyboard_interrupt_in_a_step_is_the_hosts_own_failure(tmp_path):
     results: list = []
     with pytest.raises(KeyboardInterrupt):
         try:
-            host.carry_all(
-                lambda: pending.pop() if pending else None, results.append, 2, failed=lambda exc, steps: None
-            )
+            group = RunGroup(lambda: pending.pop() if pending else None, results.append, 2, failed=lambda e, s: None)
+            host.supervise([group])
         finally:
             host.close()
     assert [outcome.code for outcome in results] == [107]

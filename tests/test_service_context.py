@@ -38,7 +38,7 @@ def test_a_run_id_names_no_path_the_service_removes(tmp_path):
         "print(handle.wait().returncode)\n"
         "del handle\n"
         "import gc; gc.collect()\n"
-        "print(processkit.run(['true'], run_id='/etc', capture_output=True).returncode)\n"
+        "print(processkit.run(['true'], run_id=sys.argv[1], capture_output=True).returncode)\n"
     )
     done = _caller(script, str(victim), str(data / "data"))
     assert done.returncode == 0, done.stderr
@@ -349,3 +349,18 @@ print(json.dumps({"outcome": outcome, "ends": ends, "same": after.runner_pid == 
     )
     assert found["ends"] and set(found["ends"]) == {109}
     assert found["same"] and found["exec"]
+
+
+def test_the_service_checks_a_run_id_itself():
+    """A request that reaches the service with a run id the grammar refuses (not through the
+    API's keywords, which refuse it first) is answered with a usage failure; nothing runs."""
+    script = r"""
+from processkit.api import launch, service
+call = launch.prepare(["true"], {}, echo=False, function="run")
+connection, rid = service.send("run", call.spec.replace(run_id="bad\x07id"), call.extra, env=True)
+reply = connection.take(rid)
+print(reply[2]["code"], reply[2]["failure"][0])
+"""
+    done = _caller(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["100", "usage"]

@@ -31,7 +31,19 @@ from . import scratch
 class Request:
     """One run a caller asked for, and what serves it in this process."""
 
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "steps", "short")
+    __slots__ = (
+        "rid",
+        "spec",
+        "env",
+        "stdio",
+        "input",
+        "piped",
+        "memfds",
+        "scratch_capture",
+        "stopped",
+        "steps",
+        "short",
+    )
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
         self.rid = rid
