@@ -68,9 +68,9 @@ class RunGroup:
     caller's calls, a bench session. ``next_run()`` gives the group's next run (a generator of
     waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
     result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
-    steps)`` (the run's generator, so the carrier knows which) is the result ``finished`` gets for it (a carrier's own shape: the service's reply, a
-    batch's line), and the group's other runs go on, unless ``halt_on_failure`` (then the group
-    is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
+    steps)`` (``steps``, the run's generator, says which) is the result ``finished`` gets for
+    it, in the carrier's own shape (the service's reply), and the group's other runs go on,
+    unless ``halt_on_failure`` (then the group is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
     only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
     that raised) and the host's stop signals end every group."""
 
@@ -102,7 +102,7 @@ class RunGroup:
             run.stop_signal(source)
         if self._host is not None:
             for carried in self.carried:
-                self._host._runq[carried] = None
+                self._host._wake(carried)
 
 
 class _Carried:
