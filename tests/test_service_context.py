@@ -364,3 +364,27 @@ print(reply[2]["code"], reply[2]["failure"][0])
     done = _caller(script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["100", "usage"]
+
+
+def test_an_interrupted_call_stops_its_own_run_not_another_of_the_same_id(tmp_path):
+    """Run ids need not be unique: cancelling one call ends that call's run only."""
+    script = r"""
+import asyncio, os, sys, processkit
+
+async def main(gate):
+    other = processkit.start(["sleep", "1"], run_id="same")
+    mine = asyncio.ensure_future(processkit.run_async(["sh", "-c", 'touch "$1"; sleep 30', "sh", gate], run_id="same"))
+    while not os.path.exists(gate):
+        await asyncio.sleep(0.01)
+    mine.cancel()
+    try:
+        await mine
+    except asyncio.CancelledError:
+        pass
+    print(other.wait().returncode)
+
+asyncio.run(main(sys.argv[1]))
+"""
+    done = _caller(script, str(tmp_path / "gate"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"

@@ -109,11 +109,12 @@ class _Carried:
     """A run in flight: its generator and group, its loop view, what it waits for, the timers
     that wake it at its deadline and its next poll."""
 
-    __slots__ = ("steps", "group", "loop", "wait", "deadline_timer", "poll_timer")
+    __slots__ = ("steps", "group", "run", "loop", "wait", "deadline_timer", "poll_timer")
 
     def __init__(self, steps: Steps, group: RunGroup) -> None:
         self.steps = steps
         self.group = group
+        self.run: RunState | None = None  # once its steps made it (``Host.enlist``)
         self.loop: RunLoop | None = None
         self.wait: Wait | None = None
         self.deadline_timer: Timer | None = None
@@ -186,14 +187,16 @@ class Host:
         for carried in self._carried:
             self._runq[carried] = None
 
-    def stop_run(self, run_id: str, source: str) -> None:
-        """End the live run ``run_id`` as a stop signal would (a caller interrupted while it
-        waited on that run: the API's service); the others go on."""
-        for run in self.runs:
-            if run.spec.run_id == run_id:
-                run.stop_signal(source)
-        for carried in self._carried:  # woken to look again: only the stopped one's wait now holds
-            self._runq[carried] = None
+    def stop_carried(self, steps: object, source: str) -> None:
+        """End the run ``steps`` drives as a stop signal would (a caller interrupted while it
+        waited on that run: the API's service); the others go on, those with the same run id
+        too (run ids need not be unique). A run whose steps have not begun is not touched: its
+        carrier looks before its first step."""
+        for carried in self._carried:
+            if carried.steps is steps:
+                if carried.run is not None:
+                    carried.run.stop_signal(source)
+                self._wake(carried)
 
     def interrupted(self, exc: BaseException) -> None:
         """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
@@ -226,6 +229,7 @@ class Host:
         source = self.stop_source
         carried = self._current
         if carried is not None:
+            carried.run = run
             carried.group.runs.add(run)
             source = source or carried.group.stop_source
         if source is not None:

@@ -170,8 +170,8 @@ class Service:
             del self.requests[rid]
             self.reply(("done", rid, cancelled(source)))
             return
-        request.stopped = source  # handed to the host, its first step not yet taken
-        self.host.stop_run(request.spec.run_id, source)
+        request.stopped = source  # seen by its first step, if that is not taken yet
+        self.host.stop_carried(request.steps, source)  # this request's run: never another of the same id
 
     # -- runs ---------------------------------------------------------------------------------
     def next_run(self):
@@ -196,6 +196,7 @@ class Service:
     def _answer(self, request: Request, report: dict) -> None:
         """Reply to a request that ends without a run, and give back what it held."""
         self.requests.pop(request.rid, None)
+        self.carrying.pop(request.steps, None)
         request.close()
         self.reply(("done", request.rid, report))
 
