@@ -27,7 +27,7 @@ _API = frozenset(
 
 
 def __getattr__(name: str):
-    if name == "batch":  # the batch engine, in a process the runner service forks (processkit.batching)
+    if name == "batch":  # the batch engine, in a process the runner service starts (processkit.batching)
         from .batching.api import batch
 
         return batch

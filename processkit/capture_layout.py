@@ -28,6 +28,7 @@ import os
 
 from .diagnostics import warn
 from .jsontext import dumps
+from .writeall import write_all
 
 NAME = "capture-keep.json"
 MARKS_NAME = "capture-keep.marks"
@@ -99,7 +100,7 @@ def _open_own(path: str, flags: int) -> int:
 def _write(path: str, data: bytes) -> None:
     fd = _open_own(path, os.O_WRONLY)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
     finally:
         os.close(fd)
 

@@ -25,6 +25,13 @@ from .errors import Failure, Kind
 # the pool's one set started again ahead for the next job and its fd on each parent group).
 DESCRIPTORS_PER_JOB = 28
 DESCRIPTORS_KEPT = 64
+# What the API's runner service keeps for itself besides its runs: its socket and a frame's
+# descriptors in flight, the loop, its lodging, its scratch directory, a reply's read-back.
+SERVICE_KEPT = 16
+# Beyond what the service itself holds open however long it has run (its interpreter's,
+# its lodging's, the pool's parents): below a limit this far above its runs' share, the
+# descriptors open now are counted before each run; above it they cannot reach the limit.
+SURELY_KEPT = 512
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
@@ -57,6 +64,47 @@ def spare_descriptors() -> int:
     return _spare[-1] if _spare else 0
 
 
+def soft_limit() -> int | None:
+    """This process's soft open-file limit; None when it has none."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _open_now() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
+def no_room_for_a_run(in_flight: int) -> str | None:
+    """Why one more run does not fit beside what this process holds open now (its ``in_flight``
+    runs' descriptors among them), in one line naming the limit; None when it fits. The runner
+    service asks before each run: a call that does not fit fails alone, never the program it
+    names (``EMFILE`` at its spawn) nor every run in flight."""
+    soft = soft_limit()
+    if soft is None or soft >= (in_flight + 1) * DESCRIPTORS_PER_JOB * 2 + SURELY_KEPT:
+        return None  # far from the limit: not worth listing what is open (most calls, once raised)
+    open_now = _open_now()
+    if soft - open_now - SERVICE_KEPT >= DESCRIPTORS_PER_JOB:
+        return None
+    return (
+        f"the runner service's open-file limit (ulimit -n: {soft}) leaves no room for another run "
+        f"beside the {in_flight} in flight ({open_now} files open, about {DESCRIPTORS_PER_JOB} more needed): "
+        "raise the limit, or start it once a run has ended"
+    )
+
+
+def exhausted(what: str) -> str:
+    """The one-line message for ``EMFILE``/``ENFILE`` met while ``what``: the limit named, not
+    the program or the file the open was for."""
+    soft = soft_limit()
+    limit = "unlimited" if soft is None else str(soft)
+    return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
+
+
 def runs_that_fit(requested: int) -> int:
     """How many runs may be in flight at once: ``requested``, unless the open-file limit leaves
     room for fewer (then as many as fit, said once in a warning). When not even one fits, a
@@ -71,10 +119,7 @@ def runs_that_fit(requested: int) -> int:
     if soft == resource.RLIM_INFINITY:
         _spare[:] = [1 << 20]
         return requested
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = 0
+    open_now = _open_now()
     room = (soft - open_now - DESCRIPTORS_KEPT) // DESCRIPTORS_PER_JOB
     if room < 1:
         raise Failure(

@@ -51,6 +51,7 @@ import time
 from .bounded import RUN_FILE, read_start
 from .liveness import take
 from .mountinfo import filesystem_type
+from .writeall import write_all
 
 DIR_PREFIX = "pkc-"
 SOCKET_NAME = "c.sock"
@@ -216,7 +217,7 @@ class RunDir:
             return
         self._recorded(name)
         try:
-            os.write(fd, text.encode("utf-8", "surrogateescape"))
+            write_all(fd, text.encode("utf-8", "surrogateescape"))
         except OSError:
             pass
         finally:

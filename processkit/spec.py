@@ -124,7 +124,6 @@ class RunSpec(Plain):
         "echo",
         "argv_raw",
         "detach",
-        "ready_fd",
         "usage_file",
         "held_fds",
         "publish_after_ms",
@@ -158,7 +157,6 @@ class RunSpec(Plain):
         echo: bool = True,
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
-        ready_fd: int | None = None,  # a detached copy: where its launcher waits to hear the run started
         usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
         # A batch's --keep failed: (stream, stdout, stderr) fds the engine writes and closes instead
         # of opening jsonl and capture_dir's files (which it still names); head capture only.
@@ -193,10 +191,50 @@ class RunSpec(Plain):
         self.echo = echo
         self.argv_raw = argv_raw
         self.detach = detach
-        self.ready_fd = ready_fd
         self.usage_file = usage_file
         self.held_fds = held_fds
         self.publish_after_ms = publish_after_ms
+
+
+class RunContext(Plain):
+    """What a run takes from whoever asked for it rather than from its description, captured
+    when the call is made and handed to the engine beside the ``RunSpec``: never read from the
+    process-wide state of the process that carries the run (``os.environ``, fds 0-2), which a
+    long-lived carrier (the API's runner service) shares between the runs of many calls.
+
+    - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
+      this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
+    - ``stdio``: the descriptors standing for the caller's stdin, stdout and stderr, in that
+      order, each an open fd of this process; None: this process's own 0, 1 and 2. They are
+      what a child inherits (``inherit_stdio``, ``StdinMode.INHERIT``, the fds a spawn does not
+      pipe), where the echo writes, and the terminal a ``--pty`` run's keys, size and
+      foreground come from. The engine never closes them: they are the carrier's.
+    - ``ready_fd``: a detached copy's pipe to its launcher (``cli/detach.py``), told once the
+      child started and closed then; None for every other run.
+
+    The carrier's other wiring (a batch's held memfds, late publication, bench's output
+    descriptor) is still set on the ``RunSpec``; it belongs here too.
+    """
+
+    __slots__ = ("env", "stdio", "ready_fd")
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str] | None = None,
+        stdio: tuple[int, int, int] | None = None,
+        ready_fd: int | None = None,
+    ):
+        self.env = env
+        self.stdio = stdio
+        self.ready_fd = ready_fd
+
+    def fd(self, index: int) -> int:
+        """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""
+        return index if self.stdio is None else self.stdio[index]
+
+
+OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
 
 
 def new_run_id() -> str:

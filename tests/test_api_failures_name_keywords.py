@@ -97,9 +97,10 @@ def test_a_sessions_shortfall_names_the_option_as_its_caller_does():
 def test_a_batchs_out_that_cannot_be_used_names_the_keyword(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(Failure) as raised:
+    with pytest.raises(ValueError) as raised:  # a public error, never the runner's internal Failure
         processkit.batch([{"args": ["true"]}], out=blocker / "out")
-    assert raised.value.message.startswith(f"cannot use out= {blocker / 'out'}: ")
+    assert not isinstance(raised.value, Failure)
+    assert str(raised.value).startswith(f"cannot use out= {blocker / 'out'}: ")
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"args": ["true"]}\n')
     done = run_cli("batch", manifest, "--out", blocker / "out")
@@ -133,6 +134,7 @@ def test_a_batchs_reserved_id_and_unreadable_summary_name_no_flag(tmp_path):
     out = tmp_path / "b"
     out.mkdir()
     os.mkfifo(out / "summary.jsonl")
-    with pytest.raises(Failure) as failed:
+    with pytest.raises(RuntimeError) as failed:
         processkit.batch([{"args": ["true"]}], out=out, resume=True)
-    assert failed.value.message.startswith("cannot resume the batch: ") and "--" not in failed.value.message
+    message = str(failed.value)
+    assert message.startswith("the batch could not run: cannot resume the batch: ") and "--" not in message

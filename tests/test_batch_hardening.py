@@ -186,9 +186,10 @@ def test_python_batch_is_not_raised_but_still_fails_clearly(tmp_path):
         "try:\n"
         "    processkit.batch([{'args': ['true']}], out=sys.argv[1])\n"
         "except Exception as exc:\n"
-        "    print(type(exc).__name__, getattr(exc, 'code', None))\n"
+        "    print(type(exc).__name__, 'ulimit -n: 40' in str(exc))\n"
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
     )
     proc = subprocess.run([PY, "-c", code, str(tmp_path / "out")], capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == b"Failure 111\n40\n"
+    # a public error naming the limit, never the runner's internal Failure (issue 46)
+    assert proc.stdout == b"RuntimeError True\n40\n"

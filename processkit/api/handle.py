@@ -248,7 +248,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
     connection, rid = call.send()
     if call.spec.jsonl == wire.SCRATCH_FILE:
-        scratch = os.path.join(connection.scratch, call.spec.run_id + ".jsonl")
+        scratch = os.path.join(connection.scratch, wire.scratch_name(rid, ".jsonl"))
     handle = RunHandle(
         call.spec.run_id,
         scratch or call.spec.jsonl,

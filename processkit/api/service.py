@@ -35,6 +35,7 @@ class ServiceGone(RuntimeError):
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
+COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
 
 
 def _fingerprint() -> tuple:
@@ -52,6 +53,14 @@ def _environment_now() -> dict:
     own bytes mapping where CPython has one (copied without decoding every entry)."""
     data = getattr(os.environ, "_data", None)
     return dict(data) if isinstance(data, dict) else dict(os.environ)
+
+
+def _as_text(environment: dict) -> dict[str, str]:
+    """An ``_environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
+    compared and sent, so what is recorded as sent is what was sent."""
+    if all(isinstance(key, str) for key in environment):
+        return environment
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
 
 
 def _service_environment() -> dict[str, str]:
@@ -94,7 +103,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = _fingerprint()
         self.gone = False
-        self.sent_env: dict | None = None  # the environment the service last applied (``_environment_now``)
+        self.sent_env: dict | None = None  # the environment the last request carried (``_environment_now``)
         self._frames = wire.Frames()
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
@@ -109,7 +118,10 @@ class Connection:
 
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
         """Send a request; returns its id. ``env``: carry the caller's environment when it
-        changed since the service last applied it."""
+        differs from the one the last request carried. The service records it as it *reads*
+        the request, in the order they were written (under the send lock), and every later
+        request is run with it: a request cancelled before its first step, or one that never
+        runs, still leaves its change for the next; none is lost, whichever thread sends."""
         rid = next(self._ids)
         with self._mail:
             self._boxes[rid] = []
@@ -117,15 +129,17 @@ class Connection:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
             message: tuple = (kind, rid, *payload)
+            current = None
             if env:
                 current = _environment_now()
-                message[3]["env"] = None if current == self.sent_env else dict(os.environ)
-                self.sent_env = current
+                message[3]["env"] = None if current == self.sent_env else _as_text(current)
             try:
                 wire.send(self.sock, message, fds)
             except OSError:  # the service is gone: nothing of this request reached it
                 self.gone = True
                 raise ServiceGone("the runner service of this process has ended") from None
+            if current is not None:  # written whole: the service has it (or is gone)
+                self.sent_env = current
         return rid
 
     def signal(self, rid: int, source: str) -> None:
@@ -199,6 +213,8 @@ class Connection:
             return
         except OSError:
             messages = None
+        if messages is None:
+            self._collect()
         with self._mail:
             if messages is None:
                 self.gone = True
@@ -212,6 +228,17 @@ class Connection:
             self._mail.notify_all()
         for callback in woken:
             callback()
+
+    def _collect(self) -> None:
+        """The service's end of file came: it has ended, or is ending (its descriptors close
+        just before it becomes a zombie), so it is waited for now, not left a zombie until the
+        next call. A service that keeps running past ``COLLECT_SECONDS`` is left to that call."""
+        if self.owner != os.getpid():
+            return
+        try:
+            self.process.wait(COLLECT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""

@@ -26,6 +26,13 @@ SCRATCH_CAPTURE = "\0capture"
 SCRATCH_INPUT = "\0input"
 
 
+def scratch_name(rid: int, suffix: str = "") -> str:
+    """The name of request ``rid``'s file or directory in the service's scratch directory: the
+    service's own name for it, never the run id (a name the caller chose, which may hold a
+    ``/`` or ``..``: joined onto the scratch directory it could name any path)."""
+    return f"r{int(rid)}{suffix}"
+
+
 def encode(message: tuple) -> bytes:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(payload)) + payload

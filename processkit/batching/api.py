@@ -1,5 +1,5 @@
 """``processkit.batch``: the batch engine from Python, in a process of its own that this
-process's runner service forks for the batch (``api.batch_process``), so the batch's signal
+process's runner service starts for the batch (``service.batch``), so the batch's signal
 handlers, subreaper flag and reaping are never the caller's."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 
-from ..errors import BATCH_FAILED, Failure, Kind
+from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
 from .outdir import prepare_out
@@ -45,7 +45,8 @@ def batch(
     API keywords) at most ``jobs`` at once (default: the CPUs), each a full run with its stream
     and capture under ``out``; returns the summary lines in finishing order (``summary.jsonl``).
 
-    A bad job raises ValueError before anything starts; with ``check=True`` a job that did not
+    A bad job or an ``out`` that cannot be used raises ValueError before anything starts, a
+    batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
     from ..api import service, wire
@@ -57,7 +58,10 @@ def batch(
     if not checked:
         return []
     out = os.path.abspath(os.fspath(out))
-    prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
+    try:
+        prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
+    except Failure as failure:  # the caller's argument: said as one, never the runner's Failure
+        raise ValueError(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
     connection = service.connection()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -68,10 +72,8 @@ def batch(
         theirs.close()
     with mine:
         reply = _reply(mine, wire)
-    if reply[0] == "failure":
-        _, _, label, message, code = reply
-        kind = next((k for k in Kind.members() if k.label == label), Kind.INTERNAL)
-        raise Failure(kind, message, code=code)
+    if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
+        raise RuntimeError(f"the batch could not run: {reply[3]}")
     if reply[0] != "lines":
         raise RuntimeError(f"the batch failed: {reply[2]}")
     lines = [line.to_json() for line in reply[2]]  # the caller gets summary.jsonl's objects

@@ -152,6 +152,7 @@ def run_batch(
         recorder.record(line)
 
     pinned = False
+    caller_gone: list[bool] = []  # the stop descriptor's end of file came: its caller vanished
     try:
         try:
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
@@ -160,13 +161,13 @@ def run_batch(
             pass  # gone or changed since the recorder made it: each job's walk from / says so
         host.watch_signals()
         if stop_fd is not None:
-            host.loop.add_reader(stop_fd, lambda: host.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
+            host.loop.add_reader(stop_fd, lambda: _stop_word(host, stop_fd, caller_gone))
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
         host.carry_all(next_run, finished, at_once)
     finally:
-        recorder.counts.cancelled_by = host.stop_source
+        recorder.counts.cancelled_by = CALLER_GONE if caller_gone else host.stop_source
         for job in reversed(queue):
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
@@ -175,6 +176,27 @@ def run_batch(
         if pinned:
             safepath.unpin(out)
     return recorder.lines, recorder.counts
+
+
+CALLER_GONE = "caller gone"  # the batch's own record of a caller that vanished (its jobs' events say sighup)
+
+
+def _stop_word(host: Host, stop_fd: int, caller_gone: list[bool]) -> None:
+    """A stop word on ``stop_fd`` stops the batch with that source; its end of file (the caller
+    gone) stops it as a hang-up, and is read once: the descriptor leaves the loop, which would
+    otherwise find it readable at every turn and spin while the jobs wait out their grace."""
+    try:
+        word = os.read(stop_fd, 64)
+    except BlockingIOError:
+        return
+    except OSError:
+        word = b""
+    if not word:
+        host.loop.remove_reader(stop_fd)
+        caller_gone.append(True)
+        host.stop("sighup")
+        return
+    host.stop(word.decode() or "ctrl_c")
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:

@@ -67,14 +67,14 @@ def _command_from_stdin(args) -> list[str]:
     return command
 
 
-def parse(argv: list[str], ready_fd: int | None = None) -> RunSpec:
+def parse(argv: list[str]) -> RunSpec:
     options, command = split_command(argv)
     args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     given = _given(args)
     check_given(given, FLAGS)  # before a command is read from stdin
     if not command:
         command = _command_from_stdin(args)
-    return build(tuple(command), given, FLAGS, ready_fd=ready_fd)
+    return build(tuple(command), given, FLAGS)
 
 
 def _given(args) -> dict[str, object]:
@@ -112,7 +112,8 @@ def _take_ready_fd() -> int | None:
 
 
 def main(argv: list[str], invocation) -> int:
-    spec = parse(argv, ready_fd=_take_ready_fd())
+    ready_fd = _take_ready_fd()
+    spec = parse(argv)
     if spec.run_id_given:
         invocation.run_id = spec.run_id
     if spec.detach:
@@ -121,8 +122,9 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
+    from ..spec import RunContext
 
-    outcome = execute(spec)
+    outcome = execute(spec, RunContext(ready_fd=ready_fd))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn

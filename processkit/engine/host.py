@@ -23,11 +23,16 @@ Facts about wake-ups, which the design leans on:
 - Before a fresh run's first step (its whole setup and spawn, the longest step a run takes) the
   loop is looked at once and every woken run resumed: a root that exited meanwhile is stamped
   now, not after the other run's setup. So at most one fresh run starts per turn.
-- A step that raises hangs nothing (a ``done()`` that raises is thrown into its run, at the
-  yield, as its step's own): the run is dropped (``runner.steps`` catches what it can
-  itself, so its stream still ends with ``runner_exit``, and hands the exception here through
-  ``interrupted``), every other run is stopped as a stop signal would (their cancellation) and
-  carried to its end, then the exception propagates from ``carry_all``.
+- Runs are carried in groups (``RunGroup``, as trio's nurseries): a batch, one API caller's
+  calls, a bench session, each with its own stop and failure policy. A step that raises hangs
+  nothing (a ``done()`` that raises is thrown into its run, at the yield, as its step's own).
+  An ``Exception`` is its run's own failure: that run ends as itself (``runner.steps`` catches
+  what it can, so its stream still ends with ``runner_exit``; a carrier's set-up that raised
+  before is mapped by its group's ``failed`` to the result its caller gets) and every other run
+  goes on, unless its group's policy halts the group. Only the host's own failure (a
+  ``KeyboardInterrupt`` inside a step, handed here through ``interrupted``; a carrier's
+  ``finished`` that raised) stops every run of every group as a stop signal would, carries each
+  to its end, and then propagates from ``supervise``.
 
 Facts about signals in such a process: a signal is the process's, not a run's. A stop signal
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
@@ -43,6 +48,7 @@ from __future__ import annotations
 from .. import signum
 from ..loop import Loop
 from .members import Reaper
+from .runloop import RunLoop
 from .signals import STOP_SIGNALS, SignalWatch
 
 TYPE_CHECKING = False
@@ -50,81 +56,65 @@ if TYPE_CHECKING:
     from typing import Callable, Generator
 
     from ..control.lodging import Lodging
-    from ..loop import Callback, Timer
+    from ..loop import Timer
     from .state import RunState
     from .waits import Wait
 
     Steps = Generator["Wait", None, object]
 
 
-class RunLoop(Loop):
-    """One run's view of the host's loop: every callback it registers marks the run runnable
-    once it has run. Only the host turns the loop: a run never does (``run_once``)."""
+class RunGroup:
+    """Runs carried under one policy, as a trio nursery's children are: a batch, one API
+    caller's calls, a bench session. ``next_run()`` gives the group's next run (a generator of
+    waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
+    result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
+    steps)`` (``steps``, the run's generator, says which) is the result ``finished`` gets for
+    it, in the carrier's own shape (the service's reply), and the group's other runs go on,
+    unless ``halt_on_failure`` (then the group is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
+    only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
+    that raised) and the host's stop signals end every group."""
 
-    def __init__(self, loop: Loop, wake: Callable[[], None]) -> None:  # noqa: D107 - shares, not makes, a loop
-        self._shared = loop
-        self.wake = wake
+    def __init__(
+        self,
+        next_run: Callable[[], Steps | None],
+        finished: Callable[[object], None],
+        capacity: int = 1,
+        *,
+        failed: Callable[[Exception, Steps], object] | None = None,
+        halt_on_failure: bool = False,
+    ) -> None:
+        self.next_run = next_run
+        self.finished = finished
+        self.capacity = capacity
+        self.failed = failed
+        self.halt_on_failure = halt_on_failure
+        self.carried: set[_Carried] = set()  # its runs in flight, as the host carries them
+        self.runs: set[RunState] = set()  # ... and those of them that made their RunState (``Host.enlist``)
+        self.stop_source: str | None = None  # the source of the group's own stop, once one came
+        self._host: Host | None = None
 
-    @property
-    def now(self) -> float:
-        return self._shared.now
-
-    @now.setter
-    def now(self, value: float) -> None:
-        self._shared.now = value
-
-    def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
-        """``callback`` that marks this run runnable after it has run (for callers other than
-        the loop: the reaper routing a root's exit from another run's step)."""
-        wake = self.wake
-
-        def woken(*args) -> None:
-            try:
-                callback(*args)
-            finally:
-                wake()
-
-        return woken
-
-    def clock(self) -> float:
-        return self._shared.clock()
-
-    def call_at(self, when: float, callback: Callback) -> Timer:
-        return self._shared.call_at(when, self.waking(callback))
-
-    def call_later(self, delay: float, callback: Callback) -> Timer:
-        return self._shared.call_at(self._shared.now + delay, self.waking(callback))
-
-    def add_reader(self, fd: int, callback: Callback) -> None:
-        self._shared.add_reader(fd, self.waking(callback))
-
-    def remove_reader(self, fd: int) -> None:
-        self._shared.remove_reader(fd)
-
-    def add_writer(self, fd: int, callback: Callback) -> None:
-        self._shared.add_writer(fd, self.waking(callback))
-
-    def remove_writer(self, fd: int) -> None:
-        self._shared.remove_writer(fd)
-
-    def run_once(self, max_wait: float | None = None) -> None:
-        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
-
-    def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
-        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
-
-    def close(self) -> None:
-        raise RuntimeError("the host's loop is the host's to close")
+    def stop(self, source: str) -> None:
+        """End this group's live runs as a stop signal would; a run that begins after it is
+        stopped before its child starts. The host's other groups go on."""
+        if self.stop_source is None:
+            self.stop_source = source
+        for run in self.runs:
+            run.stop_signal(source)
+        if self._host is not None:
+            for carried in self.carried:
+                self._host._wake(carried)
 
 
 class _Carried:
-    """A run in flight: its generator, its loop view, what it waits for, the timers that wake
-    it at its deadline and its next poll."""
+    """A run in flight: its generator and group, its loop view, what it waits for, the timers
+    that wake it at its deadline and its next poll."""
 
-    __slots__ = ("steps", "loop", "wait", "deadline_timer", "poll_timer")
+    __slots__ = ("steps", "group", "run", "loop", "wait", "deadline_timer", "poll_timer")
 
-    def __init__(self, steps: Steps) -> None:
+    def __init__(self, steps: Steps, group: RunGroup) -> None:
         self.steps = steps
+        self.group = group
+        self.run: RunState | None = None  # once its steps made it (``Host.enlist``)
         self.loop: RunLoop | None = None
         self.wait: Wait | None = None
         self.deadline_timer: Timer | None = None
@@ -197,14 +187,16 @@ class Host:
         for carried in self._carried:
             self._runq[carried] = None
 
-    def stop_run(self, run_id: str, source: str) -> None:
-        """End the live run ``run_id`` as a stop signal would (a caller interrupted while it
-        waited on that run: the API's service); the others go on."""
-        for run in self.runs:
-            if run.spec.run_id == run_id:
-                run.stop_signal(source)
-        for carried in self._carried:  # woken to look again: only the stopped one's wait now holds
-            self._runq[carried] = None
+    def stop_carried(self, steps: object, source: str) -> None:
+        """End the run ``steps`` drives as a stop signal would (a caller interrupted while it
+        waited on that run: the API's service); the others go on, those with the same run id
+        too (run ids need not be unique). A run whose steps have not begun is not touched: its
+        carrier looks before its first step."""
+        for carried in self._carried:
+            if carried.steps is steps:
+                if carried.run is not None:
+                    carried.run.stop_signal(source)
+                self._wake(carried)
 
     def interrupted(self, exc: BaseException) -> None:
         """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
@@ -230,31 +222,59 @@ class Host:
         if carried in self._carried:
             self._runq[carried] = None
 
+    def enlist(self, run: RunState) -> None:
+        """``run`` (asked from its first step) is live: a stop of the host or of its group ends
+        it, and one that came before it began ends it before its child starts."""
+        self.runs.add(run)
+        source = self.stop_source
+        carried = self._current
+        if carried is not None:
+            carried.run = run
+            carried.group.runs.add(run)
+            source = source or carried.group.stop_source
+        if source is not None:
+            run.stop_signal(source)
+
+    def delist(self, run: RunState) -> None:
+        self.runs.discard(run)
+        carried = self._current
+        if carried is not None:
+            carried.group.runs.discard(run)
+
     def carry(self, steps: Steps) -> object:
-        """Drive one run to its end; its generator's return value."""
+        """Drive one run to its end; its generator's return value (``internal`` for a run whose
+        step raised)."""
+        from .endings import internal
+
         pending = [steps]
         result: list[object] = []
-        self.carry_all(lambda: pending.pop() if pending else None, result.append)
+        failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731 - one use
+        self.supervise([RunGroup(lambda: pending.pop() if pending else None, result.append, failed=failed)])
         return result[0]
 
     def carry_all(
         self, next_run: Callable[[], Steps | None], finished: Callable[[object], None], capacity: int = 1
     ) -> None:
-        """Keep up to ``capacity`` runs in flight, asking ``next_run()`` for another (a run's
-        generator, or None: none now) whenever there is room; ``finished`` gets each one's
-        result as it ends, and may make more runs available. Returns once none is in flight and
-        ``next_run()`` has none; raises what a step raised, once every run has ended."""
+        """Carry one group (``RunGroup``) of up to ``capacity`` runs in flight, given no
+        ``failed``: a run whose step raised is the host's own failure, as ``supervise`` says
+        (the batch's, whose ``finished`` needs a job no exception names)."""
+        self.supervise([RunGroup(next_run, finished, capacity)])
+
+    def supervise(self, groups: list[RunGroup]) -> None:
+        """Carry ``groups`` side by side on this host's loop: each kept at up to its capacity,
+        asked for another run whenever it has room. Returns once no run is in flight and no
+        group has another; raises what was the host's own failure (a ``KeyboardInterrupt`` in a
+        step, a ``finished`` that raised, a step's exception in a group without ``failed``),
+        once every run of every group has ended: that failure stopped them all first."""
         fresh: list[_Carried] = []
         self._failure = None
+        for group in groups:
+            group._host = self
         try:
             while True:
-                while len(self._carried) < capacity and self._failure is None:
-                    steps = next_run()
-                    if steps is None:
-                        break
-                    carried = _Carried(steps)
-                    self._carried.add(carried)
-                    fresh.append(carried)
+                if self._failure is None:
+                    for group in groups:
+                        self._fill(group, fresh)
                 if not self._carried:
                     break
                 try:
@@ -263,20 +283,42 @@ class Host:
                     self.interrupted(exc)
                 woken, self._runq = self._runq, {}
                 for carried in woken:
-                    self._resume(carried, finished)
+                    self._resume(carried)
                 if fresh:
-                    self._resume(fresh.pop(0), finished)
+                    self._resume(fresh.pop(0))
         finally:
             for carried in self._carried:  # only after a bug: each run's release still runs
                 carried.cancel_timers()
                 carried.steps.close()
             self._carried.clear()
             self._runq.clear()
+            for group in groups:
+                group.carried.clear()
+                group.runs.clear()
+                group._host = None
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
 
-    def _resume(self, carried: _Carried, finished: Callable[[object], None]) -> None:
+    def _fill(self, group: RunGroup, fresh: list[_Carried]) -> None:
+        while len(group.carried) < group.capacity:
+            steps = group.next_run()
+            if steps is None:
+                return
+            carried = _Carried(steps, group)
+            self._carried.add(carried)
+            group.carried.add(carried)
+            fresh.append(carried)
+
+    def _ended(self, carried: _Carried, result: object) -> None:
+        self._carried.discard(carried)
+        carried.group.carried.discard(carried)
+        try:
+            carried.group.finished(result)
+        except BaseException as exc:  # noqa: BLE001 - the carrier's own code: the host's failure
+            self.interrupted(exc)
+
+    def _resume(self, carried: _Carried) -> None:
         """Resume ``carried`` if its wait is over (else leave it waiting: the wake was early)."""
         if carried not in self._carried:
             return  # ended since it was queued (a fresh run a stop woke early)
@@ -295,11 +337,24 @@ class Host:
         try:
             wait = carried.steps.send(None) if raised is None else carried.steps.throw(raised)
         except StopIteration as stop:
-            self._carried.discard(carried)
-            finished(stop.value)
+            self._current = None
+            self._ended(carried, stop.value)
+            return
+        except Exception as exc:  # noqa: BLE001 - the run's own failure, unless its group takes none
+            self._current = None
+            group = carried.group
+            if group.failed is None:
+                self._carried.discard(carried)
+                group.carried.discard(carried)
+                self.interrupted(exc)
+                return
+            if group.halt_on_failure:
+                group.stop("internal")
+            self._ended(carried, group.failed(exc, carried.steps))
             return
         except BaseException as exc:  # noqa: BLE001 - the host must go on carrying the others
             self._carried.discard(carried)
+            carried.group.carried.discard(carried)
             self.interrupted(exc)
             return
         finally:

@@ -33,6 +33,7 @@ from .terminal import Foreground, HandoffError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
+    from ..spec import RunContext
     from .pty import PseudoTerminal
 
 
@@ -69,9 +70,9 @@ def prepare(host: Host, run: RunState) -> None:
             run.stdin_source = open_source(spec.stdin_file)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
-    run.env = build_environment(spec.env, spec.run_id, alone=host.alone)
+    run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
-        run.env, run.terminal = _open_terminal(run.env, spec.pty_size)
+        run.env, run.terminal = _open_terminal(run.env, spec.pty_size, run.context)
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above make nothing that needs a release; the one that can wait (an
@@ -91,11 +92,13 @@ def prepare(host: Host, run: RunState) -> None:
         raise Failure(Kind.SETUP, str(host.lodging.refused))  # another user's trap: refused now, as ever
 
 
-def _open_terminal(env: dict[str, str], size: tuple[int, int] | None) -> tuple[dict[str, str], PseudoTerminal]:
+def _open_terminal(
+    env: dict[str, str], size: tuple[int, int] | None, context: RunContext
+) -> tuple[dict[str, str], PseudoTerminal]:
     from .pty import PseudoTerminal, with_default_term
 
     try:
-        return with_default_term(env), PseudoTerminal(size)
+        return with_default_term(env), PseudoTerminal(size, (context.fd(0), context.fd(1), context.fd(2)))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
@@ -128,6 +131,7 @@ def start(host: Host, run: RunState) -> Launched:
             output_fd=spec.output_fd,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
+            inherit=run.context.stdio,
         )
     except (Failure, spawn.AttachError) as problem:
         if live is not None:  # no child, nothing captured: no live record left behind
@@ -144,7 +148,7 @@ def start(host: Host, run: RunState) -> Launched:
         )
     if spec.stdin is StdinMode.INHERIT:
         try:
-            launched.foreground = Foreground.lend(child.pid)
+            launched.foreground = Foreground.lend(child.pid, run.context.fd(0))
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
@@ -160,8 +164,8 @@ def start(host: Host, run: RunState) -> Launched:
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
-    if spec.ready_fd is not None:
-        _tell_launcher(spec.ready_fd, run.events.failure)
+    if run.context.ready_fd is not None:
+        _tell_launcher(run.context.ready_fd, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
@@ -174,11 +178,12 @@ def connect(run: RunState, launched: Launched) -> None:
     spec, child, terminal = run.spec, launched.child, run.terminal
     streams = launched.streams
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
-        echo_fd = 1 if spec.echo else None
+        echo_fd = run.context.fd(1) if spec.echo else None
         streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
     elif not spec.inherit_stdio and spec.output_fd is None:
         echo = spec.echo
-        for name, fd, own_fd in (("stdout", child.stdout, 1), ("stderr", child.stderr, 2)):
+        context = run.context
+        for name, fd, own_fd in (("stdout", child.stdout, context.fd(1)), ("stderr", child.stderr, context.fd(2))):
             assert fd is not None, "spawn pipes both outputs when asked to"
             streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
@@ -193,7 +198,7 @@ def connect(run: RunState, launched: Launched) -> None:
     elif terminal is not None:
         from .pty import Keyboard
 
-        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint)
+        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
 
 
 def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:

@@ -50,9 +50,9 @@ def with_default_term(env: dict[str, str]) -> dict[str, str]:
     return env if "TERM" in env else {**env, "TERM": DEFAULT_TERM}
 
 
-def caller_size() -> tuple[int, int] | None:
-    """The size of the caller's terminal (on stdin, stdout or stderr), if it has one."""
-    for fd in (0, 1, 2):
+def caller_size(fds: tuple[int, ...] = (0, 1, 2)) -> tuple[int, int] | None:
+    """The size of the caller's terminal (on its stdin, stdout or stderr: ``fds``), if it has one."""
+    for fd in fds:
         try:
             rows, columns, _, _ = struct.unpack(_WINSIZE, fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
         except OSError:
@@ -71,10 +71,11 @@ class PseudoTerminal:
     """The child's terminal. ``take_slave()`` hands the slave to spawn, which closes it; the
     master stays here, non-blocking, and each user gets a dup of its own to close."""
 
-    def __init__(self, size: tuple[int, int] | None):
+    def __init__(self, size: tuple[int, int] | None, caller: tuple[int, ...] = (0, 1, 2)):
+        self._caller = caller  # the caller's stdin, stdout and stderr (``RunContext``): its size
         self.master, self._slave = os.openpty()
         try:
-            found = caller_size() if size is None else None
+            found = caller_size(self._caller) if size is None else None
             self.follows_caller = found is not None  # an explicit --pty-size is kept as given
             _set_size(self.master, size or found or DEFAULT_SIZE)
             os.set_blocking(self.master, False)
@@ -92,7 +93,7 @@ class PseudoTerminal:
 
     def follow_caller(self) -> None:
         """On SIGWINCH: pass the caller's new size on (the kernel tells the child)."""
-        size = caller_size() if self.follows_caller else None
+        size = caller_size(self._caller) if self.follows_caller else None
         if size is not None:
             try:
                 _set_size(self.master, size)
@@ -129,8 +130,9 @@ class Keyboard:
     calls it on every way out (its finally included).
     """
 
-    def __init__(self, loop: Loop, saved: list, reader: int, target: int):
+    def __init__(self, loop: Loop, saved: list, reader: int, target: int, stdin: int = 0):
         self._loop = loop
+        self._stdin = stdin
         self._saved: list | None = saved
         self._reader = reader
         self._target = target
@@ -138,24 +140,24 @@ class Keyboard:
         loop.add_reader(reader, self._on_key)
 
     @classmethod
-    def take(cls, loop: Loop, target: Callable[[], int]) -> Keyboard | None:
-        """Raw mode on the caller's stdin terminal when the runner is its foreground job; None
-        when there is no such terminal. ``target`` makes the fd the keys are written to."""
+    def take(cls, loop: Loop, target: Callable[[], int], stdin: int = 0) -> Keyboard | None:
+        """Raw mode on the caller's stdin terminal (``stdin``) when the runner is its foreground
+        job; None when there is no such terminal. ``target`` makes the fd the keys are written to."""
         try:
-            if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+            if not os.isatty(stdin) or os.tcgetpgrp(stdin) != os.getpgrp():
                 return None
-            saved = termios.tcgetattr(0)
-            reader = os.open("/proc/self/fd/0", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+            saved = termios.tcgetattr(stdin)
+            reader = os.open(f"/proc/self/fd/{stdin}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
         except (OSError, termios.error):
             return None
         import tty
 
         try:
-            tty.setraw(0, termios.TCSANOW)  # keys typed ahead are kept and relayed
+            tty.setraw(stdin, termios.TCSANOW)  # keys typed ahead are kept and relayed
         except termios.error:
             os.close(reader)
             return None
-        return cls(loop, saved, reader, target())
+        return cls(loop, saved, reader, target(), stdin)
 
     def _on_key(self) -> None:
         try:
@@ -197,7 +199,7 @@ class Keyboard:
         self._stop()
         previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         try:
-            termios.tcsetattr(0, termios.TCSANOW, self._saved)  # never waits on a stalled terminal
+            termios.tcsetattr(self._stdin, termios.TCSANOW, self._saved)  # never waits on a stalled terminal
         except termios.error:
             pass  # the terminal is gone: nothing left to restore
         finally:

@@ -19,7 +19,7 @@ import os
 from ..errors import Failure, Kind
 from ..events.emitter import Emitter
 from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
-from ..spec import RunSpec
+from ..spec import OWN_CONTEXT, RunContext, RunSpec
 from . import launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
 from .host import Host
@@ -32,13 +32,13 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def execute(spec: RunSpec) -> Outcome:
+def execute(spec: RunSpec, context: RunContext = OWN_CONTEXT) -> Outcome:
     """Run ``spec`` to completion in a host of its own. Never raises for anything the run
     itself can report."""
     host = Host()
     host.alone = True
     try:
-        outcome = host.carry(steps(host, spec))
+        outcome = host.carry(steps(host, spec, context=context))
     finally:
         host.close()
     assert isinstance(outcome, Outcome)
@@ -51,12 +51,15 @@ def steps(
     remember: tuple[str, ...] = (),
     final_usage: bool = True,
     keep_stream: Callable[[Outcome], bool] | None = None,
+    context: RunContext = OWN_CONTEXT,
 ):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
-    stream held in memory (``RunSpec.held_fds``), whether the ended run's is written at all."""
+    stream held in memory (``RunSpec.held_fds``), whether the ended run's is written at all.
+    ``context``: the caller's environment and standard streams, when the run is not this
+    process's own (the API's runner service)."""
     held = spec.held_fds  # the engine's to close, as the files it opens
     try:
         runner_cwd = os.getcwd()
@@ -72,16 +75,15 @@ def steps(
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
     run.final_usage = final_usage
-    host.runs.add(run)
-    if host.stop_source is not None:  # a run that begins after a stop signal starts no child
-        run.stop_signal(host.stop_source)
+    run.context = context
+    host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
         return outcome
     finally:
-        host.runs.discard(run)
+        host.delist(run)
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
 
 

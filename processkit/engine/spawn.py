@@ -17,6 +17,7 @@ the program found on the PATH of its own environment.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import fdlimit, native
@@ -119,11 +120,14 @@ def spawn(
     backend: str,
     terminal: int | None = None,
     output_fd: int | None = None,
+    inherit: tuple[int, int, int] | None = None,
 ) -> Child:
     """Start the child; raises a spawn Failure (101) or AttachError (102).
 
     ``terminal`` is the slave of the child's pty (``--pty``): its stdio and controlling
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
+    ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
+    terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
@@ -143,6 +147,10 @@ def spawn(
         elif output_fd is not None and terminal is None:
             child_ends[1] = os.dup(output_fd)  # non-inheritable, as every child end here
             child_ends[2] = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        if inherit is not None:  # a copy each, closed below as every child end
+            for index in (0, 1, 2):
+                if child_ends[index] < 0:
+                    child_ends[index] = os.dup(inherit[index])
         start = _start_native if backend == "native" else _start_popen
         return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
@@ -152,7 +160,11 @@ def spawn(
         if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
             raise _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container) from None
         if isinstance(exc, _Refused):
+            if exc.reason in _EXHAUSTED:  # the native child's own pipe or clone: the runner's limit
+                raise Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}")) from None
             raise _failure(exc.step, exc.reason, argv, cwd, container) from None
+        if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
+            raise Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}")) from None
         # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
         step = "cwd" if cwd is not None and exc.filename == cwd else "start"
         raise _failure(step, exc.strerror or str(exc), argv, cwd, container) from None
@@ -160,6 +172,9 @@ def spawn(
         for fd in set(child_ends):
             if fd >= 0:
                 os.close(fd)
+
+
+_EXHAUSTED = (os.strerror(errno.EMFILE), os.strerror(errno.ENFILE))
 
 
 def _unpassable(argv, env, cwd) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
 from ..rundir import RunDir
-from ..spec import OverflowPolicy, RunSpec
+from ..spec import OWN_CONTEXT, OverflowPolicy, RunSpec
 from .endings import EndingKind
 
 TYPE_CHECKING = False
@@ -37,6 +37,7 @@ class RunState:
 
     def __init__(self, spec: RunSpec, emitter: Emitter, runner_cwd: str, loop: Loop, reaper: Reaper):
         self.spec = spec
+        self.context = OWN_CONTEXT  # the caller's environment and standard streams (``spec.RunContext``)
         self.events = emitter
         self.runner_cwd = runner_cwd
         self.loop = loop

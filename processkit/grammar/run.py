@@ -329,7 +329,7 @@ def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
     return typed
 
 
-def build(argv: tuple[str, ...], given: dict[str, object], name: Naming, *, ready_fd: int | None = None) -> RunSpec:
+def build(argv: tuple[str, ...], given: dict[str, object], name: Naming) -> RunSpec:
     """The RunSpec of ``argv`` under the ``given`` options (see the module's docstring)."""
     check_given(given, name)
     typed = read(given, name)
@@ -385,6 +385,5 @@ def build(argv: tuple[str, ...], given: dict[str, object], name: Naming, *, read
         echo="no_echo" not in typed,
         argv_raw="argv_raw" in typed,
         detach="detach" in typed,
-        ready_fd=ready_fd,
         usage_file=typed.get("usage_file"),
     )

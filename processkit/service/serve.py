@@ -19,9 +19,17 @@ Facts about a service that must end with its caller:
   SIGHUP) ends the runs in flight, as it ended each per-call runner before; the service goes on
   serving. The signal handlers, the subreaper flag and the reaping are the service's, so the
   calling interpreter gets none of them.
-- The caller's environment and working directory can change between calls: each request
-  carries the environment when it changed, applied just before that run's setup, and every
-  path the run names is made absolute by the caller, so the service works from ``/``.
+- Each run carries its own context (``request``): the caller's environment as it was when the
+  call was made, and its standard streams as descriptors of its own; the service's own
+  ``os.environ`` and fds 0-2 are never rewritten per request, and every path the run names is
+  made absolute by the caller, so the service works from ``/``.
+- A run's failure is its own: what the service sets up for it (memfds, its scratch files) is
+  inside the run's guard, and the runs are one group on the host (``engine.host.RunGroup``)
+  whose ``failed`` makes a run that raised its caller's reply, so every other run goes on.
+- Descriptors: the service raises its soft open-file limit to the hard one (its children get
+  the caller's back) and admits a run only when its descriptors fit beside those open
+  (``fdlimit.no_room_for_a_run``): a call that does not fit fails alone with a one-line error
+  naming the limit.
 """
 
 from __future__ import annotations
@@ -33,51 +41,33 @@ import signal
 import socket
 import sys
 
+import errno
+
+from .. import fdlimit
 from ..diagnostics import envelope_only
-from ..engine.endings import internal
-from ..engine.host import Host, RunLoop
+from ..engine.endings import Outcome, internal
+from ..engine.host import Host, RunGroup
+from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
 from ..engine.runner import steps
+from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
 from . import scratch
+from .request import Request, cancelled, failed
 
-MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one close_range call)
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
 
 
-class Request:
-    """One run a caller asked for, and what serves it in this process."""
-
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "lent")
-
-    def __init__(self, rid: int, spec, extra: dict, stdio: list[int]) -> None:
-        self.rid = rid
-        self.spec = spec
-        self.env: dict | None = extra.get("env")
-        self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
-        self.input: bytes | None = extra.get("input")
-        self.piped: tuple[bool, bool] = extra.get("piped", (False, False))
-        self.memfds: list[int] = []
-        self.scratch_capture: str | None = None
-        self.stopped: str | None = None  # the stop signal's source, when one came before its first step
-        self.lent = False  # the caller's standard streams are this process's 0-2 for the run
-
-
-def _streams_to_null() -> None:
-    """This process's 0-2 back on /dev/null, as it started."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):
-        os.dup2(null, target)
-    os.close(null)
-
-
-def _cancelled(source: str) -> dict:
-    """The reply for a run stopped before it began: nothing was made, so nothing is released."""
-    failure = ("cancelled", f"run cancelled by {source} before its child was started", False)
-    return {"code": 107, "failure": failure, "pid": os.getpid()}
+def own_failure(exc: Exception):
+    """The outcome of a run whose set-up raised in the service: out of descriptors is said as
+    the limit it is, anything else as the runner's own failure (``internal``)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
+        return Outcome(failure.code, failure)
+    return internal(f"{type(exc).__name__}: {exc}")
 
 
 class Service:
@@ -88,9 +78,10 @@ class Service:
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
-        self.lent = 0  # runs in flight using the caller's standard streams as this process's 0-2
+        self.caller_env: dict | None = None  # the caller's environment as its requests last carried it
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
+        self.carrying: dict[object, Request] = {}  # a run's generator -> its request, while in flight
         self.batches: dict[int, int] = {}  # pid of a batch's process -> its pidfd
         self.closing = False
         self.orphaned: list[bool] = []  # PR_SET_PDEATHSIG's signal came: the parent may be gone
@@ -98,6 +89,7 @@ class Service:
         self.idle_loop: RunLoop | None = None  # the idle wait's view of the loop (``_idle``)
         base = batch_base()
         self.scratch = scratch.make(base)
+        self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -138,7 +130,14 @@ class Service:
             kind, rid = message[0], message[1]
             if kind == "run":
                 extra = message[3]
-                request = Request(rid, message[2], extra, self.frames.take_fds(extra.get("fds", 0)))
+                if extra.get("env") is not None:  # a change, recorded now: never lost with its request
+                    self.caller_env = extra["env"]
+                request = Request(rid, message[2], extra, self.frames.take_fds(extra.get("fds", 0)), self.caller_env)
+                refused = request.refused()
+                if refused is not None:
+                    request.close()
+                    self.reply(("done", rid, failed(refused)))
+                    continue
                 self.requests[rid] = request
                 self.queue.append(request)
             elif kind == "signal":
@@ -156,9 +155,9 @@ class Service:
             self.writing = False
             self.host.loop.remove_writer(self.sock.fileno())
         for request in self.queue:
-            self._close_fds(request)
+            request.close()
         self.queue.clear()
-        self.host.stop(CALLER_GONE)
+        self.group.stop(CALLER_GONE)  # the group's own policy: its caller is gone
 
     def _stop(self, rid: int, source: str) -> None:
         """The caller was interrupted while it waited: the run ends as on a stop signal."""
@@ -167,23 +166,39 @@ class Service:
             return
         if request in self.queue:  # not begun: nothing to release
             self.queue.remove(request)
-            self._close_fds(request)
+            request.close()
             del self.requests[rid]
-            self.reply(("done", rid, _cancelled(source)))
+            self.reply(("done", rid, cancelled(source)))
             return
-        request.stopped = source  # handed to the host, its first step not yet taken
-        self.host.stop_run(request.spec.run_id, source)
+        request.stopped = source  # seen by its first step, if that is not taken yet
+        self.host.stop_carried(request.steps, source)  # this request's run: never another of the same id
 
     # -- runs ---------------------------------------------------------------------------------
     def next_run(self):
-        """The host asks after each turn: first the service's own idle wait, then the queue."""
+        """The host asks whenever the group has room: first the service's own idle wait, then
+        the queue, each run admitted only when its descriptors fit (else it fails alone)."""
         if not self.idle_started:
             self.idle_started = True
             return self._idle()
         self._look_at_parent()
-        if self.queue:
-            return self._carried(self.queue.popleft())
+        while self.queue:
+            request = self.queue.popleft()
+            if request.stopped is None:
+                problem = fdlimit.no_room_for_a_run(len(self.group.carried) - 1)  # the idle wait is no run
+                if problem is not None:
+                    self._answer(request, failed(Failure(Kind.SETUP, problem)))
+                    continue
+            request.steps = self._carried(request)
+            self.carrying[request.steps] = request
+            return request.steps
         return None
+
+    def _answer(self, request: Request, report: dict) -> None:
+        """Reply to a request that ends without a run, and give back what it held."""
+        self.requests.pop(request.rid, None)
+        self.carrying.pop(request.steps, None)
+        request.close()
+        self.reply(("done", request.rid, report))
 
     def _idle(self):
         """Keeps the host turning while no run is in flight, until the caller and every
@@ -204,116 +219,62 @@ class Service:
                 self.caller_gone()
 
     def _carried(self, request: Request):
+        """The request's run, as a run of the service's group: what the service sets up for it
+        is inside its guard, so whatever raises ends this run alone, with its own reply."""
         if request.stopped is not None:
-            self.reply(("done", request.rid, _cancelled(request.stopped)))
-            self.requests.pop(request.rid, None)
-            self._close_fds(request)
+            self._answer(request, cancelled(request.stopped))
             return None
-        spec = self._materialize(request)
+        spec = request.spec
         try:
-            outcome = yield from steps(self.host, spec)
+            spec = request.materialize(self.scratch)
+            outcome = yield from steps(self.host, spec, context=request.context())
+        except Failure as failure:
+            outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
-            outcome = internal(f"{type(exc).__name__}: {exc}")
+            outcome = own_failure(exc)
         return request, spec, outcome
 
-    def _materialize(self, request: Request):
-        """The request's spec with this process's stand-ins replaced; the caller's environment
-        and standard streams in place for its setup."""
-        if request.env is not None:
-            os.environ.clear()
-            os.environ.update(request.env)
-        if request.stdio:
-            for target, fd in enumerate(request.stdio):
-                os.dup2(fd, target)
-                os.close(fd)
-            request.stdio = []
-            request.lent = True
-            self.lent += 1
-        spec = request.spec
-        changes: dict = {}
-        if spec.jsonl == wire.SCRATCH_MEMORY:
-            changes["jsonl"] = self._memory_file(request, b"")
-        elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
-            changes["jsonl"] = os.path.join(self.scratch, spec.run_id + ".jsonl")
-        if spec.stdin_file == wire.SCRATCH_INPUT:
-            changes["stdin_file"] = self._memory_file(request, request.input or b"")
-        if spec.capture_dir == wire.SCRATCH_CAPTURE:
-            request.scratch_capture = changes["capture_dir"] = os.path.join(self.scratch, spec.run_id)
-        return spec.replace(**changes) if changes else spec
-
-    def _memory_file(self, request: Request, content: bytes) -> str:
-        """A file in memory (``memfd``) holding ``content``, named as other processes can open it."""
-        fd = os.memfd_create("processkit-api", os.MFD_CLOEXEC)
-        if content:
-            os.write(fd, content)
-        request.memfds.append(fd)
-        return f"/proc/{os.getpid()}/fd/{fd}"
+    def raised(self, exc: Exception, steps):
+        """What the group's ``finished`` gets for a run whose step raised past its guard: the
+        run's own failure, replied to its own caller."""
+        request = self.carrying.get(steps)
+        return None if request is None else (request, request.spec, own_failure(exc))
 
     def finished(self, result) -> None:
-        if result is None:  # the idle wait
+        if result is None:  # the idle wait, or a request answered without a run
             return
         request, spec, outcome = result
         try:
-            self.reply(("done", request.rid, self._report(request, spec, outcome)))
+            report = request.report(spec, outcome)
+        except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
+            report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+        try:
+            self.reply(("done", request.rid, report))
         finally:
+            self.carrying.pop(request.steps, None)
             self.requests.pop(request.rid, None)
-            self._close_fds(request)
-            if request.lent:
-                self.lent -= 1
-                if not self.lent:  # the caller's streams are not held past the runs that use them
-                    _streams_to_null()
-            if request.scratch_capture is not None:
-                shutil.rmtree(request.scratch_capture, ignore_errors=True)
-
-    def _report(self, request: Request, spec, outcome) -> dict:
-        failure = outcome.failure
-        report: dict = {
-            "code": outcome.code,
-            "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
-            "usage": outcome.usage,
-            "pid": os.getpid(),
-            "started_ns": outcome.started_ns,
-            "ended_ns": outcome.ended_ns,
-        }
-        report["jsonl"] = scratch.read_back(
-            request.memfds[0] if request.spec.jsonl == wire.SCRATCH_MEMORY else spec.jsonl
-        )
-        if any(request.piped) and spec.capture_dir is not None:
-            for name, piped in zip(("stdout", "stderr"), request.piped):
-                if piped:
-                    report[name] = scratch.read_back(os.path.join(spec.capture_dir, f"{name}.log"))
-        return report
-
-    def _close_fds(self, request: Request) -> None:
-        for fd in request.memfds + request.stdio:
-            os.close(fd)
-        request.memfds, request.stdio = [], []
+            request.close()
 
     # -- batches --------------------------------------------------------------------------------
     def _batch(self, jobs, settings, cwd: str, env: dict, connection: int) -> None:
-        """A batch runs in a process of its own, forked from this single-threaded one: its jobs
-        on its own host with its own lodging and summary, its stop on its own connection."""
+        """A batch runs in a process of its own, started by exec as this one was (never a fork
+        of this busy process: its runs, its table of roots, its finalisers): its jobs on its own
+        host with its own lodging and summary, its stop on its own connection. A batch that
+        cannot be started (out of descriptors, say) is told to its caller on that connection;
+        this service and its runs go on."""
         from . import batch
 
         if self.closing:
             os.close(connection)
             return
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                # Nothing of the service's goes on in the copy: no signal lands in its pipe, and
-                # no descriptor of a run it carries stays open here (a child's stdin pipe would
-                # never see its end of file).
-                signal.set_wakeup_fd(-1)
-                self.sock.detach()
-                os.closerange(3, connection)
-                os.closerange(connection + 1, MAX_FD)
-                code = batch.serve(connection, jobs, settings, cwd, env)
-            finally:
-                os._exit(code)
-        os.close(connection)
-        pidfd = os.pidfd_open(pid)
+        try:
+            pid = batch.start(connection, (jobs, settings, cwd, env))
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            batch.refuse(connection, exc)
+            return
+        finally:
+            os.close(connection)
         self.batches[pid] = pidfd
         assert self.idle_loop is not None  # requests are read through it
         self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
@@ -342,6 +303,7 @@ def main() -> int:
     if os.getppid() != caller:
         return 0
     os.chdir("/")
+    fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)
     service = Service(sock, caller)
@@ -352,7 +314,7 @@ def main() -> int:
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")
-        service.host.carry_all(service.next_run, service.finished, CAPACITY)
+        service.host.supervise([service.group])
     except BrokenPipeError:
         pass
     finally:

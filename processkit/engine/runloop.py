@@ -1,0 +1,73 @@
+"""One run's view of its host's loop (``RunLoop``): every callback a run puts on the shared loop
+marks that run runnable once it has run, which is how the host's scheduler (``host``) learns
+which runs to look at after a turn without asking every run."""
+
+from __future__ import annotations
+
+from ..loop import Loop
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Callback, Timer
+
+
+class RunLoop(Loop):
+    """One run's view of the host's loop: every callback it registers marks the run runnable
+    once it has run. Only the host turns the loop: a run never does (``run_once``)."""
+
+    def __init__(self, loop: Loop, wake: Callable[[], None]) -> None:  # noqa: D107 - shares, not makes, a loop
+        self._shared = loop
+        self.wake = wake
+
+    @property
+    def now(self) -> float:
+        return self._shared.now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self._shared.now = value
+
+    def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
+        """``callback`` that marks this run runnable after it has run (for callers other than
+        the loop: the reaper routing a root's exit from another run's step)."""
+        wake = self.wake
+
+        def woken(*args) -> None:
+            try:
+                callback(*args)
+            finally:
+                wake()
+
+        return woken
+
+    def clock(self) -> float:
+        return self._shared.clock()
+
+    def call_at(self, when: float, callback: Callback) -> Timer:
+        return self._shared.call_at(when, self.waking(callback))
+
+    def call_later(self, delay: float, callback: Callback) -> Timer:
+        return self._shared.call_at(self._shared.now + delay, self.waking(callback))
+
+    def add_reader(self, fd: int, callback: Callback) -> None:
+        self._shared.add_reader(fd, self.waking(callback))
+
+    def remove_reader(self, fd: int) -> None:
+        self._shared.remove_reader(fd)
+
+    def add_writer(self, fd: int, callback: Callback) -> None:
+        self._shared.add_writer(fd, self.waking(callback))
+
+    def remove_writer(self, fd: int) -> None:
+        self._shared.remove_writer(fd)
+
+    def run_once(self, max_wait: float | None = None) -> None:
+        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
+
+    def run_until(self, done: Callable[[], bool], deadline: float | None = None, poll: float | None = None) -> bool:
+        raise RuntimeError("a run never turns the host's loop: it yields a Wait")
+
+    def close(self) -> None:
+        raise RuntimeError("the host's loop is the host's to close")

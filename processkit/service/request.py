@@ -1,0 +1,148 @@
+"""One run a caller asked its runner service for: what the request carried, the context the run
+is carried in, the service's own files for it, and the reply made from its outcome.
+
+Facts that shape it:
+- A request carries its own context (``spec.RunContext``): the caller's environment as the
+  service last received it, which the service records when the request is *read*, in the order
+  the caller sent them (so a request cancelled before its first step still leaves its change
+  for the next), and the caller's standard streams as descriptors of its own (``SCM_RIGHTS``).
+  The service's own ``os.environ`` and fds 0-2 are never touched: two runs in flight at once
+  each see their own caller's.
+- Every file the service makes for a run is named by the request's id (``wire.scratch_name``),
+  never by its run id, which is the caller's text and may hold ``/`` or ``..``.
+- What the run is given is set up inside the run's own guard (``Service._carried``): a memfd
+  the limit refuses fails that run alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from .. import fdlimit
+from ..api import wire
+from ..errors import Failure, Kind
+from ..spec import RunContext
+from ..text import is_valid_run_id
+from ..writeall import write_all
+from . import scratch
+
+
+class Request:
+    """One run a caller asked for, and what serves it in this process."""
+
+    __slots__ = (
+        "rid",
+        "spec",
+        "env",
+        "stdio",
+        "input",
+        "piped",
+        "memfds",
+        "scratch_capture",
+        "stopped",
+        "steps",
+        "short",
+    )
+
+    def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
+        self.rid = rid
+        self.spec = spec
+        self.env = env  # the caller's environment when it sent this request (None: never sent)
+        self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
+        self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
+        self.input: bytes | None = extra.get("input")
+        self.piped: tuple[bool, bool] = extra.get("piped", (False, False))
+        self.memfds: list[int] = []
+        self.scratch_capture: str | None = None
+        self.stopped: str | None = None  # the stop signal's source, when one came before its first step
+        self.steps: object = None  # the run's generator on the host, once it is carried
+
+    def refused(self) -> Failure | None:
+        """Why the request cannot be run as it came (a run id that is no run id)."""
+        run_id = getattr(self.spec, "run_id", None)
+        if not isinstance(run_id, str) or not is_valid_run_id(run_id):
+            return Failure(
+                Kind.USAGE, "invalid value for 'run_id': a run id has 1 to 256 characters and no control characters"
+            )
+        if self.short:  # the kernel dropped what did not fit: never the service's own 0-2 in their place
+            return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
+        return None
+
+    def context(self) -> RunContext:
+        stdio = tuple(self.stdio)
+        return RunContext(env=self.env, stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None)
+
+    def materialize(self, scratch_dir: str):
+        """The request's spec with this process's stand-ins replaced by its own places."""
+        spec = self.spec
+        changes: dict = {}
+        if spec.jsonl == wire.SCRATCH_MEMORY:
+            changes["jsonl"] = self._memory_file(b"")
+        elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
+            changes["jsonl"] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
+        if spec.stdin_file == wire.SCRATCH_INPUT:
+            changes["stdin_file"] = self._memory_file(self.input or b"")
+        if spec.capture_dir == wire.SCRATCH_CAPTURE:
+            self.scratch_capture = changes["capture_dir"] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+        return spec.replace(**changes) if changes else spec
+
+    def _memory_file(self, content: bytes) -> str:
+        """A file in memory (``memfd``) holding all of ``content`` (a write the file size limit
+        cuts short fails the run: never a child fed part of its input), named as other
+        processes can open it."""
+        fd = os.memfd_create("processkit-api", os.MFD_CLOEXEC)
+        self.memfds.append(fd)
+        if content:
+            try:
+                write_all(fd, content)
+            except OSError as exc:
+                raise Failure(
+                    Kind.SETUP, f"cannot hold the {len(content)}-byte input for the run: {exc.strerror or exc}"
+                ) from None
+        return f"/proc/{os.getpid()}/fd/{fd}"
+
+    def report(self, spec, outcome) -> dict:
+        failure = outcome.failure
+        report: dict = {
+            "code": outcome.code,
+            "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
+            "usage": outcome.usage,
+            "pid": os.getpid(),
+            "started_ns": outcome.started_ns,
+            "ended_ns": outcome.ended_ns,
+        }
+        if self.spec.jsonl == wire.SCRATCH_MEMORY:
+            report["jsonl"] = scratch.read_back(self.memfds[0]) if self.memfds else None
+        else:
+            stands_in = not isinstance(spec.jsonl, str) or spec.jsonl.startswith("\0")  # never materialized
+            report["jsonl"] = None if stands_in else scratch.read_back(spec.jsonl)
+        if any(self.piped) and spec.capture_dir is not None and spec.capture_dir != wire.SCRATCH_CAPTURE:
+            for name, piped in zip(("stdout", "stderr"), self.piped):
+                if piped:
+                    report[name] = scratch.read_back(os.path.join(spec.capture_dir, f"{name}.log"))
+        return report
+
+    def close(self) -> None:
+        """Everything this process holds for the request given back (repeatable)."""
+        for fd in self.memfds + self.stdio:
+            os.close(fd)
+        self.memfds, self.stdio = [], []
+        if self.scratch_capture is not None:
+            shutil.rmtree(self.scratch_capture, ignore_errors=True)
+            self.scratch_capture = None
+
+
+def cancelled(source: str) -> dict:
+    """The reply for a run stopped before it began: nothing was made, so nothing is released."""
+    failure = ("cancelled", f"run cancelled by {source} before its child was started", False)
+    return {"code": 107, "failure": failure, "pid": os.getpid()}
+
+
+def failed(failure: Failure) -> dict:
+    """The reply for a run that could not begin: its own failure, nothing made."""
+    return {
+        "code": failure.code,
+        "failure": (failure.kind.label, failure.message, failure.kind.retryable),
+        "pid": os.getpid(),
+    }

@@ -1,0 +1,27 @@
+"""One whole buffer written to a blocking descriptor (a file, a memfd, a pipe a reader drains).
+
+``os.write`` may write less than it is given, and says so only in its count: a regular file
+past ``RLIMIT_FSIZE`` (``ulimit -f``) or a full file system takes a part and refuses the rest
+on the next write, and any single write stops at 2 GiB. A caller that ignores the count cuts
+its data silently (a run's ``input=`` reached its child short, with returncode 0). So every
+whole buffer goes through ``write_all``: it loops on the count, and a write that cannot
+complete raises ``OSError`` (the kernel's own error, or ``EIO`` for a write that took nothing),
+never returns having written less.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page anyway
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write all of ``data`` to ``fd`` (blocking), or raise OSError."""
+    view = memoryview(data).cast("B")
+    while view:
+        count = os.write(fd, view[:MAX_WRITE])
+        if count <= 0:
+            raise OSError(errno.EIO, "the write took nothing")
+        view = view[count:]
