@@ -51,7 +51,19 @@ CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cance
 class Request:
     """One run a caller asked for, and what serves it in this process."""
 
-    __slots__ = ("rid", "spec", "env", "stdio", "input", "piped", "memfds", "scratch_capture", "stopped", "lent")
+    __slots__ = (
+        "rid",
+        "spec",
+        "env",
+        "stdio",
+        "input",
+        "piped",
+        "memfds",
+        "scratch_capture",
+        "stopped",
+        "lent",
+        "given",
+    )
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int]) -> None:
         self.rid = rid
@@ -64,6 +76,15 @@ class Request:
         self.scratch_capture: str | None = None
         self.stopped: str | None = None  # the stop signal's source, when one came before its first step
         self.lent = False  # the caller's standard streams are this process's 0-2 for the run
+        # The caller's own descriptors for the child's 0, 1, 2 (``child_fds``: stdin=PIPE, stdout=
+        # a file, a descriptor or a pipe it reads), sent after ``stdio``; None where not given.
+        self.given: list[int | None] = [None, None, None]
+
+    def take_given(self, extra: dict, frames: wire.Frames) -> None:
+        """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
+        wanted = extra.get("child_fds") or (False, False, False)
+        fds = iter(frames.take_fds(sum(map(bool, wanted))))
+        self.given = [next(fds) if flag else None for flag in wanted]
 
 
 def _streams_to_null() -> None:
@@ -139,6 +160,7 @@ class Service:
             if kind == "run":
                 extra = message[3]
                 request = Request(rid, message[2], extra, self.frames.take_fds(extra.get("fds", 0)))
+                request.take_given(extra, self.frames)
                 self.requests[rid] = request
                 self.queue.append(request)
             elif kind == "signal":
@@ -239,6 +261,8 @@ class Service:
             changes["stdin_file"] = self._memory_file(request, request.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE:
             request.scratch_capture = changes["capture_dir"] = os.path.join(self.scratch, spec.run_id)
+        if any(fd is not None for fd in request.given):
+            changes["child_fds"] = tuple(request.given)
         return spec.replace(**changes) if changes else spec
 
     def _memory_file(self, request: Request, content: bytes) -> str:
@@ -285,9 +309,9 @@ class Service:
         return report
 
     def _close_fds(self, request: Request) -> None:
-        for fd in request.memfds + request.stdio:
+        for fd in request.memfds + request.stdio + [fd for fd in request.given if fd is not None]:
             os.close(fd)
-        request.memfds, request.stdio = [], []
+        request.memfds, request.stdio, request.given = [], [], [None, None, None]
 
     # -- batches --------------------------------------------------------------------------------
     def _batch(self, jobs, settings, cwd: str, env: dict, connection: int) -> None:
