@@ -3,11 +3,11 @@
 Three figures, each measured side by side with ``subprocess.run`` in this one run:
 
 - sequential: ``subprocess.run(["true"])`` and ``processkit.run(["true"])`` called in alternating
-  pairs (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
+  pairs, then the same for ``["echo", "x"]`` with ``capture_output=True`` (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
   ratio. CPU times: this process's own per call (``RUSAGE_SELF``) and the runner service's
   (read from its ``/proc/<pid>/stat``), which load from elsewhere hardly moves.
 - threads: 8 threads calling ``processkit.run(["true"])`` (then ``subprocess.run``) for
-  ``--calls`` calls each round, alternating, ``--rounds`` rounds; the median calls per second.
+  ``--calls`` calls each round between them (3200: 400 a thread), alternating, ``--rounds`` rounds; the median calls per second.
 - a SIGKILLed caller: a caller with runs in flight (a capture, an ``input=``, a live stream) is
   SIGKILLed; after 1 s the processes, cgroups, registry records and scratch files it left are
   counted, and the time the service took to end is shown.
@@ -48,11 +48,28 @@ def own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# The sequential figures: (what is called, processkit's call, subprocess's call), each pair side by side.
+SEQUENTIAL = (
+    ("['true']", lambda: processkit.run(["true"]), lambda: subprocess.run(["true"])),
+    (
+        "['echo', 'x'], capture_output=True",
+        lambda: processkit.run(["echo", "x"], capture_output=True),
+        lambda: subprocess.run(["echo", "x"], capture_output=True),
+    ),
+)
+
+
 def sequential(n: int) -> None:
-    ways = {"subprocess.run(['true'])": lambda: subprocess.run(["true"]), "processkit.run(['true'])": processkit.run}
+    for label, ours, theirs in SEQUENTIAL:
+        pair(n, label, {f"subprocess.run({label})": theirs, f"processkit.run({label})": ours})
+
+
+def pair(n: int, label: str, ways: dict) -> None:
+    """``n`` alternating calls of each way (who goes first alternates too): medians, p90, the
+    median per-pair ratio, and CPU per call (the caller's; the service's and its children's)."""
     for _ in range(20):
         for call in ways.values():
-            call(["true"]) if call is processkit.run else call()
+            call()
     pid = service.connection().pid
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
@@ -61,20 +78,17 @@ def sequential(n: int) -> None:
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
             cpu, before_service, started = own_cpu(), service_cpu(pid), time.perf_counter()
-            if name.startswith("processkit"):
-                processkit.run(["true"])
-            else:
-                subprocess.run(["true"])
+            ways[name]()
             walls[name].append(time.perf_counter() - started)
             own[name] += own_cpu() - cpu
             if name.startswith("processkit"):
                 after_service = service_cpu(pid)
                 served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
-    print(f"sequential: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
+    print(f"sequential {label}: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
     for name, values in walls.items():
         ordered = sorted(values)
         print(
-            f"  {name:28s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
+            f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
             f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
             + (
                 f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
@@ -131,7 +145,7 @@ handles = [
     processkit.start(["sleep", "3737.25"], capture_output=True, input=b"data"),
     processkit.start(["sleep", "3737.25"]),
 ]
-print(json.dumps({"service": handles[0].pid, "roots": [next(iter(h.events())).root_pid for h in handles]}), flush=True)
+print(json.dumps({"service": handles[0].runner_pid, "roots": [next(iter(h.events())).root_pid for h in handles]}), flush=True)
 processkit.run(["sleep", "3737.25"], capture_output=True)
 """
 
