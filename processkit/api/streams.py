@@ -198,7 +198,7 @@ class Streams:
         found: dict[str, IO] = {}
         for name, fd in self.readers.items():
             mode = "wb" if name == "stdin" else "rb"
-            raw = open(fd, mode)  # noqa: SIM115 - the handle's to close, as Popen's
+            raw = open(fd, mode, closefd=True)  # a pipe end of this call: the handle closes it, as Popen does
             if self.text:
                 found[name] = io.TextIOWrapper(
                     raw, encoding=self._encoding(), errors=self.errors or "strict", write_through=name == "stdin"
