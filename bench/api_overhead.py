@@ -12,7 +12,9 @@ Three figures, each measured side by side with ``subprocess.run`` in this one ru
   SIGKILLed; after 1 s the processes, cgroups, registry records and scratch files it left are
   counted, and the time the service took to end is shown.
 
-``--profile FILE`` writes a cProfile of the runner service over the sequential calls instead.
+``--profile FILE`` writes a cProfile of the runner service over the sequential calls instead;
+``--against ROOT`` measures the sequential calls through this tree's service and through one
+importing processkit from ROOT (another commit's checkout), in alternating pairs.
 
     python3 bench/api_overhead.py -n 201 --rounds 5
 """
@@ -98,7 +100,7 @@ def pair(n: int, label: str, ways: dict) -> None:
         )
     names = list(ways)
     ratios = [api / plain for plain, api in zip(walls[names[0]], walls[names[1]])]
-    print(f"  processkit / subprocess, median of per-pair ratios: {statistics.median(ratios):.2f}x")
+    print(f"  {names[1]} / {names[0]}, median of per-pair ratios: {statistics.median(ratios):.2f}x")
 
 
 def threaded(rounds: int, calls: int, threads: int = 8) -> None:
@@ -227,6 +229,34 @@ def profiled(n: int, path: str) -> None:
     print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
+def against(n: int, root: str) -> None:
+    """This tree's runner service against one importing processkit from ``root`` (another commit's
+    checkout, its C module built or copied there): the sequential calls in alternating pairs,
+    the same caller code sending to either."""
+    plain = service.service_command
+
+    def other(fd: int, caller: int) -> list[str]:
+        code = f"import sys; sys.path.insert(0, {root!r}); from processkit.service.serve import main; main()"
+        return [sys.executable, "-c", code, str(fd), str(caller)]
+
+    connections = {}
+    for name, command in ((f"service from {root}", other), ("this tree's service", plain)):
+        service.service_command = command  # type: ignore[assignment]
+        service._connection = None
+        connections[name] = service.connection()
+    service.service_command = plain  # type: ignore[assignment]
+
+    def through(name: str, call):
+        def sent() -> None:
+            service._connection = connections[name]
+            call()
+
+        return sent
+
+    for label, ours, _ in SEQUENTIAL:
+        pair(n, label, {name: through(name, ours) for name in connections})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=201, help="sequential pairs (default 201)")
@@ -234,9 +264,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
     parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
     parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
+    parser.add_argument(
+        "--against", metavar="ROOT", help="only the sequential calls, this tree's service against one from ROOT"
+    )
     args = parser.parse_args()
     if args.profile:
         profiled(args.n, args.profile)
+        return
+    if args.against:
+        against(args.n, args.against)
         return
     if args.only in (None, "sequential"):
         sequential(args.n)
