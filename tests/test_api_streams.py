@@ -89,6 +89,7 @@ def test_start_gives_the_output_to_communicate():
         ({"stdin": True}, TypeError, "a file object or a descriptor"),
         ({"stdout": 1, "stderr": 2, "echo": True}, ValueError, "both go elsewhere"),
         ({"stderr": subprocess.STDOUT, "pty": True}, ValueError, "pty=True"),
+        ({"stdout": 1, "idle_timeout": 5}, ValueError, "idle_timeout watches"),
         ({"capture_output": True, "stdout": subprocess.PIPE}, ValueError, "capture_output"),
         ({"capture_output": "yes"}, TypeError, "True or False"),
         ({"input": "text"}, TypeError, "text=True"),

@@ -74,7 +74,7 @@ class Streams:
         self.merged = False
         self.stdin_pipe = False
         for index, name in enumerate(STREAMS, 1):
-            self._output(index, name, given.get(name))
+            self._output(index, name, given.get(name), echo)
         self.encoding: str | None = given.get("encoding")
         self.errors: str | None = given.get("errors")
         self.text = bool(given.get("text") or given.get("universal_newlines") or self.encoding or self.errors)
@@ -94,11 +94,11 @@ class Streams:
         self.opened: list[int] = []
         self.readers: dict[str, int] = {}
 
-    def _output(self, index: int, name: str, value) -> None:
+    def _output(self, index: int, name: str, value, echo: bool) -> None:
         if value is None or value == subprocess.DEVNULL:
-            if value is not None:
+            if value is not None and echo:  # the echo forwards the other stream only
                 self.given[index] = -1  # /dev/null, opened only when the call is sent
-            return
+            return  # else the runner reads the stream and keeps it out of the result
         if value == subprocess.PIPE:
             self.piped[name] = True
         elif value == subprocess.STDOUT:
@@ -138,6 +138,11 @@ class Streams:
             raise ValueError("stdin/stdout/stderr other than None cannot be used with inherit_stdio=True")
         if own and options.get("pty"):
             raise ValueError("stdin/stdout/stderr other than None cannot be used with pty=True (one terminal)")
+        if options.get("idle_timeout") is not None and (self.given[1:] != [None, None] or self.live and self.asked):
+            raise ValueError(
+                "idle_timeout watches the output the runner reads: not with stdout/stderr given a file, a "
+                "descriptor or start()'s PIPE"
+            )
         if (self.given[0] is not None or self.stdin_pipe) and (
             options.get("stdin_file") is not None or options.get("inherit_stdin")
         ):
