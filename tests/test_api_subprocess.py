@@ -5,6 +5,7 @@ subprocess does for the same call."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -125,3 +126,28 @@ def test_communicate_timeout_keeps_what_came_and_goes_on():
             break
     handle.send_signal(signal.SIGUSR1)
     assert handle.communicate(timeout=60) == (b"early\nlate\n", None) and handle.returncode == 0
+
+
+MEMORY = r"""
+import json, os, resource, processkit
+from processkit.api import service
+processkit.run(["true"])
+connection = service.connection()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = processkit.run(["head", "-c", str(64 << 20), "/dev/zero"], capture_output=True)
+assert len(result.stdout) == 64 << 20
+with open(f"/proc/{connection.pid}/status") as status:
+    service_peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM"))
+print(json.dumps({"caller": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, "service": service_peak,
+                  "scratch": os.listdir(connection.scratch)}))
+"""
+
+
+def test_a_large_output_is_held_once_as_subprocess_holds_it():
+    """64 MiB asked for: the caller holds it once (subprocess holds it about twice while it joins
+    the chunks), the runner service never holds it (it was copied through both processes, about
+    three times in each), and the scratch capture is gone once read."""
+    found = json.loads(subprocess.run([PY, "-c", MEMORY], capture_output=True, text=True, check=True).stdout)
+    assert found["caller"] < 100 << 10, f"the caller's peak grew {found['caller']} KiB for 64 MiB"
+    assert found["service"] < 48 << 10, f"the runner service's peak is {found['service']} KiB"
+    assert found["scratch"] == []

@@ -22,7 +22,7 @@ from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
 from . import service, wire
 from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
-from .streams import Streams
+from .streams import Streams, discard
 from ..plain import Plain
 
 
@@ -168,9 +168,11 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
 def _released(connection: service.Connection, rid: int) -> None:
     """Wait for the stopped run's reply (its release done); a service that is gone has none."""
     try:
-        connection.take(rid)
+        found = connection.take(rid)
     except service.ServiceGone:
-        pass
+        return
+    if found is not None:
+        discard(found[2])
 
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
@@ -184,7 +186,7 @@ async def run_async(args, *, check: bool = False, echo: bool = False, **options)
         import asyncio
 
         try:
-            await asyncio.shield(_reply(connection, rid))
+            discard(await asyncio.shield(_reply(connection, rid)))
         except service.ServiceGone:
             pass
         raise

@@ -37,6 +37,36 @@ STREAMS = ("stdout", "stderr")
 NO_CAP = U64_MAX  # the capture of a stream asked for, when the caller sets no cap: every byte
 
 
+def discard(report: dict) -> None:
+    """Remove the scratch directory the runner service handed over with a reply's large
+    captures (``*_file``), once read or when the reply is dropped (an interrupted call)."""
+    spilled = [report[key] for key in ("stdout_file", "stderr_file") if key in report]
+    if spilled:
+        import shutil
+
+        shutil.rmtree(os.path.dirname(spilled[0]), ignore_errors=True)
+
+
+def _read_spilled(path: str) -> bytes | None:
+    """A large capture the runner service left in its private scratch directory for this call
+    (``serve.INLINE_MOST``), read whole: one ``read`` of its size, so one copy in memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks: list[bytes] = []
+        left = os.fstat(fd).st_size
+        while chunk := os.read(fd, max(left, 1 << 16)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _descriptor(name: str, value) -> int:
     """The descriptor of a file object or an int, as subprocess takes them (TypeError/ValueError)."""
     if isinstance(value, bool):
@@ -220,13 +250,19 @@ class Streams:
         found: dict[str, bytes | str | None] = dict.fromkeys(STREAMS)
         if self.live:
             return found
-        for name in STREAMS:
-            info = captures.get(name)
-            data = report.get(name)
-            if not self.piped[name] or info is None or data is None:
-                continue
-            data = data[: info.bytes_written or 0]
-            found[name] = self.decoded(data, complete=not info.truncated) if self.text else data
+        try:
+            for name in STREAMS:
+                info = captures.get(name)
+                data = report.get(name)
+                if data is None and f"{name}_file" in report:
+                    data = _read_spilled(report[f"{name}_file"])
+                if not self.piped[name] or info is None or data is None:
+                    continue
+                if len(data) > (info.bytes_written or 0):
+                    data = data[: info.bytes_written or 0]
+                found[name] = self.decoded(data, complete=not info.truncated) if self.text else data
+        finally:
+            discard(report)
         return found
 
     def decoded(self, data: bytes, *, complete: bool = True) -> str:

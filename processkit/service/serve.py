@@ -46,6 +46,9 @@ MAX_FD = 1 << 20  # beyond any descriptor this process holds (closerange is one 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
 CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
+# A scratch capture larger than this is not copied into the reply: the caller reads the file
+# itself (one copy of the output in memory, as subprocess's, not four across the two processes).
+INLINE_MOST = 1 << 20
 
 
 class Request:
@@ -305,7 +308,12 @@ class Service:
         if any(request.piped) and spec.capture_dir is not None:
             for name, piped in zip(("stdout", "stderr"), request.piped):
                 if piped:
-                    report[name] = scratch.read_back(os.path.join(spec.capture_dir, f"{name}.log"))
+                    path = os.path.join(spec.capture_dir, f"{name}.log")
+                    if request.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
+                        report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
+                        request.scratch_capture = None  # the directory is the caller's to remove now
+                    else:
+                        report[name] = scratch.read_back(path)
         return report
 
     def _close_fds(self, request: Request) -> None:
