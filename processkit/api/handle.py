@@ -95,7 +95,7 @@ class RunHandle:
         self._root_pid = pid = event.root_pid
         try:
             self._pidfd = os.pidfd_open(pid) if pid is not None else None
-        except OSError:  # already gone (and collected): a signal has nobody to reach
+        except OSError:  # gone already, or no pidfds here: send_signal goes by pid while the run lives
             return
         if self._pidfd is not None:
             weakref.finalize(self, os.close, self._pidfd)
@@ -158,12 +158,15 @@ class RunHandle:
 
     def send_signal(self, signal: int) -> None:
         """As ``Popen.send_signal``: ``signal`` to the child (the run's root) while it runs."""
-        if self._pidfd is None or self.poll() is not None:
+        if self._root_pid is None or self.poll() is not None:
             return
         import signal as signals
 
         try:
-            signals.pidfd_send_signal(self._pidfd, signal)
+            if self._pidfd is not None:
+                signals.pidfd_send_signal(self._pidfd, signal)
+            else:  # a kernel without pidfds: by pid while the run goes on, as Popen does
+                os.kill(self._root_pid, signal)
         except ProcessLookupError:  # it exited since: as Popen, nothing to signal
             pass
 
