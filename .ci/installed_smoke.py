@@ -21,10 +21,21 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 API = """
-import json, sys
+import json, os, subprocess, sys
 import processkit
 result = processkit.run(["python3", "-c", "print('api')"], capture_output=True, text=True)
 assert result.returncode == 0 and result.stdout == "api\\n", result
+big = processkit.run(["head", "-c", "9000000", "/dev/zero"], capture_output=True)  # past the CLI's 8 MiB cap
+assert len(big.stdout) == 9000000, big
+merged = processkit.run("echo out; echo err >&2", shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+assert merged.stdout == "out\\nerr\\n", merged
+alone = processkit.run(["sh", "-c", "echo ${HOME-unset}"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+assert alone.stdout == "unset\\n", alone
+popen = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+assert popen.communicate(b"popen", timeout=60) == (b"popen", None) and popen.returncode == 0
+stopped = processkit.start(["sleep", "60"])
+stopped.terminate()
+assert stopped.wait(60) == -15
 lines = processkit.batch([{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"]}], jobs=2, out="api-batch")
 assert sorted(line["id"] for line in lines) == ["a", "b"], lines
 bench = processkit.bench([["true"]], runs=3)

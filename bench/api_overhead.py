@@ -3,16 +3,18 @@
 Three figures, each measured side by side with ``subprocess.run`` in this one run:
 
 - sequential: ``subprocess.run(["true"])`` and ``processkit.run(["true"])`` called in alternating
-  pairs (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
+  pairs, then the same for ``["echo", "x"]`` with ``capture_output=True`` (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
   ratio. CPU times: this process's own per call (``RUSAGE_SELF``) and the runner service's
   (read from its ``/proc/<pid>/stat``), which load from elsewhere hardly moves.
 - threads: 8 threads calling ``processkit.run(["true"])`` (then ``subprocess.run``) for
-  ``--calls`` calls each round, alternating, ``--rounds`` rounds; the median calls per second.
+  ``--calls`` calls each round between them (3200: 400 a thread), alternating, ``--rounds`` rounds; the median calls per second.
 - a SIGKILLed caller: a caller with runs in flight (a capture, an ``input=``, a live stream) is
   SIGKILLed; after 1 s the processes, cgroups, registry records and scratch files it left are
   counted, and the time the service took to end is shown.
 
-``--profile FILE`` writes a cProfile of the runner service over the sequential calls instead.
+``--profile FILE`` writes a cProfile of the runner service over the sequential calls instead;
+``--against ROOT`` measures the sequential calls through this tree's service and through one
+importing processkit from ROOT (another commit's checkout), in alternating pairs.
 
     python3 bench/api_overhead.py -n 201 --rounds 5
 """
@@ -48,11 +50,28 @@ def own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# The sequential figures: (what is called, processkit's call, subprocess's call), each pair side by side.
+SEQUENTIAL = (
+    ("['true']", lambda: processkit.run(["true"]), lambda: subprocess.run(["true"])),
+    (
+        "['echo', 'x'], capture_output=True",
+        lambda: processkit.run(["echo", "x"], capture_output=True),
+        lambda: subprocess.run(["echo", "x"], capture_output=True),
+    ),
+)
+
+
 def sequential(n: int) -> None:
-    ways = {"subprocess.run(['true'])": lambda: subprocess.run(["true"]), "processkit.run(['true'])": processkit.run}
+    for label, ours, theirs in SEQUENTIAL:
+        pair(n, label, {f"subprocess.run({label})": theirs, f"processkit.run({label})": ours})
+
+
+def pair(n: int, label: str, ways: dict) -> None:
+    """``n`` alternating calls of each way (who goes first alternates too): medians, p90, the
+    median per-pair ratio, and CPU per call (the caller's; the service's and its children's)."""
     for _ in range(20):
         for call in ways.values():
-            call(["true"]) if call is processkit.run else call()
+            call()
     pid = service.connection().pid
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
@@ -61,20 +80,17 @@ def sequential(n: int) -> None:
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
             cpu, before_service, started = own_cpu(), service_cpu(pid), time.perf_counter()
-            if name.startswith("processkit"):
-                processkit.run(["true"])
-            else:
-                subprocess.run(["true"])
+            ways[name]()
             walls[name].append(time.perf_counter() - started)
             own[name] += own_cpu() - cpu
             if name.startswith("processkit"):
                 after_service = service_cpu(pid)
                 served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
-    print(f"sequential: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
+    print(f"sequential {label}: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
     for name, values in walls.items():
         ordered = sorted(values)
         print(
-            f"  {name:28s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
+            f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
             f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
             + (
                 f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
@@ -84,7 +100,7 @@ def sequential(n: int) -> None:
         )
     names = list(ways)
     ratios = [api / plain for plain, api in zip(walls[names[0]], walls[names[1]])]
-    print(f"  processkit / subprocess, median of per-pair ratios: {statistics.median(ratios):.2f}x")
+    print(f"  {names[1]} / {names[0]}, median of per-pair ratios: {statistics.median(ratios):.2f}x")
 
 
 def threaded(rounds: int, calls: int, threads: int = 8) -> None:
@@ -131,7 +147,7 @@ handles = [
     processkit.start(["sleep", "3737.25"], capture_output=True, input=b"data"),
     processkit.start(["sleep", "3737.25"]),
 ]
-print(json.dumps({"service": handles[0].pid, "roots": [next(iter(h.events())).root_pid for h in handles]}), flush=True)
+print(json.dumps({"service": handles[0].runner_pid, "roots": [next(iter(h.events())).root_pid for h in handles]}), flush=True)
 processkit.run(["sleep", "3737.25"], capture_output=True)
 """
 
@@ -213,6 +229,34 @@ def profiled(n: int, path: str) -> None:
     print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
+def against(n: int, root: str) -> None:
+    """This tree's runner service against one importing processkit from ``root`` (another commit's
+    checkout, its C module built or copied there): the sequential calls in alternating pairs,
+    the same caller code sending to either."""
+    plain = service.service_command
+
+    def other(fd: int, caller: int) -> list[str]:
+        code = f"import sys; sys.path.insert(0, {root!r}); from processkit.service.serve import main; main()"
+        return [sys.executable, "-c", code, str(fd), str(caller)]
+
+    connections = {}
+    for name, command in ((f"service from {root}", other), ("this tree's service", plain)):
+        service.service_command = command  # type: ignore[assignment]
+        service._connection = None
+        connections[name] = service.connection()
+    service.service_command = plain  # type: ignore[assignment]
+
+    def through(name: str, call):
+        def sent() -> None:
+            service._connection = connections[name]
+            call()
+
+        return sent
+
+    for label, ours, _ in SEQUENTIAL:
+        pair(n, label, {name: through(name, ours) for name in connections})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=201, help="sequential pairs (default 201)")
@@ -220,9 +264,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
     parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
     parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
+    parser.add_argument(
+        "--against", metavar="ROOT", help="only the sequential calls, this tree's service against one from ROOT"
+    )
     args = parser.parse_args()
     if args.profile:
         profiled(args.n, args.profile)
+        return
+    if args.against:
+        against(args.n, args.against)
         return
     if args.only in (None, "sequential"):
         sequential(args.n)

@@ -11,6 +11,7 @@ from .version import __version__  # noqa: F401 - the package's public version
 _API = frozenset(
     (
         "CaptureInfo",
+        "CaptureTruncated",
         "ControlError",
         "RunError",
         "RunHandle",

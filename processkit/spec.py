@@ -127,6 +127,8 @@ class RunSpec(Plain):
         "usage_file",
         "held_fds",
         "publish_after_ms",
+        "child_fds",
+        "stderr_to_stdout",
     )
 
     def __init__(
@@ -165,6 +167,14 @@ class RunSpec(Plain):
         # only once the child has run this long (a bench's run, a --keep failed job: streams no
         # client can read, and runs most of which end sooner, so they pay for no publication).
         publish_after_ms: int | None = None,
+        # The API's subprocess-shaped streams (``stdin=PIPE``, ``stdout=`` a file, a descriptor or a
+        # pipe the caller reads): per standard stream, a descriptor the child gets as it is, in place
+        # of the runner's pipe or /dev/null (None: the stream as the other fields say). The caller
+        # keeps and closes them; the child's copies are the spawn's.
+        child_fds: tuple[int | None, int | None, int | None] | None = None,
+        # ``stderr=STDOUT``: the child's stderr is its stdout (the same pipe, read and captured as
+        # stdout, in the order the child wrote; or the same descriptor).
+        stderr_to_stdout: bool = False,
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -194,6 +204,8 @@ class RunSpec(Plain):
         self.usage_file = usage_file
         self.held_fds = held_fds
         self.publish_after_ms = publish_after_ms
+        self.child_fds = child_fds
+        self.stderr_to_stdout = stderr_to_stdout
 
 
 class RunContext(Plain):

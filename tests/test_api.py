@@ -87,7 +87,7 @@ def test_every_run_flag_has_a_keyword():
     --error-format is the API's own business (it reads the runner's failures as JSON)."""
     flags = {a.dest for a in build_parser()._actions if a.option_strings and a.dest != "help"}
     keywords = set(processkit.keywords())
-    assert flags - {"no_echo", "detach", "label", "error_format", "usage_file"} == keywords - {"labels"}
+    assert flags - {"no_echo", "detach", "label", "error_format", "usage_file"} == keywords - {"labels", "env_add"}
     assert "labels" in keywords
 
 
@@ -97,7 +97,8 @@ def test_every_run_flag_has_a_keyword():
         (lambda: processkit.run("true"), TypeError, "list of strings"),
         (lambda: processkit.run(["true", 3]), TypeError, "args item"),
         (lambda: processkit.run([]), ValueError, "program"),
-        (lambda: processkit.run(["true"], shell=True), TypeError, "unexpected keyword argument 'shell'"),
+        (lambda: processkit.run(["true"], shell="yes"), TypeError, "shell must be True or False"),
+        (lambda: processkit.run(3, shell=True), TypeError, "a string with shell=True"),
         (lambda: processkit.run(["true"], no_echo=True), TypeError, "echo="),
         (lambda: processkit.run(["true"], detach=True), TypeError, "start()"),
         (lambda: processkit.run(["true"], timeout="10 parsecs"), ValueError, "for 'timeout='"),

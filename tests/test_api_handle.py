@@ -26,7 +26,7 @@ def test_start_returns_once_the_child_runs_and_events_stream_live():
     assert pid_alive(seen[0].root_pid) is False
     assert isinstance(seen[-1], RunnerExit) and seen[-1].code == 108 and seen[-1].source == "control_cancel"
     assert any(isinstance(e, Cancelled) and e.source == "control_cancel" for e in seen)
-    result = handle.wait()
+    result = handle.result()
     assert (result.returncode, result.source) == (108, "control_cancel")
     assert [e.event for e in result.events] == [e.event for e in seen]
     assert list(handle.events()) == result.events  # replayed once the scratch stream is gone
@@ -38,10 +38,9 @@ def test_inspect_then_kill():
         snapshot = handle.inspect()
         assert snapshot["run_id"] == handle.run_id and snapshot["root_pid"] == started.root_pid
         assert started.root_pid in [member["pid"] for member in snapshot["members"]] or snapshot["members"] == []
-        ack = handle.kill()
-        assert ack["accepted"] is True
-        result = handle.wait(timeout=10)
-    assert (result.returncode, result.source) == (109, "control_kill")
+        assert handle.kill() is None  # Popen's: the tree killed, the returncode Popen's
+        result = handle.result(timeout=10)
+    assert (result.returncode, result.exit_code, result.source) == (-9, 109, "control_kill")
     assert isinstance(result.ending, Killed)
     assert not pid_alive(started.root_pid)
 
@@ -50,8 +49,8 @@ def test_context_manager_cancels_a_run_still_going(isolated_registry):
     with processkit.start(["sleep", "30"], grace=0) as handle:
         root = next(iter(handle.events())).root_pid
         assert pid_alive(root)
-    result = handle.poll()
-    assert (result.returncode, result.source) == (108, "control_cancel")
+    result = handle.result()
+    assert (handle.poll(), result.returncode, result.source) == (108, 108, "control_cancel")
     assert not pid_alive(root)
     assert processkit.runs() == []
 
@@ -60,7 +59,7 @@ def test_context_manager_cancels_when_the_body_raises():
     with pytest.raises(RuntimeError):
         with processkit.start(["sleep", "30"], grace=0) as handle:
             raise RuntimeError("the caller failed")
-    assert handle.poll().returncode == 108
+    assert handle.poll() == 108
 
 
 def test_a_dropped_handle_leaves_no_scratch_files():
@@ -95,7 +94,7 @@ def test_start_of_a_run_that_cannot_spawn_raises_as_popen_does():
         processkit.start(["/nonexistent/program"])
     assert raised.value.filename == "/nonexistent/program" and raised.value.result.returncode == 101
     handle = processkit.start(["true"], jsonl="/nonexistent/dir/run.jsonl")  # a setup failure: a result
-    assert handle.wait().returncode == 111
+    assert handle.wait() == 111
     with pytest.raises(processkit.ControlError) as gone:
         handle.inspect()
     assert gone.value.code == 103
@@ -127,7 +126,7 @@ def test_attach_to_a_run_started_by_the_cli(tmp_path):
             if names == ["run_started", "members_snapshot"]:
                 handle.cancel()
         assert names[0] == "run_started" and names[-1] == "runner_exit" and "cancelled" in names
-        result = handle.wait(timeout=10)
+        result = handle.result(timeout=10)
         assert (result.returncode, result.source, result.jsonl) == (108, "control_cancel", str(jsonl))
         assert runner.wait(timeout=10) == 108
     finally:
@@ -148,9 +147,9 @@ def test_async_event_iterator_and_wait_async():
     async def main():
         handle = processkit.start(["sh", "-c", "sleep 0.2; exit 5"])
         names = [event.event async for event in handle.aevents()]
-        result = await handle.wait_async(timeout=10)
-        return names, result
+        code = await handle.wait_async(timeout=10)
+        return names, (code, handle.result())
 
     names, result = asyncio.run(main())
     assert names[0] == "run_started" and names[-1] == "runner_exit" and "root_exited" in names
-    assert result.returncode == 5
+    assert result[0] == result[1].returncode == 5

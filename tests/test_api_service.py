@@ -29,7 +29,7 @@ handles = [
     processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
 ]
 roots = [next(iter(h.events())).root_pid for h in handles]
-print(json.dumps({"service": handles[0].pid, "roots": roots}), flush=True)
+print(json.dumps({"service": handles[0].runner_pid, "roots": roots}), flush=True)
 processkit.run(["sleep", "3737.5"], capture_output=True)  # waiting in a call when the kill comes
 """
 
@@ -206,7 +206,7 @@ def test_a_service_that_was_killed_is_replaced_by_the_next_call():
     assert again.returncode == 3 and again.runner_pid != first
     assert not os.path.exists(scratch)
     with processkit.start(["sleep", "30"]) as handle:
-        assert handle.pid == again.runner_pid
+        assert handle.runner_pid == again.runner_pid
         assert handle.inspect()["run_id"] == handle.run_id
 
 

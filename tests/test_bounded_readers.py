@@ -35,6 +35,10 @@ ALLOWED = {
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
     ("service/scratch.py", "read_back"): "the runner service's own memfd or scratch capture of a run it carried",
+    (
+        "api/streams.py",
+        "_read_spilled",
+    ): "a large scratch capture the caller's own runner service handed it (serve.INLINE_MOST)",
 }
 
 

@@ -3,13 +3,15 @@ process carried by that process's runner service (``service``; see ``launch`` fo
 means for the caller)."""
 
 from .control import ControlError
-from .handle import RunHandle, RunInfo, attach, runs, start
+from .handle import RunHandle, attach, start
+from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
-from .result import CaptureInfo, RunError, RunResult
+from .result import CaptureInfo, CaptureTruncated, RunError, RunResult
 
 __all__ = [
     "CaptureInfo",
+    "CaptureTruncated",
     "ControlError",
     "RunError",
     "RunHandle",

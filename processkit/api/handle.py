@@ -23,6 +23,7 @@ from . import control
 from ..events.follow import Follower, read_all
 from . import service, wire
 from .launch import Call, prepare
+from .communicate import Exchange
 from .result import RunResult, build, raise_as_subprocess
 
 POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
@@ -32,8 +33,14 @@ ATTACHED_SETTLE = 0.5  # a runner unregisters just before writing runner_exit
 
 
 class RunHandle:
-    """A run that is (or was) live. ``events()`` yields every event from the first one, live;
-    ``wait()`` returns the RunResult; leaving a ``with`` block cancels a run still going."""
+    """A run that is (or was) live, shaped as ``subprocess.Popen``: ``pid`` (the child's),
+    ``send_signal``, ``terminate`` (a soft stop of the run's tree: ``returncode`` -15), ``kill``
+    (its tree killed: -9), ``poll``, ``wait``, ``communicate``, ``returncode``, and ``stdin`` /
+    ``stdout`` / ``stderr`` file objects for the streams given as PIPE. ``result()`` is the
+    RunResult; ``events()`` yields every event from the first one, live; leaving a ``with``
+    block cancels a run still going."""
+
+    stdin = stdout = stderr = None  # Popen's file objects, for the streams given as PIPE
 
     def __init__(
         self,
@@ -54,6 +61,10 @@ class RunHandle:
         self._check = check
         self._report: dict | None = None  # the service's reply, once the run ended
         self._result: RunResult | None = None
+        self._root_pid: int | None = None
+        self._pidfd: int | None = None  # the child's, opened once it started: a signal never reaches a reused pid
+        self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
+        self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
         # A handle holds its run's request (start) or watches the registry (attach).
         self._watch = None if connection is not None else control.run_id_watch(run_id)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
@@ -66,8 +77,28 @@ class RunHandle:
 
     @property
     def pid(self) -> int | None:
+        """The child's pid, as ``Popen.pid`` (the run's root; None for a run that never started)."""
+        return self._root_pid
+
+    @property
+    def runner_pid(self) -> int | None:
         """The process carrying the run: this process's runner service (None for an attached run)."""
         return self._connection.pid if self._connection is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """As ``Popen.returncode``: None until ``poll``, ``wait`` or ``result`` saw the run end."""
+        return self._result.returncode if self._result is not None else None
+
+    def _started(self, event: RunStarted) -> None:
+        """The child is running: its pid, and a pidfd so that ``send_signal`` reaches it alone."""
+        self._root_pid = pid = event.root_pid
+        try:
+            self._pidfd = os.pidfd_open(pid) if pid is not None else None
+        except OSError:  # gone already, or no pidfds here: send_signal goes by pid while the run lives
+            return
+        if self._pidfd is not None:
+            weakref.finalize(self, os.close, self._pidfd)
 
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
@@ -125,16 +156,46 @@ class RunHandle:
         """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""
         return control.stop(self.run_id, "cancel")
 
-    def kill(self) -> dict:
-        """Hard-kill the run's tree; it ends with 109."""
-        return control.stop(self.run_id, "kill")
+    def send_signal(self, signal: int) -> None:
+        """As ``Popen.send_signal``: ``signal`` to the child (the run's root) while it runs."""
+        if self._root_pid is None or self.poll() is not None:
+            return
+        import signal as signals
+
+        try:
+            if self._pidfd is not None:
+                signals.pidfd_send_signal(self._pidfd, signal)
+            else:  # a kernel without pidfds: by pid while the run goes on, as Popen does
+                os.kill(self._root_pid, signal)
+        except ProcessLookupError:  # it exited since: as Popen, nothing to signal
+            pass
+
+    def terminate(self) -> None:
+        """As ``Popen.terminate``, for the run's whole tree: a soft stop (SIGTERM to every member,
+        the grace period, then a kill); the result's ``returncode`` is -15 (``exit_code`` 108)."""
+        self._stop("cancel", 15)
+
+    def kill(self) -> None:
+        """As ``Popen.kill``, for the run's whole tree: every member killed; the result's
+        ``returncode`` is -9 (``exit_code`` 109)."""
+        self._stop("kill", 9)
+
+    def _stop(self, verb: str, number: int) -> None:
+        if self.poll() is not None:
+            return
+        self._stopped_as = self._stopped_as or number
+        try:
+            control.stop(self.run_id, verb)
+        except control.ControlError:
+            if self.poll() is None:  # not ended since: the control plane failed
+                raise
 
     # -- the end ----------------------------------------------------------------------------
-    def poll(self) -> RunResult | None:
-        """The result if the run has ended, else None."""
+    def poll(self) -> int | None:
+        """As ``Popen.poll``: the returncode if the run has ended, else None."""
         if self._result is None and self._ended():
-            return self.wait()
-        return self._result
+            self._finish(None)
+        return self.returncode
 
     def _ended(self) -> bool:
         if self._connection is not None:
@@ -151,15 +212,21 @@ class RunHandle:
                 self._report = found[2]
         return self._report
 
-    def wait(self, timeout: float | None = None) -> RunResult:
-        """The run's result once it has ended; raises subprocess.TimeoutExpired after
-        ``timeout`` seconds (the run goes on), and RunError on a non-zero code under check=True."""
+    def wait(self, timeout: float | None = None) -> int:
+        """As ``Popen.wait``: the returncode once the run has ended; raises
+        subprocess.TimeoutExpired after ``timeout`` seconds (the run goes on), and RunError on a
+        non-zero code under check=True."""
+        return self.result(timeout).returncode
+
+    def result(self, timeout: float | None = None) -> RunResult:
+        """The run's RunResult once it has ended, as ``wait`` waits for it."""
         result = self._finish(timeout)
         if self._check:
             result.check_returncode()
         return result
 
-    async def wait_async(self, timeout: float | None = None) -> RunResult:
+    async def wait_async(self, timeout: float | None = None) -> int:
+        """``wait`` for asyncio: waits on the event loop, never blocks it."""
         import asyncio
 
         started = time.monotonic()
@@ -170,6 +237,37 @@ class RunHandle:
             await asyncio.sleep(pause)
         return self.wait()
 
+    def communicate(self, input=None, timeout: float | None = None) -> tuple:
+        """As ``Popen.communicate``: ``input`` written to the stdin pipe (``stdin=PIPE``), the
+        stdout and stderr pipes read to their end, the run waited for; ``(stdout, stderr)``,
+        each None unless its stream is a PIPE. TimeoutExpired after ``timeout`` seconds keeps
+        what was exchanged; call again to go on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._exchange is None:
+            if input is not None and self.stdin is None:
+                raise ValueError("communicate(input=...) needs a run started with stdin=PIPE")
+            stdio = self._call.stdio if self._call is not None else None
+            data = (
+                input.encode(stdio._encoding(), stdio.errors or "strict") if isinstance(input, str) and stdio else input
+            )
+            self._exchange = Exchange(self.stdin, {"stdout": self.stdout, "stderr": self.stderr}, data)
+        elif input is not None:
+            raise ValueError("Cannot send input after starting communication")
+        exchange = self._exchange
+        if not exchange.run(deadline):
+            out, err = exchange.gathered("stdout"), exchange.gathered("stderr")
+            raise subprocess.TimeoutExpired(self._args(), timeout, out, err)  # type: ignore[arg-type]
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self._output("stdout"), self._output("stderr")
+
+    def _output(self, name: str):
+        assert self._exchange is not None
+        data = self._exchange.gathered(name)
+        stdio = self._call.stdio if self._call is not None else None
+        if data is None or stdio is None or not stdio.text:
+            return data
+        return stdio.decoded(data)
+
     def _finish(self, timeout: float | None) -> RunResult:
         if self._result is not None:
             return self._result
@@ -179,6 +277,9 @@ class RunHandle:
             if report is None:
                 raise subprocess.TimeoutExpired(self._call.args, timeout)  # type: ignore[arg-type]
             self._result = self._call.result(report)
+            if self._stopped_as is not None and self._result.source in ("control_cancel", "control_kill"):
+                stopped = 15 if self._result.source == "control_cancel" else 9  # the stop that won
+                self._result = dataclasses.replace(self._result, returncode=-stopped)
             if self._scratch is not None:
                 self._result = dataclasses.replace(self._result, jsonl=None)
             _forget(self._connection, self._rid, self._scratch)
@@ -223,6 +324,12 @@ class RunHandle:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        for file in (self.stdout, self.stderr, self.stdin):  # as Popen's, before the wait
+            if file is not None:
+                try:
+                    file.close()
+                except BrokenPipeError:
+                    pass
         self.close()
 
 
@@ -242,7 +349,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     (the run_started event is written) or the run has already ended (a setup failure:
     ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
     directory that cannot be used raises as ``subprocess.Popen`` does."""
-    call = prepare(args, options, echo=echo, function="start")
+    call = prepare(args, options, echo=echo, function="start", live=True)
     scratch = None
     if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
         call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
@@ -258,10 +365,13 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         scratch=scratch,
         check=check,
     )
+    for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
+        setattr(handle, name, file)
     events = handle.events()
     try:
         for event in events:
             if isinstance(event, RunStarted):
+                handle._started(event)
                 return handle
     except BaseException:  # interrupted while waiting for the start: the run ends through its release
         connection.signal(rid, "sigterm")
@@ -287,32 +397,3 @@ def attach(run_id: str) -> RunHandle:
     if record.jsonl is None:
         raise control.ControlError(f"run '{run_id}' names no JSONL stream", 103, "not_found")
     return RunHandle(run_id, record.jsonl)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunInfo:
-    """One registry record, as ``processkit-cli list --json`` shows it."""
-
-    run_id: str
-    health: str
-    started_at: str
-    hint: str | None
-    argv_sha256: str | None
-    labels: dict
-    jsonl: str | None
-    capture_dir: str | None
-    endpoint: str | None
-
-
-def runs(labels: dict | None = None) -> list[RunInfo]:
-    """The runs this user's registry holds (live, stale or unprobed), optionally only those
-    carrying every one of ``labels``."""
-    wanted = dict(labels or {})
-    found = []
-    for record, health in control.entries():
-        if record.matches(wanted):
-            fields = {
-                key: value for key, value in record._asdict().items() if key not in ("lock_file", "batch_records")
-            }
-            found.append(RunInfo(health=health, **fields))
-    return found

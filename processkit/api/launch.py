@@ -21,8 +21,8 @@ import sys
 from ..spec import RunSpec, StdinMode
 from . import options as keyword_options
 from . import service, wire
-from .result import RunResult, outcome, raise_as_subprocess
-from .streams import Streams
+from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
+from .streams import Streams, discard
 from ..plain import Plain
 
 
@@ -50,14 +50,22 @@ class Call(Plain):
 
     def send(self) -> tuple[service.Connection, int]:
         """The request to this process's service, with the caller's standard streams beside it
-        when the run uses them; the connection it went on, and its id."""
-        spec = self.spec
+        when the run uses them, then the descriptors given for the child's own (``child_fds``);
+        the connection it went on, and its id."""
+        spec, extra = self.spec, self.extra
+        layout, given = self.stdio.descriptors() if self.stdio.own else ((False, False, False), [])
+        if given:
+            extra = {**extra, "child_fds": layout}
         if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
-            return service.send("run", spec, self.extra, env=True)
+            try:
+                return service.send("run", spec, extra, fds=given, env=True)
+            finally:
+                self.stdio.sent()
         fds, opened = _standard_streams()
         try:
-            return service.send("run", spec, {**self.extra, "fds": 3}, fds=fds, env=True)
+            return service.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
         finally:
+            self.stdio.sent()
             for fd in opened:
                 os.close(fd)
 
@@ -78,17 +86,20 @@ def _standard_streams() -> tuple[list[int], list[int]]:
     return fds, opened
 
 
-def prepare(args, options: dict, *, echo: bool, function: str) -> Call:
-    """Check everything the caller gave (TypeError/ValueError) before anything is sent."""
-    command = keyword_options.command_args(args)
+def prepare(args, options: dict, *, echo: bool, function: str, live: bool = False) -> Call:
+    """Check everything the caller gave (TypeError/ValueError) before anything is sent.
+    ``live``: a ``start`` call (its PIPEs are pipes, read by the caller)."""
+    command = keyword_options.command_args(keyword_options.shell_args(args, options.pop("shell", False)))
     if not isinstance(echo, bool):
         raise TypeError(f"echo must be True or False, not {echo!r}")
-    streams = Streams(options, echo=echo)  # takes subprocess's stream keywords out of options
+    streams = Streams(options, echo=echo, live=live)  # takes subprocess's stream keywords out of options
     jsonl = options.get("jsonl")
     fixed: dict[str, object] = {} if echo or options.get("inherit_stdio") else {"no_echo": True}
     fixed.update(streams.options(options))
     path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
     spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
+    if streams.merged:
+        spec = spec.replace(stderr_to_stdout=True)
     return Call(
         args=command,
         spec=_anchored(spec),
@@ -126,8 +137,15 @@ def _anchored(spec: RunSpec) -> RunSpec:
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     result = call.result(report)
     raise_as_subprocess(result, call.spec)
+    cut = truncated(result, call.stdio.piped)
+    if cut:  # a cap the caller set cut what it asked for: said, never silent
+        import warnings
+
+        warnings.warn(f"processkit.run({call.args[0]!r}, ...): {'; '.join(cut)}", CaptureTruncated, stacklevel=3)
     if check:
         result.check_returncode()
+        if cut:
+            raise RunError(result)
     return result
 
 
@@ -150,9 +168,11 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
 def _released(connection: service.Connection, rid: int) -> None:
     """Wait for the stopped run's reply (its release done); a service that is gone has none."""
     try:
-        connection.take(rid)
+        found = connection.take(rid)
     except service.ServiceGone:
-        pass
+        return
+    if found is not None:
+        discard(found[2])
 
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
@@ -166,7 +186,7 @@ async def run_async(args, *, check: bool = False, echo: bool = False, **options)
         import asyncio
 
         try:
-            await asyncio.shield(_reply(connection, rid))
+            discard(await asyncio.shield(_reply(connection, rid)))
         except service.ServiceGone:
             pass
         raise

@@ -110,8 +110,24 @@ class RunResult:
             raise RunError(self)
 
 
+class CaptureTruncated(UserWarning):
+    """The output a caller asked for (``capture_output``, ``PIPE``) was cut by the cap it set
+    (``capture_max_bytes``): the warning names the stream and the bytes lost."""
+
+
+def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
+    """What a cap cut of the streams asked for: one phrase per stream, naming the bytes lost."""
+    cut = []
+    for name, capture in (("stdout", result.stdout_capture), ("stderr", result.stderr_capture)):
+        if piped.get(name) and capture is not None and capture.truncated:
+            seen, kept = capture.bytes_seen or 0, capture.bytes_written or 0
+            cut.append(f"{name} cut by capture_max_bytes: {seen - kept} of {seen} bytes lost")
+    return cut
+
+
 class RunError(subprocess.CalledProcessError):
-    """A run that did not exit 0 (raised by ``check=True`` or ``check_returncode()``)."""
+    """A run that did not exit 0 (raised by ``check=True`` or ``check_returncode()``), or whose
+    output asked for was cut by the caller's cap (``check=True``; ``returncode`` may then be 0)."""
 
     def __init__(self, result: RunResult):
         # args is None only for an attached run whose stream names no command; cmd keeps it as given.
@@ -128,6 +144,8 @@ class RunError(subprocess.CalledProcessError):
             f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
         )
         message = self.result.message
+        if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost
+            message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})) or message
         return f"{text}: {message}" if message else text
 
 

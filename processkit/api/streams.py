@@ -1,76 +1,142 @@
-"""``subprocess.run``'s standard-stream keywords, mapped onto the runner's own flags.
+"""``subprocess``'s standard-stream keywords, mapped onto the runner's own flags.
 
-- ``stdout=PIPE`` / ``stderr=PIPE`` / ``capture_output=True`` fill ``result.stdout`` /
-  ``result.stderr`` from the run's capture files, which the runner service reads and sends
-  back: bounded by ``capture_max_bytes`` like every capture (``result.stdout_capture.truncated``
-  says when the child wrote more). Without a ``capture_dir`` the service captures into its
-  private scratch directory and removes the files once sent.
-- ``text=True`` (or ``universal_newlines``, ``encoding``, ``errors``) decodes them, with
-  universal newlines, as subprocess does; ``input`` is then a str.
-- ``input=`` travels with the request; the service feeds the child's stdin from a file in
-  memory holding it (``--stdin-file`` on a memfd): any size, and no pipe between this process
-  and the child that could deadlock.
-- ``DEVNULL`` (or None) keeps a stream out of the result; with ``echo=True`` the runner
-  forwards both streams, so DEVNULL is refused there. Anything else (``STDOUT``, a file, a
-  descriptor, ``stdin=PIPE``) raises ValueError saying what to use instead.
+- ``stdout=PIPE`` / ``stderr=PIPE`` / ``capture_output=True`` on ``run`` fill ``result.stdout`` /
+  ``result.stderr`` from the run's capture files, which the runner service reads and sends back.
+  Every byte the child wrote, as subprocess gives it: the capture of a stream the caller asked for
+  has no cap unless the caller sets one (``capture_max_bytes``); a cap that cuts is said
+  (``warnings.warn``, and ``check=True`` raises). The file is in the service's scratch directory
+  (a tmpfs where there is one, so memory, as subprocess's buffers) unless ``capture_dir`` names one.
+- On ``start`` a PIPE is a pipe, as ``Popen``'s: the child writes into it and the caller reads
+  ``handle.stdout`` / ``handle.stderr`` (``stdin=PIPE``: writes ``handle.stdin``). Its other end
+  travels to the service with the request (``SCM_RIGHTS``), as does a file object or descriptor
+  given for a stream: the child gets that descriptor as its own, as a subprocess child does.
+- ``stderr=STDOUT`` puts both streams into one (the child's 2 is its 1: the same pipe, in the order
+  the child wrote), read, captured or handed on as stdout.
+- ``text=True`` (or ``universal_newlines``, ``encoding``, ``errors``) decodes, with universal
+  newlines, as subprocess does; ``input`` is then a str.
+- ``input=`` travels with the request; the service feeds the child's stdin from a file in memory
+  holding it (``--stdin-file`` on a memfd): any size, and no pipe between this process and the
+  child that could deadlock.
+- ``DEVNULL`` (or None) keeps a stream out of the result.
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import locale
+import os
 import subprocess
+from typing import IO
 
+from ..spec import U64_MAX
 from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT
-
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 STREAMS = ("stdout", "stderr")
+NO_CAP = U64_MAX  # the capture of a stream asked for, when the caller sets no cap: every byte
+
+
+def discard(report: dict) -> None:
+    """Remove the scratch directory the runner service handed over with a reply's large
+    captures (``*_file``), once read or when the reply is dropped (an interrupted call)."""
+    spilled = [report[key] for key in ("stdout_file", "stderr_file") if key in report]
+    if spilled:
+        import shutil
+
+        shutil.rmtree(os.path.dirname(spilled[0]), ignore_errors=True)
+
+
+def _read_spilled(path: str) -> bytes | None:
+    """A large capture the runner service left in its private scratch directory for this call
+    (``serve.INLINE_MOST``), read whole: one ``read`` of its size, so one copy in memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks: list[bytes] = []
+        left = os.fstat(fd).st_size
+        while chunk := os.read(fd, max(left, 1 << 16)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _descriptor(name: str, value) -> int:
+    """The descriptor of a file object or an int, as subprocess takes them (TypeError/ValueError)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} takes PIPE, DEVNULL, None, a file object or a descriptor, not {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{name}={value} is no descriptor: pass PIPE, DEVNULL, None, a file object or one >= 0")
+        return value
+    fileno = getattr(value, "fileno", None)
+    if fileno is None:
+        raise TypeError(f"{name} takes PIPE, DEVNULL, None, a file object or a descriptor, not {type(value).__name__}")
+    return fileno()
 
 
 class Streams:
-    """What one call asked of the standard streams."""
+    """What one call asked of the standard streams. ``given`` holds, per standard stream, a
+    descriptor of the caller's the child gets as its own (a file, a descriptor, a pipe end), and
+    ``opened`` the ones made here (closed once sent); ``readers`` the caller's ends of ``start``'s
+    pipes, stream -> descriptor."""
 
-    def __init__(self, options: dict, *, echo: bool):
-        """Take the stream keywords out of ``options`` and check them (TypeError/ValueError)."""
+    def __init__(self, options: dict, *, echo: bool, live: bool = False):
+        """Take the stream keywords out of ``options`` and check them (TypeError/ValueError).
+        ``live``: a ``start`` call, whose PIPE is a pipe this process reads (or writes)."""
         given = {key: options.pop(key) for key in KEYWORDS if key in options}
         capture_output = given.get("capture_output", False)
         if not isinstance(capture_output, bool):
             raise TypeError(f"capture_output must be True or False, not {capture_output!r}")
-        self.piped = {name: self._mode(name, given.get(name), echo) for name in STREAMS}
         if capture_output:
             if any(given.get(name) is not None for name in STREAMS):
                 raise ValueError("stdout and stderr arguments may not be used with capture_output")
-            self.piped = dict.fromkeys(STREAMS, True)
+            given["stdout"] = given["stderr"] = subprocess.PIPE
+        self.live = live
+        self.piped = dict.fromkeys(STREAMS, False)
+        self.given: list[int | None] = [None, None, None]
+        self.merged = False
+        self.stdin_pipe = False
+        for index, name in enumerate(STREAMS, 1):
+            self._output(index, name, given.get(name), echo)
         self.encoding: str | None = given.get("encoding")
         self.errors: str | None = given.get("errors")
         self.text = bool(given.get("text") or given.get("universal_newlines") or self.encoding or self.errors)
         self.input = self._input(given.get("input"))
         stdin = given.get("stdin")
-        if stdin not in (None, subprocess.DEVNULL):
-            raise ValueError(
-                "stdin takes DEVNULL (the runner's default) only: pass input= for data, stdin_file= for a "
-                "file, inherit_stdin=True for this process's stdin"
-            )
         if self.input is not None and stdin is not None:
             raise ValueError("stdin and input arguments may not both be used")
+        if stdin == subprocess.PIPE:
+            if live:
+                self.stdin_pipe = True
+            else:  # subprocess.run closes a stdin pipe it has no input for: the child reads its end
+                self.input = b""
+        elif stdin not in (None, subprocess.DEVNULL):
+            self.given[0] = _descriptor("stdin", stdin)
+        if echo and self.given[1] is not None and self.given[2] is not None:
+            raise ValueError("echo=True forwards the child's output, but stdout and stderr both go elsewhere")
+        self.opened: list[int] = []
+        self.readers: dict[str, int] = {}
 
-    @staticmethod
-    def _mode(name: str, value, echo: bool) -> bool:
-        if value is None:
-            return False
+    def _output(self, index: int, name: str, value, echo: bool) -> None:
+        if value is None or value == subprocess.DEVNULL:
+            if value is not None and echo:  # the echo forwards the other stream only
+                self.given[index] = -1  # /dev/null, opened only when the call is sent
+            return  # else the runner reads the stream and keeps it out of the result
         if value == subprocess.PIPE:
-            return True
-        if value == subprocess.DEVNULL:
-            if echo:
-                raise ValueError(f"{name}=DEVNULL cannot be honoured with echo=True, which forwards both streams")
-            return False
-        if value == subprocess.STDOUT:
-            raise ValueError(f"{name}=STDOUT is not supported: each stream is captured on its own")
-        raise ValueError(
-            f"{name} takes PIPE, DEVNULL or None: to keep the output in files, pass capture_dir= (bounded by "
-            "capture_max_bytes)"
-        )
+            self.piped[name] = True
+        elif value == subprocess.STDOUT:
+            if name == "stdout":
+                raise ValueError("STDOUT is only for stderr: stderr=STDOUT puts both streams into stdout")
+            self.merged = True
+        else:
+            self.given[index] = _descriptor(name, value)
 
     def _input(self, value) -> bytes | None:
         if value is None:
@@ -90,37 +156,116 @@ class Streams:
 
     @property
     def wanted(self) -> bool:
-        return any(self.piped.values())
+        """The output comes back in the result (``run``'s PIPE: a capture read back)."""
+        return not self.live and self.asked
 
-    def options(self, options: dict) -> dict[str, str]:
+    def options(self, options: dict) -> dict[str, object]:
         """The run options that serve this call (by dest: the service's stand-ins for its
         scratch places, ``wire``); refuses the combinations the runner cannot serve (ValueError)."""
-        fixed = {}
-        if self.wanted and options.get("inherit_stdio"):
-            raise ValueError("stdout=PIPE / capture_output cannot be used with inherit_stdio=True")
+        fixed: dict[str, object] = {}
+        own = self.merged or self.own
+        if (self.wanted or own) and options.get("inherit_stdio"):
+            raise ValueError("stdin/stdout/stderr other than None cannot be used with inherit_stdio=True")
+        if own and options.get("pty"):
+            raise ValueError("stdin/stdout/stderr other than None cannot be used with pty=True (one terminal)")
+        if options.get("idle_timeout") is not None and (self.given[1:] != [None, None] or self.live and self.asked):
+            raise ValueError(
+                "idle_timeout watches the output the runner reads: not with stdout/stderr given a file, a "
+                "descriptor or start()'s PIPE"
+            )
+        if (self.given[0] is not None or self.stdin_pipe) and (
+            options.get("stdin_file") is not None or options.get("inherit_stdin")
+        ):
+            raise ValueError("stdin cannot be used with stdin_file or inherit_stdin")
         if self.input is not None:
             if options.get("stdin_file") is not None or options.get("inherit_stdin") or options.get("pty"):
                 raise ValueError("input cannot be used with stdin_file, inherit_stdin or pty")
             fixed["stdin_file"] = SCRATCH_INPUT
-        if self.wanted and options.get("capture_dir") is None:
-            fixed["capture_dir"] = SCRATCH_CAPTURE
+        if self.wanted:
+            if options.get("capture_dir") is None:
+                fixed["capture_dir"] = SCRATCH_CAPTURE
+            if options.get("capture_max_bytes") is None:  # every byte, unless the caller sets a cap
+                fixed["capture_max_bytes"] = NO_CAP
         return fixed
+
+    @property
+    def own(self) -> bool:
+        """The child gets descriptors of this call's for some standard stream (``child_fds``)."""
+        return self.stdin_pipe or any(fd is not None for fd in self.given) or self.live and self.asked
+
+    @property
+    def asked(self) -> bool:
+        """Some output stream is PIPE (read back on ``run``, a pipe on ``start``)."""
+        return any(self.piped.values())
+
+    def descriptors(self) -> tuple[tuple[bool, bool, bool], list[int]]:
+        """What the request carries for the child's 0, 1, 2 (which are given) and the descriptors,
+        in stream order; ``start``'s pipes are made here, this process keeping the other ends."""
+        fds: list[int] = []
+        for index, fd in enumerate(self.given):
+            if fd == -1:
+                fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+                self.opened.append(fd)
+            elif (
+                fd is None
+                and self.live
+                and (index == 0 and self.stdin_pipe or index and self.piped[STREAMS[index - 1]])
+            ):
+                read, write = os.pipe()
+                if index == 0:
+                    self.readers["stdin"], fd = write, read
+                else:
+                    self.readers[STREAMS[index - 1]], fd = read, write
+                self.opened.append(fd)
+            if fd is not None:
+                fds.append(fd)
+            self.given[index] = fd
+        return tuple(fd is not None for fd in self.given), fds  # type: ignore[return-value]
+
+    def sent(self) -> None:
+        """The request went: the descriptors made for the child are the service's now."""
+        for fd in self.opened:
+            os.close(fd)
+        self.opened = []
+
+    def files(self) -> dict[str, IO]:
+        """``start``'s ends of its pipes as Popen's file objects: binary, or text as Popen's."""
+        found: dict[str, IO] = {}
+        for name, fd in self.readers.items():
+            mode = "wb" if name == "stdin" else "rb"
+            raw = open(fd, mode, closefd=True)  # a pipe end of this call: the handle closes it, as Popen does
+            if self.text:
+                found[name] = io.TextIOWrapper(
+                    raw, encoding=self._encoding(), errors=self.errors or "strict", write_through=name == "stdin"
+                )
+            else:
+                found[name] = raw
+        self.readers = {}
+        return found
 
     def collect(self, report: dict, captures: dict) -> dict[str, bytes | str | None]:
         """``{"stdout": ..., "stderr": ...}`` from the capture files' content the service sent
         (``captures``: stream -> CaptureInfo or None); a stream not asked for, or never
         captured, is None."""
         found: dict[str, bytes | str | None] = dict.fromkeys(STREAMS)
-        for name in STREAMS:
-            info = captures.get(name)
-            data = report.get(name)
-            if not self.piped[name] or info is None or data is None:
-                continue
-            data = data[: info.bytes_written or 0]
-            found[name] = self._decoded(data, complete=not info.truncated) if self.text else data
+        if self.live:
+            return found
+        try:
+            for name in STREAMS:
+                info = captures.get(name)
+                data = report.get(name)
+                if data is None and f"{name}_file" in report:
+                    data = _read_spilled(report[f"{name}_file"])
+                if not self.piped[name] or info is None or data is None:
+                    continue
+                if len(data) > (info.bytes_written or 0):
+                    data = data[: info.bytes_written or 0]
+                found[name] = self.decoded(data, complete=not info.truncated) if self.text else data
+        finally:
+            discard(report)
         return found
 
-    def _decoded(self, data: bytes, *, complete: bool) -> str:
+    def decoded(self, data: bytes, *, complete: bool = True) -> str:
         """Universal newlines, as subprocess's text mode; a capture cut at its cap may end
         inside a character, which is then left out rather than refused."""
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")

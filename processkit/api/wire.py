@@ -15,7 +15,7 @@ import socket
 import struct
 
 HEADER = struct.Struct(">I")
-MAX_FDS = 4  # the most descriptors any one frame carries
+MAX_FDS = 6  # the most descriptors any one frame carries (the caller's 0-2, and its own for the child's)
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
 # memory (a memfd), not a file, or (for a run followed live) to ``<scratch>/<run id>.jsonl`` in
 # the service's scratch directory; the capture goes to that directory too; stdin is fed from the

@@ -129,6 +129,8 @@ def start(host: Host, run: RunState) -> Launched:
             stdin=spec.stdin,
             pipe_output=not spec.inherit_stdio and spec.output_fd is None,
             output_fd=spec.output_fd,
+            given=spec.child_fds,
+            merged=spec.stderr_to_stdout,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
             inherit=run.context.stdio,
@@ -184,7 +186,8 @@ def connect(run: RunState, launched: Launched) -> None:
         echo = spec.echo
         context = run.context
         for name, fd, own_fd in (("stdout", child.stdout, context.fd(1)), ("stderr", child.stderr, context.fd(2))):
-            assert fd is not None, "spawn pipes both outputs when asked to"
+            if fd is None:  # the API gave the child a descriptor of its own, or stderr=STDOUT
+                continue
             streams.append(OutputStream(run, name, fd, run.targets.get(name), own_fd if echo else None))
     if run.stdin_source is not None:
         from .stdin_feed import StdinFeed

@@ -132,6 +132,8 @@ def drain_outputs(run: RunState, launched: Launched):
     if launched.stdin_feed is not None:
         launched.stdin_feed.close()
     stopped = lambda: run.stop_signals > 0  # noqa: E731 - counted since the teardown began
+    for stream in streams:
+        stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:

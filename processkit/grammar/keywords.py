@@ -90,6 +90,12 @@ def _items(key: str, metavar: str, value, own_rule: bool) -> list:
     return [_text(item, f"each item of {key}", WANTED.get(metavar, "a string"), own_rule) for item in value]
 
 
+def mapping_items(key: str, value: Mapping) -> list[tuple[str, str]]:
+    """A ``K=V`` keyword's mapping as (name, value) texts, each refused naming ``key``: the API's
+    ``env`` and ``env_add``, read into the one ``env`` option."""
+    return _items(key, "K=V", value, False)
+
+
 def _mapped(key: str, name, value, own_rule: bool) -> str:
     """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``)."""
     if isinstance(value, (str, bytes, os.PathLike)):

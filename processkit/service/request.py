@@ -27,6 +27,10 @@ from ..text import is_valid_run_id
 from ..writeall import write_all
 from . import scratch
 
+# A scratch capture larger than this is not copied into the reply: the caller reads the file
+# itself (one copy of the output in memory, as subprocess's, not four across the two processes).
+INLINE_MOST = 1 << 20
+
 
 class Request:
     """One run a caller asked for, and what serves it in this process."""
@@ -43,6 +47,7 @@ class Request:
         "stopped",
         "steps",
         "short",
+        "given",
     )
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
@@ -57,6 +62,19 @@ class Request:
         self.scratch_capture: str | None = None
         self.stopped: str | None = None  # the stop signal's source, when one came before its first step
         self.steps: object = None  # the run's generator on the host, once it is carried
+        # The caller's own descriptors for the child's 0, 1, 2 (``child_fds``: stdin=PIPE, stdout=
+        # a file, a descriptor or a pipe it reads), sent after ``stdio``; None where not given.
+        self.given: list[int | None] = [None, None, None]
+
+    def take_given(self, extra: dict, frames: wire.Frames) -> None:
+        """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
+        wanted = extra.get("child_fds") or (False, False, False)
+        count = sum(map(bool, wanted))
+        fds = frames.take_fds(count)
+        if len(fds) != count:  # the kernel dropped what did not fit: the run is refused (``refused``)
+            self.short = True
+        taken = iter(fds)
+        self.given = [next(taken, None) if flag else None for flag in wanted]
 
     def refused(self) -> Failure | None:
         """Why the request cannot be run as it came (a run id that is no run id)."""
@@ -85,6 +103,8 @@ class Request:
             changes["stdin_file"] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE:
             self.scratch_capture = changes["capture_dir"] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+        if any(fd is not None for fd in self.given):
+            changes["child_fds"] = tuple(self.given)
         return spec.replace(**changes) if changes else spec
 
     def _memory_file(self, content: bytes) -> str:
@@ -119,15 +139,21 @@ class Request:
             report["jsonl"] = None if stands_in else scratch.read_back(spec.jsonl)
         if any(self.piped) and spec.capture_dir is not None and spec.capture_dir != wire.SCRATCH_CAPTURE:
             for name, piped in zip(("stdout", "stderr"), self.piped):
-                if piped:
-                    report[name] = scratch.read_back(os.path.join(spec.capture_dir, f"{name}.log"))
+                if not piped:
+                    continue
+                path = os.path.join(spec.capture_dir, f"{name}.log")
+                if self.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
+                    report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
+                    self.scratch_capture = None  # the directory is the caller's to remove now
+                else:
+                    report[name] = scratch.read_back(path)
         return report
 
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
-        for fd in self.memfds + self.stdio:
+        for fd in self.memfds + self.stdio + [fd for fd in self.given if fd is not None]:
             os.close(fd)
-        self.memfds, self.stdio = [], []
+        self.memfds, self.stdio, self.given = [], [], [None, None, None]
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
             self.scratch_capture = None

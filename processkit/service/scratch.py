@@ -65,3 +65,11 @@ def read_back(source: int | str) -> bytes | None:
     finally:
         if not isinstance(source, int):
             os.close(fd)
+
+
+def size(path: str) -> int:
+    """The size of a run's capture file, 0 when it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

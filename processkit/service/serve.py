@@ -133,6 +133,7 @@ class Service:
                 if extra.get("env") is not None:  # a change, recorded now: never lost with its request
                     self.caller_env = extra["env"]
                 request = Request(rid, message[2], extra, self.frames.take_fds(extra.get("fds", 0)), self.caller_env)
+                request.take_given(extra, self.frames)
                 refused = request.refused()
                 if refused is not None:
                     request.close()

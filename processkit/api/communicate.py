@@ -1,0 +1,87 @@
+"""``RunHandle.communicate``'s exchange over ``start``'s pipes, as ``Popen.communicate`` makes it:
+one selector in the calling thread writes the input into the child's stdin pipe while it reads
+its stdout and stderr pipes to their end, so neither side can fill a pipe and wait on the other.
+
+The pipes' ends reach their end of file once the run is over: the runner service holds its copy
+of each descriptor it handed the child until the run has ended (its tree included), so a reader
+never waits past the run. A timeout keeps what was exchanged, and the next call goes on from it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import selectors
+import time
+
+PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write of at most this never blocks once select says so
+READ_SIZE = 1 << 15
+
+
+class Exchange:
+    """One handle's communication, kept across calls that time out: what is left of the input,
+    and what each output pipe gave so far."""
+
+    def __init__(self, stdin, outputs: dict, data: bytes | None):
+        self.stdin = stdin
+        self.outputs = {name: file for name, file in outputs.items() if file is not None}
+        self.chunks: dict[str, list[bytes]] = {name: [] for name in self.outputs}
+        self.input = memoryview(data or b"")
+        self.offset = 0
+        if stdin is not None:
+            try:
+                stdin.flush()
+            except BrokenPipeError:
+                pass
+            if not data:
+                _close(stdin)
+                self.stdin = None
+
+    def run(self, deadline: float | None) -> bool:
+        """Exchange until every output pipe is at its end (True) or ``deadline`` passes (False)."""
+        with selectors.PollSelector() as selector:
+            if self.stdin is not None and not self.stdin.closed:
+                selector.register(self.stdin, selectors.EVENT_WRITE)
+            for file in self.outputs.values():
+                if not file.closed:
+                    selector.register(file, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                for key, _ in selector.select(left):
+                    if key.fileobj is self.stdin:
+                        self._write(selector, key)
+                    else:
+                        self._read(selector, key)
+        return True
+
+    def _write(self, selector: selectors.BaseSelector, key) -> None:
+        chunk = self.input[self.offset : self.offset + PIPE_BUF]
+        try:
+            self.offset += os.write(key.fd, chunk)
+        except BrokenPipeError:  # the child closed its stdin: the rest of the input is not wanted
+            self.offset = len(self.input)
+        if self.offset >= len(self.input):
+            selector.unregister(key.fileobj)
+            _close(key.fileobj)
+
+    def _read(self, selector: selectors.BaseSelector, key) -> None:
+        data = os.read(key.fd, READ_SIZE)
+        if data:
+            name = next(name for name, file in self.outputs.items() if file is key.fileobj)
+            self.chunks[name].append(data)
+            return
+        selector.unregister(key.fileobj)
+        key.fileobj.close()
+
+    def gathered(self, name: str) -> bytes | None:
+        """Every byte ``name``'s pipe gave so far; None for a stream that is no pipe."""
+        return b"".join(self.chunks[name]) if name in self.chunks else None
+
+
+def _close(file) -> None:
+    try:
+        file.close()
+    except BrokenPipeError:  # the buffered rest could not be flushed: the child is gone
+        pass
