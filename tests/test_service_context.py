@@ -35,7 +35,7 @@ def test_a_run_id_names_no_path_the_service_removes(tmp_path):
         "depth = os.path.relpath(sys.argv[1], scratch)\n"  # '../..' from the scratch directory up to the victim
         "print(processkit.run(['true'], run_id=depth, capture_output=True).returncode)\n"
         "handle = processkit.start(['true'], run_id=sys.argv[2])\n"
-        "print(handle.wait().returncode)\n"
+        "print(handle.wait())\n"
         "del handle\n"
         "import gc; gc.collect()\n"
         "print(processkit.run(['true'], run_id=sys.argv[1], capture_output=True).returncode)\n"
@@ -159,12 +159,12 @@ for n in range(150):
     if handle.poll() is None:
         started.append(handle)
     else:
-        result = handle.wait()
+        result = handle.result()
         (refused if result.returncode == 111 else other).append(result.stderr.decode() if isinstance(result.stderr, bytes) else result.message)
 ends = []
 for handle in started:
     handle.kill()
-    ends.append(handle.wait().returncode)
+    ends.append(handle.wait())
 after = processkit.run(["sh", "-c", "exit 7"])
 print(json.dumps({"started": len(started), "refused": refused, "other": other, "ends": ends, "after": after.returncode}))
 """
@@ -178,7 +178,7 @@ def test_calls_past_the_open_file_limit_fail_alone_naming_it():
     assert found["started"] >= 1 and found["started"] + len(found["refused"]) == 150
     for message in found["refused"]:
         assert "ulimit -n" in message and "sleep" not in message and len(message.strip().splitlines()) == 1, message
-    assert found["ends"] == [109] * found["started"]
+    assert found["ends"] == [-9] * found["started"]  # Popen's kill()
     assert found["after"] == 7
 
 
@@ -311,7 +311,7 @@ while True:
     if handle.poll() is not None:
         break
     handles.append(handle)
-service = handles[0].pid
+service = handles[0].runner_pid
 seen = {}
 def look():  # the batch's process, while it lives: a child of the service running the batch's own program
     while "cmdline" not in seen:
@@ -337,7 +337,7 @@ except RuntimeError as exc:
 ends = []
 for handle in handles:
     handle.kill()
-    ends.append(handle.wait().returncode)
+    ends.append(handle.wait())
 after = processkit.run(["true"])
 print(json.dumps({"outcome": outcome, "ends": ends, "same": after.runner_pid == service, "exec": "cmdline" in seen}))
 """
@@ -347,7 +347,7 @@ print(json.dumps({"outcome": outcome, "ends": ends, "same": after.runner_pid == 
     assert found["outcome"] == "ran" or ("ulimit -n" in found["outcome"] and len(found["outcome"].splitlines()) == 1), (
         found["outcome"]
     )
-    assert found["ends"] and set(found["ends"]) == {109}
+    assert found["ends"] and set(found["ends"]) == {-9}
     assert found["same"] and found["exec"]
 
 
@@ -381,7 +381,7 @@ async def main(gate):
         await mine
     except asyncio.CancelledError:
         pass
-    print(other.wait().returncode)
+    print(other.wait())
 
 asyncio.run(main(sys.argv[1]))
 """
