@@ -209,7 +209,9 @@ def test_a_registry_directory_of_another_user_is_not_adopted(tmp_path, other_use
     registry = os.path.join(shared, "runs")
     as_other(other_user, 'mkdir "$1"; chmod 0777 "$1"', registry)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", registry)
-    result = run_cli("run", "--label", "secret=label", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", "echo ran; exit 7")
+    result = run_cli(
+        "run", "--label", "secret=label", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", "echo ran; exit 7"
+    )
     unregistered(result, f"belongs to uid {other_user.pw_uid}, not to this user", code=7)
     assert result.stdout == b"ran\n"
     assert os.listdir(registry) == [] and os.stat(registry).st_mode & 0o777 == 0o777

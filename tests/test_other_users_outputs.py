@@ -98,7 +98,9 @@ def test_a_replaced_export_keeps_the_mode_of_the_file_it_replaces(tmp_path):
     assert os.stat(export).st_mode & 0o777 == 0o600 and json.loads(export.read_text())["results"]
 
 
-def test_a_registry_in_a_shared_sticky_directory_is_left_alone_and_the_child_runs(tmp_path, other_user, shared, monkeypatch):
+def test_a_registry_in_a_shared_sticky_directory_is_left_alone_and_the_child_runs(
+    tmp_path, other_user, shared, monkeypatch
+):
     """``PROCESSKIT_CLI_REGISTRY_DIR=/tmp``: not chmod-ed (everyone else would be locked out),
     nothing written there, and ``prune`` never deletes another user's ``*.lock`` or ``*.ended``
     there; the run warns that it is not registered and its child runs (§2.1), exit code its own."""
@@ -136,7 +138,9 @@ def test_a_widened_registry_of_ones_own_is_made_0700_and_the_run_registered(tmp_
     registry.mkdir()
     os.chmod(registry, mode)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
-    result = run_cli("run", "--run-id", "widened", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", SHOW_REGISTRY, "sh", registry)
+    result = run_cli(
+        "run", "--run-id", "widened", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", SHOW_REGISTRY, "sh", registry
+    )
     assert result.returncode == 0 and b"warning" not in result.stderr, result.stderr
     *names, shown_mode = result.stdout.decode().split()
     assert shown_mode == "700" and any(name.endswith(".json") for name in names), result.stdout

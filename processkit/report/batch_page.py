@@ -11,8 +11,6 @@ bars, past which each lane is drawn as runs of pixels of one outcome.
 
 from __future__ import annotations
 
-import os
-
 from ..events import render as words
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
@@ -82,22 +80,18 @@ def command_text(job: Job) -> str:
 
 
 def _failure(out: str, job: Job) -> dict:
-    """A failed job with the last lines of its captured stderr (or why they cannot be shown)."""
+    """A failed job with the last lines of its captured stderr (or why they cannot be shown),
+    read from ``<out>/<id>/capture/stderr.log`` alone: the summary's recorded path is only shown,
+    since the summary may be another user's (``tail.read_tail``'s guard)."""
     html = None
     note_text: str | None = "no stderr was captured"
     info = job.stderr
     if info is not None and info.sha256 is not None:
-        path = _capture_path(out, job, info.path)
-        html, note_text = read_tail(path, info.sha256, None, None)
+        if "/" in job.id or job.id in (".", "..") or "\0" in job.id:
+            note_text = "the job's id is not a plain name, so its capture is not looked for"
+        else:
+            html, note_text = read_tail(out, f"{job.id}/capture/stderr.log", info.sha256, None, None)
     return {"job": job, "tail": html, "note": note_text, "path": None if info is None else info.path}
-
-
-def _capture_path(out: str, job: Job, recorded) -> str:
-    """Where the job's stderr capture is: the summary's path is the batch's, relative to the
-    directory it ran in, so a path that does not resolve from here is looked for in ``out``."""
-    if isinstance(recorded, str) and (os.path.isabs(recorded) or os.path.exists(recorded)):
-        return recorded
-    return os.path.join(out, job.id, "capture", "stderr.log")
 
 
 def _bars(batch: Batch, wall: int) -> list[dict]:
