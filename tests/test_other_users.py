@@ -274,3 +274,55 @@ def test_a_group_writable_path_of_the_users_own_group_is_the_users(tmp_path, oth
     assert run_echo(tmp_path).returncode == 0
     os.chown(home, 0, other_user.pw_gid)
     unregistered(run_echo(tmp_path), f"goes through {home}, which other users can write")
+
+
+# -- 7. an echo into a pipe another user made --------------------------------------------------
+NOBODY = 65534
+
+
+@pytest.fixture
+def as_nobody():
+    """``setpriv`` to uid/gid 65534 by number (no passwd entry needed), and a home it owns."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the runner as another user")
+    home = tempfile.mkdtemp(prefix="pk-nobody-")
+    os.chmod(home, 0o755)
+    os.chown(home, NOBODY, NOBODY)
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=f"{home}/runs", TMPDIR=home, HOME=home)
+    yield prefix, home, env
+    shutil.rmtree(home)
+
+
+def test_an_echo_into_another_users_pipe_never_blocks_the_runner(as_nobody):
+    """The caller's stdout is a pipe root made (mode 0600): a runner of uid 65534 cannot reopen
+    it through /proc/self/fd for a private non-blocking description, and the shared one blocks.
+    With no reader the echo used to block the loop in a write (or a splice), so ``--timeout``
+    never fired; now the echo writes only what cannot block, and with a reader it is whole."""
+    from conftest import cli_command
+
+    prefix, home, env = as_nobody
+    for pump in ("native", "python"):
+        env["PROCESSKIT_PUMP"] = pump
+        read_end, write_end = os.pipe()
+        stalled = ["sh", "-c", "head -c 1000000 /dev/zero; sleep 30"]
+        argv = [*prefix, *cli_command(), "run", "--jsonl", f"{home}/r.jsonl", "--timeout", "1s", "--", *stalled]
+        runner = subprocess.Popen(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, cwd="/")
+        os.close(write_end)
+        try:
+            assert runner.wait(timeout=30) == 106, runner.stderr.read()  # timed out, not held up
+        finally:
+            runner.kill()
+            runner.wait()
+            runner.stderr.close()
+            os.close(read_end)
+        read_end, write_end = os.pipe()
+        counted = ["seq", "-f", "%07g", "0", "49999"]  # 400 KB through the echo
+        argv = [*prefix, *cli_command(), "run", "--jsonl", f"{home}/r.jsonl", "--", *counted]
+        runner = subprocess.Popen(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, cwd="/")
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as out:
+            echoed = out.read()
+        assert runner.wait(timeout=30) == 0, runner.stderr.read()
+        runner.stderr.close()
+        assert echoed == "".join(f"{i:07d}\n" for i in range(50_000)).encode(), (pump, len(echoed))
