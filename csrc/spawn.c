@@ -27,7 +27,9 @@
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
  * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
  * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
- * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before. */
+ * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before, and
+ * pk_spawn_shared_memory() says so: engine/spawn.py then spawns through Popen unless
+ * PROCESSKIT_SPAWN=native asks for this child. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -159,7 +161,20 @@ static pid_t fork_child(struct pk_child *child)
     return clone(child_entry, child->stack, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
 }
 
+int pk_spawn_shared_memory(void)
+{
+    return 1;
+}
+
 #else
+/* The copy-on-write child: what a build for another architecture gets, and what engine/spawn.py
+ * takes there only when PROCESSKIT_SPAWN=native asks for it (CI runs it on x86-64 only, in
+ * .ci/sanitize's ASan build); by default such a build spawns through Popen. */
+int pk_spawn_shared_memory(void)
+{
+    return 0;
+}
+
 static int take_stack(struct pk_child *child)
 {
     child->stack = NULL; /* the copy-on-write child keeps the stack it was forked on */

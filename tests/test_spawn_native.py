@@ -409,3 +409,25 @@ def test_without_close_range_the_child_closes_only_the_fds_it_has():
     except (ValueError, OSError):
         pytest.skip("cannot set the open-file limit")
     isolated(spawn_without_close_range)
+
+
+def test_a_build_with_the_copy_on_write_child_spawns_through_popen_unless_asked(monkeypatch):
+    """A build for another architecture than x86-64 has the copy-on-write child (its clone3 is
+    no assembly of ours), which no CI run there has tried: it spawns through Popen by default,
+    and through that child only when ``PROCESSKIT_SPAWN=native`` asks. Forced here by a module
+    whose ``pk_spawn_shared_memory()`` says 0, as such a build's does."""
+
+    class CopyOnWrite:
+        @staticmethod
+        def pk_spawn_shared_memory() -> int:
+            return 0
+
+    built = type("Built", (), {"lib": CopyOnWrite()})()
+    monkeypatch.setattr(spawn.native, "module", lambda: built)
+    monkeypatch.delenv("PROCESSKIT_SPAWN", raising=False)
+    assert spawn.select_backend() == "python"
+    monkeypatch.setenv("PROCESSKIT_SPAWN", "native")
+    assert spawn.select_backend() == "native"
+    monkeypatch.setattr(spawn.native, "module", lambda: native)
+    monkeypatch.delenv("PROCESSKIT_SPAWN")
+    assert spawn.select_backend() == ("native" if lib.pk_spawn_shared_memory() else "python")
