@@ -87,6 +87,7 @@ ffibuilder.cdef(
     } pk_spawn_result;
 
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
+    int pk_spawn_shared_memory(void);
 
     int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);
 

@@ -234,16 +234,20 @@ static int hash_small_inline(pk_stream *stream)
     return 1;
 }
 
-/* Stores len bytes at file offset `offset` (-1: at the file's own offset, as the head mode
- * writes a FIFO or device too), retrying partial writes and EINTR; the first other failure
- * latches write_error. Returns the bytes stored. */
-static size_t put(pk_stream *stream, const unsigned char *data, size_t len, int64_t offset)
+#define AT_FILE_OFFSET UINT64_MAX /* put()'s offset: where the file's own offset is */
+
+/* Stores len bytes at file offset `offset` (AT_FILE_OFFSET: at the file's own offset, as the head
+ * mode writes a FIFO or device too), retrying partial writes and EINTR; the first other failure
+ * latches write_error. Returns the bytes stored. The offset stays unsigned, as every stream
+ * position here: one past off_t's range is refused by pwrite (EINVAL), never taken for the
+ * sentinel. */
+static size_t put(pk_stream *stream, const unsigned char *data, size_t len, uint64_t offset)
 {
     size_t done = 0;
     while (done < len) {
-        ssize_t count = offset < 0
+        ssize_t count = offset == AT_FILE_OFFSET
                             ? write(stream->capture_fd, data + done, len - done)
-                            : pwrite(stream->capture_fd, data + done, len - done, offset + (off_t)done);
+                            : pwrite(stream->capture_fd, data + done, len - done, (off_t)(offset + done));
         if (count < 0 && errno == EINTR)
             continue;
         if (count <= 0) {
@@ -269,7 +273,7 @@ static size_t store(pk_stream *stream, const unsigned char *data, size_t len)
         return 0;
     if (start < head) {
         size_t part = head - start < len ? (size_t)(head - start) : len;
-        kept = put(stream, data, part, ring ? (int64_t)start : -1);
+        kept = put(stream, data, part, ring ? start : AT_FILE_OFFSET);
         if (kept < part)
             return kept;
     }
@@ -283,8 +287,8 @@ static size_t store(pk_stream *stream, const unsigned char *data, size_t len)
     stream->written = start + skip;
     offset = (stream->written - head) % ring;
     first = len - skip < ring - offset ? len - (size_t)skip : (size_t)(ring - offset);
-    if (put(stream, data + skip, first, (int64_t)(head + offset)) == first)
-        put(stream, data + skip + first, len - (size_t)skip - first, (int64_t)head);
+    if (put(stream, data + skip, first, head + offset) == first)
+        put(stream, data + skip + first, len - (size_t)skip - first, head);
     return kept;
 }
 

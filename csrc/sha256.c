@@ -1,6 +1,7 @@
 /* SHA-256 (FIPS 180-4) with run-time dispatch between a portable compression function and the
- * CPU's SHA extensions (x86 SHA-NI, ARMv8 crypto). PROCESSKIT_SHA=portable forces the portable
- * path so tests can check that both paths agree. */
+ * CPU's SHA extensions (x86 SHA-NI, ARMv8 crypto). PROCESSKIT_SHA=portable, as the process has
+ * it when the module is loaded, forces the portable path so tests can check that both paths
+ * agree. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,14 @@ static compress_fn resolve(void)
         fn = compress_portable;
     __atomic_store_n(&chosen, fn, __ATOMIC_RELAXED);
     return fn;
+}
+
+/* Resolved when the module is loaded, on the importing thread: getenv is not safe beside a
+ * setenv on another thread (os.environ's writes, in a caller's thread), and the first hash may
+ * run on the pump's hashing thread, where no caller could tell when it reads. */
+__attribute__((constructor)) static void resolve_at_load(void)
+{
+    resolve();
 }
 
 int pk_sha256_accelerated(void)

@@ -29,7 +29,9 @@
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
  * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
  * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
- * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before. */
+ * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before, and
+ * pk_spawn_shared_memory() says so: engine/spawn.py then spawns through Popen unless
+ * PROCESSKIT_SPAWN=native asks for this child. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -172,7 +174,20 @@ static pid_t fork_child(struct pk_child *child)
     return clone(child_entry, child->stack, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
 }
 
+int pk_spawn_shared_memory(void)
+{
+    return 1;
+}
+
 #else
+/* The copy-on-write child: what a build for another architecture gets, and what engine/spawn.py
+ * takes there only when PROCESSKIT_SPAWN=native asks for it (CI runs it on x86-64 only, in
+ * .ci/sanitize's ASan build); by default such a build spawns through Popen. */
+int pk_spawn_shared_memory(void)
+{
+    return 0;
+}
+
 static int take_stack(struct pk_child *child)
 {
     child->stack = NULL; /* the copy-on-write child keeps the stack it was forked on */
@@ -298,12 +313,18 @@ static void reset_signals(void)
 }
 
 /* dup2 onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
- * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first. */
+ * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first.
+ * The report pipe too; when it cannot move (no free fd under the limit) the failure is still
+ * written through it where it is: a silent exit would read as "started", its 127 as the
+ * program's own. */
 static void set_stdio(const pk_spawn_request *request, int *report_fd)
 {
-    int source[3], i;
-    if (*report_fd < 3 && (*report_fd = fcntl(*report_fd, F_DUPFD_CLOEXEC, 3)) < 0)
-        _exit(127);
+    int source[3], i, moved;
+    if (*report_fd < 3) {
+        if ((moved = fcntl(*report_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+            child_fail(*report_fd, PK_SPAWN_STDIO);
+        *report_fd = moved;
+    }
     for (i = 0; i < 3; i++) {
         source[i] = request->stdio[i];
         if (source[i] >= 0 && source[i] < 3 && (source[i] = fcntl(source[i], F_DUPFD_CLOEXEC, 3)) < 0)
@@ -314,7 +335,43 @@ static void set_stdio(const pk_spawn_request *request, int *report_fd)
             child_fail(*report_fd, PK_SPAWN_STDIO);
 }
 
-/* Every fd from 3 up except the report pipe, which execve closes (O_CLOEXEC). */
+/* A getdents64 record (struct linux_dirent64, which glibc does not declare). */
+struct pk_dirent {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+/* Each fd /proc/self/fd lists from 3 up but keep, closed: 0, or -1 when the list cannot be
+ * read. The names come through getdents64 into this stack's buffer, with no allocator (what
+ * CPython's child does after fork); the directory lists by fd number, so closing as it goes
+ * skips nothing. */
+static int close_listed(int keep)
+{
+    char buffer[2048] __attribute__((aligned(8)));
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+    long got, at;
+    const char *digit;
+    if (dir < 0)
+        return -1;
+    while ((got = syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0)
+        for (at = 0; at < got; at += ((struct pk_dirent *)(buffer + at))->reclen) {
+            fd = 0;
+            for (digit = ((struct pk_dirent *)(buffer + at))->name; *digit >= '0' && *digit <= '9'; digit++)
+                fd = fd * 10 + (*digit - '0');
+            if (!*digit && fd >= 3 && fd != keep && fd != dir)
+                close(fd);
+        }
+    close(dir);
+    return got < 0 ? -1 : 0;
+}
+
+/* Every fd from 3 up except the report pipe, which execve closes (O_CLOEXEC). Without
+ * close_range (a seccomp filter, a kernel before 5.9) the open ones are listed: a loop up to
+ * the soft limit would make a million calls under a batch's raised limit, while CLONE_VFORK
+ * holds the runner's thread. The loop is left for a process with no /proc. */
 static void close_others(int keep)
 {
     struct rlimit limit;
@@ -324,6 +381,8 @@ static void close_others(int keep)
         syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
         return;
 #endif
+    if (close_listed(keep) == 0)
+        return;
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
         end = (int)limit.rlim_cur;
     for (fd = 3; fd < end; fd++)

@@ -56,4 +56,8 @@ typedef struct pk_spawn_result {
  * execve each path in turn. */
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
 
+/* 1 where the child shares the runner's memory (x86-64's clone3 by assembly), 0 where it is the
+ * copy-on-write one (another architecture, or PK_SPAWN_COW). */
+int pk_spawn_shared_memory(void);
+
 #endif

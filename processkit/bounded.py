@@ -91,7 +91,13 @@ def open_input(path: str, limits: Limits) -> int:
     """A read-only descriptor on ``path``, non-blocking; OSError when it cannot be opened, an
     InputError when it is a directory, or not a regular file where ``limits`` takes only one, or
     a device other than ``/dev/null`` (endless, like ``/dev/zero``, or a terminal)."""
-    fd = os.open(path, _OPEN_FLAGS | os.O_NOFOLLOW if limits.nofollow else _OPEN_FLAGS)
+    return checked(os.open(path, _OPEN_FLAGS | os.O_NOFOLLOW if limits.nofollow else _OPEN_FLAGS), path, limits)
+
+
+def checked(fd: int, path: str, limits: Limits) -> int:
+    """``fd``, read-only and non-blocking on ``path`` (``userfiles.open_named`` reaches it through
+    ``safepath``'s walk), once ``fstat`` says it is what ``limits`` takes; else it is closed and
+    the InputError says why."""
     try:
         found = os.fstat(fd)
         kind = _kind(found)
@@ -234,12 +240,12 @@ def loads(text: str, *, unique_keys: bool = False):
     return _decoder(unique_keys).decode(text)
 
 
-def load_file(path: str, limits: Limits):
+def load_file(path: str, limits: Limits, *, unique_keys: bool = False):
     """The one JSON document in ``path``, read within ``limits``: an InputError when a bound is
-    hit or it is not JSON (UTF-8) at all."""
+    hit or it is not JSON (UTF-8) at all (with ``unique_keys``, when an object names a key twice)."""
     data = read_all(path, limits)
     try:
-        return loads(data.decode("utf-8"))
+        return loads(data.decode("utf-8"), unique_keys=unique_keys)
     except UnicodeDecodeError as exc:
         raise NotJSON(f"the {limits.what} {_name(path)} is not UTF-8 (byte {exc.start + 1})") from None
     except BadShape as exc:

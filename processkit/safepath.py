@@ -102,7 +102,7 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool 
     uid = os.geteuid()
     if final and not _trusted(link.st_uid):
         raise UnsafePath(
-            f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: the file written is followed "
+            f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: a file is reached "
             f"through a link only when the link is this user's (uid {uid}) or root's"
         )
     if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
@@ -123,6 +123,7 @@ def _directory(
     create_mode: int | None = None,
     created: list[str] | None = None,
     private: bool = False,
+    strict: bool = False,
 ) -> tuple[int, str]:
     """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd`` (None: the
     working directory), and its text; inside a pinned directory, walked from there.
@@ -130,6 +131,7 @@ def _directory(
     ``create_mode``: make missing components (``mkdirat``, never through a link), listing
     them in ``created``. ``private``: every directory on the way to the last must be
     changeable only by this user or root, and the last component must not be a link.
+    ``strict``: every link on the way is followed only when it is this user's or root's.
     """
     pinned = _pinned_under(path) if _PINNED and start_fd is None and not private else None
     if pinned is not None:
@@ -162,7 +164,7 @@ def _directory(
                     raise
                 if private and not parts:
                     raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                target = _follow(links, fd, name, here)
+                target = _follow(links, fd, name, here, final=strict)
                 if target is not None:
                     if target.startswith("/"):
                         os.close(fd)
@@ -367,10 +369,13 @@ def split_file(path: str) -> tuple[str, str]:
     return _split_file(path)
 
 
-def directory_of(links: list[int], path: str, start_fd: int | None = None, here: str = ".") -> tuple[int, str]:
+def directory_of(
+    links: list[int], path: str, start_fd: int | None = None, here: str = ".", *, strict: bool = False
+) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` (walked from ``start_fd``, whose text is
-    ``here``; None: the working directory) under the rules above, and its text."""
-    return _directory(links, start_fd, here, path)
+    ``here``; None: the working directory) under the rules above, and its text; ``strict``:
+    through links of this user's or root's only (inside a directory another user may own)."""
+    return _directory(links, start_fd, here, path, strict=strict)
 
 
 def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:

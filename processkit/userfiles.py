@@ -1,6 +1,8 @@
 """Files a user names: an output written whole (``write_output``: bench's exports, ``report -o``,
-``run --usage-file``; ``write_text``, the same for a command's page or export) and an input opened (``open_input``), never through a path another user
-controls (``safepath``'s rules) and never waiting in ``open()``.
+``run --usage-file``; ``write_text``, the same for a command's page or export) and an input opened
+(``open_input``; ``open_named``, a file read where another user may have left links: a batch's
+summary, ``--history``, a stream's capture in a directory given), never through a path another
+user controls (``safepath``'s rules) and never waiting in ``open()``.
 
 Facts about opening that force the shape here:
 
@@ -26,11 +28,20 @@ import os
 import select
 import stat
 
-from .bounded import file_kind
+from .bounded import Limits, checked, file_kind
 from .errors import Failure, Kind
 from .text import sanitize
 
-from .safepath import UnsafePath, check_existing, directory_of, follow_final, reopen, split_file, trusted
+from .safepath import (
+    UnsafePath,
+    check_existing,
+    directory_of,
+    follow_final,
+    others_can_write,
+    reopen,
+    split_file,
+    trusted,
+)
 
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -52,6 +63,46 @@ def open_input(path: str, *, regular: bool = False) -> int:
             os.close(fd)
             raise OSError(errno.EINVAL, f"it is {kind(found.st_mode)}, not a regular file")
     return fd
+
+
+def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
+    """A read-only, non-blocking descriptor on the file ``path`` (relative to the directory
+    ``inside`` when given), reached as an output is: another user's link at the name itself is
+    never followed, nor one in a sticky directory. Inside ``inside`` (another user's batch
+    directory, say) no link but this user's or root's is followed and no ``..`` is taken; and
+    a file of this user's or root's with other hard links, in a directory other users can
+    change, is refused (a link to a file they could not read). Then ``bounded`` judges it by
+    ``limits``. Raises OSError (UnsafePath included) or ``bounded.InputError``."""
+    links = [0]
+    head, name = split_file(path)
+    strict = inside is not None
+    if inside is None:
+        start, here = directory_of(links, head)
+    else:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise UnsafePath(f"{path} leads out of {inside}")
+        base, base_here = directory_of(links, inside)
+        try:
+            start, here = directory_of(links, head, base, base_here, strict=True)
+        finally:
+            os.close(base)
+    dir_fd, here, name, entry, by_descriptor = _final(links, start, here, name, strict=strict)
+    shown = f"{here.rstrip('/')}/{name}"
+    try:
+        if entry < 0:
+            raise FileNotFoundError(errno.ENOENT, f"{shown} does not exist")
+        found = os.fstat(entry)
+        folder = os.fstat(dir_fd)
+        planted = not trusted(folder.st_uid) or others_can_write(folder)
+        if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
+            if found.st_nlink > 1:
+                raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")
+        fd = reopen(os.dup(entry), _INPUT, shown)
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
+    return checked(fd, path, limits)
 
 
 def write_output(path: str, data: bytes) -> None:
@@ -91,10 +142,13 @@ def write_text(path: str, text: str) -> None:
         raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}") from None
 
 
-def _final(links: list[int], dir_fd: int, here: str, name: str) -> tuple[int, str, str, int, bool]:
+def _final(
+    links: list[int], dir_fd: int, here: str, name: str, *, strict: bool = False
+) -> tuple[int, str, str, int, bool]:
     """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
     at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
-    reached through a /proc descriptor link)``. ``dir_fd`` is consumed."""
+    reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
+    in a target's directories too only when this user's or root's."""
     try:
         while True:
             try:
@@ -110,7 +164,7 @@ def _final(links: list[int], dir_fd: int, here: str, name: str) -> tuple[int, st
             head, tail = os.path.split(target)
             if not tail:
                 raise IsADirectoryError(errno.EISDIR, f"{here.rstrip('/')}/{name} names a directory")
-            next_fd, here = directory_of(links, head or ".", dir_fd, here)
+            next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail
     except BaseException:

@@ -289,9 +289,9 @@ def test_the_batch_lodges_in_xdg_runtime_dir_only_when_it_is_private(tmp_path, m
     assert [name for name in os.listdir(runtime) if name.startswith("pkc-")] == []
 
 
-def test_a_registry_others_can_write_is_refused_by_a_run_published_late(tmp_path, monkeypatch):
-    """A bench run and a ``--keep failed`` job publish late, yet meet a registry other users can
-    write before their child starts, as every run does (111), not only when one lasts."""
+def test_a_registry_others_can_write_leaves_a_run_published_late_unregistered(tmp_path, monkeypatch):
+    """A bench run and a ``--keep failed`` job publish late; a registry other users can write is
+    never adopted, so they warn and run unregistered, as every run does (control-plane.md §2.1)."""
     registry = tmp_path / "registry"
     registry.mkdir()
     registry.chmod(0o777)
@@ -300,9 +300,9 @@ def test_a_registry_others_can_write_is_refused_by_a_run_published_late(tmp_path
     proc = run_cli(
         "batch", write_manifest(tmp_path / "m.jsonl", [{"args": ["true"]}]), "--out", out, "--keep", "failed"
     )
-    assert proc.returncode == BATCH_FAILED, proc.stderr
+    assert proc.returncode == 0, proc.stderr
     (line,) = map(json.loads, (out / "summary.jsonl").read_text().splitlines())
-    assert line["exit_code"] == 111 and b"other users can write" in proc.stderr
+    assert line["exit_code"] == 0
     bench = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
-    assert bench.returncode != 0 and b"other users can write" in bench.stderr, bench.stderr
-    assert os.listdir(registry) == []
+    assert bench.returncode == 0, bench.stderr
+    assert os.listdir(registry) == [] and registry.stat().st_mode & 0o777 == 0o777

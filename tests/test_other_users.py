@@ -5,7 +5,8 @@ A second user, ``pkit-other``, is created for the session when the tests run as 
 skipped cleanly otherwise); it plays the attacker in a world-writable sticky directory, as
 ``$TMPDIR`` on a build host. The victim is a file or directory of root's that the attacker
 cannot reach; every refusal is a setup error (111) that names the reason, and leaves the
-victim as it was. The user's own links and the usual device paths keep working.
+victim as it was, but for the registry: a run that cannot register there warns and its child
+runs (the reference's control-plane.md §2.1). The user's own links and the usual device paths keep working.
 """
 
 from __future__ import annotations
@@ -180,14 +181,25 @@ def test_own_links_and_device_paths_still_work(tmp_path, other_user, shared):
 
 
 # -- 6. the registry directory -----------------------------------------------------------------
-def test_a_registry_link_planted_by_another_user_is_refused(tmp_path, other_user, shared, monkeypatch):
+# The reference's rule (control-plane.md §2.1): a run that cannot register warns and its child
+# still runs. A registry that is another user's, or on a path they can change, is never adopted
+# (nothing written there, nothing chmod-ed); the clients that read it refuse it.
+def unregistered(result, *words: str, code: int = 0) -> None:
+    """The child ran (``code`` is its exit code, the run's), with the one warning naming why."""
+    assert result.returncode == code, (result.returncode, result.stderr)
+    message = result.stderr.decode()
+    assert "warning: the run is not registered" in message and all(word in message for word in words), message
+
+
+def test_a_registry_link_planted_by_another_user_is_not_followed(tmp_path, other_user, shared, monkeypatch):
     target = tmp_path / "root-dir"
     target.mkdir(mode=0o755)
     os.chmod(target, 0o755)
     registry = os.path.join(shared, "runs")
     as_other(other_user, 'ln -s "$2" "$1"', registry, target)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", registry)
-    refused(run_echo(tmp_path), "registry directory", "is a symbolic link")
+    unregistered(run_echo(tmp_path), "registry directory", "is a symbolic link")
+    assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 0, "the child ran"
     assert os.stat(target).st_mode & 0o777 == 0o755, "the link's target was not chmod-ed"
     assert os.listdir(target) == []
     refused(run_cli("list"), "is a symbolic link")
@@ -197,7 +209,11 @@ def test_a_registry_directory_of_another_user_is_not_adopted(tmp_path, other_use
     registry = os.path.join(shared, "runs")
     as_other(other_user, 'mkdir "$1"; chmod 0777 "$1"', registry)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", registry)
-    refused(run_echo(tmp_path, "--label", "secret=label"), f"belongs to uid {other_user.pw_uid}, not to this user")
+    result = run_cli(
+        "run", "--label", "secret=label", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", "echo ran; exit 7"
+    )
+    unregistered(result, f"belongs to uid {other_user.pw_uid}, not to this user", code=7)
+    assert result.stdout == b"ran\n"
     assert os.listdir(registry) == [] and os.stat(registry).st_mode & 0o777 == 0o777
     for client in (["list"], ["prune"], ["wait", "--all"]):
         refused(run_cli(*client), f"belongs to uid {other_user.pw_uid}")
@@ -205,11 +221,11 @@ def test_a_registry_directory_of_another_user_is_not_adopted(tmp_path, other_use
     assert result.returncode == 103 and b"belongs to uid" in result.stderr
 
 
-def test_a_registry_under_another_users_directory_is_refused(tmp_path, other_user, shared, monkeypatch):
+def test_a_registry_under_another_users_directory_is_not_made(tmp_path, other_user, shared, monkeypatch):
     theirs = os.path.join(shared, "theirs")
     as_other(other_user, 'mkdir "$1"; chmod 0755 "$1"', theirs)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", os.path.join(theirs, "runs"))
-    refused(run_echo(tmp_path), f"goes through {theirs}, which belongs to uid {other_user.pw_uid}")
+    unregistered(run_echo(tmp_path), f"goes through {theirs}, which belongs to uid {other_user.pw_uid}")
     assert os.listdir(theirs) == []
 
 
@@ -257,4 +273,56 @@ def test_a_group_writable_path_of_the_users_own_group_is_the_users(tmp_path, oth
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(home / "runs"))
     assert run_echo(tmp_path).returncode == 0
     os.chown(home, 0, other_user.pw_gid)
-    refused(run_echo(tmp_path), f"goes through {home}, which other users can write")
+    unregistered(run_echo(tmp_path), f"goes through {home}, which other users can write")
+
+
+# -- 7. an echo into a pipe another user made --------------------------------------------------
+NOBODY = 65534
+
+
+@pytest.fixture
+def as_nobody():
+    """``setpriv`` to uid/gid 65534 by number (no passwd entry needed), and a home it owns."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the runner as another user")
+    home = tempfile.mkdtemp(prefix="pk-nobody-")
+    os.chmod(home, 0o755)
+    os.chown(home, NOBODY, NOBODY)
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=f"{home}/runs", TMPDIR=home, HOME=home)
+    yield prefix, home, env
+    shutil.rmtree(home)
+
+
+def test_an_echo_into_another_users_pipe_never_blocks_the_runner(as_nobody):
+    """The caller's stdout is a pipe root made (mode 0600): a runner of uid 65534 cannot reopen
+    it through /proc/self/fd for a private non-blocking description, and the shared one blocks.
+    With no reader the echo used to block the loop in a write (or a splice), so ``--timeout``
+    never fired; now the echo writes only what cannot block, and with a reader it is whole."""
+    from conftest import cli_command
+
+    prefix, home, env = as_nobody
+    for pump in ("native", "python"):
+        env["PROCESSKIT_PUMP"] = pump
+        read_end, write_end = os.pipe()
+        stalled = ["sh", "-c", "head -c 1000000 /dev/zero; sleep 30"]
+        argv = [*prefix, *cli_command(), "run", "--jsonl", f"{home}/r.jsonl", "--timeout", "1s", "--", *stalled]
+        runner = subprocess.Popen(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, cwd="/")
+        os.close(write_end)
+        try:
+            assert runner.wait(timeout=30) == 106, runner.stderr.read()  # timed out, not held up
+        finally:
+            runner.kill()
+            runner.wait()
+            runner.stderr.close()
+            os.close(read_end)
+        read_end, write_end = os.pipe()
+        counted = ["seq", "-f", "%07g", "0", "49999"]  # 400 KB through the echo
+        argv = [*prefix, *cli_command(), "run", "--jsonl", f"{home}/r.jsonl", "--", *counted]
+        runner = subprocess.Popen(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, cwd="/")
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as out:
+            echoed = out.read()
+        assert runner.wait(timeout=30) == 0, runner.stderr.read()
+        runner.stderr.close()
+        assert echoed == "".join(f"{i:07d}\n" for i in range(50_000)).encode(), (pump, len(echoed))

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from conftest import run_cli
-from test_other_users import PRECIOUS, as_other, other_user, refused, shared, victim  # noqa: F401  (fixtures)
+from test_other_users import PRECIOUS, as_other, other_user, refused, shared, unregistered, victim  # noqa: F401  (fixtures)
 
 BENCH = ("bench", "--runs", "2", "--", "true")
 EXPORTS = ["--export-json", "--export-csv", "--export-markdown"]
@@ -98,32 +98,56 @@ def test_a_replaced_export_keeps_the_mode_of_the_file_it_replaces(tmp_path):
     assert os.stat(export).st_mode & 0o777 == 0o600 and json.loads(export.read_text())["results"]
 
 
-def test_a_registry_in_a_shared_sticky_directory_is_refused_and_left_alone(tmp_path, other_user, shared, monkeypatch):
+def test_a_registry_in_a_shared_sticky_directory_is_left_alone_and_the_child_runs(
+    tmp_path, other_user, shared, monkeypatch
+):
     """``PROCESSKIT_CLI_REGISTRY_DIR=/tmp``: not chmod-ed (everyone else would be locked out),
-    and ``prune`` never deletes another user's ``*.lock`` or ``*.ended`` there."""
+    nothing written there, and ``prune`` never deletes another user's ``*.lock`` or ``*.ended``
+    there; the run warns that it is not registered and its child runs (§2.1), exit code its own."""
     as_other(other_user, ': > "$1/theirs.lock"; : > "$1/theirs.ended"', shared)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", shared)
-    refused(
-        run_cli("run", "--jsonl", tmp_path / "r.jsonl", "--", "true"),
-        "is a directory other users can write into (mode 1777)",
-    )
+    result = run_cli("run", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", "echo ran; exit 5")
+    unregistered(result, "is a directory other users can write into (mode 1777)", code=5)
+    assert result.stdout == b"ran\n"
     assert os.stat(shared).st_mode & 0o7777 == 0o1777
     for client in (["prune"], ["list"], ["wait", "--all"]):
         refused(run_cli(*client), "is a directory other users can write into (mode 1777)")
     assert sorted(os.listdir(shared)) == ["theirs.ended", "theirs.lock"]
 
 
-def test_a_widened_registry_of_ones_own_is_refused_not_chmod_ed(tmp_path, monkeypatch):
+def test_a_registry_of_ones_own_others_can_write_is_not_chmod_ed_and_the_child_runs(tmp_path, monkeypatch):
+    """A directory other users can write into may hold what they planted: never adopted, even
+    when it is this user's; the child runs unregistered."""
+    registry = tmp_path / "open"
+    registry.mkdir()
+    os.chmod(registry, 0o777)
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
+    result = run_cli("run", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", "exit 3")
+    unregistered(result, "is a directory other users can write into (mode 0777)", code=3)
+    assert os.stat(registry).st_mode & 0o777 == 0o777 and os.listdir(registry) == []
+
+
+SHOW_REGISTRY = 'ls "$1"; stat -c %a "$1"'
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o711, 0o2750], ids=oct)
+def test_a_widened_registry_of_ones_own_is_made_0700_and_the_run_registered(tmp_path, monkeypatch, mode):
+    """The reference's §2.1: a mutating open always chmods the registry 0700, repairing one a
+    umask of 022 widened; the run is registered (its record is there while its child runs)."""
     registry = tmp_path / "runs"
     registry.mkdir()
-    os.chmod(registry, 0o755)
+    os.chmod(registry, mode)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
-    refused(run_cli("run", "--jsonl", tmp_path / "r.jsonl", "--", "true"), "mode 0755", "chmod 700")
-    assert os.stat(registry).st_mode & 0o777 == 0o755
-    assert run_cli("list").returncode == 0  # reading a registry others can only read is fine
+    result = run_cli(
+        "run", "--run-id", "widened", "--jsonl", tmp_path / "r.jsonl", "--", "sh", "-c", SHOW_REGISTRY, "sh", registry
+    )
+    assert result.returncode == 0 and b"warning" not in result.stderr, result.stderr
+    *names, shown_mode = result.stdout.decode().split()
+    assert shown_mode == "700" and any(name.endswith(".json") for name in names), result.stdout
+    assert os.stat(registry).st_mode & 0o7777 == 0o700
+    assert run_cli("list").returncode == 0
 
 
-# -- rule 2: no open that waits ----------------------------------------------------------------------
 @pytest.mark.parametrize("flag", EXPORTS[:1] + ["--usage-file", "--jsonl", "--detach"])
 def test_another_users_fifo_at_an_output_never_blocks_the_open(tmp_path, other_user, shared, flag):
     fifo = os.path.join(shared, "planted")

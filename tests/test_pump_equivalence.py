@@ -763,3 +763,16 @@ def test_a_ring_that_cannot_be_put_in_order_is_emptied(cls, tmp_path, monkeypatc
     assert path.read_bytes() == b""
     assert (report.bytes_seen, report.bytes_written, report.write_error, report.kept) == (2500, 0, True, ())
     assert report.sha256 == EMPTY_SHA256
+
+
+@needs_native
+def test_the_sha256_path_is_chosen_when_the_module_loads():
+    """``PROCESSKIT_SHA`` is read by the importing thread as the module loads, never on the first
+    hash (which may run on the pump's hashing thread, beside a setenv in a caller's thread): a
+    change to the environment after the import chooses nothing."""
+    if not cpu_has_sha_extensions():
+        pytest.skip("the CPU has no SHA extensions: both choices are the portable path")
+    code = "import os, processkit._native as n; os.environ.pop('PROCESSKIT_SHA'); print(n.lib.pk_sha256_accelerated())"
+    env = dict(os.environ, PROCESSKIT_SHA="portable")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr

@@ -296,3 +296,23 @@ def test_failure_lines_show_hostile_input_escaped(tmp_path, args, code):
     lines = proc.stderr.decode().splitlines()
     assert lines[0].startswith("processkit-cli: ") and "\\x1b" in lines[0]
     assert all(line.startswith("usage: ") for line in lines[1:])
+
+
+DUPLICATED = '{"results": [{"command": "true", "times": [0.001, 0.001], "times": [500.0, 500.0]}]}'
+
+
+def test_an_export_naming_a_key_twice_is_refused_as_a_baseline_and_as_a_page(tmp_path):
+    """Which of two ``times`` a reader keeps is its parser's choice ("last wins" in Python's),
+    so the same file could pass one gate and fail another: a duplicate key is a malformed export
+    (114 naming the key), for ``bench --baseline`` and ``report`` alike."""
+    export = tmp_path / "dup.json"
+    export.write_text(DUPLICATED)
+    for args in (
+        ["bench", "--runs", "2", "--baseline", export, "--", "true"],
+        ["report", export, "-o", tmp_path / "page.html"],
+    ):
+        done = run_cli(*args)
+        assert done.returncode == 114, (args, done.stderr)
+        assert b"the key 'times' is given twice" in done.stderr, done.stderr
+    export.write_text(DUPLICATED.replace('"times": [500.0, 500.0]', '"mean": 0.001'))
+    assert run_cli("report", export, "-o", tmp_path / "page.html").returncode == 0

@@ -322,3 +322,112 @@ def test_each_spawn_searches_its_own_path_and_passes_its_own_argv(tmp_path):
     (tmp_path / "one" / "pk-which").chmod(0o755)
     assert output_of(["pk-which", "b"], both) == b"new b\n"
     assert output_of(["pk-which", "b"], {"PATH": f"{tmp_path / 'two'}:/usr/bin:/bin"}) == b"two b\n"
+
+
+def report_pipe_that_cannot_move() -> None:
+    """A runner with its std fds closed gets its report pipe at 0 and 1; the child moves it
+    above 2, and here no fd is free there under the limit. The child must still report that
+    failure through the pipe where it is, not exit 127 in silence (read as "started")."""
+    saved = os.dup(2)
+    for fd in (0, 1, 2):
+        os.close(fd)
+    held = [int(name) for name in os.listdir("/proc/self/fd")]
+    top = max(held)
+    filler = [os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) for _ in range(top - 2 - len(set(held) - {0, 1, 2}))]
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, limits[1]))
+    try:
+        result = spawn.native_spawn(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False)
+        got = (result.stage, result.error)
+        if result.stage == lib.PK_SPAWN_OK:
+            got += (os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]),)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        os.dup2(saved, 2)
+        for fd in filler:
+            os.close(fd)
+    assert got == (lib.PK_SPAWN_STDIO, errno.EMFILE), got
+
+
+def test_a_report_pipe_that_cannot_move_still_reports():
+    isolated(report_pipe_that_cannot_move)
+
+
+def without_close_range(kill_closing_from: int) -> None:
+    """A seccomp filter on this process (and the children it spawns): ``close_range`` fails
+    ENOSYS, as under container runtimes' filters and kernels before 5.9, and a ``close`` of an
+    fd at or above ``kill_closing_from`` kills the caller (SIGSYS)."""
+    import ctypes
+    import struct
+
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, kill, enosys = 0x7FFF0000, 0x80000000, 0x00050000 | errno.ENOSYS
+    program = [
+        (ld, 0, 0, 4),  # the architecture
+        (jeq, 0, 7, 0xC000003E),  # x86-64, else allow
+        (ld, 0, 0, 0),  # the system call's number
+        (jeq, 0, 1, 436),  # close_range
+        (ret, 0, 0, enosys),
+        (jeq, 0, 3, 3),  # close
+        (ld, 0, 0, 16),  # its fd
+        (jge, 0, 1, kill_closing_from),
+        (ret, 0, 0, kill),
+        (ret, 0, 0, allow),
+    ]
+    filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, os.strerror(ctypes.get_errno())  # a filter
+    without_close_range.kept = filters  # type: ignore[attr-defined]
+
+
+def spawn_without_close_range() -> None:
+    """Where close_range fails the child closes the fds it has, listed in /proc/self/fd, not
+    every number up to the soft limit (a million calls under a batch's raised limit, while
+    CLONE_VFORK holds the runner): here a close of any fd from 10,000 up kills it."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (20_000, max(20_000, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+    inherited = os.dup2(0, 500)  # inheritable, yet closed in the child: only 0-2 pass
+    without_close_range(10_000)
+    read_end, write_end = os.pipe()
+    result = spawn.native_spawn(["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as out:
+        listed = out.read().split()
+    assert result.stage == lib.PK_SPAWN_OK, (result.stage, result.error)
+    assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
+    assert str(inherited).encode() not in listed and b"1" in listed, listed
+
+
+def test_without_close_range_the_child_closes_only_the_fds_it_has():
+    if os.uname().machine != "x86_64":
+        pytest.skip("the filter here is written for x86-64's system call numbers")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+        if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 20_000 and os.geteuid() != 0:
+            pytest.skip("needs an open-file limit of 20,000")
+    except (ValueError, OSError):
+        pytest.skip("cannot set the open-file limit")
+    isolated(spawn_without_close_range)
+
+
+def test_a_build_with_the_copy_on_write_child_spawns_through_popen_unless_asked(monkeypatch):
+    """A build for another architecture than x86-64 has the copy-on-write child (its clone3 is
+    no assembly of ours), which no CI run there has tried: it spawns through Popen by default,
+    and through that child only when ``PROCESSKIT_SPAWN=native`` asks. Forced here by a module
+    whose ``pk_spawn_shared_memory()`` says 0, as such a build's does."""
+
+    class CopyOnWrite:
+        @staticmethod
+        def pk_spawn_shared_memory() -> int:
+            return 0
+
+    built = type("Built", (), {"lib": CopyOnWrite()})()
+    monkeypatch.setattr(spawn.native, "module", lambda: built)
+    monkeypatch.delenv("PROCESSKIT_SPAWN", raising=False)
+    assert spawn.select_backend() == "python"
+    monkeypatch.setenv("PROCESSKIT_SPAWN", "native")
+    assert spawn.select_backend() == "native"
+    monkeypatch.setattr(spawn.native, "module", lambda: native)
+    monkeypatch.delenv("PROCESSKIT_SPAWN")
+    assert spawn.select_backend() == ("native" if lib.pk_spawn_shared_memory() else "python")

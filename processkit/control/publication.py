@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-from ..errors import Failure, Kind
 from ..events.argv import described
 from ..events.emitter import utc_timestamp
 from ..rundir import JobSlot, RunDir
@@ -87,15 +86,14 @@ class PublishedRun(Plain):
 
 def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | None = None) -> Publication | None:
     """The run's record and socket (``started_ns``: its start on the wall clock, else now), or
-    None with a warning where the registry cannot take it; a Failure where it is another user's."""
+    None with a warning where the registry cannot take it (another user's or a shared directory
+    included: the child runs, unregistered, as the reference's §2.1 says)."""
     try:
         if run.lodging is not None and isinstance(run.rundir, JobSlot):
             registration: Registration | JobRecord = run.lodging.register(run.rundir)
         else:
             registration = Registration(open_for_writing())
     except RegistryError as exc:
-        if exc.unsafe:  # another user's trap, not a registry: the run does not go ahead
-            raise Failure(Kind.SETUP, str(exc)) from None
         warn(f"the run is not registered, so control clients cannot find it: {exc}")
         return None
     publication = Publication(run, registration, started_ns)

@@ -3,7 +3,12 @@
 The runner's inherited handles are shared with its caller, so their ``O_NONBLOCK`` flag must
 not be touched. Instead: a pipe, FIFO or terminal is reopened through ``/proc/self/fd/N``,
 which yields a private file description that can be non-blocking; a socket is written with
-``MSG_DONTWAIT``; a regular file never blocks for long and is written as it is.
+``MSG_DONTWAIT``; a regular file never blocks for long and is written as it is. Where the reopen
+is refused (a pipe another user made, mode 0600, reopened by a runner of another uid; no
+``/proc``) and the shared description blocks, the echo is ``gated``: written here alone (no
+splice, no write by the native pump) and only what cannot block, a pipe's ``PIPE_BUF`` once
+``poll`` says it is writable (the kernel then has room for that much), a terminal's
+``TERMINAL_PIECE``.
 
 Bytes the consumer cannot take yet wait in a bounded backlog. When the backlog is full the
 pump stops reading the child (honest backpressure) while the loop keeps serving everything
@@ -29,6 +34,10 @@ if TYPE_CHECKING:
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev / sendmsg)
+# A gated echo's writes: a pipe that polls writable has a free page, so PIPE_BUF (4096 on Linux)
+# goes in whole; a terminal polls writable below WAKEUP_CHARS (256) pending, so that much.
+PIPE_PIECE = 4096
+TERMINAL_PIECE = 256
 
 
 class Backlog:
@@ -79,6 +88,7 @@ class EchoSink:
         self._socket: socket.socket | None = None
         self.is_socket = False
         self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
+        self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
@@ -102,8 +112,15 @@ class EchoSink:
                     f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
                 )
                 self.fd = self._owned_fd
-            except OSError:
-                pass  # no private description to be had: plain writes on the shared one
+            except OSError:  # no private description to be had: the shared one, never blocked on
+                if os.get_blocking(fd):
+                    import select  # only for this rare echo
+
+                    self.splices = False
+                    self.gated = True
+                    self._piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
+                    self._poll = select.poll()
+                    self._poll.register(fd, select.POLLOUT)
 
     @property
     def full(self) -> bool:
@@ -132,12 +149,27 @@ class EchoSink:
         try:
             if self._socket is not None:
                 return self._socket.sendmsg(pieces, (), self._dontwait)
+            if self.gated:
+                return self._write_gated(pieces)
             return os.writev(self.fd, pieces)
         except (BlockingIOError, InterruptedError):
             return 0
         except OSError:
             self.abandon()
             return 0
+
+    def _write_gated(self, pieces: list) -> int:
+        """Write ``pieces`` in order, a ``_piece`` at a time, while ``poll`` says one fits."""
+        written = 0
+        for piece in pieces:
+            at = 0
+            while at < len(piece):
+                if not self._poll.poll(0):
+                    return written
+                count = os.write(self.fd, piece[at : at + self._piece])
+                at += count
+                written += count
+        return written
 
     def abandon(self) -> None:
         """The consumer is gone (EPIPE), failing or stalled: stop echoing, keep everything else."""

@@ -88,8 +88,6 @@ def prepare(host: Host, run: RunState) -> None:
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
     if spec.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
-    elif host.lodging is not None and host.lodging.refused is not None and host.lodging.refused.unsafe:
-        raise Failure(Kind.SETUP, str(host.lodging.refused))  # another user's trap: refused now, as ever
 
 
 def _open_terminal(
@@ -218,8 +216,8 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
     """``_publish`` once the child has run ``publish_after_ms``: its record says when it started.
-    The child runs by then, so a registry that refuses (a lodging's refusal of another user's
-    was met in ``prepare``) only leaves the run unpublished, with a warning."""
+    The child runs by then, so a registry that refuses only leaves the run unpublished, with a
+    warning."""
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
     try:
         run.publication = _publish(run, container, lodging, started_ns)
@@ -231,8 +229,8 @@ def _publish_late(run: RunState, container: containment.Container, lodging: Lodg
 def _publish(
     run: RunState, container: containment.Container, lodging: Lodging | None, started_ns: int | None = None
 ) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway, unless
-    the registry is refused as another user's (a Failure). (Every run publishes, so its module
+    """Register the run and open its control socket: best effort, the child runs anyway (a
+    registry refused as another user's or shared included). (Every run publishes, so its module
     is imported with this one, not at each run.) ``started_ns``: the run's start on the wall
     clock, when it is not now."""
     spec = run.spec

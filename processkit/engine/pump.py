@@ -172,7 +172,7 @@ class NativePump:
         echo = self._echo
         if echo is not None and echo.broken:
             echo = None
-        direct = echo if echo is not None and not echo.backlog else None  # C writes the echo itself
+        direct = echo if echo is not None and not echo.backlog and not echo.gated else None  # C writes it
         result = self._result
         # Behind a backlog every chunk is queued whole, so only one is read per call.
         self._lib.pk_stream_drain(

@@ -1,10 +1,12 @@
 """Where the per-user registry lives, and the two ways to open it (docs/control-plane.md §2.1).
 
-A mutating open (``run``) creates the directory 0700 and refuses one that others can read or
-write (it never chmods a directory); a read-only open (every client) never creates or changes
-it, refuses one that others can write, and a missing directory is simply an empty registry. Both refuse a directory that is not this
-user's own (a link, another user's directory, a path someone else can change): that is
-another user's trap, not a registry (``processkit.safepath``).
+A mutating open (``run``, ``doctor``) creates the directory 0700 and then always makes it 0700
+again, repairing a widened directory of this user's own (the reference's rule, §2.1); a
+read-only open (every client) never creates or changes it, and a missing directory is simply
+an empty registry. Both refuse a directory that is not this user's own (a link, another user's
+directory, a path someone else can change) and one other users can write into (``/tmp``, a
+shared sticky directory): that is a shared place or another user's trap, never chmod-ed and
+never adopted (``processkit.safepath``). A run that meets a refusal warns and runs unregistered.
 """
 
 from __future__ import annotations
@@ -17,12 +19,8 @@ ENV_DIR = "PROCESSKIT_CLI_REGISTRY_DIR"
 
 
 class RegistryError(Exception):
-    """The registry cannot be located, prepared or read. ``unsafe``: refused because it is not
-    this user's own (``safepath``), which a run treats as a setup error rather than a warning."""
-
-    def __init__(self, message: str, *, unsafe: bool = False):
-        super().__init__(message)
-        self.unsafe = unsafe
+    """The registry cannot be located, prepared or read: a run warns and goes on unregistered,
+    a client that reads it fails (111)."""
 
 
 def registry_dir() -> str:
@@ -42,9 +40,10 @@ _PREPARED: set[str] = set()  # the registry directories this process has checked
 
 
 def open_for_writing() -> str:
-    """The registry directory, created 0700 if needed; this user's own only, and refused when
-    other users can read or write it: an existing directory is never chmod-ed, since the program
-    cannot tell a registry it made from a directory it was pointed at (``$HOME``, ``/tmp``).
+    """The registry directory, created 0700 if needed and made 0700 if it was not (a umask of
+    022 leaves 0755: the reference's own suite makes its registries so). Refused, untouched,
+    when it is not this user's own or other users can write into it: chmod-ing ``/tmp`` would
+    lock every other user out of it, and what they planted there stays theirs.
 
     Once per process and directory: a batch's jobs share the first check (a walk of every
     component, about thirty calls). That is sound because the check proved each component
@@ -56,14 +55,12 @@ def open_for_writing() -> str:
         fd = private_directory(path, create=True)
         assert fd is not None, "created when missing"
         try:
-            mode = _not_shared(fd, path)
+            if _not_shared(fd, path) != 0o700:
+                os.fchmod(fd, 0o700)
         finally:
             os.close(fd)
-        if mode & 0o077:
-            raise UnsafePath(f"its mode {mode:04o} lets other users in: chmod 700 it, or name another directory")
     except OSError as exc:
-        reason = f"cannot prepare the registry directory {path}: {exc.strerror or exc}"
-        raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
+        raise RegistryError(f"cannot prepare the registry directory {path}: {exc.strerror or exc}") from None
     _PREPARED.add(path)
     return path
 
@@ -76,14 +73,13 @@ def open_for_reading() -> str | None:
     except NotADirectoryError:
         raise RegistryError(f"cannot open the registry directory {path}: not a directory") from None
     except OSError as exc:
-        reason = f"cannot open the registry directory {path}: {exc.strerror or exc}"
-        raise RegistryError(reason, unsafe=isinstance(exc, UnsafePath)) from None
+        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror or exc}") from None
     if fd is None:
         return None
     try:
         _not_shared(fd, path)
     except UnsafePath as exc:
-        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror}", unsafe=True) from None
+        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
     return path

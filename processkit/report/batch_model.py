@@ -16,7 +16,7 @@ import os
 
 from ..summary_line import SUMMARY_FILE, Captured, EarlierAttempt, JobLine
 from ..bounded import SUMMARY as SUMMARY_LIMITS
-from ..bounded import open_input
+from ..userfiles import open_named
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
@@ -123,7 +123,7 @@ def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
 def _read(path: str) -> tuple[list[JobLine], int]:
     """The job lines of the summary, each bounded; and how many lines held none."""
     try:
-        fd = open_input(path, SUMMARY_LIMITS)
+        fd = open_named(path, SUMMARY_LIMITS)  # another user's link (to /etc/shadow) is not followed
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: {exc.strerror}") from None
     except ValueError as exc:  # bounded.InputError: not a regular file, or over its size

@@ -13,8 +13,6 @@ bars, past which each lane is drawn as runs of pixels of one outcome.
 
 from __future__ import annotations
 
-import os
-
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
 from .tail import read_tail
@@ -98,23 +96,21 @@ def command_text(job: Job) -> str:
 
 
 def _failure(out: str, job: Job) -> dict:
-    """A job shown with the last lines of each of its captures that holds something (or why they
-    cannot be shown), labelled with its stream."""
+    """A failed job with the last lines of each of its captures that holds something (or why
+    they cannot be shown), labelled with its stream, each read from ``<out>/<id>/capture/`` alone:
+    the summary's recorded path is only shown, since the summary may be another user's
+    (``tail.read_tail``'s guard)."""
     tails = []
+    plain = "/" not in job.id and job.id not in (".", "..") and "\0" not in job.id
     for name, info in zip(STREAMS, (job.stdout, job.stderr)):
         if info is None or info.sha256 is None or info.bytes == 0:
             continue
-        html, note = read_tail(_capture_path(out, job, name, info.path), info.sha256, None, None)
+        if plain:
+            html, note = read_tail(out, f"{job.id}/capture/{name}.log", info.sha256, None, None)
+        else:
+            html, note = None, "the job's id is not a plain name, so its capture is not looked for"
         tails.append({"stream": name, "tail": html, "note": note, "path": info.path})
     return {"job": job, "tails": tails}
-
-
-def _capture_path(out: str, job: Job, stream: str, recorded) -> str:
-    """Where the job's capture of ``stream`` is: the summary's path is the batch's, relative to
-    the directory it ran in, so a path that does not resolve from here is looked for in ``out``."""
-    if isinstance(recorded, str) and (os.path.isabs(recorded) or os.path.exists(recorded)):
-        return recorded
-    return os.path.join(out, job.id, "capture", f"{stream}.log")
 
 
 def _bars(batch: Batch, wall: int) -> list[dict]:

@@ -66,9 +66,11 @@ def is_bench_export(path: str) -> bool:
 
 def load(path: str) -> object:
     """The export's JSON, read within ``bounded.BENCH_EXPORT`` (size, nesting, a regular file,
-    NaN and Infinity refused); its shape is checked after, by ``benchmark.recorded``."""
+    NaN and Infinity refused, and an object naming a key twice: which of the two a reader took
+    would be its parser's choice, so a baseline's figures would depend on it); its shape is
+    checked after, by ``benchmark.recorded``."""
     try:
-        return load_file(path, BENCH_EXPORT)
+        return load_file(path, BENCH_EXPORT, unique_keys=True)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:

@@ -17,6 +17,7 @@ from ..plain import Plain
 READ_CHUNK = 256 * 1024
 TEXT_LIMIT = 300  # one field's characters on the page
 NOTES_SHOWN = 20  # invalid lines named one by one; the rest are counted
+PLACE_DEPTH = 16  # the most components of a recorded capture path tried inside its directory
 
 
 def shown(value, limit: int = TEXT_LIMIT) -> str:
@@ -57,8 +58,9 @@ class SeenProcess(Plain):
 class Run(Plain):
     """Everything a report shows about one stream."""
 
-    source: str
+    source: str  # the stream's path as shown (escaped)
     anchor: str
+    path: str = ""  # the stream's path as given: its captures are looked for beside it
     run_id: str | None = None
     labels: list[tuple[str, str]] = []
     command: str | None = None  # the argv, only when the run recorded it (--argv-raw)
@@ -103,8 +105,22 @@ class Run(Plain):
 
 
 # -- reading -------------------------------------------------------------------------------------
-def capture_file(stream: CapturedStream, capture_dir: str | None) -> str:
-    """Where to look for a stream's capture: in ``capture_dir`` when given, else its recorded path."""
+def capture_place(stream: CapturedStream, capture_dir: str | None, source: str) -> tuple[str, str]:
+    """Where a stream's capture is read: ``(the directory given, the file's path inside it)``.
+    The directory is ``capture_dir`` when given (the file its recorded name), else the one that
+    holds the stream; the file is then the longest end of the recorded path that names an entry
+    there (``cap/stdout.log`` beside ``run.jsonl``; a batch job's ``capture/stderr.log``). The
+    path is untrusted: it is never read where it points, only inside that directory, through
+    ``userfiles.open_named``'s guard (a relative one is not the reporter's working directory's)."""
+    name = os.path.basename(stream.path)
     if capture_dir is not None:
-        return os.path.join(capture_dir, os.path.basename(stream.path))
-    return stream.path
+        return capture_dir, name
+    directory = os.path.dirname(source) or "."
+    parts = [part for part in stream.path.split("/") if part not in ("", ".")][-PLACE_DEPTH:]
+    if ".." in parts:
+        parts = parts[len(parts) - parts[::-1].index("..") :]
+    for start in range(len(parts)):
+        inside = "/".join(parts[start:])
+        if os.path.lexists(os.path.join(directory, inside)):
+            return directory, inside
+    return directory, name

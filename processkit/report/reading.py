@@ -58,7 +58,7 @@ def load(path: str, anchor: str, *, live: bool = False, regular: bool = False) -
     if not any(_is_event(line) for line in lines):
         what = "it is empty" if not lines else "no line is a JSONL event"
         raise Failure(Kind.EVENTS_INVALID, f"{shown(path)} is not a processkit event stream: {what}")
-    return Builder(Run(source=shown(path), anchor=anchor), live).build(lines)
+    return Builder(Run(source=shown(path), anchor=anchor, path=path), live).build(lines)
 
 
 def add_usage(run: Run, record: dict) -> None:

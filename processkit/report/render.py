@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 
 from ..events import render as words
 from ..events.kept import ranges, salvage
 from ..events.types import CapturedStream
-from .model import Moment, Run, capture_file
+from .model import Moment, Run, capture_place
 from .tail import read_tail, recovered_tail
 from ..plain import Plain
 
@@ -87,9 +88,9 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     total = max(run.duration_ms or 0, 1)
     tails = []
     for stream in run.captured:
-        path = capture_file(stream, capture_dir)
-        kept = ranges(stream, run.run_id, path)
-        html, note = read_tail(path, stream.sha256, kept, stream.bytes_seen)
+        directory, inside = capture_place(stream, capture_dir, run.path)
+        kept = ranges(stream, run.run_id, os.path.join(directory, inside))
+        html, note = read_tail(directory, inside, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
     if not run.captured and capture_dir is not None:  # a ring run whose runner died: its live record
         tails = [Tail(*recovered_tail(item)) for item in (salvage(capture_dir, run.run_id) or {}).values()]

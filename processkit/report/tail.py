@@ -21,10 +21,11 @@ import re
 
 from markupsafe import Markup
 
-from ..bounded import RUN_FILE, InputError, open_input
+from ..bounded import RUN_FILE, InputError
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
+from ..userfiles import open_named
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 40
@@ -91,23 +92,27 @@ def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
 
 
 def read_tail(
-    path: str, sha256: str, kept: tuple | None = None, bytes_seen: int | None = None
+    directory: str, path: str, sha256: str, kept: tuple | None = None, bytes_seen: int | None = None
 ) -> tuple[Markup | None, str | None]:
-    """The last TAIL_LINES lines of the capture file at ``path`` (from its last TAIL_BYTES) as
-    HTML, or None; and a note on the file (why it cannot be shown, what of the stream it lacks,
-    and whether it still holds the bytes whose digest the run recorded). ``kept`` is the
-    stream ranges the file holds; a gap between them inside the lines shown is marked.
+    """The last TAIL_LINES lines of the capture file at ``path`` inside ``directory`` (from its
+    last TAIL_BYTES) as HTML, or None; and a note on the file (why it cannot be shown, what of
+    the stream it lacks, and whether it still holds the bytes whose digest the run recorded).
+    ``kept`` is the stream ranges the file holds; a gap between them inside the lines shown is
+    marked.
 
-    The path comes from an untrusted stream: only a regular file named like a capture
-    (stdout.log, stderr.log) is opened, without blocking, so a stream can neither make the
-    report wait on a FIFO nor copy an arbitrary file's end onto the page.
+    The path comes from an untrusted stream or summary, often another user's: only a regular
+    file named like a capture (stdout.log, stderr.log) is opened, only inside ``directory``
+    (``userfiles.open_named``: no link another user made is followed, no ``..`` taken, no hard
+    link to a file of this user's or root's in a directory others can change), and without
+    blocking, so a stream can neither make the report wait on a FIFO nor copy another file's end
+    onto the page.
     """
     if os.path.basename(path) not in CAPTURE_NAMES:
         return None, "the recorded path does not name a capture file, so it is not read"
     try:
-        fd = open_input(path, RUN_FILE)
+        fd = open_named(path, RUN_FILE, inside=directory)
     except OSError as exc:
-        return None, f"the capture file cannot be read: {exc.strerror}"
+        return None, f"the capture file cannot be read: {escape_unsafe(exc.strerror or str(exc))}"
     except InputError:
         return None, "the capture path is not a regular file, so it is not read"
     with os.fdopen(fd, "rb") as file:
