@@ -1,17 +1,21 @@
 """Where the per-user registry lives, and the two ways to open it (docs/control-plane.md §2.1).
 
 A mutating open (``run``, ``doctor``) creates the directory 0700 and then always makes it 0700
-again, repairing a widened directory of this user's own (the reference's rule, §2.1); a
-read-only open (every client) never creates or changes it, and a missing directory is simply
-an empty registry. Both refuse a directory that is not this user's own (a link, another user's
-directory, a path someone else can change) and one other users can write into (``/tmp``, a
-shared sticky directory): that is a shared place or another user's trap, never chmod-ed and
-never adopted (``processkit.safepath``). A run that meets a refusal warns and runs unregistered.
+again, repairing a widened directory of this user's own, whatever it was widened to (the
+reference's rule, §2.1); a read-only open (every client) never creates or changes it, and a
+missing directory is simply an empty registry. Both refuse a directory that is not this user's
+own (a link, another user's directory, a path someone else can change) and a sticky one (``/tmp``,
+``/dev/shm``, root's own included): that is a shared place or another user's trap, never
+chmod-ed and never adopted
+(``processkit.safepath``); a read-only open also refuses one of this user's that others can
+still write into (not yet repaired by a run). A run that meets a refusal warns and runs
+unregistered.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 from ..safepath import UnsafePath, others_can_write, private_directory
 
@@ -55,7 +59,14 @@ def open_for_writing() -> str:
         fd = private_directory(path, create=True)
         assert fd is not None, "created when missing"
         try:
-            if _not_shared(fd, path) != 0o700:
+            # This user's own directory (``private_directory`` checked the owner and the path): made
+            # 0700 again whatever it was widened to, as the reference's §2.1 says, so that from
+            # here on no one else can add to it. A sticky one is a shared place by design (root's
+            # own ``/tmp``, ``/dev/shm``): never chmod-ed, never adopted.
+            mode = os.fstat(fd).st_mode & 0o7777
+            if mode & stat.S_ISVTX:
+                raise UnsafePath(f"{path} is a shared sticky directory (mode {mode:04o})")
+            if mode != 0o700:
                 os.fchmod(fd, 0o700)
         finally:
             os.close(fd)
