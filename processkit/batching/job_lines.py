@@ -34,8 +34,9 @@ def for_job(
     stderr: Captured | None = None,
     message: str | None = None,
     earlier: list[EarlierAttempt] | None = None,
+    skipped_for: str | None = None,
 ) -> JobLine:
-    """``job``'s line: its identity (id, digests, command) from the job, the rest as given."""
+    """``job``'s line: its identity (id, digests, command, needs) from the job, the rest as given."""
     return JobLine(
         job.id,
         run_id,
@@ -53,6 +54,8 @@ def for_job(
         stderr,
         message,
         earlier or [],
+        skipped_for=skipped_for,
+        needs=list(job.plan.needs) or None,
     )
 
 
@@ -94,6 +97,12 @@ def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttem
     ``cancelled``, ``task_failed``); a retried job stopped before its next attempt keeps its
     earlier ones."""
     return for_job(job, attempts, reason, earlier=earlier)
+
+
+def skipped(job: Job, need: str, how: str) -> JobLine:
+    """The line of a job never started because its ``need`` did not exit 0 (``how`` it ended:
+    ``exit 1``, ``timed out``, ``cancelled``, ``skipped`` ...), as make -k leaves a target."""
+    return for_job(job, 0, "skipped", message=f"its need {need} did not exit 0 ({how})", skipped_for=need)
 
 
 def _started_at(started_ns: int | None) -> str | None:

@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 class JobCounts:
     """How the jobs ended, as the batch's closing sentence and exit code say it."""
 
-    __slots__ = ("total", "skipped", "succeeded", "failed", "timed_out", "not_started", "cancelled_by")
+    __slots__ = (
+        "total",
+        "skipped",
+        "succeeded",
+        "failed",
+        "timed_out",
+        "not_started",
+        "cancelled_by",
+        "need_failed",
+        "flaky",
+    )
 
     def __init__(self, total: int):
         self.total = total
@@ -38,13 +48,17 @@ class JobCounts:
         self.timed_out = 0
         self.not_started = 0
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
+        self.need_failed = 0  # skipped: a need did not exit 0 (counted among not_started too)
+        self.flaky = 0  # exited 0 on a retry after a failed attempt
 
     def count(self, line: JobLine) -> None:
         code = line.exit_code
         if code is None:
             self.not_started += 1
+            self.need_failed += line.source == "skipped"
         elif code == 0:
             self.succeeded += 1
+            self.flaky += line.flaky
         elif line.source == "timeout":
             self.timed_out += 1
         else:
@@ -60,7 +74,9 @@ class JobCounts:
         for count, words in (
             (self.failed, "failed"),
             (self.timed_out, "timed out"),
-            (self.not_started, "not started"),
+            (self.not_started - self.need_failed, "not started"),
+            (self.need_failed, "skipped (a need did not exit 0)"),
+            (self.flaky, "flaky"),
             (self.skipped, "skipped (--resume)"),
         ):
             if count:

@@ -34,10 +34,15 @@ def build_parser() -> Parser:
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
         "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
-        "[--dask-scheduler ADDRESS]",
-        description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
+        "[--dask-scheduler ADDRESS]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
+        "[::: ARGS | :::: FILES | :::+ ARGS | ::::+ FILES]...",
+        description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run; '
+        "or a command template after -- run once per argument (GNU parallel's sources and replacement strings "
+        "{} {.} {/} {//} {/.} {#} {%} {1}..., put into argv elements, never through a shell).",
     )
-    parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
+    parser.add_argument(
+        "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
+    )
     parser.add_argument(
         "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
     )
@@ -86,6 +91,33 @@ def build_parser() -> Parser:
     parser.add_argument(
         "--dask-scheduler", action=Once, metavar="ADDRESS", help="send the jobs to this Dask cluster's workers"
     )
+    parser.add_argument(
+        "--group-limit",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="at most N jobs of the manifest's group NAME at once, whatever --jobs allows (default: no limit)",
+    )
+    template = parser.add_argument_group("command templates (after --; each becomes every job's manifest key)")
+    template.add_argument(
+        "--id",
+        action=Once,
+        metavar="TEMPLATE",
+        help="each job's id, with replacement strings, made safe and unique (default: the job's arguments)",
+    )
+    template.add_argument(
+        "--dry-run", action=OnceFlag, help="print the manifest the template expands to, one job a line; run nothing"
+    )
+    from ..batching.template_flags import JOB_KEY_OPTIONS
+
+    for option in JOB_KEY_OPTIONS:
+        words = (option.help or "").replace("; needs --capture-dir", "")  # a job always has its capture
+        if option.kind == "switch":
+            template.add_argument(option.flag, action=OnceFlag, help=words)
+        elif option.kind == "repeat":
+            template.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=words)
+        else:
+            template.add_argument(option.flag, action=Once, metavar=option.metavar, help=words)
     return parser
 
 
@@ -116,7 +148,14 @@ def _run(args, jobs, settings, progress):
 
 
 def main(argv: list[str], invocation) -> int:
+    from .options import split_command
+
+    argv, words = split_command(argv)
     args = build_parser().parse(argv)
+    if words is not None and args.manifest is not None:
+        raise usage("give a MANIFEST or a command template after --, not both")
+    if words is None and args.manifest is None:
+        raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     from ..batching.on_host import Settings
     from ..batching.limits import parse_budget, parse_timeout
 
@@ -135,7 +174,27 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    jobs = _read_manifest(args.manifest)
+    if words is not None:
+        from ..batching.template_flags import job_keys, template_jobs
+
+        keys = job_keys(args, timeout)
+        if args.dry_run:
+            return _dry_run(words, args.id, keys)
+        with _no_collection():
+            jobs = template_jobs(words, args.id, keys)
+    else:
+        from ..batching.template_flags import refuse_template_flags
+
+        refuse_template_flags(args)
+        jobs = _read_manifest(args.manifest)
+    from ..batching.graph import check, has_needs
+
+    graphed = has_needs(jobs)
+    if graphed:
+        check(jobs)  # an unknown need or a cycle: a usage error, before anything is made
+    settings.group_limits = _group_limits(args.group_limit)
+    if args.dask_scheduler is not None and (graphed or settings.group_limits):
+        raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
@@ -145,6 +204,8 @@ def main(argv: list[str], invocation) -> int:
 
         took, settings.peaks = history(args.history)
         jobs = longest_first(jobs, took)
+        if graphed:
+            settings.took = took  # ready jobs by their longest remaining path
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     from ..batching.index import PageProcess
@@ -172,6 +233,35 @@ def main(argv: list[str], invocation) -> int:
     if progress.quiet:  # the summary line, as the envelope's message
         return invocation.fail(Failure(kind, tally.sentence()))
     return kind.code
+
+
+def _group_limits(given: list[str]) -> dict[str, int]:
+    """``--group-limit NAME=N``, each NAME once."""
+    from ..batching.manifest import JOB_ID
+
+    limits: dict[str, int] = {}
+    for text in given:
+        name, equals, count = text.partition("=")
+        if not equals or not JOB_ID.fullmatch(name):
+            raise usage(
+                f"invalid value '{sanitize(text)}' for '--group-limit <NAME=N>': expected a group name, =, a count"
+            )
+        if name in limits:
+            raise usage(f"--group-limit names the group {name} twice")
+        limits[name] = values.parse_count(count, "--group-limit <NAME=N>", low=1, high=MAX_JOBS_IN_FLIGHT)
+    return limits
+
+
+def _dry_run(words: list[str], id_template: str | None, keys: dict) -> int:
+    """The manifest the template expands to on stdout, each line checked as the batch would
+    (a bad one ends it, 100); nothing is made, nothing runs."""
+    from ..batching.template_flags import manifest_lines
+
+    out = sys.stdout.buffer
+    for line in manifest_lines(words, id_template, keys):
+        out.write(line)
+    out.flush()
+    return 0
 
 
 def longest_first(jobs: list, took: dict[str, float]) -> list:
@@ -261,6 +351,8 @@ class Progress:
         self._done += 1
         code = line.exit_code
         state = "not started" if code is None else f"exit {code}"
+        if line.source == "skipped":
+            state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
