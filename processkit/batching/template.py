@@ -178,7 +178,10 @@ def expand(template: Template, keys: dict, stdin=None) -> Iterator[dict]:
         argv, slotted = template.args(values, number)
         if sum(len(arg) for arg in argv) > ARGS_BYTES:
             raise usage(f"job {number}: its command is longer than 1 MiB, the most a manifest line may hold")
-        line: dict[str, object] = {"args": [_os_form(arg) for arg in argv], "id": safe_id(template.job_id(values, number), number, used)}
+        line: dict[str, object] = {
+            "args": [_os_form(arg) for arg in argv],
+            "id": safe_id(template.job_id(values, number), number, used),
+        }
         if slotted:
             line["slot_args"] = slotted
         yield {**line, **keys}

@@ -55,6 +55,8 @@ class Job(Plain):
     start_ms: float | None
     stderr: Captured | None  # the line's capture of stderr
     tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
+    needs: list[str] = []  # the jobs it waited for (a manifest's ``needs``)
+    flaky: bool = False  # failed, then exited 0 on a retry
 
 
 class Batch(Plain):
@@ -169,6 +171,10 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt, origin: fl
 
 def _job(line: JobLine, origin: float | None) -> Job:
     state, outcome = _outcome(line.exit_code, line.source)
+    if line.source == "skipped" and line.skipped_for is not None:
+        outcome = f"skipped: its need {line.skipped_for} did not exit 0"
+    elif line.flaky:
+        outcome = f"flaky: exit 0 on attempt {line.attempts} of {line.attempts}"
     earlier = [_attempt(line.id, n, ran, origin) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line, origin)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
@@ -188,6 +194,8 @@ def _job(line: JobLine, origin: float | None) -> Job:
         start_ms=final.start_ms if final is not None else None,
         stderr=line.stderr,
         tries=tries,
+        needs=line.needs or [],
+        flaky=line.flaky,
     )
 
 
