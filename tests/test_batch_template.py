@@ -31,6 +31,12 @@ def seen(directory) -> dict[bytes, list[bytes]]:
     return found
 
 
+def recording(tmp_path, record, *words, **kwargs):
+    """A batch of the recording child, with the template's ``words`` after its program."""
+    options = ["--out", tmp_path / "out", "--env", f"ARGV_DIR={record}"]
+    return run_cli("batch", *options, "--", PY, "-c", RECORD, *words, **kwargs)
+
+
 def dry(*words, stdin: bytes | None = None) -> list[dict]:
     result = (
         run_cli("batch", "--dry-run", *words, input=stdin, stdin=None)
@@ -45,21 +51,7 @@ def test_an_argument_stays_one_element_byte_for_byte_and_no_shell_sees_it(tmp_pa
     record = tmp_path / "argv"
     record.mkdir()
     hostile = ["two words", "'quoted' \"twice\"", f"$(touch {tmp_path}/pwned)", "back`tick`", "semi;colon|pipe"]
-    result = run_cli(
-        "batch",
-        "--out",
-        tmp_path / "out",
-        "--env",
-        f"ARGV_DIR={record}",
-        "--",
-        PY,
-        "-c",
-        RECORD,
-        "{}",
-        "x{}y",
-        ":::",
-        *hostile,
-    )
+    result = recording(tmp_path, record, "{}", "x{}y", ":::", *hostile)
     assert result.returncode == 0, result.stderr
     by_first = seen(record)
     assert sorted(by_first) == sorted(value.encode() for value in hostile)
@@ -74,19 +66,7 @@ def test_stdin_lines_are_the_arguments_and_a_line_that_is_not_utf8_keeps_its_byt
     record = tmp_path / "argv"
     record.mkdir()
     lines = b"plain\nwith space\n\xff\xfe raw\n"
-    result = run_cli(
-        "batch",
-        "--out",
-        tmp_path / "out",
-        "--env",
-        f"ARGV_DIR={record}",
-        "--",
-        PY,
-        "-c",
-        RECORD,
-        input=lines,
-        stdin=None,
-    )
+    result = recording(tmp_path, record, input=lines, stdin=None)
     assert result.returncode == 0, result.stderr
     assert seen(record) == {b"plain": [b"plain"], b"with space": [b"with space"], b"\xff\xfe raw": [b"\xff\xfe raw"]}
 
@@ -130,23 +110,8 @@ def test_ids_are_safe_unique_and_within_the_grammar():
 def test_dry_run_prints_the_manifest_with_the_batchs_keys_and_makes_nothing(tmp_path):
     out = tmp_path / "out"
     marker = tmp_path / "ran"
-    result = run_cli(
-        "batch",
-        "--dry-run",
-        "--out",
-        out,
-        "--env",
-        "A=1",
-        "--timeout",
-        "5s",
-        "--cwd",
-        tmp_path,
-        "--",
-        "touch",
-        marker,
-        ":::",
-        "one",
-    )
+    flags = ["--dry-run", "--out", out, "--env", "A=1", "--timeout", "5s", "--cwd", tmp_path]
+    result = run_cli("batch", *flags, "--", "touch", marker, ":::", "one")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "args": ["touch", str(marker), "one"],

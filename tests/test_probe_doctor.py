@@ -63,6 +63,11 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:hyperfine-commands",
         "bench:shell-startup-subtracted",
         "bench:baseline-gate",
+        "batch:command-templates",
+        "batch:job-graph",
+        "batch:slots-groups",
+        "batch:flaky-jobs",
+        "batch:content-resume",
     }
     expected = set(capabilities)
     for command in COMMANDS:

@@ -73,6 +73,18 @@ def _a_cycle(jobs: list[Job], ordered: set[str]) -> list[str]:
     return path[at_index[current] :] + [current]
 
 
+def with_dependents(jobs: list[Job], todo: list[Job]) -> list[Job]:
+    """``--resume``'s jobs to run, and every job below one of them in the graph (a need that runs
+    again may make something else), in the jobs' order."""
+    if not has_needs(jobs) or len(todo) == len(jobs):
+        return todo
+    again = {job.id for job in todo}
+    for job in topological(jobs):
+        if job.id not in again and any(need in again for need in job.plan.needs):
+            again.add(job.id)
+    return [job for job in jobs if job.id in again]
+
+
 def longest_paths(jobs: list[Job], took: dict[str, float]) -> dict[str, float]:
     """Each job's longest remaining path: its own time (``took``, from ``--history``; a job it
     does not name counts as long as the longest it does) plus the longest path among the jobs

@@ -16,6 +16,7 @@ import time
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
+from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
@@ -24,6 +25,7 @@ from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
 from .graph import check, has_needs
+from .inputs import digests
 from .jobkeys import with_slot
 from .manifest import Job, job_spec
 from .schedule import Schedule
@@ -33,6 +35,8 @@ from .recorder import JobCounts, Recorder
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
+
+    from .ci import RetryDelay
 
 
 class Settings:
@@ -51,6 +55,7 @@ class Settings:
         "keep_failed_only",
         "group_limits",
         "took",
+        "retry_delay",
     )
 
     def __init__(
@@ -67,6 +72,7 @@ class Settings:
         keep_failed_only: bool = False,
         group_limits: dict[str, int] | None = None,
         took: dict[str, float] | None = None,
+        retry_delay: RetryDelay | None = None,
     ):
         self.out = out
         self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
@@ -80,6 +86,7 @@ class Settings:
         self.keep_failed_only = keep_failed_only  # --keep failed: a passing job's files are never written
         self.group_limits = group_limits or {}  # --group-limit NAME=N
         self.took = took  # --history's seconds per job id: the graph's longest paths start first
+        self.retry_delay = retry_delay  # --retry-delay: the pause before a retried job's next attempt
 
 
 def run_batch(
@@ -125,6 +132,7 @@ def run_batch(
         None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, recorder.todo, settings.peaks)
     )
     running: dict[str, float] = {}
+    read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
 
     def next_run():
@@ -139,6 +147,8 @@ def run_batch(
             budget.started(job)
         slot = schedule.take(job)
         attempts[job.id] = attempts.get(job.id, 0) + 1
+        if job.plan.inputs:
+            read_inputs[job.id] = digests(job)  # the content it runs with
         running[job.id] = time.monotonic()
         return _job_steps(
             host,
@@ -150,6 +160,7 @@ def run_batch(
             spares if settings.keep_failed_only else None,
             earlier_files=not recorder.fresh_out,
             args=with_slot(job.args, job.plan, slot),
+            delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
         )
 
     def finished(result) -> None:
@@ -165,7 +176,8 @@ def run_batch(
             earlier.setdefault(job.id, []).append(line.attempt_record())
             schedule.again(job)  # next
             return
-        earlier.pop(job.id, None)
+        line.flaky = line.exit_code == 0 and bool(earlier.pop(job.id, None))  # failed, then passed
+        line.inputs_sha256 = read_inputs.pop(job.id, None)
         recorder.record(line)
         for below, need, how in schedule.ended(job, line):
             recorder.record(job_lines.skipped(below, need, how))
@@ -221,6 +233,7 @@ def _job_steps(
     spares: Spares | None,
     earlier_files: bool,
     args: list[str] | None = None,
+    delay_ms: int = 0,
 ):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
     were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
@@ -230,6 +243,8 @@ def _job_steps(
     files reach the job's directory; a ring capture (``capture_keep`` tail or head-tail) is
     written in place as always. ``earlier_files``: ``out`` held something
     when the batch began, so a passing held job's files from an earlier batch are removed."""
+    if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
+        yield from wait_until(lambda: host.stop_source is not None, host.loop.clock() + delay_ms / 1000)
     directory = os.path.join(out, job.id)
     held = None
     try:

@@ -91,33 +91,9 @@ def build_parser() -> Parser:
     parser.add_argument(
         "--dask-scheduler", action=Once, metavar="ADDRESS", help="send the jobs to this Dask cluster's workers"
     )
-    parser.add_argument(
-        "--group-limit",
-        action="append",
-        default=[],
-        metavar="NAME=N",
-        help="at most N jobs of the manifest's group NAME at once, whatever --jobs allows (default: no limit)",
-    )
-    template = parser.add_argument_group("command templates (after --; each becomes every job's manifest key)")
-    template.add_argument(
-        "--id",
-        action=Once,
-        metavar="TEMPLATE",
-        help="each job's id, with replacement strings, made safe and unique (default: the job's arguments)",
-    )
-    template.add_argument(
-        "--dry-run", action=OnceFlag, help="print the manifest the template expands to, one job a line; run nothing"
-    )
-    from ..batching.template_flags import JOB_KEY_OPTIONS
+    from .batch_habits import add_flags
 
-    for option in JOB_KEY_OPTIONS:
-        words = (option.help or "").replace("; needs --capture-dir", "")  # a job always has its capture
-        if option.kind == "switch":
-            template.add_argument(option.flag, action=OnceFlag, help=words)
-        elif option.kind == "repeat":
-            template.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=words)
-        else:
-            template.add_argument(option.flag, action=Once, metavar=option.metavar, help=words)
+    add_flags(parser)
     return parser
 
 
@@ -174,40 +150,27 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    if words is not None:
-        from ..batching.template_flags import job_keys, template_jobs
+    from . import batch_habits
 
-        keys = job_keys(args, timeout)
-        if args.dry_run:
-            return _dry_run(words, args.id, keys)
-        with _no_collection():
-            jobs = template_jobs(words, args.id, keys)
-    else:
-        from ..batching.template_flags import refuse_template_flags
-
-        refuse_template_flags(args)
-        jobs = _read_manifest(args.manifest)
-    from ..batching.graph import check, has_needs
-
-    graphed = has_needs(jobs)
-    if graphed:
-        check(jobs)  # an unknown need or a cycle: a usage error, before anything is made
-    settings.group_limits = _group_limits(args.group_limit)
-    if args.dask_scheduler is not None and (graphed or settings.group_limits):
-        raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
+    batch_habits.check_early(args)
+    with _no_collection():
+        jobs = batch_habits.jobs(args, words, timeout, _read_manifest)
+    if jobs is None:  # --dry-run
+        return 0
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
+    took = None
     if args.history is not None:
         from ..report.batch_model import history
 
         took, settings.peaks = history(args.history)
         jobs = longest_first(jobs, took)
-        if graphed:
-            settings.took = took  # ready jobs by their longest remaining path
+    batch_habits.settle(args, settings, took, jobs)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
+    progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
     page = PageProcess(settings.out)
@@ -219,6 +182,8 @@ def main(argv: list[str], invocation) -> int:
     page.draw()
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
+    if args.junit is not None:
+        batch_habits.write_junit(settings.out, args.junit)
     progress.end(tally.sentence())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
@@ -226,42 +191,13 @@ def main(argv: list[str], invocation) -> int:
         return DIE_BY_SIGINT
     if tally.cancelled_by is not None:
         kind = Kind.CANCELLED
-    elif tally.finished - tally.succeeded or tally.not_started:
+    elif tally.finished - tally.succeeded or tally.not_started:  # skipped by a need among them
         kind = Kind.BATCH_FAILED
     else:
         return 0
     if progress.quiet:  # the summary line, as the envelope's message
         return invocation.fail(Failure(kind, tally.sentence()))
     return kind.code
-
-
-def _group_limits(given: list[str]) -> dict[str, int]:
-    """``--group-limit NAME=N``, each NAME once."""
-    from ..batching.manifest import JOB_ID
-
-    limits: dict[str, int] = {}
-    for text in given:
-        name, equals, count = text.partition("=")
-        if not equals or not JOB_ID.fullmatch(name):
-            raise usage(
-                f"invalid value '{sanitize(text)}' for '--group-limit <NAME=N>': expected a group name, =, a count"
-            )
-        if name in limits:
-            raise usage(f"--group-limit names the group {name} twice")
-        limits[name] = values.parse_count(count, "--group-limit <NAME=N>", low=1, high=MAX_JOBS_IN_FLIGHT)
-    return limits
-
-
-def _dry_run(words: list[str], id_template: str | None, keys: dict) -> int:
-    """The manifest the template expands to on stdout, each line checked as the batch would
-    (a bad one ends it, 100); nothing is made, nothing runs."""
-    from ..batching.template_flags import manifest_lines
-
-    out = sys.stdout.buffer
-    for line in manifest_lines(words, id_template, keys):
-        out.write(line)
-    out.flush()
-    return 0
 
 
 def longest_first(jobs: list, took: dict[str, float]) -> list:
@@ -346,6 +282,7 @@ class Progress:
         self._failed: list[JobLine] = []
         self._failed_count = 0
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
+        self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
 
     def finished(self, line: JobLine, tally) -> None:
         self._done += 1
@@ -356,7 +293,10 @@ class Progress:
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
-        self._write(f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}", tally)
+        text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
+        if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
+            text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
+        self._write(text, tally)
         if code not in (0, None) and line.source != "cancelled":
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:

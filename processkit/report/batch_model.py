@@ -57,6 +57,8 @@ class Job(Plain):
     tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
     needs: list[str] = []  # the jobs it waited for (a manifest's ``needs``)
     flaky: bool = False  # failed, then exited 0 on a retry
+    stdout: Captured | None = None  # the line's capture of stdout
+    started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
 
 
 class Batch(Plain):
@@ -174,7 +176,7 @@ def _job(line: JobLine, origin: float | None) -> Job:
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
-        outcome = f"flaky: exit 0 on attempt {line.attempts} of {line.attempts}"
+        outcome = f"exit 0, flaky (passed on attempt {line.attempts})"
     earlier = [_attempt(line.id, n, ran, origin) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line, origin)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
@@ -196,6 +198,8 @@ def _job(line: JobLine, origin: float | None) -> Job:
         tries=tries,
         needs=line.needs or [],
         flaky=line.flaky,
+        stdout=line.stdout,
+        started_at=line.started_at,
     )
 
 
