@@ -18,6 +18,7 @@ tells ``ended`` each job's last line; this module holds the rest:
 from __future__ import annotations
 
 import heapq
+from collections import deque
 
 from .graph import longest_paths
 
@@ -42,7 +43,7 @@ class Schedule:
         self._free = list(range(1, capacity + 1))  # free slot numbers, a heap
         self._slots: dict[str, list[int]] = {}  # running job id -> its slot numbers
         self._in_group: dict[str, int] = {}
-        self._held: dict[str, list[tuple[float, int, Job]]] = {}  # group -> jobs its limit held back
+        self._held: dict[str, deque[tuple[float, int, Job]]] = {}  # group -> jobs its limit held back
         self._order = {job.id: index for index, job in enumerate(jobs)}
         ids = self._order
         self._waiting: dict[str, int] = {}  # job id -> needs not yet met
@@ -72,7 +73,7 @@ class Schedule:
             job = ready[0][2]
             group = job.plan.group
             if group is not None and self._in_group.get(group, 0) >= self._limits.get(group, self._capacity):
-                self._held.setdefault(group, []).append(heapq.heappop(ready))
+                self._held.setdefault(group, deque()).append(heapq.heappop(ready))
                 continue
             return job if self._width(job) <= len(self._free) else None
         return None
@@ -106,7 +107,7 @@ class Schedule:
             self._in_group[group] -= 1
             held = self._held.get(group)
             if held:
-                heapq.heappush(self._ready, held.pop(0))
+                heapq.heappush(self._ready, held.popleft())
 
     def ended(self, job: Job, line: JobLine) -> list[tuple[Job, str, str]]:
         """``job``'s last line is recorded: its dependents made ready (it exited 0) or skipped.
@@ -129,9 +130,9 @@ class Schedule:
         """Every job below ``job_id`` in the graph, skipped, each naming its need that did not
         exit 0 (``how`` says how the first one ended)."""
         skipped = []
-        below = [(dependent, job_id, how) for dependent in self._dependents.pop(job_id, ())]
+        below = deque((dependent, job_id, how) for dependent in self._dependents.pop(job_id, ()))
         while below:
-            dependent, need, need_how = below.pop(0)
+            dependent, need, need_how = below.popleft()
             if self._waiting.pop(dependent.id, None) is None:
                 continue  # skipped already, by another need
             skipped.append((dependent, need, need_how))

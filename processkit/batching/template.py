@@ -100,13 +100,12 @@ class Template:
         self.id = None if id_template is None else pieces(id_template)
         if self.id is not None and any(isinstance(piece, Ref) and piece.slot for piece in self.id):
             raise usage("--id cannot use {%}: the slot is known only when the job starts")
-        widest = max((len(source) for _, _, source in sources), default=0) or 1
+        # values a job gets: one per ::: source, one per file of a :::: source, one from stdin
+        width = sum(len(given) if is_file else 1 for is_file, _, given in sources) or 1
         for word in [*self.command, *([self.id] if self.id is not None else [])]:
             for piece in word:
-                if isinstance(piece, Ref) and piece.source is not None and piece.source > max(widest, len(sources)):
-                    raise usage(
-                        f"{{{piece.source}}} names input source {piece.source}, and there are {len(sources) or 1}"
-                    )
+                if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
+                    raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of
