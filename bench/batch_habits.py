@@ -7,7 +7,8 @@ the pairwise ratios A/B:
 - ``stdin``: ``seq 1000 | batch -- true {}`` against the same 1,000 jobs as a manifest (both
   through ``sh -c``, so each pays one shell);
 - ``graph``: 10,000 ``true`` jobs as 100 fan-outs that fan in (a root, 98 jobs needing it, a join
-  needing those 98) against the same lines without ``needs``: the graph's scheduling overhead;
+  needing those 98) against the same lines without ``needs``: the graph's scheduling overhead,
+  and (``schedule``) the same jobs read and scheduled in process, with no process run;
 - ``gcc``: 32 generated C files compiled at ``-j2`` by ``batch -- gcc -c {} -o {.}.o ::: *.c``
   against ``parallel`` when it is installed, else ``make -j2`` over the same rules; the objects
   of both are compared byte for byte.
@@ -88,6 +89,55 @@ def graph_figure(cli: str, work: str, runs: int) -> dict:
     return side_by_side("graph 10000 jobs vs no needs", a, b, runs)
 
 
+class _Passed:
+    """A job's line as the schedule reads it: exit 0."""
+
+    exit_code = 0
+    source = "child_exit"
+
+
+def _scheduled(jobs) -> float:
+    """The seconds the graph's check and the ready queue take to carry ``jobs`` through two slots,
+    every job exiting 0 at once (no process runs: the scheduling alone)."""
+    import time
+
+    from processkit.batching.graph import check, has_needs
+    from processkit.batching.schedule import Schedule
+
+    started = time.perf_counter()
+    if has_needs(jobs):
+        check(jobs)
+    schedule = Schedule(jobs, 2)
+    running: list = []
+    while True:
+        while len(running) < 2 and (job := schedule.peek()) is not None:
+            schedule.take(job)
+            running.append(job)
+        if not running:
+            return time.perf_counter() - started
+        schedule.ended(running.pop(0), _Passed)
+
+
+def schedule_figure(cli: str, work: str, runs: int) -> dict:
+    """In process: the manifest read and the scheduling of the 10,000 jobs, with and without needs."""
+    import time
+
+    from processkit.batching.manifest import jobs_from
+
+    figures: dict = {"figure": "graph scheduling in process (10000 jobs)"}
+    for label, with_needs in (("needs", True), ("no_needs", False)):
+        reads, schedules = [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            jobs = jobs_from(graph_jobs(with_needs))
+            reads.append(time.perf_counter() - started)
+            schedules.append(_scheduled(jobs))
+        figures[f"{label}_read_median_s"] = round(statistics.median(reads), 4)
+        figures[f"{label}_schedule_median_s"] = round(statistics.median(schedules), 4)
+    print(json.dumps(figures), flush=True)
+    return figures
+
+
 def c_source(index: int) -> str:
     body = "\n".join(
         f"int f{index}_{n}(int x) {{ int s = 0; for (int i = 0; i < x; i++) s += (i * {n + 3}) ^ (s >> 3); return s; }}"
@@ -137,11 +187,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=5, help="counted pairs of each figure")
     parser.add_argument("--cli", default="processkit-cli", help="the processkit-cli to measure")
-    parser.add_argument("--only", choices=("stdin", "graph", "gcc"), action="append")
+    parser.add_argument("--only", choices=("stdin", "graph", "schedule", "gcc"), action="append")
     args = parser.parse_args()
-    chosen = args.only or ["stdin", "graph", "gcc"]
+    chosen = args.only or ["stdin", "graph", "schedule", "gcc"]
     with tempfile.TemporaryDirectory(prefix="batch-habits-") as work:
-        for name, figure in (("stdin", stdin_figure), ("graph", graph_figure), ("gcc", gcc_figure)):
+        figures = (("stdin", stdin_figure), ("graph", graph_figure), ("schedule", schedule_figure), ("gcc", gcc_figure))
+        for name, figure in figures:
             if name in chosen:
                 figure(args.cli, work, args.n)
 
