@@ -124,14 +124,9 @@ def _run(args, jobs, settings, progress):
 
 
 def main(argv: list[str], invocation) -> int:
-    from .options import split_command
+    from . import batch_habits
 
-    argv, words = split_command(argv)
-    args = build_parser().parse(argv)
-    if words is not None and args.manifest is not None:
-        raise usage("give a MANIFEST or a command template after --, not both")
-    if words is None and args.manifest is None:
-        raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
+    args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
     from ..batching.limits import parse_budget, parse_timeout
 
@@ -150,8 +145,6 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    from . import batch_habits
-
     batch_habits.check_early(args)
     with _no_collection():
         jobs = batch_habits.jobs(args, words, timeout, _read_manifest)

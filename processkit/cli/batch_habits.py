@@ -67,6 +67,19 @@ def add_flags(parser) -> None:
             template.add_argument(option.flag, action=Once, metavar=option.metavar, help=words)
 
 
+def parse(parser, argv: list[str]):
+    """The flags before ``--``, and the command template after it (None: a MANIFEST is named)."""
+    from .options import split_command
+
+    argv, words = split_command(argv)
+    args = parser.parse(argv)
+    if words is not None and args.manifest is not None:
+        raise usage("give a MANIFEST or a command template after --, not both")
+    if words is None and args.manifest is None:
+        raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
+    return args, words
+
+
 def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], list]) -> list | None:
     """The batch's jobs: the template's (None after ``--dry-run`` printed them) or the
     manifest's, cut to ``--partition``'s share, their graph checked (a usage Failure before
