@@ -148,6 +148,14 @@ class JobLine(Plain):
     stderr: Captured | None
     message: str | None
     earlier_attempts: list[EarlierAttempt]
+    # Optional fields, written only when they say something (an older reader never meets them
+    # where they would say nothing): ``flaky``, a job that failed, then passed on a retry;
+    # ``skipped_for``, the need whose failure skipped it (``source`` ``skipped``); ``needs``, the
+    # jobs it waited for; ``inputs_sha256``, its ``inputs``' digests (``--resume`` compares them).
+    flaky: bool = False
+    skipped_for: str | None = None
+    needs: list[str] | None = None
+    inputs_sha256: dict[str, str] | None = None
 
     @property
     def started(self) -> bool:
@@ -180,11 +188,33 @@ class JobLine(Plain):
             },
             "message": self.message,
             "earlier_attempts": [attempt._asdict() for attempt in self.earlier_attempts],
+            **self._optional(),
         }
 
+    def _optional(self) -> dict:
+        found: dict[str, object] = {}
+        if self.flaky:
+            found["flaky"] = True
+        if self.skipped_for is not None:
+            found["skipped_for"] = self.skipped_for
+        if self.needs:
+            found["needs"] = self.needs
+        if self.inputs_sha256 is not None:
+            found["inputs_sha256"] = self.inputs_sha256
+        return found
+
     def encode(self) -> bytes:
-        """The line as written: compact JSON and its newline."""
-        return dumps(self.to_json()).encode() + b"\n"
+        """The line as written: compact JSON and its newline. A command the OS gave as bytes that
+        are not UTF-8 (a template's argument line) holds U+DC80-U+DCFF, which UTF-8 cannot carry:
+        such a line is written with JSON's ``\\u`` escapes, so it stays valid JSON and reads back
+        as the same text."""
+        value = self.to_json()
+        try:
+            return dumps(value).encode() + b"\n"
+        except UnicodeEncodeError:
+            import json
+
+            return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
     def attempt_record(self) -> EarlierAttempt:
         """What the final line keeps of this attempt once it is retried."""
@@ -236,7 +266,24 @@ class JobLine(Plain):
             Captured.read(capture.get("stderr")),
             _str(get("message")),
             [attempt for attempt in attempts if attempt is not None],
+            get("flaky") is True,
+            _str(get("skipped_for")),
+            _strings(get("needs")),
+            _digests(get("inputs_sha256")),
         )
+
+
+def _strings(value: object) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return None
+
+
+def _digests(value: object) -> dict[str, str] | None:
+    """An ``inputs_sha256`` object: path -> hex digest, every one a string, else None."""
+    if isinstance(value, dict) and all(isinstance(key, str) and isinstance(item, str) for key, item in value.items()):
+        return value
+    return None
 
 
 def attempt_dir(attempt: int) -> str:

@@ -459,6 +459,6 @@ def test_no_section_describes_a_feature_this_build_lacks(binary):
 
 
 def test_a_section_awaiting_a_missing_feature_is_found(binary):
-    awaiting = Section("docs/x.md", "no-such-surface-token", [], [])
-    landed = Section("docs/y.md", None, [], [])
-    assert pending([awaiting, landed], binary) == ["docs/x.md: no-such-surface-token"]
+    awaiting = Section("an-awaiting-section", "no-such-surface-token", [], [])
+    landed = Section("a-landed-section", None, [], [])
+    assert pending([awaiting, landed], binary) == ["an-awaiting-section: no-such-surface-token"]

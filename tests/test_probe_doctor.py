@@ -66,6 +66,11 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:load-aware-gate",
         "bench:counters",
         "bench:tree-peak-memory",
+        "batch:command-templates",
+        "batch:job-graph",
+        "batch:slots-groups",
+        "batch:flaky-jobs",
+        "batch:content-resume",
     }
     expected = set(capabilities)
     for command in COMMANDS:

@@ -29,9 +29,11 @@ OUTCOMES = (
     ("cancelled", "cancelled"),
     ("task_failed", "task failed"),
     ("not_started", "not started"),
+    ("need_failed", "skipped (a need did not exit 0)"),
 )
 RAN = {"timeout": "timed_out", "cancelled": "cancelled"}  # by runner_exit's source
-NEVER_RAN = {"task_failed": "task_failed"}  # a Dask task lost its jobs' lines; they may have run
+# A Dask task lost its jobs' lines (they may have run); a need of the job did not exit 0.
+NEVER_RAN = {"task_failed": "task_failed", "skipped": "need_failed"}
 WORDS = dict(OUTCOMES)
 
 
@@ -60,8 +62,9 @@ def for_job(
     stderr: Captured | None = None,
     message: str | None = None,
     earlier: list[EarlierAttempt] | None = None,
+    skipped_for: str | None = None,
 ) -> JobLine:
-    """``job``'s line: its identity (id, digests, command) from the job, the rest as given."""
+    """``job``'s line: its identity (id, digests, command, needs) from the job, the rest as given."""
     return JobLine(
         job.id,
         run_id,
@@ -79,6 +82,8 @@ def for_job(
         stderr,
         message,
         earlier or [],
+        skipped_for=skipped_for,
+        needs=list(job.plan.needs) or None,
     )
 
 
@@ -120,6 +125,12 @@ def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttem
     ``cancelled``, ``task_failed``); a retried job stopped before its next attempt keeps its
     earlier ones."""
     return for_job(job, attempts, reason, earlier=earlier)
+
+
+def skipped(job: Job, need: str, how: str) -> JobLine:
+    """The line of a job never started because its ``need`` did not exit 0 (``how`` it ended:
+    ``exit 1``, ``timed out``, ``cancelled``, ``skipped`` ...), as make -k leaves a target."""
+    return for_job(job, 0, "skipped", message=f"its need {need} did not exit 0 ({how})", skipped_for=need)
 
 
 def _started_at(started_ns: int | None) -> str | None:

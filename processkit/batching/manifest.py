@@ -24,6 +24,7 @@ from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import LATE_PUBLICATION_MS, RunSpec, new_run_id
+from .jobkeys import PLAIN, Plan, take
 
 MAX_JOBS = 1_000_000
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -49,14 +50,23 @@ class Job:
     """One manifest line: its id, command, the RunSpec its keywords give (``template``, checked
     by ``run``'s parser), and whether its argv is ``secret`` (kept out of the summary and page)."""
 
-    __slots__ = ("id", "args", "template", "secret", "digest")
+    __slots__ = ("id", "args", "template", "secret", "digest", "plan")
 
-    def __init__(self, job_id: str, args: list[str], template: RunSpec, secret: bool = False, digest: str = ""):
+    def __init__(
+        self,
+        job_id: str,
+        args: list[str],
+        template: RunSpec,
+        secret: bool = False,
+        digest: str = "",
+        plan: Plan = PLAIN,
+    ):
         self.id = job_id
         self.args = args
         self.template = template
         self.secret = secret
         self.digest = digest  # of the whole line: --resume runs a job again once it changed
+        self.plan = plan  # its scheduling keys (jobkeys): needs, slots, group, inputs, slot_args
 
 
 def job_spec(
@@ -67,16 +77,18 @@ def job_spec(
     label: str,
     timeout_ms: int | None = None,
     held_fds: tuple[int, int, int] | None = None,
+    args: list[str] | None = None,
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
     with these put in). A fresh run id
     per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
     ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. ``held_fds``:
-    ``--keep failed``'s memfds (``RunSpec.held_fds``); such a job is published late."""
+    ``--keep failed``'s memfds (``RunSpec.held_fds``); such a job is published late. ``args``: the
+    job's command with its slot put in (``jobkeys.with_slot``), else its own."""
     template = job.template
     return template.replace(
-        argv=tuple(job.args),
+        argv=tuple(job.args if args is None else args),
         jsonl=jsonl,
         capture_dir=capture_dir,
         timeout_ms=template.timeout_ms if template.timeout_ms is not None else timeout_ms,
@@ -165,6 +177,10 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
         raise bad("'secret' is true or false")
     if job_id in OUT_NAMES:
         raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in its output directory")
+    try:
+        plan = take(options, len(args) if isinstance(args, (list, tuple)) else 0, JOB_ID)
+    except ValueError as exc:
+        raise bad(str(exc)) from None
     for key in options:
         if key in REFUSED:
             raise bad(f"'{key}' is not a job keyword: {REFUSED[key]}")
@@ -189,7 +205,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
             raise bad(
                 f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
             )
-    return Job(job_id, command, template, secret, _digest(value))
+    return Job(job_id, command, template, secret, _digest(value), plan)
 
 
 def _digest(value: dict) -> str:

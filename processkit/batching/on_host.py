@@ -16,6 +16,7 @@ import time
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
+from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
@@ -23,13 +24,19 @@ from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
+from .graph import check, has_needs
+from .inputs import digests
+from .jobkeys import with_slot
 from .manifest import Job, job_spec
+from .schedule import Schedule
 from .outdir import drop_earlier_attempts, ensure_directory
 from .recorder import JobCounts, Recorder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
+
+    from .ci import RetryDelay
 
 
 class Settings:
@@ -46,6 +53,9 @@ class Settings:
         "memory_budget",
         "peaks",
         "keep_failed_only",
+        "group_limits",
+        "took",
+        "retry_delay",
     )
 
     def __init__(
@@ -60,6 +70,9 @@ class Settings:
         memory_budget: int | None = None,
         peaks: dict[str, int] | None = None,
         keep_failed_only: bool = False,
+        group_limits: dict[str, int] | None = None,
+        took: dict[str, float] | None = None,
+        retry_delay: RetryDelay | None = None,
     ):
         self.out = out
         self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
@@ -71,6 +84,9 @@ class Settings:
         self.memory_budget = memory_budget  # --memory-budget, in bytes
         self.peaks = peaks or {}  # --history's peak memory per job id (the budget's expectations)
         self.keep_failed_only = keep_failed_only  # --keep failed: a passing job's files are never written
+        self.group_limits = group_limits or {}  # --group-limit NAME=N
+        self.took = took  # --history's seconds per job id: the graph's longest paths start first
+        self.retry_delay = retry_delay  # --retry-delay: the pause before a retried job's next attempt
 
 
 def run_batch(
@@ -94,6 +110,8 @@ def run_batch(
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
     monotonic second each started) and the counts, so a progress bar moves between job ends."""
+    if has_needs(jobs):
+        check(jobs)  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
     recorder = Recorder(
         settings.out,
@@ -104,25 +122,33 @@ def run_batch(
         collect=collect_lines,
         on_recorded=on_recorded,
     )
-    out, queue = recorder.out, recorder.todo
-    queue.reverse()  # popped from the end: manifest order
+    out = recorder.out
+    schedule = Schedule(recorder.todo, at_once, settings.group_limits, settings.took)
     attempts: dict[str, int] = {}
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
     host = Host(watch=signals)
     timeouts = Timeouts(settings.timeout)
-    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
+    budget = (
+        None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, recorder.todo, settings.peaks)
+    )
     running: dict[str, float] = {}
+    read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
 
     def next_run():
-        if host.stop_source is not None or recorder.halted or not queue:
+        if host.stop_source is not None or recorder.halted:
             return None
+        job = schedule.peek()
+        if job is None:
+            return None  # asked again as a job ends
         if budget is not None:
-            if not budget.admits(queue[-1]):
-                return None  # asked again as a job ends
-            budget.started(queue[-1])
-        job = queue.pop()
+            if not budget.admits(job):
+                return None
+            budget.started(job)
+        slot = schedule.take(job)
         attempts[job.id] = attempts.get(job.id, 0) + 1
+        if job.plan.inputs:
+            read_inputs[job.id] = digests(job)  # the content it runs with
         running[job.id] = time.monotonic()
         return _job_steps(
             host,
@@ -133,6 +159,8 @@ def run_batch(
             timeouts.limit_ms(),
             spares if settings.keep_failed_only else None,
             earlier_files=not recorder.fresh_out,
+            args=with_slot(job.args, job.plan, slot),
+            delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
         )
 
     def finished(result) -> None:
@@ -146,10 +174,13 @@ def run_batch(
             budget.ended(job, line)
         if line.failed and host.stop_source is None and attempts[job.id] <= settings.retries:
             earlier.setdefault(job.id, []).append(line.attempt_record())
-            queue.append(job)  # again, next
+            schedule.again(job)  # next
             return
-        earlier.pop(job.id, None)
+        line.flaky = line.exit_code == 0 and bool(earlier.pop(job.id, None))  # failed, then passed
+        line.inputs_sha256 = read_inputs.pop(job.id, None)
         recorder.record(line)
+        for below, need, how in schedule.ended(job, line):
+            recorder.record(job_lines.skipped(below, need, how))
 
     pinned = False
     caller_gone: list[bool] = []  # the stop descriptor's end of file came: its caller vanished
@@ -168,7 +199,7 @@ def run_batch(
         host.carry_all(next_run, finished, at_once)
     finally:
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone else host.stop_source
-        for job in reversed(queue):
+        for job in schedule.left():
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
         host.close()
@@ -223,6 +254,8 @@ def _job_steps(
     timeout_ms: int | None,
     spares: Spares | None,
     earlier_files: bool,
+    args: list[str] | None = None,
+    delay_ms: int = 0,
 ):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
     were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
@@ -233,6 +266,8 @@ def _job_steps(
     written in place as always. ``earlier_files``: ``out`` held something
     when the batch began, so the attempts an earlier batch left for the job are removed before
     its first, and a passing held job's files from an earlier batch after it."""
+    if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
+        yield from wait_until(lambda: host.stop_source is not None, host.loop.clock() + delay_ms / 1000)
     directory = os.path.join(out, job.id)
     held = None
     try:
@@ -256,6 +291,7 @@ def _job_steps(
             label=label,
             timeout_ms=timeout_ms,
             held_fds=None if held is None else held.for_engine(),
+            args=args,
         )
         outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
         over = True

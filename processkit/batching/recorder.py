@@ -13,6 +13,8 @@ from ..bounded import SUMMARY, InputError, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
+from .graph import with_dependents
+from .inputs import changed
 from .job_lines import OUTCOMES, not_started, outcome
 from .outdir import prepare_out
 
@@ -39,6 +41,8 @@ class JobCounts:
         "task_failed",
         "not_started",
         "cancelled_by",
+        "need_failed",
+        "flaky",
     )
 
     def __init__(self, total: int):
@@ -51,10 +55,14 @@ class JobCounts:
         self.task_failed = 0  # --dask-scheduler: the task carrying it failed before its stream ended
         self.not_started = 0
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
+        self.need_failed = 0  # skipped: a need did not exit 0
+        self.flaky = 0  # exited 0 on a retry after a failed attempt
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
         setattr(self, kind, getattr(self, kind) + 1)
+        if kind == "succeeded":
+            self.flaky += line.flaky
 
     @property
     def unsuccessful(self) -> int:
@@ -64,8 +72,8 @@ class JobCounts:
     def sentence(self) -> str:
         """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``."""
         parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
-        for kind, words in (*OUTCOMES, ("skipped", "skipped (--resume)")):
-            count = getattr(self, kind)
+        counted = [(getattr(self, kind), words) for kind, words in OUTCOMES]
+        for count, words in (*counted, (self.flaky, "flaky"), (self.skipped, "skipped (--resume)")):
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
@@ -128,26 +136,30 @@ class Recorder:
 
 
 def _to_run(jobs: list[Job], summary_path: str) -> list[Job]:
-    """``--resume``: the jobs an earlier summary does not show exited 0, and those whose job
-    (command, environment, directory: its digest) changed since it did, with a warning."""
+    """``--resume``: the jobs an earlier summary does not show exited 0, those whose job
+    (command, environment, directory: its digest) or ``inputs``' content changed since it did,
+    with a warning, and the jobs that need one of those (``needs``)."""
     done = finished_jobs(summary_path)
     todo = []
     for job in jobs:
         if job.id not in done:
             todo.append(job)
-        elif done[job.id] not in (None, job.digest):
-            warn(
-                f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
-            )
+            continue
+        digest, inputs = done[job.id]
+        if digest not in (None, job.digest):
+            warn(f"{job.id}: the job changed since it exited 0 (job_sha256 {digest} is now {job.digest}): run again")
             todo.append(job)
-    return todo
+        elif job.plan.inputs and (why := changed(job, inputs)) is not None:
+            warn(f"{job.id}: {why} since it exited 0: run again")
+            todo.append(job)
+    return with_dependents(jobs, todo)
 
 
-def finished_jobs(path: str) -> dict[str, str | None]:
+def finished_jobs(path: str) -> dict[str, tuple[str | None, dict[str, str] | None]]:
     """The jobs whose last line in the summary at ``path`` says exit 0, with the digest of the
-    job that did (None from a summary written before lines carried it)."""
+    job that did (None from a summary written before lines carried it) and its inputs' digests."""
     last = {line.id: line for line in _read_lines(path)}
-    return {job_id: line.job_sha256 for job_id, line in last.items() if line.exit_code == 0}
+    return {job_id: (line.job_sha256, line.inputs_sha256) for job_id, line in last.items() if line.exit_code == 0}
 
 
 def _read_lines(path: str) -> Iterator[JobLine]:

@@ -34,10 +34,15 @@ def build_parser() -> Parser:
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
         "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
-        "[--dask-scheduler ADDRESS]",
-        description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run.',
+        "[--dask-scheduler ADDRESS]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
+        "[::: ARGS | :::: FILES | :::+ ARGS | ::::+ FILES]...",
+        description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run; '
+        "or a command template after -- run once per argument (GNU parallel's sources and replacement strings "
+        "{} {.} {/} {//} {/.} {#} {%} {1}..., put into argv elements, never through a shell).",
     )
-    parser.add_argument("manifest", metavar="MANIFEST", help="the JSONL manifest, or - for stdin")
+    parser.add_argument(
+        "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
+    )
     parser.add_argument(
         "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
     )
@@ -86,6 +91,9 @@ def build_parser() -> Parser:
     parser.add_argument(
         "--dask-scheduler", action=Once, metavar="ADDRESS", help="send the jobs to this Dask cluster's workers"
     )
+    from .batch_habits import add_flags
+
+    add_flags(parser)
     return parser
 
 
@@ -116,7 +124,9 @@ def _run(args, jobs, settings, progress):
 
 
 def main(argv: list[str], invocation) -> int:
-    args = build_parser().parse(argv)
+    from . import batch_habits
+
+    args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
     from ..batching.limits import parse_budget, parse_timeout
 
@@ -135,18 +145,25 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    jobs = _read_manifest(args.manifest)
+    batch_habits.check_early(args)
+    with _no_collection():
+        jobs = batch_habits.jobs(args, words, timeout, _read_manifest)
+    if jobs is None:  # --dry-run
+        return 0
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
         return 0
+    took = None
     if args.history is not None:
         from ..report.batch_model import history
 
         took, settings.peaks = history(args.history)
         jobs = longest_first(jobs, took)
+    batch_habits.settle(args, settings, took, jobs)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
+    progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
     page = PageProcess(settings.out)
@@ -158,6 +175,8 @@ def main(argv: list[str], invocation) -> int:
     page.draw()
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
+    if args.junit is not None:
+        batch_habits.write_junit(settings.out, args.junit)
     progress.end(tally.sentence())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
@@ -260,6 +279,7 @@ class Progress:
         self._failed: list[JobLine] = []
         self._failed_count = 0
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
+        self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
 
     def finished(self, line: JobLine, tally) -> None:
         from ..batching.job_lines import WORDS, outcome
@@ -268,10 +288,15 @@ class Progress:
         code = line.exit_code
         kind = outcome(line)
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
+        if line.source == "skipped":
+            state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
-        self._write(f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}", tally)
+        text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
+        if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
+            text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
+        self._write(text, tally)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:

@@ -49,6 +49,12 @@ def capabilities() -> list[str]:
     found.append("run:private-paths")  # another user's links and directories are refused (safepath)
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
     found.append("run:capture-keep-live")  # a ring run's live record and marks: a killed runner's ring is read in order
+    # batch as parallel, make and nextest users work (docs/batch.md): what no flag shows
+    found.append("batch:command-templates")  # -- CMD ::: A B, :::: FILE, stdin lines; {} {.} {/} {//} {/.} {#} {%} {n}
+    found.append("batch:job-graph")  # a manifest's needs; skipped below a failure; cycles refused
+    found.append("batch:slots-groups")  # a manifest's slots and group keys (--group-limit)
+    found.append("batch:flaky-jobs")  # "flaky": true in the summary line of a job that passed on a retry
+    found.append("batch:content-resume")  # a manifest's inputs: --resume compares their SHA-256
     return found
 
 

@@ -56,6 +56,9 @@ class Job(Plain):
     stdout: Captured | None  # the line's captures: a failure may be on either stream
     stderr: Captured | None
     tries: list[Attempt]  # every attempt that ran, the earlier ones of a retried job first
+    needs: list[str] = []  # the jobs it waited for (a manifest's ``needs``)
+    flaky: bool = False  # failed, then exited 0 on a retry
+    started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
 
 
 class Batch(Plain):
@@ -170,6 +173,10 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt, origin: fl
 
 def _job(line: JobLine, origin: float | None) -> Job:
     state, outcome = _outcome(line.exit_code, line.source)
+    if line.source == "skipped" and line.skipped_for is not None:
+        outcome = f"skipped: its need {line.skipped_for} did not exit 0"
+    elif line.flaky:
+        outcome = f"exit 0, flaky (passed on attempt {line.attempts})"
     earlier = [_attempt(line.id, n, ran, origin) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line, origin)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
@@ -190,6 +197,9 @@ def _job(line: JobLine, origin: float | None) -> Job:
         stdout=line.stdout,
         stderr=line.stderr,
         tries=tries,
+        needs=line.needs or [],
+        flaky=line.flaky,
+        started_at=line.started_at,
     )
 
 

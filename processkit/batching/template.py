@@ -1,0 +1,273 @@
+"""Command templates: ``batch [OPTIONS] -- CMD ARG... ::: A B C``, GNU parallel's way of naming
+many jobs at once, expanded into the manifest lines a user would otherwise write by hand.
+
+The expansion feeds the one manifest path (``manifest.jobs_from``): each job is a decoded line,
+``{"args": [...], "id": ..., <the batch's job keys>}``, numbered as a manifest's lines are, so
+it is checked, keyed and digested exactly as a line of a file would be, and ``--dry-run`` prints
+those very lines. It is a generator, read as the jobs are taken, so arguments from a pipe come
+as they are written and the manifest's bounds hold (a line, the whole, the number of jobs).
+
+Substitution is into argv elements, never through a shell: an argument holding spaces, quotes or
+``$(...)`` stays one element, byte for byte (a line that is not UTF-8 is carried as the OS's
+bytes). Sources, as parallel has them: ``:::`` arguments, ``::::`` files of lines (``-`` is
+stdin), ``:::+``/``::::+`` linked to the source before, one to one; stdin's lines when no source
+is given. Several sources give every combination, the first one outermost (and read as it comes;
+the others are read whole first, since each is walked again for every value of the one before).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from itertools import product
+
+from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
+from ..errors import Failure, Kind, usage
+from ..text import sanitize
+from .manifest import JOB_ID, OUT_NAMES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+# A source file or stdin, read line by line within a manifest's own bounds.
+ARGUMENTS = Limits("argument source", total=256 * MiB, regular=False)
+ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may hold
+SEPARATORS = {":::": (False, False), ":::+": (False, True), "::::": (True, False), "::::+": (True, True)}
+# {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ..., {#} (the job's number), {%} (its slot)
+_REFERENCE = re.compile(r"\{(?:(#)|(%)|([1-9][0-9]{0,3})?(//|/\.|/|\.)?)\}")
+_EXTENSION = re.compile(r"\.[^/.]*\Z")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+ID_STEM = 100  # characters of an argument kept in a derived id, room left for "-<job number>"
+SLOT = "{%}"  # kept in a job's args as is: the slot is known only when the job starts
+
+
+class Ref:
+    """One replacement string: the source it names (None: every source), how it is cut
+    (``modifier``), or the job's number (``seq``) or slot (``slot``)."""
+
+    __slots__ = ("source", "modifier", "seq", "slot")
+
+    def __init__(self, source: int | None, modifier: str, seq: bool = False, slot: bool = False):
+        self.source = source
+        self.modifier = modifier
+        self.seq = seq
+        self.slot = slot
+
+
+def pieces(word: str) -> list[str | Ref]:
+    """``word`` as literal text and replacement strings; text that is no replacement string
+    (``{x}``, ``{0}``) stays as it is, as parallel leaves it."""
+    found: list[str | Ref] = []
+    at = 0
+    for match in _REFERENCE.finditer(word):
+        if match.start() > at:
+            found.append(word[at : match.start()])
+        seq, slot, number, modifier = match.groups()
+        found.append(Ref(None if number is None else int(number), modifier or "", bool(seq), bool(slot)))
+        at = match.end()
+    if at < len(word):
+        found.append(word[at:])
+    return found
+
+
+def cut(value: str, modifier: str) -> str:
+    """An argument as a modifier shows it: ``.`` without its extension, ``/`` its base name,
+    ``//`` its directory (``.`` when it names none, as dirname(1)), ``/.`` both."""
+    if modifier in ("/", "/."):
+        value = value.rpartition("/")[2]
+    if modifier in (".", "/."):
+        return _EXTENSION.sub("", value)
+    if modifier == "//":
+        stripped = value.rstrip("/") or value[:1]
+        head, slash, _ = stripped.rpartition("/")
+        return "." if not slash else head.rstrip("/") or "/"
+    return value
+
+
+class Template:
+    """A command template: the command's words as pieces, the id template's, and the sources
+    (``split`` reads them from the words after ``--``)."""
+
+    def __init__(self, command: list[str], sources: list[tuple[bool, bool, list[str]]], id_template: str | None):
+        if not command:
+            raise usage("the command template after -- names no program")
+        self.command = [pieces(word) for word in command]
+        refs = [piece for word in self.command for piece in word if isinstance(piece, Ref)]
+        self.appends = not refs  # no replacement string: the arguments are appended (parallel's habit)
+        self.sources = sources
+        self.id = None if id_template is None else pieces(id_template)
+        if self.id is not None and any(isinstance(piece, Ref) and piece.slot for piece in self.id):
+            raise usage("--id cannot use {%}: the slot is known only when the job starts")
+        # values a job gets: one per ::: source, one per file of a :::: source, one from stdin
+        width = sum(len(given) if is_file else 1 for is_file, _, given in sources) or 1
+        for word in [*self.command, *([self.id] if self.id is not None else [])]:
+            for piece in word:
+                if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
+                    raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
+
+    def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
+        """One job's argv from its arguments (one per source) and its number, and the indexes of
+        the elements that hold ``{%}`` (its ``slot_args``)."""
+        if self.appends:
+            return [*("".join(word) for word in self.command), *values], []  # type: ignore[arg-type]
+        argv: list[str] = []
+        slotted: list[int] = []
+        for word in self.command:
+            if any(isinstance(piece, Ref) and piece.slot for piece in word):
+                slotted.append(len(argv))
+            if len(word) == 1 and isinstance(word[0], Ref) and word[0].source is None and not word[0].seq:
+                ref = word[0]
+                if ref.slot:
+                    argv.append(SLOT)
+                else:  # a word that is only {} (or {.}, ...): one element per source, as parallel's
+                    argv.extend(cut(value, ref.modifier) for value in values)
+                continue
+            argv.append(self._filled(word, values, number))
+        return argv, slotted
+
+    def job_id(self, values: tuple[str, ...], number: int) -> str:
+        """The id's text before it is made safe: ``--id``'s template filled, else the arguments."""
+        if self.id is None:
+            return "_".join(values)
+        return self._filled(self.id, values, number)
+
+    def _filled(self, word: list[str | Ref], values: tuple[str, ...], number: int) -> str:
+        parts = []
+        for piece in word:
+            if isinstance(piece, str):
+                parts.append(piece)
+            elif piece.seq:
+                parts.append(str(number))
+            elif piece.slot:
+                parts.append(SLOT)
+            elif piece.source is None:
+                parts.append(" ".join(cut(value, piece.modifier) for value in values))
+            else:
+                parts.append(cut(values[piece.source - 1], piece.modifier))
+        return "".join(parts)
+
+
+def split(words: list[str], id_template: str | None = None) -> Template:
+    """The words after ``--``: the command up to the first separator, then the sources."""
+    at = next((index for index, word in enumerate(words) if word in SEPARATORS), len(words))
+    sources: list[tuple[bool, bool, list[str]]] = []
+    kind = None
+    for word in words[at:]:
+        if word in SEPARATORS:
+            kind = SEPARATORS[word]
+            if kind[1] and not sources:
+                raise usage(f"{word} links its arguments to the source before it, and there is none")
+            sources.append((kind[0], kind[1], []))
+            continue
+        sources[-1][2].append(word)
+    for is_file, _, source in sources:
+        if not source:
+            raise usage(f"{'::::' if is_file else ':::'} gives no {'file' if is_file else 'argument'}")
+    return Template(words[:at], sources, id_template)
+
+
+def expand(template: Template, keys: dict, stdin=None) -> Iterator[dict]:
+    """Each job as its manifest line's decoded value, in order, with ``keys`` (the batch's job
+    keys) on every one; a bad source or an overlong command is a Failure naming the job."""
+    used: set[str] = set()
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    for number, values in enumerate(_combinations(template.sources, stdin), 1):
+        argv, slotted = template.args(values, number)
+        if sum(len(arg) for arg in argv) > ARGS_BYTES:
+            raise usage(f"job {number}: its command is longer than 1 MiB, the most a manifest line may hold")
+        line: dict[str, object] = {
+            "args": [_os_form(arg) for arg in argv],
+            "id": safe_id(template.job_id(values, number), number, used),
+        }
+        if slotted:
+            line["slot_args"] = slotted
+        yield {**line, **keys}
+
+
+def safe_id(text: str, number: int, used: set[str]) -> str:
+    """An id within the manifest's grammar made from ``text``: every run of other characters one
+    ``_``, no leading ``.``/``-``/``_``, at most ``ID_STEM`` characters, ``job`` for nothing left;
+    ``-<job number>`` (then ``-<k>``) added when another job has it, so every id is unique."""
+    stem = _UNSAFE.sub("_", text).lstrip("._-")[:ID_STEM] or "job"
+    if stem in OUT_NAMES:
+        stem = f"job-{stem}"
+    found = stem if stem not in used else f"{stem}-{number}"
+    extra = 2
+    while found in used:
+        found = f"{stem}-{number}-{extra}"
+        extra += 1
+    assert JOB_ID.fullmatch(found)
+    used.add(found)
+    return found
+
+
+def _os_form(arg: str) -> str | bytes:
+    """An argument as the manifest path takes it: text, or the OS's bytes when a line was not
+    UTF-8 (its undecodable bytes are U+DC80-U+DCFF here, which the text rule refuses in a str)."""
+    if arg.isascii():
+        return arg
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(arg)
+    return arg
+
+
+def _combinations(sources, stdin) -> Iterator[tuple[str, ...]]:
+    """Every combination of the sources' arguments, the first source outermost; ``:::+``
+    sources are zipped into the one before (a length mismatch is a usage error)."""
+    groups: list[list[Iterable[str]]] = []
+    for is_file, linked, given in sources:
+        streams = [_file_lines(path, stdin) for path in given] if is_file else [given]
+        if linked:
+            groups[-1].extend(streams)  # ::::+ with several files links each of them
+        elif is_file:
+            groups.extend([stream] for stream in streams)  # each file is a source of its own
+        else:
+            groups.append(streams)
+    if not groups:
+        groups = [[_lines(stdin, "stdin")]]
+    first, rest = _zipped(groups[0]), [list(_zipped(group)) for group in groups[1:]]
+    for head in first:
+        for tail in product(*rest):
+            yield head + tuple(value for values in tail for value in values)
+
+
+def _zipped(streams: list[Iterable[str]]) -> Iterator[tuple[str, ...]]:
+    """Linked sources, one value of each at a time; one that ends before another is an error."""
+    iterators = [iter(stream) for stream in streams]
+    while True:
+        row = [next(iterator, None) for iterator in iterators]
+        if all(value is None for value in row):
+            return
+        if any(value is None for value in row):
+            raise usage(":::+ links sources of different lengths: each value needs one partner")
+        yield tuple(row)  # type: ignore[arg-type]
+
+
+def _file_lines(path: str, stdin) -> Iterator[str]:
+    """A ``::::`` file's lines (``-``: stdin), opened and read within ``ARGUMENTS``' bounds."""
+    if path == "-":
+        yield from _lines(stdin, "stdin")
+        return
+    try:
+        handle = os.fdopen(blocking(open_input(path, ARGUMENTS)), "rb")
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read the argument file {sanitize(path)}: {exc.strerror}") from None
+    except InputError as exc:
+        raise Failure(Kind.SETUP if "it is a" in str(exc) else Kind.USAGE, str(exc)) from None
+    with handle:
+        yield from _lines(handle, path)
+
+
+def _lines(handle, path: str) -> Iterator[str]:
+    """Each line of an argument source without its newline, in the OS's decoding (bytes kept)."""
+    try:
+        for _, line in lines(handle, path, ARGUMENTS):
+            yield os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
+    except InputError as exc:
+        raise usage(str(exc)) from None
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read the argument source {sanitize(path)}: {exc.strerror}") from None

@@ -1,0 +1,91 @@
+"""The batch's own flags as every templated job's manifest keys (``--env``, ``--cwd``,
+``--timeout``, ...), and a template's jobs read, or printed (``--dry-run``), through the one
+manifest path.
+
+The flags are ``run``'s own options (``grammar.run.RUN_OPTIONS``), so a value is written as the
+flag would be and checked by the same grammar once it is a key; a key holds the text as given
+(a repeatable flag a list of its texts), which is what a manifest line would hold.
+"""
+
+from __future__ import annotations
+
+from ..errors import usage
+from ..grammar.keywords import BY_KEYWORD
+from ..jsontext import dumps
+from . import manifest
+from .template import expand, split
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .limits import JobTimeout
+
+# The run options a template may give every job: what a manifest line may set and the batch does
+# not decide itself (its stream, capture directory, terminal; its --timeout is its own flag).
+JOB_KEYS = (
+    "cwd",
+    "env",
+    "env_file",
+    "env_remove",
+    "env_clear",
+    "idle_timeout",
+    "grace",
+    "labels",
+    "max_memory",
+    "max_processes",
+    "cpu_quota",
+    "capture_max_bytes",
+    "capture_overflow",
+    "capture_keep",
+    "stdin_file",
+    "snapshot_interval",
+)
+JOB_KEY_OPTIONS = tuple(BY_KEYWORD[key] for key in JOB_KEYS)
+
+
+def job_keys(args, timeout: JobTimeout | None) -> dict:
+    """The keys the flags give every job; an absolute ``--timeout`` is one of them (a relative
+    one stays the batch's, since it follows the jobs that ended)."""
+    keys: dict[str, object] = {}
+    for option in JOB_KEY_OPTIONS:
+        value = getattr(args, option.dest)
+        if value:  # False, None and [] are a flag not given
+            keys[option.keyword] = list(value) if isinstance(value, list) else value
+    if timeout is not None and timeout.percent is None:
+        keys["timeout"] = args.timeout
+    return keys
+
+
+def refuse_template_flags(args) -> None:
+    """A manifest names its own keys: the template's flags are refused beside one."""
+    given = [option.flag for option in JOB_KEY_OPTIONS if getattr(args, option.dest)]
+    given += [flag for flag, dest in (("--id", "id"), ("--dry-run", "dry_run")) if getattr(args, dest)]
+    if given:
+        raise usage(f"{given[0]} belongs to a command template (after --): a manifest line names its own keys")
+
+
+def template_jobs(words: list[str], id_template: str | None, keys: dict) -> list[manifest.Job]:
+    """The template's jobs, each checked as a manifest line (numbered as ``--dry-run`` prints them)."""
+    return manifest.jobs_from(expand(split(words, id_template), keys))
+
+
+def manifest_lines(words: list[str], id_template: str | None, keys: dict) -> Iterator[bytes]:
+    """``--dry-run``: each job's manifest line, checked as the batch would check it first."""
+    templates: dict = {}
+    for number, value in enumerate(expand(split(words, id_template), keys), 1):
+        manifest.job_from(number, value, templates)
+        shown = {key: _text(item) for key, item in value.items()}
+        yield dumps(shown).encode("utf-8", "surrogateescape") + b"\n"
+
+
+def _text(value):
+    """A value as JSON shows it: an argument the OS gave as bytes in its decoding (a line that
+    was not UTF-8 then prints its own bytes, which a manifest reader refuses, as it must)."""
+    if isinstance(value, list):
+        return [_text(item) for item in value]
+    if isinstance(value, bytes):
+        import os
+
+        return os.fsdecode(value)
+    return value

@@ -1,0 +1,181 @@
+"""``batch``'s flags for the peers' habits, kept beside the command (``cli/batch.py``): GNU
+parallel's command templates (``--id``, ``--dry-run``, the job keys), make's graph and
+nextest's groups (``--group-limit``), and what CI asks (``--junit``, ``--retry-delay``,
+``--partition``). ``add_flags`` declares them; ``jobs`` reads a template's jobs or a manifest's
+and applies the share and the graph's checks; ``settle`` sets what they give the batch's
+``Settings``; ``write_junit`` writes the report at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import Failure, usage
+from ..grammar import values
+from ..text import sanitize
+from .parsing import Once, OnceFlag
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_GROUP_LIMIT = 4096
+
+
+def add_flags(parser) -> None:
+    parser.add_argument(
+        "--group-limit",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="at most N jobs of the manifest's group NAME at once, whatever --jobs allows (default: no limit)",
+    )
+    parser.add_argument(
+        "--junit", action=Once, metavar="FILE", help="write the batch as JUnit XML, as CI servers read it"
+    )
+    parser.add_argument(
+        "--retry-delay",
+        action=Once,
+        metavar="DUR|exp:DUR",
+        help="pause before each retry, or exp:DUR doubling from DUR on each one (default: none)",
+    )
+    parser.add_argument(
+        "--partition",
+        action=Once,
+        metavar="[count:|hash:]K/N",
+        help="run only share K of N: every N-th job (count), or by a digest of each id (hash) (default: all)",
+    )
+    template = parser.add_argument_group("command templates (after --; each becomes every job's manifest key)")
+    template.add_argument(
+        "--id",
+        action=Once,
+        metavar="TEMPLATE",
+        help="each job's id, with replacement strings, made safe and unique (default: the job's arguments)",
+    )
+    template.add_argument(
+        "--dry-run", action=OnceFlag, help="print the manifest the template expands to, one job a line; run nothing"
+    )
+    from ..batching.template_flags import JOB_KEY_OPTIONS
+
+    for option in JOB_KEY_OPTIONS:
+        words = (option.help or "").replace("; needs --capture-dir", "")  # a job always has its capture
+        if option.kind == "switch":
+            template.add_argument(option.flag, action=OnceFlag, help=words)
+        elif option.kind == "repeat":
+            template.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=words)
+        else:
+            template.add_argument(option.flag, action=Once, metavar=option.metavar, help=words)
+
+
+def parse(parser, argv: list[str]):
+    """The flags before ``--``, and the command template after it (None: a MANIFEST is named)."""
+    from .options import split_command
+
+    argv, words = split_command(argv)
+    args = parser.parse(argv)
+    if words is not None and args.manifest is not None:
+        raise usage("give a MANIFEST or a command template after --, not both")
+    if words is None and args.manifest is None:
+        raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
+    return args, words
+
+
+def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], list]) -> list | None:
+    """The batch's jobs: the template's (None after ``--dry-run`` printed them) or the
+    manifest's, cut to ``--partition``'s share, their graph checked (a usage Failure before
+    anything is made)."""
+    from ..batching.graph import check, has_needs
+
+    if words is not None:
+        from ..batching.template_flags import job_keys, template_jobs
+
+        keys = job_keys(args, timeout)
+        if args.dry_run:
+            _dry_run(words, args.id, keys)
+            return None
+        found = template_jobs(words, args.id, keys)
+    else:
+        from ..batching.template_flags import refuse_template_flags
+
+        refuse_template_flags(args)
+        found = read_manifest(args.manifest)
+    graphed = has_needs(found)
+    if graphed:
+        check(found)
+    if args.dask_scheduler is not None and (graphed or args.group_limit):
+        raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
+    if args.partition is not None:
+        from ..batching.ci import parse_partition
+
+        if graphed:
+            raise usage("--partition cannot split a job graph: a need would be on another machine")
+        found = parse_partition(args.partition).share(found)
+    return found
+
+
+def settle(args, settings, took: dict[str, float] | None, jobs: list) -> None:
+    """What the flags give the batch's settings."""
+    from ..batching.graph import has_needs
+
+    settings.group_limits = _group_limits(args.group_limit)
+    if args.retry_delay is not None:
+        from ..batching.ci import parse_retry_delay
+
+        settings.retry_delay = parse_retry_delay(args.retry_delay)
+    if took is not None and has_needs(jobs):
+        settings.took = took  # ready jobs by their longest remaining path
+
+
+def check_early(args) -> None:
+    """The values checked before any job is read (a bad one is 100 with nothing read)."""
+    _group_limits(args.group_limit)
+    if args.retry_delay is not None:
+        from ..batching.ci import parse_retry_delay
+
+        parse_retry_delay(args.retry_delay)
+    if args.partition is not None:
+        from ..batching.ci import parse_partition
+
+        parse_partition(args.partition)
+
+
+def _group_limits(given: list[str]) -> dict[str, int]:
+    """``--group-limit NAME=N``, each NAME once."""
+    from ..batching.manifest import JOB_ID
+
+    limits: dict[str, int] = {}
+    for text in given:
+        name, equals, count = text.partition("=")
+        if not equals or not JOB_ID.fullmatch(name):
+            raise usage(
+                f"invalid value '{sanitize(text)}' for '--group-limit <NAME=N>': expected a group name, =, a count"
+            )
+        if name in limits:
+            raise usage(f"--group-limit names the group {name} twice")
+        limits[name] = values.parse_count(count, "--group-limit <NAME=N>", low=1, high=MAX_GROUP_LIMIT)
+    return limits
+
+
+def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
+    """The manifest the template expands to on stdout, each line checked as the batch would
+    (a bad one ends it, 100); nothing is made, nothing runs."""
+    from ..batching.template_flags import manifest_lines
+
+    out = sys.stdout.buffer
+    for line in manifest_lines(words, id_template, keys):
+        out.write(line)
+    out.flush()
+
+
+def write_junit(out: str, path: str) -> None:
+    """The JUnit report, from the summary just written; a failure is a warning (the batch's
+    results stand without it)."""
+    from ..diagnostics import warn
+    from ..report.batch_model import load
+    from ..report.junit import junit_xml
+    from ..userfiles import write_text
+
+    try:
+        write_text(path, junit_xml(load(out), out))
+    except Failure as failure:
+        warn(f"no JUnit report: {failure.message}")

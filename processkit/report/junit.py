@@ -1,0 +1,127 @@
+"""``batch --junit FILE``: the batch as JUnit XML, the shape Jenkins, GitLab and GitHub's test
+reporters read (the Ant/Surefire convention): ``testsuites`` > one ``testsuite`` for the batch
+(``tests``, ``failures``, ``errors``, ``skipped``, ``time``, ``timestamp``, ``hostname``) > a
+``testcase`` per job (the id as its name, its duration). A job that did not exit 0 has a
+``failure`` (the child's exit, a timeout) or an ``error`` (the runner's own: setup, spawn),
+with its exit and its stderr's last lines; a job skipped by a need, halted or cancelled before it
+started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
+that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
+nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
+all tails together at most ``TAILS_BYTES``. Drawn from the summary, as the page and the trace are.
+
+XML 1.0 cannot carry most control characters or lone surrogates, even escaped: they become
+U+FFFD, so any parser reads the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from xml.sax.saxutils import escape, quoteattr
+
+from ..bounded import RUN_FILE, InputError, open_input
+from ..summary_line import attempt_dir
+from .batch_model import Batch, Job
+
+TAIL_BYTES = 4096
+TAILS_BYTES = 64 << 20
+RUNNER_SOURCES = ("setup", "spawn_error", "container_error", "internal", "task_failed")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: str) -> str:
+    return escape(_NOT_XML.sub("\ufffd", value))
+
+
+def _attr(value: str) -> str:
+    return quoteattr(_NOT_XML.sub("\ufffd", value))
+
+
+def junit_xml(batch: Batch, name: str) -> str:
+    """The batch as one JUnit document; ``name`` names its suite (the batch's ``--out``, where
+    a retried job's earlier attempts keep their capture)."""
+    budget = [TAILS_BYTES]
+    cases = [_case(job, budget, name) for job in batch.jobs]
+    failures = sum(_kind(job) == "failure" for job in batch.jobs)
+    errors = sum(_kind(job) == "error" for job in batch.jobs)
+    skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
+    seconds = f"{(batch.wall_ms or 0) / 1000:.3f}"
+    starts = sorted(job.started_at for job in batch.jobs if job.started_at)
+    timestamp = starts[0][:19] if starts else "1970-01-01T00:00:00"
+    counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<testsuites name={_attr('processkit batch')} {counts}>\n"
+        f"  <testsuite name={_attr(name)} {counts} timestamp={_attr(timestamp)} "
+        f"hostname={_attr(socket.gethostname())}>\n" + "".join(cases) + "  </testsuite>\n</testsuites>\n"
+    )
+
+
+def _kind(job: Job) -> str:
+    if job.exit_code == 0:
+        return "passed"
+    if job.exit_code is None:
+        return "error" if job.source in RUNNER_SOURCES else "skipped"
+    return "error" if job.source in RUNNER_SOURCES else "failure"
+
+
+def _case(job: Job, budget: list[int], out: str) -> str:
+    seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
+    parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
+    kind = _kind(job)
+    stderr_tail = _tail(job.stderr, budget)
+    stdout_tail = _tail(job.stdout, budget)
+    message = (
+        job.message if kind == "skipped" and job.message else job.outcome + (f": {job.message}" if job.message else "")
+    )
+    if kind == "skipped":
+        parts.append(f"      <skipped message={_attr(message)}/>\n")
+    elif kind in ("failure", "error"):
+        body = stderr_tail or job.message or ""
+        parts.append(f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_text(body)}</{kind}>\n")
+    earlier = [attempt for attempt in job.tries if attempt.number < job.attempts and attempt.state != "ok"]
+    rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
+    if rerun is not None:
+        for attempt in earlier:
+            path = os.path.join(out, job.id, attempt_dir(attempt.number), "capture", "stderr.log")
+            tail = _tail_of(path, budget)
+            inner = f"<system-err>{_text(tail)}</system-err>" if tail else ""
+            parts.append(
+                f"      <{rerun} message={_attr(f'attempt {attempt.number}: {attempt.outcome}')} "
+                f"type={_attr(attempt.state)}>{inner}</{rerun}>\n"
+            )
+    if stdout_tail:
+        parts.append(f"      <system-out>{_text(stdout_tail)}</system-out>\n")
+    if stderr_tail:
+        parts.append(f"      <system-err>{_text(stderr_tail)}</system-err>\n")
+    parts.append("    </testcase>\n")
+    return "".join(parts)
+
+
+def _tail(info, budget: list[int]) -> str:
+    """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
+    tails' budget; nothing for a capture that was not kept or cannot be read."""
+    path = None if info is None else info.path
+    if not path or not info.bytes:
+        return ""
+    return _tail_of(path, budget)
+
+
+def _tail_of(path: str, budget: list[int]) -> str:
+    if budget[0] <= 0:
+        return ""
+    try:
+        fd = open_input(path, RUN_FILE)
+    except (OSError, InputError):
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
+        take = min(TAIL_BYTES, budget[0])
+        handle.seek(max(0, size - take))
+        data = handle.read(take)
+    budget[0] -= len(data)
+    text = data.decode("utf-8", "replace")
+    if size > take and "\n" in text:
+        text = text.split("\n", 1)[1]  # the first line is cut
+    return text

@@ -1,0 +1,142 @@
+"""What CI asks of a batch, through the real CLI: ``--junit`` (read back by ElementTree and, where
+installed, by ``junitparser``, a real JUnit reader from PyPI), flaky jobs, ``--retry-delay``,
+and ``--partition`` shares whose union is every job exactly once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import xml.etree.ElementTree as ET
+from datetime import datetime
+
+import pytest
+
+from conftest import run_cli
+from streams import PY
+
+BATCH_FAILED, USAGE = 117, 100
+# Fails (exit 2, with words on stderr) on its first attempt, passes on its second: the marker
+# file says which attempt this is.
+FLAKY = "import os,sys\nif os.path.exists(sys.argv[1]): print('fine'); sys.exit(0)\nopen(sys.argv[1],'w').close()\nprint('boom <&>', file=sys.stderr)\nsys.exit(2)"
+
+
+def manifest(tmp_path, jobs) -> str:
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return str(path)
+
+
+def summary(out) -> dict[str, dict]:
+    return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+
+
+def ci_batch(tmp_path):
+    jobs = [
+        {"id": "flaky", "args": [PY, "-c", FLAKY, str(tmp_path / "marker")]},
+        {
+            "id": "bad",
+            "args": [
+                PY,
+                "-c",
+                "import sys; print('out'); print('err \\x01 \\ud800 end', file=sys.stderr); sys.exit(3)",
+            ],
+        },
+        {"id": "good", "args": ["true"]},
+        {"id": "below-bad", "args": ["true"], "needs": ["bad"]},
+        {"id": "no-program", "args": [str(tmp_path / "absent")]},
+    ]
+    out = tmp_path / "out"
+    junit = tmp_path / "junit.xml"
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "2", "--junit", junit)
+    return result, out, junit
+
+
+def test_junit_is_what_ci_reporters_read(tmp_path):
+    result, out, junit = ci_batch(tmp_path)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert suite.get("skipped") == "1" and suite.get("hostname") == socket.gethostname()
+    datetime.fromisoformat(suite.get("timestamp"))
+    assert float(suite.get("time")) > 0
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    assert set(cases) == {"flaky", "bad", "good", "below-bad", "no-program"}
+    failure = cases["bad"].find("failure")
+    assert failure.get("message") == "exit 3" and "err" in failure.text and "\x01" not in failure.text
+    assert len(cases["bad"].findall("rerunFailure")) == 2
+    assert cases["bad"].find("system-out").text == "out\n"
+    assert cases["below-bad"].find("skipped").get("message").startswith("its need bad did not exit 0")
+    assert cases["no-program"].find("error") is not None
+    flaky = cases["flaky"]
+    assert flaky.find("failure") is None and len(flaky.findall("flakyFailure")) == 1
+    assert "boom <&>" in flaky.find("flakyFailure").find("system-err").text
+    assert cases["good"].find("failure") is None and cases["good"].find("skipped") is None
+
+
+def test_junit_parses_with_junitparser(tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    result, out, junit = ci_batch(tmp_path)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    suites = list(xml) if isinstance(xml, junitparser.JUnitXml) else [xml]
+    (suite,) = suites
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (5, 1, 1, 1)
+    by_name = {case.name: case for case in suite}
+    assert by_name["good"].is_passed and by_name["flaky"].is_passed
+    assert by_name["below-bad"].is_skipped
+    assert any(isinstance(item, junitparser.Failure) for item in by_name["bad"].result)
+
+
+def test_a_job_that_passes_on_a_retry_is_flaky_everywhere(tmp_path):
+    result, out, _ = ci_batch(tmp_path)
+    lines = summary(out)
+    assert lines["flaky"]["flaky"] is True and lines["flaky"]["attempts"] == 2
+    assert "flaky" not in lines["good"] and "flaky" not in lines["bad"], "only where it says something"
+    stderr = result.stderr.decode()
+    assert "batch: FLAKY 2/3 flaky: exit 0" in stderr and "1 flaky" in stderr
+    assert "flaky (passed on attempt 2)" in (out / "index.html").read_text()
+
+
+def test_retry_delay_pauses_before_each_retry_and_may_double(tmp_path):
+    jobs = [{"id": "always", "args": ["false"]}]
+    out = tmp_path / "out"
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "2", "--retry-delay", "exp:300ms")
+    assert result.returncode == BATCH_FAILED
+    line = summary(out)["always"]
+    starts = [attempt["started_at"] for attempt in line["earlier_attempts"]] + [line["started_at"]]
+    times = [datetime.fromisoformat(text.replace("Z", "+00:00")) for text in starts]
+    gaps = [(later - earlier).total_seconds() for earlier, later in zip(times, times[1:])]
+    assert gaps[0] >= 0.3 and gaps[1] >= 0.6, gaps
+    refused = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retry-delay", "soon")
+    assert refused.returncode == USAGE
+
+
+@pytest.mark.parametrize("kind", ["", "count:", "hash:"])
+def test_partitions_are_deterministic_and_together_run_every_job_once(tmp_path, kind):
+    jobs = [{"id": f"job{n}", "args": ["true"]} for n in range(11)]
+    path = manifest(tmp_path, jobs)
+    seen: list[str] = []
+    for share in (1, 2, 3):
+        out = tmp_path / f"out{share}"
+        result = run_cli("batch", path, "--out", out, "--partition", f"{kind}{share}/3")
+        assert result.returncode == 0, result.stderr
+        ids = sorted(summary(out))
+        again = tmp_path / f"again{share}"
+        run_cli("batch", path, "--out", again, "--partition", f"{kind}{share}/3")
+        assert sorted(summary(again)) == ids, "the same share every time"
+        seen += ids
+    assert sorted(seen) == sorted(job["id"] for job in jobs)
+    if kind != "hash:":
+        assert sorted(summary(tmp_path / "out1")) == ["job0", "job3", "job6", "job9"]
+
+
+def test_a_bad_partition_is_a_usage_error(tmp_path):
+    path = manifest(tmp_path, [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"], "needs": ["a"]}])
+    for value in ("0/3", "4/3", "1/0", "x/3", "mod:1/2", "1-2"):
+        result = run_cli("batch", path, "--out", tmp_path / "out", "--partition", value)
+        assert result.returncode == USAGE, (value, result.stderr)
+    graphed = run_cli("batch", path, "--out", tmp_path / "out", "--partition", "1/2")
+    assert graphed.returncode == USAGE and b"cannot split a job graph" in graphed.stderr
+    assert not (tmp_path / "out").exists()
