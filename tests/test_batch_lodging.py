@@ -289,12 +289,13 @@ def test_the_batch_lodges_in_xdg_runtime_dir_only_when_it_is_private(tmp_path, m
     assert [name for name in os.listdir(runtime) if name.startswith("pkc-")] == []
 
 
-def test_a_registry_others_can_write_leaves_a_run_published_late_unregistered(tmp_path, monkeypatch):
-    """A bench run and a ``--keep failed`` job publish late; a registry other users can write is
-    never adopted, so they warn and run unregistered, as every run does (control-plane.md §2.1)."""
+def test_a_shared_sticky_registry_leaves_a_run_published_late_unregistered(tmp_path, monkeypatch):
+    """A bench run and a ``--keep failed`` job publish late; a sticky registry (a shared place by
+    design) is never adopted, so they warn and run unregistered, as every run does (the
+    reference's §2.1 warn-and-run)."""
     registry = tmp_path / "registry"
     registry.mkdir()
-    registry.chmod(0o777)
+    registry.chmod(0o1777)
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
     out = tmp_path / "out"
     proc = run_cli(
@@ -305,4 +306,4 @@ def test_a_registry_others_can_write_leaves_a_run_published_late_unregistered(tm
     assert line["exit_code"] == 0
     bench = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
     assert bench.returncode == 0, bench.stderr
-    assert os.listdir(registry) == [] and registry.stat().st_mode & 0o777 == 0o777
+    assert os.listdir(registry) == [] and registry.stat().st_mode & 0o7777 == 0o1777

@@ -6,7 +6,7 @@ skipped cleanly otherwise); it plays the attacker in a world-writable sticky dir
 ``$TMPDIR`` on a build host. The victim is a file or directory of root's that the attacker
 cannot reach; every refusal is a setup error (111) that names the reason, and leaves the
 victim as it was, but for the registry: a run that cannot register there warns and its child
-runs (the reference's control-plane.md §2.1). The user's own links and the usual device paths keep working.
+runs (docs/control-plane.md §2.1, the reference's rule). The user's own links and the usual device paths keep working.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def test_own_links_and_device_paths_still_work(tmp_path, other_user, shared):
 
 
 # -- 6. the registry directory -----------------------------------------------------------------
-# The reference's rule (control-plane.md §2.1): a run that cannot register warns and its child
+# The reference's rule (docs/control-plane.md §2.1): a run that cannot register warns and its child
 # still runs. A registry that is another user's, or on a path they can change, is never adopted
 # (nothing written there, nothing chmod-ed); the clients that read it refuse it.
 def unregistered(result, *words: str, code: int = 0) -> None:
