@@ -18,12 +18,12 @@ from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usa
 from .commands import COMMANDS
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
-# The cyclic collector's first-generation threshold for the CLI's process. A plain run's start-up
-# allocates some 6,000 container objects that live as long as the process; at Python's default
-# (700) the collector walks them a dozen times while the modules load, about a tenth of the import
-# time (bench/README.md, "Start-up"). Above what start-up allocates, it lets start-up finish without
-# a collection, and a long-lived runner still collects its cycles. (A plain run's count stands near
-# 10,000 at its exit, ``gc.get_count()``: the threshold keeps a margin above it.)
+# The cyclic collector's first-generation threshold for the CLI's process. Start-up allocates
+# container objects that live as long as the process, and at Python's default (700) the collector
+# walks them over and over while the modules load, for nothing. Set with a margin above a plain
+# run's count at its exit (``gc.get_count()``), it lets start-up finish without a collection, and
+# a long-lived runner still collects its cycles (the figures: bench/README.md, "Start-up after
+# issue 12").
 COLLECT_AFTER_ALLOCATIONS = 12_000
 
 

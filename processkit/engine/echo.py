@@ -14,7 +14,8 @@ Bytes the consumer cannot take yet wait in a bounded backlog. When the backlog i
 pump stops reading the child (honest backpressure) while the loop keeps serving everything
 else. The backlog is a queue of the chunks as they came: a consumer behind a 64 KiB pipe takes
 a few KiB per wakeup, and a flat buffer consumed at the front and grown at the back would move
-everything queued on each append (measured: most of the runner's CPU when echoing into `| cat`).
+everything queued on each append, which made echoing into ``| cat`` cost most of the runner's
+CPU (bench/README.md, "After the splice path and the chunked echo backlog").
 """
 
 from __future__ import annotations

@@ -106,8 +106,15 @@ def hash_on_a_thread() -> bool:
     """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
 
     Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
-    two designs can be measured side by side.
+    two designs can be measured side by side. Never beside the Popen spawn path (whenever
+    ``spawn.select_backend`` picks it), whatever the override: its ``preexec_fn`` runs Python in
+    a forked child, which deadlocks when another thread held a lock (the allocator's) at the
+    fork. The runner has no other thread, so hashing inline keeps that fork safe (engine/spawn.py).
     """
+    from .spawn import select_backend  # the same choice the run's spawn makes (launch.py)
+
+    if select_backend() == "python":
+        return False
     choice = os.environ.get("PROCESSKIT_HASH_THREAD", "")
     if choice in ("0", "1"):
         return choice == "1"

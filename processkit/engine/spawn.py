@@ -5,6 +5,11 @@ Two paths with the same observable behaviour; ``PROCESSKIT_SPAWN`` picks one as
 the child straight into the run's cgroup v2 group and runs only C until execve: a process that
 moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
 a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
+Python code in a forked child is safe only in a process with one thread: a lock another thread
+held at the fork (the allocator's) stays held in the child for ever. Popen's own keywords cannot
+replace it (none joins a cgroup, arms the death signal, clears the signal mask or lowers the
+open-file limit), so the runner keeps to one thread on that path: the native pump's hash thread,
+its only other one, is not started then (``pump.hash_on_a_thread``).
 
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
