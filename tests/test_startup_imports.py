@@ -90,6 +90,8 @@ CLI_FORBIDDEN = {
     "contextlib",
     "dataclasses",
     "importlib",
+    "collections",
+    "selectors",
 }
 CLI_SIDE = ("processkit.cli", "processkit.spec", "processkit.errors", "processkit.text", "processkit.diagnostics")
 COMMON_RUN = ["--jsonl", "F", "--timeout", "5s", "--idle-timeout", "1m", "--capture-dir", "D", "--label", "k=v"]
@@ -149,6 +151,8 @@ ENGINE_FORBIDDEN = {
     "contextlib",
     "dataclasses",
     "argparse",
+    "collections",  # with operator, keyword, reprlib: ~7 M instructions, for a deque (_collections has it)
+    "selectors",  # ~1.2 M more and collections with it, for the epoll the loop uses (processkit/readiness.py)
 }
 ENGINE_SIDE = (
     "processkit.engine",
