@@ -1,4 +1,4 @@
-"""A small single-threaded event loop over ``selectors``: fd callbacks, timers, one clock.
+"""A small single-threaded event loop over epoll (``readiness``): fd callbacks, timers, one clock.
 
 Shared by the engine, where everything that waits in a run (child pipes, the child's pidfd,
 the signal wakeup socket, the control socket, deadlines) is a callback here, and by the CLI's
@@ -31,8 +31,9 @@ uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is 
 from __future__ import annotations
 
 import itertools
-import selectors
 import time
+
+from . import readiness
 
 try:
     from _heapq import heappop, heappush
@@ -72,7 +73,7 @@ class Timer:
 class Loop:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._time = clock
-        self._selector = selectors.DefaultSelector()
+        self._selector = readiness.Selector()
         self._handlers: dict[int, list[Callback | None]] = {}  # fd -> [reader, writer]
         self._timers: list[tuple[float, int, Timer]] = []
         self._sequence = itertools.count()
@@ -130,7 +131,7 @@ class Loop:
 
     @staticmethod
     def _mask(handlers: list[Callback | None]) -> int:
-        return (selectors.EVENT_READ if handlers[0] else 0) | (selectors.EVENT_WRITE if handlers[1] else 0)
+        return (readiness.EVENT_READ if handlers[0] else 0) | (readiness.EVENT_WRITE if handlers[1] else 0)
 
     # -- running ------------------------------------------------------------------------------
     def run_once(self, max_wait: float | None = None) -> None:
@@ -146,9 +147,9 @@ class Loop:
             handlers = self._handlers.get(key.fd)
             if handlers is None:
                 continue
-            if events & selectors.EVENT_READ and handlers[0]:
+            if events & readiness.EVENT_READ and handlers[0]:
                 handlers[0]()
-            if events & selectors.EVENT_WRITE and handlers[1] and key.fd in self._handlers:
+            if events & readiness.EVENT_WRITE and handlers[1] and key.fd in self._handlers:
                 handlers[1]()
         self._run_due_timers()
 

@@ -90,6 +90,8 @@ CLI_FORBIDDEN = {
     "contextlib",
     "dataclasses",
     "importlib",
+    "collections",
+    "selectors",
 }
 CLI_SIDE = ("processkit.cli", "processkit.spec", "processkit.errors", "processkit.text", "processkit.diagnostics")
 COMMON_RUN = ["--jsonl", "F", "--timeout", "5s", "--idle-timeout", "1m", "--capture-dir", "D", "--label", "k=v"]
@@ -149,6 +151,8 @@ ENGINE_FORBIDDEN = {
     "contextlib",
     "dataclasses",
     "argparse",
+    "collections",  # with operator, keyword, reprlib: ~7 M instructions, for a deque (_collections has it)
+    "selectors",  # ~1.2 M more and collections with it, for the epoll the loop uses (processkit/readiness.py)
 }
 ENGINE_SIDE = (
     "processkit.engine",
@@ -335,3 +339,94 @@ def test_jsontext_falls_back_to_json_where_the_c_encoder_takes_other_arguments(m
     assert jsontext._c_dumps() is None
     monkeypatch.undo()
     assert jsontext._c_dumps() is not None
+
+
+# -- the launcher's finder: processkit's byte code in two system calls a module -------------------
+
+
+def _compiled_copy(tmp_path) -> str:
+    """A byte-compiled copy of the package, as a regular install leaves it; its parent directory."""
+    import shutil
+
+    import processkit
+
+    package = tmp_path / "processkit"
+    shutil.copytree(os.path.dirname(processkit.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=120)
+    return str(tmp_path)
+
+
+_LOADERS_AT_EXIT = (
+    "import os, sys\n"
+    "def report(code):\n"
+    "    for name, module in sorted(sys.modules.items()):\n"
+    "        if name.startswith('processkit.') and module is not None:\n"
+    "            print(name, type(module.__spec__.loader).__name__)\n"
+    "    sys.stdout.flush()\n"
+    "    real(code)\n"
+    "real, os._exit = os._exit, report\n"
+)
+
+
+def test_the_launcher_finds_every_module_of_a_plain_run_itself(tmp_path):
+    """Every processkit module a plain run loads, but the C extension, comes through the
+    launcher's finder (``cli/quickimport.py``), not the interpreter's slower general one: a
+    module that falls back (a namespace package, a source without byte code, an extension of
+    the same name) costs each run its ~0.3 M instructions again."""
+    root = _compiled_copy(tmp_path)
+    script = (
+        f"import sys; sys.path.insert(0, {root!r})\n"
+        + _LOADERS_AT_EXIT
+        + f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', 'true']\n"
+        + "from processkit.cli.quickimport import install\ninstall()\n"
+        + "from processkit.cli.main import entry\nentry()\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaders = dict(line.split() for line in result.stdout.splitlines())
+    assert "processkit.engine.runner" in loaders
+    # Loaded before the finder was in place: the packages above it and the finder itself.
+    before = {"processkit.cli", "processkit.cli.quickimport", "processkit.version"}
+    slow = sorted(name for name, loader in loaders.items() if loader != "_Loader" and name not in before)
+    assert slow == [name for name in ("processkit._native",) if name in loaders]
+
+
+def test_the_finder_leaves_stale_or_missing_byte_code_to_the_interpreter(tmp_path):
+    """A source changed since its pyc, and one with no pyc, are loaded from source by the
+    interpreter's own finder, as without the launcher's: the finder never runs old code."""
+    root = _compiled_copy(tmp_path)
+    changed = tmp_path / "processkit" / "text.py"
+    changed.write_text(changed.read_text() + "\nCHANGED = 1\n")
+    os.utime(changed, (1, 1))  # an mtime no pyc of it can carry
+    (tmp_path / "processkit" / "added.py").write_text("ADDED = 2\n")
+    script = (
+        f"import sys; sys.path.insert(0, {root!r})\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        "import processkit.text, processkit.added, processkit.plain\n"
+        "for m in (processkit.text, processkit.added, processkit.plain):\n"
+        "    print(m.__name__, type(m.__spec__.loader).__name__, m.__spec__.cached == m.__cached__)\n"
+        "print(processkit.text.CHANGED + processkit.added.ADDED)\n"
+    )
+    result = subprocess.run([sys.executable, "-S", "-B", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "processkit.text SourceFileLoader True",
+        "processkit.added SourceFileLoader True",
+        "processkit.plain _Loader True",
+        "3",
+    ]
+
+
+def test_no_package_name_is_both_a_module_and_a_package_or_an_extension():
+    """The finder looks for ``<name>.py`` before ``<name>/__init__.py`` and never for an
+    extension, the reverse of the interpreter's order: the same answer only while no name in
+    the package is more than one of these."""
+    import processkit
+
+    clashes = []
+    for directory, dirs, files in os.walk(os.path.dirname(processkit.__file__)):
+        sources = {name[:-3] for name in files if name.endswith(".py")}
+        extensions = {name.split(".")[0] for name in files if name.endswith(".so")}
+        packages = {name for name in dirs if os.path.exists(os.path.join(directory, name, "__init__.py"))}
+        clashes += [os.path.join(directory, name) for name in sorted(sources & (packages | extensions))]
+    assert clashes == []

@@ -20,7 +20,6 @@ CPU (bench/README.md, "After the splice path and the chunked echo backlog").
 
 from __future__ import annotations
 
-import collections
 import os
 import stat
 
@@ -29,9 +28,15 @@ from .waits import wait_until
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from collections import deque
     from typing import Callable
 
     from ..loop import Loop
+else:
+    try:  # the C type itself: the collections package costs a run ~7 M instructions to import
+        from _collections import deque
+    except ImportError:  # an interpreter without CPython's _collections
+        from collections import deque
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev / sendmsg)
@@ -45,7 +50,7 @@ class Backlog:
     """Queued bytes as a deque of chunks; ``len()`` counts bytes."""
 
     def __init__(self) -> None:
-        self._chunks: collections.deque[memoryview] = collections.deque()
+        self._chunks: deque[memoryview] = deque()
         self._size = 0
 
     def __len__(self) -> int:
