@@ -154,7 +154,12 @@ def test_an_env_value_the_text_rule_refuses_is_refused_by_the_api_and_a_manifest
     by_api = api_message(["true"], env={"K": value})
     assert by_api == manifest_message({"args": ["true"], "env": {"K": value}})
     assert by_api.startswith("the value of 'K' in env holds a ")
-    assert api_message(["true"], env=[f"K={value}"]) == manifest_message({"args": ["true"], "env": [f"K={value}"]})
+    # The API's env= is subprocess's (a mapping, the whole environment); env_add= is the adding form
+    # a manifest's list of KEY=VALUE spells: the same refusal, naming its own keyword.
+    reason = by_api.split(" holds ", 1)[1]
+    listed = manifest_message({"args": ["true"], "env": [f"K={value}"]})
+    assert listed.startswith(f"each item of env holds {reason.split(' (')[0]} ("), listed
+    assert api_message(["true"], env_add={"K": value}) == by_api.replace("in env ", "in env_add ")
 
 
 @pytest.mark.parametrize("value", ["\udc80", "\ud800", "a\0b", "\x1b[2J"])

@@ -24,7 +24,7 @@ from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 # run's count at its exit (``gc.get_count()``), it lets start-up finish without a collection, and
 # a long-lived runner still collects its cycles (the figures: bench/README.md, "Start-up after
 # issue 12").
-COLLECT_AFTER_ALLOCATIONS = 12_000
+COLLECT_AFTER_ALLOCATIONS = 16_000
 
 
 def _usage_text() -> str:
