@@ -152,6 +152,7 @@ def run_batch(
         recorder.record(line)
 
     pinned = False
+    caller_gone = [False]
     try:
         try:
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
@@ -160,13 +161,13 @@ def run_batch(
             pass  # gone or changed since the recorder made it: each job's walk from / says so
         host.watch_signals()
         if stop_fd is not None:
-            host.loop.add_reader(stop_fd, lambda: host.stop(os.read(stop_fd, 64).decode() or "ctrl_c"))
+            caller_gone = _watch_stop_fd(host, stop_fd)
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
         host.carry_all(next_run, finished, at_once)
     finally:
-        recorder.counts.cancelled_by = host.stop_source
+        recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         for job in reversed(queue):
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
@@ -175,6 +176,39 @@ def run_batch(
         if pinned:
             safepath.unpin(out)
     return recorder.lines, recorder.counts
+
+
+# What a stop descriptor's end of file (its writer gone: the API's caller killed) is reported as.
+# A job's stream can say no more than the events schema's closed set of ``cancelled`` sources
+# allows: ``sighup``, the schema's hung-up controller, is the nearest; the batch's own tally
+# names it as what it is.
+CALLER_GONE_SIGNAL = "sighup"
+CALLER_GONE = "caller_gone"
+
+
+def _watch_stop_fd(host: Host, stop_fd: int) -> list[bool]:
+    """Stop the batch once ``stop_fd`` says so: the name of a stop's source written to it, or
+    its end of file. At end of file it leaves the loop: still registered, it would stay readable
+    and every turn would call it again with no wait (a busy spin through a long grace).
+    Returns a flag set once the end of file was seen."""
+    gone = [False]
+
+    def readable() -> None:
+        try:
+            word = os.read(stop_fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            word = b""
+        if not word:
+            host.loop.remove_reader(stop_fd)
+            gone[0] = True
+            host.stop(CALLER_GONE_SIGNAL)
+            return
+        host.stop(word.decode("ascii", "replace"))
+
+    host.loop.add_reader(stop_fd, readable)
+    return gone
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:
