@@ -35,6 +35,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from .recorder import Jobs
+
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 
@@ -83,7 +85,7 @@ class _Stopping(Exception):
 
 def run_on_dask(
     address: str,
-    jobs: list[Job],
+    jobs: Jobs,
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
@@ -101,7 +103,7 @@ def run_on_dask(
     except BaseException:
         client.close()
         raise
-    todo = recorder.todo
+    todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
     with client:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))

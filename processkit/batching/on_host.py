@@ -23,6 +23,7 @@ from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
 from .limits import JobTimeout, MemoryBudget, Timeouts
+from .job_queue import JobQueue
 from .manifest import Job, job_spec
 from .outdir import ensure_directory
 from .recorder import JobCounts, Recorder
@@ -30,6 +31,8 @@ from .recorder import JobCounts, Recorder
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
+
+    from .recorder import Jobs
 
 
 class Settings:
@@ -74,7 +77,7 @@ class Settings:
 
 
 def run_batch(
-    jobs: list[Job],
+    jobs: Jobs,
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
     *,
@@ -84,8 +87,10 @@ def run_batch(
     stop_fd: int | None = None,
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    """Run ``jobs``; returns their lines (finishing order; none without ``collect_lines``, so a
-    long batch run from the CLI stays flat in memory) and the counts.
+    """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
+    their lines (finishing order; none without ``collect_lines``, so a long batch run from the
+    CLI stays flat in memory) and the counts. A manifest that changed since it was checked stops
+    the starts, and its setup Failure is raised once the jobs running have ended.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
@@ -104,24 +109,27 @@ def run_batch(
         collect=collect_lines,
         on_recorded=on_recorded,
     )
-    out, queue = recorder.out, recorder.todo
-    queue.reverse()  # popped from the end: manifest order
-    attempts: dict[str, int] = {}
+    out = recorder.out
+    attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
     host = Host(watch=signals)
     timeouts = Timeouts(settings.timeout)
-    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, queue, settings.peaks)
+    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
+    queue = JobQueue(recorder.todo)  # after the budget's own pass over the jobs
     running: dict[str, float] = {}
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
 
     def next_run():
-        if host.stop_source is not None or recorder.halted or not queue:
+        if host.stop_source is not None or recorder.halted:
+            return None
+        job = queue.peek()
+        if job is None:
             return None
         if budget is not None:
-            if not budget.admits(queue[-1]):
+            if not budget.admits(job):
                 return None  # asked again as a job ends
-            budget.started(queue[-1])
-        job = queue.pop()
+            budget.started(job)
+        queue.pop()
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
         return _job_steps(
@@ -146,9 +154,10 @@ def run_batch(
             budget.ended(job, line)
         if line.failed and host.stop_source is None and attempts[job.id] <= settings.retries:
             earlier.setdefault(job.id, []).append(line.attempt_record())
-            queue.append(job)  # again, next
+            queue.again(job)
             return
         earlier.pop(job.id, None)
+        attempts.pop(job.id, None)
         recorder.record(line)
 
     pinned = False
@@ -168,13 +177,15 @@ def run_batch(
         host.carry_all(next_run, finished, at_once)
     finally:
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
-        for job in reversed(queue):
+        for job in queue.rest():
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
         host.close()
         spares.close()
         if pinned:
             safepath.unpin(out)
+    if queue.failure is not None:
+        raise queue.failure
     return recorder.lines, recorder.counts
 
 

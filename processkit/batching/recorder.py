@@ -18,11 +18,15 @@ from .outdir import prepare_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Collection, Iterable, Iterator
     from typing import Callable
 
     from ..summary_line import EarlierAttempt
     from .manifest import Job
+
+    # A batch's jobs: a list, or a ``manifest.Manifest`` (its length known, read again from its
+    # start on each iteration).
+    Jobs = Collection[Job]
 
 
 class JobCounts:
@@ -75,12 +79,13 @@ class Recorder:
     here; ``--resume`` and ``--halt-on-failure`` as given). ``write``: append each line to the summary as
     it comes (not in a Dask worker, whose lines the client writes); ``collect``: keep them for
     the caller (not the CLI, so a long batch stays flat in memory); ``on_recorded`` gets each
-    with the counts so far."""
+    with the counts so far. ``todo``: the jobs to run, read from ``jobs`` as they are taken
+    (``--resume``'s skipped ones are counted then)."""
 
     def __init__(
         self,
         out: str,
-        jobs: list[Job],
+        jobs: Jobs,
         *,
         resume: bool = False,
         halt_on_failure: bool = False,
@@ -91,9 +96,8 @@ class Recorder:
         self.fresh_out = prepare_out(out)  # empty: no job of an earlier batch left files there
         self.out = out
         self.summary_path = os.path.join(self.out, SUMMARY_FILE)
-        self.todo = _to_run(jobs, self.summary_path) if resume else list(jobs)
         self.counts = JobCounts(len(jobs))
-        self.counts.skipped = len(jobs) - len(self.todo)
+        self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
         self.lines: list[JobLine] = []
         self.halted = False
         self._halt_on_failure = halt_on_failure
@@ -123,21 +127,20 @@ class Recorder:
             os.close(self._fd)
             self._fd = None
 
-
-def _to_run(jobs: list[Job], summary_path: str) -> list[Job]:
-    """``--resume``: the jobs an earlier summary does not show exited 0, and those whose job
-    (command, environment, directory: its digest) changed since it did, with a warning."""
-    done = finished_jobs(summary_path)
-    todo = []
-    for job in jobs:
-        if job.id not in done:
-            todo.append(job)
-        elif done[job.id] not in (None, job.digest):
-            warn(
-                f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
-            )
-            todo.append(job)
-    return todo
+    def _to_run(self, jobs: Jobs, done: dict[str, str | None]) -> Iterator[Job]:
+        """``--resume``: the jobs an earlier summary does not show exited 0, and those whose job
+        (command, environment, directory: its digest) changed since it did, with a warning; the
+        others are counted as skipped."""
+        for job in jobs:
+            if job.id not in done:
+                yield job
+            elif done[job.id] not in (None, job.digest):
+                warn(
+                    f"{job.id}: the job changed since it exited 0 (job_sha256 {done[job.id]} is now {job.digest}): run again"
+                )
+                yield job
+            else:
+                self.counts.skipped += 1
 
 
 def finished_jobs(path: str) -> dict[str, str | None]:

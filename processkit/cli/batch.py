@@ -135,7 +135,11 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    jobs = _read_manifest(args.manifest)
+    with _read_manifest(args.manifest) as jobs:
+        return _batch(args, invocation, settings, jobs)
+
+
+def _batch(args, invocation, settings, jobs) -> int:
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
@@ -144,7 +148,7 @@ def main(argv: list[str], invocation) -> int:
         from ..report.batch_model import history
 
         took, settings.peaks = history(args.history)
-        jobs = longest_first(jobs, took)
+        jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     from ..batching.index import PageProcess
@@ -197,27 +201,35 @@ def _write_trace(out: str, path: str) -> None:
         warn(f"no trace: {failure.message}")
 
 
-def _read_manifest(path: str) -> list:
-    """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
+@contextlib.contextmanager
+def _read_manifest(path: str):
+    """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
+    checked whole, and open while the batch reads its jobs again as they start."""
     from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
     from ..batching.manifest import read
 
+    handle: contextlib.AbstractContextManager
     if path == "-":
-        with _no_collection():
-            return read(sys.stdin.buffer, "stdin")
-    try:
-        handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
-    except WrongKind as exc:
-        raise Failure(Kind.SETUP, str(exc)) from None
-    except InputError as exc:  # over its total by its size alone
-        raise usage(str(exc)) from None
-    with handle, _no_collection():
+        handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
+    else:
         try:
-            return read(handle, path)
+            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        except WrongKind as exc:
+            raise Failure(Kind.SETUP, str(exc)) from None
+        except InputError as exc:  # over its total by its size alone
+            raise usage(str(exc)) from None
+    with handle as stream:
+        try:
+            with _no_collection():
+                manifest = read(stream, path)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        try:
+            yield manifest
+        finally:
+            manifest.close()
 
 
 @contextlib.contextmanager
