@@ -63,3 +63,20 @@ def test_a_summary_past_the_pages_bounds_is_refused_in_one_line(tmp_path):
     assert proc.returncode == 114, proc.stderr
     assert b"more than 200000 lines" in proc.stderr and proc.stderr.count(b"\n") == 1
     assert not (tmp_path / "page.html").exists()
+
+
+def test_a_kept_jobs_stream_is_held_within_a_bound(tmp_path):
+    """``--keep failed`` holds a job's stream in a memfd: a job snapshotting 200 processes every
+    millisecond for 3 s no longer grows the batch's heap with every event (about 100 MiB before);
+    its stream, kept because it failed, is whole."""
+    from streams import check_stream
+
+    manifest = tmp_path / "m.jsonl"
+    script = "for i in $(seq 200); do sleep 5 & done; sleep 3; exit 1"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", script], "id": "tree", "snapshot_interval": "1ms"}) + "\n")
+    out = tmp_path / "out"
+    code, stderr, peak = _peak_rss_mib([*cli_command(), "batch", str(manifest), "--out", str(out), "--keep", "failed"])
+    assert code == 117, stderr
+    events = check_stream(out / "tree" / "events.jsonl", 1)
+    assert sum(event["event"] == "members_snapshot" for event in events) > 100
+    assert peak < 60, f"the batch took {peak:.0f} MiB"
