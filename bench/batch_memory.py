@@ -43,8 +43,13 @@ def measure(count: int, tree: str | None) -> tuple[float, float, float]:
         argv = [sys.executable, "-c", MEASURED, "batch", manifest, "--out", os.path.join(work, "out")]
         started = time.perf_counter()
         proc = subprocess.run(
-            [*argv, "--keep", "failed", "--jobs", "2"], env=env, cwd=work, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, check=False,
+            [*argv, "--keep", "failed", "--jobs", "2"],
+            env=env,
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
         )
         wall = time.perf_counter() - started
         code, own, children = proc.stderr.strip().splitlines()[-1].split()
@@ -67,7 +72,10 @@ def main(args: list[str]) -> None:
     for count in sizes:
         wall, own, children = measure(count, tree)
         first = first or own
-        print(f"{count:>9} {wall:>8.1f} {count / wall:>7.0f} {own:>15.1f} {own / first:>8.3f} {children:>13.1f}", flush=True)
+        print(
+            f"{count:>9} {wall:>8.1f} {count / wall:>7.0f} {own:>15.1f} {own / first:>8.3f} {children:>13.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -34,3 +34,59 @@ def test_a_batchs_memory_does_not_grow_with_its_jobs(tmp_path):
     small, large = _peak(tmp_path, 100), _peak(tmp_path, 600)
     grown = large - small
     assert grown < 500 * 64, f"{grown} bytes more for 500 more jobs: {grown / 500:.0f} a job kept"
+
+
+def test_a_manifest_changed_after_its_check_starts_no_job_it_no_longer_holds(tmp_path):
+    """The jobs are read again as they start: a line that no longer reads as it did stops the
+    starts with a setup Failure, raised once the jobs running have ended; the jobs before it
+    ran and have their lines."""
+    import pytest
+
+    from processkit.errors import Failure, Kind
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"args": ["true"], "id": "a"}\n{"args": ["true"], "id": "b"}\n')
+    with open(path, "rb") as stream:
+        manifest = read(stream, str(path))
+        assert len(manifest) == 2
+        with open(path, "r+b") as edit:  # the same file, its second line no job any more
+            edit.seek(len('{"args": ["true"], "id": "a"}\n'))
+            edit.write(b'{"args": 1,        "id": "b"}\n')
+        with pytest.raises(Failure) as raised:
+            run_batch(manifest, Settings(str(tmp_path / "out"), 1), signals=False)
+    assert raised.value.kind is Kind.SETUP
+    assert "the manifest changed since it was checked: manifest line 2" in raised.value.message
+    assert [line.split('"')[3] for line in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()] == ["a"]
+
+
+def test_a_piped_manifest_is_spooled_and_read_again(tmp_path):
+    import os
+
+    read_end, write_end = os.pipe()
+    lines = b"".join(b'{"args": ["true"], "id": "j%d"}\n' % n for n in range(50))
+    os.write(write_end, lines)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as stream:
+        manifest = read(stream, "stdin")
+        assert len(manifest) == 50
+        assert [job.id for job in manifest] == [f"j{n}" for n in range(50)]
+        assert [job.id for job in manifest][-1] == "j49", "each pass reads from the start"
+        manifest.close()
+
+
+def test_duplicates_among_many_lines_are_named_with_their_first_line():
+    """The uniqueness check holds a fixed-size filter, not every id: a duplicate far apart is
+    still found and named with the line it was first given on."""
+    import pytest
+
+    from processkit.batching.manifest import parse
+    from processkit.errors import Failure
+
+    lines = [b'{"args": ["true"], "id": "j%d"}\n' % n for n in range(5_000)]
+    assert len(parse(lines)) == 5_000
+    with pytest.raises(Failure, match=r"manifest line 5001: duplicate id 'j7' \(first on line 8\)"):
+        parse([*lines, b'{"args": ["true"], "id": "j7"}\n'])
+    with pytest.raises(Failure, match=r"manifest line 5001: duplicate run_id 'r-1' \(first on line 3\)"):
+        parse(
+            [*lines[:2], b'{"args": ["true"], "run_id": "r-1"}\n', *lines[3:], b'{"args": ["true"], "run_id": "r-1"}\n']
+        )
