@@ -31,9 +31,9 @@ def _peak(tmp_path, count: int) -> int:
 
 def test_a_batchs_memory_does_not_grow_with_its_jobs(tmp_path):
     _peak(tmp_path, 20)  # the imports, caches and pools a first batch makes
-    small, large = _peak(tmp_path, 100), _peak(tmp_path, 600)
+    small, large = _peak(tmp_path, 50), _peak(tmp_path, 250)
     grown = large - small
-    assert grown < 500 * 64, f"{grown} bytes more for 500 more jobs: {grown / 500:.0f} a job kept"
+    assert grown < 200 * 64, f"{grown} bytes more for 200 more jobs: {grown / 200:.0f} a job kept"
 
 
 def test_a_manifest_changed_after_its_check_starts_no_job_it_no_longer_holds(tmp_path):
