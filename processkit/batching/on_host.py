@@ -213,7 +213,7 @@ def _watch_stop_fd(host: Host, stop_fd: int) -> list[bool]:
             word = b""
         if not word:
             host.loop.remove_reader(stop_fd)
-            gone[0] = True
+            gone[0] = host.stop_source is None  # not after a stop the caller asked for
             host.stop(CALLER_GONE_SIGNAL)
             return
         host.stop(word.decode("ascii", "replace"))
