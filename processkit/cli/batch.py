@@ -1,7 +1,8 @@
 """``processkit-cli batch``: a manifest of jobs run by this one process, each a full run.
 
 The manifest is read and checked whole first (a bad line is a usage error naming it, before
-anything starts); then the jobs run side by side on one loop (``batching.on_host``), or on a
+anything starts), and read again as the jobs start (``batching.manifest.Manifest``, so the
+batch's memory does not grow with it); the jobs run side by side on one loop (``batching.on_host``), or on a
 Dask cluster's workers (``batching.fleet``). The terminal gets one line per finished job, or a
 progress bar with counts and an ETA when stderr is a terminal; with ``--show-output`` a job's
 captured output follows its line, as one block. Under ``--error-format json`` stderr gets none
