@@ -180,12 +180,21 @@ def run_on_dask(
                     for job in chunks[future]:
                         recorder.record_not_started(job)
             if stop:
-                client.cancel([f for f in futures if not f.done()])
-                client.run(forget_stop, settings.label)
+                _forget(client, futures, settings.label)
         finally:
             restore()
             recorder.close()
     return recorder.lines, recorder.counts
+
+
+def _forget(client, futures: list, label: str) -> None:
+    """A stopped batch over: its tasks not done cancelled, and the workers told to forget its
+    stop. Best effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
+    try:
+        client.cancel([future for future in futures if not future.done()])
+        client.run(forget_stop, label)
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
 
 def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
