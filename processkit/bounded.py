@@ -54,6 +54,9 @@ REPORT_STREAM = Limits("events stream", total=256 * MiB, regular=False)  # held 
 REPORT_ENTRY = Limits("events stream", total=256 * MiB)  # a directory's entry: a regular file only
 MANIFEST = Limits("manifest", total=256 * MiB, regular=False)
 SUMMARY = Limits("batch summary", total=1024 * MiB)  # read line by line; only ids and codes kept
+# A summary drawn as a page (``report DIR``, the batch's index) holds every job as an object of
+# about 2 KB: with ``report.batch_model.PAGE_LINES`` this bounds the page's memory near 1 GB.
+PAGE_SUMMARY = Limits("batch summary", total=256 * MiB)
 USAGE_FILE = Limits("--usage-file", line=MiB, total=MiB)
 BENCH_EXPORT = Limits("benchmark export", line=64 * MiB, total=64 * MiB)
 DETACHED_JSONL = Limits("--jsonl stream")  # its head, read by run --detach for its copy's proof

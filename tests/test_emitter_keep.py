@@ -72,3 +72,24 @@ def test_a_held_stream_keeps_the_lines_before_one_that_cannot_be_encoded():
     os.close(memfd)
     assert [json.loads(line)["event"] for line in lines] == ["root_exited"]
     assert emitter.failure is not None and emitter.remembered == {}, "what never reached the stream is not kept"
+
+
+def test_a_held_stream_past_its_weight_is_written_as_it_goes_and_stays_whole():
+    """A job snapshotting a large tree often (issue 46): its events are not gathered without a
+    bound; past ``SPILL_WEIGHT`` they reach the memfd as they come, in order, nothing lost."""
+    from processkit.events.emitter import SPILL_WEIGHT
+    from processkit.events.types import MembersSnapshot
+
+    emitter, memfd = _held_emitter()
+    members = [{"pid": n} for n in range(300)]
+    snapshots = 4 * SPILL_WEIGHT // len(members)
+    for _ in range(snapshots):
+        emitter.emit(MembersSnapshot(reason="interval", read_error=False, members=members))
+        assert len(emitter._gathered or ()) * len(members) <= SPILL_WEIGHT + len(members)
+    assert os.fstat(memfd).st_size > 0, "written before the run ended"
+    emitter.emit(RunnerExit(code=1, source="child_exit", child_code=1))
+    emitter.close()
+    lines = os.pread(memfd, 1 << 26, 0).splitlines()
+    os.close(memfd)
+    assert [json.loads(line)["event"] for line in lines] == ["members_snapshot"] * snapshots + ["runner_exit"]
+    assert emitter.remembered["runner_exit"]["code"] == 1

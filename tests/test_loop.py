@@ -65,3 +65,23 @@ def test_run_until_honours_a_deadline_on_the_loops_clock():
     assert loop.run_until(lambda: False, deadline=clock() + 3) is False
     assert ticks == [1000.0, 1001.0, 1002.0]
     loop.close()
+
+
+def test_cancelled_timers_leave_the_heap_once_they_are_most_of_it():
+    """A batch cancels each job's overall timeout as the job ends: far-off cancelled timers must
+    not pile up in the heap until their time comes (it stays within about twice the live ones)."""
+    clock = ManualClock()
+    loop = Loop(clock=clock)
+    live = [loop.call_later(3600 + n, lambda: None) for n in range(10)]
+    for _ in range(10_000):
+        loop.call_later(3600, lambda: None).cancel()  # a job's timeout, cancelled as it ends
+    assert loop.timers_held < 2 * 100
+    fired = []
+    keep = loop.call_later(1, lambda: fired.append("kept"))
+    for _ in range(500):
+        loop.call_later(2, lambda: fired.append("never")).cancel()
+    clock.advance(3)
+    loop.run_once(0)
+    assert fired == ["kept"] and not keep.cancelled
+    assert loop.timers_held <= len(live) + 100
+    loop.close()

@@ -17,6 +17,7 @@ Dask itself cannot stop a task that runs, so the chunk's loop is told through a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -35,14 +36,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from .recorder import Jobs
+
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 
 # In a worker's process: the batches a client stopped (label -> the stop's source), and the stop
 # pipes of the chunks running now. The lock keeps a pipe from being written once it is closed.
+# A long-lived worker serves batch after batch: a label leaves ``_running`` with its last chunk,
+# and ``_stopped`` when its client is done with it (``forget_stop``), and keeps at most
+# STOPS_KEPT labels in any case (the oldest go first: a client that vanished never says).
 _stopped: dict[str, str] = {}
 _running: dict[str, set[int]] = {}
 _lock = threading.Lock()
+STOPS_KEPT = 256
 
 
 def run_chunk(jobs: list[Job], settings: Settings) -> list[JobLine]:
@@ -60,7 +67,11 @@ def run_chunk(jobs: list[Job], settings: Settings) -> list[JobLine]:
         return lines
     finally:
         with _lock:
-            _running.get(label, set()).discard(write_end)
+            ends = _running.get(label)
+            if ends is not None:
+                ends.discard(write_end)
+                if not ends:
+                    del _running[label]
         os.close(write_end)
         os.close(read_end)
 
@@ -69,12 +80,22 @@ def stop_chunks(label: str, source: str) -> None:
     """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
     and any that begins later."""
     with _lock:
+        _stopped.pop(label, None)
         _stopped[label] = source
+        while len(_stopped) > STOPS_KEPT:
+            del _stopped[next(iter(_stopped))]
         for end in _running.get(label, ()):
             try:
                 os.write(end, source.encode())
             except OSError:
                 pass
+
+
+def forget_stop(label: str) -> None:
+    """Run on each worker by the client once the stopped batch ``label`` is over (its tasks
+    cancelled or come back): no chunk of it is left to begin."""
+    with _lock:
+        _stopped.pop(label, None)
 
 
 class _Stopping(Exception):
@@ -83,7 +104,7 @@ class _Stopping(Exception):
 
 def run_on_dask(
     address: str,
-    jobs: list[Job],
+    jobs: Jobs,
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
@@ -101,7 +122,7 @@ def run_on_dask(
     except BaseException:
         client.close()
         raise
-    todo = recorder.todo
+    todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
     with client:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))
@@ -121,21 +142,24 @@ def run_on_dask(
         waiting = set(futures)
 
         def take(future) -> None:
-            waiting.discard(future)
-            if future.cancelled():
-                return
-            try:
-                lines = future.result()
-            except Exception as exc:  # the task as a whole: its worker, or its --out
-                lines = _task_failed(chunks[future], recorder.out, settings.label, exc)
-            halted = recorder.halted
-            for line in lines:
-                recorder.record(line)
-            if recorder.halted and not halted:  # the first failure: no other task starts
-                client.cancel([f for f in futures if not f.done()])
+            """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
+            meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
+            it would leave some of them neither recorded nor waited for."""
+            with held():
+                if not future.cancelled():
+                    try:
+                        lines = future.result()
+                    except Exception as exc:  # the task as a whole: its worker, or its --out
+                        lines = _task_failed(chunks[future], recorder.out, settings.label, exc)
+                    halted = recorder.halted
+                    for line in lines:
+                        recorder.record(line)
+                    if recorder.halted and not halted:  # the first failure: no other task starts
+                        client.cancel([f for f in futures if not f.done()])
+                waiting.discard(future)
 
         stop: list[str] = []
-        restore = _catch_stop_signals(stop)
+        restore, held = _catch_stop_signals(stop)
         try:
             try:
                 for future in distributed.as_completed(futures):
@@ -155,10 +179,22 @@ def run_on_dask(
                 if future in waiting or future.cancelled():
                     for job in chunks[future]:
                         recorder.record_not_started(job)
+            if stop:
+                _forget(client, futures, settings.label)
         finally:
             restore()
             recorder.close()
     return recorder.lines, recorder.counts
+
+
+def _forget(client, futures: list, label: str) -> None:
+    """A stopped batch over: its tasks not done cancelled, and the workers told to forget its
+    stop. Best effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
+    try:
+        client.cancel([future for future in futures if not future.done()])
+        client.run(forget_stop, label)
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
 
 def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
@@ -192,6 +228,20 @@ def connect(address: str):
         raise Failure(
             Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {sanitize(_said(exc))}"
         ) from None
+    except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)
+        scheme = address.partition("://")[0].lower() if "://" in address else ""
+        raise Failure(
+            Kind.SETUP,
+            f"cannot connect to the Dask scheduler at {sanitize(address)}: {sanitize(_said(exc))}"
+            + TRANSPORT_NEEDS.get(scheme, ""),
+        ) from None
+
+
+# What a scheme Dask knows needs besides the address, said when connecting failed for want of it.
+TRANSPORT_NEEDS = {
+    "tls": " (a tls:// scheduler needs this client's certificate and key in Dask's configuration: distributed.comm.tls.client)",
+    "ucx": " (a ucx:// scheduler needs Dask's UCX transport installed: the distributed-ucxx package)",
+}
 
 
 def _said(exc: BaseException) -> str:
@@ -203,17 +253,34 @@ def _said(exc: BaseException) -> str:
 def _catch_stop_signals(stop: list[str]):
     """Make a stop signal raise ``_Stopping`` (its source appended to ``stop``) while the client
     waits; a second one raises KeyboardInterrupt, leaving at once. Returns what restores the
-    handlers. Only the main thread can take signals: elsewhere nothing changes."""
+    handlers, and ``held``: a context inside which the first signal is only noted, and raised
+    as it ends (a task's lines being recorded). Only the main thread can take signals: elsewhere
+    nothing changes."""
     from ..engine.signals import STOP_SIGNALS
 
     if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+        return (lambda: None), contextlib.nullcontext
+    holding, pending = [False], [False]
 
     def on_signal(number, frame) -> None:
         if stop:
             raise KeyboardInterrupt
         stop.append(STOP_SIGNALS[number])
-        raise _Stopping
+        if holding[0]:
+            pending[0] = True
+        else:
+            raise _Stopping
+
+    @contextlib.contextmanager
+    def held():
+        holding[0] = True
+        try:
+            yield
+        finally:
+            holding[0] = False
+        if pending[0]:
+            pending[0] = False
+            raise _Stopping
 
     previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
 
@@ -221,4 +288,4 @@ def _catch_stop_signals(stop: list[str]):
         for number, handler in previous.items():
             signal.signal(number, handler)
 
-    return restore
+    return restore, held

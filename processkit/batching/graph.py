@@ -13,13 +13,17 @@ from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .manifest import Job
 
 NAMED = 8  # ids a cycle's message names before "..."
 
 
-def has_needs(jobs: list[Job]) -> bool:
-    return any(job.plan.needs for job in jobs)
+def has_needs(jobs: Iterable[Job]) -> bool:
+    """Whether some job has ``needs``: a checked manifest knows (no pass over it again)."""
+    known = getattr(jobs, "any_needs", None)
+    return known if isinstance(known, bool) else any(job.plan.needs for job in jobs)
 
 
 def check(jobs: list[Job]) -> None:

@@ -19,6 +19,8 @@ from ..text import sanitize
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..summary_line import JobLine
+    from collections.abc import Iterable
+
     from .manifest import Job
 
 MEDIAN_AFTER = 5  # a relative --timeout applies once this many jobs exited 0
@@ -110,7 +112,7 @@ class MemoryBudget:
     peak and the batch knows of no peak yet. Jobs start in order: one that does not fit holds
     back those after it, so a large job is never overtaken for ever."""
 
-    def __init__(self, budget: int, jobs: list[Job], peaks: dict[str, int]):
+    def __init__(self, budget: int, jobs: Iterable[Job], peaks: dict[str, int]):
         self._budget = budget
         self._peaks = peaks
         self._largest = max((peak for job in jobs if (peak := self.expected(job)) is not None), default=None)

@@ -1,4 +1,5 @@
-"""A manifest: untrusted JSONL, one job a line, read and checked whole before anything starts.
+"""A manifest: untrusted JSONL, one job a line, read and checked whole before anything starts,
+then read again as the jobs start (``Manifest``): memory does not grow with the number of jobs.
 
 Each line is an object: ``args`` (the command, a list of strings), an optional ``id`` (the
 name of the job's directory; by default ``job-<line number>``), and any Python API keyword
@@ -19,14 +20,20 @@ import re
 import stat
 
 from ..bounded import MANIFEST, BadShape, InputError, lines, loads
-from ..errors import Failure, usage
+from ..errors import Failure, Kind, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import LATE_PUBLICATION_MS, RunSpec, new_run_id
 from .jobkeys import PLAIN, Plan, take
+from .unique import Names
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 MAX_JOBS = 1_000_000
+TEMPLATES_KEPT = 256  # the RunSpecs kept by keywords while a manifest is read: bounded, not one a job
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The names the batch gives its own files in --out (the recorder's summary, index's page): a job's
 # directory by such a name would take the file's place.
@@ -99,26 +106,113 @@ def job_spec(
     )
 
 
-def read(stream, path: str) -> list[Job]:
-    """The jobs of the manifest open as binary ``stream``, each line checked as it is read, so
-    the first bad line, or the first past a bound (``bounded.MANIFEST``: a line, the whole), is a
-    usage Failure before the rest is read."""
+class Manifest:
+    """A manifest checked whole (``read``), then read again as its jobs on each pass (``iter``):
+    each job is built afresh from its line, so the batch keeps nothing per job it has not yet
+    started or has finished; ``len`` is how many jobs it holds. A file is read again from its
+    start; a pipe was copied to an unnamed temporary file (``spool``) as it was checked. A line
+    that no longer reads as it did (the file was changed since) ends the pass with a setup
+    Failure that says so."""
+
+    __slots__ = ("_handle", "_path", "_total", "_spool", "any_needs")
+
+    def __init__(self, handle, path: str, total: int, spool=None, any_needs: bool = False):
+        self._handle = handle if spool is None else spool
+        self._path = path
+        self._total = total
+        self._spool = spool
+        self.any_needs = any_needs  # some job has ``needs``: found by the check, so no pass asks again
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __iter__(self) -> Iterator[Job]:
+        self._handle.seek(0)
+        templates: dict[str, RunSpec] = {}
+        try:
+            for number, value in _values(lines(self._handle, self._path, MANIFEST)):
+                yield job_from(number, value, templates)
+        except (Failure, InputError) as exc:
+            message = exc.message if isinstance(exc, Failure) else str(exc)
+            raise Failure(Kind.SETUP, f"the manifest changed since it was checked: {message}") from None
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest again: {exc.strerror}") from None
+
+    def close(self) -> None:
+        """The spool goes; the stream named stays its opener's."""
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+
+def read(stream, path: str) -> Manifest:
+    """The manifest open as binary ``stream``, checked whole before anything starts, each line
+    as it is read, so the first bad line, or the first past a bound (``bounded.MANIFEST``: a
+    line, the whole), is a usage Failure before the rest is read; then duplicate ids and run ids
+    (``unique``). A stream that cannot seek (a pipe) is spooled as it is read."""
+    spool = None
+    if not _seekable(stream):
+        import tempfile
+
+        spool = tempfile.TemporaryFile()
     try:
-        return _collect((number, _decoded(number, raw)) for number, raw in lines(stream, path, MANIFEST) if raw.strip())
-    except InputError as exc:
-        raise usage(str(exc)) from None
+        first = True
+
+        def passes():
+            nonlocal first
+            if first:
+                first = False
+                numbered = lines(stream, path, MANIFEST)
+                return _values(numbered if spool is None else _copied(numbered, spool))
+            source = stream if spool is None else spool
+            source.seek(0)
+            return _values(lines(source, path, MANIFEST))
+
+        try:
+            total, any_needs = _check(passes)
+        except InputError as exc:
+            raise usage(str(exc)) from None
+    except BaseException:
+        if spool is not None:
+            spool.close()
+        raise
+    return Manifest(stream, path, total, spool, any_needs)
 
 
 def parse(raw_lines: list[bytes]) -> list[Job]:
     """The jobs of a manifest's lines, or a usage Failure naming the first bad line."""
-    return _collect((number, _decoded(number, raw)) for number, raw in enumerate(raw_lines, 1) if raw.strip())
+    jobs: list[Job] = []
+    _check(lambda: _values(enumerate(raw_lines, 1)), jobs)
+    return jobs
 
 
 def jobs_from(values) -> list[Job]:
     """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1)."""
-    return _collect(
-        (number, dict(value) if hasattr(value, "keys") else value) for number, value in enumerate(values, 1)
-    )
+    values = list(values)
+    jobs: list[Job] = []
+    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v) for n, v in enumerate(values, 1)), jobs)
+    return jobs
+
+
+def _seekable(stream) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, AttributeError, ValueError):
+        return False
+
+
+def _copied(numbered, spool):
+    """The lines, each also written to ``spool`` as read (numbers stay those of the stream)."""
+    for number, raw in numbered:
+        spool.write(raw)
+        yield number, raw
+
+
+def _values(numbered):
+    """Each line that is not blank, decoded: ``(number, value)``."""
+    for number, raw in numbered:
+        if raw.strip():
+            yield number, _decoded(number, raw)
 
 
 def _decoded(number: int, raw: bytes):
@@ -137,25 +231,39 @@ def _decoded(number: int, raw: bytes):
         raise usage(f"manifest line {number}: not JSON ({exc})") from None
 
 
-def _collect(numbered) -> list[Job]:
-    jobs: list[Job] = []
-    seen: dict[str, int] = {}
-    run_ids: dict[str, int] = {}  # the run ids jobs name: each names one job for inspect and cancel
+def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
+    """How many jobs the lines of ``passes()`` (a fresh pass each call) hold, each checked; a
+    usage Failure naming the first bad one, then the first duplicate id or run id (a second pass
+    only when the first found a name it may have seen, ``unique``). ``keep``: the jobs are
+    appended to it (a list given whole, as the API's)."""
+    names = Names()
     templates: dict[str, RunSpec] = {}
-    for number, value in numbered:
-        if len(jobs) == MAX_JOBS:
+    count = 0
+    any_needs = False
+    for number, value in passes():
+        if count == MAX_JOBS:
             raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
         job = job_from(number, value, templates)
-        if job.id in seen:
-            raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {seen[job.id]})")
-        seen[job.id] = number
+        names.add("id", job.id)
         if job.template.run_id_given:
-            run_id = job.template.run_id
-            if run_id in run_ids:
-                raise usage(f"manifest line {number}: duplicate run_id {run_id!r} (first on line {run_ids[run_id]})")
-            run_ids[run_id] = number
-        jobs.append(job)
-    return jobs
+            names.add("run_id", job.template.run_id)
+        if keep is not None:
+            keep.append(job)
+        any_needs = any_needs or bool(job.plan.needs)
+        count += 1
+    if names.candidates:
+        recheck = names.recheck()
+        for number, value in passes():
+            job = job_from(number, value, templates)
+            first = recheck.first("id", job.id, number)
+            if first is not None:
+                raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {first})")
+            if job.template.run_id_given:
+                run_id = job.template.run_id
+                first = recheck.first("run_id", run_id, number)
+                if first is not None:
+                    raise usage(f"manifest line {number}: duplicate run_id {run_id!r} (first on line {first})")
+    return count, any_needs
 
 
 def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
@@ -195,6 +303,8 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
             given = run_keywords.options(options, KEYS)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
             if key is not None:
+                if len(templates) >= TEMPLATES_KEPT:  # a manifest of many distinct keyword sets
+                    templates.clear()
                 templates[key] = template
     except TypeError as exc:
         raise bad(str(exc)) from None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from .ci import RetryDelay
+    from .recorder import Jobs
 
 
 class Settings:
@@ -90,7 +91,7 @@ class Settings:
 
 
 def run_batch(
-    jobs: list[Job],
+    jobs: Jobs,
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
     *,
@@ -100,8 +101,10 @@ def run_batch(
     stop_fd: int | None = None,
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    """Run ``jobs``; returns their lines (finishing order; none without ``collect_lines``, so a
-    long batch run from the CLI stays flat in memory) and the counts.
+    """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
+    their lines (finishing order; none without ``collect_lines``, so a long batch run from the
+    CLI stays flat in memory) and the counts. A manifest that changed since it was checked stops
+    the starts, and its setup Failure is raised once the jobs running have ended.
 
     ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
     leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
@@ -110,8 +113,9 @@ def run_batch(
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
     monotonic second each started) and the counts, so a progress bar moves between job ends."""
-    if has_needs(jobs):
-        check(jobs)  # an unknown need or a cycle: a usage error before anything is made
+    graph = has_needs(jobs)
+    if graph:
+        check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
     recorder = Recorder(
         settings.out,
@@ -123,14 +127,15 @@ def run_batch(
         on_recorded=on_recorded,
     )
     out = recorder.out
-    schedule = Schedule(recorder.todo, at_once, settings.group_limits, settings.took)
-    attempts: dict[str, int] = {}
+    whole = bool(settings.group_limits) or settings.took is not None or graph
+    attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
     host = Host(watch=signals)
     timeouts = Timeouts(settings.timeout)
-    budget = (
-        None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, recorder.todo, settings.peaks)
-    )
+    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
+    # After the budget's own pass over the jobs; read as they start unless a graph, groups or
+    # --history's order need them all at once.
+    schedule = Schedule(recorder.todo, at_once, settings.group_limits, settings.took, whole=whole)
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
@@ -178,12 +183,13 @@ def run_batch(
             return
         line.flaky = line.exit_code == 0 and bool(earlier.pop(job.id, None))  # failed, then passed
         line.inputs_sha256 = read_inputs.pop(job.id, None)
+        attempts.pop(job.id, None)
         recorder.record(line)
         for below, need, how in schedule.ended(job, line):
             recorder.record(job_lines.skipped(below, need, how))
 
     pinned = False
-    caller_gone: list[bool] = []  # the stop descriptor's end of file came: its caller vanished
+    caller_gone = [False]
     try:
         try:
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
@@ -192,13 +198,13 @@ def run_batch(
             pass  # gone or changed since the recorder made it: each job's walk from / says so
         host.watch_signals()
         if stop_fd is not None:
-            host.loop.add_reader(stop_fd, lambda: _stop_word(host, stop_fd, caller_gone))
+            caller_gone = _watch_stop_fd(host, stop_fd)
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
         host.carry_all(next_run, finished, at_once)
     finally:
-        recorder.counts.cancelled_by = CALLER_GONE if caller_gone else host.stop_source
+        recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         for job in schedule.left():
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
         recorder.close()
@@ -206,28 +212,42 @@ def run_batch(
         spares.close()
         if pinned:
             safepath.unpin(out)
+    if schedule.failure is not None:
+        raise schedule.failure
     return recorder.lines, recorder.counts
 
 
-CALLER_GONE = "caller gone"  # the batch's own record of a caller that vanished (its jobs' events say sighup)
+# What a stop descriptor's end of file (its writer gone: the API's caller killed) is reported as.
+# A job's stream can say no more than the events schema's closed set of ``cancelled`` sources
+# allows: ``sighup``, the schema's hung-up controller, is the nearest; the batch's own tally
+# names it as what it is.
+CALLER_GONE_SIGNAL = "sighup"
+CALLER_GONE = "caller_gone"
 
 
-def _stop_word(host: Host, stop_fd: int, caller_gone: list[bool]) -> None:
-    """A stop word on ``stop_fd`` stops the batch with that source; its end of file (the caller
-    gone) stops it as a hang-up, and is read once: the descriptor leaves the loop, which would
-    otherwise find it readable at every turn and spin while the jobs wait out their grace."""
-    try:
-        word = os.read(stop_fd, 64)
-    except BlockingIOError:
-        return
-    except OSError:
-        word = b""
-    if not word:
-        host.loop.remove_reader(stop_fd)
-        caller_gone.append(True)
-        host.stop("sighup")
-        return
-    host.stop(word.decode() or "ctrl_c")
+def _watch_stop_fd(host: Host, stop_fd: int) -> list[bool]:
+    """Stop the batch once ``stop_fd`` says so: the name of a stop's source written to it, or
+    its end of file. At end of file it leaves the loop: still registered, it would stay readable
+    and every turn would call it again with no wait (a busy spin through a long grace).
+    Returns a flag set once the end of file was seen."""
+    gone = [False]
+
+    def readable() -> None:
+        try:
+            word = os.read(stop_fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            word = b""
+        if not word:
+            host.loop.remove_reader(stop_fd)
+            gone[0] = host.stop_source is None  # not after a stop the caller asked for
+            host.stop(CALLER_GONE_SIGNAL)
+            return
+        host.stop(word.decode("ascii", "replace"))
+
+    host.loop.add_reader(stop_fd, readable)
+    return gone
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:

@@ -13,18 +13,22 @@ from ..bounded import SUMMARY, InputError, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
-from .graph import with_dependents
+from .graph import has_needs, with_dependents
 from .inputs import changed
 from .job_lines import OUTCOMES, not_started, outcome
 from .outdir import prepare_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Collection, Iterable, Iterator
     from typing import Callable
 
     from ..summary_line import EarlierAttempt
     from .manifest import Job
+
+    # A batch's jobs: a list, or a ``manifest.Manifest`` (its length known, read again from its
+    # start on each iteration).
+    Jobs = Collection[Job]
 
 
 class JobCounts:
@@ -86,12 +90,13 @@ class Recorder:
     here; ``--resume`` and ``--halt-on-failure`` as given). ``write``: append each line to the summary as
     it comes (not in a Dask worker, whose lines the client writes); ``collect``: keep them for
     the caller (not the CLI, so a long batch stays flat in memory); ``on_recorded`` gets each
-    with the counts so far."""
+    with the counts so far. ``todo``: the jobs to run, read from ``jobs`` as they are taken
+    (``--resume``'s skipped ones are counted then)."""
 
     def __init__(
         self,
         out: str,
-        jobs: list[Job],
+        jobs: Jobs,
         *,
         resume: bool = False,
         halt_on_failure: bool = False,
@@ -102,9 +107,8 @@ class Recorder:
         self.fresh_out = prepare_out(out)  # empty: no job of an earlier batch left files there
         self.out = out
         self.summary_path = os.path.join(self.out, SUMMARY_FILE)
-        self.todo = _to_run(jobs, self.summary_path) if resume else list(jobs)
         self.counts = JobCounts(len(jobs))
-        self.counts.skipped = len(jobs) - len(self.todo)
+        self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
         self.lines: list[JobLine] = []
         self.halted = False
         self._halt_on_failure = halt_on_failure
@@ -134,25 +138,30 @@ class Recorder:
             os.close(self._fd)
             self._fd = None
 
+    def _to_run(self, jobs: Jobs, done: dict[str, tuple[str | None, dict[str, str] | None]]) -> Iterable[Job]:
+        """``--resume``: the jobs an earlier summary does not show exited 0, those whose job
+        (command, environment, directory: its digest) or ``inputs``' content changed since it
+        did, with a warning, and the jobs that need one of those (``needs``); the others are
+        counted as skipped. Read as they are taken, unless a graph needs them all at once."""
+        todo = (job for job in jobs if self._again(job, done))
+        if not has_needs(jobs):
+            return todo
+        again = with_dependents(list(jobs), list(todo))
+        self.counts.skipped = len(jobs) - len(again)  # a need run again runs its dependents too
+        return again
 
-def _to_run(jobs: list[Job], summary_path: str) -> list[Job]:
-    """``--resume``: the jobs an earlier summary does not show exited 0, those whose job
-    (command, environment, directory: its digest) or ``inputs``' content changed since it did,
-    with a warning, and the jobs that need one of those (``needs``)."""
-    done = finished_jobs(summary_path)
-    todo = []
-    for job in jobs:
+    def _again(self, job: Job, done: dict[str, tuple[str | None, dict[str, str] | None]]) -> bool:
         if job.id not in done:
-            todo.append(job)
-            continue
+            return True
         digest, inputs = done[job.id]
         if digest not in (None, job.digest):
             warn(f"{job.id}: the job changed since it exited 0 (job_sha256 {digest} is now {job.digest}): run again")
-            todo.append(job)
-        elif job.plan.inputs and (why := changed(job, inputs)) is not None:
+            return True
+        if job.plan.inputs and (why := changed(job, inputs)) is not None:
             warn(f"{job.id}: {why} since it exited 0: run again")
-            todo.append(job)
-    return with_dependents(jobs, todo)
+            return True
+        self.counts.skipped += 1
+        return False
 
 
 def finished_jobs(path: str) -> dict[str, tuple[str | None, dict[str, str] | None]]:

@@ -20,10 +20,13 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+from ..errors import Failure
 from .graph import longest_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from ..summary_line import JobLine
     from .manifest import Job
 
@@ -33,35 +36,62 @@ RETRY = float("-inf")  # a job to run again goes before every other ready job
 class Schedule:
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         capacity: int,
         group_limits: dict[str, int] | None = None,
         took: dict[str, float] | None = None,
+        *,
+        whole: bool = True,
     ):
+        """``whole``: the jobs are held at once (a graph, ``--history``'s longest paths); without,
+        they are read from ``jobs`` only as they start (a ``manifest.Manifest`` read as it goes),
+        so a batch with no graph keeps nothing of the jobs it has not reached or has ended."""
         self._capacity = capacity
         self._limits = group_limits or {}
         self._free = list(range(1, capacity + 1))  # free slot numbers, a heap
         self._slots: dict[str, list[int]] = {}  # running job id -> its slot numbers
         self._in_group: dict[str, int] = {}
         self._held: dict[str, deque[tuple[float, int, Job]]] = {}  # group -> jobs its limit held back
-        self._order = {job.id: index for index, job in enumerate(jobs)}
-        ids = self._order
         self._waiting: dict[str, int] = {}  # job id -> needs not yet met
         self._dependents: dict[str, list[Job]] = {}
-        for job in jobs:
+        self._ready: list[tuple[float, int, Job]] = []
+        self._seq = 0
+        self._source: Iterator[Job] | None = None  # the jobs not read yet (``whole`` false)
+        self.failure: Failure | None = None  # the source failed while read (a manifest changed)
+        self.waited_on: dict[str, str] = {}  # job id -> the need it waited for last (the trace's arrows)
+        if not whole:
+            self._order: dict[str, int] = {}
+            self._priority: dict[str, float] = {}
+            self._source = iter(jobs)
+            return
+        held = list(jobs)
+        self._order = {job.id: index for index, job in enumerate(held)}
+        ids = self._order
+        for job in held:
             pending = [need for need in job.plan.needs if need in ids]
             if pending:
                 self._waiting[job.id] = len(pending)
                 for need in pending:
                     self._dependents.setdefault(need, []).append(job)
-        self._priority = longest_paths(jobs, took) if took is not None else {}
-        self._ready: list[tuple[float, int, Job]] = []
-        for job in jobs:
+        self._priority = longest_paths(held, took) if took is not None else {}
+        for job in held:
             if job.id not in self._waiting:
                 self._ready.append(self._key(job))
         heapq.heapify(self._ready)
-        self._seq = len(jobs)
-        self.waited_on: dict[str, str] = {}  # job id -> the need it waited for last (the trace's arrows)
+        self._seq = len(held)
+
+    def _read_one(self) -> None:
+        """The next job of a source read as it goes, onto the ready heap in its order."""
+        assert self._source is not None
+        try:
+            job = next(self._source)
+        except StopIteration:
+            self._source = None
+            return
+        except Failure as failure:
+            self.failure, self._source = failure, None
+            return
+        heapq.heappush(self._ready, (0.0, self._next_seq(), job))
 
     def _key(self, job: Job) -> tuple[float, int, Job]:
         return (-self._priority.get(job.id, 0.0), self._order[job.id], job)
@@ -69,14 +99,17 @@ class Schedule:
     def peek(self) -> Job | None:
         """The next job that may start now, or None (none ready, or the first one does not fit)."""
         ready = self._ready
-        while ready:
+        while True:
+            if not ready and self._source is not None:
+                self._read_one()
+            if not ready:
+                return None
             job = ready[0][2]
             group = job.plan.group
             if group is not None and self._in_group.get(group, 0) >= self._limits.get(group, self._capacity):
                 self._held.setdefault(group, deque()).append(heapq.heappop(ready))
                 continue
             return job if self._width(job) <= len(self._free) else None
-        return None
 
     def _width(self, job: Job) -> int:
         return min(job.plan.slots, self._capacity)
@@ -139,7 +172,7 @@ class Schedule:
             below.extend((after, dependent.id, "skipped") for after in self._dependents.pop(dependent.id, ()))
         return skipped
 
-    def left(self) -> list[Job]:
+    def left(self) -> Iterator[Job]:
         """The jobs never started (a stop, the halt), in the order they would have started."""
         queued = sorted([*self._ready, *(item for held in self._held.values() for item in held)], key=lambda k: k[:2])
         waiting = sorted(
@@ -152,7 +185,12 @@ class Schedule:
             if job.id not in seen:
                 seen.add(job.id)
                 found.append(job)
-        return found
+        yield from found
+        self._ready, self._held = [], {}
+        while self._source is not None:  # never read: in their order, one at a time
+            self._read_one()
+            while self._ready:
+                yield heapq.heappop(self._ready)[2]
 
 
 def _how(line: JobLine) -> str:

@@ -1,7 +1,8 @@
 """``processkit-cli batch``: a manifest of jobs run by this one process, each a full run.
 
 The manifest is read and checked whole first (a bad line is a usage error naming it, before
-anything starts); then the jobs run side by side on one loop (``batching.on_host``), or on a
+anything starts), and read again as the jobs start (``batching.manifest.Manifest``, so the
+batch's memory does not grow with it); the jobs run side by side on one loop (``batching.on_host``), or on a
 Dask cluster's workers (``batching.fleet``). The terminal gets one line per finished job, or a
 progress bar with counts and an ETA when stderr is a terminal; with ``--show-output`` a job's
 captured output follows its line, as one block. Under ``--error-format json`` stderr gets none
@@ -146,10 +147,16 @@ def main(argv: list[str], invocation) -> int:
         keep_failed_only=_keep(args.keep),
     )
     batch_habits.check_early(args)
-    with _no_collection():
-        jobs = batch_habits.jobs(args, words, timeout, _read_manifest)
-    if jobs is None:  # --dry-run
-        return 0
+    with contextlib.ExitStack() as held:
+        jobs = batch_habits.jobs(args, words, timeout, lambda path: held.enter_context(_read_manifest(path)))
+        if jobs is None:  # --dry-run
+            return 0
+        return _batch(args, invocation, settings, jobs)
+
+
+def _batch(args, invocation, settings, jobs) -> int:
+    from . import batch_habits
+
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
             sys.stderr.write("batch: no jobs in the manifest\n")
@@ -159,7 +166,7 @@ def main(argv: list[str], invocation) -> int:
         from ..report.batch_model import history
 
         took, settings.peaks = history(args.history)
-        jobs = longest_first(jobs, took)
+        jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took, jobs)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
@@ -216,27 +223,35 @@ def _write_trace(out: str, path: str) -> None:
         warn(f"no trace: {failure.message}")
 
 
-def _read_manifest(path: str) -> list:
-    """The manifest's jobs, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``)."""
+@contextlib.contextmanager
+def _read_manifest(path: str):
+    """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
+    checked whole, and open while the batch reads its jobs again as they start."""
     from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
     from ..batching.manifest import read
 
+    handle: contextlib.AbstractContextManager
     if path == "-":
-        with _no_collection():
-            return read(sys.stdin.buffer, "stdin")
-    try:
-        handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
-    except WrongKind as exc:
-        raise Failure(Kind.SETUP, str(exc)) from None
-    except InputError as exc:  # over its total by its size alone
-        raise usage(str(exc)) from None
-    with handle, _no_collection():
+        handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
+    else:
         try:
-            return read(handle, path)
+            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        except WrongKind as exc:
+            raise Failure(Kind.SETUP, str(exc)) from None
+        except InputError as exc:  # over its total by its size alone
+            raise usage(str(exc)) from None
+    with handle as stream:
+        try:
+            with _no_collection():
+                manifest = read(stream, path)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        try:
+            yield manifest
+        finally:
+            manifest.close()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from .parsing import Once, OnceFlag
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
 MAX_GROUP_LIMIT = 4096
 
@@ -80,7 +80,7 @@ def parse(parser, argv: list[str]):
     return args, words
 
 
-def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], list]) -> list | None:
+def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], Collection]) -> Collection | None:
     """The batch's jobs: the template's (None after ``--dry-run`` printed them) or the
     manifest's, cut to ``--partition``'s share, their graph checked (a usage Failure before
     anything is made)."""
@@ -93,7 +93,7 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         if args.dry_run:
             _dry_run(words, args.id, keys)
             return None
-        found = template_jobs(words, args.id, keys)
+        found: Collection = template_jobs(words, args.id, keys)
     else:
         from ..batching.template_flags import refuse_template_flags
 
@@ -101,7 +101,7 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         found = read_manifest(args.manifest)
     graphed = has_needs(found)
     if graphed:
-        check(found)
+        check(list(found))
     if args.dask_scheduler is not None and (graphed or args.group_limit):
         raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
     if args.partition is not None:
@@ -109,7 +109,7 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
 
         if graphed:
             raise usage("--partition cannot split a job graph: a need would be on another machine")
-        found = parse_partition(args.partition).share(found)
+        found = parse_partition(args.partition).share(list(found))
     return found
 
 

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from typing import Protocol
 
 STALL_SECONDS = 2.0
+# A memory-backed stream gathers its events as objects only up to this weight (an event counts
+# 1, a snapshot 1 more per member): past it, what was gathered is encoded and written, and every
+# later event as it comes, so a job that snapshots a large tree often holds its stream as its
+# memfd's bytes, as its capture is held, never as a growing list in the batch's heap.
+SPILL_WEIGHT = 2048
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -82,13 +87,15 @@ class Emitter:
         and its events are dropped before they are formatted: nothing could read them. ``fd``: a
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
         read it while the run goes on, so its events are gathered, and encoded and written at
-        ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread)."""
+        ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
+        or once they weigh more than ``SPILL_WEIGHT``."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
         self.remembered: dict[str, dict] = {}
         self._fd = -1
         self._gathered: list[dict] | None = None  # a memory-backed stream's events, until close
+        self._weight = 0  # of what was gathered: SPILL_WEIGHT
         if self._poisoned:
             return
         if fd is not None:
@@ -110,8 +117,15 @@ class Emitter:
         if self._poisoned:
             return
         record = event.to_json()
-        if self._gathered is not None:
-            self._gathered.append(record)
+        gathered = self._gathered
+        if gathered is not None:
+            gathered.append(record)
+            members = record.get("members")
+            self._weight += 1 + (len(members) if type(members) is list else 0)
+            if self._weight > SPILL_WEIGHT:
+                self._gathered = None
+                self._write_gathered(gathered)
+                return
         else:
             try:
                 self._write(encode(record) + b"\n")

@@ -15,14 +15,24 @@ import json
 import os
 
 from ..summary_line import SUMMARY_FILE, Captured, EarlierAttempt, JobLine
-from ..bounded import SUMMARY as SUMMARY_LIMITS
+from ..bounded import PAGE_SUMMARY, SUMMARY, Limits
 from ..userfiles import open_named
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 MAX_LINE_BYTES = 1024 * 1024
-MAX_JOBS = 2_000_000
+MAX_JOBS = 2_000_000  # --history's lines: each keeps an id and two numbers
+# A page's lines: each job is held as an object of about 2 KB (its command at most ARGS_KEPT
+# arguments), so a page takes at most about 0.5 GB besides the summary's own bytes
+# (PAGE_SUMMARY); a larger batch's page is refused with one line saying so (docs/batch.md).
+PAGE_LINES = 200_000
+ARGS_KEPT = 32
+MAX_LANES = 256  # the timeline's rows: more jobs at once share the last
 
 
 class Attempt(Plain):
@@ -78,21 +88,32 @@ def is_batch_out(path: str) -> bool:
 
 
 def load(out: str) -> Batch:
-    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114)."""
+    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114).
+
+    Each line becomes its job as it is read, and a job's earlier line (``--resume`` appends) is
+    let go of at once: what is held is the jobs, never the lines, so the memory taken stays
+    within what ``bounded.PAGE_SUMMARY`` and ``PAGE_LINES`` allow (docs/batch.md)."""
     path = os.path.join(out, SUMMARY_FILE)
-    lines, skipped = _read(path)
-    last: dict[str, JobLine] = {}
-    for line in lines:
+    last: dict[str, Job] = {}
+    skipped = 0
+    for line in _read(path, PAGE_SUMMARY, PAGE_LINES):
+        if line is None:
+            skipped += 1
+            continue
         last.pop(line.id, None)  # the latest line, but in the order of the first
-        last[line.id] = line
+        last[line.id] = _job(line)
     if not last:
         raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
-    starts = [_start_s(line.started_at) for line in last.values()]
-    starts += [_start_s(attempt.started_at) for line in last.values() for attempt in line.earlier_attempts]
-    origin = min((s for s in starts if s is not None), default=None)
-    jobs = [_job(line, origin) for line in last.values()]
+    jobs = list(last.values())
+    del last
     attempts = [attempt for job in jobs for attempt in job.tries]
-    lanes = _assign_lanes(attempts)
+    origin = min((attempt.start_ms for attempt in attempts), default=0.0)  # epoch ms until here
+    for attempt in attempts:
+        attempt.start_ms -= origin
+    for job in jobs:
+        if job.start_ms is not None:
+            job.start_ms -= origin
+    lanes, at_once = _assign_lanes(attempts)
     wall = max((a.start_ms + a.duration_ms for a in attempts), default=None)
     busy = sum(a.duration_ms for a in attempts)
     return Batch(
@@ -104,17 +125,18 @@ def load(out: str) -> Batch:
         wall_ms=wall,
         cpu_ms=sum(job.cpu_ms or 0 for job in jobs),
         jobs_per_s=sum(job.state != "not_started" for job in jobs) / (wall / 1000) if wall else None,
-        fullness=busy / (lanes * wall) if wall and lanes else None,
+        fullness=busy / (at_once * wall) if wall and at_once else None,
     )
 
 
 def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
     """``batch --history``: each job's last duration and last peak memory (bytes) in an earlier
     summary, by id."""
-    lines, _ = _read(path)
     took: dict[str, float] = {}
     peaks: dict[str, int] = {}
-    for line in lines:
+    for line in _read(path, SUMMARY, MAX_JOBS):
+        if line is None:
+            continue
         if line.duration_ms is not None:
             took[line.id] = line.duration_ms
         peak = None if line.resources is None else line.resources.peak_memory_bytes
@@ -123,34 +145,30 @@ def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
     return took, peaks
 
 
-def _read(path: str) -> tuple[list[JobLine], int]:
-    """The job lines of the summary, each bounded; and how many lines held none."""
+def _read(path: str, limits: Limits, most_lines: int) -> Iterator[JobLine | None]:
+    """Each line of the summary as a job's line, read one at a time within ``limits`` and
+    ``most_lines`` (None for a line that holds none)."""
     try:
-        fd = open_named(path, SUMMARY_LIMITS)  # another user's link (to /etc/shadow) is not followed
+        fd = open_named(path, limits)  # another user's link (to /etc/shadow) is not followed
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: {exc.strerror}") from None
     except ValueError as exc:  # bounded.InputError: not a regular file, or over its size
         raise Failure(Kind.SETUP, str(exc)) from None
     with os.fdopen(fd, "rb") as handle:
-        found: list[JobLine] = []
-        skipped = 0
+        count = 0
         while text := handle.readline(MAX_LINE_BYTES + 1):
-            if len(found) + skipped >= MAX_JOBS:
-                raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} has more than {MAX_JOBS} lines")
+            count += 1
+            if count > most_lines:
+                raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} has more than {most_lines} lines")
             if len(text) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
-                skipped += 1
                 while text and not text.endswith(b"\n"):
                     text = handle.readline(MAX_LINE_BYTES)
+                yield None
                 continue
             try:
-                line = JobLine.read(json.loads(text))
+                yield JobLine.read(json.loads(text))
             except (ValueError, RecursionError):
-                line = None
-            if line is None:
-                skipped += 1
-            else:
-                found.append(line)
-    return found, skipped
+                yield None
 
 
 def _start_s(text) -> float | None:
@@ -162,28 +180,32 @@ def _start_s(text) -> float | None:
         return None
 
 
-def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt, origin: float | None) -> Attempt | None:
-    """An attempt that ran (a start and a duration), placed on the batch's clock."""
+def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt) -> Attempt | None:
+    """An attempt that ran (a start and a duration), its start in ms since the epoch until
+    ``load`` places it on the batch's clock."""
     start = _start_s(ran.started_at)
-    if start is None or origin is None or ran.duration_ms is None:
+    if start is None or ran.duration_ms is None:
         return None
     state, outcome = _outcome(ran.exit_code, ran.source)
-    return Attempt(job_id, number, (start - origin) * 1000, ran.duration_ms, state, outcome)
+    return Attempt(job_id, number, start * 1000, ran.duration_ms, state, outcome)
 
 
-def _job(line: JobLine, origin: float | None) -> Job:
+def _job(line: JobLine) -> Job:
     state, outcome = _outcome(line.exit_code, line.source)
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
         outcome = f"exit 0, flaky (passed on attempt {line.attempts})"
-    earlier = [_attempt(line.id, n, ran, origin) for n, ran in enumerate(line.earlier_attempts, 1)]
-    final = _attempt(line.id, line.attempts, line, origin)
+    earlier = [_attempt(line.id, n, ran) for n, ran in enumerate(line.earlier_attempts, 1)]
+    final = _attempt(line.id, line.attempts, line)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
     resources = line.resources
+    command = line.command
+    if command is not None and len(command) > ARGS_KEPT:  # a page shows it as text, cut short
+        command = [*command[:ARGS_KEPT], f"…({len(command) - ARGS_KEPT} more)"]
     return Job(
         id=line.id,
-        command=line.command,
+        command=command,
         state=state,
         outcome=outcome,
         exit_code=line.exit_code,
@@ -224,18 +246,26 @@ def _outcome(code: int | None, source: str) -> tuple[str, str]:
     return state, words.format(code=code, source=source)
 
 
-def _assign_lanes(attempts: list[Attempt]) -> int:
+def _assign_lanes(attempts: list[Attempt]) -> tuple[int, int]:
     """Give each attempt a lane, the lowest one free at its start (in start order), so a lane is
-    one slot's sequence of runs; returns how many lanes that took."""
+    one slot's sequence of runs; returns how many lanes are drawn and how many attempts ran at
+    once at most. Past ``MAX_LANES`` (a summary claiming more jobs at once than a batch runs) the
+    attempts share the last lane: the timeline's rows, and its memory, stay bounded."""
     free: list[int] = []
-    busy: list[tuple[float, int]] = []  # (end, lane)
-    lanes = 0
+    busy: list[tuple[float, int]] = []  # (end, lane), the lane -1 for an attempt in the shared one
+    lanes = at_once = 0
     for attempt in sorted(attempts, key=lambda a: a.start_ms):
         while busy and busy[0][0] <= attempt.start_ms:
-            heapq.heappush(free, heapq.heappop(busy)[1])
+            lane = heapq.heappop(busy)[1]
+            if lane >= 0:
+                heapq.heappush(free, lane)
+        owned = True
         if free:
             attempt.lane = heapq.heappop(free)
-        else:
+        elif lanes < MAX_LANES:
             attempt.lane, lanes = lanes, lanes + 1
-        heapq.heappush(busy, (attempt.start_ms + attempt.duration_ms, attempt.lane))
-    return lanes
+        else:
+            attempt.lane, owned = MAX_LANES - 1, False
+        heapq.heappush(busy, (attempt.start_ms + attempt.duration_ms, attempt.lane if owned else -1))
+        at_once = max(at_once, len(busy))
+    return lanes, at_once

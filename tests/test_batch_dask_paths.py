@@ -1,0 +1,64 @@
+"""The Dask path's edges (issues 45 and 46): a stop signal that lands while a task's lines are
+being recorded loses none of them; a worker serving batch after batch keeps no table entry per
+batch; a scheduler address whose transport cannot be set up here is one line, never a 104."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import run_cli
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.mark.parametrize(
+    "address, words",
+    [
+        ("tls://127.0.0.1:9", b"distributed.comm.tls.client"),
+        ("ucx://127.0.0.1:9", b"distributed-ucxx"),
+    ],
+)
+def test_a_scheduler_transport_that_cannot_be_set_up_is_one_line(tmp_path, address, words):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["true"]}) + "\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+    proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", address, env=env, timeout=60)
+    assert proc.returncode == 111, proc.stderr
+    assert proc.stderr.startswith(b"processkit-cli: cannot connect to the Dask scheduler at " + address.encode())
+    assert words in proc.stderr and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert not out.exists()
+
+
+def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, monkeypatch):
+    """SIGTERM arrives inside the recording of the first task that comes back: the stop is
+    held until that task's lines are all written, then the batch stops; every job has one line."""
+    from processkit.batching import fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+    from processkit.batching.recorder import Recorder
+
+    record = Recorder.record
+    sent: list[bool] = []
+
+    def record_then_signal(self, line) -> None:
+        record(self, line)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before the next line is recorded
+
+    monkeypatch.setattr(Recorder, "record", record_then_signal)
+    jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
+        with distributed.Client(cluster) as client:
+            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+    assert sent and counts.cancelled_by == "sigterm"
+    ids = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(f"j{n}" for n in range(8)), ids
+    assert list(left.values()) == [({}, {})], "the worker keeps nothing of the batch once it is over"
