@@ -26,7 +26,7 @@ def line(exit_code, source="child_exit") -> JobLine:
 def test_a_fresh_count_has_nothing_to_say_but_the_total():
     counts = JobCounts(3)
     assert counts.sentence() == "0 of 3 jobs exited 0"
-    assert counts.finished == 0
+    assert counts.unsuccessful == 0
 
 
 def test_each_end_is_counted_once_where_it_belongs():
@@ -34,7 +34,7 @@ def test_each_end_is_counted_once_where_it_belongs():
     for each in (line(0), line(0), line(1), line(137, "timeout"), line(None, "halted"), line(2, "signal")):
         counts.count(each)
     assert (counts.succeeded, counts.failed, counts.timed_out, counts.not_started) == (2, 2, 1, 1)
-    assert counts.finished == 5  # a job that never started did not finish
+    assert counts.unsuccessful == 4  # every job that did not exit 0, one never started among them
     assert counts.sentence() == "2 of 6 jobs exited 0, 2 failed, 1 timed out, 1 not started"
 
 
@@ -49,7 +49,7 @@ def test_the_sentence_names_a_resume_and_a_stop():
 def test_a_job_never_started_by_default_made_no_attempt(tmp_path):
     """What a Dask batch's recorder writes for a job its halt left unstarted."""
     recorder = Recorder(str(tmp_path / "out"), [Job("a", ["true"], None)])
-    recorder.record_not_started(recorder.todo[0])
+    recorder.record_not_started(next(iter(recorder.todo)))
     recorder.close()
     written = json.loads((tmp_path / "out" / "summary.jsonl").read_text())
     assert (written["id"], written["attempts"], written["exit_code"], written["source"]) == ("a", 0, None, "halted")
