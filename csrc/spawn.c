@@ -71,7 +71,7 @@ struct pk_child {
     pid_t runner;
     int joined; /* born in request->cgroup_fd's group: no write to its cgroup.procs */
     int report_fd;
-    void *stack; /* the top of the child's own stack (shared memory only) */
+    void *stack;         /* the top of the child's own stack (shared memory only) */
     long long *start_ns; /* the runner's result->start_ns and join_ns: a shared-memory child's */
     long long *join_ns;  /* writes reach them */
 };

@@ -38,10 +38,10 @@ typedef struct pk_spawn_request {
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
-    int pid;   /* the child, which has exec'd; -1 on failure (already reaped) */
-    int pidfd; /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
-    int stage; /* PK_SPAWN_OK, or the step that failed */
-    int error; /* errno of that step */
+    int pid;            /* the child, which has exec'd; -1 on failure (already reaped) */
+    int pidfd;          /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
+    int stage;          /* PK_SPAWN_OK, or the step that failed */
+    int error;          /* errno of that step */
     long long start_ns; /* CLOCK_MONOTONIC at the child's first step (a copy-on-write child's write is
                          * lost: then the runner's reading just before the clone); 0 on failure */
     long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown, or a
