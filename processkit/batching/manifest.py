@@ -131,7 +131,7 @@ class Manifest:
         templates: dict[str, RunSpec] = {}
         try:
             for number, value in _values(lines(self._handle, self._path, MANIFEST)):
-                yield job_from(number, value, templates)
+                yield job_from(number, value, templates, env_files=False)
         except (Failure, InputError) as exc:
             message = exc.message if isinstance(exc, Failure) else str(exc)
             raise Failure(Kind.SETUP, f"the manifest changed since it was checked: {message}") from None
@@ -266,9 +266,12 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     return count, any_needs
 
 
-def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
+def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line when it is bad.
-    ``templates``: the RunSpecs already built, by keywords (plain JSON values only)."""
+    ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
+    ``env_files``: each ``env_file`` is checked to be a regular file (or absent) now; the pass
+    that reads a checked manifest again as its jobs start leaves that to the job's own start,
+    where a file swapped since fails that job alone (111), not the manifest."""
 
     def bad(message: str) -> Failure:
         return usage(f"manifest line {number}: {message}")
@@ -310,7 +313,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec]) -> Job:
         raise bad(str(exc)) from None
     except Failure as failure:
         raise bad(failure.message) from None
-    for path in template.env.files:
+    for path in template.env.files if env_files else ():
         if not _regular_or_absent(path):
             raise bad(
                 f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
