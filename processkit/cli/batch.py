@@ -12,7 +12,6 @@ of it: a failed or cancelled batch's envelope alone.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 import time
@@ -148,7 +147,9 @@ def main(argv: list[str], invocation) -> int:
     )
     batch_habits.check_early(args)
     with contextlib.ExitStack() as held:
-        jobs = batch_habits.jobs(args, words, timeout, lambda path: held.enter_context(_read_manifest(path)))
+        jobs = batch_habits.jobs(
+            args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
+        )
         if jobs is None:  # --dry-run
             return 0
         return _batch(args, invocation, settings, jobs)
@@ -221,48 +222,6 @@ def _write_trace(out: str, path: str) -> None:
         write_text(path, trace_json(load(out)))
     except Failure as failure:
         warn(f"no trace: {failure.message}")
-
-
-@contextlib.contextmanager
-def _read_manifest(path: str):
-    """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
-    checked whole, and open while the batch reads its jobs again as they start."""
-    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
-    from ..batching.manifest import read
-
-    handle: contextlib.AbstractContextManager
-    if path == "-":
-        handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
-    else:
-        try:
-            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
-        except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
-        except WrongKind as exc:
-            raise Failure(Kind.SETUP, str(exc)) from None
-        except InputError as exc:  # over its total by its size alone
-            raise usage(str(exc)) from None
-    with handle as stream:
-        try:
-            with _no_collection():
-                manifest = read(stream, path)
-        except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
-        try:
-            yield manifest
-        finally:
-            manifest.close()
-
-
-@contextlib.contextmanager
-def _no_collection():
-    """The cyclic collector paused while a manifest is parsed: a million lines make millions of
-    long-lived, acyclic objects, which it would walk again and again for nothing."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 # A job ended with one of these sources never ran its child: its line says why, since no

@@ -3,14 +3,18 @@ parallel's command templates (``--id``, ``--dry-run``, the job keys), make's gra
 nextest's groups (``--group-limit``), and what CI asks (``--junit``, ``--retry-delay``,
 ``--partition``). ``add_flags`` declares them; ``jobs`` reads a template's jobs or a manifest's
 and applies the share and the graph's checks; ``settle`` sets what they give the batch's
-``Settings``; ``write_junit`` writes the report at the end.
+``Settings``; ``write_junit`` writes the report at the end; ``read_manifest`` opens the
+manifest (a file, a pipe, stdin) checked whole and held open while its jobs are read again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import sys
 
-from ..errors import Failure, usage
+from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
 from .parsing import Once, OnceFlag
@@ -179,3 +183,45 @@ def write_junit(out: str, path: str) -> None:
         write_text(path, junit_xml(load(out), out))
     except Failure as failure:
         warn(f"no JUnit report: {failure.message}")
+
+
+@contextlib.contextmanager
+def read_manifest(path: str):
+    """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
+    checked whole, and open while the batch reads its jobs again as they start."""
+    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
+    from ..batching.manifest import read
+
+    handle: contextlib.AbstractContextManager
+    if path == "-":
+        handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
+    else:
+        try:
+            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        except WrongKind as exc:
+            raise Failure(Kind.SETUP, str(exc)) from None
+        except InputError as exc:  # over its total by its size alone
+            raise usage(str(exc)) from None
+    with handle as stream:
+        try:
+            with _no_collection():
+                manifest = read(stream, path)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+        try:
+            yield manifest
+        finally:
+            manifest.close()
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """The cyclic collector paused while a manifest is parsed: a million lines make millions of
+    long-lived, acyclic objects, which it would walk again and again for nothing."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
