@@ -62,3 +62,56 @@ def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, mon
     ids = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(f"j{n}" for n in range(8)), ids
     assert list(left.values()) == [({}, {})], "the worker keeps nothing of the batch once it is over"
+
+
+def test_every_setting_of_the_batch_reaches_its_chunks(tmp_path, monkeypatch):
+    """The chunks' settings are the batch's own (a positional rebuild dropped ``memory_budget``):
+    only ``--out`` (as the client resolved it) and ``--resume`` (decided by the client) differ."""
+    from processkit.batching import fleet
+    from processkit.batching.ci import RetryDelay
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    sent: list = []
+    connect = fleet.connect
+
+    class Recording:
+        """The real client, its submissions noted."""
+
+        def __init__(self, client):
+            self._client = client
+
+        def submit(self, function, jobs, settings, **keywords):
+            sent.append(settings)
+            return self._client.submit(function, jobs, settings, **keywords)
+
+        def __getattr__(self, name):
+            return getattr(self._client, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self._client.__exit__(*exc)
+
+    monkeypatch.setattr(fleet, "connect", lambda address: Recording(connect(address)))
+    given = Settings(
+        str(tmp_path / "out"),
+        2,
+        retries=1,
+        resume=True,
+        memory_budget=512 << 20,
+        peaks={"j0": 1 << 20},
+        keep_failed_only=True,
+        took={"j0": 0.5},
+        retry_delay=RetryDelay(10, False),
+    )
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs_from([{"args": ["true"], "id": "j0"}]), given)
+    assert counts.succeeded == 1 and len(sent) == 1
+    chunk = sent[0]
+    assert chunk.memory_budget == 512 << 20, "the budget reaches the chunk's batch"
+    assert (chunk.out, chunk.resume) == (str(tmp_path / "out"), False)
+    for name in Settings.__slots__:
+        if name not in ("out", "resume"):
+            assert getattr(chunk, name) == getattr(given, name), name

@@ -18,6 +18,7 @@ Dask itself cannot stop a task that runs, so the chunk's loop is told through a 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import signal
 import threading
@@ -109,10 +110,31 @@ def run_on_dask(
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
-    import distributed  # connect imported it, or said which extra provides it
+    recorder = _recorder(client, jobs, settings, on_recorded)
+    todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
+    with client:
+        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), worker_settings(settings, recorder.out))
+        stop: list[str] = []
+        restore, held = _catch_stop_signals(stop)
+        try:
+            try:
+                tasks.take_all(held)
+            except _Stopping:
+                tasks.wind_down(stop[0], _grace_s(todo), held)
+            tasks.record_not_back()
+            if stop:
+                _forget(client, tasks.futures, settings.label)
+        finally:
+            restore()
+            recorder.close()
+    return recorder.lines, recorder.counts
 
+
+def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
+    """The client's recorder (``--out`` made, ``--resume``'s skip decided); the client closed
+    when it cannot be made."""
     try:
-        recorder = Recorder(
+        return Recorder(
             settings.out,
             jobs,
             resume=settings.resume,
@@ -122,69 +144,89 @@ def run_on_dask(
     except BaseException:
         client.close()
         raise
-    todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
-    with client:
-        workers = max(1, len(client.scheduler_info().get("workers", {})))
-        size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))
-        worker_settings = Settings(
-            recorder.out,
-            settings.jobs,
-            settings.retries,
-            settings.halt_on_failure,
-            False,
-            settings.label,
-            settings.timeout,
-            keep_failed_only=settings.keep_failed_only,
-        )
-        pieces = [todo[start : start + size] for start in range(0, len(todo), size)]
-        chunks = {client.submit(run_chunk, piece, worker_settings, pure=False): piece for piece in pieces}
-        futures = list(chunks)
-        waiting = set(futures)
 
-        def take(future) -> None:
-            """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
-            meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
-            it would leave some of them neither recorded nor waited for."""
-            with held():
-                if not future.cancelled():
-                    try:
-                        lines = future.result()
-                    except Exception as exc:  # the task as a whole: its worker, or its --out
-                        lines = _task_failed(chunks[future], recorder.out, settings.label, exc)
-                    halted = recorder.halted
-                    for line in lines:
-                        recorder.record(line)
-                    if recorder.halted and not halted:  # the first failure: no other task starts
-                        client.cancel([f for f in futures if not f.done()])
-                waiting.discard(future)
 
-        stop: list[str] = []
-        restore, held = _catch_stop_signals(stop)
+def worker_settings(settings: Settings, out: str) -> Settings:
+    """What each chunk runs with: every setting the batch was given (a positional rebuild once
+    dropped ``memory_budget``), but ``--out`` as the client resolved it and no ``--resume``: the
+    client already decided which jobs run, and writes the summary itself."""
+    chunk = copy.copy(settings)
+    chunk.out = out
+    chunk.resume = False
+    return chunk
+
+
+def _chunks(client, todo: list[Job]) -> list[list[Job]]:
+    """The jobs cut into TASKS_PER_WORKER tasks per worker the scheduler knows now."""
+    workers = max(1, len(client.scheduler_info().get("workers", {})))
+    size = max(1, -(-len(todo) // (workers * TASKS_PER_WORKER)))
+    return [todo[start : start + size] for start in range(0, len(todo), size)]
+
+
+def _grace_s(todo: list[Job]) -> float:
+    """The longest grace of a job sent: how much longer than WIND_DOWN_S a stopped task may take."""
+    return max((job.template.grace_ms or 0 for job in todo), default=0) / 1000
+
+
+class _Tasks:
+    """The batch's tasks on the cluster, and what becomes of each: recorded as it comes back,
+    cancelled once the batch halts, waited for a bounded while after a stop."""
+
+    def __init__(self, client, recorder: Recorder, label: str, pieces: list[list[Job]], settings: Settings):
+        self.client = client
+        self.recorder = recorder
+        self.label = label
+        self.chunks = {client.submit(run_chunk, piece, settings, pure=False): piece for piece in pieces}
+        self.futures = list(self.chunks)
+        self.waiting = set(self.futures)
+
+    def take(self, future, held) -> None:
+        """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
+        meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
+        it would leave some of them neither recorded nor waited for."""
+        with held():
+            if not future.cancelled():
+                self._record(future)
+            self.waiting.discard(future)
+
+    def _record(self, future) -> None:
+        recorder = self.recorder
         try:
-            try:
-                for future in distributed.as_completed(futures):
-                    take(future)
-            except _Stopping:
-                recorder.counts.cancelled_by = stop[0]
-                client.run(stop_chunks, settings.label, stop[0])
-                grace = max((job.template.grace_ms or 0 for job in todo), default=0) / 1000
-                try:
-                    for future in distributed.as_completed(list(waiting), timeout=WIND_DOWN_S + grace):
-                        take(future)
-                except TimeoutError:
-                    warn(
-                        f"{len(waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
-                    )
-            for future in futures:
-                if future in waiting or future.cancelled():
-                    for job in chunks[future]:
-                        recorder.record_not_started(job)
-            if stop:
-                _forget(client, futures, settings.label)
-        finally:
-            restore()
-            recorder.close()
-    return recorder.lines, recorder.counts
+            lines = future.result()
+        except Exception as exc:  # the task as a whole: its worker, or its --out
+            lines = _task_failed(self.chunks[future], recorder.out, self.label, exc)
+        halted = recorder.halted
+        for line in lines:
+            recorder.record(line)
+        if recorder.halted and not halted:  # the first failure: no other task starts
+            self.client.cancel([f for f in self.futures if not f.done()])
+
+    def take_all(self, held) -> None:
+        import distributed  # connect imported it, or said which extra provides it
+
+        for future in distributed.as_completed(self.futures):
+            self.take(future, held)
+
+    def wind_down(self, source: str, grace_s: float, held) -> None:
+        """After a stop signal: every worker told, and the tasks still out waited for a while."""
+        import distributed
+
+        self.recorder.counts.cancelled_by = source
+        self.client.run(stop_chunks, self.label, source)
+        try:
+            for future in distributed.as_completed(list(self.waiting), timeout=WIND_DOWN_S + grace_s):
+                self.take(future, held)
+        except TimeoutError:
+            warn(
+                f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
+            )
+
+    def record_not_back(self) -> None:
+        """The jobs of every task that never came back (cancelled, or still out): not started."""
+        for future in self.futures:
+            if future in self.waiting or future.cancelled():
+                for job in self.chunks[future]:
+                    self.recorder.record_not_started(job)
 
 
 def _forget(client, futures: list, label: str) -> None:
