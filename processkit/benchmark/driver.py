@@ -33,7 +33,7 @@ import time
 from .. import safepath, signum
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunSpec, StdinMode
+from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunSpec, StdinMode, new_run_id
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -213,8 +213,7 @@ class Engine:
         self.options = options
         self.owns_process = owns_process
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
-        self._label = f"bench-{os.getpid()}-{time.time_ns()}"
-        self._sequence = 0
+        self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
         self._counters: Opener | None = None
@@ -252,9 +251,7 @@ class Engine:
     ) -> Measured:
         """Run ``argv`` once, contained, and measure it; never raises for what the run reports
         (``output``: as ``run_spec`` takes it)."""
-        self._sequence += 1
-        label = f"{self._label}-{self._sequence}"
-        spec = run_spec(self._session, argv, self.options, jsonl, iteration, label, self._environment, output)
+        spec = run_spec(self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output)
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
         fds = counting.open() if counting is not None else None
         exits = self._exit_clock.open()
