@@ -36,5 +36,7 @@ def test_run_batch_and_bench_generate_ids_in_the_references_one_grammar(tmp_path
     manifest.write_text(json.dumps({"args": ["true"], "id": "job"}) + "\n")
     ids += carried("batch", manifest, "--out", tmp_path / "out", streams=[tmp_path / "out" / "job" / "events.jsonl"])
     runs = [tmp_path / "runs" / f"command-1-run-{n}.jsonl" for n in (1, 2)]
-    ids += carried("bench", "--runs", "2", "--style", "none", "--jsonl-dir", tmp_path / "runs", "-N", "true", streams=runs)
+    ids += carried(
+        "bench", "--runs", "2", "--style", "none", "--jsonl-dir", tmp_path / "runs", "-N", "true", streams=runs
+    )
     assert len(set(ids)) == len(ids), ids
