@@ -206,3 +206,29 @@ def test_a_group_limit_keeps_the_groups_jobs_apart_and_the_others_go_on(tmp_path
     for flag in ("database", "database=0", "bad name=1"):
         refused = batch(tmp_path, jobs, "--group-limit", flag)
         assert refused.returncode == USAGE, refused.stderr
+
+
+def test_a_batch_asks_once_whether_its_jobs_are_a_graph(tmp_path, monkeypatch):
+    """``run_batch`` decides whether its jobs hold ``needs`` and tells the recorder (and so
+    ``--resume``'s dependents) and the schedule: the question is asked of the jobs once, not by
+    each part again (three passes over a held list, before)."""
+    from processkit.batching import graph, on_host, recorder
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+
+    asked: list[int] = []
+    has_needs = graph.has_needs
+
+    def counted(jobs) -> bool:
+        asked.append(1)
+        return has_needs(jobs)
+
+    for module in (graph, on_host, recorder):
+        monkeypatch.setattr(module, "has_needs", counted, raising=False)
+    jobs = jobs_from([{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"], "needs": ["a"]}])
+    out = str(tmp_path / "out")
+    run_batch(jobs, Settings(out, 1), signals=False)
+    (tmp_path / "out" / "summary.jsonl").write_text("")  # nothing passed before: both run again
+    asked.clear()
+    lines, _ = run_batch(jobs, Settings(out, 1, resume=True), signals=False)
+    assert sorted(line.id for line in lines) == ["a", "b"] and len(asked) == 1, asked

@@ -79,8 +79,8 @@ def _a_cycle(jobs: list[Job], ordered: set[str]) -> list[str]:
 
 def with_dependents(jobs: list[Job], todo: list[Job]) -> list[Job]:
     """``--resume``'s jobs to run, and every job below one of them in the graph (a need that runs
-    again may make something else), in the jobs' order."""
-    if not has_needs(jobs) or len(todo) == len(jobs):
+    again may make something else), in the jobs' order. Its caller knows ``jobs`` hold needs."""
+    if len(todo) == len(jobs):
         return todo
     again = {job.id for job in todo}
     for job in topological(jobs):

@@ -113,7 +113,7 @@ def run_batch(
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
     monotonic second each started) and the counts, so a progress bar moves between job ends."""
-    graph = has_needs(jobs)
+    graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
@@ -125,9 +125,11 @@ def run_batch(
         write=write_summary,
         collect=collect_lines,
         on_recorded=on_recorded,
+        graph=graph,
     )
     out = recorder.out
-    whole = bool(settings.group_limits) or settings.took is not None or graph
+    took = settings.took if graph else None  # --history's times order a graph's ready jobs
+    whole = bool(settings.group_limits) or took is not None or graph
     attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
     host = Host(watch=signals)
@@ -135,7 +137,7 @@ def run_batch(
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
     # --history's order need them all at once.
-    schedule = Schedule(recorder.todo, at_once, settings.group_limits, settings.took, whole=whole)
+    schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole)
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones

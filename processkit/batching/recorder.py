@@ -13,7 +13,7 @@ from ..bounded import SUMMARY, InputError, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
-from .graph import has_needs, with_dependents
+from .graph import with_dependents
 from .inputs import changed
 from .job_lines import OUTCOMES, not_started, outcome
 from .outdir import prepare_out
@@ -90,7 +90,8 @@ class Recorder:
     here; ``--resume`` and ``--halt-on-failure`` as given). ``write``: append each line to the summary as
     it comes (not in a Dask worker, whose lines the client writes); ``collect``: keep them for
     the caller (not the CLI, so a long batch stays flat in memory); ``on_recorded`` gets each
-    with the counts so far. ``todo``: the jobs to run, read from ``jobs`` as they are taken
+    with the counts so far; ``graph``: some job has ``needs`` (the caller asked ``has_needs``
+    once), so ``--resume`` runs a rerun job's dependents too. ``todo``: the jobs to run, read from ``jobs`` as they are taken
     (``--resume``'s skipped ones are counted then)."""
 
     def __init__(
@@ -103,11 +104,13 @@ class Recorder:
         write: bool = True,
         collect: bool = True,
         on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
+        graph: bool = False,
     ):
         self.fresh_out = prepare_out(out)  # empty: no job of an earlier batch left files there
         self.out = out
         self.summary_path = os.path.join(self.out, SUMMARY_FILE)
         self.counts = JobCounts(len(jobs))
+        self._graph = graph
         self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
         self.lines: list[JobLine] = []
         self.halted = False
@@ -144,7 +147,7 @@ class Recorder:
         did, with a warning, and the jobs that need one of those (``needs``); the others are
         counted as skipped. Read as they are taken, unless a graph needs them all at once."""
         todo = (job for job in jobs if self._again(job, done))
-        if not has_needs(jobs):
+        if not self._graph:
             return todo
         again = with_dependents(list(jobs), list(todo))
         self.counts.skipped = len(jobs) - len(again)  # a need run again runs its dependents too

@@ -168,7 +168,7 @@ def _batch(args, invocation, settings, jobs) -> int:
 
         took, settings.peaks = history(args.history)
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
-    batch_habits.settle(args, settings, took, jobs)
+    batch_habits.settle(args, settings, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
     progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
     progress.attempts_allowed = settings.retries + 1

@@ -117,17 +117,15 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
     return found
 
 
-def settle(args, settings, took: dict[str, float] | None, jobs: list) -> None:
-    """What the flags give the batch's settings."""
-    from ..batching.graph import has_needs
-
+def settle(args, settings, took: dict[str, float] | None) -> None:
+    """What the flags give the batch's settings (``--history``'s times are used only by a job
+    graph, which the batch itself knows: ``run_batch``)."""
     settings.group_limits = _group_limits(args.group_limit)
     if args.retry_delay is not None:
         from ..batching.ci import parse_retry_delay
 
         settings.retry_delay = parse_retry_delay(args.retry_delay)
-    if took is not None and has_needs(jobs):
-        settings.took = took  # ready jobs by their longest remaining path
+    settings.took = took
 
 
 def check_early(args) -> None:
