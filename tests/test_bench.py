@@ -431,7 +431,7 @@ def test_style_decides_the_progress_lines(tmp_path, style, drawn):
     """hyperfine's --style: ``full`` draws progress even off a terminal; ``none`` prints nothing."""
     done, _ = bench(tmp_path, "--runs", "2", f"--style={style}", "-N", "true")
     assert done.returncode == 0, done.stderr
-    assert (b"\x1b[2K" in done.stdout) is drawn and b"Benchmark 1: true" in done.stdout
+    assert (b"\r\x1b[K" in done.stdout) is drawn and b"Benchmark 1: true" in done.stdout
     quiet, exported = bench(tmp_path, "--runs", "2", "--style=none", "-N", "true")
     assert quiet.returncode == 0 and quiet.stdout == b"" and len(exported["results"][0]["times"]) == 2
 

@@ -239,15 +239,20 @@ TAIL_BYTES = 4096
 
 class Progress:
     """The batch's terminal: a line per finished job; on a terminal, a bar redrawn below them
-    (as each job ends, and each second: how many run, and the one running longest); at the end, every failed job named with its exit, its stderr capture and that file's last
-    lines (as make and parallel leave the compiler's error last on the screen)."""
+    (as each job ends, and each second: how many run, and the one running longest), drawn by
+    ``processkit.progress`` as ``bench``'s lines are; at the end, every failed job named with
+    its exit, its stderr capture and that file's last lines (as make and parallel leave the
+    compiler's error last on the screen)."""
 
     def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
+        from ..progress import LiveLines
+
         self._total = total
         self._out = out
         self._show = show_output
         self.quiet = quiet  # nothing on stderr (--error-format json); --show-output's stdout stays
-        self._bar = not quiet and sys.stderr.isatty()
+        fd = sys.stderr.fileno()
+        self._live = LiveLines(fd, draw=not quiet and os.isatty(fd))
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[JobLine] = []
@@ -270,20 +275,26 @@ class Progress:
         text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
-        self._write(text, tally)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
                 self._failed.append(line)
-        if self._show and code is not None:
+        if self._show and code is not None:  # the job's output below its line, then the bar again
+            if not self.quiet:
+                self._live.above(text)
             self._print_captured(line)
+            self._redraw(tally)
+        elif not self.quiet:
+            self._live.above(text, [self._bar_text(tally)] if self._live.draw else None)
 
     def tick(self, running: dict[str, float], tally) -> None:
         """Each second: the bar redrawn (off a terminal, nothing)."""
         self._running = running
-        if self._bar:
-            sys.stderr.write("\r\x1b[K" + self._bar_text(tally))
-            sys.stderr.flush()
+        self._redraw(tally)
+
+    def _redraw(self, tally) -> None:
+        if self._live.draw:  # the bar's text only when it is drawn: it looks at every job running
+            self._live.show([self._bar_text(tally)])
 
     def _print_captured(self, line: JobLine) -> None:
         """The job's captured stdout on stdout under a header naming the job, and its stderr on
@@ -296,53 +307,32 @@ class Progress:
         for info, stream in ((line.stdout, sys.stdout), (stderr, sys.stderr)):
             if info is not None and info.bytes and info.path:  # no path: --keep failed
                 _copy_file(info.path, stream.buffer)
-
-    def _write(self, text: str, tally) -> None:
-        if self.quiet:
-            return
-        stream = sys.stderr
-        if self._bar:
-            stream.write("\r\x1b[K")
-        stream.write(text.rstrip("\n") + "\n")
-        if self._bar:
-            stream.write(self._bar_text(tally))
-        stream.flush()
+                stream.buffer.flush()  # before the bar, which is written to the descriptor
 
     def _bar_text(self, tally) -> str:
+        from ..progress import bar, eta
+
         done, total = self._done, self._total
-        width = 30
-        filled = width * done // total if total else width
-        elapsed = time.monotonic() - self._started
-        eta = elapsed / done * (total - done) if done else 0.0
-        text = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {eta:.0f}s"
-        )
+        left = eta(time.monotonic() - self._started, done, total)
+        text = f"{bar(done, total)} {done}/{total} ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {left:.0f}s"
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
-        try:
-            columns = os.get_terminal_size(sys.stderr.fileno()).columns
-        except OSError:
-            columns = 0
-        return text[: columns - 1] if columns > 1 else text  # one row, so \r\x1b[K clears all of it
+        return text
 
     def end(self, sentence: str) -> None:
         if self.quiet:
             return
-        stream = sys.stderr
-        if self._bar:
-            stream.write("\r\x1b[K")
+        self._live.clear()
+        text = ""
         if self._failed:
-            stream.write(f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n")
-        for line in self._failed:
-            stream.write(_failure_lines(line))
+            text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
+        text += "".join(_failure_lines(line) for line in self._failed)
         if self._failed_count > len(self._failed):
-            stream.write(
+            text += (
                 f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
             )
-        stream.write(f"batch: {sentence}\n")
-        stream.flush()
+        self._live.above(text + f"batch: {sentence}\n")
 
 
 def _copy_file(path: str, out) -> None:

@@ -1,0 +1,46 @@
+"""``batch``'s bar and ``bench``'s lines are drawn by one module (``processkit.progress``): the
+same bar for the same share done, the same erasing, and nothing but the lines off a terminal."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import run_cli
+from test_batch import on_a_terminal
+
+
+def test_batch_and_bench_draw_the_same_bar_half_way(tmp_path):
+    """Half done is one bar, whichever command draws it (bench's once had blanks for batch's dots)."""
+    from processkit.progress import bar
+
+    half = bar(1, 2)
+    assert half == "[" + "#" * 15 + "." * 15 + "]"
+    batch = on_a_terminal(tmp_path, [{"args": ["true"], "id": f"j{n}"} for n in range(2)], "--jobs", "1")
+    assert f"\n{half} 1/2 ok 1 failed 0 " in batch, batch
+    bench = run_cli("bench", "--runs", "2", "--style", "full", "-N", "true", cwd=tmp_path)
+    assert bench.returncode == 0, bench.stderr
+    assert f" {half}   1/2 mean ".encode() in bench.stdout, bench.stdout
+    assert b"\r\x1b[K" in bench.stdout and b"\x1b[2K" not in bench.stdout
+
+
+def test_a_jobs_shown_output_goes_below_its_line_not_after_the_bar(tmp_path):
+    """``--show-output`` on a terminal: the bar is taken away before a job's captured stderr is
+    copied, and drawn again after it (the stderr once followed the bar on its row)."""
+    job = {"args": ["sh", "-c", "echo oops >&2"], "id": "loud"}
+    text = on_a_terminal(tmp_path, [job], "--show-output")
+    assert " ms\r\noops\r\n\r\x1b[K[" in text, text
+    assert "ETA 0soops" not in text
+
+
+def test_off_a_terminal_only_the_lines_are_written():
+    from processkit.progress import LiveLines
+
+    read_end, write_end = os.pipe()
+    live = LiveLines(write_end, draw=False)
+    live.show(["[....] 0/1"])
+    live.above("batch: one\n", ["[####] 1/1"])
+    live.clear()
+    live.above("batch: 1 of 1 jobs exited 0")
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        assert pipe.read() == b"batch: one\nbatch: 1 of 1 jobs exited 0\n"
