@@ -251,6 +251,22 @@ def expand(
     the caller names an option (by its dest) in a usage error (``--prepare`` or ``prepare=``)."""
     if not given:
         raise usage("no command to benchmark: give one (a shell command), or --command, or one after '--'")
+    planned = _named(given, names, _combinations(parameters), bool(parameters), named)
+    if reference is not None:
+        planned.insert(0, (reference[0], reference[1], {}))
+    aux, count = auxiliary or Auxiliary(), len(planned)
+    prepares = _per_command(named("prepare"), aux.prepare, count)
+    concludes = _per_command(named("conclude"), aux.conclude, count)
+    outputs = _per_command(named("output"), aux.outputs, count)
+    return [
+        _command(command, chosen, values, (aux.setup, prepare, conclude, aux.cleanup), output, shell)
+        for (command, chosen, values), prepare, conclude, output in zip(planned, prepares, concludes, outputs)
+    ]
+
+
+def _combinations(parameters: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
+    """Every combination of the parameters' values, the first varying fastest; a name given twice,
+    a parameter without values, or more than MAX_VALUES combinations (before one is made) refused."""
     seen = set()
     for name, listed in parameters:
         if name in seen:
@@ -259,66 +275,73 @@ def expand(
             raise usage(f"the parameter {name!r} has no values")
         seen.add(name)
     counts = [len(listed) for _, listed in parameters]
-    if math.prod(counts) > MAX_VALUES:  # before a single combination is made
+    if math.prod(counts) > MAX_VALUES:
         raise usage(
             f"the parameters' values make {math.prod(counts)} combinations ({' x '.join(map(str, counts))}), "
             f"more than {MAX_VALUES}"
         )
-    lists = [listed for _, listed in reversed(parameters)]
-    order = [name for name, _ in reversed(parameters)]
-    combinations = []
-    for combo in itertools.product(*lists):
-        found = dict(zip(order, combo))
-        combinations.append({name: found[name] for name, _ in parameters})
-    planned: list[tuple[Given, str | None, dict[str, str]]] = []
+    order = [name for name, _ in reversed(parameters)]  # product varies the last fastest
+    found = (dict(zip(order, combo)) for combo in itertools.product(*(listed for _, listed in reversed(parameters))))
+    return [{name: values[name] for name, _ in parameters} for values in found]
+
+
+def _named(
+    given: Sequence[Given],
+    names: list[str],
+    combinations: list[dict[str, str]],
+    parameterised: bool,
+    named: Callable[[str], str],
+) -> list[tuple[Given, str | None, dict[str, str]]]:
+    """Each command of each combination with its ``--command-name``, by hyperfine's rule: with
+    parameters, one name for all (its placeholders filled per command) or one per command; without,
+    at most one per command given (those beyond the names have none)."""
     total = len(given) * len(combinations)
-    if parameters and len(names) > 1 and len(names) != total:
+    if parameterised and len(names) > 1 and len(names) != total:
         raise usage(
             f"'{named('command_name')}' has been specified {len(names)} times. It has to appear exactly once, "
             f"or exactly {total} times (number of benchmarks)"
         )
-    if not parameters and len(names) > len(given):
+    if not parameterised and len(names) > len(given):
         raise usage(f"too many {named('command_name')} options: expected {len(given)} at most")  # hyperfine's words
+    planned: list[tuple[Given, str | None, dict[str, str]]] = []
     for values in combinations:
         for command in given:
             index = len(planned)
-            chosen = names[index] if index < len(names) else (names[0] if parameters and names else None)
+            chosen = names[index] if index < len(names) else (names[0] if parameterised and names else None)
             planned.append((command, chosen, values))
-    if reference is not None:
-        planned.insert(0, (reference[0], reference[1], {}))
-    aux = auxiliary or Auxiliary()
-    count = len(planned)
-    prepares = _per_command(named("prepare"), aux.prepare, count)
-    concludes = _per_command(named("conclude"), aux.conclude, count)
-    outputs = _per_command(named("output"), aux.outputs, count)
+    return planned
 
-    def around(step: Given | None, values: dict[str, str]) -> tuple[str, ...] | None:
-        return None if step is None else to_argv(step, values, shell)[0]
 
-    commands = []
-    for (command, chosen, values), prepare, conclude, output in zip(planned, prepares, concludes, outputs):
-        argv, charged = to_argv(command, values, shell)
-        value = command[1]
-        text = substitute(value, values) if isinstance(value, str) else " ".join(argv)
-        shown = substitute(chosen, values) if chosen is not None else text
-        pattern = value if isinstance(value, str) else " ".join(value)
-        unused = [f"{key} = {val}" for key, val in values.items() if "{" + key + "}" not in pattern]
-        commands.append(
-            Command(
-                shown,
-                text,
-                argv,
-                values,
-                label=f"{shown} ({', '.join(unused)})" if unused else shown,
-                shell=charged,
-                setup=around(aux.setup, values),
-                prepare=around(prepare, values),
-                conclude=around(conclude, values),
-                cleanup=around(aux.cleanup, values),
-                output=output or "pipe",
-            )
-        )
-    return commands
+def _command(
+    command: Given,
+    chosen: str | None,
+    values: dict[str, str],
+    steps: tuple[Given | None, Given | None, Given | None, Given | None],
+    output: str | None,
+    shell: tuple[str, ...] | None,
+) -> Command:
+    """One command of the plan and its ``steps`` (setup, prepare, conclude, cleanup) with its
+    parameters' ``values``; its label names the values its text does not show."""
+    argv, charged = to_argv(command, values, shell)
+    value = command[1]
+    text = substitute(value, values) if isinstance(value, str) else " ".join(argv)
+    shown = substitute(chosen, values) if chosen is not None else text
+    pattern = value if isinstance(value, str) else " ".join(value)
+    unused = [f"{key} = {val}" for key, val in values.items() if "{" + key + "}" not in pattern]
+    setup, prepare, conclude, cleanup = (None if step is None else to_argv(step, values, shell)[0] for step in steps)
+    return Command(
+        shown,
+        text,
+        argv,
+        values,
+        label=f"{shown} ({', '.join(unused)})" if unused else shown,
+        shell=charged,
+        setup=setup,
+        prepare=prepare,
+        conclude=conclude,
+        cleanup=cleanup,
+        output=output or "pipe",
+    )
 
 
 def parameter_list(text: str) -> list[str]:
