@@ -1,5 +1,5 @@
 """A run given no id gets one in one grammar, whichever command carries it: the reference's
-``run-<runner_pid>-<unix_nanos>`` (reference run.md, ``--run-id``), from ``spec.new_run_id``
+``run-<runner_pid>-<unix_nanos>`` (docs/run.md, ``--run-id``), from ``spec.new_run_id``
 alone. ``bench`` once had a scheme of its own (``bench-<pid>-<nanos>-<n>``)."""
 
 from __future__ import annotations
