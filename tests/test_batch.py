@@ -607,17 +607,13 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
     wait for that SIGTERM to have come) run and finish within that grace. A teardown that held
     the loop would keep each of them waiting until the grace was over."""
     termed = tmp_path / "termed"
-    stubborn = [
-        PY,
-        "-c",
-        "import signal, sys, time\n"
-        "signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], 'w').close())\n"
-        "print('up', flush=True)\n"
-        "time.sleep(60)",
-        str(termed),
-    ]
+    # A shell, not Python: its trap is set within a millisecond of the start, well inside the idle
+    # timeout even on a loaded machine (an interpreter's start-up could outlast 0.3 s there, and
+    # the SIGTERM would then kill it before its handler existed). The group's SIGTERM ends each
+    # `sleep`; the trap marks it and the loop goes on, so the job lasts its whole grace.
+    stubborn = ["sh", "-c", "trap 'touch \"$0\"' TERM; echo up; while :; do sleep 0.05; done", str(termed)]
     waiter = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)", str(termed)]
-    jobs = [{"args": stubborn, "id": "stubborn", "idle_timeout": 0.3, "grace": 5}]
+    jobs = [{"args": stubborn, "id": "stubborn", "idle_timeout": 1, "grace": 5}]
     jobs += [{"args": waiter, "id": f"quick{n}"} for n in range(6)]
     out = tmp_path / "out"
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
