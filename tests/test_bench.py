@@ -294,11 +294,11 @@ def test_setup_runs_and_cleanup_follow_the_order(tmp_path, order, expected):
 
 def test_the_comparison_ranks_by_the_chosen_metric(tmp_path):
     """A long sleep uses little CPU; a short busy loop uses much: wall and CPU time disagree.
-    The sleep (1 s) is 25 times the burn's CPU (40 ms with the interpreter's start): a loaded
-    machine giving the burn a fifth of a core still ends it first by wall."""
-    burn = "import time\nend = time.process_time() + 0.02\nwhile time.process_time() < end: pass"
+    The burn is a shell's loop (about 40 ms of CPU, no interpreter to start), the sleep 1 s: a
+    loaded machine that gives the burn a tenth of a core still ends it first by wall."""
+    burn = "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done"
     commands = ["--command-name", "sleep", "--command-name", "burn"]
-    commands += ["--command", '["sleep", "1"]', "--command", json.dumps(["python3", "-c", burn])]
+    commands += ["--command", '["sleep", "1"]', "--command", json.dumps(["sh", "-c", burn])]
     by_wall, wall = bench(tmp_path, "--runs", "3", *commands)
     by_cpu, cpu = bench(tmp_path, "--runs", "3", "--metric", "cpu", *commands)
     assert by_wall.returncode == 0 and by_cpu.returncode == 0, (by_wall.stderr, by_cpu.stderr)
