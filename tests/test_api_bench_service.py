@@ -6,6 +6,7 @@ KeyboardInterrupt once every run has ended."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -79,7 +80,8 @@ def test_a_keyword_is_named_whatever_the_environment_says(tmp_path, monkeypatch)
 INTERRUPTED = r"""
 import sys, processkit
 try:
-    processkit.bench([["sh", "-c", 'echo $$ $PPID > "$0"; exec sleep 3737.25', sys.argv[1]]], runs=1)
+    command = ["sh", "-c", 'echo $$ $PPID > "$0"; exec sleep 3737.25', sys.argv[1]]
+    processkit.bench([command], runs=1, jsonl_dir=sys.argv[2])
 except KeyboardInterrupt:
     print("interrupted", flush=True)
 except BaseException as exc:
@@ -90,14 +92,18 @@ except BaseException as exc:
 @pytest.mark.parametrize("whom", ["bench", "caller"])
 def test_a_ctrl_c_surfaces_as_the_callers_keyboard_interrupt_once_the_run_ended(tmp_path, whom):
     """SIGINT to the benchmark's process (its terminal's Ctrl-C) or to the caller alone: the
-    benchmark stops through the run's release, and the call raises KeyboardInterrupt."""
-    pids = tmp_path / "pids"
-    caller = subprocess.Popen([PY, "-c", INTERRUPTED, str(pids)], stdout=subprocess.PIPE)
+    benchmark stops through the run's release (its stream ends with ``runner_exit``), and the
+    call raises KeyboardInterrupt."""
+    pids, streams = tmp_path / "pids", tmp_path / "streams"
+    caller = subprocess.Popen([PY, "-c", INTERRUPTED, str(pids), str(streams)], stdout=subprocess.PIPE)
     try:
         root, bench = (int(pid) for pid in _wait_for(pids).split())
         os.kill(bench if whom == "bench" else caller.pid, signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
         assert not _alive(root), "the run ended before the interruption went on"
+        (stream,) = streams.glob("*run-1.jsonl")
+        last = json.loads(stream.read_text().splitlines()[-1])
+        assert last["event"] == "runner_exit" and last["code"] == 107, last
         assert caller.wait(timeout=60) == 0
     finally:
         caller.kill()
@@ -106,7 +112,7 @@ def test_a_ctrl_c_surfaces_as_the_callers_keyboard_interrupt_once_the_run_ended(
 
 def test_a_caller_that_dies_stops_its_benchmark(tmp_path):
     pids = tmp_path / "pids"
-    caller = subprocess.Popen([PY, "-c", INTERRUPTED, str(pids)], stdout=subprocess.DEVNULL)
+    caller = subprocess.Popen([PY, "-c", INTERRUPTED, str(pids), str(tmp_path)], stdout=subprocess.DEVNULL)
     try:
         root, bench = (int(pid) for pid in _wait_for(pids).split())
         caller.kill()
