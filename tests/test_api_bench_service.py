@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import processkit
-from conftest import run_cli
+from conftest import pid_alive, run_cli
 from processkit.errors import Failure
 
 PY = sys.executable
@@ -32,14 +32,6 @@ def _wait_for(path: Path, seconds: float = 60) -> str:
             return path.read_text()
         time.sleep(0.01)
     raise AssertionError(f"{path} never written")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_no_source_names_the_old_environment_variable():
@@ -100,7 +92,7 @@ def test_a_ctrl_c_surfaces_as_the_callers_keyboard_interrupt_once_the_run_ended(
         root, bench = (int(pid) for pid in _wait_for(pids).split())
         os.kill(bench if whom == "bench" else caller.pid, signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
-        assert not _alive(root), "the run ended before the interruption went on"
+        assert not pid_alive(root), "the run ended before the interruption went on"
         (stream,) = streams.glob("*run-1.jsonl")
         last = json.loads(stream.read_text().splitlines()[-1])
         assert last["event"] == "runner_exit" and last["code"] == 107, last
@@ -118,9 +110,9 @@ def test_a_caller_that_dies_stops_its_benchmark(tmp_path):
         caller.kill()
         caller.wait()
         deadline = time.monotonic() + 60
-        while (_alive(root) or _alive(bench)) and time.monotonic() < deadline:
+        while (pid_alive(root) or pid_alive(bench)) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not _alive(root) and not _alive(bench)
+        assert not pid_alive(root) and not pid_alive(bench)
     finally:
         caller.kill()
         caller.wait()

@@ -203,21 +203,23 @@ def _step(step, key: str) -> tuple:
 
 def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
     """``request`` sent to this process's runner service with a connection of its own, on which
-    the bench process answers; the caller's stdout and stderr beside it when the commands'
-    output goes through to them."""
+    the bench process answers; the caller's stdout and stderr beside it (as they are now,
+    /dev/null for one that is closed) when the commands' output goes through to them."""
     from . import service
+    from .launch import _standard_streams
 
-    stdio = [1, 2] if outputs_through else []
-    connection = service.connection()
+    stdio, opened = _standard_streams() if outputs_through else ([], [])
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        rid = connection.send("bench", request, len(stdio), fds=[theirs.fileno(), *stdio])
+        connection, rid = service.send("bench", request, len(stdio[1:]), fds=[theirs.fileno(), *stdio[1:]])
         connection.forget(rid)  # the benchmark answers on its own connection
     except BaseException:
         mine.close()
         raise
     finally:
         theirs.close()
+        for fd in opened:
+            os.close(fd)
     return mine
 
 

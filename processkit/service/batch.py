@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import socket
 
-from ..api import wire
 from . import spawned
 
 
@@ -54,10 +53,5 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
         reply = ("lines", 0, lines)
     if reply[0] != "lines" and page is not None:
         page.abandon()
-    try:
-        sock.setblocking(True)
-        wire.send(sock, reply)
-    except OSError:
-        pass  # the caller is gone
-    sock.close()
+    spawned.reply(sock, reply)
     return 0

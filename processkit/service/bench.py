@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import socket
 
-from ..api import wire
 from . import spawned
 
 TYPE_CHECKING = False
@@ -53,13 +52,7 @@ def main() -> int:
         os.dup2(fd, target)
         os.close(fd)
     sock = socket.socket(fileno=connection)
-    reply = answer(request, connection)
-    try:
-        sock.setblocking(True)
-        wire.send(sock, reply)
-    except OSError:
-        pass  # the caller is gone
-    sock.close()
+    spawned.reply(sock, answer(request, connection))
     return 0
 
 

@@ -92,3 +92,14 @@ def begin() -> tuple[Any, int, list[int]] | None:
     with os.fdopen(payload, "rb") as handle:
         request = pickle.load(handle)
     return request, connection, fds
+
+
+def reply(sock: socket.socket, message: tuple) -> None:
+    """The process's one frame to its caller, then its connection closed (a caller gone hears
+    nothing)."""
+    try:
+        sock.setblocking(True)
+        wire.send(sock, message)
+    except OSError:
+        pass  # the caller is gone
+    sock.close()
