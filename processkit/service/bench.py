@@ -81,6 +81,8 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
         against.check_gate(result)
     except Stopped as stopped:
         return ("stopped", 0, stopped.source, stopped.message)
+    except KeyboardInterrupt:  # SIGINT while the baseline was read, before the session began
+        return ("stopped", 0, "ctrl_c", "benchmark stopped by a signal")
     except Failure as failure:
         return ("failure", 0, failure.kind, failure.message, failure.code)
     except OSError as exc:
