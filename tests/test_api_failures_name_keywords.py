@@ -1,4 +1,4 @@
-"""What the bench process itself finds (a run that failed, too few runs within the timeout, a
+"""What the benchmark's process itself finds (a run that failed, too few runs within the timeout, a
 directory or file it cannot make, CPUs it cannot pin to, the baseline gate) reaches a
 ``processkit.bench`` caller naming the keyword it gave, and a ``bench`` user naming the flag;
 so does a ``processkit.batch`` ``out`` that cannot be used."""
@@ -13,7 +13,6 @@ import pytest
 
 import processkit
 from conftest import run_cli
-from processkit.benchmark.options import CALLER_NAMING
 from processkit.benchmark.plan import Options
 from processkit.benchmark.session import shortfall
 from processkit.errors import Failure
@@ -79,12 +78,6 @@ def test_the_clis_messages_still_name_the_flags(tmp_path):
     assert b"cannot pin to --cpus 8000: " in done.stderr
     done = run_cli("bench", "--runs", "2", "exit 3")
     assert b"use --ignore-failure to benchmark it anyway" in done.stderr
-
-
-def test_the_naming_is_not_passed_on_to_the_benchmarked_commands(monkeypatch):
-    monkeypatch.setenv(CALLER_NAMING, "keywords")  # as a caller's own environment might hold it
-    result = processkit.bench([["sh", "-c", f'[ -z "${CALLER_NAMING}" ]']], runs=1)
-    assert result.results[0].runs[0].exit_code == 0
 
 
 def test_a_sessions_shortfall_names_the_option_as_its_caller_does():

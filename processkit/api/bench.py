@@ -1,63 +1,61 @@
-"""``processkit.bench``: a benchmark run by its own ``processkit-cli bench`` process (a benchmark
-owns its CPUs and memory group for its whole length, unlike a run the runner service carries),
-and read back from its JSON export into typed values.
+"""``processkit.bench``: a typed call on this process's runner service, as ``run`` and ``batch``
+are. The keywords are read here into the benchmark's typed plan: the measured options by
+``benchmark.options``' table (the one the CLI's flags read, ``from_keywords``), every text by the
+run grammar's text rule (``grammar.keywords.as_text``), and the commands expanded by
+``benchmark.plan``. The plan (``Benchmark``: the ``Command`` values and ``plan.Options``, whose
+``named`` is the keywords) goes to the service, which starts a process of its own for it
+(``service.bench``: why a process, not a group on the service's host), and the answer is the
+session's ``BenchResult`` itself: no command line, no export file read back, no environment
+variable saying who asked, so a failure the session finds while it runs names the keyword too.
 
-The caller's interpreter is left alone: the runs' signal handlers, the subreaper flag, the CPU
-pinning and the memory group all belong to that process.
-
-The keywords are checked here, before that process starts, by the grammars the command reads
-its flags with: the measured options by ``benchmark.options``' table, every text by the run
-grammar's text rule (``grammar.keywords.as_text``), and the commands expanded by
-``benchmark.plan`` as the command will expand them. Units are ``processkit.run``'s: a duration
-is seconds (a number) or a duration string (``"500ms"``), a count an int. A bad value is a
-ValueError naming the keyword (``'runs=' ...``), a value of the wrong type or an unknown keyword
-a TypeError. The checked values become that process's command line, its only use; its
-environment says the API started it (``benchmark.options.CALLER_NAMING``), so what it finds
-while it runs (too few runs, a ``jsonl_dir`` it cannot make) names the keyword too.
+Units are ``processkit.run``'s: a duration is seconds (a number) or a duration string
+(``"500ms"``), a count an int. A bad value is a ValueError naming the keyword (``'runs=' ...``),
+a value of the wrong type or an unknown keyword a TypeError, before anything is sent. A failed
+benchmark raises ``Failure`` with the CLI's code; a Ctrl-C (KeyboardInterrupt in the caller, or
+SIGINT to the benchmark's process) stops it through each run's release and propagates as the
+caller's KeyboardInterrupt, as ``run``'s and ``batch``'s do.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import os
-import subprocess
-import tempfile
+import socket
 import warnings
 
 from ..benchmark import argvs
 from ..benchmark import options as measured_options
-from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, expand
-from ..benchmark.result import BenchResult
-from ..bounded import BENCH_EXPORT, load_file
+from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, Options, expand
 from ..errors import KINDS, Failure, Kind
+from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text
-from ..grammar import KEYWORDS, REPEAT
-from .launch import runner_command
+from ..plain import Plain
 
-DIAGNOSTICS_LIMIT = 64 * 1024
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..benchmark.result import BenchResult
+
 FUNCTION = "processkit.bench"
 # Old keyword -> (its replacement, how an old value is written as the new one).
 DEPRECATED = {
     "timeout_ms": ("timeout", lambda value: f"{value}ms" if isinstance(value, int) else value / 1000),
     "min_time_s": ("min_time", lambda value: value),
 }
-# What each measured keyword takes, for the TypeError of any other type (bool is no number here).
-TAKES = {
-    "runs": ((int, str), "an int"),
-    "min_runs": ((int, str), "an int"),
-    "max_runs": ((int, str), "an int"),
-    "warmup": ((int, str), "an int"),
-    "min_time": ((int, float, str), "a number of seconds or a duration string such as '500ms'"),
-    "timeout": ((int, float, str), "a number of seconds or a duration string such as '500ms'"),
-    "order": ((str,), "'interleaved' or 'sequential'"),
-    "metric": ((str,), "'wall' or 'cpu'"),
-    "cpus": ((list, tuple, str), "a list of CPU numbers"),
-    "ignore_failure": ((bool, list, tuple), "True, or a list of exit codes"),
-    "fail_if_slower": ((int, float), "a percentage"),
-    "input_file": ((str, bytes, os.PathLike), "a string or a path"),
-    "output": ((str, bytes, os.PathLike), "'null', 'pipe', 'inherit' or a file's path"),
-}
+STEPS = ("prepare", "setup", "cleanup", "conclude")
+TEXTS = ("reference", "reference_name", "shell", "jsonl_dir", "baseline")  # taken as they are, as text
+
+
+class Benchmark(Plain):
+    """What the service's bench process is asked to run: the commands as the plan expanded
+    them, the session's options, the baseline (a path) and its gate, and the caller's working
+    directory and environment, which that process takes as its own."""
+
+    commands: list
+    options: Options
+    baseline: str | None = None
+    fail_if_slower: float | None = None
+    cwd: str = "/"
+    env: dict = {}
 
 
 def bench(
@@ -105,29 +103,9 @@ def bench(
     given = {key: value for key, value in locals().items() if key not in ("commands", "deprecated")}
     for key, value in deprecated.items():
         given.update(_renamed(key, value, given))
-    arguments = command_line(commands, given)
-    fd, export = tempfile.mkstemp(prefix="processkit-bench-", suffix=".json")
-    os.close(fd)
-    try:
-        with tempfile.TemporaryFile() as diagnostics:
-            done = subprocess.run(
-                [*runner_command(), "bench", "--export-json", export, *arguments],
-                stdin=subprocess.DEVNULL,
-                stdout=None if show_output else subprocess.DEVNULL,
-                stderr=diagnostics,
-                close_fds=True,
-                env={**os.environ, measured_options.CALLER_NAMING: "keywords"},  # its failures name keywords
-            )
-            diagnostics.seek(max(0, os.fstat(diagnostics.fileno()).st_size - DIAGNOSTICS_LIMIT))
-            message = diagnostics.read().decode("utf-8", "replace").strip()
-        if done.returncode != 0:
-            kind = next((k for k in KINDS if k.code == done.returncode), Kind.INTERNAL)
-            lines = [line for line in message.splitlines() if line.startswith("processkit-cli: ")]
-            said = lines[0] if lines else message or f"processkit-cli bench exited {done.returncode}"
-            raise Failure(kind, said.removeprefix("processkit-cli: "), code=done.returncode)
-        return BenchResult.from_json(load_file(export, BENCH_EXPORT))
-    finally:
-        os.unlink(export)
+    request = planned(commands, given)
+    through = show_output or any(command.output == "inherit" for command in request.commands)
+    return _answered(_sent(request, outputs_through=through))
 
 
 def _renamed(key: str, value, given: dict) -> dict:
@@ -150,77 +128,24 @@ def _renamed(key: str, value, given: dict) -> dict:
     return {new: convert(value)}
 
 
-def command_line(commands: list, given: dict) -> list[str]:
-    """The ``bench`` arguments for ``commands`` and the ``given`` keywords, every one checked."""
+def planned(commands: list, given: dict) -> Benchmark:
+    """The benchmark ``commands`` and the ``given`` keywords ask for, every one checked (a usage
+    error as a ValueError naming the keyword)."""
     try:
-        return _arguments(commands, given)
-    except Failure as failure:  # a usage error, naming the keyword
+        return _planned(commands, given)
+    except Failure as failure:
         raise ValueError(failure.message) from None
 
 
-def _arguments(commands: list, given: dict) -> list[str]:
-    if isinstance(commands, (str, bytes)) or not isinstance(commands, (list, tuple)):
-        raise TypeError(f"commands must be a list (of shell strings or argv lists), not {type(commands).__name__}")
-    if not commands:
-        raise ValueError("commands must hold at least one command")
-    argv: list[str] = []
-    planned: list = []  # each command as plan.expand takes it
-    for index, command in enumerate(commands):  # a string is one COMMAND, in its place among the argvs
-        where = f"commands[{index}]"
-        if isinstance(command, str):
-            if command.startswith("-"):  # the bench command line takes a COMMAND so written for an option
-                raise ValueError(f"{where} starts with '-', which bench reads as an option: give it as an argv list")
-            planned.append(("shell", as_text(command, where)))
-            argv.append(planned[-1][1])
-        else:
-            planned.append(("argv", _argv(command, where)))
-            argv += ["--command", json.dumps(planned[-1][1], ensure_ascii=False)]  # a byte stays as it is
+def _planned(commands: list, given: dict) -> Benchmark:
+    asked = _commands(commands)
     names = [as_text(name, f"names[{index}]") for index, name in enumerate(_listed(given["names"], "names"))]
-    argv += [item for name in names for item in ("--command-name", name)]
     parameters = _parameters(given["parameters"])
-    for name, listed in parameters:  # -L's escapes
-        argv += ["--parameter-list", name, ",".join(t.replace("\\", "\\\\").replace(",", "\\,") for t in listed)]
-    present = [
-        dest for dest, option in measured_options.BY_DEST.items() if given.get(option.keyword) not in (None, False)
-    ]
-    measured_options.check_given(present, KEYWORDS)
-    typed = measured_options.read(_measured(given), KEYWORDS)
-    counts = {"--runs": "runs", "--min-runs": "min_runs", "--max-runs": "max_runs", "--warmup": "warmup"}
-    argv += [item for flag, key in counts.items() if key in typed for item in (flag, str(typed[key]))]
-    argv += [item for key in ("min_time", "timeout") if key in typed for item in (_flag(key), f"{typed[key]}ms")]
-    argv += ["--order", typed["order"], "--metric", typed["metric"]]
-    if "cpus" in typed:
-        argv += ["--cpus", ",".join(str(cpu) for cpu in typed["cpus"])]
-    ignored = typed.get("ignore_failure", False)
-    if ignored is not False:
-        argv += ["--ignore-failure" if ignored is True else "--ignore-failure=" + ",".join(map(str, ignored))]
-    if "fail_if_slower" in typed:
-        argv += ["--fail-if-slower", repr(typed["fail_if_slower"])]
-    steps = {}
-    for key in ("prepare", "setup", "cleanup", "conclude"):  # a shell string (or a JSON argv's text), or an argv
-        step = given[key]
-        if step is not None:
-            text = as_text(step, key) if isinstance(step, str) else json.dumps(_argv(step, key), ensure_ascii=False)
-            steps[key] = argvs.step_value(text, f"{key}=")
-            argv.append(f"{_flag(key)}={text}")
-    named = ("reference", "reference_name", "shell", "output", "input_file", "jsonl_dir", "baseline")
-    texts = {key: as_text(given[key], key) for key in named if given[key] is not None}
-    flags = {"input_file": "--input"}
-    argv += [f"{flags.get(key, _flag(key))}={text}" for key, text in texts.items()]
+    typed = measured_options.from_keywords(given)
+    steps = {key: _step(given[key], key) for key in STEPS if given[key] is not None}
+    texts = {key: as_text(given[key], key) for key in TEXTS if given[key] is not None}
     if not isinstance(given["show_output"], bool):
         raise TypeError(f"show_output must be True or False, not {given['show_output']!r}")
-    _expand_here(planned, names, parameters, texts, steps, typed)
-    return argv + ["--show-output"] * given["show_output"]
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def _expand_here(planned: list, names: list, parameters: list, texts: dict, steps: dict, typed: dict) -> None:
-    """The commands expanded in this process as the bench process will expand them, so a
-    ``names``, ``prepare`` or ``parameters`` that does not fit the commands is refused here,
-    naming the keyword, before that process starts."""
     shell = measured_options.shell_of(texts["shell"], "shell=") if "shell" in texts else DEFAULT_SHELL
     reference = (("shell", texts["reference"]), texts.get("reference_name")) if "reference" in texts else None
     auxiliary = Auxiliary(
@@ -231,29 +156,90 @@ def _expand_here(planned: list, names: list, parameters: list, texts: dict, step
         outputs=typed.get("output", []),
     )
     named = measured_options.naming(KEYWORDS)
-    expand(planned, names, parameters, shell=shell, reference=reference, auxiliary=auxiliary, named=named)
+    expanded = expand(asked, names, parameters, shell=shell, reference=reference, auxiliary=auxiliary, named=named)
+    options = measured_options.session_options(
+        typed,
+        shell=shell,
+        reference=reference is not None,
+        jsonl_dir=texts.get("jsonl_dir"),
+        show_output=given["show_output"],
+        named=KEYWORDS,
+    )
+    return Benchmark(
+        commands=expanded,
+        options=options,
+        baseline=texts.get("baseline"),
+        fail_if_slower=typed.get("fail_if_slower"),
+        cwd=os.getcwd(),
+        env=dict(os.environ),
+    )
 
 
-def _measured(given: dict) -> dict:
-    """The table's keywords by dest, each of a type its grammar reads (else a TypeError naming
-    it), a text by the text rule; the one ``output`` stands for every command's."""
-    found: dict[str, object] = {}
-    for dest, option in measured_options.MEASURED.items():
-        key = option.keyword
-        value = given[key]
-        if value is None or (key == "ignore_failure" and value is False):
-            continue
-        types, wanted = TAKES[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise TypeError(f"{key} must be {wanted}, not {type(value).__name__}")
-        if isinstance(value, (list, tuple)) and any(
-            isinstance(item, bool) or not isinstance(item, int) for item in value
-        ):
-            raise TypeError(f"each item of {key} must be an int")
-        if key in ("input_file", "output"):
-            value = as_text(value, key)
-        found[dest] = [value] if option.kind == REPEAT else value
-    return found
+def _commands(commands: list) -> list[tuple]:
+    """Each command as ``plan.expand`` takes it: a string a shell command, a list an argv."""
+    if isinstance(commands, (str, bytes)) or not isinstance(commands, (list, tuple)):
+        raise TypeError(f"commands must be a list (of shell strings or argv lists), not {type(commands).__name__}")
+    if not commands:
+        raise ValueError("commands must hold at least one command")
+    asked: list[tuple] = []
+    for index, command in enumerate(commands):
+        where = f"commands[{index}]"
+        if not isinstance(command, str):
+            asked.append(("argv", _argv(command, where)))
+        elif command.startswith("-"):  # one meaning for a command list: the CLI would read it as an option
+            raise ValueError(f"{where} starts with '-', which bench reads as an option: give it as an argv list")
+        else:
+            asked.append(("shell", as_text(command, where)))
+    return asked
+
+
+def _step(step, key: str) -> tuple:
+    """A ``prepare``/``setup``/``conclude``/``cleanup`` keyword: an argv list, or a string read
+    as the flag's text is (a JSON argv, else a shell command)."""
+    if isinstance(step, str):
+        return argvs.step_value(as_text(step, key), f"{key}=")
+    return ("argv", _argv(step, key))
+
+
+def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
+    """``request`` sent to this process's runner service with a connection of its own, on which
+    the bench process answers; the caller's stdout and stderr beside it (as they are now,
+    /dev/null for one that is closed) when the commands' output goes through to them."""
+    from . import service
+    from .launch import _standard_streams
+
+    stdio, opened = _standard_streams() if outputs_through else ([], [])
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection, rid = service.send("bench", request, len(stdio[1:]), fds=[theirs.fileno(), *stdio[1:]])
+        connection.forget(rid)  # the benchmark answers on its own connection
+    except BaseException:
+        mine.close()
+        raise
+    finally:
+        theirs.close()
+        for fd in opened:
+            os.close(fd)
+    return mine
+
+
+def _answered(sock: socket.socket) -> BenchResult:
+    """The bench process's one frame as the call's result, or its failure raised: a stop by
+    Ctrl-C as KeyboardInterrupt, any other stop signal as ``Failure`` 107, as the CLI exits."""
+    from . import wire
+
+    with sock:
+        reply = wire.one_reply(sock, "the benchmark's")
+    if reply[0] == "result":
+        return reply[2]
+    if reply[0] == "stopped":
+        if reply[2] == "ctrl_c":
+            raise KeyboardInterrupt
+        raise Failure(Kind.CANCELLED, reply[3])
+    if reply[0] == "failure":
+        kind = reply[2] if isinstance(reply[2], Kind) else next(k for k in KINDS if k.label == reply[2])
+        raise Failure(kind, reply[3], code=reply[4])
+    raise Failure(Kind.INTERNAL, f"internal error: {reply[2]}")
 
 
 def _listed(value, key: str) -> list:

@@ -82,3 +82,31 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16) -> list[tu
     if not data:
         return None
     return frames.feed(data, ancillary)
+
+
+def one_reply(sock: socket.socket, what: str) -> tuple:
+    """The one frame a process the service started for a call (a batch's, a benchmark's) writes
+    back on its own connection. An interruption while it is awaited (Ctrl-C: KeyboardInterrupt)
+    stops that process, as a stop signal would, by the source's name written to the connection,
+    and its frame is still awaited, so everything it ran has ended through its release before
+    the interruption propagates. ``what`` names the process in the error of one that ended
+    without a frame."""
+    frames = Frames()
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            messages = receive(sock, frames)
+        except BaseException as exc:  # noqa: BLE001 - re-raised once that process has stopped
+            if interrupted is None:
+                interrupted = exc
+                try:
+                    sock.send(b"ctrl_c" if isinstance(exc, KeyboardInterrupt) else b"sigterm")
+                except OSError:
+                    pass
+            continue
+        if messages is None:
+            raise RuntimeError(f"{what} process ended without a reply")
+        if messages:
+            if interrupted is not None:
+                raise interrupted
+            return messages[0]

@@ -71,7 +71,7 @@ def batch(
     finally:
         theirs.close()
     with mine:
-        reply = _reply(mine, wire)
+        reply = wire.one_reply(mine, "the batch's")
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
     if reply[0] != "lines":
@@ -80,27 +80,3 @@ def batch(
     if check and any(line["exit_code"] != 0 for line in lines):
         raise BatchError(lines)
     return lines
-
-
-def _reply(sock: socket.socket, wire) -> tuple:
-    """The batch's one frame; an interruption stops the batch (a word on its connection) and
-    still waits for it, so every job has ended through its release before it propagates."""
-    frames = wire.Frames()
-    interrupted: BaseException | None = None
-    while True:
-        try:
-            messages = wire.receive(sock, frames)
-        except BaseException as exc:  # noqa: BLE001 - re-raised once the batch has stopped
-            if interrupted is None:
-                interrupted = exc
-                try:
-                    sock.send(b"ctrl_c")
-                except OSError:
-                    pass
-            continue
-        if messages is None:
-            raise RuntimeError("the batch's process ended without a reply")
-        if messages:
-            if interrupted is not None:
-                raise interrupted
-            return messages[0]

@@ -14,6 +14,7 @@ import os
 import time
 
 from ..engine.endings import Outcome
+from ..engine import stopfd
 from ..engine.host import Host
 from ..engine.runner import steps
 from ..engine.waits import wait_until
@@ -200,7 +201,7 @@ def run_batch(
             pass  # gone or changed since the recorder made it: each job's walk from / says so
         host.watch_signals()
         if stop_fd is not None:
-            caller_gone = _watch_stop_fd(host, stop_fd)
+            caller_gone = stopfd.watch(host, stop_fd)
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
@@ -219,37 +220,7 @@ def run_batch(
     return recorder.lines, recorder.counts
 
 
-# What a stop descriptor's end of file (its writer gone: the API's caller killed) is reported as.
-# A job's stream can say no more than the events schema's closed set of ``cancelled`` sources
-# allows: ``sighup``, the schema's hung-up controller, is the nearest; the batch's own tally
-# names it as what it is.
-CALLER_GONE_SIGNAL = "sighup"
-CALLER_GONE = "caller_gone"
-
-
-def _watch_stop_fd(host: Host, stop_fd: int) -> list[bool]:
-    """Stop the batch once ``stop_fd`` says so: the name of a stop's source written to it, or
-    its end of file. At end of file it leaves the loop: still registered, it would stay readable
-    and every turn would call it again with no wait (a busy spin through a long grace).
-    Returns a flag set once the end of file was seen."""
-    gone = [False]
-
-    def readable() -> None:
-        try:
-            word = os.read(stop_fd, 64)
-        except BlockingIOError:
-            return
-        except OSError:
-            word = b""
-        if not word:
-            host.loop.remove_reader(stop_fd)
-            gone[0] = host.stop_source is None  # not after a stop the caller asked for
-            host.stop(CALLER_GONE_SIGNAL)
-            return
-        host.stop(word.decode("ascii", "replace"))
-
-    host.loop.add_reader(stop_fd, readable)
-    return gone
+CALLER_GONE = "caller_gone"  # the tally's word for a stop descriptor's end of file (``engine.stopfd``)
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:

@@ -1,4 +1,5 @@
-"""Benchmarking: what ``processkit-cli bench`` runs (``processkit.bench`` calls that command).
+"""Benchmarking: what ``processkit-cli bench`` and ``processkit.bench`` run (the API's in a
+process its runner service starts for it, ``service.bench``).
 
 ``plan`` says what to run, ``session`` runs it (through ``driver``, the one module that touches
 the engine), ``stats`` and ``result`` turn the runs into figures, ``summary``, ``progress`` and
@@ -22,18 +23,47 @@ def bench_commands(
     options: Options,
     progress_fd: int | None = None,
     finished: Callable[[BenchResult], None] | None = None,
+    stop_fd: int | None = None,
 ) -> BenchResult:
     """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command;
-    ``finished`` gets the result so far each time a command's runs are all done."""
-    from .session import Session  # the engine, only when a benchmark really runs here
+    ``finished`` gets the result so far each time a command's runs are all done; ``stop_fd``
+    (the API's bench process: its caller's connection) stops it once a stop's source is written
+    to it, or at its end of file (``engine.stopfd``).
 
-    if progress_fd is None:
-        return Session(commands, options, finished=finished).run()
-    from .progress import ProgressBars
+    A stop signal ends it through each run's release (``session.Stopped``, whose ``source`` is
+    ``ctrl_c`` for SIGINT): during a run the host's signal watch takes it; before the first run
+    and after the last, SIGINT is Python's KeyboardInterrupt and SIGTERM and SIGHUP are made one
+    here, so they too stop the benchmark rather than kill this process."""
+    import signal
 
-    bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
-    bars.start()
+    from .session import Session, Stopped  # the engine, only when a benchmark really runs here
+
+    stopped_by: list[int] = []
+
+    def interrupt(signum, frame) -> None:
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    found = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP)}
+    for number, handler in found.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(number, interrupt)
     try:
-        return Session(commands, options, bars, finished=finished).run()
+        try:
+            if progress_fd is None:
+                return Session(commands, options, finished=finished, stop_fd=stop_fd).run()
+            from .progress import ProgressBars
+
+            bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
+            bars.start()
+            try:
+                return Session(commands, options, bars, finished=finished, stop_fd=stop_fd).run()
+            finally:
+                bars.close()
+        except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
+            source = "ctrl_c" if stopped_by[:1] in ([], [signal.SIGINT]) else "signal"
+            raise Stopped("benchmark stopped by a signal", source) from None
     finally:
-        bars.close()
+        for number, handler in found.items():
+            if signal.getsignal(number) is interrupt:
+                signal.signal(number, handler)

@@ -196,7 +196,9 @@ class Engine:
     starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
     ``owns_process``: this process is the benchmark's own (the CLI), so whatever is
     left descended from it once a run has ended is that run's, and is ended (``leftovers``).
-    ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line)."""
+    ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).
+    ``stop_fd``: a stop's source written to it (or its end of file) stops the session as that
+    signal would, the run going on first (``engine.stopfd``: the API caller's connection)."""
 
     def __init__(
         self,
@@ -204,6 +206,7 @@ class Engine:
         owns_process: bool = True,
         lodged: bool = True,
         tick: Callable[[], None] | None = None,
+        stop_fd: int | None = None,
     ) -> None:
         from ..engine import runner
         from ..engine.endings import Outcome
@@ -229,6 +232,10 @@ class Engine:
             self.host.lodge(self._label)
         if tick is not None:
             _every(self.host, tick)
+        if stop_fd is not None:
+            from ..engine import stopfd
+
+            stopfd.watch(self.host, stop_fd)
 
     def clock(self) -> float:
         return time.monotonic()

@@ -1,11 +1,13 @@
 """``bench``'s measured options (run counts, durations, order, metric, CPUs, the exit codes to
 ignore, the percentage gate, where input comes from and output goes) as one table, read for
 ``plan.Options`` by the run grammar's value functions whoever gives them: the CLI's text
-(``bench --runs 10 --timeout 500ms``) or the API's typed values (``processkit.bench(runs=10,
-timeout=0.5)``, a duration in seconds or as the same text). Every failure is a usage ``Failure``
-naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or ``runs=``), and so
-are the rules between options (``check_given``) and, through ``plan.Options.named``, what the
-bench process finds while it runs (``caller_naming``: keywords when ``processkit.bench`` started it).
+(``bench --runs 10 --timeout 500ms``, ``read``) or the API's typed values
+(``processkit.bench(runs=10, timeout=0.5)``, a duration in seconds or as the same text,
+``from_keywords``, which first checks each keyword's Python type, ``TAKES``). Every failure is a
+usage ``Failure`` naming the option as its caller spells it (``grammar.Naming``: ``--runs`` or
+``runs=``), and so are the rules between options (``check_given``) and, through the one
+``plan.Options`` both build (``session_options``, its ``named``), what the session finds while it
+runs: the caller's naming travels with the options, wherever the session runs.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import shlex
 from ..errors import usage
 from ..text import cut, sanitize
 from ..grammar import values
-from ..grammar import REPEAT, SWITCH, VALUE, Option
-from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS
+from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
+from ..grammar.keywords import as_text
+from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS, Options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, MutableMapping
+    from collections.abc import Callable, Collection
     from typing import Any
 
     from ..grammar import Naming
@@ -209,19 +212,6 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     return shell
 
 
-# Set by ``processkit.bench`` on the bench process it starts, so that process's own failures
-# (a run that failed, too few runs, an unwritable --output) name the API's keywords, not flags.
-CALLER_NAMING = "PROCESSKIT_BENCH_NAMING"
-
-
-def caller_naming(environ: MutableMapping[str, str]) -> Naming:
-    """How this bench process names options: by keyword when ``processkit.bench`` started it
-    (``CALLER_NAMING`` taken out of ``environ``, so no benchmarked command sees it), else by flag."""
-    from ..grammar import FLAGS, KEYWORDS
-
-    return KEYWORDS if environ.pop(CALLER_NAMING, None) == "keywords" else FLAGS
-
-
 def ignoring(name: Naming) -> str:
     """What to give to benchmark failing runs anyway: ``--ignore-failure`` or ``ignore_failure=True``."""
     option = BY_DEST["ignore_failure"]
@@ -263,3 +253,94 @@ def read(given: dict[str, Any], name: Naming) -> dict[str, Any]:
             + ("" if "min_runs" in typed else ", 10 unless given")
         )
     return typed
+
+
+DURATION = "a number of seconds or a duration string such as '500ms'"
+# What each measured option takes as an API keyword (by dest), for the TypeError of any other
+# type (bool is no number here); a value of the right type then goes through the option's grammar.
+TAKES = {
+    "runs": ((int, str), "an int"),
+    "min_runs": ((int, str), "an int"),
+    "max_runs": ((int, str), "an int"),
+    "warmup": ((int, str), "an int"),
+    "min_time": ((int, float, str), DURATION),
+    "timeout": ((int, float, str), DURATION),
+    "order": ((str,), "'interleaved' or 'sequential'"),
+    "metric": ((str,), "'wall' or 'cpu'"),
+    "cpus": ((list, tuple, str), "a list of CPU numbers"),
+    "ignore_failure": ((bool, list, tuple), "True, or a list of exit codes"),
+    "fail_if_slower": ((int, float), "a percentage"),
+    "input": ((str, bytes, os.PathLike), "a string or a path"),
+    "output": ((str, bytes, os.PathLike), "'null', 'pipe', 'inherit' or a file's path"),
+}
+
+
+def from_keywords(keywords: dict[str, Any]) -> dict[str, Any]:
+    """The API's keywords (by keyword; None, and False for a switch: not given) checked against
+    each other and read by the table's grammars, by dest, as ``read`` gives the CLI's; a value of
+    a type no grammar reads is a TypeError naming the keyword, a text one by the text rule."""
+    present = [dest for dest, option in BY_DEST.items() if keywords.get(option.keyword) not in (None, False)]
+    check_given(present, KEYWORDS)
+    found: dict[str, object] = {}
+    for dest, option in MEASURED.items():
+        key, value = option.keyword, keywords.get(option.keyword)
+        if value is None or (dest == "ignore_failure" and value is False):
+            continue
+        types, wanted = TAKES[dest]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise TypeError(f"{key} must be {wanted}, not {type(value).__name__}")
+        if isinstance(value, (list, tuple)) and any(
+            isinstance(item, bool) or not isinstance(item, int) for item in value
+        ):
+            raise TypeError(f"each item of {key} must be an int")
+        if dest in ("input", "output"):
+            value = as_text(value, key)
+        found[dest] = [value] if option.kind == REPEAT else value
+    return read(found, KEYWORDS)
+
+
+def session_options(
+    typed: dict[str, Any],
+    *,
+    shell: tuple[str, ...] | None,
+    reference: bool,
+    jsonl_dir: str | None,
+    show_output: bool,
+    named: Naming,
+) -> Options:
+    """The session's options from ``typed`` (the measured options as ``read`` or
+    ``from_keywords`` gave them) and the ones taken as they are; ``named``: how the session's
+    failures name an option, the caller's way."""
+    return Options(
+        runs=typed.get("runs"),
+        min_runs=typed.get("min_runs", DEFAULT_MIN_RUNS),
+        max_runs=typed.get("max_runs"),
+        warmup=typed.get("warmup", 0),
+        min_time_s=typed.get("min_time", DEFAULT_MIN_TIME_MS) / 1000,
+        input_file=typed.get("input"),
+        shell=shell,
+        reference=reference,
+        ignore_failure=typed.get("ignore_failure", False),
+        timeout_ms=typed.get("timeout"),
+        order=ORDERS[typed.get("order", "interleaved")],
+        cpus=typed.get("cpus"),
+        jsonl_dir=jsonl_dir,
+        show_output=show_output,
+        metric=typed.get("metric", "wall"),
+        named=named,
+    )
+
+
+def make_jsonl_dir(options: Options) -> None:
+    """``jsonl_dir`` made before the first run, and checked as a capture directory is: no other
+    user's link or open directory (a failure names it as the caller spells it)."""
+    if options.jsonl_dir is None:
+        return
+    from ..errors import Failure, Kind
+    from ..safepath import open_directory
+
+    try:
+        os.close(open_directory(options.jsonl_dir)[0])
+    except OSError as exc:
+        shown = options.named.given(BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
+        raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None

@@ -1,8 +1,9 @@
 """What a benchmark is asked to do: the commands (parameters expanded) and the options.
 
-Built by the CLI (``processkit.bench`` runs that command); the measured options are read by
-``options``, the commands' shape is validated here. A command is an argv (run shell-free) or a
-shell string, run as hyperfine runs it: ``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split
+Built by the CLI from its flags, and by ``processkit.bench`` from its keywords in the caller's
+process, which sends it to the process its runner service starts for the benchmark; the measured
+options are read by ``options``, the commands' shape is validated here. A command is an argv
+(run shell-free) or a shell string, run as hyperfine runs it: ``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split
 as a shell would and run without one (``-N``, ``--shell=none``). Its name is what the summary
 and the exports call it: ``--command-name`` where given, else the command as typed. Each command
 carries its own untimed steps (setup, prepare, conclude, cleanup) and output policy, resolved

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from ..bounded import BENCH_EXPORT, InputError, load_file
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
@@ -195,6 +196,19 @@ def _magnitude(value) -> str:
     if isinstance(value, int) and abs(value) >= 10**15:  # no str(): its cost grows with the digits
         return f"an integer of about {round(abs(value).bit_length() * 0.30103)} digits"
     return f"{value:g}"
+
+
+def load(path: str) -> object:
+    """The export's JSON, read within ``bounded.BENCH_EXPORT`` (size, nesting, a regular file,
+    NaN and Infinity refused, and an object naming a key twice: which of the two a reader took
+    would be its parser's choice, so a baseline's figures would depend on it); its shape is
+    checked after, by ``from_json``."""
+    try:
+        return load_file(path, BENCH_EXPORT, unique_keys=True)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
+    except InputError as exc:
+        raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
 
 
 def from_json(data, source: str) -> RecordedBench:

@@ -78,8 +78,10 @@ class Session:
         progress: ProgressBars | None = None,
         executor: Executor | None = None,
         finished: Callable[[BenchResult], None] | None = None,
+        stop_fd: int | None = None,
     ):
         self.commands = commands
+        self.stop_fd = stop_fd  # the engine stops once a stop is written to it (``engine.stopfd``)
         self.options = options
         self.progress = progress  # told before and after each run, and ticked while one runs
         self.tick = progress.tick if progress is not None else None
@@ -100,7 +102,7 @@ class Session:
         previous = _pin(opts.cpus, opts.named)
         try:
             if self.executor is None:
-                self.executor = driver.Engine(opts, tick=self.tick)
+                self.executor = driver.Engine(opts, tick=self.tick, stop_fd=self.stop_fd)
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
             self._calibrate()

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import stat
 
-from ..errors import Failure, Kind, usage
-from ..text import sanitize, unencodable
+from ..errors import usage
+from ..text import unencodable
 from ..userfiles import write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
@@ -135,25 +134,13 @@ def shell_from(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed: dict, named: Naming):
     """The session's options: ``typed``, the measured options as ``benchmark.options`` read them."""
-    from ..benchmark.plan import ORDERS, Options
-
     args.fail_if_slower = typed.get("fail_if_slower")  # the gate's, after the runs (bench_baseline.gate)
-    return Options(
-        runs=typed.get("runs"),
-        min_runs=typed["min_runs"],
-        max_runs=typed.get("max_runs"),
-        warmup=typed["warmup"],
-        min_time_s=typed["min_time"] / 1000,
-        input_file=typed.get("input"),
+    return measured_options.session_options(
+        typed,
         shell=shell,
         reference=args.reference is not None,
-        ignore_failure=typed["ignore_failure"],
-        timeout_ms=typed.get("timeout"),
-        order=ORDERS[typed["order"]],
-        cpus=typed.get("cpus"),
         jsonl_dir=args.jsonl_dir,
         show_output=args.show_output,
-        metric=typed["metric"],
         named=named,
     )
 
@@ -204,7 +191,8 @@ def _in_place(argv: list[str]) -> list[str]:
 
 def plan_from(args: argparse.Namespace, named: Naming = FLAGS):
     """The commands and options these arguments ask for; ``named``: how their failures name an
-    option (by keyword when ``processkit.bench`` gave them)."""
+    option (the flags: ``processkit.bench`` reads its keywords by the same table, without a
+    command line, ``api.bench``)."""
     from ..benchmark.plan import Auxiliary, expand, parameter_list, scan_values
 
     shell = shell_from(args)
@@ -253,16 +241,9 @@ def main(argv: list[str], invocation) -> int:
     args = parse(argv)
     from ..benchmark import bench_commands, exports
 
-    commands, options = plan_from(args, measured_options.caller_naming(os.environ))
+    commands, options = plan_from(args)
     earlier = bench_baseline.read(args)  # checked before the first run
-    if options.jsonl_dir is not None:
-        from ..safepath import open_directory
-
-        try:  # made and checked as a capture directory is: no other user's link or open directory
-            os.close(open_directory(options.jsonl_dir)[0])
-        except OSError as exc:
-            shown = options.named.given(measured_options.BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
-            raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None
+    measured_options.make_jsonl_dir(options)
     from ..benchmark.result import BenchResult
     from ..benchmark.session import settings, shortfall
 
@@ -277,19 +258,10 @@ def main(argv: list[str], invocation) -> int:
             write_text(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # between runs too, stop through the cleanup
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _interrupt)
     from ..benchmark.session import Stopped
 
-    try:
-        try:
-            result = bench_commands(
-                commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export
-            )
-        except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
-            source = "ctrl_c" if _STOPPED_BY.get("signal", signal.SIGINT) == signal.SIGINT else "signal"
-            raise Stopped("benchmark stopped by a signal", source) from None
+    try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
+        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export)
     except Stopped as stopped:
         if stopped.source != "ctrl_c":
             raise
@@ -339,11 +311,3 @@ def _rewritable(path: str) -> bool:
         return True
     except OSError:
         return True  # the first write names the problem, before any run
-
-
-_STOPPED_BY: dict[str, int] = {}  # the stop signal ``_interrupt`` turned into KeyboardInterrupt
-
-
-def _interrupt(signum, frame) -> None:
-    _STOPPED_BY["signal"] = signum
-    raise KeyboardInterrupt

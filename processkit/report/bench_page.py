@@ -19,9 +19,7 @@ import re
 from ..benchmark import baseline as against_baseline
 from ..benchmark.recorded import ORIGIN_HYPERFINE, RecordedBench, RecordedCommand
 from ..benchmark.stats import compare
-from ..bounded import BENCH_EXPORT, InputError, WrongKind, load_file, loads, read_start
-from ..errors import Failure, Kind
-from ..text import sanitize
+from ..bounded import BENCH_EXPORT, WrongKind, loads, read_start
 from . import axes
 
 WIDTH = 900
@@ -62,19 +60,6 @@ def is_bench_export(path: str) -> bool:
     except ValueError:  # a pretty-printed document's "{", a line longer than the head, too deep
         return line.strip() == b"{" or leads
     return isinstance(first, dict) and "results" in first
-
-
-def load(path: str) -> object:
-    """The export's JSON, read within ``bounded.BENCH_EXPORT`` (size, nesting, a regular file,
-    NaN and Infinity refused, and an object naming a key twice: which of the two a reader took
-    would be its parser's choice, so a baseline's figures would depend on it); its shape is
-    checked after, by ``benchmark.recorded``."""
-    try:
-        return load_file(path, BENCH_EXPORT, unique_keys=True)
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
-    except InputError as exc:
-        raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
 
 
 def _spaced(count: int, limit: int) -> list[int]:

@@ -65,7 +65,7 @@ def bench_exports(given: list[str]) -> list | None:
         raise usage(
             "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"
         )
-    return [recorded.from_json(bench_page.load(path), path) for path in given]
+    return [recorded.from_json(recorded.load(path), path) for path in given]
 
 
 def usage_record(path: str) -> dict:

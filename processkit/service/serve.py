@@ -144,7 +144,9 @@ class Service:
             elif kind == "signal":
                 self._stop(rid, message[2])
             elif kind == "batch":
-                self._batch(message[2], message[3], message[4], message[5], self.frames.take_fds(1)[0])
+                self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
+            elif kind == "bench":  # its connection, then the caller's descriptors it asks for
+                self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
@@ -257,25 +259,27 @@ class Service:
             request.close()
 
     # -- batches --------------------------------------------------------------------------------
-    def _batch(self, jobs, settings, cwd: str, env: dict, connection: int) -> None:
-        """A batch runs in a process of its own, started by exec as this one was (never a fork
-        of this busy process: its runs, its table of roots, its finalisers): its jobs on its own
-        host with its own lodging and summary, its stop on its own connection. A batch that
-        cannot be started (out of descriptors, say) is told to its caller on that connection;
-        this service and its runs go on."""
-        from . import batch
+    def _spawn(self, module: str, request, fds: list[int]) -> None:
+        """A batch or a benchmark runs in a process of its own (``spawned``), started by exec as
+        this one was (never a fork of this busy process: its runs, its table of roots, its
+        finalisers): its runs on its own host, its stop on its own connection (``fds[0]``; the
+        caller's descriptors it was given follow). One that cannot be started (out of
+        descriptors, say) is told to its caller on that connection; this service and its runs
+        go on."""
+        from . import spawned
 
-        if self.closing:
-            os.close(connection)
-            return
         try:
-            pid = batch.start(connection, (jobs, settings, cwd, env))
-            pidfd = os.pidfd_open(pid)
-        except OSError as exc:
-            batch.refuse(connection, exc)
-            return
+            if self.closing or not fds:
+                return
+            try:
+                pid = spawned.start(module, fds[0], request, fds[1:])
+                pidfd = os.pidfd_open(pid)
+            except OSError as exc:
+                spawned.refuse(fds[0], f"the {module}'s", exc)
+                return
         finally:
-            os.close(connection)
+            for fd in fds:
+                os.close(fd)
         self.batches[pid] = pidfd
         assert self.idle_loop is not None  # requests are read through it
         self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))

@@ -1,0 +1,66 @@
+"""A benchmark against an earlier export (``--baseline FILE``, ``baseline=``): the export read
+and checked before the first run, so a wrong file costs nothing; the comparison attached to the
+result (and, with a threshold, the gate's decisions); the gate's failure (119,
+``bench_regressed``) raised after every run and every export. The same for the CLI and for the
+API's bench process, each naming the option as its caller spells it.
+"""
+
+from __future__ import annotations
+
+from ..errors import Failure, Kind
+from ..grammar import FLAGS
+from ..text import sanitize
+from .options import BY_DEST
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..grammar import Naming
+    from .recorded import RecordedBench
+    from .result import BenchResult
+
+
+def read(path: str | None) -> RecordedBench | None:
+    """The checked baseline export at ``path``, or None when none was given."""
+    if path is None:
+        return None
+    from . import recorded
+
+    earlier = recorded.from_json(recorded.load(path), path)
+    if not earlier.measured("wall"):
+        raise Failure(Kind.EVENTS_INVALID, f"the baseline {sanitize(path)} holds no command with a finished run")
+    return earlier
+
+
+def attach(
+    result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None = None, named: Naming | None = None
+) -> None:
+    """Compare ``result`` with the baseline, by the benchmark's metric where the baseline has it
+    (CPU time needs its per-run figures: ours, not hyperfine's); with a ``threshold``
+    (``--fail-if-slower``), the gate's decisions too (``gate``)."""
+    from . import baseline, gate
+
+    metric = earlier.metric_for(result.metric)
+    if metric == "cpu":
+        current = [
+            (r.command.name, r.command.text, r.cpu_summary, r.cpu_times) for r in result.results if r.cpu_summary
+        ]
+    else:
+        current = [(r.command.name, r.command.text, r.summary, r.times) for r in result.results if r.summary]
+    result.baseline = baseline.against(current, earlier.samples(metric), file, metric)
+    if threshold is not None:
+        flag = (named or FLAGS).given(BY_DEST["fail_if_slower"], f"{threshold:g}")
+        result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)
+
+
+def check_gate(result: BenchResult) -> None:
+    """Fail (119) when the gate found a command slower than its baseline beyond the threshold,
+    on the figure it names (``gate``: what a busy machine's load explains never fails)."""
+    from . import gate as judged
+
+    if result.gate is None or result.baseline is None:
+        return
+    slower = [judged.Decision(**entry) for entry in result.gate["commands"] if entry["outcome"] == judged.REGRESSED]
+    if slower:
+        worst = max(slower, key=lambda entry: entry.change_percent or 0.0)
+        others = f" (and {len(slower) - 1} more)" if len(slower) > 1 else ""
+        raise Failure(Kind.BENCH_REGRESSED, judged.said(worst, result.baseline.file) + others)

@@ -1,0 +1,105 @@
+"""A process the runner service starts by exec for one call that must own a process (a batch,
+a benchmark), and what that process does first. Both sides of the start, in one place.
+
+Facts that shape it:
+- It is started by exec, as the service itself is: a fork of the service would carry its live
+  runs, its reaper's table of roots, its C hash threads and objects whose finalisers close
+  descriptors into the new process.
+- Its request reaches it pickled in a memfd, written whole before the exec, so no pipe write
+  holds up the service's loop. It talks to its caller over a connection of its own (passed
+  through the service), and may be handed more of the caller's descriptors beside it.
+- The caller's soft open-file limit comes back before it begins (the service raised its own),
+  so the runs it starts get the caller's, as ``run``'s child does.
+- Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
+  thing, and its parent checked after, so a service that died before is not missed.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import sys
+
+from .. import fdlimit
+from ..api import wire
+from ..writeall import write_all
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def start(module: str, connection: int, request: object, fds: list[int] | tuple[int, ...] = ()) -> int:
+    """Start ``processkit.service.<module>``'s ``main`` for ``request`` on ``connection``, with
+    ``fds`` (the caller's, passed on) beside it; its pid. Raises OSError when it cannot be
+    started (the caller is then told by ``refuse``)."""
+    payload = os.memfd_create(f"processkit-{module}", os.MFD_CLOEXEC)
+    try:
+        write_all(payload, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+        os.lseek(payload, 0, os.SEEK_SET)  # read from its start
+        argv = [
+            sys.executable,
+            "-c",
+            f"from processkit.service.{module} import main; main()",
+            str(os.getpid()),
+            str(fdlimit.child_soft_limit() or 0),
+            str(payload),
+            str(connection),
+            *map(str, fds),
+        ]
+        passed = (connection, payload, *fds)
+        for fd in passed:
+            os.set_inheritable(fd, True)
+        try:
+            return os.posix_spawn(sys.executable, argv, os.environ)
+        finally:
+            for fd in (connection, *fds):
+                os.set_inheritable(fd, False)
+    finally:
+        os.close(payload)
+
+
+def refuse(connection: int, what: str, problem: OSError) -> None:
+    """Tell the caller its process could not be started (one frame, best effort)."""
+    message = f"cannot start {what} process: {problem.strerror or problem}"
+    try:
+        sock = socket.socket(fileno=os.dup(connection))
+    except OSError:
+        return
+    try:
+        sock.setblocking(True)
+        wire.send(sock, ("failure", 0, "setup", message, 111))
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+def begin() -> tuple[Any, int, list[int]] | None:
+    """In the started process: its request, its connection and the descriptors passed beside
+    it; None when the service that started it is already gone."""
+    from ..containment import prctl
+
+    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:])
+    prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
+    if os.getppid() != parent:
+        return None
+    if caller_soft:  # the service raised its open-file limit: the caller's back, so this process
+        import resource  # raises it again and gives its runs the caller's (``fdlimit``)
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    with os.fdopen(payload, "rb") as handle:
+        request = pickle.load(handle)
+    return request, connection, fds
+
+
+def reply(sock: socket.socket, message: tuple) -> None:
+    """The process's one frame to its caller, then its connection closed (a caller gone hears
+    nothing)."""
+    try:
+        sock.setblocking(True)
+        wire.send(sock, message)
+    except OSError:
+        pass  # the caller is gone
+    sock.close()
