@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..engine.endings import Outcome
-from ..engine.host import Host
+from ..engine.endings import Outcome, internal
+from ..engine.host import Host, RunGroup
 from ..engine.runner import steps
 from ..engine.waits import wait_until
 from .. import safepath
@@ -139,6 +139,7 @@ def run_batch(
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
+    in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
         if host.stop_source is not None or recorder.halted:
@@ -155,7 +156,7 @@ def run_batch(
         if job.plan.inputs:
             read_inputs[job.id] = digests(job)  # the content it runs with
         running[job.id] = time.monotonic()
-        return _job_steps(
+        attempt = _job_steps(
             host,
             job,
             out,
@@ -167,10 +168,22 @@ def run_batch(
             args=with_slot(job.args, job.plan, slot),
             delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
         )
+        in_flight[job.id] = (job, attempt)
+        return attempt
+
+    def failed(exc: Exception, attempt: object) -> tuple[Job, Outcome, None, bool]:
+        """An attempt that raised outside the runner's steps (its set-up before them, the
+        batch's bookkeeping for it after): that attempt is the batch group's own failure, and
+        ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
+        records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
+        or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
+        job = next(job for job, steps in in_flight.values() if steps is attempt)
+        return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
 
     def finished(result) -> None:
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
+        in_flight.pop(job.id, None)
         line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
         if dropped:
             line.drop_paths()
@@ -202,7 +215,7 @@ def run_batch(
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
-        host.carry_all(next_run, finished, at_once)
+        host.supervise([RunGroup(next_run, finished, at_once, failed=failed)])
     finally:
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         for job in schedule.left():
