@@ -20,6 +20,7 @@ from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
+from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, RunContext
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
@@ -323,10 +324,15 @@ def _job_steps(
             capture_dir=os.path.join(directory, "capture"),
             label=label,
             timeout_ms=timeout_ms,
-            held_fds=None if held is None else held.for_engine(),
             args=args,
         )
-        outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
+        # a held job's memfds are wired in beside its spec, and it is published late
+        context = OWN_CONTEXT
+        if held is not None:
+            context = RunContext(held_fds=held.for_engine(), publish_after_ms=LATE_PUBLICATION_MS)
+        outcome = yield from steps(
+            host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context
+        )
         over = True
         written_out = held is None or settle(
             held, _failed(outcome), spec.jsonl, spec.capture_dir or directory, earlier_files
