@@ -24,18 +24,20 @@ def _jobs() -> list[dict]:
 
 def _raising_for_bad(real):
     def wrapped(first, *args, **kwargs):
-        # job_spec(job, ...) names the job; settle(held, failed, jsonl, ...) its stream's path
-        if getattr(first, "id", None) == "bad" or "/bad/" in str(args[1:2]):
+        # job_spec(job, ...) names the job; settle(held, failed, jsonl, ...) its stream's path;
+        # with_slot(args, plan, slot) its command
+        if getattr(first, "id", None) == "bad" or "/bad/" in str(args[1:2]) or first == ["sh", "-c", "echo bad"]:
             raise RuntimeError("the job's bookkeeping broke\nhere")
         return real(first, *args, **kwargs)
 
     return wrapped
 
 
-@pytest.mark.parametrize("where", ["job_spec", "settle"])
+@pytest.mark.parametrize("where", ["with_slot", "job_spec", "settle"])
 def test_a_job_raising_outside_its_steps_ends_alone_beside_healthy_ones(tmp_path, monkeypatch, where):
-    """``job_spec``: the attempt's set-up, before the runner's steps; ``settle``: ``--keep
-    failed``'s bookkeeping once they ended (its held memfds still given back)."""
+    """``with_slot``: the batch's bookkeeping as the job starts; ``job_spec``: the attempt's
+    set-up, before the runner's steps; ``settle``: ``--keep failed``'s bookkeeping once they
+    ended (its held memfds still given back)."""
     monkeypatch.setattr(on_host, where, _raising_for_bad(getattr(on_host, where)))
     out = tmp_path / "out"
     settings = Settings(str(out), 3, keep_failed_only=where == "settle")

@@ -154,21 +154,24 @@ def run_batch(
             budget.started(job)
         slot = schedule.take(job)
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        if job.plan.inputs:
-            read_inputs[job.id] = digests(job)  # the content it runs with
         running[job.id] = time.monotonic()
-        attempt = _job_steps(
-            host,
-            job,
-            out,
-            settings.label,
-            attempts[job.id],
-            timeouts.limit_ms(),
-            spares if settings.keep_failed_only else None,
-            earlier_files=not recorder.fresh_out,
-            args=with_slot(job.args, job.plan, slot),
-            delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
-        )
+        try:
+            if job.plan.inputs:
+                read_inputs[job.id] = digests(job)  # the content it runs with
+            attempt = _job_steps(
+                host,
+                job,
+                out,
+                settings.label,
+                attempts[job.id],
+                timeouts.limit_ms(),
+                spares if settings.keep_failed_only else None,
+                earlier_files=not recorder.fresh_out,
+                args=with_slot(job.args, job.plan, slot),
+                delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
+            )
+        except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
+            attempt = _raises(exc)
         in_flight[job.id] = (job, attempt)
         return attempt
 
@@ -344,6 +347,14 @@ def _job_steps(
                 spares.give(held)
             else:
                 held.close()
+
+
+def _raises(exc: Exception):
+    """An attempt that is only ``exc``, raised at its first step: the bookkeeping a job's start
+    needs (its inputs' digests, its slot) that broke ends that job alone, as the batch group's
+    own failure (``failed``), where raised from ``next_run`` it would be the host's."""
+    raise exc
+    yield  # a generator of waits, as every attempt is
 
 
 def _failed(outcome: Outcome) -> bool:
