@@ -118,16 +118,12 @@ class RunSpec(Plain):
         "stdin",
         "stdin_file",
         "inherit_stdio",
-        "output_fd",
         "pty",
         "pty_size",
         "echo",
         "argv_raw",
         "detach",
         "usage_file",
-        "held_fds",
-        "publish_after_ms",
-        "child_fds",
         "stderr_to_stdout",
     )
 
@@ -153,25 +149,12 @@ class RunSpec(Plain):
         stdin: StdinMode = StdinMode.NULL,
         stdin_file: str | None = None,
         inherit_stdio: bool = False,
-        output_fd: int | None = None,
         pty: bool = False,
         pty_size: tuple[int, int] | None = None,  # (columns, rows) given by --pty-size, else None
         echo: bool = True,
         argv_raw: bool = False,
         detach: bool = False,  # the CLI hands the run to a copy of itself; the engine never sees it
         usage_file: str | None = None,  # extension: where the CLI writes the run's whole Usage as JSON
-        # A batch's --keep failed: (stream, stdout, stderr) fds the engine writes and closes instead
-        # of opening jsonl and capture_dir's files (which it still names); head capture only.
-        held_fds: tuple[int, int, int] | None = None,
-        # None: the record and socket are made before the spawn (the reference's order); else
-        # only once the child has run this long (a bench's run, a --keep failed job: streams no
-        # client can read, and runs most of which end sooner, so they pay for no publication).
-        publish_after_ms: int | None = None,
-        # The API's subprocess-shaped streams (``stdin=PIPE``, ``stdout=`` a file, a descriptor or a
-        # pipe the caller reads): per standard stream, a descriptor the child gets as it is, in place
-        # of the runner's pipe or /dev/null (None: the stream as the other fields say). The caller
-        # keeps and closes them; the child's copies are the spawn's.
-        child_fds: tuple[int | None, int | None, int | None] | None = None,
         # ``stderr=STDOUT``: the child's stderr is its stdout (the same pipe, read and captured as
         # stdout, in the order the child wrote; or the same descriptor).
         stderr_to_stdout: bool = False,
@@ -195,24 +178,23 @@ class RunSpec(Plain):
         self.stdin = stdin
         self.stdin_file = stdin_file
         self.inherit_stdio = inherit_stdio
-        self.output_fd = output_fd  # the child's stdout in place of a pipe, its stderr /dev/null (bench --output)
         self.pty = pty
         self.pty_size = pty_size
         self.echo = echo
         self.argv_raw = argv_raw
         self.detach = detach
         self.usage_file = usage_file
-        self.held_fds = held_fds
-        self.publish_after_ms = publish_after_ms
-        self.child_fds = child_fds
         self.stderr_to_stdout = stderr_to_stdout
 
 
 class RunContext(Plain):
-    """What a run takes from whoever asked for it rather than from its description, captured
-    when the call is made and handed to the engine beside the ``RunSpec``: never read from the
-    process-wide state of the process that carries the run (``os.environ``, fds 0-2), which a
-    long-lived carrier (the API's runner service) shares between the runs of many calls.
+    """What a run takes from whoever carries it rather than from its description: captured
+    when the call is made, or wired in by the carrier (the CLI's ``run``, a batch, ``bench``, the
+    API's runner service), and handed to the engine beside the ``RunSpec``, which holds only what
+    describes the run (a carrier never sets its wiring there). Never read from the process-wide state of the process
+    that carries the run (``os.environ``, fds 0-2), which a long-lived carrier (the API's runner
+    service) shares between the runs of many calls. Descriptors here are the carrier's to close,
+    except ``held_fds`` and ``ready_fd``, which the engine closes as it would its own files.
 
     - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
       this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
@@ -220,15 +202,29 @@ class RunContext(Plain):
       order, each an open fd of this process; None: this process's own 0, 1 and 2. They are
       what a child inherits (``inherit_stdio``, ``StdinMode.INHERIT``, the fds a spawn does not
       pipe), where the echo writes, and the terminal a ``--pty`` run's keys, size and
-      foreground come from. The engine never closes them: they are the carrier's.
+      foreground come from.
     - ``ready_fd``: a detached copy's pipe to its launcher (``cli/detach.py``), told once the
       child started and closed then; None for every other run.
-
-    The carrier's other wiring (a batch's held memfds, late publication, bench's output
-    descriptor) is still set on the ``RunSpec``; it belongs here too.
+    - ``held_fds``: a batch's ``--keep failed``: (stream, stdout, stderr) memfds the engine
+      writes and closes instead of opening the spec's ``jsonl`` and ``capture_dir`` files
+      (which it still names); head capture only.
+    - ``publish_after_ms``: None: the record and socket are made before the spawn (the
+      reference's order); else only once the child has run this long (a bench's run, a
+      ``--keep failed`` job: streams no client can read, and runs most of which end sooner, so
+      they pay for no publication).
+    - ``output_fd``: the child's stdout in place of a pipe, its stderr /dev/null (``bench
+      --output``).
+    - ``child_fds``: the API's subprocess-shaped streams (``stdin=PIPE``, ``stdout=`` a file, a
+      descriptor or a pipe the caller reads): per standard stream, a descriptor the child gets
+      as it is, in place of the runner's pipe or /dev/null (None: the stream as the spec says);
+      the child's copies are the spawn's.
+    - ``places``: where the carrier put what the spec names by a stand-in (the API's runner
+      service: ``api.wire``'s ``SCRATCH_*`` for a ``jsonl``, ``capture_dir`` or ``stdin_file``
+      in its memory or scratch directory), stand-in to path; ``place`` reads a spec's path
+      through it.
     """
 
-    __slots__ = ("env", "stdio", "ready_fd")
+    __slots__ = ("env", "stdio", "ready_fd", "held_fds", "publish_after_ms", "output_fd", "child_fds", "places")
 
     def __init__(
         self,
@@ -236,14 +232,29 @@ class RunContext(Plain):
         env: dict[str, str] | None = None,
         stdio: tuple[int, int, int] | None = None,
         ready_fd: int | None = None,
+        held_fds: tuple[int, int, int] | None = None,
+        publish_after_ms: int | None = None,
+        output_fd: int | None = None,
+        child_fds: tuple[int | None, int | None, int | None] | None = None,
+        places: dict[str, str] | None = None,
     ):
         self.env = env
         self.stdio = stdio
         self.ready_fd = ready_fd
+        self.held_fds = held_fds
+        self.publish_after_ms = publish_after_ms
+        self.output_fd = output_fd
+        self.child_fds = child_fds
+        self.places = places
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""
         return index if self.stdio is None else self.stdio[index]
+
+    def place(self, path: str) -> str:
+        """``path`` (a spec's ``jsonl``, ``capture_dir`` or ``stdin_file``) where this run has
+        it: the carrier's own place for a stand-in, else ``path`` itself."""
+        return path if self.places is None else self.places.get(path, path)
 
 
 OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it

@@ -177,7 +177,7 @@ def test_a_session_builds_its_runs_spec_once_through_the_run_grammar(monkeypatch
         engine.close()
     assert len(built) == 1 and [run.exit_code for run in runs] == [0, 3]
     options = Options(timeout_ms=1500, input_file=os.devnull)
-    spec = driver.run_spec(driver.session_spec(options), ("true",), options, None, "7", "id", (("A", "1"),), "pipe")
+    spec, _ = driver.run_spec(driver.session_spec(options), ("true",), options, None, "7", "id", (("A", "1"),), "pipe")
     assert (spec.timeout_ms, spec.grace_ms, spec.stdin_file, spec.echo, spec.run_id) == (
         1500,
         0,

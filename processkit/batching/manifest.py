@@ -24,7 +24,7 @@ from ..errors import Failure, Kind, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
-from ..spec import LATE_PUBLICATION_MS, RunSpec, new_run_id
+from ..spec import RunSpec, new_run_id
 from .jobkeys import PLAIN, Plan, take
 from .unique import Names
 
@@ -83,15 +83,14 @@ def job_spec(
     capture_dir: str,
     label: str,
     timeout_ms: int | None = None,
-    held_fds: tuple[int, int, int] | None = None,
     args: list[str] | None = None,
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
     with these put in). A fresh run id
     per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
-    ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. ``held_fds``:
-    ``--keep failed``'s memfds (``RunSpec.held_fds``); such a job is published late. ``args``: the
+    ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. (``--keep
+    failed``'s memfds and late publication are the batch's wiring: ``RunContext``.) ``args``: the
     job's command with its slot put in (``jobkeys.with_slot``), else its own."""
     template = job.template
     return template.replace(
@@ -99,8 +98,6 @@ def job_spec(
         jsonl=jsonl,
         capture_dir=capture_dir,
         timeout_ms=template.timeout_ms if template.timeout_ms is not None else timeout_ms,
-        held_fds=held_fds,
-        publish_after_ms=None if held_fds is None else LATE_PUBLICATION_MS,
         run_id=template.run_id if template.run_id_given else new_run_id(),
         labels=tuple(sorted({"batch": label, **dict(template.labels)}.items())),
     )

@@ -13,14 +13,15 @@ from __future__ import annotations
 import os
 import time
 
-from ..engine.endings import Outcome
+from ..engine.endings import Outcome, internal
 from ..engine import stopfd
-from ..engine.host import Host
+from ..engine.host import Host, RunGroup
 from ..engine.runner import steps
 from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
+from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, RunContext
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
@@ -142,6 +143,7 @@ def run_batch(
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
+    in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
         if host.stop_source is not None or recorder.halted:
@@ -155,25 +157,40 @@ def run_batch(
             budget.started(job)
         slot = schedule.take(job)
         attempts[job.id] = attempts.get(job.id, 0) + 1
-        if job.plan.inputs:
-            read_inputs[job.id] = digests(job)  # the content it runs with
         running[job.id] = time.monotonic()
-        return _job_steps(
-            host,
-            job,
-            out,
-            settings.label,
-            attempts[job.id],
-            timeouts.limit_ms(),
-            spares if settings.keep_failed_only else None,
-            earlier_files=not recorder.fresh_out,
-            args=with_slot(job.args, job.plan, slot),
-            delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
-        )
+        try:
+            if job.plan.inputs:
+                read_inputs[job.id] = digests(job)  # the content it runs with
+            attempt = _job_steps(
+                host,
+                job,
+                out,
+                settings.label,
+                attempts[job.id],
+                timeouts.limit_ms(),
+                spares if settings.keep_failed_only else None,
+                earlier_files=not recorder.fresh_out,
+                args=with_slot(job.args, job.plan, slot),
+                delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
+            )
+        except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
+            attempt = _raises(exc)
+        in_flight[job.id] = (job, attempt)
+        return attempt
+
+    def failed(exc: Exception, attempt: object) -> tuple[Job, Outcome, None, bool]:
+        """An attempt that raised outside the runner's steps (its set-up before them, the
+        batch's bookkeeping for it after): that attempt is the batch group's own failure, and
+        ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
+        records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
+        or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
+        job = next(job for job, steps in in_flight.values() if steps is attempt)
+        return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
 
     def finished(result) -> None:
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
+        in_flight.pop(job.id, None)
         line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
         if dropped:
             line.drop_paths()
@@ -205,7 +222,7 @@ def run_batch(
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
-        host.carry_all(next_run, finished, at_once)
+        host.supervise([RunGroup(next_run, finished, at_once, failed=failed)])
     finally:
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         for job in schedule.left():
@@ -283,10 +300,15 @@ def _job_steps(
             capture_dir=os.path.join(directory, "capture"),
             label=label,
             timeout_ms=timeout_ms,
-            held_fds=None if held is None else held.for_engine(),
             args=args,
         )
-        outcome = yield from steps(host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed)
+        # a held job's memfds are wired in beside its spec, and it is published late
+        context = OWN_CONTEXT
+        if held is not None:
+            context = RunContext(held_fds=held.for_engine(), publish_after_ms=LATE_PUBLICATION_MS)
+        outcome = yield from steps(
+            host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context
+        )
         over = True
         written_out = held is None or settle(
             held, _failed(outcome), spec.jsonl, spec.capture_dir or directory, earlier_files
@@ -298,6 +320,14 @@ def _job_steps(
                 spares.give(held)
             else:
                 held.close()
+
+
+def _raises(exc: Exception):
+    """An attempt that is only ``exc``, raised at its first step: the bookkeeping a job's start
+    needs (its inputs' digests, its slot) that broke ends that job alone, as the batch group's
+    own failure (``failed``), where raised from ``next_run`` it would be the host's."""
+    raise exc
+    yield  # a generator of waits, as every attempt is
 
 
 def _failed(outcome: Outcome) -> bool:

@@ -33,7 +33,7 @@ import time
 from .. import safepath, signum
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunSpec, StdinMode, new_run_id
+from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, EnvPlan, RunContext, RunSpec, StdinMode, new_run_id
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -162,13 +162,14 @@ def run_spec(
     run_id: str,
     environment: tuple[tuple[str, str], ...],
     output: str | None = None,
-) -> RunSpec:
+) -> tuple[RunSpec, RunContext]:
     """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
-    command, id, stream, output and environment (published late unless its stream is kept).
+    command, id, stream, echo and environment, and the context the session wires in beside it
+    (its ``--output`` descriptor; published late unless its stream is kept).
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
     ``iteration``; its output piped, echoed with ``--show-output``; stdin /dev/null); else a
     command's run, its ``--output`` (pipe, inherit, null or a file, opened here: the caller
-    closes the spec's ``output_fd``) and ``--input``.
+    closes the context's ``output_fd``) and ``--input``.
     ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     echo, output_fd, stdin_file = options.show_output, None, None
@@ -177,17 +178,18 @@ def run_spec(
         echo = where == "inherit"
         output_fd = None if where in ("pipe", "inherit") else _output_fd(where, options.named)
         stdin_file = session.stdin_file
-    return session.replace(
+    spec = session.replace(
         argv=argv,
         jsonl=jsonl if jsonl is not None else os.devnull,
-        publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None,
         run_id=run_id,
         echo=echo,
-        output_fd=output_fd,
         stdin=StdinMode.FILE if stdin_file is not None else StdinMode.NULL,
         stdin_file=stdin_file,
         env=EnvPlan(clear=True, assignments=assignments),
     )
+    if jsonl is not None and output_fd is None:
+        return spec, OWN_CONTEXT
+    return spec, RunContext(publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None, output_fd=output_fd)
 
 
 class Engine:
@@ -258,20 +260,22 @@ class Engine:
     ) -> Measured:
         """Run ``argv`` once, contained, and measure it; never raises for what the run reports
         (``output``: as ``run_spec`` takes it)."""
-        spec = run_spec(self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output)
+        spec, context = run_spec(
+            self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output
+        )
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
         fds = counting.open() if counting is not None else None
         exits = self._exit_clock.open()
         try:
-            outcome = self.host.carry(self._steps(self.host, spec))
+            outcome = self.host.carry(self._steps(self.host, spec, context=context))
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
             self._exit_clock.close(exits)
             raise
         finally:
-            if spec.output_fd is not None:
-                os.close(spec.output_fd)
+            if context.output_fd is not None:
+                os.close(context.output_fd)
         assert isinstance(outcome, self._outcome)
         exited_ns = self._exit_clock.read(exits)
         if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:

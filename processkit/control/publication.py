@@ -1,7 +1,7 @@
 """Publishing a run: its registry record and its control socket (docs/control-plane.md §1, §2.2).
 
 Both are best effort: a failure is one warning and the child runs anyway (docs/run.md §1.3 step 7).
-The record is written before the child is spawned (a run whose spec sets ``publish_after_ms``:
+The record is written before the child is spawned (a run whose context sets ``publish_after_ms``:
 once its child has run that long), and ``close()`` removes record, lock and socket at every
 ending the runner lives to see.
 """

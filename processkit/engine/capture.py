@@ -173,12 +173,12 @@ def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str)
     return live
 
 
-def held_targets(spec, fds: tuple[int, int]) -> dict[str, CaptureTarget]:
-    """A batch's memory-backed capture files (``RunSpec.held_fds``), named by the paths under
-    ``capture_dir`` they are written to if the job fails."""
-    assert spec.capture_dir is not None and spec.capture_keep == "head", "the batch holds head captures only"
+def held_targets(spec, capture_dir: str | None, fds: tuple[int, int]) -> dict[str, CaptureTarget]:
+    """A batch's memory-backed capture files (``RunContext.held_fds``), named by the paths under
+    ``capture_dir`` (the run's) they are written to if the job fails."""
+    assert capture_dir is not None and spec.capture_keep == "head", "the batch holds head captures only"
     return {
-        stream: CaptureTarget(os.path.join(spec.capture_dir, f"{stream}.log"), fd, spec.capture_max_bytes)
+        stream: CaptureTarget(os.path.join(capture_dir, f"{stream}.log"), fd, spec.capture_max_bytes)
         for stream, fd in zip(STREAMS, fds)
     }
 

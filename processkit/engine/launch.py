@@ -48,28 +48,29 @@ def _make_rundir() -> RunDir | None:
 
 def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
-    spec = run.spec
-    if spec.held_fds is not None:  # first: from here the release closes them
+    spec, context = run.spec, run.context
+    if context.held_fds is not None:  # first: from here the release closes them
         from . import capture
 
-        run.targets = capture.held_targets(spec, spec.held_fds[1:])
+        run.targets = capture.held_targets(spec, run.capture_dir, context.held_fds[1:])
     run.pump_backend = pump.select_backend()
     run.spawn_backend = spawn.select_backend()
-    if spec.held_fds is None and spec.capture_dir is not None:
+    if context.held_fds is None and run.capture_dir is not None:
         from . import capture
 
         try:
-            run.targets = capture.open_targets(spec.capture_dir, spec.capture_max_bytes, spec.capture_keep)
+            run.targets = capture.open_targets(run.capture_dir, spec.capture_max_bytes, spec.capture_keep)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot set up --capture-dir {spec.capture_dir}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
+        stdin_file = context.place(spec.stdin_file)
         from .stdin_feed import open_source
 
         try:
-            run.stdin_source = open_source(spec.stdin_file)
+            run.stdin_source = open_source(stdin_file)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot open --stdin-file {spec.stdin_file}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot open --stdin-file {stdin_file}: {exc.strerror}") from None
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
         run.env, run.terminal = _open_terminal(run.env, spec.pty_size, run.context)
@@ -86,7 +87,7 @@ def prepare(host: Host, run: RunState) -> None:
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
-    if spec.publish_after_ms is None:
+    if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
 
 
@@ -104,7 +105,7 @@ def _open_terminal(
 def start(host: Host, run: RunState) -> Launched:
     """Spawn the child into the container ``prepare`` made and report it (``run_started``, the
     spawn snapshot); what exists then is returned."""
-    spec = run.spec
+    spec, context = run.spec, run.context
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
     container = run.container
     assert container is not None, "prepare makes the container or raises"
@@ -113,10 +114,10 @@ def start(host: Host, run: RunState) -> Launched:
         source = run.pending[EndingKind.SIGNAL]
         raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
     live = None
-    if run.targets and spec.capture_keep != "head" and spec.capture_dir is not None:
+    if run.targets and spec.capture_keep != "head" and run.capture_dir is not None:
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
-        live = capture.record_rings(run.targets, spec.capture_dir, spec.run_id)
+        live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
         child = spawn.spawn(
@@ -125,13 +126,13 @@ def start(host: Host, run: RunState) -> Launched:
             cwd=cwd,
             container=container,
             stdin=spec.stdin,
-            pipe_output=not spec.inherit_stdio and spec.output_fd is None,
-            output_fd=spec.output_fd,
-            given=spec.child_fds,
+            pipe_output=not spec.inherit_stdio and context.output_fd is None,
+            output_fd=context.output_fd,
+            given=context.child_fds,
             merged=spec.stderr_to_stdout,
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
-            inherit=run.context.stdio,
+            inherit=context.stdio,
         )
     except (Failure, spawn.AttachError) as problem:
         if live is not None:  # no child, nothing captured: no live record left behind
@@ -142,9 +143,9 @@ def start(host: Host, run: RunState) -> Launched:
     launched = Launched(container, child, spawning_ns)
     run.root_pid = child.pid
     container.adopt(child.pid)
-    if spec.publish_after_ms is not None:  # cancelled with the run's other timers when it ends first
+    if context.publish_after_ms is not None:  # cancelled with the run's other timers when it ends first
         run.timers["publish"] = run.loop.call_later(
-            spec.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
+            context.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
         )
     if spec.stdin is StdinMode.INHERIT:
         try:
@@ -180,7 +181,7 @@ def connect(run: RunState, launched: Launched) -> None:
     if terminal is not None:  # one stream: what the terminal emits, reported as stdout
         echo_fd = run.context.fd(1) if spec.echo else None
         streams.append(OutputStream(run, "stdout", terminal.endpoint(), run.targets.get("stdout"), echo_fd, pty=True))
-    elif not spec.inherit_stdio and spec.output_fd is None:
+    elif not spec.inherit_stdio and run.context.output_fd is None:
         echo = spec.echo
         context = run.context
         for name, fd, own_fd in (("stdout", child.stdout, context.fd(1)), ("stderr", child.stderr, context.fd(2))):
@@ -215,7 +216,7 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
-    """``_publish`` once the child has run ``publish_after_ms``: its record says when it started.
+    """``_publish`` once the child has run the context's ``publish_after_ms``: its record says when it started.
     The child runs by then, so a registry that refuses only leaves the run unpublished, with a
     warning."""
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
@@ -239,8 +240,8 @@ def _publish(
         run_id=spec.run_id,
         argv=spec.argv,
         labels=spec.labels,
-        jsonl=spec.jsonl,
-        capture_dir=spec.capture_dir,
+        jsonl=run.context.place(spec.jsonl),
+        capture_dir=run.capture_dir,
         cwd=run.runner_cwd,
         mechanism=container.mechanism,
         rundir=run.rundir,

@@ -57,10 +57,11 @@ def steps(
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
-    stream held in memory (``RunSpec.held_fds``), whether the ended run's is written at all.
-    ``context``: the caller's environment and standard streams, when the run is not this
-    process's own (the API's runner service)."""
-    held = spec.held_fds  # the engine's to close, as the files it opens
+    stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all.
+    ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
+    environment and standard streams when the run is not this process's own, held memfds, late
+    publication, descriptors and places for the child's streams."""
+    held = context.held_fds  # the engine's to close, as the files it opens
     try:
         runner_cwd = os.getcwd()
     except OSError as exc:
@@ -69,13 +70,13 @@ def steps(
         return Outcome(
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
+    jsonl = context.place(spec.jsonl)
     try:
-        emitter = Emitter(spec.jsonl, remember, held[0] if held else None)
+        emitter = Emitter(jsonl, remember, held[0] if held else None)
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}"))
-    run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper)
+        return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
+    run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper, context)
     run.final_usage = final_usage
-    run.context = context
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
@@ -179,10 +180,10 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
             reports[stream.name] = yield from capture.finished_report(stream.pump)
         finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
         spec = run.spec
-        if spec.capture_keep != "head" and spec.capture_dir is not None:
+        if spec.capture_keep != "head" and run.capture_dir is not None:
             from .. import capture_layout
 
-            capture_layout.record(spec.capture_dir, spec.run_id, spec.capture_keep, finals)
+            capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
         captured = {name: report.as_event() for name, report in finals.items()}
         run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
     return outcome

@@ -195,7 +195,7 @@ _EXHAUSTED = (os.strerror(errno.EMFILE), os.strerror(errno.ENFILE))
 
 
 def _given_ends(given, merged: bool, child_ends: list[int], runner_ends: list[int | None]) -> None:
-    """The API's own descriptors in place of the ends made above (``RunSpec.child_fds``), and
+    """The API's own descriptors in place of the ends made above (``RunContext.child_fds``), and
     ``stderr=STDOUT`` (``merged``): the child's 2 a copy of whatever its 1 is, and no stderr
     pipe for the runner to read. Each replaced end is closed here, each new one is the spawn's
     copy (non-inheritable, closed once the child has its own)."""

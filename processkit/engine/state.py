@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
 from ..rundir import RunDir
-from ..spec import OWN_CONTEXT, OverflowPolicy, RunSpec
+from ..spec import OWN_CONTEXT, OverflowPolicy, RunContext, RunSpec
 from .endings import EndingKind
 
 TYPE_CHECKING = False
@@ -35,9 +35,19 @@ class RunState:
     the other runs of its process, the endings recorded so far, and what setup has made (each
     None, or empty, until its step)."""
 
-    def __init__(self, spec: RunSpec, emitter: Emitter, runner_cwd: str, loop: Loop, reaper: Reaper):
+    def __init__(
+        self,
+        spec: RunSpec,
+        emitter: Emitter,
+        runner_cwd: str,
+        loop: Loop,
+        reaper: Reaper,
+        context: RunContext = OWN_CONTEXT,
+    ):
         self.spec = spec
-        self.context = OWN_CONTEXT  # the caller's environment and standard streams (``spec.RunContext``)
+        self.context = context  # what the carrier wired in beside the spec (``spec.RunContext``)
+        # where this run's capture files are (the carrier's place for a stand-in)
+        self.capture_dir = None if spec.capture_dir is None else context.place(spec.capture_dir)
         self.events = emitter
         self.runner_cwd = runner_cwd
         self.loop = loop

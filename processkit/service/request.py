@@ -48,6 +48,7 @@ class Request:
         "steps",
         "short",
         "given",
+        "places",
     )
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
@@ -65,6 +66,8 @@ class Request:
         # The caller's own descriptors for the child's 0, 1, 2 (``child_fds``: stdin=PIPE, stdout=
         # a file, a descriptor or a pipe it reads), sent after ``stdio``; None where not given.
         self.given: list[int | None] = [None, None, None]
+        # Where this process put what the spec names by ``wire``'s stand-ins (``context``).
+        self.places: dict[str, str] = {}
 
     def take_given(self, extra: dict, frames: wire.Frames) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
@@ -87,25 +90,27 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def context(self) -> RunContext:
-        stdio = tuple(self.stdio)
-        return RunContext(env=self.env, stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None)
-
-    def materialize(self, scratch_dir: str):
-        """The request's spec with this process's stand-ins replaced by its own places."""
-        spec = self.spec
-        changes: dict = {}
+    def context(self, scratch_dir: str) -> RunContext:
+        """What the run is carried with beside its spec, which stays as the caller sent it: the
+        caller's environment and standard streams, the descriptors it gave the child, and this
+        process's own places for the spec's stand-ins (its memory, its scratch directory)."""
+        spec, places = self.spec, self.places
         if spec.jsonl == wire.SCRATCH_MEMORY:
-            changes["jsonl"] = self._memory_file(b"")
+            places[spec.jsonl] = self._memory_file(b"")
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
-            changes["jsonl"] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
+            places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
         if spec.stdin_file == wire.SCRATCH_INPUT:
-            changes["stdin_file"] = self._memory_file(self.input or b"")
+            places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE:
-            self.scratch_capture = changes["capture_dir"] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-        if any(fd is not None for fd in self.given):
-            changes["child_fds"] = tuple(self.given)
-        return spec.replace(**changes) if changes else spec
+            self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+        stdio = tuple(self.stdio)
+        given = self.given
+        return RunContext(
+            env=self.env,
+            stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
+            child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
+            places=places or None,
+        )
 
     def _memory_file(self, content: bytes) -> str:
         """A file in memory (``memfd``) holding all of ``content`` (a write the file size limit
@@ -122,8 +127,10 @@ class Request:
                 ) from None
         return f"/proc/{os.getpid()}/fd/{fd}"
 
-    def report(self, spec, outcome) -> dict:
-        failure = outcome.failure
+    def report(self, outcome) -> dict:
+        """The reply's fields from ``outcome`` and the files the run wrote where ``context``
+        put them (a run that never got that far: none)."""
+        spec, failure = self.spec, outcome.failure
         report: dict = {
             "code": outcome.code,
             "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
@@ -132,16 +139,19 @@ class Request:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
-        if self.spec.jsonl == wire.SCRATCH_MEMORY:
+        jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
+        if spec.jsonl == wire.SCRATCH_MEMORY:
             report["jsonl"] = scratch.read_back(self.memfds[0]) if self.memfds else None
+        elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
+            report["jsonl"] = None
         else:
-            stands_in = not isinstance(spec.jsonl, str) or spec.jsonl.startswith("\0")  # never materialized
-            report["jsonl"] = None if stands_in else scratch.read_back(spec.jsonl)
-        if any(self.piped) and spec.capture_dir is not None and spec.capture_dir != wire.SCRATCH_CAPTURE:
+            report["jsonl"] = scratch.read_back(jsonl)
+        capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
+        if any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for name, piped in zip(("stdout", "stderr"), self.piped):
                 if not piped:
                     continue
-                path = os.path.join(spec.capture_dir, f"{name}.log")
+                path = os.path.join(capture_dir, f"{name}.log")
                 if self.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
                     report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
                     self.scratch_capture = None  # the directory is the caller's to remove now

@@ -227,28 +227,26 @@ class Service:
         if request.stopped is not None:
             self._answer(request, cancelled(request.stopped))
             return None
-        spec = request.spec
         try:
-            spec = request.materialize(self.scratch)
-            outcome = yield from steps(self.host, spec, context=request.context())
+            outcome = yield from steps(self.host, request.spec, context=request.context(self.scratch))
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
             outcome = own_failure(exc)
-        return request, spec, outcome
+        return request, outcome
 
     def raised(self, exc: Exception, steps):
         """What the group's ``finished`` gets for a run whose step raised past its guard: the
         run's own failure, replied to its own caller."""
         request = self.carrying.get(steps)
-        return None if request is None else (request, request.spec, own_failure(exc))
+        return None if request is None else (request, own_failure(exc))
 
     def finished(self, result) -> None:
         if result is None:  # the idle wait, or a request answered without a run
             return
-        request, spec, outcome = result
+        request, outcome = result
         try:
-            report = request.report(spec, outcome)
+            report = request.report(outcome)
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
         try:

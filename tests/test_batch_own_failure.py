@@ -1,0 +1,61 @@
+"""A batch job whose attempt raises outside the runner's steps (its set-up before them, the
+batch's bookkeeping for it after) is the batch group's own failure (issue 45): that job ends as
+itself, a summary line saying the runner's ``internal`` error in one line, and every other job
+runs to its own end; only ``--halt-on-failure`` keeps more jobs from starting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from processkit.batching import on_host
+from processkit.batching.manifest import jobs_from
+from processkit.batching.on_host import Settings, run_batch
+
+HEALTHY = 6
+
+
+def _jobs() -> list[dict]:
+    jobs = [{"args": ["sh", "-c", f"echo {n}"], "id": f"ok{n}"} for n in range(HEALTHY)]
+    jobs.insert(2, {"args": ["sh", "-c", "echo bad"], "id": "bad"})
+    return jobs
+
+
+def _raising_for_bad(real):
+    def wrapped(first, *args, **kwargs):
+        # job_spec(job, ...) names the job; settle(held, failed, jsonl, ...) its stream's path;
+        # with_slot(args, plan, slot) its command
+        if getattr(first, "id", None) == "bad" or "/bad/" in str(args[1:2]) or first == ["sh", "-c", "echo bad"]:
+            raise RuntimeError("the job's bookkeeping broke\nhere")
+        return real(first, *args, **kwargs)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("where", ["with_slot", "job_spec", "settle"])
+def test_a_job_raising_outside_its_steps_ends_alone_beside_healthy_ones(tmp_path, monkeypatch, where):
+    """``with_slot``: the batch's bookkeeping as the job starts; ``job_spec``: the attempt's
+    set-up, before the runner's steps; ``settle``: ``--keep failed``'s bookkeeping once they
+    ended (its held memfds still given back)."""
+    monkeypatch.setattr(on_host, where, _raising_for_bad(getattr(on_host, where)))
+    out = tmp_path / "out"
+    settings = Settings(str(out), 3, keep_failed_only=where == "settle")
+    lines, counts = run_batch(jobs_from(_jobs()), settings, signals=False)
+    by_id = {line.id: line for line in lines}
+    assert sorted(by_id) == sorted(["bad", *(f"ok{n}" for n in range(HEALTHY))])
+    bad = by_id.pop("bad")
+    assert bad.exit_code == 104 and bad.source == "internal", bad
+    assert bad.message == "internal error: RuntimeError: the job's bookkeeping broke here"
+    assert all(line.exit_code == 0 and line.source == "child_exit" for line in by_id.values())
+    assert counts.cancelled_by is None
+    recorded = [json.loads(text) for text in (out / "summary.jsonl").read_text().splitlines()]
+    assert {line["id"]: line["exit_code"] for line in recorded}["bad"] == 104
+
+
+def test_halt_on_failure_starts_no_job_after_a_job_that_raised(tmp_path, monkeypatch):
+    monkeypatch.setattr(on_host, "job_spec", _raising_for_bad(on_host.job_spec))
+    out = tmp_path / "out"
+    lines, _ = run_batch(jobs_from(_jobs()), Settings(str(out), 1, halt_on_failure=True), signals=False)
+    ran = [line.id for line in lines if line.source != "halted"]
+    assert ran == ["ok0", "ok1", "bad"], [(line.id, line.source) for line in lines]
