@@ -107,8 +107,9 @@ class Connection:
         self._frames = wire.Frames()
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
-        self._reading = threading.Lock()
-        self._mail = threading.Condition()
+        self._mail = threading.Lock()  # guards the boxes, the sleepers and who reads
+        self._reading = False  # a thread is reading the socket (at most one at a time)
+        self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0)
@@ -155,27 +156,61 @@ class Connection:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
-        while True:
-            with self._mail:
-                box = self._boxes[rid]
-                if box:
-                    return box.pop(0)
-                if self.gone:
-                    raise ServiceGone("the runner service of this process has ended")
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if left == 0 and looked:
-                    return None
-                looked = True
-                if not self._reading.acquire(blocking=False):
-                    if left != 0:
-                        self._mail.wait(left)
-                    continue
-            try:
-                self._read(left)
-            finally:
-                self._reading.release()
+        try:
+            while True:
                 with self._mail:
-                    self._mail.notify_all()
+                    box = self._boxes[rid]
+                    if box:
+                        return box.pop(0)
+                    if self.gone:
+                        raise ServiceGone("the runner service of this process has ended")
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if left == 0 and looked:
+                        return None
+                    looked = True
+                    if self._reading:
+                        if left == 0:
+                            continue
+                        bell = threading.Lock()
+                        bell.acquire()
+                        self._sleeping.setdefault(rid, []).append(bell)
+                    else:
+                        self._reading = True
+                        bell = None
+                if bell is not None:  # another thread reads: this one sleeps until it is rung
+                    try:
+                        bell.acquire(timeout=-1 if left is None else left)
+                    finally:
+                        with self._mail:
+                            self._unring(rid, bell)
+                    continue
+                try:
+                    self._read(left)
+                finally:
+                    with self._mail:
+                        self._reading = False
+        finally:
+            self._hand_over()
+
+    def _unring(self, rid: int, bell: threading.Lock) -> None:
+        """A sleeper of ``rid`` that woke (rung, or its time up) leaves the sleepers (under ``_mail``)."""
+        bells = self._sleeping.get(rid)
+        if bells is not None and bell in bells:
+            bells.remove(bell)
+            if not bells:
+                del self._sleeping[rid]
+
+    def _ring(self, rid: int) -> None:
+        """Wake every thread sleeping on ``rid`` (under ``_mail``)."""
+        for bell in self._sleeping.pop(rid, ()):
+            bell.release()
+
+    def _hand_over(self) -> None:
+        """A thread leaving ``take`` (or the loop's reader) wakes one sleeper when nobody reads,
+        so the socket always has a reader while anyone waits: one wake-up, never all of them."""
+        with self._mail:
+            if not self._reading and self._sleeping:
+                self._ring(next(iter(self._sleeping)))
 
     def forget(self, rid: int) -> None:
         """No more replies to ``rid`` are wanted."""
@@ -195,16 +230,20 @@ class Connection:
     def read_now(self) -> None:
         """Read what the socket holds, unless another thread is reading it (an event loop's
         reader callback: it must not wait)."""
-        if self._reading.acquire(blocking=False):
-            try:
-                self._read(0)
-            finally:
-                self._reading.release()
-                with self._mail:
-                    self._mail.notify_all()
+        with self._mail:
+            if self._reading:
+                return
+            self._reading = True
+        try:
+            self._read(0)
+        finally:
+            with self._mail:
+                self._reading = False
+            self._hand_over()
 
     def _read(self, timeout: float | None) -> None:
-        """One read of the socket, its frames filed by request id (the reading thread only)."""
+        """One read of the socket, its frames filed by request id and their waiters rung (the
+        reading thread only)."""
         if timeout is not None and not select.select([self.sock], [], [], timeout)[0]:
             return
         try:
@@ -219,13 +258,15 @@ class Connection:
             if messages is None:
                 self.gone = True
                 woken = list(self._woken.values())
+                for rid in list(self._sleeping):
+                    self._ring(rid)
             else:
                 for message in messages:
                     box = self._boxes.get(message[1])
                     if box is not None:
                         box.append(message)
+                        self._ring(message[1])
                 woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
-            self._mail.notify_all()
         for callback in woken:
             callback()
 
