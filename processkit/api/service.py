@@ -3,8 +3,14 @@ as multiprocessing's forkserver is, and shared by every thread of the process.
 
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
-files what arrives under each reply's id, waking the others (no thread of the library's own in
-the caller); sends are whole frames under a lock. A fork of the caller forgets the service it
+files what arrives under each reply's id (no thread of the library's own in the caller); every
+other waiting thread sleeps on a lock of its own, which the reader releases only when a reply to
+that thread's request is filed, so an answer wakes its own caller, never every waiting thread
+(with eight threads waiting, a notify-all woke seven for nothing on each reply). A thread that
+leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
+reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
+Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
+threads are in flight in the service at once. A fork of the caller forgets the service it
 inherited (its socket closed in the child, ``os.register_at_fork``) and starts its own on first
 use; so does a caller whose environment names another registry or scratch place than the one
 the service was started with, since the service lodges its runs there once.
