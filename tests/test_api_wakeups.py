@@ -92,6 +92,28 @@ def test_eight_threads_each_get_their_own_result_as_the_replies_interleave():
     assert wrong == []
 
 
+def test_large_replies_from_many_threads_each_come_back_whole():
+    """Outputs of 100 KiB to 900 KiB (replies spanning many reads of the socket, several in it at
+    once) from 4 threads: each call gets exactly its own bytes."""
+    wrong: list[str] = []
+
+    def calls(thread: int) -> None:
+        for call in range(4):
+            token, size = f"t{thread}c{call}", (100 + 200 * call + 13 * thread) << 10
+            found = processkit.run(["sh", "-c", 'yes "$0" | head -c "$1"', token, str(size)], capture_output=True)
+            expected = ((token + "\n") * (size // len(token) + 1)).encode()[:size]
+            if found.stdout != expected:
+                wrong.append(f"{token}: {len(found.stdout or b'')} bytes of {size}")
+
+    threads = [threading.Thread(target=calls, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert wrong == []
+
+
 CALLER = r"""
 import os, signal, sys, threading, processkit
 fifos = sys.argv[1:]
