@@ -44,6 +44,8 @@ def is_terminal_unsafe(ch: str) -> bool:
 
 
 def is_terminal_safe(text: str) -> bool:
+    if text.isascii() and text.isprintable():  # U+0020-U+007E only: no control, no format character
+        return True
     return not any(is_terminal_unsafe(ch) for ch in text)
 
 

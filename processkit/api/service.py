@@ -3,8 +3,14 @@ as multiprocessing's forkserver is, and shared by every thread of the process.
 
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
-files what arrives under each reply's id, waking the others (no thread of the library's own in
-the caller); sends are whole frames under a lock. A fork of the caller forgets the service it
+files what arrives under each reply's id (no thread of the library's own in the caller); every
+other waiting thread sleeps on a lock of its own, which the reader releases only when a reply to
+that thread's request is filed, so an answer wakes its own caller, never every waiting thread
+(with eight threads waiting, a notify-all woke seven for nothing on each reply). A thread that
+leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
+reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
+Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
+threads are in flight in the service at once. A fork of the caller forgets the service it
 inherited (its socket closed in the child, ``os.register_at_fork``) and starts its own on first
 use; so does a caller whose environment names another registry or scratch place than the one
 the service was started with, since the service lodges its runs there once.
@@ -107,8 +113,9 @@ class Connection:
         self._frames = wire.Frames()
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
-        self._reading = threading.Lock()
-        self._mail = threading.Condition()
+        self._mail = threading.Lock()  # guards the boxes, the sleepers and who reads
+        self._reading = False  # a thread is reading the socket (at most one at a time)
+        self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0)
@@ -155,27 +162,61 @@ class Connection:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
-        while True:
-            with self._mail:
-                box = self._boxes[rid]
-                if box:
-                    return box.pop(0)
-                if self.gone:
-                    raise ServiceGone("the runner service of this process has ended")
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if left == 0 and looked:
-                    return None
-                looked = True
-                if not self._reading.acquire(blocking=False):
-                    if left != 0:
-                        self._mail.wait(left)
-                    continue
-            try:
-                self._read(left)
-            finally:
-                self._reading.release()
+        try:
+            while True:
                 with self._mail:
-                    self._mail.notify_all()
+                    box = self._boxes[rid]
+                    if box:
+                        return box.pop(0)
+                    if self.gone:
+                        raise ServiceGone("the runner service of this process has ended")
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if left == 0 and looked:
+                        return None
+                    looked = True
+                    if self._reading:
+                        if left == 0:
+                            continue
+                        bell = threading.Lock()
+                        bell.acquire()
+                        self._sleeping.setdefault(rid, []).append(bell)
+                    else:
+                        self._reading = True
+                        bell = None
+                if bell is not None:  # another thread reads: this one sleeps until it is rung
+                    try:
+                        bell.acquire(timeout=-1 if left is None else left)
+                    finally:
+                        with self._mail:
+                            self._unring(rid, bell)
+                    continue
+                try:
+                    self._read(left)
+                finally:
+                    with self._mail:
+                        self._reading = False
+        finally:
+            self._hand_over()
+
+    def _unring(self, rid: int, bell: threading.Lock) -> None:
+        """A sleeper of ``rid`` that woke (rung, or its time up) leaves the sleepers (under ``_mail``)."""
+        bells = self._sleeping.get(rid)
+        if bells is not None and bell in bells:
+            bells.remove(bell)
+            if not bells:
+                del self._sleeping[rid]
+
+    def _ring(self, rid: int) -> None:
+        """Wake every thread sleeping on ``rid`` (under ``_mail``)."""
+        for bell in self._sleeping.pop(rid, ()):
+            bell.release()
+
+    def _hand_over(self) -> None:
+        """A thread leaving ``take`` (or the loop's reader) wakes one sleeper when nobody reads,
+        so the socket always has a reader while anyone waits: one wake-up, never all of them."""
+        with self._mail:
+            if not self._reading and self._sleeping:
+                self._ring(next(iter(self._sleeping)))
 
     def forget(self, rid: int) -> None:
         """No more replies to ``rid`` are wanted."""
@@ -195,16 +236,20 @@ class Connection:
     def read_now(self) -> None:
         """Read what the socket holds, unless another thread is reading it (an event loop's
         reader callback: it must not wait)."""
-        if self._reading.acquire(blocking=False):
-            try:
-                self._read(0)
-            finally:
-                self._reading.release()
-                with self._mail:
-                    self._mail.notify_all()
+        with self._mail:
+            if self._reading:
+                return
+            self._reading = True
+        try:
+            self._read(0)
+        finally:
+            with self._mail:
+                self._reading = False
+            self._hand_over()
 
     def _read(self, timeout: float | None) -> None:
-        """One read of the socket, its frames filed by request id (the reading thread only)."""
+        """One read of the socket, its frames filed by request id and their waiters rung (the
+        reading thread only)."""
         if timeout is not None and not select.select([self.sock], [], [], timeout)[0]:
             return
         try:
@@ -219,13 +264,15 @@ class Connection:
             if messages is None:
                 self.gone = True
                 woken = list(self._woken.values())
+                for rid in list(self._sleeping):
+                    self._ring(rid)
             else:
                 for message in messages:
                     box = self._boxes.get(message[1])
                     if box is not None:
                         box.append(message)
+                        self._ring(message[1])
                 woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
-            self._mail.notify_all()
         for callback in woken:
             callback()
 

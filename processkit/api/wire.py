@@ -33,14 +33,19 @@ def scratch_name(rid: int, suffix: str = "") -> str:
     return f"r{int(rid)}{suffix}"
 
 
-def encode(message: tuple) -> bytes:
+def append(buffer: bytearray, message: tuple) -> None:
+    """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
+    is copied once, into the buffer, never first into a frame of its own."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return HEADER.pack(len(payload)) + payload
+    buffer += HEADER.pack(len(payload))
+    buffer += payload
 
 
 def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> None:
     """Send one frame on a blocking socket, with ``fds`` beside its first byte."""
-    data = memoryview(encode(message))
+    frame = bytearray()
+    append(frame, message)
+    data = memoryview(frame)
     if fds:
         sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         data = data[sent:]
@@ -63,13 +68,24 @@ class Frames:
                 self.fds.extend(fds)
         self._buffer += data
         messages = []
-        while len(self._buffer) >= HEADER.size:
-            (size,) = HEADER.unpack_from(self._buffer)
-            if len(self._buffer) < HEADER.size + size:
-                break
-            messages.append(pickle.loads(self._buffer[HEADER.size : HEADER.size + size]))
-            del self._buffer[: HEADER.size + size]
+        start, end = 0, len(self._buffer)
+        with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
+            while end - start >= HEADER.size:
+                (size,) = HEADER.unpack_from(view, start)
+                if end - start < HEADER.size + size:
+                    break
+                with view[start + HEADER.size : start + HEADER.size + size] as frame:
+                    messages.append(pickle.loads(frame))
+                start += HEADER.size + size
+        del self._buffer[:start]
         return messages
+
+    def missing(self) -> int:
+        """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
+        if len(self._buffer) < HEADER.size:
+            return 0
+        (size,) = HEADER.unpack_from(self._buffer)
+        return max(0, HEADER.size + size - len(self._buffer))
 
     def take_fds(self, count: int) -> list[int]:
         taken, self.fds = self.fds[:count], self.fds[count:]
@@ -77,8 +93,9 @@ class Frames:
 
 
 def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16) -> list[tuple] | None:
-    """What one ``recvmsg`` completes; None at the end of the stream."""
-    data, ancillary, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(MAX_FDS * 4))
+    """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
+    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen)."""
+    data, ancillary, _, _ = sock.recvmsg(max(size, frames.missing()), socket.CMSG_SPACE(MAX_FDS * 4))
     if not data:
         return None
     return frames.feed(data, ancillary)

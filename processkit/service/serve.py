@@ -95,7 +95,7 @@ class Service:
     def reply(self, message: tuple) -> None:
         if self.closing:
             return
-        self.pending += wire.encode(message)
+        wire.append(self.pending, message)
         self._flush()
 
     def _flush(self) -> None:
