@@ -106,8 +106,9 @@ def run_batch(
     CLI stays flat in memory) and the counts. A manifest that changed since it was checked stops
     the starts, and its setup Failure is raised once the jobs running have ended.
 
-    ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
-    leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
+    ``signals``: the batch owns the process's stop signals (the CLI's batch, and the process the
+    runner service starts for ``processkit.batch``); a Dask worker's chunk, on a thread of the
+    worker's process, leaves its handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``:
     once it is readable (the name of a stop's source written to it) the batch stops as on a stop
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.

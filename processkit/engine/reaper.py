@@ -1,0 +1,141 @@
+"""The host's reaping: collecting the children that exit, every run's root and the orphans a
+subreaper adopts, each root's exit routed to its own run. Apart from the members a run reads
+(``members``) because it is the process's, shared by every host in it, not a run's.
+
+Facts about reaping, in a process that may not be the runner's own:
+- Every root is collected by its pid (``waitpid(pid)``), once its pidfd says it exited (the
+  kernel says which child: no look at every root per wake-up). A process may hold several
+  hosts (a Dask worker running two chunks on two threads) beside children its own program
+  started (``subprocess.Popen``): each host collects only the roots it spawned, so no other
+  party's status is ever taken. The table of every root in the process (``_ROOTS``, under a
+  lock) is what tells a root from an orphan.
+- Only a process the runner owns (a host with ``watch``: the CLI's, the runner service's) becomes a subreaper, for a
+  process-group run: orphans of the tree are then re-parented to it and must be collected too.
+  ``waitid(P_ALL, WNOWAIT)`` peeks at an exited child without collecting it; a root's status is
+  left for its own ``Child`` to read, every other pid is collected. A host inside someone
+  else's process never peeks at every child and never sets the flag: the tree's orphans go to
+  init, and a process-group run is still ended through its group.
+- Without a pidfd (an old kernel) a root's exit is found by SIGCHLD where the host watches
+  signals, and by a poll of those roots alone (every 50 ms) in any case. The host watches
+  SIGCHLD only once the reaper asks (``wants_sigchld``: a root without a pidfd, or orphans to
+  collect); an orphan that exits before then is collected by the next ``reap``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Loop
+    from .spawn import Child
+
+
+UNANNOUNCED_POLL_SECONDS = 0.05
+_ROOTS: dict[int, Reaper] = {}  # every live root in this process -> the reaper of the host that spawned it
+_ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
+
+
+class Reaper:
+    """One host's share of the process's reaper: its live roots (pid -> child, pidfd, exit
+    callback). ``owns_process``: the host owns the process (the CLI), so a process-group run
+    may make it a subreaper, whose orphans are collected here."""
+
+    def __init__(self, loop: Loop, owns_process: bool = True):
+        self._loop = loop
+        self._owns_process = owns_process
+        self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
+        self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
+        self._adopting = False  # a run made this process a subreaper: orphans are collected too
+        self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
+
+    def watch(self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool) -> None:
+        """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
+        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise.
+        ``adopts_orphans``: its run made this process a subreaper (for good; only a process
+        the host owns ever is)."""
+        pid = child.pid
+        pidfd = child.pidfd
+        if pidfd is None:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except (AttributeError, OSError):
+                pass  # SIGCHLD, or the reaper's polls, announce the exit
+        with _ROOTS_LOCK:
+            _ROOTS[pid] = self
+        self._roots[pid] = (child, pidfd, on_exit)
+        self._adopting = self._adopting or (adopts_orphans and self._owns_process)
+        if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
+            self.wants_sigchld()
+        if pidfd is not None:
+            self._loop.add_reader(pidfd, lambda: self._collect(pid))
+        else:
+            if not self._unannounced:
+                self._loop.call_later(UNANNOUNCED_POLL_SECONDS, self._poll_unannounced)
+            self._unannounced.add(pid)
+            self._collect(pid)
+
+    def _poll_unannounced(self) -> None:
+        """Look at the roots no pidfd announces (where no SIGCHLD may either: a Dask worker's host)."""
+        for pid in list(self._unannounced):
+            self._collect(pid)
+        if self._unannounced:
+            self._loop.call_later(UNANNOUNCED_POLL_SECONDS, self._poll_unannounced)
+
+    def _collect(self, pid: int) -> None:
+        """Collect the root ``pid`` if it has exited, and route its status."""
+        entry = self._roots.get(pid)
+        if entry is not None and entry[0].poll() is not None:
+            self._exited(pid)
+
+    def reap(self) -> None:
+        """Collect the orphans this process adopted, and the roots no pidfd announces."""
+        while self._adopting:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                info = None
+            if info is None:
+                break
+            with _ROOTS_LOCK:
+                owner = _ROOTS.get(info.si_pid)
+            if owner is self:
+                self._roots[info.si_pid][0].wait()
+                self._exited(info.si_pid)
+            elif owner is not None:
+                break  # another host's root: its own reaper collects it
+            else:
+                try:
+                    os.waitpid(info.si_pid, 0)
+                except ChildProcessError:
+                    pass
+        for pid in list(self._unannounced):
+            self._collect(pid)
+
+    def _exited(self, pid: int) -> None:
+        ended_ns = time.monotonic_ns()
+        _, _, on_exit = self._roots[pid]
+        self.forget(pid)
+        on_exit(ended_ns)
+
+    def forget(self, pid: int) -> None:
+        """Stop watching a root (collected, or given up on by a run that is releasing)."""
+        entry = self._roots.pop(pid, None)
+        if entry is None:
+            return
+        self._unannounced.discard(pid)
+        with _ROOTS_LOCK:
+            if _ROOTS.get(pid) is self:
+                del _ROOTS[pid]
+        if entry[1] is not None:
+            self._loop.remove_reader(entry[1])
+            os.close(entry[1])
+
+    def close(self) -> None:
+        """Forget every root still watched (the host is closing)."""
+        for pid in list(self._roots):
+            self.forget(pid)
