@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .members import LiveUsage
 
 # The figures the v1 ``resource_summary`` carries; the rest of Usage's are extensions.
-SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
+RESOURCE_SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
 # A CPU figure in ns gives its ms figure: (ns field, ms field).
 CPU_PAIRS = (("cpu_ns", "total_cpu_ms"), ("user_ns", "user_cpu_ms"), ("system_ns", "system_cpu_ms"))
 
@@ -89,18 +89,18 @@ class Usage(Plain):
         self.sources = sources if sources is not None else {}
         self.read_error = read_error
 
-    def summary(self) -> dict:
+    def resource_summary(self) -> dict:
         """The v1 ``resource_summary`` fields, exactly (the reference allows no other)."""
-        return {"read_error": self.read_error, **{name: getattr(self, name) for name in SUMMARY_FIELDS}}
+        return {"read_error": self.read_error, **{name: getattr(self, name) for name in RESOURCE_SUMMARY_FIELDS}}
 
     def extensions(self) -> dict:
-        """What the same counters say beyond the summary: for the API, ``inspect`` and the report."""
-        extended = {name: getattr(self, name) for name in FIELDS if name not in SUMMARY_FIELDS}
+        """What the same counters say beyond the ``resource_summary`` event: for the API, ``inspect`` and the report."""
+        extended = {name: getattr(self, name) for name in FIELDS if name not in RESOURCE_SUMMARY_FIELDS}
         extended["sources"] = dict(self.sources)
         return extended
 
     def as_json(self) -> dict:
-        return {**self.summary(), **self.extensions()}
+        return {**self.resource_summary(), **self.extensions()}
 
     @classmethod
     def from_json(cls, record: dict) -> Usage:
@@ -185,10 +185,10 @@ def _children() -> tuple[int, int, int, int]:
 
 
 def mechanism(usage: Usage) -> str:
-    """Which mechanisms count this run's summary figures: ``cgroup_v1``, ``cgroup_v2``,
+    """Which mechanisms count this run's ``resource_summary`` figures: ``cgroup_v1``, ``cgroup_v2``,
     ``rusage``, joined by ``+`` where several do, or ``none`` (``doctor`` names it)."""
     families = []
-    for field in SUMMARY_FIELDS:
+    for field in RESOURCE_SUMMARY_FIELDS:
         source = usage.sources.get(field, "")
         family = "cgroup_v1" if "(v1)" in source else "cgroup_v2" if "(v2)" in source else None
         if source.startswith("getrusage"):
