@@ -13,7 +13,7 @@ import time
 from ..text import sanitize
 from .plan import Command
 from .result import TimedRun
-from .summary import duration
+from .printout import duration
 
 WIDTH = 30
 NAME_WIDTH = 40
