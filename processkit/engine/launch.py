@@ -25,7 +25,7 @@ from . import pump, spawn
 from .endings import EndingKind
 from .environment import build_environment
 from .host import Host
-from .members import emit_snapshot
+from .snapshot import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
 from .terminal import Foreground, HandoffError

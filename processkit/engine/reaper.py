@@ -1,6 +1,6 @@
 """The host's reaping: collecting the children that exit, every run's root and the orphans a
 subreaper adopts, each root's exit routed to its own run. Apart from the members a run reads
-(``members``) because it is the process's, shared by every host in it, not a run's.
+(``snapshot``, ``teardown``) because it is the process's, shared by every host in it, not a run's.
 
 Facts about reaping, in a process that may not be the runner's own:
 - Every root is collected by its pid (``waitpid(pid)``), once its pidfd says it exited (the

@@ -1,5 +1,6 @@
-"""A run's members that live: the stream's snapshots of them and teardown's counts, read from
-its container. (Collecting the ones that exit is the host's: ``reaper``.)
+"""A ``members_snapshot``: the run's members that live, read from its container, written to its
+stream (at the spawn, at each ``--snapshot-interval``). The members themselves are read by
+``containment.members``; collecting the ones that exit is the host's (``reaper``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ if TYPE_CHECKING:
 
     from ..containment.members import Member
     from ..events.emitter import Emitter
-    from .reaper import Reaper
 
     class MemberOwner(Protocol):
-        """What the member readers need of a run (its state is one): where snapshots go, the
-        process's reaper, and the container's members."""
+        """What a snapshot needs of a run (its state is one): where snapshots go and the
+        container's members."""
 
         events: Emitter
-        reaper: Reaper
 
         def read_member_list(self) -> list[Member]: ...
 
@@ -33,12 +32,3 @@ def emit_snapshot(run: MemberOwner, reason: str) -> None:
     if read_error:
         warn("could not read the container's members")
     run.events.emit(MembersSnapshot(reason=reason, read_error=read_error, members=[m.as_event() for m in found]))
-
-
-def live_members(run: MemberOwner) -> list[int] | None:
-    """Members that have not exited yet (zombies awaiting a reaper do not count)."""
-    run.reaper.reap()
-    try:
-        return [m.pid for m in run.read_member_list() if not m.zombie]
-    except OSError:
-        return None
