@@ -193,7 +193,7 @@ class Qualification:
         self.found.terminal_exit_code = code if code >= 0 else None
 
         def unregistered() -> bool:
-            return not any(entry.record.run_id == self.run_id for entry in scan.read(Kind.REGISTRY).entries)
+            return not any(entry.record.run_id == self.run_id for entry in scan.read(Kind.REGISTRY_SETUP).entries)
 
         if not self.loop.run_until(unregistered, self.deadline, POLL_SECONDS):
             raise PhaseFailed(
