@@ -40,14 +40,15 @@ class Host(Scheduler):
     def __init__(self, watch: bool = True) -> None:
         super().__init__(Loop())
         self._watch = watch
-        self.reaper = Reaper(self.loop, owns_process=watch)
+        self.reaper = Reaper(self.loop, may_adopt_orphans=watch)
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
 
     @property
-    def owns_process(self) -> bool:
-        """Whether process-wide state (signal handlers, the subreaper flag) is the host's."""
+    def may_adopt_orphans(self) -> bool:
+        """Whether a run may make this process a subreaper, and its reaper collect every child
+        that is no run's root: only where the process is the host's own (``watch``)."""
         return self._watch
 
     def lodge(self, label: str) -> None:

@@ -42,12 +42,12 @@ _ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
 
 class Reaper:
     """One host's share of the process's reaper: its live roots (pid -> child, pidfd, exit
-    callback). ``owns_process``: the host owns the process (the CLI), so a process-group run
-    may make it a subreaper, whose orphans are collected here."""
+    callback). ``may_adopt_orphans``: the host's process is its own (a host with ``watch``), so
+    a process-group run may make it a subreaper, whose orphans are collected here."""
 
-    def __init__(self, loop: Loop, owns_process: bool = True):
+    def __init__(self, loop: Loop, may_adopt_orphans: bool = True):
         self._loop = loop
-        self._owns_process = owns_process
+        self._may_adopt_orphans = may_adopt_orphans
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
         self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
@@ -68,7 +68,7 @@ class Reaper:
         with _ROOTS_LOCK:
             _ROOTS[pid] = self
         self._roots[pid] = (child, pidfd, on_exit)
-        self._adopting = self._adopting or (adopts_orphans and self._owns_process)
+        self._adopting = self._adopting or (adopts_orphans and self._may_adopt_orphans)
         if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
             self.wants_sigchld()
         if pidfd is not None:
