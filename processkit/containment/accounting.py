@@ -118,23 +118,25 @@ FIELDS = tuple(name for name in Usage.__slots__ if name not in ("sources", "read
 
 
 class Tally:
-    """Figures gathered from several counters: the first one given for a figure stays."""
+    """Figures gathered from several counters: each counter offers what it read, and the first
+    figure offered for a field stays. (``give``, elsewhere, is only ever the return of what a
+    ``take`` lent: ``pool.Pool``, ``batching.held.Spares``.)"""
 
     def __init__(self) -> None:
         self.values: dict[str, int] = {}
         self.sources: dict[str, str] = {}
 
-    def give(self, field: str, value: int | None, source: str) -> None:
+    def offer(self, field: str, value: int | None, source: str) -> None:
         if value is not None and field not in self.values:
             self.values[field] = value
             self.sources[field] = source
 
-    def give_ns(self, field: str, value: int | None, source: str) -> None:
+    def offer_ns(self, field: str, value: int | None, source: str) -> None:
         """A CPU figure in ns: also its ms figure, truncated (a measured value can be 0)."""
         ms_field = dict(CPU_PAIRS)[field]
         if value is not None and field not in self.values and ms_field not in self.values:
-            self.give(field, value, source)
-            self.give(ms_field, value // 1_000_000, source)
+            self.offer(field, value, source)
+            self.offer(ms_field, value // 1_000_000, source)
 
     def missing(self, field: str) -> bool:
         return field not in self.values
@@ -164,16 +166,17 @@ class ChildrenUsage:
     def __init__(self) -> None:
         self._start = _children()
 
-    def give(self, tally: Tally, live: LiveUsage) -> None:
+    def offer_to(self, tally: Tally, live: LiveUsage) -> None:
+        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added."""
         now = _children()
         user = now[0] - self._start[0] + live.user_ns
         system = now[1] - self._start[1] + live.system_ns
-        tally.give_ns("cpu_ns", user + system, self.SOURCE)
-        tally.give_ns("user_ns", user, self.SOURCE)
-        tally.give_ns("system_ns", system, self.SOURCE)
+        tally.offer_ns("cpu_ns", user + system, self.SOURCE)
+        tally.offer_ns("user_ns", user, self.SOURCE)
+        tally.offer_ns("system_ns", system, self.SOURCE)
         if live.read_bytes is not None and live.write_bytes is not None:
-            tally.give("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
-            tally.give("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
+            tally.offer("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
+            tally.offer("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
 
 
 def _children() -> tuple[int, int, int, int]:
