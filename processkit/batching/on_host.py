@@ -16,6 +16,7 @@ import time
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
+from ..engine.signals import CALLER_GONE_SOURCE
 from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
@@ -218,11 +219,9 @@ def run_batch(
     return recorder.lines, recorder.counts
 
 
-# What a stop descriptor's end of file (its writer gone: the API's caller killed) is reported as.
-# A job's stream can say no more than the events schema's closed set of ``cancelled`` sources
-# allows: ``sighup``, the schema's hung-up controller, is the nearest; the batch's own tally
-# names it as what it is.
-CALLER_GONE_SIGNAL = "sighup"
+# What the batch's tally says stopped it once its stop descriptor's end of file came (its writer
+# gone: the API's caller killed); each job's stream says ``engine.signals.CALLER_GONE_SOURCE``,
+# all the events schema allows.
 CALLER_GONE = "caller_gone"
 
 
@@ -243,7 +242,7 @@ def _watch_stop_fd(host: Host, stop_fd: int) -> list[bool]:
         if not word:
             host.loop.remove_reader(stop_fd)
             gone[0] = host.stop_source is None  # not after a stop the caller asked for
-            host.stop(CALLER_GONE_SIGNAL)
+            host.stop(CALLER_GONE_SOURCE)
             return
         host.stop(word.decode("ascii", "replace"))
 

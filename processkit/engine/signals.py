@@ -34,6 +34,11 @@ STOP_SIGNALS: dict[int, str] = {
     signals.SIGTERM: "sigterm",
     signals.SIGHUP: "sighup",
 }
+# The ``cancelled.source`` of a run whose caller is gone (the API's caller ended: its connection,
+# or a batch's stop descriptor, at end of file), for the runner service's runs and a batch's jobs
+# alike: the events schema's closed set of sources has no word of its own for it, and the
+# hung-up controller is the nearest. (The batch's own tally names it: ``on_host.CALLER_GONE``.)
+CALLER_GONE_SOURCE = STOP_SIGNALS[signals.SIGHUP]
 
 
 class SignalWatch:
