@@ -15,7 +15,7 @@
  * chunk longer than the ring only its last ring-full is written (the rest would be overwritten
  * within the chunk), and ring_from remembers where such a skip left the ring's valid bytes, for
  * a write error that stops it part-way. Overwritten bytes cannot be hashed as they stream, so a
- * ring is hashed by processkit/engine/keep.py once it is put in order, and never on the thread.
+ * ring is hashed by processkit/engine/capture_keep.py once it is put in order, and never on the thread.
  *
  * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,

@@ -24,7 +24,7 @@ typedef struct pk_stream {
     int write_error;    /* errno of the first failed capture write; latched */
     int no_splice;      /* the echo refused spliced bytes: read and write from now on */
     pk_sha256 sha;      /* digest of exactly the retained bytes (without a ring: a ring's file is
-                         * hashed once in order, by processkit/engine/keep.py) */
+                         * hashed once in order, by processkit/engine/capture_keep.py) */
     unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
     size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */

@@ -29,11 +29,11 @@ _API = frozenset(
 
 def __getattr__(name: str):
     if name == "batch":  # the batch engine, in a process the runner service starts (processkit.batching)
-        from .batching.api import batch
+        from .batching.caller import batch
 
         return batch
     if name == "BatchError":
-        from .batching.api import BatchError
+        from .batching.caller import BatchError
 
         return BatchError
     if name == "bench":  # the benchmark API, loaded on first use too

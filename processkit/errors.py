@@ -64,7 +64,7 @@ class Kind(Constant):
     INCOMPATIBLE_CONTRACT: ClassVar[Kind]
     PEER_IDENTITY_UNSUPPORTED: ClassVar[Kind]
     REGISTRY_BY_ID: ClassVar[Kind]
-    REGISTRY: ClassVar[Kind]
+    REGISTRY_SETUP: ClassVar[Kind]
     PROBE_INCOMPATIBLE: ClassVar[Kind]
     WAIT_TIMEOUT: ClassVar[Kind]
     EVENTS_INVALID: ClassVar[Kind]
@@ -104,8 +104,11 @@ Kind.CONTROL_UNREACHABLE = Kind("CONTROL_UNREACHABLE", "control_unreachable", CO
 Kind.IPC_DEADLINE = Kind("IPC_DEADLINE", "ipc_deadline", CONTROL, retryable=True)
 Kind.INCOMPATIBLE_CONTRACT = Kind("INCOMPATIBLE_CONTRACT", "incompatible_contract", CONTROL)
 Kind.PEER_IDENTITY_UNSUPPORTED = Kind("PEER_IDENTITY_UNSUPPORTED", "peer_identity_unsupported", CONTROL)
+# One label, two codes, as the reference fixes them: an unreadable registry is a by-id client's
+# control failure (103), and a setup failure (111) of a command over the whole registry (list,
+# prune, wait, --all) and of every other reader.
 Kind.REGISTRY_BY_ID = Kind("REGISTRY_BY_ID", "registry", CONTROL)
-Kind.REGISTRY = Kind("REGISTRY", "registry", SETUP)
+Kind.REGISTRY_SETUP = Kind("REGISTRY_SETUP", "registry", SETUP)
 Kind.PROBE_INCOMPATIBLE = Kind("PROBE_INCOMPATIBLE", "probe_incompatible", PROBE_INCOMPATIBLE)
 Kind.WAIT_TIMEOUT = Kind("WAIT_TIMEOUT", "wait_timeout", WAIT_TIMEOUT, retryable=True)
 Kind.EVENTS_INVALID = Kind("EVENTS_INVALID", "events_invalid", EVENTS_INVALID)

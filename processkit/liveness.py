@@ -60,8 +60,8 @@ def take(path: str, mode: int = 0o600) -> int | None:
     return None
 
 
-def probe(directory: str, lock_name: str, *, keep: bool = False) -> tuple[Health, int | None]:
-    """The lock's health. With ``keep``, a stale lock stays held and its descriptor is returned
+def probe(directory: str, lock_name: str, *, hold: bool = False) -> tuple[Health, int | None]:
+    """The lock's health. With ``hold``, a stale lock stays held and its descriptor is returned
     (None when the file is missing) so the caller can reap under it; otherwise it is released."""
     path = os.path.join(directory, lock_name)
     try:
@@ -80,7 +80,7 @@ def probe(directory: str, lock_name: str, *, keep: bool = False) -> tuple[Health
     except OSError:
         os.close(fd)
         return Health.UNPROBED, None
-    if keep:
+    if hold:
         return Health.STALE, fd
     os.close(fd)
     return Health.STALE, None

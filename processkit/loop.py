@@ -123,7 +123,7 @@ class Loop:
 
     def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
         """``callback`` as called from outside the loop's own turn; a host's per-run view
-        (``engine.host.RunLoop``) makes it wake its run, the plain loop has none to wake."""
+        (``engine.runloop.RunLoop``) makes it wake its run, the plain loop has none to wake."""
         return callback
 
     # -- file descriptors ---------------------------------------------------------------------

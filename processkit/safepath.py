@@ -22,8 +22,9 @@ A directory checked once can be pinned (``pin``: a batch's ``--out``): later wal
 inside it start from its handle instead of walking from ``/`` again, so they use the very
 directory that was checked. Walks of private directories never start from a pin.
 
-A refusal is an :class:`UnsafePath`, an ``OSError`` whose ``strerror`` names the reason, so a
-caller's usual ``cannot ...: {strerror}`` message says why. Only ``os``, ``stat`` and ``errno``
+A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
+mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
+``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno`` and ``pathtrust``
 are imported: this is on a plain run's path.
 """
 
@@ -34,42 +35,12 @@ import errno
 import os
 import stat
 
+from .pathtrust import UnsafePath, check_existing, check_on_private_path, others_can_write, trusted
+
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
 _DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _STICKY_WORLD = stat.S_ISVTX | stat.S_IWOTH
 _proc_dev: list[int] = []
-_unmapped: list[int] = []  # the uid an unmapped owner shows as, in a user namespace; else none
-
-
-class UnsafePath(OSError):
-    """A path refused because another user could redirect what is written through it."""
-
-    def __init__(self, reason: str):
-        super().__init__(errno.EACCES, reason)
-
-
-def _trusted(uid: int) -> bool:
-    """This user, root, or (inside a user namespace) an owner outside it, shown as the
-    overflow uid: no process in here can act as that one (``unshare -r`` shows ``/`` so)."""
-    if uid in (os.geteuid(), 0):
-        return True
-    if not _unmapped:
-        try:
-            with open("/proc/self/uid_map", "rb") as handle:
-                whole = handle.read().split() == [b"0", b"0", b"4294967295"]
-            with open("/proc/sys/kernel/overflowuid", "rb") as handle:
-                _unmapped.append(-1 if whole else int(handle.read(16)))
-        except (OSError, ValueError):
-            _unmapped.append(-1)
-    return uid == _unmapped[0]
-
-
-def _others_can_write(found: os.stat_result) -> bool:
-    """Writable by others, or by a group other than this user's own primary group (with
-    user-private groups, umask 002 makes a user's own directories group-writable)."""
-    if found.st_mode & stat.S_IWOTH:
-        return True
-    return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
 
 
 def _is_proc(found: os.stat_result) -> bool:
@@ -100,7 +71,7 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool 
     parent = os.fstat(dir_fd)
     link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     uid = os.geteuid()
-    if final and not _trusted(link.st_uid):
+    if final and not trusted(link.st_uid):
         raise UnsafePath(
             f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: a file is reached "
             f"through a link only when the link is this user's (uid {uid}) or root's"
@@ -145,7 +116,7 @@ def _directory(
         while parts:
             name = parts.pop()
             if private:
-                _check_on_private_path(fd, here)
+                check_on_private_path(fd, here)
             try:
                 found = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
@@ -208,7 +179,7 @@ def _file(
                     return _file(links, link_dir, link_here, tail, flags, mode, existing)
                 finally:
                     os.close(link_dir)
-            _check_existing(probe, dir_fd, _join(here, name))
+            check_existing(probe, dir_fd, _join(here, name))
         except BaseException:
             os.close(probe)
             raise
@@ -230,29 +201,6 @@ def _reopen(probe: int, flags: int, shown: str = "it") -> int:
     if not flags & os.O_NONBLOCK:
         os.set_blocking(fd, True)
     return fd
-
-
-def _check_on_private_path(fd: int, here: str) -> None:
-    """Only this user or root may rename or replace what this directory holds."""
-    found = os.fstat(fd)
-    if not _trusted(found.st_uid):
-        raise UnsafePath(f"its path goes through {here}, which belongs to uid {found.st_uid}")
-    if _others_can_write(found) and not found.st_mode & stat.S_ISVTX:
-        raise UnsafePath(f"its path goes through {here}, which other users can write")
-
-
-def _check_existing(fd: int, dir_fd: int, shown: str) -> None:
-    """A file that was already there is reused only when no one else could have planted it."""
-    folder = os.fstat(dir_fd)
-    if _trusted(folder.st_uid) and not _others_can_write(folder):
-        return  # only this user or root can put anything here
-    found = os.fstat(fd)
-    if found.st_uid != os.geteuid():
-        raise UnsafePath(
-            f"{shown} already exists and belongs to uid {found.st_uid}, in a directory other users can change"
-        )
-    if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
-        raise UnsafePath(f"{shown} already exists with other hard links, in a directory other users can change")
 
 
 def _split_file(path: str) -> tuple[str, str]:
@@ -330,7 +278,7 @@ def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int,
     components are made, listed in ``created``; raises OSError (UnsafePath included)."""
     fd, here = _start([0], path, create_mode=0o777, created=created)
     found = os.fstat(fd)
-    if not _trusted(found.st_uid) and _others_can_write(found):
+    if not trusted(found.st_uid) and others_can_write(found):
         os.close(fd)
         raise UnsafePath(f"{path} belongs to uid {found.st_uid} and other users can write it")
     return fd, here
@@ -381,19 +329,6 @@ def directory_of(
 def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:
     """The target of the link that is the file itself (None: a ``/proc`` descriptor link)."""
     return _follow(links, dir_fd, name, here, final=True)
-
-
-def check_existing(fd: int, dir_fd: int, shown: str) -> None:
-    """Refuse a file found at ``shown`` that someone else could have planted there."""
-    _check_existing(fd, dir_fd, shown)
-
-
-def trusted(uid: int) -> bool:
-    return _trusted(uid)
-
-
-def others_can_write(found: os.stat_result) -> bool:
-    return _others_can_write(found)
 
 
 def reopen(probe: int, flags: int, shown: str) -> int:

@@ -32,16 +32,8 @@ from .bounded import Limits, checked, file_kind
 from .errors import Failure, Kind
 from .text import sanitize
 
-from .safepath import (
-    UnsafePath,
-    check_existing,
-    directory_of,
-    follow_final,
-    others_can_write,
-    reopen,
-    split_file,
-    trusted,
-)
+from .pathtrust import UnsafePath, check_existing, others_can_write, trusted
+from .safepath import directory_of, follow_final, reopen, split_file
 
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC

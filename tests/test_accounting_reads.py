@@ -26,9 +26,9 @@ def test_a_v2_group_reads_no_file_whose_figures_v1_gave(tmp_path):
     (group / "io.stat").write_text("254:0 rbytes=4096 wbytes=8192\n")
     tally = Tally()
     for field in ("cpu_ns", "user_ns", "system_ns"):
-        tally.give_ns(field, 5_000_000, "v1")
-    tally.give("peak_memory_bytes", 3 * MiB, "v1")
-    tally.give("peak_process_count", 1, "v1")
+        tally.offer_ns(field, 5_000_000, "v1")
+    tally.offer("peak_memory_bytes", 3 * MiB, "v1")
+    tally.offer("peak_process_count", 1, "v1")
     usage = v2_usage(group, tally)
     assert (usage.total_cpu_ms, usage.peak_memory_bytes, usage.io_read_bytes, usage.io_write_bytes) == (
         5,
@@ -44,7 +44,7 @@ def test_a_v2_group_still_gives_the_cpu_split_v1_lacks(tmp_path):
     group.mkdir()
     (group / "cpu.stat").write_text("usage_usec 9000\nuser_usec 6000\nsystem_usec 3000\n")
     tally = Tally()
-    tally.give_ns("cpu_ns", 10_000_000, "cpuacct.usage (v1)")  # the total only: the split comes from v2
+    tally.offer_ns("cpu_ns", 10_000_000, "cpuacct.usage (v1)")  # the total only: the split comes from v2
     usage = v2_usage(group, tally)
     assert (usage.total_cpu_ms, usage.user_cpu_ms, usage.system_cpu_ms) == (10, 6, 3)
     assert usage.sources["user_ns"] == "cpu.stat user_usec (v2)"

@@ -170,7 +170,7 @@ def test_a_session_builds_its_runs_spec_once_through_the_run_grammar(monkeypatch
     built = []
     real = grammar_run.build
     monkeypatch.setattr(grammar_run, "build", lambda *args, **kwargs: built.append(args) or real(*args, **kwargs))
-    engine = driver.Engine(Options(timeout_ms=1500), owns_process=False, lodged=False)
+    engine = driver.Engine(Options(timeout_ms=1500), ends_descendants=False, lodged=False)
     try:
         runs = [engine.measure(("true",)), engine.measure(("sh", "-c", "exit 3"))]
     finally:

@@ -17,7 +17,7 @@ import re
 import pytest
 
 from conftest import run_cli
-from processkit.benchmark import BenchResult, Command, CommandResult, Options, TimedRun, exports, summary
+from processkit.benchmark import BenchResult, Command, CommandResult, Options, TimedRun, exports, printout
 from processkit.benchmark.stats import Summary
 
 MISSING = "some-nonexisting-program-b5d9574198b7e4b12a71fa4747c0a577"
@@ -184,11 +184,11 @@ def exact(*timed: tuple[str, list[float]], reference: bool = False) -> BenchResu
 
 
 def test_returns_mean_time_in_correct_unit(tmp_path):
-    assert "Time (mean ± σ):      1.234 s ±" in summary.render(exact(("sleep 1.234", [1.234] * 2)))
-    assert "Time (mean ± σ):     123.0 ms ±" in summary.render(exact(("sleep 0.123", [0.123] * 2)))
+    assert "Time (mean ± σ):      1.234 s ±" in printout.render(exact(("sleep 1.234", [1.234] * 2)))
+    assert "Time (mean ± σ):     123.0 ms ±" in printout.render(exact(("sleep 0.123", [0.123] * 2)))
     long = exact(("sleep 1.234", [1.234] * 2))
-    assert "Time (mean ± σ):     1234.0 ms ±" in summary.render(long, "millisecond")
-    assert "Time (mean ± σ):     1234000.0 µs ±" in summary.render(long, "microsecond")
+    assert "Time (mean ± σ):     1234.0 ms ±" in printout.render(long, "millisecond")
+    assert "Time (mean ± σ):     1234000.0 µs ±" in printout.render(long, "microsecond")
     done = hyperfine(tmp_path, "--runs=2", "--time-unit=microsecond", "-N", "sleep 0.01")  # the CLI's flag
     ok(done)
     assert re.search(r"Time \(mean ± σ\):\s+1\d{4}\.\d µs ±", done.out), done.out
@@ -246,12 +246,12 @@ def test_takes_shell_spawning_time_into_account(tmp_path):
 
 
 def test_shows_benchmark_comparison_with_relative_times():
-    text = summary.render(exact(("sleep 1.0", [1.0] * 2), ("sleep 2.0", [2.0] * 2), ("sleep 3.0", [3.0] * 2)))
+    text = printout.render(exact(("sleep 1.0", [1.0] * 2), ("sleep 2.0", [2.0] * 2), ("sleep 3.0", [3.0] * 2)))
     assert "2.00 ± 0.00 times faster" in text and "3.00 ± 0.00 times faster" in text
 
 
 def test_shows_benchmark_comparison_with_same_time():
-    text = summary.render(
+    text = printout.render(
         exact(("A", [1.0] * 2), ("B", [1.0] * 2), ("sleep 2.0", [2.0] * 2), ("sleep 1000.0", [1000.0] * 2))
     )
     assert "As fast (1.00 ± 0.00) as" in text
@@ -259,7 +259,7 @@ def test_shows_benchmark_comparison_with_same_time():
 
 
 def test_shows_benchmark_comparison_relative_to_reference():
-    text = summary.render(
+    text = printout.render(
         exact(("sleep 2.0", [2.0] * 2), ("sleep 1.0", [1.0] * 2), ("sleep 3.0", [3.0] * 2), reference=True)
     )
     assert "sleep 2.0 ran" in text
@@ -309,8 +309,8 @@ def test_unused_parameters_are_shown_in_benchmark_name(tmp_path):
 def test_speed_comparison_sort_order(tmp_path):
     result = exact(("sleep 2", [2.0] * 2), ("sleep 1", [1.0] * 2))
     for order in ("auto", "mean-time"):
-        assert "sleep 1 ran\n    2.00 ± 0.00 times faster than sleep 2" in summary.render(result, sort=order)
-    assert "2.00 ±  0.00  sleep 2\n        1.00          sleep 1" in summary.render(result, sort="command")
+        assert "sleep 1 ran\n    2.00 ± 0.00 times faster than sleep 2" in printout.render(result, sort=order)
+    assert "2.00 ±  0.00  sleep 2\n        1.00          sleep 1" in printout.render(result, sort="command")
     done = hyperfine(tmp_path, "--runs=2", "--sort=command", "-N", "sleep 0.02", "true")
     ok(done)
     assert "Relative speed comparison" in done.out

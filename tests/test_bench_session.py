@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from processkit.benchmark import summary
+from processkit.benchmark import printout
 from processkit.benchmark.driver import Measured
 from processkit.benchmark.plan import Command, Options, Order
 from processkit.benchmark.session import Session, shortfall
@@ -138,7 +138,7 @@ def test_an_outlier_is_flagged_and_warned_about():
     result = run(["a"], Options(runs=10), mock)
     (only,) = result.results
     assert only.outliers == [5]
-    assert any("1 statistical outlier" in line for line in summary.warnings(only))
+    assert any("1 statistical outlier" in line for line in printout.warnings(only))
 
 
 def test_a_failing_run_stops_the_benchmark_unless_failures_are_ignored():
@@ -158,13 +158,13 @@ def test_timed_out_runs_are_left_out_counted_and_can_fail_the_benchmark():
     result = run(["a"], options, Mock(every_other))
     (only,) = result.results
     assert only.timed_out == 2 and only.times == [0.01, 0.01] and only.summary.runs == 2
-    assert any("2 of 4 runs of 'a' timed out" in line for line in summary.warnings(only))
+    assert any("2 of 4 runs of 'a' timed out" in line for line in printout.warnings(only))
     failure = shortfall(result, options)
     assert failure is not None and failure.code == 118 and "fewer than --runs 4" in failure.message
     assert shortfall(result, Options(runs=4, timeout_ms=100, ignore_failure=True)) is None
     one_of_four = lambda name, iteration, nth: "timeout" if nth == 0 else 10  # noqa: E731
     result = run(["a"], Options(runs=4, timeout_ms=100), Mock(one_of_four))
-    assert not any("timed out" in line for line in summary.warnings(result.results[0]))
+    assert not any("timed out" in line for line in printout.warnings(result.results[0]))
     result = run(["a"], Options(runs=2, timeout_ms=100), Mock(lambda *_: "timeout"))
     failure = shortfall(result, Options(runs=2, timeout_ms=100, ignore_failure=True))
     assert result.results[0].summary is None and "every run of 'a' timed out" in failure.message

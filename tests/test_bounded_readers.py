@@ -19,7 +19,7 @@ ALLOWED = {
     ("containment/members.py", "usage_of"): "/proc/<pid>/status and /proc/<pid>/stat",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",
-    ("safepath.py", "_trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
+    ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
     # The package's own data, shipped with it.
     ("events/validate.py", "load_schema"): "a schema shipped as package data",

@@ -53,7 +53,7 @@ ALLOWED = {
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
     # The registry: safepath.private_directory proved it this user's and writable by no one else.
     ("registry/registration.py", "write_record", "os.open:write"): "O_EXCL | O_NOFOLLOW in the private registry",
-    ("registry/tombstones.py", "keep", "os.rename"): "within the private registry",
+    ("registry/tombstones.py", "bury", "os.rename"): "within the private registry",
     ("registry/tombstones.py", "write_new", "os.open:write"): "O_EXCL | O_NOFOLLOW in a private directory",
     ("control/server.py", "listen_unix", "os.chmod"): "the socket it has just bound, in its fresh 0700 directory",
     # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).

@@ -740,12 +740,12 @@ def test_a_ring_cut_short_by_a_write_error_keeps_what_it_stored(cls, piece, keep
 def test_a_ring_that_cannot_be_put_in_order_is_emptied(cls, tmp_path, monkeypatch):
     """A failure while rotating leaves bytes in no known order: the file is emptied, so the
     report (nothing written, write_error) still says what it holds."""
-    from processkit.engine import keep
+    from processkit.engine import capture_keep
 
     def fail(*_):
         raise OSError(errno.EIO, "injected")
 
-    monkeypatch.setattr(keep, "_rotate", fail)
+    monkeypatch.setattr(capture_keep, "_rotate", fail)
     path = tmp_path / "out.log"
     capture_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     read_fd, write_fd = os.pipe()

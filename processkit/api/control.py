@@ -55,7 +55,7 @@ def live_record(run_id: str) -> Record:
 
 def entries() -> list[tuple[Record, str]]:
     """Every readable registry record with its health word (live, stale, unprobed)."""
-    view = _calling(scan.read, Kind.REGISTRY)
+    view = _calling(scan.read, Kind.REGISTRY_SETUP)
     return [(entry.record, entry.health().value) for entry in view.entries]
 
 

@@ -108,8 +108,9 @@ def run_batch(
     CLI stays flat in memory) and the counts. A manifest that changed since it was checked stops
     the starts, and its setup Failure is raised once the jobs running have ended.
 
-    ``signals``: the batch owns the process's stop signals (the CLI); the API and a Dask worker
-    leave their process's handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
+    ``signals``: the batch owns the process's stop signals (the CLI's batch, and the process the
+    runner service starts for ``processkit.batch``); a Dask worker's chunk, on a thread of the
+    worker's process, leaves its handlers alone. ``write_summary``: lines go to ``summary.jsonl`` as
     jobs end (a Dask worker returns them to the client, which writes them instead). ``stop_fd``:
     once it is readable (the name of a stop's source written to it) the batch stops as on a stop
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
@@ -237,7 +238,10 @@ def run_batch(
     return recorder.lines, recorder.counts
 
 
-CALLER_GONE = "caller_gone"  # the tally's word for a stop descriptor's end of file (``engine.stopfd``)
+# What the batch's tally says stopped it once its stop descriptor's end of file came (its writer
+# gone: the API's caller killed; ``engine.stopfd``); each job's stream says
+# ``engine.signals.CALLER_GONE_SOURCE``, all the events schema allows.
+CALLER_GONE = "caller_gone"
 
 
 def _every_second(host: Host, call: Callable[[], None]) -> None:

@@ -2,7 +2,7 @@
 process its runner service starts for it, ``service.bench``).
 
 ``plan`` says what to run, ``session`` runs it (through ``driver``, the one module that touches
-the engine), ``stats`` and ``result`` turn the runs into figures, ``summary``, ``progress`` and
+the engine), ``stats`` and ``result`` turn the runs into figures, ``printout`` (the summary as text), ``progress`` and
 ``exports`` show them.
 """
 

@@ -196,8 +196,10 @@ class Engine:
     """The real executor: every run of a session on one host, lodged, whose signal watch is
     the session's (a stop signal between two runs cancels the next one before its child
     starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
-    ``owns_process``: this process is the benchmark's own (the CLI), so whatever is
-    left descended from it once a run has ended is that run's, and is ended (``leftovers``).
+    ``ends_descendants``: this process is the benchmark's own (the CLI), so whatever is left
+    descended from it once a run has ended is that run's, and is ended (``leftovers``); a
+    caller measuring one command (``measure``) keeps its own children. (Either way the host
+    watches the process's signals while a run goes on.)
     ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).
     ``stop_fd``: a stop's source written to it (or its end of file) stops the session as that
     signal would, the run going on first (``engine.stopfd``: the API caller's connection)."""
@@ -205,7 +207,7 @@ class Engine:
     def __init__(
         self,
         options: Options,
-        owns_process: bool = True,
+        ends_descendants: bool = True,
         lodged: bool = True,
         tick: Callable[[], None] | None = None,
         stop_fd: int | None = None,
@@ -216,7 +218,7 @@ class Engine:
 
         self._steps, self._outcome = runner.steps, Outcome  # imported once, not once a run
         self.options = options
-        self.owns_process = owns_process
+        self.ends_descendants = ends_descendants
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
@@ -284,7 +286,7 @@ class Engine:
         if counting is not None and fds is not None:
             measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
         measured.stop_source = self.host.stop_source if measured.cancelled else None
-        if self.owns_process:  # what the run's group did not hold (a process group's ``setsid`` daemon)
+        if self.ends_descendants:  # what the run's group did not hold (a process group's ``setsid`` daemon)
             from ..containment import leftovers
 
             measured.leftovers = leftovers.end_descendants()
@@ -329,7 +331,7 @@ def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str 
     caller measuring a single command (the test suite); a benchmark keeps one ``Engine``."""
     from .plan import Options
 
-    engine = Engine(Options(timeout_ms=timeout_ms), owns_process=False, lodged=False)
+    engine = Engine(Options(timeout_ms=timeout_ms), ends_descendants=False, lodged=False)
     try:
         return engine.measure(argv, jsonl)
     finally:

@@ -22,7 +22,7 @@ import re
 from ..text import sanitize
 from . import baseline
 from .result import BenchResult, CommandResult
-from .summary import number, unit_for
+from .printout import number, unit_for
 
 CSV_COLUMNS = ("command", "mean", "stddev", "median", "user", "system", "min", "max")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

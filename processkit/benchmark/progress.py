@@ -13,7 +13,7 @@ from ..progress import LiveLines, bar, eta, terminal_rows
 from ..text import sanitize
 from .plan import Command
 from .result import TimedRun
-from .summary import duration
+from .printout import duration
 
 NAME_WIDTH = 40
 

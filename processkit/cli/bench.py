@@ -269,13 +269,13 @@ def main(argv: list[str], invocation) -> int:
 
         invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
         return DIE_BY_SIGINT
-    from ..benchmark import summary
+    from ..benchmark import printout
     from . import output
 
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if args.style != "none":
-        output.lines(summary.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
+        output.lines(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
     for path, kind in targets:
         text = exports.WRITERS[kind](result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target

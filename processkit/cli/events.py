@@ -94,7 +94,7 @@ class Target:
     def by_run_id(cls, run_id: str) -> Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
-        matches = [entry for entry in scan.read(Kind.REGISTRY).entries if entry.record.run_id == run_id]
+        matches = [entry for entry in scan.read(Kind.REGISTRY_SETUP).entries if entry.record.run_id == run_id]
         cannot = f"cannot read events for run `{run_id}`"
         if not matches:
             raise Failure(
@@ -119,7 +119,7 @@ class Target:
     def still_written(self) -> bool:
         """Whether a record that is not confirmed stale still names this run or this stream."""
         wanted = os.path.realpath(self.path)
-        for entry in scan.read(Kind.REGISTRY).entries:
+        for entry in scan.read(Kind.REGISTRY_SETUP).entries:
             record = entry.record
             if self.run_id is not None:
                 ours = record.run_id == self.run_id

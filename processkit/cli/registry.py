@@ -43,7 +43,7 @@ def list_runs(argv: list[str], invocation) -> int:
     args = list_parser().parse(argv)
     wanted = targets.labels(args.label)
     rows = []
-    for entry in scan.read(Kind.REGISTRY).entries:
+    for entry in scan.read(Kind.REGISTRY_SETUP).entries:
         if not entry.record.matches(wanted):
             continue
         health = entry.health().value
@@ -145,7 +145,7 @@ def prune(argv: list[str], invocation) -> int:
     from ..registry.prune import prune as run_prune
 
     labels = targets.labels(args.label)
-    report = run_prune(scan.read(Kind.REGISTRY), labels, dry_run=args.dry_run)
+    report = run_prune(scan.read(Kind.REGISTRY_SETUP), labels, dry_run=args.dry_run)
     # Beyond the reference: what dead runners left on the host is ended and removed too.
     reaped = sweep.Reaped()
     vouched = [c["socket_dir"] for c in report.candidates if c.get("socket_dir") is not None]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .members import LiveUsage
 
 # The figures the v1 ``resource_summary`` carries; the rest of Usage's are extensions.
-SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
+RESOURCE_SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
 # A CPU figure in ns gives its ms figure: (ns field, ms field).
 CPU_PAIRS = (("cpu_ns", "total_cpu_ms"), ("user_ns", "user_cpu_ms"), ("system_ns", "system_cpu_ms"))
 
@@ -89,18 +89,18 @@ class Usage(Plain):
         self.sources = sources if sources is not None else {}
         self.read_error = read_error
 
-    def summary(self) -> dict:
+    def resource_summary(self) -> dict:
         """The v1 ``resource_summary`` fields, exactly (the reference allows no other)."""
-        return {"read_error": self.read_error, **{name: getattr(self, name) for name in SUMMARY_FIELDS}}
+        return {"read_error": self.read_error, **{name: getattr(self, name) for name in RESOURCE_SUMMARY_FIELDS}}
 
     def extensions(self) -> dict:
-        """What the same counters say beyond the summary: for the API, ``inspect`` and the report."""
-        extended = {name: getattr(self, name) for name in FIELDS if name not in SUMMARY_FIELDS}
+        """What the same counters say beyond the ``resource_summary`` event: for the API, ``inspect`` and the report."""
+        extended = {name: getattr(self, name) for name in FIELDS if name not in RESOURCE_SUMMARY_FIELDS}
         extended["sources"] = dict(self.sources)
         return extended
 
     def as_json(self) -> dict:
-        return {**self.summary(), **self.extensions()}
+        return {**self.resource_summary(), **self.extensions()}
 
     @classmethod
     def from_json(cls, record: dict) -> Usage:
@@ -118,23 +118,25 @@ FIELDS = tuple(name for name in Usage.__slots__ if name not in ("sources", "read
 
 
 class Tally:
-    """Figures gathered from several counters: the first one given for a figure stays."""
+    """Figures gathered from several counters: each counter offers what it read, and the first
+    figure offered for a field stays. (``give``, elsewhere, is only ever the return of what a
+    ``take`` lent: ``pool.Pool``, ``batching.held.Spares``.)"""
 
     def __init__(self) -> None:
         self.values: dict[str, int] = {}
         self.sources: dict[str, str] = {}
 
-    def give(self, field: str, value: int | None, source: str) -> None:
+    def offer(self, field: str, value: int | None, source: str) -> None:
         if value is not None and field not in self.values:
             self.values[field] = value
             self.sources[field] = source
 
-    def give_ns(self, field: str, value: int | None, source: str) -> None:
+    def offer_ns(self, field: str, value: int | None, source: str) -> None:
         """A CPU figure in ns: also its ms figure, truncated (a measured value can be 0)."""
         ms_field = dict(CPU_PAIRS)[field]
         if value is not None and field not in self.values and ms_field not in self.values:
-            self.give(field, value, source)
-            self.give(ms_field, value // 1_000_000, source)
+            self.offer(field, value, source)
+            self.offer(ms_field, value // 1_000_000, source)
 
     def missing(self, field: str) -> bool:
         return field not in self.values
@@ -164,16 +166,17 @@ class ChildrenUsage:
     def __init__(self) -> None:
         self._start = _children()
 
-    def give(self, tally: Tally, live: LiveUsage) -> None:
+    def offer_to(self, tally: Tally, live: LiveUsage) -> None:
+        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added."""
         now = _children()
         user = now[0] - self._start[0] + live.user_ns
         system = now[1] - self._start[1] + live.system_ns
-        tally.give_ns("cpu_ns", user + system, self.SOURCE)
-        tally.give_ns("user_ns", user, self.SOURCE)
-        tally.give_ns("system_ns", system, self.SOURCE)
+        tally.offer_ns("cpu_ns", user + system, self.SOURCE)
+        tally.offer_ns("user_ns", user, self.SOURCE)
+        tally.offer_ns("system_ns", system, self.SOURCE)
         if live.read_bytes is not None and live.write_bytes is not None:
-            tally.give("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
-            tally.give("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
+            tally.offer("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
+            tally.offer("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
 
 
 def _children() -> tuple[int, int, int, int]:
@@ -185,10 +188,10 @@ def _children() -> tuple[int, int, int, int]:
 
 
 def mechanism(usage: Usage) -> str:
-    """Which mechanisms count this run's summary figures: ``cgroup_v1``, ``cgroup_v2``,
+    """Which mechanisms count this run's ``resource_summary`` figures: ``cgroup_v1``, ``cgroup_v2``,
     ``rusage``, joined by ``+`` where several do, or ``none`` (``doctor`` names it)."""
     families = []
-    for field in SUMMARY_FIELDS:
+    for field in RESOURCE_SUMMARY_FIELDS:
         source = usage.sources.get(field, "")
         family = "cgroup_v1" if "(v1)" in source else "cgroup_v2" if "(v2)" in source else None
         if source.startswith("getrusage"):

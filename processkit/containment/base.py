@@ -86,7 +86,7 @@ class Container(abc.ABC):
             self._account(tally)
             if tally.missing("peak_memory_bytes"):
                 live = usage_of(self.member_pids()).peak_memory_bytes
-                tally.give("peak_memory_bytes", live, "VmHWM summed over the live members")
+                tally.offer("peak_memory_bytes", live, "VmHWM summed over the live members")
         except (OSError, ValueError):
             return Usage(read_error=True)
         return tally.usage()

@@ -190,21 +190,21 @@ class CgroupV1Controllers(ControllerSet):
         memory, cpuacct, pids = self._where("memory"), self._where("cpuacct"), self._where("pids")
         if memory is not None:
             peak = cgroupfs.optional_int_in(memory, "memory.max_usage_in_bytes")
-            tally.give("peak_memory_bytes", peak, "memory.max_usage_in_bytes (v1)")
+            tally.offer("peak_memory_bytes", peak, "memory.max_usage_in_bytes (v1)")
             oom = cgroupfs.keyed_in(memory, "memory.oom_control").get("oom_kill")
-            tally.give("oom_kills", oom, "memory.oom_control oom_kill (v1)")
+            tally.offer("oom_kills", oom, "memory.oom_control oom_kill (v1)")
         if cpuacct is not None:
             usage = cgroupfs.optional_int_in(cpuacct, "cpuacct.usage")
-            tally.give_ns("cpu_ns", usage, "cpuacct.usage (v1)")
+            tally.offer_ns("cpu_ns", usage, "cpuacct.usage (v1)")
             user, system = (cgroupfs.optional_int_in(cpuacct, name) for name in SPLIT)
             if usage is not None and user is not None and system is not None:
                 # The split is sampled at ticks; scaled to the exact total, as cpu.stat's is.
                 user = usage * user // (user + system) if user + system else 0
                 source = "cpuacct.usage split as cpuacct.usage_user/usage_sys (v1)"
-                tally.give_ns("user_ns", user, source)
-                tally.give_ns("system_ns", usage - user, source)
+                tally.offer_ns("user_ns", user, source)
+                tally.offer_ns("system_ns", usage - user, source)
         if pids is not None:
-            tally.give("peak_process_count", cgroupfs.optional_int_in(pids, "pids.peak"), "pids.peak (v1)")
+            tally.offer("peak_process_count", cgroupfs.optional_int_in(pids, "pids.peak"), "pids.peak (v1)")
 
     def release(self) -> None:
         lent_fds = {lent.join_fd for lent in self._lent}

@@ -165,14 +165,14 @@ class CgroupV2(Container):
                 value = cpu.get(key)
                 if value is not None:
                     value = (value - self._cpu_base.get(key, 0)) * 1000
-                tally.give_ns(field, value, f"cpu.stat {key} (v2)")
+                tally.offer_ns(field, value, f"cpu.stat {key} (v2)")
         if self._lent is not None and self._lent.reused:  # lent again only with no memory, pids or io controller
             return
         for field, name in (("peak_memory_bytes", "memory.peak"), ("peak_process_count", "pids.peak")):
             if tally.missing(field):
-                tally.give(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")
+                tally.offer(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")
         try:
-            tally.give(
+            tally.offer(
                 "oom_kills",
                 cgroupfs.read_keyed(self._file("memory.events")).get("oom_kill"),
                 "memory.events oom_kill (v2)",
@@ -182,8 +182,8 @@ class CgroupV2(Container):
             return
         # One line per device: "MAJ:MIN rbytes=N wbytes=N rios=N ..."
         counters = [dict(item.split("=", 1) for item in line.split()[1:]) for line in io_lines if line.strip()]
-        tally.give("io_read_bytes", sum(int(c.get("rbytes", 0)) for c in counters), "io.stat rbytes (v2)")
-        tally.give("io_write_bytes", sum(int(c.get("wbytes", 0)) for c in counters), "io.stat wbytes (v2)")
+        tally.offer("io_read_bytes", sum(int(c.get("rbytes", 0)) for c in counters), "io.stat rbytes (v2)")
+        tally.offer("io_write_bytes", sum(int(c.get("wbytes", 0)) for c in counters), "io.stat wbytes (v2)")
 
     def _remove(self) -> None:
         if self._lent is not None:

@@ -54,7 +54,7 @@ class ProcessGroup(Container):
         self.signal_members(signals.SIGKILL)
 
     def _account(self, tally: Tally) -> None:
-        self._children.give(tally, members.usage_of(self.member_pids()))
+        self._children.offer_to(tally, members.usage_of(self.member_pids()))
 
 
 def _anyone_in(pgid: int) -> bool:

@@ -185,7 +185,7 @@ def _reap_run(
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
-    health, held = probe(path, rundir.LOCK_NAME, keep=True)
+    health, held = probe(path, rundir.LOCK_NAME, hold=True)
     if health is Health.LIVE:
         return False
     if held is None:

@@ -20,7 +20,9 @@ class TargetResult(Frozen):
 
 
 def request_all(verb: str, labels: dict, check: Check, success: str) -> list[TargetResult]:
-    targets = [e for e in scan.read(Kind.REGISTRY).entries if e.record.matches(labels) and e.health() is Health.LIVE]
+    targets = [
+        e for e in scan.read(Kind.REGISTRY_SETUP).entries if e.record.matches(labels) and e.health() is Health.LIVE
+    ]
     return [_request_one(target, verb, check, success) for target in targets]
 
 

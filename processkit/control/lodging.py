@@ -20,6 +20,7 @@ import collections
 import itertools
 import os
 
+from ..diagnostics import warn
 from ..events.emitter import utc_timestamp
 from ..registry import tombstones
 from ..registry.location import RegistryError, open_for_writing
@@ -29,6 +30,17 @@ from ..rundir import LOCK_NAME, JobSlot, RunDir, batch_base
 from ..text import is_valid_run_id
 
 BATCH_HINT = "batch"
+
+
+def lodge(label: str) -> Lodging | None:
+    """A host's lodging, for the runs carried from it: their sockets, records and tombstones in
+    one directory, none in the registry or the temp dir. Best effort: without it (None) each
+    run makes its own, as ``run`` does."""
+    try:
+        return Lodging(label)
+    except OSError as exc:
+        warn(f"no batch directory, so each job makes its own: {exc.strerror or exc}")
+        return None
 
 
 class Lodging:

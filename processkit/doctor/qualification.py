@@ -193,7 +193,7 @@ class Qualification:
         self.found.terminal_exit_code = code if code >= 0 else None
 
         def unregistered() -> bool:
-            return not any(entry.record.run_id == self.run_id for entry in scan.read(Kind.REGISTRY).entries)
+            return not any(entry.record.run_id == self.run_id for entry in scan.read(Kind.REGISTRY_SETUP).entries)
 
         if not self.loop.run_until(unregistered, self.deadline, POLL_SECONDS):
             raise PhaseFailed(
@@ -314,7 +314,7 @@ def _accounting() -> AccountingFacts:
     """What a run's accounting would be here, from a fresh container, removed at once. Not a
     phase: the report's phases are the reference's."""
     from .. import containment
-    from ..containment.accounting import SUMMARY_FIELDS, mechanism
+    from ..containment.accounting import RESOURCE_SUMMARY_FIELDS, mechanism
     from ..spec import NO_LIMITS
 
     try:
@@ -325,7 +325,7 @@ def _accounting() -> AccountingFacts:
         usage = container.usage()  # an empty group's counters: which exist, not what they say
     finally:
         container.release()
-    return AccountingFacts(mechanism(usage), {field: usage.sources.get(field) for field in SUMMARY_FIELDS})
+    return AccountingFacts(mechanism(usage), {field: usage.sources.get(field) for field in RESOURCE_SUMMARY_FIELDS})
 
 
 def _events(path: str) -> dict[str, dict]:

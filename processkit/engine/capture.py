@@ -3,7 +3,7 @@
 The per-stream counters and digest live in the pump that writes the file (native or Python);
 this module owns the files themselves and the report's shape. Which part of a stream a file
 keeps (``--capture-keep``: its head, its tail, or both ends) is a target's ``head``: the leading
-bytes kept in order; the rest of the cap is a ring the pumps write in place and ``keep.py``
+bytes kept in order; the rest of the cap is a ring the pumps write in place and ``capture_keep.py``
 puts in order at the end.
 """
 
@@ -87,27 +87,29 @@ EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
 
 def ring_report(target: CaptureTarget, seen: int, stored: int, ring_from: int, write_error: bool) -> CaptureReport:
-    """The report of a ring capture once its pump is done (either pump: see keep.py)."""
-    from . import keep
+    """The report of a ring capture once its pump is done (either pump: see capture_keep.py)."""
+    from . import capture_keep
 
     if target.live_record is not None:  # the ring is about to be rewritten in place: its marks no longer hold
         target.live_record.retire()
-    written, digest, write_error, kept = keep.finish(target.fd, target.head, target.cap, stored, ring_from, write_error)
+    written, digest, write_error, kept = capture_keep.finish(
+        target.fd, target.head, target.cap, stored, ring_from, write_error
+    )
     return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
 
 
 def finished_report(pump):
     """A pump's report once its stream ended (a run's steps: ``yield from``): a ring is put in
-    order a bounded chunk per turn of the host's loop (``keep.finishing``). Asked once."""
+    order a bounded chunk per turn of the host's loop (``capture_keep.finishing``). Asked once."""
     ring = pump.ring_state()
     if ring is None:
         return pump.report()
-    from . import keep
+    from . import capture_keep
 
     target, seen, stored, ring_from, write_error = ring
     if target.live_record is not None:  # the ring is about to be rewritten in place: its marks no longer hold
         target.live_record.retire()
-    written, digest, write_error, kept = yield from keep.finishing(
+    written, digest, write_error, kept = yield from capture_keep.finishing(
         target.fd, target.head, target.cap, stored, ring_from, write_error
     )
     return CaptureReport(target.path, seen, written, digest, write_error, target.cap, kept)
@@ -192,7 +194,7 @@ def _quietly(action, path: str) -> None:
 
 class CaptureFile:
     """The pure-Python capped writer: counts every byte, writes the part its target keeps
-    and hashes it as written (a ring is hashed once in order, by ``keep.finish``).
+    and hashes it as written (a ring is hashed once in order, by ``capture_keep.finish``).
 
     The first failed write latches ``write_error``; nothing more is written, counting goes on.
     """
@@ -207,9 +209,9 @@ class CaptureFile:
         self._digest = None
         self._marks = target.marks if self._ring else None
         if self._ring:
-            from . import keep
+            from . import capture_keep
 
-            self.write_error = not keep.ring_ready(target.fd)
+            self.write_error = not capture_keep.ring_ready(target.fd)
             if self._marks is not None:
                 self._marks[WRITE_ERROR] = int(self.write_error)
         else:

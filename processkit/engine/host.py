@@ -1,381 +1,72 @@
-"""The process that carries runs: one loop and one signal watch for every run on it, the
-reaper's view of its roots, and the scheduler that drives the runs side by side.
-
-A run is a generator of ``Wait`` values: each says what it waits for (a condition, a deadline,
-how often to look again when nothing announces it). The host keeps a run queue, as trio's
-``runq``: a run is resumed only once something marked it runnable, and the loop never blocks
-while the queue holds a run. ``run`` is this host with one run; ``batch`` keeps several in flight.
-
-Facts about wake-ups, which the design leans on:
-- A run's conditions change only through something that happens *to that run*: a callback it
-  put on the loop (its pipes, control socket, echo, timers: each run gets a ``RunLoop``, a view
-  of the shared loop that marks the run runnable after any of its callbacks), its root's exit
-  (routed by the reaper from whichever run's step collected it, through ``RunLoop.waking``), a
-  stop signal (``stop`` marks every run), or the kernel's state (a tree that empties: what no fd
-  announces, so such a ``Wait`` names a ``poll``). So each turn looks only at the runs that woke:
-  O(those), not O(runs). A ``done()`` may still be false when its run is woken (a pipe read that
-  was not the EOF), so it is asked again then, at each poll and at the deadline, never per turn.
-- A step that wakes another run (a fresh run's spawn reaping an older run's root) puts it on the
-  queue, so the loop turns without waiting and that run is resumed in the same pass of work,
-  not at some unrelated timer. A run that yields a ``Wait`` whose ``done()`` already holds is
-  queued too: resumed on the next turn, the loop only looked at, so a run can give up the loop
-  between bounded chunks of work.
-- Before a fresh run's first step (its whole setup and spawn, the longest step a run takes) the
-  loop is looked at once and every woken run resumed: a root that exited meanwhile is stamped
-  now, not after the other run's setup. So at most one fresh run starts per turn.
-- Runs are carried in groups (``RunGroup``, as trio's nurseries): a batch, one API caller's
-  calls, a bench session, each with its own stop and failure policy. A step that raises hangs
-  nothing (a ``done()`` that raises is thrown into its run, at the yield, as its step's own).
-  An ``Exception`` is its run's own failure: that run ends as itself (``runner.steps`` catches
-  what it can, so its stream still ends with ``runner_exit``; a carrier's set-up that raised
-  before is mapped by its group's ``failed`` to the result its caller gets) and every other run
-  goes on, unless its group's policy halts the group. Only the host's own failure (a
-  ``KeyboardInterrupt`` inside a step, handed here through ``interrupted``; a carrier's
-  ``finished`` that raised) stops every run of every group as a stop signal would, carries each
-  to its end, and then propagates from ``supervise``.
+"""The process that carries runs: the scheduler (``scheduler``) and the process's share of every
+run on it, each in a module of its own: the signal watch (``signals``), the reaping
+(``reaper``) and the lodging (``control.lodging``). This module only puts them together, so
+every carrier (``run``, ``batch``, a bench session, the runner service, a Dask worker's chunk)
+makes one ``Host`` and needs nothing else.
 
 Facts about signals in such a process: a signal is the process's, not a run's. A stop signal
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run.
-A host with ``watch=False`` (inside someone else's process) installs no handler and sets no
-process-wide flag: its roots' exits come through their pidfds.
+``--pty`` run. The runner service (``service``) carries the API's runs in a process of its own,
+so its host watches signals as the CLI's does; a host with ``watch=False`` (a Dask worker's
+chunk, on a thread of someone else's process) installs no handler and sets no process-wide
+flag: its roots' exits come through their pidfds.
 """
 
 from __future__ import annotations
 
-from .. import signum
 from ..loop import Loop
-from .members import Reaper
-from .runloop import RunLoop
-from .signals import STOP_SIGNALS, SignalWatch
+from .reaper import Reaper
+from .scheduler import RunGroup, Scheduler
+from .signals import watch_for_host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Generator
+    from typing import Callable
 
     from ..control.lodging import Lodging
-    from ..loop import Timer
-    from .state import RunState
-    from .waits import Wait
+    from .signals import SignalWatch
 
-    Steps = Generator["Wait", None, object]
+__all__ = ["Host", "RunGroup"]
 
 
-class RunGroup:
-    """Runs carried under one policy, as a trio nursery's children are: a batch, one API
-    caller's calls, a bench session. ``next_run()`` gives the group's next run (a generator of
-    waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
-    result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
-    steps)`` (``steps``, the run's generator, says which) is the result ``finished`` gets for
-    it, in the carrier's own shape (the service's reply), and the group's other runs go on,
-    unless ``halt_on_failure`` (then the group is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
-    only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
-    that raised) and the host's stop signals end every group."""
-
-    def __init__(
-        self,
-        next_run: Callable[[], Steps | None],
-        finished: Callable[[object], None],
-        capacity: int = 1,
-        *,
-        failed: Callable[[Exception, Steps], object] | None = None,
-        halt_on_failure: bool = False,
-    ) -> None:
-        self.next_run = next_run
-        self.finished = finished
-        self.capacity = capacity
-        self.failed = failed
-        self.halt_on_failure = halt_on_failure
-        self.carried: set[_Carried] = set()  # its runs in flight, as the host carries them
-        self.runs: set[RunState] = set()  # ... and those of them that made their RunState (``Host.enlist``)
-        self.stop_source: str | None = None  # the source of the group's own stop, once one came
-        self._host: Host | None = None
-
-    def stop(self, source: str) -> None:
-        """End this group's live runs as a stop signal would; a run that begins after it is
-        stopped before its child starts. The host's other groups go on."""
-        if self.stop_source is None:
-            self.stop_source = source
-        for run in self.runs:
-            run.stop_signal(source)
-        if self._host is not None:
-            for carried in self.carried:
-                self._host._wake(carried)
-
-
-class _Carried:
-    """A run in flight: its generator and group, its loop view, what it waits for, the timers
-    that wake it at its deadline and its next poll."""
-
-    __slots__ = ("steps", "group", "run", "loop", "wait", "deadline_timer", "poll_timer")
-
-    def __init__(self, steps: Steps, group: RunGroup) -> None:
-        self.steps = steps
-        self.group = group
-        self.run: RunState | None = None  # once its steps made it (``Host.enlist``)
-        self.loop: RunLoop | None = None
-        self.wait: Wait | None = None
-        self.deadline_timer: Timer | None = None
-        self.poll_timer: Timer | None = None
-
-    def cancel_timers(self) -> None:
-        for timer in (self.deadline_timer, self.poll_timer):
-            if timer is not None:
-                timer.cancel()
-        self.deadline_timer = self.poll_timer = None
-
-
-class Host:
-    """``watch``: whether the runs may take the process's signals (``run``, the ``batch`` CLI);
-    a host inside someone else's process (the API, a Dask worker's thread) leaves them alone,
-    and its roots' exits reach the reaper through their pidfds."""
+class Host(Scheduler):
+    """``watch``: whether the runs may take the process's signals (``run``, ``batch``, the
+    runner service: each a process of its own); a host inside someone else's process (a Dask
+    worker's thread) leaves them alone, and its roots' exits reach the reaper through their
+    pidfds."""
 
     def __init__(self, watch: bool = True) -> None:
+        super().__init__(Loop())
         self._watch = watch
-        self.loop = Loop()
-        self.reaper = Reaper(self.loop, owns_process=watch)
-        self.runs: set[RunState] = set()  # the live runs a stop signal ends
-        self.stop_source: str | None = None  # the source of the first stop signal, once one came
+        self.reaper = Reaper(self.loop, may_adopt_orphans=watch)
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
-        self._carried: set[_Carried] = set()
-        self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
-        self._current: _Carried | None = None
-        self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
 
     @property
-    def owns_process(self) -> bool:
-        """Whether process-wide state (signal handlers, the subreaper flag) is the host's."""
+    def may_adopt_orphans(self) -> bool:
+        """Whether a run may make this process a subreaper, and its reaper collect every child
+        that is no run's root: only where the process is the host's own (``watch``)."""
         return self._watch
 
     def lodge(self, label: str) -> None:
-        """Lodge the runs carried from here in one directory of the host's (``control.lodging``):
-        their sockets, records and tombstones there, none in the registry or the temp dir. Best
-        effort: without it each run makes its own, as ``run`` does."""
-        from ..control.lodging import Lodging
-        from ..diagnostics import warn
+        """Lodge the runs carried from here in one directory of the host's (``control.lodging``)."""
+        from ..control.lodging import lodge
 
-        try:
-            self.lodging = Lodging(label)
-        except OSError as exc:
-            warn(f"no batch directory, so each job makes its own: {exc.strerror or exc}")
+        self.lodging = lodge(label)
 
     def watch_signals(self, resize: Callable[[], None] | None = None) -> None:
         """From here a stop signal ends the runs through their release instead of killing the
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
-        if self._signals is not None or not self._watch:
-            return
-        handlers: dict[int, Callable[[int], None]] = {
-            number: lambda number: self.stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
-        }
-        if resize is not None:
-            handlers[signum.SIGWINCH] = lambda number: resize()
-        if signum.getsignal(signum.SIGCHLD) == signum.SIG_IGN:  # inherited: the kernel would reap the roots unseen
-            signum.signal(signum.SIGCHLD, signum.SIG_DFL)
-        signals = self._signals = SignalWatch(self.loop, handlers)
-        self.reaper.wants_sigchld = lambda: signals.watch(signum.SIGCHLD, lambda number: self.reaper.reap())
-
-    def stop(self, source: str) -> None:
-        """End every live run as a stop signal does (``source`` as ``cancelled`` reports it)."""
-        if self.stop_source is None:
-            self.stop_source = source
-        for run in self.runs:
-            run.stop_signal(source)
-        for carried in self._carried:
-            self._runq[carried] = None
-
-    def stop_carried(self, steps: object, source: str) -> None:
-        """End the run ``steps`` drives as a stop signal would (a caller interrupted while it
-        waited on that run: the API's service); the others go on, those with the same run id
-        too (run ids need not be unique). A run whose steps have not begun is not touched: its
-        carrier looks before its first step."""
-        for carried in self._carried:
-            if carried.steps is steps:
-                if carried.run is not None:
-                    carried.run.stop_signal(source)
-                self._wake(carried)
-
-    def interrupted(self, exc: BaseException) -> None:
-        """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
-        raise ``exc`` from ``carry_all`` once every run has ended."""
-        if self._failure is None:
-            self._failure = exc
-        self.stop("ctrl_c" if isinstance(exc, KeyboardInterrupt) else "internal")
+        if self._signals is None and self._watch:
+            self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize)
 
     def dispatch_signals(self) -> None:
         """Deliver the signals caught so far (the runner does, just before it spawns)."""
         if self._signals is not None:
             self._signals.dispatch_caught()
-
-    def run_loop(self) -> RunLoop:
-        """The loop view of the run being resumed now (asked from its steps)."""
-        carried = self._current
-        assert carried is not None, "asked from a run's step"
-        if carried.loop is None:
-            carried.loop = RunLoop(self.loop, lambda: self._wake(carried))
-        return carried.loop
-
-    def _wake(self, carried: _Carried) -> None:
-        if carried in self._carried:
-            self._runq[carried] = None
-
-    def enlist(self, run: RunState) -> None:
-        """``run`` (asked from its first step) is live: a stop of the host or of its group ends
-        it, and one that came before it began ends it before its child starts."""
-        self.runs.add(run)
-        source = self.stop_source
-        carried = self._current
-        if carried is not None:
-            carried.run = run
-            carried.group.runs.add(run)
-            source = source or carried.group.stop_source
-        if source is not None:
-            run.stop_signal(source)
-
-    def delist(self, run: RunState) -> None:
-        self.runs.discard(run)
-        carried = self._current
-        if carried is not None:
-            carried.group.runs.discard(run)
-
-    def carry(self, steps: Steps) -> object:
-        """Drive one run to its end; its generator's return value (``internal`` for a run whose
-        step raised)."""
-        from .endings import internal
-
-        pending = [steps]
-        result: list[object] = []
-        failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731 - one use
-        self.supervise([RunGroup(lambda: pending.pop() if pending else None, result.append, failed=failed)])
-        return result[0]
-
-    def carry_all(
-        self, next_run: Callable[[], Steps | None], finished: Callable[[object], None], capacity: int = 1
-    ) -> None:
-        """Carry one group (``RunGroup``) of up to ``capacity`` runs in flight, given no
-        ``failed``: a run whose step raised is the host's own failure, as ``supervise`` says
-        (the batch's, whose ``finished`` needs a job no exception names)."""
-        self.supervise([RunGroup(next_run, finished, capacity)])
-
-    def supervise(self, groups: list[RunGroup]) -> None:
-        """Carry ``groups`` side by side on this host's loop: each kept at up to its capacity,
-        asked for another run whenever it has room. Returns once no run is in flight and no
-        group has another; raises what was the host's own failure (a ``KeyboardInterrupt`` in a
-        step, a ``finished`` that raised, a step's exception in a group without ``failed``),
-        once every run of every group has ended: that failure stopped them all first."""
-        fresh: list[_Carried] = []
-        self._failure = None
-        for group in groups:
-            group._host = self
-        try:
-            while True:
-                if self._failure is None:
-                    for group in groups:
-                        self._fill(group, fresh)
-                if not self._carried:
-                    break
-                try:
-                    self.loop.run_once(0.0 if self._runq or fresh else None)
-                except KeyboardInterrupt as exc:  # a process without the watch (the API): stop as SIGINT would
-                    self.interrupted(exc)
-                woken, self._runq = self._runq, {}
-                for carried in woken:
-                    self._resume(carried)
-                if fresh:
-                    self._resume(fresh.pop(0))
-        finally:
-            for carried in self._carried:  # only after a bug: each run's release still runs
-                carried.cancel_timers()
-                carried.steps.close()
-            self._carried.clear()
-            self._runq.clear()
-            for group in groups:
-                group.carried.clear()
-                group.runs.clear()
-                group._host = None
-        failure, self._failure = self._failure, None
-        if failure is not None:
-            raise failure
-
-    def _fill(self, group: RunGroup, fresh: list[_Carried]) -> None:
-        while len(group.carried) < group.capacity:
-            steps = group.next_run()
-            if steps is None:
-                return
-            carried = _Carried(steps, group)
-            self._carried.add(carried)
-            group.carried.add(carried)
-            fresh.append(carried)
-
-    def _ended(self, carried: _Carried, result: object) -> None:
-        self._carried.discard(carried)
-        carried.group.carried.discard(carried)
-        try:
-            carried.group.finished(result)
-        except BaseException as exc:  # noqa: BLE001 - the carrier's own code: the host's failure
-            self.interrupted(exc)
-
-    def _resume(self, carried: _Carried) -> None:
-        """Resume ``carried`` if its wait is over (else leave it waiting: the wake was early)."""
-        if carried not in self._carried:
-            return  # ended since it was queued (a fresh run a stop woke early)
-        wait = carried.wait
-        raised: BaseException | None = None
-        if wait is not None:
-            try:
-                over = wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)
-            except BaseException as exc:  # noqa: BLE001 - thrown into the run, whose step it is
-                over, raised = True, exc
-            if not over:
-                self._arm(carried, wait)
-                return
-            carried.cancel_timers()
-        self._current = carried
-        try:
-            wait = carried.steps.send(None) if raised is None else carried.steps.throw(raised)
-        except StopIteration as stop:
-            self._current = None
-            self._ended(carried, stop.value)
-            return
-        except Exception as exc:  # noqa: BLE001 - the run's own failure, unless its group takes none
-            self._current = None
-            group = carried.group
-            if group.failed is None:
-                self._carried.discard(carried)
-                group.carried.discard(carried)
-                self.interrupted(exc)
-                return
-            if group.halt_on_failure:
-                group.stop("internal")
-            self._ended(carried, group.failed(exc, carried.steps))
-            return
-        except BaseException as exc:  # noqa: BLE001 - the host must go on carrying the others
-            self._carried.discard(carried)
-            carried.group.carried.discard(carried)
-            self.interrupted(exc)
-            return
-        finally:
-            self._current = None
-        carried.wait = wait
-        if not wait.asked:  # it may hold already: asked on the next turn, after a look at the loop
-            self._runq[carried] = None
-            return
-        self._arm(carried, wait)
-
-    def _arm(self, carried: _Carried, wait: Wait) -> None:
-        """The timers that wake a waiting run at its deadline and at its next poll."""
-        if wait.deadline is not None and carried.deadline_timer is None:
-            carried.deadline_timer = self.loop.call_at(wait.deadline, lambda: self._wake(carried))
-        if wait.poll is not None and carried.poll_timer is None:
-
-            def due() -> None:
-                carried.poll_timer = None
-                self._wake(carried)
-
-            carried.poll_timer = self.loop.call_at(self.loop.clock() + wait.poll, due)
 
     def close(self) -> None:
         """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;

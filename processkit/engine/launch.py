@@ -25,7 +25,7 @@ from . import pump, spawn
 from .endings import EndingKind
 from .environment import build_environment
 from .host import Host
-from .members import emit_snapshot
+from .snapshot import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
 from .terminal import Foreground, HandoffError
@@ -81,7 +81,7 @@ def prepare(host: Host, run: RunState) -> None:
     host.watch_signals(run.terminal.follow_caller if run.terminal is not None else None)
     run.rundir = host.lodging.slot() if host.lodging is not None else _make_rundir()
     try:
-        container = run.container = containment.create(spec.limits, run.rundir, host.owns_process)
+        container = run.container = containment.create(spec.limits, run.rundir, host.may_adopt_orphans)
     except containment.ContainerError as exc:
         if isinstance(exc, containment.LimitUnavailable):
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))

@@ -142,7 +142,7 @@ class NativePump:
         )
         cap = capture.cap if capture else 0
         head = capture.head if capture else 0
-        self._in_place = cap > head  # a ring: written in place, its digest left to keep.py
+        self._in_place = cap > head  # a ring: written in place, its digest left to capture_keep.py
         threaded = (
             capture is not None
             and cap > 0
@@ -154,9 +154,9 @@ class NativePump:
             raise MemoryError("cannot allocate the native pump buffer")
         self._marks = None
         if capture is not None and self._in_place:
-            from . import keep
+            from . import capture_keep
 
-            if not keep.ring_ready(capture.fd):
+            if not capture_keep.ring_ready(capture.fd):
                 stream.write_error = errno.ESPIPE
             if capture.marks is not None:  # kept by the C side as it stores each chunk (csrc/pump.h)
                 from ..capture_layout import WRITE_ERROR

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .endings import Ending, EndingKind
 from .waits import wait_until
-from .members import emit_snapshot
+from .snapshot import emit_snapshot
 from .state import Launched, RunState
 
 

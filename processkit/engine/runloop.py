@@ -1,5 +1,5 @@
 """One run's view of its host's loop (``RunLoop``): every callback a run puts on the shared loop
-marks that run runnable once it has run, which is how the host's scheduler (``host``) learns
+marks that run runnable once it has run, which is how the host's scheduler (``scheduler``) learns
 which runs to look at after a turn without asking every run."""
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
     usage = container.usage()
     if run.events.writing:  # a dropped event's fields are not worth building
-        run.events.emit(ResourceSummary(**usage.summary()))
+        run.events.emit(ResourceSummary(**usage.resource_summary()))
     gone = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
     # the stream's summary keeps the reference's read point; the outcome's figures are read again

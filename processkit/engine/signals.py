@@ -11,6 +11,8 @@ can be watched later too (``watch``): the host watches SIGCHLD only once a root 
 the process adopts orphans. Until then SIGCHLD keeps its default disposition, under which the
 kernel drops it (no auto-reaping: that is what ``SIG_IGN`` would do, losing exit statuses), so a
 run whose root's pidfd announces its exit pays no signal delivery, wake-up write and read.
+``watch_for_host`` is what a host's signals are routed to: a stop signal to every run, SIGWINCH
+to a ``--pty`` run's terminal, SIGCHLD to the reaper once it asks.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from ..loop import Loop
+    from .reaper import Reaper
 
 # The runner's stop signals and the ``cancelled.source`` each one reports.
 STOP_SIGNALS: dict[int, str] = {
@@ -31,6 +34,11 @@ STOP_SIGNALS: dict[int, str] = {
     signals.SIGTERM: "sigterm",
     signals.SIGHUP: "sighup",
 }
+# The ``cancelled.source`` of a run whose caller is gone (the API's caller ended: its connection,
+# or a batch's stop descriptor, at end of file), for the runner service's runs and a batch's jobs
+# alike: the events schema's closed set of sources has no word of its own for it, and the
+# hung-up controller is the nearest. (The batch's own tally names it: ``on_host.CALLER_GONE``.)
+CALLER_GONE_SOURCE = STOP_SIGNALS[signals.SIGHUP]
 
 
 class SignalWatch:
@@ -82,3 +90,20 @@ class SignalWatch:
         os.close(self._reader)
         os.close(self._writer)
         self._reader = self._writer = -1
+
+
+def watch_for_host(
+    loop: Loop, stop: Callable[[str], None], reaper: Reaper, resize: Callable[[], None] | None = None
+) -> SignalWatch:
+    """A host's signal watch: a stop signal calls ``stop`` with its ``cancelled.source``,
+    SIGWINCH calls ``resize``, and SIGCHLD is watched for ``reaper`` once it asks."""
+    handlers: dict[int, Callable[[int], None]] = {
+        number: lambda number: stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
+    }
+    if resize is not None:
+        handlers[signals.SIGWINCH] = lambda number: resize()
+    if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
+        signals.signal(signals.SIGCHLD, signals.SIG_DFL)
+    watch = SignalWatch(loop, handlers)
+    reaper.wants_sigchld = lambda: watch.watch(signals.SIGCHLD, lambda number: reaper.reap())
+    return watch

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from ..control.publication import Publication
     from . import capture, spawn
     from .pty import Keyboard, PseudoTerminal
-    from .members import Reaper
+    from .reaper import Reaper
     from .stdin_feed import StdinFeed
     from .streams import OutputStream
     from .terminal import Foreground

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import os
 
+from .signals import CALLER_GONE_SOURCE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .host import Host
-
-# What an end of file is reported as. A run's stream can say no more than the events schema's
-# closed set of ``cancelled`` sources allows: ``sighup``, the schema's hung-up controller, is
-# the nearest; a batch's own tally names it as what it is.
-CALLER_GONE_SIGNAL = "sighup"
 
 
 def watch(host: Host, stop_fd: int) -> list[bool]:
@@ -36,7 +33,7 @@ def watch(host: Host, stop_fd: int) -> list[bool]:
         if not word:
             host.loop.remove_reader(stop_fd)
             gone[0] = host.stop_source is None  # not after a stop the caller asked for
-            host.stop(CALLER_GONE_SIGNAL)
+            host.stop(CALLER_GONE_SOURCE)  # what the events schema allows
             return
         host.stop(word.decode("ascii", "replace"))
 

@@ -18,7 +18,6 @@ from .. import signum
 from ..diagnostics import warn
 from ..events.types import CleanupFinished, CleanupStarted
 from .waits import wait_until
-from .members import live_members
 from .state import Launched, RunState
 
 TYPE_CHECKING = False
@@ -33,6 +32,15 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+
+
+def live_members(run: RunState) -> list[int] | None:
+    """Members that have not exited yet (zombies awaiting a reaper do not count)."""
+    run.reaper.reap()
+    try:
+        return [m.pid for m in run.read_member_list() if not m.zombie]
+    except OSError:
+        return None
 
 
 def read_tree(run: RunState) -> list[Member] | None:

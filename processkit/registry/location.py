@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import stat
 
-from ..safepath import UnsafePath, others_can_write, private_directory
+from ..pathtrust import UnsafePath, others_can_write
+from ..safepath import private_directory
 
 ENV_DIR = "PROCESSKIT_CLI_REGISTRY_DIR"
 

@@ -54,7 +54,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
     if entry.delegated:  # a live batch's job: its lock and directory are the batch's (and the sweep's)
         report.live += entry.health() is Health.LIVE
         return
-    health, held = entry.probe(keep=True)
+    health, held = entry.probe(hold=True)
     try:
         if health is Health.LIVE:
             report.live += 1
@@ -92,7 +92,7 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
             return
     except OSError:
         return
-    _, held = probe(directory, name, keep=True)
+    _, held = probe(directory, name, hold=True)
     if held is None:  # live, unprobed, or already gone
         return
     try:

@@ -45,7 +45,7 @@ class Registration:
         elif ended is not None and self._run_id is not None:
             remembered = (tombstones.document(self._run_id, *ended), tombstones.SUFFIX)
         if remembered is not None and self._record_written:
-            if tombstones.keep(self.directory, self.stem, self._lock_fd, *remembered):
+            if tombstones.bury(self.directory, self.stem, self._lock_fd, *remembered):
                 suffixes = (".json",)  # the lock file is the tombstone now
         for suffix in suffixes:
             try:

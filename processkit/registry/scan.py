@@ -39,8 +39,8 @@ class Entry(Frozen):
     def sort_key(self) -> tuple:
         return (self.record.run_id, self.record.started_at, self.path)
 
-    def probe(self, *, keep: bool = False) -> tuple[lock.Health, int | None]:
-        return lock.probe(self.directory, self.record.lock_file, keep=keep)
+    def probe(self, *, hold: bool = False) -> tuple[lock.Health, int | None]:
+        return lock.probe(self.directory, self.record.lock_file, hold=hold)
 
     def health(self) -> lock.Health:
         return self.probe()[0]

@@ -42,7 +42,7 @@ def document(run_id: str, code: int, source: str, child_code: int | None) -> dic
     return {"tombstone_version": VERSION, "run_id": run_id, "code": code, "source": source, "child_code": child_code}
 
 
-def keep(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFFIX) -> bool:
+def bury(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFFIX) -> bool:
     """Turn the run's held ``<stem>.lock`` into its tombstone: ``kept`` written into it, then
     renamed to ``<stem><suffix>`` (cheaper than a new file, and the lock is going anyway); then,
     on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be

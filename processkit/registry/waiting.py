@@ -36,7 +36,7 @@ class RunIdWatch:
         self.unprobed = False  # the last look could not probe a matching entry
 
     def done(self) -> bool:
-        view = read(Kind.REGISTRY)
+        view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
         self._lodgings = view.lodgings
         matches = [e for e in view.entries if e.record.run_id == self.run_id]
@@ -77,7 +77,7 @@ class AllWatch:
     """Waits for the runs that were live on the first look (label-filtered) to end."""
 
     def __init__(self, labels: dict):
-        view = read(Kind.REGISTRY)
+        view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
         self._targets: list[Entry] = [e for e in view.entries if e.record.matches(labels) and e.health() is Health.LIVE]
         self._outstanding = [(entry, Health.LIVE) for entry in self._targets]

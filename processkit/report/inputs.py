@@ -90,7 +90,7 @@ def live_streams() -> set[str]:
     from ..registry.lock import Health
 
     try:
-        view = scan.read(Kind.REGISTRY)
+        view = scan.read(Kind.REGISTRY_SETUP)
     except Failure:
         return set()
     return {

@@ -5,7 +5,7 @@
 Why a process of its own, not a group on the service's host: a benchmark owns the process it
 runs in, for its whole length, in ways a host shared with the caller's other calls cannot give.
 - It pins that process to ``cpus`` (``sched_setaffinity``), and every run inherits the pinning.
-- After each run it ends whatever descendant is left (``owns_process``: a process group run's
+- After each run it ends whatever descendant is left (``ends_descendants``: a process group run's
   ``setsid`` daemon), which is only right where every child is the benchmark's.
 - Its session is synchronous over the ``Executor`` seam (each ``measure`` carries one run to its
   end), so on the service's host it would hold up every other call of its caller for the

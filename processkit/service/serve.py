@@ -50,6 +50,7 @@ from ..engine.host import Host, RunGroup
 from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
 from ..engine.runner import steps
+from ..engine.signals import CALLER_GONE_SOURCE
 from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
@@ -58,7 +59,6 @@ from .request import Request, cancelled, failed
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
-CALLER_GONE = "sighup"  # how the runs of a caller that ended report their cancellation
 
 
 def own_failure(exc: Exception):
@@ -160,7 +160,7 @@ class Service:
         for request in self.queue:
             request.close()
         self.queue.clear()
-        self.group.stop(CALLER_GONE)  # the group's own policy: its caller is gone
+        self.group.stop(CALLER_GONE_SOURCE)  # the group's own policy: its caller is gone
 
     def _stop(self, rid: int, source: str) -> None:
         """The caller was interrupted while it waited: the run ends as on a stop signal."""

@@ -1,6 +1,7 @@
-"""The benchmark's summary as text, laid out as hyperfine prints it (its units, alignment and
-comparison wording), plus the median, CPU, memory, the timed-out count and the significance of
-each difference."""
+"""The benchmark's printout: the summary ``bench`` prints, laid out as hyperfine prints it (its
+units, alignment and comparison wording), plus the median, CPU, memory, the timed-out count and
+the significance of each difference. Named apart from ``CommandResult.summary`` (the figures it
+prints, ``stats.Summary``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """``processkit.batch``: the batch engine from Python, in a process of its own that this
 process's runner service starts for the batch (``service.batch``), so the batch's signal
-handlers, subreaper flag and reaping are never the caller's."""
+handlers, subreaper flag and reaping are never the caller's. This module is the caller's side
+(named apart from the ``api`` package, which it uses for the service's connection)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A run's members: collecting the children that exit (every run's root, and the orphans a
-subreaper adopts), and reading the ones that live (the stream's snapshots, teardown's counts).
+"""The host's reaping: collecting the children that exit, every run's root and the orphans a
+subreaper adopts, each root's exit routed to its own run. Apart from the members a run reads
+(``snapshot``, ``teardown``) because it is the process's, shared by every host in it, not a run's.
 
 Facts about reaping, in a process that may not be the runner's own:
 - Every root is collected by its pid (``waitpid(pid)``), once its pidfd says it exited (the
@@ -8,7 +9,7 @@ Facts about reaping, in a process that may not be the runner's own:
   started (``subprocess.Popen``): each host collects only the roots it spawned, so no other
   party's status is ever taken. The table of every root in the process (``_ROOTS``, under a
   lock) is what tells a root from an orphan.
-- Only a process the runner owns (the CLI: a host with ``watch``) becomes a subreaper, for a
+- Only a process the runner owns (a host with ``watch``: the CLI's, the runner service's) becomes a subreaper, for a
   process-group run: orphans of the tree are then re-parented to it and must be collected too.
   ``waitid(P_ALL, WNOWAIT)`` peeks at an exited child without collecting it; a root's status is
   left for its own ``Child`` to read, every other pid is collected. A host inside someone
@@ -26,26 +27,12 @@ import _thread
 import os
 import time
 
-from ..diagnostics import warn
-from ..events.types import MembersSnapshot
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Protocol
+    from typing import Callable
 
-    from ..containment.members import Member
-    from ..events.emitter import Emitter
     from ..loop import Loop
     from .spawn import Child
-
-    class MemberOwner(Protocol):
-        """What the member readers need of a run (its state is one): where snapshots go, the
-        process's reaper, and the container's members."""
-
-        events: Emitter
-        reaper: Reaper
-
-        def read_member_list(self) -> list[Member]: ...
 
 
 UNANNOUNCED_POLL_SECONDS = 0.05
@@ -55,12 +42,12 @@ _ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
 
 class Reaper:
     """One host's share of the process's reaper: its live roots (pid -> child, pidfd, exit
-    callback). ``owns_process``: the host owns the process (the CLI), so a process-group run
-    may make it a subreaper, whose orphans are collected here."""
+    callback). ``may_adopt_orphans``: the host's process is its own (a host with ``watch``), so
+    a process-group run may make it a subreaper, whose orphans are collected here."""
 
-    def __init__(self, loop: Loop, owns_process: bool = True):
+    def __init__(self, loop: Loop, may_adopt_orphans: bool = True):
         self._loop = loop
-        self._owns_process = owns_process
+        self._may_adopt_orphans = may_adopt_orphans
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
         self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
@@ -81,7 +68,7 @@ class Reaper:
         with _ROOTS_LOCK:
             _ROOTS[pid] = self
         self._roots[pid] = (child, pidfd, on_exit)
-        self._adopting = self._adopting or (adopts_orphans and self._owns_process)
+        self._adopting = self._adopting or (adopts_orphans and self._may_adopt_orphans)
         if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
             self.wants_sigchld()
         if pidfd is not None:
@@ -93,7 +80,7 @@ class Reaper:
             self._collect(pid)
 
     def _poll_unannounced(self) -> None:
-        """Look at the roots no pidfd announces (where no SIGCHLD may either: a caller's process)."""
+        """Look at the roots no pidfd announces (where no SIGCHLD may either: a Dask worker's host)."""
         for pid in list(self._unannounced):
             self._collect(pid)
         if self._unannounced:
@@ -152,22 +139,3 @@ class Reaper:
         """Forget every root still watched (the host is closing)."""
         for pid in list(self._roots):
             self.forget(pid)
-
-
-def emit_snapshot(run: MemberOwner, reason: str) -> None:
-    try:
-        found, read_error = run.read_member_list(), False
-    except OSError:
-        found, read_error = [], True
-    if read_error:
-        warn("could not read the container's members")
-    run.events.emit(MembersSnapshot(reason=reason, read_error=read_error, members=[m.as_event() for m in found]))
-
-
-def live_members(run: MemberOwner) -> list[int] | None:
-    """Members that have not exited yet (zombies awaiting a reaper do not count)."""
-    run.reaper.reap()
-    try:
-        return [m.pid for m in run.read_member_list() if not m.zombie]
-    except OSError:
-        return None
