@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
@@ -63,6 +64,16 @@ def test_stdin_file_far_beyond_pipe_capacity_arrives_byte_exact_in_bounded_memor
     assert big_peak - small_peak < 8 * 1024, (big_peak, small_peak)
 
 
+def writer_of(fifo) -> int | None:
+    """A write end of ``fifo`` once a reader has it open (None before: no open that waits)."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        return None
+
+
 def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_path):
     """A FIFO source that pauses: all bytes arrive, and the loop keeps its timers meanwhile. The
     test is the writer, and its pause lasts until three more samples of the 100 ms cadence are
@@ -73,7 +84,9 @@ def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_p
         "run", "--snapshot-interval", "100ms", "--stdin-file", fifo, "--jsonl", jsonl, "--", PY, "-c", DIGEST_CHILD
     )
     try:
-        with open(fifo, "wb") as writer:
+        fd = wait_until(lambda: writer_of(fifo), what="the runner's open of the FIFO")
+        os.set_blocking(fd, True)
+        with open(fd, "wb") as writer:
             writer.write(b"a" * 100000)
             writer.flush()
             before = event_names(jsonl).count("members_snapshot")
@@ -168,7 +181,8 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
         import os, sys, time
         data = open({str(tmp_path / "payload")!r}, 'rb').read()
         jsonl = {str(tmp_path / "run.jsonl")!r}
-        while not os.path.exists(jsonl) or b'"run_started"' not in open(jsonl, 'rb').read():
+        deadline = time.monotonic() + 20  # never a process left polling if the run fails to start
+        while (not os.path.exists(jsonl) or b'"run_started"' not in open(jsonl, 'rb').read()) and time.monotonic() < deadline:
             time.sleep(0.01)
         os.write(1, data[:1000])
         time.sleep(0.4)
