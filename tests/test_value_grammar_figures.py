@@ -99,3 +99,10 @@ def test_a_repeatable_keyword_given_one_value_names_what_it_takes(keywords, mess
 def test_a_mapping_is_taken_where_the_items_are_k_v():
     spec = run_spec(["true"], {"labels": {"lane": "a"}}, jsonl="j", function="run", fixed={})
     assert dict(spec.labels) == {"lane": "a"}
+
+
+def test_a_pty_size_takes_each_side_from_1_to_65535():
+    assert values.parse_pty_size("1x65535") == (1, 65535) and values.parse_pty_size("65535x1") == (65535, 1)
+    for text in ("0x24", "80x0", "65536x24", "80x65536"):
+        with pytest.raises(Failure, match="expected COLSxROWS, each 1-65535"):
+            values.parse_pty_size(text)
