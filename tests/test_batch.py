@@ -134,15 +134,38 @@ def test_a_job_may_choose_its_capture_cap_and_keep_the_tail(tmp_path):
     assert (out / "tail" / "capture" / "capture-keep.json").is_file()
 
 
+# A job of six that marks its start and end in a shared log, and ends only once the job after it
+# has started (the last one at once): so two jobs are always seen together whatever the host's
+# speed, and a job that never gets a neighbour (the batch running one at a time) exits 3 after
+# 20 s instead of passing by luck. The 0.2 s it then stays cannot make a batch that keeps the
+# bound fail (the log's order is exact); it gives a third job a batch let start beside the two
+# the time to show up in the log.
+CHAINED = """
+import os, sys, time
+log, me, total = sys.argv[1], sys.argv[2], 6
+fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+os.write(fd, f"+{me}\\n".encode())
+def started():
+    return [line[1:] for line in open(log).read().split() if line[0] == "+"]
+position = started().index(me) + 1
+deadline = time.monotonic() + 20
+while position < total and len(started()) <= position:
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.005)
+time.sleep(0.2)
+os.write(fd, f"-{me}\\n".encode())
+"""
+
+
 def test_jobs_bounds_how_many_run_at_once(tmp_path):
     log = tmp_path / "log"
-    code = "import os, sys, time; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT); os.write(fd, b'+\\n'); time.sleep(0.2); os.write(fd, b'-\\n')"
-    jobs = [{"args": [PY, "-c", code, str(log)], "id": f"j{n}"} for n in range(6)]
+    jobs = [{"args": [PY, "-c", CHAINED, str(log), f"j{n}"], "id": f"j{n}"} for n in range(6)]
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
     level = peak = 0
-    for mark in log.read_text().split():
-        level += 1 if mark == "+" else -1
+    for mark in log.read_text().split():  # appended whole (O_APPEND), in the order they happened
+        level += 1 if mark[0] == "+" else -1
         peak = max(peak, level)
     assert peak == 2
 
@@ -621,6 +644,9 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
     events = check_stream(out / "stubborn" / "events.jsonl", 106)
     shutdown = one(events, "cleanup_finished")["shutdown"]
     assert shutdown["escalated"] is True
+    # An order: each quick job ended inside the other's grace. The 5 s of grace is the margin: the
+    # six quick jobs, one after another in the one free slot, take a fraction of it even on a
+    # loaded host, while a loop held by the teardown would end none of them before it is over.
     grace_over = event_time(one(events, "cleanup_started")) + shutdown["elapsed_ms"] / 1000
     for n in range(6):
         ended = one(check_stream(out / f"quick{n}" / "events.jsonl", 0), "runner_exit")

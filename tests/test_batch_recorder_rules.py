@@ -73,3 +73,13 @@ def test_a_summary_that_is_a_link_is_refused_as_one(tmp_path):
     with pytest.raises(Failure) as refused:
         Recorder(str(out), [], resume=True)
     assert "it is a symbolic link, and a link is never followed" in str(refused.value)
+
+
+def test_closing_a_recorder_closes_its_summary(tmp_path):
+    """A runner service carries batch after batch in one process: a summary left open at each
+    batch's end would add a descriptor per batch until the open-file limit refused the next."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    recorder = Recorder(str(tmp_path / "out"), [])
+    assert len(os.listdir("/proc/self/fd")) == len(before) + 1  # the summary, open while it records
+    recorder.close()
+    assert sorted(os.listdir("/proc/self/fd")) == before

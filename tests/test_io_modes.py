@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
@@ -12,7 +13,7 @@ import textwrap
 import pytest
 
 from conftest import event_names, read_events, run_cli, start_cli, wait_for_event
-from streams import check_stream, event_time
+from streams import check_stream, event_time, wait_until
 
 PY = sys.executable
 
@@ -63,24 +64,39 @@ def test_stdin_file_far_beyond_pipe_capacity_arrives_byte_exact_in_bounded_memor
     assert big_peak - small_peak < 8 * 1024, (big_peak, small_peak)
 
 
+def writer_of(fifo) -> int | None:
+    """A write end of ``fifo`` once a reader has it open (None before: no open that waits)."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        return None
+
+
 def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_path):
-    """A FIFO source that pauses: all bytes arrive, and the loop keeps its timers meanwhile."""
-    fifo = tmp_path / "fifo"
+    """A FIFO source that pauses: all bytes arrive, and the loop keeps its timers meanwhile. The
+    test is the writer, and its pause lasts until three more samples of the 100 ms cadence are
+    written: a loop stuck in a read of the FIFO writes none, and the wait fails."""
+    fifo, jsonl = tmp_path / "fifo", tmp_path / "run.jsonl"
     os.mkfifo(fifo)
-    producer = subprocess.Popen(
-        [
-            PY,
-            "-c",
-            f"import time; f = open({str(fifo)!r}, 'wb'); f.write(b'a' * 100000); f.flush(); time.sleep(0.6); f.write(b'b' * 100000)",
-        ]
+    runner = start_cli(
+        "run", "--snapshot-interval", "100ms", "--stdin-file", fifo, "--jsonl", jsonl, "--", PY, "-c", DIGEST_CHILD
     )
     try:
-        digest, _ = digest_run(tmp_path, fifo, "--snapshot-interval", "100ms")
+        fd = wait_until(lambda: writer_of(fifo), what="the runner's open of the FIFO")
+        os.set_blocking(fd, True)
+        with open(fd, "wb") as writer:
+            writer.write(b"a" * 100000)
+            writer.flush()
+            before = event_names(jsonl).count("members_snapshot")
+            wait_until(lambda: event_names(jsonl).count("members_snapshot") >= before + 3, what="the cadence")
+            writer.write(b"b" * 100000)
+        out, err = runner.communicate(timeout=30)
     finally:
-        producer.wait(10)
-    assert digest == hashlib.sha256(b"a" * 100000 + b"b" * 100000).hexdigest()
-    # The 600 ms pause is spent in the loop, not in a read: the 100 ms cadence keeps going.
-    assert event_names(tmp_path / "run.jsonl").count("members_snapshot") >= 5
+        runner.kill()
+    assert runner.returncode == 0, err
+    assert out.split()[0].decode() == hashlib.sha256(b"a" * 100000 + b"b" * 100000).hexdigest()
 
 
 def test_stdin_file_fifo_that_no_writer_opens_ends_at_the_timeout(tmp_path):
@@ -157,13 +173,17 @@ def test_stdin_file_that_cannot_be_read_is_setup_111_before_spawn(tmp_path, kind
 
 
 def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
-    """The runner never reads stdin: a producer silent for 600 ms, then pausing, loses nothing."""
+    """The runner never reads stdin: a producer silent until the child runs (its run_started
+    written), then pausing, loses nothing."""
     payload = os.urandom(300_000)
     producer_code = textwrap.dedent(
         f"""
         import os, sys, time
         data = open({str(tmp_path / "payload")!r}, 'rb').read()
-        time.sleep(0.6)
+        jsonl = {str(tmp_path / "run.jsonl")!r}
+        deadline = time.monotonic() + 20  # never a process left polling if the run fails to start
+        while (not os.path.exists(jsonl) or b'"run_started"' not in open(jsonl, 'rb').read()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.write(1, data[:1000])
         time.sleep(0.4)
         sys.stdout.buffer.write(data[1000:])
@@ -239,10 +259,14 @@ def test_windows_only_flags_are_accepted_and_change_nothing_here(tmp_path, flag)
 
 # -- --no-echo -----------------------------------------------------------------------------------
 
+# Eight lines 250 ms apart: 1.75 s of output under the tests' 1 s idle window. The window is 4
+# gaps wide (a loaded host may stretch a gap that much before a line is late), and the output
+# outlasts it by 0.75 s (a window never re-armed ends the run before the last lines, however
+# fast the host).
 TICKER = textwrap.dedent(
     """
     import sys, time
-    for i in range(5):
+    for i in range(8):
         print("out", i, flush=True)
         print("err", i, file=sys.stderr, flush=True)
         time.sleep(0.25)
@@ -253,17 +277,17 @@ TICKER = textwrap.dedent(
 def test_no_echo_silences_the_runner_while_capture_and_idle_rearming_continue(tmp_path, pump_backend):
     capture = tmp_path / "capture"
     jsonl = tmp_path / "run.jsonl"
-    # 1.25 s of output with 250 ms gaps under a 1 s idle window: only re-arming keeps it alive.
+    # Only re-arming the 1 s idle window on each line keeps the ticker alive (see TICKER).
     result = run_cli(
         "run", "--no-echo", "--idle-timeout", "1s", "--capture-dir", capture, "--jsonl", jsonl, "--", PY, "-c", TICKER
     )
     assert result.returncode == 0, result.stderr
     assert (result.stdout, result.stderr) == (b"", b"")
-    assert (capture / "stdout.log").read_bytes() == b"".join(b"out %d\n" % i for i in range(5))
-    assert (capture / "stderr.log").read_bytes() == b"".join(b"err %d\n" % i for i in range(5))
+    assert (capture / "stdout.log").read_bytes() == b"".join(b"out %d\n" % i for i in range(8))
+    assert (capture / "stderr.log").read_bytes() == b"".join(b"err %d\n" % i for i in range(8))
     captured = check_stream(jsonl, 0)[-2]
     assert captured["event"] == "output_captured"
-    assert captured["stdout"]["bytes"] == 30 and captured["stderr"]["bytes"] == 30
+    assert captured["stdout"]["bytes"] == 48 and captured["stderr"]["bytes"] == 48
 
 
 def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
@@ -271,9 +295,10 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
     ends the run by the idle window, with nothing echoed."""
     jsonl = tmp_path / "run.jsonl"
     child = "import os, time; os.write(1, b'x' * (4 << 20)); open('flushed', 'w').close(); time.sleep(30)"
-    result = run_cli(
-        "run", "--no-echo", "--idle-timeout", "500ms", "--jsonl", jsonl, "--", PY, "-c", child, cwd=tmp_path
-    )
+    # The interpreter's start-up and 4 MiB through a drained pipe take tens of ms on a quiet
+    # host: a 1 s idle window leaves a loaded one ten times that before the first byte, while
+    # an undrained pipe blocks the write for good (the window ends the run, 'flushed' unmade).
+    result = run_cli("run", "--no-echo", "--idle-timeout", "1s", "--jsonl", jsonl, "--", PY, "-c", child, cwd=tmp_path)
     assert result.returncode == 106
     assert result.stdout == b""
     assert (tmp_path / "flushed").exists()
@@ -284,12 +309,26 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
 # -- --snapshot-interval -----------------------------------------------------------------------------
 
 
+def until_sampled(jsonl, samples: int) -> list[str]:
+    """A child that exits once the run's stream holds ``samples`` member snapshots (every one
+    taken while it lived), whatever the host's speed; after 20 s without them, it exits 3."""
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        deadline = time.monotonic() + 20
+        while open({str(jsonl)!r}, "rb").read().count(b'"members_snapshot"') < {samples}:
+            if time.monotonic() > deadline:
+                sys.exit(3)
+            time.sleep(0.01)
+        """
+    )
+    return [PY, "-c", code]
+
+
 @pytest.mark.parametrize("mode", [[], ["--inherit-stdio"]], ids=["default", "inherit-stdio"])
 def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
     jsonl = tmp_path / "run.jsonl"
-    result = run_cli(
-        "run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", PY, "-c", "import time; time.sleep(1.3)"
-    )
+    result = run_cli("run", *mode, "--snapshot-interval", "200ms", "--jsonl", jsonl, "--", *until_sampled(jsonl, 5))
     assert result.returncode == 0, result.stderr
     events = check_stream(jsonl, 0)
     names = [e["event"] for e in events]
@@ -301,9 +340,10 @@ def test_snapshot_interval_cadence_stops_at_the_ending(tmp_path, mode):
     *intervals, at_exit = intervals
     assert events[at_exit]["members"] == [] and events[at_exit]["read_error"] is False
     # Each sample of the cadence follows a full interval: at most one per 200 ms of the run,
-    # however slow the host made the child's start-up; at least a few of the 1.3 s sleep's six.
+    # however slow the host made the child's start-up (lower bounds a load only stretches; the
+    # 10 ms below 200 are the events' millisecond stamps rounding both ends).
     times = [event_time(events[i]) for i in [0, *intervals, ending]]
-    assert 3 <= len(intervals) <= (times[-1] - times[0]) / 0.2 + 1, names
+    assert 4 <= len(intervals) <= (times[-1] - times[0]) / 0.2 + 1, names
     assert min(b - a for a, b in zip(times[1:-2], times[2:-1])) >= 0.19, times
     for index in intervals:
         assert events[index]["read_error"] is False
@@ -328,7 +368,7 @@ def test_snapshot_read_failure_is_reported_and_the_cadence_goes_on(tmp_path):
         """
     )
     jsonl = tmp_path / "run.jsonl"
-    argv = ["run", "--snapshot-interval", "150ms", "--jsonl", str(jsonl), "--", PY, "-c", "import time; time.sleep(1)"]
+    argv = ["run", "--snapshot-interval", "150ms", "--jsonl", str(jsonl), "--", *until_sampled(jsonl, 4)]
     result = subprocess.run([PY, "-c", inject, *argv], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     snapshots = [e for e in check_stream(jsonl, 0) if e["event"] == "members_snapshot"]

@@ -1,6 +1,8 @@
 """Nothing outlives a dead runner: after ``prune`` the tree, the groups, the run directory and
 the registry entry of a SIGKILLed runner are gone, and live runs beside it (one in another pid
-namespace too) are untouched."""
+namespace too) are untouched. Every CLI process here sees a /tmp of the test's own
+(``own_tmp``): another same-user run sweeping the host's /tmp meanwhile would reap the dead
+runner's directory before this test's prune could show it does."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import pytest
 
 from processkit.events.validate import validate_event
 
+import conftest
 from conftest import (
-    cli_command,
     pid_alive,
     read_events_tolerant,
     registry_entries,
@@ -26,6 +28,7 @@ from conftest import (
     wait_for_event,
     wait_for_file,
 )
+from own_tmp import OwnTmp, own_tmp  # noqa: F401
 from streams import require_mechanism, wait_until
 
 PY = sys.executable
@@ -72,8 +75,14 @@ raise SystemExit(main(sys.argv[1:]))
 UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
 
 
-def run_dirs_of(runner_pid: int) -> list[str]:
-    return glob.glob(f"/tmp/pkc-{runner_pid}-*")
+@pytest.fixture(autouse=True)
+def tmp(own_tmp) -> OwnTmp:
+    return own_tmp
+
+
+def run_dirs_of(tmp: OwnTmp, runner_pid: int) -> list[str]:
+    """The runner's directories, named as the CLI names them (/tmp/pkc-...)."""
+    return tmp.run_dirs(f"pkc-{runner_pid}-*")
 
 
 def groups_of(runner_pid: int) -> list[str]:
@@ -89,7 +98,7 @@ def start_live_run(tmp_path, name: str, release, *prefix):
     jsonl = tmp_path / f"{name}.jsonl"
     command = [
         *prefix,
-        *cli_command(),
+        *conftest.cli_command(),
         "run",
         "--jsonl",
         str(jsonl),
@@ -114,7 +123,7 @@ def finish_live_run(runner, jsonl, release) -> None:
 
 
 @pytest.mark.parametrize("moment", ["before_spawn", "during_output", "during_teardown"])
-def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_registry, containment, moment):
+def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_registry, containment, moment):
     leave_session = containment == "cgroup_v2"  # a process group cannot hold a setsid escapee (documented)
     jsonl, pidfile, release = tmp_path / "victim.jsonl", tmp_path / "grandchild.pid", tmp_path / "release"
     live, live_started, live_jsonl = start_live_run(tmp_path, "beside", release)
@@ -123,7 +132,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
     args = ["run", "--jsonl", str(jsonl), "--capture-dir", str(tmp_path / "cap"), "--grace", "30s", "--", *child]
     if moment == "before_spawn":
         victim = subprocess.Popen(
-            [PY, "-c", KILLED_BEFORE_SPAWN, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+            [*tmp.prefix, PY, "-c", KILLED_BEFORE_SPAWN, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         victim.wait(timeout=30)
         assert victim.returncode == -signal.SIGKILL
@@ -141,7 +150,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
     assert all(not validate_event(event) for event in read_events_tolerant(jsonl)), (
         "a complete line is not a valid event"
     )
-    left = run_dirs_of(victim.pid)
+    left = run_dirs_of(tmp, victim.pid)
     assert left, "the dead runner left no run directory to reap: the test shows nothing"
     if containment == "cgroup_v2":
         assert groups_of(victim.pid)
@@ -153,7 +162,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
     assert set(left) <= set(tally["reaped"]["run_dirs"])
     if grandchild is not None:
         assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
-    assert run_dirs_of(victim.pid) == [], "prune left the run directory"
+    assert run_dirs_of(tmp, victim.pid) == [], "prune left the run directory"
     assert groups_of(victim.pid) == [], "prune left the run's cgroup"
     assert len(registry_entries(isolated_registry)) == 2, "only the live run's entry stays"
 
@@ -161,7 +170,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp_path, isolated_regist
     finish_live_run(live, live_jsonl, release)
 
 
-def test_prune_dry_run_ends_nothing(tmp_path, containment):
+def test_prune_dry_run_ends_nothing(tmp, tmp_path, containment):
     pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
     victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "0", stdout=subprocess.DEVNULL)
     wait_for_file(pidfile)
@@ -172,10 +181,10 @@ def test_prune_dry_run_ends_nothing(tmp_path, containment):
     try:
         dry = run_cli("prune", "--dry-run", "--json", "--report-reaped")
         reaped = json.loads(dry.stdout)["reaped"]
-        assert reaped["run_dirs"] == run_dirs_of(victim.pid) and reaped["processes"] >= 1
+        assert reaped["run_dirs"] == run_dirs_of(tmp, victim.pid) and reaped["processes"] >= 1
         human = run_cli("prune", "--dry-run").stdout.decode()
-        assert f"would remove run directory {run_dirs_of(victim.pid)[0]}" in human
-        assert pid_alive(grandchild) and run_dirs_of(victim.pid)
+        assert f"would remove run directory {run_dirs_of(tmp, victim.pid)[0]}" in human
+        assert pid_alive(grandchild) and run_dirs_of(tmp, victim.pid)
         plain = json.loads(run_cli("prune", "--json").stdout)
         assert set(plain) == {"pruned", "live", "unprobed", "orphaned_locks"}, (
             "prune --json keeps the reference's shape"
@@ -186,7 +195,7 @@ def test_prune_dry_run_ends_nothing(tmp_path, containment):
             os.kill(grandchild, signal.SIGKILL)
 
 
-def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp_path, containment):
+def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp, tmp_path, containment):
     """Its runner is invisible in this /proc, and its registry entry is not in this registry:
     only its lock, seen through the shared /tmp, says it lives."""
     if (
@@ -203,7 +212,7 @@ def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp_path, containme
         "--pid",
         "--fork",
         "--mount-proc",
-        *cli_command(),
+        *conftest.cli_command(),
         "run",
         "--jsonl",
         str(jsonl),
@@ -228,11 +237,11 @@ def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp_path, containme
     for args in (("--dry-run", "--json", "--report-reaped"), ("--json", "--report-reaped")):
         reaped = json.loads(run_cli("prune", *args).stdout)["reaped"]
         assert hidden not in reaped["run_dirs"] and not set(group) & set(reaped["groups"])
-    assert os.path.isdir(hidden) and all(os.path.isdir(path) for path in group)
+    assert os.path.isdir(tmp.outside(hidden)) and all(os.path.isdir(path) for path in group)
     finish_live_run(runner, jsonl, release)
 
 
-def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp_path, containment):
+def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp, tmp_path, containment):
     """The bounded sweep each run does before making its group: no prune needed."""
     if containment != "cgroup_v2":
         pytest.skip("only cgroup groups are swept by a run on its way in")
@@ -249,10 +258,10 @@ def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp_path, containme
     assert (
         run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
     )  # removes the emptied group
-    assert groups_of(victim.pid) == [] and run_dirs_of(victim.pid) == []
+    assert groups_of(victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
 
 
-def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp_path, monkeypatch):
+def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, tmp_path, monkeypatch):
     """Under a process group a setsid escapee is out of the group's reach, but not out of the v1
     groups its run made for a cap: prune kills their members and removes them."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
@@ -274,16 +283,17 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp_p
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert set(groups) <= set(reaped["groups"])
     assert wait_until(lambda: not pid_alive(grandchild), 5), "the escapee outlived prune"
-    assert groups_of(victim.pid) == [] and run_dirs_of(victim.pid) == []
+    assert groups_of(victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
 
 
-def plant_dead_run(identity: str) -> str:
+def plant_dead_run(tmp: OwnTmp, identity: str) -> str:
     """A run directory whose runner is dead (nobody holds its lock) and which names a process
-    group, as a process-group runner would have left it."""
+    group, as a process-group runner would have left it; named as the CLI sees it."""
     path = f"/tmp/pkc-{os.getpid()}-{os.urandom(6).hex()}-0"
-    os.mkdir(path, 0o700)
-    open(os.path.join(path, "live.lock"), "w").close()
-    with open(os.path.join(path, "pgroup"), "w") as handle:
+    here = tmp.outside(path)
+    os.mkdir(here, 0o700)
+    open(os.path.join(here, "live.lock"), "w").close()
+    with open(os.path.join(here, "pgroup"), "w") as handle:
         handle.write(identity)
     return path
 
@@ -293,23 +303,23 @@ def start_time_of(pid: int) -> int:
         return int(handle.read().rsplit(")", 1)[1].split()[19])
 
 
-def test_a_process_group_whose_id_was_handed_on_is_not_signalled(tmp_path):
+def test_a_process_group_whose_id_was_handed_on_is_not_signalled(tmp, tmp_path):
     """The recorded leader's pid now belongs to a process with another start time: the run's
     group ended long ago, and the group under that id now is someone else's."""
     stranger = subprocess.Popen(["sleep", "60"], process_group=0)
-    path = plant_dead_run(f"{stranger.pid} {start_time_of(stranger.pid) - 1} {os.getsid(0)}\n")
+    path = plant_dead_run(tmp, f"{stranger.pid} {start_time_of(stranger.pid) - 1} {os.getsid(0)}\n")
     try:
         reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
         assert stranger.poll() is None, "prune signalled a group that is not the run's"
         assert stranger.pid not in reaped["process_groups"]
-        assert path in reaped["run_dirs"] and not os.path.exists(path)
+        assert path in reaped["run_dirs"] and not os.path.exists(tmp.outside(path))
     finally:
         stranger.kill()
         stranger.wait()
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(tmp.outside(path), ignore_errors=True)
 
 
-def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_reported(tmp_path):
+def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_reported(tmp, tmp_path):
     """The leader is gone and a member lives in another session than the recorded one: it may
     be a later group under the same id, so it is left, and so is the run directory."""
     pidfile = tmp_path / "member.pid"
@@ -319,20 +329,20 @@ def test_a_leaderless_group_that_cannot_be_shown_to_be_the_runs_is_left_and_repo
     leader.wait()
     wait_for_file(pidfile)
     member = int(pidfile.read_text())
-    path = plant_dead_run(f"{leader.pid} 0 {os.getsid(0)}\n")  # our session, not the group's
+    path = plant_dead_run(tmp, f"{leader.pid} 0 {os.getsid(0)}\n")  # our session, not the group's
     try:
         proc = run_cli("prune", "--json", "--report-reaped")
         reaped = json.loads(proc.stdout)["reaped"]
         assert pid_alive(member), "prune signalled a group it could not show to be the run's"
         assert {"what": f"process group {leader.pid}", "reason": "cannot show it is the run's group"} in reaped["left"]
-        assert os.path.isdir(path), "the evidence went before what it speaks for"
+        assert os.path.isdir(tmp.outside(path)), "the evidence went before what it speaks for"
         assert f"left process group {leader.pid}: cannot show it is the run's group" in run_cli("prune").stdout.decode()
     finally:
         os.kill(member, signal.SIGKILL)
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(tmp.outside(path), ignore_errors=True)
 
 
-def test_what_no_lock_speaks_for_is_left_and_reported(tmp_path, monkeypatch):
+def test_what_no_lock_speaks_for_is_left_and_reported(tmp, tmp_path, monkeypatch):
     """A run directory with no lock file (an older version's) and a run group whose directory is
     gone (its runner's /tmp is not this one): neither is taken as dead."""
     parent = tmp_path / "cgroups"  # a plain directory stands in for the cgroup parent
@@ -342,21 +352,21 @@ def test_what_no_lock_speaks_for_is_left_and_reported(tmp_path, monkeypatch):
     orphan_group = parent / f"processkit-run-{token}"
     orphan_group.mkdir()
     unlocked = f"/tmp/pkc-{os.getpid()}-{os.urandom(6).hex()}-2"
-    os.mkdir(unlocked, 0o700)
-    os.utime(unlocked, (1, 1))  # old enough not to be one a runner is making
+    os.mkdir(tmp.outside(unlocked), 0o700)
+    os.utime(tmp.outside(unlocked), (1, 1))  # old enough not to be one a runner is making
     try:
         for args in (("--dry-run",), ()):
             proc = run_cli("prune", "--json", "--report-reaped", *args)
             left = json.loads(proc.stdout)["reaped"]["left"]
             assert {"what": str(orphan_group), "reason": "no private run directory speaks for it"} in left
             assert {"what": unlocked, "reason": "no liveness lock speaks for it"} in left
-        assert orphan_group.is_dir() and os.path.isdir(unlocked)
+        assert orphan_group.is_dir() and os.path.isdir(tmp.outside(unlocked))
         assert f"left {unlocked}: no liveness lock speaks for it" in run_cli("prune").stdout.decode()
     finally:
-        os.rmdir(unlocked)
+        os.rmdir(tmp.outside(unlocked))
 
 
-def test_a_dead_run_another_registry_holds_is_reaped_too(tmp_path, containment):
+def test_a_dead_run_another_registry_holds_is_reaped_too(tmp, tmp_path, containment):
     """No entry in this registry is no evidence either way: the run's own lock decides."""
     pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
     env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(tmp_path / "elsewhere"))
@@ -366,8 +376,8 @@ def test_a_dead_run_another_registry_holds_is_reaped_too(tmp_path, containment):
     grandchild = int(pidfile.read_text())
     victim.kill()
     victim.communicate(timeout=30)
-    left = run_dirs_of(victim.pid)
+    left = run_dirs_of(tmp, victim.pid)
     tally = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)
     assert tally["pruned"] == 0 and left and set(left) <= set(tally["reaped"]["run_dirs"])
     assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
-    assert run_dirs_of(victim.pid) == [] and groups_of(victim.pid) == []
+    assert run_dirs_of(tmp, victim.pid) == [] and groups_of(victim.pid) == []

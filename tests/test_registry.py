@@ -21,6 +21,7 @@ from control_support import (  # noqa: F401
     start_waiter,
 )
 from control_support import registry_record as _record
+from own_tmp import own_tmp  # noqa: F401
 
 
 def _write(registry, stem: str, document, *, lock: bool = True) -> None:
@@ -96,7 +97,11 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
     assert run_cli("list").stdout == b"no runs registered\n"
 
 
-def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reaps(runs, isolated_registry, monkeypatch):
+def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reaps(
+    own_tmp, runs, isolated_registry, monkeypatch
+):
+    """The runs see a /tmp of their own (``own_tmp``): another same-user sweep of the host's /tmp
+    would otherwise remove the dead runner's socket directory before this test's prune does."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")  # a dead runner leaves no cgroup behind
     victim = runs(run_id="victim")
     survivor = runs(run_id="survivor")
@@ -129,7 +134,8 @@ def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reap
             }
         ],
     }
-    assert os.path.exists(os.path.join(socket_dir, "c.sock")) and len(os.listdir(isolated_registry)) == 4
+    assert os.path.exists(own_tmp.outside(os.path.join(socket_dir, "c.sock")))
+    assert len(os.listdir(isolated_registry)) == 4
     human = run_cli("prune", "--dry-run").stdout.decode().splitlines()
     assert human[0].startswith("would prune entry run_id=victim started_at=") and human[0].endswith(
         f"socket_dir={socket_dir}"
@@ -139,7 +145,7 @@ def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reap
     tally = cli_json("prune", "--json")
     check_schema("prune", tally)
     assert tally == {"pruned": 1, "live": 1, "unprobed": 0, "orphaned_locks": 0}
-    assert not os.path.exists(socket_dir)
+    assert not os.path.exists(own_tmp.outside(socket_dir))
     assert [r["run_id"] for r in listed()] == ["survivor"] and len(os.listdir(isolated_registry)) == 2
     assert cli_json("inspect", "--run-id", "survivor", "--json")["run_id"] == "survivor"
     # (further lines may report leftovers of other runners on this host: not this test's)

@@ -77,3 +77,32 @@ def test_each_inherit_keyword_alone_inherits_stdin(keyword):
     assert run_spec(["true"], {}, jsonl="j", function="run", fixed={}).stdin is StdinMode.NULL
     flag = "--" + keyword.replace("_", "-")
     assert parse_run(["--jsonl", "j", flag, "--", "true"]).stdin is StdinMode.INHERIT
+
+
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"env_file": "/x"}, "env_file takes a list, not str"),
+        ({"env_remove": 5}, "env_remove takes a list, not int"),
+        ({"labels": 5}, "labels takes a list or a mapping, not int"),
+        ({"labels": b"a=b"}, "labels takes a list or a mapping, not bytes"),
+        ({"env_file": {"a": "b"}}, "env_file takes a list, not a mapping"),
+    ],
+)
+def test_a_repeatable_keyword_given_one_value_names_what_it_takes(keywords, message):
+    """A single text where a list is wanted would be read letter by letter: refused, and the
+    message says a mapping is also taken only where the keyword's items are K=V."""
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        run_spec(["true"], keywords, jsonl="j", function="run", fixed={})
+
+
+def test_a_mapping_is_taken_where_the_items_are_k_v():
+    spec = run_spec(["true"], {"labels": {"lane": "a"}}, jsonl="j", function="run", fixed={})
+    assert dict(spec.labels) == {"lane": "a"}
+
+
+def test_a_pty_size_takes_each_side_from_1_to_65535():
+    assert values.parse_pty_size("1x65535") == (1, 65535) and values.parse_pty_size("65535x1") == (65535, 1)
+    for text in ("0x24", "80x0", "65536x24", "80x65536"):
+        with pytest.raises(Failure, match="expected COLSxROWS, each 1-65535"):
+            values.parse_pty_size(text)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
     from ..loop import Loop
 else:
-    try:  # the C type itself: the collections package costs a run ~7 M instructions to import
+    try:  # the C type itself: the collections package and its imports would weigh on every plain
+        # run's start-up for one class (the cost: bench/README.md, "Start-up: the launcher's finder")
         from _collections import deque
     except ImportError:  # an interpreter without CPython's _collections
         from collections import deque
