@@ -83,7 +83,7 @@ def test_deadlines_and_snapshots_keep_working_detached(tmp_path):
         "--jsonl",
         jsonl,
         "--timeout",
-        "600ms",
+        "1500ms",
         "--snapshot-interval",
         "150ms",
         "--",
@@ -99,6 +99,9 @@ def test_deadlines_and_snapshots_keep_working_detached(tmp_path):
         "child_code": None,
     }
     events = check_stream(jsonl, 106)
+    # Ten intervals fit in the timeout; three is the margin a starved runner (each timer late,
+    # the next armed from the late one) still clears, while a detached copy that lost its
+    # snapshot timer writes none or one.
     assert len(by_name(events, "members_snapshot")) >= 3
 
 
