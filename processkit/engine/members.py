@@ -27,7 +27,7 @@ import os
 import time
 
 from ..diagnostics import warn
-from ..events.types import MembersSnapshot
+from ..events.base import MembersSnapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
