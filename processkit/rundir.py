@@ -48,7 +48,6 @@ import os
 import stat
 import time
 
-from .bounded import RUN_FILE, read_start
 from .liveness import take
 from .mountinfo import filesystem_type
 from .writeall import write_all
@@ -289,6 +288,8 @@ def private_owner(path: str) -> int | None:
 
 def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, int] | None:
     """``(pgid, leader start time, session)`` as recorded, or None when absent or malformed."""
+    from .bounded import RUN_FILE, read_start  # read only of a dead runner's directory: not on a run's path
+
     try:
         fields = read_start(os.path.join(path, name), 128, RUN_FILE).split()  # never a FIFO's wait
     except (OSError, ValueError):  # ValueError: bounded.InputError
@@ -300,6 +301,8 @@ def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, in
 
 def read_groups(path: str, name: str = GROUPS_NAME) -> list[str]:
     """The recorded group paths (bounded, unchecked: the reaper decides what it may touch)."""
+    from .bounded import RUN_FILE, read_start
+
     try:
         text = read_start(os.path.join(path, name), GROUPS_LIMIT, RUN_FILE).decode("utf-8", "surrogateescape")
     except (OSError, ValueError):

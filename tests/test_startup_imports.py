@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -135,7 +136,39 @@ def test_the_installed_launcher_imports_only_processkit():
         tree = ast.parse(handle.read())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported and {name.split(".")[0] for name in imported} <= {"sys", "processkit"}
+    assert imported and {name.split(".")[0] for name in imported} <= {"gc", "sys", "processkit"}
+
+
+def test_the_launcher_raises_the_collectors_threshold_as_main_does():
+    """The launcher sets the threshold before its first import; ``cli.main`` keeps the number."""
+    from processkit.cli import main
+
+    launcher = os.path.join(os.path.dirname(main.__file__), "processkit-cli")
+    with open(launcher, encoding="utf-8") as handle:
+        text = handle.read()
+    assert f"gc.set_threshold({main.COLLECT_AFTER_ALLOCATIONS:_})" in text
+
+
+def test_a_module_beside_the_launcher_is_not_imported(tmp_path):
+    """The interpreter puts a script's own directory first on ``sys.path``; the launcher takes it
+    off, so a file beside it named as a module the CLI imports (``select``, for the loop) is not
+    run in place of the real one, and no import looks there first."""
+    from processkit.cli import main
+
+    marker = tmp_path / "marker"
+    launcher = tmp_path / "processkit-cli"
+    launcher.write_bytes((Path(main.__file__).parent / "processkit-cli").read_bytes())
+    (tmp_path / "select.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('not this one')\n")
+    jsonl = tmp_path / "run.jsonl"
+    result = subprocess.run(
+        [sys.executable, str(launcher), "run", "--jsonl", str(jsonl), "--", "true"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    assert b'"event":"runner_exit"' in jsonl.read_bytes()
 
 
 # -- the engine's half: what ``processkit.engine.runner.execute`` imports and does ---------------
@@ -221,6 +254,11 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     """Pty-free, client-free runs never load what only those need; with the native module
     built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl)."""
     rare = {"processkit.engine.pty", "processkit.engine.stdin_feed", "processkit.control.connection"}
+    # the reader's event types and the failures' (events.base has the seven a run writes), the
+    # bounded readers (no other run's files are read), a lodged host's pool, the terminal
+    # hand-off (the trace's run has no terminal for its stdin): each a module and its classes
+    rare |= {"processkit.events.types", "processkit.bounded", "processkit.containment.pool"}
+    rare |= {"processkit.containment.lent", "processkit.engine.terminal"}
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
     loaded = sorted(rare & set(run_imports))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..events.argv import fingerprint
+from ..events.argv import described
 from ..events.emitter import utc_timestamp
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources
 
@@ -68,7 +68,7 @@ def for_job(
     return JobLine(
         job.id,
         run_id,
-        fingerprint(job.args),
+        described(tuple(job.args))[1],  # its run_started's fingerprint, kept by events/argv.py for the same argv
         job.digest,
         None if job.secret else list(job.args),  # a ``secret`` job's argv: only its digest
         started_at,

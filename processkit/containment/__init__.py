@@ -52,12 +52,12 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     so a group it leaves is never reaped by anyone else. ``adopt_orphans``: a process group
     may make this process a subreaper (a process the runner owns; not a caller's).
     """
-    from . import cgroup_v1, cgroupfs, pool, prctl
+    from . import cgroup_v1, cgroupfs, prctl
 
     prctl.load()
     name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
-    lender = None if limits.requested else pool.of(rundir)  # a capped run's groups are its own
+    lender = None if limits.requested else _lender(rundir)  # a capped run's groups are its own
     container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans, lender)
     try:
         if limits.requested:
@@ -77,14 +77,22 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
 def restart_ahead(rundir: RunDir | None) -> None:
     """A lodged host's idle groups started again for its next run (``pool.Pool.restart_ahead``),
     best effort: what fails here is tried again, or made fresh, when the next run takes it."""
-    from . import pool
-
-    lender = pool.of(rundir)
+    lender = _lender(rundir)
     if lender is not None:
         try:
             lender.restart_ahead()
         except OSError:
             pass
+
+
+def _lender(rundir: RunDir | None) -> Pool | None:
+    """``pool.of``, whose module (and ``lent``) is imported only for a lodged host's job slot:
+    a run with a directory of its own lends nothing, and a plain ``run`` loads neither."""
+    if getattr(rundir, "home", None) is None:
+        return None
+    from . import pool
+
+    return pool.of(rundir)
 
 
 _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has

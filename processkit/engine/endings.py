@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import Failure, Kind
 from ..plain import Constant
-from ..events.types import Cancelled, ContainerFailed, Event, Killed, OutputOverflow, RootExited, Timeout
+from ..events.base import Event, RootExited
 from ..spec import RunSpec
 
 TYPE_CHECKING = False
@@ -122,6 +122,8 @@ class EndingFacts:
 
 
 def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
+    from ..events.types import ContainerFailed  # the endings but a child's exit: their types load when written
+
     facts.emit(ContainerFailed(phase="foreground", code=Kind.CONTAINER_ERROR.code, message=detail))
     message = f"could not give the terminal to the child's process group: {detail}"
     return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, message))
@@ -147,6 +149,8 @@ def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
 
 
 def _timeout(facts: EndingFacts, window: int, reason: str, what: str) -> Outcome:
+    from ..events.types import Timeout
+
     facts.emit(Timeout(timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason))
     return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{what} {format_duration(window)}: {facts.stop_phrase()}"))
 
@@ -164,11 +168,15 @@ def _idle_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
 
 
 def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
+    from ..events.types import Cancelled
+
     facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
     return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled by {detail}: {facts.stop_phrase()}"))
 
 
 def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
+    from ..events.types import OutputOverflow
+
     max_bytes = facts.spec.capture_max_bytes
     facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
     message = f"{detail} went over --capture-max-bytes {max_bytes}: {facts.stop_phrase()}"
@@ -176,12 +184,16 @@ def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
 
 
 def _control_cancel(facts: EndingFacts, detail: str | None) -> Outcome:
+    from ..events.types import Cancelled
+
     facts.emit(Cancelled(source="control_cancel", grace_ms=facts.spec.grace_ms))
     message = f"run cancelled by a control-plane cancel: {facts.stop_phrase()}"
     return Outcome(Kind.CONTROL_CANCEL.code, Failure(Kind.CONTROL_CANCEL, message))
 
 
 def _control_kill(facts: EndingFacts, detail: str | None) -> Outcome:
+    from ..events.types import Killed
+
     facts.emit(Killed(source="control_kill"))
     message = "run killed by a control-plane kill: hard-killed the process tree via the container"
     return Outcome(Kind.CONTROL_KILL.code, Failure(Kind.CONTROL_KILL, message))

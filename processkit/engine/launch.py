@@ -18,7 +18,7 @@ from ..control.publication import Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
-from ..events.types import ContainerFailed, LimitHit, RunStarted, SpawnFailed
+from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
 from ..spec import StdinMode
 from . import pump, spawn
@@ -28,7 +28,6 @@ from .host import Host
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
-from .terminal import Foreground, HandoffError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
@@ -83,6 +82,8 @@ def prepare(host: Host, run: RunState) -> None:
     try:
         container = run.container = containment.create(spec.limits, run.rundir, host.may_adopt_orphans)
     except containment.ContainerError as exc:
+        from ..events.types import ContainerFailed, LimitHit
+
         if isinstance(exc, containment.LimitUnavailable):
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
@@ -138,6 +139,8 @@ def start(host: Host, run: RunState) -> Launched:
         if live is not None:  # no child, nothing captured: no live record left behind
             live.forget()
         if isinstance(problem, Failure):
+            from ..events.types import SpawnFailed
+
             run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
         raise
     launched = Launched(container, child, spawning_ns)
@@ -147,7 +150,9 @@ def start(host: Host, run: RunState) -> Launched:
         run.timers["publish"] = run.loop.call_later(
             context.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
         )
-    if spec.stdin is StdinMode.INHERIT:
+    if spec.stdin is StdinMode.INHERIT and os.isatty(run.context.fd(0)):  # else no terminal to lend
+        from .terminal import Foreground, HandoffError
+
         try:
             launched.foreground = Foreground.lend(child.pid, run.context.fd(0))
         except HandoffError as exc:  # ends the run before its race: no run_started

@@ -18,7 +18,7 @@ import os
 
 from ..errors import Failure, Kind
 from ..events.emitter import Emitter
-from ..events.types import ContainerFailed, LimitEvidence, OutputCaptured, ResourceSummary, RunnerExit
+from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..spec import OWN_CONTEXT, RunContext, RunSpec
 from . import launch, spawn
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
@@ -98,6 +98,8 @@ def _phases(host: Host, run: RunState):
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except spawn.AttachError as exc:
+            from ..events.types import ContainerFailed
+
             run.events.emit(ContainerFailed(phase="attach", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
             outcome = Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, str(exc)))
         if launched is not None:  # the child exists and is reported: from here it ends through the teardown
@@ -161,6 +163,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, run.events.emit)
     outcome = entry.report(facts, ending.detail)
     if run.spec.limits.requested:
+        from ..events.types import LimitEvidence
+
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
@@ -173,6 +177,7 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     # once the tree is gone, unless it was gone before the first read
     outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
+        from ..events.types import OutputCaptured
         from . import capture
 
         reports = {}

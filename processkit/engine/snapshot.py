@@ -6,7 +6,7 @@ stream (at the spawn, at each ``--snapshot-interval``). The members themselves a
 from __future__ import annotations
 
 from ..diagnostics import warn
-from ..events.types import MembersSnapshot
+from ..events.base import MembersSnapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

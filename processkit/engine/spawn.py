@@ -162,12 +162,10 @@ def spawn(
         elif output_fd is not None and terminal is None:
             child_ends[1] = os.dup(output_fd)  # non-inheritable, as every child end here
             child_ends[2] = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        if inherit is not None:  # a copy each, closed below as every child end
-            for index in (0, 1, 2):
-                if child_ends[index] < 0:
-                    child_ends[index] = os.dup(inherit[index])
-        if (given is not None or merged) and terminal is None:
-            _given_ends(given, merged, child_ends, runner_ends)
+        if inherit is not None or given is not None or merged:  # a caller's own descriptors (the API)
+            from .child_ends import wire
+
+            wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         start = _start_native if backend == "native" else _start_popen
         return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
@@ -192,24 +190,6 @@ def spawn(
 
 
 _EXHAUSTED = (os.strerror(errno.EMFILE), os.strerror(errno.ENFILE))
-
-
-def _given_ends(given, merged: bool, child_ends: list[int], runner_ends: list[int | None]) -> None:
-    """The API's own descriptors in place of the ends made above (``RunContext.child_fds``), and
-    ``stderr=STDOUT`` (``merged``): the child's 2 a copy of whatever its 1 is, and no stderr
-    pipe for the runner to read. Each replaced end is closed here, each new one is the spawn's
-    copy (non-inheritable, closed once the child has its own)."""
-    replaced = [index for index, fd in enumerate(given or (None, None, None)) if fd is not None]
-    for index in [*replaced, 2] if merged else replaced:
-        runner_end, runner_ends[index] = runner_ends[index], None
-        for fd in (child_ends[index], runner_end):
-            if fd is not None and fd >= 0:
-                os.close(fd)
-        child_ends[index] = -1
-    for index in replaced:
-        child_ends[index] = os.dup(given[index])
-    if merged:
-        child_ends[2] = os.dup(child_ends[1] if child_ends[1] >= 0 else 1)
 
 
 def _unpassable(argv, env, cwd) -> str | None:

@@ -16,7 +16,7 @@ import os
 
 from .. import signum
 from ..diagnostics import warn
-from ..events.types import CleanupFinished, CleanupStarted
+from ..events.base import CleanupFinished, CleanupStarted
 from .waits import wait_until
 from .state import Launched, RunState
 

@@ -11,7 +11,9 @@ event keeps the object exactly as the stream carries it (a dict, written back un
 ``read(...)`` gives its typed view, which every reader (``report``, the Python API, ``events``'
 rendering) reads through. ``to_json()`` gives the object to write, fields in schema order; an
 event built without a ``time`` is stamped when it is turned into JSON. The engine writes its
-events through these same classes, so each type's fields and their order are written once, here.
+events through these same classes, so each type's fields and their order are written once. The
+envelope (``Event``) and the seven types every run writes are in ``events.base`` (a plain run
+builds no other event class) and are re-exported here.
 
 The classes are ``plain.Frozen`` records (keyword constructor, immutable, equality, picklable),
 not dataclasses: the runner writes through them, and ``dataclasses``' import would cost every
@@ -21,95 +23,24 @@ not dataclasses: the runner writes through them, and ``dataclasses``' import wou
 from __future__ import annotations
 
 from ..plain import Frozen
+from .base import (  # re-exported: every reader finds every type here
+    ENVELOPE as ENVELOPE,
+    SCHEMA_VERSION as SCHEMA_VERSION,
+    CleanupFinished as CleanupFinished,
+    CleanupStarted as CleanupStarted,
+    Event as Event,
+    MembersSnapshot as MembersSnapshot,
+    ResourceSummary as ResourceSummary,
+    RootExited as RootExited,
+    RunStarted as RunStarted,
+    RunnerExit as RunnerExit,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, ClassVar
+    from typing import Any, ClassVar
 
     from typing_extensions import Self
-
-
-SCHEMA_VERSION = 1
-ENVELOPE = ("schema_version", "time", "event")
-_KEPT = ("schema_version", "time", "extra")  # the attributes every event has besides its fields
-
-
-class Event(Frozen):
-    """The envelope every event shares; subclasses add their fields, in schema order."""
-
-    name: ClassVar[str] = ""
-    _written: ClassVar[tuple[str, ...]] = ()  # field_names(), computed once per type
-    schema_version: int | None = SCHEMA_VERSION
-    time: str | None = None
-    extra: dict = {}  # never shared: each event gets its own copy
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._written = cls.field_names()
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, key) for key in self._fields if key != "extra")
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._fields if key != "extra")
-        return f"{type(self).__name__}({shown})"
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The type's own fields, in the order the schema lists them (envelope excluded)."""
-        return tuple(key for key in cls._fields if key not in _KEPT)
-
-    @property
-    def event(self) -> str | None:
-        """The type's name; None only for an unknown event whose record named no type."""
-        return self.name
-
-    def to_json(self) -> dict:
-        """The object to write: envelope, fields in schema order, then any unknown fields kept."""
-        fields = self.__dict__
-        stamp = fields["time"]
-        if stamp is None:
-            stamp = _stamp()
-        record: dict[str, Any] = {"schema_version": fields["schema_version"], "time": stamp, "event": self.event}
-        for key in self._written:
-            record[key] = fields[key]
-        if fields["extra"]:
-            for key, value in fields["extra"].items():
-                record.setdefault(key, value)
-        return record
-
-
-def _stamp() -> str:
-    """Now, as events are stamped: ``emitter.utc_timestamp``, imported on the first stamp (a reader
-    of events never needs the writer's modules), then kept."""
-    if not _STAMPER:
-        from .emitter import utc_timestamp
-
-        _STAMPER.append(utc_timestamp)
-    return _STAMPER[0]()
-
-
-_STAMPER: list[Callable[[], str]] = []
-
-
-def _init_event(self: Event, *args: Any, **values: Any) -> None:
-    """An event built by name (the engine's call: every field has a default) in one update of its
-    fields; anything else (positional fields, an unknown name) goes through ``Frozen``'s checks.
-    Set after the class is made: a class body's own ``__init__`` would mark it hand-written."""
-    cls = type(self)
-    if args or not values.keys() <= cls._fieldset:
-        Frozen.__init__(self, *args, **values)
-        return
-    fields = self.__dict__
-    fields.update(cls._fixed)
-    for key, default in cls._copied.items():
-        if key not in values:
-            fields[key] = type(default)(default)
-    fields.update(values)
-
-
-if not TYPE_CHECKING:  # the constructor type checkers see is Frozen's
-    Event.__init__ = _init_event
 
 
 # -- the nested objects, typed once: a view of the dict an event carries ---------------------------
@@ -199,31 +130,6 @@ class UnknownEvent(Event):
         return ()
 
 
-class RunStarted(Event):
-    name: ClassVar[str] = "run_started"
-    run_id: str | None = None
-    labels: dict | None = None
-    root_pid: int | None = None
-    mechanism: str | None = None
-    abrupt_cleanup: str | None = None
-    cwd: str | None = None
-    command: dict | None = None
-
-
-class MembersSnapshot(Event):
-    name: ClassVar[str] = "members_snapshot"
-    reason: str | None = None
-    read_error: bool | None = None
-    members: list | None = None
-
-
-class RootExited(Event):
-    name: ClassVar[str] = "root_exited"
-    outcome: str | None = None
-    code: int | None = None
-    signal: int | None = None
-
-
 class Timeout(Event):
     name: ClassVar[str] = "timeout"
     timeout_ms: int | None = None
@@ -262,32 +168,6 @@ class LimitEvidence(Event):
     cpu: str | None = None
 
 
-class ResourceSummary(Event):
-    name: ClassVar[str] = "resource_summary"
-    read_error: bool | None = None
-    peak_memory_bytes: int | None = None
-    total_cpu_ms: int | None = None
-    io_read_bytes: int | None = None
-    io_write_bytes: int | None = None
-    peak_process_count: int | None = None
-
-
-class CleanupStarted(Event):
-    name: ClassVar[str] = "cleanup_started"
-    members_before: int | None = None
-    read_error: bool | None = None
-
-
-class CleanupFinished(Event):
-    name: ClassVar[str] = "cleanup_finished"
-    remaining: int | None = None
-    remaining_pids: list | None = None
-    soft_terminate: str | None = None
-    shutdown: dict | None = None
-    read_error: bool | None = None
-    kill_error: bool | None = None
-
-
 class OutputCaptured(Event):
     name: ClassVar[str] = "output_captured"
     stdout: dict | None = None
@@ -309,13 +189,6 @@ class ContainerFailed(Event):
     phase: str | None = None
     code: int | None = None
     message: str | None = None
-
-
-class RunnerExit(Event):
-    name: ClassVar[str] = "runner_exit"
-    code: int | None = None
-    source: str | None = None
-    child_code: int | None = None
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -22,7 +22,6 @@ import itertools
 import os
 import time
 
-from ..bounded import REGISTRY_FILE, loads, read_start
 from ..jsontext import dumps
 
 SUFFIX = ".ended"
@@ -84,6 +83,8 @@ def write_new(directory: str, name: str, kept: dict) -> bool:
 
 def _load(path: str, limit: int):
     """The JSON document in the regular file ``path`` (at most ``limit`` bytes), or None."""
+    from ..bounded import REGISTRY_FILE, loads, read_start  # a reader's: a run writes its tombstone, reads none
+
     try:
         data = read_start(path, limit + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
         return loads(data.decode("utf-8")) if len(data) <= limit else None
