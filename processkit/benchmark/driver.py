@@ -260,7 +260,6 @@ class Engine:
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
-            self._exit_clock.close(exits)
             raise
         finally:
             if spec.output_fd is not None:
@@ -284,6 +283,7 @@ class Engine:
         from ..engine import spawn
 
         spawn.LINGER_MS[0] = self._linger
+        self._exit_clock.close()
         try:
             self.host.close()
         finally:
