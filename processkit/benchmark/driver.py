@@ -284,6 +284,8 @@ class Engine:
 
         spawn.LINGER_MS[0] = self._linger
         self._exit_clock.close()
+        if self._counters is not None:
+            self._counters.release()
         try:
             self.host.close()
         finally:
