@@ -47,11 +47,10 @@ DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV, ENABLE_ON_EXEC = 1 << 0, 1 << 1, 
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 
 
-def _attr(kind: int, config: int) -> bytes:
+def _attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EXEC) -> bytes:
     """A ``perf_event_attr`` (its first version's 64 bytes, native byte order)."""
     import struct
 
-    flags = DISABLED | INHERIT | ENABLE_ON_EXEC
     if kind == PERF_TYPE_HARDWARE:
         flags |= EXCLUDE_KERNEL | EXCLUDE_HV  # the command's own instructions, as hyperfine counts them
     # type, size, config, sample period, sample type, read format, flags, wakeup, bp type, bp addr
@@ -82,18 +81,41 @@ def perf_event_open(attr: bytes, cpu: int = -1) -> int:
 
 
 class Opener:
-    """Opens the counters for one run at a time; finds out once which ones this host has."""
+    """Opens the counters for one run at a time; finds out once which ones this host has.
+
+    The first ``open`` also makes a keeper of each kind the host has, for the session (closed by
+    ``release``): disabled, on ``bench``'s own thread, never inherited, so it counts nothing. It
+    keeps the kernel's switch for that kind of event on: the first event of a kind turns it on
+    and the last one's close turns it off, by patching the kernel's code, for page faults and
+    context switches 50 us apiece. Without keepers each run paid that twice a counter: 150 us
+    of CPU a run against 27 with them (bench/README.md), a tenth of a ``true`` run's cycle.
+    Opening and closing the run's own counters around each run stays: kept open across runs,
+    an inherited ``enable_on_exec`` counter lost whole runs' counts (tried, issue 49)."""
 
     def __init__(self) -> None:
         self._attrs = {name: _attr(kind, config) for name, _, kind, config in EVENTS}
         self.missing: dict[str, str] = {}  # the counters this host refused, with why (said once)
+        self._keepers: list[int] | None = None
 
     def open(self) -> dict[str, int | None]:
         """A descriptor per counter (None: the host lacks it), disabled until the next exec."""
         fds: dict[str, int | None] = {}
         for name in NAMES:
             fds[name] = None if name in self.missing else self._open_one(name)
+        if self._keepers is None:
+            self._keepers = []
+            for name, _, kind, config in EVENTS:
+                if fds[name] is not None:
+                    fd = perf_event_open(_attr(kind, config, DISABLED))
+                    if fd >= 0:
+                        self._keepers.append(fd)
         return fds
+
+    def release(self) -> None:
+        """The session's keepers closed (its end)."""
+        keepers, self._keepers = self._keepers or [], None
+        for fd in keepers:
+            os.close(fd)
 
     def _open_one(self, name: str) -> int | None:
         fd = perf_event_open(self._attrs[name])

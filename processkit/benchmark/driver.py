@@ -273,7 +273,6 @@ class Engine:
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
-            self._exit_clock.close(exits)
             raise
         finally:
             if context.output_fd is not None:
@@ -297,6 +296,9 @@ class Engine:
         from ..engine import spawn
 
         spawn.LINGER_MS[0] = self._linger
+        self._exit_clock.close()
+        if self._counters is not None:
+            self._counters.release()
         try:
             self.host.close()
         finally:

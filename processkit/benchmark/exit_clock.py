@@ -14,6 +14,14 @@ clock the interval starts on. The root is the process forked from ``bench``; its
 time is when it exited. The kernel refuses to map an inherited per-task event counting on any
 CPU, so there is one event per CPU ``bench`` may run on (the tree inherits that set). Where
 perf is not available, or a record was lost, the run keeps the time the loop noticed the exit.
+
+The events and their rings are the session's, opened at its first run and closed with it:
+opening, mapping and closing them for every run cost about as much as a ``true`` run's own
+exit-to-reap (0.1-0.2 ms wall a run, bench/README.md). Each run consumes its records: ``open``
+skips whatever the rings hold (what ran between two runs), ``read`` takes what its run's tree
+wrote and hands the space back (``data_tail``), so a ring never fills across runs; one that
+filled within a run (a ``PERF_RECORD_LOST``) gives no time, as a wrapped one did, and a run
+that got no time has the events made anew for the next.
 """
 
 from __future__ import annotations
@@ -28,9 +36,9 @@ from .counters import perf_event_open
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
 INHERIT, EXCLUDE_KERNEL, TASK, USE_CLOCKID = 1 << 1, 1 << 5, 1 << 13, 1 << 25
 ATTR_SIZE = 96  # PERF_ATTR_SIZE_VER3: up to clockid
-RECORD_EXIT, RECORD_FORK = 4, 7
+RECORD_LOST, RECORD_EXIT, RECORD_FORK = 2, 4, 7
 DATA_PAGES = 8  # 32 KiB a CPU: a FORK and an EXIT record (40 bytes each) for hundreds of processes
-HEAD_AT, DATA_AT = 1024, 1040  # perf_event_mmap_page: data_head; data_offset and data_size
+HEAD_AT, TAIL_AT, DATA_AT = 1024, 1032, 1040  # perf_event_mmap_page: data_head, data_tail; data_offset and data_size
 
 
 def _attr() -> bytes:
@@ -44,20 +52,38 @@ def _attr() -> bytes:
     return packed + bytes(ATTR_SIZE - len(packed))
 
 
+Rings = list[tuple[int, mmap.mmap]]
+
+
 class ExitClock:
-    """Opened just before a run's spawn, read once its tree is gone."""
+    """The session's events: ``open`` just before a run's spawn, ``read`` once its tree is gone,
+    ``close`` at the session's end."""
 
     def __init__(self) -> None:
         self.unavailable: str | None = None  # why the kernel's exit time cannot be had, once known
         self._attr = _attr()
         self._size = mmap.PAGESIZE * (1 + DATA_PAGES)
+        self._rings: Rings = []
+        self._cpus: list[int] = []  # the CPUs the rings watch: bench's affinity when they were made
 
-    def open(self) -> list[tuple[int, mmap.mmap]] | None:
+    def open(self) -> Rings | None:
+        """The rings, emptied of what they held: the next run's records start here."""
         if self.unavailable is not None:
             return None
-        opened: list[tuple[int, mmap.mmap]] = []
+        cpus = sorted(os.sched_getaffinity(0))
+        if cpus != self._cpus:
+            self.close()
+            self._cpus, self._rings = cpus, self._made(cpus)
+            if not self._rings:
+                return None
+        for _, ring in self._rings:
+            _consume(ring)
+        return self._rings
+
+    def _made(self, cpus: list[int]) -> Rings:
+        opened: Rings = []
         try:
-            for cpu in sorted(os.sched_getaffinity(0)):
+            for cpu in cpus:
                 fd = perf_event_open(self._attr, cpu)
                 if fd < 0:
                     raise OSError(-fd, os.strerror(-fd))
@@ -68,48 +94,68 @@ class ExitClock:
                     raise
         except OSError as exc:
             self.unavailable = exc.strerror or str(exc)
-            self.close(opened)
-            return None
+            _closed(opened)
+            return []
         return opened
 
-    @staticmethod
-    def close(opened: list[tuple[int, mmap.mmap]] | None) -> None:
-        for fd, ring in opened or ():
-            ring.close()
-            os.close(fd)
+    def close(self) -> None:
+        """The events gone (the session's end, or bench's CPUs changed)."""
+        rings, self._rings, self._cpus = self._rings, [], []
+        _closed(rings)
 
-    def read(self, opened: list[tuple[int, mmap.mmap]] | None) -> int | None:
-        """The root's exit (monotonic ns), or None; the events closed."""
+    def read(self, opened: Rings | None) -> int | None:
+        """The root's exit (monotonic ns), or None; the run's records consumed."""
         if opened is None:
             return None
-        try:
-            forks, exits = {}, {}
-            for _, ring in opened:
-                for kind, pid, ppid, tid, stamp in _records(ring):
-                    if kind == RECORD_FORK and pid == tid:
-                        forks[pid] = ppid
-                    elif kind == RECORD_EXIT and pid == tid:
-                        exits[pid] = stamp
-            me = os.getpid()
-            roots = [pid for pid, parent in forks.items() if parent == me]
-            return exits.get(roots[0]) if len(roots) == 1 else None
-        finally:
-            self.close(opened)
+        forks, exits = {}, {}
+        lost = False
+        for _, ring in opened:
+            for kind, pid, ppid, tid, stamp in _consume(ring):
+                if kind == RECORD_LOST:
+                    lost = True
+                elif kind == RECORD_FORK and pid == tid:
+                    forks[pid] = ppid
+                elif kind == RECORD_EXIT and pid == tid:
+                    exits[pid] = stamp
+        me = os.getpid()
+        roots = [pid for pid, parent in forks.items() if parent == me]
+        exited = exits.get(roots[0]) if len(roots) == 1 and not lost else None
+        if exited is None:
+            self.close()  # made again for the next run: a ring that missed this one is not trusted
+        return exited
 
 
-def _records(ring: mmap.mmap):
-    """(type, pid, ppid, tid, time) of each FORK and EXIT record in one CPU's ring; nothing if
-    the ring wrapped (its oldest records are gone)."""
+def _closed(rings: Rings) -> None:
+    for fd, ring in rings:
+        ring.close()
+        os.close(fd)
+
+
+def _consume(ring: mmap.mmap) -> list[tuple[int, int, int, int, int]]:
+    """(type, pid, ppid, tid, time) of each FORK and EXIT record (a LOST one as type alone) in
+    one CPU's ring since its tail, which then moves to the head: the kernel may write there again."""
     (head,) = struct.unpack_from("=Q", ring, HEAD_AT)
-    offset, size = struct.unpack_from("=QQ", ring, DATA_AT)
-    if head > size:
-        return
-    position = 0
+    tail, offset, size = struct.unpack_from("=QQQ", ring, TAIL_AT)
+    found = []
+    position = tail
     while position + 8 <= head:
-        kind, _, length = struct.unpack_from("=IHH", ring, offset + position)
+        kind, _, length = struct.unpack_from("=IHH", _bytes(ring, offset, size, position, 8))
         if length < 8:
-            return
-        if kind in (RECORD_FORK, RECORD_EXIT) and length >= 32:
-            pid, ppid, tid, _, stamp = struct.unpack_from("=IIIIQ", ring, offset + position + 8)
-            yield kind, pid, ppid, tid, stamp
+            break
+        if kind == RECORD_LOST:
+            found.append((kind, 0, 0, 0, 0))
+        elif kind in (RECORD_FORK, RECORD_EXIT) and length >= 32:
+            pid, ppid, tid, _, stamp = struct.unpack_from("=IIIIQ", _bytes(ring, offset, size, position + 8, 24))
+            found.append((kind, pid, ppid, tid, stamp))
         position += length
+    struct.pack_into("=Q", ring, TAIL_AT, head)
+    return found
+
+
+def _bytes(ring: mmap.mmap, offset: int, size: int, position: int, length: int) -> bytes:
+    """``length`` bytes of the ring's data at stream ``position``, across its end if need be."""
+    start = position % size
+    if start + length <= size:
+        return ring[offset + start : offset + start + length]
+    first = size - start
+    return ring[offset + start : offset + size] + ring[offset : offset + length - first]
