@@ -23,7 +23,7 @@ def test_a_sessions_runs_share_one_set_of_events_and_each_gets_its_exit_time(mon
     # 4 KiB rings: a run's 21 processes write ~1.3 KiB of FORK and EXIT records (32 bytes each)
     # into them, so 12 runs take each ring past its end and records straddle it.
     monkeypatch.setattr(exit_clock, "DATA_PAGES", 1)
-    engine = driver.Engine(Options(timeout_ms=20000), owns_process=False, lodged=False)
+    engine = driver.Engine(Options(timeout_ms=20000), ends_descendants=False, lodged=False)
     clock = engine._exit_clock
     if clock.open() is None:
         engine.close()
@@ -58,7 +58,7 @@ def test_a_counters_kind_stays_switched_on_between_runs_and_nothing_outlives_the
     from processkit.benchmark.plan import Options
 
     before = perf_fds()
-    engine = driver.Engine(Options(timeout_ms=20000), owns_process=False, lodged=False)
+    engine = driver.Engine(Options(timeout_ms=20000), ends_descendants=False, lodged=False)
     try:
         runs = [engine.measure(("sh", "-c", "exit 0"), None, str(i), "null") for i in range(2)]
         counted = [name for name, value in (runs[-1].counters or {}).items() if value is not None]
