@@ -33,6 +33,16 @@ def _open_for_writing(fifo) -> int:
     return os.open(fifo, os.O_WRONLY)
 
 
+def _all_return(calls, count: int) -> None:
+    """``calls(index)`` in ``count`` threads at once, each returned within two minutes."""
+    threads = [threading.Thread(target=calls, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), "a thread still waits: its reply was never read"
+
+
 def test_a_reply_wakes_only_the_thread_waiting_for_it(tmp_path):
     """Seven threads wait on runs blocked on FIFOs while this thread makes 40 calls: the replies
     to those calls wake at most the one waiting thread that reads the socket, never all seven."""
@@ -83,12 +93,7 @@ def test_eight_threads_each_get_their_own_result_as_the_replies_interleave():
             if (found.returncode, found.stdout, found.stderr) != (code, token.encode(), token.encode()):
                 wrong.append(f"{token}: {found.returncode} {found.stdout[:40]!r}")
 
-    threads = [threading.Thread(target=calls, args=(index,)) for index in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not any(thread.is_alive() for thread in threads), "a thread still waits: its reply was never read"
+    _all_return(calls, 8)
     assert wrong == []
 
 
@@ -105,12 +110,7 @@ def test_large_replies_from_many_threads_each_come_back_whole():
             if found.stdout != expected:
                 wrong.append(f"{token}: {len(found.stdout or b'')} bytes of {size}")
 
-    threads = [threading.Thread(target=calls, args=(index,)) for index in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not any(thread.is_alive() for thread in threads)
+    _all_return(calls, 4)
     assert wrong == []
 
 
