@@ -170,7 +170,8 @@ def _batch(args, invocation, settings, jobs) -> int:
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took, jobs)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
-    progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
+    total = len(jobs) if getattr(jobs, "complete", True) else None  # a template's pipe: unknown
+    progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
@@ -242,7 +243,7 @@ class Progress:
     (as each job ends, and each second: how many run, and the one running longest); at the end, every failed job named with its exit, its stderr capture and that file's last
     lines (as make and parallel leave the compiler's error last on the screen)."""
 
-    def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
+    def __init__(self, total: int | None, out: str, show_output: bool, quiet: bool = False):
         self._total = total
         self._out = out
         self._show = show_output
@@ -311,12 +312,13 @@ class Progress:
     def _bar_text(self, tally) -> str:
         done, total = self._done, self._total
         width = 30
-        filled = width * done // total if total else width
+        filled = 0 if total is None else width * done // total if total else width
         elapsed = time.monotonic() - self._started
-        eta = elapsed / done * (total - done) if done else 0.0
+        eta = elapsed / done * (total - done) if done and total is not None else 0.0
         text = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {eta:.0f}s"
+            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{'?' if total is None else total} "
+            f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
+            + ("" if total is None else f" ETA {eta:.0f}s")  # a pipe's jobs: their number comes at its end
         )
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])

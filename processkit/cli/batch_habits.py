@@ -97,7 +97,9 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         if args.dry_run:
             _dry_run(words, args.id, keys)
             return None
-        found: Collection = template_jobs(words, args.id, keys)
+        # Made as the arguments come, unless a flag needs every job before the first starts.
+        whole = args.history or args.memory_budget or args.group_limit or args.partition or args.dask_scheduler
+        found: Collection = template_jobs(words, args.id, keys, whole=bool(whole))
     else:
         from ..batching.template_flags import refuse_template_flags
 
