@@ -106,8 +106,9 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         refuse_template_flags(args)
         found = read_manifest(args.manifest)
     graphed = has_needs(found)
-    if graphed:
-        check(list(found))
+    if graphed:  # held whole from here (the schedule holds a graph's jobs): read once, not per pass
+        found = list(found)
+        check(found)
     if args.dask_scheduler is not None and (graphed or args.group_limit):
         raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
     if args.partition is not None:
