@@ -188,17 +188,66 @@ def lines(handle, path: str, limits: Limits):
             return
         number += 1
         if len(line) > line_limit:
-            raise InputError(
-                f"{limits.what} line {number} is longer than {_human(line_limit)}, the most a line may hold "
-                f"({_name(path)})"
-            )
+            raise _too_long(limits, number, path)
         read += len(line)
         if total is not None and read > total:
-            raise InputError(
-                f"{limits.what} line {number} goes past {_human(total)}, the most a {limits.what} may hold "
-                f"({_name(path)})"
-            )
+            raise _past_total(limits, number, path)
         yield number, line
+
+
+class LineFeed:
+    """The lines of a stream whose bytes are handed in as they come (a pipe read only when it is
+    readable, so its reader never waits on it): ``feed`` returns ``(number, line)`` for each line
+    it completed, as ``lines`` gives them, within the same bounds; the bytes of a line not ended
+    yet are checked against them as they come, so no line grows past its bound while its newline
+    is awaited. ``feed(b"")`` is the end of the stream (its last line may lack a newline)."""
+
+    __slots__ = ("_path", "_limits", "_pending", "_number", "_read")
+
+    def __init__(self, path: str, limits: Limits):
+        self._path = path
+        self._limits = limits
+        self._pending = b""
+        self._number = 0
+        self._read = 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        limits = self._limits
+        if data:
+            found = (self._pending + data if self._pending else data).split(b"\n")
+            self._pending = found.pop()
+            found = [line + b"\n" for line in found]
+        else:
+            found = [self._pending] if self._pending else []
+            self._pending = b""
+        done = []
+        for line in found:
+            self._number += 1
+            if len(line) > limits.line:
+                raise _too_long(limits, self._number, self._path)
+            self._read += len(line)
+            if limits.total is not None and self._read > limits.total:
+                raise _past_total(limits, self._number, self._path)
+            done.append((self._number, line))
+        pending = len(self._pending)
+        if pending > limits.line:
+            raise _too_long(limits, self._number + 1, self._path)
+        if limits.total is not None and self._read + pending > limits.total:
+            raise _past_total(limits, self._number + 1, self._path)
+        return done
+
+
+def _too_long(limits: Limits, number: int, path: str) -> InputError:
+    return InputError(
+        f"{limits.what} line {number} is longer than {_human(limits.line)}, the most a line may hold ({_name(path)})"
+    )
+
+
+def _past_total(limits: Limits, number: int, path: str) -> InputError:
+    return InputError(
+        f"{limits.what} line {number} goes past {_human(limits.total or 0)}, the most a {limits.what} may hold "
+        f"({_name(path)})"
+    )
 
 
 def depth(text: str) -> int:

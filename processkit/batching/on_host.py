@@ -29,6 +29,7 @@ from .limits import JobTimeout, MemoryBudget, Timeouts
 from .graph import check, has_needs
 from .inputs import digests
 from .jobkeys import with_slot
+from .piped import WAITED, until_readable
 from .manifest import Job, job_spec
 from .schedule import Schedule
 from .outdir import drop_earlier_attempts, ensure_directory
@@ -140,7 +141,9 @@ def run_batch(
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
     # --history's order need them all at once.
-    schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole)
+    piped = getattr(jobs, "as_they_come", False)  # a template's pipe: read only when readable
+    schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=not piped)
+    awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
@@ -151,6 +154,11 @@ def run_batch(
             return None
         job = schedule.peek()
         if job is None:
+            if schedule.awaited is not None and not awaiting:  # carried beside the jobs until it came
+                awaiting.append(
+                    until_readable(host, schedule.awaited, lambda: recorder.halted or host.stop_source is not None)
+                )
+                return awaiting[0]
             return None  # asked again as a job ends
         if budget is not None:
             if not budget.admits(job):
@@ -185,10 +193,15 @@ def run_batch(
         ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
         records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
         or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
+        if awaiting and attempt is awaiting[0]:
+            raise exc  # the wait for the batch's own input (a template's pipe): the batch's failure
         job = next(job for job, steps in in_flight.values() if steps is attempt)
         return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
 
     def finished(result) -> None:
+        if result is WAITED:
+            awaiting.clear()
+            return
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
         in_flight.pop(job.id, None)
@@ -208,6 +221,8 @@ def run_batch(
         recorder.record(line)
         for below, need, how in schedule.ended(job, line):
             recorder.record(job_lines.skipped(below, need, how))
+        if recorder.halted and awaiting:
+            host.stop_carried(awaiting[0], "halted")  # wakes it: no job starts now
 
     pinned = False
     caller_gone = [False]

@@ -17,6 +17,7 @@ from .graph import with_dependents
 from .inputs import changed
 from .job_lines import OUTCOMES, not_started, outcome
 from .outdir import prepare_out
+from .piped import Awaited
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class Recorder:
         self.fresh_out = prepare_out(out)  # empty: no job of an earlier batch left files there
         self.out = out
         self.summary_path = os.path.join(self.out, SUMMARY_FILE)
+        self._jobs = jobs
         self.counts = JobCounts(len(jobs))
         self._graph = graph
         self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
@@ -137,6 +139,7 @@ class Recorder:
         self.record(not_started(job, attempts, "cancelled" if self.counts.cancelled_by else "halted", earlier))
 
     def close(self) -> None:
+        self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -146,7 +149,7 @@ class Recorder:
         (command, environment, directory: its digest) or ``inputs``' content changed since it
         did, with a warning, and the jobs that need one of those (``needs``); the others are
         counted as skipped. Read as they are taken, unless a graph needs them all at once."""
-        todo = (job for job in jobs if self._again(job, done))
+        todo = (job for job in jobs if isinstance(job, Awaited) or self._again(job, done))
         if not self._graph:
             return todo
         again = with_dependents(list(jobs), list(todo))

@@ -22,6 +22,7 @@ from collections import deque
 
 from ..errors import Failure
 from .graph import longest_paths
+from .piped import Awaited
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,10 +43,15 @@ class Schedule:
         took: dict[str, float] | None = None,
         *,
         whole: bool = True,
+        read_rest: bool = True,
     ):
         """``whole``: the jobs are held at once (a graph, ``--history``'s longest paths); without,
         they are read from ``jobs`` only as they start (a ``manifest.Manifest`` read as it goes),
-        so a batch with no graph keeps nothing of the jobs it has not reached or has ended."""
+        so a batch with no graph keeps nothing of the jobs it has not reached or has ended. Such
+        a source may give ``piped.Awaited`` where its next job has not come yet (a template's
+        pipe): ``awaited`` is then its descriptor, and nothing is ready until it is readable.
+        ``read_rest``: after a stop, the jobs not read yet are read to be recorded as never
+        started (not from a pipe, whose producer may never end)."""
         self._capacity = capacity
         self._limits = group_limits or {}
         self._free = list(range(1, capacity + 1))  # free slot numbers, a heap
@@ -56,7 +62,9 @@ class Schedule:
         self._dependents: dict[str, list[Job]] = {}
         self._ready: list[tuple[float, int, Job]] = []
         self._seq = 0
-        self._source: Iterator[Job] | None = None  # the jobs not read yet (``whole`` false)
+        self._source: Iterator[Job | Awaited] | None = None  # the jobs not read yet (``whole`` false)
+        self._read_rest = read_rest
+        self.awaited: int | None = None  # the descriptor the source's next job waits on, if it does
         self.failure: Failure | None = None  # the source failed while read (a manifest changed)
         self.waited_on: dict[str, str] = {}  # job id -> the need it waited for last (the trace's arrows)
         if not whole:
@@ -83,6 +91,7 @@ class Schedule:
     def _read_one(self) -> None:
         """The next job of a source read as it goes, onto the ready heap in its order."""
         assert self._source is not None
+        self.awaited = None
         try:
             job = next(self._source)
         except StopIteration:
@@ -90,6 +99,9 @@ class Schedule:
             return
         except Failure as failure:
             self.failure, self._source = failure, None
+            return
+        if isinstance(job, Awaited):
+            self.awaited = job.fd
             return
         heapq.heappush(self._ready, (0.0, self._next_seq(), job))
 
@@ -187,8 +199,12 @@ class Schedule:
                 found.append(job)
         yield from found
         self._ready, self._held = [], {}
+        if not self._read_rest:
+            self._source = None
         while self._source is not None:  # never read: in their order, one at a time
             self._read_one()
+            if self.awaited is not None:
+                break
             while self._ready:
                 yield heapq.heappop(self._ready)[2]
 

@@ -13,6 +13,7 @@ from ..errors import usage
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
+from .piped import Awaited, wait_for
 from .template import expand, split
 
 TYPE_CHECKING = False
@@ -65,15 +66,70 @@ def refuse_template_flags(args) -> None:
         raise usage(f"{given[0]} belongs to a command template (after --): a manifest line names its own keys")
 
 
-def template_jobs(words: list[str], id_template: str | None, keys: dict) -> list[manifest.Job]:
-    """The template's jobs, each checked as a manifest line (numbered as ``--dry-run`` prints them)."""
-    return manifest.jobs_from(expand(split(words, id_template), keys))
+def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whole: bool = True):
+    """The template's jobs, each checked as a manifest line (numbered as ``--dry-run`` prints them):
+    a list (``whole``: something needs them all before the first starts), else ``Streamed``."""
+    template = split(words, id_template)
+    if whole:
+        return manifest.jobs_from(expand(template, keys))
+    return Streamed(expand(template, keys, as_they_come=True))
+
+
+class Streamed:
+    """A template's jobs made as its arguments come, once, each checked as a manifest line as it
+    is made (its ids unique by their making: ``template.safe_id``), none kept after it is handed
+    on. Iterated once: a job, or ``piped.Awaited`` while the next one's line has not come (the
+    batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
+    far, all of them once ``complete``; its truth waits for the first job or the end (an empty
+    input is no batch)."""
+
+    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete")
+    any_needs = False  # a template gives no job ``needs``: no graph to check (graph.has_needs)
+    as_they_come = True  # never read again after a stop: its producer may never end (Schedule)
+
+    def __init__(self, values: Iterator[dict | Awaited]):
+        self._values = values
+        self._jobs = self._made_jobs()
+        self._first: manifest.Job | None = None
+        self._templates: dict = {}
+        self._made = 0
+        self.complete = False
+
+    def __len__(self) -> int:
+        return self._made
+
+    def __bool__(self) -> bool:
+        while self._first is None and not self.complete:
+            job = next(self._jobs, None)
+            if isinstance(job, Awaited):
+                wait_for(job.fd)
+            else:
+                self._first = job
+        return self._first is not None
+
+    def __iter__(self) -> Iterator[manifest.Job | Awaited]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        yield from self._jobs
+
+    def _made_jobs(self) -> Iterator[manifest.Job | Awaited]:
+        for value in self._values:
+            if isinstance(value, Awaited):
+                yield value
+                continue
+            if self._made == manifest.MAX_JOBS:
+                raise usage(f"the template's arguments give more than {manifest.MAX_JOBS} jobs, the most a batch runs")
+            self._made += 1
+            yield manifest.job_from(self._made, value, self._templates)
+        self.complete = True
 
 
 def manifest_lines(words: list[str], id_template: str | None, keys: dict) -> Iterator[bytes]:
     """``--dry-run``: each job's manifest line, checked as the batch would check it first."""
     templates: dict = {}
     for number, value in enumerate(expand(split(words, id_template), keys), 1):
+        assert isinstance(value, dict)  # nothing is Awaited: the sources are read as they come, waiting
         manifest.job_from(number, value, templates)
         shown = {key: _text(item) for key, item in value.items()}
         yield dumps(shown).encode("utf-8", "surrogateescape") + b"\n"

@@ -29,6 +29,11 @@ class Names:
 
     def add(self, kind: str, name: str) -> None:
         """Note ``name``: a candidate when the filter may have seen it already."""
+        if self.noted(kind, name):
+            self.candidates.add((kind, name))
+
+    def noted(self, kind: str, name: str) -> bool:
+        """Note ``name``; whether the filter may have seen it before (False: it certainly had not)."""
         digest = hashlib.blake2b(f"{kind}\0{name}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
         first = int.from_bytes(digest[:8], "little")
         step = int.from_bytes(digest[8:], "little") | 1
@@ -40,8 +45,7 @@ class Names:
             if not bits[byte] & mask:
                 seen = False
                 bits[byte] |= mask
-        if seen:
-            self.candidates.add((kind, name))
+        return seen
 
     def recheck(self) -> Recheck:
         """The exact check of the candidates, over the names once more in the same order."""

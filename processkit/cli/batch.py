@@ -170,7 +170,8 @@ def _batch(args, invocation, settings, jobs) -> int:
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
-    progress = Progress(len(jobs), settings.out, args.show_output, quiet=invocation.error_format == "json")
+    total = len(jobs) if getattr(jobs, "complete", True) else None  # a template's pipe: unknown
+    progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
@@ -244,7 +245,7 @@ class Progress:
     its exit, its stderr capture and that file's last lines (as make and parallel leave the
     compiler's error last on the screen)."""
 
-    def __init__(self, total: int, out: str, show_output: bool, quiet: bool = False):
+    def __init__(self, total: int | None, out: str, show_output: bool, quiet: bool = False):
         from ..progress import LiveLines
 
         self._total = total
@@ -313,8 +314,12 @@ class Progress:
         from ..progress import bar, eta
 
         done, total = self._done, self._total
-        left = eta(time.monotonic() - self._started, done, total)
-        text = f"{bar(done, total)} {done}/{total} ok {tally.succeeded} failed {tally.failed + tally.timed_out} ETA {left:.0f}s"
+        elapsed = time.monotonic() - self._started
+        text = (
+            f"{bar(done, total) if total is not None else bar(0, 1)} {done}/{'?' if total is None else total} "
+            f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
+            + ("" if total is None else f" ETA {eta(elapsed, done, total):.0f}s")  # a pipe's jobs: counted at its end
+        )
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"

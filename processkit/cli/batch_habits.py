@@ -97,15 +97,18 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         if args.dry_run:
             _dry_run(words, args.id, keys)
             return None
-        found: Collection = template_jobs(words, args.id, keys)
+        # Made as the arguments come, unless a flag needs every job before the first starts.
+        whole = args.history or args.memory_budget or args.group_limit or args.partition or args.dask_scheduler
+        found: Collection = template_jobs(words, args.id, keys, whole=bool(whole))
     else:
         from ..batching.template_flags import refuse_template_flags
 
         refuse_template_flags(args)
         found = read_manifest(args.manifest)
     graphed = has_needs(found)
-    if graphed:
-        check(list(found))
+    if graphed:  # held whole from here (the schedule holds a graph's jobs): read once, not per pass
+        found = list(found)
+        check(found)
     if args.dask_scheduler is not None and (graphed or args.group_limit):
         raise usage("needs and --group-limit order one machine's jobs: they cannot be used with --dask-scheduler")
     if args.partition is not None:
