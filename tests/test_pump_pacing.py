@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from processkit.engine import streams
+from processkit.engine import spawn, streams
 from processkit.loop import Loop
 
 from manual_clock import ManualClock
@@ -34,7 +34,12 @@ def stream(request):
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     seen = []
-    run = SimpleNamespace(loop=loop, pump_backend=request.param, saw_output=lambda s: seen.append(s.pump.seen))
+    run = SimpleNamespace(
+        loop=loop,
+        pump_backend=request.param,
+        spawn_backend=spawn.select_backend(),
+        saw_output=lambda s: seen.append(s.pump.seen),
+    )
     output = streams.OutputStream(run, "stdout", read_fd, None, None)
     output.test_write_fd = write_fd
     output.test_seen = seen

@@ -102,7 +102,7 @@ class PythonPump:
         return self._capture.ring_state() if self._capture else None
 
 
-def hash_on_a_thread() -> bool:
+def hash_on_a_thread(spawn_backend: str | None = None) -> bool:
     """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
 
     Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
@@ -110,10 +110,14 @@ def hash_on_a_thread() -> bool:
     ``spawn.select_backend`` picks it), whatever the override: its ``preexec_fn`` runs Python in
     a forked child, which deadlocks when another thread held a lock (the allocator's) at the
     fork. The runner has no other thread, so hashing inline keeps that fork safe (engine/spawn.py).
+    ``spawn_backend``: the run's own choice (``RunState.spawn_backend``, made once a run by
+    launch.py), else made here as the run's spawn makes it.
     """
-    from .spawn import select_backend  # the same choice the run's spawn makes (launch.py)
+    if spawn_backend is None:
+        from .spawn import select_backend
 
-    if select_backend() == "python":
+        spawn_backend = select_backend()
+    if spawn_backend == "python":
         return False
     choice = os.environ.get("PROCESSKIT_HASH_THREAD", "")
     if choice in ("0", "1"):
@@ -129,7 +133,14 @@ _CPUS: list[int] = []
 class NativePump:
     """The same contract through ``processkit._native``: the whole drain of a wakeup in one C call."""
 
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, hash_thread: bool | None = None):
+    def __init__(
+        self,
+        fd: int,
+        capture: CaptureTarget | None,
+        echo: EchoSink | None,
+        hash_thread: bool | None = None,
+        spawn_backend: str | None = None,
+    ):
         module = native.module()
         self._ffi, self._lib = module.ffi, module.lib
         self.fd = fd
@@ -147,7 +158,7 @@ class NativePump:
             capture is not None
             and cap > 0
             and not self._in_place
-            and (hash_on_a_thread() if hash_thread is None else hash_thread)
+            and (hash_on_a_thread(spawn_backend) if hash_thread is None else hash_thread)
         )
         stream = self._lib.pk_stream_new(fd, capture.fd if capture else -1, cap, head, CHUNK_SIZE, int(threaded))
         if stream == self._ffi.NULL:
@@ -232,6 +243,10 @@ class NativePump:
         )
 
 
-def make_pump(backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
-    implementation = NativePump if backend == "native" else PythonPump
-    return implementation(fd, capture, echo)
+def make_pump(
+    backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, spawn_backend: str | None = None
+):
+    """The run's pump of ``fd``; ``spawn_backend``: the run's spawn's (``hash_on_a_thread``)."""
+    if backend == "native":
+        return NativePump(fd, capture, echo, spawn_backend=spawn_backend)
+    return PythonPump(fd, capture, echo)

@@ -45,11 +45,13 @@ if TYPE_CHECKING:  # only the annotation: a run's state is one
     from . import capture
 
     class StreamOwner(Protocol):
-        """What a stream needs of its run: the loop it reads on, the pump backend, and where to
-        say that output arrived (idle and overflow checks)."""
+        """What a stream needs of its run: the loop it reads on, the pump and spawn backends
+        (the pump's hashing follows the spawn's), and where to say that output arrived (idle
+        and overflow checks)."""
 
         loop: Loop
         pump_backend: str
+        spawn_backend: str
 
         def saw_output(self, stream: OutputStream) -> None: ...
 
@@ -83,7 +85,7 @@ class OutputStream:
         self._sized = pty  # a pipe grows to PIPE_SIZE with its first bytes (a terminal is no pipe)
         self._paced_for(DEFAULT_PIPE_SIZE)
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
-        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo)
+        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, run.spawn_backend)
         self._loop.add_reader(fd, self._on_readable)
 
     def _paced_for(self, pipe_size: int) -> None:
