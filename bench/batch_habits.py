@@ -15,6 +15,10 @@ the pairwise ratios A/B:
 
     python3 bench/batch_habits.py -n 5
     python3 bench/batch_habits.py -n 3 --only graph
+    python3 bench/batch_habits.py -n 6 --only gcc --sources brotli-1.1.0 --cflags "-O2 -I $PWD/brotli-1.1.0/c/include"
+
+``--sources``: brotli's own 32 files (``c/**/*.c`` of the ``Brotli`` sdist from PyPI:
+``pip download --no-binary :all: --no-deps brotli==1.1.0``) in place of the generated ones.
 """
 
 from __future__ import annotations
@@ -146,36 +150,54 @@ def c_source(index: int) -> str:
     return f"/* generated file {index} */\n{body}\n"
 
 
-def gcc_figure(cli: str, work: str, runs: int) -> dict | None:
-    if shutil.which("gcc") is None:
-        print(json.dumps({"figure": "gcc", "skipped": "no gcc"}))
-        return None
+def source_trees(work: str, given: str | None) -> tuple[dict[str, str], list[str]]:
+    """Two identical trees of C sources, one a side (each side's objects land beside its
+    sources): a copy of ``given`` (its ``.c`` files, at any depth), or 32 generated files."""
     trees = {}
     for side in ("batch", "peer"):
         tree = os.path.join(work, f"c-{side}")
-        os.makedirs(tree)
-        for index in range(32):
-            with open(os.path.join(tree, f"file{index}.c"), "w") as handle:
-                handle.write(c_source(index))
+        if given is not None:
+            shutil.copytree(given, tree)
+        else:
+            os.makedirs(tree)
+            for index in range(32):
+                with open(os.path.join(tree, f"file{index}.c"), "w") as handle:
+                    handle.write(c_source(index))
         trees[side] = tree
-    sources = sorted(os.path.join(trees["batch"], name) for name in os.listdir(trees["batch"]))
+    relative = sorted(
+        os.path.relpath(os.path.join(root, name), trees["batch"])
+        for root, _, names in os.walk(trees["batch"])
+        for name in names
+        if name.endswith(".c")
+    )
+    return trees, relative
+
+
+def gcc_figure(cli: str, work: str, runs: int, given: str | None = None, cflags: str = "") -> dict | None:
+    if shutil.which("gcc") is None:
+        print(json.dumps({"figure": "gcc", "skipped": "no gcc"}))
+        return None
+    trees, relative = source_trees(work, given)
+    gcc = ["gcc", *shlex.split(cflags), "-c", "{}", "-o", "{.}.o"]
+    sources = [os.path.join(trees["batch"], name) for name in relative]
     a = [*shlex.split(cli), "batch", "--jobs", "2", "--keep", "failed", "--out", f"{work}/gcc-out"]
-    a += ["--", "gcc", "-c", "{}", "-o", "{.}.o", ":::", *sources]
-    peer_sources = sorted(os.path.join(trees["peer"], name) for name in os.listdir(trees["peer"]))
+    a += ["--", *gcc, ":::", *sources]
+    peer_sources = [os.path.join(trees["peer"], name) for name in relative]
     if shutil.which("parallel"):
-        b = ["parallel", "--will-cite", "-j2", "gcc", "-c", "{}", "-o", "{.}.o", ":::", *peer_sources]
+        b = ["parallel", "--will-cite", "-j2", *gcc, ":::", *peer_sources]
         peer = "parallel -j2"
     else:
         makefile = os.path.join(trees["peer"], "Makefile")
         objects = " ".join(source[:-2] + ".o" for source in peer_sources)
         with open(makefile, "w") as handle:
-            handle.write(f"all: {objects}\n%.o: %.c\n\tgcc -c $< -o $@\n")
+            handle.write(f"all: {objects}\n%.o: %.c\n\tgcc {cflags} -c $< -o $@\n")
         b = ["make", "-s", "-B", "-j2", "-f", makefile]
         peer = "make -j2 (parallel is not installed)"
-    result = side_by_side(f"gcc 32 files -j2: batch vs {peer}", a, b, runs)
-    objects = [name for name in sorted(os.listdir(trees["batch"])) if name.endswith(".o")]
-    same = len(objects) == 32 and all(
-        filecmp.cmp(os.path.join(trees["batch"], name), os.path.join(trees["peer"], name), shallow=False)
+    result = side_by_side(f"gcc {len(relative)} files -j2: batch vs {peer}", a, b, runs)
+    objects = [name[:-2] + ".o" for name in relative]
+    same = all(
+        os.path.exists(os.path.join(trees["batch"], name))
+        and filecmp.cmp(os.path.join(trees["batch"], name), os.path.join(trees["peer"], name), shallow=False)
         for name in objects
     )
     result["objects_identical"] = same
@@ -188,13 +210,19 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=5, help="counted pairs of each figure")
     parser.add_argument("--cli", default="processkit-cli", help="the processkit-cli to measure")
     parser.add_argument("--only", choices=("stdin", "graph", "schedule", "gcc"), action="append")
+    parser.add_argument(
+        "--sources", metavar="DIR", help="gcc: compile DIR's .c files (e.g. brotli's) instead of generated ones"
+    )
+    parser.add_argument("--cflags", default="", help="gcc: flags before -c (e.g. '-O2 -I DIR/c/include')")
     args = parser.parse_args()
     chosen = args.only or ["stdin", "graph", "schedule", "gcc"]
     with tempfile.TemporaryDirectory(prefix="batch-habits-") as work:
-        figures = (("stdin", stdin_figure), ("graph", graph_figure), ("schedule", schedule_figure), ("gcc", gcc_figure))
+        figures = (("stdin", stdin_figure), ("graph", graph_figure), ("schedule", schedule_figure))
         for name, figure in figures:
             if name in chosen:
                 figure(args.cli, work, args.n)
+        if "gcc" in chosen:
+            gcc_figure(args.cli, work, args.n, args.sources, args.cflags)
 
 
 if __name__ == "__main__":
