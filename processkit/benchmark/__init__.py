@@ -61,7 +61,7 @@ def bench_commands(
             finally:
                 bars.close()
         except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
-            source = "ctrl_c" if stopped_by[:1] in ([], [signal.SIGINT]) else "signal"
+            source = "signal" if stopped_by else "ctrl_c"  # SIGTERM, SIGHUP; else a Ctrl-C
             raise Stopped("benchmark stopped by a signal", source) from None
     finally:
         for number, handler in found.items():

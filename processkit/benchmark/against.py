@@ -8,7 +8,6 @@ API's bench process, each naming the option as its caller spells it.
 from __future__ import annotations
 
 from ..errors import Failure, Kind
-from ..grammar import FLAGS
 from ..text import sanitize
 from .options import BY_DEST
 
@@ -32,7 +31,7 @@ def read(path: str | None) -> RecordedBench | None:
 
 
 def attach(
-    result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None = None, named: Naming | None = None
+    result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None, named: Naming
 ) -> None:
     """Compare ``result`` with the baseline, by the benchmark's metric where the baseline has it
     (CPU time needs its per-run figures: ours, not hyperfine's); with a ``threshold``
@@ -48,7 +47,7 @@ def attach(
         current = [(r.command.name, r.command.text, r.summary, r.times) for r in result.results if r.summary]
     result.baseline = baseline.against(current, earlier.samples(metric), file, metric)
     if threshold is not None:
-        flag = (named or FLAGS).given(BY_DEST["fail_if_slower"], f"{threshold:g}")
+        flag = named.given(BY_DEST["fail_if_slower"], f"{threshold:g}")
         result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)
 
 

@@ -19,7 +19,6 @@ from ..errors import usage
 from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
-from ..grammar.keywords import as_text
 from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS, Options
 
 TYPE_CHECKING = False
@@ -279,6 +278,8 @@ def from_keywords(keywords: dict[str, Any]) -> dict[str, Any]:
     """The API's keywords (by keyword; None, and False for a switch: not given) checked against
     each other and read by the table's grammars, by dest, as ``read`` gives the CLI's; a value of
     a type no grammar reads is a TypeError naming the keyword, a text one by the text rule."""
+    from ..grammar.keywords import as_text  # the API's alone: not on the CLI's start-up
+
     present = [dest for dest, option in BY_DEST.items() if keywords.get(option.keyword) not in (None, False)]
     check_given(present, KEYWORDS)
     found: dict[str, object] = {}

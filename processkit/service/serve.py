@@ -136,8 +136,7 @@ class Service:
                 request.take_given(extra, self.frames)
                 refused = request.refused()
                 if refused is not None:
-                    request.close()
-                    self.reply(("done", rid, failed(refused)))
+                    self._answer(request, failed(refused))
                     continue
                 self.requests[rid] = request
                 self.queue.append(request)
@@ -169,9 +168,7 @@ class Service:
             return
         if request in self.queue:  # not begun: nothing to release
             self.queue.remove(request)
-            request.close()
-            del self.requests[rid]
-            self.reply(("done", rid, cancelled(source)))
+            self._answer(request, cancelled(source))
             return
         request.stopped = source  # seen by its first step, if that is not taken yet
         self.host.stop_carried(request.steps, source)  # this request's run: never another of the same id
