@@ -22,8 +22,11 @@ ERASE_LINE = "\x1b[K"  # from the cursor (the row's start here) to its end
 ERASE_BELOW = "\x1b[J"  # from the cursor to the end of the screen
 
 
-def bar(done: int, total: int, width: int = WIDTH) -> str:
-    """``[######........]``: ``done`` of ``total`` (a total of 0 is done)."""
+def bar(done: int, total: int | None, width: int = WIDTH) -> str:
+    """``[######........]``: ``done`` of ``total`` (a total of 0 is done; None, not known yet:
+    an empty bar)."""
+    if total is None:
+        return f"[{'.' * width}]"
     filled = width * min(done, total) // total if total > 0 else width
     return f"[{'#' * filled}{'.' * (width - filled)}]"
 

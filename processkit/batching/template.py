@@ -247,7 +247,7 @@ def _combinations(sources, stdin, as_they_come: bool = False) -> Iterator[tuple[
         else:
             groups.append(streams)
     if not groups:
-        groups = [[_as_they_come(stdin, "stdin") if as_they_come else _lines(stdin, "stdin")]]
+        groups = [[_file_lines("-", stdin, as_they_come)]]
         alone = as_they_come
     first = _singles(groups[0][0]) if alone else _zipped(groups[0])
     rest = [list(_zipped(group)) for group in groups[1:]]
@@ -298,17 +298,19 @@ def _lines(handle, path: str) -> Iterator[str]:
     """Each line of an argument source without its newline, in the OS's decoding (bytes kept)."""
     with _reading(path):
         for _, line in lines(handle, path, ARGUMENTS):
-            yield os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
+            yield _decoded(line)
 
 
 def _as_they_come(handle, path: str) -> Iterator[str | Awaited]:
     """``_lines``, each read only once the source is readable (``Awaited`` until then)."""
     with _reading(path):
         for line in lines_as_they_come(handle.fileno(), path, ARGUMENTS):
-            if isinstance(line, Awaited):
-                yield line
-            else:
-                yield os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
+            yield line if isinstance(line, Awaited) else _decoded(line)
+
+
+def _decoded(line: bytes) -> str:
+    """A source's line without its newline, in the OS's decoding (bytes kept)."""
+    return os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
 
 
 @contextlib.contextmanager

@@ -30,9 +30,7 @@ def read(path: str | None) -> RecordedBench | None:
     return earlier
 
 
-def attach(
-    result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None, named: Naming
-) -> None:
+def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None, named: Naming) -> None:
     """Compare ``result`` with the baseline, by the benchmark's metric where the baseline has it
     (CPU time needs its per-run figures: ours, not hyperfine's); with a ``threshold``
     (``--fail-if-slower``), the gate's decisions too (``gate``)."""

@@ -25,7 +25,7 @@ class ProgressBars:
         self.live = LiveLines(fd, draw=True)  # made only when the bench draws (cli/bench.py's --style)
         self.names = [f"{sanitize(c.label)[:NAME_WIDTH]:<{NAME_WIDTH}}" for c in commands]
         guess = f"{initial}" if initial is not None else "?"
-        self.lines = [f"{name} {bar(0, 1)}   0/{guess} (estimate)" for name in self.names]
+        self.lines = [f"{name} {bar(0, None)}   0/{guess} (estimate)" for name in self.names]
         self.base = list(self.lines)  # each line as the last finished run left it
         self.current: tuple[int, str, float] | None = None  # (command, which run, started)
         self.shared = len(commands) >= terminal_rows(fd) - 1  # one line for all, else one each

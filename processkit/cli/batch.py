@@ -170,7 +170,7 @@ def _batch(args, invocation, settings, jobs) -> int:
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
-    total = len(jobs) if getattr(jobs, "complete", True) else None  # a template's pipe: unknown
+    total = None if getattr(jobs, "as_they_come", False) else len(jobs)  # a template's pipe: unknown
     progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
@@ -316,7 +316,7 @@ class Progress:
         done, total = self._done, self._total
         elapsed = time.monotonic() - self._started
         text = (
-            f"{bar(done, total) if total is not None else bar(0, 1)} {done}/{'?' if total is None else total} "
+            f"{bar(done, total)} {done}/{'?' if total is None else total} "
             f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
             + ("" if total is None else f" ETA {eta(elapsed, done, total):.0f}s")  # a pipe's jobs: counted at its end
         )
