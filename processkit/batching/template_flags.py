@@ -80,10 +80,10 @@ class Streamed:
     is made (its ids unique by their making: ``template.safe_id``), none kept after it is handed
     on. Iterated once: a job, or ``piped.Awaited`` while the next one's line has not come (the
     batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
-    far, all of them once the input ended; its truth waits for the first job or the end (an empty
+    far, all of them once ``complete``; its truth waits for the first job or the end (an empty
     input is no batch)."""
 
-    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "_complete")
+    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete")
     any_needs = False  # a template gives no job ``needs``: no graph to check (graph.has_needs)
     as_they_come = True  # never read again after a stop: its producer may never end (Schedule)
 
@@ -93,13 +93,13 @@ class Streamed:
         self._first: manifest.Job | None = None
         self._templates: dict = {}
         self._made = 0
-        self._complete = False
+        self.complete = False
 
     def __len__(self) -> int:
         return self._made
 
     def __bool__(self) -> bool:
-        while self._first is None and not self._complete:
+        while self._first is None and not self.complete:
             job = next(self._jobs, None)
             if isinstance(job, Awaited):
                 wait_for(job.fd)
@@ -122,7 +122,7 @@ class Streamed:
                 raise usage(f"the template's arguments give more than {manifest.MAX_JOBS} jobs, the most a batch runs")
             self._made += 1
             yield manifest.job_from(self._made, value, self._templates)
-        self._complete = True
+        self.complete = True
 
 
 def manifest_lines(words: list[str], id_template: str | None, keys: dict) -> Iterator[bytes]:
