@@ -58,8 +58,8 @@ class RunGroup:
     waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
     result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
     steps)`` (``steps``, the run's generator, says which) is the result ``finished`` gets for
-    it, in the carrier's own shape (the service's reply), and the group's other runs go on,
-    unless ``halt_on_failure`` (then the group is stopped as a stop signal would, ``internal``). ``stop`` ends this group's runs only;
+    it, in the carrier's own shape (the service's reply), and the group's other runs go on
+    (a batch's ``--halt-on-failure`` is its own rule, in its ``finished``). ``stop`` ends this group's runs only;
     only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
     that raised) and the host's stop signals end every group."""
 
@@ -70,13 +70,11 @@ class RunGroup:
         capacity: int = 1,
         *,
         failed: Callable[[Exception, Steps], object] | None = None,
-        halt_on_failure: bool = False,
     ) -> None:
         self.next_run = next_run
         self.finished = finished
         self.capacity = capacity
         self.failed = failed
-        self.halt_on_failure = halt_on_failure
         self.carried: set[_Carried] = set()  # its runs in flight, as the host carries them
         self.runs: set[RunState] = set()  # ... and those of them that made their RunState (``Host.enlist``)
         self.stop_source: str | None = None  # the source of the group's own stop, once one came
@@ -256,9 +254,13 @@ class Scheduler:
             group.carried.add(carried)
             fresh.append(carried)
 
-    def _ended(self, carried: _Carried, result: object) -> None:
+    def _drop(self, carried: _Carried) -> None:
+        """``carried`` is no longer the host's or its group's to carry."""
         self._carried.discard(carried)
         carried.group.carried.discard(carried)
+
+    def _ended(self, carried: _Carried, result: object) -> None:
+        self._drop(carried)
         try:
             carried.group.finished(result)
         except BaseException as exc:  # noqa: BLE001 - the carrier's own code: the host's failure
@@ -290,17 +292,13 @@ class Scheduler:
             self._current = None
             group = carried.group
             if group.failed is None:
-                self._carried.discard(carried)
-                group.carried.discard(carried)
+                self._drop(carried)
                 self.interrupted(exc)
                 return
-            if group.halt_on_failure:
-                group.stop("internal")
             self._ended(carried, group.failed(exc, carried.steps))
             return
         except BaseException as exc:  # noqa: BLE001 - the host must go on carrying the others
-            self._carried.discard(carried)
-            carried.group.carried.discard(carried)
+            self._drop(carried)
             self.interrupted(exc)
             return
         finally:
