@@ -31,10 +31,10 @@ import os
 import struct
 import time
 
-from .counters import perf_event_open
+from .counters import EXCLUDE_KERNEL, INHERIT, PERF_TYPE_SOFTWARE, perf_event_open
 
-PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY = 1, 9
-INHERIT, EXCLUDE_KERNEL, TASK, USE_CLOCKID = 1 << 1, 1 << 5, 1 << 13, 1 << 25
+PERF_COUNT_SW_DUMMY = 9
+TASK, USE_CLOCKID = 1 << 13, 1 << 25
 ATTR_SIZE = 96  # PERF_ATTR_SIZE_VER3: up to clockid
 RECORD_LOST, RECORD_EXIT, RECORD_FORK = 2, 4, 7
 DATA_PAGES = 8  # 32 KiB a CPU: a FORK and an EXIT record (40 bytes each) for hundreds of processes
