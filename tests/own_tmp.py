@@ -7,9 +7,10 @@ and then checks what ``prune`` does with its directory is therefore at the mercy
 pytest or batch of the same user sweeping at that moment: it takes the victim first, and the
 test's prune finds nothing. So each CLI process of such a test starts in a mount namespace of its
 own, with the same directory bound on ``/tmp`` in all of them and a fresh tmpfs on ``/dev/shm``:
-their run directories are this test's alone (and its prune reaps nobody else's). The entry of
-``/tmp`` that holds pytest's temporary directories is bound back inside, so every path the test
-hands the CLI means what it means here. Needs root (``mount``); elsewhere the CLI shares the
+their run directories are this test's alone (and its prune reaps nobody else's). The entries of
+``/tmp`` that hold pytest's temporary directories, the checkout and the interpreter (a clone or a
+venv made under ``/tmp``) are bound back inside, so every path the test hands the CLI, and the
+CLI's own code, mean what they mean here. Needs root (``mount``); elsewhere the CLI shares the
 host's ``/tmp`` as before.
 """
 
@@ -19,19 +20,32 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import conftest
+import processkit
 
-# $1: the /tmp entry holding pytest's directories ("" when they are elsewhere), $2: where it is
-# bound back inside the own /tmp, $3: the own /tmp; then the command, with the same pid (exec).
+# $1: the own /tmp; then pairs of a /tmp entry and where it is bound back inside the own /tmp,
+# up to "--"; then the command, with the same pid (exec).
 _ENTER = (
-    "set -e; mount -t tmpfs -o mode=1777 processkit-test-shm /dev/shm; "
-    'if [ -n "$1" ]; then mount --bind "$1" "$2"; fi; mount --rbind "$3" /tmp; shift 3; '
-    'unset XDG_RUNTIME_DIR; exec "$@"'
+    "set -e; mount -t tmpfs -o mode=1777 processkit-test-shm /dev/shm; own=$1; shift; "
+    'while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
+    'mount --rbind "$own" /tmp; unset XDG_RUNTIME_DIR; exec "$@"'
 )
+
+
+def _entries_needed(*paths: Path) -> list[str]:
+    """The top-level /tmp entries under which any of ``paths`` lies (pytest's directories, the
+    checkout, the interpreter), each once."""
+    found: list[str] = []
+    for path in paths:
+        parts = path.resolve().parts
+        if parts[:2] == ("/", "tmp") and len(parts) > 2 and parts[2] not in found:
+            found.append(parts[2])
+    return found
 
 
 class OwnTmp:
@@ -61,13 +75,13 @@ def own_tmp(tmp_path_factory, monkeypatch) -> OwnTmp:
         return _shared()
     own = tmp_path_factory.mktemp("own-tmp")
     os.chmod(own, 0o1777)
-    basetemp = Path(tmp_path_factory.getbasetemp()).resolve()
-    top, inside = "", ""
-    if basetemp.parts[:2] == ("/", "tmp") and len(basetemp.parts) > 2:
-        top = os.path.join("/tmp", basetemp.parts[2])
-        inside = os.path.join(own, basetemp.parts[2])
-        os.mkdir(inside)
-    prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _ENTER, "sh", top, inside, str(own)]
+    binds: list[str] = []
+    here = Path(__file__).parent
+    code = Path(processkit.__file__).parent
+    for entry in _entries_needed(Path(tmp_path_factory.getbasetemp()), here.parent, code, Path(sys.prefix)):
+        os.mkdir(os.path.join(own, entry))
+        binds += [os.path.join("/tmp", entry), os.path.join(own, entry)]
+    prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _ENTER, "sh", str(own), *binds, "--"]
     if subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
         return _shared()
     plain = conftest.cli_command
