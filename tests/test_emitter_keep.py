@@ -93,3 +93,60 @@ def test_a_held_stream_past_its_weight_is_written_as_it_goes_and_stays_whole():
     os.close(memfd)
     assert [json.loads(line)["event"] for line in lines] == ["members_snapshot"] * snapshots + ["runner_exit"]
     assert emitter.remembered["runner_exit"]["code"] == 1
+
+
+def test_a_dropped_held_stream_never_makes_records_of_what_it_does_not_remember(monkeypatch):
+    """A passing ``--keep failed`` job's stream is dropped unread: its events of a type the job's
+    line does not take are gathered as themselves and never made into objects to encode."""
+    from processkit.events.base import Event
+
+    made: list[str] = []
+    real = Event.to_json
+    monkeypatch.setattr(Event, "to_json", lambda event, *stamp: made.append(event.name) or real(event, *stamp))
+    for keep in (False, True):
+        made.clear()
+        emitter, memfd = _held_emitter()
+        emitter.emit(RootExited(code=0))
+        emitter.emit(ResourceSummary(peak_memory_bytes=1))
+        emitter.emit(RunnerExit(code=0, source="child_exit", child_code=0))
+        emitter.close(keep=keep)
+        os.close(memfd)
+        assert made == (["runner_exit", "root_exited", "resource_summary"] if keep else ["runner_exit"])
+        assert emitter.remembered["runner_exit"]["code"] == 0
+
+
+def test_a_kept_held_stream_is_the_bytes_a_stream_written_as_it_goes_has_with_the_times_of_the_emits(
+    tmp_path, monkeypatch
+):
+    """Made into records only at the end, a kept held stream's events still carry the time each
+    was emitted, and its bytes are those a file stream written event by event gets."""
+    import time
+
+    from processkit.events.types import MembersSnapshot
+
+    clock = [1_700_000_000_123_456_789]
+    monkeypatch.setattr(time, "time_ns", lambda: clock[0])
+    events = [
+        lambda: MembersSnapshot(reason="spawn", read_error=False, members=[{"pid": 7, "name": "caf\udce9"}]),
+        lambda: RootExited(outcome="exited", code=0),
+        lambda: ResourceSummary(peak_memory_bytes=2),
+        lambda: RunnerExit(code=0, source="child_exit", child_code=0),
+    ]
+    emitter, memfd = _held_emitter()
+    written = Emitter(str(tmp_path / "events.jsonl"), ("runner_exit",))
+    for index, event in enumerate(events):
+        clock[0] += 1_001_000_000 * index  # each a second and a millisecond later: a new stamp
+        emitter.emit(event())
+        written.emit(event())
+    clock[0] += 5_000_000_000  # the run's end, later still: no event is stamped then
+    emitter.close()
+    written.close()
+    held = os.pread(memfd, 1 << 16, 0)
+    os.close(memfd)
+    assert held == (tmp_path / "events.jsonl").read_bytes()
+    assert [json.loads(line)["time"] for line in held.splitlines()] == [
+        "2023-11-14T22:13:20.123Z",
+        "2023-11-14T22:13:21.124Z",
+        "2023-11-14T22:13:23.126Z",
+        "2023-11-14T22:13:26.129Z",
+    ]

@@ -54,11 +54,14 @@ class Event(Frozen):
         """The type's name; None only for an unknown event whose record named no type."""
         return self.name
 
-    def to_json(self) -> dict:
-        """The object to write: envelope, fields in schema order, then any unknown fields kept."""
+    def to_json(self, stamp: str | None = None) -> dict:
+        """The object to write: envelope, fields in schema order, then any unknown fields kept.
+        An event without a time is stamped ``stamp`` (when it was emitted, for an event encoded
+        later: ``Emitter``), else now."""
         fields = self.__dict__
-        stamp = fields["time"]
-        if stamp is None:
+        if fields["time"] is not None:
+            stamp = fields["time"]
+        elif stamp is None:
             stamp = _stamp()
         record: dict[str, Any] = {"schema_version": fields["schema_version"], "time": stamp, "event": self.event}
         for key in self._written:

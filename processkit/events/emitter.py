@@ -17,6 +17,7 @@ import time
 from ..diagnostics import warn
 from ..jsontext import dumps
 from ..safepath import open_for_writing
+from .base import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class Emitter:
         self._remember = remember
         self.remembered: dict[str, dict] = {}
         self._fd = -1
-        self._gathered: list[dict] | None = None  # a memory-backed stream's events, until close
+        self._gathered: list | None = None  # a memory-backed stream's events, until close (``_keep_as_event``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         if self._poisoned:
             return
@@ -113,27 +114,42 @@ class Emitter:
         return not self._poisoned
 
     def emit(self, event: Written) -> None:
-        """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time."""
+        """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
+        A held stream gathers an event of a type it does not remember as itself, with the time it
+        was emitted, and makes it a record only if the stream is kept (``close``): a passing
+        ``--keep failed`` job's five such events are never made into objects to be dropped. The
+        record made then is the one made now would be, so the bytes are the same."""
         if self._poisoned:
             return
-        record = event.to_json()
         gathered = self._gathered
-        if gathered is not None:
-            gathered.append(record)
-            members = record.get("members")
-            self._weight += 1 + (len(members) if type(members) is list else 0)
-            if self._weight > SPILL_WEIGHT:
-                self._gathered = None
-                self._write_gathered(gathered)
-                return
-        else:
+        if gathered is None:
+            record = event.to_json()
             try:
                 self._write(encode(record) + b"\n")
             except (OSError, ValueError, TypeError) as exc:
                 self._fail(exc)
                 return
+        elif isinstance(event, Event) and event.name not in self._remember:
+            gathered.append((event, None if event.time is not None else utc_timestamp()))
+            self._weigh(gathered, event.__dict__.get("members"))
+            return
+        else:
+            record = event.to_json()
+            gathered.append(record)
+            if self._weigh(gathered, record.get("members")):
+                return  # written, and remembered as it was (``_write_gathered``)
         if record["event"] in self._remember:
             self.remembered[record["event"]] = record
+
+    def _weigh(self, gathered: list, members: object) -> bool:
+        """Count what was just gathered (``SPILL_WEIGHT``); past the bound, write what was
+        gathered and every later event as it comes. Whether it was written."""
+        self._weight += 1 + (len(members) if type(members) is list else 0)
+        if self._weight <= SPILL_WEIGHT:
+            return False
+        self._gathered = None
+        self._write_gathered(gathered)
+        return True
 
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
@@ -168,12 +184,14 @@ class Emitter:
             os.close(self._fd)
             self._fd = -1
 
-    def _write_gathered(self, gathered: list[dict]) -> None:
+    def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;
-        ``remembered`` then holds only what reached the file."""
+        ``remembered`` then holds only what reached the file. ``gathered``: records, and events
+        with their stamps (``_keep_as_event``)."""
         lines = []
+        records = [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]
         try:
-            for record in gathered:
+            for record in records:
                 lines.append(encode(record) + b"\n")
         except (ValueError, TypeError) as exc:
             self._fail(exc)
@@ -184,6 +202,6 @@ class Emitter:
             self._fail(exc)
             lines = []
         self.remembered.clear()
-        for record in gathered[: len(lines)]:
+        for record in records[: len(lines)]:
             if record["event"] in self._remember:
                 self.remembered[record["event"]] = record
