@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 RESOURCE_SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
 # A CPU figure in ns gives its ms figure: (ns field, ms field).
 CPU_PAIRS = (("cpu_ns", "total_cpu_ms"), ("user_ns", "user_cpu_ms"), ("system_ns", "system_cpu_ms"))
+_MS_FIELD = dict(CPU_PAIRS)
 
 
 def enabled() -> bool:
@@ -133,7 +134,7 @@ class Tally:
 
     def offer_ns(self, field: str, value: int | None, source: str) -> None:
         """A CPU figure in ns: also its ms figure, truncated (a measured value can be 0)."""
-        ms_field = dict(CPU_PAIRS)[field]
+        ms_field = _MS_FIELD[field]
         if value is not None and field not in self.values and ms_field not in self.values:
             self.offer(field, value, source)
             self.offer(ms_field, value // 1_000_000, source)

@@ -121,15 +121,20 @@ class CgroupV2(Container):
 
     def member_pids(self) -> list[int]:
         """The members of the group and of every group below it (a process of the run may make
-        one and move into it: the group's own ``cgroup.procs`` does not list it). Read twice at
-        most more when the lists come back empty while ``cgroup.events`` says a process is in
-        the subtree (one moving between two groups as they were read); still so, an OSError,
-        which the teardown takes as members it cannot count, and kills."""
+        one and move into it: the group's own ``cgroup.procs`` does not list it). ``cgroup.events``
+        first: ``populated 0`` says at once that nothing is in the subtree (a run's tree at its
+        end, most often: one read, not the lists and the link count too). Read twice at most
+        more when the lists come back empty while it says a process is in the subtree (one
+        moving between two groups as they were read); still so, an OSError, which the teardown
+        takes as members it cannot count, and kills."""
+        where = self._where()
         for _ in range(MEMBER_READS):
-            found = [int(line) for line in cgroupfs.text_in(self._where(), "cgroup.procs").split()]
-            if cgroupfs.has_groups_below(self.path, self._group_fds()[0]):
+            if not cgroupfs.populated(where):
+                return []
+            found = [int(line) for line in cgroupfs.text_in(where, "cgroup.procs").split()]
+            if cgroupfs.has_groups_below(self.path, self._dir_fd):
                 found = sorted(set(found + cgroupfs.pids_below(self.path)))
-            if found or cgroupfs.keyed_in(self._where(), "cgroup.events").get("populated") == 0:
+            if found:
                 return found
         raise OSError(f"the members of {self.path} move between its groups as they are read")
 
@@ -145,7 +150,7 @@ class CgroupV2(Container):
         cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
         if self._lent is not None:
             try:
-                if cgroupfs.keyed_in(self._lent.files, "cgroup.events").get("populated") == 0:
+                if not cgroupfs.populated(self._lent.files):
                     return  # nothing in it or below it, and nothing can fork into it
             except (OSError, ValueError):
                 pass  # unreadable: killed as any group is

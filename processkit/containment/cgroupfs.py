@@ -121,9 +121,9 @@ def text_in(where: str | HeldFiles, name: str) -> str:
 
 
 def optional_int_in(where: str | HeldFiles, name: str) -> int | None:
-    """``read_optional_int`` of a group's file."""
+    """``read_optional_int`` of a group's file (``int`` reads the kernel's ASCII digits as bytes)."""
     try:
-        return int(text_in(where, name))
+        return int(where.content(name) if isinstance(where, HeldFiles) else read_bytes(os.path.join(where, name)))
     except FileNotFoundError:
         return None
 
@@ -132,6 +132,15 @@ def keyed_in(where: str | HeldFiles, name: str) -> dict[str, int]:
     """``read_keyed`` of a group's file."""
     pairs = (line.split() for line in text_in(where, name).splitlines())
     return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
+
+
+def populated(where: str | HeldFiles) -> bool:
+    """Whether a v2 group's subtree may hold a process: not when its ``cgroup.events`` says
+    ``populated 0`` (a file that says otherwise, or nothing of it, may)."""
+    for line in text_in(where, "cgroup.events").splitlines():
+        if line.startswith("populated "):
+            return line != "populated 0"
+    return True
 
 
 def member_pids(path: str) -> list[int]:
@@ -266,8 +275,12 @@ class HeldFiles:
         return fd
 
     def content(self, name: str) -> bytes:
-        fd = self._fd(name)
+        fd = self._fds.get(name)
+        if fd is None:
+            fd = self._fd(name)
         chunk = os.pread(fd, READ_CHUNK, 0)
+        if len(chunk) < READ_CHUNK:  # a short read is the end (``read_bytes``): each file a run reads
+            return chunk
         chunks = [chunk]
         while len(chunk) == READ_CHUNK:  # a short read is the end (``read_bytes``)
             chunk = os.pread(fd, READ_CHUNK, READ_CHUNK * len(chunks))
