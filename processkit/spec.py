@@ -90,7 +90,8 @@ class Limits(Plain):
 
     @property
     def requested(self) -> bool:
-        return any(v is not None for v in (self.max_memory, self.max_processes, self.cpu_quota))
+        """Whether any cap is asked for (asked three times a run: no generator for it)."""
+        return self.max_memory is not None or self.max_processes is not None or self.cpu_quota is not None
 
 
 NO_ENV_CHANGES = EnvPlan()

@@ -44,6 +44,7 @@ class Host(Scheduler):
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
+        self.backends: tuple[str, str] | None = None  # the pump's and the spawn's, from its first run (``launch``)
 
     @property
     def may_adopt_orphans(self) -> bool:

@@ -49,11 +49,10 @@ def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec, context = run.spec, run.context
     if context.held_fds is not None:  # first: from here the release closes them
-        from . import capture
+        import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
 
         run.targets = capture.held_targets(spec, run.capture_dir, context.held_fds[1:])
-    run.pump_backend = pump.select_backend()
-    run.spawn_backend = spawn.select_backend()
+    run.pump_backend, run.spawn_backend = _backends(host)
     if context.held_fds is None and run.capture_dir is not None:
         from . import capture
 
@@ -90,6 +89,17 @@ def prepare(host: Host, run: RunState) -> None:
         raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
     if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
+
+
+def _backends(host: Host) -> tuple[str, str]:
+    """The pump's and the spawn's backends, chosen at the host's first run and kept for the
+    rest: they follow the process's environment and build, the same for every run it carries
+    (a batch's thousands asked three environment reads and a native call each). A choice that
+    fails (native demanded, not built) is not kept: each run fails its set-up as the first did."""
+    chosen = host.backends
+    if chosen is None:
+        chosen = host.backends = (pump.select_backend(), spawn.select_backend())
+    return chosen
 
 
 def _open_terminal(

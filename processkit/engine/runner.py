@@ -177,8 +177,9 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     # once the tree is gone, unless it was gone before the first read
     outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
+        import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
+
         from ..events.types import OutputCaptured
-        from . import capture
 
         reports = {}
         for stream in launched.streams:

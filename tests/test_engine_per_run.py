@@ -1,0 +1,72 @@
+"""What the engine does per run that it need not (issue 49, bench/README.md "The engine's per-run
+CPU"): each test pins one cut, so a change that puts the work back fails here, while the events
+and figures stay those the contract's suites check."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from processkit.batching.manifest import jobs_from
+from processkit.batching.on_host import Settings, run_batch
+
+
+def test_a_hosts_runs_choose_their_pump_and_spawn_once(tmp_path, monkeypatch):
+    """The backends follow the process's environment and build, the same for every run a host
+    carries: its first run chooses them, the batch's other jobs do not ask again."""
+    from processkit.engine import pump, spawn
+
+    asked: list[str] = []
+    for module in (pump, spawn):
+        real = module.select_backend
+        monkeypatch.setattr(module, "select_backend", lambda real=real, name=module.__name__: asked.append(name) or real())
+    jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(3)])
+    lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=2), signals=False)
+    assert [line.exit_code for line in lines] == [0, 0, 0]
+    assert sorted(asked) == ["processkit.engine.pump", "processkit.engine.spawn"]
+
+
+def _v2_parent() -> str | None:
+    from processkit.containment import cgroup_v2
+
+    parent = cgroup_v2.find_parent()
+    return parent if parent is not None and os.access(parent, os.W_OK) else None
+
+
+def test_an_empty_v2_groups_members_are_one_read_and_a_full_ones_are_found(monkeypatch):
+    """A run's tree at its end is most often gone: ``populated 0`` in its group's
+    ``cgroup.events`` says so in one read (not the member list, the link count and then that
+    file). A process in the group, or in a group below it, is still found."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v2, cgroupfs, pool
+
+    parent = _v2_parent()
+    if parent is None:
+        pytest.skip("no writable cgroup v2 parent group here")
+    reads: list[str] = []
+    real = cgroupfs.HeldFiles.content
+    monkeypatch.setattr(cgroupfs.HeldFiles, "content", lambda files, name: reads.append(name) or real(files, name))
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    group = cgroup_v2.CgroupV2(parent, "unused", lender)
+    sleeper = None
+    try:
+        reads.clear()
+        assert group.member_pids() == []
+        assert reads == ["cgroup.events"]
+        sleeper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        below = os.path.join(group.path, "below")
+        os.mkdir(below)
+        cgroupfs.write_text(os.path.join(below, "cgroup.procs"), str(sleeper.pid))
+        assert group.member_pids() == [sleeper.pid], "a member of a group below it"
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()
+        group.release()
+        lender.close()
+        home.close()
