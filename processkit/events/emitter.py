@@ -17,7 +17,6 @@ import time
 from ..diagnostics import warn
 from ..jsontext import dumps
 from ..safepath import open_for_writing
-from .base import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,7 +75,13 @@ if TYPE_CHECKING:
         """An event as the emitter takes it: ``events.types.Event`` (not imported here, since
         ``types`` stamps its events with ``utc_timestamp`` from this module)."""
 
-        def to_json(self) -> dict: ...
+        @property
+        def name(self) -> str | None: ...  # the type's (None: an unknown event)
+
+        @property
+        def time(self) -> str | None: ...
+
+        def to_json(self, stamp: str | None = None) -> dict: ...
 
 
 class Emitter:
@@ -129,9 +134,9 @@ class Emitter:
             except (OSError, ValueError, TypeError) as exc:
                 self._fail(exc)
                 return
-        elif isinstance(event, Event) and event.name not in self._remember:
+        elif getattr(event, "name", None) and event.name not in self._remember:  # an ``events.base.Event``
             gathered.append((event, None if event.time is not None else utc_timestamp()))
-            self._weigh(gathered, event.__dict__.get("members"))
+            self._weigh(gathered, getattr(event, "members", None))
             return
         else:
             record = event.to_json()
