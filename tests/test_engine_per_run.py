@@ -22,7 +22,9 @@ def test_a_hosts_runs_choose_their_pump_and_spawn_once(tmp_path, monkeypatch):
     asked: list[str] = []
     for module in (pump, spawn):
         real = module.select_backend
-        monkeypatch.setattr(module, "select_backend", lambda real=real, name=module.__name__: asked.append(name) or real())
+        monkeypatch.setattr(
+            module, "select_backend", lambda real=real, name=module.__name__: asked.append(name) or real()
+        )
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(3)])
     lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=2), signals=False)
     assert [line.exit_code for line in lines] == [0, 0, 0]
