@@ -72,3 +72,40 @@ def test_an_empty_v2_groups_members_are_one_read_and_a_full_ones_are_found(monke
         group.release()
         lender.close()
         home.close()
+
+
+def test_a_setting_reads_as_os_environ_gets_it_live(monkeypatch):
+    """``envvars.get`` answers as ``os.environ.get``: a value set or removed since shows at
+    once, an undecodable byte as the same surrogate, a name not set as None."""
+    from processkit import envvars
+
+    name = "PROCESSKIT_ENGINE51_SETTING"
+    monkeypatch.delenv(name, raising=False)
+    assert envvars.get(name) is None is os.environ.get(name)
+    for value in ("0", "process_group", "caf\udce9"):
+        monkeypatch.setenv(name, value)
+        assert envvars.get(name) == value == os.environ.get(name)
+    monkeypatch.delenv(name)
+    assert envvars.get(name) is None
+
+
+def test_a_run_reads_no_setting_through_os_environ_get_in_its_containment(tmp_path, monkeypatch):
+    """The containment's settings (accounting, the mechanism, the v1 root) are read several
+    times a run; none through ``os.environ.get``, whose answer for a name not set costs a raised
+    and caught KeyError each time."""
+    from processkit.engine.runner import execute
+    from processkit.spec import RunSpec
+
+    asked: list[str] = []
+    real = type(os.environ).get
+
+    def get(mapping, key, default=None):
+        asked.append(key)
+        return real(mapping, key, default)
+
+    spec = RunSpec(argv=["true"], jsonl=str(tmp_path / "events.jsonl"), run_id="r", run_id_given=True, echo=False)
+    monkeypatch.setattr(type(os.environ), "get", get)
+    outcome = execute(spec)
+    monkeypatch.setattr(type(os.environ), "get", real)
+    assert outcome.code == 0
+    assert not {"PROCESSKIT_ACCOUNTING", "PROCESSKIT_CONTAINMENT", "PROCESSKIT_CGROUP_V1_ROOT"} & set(asked)

@@ -19,8 +19,7 @@ usable controller.
 
 from __future__ import annotations
 
-import os
-
+from .. import envvars
 from ..rundir import RunDir, new_token
 from ..spec import MECHANISMS, NO_LIMITS, Limits
 from . import accounting, cgroupfs, prctl  # (loaded with ``base`` and the spawn either way)
@@ -110,7 +109,7 @@ def _containment(
     import processkit.containment.sweep as sweep
 
     parent = None
-    if os.environ.get("PROCESSKIT_CONTAINMENT") != "process_group":
+    if envvars.get("PROCESSKIT_CONTAINMENT") != "process_group":
         import processkit.containment.cgroup_v2 as cgroup_v2
 
         parent = _V2_PARENT[0] if _V2_PARENT else cgroup_v2.find_parent()

@@ -18,8 +18,7 @@ period made a ``cgroup.procs`` join wait (kernels with the single-thread migrati
 
 from __future__ import annotations
 
-import os
-
+from .. import envvars
 from ..plain import Plain
 
 TYPE_CHECKING = False
@@ -35,7 +34,7 @@ _MS_FIELD = dict(CPU_PAIRS)
 
 def enabled() -> bool:
     """Whether runs get accounting-only groups (on unless ``PROCESSKIT_ACCOUNTING=0``)."""
-    return os.environ.get("PROCESSKIT_ACCOUNTING") != "0"
+    return envvars.get("PROCESSKIT_ACCOUNTING") != "0"
 
 
 class Usage(Plain):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from .. import mountinfo
+from .. import envvars, mountinfo
 from ..spec import Limits
 from . import cgroupfs
 from .accounting import Tally
@@ -44,7 +44,7 @@ SPLIT = ("cpuacct.usage_user", "cpuacct.usage_sys")
 def own_groups() -> dict[str, str]:
     """Controller -> the directory of this process's group in that controller's v1 hierarchy:
     found once per process, as the v2 parent is (a batch makes its groups where it started)."""
-    root = os.environ.get("PROCESSKIT_CGROUP_V1_ROOT")
+    root = envvars.get("PROCESSKIT_CGROUP_V1_ROOT")
     if root:
         return {controller: os.path.join(root, controller) for controller in CONTROLLERS}
     if not _OWN:
