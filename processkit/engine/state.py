@@ -8,6 +8,7 @@ that an ending is ready; which one wins is decided after the loop's turn (``race
 
 from __future__ import annotations
 
+from ..containment.members import read_members  # (loaded with the containment's base either way)
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
 from ..rundir import RunDir
@@ -92,8 +93,6 @@ class RunState:
     # -- what the control plane may see and ask -------------------------------------------------
     def read_member_list(self) -> list[Member]:
         """The container's current members; raises OSError when they cannot be read."""
-        from ..containment.members import read_members
-
         if self.container is None:  # only asked once published, which is after the container is made
             raise OSError("the run has no container yet")
         return read_members(self.container.member_pids())
