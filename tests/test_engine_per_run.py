@@ -109,3 +109,24 @@ def test_a_run_reads_no_setting_through_os_environ_get_in_its_containment(tmp_pa
     monkeypatch.setattr(type(os.environ), "get", real)
     assert outcome.code == 0
     assert not {"PROCESSKIT_ACCOUNTING", "PROCESSKIT_CONTAINMENT", "PROCESSKIT_CGROUP_V1_ROOT"} & set(asked)
+
+
+def test_a_run_whose_stream_is_dropped_builds_no_event_of_its_start_or_its_end(tmp_path, monkeypatch):
+    """A stream to ``/dev/null`` that keeps nothing (each of ``bench``'s runs) drops its events
+    unformatted; its ``run_started``, snapshot, figures, cleanup pair and ``runner_exit`` are not built
+    for it either (only its ending, which reports the exit)."""
+    from processkit.engine.runner import execute
+    from processkit.events import base
+    from processkit.spec import RunSpec
+
+    built: list[str] = []
+    real = base.Event.__init__
+
+    def counted(event, *args, **values):
+        built.append(event.name)
+        real(event, *args, **values)
+
+    monkeypatch.setattr(base.Event, "__init__", counted)
+    spec = RunSpec(argv=["true"], jsonl=os.devnull, run_id="r", run_id_given=True, echo=False)
+    assert execute(spec).code == 0
+    assert built == ["root_exited"]

@@ -122,7 +122,8 @@ def _phases(host: Host, run: RunState):
     finally:
         outcome = _release(run, launched, outcome)
     code, source, child_code = outcome.exit_fields()
-    run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
+    if run.events.writing:
+        run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
     if launched is not None:
         outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
         outcome.max_rss_bytes = launched.child.max_rss_bytes

@@ -61,7 +61,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     before = None if tree is None else [member.pid for member in tree if not member.zombie]
-    run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
+    if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
+        run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
     shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
     kill_error = False
     remaining: list[int] = []
@@ -82,6 +83,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
             remaining = sorted(container.member_pids())
         except OSError:
             remaining, read_error = [], True
+    if not run.events.writing:
+        return gone
     run.events.emit(
         CleanupFinished(
             remaining=len(remaining),
