@@ -100,7 +100,7 @@ class Emitter:
         self._remember = remember
         self.remembered: dict[str, dict] = {}
         self._fd = -1
-        self._gathered: list | None = None  # a memory-backed stream's events, until close (``_keep_as_event``)
+        self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         if self._poisoned:
             return
@@ -192,7 +192,7 @@ class Emitter:
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;
         ``remembered`` then holds only what reached the file. ``gathered``: records, and events
-        with their stamps (``_keep_as_event``)."""
+        with their stamps (``emit``)."""
         lines = []
         records = [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]
         try:
