@@ -66,26 +66,33 @@ def sequential(n: int) -> None:
         pair(n, label, {f"subprocess.run({label})": theirs, f"processkit.run({label})": ours})
 
 
-def pair(n: int, label: str, ways: dict) -> None:
+def pair(n: int, label: str, ways: dict, services: dict | None = None) -> None:
     """``n`` alternating calls of each way (who goes first alternates too): medians, p90, the
-    median per-pair ratio, and CPU per call (the caller's; the service's and its children's)."""
+    median per-pair ratio, and CPU per call (the caller's; the service's and its children's).
+    ``services``: way -> the pid of the service it calls (default: processkit's ways, this
+    process's service)."""
     for _ in range(20):
         for call in ways.values():
             call()
-    pid = service.connection().pid
+    if services is None:
+        services = {name: service.connection().pid for name in ways if name.startswith("processkit")}
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
-    served = [0.0, 0.0]
+    served = {name: [0.0, 0.0] for name in services}
     for index in range(n):
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
-            cpu, before_service, started = own_cpu(), service_cpu(pid), time.perf_counter()
+            pid = services.get(name)
+            cpu, before_service = own_cpu(), service_cpu(pid) if pid else (0.0, 0.0)
+            started = time.perf_counter()
             ways[name]()
             walls[name].append(time.perf_counter() - started)
             own[name] += own_cpu() - cpu
-            if name.startswith("processkit"):
+            if pid:
                 after_service = service_cpu(pid)
-                served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
+                served[name] = [
+                    total + after - before for total, after, before in zip(served[name], after_service, before_service)
+                ]
     print(f"sequential {label}: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
     for name, values in walls.items():
         ordered = sorted(values)
@@ -93,8 +100,8 @@ def pair(n: int, label: str, ways: dict) -> None:
             f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
             f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
             + (
-                f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
-                if name.startswith("processkit")
+                f", service {served[name][0] / n * 1000:5.2f} ms, its child {served[name][1] / n * 1000:5.2f} ms"
+                if name in served
                 else ""
             )
         )
@@ -265,8 +272,9 @@ def against(n: int, root: str) -> None:
 
         return sent
 
+    pids = {name: found.pid for name, found in connections.items()}
     for label, ours, _ in SEQUENTIAL:
-        pair(n, label, {name: through(name, ours) for name in connections})
+        pair(n, label, {name: through(name, ours) for name in connections}, pids)
 
 
 def main() -> None:

@@ -112,6 +112,13 @@ class Emitter:
         event would show (the members at the spawn) when it would not."""
         return not self._poisoned
 
+    @property
+    def records(self) -> list[dict] | None:
+        """A memory-backed stream's events as objects (``to_json``'s), in order, while none was
+        encoded (None once it spilled or was written): a carrier that needs the events, not their
+        bytes (the API's runner service), takes these and has the stream dropped unwritten."""
+        return self._gathered
+
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time."""
         if self._poisoned:

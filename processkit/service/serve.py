@@ -225,7 +225,8 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            outcome = yield from steps(self.host, request.spec, context=request.context(self.scratch))
+            context = request.context(self.scratch)
+            outcome = yield from steps(self.host, request.spec, keep_stream=request.keep_stream, context=context)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
@@ -243,7 +244,7 @@ class Service:
             return
         request, outcome = result
         try:
-            report = request.report(outcome)
+            report = request.report(outcome, self.scratch)
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
         try:

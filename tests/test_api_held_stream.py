@@ -1,0 +1,71 @@
+"""A call whose stream nobody names (issue 49, api51): the runner service holds it in memory and
+sends its events as the objects the engine made, never encoded there nor parsed here; a scratch
+capture beside it is held in memfds, never a directory or a file. Each through the real service."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import processkit
+from processkit.api import launch, result, service
+
+STREAMS_OF_EVERY_KIND = [  # (args, keywords): each ends differently, so its stream holds other event types
+    (["true"], {}),
+    (["sh", "-c", "echo out; echo err >&2; exit 3"], {"capture_output": True, "labels": {"k": "v"}}),
+    (["sh", "-c", "kill -9 $$"], {}),
+    (["sleep", "30"], {"timeout": 0.05}),
+    (["/nonexistent/program"], {}),
+]
+
+
+def raw_reply(args, **keywords) -> dict:
+    """The service's reply to one run, as it came (``processkit.run`` makes its result from it)."""
+    call = launch.prepare(args, dict(keywords), echo=False, function="run")
+    connection, rid = call.send()
+    try:
+        reply = connection.take(rid)
+    finally:
+        connection.forget(rid)
+    assert reply is not None
+    return reply[2]
+
+
+def lines_of(records: list[dict]) -> bytes:
+    """The stream's bytes for these events, as a named ``jsonl`` gets them."""
+    from processkit.events.emitter import encode
+
+    return b"".join(encode(record) + b"\n" for record in records)
+
+
+def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give(isolated_registry):
+    import pickle
+
+    for args, keywords in STREAMS_OF_EVERY_KIND:
+        reply = raw_reply(args, **keywords)
+        assert "records" in reply and "jsonl" not in reply, f"{args}: no JSON made in the service"
+        records = pickle.loads(reply["records"])
+        events = result.from_records(reply["records"])
+        assert events == result.parse_lines(lines_of(records)), f"{args}: the same typed events as its lines"
+        assert [event.event for event in events] == [record["event"] for record in records]
+
+
+def test_a_surrogate_in_the_stream_takes_the_json_route_and_reads_as_the_lines_do(tmp_path, isolated_registry):
+    odd = os.fsencode(str(tmp_path)) + b"/dir\x80name"
+    os.mkdir(odd)
+    assert "records" in raw_reply(["true"], cwd=tmp_path), "the objects, where nothing in them is odd"
+    reply = raw_reply(["true"], cwd=odd)
+    assert "records" not in reply and reply["jsonl"], "a lone surrogate would not read as its line does"
+    assert processkit.run(["true"], cwd=odd).events[0].cwd == str(tmp_path) + "/dir\ufffdname"
+
+
+def test_a_scratch_capture_is_held_in_memory_not_in_files(isolated_registry):
+    scratch = service.connection().scratch
+    listing = processkit.run(["sh", "-c", 'ls -A "$1"; echo err >&2', "sh", scratch], capture_output=True)
+    assert (listing.returncode, listing.stdout, listing.stderr) == (0, b"", b"err\n"), "no directory while it runs"
+    assert listing.stdout_capture is not None and listing.stdout_capture.bytes_written == 0
+    assert listing.stderr_capture is not None and listing.stderr_capture.sha256 is not None
+    # Over the size a reply carries, it travels through a file the caller reads once and removes.
+    big = processkit.run(["head", "-c", str(3 << 20), "/dev/zero"], stdout=subprocess.PIPE)
+    assert big.stdout == bytes(3 << 20) and big.stdout_capture.bytes_written == 3 << 20
+    assert os.listdir(scratch) == [], "the file it travelled through is removed once read"
