@@ -4,7 +4,9 @@ capture beside it is held in memfds, never a directory or a file. Each through t
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import subprocess
 
 import processkit
@@ -69,3 +71,33 @@ def test_a_scratch_capture_is_held_in_memory_not_in_files(isolated_registry):
     big = processkit.run(["head", "-c", str(3 << 20), "/dev/zero"], stdout=subprocess.PIPE)
     assert big.stdout == bytes(3 << 20) and big.stdout_capture.bytes_written == 3 << 20
     assert os.listdir(scratch) == [], "the file it travelled through is removed once read"
+
+
+def test_a_run_nobody_can_follow_is_published_late(tmp_path, isolated_registry):
+    from processkit.spec import LATE_PUBLICATION_MS
+
+    processkit.run(["true"])  # the service's lodging: its record names the directory its runs publish in
+    (record,) = [name for name in os.listdir(isolated_registry) if name.endswith(".json")]
+    home = json.loads((isolated_registry / record).read_text())["batch_records"]
+
+    def tombstones() -> set[str]:
+        return {name for name in os.listdir(home) if name.endswith(".ended")}
+
+    before = tombstones()
+    processkit.run(["true"])
+    assert tombstones() == before, "ended before it was published: no record, socket or tombstone"
+    processkit.run(["true"], jsonl=tmp_path / "named.jsonl")
+    assert len(tombstones() - before) == 1, "a stream a client can follow: published first, as ever"
+    import threading
+
+    lasting = threading.Thread(target=processkit.run, args=(["sleep", "30"],), kwargs={"run_id": "api-late"})
+    lasting.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not processkit.runs() and time.monotonic() < deadline:
+            time.sleep(LATE_PUBLICATION_MS / 10000)
+        (listed,) = processkit.runs()
+        assert listed.run_id == "api-late", "one that lasts is listed as any run"
+        processkit.attach("api-late").cancel()
+    finally:
+        lasting.join(60)

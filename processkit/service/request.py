@@ -17,7 +17,9 @@ Facts that shape it:
   never encoded; they come back to the caller as the objects the engine made (pickled in the
   reply), unless one holds a lone surrogate, which only the JSON route renders as the stream
   would show it (U+FFFD). A call's scratch capture (``wire.SCRATCH_CAPTURE``) beside such a
-  stream is held in memfds too: no directory, no file, no unlink.
+  stream is held in memfds too: no directory, no file, no unlink. Such a run is published late
+  (``spec.LATE_PUBLICATION_MS`` after its spawn), as a ``batch --keep failed`` job is: no
+  client could follow its stream, and a run that ends sooner makes no record, socket or tombstone.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import shutil
 from .. import fdlimit
 from ..api import wire
 from ..errors import Failure, Kind
-from ..spec import RunContext
+from ..spec import LATE_PUBLICATION_MS, RunContext
 from ..text import is_valid_run_id
 from ..writeall import write_all
 from . import scratch
@@ -137,6 +139,9 @@ class Request:
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,
             held_fds=held_fds,
+            # No client can follow a held stream: published once its child has run a while,
+            # as a --keep failed job is, so a short run makes no record, socket or tombstone.
+            publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,
         )
 
     def keep_stream(self, outcome) -> bool:
