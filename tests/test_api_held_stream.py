@@ -101,3 +101,28 @@ def test_a_run_nobody_can_follow_is_published_late(tmp_path, isolated_registry):
         processkit.attach("api-late").cancel()
     finally:
         lasting.join(60)
+
+
+def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypatch, isolated_registry):
+    from processkit.api import wire
+
+    sent: list = []
+    plain_send = wire.send
+
+    def recorded(sock, message, fds=()):
+        if message[0] == "run":
+            sent.append(message[2])
+        plain_send(sock, message, fds)
+
+    monkeypatch.setattr(wire, "send", recorded)
+    service.connection().close()  # a fresh service: its first request carries the spec whole
+    where = ["sh", "-c", "pwd"]
+    first = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)
+    again = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)
+    back = processkit.run(where, capture_output=True, text=True)  # the labels and the cwd back to their defaults
+    assert not isinstance(sent[0], dict), "the first request of a service carries the whole spec"
+    assert sent[1] == {"run_id": again.run_id}, "a run that differs only in its id sends its id"
+    assert set(sent[2]) == {"run_id", "labels", "cwd"}
+    assert (first.stdout, again.stdout, back.stdout) == (f"{tmp_path}\n", f"{tmp_path}\n", f"{os.getcwd()}\n")
+    assert [run.events[0].labels for run in (first, again, back)] == [{"team": "a"}, {"team": "a"}, {}]
+    assert len({first.run_id, again.run_id, back.run_id}) == 3

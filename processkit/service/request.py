@@ -24,6 +24,7 @@ Facts that shape it:
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import re
@@ -237,6 +238,20 @@ class Request:
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
             self.scratch_capture = None
+
+
+def spec_of(sent, last):
+    """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
+    ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
+    to a copy: a spec in flight is never changed."""
+    if not isinstance(sent, dict):
+        return sent
+    if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
+        return None
+    spec = copy.copy(last)
+    for name, value in sent.items():
+        setattr(spec, name, value)
+    return spec
 
 
 def cancelled(source: str) -> dict:
