@@ -125,6 +125,8 @@ class Connection:
         assert hello is not None  # no timeout was given
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
+        # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
+        self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
 
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
         """Send a request; returns its id. ``env``: carry the caller's environment when it
@@ -164,7 +166,7 @@ class Connection:
         last one it read (``service.request.spec_of``): calls that differ in their run id alone
         send that, not the spec's 26 fields pickled again and read again."""
         last = self.sent_spec
-        if last is None or last[0] is not described[0]:
+        if last is None or last[0] is not described[0] or not self.spec_changes:
             return spec
         return {
             name: value

@@ -315,7 +315,7 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch))
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_changes": True}))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")
