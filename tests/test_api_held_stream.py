@@ -50,6 +50,14 @@ def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give
         events = result.from_records(reply["records"])
         assert events == result.parse_lines(lines_of(records)), f"{args}: the same typed events as its lines"
         assert [event.event for event in events] == [record["event"] for record in records]
+    # A stream too heavy to hold as objects (a large tree snapshotted often) was written as it
+    # went: it comes as its lines, whole.
+    crowd = ["sh", "-c", "for i in $(seq 100); do sleep 0.6 & done; wait"]
+    reply = raw_reply(crowd, snapshot_interval=0.02)
+    assert "records" not in reply and reply["jsonl"].endswith(b"\n")
+    events = result.parse_lines(reply["jsonl"])
+    assert events[0].event == "run_started" and events[-1].event == "runner_exit"
+    assert sum(len(event.members) for event in events if event.event == "members_snapshot") > 2048
 
 
 def test_a_surrogate_in_the_stream_takes_the_json_route_and_reads_as_the_lines_do(tmp_path, isolated_registry):
