@@ -248,6 +248,77 @@ def profiled(n: int, path: str) -> None:
     print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
+# The service's phases timed by ``--phases``: (module, attribute of it holding the function or
+# "", the function's name, label); a module's own name for another (``launch.containment``) is
+# where its caller looks the function up.
+PHASES = (
+    ("processkit.service.serve", "Service", "readable", "the request read (service)"),
+    ("processkit.service.request", "Request", "context", "the run's context (service)"),
+    ("processkit.engine.launch", "containment", "create", "  the container taken (containment)"),
+    ("processkit.engine.launch", "", "prepare", "set-up (engine)"),
+    ("processkit.engine.launch", "spawn", "spawn", "  the spawn, its CPU (engine)"),
+    ("processkit.engine.launch", "", "emit_snapshot", "  the spawn snapshot (engine)"),
+    ("processkit.engine.launch", "containment", "restart_ahead", "  the next run's groups (containment)"),
+    ("processkit.engine.launch", "", "start", "start (engine)"),
+    ("processkit.engine.launch", "", "connect", "the output streams (engine)"),
+    ("processkit.engine.runner", "", "_release", "the release (engine)"),
+    ("processkit.service.request", "Request", "keep_stream", "the events pickled (service)"),
+    ("processkit.service.serve", "Service", "finished", "the reply (service)"),
+)
+PHASE_SERVICE = r"""
+import atexit, collections, importlib, time
+spent = collections.Counter()
+for module, holder, name, label in PHASES:
+    owner = importlib.import_module(module)
+    owner = getattr(owner, holder) if holder else owner
+    plain = getattr(owner, name, None)
+    if plain is None:  # a tree without it
+        continue
+    def phase(*args, plain=plain, label=label, **kwargs):
+        started = time.thread_time_ns()
+        try:
+            return plain(*args, **kwargs)
+        finally:
+            spent[label] += time.thread_time_ns() - started
+    setattr(owner, name, phase)
+atexit.register(lambda: open(OUT, "w").write(repr(dict(spent))))
+from processkit.service.serve import main
+main()
+"""
+
+
+def phases(n: int) -> None:
+    """The service's CPU per call in each of its phases (thread CPU time, wrapped around each
+    function), over ``n`` sequential ``run(["true"])`` after 50 to warm it."""
+    plain = service.service_command
+    with tempfile.NamedTemporaryFile(prefix="api-phases-", suffix=".txt") as out:
+        code = f"PHASES = {PHASES!r}\nOUT = {out.name!r}\n{PHASE_SERVICE}"
+
+        def command(fd: int, caller: int) -> list[str]:
+            return [sys.executable, "-c", code, *plain(fd, caller)[3:]]
+
+        service.service_command = command  # type: ignore[assignment]
+        connection = service.connection()
+        for _ in range(50):
+            processkit.run(["true"])
+        started = service_cpu(connection.pid)[0]
+        for _ in range(n):
+            processkit.run(["true"])
+        spent_cpu = service_cpu(connection.pid)[0] - started
+        connection.close()
+        connection.process.wait()
+        import ast
+
+        spent = ast.literal_eval(open(out.name).read())  # a dict of ints this script's own child wrote
+    service.service_command = plain  # type: ignore[assignment]
+    print(
+        f"the service's phases, CPU per call over {n + 50} calls of run(['true']), load average {os.getloadavg()[0]:.1f}:"
+    )
+    for _, _, _, label in PHASES:
+        print(f"  {label:42s} {spent.get(label, 0) / (n + 50) / 1000:7.1f} us")
+    print(f"  {'the service, all of it (last ' + str(n) + ' calls)':42s} {spent_cpu / n * 1e6:7.1f} us")
+
+
 def against(n: int, root: str) -> None:
     """This tree's runner service against one importing processkit from ``root`` (another commit's
     checkout, its C module built or copied there): the sequential calls in alternating pairs,
@@ -284,12 +355,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
     parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
     parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
+    parser.add_argument("--phases", action="store_true", help="only the service's CPU per call in each phase, -n calls")
     parser.add_argument(
         "--against", metavar="ROOT", help="only the sequential calls, this tree's service against one from ROOT"
     )
     args = parser.parse_args()
     if args.profile:
         profiled(args.n, args.profile)
+        return
+    if args.phases:
+        phases(args.n)
         return
     if args.against:
         against(args.n, args.against)
