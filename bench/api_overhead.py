@@ -248,22 +248,26 @@ def profiled(n: int, path: str) -> None:
     print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
-# The service's phases timed by ``--phases``: (module, attribute of it holding the function or
-# "", the function's name, label); a module's own name for another (``launch.containment``) is
-# where its caller looks the function up.
-PHASES = (
-    ("processkit.service.serve", "Service", "readable", "the request read (service)"),
-    ("processkit.service.request", "Request", "context", "the run's context (service)"),
-    ("processkit.engine.launch", "containment", "create", "  the container taken (containment)"),
-    ("processkit.engine.launch", "", "prepare", "set-up (engine)"),
-    ("processkit.engine.launch", "spawn", "spawn", "  the spawn, its CPU (engine)"),
-    ("processkit.engine.launch", "", "emit_snapshot", "  the spawn snapshot (engine)"),
-    ("processkit.engine.launch", "containment", "restart_ahead", "  the next run's groups (containment)"),
-    ("processkit.engine.launch", "", "start", "start (engine)"),
-    ("processkit.engine.launch", "", "connect", "the output streams (engine)"),
-    ("processkit.engine.runner", "", "_release", "the release (engine)"),
-    ("processkit.service.request", "Request", "keep_stream", "the events pickled (service)"),
-    ("processkit.service.serve", "Service", "finished", "the reply (service)"),
+# The service's phases timed by ``--phases``, a line each: the module, the function as that
+# module reaches it (a class's method, or another module by the name it imported it under:
+# ``launch.containment``), and the label printed (indented: inside the phase above).
+PHASE_TABLE = """
+processkit.service.serve    Service.readable            the request read (service)
+processkit.service.request  Request.context             the run's context (service)
+processkit.engine.launch    containment.create            the container taken (containment)
+processkit.engine.launch    prepare                     set-up (engine)
+processkit.engine.launch    spawn.spawn                   the spawn, its CPU (engine)
+processkit.engine.launch    emit_snapshot                 the spawn snapshot (engine)
+processkit.engine.launch    containment.restart_ahead     the next run's groups (containment)
+processkit.engine.launch    start                       start (engine)
+processkit.engine.launch    connect                     the output streams (engine)
+processkit.engine.runner    _release                    the release (engine)
+processkit.service.request  Request.keep_stream         the events pickled (service)
+processkit.service.serve    Service.finished            the reply (service)
+"""
+PHASES = tuple(
+    (line[:28].strip(), *line[28:56].strip().rpartition(".")[::2], line[56:].rstrip())
+    for line in PHASE_TABLE.strip("\n").splitlines()
 )
 PHASE_SERVICE = r"""
 import atexit, collections, importlib, time
