@@ -150,7 +150,10 @@ class Request:
         events cannot travel as objects (one holds a lone surrogate), or it spilled already."""
         if outcome.records is None:
             return True
-        records = pickle.dumps(outcome.records, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            records = pickle.dumps(outcome.records, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - what cannot travel as objects goes as lines (the emitter's own rules)
+            return True
         if SURROGATE.search(records) is not None:
             return True
         self.records = records
