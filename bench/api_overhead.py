@@ -66,26 +66,33 @@ def sequential(n: int) -> None:
         pair(n, label, {f"subprocess.run({label})": theirs, f"processkit.run({label})": ours})
 
 
-def pair(n: int, label: str, ways: dict) -> None:
+def pair(n: int, label: str, ways: dict, services: dict | None = None) -> None:
     """``n`` alternating calls of each way (who goes first alternates too): medians, p90, the
-    median per-pair ratio, and CPU per call (the caller's; the service's and its children's)."""
+    median per-pair ratio, and CPU per call (the caller's; the service's and its children's).
+    ``services``: way -> the pid of the service it calls (default: processkit's ways, this
+    process's service)."""
     for _ in range(20):
         for call in ways.values():
             call()
-    pid = service.connection().pid
+    if services is None:
+        services = {name: service.connection().pid for name in ways if name.startswith("processkit")}
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
-    served = [0.0, 0.0]
+    served = {name: [0.0, 0.0] for name in services}
     for index in range(n):
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
-            cpu, before_service, started = own_cpu(), service_cpu(pid), time.perf_counter()
+            pid = services.get(name)
+            cpu, before_service = own_cpu(), service_cpu(pid) if pid else (0.0, 0.0)
+            started = time.perf_counter()
             ways[name]()
             walls[name].append(time.perf_counter() - started)
             own[name] += own_cpu() - cpu
-            if name.startswith("processkit"):
+            if pid:
                 after_service = service_cpu(pid)
-                served = [total + after - before for total, after, before in zip(served, after_service, before_service)]
+                served[name] = [
+                    total + after - before for total, after, before in zip(served[name], after_service, before_service)
+                ]
     print(f"sequential {label}: {n} alternating pairs, load average {os.getloadavg()[0]:.1f}")
     for name, values in walls.items():
         ordered = sorted(values)
@@ -93,8 +100,8 @@ def pair(n: int, label: str, ways: dict) -> None:
             f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
             f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
             + (
-                f", service {served[0] / n * 1000:5.2f} ms, its child {served[1] / n * 1000:5.2f} ms"
-                if name.startswith("processkit")
+                f", service {served[name][0] / n * 1000:5.2f} ms, its child {served[name][1] / n * 1000:5.2f} ms"
+                if name in served
                 else ""
             )
         )
@@ -241,6 +248,81 @@ def profiled(n: int, path: str) -> None:
     print(f"profile of the service over {n} calls: python3 -m pstats {path}")
 
 
+# The service's phases timed by ``--phases``, a line each: the module, the function as that
+# module reaches it (a class's method, or another module by the name it imported it under:
+# ``launch.containment``), and the label printed (indented: inside the phase above).
+PHASE_TABLE = """
+processkit.service.serve    Service.readable            the request read (service)
+processkit.service.request  Request.context             the run's context (service)
+processkit.engine.launch    containment.create            the container taken (containment)
+processkit.engine.launch    prepare                     set-up (engine)
+processkit.engine.launch    spawn.spawn                   the spawn, its CPU (engine)
+processkit.engine.launch    emit_snapshot                 the spawn snapshot (engine)
+processkit.engine.launch    containment.restart_ahead     the next run's groups (containment)
+processkit.engine.launch    start                       start (engine)
+processkit.engine.launch    connect                     the output streams (engine)
+processkit.engine.runner    _release                    the release (engine)
+processkit.service.request  Request.keep_stream         the events pickled (service)
+processkit.service.serve    Service.finished            the reply (service)
+"""
+PHASES = tuple(
+    (line[:28].strip(), *line[28:56].strip().rpartition(".")[::2], line[56:].rstrip())
+    for line in PHASE_TABLE.strip("\n").splitlines()
+)
+PHASE_SERVICE = r"""
+import atexit, collections, importlib, time
+spent = collections.Counter()
+for module, holder, name, label in PHASES:
+    owner = importlib.import_module(module)
+    owner = getattr(owner, holder) if holder else owner
+    plain = getattr(owner, name, None)
+    if plain is None:  # a tree without it
+        continue
+    def phase(*args, plain=plain, label=label, **kwargs):
+        started = time.thread_time_ns()
+        try:
+            return plain(*args, **kwargs)
+        finally:
+            spent[label] += time.thread_time_ns() - started
+    setattr(owner, name, phase)
+atexit.register(lambda: open(OUT, "w").write(repr(dict(spent))))
+from processkit.service.serve import main
+main()
+"""
+
+
+def phases(n: int) -> None:
+    """The service's CPU per call in each of its phases (thread CPU time, wrapped around each
+    function), over ``n`` sequential ``run(["true"])`` after 50 to warm it."""
+    plain = service.service_command
+    with tempfile.NamedTemporaryFile(prefix="api-phases-", suffix=".txt") as out:
+        code = f"PHASES = {PHASES!r}\nOUT = {out.name!r}\n{PHASE_SERVICE}"
+
+        def command(fd: int, caller: int) -> list[str]:
+            return [sys.executable, "-c", code, *plain(fd, caller)[3:]]
+
+        service.service_command = command  # type: ignore[assignment]
+        connection = service.connection()
+        for _ in range(50):
+            processkit.run(["true"])
+        started = service_cpu(connection.pid)[0]
+        for _ in range(n):
+            processkit.run(["true"])
+        spent_cpu = service_cpu(connection.pid)[0] - started
+        connection.close()
+        connection.process.wait()
+        import ast
+
+        spent = ast.literal_eval(open(out.name).read())  # a dict of ints this script's own child wrote
+    service.service_command = plain  # type: ignore[assignment]
+    print(
+        f"the service's phases, CPU per call over {n + 50} calls of run(['true']), load average {os.getloadavg()[0]:.1f}:"
+    )
+    for _, _, _, label in PHASES:
+        print(f"  {label:42s} {spent.get(label, 0) / (n + 50) / 1000:7.1f} us")
+    print(f"  {'the service, all of it (last ' + str(n) + ' calls)':42s} {spent_cpu / n * 1e6:7.1f} us")
+
+
 def against(n: int, root: str) -> None:
     """This tree's runner service against one importing processkit from ``root`` (another commit's
     checkout, its C module built or copied there): the sequential calls in alternating pairs,
@@ -265,8 +347,9 @@ def against(n: int, root: str) -> None:
 
         return sent
 
+    pids = {name: found.pid for name, found in connections.items()}
     for label, ours, _ in SEQUENTIAL:
-        pair(n, label, {name: through(name, ours) for name in connections})
+        pair(n, label, {name: through(name, ours) for name in connections}, pids)
 
 
 def main() -> None:
@@ -276,12 +359,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=800, help="calls a threaded round (default 800)")
     parser.add_argument("--profile", metavar="FILE", help="only write a cProfile of the service over -n calls")
     parser.add_argument("--only", choices=("sequential", "threads", "killed"), help="measure only this figure")
+    parser.add_argument("--phases", action="store_true", help="only the service's CPU per call in each phase, -n calls")
     parser.add_argument(
         "--against", metavar="ROOT", help="only the sequential calls, this tree's service against one from ROOT"
     )
     args = parser.parse_args()
     if args.profile:
         profiled(args.n, args.profile)
+        return
+    if args.phases:
+        phases(args.n)
         return
     if args.against:
         against(args.n, args.against)

@@ -208,7 +208,8 @@ class RunContext(Plain):
       child started and closed then; None for every other run.
     - ``held_fds``: a batch's ``--keep failed``: (stream, stdout, stderr) memfds the engine
       writes and closes instead of opening the spec's ``jsonl`` and ``capture_dir`` files
-      (which it still names); head capture only.
+      (which it still names); head capture only. ``(stream,)`` alone holds the stream only (the
+      API's runner service for a run with no capture, or one captured into files).
     - ``publish_after_ms``: None: the record and socket are made before the spawn (the
       reference's order); else only once the child has run this long (a bench's run, a
       ``--keep failed`` job: streams no client can read, and runs most of which end sooner, so
@@ -233,7 +234,7 @@ class RunContext(Plain):
         env: dict[str, str] | None = None,
         stdio: tuple[int, int, int] | None = None,
         ready_fd: int | None = None,
-        held_fds: tuple[int, int, int] | None = None,
+        held_fds: tuple[int, ...] | None = None,
         publish_after_ms: int | None = None,
         output_fd: int | None = None,
         child_fds: tuple[int | None, int | None, int | None] | None = None,

@@ -220,7 +220,8 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
 def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResult:
     """The result of a run from the runner service's reply (``processkit.service.serve``): its code, its failure
     (as the CLI's JSON envelope, in ``diagnostics``), its usage and its stream's lines."""
-    events = parse_lines(report.get("jsonl") or b"")
+    records = report.get("records")
+    events = from_records(records) if records is not None else parse_lines(report.get("jsonl") or b"")
     failure = report.get("failure")
     diagnostics = ""
     if failure is not None:
@@ -262,6 +263,15 @@ def parse_lines(data: bytes) -> list[Event]:
     splitter = LineSplitter()
     lines = splitter.feed(data) + splitter.end()
     return [from_json(record) for line in lines if (record := line.event) is not None]
+
+
+def from_records(records: bytes) -> list[Event]:
+    """The typed events of a stream the runner service held in memory and sent as the objects
+    the engine made (pickled: no JSON encoded there, none parsed here), the same events its
+    lines would give (the service sends a stream whose text JSON would change as its lines)."""
+    import pickle
+
+    return [from_json(record) for record in pickle.loads(records)]
 
 
 def raise_as_subprocess(result: RunResult, spec) -> None:

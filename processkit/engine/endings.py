@@ -66,9 +66,20 @@ class Outcome:
     run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
     root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
-    was asked to keep, as the object written, by event type."""
+    was asked to keep, as the object written, by event type; ``records``: a held stream's events
+    as objects, in order, while none was written (``events.emitter.Emitter.records``)."""
 
-    __slots__ = ("code", "failure", "usage", "started_ns", "ended_ns", "remembered", "max_rss_bytes", "command_from_ns")
+    __slots__ = (
+        "code",
+        "failure",
+        "usage",
+        "started_ns",
+        "ended_ns",
+        "remembered",
+        "max_rss_bytes",
+        "command_from_ns",
+        "records",
+    )
 
     def __init__(self, code: int, failure: Failure | None = None):
         self.code = code
@@ -79,6 +90,7 @@ class Outcome:
         self.remembered: dict[str, dict] = {}
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
+        self.records: list[dict] | None = None
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

@@ -48,12 +48,14 @@ def _make_rundir() -> RunDir | None:
 def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec, context = run.spec, run.context
-    if context.held_fds is not None:  # first: from here the release closes them
+    held = context.held_fds
+    held_capture = held is not None and len(held) == 3  # else the stream's alone
+    if held is not None and held_capture:  # first: from here the release closes them
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
 
-        run.targets = capture.held_targets(spec, run.capture_dir, context.held_fds[1:])
+        run.targets = capture.held_targets(spec, run.capture_dir, (held[1], held[2]))
     run.pump_backend, run.spawn_backend = _backends(host)
-    if context.held_fds is None and run.capture_dir is not None:
+    if not held_capture and run.capture_dir is not None:
         from . import capture
 
         try:

@@ -57,7 +57,8 @@ def steps(
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
-    stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all.
+    stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
+    (one not written gives its events as objects, ``Outcome.records``, unless it spilled).
     ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
     publication, descriptors and places for the child's streams."""
@@ -82,6 +83,7 @@ def steps(
     try:
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
+        outcome.records = emitter.records  # a held stream's events, unencoded (None once written)
         return outcome
     finally:
         host.delist(run)

@@ -118,6 +118,14 @@ class Emitter:
         event would show (the members at the spawn) when it would not."""
         return not self._poisoned
 
+    @property
+    def records(self) -> list[dict] | None:
+        """A memory-backed stream's events as objects (``to_json``'s), in order, while none was
+        encoded (None once it spilled or was written): a carrier that needs the events, not their
+        bytes (the API's runner service), takes these and has the stream dropped unwritten."""
+        gathered = self._gathered
+        return None if gathered is None else _records(gathered)
+
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
         A held stream gathers an event of a type it does not remember as itself, with the time it
@@ -194,7 +202,7 @@ class Emitter:
         ``remembered`` then holds only what reached the file. ``gathered``: records, and events
         with their stamps (``emit``)."""
         lines = []
-        records = [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]
+        records = _records(gathered)
         try:
             for record in records:
                 lines.append(encode(record) + b"\n")
@@ -210,3 +218,9 @@ class Emitter:
         for record in records[: len(lines)]:
             if record["event"] in self._remember:
                 self.remembered[record["event"]] = record
+
+
+def _records(gathered: list) -> list[dict]:
+    """What was gathered as records: those made at ``emit`` as they are, the events kept with
+    their stamps made now, each the record ``emit`` would have made."""
+    return [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]

@@ -12,17 +12,28 @@ Facts that shape it:
   never by its run id, which is the caller's text and may hold ``/`` or ``..``.
 - What the run is given is set up inside the run's own guard (``Service._carried``): a memfd
   the limit refuses fails that run alone.
+- A run whose stream nobody names (``wire.SCRATCH_MEMORY``) has it held by the engine in memory
+  (``RunContext.held_fds``): no process can read it while the run goes on, so its events are
+  never encoded; they come back to the caller as the objects the engine made (pickled in the
+  reply), unless one holds a lone surrogate, which only the JSON route renders as the stream
+  would show it (U+FFFD). A call's scratch capture (``wire.SCRATCH_CAPTURE``) beside such a
+  stream is held in memfds too: no directory, no file, no unlink. Such a run is published late
+  (``spec.LATE_PUBLICATION_MS`` after its spawn), as a ``batch --keep failed`` job is: no
+  client could follow its stream, and a run that ends sooner makes no record, socket or tombstone.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
+import re
 import shutil
 
 from .. import fdlimit
 from ..api import wire
 from ..errors import Failure, Kind
-from ..spec import RunContext
+from ..spec import LATE_PUBLICATION_MS, RunContext
 from ..text import is_valid_run_id
 from ..writeall import write_all
 from . import scratch
@@ -30,6 +41,10 @@ from . import scratch
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
+# A lone surrogate (U+D800-U+DFFF) as pickle writes a str (UTF-8, "surrogatepass"): no valid
+# UTF-8 has these bytes, so a pickle without them holds no str the JSON route would render
+# differently (a false match, in a number's bytes, only sends that run the JSON route).
+SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 
 
 class Request:
@@ -49,6 +64,8 @@ class Request:
         "short",
         "given",
         "places",
+        "held",
+        "records",
     )
 
     def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
@@ -68,6 +85,9 @@ class Request:
         self.given: list[int | None] = [None, None, None]
         # Where this process put what the spec names by ``wire``'s stand-ins (``context``).
         self.places: dict[str, str] = {}
+        # This process's copies of the memfds the engine holds the stream (and capture) in.
+        self.held: tuple[int, ...] = ()
+        self.records: bytes | None = None  # the held stream's events, pickled (``keep_stream``)
 
     def take_given(self, extra: dict, frames: wire.Frames) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
@@ -95,13 +115,22 @@ class Request:
         caller's environment and standard streams, the descriptors it gave the child, and this
         process's own places for the spec's stand-ins (its memory, its scratch directory)."""
         spec, places = self.spec, self.places
-        if spec.jsonl == wire.SCRATCH_MEMORY:
+        held_fds = None
+        if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"")
+            held = [self.memfds[-1]]
+            if spec.capture_dir == wire.SCRATCH_CAPTURE:
+                self._memory_file(b"")
+                self._memory_file(b"")
+                held += self.memfds[-2:]
+                places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))  # named, never made
+            self.held = tuple(held)
+            held_fds = tuple(os.dup(fd) for fd in held)  # the engine closes its copies
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
         if spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
-        if spec.capture_dir == wire.SCRATCH_CAPTURE:
+        if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
         stdio = tuple(self.stdio)
         given = self.given
@@ -110,7 +139,25 @@ class Request:
             stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,
+            held_fds=held_fds,
+            # No client can follow a held stream: published once its child has run a while,
+            # as a --keep failed job is, so a short run makes no record, socket or tombstone.
+            publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,
         )
+
+    def keep_stream(self, outcome) -> bool:
+        """Whether the engine encodes and writes the held stream (``runner.steps``): only when its
+        events cannot travel as objects (one holds a lone surrogate), or it spilled already."""
+        if outcome.records is None:
+            return True
+        try:
+            records = pickle.dumps(outcome.records, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - what cannot travel as objects goes as lines (the emitter's own rules)
+            return True
+        if SURROGATE.search(records) is not None:
+            return True
+        self.records = records
+        return False
 
     def _memory_file(self, content: bytes) -> str:
         """A file in memory (``memfd``) holding all of ``content`` (a write the file size limit
@@ -127,7 +174,7 @@ class Request:
                 ) from None
         return f"/proc/{os.getpid()}/fd/{fd}"
 
-    def report(self, outcome) -> dict:
+    def report(self, outcome, scratch_dir: str) -> dict:
         """The reply's fields from ``outcome`` and the files the run wrote where ``context``
         put them (a run that never got that far: none)."""
         spec, failure = self.spec, outcome.failure
@@ -140,14 +187,20 @@ class Request:
             "ended_ns": outcome.ended_ns,
         }
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
-        if spec.jsonl == wire.SCRATCH_MEMORY:
-            report["jsonl"] = scratch.read_back(self.memfds[0]) if self.memfds else None
+        if self.records is not None:
+            report["records"] = self.records
+        elif self.held:
+            report["jsonl"] = scratch.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
         else:
             report["jsonl"] = scratch.read_back(jsonl)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
-        if any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
+        if len(self.held) == 3:
+            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
+                if piped:
+                    self._held_capture(report, name, self.held[index], scratch_dir)
+        elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for name, piped in zip(("stdout", "stderr"), self.piped):
                 if not piped:
                     continue
@@ -159,14 +212,49 @@ class Request:
                     report[name] = scratch.read_back(path)
         return report
 
+    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str) -> None:
+        """A capture held in a memfd, into the reply: inline up to ``INLINE_MOST``, else copied
+        in the kernel (``sendfile``, never through this process's memory) to a file of this
+        request's in the scratch directory, which the caller reads once and removes."""
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            return
+        if size <= INLINE_MOST:
+            report[name] = scratch.read_back(fd)
+            return
+        directory = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+        path = os.path.join(directory, f"{name}.log")
+        try:
+            os.makedirs(directory, 0o700, exist_ok=True)
+            scratch.copy_out(fd, path, size)
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
+
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
         for fd in self.memfds + self.stdio + [fd for fd in self.given if fd is not None]:
             os.close(fd)
-        self.memfds, self.stdio, self.given = [], [], [None, None, None]
+        self.memfds, self.stdio, self.given, self.held = [], [], [None, None, None], ()
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
             self.scratch_capture = None
+
+
+def spec_of(sent, last):
+    """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
+    ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
+    to a copy: a spec in flight is never changed."""
+    if not isinstance(sent, dict):
+        return sent
+    if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
+        return None
+    spec = copy.copy(last)
+    for name, value in sent.items():
+        setattr(spec, name, value)
+    return spec
 
 
 def cancelled(source: str) -> dict:

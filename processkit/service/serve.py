@@ -55,7 +55,7 @@ from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
 from . import scratch
-from .request import Request, cancelled, failed
+from .request import Request, cancelled, failed, spec_of
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
@@ -79,6 +79,7 @@ class Service:
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
         self.caller_env: dict | None = None  # the caller's environment as its requests last carried it
+        self.caller_spec = None  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
         self.carrying: dict[object, Request] = {}  # a run's generator -> its request, while in flight
@@ -132,7 +133,10 @@ class Service:
                 extra = message[3]
                 if extra.get("env") is not None:  # a change, recorded now: never lost with its request
                     self.caller_env = extra["env"]
-                request = Request(rid, message[2], extra, self.frames.take_fds(extra.get("fds", 0)), self.caller_env)
+                self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
+                request = Request(
+                    rid, self.caller_spec, extra, self.frames.take_fds(extra.get("fds", 0)), self.caller_env
+                )
                 request.take_given(extra, self.frames)
                 refused = request.refused()
                 if refused is not None:
@@ -225,7 +229,8 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            outcome = yield from steps(self.host, request.spec, context=request.context(self.scratch))
+            context = request.context(self.scratch)
+            outcome = yield from steps(self.host, request.spec, keep_stream=request.keep_stream, context=context)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
@@ -243,7 +248,7 @@ class Service:
             return
         request, outcome = result
         try:
-            report = request.report(outcome)
+            report = request.report(outcome, self.scratch)
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
         try:
@@ -310,7 +315,7 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch))
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_changes": True}))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")

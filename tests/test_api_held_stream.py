@@ -1,0 +1,139 @@
+"""A call whose stream nobody names (issue 49, api51): the runner service holds it in memory and
+sends its events as the objects the engine made, never encoded there nor parsed here; a scratch
+capture beside it is held in memfds, never a directory or a file. Each through the real service."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import subprocess
+
+import processkit
+from processkit.api import launch, result, service
+
+STREAMS_OF_EVERY_KIND = [  # (args, keywords): each ends differently, so its stream holds other event types
+    (["true"], {}),
+    (["sh", "-c", "echo out; echo err >&2; exit 3"], {"capture_output": True, "labels": {"k": "v"}}),
+    (["sh", "-c", "kill -9 $$"], {}),
+    (["sleep", "30"], {"timeout": 0.05}),
+    (["/nonexistent/program"], {}),
+]
+
+
+def raw_reply(args, **keywords) -> dict:
+    """The service's reply to one run, as it came (``processkit.run`` makes its result from it)."""
+    call = launch.prepare(args, dict(keywords), echo=False, function="run")
+    connection, rid = call.send()
+    try:
+        reply = connection.take(rid)
+    finally:
+        connection.forget(rid)
+    assert reply is not None
+    return reply[2]
+
+
+def lines_of(records: list[dict]) -> bytes:
+    """The stream's bytes for these events, as a named ``jsonl`` gets them."""
+    from processkit.events.emitter import encode
+
+    return b"".join(encode(record) + b"\n" for record in records)
+
+
+def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give(isolated_registry):
+    import pickle
+
+    for args, keywords in STREAMS_OF_EVERY_KIND:
+        reply = raw_reply(args, **keywords)
+        assert "records" in reply and "jsonl" not in reply, f"{args}: no JSON made in the service"
+        records = pickle.loads(reply["records"])
+        events = result.from_records(reply["records"])
+        assert events == result.parse_lines(lines_of(records)), f"{args}: the same typed events as its lines"
+        assert [event.event for event in events] == [record["event"] for record in records]
+    # A stream too heavy to hold as objects (a large tree snapshotted often) was written as it
+    # went: it comes as its lines, whole.
+    crowd = ["sh", "-c", "for i in $(seq 250); do sleep 30 & done; sleep 0.5"]  # the teardown ends the 250
+    reply = raw_reply(crowd, snapshot_interval=0.02)
+    assert "records" not in reply and reply["jsonl"].endswith(b"\n")
+    events = result.parse_lines(reply["jsonl"])
+    assert events[0].event == "run_started" and events[-1].event == "runner_exit"
+    assert sum(len(event.members) for event in events if event.event == "members_snapshot") > 2048
+
+
+def test_a_surrogate_in_the_stream_takes_the_json_route_and_reads_as_the_lines_do(tmp_path, isolated_registry):
+    odd = os.fsencode(str(tmp_path)) + b"/dir\x80name"
+    os.mkdir(odd)
+    assert "records" in raw_reply(["true"], cwd=tmp_path), "the objects, where nothing in them is odd"
+    reply = raw_reply(["true"], cwd=odd)
+    assert "records" not in reply and reply["jsonl"], "a lone surrogate would not read as its line does"
+    assert processkit.run(["true"], cwd=odd).events[0].cwd == str(tmp_path) + "/dir\ufffdname"
+
+
+def test_a_scratch_capture_is_held_in_memory_not_in_files(isolated_registry):
+    scratch = service.connection().scratch
+    listing = processkit.run(["sh", "-c", 'ls -A "$1"; echo err >&2', "sh", scratch], capture_output=True)
+    assert (listing.returncode, listing.stdout, listing.stderr) == (0, b"", b"err\n"), "no directory while it runs"
+    assert listing.stdout_capture is not None and listing.stdout_capture.bytes_written == 0
+    assert listing.stderr_capture is not None and listing.stderr_capture.sha256 is not None
+    # Over the size a reply carries, it travels through a file the caller reads once and removes.
+    big = processkit.run(["head", "-c", str(3 << 20), "/dev/zero"], stdout=subprocess.PIPE)
+    assert big.stdout == bytes(3 << 20) and big.stdout_capture.bytes_written == 3 << 20
+    assert os.listdir(scratch) == [], "the file it travelled through is removed once read"
+
+
+def test_a_run_nobody_can_follow_is_published_late(tmp_path, isolated_registry):
+    from processkit.spec import LATE_PUBLICATION_MS
+
+    processkit.run(["true"])  # the service's lodging: its record names the directory its runs publish in
+    (record,) = [name for name in os.listdir(isolated_registry) if name.endswith(".json")]
+    home = json.loads((isolated_registry / record).read_text())["batch_records"]
+
+    def tombstones() -> set[str]:
+        return {name for name in os.listdir(home) if name.endswith(".ended")}
+
+    before = tombstones()
+    for _ in range(5):  # one that ends within the 50 ms (a loaded machine may hold one up past them)
+        processkit.run(["true"])
+        if tombstones() == before:
+            break
+    assert tombstones() == before, "ended before it was published: no record, socket or tombstone"
+    processkit.run(["true"], jsonl=tmp_path / "named.jsonl")
+    assert len(tombstones() - before) == 1, "a stream a client can follow: published first, as ever"
+    import threading
+
+    lasting = threading.Thread(target=processkit.run, args=(["sleep", "30"],), kwargs={"run_id": "api-late"})
+    lasting.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not processkit.runs() and time.monotonic() < deadline:
+            time.sleep(LATE_PUBLICATION_MS / 10000)
+        (listed,) = processkit.runs()
+        assert listed.run_id == "api-late", "one that lasts is listed as any run"
+        processkit.attach("api-late").cancel()
+    finally:
+        lasting.join(60)
+
+
+def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypatch, isolated_registry):
+    from processkit.api import wire
+
+    sent: list = []
+    plain_send = wire.send
+
+    def recorded(sock, message, fds=()):
+        if message[0] == "run":
+            sent.append(message[2])
+        plain_send(sock, message, fds)
+
+    monkeypatch.setattr(wire, "send", recorded)
+    service.connection().close()  # a fresh service: its first request carries the spec whole
+    where = ["sh", "-c", "pwd"]
+    first = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)
+    again = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)
+    back = processkit.run(where, capture_output=True, text=True)  # the labels and the cwd back to their defaults
+    assert not isinstance(sent[0], dict), "the first request of a service carries the whole spec"
+    assert sent[1] == {"run_id": again.run_id}, "a run that differs only in its id sends its id"
+    assert set(sent[2]) == {"run_id", "labels", "cwd"}
+    assert (first.stdout, again.stdout, back.stdout) == (f"{tmp_path}\n", f"{tmp_path}\n", f"{os.getcwd()}\n")
+    assert [run.events[0].labels for run in (first, again, back)] == [{"team": "a"}, {"team": "a"}, {}]
+    assert len({first.run_id, again.run_id, back.run_id}) == 3
