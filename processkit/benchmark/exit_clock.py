@@ -131,7 +131,8 @@ def _closed(rings: Rings) -> None:
         os.close(fd)
 
 
-HEAD, BOUNDS, HEADER, FIELDS = struct.Struct("=Q"), struct.Struct("=QQQ"), struct.Struct("=IHH"), struct.Struct("=IIIIQ")
+HEAD, BOUNDS = struct.Struct("=Q"), struct.Struct("=QQQ")  # data_head; data_tail, data_offset, data_size
+HEADER, FIELDS = struct.Struct("=IHH"), struct.Struct("=IIIIQ")  # type, misc, size; pid, ppid, tid, ptid, time
 
 
 def _skip(ring: mmap.mmap) -> None:
@@ -150,7 +151,7 @@ def _consume(ring: mmap.mmap) -> list[tuple[int, int, int, int, int]]:
         start = position % size
         if start + 32 <= size:  # the whole record before the ring's end: read in place
             kind, _, length = HEADER.unpack_from(ring, offset + start)
-            fields = (ring, offset + start + 8)
+            fields: tuple[mmap.mmap | bytes, int] = (ring, offset + start + 8)
         else:
             kind, _, length = HEADER.unpack_from(_bytes(ring, offset, size, position, 8))
             fields = (_bytes(ring, offset, size, position + 8, 24), 0)
