@@ -35,3 +35,14 @@ def test_the_sessions_pipe_is_also_each_commands_with_several(tmp_path):
     _bench(tmp_path, "--runs", "2", WIRING.format(log=first), WIRING.format(log=second))
     seen = first.read_text().split() + second.read_text().split()
     assert len(set(seen[0::2])) == 1 and set(seen[1::2]) == {"/dev/null"}, seen
+
+
+def test_the_untimed_steps_write_where_the_pipe_runs_do_unless_shown(tmp_path):
+    steps = tmp_path / "steps"
+    runs = tmp_path / "runs"
+    wired = 'o=$(readlink /proc/$$/fd/1); e=$(readlink /proc/$$/fd/2); echo "$o $e" >> {log}'
+    _bench(tmp_path, "--runs", "2", "--prepare", wired.format(log=steps), "--conclude", wired.format(log=steps),
+           wired.format(log=runs))  # fmt: skip
+    seen = steps.read_text().split()
+    assert len(seen) == 8 and set(seen[1::2]) == {"/dev/null"}, seen  # a prepare and a conclude a run
+    assert set(seen[0::2]) == set(runs.read_text().split()[0::2]), seen  # the runs' own pipe

@@ -154,7 +154,8 @@ def run_spec(
     (``output_fd``, the descriptor its stdout is a copy of: ``outputs.SessionOutputs``; published
     late unless its stream is kept).
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
-    ``iteration``; its output piped, echoed with ``--show-output``; stdin /dev/null); else a
+    ``iteration``; its output discarded as a ``pipe`` run's, or echoed with ``--show-output``;
+    stdin /dev/null); else a
     command's run, its ``--output`` (``where``) and ``--input``.
     ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
@@ -258,6 +259,8 @@ class Engine:
         if output is not None:
             output_fd, owned = self._outputs.descriptor(where(self.options, output))
             own_fd = output_fd if owned else None
+        elif not self.options.show_output:  # a step or the shell's calibration, its output discarded
+            output_fd = self._outputs.descriptor("pipe")[0]
         spec, context = run_spec(
             self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output, output_fd
         )

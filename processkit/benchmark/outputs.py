@@ -12,7 +12,9 @@ The command sees what it saw before: its stdout is a pipe, read by ``bench`` whi
 
 ``null`` is one descriptor of /dev/null for the session, a FILE is opened (and emptied) for
 each run through the guard every file written goes through, as before. ``inherit`` (and
-``--show-output``) and the untimed steps' own output keep the engine's pipes and its echo.
+``--show-output``) keeps the engine's pipes and its echo. The untimed steps (setup, prepare,
+conclude, cleanup) and the shell's calibration write as a ``pipe`` run does unless their output
+is shown: discarded either way, and a ``--prepare`` before every run paid the same pipes.
 """
 
 from __future__ import annotations
