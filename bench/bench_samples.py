@@ -6,6 +6,13 @@ Each round runs every `processkit-cli` given (e.g. the tree before and after a c
 rounds and the per-round ratios' medians, so load from other work hits all sides alike.
 
     python3 bench/bench_samples.py --rounds 7 --cli A/bin/processkit-cli --cli B/bin/processkit-cli
+
+`--split N` measures in this interpreter's processkit instead (run it with the install's own
+python): N runs of `true` on one `bench` engine, each run's CPU on bench's thread split into the
+engine's (`host.carry`) and bench's own around it, and then the session's output pipe against a
+pipe per stream per run (the engine's pumps), alternating run by run.
+
+    X/bin/python bench/bench_samples.py --split 1000
 """
 
 from __future__ import annotations
@@ -32,11 +39,61 @@ def sampled(argv: list[str]) -> tuple[int, float]:
     return samples, usage.ru_utime + usage.ru_stime
 
 
+def split(runs: int) -> None:
+    """The engine's share of a sample's CPU against bench's own, then the output pipe's A/B."""
+    import time
+
+    from processkit.benchmark import driver
+    from processkit.benchmark.plan import Options
+
+    engine = driver.Engine(Options())
+    carried: list[int] = []
+    carry = engine.host.carry
+
+    def timed_carry(steps):
+        started = time.thread_time_ns()
+        try:
+            return carry(steps)
+        finally:
+            carried.append(time.thread_time_ns() - started)
+
+    engine.host.carry = timed_carry  # type: ignore[method-assign]
+    whole: list[int] = []
+    try:
+        for index in range(runs + 20):
+            started = time.thread_time_ns()
+            engine.measure(("true",), None, str(index), "pipe")
+            whole.append(time.thread_time_ns() - started)
+        own = [w - c for w, c in zip(whole[20:], carried[20:])]
+        print(f"CPU a run of true (median of {runs}): engine {statistics.median(carried[20:]) / 1e3:.1f} us, ", end="")
+        print(f"bench around it {statistics.median(own) / 1e3:.1f} us")
+        session = engine._outputs.descriptor
+        sides: dict[str, list[int]] = {"a pipe per stream per run": [], "the session's pipe": []}
+        for index in range(2 * runs):
+            name = list(sides)[(index + index // 2) % 2]  # A B B A ...: neither side always first
+            engine._outputs.descriptor = session if name == "the session's pipe" else lambda where: (None, False)
+            started = time.thread_time_ns()
+            engine.measure(("true",), None, str(index), "pipe")
+            sides[name].append(time.thread_time_ns() - started)
+        first, second = (statistics.median(values) / 1e3 for values in sides.values())
+        print(f"--output pipe, bench's thread CPU a run: {first:.1f} us with {list(sides)[0]}, ", end="")
+        print(f"{second:.1f} us with {list(sides)[1]} ({second / first:.3f})")
+    finally:
+        engine.close()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--cli", action="append", required=True, help="a processkit-cli to measure (repeatable)")
+    parser.add_argument("--cli", action="append", help="a processkit-cli to measure (repeatable)")
+    parser.add_argument("--split", type=int, metavar="N", help="N runs in this interpreter's processkit (above)")
     args = parser.parse_args()
+    if args.split:
+        split(args.split)
+        return
+    if not args.cli:
+        parser.error("--cli is needed (or --split)")
     sides = {cli: [cli, "bench", "-N", "--style", "none", "true"] for cli in args.cli}
     sides["hyperfine"] = ["hyperfine", "-N", "--style", "none", "true"]
     rounds: list[dict[str, tuple[int, float]]] = []

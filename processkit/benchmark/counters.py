@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import sys
 
 PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE = 0, 1
@@ -63,7 +62,7 @@ _SYSCALL: list = []  # libc's syscall(), found once
 def perf_event_open(attr: bytes, cpu: int = -1) -> int:
     """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
     descriptor, or minus the errno."""
-    number = SYSCALL.get(platform.machine())
+    number = SYSCALL.get(os.uname().machine)  # platform.machine()'s answer, without its 1 ms import
     if number is None:
         return -errno.ENOSYS
     if not _SYSCALL:

@@ -30,11 +30,10 @@ from __future__ import annotations
 import os
 import time
 
-from .. import safepath, signum
-from ..errors import Failure, Kind
+from .. import signum
+from ..errors import Kind
 from ..plain import Plain
 from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, EnvPlan, RunContext, RunSpec, StdinMode, new_run_id
-from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
     from ..containment import Usage
     from ..engine.host import Host
-    from ..grammar import Naming
     from .counters import Opener
     from .plan import Options
 
@@ -123,19 +121,6 @@ def _every(host: Host, tick: Callable[[], None]) -> None:
     host.loop.call_later(TICK_SECONDS, again)
 
 
-def _output_fd(output: str, named: Naming) -> int | None:
-    """``--output null`` or ``--output FILE`` (emptied for each run, as hyperfine does)."""
-    if output == "null":
-        return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        return safepath.open_for_writing(output)
-    except OSError as exc:
-        from .options import BY_DEST
-
-        given = named.given(BY_DEST["output"], sanitize(output))
-        raise Failure(Kind.SETUP, f"cannot write {given}: {exc.strerror or exc}") from None
-
-
 def session_spec(options: Options) -> RunSpec:
     """What every run of a session shares, built by the run grammar (``grammar.run.build``) from the
     session's typed values, so a benchmark's run is checked as any other: its timeout, no grace
@@ -162,21 +147,21 @@ def run_spec(
     run_id: str,
     environment: tuple[tuple[str, str], ...],
     output: str | None = None,
+    output_fd: int | None = None,
 ) -> tuple[RunSpec, RunContext]:
     """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
     command, id, stream, echo and environment, and the context the session wires in beside it
-    (its ``--output`` descriptor; published late unless its stream is kept).
+    (``output_fd``, the descriptor its stdout is a copy of: ``outputs.SessionOutputs``; published
+    late unless its stream is kept).
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
-    ``iteration``; its output piped, echoed with ``--show-output``; stdin /dev/null); else a
-    command's run, its ``--output`` (pipe, inherit, null or a file, opened here: the caller
-    closes the context's ``output_fd``) and ``--input``.
+    ``iteration``; its output discarded as a ``pipe`` run's, or echoed with ``--show-output``;
+    stdin /dev/null); else a
+    command's run, its ``--output`` (``where``) and ``--input``.
     ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
-    echo, output_fd, stdin_file = options.show_output, None, None
+    echo, stdin_file = options.show_output, None
     if output is not None:
-        where = "inherit" if options.show_output else output
-        echo = where == "inherit"
-        output_fd = None if where in ("pipe", "inherit") else _output_fd(where, options.named)
+        echo = where(options, output) == "inherit"
         stdin_file = session.stdin_file
     spec = session.replace(
         argv=argv,
@@ -190,6 +175,11 @@ def run_spec(
     if jsonl is not None and output_fd is None:
         return spec, OWN_CONTEXT
     return spec, RunContext(publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None, output_fd=output_fd)
+
+
+def where(options: Options, output: str) -> str:
+    """Where a command's run writes: its ``--output``, or the terminal with ``--show-output``."""
+    return "inherit" if options.show_output else output
 
 
 class Engine:
@@ -232,6 +222,9 @@ class Engine:
         self._linger = spawn.LINGER_MS[0]
         spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
         self.host = Host()
+        from .outputs import SessionOutputs
+
+        self._outputs = SessionOutputs(self.host.loop, options.named)
         if lodged:
             self.host.lodge(self._label)
         if tick is not None:
@@ -262,8 +255,14 @@ class Engine:
     ) -> Measured:
         """Run ``argv`` once, contained, and measure it; never raises for what the run reports
         (``output``: as ``run_spec`` takes it)."""
+        output_fd, own_fd = None, None
+        if output is not None:
+            output_fd, owned = self._outputs.descriptor(where(self.options, output))
+            own_fd = output_fd if owned else None
+        elif not self.options.show_output:  # a step or the shell's calibration, its output discarded
+            output_fd = self._outputs.descriptor("pipe")[0]
         spec, context = run_spec(
-            self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output
+            self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output, output_fd
         )
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
         fds = counting.open() if counting is not None else None
@@ -275,8 +274,9 @@ class Engine:
                 counting.close(fds)
             raise
         finally:
-            if context.output_fd is not None:
-                os.close(context.output_fd)
+            if own_fd is not None:
+                os.close(own_fd)
+        self._outputs.drain()  # the run's last output: none of it is read during the next run
         assert isinstance(outcome, self._outcome)
         exited_ns = self._exit_clock.read(exits)
         if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:
@@ -297,6 +297,7 @@ class Engine:
 
         spawn.LINGER_MS[0] = self._linger
         self._exit_clock.close()
+        self._outputs.close()
         if self._counters is not None:
             self._counters.release()
         try:

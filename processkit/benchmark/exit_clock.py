@@ -77,7 +77,7 @@ class ExitClock:
             if not self._rings:
                 return None
         for _, ring in self._rings:
-            _consume(ring)
+            _skip(ring)
         return self._rings
 
     def _made(self, cpus: list[int]) -> Rings:
@@ -131,24 +131,39 @@ def _closed(rings: Rings) -> None:
         os.close(fd)
 
 
+HEAD, BOUNDS = struct.Struct("=Q"), struct.Struct("=QQQ")  # data_head; data_tail, data_offset, data_size
+HEADER, FIELDS = struct.Struct("=IHH"), struct.Struct("=IIIIQ")  # type, misc, size; pid, ppid, tid, ptid, time
+
+
+def _skip(ring: mmap.mmap) -> None:
+    """What the ring holds left unread: its tail moved to its head (nothing decoded)."""
+    HEAD.pack_into(ring, TAIL_AT, HEAD.unpack_from(ring, HEAD_AT)[0])
+
+
 def _consume(ring: mmap.mmap) -> list[tuple[int, int, int, int, int]]:
     """(type, pid, ppid, tid, time) of each FORK and EXIT record (a LOST one as type alone) in
     one CPU's ring since its tail, which then moves to the head: the kernel may write there again."""
-    (head,) = struct.unpack_from("=Q", ring, HEAD_AT)
-    tail, offset, size = struct.unpack_from("=QQQ", ring, TAIL_AT)
+    (head,) = HEAD.unpack_from(ring, HEAD_AT)
+    tail, offset, size = BOUNDS.unpack_from(ring, TAIL_AT)
     found = []
     position = tail
     while position + 8 <= head:
-        kind, _, length = struct.unpack_from("=IHH", _bytes(ring, offset, size, position, 8))
+        start = position % size
+        if start + 32 <= size:  # the whole record before the ring's end: read in place
+            kind, _, length = HEADER.unpack_from(ring, offset + start)
+            fields: tuple[mmap.mmap | bytes, int] = (ring, offset + start + 8)
+        else:
+            kind, _, length = HEADER.unpack_from(_bytes(ring, offset, size, position, 8))
+            fields = (_bytes(ring, offset, size, position + 8, 24), 0)
         if length < 8:
             break
         if kind == RECORD_LOST:
             found.append((kind, 0, 0, 0, 0))
         elif kind in (RECORD_FORK, RECORD_EXIT) and length >= 32:
-            pid, ppid, tid, _, stamp = struct.unpack_from("=IIIIQ", _bytes(ring, offset, size, position + 8, 24))
+            pid, ppid, tid, _, stamp = FIELDS.unpack_from(*fields)
             found.append((kind, pid, ppid, tid, stamp))
         position += length
-    struct.pack_into("=Q", ring, TAIL_AT, head)
+    HEAD.pack_into(ring, TAIL_AT, head)
     return found
 
 
