@@ -34,7 +34,7 @@ import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
 from marshal import dumps, loads
-from posix import O_CLOEXEC, O_CREAT, O_EXCL, O_RDONLY, O_WRONLY, close, fstat, getpid, read, rename, stat, unlink, write
+from posix import O_CLOEXEC, O_RDONLY, close, fstat, read, stat
 from posix import open as open_fd
 
 PREFIX = "processkit."
@@ -232,6 +232,8 @@ def save() -> None:
     it holds, with this run's in their place; best effort (a read-only install keeps none)."""
     if not _missed or sys.dont_write_bytecode:
         return
+    from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, write
+
     rows = {**_bundle, **_served}
     path = _bundle_path[0]
     temporary = f"{path}.{getpid()}"
