@@ -127,13 +127,15 @@ def path_for(token: str) -> str:
     return os.path.join(base(), DIR_PREFIX + token)
 
 
-def locate(token: str) -> str:
-    """The run directory of ``token`` in whichever base holds it (``path_for`` when none does)."""
-    for directory in bases():
+def locate(token: str, where: list[str] | None = None) -> str:
+    """The run directory of ``token`` in whichever of ``where`` (``bases()`` when None) holds it,
+    else in the first of them. A sweep looks the bases up once for all the runs it probes."""
+    where = where or bases()
+    for directory in where:
         path = os.path.join(directory, DIR_PREFIX + token)
         if os.path.lexists(path):
             return path
-    return path_for(token)
+    return os.path.join(where[0], DIR_PREFIX + token)
 
 
 def group_token(text: str) -> str | None:
