@@ -184,13 +184,13 @@ def _load_bundle(path: str) -> None:
     """The rows of the bundle at ``path``; none when it is missing, of another interpreter, or
     not what ``save`` writes. Mapped, not read: the page cache's pages are unmarshalled in place
     (a read's buffer would be ~150 fresh pages, each a page fault)."""
-    from mmap import MAP_PRIVATE, PROT_READ, mmap
-
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
         return
     try:
+        from mmap import MAP_PRIVATE, PROT_READ, mmap  # only once there is a bundle to map
+
         size = fstat(fd).st_size
         if not 4 < size <= BUNDLE_LIMIT:
             return
@@ -207,7 +207,10 @@ def _load_bundle(path: str) -> None:
     except (EOFError, ValueError, TypeError):
         return
     finally:
-        mapped.close()
+        try:
+            mapped.close()
+        except BufferError:  # a view still held: the mapping goes with its last view
+            pass
     if type(rows) is not tuple:
         return
     code_type = type(_load_bundle.__code__)
