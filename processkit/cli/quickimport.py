@@ -161,9 +161,12 @@ class Finder:
             return None
         base = path[0]
         leaf = fullname.rpartition(".")[2]
-        source = f"{base}/{leaf}.py"
-        cached = f"{base}/__pycache__/{leaf}.{cls.tag}.pyc"
-        code = _found(fullname, source, cached, False)
+        row = _bundle.get(fullname)
+        code = None
+        if row is None or row[1] is not True:  # a package's row spares the look for a module first
+            source = f"{base}/{leaf}.py"
+            cached = f"{base}/__pycache__/{leaf}.{cls.tag}.pyc"
+            code = _found(fullname, source, cached, False)
         package = None
         if code is None:
             source = f"{base}/{leaf}/__init__.py"
