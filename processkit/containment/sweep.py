@@ -181,8 +181,7 @@ def _reap_run(
     homes: list[str],
 ) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
-    path = rundir.locate(token, homes)
-    owner = rundir.private_owner(path)
+    path, owner = rundir.locate(token, homes)
     if owner is None:
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")
