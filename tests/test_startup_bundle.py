@@ -30,9 +30,12 @@ def _bundle(root: str) -> str:
     return os.path.join(root, "processkit", "cli", "__pycache__", f"run.{TAG}.bundle")
 
 
-def _run(root: str, tmp_path, *, write: bool, report: str = "") -> subprocess.CompletedProcess:
+def _run(
+    root: str, tmp_path, *, write: bool, report: str = "", installed: str = "", env: dict | None = None
+) -> subprocess.CompletedProcess:
     """A plain ``run`` of ``true`` through the launcher's finder; ``write``: byte code may be
-    written (else ``-B``); ``report``: code run just before the process exits."""
+    written (else ``-B``); ``report``: code run just before the process exits; ``installed``:
+    code run once the finder is in place, before the CLI is imported."""
     script = (
         f"import os, sys; sys.path.insert(0, {root!r})\n"
         f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', 'true']\n"
@@ -42,9 +45,10 @@ def _run(root: str, tmp_path, *, write: bool, report: str = "") -> subprocess.Co
         "    real(code)\n"
         "real, os._exit = os._exit, report\n"
         "from processkit.cli.quickimport import install\ninstall()\n"
+        f"{installed}\n"
         "from processkit.cli.main import entry\nentry()\n"
     )
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env = {key: value for key, value in {**os.environ, **(env or {})}.items() if key != "PYTHONDONTWRITEBYTECODE"}
     flags = ["-S"] if write else ["-S", "-B"]
     result = subprocess.run([sys.executable, *flags, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -130,3 +134,35 @@ def test_only_a_run_uses_a_bundle(tmp_path):
     result = subprocess.run([sys.executable, "-S", "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert not os.path.exists(_bundle(root))
+
+
+_MADE = (
+    "[print(name, type(m.__loader__).__name__, m.__spec__.name == name, m.__spec__.origin == m.__file__,"
+    " m.__spec__.cached == m.__cached__, m.__spec__.loader is m.__loader__, m.__spec__.has_location,"
+    " m.__package__, getattr(m, '__path__', None) == m.__spec__.submodule_search_locations,"
+    " getattr(sys.modules[name.rpartition('.')[0]], name.rpartition('.')[2], None) is m)"
+    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and m is not None]"
+)
+
+
+def test_a_run_with_a_bundle_has_its_modules_before_it_asks_for_them_made_as_imports_make_them(tmp_path):
+    """With a bundle, the launcher runs its modules before the CLI is imported (``_preload``),
+    past the import system; each is made as an import makes it: spec, loader, file, cached byte
+    code's path, package, path, and its parent's attribute (compared with the run that wrote
+    the bundle, whose modules were imported)."""
+    root = _copy(tmp_path)
+    early = "print('early', 'processkit.engine.runner' in sys.modules)"
+    imported = _run(root, tmp_path, write=True, report=_MADE, installed=early).stdout.splitlines()
+    preloaded = _run(root, tmp_path, write=False, report=_MADE, installed=early).stdout.splitlines()
+    assert imported[0] == "early False" and preloaded[0] == "early True"
+    assert any(line.startswith("processkit.engine.runner _Loader True") for line in preloaded)
+    assert preloaded[1:] == imported[1:]
+
+
+def test_an_import_trace_still_shows_a_runs_modules_when_a_bundle_is_there(tmp_path):
+    """``-X importtime`` (``PYTHONPROFILEIMPORTTIME``) and ``-v`` see every import: no module is
+    run past the import system then (tests/test_startup_imports.py reads that trace)."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    traced = _run(root, tmp_path, write=False, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert "processkit.engine.runner" in traced.stderr
