@@ -244,52 +244,54 @@ def install() -> None:
 def _preload() -> None:
     """Run the bundle's modules in the order the last run's finished in, each straight into a
     module of its own, without the import system's locks, lookups and attribute copying (about
-    40 k instructions a module). What each module imports itself is imported as usual, so a
-    package whose modules the last run finished first is imported (and so run) when the first
-    of them is reached, and everything it imports with it. The module is made as the import
-    system makes it (spec, loader, file, cached, package, path, its parent's attribute). A row
-    whose source changed, or a module that fails, ends the preloading: it and the rest are
-    imported as usual when the run asks for them (a failure then raised where it belongs).
-    Not when imports are traced (``-v``, ``-X importtime``): the trace would miss them."""
-    modules = sys.modules
-    new_module = type(sys)
+    40 k instructions a module). What each module imports itself is imported as usual; a
+    package the last run finished after its first modules (its ``__init__`` imports them) is
+    run from its own row when the first of them is reached, importing them as usual. The module
+    is made as the import system makes it (spec, loader, file, cached, package, path, its
+    parent's attribute). A row whose source changed, or of a module that fails, ends the
+    preloading: it and the rest are imported as usual when the run asks for them (a failure
+    then raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``): the
+    trace would miss them."""
     root = __file__.rpartition("/")[0].rpartition("/")[0]  # this package's directory
-    tag = Finder.tag
-    for name, row in list(_bundle.items()):
-        if name in modules:
-            continue
-        parent, _, leaf = name.rpartition(".")
-        if parent not in modules:
-            try:
-                __import__(parent)
-            except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
-                return
-            if name in modules:  # the package imported it
-                continue
-        source, package, mtime, size, code = row
-        where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-        if source != (f"{where}/__init__.py" if package else f"{where}.py") or _source_state(source) != (mtime, size):
-            return  # a row of another copy of the package, or of a changed source
-        directory, _, file_name = source.rpartition("/")
-        cached = f"{directory}/__pycache__/{file_name[:-3]}.{tag}.pyc"
-        spec = ModuleSpec(name, _Loader(name, source, None), origin=source, is_package=package)
-        spec.has_location = True
-        spec.cached = cached
-        module = new_module(name)
-        attributes = vars(module)
-        attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
-        attributes["__package__"] = name if package else parent
-        if package:
-            module.__path__ = spec.submodule_search_locations = [directory]
-        modules[name] = module
-        try:
-            exec(code, module.__dict__)
-        except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
-            del modules[name]
+    for name in list(_bundle):
+        if name not in sys.modules and not _run_row(name, root):
             return
-        setattr(modules[parent], leaf, module)
-        _served[name] = row
-        _order.append(name)
+
+
+def _run_row(name: str, root: str) -> bool:
+    """Run the bundle's row of ``name`` (and of its package first, when that is not loaded yet)
+    into a new module; whether the module is loaded after it."""
+    modules = sys.modules
+    parent, _, leaf = name.rpartition(".")
+    if parent not in modules and (parent not in _bundle or not _run_row(parent, root)):
+        return False
+    if name in modules:  # its package's ``__init__`` imported it
+        return True
+    source, package, mtime, size, code = _bundle[name]
+    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
+    if source != (f"{where}/__init__.py" if package else f"{where}.py") or _source_state(source) != (mtime, size):
+        return False  # a row of another copy of the package, or of a changed source
+    directory, _, file_name = source.rpartition("/")
+    cached = f"{directory}/__pycache__/{file_name[:-3]}.{Finder.tag}.pyc"
+    spec = ModuleSpec(name, _Loader(name, source, None), origin=source, is_package=package)
+    spec.has_location = True
+    spec.cached = cached
+    module = type(sys)(name)
+    attributes = vars(module)
+    attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
+    attributes["__package__"] = name if package else parent
+    if package:
+        module.__path__ = spec.submodule_search_locations = [directory]
+    modules[name] = module
+    try:
+        exec(code, attributes)
+    except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
+        del modules[name]
+        return False
+    setattr(modules[parent], leaf, module)
+    _served[name] = _bundle[name]
+    _order.append(name)
+    return True
 
 
 def save() -> None:
