@@ -22,8 +22,18 @@ missing or stale) has the run write the file again as it exits (``save``, from `
 to a fresh name renamed over the old, unless byte code writing is off (``-B``,
 ``PYTHONDONTWRITEBYTECODE``). bench/README.md, "Start-up: one file for a run's byte code".
 
-Only the launcher installs it (``processkit/cli/processkit-cli``): a library must not change
-its host's import system. Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the
+The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
+so its reasons are here). Installers rewrite its first line to the environment's interpreter.
+It is hand-written rather than generated from a console_scripts entry point: the generated
+launcher imports ``re`` before anything else, a fifth of the start-up budget of a short run;
+this one imports only the CLI, after putting this finder first. The collector's threshold is
+raised before the first import (``cli/main.py``'s ``COLLECT_AFTER_ALLOCATIONS``, which
+tests/test_startup_imports.py holds the launcher to), so no collection walks the modules as
+they load. The script's own directory (an environment's ``bin``), which the interpreter puts
+first on ``sys.path``, is taken off it: nothing the CLI imports is there, each import would look
+there first, and a file there named as a module the CLI imports would be run in its place.
+
+Only the launcher installs the finder: a library must not change its host's import system. Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the
 reverse of the interpreter's order, which is the same answer as long as no name in the package
 is both; ``tests/test_startup_imports.py`` holds the package to that, and to no extension
 module beside a source of the same name.
