@@ -127,13 +127,20 @@ def path_for(token: str) -> str:
     return os.path.join(base(), DIR_PREFIX + token)
 
 
-def locate(token: str) -> str:
-    """The run directory of ``token`` in whichever base holds it (``path_for`` when none does)."""
-    for directory in bases():
+def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]:
+    """The run directory of ``token`` in whichever of ``where`` (``bases()`` when None) holds it,
+    else in the first of them; and its owner when it is a real (not symlinked) directory no one
+    else may enter, else None. One ``lstat`` for each base looked in: a sweep probes every run
+    whose group it finds, most often on the way into a run, with the bases looked up once."""
+    where = where or bases()
+    for directory in where:
         path = os.path.join(directory, DIR_PREFIX + token)
-        if os.path.lexists(path):
-            return path
-    return path_for(token)
+        try:
+            found = os.lstat(path)
+        except OSError:
+            continue
+        return path, _private_owner(found)
+    return os.path.join(where[0], DIR_PREFIX + token), None
 
 
 def group_token(text: str) -> str | None:
@@ -275,12 +282,8 @@ def job_files(path: str, suffix: str) -> list[str]:
     return sorted(name for name in names if name.startswith("j") and name.endswith(suffix))
 
 
-def private_owner(path: str) -> int | None:
+def _private_owner(found: os.stat_result) -> int | None:
     """The owner of a real (not symlinked) directory no one else may enter, else None."""
-    try:
-        found = os.lstat(path)
-    except OSError:
-        return None
     if not stat.S_ISDIR(found.st_mode) or found.st_mode & 0o077:
         return None
     return found.st_uid

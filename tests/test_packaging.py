@@ -109,3 +109,24 @@ def test_the_sdist_holds_every_source_a_wheel_is_built_from(tmp_path):
     assert not missing, f"{top}.tar.gz lacks: {missing}"
     built = [name for name in names if name.endswith((".so", ".pyc", ".o"))]
     assert not built, f"{top}.tar.gz carries build outputs: {built}"
+
+
+def test_a_runs_byte_code_bundle_left_in_the_tree_is_not_shipped(tmp_path):
+    """A ``run`` keeps its modules' byte code in ``processkit/cli/__pycache__/run.<tag>.bundle``
+    (``cli/quickimport.py``): a cache, as pycs are, so a tree a run was started from ships none."""
+    pytest.importorskip("build")
+    copy = _source_copy(tmp_path)
+    cache = copy / "processkit" / "cli" / "__pycache__"
+    cache.mkdir()
+    (cache / f"run.{sys.implementation.cache_tag}.bundle").write_bytes(b"left by a run")
+    out = tmp_path / "dist"
+    completed = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(out), str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (sdist,) = out.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        assert [name for name in archive.getnames() if name.endswith(".bundle")] == []

@@ -181,6 +181,9 @@ def entry() -> None:
             pass
     if code < 0:  # commands.DIE_BY_SIGINT: everything released, end as the signal would have
         die_by_signal(-code)
+    finder = sys.modules.get("processkit.cli.quickimport")  # the launcher's, when it put it first
+    if finder is not None:
+        finder.save()  # a run's byte code kept together again, when it had to be read file by file
     os._exit(code)
 
 

@@ -10,8 +10,30 @@ timestamp mode, the source's mtime and size); anything else (no byte code yet, a
 hash-based one, an extension module, a namespace package, optimisation flags) returns None and
 the interpreter's own finder takes the module as before, so what is imported never changes.
 
-Only the launcher installs it (``processkit/cli/processkit-cli``): a library must not change
-its host's import system. Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the
+A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
+``cli/__pycache__/run.<cache tag>.bundle`` (the interpreter's magic number, then one marshal of
+``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
+finished), mapped and unmarshalled at once (names and constants the modules share are stored
+once). A row is used only where its source's ``stat`` still shows the recorded mtime and size,
+the same check as a pyc's, and only for the source this package's copy would import. With a
+bundle the launcher runs the modules before the CLI asks for them (``_preload``), past the
+import system's own per-module work; a module served any other way (a pyc, because its row was
+missing or stale) has the run write the file again as it exits (``save``, from ``cli/main.py``),
+to a fresh name renamed over the old, unless byte code writing is off (``-B``,
+``PYTHONDONTWRITEBYTECODE``). bench/README.md, "Start-up: one file for a run's byte code".
+
+The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
+so its reasons are here). Installers rewrite its first line to the environment's interpreter.
+It is hand-written rather than generated from a console_scripts entry point: the generated
+launcher imports ``re`` before anything else, a fifth of the start-up budget of a short run;
+this one imports only the CLI, after putting this finder first. The collector's threshold is
+raised before the first import (``cli/main.py``'s ``COLLECT_AFTER_ALLOCATIONS``, which
+tests/test_startup_imports.py holds the launcher to), so no collection walks the modules as
+they load. The script's own directory (an environment's ``bin``), which the interpreter puts
+first on ``sys.path``, is taken off it: nothing the CLI imports is there, each import would look
+there first, and a file there named as a module the CLI imports would be run in its place.
+
+Only the launcher installs the finder: a library must not change its host's import system. Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the
 reverse of the interpreter's order, which is the same answer as long as no name in the package
 is both; ``tests/test_startup_imports.py`` holds the package to that, and to no extension
 module beside a source of the same name.
@@ -22,12 +44,20 @@ from __future__ import annotations
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
-from marshal import loads
-from posix import O_CLOEXEC, O_RDONLY, close, read, stat
+from marshal import dumps, loads
+from posix import O_CLOEXEC, O_RDONLY, close, environ, fstat, read, stat
 from posix import open as open_fd
 
 PREFIX = "processkit."
 READ_SIZE = 64 * 1024  # above every pyc of the package (the largest is ~33 KiB)
+BUNDLE_LIMIT = 16 * 1024 * 1024  # a bundle read stops here (a plain run's is ~0.6 MiB)
+BUNDLED_COMMAND = "run"  # the one command whose modules are kept together
+
+_bundle: dict = {}  # name -> (source, is package, mtime, size, code): rows read from the bundle
+_served: dict = {}  # the rows of the modules this process was given, however found
+_bundle_path: list[str] = []  # set while a bundle is in use: where it is kept
+_order: list[str] = []  # the modules given through the import system, in the order they finished
+_missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
 
 
 class _Loader(SourceFileLoader):
@@ -46,40 +76,94 @@ class _Loader(SourceFileLoader):
         self._code = None  # held once: a reload reads the files again
         return code
 
+    def exec_module(self, module) -> None:
+        super().exec_module(module)
+        _order.append(self.name)  # the order modules finish in: the bundle's, for ``_preload``
 
-def _byte_code(source: str, cached: str):
-    """The code object in ``cached`` when it is a valid timestamp pyc of ``source``, else None."""
+
+def _read_all(path: str, size: int | None = None):
+    """The bytes of the file ``path``, read in one call when it is at most ``size`` (the
+    file's own size when None) or ``READ_SIZE`` bytes long; None when unreadable or longer than
+    ``BUNDLE_LIMIT``."""
     try:
-        fd = open_fd(cached, O_RDONLY | O_CLOEXEC)
+        fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
         return None
     try:
-        data = read(fd, READ_SIZE)  # a regular file's read comes back short only at its end
+        if size is None:
+            size = fstat(fd).st_size
+        if size > BUNDLE_LIMIT:
+            return None
+        data = read(fd, max(size, READ_SIZE))  # a regular file's read comes back short only at its end
         while len(data) % READ_SIZE == 0 and data:  # a pyc this big is rare: read on to the end
             more = read(fd, READ_SIZE)
             if not more:
                 break
             data += more
+            if len(data) > BUNDLE_LIMIT:
+                return None
     except OSError:
         return None
     finally:
         close(fd)
+    return data
+
+
+def _source_state(source: str):
+    """``(mtime, size)`` of the source as a pyc records them, or None when it cannot be read."""
     try:
         held = stat(source)
     except OSError:
         return None
+    return int(held.st_mtime) & 0xFFFFFFFF, held.st_size & 0xFFFFFFFF
+
+
+def _byte_code(source: str, cached: str):
+    """``(code, source state)`` from ``cached`` when it is a valid timestamp pyc of ``source``,
+    else None."""
+    data = _read_all(cached, READ_SIZE)
+    if data is None:
+        return None
+    state = _source_state(source)
     if (
-        len(data) < 16
+        state is None
+        or len(data) < 16
         or data[:4] != MAGIC_NUMBER
         or data[4:8] != b"\0\0\0\0"  # flags: 0 is timestamp mode; hash-based pycs go the usual way
-        or int.from_bytes(data[8:12], "little") != int(held.st_mtime) & 0xFFFFFFFF
-        or int.from_bytes(data[12:16], "little") != held.st_size & 0xFFFFFFFF
+        or int.from_bytes(data[8:12], "little") != state[0]
+        or int.from_bytes(data[12:16], "little") != state[1]
     ):
         return None
     try:
-        return loads(memoryview(data)[16:])
+        return loads(memoryview(data)[16:]), state
     except (EOFError, ValueError, TypeError):
         return None
+
+
+def _bundled(fullname: str, source: str, package: bool):
+    """The bundle's code of ``fullname`` when its row names ``source`` and the source is as
+    recorded, else None."""
+    row = _bundle.get(fullname)
+    if row is None or row[0] != source or row[1] is not package:
+        return None
+    if _source_state(source) != (row[2], row[3]):
+        return None
+    _served[fullname] = row
+    return row[4]
+
+
+def _found(fullname: str, source: str, cached: str, package: bool):
+    code = _bundled(fullname, source, package) if _bundle else None
+    if code is not None:
+        return code
+    found = _byte_code(source, cached)
+    if found is None:
+        return None
+    code, state = found
+    if _bundle_path:
+        _served[fullname] = (source, package, state[0], state[1], code)
+        _missed.append(fullname)
+    return code
 
 
 class Finder:
@@ -93,14 +177,17 @@ class Finder:
             return None
         base = path[0]
         leaf = fullname.rpartition(".")[2]
-        source = f"{base}/{leaf}.py"
-        cached = f"{base}/__pycache__/{leaf}.{cls.tag}.pyc"
-        code = _byte_code(source, cached)
+        row = _bundle.get(fullname)
+        code = None
+        if row is None or row[1] is not True:  # a package's row spares the look for a module first
+            source = f"{base}/{leaf}.py"
+            cached = f"{base}/__pycache__/{leaf}.{cls.tag}.pyc"
+            code = _found(fullname, source, cached, False)
         package = None
         if code is None:
             source = f"{base}/{leaf}/__init__.py"
             cached = f"{base}/{leaf}/__pycache__/__init__.{cls.tag}.pyc"
-            code = _byte_code(source, cached)
+            code = _found(fullname, source, cached, True)
             if code is None:
                 return None
             package = [f"{base}/{leaf}"]
@@ -112,8 +199,140 @@ class Finder:
         return spec
 
 
+def _load_bundle(path: str) -> None:
+    """The rows of the bundle at ``path``; none when it is missing, of another interpreter, or
+    not what ``save`` writes. Mapped, not read: the page cache's pages are unmarshalled in place
+    (a read's buffer would be ~150 fresh pages, each a page fault)."""
+    try:
+        fd = open_fd(path, O_RDONLY | O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        from mmap import MAP_PRIVATE, PROT_READ, mmap  # only once there is a bundle to map
+
+        size = fstat(fd).st_size
+        if not 4 < size <= BUNDLE_LIMIT:
+            return
+        mapped = mmap(fd, size, MAP_PRIVATE, PROT_READ)
+    except (OSError, ValueError):
+        return
+    finally:
+        close(fd)
+    try:
+        with memoryview(mapped) as data:
+            if data[:4] != MAGIC_NUMBER:
+                return
+            rows = loads(data[4:])
+    except (EOFError, ValueError, TypeError):
+        return
+    finally:
+        try:
+            mapped.close()
+        except BufferError:  # a view still held: the mapping goes with its last view
+            pass
+    if type(rows) is not tuple:
+        return
+    code_type = type(_load_bundle.__code__)
+    for row in rows:
+        if type(row) is tuple and len(row) == 6 and type(row[0]) is str and type(row[5]) is code_type:
+            _bundle[row[0]] = row[1:]
+
+
 def install() -> None:
-    """Put the finder first, where the interpreter's byte code is the plain kind it reads."""
+    """Put the finder first, where the interpreter's byte code is the plain kind it reads; for
+    a ``run``, read the bundle of its modules first."""
     if Finder.tag is None or sys.flags.optimize:
         return
+    if sys.argv[1:2] == [BUNDLED_COMMAND]:
+        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{BUNDLED_COMMAND}.{Finder.tag}.bundle")
+        _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, Finder)
+    if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
+        _preload()
+
+
+def _preload() -> None:
+    """Run the bundle's modules in the order the last run's finished in, each straight into a
+    module of its own, without the import system's locks, lookups and attribute copying (about
+    40 k instructions a module). What each module imports itself is imported as usual; a
+    package the last run finished after its first modules (its ``__init__`` imports them) is
+    run from its own row when the first of them is reached, importing them as usual. The module
+    is made as the import system makes it (spec, loader, file, cached, package, path, its
+    parent's attribute). A row whose source changed, or of a module that fails, ends the
+    preloading: it and the rest are imported as usual when the run asks for them (a failure
+    then raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``): the
+    trace would miss them."""
+    root = __file__.rpartition("/")[0].rpartition("/")[0]  # this package's directory
+    for name in list(_bundle):
+        if name not in sys.modules and not _run_row(name, root):
+            return
+
+
+def _run_row(name: str, root: str) -> bool:
+    """Run the bundle's row of ``name`` (and of its package first, when that is not loaded yet)
+    into a new module; whether the module is loaded after it."""
+    modules = sys.modules
+    parent, _, leaf = name.rpartition(".")
+    if parent not in modules and (parent not in _bundle or not _run_row(parent, root)):
+        return False
+    if name in modules:  # its package's ``__init__`` imported it
+        return True
+    source, package, mtime, size, code = _bundle[name]
+    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
+    if source != (f"{where}/__init__.py" if package else f"{where}.py") or _source_state(source) != (mtime, size):
+        return False  # a row of another copy of the package, or of a changed source
+    directory, _, file_name = source.rpartition("/")
+    cached = f"{directory}/__pycache__/{file_name[:-3]}.{Finder.tag}.pyc"
+    spec = ModuleSpec(name, _Loader(name, source, None), origin=source, is_package=package)
+    spec.has_location = True
+    spec.cached = cached
+    module = type(sys)(name)
+    attributes = vars(module)
+    attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
+    attributes["__package__"] = name if package else parent
+    if package:
+        module.__path__ = spec.submodule_search_locations = [directory]
+    modules[name] = module
+    try:
+        exec(code, attributes)
+    except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
+        del modules[name]
+        return False
+    setattr(modules[parent], leaf, module)
+    _served[name] = _bundle[name]
+    _order.append(name)
+    return True
+
+
+def save() -> None:
+    """Write the bundle again when this run loaded a module it lacked or held stale: every row
+    it holds, with this run's in their place; best effort (a read-only install keeps none)."""
+    if not _missed or sys.dont_write_bytecode:
+        return
+    from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, write
+
+    rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
+    rows.update((name, row) for name, row in {**_bundle, **_served}.items() if name not in rows)
+    path = _bundle_path[0]
+    temporary = f"{path}.{getpid()}"
+    try:
+        data = MAGIC_NUMBER + dumps(tuple((name, *row) for name, row in rows.items()))
+        fd = open_fd(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    except (OSError, ValueError):
+        return
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[write(fd, view) :]
+        close(fd)
+        fd = -1
+        rename(temporary, path)
+    except OSError:
+        if fd >= 0:
+            close(fd)
+        try:
+            unlink(temporary)
+        except OSError:
+            pass
+    finally:
+        _missed.clear()

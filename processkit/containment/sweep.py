@@ -162,10 +162,11 @@ def sweep(
             every = list(dict.fromkeys(where + parents()))
         return every
 
+    homes = rundir.bases() if found else []  # looked up once: every run found may be in any of them
     for token, group in found.items():
         if attempts is not None and attempts <= 0:
             return
-        if _reap_run(token, group, all_parents, reaped, dry_run, wait, vouched) and attempts is not None:
+        if _reap_run(token, group, all_parents, reaped, dry_run, wait, vouched, homes) and attempts is not None:
             attempts -= 1
 
 
@@ -177,10 +178,10 @@ def _reap_run(
     dry_run: bool,
     wait: bool,
     vouched: frozenset,
+    homes: list[str],
 ) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
-    path = rundir.locate(token)
-    owner = rundir.private_owner(path)
+    path, owner = rundir.locate(token, homes)
     if owner is None:
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")

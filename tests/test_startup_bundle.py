@@ -1,0 +1,168 @@
+"""A ``run``'s byte code kept in one file (``cli/quickimport.py``'s bundle): what goes in, what
+is taken from it, and what never is.
+
+Each test runs the CLI as the launcher does (the finder installed, then ``cli.main.entry``) in a
+fresh interpreter without ``site``, over a byte-compiled copy of the package, so the bundle is
+written where the copy's byte code is and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import processkit
+
+TAG = sys.implementation.cache_tag
+
+
+def _copy(tmp_path) -> str:
+    """A byte-compiled copy of the package, as a regular install leaves it; its parent directory."""
+    package = tmp_path / "processkit"
+    shutil.copytree(os.path.dirname(processkit.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=120)
+    return str(tmp_path)
+
+
+def _bundle(root: str) -> str:
+    return os.path.join(root, "processkit", "cli", "__pycache__", f"run.{TAG}.bundle")
+
+
+def _run(
+    root: str, tmp_path, *, write: bool, report: str = "", installed: str = "", env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """A plain ``run`` of ``true`` through the launcher's finder; ``write``: byte code may be
+    written (else ``-B``); ``report``: code run just before the process exits; ``installed``:
+    code run once the finder is in place, before the CLI is imported."""
+    script = (
+        f"import os, sys; sys.path.insert(0, {root!r})\n"
+        f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', 'true']\n"
+        "def report(code):\n"
+        f"    {report or 'pass'}\n"
+        "    sys.stdout.flush()\n"
+        "    real(code)\n"
+        "real, os._exit = os._exit, report\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        f"{installed}\n"
+        "from processkit.cli.main import entry\nentry()\n"
+    )
+    env = {key: value for key, value in {**os.environ, **(env or {})}.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    flags = ["-S"] if write else ["-S", "-B"]
+    result = subprocess.run([sys.executable, *flags, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+_LOADERS = (
+    "[print(name, type(m.__spec__.loader).__name__) for name, m in sorted(sys.modules.items())"
+    " if name.startswith('processkit.') and m is not None]"
+)
+
+
+def _pycs(root: str) -> list[str]:
+    return [
+        os.path.join(directory, name)
+        for directory, _, names in os.walk(os.path.join(root, "processkit"))
+        for name in names
+        if name.endswith(".pyc")
+    ]
+
+
+def test_a_run_takes_every_module_it_loads_from_the_bundle_the_last_run_wrote(tmp_path):
+    """The first run reads its modules' pycs and writes the bundle as it exits; the next loads
+    every module through the finder with no pyc left to read (only the bundle has the code)."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    assert os.path.getsize(_bundle(root)) > 0
+    for pyc in _pycs(root):
+        os.unlink(pyc)
+    loaders = dict(line.split() for line in _run(root, tmp_path, write=False, report=_LOADERS).stdout.splitlines())
+    assert "processkit.engine.runner" in loaders
+    before = {"processkit.cli", "processkit.cli.quickimport", "processkit.version"}  # loaded before the finder
+    slow = sorted(name for name, loader in loaders.items() if loader != "_Loader" and name not in before)
+    assert slow == [name for name in ("processkit._native",) if name in loaders]
+
+
+def test_a_source_changed_since_the_bundle_is_loaded_from_the_source(tmp_path):
+    """A row is used only while its source's mtime and size are as recorded: a changed module
+    runs its new code, as it would with its pyc stale."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    changed = tmp_path / "processkit" / "engine" / "state.py"
+    changed.write_text(changed.read_text() + "\nCHANGED = 7\n")
+    os.utime(changed, (1, 1))  # an mtime no pyc or row of it can carry
+    report = "print(sys.modules['processkit.engine.state'].CHANGED)"
+    assert _run(root, tmp_path, write=False, report=report).stdout.split() == ["7"]
+
+
+def test_a_bundle_that_is_not_one_is_ignored_and_written_again(tmp_path):
+    """Garbage, another interpreter's magic number or a truncated marshal in the bundle's place:
+    the run loads its modules from their pycs as before, and leaves a good bundle."""
+    root = _copy(tmp_path)
+    os.makedirs(os.path.dirname(_bundle(root)), exist_ok=True)
+    for content in (b"not a bundle", b"\0\0\0\0" + b"x" * 100, None):
+        if content is None:  # a good one cut short
+            with open(_bundle(root), "rb") as handle:
+                content = handle.read()[:5000]
+        with open(_bundle(root), "wb") as handle:
+            handle.write(content)
+        _run(root, tmp_path, write=True)
+        with open(_bundle(root), "rb") as handle:
+            assert len(handle.read()) > 100_000
+
+
+def test_no_bundle_is_written_when_byte_code_is_not(tmp_path):
+    """``-B`` (and ``PYTHONDONTWRITEBYTECODE``): nothing is written beside the sources."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=False)
+    assert not os.path.exists(_bundle(root))
+    assert [name for name in os.listdir(os.path.dirname(_bundle(root))) if not name.endswith(".pyc")] == []
+
+
+def test_only_a_run_uses_a_bundle(tmp_path):
+    """Another command reads and writes none: the bundle holds what ``run`` loads."""
+    root = _copy(tmp_path)
+    script = (
+        f"import sys; sys.path.insert(0, {root!r}); sys.argv[1:] = ['list']\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        "from processkit.cli.main import entry\nentry()\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PROCESSKIT_CLI_REGISTRY_DIR"] = str(tmp_path / "registry")
+    result = subprocess.run([sys.executable, "-S", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not os.path.exists(_bundle(root))
+
+
+_MADE = (
+    "[print(name, type(m.__loader__).__name__, m.__spec__.name == name, m.__spec__.origin == m.__file__,"
+    " m.__spec__.cached == m.__cached__, m.__spec__.loader is m.__loader__, m.__spec__.has_location,"
+    " m.__package__, getattr(m, '__path__', None) == m.__spec__.submodule_search_locations,"
+    " getattr(sys.modules[name.rpartition('.')[0]], name.rpartition('.')[2], None) is m)"
+    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and m is not None]"
+)
+
+
+def test_a_run_with_a_bundle_has_its_modules_before_it_asks_for_them_made_as_imports_make_them(tmp_path):
+    """With a bundle, the launcher runs its modules before the CLI is imported (``_preload``),
+    past the import system; each is made as an import makes it: spec, loader, file, cached byte
+    code's path, package, path, and its parent's attribute (compared with the run that wrote
+    the bundle, whose modules were imported)."""
+    root = _copy(tmp_path)
+    early = "print('early', 'processkit.engine.runner' in sys.modules)"
+    imported = _run(root, tmp_path, write=True, report=_MADE, installed=early).stdout.splitlines()
+    preloaded = _run(root, tmp_path, write=False, report=_MADE, installed=early).stdout.splitlines()
+    assert imported[0] == "early False" and preloaded[0] == "early True"
+    assert any(line.startswith("processkit.engine.runner _Loader True") for line in preloaded)
+    assert preloaded[1:] == imported[1:]
+
+
+def test_an_import_trace_still_shows_a_runs_modules_when_a_bundle_is_there(tmp_path):
+    """``-X importtime`` (``PYTHONPROFILEIMPORTTIME``) and ``-v`` see every import: no module is
+    run past the import system then (tests/test_startup_imports.py reads that trace)."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    traced = _run(root, tmp_path, write=False, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert "processkit.engine.runner" in traced.stderr
