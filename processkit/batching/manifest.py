@@ -264,9 +264,7 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     return count, any_needs
 
 
-def job_from(
-    number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True
-) -> Job:
+def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line when it is bad.
     ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
     ``env_files``: each ``env_file`` is checked to be a regular file (or absent) now; the pass
