@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import inspect
 import os
 import runpy
 import sys
@@ -28,6 +29,19 @@ PARTS = [
     ("processkit.engine.state", "RunState.read_member_list"),  # the spawn's snapshot, the end's tree
     ("processkit.engine.spawn", "native_spawn"),
     ("processkit.events.emitter", "Emitter.emit"),
+    # The engine's whole run (a generator: each resumption timed), and the batch's own parts.
+    ("processkit.batching.on_host", "steps"),
+    ("processkit.batching.on_host", "_job_steps"),  # the batch's wiring around the run's steps
+    ("processkit.batching.manifest", "read"),  # the check pass, once per batch
+    ("processkit.batching.manifest", "job_from"),  # both passes
+    ("processkit.batching.manifest", "Manifest.__iter__"),  # the pass as the jobs start
+    ("processkit.batching.on_host", "job_spec"),
+    ("processkit.batching.on_host", "ensure_directory"),
+    ("processkit.batching.on_host", "settle"),
+    ("processkit.batching.job_lines", "ran"),
+    ("processkit.batching.recorder", "Recorder.record"),
+    ("processkit.summary_line", "JobLine.encode"),
+    ("processkit.cli.batch", "Progress.finished"),
 ]
 
 
@@ -35,11 +49,34 @@ def timed(spent: collections.Counter, key: str, real):
     def part(*args, **kwargs):
         started = time.process_time()
         try:
-            return real(*args, **kwargs)
+            result = real(*args, **kwargs)
         finally:
             spent[key] += time.process_time() - started
+        return resumed(spent, key, result) if inspect.isgenerator(result) else result
 
     return part
+
+
+def resumed(spent: collections.Counter, key: str, generator):
+    """A generator (a run's steps) timed at each resumption, not while it waits; what is thrown
+    into it is handed on."""
+    sent, raised = None, None
+    while True:
+        started = time.process_time()
+        try:
+            value = generator.send(sent) if raised is None else generator.throw(raised)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            spent[key] += time.process_time() - started
+        sent, raised = None, None
+        try:
+            sent = yield value
+        except GeneratorExit:
+            generator.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown into the run: handed on
+            raised = exc
 
 
 def main() -> None:

@@ -537,6 +537,23 @@ def test_an_out_directory_another_user_could_write_is_refused(tmp_path):
     assert proc.returncode == 111 and b"a link is never followed" in proc.stderr
 
 
+def test_a_job_directory_left_writable_by_others_is_refused_and_a_new_one_is_made_private(tmp_path):
+    """A job directory the batch makes is the caller's alone; one already in a reused ``--out``
+    is checked before the job writes there (a writable one fails that job, 111, and the batch
+    goes on)."""
+    out = tmp_path / "out"
+    (out / "open").mkdir(parents=True)
+    (out / "open").chmod(0o777)
+    jobs = [{"args": ["true"], "id": "open"}, {"args": ["true"], "id": "fresh"}]
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, timeout=30)
+    lines = summary(out)
+    assert proc.returncode == 117, proc.stderr
+    assert lines["open"]["exit_code"] == 111 and "others may write to it" in lines["open"]["message"]
+    assert lines["fresh"]["exit_code"] == 0
+    assert (out / "fresh").stat().st_mode & 0o777 == 0o755 & ~os.umask(os.umask(0))
+    assert not (out / "open" / "events.jsonl").exists()
+
+
 def test_the_manifest_may_come_on_stdin_and_show_output_prints_blocks(tmp_path):
     """Each job's block starts with a header naming it; its stderr goes to stderr, after the
     job's own line there."""

@@ -64,7 +64,9 @@ def for_job(
     earlier: list[EarlierAttempt] | None = None,
     skipped_for: str | None = None,
 ) -> JobLine:
-    """``job``'s line: its identity (id, digests, command, needs) from the job, the rest as given."""
+    """``job``'s line: its identity (id, digests, command, needs) from the job, the rest as given.
+    Every field is given in order, the record's quick way in (``plain``: a field given by name
+    costs a merge with the defaults, a job's largest share of making its line)."""
     return JobLine(
         job.id,
         run_id,
@@ -82,8 +84,10 @@ def for_job(
         stderr,
         message,
         earlier or [],
-        skipped_for=skipped_for,
-        needs=list(job.plan.needs) or None,
+        False,  # flaky: decided by the batch once the job is recorded
+        skipped_for,
+        list(job.plan.needs) or None,
+        None,  # inputs_sha256: the batch's, as the job started
     )
 
 

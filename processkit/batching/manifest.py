@@ -18,6 +18,7 @@ import json
 import os
 import re
 import stat
+from hashlib import sha256
 
 from ..bounded import MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, Kind, usage
@@ -240,7 +241,7 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     for number, value in passes():
         if count == MAX_JOBS:
             raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
-        job = job_from(number, value, templates)
+        job = job_from(number, value, templates, digest=keep is not None)
         names.add("id", job.id)
         if job.template.run_id_given:
             names.add("run_id", job.template.run_id)
@@ -251,7 +252,7 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     if names.candidates:
         recheck = names.recheck()
         for number, value in passes():
-            job = job_from(number, value, templates)
+            job = job_from(number, value, templates, digest=False)
             first = recheck.first("id", job.id, number)
             if first is not None:
                 raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {first})")
@@ -263,12 +264,14 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     return count, any_needs
 
 
-def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True) -> Job:
+def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line when it is bad.
     ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
     ``env_files``: each ``env_file`` is checked to be a regular file (or absent) now; the pass
     that reads a checked manifest again as its jobs start leaves that to the job's own start,
-    where a file swapped since fails that job alone (111), not the manifest."""
+    where a file swapped since fails that job alone (111), not the manifest. ``digest``: the
+    line's ``job_sha256`` is taken; without, the job's ``digest`` is "" (a check's pass over the
+    lines, whose jobs are dropped: the pass that runs them takes it, once a job)."""
 
     def bad(message: str) -> Failure:
         return usage(f"manifest line {number}: {message}")
@@ -315,16 +318,18 @@ def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bo
             raise bad(
                 f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
             )
-    return Job(job_id, command, template, secret, _digest(value), plan)
+    return Job(job_id, command, template, secret, _digest(value) if digest else "", plan)
+
+
+# ``json.dumps`` with these options makes an encoder per call; the same one, made once, gives
+# the same text (``JSONEncoder.encode`` keeps no state between calls).
+_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
 
 def _digest(value: dict) -> str:
     """SHA-256 of the job's line as JSON with sorted keys: its command, keywords (env, cwd, ...)
     and id; an API caller's non-JSON value is named by its repr."""
-    import hashlib
-
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(_SORTED.encode(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _regular_or_absent(path: str) -> bool:

@@ -270,8 +270,9 @@ def _every_second(host: Host, call: Callable[[], None]) -> None:
     tick()
 
 
-def _stream_path(out: str, job: Job) -> str:
-    return os.path.join(out, job.id, "events.jsonl")
+# A job's stream and capture directory in its directory (``os.path.join``'s result, spelled once).
+STREAM = os.sep + "events.jsonl"
+CAPTURE = os.sep + "capture"
 
 
 def _job_steps(
@@ -315,8 +316,8 @@ def _job_steps(
     try:
         spec = job_spec(
             job,
-            jsonl=_stream_path(out, job),
-            capture_dir=os.path.join(directory, "capture"),
+            jsonl=directory + STREAM,
+            capture_dir=directory + CAPTURE,
             label=label,
             timeout_ms=timeout_ms,
             args=args,

@@ -78,9 +78,13 @@ def mark_top_directory(fd: int) -> bool:
 
 
 def ensure_directory(path: str, what: str) -> str:
-    """``path`` as a directory this user owns and alone may write; made when missing."""
+    """``path`` as a directory this user owns and alone may write; made when missing. One this
+    call made is this user's, and its mode (0o755 less the umask) lets no one else write: it is
+    checked only when it was there already (its parent is the caller's own, so nobody else can
+    have put it there since)."""
     try:
         os.mkdir(path, 0o755)
+        return path
     except FileExistsError:
         pass
     except OSError as exc:

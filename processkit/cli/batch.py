@@ -260,10 +260,12 @@ class Progress:
         self._failed_count = 0
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
-
-    def finished(self, line: JobLine, tally) -> None:
         from ..batching.job_lines import WORDS, outcome
 
+        self._words = WORDS, outcome  # imported once here: each job's line reads them
+
+    def finished(self, line: JobLine, tally) -> None:
+        WORDS, outcome = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
         kind = outcome(line)
