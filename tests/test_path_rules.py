@@ -66,6 +66,9 @@ ALLOWED = {
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
     ("service/scratch.py", "make", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
+    ("service/request.py", "Request._held_capture", "os.makedirs"): "a request's directory inside the service's "
+    "own scratch directory (scratch.make: a fresh 0700 name), so nothing another user made is in its path",
+    ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
     ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",
