@@ -274,6 +274,17 @@ class HeldFiles:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    def same(self, names: tuple[str, ...], contents: tuple[bytes, ...]) -> bool:
+        """Whether each file of ``names`` holds exactly its bytes of ``contents``: each read asks
+        for one byte more than expected, so a match is the whole file (a short read is the end,
+        ``read_bytes``) and a longer file cannot match; raises OSError."""
+        fds = self._fds
+        for name, expected in zip(names, contents):
+            fd = fds.get(name)
+            if os.pread(self._fd(name) if fd is None else fd, len(expected) + 1, 0) != expected:
+                return False
+        return True
+
     def text(self, name: str) -> str:
         return self.content(name).decode("utf-8", "surrogateescape")
 

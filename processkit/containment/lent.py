@@ -60,7 +60,7 @@ V2 = ("cgroup2",)  # the controllers key of a cgroup v2 group: its own kind, joi
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
 # The files of a group a run's process may write (its own group's limits and switches) and the
 # counters that cannot start again, by controller: a group is lent again only while they read
-# as when it was made (``_settings``). A file this kernel does not have is left out.
+# as when it was made (``_as_made``). A file this kernel does not have is left out.
 SETTINGS = {
     "cgroup2": ("cgroup.freeze", "cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
     "memory": (
@@ -120,8 +120,8 @@ class Pooled:
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path, parent_fd)  # what is read of it run after run
-        self.setting_files = _present(self.files, [name for c in controllers for name in SETTINGS.get(c, ())])
-        self.settings = _settings(self)  # as made (lent at once: its files stay open for its run)
+        # Its settings files and their content as made (lent at once: its files stay open for its run).
+        self.setting_files, self.settings = _present(self.files, [n for c in controllers for n in SETTINGS.get(c, ())])
         self.idle_files = 0  # the files it keeps open while idle, counted in its pool's room
 
 
@@ -157,18 +157,24 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
     its usage harmed nothing)."""
     files = group.files
     controllers = group.controllers
+    memory = "memory" in controllers
     try:
-        facts = _stat(group)
-        if facts.st_nlink != 2 or group.settings is None or _settings(group) != group.settings:
-            return False  # a group below it, or a limit or a counter not as when it was made
+        if _stat(group).st_nlink != 2:
+            return False  # a group below it
+        if not memory and not _as_made(group):
+            return False  # a limit or a counter not as when it was made
         if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
             return not counting and (ahead or not files.content("cgroup.procs").strip())
         if "pids" in controllers:
             if (not ahead and files.number("pids.current") != 0) or files.number("pids.peak") > 1:
                 return False
-        if "memory" in controllers:  # its tasks are read by the fd it is joined through
-            return _memory_restarted(group, "cpuacct" in controllers)
+        if memory:  # its tasks are read by the fd it is joined through
+            # Its settings once its charge is 0: a group still charged is tried again later (and
+            # its settings read then), one whose settings changed is not lent (``remove`` closes
+            # the tasks fd it was given).
+            started = _memory_restarted(group, "cpuacct" in controllers)
+            return started if not started else _as_made(group)
         if "cpuacct" in controllers:
             if not ahead and cgroupfs.v1_has_members(group.path, group.parent_fd):
                 return False
@@ -209,28 +215,35 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
             os.close(join_fd)
 
 
-def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[str, ...]:
-    """The files of ``names`` this kernel gives the group (read once, when it is made)."""
-    found = []
+def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
+    """The files of ``names`` this kernel gives the group, and their content as made (None when
+    one is there but unreadable: never lent again); read once, when it is made."""
+    found: list[str] = []
+    contents: list[bytes] | None = []
     for name in names:
         try:
-            files.content(name)
+            content = files.content(name)
         except FileNotFoundError:
             continue
         except OSError:
-            pass  # there, but unreadable: ``_settings`` says so
+            contents = None  # there, but unreadable
+        else:
+            if contents is not None:
+                contents.append(content)
         found.append(name)
-    return tuple(found)
+    return tuple(found), None if contents is None else tuple(contents)
 
 
-def _settings(group: Pooled) -> bytes | None:
-    """What a group's next run must find as a fresh group has it (``SETTINGS``): its limits,
-    its switches and the counters that cannot start again; None when unreadable (never lent
-    again)."""
+def _as_made(group: Pooled) -> bool:
+    """Whether what a group's next run must find as a fresh group has it (``SETTINGS``: its
+    limits, its switches and the counters that cannot start again) reads as when it was made;
+    False when unreadable. Each file is read for one byte more than it held then: a read that
+    matches is the whole file (a ``seq_file``'s short read is its end), and one longer cannot
+    match, so the comparison is the whole content's at a read of a few bytes."""
     try:
-        return b"\0".join(group.files.content(name) for name in group.setting_files)
+        return group.settings is not None and group.files.same(group.setting_files, group.settings)
     except OSError:
-        return None
+        return False
 
 
 def _swapped(files: cgroupfs.HeldFiles) -> bool:
