@@ -715,3 +715,45 @@ def test_what_the_jobs_in_flight_leave_of_the_open_file_limit_is_the_pools_room(
     assert fdlimit.spare_descriptors() == 2000 - open_now - fdlimit.DESCRIPTORS_KEPT - 3 * fdlimit.DESCRIPTORS_PER_JOB
     assert fdlimit.runs_that_fit(1000) < 1000
     assert fdlimit.spare_descriptors() == 0
+
+
+def test_a_memory_group_still_charged_is_tried_again_without_its_settings_read(monkeypatch):
+    """A memory group given back still charged (a tmpfs file its run left) is tried again later:
+    its charge is read at each try, its settings (``lent.SETTINGS``, which must read as made)
+    only once its charge is 0, when it would be lent, not at every try; it stays idle meanwhile."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, lent, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    left = f"/dev/shm/pk-pool-settings-test-{os.getpid()}"  # made here, removed below
+    read: list[str] = []
+    real_pread = os.pread
+
+    def pread(fd, *args):
+        read.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_pread(fd, *args)
+
+    try:
+        charged = lender.take(parent, ("memory",))
+        fill = f"echo $$ > {charged.path}/tasks && head -c 4194304 /dev/zero > {left}"
+        subprocess.run(["sh", "-c", fill], check=True)
+        lender.give(charged)
+        monkeypatch.setattr(os, "pread", pread)
+        other = lender.take(parent, ("memory",))
+        monkeypatch.setattr(os, "pread", real_pread)
+        assert other is not charged and os.path.isdir(charged.path), "a group still charged waits, idle"
+        assert f"{charged.path}/memory.max_usage_in_bytes" in read, "its charge was read"
+        settings = {f"{charged.path}/{name}" for name in lent.SETTINGS["memory"]}
+        assert not settings.intersection(read), "a group still charged had its settings read"
+        lender.give(other)
+    finally:
+        monkeypatch.setattr(os, "pread", real_pread)
+        if os.path.exists(left):
+            os.unlink(left)
+        lender.close()
+        home.close()

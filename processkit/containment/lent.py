@@ -14,7 +14,8 @@ Facts that decide what may be reused, and when:
   limit, ``cgroup.freeze``), and some counters cannot start again (``pids.events``, the OOM
   kill count in ``memory.oom_control``, ``memory.failcnt``). Those of ``SETTINGS`` must read
   as when the group was made, or it is not lent again: one job can never cap, freeze or
-  count for the next. (Read through held fds: a few ``pread``s a reuse.)
+  count for the next. (Read through held fds, each for one byte more than it held then: a
+  few short ``pread``s a reuse; a memory group's once its charge is 0, not at each try.)
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
   CPU: the group starts as a fresh one does.
 - pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
