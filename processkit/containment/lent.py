@@ -218,7 +218,12 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
 
 def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
     """The files of ``names`` this kernel gives the group, and their content as made (None when
-    one is there but unreadable: never lent again); read once, when it is made."""
+    one is there but unreadable: never lent again); read once, when it is made.
+
+    Each content is kept as a copy: a read's bytes are a ``READ_CHUNK`` buffer shrunk in place,
+    so kept for the group's life they would stay in the C heap where that buffer was, out of
+    the interpreter's small-object arenas, and the batch's peak RSS grew with the groups made
+    (bench/README.md, "The as-made check re-landed")."""
     found: list[str] = []
     contents: list[bytes] | None = []
     for name in names:
@@ -230,7 +235,7 @@ def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ..
             contents = None  # there, but unreadable
         else:
             if contents is not None:
-                contents.append(content)
+                contents.append(bytes(memoryview(content)))  # a compact copy
         found.append(name)
     return tuple(found), None if contents is None else tuple(contents)
 
