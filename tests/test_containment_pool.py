@@ -795,3 +795,84 @@ def test_a_lent_groups_settings_as_made_are_kept_out_of_the_c_heap(controller):
     finally:
         lender.close()
         home.close()
+
+
+def test_a_memory_group_started_again_ahead_has_its_tasks_opened_once_and_is_joined_through_them(monkeypatch):
+    """A v1 member list is read afresh only from a new open of ``tasks``: a memory group started
+    again ahead of its run opens it once, when ``take`` lends it (to see it empty), and its
+    run's child joins through that same fd."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, cgroupfs, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    opened: list[str] = []
+    real_open_members = cgroupfs.open_members
+
+    def open_members(path, *args, **kwargs):
+        opened.append(path)
+        return real_open_members(path, *args, **kwargs)
+
+    try:
+        group = lender.take(parent, ("memory",))
+        lender.give(group)
+        monkeypatch.setattr(cgroupfs, "open_members", open_members)
+        lender.restart_ahead()
+        again = lender.take(parent, ("memory",))
+        monkeypatch.undo()
+        assert again is group and again.reused
+        assert opened == [group.path], f"its tasks opened {len(opened)} times for one lend"
+        joined = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import os; os.write({again.join_fd}, b'0'); print(open('/proc/self/cgroup').read())",
+            ],
+            pass_fds=[again.join_fd],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        memory_line = next(line for line in joined.splitlines() if ":memory:" in line)
+        assert memory_line.endswith("/" + os.path.basename(group.path)), joined
+        lender.give(again)
+    finally:
+        monkeypatch.undo()
+        lender.close()
+        home.close()
+
+
+def test_an_idle_memory_group_behind_one_still_charged_is_lent_rather_than_a_group_made():
+    """The longest idle memory group may still be charged (a tmpfs file its run left): the next
+    idle one, drained, is tried and lent before a fresh group is made (a group made and
+    removed costs about twenty tries), and the charged one stays idle for a later try."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    left = f"/dev/shm/pk-pool-charged-test-{os.getpid()}"  # made here, removed below
+    try:
+        charged = lender.take(parent, ("memory",))
+        drained = lender.take(parent, ("memory",))
+        fill = f"echo $$ > {charged.path}/tasks && head -c 1048576 /dev/zero > {left}"
+        subprocess.run(["sh", "-c", fill], check=True)
+        lender.give(charged)
+        lender.give(drained)
+        taken = lender.take(parent, ("memory",))
+        assert taken is drained and taken.reused, "a fresh group was made while an idle one was drained"
+        assert os.path.isdir(charged.path), "the charged group stays idle"
+        lender.give(taken)
+    finally:
+        if os.path.exists(left):
+            os.unlink(left)
+        lender.close()
+        home.close()

@@ -268,6 +268,8 @@ class HeldFiles:
     def content(self, name: str) -> bytes:
         fd = self._fd(name)
         chunk = os.pread(fd, READ_CHUNK, 0)
+        if len(chunk) < READ_CHUNK:  # the whole file, as nearly every group file is
+            return chunk
         chunks = [chunk]
         while len(chunk) == READ_CHUNK:  # a short read is the end (``read_bytes``)
             chunk = os.pread(fd, READ_CHUNK, READ_CHUNK * len(chunks))

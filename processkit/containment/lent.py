@@ -30,13 +30,17 @@ Facts that decide what may be reused, and when:
   back after the restart is 0: the charge was 0 when it restarted, and with no task in the
   group and nothing of it swapped out (``memory.memsw.usage_in_bytes`` 0, where the kernel
   counts swap) nothing can charge it again before the next run's first task, so its peak
-  counts from 0 as a fresh group's does. The idle groups are tried oldest first, one at a
-  time, and one still charged goes behind the others, unless they are at their bound. So more of
+  counts from 0 as a fresh group's does. The idle groups are tried oldest first, and one still
+  charged goes behind the others, unless they are at their bound; a few are tried so before a
+  fresh group is made (``pool.CHARGED_TRIES``: a try costs about a twentieth of a group made
+  and removed, and most drain within a try or two). So more of
   them are idle than runs are in flight: an idle memory group keeps its files (``IDLE_FILES``) open only
   while the open-file limit leaves room for them beside the jobs in flight
   (``fdlimit.spare_descriptors``; a try at a group still charged is then a few ``pread``s, not
   as many ``open``s and ``close``s), else holds none and opens them when it is started again. Its
-  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle.
+  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle, and
+  is opened once a lend: when the group is started again at ``take``, or, started ahead, by
+  ``empty`` when ``take`` lends it.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -132,6 +136,11 @@ def empty(group: Pooled) -> bool:
     try:
         if group.controllers == V2:
             return not files.content("cgroup.procs").strip()
+        if "memory" in group.controllers and group.join_fd < 0:  # started ahead: no join fd yet
+            # Its tasks opened now, afresh, list its members: the fd its run's child joins by.
+            group.join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
+            if "pids" not in group.controllers:
+                return not os.pread(group.join_fd, 1, 0)
         if "pids" in group.controllers:
             return files.number("pids.current") == 0
         return not cgroupfs.v1_has_members(group.path, group.parent_fd)
@@ -174,7 +183,7 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
             # Its settings once its charge is 0: a group still charged is tried again later (and
             # its settings read then), one whose settings changed is not lent (``remove`` closes
             # the tasks fd it was given).
-            started = _memory_restarted(group, "cpuacct" in controllers)
+            started = _memory_restarted(group, "cpuacct" in controllers, ahead)
             return started if not started else _as_made(group)
         if "cpuacct" in controllers:
             if not ahead and cgroupfs.v1_has_members(group.path, group.parent_fd):
@@ -194,15 +203,16 @@ def _stat(group: Pooled) -> os.stat_result:
     return os.stat(group.path)
 
 
-def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
+def _memory_restarted(group: Pooled, cpuacct: bool, ahead: bool) -> bool | None:
     """``restarted`` for a memory group (``cpuacct``: that hierarchy's too), whose ``tasks`` fd
     its run's child joins through is opened here (afresh: it lists the members then) and kept
     only when the group is lent; its files stay open either way (the pool closes them, or
-    keeps them while it is idle); raises OSError."""
+    keeps them while it is idle); raises OSError. ``ahead``: its tasks are opened by ``empty``
+    when ``take`` lends it, once a lend (a v1 member list is read afresh only from a new open)."""
     files = group.files
-    join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
+    join_fd = -1 if ahead else cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
     try:
-        if os.pread(join_fd, 1, 0):
+        if join_fd >= 0 and os.pread(join_fd, 1, 0):
             return False
         if cpuacct:
             files.write("cpuacct.usage", "0")
