@@ -844,35 +844,3 @@ def test_a_memory_group_started_again_ahead_has_its_tasks_opened_once_and_is_joi
         monkeypatch.undo()
         lender.close()
         home.close()
-
-
-def test_an_idle_memory_group_behind_one_still_charged_is_lent_rather_than_a_group_made():
-    """The longest idle memory group may still be charged (a tmpfs file its run left): the next
-    idle one, drained, is tried and lent before a fresh group is made (a group made and
-    removed costs about twenty tries), and the charged one stays idle for a later try."""
-    import subprocess
-
-    from processkit import rundir
-    from processkit.containment import cgroup_v1, pool
-
-    home = rundir.RunDir()
-    home.holds_jobs = True
-    lender = pool.Pool(home)
-    parent = cgroup_v1.own_groups()["memory"]
-    left = f"/dev/shm/pk-pool-charged-test-{os.getpid()}"  # made here, removed below
-    try:
-        charged = lender.take(parent, ("memory",))
-        drained = lender.take(parent, ("memory",))
-        fill = f"echo $$ > {charged.path}/tasks && head -c 1048576 /dev/zero > {left}"
-        subprocess.run(["sh", "-c", fill], check=True)
-        lender.give(charged)
-        lender.give(drained)
-        taken = lender.take(parent, ("memory",))
-        assert taken is drained and taken.reused, "a fresh group was made while an idle one was drained"
-        assert os.path.isdir(charged.path), "the charged group stays idle"
-        lender.give(taken)
-    finally:
-        if os.path.exists(left):
-            os.unlink(left)
-        lender.close()
-        home.close()

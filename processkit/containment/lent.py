@@ -30,10 +30,8 @@ Facts that decide what may be reused, and when:
   back after the restart is 0: the charge was 0 when it restarted, and with no task in the
   group and nothing of it swapped out (``memory.memsw.usage_in_bytes`` 0, where the kernel
   counts swap) nothing can charge it again before the next run's first task, so its peak
-  counts from 0 as a fresh group's does. The idle groups are tried oldest first, and one still
-  charged goes behind the others, unless they are at their bound; a few are tried so before a
-  fresh group is made (``pool.CHARGED_TRIES``: a try costs about a twentieth of a group made
-  and removed, and most drain within a try or two). So more of
+  counts from 0 as a fresh group's does. The idle groups are tried oldest first, one at a
+  time, and one still charged goes behind the others, unless they are at their bound. So more of
   them are idle than runs are in flight: an idle memory group keeps its files (``IDLE_FILES``) open only
   while the open-file limit leaves room for them beside the jobs in flight
   (``fdlimit.spare_descriptors``; a try at a group still charged is then a few ``pread``s, not

@@ -27,10 +27,6 @@ from .lent import IDLE_FILES, V2, Pooled, empty, parkable, remove, restarted
 HELD = "groups"  # the pool's name in its directory's ``holds``
 POOL_SEQ = 1 << 32  # the pool's group names follow a sequence no job's eight hex digits reach
 MAX_IDLE = 64  # idle groups kept per parent, past which a given-back group is removed
-# Idle memory groups still charged tried in one ``take`` (or ``restart_ahead``) before it makes
-# a fresh one: most drain within a try or two (bench/README.md), and a try is about 12 µs
-# against 290 µs for a group made and later removed.
-CHARGED_TRIES = 3
 
 
 def of(rundir: RunDir | None) -> Pool | None:
@@ -127,12 +123,11 @@ class Pool:
     def _restart_one(self, idle: list[Pooled], controllers: tuple[str, ...], ahead: bool) -> Pooled | None:
         """The first of ``idle`` (memory groups: the longest idle, which has had the most time to
         drain) whose counters start again, taken out; one that cannot is removed, and a memory
-        group still charged goes behind the others for a later try, unless they are at their
-        bound: None once ``CHARGED_TRIES`` were still charged, or each was tried once.
-        ``ahead``: for ``restart_ahead``, whose group ``take`` checks empty when it lends it."""
+        group still charged goes behind the others for a later try (then None), unless they are
+        at their bound. ``ahead``: for ``restart_ahead``, whose group ``take`` checks empty when
+        it lends it."""
         oldest_first = "memory" in controllers
-        charged = 0
-        for _ in range(len(idle)):  # each at most once
+        while idle:
             group = idle.pop(0 if oldest_first else -1)
             self._idle_files -= group.idle_files
             group.idle_files = 0
@@ -143,10 +138,7 @@ class Pool:
             if started is None and len(idle) < MAX_IDLE - 1:
                 self._hold_or_close(group)
                 idle.append(group)
-                charged += 1
-                if charged == CHARGED_TRIES:
-                    return None
-                continue
+                return None
             self._remove(group)
         return None
 
