@@ -844,3 +844,31 @@ def test_a_memory_group_started_again_ahead_has_its_tasks_opened_once_and_is_joi
         monkeypatch.undo()
         lender.close()
         home.close()
+
+
+def test_jobs_in_flight_with_lent_groups_fit_the_open_file_limit_they_were_let_in_by(tmp_path):
+    """Under ``ulimit -n 1024`` a batch lets in as many jobs at once as ``fdlimit`` counts room
+    for; each holds its lent groups' files (their join fds and what is read of them, the as-made
+    settings among them) besides its own, so a count short of them had jobs fail to spawn
+    (EMFILE) once that many were in flight beside the idle groups' files. Every job runs."""
+    import resource
+
+    jobs = [{"args": ["sleep", "0.5"], "id": f"j{n}"} for n in range(60)]  # two waves: the pool idle between
+    out = tmp_path / "out"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    proc = run_cli(
+        "batch",
+        write_manifest(tmp_path / "m.jsonl", jobs),
+        "--out",
+        out,
+        "--jobs",
+        "30",
+        "--keep",
+        "failed",
+        preexec_fn=limit,
+    )
+    failed = [line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if line["exit_code"]]
+    assert proc.returncode == 0 and not failed, proc.stderr[-2000:]
