@@ -859,16 +859,7 @@ def test_jobs_in_flight_with_lent_groups_fit_the_open_file_limit_they_were_let_i
     def limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
-    proc = run_cli(
-        "batch",
-        write_manifest(tmp_path / "m.jsonl", jobs),
-        "--out",
-        out,
-        "--jobs",
-        "30",
-        "--keep",
-        "failed",
-        preexec_fn=limit,
-    )
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "30", "--keep", "failed", preexec_fn=limit)
     failed = [line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if line["exit_code"]]
     assert proc.returncode == 0 and not failed, proc.stderr[-2000:]
