@@ -789,6 +789,8 @@ def test_a_lent_groups_settings_as_made_are_kept_out_of_the_c_heap(controller):
         group = lender.take(parent, pool.V2 if controller == "cgroup2" else (controller,))
         assert group.settings, "the group's settings were read as made"
         heap = _c_heap()
+        if id(bytes(memoryview(b"a small object"))) in heap:
+            pytest.skip("small objects come from the C heap here (PYTHONMALLOC=malloc)")
         pinned = [content for content in group.settings if id(content) in heap]
         assert not pinned, f"{len(pinned)} of {len(group.settings)} settings kept in the C heap"
         lender.give(group)
