@@ -865,3 +865,41 @@ def test_jobs_in_flight_with_lent_groups_fit_the_open_file_limit_they_were_let_i
     proc = run_cli("batch", manifest, "--out", out, "--jobs", "30", "--keep", "failed", preexec_fn=limit)
     failed = [line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if line["exit_code"]]
     assert proc.returncode == 0 and not failed, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("controller", ["memory", "pids", "cpuacct"])
+def test_a_lent_v1_groups_link_count_is_read_from_a_held_fd_not_a_walk_from_its_parent(monkeypatch, controller):
+    """A group's link count (a group below it) is read when it is given back and when it is
+    started again, twice a lend: by ``fstat`` of a path fd its held files keep on it, not a
+    ``stat`` through its parent; a group made below it is still seen (it is removed, not lent)."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home, idle_file_room=pool.IDLE_FILES)
+    parent = cgroup_v1.own_groups()[controller]
+    walked: list[str] = []
+    real_stat = os.stat
+    try:
+        group = lender.take(parent, (controller,))
+        name = os.path.basename(group.path)
+        monkeypatch.setattr(os, "stat", lambda path, *a, **k: walked.append(str(path)) or real_stat(path, *a, **k))
+        lender.give(group)
+        lender.restart_ahead()
+        again = lender.take(parent, (controller,))
+        assert again is group
+        lender.give(again)
+        monkeypatch.undo()
+        assert not [path for path in walked if name in path], walked
+        os.mkdir(os.path.join(group.path, "below"))
+        other = lender.take(parent, (controller,))
+        assert other is not group, "a group with a group below it was lent"
+        lender.give(other)
+    finally:
+        monkeypatch.undo()
+        below = os.path.join(group.path, "below")
+        if os.path.isdir(below):
+            os.rmdir(below)
+        lender.close()
+        home.close()

@@ -287,6 +287,11 @@ class HeldFiles:
                 return False
         return True
 
+    def facts(self) -> os.stat_result:
+        """The group directory's own facts (its link count: ``has_groups_below``), by ``fstat``
+        on a held path fd: no walk from the parent each time."""
+        return os.fstat(self._fd("."))
+
     def text(self, name: str) -> str:
         return self.content(name).decode("utf-8", "surrogateescape")
 
@@ -307,4 +312,5 @@ class HeldFiles:
         self._fds = {}
 
 
-_HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR}
+# The group's own directory (``HeldFiles.facts``) is held as a path fd: fstat'ed, never read.
+_HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR, ".": os.O_PATH | os.O_DIRECTORY}

@@ -78,7 +78,7 @@ SETTINGS = {
     "pids": ("pids.max", "pids.events"),
     "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpu.stat"),
 }
-IDLE_FILES = 2 + len(SETTINGS["memory"])  # what an idle memory group may keep open: its settings, peak, swap
+IDLE_FILES = 3 + len(SETTINGS["memory"])  # what an idle memory group may keep open: its settings, peak, swap, directory
 
 
 class Pooled:
@@ -193,12 +193,11 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
 
 
 def _stat(group: Pooled) -> os.stat_result:
-    """The group directory's facts, through the shortest walk there is (``cgroupfs.open_in``)."""
+    """The group directory's facts: ``fstat`` of its directory fd (v2), else of the path fd its
+    held files keep on it (``HeldFiles.facts``), read twice a lend (given back, started again)."""
     if group.dir_fd >= 0:
         return os.fstat(group.dir_fd)
-    if group.parent_fd is not None:
-        return os.stat(group.path.rpartition("/")[2], dir_fd=group.parent_fd)
-    return os.stat(group.path)
+    return group.files.facts()
 
 
 def _memory_restarted(group: Pooled, cpuacct: bool, ahead: bool) -> bool | None:
