@@ -19,11 +19,13 @@ import os
 
 from .errors import Failure, Kind
 
-# What one job in flight holds open (12 counted on this host, and the 13 files its host's pool
-# holds for each set of lent cgroups (containment/pool.py), with a margin), and what the process
-# keeps for itself besides (the summary, the index's pipe, the loop, a job's short-lived opens,
-# the pool's one set started again ahead for the next job and its fd on each parent group).
-DESCRIPTORS_PER_JOB = 28
+# What one job in flight holds open (12 counted on this host, and the 29 files its host's pool
+# holds for each set of lent cgroups (containment/pool.py: each group's join fd, a path fd on a v1
+# group's directory and the files read of it, its as-made settings among them; a v2 group 9,
+# memory 11, pids 6, cpuacct 3), with a margin), and what the process keeps for itself besides
+# (the summary, the index's pipe, the loop, a job's short-lived opens, the pool's one set
+# started again ahead for the next job and its fd on each parent group).
+DESCRIPTORS_PER_JOB = 44
 DESCRIPTORS_KEPT = 64
 # What the API's runner service keeps for itself besides its runs: its socket and a frame's
 # descriptors in flight, the loop, its lodging, its scratch directory, a reply's read-back.

@@ -715,3 +715,191 @@ def test_what_the_jobs_in_flight_leave_of_the_open_file_limit_is_the_pools_room(
     assert fdlimit.spare_descriptors() == 2000 - open_now - fdlimit.DESCRIPTORS_KEPT - 3 * fdlimit.DESCRIPTORS_PER_JOB
     assert fdlimit.runs_that_fit(1000) < 1000
     assert fdlimit.spare_descriptors() == 0
+
+
+def test_a_memory_group_still_charged_is_tried_again_without_its_settings_read(monkeypatch):
+    """A memory group given back still charged (a tmpfs file its run left) is tried again later:
+    its charge is read at each try, its settings (``lent.SETTINGS``, which must read as made)
+    only once its charge is 0, when it would be lent, not at every try; it stays idle meanwhile."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, lent, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    left = f"/dev/shm/pk-pool-settings-test-{os.getpid()}"  # made here, removed below
+    read: list[str] = []
+    real_pread = os.pread
+
+    def pread(fd, *args):
+        read.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_pread(fd, *args)
+
+    try:
+        charged = lender.take(parent, ("memory",))
+        fill = f"echo $$ > {charged.path}/tasks && head -c 4194304 /dev/zero > {left}"
+        subprocess.run(["sh", "-c", fill], check=True)
+        lender.give(charged)
+        monkeypatch.setattr(os, "pread", pread)
+        other = lender.take(parent, ("memory",))
+        monkeypatch.setattr(os, "pread", real_pread)
+        assert other is not charged and os.path.isdir(charged.path), "a group still charged waits, idle"
+        assert f"{charged.path}/memory.max_usage_in_bytes" in read, "its charge was read"
+        settings = {f"{charged.path}/{name}" for name in lent.SETTINGS["memory"]}
+        assert not settings.intersection(read), "a group still charged had its settings read"
+        lender.give(other)
+    finally:
+        monkeypatch.setattr(os, "pread", real_pread)
+        if os.path.exists(left):
+            os.unlink(left)
+        lender.close()
+        home.close()
+
+
+def _c_heap() -> range:
+    """The C heap's addresses (``[heap]`` in this process's maps: what ``malloc`` grows by ``brk``)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith("[heap]"):
+                start, end = (int(end, 16) for end in line.split()[0].split("-"))
+                return range(start, end)
+    pytest.skip("this process has no [heap] mapping")
+
+
+@pytest.mark.parametrize("controller", ["memory", "pids", "cgroup2"])
+def test_a_lent_groups_settings_as_made_are_kept_out_of_the_c_heap(controller):
+    """What a group's settings read when it was made is kept for the group's life: kept as the
+    read returned it (a 64 KiB buffer shrunk in place, left where ``malloc`` put it) it pinned
+    the C heap, and a batch's peak RSS grew with the groups its pool made (bench/README.md);
+    each is a compact copy in the interpreter's own arenas, which a CPython object's address
+    (``id``) shows."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, cgroup_v2, pool
+
+    parent = cgroup_v2.find_parent() if controller == "cgroup2" else cgroup_v1.own_groups()[controller]
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    try:
+        group = lender.take(parent, pool.V2 if controller == "cgroup2" else (controller,))
+        assert group.settings, "the group's settings were read as made"
+        heap = _c_heap()
+        if id(bytes(memoryview(b"a small object"))) in heap:
+            pytest.skip("small objects come from the C heap here (PYTHONMALLOC=malloc)")
+        pinned = [content for content in group.settings if id(content) in heap]
+        assert not pinned, f"{len(pinned)} of {len(group.settings)} settings kept in the C heap"
+        lender.give(group)
+    finally:
+        lender.close()
+        home.close()
+
+
+def test_a_memory_group_started_again_ahead_has_its_tasks_opened_once_and_is_joined_through_them(monkeypatch):
+    """A v1 member list is read afresh only from a new open of ``tasks``: a memory group started
+    again ahead of its run opens it once, when ``take`` lends it (to see it empty), and its
+    run's child joins through that same fd."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, cgroupfs, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    parent = cgroup_v1.own_groups()["memory"]
+    opened: list[str] = []
+    real_open_members = cgroupfs.open_members
+
+    def open_members(path, *args, **kwargs):
+        opened.append(path)
+        return real_open_members(path, *args, **kwargs)
+
+    try:
+        group = lender.take(parent, ("memory",))
+        lender.give(group)
+        monkeypatch.setattr(cgroupfs, "open_members", open_members)
+        lender.restart_ahead()
+        again = lender.take(parent, ("memory",))
+        monkeypatch.undo()
+        assert again is group and again.reused
+        assert opened == [group.path], f"its tasks opened {len(opened)} times for one lend"
+        joined = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import os; os.write({again.join_fd}, b'0'); print(open('/proc/self/cgroup').read())",
+            ],
+            pass_fds=[again.join_fd],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        memory_line = next(line for line in joined.splitlines() if ":memory:" in line)
+        assert memory_line.endswith("/" + os.path.basename(group.path)), joined
+        lender.give(again)
+    finally:
+        monkeypatch.undo()
+        lender.close()
+        home.close()
+
+
+def test_jobs_in_flight_with_lent_groups_fit_the_open_file_limit_they_were_let_in_by(tmp_path):
+    """Under ``ulimit -n 1024`` a batch lets in as many jobs at once as ``fdlimit`` counts room
+    for; each holds its lent groups' files (their join fds and what is read of them, the as-made
+    settings among them) besides its own, so a count short of them had jobs fail to spawn
+    (EMFILE) once that many were in flight beside the idle groups' files. Every job runs."""
+    import resource
+
+    jobs = [{"args": ["sleep", "0.5"], "id": f"j{n}"} for n in range(60)]  # two waves: the pool idle between
+    out = tmp_path / "out"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "30", "--keep", "failed", preexec_fn=limit)
+    failed = [line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if line["exit_code"]]
+    assert proc.returncode == 0 and not failed, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("controller", ["memory", "pids", "cpuacct"])
+def test_a_lent_v1_groups_link_count_is_read_from_a_held_fd_not_a_walk_from_its_parent(monkeypatch, controller):
+    """A group's link count (a group below it) is read when it is given back and when it is
+    started again, twice a lend: by ``fstat`` of a path fd its held files keep on it, not a
+    ``stat`` through its parent; a group made below it is still seen (it is removed, not lent)."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home, idle_file_room=pool.IDLE_FILES)
+    parent = cgroup_v1.own_groups()[controller]
+    walked: list[str] = []
+    real_stat = os.stat
+    try:
+        group = lender.take(parent, (controller,))
+        name = os.path.basename(group.path)
+        monkeypatch.setattr(os, "stat", lambda path, *a, **k: walked.append(str(path)) or real_stat(path, *a, **k))
+        lender.give(group)
+        lender.restart_ahead()
+        again = lender.take(parent, (controller,))
+        assert again is group
+        lender.give(again)
+        monkeypatch.undo()
+        assert not [path for path in walked if name in path], walked
+        os.mkdir(os.path.join(group.path, "below"))
+        other = lender.take(parent, (controller,))
+        assert other is not group, "a group with a group below it was lent"
+        lender.give(other)
+    finally:
+        monkeypatch.undo()
+        below = os.path.join(group.path, "below")
+        if os.path.isdir(below):
+            os.rmdir(below)
+        lender.close()
+        home.close()

@@ -287,6 +287,22 @@ class HeldFiles:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    def same(self, names: tuple[str, ...], contents: tuple[bytes, ...]) -> bool:
+        """Whether each file of ``names`` holds exactly its bytes of ``contents``: each read asks
+        for one byte more than expected, so a match is the whole file (a short read is the end,
+        ``read_bytes``) and a longer file cannot match; raises OSError."""
+        fds = self._fds
+        for name, expected in zip(names, contents):
+            fd = fds.get(name)
+            if os.pread(self._fd(name) if fd is None else fd, len(expected) + 1, 0) != expected:
+                return False
+        return True
+
+    def facts(self) -> os.stat_result:
+        """The group directory's own facts (its link count: ``has_groups_below``), by ``fstat``
+        on a held path fd: no walk from the parent each time."""
+        return os.fstat(self._fd("."))
+
     def text(self, name: str) -> str:
         return self.content(name).decode("utf-8", "surrogateescape")
 
@@ -307,4 +323,5 @@ class HeldFiles:
         self._fds = {}
 
 
-_HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR}
+# The group's own directory (``HeldFiles.facts``) is held as a path fd: fstat'ed, never read.
+_HELD_MODES = {"cpuacct.usage": os.O_RDWR, "memory.max_usage_in_bytes": os.O_RDWR, ".": os.O_PATH | os.O_DIRECTORY}

@@ -14,7 +14,8 @@ Facts that decide what may be reused, and when:
   limit, ``cgroup.freeze``), and some counters cannot start again (``pids.events``, the OOM
   kill count in ``memory.oom_control``, ``memory.failcnt``). Those of ``SETTINGS`` must read
   as when the group was made, or it is not lent again: one job can never cap, freeze or
-  count for the next. (Read through held fds: a few ``pread``s a reuse.)
+  count for the next. (Read through held fds, each for one byte more than it held then: a
+  few short ``pread``s a reuse; a memory group's once its charge is 0, not at each try.)
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
   CPU: the group starts as a fresh one does.
 - pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it
@@ -35,7 +36,9 @@ Facts that decide what may be reused, and when:
   while the open-file limit leaves room for them beside the jobs in flight
   (``fdlimit.spare_descriptors``; a try at a group still charged is then a few ``pread``s, not
   as many ``open``s and ``close``s), else holds none and opens them when it is started again. Its
-  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle.
+  ``tasks`` fd, which lists its members only when opened afresh, is never held while idle, and
+  is opened once a lend: when the group is started again at ``take``, or, started ahead, by
+  ``empty`` when ``take`` lends it.
 - cgroup v2: a child cloned into a group (``CLONE_INTO_CGROUP``) whose ``cgroup.kill`` was ever
   written is killed at birth (Linux 6.18 compares the group's kill count with the one the clone
   began with), so a lent group's teardown writes it only when something is left to kill (its
@@ -60,7 +63,7 @@ V2 = ("cgroup2",)  # the controllers key of a cgroup v2 group: its own kind, joi
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
 # The files of a group a run's process may write (its own group's limits and switches) and the
 # counters that cannot start again, by controller: a group is lent again only while they read
-# as when it was made (``_settings``). A file this kernel does not have is left out.
+# as when it was made (``_as_made``). A file this kernel does not have is left out.
 SETTINGS = {
     "cgroup2": ("cgroup.freeze", "cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
     "memory": (
@@ -75,7 +78,7 @@ SETTINGS = {
     "pids": ("pids.max", "pids.events"),
     "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpu.stat"),
 }
-IDLE_FILES = 2 + len(SETTINGS["memory"])  # what an idle memory group may keep open: its settings, peak, swap
+IDLE_FILES = 3 + len(SETTINGS["memory"])  # what an idle memory group may keep open: its settings, peak, swap, directory
 
 
 class Pooled:
@@ -120,8 +123,8 @@ class Pooled:
         self.reused = False
         self.killed = False  # its cgroup.kill was written: never lent again
         self.files = cgroupfs.HeldFiles(path, parent_fd)  # what is read of it run after run
-        self.setting_files = _present(self.files, [name for c in controllers for name in SETTINGS.get(c, ())])
-        self.settings = _settings(self)  # as made (lent at once: its files stay open for its run)
+        # Its settings files and their content as made (lent at once: its files stay open for its run).
+        self.setting_files, self.settings = _present(self.files, [n for c in controllers for n in SETTINGS.get(c, ())])
         self.idle_files = 0  # the files it keeps open while idle, counted in its pool's room
 
 
@@ -131,6 +134,11 @@ def empty(group: Pooled) -> bool:
     try:
         if group.controllers == V2:
             return not files.content("cgroup.procs").strip()
+        if "memory" in group.controllers and group.join_fd < 0:  # started ahead: no join fd yet
+            # Its tasks opened now, afresh, list its members: the fd its run's child joins by.
+            group.join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
+            if "pids" not in group.controllers:
+                return not os.pread(group.join_fd, 1, 0)
         if "pids" in group.controllers:
             return files.number("pids.current") == 0
         return not cgroupfs.v1_has_members(group.path, group.parent_fd)
@@ -157,18 +165,24 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
     its usage harmed nothing)."""
     files = group.files
     controllers = group.controllers
+    memory = "memory" in controllers
     try:
-        facts = _stat(group)
-        if facts.st_nlink != 2 or group.settings is None or _settings(group) != group.settings:
-            return False  # a group below it, or a limit or a counter not as when it was made
+        if _stat(group).st_nlink != 2:
+            return False  # a group below it
+        if not memory and not _as_made(group):
+            return False  # a limit or a counter not as when it was made
         if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
             return not counting and (ahead or not files.content("cgroup.procs").strip())
         if "pids" in controllers:
             if (not ahead and files.number("pids.current") != 0) or files.number("pids.peak") > 1:
                 return False
-        if "memory" in controllers:  # its tasks are read by the fd it is joined through
-            return _memory_restarted(group, "cpuacct" in controllers)
+        if memory:  # its tasks are read by the fd it is joined through
+            # Its settings once its charge is 0: a group still charged is tried again later (and
+            # its settings read then), one whose settings changed is not lent (``remove`` closes
+            # the tasks fd it was given).
+            started = _memory_restarted(group, "cpuacct" in controllers, ahead)
+            return started if not started else _as_made(group)
         if "cpuacct" in controllers:
             if not ahead and cgroupfs.v1_has_members(group.path, group.parent_fd):
                 return False
@@ -179,23 +193,23 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
 
 
 def _stat(group: Pooled) -> os.stat_result:
-    """The group directory's facts, through the shortest walk there is (``cgroupfs.open_in``)."""
+    """The group directory's facts: ``fstat`` of its directory fd (v2), else of the path fd its
+    held files keep on it (``HeldFiles.facts``), read twice a lend (given back, started again)."""
     if group.dir_fd >= 0:
         return os.fstat(group.dir_fd)
-    if group.parent_fd is not None:
-        return os.stat(group.path.rpartition("/")[2], dir_fd=group.parent_fd)
-    return os.stat(group.path)
+    return group.files.facts()
 
 
-def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
+def _memory_restarted(group: Pooled, cpuacct: bool, ahead: bool) -> bool | None:
     """``restarted`` for a memory group (``cpuacct``: that hierarchy's too), whose ``tasks`` fd
     its run's child joins through is opened here (afresh: it lists the members then) and kept
     only when the group is lent; its files stay open either way (the pool closes them, or
-    keeps them while it is idle); raises OSError."""
+    keeps them while it is idle); raises OSError. ``ahead``: its tasks are opened by ``empty``
+    when ``take`` lends it, once a lend (a v1 member list is read afresh only from a new open)."""
     files = group.files
-    join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
+    join_fd = -1 if ahead else cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
     try:
-        if os.pread(join_fd, 1, 0):
+        if join_fd >= 0 and os.pread(join_fd, 1, 0):
             return False
         if cpuacct:
             files.write("cpuacct.usage", "0")
@@ -209,28 +223,40 @@ def _memory_restarted(group: Pooled, cpuacct: bool) -> bool | None:
             os.close(join_fd)
 
 
-def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[str, ...]:
-    """The files of ``names`` this kernel gives the group (read once, when it is made)."""
-    found = []
+def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
+    """The files of ``names`` this kernel gives the group, and their content as made (None when
+    one is there but unreadable: never lent again); read once, when it is made.
+
+    Each content is kept as a copy: a read's bytes are a ``READ_CHUNK`` buffer shrunk in place,
+    so kept for the group's life they would stay in the C heap where that buffer was, out of
+    the interpreter's small-object arenas, and the batch's peak RSS grew with the groups made
+    (bench/README.md, "The as-made check re-landed")."""
+    found: list[str] = []
+    contents: list[bytes] | None = []
     for name in names:
         try:
-            files.content(name)
+            content = files.content(name)
         except FileNotFoundError:
             continue
         except OSError:
-            pass  # there, but unreadable: ``_settings`` says so
+            contents = None  # there, but unreadable
+        else:
+            if contents is not None:
+                contents.append(bytes(memoryview(content)))  # a compact copy
         found.append(name)
-    return tuple(found)
+    return tuple(found), None if contents is None else tuple(contents)
 
 
-def _settings(group: Pooled) -> bytes | None:
-    """What a group's next run must find as a fresh group has it (``SETTINGS``): its limits,
-    its switches and the counters that cannot start again; None when unreadable (never lent
-    again)."""
+def _as_made(group: Pooled) -> bool:
+    """Whether what a group's next run must find as a fresh group has it (``SETTINGS``: its
+    limits, its switches and the counters that cannot start again) reads as when it was made;
+    False when unreadable. Each file is read for one byte more than it held then: a read that
+    matches is the whole file (a ``seq_file``'s short read is its end), and one longer cannot
+    match, so the comparison is the whole content's at a read of a few bytes."""
     try:
-        return b"\0".join(group.files.content(name) for name in group.setting_files)
+        return group.settings is not None and group.files.same(group.setting_files, group.settings)
     except OSError:
-        return None
+        return False
 
 
 def _swapped(files: cgroupfs.HeldFiles) -> bool:
