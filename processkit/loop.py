@@ -121,6 +121,16 @@ class Loop:
         """``delay`` seconds after this turn's ``now`` (not refreshed: see the module's facts)."""
         return self.call_at(self.now + delay, callback)
 
+    def stay_bound(self, longest: float) -> tuple[int, float] | None:
+        """For a callback that keeps serving its own fd in C while nothing else in the loop is
+        ready (the native pump's stay, csrc/stay.c): the epoll set's fd, and the monotonic time
+        it must be back by (the next timer, at most ``longest`` s away). None where the loop runs
+        on another clock than the monotonic one (a test's), whose timers C cannot see."""
+        if self._time is not time.monotonic:
+            return None
+        delay = self._next_timer_delay()
+        return self._selector.fileno(), self.now + (longest if delay is None else min(delay, longest))
+
     def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
         """``callback`` as called from outside the loop's own turn; a host's per-run view
         (``engine.runloop.RunLoop``) makes it wake its run, the plain loop has none to wake."""

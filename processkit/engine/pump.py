@@ -26,6 +26,13 @@ if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capt
     from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
+# A stay (NativePump.stay) into a capture that drained less than GATHER_BELOW sleeps up to
+# GATHER_SECONDS before its next wait, so a writer of small pieces is read a pile at a time rather
+# than a piece per wakeup; a 1 MiB pipe holds a millisecond of writing at up to 1 GB/s, so the
+# writer does not block meanwhile. It delays the echo of a capturing stream's bytes by at most
+# that (what a user sees of it is a line by line output arriving in 1 ms batches).
+GATHER_BELOW = 64 * 1024
+GATHER_SECONDS = 0.001
 EOF_REACHED = 0
 WOULD_BLOCK = -1
 
@@ -177,6 +184,7 @@ class NativePump:
                 stream.marks = self._marks
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
+        self.stay_counts = self._ffi.new("pk_stay_counts *")  # what the stays did (tests, bench)
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
 
     @property
@@ -201,6 +209,36 @@ class NativePump:
             int(until_empty),
             result,
         )
+        return self._settle(echo)
+
+    def stay(self, budget: int, epoll_fd: int, until: float, stop_at: int) -> int:
+        """``drain``, then on in C while only this pipe becomes ready in the loop's epoll set
+        ``epoll_fd``, until the monotonic ``until`` at the latest (csrc/stay.c); the same
+        results as ``drain``, ``count`` totalling the whole stay. A stream whose echo has a
+        backlog or is written here alone (gated) only drains: those bytes are Python's."""
+        echo = self._echo
+        if echo is not None and echo.broken:
+            echo = None
+        if echo is not None and (echo.backlog or echo.gated):
+            return self.drain(budget)
+        self._lib.pk_stream_stay(
+            self._stream,
+            echo.fd if echo is not None else -1,
+            self._echo_mode,
+            budget,
+            epoll_fd,
+            int(until * 1e9),
+            stop_at,
+            GATHER_BELOW,
+            int(GATHER_SECONDS * 1e9),
+            self._result,
+            self.stay_counts,
+        )
+        return self._settle(echo)
+
+    def _settle(self, echo: EchoSink | None) -> int:
+        """A drain's result as ``drain`` returns it, queueing what the echo did not take."""
+        result = self._result
         last = result.last
         if last and echo is not None:
             if result.echo_errno:

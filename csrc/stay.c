@@ -1,0 +1,106 @@
+/* The native pump's stay: a stream that reads on every wakeup (a fast writer, pacing's "fast"
+ * in processkit/engine/streams.py) keeps pumping in C between wakeups instead of going back
+ * through the event loop for each one. See pump.h for the contract.
+ *
+ * Why: once a writer keeps the pipe busy, every wakeup costs a turn of the Python loop (about
+ * 9 us: the readiness wait's result as objects, the callback, the drain's bookkeeping) against a
+ * few microseconds of kernel work, so the runner either wakes as often as `cat` and costs far
+ * more per wakeup, or wakes rarely and lets the pipe fill, which costs the writer (it spins on
+ * the pipe's lock and allocates fresh pages while a whole batch is taken at once). Here a wakeup
+ * is one epoll_wait on the loop's own epoll set and one drain, as `cat`'s is one read and one
+ * write.
+ *
+ * Facts that make waiting on the loop's own epoll set safe: every registration there is
+ * level-triggered (processkit/readiness.py), so an epoll_wait that reports another fd consumes
+ * nothing: the loop's next wait reports it again. Anything but this stream's pipe being ready (a
+ * timer's deadline, the signal wakeup socket, the control socket, a pidfd, another stream or
+ * run), an interrupted wait, the end of the pipe, a read error, an echo that cannot take all
+ * (its backlog is Python's) or crossing stop_at ends the stay: the loop then does what it would
+ * have done, at most one wakeup later. The stay never outlasts `until`, which the caller sets at
+ * or before the loop's next timer.
+ *
+ * Small pieces into a capture: each wakeup then costs a capture write and a digest update, so
+ * after a drain smaller than `gather` the stay sleeps `gather_ns` (bounded: never past `until`)
+ * to let the writer's pieces gather in the pipe, as the loop's own pacing does between turns.
+ * An echo-only stream never waits: moving a page at a time as it comes lets the writer reuse its
+ * page, where taking a pipe-full at once makes it allocate fresh ones. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "pump.h"
+
+#define STAY_EVENTS 8
+
+static int64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* Milliseconds to wait for `until` (rounded up: epoll_wait's unit), 0 when it has passed. */
+static int wait_ms(int64_t until)
+{
+    int64_t left = until - now_ns();
+    if (left <= 0)
+        return 0;
+    return (int)((left + 999999) / 1000000);
+}
+
+/* Whether the ready set holds anything but in_fd. */
+static int others_ready(const struct epoll_event *events, int count, int in_fd)
+{
+    int index;
+    for (index = 0; index < count; index++)
+        if (events[index].data.fd != in_fd)
+            return 1;
+    return 0;
+}
+
+/* Whether the stream's bytes still go into its capture file (else only to the echo, if any). */
+static int capturing(const pk_stream *stream)
+{
+    return stream->capture_fd >= 0 && !stream->write_error &&
+           (stream->written < stream->cap || stream->head < stream->cap);
+}
+
+void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until,
+                    uint64_t stop_at, uint64_t gather, int64_t gather_ns, pk_drain_result *result,
+                    pk_stay_counts *counts)
+{
+    struct epoll_event events[STAY_EVENTS];
+    uint64_t total = 0;
+    for (;;) {
+        int ready, timeout = 0;
+        pk_stream_drain(stream, echo_fd, echo_mode, budget, 0, result);
+        total += result->total;
+        counts->drains++;
+        if (result->eof || (result->read_errno && result->read_errno != EAGAIN) || result->echo_errno ||
+            result->echoed < result->last || stream->seen >= stop_at)
+            break;
+        /* A drain that ended on its budget left bytes in the pipe: only look at the others. */
+        if (result->total < budget) {
+            if (result->total < gather && capturing(stream) && gather_ns > 0) {
+                int64_t left = until - now_ns();
+                struct timespec pause = {0, 0};
+                if (left <= 0)
+                    break;
+                pause.tv_nsec = (long)(left < gather_ns ? left : gather_ns);
+                counts->gathers++;
+                if (nanosleep(&pause, NULL) < 0)
+                    break; /* a signal: the loop is to handle it */
+            }
+            if (!(timeout = wait_ms(until)))
+                break; /* until has passed: what the pipe holds is the loop's next wakeup */
+        }
+        counts->waits++;
+        ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
+        if (ready < 0 || others_ready(events, ready, stream->in_fd))
+            break; /* interrupted (a signal) or something else is ready: the loop's turn */
+        if (ready == 0 && timeout)
+            break; /* until */
+    }
+    result->total = total;
+}
