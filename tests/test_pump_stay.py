@@ -11,7 +11,9 @@ Python pump has no stay, and must behave the same).
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import select
 import signal
 import subprocess
@@ -165,3 +167,51 @@ def test_a_stay_into_a_capture_echoes_each_piece_before_the_next_comes(tmp_path)
             os.close(fd)
         loop.close()
     assert (tmp_path / "out.log").read_bytes() == b"a" * 100 + b"no newline"
+
+
+def pumped(make, tmp_path, data: bytes, cap: int | None, name: str, stays: bool):
+    """What a pump made of ``data`` (already in a pipe whose writer is gone): the capture's
+    report and file, and the echo (a regular file: it never pushes back)."""
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, len(data))
+    os.set_blocking(read_fd, False)
+    os.write(write_fd, data)
+    os.close(write_fd)
+    loop = Loop()
+    echo_fd = os.open(tmp_path / f"{name}.echo", os.O_WRONLY | os.O_CREAT, 0o600)
+    capture_fd = os.open(tmp_path / f"{name}.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    target = CaptureTarget(str(tmp_path / f"{name}.log"), capture_fd, cap) if cap is not None else None
+    try:
+        loop.add_reader(read_fd, lambda: None)
+        made = make(read_fd, target, EchoSink(loop, echo_fd, lambda: None))
+        epoll_fd, _ = loop.stay_bound(30)
+        while True:
+            if stays:
+                count = made.stay(1 << 16, epoll_fd, loop.clock() + 30, 2**64 - 1)
+            else:
+                count = made.drain(1 << 16)
+            if count == pump.EOF_REACHED:
+                break
+        report = made.report()
+    finally:
+        for fd in (read_fd, echo_fd, capture_fd):
+            os.close(fd)
+        loop.close()
+    return (
+        report and (report.bytes_seen, report.bytes_written, report.sha256, report.write_error),
+        made.seen,
+        (tmp_path / f"{name}.log").read_bytes(),
+        (tmp_path / f"{name}.echo").read_bytes(),
+    )
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+@pytest.mark.parametrize("cap", [None, 100, 300_000, 1 << 20], ids=["no-capture", "tiny", "mid", "whole"])
+def test_a_stay_makes_what_the_python_pump_makes(cap, tmp_path):
+    """Bytes, their order, the caps, the counts and the digest are the stay's as the Python
+    pump's, across many drains in one stay (a 64 KiB budget over 768 KiB)."""
+    data = bytes(random.Random(7).randbytes(768 * 1024))
+    native = pumped(pump.NativePump, tmp_path, data, cap, "native", stays=True)
+    python = pumped(pump.PythonPump, tmp_path, data, cap, "python", stays=False)
+    assert native == python
+    assert native[1] == len(data) and native[3] == data
