@@ -2,13 +2,13 @@
  * in processkit/engine/streams.py) keeps pumping in C between wakeups instead of going back
  * through the event loop for each one. See pump.h for the contract.
  *
- * Why: once a writer keeps the pipe busy, every wakeup costs a turn of the Python loop (about
- * 9 us: the readiness wait's result as objects, the callback, the drain's bookkeeping) against a
- * few microseconds of kernel work, so the runner either wakes as often as `cat` and costs far
- * more per wakeup, or wakes rarely and lets the pipe fill, which costs the writer (it spins on
- * the pipe's lock and allocates fresh pages while a whole batch is taken at once). Here a wakeup
- * is one epoll_wait on the loop's own epoll set and one drain, as `cat`'s is one read and one
- * write.
+ * Why: once a writer keeps the pipe busy, every wakeup costs a turn of the Python loop (the
+ * readiness wait's result as objects, the callback, the drain's bookkeeping: about a third of a
+ * wakeup's cost here, bench/README.md "The native pump's stay") on top of the kernel's work, so
+ * the runner either wakes as often as `cat` and costs more per wakeup, or wakes rarely and lets
+ * the pipe fill, which costs the writer (it spins on the pipe's lock and allocates fresh pages
+ * while a whole batch is taken at once). Here a wakeup is one epoll_wait on the loop's own epoll
+ * set and one drain, as `cat`'s is one read and one write.
  *
  * Facts that make waiting on the loop's own epoll set safe: every registration there is
  * level-triggered (processkit/readiness.py), so an epoll_wait that reports another fd consumes

@@ -134,8 +134,9 @@ class OutputStream:
 
     def _stay(self) -> None:
         """A fast writer's next wakeups served in C (csrc/stay.c) until anything else in the loop
-        is ready or its next timer is due: the loop's turn per wakeup was the runner's main cost
-        per chunk. The loop's ``now`` is read again after it, as the time has moved on."""
+        is ready or its next timer is due: the loop's turn was about a third of a wakeup's cost
+        (bench/README.md, "The native pump's stay"). The loop's ``now`` is read again after it,
+        as the time has moved on (see loop.py's facts)."""
         bound = self._loop.stay_bound(STAY_SECONDS)
         if bound is None:
             return
