@@ -94,11 +94,11 @@ typedef struct pk_stay_counts {
  * while only in_fd becomes ready, draining it each time (stay.c). Ends at the pipe's end, a read
  * error, an echo that did not take a whole chunk, seen reaching stop_at, anything else ready, an
  * interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a drain smaller than
- * `gather` into a capture it first sleeps up to gather_ns. result is the last drain's, except
- * total: every byte the stay read. counts are added to. */
+ * `gather` it first sleeps up to gather_ns (into a capture) or echo_gather_ns (echo only). result
+ * is the last drain's, except total: every byte the stay read. counts are added to. */
 void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until,
-                    uint64_t stop_at, uint64_t gather, int64_t gather_ns, pk_drain_result *result,
-                    pk_stay_counts *counts);
+                    uint64_t stop_at, uint64_t gather, int64_t gather_ns, int64_t echo_gather_ns,
+                    pk_drain_result *result, pk_stay_counts *counts);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
  * state is not disturbed, so hashing may go on after). */

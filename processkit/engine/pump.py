@@ -26,13 +26,15 @@ if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capt
     from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
-# A stay (NativePump.stay) into a capture that drained less than GATHER_BELOW sleeps up to
-# GATHER_SECONDS before its next wait, so a writer of small pieces is read a pile at a time rather
-# than a piece per wakeup; a 1 MiB pipe holds a millisecond of writing at up to 1 GB/s, so the
-# writer does not block meanwhile. It delays the echo of a capturing stream's bytes by at most
-# that (what a user sees of it is a line by line output arriving in 1 ms batches).
+# A stay (NativePump.stay) that drained less than GATHER_BELOW sleeps before its next wait, so a
+# writer of small pieces is read a pile at a time rather than a piece per wakeup (csrc/stay.c):
+# GATHER_SECONDS while it captures (a 1 MiB pipe holds a millisecond of writing at up to 1 GB/s),
+# ECHO_GATHER_SECONDS once the bytes only go to the echo (spliced: a faster writer, measured on
+# bench/README.md's "The native pump's stay"). The echo's delay is bounded by them: what a user
+# sees is line by line output arriving in batches a millisecond apart at most.
 GATHER_BELOW = 64 * 1024
 GATHER_SECONDS = 0.001
+ECHO_GATHER_SECONDS = 0.0003
 EOF_REACHED = 0
 WOULD_BLOCK = -1
 
@@ -231,6 +233,7 @@ class NativePump:
             stop_at,
             GATHER_BELOW,
             int(GATHER_SECONDS * 1e9),
+            int(ECHO_GATHER_SECONDS * 1e9),
             self._result,
             self.stay_counts,
         )
