@@ -52,7 +52,7 @@ ffibuilder.cdef(
         uint64_t waits;
         uint64_t gathers;
     } pk_stay_counts;
-    void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until, uint64_t stop_at, uint64_t gather, int64_t gather_ns, int64_t echo_gather_ns, pk_drain_result *result, pk_stay_counts *counts);
+    void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns, int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);
 
     void pk_sha256_init(pk_sha256 *ctx);
     void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);

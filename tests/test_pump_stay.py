@@ -133,8 +133,8 @@ os.write(done, b"x")
 @pytest.mark.skipif(_native is None, reason="the native module is not built")
 @pytest.mark.parametrize("capture", [True, False], ids=["capture", "echo-only"])
 def test_a_stay_echoes_each_piece_before_the_next_comes(tmp_path, capture):
-    """The stay's pause to gather small pieces (pump.GATHER_SECONDS into a capture, else
-    pump.ECHO_GATHER_SECONDS, the echo then spliced) is bounded:
+    """The stay's pause to gather small pieces (at most pump.GATHER_SECONDS; echo only, the
+    echo is spliced) is bounded:
     each piece is echoed while the writer waits for it, the stay's own end 30 s away. Only the
     third pipe becoming ready ends the stay, after both pieces: a pause that lasted to the
     stay's end would take a second stay."""
@@ -157,7 +157,7 @@ def test_a_stay_echoes_each_piece_before_the_next_comes(tmp_path, capture):
         epoll_fd, _ = loop.stay_bound(30)
         total, stays = 0, 0
         while not select.select([done_read], [], [], 0)[0]:
-            total += max(stay_pump.stay(1 << 20, epoll_fd, loop.clock() + 30, 2**64 - 1), 0)
+            total += max(stay_pump.stay(1 << 20, epoll_fd, loop.clock() + 30, 2**64 - 1, 48 * 1024), 0)
             stays += 1
         assert (total, stays) == (110, 1)  # the one stay ended for the third pipe, not at its end
         assert stay_pump.stay_counts.gathers >= 1
@@ -190,7 +190,7 @@ def pumped(make, tmp_path, data: bytes, cap: int | None, name: str, stays: bool)
         epoll_fd, _ = loop.stay_bound(30)
         while True:
             if stays:
-                count = made.stay(1 << 16, epoll_fd, loop.clock() + 30, 2**64 - 1)
+                count = made.stay(1 << 16, epoll_fd, loop.clock() + 30, 2**64 - 1, 48 * 1024)
             else:
                 count = made.drain(1 << 16)
             if count == pump.EOF_REACHED:

@@ -26,15 +26,13 @@ if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capt
     from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
-# A stay (NativePump.stay) that drained less than GATHER_BELOW sleeps before its next wait, so a
-# writer of small pieces is read a pile at a time rather than a piece per wakeup (csrc/stay.c):
-# GATHER_SECONDS while it captures (a 1 MiB pipe holds a millisecond of writing at up to 1 GB/s),
-# ECHO_GATHER_SECONDS once the bytes only go to the echo (spliced: a faster writer, measured on
-# bench/README.md's "The native pump's stay"). The echo's delay is bounded by them: what a user
-# sees is line by line output arriving in batches a millisecond apart at most.
-GATHER_BELOW = 64 * 1024
+# A stay (NativePump.stay) that drained less than its pipe's "nearly full" sleeps before its next
+# wait, so a writer of small pieces is read a pile at a time rather than a piece per wakeup, and
+# its writes stop waking the runner each (csrc/stay.c). The pause adapts to the writer between
+# these two; the longest bounds the echo's delay: what a user sees is line by line output
+# arriving in batches a millisecond apart at most.
+SHORTEST_GATHER_SECONDS = 0.0003
 GATHER_SECONDS = 0.001
-ECHO_GATHER_SECONDS = 0.0003
 EOF_REACHED = 0
 WOULD_BLOCK = -1
 
@@ -213,10 +211,11 @@ class NativePump:
         )
         return self._settle(echo)
 
-    def stay(self, budget: int, epoll_fd: int, until: float, stop_at: int) -> int:
+    def stay(self, budget: int, epoll_fd: int, until: float, stop_at: int, full_at: int) -> int:
         """``drain``, then on in C while only this pipe becomes ready in the loop's epoll set
         ``epoll_fd``, until the monotonic ``until`` at the latest (csrc/stay.c); the same
-        results as ``drain``, ``count`` totalling the whole stay. A stream whose echo has a
+        results as ``drain``, ``count`` totalling the whole stay. ``full_at``: the pipe's
+        nearly full, which a pause to gather pieces must not reach. A stream whose echo has a
         backlog or is written here alone (gated) only drains: those bytes are Python's."""
         echo = self._echo
         if echo is not None and echo.broken:
@@ -231,9 +230,9 @@ class NativePump:
             epoll_fd,
             int(until * 1e9),
             stop_at,
-            GATHER_BELOW,
+            full_at,
+            int(SHORTEST_GATHER_SECONDS * 1e9),
             int(GATHER_SECONDS * 1e9),
-            int(ECHO_GATHER_SECONDS * 1e9),
             self._result,
             self.stay_counts,
         )
