@@ -2,13 +2,12 @@
  * in processkit/engine/streams.py) keeps pumping in C between wakeups instead of going back
  * through the event loop for each one. See pump.h for the contract.
  *
- * Why: once a writer keeps the pipe busy, every wakeup costs a turn of the Python loop (the
- * readiness wait's result as objects, the callback, the drain's bookkeeping: about a third of a
- * wakeup's cost here, bench/README.md "The native pump's stay") on top of the kernel's work, so
- * the runner either wakes as often as `cat` and costs more per wakeup, or wakes rarely and lets
- * the pipe fill, which costs the writer (it spins on the pipe's lock and allocates fresh pages
- * while a whole batch is taken at once). Here a wakeup is one epoll_wait on the loop's own epoll
- * set and one drain, as `cat`'s is one read and one write.
+ * Why: once a writer keeps the pipe busy, the runner pays per wakeup a turn of the Python loop
+ * (the readiness wait's result as objects, the callback, the drain's bookkeeping: about a third
+ * of a wakeup's cost in the runner) and, more, the wakeup itself: each write the writer makes
+ * while the runner waits in epoll_wait wakes it, a context switch on both sides. Here a wakeup
+ * is one epoll_wait on the loop's own epoll set and one drain, and the pause below makes the
+ * writer's writes stop waking the runner at all (bench/README.md, "The native pump's stay").
  *
  * Facts that make waiting on the loop's own epoll set safe: every registration there is
  * level-triggered (processkit/readiness.py), so an epoll_wait that reports another fd consumes
@@ -31,7 +30,7 @@
  * ~1,700 with 0.3 ms of it and the whole tree's CPU ~0.7x; shorter pauses (down to 20 us, the
  * pause then shrinking as a GB/s writer nears full_at in each) cost ~10 % more CPU, and 1 ms
  * as much CPU but 1.35x the wall time (bench/README.md, "The native pump's stay"). A writer of
- * 100 B pieces needs the longer pause: at 0.3 ms it woke the runner ~4x as often. */
+ * 100 B pieces needs the longer pause: at 0.3 ms it woke the runner up to ~4x as often. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sys/epoll.h>
