@@ -6,7 +6,9 @@ served by stays), then checks that what the loop alone handles acts while the fl
 ``--timeout``, a control ``cancel``, a SIGTERM, the child's own exit. And that bytes are echoed as
 they are read, a short write with no newline included, capture or not: the child waits for a
 file the test makes only once it has seen that write in the echo. Run under both pumps (the
-Python pump has no stay, and must behave the same).
+Python pump has no stay, and must behave the same). Then, on the pump itself: the stay's pause
+to gather small pieces is bounded (a writer that waits to see each piece echoed before writing
+the next is served by one stay), and a stay makes what the Python pump makes.
 """
 
 from __future__ import annotations
