@@ -588,6 +588,13 @@ def run_table(bench: Bench, args) -> None:
         f"4x {args.size}; runner CPU only, start-up included",
         child_cpu=child_cpu,
     )
+    bench.series(  # where the native pump's stay serves the writer's wakeups (csrc/stay.c)
+        "runner CPU, echo, 4K writes: native vs Python pump",
+        ["env", "PROCESSKIT_PUMP=native", *run, "--", *per_pump],
+        ["env", "PROCESSKIT_PUMP=python", *run, "--", *per_pump],
+        f"4x {args.size}; runner CPU only, start-up included",
+        child_cpu=child_cpu,
+    )
     bench.series(
         "capture, hashing thread vs inline (native)",
         ["env", "PROCESSKIT_HASH_THREAD=1", *run, *capture, "--", *produce(4096)],

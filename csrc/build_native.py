@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, sha256.c, spawn.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, stay.c, sha256.c, spawn.c and listen.c; used by setup.py."""
 
 import os
 
@@ -47,6 +47,12 @@ ffibuilder.cdef(
     #define PK_ECHO_SPLICE ...
     void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty, pk_drain_result *result);
     void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
+    typedef struct pk_stay_counts {
+        uint64_t drains;
+        uint64_t waits;
+        uint64_t gathers;
+    } pk_stay_counts;
+    void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns, int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);
 
     void pk_sha256_init(pk_sha256 *ctx);
     void pk_sha256_update(pk_sha256 *ctx, const unsigned char *data, size_t len);
@@ -97,7 +103,7 @@ ffibuilder.cdef(
 ffibuilder.set_source(
     "processkit._native",
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
-    sources=[os.path.join(HERE, name) for name in ("pump.c", "sha256.c", "spawn.c", "listen.c")],
+    sources=[os.path.join(HERE, name) for name in ("pump.c", "stay.c", "sha256.c", "spawn.c", "listen.c")],
     include_dirs=[HERE],
     depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h", "listen.h")],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],

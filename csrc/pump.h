@@ -43,6 +43,7 @@ typedef struct pk_stream {
      * (processkit/capture_layout.py): PK_MARK_PENDING is the chunk's end, stored before any of
      * its bytes; then ring_from, written and write_error, in that order, once it is stored. */
     uint64_t *marks;
+    int64_t pause_ns; /* a stay's pause to gather small pieces, adapted to the writer (stay.c) */
 } pk_stream;
 
 #define PK_MARK_STORED      0
@@ -83,6 +84,23 @@ void pk_stream_free(pk_stream *stream);
  * chunk leaves result->last 0. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result);
+
+typedef struct pk_stay_counts {
+    uint64_t drains;  /* pk_stream_drain calls the stay made */
+    uint64_t waits;   /* epoll_waits it made on the loop's set */
+    uint64_t gathers; /* pauses it made to let small pieces gather */
+} pk_stay_counts;
+
+/* Drains as pk_stream_drain does, then waits on the loop's level-triggered epoll set (epoll_fd)
+ * while only in_fd becomes ready, draining it each time (stay.c). Ends at the pipe's end, a read
+ * error, an echo that did not take a whole chunk, seen reaching stop_at, anything else ready, an
+ * interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a drain short of full_at it
+ * first sleeps the stream's pause (pause_ns, adapted as stay.c says between shortest_pause_ns and
+ * longest_pause_ns). result is the last drain's, except total: every byte the stay read. counts
+ * are added to. */
+void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until,
+                    uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns, int64_t longest_pause_ns,
+                    pk_drain_result *result, pk_stay_counts *counts);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
  * state is not disturbed, so hashing may go on after). */

@@ -21,7 +21,9 @@ Facts about readiness that every user must respect:
   to drive deadlines, idle checks and pacing deterministically), read once per turn into
   ``now``: a callback that schedules a timer (``call_later``) measures from that ``now``, so
   every callback of one turn sees the same time. Timers are due when their time is at or before
-  it, and a cancelled timer never runs.
+  it, and a cancelled timer never runs. The one exception: a callback that stays in C serving its
+  own fd (``stay_bound``, the native pump's stay) reads the clock before and after it, so the
+  callbacks after it in that turn, and the turn's due timers, see the time it ended.
 
 A fact about start-up: the timer heap's two functions come from ``_heapq``, the C module that
 ``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
@@ -120,6 +122,17 @@ class Loop:
     def call_later(self, delay: float, callback: Callback) -> Timer:
         """``delay`` seconds after this turn's ``now`` (not refreshed: see the module's facts)."""
         return self.call_at(self.now + delay, callback)
+
+    def stay_bound(self, longest: float) -> tuple[int, float] | None:
+        """For a callback that keeps serving its own fd in C while nothing else in the loop is
+        ready (the native pump's stay, csrc/stay.c): the epoll set's fd, and the monotonic time
+        it must be back by (the next timer, at most ``longest`` s away). None where the loop runs
+        on another clock than the monotonic one (a test's), whose timers C cannot see. Reads the
+        clock (``now`` moves on: see the facts above)."""
+        if self._time is not time.monotonic:
+            return None
+        delay = self._next_timer_delay()
+        return self._selector.fileno(), self.now + (longest if delay is None else min(delay, longest))
 
     def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
         """``callback`` as called from outside the loop's own turn; a host's per-run view

@@ -41,6 +41,10 @@ class Selector:
     def _flags(events: int) -> int:
         return (_EPOLLIN if events & EVENT_READ else 0) | (_EPOLLOUT if events & EVENT_WRITE else 0)
 
+    def fileno(self) -> int:
+        """The epoll set's own fd (a native pump's stay waits on it: csrc/stay.c)."""
+        return self._epoll.fileno()
+
     def register(self, fd: int, events: int) -> Key:
         if fd in self._keys:
             raise KeyError(f"{fd} is already registered")

@@ -26,6 +26,13 @@ if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capt
     from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
+# A stay (NativePump.stay) that drained less than its pipe's "nearly full" sleeps before its next
+# wait, so a writer of small pieces is read a pile at a time rather than a piece per wakeup, and
+# its writes stop waking the runner each (csrc/stay.c). The pause adapts to the writer between
+# these two; the longest bounds the echo's delay: what a user sees is line by line output
+# arriving in batches a millisecond apart at most.
+SHORTEST_GATHER_SECONDS = 0.0003
+GATHER_SECONDS = 0.001
 EOF_REACHED = 0
 WOULD_BLOCK = -1
 
@@ -177,6 +184,7 @@ class NativePump:
                 stream.marks = self._marks
         self._stream = self._ffi.gc(stream, self._lib.pk_stream_free)
         self._result = self._ffi.new("pk_drain_result *")
+        self.stay_counts = self._ffi.new("pk_stay_counts *")  # what the stays did (tests, bench)
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
 
     @property
@@ -201,6 +209,38 @@ class NativePump:
             int(until_empty),
             result,
         )
+        return self._settle(echo)
+
+    def stay(self, budget: int, epoll_fd: int, until: float, stop_at: int, full_at: int) -> int:
+        """``drain``, then on in C while only this pipe becomes ready in the loop's epoll set
+        ``epoll_fd``, until the monotonic ``until`` at the latest (csrc/stay.c); the same
+        results as ``drain``, ``count`` totalling the whole stay. ``full_at``: the pipe's
+        nearly full, which a pause to gather pieces must not reach. A stream whose echo has a
+        backlog or is written here alone (gated) only drains: those bytes are Python's."""
+        echo = self._echo
+        if echo is not None and echo.broken:
+            echo = None
+        if echo is not None and (echo.backlog or echo.gated):
+            return self.drain(budget)
+        self._lib.pk_stream_stay(
+            self._stream,
+            echo.fd if echo is not None else -1,
+            self._echo_mode,
+            budget,
+            epoll_fd,
+            int(until * 1e9),
+            stop_at,
+            full_at,
+            int(SHORTEST_GATHER_SECONDS * 1e9),
+            int(GATHER_SECONDS * 1e9),
+            self._result,
+            self.stay_counts,
+        )
+        return self._settle(echo)
+
+    def _settle(self, echo: EchoSink | None) -> int:
+        """A drain's result as ``drain`` returns it, queueing what the echo did not take."""
+        result = self._result
         last = result.last
         if last and echo is not None:
             if result.echo_errno:

@@ -45,6 +45,9 @@ class RunLoop(Loop):
     def clock(self) -> float:
         return self._shared.clock()
 
+    def stay_bound(self, longest: float) -> tuple[int, float] | None:
+        return self._shared.stay_bound(longest)
+
     def call_at(self, when: float, callback: Callback) -> Timer:
         return self._shared.call_at(when, self.waking(callback))
 

@@ -36,6 +36,18 @@ DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 SHORT_DRAIN = 64 * 1024  # a drain smaller than this means the child writes in small pieces
 COALESCE_SECONDS = 0.002
 DRAIN_BUDGET = 4 * 1024 * 1024  # per wakeup: a writer faster than the runner must not starve the loop
+# The longest a native stay (csrc/stay.c) keeps the loop's turn before handing it back, whatever
+# else waits: the loop's polled conditions (``run_until``'s ``poll``) and a host's other runs'
+# steps, which no fd announces, are seen at most this late while a writer floods a pipe.
+STAY_SECONDS = 0.01
+NEVER = 2**64 - 1
+
+
+def _stop_at(run: object) -> int:
+    """The byte count at which a stay hands back at once: one past the run's capture limit,
+    where ``saw_output`` may end the run (``--capture-overflow cancel``)."""
+    limit = getattr(getattr(run, "spec", None), "capture_max_bytes", None)
+    return min(limit + 1, NEVER) if isinstance(limit, int) and limit >= 0 else NEVER
 
 
 TYPE_CHECKING = False
@@ -86,6 +98,9 @@ class OutputStream:
         self._paced_for(DEFAULT_PIPE_SIZE)
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, run.spawn_backend)
+        # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
+        self._stays = not pty and hasattr(self.pump, "stay")
+        self._stop_at = _stop_at(run)
         self._loop.add_reader(fd, self._on_readable)
 
     def _paced_for(self, pipe_size: int) -> None:
@@ -114,13 +129,34 @@ class OutputStream:
             count = self.pump.drain(DRAIN_BUDGET, until_empty=self._terminal)
         except OSError:
             count = pump.EOF_REACHED  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
+        if self._settle(count, after_wait) and self._fast and self._stays:
+            self._stay()
+
+    def _stay(self) -> None:
+        """A fast writer's next wakeups served in C (csrc/stay.c) until anything else in the loop
+        is ready or its next timer is due: the loop's turn was about a third of a wakeup's cost
+        (bench/README.md, "The native pump's stay"). The loop's ``now`` is read again after it,
+        as the time has moved on (see loop.py's facts)."""
+        bound = self._loop.stay_bound(STAY_SECONDS)
+        if bound is None:
+            return
+        try:
+            stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
+            count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
+        except OSError:
+            count = pump.EOF_REACHED
+        self._loop.clock()
+        self._settle(count, after_wait=False)
+
+    def _settle(self, count: int, after_wait: bool) -> bool:
+        """Acts on a drain's count; returns whether the stream reads on at the next wakeup."""
         if count == pump.EOF_REACHED:
             self.close()
-            return
+            return False
         if count == pump.WOULD_BLOCK:
             if after_wait:  # the writer fell silent: wait for it on readiness again
                 self._loop.add_reader(self.fd, self._on_readable)
-            return
+            return False
         if not self._sized:
             self._enlarge()
         self._run.saw_output(self)
@@ -130,11 +166,13 @@ class OutputStream:
         elif self._keeps_reading(count, after_wait):
             if after_wait:
                 self._loop.add_reader(self.fd, self._on_readable)
+            return self.open and not self.paused and not (self.echo is not None and self.echo.backlog)
         else:
             if not after_wait:
                 self._loop.remove_reader(self.fd)
             self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
             self._wait_started = self._loop.now
+        return False
 
     def _keeps_reading(self, count: int, after_wait: bool) -> bool:
         """False when the stream should wait for its pipe to fill before the next read."""

@@ -1,0 +1,222 @@
+"""The native pump's stay (csrc/stay.c): while a fast writer floods a pipe, the runner keeps
+pumping in C between wakeups, and must still hand the loop back for everything else at once.
+
+Each case floods the runner first (50 MB from ``yes``, which makes the stream "fast" and so
+served by stays), then checks that what the loop alone handles acts while the flood goes on: a
+``--timeout``, a control ``cancel``, a SIGTERM, the child's own exit. And that bytes are echoed as
+they are read, a short write with no newline included, capture or not: the child waits for a
+file the test makes only once it has seen that write in the echo. Run under both pumps (the
+Python pump has no stay, and must behave the same). Then, on the pump itself: the stay's pause
+to gather small pieces is bounded (a writer that waits to see each piece echoed before writing
+the next is served by one stay), and a stay makes what the Python pump makes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import read_events, start_cli, wait_for_event, wait_for_file
+from control_support import cli_json
+from processkit.engine import pump
+from processkit.engine.capture import CaptureTarget
+from processkit.engine.echo import EchoSink
+from processkit.loop import Loop
+
+try:
+    from processkit import _native
+except ImportError:
+    _native = None
+
+FLOOD = "yes | head -c 50000000"  # then the case's own part, the flood still going where it says
+FOREVER = f"{FLOOD}; exec yes"
+
+
+def ended(proc, jsonl) -> int:
+    """The runner's exit code; one that does not end (a stay that kept the loop) is killed with
+    its child, whose ``yes`` would otherwise flood on, and the test fails."""
+    try:
+        return proc.wait(60)
+    finally:
+        stop(proc, jsonl)
+
+
+def stop(proc, jsonl) -> None:
+    """Kills a runner still running, and its child (the root execs ``yes``)."""
+    if proc.poll() is None:
+        started = [e for e in read_events(jsonl) if e["event"] == "run_started"]
+        for pid in [e["root_pid"] for e in started] + [proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+    for handle in (proc.stdout, proc.stderr):
+        if handle is not None:
+            handle.close()
+
+
+def test_a_timeout_ends_a_flooding_run(pump_backend, tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli("run", "--timeout", "1s", "--jsonl", jsonl, "--", "sh", "-c", FOREVER, stdout=subprocess.DEVNULL)
+    assert ended(proc, jsonl) == 106
+    assert read_events(jsonl)[-1]["source"] == "timeout"
+
+
+def test_sigterm_ends_a_flooding_run(pump_backend, tmp_path):
+    jsonl, flooding = tmp_path / "run.jsonl", tmp_path / "flooding"
+    script = f"{FLOOD}; touch {flooding}; exec yes"
+    proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", script, stdout=subprocess.DEVNULL)
+    wait_for_file(flooding, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    assert ended(proc, jsonl) == 107
+    assert read_events(jsonl)[-1]["source"] == "cancelled"
+
+
+def test_a_control_cancel_ends_a_flooding_run(pump_backend, tmp_path):
+    jsonl, flooding = tmp_path / "run.jsonl", tmp_path / "flooding"
+    script = f"{FLOOD}; touch {flooding}; exec yes"
+    proc = start_cli("run", "--run-id", "flood", "--jsonl", jsonl, "--", "sh", "-c", script, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_event(jsonl, "run_started", timeout=60)
+        wait_for_file(flooding, timeout=60)
+        assert cli_json("cancel", "--run-id", "flood")["accepted"]
+    except BaseException:
+        stop(proc, jsonl)
+        raise
+    assert ended(proc, jsonl) == 108
+    assert read_events(jsonl)[-1]["source"] == "control_cancel"
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["echo", "echo+capture"])
+def test_a_short_write_reaches_the_echo_while_the_child_runs(pump_backend, tmp_path, capture):
+    """A stay that held bytes for more to come (or the gathering pause into a capture, unbounded)
+    would keep ``ready`` from the echo, and the child would wait for ever."""
+    jsonl, go = tmp_path / "run.jsonl", tmp_path / "go"
+    script = f"{FLOOD}; printf ready; while [ ! -e {go} ]; do sleep 0.01; done; printf done"
+    options = ["--capture-dir", tmp_path / "captures", "--capture-max-bytes", "1g"] if capture else []
+    proc = start_cli("run", "--jsonl", jsonl, *options, "--", "sh", "-c", script)
+    seen = bytearray()
+    while not seen.endswith(b"ready"):
+        chunk = os.read(proc.stdout.fileno(), 1 << 20)
+        assert chunk, "the echo ended before the short write came"
+        seen += chunk
+    assert len(seen) == 50_000_005
+    go.touch()
+    assert proc.stdout.read() == b"done"
+    assert ended(proc, jsonl) == 0
+    captured = [e for e in read_events(jsonl) if e["event"] == "output_captured"]
+    if capture:
+        assert captured[0]["stdout"]["bytes"] == 50_000_009
+
+
+# The child of the next test: writes a piece into the stream's pipe, waits until it has read that
+# piece back from the echo, writes the next, and then says it is done on a third pipe.
+PIECES_CHILD = """
+import os, sys
+stream, echo, done = (int(fd) for fd in sys.argv[1:4])
+for piece in (b"a" * 100, b"no newline"):
+    os.write(stream, piece)
+    seen = b""
+    while len(seen) < len(piece):
+        seen += os.read(echo, len(piece) - len(seen))
+    assert seen == piece, seen
+os.write(done, b"x")
+"""
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+@pytest.mark.parametrize("capture", [True, False], ids=["capture", "echo-only"])
+def test_a_stay_echoes_each_piece_before_the_next_comes(tmp_path, capture):
+    """The stay's pause to gather small pieces (at most pump.GATHER_SECONDS; echo only, the
+    echo is spliced) is bounded:
+    each piece is echoed while the writer waits for it, the stay's own end 30 s away. Only the
+    third pipe becoming ready ends the stay, after both pieces: a pause that lasted to the
+    stay's end would take a second stay."""
+    loop = Loop()
+    stream_read, stream_write = os.pipe()
+    echo_read, echo_write = os.pipe()
+    done_read, done_write = os.pipe()
+    os.set_blocking(stream_read, False)
+    capture_fd = os.open(tmp_path / "out.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    fds = (stream_write, echo_read, done_write)
+    child = subprocess.Popen([sys.executable, "-c", PIECES_CHILD, *map(str, fds)], pass_fds=fds)
+    try:
+        for fd in fds:
+            os.close(fd)
+        sink = EchoSink(loop, echo_write, lambda: None)
+        target = CaptureTarget(str(tmp_path / "out.log"), capture_fd, 1 << 20) if capture else None
+        stay_pump = pump.NativePump(stream_read, target, sink)
+        loop.add_reader(stream_read, lambda: None)
+        loop.add_reader(done_read, lambda: None)
+        epoll_fd, _ = loop.stay_bound(30)
+        total, stays = 0, 0
+        while not select.select([done_read], [], [], 0)[0]:
+            total += max(stay_pump.stay(1 << 20, epoll_fd, loop.clock() + 30, 2**64 - 1, 48 * 1024), 0)
+            stays += 1
+        assert (total, stays) == (110, 1)  # the one stay ended for the third pipe, not at its end
+        assert stay_pump.stay_counts.gathers >= 1
+        assert child.wait(60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for fd in (stream_read, echo_write, done_read, capture_fd):
+            os.close(fd)
+        loop.close()
+    assert (tmp_path / "out.log").read_bytes() == (b"a" * 100 + b"no newline" if capture else b"")
+
+
+def pumped(make, tmp_path, data: bytes, cap: int | None, name: str, stays: bool):
+    """What a pump made of ``data`` (already in a pipe whose writer is gone): the capture's
+    report and file, and the echo (a regular file: it never pushes back)."""
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, len(data))
+    os.set_blocking(read_fd, False)
+    os.write(write_fd, data)
+    os.close(write_fd)
+    loop = Loop()
+    echo_fd = os.open(tmp_path / f"{name}.echo", os.O_WRONLY | os.O_CREAT, 0o600)
+    capture_fd = os.open(tmp_path / f"{name}.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    target = CaptureTarget(str(tmp_path / f"{name}.log"), capture_fd, cap) if cap is not None else None
+    try:
+        loop.add_reader(read_fd, lambda: None)
+        made = make(read_fd, target, EchoSink(loop, echo_fd, lambda: None))
+        epoll_fd, _ = loop.stay_bound(30)
+        while True:
+            if stays:
+                count = made.stay(1 << 16, epoll_fd, loop.clock() + 30, 2**64 - 1, 48 * 1024)
+            else:
+                count = made.drain(1 << 16)
+            if count == pump.EOF_REACHED:
+                break
+        report = made.report()
+    finally:
+        for fd in (read_fd, echo_fd, capture_fd):
+            os.close(fd)
+        loop.close()
+    return (
+        report and (report.bytes_seen, report.bytes_written, report.sha256, report.write_error),
+        made.seen,
+        (tmp_path / f"{name}.log").read_bytes(),
+        (tmp_path / f"{name}.echo").read_bytes(),
+    )
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+@pytest.mark.parametrize("cap", [None, 100, 300_000, 1 << 20], ids=["no-capture", "tiny", "mid", "whole"])
+def test_a_stay_makes_what_the_python_pump_makes(cap, tmp_path):
+    """Bytes, their order, the caps, the counts and the digest are the stay's as the Python
+    pump's, across many drains in one stay (a 64 KiB budget over 768 KiB)."""
+    data = bytes(random.Random(7).randbytes(768 * 1024))
+    native = pumped(pump.NativePump, tmp_path, data, cap, "native", stays=True)
+    python = pumped(pump.PythonPump, tmp_path, data, cap, "python", stays=False)
+    assert native == python
+    assert native[1] == len(data) and native[3] == data
