@@ -220,3 +220,22 @@ def test_a_stay_makes_what_the_python_pump_makes(cap, tmp_path):
     python = pumped(pump.PythonPump, tmp_path, data, cap, "python", stays=False)
     assert native == python
     assert native[1] == len(data) and native[3] == data
+
+
+def test_a_run_keeps_no_turn_in_c_while_another_run_of_its_host_waits_to_be_resumed():
+    """A stay holds the host's turn until something in the loop is ready or its bound passes; a
+    run queued for after the turn (a batch's next job, woken by its slot) is not in the loop, so
+    a stream's stay is refused while one waits, and allowed once none does."""
+    from processkit.engine.runloop import RunLoop
+    from processkit.loop import Loop
+
+    loop = Loop()
+    try:
+        waiting = [True]
+        view = RunLoop(loop, lambda: None, lambda: waiting[0])
+        assert view.stay_bound(0.01) is None
+        waiting[0] = False
+        bound = view.stay_bound(0.01)
+        assert bound is not None and bound[0] >= 0
+    finally:
+        loop.close()

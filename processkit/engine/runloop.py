@@ -17,9 +17,10 @@ class RunLoop(Loop):
     """One run's view of the host's loop: every callback it registers marks the run runnable
     once it has run. Only the host turns the loop: a run never does (``run_once``)."""
 
-    def __init__(self, loop: Loop, wake: Callable[[], None]) -> None:  # noqa: D107 - shares, not makes, a loop
+    def __init__(self, loop: Loop, wake: Callable[[], None], others_waiting: Callable[[], bool]) -> None:  # noqa: D107 - shares, not makes, a loop
         self._shared = loop
         self.wake = wake
+        self._others_waiting = others_waiting  # the host's runs queued for after this turn
 
     @property
     def now(self) -> float:
@@ -46,7 +47,9 @@ class RunLoop(Loop):
         return self._shared.clock()
 
     def stay_bound(self, longest: float) -> tuple[int, float] | None:
-        return self._shared.stay_bound(longest)
+        """None while another run of the host waits to be resumed after this turn: a stay would
+        hold it up (its next job's start, say) until the stay's own bound."""
+        return None if self._others_waiting() else self._shared.stay_bound(longest)
 
     def call_at(self, when: float, callback: Callback) -> Timer:
         return self._shared.call_at(when, self.waking(callback))

@@ -124,6 +124,7 @@ class Scheduler:
         self.stop_source: str | None = None  # the source of the first stop signal, once one came
         self._carried: set[_Carried] = set()
         self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
+        self._fresh: list[_Carried] = []  # filled runs not yet resumed (``carry_all``)
         self._current: _Carried | None = None
         self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
 
@@ -159,8 +160,13 @@ class Scheduler:
         carried = self._current
         assert carried is not None, "asked from a run's step"
         if carried.loop is None:
-            carried.loop = RunLoop(self.loop, lambda: self._wake(carried))
+            carried.loop = RunLoop(self.loop, lambda: self._wake(carried), self._others_waiting)
         return carried.loop
+
+    def _others_waiting(self) -> bool:
+        """Whether a run is queued to be resumed after this turn (woken, or fresh and not yet
+        started): a callback must not keep the turn (a native pump's stay) while one waits."""
+        return bool(self._runq or self._fresh)
 
     def _wake(self, carried: _Carried) -> None:
         if carried in self._carried:
@@ -210,7 +216,7 @@ class Scheduler:
         group has another; raises what was the host's own failure (a ``KeyboardInterrupt`` in a
         step, a ``finished`` that raised, a step's exception in a group without ``failed``),
         once every run of every group has ended: that failure stopped them all first."""
-        fresh: list[_Carried] = []
+        fresh = self._fresh = []
         self._failure = None
         for group in groups:
             group._host = self
