@@ -98,9 +98,9 @@ typedef struct pk_stay_counts {
  * first sleeps the stream's pause (pause_ns, adapted as stay.c says between shortest_pause_ns and
  * longest_pause_ns). result is the last drain's, except total: every byte the stay read. counts
  * are added to. */
-void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until,
-                    uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns, int64_t longest_pause_ns,
-                    pk_drain_result *result, pk_stay_counts *counts);
+void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
+                    int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
+                    int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
  * state is not disturbed, so hashing may go on after). */

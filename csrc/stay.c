@@ -66,9 +66,9 @@ static int others_ready(const struct epoll_event *events, int count, int in_fd)
     return 0;
 }
 
-void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd, int64_t until,
-                    uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns, int64_t longest_pause_ns,
-                    pk_drain_result *result, pk_stay_counts *counts)
+void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
+                    int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
+                    int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts)
 {
     struct epoll_event events[STAY_EVENTS];
     uint64_t total = 0;
@@ -86,9 +86,11 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         /* A drain that ended on its budget left bytes in the pipe: only look at the others. */
         if (result->total < budget) {
             if (paused && result->total >= full_at)
-                stream->pause_ns = stream->pause_ns / 2 > shortest_pause_ns ? stream->pause_ns / 2 : shortest_pause_ns;
+                stream->pause_ns =
+                    stream->pause_ns / 2 > shortest_pause_ns ? stream->pause_ns / 2 : shortest_pause_ns;
             else if (paused && result->total < full_at / 4)
-                stream->pause_ns = stream->pause_ns * 2 < longest_pause_ns ? stream->pause_ns * 2 : longest_pause_ns;
+                stream->pause_ns =
+                    stream->pause_ns * 2 < longest_pause_ns ? stream->pause_ns * 2 : longest_pause_ns;
             paused = 0;
             if (result->total < full_at && stream->pause_ns > 0) {
                 int64_t left = until - now_ns();
