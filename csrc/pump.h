@@ -43,7 +43,9 @@ typedef struct pk_stream {
      * (processkit/capture_layout.py): PK_MARK_PENDING is the chunk's end, stored before any of
      * its bytes; then ring_from, written and write_error, in that order, once it is stored. */
     uint64_t *marks;
-    int64_t pause_ns; /* a stay's pause to gather small pieces, adapted to the writer (stay.c) */
+    int64_t pause_ns;       /* a stay's pause to gather small pieces, adapted to the writer (stay.c) */
+    int64_t window_from_ns; /* with no pause: when the window measuring the writer's rate began */
+    uint64_t window_bytes;  /* ... and what the stay read in it */
 } pk_stream;
 
 #define PK_MARK_STORED      0

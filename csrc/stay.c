@@ -19,18 +19,18 @@
  * or before the loop's next timer.
  *
  * Gathering: after a drain that left the pipe empty and was short of `full_at` (the pipe's
- * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so the
+ * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so a slow
  * writer's pieces gather in the pipe and are taken a pile at a time, as the loop's own pacing
  * does between turns. A reader asleep in epoll_wait is woken by every write (a context switch
  * each, on both sides); one asleep in nanosleep is not: the pipe only marks itself ready. The
- * pause adapts to the writer (kept in the stream), from `shortest_pause_ns` at first: doubled
- * up to `longest_pause_ns` when what it gathered was under a quarter of full_at, halved down to
- * the shortest when it came near full_at (the writer may have waited on a full pipe; the next
- * wait is on readiness). Measured on the 4 KiB echo: ~22,000 wakeups per GiB without the pause,
- * ~1,700 with 0.3 ms of it and the whole tree's CPU ~0.7x; shorter pauses (down to 20 us, the
- * pause then shrinking as a GB/s writer nears full_at in each) cost ~10 % more CPU, and 1 ms
- * as much CPU but 1.35x the wall time (bench/README.md, "The native pump's stay"). A writer of
- * 100 B pieces needs the longer pause: at 0.3 ms it woke the runner up to ~4x as often. */
+ * pause adapts to the writer (kept in the stream, adapt_pause and watch_rate): from
+ * `shortest_pause_ns`, doubled up to `longest_pause_ns` while it gathers under a quarter of
+ * full_at, halved while it fills the pipe; an echo-only stream's goes to none at all for a
+ * writer that fast, until a window's rate shows the writer slowed. Measured (bench/README.md, "The
+ * native pump's stay"): 2 M writes of 100 B cost the whole tree about a third less CPU with the
+ * pause; a writer of 4 KiB pieces at full speed on a quiet machine ran 2-3x longer in wall time
+ * with any pause (its pages go cold in a pile; with none the reader keeps up and they stay in
+ * the cache), and with none the whole tree took less CPU than `| cat`. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sys/epoll.h>
@@ -39,6 +39,10 @@
 #include "pump.h"
 
 #define STAY_EVENTS 8
+/* pause_ns for a writer so fast that any pause lets it fill the pipe: none, until a window of
+ * RATE_WINDOW_NS shows a rate at which the shortest pause would gather under a quarter of it. */
+#define NO_PAUSE       (-1)
+#define RATE_WINDOW_NS 1000000
 
 static int64_t now_ns(void)
 {
@@ -66,6 +70,43 @@ static int others_ready(const struct epoll_event *events, int count, int in_fd)
     return 0;
 }
 
+/* After a pause that gathered `gathered`. An echo-only stream's pause that let the writer half
+ * fill the pipe is halved, and below an eighth of the shortest there is none: the runner keeps
+ * up with the writer, whose pages then stay in the cache where a pile of them goes cold (on the
+ * 4 KiB echo any pause cost 2-3x the wall time of none). A captured stream's runner is the
+ * slower side (the capture's writes and digest), so its pipe fills whatever the pause, and big
+ * drains cost it less: its pause is halved only once the pipe came nearly full, down to the
+ * shortest. Either is doubled while it gathers under a quarter of full_at. */
+static void adapt_pause(pk_stream *stream, uint64_t gathered, uint64_t full_at, int64_t shortest_ns,
+                        int64_t longest_ns)
+{
+    if (stream->capture_fd < 0 && gathered >= full_at / 2) {
+        stream->pause_ns /= 2;
+        if (stream->pause_ns < shortest_ns / 8) {
+            stream->pause_ns = NO_PAUSE;
+            stream->window_from_ns = now_ns();
+            stream->window_bytes = 0;
+        }
+    } else if (gathered >= full_at)
+        stream->pause_ns = stream->pause_ns / 2 > shortest_ns ? stream->pause_ns / 2 : shortest_ns;
+    else if (gathered < full_at / 4)
+        stream->pause_ns = stream->pause_ns * 2 < longest_ns ? stream->pause_ns * 2 : longest_ns;
+}
+
+/* With no pause: each window's rate says whether the shortest pause would now gather under a
+ * quarter of the pipe (the writer slowed), and pausing starts again. */
+static void watch_rate(pk_stream *stream, uint64_t read, uint64_t full_at, int64_t shortest_ns)
+{
+    int64_t now = now_ns(), elapsed = now - stream->window_from_ns;
+    stream->window_bytes += read;
+    if (elapsed < RATE_WINDOW_NS)
+        return;
+    if ((double)stream->window_bytes * (double)shortest_ns / (double)elapsed < (double)(full_at / 4))
+        stream->pause_ns = shortest_ns;
+    stream->window_from_ns = now;
+    stream->window_bytes = 0;
+}
+
 void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts)
@@ -83,15 +124,13 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         if (result->eof || (result->read_errno && result->read_errno != EAGAIN) || result->echo_errno ||
             result->echoed < result->last || stream->seen >= stop_at)
             break;
+        if (stream->pause_ns == NO_PAUSE)
+            watch_rate(stream, result->total, full_at, shortest_pause_ns);
+        else if (paused)
+            adapt_pause(stream, result->total, full_at, shortest_pause_ns, longest_pause_ns);
+        paused = 0;
         /* A drain that ended on its budget left bytes in the pipe: only look at the others. */
         if (result->total < budget) {
-            if (paused && result->total >= full_at)
-                stream->pause_ns =
-                    stream->pause_ns / 2 > shortest_pause_ns ? stream->pause_ns / 2 : shortest_pause_ns;
-            else if (paused && result->total < full_at / 4)
-                stream->pause_ns =
-                    stream->pause_ns * 2 < longest_pause_ns ? stream->pause_ns * 2 : longest_pause_ns;
-            paused = 0;
             if (result->total < full_at && stream->pause_ns > 0) {
                 int64_t left = until - now_ns();
                 struct timespec pause = {0, 0};
