@@ -15,8 +15,8 @@
  * timer's deadline, the signal wakeup socket, the control socket, a pidfd, another stream or
  * run), an interrupted wait, the end of the pipe, a read error, an echo that cannot take all
  * (its backlog is Python's) or crossing stop_at ends the stay: the loop then does what it would
- * have done, at most one wakeup later. The stay never outlasts `until`, which the caller sets at
- * or before the loop's next timer.
+ * have done, at most one wakeup later. The stay never outlasts `until` (the caller sets it at or
+ * before the loop's next timer) by more than a drain, or epoll_wait's rounding up to a millisecond.
  *
  * Gathering: after a drain that left the pipe empty and was short of `full_at` (the pipe's
  * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so a slow
@@ -144,7 +144,8 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
             }
             if (!(timeout = wait_ms(until)))
                 break; /* until has passed: what the pipe holds is the loop's next wakeup */
-        }
+        } else if (now_ns() >= until)
+            break; /* drains that each end on their budget are bounded by until too */
         counts->waits++;
         ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
         if (ready < 0 || others_ready(events, ready, stream->in_fd))

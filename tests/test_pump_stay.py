@@ -241,28 +241,27 @@ def test_a_run_keeps_no_turn_in_c_while_another_run_of_its_host_waits_to_be_resu
         loop.close()
 
 
-FAST_WRITER = "import os\nchunk = b'y' * 4096\nwhile True:\n    os.write(1, chunk)\n"
-
-
 @pytest.mark.skipif(_native is None, reason="the native module is not built")
 def test_an_echo_only_stay_stops_pausing_for_a_writer_that_fills_the_pipe_in_a_pause(tmp_path):
     """A writer that half fills the pipe in each pause is slowed by any pause (it blocks on the
     full pipe, and its pages go cold in a pile): an echo-only stay halves its pause down to none.
-    A writer of 4 KiB pieces as fast as it can into a 1 MiB pipe: over 0.2 s of one stay the
-    pause follows a few drains in a thousand (when a window shows the writer slowed, it is tried
-    again), not about every other one (the rule before: the pause never below 0.3 ms)."""
+    ``dd`` writing 4 KiB pieces as fast as it can into a 1 MiB pipe whose "nearly full" is set
+    at 64 KiB (so the rule's threshold, half of that in a 0.3 ms pause, holds for any writer over
+    about 110 MB/s, even a sanitized build's): over 0.2 s of one stay the pause follows a few
+    drains in a thousand (when a window shows the writer slowed, it is tried again), not about
+    every other one (the rule before: the pause never below 0.3 ms)."""
     loop = Loop()
     stream_read, stream_write = os.pipe()
     fcntl.fcntl(stream_read, fcntl.F_SETPIPE_SZ, 1 << 20)
     os.set_blocking(stream_read, False)
     echo_fd = os.open(os.devnull, os.O_WRONLY)
-    child = subprocess.Popen([sys.executable, "-c", FAST_WRITER], stdout=stream_write)
+    child = subprocess.Popen(["dd", "if=/dev/zero", "bs=4096", "status=none"], stdout=stream_write)
     os.close(stream_write)
     try:
         stay_pump = pump.NativePump(stream_read, None, EchoSink(loop, echo_fd, lambda: None))
         loop.add_reader(stream_read, lambda: None)
         epoll_fd, _ = loop.stay_bound(30)
-        stay_pump.stay(1 << 30, epoll_fd, loop.clock() + 0.2, 2**64 - 1, 768 * 1024)
+        stay_pump.stay(1 << 30, epoll_fd, loop.clock() + 0.2, 2**64 - 1, 64 * 1024)
         counts = stay_pump.stay_counts
         assert counts.drains > 20, "the writer should have kept the stay draining"
         assert counts.gathers * 10 < counts.drains, (counts.drains, counts.gathers)
@@ -271,4 +270,30 @@ def test_an_echo_only_stay_stops_pausing_for_a_writer_that_fills_the_pipe_in_a_p
         child.wait()
         os.close(stream_read)
         os.close(echo_fd)
+        loop.close()
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+def test_a_stay_whose_drains_end_on_their_budget_still_ends_at_its_bound():
+    """A writer faster than the runner keeps every drain ending on its budget with bytes left in
+    the pipe; the stay must still hand the loop back at ``until`` (the loop's next timer: a
+    ``--timeout``, a grace period's SIGKILL), not drain on until the pipe is empty. A pipe holding
+    1 MiB (its writer still open), a 4 KiB budget and an ``until`` already past: one drain (the
+    rule before drained on to the pipe's end)."""
+    loop = Loop()
+    stream_read, stream_write = os.pipe()
+    fcntl.fcntl(stream_read, fcntl.F_SETPIPE_SZ, 1 << 20)
+    os.write(stream_write, b"x" * (1 << 20))
+    os.set_blocking(stream_read, False)
+    echo_fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        stay_pump = pump.NativePump(stream_read, None, EchoSink(loop, echo_fd, lambda: None))
+        loop.add_reader(stream_read, lambda: None)
+        epoll_fd, _ = loop.stay_bound(30)
+        count = stay_pump.stay(4096, epoll_fd, loop.clock() - 1, 2**64 - 1, 768 * 1024)
+        assert stay_pump.stay_counts.drains == 1
+        assert 0 < count < 1 << 20  # a drain takes at least one read's chunk, never the whole pipe
+    finally:
+        for fd in (stream_read, stream_write, echo_fd):
+            os.close(fd)
         loop.close()
