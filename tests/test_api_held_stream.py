@@ -137,3 +137,18 @@ def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypat
     assert (first.stdout, again.stdout, back.stdout) == (f"{tmp_path}\n", f"{tmp_path}\n", f"{os.getcwd()}\n")
     assert [run.events[0].labels for run in (first, again, back)] == [{"team": "a"}, {"team": "a"}, {}]
     assert len({first.run_id, again.run_id, back.run_id}) == 3
+
+
+def test_a_tail_or_head_tail_capture_beside_a_held_stream_keeps_what_it_asked_for():
+    """Memfds hold a head capture only (a ring's tail needs its files): a ``capture_keep`` of
+    ``tail`` or ``head-tail`` beside a stream nobody names is captured into files as before, not
+    refused as the runner's own failure (the held path's assertion, exit 104)."""
+    import warnings
+
+    command = ["sh", "-c", "printf 0123456789; printf abcdefghij >&2"]
+    expected = {"tail": (b"6789", b"ghij"), "head-tail": (b"0189", b"abij"), "head": (b"0123", b"abcd")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", processkit.CaptureTruncated)
+        for keep, (out, err) in expected.items():
+            done = processkit.run(command, capture_output=True, capture_keep=keep, capture_max_bytes=4)
+            assert (keep, done.returncode, done.stdout, done.stderr) == (keep, 0, out, err)

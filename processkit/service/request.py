@@ -119,7 +119,7 @@ class Request:
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"")
             held = [self.memfds[-1]]
-            if spec.capture_dir == wire.SCRATCH_CAPTURE:
+            if spec.capture_dir == wire.SCRATCH_CAPTURE and spec.capture_keep == "head":  # a ring's keeps need files
                 self._memory_file(b"")
                 self._memory_file(b"")
                 held += self.memfds[-2:]
