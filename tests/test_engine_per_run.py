@@ -130,3 +130,24 @@ def test_a_run_whose_stream_is_dropped_builds_no_event_of_its_start_or_its_end(t
     spec = RunSpec(argv=["true"], jsonl=os.devnull, run_id="r", run_id_given=True, echo=False)
     assert execute(spec).code == 0
     assert built == ["root_exited"]
+
+
+def test_a_passing_keep_failed_jobs_gathered_events_are_never_made_records(tmp_path, monkeypatch):
+    """A ``--keep failed`` job's stream gathers the events its line does not read as themselves,
+    and a passing job's are dropped: none is made a record (``to_json`` with its emit stamp, as
+    only the gathered are), unless the carrier asked for the records (the runner service)."""
+    from processkit.events import base
+
+    made: list[str] = []
+    real = base.Event.to_json
+
+    def counted(event, *args, **keywords):
+        if args or keywords:  # a gathered event made a record with the stamp of its emit
+            made.append(event.name)
+        return real(event, *args, **keywords)
+
+    monkeypatch.setattr(base.Event, "to_json", counted)
+    jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(3)])
+    lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=2, keep_failed_only=True), signals=False)
+    assert [line.exit_code for line in lines] == [0, 0, 0]
+    assert made == []

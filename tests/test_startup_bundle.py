@@ -97,6 +97,29 @@ def test_a_source_changed_since_the_bundle_is_loaded_from_the_source(tmp_path):
     assert _run(root, tmp_path, write=False, report=report).stdout.split() == ["7"]
 
 
+def test_a_source_replaced_with_its_size_and_mtime_kept_is_not_taken_from_the_bundle(tmp_path):
+    """An upgrade can keep a same-sized source's mtime (an installer keeping a wheel's times,
+    ``cp -a``); the installer writes the pyc again, never the bundle. A row is keyed on the
+    source's status-change time too, which no installer sets back: the new code runs."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    changed = tmp_path / "processkit" / "engine" / "state.py"
+    was = changed.stat()
+    text = changed.read_text()
+    added = "\nCHANGED = 7\n"
+    first_line = text.index("\n")
+    assert first_line > len(added) + 3, "the docstring's first line is long enough to give room"
+    text = text[: first_line - len(added)] + text[first_line:] + added  # the same size
+    changed.unlink()
+    changed.write_text(text)
+    os.utime(changed, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert (changed.stat().st_size, changed.stat().st_mtime_ns) == (was.st_size, was.st_mtime_ns)
+    for pyc in (changed.parent / "__pycache__").glob("state.*.pyc"):
+        pyc.unlink()  # the installer's pyc would hold the new code; none makes the source's
+    report = "print(sys.modules['processkit.engine.state'].CHANGED)"
+    assert _run(root, tmp_path, write=False, report=report).stdout.split() == ["7"]
+
+
 def test_a_bundle_that_is_not_one_is_ignored_and_written_again(tmp_path):
     """Garbage, another interpreter's magic number or a truncated marshal in the bundle's place:
     the run loads its modules from their pycs as before, and leaves a good bundle."""

@@ -110,12 +110,21 @@ def _read_all(path: str, size: int | None = None):
 
 
 def _source_state(source: str):
-    """``(mtime, size)`` of the source as a pyc records them, or None when it cannot be read."""
+    """``(mtime, size, ctime)`` of the source: the first two as a pyc records them, the third in
+    nanoseconds for the bundle's rows; None when it cannot be read."""
     try:
         held = stat(source)
     except OSError:
         return None
-    return int(held.st_mtime) & 0xFFFFFFFF, held.st_size & 0xFFFFFFFF
+    return int(held.st_mtime) & 0xFFFFFFFF, held.st_size & 0xFFFFFFFF, held.st_ctime_ns
+
+
+def _row_state(state) -> tuple:
+    """What a bundle row keeps of its source's state: a pyc's pair, and the status-change time,
+    which no installer or copy sets back (an upgrade that keeps a same-sized source's mtime, from
+    a wheel's timestamps or ``cp -a``, still changes it): the pyc is written again at install, the
+    bundle is not, so its rows need the stronger key."""
+    return (state[0], state[2]), state[1]
 
 
 def _byte_code(source: str, cached: str):
@@ -146,7 +155,8 @@ def _bundled(fullname: str, source: str, package: bool):
     row = _bundle.get(fullname)
     if row is None or row[0] != source or row[1] is not package:
         return None
-    if _source_state(source) != (row[2], row[3]):
+    state = _source_state(source)
+    if state is None or _row_state(state) != (row[2], row[3]):
         return None
     _served[fullname] = row
     return row[4]
@@ -161,7 +171,7 @@ def _found(fullname: str, source: str, cached: str, package: bool):
         return None
     code, state = found
     if _bundle_path:
-        _served[fullname] = (source, package, state[0], state[1], code)
+        _served[fullname] = (source, package, *_row_state(state), code)
         _missed.append(fullname)
     return code
 
@@ -279,8 +289,11 @@ def _run_row(name: str, root: str) -> bool:
         return True
     source, package, mtime, size, code = _bundle[name]
     where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-    if source != (f"{where}/__init__.py" if package else f"{where}.py") or _source_state(source) != (mtime, size):
-        return False  # a row of another copy of the package, or of a changed source
+    if source != (f"{where}/__init__.py" if package else f"{where}.py"):
+        return False  # a row of another copy of the package
+    state = _source_state(source)
+    if state is None or _row_state(state) != (mtime, size):
+        return False  # a changed source
     directory, _, file_name = source.rpartition("/")
     cached = f"{directory}/__pycache__/{file_name[:-3]}.{Finder.tag}.pyc"
     spec = ModuleSpec(name, _Loader(name, source, None), origin=source, is_package=package)
@@ -307,17 +320,18 @@ def _run_row(name: str, root: str) -> bool:
 def save() -> None:
     """Write the bundle again when this run loaded a module it lacked or held stale: every row
     it holds, with this run's in their place; best effort (a read-only install keeps none)."""
-    if not _missed or sys.dont_write_bytecode:
+    if not _missed or sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
-    from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, write
+    from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, urandom, write
 
     rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
     rows.update((name, row) for name, row in {**_bundle, **_served}.items() if name not in rows)
     path = _bundle_path[0]
-    temporary = f"{path}.{getpid()}"
+    temporary = f"{path}-{getpid()}-{urandom(4).hex()}.tmp"  # MANIFEST.in keeps a leftover out of an sdist
     try:
         data = MAGIC_NUMBER + dumps(tuple((name, *row) for name, row in rows.items()))
-        fd = open_fd(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        mode = stat(__file__).st_mode & 0o666  # as a pyc takes its source's: no wider than the code
+        fd = open_fd(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
     except (OSError, ValueError):
         return
     try:
@@ -327,7 +341,7 @@ def save() -> None:
         close(fd)
         fd = -1
         rename(temporary, path)
-    except OSError:
+    except BaseException:  # noqa: BLE001 - a write error, or a signal at the run's exit: no file left, exit kept
         if fd >= 0:
             close(fd)
         try:

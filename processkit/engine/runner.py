@@ -52,13 +52,15 @@ def steps(
     final_usage: bool = True,
     keep_stream: Callable[[Outcome], bool] | None = None,
     context: RunContext = OWN_CONTEXT,
+    records: bool = False,
 ):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
     stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
-    (one not written gives its events as objects, ``Outcome.records``, unless it spilled).
+    (with ``records``, the Outcome carries its events as objects, ``Outcome.records``, unless it
+    spilled: made only for a carrier that asks, as a dropped stream's are otherwise never made).
     ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
     publication, descriptors and places for the child's streams."""
@@ -83,7 +85,8 @@ def steps(
     try:
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
-        outcome.records = emitter.records  # a held stream's events, unencoded (None once written)
+        if records:
+            outcome.records = emitter.records  # a held stream's events, unencoded (None once written)
         return outcome
     finally:
         host.delist(run)

@@ -115,7 +115,6 @@ class Request:
         caller's environment and standard streams, the descriptors it gave the child, and this
         process's own places for the spec's stand-ins (its memory, its scratch directory)."""
         spec, places = self.spec, self.places
-        held_fds = None
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"")
             held = [self.memfds[-1]]
@@ -125,13 +124,14 @@ class Request:
                 held += self.memfds[-2:]
                 places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))  # named, never made
             self.held = tuple(held)
-            held_fds = tuple(os.dup(fd) for fd in held)  # the engine closes its copies
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
         if spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+        # the engine closes its copies; made last, so a step above that raises leaves none behind
+        held_fds = tuple(os.dup(fd) for fd in self.held) if self.held else None
         stdio = tuple(self.stdio)
         given = self.given
         return RunContext(
@@ -228,8 +228,12 @@ class Request:
         try:
             os.makedirs(directory, 0o700, exist_ok=True)
             scratch.copy_out(fd, path, size)
-        except OSError:
-            shutil.rmtree(directory, ignore_errors=True)
+        except OSError:  # this stream's file only: the other's, copied already, is in the reply
+            for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
+                try:
+                    undo(made)
+                except OSError:
+                    pass
             return
         report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
 

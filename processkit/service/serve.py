@@ -230,7 +230,9 @@ class Service:
             return None
         try:
             context = request.context(self.scratch)
-            outcome = yield from steps(self.host, request.spec, keep_stream=request.keep_stream, context=context)
+            outcome = yield from steps(
+                self.host, request.spec, keep_stream=request.keep_stream, context=context, records=True
+            )
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
