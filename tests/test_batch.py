@@ -537,10 +537,10 @@ def test_an_out_directory_another_user_could_write_is_refused(tmp_path):
     assert proc.returncode == 111 and b"a link is never followed" in proc.stderr
 
 
-def test_a_job_directory_left_writable_by_others_is_refused_and_a_new_one_is_made_private(tmp_path):
-    """A job directory the batch makes is the caller's alone; one already in a reused ``--out``
-    is checked before the job writes there (a writable one fails that job, 111, and the batch
-    goes on)."""
+def test_a_job_directory_left_writable_by_others_is_refused_and_a_new_one_is_writable_by_none(tmp_path):
+    """A job directory the batch makes is writable by the caller alone (0755 under the umask: the
+    batch skips checking what it has just made); one already in a reused ``--out`` is checked
+    before the job writes there (a writable one fails that job, 111, and the batch goes on)."""
     out = tmp_path / "out"
     (out / "open").mkdir(parents=True)
     (out / "open").chmod(0o777)
