@@ -155,8 +155,7 @@ def run_spec(
     late unless its stream is kept).
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
     ``iteration``; its output discarded as a ``pipe`` run's, or echoed with ``--show-output``;
-    stdin /dev/null); else a
-    command's run, its ``--output`` (``where``) and ``--input``.
+    stdin /dev/null); else a command's run, its ``--output`` (``where``) and ``--input``.
     ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     echo, stdin_file = options.show_output, None

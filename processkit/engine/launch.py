@@ -49,14 +49,14 @@ def prepare(host: Host, run: RunState) -> None:
     """Setup steps in the reference's fixed order; the first failure ends the run."""
     spec, context = run.spec, run.context
     held = context.held_fds
-    held_capture = held is not None and len(held) == 3  # else the stream's alone
-    if held is not None and held_capture:  # first: from here the release closes them
+    held_capture = held if held is not None and len(held) == 3 else None  # else the stream's alone
+    if held_capture is not None:  # first: from here the release closes them
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
 
-        run.targets = capture.held_targets(spec, run.capture_dir, (held[1], held[2]))
+        run.targets = capture.held_targets(spec, run.capture_dir, (held_capture[1], held_capture[2]))
     run.pump_backend, run.spawn_backend = _backends(host)
-    if not held_capture and run.capture_dir is not None:
-        from . import capture
+    if held_capture is None and run.capture_dir is not None:
+        import processkit.engine.capture as capture
 
         try:
             run.targets = capture.open_targets(run.capture_dir, spec.capture_max_bytes, spec.capture_keep)
