@@ -33,11 +33,11 @@ def raw_reply(args, **keywords) -> dict:
     return reply[2]
 
 
-def lines_of(records: list[dict]) -> bytes:
+def lines_of(events) -> bytes:
     """The stream's bytes for these events, as a named ``jsonl`` gets them."""
     from processkit.events.emitter import encode
 
-    return b"".join(encode(record) + b"\n" for record in records)
+    return b"".join(encode(event.to_json()) + b"\n" for event in events)
 
 
 def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give(isolated_registry):
@@ -48,8 +48,10 @@ def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give
         assert "records" in reply and "jsonl" not in reply, f"{args}: no JSON made in the service"
         records = pickle.loads(reply["records"])
         events = result.from_records(reply["records"])
-        assert events == result.parse_lines(lines_of(records)), f"{args}: the same typed events as its lines"
-        assert [event.event for event in events] == [record["event"] for record in records]
+        assert events == result.parse_lines(lines_of(events)), f"{args}: the same typed events as its lines"
+        assert all(event.time for event in events), f"{args}: each stamped when it was emitted"
+        assert [event.event for event in events] == [record[0] for record in records]
+        assert all(type(record) is tuple for record in records), "no record made in the service, none parsed here"
     # A stream too heavy to hold as objects (a large tree snapshotted often) was written as it
     # went: it comes as its lines, whole.
     crowd = ["sh", "-c", "for i in $(seq 250); do sleep 30 & done; sleep 0.5"]  # the teardown ends the 250
@@ -152,3 +154,28 @@ def test_a_tail_or_head_tail_capture_beside_a_held_stream_keeps_what_it_asked_fo
         for keep, (out, err) in expected.items():
             done = processkit.run(command, capture_output=True, capture_keep=keep, capture_max_bytes=4)
             assert (keep, done.returncode, done.stdout, done.stderr) == (keep, 0, out, err)
+
+
+def test_the_events_built_from_what_travels_are_those_the_records_give():
+    """The service sends an event as its type's name and values (``request.travelling``), not as
+    the record the emitter would make: the caller's events built from those are the ones the
+    records give, stamps, nested values and unknown fields included."""
+    import pickle
+
+    from processkit.events.emitter import Emitter
+    from processkit.events.types import MembersSnapshot, RootExited, RunStarted, from_json
+    from processkit.service.request import travelling
+
+    emitter = Emitter("unused", fd=os.memfd_create("test", os.MFD_CLOEXEC))
+    try:
+        emitter.emit(RunStarted(run_id="r", labels={"k": "v"}, root_pid=7, command={"argv": ["true"]}))
+        emitter.emit(MembersSnapshot(reason="spawn", members=[{"pid": 7, "argv": ["x"]}]))
+        emitter.emit(RootExited(time="2026-01-01T00:00:00.000Z", outcome="exited", code=0, extra={"later": 1}))
+        gathered = emitter.gathered
+        assert gathered is not None and all(type(item) is tuple for item in gathered)
+        expected = [from_json(record) for record in emitter.records or []]
+        events = result.from_records(pickle.dumps(travelling(gathered)))
+        assert events == expected and [event.time for event in events] == [event.time for event in expected]
+        assert [event.extra for event in events] == [{}, {}, {"later": 1}]
+    finally:
+        emitter.close(keep=False)

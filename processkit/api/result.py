@@ -16,6 +16,7 @@ from ..containment.accounting import Usage
 from ..events.kept import ranges
 from ..events.types import (
     ENDING_TYPES,
+    EVENT_TYPES,
     CapturedStream,
     Event,
     OutputCaptured,
@@ -162,18 +163,22 @@ def build(
     stderr: bytes | str | None = None,
     usage: Usage | None = None,
     duration: float | None = None,
+    found: dict[str, CaptureInfo | None] | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
-    runner's ``--usage-file``, adds its extended figures to ``resources.extra``."""
-    runner_exit = _last(events, RunnerExit)
+    runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found``: the
+    captures, when the caller read them already (``captures``)."""
+    last = latest(events)
+    runner_exit = last.get(RunnerExit)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
-    started = _last(events, RunStarted)
+    started = last.get(RunStarted)
     if run_id is None and started is not None:
         run_id = started.run_id
-    found = captures(events, run_id)
-    exited = _last(events, RootExited)
+    if found is None:
+        found = captures(events, run_id, last)
+    exited = last.get(RootExited)
     signalled = source == "child_exit" and exited is not None and exited.signal
     return RunResult(
         args=args,
@@ -185,7 +190,7 @@ def build(
         child_code=runner_exit.child_code if runner_exit else None,
         stdout_capture=found["stdout"],
         stderr_capture=found["stderr"],
-        resources=_extended(_last(events, ResourceSummary), usage),
+        resources=_extended(last.get(ResourceSummary), usage),  # type: ignore[arg-type]
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
@@ -196,10 +201,11 @@ def build(
     )
 
 
-def captures(events: list[Event], run_id: str | None = None) -> dict[str, CaptureInfo | None]:
+def captures(events: list[Event], run_id: str | None = None, last: dict | None = None) -> dict[str, CaptureInfo | None]:
     """Each stream's capture as the stream's last ``output_captured`` reports it (with the
-    ranges its file kept, from the layout record of the run ``run_id``)."""
-    event = _last(events, OutputCaptured)
+    ranges its file kept, from the layout record of the run ``run_id``). ``last``: the
+    events' ``latest``, when the caller has it."""
+    event = (latest(events) if last is None else last).get(OutputCaptured)
     return {
         name: CaptureInfo.from_event(captured, run_id)
         if event is not None and (captured := event.captured(name)) is not None
@@ -240,7 +246,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
-    outputs = streams.collect(report, captures(events, spec.run_id))
+    found = captures(events, spec.run_id)
+    outputs = streams.collect(report, found)
     return build(
         args,
         report["code"],
@@ -253,6 +260,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         stdout=outputs["stdout"],
         stderr=outputs["stderr"],
         duration=(ended - started) / 1e9 if started is not None and ended is not None else None,
+        found=found,
     )
 
 
@@ -266,12 +274,25 @@ def parse_lines(data: bytes) -> list[Event]:
 
 
 def from_records(records: bytes) -> list[Event]:
-    """The typed events of a stream the runner service held in memory and sent as the objects
-    the engine made (pickled: no JSON encoded there, none parsed here), the same events its
-    lines would give (the service sends a stream whose text JSON would change as its lines)."""
+    """The typed events of a stream the runner service held in memory and sent as the engine
+    made them (pickled: no JSON encoded there, none parsed here), the same events its lines
+    would give (the service sends a stream whose text JSON would change as its lines). Each is
+    a record, or (``service.request.travelling``) a tuple of its type's name and its fields'
+    values in the type's order, built as they are, with no record taken apart."""
     import pickle
 
-    return [from_json(record) for record in pickle.loads(records)]
+    return [_built(item) if type(item) is tuple else from_json(item) for item in pickle.loads(records)]
+
+
+def _built(item: tuple) -> Event:
+    """The event a travelling tuple holds (``from_records``): its fields set as the constructor's
+    own fast way sets a whole set of them, in one update of the new event's ``__dict__`` (the
+    constructor's two Python calls were most of a result's cost); the values, fresh from the
+    pickle, are this event's alone."""
+    cls = EVENT_TYPES[item[0]]
+    event = object.__new__(cls)
+    event.__dict__.update(zip(cls._fields, item[1:], strict=True))
+    return event
 
 
 def raise_as_subprocess(result: RunResult, spec) -> None:
@@ -311,6 +332,12 @@ def _errnos() -> dict[str, int]:
 
 
 _EventT = TypeVar("_EventT", bound=Event)
+
+
+def latest(events: list[Event]) -> dict[type, Event]:
+    """Each type's last event in the stream, by type: one pass, where each type looked for
+    (five or six a result) would walk the stream from its end again."""
+    return {type(event): event for event in events}
 
 
 def _last(events: list[Event], kind: type[_EventT]) -> _EventT | None:

@@ -67,7 +67,7 @@ class Outcome:
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
     root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
     was asked to keep, as the object written, by event type; ``records``: a held stream's events
-    as objects, in order, while none was written (``events.emitter.Emitter.records``)."""
+    as gathered, in order, while none was written (``events.emitter.Emitter.gathered``)."""
 
     __slots__ = (
         "code",
@@ -90,7 +90,7 @@ class Outcome:
         self.remembered: dict[str, dict] = {}
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
-        self.records: list[dict] | None = None
+        self.records: list | None = None  # records and (event, stamp) pairs
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

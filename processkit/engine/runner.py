@@ -59,7 +59,7 @@ def steps(
     ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
     again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
     stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
-    (with ``records``, the Outcome carries its events as objects, ``Outcome.records``, unless it
+    (with ``records``, the Outcome carries its events as gathered, ``Outcome.records``, unless it
     spilled: made only for a carrier that asks, as a dropped stream's are otherwise never made).
     ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
@@ -86,7 +86,7 @@ def steps(
         outcome = yield from _phases(host, run)
         outcome.remembered = emitter.remembered
         if records:
-            outcome.records = emitter.records  # a held stream's events, unencoded (None once written)
+            outcome.records = emitter.gathered  # a held stream's events, unencoded (None once written)
         return outcome
     finally:
         host.delist(run)

@@ -126,6 +126,16 @@ class Emitter:
         gathered = self._gathered
         return None if gathered is None else _records(gathered)
 
+    @property
+    def gathered(self) -> list | None:
+        """A memory-backed stream's events as they were gathered, while none was encoded (None
+        once it spilled or was written): each a record (a type ``remember`` names) or an
+        ``(event, stamp)`` pair, the time it was emitted for an event that had none. A carrier
+        that sends the events on in its own form (the API's runner service) makes it from these,
+        not from records it would only take apart again."""
+        gathered = self._gathered
+        return None if gathered is None else list(gathered)
+
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
         A held stream gathers an event of a type it does not remember as itself, with the time it
