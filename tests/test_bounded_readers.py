@@ -34,11 +34,7 @@ ALLOWED = {
     ("safepath.py", "_reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
-    ("service/scratch.py", "read_back"): "the runner service's own memfd or scratch capture of a run it carried",
-    (
-        "api/streams.py",
-        "_read_spilled",
-    ): "a large scratch capture the caller's own runner service handed it (serve.INLINE_MOST)",
+    ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
 }
 
 

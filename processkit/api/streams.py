@@ -30,7 +30,7 @@ import subprocess
 from typing import IO
 
 from ..spec import U64_MAX
-from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT
+from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT, read_back
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 STREAMS = ("stdout", "stderr")
@@ -45,26 +45,6 @@ def discard(report: dict) -> None:
         import shutil
 
         shutil.rmtree(os.path.dirname(spilled[0]), ignore_errors=True)
-
-
-def _read_spilled(path: str) -> bytes | None:
-    """A large capture the runner service left in its private scratch directory for this call
-    (``serve.INLINE_MOST``), read whole: one ``read`` of its size, so one copy in memory."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks: list[bytes] = []
-        left = os.fstat(fd).st_size
-        while chunk := os.read(fd, max(left, 1 << 16)):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _descriptor(name: str, value) -> int:
@@ -255,7 +235,7 @@ class Streams:
                 info = captures.get(name)
                 data = report.get(name)
                 if data is None and f"{name}_file" in report:
-                    data = _read_spilled(report[f"{name}_file"])
+                    data = read_back(report[f"{name}_file"], follow=False)  # ``request.INLINE_MOST``
                 if not self.piped[name] or info is None or data is None:
                     continue
                 if len(data) > (info.bytes_written or 0):

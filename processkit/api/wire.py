@@ -10,8 +10,10 @@ the same user, started by one another, so pickle's trust is not extended to anyo
 from __future__ import annotations
 
 import array
+import os
 import pickle
 import socket
+import stat
 import struct
 
 HEADER = struct.Struct(">I")
@@ -31,6 +33,34 @@ def scratch_name(rid: int, suffix: str = "") -> str:
     service's own name for it, never the run id (a name the caller chose, which may hold a
     ``/`` or ``..``: joined onto the scratch directory it could name any path)."""
     return f"r{int(rid)}{suffix}"
+
+
+def read_back(source: int | str, *, follow: bool = True) -> bytes | None:
+    """A whole file one side of the socket left for the other (a run's held stream or capture in
+    a memfd, its file in the service's scratch directory or where the call named it, a large
+    capture the service handed its caller), in one ``pread`` of its size where it holds still:
+    one copy in memory. None when it cannot be read or is no regular file (a FIFO's lines belong
+    to its reader, and opening it must not wait). ``follow``: a link at the path is followed (a
+    path the caller named may be one; the caller reading what its service left never does)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = source if isinstance(source, int) else os.open(source, flags)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        chunks, offset = [], 0
+        while chunk := os.pread(fd, max(found.st_size - offset, 1 << 16), offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)  # one chunk is itself, not a copy
+    except OSError:
+        return None
+    finally:
+        if not isinstance(source, int):
+            os.close(fd)
 
 
 def append(buffer: bytearray, message: tuple) -> None:

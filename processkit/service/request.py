@@ -24,7 +24,6 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
 import re
@@ -34,7 +33,7 @@ from .. import fdlimit
 from ..api import wire
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext
-from ..text import is_valid_run_id
+from ..grammar.values import parse_run_id
 from ..writeall import write_all
 from . import scratch
 
@@ -100,12 +99,14 @@ class Request:
         self.given = [next(taken, None) if flag else None for flag in wanted]
 
     def refused(self) -> Failure | None:
-        """Why the request cannot be run as it came (a run id that is no run id)."""
+        """Why the request cannot be run as it came (a run id that is no run id, by the run
+        grammar's own rule and words: the caller checked it already, so only a request that did
+        not come through ``api.launch`` meets this)."""
         run_id = getattr(self.spec, "run_id", None)
-        if not isinstance(run_id, str) or not is_valid_run_id(run_id):
-            return Failure(
-                Kind.USAGE, "invalid value for 'run_id': a run id has 1 to 256 characters and no control characters"
-            )
+        try:
+            parse_run_id(run_id if isinstance(run_id, str) else "", "run_id")
+        except Failure as failure:
+            return failure
         if self.short:  # the kernel dropped what did not fit: never the service's own 0-2 in their place
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
@@ -151,7 +152,7 @@ class Request:
         if outcome.records is None:
             return True
         try:
-            records = pickle.dumps(outcome.records, protocol=pickle.HIGHEST_PROTOCOL)
+            records = pickle.dumps(travelling(outcome.records), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - what cannot travel as objects goes as lines (the emitter's own rules)
             return True
         if SURROGATE.search(records) is not None:
@@ -190,11 +191,11 @@ class Request:
         if self.records is not None:
             report["records"] = self.records
         elif self.held:
-            report["jsonl"] = scratch.read_back(self.held[0])
+            report["jsonl"] = wire.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
         else:
-            report["jsonl"] = scratch.read_back(jsonl)
+            report["jsonl"] = wire.read_back(jsonl)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
@@ -209,7 +210,7 @@ class Request:
                     report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
                     self.scratch_capture = None  # the directory is the caller's to remove now
                 else:
-                    report[name] = scratch.read_back(path)
+                    report[name] = wire.read_back(path)
         return report
 
     def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str) -> None:
@@ -221,7 +222,7 @@ class Request:
         except OSError:
             return
         if size <= INLINE_MOST:
-            report[name] = scratch.read_back(fd)
+            report[name] = wire.read_back(fd)
             return
         directory = os.path.join(scratch_dir, wire.scratch_name(self.rid))
         path = os.path.join(directory, f"{name}.log")
@@ -247,6 +248,38 @@ class Request:
             self.scratch_capture = None
 
 
+def travelling(gathered: list) -> list:
+    """A held stream's events as they travel in the reply (``Outcome.records``, as the emitter
+    gathered them): a record as it is, an event as a tuple of its type's name and its fields'
+    values in the type's order, its time the one it was emitted at. No record is made here only
+    for the caller to take it apart again (``api.result.from_records`` builds each event from
+    its values, the event its line would give)."""
+    sent: list = []
+    for item in gathered:
+        if type(item) is dict:
+            sent.append(item)
+            continue
+        event, stamp = item
+        fields = event.__dict__
+        names = event._fields
+        values = [fields[name] for name in names]
+        if stamp is not None:
+            values[_time_at(names)] = stamp
+        sent.append((event.name, *values))
+    return sent
+
+
+def _time_at(names: tuple[str, ...]) -> int:
+    """Where an event type's ``time`` is among its fields (the envelope's place, looked up once a type)."""
+    at = _TIME_AT.get(names)
+    if at is None:
+        at = _TIME_AT[names] = names.index("time")
+    return at
+
+
+_TIME_AT: dict[tuple[str, ...], int] = {}
+
+
 def spec_of(sent, last):
     """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
     ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
@@ -255,10 +288,7 @@ def spec_of(sent, last):
         return sent
     if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
         return None
-    spec = copy.copy(last)
-    for name, value in sent.items():
-        setattr(spec, name, value)
-    return spec
+    return last.replace(**sent)
 
 
 def cancelled(source: str) -> dict:

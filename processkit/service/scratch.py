@@ -1,6 +1,7 @@
 """The runner service's scratch: its directory in the batch base (made fresh, the directories of
-services that died without removing theirs swept first), and the files of the runs it carried read
-back whole for their replies."""
+services that died without removing theirs swept first), and the files of the runs it carried:
+their sizes, and a large capture copied out (a file is read back whole by ``api.wire.read_back``,
+the caller's idiom too)."""
 
 from __future__ import annotations
 
@@ -42,29 +43,6 @@ def _sweep(base: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
         except OSError:
             continue
-
-
-def read_back(source: int | str) -> bytes | None:
-    """A whole stream or capture file (a memfd, or a path); None when it cannot be read or is
-    no regular file (a FIFO's lines belong to its reader, and opening it must not wait)."""
-    try:
-        fd = source if isinstance(source, int) else os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            return None
-        chunks, offset = [], 0
-        while chunk := os.pread(fd, max(found.st_size - offset, 1 << 16), offset):
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        if not isinstance(source, int):
-            os.close(fd)
 
 
 def size(path: str) -> int:
