@@ -256,12 +256,17 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         jsonl=jsonl,
         diagnostics=diagnostics,
         runner_pid=report.get("pid"),
-        usage=report.get("usage"),
+        usage=_usage(report.get("usage")),
         stdout=outputs["stdout"],
         stderr=outputs["stderr"],
         duration=(ended - started) / 1e9 if started is not None and ended is not None else None,
         found=found,
     )
+
+
+def _usage(sent) -> Usage | None:
+    """The reply's usage: ``Usage``'s values in its order (``service.request.Request.report``)."""
+    return Usage(*sent) if type(sent) is tuple else sent
 
 
 def parse_lines(data: bytes) -> list[Event]:

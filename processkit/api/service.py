@@ -45,13 +45,22 @@ COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file wa
 
 
 def _fingerprint() -> tuple:
+    """The variables a service reads once (``PLACES``, ``PROCESSKIT_*``), as they are now: asked
+    at every call, and made again only when the environment changed since the last time (its
+    bytes mapping compared whole is a tenth of picking and sorting these out of it)."""
     data = getattr(os.environ, "_data", None)
     if isinstance(data, dict):  # CPython's bytes mapping: no entry decoded
-        return tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
+        kept = _KEPT[0]
+        if data == kept[0]:
+            return kept[1]
+        found = tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
+        _KEPT[0] = (dict(data), found)  # one store: a thread sees the old pair or the new
+        return found
     return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
 
 
 _PLACES = tuple(os.fsencode(name) for name in PLACES)
+_KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
 
 def _environment_now() -> dict:

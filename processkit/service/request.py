@@ -182,7 +182,9 @@ class Request:
         report: dict = {
             "code": outcome.code,
             "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
-            "usage": outcome.usage,
+            # its values in ``Usage``'s order: pickled as a tuple, not as a record of slots (half
+            # the reply's bytes, and most of the time pickling and reading it took)
+            "usage": None if outcome.usage is None else outcome.usage._values(),
             "pid": os.getpid(),
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,

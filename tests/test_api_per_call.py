@@ -1,0 +1,70 @@
+"""What one ``processkit.run`` costs on the wire (issue 49, api52): one round trip on the
+service's socket, and a reply that carries each figure as values, not as records or objects
+rebuilt on both sides. Each through the real service and a real child."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+
+import processkit
+from processkit.api import service, wire
+from processkit.containment.accounting import Usage
+
+
+def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated_registry):
+    processkit.run(["true"])  # the service started, its hello read
+    frames: list[str] = []
+    plain_send, plain_receive = wire.send, wire.receive
+
+    def sent(sock, message, fds=()):
+        frames.append(f"sent {message[0]}")
+        plain_send(sock, message, fds)
+
+    def received(sock: socket.socket, found: wire.Frames, size: int = 1 << 16):
+        messages = plain_receive(sock, found, size)
+        frames.extend(f"received {message[0]}" for message in messages or ())
+        return messages
+
+    monkeypatch.setattr(wire, "send", sent)
+    monkeypatch.setattr(wire, "receive", received)
+    done = processkit.run(["sh", "-c", "echo out; exit 3"], capture_output=True)
+    assert (done.returncode, done.stdout) == (3, b"out\n")
+    assert frames == ["sent run", "received done"], "one round trip, whatever the result holds"
+
+
+def test_the_reply_carries_the_usage_and_the_events_as_values(isolated_registry):
+    from processkit.api import launch
+
+    call = launch.prepare(["true"], {}, echo=False, function="run")
+    connection, rid = call.send()
+    try:
+        reply = connection.take(rid)
+    finally:
+        connection.forget(rid)
+    assert reply is not None
+    report = reply[2]
+    assert type(report["usage"]) is tuple and len(report["usage"]) == len(Usage._fields), "values, not a record"
+    assert all(type(item) is tuple for item in pickle.loads(report["records"])), "no event made a record"
+    result = call.result(report)
+    assert isinstance(result.usage, Usage) and result.usage._values() == report["usage"]
+    assert result.resources is not None and result.resources.extra["cpu_ns"] == result.usage.cpu_ns
+    assert [event.event for event in result.events][:1] == ["run_started"]
+    assert result.events[-1].event == "runner_exit" and result.source == "child_exit"
+
+
+def test_a_change_of_the_places_a_service_reads_once_starts_another(monkeypatch, tmp_path, isolated_registry):
+    """What the caller compares at every call to know its service still fits (``service._fingerprint``,
+    kept between calls) follows every change of the environment."""
+    first = processkit.run(["true"]).runner_pid
+    assert processkit.run(["true"]).runner_pid == first, "nothing changed: the same service"
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(tmp_path))
+    moved = processkit.run(["true"]).runner_pid
+    assert moved != first, "another registry: another service"
+    os.environ["PROCESSKIT_API52_UNRELATED"] = "1"  # a setting the service reads once: another again
+    try:
+        assert processkit.run(["true"]).runner_pid not in (first, moved)
+    finally:
+        del os.environ["PROCESSKIT_API52_UNRELATED"]
+    assert service.connection().pid != first
