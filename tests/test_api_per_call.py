@@ -11,6 +11,7 @@ import socket
 import processkit
 from processkit.api import service, wire
 from processkit.containment.accounting import Usage
+from test_api_held_stream import raw_reply
 
 
 def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated_registry):
@@ -37,14 +38,8 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
 def test_the_reply_carries_the_usage_and_the_events_as_values(isolated_registry):
     from processkit.api import launch
 
+    report = raw_reply(["true"])
     call = launch.prepare(["true"], {}, echo=False, function="run")
-    connection, rid = call.send()
-    try:
-        reply = connection.take(rid)
-    finally:
-        connection.forget(rid)
-    assert reply is not None
-    report = reply[2]
     assert type(report["usage"]) is tuple and len(report["usage"]) == len(Usage._fields), "values, not a record"
     assert all(type(item) is tuple for item in pickle.loads(report["records"])), "no event made a record"
     result = call.result(report)

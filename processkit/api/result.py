@@ -169,16 +169,16 @@ def build(
     runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found``: the
     captures, when the caller read them already (``captures``)."""
     last = latest(events)
-    runner_exit = last.get(RunnerExit)
+    runner_exit = _of(last, RunnerExit)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
         source = (_envelope(diagnostics) or {}).get("kind")
-    started = last.get(RunStarted)
+    started = _of(last, RunStarted)
     if run_id is None and started is not None:
         run_id = started.run_id
     if found is None:
         found = captures(events, run_id, last)
-    exited = last.get(RootExited)
+    exited = _of(last, RootExited)
     signalled = source == "child_exit" and exited is not None and exited.signal
     return RunResult(
         args=args,
@@ -190,7 +190,7 @@ def build(
         child_code=runner_exit.child_code if runner_exit else None,
         stdout_capture=found["stdout"],
         stderr_capture=found["stderr"],
-        resources=_extended(last.get(ResourceSummary), usage),  # type: ignore[arg-type]
+        resources=_extended(_of(last, ResourceSummary), usage),
         events=events,
         jsonl=jsonl,
         runner_pid=runner_pid,
@@ -205,7 +205,7 @@ def captures(events: list[Event], run_id: str | None = None, last: dict | None =
     """Each stream's capture as the stream's last ``output_captured`` reports it (with the
     ranges its file kept, from the layout record of the run ``run_id``). ``last``: the
     events' ``latest``, when the caller has it."""
-    event = (latest(events) if last is None else last).get(OutputCaptured)
+    event = _of(latest(events) if last is None else last, OutputCaptured)
     return {
         name: CaptureInfo.from_event(captured, run_id)
         if event is not None and (captured := event.captured(name)) is not None
@@ -343,6 +343,11 @@ def latest(events: list[Event]) -> dict[type, Event]:
     """Each type's last event in the stream, by type: one pass, where each type looked for
     (five or six a result) would walk the stream from its end again."""
     return {type(event): event for event in events}
+
+
+def _of(last: dict[type, Event], kind: type[_EventT]) -> _EventT | None:
+    """The stream's last event of type ``kind``, from its ``latest``."""
+    return last.get(kind)  # type: ignore[return-value]
 
 
 def _last(events: list[Event], kind: type[_EventT]) -> _EventT | None:
