@@ -63,3 +63,32 @@ def test_a_change_of_the_places_a_service_reads_once_starts_another(monkeypatch,
     finally:
         del os.environ["PROCESSKIT_API52_UNRELATED"]
     assert service.connection().pid != first
+
+
+def _memfds(pid: int) -> set[int]:
+    """The inodes of the memfds the service holds between calls."""
+    found = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}").startswith("/memfd:processkit-api"):
+                found.add(os.stat(f"/proc/{pid}/fd/{name}").st_ino)
+        except OSError:
+            pass
+    return found
+
+
+def test_a_held_stream_or_capture_left_empty_is_the_next_runs_not_made_again(isolated_registry):
+    pid = processkit.run(["true"]).runner_pid
+    assert pid is not None
+    kept = _memfds(pid)
+    assert kept, "the memfd a run's stream was held in, left empty, is kept"
+    for _ in range(3):
+        processkit.run(["true"])
+        assert _memfds(pid) == kept, "taken again and given back: none made, none closed"
+    # One that was written is never taken again: each run's capture is its own, from its first byte.
+    outputs = [
+        processkit.run(["sh", "-c", command], capture_output=True)
+        for command in ("printf abc", "true", "printf de >&2")
+    ]
+    assert [(done.stdout, done.stderr) for done in outputs] == [(b"abc", b""), (b"", b""), (b"", b"de")]
+    assert len(_memfds(pid)) <= 4

@@ -40,6 +40,9 @@ from . import scratch
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
+# Empty memfds a service keeps for its next runs' held streams and captures (``Request.close``):
+# a call of ``run(["true"])`` then makes none, and closes none.
+SPARE_MOST = 4
 # A lone surrogate (U+D800-U+DFFF) as pickle writes a str (UTF-8, "surrogatepass"): no valid
 # UTF-8 has these bytes, so a pickle without them holds no str the JSON route would render
 # differently (a false match, in a number's bytes, only sends that run the JSON route).
@@ -65,9 +68,12 @@ class Request:
         "places",
         "held",
         "records",
+        "spare",
     )
 
-    def __init__(self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None) -> None:
+    def __init__(
+        self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None, spare: list[int] | None = None
+    ) -> None:
         self.rid = rid
         self.spec = spec
         self.env = env  # the caller's environment when it sent this request (None: never sent)
@@ -87,6 +93,8 @@ class Request:
         # This process's copies of the memfds the engine holds the stream (and capture) in.
         self.held: tuple[int, ...] = ()
         self.records: bytes | None = None  # the held stream's events, pickled (``keep_stream``)
+        # The service's empty memfds left by earlier runs (``close``), taken before making one.
+        self.spare: list[int] = [] if spare is None else spare
 
     def take_given(self, extra: dict, frames: wire.Frames) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
@@ -117,11 +125,11 @@ class Request:
         process's own places for the spec's stand-ins (its memory, its scratch directory)."""
         spec, places = self.spec, self.places
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
-            places[spec.jsonl] = self._memory_file(b"")
+            places[spec.jsonl] = self._memory_file(b"", self.spare)
             held = [self.memfds[-1]]
             if spec.capture_dir == wire.SCRATCH_CAPTURE and spec.capture_keep == "head":  # a ring's keeps need files
-                self._memory_file(b"")
-                self._memory_file(b"")
+                self._memory_file(b"", self.spare)
+                self._memory_file(b"", self.spare)
                 held += self.memfds[-2:]
                 places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))  # named, never made
             self.held = tuple(held)
@@ -160,11 +168,12 @@ class Request:
         self.records = records
         return False
 
-    def _memory_file(self, content: bytes) -> str:
+    def _memory_file(self, content: bytes, spare: list[int] | None = None) -> str:
         """A file in memory (``memfd``) holding all of ``content`` (a write the file size limit
         cuts short fails the run: never a child fed part of its input), named as other
-        processes can open it."""
-        fd = os.memfd_create("processkit-api", os.MFD_CLOEXEC)
+        processes can open it. ``spare``: empty ones to take first (a held stream's or capture's
+        only: a child never opens those, so none can be open anywhere but here)."""
+        fd = spare.pop() if spare else os.memfd_create("processkit-api", os.MFD_CLOEXEC)
         self.memfds.append(fd)
         if content:
             try:
@@ -242,12 +251,26 @@ class Request:
 
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
-        for fd in self.memfds + self.stdio + [fd for fd in self.given if fd is not None]:
+        for fd in self.memfds:
+            if fd in self.held and len(self.spare) < SPARE_MOST and _left_empty(fd):
+                self.spare.append(fd)  # the next run's, as a new one would be: nothing was written
+            else:
+                os.close(fd)
+        for fd in self.stdio + [fd for fd in self.given if fd is not None]:
             os.close(fd)
         self.memfds, self.stdio, self.given, self.held = [], [], [None, None, None], ()
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
             self.scratch_capture = None
+
+
+def _left_empty(fd: int) -> bool:
+    """Whether a held memfd is as a new one is (nothing written: its size, and so its offset, 0);
+    the engine's copies of it are closed by then (its release), so nothing writes it after."""
+    try:
+        return os.lseek(fd, 0, os.SEEK_END) == 0
+    except OSError:
+        return False
 
 
 def travelling(gathered: list) -> list:

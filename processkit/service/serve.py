@@ -84,6 +84,7 @@ class Service:
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
         self.carrying: dict[object, Request] = {}  # a run's generator -> its request, while in flight
         self.batches: dict[int, int] = {}  # pid of a batch's process -> its pidfd
+        self.spare: list[int] = []  # empty memfds kept for the next runs (``request.Request.close``)
         self.closing = False
         self.orphaned: list[bool] = []  # PR_SET_PDEATHSIG's signal came: the parent may be gone
         self.idle_started = False
@@ -135,7 +136,12 @@ class Service:
                     self.caller_env = extra["env"]
                 self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
                 request = Request(
-                    rid, self.caller_spec, extra, self.frames.take_fds(extra.get("fds", 0)), self.caller_env
+                    rid,
+                    self.caller_spec,
+                    extra,
+                    self.frames.take_fds(extra.get("fds", 0)),
+                    self.caller_env,
+                    self.spare,
                 )
                 request.take_given(extra, self.frames)
                 refused = request.refused()
@@ -297,6 +303,9 @@ class Service:
 
     def close(self) -> None:
         self.host.close()
+        for fd in self.spare:
+            os.close(fd)
+        self.spare.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
