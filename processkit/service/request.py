@@ -24,6 +24,7 @@ Facts that shape it:
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import re
@@ -313,7 +314,10 @@ def spec_of(sent, last):
         return sent
     if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
         return None
-    return last.replace(**sent)
+    spec = copy.copy(last)
+    for name, value in sent.items():
+        setattr(spec, name, value)
+    return spec
 
 
 def cancelled(source: str) -> dict:
