@@ -8,6 +8,8 @@ import os
 import pickle
 import socket
 
+import pytest
+
 import processkit
 from processkit.api import service, wire
 from processkit.containment.accounting import Usage
@@ -92,3 +94,25 @@ def test_a_held_stream_or_capture_left_empty_is_the_next_runs_not_made_again(iso
     ]
     assert [(done.stdout, done.stderr) for done in outputs] == [(b"abc", b""), (b"", b""), (b"", b"de")]
     assert len(_memfds(pid)) <= 4
+
+
+def test_a_request_with_no_run_id_is_refused_in_the_run_grammars_words(isolated_registry):
+    """The service checks a request's run id by the grammar's own rule, so a request that did
+    not come through ``processkit.run``'s checks is refused as the caller would have been."""
+    from processkit.api import launch
+    from processkit.errors import Failure
+    from processkit.grammar.values import parse_run_id
+
+    call = launch.prepare(["true"], {}, echo=False, function="run")
+    bad = "bad\x07id"
+    with pytest.raises(Failure) as refused:
+        parse_run_id(bad, "run_id")
+    expected = refused.value.message
+    connection, rid = service.send("run", call.spec.replace(run_id=bad), dict(call.extra), env=True)
+    try:
+        reply = connection.take(rid)
+    finally:
+        connection.forget(rid)
+    assert reply is not None
+    assert reply[2]["failure"] == ("usage", expected, False)
+    assert processkit.run(["true"]).returncode == 0, "the service goes on"
