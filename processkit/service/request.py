@@ -287,23 +287,22 @@ def travelling(gathered: list) -> list:
             continue
         event, stamp = item
         fields = event.__dict__
-        names = event._fields
-        values = [fields[name] for name in names]
+        values = [fields[name] for name in event._fields]
         if stamp is not None:
-            values[_time_at(names)] = stamp
+            values[_time_at(type(event))] = stamp
         sent.append((event.name, *values))
     return sent
 
 
-def _time_at(names: tuple[str, ...]) -> int:
+def _time_at(kind: type) -> int:
     """Where an event type's ``time`` is among its fields (the envelope's place, looked up once a type)."""
-    at = _TIME_AT.get(names)
+    at = _TIME_AT.get(kind)
     if at is None:
-        at = _TIME_AT[names] = names.index("time")
+        at = _TIME_AT[kind] = kind._fields.index("time")
     return at
 
 
-_TIME_AT: dict[tuple[str, ...], int] = {}
+_TIME_AT: dict[type, int] = {}
 
 
 def spec_of(sent, last):
