@@ -289,16 +289,18 @@ def travelling(gathered: list) -> list:
         fields = event.__dict__
         values = [fields[name] for name in event._fields]
         if stamp is not None:
-            values[_time_at(type(event))] = stamp
+            values[_time_at(event)] = stamp
         sent.append((event.name, *values))
     return sent
 
 
-def _time_at(kind: type) -> int:
-    """Where an event type's ``time`` is among its fields (the envelope's place, looked up once a type)."""
+def _time_at(event) -> int:
+    """Where the ``time`` of ``event``'s type is among its fields (the envelope's place, looked up
+    once a type)."""
+    kind = type(event)
     at = _TIME_AT.get(kind)
     if at is None:
-        at = _TIME_AT[kind] = kind._fields.index("time")
+        at = _TIME_AT[kind] = event._fields.index("time")
     return at
 
 
