@@ -219,8 +219,9 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
     sources) among its ``extra`` fields, where the event keeps what the v1 schema does not name."""
     if summary is None or usage is None:
         return summary
-    values = {name: getattr(summary, name) for name in ("schema_version", "time", *summary.field_names())}
-    return ResourceSummary(**values, extra={**(summary.extra or {}), **usage.extensions()})
+    extended = object.__new__(ResourceSummary)  # the same fields, as ``_built`` sets a whole set
+    extended.__dict__.update(summary.__dict__, extra={**(summary.extra or {}), **usage.extensions()})
+    return extended
 
 
 def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResult:
@@ -315,8 +316,10 @@ def raise_as_subprocess(result: RunResult, spec) -> None:
         error = OSError(number, reason, filename)
         error.result = result  # type: ignore[attr-defined]
         raise error
+    if result.source != "timeout":  # the stream is not walked for an ending that cannot be one
+        return
     ending = result.ending
-    if result.source == "timeout" and isinstance(ending, Timeout):
+    if isinstance(ending, Timeout):
         seconds = (ending.timeout_ms or 0) / 1000
         expired = subprocess.TimeoutExpired(result.args, seconds, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
         expired.result = result  # type: ignore[attr-defined]
