@@ -189,8 +189,10 @@ def _reap_run(
     health, held = probe(path, rundir.LOCK_NAME, hold=True)
     if health is Health.LIVE:
         return False
+    from ..rundir_records import job_files, read_groups, read_process_group  # a dead run's records: read only here
+
     if held is None:
-        emptied = health is Health.STALE and bool(rundir.read_groups(path))
+        emptied = health is Health.STALE and bool(read_groups(path))
         if emptied or (health is Health.STALE and path in vouched and group is None):
             # An older version's directory, its entry stale; or one an older sweeper emptied
             # after taking its lock (it removes the lock, not the group record this version
@@ -205,8 +207,8 @@ def _reap_run(
         return False
     try:
         ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
-        for name in [rundir.PGROUP_NAME, *rundir.job_files(path, "." + rundir.PGROUP_NAME)]:
-            identity = rundir.read_process_group(path, name)
+        for name in [rundir.PGROUP_NAME, *job_files(path, "." + rundir.PGROUP_NAME)]:
+            identity = read_process_group(path, name)
             if identity is not None:
                 ended = _end_process_group(identity, owner, reaped, dry_run, wait) and ended
         if ended and (dry_run or rundir.remove(path)):
@@ -247,10 +249,12 @@ def recorded_groups(path: str, token: str) -> list[str]:
     """The groups the run's directory records (``rundir.record_groups``, a batch job's too) that
     may be its own: named after its token, inside a mounted cgroup hierarchy (so a file there is
     the kernel's, not one a user wrote); what else a record says is ignored."""
+    from ..rundir_records import job_files, read_groups
+
     listed = [
         group
-        for name in [rundir.GROUPS_NAME, *rundir.job_files(path, "." + rundir.GROUPS_NAME)]
-        for group in rundir.read_groups(path, name)
+        for name in [rundir.GROUPS_NAME, *job_files(path, "." + rundir.GROUPS_NAME)]
+        for group in read_groups(path, name)
     ]
     if not listed:
         return []
