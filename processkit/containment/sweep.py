@@ -8,7 +8,10 @@ Facts about deciding that a runner is dead, and what may then be ended:
   file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
-  works, and a runner never takes an old lock again. Missing or unreadable: left and reported.
+  works, and a runner never takes an old lock again. Missing or unreadable: left and reported,
+  even for an empty group (a lodged host's idle one, a run's before its child joins, may be a
+  live runner's that this reaper cannot see: another mount or pid namespace, another user's
+  base). So a runner that could not remove a group keeps its directory (``RunDir.close``).
 - A run's groups are looked for in every parent this process makes groups in, and where the
   run's directory records its v1 groups (``groups``): a v1 memory group sits under its runner's
   own group, which a runner in another session does not sweep. The record is written after the
