@@ -16,7 +16,8 @@ From fork to reap the kernel gives that pid to no other process (a zombie keeps 
 ``exec`` (``unshare``, ``sh -c 'exec ...'``) keeps it: so a token whose pid is such a child's and
 whose time lies in that span was made by that child. Nothing else is counted, so no other
 runner's group can fail the session; a runner the tests start through a process of their own (a
-shell loop, a forked caller) is not seen.
+shell loop, a forked caller) is not seen. A child still running at the end (the API's runner
+service, which ends with the test process) has its groups left to it.
 
 ``PROCESSKIT_TEST_LEAK_CHECK=0`` turns the check off; ``PROCESSKIT_TEST_LEAK_SETTLE`` is how long
 (seconds, 5) the groups of runners still exiting are waited for.
@@ -78,16 +79,30 @@ def token_of(group: str) -> tuple[int, int] | None:
         return None
 
 
-def started_by(group: str, spawned: list[list], now: int) -> str | None:
-    """The test whose child made ``group`` (see the module's facts), else None."""
+def child_of(group: str, spawned: list[list], now: int) -> list | None:
+    """The session's child that made ``group`` (see the module's facts), else None."""
     token = token_of(group)
     if token is None:
         return None
     pid, at = token
-    for child_pid, forked, reaped, test in spawned:
+    for child in spawned:
+        child_pid, forked, reaped, _ = child
         if child_pid == pid and forked <= at <= (now if reaped is None else reaped):
-            return test
+            return child
     return None
+
+
+def running(child: list) -> bool:
+    """Whether the child is still running (not reaped, not a zombie): a live runner's groups are
+    its own to remove when it ends (the API's runner service, whose idle groups wait for its next
+    run, ends with the test process)."""
+    if child[2] is not None:
+        return False
+    try:
+        with open(f"/proc/{child[0]}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _record_reaped(original):
@@ -130,11 +145,8 @@ def leaves_no_group():
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
         now = time.time_ns()
-        left = {
-            group: test
-            for group in sorted(host_groups() - before)
-            if (test := started_by(group, _spawned, now)) is not None
-        }
+        made = {group: child_of(group, _spawned, now) for group in sorted(host_groups() - before)}
+        left = {group: child[3] for group, child in made.items() if child is not None and not running(child)}
         if not left or time.monotonic() >= deadline:
             break
         time.sleep(0.1)

@@ -70,9 +70,9 @@ def test_only_a_childs_token_made_while_it_was_the_sessions_counts():
     never another runner's that had or later got the same pid."""
     group = "/sys/fs/cgroup/pids/processkit-run-4242-{:x}-0.j100000001"
     spawned = [[4242, 1000, 2000, "t::reaped"], [4242, 5000, None, "t::live"], [77, 100, None, "t::other"]]
-    assert leak_check.started_by(group.format(1500), spawned, now=9000) == "t::reaped"
-    assert leak_check.started_by(group.format(7000), spawned, now=9000) == "t::live"
-    assert leak_check.started_by(group.format(3000), spawned, now=9000) is None  # between the two: not ours
-    assert leak_check.started_by(group.format(900), spawned, now=9000) is None  # before the fork
-    assert leak_check.started_by(group.format(9500), spawned, now=9000) is None  # after the check
-    assert leak_check.started_by("/sys/fs/cgroup/pids/processkit-run-x-1-0", spawned, now=9000) is None
+    assert leak_check.child_of(group.format(1500), spawned, now=9000) == spawned[0]
+    assert leak_check.child_of(group.format(7000), spawned, now=9000) == spawned[1]
+    assert leak_check.child_of(group.format(3000), spawned, now=9000) is None  # between the two: not ours
+    assert leak_check.child_of(group.format(900), spawned, now=9000) is None  # before the fork
+    assert leak_check.child_of(group.format(9500), spawned, now=9000) is None  # after the check
+    assert leak_check.child_of("/sys/fs/cgroup/pids/processkit-run-x-1-0", spawned, now=9000) is None
