@@ -17,8 +17,10 @@ Facts about the evidence, and the order that keeps it sound:
   (a reaper reads that as "no evidence" and leaves it) or an unlocked one; a reaper that takes
   it in that moment removes it, and the runner, finding its lock unlinked, makes a fresh
   directory.
-- The runner removes the directory last, after its groups, and a reaper removes it only once
-  everything it speaks for has ended: evidence never goes before what it is evidence for.
+- The runner removes the directory last, after its groups, and keeps it (its lock let go) when
+  its release could not remove one, so a sweep ends that (``RunDir.close``); a reaper removes
+  it only once everything it speaks for has ended: evidence never goes before what it is
+  evidence for (without it nothing could ever prove the group's runner dead).
 - A directory with no lock file (made by an older version, or still being made) is never
   taken as dead: it is left and reported.
 
@@ -59,7 +61,6 @@ JOB_SUFFIXES = (".sock", ".json", ".ended", ".pgroup", ".groups")  # what a job 
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
-GROUPS_LIMIT = 16 * 1024
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
@@ -74,6 +75,9 @@ if TYPE_CHECKING:
 
     class Closing(Protocol):
         def close(self) -> None: ...
+
+    class Remaining(Protocol):
+        def remaining(self) -> list[str]: ...
 
 
 def base() -> str:
@@ -182,6 +186,8 @@ class RunDir:
         """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError."""
         where = where or base()
         self.holds: dict[str, Closing] = {}
+        self._holders: list[Remaining] = []  # ``speaks_for``
+        self._left: list[str] = []  # its job slots' groups that outlived their jobs (``JobSlot.close``)
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
             self.path = os.path.join(where, DIR_PREFIX + self.token)
@@ -229,15 +235,31 @@ class RunDir:
         finally:
             os.close(fd)
 
+    def speaks_for(self, holder: Remaining) -> None:
+        """``holder``'s groups (a run's container) are this directory's to speak for: it stays
+        while ``holder.remaining()`` names one (read at ``close``, from memory)."""
+        self._holders.append(holder)
+
+    def remaining(self) -> list[str]:
+        """Its holders' groups still on the host, as they know it (none once released)."""
+        return [path for holder in self._holders for path in holder.remaining()]
+
     def close(self) -> None:
-        """Close what it holds, remove the directory, then let the lock go. Idempotent."""
+        """Close what it holds, remove the directory unless a group it speaks for remains
+        (``left``), then let the lock go. Idempotent."""
         if self._lock_fd is None:
             return
         while self.holds:
             self.holds.popitem()[1].close()
-        remove(self.path, jobs=self.holds_jobs)
+        if not self.left():
+            remove(self.path, jobs=self.holds_jobs)
         os.close(self._lock_fd)
         self._lock_fd = None
+
+    def left(self) -> list[str]:
+        """The groups it speaks for that are still there: its holders' (``remaining``: a run's
+        container, a lodged host's pool) and its job slots' that outlived their jobs."""
+        return self.remaining() + [path for path in self._left if os.path.lexists(path)]
 
 
 class JobSlot(RunDir):
@@ -252,6 +274,7 @@ class JobSlot(RunDir):
         self.token = home.token + JOB_SEPARATOR + f"{seq:08x}"
         self._lock_fd = None
         self._made: list[str] = []  # what ``close`` removes: most jobs record nothing
+        self._holders: list[Remaining] = []
 
     def _name(self, name: str) -> str:
         return f"{self.stem}.{name}"
@@ -264,8 +287,14 @@ class JobSlot(RunDir):
         return os.path.join(self.path, self.stem + ".sock")
 
     def close(self) -> None:
-        """Remove what this job recorded (idempotent): the batch's directory and lock stay."""
+        """Remove what this job recorded (idempotent): the batch's directory and lock stay. A
+        group of the job's that its release could not remove is handed to the batch's
+        directory, which then stays for a sweep, and its record (``j<seq>.groups``) with it."""
         made, self._made = self._made, []
+        left = self.remaining()
+        if left:
+            self.home._left += left
+            made = [name for name in made if name != self._name(GROUPS_NAME)]
         for name in made:
             try:
                 os.unlink(os.path.join(self.path, name))
@@ -273,44 +302,11 @@ class JobSlot(RunDir):
                 pass
 
 
-def job_files(path: str, suffix: str) -> list[str]:
-    """The names of the job slots' ``suffix`` files in the run directory ``path``, in slot order."""
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return []
-    return sorted(name for name in names if name.startswith("j") and name.endswith(suffix))
-
-
 def _private_owner(found: os.stat_result) -> int | None:
     """The owner of a real (not symlinked) directory no one else may enter, else None."""
     if not stat.S_ISDIR(found.st_mode) or found.st_mode & 0o077:
         return None
     return found.st_uid
-
-
-def read_process_group(path: str, name: str = PGROUP_NAME) -> tuple[int, str, int] | None:
-    """``(pgid, leader start time, session)`` as recorded, or None when absent or malformed."""
-    from .bounded import RUN_FILE, read_start  # read only of a dead runner's directory: not on a run's path
-
-    try:
-        fields = read_start(os.path.join(path, name), 128, RUN_FILE).split()  # never a FIFO's wait
-    except (OSError, ValueError):  # ValueError: bounded.InputError
-        return None
-    if len(fields) != 3 or not all(field.isdigit() for field in fields):
-        return None
-    return int(fields[0]), fields[1].decode(), int(fields[2])
-
-
-def read_groups(path: str, name: str = GROUPS_NAME) -> list[str]:
-    """The recorded group paths (bounded, unchecked: the reaper decides what it may touch)."""
-    from .bounded import RUN_FILE, read_start
-
-    try:
-        text = read_start(os.path.join(path, name), GROUPS_LIMIT, RUN_FILE).decode("utf-8", "surrogateescape")
-    except (OSError, ValueError):
-        return []
-    return [line for line in text.split("\n") if line]
 
 
 def listing() -> list[str]:

@@ -16,6 +16,8 @@ import pytest
 
 from processkit.spec import LATE_PUBLICATION_MS
 
+pytest_plugins = ["leak_check"]  # the session fails naming any cgroup its runners left (tests/leak_check.py)
+
 # The reference's published schemas: ../shared beside the checkout, or where
 # PROCESSKIT_REFERENCE_SCHEMAS points.
 REFERENCE_SCHEMAS = Path(

@@ -123,5 +123,16 @@ class Container(abc.ABC):
         if self.controllers is not None:
             self.controllers.release()
 
+    def remaining(self) -> list[str]:
+        """The groups made for this run alone that are still on the host: none once ``release``
+        removed them; one its release could not remove (or never reached) stays listed, so the
+        run's directory, the evidence a sweep needs to end it, is kept (``rundir.RunDir.close``)."""
+        left = self._remaining()
+        return left + self.controllers.remaining() if self.controllers is not None else left
+
+    def _remaining(self) -> list[str]:
+        """The mechanism's own groups not removed yet."""
+        return []
+
     def _remove(self) -> None:
         """Remove what the mechanism itself created."""

@@ -159,6 +159,11 @@ class CgroupV1Controllers(ControllerSet):
         """The groups made for this run alone, one per hierarchy (a lent group is recorded by its pool)."""
         return list(self._paths)
 
+    def remaining(self) -> list[str]:
+        """The groups made for this run alone that are still there: all until ``release``, then
+        those it could not remove."""
+        return list(self._paths)
+
     def counts_cpu(self) -> bool:
         """Whether a cpuacct group of this run's gives its CPU figures (none then come from v2)."""
         return "cpuacct" in self._groups
@@ -212,9 +217,9 @@ class CgroupV1Controllers(ControllerSet):
             if fd not in lent_fds:  # a lent group's fd stays with it
                 os.close(fd)
         self._fds = []
-        for path in self._paths:
-            cgroupfs.remove_v1_group(path)
-        self._paths = []
+        # What could not be removed stays listed (``remaining``): the run's directory, which
+        # speaks for it, is then kept for a sweep (``rundir.RunDir.close``).
+        self._paths = [path for path in self._paths if not cgroupfs.remove_v1_group(path)]
         while self._lent:
             assert self._pool is not None, "only a pool lends"
             self._pool.give(self._lent.pop())

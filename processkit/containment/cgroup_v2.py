@@ -76,6 +76,7 @@ _ENABLED: set[str] = set()  # the parents ``enable_accounting`` has seen in this
 class CgroupV2(Container):
     mechanism = "cgroup_v2"
     _lent: Pooled | None = None  # the group, when a pool lent it
+    _removed = False  # its own group was removed (``_remaining``)
     _cpu_base: dict[str, int] = {}  # cpu.stat at the start of this run, for a reused group (replaced, never changed)
 
     def __init__(self, parent: str, name: str, pool: Pool | None = None):
@@ -198,4 +199,8 @@ class CgroupV2(Container):
         os.close(self._procs_fd)
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
-        cgroupfs.remove_group(self.path)
+        self._removed = cgroupfs.remove_group(self.path)
+
+    def _remaining(self) -> list[str]:
+        """Its group until ``_remove`` removed it (a lent one is its pool's to remove)."""
+        return [] if self._lent is not None or self._removed else [self.path]

@@ -70,6 +70,10 @@ class ControllerSet(abc.ABC):
     def __init__(self, limits: Limits):
         self.capped = capped_axes(limits)
 
+    def remaining(self) -> list[str]:
+        """The groups made for this run alone not removed yet (``Container.remaining``)."""
+        return []
+
     @abc.abstractmethod
     def _dir(self, controller: str) -> str | None:
         """The run's group directory for ``controller``, or None where the run has none."""

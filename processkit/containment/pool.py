@@ -38,6 +38,7 @@ def of(rundir: RunDir | None) -> Pool | None:
     pool = home.holds.get(HELD)
     if pool is None:
         pool = home.holds[HELD] = Pool(home, fdlimit.spare_descriptors())
+        home.speaks_for(pool)  # the directory stays while a group of the pool's remains
     assert isinstance(pool, Pool)
     return pool
 
@@ -57,6 +58,7 @@ class Pool:
         self._busy: list[Pooled] = []  # groups whose removal waits on their last members' exit (``_remove``)
         self._sequence = itertools.count(POOL_SEQ)
         self._closed = False
+        self._made: dict[str, None] = {}  # every group it made that is not removed yet (``remaining``)
 
     def take(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
         """An empty group under ``parent`` with its counters started again, else a fresh one;
@@ -76,6 +78,7 @@ class Pool:
         slot = JobSlot(self._home, next(self._sequence))
         path = os.path.join(parent, cgroupfs.group_name(slot.token))
         join_fd = cgroupfs.make_group(path, "cgroup.procs" if controllers == V2 else "tasks")
+        self._made[path] = None
         dir_fd = -1
         if controllers == V2:
             try:
@@ -165,11 +168,18 @@ class Pool:
         the loop the runs share, and waited for (within a bound) only at ``close``."""
         if not remove(group, attempts=1):
             self._busy.append(group)
+        else:
+            self._made.pop(group.path, None)
 
     def _remove_busy(self) -> None:
         busy, self._busy = self._busy, []
         for group in busy:
             self._remove(group)
+
+    def remaining(self) -> list[str]:
+        """Its groups still on the host: after ``close``, those it could not remove, and any
+        still lent (its directory then stays for a sweep: ``rundir.RunDir.close``)."""
+        return list(self._made)
 
     def close(self) -> None:
         """Remove every idle group (the host's runs are over), waiting within a bound for those
@@ -181,7 +191,8 @@ class Pool:
                 self._remove(idle.pop())
         busy, self._busy = self._busy, []
         for group in busy:
-            remove(group, attempts=cgroupfs.RMDIR_ATTEMPTS)
+            if remove(group, attempts=cgroupfs.RMDIR_ATTEMPTS):
+                self._made.pop(group.path, None)
         self._idle_files = 0
         self._ready.clear()
         for fd in self._parent_fds.values():

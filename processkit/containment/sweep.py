@@ -8,7 +8,10 @@ Facts about deciding that a runner is dead, and what may then be ended:
   file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
-  works, and a runner never takes an old lock again. Missing or unreadable: left and reported.
+  works, and a runner never takes an old lock again. Missing or unreadable: left and reported,
+  even for an empty group (a lodged host's idle one, a run's before its child joins, may be a
+  live runner's that this reaper cannot see: another mount or pid namespace, another user's
+  base). So a runner that could not remove a group keeps its directory (``RunDir.close``).
 - A run's groups are looked for in every parent this process makes groups in, and where the
   run's directory records its v1 groups (``groups``): a v1 memory group sits under its runner's
   own group, which a runner in another session does not sweep. The record is written after the
@@ -189,8 +192,10 @@ def _reap_run(
     health, held = probe(path, rundir.LOCK_NAME, hold=True)
     if health is Health.LIVE:
         return False
+    from ..rundir_records import job_files, read_groups, read_process_group  # a dead run's records: read only here
+
     if held is None:
-        emptied = health is Health.STALE and bool(rundir.read_groups(path))
+        emptied = health is Health.STALE and bool(read_groups(path))
         if emptied or (health is Health.STALE and path in vouched and group is None):
             # An older version's directory, its entry stale; or one an older sweeper emptied
             # after taking its lock (it removes the lock, not the group record this version
@@ -205,8 +210,8 @@ def _reap_run(
         return False
     try:
         ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
-        for name in [rundir.PGROUP_NAME, *rundir.job_files(path, "." + rundir.PGROUP_NAME)]:
-            identity = rundir.read_process_group(path, name)
+        for name in [rundir.PGROUP_NAME, *job_files(path, "." + rundir.PGROUP_NAME)]:
+            identity = read_process_group(path, name)
             if identity is not None:
                 ended = _end_process_group(identity, owner, reaped, dry_run, wait) and ended
         if ended and (dry_run or rundir.remove(path)):
@@ -247,10 +252,12 @@ def recorded_groups(path: str, token: str) -> list[str]:
     """The groups the run's directory records (``rundir.record_groups``, a batch job's too) that
     may be its own: named after its token, inside a mounted cgroup hierarchy (so a file there is
     the kernel's, not one a user wrote); what else a record says is ignored."""
+    from ..rundir_records import job_files, read_groups
+
     listed = [
         group
-        for name in [rundir.GROUPS_NAME, *rundir.job_files(path, "." + rundir.GROUPS_NAME)]
-        for group in rundir.read_groups(path, name)
+        for name in [rundir.GROUPS_NAME, *job_files(path, "." + rundir.GROUPS_NAME)]
+        for group in read_groups(path, name)
     ]
     if not listed:
         return []

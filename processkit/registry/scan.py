@@ -14,6 +14,7 @@ import os
 from .. import rundir
 from ..bounded import REGISTRY_FILE, read_start
 from ..errors import Failure, Kind
+from ..rundir_records import job_files
 from ..safepath import private_directory
 from . import lock
 from .location import RegistryError, open_for_reading
@@ -94,7 +95,7 @@ def entries(directory: str | None, listing: list[str], lodgings: list[str] | Non
             continue
         if lodgings is not None:
             lodgings.append(lodging)
-        for job in rundir.job_files(lodging, RECORD_SUFFIX):
+        for job in job_files(lodging, RECORD_SUFFIX):
             try:
                 delegated = load(os.path.join(lodging, job))
             except FileNotFoundError:
