@@ -29,8 +29,8 @@ A fact about start-up: the timer heap's functions come from ``_heapq``, the C mo
 ``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
 uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is missing. They
 are imported with the first timer a process schedules (``call_at``): a run with no deadline, no
-idle check and no pacing schedules none, and an extension module's import costs a start about
-1 M instructions (bench/README.md, "Start-up (issue 49, start52)").
+idle check and no pacing schedules none (an extension module's import: ~0.3 M instructions of a
+run's start; bench/README.md, "Start-up (issue 49, start52)").
 """
 
 from __future__ import annotations

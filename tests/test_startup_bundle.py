@@ -269,7 +269,7 @@ def test_a_preloaded_run_makes_each_class_once_and_none_of_the_launchers_own(tmp
     """With a bundle, every module is run once (a package's ``__init__`` importing its modules
     while it is preloaded takes them from their rows, not run again by the import system: two
     copies of a class would be two types), and the launcher makes no class of its own for it
-    (a finder class and a loader class cost every run ~0.8 M instructions to make)."""
+    (a finder class and a loader class: ~0.3 M instructions a run)."""
     root = _copy(tmp_path)
     _run(root, tmp_path, write=True)
     report = "print(' '.join(made))"
