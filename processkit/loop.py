@@ -25,9 +25,12 @@ Facts about readiness that every user must respect:
   own fd (``stay_bound``, the native pump's stay) reads the clock before and after it, so the
   callbacks after it in that turn, and the turn's due timers, see the time it ended.
 
-A fact about start-up: the timer heap's two functions come from ``_heapq``, the C module that
+A fact about start-up: the timer heap's functions come from ``_heapq``, the C module that
 ``heapq`` itself re-exports them from (``heapq`` adds only pure-Python helpers this loop never
-uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is missing.
+uses, at a cost to every run's start-up); ``heapq`` is the fallback where it is missing. They
+are imported with the first timer a process schedules (``call_at``): a run with no deadline, no
+idle check and no pacing schedules none (an extension module's import: ~0.3 M instructions of a
+run's start; bench/README.md, "Start-up (issue 49, start52)").
 """
 
 from __future__ import annotations
@@ -37,16 +40,25 @@ import time
 
 from . import readiness
 
-try:
-    from _heapq import heapify, heappop, heappush
-except ImportError:  # an interpreter without CPython's _heapq
-    from heapq import heapify, heappop, heappush
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from heapq import heapify, heappop, heappush
     from typing import Callable
 
     Callback = Callable[[], None]
+else:
+    heapify = heappop = heappush = None  # until the first timer: ``_load_heap``
+
+
+def _load_heap() -> None:
+    """The heap's functions, imported once a timer needs them (every heap operation comes after
+    a push)."""
+    global heapify, heappop, heappush
+    try:
+        from _heapq import heapify, heappop, heappush
+    except ImportError:  # an interpreter without CPython's _heapq
+        from heapq import heapify, heappop, heappush
+
 
 # select() overflows on a timeout centuries long (any u64 ms is a valid --timeout): a timer that
 # far away is waited for in steps of this size instead.
@@ -101,6 +113,8 @@ class Loop:
 
     def call_at(self, when: float, callback: Callback) -> Timer:
         timer = Timer(when, callback, self)
+        if heappush is None:
+            _load_heap()
         heappush(self._timers, (when, next(self._sequence), timer))
         return timer
 

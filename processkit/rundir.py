@@ -137,25 +137,25 @@ def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]
     else may enter, else None. One ``lstat`` for each base looked in: a sweep probes every run
     whose group it finds, most often on the way into a run, with the bases looked up once."""
     where = where or bases()
+    name = DIR_PREFIX + token
     for directory in where:
-        path = os.path.join(directory, DIR_PREFIX + token)
+        # os.path.join's answer without its generic steps (a sweep probes every run it finds)
+        path = directory + name if not directory or directory[-1] == "/" else f"{directory}/{name}"
         try:
             found = os.lstat(path)
         except OSError:
             continue
         return path, _private_owner(found)
-    return os.path.join(where[0], DIR_PREFIX + token), None
+    return os.path.join(where[0], name), None
 
 
 def group_token(text: str) -> str | None:
     """The run directory token a group's token speaks through: itself for a run, the batch's for
     a batch job (``<batch token>.j<hex seq>``); None for a name no runner makes."""
-    if is_token(text):
-        return text
-    owner, separator, seq = text.partition(JOB_SEPARATOR)
-    if separator and seq and _HEX.issuperset(seq) and is_token(owner):
-        return owner
-    return None
+    owner, separator, seq = text.partition(JOB_SEPARATOR)  # no run's own token holds the separator
+    if not separator:
+        return text if is_token(text) else None
+    return owner if seq and _HEX.issuperset(seq) and is_token(owner) else None
 
 
 def is_token(text: str) -> bool:

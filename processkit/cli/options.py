@@ -11,12 +11,12 @@ one answers.
 
 from __future__ import annotations
 
+import sys
+
 from ..grammar import REPEAT, SWITCH
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from ..grammar import Option
 
 # The global option every subcommand accepts (main takes it out of argv before dispatching).
@@ -29,13 +29,14 @@ ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (defa
 READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
 
 
-class ParsedOptions:
-    """The attributes argparse's namespace would have: each option's ``dest`` with its value,
-    and ``_seen_<dest>`` for each once-only option that was given (see ``flag_given``)."""
-
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any: ...
+# What ``parse_common`` answers with: the attributes argparse's namespace would have, each
+# option's ``dest`` with its value, and ``_seen_<dest>`` for each once-only option that was given
+# (see ``flag_given``). The interpreter's own namespace type (``types.SimpleNamespace``, taken as
+# ``types`` takes it, without importing it): a class of this module's would be made on every start.
+if TYPE_CHECKING:
+    from types import SimpleNamespace as ParsedOptions
+else:
+    ParsedOptions = type(sys.implementation)
 
 
 def flag_given(namespace: object, dest: str) -> bool:

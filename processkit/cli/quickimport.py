@@ -18,9 +18,10 @@ once). A row is used only where its source's ``stat`` still shows the recorded m
 the same check as a pyc's, and only for the source this package's copy would import. With a
 bundle the launcher runs the modules before the CLI asks for them (``_preload``), past the
 import system's own per-module work; a module served any other way (a pyc, because its row was
-missing or stale) has the run write the file again as it exits (``save``, from ``cli/main.py``),
-to a fresh name renamed over the old, unless byte code writing is off (``-B``,
-``PYTHONDONTWRITEBYTECODE``). bench/README.md, "Start-up: one file for a run's byte code".
+missing or stale), or a row it left unused, has the run write the file again as it exits
+(``save``, from ``cli/main.py``) with its own modules' rows only, unless byte code writing is
+off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall`` leaves it:
+docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
 
 The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
 so its reasons are here). Installers rewrite its first line to the environment's interpreter.
@@ -33,9 +34,9 @@ they load. The script's own directory (an environment's ``bin``), which the inte
 first on ``sys.path``, is taken off it: nothing the CLI imports is there, each import would look
 there first, and a file there named as a module the CLI imports would be run in its place.
 
-Only the launcher installs the finder: a library must not change its host's import system. Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the
-reverse of the interpreter's order, which is the same answer as long as no name in the package
-is both; ``tests/test_startup_imports.py`` holds the package to that, and to no extension
+Only the launcher installs the finder: a library must not change its host's import system.
+Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the reverse of the
+interpreter's order, which is the same answer as long as no name in the package is both; ``tests/test_startup_imports.py`` holds the package to that, and to no extension
 module beside a source of the same name.
 """
 
@@ -57,28 +58,38 @@ _bundle: dict = {}  # name -> (source, is package, mtime, size, code): rows read
 _served: dict = {}  # the rows of the modules this process was given, however found
 _bundle_path: list[str] = []  # set while a bundle is in use: where it is kept
 _order: list[str] = []  # the modules given through the import system, in the order they finished
+_preloading: list[str] = []  # while ``_preload`` runs: the package's directory
+_handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for ``create_module``
 _missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
+_loader_class: list[type] = []  # ``_Loader``, made the first time the finder serves a module
+TAG = sys.implementation.cache_tag
 
 
-class _Loader(SourceFileLoader):
-    """The interpreter's own source loader (resources, source, data as usual), handed the code
-    the finder already read so that ``exec_module`` does not read it again."""
+def _loader(fullname: str, path: str, code):
+    """The interpreter's own source loader, subclassed to be handed the code the finder read (so
+    ``exec_module`` does not read it again); made on first use, as a run whose modules are all
+    preloaded needs none (the class and the imports through it: ~0.15 M instructions a run)."""
+    if not _loader_class:
 
-    def __init__(self, fullname: str, path: str, code) -> None:
-        self.name = fullname
-        self.path = path
-        self._code = code
+        class _Loader(SourceFileLoader):
+            def __init__(self, fullname: str, path: str, code) -> None:
+                self.name = fullname
+                self.path = path
+                self._code = code
 
-    def get_code(self, fullname):
-        code = self._code
-        if code is None or fullname != self.name:
-            return super().get_code(fullname)
-        self._code = None  # held once: a reload reads the files again
-        return code
+            def get_code(self, fullname):
+                code = self._code
+                if code is None or fullname != self.name:
+                    return super().get_code(fullname)
+                self._code = None  # held once: a reload reads the files again
+                return code
 
-    def exec_module(self, module) -> None:
-        super().exec_module(module)
-        _order.append(self.name)  # the order modules finish in: the bundle's, for ``_preload``
+            def exec_module(self, module) -> None:
+                super().exec_module(module)
+                _order.append(self.name)  # the order modules finish in: the bundle's, for ``_preload``
+
+        _loader_class.append(_Loader)
+    return _loader_class[0](fullname, path, code)
 
 
 def _read_all(path: str, size: int | None = None):
@@ -176,37 +187,39 @@ def _found(fullname: str, source: str, cached: str, package: bool):
     return code
 
 
-class Finder:
-    """A meta path finder for ``processkit.*`` submodules with a valid pyc; None for the rest."""
-
-    tag = sys.implementation.cache_tag
-
-    @classmethod
-    def find_spec(cls, fullname: str, path=None, target=None):
-        if not fullname.startswith(PREFIX) or path is None or len(path) != 1:
-            return None
-        base = path[0]
-        leaf = fullname.rpartition(".")[2]
-        row = _bundle.get(fullname)
-        code = None
-        if row is None or row[1] is not True:  # a package's row spares the look for a module first
-            source = f"{base}/{leaf}.py"
-            cached = f"{base}/__pycache__/{leaf}.{cls.tag}.pyc"
-            code = _found(fullname, source, cached, False)
-        package = None
+def find_spec(fullname: str, path=None, target=None):
+    """The meta path finder's one method, for ``processkit.*`` submodules with a valid pyc or
+    bundle row; None for the rest. This module itself is the finder the launcher puts first on
+    ``sys.meta_path`` (a class would be one more to make on every start)."""
+    if not fullname.startswith(PREFIX) or path is None or len(path) != 1:
+        return None
+    if _preloading and fullname in _bundle:  # a package's import while the bundle is preloaded
+        made = _made(fullname, _preloading[0])
+        if made is not None:  # this module is the loader: ``create_module``, ``exec_module``
+            _handed[fullname] = (*made, made[0].__spec__)
+            return ModuleSpec(fullname, sys.modules[__name__])  # type: ignore[arg-type] # a loader's two functions
+    base = path[0]
+    leaf = fullname.rpartition(".")[2]
+    row = _bundle.get(fullname)
+    code = None
+    if row is None or row[1] is not True:  # a package's row spares the look for a module first
+        source = f"{base}/{leaf}.py"
+        cached = f"{base}/__pycache__/{leaf}.{TAG}.pyc"
+        code = _found(fullname, source, cached, False)
+    package = None
+    if code is None:
+        source = f"{base}/{leaf}/__init__.py"
+        cached = f"{base}/{leaf}/__pycache__/__init__.{TAG}.pyc"
+        code = _found(fullname, source, cached, True)
         if code is None:
-            source = f"{base}/{leaf}/__init__.py"
-            cached = f"{base}/{leaf}/__pycache__/__init__.{cls.tag}.pyc"
-            code = _found(fullname, source, cached, True)
-            if code is None:
-                return None
-            package = [f"{base}/{leaf}"]
-        spec = ModuleSpec(fullname, _Loader(fullname, source, code), origin=source, is_package=package is not None)
-        spec.has_location = True
-        spec.cached = cached  # what it would otherwise compute again from the origin
-        if package is not None:
-            spec.submodule_search_locations = package
-        return spec
+            return None
+        package = [f"{base}/{leaf}"]
+    spec = ModuleSpec(fullname, _loader(fullname, source, code), origin=source, is_package=package is not None)
+    spec.has_location = True
+    spec.cached = cached  # what it would otherwise compute again from the origin
+    if package is not None:
+        spec.submodule_search_locations = package
+    return spec
 
 
 def _load_bundle(path: str) -> None:
@@ -251,12 +264,12 @@ def _load_bundle(path: str) -> None:
 def install() -> None:
     """Put the finder first, where the interpreter's byte code is the plain kind it reads; for
     a ``run``, read the bundle of its modules first."""
-    if Finder.tag is None or sys.flags.optimize:
+    if TAG is None or sys.flags.optimize:
         return
     if sys.argv[1:2] == [BUNDLED_COMMAND]:
-        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{BUNDLED_COMMAND}.{Finder.tag}.bundle")
+        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{BUNDLED_COMMAND}.{TAG}.bundle")
         _load_bundle(_bundle_path[0])
-    sys.meta_path.insert(0, Finder)
+    sys.meta_path.insert(0, sys.modules[__name__])
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
         _preload()
 
@@ -266,16 +279,20 @@ def _preload() -> None:
     module of its own, without the import system's locks, lookups and attribute copying (about
     40 k instructions a module). What each module imports itself is imported as usual; a
     package the last run finished after its first modules (its ``__init__`` imports them) is
-    run from its own row when the first of them is reached, importing them as usual. The module
-    is made as the import system makes it (spec, loader, file, cached, package, path, its
+    run from its own row when the first of them is reached, and what it imports of them is run
+    from their rows too (``find_spec`` hands the import system this module as their loader). A
+    module is made as the import system makes it (spec, loader, file, cached, package, path, its
     parent's attribute). A row whose source changed, or of a module that fails, ends the
-    preloading: it and the rest are imported as usual when the run asks for them (a failure
-    then raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``): the
-    trace would miss them."""
+    preloading: it and the rest are imported as usual when the run asks for them (a failure then
+    raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``)."""
     root = __file__.rpartition("/")[0].rpartition("/")[0]  # this package's directory
-    for name in list(_bundle):
-        if name not in sys.modules and not _run_row(name, root):
-            return
+    _preloading.append(root)
+    try:
+        for name in list(_bundle):
+            if name not in sys.modules and not _run_row(name, root):
+                return
+    finally:
+        _preloading.clear()
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -287,27 +304,13 @@ def _run_row(name: str, root: str) -> bool:
         return False
     if name in modules:  # its package's ``__init__`` imported it
         return True
-    source, package, mtime, size, code = _bundle[name]
-    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-    if source != (f"{where}/__init__.py" if package else f"{where}.py"):
-        return False  # a row of another copy of the package
-    state = _source_state(source)
-    if state is None or _row_state(state) != (mtime, size):
-        return False  # a changed source
-    directory, _, file_name = source.rpartition("/")
-    cached = f"{directory}/__pycache__/{file_name[:-3]}.{Finder.tag}.pyc"
-    spec = ModuleSpec(name, _Loader(name, source, None), origin=source, is_package=package)
-    spec.has_location = True
-    spec.cached = cached
-    module = type(sys)(name)
-    attributes = vars(module)
-    attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
-    attributes["__package__"] = name if package else parent
-    if package:
-        module.__path__ = spec.submodule_search_locations = [directory]
+    made = _made(name, root)
+    if made is None:
+        return False
+    module, code = made
     modules[name] = module
     try:
-        exec(code, attributes)
+        exec(code, vars(module))
     except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
         del modules[name]
         return False
@@ -317,15 +320,60 @@ def _run_row(name: str, root: str) -> bool:
     return True
 
 
+def _made(name: str, root: str):
+    """``(module, code)``: a new module for the bundle's row of ``name``, made as the import
+    system makes one (spec, loader, file, cached, package, path), and the row's code; None when
+    the row is of another copy of the package or its source changed."""
+    source, package, mtime, size, code = _bundle[name]
+    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
+    if source != (f"{where}/__init__.py" if package else f"{where}.py"):
+        return None  # a row of another copy of the package
+    state = _source_state(source)
+    if state is None or _row_state(state) != (mtime, size):
+        return None  # a changed source
+    directory, _, file_name = source.rpartition("/")
+    cached = f"{directory}/__pycache__/{file_name[:-3]}.{TAG}.pyc"
+    spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source, is_package=package)
+    spec.has_location = True
+    spec.cached = cached
+    module = type(sys)(name)
+    attributes = vars(module)
+    attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
+    attributes["__package__"] = name if package else name.rpartition(".")[0]
+    if package:
+        module.__path__ = spec.submodule_search_locations = [directory]
+    return module, code
+
+
+def create_module(spec):
+    """The import system's first step for a module ``find_spec`` found a row of while the
+    bundle is preloaded: the module made from its row (``exec_module`` puts its own spec back:
+    the import system sets the one it was handed, and only the attributes a module lacks)."""
+    return _handed[spec.name][0]
+
+
+def exec_module(module) -> None:
+    """The import system's second step for such a module: its row's code, run into it."""
+    name = module.__name__
+    made, code, spec = _handed.pop(name)
+    module.__spec__ = spec
+    exec(code, vars(module))
+    _served[name] = _bundle[name]
+    _order.append(name)
+
+
 def save() -> None:
-    """Write the bundle again when this run loaded a module it lacked or held stale: every row
-    it holds, with this run's in their place; best effort (a read-only install keeps none)."""
-    if not _missed or sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
+    """Write the bundle again when this run loaded a module it lacked or held stale, or left a
+    row unused (a removed module's, another copy's): the rows of the modules this run loaded and
+    no others, so no row is carried forward unused; best effort (a read-only install keeps none)."""
+    if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
+        return
+    if not _missed and _served.keys() >= _bundle.keys():
         return
     from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, urandom, write
 
     rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
-    rows.update((name, row) for name, row in {**_bundle, **_served}.items() if name not in rows)
+    rows.update((name, row) for name, row in _served.items() if name not in rows)
     path = _bundle_path[0]
     temporary = f"{path}-{getpid()}-{urandom(4).hex()}.tmp"  # MANIFEST.in keeps a leftover out of an sdist
     try:

@@ -149,7 +149,8 @@ def sweep(
         for name in names:
             token = rundir.group_token(name[len(RUN_PREFIX) :]) if name.startswith(RUN_PREFIX) else None
             if token is not None:
-                found.setdefault(token, os.path.join(parent, name))
+                if token not in found:  # a run's groups in every hierarchy name it: one probe
+                    found[token] = os.path.join(parent, name)
             elif not dry_run and (attempts is None or attempts > 0) and orphaned(name):
                 attempts = None if attempts is None else attempts - 1
                 try:
