@@ -148,7 +148,7 @@ class Emitter:
             # event as it comes.
             name = getattr(event, "name", None)
             if name and name not in self._remember:  # an ``events.base.Event``
-                gathered.append((event, None if event.time is not None else time.time_ns()))  # formatted if kept
+                gathered.append((event, None if event.time is not None else utc_timestamp()))
                 members = getattr(event, "members", None)
                 self._weight += 1 + (len(members) if type(members) is list else 0)
                 if self._weight > SPILL_WEIGHT:
@@ -228,8 +228,5 @@ class Emitter:
 
 def _records(gathered: list) -> list[dict]:
     """What was gathered as records: those made at ``emit`` as they are, the events kept with
-    their clock read at ``emit`` stamped now, each the record ``emit`` would have made."""
-    return [
-        item if type(item) is dict else item[0].to_json(None if item[1] is None else utc_timestamp(item[1]))
-        for item in gathered
-    ]
+    their stamps made now, each the record ``emit`` would have made."""
+    return [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]
