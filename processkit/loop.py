@@ -155,9 +155,19 @@ class Loop:
 
     # -- file descriptors ---------------------------------------------------------------------
     def add_reader(self, fd: int, callback: Callback) -> None:
+        if fd not in self._handlers:  # a new fd, read only (a run's pipes and pidfd): registered at once
+            self._handlers[fd] = [callback, None]
+            self._selector.register(fd, readiness.EVENT_READ)
+            return
         self._set_handler(fd, 0, callback)
 
     def remove_reader(self, fd: int) -> None:
+        handlers = self._handlers.get(fd)
+        if handlers is not None and handlers[1] is None:  # read only: it goes (``_set_handler``'s way)
+            handlers[0] = None
+            self._selector.unregister(fd)
+            del self._handlers[fd]
+            return
         self._set_handler(fd, 0, None)
 
     def add_writer(self, fd: int, callback: Callback) -> None:

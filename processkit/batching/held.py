@@ -49,8 +49,8 @@ class HeldFiles:
         self.fds = tuple(fds)
 
     def for_engine(self) -> tuple[int, int, int]:
-        stream, stdout, stderr = (os.dup(fd) for fd in self.fds)
-        return stream, stdout, stderr
+        stream, stdout, stderr = self.fds
+        return os.dup(stream), os.dup(stdout), os.dup(stderr)
 
     def write_into(self, stream_path: str, capture_dir: str) -> None:
         """The failed attempt's stream and capture, written where ``--keep all`` would have put

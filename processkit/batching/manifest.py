@@ -100,8 +100,28 @@ def job_spec(
         capture_dir=capture_dir,
         timeout_ms=template.timeout_ms if template.timeout_ms is not None else timeout_ms,
         run_id=template.run_id if template.run_id_given else new_run_id(),
-        labels=tuple(sorted({"batch": label, **dict(template.labels)}.items())),
+        labels=_labels(template.labels, label),
     )
+
+
+_LABELS: dict[tuple, tuple[tuple[str, str], ...]] = {}  # ``_labels``' answers: a batch asks the same once a job
+
+
+def _labels(given: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, str], ...]:
+    """The job's labels: ``batch=LABEL`` unless the job names its own ``batch``, sorted."""
+    key = (given, label)
+    try:
+        labels = _LABELS.get(key)
+        keep = True
+    except TypeError:  # a value no dictionary takes (an API caller's): worked out each time
+        labels, keep = None, False
+    if labels is None:
+        labels = tuple(sorted({"batch": label, **dict(given)}.items()))
+        if keep:
+            if len(_LABELS) >= TEMPLATES_KEPT:
+                _LABELS.clear()
+            _LABELS[key] = labels
+    return labels
 
 
 class Manifest:

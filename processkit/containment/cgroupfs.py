@@ -265,6 +265,7 @@ class HeldFiles:
         self.path = path
         self._parent_fd = parent_fd  # opened through, as ``open_in`` says
         self._fds: dict[str, int] = {}
+        self._checks: tuple[tuple[str, ...], tuple[tuple[int, int, bytes], ...]] | None = None  # ``same``'s reads
 
     def _fd(self, name: str) -> int:
         fd = self._fds.get(name)
@@ -290,18 +291,24 @@ class HeldFiles:
     def same(self, names: tuple[str, ...], contents: tuple[bytes, ...]) -> bool:
         """Whether each file of ``names`` holds exactly its bytes of ``contents``: each read asks
         for one byte more than expected, so a match is the whole file (a short read is the end,
-        ``read_bytes``) and a longer file cannot match; raises OSError."""
-        fds = self._fds
-        for name, expected in zip(names, contents):
-            fd = fds.get(name)
-            if os.pread(self._fd(name) if fd is None else fd, len(expected) + 1, 0) != expected:
+        ``read_bytes``) and a longer file cannot match; raises OSError. The reads (each file's
+        fd, size and bytes) are worked out once while the files stay open (a lent group is
+        checked at every lend, with the same files and contents), not looked up at each."""
+        checks = self._checks
+        if checks is None or checks[0] is not names:
+            reads = tuple((self._fd(name), len(expected) + 1, expected) for name, expected in zip(names, contents))
+            checks = self._checks = (names, reads)
+        pread = os.pread
+        for fd, size, expected in checks[1]:
+            if pread(fd, size, 0) != expected:
                 return False
         return True
 
     def facts(self) -> os.stat_result:
         """The group directory's own facts (its link count: ``has_groups_below``), by ``fstat``
         on a held path fd: no walk from the parent each time."""
-        return os.fstat(self._fd("."))
+        fd = self._fds.get(".")
+        return os.fstat(self._fd(".") if fd is None else fd)
 
     def text(self, name: str) -> str:
         return self.content(name).decode("utf-8", "surrogateescape")
@@ -318,6 +325,7 @@ class HeldFiles:
         return len(self._fds)
 
     def close(self) -> None:
+        self._checks = None
         for fd in self._fds.values():
             os.close(fd)
         self._fds = {}

@@ -101,6 +101,7 @@ class Pooled:
         "setting_files",
         "settings",
         "idle_files",
+        "counting",
     )
 
     def __init__(
@@ -126,6 +127,9 @@ class Pooled:
         # Its settings files and their content as made (lent at once: its files stay open for its run).
         self.setting_files, self.settings = _present(self.files, [n for c in controllers for n in SETTINGS.get(c, ())])
         self.idle_files = 0  # the files it keeps open while idle, counted in its pool's room
+        # A v2 group with a controller whose counters cannot start again, as made: never kept
+        # idle (``parkable``, read once here; ``restarted`` reads them again at each lend).
+        self.counting = controllers == V2 and _counting(self.files)
 
 
 def empty(group: Pooled) -> bool:
@@ -146,13 +150,23 @@ def empty(group: Pooled) -> bool:
         return False
 
 
+def _counting(files: cgroupfs.HeldFiles) -> bool:
+    """Whether a v2 group has a controller whose counters cannot start again (True when its
+    controllers cannot be read)."""
+    try:
+        return bool(NOT_RESTARTED.intersection(files.text("cgroup.controllers").split()))
+    except OSError:
+        return True
+
+
 def parkable(group: Pooled) -> bool:
     """Whether a given-back group may be lent again, as far as what a run cannot undo says: no
-    group below it, and (v2) no controller whose counters cannot start again."""
+    group below it, and (v2) no controller whose counters cannot start again as it was made (a
+    controller switched on since is seen when it is started again, which reads them afresh)."""
+    if group.counting:
+        return False
     try:
-        if _stat(group).st_nlink != 2:
-            return False
-        return group.controllers != V2 or not NOT_RESTARTED.intersection(group.files.text("cgroup.controllers").split())
+        return _stat(group).st_nlink == 2
     except OSError:
         return False
 

@@ -184,8 +184,7 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
-
-        from ..events.types import OutputCaptured
+        import processkit.events.types as event_types  # (nor ``from ..``: a relative import asks importlib's Python)
 
         reports = {}
         for stream in launched.streams:
@@ -197,5 +196,5 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
 
             capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
         captured = {name: report.as_event() for name, report in finals.items()}
-        run.events.emit(OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
+        run.events.emit(event_types.OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
     return outcome

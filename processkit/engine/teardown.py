@@ -190,39 +190,41 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     (code, source, child_code), which the registration keeps as the run's tombstone.
     """
     run.cancel_timers()  # a phase that raised left them: none may fire into what goes now (the publication)
-    steps: list[Callable[[], object]] = []
+    # Each step a call and its arguments, taken only for what the run holds (a lambda each,
+    # and a list per holder, were a batch job's dozen small allocations and calls for nothing).
+    steps: list[tuple[Callable[..., object], tuple]] = []
+    add = steps.append
     if launched is not None:
-        steps += [*_step(launched.keyboard, "restore"), lambda: _give_back_terminal(launched)]
-        steps += _step(launched.stdin_feed, "close")
+        if launched.keyboard is not None:
+            add((launched.keyboard.restore, ()))
+        add((_give_back_terminal, (launched,)))
+        if launched.stdin_feed is not None:
+            add((launched.stdin_feed.close, ()))
         for stream in launched.streams:
-            steps += [stream.close, *_step(stream.echo, "close")]
-        steps.append(lambda: run.reaper.forget(launched.child.pid))
-    steps += [
-        *_step(run.terminal, "close"),
-        lambda: _close_stdin_source(run),
-        lambda: close_targets(run),
-        *_step(run.publication, "close", ended),
-        *_step(run.container, "release"),
-        *_step(run.rundir, "close"),  # last: it is the evidence for everything above
-    ]
+            add((stream.close, ()))
+            if stream.echo is not None:
+                add((stream.echo.close, ()))
+        add((run.reaper.forget, (launched.child.pid,)))
+    if run.terminal is not None:
+        add((run.terminal.close, ()))
+    add((_close_stdin_source, (run,)))
+    add((close_targets, (run,)))
+    if run.publication is not None:
+        add((run.publication.close, (ended,)))
+    if run.container is not None:
+        add((run.container.release, ()))
+    if run.rundir is not None:
+        add((run.rundir.close, ()))  # last: it is the evidence for everything above
     failed: list[Exception] = []
-    for step in steps:
+    for call, args in steps:
         try:
-            step()
+            call(*args)
         except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
             failed.append(exc)
     if not failed:
         return None
     warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
     return failed[0]
-
-
-def _step(holder: object | None, method: str, *args: object) -> list[Callable[[], object]]:
-    """``holder.method(*args)`` as a release step, when the run holds ``holder`` at all."""
-    if holder is None:
-        return []
-    bound = getattr(holder, method)
-    return [lambda: bound(*args)]
 
 
 def _give_back_terminal(launched: Launched) -> None:

@@ -152,27 +152,33 @@ class Emitter:
             except (OSError, ValueError, TypeError) as exc:
                 self._fail(exc)
                 return
-        elif getattr(event, "name", None) and event.name not in self._remember:  # an ``events.base.Event``
-            gathered.append((event, None if event.time is not None else utc_timestamp()))
-            self._weigh(gathered, getattr(event, "members", None))
-            return
         else:
+            # What was just gathered is weighed here (``SPILL_WEIGHT``), not in a call of its
+            # own: past the bound, what was gathered is written (``_spill``), and every later
+            # event as it comes.
+            name = getattr(event, "name", None)
+            if name and name not in self._remember:  # an ``events.base.Event``
+                gathered.append((event, None if event.time is not None else utc_timestamp()))
+                members = getattr(event, "members", None)
+                self._weight += 1 + (len(members) if type(members) is list else 0)
+                if self._weight > SPILL_WEIGHT:
+                    self._spill(gathered)
+                return
             record = event.to_json()
             gathered.append(record)
-            if self._weigh(gathered, record.get("members")):
+            members = record.get("members")
+            self._weight += 1 + (len(members) if type(members) is list else 0)
+            if self._weight > SPILL_WEIGHT:
+                self._spill(gathered)
                 return  # written, and remembered as it was (``_write_gathered``)
         if record["event"] in self._remember:
             self.remembered[record["event"]] = record
 
-    def _weigh(self, gathered: list, members: object) -> bool:
-        """Count what was just gathered (``SPILL_WEIGHT``); past the bound, write what was
-        gathered and every later event as it comes. Whether it was written."""
-        self._weight += 1 + (len(members) if type(members) is list else 0)
-        if self._weight <= SPILL_WEIGHT:
-            return False
+    def _spill(self, gathered: list) -> None:
+        """What was gathered weighs more than ``SPILL_WEIGHT``: written now, and every later
+        event as it comes."""
         self._gathered = None
         self._write_gathered(gathered)
-        return True
 
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
