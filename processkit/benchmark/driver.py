@@ -220,6 +220,9 @@ class Engine:
 
         self._linger = spawn.LINGER_MS[0]
         spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
+        from . import perf_switch
+
+        perf_switch.settle()  # the start-up's helper collected before the host's reaper exists
         self.host = Host()
         from .outputs import SessionOutputs
 
