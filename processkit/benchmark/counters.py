@@ -59,22 +59,30 @@ def attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EXE
 _SYSCALL: list = []  # (the call, its number, ctypes' errno reader): libc's syscall(), prepared once
 
 
-def perf_event_open(attr: bytes, cpu: int = -1) -> int:
-    """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
-    descriptor, or minus the errno. The call is prepared at the first (the syscall's number for
-    this machine, and ``syscall``'s argument types, so a call converts nothing by hand): a
-    session opens three to eight counters a run, and the machine's name and six ctypes values
-    made for each open were a tenth of their cost."""
+def prepare() -> bool:
+    """The call made ready (the syscall's number for this machine, and ``syscall``'s argument
+    types, so a call converts nothing by hand); False where this machine's number is unknown. A
+    session opens three to eight counters a run: the machine's name and six ctypes values made
+    for each open were a tenth of their cost. ``perf_switch`` prepares it before its fork, so
+    its helper does not import ``ctypes`` again."""
     if not _SYSCALL:
         number = SYSCALL.get(os.uname().machine)  # platform.machine()'s answer, without its 1 ms import
         if number is None:
-            return -errno.ENOSYS
+            return False
         import ctypes
 
         call = ctypes.CDLL(None, use_errno=True).syscall
         call.restype = ctypes.c_long
         call.argtypes = (ctypes.c_long, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_ulong)
         _SYSCALL.append((call, number, ctypes.get_errno))
+    return True
+
+
+def perf_event_open(attr: bytes, cpu: int = -1) -> int:
+    """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
+    descriptor, or minus the errno."""
+    if not _SYSCALL and not prepare():
+        return -errno.ENOSYS
     call, number, get_errno = _SYSCALL[0]
     fd = call(number, attr, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC)
     return fd if fd >= 0 else -get_errno()
