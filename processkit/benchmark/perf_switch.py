@@ -2,7 +2,7 @@
 
 A session's first per-task perf event (the exit clock's, a counter or a counter's keeper) finds
 the kernel's switch for per-task events off whenever no other process on the host holds one,
-and turning it on waits out an RCU grace period in ``perf_event_open``: 7 to 30 ms of wall time
+and turning it on waits out an RCU grace period in ``perf_event_open``: 7 to 37 ms of wall time
 on this project's 2-CPU machines (bench/README.md, "bench's cycle"), spent once per session,
 before the first run and after the whole start-up. A switch turned on stays on for a second
 after its last event is closed (the kernel's delayed turning off), so ``turn_on``, at the start
