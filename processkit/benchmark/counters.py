@@ -46,7 +46,7 @@ DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV, ENABLE_ON_EXEC = 1 << 0, 1 << 1, 
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 
 
-def _attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EXEC) -> bytes:
+def attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EXEC) -> bytes:
     """A ``perf_event_attr`` (its first version's 64 bytes, native byte order)."""
     import struct
 
@@ -56,27 +56,36 @@ def _attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EX
     return struct.pack("=IIQQQQQIIQ", kind, ATTR_SIZE, config, 0, 0, 0, flags, 0, 0, 0)
 
 
-_SYSCALL: list = []  # libc's syscall(), found once
+_SYSCALL: list = []  # (the call, its number, ctypes' errno reader): libc's syscall(), prepared once
+
+
+def prepare() -> bool:
+    """The call made ready (the syscall's number for this machine, and ``syscall``'s argument
+    types, so a call converts nothing by hand); False where this machine's number is unknown. A
+    session opens three to eight counters a run: the machine's name and six ctypes values made
+    for each open were a tenth of their cost. ``perf_switch`` prepares it before its fork, so
+    its helper does not import ``ctypes`` again."""
+    if not _SYSCALL:
+        number = SYSCALL.get(os.uname().machine)  # platform.machine()'s answer, without its 1 ms import
+        if number is None:
+            return False
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).syscall
+        call.restype = ctypes.c_long
+        call.argtypes = (ctypes.c_long, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_ulong)
+        _SYSCALL.append((call, number, ctypes.get_errno))
+    return True
 
 
 def perf_event_open(attr: bytes, cpu: int = -1) -> int:
     """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
     descriptor, or minus the errno."""
-    number = SYSCALL.get(os.uname().machine)  # platform.machine()'s answer, without its 1 ms import
-    if number is None:
+    if not _SYSCALL and not prepare():
         return -errno.ENOSYS
-    if not _SYSCALL:
-        import ctypes
-
-        call = ctypes.CDLL(None, use_errno=True).syscall
-        call.restype = ctypes.c_long
-        _SYSCALL.append((ctypes, call))
-    ctypes, call = _SYSCALL[0]
-    fd = call(
-        ctypes.c_long(number), ctypes.c_char_p(attr), ctypes.c_int(0), ctypes.c_int(cpu), ctypes.c_int(-1),
-        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
-    )  # fmt: skip
-    return fd if fd >= 0 else -ctypes.get_errno()
+    call, number, get_errno = _SYSCALL[0]
+    fd = call(number, attr, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    return fd if fd >= 0 else -get_errno()
 
 
 class Opener:
@@ -92,7 +101,7 @@ class Opener:
     an inherited ``enable_on_exec`` counter lost whole runs' counts (tried, issue 49)."""
 
     def __init__(self) -> None:
-        self._attrs = {name: _attr(kind, config) for name, _, kind, config in EVENTS}
+        self._attrs = {name: attr(kind, config) for name, _, kind, config in EVENTS}
         self.missing: dict[str, str] = {}  # the counters this host refused, with why (said once)
         self._keepers: list[int] | None = None
 
@@ -105,7 +114,7 @@ class Opener:
             self._keepers = []
             for name, _, kind, config in EVENTS:
                 if fds[name] is not None:
-                    fd = perf_event_open(_attr(kind, config, DISABLED))
+                    fd = perf_event_open(attr(kind, config, DISABLED))
                     if fd >= 0:
                         self._keepers.append(fd)
         return fds

@@ -191,7 +191,13 @@ class Engine:
     watches the process's signals while a run goes on.)
     ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).
     ``stop_fd``: a stop's source written to it (or its end of file) stops the session as that
-    signal would, the run going on first (``engine.stopfd``: the API caller's connection)."""
+    signal would, the run going on first (``engine.stopfd``: the API caller's connection).
+    ``ahead``: no step (``--prepare``, ``--conclude``) runs between two runs of the commands, so
+    the next command run's counters are opened while a command run goes on, once its child
+    exists (``_after_spawn``): for a command longer than the spawn's linger, off the path from
+    one child's exit to the next one's exec (the kernel's part of a first open after a child's
+    exit is most of the ~30 us). Opened after the child's clone, they are not the child's; a step's
+    run (a setup, a cleanup) finding them closes them before its own spawn."""
 
     def __init__(
         self,
@@ -200,6 +206,7 @@ class Engine:
         lodged: bool = True,
         tick: Callable[[], None] | None = None,
         stop_fd: int | None = None,
+        ahead: bool = False,
     ) -> None:
         from ..engine import runner
         from ..engine.endings import Outcome
@@ -213,6 +220,8 @@ class Engine:
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
         self._counters: Opener | None = None
+        self._ahead = ahead
+        self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
         from .exit_clock import ExitClock
 
         self._exit_clock = ExitClock()  # the root's exit time from the kernel (the interval's end)
@@ -220,6 +229,9 @@ class Engine:
 
         self._linger = spawn.LINGER_MS[0]
         spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
+        from . import perf_switch
+
+        perf_switch.settle()  # the start-up's helper collected before the host's reaper exists
         self.host = Host()
         from .outputs import SessionOutputs
 
@@ -264,10 +276,19 @@ class Engine:
             self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output, output_fd
         )
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
-        fds = counting.open() if counting is not None else None
+        fds, self._next_fds = self._next_fds, None
+        if counting is None:
+            if fds is not None:  # opened ahead, but a step runs first: its child must not count into them
+                self._counting().close(fds)
+                fds = None
+        elif fds is None:
+            fds = counting.open()
+        steps = self._steps(self.host, spec, context=context)
+        if counting is not None and self._ahead:
+            steps = _after_spawn(steps, self.host, lambda: self._open_ahead(counting))
         exits = self._exit_clock.open()
         try:
-            outcome = self.host.carry(self._steps(self.host, spec, context=context))
+            outcome = self.host.carry(steps)
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
@@ -290,9 +311,17 @@ class Engine:
             measured.leftovers = leftovers.end_descendants()
         return measured
 
+    def _open_ahead(self, counting: Opener) -> None:
+        if self._next_fds is None:
+            self._next_fds = counting.open()
+
     def close(self) -> None:
         """The host and its lodging gone; the handlers the session found are back."""
         from ..engine import spawn
+
+        if self._next_fds is not None:
+            self._counting().close(self._next_fds)
+            self._next_fds = None
 
         spawn.LINGER_MS[0] = self._linger
         self._exit_clock.close()
@@ -304,6 +333,32 @@ class Engine:
         finally:
             for number, handler in self._watched.items():
                 signum.signal(number, handler)
+
+
+def _after_spawn(steps, host: Host, then: Callable[[], None]):
+    """``steps`` as the host carries them, with ``then`` called at their first wait if the run's
+    child exists by then (a run's steps spawn before they first wait; one that never waits, or
+    whose spawn failed, calls nothing)."""
+    try:
+        wait = steps.send(None)
+    except StopIteration as stop:
+        return stop.value
+    if host.runs and all(run.root_pid is not None for run in host.runs):
+        then()
+    while True:
+        try:
+            yield wait
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown into the run's wait: the run's to handle
+            try:
+                wait = steps.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        break
+    return (yield from steps)
 
 
 def _measured(outcome) -> Measured:

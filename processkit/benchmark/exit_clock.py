@@ -65,6 +65,7 @@ class ExitClock:
         self._size = mmap.PAGESIZE * (1 + DATA_PAGES)
         self._rings: Rings = []
         self._cpus: list[int] = []  # the CPUs the rings watch: bench's affinity when they were made
+        self._pid = os.getpid()  # the roots' parent, read once: ``getpid`` is a system call each time
 
     def open(self) -> Rings | None:
         """The rings, emptied of what they held: the next run's records start here."""
@@ -117,8 +118,7 @@ class ExitClock:
                     forks[pid] = ppid
                 elif kind == RECORD_EXIT and pid == tid:
                     exits[pid] = stamp
-        me = os.getpid()
-        roots = [pid for pid, parent in forks.items() if parent == me]
+        roots = [pid for pid, parent in forks.items() if parent == self._pid]
         exited = exits.get(roots[0]) if len(roots) == 1 and not lost else None
         if exited is None:
             self.close()  # made again for the next run: a ring that missed this one is not trusted

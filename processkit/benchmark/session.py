@@ -102,7 +102,8 @@ class Session:
         previous = _pin(opts.cpus, opts.named)
         try:
             if self.executor is None:
-                self.executor = driver.Engine(opts, tick=self.tick, stop_fd=self.stop_fd)
+                ahead = not any(command.prepare or command.conclude for command in self.commands)
+                self.executor = driver.Engine(opts, tick=self.tick, stop_fd=self.stop_fd, ahead=ahead)
             everything = list(range(len(self.commands)))
             groups = [everything] if opts.order is Order.INTERLEAVED else [[index] for index in everything]
             self._calibrate()

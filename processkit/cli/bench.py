@@ -238,8 +238,11 @@ EXPORTS = (
 
 
 def main(argv: list[str], invocation) -> int:
+    from ..benchmark import perf_switch
+
+    perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
     args = parse(argv)
-    from ..benchmark import bench_commands, exports
+    from ..benchmark import bench_commands
 
     commands, options = plan_from(args)
     earlier = bench_baseline.read(args)  # checked before the first run
@@ -255,7 +258,7 @@ def main(argv: list[str], invocation) -> int:
         the first run, then after each command's runs, so a failure or a Ctrl-C keeps what was
         done. A stream (stdout, a FIFO, a device) gets one document, at the end."""
         for path, kind in files:
-            write_text(path, exports.WRITERS[kind](result, args.time_unit, args.sort))
+            write_text(path, _writer(kind)(result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
     from ..benchmark.session import Stopped
@@ -269,17 +272,16 @@ def main(argv: list[str], invocation) -> int:
 
         invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
         return DIE_BY_SIGINT
-    from ..benchmark import printout
-    from . import output
-
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if args.style != "none":
-        output.lines(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
+        from ..benchmark import printout
+
+        _print(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
     for path, kind in targets:
-        text = exports.WRITERS[kind](result, args.time_unit, args.sort)
+        text = _writer(kind)(result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target
-            output.lines(["", *text.splitlines()])
+            _print(["", *text.splitlines()])
         else:
             write_text(path, text)
     failure = shortfall(result, options)
@@ -287,6 +289,20 @@ def main(argv: list[str], invocation) -> int:
         raise failure
     bench_baseline.gate(result)  # after every run and every export
     return 0
+
+
+def _print(lines: list[str]) -> None:
+    """Lines to stdout; the client output's module (and its ``json``) loaded only to print."""
+    from . import output
+
+    output.lines(lines)
+
+
+def _writer(kind: str):
+    """The export writer of ``kind``; its module (``json``, ``csv``) loaded by the first export."""
+    from ..benchmark import exports
+
+    return exports.WRITERS[kind]
 
 
 def _draws(args: argparse.Namespace, commands) -> bool:

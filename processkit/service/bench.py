@@ -59,11 +59,12 @@ def main() -> int:
 def answer(request: Benchmark, stop_fd: int) -> tuple:
     """Run the benchmark ``request`` describes, from the caller's working directory and with its
     environment; its reply."""
-    from ..benchmark import against, bench_commands
+    from ..benchmark import against, bench_commands, perf_switch
     from ..benchmark import options as measured_options
     from ..benchmark.session import Stopped, shortfall
     from ..errors import Failure, Kind
 
+    perf_switch.turn_on()  # the kernel's grace period waited out beside the set-up (perf_switch.py)
     try:
         os.chdir(request.cwd)
         os.environ.clear()  # this process's own: it carries this one caller's benchmark
