@@ -33,12 +33,11 @@
  * the cache), and with none the whole tree took less CPU than `| cat`. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <sys/epoll.h>
+#include <poll.h>
 #include <time.h>
 
 #include "pump.h"
 
-#define STAY_EVENTS 8
 /* pause_ns for a writer so fast that any pause lets it fill the pipe: none, until a window of
  * RATE_WINDOW_NS shows a rate at which the shortest pause would gather under a quarter of it. */
 #define NO_PAUSE       (-1)
@@ -58,16 +57,6 @@ static int wait_ms(int64_t until)
     if (left <= 0)
         return 0;
     return (int)((left + 999999) / 1000000);
-}
-
-/* Whether the ready set holds anything but in_fd. */
-static int others_ready(const struct epoll_event *events, int count, int in_fd)
-{
-    int index;
-    for (index = 0; index < count; index++)
-        if (events[index].data.fd != in_fd)
-            return 1;
-    return 0;
 }
 
 /* After a pause that gathered `gathered`. An echo-only stream's pause that let the writer half
@@ -111,7 +100,7 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts)
 {
-    struct epoll_event events[STAY_EVENTS];
+    struct pollfd fds[2];
     uint64_t total = 0;
     int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
     if (!stream->pause_ns)
@@ -147,9 +136,12 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         } else if (now_ns() >= until)
             break; /* drains that each end on their budget are bounded by until too */
         counts->waits++;
-        ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
-        if (ready < 0 || others_ready(events, ready, stream->in_fd))
-            break; /* interrupted (a signal) or something else is ready: the loop's turn */
+        fds[0].fd = stream->in_fd;
+        fds[1].fd = epoll_fd;
+        fds[0].events = fds[1].events = POLLIN;
+        ready = poll(fds, 2, timeout);
+        if (ready < 0 || fds[1].revents)
+            break; /* interrupted (a signal) or something in the loop's set is ready: its turn */
         if (ready == 0 && timeout)
             break; /* until */
     }

@@ -154,7 +154,6 @@ def test_a_stay_echoes_each_piece_before_the_next_comes(tmp_path, capture):
         sink = EchoSink(loop, echo_write, lambda: None)
         target = CaptureTarget(str(tmp_path / "out.log"), capture_fd, 1 << 20) if capture else None
         stay_pump = pump.NativePump(stream_read, target, sink)
-        loop.add_reader(stream_read, lambda: None)
         loop.add_reader(done_read, lambda: None)
         epoll_fd, _ = loop.stay_bound(30)
         total, stays = 0, 0
@@ -187,7 +186,6 @@ def pumped(make, tmp_path, data: bytes, cap: int | None, name: str, stays: bool)
     capture_fd = os.open(tmp_path / f"{name}.log", os.O_WRONLY | os.O_CREAT, 0o600)
     target = CaptureTarget(str(tmp_path / f"{name}.log"), capture_fd, cap) if cap is not None else None
     try:
-        loop.add_reader(read_fd, lambda: None)
         made = make(read_fd, target, EchoSink(loop, echo_fd, lambda: None))
         epoll_fd, _ = loop.stay_bound(30)
         while True:
@@ -259,7 +257,6 @@ def test_an_echo_only_stay_stops_pausing_for_a_writer_that_fills_the_pipe_in_a_p
     os.close(stream_write)
     try:
         stay_pump = pump.NativePump(stream_read, None, EchoSink(loop, echo_fd, lambda: None))
-        loop.add_reader(stream_read, lambda: None)
         epoll_fd, _ = loop.stay_bound(30)
         stay_pump.stay(1 << 30, epoll_fd, loop.clock() + 0.2, 2**64 - 1, 64 * 1024)
         counts = stay_pump.stay_counts
@@ -288,7 +285,6 @@ def test_a_stay_whose_drains_end_on_their_budget_still_ends_at_its_bound():
     echo_fd = os.open(os.devnull, os.O_WRONLY)
     try:
         stay_pump = pump.NativePump(stream_read, None, EchoSink(loop, echo_fd, lambda: None))
-        loop.add_reader(stream_read, lambda: None)
         epoll_fd, _ = loop.stay_bound(30)
         count = stay_pump.stay(4096, epoll_fd, loop.clock() - 1, 2**64 - 1, 768 * 1024)
         assert stay_pump.stay_counts.drains == 1
@@ -297,3 +293,55 @@ def test_a_stay_whose_drains_end_on_their_budget_still_ends_at_its_bound():
         for fd in (stream_read, stream_write, echo_fd):
             os.close(fd)
         loop.close()
+
+
+def registered_fds(pid: int) -> set[int] | None:
+    """The fds in the epoll sets of process ``pid`` (``tfd:`` lines of their fdinfo), None once
+    the process is gone."""
+    found: set[int] = set()
+    try:
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{name}") != "anon_inode:[eventpoll]":
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{name}") as info:
+                    found.update(int(line.split()[1]) for line in info if line.startswith("tfd:"))
+            except FileNotFoundError:
+                continue
+    except FileNotFoundError:
+        return None
+    return found
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+def test_a_flooded_pipe_is_out_of_the_loops_epoll_set_while_a_stay_serves_it(tmp_path, monkeypatch):
+    """While a pipe is in an epoll set, each of the writer's writes runs epoll's callback under
+    the pipe's wait-queue lock, whether or not anyone waits: 2 M writes of 100 B cost the writer
+    about a seventh more CPU (bench/README.md, "Capture against tee"). So a stay takes its pipe
+    out of the loop's set and waits on it with poll(2) only when it must wait. A run echoing
+    ``dd``'s flood (a writer "fast" on any machine: whole pipes between wakeups) is looked at
+    from outside, in the runner's /proc fdinfo: the pipe is in its epoll set in few of the
+    looks (between stays), where it was in all of them (the rule before: registered all along
+    while the writer is fast)."""
+    monkeypatch.setenv("PROCESSKIT_PUMP", "native")
+    jsonl = tmp_path / "run.jsonl"
+    proc = start_cli(
+        "run", "--jsonl", jsonl, "--", "dd", "if=/dev/zero", "bs=4096", "status=none", stdout=subprocess.DEVNULL
+    )
+    try:
+        root = wait_for_event(jsonl, "run_started", timeout=60)["root_pid"]
+        pipe = os.readlink(f"/proc/{root}/fd/1")
+        ours = [int(n) for n in os.listdir(f"/proc/{proc.pid}/fd") if os.readlink(f"/proc/{proc.pid}/fd/{n}") == pipe]
+        assert len(ours) == 1, (pipe, ours)
+        looks = []
+        while len(looks) < 400:
+            fds = registered_fds(proc.pid)
+            assert fds is not None, "the runner ended during the flood"
+            looks.append(ours[0] in fds)
+        assert sum(looks) < len(looks) // 4, (sum(looks), len(looks))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        finally:
+            stop(proc, jsonl)

@@ -140,21 +140,25 @@ class OutputStream:
         bound = self._loop.stay_bound(STAY_SECONDS)
         if bound is None:
             return
+        self._loop.remove_reader(self.fd)  # out of the loop's set while C serves it (see above)
         try:
             stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
             count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
         except OSError:
             count = pump.EOF_REACHED
         self._loop.clock()
-        self._settle(count, after_wait=False)
+        self._settle(count, after_wait=False, registered=False)
 
-    def _settle(self, count: int, after_wait: bool) -> bool:
-        """Acts on a drain's count; returns whether the stream reads on at the next wakeup."""
+    def _settle(self, count: int, after_wait: bool, registered: bool | None = None) -> bool:
+        """Acts on a drain's count; returns whether the stream reads on at the next wakeup.
+        ``registered``: whether the pipe is in the loop's set now (unless said: not after a wait)."""
+        if registered is None:
+            registered = not after_wait
         if count == pump.EOF_REACHED:
             self.close()
             return False
         if count == pump.WOULD_BLOCK:
-            if after_wait:  # the writer fell silent: wait for it on readiness again
+            if not registered:  # the writer fell silent: wait for it on readiness again
                 self._loop.add_reader(self.fd, self._on_readable)
             return False
         if not self._sized:
@@ -164,11 +168,11 @@ class OutputStream:
             self.paused = True
             self._loop.remove_reader(self.fd)
         elif self._keeps_reading(count, after_wait):
-            if after_wait:
+            if not registered:
                 self._loop.add_reader(self.fd, self._on_readable)
             return self.open and not self.paused and not (self.echo is not None and self.echo.backlog)
         else:
-            if not after_wait:
+            if registered:
                 self._loop.remove_reader(self.fd)
             self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
             self._wait_started = self._loop.now
