@@ -43,11 +43,10 @@ STAY_SECONDS = 0.01
 NEVER = 2**64 - 1
 
 
-def _stop_at(run: object) -> int:
-    """The byte count at which a stay hands back at once: one past the run's capture limit,
-    where ``saw_output`` may end the run (``--capture-overflow cancel``)."""
-    limit = getattr(getattr(run, "spec", None), "capture_max_bytes", None)
-    return min(limit + 1, NEVER) if isinstance(limit, int) and limit >= 0 else NEVER
+def _stop_at(limit: int | None) -> int:
+    """The byte count at which a stay hands back at once: one past ``limit``, where the run's
+    ``saw_output`` may end it (``--capture-overflow cancel``)."""
+    return NEVER if limit is None else min(limit + 1, NEVER)
 
 
 TYPE_CHECKING = False
@@ -59,11 +58,14 @@ if TYPE_CHECKING:  # only the annotation: a run's state is one
     class StreamOwner(Protocol):
         """What a stream needs of its run: the loop it reads on, the pump and spawn backends
         (the pump's hashing follows the spawn's), and where to say that output arrived (idle
-        and overflow checks)."""
+        and overflow checks), and from how many bytes on that may end the run."""
 
         loop: Loop
         pump_backend: str
         spawn_backend: str
+
+        @property
+        def output_limit(self) -> int | None: ...  # the bytes past which ``saw_output`` may end the run
 
         def saw_output(self, stream: OutputStream) -> None: ...
 
@@ -100,7 +102,7 @@ class OutputStream:
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, run.spawn_backend)
         # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
         self._stays = not pty and hasattr(self.pump, "stay")
-        self._stop_at = _stop_at(run)
+        self._stop_at = _stop_at(run.output_limit)
         self._loop.add_reader(fd, self._on_readable)
 
     def _paced_for(self, pipe_size: int) -> None:
