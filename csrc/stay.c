@@ -5,23 +5,29 @@
  * Why: once a writer keeps the pipe busy, the runner pays per wakeup a turn of the Python loop
  * (the readiness wait's result as objects, the callback, the drain's bookkeeping: about a third
  * of a wakeup's cost in the runner) and, more, the wakeup itself: each write the writer makes
- * while the runner waits in epoll_wait wakes it, a context switch on both sides. Here a wakeup
- * is one epoll_wait on the loop's own epoll set and one drain, and the pause below makes the
- * writer's writes stop waking the runner at all (bench/README.md, "The native pump's stay").
+ * while the runner waits for it wakes it, a context switch on both sides. Here a wakeup is one
+ * poll and one drain, and the pause below makes the writer's writes stop waking the runner at
+ * all (bench/README.md, "The native pump's stay").
  *
- * Facts that make waiting on the loop's own epoll set safe: every registration there is
- * level-triggered (processkit/readiness.py), so an epoll_wait that reports another fd consumes
- * nothing: the loop's next wait reports it again. Anything but this stream's pipe being ready (a
- * timer's deadline, the signal wakeup socket, the control socket, a pidfd, another stream or
- * run), an interrupted wait, the end of the pipe, a read error, an echo that cannot take all
- * (its backlog is Python's) or crossing stop_at ends the stay: the loop then does what it would
- * have done, at most one wakeup later. The stay never outlasts `until` (the caller sets it at or
- * before the loop's next timer) by more than a drain, or epoll_wait's rounding up to a millisecond.
+ * Facts about the wait: a pipe in an epoll set carries epoll's entry on its wait queue, and each
+ * write runs epoll's callback under the queue's lock, whoever waits, whenever: 2 M writes of 100 B
+ * cost the writer about a seventh more CPU while its pipe sat in the loop's set (bench/README.md,
+ * "Capture against tee"). So the caller takes in_fd out of the loop's set for the stay, and the
+ * stay waits with poll(2) on in_fd and on the epoll set's own fd, which is readable while
+ * anything in the set is ready: poll's entry sits on the pipe's queue only while the stay waits
+ * in it, never across a pause. Every registration in the set is level-triggered
+ * (processkit/readiness.py), and polling an epoll fd consumes nothing: the loop's next wait
+ * reports what was ready. Anything in the set being ready (a timer's deadline, the signal wakeup
+ * socket, the control socket, a pidfd, another stream or run), an interrupted wait, the end of
+ * the pipe, a read error, an echo that cannot take all (its backlog is Python's) or crossing
+ * stop_at ends the stay: the loop then does what it would have done, at most one wakeup later.
+ * The stay never outlasts `until` (the caller sets it at or before the loop's next timer) by more
+ * than a drain, or poll's rounding up to a millisecond.
  *
  * Gathering: after a drain that left the pipe empty and was short of `full_at` (the pipe's
  * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so a slow
  * writer's pieces gather in the pipe and are taken a pile at a time, as the loop's own pacing
- * does between turns. A reader asleep in epoll_wait is woken by every write (a context switch
+ * does between turns. A reader asleep in poll is woken by every write (a context switch
  * each, on both sides); one asleep in nanosleep is not: the pipe only marks itself ready. The
  * pause adapts to the writer (kept in the stream, adapt_pause and watch_rate): from
  * `shortest_pause_ns`, doubled up to `longest_pause_ns` while it gathers under a quarter of
@@ -50,7 +56,7 @@ static int64_t now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
-/* Milliseconds to wait for `until` (rounded up: epoll_wait's unit), 0 when it has passed. */
+/* Milliseconds to wait for `until` (rounded up: poll's unit), 0 when it has passed. */
 static int wait_ms(int64_t until)
 {
     int64_t left = until - now_ns();
