@@ -40,12 +40,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <time.h>
 
 #include "pump.h"
 
 /* pause_ns for a writer so fast that any pause lets it fill the pipe: none, until a window of
  * RATE_WINDOW_NS shows a rate at which the shortest pause would gather under a quarter of it. */
+#define STAY_EVENTS    8
 #define NO_PAUSE       (-1)
 #define RATE_WINDOW_NS 1000000
 
@@ -63,6 +65,27 @@ static int wait_ms(int64_t until)
     if (left <= 0)
         return 0;
     return (int)((left + 999999) / 1000000);
+}
+
+/* The stay's own registration of in_fd in the loop's set (the caller took the loop's out), for
+ * waits that come every few writes (see the facts about the wait); 0 when it cannot be made. */
+static int join_set(int epoll_fd, int in_fd)
+{
+    struct epoll_event event;
+    event.events = EPOLLIN;
+    event.data.u64 = 0;
+    event.data.fd = in_fd;
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, in_fd, &event) == 0;
+}
+
+/* Whether the ready set holds anything but in_fd. */
+static int others_ready(const struct epoll_event *events, int count, int in_fd)
+{
+    int index;
+    for (index = 0; index < count; index++)
+        if (events[index].data.fd != in_fd)
+            return 1;
+    return 0;
 }
 
 /* After a pause that gathered `gathered`. An echo-only stream's pause that let the writer half
@@ -107,8 +130,10 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts)
 {
     struct pollfd fds[2];
+    struct epoll_event events[STAY_EVENTS];
     uint64_t total = 0;
     int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
+    int in_set = 0; /* in_fd is in the loop's set by join_set */
     if (!stream->pause_ns)
         stream->pause_ns = shortest_pause_ns;
     for (;;) {
@@ -133,6 +158,8 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                     break;
                 pause.tv_nsec = (long)(left < stream->pause_ns ? left : stream->pause_ns);
                 counts->gathers++;
+                if (in_set && epoll_ctl(epoll_fd, EPOLL_CTL_DEL, stream->in_fd, NULL) == 0)
+                    in_set = 0;
                 if (nanosleep(&pause, NULL) < 0)
                     break; /* a signal: the loop is to handle it */
                 paused = 1;
@@ -142,14 +169,24 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         } else if (now_ns() >= until)
             break; /* drains that each end on their budget are bounded by until too */
         counts->waits++;
-        fds[0].fd = stream->in_fd;
-        fds[1].fd = epoll_fd;
-        fds[0].events = fds[1].events = POLLIN;
-        ready = poll(fds, 2, timeout);
-        if (ready < 0 || fds[1].revents)
-            break; /* interrupted (a signal) or something in the loop's set is ready: its turn */
+        if (!in_set && stream->pause_ns == NO_PAUSE && timeout)
+            in_set = join_set(epoll_fd, stream->in_fd);
+        if (in_set) {
+            ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
+            if (ready < 0 || others_ready(events, ready, stream->in_fd))
+                break; /* interrupted (a signal) or something else is ready: the loop's turn */
+        } else {
+            fds[0].fd = stream->in_fd;
+            fds[1].fd = epoll_fd;
+            fds[0].events = fds[1].events = POLLIN;
+            ready = poll(fds, 2, timeout);
+            if (ready < 0 || fds[1].revents)
+                break; /* interrupted (a signal) or something in the loop's set is ready: its turn */
+        }
         if (ready == 0 && timeout)
             break; /* until */
     }
+    if (in_set)
+        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, stream->in_fd, NULL); /* out, as the caller left it */
     result->total = total;
 }
