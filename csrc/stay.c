@@ -6,23 +6,27 @@
  * (the readiness wait's result as objects, the callback, the drain's bookkeeping: about a third
  * of a wakeup's cost in the runner) and, more, the wakeup itself: each write the writer makes
  * while the runner waits for it wakes it, a context switch on both sides. Here a wakeup is one
- * poll and one drain, and the pause below makes the writer's writes stop waking the runner at
+ * wait and one drain, and the pause below makes the writer's writes stop waking the runner at
  * all (bench/README.md, "The native pump's stay").
  *
  * Facts about the wait: a pipe in an epoll set carries epoll's entry on its wait queue, and each
  * write runs epoll's callback under the queue's lock, whoever waits, whenever: 2 M writes of 100 B
  * cost the writer about a seventh more CPU while its pipe sat in the loop's set (bench/README.md,
  * "Capture against tee"). So the caller takes in_fd out of the loop's set for the stay, and the
- * stay waits with poll(2) on in_fd and on the epoll set's own fd, which is readable while
- * anything in the set is ready: poll's entry sits on the pipe's queue only while the stay waits
- * in it, never across a pause. Every registration in the set is level-triggered
- * (processkit/readiness.py), and polling an epoll fd consumes nothing: the loop's next wait
- * reports what was ready. Anything in the set being ready (a timer's deadline, the signal wakeup
- * socket, the control socket, a pidfd, another stream or run), an interrupted wait, the end of
- * the pipe, a read error, an echo that cannot take all (its backlog is Python's) or crossing
- * stop_at ends the stay: the loop then does what it would have done, at most one wakeup later.
- * The stay never outlasts `until` (the caller sets it at or before the loop's next timer) by more
- * than a drain, or poll's rounding up to a millisecond.
+ * stay waits with poll(2) on in_fd and on the epoll set's own fd, which is readable while anything
+ * in the set is ready: poll's entry sits on the pipe's queue only while the stay waits in it,
+ * never across a pause. While the stay has no pause (an echo-only stream keeping up with its
+ * writer, which waits every few writes) it puts in_fd back in the set for its own waits (join_set)
+ * and waits with epoll_wait, whose registration costs nothing a wait where poll sets its entries
+ * up and down each time: out again before any pause and at the stay's end, as the caller left it.
+ * Every registration in the set is level-triggered (processkit/readiness.py), and neither polling
+ * an epoll fd nor an epoll_wait that reports another fd consumes anything: the loop's next wait
+ * reports what was ready. Anything else in the set being ready (a timer's deadline, the signal wakeup
+ * socket, the control socket, a pidfd, another stream or run), an interrupted wait, the end of the
+ * pipe, a read error, an echo that cannot take all (its backlog is Python's) or crossing stop_at
+ * ends the stay: the loop then does what it would have done, at most one wakeup later. The stay
+ * never outlasts `until` (the caller sets it at or before the loop's next timer) by more than a
+ * drain, or poll's rounding up to a millisecond.
  *
  * Gathering: after a drain that left the pipe empty and was short of `full_at` (the pipe's
  * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so a slow

@@ -28,7 +28,8 @@ DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 #   fast the writer is only when divided by how long the wait really lasted.
 # - While a pipe is in an epoll set, each of the writer's writes runs epoll's callback (the
 #   writer's CPU, about a seventh more for 100-byte writes): the pipe is in the loop's set only
-#   while the stream waits on readiness, never during a coalescing wait or a native stay.
+#   while the stream waits on readiness (or a native stay without a pause waits), never during a
+#   coalescing wait or a stay's pause.
 # - A terminal (``--pty``) is no pipe: its line discipline hands out at most 4 KiB a read however
 #   much is waiting, so every read looks short. Its stream drains to empty and never waits.
 # So: after a short drain the stream stops reading for COALESCE_SECONDS (a lone line is still
