@@ -28,7 +28,7 @@ typedef struct pk_stream {
     unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
     size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */
-    int threaded;     /* a hashing thread hashes behind the reader (pump.c) */
+    int threaded;     /* a hashing thread hashes behind the reader (hasher.c) */
     int wants_thread; /* ... started with the stream's first bytes (none come for most short runs) */
     /* With the thread, under lock: */
     uint64_t target; /* the reader lets the hasher hash stream bytes [0, target) */

@@ -110,7 +110,7 @@ class PythonPump:
 
 
 def hash_on_a_thread(spawn_backend: str | None = None) -> bool:
-    """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
+    """Whether the native pump hashes captures on a thread of its own (csrc/hasher.c).
 
     Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
     two designs can be measured side by side. Never beside the Popen spawn path (whenever
