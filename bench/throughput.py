@@ -608,6 +608,14 @@ def run_table(bench: Bench, args) -> None:
         shell(quoted(small), "| tee", out, ">/dev/null"),
         f"{args.lines} x 100 B",
     )
+    small = produce(100, args.lines * 100, child_cpu)  # where the tree's CPU goes: the writer's own taken off
+    bench.series(
+        f"{args.lines} writes of 100 B, capture: runner vs tee (the writer's CPU taken off)",
+        [*run, *capture, "--", *small],
+        shell(quoted(small), "| tee", out, ">/dev/null"),
+        f"{args.lines} x 100 B; each side's own CPU, start-up included",
+        child_cpu=child_cpu,
+    )
     idle = ["--idle-timeout", "1h"]
     bench.series(
         "--idle-timeout 1h overhead, capture, 4K writes",

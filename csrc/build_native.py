@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, stay.c, sha256.c, spawn.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c and listen.c; used by setup.py."""
 
 import os
 
@@ -103,9 +103,9 @@ ffibuilder.cdef(
 ffibuilder.set_source(
     "processkit._native",
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
-    sources=[os.path.join(HERE, name) for name in ("pump.c", "stay.c", "sha256.c", "spawn.c", "listen.c")],
+    sources=[os.path.join(HERE, name) for name in ("pump.c", "hasher.c", "stay.c", "sha256.c", "spawn.c", "listen.c")],
     include_dirs=[HERE],
-    depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h", "listen.h")],
+    depends=[os.path.join(HERE, name) for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "listen.h")],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],
 )

@@ -1,14 +1,5 @@
-/* The native pump; see pump.h for the contract shared with processkit/engine/pump.py.
- *
- * Copy and digest overlap: with a hashing thread, chunks are read into a ring of RING_CHUNKS
- * read buffers and the thread hashes the retained prefix of the stream behind the reader, so
- * hashing one chunk runs while the next is read, captured and echoed. The retained bytes are
- * always a prefix of the stream (capture stops for good at the cap or the first write error),
- * so the hasher needs only one number from the reader: how many bytes it may hash. The reader
- * never overwrites ring bytes the hasher has yet to read, and waits (briefly: one chunk's
- * hashing) when the ring is full. Without the thread everything runs on the caller's thread,
- * reading always into the ring's first chunk. Either way the event loop calling this stays
- * single-threaded, and the digest is exactly that of the retained bytes.
+/* The native pump; see pump.h for the contract shared with processkit/engine/pump.py. Its
+ * hashing thread (copy and digest overlapped) and its pool of read rings are hasher.c's.
  *
  * A ring (--capture-keep tail or head-tail: head < cap) keeps the stream's last bytes in the file
  * itself, byte p >= head at offset head + (p - head) % (cap - head), written with pwrite; of a
@@ -31,82 +22,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pump.h"
+#include "hasher.h"
 
 #define RING_CHUNKS 4
-
-static void *hash_behind(void *arg);
-
-/* Starts the hashing thread with every signal blocked: signals belong to the event loop.
- * Returns whether it runs; without it the stream hashes inline. */
-static int start_hasher(pk_stream *stream)
-{
-    sigset_t all, old;
-    int failed;
-    /* Default mutex and condition attributes: these initialisations cannot fail on Linux. */
-    pthread_mutex_init(&stream->lock, NULL);
-    pthread_cond_init(&stream->wake, NULL);
-    pthread_cond_init(&stream->room, NULL);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    failed = pthread_create(&stream->hasher, NULL, hash_behind, stream);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (failed) {
-        pthread_cond_destroy(&stream->room);
-        pthread_cond_destroy(&stream->wake);
-        pthread_mutex_destroy(&stream->lock);
-    }
-    return !failed;
-}
-
-/* Released read rings, kept for the next streams of the size (a lodged host's next run): a ring
- * is larger than glibc's mmap threshold, so each fresh one would cost an mmap, its first-touch
- * page faults and an munmap. At most POOL_SLOTS are kept, the memory bound. Streams are made and
- * freed on any thread (the API's threads; never the hashing thread), so each slot is only ever
- * emptied or filled by one atomic operation; a pooled ring's first bytes hold its size. */
-#define POOL_SLOTS 8
-static void *pool[POOL_SLOTS];
-
-static void *take_ring(size_t size)
-{
-    void *buf;
-    int slot;
-    for (slot = 0; slot < POOL_SLOTS; slot++) {
-        void *none = NULL;
-        buf = __atomic_exchange_n(&pool[slot], NULL, __ATOMIC_ACQ_REL);
-        if (!buf)
-            continue;
-        if (*(size_t *)buf == size)
-            return buf;
-        /* Another size: back where it was, unless the slot was filled meanwhile. */
-        if (!__atomic_compare_exchange_n(&pool[slot], &none, buf, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            free(buf);
-    }
-    /* Page alignment lets the kernel copy in and out of the buffer at full speed. */
-    return posix_memalign(&buf, 4096, size) == 0 ? buf : NULL;
-}
-
-static void give_back_ring(void *buf, size_t size)
-{
-    int slot;
-    if (size >= sizeof size) {
-        *(size_t *)buf = size;
-        for (slot = 0; slot < POOL_SLOTS; slot++) {
-            void *none = NULL;
-            if (__atomic_compare_exchange_n(&pool[slot], &none, buf, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                return;
-        }
-    }
-    free(buf);
-}
 
 pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size,
                          int hash_thread)
@@ -117,7 +41,7 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head,
     if (!stream || !buf_size)
         goto fail;
     ring_size = hash_thread ? buf_size * RING_CHUNKS : buf_size;
-    if (!(buf = take_ring(ring_size)))
+    if (!(buf = pk_ring_take(ring_size)))
         goto fail;
     stream->in_fd = in_fd;
     stream->capture_fd = capture_fd;
@@ -142,96 +66,10 @@ void pk_stream_free(pk_stream *stream)
 {
     if (!stream)
         return;
-    if (stream->threaded) {
-        pthread_mutex_lock(&stream->lock);
-        stream->stopping = 1;
-        pthread_cond_signal(&stream->wake);
-        pthread_mutex_unlock(&stream->lock);
-        pthread_join(stream->hasher, NULL);
-        pthread_cond_destroy(&stream->wake);
-        pthread_cond_destroy(&stream->room);
-        pthread_mutex_destroy(&stream->lock);
-    }
-    give_back_ring(stream->buf, stream->ring_size);
+    if (stream->threaded)
+        pk_hasher_stop(stream);
+    pk_ring_give_back(stream->buf, stream->ring_size);
     free(stream);
-}
-
-/* Hashes stream bytes [from, to), which the ring still holds, wrapping at its end. */
-static void hash_ring(pk_stream *stream, uint64_t from, uint64_t to)
-{
-    while (from < to) {
-        size_t at = (size_t)(from % stream->ring_size);
-        size_t len = stream->ring_size - at;
-        if (len > to - from)
-            len = (size_t)(to - from);
-        pk_sha256_update(&stream->sha, stream->buf + at, len);
-        from += len;
-    }
-}
-
-/* The hashing thread: hashes ring bytes [hashed, target) of the stream as the reader allows. */
-static void *hash_behind(void *arg)
-{
-    pk_stream *stream = arg;
-    pthread_mutex_lock(&stream->lock);
-    for (;;) {
-        uint64_t from = stream->hashed, to = stream->target;
-        if (from == to) {
-            if (stream->stopping)
-                break;
-            pthread_cond_wait(&stream->wake, &stream->lock);
-            continue;
-        }
-        pthread_mutex_unlock(&stream->lock);
-        hash_ring(stream, from, to);
-        pthread_mutex_lock(&stream->lock);
-        __atomic_store_n(&stream->hashed, to, __ATOMIC_RELEASE);
-        pthread_cond_signal(&stream->room);
-    }
-    pthread_mutex_unlock(&stream->lock);
-    return NULL;
-}
-
-/* Lets the hasher take the retained bytes so far (at once with `now`, else once a chunk's worth
- * is waiting, so small reads do not wake it each), then waits until `len` bytes from ring
- * position `seen` are free of bytes it has yet to hash. The unlocked look at `hashed` may be
- * stale, which only errs towards taking the lock. */
-static void hand_over(pk_stream *stream, uint64_t len, int now)
-{
-    uint64_t hashed = __atomic_load_n(&stream->hashed, __ATOMIC_ACQUIRE);
-    int has_room = hashed == stream->written || stream->seen + len <= hashed + stream->ring_size;
-    if (has_room && !now && stream->written - stream->target < stream->buf_size)
-        return;
-    pthread_mutex_lock(&stream->lock);
-    if (stream->target != stream->written) {
-        stream->target = stream->written;
-        pthread_cond_signal(&stream->wake);
-    }
-    while (stream->hashed != stream->written && stream->seen + len > stream->hashed + stream->ring_size)
-        pthread_cond_wait(&stream->room, &stream->lock);
-    pthread_mutex_unlock(&stream->lock);
-}
-
-/* A wakeup that brought less than a chunk (a writer coalesced by waits) is hashed on the
- * caller's thread when the hasher is idle: waking a thread costs more than hashing a few KiB.
- * While it is idle (hashed == target) only the reader changes target, so the hasher keeps off
- * the digest state until both move on together. Returns whether it did. */
-static int hash_small_inline(pk_stream *stream)
-{
-    uint64_t from;
-    pthread_mutex_lock(&stream->lock);
-    from = stream->target;
-    if (stream->hashed != from || stream->written - from >= stream->buf_size) {
-        pthread_mutex_unlock(&stream->lock);
-        return 0;
-    }
-    pthread_mutex_unlock(&stream->lock);
-    hash_ring(stream, from, stream->written);
-    pthread_mutex_lock(&stream->lock);
-    stream->target = stream->written;
-    __atomic_store_n(&stream->hashed, stream->written, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&stream->lock);
-    return 1;
 }
 
 #define AT_FILE_OFFSET UINT64_MAX /* put()'s offset: where the file's own offset is */
@@ -401,7 +239,7 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             at = (size_t)(stream->seen % stream->ring_size);
             if (len > stream->ring_size - at)
                 len = stream->ring_size - at;
-            hand_over(stream, len, 0);
+            pk_hasher_hand_over(stream, len, 0);
         }
         count = read_chunk(stream, at, len);
         /* A terminal hands out at most 4 KiB a read: gather what is waiting into one chunk, so
@@ -423,7 +261,7 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
              * thread hashes them and all that follow, as if it had run from the start. */
             stream->wants_thread = 0;
             if (stream->seen == 0)
-                stream->threaded = start_hasher(stream);
+                stream->threaded = pk_hasher_start(stream);
         }
         chunk = stream->buf + at;
         result->total += (uint64_t)count;
@@ -447,18 +285,13 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
         if ((size_t)count < len && !until_empty)
             break;
     }
-    if (stream->threaded && !hash_small_inline(stream))
-        hand_over(stream, 0, 1); /* the hasher works on while the loop waits */
+    if (stream->threaded && !pk_hasher_hash_small(stream))
+        pk_hasher_hand_over(stream, 0, 1); /* the hasher works on while the loop waits */
 }
 
 void pk_stream_digest(pk_stream *stream, unsigned char out[32])
 {
-    if (stream->threaded) {
-        hand_over(stream, 0, 1);
-        pthread_mutex_lock(&stream->lock);
-        while (stream->hashed != stream->target)
-            pthread_cond_wait(&stream->room, &stream->lock);
-        pthread_mutex_unlock(&stream->lock);
-    }
+    if (stream->threaded)
+        pk_hasher_wait(stream);
     pk_sha256_final(&stream->sha, out);
 }

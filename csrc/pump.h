@@ -28,7 +28,7 @@ typedef struct pk_stream {
     unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
     size_t buf_size;
     size_t ring_size; /* buf_size, or RING_CHUNKS of them with a hashing thread */
-    int threaded;     /* a hashing thread hashes behind the reader (pump.c) */
+    int threaded;     /* a hashing thread hashes behind the reader (hasher.c) */
     int wants_thread; /* ... started with the stream's first bytes (none come for most short runs) */
     /* With the thread, under lock: */
     uint64_t target; /* the reader lets the hasher hash stream bytes [0, target) */
@@ -93,8 +93,10 @@ typedef struct pk_stay_counts {
     uint64_t gathers; /* pauses it made to let small pieces gather */
 } pk_stay_counts;
 
-/* Drains as pk_stream_drain does, then waits on the loop's level-triggered epoll set (epoll_fd)
- * while only in_fd becomes ready, draining it each time (stay.c). Ends at the pipe's end, a read
+/* Drains as pk_stream_drain does, then waits with poll(2) on in_fd, which the caller took out of
+ * the loop's level-triggered epoll set (epoll_fd), and on that set, draining in_fd each time it
+ * becomes ready while nothing else in the set is (stay.c: without a pause it waits with in_fd back
+ * in the set, out again at its end). Ends at the pipe's end, a read
  * error, an echo that did not take a whole chunk, seen reaching stop_at, anything else ready, an
  * interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a drain short of full_at it
  * first sleeps the stream's pause (pause_ns, adapted as stay.c says between shortest_pause_ns and

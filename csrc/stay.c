@@ -5,23 +5,33 @@
  * Why: once a writer keeps the pipe busy, the runner pays per wakeup a turn of the Python loop
  * (the readiness wait's result as objects, the callback, the drain's bookkeeping: about a third
  * of a wakeup's cost in the runner) and, more, the wakeup itself: each write the writer makes
- * while the runner waits in epoll_wait wakes it, a context switch on both sides. Here a wakeup
- * is one epoll_wait on the loop's own epoll set and one drain, and the pause below makes the
- * writer's writes stop waking the runner at all (bench/README.md, "The native pump's stay").
+ * while the runner waits for it wakes it, a context switch on both sides. Here a wakeup is one
+ * wait and one drain, and the pause below makes the writer's writes stop waking the runner at
+ * all (bench/README.md, "The native pump's stay").
  *
- * Facts that make waiting on the loop's own epoll set safe: every registration there is
- * level-triggered (processkit/readiness.py), so an epoll_wait that reports another fd consumes
- * nothing: the loop's next wait reports it again. Anything but this stream's pipe being ready (a
- * timer's deadline, the signal wakeup socket, the control socket, a pidfd, another stream or
- * run), an interrupted wait, the end of the pipe, a read error, an echo that cannot take all
- * (its backlog is Python's) or crossing stop_at ends the stay: the loop then does what it would
- * have done, at most one wakeup later. The stay never outlasts `until` (the caller sets it at or
- * before the loop's next timer) by more than a drain, or epoll_wait's rounding up to a millisecond.
+ * Facts about the wait: a pipe in an epoll set carries epoll's entry on its wait queue, and each
+ * write runs epoll's callback under the queue's lock, whoever waits, whenever: 2 M writes of 100 B
+ * cost the writer about a seventh more CPU while its pipe sat in the loop's set (bench/README.md,
+ * "Capture against tee"). So the caller takes in_fd out of the loop's set for the stay, and the
+ * stay waits with poll(2) on in_fd and on the epoll set's own fd, which is readable while anything
+ * in the set is ready: poll's entry sits on the pipe's queue only while the stay waits in it,
+ * never across a pause. While the stay has no pause (an echo-only stream keeping up with its
+ * writer, which waits every few writes) it puts in_fd back in the set for its own waits (join_set)
+ * and waits with epoll_wait, whose registration costs nothing a wait where poll sets its entries
+ * up and down each time: out again before any pause and at the stay's end, as the caller left it.
+ * Every registration in the set is level-triggered (processkit/readiness.py), and neither polling
+ * an epoll fd nor an epoll_wait that reports another fd consumes anything: the loop's next wait
+ * reports what was ready. Anything else in the set being ready (a timer's deadline, the signal wakeup
+ * socket, the control socket, a pidfd, another stream or run), an interrupted wait, the end of the
+ * pipe, a read error, an echo that cannot take all (its backlog is Python's) or crossing stop_at
+ * ends the stay: the loop then does what it would have done, at most one wakeup later. The stay
+ * never outlasts `until` (the caller sets it at or before the loop's next timer) by more than a
+ * drain, or poll's rounding up to a millisecond.
  *
  * Gathering: after a drain that left the pipe empty and was short of `full_at` (the pipe's
  * "nearly full") the stay sleeps before its next wait (bounded: never past `until`), so a slow
  * writer's pieces gather in the pipe and are taken a pile at a time, as the loop's own pacing
- * does between turns. A reader asleep in epoll_wait is woken by every write (a context switch
+ * does between turns. A reader asleep in poll is woken by every write (a context switch
  * each, on both sides); one asleep in nanosleep is not: the pipe only marks itself ready. The
  * pause adapts to the writer (kept in the stream, adapt_pause and watch_rate): from
  * `shortest_pause_ns`, doubled up to `longest_pause_ns` while it gathers under a quarter of
@@ -33,14 +43,15 @@
  * the cache), and with none the whole tree took less CPU than `| cat`. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <time.h>
 
 #include "pump.h"
 
-#define STAY_EVENTS 8
 /* pause_ns for a writer so fast that any pause lets it fill the pipe: none, until a window of
  * RATE_WINDOW_NS shows a rate at which the shortest pause would gather under a quarter of it. */
+#define STAY_EVENTS    8
 #define NO_PAUSE       (-1)
 #define RATE_WINDOW_NS 1000000
 
@@ -51,13 +62,24 @@ static int64_t now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
-/* Milliseconds to wait for `until` (rounded up: epoll_wait's unit), 0 when it has passed. */
+/* Milliseconds to wait for `until` (rounded up: poll's unit), 0 when it has passed. */
 static int wait_ms(int64_t until)
 {
     int64_t left = until - now_ns();
     if (left <= 0)
         return 0;
     return (int)((left + 999999) / 1000000);
+}
+
+/* The stay's own registration of in_fd in the loop's set (the caller took the loop's out), for
+ * waits that come every few writes (see the facts about the wait); 0 when it cannot be made. */
+static int join_set(int epoll_fd, int in_fd)
+{
+    struct epoll_event event;
+    event.events = EPOLLIN;
+    event.data.u64 = 0;
+    event.data.fd = in_fd;
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, in_fd, &event) == 0;
 }
 
 /* Whether the ready set holds anything but in_fd. */
@@ -111,9 +133,11 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts)
 {
+    struct pollfd fds[2];
     struct epoll_event events[STAY_EVENTS];
     uint64_t total = 0;
     int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
+    int in_set = 0; /* in_fd is in the loop's set by join_set */
     if (!stream->pause_ns)
         stream->pause_ns = shortest_pause_ns;
     for (;;) {
@@ -138,6 +162,8 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                     break;
                 pause.tv_nsec = (long)(left < stream->pause_ns ? left : stream->pause_ns);
                 counts->gathers++;
+                if (in_set && epoll_ctl(epoll_fd, EPOLL_CTL_DEL, stream->in_fd, NULL) == 0)
+                    in_set = 0;
                 if (nanosleep(&pause, NULL) < 0)
                     break; /* a signal: the loop is to handle it */
                 paused = 1;
@@ -147,11 +173,24 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         } else if (now_ns() >= until)
             break; /* drains that each end on their budget are bounded by until too */
         counts->waits++;
-        ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
-        if (ready < 0 || others_ready(events, ready, stream->in_fd))
-            break; /* interrupted (a signal) or something else is ready: the loop's turn */
+        if (!in_set && stream->pause_ns == NO_PAUSE && timeout)
+            in_set = join_set(epoll_fd, stream->in_fd);
+        if (in_set) {
+            ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
+            if (ready < 0 || others_ready(events, ready, stream->in_fd))
+                break; /* interrupted (a signal) or something else is ready: the loop's turn */
+        } else {
+            fds[0].fd = stream->in_fd;
+            fds[1].fd = epoll_fd;
+            fds[0].events = fds[1].events = POLLIN;
+            ready = poll(fds, 2, timeout);
+            if (ready < 0 || fds[1].revents)
+                break; /* interrupted (a signal) or something in the loop's set is ready: its turn */
+        }
         if (ready == 0 && timeout)
             break; /* until */
     }
+    if (in_set)
+        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, stream->in_fd, NULL); /* out, as the caller left it */
     result->total = total;
 }

@@ -38,6 +38,7 @@ def stream(request):
         loop=loop,
         pump_backend=request.param,
         spawn_backend=spawn.select_backend(),
+        output_limit=None,
         saw_output=lambda s: seen.append(s.pump.seen),
     )
     output = streams.OutputStream(run, "stdout", read_fd, None, None)

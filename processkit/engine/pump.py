@@ -110,7 +110,7 @@ class PythonPump:
 
 
 def hash_on_a_thread(spawn_backend: str | None = None) -> bool:
-    """Whether the native pump hashes captures on a thread of its own (csrc/pump.c).
+    """Whether the native pump hashes captures on a thread of its own (csrc/hasher.c).
 
     Only with a second CPU to run it; ``PROCESSKIT_HASH_THREAD=0`` (or ``1``) overrides, so the
     two designs can be measured side by side. Never beside the Popen spawn path (whenever
@@ -212,8 +212,10 @@ class NativePump:
         return self._settle(echo)
 
     def stay(self, budget: int, epoll_fd: int, until: float, stop_at: int, full_at: int) -> int:
-        """``drain``, then on in C while only this pipe becomes ready in the loop's epoll set
-        ``epoll_fd``, until the monotonic ``until`` at the latest (csrc/stay.c); the same
+        """``drain``, then on in C while this pipe becomes ready and nothing in the loop's epoll
+        set ``epoll_fd`` does, until the monotonic ``until`` at the latest (csrc/stay.c). The
+        pipe must not be in that set meanwhile (the caller takes it out: see stay.c's facts
+        about the wait); the same
         results as ``drain``, ``count`` totalling the whole stay. ``full_at``: the pipe's
         nearly full, which a pause to gather pieces must not reach. A stream whose echo has a
         backlog or is written here alone (gated) only drains: those bytes are Python's."""

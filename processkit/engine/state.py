@@ -84,6 +84,13 @@ class RunState:
         self.stop_signals += 1
         self.request_ending(EndingKind.SIGNAL, source)
 
+    @property
+    def output_limit(self) -> int | None:
+        """The bytes of one stream past which ``saw_output`` ends the run, None when it never does:
+        a stream's native stay hands the loop back there (engine/streams.py)."""
+        spec = self.spec
+        return spec.capture_max_bytes if spec.capture_overflow is OverflowPolicy.CANCEL else None
+
     def saw_output(self, stream: OutputStream) -> None:
         self.last_output = self.loop.now
         spec = self.spec

@@ -26,6 +26,10 @@ DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 #   the pipe caps the writer's throughput at one pipe per wait, whatever the reader could take.
 # - A timer wait can last longer than asked (a busy machine), so what a wait brought says how
 #   fast the writer is only when divided by how long the wait really lasted.
+# - While a pipe is in an epoll set, each of the writer's writes runs epoll's callback (the
+#   writer's CPU, about a seventh more for 100-byte writes): the pipe is in the loop's set only
+#   while the stream waits on readiness (or a native stay without a pause waits), never during a
+#   coalescing wait or a stay's pause.
 # - A terminal (``--pty``) is no pipe: its line discipline hands out at most 4 KiB a read however
 #   much is waiting, so every read looks short. Its stream drains to empty and never waits.
 # So: after a short drain the stream stops reading for COALESCE_SECONDS (a lone line is still
@@ -43,11 +47,10 @@ STAY_SECONDS = 0.01
 NEVER = 2**64 - 1
 
 
-def _stop_at(run: object) -> int:
-    """The byte count at which a stay hands back at once: one past the run's capture limit,
-    where ``saw_output`` may end the run (``--capture-overflow cancel``)."""
-    limit = getattr(getattr(run, "spec", None), "capture_max_bytes", None)
-    return min(limit + 1, NEVER) if isinstance(limit, int) and limit >= 0 else NEVER
+def _stop_at(limit: int | None) -> int:
+    """The byte count at which a stay hands back at once: one past ``limit``, where the run's
+    ``saw_output`` may end it (``--capture-overflow cancel``)."""
+    return NEVER if limit is None else min(limit + 1, NEVER)
 
 
 TYPE_CHECKING = False
@@ -59,11 +62,14 @@ if TYPE_CHECKING:  # only the annotation: a run's state is one
     class StreamOwner(Protocol):
         """What a stream needs of its run: the loop it reads on, the pump and spawn backends
         (the pump's hashing follows the spawn's), and where to say that output arrived (idle
-        and overflow checks)."""
+        and overflow checks), and from how many bytes on that may end the run."""
 
         loop: Loop
         pump_backend: str
         spawn_backend: str
+
+        @property
+        def output_limit(self) -> int | None: ...  # the bytes past which ``saw_output`` may end the run
 
         def saw_output(self, stream: OutputStream) -> None: ...
 
@@ -100,7 +106,7 @@ class OutputStream:
         self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, run.spawn_backend)
         # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
         self._stays = not pty and hasattr(self.pump, "stay")
-        self._stop_at = _stop_at(run)
+        self._stop_at = _stop_at(run.output_limit)
         self._loop.add_reader(fd, self._on_readable)
 
     def _paced_for(self, pipe_size: int) -> None:
@@ -135,26 +141,32 @@ class OutputStream:
     def _stay(self) -> None:
         """A fast writer's next wakeups served in C (csrc/stay.c) until anything else in the loop
         is ready or its next timer is due: the loop's turn was about a third of a wakeup's cost
-        (bench/README.md, "The native pump's stay"). The loop's ``now`` is read again after it,
-        as the time has moved on (see loop.py's facts)."""
+        (bench/README.md, "The native pump's stay"). The pipe leaves the loop's set for the
+        stay: while in it, every one of the writer's writes runs epoll's callback (csrc/stay.c's
+        facts about the wait). The loop's ``now`` is read again after it, as the time has moved
+        on (see loop.py's facts)."""
         bound = self._loop.stay_bound(STAY_SECONDS)
         if bound is None:
             return
+        self._loop.remove_reader(self.fd)
         try:
             stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
             count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
         except OSError:
             count = pump.EOF_REACHED
         self._loop.clock()
-        self._settle(count, after_wait=False)
+        self._settle(count, after_wait=False, registered=False)
 
-    def _settle(self, count: int, after_wait: bool) -> bool:
-        """Acts on a drain's count; returns whether the stream reads on at the next wakeup."""
+    def _settle(self, count: int, after_wait: bool, registered: bool | None = None) -> bool:
+        """Acts on a drain's count; returns whether the stream reads on at the next wakeup.
+        ``registered``: whether the pipe is in the loop's set now (unless said: not after a wait)."""
+        if registered is None:
+            registered = not after_wait
         if count == pump.EOF_REACHED:
             self.close()
             return False
         if count == pump.WOULD_BLOCK:
-            if after_wait:  # the writer fell silent: wait for it on readiness again
+            if not registered:  # the writer fell silent: wait for it on readiness again
                 self._loop.add_reader(self.fd, self._on_readable)
             return False
         if not self._sized:
@@ -164,11 +176,11 @@ class OutputStream:
             self.paused = True
             self._loop.remove_reader(self.fd)
         elif self._keeps_reading(count, after_wait):
-            if after_wait:
+            if not registered:
                 self._loop.add_reader(self.fd, self._on_readable)
             return self.open and not self.paused and not (self.echo is not None and self.echo.backlog)
         else:
-            if not after_wait:
+            if registered:
                 self._loop.remove_reader(self.fd)
             self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
             self._wait_started = self._loop.now
