@@ -195,13 +195,14 @@ def start(host: Host, run: RunState):
 
 
 def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
-    """Wait for the native child's exec to be reported. Alone on its host the run waits in the
-    spawn itself (no loop turn to pay for); beside other runs it yields until the report pipe
-    is readable, and the host carries them meanwhile: the exec of a large program, or of one on
-    a slow file system, holds up no other run. A run closed from outside meanwhile ends its
-    child (``Starting.abandon``)."""
+    """Wait for the native child's exec to be reported. On a host that carries one run for good
+    (the CLI's ``run``) the run waits in the spawn itself (no loop turn to pay for); on one that
+    may carry others (the API's service, a batch), even those that come later, it yields until
+    the report pipe is readable, and the host carries them meanwhile: the exec of a large
+    program, or of one on a slow file system, holds up no other run. A run closed from outside
+    meanwhile ends its child (``Starting.abandon``)."""
     fd = starting.fd
-    if fd is None or len(host.runs) <= 1 or starting.ready():
+    if fd is None or host.alone or starting.ready():
         return
     seen: list[bool] = []
     run.loop.add_reader(fd, lambda: seen.append(True))
