@@ -107,7 +107,9 @@ ffibuilder.cdef(
 ffibuilder.set_source(
     "processkit._native",
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
-    sources=[os.path.join(HERE, name) for name in ("pump.c", "stay.c", "sha256.c", "spawn.c", "spawn_child.c", "listen.c")],
+    sources=[
+        os.path.join(HERE, name) for name in ("pump.c", "stay.c", "sha256.c", "spawn.c", "spawn_child.c", "listen.c")
+    ],
     include_dirs=[HERE],
     depends=[os.path.join(HERE, name) for name in ("pump.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h")],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
