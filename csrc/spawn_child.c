@@ -201,6 +201,11 @@ void pk_run_child(const struct pk_child *child)
     int report_fd = child->report_fd;
     long error = -ENOENT, first = 0, failed;
     size_t i;
+    /* A newborn task preempts its parent on a busy CPU, and the runner would sit runnable until
+     * this child had exec'd: the very wait the runner no longer makes. Giving the CPU back first
+     * lets the runner go on with its other runs; the child runs as soon as the runner waits, or
+     * on another CPU. */
+    SYS0(sched_yield);
     /* The command's time starts here, not before the clone: a clone into a cgroup waits for the
      * kernel's cgroup_mutex, which other runs' group changes hold for RCU grace periods. */
     *child->start_ns = pk_monotonic_ns();
