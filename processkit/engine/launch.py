@@ -148,6 +148,7 @@ def start(host: Host, run: RunState):
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
             inherit=context.stdio,
+            linger_ms=context.linger_ms,
         )
         yield from _exec_reported(host, run, starting)
         child = starting.child()

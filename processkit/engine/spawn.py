@@ -32,13 +32,6 @@ from ..spec import StdinMode
 from .spawn_native import Pending, _exec_paths, native_spawn  # noqa: F401 - their names here too (the tests, bench)
 
 
-# How long the native spawn waits for a child that has exec'd to exit before it returns (0: not
-# at all). ``bench`` sets it for its own process (``benchmark/driver.py``): a command shorter
-# than this runs with the CPU to itself, as a child of hyperfine's blocking ``wait4`` does,
-# instead of beside the runner's work after the spawn. ``run`` and the API never wait.
-LINGER_MS = [0]
-
-
 class AttachError(Exception):
     """Joining the container failed inside the child (container_failed phase attach, 102)."""
 
@@ -143,6 +136,7 @@ def begin(
     inherit: tuple[int, int, int] | None = None,
     given: tuple[int | None, int | None, int | None] | None = None,
     merged: bool = False,
+    linger_ms: int = 0,
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
@@ -151,6 +145,8 @@ def begin(
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
+    ``linger_ms``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported, the
+    native spawn waits that long at most for the child's exit).
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
@@ -176,7 +172,7 @@ def begin(
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         joins = container.child_joins()
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, LINGER_MS[0])
+            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
             if pending.fd is None:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
@@ -288,7 +284,7 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
 
 def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
     """The native spawn, waited for (the tests' and bench/spawn_cost.py's)."""
-    pending = Pending(argv, env, cwd, joins, child_ends, own_terminal, LINGER_MS[0])
+    pending = Pending(argv, env, cwd, joins, child_ends, own_terminal, 0)
     return _native_child(pending.wait(), runner_ends)
 
 
