@@ -27,6 +27,8 @@ import _thread
 import os
 import time
 
+from . import claims
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -38,20 +40,6 @@ if TYPE_CHECKING:
 UNANNOUNCED_POLL_SECONDS = 0.05
 _ROOTS: dict[int, Reaper] = {}  # every live root in this process -> the reaper of the host that spawned it
 _ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
-_CLAIMED: set[int] = set()  # children spawned whose exec is not yet reported: roots to be, not orphans
-
-
-def claim(pid: int) -> None:
-    """``pid`` is a child between its clone and the report of its exec (``spawn_native.Pending``,
-    across loop turns): no sweep of orphans may collect it, or its run would never see its exit."""
-    with _ROOTS_LOCK:
-        _CLAIMED.add(pid)
-
-
-def unclaim(pid: int) -> None:
-    """The exec of ``pid`` is reported: its run watches it now, or it failed and was reaped."""
-    with _ROOTS_LOCK:
-        _CLAIMED.discard(pid)
 
 
 class Reaper:
@@ -117,11 +105,10 @@ class Reaper:
                 break
             with _ROOTS_LOCK:
                 owner = _ROOTS.get(info.si_pid)
-                claimed = info.si_pid in _CLAIMED
             if owner is self:
                 self._roots[info.si_pid][0].wait()
                 self._exited(info.si_pid)
-            elif owner is not None or claimed:
+            elif owner is not None or claims.claimed(info.si_pid):
                 break  # another host's root, or a spawn's child not yet reported: collected by its owner
             else:
                 try:

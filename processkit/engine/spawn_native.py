@@ -7,7 +7,7 @@ for its execve (csrc/spawn.c), so a host carrying several runs (the API's servic
 goes on with the others while one child execs; the exec's outcome is read once its report pipe
 is readable. Until then the child reads the request and every string it points to, and writes
 the result: ``Pending`` holds all of them, and its pid is claimed from the reaper's sweep of
-orphans (``reaper.claim``), which would otherwise collect a child that exits before its run
+orphans (``claims``), which would otherwise collect a child that exits before its run
 watches it.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from .. import fdlimit, native
-from . import reaper
+from . import claims
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Pending:
         self._pid = self.result.pid
         self.fd = lib.pk_spawn_report_fd(handle) if self._handle is not None else None
         if self._handle is not None:
-            reaper.claim(self._pid)
+            claims.claim(self._pid)
 
     def ready(self) -> bool:
         """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait)."""
@@ -82,7 +82,7 @@ class Pending:
     def _finished(self) -> None:
         self._handle = self.fd = None
         self._held = None
-        reaper.unclaim(self._pid)
+        claims.unclaim(self._pid)
 
     def __del__(self) -> None:
         # Dropped unfinished (a bug): the child may still read what is held, so wait for it.
