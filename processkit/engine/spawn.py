@@ -1,7 +1,7 @@
 """Starting the root child: shell-free, byte-exact argv, joined to its container before exec.
 
 Two paths with the same observable behaviour; ``PROCESSKIT_SPAWN`` picks one as
-``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn`` in csrc/spawn.c) clones
+``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn_begin`` in csrc/spawn.c) clones
 the child straight into the run's cgroup v2 group and runs only C until execve: a process that
 moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
 a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
@@ -10,6 +10,12 @@ held at the fork (the allocator's) stays held in the child for ever. Popen's own
 replace it (none joins a cgroup, arms the death signal, clears the signal mask or lowers the
 open-file limit), so the runner keeps to one thread on that path: the native pump's hash thread,
 its only other one, is not started then (``pump.hash_on_a_thread``).
+
+``begin`` does not wait for the native child's exec (``Starting``): the child shares the
+runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
+the exec's outcome once its report pipe is readable (``launch.start``), carrying the others
+meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
+Failure either way, whenever it is known.
 
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
