@@ -322,12 +322,12 @@ int pk_spawn_report_fd(const pk_spawn_pending *pending)
     return pending->report_fd;
 }
 
-/* Read the report pipe until EOF: 0 with the report (or nothing) in report, 1 when nothing
- * came within wait_ms (-1: no bound). A report begun is read to its EOF whatever wait_ms: the
- * child's _exit follows it at once, and the child runs on the kept stack until then. */
-static int read_report(int fd, int report[2], size_t *have, int wait_ms)
+/* Read the report pipe until EOF: 0 with the report (or nothing) in report, 1 when wait is 0
+ * and the pipe has neither EOF nor a whole report yet. A whole report is followed by the
+ * child's _exit at once: the EOF after it is waited for, since the child runs on the kept
+ * stack until then. */
+static int read_report(int fd, int report[2], size_t *have, int wait)
 {
-    int ready;
     struct pollfd readable = {.fd = fd, .events = POLLIN};
     const size_t whole = 2 * sizeof(int);
     char past;
@@ -346,19 +346,19 @@ static int read_report(int fd, int report[2], size_t *have, int wait_ms)
             continue;
         if (errno != EAGAIN)
             return 0; /* unreadable: taken as EOF, as the blocking read did */
-        while ((ready = poll(&readable, 1, *have ? -1 : wait_ms)) < 0 && errno == EINTR)
-            ;
-        if (ready == 0)
+        if (!wait && *have == 0)
             return 1;
+        while (poll(&readable, 1, -1) < 0 && errno == EINTR)
+            ;
     }
 }
 
-int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait_ms)
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait)
 {
     const pk_spawn_request *request = pending->child.request;
     int report[2], status;
     size_t have = 0;
-    if (read_report(pending->report_fd, report, &have, wait_ms))
+    if (read_report(pending->report_fd, report, &have, wait))
         return 1;
     close(pending->report_fd);
     give_back_stack(&pending->child); /* the child has exec'd or exited: off the stack */
@@ -391,5 +391,5 @@ void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
 {
     pk_spawn_pending *pending = pk_spawn_begin(request, result);
     if (pending)
-        pk_spawn_finish(pending, result, -1);
+        pk_spawn_finish(pending, result, 1);
 }

@@ -61,10 +61,9 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
 /* The fd that turns readable once the child has exec'd or failed (wait for it on a loop). */
 int pk_spawn_report_fd(const pk_spawn_pending *pending);
 
-/* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With no
- * outcome within wait_ms (0: a look; -1: no bound), 1, and nothing changed. A failed child is
- * reaped here (pid -1). */
-int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait_ms);
+/* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With
+ * wait 0 and no outcome yet, 1, and nothing changed. A failed child is reaped here (pid -1). */
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
 
 /* pk_spawn_begin and a waiting pk_spawn_finish: start the child and wait until it has exec'd
  * or failed. In the child, in this order: own

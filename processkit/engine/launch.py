@@ -195,20 +195,15 @@ def start(host: Host, run: RunState):
     return launched
 
 
-ALONE_WAIT_MS = 2  # about ten times a small program's clone-to-exec on an idle host
-
-
 def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     """Wait for the native child's exec to be reported. On a host that carries one run for good
     (the CLI's ``run``) the run waits in the spawn itself (no loop turn to pay for); on one that
     may carry others (the API's service, a batch), even those that come later, it yields until
     the report pipe is readable, and the host carries them meanwhile: the exec of a large
-    program, or of one on a slow file system, holds up no other run. With no other run on the
-    host just now it first waits ``ALONE_WAIT_MS`` in the spawn (a short exec's whole wait:
-    no loop turn for a caller's calls one at a time), with others not at all. A run closed
-    from outside meanwhile ends its child (``Starting.abandon``)."""
+    program, or of one on a slow file system, holds up no other run. A run closed from outside
+    meanwhile ends its child (``Starting.abandon``)."""
     fd = starting.fd
-    if fd is None or host.alone or starting.ready(ALONE_WAIT_MS if len(host.runs) <= 1 else 0):
+    if fd is None or host.alone or starting.ready():
         return
     seen: list[bool] = []
     run.loop.add_reader(fd, lambda: seen.append(True))

@@ -230,9 +230,8 @@ class Starting:
     def fd(self) -> int | None:
         return self._pending.fd if self._pending is not None else None
 
-    def ready(self, wait_ms: int = 0) -> bool:
-        """Whether ``child()`` has its answer; a native one waited for ``wait_ms`` at most."""
-        return self._pending is None or self._pending.ready(wait_ms)
+    def ready(self) -> bool:
+        return self._pending is None or self._pending.ready()
 
     def child(self) -> Child:
         pending = self._pending

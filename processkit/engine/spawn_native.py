@@ -66,16 +66,16 @@ class Pending:
         if self._handle is not None:
             claims.claim(self._pid)
 
-    def ready(self, wait_ms: int = 0) -> bool:
-        """Whether the exec's outcome is in ``result``, waited for ``wait_ms`` at most (0: a look)."""
-        if self._handle is not None and native.module().lib.pk_spawn_finish(self._handle, self.result, wait_ms) == 0:
+    def ready(self) -> bool:
+        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait)."""
+        if self._handle is not None and native.module().lib.pk_spawn_finish(self._handle, self.result, 0) == 0:
             self._finished()
         return self._handle is None
 
     def wait(self):
         """The ``pk_spawn_result`` once the exec's outcome is known (waited for here)."""
         if self._handle is not None:
-            native.module().lib.pk_spawn_finish(self._handle, self.result, -1)
+            native.module().lib.pk_spawn_finish(self._handle, self.result, 1)
             self._finished()
         return self.result
 
