@@ -264,7 +264,7 @@ processkit.service.serve    Service.readable            the request read (servic
 processkit.service.request  Request.context             the run's context (service)
 processkit.engine.launch    containment.create            the container taken (containment)
 processkit.engine.launch    prepare                     set-up (engine)
-processkit.engine.launch    spawn.spawn                   the spawn, its CPU (engine)
+processkit.engine.launch    spawn.begin                   the spawn, its CPU (engine)
 processkit.engine.launch    emit_snapshot                 the spawn snapshot (engine)
 processkit.engine.launch    containment.restart_ahead     the next run's groups (containment)
 processkit.engine.launch    start                       start (engine)
@@ -289,10 +289,22 @@ for module, holder, name, label in PHASES:
     def phase(*args, plain=plain, label=label, **kwargs):
         started = time.thread_time_ns()
         try:
-            return plain(*args, **kwargs)
+            result = plain(*args, **kwargs)
         finally:
             spent[label] += time.thread_time_ns() - started
+        return timed(result, label) if hasattr(result, "send") else result
     setattr(owner, name, phase)
+def timed(steps, label):  # a step that yields (launch.start): its time between the yields
+    sent = None
+    while True:
+        started = time.thread_time_ns()
+        try:
+            wait = steps.send(sent)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            spent[label] += time.thread_time_ns() - started
+        sent = yield wait
 atexit.register(lambda: open(OUT, "w").write(repr(dict(spent))))
 from processkit.service.serve import main
 main()

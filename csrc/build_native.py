@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_child.c and listen.c; used by setup.py."""
 
 import os
 
@@ -92,6 +92,10 @@ ffibuilder.cdef(
         long long join_ns;
     } pk_spawn_result;
 
+    typedef struct pk_spawn_pending pk_spawn_pending;
+    pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
+    int pk_spawn_report_fd(const pk_spawn_pending *pending);
+    int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
     int pk_spawn_shared_memory(void);
 
@@ -103,9 +107,14 @@ ffibuilder.cdef(
 ffibuilder.set_source(
     "processkit._native",
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
-    sources=[os.path.join(HERE, name) for name in ("pump.c", "hasher.c", "stay.c", "sha256.c", "spawn.c", "listen.c")],
+    sources=[
+        os.path.join(HERE, name)
+        for name in ("pump.c", "hasher.c", "stay.c", "sha256.c", "spawn.c", "spawn_child.c", "listen.c")
+    ],
     include_dirs=[HERE],
-    depends=[os.path.join(HERE, name) for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "listen.h")],
+    depends=[
+        os.path.join(HERE, name) for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h")
+    ],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],
 )

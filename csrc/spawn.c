@@ -1,62 +1,60 @@
-/* The native spawn; see spawn.h for the contract shared with processkit/engine/spawn.py.
+/* The native spawn's runner side; see spawn.h for the contract shared with
+ * processkit/engine/spawn.py, and spawn_child.c for the child's side.
  *
  * Why clone3 with CLONE_INTO_CGROUP: a process that writes itself into cgroup.procs waits for
  * an RCU grace period (about 10 ms measured), the largest single cost of a short run, while a
  * child born in the group never migrates.
  *
- * Why vfork-style (CLONE_VM | CLONE_VFORK on a stack of its own): a copy-on-write child costs
- * the runner a copy of its page tables and, after, a write fault on every page it touches
- * again; measured, that was most of a spawn (bench/spawn_cost.py, bench/README.md). A child
- * sharing the memory copies nothing, and the runner's thread sleeps until its execve or exit.
+ * Why the child shares the runner's memory (CLONE_VM on a stack of its own): a copy-on-write
+ * child costs the runner a copy of its page tables and, after, a write fault on every page it
+ * touches again; measured, that was most of a spawn (bench/spawn_cost.py, bench/README.md).
  *
- * Facts about the shared-memory child, which every line it runs must respect:
- * - It writes only its own stack (locals here, on the mapping given to clone3), errno, and the
- *   runner's result->start_ns and join_ns (the runner's thread is suspended until the execve, so
- *   nothing races).
- *   errno is per-thread TLS and, with no CLONE_SETTLS, the child's TLS is the calling thread's:
- *   the child's failing calls write the runner's errno. Harmless: that thread is suspended
- *   until the child has exec'd or exited and reads errno only after calls of its own.
- * - It calls only thin system-call wrappers (no allocator, no stdio, no lock): the runner's
- *   other threads (the pump's hash thread) go on running in that memory meanwhile.
+ * Why no CLONE_VFORK: it held the spawning thread from the clone until the child's execve,
+ * about half of the runner service's time per run under eight callers (bench/README.md, issue
+ * 49), while the child's steps need nothing of that thread. pk_spawn_begin returns once the
+ * clone has; the runner's loop waits for the report pipe (pk_spawn_report_fd), which the
+ * execve closes, and pk_spawn_finish reads it. So the child and the runner run at once, in
+ * one memory, and every line of the child must respect (spawn_child.c):
+ * - It writes only its own stack, and the runner's result->start_ns and join_ns, which the
+ *   runner reads only once the child has exec'd or exited. It reads the pending spawn (heap),
+ *   the request and its strings: the caller changes and frees none of them until
+ *   pk_spawn_finish, and the stack is kept until then too (the report pipe's EOF comes after
+ *   the child has left this memory: execve switches memory before it closes O_CLOEXEC fds, and
+ *   exit releases the memory before the fds).
+ * - It makes raw system calls only: a libc wrapper's failure writes errno, which with no
+ *   CLONE_SETTLS is the spawning thread's own, read by the runner at any moment now.
  * - No handler of the runner's may run in it: the caller blocks every signal across the clone,
- *   the child (which has its own copy of the handler table: no CLONE_SIGHAND) puts caught
- *   ones back to SIG_DFL and only then unblocks. A signal sent to the runner meanwhile stays
- *   pending there and is handled once the mask is restored; glibc's posix_spawn does the same.
- * - CLONE_VFORK suspends only the calling thread, until the child's execve (or exit) releases
- *   the memory, so the stack can be reused by the next spawn at once.
+ *   the child (which has its own copy of the handler table and mask: no CLONE_SIGHAND) puts
+ *   caught ones back to SIG_DFL and only then unblocks. The runner's mask is restored as soon
+ *   as the clone returns.
  * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
  *   that ends gets SIGKILL then.
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
  * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
  * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
- * stack it did not allocate), the child is a copy-on-write clone3 or fork, as before, and
+ * stack it did not allocate), the child is a copy-on-write clone3 or fork, and
  * pk_spawn_shared_memory() says so: engine/spawn.py then spawns through Popen unless
  * PROCESSKIT_SPAWN=native asks for this child. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdint.h>
-#include <string.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/ioctl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "spawn.h"
+#include "spawn_child.h"
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
 #define PK_CLONE_INTO_CGROUP 0x200000000ULL
-#define PK_FALLBACK_FD_LIMIT 65536 /* close() loop bound when close_range and the rlimit fail */
 
 /* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out so the build
  * does not depend on the vintage of the kernel headers. */
@@ -65,25 +63,14 @@ struct pk_clone_args {
     uint64_t set_tid, set_tid_size, cgroup;
 };
 
-/* What the child reads of the runner's, set before each clone attempt. */
-struct pk_child {
-    const pk_spawn_request *request;
-    pid_t runner;
-    int joined; /* born in request->cgroup_fd's group: no write to its cgroup.procs */
-    int report_fd;
-    void *stack;         /* the top of the child's own stack (shared memory only) */
-    long long *start_ns; /* the runner's result->start_ns and join_ns: a shared-memory child's */
-    long long *join_ns;  /* writes reach them */
+/* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
+ * runner frees once it has exec'd or exited. */
+struct pk_spawn_pending {
+    struct pk_child child;
+    int report_fd; /* the report pipe's read end (O_NONBLOCK) */
+    int pid;
+    int pidfd;
 };
-
-static long long monotonic_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now); /* the vDSO: no lock, no allocation */
-    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
-}
-
-__attribute__((noreturn)) static void run_child(const struct pk_child *child);
 
 #if defined(__x86_64__) && defined(SYS_clone3) && !defined(PK_SPAWN_COW)
 #define PK_CHILD_STACK_SIZE (64 * 1024)
@@ -91,16 +78,21 @@ __attribute__((noreturn)) static void run_child(const struct pk_child *child);
 
 static int child_entry(void *child)
 {
-    run_child(child);
+    pk_run_child(child);
 }
 
-/* One stack kept from spawn to spawn; an atomic exchange lets concurrent spawns (the API's
- * threads) each take their own. The lowest page is the guard an overflow faults on. */
-static char *cached_stack;
+/* A few stacks kept from spawn to spawn, one per spawn in flight (a host's runs, the API's
+ * threads); an atomic exchange per slot lets concurrent spawns each take their own. The
+ * lowest page is the guard an overflow faults on. */
+#define PK_KEPT_STACKS 8
+static char *kept_stacks[PK_KEPT_STACKS];
 
 static int take_stack(struct pk_child *child)
 {
-    char *base = __atomic_exchange_n(&cached_stack, NULL, __ATOMIC_ACQ_REL);
+    char *base = NULL;
+    int slot;
+    for (slot = 0; slot < PK_KEPT_STACKS && !base; slot++)
+        base = __atomic_exchange_n(&kept_stacks[slot], NULL, __ATOMIC_ACQ_REL);
     if (!base) {
         base = mmap(NULL, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
@@ -115,13 +107,15 @@ static int take_stack(struct pk_child *child)
     return 0;
 }
 
-/* Called once the child has exec'd or exited: CLONE_VFORK held the runner until then. */
+/* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
 static void give_back_stack(struct pk_child *child)
 {
     char *base = (char *)child->stack - PK_CHILD_STACK_SIZE - PK_GUARD_SIZE;
-    void *other = __atomic_exchange_n(&cached_stack, base, __ATOMIC_ACQ_REL);
-    if (other)
-        munmap(other, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE);
+    int slot;
+    for (slot = 0; slot < PK_KEPT_STACKS && base; slot++)
+        base = __atomic_exchange_n(&kept_stacks[slot], base, __ATOMIC_ACQ_REL);
+    if (base)
+        munmap(base, PK_GUARD_SIZE + PK_CHILD_STACK_SIZE);
 }
 
 /* clone3 whose child calls entry(arg) on args->stack; the runner gets the pid or -errno. glibc
@@ -153,7 +147,7 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
     struct pk_clone_args args;
     long pid;
     memset(&args, 0, sizeof args);
-    args.flags = flags | CLONE_PIDFD | CLONE_VM | CLONE_VFORK;
+    args.flags = flags | CLONE_PIDFD | CLONE_VM;
     args.pidfd = (uint64_t)(uintptr_t)pidfd;
     args.exit_signal = SIGCHLD;
     args.stack = (uint64_t)(uintptr_t)child->stack - PK_CHILD_STACK_SIZE;
@@ -171,7 +165,7 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
 /* No clone3: glibc's clone() shares the memory the same way, with no pidfd. */
 static pid_t fork_child(struct pk_child *child)
 {
-    return clone(child_entry, child->stack, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
+    return clone(child_entry, child->stack, CLONE_VM | SIGCHLD, child);
 }
 
 int pk_spawn_shared_memory(void)
@@ -214,7 +208,7 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
         args.cgroup = (uint64_t)cgroup_fd;
     pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
-        run_child(child);
+        pk_run_child(child);
     return pid;
 #else
     (void)flags;
@@ -230,7 +224,7 @@ static pid_t fork_child(struct pk_child *child)
 {
     pid_t pid = fork();
     if (pid == 0)
-        run_child(child);
+        pk_run_child(child);
     return pid;
 }
 #endif
@@ -260,248 +254,142 @@ static pid_t start_child(struct pk_child *child, int *pidfd)
     return fork_child(child);
 }
 
-__attribute__((noreturn)) static void child_fail(int report_fd, int stage)
+static void clear(pk_spawn_result *result)
 {
-    int report[2] = {stage, errno};
-    ssize_t ignored = write(report_fd, report, sizeof report);
-    (void)ignored;
-    _exit(127);
-}
-
-static void join(int procs_fd, int report_fd)
-{
-    ssize_t count = write(procs_fd, "0", 1); /* the kernel reads pid 0 as "myself" */
-    if (count != 1) {
-        if (count >= 0)
-            errno = EIO;
-        child_fail(report_fd, PK_SPAWN_JOIN);
-    }
-}
-
-/* Python ignores SIGPIPE and SIGXFSZ for itself and Popen restores them for its children. */
-static int restored_by_popen(int signum)
-{
-#ifdef SIGXFSZ
-    return signum == SIGPIPE || signum == SIGXFSZ;
-#else
-    return signum == SIGPIPE;
-#endif
-}
-
-/* A handler of the runner's (Python's C trampoline, which writes to the runner's wakeup fd)
- * must not run in this copy: execve would reset it anyway, so reset it before unblocking.
- * Other ignored signals stay ignored, as they do under Popen. One call per signal both sets
- * SIG_DFL and returns the old disposition; only a signal that was ignored (and is not one Popen
- * restores) takes a second call, to be ignored again. Every signal is blocked here, so the
- * moment at SIG_DFL delivers nothing, and going back to SIG_IGN drops what arrived meanwhile,
- * as the ignored signal would have been dropped on arrival. */
-static void reset_signals(void)
-{
-    struct sigaction standard, previous;
-    sigset_t none;
-    int signum;
-    memset(&standard, 0, sizeof standard);
-    standard.sa_handler = SIG_DFL;
-    for (signum = 1; signum < NSIG; signum++) {
-        if (sigaction(signum, &standard, &previous) != 0)
-            continue; /* SIGKILL, SIGSTOP and libc's internal signals */
-        if (previous.sa_handler == SIG_IGN && !(previous.sa_flags & SA_SIGINFO) && !restored_by_popen(signum))
-            sigaction(signum, &previous, NULL);
-    }
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-/* dup2 onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
- * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first.
- * The report pipe too; when it cannot move (no free fd under the limit) the failure is still
- * written through it where it is: a silent exit would read as "started", its 127 as the
- * program's own. */
-static void set_stdio(const pk_spawn_request *request, int *report_fd)
-{
-    int source[3], i, moved;
-    if (*report_fd < 3) {
-        if ((moved = fcntl(*report_fd, F_DUPFD_CLOEXEC, 3)) < 0)
-            child_fail(*report_fd, PK_SPAWN_STDIO);
-        *report_fd = moved;
-    }
-    for (i = 0; i < 3; i++) {
-        source[i] = request->stdio[i];
-        if (source[i] >= 0 && source[i] < 3 && (source[i] = fcntl(source[i], F_DUPFD_CLOEXEC, 3)) < 0)
-            child_fail(*report_fd, PK_SPAWN_STDIO);
-    }
-    for (i = 0; i < 3; i++)
-        if (source[i] >= 0 && dup2(source[i], i) < 0)
-            child_fail(*report_fd, PK_SPAWN_STDIO);
-}
-
-/* A getdents64 record (struct linux_dirent64, which glibc does not declare). */
-struct pk_dirent {
-    uint64_t ino;
-    int64_t off;
-    unsigned short reclen;
-    unsigned char type;
-    char name[];
-};
-
-/* Each fd /proc/self/fd lists from 3 up but keep, closed: 0, or -1 when the list cannot be
- * read. The names come through getdents64 into this stack's buffer, with no allocator (what
- * CPython's child does after fork); the directory lists by fd number, so closing as it goes
- * skips nothing. */
-static int close_listed(int keep)
-{
-    char buffer[2048] __attribute__((aligned(8)));
-    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
-    long got, at;
-    const char *digit;
-    if (dir < 0)
-        return -1;
-    while ((got = syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0)
-        for (at = 0; at < got; at += ((struct pk_dirent *)(buffer + at))->reclen) {
-            fd = 0;
-            for (digit = ((struct pk_dirent *)(buffer + at))->name; *digit >= '0' && *digit <= '9'; digit++)
-                fd = fd * 10 + (*digit - '0');
-            if (!*digit && fd >= 3 && fd != keep && fd != dir)
-                close(fd);
-        }
-    close(dir);
-    return got < 0 ? -1 : 0;
-}
-
-/* Every fd from 3 up except the report pipe, which execve closes (O_CLOEXEC). Without
- * close_range (a seccomp filter, a kernel before 5.9) the open ones are listed: a loop up to
- * the soft limit would make a million calls under a batch's raised limit, while CLONE_VFORK
- * holds the runner's thread. The loop is left for a process with no /proc. */
-static void close_others(int keep)
-{
-    struct rlimit limit;
-    int fd, end = PK_FALLBACK_FD_LIMIT;
-#ifdef SYS_close_range
-    if ((keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
-        syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
-        return;
-#endif
-    if (close_listed(keep) == 0)
-        return;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
-        end = (int)limit.rlim_cur;
-    for (fd = 3; fd < end; fd++)
-        if (fd != keep)
-            close(fd);
-}
-
-__attribute__((noreturn)) static void run_child(const struct pk_child *child)
-{
-    const pk_spawn_request *request = child->request;
-    int report_fd = child->report_fd;
-    int error = ENOENT, first = 0;
-    size_t i;
-    /* The command's time starts here, not before the clone: a clone into a cgroup waits for the
-     * kernel's cgroup_mutex, which other runs' group changes hold for RCU grace periods. */
-    *child->start_ns = monotonic_ns();
-    /* A session leader leads its process group too; setsid is what lets it take a terminal. */
-    if (request->controlling_tty ? setsid() < 0 : setpgid(0, 0) != 0)
-        child_fail(report_fd, PK_SPAWN_PGID);
-    long long joining = monotonic_ns();
-    if (!child->joined && request->cgroup_procs_fd >= 0)
-        join(request->cgroup_procs_fd, report_fd);
-    for (i = 0; i < request->join_count; i++)
-        join(request->join_fds[i], report_fd);
-    /* The wait for the cgroup lock (an RCU grace period per write) is the containment's, not the
-     * command's: bench takes it out of the timed interval (processkit/benchmark/driver.py). */
-    *child->join_ns = monotonic_ns() - joining;
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != child->runner)
-        _exit(127); /* the runner died before the death signal was armed: nobody would stop us */
-    reset_signals();
-    set_stdio(request, &report_fd);
-    if (request->controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0)
-        child_fail(report_fd, PK_SPAWN_STDIO);
-    close_others(report_fd);
-    if (request->nofile_soft) {
-        /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
-        struct rlimit limit;
-        if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-            limit.rlim_cur = (rlim_t)request->nofile_soft;
-            setrlimit(RLIMIT_NOFILE, &limit);
-        }
-    }
-    if (request->cwd && chdir(request->cwd) != 0)
-        child_fail(report_fd, PK_SPAWN_CHDIR);
-    for (i = 0; i < request->path_count; i++) {
-        execve(request->paths[i], request->argv, request->envp);
-        error = errno;
-        /* As Popen: the first failure other than "not in this directory" wins, else the last. */
-        if (!first && error != ENOENT && error != ENOTDIR)
-            first = error;
-    }
-    errno = first ? first : error;
-    child_fail(report_fd, PK_SPAWN_EXEC);
-}
-
-void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
-{
-    int report_pipe[2], report[2], pidfd, status, error;
-    struct pk_child child;
-    sigset_t all, previous;
-    pid_t pid;
-    ssize_t got;
-
     result->pid = -1;
     result->pidfd = -1;
     result->stage = PK_SPAWN_OK;
     result->error = 0;
     result->start_ns = 0;
     result->join_ns = 0;
-    memset(&child, 0, sizeof child);
-    if (take_stack(&child) != 0 || pipe2(report_pipe, O_CLOEXEC) != 0) {
+}
+
+pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result)
+{
+    int report_pipe[2], pidfd, error;
+    pk_spawn_pending *pending = calloc(1, sizeof *pending);
+    sigset_t all, previous;
+    pid_t pid;
+
+    clear(result);
+    if (!pending || take_stack(&pending->child) != 0) {
+        result->stage = PK_SPAWN_CLONE;
+        result->error = ENOMEM;
+        free(pending);
+        return NULL;
+    }
+    /* Non-blocking for the runner's look (pk_spawn_finish); the child's one write of a report
+     * into the empty pipe never waits. */
+    if (pipe2(report_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = errno;
-        if (child.stack)
-            give_back_stack(&child);
-        return;
+        give_back_stack(&pending->child);
+        free(pending);
+        return NULL;
     }
-    child.request = request;
-    child.runner = getpid();
-    child.report_fd = report_pipe[1];
-    child.start_ns = &result->start_ns;
-    child.join_ns = &result->join_ns;
-    /* No handler may run in the child before reset_signals(): block everything across clone
-     * (with a shared-memory child, until its execve or exit). */
+    pending->child.request = request;
+    pending->child.runner = getpid();
+    pending->child.report_fd = report_pipe[1];
+    pending->child.start_ns = &result->start_ns;
+    pending->child.join_ns = &result->join_ns;
+    /* No handler may run in the child before it has reset them: block everything across the
+     * clone; the child unblocks its own mask, the runner its own at once. */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
-    result->start_ns = monotonic_ns();
-    pid = start_child(&child, &pidfd);
+    result->start_ns = pk_monotonic_ns();
+    pid = start_child(&pending->child, &pidfd);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
-    give_back_stack(&child);
     close(report_pipe[1]);
     if (pid < 0) {
         close(report_pipe[0]);
+        give_back_stack(&pending->child);
+        free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;
-        return;
+        return NULL;
     }
-    /* The pipe closes at execve: EOF with no report means the program is running. */
-    do
-        got = read(report_pipe[0], report, sizeof report);
-    while (got < 0 && errno == EINTR);
-    close(report_pipe[0]);
-    if (got != (ssize_t)sizeof report) {
-        result->pid = pid;
-        result->pidfd = pidfd;
-        if (request->linger_ms > 0 && pidfd >= 0) {
+    pending->report_fd = report_pipe[0];
+    pending->pid = pid;
+    pending->pidfd = pidfd;
+    result->pid = pid;
+    result->pidfd = pidfd;
+    return pending;
+}
+
+int pk_spawn_report_fd(const pk_spawn_pending *pending)
+{
+    return pending->report_fd;
+}
+
+/* Read the report pipe until EOF: 0 with the report (or nothing) in report, 1 when wait is 0
+ * and the pipe has neither EOF nor a whole report yet. A whole report is followed by the
+ * child's _exit at once: the EOF after it is waited for, since the child runs on the kept
+ * stack until then. */
+static int read_report(int fd, int report[2], size_t *have, int wait)
+{
+    struct pollfd readable = {.fd = fd, .events = POLLIN};
+    const size_t whole = 2 * sizeof(int);
+    char past;
+    ssize_t got;
+    for (;;) {
+        got = *have < whole ? read(fd, (char *)report + *have, whole - *have) : read(fd, &past, 1);
+        if (got == 0)
+            return 0; /* EOF */
+        if (got > 0) {
+            if (*have >= whole)
+                return 0; /* a byte past the report: no child of ours wrote it */
+            *have += (size_t)got;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return 0; /* unreadable: taken as EOF, as the blocking read did */
+        if (!wait && *have == 0)
+            return 1;
+        while (poll(&readable, 1, -1) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait)
+{
+    const pk_spawn_request *request = pending->child.request;
+    int report[2], status;
+    size_t have = 0;
+    if (read_report(pending->report_fd, report, &have, wait))
+        return 1;
+    close(pending->report_fd);
+    give_back_stack(&pending->child); /* the child has exec'd or exited: off the stack */
+    if (have != sizeof report) {
+        /* EOF with no report: the program is running. */
+        result->pid = pending->pid;
+        result->pidfd = pending->pidfd;
+        if (request->linger_ms > 0 && pending->pidfd >= 0) {
             /* Readable once the child has exited; the runner's reaper collects it as always. */
-            struct pollfd exited = {.fd = pidfd, .events = POLLIN};
+            struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
             while (poll(&exited, 1, request->linger_ms) < 0 && errno == EINTR)
                 ;
         }
-        return;
+    } else {
+        /* ECHILD: a subreaper's sweep of orphans took it first; the report says all. */
+        while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (pending->pidfd >= 0)
+            close(pending->pidfd);
+        result->pid = -1;
+        result->pidfd = -1;
+        result->stage = report[0];
+        result->error = report[1];
     }
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (pidfd >= 0)
-        close(pidfd);
-    result->stage = report[0];
-    result->error = report[1];
+    free(pending);
+    return 0;
+}
+
+void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
+{
+    pk_spawn_pending *pending = pk_spawn_begin(request, result);
+    if (pending)
+        pk_spawn_finish(pending, result, 1);
 }

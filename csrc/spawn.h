@@ -1,6 +1,7 @@
 /* processkit native spawn: clone3() straight into the run's cgroup, the child sharing the
- * runner's memory on a stack of its own (vfork-style; see spawn.c), then only async-signal-safe
- * system calls until execve.
+ * runner's memory on a stack of its own (see spawn.c), then only raw system calls until execve
+ * (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
+ * clone has, and the exec's outcome is read from a pipe once it is readable.
  *
  * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs
  * both and expects the same behaviour. */
@@ -38,7 +39,7 @@ typedef struct pk_spawn_request {
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {
-    int pid;            /* the child, which has exec'd; -1 on failure (already reaped) */
+    int pid;            /* the child (once finished: which has exec'd); -1 on failure (already reaped) */
     int pidfd;          /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
     int stage;          /* PK_SPAWN_OK, or the step that failed */
     int error;          /* errno of that step */
@@ -48,7 +49,24 @@ typedef struct pk_spawn_result {
                          * copy-on-write child, whose writes the runner never sees) */
 } pk_spawn_result;
 
-/* Start the child and wait until it has exec'd or failed. In the child, in this order: own
+/* A spawn begun and not yet finished: the child may still be between clone and execve. */
+typedef struct pk_spawn_pending pk_spawn_pending;
+
+/* Start the child and return at once: NULL when no child was made (result->stage
+ * PK_SPAWN_CLONE), else the pending spawn, with result->pid and pidfd set. request, every
+ * string and array it points to, and result must stay as they are until pk_spawn_finish has
+ * returned 0: the child reads the first and writes result's start_ns and join_ns meanwhile. */
+pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
+
+/* The fd that turns readable once the child has exec'd or failed (wait for it on a loop). */
+int pk_spawn_report_fd(const pk_spawn_pending *pending);
+
+/* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With
+ * wait 0 and no outcome yet, 1, and nothing changed. A failed child is reaped here (pid -1). */
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
+
+/* pk_spawn_begin and a waiting pk_spawn_finish: start the child and wait until it has exec'd
+ * or failed. In the child, in this order: own
  * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at
  * once when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty
  * signal mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then

@@ -220,13 +220,27 @@ class RunContext(Plain):
       descriptor or a pipe the caller reads): per standard stream, a descriptor the child gets
       as it is, in place of the runner's pipe or /dev/null (None: the stream as the spec says);
       the child's copies are the spawn's.
+    - ``linger_ms``: not 0: once the native spawn's child has exec'd, how long the spawn waits
+      at most for its exit before the run goes on (``bench``'s runs: a command shorter than this
+      has the CPU to itself, as a child of hyperfine's blocking ``wait4`` does). A run's, as
+      every other part of its context: no process-wide setting another run could see.
     - ``places``: where the carrier put what the spec names by a stand-in (the API's runner
       service: ``api.wire``'s ``SCRATCH_*`` for a ``jsonl``, ``capture_dir`` or ``stdin_file``
       in its memory or scratch directory), stand-in to path; ``place`` reads a spec's path
       through it.
     """
 
-    __slots__ = ("env", "stdio", "ready_fd", "held_fds", "publish_after_ms", "output_fd", "child_fds", "places")
+    __slots__ = (
+        "env",
+        "stdio",
+        "ready_fd",
+        "held_fds",
+        "publish_after_ms",
+        "output_fd",
+        "child_fds",
+        "places",
+        "linger_ms",
+    )
 
     def __init__(
         self,
@@ -239,6 +253,7 @@ class RunContext(Plain):
         output_fd: int | None = None,
         child_fds: tuple[int | None, int | None, int | None] | None = None,
         places: dict[str, str] | None = None,
+        linger_ms: int = 0,
     ):
         self.env = env
         self.stdio = stdio
@@ -248,6 +263,7 @@ class RunContext(Plain):
         self.output_fd = output_fd
         self.child_fds = child_fds
         self.places = places
+        self.linger_ms = linger_ms
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

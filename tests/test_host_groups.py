@@ -58,7 +58,8 @@ def test_a_groups_stop_ends_its_runs_and_no_other_groups(tmp_path):
     b = group("b", [steps(host, _spec(tmp_path, f"b{n}", ("sleep", "0.5"))) for n in range(3)])
 
     def stopper():  # a third group's run: stops group a once all six children live
-        yield from wait_until(lambda: len(host.runs) == 6 and all(run.root_pid for run in host.runs))
+        # polled: a run's root_pid is set once its exec is reported, which wakes only that run
+        yield from wait_until(lambda: len(host.runs) == 6 and all(run.root_pid for run in host.runs), poll=0.01)
         a.stop("sigterm")
         return "stopped a"
 
@@ -76,7 +77,7 @@ def test_a_keyboard_interrupt_in_a_step_is_the_hosts_own_failure(tmp_path):
     pending = [steps(host, _spec(tmp_path, "long", ("sleep", "30")))]
 
     def interrupts():
-        yield from wait_until(lambda: bool(host.runs) and all(run.root_pid for run in host.runs))
+        yield from wait_until(lambda: bool(host.runs) and all(run.root_pid for run in host.runs), poll=0.01)
         raise KeyboardInterrupt
 
     pending.insert(0, interrupts())

@@ -214,14 +214,14 @@ def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monke
     fourth job's timeout 3 s on)."""
     from processkit.engine import spawn
 
-    real_spawn = spawn.spawn
+    real_spawn = spawn.begin
 
     def slow_spawn(argv, **options):
         if argv[-1] == "slow":
             time.sleep(0.5)  # the longest step a run takes: the other roots exit meanwhile
         return real_spawn(argv, **options)
 
-    monkeypatch.setattr(spawn, "spawn", slow_spawn)
+    monkeypatch.setattr(spawn, "begin", slow_spawn)
     manifest = [
         {"args": ["sleep", "30"], "id": "timer", "timeout": 3},
         # the roots exit, their pipes stay open (so only the exit itself can wake the run)

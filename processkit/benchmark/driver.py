@@ -33,7 +33,7 @@ import time
 from .. import signum
 from ..errors import Kind
 from ..plain import Plain
-from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, EnvPlan, RunContext, RunSpec, StdinMode, new_run_id
+from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, new_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
-LINGER_MS = 5  # the spawn waits this long for the command's exit before the engine goes on
+LINGER_MS = 5  # the spawn waits this long for the command's exit before the engine goes on (RunContext.linger_ms)
+LINGERING = RunContext(linger_ms=LINGER_MS)  # a run's context when the session wires in nothing else
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
@@ -172,8 +173,10 @@ def run_spec(
         env=EnvPlan(clear=True, assignments=assignments),
     )
     if jsonl is not None and output_fd is None:
-        return spec, OWN_CONTEXT
-    return spec, RunContext(publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None, output_fd=output_fd)
+        return spec, LINGERING
+    return spec, RunContext(
+        publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None, output_fd=output_fd, linger_ms=LINGER_MS
+    )
 
 
 def where(options: Options, output: str) -> str:
@@ -225,10 +228,6 @@ class Engine:
         from .exit_clock import ExitClock
 
         self._exit_clock = ExitClock()  # the root's exit time from the kernel (the interval's end)
-        from ..engine import spawn
-
-        self._linger = spawn.LINGER_MS[0]
-        spawn.LINGER_MS[0] = LINGER_MS  # a tiny command runs with the CPU to itself (engine/spawn.py)
         from . import perf_switch
 
         perf_switch.settle()  # the start-up's helper collected before the host's reaper exists
@@ -317,13 +316,9 @@ class Engine:
 
     def close(self) -> None:
         """The host and its lodging gone; the handlers the session found are back."""
-        from ..engine import spawn
-
         if self._next_fds is not None:
             self._counting().close(self._next_fds)
             self._next_fds = None
-
-        spawn.LINGER_MS[0] = self._linger
         self._exit_clock.close()
         self._outputs.close()
         if self._counters is not None:

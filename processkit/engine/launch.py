@@ -28,6 +28,7 @@ from .host import Host
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
+from .waits import wait_until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
@@ -115,9 +116,10 @@ def _open_terminal(
         raise Failure(Kind.SETUP, f"cannot open a pseudo-terminal for --pty: {exc.strerror}") from None
 
 
-def start(host: Host, run: RunState) -> Launched:
+def start(host: Host, run: RunState):
     """Spawn the child into the container ``prepare`` made and report it (``run_started``, the
-    spawn snapshot); what exists then is returned."""
+    spawn snapshot); returns what exists then (``Launched``). A step that yields: the host's
+    other runs go on while the child execs (``_exec_reported``)."""
     spec, context = run.spec, run.context
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
     container = run.container
@@ -133,7 +135,7 @@ def start(host: Host, run: RunState) -> Launched:
         live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
-        child = spawn.spawn(
+        starting = spawn.begin(
             spec.argv,
             env=run.env,
             cwd=cwd,
@@ -146,7 +148,10 @@ def start(host: Host, run: RunState) -> Launched:
             backend=run.spawn_backend,
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
             inherit=context.stdio,
+            linger_ms=context.linger_ms,
         )
+        yield from _exec_reported(host, run, starting)
+        child = starting.child()
     except (Failure, spawn.AttachError) as problem:
         if live is not None:  # no child, nothing captured: no live record left behind
             live.forget()
@@ -188,6 +193,28 @@ def start(host: Host, run: RunState) -> Launched:
         emit_snapshot(run, "spawn")
     containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
     return launched
+
+
+def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
+    """Wait for the native child's exec to be reported. On a host that carries one run for good
+    (the CLI's ``run``) the run waits in the spawn itself (no loop turn to pay for); on one that
+    may carry others (the API's service, a batch), even those that come later, it yields until
+    the report pipe is readable, and the host carries them meanwhile: the exec of a large
+    program, or of one on a slow file system, holds up no other run. A run closed from outside
+    meanwhile ends its child (``Starting.abandon``)."""
+    fd = starting.fd
+    if fd is None or host.alone or starting.ready():
+        return
+    seen: list[bool] = []
+    run.loop.add_reader(fd, lambda: seen.append(True))
+    try:
+        try:
+            yield from wait_until(lambda: bool(seen))
+        finally:
+            run.loop.remove_reader(fd)  # before the spawn's finish closes it
+    except GeneratorExit:
+        starting.abandon()
+        raise
 
 
 def connect(run: RunState, launched: Launched) -> None:

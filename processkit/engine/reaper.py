@@ -27,6 +27,8 @@ import _thread
 import os
 import time
 
+from . import claims
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -106,8 +108,8 @@ class Reaper:
             if owner is self:
                 self._roots[info.si_pid][0].wait()
                 self._exited(info.si_pid)
-            elif owner is not None:
-                break  # another host's root: its own reaper collects it
+            elif owner is not None or claims.claimed(info.si_pid):
+                break  # another host's root, or a spawn's child not yet reported: collected by its owner
             else:
                 try:
                     os.waitpid(info.si_pid, 0)

@@ -99,7 +99,7 @@ def _phases(host: Host, run: RunState):
     try:
         try:
             launch.prepare(host, run)
-            launched = launch.start(host, run)
+            launched = yield from launch.start(host, run)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except spawn.AttachError as exc:

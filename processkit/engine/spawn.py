@@ -1,7 +1,7 @@
 """Starting the root child: shell-free, byte-exact argv, joined to its container before exec.
 
 Two paths with the same observable behaviour; ``PROCESSKIT_SPAWN`` picks one as
-``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn`` in csrc/spawn.c) clones
+``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn_begin`` in csrc/spawn.c) clones
 the child straight into the run's cgroup v2 group and runs only C until execve: a process that
 moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
 a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
@@ -10,6 +10,12 @@ held at the fork (the allocator's) stays held in the child for ever. Popen's own
 replace it (none joins a cgroup, arms the death signal, clears the signal mask or lowers the
 open-file limit), so the runner keeps to one thread on that path: the native pump's hash thread,
 its only other one, is not started then (``pump.hash_on_a_thread``).
+
+``begin`` does not wait for the native child's exec (``Starting``): the child shares the
+runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
+the exec's outcome once its report pipe is readable (``launch.start``), carrying the others
+meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
+Failure either way, whenever it is known.
 
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
@@ -29,13 +35,7 @@ from .. import fdlimit, native
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
-
-
-# How long the native spawn waits for a child that has exec'd to exit before it returns (0: not
-# at all). ``bench`` sets it for its own process (``benchmark/driver.py``): a command shorter
-# than this runs with the CPU to itself, as a child of hyperfine's blocking ``wait4`` does,
-# instead of beside the runner's work after the spawn. ``run`` and the API never wait.
-LINGER_MS = [0]
+from .spawn_native import Pending, _exec_paths, native_spawn  # noqa: F401 - their names here too (the tests, bench)
 
 
 class AttachError(Exception):
@@ -122,7 +122,13 @@ def select_backend() -> str:
     return chosen
 
 
-def spawn(
+def spawn(argv, **keywords) -> Child:
+    """Start the child and wait for its exec (``begin``'s keywords); raises a spawn Failure
+    (101) or AttachError (102)."""
+    return begin(argv, **keywords).child()
+
+
+def begin(
     argv,
     *,
     env,
@@ -136,13 +142,17 @@ def spawn(
     inherit: tuple[int, int, int] | None = None,
     given: tuple[int | None, int | None, int | None] | None = None,
     merged: bool = False,
-) -> Child:
-    """Start the child; raises a spawn Failure (101) or AttachError (102).
+    linger_ms: int = 0,
+) -> Starting:
+    """Start the child, without waiting for its exec where the spawn is native (``Starting``);
+    raises a spawn Failure (101) or AttachError (102) for what fails before that.
 
     ``terminal`` is the slave of the child's pty (``--pty``): its stdio and controlling
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
+    ``linger_ms``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported, the
+    native spawn waits that long at most for the child's exit).
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
@@ -166,26 +176,86 @@ def spawn(
             from .child_ends import wire
 
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
-        start = _start_native if backend == "native" else _start_popen
-        return start(argv, env, cwd, container.child_joins(), child_ends, runner_ends, terminal is not None)
+        joins = container.child_joins()
+        if backend == "native":
+            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
+            if pending.fd is None:  # no child: its clone (or its report pipe) failed
+                _native_child(pending.result, runner_ends)
+            return Starting(runner_ends, (argv, cwd, container), pending=pending)
+        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, terminal is not None)
+        return Starting(runner_ends, (argv, cwd, container), started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
-        for fd in runner_ends:
-            if fd is not None:
-                os.close(fd)
-        if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
-            raise _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container) from None
-        if isinstance(exc, _Refused):
-            if exc.reason in _EXHAUSTED:  # the native child's own pipe or clone: the runner's limit
-                raise Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}")) from None
-            raise _failure(exc.step, exc.reason, argv, cwd, container) from None
-        if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
-            raise Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}")) from None
-        # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
-        step = "cwd" if cwd is not None and exc.filename == cwd else "start"
-        raise _failure(step, exc.strerror or str(exc), argv, cwd, container) from None
+        raise _refusal(exc, runner_ends, argv, cwd, container) from None
     finally:
-        for fd in set(child_ends):
+        for fd in set(child_ends):  # the child has its own copies from the clone on
             if fd >= 0:
+                os.close(fd)
+
+
+def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Exception:
+    """The Failure (or AttachError) for what refused the spawn; the runner's ends closed."""
+    for fd in runner_ends:
+        if fd is not None:
+            os.close(fd)
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
+        return _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container)
+    if isinstance(exc, _Refused):
+        if exc.reason in _EXHAUSTED:  # the native child's own pipe or clone: the runner's limit
+            return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
+        return _failure(exc.step, exc.reason, argv, cwd, container)
+    assert isinstance(exc, OSError), "begin catches these three"
+    if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
+        return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
+    # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
+    step = "cwd" if cwd is not None and exc.filename == cwd else "start"
+    return _failure(step, exc.strerror or str(exc), argv, cwd, container)
+
+
+class Starting:
+    """A child begun (``begin``): ``ready()`` once its exec's outcome is known (at once for
+    Popen's child, whose spawn waits for it), then ``child()``: the started Child, or the
+    spawn's failure raised. While a native one is not ready, its ``fd`` turns readable when it
+    is, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
+    will never be asked for (its run closed from outside)."""
+
+    __slots__ = ("_pending", "_started", "_runner_ends", "_named")
+
+    def __init__(self, runner_ends, named: tuple, pending: Pending | None = None, started: Child | None = None):
+        self._pending = pending
+        self._started = started
+        self._runner_ends = runner_ends
+        self._named = named  # (argv, cwd, container): what a failure names
+
+    @property
+    def fd(self) -> int | None:
+        return self._pending.fd if self._pending is not None else None
+
+    def ready(self) -> bool:
+        return self._pending is None or self._pending.ready()
+
+    def child(self) -> Child:
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            try:
+                self._started = _native_child(pending.wait(), self._runner_ends)
+            except _Refused as exc:
+                raise _refusal(exc, self._runner_ends, *self._named) from None
+        assert self._started is not None, "begin made a child or raised"
+        return self._started
+
+    def abandon(self) -> None:
+        """The child killed and collected, the runner's ends closed, whatever its exec did."""
+        try:
+            child = self.child()
+        except (Failure, AttachError):
+            return  # it never ran: collected, its ends closed
+        import signal
+
+        os.kill(child.pid, signal.SIGKILL)  # not yet collected: the pid is still its own
+        child.wait()
+        for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
+            if fd is not None:
                 os.close(fd)
 
 
@@ -218,26 +288,15 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
     return Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}")
 
 
-def _exec_paths(program: bytes, env) -> list[bytes]:
-    """Where to look for the program, as Popen does: a name with a slash as it is, else in each
-    directory of the child's PATH (``os.defpath`` without one). What ``os.get_exec_path`` does
-    for a str environment, without the ``warnings`` import it makes on every call.
-
-    A directory the PATH names again is tried once (PATHs often repeat entries): its first try
-    did not exec, and a second fails the same way. The last candidate stays last even when it
-    repeats one, since its error is the one reported when every candidate is missing."""
-    if os.path.dirname(program):
-        return [program]
-    search = env.get("PATH")
-    if search is None:
-        search = os.defpath
-    candidates = [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
-    return [*dict.fromkeys(candidates[:-1]), candidates[-1]]
-
-
 def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
+    """The native spawn, waited for (the tests' and bench/spawn_cost.py's)."""
+    pending = Pending(argv, env, cwd, joins, child_ends, own_terminal, 0)
+    return _native_child(pending.wait(), runner_ends)
+
+
+def _native_child(result, runner_ends) -> Child:
+    """The Child a finished ``pk_spawn_result`` reports, or its step's refusal raised."""
     lib = native.module().lib
-    result = native_spawn(argv, env, cwd, joins, child_ends, own_terminal)
     if result.stage != lib.PK_SPAWN_OK:
         step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
         raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
@@ -245,88 +304,6 @@ def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runn
     if result.start_ns:
         child.command_from_ns = result.start_ns + result.join_ns
     return child
-
-
-def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool):
-    """``pk_spawn`` with this request; its ``pk_spawn_result`` (pid, pidfd, stage, errno), which
-    the tests of the C child's steps read directly."""
-    built = native.module()
-    ffi, lib = built.ffi, built.lib
-    keep = []  # cdata the request points into: alive until pk_spawn returns
-    args, paths = _command(ffi, argv, env)
-    request = ffi.new("pk_spawn_request *")
-    request.paths = paths.array
-    request.path_count = paths.count
-    request.argv = args.array
-    envp = _environment(ffi, env)  # held here too: another thread may replace the kept one
-    request.envp = envp.array
-    request.cwd = ffi.NULL
-    if cwd is not None:
-        keep.append(ffi.new("char[]", os.fsencode(cwd)))
-        request.cwd = keep[-1]
-    request.stdio = child_ends
-    request.controlling_tty = int(own_terminal)
-    request.nofile_soft = fdlimit.child_soft_limit() or 0
-    request.linger_ms = LINGER_MS[0]
-    request.cgroup_fd = joins.cgroup_dir_fd
-    request.cgroup_procs_fd = joins.cgroup_procs_fd
-    keep.append(ffi.new("int[]", joins.procs_fds))
-    request.join_fds = keep[-1]
-    request.join_count = len(joins.procs_fds)
-    result = ffi.new("pk_spawn_result *")
-    lib.pk_spawn(request, result)
-    return result
-
-
-class _Strings:
-    """A NULL-ended ``char *[]`` (``array``) pointing into one NUL-separated copy of ``items``
-    (one allocation for the environment's few dozen strings, not one each). Nothing writes to
-    either once made, so spawns in several threads may pass the same one."""
-
-    __slots__ = ("array", "count", "_blob")
-
-    def __init__(self, ffi, items: list[bytes]):
-        self._blob = ffi.from_buffer(b"\0".join(items) + b"\0")
-        pointers, offset = [], 0
-        for item in items:
-            pointers.append(self._blob + offset)
-            offset += len(item) + 1
-        self.array = ffi.new("char *[]", pointers + [ffi.NULL])
-        self.count = len(items)
-
-
-# The last spawn's strings, kept for the next, which on a lodged host (a batch, a bench session)
-# most often passes the same ones: each is encoded again only when what it is made from
-# differs. One store each, so a thread sees the old entry or the new, never half of one.
-_COMMAND: list[tuple[tuple, _Strings, _Strings] | None] = [None]  # ((argv, PATH), argv, paths)
-# (env, its keys in order, envp, each item's encoding): a bench session's runs differ in one
-# variable (its iteration), so only what changed is encoded again.
-_ENVIRONMENT: list[tuple[dict, list, _Strings, dict] | None] = [None]
-
-
-def _command(ffi, argv, env) -> tuple[_Strings, _Strings]:
-    """The argv and the paths to exec (``_exec_paths``), which follow only the argv and PATH."""
-    key = (tuple(argv), env.get("PATH"))
-    kept = _COMMAND[0]
-    if kept is None or kept[0] != key:
-        args = [os.fsencode(arg) for arg in argv]
-        kept = _COMMAND[0] = (key, _Strings(ffi, args), _Strings(ffi, _exec_paths(args[0], env)))
-    return kept[1], kept[2]
-
-
-def _environment(ffi, env) -> _Strings:
-    """The envp: ``KEY=VALUE`` in the mapping's order (equal mappings may differ in order)."""
-    kept = _ENVIRONMENT[0]
-    if kept is not None and env == kept[0] and list(env) == kept[1]:
-        return kept[2]
-    known = kept[3] if kept is not None else {}
-    encoded = {}
-    for item in env.items():
-        entry = known.get(item)
-        encoded[item] = entry if entry is not None else os.fsencode(item[0]) + b"=" + os.fsencode(item[1])
-    entries = _Strings(ffi, list(encoded.values()))
-    _ENVIRONMENT[0] = (dict(env), list(env), entries, encoded)
-    return entries
 
 
 def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:

@@ -1,0 +1,164 @@
+"""The native spawn's request and its pending child (``pk_spawn_begin`` in csrc/spawn.c): the
+strings execve is handed, made once and kept, and the spawn between its clone and the exec's
+report.
+
+Why a pending spawn: the native child shares the runner's memory and the runner does not wait
+for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
+goes on with the others while one child execs; the exec's outcome is read once its report pipe
+is readable. Until then the child reads the request and every string it points to, and writes
+the result: ``Pending`` holds all of them, and its pid is claimed from the reaper's sweep of
+orphans (``claims``), which would otherwise collect a child that exits before its run
+watches it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import fdlimit, native
+from . import claims
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..containment import ChildJoins
+
+
+class Pending:
+    """``pk_spawn_begin``'s child until its exec is reported. ``result``: the ``pk_spawn_result``
+    (the pid and pidfd from the clone on; the stage and errno once finished, ``stage``
+    ``PK_SPAWN_CLONE`` at once when no child was made). ``fd``: readable once the outcome is
+    there (None when finished or never begun)."""
+
+    __slots__ = ("result", "fd", "_handle", "_held", "_pid")
+
+    def __init__(self, argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int):
+        built = native.module()
+        ffi, lib = built.ffi, built.lib
+        held: list = []  # cdata the request points into, and the request: the child reads them until its exec
+        args, paths = _command(ffi, argv, env)
+        envp = _environment(ffi, env)  # held here: the next spawn may replace the kept one
+        held += (args, paths, envp)
+        request = ffi.new("pk_spawn_request *")
+        held.append(request)
+        request.paths = paths.array
+        request.path_count = paths.count
+        request.argv = args.array
+        request.envp = envp.array
+        request.cwd = ffi.NULL
+        if cwd is not None:
+            held.append(ffi.new("char[]", os.fsencode(cwd)))
+            request.cwd = held[-1]
+        request.stdio = child_ends
+        request.controlling_tty = int(own_terminal)
+        request.nofile_soft = fdlimit.child_soft_limit() or 0
+        request.linger_ms = linger_ms
+        request.cgroup_fd = joins.cgroup_dir_fd
+        request.cgroup_procs_fd = joins.cgroup_procs_fd
+        held.append(ffi.new("int[]", joins.procs_fds))
+        request.join_fds = held[-1]
+        request.join_count = len(joins.procs_fds)
+        self.result = ffi.new("pk_spawn_result *")
+        handle = lib.pk_spawn_begin(request, self.result)
+        self._handle = handle if handle != ffi.NULL else None
+        self._held = held if self._handle is not None else None
+        self._pid = self.result.pid
+        self.fd = lib.pk_spawn_report_fd(handle) if self._handle is not None else None
+        if self._handle is not None:
+            claims.claim(self._pid)
+
+    def ready(self) -> bool:
+        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait)."""
+        if self._handle is not None and native.module().lib.pk_spawn_finish(self._handle, self.result, 0) == 0:
+            self._finished()
+        return self._handle is None
+
+    def wait(self):
+        """The ``pk_spawn_result`` once the exec's outcome is known (waited for here)."""
+        if self._handle is not None:
+            native.module().lib.pk_spawn_finish(self._handle, self.result, 1)
+            self._finished()
+        return self.result
+
+    def _finished(self) -> None:
+        self._handle = self.fd = None
+        self._held = None
+        claims.unclaim(self._pid)
+
+    def __del__(self) -> None:
+        # Dropped unfinished (a bug): the child may still read what is held, so wait for it.
+        if self._handle is not None:
+            self.wait()
+
+
+def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int = 0):
+    """``pk_spawn`` with this request, waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
+    errno), which the tests of the C child's steps read directly."""
+    return Pending(argv, env, cwd, joins, child_ends, own_terminal, linger_ms).wait()
+
+
+def _exec_paths(program: bytes, env) -> list[bytes]:
+    """Where to look for the program, as Popen does: a name with a slash as it is, else in each
+    directory of the child's PATH (``os.defpath`` without one). What ``os.get_exec_path`` does
+    for a str environment, without the ``warnings`` import it makes on every call.
+
+    A directory the PATH names again is tried once (PATHs often repeat entries): its first try
+    did not exec, and a second fails the same way. The last candidate stays last even when it
+    repeats one, since its error is the one reported when every candidate is missing."""
+    if os.path.dirname(program):
+        return [program]
+    search = env.get("PATH")
+    if search is None:
+        search = os.defpath
+    candidates = [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
+    return [*dict.fromkeys(candidates[:-1]), candidates[-1]]
+
+
+class _Strings:
+    """A NULL-ended ``char *[]`` (``array``) pointing into one NUL-separated copy of ``items``
+    (one allocation for the environment's few dozen strings, not one each). Nothing writes to
+    either once made, so spawns in several threads may pass the same one."""
+
+    __slots__ = ("array", "count", "_blob")
+
+    def __init__(self, ffi, items: list[bytes]):
+        self._blob = ffi.from_buffer(b"\0".join(items) + b"\0")
+        pointers, offset = [], 0
+        for item in items:
+            pointers.append(self._blob + offset)
+            offset += len(item) + 1
+        self.array = ffi.new("char *[]", pointers + [ffi.NULL])
+        self.count = len(items)
+
+
+# The last spawn's strings, kept for the next, which on a lodged host (a batch, a bench session)
+# most often passes the same ones: each is encoded again only when what it is made from
+# differs. One store each, so a thread sees the old entry or the new, never half of one.
+_COMMAND: list[tuple[tuple, _Strings, _Strings] | None] = [None]  # ((argv, PATH), argv, paths)
+# (env, its keys in order, envp, each item's encoding): a bench session's runs differ in one
+# variable (its iteration), so only what changed is encoded again.
+_ENVIRONMENT: list[tuple[dict, list, _Strings, dict] | None] = [None]
+
+
+def _command(ffi, argv, env) -> tuple[_Strings, _Strings]:
+    """The argv and the paths to exec (``_exec_paths``), which follow only the argv and PATH."""
+    key = (tuple(argv), env.get("PATH"))
+    kept = _COMMAND[0]
+    if kept is None or kept[0] != key:
+        args = [os.fsencode(arg) for arg in argv]
+        kept = _COMMAND[0] = (key, _Strings(ffi, args), _Strings(ffi, _exec_paths(args[0], env)))
+    return kept[1], kept[2]
+
+
+def _environment(ffi, env) -> _Strings:
+    """The envp: ``KEY=VALUE`` in the mapping's order (equal mappings may differ in order)."""
+    kept = _ENVIRONMENT[0]
+    if kept is not None and env == kept[0] and list(env) == kept[1]:
+        return kept[2]
+    known = kept[3] if kept is not None else {}
+    encoded = {}
+    for item in env.items():
+        entry = known.get(item)
+        encoded[item] = entry if entry is not None else os.fsencode(item[0]) + b"=" + os.fsencode(item[1])
+    entries = _Strings(ffi, list(encoded.values()))
+    _ENVIRONMENT[0] = (dict(env), list(env), entries, encoded)
+    return entries
