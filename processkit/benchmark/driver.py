@@ -331,29 +331,26 @@ class Engine:
 
 
 def _after_spawn(steps, host: Host, then: Callable[[], None]):
-    """``steps`` as the host carries them, with ``then`` called at their first wait if the run's
-    child exists by then (a run's steps spawn before they first wait; one that never waits, or
-    whose spawn failed, calls nothing)."""
-    try:
-        wait = steps.send(None)
-    except StopIteration as stop:
-        return stop.value
-    if host.runs and all(run.root_pid is not None for run in host.runs):
-        then()
+    """``steps`` as the host carries them, with ``then`` called once, at the first wait by which
+    the run's child exists (the spawn reports the child's exec at a wait of its own, so that is
+    not always the first; a run whose spawn failed calls nothing)."""
+    called, thrown = False, None
     while True:
+        try:
+            wait = steps.send(None) if thrown is None else steps.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        thrown = None
+        if not called and host.runs and all(run.root_pid is not None for run in host.runs):
+            called = True
+            then()
         try:
             yield wait
         except GeneratorExit:
             steps.close()
             raise
         except BaseException as exc:  # noqa: BLE001 - thrown into the run's wait: the run's to handle
-            try:
-                wait = steps.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-            continue
-        break
-    return (yield from steps)
+            thrown = exc
 
 
 def _measured(outcome) -> Measured:
