@@ -150,6 +150,7 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
         )
+        containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
         yield from _exec_reported(host, run, starting)
         child = starting.child()
     except (Failure, spawn.AttachError) as problem:
@@ -191,7 +192,6 @@ def start(host: Host, run: RunState):
         _tell_launcher(run.context.ready_fd, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
-    containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
     return launched
 
 
@@ -201,9 +201,11 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     may carry others (the API's service, a batch), even those that come later, it yields until
     the report pipe is readable, and the host carries them meanwhile: the exec of a large
     program, or of one on a slow file system, holds up no other run. A run closed from outside
-    meanwhile ends its child (``Starting.abandon``)."""
+    meanwhile ends its child (``Starting.abandon``). A run that lingers (``bench``'s: its host
+    carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
+    the spawn too."""
     fd = starting.fd
-    if fd is None or host.alone or starting.ready():
+    if fd is None or host.alone or run.context.linger_ms or starting.ready():
         return
     seen: list[bool] = []
     run.loop.add_reader(fd, lambda: seen.append(True))
