@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, read_events, start_cli, wait_for_file
+from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_file
 from streams import one, python_child, require_mechanism, run_checked
 
 ATTACH_PREFIX = "cannot join the child to the process_group container"
@@ -235,7 +235,7 @@ def test_a_failed_cgroup_join_is_a_container_error(tmp_path, spawn_backend, monk
 
 
 def test_a_sigkilled_runner_takes_the_child_with_it(tmp_path, spawn_backend, monkeypatch):
-    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")  # no cgroup left behind
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")  # no v2 group; v1 caps/accounting may be made
     jsonl, pid_file = tmp_path / "run.jsonl", tmp_path / "child.pid"
     hold = (
         f"import os, time; open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid())); "
@@ -255,3 +255,4 @@ def test_a_sigkilled_runner_takes_the_child_with_it(tmp_path, spawn_backend, mon
         if pid_alive(child):
             os.kill(child, signal.SIGKILL)
     assert "runner_exit" not in [e["event"] for e in read_events(jsonl)]
+    assert run_cli("prune").returncode == 0  # the SIGKILLed runner's groups (v1 accounting) swept now

@@ -109,3 +109,29 @@ def test_an_exec_that_fails_after_a_wait_is_reported_exactly(tmp_path):
     assert isinstance(error, OSError) and error.errno == 8, outcome  # ENOEXEC
     assert error.filename == str(program)
     assert "Exec format error" in str(error)
+
+
+def test_a_child_abandoned_in_its_exec_is_killed_without_waiting_for_the_exec(tmp_path):
+    """A run closed while its child is held in its execve (a lease, a hung mount) ends the child
+    at once: the host is not held until the exec ends (the lease here lasts until released, up
+    to the kernel's lease-break time, 45 s by default)."""
+    from processkit.containment.base import ChildJoins
+    from processkit.engine import spawn_native
+    from processkit.engine.spawn import Starting
+
+    program = tmp_path / "held-true"
+    shutil.copy("/bin/true", program)
+    os.chmod(program, 0o755)
+    held = HeldExec(program)
+    try:
+        pending = spawn_native.Pending(
+            [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0
+        )
+        held.wait_for_the_exec()
+        starting = Starting((None, None, None), ([str(program)], None, None), pending=pending)
+        thread, outcome = _in_thread(lambda: starting.abandon())
+        thread.join(10)
+        assert not thread.is_alive(), "abandon waited for the held exec"
+        assert "error" not in outcome, outcome
+    finally:
+        held.release()

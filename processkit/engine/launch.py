@@ -150,8 +150,14 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
         )
-        containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
-        yield from _exec_reported(host, run, starting)
+        try:
+            containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
+            yield from _exec_reported(host, run, starting)
+        except GeneratorExit:
+            raise  # _exec_reported abandoned the child
+        except BaseException:
+            starting.abandon()  # a bug or an interrupt before the child is the run's: it goes with it
+            raise
         child = starting.child()
     except (Failure, spawn.AttachError) as problem:
         if live is not None:  # no child, nothing captured: no live record left behind

@@ -245,14 +245,23 @@ class Starting:
         return self._started
 
     def abandon(self) -> None:
-        """The child killed and collected, the runner's ends closed, whatever its exec did."""
+        """The child killed and collected, the runner's ends closed, whatever its exec did: killed
+        first (a child held in its execve would hold the host until its exec ended otherwise),
+        then its process group too, which it made before its exec (the program may have forked
+        before its run was told it started; no group is adopted yet)."""
+        if self._pending is not None:
+            self._pending.kill()
         try:
             child = self.child()
         except (Failure, AttachError):
             return  # it never ran: collected, its ends closed
-        import signal
+        from .. import signum
 
-        os.kill(child.pid, signal.SIGKILL)  # not yet collected: the pid is still its own
+        try:
+            os.killpg(child.pid, signum.SIGKILL)  # unreaped: a group of this id is the child's own
+        except OSError:
+            pass  # killed before it made its group
+        os.kill(child.pid, signum.SIGKILL)  # not yet collected: the pid is still its own
         child.wait()
         for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
             if fd is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from .. import fdlimit, native
+from .. import fdlimit, native, signum
 from . import claims
 
 TYPE_CHECKING = False
@@ -32,6 +32,7 @@ class Pending:
     __slots__ = ("result", "fd", "_handle", "_held", "_pid")
 
     def __init__(self, argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int):
+        self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
         ffi, lib = built.ffi, built.lib
         held: list = []  # cdata the request points into, and the request: the child reads them until its exec
@@ -67,17 +68,32 @@ class Pending:
             claims.claim(self._pid)
 
     def ready(self) -> bool:
-        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait)."""
-        if self._handle is not None and native.module().lib.pk_spawn_finish(self._handle, self.result, 0) == 0:
+        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait).
+        The handle is taken out while the C side may free it: an exception landing between
+        its return and this method's next step leaks it at worst, never finishes it twice."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return True
+        if native.module().lib.pk_spawn_finish(handle, self.result, 0) == 0:
             self._finished()
-        return self._handle is None
+            return True
+        self._handle = handle
+        return False
 
     def wait(self):
         """The ``pk_spawn_result`` once the exec's outcome is known (waited for here)."""
-        if self._handle is not None:
-            native.module().lib.pk_spawn_finish(self._handle, self.result, 1)
+        handle, self._handle = self._handle, None  # as in ready: never finished twice
+        if handle is not None:
+            native.module().lib.pk_spawn_finish(handle, self.result, 1)
             self._finished()
         return self.result
+
+    def kill(self) -> None:
+        """SIGKILL to a child whose exec is not reported yet: its pid is claimed and unreaped, so
+        still its own. Its exit ends the report (a child held in its execve by a lease or a hung
+        mount is ended too), so a ``wait`` after it never waits long."""
+        if self._handle is not None:
+            os.kill(self._pid, signum.SIGKILL)
 
     def _finished(self) -> None:
         self._handle = self.fd = None
