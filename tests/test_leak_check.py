@@ -22,7 +22,12 @@ from test_groups_left import COVER, UNSHARE, _usable
 INNER = r"""
 import json, os, subprocess
 
-ENTER = 'mount -t tmpfs t /tmp && mount -t tmpfs t /dev/shm && mkdir /tmp/cover && exec "$@"'
+# A checkout under /tmp (a fresh clone's CI) is bound back in from /mnt, where /tmp was kept.
+ENTER = (
+    'mount --bind /tmp /mnt && mount -t tmpfs t /tmp && mount -t tmpfs t /dev/shm && '
+    'if [ -n "$LEAK_KEEP" ]; then mkdir -p "$LEAK_KEEP" && mount --bind "/mnt${LEAK_KEEP#/tmp}" "$LEAK_KEEP"; fi && '
+    'mkdir /tmp/cover && exec "$@"'
+)
 
 
 def test_leaves_a_group():
@@ -35,7 +40,12 @@ def test_leaves_a_group():
 """
 
 
-@pytest.mark.skipif(not _usable(), reason="needs root, unshare, mount and a writable cgroup v1 pids hierarchy")
+CHECKOUT = str(Path(__file__).resolve().parent.parent)  # the CLI's sources, for an editable install
+
+
+@pytest.mark.skipif(
+    not _usable() or not os.path.isdir("/mnt"), reason="needs root, unshare, mount, /mnt and a writable cgroup v1 pids"
+)
 def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_path):
     (tmp_path / "test_inner.py").write_text(INNER)
     env = {
@@ -46,6 +56,7 @@ def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_pa
         "LEAK_CLI": json.dumps(cli_command()),
         "LEAK_COVER": COVER,
         "LEAK_PID_FILE": str(tmp_path / "pid"),
+        "LEAK_KEEP": CHECKOUT if CHECKOUT.startswith("/tmp/") else "",
     }
     env.pop("PROCESSKIT_TEST_LEAK_CHECK", None)
     inner = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "leak_check", "test_inner.py"]
