@@ -153,10 +153,8 @@ def start(host: Host, run: RunState):
         try:
             containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
             yield from _exec_reported(host, run, starting)
-        except GeneratorExit:
-            raise  # _exec_reported abandoned the child
-        except BaseException:
-            starting.abandon()  # a bug or an interrupt before the child is the run's: it goes with it
+        except BaseException:  # closed from outside, a bug, an interrupt: the child goes with the run
+            starting.abandon()
             raise
         child = starting.child()
     except (Failure, spawn.AttachError) as problem:
@@ -206,8 +204,8 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     (the CLI's ``run``) the run waits in the spawn itself (no loop turn to pay for); on one that
     may carry others (the API's service, a batch), even those that come later, it yields until
     the report pipe is readable, and the host carries them meanwhile: the exec of a large
-    program, or of one on a slow file system, holds up no other run. A run closed from outside
-    meanwhile ends its child (``Starting.abandon``). A run that lingers (``bench``'s: its host
+    program, or of one on a slow file system, holds up no other run (``start`` abandons the
+    child if the run is closed meanwhile). A run that lingers (``bench``'s: its host
     carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
     the spawn too."""
     fd = starting.fd
@@ -216,13 +214,9 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     seen: list[bool] = []
     run.loop.add_reader(fd, lambda: seen.append(True))
     try:
-        try:
-            yield from wait_until(lambda: bool(seen))
-        finally:
-            run.loop.remove_reader(fd)  # before the spawn's finish closes it
-    except GeneratorExit:
-        starting.abandon()
-        raise
+        yield from wait_until(lambda: bool(seen))
+    finally:
+        run.loop.remove_reader(fd)  # before the spawn's finish closes it
 
 
 def connect(run: RunState, launched: Launched) -> None:
