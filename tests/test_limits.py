@@ -149,13 +149,15 @@ def test_process_cap_bounds_a_fork_loop(tmp_path):
 
 
 @needs("cpu")
-def test_cpu_quota_holds_a_busy_loop_to_half_a_core(tmp_path):
-    """The quota is a ceiling: the loop is throttled and gets at most about half a core. How
-    much less it gets depends on what else the machine runs, so only the ceiling is held."""
+def test_cpu_quota_holds_a_busy_loop_under_a_twentieth_of_a_core(tmp_path):
+    """The quota is a ceiling: the loop is throttled and gets at most about its quota. The quota is
+    small so that the loop reaches it (and is throttled) even on a machine busy enough to give it
+    a seventh of a core (a CI host running other work: half a core was not reached under load 14);
+    the ceiling allows the kernel's overrun of a tick a period."""
     jsonl = tmp_path / "events.jsonl"
     busy = "while True: pass"
     result = run_cli(
-        "run", "--jsonl", jsonl, "--cpu-quota", "0.5", "--timeout", "2s", "--", PY, "-c", busy, timeout=RUN_TIMEOUT
+        "run", "--jsonl", jsonl, "--cpu-quota", "0.05", "--timeout", "2s", "--", PY, "-c", busy, timeout=RUN_TIMEOUT
     )
     assert result.returncode == 106, result.stderr
     events = events_of(jsonl)
@@ -163,7 +165,7 @@ def test_cpu_quota_holds_a_busy_loop_to_half_a_core(tmp_path):
     cpu_ms = events["resource_summary"]["total_cpu_ms"]
     assert cpu_ms is not None
     cores = cpu_ms / 2000
-    assert 0 < cores <= 0.7, f"{cpu_ms} ms of CPU in 2 s"
+    assert 0 < cores <= 0.15, f"{cpu_ms} ms of CPU in 2 s"
 
 
 # -- accounting ------------------------------------------------------------------------------
