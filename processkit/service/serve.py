@@ -51,6 +51,7 @@ from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
+from ..containment import restart_idle
 from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
@@ -92,6 +93,10 @@ class Service:
         base = batch_base()
         self.scratch = scratch.make(base)
         self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
+        # Its open-file limit, read once (raised already by ``main``); a share of it is left for
+        # its pool's idle groups' files, before the pool is made by the first run.
+        self.soft_limit = fdlimit.soft_limit()
+        fdlimit.leave_room_for_idle_groups(self.soft_limit)
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -194,7 +199,8 @@ class Service:
         while self.queue:
             request = self.queue.popleft()
             if request.stopped is None:
-                problem = fdlimit.no_room_for_a_run(len(self.group.carried) - 1)  # the idle wait is no run
+                in_flight = len(self.group.carried) - 1  # the idle wait is no run
+                problem = fdlimit.no_room_for_a_run(in_flight, self.soft_limit)
                 if problem is not None:
                     self._answer(request, failed(Failure(Kind.SETUP, problem)))
                     continue
@@ -265,6 +271,10 @@ class Service:
             self.carrying.pop(request.steps, None)
             self.requests.pop(request.rid, None)
             request.close()
+        # The groups this run gave back checked and started again now, while its caller reads
+        # the reply, instead of on the next call's way to its spawn.
+        lodging = self.host.lodging
+        restart_idle(lodging.home if lodging is not None else None)
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
