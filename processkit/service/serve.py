@@ -29,7 +29,11 @@ Facts about a service that must end with its caller:
 - Descriptors: the service raises its soft open-file limit to the hard one (its children get
   the caller's back) and admits a run only when its descriptors fit beside those open
   (``fdlimit.no_room_for_a_run``): a call that does not fit fails alone with a one-line error
-  naming the limit.
+  naming the limit. A share of the limit is left for its pool's idle groups' files
+  (``fdlimit.leave_room_for_idle_groups``), so a call reopens none of them.
+- Between calls: once a call's reply is sent, the groups its run gave back are checked and
+  started again (``containment.restart_idle``) while its caller reads the reply; the next
+  call's take only looks that each is still empty.
 """
 
 from __future__ import annotations
