@@ -276,9 +276,14 @@ class Service:
             self.requests.pop(request.rid, None)
             request.close()
         # The groups this run gave back checked and started again now, while its caller reads
-        # the reply, instead of on the next call's way to its spawn.
+        # the reply, instead of on the next call's way to its spawn. Best effort, as at the
+        # spawn: whatever fails here is checked again when the next call takes the group, and
+        # no fault of it may end the service (a ``finished`` that raises is the host's failure).
         lodging = self.host.lodging
-        restart_idle(lodging.home if lodging is not None else None)
+        try:
+            restart_idle(lodging.home if lodging is not None else None)
+        except Exception:  # noqa: BLE001 - see above
+            pass
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
