@@ -69,13 +69,15 @@ print(json.dumps({"groups": len(found), "usage": usage, "after": after.returncod
 
 
 @needs_v1
-def test_idle_memory_groups_keep_their_files_in_the_service():
+def test_idle_memory_groups_keep_their_files_in_the_service(tmp_path):
     """Two runs at once make two memory groups; once both have ended, each of them has its files
     held open by the service (the pool's room), not only the one started again ahead."""
     script = r"""
 import json, sys, processkit
-parent = sys.argv[1]
-handles = [processkit.start(["sleep", "0.2"]) for _ in range(2)]
+parent, gate = sys.argv[1], sys.argv[2]
+wait = f"while [ ! -e {gate} ]; do sleep 0.01; done"  # both runs in flight until the gate is made
+handles = [processkit.start(["sh", "-c", wait]) for _ in range(2)]
+open(gate, "w").close()
 pid = handles[0].runner_pid
 codes = [h.wait() for h in handles]
 processkit.run(["true"])  # a call after both: the service is between calls again
@@ -91,7 +93,7 @@ for fd in os.listdir(f"/proc/{pid}/fd"):
             held[group] = held.get(group, 0) + 1
 print(json.dumps({"codes": codes, "groups": len(found), "held": sorted(held.values()), "holding": len(held)}))
 """
-    found = _caller(script, V1["memory"])
+    found = _caller(script, V1["memory"], str(tmp_path / "gate"))
     assert found["codes"] == [0, 0]
     assert found["groups"] >= 2, found
     assert found["holding"] == found["groups"], found
