@@ -5,7 +5,8 @@ Three figures, each measured side by side with ``subprocess.run`` in this one ru
 - sequential: ``subprocess.run(["true"])`` and ``processkit.run(["true"])`` called in alternating
   pairs, then the same for ``["echo", "x"]`` with ``capture_output=True`` (load from elsewhere hits both alike); medians, p90, and the median of the per-pair
   ratio. CPU times: this process's own per call (``RUSAGE_SELF``) and the runner service's
-  (read from its ``/proc/<pid>/stat``), which load from elsewhere hardly moves.
+  (read from its ``/proc/<pid>/stat``), which load from elsewhere hardly moves; and how often
+  the calling thread slept per call (its voluntary context switches, ``RUSAGE_THREAD``).
 - threads: 8 threads calling ``processkit.run(["true"])`` (then ``subprocess.run``) for
   ``--calls`` calls each round between them (3200: 400 a thread), alternating, ``--rounds`` rounds; the median calls per second.
 - a SIGKILLed caller: a caller with runs in flight (a capture, an ``input=``, a live stream) is
@@ -86,15 +87,18 @@ def pair(n: int, label: str, ways: dict, services: dict | None = None) -> None:
         services = {name: service.connection().pid for name in ways if name.startswith("processkit")}
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
+    sleeps: dict[str, int] = dict.fromkeys(ways, 0)  # the calling thread's voluntary context switches
     served = {name: [0.0, 0.0] for name in services}
     for index in range(n):
         order = list(ways) if index % 2 == 0 else list(reversed(ways))  # alternate who goes first
         for name in order:
             pid = services.get(name)
             cpu, before_service = own_cpu(), service_cpu(pid) if pid else (0.0, 0.0)
+            slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
             started = time.perf_counter()
             ways[name]()
             walls[name].append(time.perf_counter() - started)
+            sleeps[name] += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - slept
             own[name] += own_cpu() - cpu
             if pid:
                 after_service = service_cpu(pid)
@@ -106,7 +110,7 @@ def pair(n: int, label: str, ways: dict, services: dict | None = None) -> None:
         ordered = sorted(values)
         print(
             f"  {name:50s} median {statistics.median(values) * 1000:6.2f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms;"
-            f" CPU per call: caller {own[name] / n * 1000:5.2f} ms"
+            f" CPU per call: caller {own[name] / n * 1000:5.2f} ms (sleeps {sleeps[name] / n:.2f})"
             + (
                 f", service {served[name][0] / n * 1000:5.2f} ms, its child {served[name][1] / n * 1000:5.2f} ms"
                 if name in served

@@ -34,6 +34,9 @@ SERVICE_KEPT = 16
 # its lodging's, the pool's parents): below a limit this far above its runs' share, the
 # descriptors open now are counted before each run; above it they cannot reach the limit.
 SURELY_KEPT = 512
+# The most a service's pool may keep open for its idle groups (``leave_room_for_idle_groups``):
+# past what one keeps at its bound (containment/pool.py: 64 idle groups a parent, 10 files each).
+IDLE_MOST = 1024
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
@@ -81,13 +84,24 @@ def _open_now() -> int:
         return 0
 
 
-def no_room_for_a_run(in_flight: int) -> str | None:
+def leave_room_for_idle_groups(soft: int | None) -> None:
+    """A process that admits its runs one at a time against its limit ``soft`` (the API's runner
+    service, ``no_room_for_a_run``) leaves a quarter of what it does not surely keep, at most
+    ``IDLE_MOST``, for its pool's idle groups' files (``spare_descriptors``): a group started
+    again is then a few ``pread``s, not a dozen ``open``s and ``close``s a run. The admission
+    counts that room as kept, so it holds beside the runs in flight as before."""
+    room = (1 << 20) if soft is None else (soft - SURELY_KEPT) // 4
+    _spare[:] = [max(0, min(room, IDLE_MOST))]
+
+
+def no_room_for_a_run(in_flight: int, soft: int | None) -> str | None:
     """Why one more run does not fit beside what this process holds open now (its ``in_flight``
-    runs' descriptors among them), in one line naming the limit; None when it fits. The runner
-    service asks before each run: a call that does not fit fails alone, never the program it
-    names (``EMFILE`` at its spawn) nor every run in flight."""
-    soft = soft_limit()
-    if soft is None or soft >= (in_flight + 1) * DESCRIPTORS_PER_JOB * 2 + SURELY_KEPT:
+    runs' descriptors among them, and the room its pool may keep, ``spare_descriptors``), in
+    one line naming the limit ``soft`` (``soft_limit``, read once by the service: a process's
+    own limit moves only when it sets it); None when it fits. The runner service asks before
+    each run: a call that does not fit fails alone, never the program it names (``EMFILE`` at
+    its spawn) nor every run in flight."""
+    if soft is None or soft >= (in_flight + 1) * DESCRIPTORS_PER_JOB * 2 + SURELY_KEPT + spare_descriptors():
         return None  # far from the limit: not worth listing what is open (most calls, once raised)
     open_now = _open_now()
     if soft - open_now - SERVICE_KEPT >= DESCRIPTORS_PER_JOB:

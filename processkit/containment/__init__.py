@@ -40,6 +40,7 @@ __all__ = [
     "Usage",
     "create",
     "restart_ahead",
+    "restart_idle",
 ]
 
 
@@ -79,6 +80,24 @@ def restart_ahead(rundir: RunDir | None) -> None:
     """A lodged host's idle groups started again for its next run (``pool.Pool.restart_ahead``),
     best effort: what fails here is tried again, or made fresh, when the next run takes it."""
     lender = _lender(rundir)
+    if lender is not None:
+        try:
+            lender.restart_ahead()
+        except OSError:
+            pass
+
+
+def restart_idle(home: RunDir | None) -> None:
+    """``restart_ahead`` for a lodged host between two runs, given its directory (the API's
+    service, once it has replied to a call: the groups that call's run gave back are checked
+    and started again while its caller reads the reply, not when the next call takes them,
+    whose ``take`` then only looks that each is still empty). Nothing is made for a host whose
+    runs took no group."""
+    if home is None:
+        return
+    import processkit.containment.pool as pool
+
+    lender = pool.held_by(home)
     if lender is not None:
         try:
             lender.restart_ahead()

@@ -43,6 +43,12 @@ def of(rundir: RunDir | None) -> Pool | None:
     return pool
 
 
+def held_by(home: RunDir) -> Pool | None:
+    """The pool a lodged host's directory holds, once a run of it has taken a group; else None."""
+    pool = home.holds.get(HELD)
+    return pool if isinstance(pool, Pool) else None
+
+
 class Pool:
     """A lodged host's idle groups, by parent directory. ``idle_file_room``: how many files its
     idle memory groups may keep open (``fdlimit.spare_descriptors``; none by default)."""

@@ -48,6 +48,10 @@ SPARE_MOST = 4
 # UTF-8 has these bytes, so a pickle without them holds no str the JSON route would render
 # differently (a false match, in a number's bytes, only sends that run the JSON route).
 SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+# This process's pid, which every reply and memfd name carries (a system call each time
+# otherwise: the C library keeps none). Read once: the processes that serve requests (the
+# service, started by exec) never fork but to exec (a spawn's child).
+_PID = (os.getpid(),)
 
 
 class Request:
@@ -183,7 +187,7 @@ class Request:
                 raise Failure(
                     Kind.SETUP, f"cannot hold the {len(content)}-byte input for the run: {exc.strerror or exc}"
                 ) from None
-        return f"/proc/{os.getpid()}/fd/{fd}"
+        return f"/proc/{_PID[0]}/fd/{fd}"
 
     def report(self, outcome, scratch_dir: str) -> dict:
         """The reply's fields from ``outcome`` and the files the run wrote where ``context``
@@ -195,7 +199,7 @@ class Request:
             # its values in ``Usage``'s order: pickled as a tuple, not as a record of slots (half
             # the reply's bytes, and most of the time pickling and reading it took)
             "usage": None if outcome.usage is None else outcome.usage._values(),
-            "pid": os.getpid(),
+            "pid": _PID[0],
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
@@ -324,7 +328,7 @@ def spec_of(sent, last):
 def cancelled(source: str) -> dict:
     """The reply for a run stopped before it began: nothing was made, so nothing is released."""
     failure = ("cancelled", f"run cancelled by {source} before its child was started", False)
-    return {"code": 107, "failure": failure, "pid": os.getpid()}
+    return {"code": 107, "failure": failure, "pid": _PID[0]}
 
 
 def failed(failure: Failure) -> dict:
@@ -332,5 +336,5 @@ def failed(failure: Failure) -> dict:
     return {
         "code": failure.code,
         "failure": (failure.kind.label, failure.message, failure.kind.retryable),
-        "pid": os.getpid(),
+        "pid": _PID[0],
     }

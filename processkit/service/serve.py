@@ -29,7 +29,11 @@ Facts about a service that must end with its caller:
 - Descriptors: the service raises its soft open-file limit to the hard one (its children get
   the caller's back) and admits a run only when its descriptors fit beside those open
   (``fdlimit.no_room_for_a_run``): a call that does not fit fails alone with a one-line error
-  naming the limit.
+  naming the limit. A share of the limit is left for its pool's idle groups' files
+  (``fdlimit.leave_room_for_idle_groups``), so a call reopens none of them.
+- Between calls: once a call's reply is sent, the groups its run gave back are checked and
+  started again (``containment.restart_idle``) while its caller reads the reply; the next
+  call's take only looks that each is still empty.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
+from ..containment import restart_idle
 from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
@@ -92,6 +97,10 @@ class Service:
         base = batch_base()
         self.scratch = scratch.make(base)
         self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
+        # Its open-file limit, read once (raised already by ``main``); a share of it is left for
+        # its pool's idle groups' files, before the pool is made by the first run.
+        self.soft_limit = fdlimit.soft_limit()
+        fdlimit.leave_room_for_idle_groups(self.soft_limit)
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -194,7 +203,8 @@ class Service:
         while self.queue:
             request = self.queue.popleft()
             if request.stopped is None:
-                problem = fdlimit.no_room_for_a_run(len(self.group.carried) - 1)  # the idle wait is no run
+                in_flight = len(self.group.carried) - 1  # the idle wait is no run
+                problem = fdlimit.no_room_for_a_run(in_flight, self.soft_limit)
                 if problem is not None:
                     self._answer(request, failed(Failure(Kind.SETUP, problem)))
                     continue
@@ -265,6 +275,15 @@ class Service:
             self.carrying.pop(request.steps, None)
             self.requests.pop(request.rid, None)
             request.close()
+        # The groups this run gave back checked and started again now, while its caller reads
+        # the reply, instead of on the next call's way to its spawn. Best effort, as at the
+        # spawn: whatever fails here is checked again when the next call takes the group, and
+        # no fault of it may end the service (a ``finished`` that raises is the host's failure).
+        lodging = self.host.lodging
+        try:
+            restart_idle(lodging.home if lodging is not None else None)
+        except Exception:  # noqa: BLE001 - see above
+            pass
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
