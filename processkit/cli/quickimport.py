@@ -339,8 +339,9 @@ def _made(name: str, root: str):
     spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source, is_package=package)
     spec.has_location = True
     spec.cached = cached
-    spec._initializing = True  # as the import system's while the module runs, False after: an
-    # import of a loaded module asks (a spec without it costs an AttributeError formatted and dropped)
+    # As the import system's while the module runs, False after: an import of a loaded module asks
+    # (a spec without it costs each such import an AttributeError formatted and dropped).
+    spec._initializing = True  # type: ignore[attr-defined] # the import system's own mark, untyped
     module = type(sys)(name)
     attributes = vars(module)
     attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
