@@ -1,7 +1,8 @@
 """Time two shell-free commands side by side, alternating A B A B, and report medians and ratios.
 
-Each run is measured from outside as a whole process: wall time, and the CPU time and peak RSS
-the kernel accounts to it and its waited-for descendants (``os.wait4``). Alternating the two
+Each run is measured from outside as a whole process: wall time, and the CPU time, page faults
+(minor and major: the memory it touched, a count far steadier than time on a busy machine) and
+peak RSS the kernel accounts to it and its waited-for descendants (``os.wait4``). Alternating the two
 commands and taking the ratio pair by pair keeps a comparison honest on a noisy shared machine.
 Peak RSS never reads below this script's own RSS: a child's ``ru_maxrss`` starts at its parent's
 when it is spawned (exec carries the high-water mark over); throughput.py measures through a
@@ -37,6 +38,7 @@ def measure(argv: list[str], idle_stdin: bool = False) -> dict:
     return {
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime,
+        "faults": usage.ru_minflt + usage.ru_majflt,
         "rss_mib": usage.ru_maxrss / 1024,
         "code": proc.returncode,
     }
@@ -44,9 +46,12 @@ def measure(argv: list[str], idle_stdin: bool = False) -> dict:
 
 def summarize(name: str, runs: list[dict]) -> str:
     parts = []
-    for key in ("wall", "cpu", "rss_mib"):
+    for key in ("wall", "cpu", "faults", "rss_mib"):
         values = [r[key] for r in runs]
-        parts.append(f"{key} median {statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})")
+        digits = 0 if key == "faults" else 4
+        parts.append(
+            f"{key} median {statistics.median(values):.{digits}f} (min {min(values):.{digits}f}, max {max(values):.{digits}f})"
+        )
     codes = sorted({r["code"] for r in runs})
     return f"{name}: " + "; ".join(parts) + f"; exit codes {codes}"
 
@@ -70,7 +75,7 @@ def main() -> None:
     print(summarize("A", results[0]))
     if args.b:
         print(summarize("B", results[1]))
-        for key in ("wall", "cpu"):
+        for key in ("wall", "cpu", "faults"):
             ratios = [a[key] / b[key] for a, b in zip(*results) if b[key] > 0]
             if ratios:
                 print(

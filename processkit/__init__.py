@@ -3,10 +3,11 @@
 ``processkit.run``, ``start``, ``attach``, ``runs`` and the result types live in
 ``processkit.api`` and are loaded on first use (``batch`` in ``processkit.batching``, ``bench`` in
 ``processkit.api.bench``): the CLI imports this package on every run and
-must not pay for the API.
+must not pay for the API. ``__version__`` is read from ``processkit.version`` on first use too:
+the launcher imports this package before its finder is in place, so a module imported here is
+found the interpreter's slow way on every run (the CLI's own modules import ``version``
+themselves, from the run's bundle).
 """
-
-from .version import __version__  # noqa: F401 - the package's public version
 
 _API = frozenset(
     (
@@ -28,6 +29,10 @@ _API = frozenset(
 
 
 def __getattr__(name: str):
+    if name == "__version__":
+        from .version import __version__
+
+        return __version__
     if name == "batch":  # the batch engine, in a process the runner service starts (processkit.batching)
         from .batching.caller import batch
 
@@ -52,4 +57,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API | {"batch", "BatchError", "bench", "salvage_capture"})
+    return sorted(set(globals()) | _API | {"__version__", "batch", "BatchError", "bench", "salvage_capture"})

@@ -16,7 +16,8 @@ are the same.
 
 from __future__ import annotations
 
-from operator import attrgetter
+# operator.py re-exports this C type after defining ~1.2 M instructions of Python fallbacks
+from _operator import attrgetter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -139,6 +139,22 @@ def test_the_installed_launcher_imports_only_processkit():
     assert imported and {name.split(".")[0] for name in imported} <= {"gc", "sys", "processkit"}
 
 
+def test_the_package_reads_its_version_on_first_use():
+    """The launcher imports ``processkit`` before its finder is in place, so what the package's
+    ``__init__`` imports comes the interpreter's slow way on every start: ``__version__`` is read
+    from ``processkit.version`` when first asked for, and is the same value."""
+    script = (
+        "import sys, processkit\n"
+        "print('processkit.version' in sys.modules, processkit.__version__, '__version__' in dir(processkit))\n"
+        "from processkit.version import __version__\n"
+        "print(__version__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    assert first == f"False {second} True"
+
+
 def test_the_launcher_raises_the_collectors_threshold_as_main_does():
     """The launcher sets the threshold before its first import; ``cli.main`` keeps the number."""
     from processkit.cli import main
@@ -185,6 +201,7 @@ ENGINE_FORBIDDEN = {
     "dataclasses",
     "argparse",
     "collections",  # with operator, keyword, reprlib: ~7 M instructions, for a deque (_collections has it)
+    "operator",  # ~1.2 M instructions of Python fallbacks before it re-exports _operator's C types
     "selectors",  # ~1.2 M more and collections with it, for the epoll the loop uses (processkit/readiness.py)
 }
 ENGINE_SIDE = (
@@ -260,6 +277,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.events.types", "processkit.bounded", "processkit.containment.pool"}
     rare |= {"processkit.containment.lent", "processkit.engine.terminal"}
     rare |= {"_heapq", "heapq"}  # the loop's timer heap: a run with no deadline schedules no timer
+    rare |= {"processkit.version"}  # read by ``--version``, ``probe`` and ``processkit.__version__``
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
     loaded = sorted(rare & set(run_imports))
@@ -425,7 +443,7 @@ def test_the_launcher_finds_every_module_of_a_plain_run_itself(tmp_path):
     loaders = dict(line.split() for line in result.stdout.splitlines())
     assert "processkit.engine.runner" in loaders
     # Loaded before the finder was in place: the packages above it and the finder itself.
-    before = {"processkit.cli", "processkit.cli.quickimport", "processkit.version"}
+    before = {"processkit.cli", "processkit.cli.quickimport"}  # ``processkit.version`` is the bundle's
     slow = sorted(name for name, loader in loaders.items() if loader != "_Loader" and name not in before)
     assert slow == [name for name in ("processkit._native",) if name in loaders]
 

@@ -11,7 +11,6 @@ import os
 import sys
 
 from .. import signum
-from ..version import __version__
 from ..diagnostics import envelope_only, say
 from ..text import cut, escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
@@ -149,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             say(sys.stdout, _usage_text())
             return 0
         if argv[0] in ("-V", "--version"):
+            from ..version import __version__  # here: a run loads no module it does not use
+
             say(sys.stdout, f"processkit-cli {__version__}\n")
             return 0
         name = argv[0]

@@ -45,7 +45,7 @@ from __future__ import annotations
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
-from marshal import dumps, loads
+from marshal import loads
 from posix import O_CLOEXEC, O_RDONLY, close, environ, fstat, read, stat
 from posix import open as open_fd
 
@@ -308,12 +308,15 @@ def _run_row(name: str, root: str) -> bool:
     if made is None:
         return False
     module, code = made
+    spec = module.__spec__
     modules[name] = module
     try:
         exec(code, vars(module))
     except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
         del modules[name]
         return False
+    finally:
+        spec._initializing = False
     setattr(modules[parent], leaf, module)
     _served[name] = _bundle[name]
     _order.append(name)
@@ -336,6 +339,9 @@ def _made(name: str, root: str):
     spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source, is_package=package)
     spec.has_location = True
     spec.cached = cached
+    # As the import system's while the module runs, False after: an import of a loaded module asks
+    # (a spec without it costs each such import an AttributeError formatted and dropped).
+    spec._initializing = True  # type: ignore[attr-defined] # the import system's own mark, untyped
     module = type(sys)(name)
     attributes = vars(module)
     attributes.update(__spec__=spec, __loader__=spec.loader, __file__=source, __cached__=cached)
@@ -357,7 +363,10 @@ def exec_module(module) -> None:
     name = module.__name__
     made, code, spec = _handed.pop(name)
     module.__spec__ = spec
-    exec(code, vars(module))
+    try:
+        exec(code, vars(module))
+    finally:
+        spec._initializing = False
     _served[name] = _bundle[name]
     _order.append(name)
 
@@ -365,36 +374,14 @@ def exec_module(module) -> None:
 def save() -> None:
     """Write the bundle again when this run loaded a module it lacked or held stale, or left a
     row unused (a removed module's, another copy's): the rows of the modules this run loaded and
-    no others, so no row is carried forward unused; best effort (a read-only install keeps none)."""
+    no others, so no row is carried forward unused (``cli/bundlewrite.py`` writes them)."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
     if not _missed and _served.keys() >= _bundle.keys():
         return
-    from posix import O_CREAT, O_EXCL, O_WRONLY, getpid, rename, unlink, urandom, write
-
     rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
     rows.update((name, row) for name, row in _served.items() if name not in rows)
-    path = _bundle_path[0]
-    temporary = f"{path}-{getpid()}-{urandom(4).hex()}.tmp"  # MANIFEST.in keeps a leftover out of an sdist
-    try:
-        data = MAGIC_NUMBER + dumps(tuple((name, *row) for name, row in rows.items()))
-        mode = stat(__file__).st_mode & 0o666  # as a pyc takes its source's: no wider than the code
-        fd = open_fd(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-    except (OSError, ValueError):
-        return
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[write(fd, view) :]
-        close(fd)
-        fd = -1
-        rename(temporary, path)
-    except BaseException:  # noqa: BLE001 - a write error, or a signal at the run's exit: no file left, exit kept
-        if fd >= 0:
-            close(fd)
-        try:
-            unlink(temporary)
-        except OSError:
-            pass
-    finally:
-        _missed.clear()
+    from .bundlewrite import write  # its own module is not among the rows, taken before it
+
+    _missed.clear()
+    write(_bundle_path[0], tuple((name, *row) for name, row in rows.items()))
