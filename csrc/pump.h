@@ -107,12 +107,12 @@ typedef struct pk_stay_counts {
 /* Drains as pk_stream_drain does, then waits with poll(2) on in_fd, which the caller took out of
  * the loop's level-triggered epoll set (epoll_fd), and on that set, draining in_fd each time it
  * becomes ready while nothing else in the set is (stay.c: without a pause it waits with in_fd back
- * in the set, out again at its end). Ends at the pipe's end, a read
- * error, an echo that did not take a whole chunk, seen reaching stop_at, anything else ready, an
- * interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a drain short of full_at it
- * first sleeps the stream's pause (pause_ns, adapted as stay.c says between shortest_pause_ns and
- * longest_pause_ns). result is the last drain's, except total: every byte the stay read. counts
- * are added to. */
+ * in the set, out again at its end; a watched stream waits on its thread's read instead). Ends
+ * at the pipe's end, a read error, an echo that did not take a whole chunk, seen reaching stop_at,
+ * anything else ready, an interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a
+ * drain short of full_at it first sleeps the stream's pause (pause_ns, adapted as stay.c says
+ * between shortest_pause_ns and longest_pause_ns). result is the last drain's, except total: every
+ * byte the stay read. counts are added to. */
 void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);

@@ -19,6 +19,9 @@
  * writer, which waits every few writes) it puts in_fd back in the set for its own waits (join_set)
  * and waits with epoll_wait, whose registration costs nothing a wait where poll sets its entries
  * up and down each time: out again before any pause and at the stay's end, as the caller left it.
+ * A watched stream's pipe (pk_stream_watch: never polled at all, hasher.c) is not waited on here
+ * either: after a pause the stay drains at once unless anything in the set is ready, and an empty
+ * pipe arms the hashing thread's read and the stay polls its eventfd and the set.
  * Every registration in the set is level-triggered (processkit/readiness.py), and neither polling
  * an epoll fd nor an epoll_wait that reports another fd consumes anything: the loop's next wait
  * reports what was ready. Anything else in the set being ready (a timer's deadline, the signal wakeup

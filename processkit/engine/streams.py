@@ -163,7 +163,7 @@ class OutputStream:
         is ready or its next timer is due: the loop's turn was about a third of a wakeup's cost
         (bench/README.md, "The native pump's stay"). The pipe leaves the loop's set for the
         stay: while in it, every one of the writer's writes runs epoll's callback (csrc/stay.c's
-        facts about the wait). The loop's ``now`` is read again after it, as the time has moved
+        facts about the wait); a watched pipe's eventfd leaves it likewise. The loop's ``now`` is read again after it, as the time has moved
         on (see loop.py's facts)."""
         bound = self._loop.stay_bound(STAY_SECONDS)
         if bound is None:
