@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -55,10 +56,12 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
         f'while [ $i -lt {LINES} ]; do echo "line $i"; sleep 0.02; i=$((i+1)); done; '
         f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 60'"
     )
-    env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group", PROCESSKIT_PUMP="native", PROCESSKIT_HASH_THREAD="1")
+    # The watch needs the hashing thread, which the Popen spawn path never has (pump.hash_on_a_thread).
+    env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group", PROCESSKIT_PUMP="native")
+    env.update(PROCESSKIT_SPAWN="native", PROCESSKIT_HASH_THREAD="1")
     runner = start_cli(
         "run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", child,
-        stdout=open(os.devnull, "wb"), env=env,
+        stdout=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     looks = hits = 0
     try:
