@@ -10,9 +10,11 @@
  * reading always into the ring's first chunk. Either way the event loop calling this stays
  * single-threaded, and the digest is exactly that of the retained bytes.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "hasher.h"
 
@@ -29,17 +31,57 @@ static void hash_ring(pk_stream *stream, uint64_t from, uint64_t to)
     }
 }
 
-/* The hashing thread: hashes ring bytes [hashed, target) of the stream as the reader allows. */
+/* A watched stream's wait (pump.h, pk_stream_watch), on the hashing thread once it has hashed
+ * all that was retained: one blocking read of watch_fd into the ring where the caller's next read
+ * would go (every ring byte is free: hashed == written, and the caller reads nothing meanwhile),
+ * then event_fd written. Facts: a pipe once polled (poll, select, or an epoll registration) wakes
+ * its wait queue on every write for good (`poll_usage` in the kernel's fs/pipe.c), a cost its
+ * writer pays per write whoever waits (2 M writes of 100 B: about a fifth more of the writer's
+ * CPU; bench/README.md, "A capture's pipe never polled"); a blocking read waits without it, and
+ * is woken only by a write into an empty pipe. The read is the thread's only cancellation point
+ * (pk_hasher_stop cancels it). Called with the lock held; returns with it held. */
+static void watch_read(pk_stream *stream)
+{
+    size_t at = (size_t)(stream->seen % stream->ring_size), len = stream->ring_size - at;
+    uint64_t one = 1;
+    ssize_t count;
+    int error;
+    if (len > stream->buf_size)
+        len = stream->buf_size;
+    stream->armed = 0;
+    stream->watching = 1;
+    pthread_mutex_unlock(&stream->lock);
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    do
+        count = read(stream->watch_fd, stream->buf + at, len);
+    while (count < 0 && errno == EINTR);
+    error = errno;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    pthread_mutex_lock(&stream->lock);
+    stream->watching = 0;
+    stream->early_count = count;
+    stream->early_errno = count < 0 ? error : 0;
+    stream->early_ready = 1;
+    while (write(stream->event_fd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
+}
+
+/* The hashing thread: hashes ring bytes [hashed, target) of the stream as the reader allows, and
+ * makes a watched stream's read when armed. */
 static void *hash_behind(void *arg)
 {
     pk_stream *stream = arg;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&stream->lock);
     for (;;) {
         uint64_t from = stream->hashed, to = stream->target;
         if (from == to) {
             if (stream->stopping)
                 break;
-            pthread_cond_wait(&stream->wake, &stream->lock);
+            if (stream->armed)
+                watch_read(stream);
+            else
+                pthread_cond_wait(&stream->wake, &stream->lock);
             continue;
         }
         pthread_mutex_unlock(&stream->lock);
@@ -74,13 +116,20 @@ int pk_hasher_start(pk_stream *stream)
     return !failed;
 }
 
-/* Stops and joins the hashing thread of a stream that has one. */
+/* Stops and joins the hashing thread of a stream that has one, once it has hashed all that was
+ * retained; a watched stream's pending read is cancelled (an armed one not begun is not made). */
 void pk_hasher_stop(pk_stream *stream)
 {
+    int watching;
     pthread_mutex_lock(&stream->lock);
     stream->stopping = 1;
+    stream->armed = 0;
+    stream->target = stream->written;
+    watching = stream->watching;
     pthread_cond_signal(&stream->wake);
     pthread_mutex_unlock(&stream->lock);
+    if (watching)
+        pthread_cancel(stream->hasher);
     pthread_join(stream->hasher, NULL);
     pthread_cond_destroy(&stream->wake);
     pthread_cond_destroy(&stream->room);
@@ -178,4 +227,61 @@ void pk_hasher_wait(pk_stream *stream)
     while (stream->hashed != stream->target)
         pthread_cond_wait(&stream->room, &stream->lock);
     pthread_mutex_unlock(&stream->lock);
+}
+
+int pk_stream_watch(pk_stream *stream, int watch_fd, int event_fd)
+{
+    if (!stream->wants_thread || stream->seen)
+        return 0; /* a head capture with a thread to be had, before its first bytes */
+    stream->watch_fd = watch_fd;
+    stream->event_fd = event_fd;
+    stream->wants_thread = 0;
+    if ((stream->threaded = pk_hasher_start(stream)))
+        return 1;
+    stream->watch_fd = stream->event_fd = -1;
+    stream->wants_thread = 1;
+    return 0;
+}
+
+void pk_stream_arm(pk_stream *stream)
+{
+    if (stream->watch_fd < 0)
+        return;
+    pthread_mutex_lock(&stream->lock);
+    if (!stream->armed && !stream->watching && !stream->early_ready) {
+        stream->target = stream->written; /* the thread hashes it all before it reads */
+        stream->armed = 1;
+        pthread_cond_signal(&stream->wake);
+    }
+    pthread_mutex_unlock(&stream->lock);
+}
+
+int pk_watch_take(pk_stream *stream, ssize_t *count, int *error)
+{
+    int state = PK_WATCH_IDLE;
+    uint64_t value;
+    pthread_mutex_lock(&stream->lock);
+    if (stream->early_ready) {
+        *count = stream->early_count;
+        *error = stream->early_errno;
+        stream->early_ready = 0;
+        state = PK_WATCH_TOOK;
+    } else if (stream->armed || stream->watching)
+        state = PK_WATCH_BUSY;
+    pthread_mutex_unlock(&stream->lock);
+    if (state == PK_WATCH_TOOK)
+        while (read(stream->event_fd, &value, sizeof value) < 0 && errno == EINTR)
+            ;
+    return state;
+}
+
+void pk_stream_unwatch(pk_stream *stream)
+{
+    if (stream->watch_fd < 0)
+        return;
+    if (stream->threaded)
+        pk_hasher_stop(stream);
+    stream->threaded = 0;
+    close(stream->watch_fd);
+    stream->watch_fd = stream->event_fd = -1;
 }

@@ -44,6 +44,7 @@ pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head,
     if (!(buf = pk_ring_take(ring_size)))
         goto fail;
     stream->in_fd = in_fd;
+    stream->watch_fd = stream->event_fd = -1;
     stream->capture_fd = capture_fd;
     stream->cap = cap;
     stream->head = head < cap ? head : cap;
@@ -66,6 +67,7 @@ void pk_stream_free(pk_stream *stream)
 {
     if (!stream)
         return;
+    pk_stream_unwatch(stream);
     if (stream->threaded)
         pk_hasher_stop(stream);
     pk_ring_give_back(stream->buf, stream->ring_size);
@@ -213,8 +215,18 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
     while (result->total < budget) {
         size_t at = 0, len = stream->buf_size, retained;
         unsigned char *chunk;
-        ssize_t count;
-        if (may_splice(stream, echo_fd, echo_mode, until_empty)) {
+        ssize_t count = 0;
+        int took = 0, early_errno = 0;
+        if (stream->watch_fd >= 0) {
+            /* A watched stream's thread read first (hasher.c); none while it is pending. */
+            int state = pk_watch_take(stream, &count, &early_errno);
+            if (state == PK_WATCH_BUSY) {
+                result->read_errno = EAGAIN;
+                break;
+            }
+            took = state == PK_WATCH_TOOK;
+        }
+        if (!took && may_splice(stream, echo_fd, echo_mode, until_empty)) {
             /* What the budget allows, and at least a chunk as a read would take: one call takes
              * everything the pipe holds. */
             uint64_t left = budget - result->total;
@@ -239,9 +251,13 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             at = (size_t)(stream->seen % stream->ring_size);
             if (len > stream->ring_size - at)
                 len = stream->ring_size - at;
-            pk_hasher_hand_over(stream, len, 0);
+            if (!took)
+                pk_hasher_hand_over(stream, len, 0);
         }
-        count = read_chunk(stream, at, len);
+        if (took)
+            errno = early_errno; /* the thread's read, made where this one would be */
+        else
+            count = read_chunk(stream, at, len);
         /* A terminal hands out at most 4 KiB a read: gather what is waiting into one chunk, so
          * it costs one capture write, one echo write and one hash update, not one per read. An
          * end or error met here is met again by the next read, once this chunk is handled. */

@@ -43,6 +43,17 @@ typedef struct pk_stream {
      * (processkit/capture_layout.py): PK_MARK_PENDING is the chunk's end, stored before any of
      * its bytes; then ring_from, written and write_error, in that order, once it is stored. */
     uint64_t *marks;
+    /* Watched (pk_stream_watch): the pipe is never polled; when the caller would wait for it,
+     * the hashing thread waits in a blocking read of watch_fd (a descriptor of its own for the
+     * same pipe) into the ring where the next read goes, and writes event_fd once it returned.
+     * Under lock: */
+    int watch_fd;    /* -1: not watched */
+    int event_fd;    /* the caller's eventfd, read back when the read is taken */
+    int armed;       /* the thread is to make that read */
+    int watching;    /* ... and is making it (or about to) */
+    int early_ready; /* it returned: early_count bytes (0: the pipe's end; -1: early_errno) */
+    ssize_t early_count;
+    int early_errno;
     int64_t pause_ns;       /* a stay's pause to gather small pieces, adapted to the writer (stay.c) */
     int64_t window_from_ns; /* with no pause: when the window measuring the writer's rate began */
     uint64_t window_bytes;  /* ... and what the stay read in it */
@@ -96,15 +107,32 @@ typedef struct pk_stay_counts {
 /* Drains as pk_stream_drain does, then waits with poll(2) on in_fd, which the caller took out of
  * the loop's level-triggered epoll set (epoll_fd), and on that set, draining in_fd each time it
  * becomes ready while nothing else in the set is (stay.c: without a pause it waits with in_fd back
- * in the set, out again at its end). Ends at the pipe's end, a read
- * error, an echo that did not take a whole chunk, seen reaching stop_at, anything else ready, an
- * interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a drain short of full_at it
- * first sleeps the stream's pause (pause_ns, adapted as stay.c says between shortest_pause_ns and
- * longest_pause_ns). result is the last drain's, except total: every byte the stay read. counts
- * are added to. */
+ * in the set, out again at its end; a watched stream waits on its thread's read instead). Ends
+ * at the pipe's end, a read error, an echo that did not take a whole chunk, seen reaching stop_at,
+ * anything else ready, an interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a
+ * drain short of full_at it first sleeps the stream's pause (pause_ns, adapted as stay.c says
+ * between shortest_pause_ns and longest_pause_ns). result is the last drain's, except total: every
+ * byte the stay read. counts are added to. */
 void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);
+
+/* Watches the stream's pipe through watch_fd (a blocking descriptor of the pipe in_fd reads,
+ * which the stream owns from here on and closes) without polling it: a pipe polled once wakes its
+ * wait queue on every write for good, which costs its writer (hasher.c). Only for a stream made
+ * with a hashing thread and keeping the head; the thread starts now. Returns whether it does
+ * (else watch_fd is left to the caller, and the stream is read as before). */
+int pk_stream_watch(pk_stream *stream, int watch_fd, int event_fd);
+
+/* Where the caller would wait for the pipe to become readable: the thread reads it (blocking)
+ * and writes event_fd when it returned; the next drain takes what it read first. A drain while
+ * that read is pending reads nothing (EAGAIN). Idempotent. */
+void pk_stream_arm(pk_stream *stream);
+
+/* Ends the watch: the thread's pending read is cancelled and the thread joined (what it read and
+ * nobody took is dropped, as a closed pipe's bytes are), after it hashed what was retained; the
+ * stream hashes inline from here, and watch_fd is closed. */
+void pk_stream_unwatch(pk_stream *stream);
 
 /* Digest of the retained bytes so far (waits for the hashing thread to catch up; the digest
  * state is not disturbed, so hashing may go on after). */

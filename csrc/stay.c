@@ -19,6 +19,9 @@
  * writer, which waits every few writes) it puts in_fd back in the set for its own waits (join_set)
  * and waits with epoll_wait, whose registration costs nothing a wait where poll sets its entries
  * up and down each time: out again before any pause and at the stay's end, as the caller left it.
+ * A watched stream's pipe (pk_stream_watch: never polled at all, hasher.c) is not waited on here
+ * either: after a pause the stay drains at once unless anything in the set is ready, and an empty
+ * pipe arms the hashing thread's read and the stay polls its eventfd and the set.
  * Every registration in the set is level-triggered (processkit/readiness.py), and neither polling
  * an epoll fd nor an epoll_wait that reports another fd consumes anything: the loop's next wait
  * reports what was ready. Anything else in the set being ready (a timer's deadline, the signal wakeup
@@ -155,7 +158,7 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         paused = 0;
         /* A drain that ended on its budget left bytes in the pipe: only look at the others. */
         if (result->total < budget) {
-            if (result->total < full_at && stream->pause_ns > 0) {
+            if (result->total < full_at && stream->pause_ns > 0 && (result->total || stream->watch_fd < 0)) {
                 int64_t left = until - now_ns();
                 struct timespec pause = {0, 0};
                 if (left <= 0)
@@ -172,6 +175,26 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                 break; /* until has passed: what the pipe holds is the loop's next wakeup */
         } else if (now_ns() >= until)
             break; /* drains that each end on their budget are bounded by until too */
+        if (stream->watch_fd >= 0) {
+            /* Watched (the pipe never polled): bytes left or gathered are drained at once unless
+             * anything in the set is ready; an empty pipe is waited for by the thread's read. */
+            fds[0].fd = stream->event_fd;
+            fds[1].fd = epoll_fd;
+            fds[0].events = fds[1].events = POLLIN;
+            if (result->total) {
+                if (poll(fds + 1, 1, 0) != 0)
+                    break;
+                continue;
+            }
+            counts->waits++;
+            pk_stream_arm(stream);
+            ready = poll(fds, 2, timeout);
+            if (ready < 0 || fds[1].revents)
+                break;
+            if (ready == 0)
+                break; /* until */
+            continue;
+        }
         counts->waits++;
         if (!in_set && stream->pause_ns == NO_PAUSE && timeout)
             in_set = join_set(epoll_fd, stream->in_fd);

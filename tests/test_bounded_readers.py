@@ -27,6 +27,7 @@ ALLOWED = {
     # Streams copied to a child as they come, never held: the child paces the reading.
     ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (a FIFO waits on the loop)",
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
+    ("engine/pump.py", "watch"): "/proc/self/fd/<n>: the child's output pipe again, pumped as it comes",
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",

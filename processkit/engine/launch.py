@@ -56,6 +56,9 @@ def prepare(host: Host, run: RunState) -> None:
 
         run.targets = capture.held_targets(spec, run.capture_dir, (held_capture[1], held_capture[2]))
     run.pump_backend, run.spawn_backend = _backends(host)
+    # A host carrying one run pays a thread per captured pipe from its start; a batch's many
+    # short jobs would pay it for nothing (streams.py's facts about pipes).
+    run.unpolled_pipes = host.alone
     if held_capture is None and run.capture_dir is not None:
         import processkit.engine.capture as capture
 

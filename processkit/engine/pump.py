@@ -104,6 +104,9 @@ class PythonPump:
     def report(self) -> CaptureReport | None:
         return self._capture.report() if self._capture else None
 
+    def close(self) -> None:
+        """The stream is closed: nothing of its own to end (``NativePump.close``)."""
+
     def ring_state(self) -> RingState | None:
         """What a ring capture's finishing needs, None when there is no ring."""
         return self._capture.ring_state() if self._capture else None
@@ -186,10 +189,47 @@ class NativePump:
         self._result = self._ffi.new("pk_drain_result *")
         self.stay_counts = self._ffi.new("pk_stay_counts *")  # what the stays did (tests, bench)
         self._ring = self._ffi.buffer(self._stream.buf, self._stream.ring_size)
+        self._watch: int | None = None  # the eventfd a watched pipe is waited for on (``watch``)
 
     @property
     def seen(self) -> int:
         return self._stream.seen
+
+    def watch(self) -> int | None:
+        """The pipe waited for without ever being polled (csrc/hasher.c's facts: a pipe once
+        polled costs its writer on every write for good): when the stream would wait on
+        readiness it ``arm``s instead, and waits for the returned eventfd, which the hashing
+        thread writes once its blocking read of the pipe returned; the next drain takes that
+        read first. Only a capture that keeps its head, with a hashing thread, before its first
+        bytes; None where it cannot (the stream is read as before)."""
+        if self._watch is not None:
+            return self._watch
+        stream = self._stream
+        if not stream.wants_thread or stream.seen:
+            return None
+        try:  # a descriptor of its own for the thread's blocking reads: this one stays non-blocking
+            watch_fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        if not self._lib.pk_stream_watch(stream, watch_fd, event_fd):
+            os.close(watch_fd)
+            os.close(event_fd)
+            return None
+        self._watch = event_fd
+        return event_fd
+
+    def arm(self) -> None:
+        """Where the stream would wait on readiness: the thread's read waits instead (``watch``)."""
+        self._lib.pk_stream_arm(self._stream)
+
+    def close(self) -> None:
+        """The stream is closed: a watch ends (its pending read cancelled, its thread joined;
+        the digest is still to be had), its eventfd closed."""
+        if self._watch is not None:
+            self._lib.pk_stream_unwatch(self._stream)
+            os.close(self._watch)
+            self._watch = None
 
     def pump(self) -> int:
         return self.drain(1)

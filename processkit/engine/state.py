@@ -55,6 +55,7 @@ class RunState:
         self.reaper = reaper
         self.pump_backend = "python"
         self.spawn_backend = "python"
+        self.unpolled_pipes = False  # its captured pipes waited for by the pump's thread (streams.py)
         self.pending: dict[EndingKind, str | None] = {}
         self.timers: dict[str, Timer] = {}
         self.last_output = 0.0

@@ -29,7 +29,10 @@ DEFAULT_PIPE_SIZE = 64 * 1024  # Linux's, assumed when the size cannot be set
 # - While a pipe is in an epoll set, each of the writer's writes runs epoll's callback (the
 #   writer's CPU, about a seventh more for 100-byte writes): the pipe is in the loop's set only
 #   while the stream waits on readiness (or a native stay without a pause waits), never during a
-#   coalescing wait or a stay's pause.
+#   coalescing wait or a stay's pause. Worse, a pipe once polled at all wakes its wait queue on
+#   every write for good (``poll_usage`` in the kernel's fs/pipe.c: about a fifth more of a 100 B
+#   writer's CPU): so a run carried alone (``unpolled_pipes``) has a captured pipe waited for by
+#   the native pump's hashing thread in a blocking read, never polled (``NativePump.watch``).
 # - A terminal (``--pty``) is no pipe: its line discipline hands out at most 4 KiB a read however
 #   much is waiting, so every read looks short. Its stream drains to empty and never waits.
 # So: after a short drain the stream stops reading for COALESCE_SECONDS (a lone line is still
@@ -67,6 +70,7 @@ if TYPE_CHECKING:  # only the annotation: a run's state is one
         loop: Loop
         pump_backend: str
         spawn_backend: str
+        unpolled_pipes: bool  # a captured pipe is waited for by the pump's thread (``NativePump.watch``)
 
         @property
         def output_limit(self) -> int | None: ...  # the bytes past which ``saw_output`` may end the run
@@ -107,7 +111,23 @@ class OutputStream:
         # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
         self._stays = not pty and hasattr(self.pump, "stay")
         self._stop_at = _stop_at(run.output_limit)
-        self._loop.add_reader(fd, self._on_readable)
+        self._wake_fd = fd  # what the loop waits on for the pipe: itself, or a watch's eventfd
+        self._watched = False
+        if target is not None and not pty and getattr(run, "unpolled_pipes", False) and hasattr(self.pump, "watch"):
+            event_fd = self.pump.watch()
+            if event_fd is not None:
+                self._wake_fd, self._watched = event_fd, True
+        self._listen()
+
+    def _listen(self) -> None:
+        """Waits for the pipe to become readable: on the loop, or (watched) by the pump's thread,
+        which the loop hears of through the watch's eventfd."""
+        if self._watched:
+            self.pump.arm()
+        self._loop.add_reader(self._wake_fd, self._on_readable)
+
+    def _unlisten(self) -> None:
+        self._loop.remove_reader(self._wake_fd)
 
     def _paced_for(self, pipe_size: int) -> None:
         self._nearly_full = pipe_size * 3 // 4
@@ -143,12 +163,12 @@ class OutputStream:
         is ready or its next timer is due: the loop's turn was about a third of a wakeup's cost
         (bench/README.md, "The native pump's stay"). The pipe leaves the loop's set for the
         stay: while in it, every one of the writer's writes runs epoll's callback (csrc/stay.c's
-        facts about the wait). The loop's ``now`` is read again after it, as the time has moved
+        facts about the wait); a watched pipe's eventfd leaves it likewise. The loop's ``now`` is read again after it, as the time has moved
         on (see loop.py's facts)."""
         bound = self._loop.stay_bound(STAY_SECONDS)
         if bound is None:
             return
-        self._loop.remove_reader(self.fd)
+        self._unlisten()
         try:
             stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
             count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
@@ -161,27 +181,27 @@ class OutputStream:
         """Acts on a drain's count; returns whether the stream reads on at the next wakeup.
         ``registered``: whether the pipe is in the loop's set now (unless said: not after a wait)."""
         if registered is None:
-            registered = not after_wait
+            registered = not after_wait and not self._watched  # a watch is over once drained
         if count == pump.EOF_REACHED:
             self.close()
             return False
         if count == pump.WOULD_BLOCK:
             if not registered:  # the writer fell silent: wait for it on readiness again
-                self._loop.add_reader(self.fd, self._on_readable)
+                self._listen()
             return False
         if not self._sized:
             self._enlarge()
         self._run.saw_output(self)
         if self.echo is not None and self.echo.full:
             self.paused = True
-            self._loop.remove_reader(self.fd)
+            self._unlisten()
         elif self._keeps_reading(count, after_wait):
             if not registered:
-                self._loop.add_reader(self.fd, self._on_readable)
+                self._listen()
             return self.open and not self.paused and not (self.echo is not None and self.echo.backlog)
         else:
             if registered:
-                self._loop.remove_reader(self.fd)
+                self._unlisten()
             self._coalescing = self._loop.call_later(COALESCE_SECONDS, self._coalesced)
             self._wait_started = self._loop.now
         return False
@@ -219,7 +239,7 @@ class OutputStream:
         if self.paused and self.open:
             self.paused = False
             if self._coalescing is None:
-                self._loop.add_reader(self.fd, self._on_readable)
+                self._listen()
 
     def close(self) -> None:
         if self.open:
@@ -227,5 +247,6 @@ class OutputStream:
             if self._coalescing is not None:
                 self._coalescing.cancel()
                 self._coalescing = None
-            self._loop.remove_reader(self.fd)
+            self._unlisten()
+            self.pump.close()
             os.close(self.fd)

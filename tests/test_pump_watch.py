@@ -1,0 +1,96 @@
+"""A captured pipe waited for without ever being polled (csrc/hasher.c, ``NativePump.watch``).
+
+A pipe polled once (poll, select, an epoll registration) wakes its wait queue on every write for
+good, a cost its writer pays per write (bench/README.md, "A capture's pipe never polled"). So a
+run carried alone has its captured pipes waited for by the pump's hashing thread in a blocking
+read: the pipe is never in the loop's epoll set, the bytes are exactly those written, and a pipe
+an escapee keeps open still lets the run end (the thread's pending read is cancelled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import read_events, start_cli
+
+try:
+    from processkit import _native
+except ImportError:
+    _native = None
+
+LINES = 60
+
+
+def epoll_targets(pid: int) -> set[str]:
+    """The inodes (hex, as fdinfo writes them) of every file in any epoll set of process ``pid``."""
+    found: set[str] = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                for line in info:
+                    if line.startswith("tfd:"):
+                        found.update(word[4:] for word in line.split() if word.startswith("ino:"))
+        except OSError:  # closed meanwhile
+            continue
+    return found
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_it_lets_the_run_end(tmp_path):
+    """A child writes a line every 20 ms (the stream waits for its pipe between lines), then leaves
+    an escapee holding its stdout. The runner's epoll sets are read from /proc all the while: the
+    child's pipe is in none of the looks (before: in most of them, between lines). The run ends
+    once the drain gives the held pipe up (its bound, 2 s), and the capture holds every line,
+    digest and counts exact."""
+    ino_file, pid_file, jsonl = tmp_path / "ino", tmp_path / "escapee.pid", tmp_path / "run.jsonl"
+    child = (
+        f"readlink /proc/self/fd/9 9>&1 > {ino_file}.part && mv {ino_file}.part {ino_file}; i=0; "
+        f'while [ $i -lt {LINES} ]; do echo "line $i"; sleep 0.02; i=$((i+1)); done; '
+        f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 60'"
+    )
+    # The watch needs the hashing thread, which the Popen spawn path never has (pump.hash_on_a_thread).
+    env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group", PROCESSKIT_PUMP="native")
+    env.update(PROCESSKIT_SPAWN="native", PROCESSKIT_HASH_THREAD="1")
+    runner = start_cli(
+        "run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", child,
+        stdout=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    looks = hits = 0
+    try:
+        deadline = time.monotonic() + 30
+        while not ino_file.exists():
+            assert runner.poll() is None and time.monotonic() < deadline, "the child never started"
+            time.sleep(0.005)
+        ino = format(int(ino_file.read_text().strip()[len("pipe:[") : -1]), "x")
+        while not pid_file.exists() and runner.poll() is None and time.monotonic() < deadline:
+            try:
+                hits += ino in epoll_targets(runner.pid)
+                looks += 1
+            except OSError:
+                break
+            time.sleep(0.005)
+        assert runner.wait(30) == 0
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    assert looks >= 20, f"too few looks at the runner's epoll sets: {looks}"
+    assert hits == 0, f"the child's pipe was in the loop's epoll set in {hits} of {looks} looks"
+    expected = "".join(f"line {i}\n" for i in range(LINES)).encode()
+    (captured,) = [e for e in read_events(jsonl) if e["event"] == "output_captured"]
+    stdout = captured["stdout"]
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == expected
+    assert (stdout["bytes_seen"], stdout["bytes_written"]) == (len(expected), len(expected))
+    assert stdout["sha256"] == hashlib.sha256(expected).hexdigest()
