@@ -333,7 +333,9 @@ class Engine:
 def _after_spawn(steps, host: Host, then: Callable[[], None]):
     """``steps`` as the host carries them, with ``then`` called once, at the first wait by which
     the run's child exists (the spawn reports the child's exec at a wait of its own, so that is
-    not always the first; a run whose spawn failed calls nothing)."""
+    not always the first; a run whose spawn failed calls nothing). Once it is called, the rest
+    of the run's waits go to ``steps`` directly (``yield from``): no Python step of this layer
+    between the host and each later wait."""
     called, thrown = False, None
     while True:
         try:
@@ -351,6 +353,9 @@ def _after_spawn(steps, host: Host, then: Callable[[], None]):
             raise
         except BaseException as exc:  # noqa: BLE001 - thrown into the run's wait: the run's to handle
             thrown = exc
+            continue
+        if called:
+            return (yield from steps)
 
 
 def _measured(outcome) -> Measured:
