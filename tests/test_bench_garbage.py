@@ -9,6 +9,8 @@ In process, as ``bench/bench_samples.py --split`` drives it: one ``bench`` engin
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import pytest
 
@@ -92,3 +94,31 @@ def test_once_its_callback_ran_the_wrapper_hands_each_wait_straight_to_the_run()
     with pytest.raises(StopIteration) as stop:
         wrapper.send(None)
     assert stop.value.value == "outcome" and called == [True]
+
+
+FROZEN_DURING_A_SESSION = """
+import gc, sys
+from processkit.benchmark import driver
+from processkit.benchmark.plan import Options
+before = gc.get_freeze_count()
+engine = driver.Engine(Options(), ahead=True)
+try:
+    measured = engine.measure(("true",), None, "0", "pipe")
+    during = gc.get_freeze_count()
+finally:
+    engine.close()
+print(before, during, gc.get_freeze_count(), measured.exit_code)
+"""
+
+
+def test_a_benchmarks_own_process_keeps_its_start_up_out_of_the_collectors_passes_until_the_end():
+    """``bench``'s process (the CLI's, the service's benchmark process: ``ends_descendants``)
+    sets what its start-up made aside from the cyclic collector for the session, and gives it
+    back at its close; a caller measuring one command in its own process keeps its collector."""
+    done = subprocess.run([sys.executable, "-c", FROZEN_DURING_A_SESSION], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, during, after, code = (int(word) for word in done.stdout.split())
+    assert (before, after, code) == (0, 0, 0)
+    assert during > 10_000  # the imports' functions, classes and dicts
+    kept = driver.measure(("true",))
+    assert kept.exit_code == 0 and gc.get_freeze_count() == 0

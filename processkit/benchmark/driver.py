@@ -27,6 +27,7 @@ choosing); the session cannot tell.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -200,7 +201,12 @@ class Engine:
     exists (``_after_spawn``): for a command longer than the spawn's linger, off the path from
     one child's exit to the next one's exec (the kernel's part of a first open after a child's
     exit is most of the ~30 us). Opened after the child's clone, they are not the child's; a step's
-    run (a setup, a cleanup) finding them closes them before its own spawn."""
+    run (a setup, a cleanup) finding them closes them before its own spawn.
+    Where the process is the benchmark's own (``ends_descendants``), what its start-up made is
+    set aside from the cyclic garbage collector until ``close`` (``gc.freeze``): the collector's
+    first pass after the imports, due somewhere among the samples, would otherwise go through all
+    of it between two of them (5-30 ms of the benchmark's wall, once). A run leaves no cycle
+    (tests/test_bench_garbage.py), so no later pass is due for thousands of runs."""
 
     def __init__(
         self,
@@ -222,6 +228,9 @@ class Engine:
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
+        self._frozen = ends_descendants  # the process is the benchmark's own: its start-up set aside
+        if self._frozen:
+            gc.freeze()
         self._counters: Opener | None = None
         self._ahead = ahead
         self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
@@ -328,6 +337,9 @@ class Engine:
         finally:
             for number, handler in self._watched.items():
                 signum.signal(number, handler)
+            if self._frozen:
+                self._frozen = False
+                gc.unfreeze()
 
 
 def _after_spawn(steps, host: Host, then: Callable[[], None]):
