@@ -202,11 +202,9 @@ class Engine:
     one child's exit to the next one's exec (the kernel's part of a first open after a child's
     exit is most of the ~30 us). Opened after the child's clone, they are not the child's; a step's
     run (a setup, a cleanup) finding them closes them before its own spawn.
-    Where the process is the benchmark's own (``ends_descendants``), what its start-up made is
-    set aside from the cyclic garbage collector until ``close`` (``gc.freeze``): the collector's
-    first pass after the imports, due somewhere among the samples, would otherwise go through all
-    of it between two of them (5-30 ms of the benchmark's wall, once). A run leaves no cycle
-    (tests/test_bench_garbage.py), so no later pass is due for thousands of runs."""
+    A process that is the benchmark's own (``ends_descendants``) keeps its start-up's objects out
+    of the cyclic collector's passes until ``close`` (``gc.freeze``): the one pass due among the
+    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage)."""
 
     def __init__(
         self,
@@ -228,8 +226,7 @@ class Engine:
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
-        self._frozen = ends_descendants  # the process is the benchmark's own: its start-up set aside
-        if self._frozen:
+        if ends_descendants:  # the process is the benchmark's own: its start-up set aside
             gc.freeze()
         self._counters: Opener | None = None
         self._ahead = ahead
@@ -337,8 +334,7 @@ class Engine:
         finally:
             for number, handler in self._watched.items():
                 signum.signal(number, handler)
-            if self._frozen:
-                self._frozen = False
+            if self.ends_descendants:
                 gc.unfreeze()
 
 
