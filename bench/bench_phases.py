@@ -72,20 +72,24 @@ for step in ("read_tree", "release"):
     setattr(runner, step, getattr(teardown, step))
 wrap(spawn_native.Pending, "__init__", before="spawn", after="cloned")
 
-PHASES = (
-    ("the exit to epoll_wait's return", "exit", "woken"),
-    ("the wake-up to the tree read (reap, race, report)", "woken", "read_tree"),
-    ("the tree and usage reads, the teardown", "read_tree", "release"),
-    ("the release to host.carry's return", "release", "carried"),
-    ("bench after the run (drain, exit clock, counters, leftovers)", "carried", "measured"),
-    ("the session between two runs", "measured", "next measure"),
-    ("bench's set-up of the next run", "next measure", "next carry"),
-    ("the run's set-up up to the containment", "next carry", "next prepare"),
-    ("the containment (launch.prepare)", "next prepare", "next prepared"),
-    ("up to the spawn's request", "next prepared", "next spawn"),
-    ("the request and the clone (Pending)", "next spawn", "next cloned"),
-    ("the exit to the next clone's return", "exit", "next cloned"),
-)
+# Each phase: the stamp it starts at | the one it ends at ("next": the following sample's) | its name.
+PHASES = [
+    tuple(part.strip() for part in line.split("|"))
+    for line in """
+exit | woken | the exit to epoll_wait's return
+woken | read_tree | the wake-up to the tree read (reap, race, report)
+read_tree | release | the tree and usage reads, the teardown
+release | carried | the release to host.carry's return
+carried | measured | bench after the run (drain, exit clock, counters, leftovers)
+measured | next measure | the session between two runs
+next measure | next carry | bench's set-up of the next run
+next carry | next prepare | the run's set-up up to the containment
+next prepare | next prepared | the containment (launch.prepare)
+next prepared | next spawn | up to the spawn's request
+next spawn | next cloned | the request and the clone (Pending)
+exit | next cloned | the exit to the next clone's return
+""".strip().splitlines()
+]
 
 
 def main() -> None:
@@ -93,7 +97,7 @@ def main() -> None:
         cli.main(["bench", *sys.argv[1:]])
     except SystemExit:
         pass
-    rows: dict[str, list[int]] = {label: [] for label, _, _ in PHASES}
+    rows: dict[str, list[int]] = {label: [] for _, _, label in PHASES}
     for sample, following in zip(samples, samples[1:]):
         woken = [at for at in sample.get("selects", []) if at > sample["exit"]]
         if not woken:
@@ -102,9 +106,9 @@ def main() -> None:
         marks.update(
             {f"next {key}": following[key] for key in ("measure", "carry", "prepare", "prepared", "spawn", "cloned")}
         )
-        for label, start, end in PHASES:
+        for start, end, label in PHASES:
             rows[label].append(marks[end] - marks[start])
-    print(f"{len(rows[PHASES[0][0]])} gaps, load average {os.getloadavg()[0]:.1f}; medians (us):")
+    print(f"{len(rows[PHASES[0][2]])} gaps, load average {os.getloadavg()[0]:.1f}; medians (us):")
     for label, values in rows.items():
         print(f"  {label}: {statistics.median(values) / 1e3:.1f}")
 
