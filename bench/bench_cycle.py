@@ -6,9 +6,13 @@ Two figures, each tool in turn within every round (A B A B ...), medians over ro
   so each tool's start-up cancels out and what is left is what one more run costs.
 `--before TREE` adds a third contender: this checkout's CLI with TREE (an older checkout's
 source, e.g. `git archive main | tar -x -C TREE`, its `processkit/_native*.so` copied in) first
-on PYTHONPATH.
+on PYTHONPATH. `--cli PATH` (repeatable) measures installed CLIs instead (e.g. a regular install
+of the tree before a change and one after), each against hyperfine and against the first given;
+the contenders' order turns by one each round, so none is always first after hyperfine. Each
+whole benchmark's CPU (the tool's and its children's, `wait4`) is reported beside its wall.
 
     python3 bench/bench_cycle.py --rounds 7
+    python3 bench/bench_cycle.py --rounds 9 --cli B/bin/processkit-cli --cli X/bin/processkit-cli
 """
 
 from __future__ import annotations
@@ -26,9 +30,18 @@ from bytecode import compile_trees
 
 
 def wall(argv: list[str], env: dict[str, str] | None = None) -> float:
+    return timed(argv, env)[0]
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole run of ``argv``, its children's CPU included."""
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - started
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[0]} failed")
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def installed_cli() -> str:
@@ -46,7 +59,11 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=20)
     parser.add_argument("--bench", default=installed_cli())
     parser.add_argument("--before", metavar="TREE", help="also measure this source tree on PYTHONPATH")
+    parser.add_argument("--cli", action="append", help="an installed processkit-cli to measure (repeatable)")
     args = parser.parse_args()
+    if args.cli:
+        clis(args)
+        return
     compile_trees(args.before)
     contenders: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "processkit-cli bench": ([args.bench, "bench"], None),
@@ -85,6 +102,43 @@ def main() -> None:
     for label, figures in (("whole", whole), ("cycle", cycle)):
         for name, values in figures.items():
             print(f"  {label} {name}: " + ", ".join(f"{v:.3f}" for v in values))
+
+
+def clis(args: argparse.Namespace) -> None:
+    """``--cli``: each installed CLI and hyperfine, the order turning each round; per-round
+    ratios to hyperfine and to the first CLI given, their medians (and ranges) reported."""
+    names = [f"{Path(cli).parent.parent.name}" for cli in args.cli] + ["hyperfine"]
+    prefix = {name: [cli, "bench", "-N", "--style", "none"] for name, cli in zip(names, args.cli)}
+    prefix["hyperfine"] = ["hyperfine", "-N", "--style", "none"]
+    figures: dict[str, dict[str, list[float]]] = {
+        figure: {name: [] for name in names} for figure in ("wall", "cpu", "cycle")
+    }
+    for round_ in range(args.rounds):
+        turn = round_ % len(names)
+        for name in names[turn:] + names[:turn]:
+            wall_s, cpu_s = timed([*prefix[name], "--runs", str(args.runs), "sleep 0.02"])
+            figures["wall"][name].append(wall_s)
+            figures["cpu"][name].append(cpu_s)
+            big = timed([*prefix[name], "--runs", str(args.big), "true"])[0]
+            small = timed([*prefix[name], "--runs", str(args.small), "true"])[0]
+            figures["cycle"][name].append((big - small) / (args.big - args.small) * 1e3)
+    load = os.getloadavg()
+    print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.rounds} rounds")
+    labels = {
+        "wall": f"{args.runs} x `sleep 0.02`, whole benchmark wall (s)",
+        "cpu": f"{args.runs} x `sleep 0.02`, whole benchmark CPU (s)",
+        "cycle": f"per-run cycle of `true` ({args.big} - {args.small} runs, ms)",
+    }
+    for figure, values in figures.items():
+        print(f"{labels[figure]}:")
+        for name in names:
+            line = f"  {name}: median {statistics.median(values[name]):.4f}"
+            for other in dict.fromkeys(["hyperfine", names[0]]):
+                if other != name:
+                    ratios = [a / b for a, b in zip(values[name], values[other])]
+                    line += f"; / {other} {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+            print(line)
+            print("    " + ", ".join(f"{v:.4f}" for v in values[name]))
 
 
 if __name__ == "__main__":

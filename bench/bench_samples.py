@@ -1,7 +1,8 @@
 """Samples of `bench -N true` in its default 3 s against hyperfine's, and the CPU a sample costs.
 
-Each round runs every `processkit-cli` given (e.g. the tree before and after a change) and then
-`hyperfine -N true`, each with its default time budget; a sample's CPU is the whole tool's
+Each round runs every `processkit-cli` given (e.g. the tree before and after a change) and
+`hyperfine -N true`, each with its default time budget, the order turning by one each round (the
+side run second took 15-20 % fewer samples in either order, bench52); a sample's CPU is the whole tool's
 (its own and its children's, `os.wait4`) over the samples it took. Reports the medians over
 rounds and the per-round ratios' medians, so load from other work hits all sides alike.
 
@@ -97,8 +98,10 @@ def main() -> None:
     sides = {cli: [cli, "bench", "-N", "--style", "none", "true"] for cli in args.cli}
     sides["hyperfine"] = ["hyperfine", "-N", "--style", "none", "true"]
     rounds: list[dict[str, tuple[int, float]]] = []
-    for _ in range(args.rounds):
-        rounds.append({name: sampled(argv) for name, argv in sides.items()})
+    names = list(sides)
+    for round_ in range(args.rounds):  # the order turns by one each round: no side always second
+        turn = round_ % len(names)
+        rounds.append({name: sampled(sides[name]) for name in names[turn:] + names[:turn]})
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print("| Side | samples in 3 s | CPU per sample (ms) | samples / hyperfine's | CPU per sample / first side's |")
     print("|---|---|---|---|---|")

@@ -27,6 +27,7 @@ choosing); the session cannot tell.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -200,7 +201,10 @@ class Engine:
     exists (``_after_spawn``): for a command longer than the spawn's linger, off the path from
     one child's exit to the next one's exec (the kernel's part of a first open after a child's
     exit is most of the ~30 us). Opened after the child's clone, they are not the child's; a step's
-    run (a setup, a cleanup) finding them closes them before its own spawn."""
+    run (a setup, a cleanup) finding them closes them before its own spawn.
+    A process that is the benchmark's own (``ends_descendants``) keeps its start-up's objects out
+    of the cyclic collector's passes until ``close`` (``gc.freeze``): the one pass due among the
+    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage)."""
 
     def __init__(
         self,
@@ -222,6 +226,8 @@ class Engine:
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
         self._session = session_spec(options)
+        if ends_descendants:  # the process is the benchmark's own: its start-up set aside
+            gc.freeze()
         self._counters: Opener | None = None
         self._ahead = ahead
         self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
@@ -328,12 +334,16 @@ class Engine:
         finally:
             for number, handler in self._watched.items():
                 signum.signal(number, handler)
+            if self.ends_descendants:
+                gc.unfreeze()
 
 
 def _after_spawn(steps, host: Host, then: Callable[[], None]):
     """``steps`` as the host carries them, with ``then`` called once, at the first wait by which
     the run's child exists (the spawn reports the child's exec at a wait of its own, so that is
-    not always the first; a run whose spawn failed calls nothing)."""
+    not always the first; a run whose spawn failed calls nothing). Once it is called, the rest
+    of the run's waits go to ``steps`` directly (``yield from``): no Python step of this layer
+    between the host and each later wait."""
     called, thrown = False, None
     while True:
         try:
@@ -351,6 +361,9 @@ def _after_spawn(steps, host: Host, then: Callable[[], None]):
             raise
         except BaseException as exc:  # noqa: BLE001 - thrown into the run's wait: the run's to handle
             thrown = exc
+            continue
+        if called:
+            return (yield from steps)
 
 
 def _measured(outcome) -> Measured:

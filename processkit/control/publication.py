@@ -207,7 +207,10 @@ class Publication:
 
     def close(self, ended: tuple[int, str, int | None] | None = None) -> None:
         """Unregister (record, then lock), then remove the socket. Idempotent. ``ended``: the
-        run's ``runner_exit`` code, source and child_code, remembered for a later ``wait``."""
+        run's ``runner_exit`` code, source and child_code, remembered for a later ``wait``.
+        The server is forgotten as it is closed: it answers through ``respond``, a cycle that
+        would leave a published run's objects to the cyclic garbage collector."""
         self._registration.close(ended)
-        if self.server is not None:
-            self.server.close()
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()

@@ -210,7 +210,7 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     add((_close_stdin_source, (run,)))
     add((close_targets, (run,)))
     if run.publication is not None:
-        add((run.publication.close, (ended,)))
+        add((_close_publication, (run, ended)))
     if run.container is not None:
         add((run.container.release, ()))
     if run.rundir is not None:
@@ -237,6 +237,15 @@ def _close_stdin_source(run: RunState) -> None:
     source, run.stdin_source = run.stdin_source, None
     if source is not None:
         os.close(source)
+
+
+def _close_publication(run: RunState, ended: tuple[int, str, int | None]) -> None:
+    """Closed once, forgotten as it is closed: the publication's answers lead back to the run
+    (its stop, its member list), a cycle that would leave each published run's objects to the
+    cyclic garbage collector instead of freeing them at its end."""
+    publication, run.publication = run.publication, None
+    if publication is not None:
+        publication.close(ended)
 
 
 def close_targets(run: RunState) -> None:

@@ -1,0 +1,117 @@
+"""Where the wall between one `bench` sample's exit and the next one's clone goes, by phase.
+
+Runs `processkit-cli bench ARGS` in this interpreter (use an install's own python), with
+monotonic stamps taken around the steps between two samples: the root's exit (the kernel's
+record, the exit clock's), the host's `epoll_wait` returning and that loop turn done, the
+engine's tree read and release, `host.carry` returning, `bench`'s work after the run and the
+session's between two runs, `bench`'s set-up of the next run, the containment's (`launch.prepare`)
+and the spawn's request up to the clone's return. Medians over the samples. The stamps wrap the
+engine's functions from outside, so a rename there breaks this script, not the engine.
+
+    X/bin/python bench/bench_phases.py -N --runs 200 --style none 'sleep 0.02'
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+from processkit.benchmark import driver, exit_clock
+from processkit.cli import main as cli
+from processkit.engine import launch, runner, spawn_native
+from processkit import readiness
+import processkit.engine.teardown as teardown
+
+stamp = time.monotonic_ns
+samples: list[dict] = []
+current: dict = {}
+
+
+def wrap(owner, name: str, before: str | None = None, after: str | None = None, keep=None) -> None:
+    """``owner.name`` replaced by a call stamped ``before`` it and ``after`` it."""
+    original = getattr(owner, name)
+
+    def stamped(*args, **kwargs):
+        if before:
+            current[before] = stamp()
+        value = original(*args, **kwargs)
+        if after:
+            current.setdefault(after, []).append(stamp()) if after.endswith("s") else current.__setitem__(
+                after, stamp()
+            )
+        if keep is not None:
+            keep(value)
+        return value
+
+    setattr(owner, name, stamped)
+
+
+def measure_wrapper(original):
+    def measure(self, argv, jsonl=None, iteration=None, output=None):
+        global current
+        current = {"measure": stamp()}
+        measured = original(self, argv, jsonl, iteration, output)
+        current["measured"] = stamp()
+        if output is not None and current.get("exit") is not None:
+            samples.append(current)
+        return measured
+
+    return measure
+
+
+driver.Engine.measure = measure_wrapper(driver.Engine.measure)
+wrap(exit_clock.ExitClock, "read", before="carried", keep=lambda value: current.__setitem__("exit", value))
+wrap(exit_clock.ExitClock, "open", after="carry")
+wrap(readiness.Selector, "select", after="selects")
+wrap(launch, "prepare", before="prepare", after="prepared")
+runner.launch = launch
+for step in ("read_tree", "release"):
+    wrap(teardown, step, before=step)
+    setattr(runner, step, getattr(teardown, step))
+wrap(spawn_native.Pending, "__init__", before="spawn", after="cloned")
+
+# Each phase: the stamp it starts at | the one it ends at ("next": the following sample's) | its name.
+PHASES = [
+    tuple(part.strip() for part in line.split("|"))
+    for line in """
+exit | woken | the exit to epoll_wait's return
+woken | read_tree | the wake-up to the tree read (reap, race, report)
+read_tree | release | the tree and usage reads, the teardown
+release | carried | the release to host.carry's return
+carried | measured | bench after the run (drain, exit clock, counters, leftovers)
+measured | next measure | the session between two runs
+next measure | next carry | bench's set-up of the next run
+next carry | next prepare | the run's set-up up to the containment
+next prepare | next prepared | the containment (launch.prepare)
+next prepared | next spawn | up to the spawn's request
+next spawn | next cloned | the request and the clone (Pending)
+exit | next cloned | the exit to the next clone's return
+""".strip().splitlines()
+]
+
+
+def main() -> None:
+    try:
+        cli.main(["bench", *sys.argv[1:]])
+    except SystemExit:
+        pass
+    rows: dict[str, list[int]] = {label: [] for _, _, label in PHASES}
+    for sample, following in zip(samples, samples[1:]):
+        woken = [at for at in sample.get("selects", []) if at > sample["exit"]]
+        if not woken:
+            continue
+        marks = {**sample, "woken": woken[0]}
+        marks.update(
+            {f"next {key}": following[key] for key in ("measure", "carry", "prepare", "prepared", "spawn", "cloned")}
+        )
+        for start, end, label in PHASES:
+            rows[label].append(marks[end] - marks[start])
+    print(f"{len(rows[PHASES[0][2]])} gaps, load average {os.getloadavg()[0]:.1f}; medians (us):")
+    for label, values in rows.items():
+        print(f"  {label}: {statistics.median(values) / 1e3:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Where a whole benchmark's wall goes, by the kernel's own events: `bench` against hyperfine.
+
+Each round records one run of each tool system wide with `perf record -a` on the scheduler's
+`sched_process_fork`, `sched_process_exec` and `sched_process_exit` tracepoints (no tracer
+stops the processes, as strace would), and reads from the tool's own children: its start-up
+(the tool's exec to its first child's exec), the gap between one child's exit and the next
+child's exec, each child's fork to its exec and exec to exit, and the tail (the last child's
+exit to the tool's). Medians per round, the tools in turn. Needs root (or perf_event_paranoid
+-1) and perf.
+
+    python3 bench/bench_timeline.py --rounds 3 --cli X/bin/processkit-cli --runs 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+EVENTS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit")
+LINE = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)")
+FORK = re.compile(r"pid=(\d+) child_comm=.* child_pid=(\d+)")
+
+
+def events(argv: list[str]) -> list[tuple[str, int, float, str, str]]:
+    """(comm, pid, seconds, event, fields) of every process event while ``argv`` ran."""
+    with tempfile.TemporaryDirectory() as scratch:
+        data = os.path.join(scratch, "perf.data")
+        record = ["perf", "record", "-q", "-o", data, "-a"]
+        for event in EVENTS:
+            record += ["-e", event]
+        subprocess.run([*record, "--", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        script = ["perf", "script", "-i", data, "-F", "comm,pid,time,event,trace"]
+        text = subprocess.run(script, capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in text.splitlines():
+        match = LINE.match(line)
+        if match:
+            comm, pid, stamp, event, fields = match.groups()
+            found.append((comm, int(pid), float(stamp), event.rsplit(":", 1)[-1], fields))
+    return found
+
+
+def timeline(argv: list[str], program: str) -> dict[str, float]:
+    """The figures of one run of ``argv``, whose children exec ``program``."""
+    rows = events(argv)
+    tool = next(pid for _, pid, _, event, fields in rows if event == "sched_process_exec" and argv[0] in fields)
+    began = next(stamp for _, pid, stamp, event, _ in rows if pid == tool and event == "sched_process_exec")
+    forked: dict[int, float] = {}
+    for _, _, stamp, event, fields in rows:
+        match = FORK.search(fields) if event == "sched_process_fork" else None
+        if match and int(match.group(1)) == tool:
+            forked[int(match.group(2))] = stamp
+    execs = {
+        pid: stamp
+        for _, pid, stamp, event, fields in rows
+        if event == "sched_process_exec" and pid in forked and program in fields
+    }
+    exits = {pid: stamp for _, pid, stamp, event, _ in rows if event == "sched_process_exit" and pid in execs}
+    ended = max(stamp for _, pid, stamp, event, _ in rows if pid == tool and event == "sched_process_exit")
+    starts, stops = sorted(execs.values()), sorted(exits.values())
+    gaps = [start - max(stop for stop in stops if stop < start) for start in starts[1:]]
+    return {
+        "children": len(execs),
+        "start-up to the first exec (ms)": (starts[0] - began) * 1e3,
+        "exit to the next exec (us)": statistics.median(gaps) * 1e6,
+        "fork to exec (us)": statistics.median(execs[pid] - forked[pid] for pid in execs) * 1e6,
+        "exec to exit (us)": statistics.median(exits[pid] - execs[pid] for pid in exits) * 1e6,
+        "last exit to the tool's (ms)": (ended - stops[-1]) * 1e3,
+        "whole (ms)": (ended - began) * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--cli", action="append", help="a processkit-cli to measure (repeatable)")
+    args = parser.parse_args()
+    clis = args.cli or [shutil.which("processkit-cli") or "processkit-cli"]
+    tools = {cli: [cli, "bench", "-N", "--style", "none", "--runs", str(args.runs), "sleep 0.02"] for cli in clis}
+    tools["hyperfine"] = ["hyperfine", "-N", "--style", "none", "--runs", str(args.runs), "sleep 0.02"]
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in tools}
+    for round_ in range(args.rounds):
+        names = list(tools)
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            figures[name].append(timeline(tools[name], "/sleep"))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}; medians over {args.rounds} rounds")
+    for name, rounds in figures.items():
+        print(name)
+        for key in rounds[0]:
+            print(f"  {key}: {statistics.median(r[key] for r in rounds):.1f}")
+
+
+if __name__ == "__main__":
+    main()
