@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from streams import check_stream, one
+
 
 def test_a_lent_v2_groups_controllers_are_read_once_a_lend():
     """Whether a v2 group's controllers let it be kept idle is read once when it is made; given
@@ -37,3 +39,54 @@ def test_a_lent_v2_groups_controllers_are_read_once_a_lend():
         cgroupfs.HeldFiles.content = real_content  # type: ignore[method-assign]
         lender.close()
         home.close()
+
+
+def test_held_memfds_are_lent_to_each_run_not_copied_and_each_kept_file_is_its_jobs(tmp_path, monkeypatch):
+    """``--keep failed`` lends a job's three memfds to its run as they are
+    (``RunContext.held_lent``): no copy is made for the engine and closed by it at each job
+    (three ``dup`` and three ``close`` a job); each memfd is closed once, with the batch. A
+    failed job's files after a passing one's run still hold its own bytes alone."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+
+    made: list[int] = []
+    copied: list[int] = []
+    closed: list[int] = []
+    real_create, real_dup, real_close = os.memfd_create, os.dup, os.close
+
+    def create(name, flags=0):
+        fd = real_create(name, flags)
+        made.append(fd)
+        return fd
+
+    def dup(fd):
+        if fd in made:
+            copied.append(fd)
+        return real_dup(fd)
+
+    def close(fd):
+        if fd in made:
+            closed.append(fd)
+        return real_close(fd)
+
+    monkeypatch.setattr(os, "memfd_create", create)
+    monkeypatch.setattr(os, "dup", dup)
+    monkeypatch.setattr(os, "close", close)
+    jobs = [
+        {"args": ["sh", "-c", "echo passing; echo note >&2"], "id": "ok"},
+        {"args": ["sh", "-c", "echo out; echo err >&2; exit 4"], "id": "bad"},
+        {"args": ["true"], "id": "quiet"},
+        {"args": ["sh", "-c", "printf y; exit 5"], "id": "last"},
+    ]
+    out = tmp_path / "out"
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(out), 1, keep_failed_only=True), signals=False)
+    assert [line.exit_code for line in lines] == [0, 4, 0, 5]
+    assert len(made) == 3, "one set of memfds for the one job in flight"
+    assert copied == [], "no copy of a held memfd is made for a run"
+    assert sorted(closed) == sorted(made), "each memfd closed once, with the batch"
+    for line, data in (("bad", (b"out\n", b"err\n")), ("last", (b"y", b""))):
+        events = check_stream(out / line / "events.jsonl", 4 if line == "bad" else 5)
+        assert one(events, "run_started")["run_id"] == next(x.run_id for x in lines if x.id == line)
+        for name, kept in zip(("stdout", "stderr"), data):
+            assert (out / line / "capture" / f"{name}.log").read_bytes() == kept
+    assert not (out / "ok").exists() and not (out / "quiet").exists()

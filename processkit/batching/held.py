@@ -32,8 +32,9 @@ COPY_CHUNK = 1 << 24
 
 
 class HeldFiles:
-    """One attempt's three memfds (stream, stdout, stderr), kept by the batch (``on_host``); the engine gets
-    copies of the descriptors (``for_engine``), which it closes as it would the files it opens."""
+    """One attempt's three memfds (stream, stdout, stderr), kept by the batch (``on_host``) and
+    lent to the engine as they are (``RunContext.held_lent``): it writes them and never closes
+    them, so no copy is made and closed per job (``dup`` and ``close`` three times each)."""
 
     __slots__ = ("fds",)
 
@@ -47,10 +48,6 @@ class HeldFiles:
                 os.close(fd)
             raise Failure(Kind.SETUP, f"cannot hold the job's files in memory (memfd): {exc.strerror}") from None
         self.fds = tuple(fds)
-
-    def for_engine(self) -> tuple[int, int, int]:
-        stream, stdout, stderr = self.fds
-        return os.dup(stream), os.dup(stdout), os.dup(stderr)
 
     def write_into(self, stream_path: str, capture_dir: str) -> None:
         """The failed attempt's stream and capture, written where ``--keep all`` would have put

@@ -312,7 +312,7 @@ def _job_steps(
             held = spares.take()
     except Failure as failure:
         return job, Outcome(failure.code, failure), None, False
-    over = False  # the engine has closed its copies of the memfds: they may serve another attempt
+    over = False  # the run's steps are over: the memfds lent to them may serve another attempt
     try:
         spec = job_spec(
             job,
@@ -325,7 +325,7 @@ def _job_steps(
         # a held job's memfds are wired in beside its spec, and it is published late
         context = OWN_CONTEXT
         if held is not None:
-            context = RunContext(held_fds=held.for_engine(), publish_after_ms=LATE_PUBLICATION_MS)
+            context = RunContext(held_fds=held.fds, held_lent=True, publish_after_ms=LATE_PUBLICATION_MS)
         outcome = yield from steps(
             host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context
         )

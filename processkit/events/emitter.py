@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None):
+    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None, lent: bool = False):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
         last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
@@ -94,7 +94,8 @@ class Emitter:
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
         read it while the run goes on, so its events are gathered, and encoded and written at
         ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
-        or once they weigh more than ``SPILL_WEIGHT``."""
+        or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
+        closed here (a batch's memfd, kept for its next attempt)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -102,6 +103,7 @@ class Emitter:
         self._fd = -1
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
+        self._lent = lent
         if self._poisoned:
             return
         if fd is not None:
@@ -210,7 +212,8 @@ class Emitter:
         if gathered and keep:
             self._write_gathered(gathered)
         if self._fd >= 0:
-            os.close(self._fd)
+            if not self._lent:
+                os.close(self._fd)
             self._fd = -1
 
     def _write_gathered(self, gathered: list) -> None:
