@@ -215,6 +215,9 @@ class RunContext(Plain):
       them (a batch's memfds serve its next attempt as they are, not through copies the engine
       closes: six system calls a job). The carrier takes them back only once the run's steps
       are over, when nothing of the run writes them any more.
+    - ``cwd``: the carrier's working directory as it read it once for every run it carries (a
+      batch, at its start: its process never changes it meanwhile); None: the engine reads this
+      process's at each run.
     - ``publish_after_ms``: None: the record and socket are made before the spawn (the
       reference's order); else only once the child has run this long (a bench's run, a
       ``--keep failed`` job: streams no client can read, and runs most of which end sooner, so
@@ -246,6 +249,7 @@ class RunContext(Plain):
         "child_fds",
         "places",
         "linger_ms",
+        "cwd",
     )
 
     def __init__(
@@ -261,6 +265,7 @@ class RunContext(Plain):
         child_fds: tuple[int | None, int | None, int | None] | None = None,
         places: dict[str, str] | None = None,
         linger_ms: int = 0,
+        cwd: str | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -272,6 +277,7 @@ class RunContext(Plain):
         self.child_fds = child_fds
         self.places = places
         self.linger_ms = linger_ms
+        self.cwd = cwd
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

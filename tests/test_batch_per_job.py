@@ -90,3 +90,27 @@ def test_held_memfds_are_lent_to_each_run_not_copied_and_each_kept_file_is_its_j
         for name, kept in zip(("stdout", "stderr"), data):
             assert (out / line / "capture" / f"{name}.log").read_bytes() == kept
     assert not (out / "ok").exists() and not (out / "quiet").exists()
+
+
+def test_the_batchs_working_directory_is_read_once_and_each_run_reports_it(tmp_path, monkeypatch):
+    """A batch reads its working directory once for all its runs (``RunContext.cwd``), not a
+    ``getcwd`` a job; each run still reports it (``run_started``'s ``cwd``), and a job's own
+    relative ``cwd`` is taken from it."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    reads: list[str] = []
+    real = os.getcwd
+    monkeypatch.setattr(os, "getcwd", lambda: reads.append("getcwd") or real())
+    jobs = [{"args": ["sh", "-c", "exit 3"], "id": f"j{n}"} for n in range(4)]
+    jobs.append({"args": ["sh", "-c", 'pwd > "$0"; exit 3', str(tmp_path / "where")], "id": "sub", "cwd": "sub"})
+    out = tmp_path / "out"
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(out), 1, keep_failed_only=True), signals=False)
+    assert [line.exit_code for line in lines] == [3] * 5
+    assert len(reads) <= 2, reads  # the batch's one read (and the manifest's), not one a job
+    for line in lines:
+        started = one(check_stream(out / line.id / "events.jsonl", 3), "run_started")
+        assert started["cwd"] == (str(tmp_path / "sub") if line.id == "sub" else str(tmp_path))
+    assert (tmp_path / "where").read_text().strip() == str(tmp_path / "sub")

@@ -66,7 +66,7 @@ def steps(
     publication, descriptors and places for the child's streams."""
     held = context.held_fds  # the engine's to close, as the files it opens, unless lent
     try:
-        runner_cwd = os.getcwd()
+        runner_cwd = context.cwd if context.cwd is not None else os.getcwd()
     except OSError as exc:
         for fd in () if context.held_lent else held or ():
             os.close(fd)
