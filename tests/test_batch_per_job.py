@@ -114,3 +114,30 @@ def test_the_batchs_working_directory_is_read_once_and_each_run_reports_it(tmp_p
         started = one(check_stream(out / line.id / "events.jsonl", 3), "run_started")
         assert started["cwd"] == (str(tmp_path / "sub") if line.id == "sub" else str(tmp_path))
     assert (tmp_path / "where").read_text().strip() == str(tmp_path / "sub")
+
+
+def test_a_passing_held_jobs_dropped_events_are_given_no_text_time(tmp_path, monkeypatch):
+    """A ``--keep failed`` job's stream gathers the events its line does not read with the clock
+    read at their emission, formatted only if the stream is kept: a passing job's dropped
+    events are never given a text time (five a job were), and a failed job's stream has every
+    time, in order, as a stream written as it goes has."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+    from processkit.events import emitter
+
+    formatted: list[int | None] = []
+    real = emitter.utc_timestamp
+    monkeypatch.setattr(emitter, "utc_timestamp", lambda ns=None, digits=3: formatted.append(ns) or real(ns, digits))
+    passing = 6
+    jobs = [{"args": ["true"], "id": f"ok{n}"} for n in range(passing)]
+    out = tmp_path / "out"
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(out), 1, keep_failed_only=True), signals=False)
+    assert [line.exit_code for line in lines] == [0] * passing
+    assert len(formatted) <= passing, f"{len(formatted)} times formatted for {passing} passing jobs"
+    formatted.clear()
+    jobs = [{"args": ["sh", "-c", "exit 6"], "id": "bad"}]
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(tmp_path / "out2"), 1, keep_failed_only=True), signals=False)
+    events = check_stream(tmp_path / "out2" / "bad" / "events.jsonl", 6)
+    times = [event["time"] for event in events]
+    assert times == sorted(times) and all(time.endswith("Z") for time in times)
+    assert formatted, "the kept stream's gathered events are given their times"
