@@ -293,5 +293,12 @@ OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
 
 
 def new_run_id() -> str:
-    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
-    return f"run-{os.getpid()}-{time.time_ns()}"
+    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md). The pid is read once
+    a process (a batch names each of its jobs: a ``getpid`` a job), again in a forked child."""
+    if not _PID:
+        _PID.append(os.getpid())
+    return f"run-{_PID[0]}-{time.time_ns()}"
+
+
+_PID: list[int] = []  # this process's pid once ``new_run_id`` has read it; emptied in a forked child
+os.register_at_fork(after_in_child=_PID.clear)

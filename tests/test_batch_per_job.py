@@ -141,3 +141,30 @@ def test_a_passing_held_jobs_dropped_events_are_given_no_text_time(tmp_path, mon
     times = [event["time"] for event in events]
     assert times == sorted(times) and all(time.endswith("Z") for time in times)
     assert formatted, "the kept stream's gathered events are given their times"
+
+
+def test_a_batch_names_its_jobs_runs_without_a_getpid_each_and_a_forked_child_its_own(tmp_path, monkeypatch):
+    """A job's run id (``run-<pid>-<nanos>``) takes the pid read once a process, not a
+    ``getpid`` a job; a forked child reads its own again, so its ids name it."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+    from processkit.spec import new_run_id
+
+    asked: list[int] = []
+    real = os.getpid
+    monkeypatch.setattr(os, "getpid", lambda: asked.append(1) or real())
+    jobs = [{"args": ["true"], "id": f"ok{n}"} for n in range(6)]
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(tmp_path / "out"), 1, keep_failed_only=True), signals=False)
+    assert {line.run_id.split("-")[1] for line in lines} == {str(real())}
+    assert len(asked) <= 2, f"{len(asked)} getpid calls for 6 jobs"
+    monkeypatch.setattr(os, "getpid", real)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked child
+        os.write(write, new_run_id().encode() + b" " + str(os.getpid()).encode())
+        os._exit(0)
+    os.close(write)
+    said = os.read(read, 200).decode().split()
+    os.close(read)
+    os.waitpid(child, 0)
+    assert said[0].split("-")[1] == said[1] != str(real())
