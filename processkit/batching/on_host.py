@@ -21,7 +21,7 @@ from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
-from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, RunContext
+from ..spec import OWN_CONTEXT, RunContext
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
@@ -146,8 +146,8 @@ def run_batch(
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
-    spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
     own = _own_context()  # the batch's working directory, read once for all its runs
+    spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
@@ -326,10 +326,7 @@ def _job_steps(
             timeout_ms=timeout_ms,
             args=args,
         )
-        # a held job's memfds are wired in beside its spec, and it is published late
-        context = own
-        if held is not None:
-            context = RunContext(held_fds=held.fds, held_lent=True, publish_after_ms=LATE_PUBLICATION_MS, cwd=own.cwd)
+        context = own if held is None else held.context  # a held job's memfds lent, it published late
         outcome = yield from steps(
             host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context
         )
