@@ -195,7 +195,8 @@ class RunContext(Plain):
     describes the run (a carrier never sets its wiring there). Never read from the process-wide state of the process
     that carries the run (``os.environ``, fds 0-2), which a long-lived carrier (the API's runner
     service) shares between the runs of many calls. Descriptors here are the carrier's to close,
-    except ``held_fds`` and ``ready_fd``, which the engine closes as it would its own files.
+    except ``held_fds`` (unless ``held_lent``) and ``ready_fd``, which the engine closes as it
+    would its own files.
 
     - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
       this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
@@ -210,6 +211,13 @@ class RunContext(Plain):
       writes and closes instead of opening the spec's ``jsonl`` and ``capture_dir`` files
       (which it still names); head capture only. ``(stream,)`` alone holds the stream only (the
       API's runner service for a run with no capture, or one captured into files).
+    - ``held_lent``: the ``held_fds`` stay the carrier's: the engine writes them and never closes
+      them (a batch's memfds serve its next attempt as they are, not through copies the engine
+      closes: six system calls a job). The carrier takes them back only once the run's steps
+      are over, when nothing of the run writes them any more.
+    - ``cwd``: the carrier's working directory as it read it once for every run it carries (a
+      batch, at its start: its process never changes it meanwhile); None: the engine reads this
+      process's at each run.
     - ``publish_after_ms``: None: the record and socket are made before the spawn (the
       reference's order); else only once the child has run this long (a bench's run, a
       ``--keep failed`` job: streams no client can read, and runs most of which end sooner, so
@@ -235,11 +243,13 @@ class RunContext(Plain):
         "stdio",
         "ready_fd",
         "held_fds",
+        "held_lent",
         "publish_after_ms",
         "output_fd",
         "child_fds",
         "places",
         "linger_ms",
+        "cwd",
     )
 
     def __init__(
@@ -249,21 +259,25 @@ class RunContext(Plain):
         stdio: tuple[int, int, int] | None = None,
         ready_fd: int | None = None,
         held_fds: tuple[int, ...] | None = None,
+        held_lent: bool = False,
         publish_after_ms: int | None = None,
         output_fd: int | None = None,
         child_fds: tuple[int | None, int | None, int | None] | None = None,
         places: dict[str, str] | None = None,
         linger_ms: int = 0,
+        cwd: str | None = None,
     ):
         self.env = env
         self.stdio = stdio
         self.ready_fd = ready_fd
         self.held_fds = held_fds
+        self.held_lent = held_lent
         self.publish_after_ms = publish_after_ms
         self.output_fd = output_fd
         self.child_fds = child_fds
         self.places = places
         self.linger_ms = linger_ms
+        self.cwd = cwd
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""
@@ -279,5 +293,12 @@ OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
 
 
 def new_run_id() -> str:
-    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
-    return f"run-{os.getpid()}-{time.time_ns()}"
+    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md). The pid is read once
+    a process (a batch names each of its jobs: a ``getpid`` a job), again in a forked child."""
+    if not _PID:
+        _PID.append(os.getpid())
+    return f"run-{_PID[0]}-{time.time_ns()}"
+
+
+_PID: list[int] = []  # this process's pid once ``new_run_id`` has read it; emptied in a forked child
+os.register_at_fork(after_in_child=_PID.clear)

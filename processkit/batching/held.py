@@ -25,6 +25,7 @@ from ..engine.capture import STREAMS, open_targets
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import open_for_writing
+from ..spec import LATE_PUBLICATION_MS, RunContext
 from .outdir import ensure_directory
 
 NAMES = ("events.jsonl", "stdout.log", "stderr.log")
@@ -32,12 +33,13 @@ COPY_CHUNK = 1 << 24
 
 
 class HeldFiles:
-    """One attempt's three memfds (stream, stdout, stderr), kept by the batch (``on_host``); the engine gets
-    copies of the descriptors (``for_engine``), which it closes as it would the files it opens."""
+    """One attempt's three memfds (stream, stdout, stderr), kept by the batch (``on_host``) and
+    lent to the engine as they are (``RunContext.held_lent``): it writes them and never closes
+    them, so no copy is made and closed per job (``dup`` and ``close`` three times each)."""
 
-    __slots__ = ("fds",)
+    __slots__ = ("fds", "context")
 
-    def __init__(self) -> None:
+    def __init__(self, cwd: str | None = None) -> None:
         fds: list[int] = []
         try:
             for name in NAMES:
@@ -47,10 +49,10 @@ class HeldFiles:
                 os.close(fd)
             raise Failure(Kind.SETUP, f"cannot hold the job's files in memory (memfd): {exc.strerror}") from None
         self.fds = tuple(fds)
-
-    def for_engine(self) -> tuple[int, int, int]:
-        stream, stdout, stderr = self.fds
-        return os.dup(stream), os.dup(stdout), os.dup(stderr)
+        # What the engine is given with them, made once for every attempt the set serves: the
+        # memfds lent, the run published late (no client can read its stream), the batch's
+        # working directory (``cwd``, read once by the batch).
+        self.context = RunContext(held_fds=self.fds, held_lent=True, publish_after_ms=LATE_PUBLICATION_MS, cwd=cwd)
 
     def write_into(self, stream_path: str, capture_dir: str) -> None:
         """The failed attempt's stream and capture, written where ``--keep all`` would have put
@@ -91,14 +93,15 @@ class Spares:
     """The memfds of attempts that are over, emptied and kept for the next ones (at most one
     set per job in flight); closed with the batch."""
 
-    __slots__ = ("_free",)
+    __slots__ = ("_free", "_cwd")
 
-    def __init__(self) -> None:
+    def __init__(self, cwd: str | None = None) -> None:
         self._free: list[HeldFiles] = []
+        self._cwd = cwd  # the batch's working directory, for each set's context
 
     def take(self) -> HeldFiles:
         """A set kept from an attempt that is over, else a new one; raises Failure."""
-        return self._free.pop() if self._free else HeldFiles()
+        return self._free.pop() if self._free else HeldFiles(self._cwd)
 
     def give(self, held: HeldFiles) -> None:
         """An attempt is over with ``held`` (its files written out or dropped): kept emptied,

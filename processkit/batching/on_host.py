@@ -21,7 +21,7 @@ from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
-from ..spec import LATE_PUBLICATION_MS, OWN_CONTEXT, RunContext
+from ..spec import OWN_CONTEXT, RunContext
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
@@ -146,7 +146,8 @@ def run_batch(
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
-    spares = Spares()  # the memfds of --keep failed attempts that are over, for the next ones
+    own = _own_context()  # the batch's working directory, read once for all its runs
+    spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
@@ -178,6 +179,7 @@ def run_batch(
                 attempts[job.id],
                 timeouts.limit_ms(),
                 spares if settings.keep_failed_only else None,
+                own,
                 earlier_files=not recorder.fresh_out,
                 args=with_slot(job.args, job.plan, slot),
                 delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
@@ -283,6 +285,7 @@ def _job_steps(
     attempt: int,
     timeout_ms: int | None,
     spares: Spares | None,
+    own: RunContext,
     earlier_files: bool,
     args: list[str] | None = None,
     delay_ms: int = 0,
@@ -293,7 +296,8 @@ def _job_steps(
     the job's directory. With ``spares`` (``--keep failed``) the attempt writes into memfds
     (``held``, taken from ``spares`` and given back once it is over), and only a failed one's
     files reach the job's directory; a ring capture (``capture_keep`` tail or head-tail) is
-    written in place as always. ``earlier_files``: ``out`` held something
+    written in place as always. ``own``: the context of a run the batch wires nothing into
+    (``_own_context``). ``earlier_files``: ``out`` held something
     when the batch began, so the attempts an earlier batch left for the job are removed before
     its first, and a passing held job's files from an earlier batch after it."""
     if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
@@ -312,7 +316,7 @@ def _job_steps(
             held = spares.take()
     except Failure as failure:
         return job, Outcome(failure.code, failure), None, False
-    over = False  # the engine has closed its copies of the memfds: they may serve another attempt
+    over = False  # the run's steps are over: the memfds lent to them may serve another attempt
     try:
         spec = job_spec(
             job,
@@ -322,10 +326,7 @@ def _job_steps(
             timeout_ms=timeout_ms,
             args=args,
         )
-        # a held job's memfds are wired in beside its spec, and it is published late
-        context = OWN_CONTEXT
-        if held is not None:
-            context = RunContext(held_fds=held.for_engine(), publish_after_ms=LATE_PUBLICATION_MS)
+        context = own if held is None else held.context  # a held job's memfds lent, it published late
         outcome = yield from steps(
             host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context
         )
@@ -340,6 +341,16 @@ def _job_steps(
                 spares.give(held)
             else:
                 held.close()
+
+
+def _own_context() -> RunContext:
+    """The context of the batch's runs: its working directory read once here, not by each run
+    (a ``getcwd`` a job; the batch's process never changes it while its jobs run). One that
+    cannot be read is left to each run, which fails its set-up saying so, as without this."""
+    try:
+        return RunContext(cwd=os.getcwd())
+    except OSError:
+        return OWN_CONTEXT
 
 
 def _raises(exc: Exception):

@@ -64,18 +64,18 @@ def steps(
     ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
     publication, descriptors and places for the child's streams."""
-    held = context.held_fds  # the engine's to close, as the files it opens
+    held = context.held_fds  # the engine's to close, as the files it opens, unless lent
     try:
-        runner_cwd = os.getcwd()
+        runner_cwd = context.cwd if context.cwd is not None else os.getcwd()
     except OSError as exc:
-        for fd in held or ():
+        for fd in () if context.held_lent else held or ():
             os.close(fd)
         return Outcome(
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     jsonl = context.place(spec.jsonl)
     try:
-        emitter = Emitter(jsonl, remember, held[0] if held else None)
+        emitter = Emitter(jsonl, remember, held[0] if held else None, lent=context.held_lent)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper, context)

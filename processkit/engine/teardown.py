@@ -249,7 +249,10 @@ def _close_publication(run: RunState, ended: tuple[int, str, int | None]) -> Non
 
 
 def close_targets(run: RunState) -> None:
-    """Close the capture files once: forgotten as they are closed."""
+    """Close the capture files once: forgotten as they are closed (a carrier's lent memfds,
+    ``RunContext.held_lent``, only forgotten: they stay the carrier's)."""
     targets, run.targets = run.targets, {}
+    lent = run.context.held_fds if run.context.held_lent else None
     for target in targets.values():
-        os.close(target.fd)
+        if lent is None or target.fd not in lent:
+            os.close(target.fd)

@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None):
+    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None, lent: bool = False):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
         last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
@@ -94,7 +94,8 @@ class Emitter:
         memory-backed file to write instead (a batch's memfd), closed here; no other process can
         read it while the run goes on, so its events are gathered, and encoded and written at
         ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
-        or once they weigh more than ``SPILL_WEIGHT``."""
+        or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
+        closed here (a batch's memfd, kept for its next attempt)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -102,6 +103,7 @@ class Emitter:
         self._fd = -1
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
+        self._lent = lent
         if self._poisoned:
             return
         if fd is not None:
@@ -130,17 +132,19 @@ class Emitter:
     def gathered(self) -> list | None:
         """A memory-backed stream's events as they were gathered, while none was encoded (None
         once it spilled or was written): each a record (a type ``remember`` names) or an
-        ``(event, stamp)`` pair, the time it was emitted for an event that had none. A carrier
+        ``(event, stamp)`` pair, the time it was emitted for an event that had none, as text (kept
+        as the clock's reading until then: ``_stamp``). A carrier
         that sends the events on in its own form (the API's runner service) makes it from these,
         not from records it would only take apart again."""
         gathered = self._gathered
-        return None if gathered is None else list(gathered)
+        return None if gathered is None else [_stamped(item) for item in gathered]
 
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
-        A held stream gathers an event of a type it does not remember as itself, with the time it
-        was emitted, and makes it a record only if the stream is kept (``close``): a passing
-        ``--keep failed`` job's five such events are never made into objects to be dropped. The
+        A held stream gathers an event of a type it does not remember as itself, with the clock
+        read when it was emitted, and makes it a record (its time formatted from that reading)
+        only if the stream is kept (``close``): a passing ``--keep failed`` job's five such
+        events are never made into records, nor given a text time, to be dropped. The
         record made then is the one made now would be, so the bytes are the same."""
         if self._poisoned:
             return
@@ -158,7 +162,7 @@ class Emitter:
             # event as it comes.
             name = getattr(event, "name", None)
             if name and name not in self._remember:  # an ``events.base.Event``
-                gathered.append((event, None if event.time is not None else utc_timestamp()))
+                gathered.append((event, None if event.time is not None else time.time_ns()))
                 members = getattr(event, "members", None)
                 self._weight += 1 + (len(members) if type(members) is list else 0)
                 if self._weight > SPILL_WEIGHT:
@@ -210,7 +214,8 @@ class Emitter:
         if gathered and keep:
             self._write_gathered(gathered)
         if self._fd >= 0:
-            os.close(self._fd)
+            if not self._lent:
+                os.close(self._fd)
             self._fd = -1
 
     def _write_gathered(self, gathered: list) -> None:
@@ -239,4 +244,17 @@ class Emitter:
 def _records(gathered: list) -> list[dict]:
     """What was gathered as records: those made at ``emit`` as they are, the events kept with
     their stamps made now, each the record ``emit`` would have made."""
-    return [item if type(item) is dict else item[0].to_json(item[1]) for item in gathered]
+    return [item if type(item) is dict else item[0].to_json(_stamp(item[1])) for item in gathered]
+
+
+def _stamp(ns: int | None) -> str | None:
+    """A gathered event's time as its record gives it: the clock read at ``emit``, formatted
+    only now, for a stream that is kept (a passing ``--keep failed`` job's five dropped events
+    are never given a text time); None for an event that had its own."""
+    return None if ns is None else utc_timestamp(ns)
+
+
+def _stamped(item):
+    """A gathered item as ``Emitter.gathered`` gives it: a record as it is, an ``(event, stamp)``
+    pair with the stamp as text."""
+    return item if type(item) is dict else (item[0], _stamp(item[1]))
