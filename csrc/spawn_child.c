@@ -17,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,37 @@ static void reset_signals(void)
     SYS4(rt_sigprocmask, SIG_SETMASK, &none, 0, sizeof none);
 }
 
+/* The child's report pipe, made in its own descriptor table and its read end sent to the runner
+ * over the channel (spawn_report.c says why); the write end returned, which execve closes. A
+ * failure to make or send it is reported on the channel itself: the runner's own set-up
+ * failing, as the runner's failure to make the channel would be. */
+static int own_report_pipe(int channel_fd)
+{
+    union {
+        char bytes[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr header;
+    } control = {{0}};
+    char marker = 0;
+    struct iovec data = {.iov_base = &marker, .iov_len = 1};
+    struct msghdr message = {.msg_iov = &data,
+                             .msg_iovlen = 1,
+                             .msg_control = control.bytes,
+                             .msg_controllen = sizeof control.bytes};
+    int ends[2];
+    long failed = SYS2(pipe2, ends, O_CLOEXEC | O_NONBLOCK); /* the runner only looks; one write fits */
+    if (failed < 0)
+        child_fail(channel_fd, PK_SPAWN_CLONE, failed);
+    control.header.cmsg_level = SOL_SOCKET;
+    control.header.cmsg_type = SCM_RIGHTS;
+    control.header.cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(&control.header), &ends[0], sizeof(int));
+    if ((failed = SYS3(sendmsg, channel_fd, &message, MSG_NOSIGNAL)) < 0)
+        child_fail(channel_fd, PK_SPAWN_CLONE, failed);
+    SYS1(close, ends[0]);
+    SYS1(close, channel_fd);
+    return ends[1];
+}
+
 /* dup onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
  * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first.
  * The report pipe too; when it cannot move (no free fd under the limit) the failure is still
@@ -198,7 +230,7 @@ static void close_others(int keep)
 void pk_run_child(const struct pk_child *child)
 {
     const pk_spawn_request *request = child->request;
-    int report_fd = child->report_fd;
+    int report_fd = own_report_pipe(child->report_fd);
     long error = -ENOENT, first = 0, failed;
     size_t i;
     /* A newborn task preempts its parent on a busy CPU, and the runner would sit runnable until

@@ -4,8 +4,9 @@ spawn holds it for the command's exit anyway, so a loop turn for the exec's repo
 pipe registered, waited on, dropped) is pure cost on every sample (issue 49, the 200 x
 ``sleep 0.02`` figure). A batch's jobs, which other jobs run beside, still yield for it.
 
-The CLI runs in a child interpreter whose native spawn never says its exec is reported at a
-look (``Pending.ready``), so only the rule decides whether the report pipe reaches the loop."""
+The CLI runs in a child interpreter whose native spawn never says its exec is reported at its
+first look (``Pending.ready``), so only the rule decides whether the report's channel reaches the
+loop."""
 
 from __future__ import annotations
 
@@ -27,15 +28,21 @@ from processkit import loop
 from processkit.engine import spawn_native
 from processkit.cli.main import main
 
-reports, registered = [], []
-begin = spawn_native.Pending.__init__
+reports, registered, looked = [], [], set()
+begin, ready = spawn_native.Pending.__init__, spawn_native.Pending.ready
 
 def recording(self, *args, **kwargs):
     begin(self, *args, **kwargs)
-    reports.append(self.fd)
+    reports.append(self.fds()[0] if self.begun else None)
+
+def first_look_fails(self):  # the exec is never seen done at the first look
+    if id(self) in looked:
+        return ready(self)
+    looked.add(id(self))
+    return False
 
 spawn_native.Pending.__init__ = recording
-spawn_native.Pending.ready = lambda self: False  # the exec is never seen done at a look
+spawn_native.Pending.ready = first_look_fails
 add_reader = loop.Loop.add_reader
 loop.Loop.add_reader = lambda self, fd, callback: (registered.append(fd), add_reader(self, fd, callback))[1]
 try:

@@ -325,9 +325,11 @@ def test_each_spawn_searches_its_own_path_and_passes_its_own_argv(tmp_path):
 
 
 def report_pipe_that_cannot_move() -> None:
-    """A runner with its std fds closed gets its report pipe at 0 and 1; the child moves it
-    above 2, and here no fd is free there under the limit. The child must still report that
-    failure through the pipe where it is, not exit 127 in silence (read as "started")."""
+    """A runner with its std fds closed gets its report's channel at 0 and 1, and here no fd is
+    free above under the limit, where the child makes its own report pipe (csrc/spawn_report.c).
+    The child must still report that failure, through the channel, not exit 127 in silence
+    (read as "started"): the runner's own limit reached (the runner names it, never the
+    program), as for the channel itself."""
     saved = os.dup(2)
     for fd in (0, 1, 2):
         os.close(fd)
@@ -346,7 +348,7 @@ def report_pipe_that_cannot_move() -> None:
         os.dup2(saved, 2)
         for fd in filler:
             os.close(fd)
-    assert got == (lib.PK_SPAWN_STDIO, errno.EMFILE), got
+    assert got == (lib.PK_SPAWN_CLONE, errno.EMFILE), got
 
 
 def test_a_report_pipe_that_cannot_move_still_reports():

@@ -208,15 +208,18 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     child if the run is closed meanwhile). A run that lingers (``bench``'s: its host
     carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
     the spawn too."""
-    fd = starting.fd
-    if fd is None or host.alone or run.context.linger_ms or starting.ready():
+    if host.alone or run.context.linger_ms:
         return
-    seen: list[bool] = []
-    run.loop.add_reader(fd, lambda: seen.append(True))
-    try:
-        yield from wait_until(lambda: bool(seen))
-    finally:
-        run.loop.remove_reader(fd)  # before the spawn's finish closes it
+    while not starting.ready():  # a look may move the wait on: the child's own pipe arrived
+        fds = starting.fds()
+        seen: list[bool] = []
+        for fd in fds:
+            run.loop.add_reader(fd, lambda: seen.append(True))
+        try:
+            yield from wait_until(lambda: bool(seen))
+        finally:
+            for fd in fds:
+                run.loop.remove_reader(fd)  # before the spawn's finish closes it
 
 
 def connect(run: RunState, launched: Launched) -> None:

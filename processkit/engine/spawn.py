@@ -179,7 +179,7 @@ def begin(
         joins = container.child_joins()
         if backend == "native":
             pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
-            if pending.fd is None:  # no child: its clone (or its report pipe) failed
+            if not pending.begun:  # no child: its clone (or its report's channel) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
         child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, terminal is not None)
@@ -214,8 +214,8 @@ def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Ex
 class Starting:
     """A child begun (``begin``): ``ready()`` once its exec's outcome is known (at once for
     Popen's child, whose spawn waits for it), then ``child()``: the started Child, or the
-    spawn's failure raised. While a native one is not ready, its ``fd`` turns readable when it
-    is, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
+    spawn's failure raised. While a native one is not ready, one of its ``fds()`` turns readable
+    before the next look, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
     will never be asked for (its run closed from outside)."""
 
     __slots__ = ("_pending", "_started", "_runner_ends", "_named")
@@ -226,9 +226,9 @@ class Starting:
         self._runner_ends = runner_ends
         self._named = named  # (argv, cwd, container): what a failure names
 
-    @property
-    def fd(self) -> int | None:
-        return self._pending.fd if self._pending is not None else None
+    def fds(self) -> tuple[int, ...]:
+        """What a loop waits on before the next ``ready`` (``Pending.fds``): none once ready."""
+        return self._pending.fds() if self._pending is not None else ()
 
     def ready(self) -> bool:
         return self._pending is None or self._pending.ready()

@@ -26,10 +26,9 @@ if TYPE_CHECKING:
 class Pending:
     """``pk_spawn_begin``'s child until its exec is reported. ``result``: the ``pk_spawn_result``
     (the pid and pidfd from the clone on; the stage and errno once finished, ``stage``
-    ``PK_SPAWN_CLONE`` at once when no child was made). ``fd``: readable once the outcome is
-    there (None when finished or never begun)."""
+    ``PK_SPAWN_CLONE`` at once when no child was made). ``begun``: whether a child was made."""
 
-    __slots__ = ("result", "fd", "_handle", "_held", "_pid")
+    __slots__ = ("result", "begun", "_handle", "_held", "_pid")
 
     def __init__(self, argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int):
         self._handle = None  # set before anything that can raise: __del__ reads it
@@ -63,12 +62,26 @@ class Pending:
         self._handle = handle if handle != ffi.NULL else None
         self._held = held if self._handle is not None else None
         self._pid = self.result.pid
-        self.fd = lib.pk_spawn_report_fd(handle) if self._handle is not None else None
-        if self._handle is not None:
+        self.begun = self._handle is not None
+        if self.begun:
             claims.claim(self._pid)
 
+    def fds(self) -> tuple[int, ...]:
+        """What to wait on for the next ``ready`` look: the fd the exec's report comes through
+        (first the channel the child sends its own report pipe over, then that pipe:
+        csrc/spawn_report.c), and the child's pidfd while that channel is waited on (its exit
+        decides when a copy of the channel held elsewhere holds its end of file off). Asked
+        again after each look: it changes. None once finished."""
+        handle = self._handle
+        if handle is None:
+            return ()
+        lib = native.module().lib
+        exit_fd = lib.pk_spawn_exit_fd(handle)
+        report_fd = lib.pk_spawn_report_fd(handle)
+        return (report_fd, exit_fd) if exit_fd >= 0 else (report_fd,)
+
     def ready(self) -> bool:
-        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait).
+        """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).
         The handle is taken out while the C side may free it: an exception landing between
         its return and this method's next step leaks it at worst, never finishes it twice."""
         handle, self._handle = self._handle, None
@@ -96,7 +109,7 @@ class Pending:
             os.kill(self._pid, signum.SIGKILL)
 
     def _finished(self) -> None:
-        self._handle = self.fd = None
+        self._handle = None
         self._held = None
         claims.unclaim(self._pid)
 

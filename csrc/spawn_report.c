@@ -1,0 +1,171 @@
+/* The exec's report, read by the runner: spawn.c clones the child, spawn_child.c is the child.
+ *
+ * Why the report pipe is the child's own, sent over a socket: the exec is seen as the end of
+ * file of a pipe whose write end execve closes (O_CLOEXEC), which needs every copy of that end
+ * closed. A pipe the runner made sits in the runner's descriptor table from its pipe2 to the
+ * close after the clone, and a fork() meanwhile in another thread of the process (a Dask
+ * worker's, an API caller's: anything the spawn runs in) copies its write end; a copy in a
+ * child that never execs holds the end of file off for as long as that child lives, and the
+ * run with it. So the runner makes only a socket pair, a copy of whose ends holds off nothing
+ * the runner waits for: the child's first step makes its pipe in its own descriptor table, which
+ * no other process copies, and sends the read end over the socket (SCM_RIGHTS). Until that
+ * message the runner waits on the socket and on the child's pidfd: a child that exits before
+ * sending (killed at birth) is decided by its exit, not by the socket's end of file, which a
+ * copy holds off too. A whole report (a failed step and its errno) is taken as soon as it is
+ * read, not at the end of file after it: the child exits right after writing it, and is waited
+ * for by its pid.
+ *
+ * The stack is given back only once the child is off it: its pipe's end of file comes after
+ * the child has left the runner's memory (execve switches memory before it closes O_CLOEXEC
+ * fds, and exit releases the memory before the fds), a pidfd is readable only once it has
+ * exited, and a reported child is reaped first. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn_child.h"
+
+#define PK_NOT_YET 1 /* a look found nothing new */
+#define PK_RAN     2 /* no report will come: the child exec'd, or exited without one */
+#define PK_FAILED  3 /* a whole report: the child failed a step and exits */
+
+int pk_spawn_report_fd(const pk_spawn_pending *pending)
+{
+    return pending->report_fd >= 0 ? pending->report_fd : pending->channel_fd;
+}
+
+int pk_spawn_exit_fd(const pk_spawn_pending *pending)
+{
+    return pending->report_fd >= 0 ? -1 : pending->pidfd;
+}
+
+/* A child the runner can no longer follow (its pipe lost to the runner's fd limit, a channel
+ * that cannot be read): killed and reaped, its failure the runner's error. */
+static int given_up(pk_spawn_pending *pending, int report[2], int error)
+{
+    int status;
+    kill(pending->pid, SIGKILL); /* claimed and unreaped (processkit/engine/claims.py): still ours */
+    while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    report[0] = PK_SPAWN_CLONE;
+    report[1] = error;
+    return PK_FAILED;
+}
+
+/* The child's first message: its report pipe's read end (kept in pending), or a report of its
+ * own failure to make or send one; PK_RAN when the child exited without a message. */
+static int receive_pipe(pk_spawn_pending *pending, int report[2])
+{
+    union {
+        char bytes[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr header;
+    } control;
+    struct iovec data = {.iov_base = report, .iov_len = 2 * sizeof(int)};
+    struct msghdr message = {.msg_iov = &data,
+                             .msg_iovlen = 1,
+                             .msg_control = control.bytes,
+                             .msg_controllen = sizeof control.bytes};
+    struct cmsghdr *header;
+    struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
+    ssize_t got;
+    while ((got = recvmsg(pending->channel_fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 &&
+           errno == EINTR)
+        ;
+    if (got < 0 && errno == EAGAIN)
+        return pending->pidfd >= 0 && poll(&exited, 1, 0) == 1 ? PK_RAN : PK_NOT_YET;
+    if (got < 0)
+        return given_up(pending, report, errno);
+    if (got == 0)
+        return PK_RAN; /* every copy of the child's end closed: it exited without a word */
+    header = CMSG_FIRSTHDR(&message);
+    if (header && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+        memcpy(&pending->report_fd, CMSG_DATA(header), sizeof(int));
+        close(pending->channel_fd);
+        pending->channel_fd = -1;
+        return PK_NOT_YET;
+    }
+    if (message.msg_flags & MSG_CTRUNC) /* its pipe sent, but no room for it in the runner's table */
+        return given_up(pending, report, EMFILE);
+    return got == 2 * sizeof(int) ? PK_FAILED : given_up(pending, report, EPROTO);
+}
+
+/* The child's pipe: its report (PK_FAILED) or its end of file (PK_RAN), or PK_NOT_YET. */
+static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
+{
+    const size_t whole = 2 * sizeof(int);
+    ssize_t got;
+    for (;;) {
+        got = read(pending->report_fd, (char *)report + *have, whole - *have);
+        if (got == 0)
+            return PK_RAN;
+        if (got > 0 && (*have += (size_t)got) == whole)
+            return PK_FAILED;
+        if (got < 0 && errno == EAGAIN)
+            return PK_NOT_YET;
+        if (got < 0 && errno != EINTR)
+            return given_up(pending, report, errno);
+    }
+}
+
+/* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0. A wait polls the
+ * channel and the pidfd together until the pipe arrives, then the pipe alone, which only the
+ * child holds. */
+static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
+{
+    struct pollfd ready[2] = {{.events = POLLIN}, {.events = POLLIN}};
+    size_t have = 0;
+    int outcome;
+    for (;;) {
+        if (pending->report_fd < 0 && (outcome = receive_pipe(pending, report)) != PK_NOT_YET)
+            return outcome;
+        if (pending->report_fd >= 0 && (outcome = read_pipe(pending, report, &have)) != PK_NOT_YET)
+            return outcome;
+        if (!wait && have == 0)
+            return PK_NOT_YET;
+        ready[0].fd = pk_spawn_report_fd(pending);
+        ready[1].fd = pk_spawn_exit_fd(pending); /* -1: ignored by poll */
+        while (poll(ready, 2, -1) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait)
+{
+    const pk_spawn_request *request = pending->child.request;
+    int report[2], status, outcome = read_outcome(pending, report, wait);
+    if (outcome == PK_NOT_YET)
+        return 1;
+    if (outcome == PK_FAILED) /* the child exits right after its report: off the stack once reaped */
+        while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
+            ; /* ECHILD: a subreaper's sweep of orphans took it first; the report says all */
+    if (pending->channel_fd >= 0)
+        close(pending->channel_fd);
+    if (pending->report_fd >= 0)
+        close(pending->report_fd);
+    pk_give_back_stack(&pending->child); /* exec'd, exited or reaped: off the stack */
+    if (outcome == PK_RAN) {
+        result->pid = pending->pid;
+        result->pidfd = pending->pidfd;
+        if (request->linger_ms > 0 && pending->pidfd >= 0) {
+            /* Readable once the child has exited; the runner's reaper collects it as always. */
+            struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
+            while (poll(&exited, 1, request->linger_ms) < 0 && errno == EINTR)
+                ;
+        }
+    } else {
+        if (pending->pidfd >= 0)
+            close(pending->pidfd);
+        result->pid = -1;
+        result->pidfd = -1;
+        result->stage = report[0];
+        result->error = report[1];
+    }
+    free(pending);
+    return 0;
+}
