@@ -35,7 +35,7 @@ from .. import fdlimit, native
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
-from .spawn_native import Pending, _exec_paths, native_spawn  # noqa: F401 - their names here too (the tests, bench)
+from .spawn_native import Pending
 
 
 class AttachError(Exception):
@@ -295,12 +295,6 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
     if step == "cwd":
         return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
     return Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}")
-
-
-def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
-    """The native spawn, waited for (the tests' and bench/spawn_cost.py's)."""
-    pending = Pending(argv, env, cwd, joins, child_ends, own_terminal, 0)
-    return _native_child(pending.wait(), runner_ends)
 
 
 def _native_child(result, runner_ends) -> Child:
