@@ -110,7 +110,16 @@ ffibuilder.set_source(
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
     sources=[
         os.path.join(HERE, name)
-        for name in ("pump.c", "hasher.c", "stay.c", "sha256.c", "spawn.c", "spawn_report.c", "spawn_child.c", "listen.c")
+        for name in (
+            "pump.c",
+            "hasher.c",
+            "stay.c",
+            "sha256.c",
+            "spawn.c",
+            "spawn_report.c",
+            "spawn_child.c",
+            "listen.c",
+        )
     ],
     include_dirs=[HERE],
     depends=[

@@ -247,7 +247,9 @@ def dispositions_after_spawn() -> None:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGQUIT})
     read_end, write_end = os.pipe()
-    result = spawn_native.native_spawn(["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    result = spawn_native.native_spawn(
+        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False
+    )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
         status = out.read().decode()

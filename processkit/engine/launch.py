@@ -210,9 +210,10 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     the spawn too."""
     if host.alone or run.context.linger_ms:
         return
+    seen: list[bool] = []
     while not starting.ready():  # a look may move the wait on: the child's own pipe arrived
         fds = starting.fds()
-        seen: list[bool] = []
+        seen.clear()
         for fd in fds:
             run.loop.add_reader(fd, lambda: seen.append(True))
         try:
