@@ -59,8 +59,9 @@ static int given_up(pk_spawn_pending *pending, int report[2], int error)
 }
 
 /* The child's first message: its report pipe's read end (kept in pending), or a report of its
- * own failure to make or send one; PK_RAN when the child exited without a message. */
-static int receive_pipe(pk_spawn_pending *pending, int report[2])
+ * own failure to make or send one; PK_RAN when the child exited without a message (exited: its
+ * pidfd was readable before this look). */
+static int receive_pipe(pk_spawn_pending *pending, int report[2], int exited)
 {
     union {
         char bytes[CMSG_SPACE(sizeof(int))];
@@ -72,13 +73,12 @@ static int receive_pipe(pk_spawn_pending *pending, int report[2])
                              .msg_control = control.bytes,
                              .msg_controllen = sizeof control.bytes};
     struct cmsghdr *header;
-    struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
     ssize_t got;
     while ((got = recvmsg(pending->channel_fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 &&
            errno == EINTR)
         ;
     if (got < 0 && errno == EAGAIN)
-        return pending->pidfd >= 0 && poll(&exited, 1, 0) == 1 ? PK_RAN : PK_NOT_YET;
+        return exited ? PK_RAN : PK_NOT_YET;
     if (got < 0)
         return given_up(pending, report, errno);
     if (got == 0)
@@ -120,18 +120,23 @@ static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
 {
     struct pollfd ready[2] = {{.events = POLLIN}, {.events = POLLIN}};
     size_t have = 0;
-    int outcome;
+    int outcome, exited = 0;
     for (;;) {
-        if (pending->report_fd < 0 && (outcome = receive_pipe(pending, report)) != PK_NOT_YET)
+        if (pending->report_fd < 0 && (outcome = receive_pipe(pending, report, exited)) != PK_NOT_YET)
             return outcome;
         if (pending->report_fd >= 0 && (outcome = read_pipe(pending, report, &have)) != PK_NOT_YET)
             return outcome;
-        if (!wait && have == 0)
-            return PK_NOT_YET;
         ready[0].fd = pk_spawn_report_fd(pending);
         ready[1].fd = pk_spawn_exit_fd(pending); /* -1: ignored by poll */
-        while (poll(ready, 2, -1) < 0 && errno == EINTR)
-            ;
+        if (!wait && have == 0) {
+            /* A look: nothing on the channel, but the loop may have woken for the pidfd. */
+            if (exited || ready[1].fd < 0 || poll(&ready[1], 1, 0) != 1)
+                return PK_NOT_YET;
+        } else {
+            while (poll(ready, 2, -1) < 0 && errno == EINTR)
+                ;
+        }
+        exited = ready[1].fd >= 0 && (ready[1].revents & POLLIN);
     }
 }
 

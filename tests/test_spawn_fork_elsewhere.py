@@ -154,3 +154,36 @@ def test_a_batch_completes_while_forks_hold_its_jobs_reports_descriptors(holding
     assert set(lines) == {job["id"] for job in jobs}, done.stderr
     assert all(lines[f"j{n}"]["exit_code"] == 0 for n in range(4)), lines
     assert lines["missing"]["exit_code"] == 101, lines["missing"]
+
+
+KILLED_AT_BIRTH = r"""
+import ctypes, os, struct
+from processkit.containment.base import ChildJoins
+from processkit.engine import spawn_native
+
+# A seccomp filter (inherited by the child) that kills whoever calls sendmsg: the child, at its
+# first step, before its report pipe reaches the runner; this process calls none.
+ld, jeq, ret = 0x20, 0x15, 0x06
+program = [(ld, 0, 0, 4), (jeq, 0, 3, 0xC000003E), (ld, 0, 0, 0), (jeq, 0, 1, 46), (ret, 0, 0, 0x80000000), (ret, 0, 0, 0x7FFF0000)]
+filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
+result = spawn_native.native_spawn(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False)
+print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
+"""
+
+
+def test_a_child_killed_before_its_first_message_is_decided_by_its_exit(holding, tmp_path):
+    """The channel's end of file is held off by the fork's copy, and the child dies (SIGSYS)
+    before it sends its report pipe: the spawn ends on its pidfd, the child reported as started
+    (no report came) and its exit as its own, as a child killed after its exec would be."""
+    env, record = holding
+    if os.uname().machine != "x86_64":
+        pytest.skip("the filter names x86-64's system call numbers")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_BIRTH], env=env, cwd=tmp_path, capture_output=True, timeout=60
+    )
+    assert record.exists()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [b"0", str(-signal.SIGSYS).encode()]
