@@ -69,7 +69,10 @@ int pk_spawn_report_fd(const pk_spawn_pending *pending);
 int pk_spawn_exit_fd(const pk_spawn_pending *pending);
 
 /* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With
- * wait 0 and no outcome yet, 1, and nothing changed. A failed child is reaped here (pid -1). */
+ * wait 0 and no outcome yet, 1, and nothing changed; likewise with wait PK_SPAWN_UNTIL_SIGNAL
+ * when a signal interrupts the wait (the runner's own: a stop signal must reach its Python
+ * handler while a child hangs in its execve). A failed child is reaped here (pid -1). */
+#define PK_SPAWN_UNTIL_SIGNAL 2
 int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
 
 /* pk_spawn_begin and a waiting pk_spawn_finish: start the child and wait until it has exec'd

@@ -113,9 +113,9 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
     }
 }
 
-/* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0. A wait polls the
- * channel and the pidfd together until the pipe arrives, then the pipe alone, which only the
- * child holds. */
+/* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0 (or
+ * PK_SPAWN_UNTIL_SIGNAL, and a signal came). A wait polls the channel and the pidfd together
+ * until the pipe arrives, then the pipe alone, which only the child holds. */
 static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
 {
     struct pollfd ready[2] = {{.events = POLLIN}, {.events = POLLIN}};
@@ -128,13 +128,13 @@ static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
             return outcome;
         ready[0].fd = pk_spawn_report_fd(pending);
         ready[1].fd = pk_spawn_exit_fd(pending); /* -1: ignored by poll */
+        ready[0].revents = ready[1].revents = 0;
         if (!wait && have == 0) {
             /* A look: nothing on the channel, but the loop may have woken for the pidfd. */
             if (exited || ready[1].fd < 0 || poll(&ready[1], 1, 0) != 1)
                 return PK_NOT_YET;
-        } else {
-            while (poll(ready, 2, -1) < 0 && errno == EINTR)
-                ;
+        } else if (poll(ready, 2, -1) < 0 && errno == EINTR && wait == PK_SPAWN_UNTIL_SIGNAL && have == 0) {
+            return PK_NOT_YET; /* the caller's handler runs once this returns */
         }
         exited = ready[1].fd >= 0 && (ready[1].revents & POLLIN);
     }

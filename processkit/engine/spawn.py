@@ -233,6 +233,10 @@ class Starting:
     def ready(self) -> bool:
         return self._pending is None or self._pending.ready()
 
+    def until_signal(self) -> bool:
+        """``ready``, waited for until the outcome or a signal (``Pending.until_signal``)."""
+        return self._pending is None or self._pending.until_signal()
+
     def child(self) -> Child:
         pending = self._pending
         if pending is not None:

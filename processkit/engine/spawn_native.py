@@ -93,6 +93,18 @@ class Pending:
         self._handle = handle
         return False
 
+    def until_signal(self) -> bool:
+        """Wait for the exec's outcome, or until a signal interrupts the wait (its Python handler
+        runs as this returns): whether the outcome is in ``result``. Finished as in ``ready``."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return True
+        if native.module().lib.pk_spawn_finish(handle, self.result, native.module().lib.PK_SPAWN_UNTIL_SIGNAL) == 0:
+            self._finished()
+            return True
+        self._handle = handle
+        return False
+
     def wait(self):
         """The ``pk_spawn_result`` once the exec's outcome is known (waited for here)."""
         handle, self._handle = self._handle, None  # as in ready: never finished twice
