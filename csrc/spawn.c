@@ -307,7 +307,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
         return NULL;
     }
     pending->channel_fd = channel[0];
-    pending->report_fd = -1;
+    pending->report_fd = pending->watch_fd = -1;
     pending->pid = pid;
     pending->pidfd = pidfd;
     result->pid = pid;

@@ -59,14 +59,16 @@ typedef struct pk_spawn_pending pk_spawn_pending;
  * returned 0: the child reads the first and writes result's start_ns and join_ns meanwhile. */
 pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
 
-/* The fd to wait on (on a loop) before the next pk_spawn_finish look: first the channel the
- * child sends its own report pipe over, then that pipe, readable once the child has exec'd or
- * failed (spawn_report.c); so it changes, and is asked again after each look. */
-int pk_spawn_report_fd(const pk_spawn_pending *pending);
+/* The fd to wait on (on a loop) before the next pk_spawn_finish look: until the child's own
+ * report pipe is in hand, one readable once the child has exec'd or exited (the channel's
+ * hang-up, or its pidfd); then that pipe, readable once the child has exec'd or failed
+ * (spawn_report.c). It changes, so it is asked again after each look. */
+int pk_spawn_report_fd(pk_spawn_pending *pending);
 
-/* While the channel is waited on, the child's pidfd, readable if it exits without a word (a
- * copy of the channel held elsewhere holds its end of file off); else -1. */
-int pk_spawn_exit_fd(const pk_spawn_pending *pending);
+/* 0 while the child's pipe is not in hand: a copy of the channel held elsewhere (a fork during
+ * the clone) holds its hang-up off, so a loop also looks every PK_SPAWN_HELD_POLL_MS. */
+int pk_spawn_piped(const pk_spawn_pending *pending);
+#define PK_SPAWN_HELD_POLL_MS 50
 
 /* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With
  * wait 0 and no outcome yet, 1, and nothing changed; likewise with wait PK_SPAWN_UNTIL_SIGNAL

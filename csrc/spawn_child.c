@@ -115,7 +115,8 @@ static void reset_signals(void)
 }
 
 /* The child's report pipe, made in its own descriptor table and its read end sent to the runner
- * over the channel (spawn_report.c says why); the write end returned, which execve closes. A
+ * over the channel (spawn_report.c says why); the write end returned, which execve closes with
+ * the channel (both O_CLOEXEC, both kept by close_others). A
  * failure to make or send it is reported on the channel itself: the runner's own set-up
  * failing, as the runner's failure to make the channel would be. */
 static int own_report_pipe(int channel_fd)
@@ -141,8 +142,7 @@ static int own_report_pipe(int channel_fd)
     if ((failed = SYS3(sendmsg, channel_fd, &message, MSG_NOSIGNAL)) < 0)
         child_fail(channel_fd, PK_SPAWN_CLONE, failed);
     SYS1(close, ends[0]);
-    SYS1(close, channel_fd);
-    return ends[1];
+    return ends[1]; /* the channel stays open to the exec: its hang-up is the runner's wake-up */
 }
 
 /* dup onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
@@ -181,11 +181,11 @@ struct pk_dirent {
     char name[];
 };
 
-/* Each fd /proc/self/fd lists from 3 up but keep, closed: 0, or -1 when the list cannot be
+/* Each fd /proc/self/fd lists from 3 up but keep and also, closed: 0, or -1 when the list cannot be
  * read. The names come through getdents64 into this stack's buffer, with no allocator (what
  * CPython's child does after fork); the directory lists by fd number, so closing as it goes
  * skips nothing. */
-static int close_listed(int keep)
+static int close_listed(int keep, int also)
 {
     char buffer[2048] __attribute__((aligned(8)));
     long dir = SYS4(openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0), got, at;
@@ -198,32 +198,40 @@ static int close_listed(int keep)
             fd = 0;
             for (digit = ((struct pk_dirent *)(buffer + at))->name; *digit >= '0' && *digit <= '9'; digit++)
                 fd = fd * 10 + (*digit - '0');
-            if (!*digit && fd >= 3 && fd != keep && fd != dir)
+            if (!*digit && fd >= 3 && fd != keep && fd != also && fd != dir)
                 SYS1(close, fd);
         }
     SYS1(close, dir);
     return got < 0 ? -1 : 0;
 }
 
-/* Every fd from 3 up except the report pipe, which execve closes (O_CLOEXEC). Without
- * close_range (a seccomp filter, a kernel before 5.9) the open ones are listed: a loop up to
- * the soft limit would make a million calls under a batch's raised limit. The loop is left for
- * a process with no /proc. */
-static void close_others(int keep)
+/* Every fd from 3 up except the report pipe and the channel (keep, also), which execve closes
+ * (O_CLOEXEC). Without close_range (a seccomp filter, a kernel before 5.9) the open ones are
+ * listed: a loop up to the soft limit would make a million calls under a batch's raised limit.
+ * The loop is left for a process with no /proc. */
+static void close_others(int keep, int also)
 {
     struct rlimit limit;
     int fd, end = PK_FALLBACK_FD_LIMIT;
 #ifdef SYS_close_range
-    if ((keep == 3 || SYS3(close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
-        SYS3(close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
+    int kept[2] = {keep < also ? keep : also, keep < also ? also : keep}, i;
+    long failed = 0;
+    unsigned from = 3;
+    for (i = 0; i < 2 && !failed; i++)
+        if (kept[i] >= (int)from) {
+            if (kept[i] > (int)from)
+                failed = SYS3(close_range, from, (unsigned)kept[i] - 1, 0U);
+            from = (unsigned)kept[i] + 1;
+        }
+    if (!failed && SYS3(close_range, from, ~0U, 0U) == 0)
         return;
 #endif
-    if (close_listed(keep) == 0)
+    if (close_listed(keep, also) == 0)
         return;
     if (SYS4(prlimit64, 0, RLIMIT_NOFILE, 0, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
         end = (int)limit.rlim_cur;
     for (fd = 3; fd < end; fd++)
-        if (fd != keep)
+        if (fd != keep && fd != also)
             SYS1(close, fd);
 }
 
@@ -260,7 +268,7 @@ void pk_run_child(const struct pk_child *child)
     set_stdio(request, &report_fd);
     if (request->controlling_tty && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
-    close_others(report_fd);
+    close_others(report_fd, child->report_fd);
     if (request->nofile_soft) {
         /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
         struct rlimit limit;

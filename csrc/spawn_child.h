@@ -28,6 +28,7 @@ struct pk_spawn_pending {
     struct pk_child child;
     int channel_fd; /* the runner's end of the socket pair (O_NONBLOCK), -1 once closed */
     int report_fd;  /* the read end of the child's own report pipe, -1 until received */
+    int watch_fd;   /* a loop's wait on the channel (spawn_report.c), -1 until asked */
     int pid;
     int pidfd;
 };

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,14 +36,46 @@
 #define PK_RAN     2 /* no report will come: the child exec'd, or exited without one */
 #define PK_FAILED  3 /* a whole report: the child failed a step and exits */
 
-int pk_spawn_report_fd(const pk_spawn_pending *pending)
+/* A loop's wait before the child's pipe is in hand: an epoll set of the channel's hang-up alone
+ * (all copies of the child's end closed: its exec or exit) and the pidfd. The channel's
+ * message (the pipe, sent at the child's first step) wakes nothing, or every spawn would cost
+ * the loop a turn for it and another for the exec; the look after the hang-up takes the pipe
+ * and its end of file at once. A copy held elsewhere holds the hang-up off: the loop's own
+ * poll then looks (PK_SPAWN_HELD_POLL_MS), takes the pipe, and waits on it. Without an epoll
+ * set (no fd left), the channel itself: a turn for the message, then the pipe. */
+static int watch_fd(pk_spawn_pending *pending)
 {
-    return pending->report_fd >= 0 ? pending->report_fd : pending->channel_fd;
+    struct epoll_event hangup = {.events = EPOLLRDHUP}, exit = {.events = EPOLLIN};
+    int fd;
+    if (pending->watch_fd >= 0)
+        return pending->watch_fd;
+    if ((fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return pending->channel_fd;
+    if (epoll_ctl(fd, EPOLL_CTL_ADD, pending->channel_fd, &hangup) != 0 ||
+        (pending->pidfd >= 0 && epoll_ctl(fd, EPOLL_CTL_ADD, pending->pidfd, &exit) != 0)) {
+        close(fd);
+        return pending->channel_fd;
+    }
+    return pending->watch_fd = fd;
 }
 
-int pk_spawn_exit_fd(const pk_spawn_pending *pending)
+int pk_spawn_report_fd(pk_spawn_pending *pending)
 {
-    return pending->report_fd >= 0 ? -1 : pending->pidfd;
+    return pending->report_fd >= 0 ? pending->report_fd : watch_fd(pending);
+}
+
+int pk_spawn_piped(const pk_spawn_pending *pending)
+{
+    return pending->report_fd >= 0;
+}
+
+static void close_channel(pk_spawn_pending *pending)
+{
+    if (pending->watch_fd >= 0)
+        close(pending->watch_fd);
+    if (pending->channel_fd >= 0)
+        close(pending->channel_fd);
+    pending->watch_fd = pending->channel_fd = -1;
 }
 
 /* A child the runner can no longer follow (its pipe lost to the runner's fd limit, a channel
@@ -86,8 +119,7 @@ static int receive_pipe(pk_spawn_pending *pending, int report[2], int exited)
     header = CMSG_FIRSTHDR(&message);
     if (header && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
         memcpy(&pending->report_fd, CMSG_DATA(header), sizeof(int));
-        close(pending->channel_fd);
-        pending->channel_fd = -1;
+        close_channel(pending);
         return PK_NOT_YET;
     }
     if (message.msg_flags & MSG_CTRUNC) /* its pipe sent, but no room for it in the runner's table */
@@ -126,8 +158,8 @@ static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
             return outcome;
         if (pending->report_fd >= 0 && (outcome = read_pipe(pending, report, &have)) != PK_NOT_YET)
             return outcome;
-        ready[0].fd = pk_spawn_report_fd(pending);
-        ready[1].fd = pk_spawn_exit_fd(pending); /* -1: ignored by poll */
+        ready[0].fd = pending->report_fd >= 0 ? pending->report_fd : pending->channel_fd;
+        ready[1].fd = pending->report_fd >= 0 ? -1 : pending->pidfd; /* -1: ignored by poll */
         ready[0].revents = ready[1].revents = 0;
         if (!wait && have == 0) {
             /* A look: nothing on the channel, but the loop may have woken for the pidfd. */
@@ -149,8 +181,7 @@ int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait
     if (outcome == PK_FAILED) /* the child exits right after its report: off the stack once reaped */
         while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
             ; /* ECHILD: a subreaper's sweep of orphans took it first; the report says all */
-    if (pending->channel_fd >= 0)
-        close(pending->channel_fd);
+    close_channel(pending);
     if (pending->report_fd >= 0)
         close(pending->report_fd);
     pk_give_back_stack(&pending->child); /* exec'd, exited or reaped: off the stack */

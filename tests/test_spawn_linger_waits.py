@@ -47,7 +47,7 @@ spawn_native.Pending.ready = first_look_fails
 add_reader = loop.Loop.add_reader
 
 def registering(self, fd, callback):  # a spawn's own fd, while it is pending (fd numbers are reused after)
-    yielded.update(index for index, pending in enumerate(begun) if fd in pending.fds())
+    yielded.update(index for index, pending in enumerate(begun) if (pending.watch() or (None,))[0] == fd)
     return add_reader(self, fd, callback)
 
 loop.Loop.add_reader = registering

@@ -215,18 +215,18 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
                 raise _cancelled(run)
         return
     seen: list[bool] = []
-    while not starting.ready():  # a look may move the wait on: the child's own pipe arrived
+    while not starting.ready():  # a look may move the wait on: the child's own pipe in hand
         if EndingKind.SIGNAL in run.pending:
             raise _cancelled(run)
-        fds = starting.fds()
+        watch = starting.watch()
+        assert watch is not None, "not ready: still pending"
+        fd, poll = watch
         seen.clear()
-        for fd in fds:
-            run.loop.add_reader(fd, lambda: seen.append(True))
+        run.loop.add_reader(fd, lambda: seen.append(True))
         try:
-            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending)
+            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, poll=poll)
         finally:
-            for fd in fds:
-                run.loop.remove_reader(fd)  # before the spawn's finish closes it
+            run.loop.remove_reader(fd)  # before the spawn's finish closes it
 
 
 def _cancelled(run: RunState) -> Failure:

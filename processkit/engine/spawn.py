@@ -214,7 +214,7 @@ def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Ex
 class Starting:
     """A child begun (``begin``): ``ready()`` once its exec's outcome is known (at once for
     Popen's child, whose spawn waits for it), then ``child()``: the started Child, or the
-    spawn's failure raised. While a native one is not ready, one of its ``fds()`` turns readable
+    spawn's failure raised. While a native one is not ready, its ``watch()`` says what to wait on
     before the next look, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
     will never be asked for (its run closed from outside)."""
 
@@ -226,9 +226,9 @@ class Starting:
         self._runner_ends = runner_ends
         self._named = named  # (argv, cwd, container): what a failure names
 
-    def fds(self) -> tuple[int, ...]:
-        """What a loop waits on before the next ``ready`` (``Pending.fds``): none once ready."""
-        return self._pending.fds() if self._pending is not None else ()
+    def watch(self) -> tuple[int, float | None] | None:
+        """What a loop waits on before the next ``ready`` (``Pending.watch``): None once ready."""
+        return self._pending.watch() if self._pending is not None else None
 
     def ready(self) -> bool:
         return self._pending is None or self._pending.ready()

@@ -66,19 +66,17 @@ class Pending:
         if self.begun:
             claims.claim(self._pid)
 
-    def fds(self) -> tuple[int, ...]:
-        """What to wait on for the next ``ready`` look: the fd the exec's report comes through
-        (first the channel the child sends its own report pipe over, then that pipe:
-        csrc/spawn_report.c), and the child's pidfd while that channel is waited on (its exit
-        decides when a copy of the channel held elsewhere holds its end of file off). Asked
-        again after each look: it changes. None once finished."""
+    def watch(self) -> tuple[int, float | None] | None:
+        """What a loop waits on before the next ``ready`` look: the fd readable once the exec's
+        outcome may be known (csrc/spawn_report.c), and how often to look anyway (while a copy
+        of the report's channel held elsewhere, a fork's during the clone, can hold that fd
+        back). Asked again after each look: it changes. None once finished."""
         handle = self._handle
         if handle is None:
-            return ()
+            return None
         lib = native.module().lib
-        exit_fd = lib.pk_spawn_exit_fd(handle)
-        report_fd = lib.pk_spawn_report_fd(handle)
-        return (report_fd, exit_fd) if exit_fd >= 0 else (report_fd,)
+        fd = lib.pk_spawn_report_fd(handle)
+        return fd, (None if lib.pk_spawn_piped(handle) else lib.PK_SPAWN_HELD_POLL_MS / 1000)
 
     def ready(self) -> bool:
         """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).
