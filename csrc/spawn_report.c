@@ -146,26 +146,30 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
 }
 
 /* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0 (or
- * PK_SPAWN_UNTIL_SIGNAL, and a signal came). A wait polls the channel and the pidfd together
- * until the pipe arrives, then the pipe alone, which only the child holds. */
+ * PK_SPAWN_UNTIL_SIGNAL, and a signal came). A wait polls the channel's hang-up and the pidfd
+ * as a loop does (watch_fd, and a look every PK_SPAWN_HELD_POLL_MS) until the pipe is in hand,
+ * then the pipe alone, which only the child holds. */
 static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
 {
     struct pollfd ready[2] = {{.events = POLLIN}, {.events = POLLIN}};
     size_t have = 0;
-    int outcome, exited = 0;
+    int outcome, exited = 0, piped;
     for (;;) {
         if (pending->report_fd < 0 && (outcome = receive_pipe(pending, report, exited)) != PK_NOT_YET)
             return outcome;
         if (pending->report_fd >= 0 && (outcome = read_pipe(pending, report, &have)) != PK_NOT_YET)
             return outcome;
-        ready[0].fd = pending->report_fd >= 0 ? pending->report_fd : pending->channel_fd;
-        ready[1].fd = pending->report_fd >= 0 ? -1 : pending->pidfd; /* -1: ignored by poll */
+        piped = pending->report_fd >= 0;
+        ready[0].fd = piped ? pending->report_fd : pending->channel_fd;
+        ready[0].events = piped ? POLLIN : POLLRDHUP; /* the channel's hang-up, as watch_fd's */
+        ready[1].fd = piped ? -1 : pending->pidfd;    /* -1: ignored by poll */
         ready[0].revents = ready[1].revents = 0;
         if (!wait && have == 0) {
             /* A look: nothing on the channel, but the loop may have woken for the pidfd. */
             if (exited || ready[1].fd < 0 || poll(&ready[1], 1, 0) != 1)
                 return PK_NOT_YET;
-        } else if (poll(ready, 2, -1) < 0 && errno == EINTR && wait == PK_SPAWN_UNTIL_SIGNAL && have == 0) {
+        } else if (poll(ready, 2, piped ? -1 : PK_SPAWN_HELD_POLL_MS) < 0 && errno == EINTR &&
+                   wait == PK_SPAWN_UNTIL_SIGNAL && have == 0) {
             return PK_NOT_YET; /* the caller's handler runs once this returns */
         }
         exited = ready[1].fd >= 0 && (ready[1].revents & POLLIN);
