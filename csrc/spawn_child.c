@@ -147,9 +147,11 @@ static int own_report_pipe(int channel_fd)
 
 /* dup onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
  * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first.
- * The report pipe too; when it cannot move (no free fd under the limit) the failure is still
- * written through it where it is: a silent exit would read as "started", its 127 as the
- * program's own. */
+ * The report pipe too (it can sit there only if another thread of the runner closed a std fd
+ * between the channel's socketpair and the clone); when it cannot move (no free fd under the
+ * limit) the failure is still written through it where it is: a silent exit would read as
+ * "started", its 127 as the program's own. The channel, in 0-2 for the same reason, is
+ * overwritten: its hang-up then comes early, and the runner looks at the pipe. */
 static void set_stdio(const pk_spawn_request *request, int *report_fd)
 {
     int source[3], i;

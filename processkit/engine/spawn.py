@@ -13,7 +13,7 @@ its only other one, is not started then (``pump.hash_on_a_thread``).
 
 ``begin`` does not wait for the native child's exec (``Starting``): the child shares the
 runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
-the exec's outcome once its report pipe is readable (``launch.start``), carrying the others
+the exec's outcome once its report is readable (``launch.start``), carrying the others
 meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
 Failure either way, whenever it is known.
 

@@ -4,8 +4,9 @@ report.
 
 Why a pending spawn: the native child shares the runner's memory and the runner does not wait
 for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
-goes on with the others while one child execs; the exec's outcome is read once its report pipe
-is readable. Until then the child reads the request and every string it points to, and writes
+goes on with the others while one child execs; the exec's outcome is read once its report is
+readable (csrc/spawn_report.c: the child's own pipe, sent over a socket pair, so that a fork
+elsewhere in the process holds no end of file the runner waits for). Until then the child reads the request and every string it points to, and writes
 the result: ``Pending`` holds all of them, and its pid is claimed from the reaper's sweep of
 orphans (``claims``), which would otherwise collect a child that exits before its run
 watches it.
