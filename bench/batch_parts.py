@@ -27,7 +27,7 @@ PARTS = [
     ("processkit.containment.base", "Container.usage"),  # the figures
     ("processkit.containment.base", "Container.release"),
     ("processkit.engine.state", "RunState.read_member_list"),  # the spawn's snapshot, the end's tree
-    ("processkit.engine.spawn", "native_spawn"),
+    ("processkit.engine.spawn", "begin"),  # the spawn, up to its clone (its exec's report is waited for on the loop)
     ("processkit.events.emitter", "Emitter.emit"),
     # The engine's whole run (a generator: each resumption timed), and the batch's own parts.
     ("processkit.batching.on_host", "steps"),

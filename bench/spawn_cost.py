@@ -1,8 +1,8 @@
 """What one native spawn of ``true`` costs the process that spawns it (csrc/spawn.c).
 
-Calls the engine's native start (the path ``processkit-cli run`` and ``batch`` take) in a loop
-from this interpreter and reports the median wall time of the call (until the child has
-exec'd) and the median CPU time this process spent in it (all its threads; the child's own
+Calls the engine's native spawn (``spawn_native.native_spawn``: the C spawn ``processkit-cli run``
+and ``batch`` take, waited for) in a loop from this interpreter and reports the median wall
+time of the call (until the child has exec'd) and the median CPU time this process spent in it (all its threads; the child's own
 CPU is not in it). ``--cgroup`` clones each child into a fresh cgroup v2 group, as a run does
 (needs root and a writable cgroup2 mount); ``--ballast MIB`` first grows this process's
 resident memory, which a copy-on-write child pays for in page tables. Run it under two
@@ -21,7 +21,7 @@ import time
 
 from processkit.containment import cgroup_v2, cgroupfs
 from processkit.containment.base import ChildJoins
-from processkit.engine import spawn
+from processkit.engine import spawn_native
 
 
 def fresh_group(parent: str, index: int) -> tuple[str, ChildJoins]:
@@ -36,10 +36,11 @@ def measure(calls: int, parent: str | None) -> tuple[list[float], list[float]]:
     for index in range(calls):
         path, joins = fresh_group(parent, index) if parent else (None, ChildJoins())
         wall, cpu = time.perf_counter(), time.process_time()
-        child = spawn._start_native(["true"], env, None, joins, [-1, -1, -1], [None, None, None], False)
+        child = spawn_native.native_spawn(["true"], env, None, joins, [-1, -1, -1], False)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-        child.wait()
+        assert child.stage == 0, os.strerror(child.error)
+        os.waitpid(child.pid, 0)
         for fd in (child.pidfd, joins.cgroup_dir_fd, joins.cgroup_procs_fd):
             if fd is not None and fd >= 0:
                 os.close(fd)

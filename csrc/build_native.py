@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_child.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_report.c, spawn_child.c and listen.c; used by setup.py."""
 
 import os
 
@@ -97,7 +97,10 @@ ffibuilder.cdef(
 
     typedef struct pk_spawn_pending pk_spawn_pending;
     pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
-    int pk_spawn_report_fd(const pk_spawn_pending *pending);
+    int pk_spawn_report_fd(pk_spawn_pending *pending);
+    int pk_spawn_piped(const pk_spawn_pending *pending);
+    #define PK_SPAWN_HELD_POLL_MS ...
+    #define PK_SPAWN_UNTIL_SIGNAL ...
     int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
     void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
     int pk_spawn_shared_memory(void);
@@ -112,7 +115,16 @@ ffibuilder.set_source(
     '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
     sources=[
         os.path.join(HERE, name)
-        for name in ("pump.c", "hasher.c", "stay.c", "sha256.c", "spawn.c", "spawn_child.c", "listen.c")
+        for name in (
+            "pump.c",
+            "hasher.c",
+            "stay.c",
+            "sha256.c",
+            "spawn.c",
+            "spawn_report.c",
+            "spawn_child.c",
+            "listen.c",
+        )
     ],
     include_dirs=[HERE],
     depends=[

@@ -12,15 +12,15 @@
  * Why no CLONE_VFORK: it held the spawning thread from the clone until the child's execve,
  * about half of the runner service's time per run under eight callers (bench/README.md, issue
  * 49), while the child's steps need nothing of that thread. pk_spawn_begin returns once the
- * clone has; the runner's loop waits for the report pipe (pk_spawn_report_fd), which the
- * execve closes, and pk_spawn_finish reads it. So the child and the runner run at once, in
- * one memory, and every line of the child must respect (spawn_child.c):
+ * clone has; the runner's loop waits for the exec's report (pk_spawn_report_fd: the child's
+ * own pipe, which its execve closes), and pk_spawn_finish reads it (spawn_report.c). So the
+ * child and the runner run at once, in one memory, and every line of the child must respect
+ * (spawn_child.c):
  * - It writes only its own stack, and the runner's result->start_ns and join_ns, which the
  *   runner reads only once the child has exec'd or exited. It reads the pending spawn (heap),
  *   the request and its strings: the caller changes and frees none of them until
- *   pk_spawn_finish, and the stack is kept until then too (the report pipe's EOF comes after
- *   the child has left this memory: execve switches memory before it closes O_CLOEXEC fds, and
- *   exit releases the memory before the fds).
+ *   pk_spawn_finish, and the stack is kept until then too (spawn_report.c: until the child is
+ *   known to be off it).
  * - It makes raw system calls only: a libc wrapper's failure writes errno, which with no
  *   CLONE_SETTLS is the spawning thread's own, read by the runner at any moment now.
  * - No handler of the runner's may run in it: the caller blocks every signal across the clone,
@@ -29,7 +29,7 @@
  *   as the clone returns.
  * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
  *   that ends gets SIGKILL then.
- * Without clone3 (a seccomp filter) the same child comes from glibc's clone(), with no pidfd.
+ * Without clone3 (a seccomp filter) the same child comes from glibc's clone().
  * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
  * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
  * stack it did not allocate), the child is a copy-on-write clone3 or fork, and
@@ -38,7 +38,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -46,7 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "spawn_child.h"
@@ -61,15 +60,6 @@
 struct pk_clone_args {
     uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
     uint64_t set_tid, set_tid_size, cgroup;
-};
-
-/* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
- * runner frees once it has exec'd or exited. */
-struct pk_spawn_pending {
-    struct pk_child child;
-    int report_fd; /* the report pipe's read end (O_NONBLOCK) */
-    int pid;
-    int pidfd;
 };
 
 #if defined(__x86_64__) && defined(SYS_clone3) && !defined(PK_SPAWN_COW)
@@ -108,7 +98,7 @@ static int take_stack(struct pk_child *child)
 }
 
 /* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
-static void give_back_stack(struct pk_child *child)
+void pk_give_back_stack(struct pk_child *child)
 {
     char *base = (char *)child->stack - PK_CHILD_STACK_SIZE - PK_GUARD_SIZE;
     int slot;
@@ -162,9 +152,14 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
     return (pid_t)pid;
 }
 
-/* No clone3: glibc's clone() shares the memory the same way, with no pidfd. */
-static pid_t fork_child(struct pk_child *child)
+/* No clone3: glibc's clone() shares the memory the same way, with a pidfd where the kernel
+ * takes CLONE_PIDFD from clone() (5.2 on). */
+static pid_t fork_child(struct pk_child *child, int *pidfd)
 {
+    pid_t pid = clone(child_entry, child->stack, CLONE_VM | CLONE_PIDFD | SIGCHLD, child, pidfd);
+    if (pid >= 0 || errno != EINVAL)
+        return pid;
+    *pidfd = -1;
     return clone(child_entry, child->stack, CLONE_VM | SIGCHLD, child);
 }
 
@@ -188,7 +183,7 @@ static int take_stack(struct pk_child *child)
     return 0;
 }
 
-static void give_back_stack(struct pk_child *child)
+void pk_give_back_stack(struct pk_child *child)
 {
     (void)child;
 }
@@ -220,9 +215,10 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
 #endif
 }
 
-static pid_t fork_child(struct pk_child *child)
+static pid_t fork_child(struct pk_child *child, int *pidfd)
 {
     pid_t pid = fork();
+    *pidfd = -1;
     if (pid == 0)
         pk_run_child(child);
     return pid;
@@ -251,7 +247,7 @@ static pid_t start_child(struct pk_child *child, int *pidfd)
             return pid;
     }
     *pidfd = -1;
-    return fork_child(child);
+    return fork_child(child, pidfd);
 }
 
 static void clear(pk_spawn_result *result)
@@ -266,7 +262,7 @@ static void clear(pk_spawn_result *result)
 
 pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result)
 {
-    int report_pipe[2], pidfd, error;
+    int channel[2], pidfd, error;
     pk_spawn_pending *pending = calloc(1, sizeof *pending);
     sigset_t all, previous;
     pid_t pid;
@@ -278,18 +274,19 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
         free(pending);
         return NULL;
     }
-    /* Non-blocking for the runner's look (pk_spawn_finish); the child's one write of a report
-     * into the empty pipe never waits. */
-    if (pipe2(report_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    /* The channel the child sends its report pipe over (spawn_report.c says why no pipe of the
+     * runner's): non-blocking for the runner's look; the child's one message into the empty
+     * socket never waits. */
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, channel) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = errno;
-        give_back_stack(&pending->child);
+        pk_give_back_stack(&pending->child);
         free(pending);
         return NULL;
     }
     pending->child.request = request;
     pending->child.runner = getpid();
-    pending->child.report_fd = report_pipe[1];
+    pending->child.report_fd = channel[1];
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
     /* No handler may run in the child before it has reset them: block everything across the
@@ -300,91 +297,22 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pid = start_child(&pending->child, &pidfd);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
-    close(report_pipe[1]);
+    close(channel[1]);
     if (pid < 0) {
-        close(report_pipe[0]);
-        give_back_stack(&pending->child);
+        close(channel[0]);
+        pk_give_back_stack(&pending->child);
         free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;
         return NULL;
     }
-    pending->report_fd = report_pipe[0];
+    pending->channel_fd = channel[0];
+    pending->report_fd = pending->watch_fd = -1;
     pending->pid = pid;
     pending->pidfd = pidfd;
     result->pid = pid;
     result->pidfd = pidfd;
     return pending;
-}
-
-int pk_spawn_report_fd(const pk_spawn_pending *pending)
-{
-    return pending->report_fd;
-}
-
-/* Read the report pipe until EOF: 0 with the report (or nothing) in report, 1 when wait is 0
- * and the pipe has neither EOF nor a whole report yet. A whole report is followed by the
- * child's _exit at once: the EOF after it is waited for, since the child runs on the kept
- * stack until then. */
-static int read_report(int fd, int report[2], size_t *have, int wait)
-{
-    struct pollfd readable = {.fd = fd, .events = POLLIN};
-    const size_t whole = 2 * sizeof(int);
-    char past;
-    ssize_t got;
-    for (;;) {
-        got = *have < whole ? read(fd, (char *)report + *have, whole - *have) : read(fd, &past, 1);
-        if (got == 0)
-            return 0; /* EOF */
-        if (got > 0) {
-            if (*have >= whole)
-                return 0; /* a byte past the report: no child of ours wrote it */
-            *have += (size_t)got;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            return 0; /* unreadable: taken as EOF, as the blocking read did */
-        if (!wait && *have == 0)
-            return 1;
-        while (poll(&readable, 1, -1) < 0 && errno == EINTR)
-            ;
-    }
-}
-
-int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait)
-{
-    const pk_spawn_request *request = pending->child.request;
-    int report[2], status;
-    size_t have = 0;
-    if (read_report(pending->report_fd, report, &have, wait))
-        return 1;
-    close(pending->report_fd);
-    give_back_stack(&pending->child); /* the child has exec'd or exited: off the stack */
-    if (have != sizeof report) {
-        /* EOF with no report: the program is running. */
-        result->pid = pending->pid;
-        result->pidfd = pending->pidfd;
-        if (request->linger_ms > 0 && pending->pidfd >= 0) {
-            /* Readable once the child has exited; the runner's reaper collects it as always. */
-            struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
-            while (poll(&exited, 1, request->linger_ms) < 0 && errno == EINTR)
-                ;
-        }
-    } else {
-        /* ECHILD: a subreaper's sweep of orphans took it first; the report says all. */
-        while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        if (pending->pidfd >= 0)
-            close(pending->pidfd);
-        result->pid = -1;
-        result->pidfd = -1;
-        result->stage = report[0];
-        result->error = report[1];
-    }
-    free(pending);
-    return 0;
 }
 
 void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)

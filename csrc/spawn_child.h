@@ -1,5 +1,6 @@
-/* The native spawn's two sides, internal to spawn.c (the runner's) and spawn_child.c (the
- * child's, from its first step to execve). */
+/* The native spawn's parts, internal to spawn.c (the runner's clone), spawn_report.c (the
+ * runner's reading of the exec's report) and spawn_child.c (the child's, from its first step to
+ * execve). */
 #ifndef PROCESSKIT_SPAWN_CHILD_H
 #define PROCESSKIT_SPAWN_CHILD_H
 
@@ -13,12 +14,27 @@
 struct pk_child {
     const pk_spawn_request *request;
     pid_t runner;
-    int joined; /* born in request->cgroup_fd's group: no write to its cgroup.procs */
-    int report_fd;
+    int joined;          /* born in request->cgroup_fd's group: no write to its cgroup.procs */
+    int report_fd;       /* the child's end of the channel, over which it sends its own report pipe */
     void *stack;         /* the top of the child's own stack (shared memory only) */
     long long *start_ns; /* the runner's result->start_ns and join_ns: a shared-memory child's */
     long long *join_ns;  /* writes reach them */
 };
+
+/* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
+ * runner frees once it has exec'd or exited. The runner waits on channel_fd until the child's
+ * report pipe arrives over it (report_fd, then -1 for the channel; spawn_report.c). */
+struct pk_spawn_pending {
+    struct pk_child child;
+    int channel_fd; /* the runner's end of the socket pair (O_NONBLOCK), -1 once closed */
+    int report_fd;  /* the read end of the child's own report pipe, -1 until received */
+    int watch_fd;   /* a loop's wait on the channel (spawn_report.c), -1 until asked */
+    int pid;
+    int pidfd;
+};
+
+/* The child's stack back to the kept ones (spawn.c), once the child is off it. */
+void pk_give_back_stack(struct pk_child *child);
 
 /* The child's steps (spawn.h's order), then execve; never returns. */
 __attribute__((noreturn)) void pk_run_child(const struct pk_child *child);

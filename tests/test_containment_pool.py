@@ -441,7 +441,7 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
     from processkit import rundir
     from processkit.containment import cgroup_v1, pool
     from processkit.containment.base import ChildJoins
-    from processkit.engine import spawn
+    from processkit.engine import spawn_native
 
     home = rundir.RunDir()
     home.holds_jobs = True
@@ -455,9 +455,10 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
             assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 1 + pool.IDLE_FILES
             paths.append(group.path)
             joins = ChildJoins(procs_fds=(group.join_fd,))
-            child = spawn._start_native(["true"], dict(os.environ), None, joins, [-1, -1, -1], [None] * 3, False)
-            child.wait()
-            if child.pidfd is not None:
+            child = spawn_native.native_spawn(["true"], dict(os.environ), None, joins, [-1, -1, -1], False)
+            assert child.stage == 0, os.strerror(child.error)
+            os.waitpid(child.pid, 0)
+            if child.pidfd >= 0:
                 os.close(child.pidfd)
             with open(os.path.join(group.path, "memory.max_usage_in_bytes")) as peak:
                 peaks.append(int(peak.read()))

@@ -1,4 +1,4 @@
-"""The native spawn's C child, driven in-process through ``spawn.native_spawn``.
+"""The native spawn's C child, driven in-process through ``spawn_native.native_spawn``.
 
 The child shares the runner's memory until its execve (csrc/spawn.c), so what it may not do
 is checked where it would show: each step's failure comes back with its own stage and errno;
@@ -23,7 +23,7 @@ import pytest
 from processkit.containment.base import ChildJoins
 
 native = pytest.importorskip("processkit._native")
-spawn = pytest.importorskip("processkit.engine.spawn")
+spawn_native = pytest.importorskip("processkit.engine.spawn_native")
 lib = native.lib
 
 ENV = {"PATH": "/usr/bin:/bin"}
@@ -31,7 +31,7 @@ ENV = {"PATH": "/usr/bin:/bin"}
 
 def attempt(argv=("true",), *, cwd=None, joins=None, stdio=(-1, -1, -1), terminal=False):
     """(stage, errno) of a spawn; a started child is reaped and must have exited 0."""
-    result = spawn.native_spawn(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal)
+    result = spawn_native.native_spawn(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal)
     if result.stage == lib.PK_SPAWN_OK:
         if result.pidfd >= 0:
             os.close(result.pidfd)
@@ -175,7 +175,7 @@ def signal_during_spawn() -> None:
 
     helper = threading.Thread(target=interfere)
     helper.start()
-    result = spawn.native_spawn(["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False)
+    result = spawn_native.native_spawn(["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False)
     helper.join()
     assert result.stage == lib.PK_SPAWN_OK  # killed after its last report, so "started"
     assert [result.pid] == sent
@@ -199,7 +199,7 @@ def concurrent_spawns() -> None:
     def stalled() -> None:
         """Reaps its child itself: the parent-death signal follows the spawning thread's end."""
         joins = ChildJoins(procs_fds=(write_end,))
-        result = spawn.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False)
+        result = spawn_native.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False)
         results.append((result.stage, result.error, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1])))
 
     helper = threading.Thread(target=stalled)
@@ -247,7 +247,9 @@ def dispositions_after_spawn() -> None:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGQUIT})
     read_end, write_end = os.pipe()
-    result = spawn.native_spawn(["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    result = spawn_native.native_spawn(
+        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False
+    )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
         status = out.read().decode()
@@ -267,15 +269,15 @@ def test_the_child_gets_default_dispositions_but_keeps_ignored_signals_and_an_em
 def test_a_directory_the_path_repeats_is_tried_once_and_the_last_stays_last():
     """The candidates the C child execs in turn: no second failing execve in one directory."""
     env = {"PATH": "/a:/b:/a::/b"}
-    assert spawn._exec_paths(b"prog", env) == [b"/a/prog", b"/b/prog", b"prog", b"/b/prog"]
-    assert spawn._exec_paths(b"./prog", env) == [b"./prog"]
+    assert spawn_native._exec_paths(b"prog", env) == [b"/a/prog", b"/b/prog", b"prog", b"/b/prog"]
+    assert spawn_native._exec_paths(b"./prog", env) == [b"./prog"]
 
 
 def output_of(argv, env) -> bytes:
     """What the child (which must exit 0) wrote to its stdout, through a pipe."""
     read_end, write_end = os.pipe()
     try:
-        result = spawn.native_spawn(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False)
+        result = spawn_native.native_spawn(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False)
     finally:
         os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
@@ -325,9 +327,11 @@ def test_each_spawn_searches_its_own_path_and_passes_its_own_argv(tmp_path):
 
 
 def report_pipe_that_cannot_move() -> None:
-    """A runner with its std fds closed gets its report pipe at 0 and 1; the child moves it
-    above 2, and here no fd is free there under the limit. The child must still report that
-    failure through the pipe where it is, not exit 127 in silence (read as "started")."""
+    """A runner with its std fds closed gets its report's channel at 0 and 1, and here no fd is
+    free above under the limit, where the child makes its own report pipe (csrc/spawn_report.c).
+    The child must still report that failure, through the channel, not exit 127 in silence
+    (read as "started"): the runner's own limit reached (the runner names it, never the
+    program), as for the channel itself."""
     saved = os.dup(2)
     for fd in (0, 1, 2):
         os.close(fd)
@@ -337,7 +341,7 @@ def report_pipe_that_cannot_move() -> None:
     limits = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, limits[1]))
     try:
-        result = spawn.native_spawn(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False)
+        result = spawn_native.native_spawn(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False)
         got = (result.stage, result.error)
         if result.stage == lib.PK_SPAWN_OK:
             got += (os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]),)
@@ -346,7 +350,7 @@ def report_pipe_that_cannot_move() -> None:
         os.dup2(saved, 2)
         for fd in filler:
             os.close(fd)
-    assert got == (lib.PK_SPAWN_STDIO, errno.EMFILE), got
+    assert got == (lib.PK_SPAWN_CLONE, errno.EMFILE), got
 
 
 def test_a_report_pipe_that_cannot_move_still_reports():
@@ -390,7 +394,7 @@ def spawn_without_close_range() -> None:
     inherited = os.dup2(0, 500)  # inheritable, yet closed in the child: only 0-2 pass
     without_close_range(10_000)
     read_end, write_end = os.pipe()
-    result = spawn.native_spawn(["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    result = spawn_native.native_spawn(["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
         listed = out.read().split()
@@ -421,6 +425,8 @@ def test_a_build_with_the_copy_on_write_child_spawns_through_popen_unless_asked(
         @staticmethod
         def pk_spawn_shared_memory() -> int:
             return 0
+
+    from processkit.engine import spawn
 
     built = type("Built", (), {"lib": CopyOnWrite()})()
     monkeypatch.setattr(spawn.native, "module", lambda: built)

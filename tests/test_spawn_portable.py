@@ -28,9 +28,10 @@ def preprocess(*defines: str) -> str:
 
 
 @pytest.mark.parametrize("defines", [[], ["-DPK_SPAWN_COW"]], ids=["shared-stack", "copy-on-write"])
-def test_each_spawn_variant_compiles_without_warnings(defines):
+@pytest.mark.parametrize("source", ["spawn.c", "spawn_report.c", "spawn_child.c"])
+def test_each_spawn_variant_compiles_without_warnings(defines, source):
     done = subprocess.run(
-        ["gcc", "-fsyntax-only", *FLAGS, *defines, str(CSRC / "spawn.c")], capture_output=True, text=True, timeout=60
+        ["gcc", "-fsyntax-only", *FLAGS, *defines, str(CSRC / source)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
 

@@ -129,8 +129,7 @@ def start(host: Host, run: RunState):
     assert container is not None, "prepare makes the container or raises"
     host.dispatch_signals()
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
-        source = run.pending[EndingKind.SIGNAL]
-        raise Failure(Kind.CANCELLED, f"run cancelled by {source} before its child was started")
+        raise _cancelled(run)
     live = None
     if run.targets and spec.capture_keep != "head" and run.capture_dir is not None:
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
@@ -163,7 +162,7 @@ def start(host: Host, run: RunState):
     except (Failure, spawn.AttachError) as problem:
         if live is not None:  # no child, nothing captured: no live record left behind
             live.forget()
-        if isinstance(problem, Failure):
+        if isinstance(problem, Failure) and problem.kind is not Kind.CANCELLED:  # a stop, not a failed spawn
             from ..events.types import SpawnFailed
 
             run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
@@ -206,20 +205,39 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     """Wait for the native child's exec to be reported. On a host that carries one run for good
     (the CLI's ``run``) the run waits in the spawn itself (no loop turn to pay for); on one that
     may carry others (the API's service, a batch), even those that come later, it yields until
-    the report pipe is readable, and the host carries them meanwhile: the exec of a large
+    the exec's report is readable, and the host carries them meanwhile: the exec of a large
     program, or of one on a slow file system, holds up no other run (``start`` abandons the
     child if the run is closed meanwhile). A run that lingers (``bench``'s: its host
     carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
-    the spawn too."""
-    fd = starting.fd
-    if fd is None or host.alone or run.context.linger_ms or starting.ready():
+    the spawn too. Either wait ends at a stop signal while the child is still in its exec
+    (``_cancelled``)."""
+    if host.alone or run.context.linger_ms:
+        while not starting.until_signal():  # a signal came: its handler has run
+            host.dispatch_signals()
+            if EndingKind.SIGNAL in run.pending and not starting.ready():
+                raise _cancelled(run)
         return
     seen: list[bool] = []
-    run.loop.add_reader(fd, lambda: seen.append(True))
-    try:
-        yield from wait_until(lambda: bool(seen))
-    finally:
-        run.loop.remove_reader(fd)  # before the spawn's finish closes it
+    while not starting.ready():  # a look may move the wait on: the child's own pipe in hand
+        if EndingKind.SIGNAL in run.pending:
+            raise _cancelled(run)
+        watch = starting.watch()
+        assert watch is not None, "not ready: still pending"
+        fd, poll = watch
+        seen.clear()
+        run.loop.add_reader(fd, lambda: seen.append(True))
+        try:
+            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, poll=poll)
+        finally:
+            run.loop.remove_reader(fd)  # before the spawn's finish closes it
+
+
+def _cancelled(run: RunState) -> Failure:
+    """A stop signal before the child started: in setup, or while the child is still in its exec
+    (``start`` kills it then). A child held in its execve (a hung mount, a lease) would otherwise
+    hold the run, deaf to the signal, until its exec ended; one whose exec is reported by then
+    runs, and its race takes the signal."""
+    return Failure(Kind.CANCELLED, f"run cancelled by {run.pending[EndingKind.SIGNAL]} before its child was started")
 
 
 def connect(run: RunState, launched: Launched) -> None:

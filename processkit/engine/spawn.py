@@ -13,7 +13,7 @@ its only other one, is not started then (``pump.hash_on_a_thread``).
 
 ``begin`` does not wait for the native child's exec (``Starting``): the child shares the
 runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
-the exec's outcome once its report pipe is readable (``launch.start``), carrying the others
+the exec's outcome once its report is readable (``launch.start``), carrying the others
 meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
 Failure either way, whenever it is known.
 
@@ -35,7 +35,7 @@ from .. import fdlimit, native
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
-from .spawn_native import Pending, _exec_paths, native_spawn  # noqa: F401 - their names here too (the tests, bench)
+from .spawn_native import Pending
 
 
 class AttachError(Exception):
@@ -179,7 +179,7 @@ def begin(
         joins = container.child_joins()
         if backend == "native":
             pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
-            if pending.fd is None:  # no child: its clone (or its report pipe) failed
+            if not pending.begun:  # no child: its clone (or its report's channel) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
         child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, terminal is not None)
@@ -214,8 +214,8 @@ def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Ex
 class Starting:
     """A child begun (``begin``): ``ready()`` once its exec's outcome is known (at once for
     Popen's child, whose spawn waits for it), then ``child()``: the started Child, or the
-    spawn's failure raised. While a native one is not ready, its ``fd`` turns readable when it
-    is, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
+    spawn's failure raised. While a native one is not ready, its ``watch()`` says what to wait on
+    before the next look, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
     will never be asked for (its run closed from outside)."""
 
     __slots__ = ("_pending", "_started", "_runner_ends", "_named")
@@ -226,12 +226,16 @@ class Starting:
         self._runner_ends = runner_ends
         self._named = named  # (argv, cwd, container): what a failure names
 
-    @property
-    def fd(self) -> int | None:
-        return self._pending.fd if self._pending is not None else None
+    def watch(self) -> tuple[int, float | None] | None:
+        """What a loop waits on before the next ``ready`` (``Pending.watch``): None once ready."""
+        return self._pending.watch() if self._pending is not None else None
 
     def ready(self) -> bool:
         return self._pending is None or self._pending.ready()
+
+    def until_signal(self) -> bool:
+        """``ready``, waited for until the outcome or a signal (``Pending.until_signal``)."""
+        return self._pending is None or self._pending.until_signal()
 
     def child(self) -> Child:
         pending = self._pending
@@ -295,12 +299,6 @@ def _failure(step: str, reason: str, argv, cwd, container: Container) -> Excepti
     if step == "cwd":
         return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
     return Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}")
-
-
-def _start_native(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
-    """The native spawn, waited for (the tests' and bench/spawn_cost.py's)."""
-    pending = Pending(argv, env, cwd, joins, child_ends, own_terminal, 0)
-    return _native_child(pending.wait(), runner_ends)
 
 
 def _native_child(result, runner_ends) -> Child:

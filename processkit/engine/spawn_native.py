@@ -4,8 +4,9 @@ report.
 
 Why a pending spawn: the native child shares the runner's memory and the runner does not wait
 for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
-goes on with the others while one child execs; the exec's outcome is read once its report pipe
-is readable. Until then the child reads the request and every string it points to, and writes
+goes on with the others while one child execs; the exec's outcome is read once its report is
+readable (csrc/spawn_report.c: the child's own pipe, sent over a socket pair, so that a fork
+elsewhere in the process holds no end of file the runner waits for). Until then the child reads the request and every string it points to, and writes
 the result: ``Pending`` holds all of them, and its pid is claimed from the reaper's sweep of
 orphans (``claims``), which would otherwise collect a child that exits before its run
 watches it.
@@ -26,10 +27,9 @@ if TYPE_CHECKING:
 class Pending:
     """``pk_spawn_begin``'s child until its exec is reported. ``result``: the ``pk_spawn_result``
     (the pid and pidfd from the clone on; the stage and errno once finished, ``stage``
-    ``PK_SPAWN_CLONE`` at once when no child was made). ``fd``: readable once the outcome is
-    there (None when finished or never begun)."""
+    ``PK_SPAWN_CLONE`` at once when no child was made). ``begun``: whether a child was made."""
 
-    __slots__ = ("result", "fd", "_handle", "_held", "_pid")
+    __slots__ = ("result", "begun", "_handle", "_held", "_pid")
 
     def __init__(self, argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int):
         self._handle = None  # set before anything that can raise: __del__ reads it
@@ -63,18 +63,42 @@ class Pending:
         self._handle = handle if handle != ffi.NULL else None
         self._held = held if self._handle is not None else None
         self._pid = self.result.pid
-        self.fd = lib.pk_spawn_report_fd(handle) if self._handle is not None else None
-        if self._handle is not None:
+        self.begun = self._handle is not None
+        if self.begun:
             claims.claim(self._pid)
 
+    def watch(self) -> tuple[int, float | None] | None:
+        """What a loop waits on before the next ``ready`` look: the fd readable once the exec's
+        outcome may be known (csrc/spawn_report.c), and how often to look anyway (while a copy
+        of the report's channel held elsewhere, a fork's during the clone, can hold that fd
+        back). Asked again after each look: it changes. None once finished."""
+        handle = self._handle
+        if handle is None:
+            return None
+        lib = native.module().lib
+        fd = lib.pk_spawn_report_fd(handle)
+        return fd, (None if lib.pk_spawn_piped(handle) else lib.PK_SPAWN_HELD_POLL_MS / 1000)
+
     def ready(self) -> bool:
-        """Whether the exec's outcome is in ``result`` (a look at the report pipe, never a wait).
+        """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).
         The handle is taken out while the C side may free it: an exception landing between
         its return and this method's next step leaks it at worst, never finishes it twice."""
         handle, self._handle = self._handle, None
         if handle is None:
             return True
         if native.module().lib.pk_spawn_finish(handle, self.result, 0) == 0:
+            self._finished()
+            return True
+        self._handle = handle
+        return False
+
+    def until_signal(self) -> bool:
+        """Wait for the exec's outcome, or until a signal interrupts the wait (its Python handler
+        runs as this returns): whether the outcome is in ``result``. Finished as in ``ready``."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return True
+        if native.module().lib.pk_spawn_finish(handle, self.result, native.module().lib.PK_SPAWN_UNTIL_SIGNAL) == 0:
             self._finished()
             return True
         self._handle = handle
@@ -96,7 +120,7 @@ class Pending:
             os.kill(self._pid, signum.SIGKILL)
 
     def _finished(self) -> None:
-        self._handle = self.fd = None
+        self._handle = None
         self._held = None
         claims.unclaim(self._pid)
 

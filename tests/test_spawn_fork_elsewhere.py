@@ -1,0 +1,189 @@
+"""A fork() elsewhere in the spawning process while the native spawn clones (another thread of a
+Dask worker or an API caller that runs a batch in-process) copies every descriptor the runner
+holds then; a copy held by a child that never execs must not hold a run up (csrc/spawn_report.c).
+The runner once waited for the end of file of a report pipe it had made itself, whose write end
+such a copy kept open: the run hung for as long as that forked child lived.
+
+The fork is made deterministic by a preloaded shim: at the spawn's "block every signal across
+the clone" (``sigprocmask``), the moment the clone is next, it forks a holder that keeps the
+descriptors the last ``pipe2``/``socketpair`` made (the report's, whichever they are) and
+nothing else, and waits until the test kills it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("processkit._native")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc for the preloaded shim"),
+    pytest.mark.skipif(os.environ.get("PROCESSKIT_SPAWN") == "python", reason="the native spawn's report"),
+    pytest.mark.skipif("LD_PRELOAD" in os.environ, reason="a sanitizer's runtime is preloaded already"),
+]
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int last[2] = {-1, -1};
+
+int pipe2(int fds[2], int flags)
+{
+    int (*real)(int *, int) = (int (*)(int *, int))dlsym(RTLD_NEXT, "pipe2");
+    int done = real(fds, flags);
+    if (done == 0) {
+        last[0] = fds[0];
+        last[1] = fds[1];
+    }
+    return done;
+}
+
+int socketpair(int domain, int type, int protocol, int fds[2])
+{
+    int (*real)(int, int, int, int *) = (int (*)(int, int, int, int *))dlsym(RTLD_NEXT, "socketpair");
+    int done = real(domain, type, protocol, fds);
+    if (done == 0) {
+        last[0] = fds[0];
+        last[1] = fds[1];
+    }
+    return done;
+}
+
+/* A forked child of the spawning process that keeps the report's descriptors and never execs. */
+static void hold(void)
+{
+    const char *record = getenv("PK_TEST_HOLDERS");
+    pid_t pid;
+    int fd;
+    if (!record || last[0] < 0)
+        return;
+    pid = fork();
+    if (pid == 0) {
+        for (fd = 0; fd < 65536; fd++)
+            if (fd != last[0] && fd != last[1])
+                close(fd);
+        for (;;)
+            pause();
+    }
+    if (pid > 0 && (fd = open(record, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) >= 0) {
+        dprintf(fd, "%d\n", (int)pid);
+        close(fd);
+    }
+}
+
+int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    int (*real)(int, const sigset_t *, sigset_t *) =
+        (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "sigprocmask");
+    if (how == SIG_BLOCK && set && sigismember(set, SIGTERM) == 1 && sigismember(set, SIGCHLD) == 1 &&
+        sigismember(set, SIGHUP) == 1 && sigismember(set, SIGINT) == 1)
+        hold(); /* the spawn's block of every signal, right before its clone */
+    return real(how, set, old);
+}
+"""
+
+
+@pytest.fixture
+def holding(tmp_path):
+    """The environment that preloads the shim; every holder it forked is killed after the test."""
+    source, shim, record = tmp_path / "hold.c", tmp_path / "hold.so", tmp_path / "holders"
+    source.write_text(SHIM)
+    built = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(source), "-ldl"], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    env = dict(os.environ, LD_PRELOAD=str(shim), PK_TEST_HOLDERS=str(record), PROCESSKIT_SPAWN="native")
+    yield env, record
+    for line in record.read_text().split() if record.exists() else []:
+        try:
+            os.kill(int(line), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _cli(env, cwd, *args) -> subprocess.CompletedProcess:
+    cli = Path(sys.executable).with_name("processkit-cli")
+    # A bound on a failure, not a timing: the held end of file held the run for good.
+    return subprocess.run(
+        [str(cli), *args], env=env, cwd=cwd, capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def test_a_run_completes_while_a_fork_holds_its_reports_descriptors(holding, tmp_path):
+    """The CLI's single run, which waits for its exec in the spawn itself."""
+    env, record = holding
+    done = _cli(env, tmp_path, "run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "echo ran")
+    assert record.exists(), "the shim forked no holder: the test would prove nothing"
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"ran\n"
+
+
+def test_a_failed_exec_is_reported_while_a_fork_holds_its_reports_descriptors(holding, tmp_path):
+    env, record = holding
+    done = _cli(env, tmp_path, "run", "--jsonl", str(tmp_path / "run.jsonl"), "--", str(tmp_path / "absent"))
+    assert record.exists()
+    assert done.returncode == 101, done.stderr
+    assert b"No such file or directory" in done.stderr
+
+
+def test_a_batch_completes_while_forks_hold_its_jobs_reports_descriptors(holding, tmp_path):
+    """A batch's host carries several jobs and waits for each exec on its loop."""
+    env, record = holding
+    manifest = tmp_path / "jobs.jsonl"
+    jobs = [{"args": ["sh", "-c", f"echo {n}"], "id": f"j{n}"} for n in range(4)]
+    jobs.append({"args": [str(tmp_path / "absent")], "id": "missing"})
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    done = _cli(env, tmp_path, "batch", str(manifest), "--out", str(tmp_path / "out"), "--jobs", "2")
+    assert len(record.read_text().split()) == len(jobs), "a holder for each job's spawn"
+    lines = {
+        line["id"]: line for line in map(json.loads, (tmp_path / "out" / "summary.jsonl").read_text().splitlines())
+    }
+    assert set(lines) == {job["id"] for job in jobs}, done.stderr
+    assert all(lines[f"j{n}"]["exit_code"] == 0 for n in range(4)), lines
+    assert lines["missing"]["exit_code"] == 101, lines["missing"]
+
+
+KILLED_AT_BIRTH = r"""
+import ctypes, os, struct
+from processkit.containment.base import ChildJoins
+from processkit.engine import spawn_native
+
+# A seccomp filter (inherited by the child) that kills whoever calls sendmsg: the child, at its
+# first step, before its report pipe reaches the runner; this process calls none.
+ld, jeq, ret = 0x20, 0x15, 0x06
+program = [(ld, 0, 0, 4), (jeq, 0, 3, 0xC000003E), (ld, 0, 0, 0), (jeq, 0, 1, 46), (ret, 0, 0, 0x80000000), (ret, 0, 0, 0x7FFF0000)]
+filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
+result = spawn_native.native_spawn(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False)
+print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
+"""
+
+
+def test_a_child_killed_before_its_first_message_is_decided_by_its_exit(holding, tmp_path):
+    """The channel's end of file is held off by the fork's copy, and the child dies (SIGSYS)
+    before it sends its report pipe: the spawn ends on its pidfd, the child reported as started
+    (no report came) and its exit as its own, as a child killed after its exec would be."""
+    env, record = holding
+    if os.uname().machine != "x86_64":
+        pytest.skip("the filter names x86-64's system call numbers")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_BIRTH], env=env, cwd=tmp_path, capture_output=True, timeout=60
+    )
+    assert record.exists()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [b"0", str(-signal.SIGSYS).encode()]
