@@ -10,6 +10,7 @@
  * reading always into the ring's first chunk. Either way the event loop calling this stays
  * single-threaded, and the digest is exactly that of the retained bytes.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -229,9 +230,21 @@ void pk_hasher_wait(pk_stream *stream)
     pthread_mutex_unlock(&stream->lock);
 }
 
+/* Whether pthread_cancel can end a pending read: glibc (2.34 on) loads the unwinder, libgcc_s, at
+ * the first cancel and aborts the process when it cannot (a minimal image without it, or no fd
+ * left at teardown). Loaded here once, kept for good, before any watch starts; where it cannot
+ * be, no watch is taken and the pipe is polled as before. */
+static int unwinder_loaded(void)
+{
+    static int loaded = -1;
+    if (loaded < 0)
+        loaded = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE) != NULL;
+    return loaded;
+}
+
 int pk_stream_watch(pk_stream *stream, int watch_fd, int event_fd)
 {
-    if (!stream->wants_thread || stream->seen)
+    if (!stream->wants_thread || stream->seen || !unwinder_loaded())
         return 0; /* a head capture with a thread to be had, before its first bytes */
     stream->watch_fd = watch_fd;
     stream->event_fd = event_fd;

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import read_events, start_cli
+from conftest import cli_command, read_events, start_cli
 
 try:
     from processkit import _native
@@ -94,3 +95,32 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
     assert (tmp_path / "cap" / "stdout.log").read_bytes() == expected
     assert (stdout["bytes_seen"], stdout["bytes_written"]) == (len(expected), len(expected))
     assert stdout["sha256"] == hashlib.sha256(expected).hexdigest()
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+@pytest.mark.skipif(os.geteuid() != 0, reason="masks libgcc_s in a mount namespace of its own: root only")
+def test_a_host_without_the_unwinder_polls_the_pipe_instead_of_aborting_at_the_cancel(tmp_path):
+    """glibc loads libgcc_s at the first pthread_cancel and aborts the process when it cannot: a
+    watched pipe an escapee holds ended the run with SIGABRT and no runner_exit. Where the unwinder
+    cannot be loaded, no watch is taken (the pipe is polled) and the run ends as always. The run's
+    containment is its process group, so the escapee outlives it holding the pipe."""
+    unwinder = "/lib/x86_64-linux-gnu/libgcc_s.so.1"
+    if not os.path.exists(unwinder):
+        pytest.skip(f"{unwinder} is not where this test masks it")
+    cli = shlex.join(cli_command())
+    jsonl = tmp_path / "events.jsonl"
+    escape = 'echo a; setsid -f sh -c "exec sleep 3"'
+    script = (
+        f"mount --bind /dev/null {unwinder} && exec env PROCESSKIT_CONTAINMENT=process_group PROCESSKIT_PUMP=native PROCESSKIT_HASH_THREAD=1 "
+        f"{cli} run --jsonl {jsonl} --capture-dir {tmp_path / 'c'} --no-echo -- sh -c '{escape}'"
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, timeout=60
+    )
+    if done.stderr.startswith((b"unshare:", b"mount:")):
+        pytest.skip(f"no mount namespace here: {done.stderr.decode(errors='replace').strip()}")
+    assert b"must be installed for pthread_cancel" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    events = {event["event"]: event for event in read_events(jsonl)}
+    assert events["runner_exit"]["code"] == 0
+    assert (tmp_path / "c" / "stdout.log").read_bytes() == b"a\n"

@@ -156,6 +156,40 @@ def test_a_batch_completes_while_forks_hold_its_jobs_reports_descriptors(holding
     assert lines["missing"]["exit_code"] == 101, lines["missing"]
 
 
+FIRST_LOOK_EARLY = """
+import sys
+from processkit.engine import spawn_native
+from processkit.cli.main import main
+
+ready, looked = spawn_native.Pending.ready, set()
+
+def first_look_early(self):  # the runner's first look comes before the child's message
+    if id(self) in looked:
+        return ready(self)
+    looked.add(id(self))
+    return False
+
+spawn_native.Pending.ready = first_look_early
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_batch_job_whose_first_look_comes_early_starts_while_a_fork_holds_its_channel(holding, tmp_path):
+    """The look every PK_SPAWN_HELD_POLL_MS takes the child's pipe while a fork elsewhere holds
+    the channel (no hang-up comes): a job that fills its output pipe before it exits is started
+    and read, not left waiting for its own exit (which it never reaches) or the holder's."""
+    env, record = holding
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"args": ["head", "-c", "300000", "/dev/zero"], "id": "big"}) + "\n")
+    argv = [sys.executable, "-c", FIRST_LOOK_EARLY, "batch", str(manifest), "--out", str(tmp_path / "out")]
+    # A bound on a failure, not a timing: the job otherwise waited for the holder for good.
+    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert record.exists(), "the shim forked no holder: the test would prove nothing"
+    assert done.returncode == 0, done.stderr
+    line = json.loads((tmp_path / "out" / "summary.jsonl").read_text())
+    assert line["exit_code"] == 0, line
+
+
 KILLED_AT_BIRTH = r"""
 import ctypes, os, struct
 from processkit.containment.base import ChildJoins

@@ -227,7 +227,10 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
         seen.clear()
         run.loop.add_reader(fd, lambda: seen.append(True))
         try:
-            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, poll=poll)
+            # A poll (a copy of the channel may be held by a fork elsewhere) is a deadline: the
+            # look at the top of this loop is what may move the wait on, not ``done`` alone.
+            deadline = None if poll is None else run.loop.clock() + poll
+            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, deadline)
         finally:
             run.loop.remove_reader(fd)  # before the spawn's finish closes it
 

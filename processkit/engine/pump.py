@@ -211,7 +211,11 @@ class NativePump:
             watch_fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
-        event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except OSError:  # no fd left: the pipe is polled as before, no extra reader of it kept
+            os.close(watch_fd)
+            return None
         if not self._lib.pk_stream_watch(stream, watch_fd, event_fd):
             os.close(watch_fd)
             os.close(event_fd)
