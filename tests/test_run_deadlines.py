@@ -120,7 +120,10 @@ def test_a_child_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, con
     assert (shutdown["escalated"], shutdown["drained_within_grace"]) == (True, False)
     assert (shutdown["members_before"], shutdown["members_after"], finished["remaining"]) == (1, 1, 0)
     assert 600 <= shutdown["elapsed_ms"] <= 600 + LATE * 1000
-    assert 0.6 - EARLY <= seconds_between(events, "cleanup_started", "cleanup_finished") <= 0.6 + LATE
+    # The cleanup's span holds the shutdown and the bookkeeping after it (the group's removal),
+    # each allowed LATE: one 300 ms for both was exceeded by 32 ms at a load of 12.
+    span = seconds_between(events, "cleanup_started", "cleanup_finished")
+    assert 0.6 - EARLY <= span <= shutdown["elapsed_ms"] / 1000 + LATE
     assert "waited 600ms grace, then hard-killed" in stderr
     assert not pid_alive(one(events, "run_started")["root_pid"])
 
