@@ -141,10 +141,12 @@ def test_overflow_cancel_fires_on_terminal_output(tmp_path):
 
 
 def test_idle_timeout_fires_while_the_child_waits_for_input_that_never_comes(tmp_path):
-    """Without a caller terminal or --stdin-file the terminal gets no input (and no EOF)."""
-    child = "import sys; print('prompt? ', flush=True); sys.stdin.read(); print('never')"
+    """Without a caller terminal or --stdin-file the terminal gets no input (and no EOF). A shell
+    child, whose prompt comes at once: the idle window runs from the spawn, and an interpreter's
+    start-up on a loaded machine took more than half of its 500 ms."""
+    child = "printf 'prompt? \\n'; read answer; echo never"
     proc, events = run_checked(
-        tmp_path, "--pty", "--idle-timeout", "500ms", command=python_child(child), returncode=106
+        tmp_path, "--pty", "--idle-timeout", "500ms", command=["sh", "-c", child], returncode=106
     )
     assert one(events, "timeout")["reason"] == "idle"
     assert proc.stdout == b"prompt? \r\n"
