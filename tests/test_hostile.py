@@ -55,6 +55,9 @@ def pids(tmp_path):
 # ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
 # records the pid as NAME.pid atomically in the run's working directory.
 NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid"
+# A timeout that ends a tree once it is all there: the tests count its members and read their
+# notes, and a shell's forks and `mv`s on a loaded 2-core machine may take a good part of 300 ms.
+SET_UP = "1s"
 
 
 def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, containment, pids):
@@ -63,7 +66,7 @@ def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, cont
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
     script = f"trap '' TERM; sh -c '{grandchild}' & {NOTE.format('root')}; exec sleep 60"
     _, events = run_checked(
-        tmp_path, "--timeout", "300ms", "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
+        tmp_path, "--timeout", SET_UP, "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
     )
     require_mechanism(events, containment)
     shutdown = one(events, "cleanup_finished")["shutdown"]
@@ -100,7 +103,7 @@ def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, con
     PUMP_DRAIN_SECONDS after the teardown."""
     escapee = NOTE.format("escapee") + "; exec sleep 60"
     script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
-    _, events = run_checked(tmp_path, "--timeout", "300ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path)
+    _, events = run_checked(tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path)
     require_mechanism(events, containment)
     assert_confirmed_empty(events)
     assert not pid_alive(pids("root"))
