@@ -82,9 +82,19 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
                 taken += os.read(held, 1)
             except BlockingIOError:
                 time.sleep(0.01)
-        full = fcntl.fcntl(held, fcntl.F_GETPIPE_SZ) - 4096  # no room left for another event
-        while struct.unpack("i", fcntl.ioctl(held, termios.FIONREAD, b"\0" * 4))[0] < full:
+        # The writer is stuck once the pipe holds all but a page and has not moved for 1 s (the
+        # snapshots come every 1 ms): its 2 s stall then runs out whatever the child does. A pipe
+        # merely nearly full could still take the run's last lines, which a loaded runner wrote
+        # at the child's end without any stall.
+        full = fcntl.fcntl(held, fcntl.F_GETPIPE_SZ) - 4096
+        last, since = -1, time.monotonic()
+        while True:
             assert time.monotonic() < deadline and proc.poll() is None, "the runner never filled the pipe"
+            queued = struct.unpack("i", fcntl.ioctl(held, termios.FIONREAD, b"\0" * 4))[0]
+            if queued != last:
+                last, since = queued, time.monotonic()
+            elif queued >= full and time.monotonic() - since >= 1.0:
+                break
             time.sleep(0.01)
         go.touch()
         _, err = proc.communicate(timeout=15)
