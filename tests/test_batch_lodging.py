@@ -22,7 +22,6 @@ from processkit import rundir
 from conftest import (
     listed_when,
     pid_alive,
-    PUBLISHED_LATE_AT_LEAST,
     published_late_by,
     read_events,
     run_cli,
@@ -100,7 +99,7 @@ def test_a_live_job_is_found_by_every_client_and_its_record_is_the_batchs(tmp_pa
     assert [name for name in os.listdir(isolated_registry) if not name.endswith((".ended", ".outcomes"))] == []
 
 
-def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_registry, start_batch):
+def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_registry, start_batch, late_publication):
     """``--keep failed``: a job that ends within ``LATE_PUBLICATION_MS`` makes no record, socket
     or tombstone; one that lasts is listed (its record saying when it started, not when it was
     published) and cancelled as any run is."""
@@ -126,9 +125,7 @@ def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_re
     assert [name for name in made if name.endswith(".ended")] == [], made
     assert len([name for name in made if name.endswith(".json")]) == 2, made
     for name in (name for name in made if name.endswith(".json")):
-        assert published_late_by(os.path.join(home, name)) >= PUBLISHED_LATE_AT_LEAST, (
-            "the record keeps the spawn's time"
-        )
+        assert published_late_by(os.path.join(home, name)) >= late_publication, "the record keeps the spawn's time"
     assert run_cli("cancel", "--run-id", "late-victim").returncode == 0
     wait_for_file(out / "victim" / "events.jsonl")
     release.touch()

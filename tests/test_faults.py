@@ -60,23 +60,50 @@ def test_a_jsonl_disk_that_fills_mid_run_costs_only_the_stream(tmp_path, small_t
 def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
     """The JSONL is a FIFO whose reader takes one line and then nothing: once the pipe is full,
     a write that makes no progress for 2 s counts as failed. One warning; the child's own end
-    (after 1 s) still ends the run, at most that stall later."""
-    fifo = tmp_path / "events.fifo"
+    (once the pipe is full: a loaded machine's runner had not filled it in the 1 s the child
+    once slept, and a reader process of its own could take its line only after that) still
+    ends the run, at most that stall later."""
+    import fcntl
+    import struct
+    import termios
+    import time
+
+    fifo, go = tmp_path / "events.fifo", tmp_path / "go"
     os.mkfifo(fifo)
-    held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader from the start: the runner's open never waits
-    reader = subprocess.Popen(
-        [PY, "-c", "import sys, time; f = open(sys.argv[1], 'rb'); f.readline(); time.sleep(60)", fifo]
-    )
+    held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader, there from the start: the runner's open never waits
+    child = f'until [ -e "{go}" ]; do sleep 0.01; done; exit 3'
+    proc = start_cli("run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", child)
     try:
-        proc = run_cli(
-            "run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", "sleep 1; exit 3", timeout=15
-        )
+        deadline = time.monotonic() + 30
+        taken = b""
+        while not taken.endswith(b"\n"):  # the reader takes one line (a byte at a time: no more)
+            assert time.monotonic() < deadline and proc.poll() is None, "no first line"
+            try:
+                taken += os.read(held, 1)
+            except BlockingIOError:
+                time.sleep(0.01)
+        # The writer is stuck once the pipe holds all but a page and has not moved for 1 s (the
+        # snapshots come every 1 ms): its 2 s stall then runs out whatever the child does. A pipe
+        # merely nearly full could still take the run's last lines, which a loaded runner wrote
+        # at the child's end without any stall.
+        full = fcntl.fcntl(held, fcntl.F_GETPIPE_SZ) - 4096
+        last, since = -1, time.monotonic()
+        while True:
+            assert time.monotonic() < deadline and proc.poll() is None, "the runner never filled the pipe"
+            queued = struct.unpack("i", fcntl.ioctl(held, termios.FIONREAD, b"\0" * 4))[0]
+            if queued != last:
+                last, since = queued, time.monotonic()
+            elif queued >= full and time.monotonic() - since >= 1.0:
+                break
+            time.sleep(0.01)
+        go.touch()
+        _, err = proc.communicate(timeout=15)
     finally:
         os.close(held)
-        reader.kill()
-        reader.wait()
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 3
-    assert stderr_lines(proc) == [
+    assert err.decode().splitlines() == [
         "processkit-cli: warning: JSONL event logging disabled: its reader took nothing for 2s"
     ]
 

@@ -17,6 +17,8 @@ from processkit.batching.manifest import jobs_from
 from processkit.engine.host import Host
 from processkit.engine.waits import Wait, wait_until
 
+from manual_clock import ManualClock
+
 
 class NeverBlocks:
     """``host.loop.run_once`` that fails the test instead of blocking, once ``armed``."""
@@ -143,17 +145,44 @@ def test_a_turn_asks_only_the_runs_that_woke():
     assert asked[0] == 150  # each idle run: before its yield, when woken, and for wait_until to return
 
 
+class Jumping:
+    """``host.loop`` on a clock of the test's own that jumps, when the loop would block, to the
+    end of that wait (as trio's autojump clock does): the polls and the deadline then fall as the
+    host schedules them, not as a loaded machine gets round to running this process (a 250 ms
+    stall took every poll out of a 300 ms wait)."""
+
+    def __init__(self, host: Host):
+        self.clock = ManualClock()
+        self.loop = host.loop
+        self.loop._time = self.clock
+        self.loop.clock()
+        self._run_once = self.loop.run_once
+        self.loop.run_once = self  # type: ignore[method-assign]
+        self.turns = 0
+
+    def __call__(self, max_wait=None):
+        self.turns += 1
+        assert self.turns < 10_000, "the loop turned without ever waiting (its clock cannot move on)"
+        delay = self.loop._next_timer_delay()
+        if max_wait is not None:
+            delay = max_wait if delay is None else min(delay, max_wait)
+        assert delay is not None, "the loop would block with no timer: nothing would ever wake it"
+        self.clock.advance(delay)
+        self._run_once(0)
+
+
 def test_a_wait_is_resumed_at_its_deadline_and_looked_at_at_each_poll():
     host = Host(watch=False)
+    clock = Jumping(host).clock
     asked: list[float] = []
 
     def polled():
-        start = time.monotonic()
-        held = yield from wait_until(lambda: asked.append(time.monotonic()) or False, start + 0.3, 0.05)
-        return held, time.monotonic() - start
+        start = clock()
+        held = yield from wait_until(lambda: asked.append(clock()) or False, start + 0.3, 0.05)
+        return held, clock() - start
 
     [(held, took)] = carry(host, [polled()], capacity=1)
-    assert held is False and 0.3 <= took < 1.0
+    assert held is False and took == pytest.approx(0.3)
     assert 4 <= len(asked) <= 9, asked  # once per 50 ms poll, not once per turn
 
 
@@ -252,7 +281,10 @@ RING_BYTES = 256 << 20  # the largest ring that keeps the suite fast (docs: a 1 
 def test_a_timeout_fires_on_time_while_another_job_puts_a_big_ring_in_order(tmp_path):
     """A ``--capture-keep tail`` ring is rotated and hashed a bounded chunk per turn: another
     job's 1 s timeout, due in the middle of that work, is reported on time (the stream's own
-    stamps, run_started to timeout), not once the whole ring is done."""
+    stamps, run_started to timeout), not once the whole ring is done. On time is measured
+    against the ring's work still left when it fell due (a loaded machine stretches both alike;
+    a fixed 100 ms was 2x what a load of 10 showed): the turn that reports it comes within the
+    first quarter of that work, while a ring put in order in one go reports it only after all."""
     from conftest import run_cli
 
     flag = tmp_path / "written"
@@ -281,9 +313,11 @@ def test_a_timeout_fires_on_time_while_another_job_puts_a_big_ring_in_order(tmp_
 
     ring, timer = stamps("ring"), stamps("timer")
     due = timer["run_started"] + 1.0
-    if not ring["root_exited"] < due < ring["output_captured"]:
+    left = ring["output_captured"] - due
+    if not (ring["root_exited"] < due and left >= 0.4):
         pytest.skip("the timeout did not fall due while the ring was put in order (this host is too fast)")
-    assert abs(timer["timeout"] - due) <= 0.1, f"the timeout came {timer['timeout'] - due:+.3f}s off"
+    late = timer["timeout"] - due
+    assert -0.1 <= late < left / 4, f"the timeout came {late:+.3f}s off, with {left:.3f}s of the ring's work left"
     assert (out / "ring" / "capture" / "stdout.log").stat().st_size == RING_BYTES
 
 

@@ -24,6 +24,9 @@ from conftest import pid_alive, run_cli, start_cli, wait_for_event, wait_for_fil
 from streams import check_stream, one, require_mechanism, run_checked, seconds_between, wait_until
 
 PUMP_DRAIN_SECONDS = 2.0  # the runner's bound on reading pipes an escapee still holds
+# "At once" for a runner whose pipes closed, beside the drain bound it must not wait out: a loaded
+# 2-core machine may hold the runner's last steps up for some 100 ms, never for the bound's 2 s.
+PROMPTLY = PUMP_DRAIN_SECONDS - 0.5
 
 
 def assert_confirmed_empty(events: list[dict]) -> None:
@@ -52,6 +55,9 @@ def pids(tmp_path):
 # ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
 # records the pid as NAME.pid atomically in the run's working directory.
 NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid"
+# A timeout that ends a tree once it is all there: the tests count its members and read their
+# notes, and a shell's forks and `mv`s on a loaded 2-core machine may take a good part of 300 ms.
+SET_UP = "1s"
 
 
 def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, containment, pids):
@@ -60,7 +66,7 @@ def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, cont
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
     script = f"trap '' TERM; sh -c '{grandchild}' & {NOTE.format('root')}; exec sleep 60"
     _, events = run_checked(
-        tmp_path, "--timeout", "300ms", "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
+        tmp_path, "--timeout", SET_UP, "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
     )
     require_mechanism(events, containment)
     shutdown = one(events, "cleanup_finished")["shutdown"]
@@ -97,18 +103,18 @@ def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, con
     PUMP_DRAIN_SECONDS after the teardown."""
     escapee = NOTE.format("escapee") + "; exec sleep 60"
     script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
-    _, events = run_checked(tmp_path, "--timeout", "300ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path)
+    _, events = run_checked(tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path)
     require_mechanism(events, containment)
     assert_confirmed_empty(events)
     assert not pid_alive(pids("root"))
     lingered = seconds_between(events, "cleanup_finished", "runner_exit")
     if containment == "cgroup_v2":
         assert one(events, "cleanup_started")["members_before"] == 2
-        assert not pid_alive(pids("escapee")) and lingered < 0.5
+        assert not pid_alive(pids("escapee")) and lingered < PROMPTLY
     else:
         assert one(events, "cleanup_started")["members_before"] == 1
         assert pid_alive(pids("escapee")), "the escapee is outside a process group: it survives"
-        assert PUMP_DRAIN_SECONDS - 0.1 <= lingered < PUMP_DRAIN_SECONDS + 0.5
+        assert PUMP_DRAIN_SECONDS - 0.1 <= lingered < PUMP_DRAIN_SECONDS + 1.5  # the escapee holds them 60 s
 
 
 def test_a_child_that_closes_its_output_is_still_waited_for(tmp_path):
@@ -132,7 +138,7 @@ def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(t
     assert proc.stdout == b"bye\n"
     assert one(events, "cleanup_started")["members_before"] == 1
     assert_confirmed_empty(events)
-    assert seconds_between(events, "root_exited", "runner_exit") < 0.5
+    assert seconds_between(events, "root_exited", "runner_exit") < PROMPTLY
     grandchild_pid = pids("grandchild")
     assert not pid_alive(grandchild_pid)
     if containment == "process_group":  # the runner is the subreaper; under cgroup v2, init is

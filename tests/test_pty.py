@@ -141,10 +141,12 @@ def test_overflow_cancel_fires_on_terminal_output(tmp_path):
 
 
 def test_idle_timeout_fires_while_the_child_waits_for_input_that_never_comes(tmp_path):
-    """Without a caller terminal or --stdin-file the terminal gets no input (and no EOF)."""
-    child = "import sys; print('prompt? ', flush=True); sys.stdin.read(); print('never')"
+    """Without a caller terminal or --stdin-file the terminal gets no input (and no EOF). A shell
+    child, whose prompt comes at once: the idle window runs from the spawn, and an interpreter's
+    start-up on a loaded machine took more than half of its 500 ms."""
+    child = "printf 'prompt? \\n'; read answer; echo never"
     proc, events = run_checked(
-        tmp_path, "--pty", "--idle-timeout", "500ms", command=python_child(child), returncode=106
+        tmp_path, "--pty", "--idle-timeout", "500ms", command=["sh", "-c", child], returncode=106
     )
     assert one(events, "timeout")["reason"] == "idle"
     assert proc.stdout == b"prompt? \r\n"
@@ -170,17 +172,23 @@ def test_cancel_and_kill_through_the_control_plane(runs, verb, code):
 
 
 def test_a_grandchild_holding_the_terminal_does_not_hang_the_run(tmp_path, spawn_backend):
-    """The root exits at once; its child ignores the hang-up and keeps the slave open, so the
-    master never reports EIO until teardown ends it."""
-    pid_file = tmp_path / "grandchild.pid"
+    """The root exits once its child holds the terminal; the child ignores the hang-up and keeps
+    the slave open, so the master never reports EIO until teardown ends it. (The root waits for
+    the child's word, not 0.5 s: an interpreter's start-up on a loaded machine took longer, and
+    the teardown then killed the child before it had said anything.)"""
+    pid_file, holder = tmp_path / "grandchild.pid", tmp_path / "holder.py"
+    holder.write_text(
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "print('holding', flush=True)\n"
+        "open(sys.argv[1] + '.part', 'w').write(str(os.getpid()))\n"
+        "os.rename(sys.argv[1] + '.part', sys.argv[1])\n"
+        "time.sleep(60)\n"
+    )
     child = (
-        "import subprocess, signal, sys\n"
-        "holder = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-        'signal.signal(signal.SIGHUP, signal.SIG_IGN); print("holding", flush=True); time.sleep(60)\'],'
-        " stdout=sys.stdout)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(holder.pid))\n"
-        "holder.stdout = None\n"
-        "import time; time.sleep(0.5)\n"
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, {str(holder)!r}, {str(pid_file)!r}], stdout=sys.stdout).stdout = None\n"
+        f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.01)\n"
     )
     proc, events = run_checked(
         tmp_path, "--pty", "--capture-dir", tmp_path / "c", command=python_child(child), returncode=0, timeout=20

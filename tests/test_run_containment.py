@@ -77,11 +77,11 @@ def test_an_escapee_holding_the_pipes_cannot_hang_the_runner(tmp_path, containme
     _, events = leave_descendants(tmp_path, leftovers, keep_pipes=True)
     require_mechanism(events, containment)
     lingered = seconds_between(events, "cleanup_finished", "runner_exit")
-    if containment == "cgroup_v2":
-        assert lingered < 0.5, "the pipes should close as soon as the whole tree is killed"
+    if containment == "cgroup_v2":  # well under the drain bound (2 s), which a loaded machine's delays never reach
+        assert lingered < 2.0 - 0.5, "the pipes should close as soon as the whole tree is killed"
     else:
         assert pid_alive(leftovers["escapee"])
-        assert lingered < 2.0 + 0.5, "the output drain after teardown is bounded"
+        assert lingered < 2.0 + 1.5, "the output drain after teardown is bounded"
 
 
 def _remove_when_empty(path: str) -> None:

@@ -16,6 +16,10 @@ import pytest
 from conftest import cli_command, read_events, run_cli
 
 WINDOW = 0.25
+# The window the tests that the probe does NOT wait set through PROCESSKIT_STDIN_WINDOW_MS: far
+# beyond a start-up on a loaded machine (a margin of a fraction of the 250 ms window over a start-up
+# measured a moment before was not), so a wait shows however loaded the machine is.
+LONG_WINDOW = 15.0
 
 
 def _timed(args, **kwargs) -> tuple[subprocess.CompletedProcess, float]:
@@ -40,29 +44,37 @@ def pipe_stdin(*, writer_open: bool):
 
 
 @pytest.fixture
+def long_window(monkeypatch) -> float:
+    monkeypatch.setenv("PROCESSKIT_STDIN_WINDOW_MS", str(int(LONG_WINDOW * 1000)))
+    return LONG_WINDOW
+
+
+@pytest.fixture
 def startup_seconds():
     """How long the CLI takes to start and exit on this machine right now (median of 3)."""
     times = sorted(_timed(["--version"])[1] for _ in range(3))
     return times[1]
 
 
-def test_idle_pipe_missing_program_exits_100_within_a_second(tmp_path):
+def test_idle_pipe_missing_program_exits_100_within_a_second(tmp_path, startup_seconds):
+    """The window and start-up (ADR 0203): well under a second beyond the start-up as measured
+    now, which a loaded machine may stretch past a second by itself."""
     with pipe_stdin(writer_open=True) as stdin:
         result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=stdin)
     assert result.returncode == 100
     assert b"program" in result.stderr
-    assert elapsed < 1.0
+    assert elapsed < startup_seconds + 1.0
     assert not (tmp_path / "e.jsonl").exists()  # a usage error opens nothing
 
 
-def test_empty_eof_does_not_wait(tmp_path, startup_seconds):
+def test_empty_eof_does_not_wait(tmp_path, long_window):
     with pipe_stdin(writer_open=False) as stdin:
         result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=stdin)
     assert result.returncode == 100
-    assert elapsed < startup_seconds + WINDOW * 0.6
+    assert elapsed < long_window
 
 
-def test_terminal_stdin_does_not_wait(tmp_path, startup_seconds):
+def test_terminal_stdin_does_not_wait(tmp_path, long_window):
     master, slave = pty.openpty()
     try:
         result, elapsed = _timed(["run", "--jsonl", tmp_path / "e.jsonl"], stdin=slave)
@@ -70,7 +82,7 @@ def test_terminal_stdin_does_not_wait(tmp_path, startup_seconds):
         os.close(master)
         os.close(slave)
     assert result.returncode == 100
-    assert elapsed < startup_seconds + WINDOW * 0.6
+    assert elapsed < long_window
 
 
 def test_idle_pipe_waits_for_the_window(tmp_path, startup_seconds):
@@ -173,16 +185,16 @@ def test_the_dash_token_is_ordinary_data():
 
 
 @pytest.mark.parametrize("command", [["list"], ["prune", "--dry-run"]])
-def test_commands_without_a_required_field_ignore_an_idle_pipe(command, startup_seconds):
+def test_commands_without_a_required_field_ignore_an_idle_pipe(command, long_window):
     with pipe_stdin(writer_open=True) as stdin:
         result, elapsed = _timed(command, stdin=stdin)
     assert result.returncode == 0, result.stderr
-    assert elapsed < startup_seconds + WINDOW * 0.6
+    assert elapsed < long_window
 
 
-def test_missing_run_id_with_an_idle_pipe_is_a_prompt_usage_error():
+def test_missing_run_id_with_an_idle_pipe_is_a_prompt_usage_error(startup_seconds):
     with pipe_stdin(writer_open=True) as stdin:
         result, elapsed = _timed(["inspect"], stdin=stdin)
     assert result.returncode == 100
     assert b"--run-id" in result.stderr
-    assert elapsed < 1.0
+    assert elapsed < startup_seconds + 1.0
