@@ -35,13 +35,15 @@ def _held_program(tmp_path) -> tuple[Path, Path]:
     return program, marker
 
 
-def _stopped_while_held(tmp_path, argv: list[str], program: Path) -> subprocess.CompletedProcess:
-    """``argv`` started with ``program`` held in its exec, then SIGTERM: it must end meanwhile."""
+def _stopped_while_held(tmp_path, argv: list[str], program: Path, stop: bool = True) -> subprocess.CompletedProcess:
+    """``argv`` started with ``program`` held in its exec, then SIGTERM (unless ``stop`` is
+    False: ``argv`` sends its own): it must end meanwhile."""
     held = HeldExec(program)
     try:
         runner = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        held.wait_for_the_exec()
-        runner.send_signal(signal.SIGTERM)
+        if stop:
+            held.wait_for_the_exec()
+            runner.send_signal(signal.SIGTERM)
         try:
             # A bound on a failure, not a timing: before, the runner waited for the lease.
             _, stderr = runner.communicate(timeout=30)
@@ -98,23 +100,10 @@ def test_a_stop_caught_just_before_the_wait_for_the_exec_ends_the_run(tmp_path):
     """The signal's handler ran before the wait began, so only the wake-up pipe's byte tells the
     wait in C: the runner once stayed deaf until the exec ended (the lease let go)."""
     program, marker = _held_program(tmp_path)
-    held = HeldExec(program)
-    try:
-        runner = subprocess.Popen(
-            [sys.executable, "-c", _SIGNALLED_BEFORE_THE_WAIT, str(program)],
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            # A bound on a failure, not a timing: before, the runner waited for the lease.
-            _, stderr = runner.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            runner.kill()
-            runner.communicate()
-            raise AssertionError("the runner did not end while its child was held in its exec") from None
-    finally:
-        held.release()
-    assert runner.returncode == 107, stderr
-    assert stderr.decode().splitlines() == ["processkit-cli: run cancelled by sigterm before its child was started"]
+    argv = [sys.executable, "-c", _SIGNALLED_BEFORE_THE_WAIT, str(program)]
+    done = _stopped_while_held(tmp_path, argv, program, stop=False)
+    assert done.returncode == 107, done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "processkit-cli: run cancelled by sigterm before its child was started"
+    ]
     assert not marker.exists(), "the child was not killed before its exec"
