@@ -70,12 +70,17 @@ int pk_spawn_report_fd(pk_spawn_pending *pending);
 int pk_spawn_piped(const pk_spawn_pending *pending);
 #define PK_SPAWN_HELD_POLL_MS 50
 
-/* The exec's outcome into result (the one given to pk_spawn_begin), pending freed: 0. With
- * wait 0 and no outcome yet, 1, and nothing changed; likewise with wait PK_SPAWN_UNTIL_SIGNAL
- * when a signal interrupts the wait (the runner's own: a stop signal must reach its Python
- * handler while a child hangs in its execve). A failed child is reaped here (pid -1). */
+/* The exec's outcome into result (the one given to pk_spawn_begin): 0, and 0 again at once on
+ * any later call (so a caller interrupted after one never loses the outcome, nor finishes it
+ * twice). With wait 0 and no outcome yet, 1, and nothing changed; likewise with wait
+ * PK_SPAWN_UNTIL_SIGNAL when a signal interrupts the wait or signal_fd (the caller's signal
+ * wake-up pipe, -1 for none; looked at, never read) is readable: the runner's own stop signal
+ * must reach its Python handler while a child hangs in its execve, even one caught just before
+ * the wait. A failed child is reaped here (pid -1). The pending spawn is freed by
+ * pk_spawn_free alone, once finished. */
 #define PK_SPAWN_UNTIL_SIGNAL 2
-int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait);
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait, int signal_fd);
+void pk_spawn_free(pk_spawn_pending *pending);
 
 /* pk_spawn_begin and a waiting pk_spawn_finish: start the child and wait until it has exec'd
  * or failed. In the child, in this order: own

@@ -31,6 +31,8 @@ struct pk_spawn_pending {
     int watch_fd;   /* a loop's wait on the channel (spawn_report.c), -1 until asked */
     int pid;
     int pidfd;
+    int reaped;   /* given up on: killed and reaped, so its pid is no longer to be waited for */
+    int finished; /* its outcome is in the caller's result: pk_spawn_finish returns 0 at once */
 };
 
 /* The child's stack back to the kept ones (spawn.c), once the child is off it. */

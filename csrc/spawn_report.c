@@ -86,6 +86,7 @@ static int given_up(pk_spawn_pending *pending, int report[2], int error)
     kill(pending->pid, SIGKILL); /* claimed and unreaped (processkit/engine/claims.py): still ours */
     while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
         ;
+    pending->reaped = 1; /* its pid may be another process's from here: never waited for again */
     report[0] = PK_SPAWN_CLONE;
     report[1] = error;
     return PK_FAILED;
@@ -145,15 +146,38 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
     }
 }
 
-/* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0 (or
- * PK_SPAWN_UNTIL_SIGNAL, and a signal came). A wait polls the channel's hang-up and the pidfd
- * as a loop does (watch_fd, and a look every PK_SPAWN_HELD_POLL_MS) until the pipe is in hand,
- * then the pipe alone, which only the child holds. */
-static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
+/* Whether the child has exited (not reaped: it stays claimed and unreaped for its run): its
+ * pidfd is readable, or without one, what waitid says without reaping. ECHILD: a subreaper's
+ * sweep of orphans reaped it first. Without a pidfd the channel is all else there is to ask, and
+ * a copy of it held elsewhere (a fork during the clone) would hold off for good the end of file
+ * of a child dead before its message. */
+static int child_exited(const pk_spawn_pending *pending)
 {
-    struct pollfd ready[2] = {{.events = POLLIN}, {.events = POLLIN}};
+    struct pollfd exited = {.fd = pending->pidfd, .events = POLLIN};
+    siginfo_t info;
+    if (pending->pidfd >= 0)
+        return poll(&exited, 1, 0) == 1;
+    info.si_pid = 0;
+    if (waitid(P_PID, (id_t)pending->pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return errno == ECHILD;
+    return info.si_pid == pending->pid;
+}
+
+/* The outcome once known (PK_RAN or PK_FAILED), or PK_NOT_YET where wait is 0 (or
+ * PK_SPAWN_UNTIL_SIGNAL, and a signal came: the wait was interrupted, or signal_fd, the
+ * caller's signal wake-up pipe, is readable). That pipe is only looked at, never read: a
+ * signal caught just before the wait (or during the clone, which blocks every signal and
+ * delivers them right after) interrupts nothing, and only its byte there tells this wait to give
+ * its caller's handler its turn; the caller reads the pipe before it waits again. A wait polls
+ * the channel's hang-up and the pidfd as a loop does (watch_fd, and a look every
+ * PK_SPAWN_HELD_POLL_MS) until the pipe is in hand, then the pipe alone, which only the child
+ * holds. */
+static int read_outcome(pk_spawn_pending *pending, int report[2], int wait, int signal_fd)
+{
+    struct pollfd ready[3] = {{.events = POLLIN}, {.events = POLLIN}, {.events = POLLIN}};
     size_t have = 0;
-    int outcome, exited = 0, piped;
+    int outcome, exited = 0, piped, polled;
+    ready[2].fd = wait == PK_SPAWN_UNTIL_SIGNAL ? signal_fd : -1; /* -1: ignored by poll */
     for (;;) {
         if (pending->report_fd < 0 && (outcome = receive_pipe(pending, report, exited)) != PK_NOT_YET)
             return outcome;
@@ -162,33 +186,41 @@ static int read_outcome(pk_spawn_pending *pending, int report[2], int wait)
         piped = pending->report_fd >= 0;
         ready[0].fd = piped ? pending->report_fd : pending->channel_fd;
         ready[0].events = piped ? POLLIN : POLLRDHUP; /* the channel's hang-up, as watch_fd's */
-        ready[1].fd = piped ? -1 : pending->pidfd;    /* -1: ignored by poll */
-        ready[0].revents = ready[1].revents = 0;
+        ready[1].fd = piped ? -1 : pending->pidfd;
+        ready[0].revents = ready[1].revents = ready[2].revents = 0;
         if (!wait && have == 0) {
-            /* A look: nothing on the channel, but the loop may have woken for the pidfd. */
-            if (exited || ready[1].fd < 0 || poll(&ready[1], 1, 0) != 1)
+            /* A look: nothing on the channel, but the loop may have woken for the child's exit. */
+            if (exited || piped || !child_exited(pending))
                 return PK_NOT_YET;
-        } else if (poll(ready, 2, piped ? -1 : PK_SPAWN_HELD_POLL_MS) < 0 && errno == EINTR &&
-                   wait == PK_SPAWN_UNTIL_SIGNAL && have == 0) {
-            return PK_NOT_YET; /* the caller's handler runs once this returns */
+            exited = 1;
+            continue;
         }
-        exited = ready[1].fd >= 0 && (ready[1].revents & POLLIN);
+        polled = poll(ready, 3, piped ? -1 : PK_SPAWN_HELD_POLL_MS);
+        if (have == 0 && wait == PK_SPAWN_UNTIL_SIGNAL &&
+            ((polled < 0 && errno == EINTR) || (polled > 0 && ready[2].revents)))
+            return PK_NOT_YET; /* the caller's handler runs once this returns */
+        if (!piped)
+            exited = ready[1].fd >= 0 ? (ready[1].revents & POLLIN) != 0 : child_exited(pending);
     }
 }
 
-int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait)
+int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait, int signal_fd)
 {
     const pk_spawn_request *request = pending->child.request;
-    int report[2], status, outcome = read_outcome(pending, report, wait);
-    if (outcome == PK_NOT_YET)
+    int report[2], status, outcome;
+    if (pending->finished)
+        return 0; /* its outcome is in result already */
+    if ((outcome = read_outcome(pending, report, wait, signal_fd)) == PK_NOT_YET)
         return 1;
-    if (outcome == PK_FAILED) /* the child exits right after its report: off the stack once reaped */
+    if (outcome == PK_FAILED && !pending->reaped) /* the child exits right after its report */
         while (waitpid(pending->pid, &status, 0) < 0 && errno == EINTR)
             ; /* ECHILD: a subreaper's sweep of orphans took it first; the report says all */
     close_channel(pending);
     if (pending->report_fd >= 0)
         close(pending->report_fd);
+    pending->report_fd = -1;
     pk_give_back_stack(&pending->child); /* exec'd, exited or reaped: off the stack */
+    pending->finished = 1;
     if (outcome == PK_RAN) {
         result->pid = pending->pid;
         result->pidfd = pending->pidfd;
@@ -206,6 +238,10 @@ int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait
         result->stage = report[0];
         result->error = report[1];
     }
-    free(pending);
     return 0;
+}
+
+void pk_spawn_free(pk_spawn_pending *pending)
+{
+    free(pending);
 }

@@ -35,13 +35,15 @@ def _held_program(tmp_path) -> tuple[Path, Path]:
     return program, marker
 
 
-def _stopped_while_held(tmp_path, argv: list[str], program: Path) -> subprocess.CompletedProcess:
-    """``argv`` started with ``program`` held in its exec, then SIGTERM: it must end meanwhile."""
+def _stopped_while_held(tmp_path, argv: list[str], program: Path, stop: bool = True) -> subprocess.CompletedProcess:
+    """``argv`` started with ``program`` held in its exec, then SIGTERM (unless ``stop`` is
+    False: ``argv`` sends its own): it must end meanwhile."""
     held = HeldExec(program)
     try:
         runner = subprocess.Popen(argv, cwd=tmp_path, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        held.wait_for_the_exec()
-        runner.send_signal(signal.SIGTERM)
+        if stop:
+            held.wait_for_the_exec()
+            runner.send_signal(signal.SIGTERM)
         try:
             # A bound on a failure, not a timing: before, the runner waited for the lease.
             _, stderr = runner.communicate(timeout=30)
@@ -79,4 +81,29 @@ def test_a_batch_stopped_while_a_jobs_child_execs_ends(tmp_path):
     assert done.returncode != 0, done.stderr
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     assert [(line["id"], line["exit_code"]) for line in lines] == [("held", 107)], lines
+    assert not marker.exists(), "the child was not killed before its exec"
+
+
+# A CLI run whose stop signal comes after the runner's last look before it waits in C for the
+# exec (here: from the step between the spawn and that wait), so that it interrupts no wait.
+_SIGNALLED_BEFORE_THE_WAIT = """
+import os, signal, sys
+from processkit import containment
+containment.restart_ahead = lambda rundir: os.kill(os.getpid(), signal.SIGTERM)
+sys.argv = ["processkit-cli", "run", "--jsonl", "run.jsonl", "--", sys.argv[1]]
+from processkit.cli.main import entry
+entry()
+"""
+
+
+def test_a_stop_caught_just_before_the_wait_for_the_exec_ends_the_run(tmp_path):
+    """The signal's handler ran before the wait began, so only the wake-up pipe's byte tells the
+    wait in C: the runner once stayed deaf until the exec ended (the lease let go)."""
+    program, marker = _held_program(tmp_path)
+    argv = [sys.executable, "-c", _SIGNALLED_BEFORE_THE_WAIT, str(program)]
+    done = _stopped_while_held(tmp_path, argv, program, stop=False)
+    assert done.returncode == 107, done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "processkit-cli: run cancelled by sigterm before its child was started"
+    ]
     assert not marker.exists(), "the child was not killed before its exec"

@@ -64,10 +64,20 @@ class Host(Scheduler):
         if self._signals is None and self._watch:
             self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize)
 
-    def dispatch_signals(self) -> None:
-        """Deliver the signals caught so far (the runner does, just before it spawns)."""
+    def dispatch_signals(self, read: bool = False) -> None:
+        """Deliver the signals caught so far (the runner does, just before it spawns). ``read``:
+        the wake-up pipe is read even where no handler has noted one yet (a wait on
+        ``signal_fd`` ended for its byte: read, it cannot end the next wait at once again)."""
         if self._signals is not None:
-            self._signals.dispatch_caught()
+            if read:
+                self._signals.dispatch()
+            else:
+                self._signals.dispatch_caught()
+
+    @property
+    def signal_fd(self) -> int:
+        """The signal watch's wake-up pipe, readable once a watched signal came; -1 unwatched."""
+        return self._signals.fd if self._signals is not None else -1
 
     def close(self) -> None:
         """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;

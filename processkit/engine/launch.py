@@ -212,8 +212,10 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     the spawn too. Either wait ends at a stop signal while the child is still in its exec
     (``_cancelled``)."""
     if host.alone or run.context.linger_ms:
-        while not starting.until_signal():  # a signal came: its handler has run
-            host.dispatch_signals()
+        # The wake-up pipe too: a signal caught before the wait (during the clone, or just
+        # after ``dispatch_signals`` above) interrupts no wait, and only its byte ends this one.
+        while not starting.until_signal(host.signal_fd):  # a signal came: its handler has run
+            host.dispatch_signals(read=True)  # the pipe read: the next wait blocks again
             if EndingKind.SIGNAL in run.pending and not starting.ready():
                 raise _cancelled(run)
         return

@@ -52,6 +52,12 @@ class SignalWatch:
             self.watch(signum, handler)
         loop.add_reader(self._reader, self.dispatch)
 
+    @property
+    def fd(self) -> int:
+        """The wake-up pipe's read end (-1 once closed): a wait outside the loop (the native
+        spawn's, in C) polls it too, so a signal caught just before that wait still ends it."""
+        return self._reader
+
     def watch(self, signum: int, handler: Callable[[int], None]) -> None:
         """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
         if signum in self._handlers or (signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN):

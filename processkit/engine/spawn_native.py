@@ -81,36 +81,30 @@ class Pending:
 
     def ready(self) -> bool:
         """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).
-        The handle is taken out while the C side may free it: an exception landing between
-        its return and this method's next step leaks it at worst, never finishes it twice."""
-        handle, self._handle = self._handle, None
-        if handle is None:
-            return True
-        if native.module().lib.pk_spawn_finish(handle, self.result, 0) == 0:
-            self._finished()
-            return True
-        self._handle = handle
-        return False
+        The handle stays set until ``_finished`` frees it: ``pk_spawn_finish`` on a finished
+        spawn returns 0 at once, so an exception landing between its return and that (a signal
+        handler's) leaves the outcome to the next call, never lost nor finished twice."""
+        return self._finish(0)
 
-    def until_signal(self) -> bool:
-        """Wait for the exec's outcome, or until a signal interrupts the wait (its Python handler
-        runs as this returns): whether the outcome is in ``result``. Finished as in ``ready``."""
-        handle, self._handle = self._handle, None
-        if handle is None:
-            return True
-        if native.module().lib.pk_spawn_finish(handle, self.result, native.module().lib.PK_SPAWN_UNTIL_SIGNAL) == 0:
-            self._finished()
-            return True
-        self._handle = handle
-        return False
+    def until_signal(self, signal_fd: int = -1) -> bool:
+        """Wait for the exec's outcome, or until a signal interrupts the wait or ``signal_fd``
+        (the host's signal wake-up pipe, which the caller reads before it waits again) is
+        readable: whether the outcome is in ``result``. Finished as in ``ready``."""
+        return self._finish(native.module().lib.PK_SPAWN_UNTIL_SIGNAL, signal_fd)
 
     def wait(self):
         """The ``pk_spawn_result`` once the exec's outcome is known (waited for here)."""
-        handle, self._handle = self._handle, None  # as in ready: never finished twice
-        if handle is not None:
-            native.module().lib.pk_spawn_finish(handle, self.result, 1)
-            self._finished()
+        self._finish(1)
         return self.result
+
+    def _finish(self, wait: int, signal_fd: int = -1) -> bool:
+        handle = self._handle
+        if handle is None:
+            return True
+        if native.module().lib.pk_spawn_finish(handle, self.result, wait, signal_fd) != 0:
+            return False
+        self._finished()
+        return True
 
     def kill(self) -> None:
         """SIGKILL to a child whose exec is not reported yet: its pid is claimed and unreaped, so
@@ -120,7 +114,9 @@ class Pending:
             os.kill(self._pid, signum.SIGKILL)
 
     def _finished(self) -> None:
-        self._handle = None
+        # Taken out before it is freed: an exception between the two leaks it, never frees it twice.
+        handle, self._handle = self._handle, None
+        native.module().lib.pk_spawn_free(handle)
         self._held = None
         claims.unclaim(self._pid)
 
