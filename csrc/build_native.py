@@ -103,7 +103,6 @@ ffibuilder.cdef(
     #define PK_SPAWN_UNTIL_SIGNAL ...
     int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait, int signal_fd);
     void pk_spawn_free(pk_spawn_pending *pending);
-    void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
     int pk_spawn_shared_memory(void);
 
     int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);

@@ -211,15 +211,18 @@ static ssize_t splice_chunk(pk_stream *stream, int echo_fd, size_t len)
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result)
 {
+    /* Only a drain's first pass can meet the thread's read: nothing arms it during a drain. */
+    int watched = stream->watch_fd >= 0;
     memset(result, 0, sizeof *result);
     while (result->total < budget) {
         size_t at = 0, len = stream->buf_size, retained;
         unsigned char *chunk;
         ssize_t count = 0;
         int took = 0, early_errno = 0;
-        if (stream->watch_fd >= 0) {
+        if (watched) {
             /* A watched stream's thread read first (hasher.c); none while it is pending. */
             int state = pk_watch_take(stream, &count, &early_errno);
+            watched = 0;
             if (state == PK_WATCH_BUSY) {
                 result->read_errno = EAGAIN;
                 break;

@@ -314,12 +314,3 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     result->pidfd = pidfd;
     return pending;
 }
-
-void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result)
-{
-    pk_spawn_pending *pending = pk_spawn_begin(request, result);
-    if (pending) {
-        pk_spawn_finish(pending, result, 1, -1);
-        pk_spawn_free(pending);
-    }
-}

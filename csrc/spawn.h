@@ -82,14 +82,12 @@ int pk_spawn_piped(const pk_spawn_pending *pending);
 int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait, int signal_fd);
 void pk_spawn_free(pk_spawn_pending *pending);
 
-/* pk_spawn_begin and a waiting pk_spawn_finish: start the child and wait until it has exec'd
- * or failed. In the child, in this order: own
- * process group (with controlling_tty, own session); join the cgroups; parent-death signal SIGKILL (exit at
- * once when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty
- * signal mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then
- * TIOCSCTTY on fd 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir;
+/* The child's steps (csrc/spawn_child.c), in this order: own process group (with controlling_tty,
+ * own session); join the cgroups; parent-death signal SIGKILL (exit at once when the runner is
+ * already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal mask
+ * (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then TIOCSCTTY
+ * on fd 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir;
  * execve each path in turn. */
-void pk_spawn(const pk_spawn_request *request, pk_spawn_result *result);
 
 /* 1 where the child shares the runner's memory (x86-64's clone3 by assembly), 0 where it is the
  * copy-on-write one (another architecture, or PK_SPAWN_COW). */

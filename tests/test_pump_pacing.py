@@ -37,6 +37,7 @@ def stream(request):
     run = SimpleNamespace(
         loop=loop,
         pump_backend=request.param,
+        unpolled_pipes=False,
         spawn_backend=spawn.select_backend(),
         output_limit=None,
         saw_output=lambda s: seen.append(s.pump.seen),

@@ -324,6 +324,7 @@ def test_a_stay_serves_its_pipe_out_of_the_loops_epoll_set(tmp_path):
     run = SimpleNamespace(
         loop=loop,
         pump_backend="native",
+        unpolled_pipes=False,
         spawn_backend=spawn.select_backend(),
         output_limit=None,
         saw_output=lambda stream: None,

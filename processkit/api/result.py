@@ -164,11 +164,14 @@ def build(
     usage: Usage | None = None,
     duration: float | None = None,
     found: dict[str, CaptureInfo | None] | None = None,
+    last: dict[type, Event] | None = None,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
-    runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found``: the
-    captures, when the caller read them already (``captures``)."""
-    last = latest(events)
+    runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found`` and
+    ``last``: the captures and the stream's last event of each type, when the caller read them
+    already (``captures``, ``latest``)."""
+    if last is None:
+        last = latest(events)
     runner_exit = _of(last, RunnerExit)
     source = runner_exit.source if runner_exit else None
     if source is None and returncode >= 0:
@@ -247,7 +250,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
-    found = captures(events, spec.run_id)
+    last = latest(events)
+    found = captures(events, spec.run_id, last)
     outputs = streams.collect(report, found)
     return build(
         args,
@@ -262,6 +266,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         stderr=outputs["stderr"],
         duration=(ended - started) / 1e9 if started is not None and ended is not None else None,
         found=found,
+        last=last,
     )
 
 

@@ -79,12 +79,7 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
 def restart_ahead(rundir: RunDir | None) -> None:
     """A lodged host's idle groups started again for its next run (``pool.Pool.restart_ahead``),
     best effort: what fails here is tried again, or made fresh, when the next run takes it."""
-    lender = _lender(rundir)
-    if lender is not None:
-        try:
-            lender.restart_ahead()
-        except OSError:
-            pass
+    _restart(_lender(rundir))
 
 
 def restart_idle(home: RunDir | None) -> None:
@@ -97,7 +92,11 @@ def restart_idle(home: RunDir | None) -> None:
         return
     import processkit.containment.pool as pool
 
-    lender = pool.held_by(home)
+    _restart(pool.held_by(home))
+
+
+def _restart(lender: Pool | None) -> None:
+    """A pool's idle groups started again, best effort (``restart_ahead``, ``restart_idle``)."""
     if lender is not None:
         try:
             lender.restart_ahead()

@@ -173,7 +173,7 @@ class CgroupV1Controllers(ControllerSet):
     def remaining(self) -> list[str]:
         """The groups made for this run alone that are still there: all until ``release``, then
         those it could not remove."""
-        return list(self._paths)
+        return self.paths
 
     def counts_cpu(self) -> bool:
         """Whether a cpuacct group of this run's gives its CPU figures (none then come from v2)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import fdlimit, native
+from .. import fdlimit, native, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -120,12 +120,6 @@ def select_backend() -> str:
         if not native.module().lib.pk_spawn_shared_memory():
             return "python"
     return chosen
-
-
-def spawn(argv, **keywords) -> Child:
-    """Start the child and wait for its exec (``begin``'s keywords); raises a spawn Failure
-    (101) or AttachError (102)."""
-    return begin(argv, **keywords).child()
 
 
 def begin(
@@ -259,8 +253,6 @@ class Starting:
             child = self.child()
         except (Failure, AttachError):
             return  # it never ran: collected, its ends closed
-        from .. import signum
-
         try:
             os.killpg(child.pid, signum.SIGKILL)  # unreaped: a group of this id is the child's own
         except OSError:

@@ -127,7 +127,7 @@ class Pending:
 
 
 def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int = 0):
-    """``pk_spawn`` with this request, waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
+    """A spawn of this request, its exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
     errno), which the tests of the C child's steps read directly."""
     return Pending(argv, env, cwd, joins, child_ends, own_terminal, linger_ms).wait()
 

@@ -113,7 +113,7 @@ class OutputStream:
         self._stop_at = _stop_at(run.output_limit)
         self._wake_fd = fd  # what the loop waits on for the pipe: itself, or a watch's eventfd
         self._watched = False
-        if target is not None and not pty and getattr(run, "unpolled_pipes", False) and hasattr(self.pump, "watch"):
+        if target is not None and not pty and run.unpolled_pipes and hasattr(self.pump, "watch"):
             event_fd = self.pump.watch()
             if event_fd is not None:
                 self._wake_fd, self._watched = event_fd, True

@@ -161,20 +161,20 @@ class Emitter:
             # own: past the bound, what was gathered is written (``_spill``), and every later
             # event as it comes.
             name = getattr(event, "name", None)
-            if name and name not in self._remember:  # an ``events.base.Event``
+            kept_as_event = bool(name) and name not in self._remember  # an ``events.base.Event``
+            if kept_as_event:
                 gathered.append((event, None if event.time is not None else time.time_ns()))
                 members = getattr(event, "members", None)
-                self._weight += 1 + (len(members) if type(members) is list else 0)
-                if self._weight > SPILL_WEIGHT:
-                    self._spill(gathered)
-                return
-            record = event.to_json()
-            gathered.append(record)
-            members = record.get("members")
+            else:
+                record = event.to_json()
+                gathered.append(record)
+                members = record.get("members")
             self._weight += 1 + (len(members) if type(members) is list else 0)
             if self._weight > SPILL_WEIGHT:
                 self._spill(gathered)
                 return  # written, and remembered as it was (``_write_gathered``)
+            if kept_as_event:
+                return
         if record["event"] in self._remember:
             self.remembered[record["event"]] = record
 
