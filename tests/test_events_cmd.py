@@ -322,7 +322,7 @@ def test_follow_stops_once_a_killed_runner_is_gone_and_the_file_is_still(tmp_pat
     out, err = follower.communicate(timeout=10)
     assert follower.returncode == 0
     assert 0.4 < time.monotonic() - killed < 5
-    assert b"ends without runner_exit: run 'doomed' is no longer live" in err
+    assert b"ends without a terminal `runner_exit` event: run `doomed` is no longer live" in err
     assert b"runner_exit" not in out
 
 

@@ -171,7 +171,7 @@ def test_the_validator_agrees_with_jsonschema_on_every_mutation(reference):
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda e: e["stdout"].pop("bytes_seen"), "/stdout: missing required property 'bytes_seen'"),
+        (lambda e: e["stdout"].pop("bytes"), "/stdout: missing required property 'bytes'"),
         (lambda e: e["stderr"].update(sha256="ABC"), '/stderr/sha256: "ABC" does not match ^[0-9a-f]{64}$'),
         (lambda e: e.update(event="file_written"), '/event: "file_written" is not one of "run_started", '),
         (lambda e: e.update(schema_version=2), "/schema_version: expected 1, got 2"),

@@ -105,7 +105,7 @@ def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(wr
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert out == RUNNER_EXIT
-    assert b"without runner_exit" not in err
+    assert b"without a terminal" not in err
 
 
 def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
@@ -117,7 +117,7 @@ def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert out == ROOT_EXITED
-    assert b"the stream ends without runner_exit: no live run writes this stream" in err
+    assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in err
 
 
 def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
@@ -129,7 +129,7 @@ def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert out == b""
-    assert b"line 2: not valid JSON" in err and b"ends without runner_exit" in err
+    assert b"line 2: not valid JSON" in err and b"ends without a terminal `runner_exit`" in err
 
 
 def test_api_follows_a_stream_still_written_to_its_runner_exit_and_no_further(writer):

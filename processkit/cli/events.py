@@ -130,8 +130,10 @@ class Target:
         return False
 
     def gone_note(self) -> str:
-        subject = f"run '{self.run_id}' is no longer live" if self.run_id else "no live run writes this stream"
-        return f"the stream ends without runner_exit: {subject}, so nothing more is coming"
+        # The reference's wording ("without a terminal `runner_exit` event", the run id in
+        # backticks): scripts and its tests match on it.
+        subject = f"run `{self.run_id}` is no longer live" if self.run_id else "no live run writes this stream"
+        return f"the stream ends without a terminal `runner_exit` event: {subject}, so nothing more is coming"
 
 
 # -- reading: every read hands complete lines to the consumer ------------------------------------

@@ -1,0 +1,60 @@
+"""Behaviour the reference's own test suite checks through its binary, where this build had
+drifted: a v1 stream the reference writes must read back as conforming here, and the notes its
+tests match on keep their words. Each case drives the installed processkit-cli."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import read_events, run_cli
+
+
+def _captured_run(tmp_path) -> tuple:
+    """A finished run with a capture, and its stream's lines."""
+    jsonl = tmp_path / "events.jsonl"
+    done = run_cli("run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", "echo captured")
+    assert done.returncode == 0, done.stderr
+    return jsonl, read_events(jsonl)
+
+
+def _write(path, events) -> None:
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+
+
+def test_a_v1_capture_without_the_seed_fields_conforms(tmp_path):
+    # The reference's output_captured has no bytes_seen/bytes_written: its streams (and its
+    # golden fixture) must validate here too, as the added fields are this build's extension.
+    _, events = _captured_run(tmp_path)
+    for event in events:
+        if event["event"] == "output_captured":
+            for stream in ("stdout", "stderr"):
+                del event[stream]["bytes_seen"], event[stream]["bytes_written"]
+    v1 = tmp_path / "v1.jsonl"
+    _write(v1, events)
+    checked = run_cli("events", "--file", v1, "--validate")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert b"all valid" in checked.stdout
+    # Optional is not open: a field no version defines, or a seed field mistyped, still fails.
+    (captured,) = (e for e in events if e["event"] == "output_captured")
+    captured["stdout"]["bytes_kept"] = 1
+    captured["stderr"]["bytes_written"] = "all"
+    odd = tmp_path / "odd.jsonl"
+    _write(odd, events)
+    checked = run_cli("events", "--file", odd, "--validate")
+    assert checked.returncode == 114
+    assert b"/stdout/bytes_kept: property is not allowed here" in checked.stdout
+    assert b"/stderr/bytes_written:" in checked.stdout
+
+
+def test_a_follow_of_a_stream_cut_short_names_the_missing_terminal_event(tmp_path):
+    jsonl, _ = _captured_run(tmp_path)
+    lines = jsonl.read_text().splitlines(keepends=True)
+    assert '"event":"runner_exit"' in lines[-1]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:-1]))
+    followed = run_cli("events", "--file", cut, "--follow")
+    assert followed.returncode == 0, followed.stderr
+    assert b"run_started" in followed.stdout
+    assert (
+        b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
+    )
