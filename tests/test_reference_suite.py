@@ -55,6 +55,4 @@ def test_a_follow_of_a_stream_cut_short_names_the_missing_terminal_event(tmp_pat
     followed = run_cli("events", "--file", cut, "--follow")
     assert followed.returncode == 0, followed.stderr
     assert b"run_started" in followed.stdout
-    assert (
-        b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
-    )
+    assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
