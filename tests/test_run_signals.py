@@ -13,6 +13,8 @@ from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
 from streams import check_stream, one, require_mechanism, run_checked
 
 SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
+# How the stderr headline names each: the reference's words ("run cancelled (SIGTERM)").
+NAMED = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
 
 def start_sleeper(tmp_path, *args, **kwargs):
@@ -34,7 +36,7 @@ def test_a_stop_signal_cancels_the_run(tmp_path, signum):
     assert events[-1]["source"] == "cancelled"
     assert one(events, "cleanup_finished")["soft_terminate"] == "signalled"
     assert stderr.decode().splitlines() == [
-        f"processkit-cli: run cancelled by {SOURCES[signum]}: sent SIGTERM to the process tree "
+        f"processkit-cli: run cancelled ({NAMED[signum]}): sent SIGTERM to the process tree "
         "(capability scope: whole_tree), then hard-killed any survivors via the container"
     ]
     assert not pid_alive(one(events, "run_started")["root_pid"])

@@ -183,7 +183,12 @@ def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Cancelled
 
     facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
-    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled by {detail}: {facts.stop_phrase()}"))
+    # The reference's headline, "run cancelled (SIGTERM)": scripts match on the signal's name.
+    named = _SIGNAL_NAMES.get(detail or "", detail)
+    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled ({named}): {facts.stop_phrase()}"))
+
+
+_SIGNAL_NAMES = {"ctrl_c": "Ctrl-C", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
 
 
 def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
