@@ -43,7 +43,7 @@ def test_probe_reports_a_compatible_surface():
     assert report["exit_code_band"] == {"start": 100, "end": 119}
     for token in ("run", "run:--detach", "inspect:--json", "events:--follow", "doctor:--json", "probe:--print-schema"):
         assert token in report["surface"]
-    assert {"attest:peer-identity", "run:resource-summary", "run:capture-keep-layout"} <= set(report["surface"])
+    assert {"attest:peer-identity", "run:resource-summary", "capture-keep:layout"} <= set(report["surface"])
     assert report["surface"] == sorted(set(report["surface"]))
 
 
@@ -55,10 +55,10 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "attest:peer-identity",
         "run:resource-summary",
         "wait:ended-outcome",
-        "run:private-paths",
+        "paths:private",
         "registry:batch-delegation",
-        "run:capture-keep-layout",
-        "run:capture-keep-live",
+        "capture-keep:layout",
+        "capture-keep:live",
         "bench:hyperfine-json",
         "bench:hyperfine-commands",
         "bench:shell-startup-subtracted",

@@ -56,3 +56,12 @@ def test_a_follow_of_a_stream_cut_short_names_the_missing_terminal_event(tmp_pat
     assert followed.returncode == 0, followed.stderr
     assert b"run_started" in followed.stdout
     assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
+
+
+def test_a_run_token_in_the_surface_is_a_flag_or_the_summary_capability():
+    # The reference's grammar for `run:` (its probe tests hold it): a long flag, or the one
+    # capability `run:resource-summary`. This build's own capabilities live in other namespaces.
+    report = json.loads(run_cli("probe", "--json").stdout)
+    odd = [t for t in report["surface"] if t.startswith("run:") and not t.startswith("run:--")]
+    assert odd == ["run:resource-summary"]
+    assert {"capture-keep:layout", "capture-keep:live", "paths:private"} <= set(report["surface"])

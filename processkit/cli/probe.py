@@ -32,8 +32,8 @@ def capabilities() -> list[str]:
     can decide only where the kernel names a socket's peer, ``wait`` remembers ended runs'
     outcomes, ``run`` refuses paths another user controls, and with ``--capture-keep tail`` or
     ``head-tail`` it records which stream ranges each capture file holds in
-    ``capture-keep.json`` beside them (``run:capture-keep-layout``)."""
-    found = ["run:resource-summary", "run:capture-keep-layout"]
+    ``capture-keep.json`` beside them (``capture-keep:layout``)."""
+    found = ["run:resource-summary", "capture-keep:layout"]
     found.append("bench:hyperfine-json")  # bench's --export-json reads as hyperfine's export
     found.append("bench:hyperfine-commands")  # bench's COMMANDs are shell commands, -S the shell
     found.append("bench:shell-startup-subtracted")  # the shell's start-up is measured and taken off
@@ -46,9 +46,9 @@ def capabilities() -> list[str]:
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
-    found.append("run:private-paths")  # another user's links and directories are refused (safepath)
+    found.append("paths:private")  # another user's links and directories are refused (safepath)
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
-    found.append("run:capture-keep-live")  # a ring run's live record and marks: a killed runner's ring is read in order
+    found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
     # batch as parallel, make and nextest users work (docs/batch.md): what no flag shows
     found.append("batch:command-templates")  # -- CMD ::: A B, :::: FILE, stdin lines; {} {.} {/} {//} {/.} {#} {%} {n}
     found.append("batch:job-graph")  # a manifest's needs; skipped below a failure; cycles refused
