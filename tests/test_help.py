@@ -24,6 +24,15 @@ def test_the_root_help_lists_version_help_and_error_format():
         assert "-V, --version" in text and "-h, --help" in text and "--error-format <human|json>" in text
 
 
+def test_help_with_a_subcommand_prints_that_subcommands_help():
+    # clap's `help SUBCOMMAND`, which the reference has: the subcommand's own help, not the root's.
+    asked, direct = run_cli("help", "wait"), run_cli("wait", "--help")
+    assert asked.returncode == 0 and asked.stdout == direct.stdout
+    assert asked.stdout.startswith(b"usage: processkit-cli wait")
+    unknown = run_cli("help", "bogus")
+    assert unknown.returncode == 100 and b"unrecognized subcommand 'bogus'" in unknown.stderr
+
+
 def test_the_documented_error_format_still_works_after_the_subcommand():
     proc = run_cli("inspect", "--error-format", "json", "--run-id", "ghost")
     assert proc.returncode == 103 and proc.stderr.startswith(b'{"error_version":1')

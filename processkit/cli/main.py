@@ -144,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if not argv:
             say(sys.stderr, _usage_text())
             return Kind.USAGE.code
-        if argv[0] in ("-h", "--help", "help"):
+        if argv[0] == "help" and len(argv) > 1:
+            argv = [argv[1], "--help"]  # clap's `help SUBCOMMAND`: that subcommand's help
+        elif argv[0] in ("-h", "--help", "help"):
             say(sys.stdout, _usage_text())
             return 0
         if argv[0] in ("-V", "--version"):
