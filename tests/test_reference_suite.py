@@ -5,8 +5,9 @@ tests match on keep their words. Each case drives the installed processkit-cli."
 from __future__ import annotations
 
 import json
+import time
 
-from conftest import read_events, run_cli
+from conftest import read_events, run_cli, start_cli
 
 
 def _captured_run(tmp_path) -> tuple:
@@ -65,3 +66,52 @@ def test_a_run_token_in_the_surface_is_a_flag_or_the_summary_capability():
     odd = [t for t in report["surface"] if t.startswith("run:") and not t.startswith("run:--")]
     assert odd == ["run:resource-summary"]
     assert {"capture-keep:layout", "capture-keep:live", "paths:private"} <= set(report["surface"])
+
+
+def _records(registry) -> dict:
+    found = {}
+    for name in registry.iterdir() if registry.is_dir() else ():
+        if name.suffix == ".json":
+            record = json.loads(name.read_text())
+            if record.get("endpoint"):
+                found[record["run_id"]] = name
+    return found
+
+
+def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolated_registry):
+    # wait.schema: "reported" is read from the stream the record published; a stream that cannot
+    # be read is "unknown", however the run ended. Only a run that ended before the wait began
+    # is answered from its tombstone (wait:ended-outcome).
+    release = tmp_path / "release"
+    held = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
+    runs = [
+        start_cli("run", "--jsonl", tmp_path / f"{name}.jsonl", "--run-id", name, "--", *held)
+        for name in ("garbled", "plain")
+    ]
+    deadline = time.monotonic() + 20
+    while len(_records(isolated_registry)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    garbled = tmp_path / "garbled-elsewhere.jsonl"
+    garbled.write_text("not-json\n")
+    path = _records(isolated_registry)["garbled"]
+    record = json.loads(path.read_text())
+    record["jsonl"] = str(garbled)
+    path.write_text(json.dumps(record))
+    written = path.stat().st_atime_ns
+    waiter = start_cli("wait", "--all", "--report-outcome")
+    # The runs end only once the waiter has read the records (its snapshot of the live runs): the
+    # read moves the record's atime past its write (relatime); a noatime mount waits out 5 s.
+    deadline = time.monotonic() + 5
+    while path.stat().st_atime_ns == written and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.touch()
+    for run in runs:
+        run.communicate(timeout=30)
+        assert run.returncode == 0
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert json.loads(out) == [
+        {"run_id": "garbled", "status": "unknown", "code": None, "source": None, "child_code": None},
+        {"run_id": "plain", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0},
+    ]

@@ -1,9 +1,12 @@
 """What ``wait`` watches and what it reports (docs/control-plane.md §2.7).
 
-Waiting needs no endpoint: it polls the registry's liveness locks. The outcome comes from the
-run's tombstone (``tombstones``, an extension) when there is one, else from the terminal
-``runner_exit`` event in the run's JSONL, which the runner writes just after it unregisters,
-so reading it allows a short grace.
+Waiting needs no endpoint: it polls the registry's liveness locks. The outcome of a run seen
+live comes from the terminal ``runner_exit`` event in the JSONL its record published, as the
+reference reads it: a stream that cannot be read is ``unknown``, whatever else is known. The
+runner writes that event just after it unregisters, so reading it allows a short grace, longer
+when the run's tombstone says it ended on its normal path. The tombstone (``tombstones``, an
+extension) answers alone only where there is no stream to read: a run that ended before the
+wait began, or a record without a locator (a batch job's).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .scan import Entry, read
 
 OUTCOME_TAIL_BYTES = 64 * 1024
 OUTCOME_RETRY_SECONDS = 0.5
+OUTCOME_RETRY_ENDED_SECONDS = 3.0  # a tombstone says the runner_exit line is on its way
 OUTCOME_RETRY_STEP = 0.01
 OUTCOME_FIELDS = ("code", "source", "child_code")
 
@@ -122,12 +126,15 @@ def _tombstone_of(entry: Entry, registry: str | None) -> dict | None:
 def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -> dict:
     """``runner_exit``'s code, source and child_code, or status unknown when it cannot be read.
     A ``remembered`` outcome (the run's tombstone, an extension) is the same three values,
-    written just before the record went: it answers at once, and for a run that ended before
-    the wait began."""
-    if remembered is not None and remembered["run_id"] == run_id:
+    written just before the record went: it answers only when there is no stream to read (the
+    reference's ``unknown`` for a stream it cannot read stays so), and otherwise lets the read
+    wait longer for the line the runner is about to write."""
+    remembered = remembered if remembered is not None and remembered["run_id"] == run_id else None
+    if jsonl is None and remembered is not None:
         return {"run_id": run_id, "status": "reported", **{key: remembered[key] for key in OUTCOME_FIELDS}}
     if jsonl is not None:
-        deadline = time.monotonic() + OUTCOME_RETRY_SECONDS
+        grace = OUTCOME_RETRY_SECONDS if remembered is None else OUTCOME_RETRY_ENDED_SECONDS
+        deadline = time.monotonic() + grace
         while True:
             event = _runner_exit(jsonl)
             if event is not None:
