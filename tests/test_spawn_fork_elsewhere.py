@@ -164,7 +164,7 @@ from processkit.cli.main import main
 
 ready, looked = spawn_native.Pending.ready, set()
 
-def first_look_early(self):  # the runner's first look comes before the child's message
+def first_look_early(self):  # the runner's first look comes before the child's exec
     if id(self) in looked:
         return ready(self)
     looked.add(id(self))
