@@ -3,7 +3,8 @@
 Calls the engine's native spawn (``spawn_native.native_spawn``: the C spawn ``processkit-cli run``
 and ``batch`` take, waited for) in a loop from this interpreter and reports the median wall
 time of the call (until the child has exec'd) and the median CPU time this process spent in it (all its threads; the child's own
-CPU is not in it). ``--cgroup`` clones each child into a fresh cgroup v2 group, as a run does
+CPU is not in it), and the median CPU time of the child, from its clone to its exit (``wait4``:
+its steps before the exec, the exec and ``true``). ``--cgroup`` clones each child into a fresh cgroup v2 group, as a run does
 (needs root and a writable cgroup2 mount); ``--ballast MIB`` first grows this process's
 resident memory, which a copy-on-write child pays for in page tables. Run it under two
 installs, alternating, to compare builds (bench/README.md):
@@ -30,9 +31,9 @@ def fresh_group(parent: str, index: int) -> tuple[str, ChildJoins]:
     return path, ChildJoins(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), procs)
 
 
-def measure(calls: int, parent: str | None) -> tuple[list[float], list[float]]:
+def measure(calls: int, parent: str | None) -> tuple[list[float], list[float], list[float]]:
     env = {"PATH": os.environ.get("PATH", os.defpath)}
-    walls, cpus = [], []
+    walls, cpus, children = [], [], []
     for index in range(calls):
         path, joins = fresh_group(parent, index) if parent else (None, ChildJoins())
         wall, cpu = time.perf_counter(), time.process_time()
@@ -40,13 +41,14 @@ def measure(calls: int, parent: str | None) -> tuple[list[float], list[float]]:
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         assert child.stage == 0, os.strerror(child.error)
-        os.waitpid(child.pid, 0)
+        usage = os.wait4(child.pid, 0)[2]
+        children.append(usage.ru_utime + usage.ru_stime)
         for fd in (child.pidfd, joins.cgroup_dir_fd, joins.cgroup_procs_fd):
             if fd is not None and fd >= 0:
                 os.close(fd)
         if path:
             cgroupfs.remove_group(path)
-    return walls, cpus
+    return walls, cpus, children
 
 
 def main() -> None:
@@ -61,7 +63,7 @@ def main() -> None:
     parent = cgroup_v2.find_parent() if options.cgroup else None
     if options.cgroup and parent is None:
         parser.error("no cgroup2 mount here")
-    walls, cpus = measure(options.calls, parent)
+    walls, cpus, children = measure(options.calls, parent)
     with open("/proc/self/statm") as statm:
         rss_kib = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
     figures = {
@@ -71,6 +73,7 @@ def main() -> None:
         "wall_ms_median": round(statistics.median(walls) * 1e3, 4),
         "cpu_ms_median": round(statistics.median(cpus) * 1e3, 4),
         "cpu_ms_mean": round(statistics.fmean(cpus) * 1e3, 4),
+        "child_cpu_ms_median": round(statistics.median(children) * 1e3, 4),
     }
     print(json.dumps(figures))
 

@@ -98,7 +98,6 @@ ffibuilder.cdef(
     typedef struct pk_spawn_pending pk_spawn_pending;
     pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
     int pk_spawn_report_fd(pk_spawn_pending *pending);
-    int pk_spawn_piped(const pk_spawn_pending *pending);
     #define PK_SPAWN_HELD_POLL_MS ...
     #define PK_SPAWN_UNTIL_SIGNAL ...
     int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait, int signal_fd);

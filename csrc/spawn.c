@@ -12,10 +12,10 @@
  * Why no CLONE_VFORK: it held the spawning thread from the clone until the child's execve,
  * about half of the runner service's time per run under eight callers (bench/README.md, issue
  * 49), while the child's steps need nothing of that thread. pk_spawn_begin returns once the
- * clone has; the runner's loop waits for the exec's report (pk_spawn_report_fd: the child's
- * own pipe, which its execve closes), and pk_spawn_finish reads it (spawn_report.c). So the
- * child and the runner run at once, in one memory, and every line of the child must respect
- * (spawn_child.c):
+ * clone has; the runner's loop waits for the exec's report (pk_spawn_report_fd: the report
+ * pipe, whose write end the child's execve closes), and pk_spawn_finish reads it
+ * (spawn_report.c). So the child and the runner run at once, in one memory, and every line of
+ * the child must respect (spawn_child.c):
  * - It writes only its own stack, and the runner's result->start_ns and join_ns, which the
  *   runner reads only once the child has exec'd or exited. It reads the pending spawn (heap),
  *   the request and its strings: the caller changes and frees none of them until
@@ -24,9 +24,10 @@
  * - It makes raw system calls only: a libc wrapper's failure writes errno, which with no
  *   CLONE_SETTLS is the spawning thread's own, read by the runner at any moment now.
  * - No handler of the runner's may run in it: the caller blocks every signal across the clone,
- *   the child (which has its own copy of the handler table and mask: no CLONE_SIGHAND) puts
- *   caught ones back to SIG_DFL and only then unblocks. The runner's mask is restored as soon
- *   as the clone returns.
+ *   the child (which has its own copy of the handler table and mask: no CLONE_SIGHAND) is born
+ *   with the caught ones back at SIG_DFL (CLONE_CLEAR_SIGHAND: one flag where a loop over the
+ *   64 signals cost the child about 12 us; before Linux 5.5 it resets them itself) and only
+ *   then unblocks. The runner's mask is restored as soon as the clone returns.
  * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
  *   that ends gets SIGKILL then.
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone().
@@ -45,7 +46,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "spawn_child.h"
@@ -53,7 +53,8 @@
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
-#define PK_CLONE_INTO_CGROUP 0x200000000ULL
+#define PK_CLONE_CLEAR_SIGHAND 0x100000000ULL
+#define PK_CLONE_INTO_CGROUP   0x200000000ULL
 
 /* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out so the build
  * does not depend on the vintage of the kernel headers. */
@@ -130,15 +131,17 @@ static long clone3_call(struct pk_clone_args *args, int (*entry)(void *), void *
     return result;
 }
 
-/* A clone3 child sharing the runner's memory on its own stack, which also returns a pidfd;
- * -1/ENOSYS where the kernel (or a seccomp filter, as container runtimes install) has none. */
-static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child)
+/* A clone3 child sharing the runner's memory on its own stack, which also returns a pidfd and
+ * has the kernel clear *aboard as it leaves that memory (spawn_report.c); -1/ENOSYS where the
+ * kernel (or a seccomp filter, as container runtimes install) has none. */
+static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
     struct pk_clone_args args;
     long pid;
     memset(&args, 0, sizeof args);
-    args.flags = flags | CLONE_PIDFD | CLONE_VM;
+    args.flags = flags | CLONE_PIDFD | CLONE_VM | CLONE_CHILD_CLEARTID;
     args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    args.child_tid = (uint64_t)(uintptr_t)aboard;
     args.exit_signal = SIGCHLD;
     args.stack = (uint64_t)(uintptr_t)child->stack - PK_CHILD_STACK_SIZE;
     args.stack_size = PK_CHILD_STACK_SIZE;
@@ -154,13 +157,14 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
 
 /* No clone3: glibc's clone() shares the memory the same way, with a pidfd where the kernel
  * takes CLONE_PIDFD from clone() (5.2 on). */
-static pid_t fork_child(struct pk_child *child, int *pidfd)
+static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
 {
-    pid_t pid = clone(child_entry, child->stack, CLONE_VM | CLONE_PIDFD | SIGCHLD, child, pidfd);
+    const int flags = CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD;
+    pid_t pid = clone(child_entry, child->stack, flags | CLONE_PIDFD, child, pidfd, NULL, aboard);
     if (pid >= 0 || errno != EINVAL)
         return pid;
     *pidfd = -1;
-    return clone(child_entry, child->stack, CLONE_VM | SIGCHLD, child);
+    return clone(child_entry, child->stack, flags, child, NULL, NULL, aboard);
 }
 
 int pk_spawn_shared_memory(void)
@@ -189,9 +193,11 @@ void pk_give_back_stack(struct pk_child *child)
 }
 
 /* A fork-like clone3 (same stack, copied memory) that also returns a pidfd; -1/ENOSYS where the
- * build or the kernel (or a seccomp filter, as container runtimes install) has no clone3. */
-static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child)
+ * build or the kernel (or a seccomp filter, as container runtimes install) has no clone3. No
+ * word is cleared in the runner's memory: the child's memory is its own (aboard unused). */
+static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
+    (void)aboard;
 #ifdef SYS_clone3
     struct pk_clone_args args;
     pid_t pid;
@@ -215,9 +221,11 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_c
 #endif
 }
 
-static pid_t fork_child(struct pk_child *child, int *pidfd)
+static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
 {
-    pid_t pid = fork();
+    pid_t pid;
+    (void)aboard;
+    pid = fork();
     *pidfd = -1;
     if (pid == 0)
         pk_run_child(child);
@@ -225,29 +233,53 @@ static pid_t fork_child(struct pk_child *child, int *pidfd)
 }
 #endif
 
+/* CLONE_CLEAR_SIGHAND (Linux 5.5), until a kernel refuses it: then the child resets the
+ * handlers itself (spawn_child.c). */
+static int clear_sighand = 1;
+
+/* clone3_child, its child born with the caught signals at SIG_DFL where the kernel can. */
+static pid_t clone3_clearing(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
+{
+    pid_t pid;
+    if (__atomic_load_n(&clear_sighand, __ATOMIC_RELAXED)) {
+        child->handlers_cleared = 1;
+        pid = clone3_child(flags | PK_CLONE_CLEAR_SIGHAND, cgroup_fd, pidfd, aboard, child);
+        if (pid >= 0 || errno != EINVAL)
+            return pid;
+        child->handlers_cleared = 0;
+        pid = clone3_child(flags, cgroup_fd, pidfd, aboard, child);
+        if (pid >= 0) /* the flag was what the kernel refused */
+            __atomic_store_n(&clear_sighand, 0, __ATOMIC_RELAXED);
+        return pid;
+    }
+    child->handlers_cleared = 0;
+    return clone3_child(flags, cgroup_fd, pidfd, aboard, child);
+}
+
 /* Into the cgroup when the kernel allows it (joined), else a plain clone3, else the fallback.
  * Any refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn)
  * falls back to joining by write in the child, which then reports the real error like the
  * Popen path. */
-static pid_t start_child(struct pk_child *child, int *pidfd)
+static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
 {
     const pk_spawn_request *request = child->request;
     pid_t pid;
     *pidfd = -1;
     if (request->cgroup_fd >= 0) {
         child->joined = 1;
-        pid = clone3_child(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, child);
+        pid = clone3_clearing(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, aboard, child);
         if (pid >= 0)
             return pid;
     }
     child->joined = 0;
     if (request->cgroup_fd < 0 || errno != ENOSYS) {
-        pid = clone3_child(0, -1, pidfd, child);
+        pid = clone3_clearing(0, -1, pidfd, aboard, child);
         if (pid >= 0 || errno != ENOSYS)
             return pid;
     }
     *pidfd = -1;
-    return fork_child(child, pidfd);
+    child->handlers_cleared = 0;
+    return fork_child(child, pidfd, aboard);
 }
 
 static void clear(pk_spawn_result *result)
@@ -262,7 +294,7 @@ static void clear(pk_spawn_result *result)
 
 pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result)
 {
-    int channel[2], pidfd, error;
+    int report[2], pidfd, error;
     pk_spawn_pending *pending = calloc(1, sizeof *pending);
     sigset_t all, previous;
     pid_t pid;
@@ -274,10 +306,9 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
         free(pending);
         return NULL;
     }
-    /* The channel the child sends its report pipe over (spawn_report.c says why no pipe of the
-     * runner's): non-blocking for the runner's look; the child's one message into the empty
-     * socket never waits. */
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, channel) != 0) {
+    /* The report pipe (spawn_report.c): non-blocking for the runner's look; the child's one
+     * report into the empty pipe never waits. */
+    if (pipe2(report, O_CLOEXEC | O_NONBLOCK) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = errno;
         pk_give_back_stack(&pending->child);
@@ -286,28 +317,28 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     }
     pending->child.request = request;
     pending->child.runner = getpid();
-    pending->child.report_fd = channel[1];
+    pending->child.report_fd = report[1];
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
+    pending->aboard = 1;
     /* No handler may run in the child before it has reset them: block everything across the
      * clone; the child unblocks its own mask, the runner its own at once. */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
     result->start_ns = pk_monotonic_ns();
-    pid = start_child(&pending->child, &pidfd);
+    pid = start_child(&pending->child, &pidfd, &pending->aboard);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
-    close(channel[1]);
+    close(report[1]);
     if (pid < 0) {
-        close(channel[0]);
+        close(report[0]);
         pk_give_back_stack(&pending->child);
         free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;
         return NULL;
     }
-    pending->channel_fd = channel[0];
-    pending->report_fd = pending->watch_fd = -1;
+    pending->report_fd = report[0];
     pending->pid = pid;
     pending->pidfd = pidfd;
     result->pid = pid;

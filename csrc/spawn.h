@@ -1,7 +1,7 @@
 /* processkit native spawn: clone3() straight into the run's cgroup, the child sharing the
  * runner's memory on a stack of its own (see spawn.c), then only raw system calls until execve
  * (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
- * clone has, and the exec's outcome is read from the child's own pipe once it is readable
+ * clone has, and the exec's outcome is read from the report pipe once it is readable
  * (spawn_report.c).
  *
  * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs
@@ -13,7 +13,7 @@
 
 /* The step that failed (pk_spawn_result.stage). */
 #define PK_SPAWN_OK    0
-#define PK_SPAWN_CLONE 1 /* no child: the report's channel or pipe, clone3 or fork failed */
+#define PK_SPAWN_CLONE 1 /* no child: the report pipe, clone3 or fork failed */
 #define PK_SPAWN_PGID  2 /* setpgid(0, 0) */
 #define PK_SPAWN_JOIN  3 /* writing "0" to a cgroup.procs fd */
 #define PK_SPAWN_STDIO 4 /* dup into 0, 1, 2 */
@@ -59,15 +59,11 @@ typedef struct pk_spawn_pending pk_spawn_pending;
  * returned 0: the child reads the first and writes result's start_ns and join_ns meanwhile. */
 pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_result *result);
 
-/* The fd to wait on (on a loop) before the next pk_spawn_finish look: until the child's own
- * report pipe is in hand, one readable once the child has exec'd or exited (the channel's
- * hang-up, or its pidfd); then that pipe, readable once the child has exec'd or failed
- * (spawn_report.c). It changes, so it is asked again after each look. */
+/* The fd to wait on (on a loop) before the next pk_spawn_finish look: the report pipe,
+ * readable once the child has exec'd, failed or exited (spawn_report.c). A copy of its write end
+ * held elsewhere (a fork during the clone) holds that off, so a loop also looks every
+ * PK_SPAWN_HELD_POLL_MS. */
 int pk_spawn_report_fd(pk_spawn_pending *pending);
-
-/* 0 while the child's pipe is not in hand: a copy of the channel held elsewhere (a fork during
- * the clone) holds its hang-up off, so a loop also looks every PK_SPAWN_HELD_POLL_MS. */
-int pk_spawn_piped(const pk_spawn_pending *pending);
 #define PK_SPAWN_HELD_POLL_MS 50
 
 /* The exec's outcome into result (the one given to pk_spawn_begin): 0, and 0 again at once on

@@ -17,7 +17,6 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,64 +93,38 @@ struct pk_kernel_sigaction {
 
 /* A handler of the runner's (Python's C trampoline, which writes to the runner's wakeup fd)
  * must not run in this child: execve would reset it anyway, so reset it before unblocking.
- * Other ignored signals stay ignored, as they do under Popen. One call per signal both sets
- * SIG_DFL and returns the old disposition; only a signal that was ignored (and is not one Popen
- * restores) takes a second call, to be ignored again. Every signal is blocked here, so the
- * moment at SIG_DFL delivers nothing, and going back to SIG_IGN drops what arrived meanwhile,
- * as the ignored signal would have been dropped on arrival. libc's own signals (32, 33) are
- * reset too: their handlers are the runner's like any other. */
-static void reset_signals(void)
+ * Other ignored signals stay ignored, as they do under Popen. A child born with
+ * CLONE_CLEAR_SIGHAND (spawn.c) has had the caught ones reset by the kernel, exactly so (a
+ * handler to SIG_DFL, SIG_IGN kept); only SIGPIPE and SIGXFSZ are left to it. Otherwise one
+ * call per signal both sets SIG_DFL and returns the old disposition; only a signal that was
+ * ignored (and is not one Popen restores) takes a second call, to be ignored again. Every
+ * signal is blocked here, so the moment at SIG_DFL delivers nothing, and going back to SIG_IGN
+ * drops what arrived meanwhile, as the ignored signal would have been dropped on arrival.
+ * libc's own signals (32, 33) are reset too: their handlers are the runner's like any other. */
+static void reset_signals(int handlers_cleared)
 {
     struct pk_kernel_sigaction standard = {.handler = SIG_DFL}, previous;
     uint64_t none = 0;
     int signum;
-    for (signum = 1; signum <= PK_KERNEL_NSIG; signum++) {
-        if (SYS4(rt_sigaction, signum, &standard, &previous, sizeof(uint64_t)) != 0)
-            continue; /* SIGKILL and SIGSTOP */
-        if (previous.handler == SIG_IGN && !(previous.flags & SA_SIGINFO) && !restored_by_popen(signum))
-            SYS4(rt_sigaction, signum, &previous, 0, sizeof(uint64_t));
-    }
+    if (handlers_cleared) {
+        SYS4(rt_sigaction, SIGPIPE, &standard, 0, sizeof(uint64_t));
+        SYS4(rt_sigaction, SIGXFSZ, &standard, 0, sizeof(uint64_t));
+    } else
+        for (signum = 1; signum <= PK_KERNEL_NSIG; signum++) {
+            if (SYS4(rt_sigaction, signum, &standard, &previous, sizeof(uint64_t)) != 0)
+                continue; /* SIGKILL and SIGSTOP */
+            if (previous.handler == SIG_IGN && !(previous.flags & SA_SIGINFO) && !restored_by_popen(signum))
+                SYS4(rt_sigaction, signum, &previous, 0, sizeof(uint64_t));
+        }
     SYS4(rt_sigprocmask, SIG_SETMASK, &none, 0, sizeof none);
-}
-
-/* The child's report pipe, made in its own descriptor table and its read end sent to the runner
- * over the channel (spawn_report.c says why); the write end returned, which execve closes with
- * the channel (both O_CLOEXEC, both kept by close_others). A
- * failure to make or send it is reported on the channel itself: the runner's own set-up
- * failing, as the runner's failure to make the channel would be. */
-static int own_report_pipe(int channel_fd)
-{
-    union {
-        char bytes[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr header;
-    } control = {{0}};
-    char marker = 0;
-    struct iovec data = {.iov_base = &marker, .iov_len = 1};
-    struct msghdr message = {.msg_iov = &data,
-                             .msg_iovlen = 1,
-                             .msg_control = control.bytes,
-                             .msg_controllen = sizeof control.bytes};
-    int ends[2];
-    long failed = SYS2(pipe2, ends, O_CLOEXEC | O_NONBLOCK); /* the runner only looks; one write fits */
-    if (failed < 0)
-        child_fail(channel_fd, PK_SPAWN_CLONE, failed);
-    control.header.cmsg_level = SOL_SOCKET;
-    control.header.cmsg_type = SCM_RIGHTS;
-    control.header.cmsg_len = CMSG_LEN(sizeof(int));
-    __builtin_memcpy(CMSG_DATA(&control.header), &ends[0], sizeof(int));
-    if ((failed = SYS3(sendmsg, channel_fd, &message, MSG_NOSIGNAL)) < 0)
-        child_fail(channel_fd, PK_SPAWN_CLONE, failed);
-    SYS1(close, ends[0]);
-    return ends[1]; /* the channel stays open to the exec: its hang-up is the runner's wake-up */
 }
 
 /* dup onto the same number would keep O_CLOEXEC, and one dup may overwrite the next one's
  * source: anything sitting in 0-2 (a runner started with a std fd closed) moves above first.
  * The report pipe too (it can sit there only if another thread of the runner closed a std fd
- * between the channel's socketpair and the clone); when it cannot move (no free fd under the
- * limit) the failure is still written through it where it is: a silent exit would read as
- * "started", its 127 as the program's own. The channel, in 0-2 for the same reason, is
- * overwritten: its hang-up then comes early, and the runner looks at the pipe. */
+ * between the pipe2 and the clone); when it cannot move (no free fd under the limit) the
+ * failure is still written through it where it is: a silent exit would read as "started", its
+ * 127 as the program's own. */
 static void set_stdio(const pk_spawn_request *request, int *report_fd)
 {
     int source[3], i;
@@ -183,11 +156,11 @@ struct pk_dirent {
     char name[];
 };
 
-/* Each fd /proc/self/fd lists from 3 up but keep and also, closed: 0, or -1 when the list cannot be
+/* Each fd /proc/self/fd lists from 3 up but keep, closed: 0, or -1 when the list cannot be
  * read. The names come through getdents64 into this stack's buffer, with no allocator (what
  * CPython's child does after fork); the directory lists by fd number, so closing as it goes
  * skips nothing. */
-static int close_listed(int keep, int also)
+static int close_listed(int keep)
 {
     char buffer[2048] __attribute__((aligned(8)));
     long dir = SYS4(openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0), got, at;
@@ -200,47 +173,39 @@ static int close_listed(int keep, int also)
             fd = 0;
             for (digit = ((struct pk_dirent *)(buffer + at))->name; *digit >= '0' && *digit <= '9'; digit++)
                 fd = fd * 10 + (*digit - '0');
-            if (!*digit && fd >= 3 && fd != keep && fd != also && fd != dir)
+            if (!*digit && fd >= 3 && fd != keep && fd != dir)
                 SYS1(close, fd);
         }
     SYS1(close, dir);
     return got < 0 ? -1 : 0;
 }
 
-/* Every fd from 3 up except the report pipe and the channel (keep, also), which execve closes
- * (O_CLOEXEC). Without close_range (a seccomp filter, a kernel before 5.9) the open ones are
- * listed: a loop up to the soft limit would make a million calls under a batch's raised limit.
- * The loop is left for a process with no /proc. */
-static void close_others(int keep, int also)
+/* Every fd from 3 up except the report pipe (keep), which execve closes (O_CLOEXEC). Without
+ * close_range (a seccomp filter, a kernel before 5.9) the open ones are listed: a loop up to the
+ * soft limit would make a million calls under a batch's raised limit. The loop is left for a
+ * process with no /proc. */
+static void close_others(int keep)
 {
     struct rlimit limit;
     int fd, end = PK_FALLBACK_FD_LIMIT;
 #ifdef SYS_close_range
-    int kept[2] = {keep < also ? keep : also, keep < also ? also : keep}, i;
-    long failed = 0;
-    unsigned from = 3;
-    for (i = 0; i < 2 && !failed; i++)
-        if (kept[i] >= (int)from) {
-            if (kept[i] > (int)from)
-                failed = SYS3(close_range, from, (unsigned)kept[i] - 1, 0U);
-            from = (unsigned)kept[i] + 1;
-        }
-    if (!failed && SYS3(close_range, from, ~0U, 0U) == 0)
+    if ((keep == 3 || SYS3(close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
+        SYS3(close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
         return;
 #endif
-    if (close_listed(keep, also) == 0)
+    if (close_listed(keep) == 0)
         return;
     if (SYS4(prlimit64, 0, RLIMIT_NOFILE, 0, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
         end = (int)limit.rlim_cur;
     for (fd = 3; fd < end; fd++)
-        if (fd != keep && fd != also)
+        if (fd != keep)
             SYS1(close, fd);
 }
 
 void pk_run_child(const struct pk_child *child)
 {
     const pk_spawn_request *request = child->request;
-    int report_fd = own_report_pipe(child->report_fd);
+    int report_fd = child->report_fd;
     long error = -ENOENT, first = 0, failed;
     size_t i;
     /* A newborn task preempts its parent on a busy CPU, and the runner would sit runnable until
@@ -266,11 +231,11 @@ void pk_run_child(const struct pk_child *child)
     SYS2(prctl, PR_SET_PDEATHSIG, SIGKILL);
     if (SYS0(getppid) != child->runner)
         SYS1(exit_group, 127); /* the runner died before the death signal was armed: nobody would stop us */
-    reset_signals();
+    reset_signals(child->handlers_cleared);
     set_stdio(request, &report_fd);
     if (request->controlling_tty && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
-    close_others(report_fd, child->report_fd);
+    close_others(report_fd);
     if (request->nofile_soft) {
         /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
         struct rlimit limit;

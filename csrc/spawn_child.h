@@ -14,23 +14,25 @@
 struct pk_child {
     const pk_spawn_request *request;
     pid_t runner;
-    int joined;          /* born in request->cgroup_fd's group: no write to its cgroup.procs */
-    int report_fd;       /* the child's end of the channel, over which it sends its own report pipe */
-    void *stack;         /* the top of the child's own stack (shared memory only) */
-    long long *start_ns; /* the runner's result->start_ns and join_ns: a shared-memory child's */
-    long long *join_ns;  /* writes reach them */
+    int joined;           /* born in request->cgroup_fd's group: no write to its cgroup.procs */
+    int handlers_cleared; /* born with the runner's caught signals at SIG_DFL (CLONE_CLEAR_SIGHAND) */
+    int report_fd;        /* the write end of the report pipe (O_CLOEXEC: execve closes it) */
+    void *stack;          /* the top of the child's own stack (shared memory only) */
+    long long *start_ns;  /* the runner's result->start_ns and join_ns: a shared-memory child's */
+    long long *join_ns;   /* writes reach them */
 };
 
 /* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
- * runner frees once it has exec'd or exited. The runner waits on channel_fd until the child's
- * report pipe arrives over it (report_fd, then -1 for the channel; spawn_report.c). */
+ * runner frees once it has exec'd or exited. aboard is the shared-memory child's
+ * CLONE_CHILD_CLEARTID word: 1 from before the clone until the kernel clears it as the child
+ * leaves the runner's memory, at its exec or exit (spawn_report.c says why). */
 struct pk_spawn_pending {
     struct pk_child child;
-    int channel_fd; /* the runner's end of the socket pair (O_NONBLOCK), -1 once closed */
-    int report_fd;  /* the read end of the child's own report pipe, -1 until received */
-    int watch_fd;   /* a loop's wait on the channel (spawn_report.c), -1 until asked */
+    int aboard;
+    int report_fd; /* the read end of the report pipe (O_NONBLOCK), -1 once closed */
     int pid;
     int pidfd;
+    int looked;   /* a look has found nothing before (spawn_report.c) */
     int reaped;   /* given up on: killed and reaped, so its pid is no longer to be waited for */
     int finished; /* its outcome is in the caller's result: pk_spawn_finish returns 0 at once */
 };

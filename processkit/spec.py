@@ -298,12 +298,18 @@ OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
 
 
 def new_run_id() -> str:
-    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md). The pid is read once
-    a process (a batch names each of its jobs: a ``getpid`` a job), again in a forked child."""
+    """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
+    return f"run-{own_pid()}-{time.time_ns()}"
+
+
+def own_pid() -> int:
+    """This process's pid, read once a process (``getpid`` is a system call each time: the C
+    library keeps none; a batch names each of its jobs by it, the API's service puts it in each
+    reply and memfd name), again in a forked child."""
     if not _PID:
         _PID.append(os.getpid())
-    return f"run-{_PID[0]}-{time.time_ns()}"
+    return _PID[0]
 
 
-_PID: list[int] = []  # this process's pid once ``new_run_id`` has read it; emptied in a forked child
+_PID: list[int] = []  # this process's pid once ``own_pid`` has read it; emptied in a forked child
 os.register_at_fork(after_in_child=_PID.clear)

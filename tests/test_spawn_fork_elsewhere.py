@@ -1,8 +1,9 @@
 """A fork() elsewhere in the spawning process while the native spawn clones (another thread of a
 Dask worker or an API caller that runs a batch in-process) copies every descriptor the runner
 holds then; a copy held by a child that never execs must not hold a run up (csrc/spawn_report.c).
-The runner once waited for the end of file of a report pipe it had made itself, whose write end
-such a copy kept open: the run hung for as long as that forked child lived.
+The runner once waited only for the end of file of the report pipe it makes, whose write end
+such a copy kept open: the run hung for as long as that forked child lived. The word the kernel
+clears in the runner's memory as the child leaves it (its exec or exit) now decides.
 
 The fork is made deterministic by a preloaded shim: at the spawn's "block every signal across
 the clone" (``sigprocmask``), the moment the clone is next, it forks a holder that keeps the
@@ -163,7 +164,7 @@ from processkit.cli.main import main
 
 ready, looked = spawn_native.Pending.ready, set()
 
-def first_look_early(self):  # the runner's first look comes before the child's message
+def first_look_early(self):  # the runner's first look comes before the child's exec
     if id(self) in looked:
         return ready(self)
     looked.add(id(self))
@@ -174,10 +175,10 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_batch_job_whose_first_look_comes_early_starts_while_a_fork_holds_its_channel(holding, tmp_path):
-    """The look every PK_SPAWN_HELD_POLL_MS takes the child's pipe while a fork elsewhere holds
-    the channel (no hang-up comes): a job that fills its output pipe before it exits is started
-    and read, not left waiting for its own exit (which it never reaches) or the holder's."""
+def test_a_batch_job_whose_first_look_comes_early_starts_while_a_fork_holds_its_report(holding, tmp_path):
+    """The look every PK_SPAWN_HELD_POLL_MS finds the exec while a fork elsewhere holds the
+    report's end of file: a job that fills its output pipe before it exits is started and read,
+    not left waiting for its own exit (which it never reaches) or the holder's."""
     env, record = holding
     manifest = tmp_path / "jobs.jsonl"
     manifest.write_text(json.dumps({"args": ["head", "-c", "300000", "/dev/zero"], "id": "big"}) + "\n")
@@ -195,10 +196,10 @@ import ctypes, os, struct
 from processkit.containment.base import ChildJoins
 from processkit.engine import spawn_native
 
-# A seccomp filter (inherited by the child) that kills whoever calls sendmsg: the child, at its
-# first step, before its report pipe reaches the runner; this process calls none.
+# A seccomp filter (inherited by the child) that kills whoever calls setpgid: the child, at its
+# first step after giving the CPU back; this process calls none.
 ld, jeq, ret = 0x20, 0x15, 0x06
-program = [(ld, 0, 0, 4), (jeq, 0, 3, 0xC000003E), (ld, 0, 0, 0), (jeq, 0, 1, 46), (ret, 0, 0, 0x80000000), (ret, 0, 0, 0x7FFF0000)]
+program = [(ld, 0, 0, 4), (jeq, 0, 3, 0xC000003E), (ld, 0, 0, 0), (jeq, 0, 1, 109), (ret, 0, 0, 0x80000000), (ret, 0, 0, 0x7FFF0000)]
 filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0
@@ -208,10 +209,11 @@ print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if r
 """
 
 
-def test_a_child_killed_before_its_first_message_is_decided_by_its_exit(holding, tmp_path):
-    """The channel's end of file is held off by the fork's copy, and the child dies (SIGSYS)
-    before it sends its report pipe: the spawn ends on its pidfd, the child reported as started
-    (no report came) and its exit as its own, as a child killed after its exec would be."""
+def test_a_child_killed_before_its_exec_is_decided_by_its_exit(holding, tmp_path):
+    """The report's end of file is held off by the fork's copy, and the child dies (SIGSYS, a
+    core dump's signal, for which the kernel leaves the word as it was) before its exec: the
+    spawn ends on its pidfd, the child reported as started (no report came) and its exit as its
+    own, as a child killed after its exec would be."""
     assert _killed_at_birth(holding, tmp_path, KILLED_AT_BIRTH) == [b"0", str(-signal.SIGSYS).encode()]
 
 
@@ -238,7 +240,7 @@ ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
 allow, kill, refuse = 0x7FFF0000, 0x00000000, 0x00050000  # SECCOMP_RET_ERRNO with the errno below
 program = [
     (ld, 0, 0, 4), (jeq, 0, 9, 0xC000003E), (ld, 0, 0, 0),
-    (jeq, 0, 1, 46), (ret, 0, 0, kill),  # sendmsg: the child's first message
+    (jeq, 0, 1, 109), (ret, 0, 0, kill),  # setpgid: the child's first step
     (jeq, 0, 1, 435), (ret, 0, 0, refuse | 38),  # clone3: ENOSYS
     (jeq, 0, 3, 56), (ld, 0, 0, 16), (jset, 0, 1, 0x1000), (ret, 0, 0, refuse | 22),  # clone with CLONE_PIDFD: EINVAL
     (ret, 0, 0, allow),
@@ -252,9 +254,29 @@ print(result.stage, result.pidfd, os.waitstatus_to_exitcode(os.waitpid(result.pi
 """
 
 
-def test_a_child_killed_before_its_first_message_is_decided_by_its_exit_without_a_pidfd(holding, tmp_path):
+def test_a_child_killed_before_its_exec_is_decided_by_its_exit_without_a_pidfd(holding, tmp_path):
     """As above where the kernel gives no pidfd: the wait asks waitid (WNOWAIT, so the child is
-    still its run's to reap) whether the child is gone. It once asked only the channel, whose end
-    of file the fork's copy holds off for good."""
+    still its run's to reap) whether the child is gone."""
     printed = _killed_at_birth(holding, tmp_path, KILLED_AT_BIRTH_NO_PIDFD)
     assert printed == [b"0", b"-1", str(-signal.SIGSYS).encode()]
+
+
+# The clone without a pidfd of KILLED_AT_BIRTH_NO_PIDFD, its child let be: it execs a program
+# that outlives the spawn (an exit would be seen by waitid), killed once the spawn has returned.
+EXECS_WITHOUT_CLONE3 = (
+    KILLED_AT_BIRTH_NO_PIDFD.replace("(jeq, 0, 1, 109), (ret, 0, 0, kill),", "(jeq, 0, 1, 109), (ret, 0, 0, allow),")
+    .replace(
+        'result = spawn_native.native_spawn(["true"]',
+        'result = spawn_native.native_spawn(["sleep", "60"]',
+    )
+    .replace("print(result.stage, result.pidfd,", "os.kill(result.pid, 9)\nprint(result.stage, result.pidfd,")
+)
+
+
+def test_the_exec_of_a_child_of_the_fallback_clone_is_seen_while_a_fork_holds_its_report(holding, tmp_path):
+    """Without clone3 the child comes from glibc's clone(), which must ask the kernel for the
+    same word (CLONE_CHILD_CLEARTID): with the report's end of file held, no pidfd and a child
+    that lives on after its exec, the word is all that tells the exec (the spawn otherwise
+    waited for the holder, or for the child's end, for good)."""
+    assert EXECS_WITHOUT_CLONE3.count("allow),") == 2 and "sleep" in EXECS_WITHOUT_CLONE3
+    assert _killed_at_birth(holding, tmp_path, EXECS_WITHOUT_CLONE3) == [b"0", b"-1", b"-9"]

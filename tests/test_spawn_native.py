@@ -266,6 +266,37 @@ def test_the_child_gets_default_dispositions_but_keeps_ignored_signals_and_an_em
     isolated(dispositions_after_spawn)
 
 
+def signal_during_spawn_without_clone3() -> None:
+    """signal_during_spawn where clone3 fails ENOSYS (a seccomp filter on this process, as
+    container runtimes install): the child comes from glibc's clone(), which cannot ask the
+    kernel to reset the caught handlers (CLONE_CLEAR_SIGHAND is clone3's), so it must reset
+    them itself before it unblocks SIGUSR1."""
+    import ctypes
+    import struct
+
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    program = [
+        (ld, 0, 0, 4),  # the architecture
+        (jeq, 0, 3, 0xC000003E),  # x86-64, else allow
+        (ld, 0, 0, 0),  # the system call's number
+        (jeq, 0, 1, 435),  # clone3
+        (ret, 0, 0, 0x00050000 | errno.ENOSYS),
+        (ret, 0, 0, 0x7FFF0000),
+    ]
+    filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+    assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, os.strerror(ctypes.get_errno())
+    signal_during_spawn()
+
+
+def test_a_signal_during_the_spawn_is_not_run_in_the_child_of_the_fallback_clone():
+    if os.uname().machine != "x86_64":
+        pytest.skip("the filter here is written for x86-64's system call numbers")
+    isolated(signal_during_spawn_without_clone3)
+
+
 def test_a_directory_the_path_repeats_is_tried_once_and_the_last_stays_last():
     """The candidates the C child execs in turn: no second failing execve in one directory."""
     env = {"PATH": "/a:/b:/a::/b"}
@@ -327,11 +358,9 @@ def test_each_spawn_searches_its_own_path_and_passes_its_own_argv(tmp_path):
 
 
 def report_pipe_that_cannot_move() -> None:
-    """A runner with its std fds closed gets its report's channel at 0 and 1, and here no fd is
-    free above under the limit, where the child makes its own report pipe (csrc/spawn_report.c).
-    The child must still report that failure, through the channel, not exit 127 in silence
-    (read as "started"): the runner's own limit reached (the runner names it, never the
-    program), as for the channel itself."""
+    """A runner with its std fds closed gets its report pipe at 0 and 1; the child moves it
+    above 2, and here no fd is free there under the limit. The child must still report that
+    failure through the pipe where it is, not exit 127 in silence (read as "started")."""
     saved = os.dup(2)
     for fd in (0, 1, 2):
         os.close(fd)
@@ -350,7 +379,7 @@ def report_pipe_that_cannot_move() -> None:
         os.dup2(saved, 2)
         for fd in filler:
             os.close(fd)
-    assert got == (lib.PK_SPAWN_CLONE, errno.EMFILE), got
+    assert got == (lib.PK_SPAWN_STDIO, errno.EMFILE), got
 
 
 def test_a_report_pipe_that_cannot_move_still_reports():

@@ -220,7 +220,7 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
                 raise _cancelled(run)
         return
     seen: list[bool] = []
-    while not starting.ready():  # a look may move the wait on: the child's own pipe in hand
+    while not starting.ready():  # a look may find the exec the pipe's end of file does not tell
         if EndingKind.SIGNAL in run.pending:
             raise _cancelled(run)
         watch = starting.watch()
@@ -229,7 +229,7 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
         seen.clear()
         run.loop.add_reader(fd, lambda: seen.append(True))
         try:
-            # A poll (a copy of the channel may be held by a fork elsewhere) is a deadline: the
+            # A poll (a copy of the pipe's end may be held by a fork elsewhere) is a deadline: the
             # look at the top of this loop is what may move the wait on, not ``done`` alone.
             deadline = None if poll is None else run.loop.clock() + poll
             yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, deadline)

@@ -173,7 +173,7 @@ def begin(
         joins = container.child_joins()
         if backend == "native":
             pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
-            if not pending.begun:  # no child: its clone (or its report's channel) failed
+            if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
         child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, terminal is not None)
@@ -194,7 +194,7 @@ def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Ex
     if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
         return _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container)
     if isinstance(exc, _Refused):
-        if exc.reason in _EXHAUSTED:  # the native child's own pipe or clone: the runner's limit
+        if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
             return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
         return _failure(exc.step, exc.reason, argv, cwd, container)
     assert isinstance(exc, OSError), "begin catches these three"

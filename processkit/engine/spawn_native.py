@@ -5,11 +5,12 @@ report.
 Why a pending spawn: the native child shares the runner's memory and the runner does not wait
 for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
 goes on with the others while one child execs; the exec's outcome is read once its report is
-readable (csrc/spawn_report.c: the child's own pipe, sent over a socket pair, so that a fork
-elsewhere in the process holds no end of file the runner waits for). Until then the child reads the request and every string it points to, and writes
-the result: ``Pending`` holds all of them, and its pid is claimed from the reaper's sweep of
-orphans (``claims``), which would otherwise collect a child that exits before its run
-watches it.
+readable (csrc/spawn_report.c: a pipe whose end of file is the exec, and a word the kernel
+clears in the runner's memory as the child leaves it, which decides when a fork elsewhere in the
+process holds a copy of that end). Until then the child reads the request and every string it
+points to, and writes the result: ``Pending`` holds all of them, and its pid is claimed from the
+reaper's sweep of orphans (``claims``), which would otherwise collect a child that exits before
+its run watches it.
 """
 
 from __future__ import annotations
@@ -69,15 +70,14 @@ class Pending:
 
     def watch(self) -> tuple[int, float | None] | None:
         """What a loop waits on before the next ``ready`` look: the fd readable once the exec's
-        outcome may be known (csrc/spawn_report.c), and how often to look anyway (while a copy
-        of the report's channel held elsewhere, a fork's during the clone, can hold that fd
-        back). Asked again after each look: it changes. None once finished."""
+        outcome may be known (csrc/spawn_report.c), and how often to look anyway (a copy of the
+        pipe's write end held elsewhere, a fork's during the clone, can hold that fd back). None
+        once finished."""
         handle = self._handle
         if handle is None:
             return None
         lib = native.module().lib
-        fd = lib.pk_spawn_report_fd(handle)
-        return fd, (None if lib.pk_spawn_piped(handle) else lib.PK_SPAWN_HELD_POLL_MS / 1000)
+        return lib.pk_spawn_report_fd(handle), lib.PK_SPAWN_HELD_POLL_MS / 1000
 
     def ready(self) -> bool:
         """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).

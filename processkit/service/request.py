@@ -33,7 +33,7 @@ import shutil
 from .. import fdlimit
 from ..api import wire
 from ..errors import Failure, Kind
-from ..spec import LATE_PUBLICATION_MS, RunContext
+from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..writeall import write_all
 from . import scratch
@@ -48,10 +48,6 @@ SPARE_MOST = 4
 # UTF-8 has these bytes, so a pickle without them holds no str the JSON route would render
 # differently (a false match, in a number's bytes, only sends that run the JSON route).
 SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
-# This process's pid, which every reply and memfd name carries (a system call each time
-# otherwise: the C library keeps none). Read once: the processes that serve requests (the
-# service, started by exec) never fork but to exec (a spawn's child).
-_PID = (os.getpid(),)
 
 
 class Request:
@@ -187,7 +183,7 @@ class Request:
                 raise Failure(
                     Kind.SETUP, f"cannot hold the {len(content)}-byte input for the run: {exc.strerror or exc}"
                 ) from None
-        return f"/proc/{_PID[0]}/fd/{fd}"
+        return f"/proc/{own_pid()}/fd/{fd}"
 
     def report(self, outcome, scratch_dir: str) -> dict:
         """The reply's fields from ``outcome`` and the files the run wrote where ``context``
@@ -199,7 +195,7 @@ class Request:
             # its values in ``Usage``'s order: pickled as a tuple, not as a record of slots (half
             # the reply's bytes, and most of the time pickling and reading it took)
             "usage": None if outcome.usage is None else outcome.usage._values(),
-            "pid": _PID[0],
+            "pid": own_pid(),
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
@@ -293,22 +289,16 @@ def travelling(gathered: list) -> list:
         fields = event.__dict__
         values = [fields[name] for name in event._fields]
         if stamp is not None:
-            values[_time_at(event)] = stamp
+            if not _TIME_AT:
+                _TIME_AT.append(event._fields.index("time"))
+            values[_TIME_AT[0]] = stamp
         sent.append((event.name, *values))
     return sent
 
 
-def _time_at(event) -> int:
-    """Where the ``time`` of ``event``'s type is among its fields (the envelope's place, looked up
-    once a type)."""
-    kind = type(event)
-    at = _TIME_AT.get(kind)
-    if at is None:
-        at = _TIME_AT[kind] = event._fields.index("time")
-    return at
-
-
-_TIME_AT: dict[type, int] = {}
+# Where ``time`` is among an event's fields: the envelope's place, the same for every type (each
+# type's fields follow the envelope's), found at the first event stamped.
+_TIME_AT: list[int] = []
 
 
 def spec_of(sent, last):
@@ -328,7 +318,7 @@ def spec_of(sent, last):
 def cancelled(source: str) -> dict:
     """The reply for a run stopped before it began: nothing was made, so nothing is released."""
     failure = ("cancelled", f"run cancelled by {source} before its child was started", False)
-    return {"code": 107, "failure": failure, "pid": _PID[0]}
+    return {"code": 107, "failure": failure, "pid": own_pid()}
 
 
 def failed(failure: Failure) -> dict:
@@ -336,5 +326,5 @@ def failed(failure: Failure) -> dict:
     return {
         "code": failure.code,
         "failure": (failure.kind.label, failure.message, failure.kind.retryable),
-        "pid": _PID[0],
+        "pid": own_pid(),
     }
