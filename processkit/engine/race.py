@@ -32,7 +32,8 @@ def race(run: RunState, launched: Launched):
         launched.child,
         run.loop.waking(root_exited),
         adopts_orphans=container.mechanism == "process_group",
-        look_first=run.context.linger_ms > 0,  # the spawn waited for its exit: most often over
+        # the native spawn waited for its exit (bench's runs): most often over by now
+        look_first=run.context.linger_ms > 0 and run.spawn_backend == "native",
     )
     start = loop.clock()
     run.last_output = start
