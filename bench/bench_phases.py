@@ -2,7 +2,8 @@
 
 Runs `processkit-cli bench ARGS` in this interpreter (use an install's own python), with
 monotonic stamps taken around the steps between two samples: the root's exit (the kernel's
-record, the exit clock's), the host's `epoll_wait` returning and that loop turn done, the
+record, the exit clock's), the runner's wake-up after it (the spawn's linger returning, or the
+host's `epoll_wait`), the
 engine's tree read and release, `host.carry` returning, `bench`'s work after the run and the
 session's between two runs, `bench`'s set-up of the next run, the containment's (`launch.prepare`)
 and the spawn's request up to the clone's return. Medians over the samples. The stamps wrap the
@@ -71,12 +72,15 @@ for step in ("read_tree", "release"):
     wrap(teardown, step, before=step)
     setattr(runner, step, getattr(teardown, step))
 wrap(spawn_native.Pending, "__init__", before="spawn", after="cloned")
+# The spawn's linger returns at the exit, and the root is then most often collected with no loop
+# turn (engine54): its return is a wake-up as ``epoll_wait``'s is.
+wrap(spawn_native.Pending, "until_signal", after="selects")
 
 # Each phase: the stamp it starts at | the one it ends at ("next": the following sample's) | its name.
 PHASES = [
     tuple(part.strip() for part in line.split("|"))
     for line in """
-exit | woken | the exit to epoll_wait's return
+exit | woken | the exit to the runner's wake-up (the spawn's linger, or epoll_wait)
 woken | read_tree | the wake-up to the tree read (reap, race, report)
 read_tree | release | the tree and usage reads, the teardown
 release | carried | the release to host.carry's return

@@ -113,8 +113,8 @@ def test_a_run_reads_no_setting_through_os_environ_get_in_its_containment(tmp_pa
 
 def test_a_run_whose_stream_is_dropped_builds_no_event_of_its_start_or_its_end(tmp_path, monkeypatch):
     """A stream to ``/dev/null`` that keeps nothing (each of ``bench``'s runs) drops its events
-    unformatted; its ``run_started``, snapshot, figures, cleanup pair and ``runner_exit`` are not built
-    for it either (only its ending, which reports the exit)."""
+    unformatted; its ``run_started``, snapshot, ending (``root_exited``), figures, cleanup pair
+    and ``runner_exit`` are not built for it either: nothing could read one."""
     from processkit.engine.runner import execute
     from processkit.events import base
     from processkit.spec import RunSpec
@@ -129,7 +129,7 @@ def test_a_run_whose_stream_is_dropped_builds_no_event_of_its_start_or_its_end(t
     monkeypatch.setattr(base.Event, "__init__", counted)
     spec = RunSpec(argv=["true"], jsonl=os.devnull, run_id="r", run_id_given=True, echo=False)
     assert execute(spec).code == 0
-    assert built == ["root_exited"]
+    assert built == []
 
 
 def test_a_passing_keep_failed_jobs_gathered_events_are_never_made_records(tmp_path, monkeypatch):
@@ -151,3 +151,36 @@ def test_a_passing_keep_failed_jobs_gathered_events_are_never_made_records(tmp_p
     lines, _ = run_batch(jobs, Settings(str(tmp_path / "out"), jobs=2, keep_failed_only=True), signals=False)
     assert [line.exit_code for line in lines] == [0, 0, 0]
     assert made == []
+
+
+def test_a_lingering_runs_exited_root_is_collected_with_no_loop_turn(tmp_path, monkeypatch):
+    """A run whose spawn lingers for its child's exit (``RunContext.linger_ms``: each of
+    ``bench``'s runs) most often finds the root exited when its race begins: it is collected at
+    once, its pidfd never put in the loop (no registration, removal or loop turn to hear of it).
+    The linger here is long, so the spawn surely returns only once ``true`` has exited; the
+    exit's code and the run's end are as ever."""
+    from processkit.engine import runner, spawn
+    from processkit.engine.host import Host
+    from processkit.loop import Loop
+    from processkit.spec import RunContext, RunSpec
+
+    if spawn.select_backend() != "native":
+        pytest.skip("the native spawn lingers; the fallback's child is collected at once anyway")
+    added: list[int] = []
+    real = Loop.add_reader
+    monkeypatch.setattr(Loop, "add_reader", lambda loop, fd, callback: added.append(fd) or real(loop, fd, callback))
+    spec = RunSpec(argv=["sh", "-c", "exit 3"], jsonl=str(tmp_path / "events.jsonl"), run_id="r", run_id_given=True)
+    null = os.open(os.devnull, os.O_WRONLY)
+    host = Host(watch=False)
+    try:
+        outcome = host.carry(
+            runner.steps(host, spec, context=RunContext(output_fd=null, linger_ms=600_000, publish_after_ms=600_000))
+        )
+    finally:
+        host.close()
+        os.close(null)
+    assert outcome.code == 3
+    assert added == [], "nothing put in the loop: the exited root was collected at once"
+    events = [line.split('"event":"')[1].split('"')[0] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert events[events.index("root_exited") - 1 :][:2] == ["members_snapshot", "root_exited"]
+    assert events[-1] == "runner_exit"

@@ -16,7 +16,7 @@ import select
 import stat
 
 from ..bounded import Limits, LineFeed
-from ..engine.waits import wait_until
+from ..engine import waits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,10 +71,5 @@ def wait_for(fd: int) -> None:
 def until_readable(host: Host, fd: int, stopping: Callable[[], bool]):
     """A run's steps with no child: ends once ``fd`` is readable or ``stopping()`` (a stop, the
     halt; the host wakes it then), returning ``WAITED``."""
-    ready: list[bool] = []
-    host.run_loop().add_reader(fd, lambda: ready.append(True))
-    try:
-        yield from wait_until(lambda: bool(ready) or stopping())
-    finally:
-        host.loop.remove_reader(fd)
+    yield from waits.until_readable(host.run_loop(), fd, stopping)
     return WAITED

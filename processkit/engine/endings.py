@@ -116,13 +116,21 @@ class EndingFacts:
     """What an ending's report may read: the run's spec, the root's status and the container's
     soft-stop scope, and where its event goes."""
 
-    __slots__ = ("spec", "returncode", "soft_stop_scope", "emit")
+    __slots__ = ("spec", "returncode", "soft_stop_scope", "emit", "writing")
 
-    def __init__(self, spec: RunSpec, returncode: int | None, soft_stop_scope: str, emit: Callable[[Event], None]):
+    def __init__(
+        self,
+        spec: RunSpec,
+        returncode: int | None,
+        soft_stop_scope: str,
+        emit: Callable[[Event], None],
+        writing: bool = True,
+    ):
         self.spec = spec
         self.returncode = returncode  # the root's, set when the child exited
         self.soft_stop_scope = soft_stop_scope
         self.emit = emit
+        self.writing = writing  # whether an event emitted is written (``Emitter.writing``): else not built
 
     def stop_phrase(self) -> str:
         grace = self.spec.grace_ms
@@ -149,6 +157,8 @@ def _internal(facts: EndingFacts, detail: str | None) -> Outcome:
 def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
     rc = facts.returncode
     assert rc is not None, "a child-exit ending is recorded only once the root's status is known"
+    if not facts.writing:  # a dropped stream (each of ``bench``'s runs): the event is not built
+        return Outcome(child_exit_code(rc))
     signalled = rc < 0
     facts.emit(
         RootExited(

@@ -28,7 +28,7 @@ from .host import Host
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 from .streams import OutputStream
-from .waits import wait_until
+from .waits import until_readable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
@@ -219,22 +219,18 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
             if EndingKind.SIGNAL in run.pending and not starting.ready():
                 raise _cancelled(run)
         return
-    seen: list[bool] = []
+    stopped = lambda: EndingKind.SIGNAL in run.pending  # noqa: E731 - asked at each look and wake
     while not starting.ready():  # a look may find the exec the pipe's end of file does not tell
-        if EndingKind.SIGNAL in run.pending:
+        if stopped():
             raise _cancelled(run)
         watch = starting.watch()
         assert watch is not None, "not ready: still pending"
         fd, poll = watch
-        seen.clear()
-        run.loop.add_reader(fd, lambda: seen.append(True))
-        try:
-            # A poll (a copy of the pipe's end may be held by a fork elsewhere) is a deadline: the
-            # look at the top of this loop is what may move the wait on, not ``done`` alone.
-            deadline = None if poll is None else run.loop.clock() + poll
-            yield from wait_until(lambda: bool(seen) or EndingKind.SIGNAL in run.pending, deadline)
-        finally:
-            run.loop.remove_reader(fd)  # before the spawn's finish closes it
+        # A poll (a copy of the pipe's end may be held by a fork elsewhere) is a deadline: the
+        # look at the top of this loop is what may move the wait on, not the fd alone. The fd
+        # leaves the loop before the spawn's finish closes it.
+        deadline = None if poll is None else run.loop.clock() + poll
+        yield from until_readable(run.loop, fd, stopped, deadline)
 
 
 def _cancelled(run: RunState) -> Failure:

@@ -29,7 +29,11 @@ def race(run: RunState, launched: Launched):
     container = launched.container
     # routed from whichever step or callback collects the root: it wakes this run
     run.reaper.watch(
-        launched.child, run.loop.waking(root_exited), adopts_orphans=container.mechanism == "process_group"
+        launched.child,
+        run.loop.waking(root_exited),
+        adopts_orphans=container.mechanism == "process_group",
+        # the native spawn waited for its exit (bench's runs): most often over by now
+        look_first=run.context.linger_ms > 0 and run.spawn_backend == "native",
     )
     start = loop.clock()
     run.last_output = start

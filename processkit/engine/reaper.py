@@ -55,11 +55,16 @@ class Reaper:
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
         self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
 
-    def watch(self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool) -> None:
+    def watch(
+        self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool, look_first: bool = False
+    ) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
         kernel gives one (from the clone itself on the native path), SIGCHLD otherwise.
         ``adopts_orphans``: its run made this process a subreaper (for good; only a process
-        the host owns ever is)."""
+        the host owns ever is). ``look_first``: the spawn lingered for the child's exit
+        (``RunContext.linger_ms``: ``bench``'s runs), so it has most often exited already: it is
+        collected here, at once, with no registration of its pidfd in the loop, no removal and
+        no loop turn to hear of it (one ``wait4`` more when it still runs)."""
         pid = child.pid
         pidfd = child.pidfd
         if pidfd is None:
@@ -74,6 +79,9 @@ class Reaper:
         if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
             self.wants_sigchld()
         if pidfd is not None:
+            if look_first and child.poll() is not None:
+                self._exited(pid)  # its pidfd, never in the loop, is closed by ``forget``
+                return
             self._loop.add_reader(pidfd, lambda: self._collect(pid))
         else:
             if not self._unannounced:

@@ -166,7 +166,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     container = launched.container
     run.cancel_timers()
     entry = ENDING_REPORTS[ending.kind]
-    facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, run.events.emit)
+    events = run.events
+    facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, events.emit, events.writing)
     outcome = entry.report(facts, ending.detail)
     if run.spec.limits.requested:
         from ..events.types import LimitEvidence

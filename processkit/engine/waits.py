@@ -1,4 +1,6 @@
-"""What a run yields to its host: a ``Wait``, and ``wait_until`` to yield one from a run's steps.
+"""What a run yields to its host: a ``Wait``, and ``wait_until`` to yield one from a run's steps
+(``until_readable``: one that ends once a descriptor is readable, the exec's report or a
+template's pipe).
 
 A module of its own, importing nothing: everything a run's steps reach (the echo, the ring's
 finishing, the teardown) yields through it, below the host that carries them.
@@ -9,6 +11,8 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
+
+    from ..loop import Loop
 
 
 class Wait:
@@ -34,3 +38,17 @@ def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: fl
         return True
     yield Wait(done, deadline, poll, asked=True)
     return done()
+
+
+def until_readable(loop: Loop, fd: int, stopping: Callable[[], bool], deadline: float | None = None):
+    """``yield from`` this in a run: resumes once ``fd`` is readable, ``stopping()`` holds (the
+    host wakes the run for it: a stop), or at ``deadline``; returns whether ``fd`` was readable.
+    ``loop``: the run's view of its host's loop (``RunLoop``), whose callback wakes it; ``fd``
+    is on the loop only while the run waits (its owner may close it once this returns)."""
+    readable: list[bool] = []
+    loop.add_reader(fd, lambda: readable.append(True))
+    try:
+        yield from wait_until(lambda: bool(readable) or stopping(), deadline)
+    finally:
+        loop.remove_reader(fd)
+    return bool(readable)
