@@ -13,8 +13,8 @@ the interpreter's own finder takes the module as before, so what is imported nev
 A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
 ``cli/__pycache__/run.<cache tag>.bundle`` (the interpreter's magic number, then one marshal of
 ``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
-finished), mapped and unmarshalled at once (names and constants the modules share are stored
-once). A row is used only where its source's ``stat`` still shows the recorded mtime and size,
+finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once
+(names and constants the modules share are stored once). A row is used only where its source's ``stat`` still shows the recorded mtime and size,
 the same check as a pyc's, and only for the source this package's copy would import. With a
 bundle the launcher runs the modules before the CLI asks for them (``_preload``), past the
 import system's own per-module work; a module served any other way (a pyc, because its row was
