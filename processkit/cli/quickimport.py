@@ -13,15 +13,15 @@ the interpreter's own finder takes the module as before, so what is imported nev
 A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
 ``cli/__pycache__/run.<cache tag>.bundle`` (the interpreter's magic number, then one marshal of
 ``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
-finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once
-(names and constants the modules share are stored once). A row is used only where its source's ``stat`` still shows the recorded mtime and size,
-the same check as a pyc's, and only for the source this package's copy would import. With a
-bundle the launcher runs the modules before the CLI asks for them (``_preload``), past the
-import system's own per-module work; a module served any other way (a pyc, because its row was
-missing or stale), or a row it left unused, has the run write the file again as it exits
-(``save``, from ``cli/main.py``) with its own modules' rows only, unless byte code writing is
-off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall`` leaves it:
-docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
+finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once (names
+and constants the modules share are stored once). A row is used only where its source's ``stat``
+still shows the recorded mtime and size, the same check as a pyc's, and only for the source this
+package's copy would import. With a bundle the launcher runs the modules before the CLI asks for
+them (``_preload``), past the import system's own per-module work; a module served any other way (a
+pyc, because its row was missing or stale), or a row it left unused, has the run write the file
+again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only, unless byte
+code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall``
+leaves it: docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
 
 The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
 so its reasons are here). Installers rewrite its first line to the environment's interpreter.
