@@ -25,9 +25,8 @@ from posix import open as open_fd
 
 from ..writeall import write_all
 
-_TREE_ONLY: int = (
-    _ast.PyCF_ONLY_AST
-)  # compile's flag for the syntax tree (the ``ast`` module imports enum and contextlib)
+# compile's flag for the syntax tree (not ``ast.parse``: the ``ast`` module imports enum and contextlib)
+_TREE_ONLY: int = _ast.PyCF_ONLY_AST
 
 
 def write(path: str, rows: tuple, sources: dict) -> None:
