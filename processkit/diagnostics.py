@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import sys
 
-from .text import escape_unsafe
-
 
 def say(stream, text: str) -> None:
     """Write and flush ``text``; a failed write is dropped."""
@@ -37,4 +35,6 @@ def note(line: str) -> None:
 
 
 def warn(message: str) -> None:
+    from .text import escape_unsafe  # here: a run that warns of nothing loads no ``text``
+
     note(f"processkit-cli: warning: {escape_unsafe(message)}")

@@ -282,3 +282,130 @@ def test_a_preloaded_run_makes_each_class_once_and_none_of_the_launchers_own(tmp
     ours = [name for name in made if name.startswith("processkit.")]
     assert sorted(name for name in set(ours) if ours.count(name) > 1) == []
     assert [name for name in made if name.startswith("processkit.cli.")] == ["processkit.cli.main.Invocation"]
+
+
+_LEAN = (
+    "runner, events = sys.modules['processkit.engine.runner'], sys.modules['processkit.events.base']\n"
+    "    print('__future__' in sys.modules, 'annotations' in vars(runner), runner.__doc__ is None)\n"
+    "    print(runner.execute.__doc__ is None, runner.execute.__annotations__ == {}, sys.modules['processkit.plain'].Plain.__doc__ is None)\n"
+    "    print(repr(sorted(events.RunStarted.__annotations__.items())), events.RunStarted._fields)"
+)
+
+
+def test_a_run_from_its_bundle_runs_lean_code_and_never_imports_the_future_module(tmp_path):
+    """The bundle's rows are compiled without docstrings, functions' annotations and the
+    ``from __future__ import annotations`` statement (``cli/bundlewrite.py``): a run from it
+    imports no ``__future__`` (nor does the launcher's finder), its modules have no docstrings and
+    their functions no annotations, a class's annotations are as the source's (records read
+    them), and the run is the same run."""
+    root = _copy(tmp_path)
+    written = _run(root, tmp_path, write=True, report=_LEAN).stdout.splitlines()
+    assert written[:2] == ["True True False", "False False False"]  # the run that wrote it: its pycs
+    lean = _run(root, tmp_path, write=False, report=_LEAN).stdout.splitlines()
+    assert lean[:2] == ["False False True", "True True True"]
+    assert lean[2] == written[2] and "('root_pid', 'int | None')" in lean[2]
+    assert b'"event":"runner_exit"' in (tmp_path / "run.jsonl").read_bytes()
+
+
+_CRAFTED = '''"""The module's docstring."""
+
+from __future__ import annotations
+
+import sys
+
+
+def documented(value: int, *rest: str, flag: bool = False, **more: object) -> str | None:
+    """A function's docstring."""
+    return "a string that is not a docstring"
+
+
+def only_a_docstring(value: int) -> None:
+    """Nothing else."""
+
+
+class Record:
+    """A class's docstring."""
+
+    field: NotDefinedAnywhere = 1  # a class's annotation: kept, and not evaluated (the future's flag)
+
+    def method(self) -> Record:
+        """A method's docstring."""
+        assert self.field == 2, "asserts are kept"
+
+
+if sys.platform:
+
+    def in_an_if(x: int) -> int:
+        """In an if."""
+        return x
+
+
+try:
+    raise ImportError
+except ImportError:
+
+    async def in_a_handler(y: str) -> str:
+        """In a handler."""
+        return y
+
+
+match sys.platform:
+    case _:
+
+        class InACase:
+            """In a case."""
+'''
+
+
+def test_lean_code_is_the_sources_without_docstrings_signature_annotations_or_the_future_import(tmp_path):
+    """``bundlewrite.lean``: what it leaves out, and what it keeps (a class's annotations,
+    unevaluated; asserts; every other string; line numbers)."""
+    from processkit.cli import bundlewrite
+
+    source = str(tmp_path / "crafted.py")
+    code = compile(_CRAFTED, source, "exec")
+    lean = bundlewrite.lean(_CRAFTED.encode(), source, code)
+    assert lean is not code
+    module = type(sys)("crafted")
+    exec(lean, vars(module))
+    space = vars(module)
+    assert "annotations" not in space and module.__doc__ is None
+    functions = [space["documented"], space["only_a_docstring"], space["Record"].method, space["in_an_if"]]
+    functions.append(space["in_a_handler"])
+    assert [(f.__doc__, f.__annotations__) for f in functions] == [(None, {})] * 5
+    assert space["Record"].__doc__ is None and space["InACase"].__doc__ is None
+    assert space["Record"].__annotations__ == {"field": "NotDefinedAnywhere"}
+    assert space["documented"](1) == "a string that is not a docstring" and space["only_a_docstring"](1) is None
+    try:
+        space["Record"]().method()
+    except AssertionError as failure:
+        assert str(failure) == "asserts are kept"
+        assert (
+            failure.__traceback__.tb_next.tb_lineno
+            == _CRAFTED.splitlines().index('        assert self.field == 2, "asserts are kept"') + 1
+        )
+    else:
+        raise AssertionError("the assert was compiled out")
+    assert bundlewrite.lean(b"def broken(:\n", source, code) is code
+
+
+def test_a_source_changed_before_the_bundle_is_written_keeps_its_pycs_code_in_its_row(tmp_path):
+    """The writing run compiles a lean row from its module's source only while that source is
+    the one its pyc was read for: a source changed since keeps the pyc's code (its row is stale
+    for the next run anyway); the others are lean."""
+    root = _copy(tmp_path)
+    changed = tmp_path / "processkit" / "engine" / "state.py"
+    runner = tmp_path / "processkit" / "engine" / "runner.py"
+    original = changed.read_text()
+    change_before_saving = (
+        "quick = sys.modules['processkit.cli.quickimport']\n"
+        "save = quick.save\n"
+        "def changed_then_saved():\n"
+        f"    open({str(changed)!r}, 'a').write('CHANGED = 7\\n')\n"
+        "    save()\n"
+        "quick.save = changed_then_saved\n"
+    )
+    _run(root, tmp_path, write=True, installed=change_before_saving)
+    codes = {row[0]: row[5] for row in _rows(root)}
+    assert codes["processkit.engine.state"] == compile(original, str(changed), "exec", dont_inherit=True)
+    assert codes["processkit.engine.runner"] != compile(runner.read_text(), str(runner), "exec", dont_inherit=True)

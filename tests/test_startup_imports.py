@@ -278,6 +278,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.containment.lent", "processkit.engine.terminal"}
     rare |= {"_heapq", "heapq"}  # the loop's timer heap: a run with no deadline schedules no timer
     rare |= {"processkit.version"}  # read by ``--version``, ``probe`` and ``processkit.__version__``
+    rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
     loaded = sorted(rare & set(run_imports))

@@ -1,9 +1,23 @@
 """The run's byte-code bundle written to its file (``cli/quickimport.py`` reads it, and decides when
 it must be written again). Apart from the reader so that a run whose bundle is current, the
-common case, neither loads nor unmarshals this code."""
+common case, neither loads nor unmarshals this code.
+
+A module the writing run read from its pyc is compiled again for its row, from its source, without
+what nothing in a run reads: its docstrings, its functions' annotations, and its ``from __future__
+import annotations`` statement (the future's flag is given to the compiler instead, so annotations
+stay unevaluated strings as before; the statement itself is an import run in every module, ~8 k
+instructions each, and the first imports ``__future__``). Every other statement, name, constant,
+line number and ``assert`` is compiled as the interpreter compiles it, and a class's annotations
+(which ``plain`` records read) are kept. That is about a quarter less code to unmarshal and keep:
+bench/README.md, "Start-up: the bundle without what a run never reads". A row whose source is no
+longer what the row recorded keeps the pyc's code (``quickimport.save`` reads the sources; the
+next run finds such a row stale anyway).
+"""
 
 from __future__ import annotations
 
+import __future__
+import _ast
 from _frozen_importlib_external import MAGIC_NUMBER
 from marshal import dumps
 from posix import O_CLOEXEC, O_CREAT, O_EXCL, O_WRONLY, close, getpid, rename, stat, unlink, urandom
@@ -11,10 +25,16 @@ from posix import open as open_fd
 
 from ..writeall import write_all
 
+# compile's flag for the syntax tree (not ``ast.parse``: the ``ast`` module imports enum and contextlib)
+_TREE_ONLY: int = _ast.PyCF_ONLY_AST
 
-def write(path: str, rows: tuple) -> None:
+
+def write(path: str, rows: tuple, sources: dict) -> None:
     """The interpreter's magic number and one marshal of ``rows``, put at ``path`` whole or not
-    at all (a temporary file renamed over it); best effort: a read-only install keeps none."""
+    at all (a temporary file renamed over it); best effort: a read-only install keeps none. The
+    rows of the modules ``sources`` holds the text of (those read from their pycs) are compiled
+    lean first."""
+    rows = tuple((*row[:5], lean(sources[row[0]], row[1], row[5])) if row[0] in sources else row for row in rows)
     temporary = f"{path}-{getpid()}-{urandom(4).hex()}.tmp"  # MANIFEST.in keeps a leftover out of an sdist
     try:
         data = MAGIC_NUMBER + dumps(rows)
@@ -34,3 +54,60 @@ def write(path: str, rows: tuple) -> None:
             unlink(temporary)
         except OSError:
             pass
+
+
+def lean(text: bytes, source: str, code):
+    """The module ``source`` compiled from ``text`` without docstrings, functions' annotations
+    and the annotations future; ``code``, its pyc's, when that fails."""
+    try:
+        tree = compile(text, source, "exec", _TREE_ONLY, dont_inherit=True)
+        flags = _strip_future(tree)
+        _strip(tree.body, True)
+        return compile(tree, source, "exec", flags, dont_inherit=True, optimize=0)
+    except Exception:  # noqa: BLE001 - a cache: whatever fails to compile keeps the code that was read
+        return code
+
+
+def _strip_future(tree) -> int:
+    """Take ``from __future__ import annotations`` (alone) out of the module's first statements;
+    the compiler flag it would have set, else 0."""
+    for index, node in enumerate(tree.body[:3]):  # after a docstring, among the futures
+        if (
+            type(node) is _ast.ImportFrom
+            and node.module == "__future__"
+            and [(alias.name, alias.asname) for alias in node.names] == [("annotations", None)]
+        ):
+            del tree.body[index]
+            return __future__.annotations.compiler_flag
+    return 0
+
+
+def _strip(body, own: bool) -> None:
+    """In a block of statements, drop its docstring (``own``: the block is a module's, class's or
+    function's body) and, in every definition within it, the definition's docstring and its
+    signature's annotations."""
+    first = body[0] if own and body else None
+    if type(first) is _ast.Expr and type(first.value) is _ast.Constant and type(first.value.value) is str:
+        if len(body) == 1:  # the docstring alone: a ``pass`` where it stood
+            where = {name: getattr(first, name) for name in ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+            body[0] = _ast.Pass(**where)
+        else:
+            del body[0]
+    for node in body:
+        kind = type(node)
+        if kind is _ast.FunctionDef or kind is _ast.AsyncFunctionDef:
+            arguments = node.args
+            for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+                argument.annotation = None
+            for argument in (arguments.vararg, arguments.kwarg):
+                if argument is not None:
+                    argument.annotation = None
+            node.returns = None
+            _strip(node.body, True)
+        elif kind is _ast.ClassDef:
+            _strip(node.body, True)
+        else:  # an if, for, while, with, try or match: the blocks it holds
+            for field in ("body", "orelse", "finalbody"):
+                _strip(getattr(node, field, ()), False)
+            for block in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+                _strip(block.body, False)

@@ -12,7 +12,6 @@ import sys
 
 from .. import signum
 from ..diagnostics import envelope_only, say
-from ..text import cut, escape_unsafe
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .commands import COMMANDS
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
@@ -71,6 +70,8 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
             index += 1
             continue
         if value not in ERROR_FORMATS:
+            from ..text import cut  # here, as below: a run that fails no way loads no ``text``
+
             raise usage(f"invalid value '{cut(value)}' for '--error-format': expected human or json")
         if chosen is not None:
             raise usage("the argument '--error-format' cannot be used multiple times")
@@ -96,6 +97,8 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         }
         line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
     else:
+        from ..text import escape_unsafe
+
         line = f"processkit-cli: {escape_unsafe(failure.message)}"
         if failure.hint is not None:
             line += "\n" + failure.hint

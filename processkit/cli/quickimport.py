@@ -13,15 +13,15 @@ the interpreter's own finder takes the module as before, so what is imported nev
 A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
 ``cli/__pycache__/run.<cache tag>.bundle`` (the interpreter's magic number, then one marshal of
 ``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
-finished), mapped and unmarshalled at once (names and constants the modules share are stored
-once). A row is used only where its source's ``stat`` still shows the recorded mtime and size,
-the same check as a pyc's, and only for the source this package's copy would import. With a
-bundle the launcher runs the modules before the CLI asks for them (``_preload``), past the
-import system's own per-module work; a module served any other way (a pyc, because its row was
-missing or stale), or a row it left unused, has the run write the file again as it exits
-(``save``, from ``cli/main.py``) with its own modules' rows only, unless byte code writing is
-off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall`` leaves it:
-docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
+finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once (names
+and constants the modules share are stored once). A row is used only where its source's ``stat``
+still shows the recorded mtime and size, the same check as a pyc's, and only for the source this
+package's copy would import. With a bundle the launcher runs the modules before the CLI asks for
+them (``_preload``), past the import system's own per-module work; a module served any other way (a
+pyc, because its row was missing or stale), or a row it left unused, has the run write the file
+again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only, unless byte
+code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall``
+leaves it: docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
 
 The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
 so its reasons are here). Installers rewrite its first line to the environment's interpreter.
@@ -40,8 +40,8 @@ interpreter's order, which is the same answer as long as no name in the package 
 module beside a source of the same name.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: its import statement imports ``__future__``, which
+# a run from its bundle never does (the bundle's code is compiled without it: cli/bundlewrite.py).
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
@@ -308,18 +308,13 @@ def _run_row(name: str, root: str) -> bool:
     if made is None:
         return False
     module, code = made
-    spec = module.__spec__
     modules[name] = module
     try:
-        exec(code, vars(module))
+        _execute(name, module, code, module.__spec__)
     except Exception:  # noqa: BLE001 - raised again, in place, by the run's own import
         del modules[name]
         return False
-    finally:
-        spec._initializing = False
     setattr(modules[parent], leaf, module)
-    _served[name] = _bundle[name]
-    _order.append(name)
     return True
 
 
@@ -363,6 +358,12 @@ def exec_module(module) -> None:
     name = module.__name__
     made, code, spec = _handed.pop(name)
     module.__spec__ = spec
+    _execute(name, module, code, spec)
+
+
+def _execute(name: str, module, code, spec) -> None:
+    """Run a row's code into its module (``_preload``'s and the import system's way alike): the
+    spec's mark cleared however it ends, and the row counted as served once it ran."""
     try:
         exec(code, vars(module))
     finally:
@@ -374,14 +375,22 @@ def exec_module(module) -> None:
 def save() -> None:
     """Write the bundle again when this run loaded a module it lacked or held stale, or left a
     row unused (a removed module's, another copy's): the rows of the modules this run loaded and
-    no others, so no row is carried forward unused (``cli/bundlewrite.py`` writes them)."""
+    no others, so no row is carried forward unused (``cli/bundlewrite.py`` writes them, those
+    read from a pyc compiled again, lean, from their sources, read here while as recorded)."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
     if not _missed and _served.keys() >= _bundle.keys():
         return
     rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
     rows.update((name, row) for name, row in _served.items() if name not in rows)
+    sources = {}
+    for name in _missed:
+        source, _, key, size, _ = rows[name]
+        text = _read_all(source)
+        state = _source_state(source)  # after the read: a source changed since its pyc was read differs
+        if text is not None and state is not None and _row_state(state) == (key, size):
+            sources[name] = text
+    _missed.clear()
     from .bundlewrite import write  # its own module is not among the rows, taken before it
 
-    _missed.clear()
-    write(_bundle_path[0], tuple((name, *row) for name, row in rows.items()))
+    write(_bundle_path[0], tuple((name, *row) for name, row in rows.items()), sources)

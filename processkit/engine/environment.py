@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 
-from ..text import WHITESPACE, env_key_problem
 from ..errors import Failure, Kind
 from ..spec import EnvPlan
 
@@ -20,6 +19,7 @@ ENV_FILE_LIMIT = 1 << 20
 
 def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
     """Parse an env file like repeated ``--env``; errors name the line, never the value."""
+    from ..text import WHITESPACE, env_key_problem  # here: a run without an env file loads no ``text``
     from ..userfiles import open_input
 
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ..jsontext import dumps
 from ..plain import Plain
-from ..text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,7 +93,9 @@ def parse(data: bytes) -> Record | None:
     """The record ``data`` holds, or None when it must be skipped."""
     if len(data) > MAX_RECORD_BYTES:
         return None
-    import json  # read side only, as ``re`` below
+    import json  # read side only, as ``re`` and ``text`` below: a run writing its record never needs them
+
+    from ..text import is_valid_run_id
 
     try:
         document = json.loads(data.decode("utf-8"))
@@ -144,6 +145,8 @@ def valid_started_at(value: object) -> TypeGuard[str]:
 
 def valid_lock_name(name) -> bool:
     """A single plain ``*.lock`` file name: nothing that could point outside the directory."""
+    from ..text import is_terminal_safe
+
     return (
         isinstance(name, str)
         and len(name) > len(".lock")
@@ -170,6 +173,8 @@ def _path(value) -> str | None:
 
 
 def _labels(value) -> dict:
+    from ..text import is_valid_label_key, is_valid_label_value
+
     if not isinstance(value, dict):
         return {}
     return {
