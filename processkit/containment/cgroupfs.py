@@ -140,9 +140,16 @@ def key_in(where: str | HeldFiles, name: str, key: str) -> int | None:
     run's end (no dictionary of the whole file made for it); raises ValueError for a value
     that is not a number."""
     content = where.content(name) if isinstance(where, HeldFiles) else read_bytes(os.path.join(where, name))
-    line = b"\n" + key.encode() + b" "
-    at = (b"\n" + content).find(line)
-    return None if at < 0 else int(content[at + len(line) - 1 :].split(b"\n", 1)[0])
+    needle = b"\n" + key.encode() + b" "
+    at = content.find(needle)
+    if at >= 0:
+        start = at + len(needle)
+    elif content.startswith(needle[1:]):
+        start = len(needle) - 1
+    else:
+        return None
+    end = content.find(b"\n", start)
+    return int(content[start:] if end < 0 else content[start:end])
 
 
 def populated(where: str | HeldFiles) -> bool:
