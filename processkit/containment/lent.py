@@ -5,8 +5,8 @@ Facts that decide what may be reused, and when:
 - A group is taken again only when it is empty: no process in it or below it (v2: its
   ``cgroup.events`` says ``populated 0``, read with ``frozen 0``, its ``cgroup.freeze``'s
   effect, in one ``pread``: ``_idle_v2``; v1: ``tasks`` empty, opened afresh each time:
-  ``cgroupfs.v1_has_members``; for pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a
-  cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
+  ``cgroupfs.v1_has_members``; for pids ``pids.current`` 0, which still counts an unreaped
+  zombie) and no group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
   carries another run's process. What fails the check is removed, and a fresh
   group made in its place. A group below a given-back group (a run's process may make one in
   its own: a delegated v2 group, or any group of a root child's) means it is not kept idle at
