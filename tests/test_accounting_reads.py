@@ -58,3 +58,21 @@ def test_this_processs_v1_groups_are_found_once(monkeypatch):
     monkeypatch.setattr(cgroupfs, "read_text", lambda path: reads.append(path) or real(path))
     assert cgroup_v1.own_groups() == first
     assert reads == ([] if first else ["/proc/self/cgroup"])
+
+
+def test_one_key_of_a_flat_keyed_file_reads_alike_from_a_directory_and_held_files(tmp_path):
+    """``cgroupfs.key_in``: the one reader of a single count a run's end needs (v1's OOM kills,
+    v2's ``populated``), by its whole key (``oom_kill_disable`` is not ``oom_kill``), None
+    where the file has no such line."""
+    group = tmp_path / "run"
+    group.mkdir()
+    (group / "memory.oom_control").write_text("oom_kill_disable 1\nunder_oom 0\noom_kill 7\n")
+    (group / "memory.events").write_text("oom 2\n")
+    held = cgroupfs.HeldFiles(str(group))
+    try:
+        for where in (str(group), held):
+            assert cgroupfs.key_in(where, "memory.oom_control", "oom_kill") == 7
+            assert cgroupfs.key_in(where, "memory.oom_control", "oom_kill_disable") == 1
+            assert cgroupfs.key_in(where, "memory.events", "oom_kill") is None
+    finally:
+        held.close()

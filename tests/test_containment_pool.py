@@ -590,7 +590,7 @@ def test_a_group_with_a_group_below_it_is_never_lent_again_and_goes_with_them(co
             home.close()
 
 
-MEMBERS_READ = {"cgroup2": "cgroup.procs", "pids": "pids.current", "cpuacct": "tasks"}
+MEMBERS_READ = {"cgroup2": "cgroup.events", "pids": "pids.current", "cpuacct": "tasks"}
 
 
 @pytest.mark.parametrize("controller", sorted(MEMBERS_READ))
@@ -902,5 +902,55 @@ def test_a_lent_v1_groups_link_count_is_read_from_a_held_fd_not_a_walk_from_its_
         below = os.path.join(group.path, "below")
         if os.path.isdir(below):
             os.rmdir(below)
+        lender.close()
+        home.close()
+
+
+def test_a_lent_v2_group_is_found_empty_and_unfrozen_by_one_read_of_its_events(monkeypatch):
+    """A v2 group's members and its freeze are read together, once a lend, from its
+    ``cgroup.events`` (``populated 0``, ``frozen 0``), whether it was started again when taken
+    or ahead of it: neither ``cgroup.procs`` nor ``cgroup.freeze`` is read. A group frozen
+    while idle is still not lent (an empty group reads ``frozen 1`` once its freeze is 1)."""
+    from processkit import rundir
+    from processkit.containment import cgroup_v2, pool
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    read: list[str] = []
+    real_pread = os.pread
+
+    def pread(fd, *args):
+        read.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real_pread(fd, *args)
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    try:
+        group = lender.take(parent, pool.V2)
+        for ahead in (False, True):
+            lender.give(group)
+            monkeypatch.setattr(os, "pread", pread)
+            if ahead:
+                lender.restart_ahead()
+            again = lender.take(parent, pool.V2)
+            monkeypatch.setattr(os, "pread", real_pread)
+            assert again is group and again.reused
+            assert read.count("cgroup.events") == 1, read
+            assert not {"cgroup.procs", "cgroup.freeze"} & set(read), read
+            read.clear()
+        for ahead in (False, True):
+            lender.give(group)
+            with open(os.path.join(group.path, "cgroup.freeze"), "w") as freeze:
+                freeze.write("1")
+            if ahead:
+                lender.restart_ahead()
+            taken = lender.take(parent, pool.V2)
+            assert taken is not group and not os.path.exists(group.path), "a frozen group was lent"
+            group = taken
+        lender.give(group)
+    finally:
+        monkeypatch.setattr(os, "pread", real_pread)
         lender.close()
         home.close()

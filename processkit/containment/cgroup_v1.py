@@ -102,17 +102,6 @@ def _hierarchies(parents: dict[str, str], needed: tuple[str, ...]) -> list[tuple
     return plan
 
 
-def _oom_kills(where: str | cgroupfs.HeldFiles) -> int | None:
-    """``memory.oom_control``'s ``oom_kill`` count (None where this kernel has none): its line
-    found in the file's bytes, not the whole file made a dictionary (``keyed_in``) at every
-    job's end for one number of it."""
-    if not isinstance(where, cgroupfs.HeldFiles):
-        return cgroupfs.keyed_in(where, "memory.oom_control").get("oom_kill")
-    content = b"\n" + where.content("memory.oom_control")
-    at = content.find(b"\noom_kill ")
-    return None if at < 0 else int(content[at + 10 :].split(b"\n", 1)[0])
-
-
 class CgroupV1Controllers(ControllerSet):
     backend = "cgroup_v1"
     EVIDENCE = {
@@ -207,7 +196,11 @@ class CgroupV1Controllers(ControllerSet):
         if memory is not None:
             peak = cgroupfs.optional_int_in(memory, "memory.max_usage_in_bytes")
             tally.offer("peak_memory_bytes", peak, "memory.max_usage_in_bytes (v1)")
-            tally.offer("oom_kills", _oom_kills(memory), "memory.oom_control oom_kill (v1)")
+            tally.offer(
+                "oom_kills",
+                cgroupfs.key_in(memory, "memory.oom_control", "oom_kill"),
+                "memory.oom_control oom_kill (v1)",
+            )
         if cpuacct is not None:
             usage = cgroupfs.optional_int_in(cpuacct, "cpuacct.usage")
             tally.offer_ns("cpu_ns", usage, "cpuacct.usage (v1)")

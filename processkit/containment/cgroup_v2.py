@@ -179,9 +179,7 @@ class CgroupV2(Container):
                 tally.offer(field, cgroupfs.read_optional_int(self._file(name)), f"{name} (v2)")
         try:
             tally.offer(
-                "oom_kills",
-                cgroupfs.read_keyed(self._file("memory.events")).get("oom_kill"),
-                "memory.events oom_kill (v2)",
+                "oom_kills", cgroupfs.key_in(self.path, "memory.events", "oom_kill"), "memory.events oom_kill (v2)"
             )
             io_lines = cgroupfs.read_text(self._file("io.stat")).splitlines()
         except FileNotFoundError:

@@ -134,13 +134,31 @@ def keyed_in(where: str | HeldFiles, name: str) -> dict[str, int]:
     return {fields[0]: int(fields[1]) for fields in pairs if len(fields) == 2}
 
 
+def key_in(where: str | HeldFiles, name: str, key: str) -> int | None:
+    """One key's value in a group's flat-keyed file (``keyed_in``), None where the file has no
+    such line: found in the file's bytes, for a caller that needs one number of it at every
+    run's end (no dictionary of the whole file made for it); raises ValueError for a value
+    that is not a number."""
+    content = where.content(name) if isinstance(where, HeldFiles) else read_bytes(os.path.join(where, name))
+    needle = b"\n" + key.encode() + b" "
+    at = content.find(needle)
+    if at >= 0:
+        start = at + len(needle)
+    elif content.startswith(needle[1:]):
+        start = len(needle) - 1
+    else:
+        return None
+    end = content.find(b"\n", start)
+    return int(content[start:] if end < 0 else content[start:end])
+
+
 def populated(where: str | HeldFiles) -> bool:
     """Whether a v2 group's subtree may hold a process: not when its ``cgroup.events`` says
     ``populated 0`` (a file that says otherwise, or nothing of it, may)."""
-    for line in text_in(where, "cgroup.events").splitlines():
-        if line.startswith("populated "):
-            return line != "populated 0"
-    return True
+    try:
+        return key_in(where, "cgroup.events", "populated") != 0
+    except ValueError:
+        return True
 
 
 def member_pids(path: str) -> list[int]:

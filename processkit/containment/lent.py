@@ -2,10 +2,11 @@
 again: taken again only when the next run finds it as a fresh group, else removed.
 
 Facts that decide what may be reused, and when:
-- A group is taken again only when it is empty: no process in it or below it (``cgroup.procs``
-  or ``tasks`` empty, a v1 ``tasks`` opened afresh each time: ``cgroupfs.v1_has_members``; for
-  pids ``pids.current`` 0, which still counts an unreaped zombie) and no group below it (a
-  cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
+- A group is taken again only when it is empty: no process in it or below it (v2: its
+  ``cgroup.events`` says ``populated 0``, read with ``frozen 0``, its ``cgroup.freeze``'s
+  effect, in one ``pread``: ``_idle_v2``; v1: ``tasks`` empty, opened afresh each time:
+  ``cgroupfs.v1_has_members``; for pids ``pids.current`` 0, which still counts an unreaped
+  zombie) and no group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
   carries another run's process. What fails the check is removed, and a fresh
   group made in its place. A group below a given-back group (a run's process may make one in
   its own: a delegated v2 group, or any group of a root child's) means it is not kept idle at
@@ -65,7 +66,8 @@ NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose coun
 # counters that cannot start again, by controller: a group is lent again only while they read
 # as when it was made (``_as_made``). A file this kernel does not have is left out.
 SETTINGS = {
-    "cgroup2": ("cgroup.freeze", "cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
+    # (``cgroup.freeze`` is read as ``frozen`` in ``cgroup.events``, with its members: ``_idle_v2``.)
+    "cgroup2": ("cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
     "memory": (
         "memory.oom_control",
         "memory.limit_in_bytes",
@@ -137,7 +139,7 @@ def empty(group: Pooled) -> bool:
     files = group.files
     try:
         if group.controllers == V2:
-            return not files.content("cgroup.procs").strip()
+            return _idle_v2(files)
         if "memory" in group.controllers and group.join_fd < 0:  # started ahead: no join fd yet
             # Its tasks opened now, afresh, list its members: the fd its run's child joins by.
             group.join_fd = cgroupfs.open_members(group.path, parent_fd=group.parent_fd)
@@ -187,7 +189,7 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
             return False  # a limit or a counter not as when it was made
         if controllers == V2:
             counting = NOT_RESTARTED.intersection(files.text("cgroup.controllers").split())
-            return not counting and (ahead or not files.content("cgroup.procs").strip())
+            return not counting and (ahead or _idle_v2(files))
         if "pids" in controllers:
             if (not ahead and files.number("pids.current") != 0) or files.number("pids.peak") > 1:
                 return False
@@ -204,6 +206,22 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
     except (OSError, ValueError):
         return False
     return True
+
+
+IDLE_EVENTS = b"populated 0\nfrozen 0\n"  # a v2 group's cgroup.events, empty and not frozen
+
+
+def _idle_v2(files: cgroupfs.HeldFiles) -> bool:
+    """Whether a v2 group may be lent now, from one read of its ``cgroup.events``: no process in
+    it or below it (``populated 0``), and not frozen (``frozen 0``: an empty group reads
+    ``frozen 1`` as soon as its ``cgroup.freeze`` is 1, and a child cloned into it would be
+    frozen at birth). One ``pread`` where ``cgroup.procs`` and ``cgroup.freeze`` were two; a
+    kernel that writes more keys there is read key by key."""
+    content = files.content("cgroup.events")
+    if content == IDLE_EVENTS:
+        return True
+    keys = dict(line.split(b" ", 1) for line in content.splitlines() if b" " in line)
+    return keys.get(b"populated") == b"0" and keys.get(b"frozen", b"0") == b"0"
 
 
 def _stat(group: Pooled) -> os.stat_result:
