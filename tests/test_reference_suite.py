@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import read_events, run_cli, start_cli
+from conftest import read_events, run_cli, start_cli, wait_for_event
 
 
 def _captured_run(tmp_path) -> tuple:
@@ -115,3 +115,31 @@ def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolat
         {"run_id": "garbled", "status": "unknown", "code": None, "source": None, "child_code": None},
         {"run_id": "plain", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0},
     ]
+
+
+def _headline(stderr: bytes) -> str:
+    """The runner's own last stderr line, up to the teardown it describes."""
+    return stderr.decode().splitlines()[-1].split(": ", 2)[1]
+
+
+def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registry):
+    # An agent greps the stderr line for these (the reference's src/run/teardown.rs makes them):
+    # each names its ending as the reference does, before the teardown's own description.
+    idle = run_cli("run", "--jsonl", tmp_path / "idle.jsonl", "--idle-timeout", "200ms", "--", "sleep", "30")
+    assert idle.returncode == 106
+    assert _headline(idle.stderr) == "run idle-timed out after 200ms with no output"
+    for verb, code, said in (
+        ("cancel", 108, "run cancelled by a control-plane command"),
+        ("kill", 109, "run killed by a control-plane command"),
+    ):
+        jsonl = tmp_path / f"{verb}.jsonl"
+        run = start_cli("run", "--jsonl", jsonl, "--run-id", verb, "--", "sleep", "30")
+        wait_for_event(jsonl, "run_started")
+        asked = run_cli(verb, "--run-id", verb)
+        assert asked.returncode == 0, asked.stderr
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == code
+        assert _headline(err) == said
+    assert err.decode().endswith(
+        "hard-killed the whole process tree immediately via the container (no soft stop, no grace)\n"
+    )

@@ -242,7 +242,10 @@ def _cancelled(run: RunState) -> Failure:
     (``start`` kills it then). A child held in its execve (a hung mount, a lease) would otherwise
     hold the run, deaf to the signal, until its exec ended; one whose exec is reported by then
     runs, and its race takes the signal."""
-    return Failure(Kind.CANCELLED, f"run cancelled by {run.pending[EndingKind.SIGNAL]} before its child was started")
+    from .endings import cancelled_headline
+
+    headline = cancelled_headline(run.pending[EndingKind.SIGNAL])
+    return Failure(Kind.CANCELLED, f"{headline}: the child was not started")
 
 
 def connect(run: RunState, launched: Launched) -> None:
