@@ -143,3 +143,47 @@ def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registr
     assert err.decode().endswith(
         "hard-killed the whole process tree immediately via the container (no soft stop, no grace)\n"
     )
+
+
+def _reference_record(registry, stem: str, run_id: str) -> None:
+    """A record as the reference's test fixtures write one (every field, nulls spelled out)."""
+    registry.mkdir(exist_ok=True)
+    record = {
+        "registry_version": 1,
+        "run_id": run_id,
+        "endpoint": None,
+        "started_at": "2026-07-22T00:00:00.000Z",
+        "argv_sha256": None,
+        "hint": None,
+        "labels": {},
+        "jsonl": None,
+        "capture_dir": None,
+        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
+    }
+    (registry / f"{stem}.json").write_text(json.dumps(record, separators=(",", ":")))
+
+
+def test_a_refused_client_says_why_in_the_reference_words(isolated_registry):
+    # docs/exit-codes.md of the reference prints these lines whole; the kinds were already equal.
+    _reference_record(isolated_registry, "gone", "gone")
+    (isolated_registry / "gone.lock").write_bytes(b"")  # nobody holds it: stale
+    _reference_record(isolated_registry, "odd", "odd")
+    (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed
+    listed = run_cli("list", "--json")
+    assert [(e["run_id"], e["health"]) for e in map(json.loads, listed.stdout.splitlines())] == [
+        ("gone", "stale"),
+        ("odd", "unprobed"),
+    ]
+    gone = run_cli("inspect", "--run-id", "gone")
+    assert (gone.returncode, gone.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot inspect run `gone`: its registry entry is stale — the runner is gone "
+        "(it exited without cleaning up)\n",
+    )
+    odd = run_cli("cancel", "--run-id", "odd")
+    assert (odd.returncode, odd.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot cancel run `odd`: its liveness could not be probed — the entry's lock "
+        "file would not open, or the lock call itself failed — so the runner is not confirmed gone; "
+        "`list` reports this entry as `unprobed`\n",
+    )
