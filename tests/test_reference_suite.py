@@ -187,3 +187,13 @@ def test_a_refused_client_says_why_in_the_reference_words(isolated_registry):
         "file would not open, or the lock call itself failed — so the runner is not confirmed gone; "
         "`list` reports this entry as `unprobed`\n",
     )
+
+
+def test_a_detached_run_that_did_not_start_is_named_as_the_reference_names_it(tmp_path, isolated_registry):
+    jsonl = tmp_path / "detached.jsonl"
+    done = run_cli("run", "--jsonl", jsonl, "--run-id", "never", "--detach", "--", "definitely-not-a-real-program-t198")
+    assert done.returncode == 101  # the code the foreground would report
+    assert done.stderr.decode().startswith(
+        "processkit-cli: run `never` did not start: the detached runner exited with code 101: could not start"
+    )
+    assert [e["event"] for e in read_events(jsonl)] == ["spawn_failed", "runner_exit"]
