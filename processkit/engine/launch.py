@@ -89,10 +89,13 @@ def prepare(host: Host, run: RunState) -> None:
     except containment.ContainerError as exc:
         from ..events.types import ContainerFailed, LimitHit
 
+        # The stderr line leads with the reference's words (its tests grep "resource limit").
+        headline = "could not create the ProcessKit container"
         if isinstance(exc, containment.LimitUnavailable):
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
+            headline = "could not apply the requested resource limit"
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
-        raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
+        raise Failure(Kind.CONTAINER_ERROR, f"{headline}: {exc}") from None
     if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
 
