@@ -8,6 +8,7 @@ import json
 import time
 
 from conftest import read_events, run_cli, start_cli, wait_for_event
+from test_security import plant_record
 
 
 def _captured_run(tmp_path) -> tuple:
@@ -145,29 +146,12 @@ def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registr
     )
 
 
-def _reference_record(registry, stem: str, run_id: str) -> None:
-    """A record as the reference's test fixtures write one (every field, nulls spelled out)."""
-    registry.mkdir(exist_ok=True)
-    record = {
-        "registry_version": 1,
-        "run_id": run_id,
-        "endpoint": None,
-        "started_at": "2026-07-22T00:00:00.000Z",
-        "argv_sha256": None,
-        "hint": None,
-        "labels": {},
-        "jsonl": None,
-        "capture_dir": None,
-        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
-    }
-    (registry / f"{stem}.json").write_text(json.dumps(record, separators=(",", ":")))
-
-
 def test_a_refused_client_says_why_in_the_reference_words(isolated_registry):
     # docs/exit-codes.md of the reference prints these lines whole; the kinds were already equal.
-    _reference_record(isolated_registry, "gone", "gone")
+    # Records as the reference's fixtures write them (every field, nulls spelled out).
+    plant_record(isolated_registry, "gone", "gone")
     (isolated_registry / "gone.lock").write_bytes(b"")  # nobody holds it: stale
-    _reference_record(isolated_registry, "odd", "odd")
+    plant_record(isolated_registry, "odd", "odd")
     (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed
     listed = run_cli("list", "--json")
     assert [(e["run_id"], e["health"]) for e in map(json.loads, listed.stdout.splitlines())] == [
