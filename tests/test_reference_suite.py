@@ -181,3 +181,11 @@ def test_a_detached_run_that_did_not_start_is_named_as_the_reference_names_it(tm
         "processkit-cli: run `never` did not start: the detached runner exited with code 101: could not start"
     )
     assert [e["event"] for e in read_events(jsonl)] == ["spawn_failed", "runner_exit"]
+
+
+def test_a_zero_grace_is_said_in_milliseconds(tmp_path):
+    # The reference's duration words: whole seconds as "5s", anything else, zero included, in ms.
+    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--timeout", "1s", "--grace", "0", "--", "sleep", "30")
+    assert done.returncode == 106
+    assert done.stderr.decode().startswith("processkit-cli: run timed out after 1s: ")
+    assert ", waited 0ms grace, then hard-killed" in done.stderr.decode()
