@@ -185,9 +185,10 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
         stderr=subprocess.PIPE,
     )
     _, stderr = runner.communicate(timeout=30)
-    source = {"SIGTERM": "sigterm", "SIGINT": "ctrl_c", "SIGHUP": "sighup"}[name]
+    named = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C", "SIGHUP": "SIGHUP"}[name]
     assert runner.returncode == 107, stderr
-    assert stderr.decode().splitlines() == [f"processkit-cli: run cancelled by {source} before its child was started"]
+    # The reference's headline, as when the child had started: a script greps for it.
+    assert stderr.decode().splitlines() == [f"processkit-cli: run cancelled ({named}): the child was not started"]
     assert [e["event"] for e in check_stream(jsonl, 107)] == ["runner_exit"]
     assert not marker.exists()
     assert registry_entries(isolated_registry) == []

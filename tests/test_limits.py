@@ -226,6 +226,9 @@ def test_no_usable_controller_fails_before_spawn(tmp_path, monkeypatch, axis, ho
     touch = f"open({str(marker)!r}, 'w').close()"
     result = run_cli("run", "--jsonl", jsonl, *CAPS[axis], "--", PY, "-c", touch, timeout=RUN_TIMEOUT)
     assert result.returncode == 102, result.stderr
+    # The reference's headline: its own test looks for "resource limit" on stderr.
+    said = f"processkit-cli: could not apply the requested resource limit: cannot enforce the {axis} limit: "
+    assert result.stderr.decode().startswith(said)
     assert names(jsonl) == ["limit_hit", "container_failed", "runner_exit"]
     events = events_of(jsonl)
     assert events["limit_hit"]["limit"] == axis

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import read_events, run_cli, start_cli
+from conftest import read_events, run_cli, start_cli, wait_for_event
+from test_security import plant_record
 
 
 def _captured_run(tmp_path) -> tuple:
@@ -115,3 +116,76 @@ def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolat
         {"run_id": "garbled", "status": "unknown", "code": None, "source": None, "child_code": None},
         {"run_id": "plain", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0},
     ]
+
+
+def _headline(stderr: bytes) -> str:
+    """The runner's own last stderr line, up to the teardown it describes."""
+    return stderr.decode().splitlines()[-1].split(": ", 2)[1]
+
+
+def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registry):
+    # An agent greps the stderr line for these (the reference's src/run/teardown.rs makes them):
+    # each names its ending as the reference does, before the teardown's own description.
+    idle = run_cli("run", "--jsonl", tmp_path / "idle.jsonl", "--idle-timeout", "200ms", "--", "sleep", "30")
+    assert idle.returncode == 106
+    assert _headline(idle.stderr) == "run idle-timed out after 200ms with no output"
+    for verb, code, said in (
+        ("cancel", 108, "run cancelled by a control-plane command"),
+        ("kill", 109, "run killed by a control-plane command"),
+    ):
+        jsonl = tmp_path / f"{verb}.jsonl"
+        run = start_cli("run", "--jsonl", jsonl, "--run-id", verb, "--", "sleep", "30")
+        wait_for_event(jsonl, "run_started")
+        asked = run_cli(verb, "--run-id", verb)
+        assert asked.returncode == 0, asked.stderr
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == code
+        assert _headline(err) == said
+    assert err.decode().endswith(
+        "hard-killed the whole process tree immediately via the container (no soft stop, no grace)\n"
+    )
+
+
+def test_a_refused_client_says_why_in_the_reference_words(isolated_registry):
+    # docs/exit-codes.md of the reference prints these lines whole; the kinds were already equal.
+    # Records as the reference's fixtures write them (every field, nulls spelled out).
+    plant_record(isolated_registry, "gone", "gone")
+    (isolated_registry / "gone.lock").write_bytes(b"")  # nobody holds it: stale
+    plant_record(isolated_registry, "odd", "odd")
+    (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed
+    listed = run_cli("list", "--json")
+    assert [(e["run_id"], e["health"]) for e in map(json.loads, listed.stdout.splitlines())] == [
+        ("gone", "stale"),
+        ("odd", "unprobed"),
+    ]
+    gone = run_cli("inspect", "--run-id", "gone")
+    assert (gone.returncode, gone.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot inspect run `gone`: its registry entry is stale — the runner is gone "
+        "(it exited without cleaning up)\n",
+    )
+    odd = run_cli("cancel", "--run-id", "odd")
+    assert (odd.returncode, odd.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot cancel run `odd`: its liveness could not be probed — the entry's lock "
+        "file would not open, or the lock call itself failed — so the runner is not confirmed gone; "
+        "`list` reports this entry as `unprobed`\n",
+    )
+
+
+def test_a_detached_run_that_did_not_start_is_named_as_the_reference_names_it(tmp_path, isolated_registry):
+    jsonl = tmp_path / "detached.jsonl"
+    done = run_cli("run", "--jsonl", jsonl, "--run-id", "never", "--detach", "--", "definitely-not-a-real-program-t198")
+    assert done.returncode == 101  # the code the foreground would report
+    assert done.stderr.decode().startswith(
+        "processkit-cli: run `never` did not start: the detached runner exited with code 101: could not start"
+    )
+    assert [e["event"] for e in read_events(jsonl)] == ["spawn_failed", "runner_exit"]
+
+
+def test_a_zero_grace_is_said_in_milliseconds(tmp_path):
+    # The reference's duration words: whole seconds as "5s", anything else, zero included, in ms.
+    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--timeout", "1s", "--grace", "0", "--", "sleep", "30")
+    assert done.returncode == 106
+    assert done.stderr.decode().startswith("processkit-cli: run timed out after 1s: ")
+    assert ", waited 0ms grace, then hard-killed" in done.stderr.decode()

@@ -61,9 +61,7 @@ def test_a_run_stopped_while_its_child_execs_ends_cancelled(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     done = _stopped_while_held(tmp_path, [CLI, "run", "--jsonl", str(jsonl), "--", str(program)], program)
     assert done.returncode == 107, done.stderr
-    assert done.stderr.decode().splitlines() == [
-        "processkit-cli: run cancelled by sigterm before its child was started"
-    ]
+    assert done.stderr.decode().splitlines() == ["processkit-cli: run cancelled (SIGTERM): the child was not started"]
     events = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [event["event"] for event in events][-1] == "runner_exit"
     assert "spawn_failed" not in [event["event"] for event in events] and "run_started" not in [
@@ -103,7 +101,5 @@ def test_a_stop_caught_just_before_the_wait_for_the_exec_ends_the_run(tmp_path):
     argv = [sys.executable, "-c", _SIGNALLED_BEFORE_THE_WAIT, str(program)]
     done = _stopped_while_held(tmp_path, argv, program, stop=False)
     assert done.returncode == 107, done.stderr
-    assert done.stderr.decode().splitlines() == [
-        "processkit-cli: run cancelled by sigterm before its child was started"
-    ]
+    assert done.stderr.decode().splitlines() == ["processkit-cli: run cancelled (SIGTERM): the child was not started"]
     assert not marker.exists(), "the child was not killed before its exec"

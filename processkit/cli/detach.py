@@ -122,7 +122,7 @@ class Handshake:
                 end_copy(self._copy)
                 raise Failure(
                     Kind.SETUP,
-                    f"the detached run did not start within {HANDSHAKE_SECONDS:g}s; "
+                    f"run `{self._run_id}` did not start within {HANDSHAKE_SECONDS:g}s: "
                     "its runner was stopped and its tree killed",
                 )
         if not self._started:
@@ -176,10 +176,14 @@ class Handshake:
         """The copy ended before the proof: a reserved code is relayed, anything else is 111."""
         code = self._copy.returncode
         reason = self._stream_reason()
+        headline = f"run `{self._run_id}` did not start"  # the reference's words, which a script greps for
         if code in RESERVED_BAND:
             kind = _RUN_KINDS.get(code, Kind.UNKNOWN)
-            return Failure(kind, f"the detached run did not start (exit {code}){reason}", code=code)
-        return Failure(Kind.SETUP, f"the detached runner exited with {_status(code)} before the run started{reason}")
+            return Failure(kind, f"{headline}: the detached runner exited with code {code}{reason}", code=code)
+        return Failure(
+            Kind.SETUP,
+            f"{headline}: the detached runner exited ({_status(code)}) without recording a started run{reason}",
+        )
 
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""

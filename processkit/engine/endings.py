@@ -109,7 +109,8 @@ def child_exit_code(returncode: int) -> int:
 
 
 def format_duration(ms: int) -> str:
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+    """The reference's compact form: whole seconds as "5s", anything else (zero too) as "ms"."""
+    return f"{ms // 1000}s" if ms and ms % 1000 == 0 else f"{ms}ms"
 
 
 class EndingFacts:
@@ -170,11 +171,12 @@ def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
     return Outcome(child_exit_code(rc))
 
 
-def _timeout(facts: EndingFacts, window: int, reason: str, what: str) -> Outcome:
+def _timeout(facts: EndingFacts, window: int, reason: str, what: str, why: str = "") -> Outcome:
     from ..events.types import Timeout
 
     facts.emit(Timeout(timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason))
-    return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{what} {format_duration(window)}: {facts.stop_phrase()}"))
+    headline = f"{what} {format_duration(window)}{why}"
+    return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{headline}: {facts.stop_phrase()}"))
 
 
 def _overall_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
@@ -186,19 +188,23 @@ def _overall_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
 def _idle_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
     window = facts.spec.idle_timeout_ms
     assert window is not None, "raced only with --idle-timeout"
-    return _timeout(facts, window, "idle", "run produced no output for")
+    return _timeout(facts, window, "idle", "run idle-timed out after", " with no output")
 
 
 def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Cancelled
 
     facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
-    # The reference's headline, "run cancelled (SIGTERM)": scripts match on the signal's name.
-    named = _SIGNAL_NAMES.get(detail or "", detail)
-    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"run cancelled ({named}): {facts.stop_phrase()}"))
+    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"{cancelled_headline(detail)}: {facts.stop_phrase()}"))
 
 
 _SIGNAL_NAMES = {"ctrl_c": "Ctrl-C", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
+
+
+def cancelled_headline(source: str | None) -> str:
+    """The reference's headline for a stop signal, "run cancelled (SIGTERM)", whether the child
+    started or not: scripts match on the signal's name in it."""
+    return f"run cancelled ({_SIGNAL_NAMES.get(source or '', source)})"
 
 
 def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
@@ -206,7 +212,8 @@ def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
 
     max_bytes = facts.spec.capture_max_bytes
     facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
-    message = f"{detail} went over --capture-max-bytes {max_bytes}: {facts.stop_phrase()}"
+    # The runner's headlines below are the reference's words: a script or an agent greps for them.
+    message = f"run output exceeded the {max_bytes}-byte capture ceiling on {detail}: {facts.stop_phrase()}"
     return Outcome(Kind.OUTPUT_OVERFLOW.code, Failure(Kind.OUTPUT_OVERFLOW, message))
 
 
@@ -214,7 +221,7 @@ def _control_cancel(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Cancelled
 
     facts.emit(Cancelled(source="control_cancel", grace_ms=facts.spec.grace_ms))
-    message = f"run cancelled by a control-plane cancel: {facts.stop_phrase()}"
+    message = f"run cancelled by a control-plane command: {facts.stop_phrase()}"
     return Outcome(Kind.CONTROL_CANCEL.code, Failure(Kind.CONTROL_CANCEL, message))
 
 
@@ -222,7 +229,10 @@ def _control_kill(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Killed
 
     facts.emit(Killed(source="control_kill"))
-    message = "run killed by a control-plane kill: hard-killed the process tree via the container"
+    message = (
+        "run killed by a control-plane command: hard-killed the whole process tree immediately "
+        "via the container (no soft stop, no grace)"
+    )
     return Outcome(Kind.CONTROL_KILL.code, Failure(Kind.CONTROL_KILL, message))
 
 

@@ -89,10 +89,13 @@ def prepare(host: Host, run: RunState) -> None:
     except containment.ContainerError as exc:
         from ..events.types import ContainerFailed, LimitHit
 
+        # The stderr line leads with the reference's words (its tests grep "resource limit").
+        headline = "could not create the ProcessKit container"
         if isinstance(exc, containment.LimitUnavailable):
             run.events.emit(LimitHit(limit=exc.limit, detail=exc.detail))
+            headline = "could not apply the requested resource limit"
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
-        raise Failure(Kind.CONTAINER_ERROR, str(exc)) from None
+        raise Failure(Kind.CONTAINER_ERROR, f"{headline}: {exc}") from None
     if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
 
@@ -238,7 +241,10 @@ def _cancelled(run: RunState) -> Failure:
     (``start`` kills it then). A child held in its execve (a hung mount, a lease) would otherwise
     hold the run, deaf to the signal, until its exec ended; one whose exec is reported by then
     runs, and its race takes the signal."""
-    return Failure(Kind.CANCELLED, f"run cancelled by {run.pending[EndingKind.SIGNAL]} before its child was started")
+    from .endings import cancelled_headline
+
+    headline = cancelled_headline(run.pending[EndingKind.SIGNAL])
+    return Failure(Kind.CANCELLED, f"{headline}: the child was not started")
 
 
 def connect(run: RunState, launched: Launched) -> None:

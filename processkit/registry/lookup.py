@@ -42,12 +42,15 @@ def resolve(run_id: str, action: str) -> scan.Entry:
             raise refusal(
                 action,
                 run_id,
-                "its liveness could not be probed (its lock file would not open, or the lock call failed), "
-                "so the runner is not confirmed gone; `list` reports the entry as `unprobed`",
+                "its liveness could not be probed — the entry's lock file would not open, or the lock call "
+                "itself failed — so the runner is not confirmed gone; `list` reports this entry as `unprobed`",
                 Kind.UNPROBED,
             )
         raise refusal(
-            action, run_id, "its registry entry is stale — the runner is gone (prune removes the entry)", Kind.STALE
+            action,
+            run_id,
+            "its registry entry is stale — the runner is gone (it exited without cleaning up)",
+            Kind.STALE,
         )
     entry = live[0]
     if entry.record.endpoint is None:
