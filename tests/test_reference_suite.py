@@ -189,3 +189,12 @@ def test_a_zero_grace_is_said_in_milliseconds(tmp_path):
     assert done.returncode == 106
     assert done.stderr.decode().startswith("processkit-cli: run timed out after 1s: ")
     assert ", waited 0ms grace, then hard-killed" in done.stderr.decode()
+
+
+def test_the_services_run_stopped_before_it_began_says_the_clis_headline():
+    # An API call interrupted while its run was still queued gets the service's own reply: its
+    # message is the one the CLI's runner prints for a stop before the spawn.
+    from processkit.service.request import cancelled
+
+    kind, message, retryable = cancelled("ctrl_c")["failure"]
+    assert (kind, message, retryable) == ("cancelled", "run cancelled (Ctrl-C): the child was not started", False)
