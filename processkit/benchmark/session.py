@@ -32,7 +32,6 @@ through the shell (never below 0).
 from __future__ import annotations
 
 import os
-import statistics
 
 from ..errors import Failure, Kind
 from ..plain import Plain
@@ -41,6 +40,7 @@ from . import driver, host_load
 from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
+from .stats import fmean
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,9 +165,9 @@ class Session:
             measured.append(run)
         self.shell_startup = Startup(
             shown,
-            statistics.fmean(run.wall_ns or 0 for run in measured) / 1e9,
-            statistics.fmean(run.user_ns for run in measured) / 1e9,
-            statistics.fmean(run.system_ns for run in measured) / 1e9,
+            fmean(run.wall_ns or 0 for run in measured) / 1e9,
+            fmean(run.user_ns for run in measured) / 1e9,
+            fmean(run.system_ns for run in measured) / 1e9,
             len(measured),
         )
 
