@@ -3,7 +3,8 @@
 The statistics are computed in ``benchmark/stats.py`` without the standard ``statistics``
 module, whose import brings ``decimal``, ``fractions`` and ``random`` (~15 M instructions of
 the start-up, bench/README.md "bench's start-up and end against hyperfine's"); ``decimal`` is
-imported only by a decimal ``--parameter-scan``.
+imported only by a decimal ``--parameter-scan``, and the gate's module only by a benchmark
+with ``--fail-if-slower``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from conftest import run_cli
 
 _LINE = re.compile(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)")
-HEAVY = {"statistics", "decimal", "_decimal", "fractions", "random"}
+HEAVY = {"statistics", "decimal", "_decimal", "fractions", "random", "processkit.benchmark.gate"}
 
 
 def _imported(stderr: bytes) -> set[str]:
