@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
-import subprocess
 import time
 
 
 def timed(argv: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one whole run of ``argv``, its output discarded."""
-    started = time.perf_counter()
-    with open(os.devnull, "wb") as sink:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink)
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
+    """(wall, CPU) seconds of one whole run of ``argv`` (its children's CPU included), spawned
+    with /dev/null for its standard streams; a failure ends the script."""
+    program = shutil.which(argv[0]) or argv[0]
+    null = os.open(os.devnull, os.O_RDWR)
+    actions = [(os.POSIX_SPAWN_DUP2, null, fd) for fd in (0, 1, 2)] + [(os.POSIX_SPAWN_CLOSE, null)]
+    try:
+        started = time.perf_counter()
+        _, status, usage = os.wait4(os.posix_spawn(program, argv, os.environ, file_actions=actions), 0)
+        wall = time.perf_counter() - started
+    finally:
+        os.close(null)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{argv[0]} failed")
     return wall, usage.ru_utime + usage.ru_stime
