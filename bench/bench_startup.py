@@ -26,6 +26,7 @@ began = stamp()
 marks = {}
 import gc
 gc.set_threshold(16_000)
+del sys.path[0]  # as the launcher does: the working directory ("" under -c) is never searched
 from processkit.cli.quickimport import install
 install()
 import processkit.cli.main as cli
