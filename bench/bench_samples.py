@@ -1,5 +1,9 @@
 """Samples of `bench -N true` in its default 3 s against hyperfine's, and the CPU a sample costs.
 
+Both tools fix the count by their first run's time (`bench` since issue 49's bench54; before, by
+its mean whole cycle so far), so each takes `--min-time` / that time samples and the benchmark's
+wall is printed beside them: a tool whose work between samples is longer takes longer in all.
+
 Each round runs every `processkit-cli` given (e.g. the tree before and after a change) and
 `hyperfine -N true`, each with its default time budget, the order turning by one each round (the
 side run second took 15-20 % fewer samples in either order, bench52); a sample's CPU is the whole tool's
@@ -24,20 +28,23 @@ import os
 import statistics
 import subprocess
 import tempfile
+import time
 
 
-def sampled(argv: list[str]) -> tuple[int, float]:
-    """(samples, CPU seconds of the whole tool) of one benchmark exporting its result."""
+def sampled(argv: list[str]) -> tuple[int, float, float]:
+    """(samples, CPU seconds of the whole tool, wall seconds) of one benchmark exporting its result."""
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "b.json")
+        started = time.perf_counter()
         with open(os.devnull, "wb") as sink:
             proc = subprocess.Popen([*argv[:2], "--export-json", out, *argv[2:]], stdout=sink, stderr=sink)
             _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{argv[0]} failed")
         with open(out) as handle:
             samples = len(json.load(handle)["results"][0]["times"])
-    return samples, usage.ru_utime + usage.ru_stime
+    return samples, usage.ru_utime + usage.ru_stime, wall
 
 
 def split(runs: int) -> None:
@@ -97,21 +104,22 @@ def main() -> None:
         parser.error("--cli is needed (or --split)")
     sides = {cli: [cli, "bench", "-N", "--style", "none", "true"] for cli in args.cli}
     sides["hyperfine"] = ["hyperfine", "-N", "--style", "none", "true"]
-    rounds: list[dict[str, tuple[int, float]]] = []
+    rounds: list[dict[str, tuple[int, float, float]]] = []
     names = list(sides)
     for round_ in range(args.rounds):  # the order turns by one each round: no side always second
         turn = round_ % len(names)
         rounds.append({name: sampled(sides[name]) for name in names[turn:] + names[:turn]})
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
-    print("| Side | samples in 3 s | CPU per sample (ms) | samples / hyperfine's | CPU per sample / first side's |")
-    print("|---|---|---|---|---|")
+    print("| Side | samples | wall (s) | CPU per sample (ms) | samples / hyperfine's | CPU per sample / first side's |")
+    print("|---|---|---|---|---|---|")
     first = args.cli[0]
     for name in sides:
         samples = statistics.median(r[name][0] for r in rounds)
+        wall = statistics.median(r[name][2] for r in rounds)
         per = statistics.median(r[name][1] / r[name][0] * 1e3 for r in rounds)
         ratio = statistics.median(r[name][0] / r["hyperfine"][0] for r in rounds)
         cpu = statistics.median((r[name][1] / r[name][0]) / (r[first][1] / r[first][0]) for r in rounds)
-        print(f"| {name} | {samples:.0f} | {per:.3f} | {ratio:.3f} | {cpu:.3f} |")
+        print(f"| {name} | {samples:.0f} | {wall:.2f} | {per:.3f} | {ratio:.3f} | {cpu:.3f} |")
 
 
 if __name__ == "__main__":

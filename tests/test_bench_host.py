@@ -135,6 +135,19 @@ def test_a_whole_session_leaves_no_run_directory_or_record(tmp_path, monkeypatch
     assert left == []
 
 
+def test_a_session_of_short_runs_pushes_no_older_outcome_out_of_the_registry(tmp_path, isolated_registry):
+    """No run of the session was published (each is, after 50 ms), so its lodging has no outcome
+    to keep: it leaves no empty ``.outcomes`` file, which would count towards the registry's 256
+    and have the oldest run's outcome removed for it."""
+    os.chmod(isolated_registry, 0o700)
+    old = [f"run-{index:032x}-{0:016x}.ended" for index in range(256)]
+    for name in old:
+        (isolated_registry / name).write_text("{}")
+    done = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(isolated_registry)) == old
+
+
 WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
 
 

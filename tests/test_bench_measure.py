@@ -204,3 +204,23 @@ def test_mann_whitney_is_a_symmetric_probability(a, b):
     p = stats.mann_whitney(a, b)
     assert 0.0 <= p <= 1.0
     assert math.isclose(p, stats.mann_whitney(b, a), abs_tol=1e-9)
+
+
+def test_a_sessions_runs_read_the_working_directory_once_and_run_in_it(tmp_path, monkeypatch):
+    """The session's process never changes directory, so its engine reads it once, not a
+    ``getcwd`` per run (``RunContext.cwd``); every run's child still starts there."""
+    from processkit.benchmark.plan import Options
+
+    monkeypatch.chdir(tmp_path)
+    read: list[str] = []
+    real = os.getcwd
+    monkeypatch.setattr(os, "getcwd", lambda: read.append(real()) or read[-1])
+    engine = driver.Engine(Options(), ends_descendants=False, lodged=False)
+    try:
+        for index in range(3):
+            measured = engine.measure(("sh", "-c", f"pwd -P > here-{index}"), None, str(index), "pipe")
+            assert measured.exit_code == 0, measured.error
+    finally:
+        engine.close()
+    assert read == [str(tmp_path)]
+    assert {(tmp_path / f"here-{index}").read_text().strip() for index in range(3)} == {str(tmp_path.resolve())}

@@ -409,3 +409,33 @@ def test_a_source_changed_before_the_bundle_is_written_keeps_its_pycs_code_in_it
     codes = {row[0]: row[5] for row in _rows(root)}
     assert codes["processkit.engine.state"] == compile(original, str(changed), "exec", dont_inherit=True)
     assert codes["processkit.engine.runner"] != compile(runner.read_text(), str(runner), "exec", dont_inherit=True)
+
+
+def test_a_bench_keeps_its_own_bundle_and_takes_its_modules_from_it(tmp_path):
+    """``bench`` imports some 110 modules of the package: its own bundle, beside the run's, is
+    written by a first benchmark and serves every processkit module of the next."""
+    root = _copy(tmp_path)
+    script = (
+        f"import os, sys; sys.path.insert(0, {root!r})\n"
+        "sys.argv[1:] = ['bench', '-N', '--runs', '1', '--style', 'none', 'true']\n"
+        "def report(code):\n"
+        f"    {_LOADERS}\n"
+        "    sys.stdout.flush()\n"
+        "    real(code)\n"
+        "real, os._exit = os._exit, report\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        "from processkit.cli.main import entry\nentry()\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    runs = [subprocess.run([sys.executable, "-S", "-c", script], env=env, capture_output=True, text=True, timeout=60)]
+    bundle = os.path.join(root, "processkit", "cli", "__pycache__", f"bench.{TAG}.bundle")
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert os.path.exists(bundle) and not os.path.exists(_bundle(root))
+    runs.append(
+        subprocess.run([sys.executable, "-S", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    )
+    assert runs[1].returncode == 0, runs[1].stderr
+    loaders = dict(line.split() for line in runs[1].stdout.splitlines())
+    assert len(loaders) > 60 and "processkit.benchmark.session" in loaders
+    before = {"processkit.cli", "processkit.cli.quickimport"}  # loaded before the finder
+    assert {name for name, loader in loaders.items() if loader != "launcher"} == before

@@ -52,10 +52,10 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
 def check_gate(result: BenchResult) -> None:
     """Fail (119) when the gate found a command slower than its baseline beyond the threshold,
     on the figure it names (``gate``: what a busy machine's load explains never fails)."""
+    if result.gate is None or result.baseline is None:
+        return  # no gate asked for: its module is not even loaded (every benchmark's end)
     from . import gate as judged
 
-    if result.gate is None or result.baseline is None:
-        return
     slower = [judged.Decision(**entry) for entry in result.gate["commands"] if entry["outcome"] == judged.REGRESSED]
     if slower:
         worst = max(slower, key=lambda entry: entry.change_percent or 0.0)

@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 
 
 LINGER_MS = 5  # the spawn waits this long for the command's exit before the engine goes on (RunContext.linger_ms)
-LINGERING = RunContext(linger_ms=LINGER_MS)  # a run's context when the session wires in nothing else
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
@@ -150,6 +149,7 @@ def run_spec(
     environment: tuple[tuple[str, str], ...],
     output: str | None = None,
     output_fd: int | None = None,
+    cwd: str | None = None,
 ) -> tuple[RunSpec, RunContext]:
     """What the engine runs for one run of a benchmark: the ``session``'s spec with this run's
     command, id, stream, echo and environment, and the context the session wires in beside it
@@ -158,7 +158,8 @@ def run_spec(
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
     ``iteration``; its output discarded as a ``pipe`` run's, or echoed with ``--show-output``;
     stdin /dev/null); else a command's run, its ``--output`` (``where``) and ``--input``.
-    ``environment``: the session's, read once (``os.environ`` decodes every key at each read)."""
+    ``environment``: the session's, read once (``os.environ`` decodes every key at each read);
+    ``cwd``: the session's working directory, read once (None: the engine's ``getcwd`` a run)."""
     assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
     echo, stdin_file = options.show_output, None
     if output is not None:
@@ -173,11 +174,8 @@ def run_spec(
         stdin_file=stdin_file,
         env=EnvPlan(clear=True, assignments=assignments),
     )
-    if jsonl is not None and output_fd is None:
-        return spec, LINGERING
-    return spec, RunContext(
-        publish_after_ms=LATE_PUBLICATION_MS if jsonl is None else None, output_fd=output_fd, linger_ms=LINGER_MS
-    )
+    late = LATE_PUBLICATION_MS if jsonl is None else None  # a kept stream's run is published at once
+    return spec, RunContext(publish_after_ms=late, output_fd=output_fd, linger_ms=LINGER_MS, cwd=cwd)
 
 
 def where(options: Options, output: str) -> str:
@@ -225,6 +223,7 @@ class Engine:
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
+        self._cwd = os.getcwd()  # the session's process never changes it: not a getcwd a run (RunContext.cwd)
         self._session = session_spec(options)
         if ends_descendants:  # the process is the benchmark's own: its start-up set aside
             gc.freeze()
@@ -278,8 +277,9 @@ class Engine:
         elif not self.options.show_output:  # a step or the shell's calibration, its output discarded
             output_fd = self._outputs.descriptor("pipe")[0]
         spec, context = run_spec(
-            self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output, output_fd
-        )
+            self._session, argv, self.options, jsonl, iteration, new_run_id(), self._environment, output, output_fd,
+            self._cwd,
+        )  # fmt: skip
         counting = self._counting() if output is not None else None  # a command's run: its tree counted
         fds, self._next_fds = self._next_fds, None
         if counting is None:

@@ -6,7 +6,6 @@ line, the command that is running. Off a terminal nothing is drawn (unless ``--s
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from ..progress import LiveLines, bar, eta, terminal_rows
@@ -14,6 +13,7 @@ from ..text import sanitize
 from .plan import Command
 from .result import TimedRun
 from .printout import duration
+from .stats import fmean
 
 NAME_WIDTH = 40
 
@@ -60,7 +60,7 @@ class ProgressBars:
         times = [run.wall for run in runs if run.wall is not None]
         figures = ""
         if times:
-            figures = f"mean {duration(statistics.fmean(times))}, ETA {eta(spent, done, target):.1f} s"
+            figures = f"mean {duration(fmean(times))}, ETA {eta(spent, done, target):.1f} s"
         self.base[index] = f"{self.names[index]} {bar(done, max(target, 1))} {done:>3}/{target} {figures}"
         self.lines[index] = self.base[index]
         self._draw(index)

@@ -3,10 +3,12 @@
 Interleaved (the default) runs one round after another, each round running every command that
 still needs runs once, so drift (thermal, other load) hits every command alike; sequential runs
 all of a command's runs before the next. The number of timed runs per command is fixed by
-``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
-its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
-benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
-most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
+``--runs``, else by its first timed run, as hyperfine fixes it: enough runs of that run's time
+(its measured wall, the shell's start-up not taken off, with its ``--prepare`` and
+``--conclude`` runs' walls) to fill ``--min-time``, at least ``--min-runs``, at most
+``--max-runs``. The runner's own work between runs is not counted (hyperfine's between its runs
+is not either), so a command much shorter than that work takes longer than ``--min-time`` in
+all; a first run that timed out is counted by its whole cycle. ``--prepare`` runs before every run (warm-up and timed) and
 ``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
 once per command after its last run. Sequential order gives each command its setup, warm-up,
 runs and cleanup in turn; interleaved order does each of those steps for all commands, then
@@ -30,7 +32,6 @@ through the shell (never below 0).
 from __future__ import annotations
 
 import os
-import statistics
 
 from ..errors import Failure, Kind
 from ..plain import Plain
@@ -39,6 +40,7 @@ from . import driver, host_load
 from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
+from .stats import fmean
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -163,9 +165,9 @@ class Session:
             measured.append(run)
         self.shell_startup = Startup(
             shown,
-            statistics.fmean(run.wall_ns or 0 for run in measured) / 1e9,
-            statistics.fmean(run.user_ns for run in measured) / 1e9,
-            statistics.fmean(run.system_ns for run in measured) / 1e9,
+            fmean(run.wall_ns or 0 for run in measured) / 1e9,
+            fmean(run.user_ns for run in measured) / 1e9,
+            fmean(run.system_ns for run in measured) / 1e9,
             len(measured),
         )
 
@@ -182,10 +184,11 @@ class Session:
         directory = self.options.jsonl_dir
         return None if directory is None else os.path.join(directory, f"command-{index + 1}-{what}.jsonl")
 
-    def _auxiliary(self, index: int, argv: tuple[str, ...] | None, step: str) -> None:
-        """A setup, prepare, conclude or cleanup command: contained, untimed, and it must succeed."""
+    def _auxiliary(self, index: int, argv: tuple[str, ...] | None, step: str) -> float:
+        """A setup, prepare, conclude or cleanup command: contained, untimed, and it must
+        succeed; its wall in seconds (0 for none), which a first run's count adds."""
         if argv is None:
-            return
+            return 0.0
         measured = self._measure(index, argv)
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
@@ -195,6 +198,7 @@ class Session:
                 f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} terminated with a non-zero "
                 f"exit code ({why}); append ' || true' to it if that can be ignored",
             )
+        return (measured.wall_ns or 0) / 1e9
 
     def _as_given(self, argv: tuple[str, ...]) -> str:
         """A step as the user typed it: a shell command's text, not the shell's argv."""
@@ -204,21 +208,20 @@ class Session:
         return " ".join(argv)
 
     def _warmup(self, index: int, round_: int) -> None:
-        measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")
+        measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")[0]
         wall = self._charged(index, measured)[0]
         self.warmups[index].append(wall)
 
-    def _run(self, index: int, what: str, iteration: str) -> driver.Measured:
-        """One run of a command between its ``--prepare`` and its ``--conclude``; stops the
-        benchmark where it must."""
+    def _run(self, index: int, what: str, iteration: str) -> tuple[driver.Measured, float]:
+        """One run of a command between its ``--prepare`` and its ``--conclude``, and those
+        steps' wall seconds; stops the benchmark where it must."""
         command = self.commands[index]
-        self._auxiliary(index, command.prepare, "prepare")
+        steps = self._auxiliary(index, command.prepare, "prepare")
         if self.progress is not None:
             self.progress.running(index, what)
         measured = self._measure(index, command.argv, self._jsonl(index, what), iteration, command.output)
         self._check(command, measured)
-        self._auxiliary(index, command.conclude, "conclude")
-        return measured
+        return measured, steps + self._auxiliary(index, command.conclude, "conclude")
 
     def _measure(
         self,
@@ -249,7 +252,7 @@ class Session:
         assert self.executor is not None, "made when the session runs"
         clock = self.executor.clock
         started = clock()
-        measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
+        measured, steps = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
         cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
         wall, user, system = self._charged(index, measured)
         runs.append(
@@ -267,8 +270,9 @@ class Session:
         )
         self.order += 1
         self.spent[index] += cycle
-        if self.options.runs is None:  # re-estimated after every run, from the mean cycle so far
-            self.targets[index] = max(len(runs), self.options.run_count(self.spent[index] / len(runs)))
+        if self.targets[index] is None:  # the first run fixes the count (hyperfine's rule)
+            first = cycle if measured.wall_ns is None else measured.wall_ns / 1e9 + steps
+            self.targets[index] = self.options.run_count(first)
         if self.progress is not None:
             self.progress.update(index, runs, self.targets[index] or len(runs), self.spent[index])
 

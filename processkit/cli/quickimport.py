@@ -11,7 +11,9 @@ hash-based one, an extension module, a namespace package, optimisation flags) re
 the interpreter's own finder takes the module as before, so what is imported never changes.
 
 A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
-``cli/__pycache__/run.<cache tag>.bundle`` (the interpreter's magic number, then one marshal of
+``cli/__pycache__/run.<cache tag>.bundle`` (and a ``bench``'s in ``bench.<cache tag>.bundle``:
+its ~110 modules read file by file were 12 M instructions of every benchmark's start-up,
+bench/README.md "bench's start-up, end and run count"; the interpreter's magic number, then one marshal of
 ``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
 finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once (names
 and constants the modules share are stored once). A row is used only where its source's ``stat``
@@ -52,7 +54,7 @@ from posix import open as open_fd
 PREFIX = "processkit."
 READ_SIZE = 64 * 1024  # above every pyc of the package (the largest is ~33 KiB)
 BUNDLE_LIMIT = 16 * 1024 * 1024  # a bundle read stops here (a plain run's is ~0.6 MiB)
-BUNDLED_COMMAND = "run"  # the one command whose modules are kept together
+BUNDLED_COMMANDS = ("run", "bench")  # the commands whose modules are kept together, a file each
 
 _bundle: dict = {}  # name -> (source, is package, mtime, size, code): rows read from the bundle
 _served: dict = {}  # the rows of the modules this process was given, however found
@@ -263,11 +265,12 @@ def _load_bundle(path: str) -> None:
 
 def install() -> None:
     """Put the finder first, where the interpreter's byte code is the plain kind it reads; for
-    a ``run``, read the bundle of its modules first."""
+    a ``run`` or a ``bench``, read the bundle of its modules first."""
     if TAG is None or sys.flags.optimize:
         return
-    if sys.argv[1:2] == [BUNDLED_COMMAND]:
-        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{BUNDLED_COMMAND}.{TAG}.bundle")
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command in BUNDLED_COMMANDS:
+        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{command}.{TAG}.bundle")
         _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, sys.modules[__name__])
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):

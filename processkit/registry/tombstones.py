@@ -12,7 +12,10 @@ registry, as records do; best effort, as a tombstone only ever adds to what ``wa
 
 A batch's jobs leave theirs in the batch's directory while it lives (``registry.lodging``);
 when it ends, its delegating record's lock becomes ``<stem>.outcomes``, the newest ``MAX_KEPT``
-job outcomes in one file. Both kinds count towards the registry's ``MAX_KEPT`` files and age
+job outcomes in one file. A batch none of whose jobs was published (``bench``'s session of
+short runs, each published only after 50 ms) leaves none: an empty list answers no ``wait``,
+yet the file would count towards ``MAX_KEPT`` and push an older run's outcome out (and the
+listing and unlink of that trim were most of a ``bench``'s end on a loaded host). Both kinds count towards the registry's ``MAX_KEPT`` files and age
 out alike, and ``newest_of`` reads all three places.
 """
 
@@ -45,7 +48,9 @@ def bury(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFF
     """Turn the run's held ``<stem>.lock`` into its tombstone: ``kept`` written into it, then
     renamed to ``<stem><suffix>`` (cheaper than a new file, and the lock is going anyway); then,
     on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be
-    done: the caller removes the lock as usual."""
+    done, or a batch's outcomes are none: the caller removes the lock as usual."""
+    if suffix == BATCH_SUFFIX and not kept.get("outcomes"):
+        return False
     try:
         data = dumps(kept).encode("utf-8")
         if len(data) > MAX_BATCH_BYTES:
