@@ -75,24 +75,20 @@ def test_fixed_runs_and_warmup_set_the_iteration_as_hyperfine_does():
 def test_min_time_decides_the_count_between_min_and_max_runs():
     mock = Mock(constant(100))  # 0.1 s a run: 1 s of --min-time takes 10 runs
     assert len(run(["a"], Options(min_runs=2, min_time_s=1.0), mock).results[0].times) == 10
-    mock = Mock(constant(100), overhead_ms=100)  # the runner's own work between runs is not counted (hyperfine's rule)
-    assert len(run(["a"], Options(min_runs=2, min_time_s=1.0), mock).results[0].times) == 10
+    mock = Mock(constant(100), overhead_ms=100)  # the cycle counts the runner's own work: 5 runs
+    assert len(run(["a"], Options(min_runs=2, min_time_s=1.0), mock).results[0].times) == 5
     mock = Mock(constant(100))
     assert len(run(["a"], Options(min_runs=2, min_time_s=1.0, max_runs=4), mock).results[0].times) == 4
     mock = Mock(constant(100))
     assert len(run(["a"], Options(min_runs=30, min_time_s=1.0), mock).results[0].times) == 30
 
 
-def test_the_first_run_fixes_the_count_as_hyperfine_does():
-    """hyperfine's rule (src/benchmark/mod.rs): the first timed run's time, its --prepare's and
-    --conclude's with it, decides how many runs fill --min-time; later runs change nothing. A
-    first run of 0.5 s then 10 ms runs: 4 runs in 2 s; a first of 10 ms then 0.5 s runs: 200."""
-    mock = Mock(lambda name, iteration, nth: 500 if nth == 0 else 10)
-    assert run(["a"], Options(min_runs=2, min_time_s=2.0), mock).results[0].times == [0.5, 0.01, 0.01, 0.01]
-    mock = Mock(lambda name, iteration, nth: 10 if nth == 0 else 500)
-    assert len(run(["a"], Options(min_runs=2, min_time_s=2.0), mock).results[0].times) == 200
-    mock = Mock(lambda name, iteration, nth: 150 if name == "p" else 100)  # each run 0.1 + its step's 0.15 s
-    assert len(run(["a"], Options(min_runs=2, min_time_s=1.0), mock, prepare=("p",)).results[0].times) == 4
+def test_the_estimate_follows_the_mean_cycle_so_far():
+    """Two fast runs promise 200 in 2 s; then every run takes 0.5 s, the estimate is made again
+    after each, and the benchmark ends at the first count whose runs fill the 2 s: six."""
+    mock = Mock(lambda name, iteration, nth: 10 if nth < 2 else 500)
+    times = run(["a"], Options(min_runs=2, min_time_s=2.0), mock).results[0].times
+    assert times == [0.01, 0.01, 0.5, 0.5, 0.5, 0.5]
 
 
 def test_interleaved_and_sequential_orders():

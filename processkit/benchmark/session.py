@@ -3,12 +3,10 @@
 Interleaved (the default) runs one round after another, each round running every command that
 still needs runs once, so drift (thermal, other load) hits every command alike; sequential runs
 all of a command's runs before the next. The number of timed runs per command is fixed by
-``--runs``, else by its first timed run, as hyperfine fixes it: enough runs of that run's time
-(its measured wall, the shell's start-up not taken off, with its ``--prepare`` and
-``--conclude`` runs' walls) to fill ``--min-time``, at least ``--min-runs``, at most
-``--max-runs``. The runner's own work between runs is not counted (hyperfine's between its runs
-is not either), so a command much shorter than that work takes longer than ``--min-time`` in
-all; a first run that timed out is counted by its whole cycle. ``--prepare`` runs before every run (warm-up and timed) and
+``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
+its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
+benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
+most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
 ``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
 once per command after its last run. Sequential order gives each command its setup, warm-up,
 runs and cleanup in turn; interleaved order does each of those steps for all commands, then
@@ -184,11 +182,10 @@ class Session:
         directory = self.options.jsonl_dir
         return None if directory is None else os.path.join(directory, f"command-{index + 1}-{what}.jsonl")
 
-    def _auxiliary(self, index: int, argv: tuple[str, ...] | None, step: str) -> float:
-        """A setup, prepare, conclude or cleanup command: contained, untimed, and it must
-        succeed; its wall in seconds (0 for none), which a first run's count adds."""
+    def _auxiliary(self, index: int, argv: tuple[str, ...] | None, step: str) -> None:
+        """A setup, prepare, conclude or cleanup command: contained, untimed, and it must succeed."""
         if argv is None:
-            return 0.0
+            return
         measured = self._measure(index, argv)
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
@@ -198,7 +195,6 @@ class Session:
                 f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} terminated with a non-zero "
                 f"exit code ({why}); append ' || true' to it if that can be ignored",
             )
-        return (measured.wall_ns or 0) / 1e9
 
     def _as_given(self, argv: tuple[str, ...]) -> str:
         """A step as the user typed it: a shell command's text, not the shell's argv."""
@@ -208,20 +204,21 @@ class Session:
         return " ".join(argv)
 
     def _warmup(self, index: int, round_: int) -> None:
-        measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")[0]
+        measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")
         wall = self._charged(index, measured)[0]
         self.warmups[index].append(wall)
 
-    def _run(self, index: int, what: str, iteration: str) -> tuple[driver.Measured, float]:
-        """One run of a command between its ``--prepare`` and its ``--conclude``, and those
-        steps' wall seconds; stops the benchmark where it must."""
+    def _run(self, index: int, what: str, iteration: str) -> driver.Measured:
+        """One run of a command between its ``--prepare`` and its ``--conclude``; stops the
+        benchmark where it must."""
         command = self.commands[index]
-        steps = self._auxiliary(index, command.prepare, "prepare")
+        self._auxiliary(index, command.prepare, "prepare")
         if self.progress is not None:
             self.progress.running(index, what)
         measured = self._measure(index, command.argv, self._jsonl(index, what), iteration, command.output)
         self._check(command, measured)
-        return measured, steps + self._auxiliary(index, command.conclude, "conclude")
+        self._auxiliary(index, command.conclude, "conclude")
+        return measured
 
     def _measure(
         self,
@@ -252,7 +249,7 @@ class Session:
         assert self.executor is not None, "made when the session runs"
         clock = self.executor.clock
         started = clock()
-        measured, steps = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
+        measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
         cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
         wall, user, system = self._charged(index, measured)
         runs.append(
@@ -270,9 +267,8 @@ class Session:
         )
         self.order += 1
         self.spent[index] += cycle
-        if self.targets[index] is None:  # the first run fixes the count (hyperfine's rule)
-            first = cycle if measured.wall_ns is None else measured.wall_ns / 1e9 + steps
-            self.targets[index] = self.options.run_count(first)
+        if self.options.runs is None:  # re-estimated after every run, from the mean cycle so far
+            self.targets[index] = max(len(runs), self.options.run_count(self.spent[index] / len(runs)))
         if self.progress is not None:
             self.progress.update(index, runs, self.targets[index] or len(runs), self.spent[index])
 
