@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 import processkit
 
 TAG = sys.implementation.cache_tag
@@ -439,3 +441,32 @@ def test_a_bench_keeps_its_own_bundle_and_takes_its_modules_from_it(tmp_path):
     assert len(loaders) > 60 and "processkit.benchmark.session" in loaders
     before = {"processkit.cli", "processkit.cli.quickimport"}  # loaded before the finder
     assert {name for name, loader in loaders.items() if loader != "launcher"} == before
+
+
+def test_an_install_that_cannot_take_the_bundle_compiles_nothing_at_exit(tmp_path):
+    """A read-only install (a read-only root, a package another user owns) can never keep a
+    bundle, so every run would miss every row: its exit must not read and compile the sources
+    for a file it cannot write (``quickimport.save`` asks first; ``bundlewrite.write`` compiles
+    only once its file is open)."""
+    root = _copy(tmp_path)
+    cache = os.path.join(root, "processkit", "cli", "__pycache__")
+    # compile's audit event names each source compiled; the package's own sources are the bundle's
+    counted = (
+        "seen = []\n"
+        f"sys.addaudithook(lambda event, args: event == 'compile' and str(args[1]).startswith({root!r}) and seen.append(1))"
+    )
+    if os.geteuid() == 0:  # root writes whatever a mode says: the directory a read-only mount
+        if shutil.which("mount") is None:
+            pytest.skip("needs mount to make a read-only directory as root")
+        counted = (  # in a mount namespace of the child's own, private from the host's
+            "import ctypes, subprocess\n"
+            "assert ctypes.CDLL(None, use_errno=True).unshare(0x00020000) == 0\n"
+            "subprocess.run(['mount', '--make-rprivate', '/'], check=True)\n"
+            f"subprocess.run(['mount', '--bind', {cache!r}, {cache!r}], check=True)\n"
+            f"subprocess.run(['mount', '-o', 'remount,bind,ro', {cache!r}], check=True)\n"
+        ) + counted
+    else:
+        os.chmod(cache, 0o555)
+    result = _run(root, tmp_path, write=True, first=counted, report="print(len(seen))")
+    assert result.stdout.split() == ["0"]
+    assert not os.path.exists(_bundle(root))

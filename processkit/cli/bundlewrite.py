@@ -34,16 +34,15 @@ def write(path: str, rows: tuple, sources: dict) -> None:
     at all (a temporary file renamed over it); best effort: a read-only install keeps none. The
     rows of the modules ``sources`` holds the text of (those read from their pycs) are compiled
     lean first."""
-    rows = tuple((*row[:5], lean(sources[row[0]], row[1], row[5])) if row[0] in sources else row for row in rows)
     temporary = f"{path}-{getpid()}-{urandom(4).hex()}.tmp"  # MANIFEST.in keeps a leftover out of an sdist
     try:
-        data = MAGIC_NUMBER + dumps(rows)
         mode = stat(__file__).st_mode & 0o666  # as a pyc takes its source's: no wider than the code
         fd = open_fd(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-    except (OSError, ValueError):
+    except OSError:
         return
-    try:
-        write_all(fd, data)
+    try:  # compiled once the file is open, inside the clean-up: a signal meanwhile keeps the exit
+        rows = tuple((*row[:5], lean(sources[row[0]], row[1], row[5])) if row[0] in sources else row for row in rows)
+        write_all(fd, MAGIC_NUMBER + dumps(rows))
         close(fd)
         fd = -1
         rename(temporary, path)

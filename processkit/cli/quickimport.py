@@ -48,7 +48,7 @@ import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
 from marshal import loads
-from posix import O_CLOEXEC, O_RDONLY, close, environ, fstat, read, stat
+from posix import O_CLOEXEC, O_RDONLY, W_OK, access, close, environ, fstat, read, stat
 from posix import open as open_fd
 
 PREFIX = "processkit."
@@ -382,8 +382,8 @@ def save() -> None:
     read from a pyc compiled again, lean, from their sources, read here while as recorded)."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
-    if not _missed and _served.keys() >= _bundle.keys():
-        return
+    if (not _missed and _served.keys() >= _bundle.keys()) or not access(_bundle_path[0].rpartition("/")[0], W_OK):
+        return  # nothing to write, or an install this user cannot write to: nothing read or compiled
     rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
     rows.update((name, row) for name, row in _served.items() if name not in rows)
     sources = {}
