@@ -88,13 +88,14 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
 #define PK_PF_FORKNOEXEC 0x40 /* include/linux/sched.h: forked and has not exec'd */
 
 /* Whether the copy-on-write child has exec'd: its PF_FORKNOEXEC flag cleared. 0 when /proc
- * cannot say (then its end of file or its exit decides). */
+ * cannot say (then its end of file or its exit decides), as when it is another pid
+ * namespace's (the process there is not the runner's child). */
 static int cow_execd(const pk_spawn_pending *pending)
 {
-    char path[32], stat[512], *field;
+    char path[32], stat[512], *name_end;
     unsigned long flags;
     ssize_t got;
-    int fd, skip;
+    int fd, parent;
     snprintf(path, sizeof path, "/proc/%d/stat", pending->pid);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return 0;
@@ -106,11 +107,8 @@ static int cow_execd(const pk_spawn_pending *pending)
     stat[got] = '\0';
     /* After the command's name, which may hold spaces and parentheses: state, ppid, pgrp,
      * session, tty_nr, tpgid, then the flags. */
-    if (!(field = strrchr(stat, ')')))
-        return 0;
-    for (skip = 0; skip < 7 && field; skip++)
-        field = strchr(field + 1, ' ');
-    if (!field || sscanf(field + 1, "%lu", &flags) != 1)
+    if (!(name_end = strrchr(stat, ')')) ||
+        sscanf(name_end, ") %*c %d %*d %*d %*d %*d %lu", &parent, &flags) != 2 || parent != getpid())
         return 0;
     return !(flags & PK_PF_FORKNOEXEC);
 }
