@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_report.c, spawn_child.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c and listen.c; used by setup.py."""
 
 import os
 
@@ -120,6 +120,7 @@ ffibuilder.set_source(
             "stay.c",
             "sha256.c",
             "spawn.c",
+            "spawn_cow.c",
             "spawn_report.c",
             "spawn_child.c",
             "listen.c",

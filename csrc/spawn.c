@@ -31,11 +31,16 @@
  * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
  *   that ends gets SIGKILL then.
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone().
- * Not built (another architecture than x86-64, whose clone3 call here is assembly, or
- * PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a child on a
- * stack it did not allocate), the child is a copy-on-write clone3 or fork, and
- * pk_spawn_shared_memory() says so: engine/spawn.py then spawns through Popen unless
- * PROCESSKIT_SPAWN=native asks for this child. */
+ *
+ * Why only on Linux 5.16 and later (the release uname gives, read once): before it, a child that
+ * died of a core-dumping signal killed every process sharing its memory (the coredump's
+ * zap_threads walked all of the memory's users), so a shared-memory child killed before its
+ * exec (a seccomp filter's SIGSYS, a SIGSEGV on a bad request) took the runner with it. There,
+ * and where it is not built (another architecture than x86-64, whose clone3 call here is
+ * assembly, or PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a
+ * child on a stack it did not allocate), the child is the copy-on-write clone3 or fork
+ * (spawn_cow.c), and pk_spawn_shared_memory() says so: engine/spawn.py then spawns through
+ * Popen unless PROCESSKIT_SPAWN=native asks for this child. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -46,24 +51,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "spawn_child.h"
 
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
-#define PK_CLONE_CLEAR_SIGHAND 0x100000000ULL
-#define PK_CLONE_INTO_CGROUP   0x200000000ULL
-
-/* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out so the build
- * does not depend on the vintage of the kernel headers. */
-struct pk_clone_args {
-    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-    uint64_t set_tid, set_tid_size, cgroup;
-};
-
 #if defined(__x86_64__) && defined(SYS_clone3) && !defined(PK_SPAWN_COW)
+#define PK_SHARED_BUILT     1
 #define PK_CHILD_STACK_SIZE (64 * 1024)
 #define PK_GUARD_SIZE       4096 /* the x86-64 page */
 
@@ -78,7 +72,7 @@ static int child_entry(void *child)
 #define PK_KEPT_STACKS 8
 static char *kept_stacks[PK_KEPT_STACKS];
 
-static int take_stack(struct pk_child *child)
+static int take_shared_stack(struct pk_child *child)
 {
     char *base = NULL;
     int slot;
@@ -98,8 +92,7 @@ static int take_stack(struct pk_child *child)
     return 0;
 }
 
-/* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
-void pk_give_back_stack(struct pk_child *child)
+static void give_back_shared_stack(struct pk_child *child)
 {
     char *base = (char *)child->stack - PK_CHILD_STACK_SIZE - PK_GUARD_SIZE;
     int slot;
@@ -134,7 +127,7 @@ static long clone3_call(struct pk_clone_args *args, int (*entry)(void *), void *
 /* A clone3 child sharing the runner's memory on its own stack, which also returns a pidfd and
  * has the kernel clear *aboard as it leaves that memory (spawn_report.c); -1/ENOSYS where the
  * kernel (or a seccomp filter, as container runtimes install) has none. */
-static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
+static pid_t shared_clone3(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
     struct pk_clone_args args;
     long pid;
@@ -157,7 +150,7 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard
 
 /* No clone3: glibc's clone() shares the memory the same way, with a pidfd where the kernel
  * takes CLONE_PIDFD from clone() (5.2 on). */
-static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
+static pid_t shared_clone(struct pk_child *child, int *pidfd, int *aboard)
 {
     const int flags = CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD;
     pid_t pid = clone(child_entry, child->stack, flags | CLONE_PIDFD, child, pidfd, NULL, aboard);
@@ -167,71 +160,85 @@ static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
     return clone(child_entry, child->stack, flags, child, NULL, NULL, aboard);
 }
 
-int pk_spawn_shared_memory(void)
-{
-    return 1;
-}
-
 #else
-/* The copy-on-write child: what a build for another architecture gets, and what engine/spawn.py
- * takes there only when PROCESSKIT_SPAWN=native asks for it (CI runs it on x86-64 only, in
- * .ci/sanitize's ASan build); by default such a build spawns through Popen. */
+#define PK_SHARED_BUILT 0
+#endif
+
+/* Whether spawns take the shared-memory child: -1 until pk_spawn_shared_memory decides. */
+static int shared_mode = -1;
+
+/* Whether the running kernel's release is major.minor or later (0 when uname cannot say). */
+static int kernel_at_least(long major, long minor)
+{
+    struct utsname name;
+    long got_major, got_minor;
+    char *end;
+    if (uname(&name) != 0)
+        return 0;
+    got_major = strtol(name.release, &end, 10);
+    if (*end != '.')
+        return 0;
+    got_minor = strtol(end + 1, NULL, 10);
+    return got_major > major || (got_major == major && got_minor >= minor);
+}
+
 int pk_spawn_shared_memory(void)
 {
-    return 0;
+    int mode = __atomic_load_n(&shared_mode, __ATOMIC_RELAXED);
+    if (mode < 0) { /* threads deciding at once all find the same */
+        mode = PK_SHARED_BUILT && kernel_at_least(5, 16);
+        __atomic_store_n(&shared_mode, mode, __ATOMIC_RELAXED);
+    }
+    return mode;
 }
 
-static int take_stack(struct pk_child *child)
+/* The shared-memory child's stack; the copy-on-write child keeps the one it was forked on. */
+static int take_stack(struct pk_child *child, int shared)
 {
-    child->stack = NULL; /* the copy-on-write child keeps the stack it was forked on */
+    child->stack = NULL;
+#if PK_SHARED_BUILT
+    if (shared)
+        return take_shared_stack(child);
+#else
+    (void)shared;
+#endif
     return 0;
 }
 
+/* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
 void pk_give_back_stack(struct pk_child *child)
 {
+#if PK_SHARED_BUILT
+    if (child->stack)
+        give_back_shared_stack(child);
+#else
     (void)child;
+#endif
 }
 
-/* A fork-like clone3 (same stack, copied memory) that also returns a pidfd; -1/ENOSYS where the
- * build or the kernel (or a seccomp filter, as container runtimes install) has no clone3. No
- * word is cleared in the runner's memory: the child's memory is its own (aboard unused). */
+/* The shared-memory child where aboard is its word, else the copy-on-write one. */
 static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
-    (void)aboard;
-#ifdef SYS_clone3
-    struct pk_clone_args args;
-    pid_t pid;
-    memset(&args, 0, sizeof args);
-    args.flags = flags | CLONE_PIDFD;
-    args.pidfd = (uint64_t)(uintptr_t)pidfd;
-    args.exit_signal = SIGCHLD;
-    if (flags & PK_CLONE_INTO_CGROUP)
-        args.cgroup = (uint64_t)cgroup_fd;
-    pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0)
-        pk_run_child(child);
-    return pid;
+#if PK_SHARED_BUILT
+    if (aboard)
+        return shared_clone3(flags, cgroup_fd, pidfd, aboard, child);
 #else
-    (void)flags;
-    (void)cgroup_fd;
-    (void)pidfd;
-    (void)child;
-    errno = ENOSYS;
-    return -1;
+    (void)aboard;
 #endif
+    return pk_cow_clone3(flags, cgroup_fd, pidfd, child);
 }
 
+/* No clone3: the same child from clone() or fork(). */
 static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
 {
-    pid_t pid;
+#if PK_SHARED_BUILT
+    if (aboard)
+        return shared_clone(child, pidfd, aboard);
+#else
     (void)aboard;
-    pid = fork();
-    *pidfd = -1;
-    if (pid == 0)
-        pk_run_child(child);
-    return pid;
-}
 #endif
+    return pk_cow_fork(child, pidfd);
+}
 
 /* CLONE_CLEAR_SIGHAND (Linux 5.5), until a kernel refuses it: then the child resets the
  * handlers itself (spawn_child.c). */
@@ -256,24 +263,33 @@ static pid_t clone3_clearing(uint64_t flags, int cgroup_fd, int *pidfd, int *abo
     return clone3_child(flags, cgroup_fd, pidfd, aboard, child);
 }
 
+/* CLONE_INTO_CGROUP (Linux 5.7), until a kernel refuses it (EINVAL) where a plain clone3 then
+ * succeeds (5.3 to 5.6): from then on the child joins by write at once, not after two clone3
+ * calls refused on every spawn. */
+static int into_cgroup = 1;
+
 /* Into the cgroup when the kernel allows it (joined), else a plain clone3, else the fallback.
  * Any refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn)
  * falls back to joining by write in the child, which then reports the real error like the
- * Popen path. */
+ * Popen path. aboard: the shared-memory child's word, NULL for the copy-on-write child. */
 static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
 {
     const pk_spawn_request *request = child->request;
+    int refused = 0; /* the errno of CLONE_INTO_CGROUP's refusal */
     pid_t pid;
     *pidfd = -1;
-    if (request->cgroup_fd >= 0) {
+    if (request->cgroup_fd >= 0 && __atomic_load_n(&into_cgroup, __ATOMIC_RELAXED)) {
         child->joined = 1;
         pid = clone3_clearing(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, aboard, child);
         if (pid >= 0)
             return pid;
+        refused = errno;
     }
     child->joined = 0;
-    if (request->cgroup_fd < 0 || errno != ENOSYS) {
+    if (refused != ENOSYS) {
         pid = clone3_clearing(0, -1, pidfd, aboard, child);
+        if (pid >= 0 && refused == EINVAL) /* the flag was what the kernel refused */
+            __atomic_store_n(&into_cgroup, 0, __ATOMIC_RELAXED);
         if (pid >= 0 || errno != ENOSYS)
             return pid;
     }
@@ -300,7 +316,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pid_t pid;
 
     clear(result);
-    if (!pending || take_stack(&pending->child) != 0) {
+    if (!pending || take_stack(&pending->child, pending->shared = pk_spawn_shared_memory()) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = ENOMEM;
         free(pending);
@@ -326,7 +342,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
     result->start_ns = pk_monotonic_ns();
-    pid = start_child(&pending->child, &pidfd, &pending->aboard);
+    pid = start_child(&pending->child, &pidfd, pending->shared ? &pending->aboard : NULL);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
     close(report[1]);

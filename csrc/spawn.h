@@ -85,8 +85,9 @@ void pk_spawn_free(pk_spawn_pending *pending);
  * on fd 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir;
  * execve each path in turn. */
 
-/* 1 where the child shares the runner's memory (x86-64's clone3 by assembly), 0 where it is the
- * copy-on-write one (another architecture, or PK_SPAWN_COW). */
+/* 1 where the child shares the runner's memory (x86-64's clone3 by assembly, on Linux 5.16 or
+ * later), 0 where it is the copy-on-write one (another architecture, PK_SPAWN_COW, or an older
+ * kernel: spawn.c says why). */
 int pk_spawn_shared_memory(void);
 
 #endif

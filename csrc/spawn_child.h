@@ -4,6 +4,8 @@
 #ifndef PROCESSKIT_SPAWN_CHILD_H
 #define PROCESSKIT_SPAWN_CHILD_H
 
+#include <sched.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "spawn.h"
@@ -17,7 +19,7 @@ struct pk_child {
     int joined;           /* born in request->cgroup_fd's group: no write to its cgroup.procs */
     int handlers_cleared; /* born with the runner's caught signals at SIG_DFL (CLONE_CLEAR_SIGHAND) */
     int report_fd;        /* the write end of the report pipe (O_CLOEXEC: execve closes it) */
-    void *stack;          /* the top of the child's own stack (shared memory only) */
+    void *stack;          /* the top of the child's own stack (shared memory only; else NULL) */
     long long *start_ns;  /* the runner's result->start_ns and join_ns: a shared-memory child's */
     long long *join_ns;   /* writes reach them */
 };
@@ -25,10 +27,12 @@ struct pk_child {
 /* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
  * runner frees once it has exec'd or exited. aboard is the shared-memory child's
  * CLONE_CHILD_CLEARTID word: 1 from before the clone until the kernel clears it as the child
- * leaves the runner's memory, at its exec or exit (spawn_report.c says why). */
+ * leaves the runner's memory, at its exec or exit (spawn_report.c says why); shared says the
+ * child is that one (else it is the copy-on-write child, whose word is its own). */
 struct pk_spawn_pending {
     struct pk_child child;
     int aboard;
+    int shared;
     int report_fd; /* the read end of the report pipe (O_NONBLOCK), -1 once closed */
     int pid;
     int pidfd;
@@ -36,6 +40,24 @@ struct pk_spawn_pending {
     int reaped;   /* given up on: killed and reaped, so its pid is no longer to be waited for */
     int finished; /* its outcome is in the caller's result: pk_spawn_finish returns 0 at once */
 };
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#define PK_CLONE_CLEAR_SIGHAND 0x100000000ULL
+#define PK_CLONE_INTO_CGROUP   0x200000000ULL
+
+/* struct clone_args up to its cgroup field (CLONE_ARGS_SIZE_VER2), spelled out so the build
+ * does not depend on the vintage of the kernel headers. */
+struct pk_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+    uint64_t set_tid, set_tid_size, cgroup;
+};
+
+/* The copy-on-write child (spawn_cow.c): clone3 with flags (and PK_CLONE_INTO_CGROUP's
+ * cgroup_fd), -1/ENOSYS where the build or the kernel has none; or fork(), with no pidfd. */
+pid_t pk_cow_clone3(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child);
+pid_t pk_cow_fork(struct pk_child *child, int *pidfd);
 
 /* The child's stack back to the kept ones (spawn.c), once the child is off it. */
 void pk_give_back_stack(struct pk_child *child);

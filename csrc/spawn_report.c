@@ -11,13 +11,18 @@
  * copy in a child that never execs holds the end of file off for as long as that child lives.
  * The shared-memory child (spawn.c) is cloned with CLONE_CHILD_CLEARTID on pending->aboard, so
  * the kernel clears that word in the runner's memory when the child leaves it: at its exec
- * (exec_mmap, before the O_CLOEXEC fds close) or its exit (before its fds close). A word
- * cleared with no report in the pipe is the exec, whoever holds a copy of its end. So a loop
- * waits on the pipe and also looks every PK_SPAWN_HELD_POLL_MS, as a wait here polls with that
- * bound: the end of file is the wake-up of every exec not held up, the word the answer for the
- * held ones; a child that exits as a core dump keeps its word (the kernel leaves it for the
- * dump), and is decided by its pidfd. A copy-on-write child's word is its own: there a held end
- * of file holds the run as it would Popen's, whose report pipe is the runner's too.
+ * (exec_mmap, before the O_CLOEXEC fds close) or its exit (before its fds close; a core dump's
+ * exit too, on the kernels that child is taken on, whose mm_release asks only whether the
+ * memory has other users). A word cleared with no report in the pipe is the exec, whoever holds
+ * a copy of its end. The copy-on-write child's word is its own: there the exec is told by the
+ * child's PF_FORKNOEXEC flag (field 9 of /proc/<pid>/stat), which the kernel sets at the fork
+ * and clears at the exec (begin_new_exec, before the O_CLOEXEC fds close), never for a child
+ * that fails and exits; the child is claimed and unreaped, so its pid is still its own. So a
+ * loop waits on the pipe and also looks every PK_SPAWN_HELD_POLL_MS, as a wait here polls with
+ * that bound: the end of file is the wake-up of every exec not held up, the word or the flag
+ * the answer for the held ones, and a child that dies before its exec is decided by its exit
+ * (its pidfd, or waitid). Without /proc the flag cannot be read, and a held end of file holds
+ * the copy-on-write child's run as it would Popen's, whose report pipe is the runner's too.
  *
  * This replaced a pipe the child made in its own table and sent over a socket pair: the socket,
  * its epoll set, the message and the child's three calls cost the runner about 10-20 us a spawn
@@ -28,9 +33,12 @@
  * exited, and a reported child is reaped first. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,13 +85,49 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
     }
 }
 
-/* What the pipe says, and if nothing, whether the child is gone anyway: its word cleared (read
- * first: a report written before it left is in the pipe by then) or its exit seen (exited). */
+#define PK_PF_FORKNOEXEC 0x40 /* include/linux/sched.h: forked and has not exec'd */
+
+/* Whether the copy-on-write child has exec'd: its PF_FORKNOEXEC flag cleared. 0 when /proc
+ * cannot say (then its end of file or its exit decides), as when it is another pid
+ * namespace's (the process there is not the runner's child). */
+static int cow_execd(const pk_spawn_pending *pending)
+{
+    char path[32], stat[512], *name_end;
+    unsigned long flags;
+    ssize_t got;
+    int fd, parent;
+    snprintf(path, sizeof path, "/proc/%d/stat", pending->pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    while ((got = read(fd, stat, sizeof stat - 1)) < 0 && errno == EINTR)
+        ;
+    close(fd);
+    if (got <= 0)
+        return 0;
+    stat[got] = '\0';
+    /* After the command's name, which may hold spaces and parentheses: state, ppid, pgrp,
+     * session, tty_nr, tpgid, then the flags. */
+    if (!(name_end = strrchr(stat, ')')) ||
+        sscanf(name_end, ") %*c %d %*d %*d %*d %*d %lu", &parent, &flags) != 2 || parent != getpid())
+        return 0;
+    return !(flags & PK_PF_FORKNOEXEC);
+}
+
+/* What the pipe says, and if nothing, whether the child is gone anyway: its exit seen (exited),
+ * or its exec, by the shared-memory child's word (read before the pipe: a report written before
+ * the child left is in the pipe by then) or the copy-on-write child's flag (read only when the
+ * pipe has nothing, and the pipe read again after it, so a report still wins). */
 static int look(pk_spawn_pending *pending, int report[2], size_t *have, int exited)
 {
-    int gone = exited || __atomic_load_n(&pending->aboard, __ATOMIC_ACQUIRE) == 0, outcome;
+    int gone = exited || (pending->shared && __atomic_load_n(&pending->aboard, __ATOMIC_ACQUIRE) == 0),
+        outcome;
     if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
         return outcome;
+    if (!gone && !pending->shared && cow_execd(pending)) {
+        gone = 1;
+        if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
+            return outcome;
+    }
     return gone ? PK_RAN : PK_NOT_YET;
 }
 

@@ -8,7 +8,12 @@ clears in the runner's memory as the child leaves it (its exec or exit) now deci
 The fork is made deterministic by a preloaded shim: at the spawn's "block every signal across
 the clone" (``sigprocmask``), the moment the clone is next, it forks a holder that keeps the
 descriptors the last ``pipe2``/``socketpair`` made (the report's, whichever they are) and
-nothing else, and waits until the test kills it."""
+nothing else, and waits until the test kills it.
+
+Each case runs twice: with the shared-memory child, and with the copy-on-write one (whose word is
+its own: its exec is told by its PF_FORKNOEXEC flag), which a build without the shared-memory
+child (another architecture, .ci/sanitize's PK_SPAWN_COW) and a kernel before 5.16 take. The
+shim makes that kernel: ``uname`` reports the release PK_TEST_KERNEL names."""
 
 from __future__ import annotations
 
@@ -36,7 +41,9 @@ SHIM = r"""
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 static int last[2] = {-1, -1};
@@ -85,6 +92,16 @@ static void hold(void)
     }
 }
 
+int uname(struct utsname *name)
+{
+    int (*real)(struct utsname *) = (int (*)(struct utsname *))dlsym(RTLD_NEXT, "uname");
+    const char *release = getenv("PK_TEST_KERNEL");
+    int done = real(name);
+    if (done == 0 && release)
+        snprintf(name->release, sizeof name->release, "%s", release);
+    return done;
+}
+
 int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
     int (*real)(int, const sigset_t *, sigset_t *) =
@@ -98,21 +115,56 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 
 
 @pytest.fixture
-def holding(tmp_path):
-    """The environment that preloads the shim; every holder it forked is killed after the test."""
-    source, shim, record = tmp_path / "hold.c", tmp_path / "hold.so", tmp_path / "holders"
+def shim(tmp_path):
+    """The environment that preloads the shim (no holder forked unless PK_TEST_HOLDERS names
+    where to record it)."""
+    source, built_shim = tmp_path / "hold.c", tmp_path / "hold.so"
     source.write_text(SHIM)
     built = subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(source), "-ldl"], capture_output=True, text=True
+        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(built_shim), str(source), "-ldl"], capture_output=True, text=True
     )
     assert built.returncode == 0, built.stderr
-    env = dict(os.environ, LD_PRELOAD=str(shim), PK_TEST_HOLDERS=str(record), PROCESSKIT_SPAWN="native")
+    return dict(os.environ, LD_PRELOAD=str(built_shim), PROCESSKIT_SPAWN="native")
+
+
+@pytest.fixture(params=["shared", "copy-on-write"])
+def holding(request, shim, tmp_path):
+    """The shim's environment forking holders, with either child (the copy-on-write one where the
+    kernel is made older than 5.16); every holder it forked is killed after the test."""
+    record = tmp_path / "holders"
+    env = dict(shim, PK_TEST_HOLDERS=str(record))
+    if request.param == "copy-on-write":
+        env["PK_TEST_KERNEL"] = "5.15.0"
+    elif not _shared_memory(shim):
+        pytest.skip("this build has no shared-memory child")
     yield env, record
     for line in record.read_text().split() if record.exists() else []:
         try:
             os.kill(int(line), signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _shared_memory(env) -> bool:
+    """What ``pk_spawn_shared_memory`` says in a process of this environment."""
+    script = "from processkit import native; print(native.module().lib.pk_spawn_shared_memory())"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, check=True)
+    return done.stdout == b"1\n"
+
+
+def test_the_shared_memory_child_is_taken_only_from_linux_5_16(shim):
+    """Before 5.16 a child dying of a core-dumping signal killed every process sharing its memory
+    (the runner): there the copy-on-write child is taken, and the default spawn is Popen's."""
+    if not _shared_memory(shim):
+        pytest.skip("this build has no shared-memory child")
+    assert not _shared_memory(dict(shim, PK_TEST_KERNEL="5.15.0"))
+    assert not _shared_memory(dict(shim, PK_TEST_KERNEL="4.19.0-26-amd64"))
+    assert _shared_memory(dict(shim, PK_TEST_KERNEL="5.16.0"))
+    assert _shared_memory(dict(shim, PK_TEST_KERNEL="6.1.0-rc2"))
+    script = "from processkit.engine import spawn; print(spawn.select_backend())"
+    env = {key: value for key, value in shim.items() if key != "PROCESSKIT_SPAWN"}
+    done = subprocess.run([sys.executable, "-c", script], env=dict(env, PK_TEST_KERNEL="5.15.0"), capture_output=True)
+    assert done.stdout == b"python\n", done.stderr
 
 
 def _cli(env, cwd, *args) -> subprocess.CompletedProcess:
@@ -211,9 +263,10 @@ print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if r
 
 def test_a_child_killed_before_its_exec_is_decided_by_its_exit(holding, tmp_path):
     """The report's end of file is held off by the fork's copy, and the child dies (SIGSYS, a
-    core dump's signal, for which the kernel leaves the word as it was) before its exec: the
-    spawn ends on its pidfd, the child reported as started (no report came) and its exit as its
-    own, as a child killed after its exec would be."""
+    core dump's signal) before its exec: the spawn ends on its exit (its pidfd, and for the
+    shared-memory child its word too, which the kernel clears at a core dump's exit as at any),
+    the child reported as started (no report came) and its exit as its own, as a child killed
+    after its exec would be. The copy-on-write child's flag says it never exec'd."""
     assert _killed_at_birth(holding, tmp_path, KILLED_AT_BIRTH) == [b"0", str(-signal.SIGSYS).encode()]
 
 

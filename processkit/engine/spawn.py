@@ -111,10 +111,10 @@ class _PopenChild(Child):
 
 def select_backend() -> str:
     """``native`` or ``python``; raises a setup Failure when native is demanded but absent. The
-    native spawn is taken by default only where it is the shared-memory child (x86-64), the one
-    measured and tested on every CI run; a build for another architecture has the copy-on-write
-    child, whose clone3 no CI run there has tried, so it spawns through Popen unless
-    ``PROCESSKIT_SPAWN=native`` asks for that child."""
+    native spawn is taken by default only where it is the shared-memory child (x86-64, Linux 5.16
+    on), the one measured and tested on every CI run; a build for another architecture or an
+    older kernel (csrc/spawn.c says why) has the copy-on-write child, which no CI run's default
+    takes, so it spawns through Popen unless ``PROCESSKIT_SPAWN=native`` asks for that child."""
     chosen = native.select_backend("PROCESSKIT_SPAWN", "spawn")
     if chosen == "native" and os.environ.get("PROCESSKIT_SPAWN") != "native":
         if not native.module().lib.pk_spawn_shared_memory():

@@ -6,8 +6,8 @@ Why a pending spawn: the native child shares the runner's memory and the runner 
 for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
 goes on with the others while one child execs; the exec's outcome is read once its report is
 readable (csrc/spawn_report.c: a pipe whose end of file is the exec, and a word the kernel
-clears in the runner's memory as the child leaves it, which decides when a fork elsewhere in the
-process holds a copy of that end). Until then the child reads the request and every string it
+clears in the runner's memory as the child leaves it, or a copy-on-write child's PF_FORKNOEXEC
+flag, which decides when a fork elsewhere in the process holds a copy of that end). Until then the child reads the request and every string it
 points to, and writes the result: ``Pending`` holds all of them, and its pid is claimed from the
 reaper's sweep of orphans (``claims``), which would otherwise collect a child that exits before
 its run watches it.
