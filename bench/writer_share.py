@@ -18,6 +18,7 @@ to each other's, pair by pair (median, min-max).
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import shlex
 import statistics
@@ -27,13 +28,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import measure  # noqa: E402
+from throughput import parse_size  # noqa: E402
 
 FIGURES = ("tree", "writer", "rest", "wall")
 
 
-def one(command: str, cpu_file: Path) -> dict[str, float]:
+def touch(size: int) -> None:
+    """``size`` bytes of memory made (zeroed by the kernel) and given back, in this process.
+
+    Why: on a VM whose freed guest pages are reported to the host (``virtio_balloon``'s free page
+    reporting, about 2 s after they were freed), the first touch of a page taken from those faults
+    on the host, inside whatever touches it: for a capture, the kernel's copy into the file's
+    fresh pages, which then swings sixfold from run to run whichever pump runs (bench/README.md,
+    "A capture's pipe never polled"). Pages just freed here are not yet reported, and the run's
+    allocations take them, so each run starts from the same warm free memory. The cost is this
+    process's, not the measured run's.
+    """
+    if size:
+        with mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE):
+            pass
+
+
+def one(command: str, cpu_file: Path, warm: int = 0) -> dict[str, float]:
     """One run of ``command``: its tree's CPU, its writer's (from ``cpu_file``), the rest, wall."""
     cpu_file.unlink(missing_ok=True)
+    touch(warm)
     result = measure(shlex.split(command.replace("{cpu}", str(cpu_file))))
     if result["code"] != 0:
         raise SystemExit(f"exit {result['code']} from {command}")
@@ -46,13 +65,17 @@ def main() -> None:
     parser.add_argument("commands", nargs="+", help="shell-free commands; {cpu}: the writer's CPU file")
     parser.add_argument("-n", type=int, default=7, help="counted rounds")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument(
+        "--touch", default="0", metavar="SIZE", help="memory made and freed before each run (e.g. 2g): see touch()"
+    )
     args = parser.parse_args()
     runs: list[list[dict[str, float]]] = [[] for _ in args.commands]
+    warm = parse_size(args.touch)
     with tempfile.TemporaryDirectory() as work:
         cpu_file = Path(work) / "writer-cpu"
         for round_ in range(args.warmup + args.n):
             for index, command in enumerate(args.commands):
-                result = one(command, cpu_file)
+                result = one(command, cpu_file, warm)
                 if round_ >= args.warmup:
                     runs[index].append(result)
     print(f"load average {os.getloadavg()[0]:.1f}; {args.n} rounds")
