@@ -18,7 +18,6 @@ to each other's, pair by pair (median, min-max).
 from __future__ import annotations
 
 import argparse
-import mmap
 import os
 import shlex
 import statistics
@@ -28,25 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import measure  # noqa: E402
-from throughput import parse_size  # noqa: E402
+from throughput import parse_size, touch  # noqa: E402
 
 FIGURES = ("tree", "writer", "rest", "wall")
-
-
-def touch(size: int) -> None:
-    """``size`` bytes of memory made (zeroed by the kernel) and given back, in this process.
-
-    Why: on a VM whose freed guest pages are reported to the host (``virtio_balloon``'s free page
-    reporting, about 2 s after they were freed), the first touch of a page taken from those faults
-    on the host, inside whatever touches it: for a capture, the kernel's copy into the file's
-    fresh pages, which then swings sixfold from run to run whichever pump runs (bench/README.md,
-    "A capture's pipe never polled"). Pages just freed here are not yet reported, and the run's
-    allocations take them, so each run starts from the same warm free memory. The cost is this
-    process's, not the measured run's.
-    """
-    if size:
-        with mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE):
-            pass
 
 
 def one(command: str, cpu_file: Path, warm: int = 0) -> dict[str, float]:
