@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import platform
 import random
@@ -178,12 +179,29 @@ def parse_size(text: str) -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
+def touch(size: int) -> None:
+    """``size`` bytes of memory made (zeroed by the kernel) and given back, in this process.
+
+    Why: on a VM whose freed guest pages are reported to the host (``virtio_balloon``'s free page
+    reporting, about 2 s after they were freed), the first touch of a page taken from those faults
+    on the host, inside whatever touches it: for a capture, the kernel's copy into the file's
+    fresh pages, which then swings sixfold from run to run whichever pump runs. Pages just freed
+    here are not yet reported, and the run's allocations take them, so each run starts from the
+    same warm free memory (measured: bench/README.md, "Native against Python at 4 KiB, measured
+    steadily"). The cost is this process's, not the measured run's.
+    """
+    if size:
+        with mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE):
+            pass
+
+
 class Bench:
     def __init__(self, args, work: Path):
         self.args = args
         self.work = work
         self.results: list[dict] = []
         self.peak_file = work / "peak-kib"
+        self.touch = parse_size(args.touch)  # memory made and freed before each run (``touch``)
         self.launcher = self.compile("peak", PEAK_C) or [sys.executable, "-c", PEAK_PY]
 
     def compile(self, name: str, source: str) -> list[str] | None:
@@ -253,6 +271,7 @@ class Bench:
             commands = [a] + ([b] if b else [])
             for round_ in range(warmup + n):
                 for index, argv in enumerate(commands):
+                    touch(self.touch)
                     result = measure(prefix + argv)
                     if result["code"] != 0:
                         raise SystemExit(f"{name}: exit {result['code']} from {' '.join(argv)}")
@@ -333,6 +352,9 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=3_000_000, help="lines the small-writes child writes")
     parser.add_argument("-n", type=int, default=7, help="counted runs of each side")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument(
+        "--touch", default="0", metavar="SIZE", help="memory made and freed before each run (e.g. 2g): see touch()"
+    )
     parser.add_argument("--peer-runs", type=int, default=1, help="counted runs of each peer comparison (slow)")
     parser.add_argument(
         "--spread",

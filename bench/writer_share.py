@@ -27,13 +27,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import measure  # noqa: E402
+from throughput import parse_size, touch  # noqa: E402
 
 FIGURES = ("tree", "writer", "rest", "wall")
 
 
-def one(command: str, cpu_file: Path) -> dict[str, float]:
+def one(command: str, cpu_file: Path, warm: int = 0) -> dict[str, float]:
     """One run of ``command``: its tree's CPU, its writer's (from ``cpu_file``), the rest, wall."""
     cpu_file.unlink(missing_ok=True)
+    touch(warm)
     result = measure(shlex.split(command.replace("{cpu}", str(cpu_file))))
     if result["code"] != 0:
         raise SystemExit(f"exit {result['code']} from {command}")
@@ -46,13 +48,17 @@ def main() -> None:
     parser.add_argument("commands", nargs="+", help="shell-free commands; {cpu}: the writer's CPU file")
     parser.add_argument("-n", type=int, default=7, help="counted rounds")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument(
+        "--touch", default="0", metavar="SIZE", help="memory made and freed before each run (e.g. 2g): see touch()"
+    )
     args = parser.parse_args()
     runs: list[list[dict[str, float]]] = [[] for _ in args.commands]
+    warm = parse_size(args.touch)
     with tempfile.TemporaryDirectory() as work:
         cpu_file = Path(work) / "writer-cpu"
         for round_ in range(args.warmup + args.n):
             for index, command in enumerate(args.commands):
-                result = one(command, cpu_file)
+                result = one(command, cpu_file, warm)
                 if round_ >= args.warmup:
                     runs[index].append(result)
     print(f"load average {os.getloadavg()[0]:.1f}; {args.n} rounds")

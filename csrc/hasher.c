@@ -49,8 +49,7 @@ static void watch_read(pk_stream *stream)
     int error;
     if (len > stream->buf_size)
         len = stream->buf_size;
-    stream->armed = 0;
-    stream->watching = 1;
+    stream->watch_state = PK_WATCH_READING;
     pthread_mutex_unlock(&stream->lock);
     pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
     do
@@ -59,10 +58,9 @@ static void watch_read(pk_stream *stream)
     error = errno;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&stream->lock);
-    stream->watching = 0;
     stream->early_count = count;
     stream->early_errno = count < 0 ? error : 0;
-    stream->early_ready = 1;
+    stream->watch_state = PK_WATCH_RETURNED;
     while (write(stream->event_fd, &one, sizeof one) < 0 && errno == EINTR)
         ;
 }
@@ -79,7 +77,7 @@ static void *hash_behind(void *arg)
         if (from == to) {
             if (stream->stopping)
                 break;
-            if (stream->armed)
+            if (stream->watch_state == PK_WATCH_ARMED)
                 watch_read(stream);
             else
                 pthread_cond_wait(&stream->wake, &stream->lock);
@@ -124,9 +122,10 @@ void pk_hasher_stop(pk_stream *stream)
     int watching;
     pthread_mutex_lock(&stream->lock);
     stream->stopping = 1;
-    stream->armed = 0;
+    if (stream->watch_state == PK_WATCH_ARMED)
+        stream->watch_state = PK_WATCH_UNARMED;
     stream->target = stream->written;
-    watching = stream->watching;
+    watching = stream->watch_state == PK_WATCH_READING;
     pthread_cond_signal(&stream->wake);
     pthread_mutex_unlock(&stream->lock);
     if (watching)
@@ -261,9 +260,9 @@ void pk_stream_arm(pk_stream *stream)
     if (stream->watch_fd < 0)
         return;
     pthread_mutex_lock(&stream->lock);
-    if (!stream->armed && !stream->watching && !stream->early_ready) {
+    if (stream->watch_state == PK_WATCH_UNARMED) {
         stream->target = stream->written; /* the thread hashes it all before it reads */
-        stream->armed = 1;
+        stream->watch_state = PK_WATCH_ARMED;
         pthread_cond_signal(&stream->wake);
     }
     pthread_mutex_unlock(&stream->lock);
@@ -274,12 +273,12 @@ int pk_watch_take(pk_stream *stream, ssize_t *count, int *error)
     int state = PK_WATCH_IDLE;
     uint64_t value;
     pthread_mutex_lock(&stream->lock);
-    if (stream->early_ready) {
+    if (stream->watch_state == PK_WATCH_RETURNED) {
         *count = stream->early_count;
         *error = stream->early_errno;
-        stream->early_ready = 0;
+        stream->watch_state = PK_WATCH_UNARMED;
         state = PK_WATCH_TOOK;
-    } else if (stream->armed || stream->watching)
+    } else if (stream->watch_state != PK_WATCH_UNARMED)
         state = PK_WATCH_BUSY;
     pthread_mutex_unlock(&stream->lock);
     if (state == PK_WATCH_TOOK)

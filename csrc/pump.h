@@ -49,15 +49,21 @@ typedef struct pk_stream {
      * Under lock: */
     int watch_fd;    /* -1: not watched */
     int event_fd;    /* the caller's eventfd, read back when the read is taken */
-    int armed;       /* the thread is to make that read */
-    int watching;    /* ... and is making it (or about to) */
-    int early_ready; /* it returned: early_count bytes (0: the pipe's end; -1: early_errno) */
+    int watch_state; /* PK_WATCH_UNARMED, _ARMED, _READING or _RETURNED, below */
     ssize_t early_count;
     int early_errno;
     int64_t pause_ns;       /* a stay's pause to gather small pieces, adapted to the writer (stay.c) */
     int64_t window_from_ns; /* with no pause: when the window measuring the writer's rate began */
     uint64_t window_bytes;  /* ... and what the stay read in it */
 } pk_stream;
+
+/* A watch's read, one state at a time: none asked for; asked for (the thread is to make it); being
+ * made (or about to be); returned, early_count bytes (0: the pipe's end; -1: early_errno), not yet
+ * taken by a drain. */
+#define PK_WATCH_UNARMED  0
+#define PK_WATCH_ARMED    1
+#define PK_WATCH_READING  2
+#define PK_WATCH_RETURNED 3
 
 #define PK_MARK_STORED      0
 #define PK_MARK_PENDING     1

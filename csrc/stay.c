@@ -141,6 +141,9 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
     uint64_t total = 0;
     int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
     int in_set = 0; /* in_fd is in the loop's set by join_set */
+    int watched = stream->watch_fd >= 0;
+    fds[1].fd = epoll_fd;
+    fds[0].events = fds[1].events = POLLIN;
     if (!stream->pause_ns)
         stream->pause_ns = shortest_pause_ns;
     for (;;) {
@@ -158,7 +161,7 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         paused = 0;
         /* A drain that ended on its budget left bytes in the pipe: only look at the others. */
         if (result->total < budget) {
-            if (result->total < full_at && stream->pause_ns > 0 && (result->total || stream->watch_fd < 0)) {
+            if (result->total < full_at && stream->pause_ns > 0 && (result->total || !watched)) {
                 int64_t left = until - now_ns();
                 struct timespec pause = {0, 0};
                 if (left <= 0)
@@ -175,37 +178,25 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
                 break; /* until has passed: what the pipe holds is the loop's next wakeup */
         } else if (now_ns() >= until)
             break; /* drains that each end on their budget are bounded by until too */
-        if (stream->watch_fd >= 0) {
-            /* Watched (the pipe never polled): bytes left or gathered are drained at once unless
-             * anything in the set is ready; an empty pipe is waited for by the thread's read. */
-            fds[0].fd = stream->event_fd;
-            fds[1].fd = epoll_fd;
-            fds[0].events = fds[1].events = POLLIN;
-            if (result->total) {
-                if (poll(fds + 1, 1, 0) != 0)
-                    break;
-                continue;
-            }
-            counts->waits++;
-            pk_stream_arm(stream);
-            ready = poll(fds, 2, timeout);
-            if (ready < 0 || fds[1].revents)
+        /* Watched (the pipe never polled): bytes left or gathered are drained at once unless
+         * anything in the set is ready; an empty pipe is waited for by the thread's read, on its
+         * eventfd. */
+        fds[0].fd = watched ? stream->event_fd : stream->in_fd;
+        if (watched && result->total) {
+            if (poll(fds + 1, 1, 0) != 0)
                 break;
-            if (ready == 0)
-                break; /* until */
             continue;
         }
         counts->waits++;
-        if (!in_set && stream->pause_ns == NO_PAUSE && timeout)
+        if (watched)
+            pk_stream_arm(stream);
+        else if (!in_set && stream->pause_ns == NO_PAUSE && timeout)
             in_set = join_set(epoll_fd, stream->in_fd);
         if (in_set) {
             ready = epoll_wait(epoll_fd, events, STAY_EVENTS, timeout);
             if (ready < 0 || others_ready(events, ready, stream->in_fd))
                 break; /* interrupted (a signal) or something else is ready: the loop's turn */
         } else {
-            fds[0].fd = stream->in_fd;
-            fds[1].fd = epoll_fd;
-            fds[0].events = fds[1].events = POLLIN;
             ready = poll(fds, 2, timeout);
             if (ready < 0 || fds[1].revents)
                 break; /* interrupted (a signal) or something in the loop's set is ready: its turn */
