@@ -269,7 +269,8 @@ def test_engine_path_imports_nothing_heavy(run_imports):
 
 def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     """Pty-free, client-free runs never load what only those need; with the native module
-    built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl)."""
+    built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl, resource for
+    the reaped children's usage)."""
     rare = {"processkit.engine.pty", "processkit.engine.stdin_feed", "processkit.control.connection"}
     # the reader's event types and the failures' (events.base has the seven a run writes), the
     # bounded readers (no other run's files are read), a lodged host's pool, the terminal
@@ -281,6 +282,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
+        rare |= {"resource"}  # an extension module of its own: the native module has getrusage
     loaded = sorted(rare & set(run_imports))
     assert not loaded, f"a plain run imports {', '.join(loaded)}"
 
