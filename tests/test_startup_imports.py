@@ -280,6 +280,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"_heapq", "heapq"}  # the loop's timer heap: a run with no deadline schedules no timer
     rare |= {"processkit.version"}  # read by ``--version``, ``probe`` and ``processkit.__version__``
     rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
+    rare |= {"processkit.containment.sweep_dead"}  # the sweep's ending of a run found dead
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage
