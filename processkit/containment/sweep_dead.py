@@ -6,6 +6,7 @@ meets a dead run: this code stays out of the run's start-up (its bundle's unmars
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -179,10 +180,8 @@ def _kill_members(group: str) -> None:
         if not live:
             return
         for pid in live:
-            try:
+            with contextlib.suppress(OSError):  # gone meanwhile, or out of reach: the next round sees
                 os.kill(pid, signals.SIGKILL)
-            except OSError:
-                pass
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 
