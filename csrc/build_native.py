@@ -106,12 +106,19 @@ ffibuilder.cdef(
 
     int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);
 
+    // libc's getrusage and wait4: a run reads its usage without loading the resource module
+    struct timeval { long tv_sec; long tv_usec; ...; };
+    struct rusage { struct timeval ru_utime; struct timeval ru_stime; long ru_maxrss; long ru_inblock; long ru_oublock; ...; };
+    #define RUSAGE_CHILDREN ...
+    int getrusage(int, struct rusage *);
+    int wait4(int, int *, int, struct rusage *);
+
     int pk_listen_unix(const char *path, int backlog);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <sys/prctl.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
+    '#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (

@@ -180,7 +180,7 @@ def test_without_cgroup_kill_every_group_below_is_killed_member_by_member(monkey
 def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
     """A dead run's cgroup v1 group (a cap or accounting group) with a member in a group below
     it: the sweep kills that member and removes both, deepest first."""
-    from processkit.containment import cgroup_v1, sweep
+    from processkit.containment import cgroup_v1, sweep, sweep_dead
 
     parent = cgroup_v1.own_groups().get("pids")
     if parent is None or not os.access(parent, os.W_OK):
@@ -192,7 +192,7 @@ def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
         with open(os.path.join(below, "tasks"), "w") as tasks:
             tasks.write(str(sleeper.pid))
         reaped = sweep.Reaped()
-        assert sweep._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True)
+        assert sweep_dead._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True)
         assert sleeper.wait(timeout=5) == -signal.SIGKILL
         assert reaped.processes == 1 and reaped.groups == [group]
         assert not os.path.exists(group)

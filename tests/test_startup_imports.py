@@ -269,7 +269,8 @@ def test_engine_path_imports_nothing_heavy(run_imports):
 
 def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     """Pty-free, client-free runs never load what only those need; with the native module
-    built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl)."""
+    built, neither what only the fallbacks need (hashing, Popen, ctypes for prctl, resource for
+    the reaped children's usage)."""
     rare = {"processkit.engine.pty", "processkit.engine.stdin_feed", "processkit.control.connection"}
     # the reader's event types and the failures' (events.base has the seven a run writes), the
     # bounded readers (no other run's files are read), a lodged host's pool, the terminal
@@ -279,8 +280,10 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"_heapq", "heapq"}  # the loop's timer heap: a run with no deadline schedules no timer
     rare |= {"processkit.version"}  # read by ``--version``, ``probe`` and ``processkit.__version__``
     rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
+    rare |= {"processkit.containment.sweep_dead"}  # the sweep's ending of a run found dead
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
+        rare |= {"resource"}  # an extension module of its own: the native module has getrusage
     loaded = sorted(rare & set(run_imports))
     assert not loaded, f"a plain run imports {', '.join(loaded)}"
 

@@ -83,6 +83,26 @@ def test_tombstones_are_bounded_by_count_and_private(tmp_path, isolated_registry
     assert isolated_registry.stat().st_mode & 0o777 == 0o700, "in the private registry, as records are"
 
 
+def test_only_every_sixteenth_tombstone_of_a_registry_lists_it_to_trim(tmp_path, isolated_registry):
+    """Listing a registry of a few hundred files costs a run ~140 us, so runs count their
+    tombstones in the directory's attribute and the TRIM_EVERY-th trims: the bound is kept
+    (at most 15 beyond 256) without a listing per run."""
+    os.chmod(isolated_registry, 0o700)
+    try:
+        os.setxattr(isolated_registry, "user.processkit.trim", b"14")
+    except OSError:
+        pytest.skip("this file system keeps no user attributes")
+    for index in range(300):
+        (isolated_registry / f"run-{index:032x}-{0:016x}.ended").write_text("{}")
+    assert run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "true").returncode == 0
+    assert len(tombstones(isolated_registry)) == 301, "the 15th since the last trim lists nothing"
+    assert os.getxattr(isolated_registry, "user.processkit.trim") == b"15"
+    assert run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--run-id", "sixteenth", "--", "true").returncode == 0
+    left = tombstones(isolated_registry)
+    assert len(left) == 256 and json.loads((isolated_registry / left[-1]).read_text())["run_id"] == "sixteenth"
+    assert os.getxattr(isolated_registry, "user.processkit.trim") == b"0"
+
+
 def test_prune_ages_tombstones_out(tmp_path, isolated_registry):
     assert run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--run-id", "old", "--", "true").returncode == 0
     assert run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--run-id", "fresh", "--", "true").returncode == 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .. import envvars
 from ..plain import Plain
+from ..rusage import children
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -164,11 +165,11 @@ class ChildrenUsage:
     SOURCE = "getrusage(RUSAGE_CHILDREN) + /proc of the live members"
 
     def __init__(self) -> None:
-        self._start = _children()
+        self._start = children()
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
         """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added."""
-        now = _children()
+        now = children()
         user = now[0] - self._start[0] + live.user_ns
         system = now[1] - self._start[1] + live.system_ns
         tally.offer_ns("cpu_ns", user + system, self.SOURCE)
@@ -177,14 +178,6 @@ class ChildrenUsage:
         if live.read_bytes is not None and live.write_bytes is not None:
             tally.offer("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
             tally.offer("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
-
-
-def _children() -> tuple[int, int, int, int]:
-    """(user ns, system ns, 512-byte blocks in, blocks out) of the reaped children (us precision)."""
-    import resource
-
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return round(used.ru_utime * 1e6) * 1000, round(used.ru_stime * 1e6) * 1000, used.ru_inblock, used.ru_oublock
 
 
 def mechanism(usage: Usage) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import fdlimit, native, signum
+from .. import fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -69,23 +69,23 @@ class Child:
     def poll(self) -> int | None:
         """The exit code (negative: killed by that signal) once reaped, else None."""
         if self.returncode is None:
-            self._reaped(*os.wait4(self.pid, os.WNOHANG))
+            self._reaped(*rusage.wait4(self.pid, os.WNOHANG))
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            self._reaped(*os.wait4(self.pid, 0))
+            self._reaped(*rusage.wait4(self.pid, 0))
         assert self.returncode is not None, "wait4 without WNOHANG returns the child"
         return self.returncode
 
-    def _reaped(self, pid: int, status: int, usage) -> None:
+    def _reaped(self, pid: int, status: int, max_rss_kib: int) -> None:
         """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
         ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
         reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
         ``memory_usage_byte``."""
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
-            self.max_rss_bytes = usage.ru_maxrss * 1024
+            self.max_rss_bytes = max_rss_kib * 1024
 
 
 class _PopenChild(Child):

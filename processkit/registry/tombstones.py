@@ -4,9 +4,10 @@ extension: docs/differences.md).
 A runner that ends turns its lock file into ``<stem>.ended`` (the run id and ``runner_exit``'s
 code, source and child_code) just before it removes its record, so there is no moment when a
 waiter finds neither (a record whose lock is gone reads as ended). The files are bounded: a
-process's first one, and every ``TRIM_EVERY``-th after it, trims the registry to the newest
-``MAX_KEPT`` (stems sort by start time), so a ``run`` trims every time and a batch lists the
-registry once per ``TRIM_EVERY`` jobs, not per job (at most ``TRIM_EVERY - 1`` more meanwhile);
+registry's first one, and every ``TRIM_EVERY``-th after it (counted in the directory's
+``TRIM_COUNT`` attribute, whichever processes leave them), trims the registry to the newest
+``MAX_KEPT`` (stems sort by start time), so neither a ``run`` nor a batch lists the registry per
+tombstone (at most ``TRIM_EVERY - 1`` more meanwhile);
 ``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
 registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
 
@@ -21,6 +22,7 @@ out alike, and ``newest_of`` reads all three places.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import time
@@ -36,7 +38,8 @@ MAX_AGE_SECONDS = 24 * 3600
 MAX_BYTES = 4096
 MAX_BATCH_BYTES = 256 * 1024
 TRIM_EVERY = 16
-_kept = itertools.count()  # this process's tombstones so far
+TRIM_COUNT = "user.processkit.trim"  # the registry directory's attribute: tombstones since its last trim
+_kept = itertools.count()  # this process's tombstones so far, where the attribute cannot be kept
 
 
 def document(run_id: str, code: int, source: str, child_code: int | None) -> dict:
@@ -59,7 +62,7 @@ def bury(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFF
         os.rename(os.path.join(directory, stem + ".lock"), os.path.join(directory, stem + suffix))
     except (OSError, UnicodeEncodeError):
         return False
-    if next(_kept) % TRIM_EVERY:
+    if not _trim_due(directory):
         return True
     try:
         ended = sorted(name for name in os.listdir(directory) if name.endswith(KEPT_SUFFIXES))
@@ -68,6 +71,29 @@ def bury(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFF
     for name in ended[:-MAX_KEPT]:
         remove_quietly(os.path.join(directory, name))
     return True
+
+
+def _trim_due(directory: str) -> bool:
+    """Whether this tombstone is the one that trims: the first in a registry, then every
+    ``TRIM_EVERY``-th, counted in the directory's ``TRIM_COUNT`` attribute (two system calls,
+    where listing a registry of a few hundred files costs ~140 us a run). Where the attribute
+    cannot be kept (a file system without user attributes, another user's shared registry), a
+    process's first tombstone and every ``TRIM_EVERY``-th after it trim instead. Concurrent
+    runs may lose a count, so a trim may come a few tombstones late, never skipped."""
+    try:
+        counted = int(os.getxattr(directory, TRIM_COUNT))
+    except OSError as error:
+        if error.errno != errno.ENODATA:
+            return next(_kept) % TRIM_EVERY == 0
+        counted = TRIM_EVERY - 1  # none yet: a registry's first tombstone trims
+    except ValueError:
+        counted = TRIM_EVERY - 1
+    counted = (counted + 1) % TRIM_EVERY
+    try:
+        os.setxattr(directory, TRIM_COUNT, b"%d" % counted)
+    except OSError:
+        return next(_kept) % TRIM_EVERY == 0
+    return counted == 0
 
 
 def write_new(directory: str, name: str, kept: dict) -> bool:
