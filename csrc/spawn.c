@@ -288,7 +288,9 @@ static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
     child->joined = 0;
     if (refused != ENOSYS) {
         pid = clone3_clearing(0, -1, pidfd, aboard, child);
-        if (pid >= 0 && refused == EINVAL) /* the flag was what the kernel refused */
+        /* the flag was what the kernel refused: 5.7 and later say EINVAL; 5.3-5.6 know a shorter
+         * struct and refuse its non-zero cgroup field, past their size, with E2BIG */
+        if (pid >= 0 && (refused == EINVAL || refused == E2BIG))
             __atomic_store_n(&into_cgroup, 0, __ATOMIC_RELAXED);
         if (pid >= 0 || errno != ENOSYS)
             return pid;

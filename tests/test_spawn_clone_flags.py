@@ -5,7 +5,9 @@ refusal is remembered as CLEAR_SIGHAND's is (csrc/spawn.c), so only the first sp
 
 Such a kernel is made by a preloaded shim: ``uname`` says 5.6 (so the spawn takes the
 copy-on-write child, whose clone3 goes through libc's ``syscall``), and ``syscall`` refuses a
-clone3 asking for CLONE_INTO_CGROUP with EINVAL, counting each."""
+clone3 asking for CLONE_INTO_CGROUP, counting each, as such a kernel does: its clone3 knows a
+struct 80 bytes long and refuses a longer one whose extra bytes (the cgroup field) are not zero
+with E2BIG, before it looks at the flags."""
 
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ long syscall(long number, ...)
     va_end(args);
     if (number == SYS_clone3 && (*(const uint64_t *)a[0] & 0x200000000ULL)) {
         refused++;
-        errno = EINVAL;
+        errno = (unsigned long)a[1] > 80 && ((const uint64_t *)a[0])[10] ? E2BIG : EINVAL;
         return -1;
     }
     return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
