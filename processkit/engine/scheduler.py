@@ -125,6 +125,7 @@ class Scheduler:
         self._carried: set[_Carried] = set()
         self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
         self._fresh: list[_Carried] = []  # filled runs not yet resumed (``carry_all``)
+        self._woken: list[_Carried] = []  # this pass's woken runs not yet resumed, the next last
         self._current: _Carried | None = None
         self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
 
@@ -166,7 +167,7 @@ class Scheduler:
     def _others_waiting(self) -> bool:
         """Whether a run is queued to be resumed after this turn (woken, or fresh and not yet
         started): a callback must not keep the turn (a native pump's stay) while one waits."""
-        return bool(self._runq or self._fresh)
+        return bool(self._runq or self._fresh or self._woken)
 
     def _wake(self, carried: _Carried) -> None:
         if carried in self._carried:
@@ -231,9 +232,12 @@ class Scheduler:
                     self.loop.run_once(0.0 if self._runq or fresh else None)
                 except KeyboardInterrupt as exc:  # no signal watch (yet, or a Dask worker's): stop as SIGINT would
                     self.interrupted(exc)
-                woken, self._runq = self._runq, {}
-                for carried in woken:
-                    self._resume(carried)
+                # Taken one at a time, so a step asking ``_others_waiting`` sees those after it.
+                woken = self._woken
+                woken.extend(reversed(self._runq))
+                self._runq = {}
+                while woken:
+                    self._resume(woken.pop())
                 if fresh:
                     self._resume(fresh.pop(0))
         finally:
@@ -242,6 +246,7 @@ class Scheduler:
                 carried.steps.close()
             self._carried.clear()
             self._runq.clear()
+            self._woken.clear()
             for group in groups:
                 group.carried.clear()
                 group.runs.clear()
