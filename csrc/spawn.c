@@ -192,6 +192,13 @@ int pk_spawn_shared_memory(void)
     return mode;
 }
 
+/* Whether this spawn's child shares the runner's memory: where that child is built and taken,
+ * unless the request's groups hold a memory limit (own_memory: the facts above say why). */
+static int shares_memory(const pk_spawn_request *request)
+{
+    return pk_spawn_shared_memory() && !request->own_memory;
+}
+
 /* The shared-memory child's stack; the copy-on-write child keeps the one it was forked on. */
 static int take_stack(struct pk_child *child, int shared)
 {
@@ -316,7 +323,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pid_t pid;
 
     clear(result);
-    if (!pending || take_stack(&pending->child, pending->shared = pk_spawn_shared_memory()) != 0) {
+    if (!pending || take_stack(&pending->child, pending->shared = shares_memory(request)) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = ENOMEM;
         free(pending);

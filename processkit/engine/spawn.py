@@ -172,7 +172,8 @@ def begin(
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         joins = container.child_joins()
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
+            own_memory = container.controllers is not None and "memory" in container.controllers.capped
+            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms, own_memory)
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
