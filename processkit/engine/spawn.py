@@ -172,8 +172,9 @@ def begin(
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         joins = container.child_joins()
         if backend == "native":
-            own_memory = container.controllers is not None and "memory" in container.controllers.capped
-            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms, own_memory)
+            pending = Pending(
+                argv, env, cwd, joins, child_ends, terminal is not None, linger_ms, _own_memory(container)
+            )
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
@@ -185,6 +186,21 @@ def begin(
         for fd in set(child_ends):  # the child has its own copies from the clone on
             if fd >= 0:
                 os.close(fd)
+
+
+def _own_memory(container: Container) -> bool:
+    """Whether the native child must be the copy-on-write one, whose OOM kill ends it alone: a
+    memory limit on a group that holds it and not the runner (``spawn_memory`` says why)."""
+    controllers = container.controllers
+    if controllers is not None and "memory" in controllers.capped:
+        return True  # the run's own cap
+    if controllers is not None and controllers.backend == "cgroup_v1" and os.environ.get("PROCESSKIT_CGROUP_V1_ROOT"):
+        return True  # v1 groups placed apart from the runner, under limits not looked into
+    if container.mechanism != "cgroup_v2" or not os.environ.get("PROCESSKIT_CGROUP_PARENT"):
+        return False  # made in the runner's own group: every limit above it holds the runner too
+    from .spawn_memory import limited_apart
+
+    return limited_apart(container.path)  # type: ignore[attr-defined]
 
 
 def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Exception:
