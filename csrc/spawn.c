@@ -35,18 +35,23 @@
  * Why a child whose groups hold a memory limit is the copy-on-write one (request->own_memory,
  * which engine/spawn.py sets for a run with a memory cap, v2 memory.max or v1
  * memory.limit_in_bytes): the kernel's OOM kill ends, with its victim, every process sharing
- * the victim's memory (mm/oom_kill.c, __oom_kill_process). The memory cgroup a page fault is
- * charged to is that of the memory's owner (mm->owner: the runner, which made it), so the
- * shared child's own writes before its exec (its stack) count in the runner's group; but the
- * kernel memory it allocates (its execve's new memory, page tables, argument pages) counts in
- * its own group, the capped one. A cap below what an exec needs (--max-memory 4k) then OOMs the
- * group while the child still shares the runner's memory: the victim is the child, and the
- * runner dies with it (and with a service or a batch, every run it carried). The copy-on-write
+ * the victim's memory (mm/oom_kill.c, __oom_kill_process; neither oom_score_adj, which the
+ * kernel keeps equal across a memory's users, nor anything else spares them). A page faulted in
+ * is charged to the memory cgroup of its memory's owner (get_mem_cgroup_from_mm: mm->owner, the
+ * runner, which made that memory), so the shared child's own writes before its exec (its stack,
+ * the runner's pages) count in the runner's group, never the capped one; but the kernel memory
+ * it allocates is charged to its own group (the capped one), and so are the pages of the new
+ * memory its execve builds (owned by the child from its creation): its page tables, the
+ * argument pages. A cap below what an exec needs (--max-memory 4k) OOMs the group there, while
+ * the child still shares the runner's memory: the victim is the child, and the runner dies
+ * with it (and with a service or a batch, every run it carried). The copy-on-write
  * child has memory of its own from the clone (owned by it), so the kill ends it alone, as a
  * Popen child's. The choice is per spawn: one process carries capped and uncapped runs side by
- * side, and the uncapped ones keep the cheap child. Neither a limit on a parent v2 group (which
- * then covers the runner's own group too, or not at all) nor the v1 memory group of an uncapped
- * run (accounting only, no limit; a pooled group is lent only as it was made) asks for it.
+ * side, and the uncapped ones keep the cheap child. A limit on a group that holds the runner
+ * too (its own, where runs are made by default, or any above it) does not ask for it: the OOM
+ * killer scores the shared child exactly as the runner, so it picks that memory only where it
+ * would pick the runner anyway; nor does an uncapped run's v1 memory group (accounting only, no
+ * limit). A limited v2 parent placed apart from the runner does (engine/spawn_memory.py).
  *
  * Why only on Linux 5.16 and later (the release uname gives, read once): before it, a child that
  * died of a core-dumping signal killed every process sharing its memory (the coredump's

@@ -12,7 +12,8 @@ open-file limit), so the runner keeps to one thread on that path: the native pum
 its only other one, is not started then (``pump.hash_on_a_thread``).
 
 ``begin`` does not wait for the native child's exec (``Starting``): the child shares the
-runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
+runner's memory without holding it (csrc/spawn.c; a child whose groups hold a memory limit has
+memory of its own instead, ``_own_memory``), and a host that may carry other runs reads
 the exec's outcome once its report is readable (``launch.start``), carrying the others
 meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
 Failure either way, whenever it is known.
