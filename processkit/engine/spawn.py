@@ -32,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import fdlimit, native, rusage, signum
+from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -195,9 +195,9 @@ def _own_memory(container: Container) -> bool:
     controllers = container.controllers
     if controllers is not None and "memory" in controllers.capped:
         return True  # the run's own cap
-    if controllers is not None and controllers.backend == "cgroup_v1" and os.environ.get("PROCESSKIT_CGROUP_V1_ROOT"):
+    if controllers is not None and controllers.backend == "cgroup_v1" and envvars.get("PROCESSKIT_CGROUP_V1_ROOT"):
         return True  # v1 groups placed apart from the runner, under limits not looked into
-    if container.mechanism != "cgroup_v2" or not os.environ.get("PROCESSKIT_CGROUP_PARENT"):
+    if container.mechanism != "cgroup_v2" or not envvars.get("PROCESSKIT_CGROUP_PARENT"):
         return False  # made in the runner's own group: every limit above it holds the runner too
     from .spawn_memory import limited_apart
 
