@@ -6,7 +6,8 @@ time of the call (until the child has exec'd) and the median CPU time this proce
 CPU is not in it), and the median CPU time of the child, from its clone to its exit (``wait4``:
 its steps before the exec, the exec and ``true``). ``--cgroup`` clones each child into a fresh cgroup v2 group, as a run does
 (needs root and a writable cgroup2 mount); ``--ballast MIB`` first grows this process's
-resident memory, which a copy-on-write child pays for in page tables. Run it under two
+resident memory, which a copy-on-write child pays for in page tables; ``--own-memory`` takes
+that child (a run with a memory cap's, csrc/spawn.c) where the shared one is built. Run it under two
 installs, alternating, to compare builds (bench/README.md):
 
     python3 bench/spawn_cost.py --calls 300 --cgroup --ballast 64
@@ -31,13 +32,13 @@ def fresh_group(parent: str, index: int) -> tuple[str, ChildJoins]:
     return path, ChildJoins(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), procs)
 
 
-def measure(calls: int, parent: str | None) -> tuple[list[float], list[float], list[float]]:
+def measure(calls: int, parent: str | None, own_memory: bool) -> tuple[list[float], list[float], list[float]]:
     env = {"PATH": os.environ.get("PATH", os.defpath)}
     walls, cpus, children = [], [], []
     for index in range(calls):
         path, joins = fresh_group(parent, index) if parent else (None, ChildJoins())
         wall, cpu = time.perf_counter(), time.process_time()
-        child = spawn_native.native_spawn(["true"], env, None, joins, [-1, -1, -1], False)
+        child = spawn_native.native_spawn(["true"], env, None, joins, [-1, -1, -1], False, own_memory=own_memory)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         assert child.stage == 0, os.strerror(child.error)
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--cgroup", action="store_true", help="each child into a fresh cgroup v2 group")
     parser.add_argument("--ballast", type=int, default=0, metavar="MIB", help="resident memory to add first")
+    parser.add_argument("--own-memory", action="store_true", help="the copy-on-write child (a capped run's)")
     options = parser.parse_args()
     ballast = bytearray(options.ballast << 20)
     for offset in range(0, len(ballast), 4096):
@@ -63,12 +65,13 @@ def main() -> None:
     parent = cgroup_v2.find_parent() if options.cgroup else None
     if options.cgroup and parent is None:
         parser.error("no cgroup2 mount here")
-    walls, cpus, children = measure(options.calls, parent)
+    walls, cpus, children = measure(options.calls, parent, options.own_memory)
     with open("/proc/self/statm") as statm:
         rss_kib = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
     figures = {
         "calls": options.calls,
         "cgroup": options.cgroup,
+        "own_memory": options.own_memory,
         "rss_kib": rss_kib,
         "wall_ms_median": round(statistics.median(walls) * 1e3, 4),
         "cpu_ms_median": round(statistics.median(cpus) * 1e3, 4),

@@ -84,6 +84,7 @@ ffibuilder.cdef(
         int controlling_tty;
         unsigned long long nofile_soft;
         int linger_ms;
+        int own_memory;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

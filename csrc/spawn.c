@@ -32,6 +32,27 @@
  *   that ends gets SIGKILL then.
  * Without clone3 (a seccomp filter) the same child comes from glibc's clone().
  *
+ * Why a child whose groups hold a memory limit is the copy-on-write one (request->own_memory,
+ * which engine/spawn.py sets for a run with a memory cap, v2 memory.max or v1
+ * memory.limit_in_bytes): the kernel's OOM kill ends, with its victim, every process sharing
+ * the victim's memory (mm/oom_kill.c, __oom_kill_process; neither oom_score_adj, which the
+ * kernel keeps equal across a memory's users, nor anything else spares them). A page faulted in
+ * is charged to the memory cgroup of its memory's owner (get_mem_cgroup_from_mm: mm->owner, the
+ * runner, which made that memory), so the shared child's own writes before its exec (its stack,
+ * the runner's pages) count in the runner's group, never the capped one; but the kernel memory
+ * it allocates is charged to its own group (the capped one), and so are the pages of the new
+ * memory its execve builds (owned by the child from its creation): its page tables, the
+ * argument pages. A cap below what an exec needs (--max-memory 4k) OOMs the group there, while
+ * the child still shares the runner's memory: the victim is the child, and the runner dies
+ * with it (and with a service or a batch, every run it carried). The copy-on-write
+ * child has memory of its own from the clone (owned by it), so the kill ends it alone, as a
+ * Popen child's. The choice is per spawn: one process carries capped and uncapped runs side by
+ * side, and the uncapped ones keep the cheap child. A limit on a group that holds the runner
+ * too (its own, where runs are made by default, or any above it) does not ask for it: the OOM
+ * killer scores the shared child exactly as the runner, so it picks that memory only where it
+ * would pick the runner anyway; nor does an uncapped run's v1 memory group (accounting only, no
+ * limit). A limited v2 parent placed apart from the runner does (engine/spawn_memory.py).
+ *
  * Why only on Linux 5.16 and later (the release uname gives, read once): before it, a child that
  * died of a core-dumping signal killed every process sharing its memory (the coredump's
  * zap_threads walked all of the memory's users), so a shared-memory child killed before its
@@ -192,6 +213,13 @@ int pk_spawn_shared_memory(void)
     return mode;
 }
 
+/* Whether this spawn's child shares the runner's memory: where that child is built and taken,
+ * unless the request's groups hold a memory limit (own_memory: the facts above say why). */
+static int shares_memory(const pk_spawn_request *request)
+{
+    return pk_spawn_shared_memory() && !request->own_memory;
+}
+
 /* The shared-memory child's stack; the copy-on-write child keeps the one it was forked on. */
 static int take_stack(struct pk_child *child, int shared)
 {
@@ -318,7 +346,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pid_t pid;
 
     clear(result);
-    if (!pending || take_stack(&pending->child, pending->shared = pk_spawn_shared_memory()) != 0) {
+    if (!pending || take_stack(&pending->child, pending->shared = shares_memory(request)) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = ENOMEM;
         free(pending);

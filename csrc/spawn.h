@@ -37,6 +37,9 @@ typedef struct pk_spawn_request {
     int linger_ms; /* not 0: once the child has exec'd, wait this long at most for its exit (on its
                     * pidfd, without reaping it) before returning: bench's, so that a tiny command
                     * has the CPU to itself, as under hyperfine's blocking wait */
+    /* 1: the copy-on-write child even where the shared-memory one is built: the child's groups
+     * hold a memory limit, whose OOM kill must end it alone (spawn.c) */
+    int own_memory;
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {

@@ -12,7 +12,8 @@ open-file limit), so the runner keeps to one thread on that path: the native pum
 its only other one, is not started then (``pump.hash_on_a_thread``).
 
 ``begin`` does not wait for the native child's exec (``Starting``): the child shares the
-runner's memory without holding it (csrc/spawn.c), and a host that may carry other runs reads
+runner's memory without holding it (csrc/spawn.c; a child whose groups hold a memory limit has
+memory of its own instead, ``_own_memory``), and a host that may carry other runs reads
 the exec's outcome once its report is readable (``launch.start``), carrying the others
 meanwhile. Popen's spawn waits for the exec itself, as it always has; a failure is the same
 Failure either way, whenever it is known.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import fdlimit, native, rusage, signum
+from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
@@ -172,7 +173,9 @@ def begin(
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         joins = container.child_joins()
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, terminal is not None, linger_ms)
+            pending = Pending(
+                argv, env, cwd, joins, child_ends, terminal is not None, linger_ms, _own_memory(container)
+            )
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
@@ -184,6 +187,21 @@ def begin(
         for fd in set(child_ends):  # the child has its own copies from the clone on
             if fd >= 0:
                 os.close(fd)
+
+
+def _own_memory(container: Container) -> bool:
+    """Whether the native child must be the copy-on-write one, whose OOM kill ends it alone: a
+    memory limit on a group that holds it and not the runner (``spawn_memory`` says why)."""
+    controllers = container.controllers
+    if controllers is not None and "memory" in controllers.capped:
+        return True  # the run's own cap
+    if controllers is not None and controllers.backend == "cgroup_v1" and envvars.get("PROCESSKIT_CGROUP_V1_ROOT"):
+        return True  # v1 groups placed apart from the runner, under limits not looked into
+    if container.mechanism != "cgroup_v2" or not envvars.get("PROCESSKIT_CGROUP_PARENT"):
+        return False  # made in the runner's own group: every limit above it holds the runner too
+    from .spawn_memory import limited_apart
+
+    return limited_apart(container.path)  # type: ignore[attr-defined]
 
 
 def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Exception:

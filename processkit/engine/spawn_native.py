@@ -28,11 +28,25 @@ if TYPE_CHECKING:
 class Pending:
     """``pk_spawn_begin``'s child until its exec is reported. ``result``: the ``pk_spawn_result``
     (the pid and pidfd from the clone on; the stage and errno once finished, ``stage``
-    ``PK_SPAWN_CLONE`` at once when no child was made). ``begun``: whether a child was made."""
+    ``PK_SPAWN_CLONE`` at once when no child was made). ``begun``: whether a child was made.
+    ``own_memory``: the copy-on-write child even where the shared-memory one is taken, for a
+    child whose groups hold a memory limit: the kernel's OOM kill ends every process sharing its
+    victim's memory, so a shared-memory child killed before its exec takes the runner with it
+    (csrc/spawn.c)."""
 
     __slots__ = ("result", "begun", "_handle", "_held", "_pid")
 
-    def __init__(self, argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int):
+    def __init__(
+        self,
+        argv,
+        env,
+        cwd,
+        joins: ChildJoins,
+        child_ends: list[int],
+        own_terminal: bool,
+        linger_ms: int,
+        own_memory: bool = False,
+    ):
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
         ffi, lib = built.ffi, built.lib
@@ -54,6 +68,7 @@ class Pending:
         request.controlling_tty = int(own_terminal)
         request.nofile_soft = fdlimit.child_soft_limit() or 0
         request.linger_ms = linger_ms
+        request.own_memory = int(own_memory)
         request.cgroup_fd = joins.cgroup_dir_fd
         request.cgroup_procs_fd = joins.cgroup_procs_fd
         held.append(ffi.new("int[]", joins.procs_fds))
@@ -126,10 +141,12 @@ class Pending:
             self.wait()
 
 
-def native_spawn(argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int = 0):
+def native_spawn(
+    argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int = 0, own_memory=False
+):
     """A spawn of this request, its exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
     errno), which the tests of the C child's steps read directly."""
-    return Pending(argv, env, cwd, joins, child_ends, own_terminal, linger_ms).wait()
+    return Pending(argv, env, cwd, joins, child_ends, own_terminal, linger_ms, own_memory).wait()
 
 
 def _exec_paths(program: bytes, env) -> list[bytes]:

@@ -1,0 +1,67 @@
+"""Whether a native spawn's child must have memory of its own from the clone (the
+copy-on-write child, ``own_memory`` in csrc/spawn.h) rather than share the runner's until its
+exec: the rules, which ``spawn._own_memory`` applies, and the walk up a run's v2 group placed
+apart from the runner, loaded only for such a run.
+
+Why: the kernel's OOM kill ends, with its victim, every process that shares the victim's
+memory, and a child killed while it still shares the runner's (before or within its execve)
+takes the runner with it: the CLI's run, or the API's service or a batch with every run it
+carries. A memory cgroup's OOM kill picks its victim among the group's own processes, so what
+matters is a limit on a group that holds the child and not the runner:
+
+- the run's own cap (``--max-memory``, the API's ``max_memory``, a manifest's key): v2
+  ``memory.max`` or v1 ``memory.limit_in_bytes`` on a group made for the run alone;
+- a limit on an ancestor of the run's v2 group placed apart from the runner
+  (``PROCESSKIT_CGROUP_PARENT``, below the group where the two paths meet), where an OOM kill
+  ranks the pre-exec child, scored by the runner's whole resident set, above the other runs
+  there; likewise, not looked into, any v1 group made under ``PROCESSKIT_CGROUP_V1_ROOT``.
+
+A limit on a group that holds the runner too (its own group, where runs are made by default,
+or any above it; the whole machine's) needs none: the shared child is scored exactly as the
+runner is, so an OOM kill that picks it would have picked the runner anyway. Nor does an
+uncapped run's v1 memory group (accounting only; a pooled one is lent only with no limit set).
+Every other spawn keeps the shared child, the cheap one (csrc/spawn.c).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import mountinfo
+from ..containment import cgroupfs
+
+
+def limited_apart(group: str) -> bool:
+    """Whether a group above the v2 ``group``, below the lowest one that also holds the runner,
+    has a ``memory.max`` less than ``max``; so does one whose limit cannot be read. A group
+    without the file (no memory controller) does not end the walk: one above it may have one.
+    Where the runner's own group cannot be told, every group up to the root is looked at (a
+    copy-on-write spawn is never wrong, only dearer)."""
+    runner = _runner_group()
+    above = os.path.dirname(group)
+    while runner is None or not (runner + "/").startswith(above.rstrip("/") + "/"):
+        try:
+            if cgroupfs.read_text(os.path.join(above, "memory.max")).strip() != "max":
+                return True
+        except FileNotFoundError:
+            if not os.path.exists(os.path.join(above, "cgroup.procs")):
+                return False  # above the hierarchy's root
+        except OSError:
+            return True
+        if above == os.path.dirname(above):
+            return False
+        above = os.path.dirname(above)
+    return False
+
+
+def _runner_group() -> str | None:
+    """This process's own cgroup v2 directory (its ``0::`` line under the cgroup2 mount)."""
+    mount = next((found.mount_point for found in mountinfo.mounts() if found.fstype == "cgroup2"), None)
+    try:
+        lines = cgroupfs.read_text("/proc/self/cgroup").splitlines()
+    except OSError:
+        return None
+    unified = [line[3:] for line in lines if line.startswith("0::")]
+    if mount is None or not unified:
+        return None
+    return os.path.normpath(os.path.join(mount, unified[0].strip().lstrip("/")))

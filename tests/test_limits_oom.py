@@ -1,0 +1,138 @@
+"""A memory cap so small that the kernel OOM-kills the child before or within its exec ends the
+child alone: never the runner that spawned it, nor the other runs that runner carries.
+
+Why this needs a test of its own: the native spawn's cheap child shares the runner's memory
+until its execve (csrc/spawn.c), and the kernel's OOM kill ends every process sharing its
+victim's memory, so a capped child killed there took the runner with it (the CLI's run left a
+stream without ``runner_exit`` and a stale record; the API's service and a batch died with every
+run they carried). A run whose groups hold a memory limit is spawned with the copy-on-write
+child; the Popen fallback's forked child always had memory of its own, and both spawns must
+report the same. 4 KiB is below what any exec needs here, so the child is killed every time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import processkit
+from conftest import read_events, registry_entries, run_cli
+from test_limits import own_cgroup_dirs
+
+TINY = "4096"  # one page: the exec's first charges in the group are already over it
+
+
+def memory_cap_here(containment: str) -> bool:
+    """Whether the caps layer can set a memory limit for a run of this containment: the v2
+    memory controller offered to our group (cgroup_v2), a writable v1 memory hierarchy (the
+    process-group fallback's caps; a cgroup v2 run falls back to it too)."""
+    dirs = own_cgroup_dirs()
+    v1 = "memory" in dirs and os.access(dirs["memory"], os.W_OK)
+    unified = dirs.get("unified")
+    if containment == "process_group" or not unified or not os.access(unified, os.W_OK):
+        return v1
+    try:
+        return v1 or "memory" in Path(unified, "cgroup.controllers").read_text().split()
+    except OSError:
+        return v1
+
+
+def skip_without_a_memory_cap(containment: str = "cgroup_v2") -> None:
+    if not memory_cap_here(containment):
+        pytest.skip(f"no memory limit can be set here for a {containment} run")
+
+
+def test_the_cli_run_reports_the_childs_oom_kill_and_its_runner_survives(
+    tmp_path, spawn_backend, containment, isolated_registry
+):
+    skip_without_a_memory_cap(containment)
+    jsonl = tmp_path / "events.jsonl"
+    result = run_cli("run", "--jsonl", jsonl, "--max-memory", TINY, "--", "true")
+    events = {event["event"]: event for event in read_events(jsonl)}
+    assert "runner_exit" in events, f"the runner died: exit {result.returncode}, stream {sorted(events)}"
+    assert result.returncode == 137, result.stderr  # 128 + SIGKILL: the child's death, as its exit code
+    assert events["runner_exit"]["code"] == 137 and events["runner_exit"]["source"] == "child_exit"
+    assert events["root_exited"]["outcome"] == "signalled" and events["root_exited"]["signal"] == 9
+    assert events["limit_evidence"]["memory"] == "tripped"
+    assert b"OOM killer" in result.stderr
+    assert registry_entries(isolated_registry) == []
+
+
+def test_an_api_call_with_a_tiny_cap_returns_and_the_service_carries_on():
+    """The service carries an uncapped run across the capped call's OOM kill, and serves the
+    next call: one process, both kinds of child side by side."""
+    skip_without_a_memory_cap()
+    with processkit.start(["sleep", "30"]) as alongside:
+        capped = processkit.run(["true"], max_memory=int(TINY))
+        assert capped.returncode == -9 and capped.oom_killed is not False
+        assert capped.runner_pid == alongside.runner_pid
+        assert alongside.poll() is None, "the uncapped run beside it is still running"
+    after = processkit.run(["sh", "-c", "exit 3"])
+    assert after.returncode == 3 and after.runner_pid == capped.runner_pid
+
+
+def test_a_batch_survives_a_jobs_oom_kill_and_records_every_job(tmp_path):
+    skip_without_a_memory_cap()
+    manifest = tmp_path / "manifest.jsonl"
+    jobs = [{"id": "tiny", "args": ["true"], "max_memory": int(TINY)}, {"id": "normal", "args": ["sh", "-c", "exit 0"]}]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    result = run_cli("batch", manifest, "--out", out, "--jobs", "2")
+    assert result.returncode == 117, result.stderr  # batch_failed: a job did not exit 0
+    summary = {line["id"]: line for line in read_events(out / "summary.jsonl")}
+    assert summary["tiny"]["exit_code"] == 137 and summary["tiny"]["source"] == "child_exit"
+    assert summary["normal"]["exit_code"] == 0
+
+
+def v2_parent_with_a_memory_limit(tmp_name: str) -> str | None:
+    """A fresh v2 group beside this process's own group's children, its ``memory.max`` settable
+    (the memory controller on for our group's children), or None where the host has none."""
+    unified = own_cgroup_dirs().get("unified")
+    if not unified or not os.access(unified, os.W_OK):
+        return None
+    try:
+        if "memory" not in Path(unified, "cgroup.subtree_control").read_text().split():
+            Path(unified, "cgroup.subtree_control").write_text("+memory")
+        parent = os.path.join(unified, tmp_name)
+        os.mkdir(parent)
+    except OSError:
+        return None
+    return parent
+
+
+def test_a_run_under_a_limited_parent_apart_from_the_runner_ends_the_child_alone(tmp_path, monkeypatch):
+    """PROCESSKIT_CGROUP_PARENT names a group that does not hold the runner and has a tiny
+    memory.max: its OOM kill must end the child, not the runner (an uncapped run, so only the
+    walk up from the run's group can tell)."""
+    parent = v2_parent_with_a_memory_limit(f"processkit-test-oom-{os.getpid()}")
+    if parent is None:
+        pytest.skip("no cgroup v2 memory controller to put a limit on a parent here")
+    try:
+        Path(parent, "memory.max").write_text(TINY)
+        monkeypatch.setenv("PROCESSKIT_CGROUP_PARENT", parent)
+        jsonl = tmp_path / "events.jsonl"
+        result = run_cli("run", "--jsonl", jsonl, "--", "true")
+        events = {event["event"]: event for event in read_events(jsonl)}
+        assert "runner_exit" in events, f"the runner died: exit {result.returncode}, stream {sorted(events)}"
+        assert events["run_started"]["mechanism"] == "cgroup_v2"
+        assert result.returncode == 137 and events["root_exited"]["signal"] == 9, result.stderr
+    finally:
+        os.rmdir(parent)
+
+
+@pytest.mark.parametrize("limit, limited", [("8192", True), ("max", False)])
+def test_the_walk_up_finds_a_limit_on_any_group_above_the_run(tmp_path, limit, limited):
+    """A group without the memory controller between the run and the limit does not hide it;
+    the walk ends above the hierarchy's root (no cgroup.procs)."""
+    from processkit.engine.spawn_memory import limited_apart
+
+    root = tmp_path / "root"
+    run = root / "limited" / "plain" / "run"
+    run.mkdir(parents=True)
+    for group in (root, root / "limited", root / "limited" / "plain"):
+        (group / "cgroup.procs").write_text("")
+    (root / "limited" / "memory.max").write_text(limit + "\n")
+    assert limited_apart(str(run)) is limited
