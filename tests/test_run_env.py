@@ -161,7 +161,7 @@ def test_a_later_bad_env_file_fails_even_after_good_ones(tmp_path):
 def test_the_runners_locale_coercion_never_reaches_the_child(tmp_path, given):
     """Under a C locale (no ``LANG``: cron, ``env -i``, containers) the runner's interpreter sets
     ``LC_CTYPE=C.UTF-8`` in its own environment (PEP 538); the child gets the caller's
-    ``LC_CTYPE`` as it was, or none, since nothing is injected by default (run.md §2)."""
+    ``LC_CTYPE`` as it was, or none, since nothing is injected by default (docs/run.md §2.4)."""
     runner = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "LANG", "PYTHONCOERCE"))}
     if given is not None:
         runner["LC_CTYPE"] = given
