@@ -5,8 +5,9 @@ own user), so it is never read as the run's outcome.
 
 The attacker, ``pkit-other`` (tests/test_other_users.py), owns the directory the run's
 ``--jsonl`` is in: it can rename the runner's file away and leave its own, saying the run
-exited 0. A runner SIGKILLed leaves its record behind, so the waiter reads that path without a
-race against the run's end.
+exited 0, after the run's own ``run_started`` line (readable where the umask left the stream so,
+and a file is no proof of whose run it is). A runner SIGKILLed leaves its record behind, so the
+waiter reads that path without a race against the run's end.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def test_an_outcome_another_user_planted_at_the_stream_is_not_reported(tmp_path,
         wait_for_event(jsonl, "run_started")
         runner.send_signal(signal.SIGKILL)  # its record stays, naming the stream's path
         runner.communicate(timeout=30)
+        head = open(jsonl, encoding="utf-8").readline().strip()  # run_started, naming the run, as theirs can copy
         line = json.dumps({**FORGED, "source": "child_exit", "child_code": 0})
-        as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n" "$2" > "$1"', jsonl, line)
+        as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, line)
         waited = run_cli("wait", "--run-id", "swapped", "--report-outcome", "--timeout", "20s")
         report = json.loads(waited.stdout)
         assert report["status"] == "unknown" and report["code"] is None, report
