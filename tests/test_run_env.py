@@ -155,3 +155,16 @@ def test_a_later_bad_env_file_fails_even_after_good_ones(tmp_path):
         "run", "--jsonl", tmp_path / "r.jsonl", "--env-file", good, "--env-file", tmp_path / "nope.env", "--", "true"
     )
     assert proc.returncode == 111 and "nope.env" in stderr_lines(proc)[0]
+
+
+@pytest.mark.parametrize("given", [None, "C", "POSIX", "C.UTF-8"], ids=["unset", "C", "POSIX", "utf8"])
+def test_the_runners_locale_coercion_never_reaches_the_child(tmp_path, given):
+    """Under a C locale (no ``LANG``: cron, ``env -i``, containers) the runner's interpreter sets
+    ``LC_CTYPE=C.UTF-8`` in its own environment (PEP 538); the child gets the caller's
+    ``LC_CTYPE`` as it was, or none, since nothing is injected by default (docs/run.md §2.4)."""
+    runner = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "LANG", "PYTHONCOERCE"))}
+    if given is not None:
+        runner["LC_CTYPE"] = given
+    proc, _ = run_checked(tmp_path, command=PRINT_ENV, returncode=0, env=runner)
+    env = dict(entry.partition("=")[::2] for entry in proc.stdout.decode().split("\0")[:-1])
+    assert env.get("LC_CTYPE") == given

@@ -111,16 +111,21 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
 
 def _anchored(spec: RunSpec) -> RunSpec:
     """Every path of ``spec`` made absolute from this process's working directory, which is
-    also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is)."""
+    also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is), and one
+    naming this process's own descriptors or /proc entry made to name them from the service."""
     try:
-        here = os.getcwd()
+        here: str | None = os.getcwd()
     except OSError:  # removed under the caller: the run's own paths must then be absolute
-        return spec
+        here = None
 
     def at(path: str | None) -> str | None:
-        if path is None or path.startswith("\0") or os.path.isabs(path):
+        if path is None or path.startswith("\0"):
             return path
-        return os.path.join(here, path)
+        if not os.path.isabs(path):
+            if here is None:
+                return path
+            path = os.path.join(here, path)
+        return _callers(path)
 
     env = spec.env
     if env.files:
@@ -132,6 +137,28 @@ def _anchored(spec: RunSpec) -> RunSpec:
         stdin_file=at(spec.stdin_file),
         env=env,
     )
+
+
+# Paths that name the process opening them (its descriptors, its /proc entry): opened by the
+# service, they named the service's own (/dev/stdin its /dev/null, /dev/fd/9 another call's memfd).
+_STANDARD = {"/dev/stdin": "/fd/0", "/dev/stdout": "/fd/1", "/dev/stderr": "/fd/2"}
+_OWN = (("/dev/fd", "/fd"), ("/proc/self", ""))
+
+
+def _callers(path: str) -> str:
+    """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
+    ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
+    which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
+    /dev/stderr``). Before, the child silently read the service's /dev/null, and the events went
+    there."""
+    if not path.startswith(("/dev/", "/proc/self")):
+        return path
+    if path in _STANDARD:
+        return f"/proc/{os.getpid()}{_STANDARD[path]}"
+    for prefix, replaced in _OWN:
+        if path == prefix or path.startswith(prefix + "/"):
+            return f"/proc/{os.getpid()}{replaced}{path[len(prefix) :]}"
+    return path
 
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:

@@ -162,8 +162,9 @@ class Connection:
                 message = (kind, rid, self._spec_or_changes(payload[0], spec), *payload[1:])
             try:
                 wire.send(self.sock, message, fds)
-            except OSError:  # the service is gone: nothing of this request reached it
-                self.gone = True
+            except OSError:  # nothing of this request reached the service
+                _caller_descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                self.gone = True  # else the service is gone
                 raise ServiceGone("the runner service of this process has ended") from None
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
@@ -337,6 +338,15 @@ class Connection:
         sock = getattr(self, "sock", None)
         if sock is not None:
             sock.close()
+
+
+def _caller_descriptors_open(fds) -> None:
+    """Raise the OSError (EBADF) of a descriptor the caller gave that is not open: the kernel
+    refuses the whole frame then, and the live service, with every other thread's run in flight,
+    must not be taken for gone (their replies were lost to ``ServiceGone``). Asked only once a
+    send failed, so a call pays nothing for it."""
+    for fd in fds:
+        os.fstat(fd)
 
 
 _connection: Connection | None = None

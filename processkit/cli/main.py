@@ -23,6 +23,9 @@ from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 # a long-lived runner still collects its cycles (the figures: bench/README.md, "Start-up after
 # issue 12").
 COLLECT_AFTER_ALLOCATIONS = 16_000
+# The locales CPython's start-up coerces a C or POSIX ``LC_CTYPE`` to (PEP 538), setting the
+# variable in its own environment, which every child of the runner would then inherit.
+COERCED_LOCALES = (b"C.UTF-8", b"C.utf8", b"UTF-8")
 
 
 def _usage_text() -> str:
@@ -136,8 +139,37 @@ def ensure_standard_fds() -> None:
                 setattr(sys, name, open(fd, mode, closefd=False))
 
 
+def undo_locale_coercion() -> None:
+    """Give ``LC_CTYPE`` back the value the runner was started with. Under a C or POSIX locale
+    (cron, systemd, ``env -i``, most containers: no ``LANG``) the interpreter sets
+    ``LC_CTYPE=C.UTF-8`` in its own environment before any of processkit runs (PEP 538), and the
+    child inherited it: a variable injected that the caller never set, or its ``LC_CTYPE=C``
+    overwritten, where the reference passes the environment as it is and injects nothing. The
+    kernel keeps the environment the process was started with (``/proc/self/environ``), read only
+    when the variable holds a coercion's value and ``LC_ALL`` (which prevents coercion) is unset.
+    The interpreter's own locale is left as it is: only what the children inherit changes."""
+    environ = os.environb
+    value = environ.get(b"LC_CTYPE")
+    if value not in COERCED_LOCALES or environ.get(b"LC_ALL"):
+        return
+    try:
+        with open("/proc/self/environ", "rb") as handle:  # the kernel's: bounded by the exec's limit
+            started = handle.read()
+    except OSError:
+        return
+    original = None
+    for entry in started.split(b"\0"):
+        if entry.startswith(b"LC_CTYPE="):
+            original = entry[9:]  # the last one, as os.environ itself takes a repeated name
+    if original is None:
+        del environ[b"LC_CTYPE"]
+    elif original != value:
+        environ[b"LC_CTYPE"] = original
+
+
 def main(argv: list[str] | None = None) -> int:
     ensure_standard_fds()
+    undo_locale_coercion()
     argv = list(sys.argv[1:] if argv is None else argv)
     invocation = Invocation(argv[0] if argv and argv[0] in COMMANDS else "run", "human")
     try:

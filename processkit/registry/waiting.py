@@ -16,6 +16,7 @@ import time
 
 from ..bounded import RUN_FILE, loads, open_input
 from ..errors import Failure, Kind
+from ..pathtrust import trusted
 from . import tombstones
 from .lock import Health
 from .lookup import ambiguous
@@ -146,13 +147,19 @@ def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -
 
 
 def _runner_exit(path: str) -> dict | None:
-    """The last complete ``runner_exit`` line in the file's final 64 KiB."""
+    """The last complete ``runner_exit`` line in the file's final 64 KiB, of a file whose owner
+    ``pathtrust`` trusts (this user, root). The runner writes its stream as this user, so a file
+    of another user's at the path was put there since (a ``--jsonl`` in their directory, renamed
+    away and replaced while the run went on): its outcome would be theirs to choose. (A stream
+    the user kept in another user's file in a private directory of their own reads as unknown.)"""
     try:
         fd = open_input(path, RUN_FILE)  # a regular file only: a FIFO's open never waits
     except (OSError, ValueError):  # ValueError: bounded.InputError
         return None
     try:
         info = os.fstat(fd)
+        if not trusted(info.st_uid):  # not the runner's: planted in its place
+            return None
         offset = max(0, info.st_size - OUTCOME_TAIL_BYTES)
         data = os.pread(fd, OUTCOME_TAIL_BYTES, offset)
     except OSError:

@@ -1,0 +1,33 @@
+"""Paths that name the calling process itself (``/dev/stdin``, ``/dev/stderr``, ``/dev/fd/N``,
+``/proc/self/...``) reach the caller's own descriptors through its runner service, as the CLI's
+``--stdin-file /dev/stdin`` and ``--jsonl /dev/stderr`` reach its caller's: the service opens
+them, and without the caller's pid they named the service's (its /dev/null: the child read
+nothing, the events were lost, no error said so)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SCRIPT = r"""
+import os, processkit
+reader, writer = os.pipe()
+os.write(writer, b"through a descriptor\n")
+os.close(writer)
+print(processkit.run(["cat"], stdin_file="/dev/stdin", capture_output=True).stdout.decode().strip())
+print(processkit.run(["cat"], stdin_file=f"/dev/fd/{reader}", capture_output=True).stdout.decode().strip())
+print(processkit.run(["pwd"], cwd="/proc/self/cwd", capture_output=True).stdout.decode().strip())
+print(processkit.run(["true"], jsonl="/dev/stderr").returncode)
+"""
+
+
+def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
+    given = tmp_path / "input.txt"
+    given.write_bytes(b"the caller's stdin\n")
+    with open(given, "rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the caller's stdin", "through a descriptor", str(tmp_path), "0"]
+    assert '"event":"runner_exit"' in done.stderr, done.stderr
