@@ -5,10 +5,10 @@ tests match on keep their words. Each case drives the installed processkit-cli."
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from conftest import read_events, run_cli, start_cli, wait_for_event
+from control_support import start_waiter
 from test_security import plant_record
 
 
@@ -74,7 +74,10 @@ def _records(registry) -> dict:
     found = {}
     for name in registry.iterdir() if registry.is_dir() else ():
         if name.suffix == ".json":
-            record = json.loads(name.read_text())
+            try:
+                record = json.loads(name.read_text())
+            except ValueError:  # still being written
+                continue
             if record.get("endpoint"):
                 found[record["run_id"]] = name
     return found
@@ -82,7 +85,7 @@ def _records(registry) -> dict:
 
 def _waited_while_live(tmp_path, registry, names, *wait_args, streams=None) -> tuple:
     """Runs ``names`` (each writing ``<name>.jsonl``), held until a waiter (``wait WAIT_ARGS
-    --report-outcome``) has read their records, a run named in ``streams`` first made to publish
+    --report-outcome``) has looked at them, a run named in ``streams`` first made to publish
     that path instead. The waiter's answer, and the seconds it took past the runs' end."""
     release = tmp_path / "release"
     held = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
@@ -96,14 +99,7 @@ def _waited_while_live(tmp_path, registry, names, *wait_args, streams=None) -> t
         record = json.loads(paths[name].read_text())
         record["jsonl"] = str(stream)
         paths[name].write_text(json.dumps(record))
-    watched = paths[names[0]]
-    os.utime(watched, ns=(0, watched.stat().st_mtime_ns))  # its next read moves the atime (relatime)
-    waiter = start_cli("wait", *wait_args, "--report-outcome")
-    # The runs end only once the waiter has read the records (its first look, which sees them
-    # live); a noatime mount waits out 5 s.
-    deadline = time.monotonic() + 5
-    while watched.stat().st_atime_ns == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    waiter = start_waiter(*wait_args, "--report-outcome")  # asleep after its first look: it saw them live
     release.touch()
     for run in runs:
         run.communicate(timeout=30)
