@@ -135,6 +135,32 @@ def test_attach_to_a_run_started_by_the_cli(tmp_path):
             runner.wait()
 
 
+def test_an_attached_run_whose_outcome_is_unknown_is_a_control_error(tmp_path, isolated_registry):
+    # Its record publishes a stream with no runner_exit of the run (as a runner killed outright
+    # leaves): wait --report-outcome says unknown, so there is no returncode to give.
+    release = tmp_path / "release"
+    held = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
+    runner = start_cli("run", "--jsonl", tmp_path / "run.jsonl", "--run-id", "api-unknown", "--", *held)
+    try:
+        wait_for_event(tmp_path / "run.jsonl", "run_started")
+        handle = processkit.attach("api-unknown")
+        (record,) = isolated_registry.glob("*.json")
+        garbled = tmp_path / "elsewhere.jsonl"
+        garbled.write_text("not-json\n")
+        record.write_text(record.read_text().replace(str(tmp_path / "run.jsonl"), str(garbled)))
+        assert handle.poll() is None  # its watch saw the run live, publishing that stream
+        release.touch()
+        assert runner.wait(timeout=30) == 0
+        with pytest.raises(processkit.ControlError) as caught:
+            handle.wait(timeout=30)
+        assert (caught.value.code, caught.value.kind) == (103, "stale")
+        assert "ended, but its outcome is unknown" in str(caught.value)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
 def test_attach_to_nothing_is_a_control_error():
     with pytest.raises(processkit.ControlError) as caught:
         processkit.attach("no-such-run")

@@ -29,6 +29,7 @@ from conftest import (
     wait_for_event,
     wait_for_file,
 )
+from control_support import start_waiter
 from streams import PY, one
 from test_batch import start_batch, write_manifest  # noqa: F401 - the fixture
 from test_other_users import other_user  # noqa: F401 - the fixture
@@ -304,3 +305,39 @@ def test_a_shared_sticky_registry_leaves_a_run_published_late_unregistered(tmp_p
     bench = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
     assert bench.returncode == 0, bench.stderr
     assert os.listdir(registry) == [] and registry.stat().st_mode & 0o7777 == 0o1777
+
+
+def test_a_passing_job_under_keep_failed_reports_its_outcome_to_a_wait_that_saw_it_live(
+    tmp_path, isolated_registry, start_batch
+):
+    """A ``--keep failed`` job's record names ``<out>/<id>/events.jsonl``, written only for a job
+    that fails: a passing job's outcome is its tombstone's (the reference has no batch), for
+    ``wait --run-id``, ``wait --all`` and an attached API handle that saw it live."""
+    import processkit
+
+    release = tmp_path / "release"
+    jobs = [
+        {"args": [PY, "-c", WAITER, str(release), "0"], "id": "pass", "run_id": "kept-pass"},
+        {"args": [PY, "-c", WAITER, str(release), "3"], "id": "fail", "run_id": "kept-fail"},
+    ]
+    out = tmp_path / "out"
+    batch = start_batch(
+        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--keep", "failed"
+    )
+    listed_when(lambda runs: {"kept-pass", "kept-fail"} <= set(runs))
+    waiters = [start_waiter(*args, "--report-outcome") for args in (("--run-id", "kept-pass"), ("--all",))]
+    handle = processkit.attach("kept-pass")
+    assert handle.poll() is None  # its watch saw the job live
+    release.touch()
+    batch.communicate(timeout=30)
+    assert batch.returncode == BATCH_FAILED
+    answers = []
+    for waiter in waiters:
+        got, err = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0, err
+        answers.append(json.loads(got))
+    passed = {"run_id": "kept-pass", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0}
+    failed = {"run_id": "kept-fail", "status": "reported", "code": 3, "source": "child_exit", "child_code": 3}
+    assert answers == [passed, [failed, passed]]
+    assert handle.wait(timeout=30) == 0
+    assert not (out / "pass").exists(), "the passing job's stream was never written"

@@ -33,6 +33,23 @@ def test_help_with_a_subcommand_prints_that_subcommands_help():
     assert unknown.returncode == 100 and b"unrecognized subcommand 'bogus'" in unknown.stderr
 
 
+def test_help_help_and_extra_words_are_as_claps():
+    # clap's `help` walks its words as nested subcommands: `help help` is help's own help (0);
+    # a word after a command that has no subcommands is unrecognized (a usage error), as is a
+    # flag there (clap takes it as a command name, so `help -V` prints no version).
+    own = run_cli("help", "help")
+    assert own.returncode == 0 and own.stdout.startswith(b"usage: processkit-cli help [COMMAND]...")
+    for words, unknown in (
+        (["run", "extra"], "extra"),
+        (["--help"], "--help"),
+        (["-V"], "-V"),
+        (["help", "run"], "run"),
+    ):
+        proc = run_cli("help", *words)
+        assert (proc.returncode, proc.stdout) == (100, b""), words
+        assert f"unrecognized subcommand '{unknown}'".encode() in proc.stderr
+
+
 def test_the_documented_error_format_still_works_after_the_subcommand():
     proc = run_cli("inspect", "--error-format", "json", "--run-id", "ghost")
     assert proc.returncode == 103 and proc.stderr.startswith(b'{"error_version":1')

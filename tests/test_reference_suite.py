@@ -8,6 +8,7 @@ import json
 import time
 
 from conftest import read_events, run_cli, start_cli, wait_for_event
+from control_support import start_waiter
 from test_security import plant_record
 
 
@@ -73,49 +74,98 @@ def _records(registry) -> dict:
     found = {}
     for name in registry.iterdir() if registry.is_dir() else ():
         if name.suffix == ".json":
-            record = json.loads(name.read_text())
+            try:
+                record = json.loads(name.read_text())
+            except ValueError:  # still being written
+                continue
             if record.get("endpoint"):
                 found[record["run_id"]] = name
     return found
 
 
-def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolated_registry):
-    # wait.schema: "reported" is read from the stream the record published; a stream that cannot
-    # be read is "unknown", however the run ended. Only a run that ended before the wait began
-    # is answered from its tombstone (wait:ended-outcome).
+def _waited_while_live(tmp_path, registry, names, *wait_args, streams=None) -> tuple:
+    """Runs ``names`` (each writing ``<name>.jsonl``), held until a waiter (``wait WAIT_ARGS
+    --report-outcome``) has looked at them, a run named in ``streams`` first made to publish
+    that path instead. The waiter's answer, and the seconds it took past the runs' end."""
     release = tmp_path / "release"
     held = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
-    runs = [
-        start_cli("run", "--jsonl", tmp_path / f"{name}.jsonl", "--run-id", name, "--", *held)
-        for name in ("garbled", "plain")
-    ]
+    runs = [start_cli("run", "--jsonl", tmp_path / f"{name}.jsonl", "--run-id", name, "--", *held) for name in names]
     deadline = time.monotonic() + 20
-    while len(_records(isolated_registry)) < 2:
+    while len(_records(registry)) < len(names):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    garbled = tmp_path / "garbled-elsewhere.jsonl"
-    garbled.write_text("not-json\n")
-    path = _records(isolated_registry)["garbled"]
-    record = json.loads(path.read_text())
-    record["jsonl"] = str(garbled)
-    path.write_text(json.dumps(record))
-    written = path.stat().st_atime_ns
-    waiter = start_cli("wait", "--all", "--report-outcome")
-    # The runs end only once the waiter has read the records (its snapshot of the live runs): the
-    # read moves the record's atime past its write (relatime); a noatime mount waits out 5 s.
-    deadline = time.monotonic() + 5
-    while path.stat().st_atime_ns == written and time.monotonic() < deadline:
-        time.sleep(0.01)
+    paths = _records(registry)
+    for name, stream in (streams or {}).items():
+        record = json.loads(paths[name].read_text())
+        record["jsonl"] = str(stream)
+        paths[name].write_text(json.dumps(record))
+    waiter = start_waiter(*wait_args, "--report-outcome")  # asleep after its first look: it saw them live
     release.touch()
     for run in runs:
         run.communicate(timeout=30)
         assert run.returncode == 0
+    ended = time.monotonic()
     out, err = waiter.communicate(timeout=30)
     assert waiter.returncode == 0, err
-    assert json.loads(out) == [
-        {"run_id": "garbled", "status": "unknown", "code": None, "source": None, "child_code": None},
+    return json.loads(out), time.monotonic() - ended
+
+
+UNKNOWN = {"status": "unknown", "code": None, "source": None, "child_code": None}
+
+
+def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolated_registry):
+    # wait.schema: "reported" is read from the stream the record published; a stream that cannot
+    # be read is "unknown", however the run ended. Only a run that ended before the wait began
+    # is answered from its tombstone (wait:ended-outcome), which here only lengthens the grace
+    # for the runner_exit line (3 s): one grace for all of --all's runs, not one after another.
+    garbled = tmp_path / "garbled-elsewhere.jsonl"
+    garbled.write_text("not-json\n")
+    names = ["garbled-1", "garbled-2", "garbled-3", "plain"]
+    streams = dict.fromkeys(names[:3], garbled)
+    answer, took = _waited_while_live(tmp_path, isolated_registry, names, "--all", streams=streams)
+    assert answer == [{"run_id": name, **UNKNOWN} for name in names[:3]] + [
         {"run_id": "plain", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0},
     ]
+    assert took < 6.0, f"the waiter took {took:.2f} s past the runs' end (one grace is 3 s, three are 9 s)"
+
+
+def test_a_stream_taken_over_by_another_run_is_not_this_runs(tmp_path, isolated_registry):
+    # A reused --jsonl path holds the next run's events: its runner_exit is not this run's (the
+    # reference reads a stream only when its head's run_started names the run), even though this
+    # run's tombstone knows how it ended.
+    other = tmp_path / "reused.jsonl"
+    assert run_cli("run", "--jsonl", other, "--run-id", "next", "--", "sh", "-c", "exit 7").returncode == 7
+    answer, _ = _waited_while_live(
+        tmp_path, isolated_registry, ["first"], "--run-id", "first", streams={"first": other}
+    )
+    assert answer == {"run_id": "first", **UNKNOWN}
+
+
+def test_a_runner_exit_starting_exactly_at_the_tail_window_is_read(tmp_path, isolated_registry):
+    # The tail window is the stream's last 64 KiB: a line that begins exactly there is whole
+    # (the byte before it is a newline) and must not be dropped as a partial first line.
+    jsonl = tmp_path / "padded.jsonl"
+    assert run_cli("run", "--jsonl", jsonl, "--run-id", "holder", "--", "sh", "-c", "exit 3").returncode == 3
+    *lines, last = jsonl.read_bytes().splitlines(keepends=True)
+    ended = json.loads(last)
+    assert ended["event"] == "runner_exit"
+    ended["pad"] = ""
+    ended["pad"] = "x" * (64 * 1024 - len(json.dumps(ended)) - 1)
+    last = (json.dumps(ended) + "\n").encode()
+    assert len(last) == 64 * 1024
+    jsonl.write_bytes(b"".join(lines) + last)
+    answer, _ = _waited_while_live(tmp_path, isolated_registry, ["holder"], "--all", streams={"holder": jsonl})
+    assert answer == [{"run_id": "holder", "status": "reported", "code": 3, "source": "child_exit", "child_code": 3}]
+
+
+def test_a_stream_that_is_no_regular_file_is_unknown_at_once(tmp_path, isolated_registry):
+    # /dev/null (as a FIFO or /dev/stderr) is refused for good: no grace is waited for a line
+    # that can never be read there (3 s when the run's tombstone says it ended normally).
+    answer, took = _waited_while_live(
+        tmp_path, isolated_registry, ["nowhere"], "--run-id", "nowhere", streams={"nowhere": "/dev/null"}
+    )
+    assert answer == {"run_id": "nowhere", **UNKNOWN}
+    assert took < 2.0, f"the waiter took {took:.2f} s past the run's end"
 
 
 def _headline(stderr: bytes) -> str:

@@ -66,3 +66,18 @@ def run_id_watch(run_id: str) -> RunIdWatch:
 
 def watch_done(watch: RunIdWatch) -> bool:
     return _calling(watch.done)
+
+
+def ended_code(watch: RunIdWatch, jsonl: str) -> int:
+    """The ended run's code, as ``wait --report-outcome`` reads it; a ControlError (``stale``,
+    as for a dead runner's entry) when that says ``unknown``: there is no code to give as
+    Popen's would, and none is made up."""
+    outcome = watch.report()
+    if outcome["status"] != "reported":
+        raise ControlError(
+            f"run '{watch.run_id}' ended, but its outcome is unknown: no runner_exit of this run could be read "
+            f"from {jsonl} (its runner died, or its stream was replaced or cannot be read)",
+            Kind.STALE.code,
+            Kind.STALE.label,
+        )
+    return outcome["code"]

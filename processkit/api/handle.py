@@ -290,9 +290,9 @@ class RunHandle:
         while not control.watch_done(watch):
             self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
-        outcome = watch.report()  # waits briefly for the runner_exit line itself
+        code = control.ended_code(watch, self.jsonl)  # waits briefly for the runner_exit line itself
         events = read_all(self.jsonl)
-        self._result = build(self._args(events), outcome["code"], self.run_id, events, jsonl=self.jsonl, diagnostics="")
+        self._result = build(self._args(events), code, self.run_id, events, jsonl=self.jsonl, diagnostics="")
         return self._result
 
     def _check_timeout(self, started: float, timeout: float | None) -> None:

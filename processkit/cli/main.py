@@ -49,6 +49,26 @@ def _usage_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+HELP_HELP = """usage: processkit-cli help [COMMAND]...
+
+print the root help, or the help of the given command
+
+arguments:
+  [COMMAND]...  the command whose help to print
+"""
+
+
+def _help_asked(words: list[str]) -> str | None:
+    """clap's ``help COMMAND...``: the command whose help to print (None: ``help``'s own). Each
+    word names a subcommand of the one before it, and no command here has any, so a word after
+    the first is unrecognized, as one that names no command is (a usage error, 100)."""
+    first, *more = words
+    unknown = first if first != "help" and first not in COMMANDS else next(iter(more), None)
+    if unknown is not None:
+        raise usage(f"unrecognized subcommand '{unknown}'", hint=_usage_text().splitlines()[0])
+    return None if first == "help" else first
+
+
 def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
     """Take the global ``--error-format`` out of ``argv`` (before any ``--``), wherever it is."""
     chosen = None
@@ -180,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             say(sys.stderr, _usage_text())
             return Kind.USAGE.code
         if argv[0] == "help" and len(argv) > 1:
-            argv = [argv[1], "--help"]  # clap's `help SUBCOMMAND`: that subcommand's help
+            asked = _help_asked(argv[1:])
+            if asked is None:
+                say(sys.stdout, HELP_HELP)
+                return 0
+            argv = [asked, "--help"]
         elif argv[0] in ("-h", "--help", "help"):
             say(sys.stdout, _usage_text())
             return 0

@@ -1,28 +1,27 @@
 """What ``wait`` watches and what it reports (docs/control-plane.md §2.7).
 
 Waiting needs no endpoint: it polls the registry's liveness locks. The outcome of a run seen
-live comes from the terminal ``runner_exit`` event in the JSONL its record published, as the
-reference reads it: a stream that cannot be read is ``unknown``, whatever else is known. The
-runner writes that event just after it unregisters, so reading it allows a short grace, longer
-when the run's tombstone says it ended on its normal path. The tombstone (``tombstones``, an
-extension) answers alone only where there is no stream to read: a run that ended before the
-wait began, or a record without a locator (a batch job's).
+live comes from the terminal ``runner_exit`` event in the JSONL its record published, read as
+the reference reads it (``stream_outcome``: only a stream whose head names this run counts): a
+stream that cannot be read is ``unknown``, whatever else is known. The runner writes that event
+just after it unregisters, so reading it allows a short grace, longer when the run's tombstone
+says it ended on its normal path; a stream that can never be read ends the grace at once. The
+tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
+that ended before the wait began, or a record without a locator; and for a batch's job (the
+reference has no batch), whose published stream a batch under ``--keep failed`` writes only for
+a job that failed.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
-from ..bounded import RUN_FILE, loads, open_input
 from ..errors import Failure, Kind
-from ..pathtrust import trusted
-from . import tombstones
+from . import stream_outcome, tombstones
 from .lock import Health
 from .lookup import ambiguous
 from .scan import Entry, read
 
-OUTCOME_TAIL_BYTES = 64 * 1024
 OUTCOME_RETRY_SECONDS = 0.5
 OUTCOME_RETRY_ENDED_SECONDS = 3.0  # a tombstone says the runner_exit line is on its way
 OUTCOME_RETRY_STEP = 0.01
@@ -70,8 +69,11 @@ class RunIdWatch:
         )
 
     def report(self) -> dict:
-        if self._seen is not None:
-            return outcome(self.run_id, self._jsonl, remembered=_tombstone_of(self._seen, self._directory))
+        seen = self._seen
+        if seen is not None:
+            return outcome(
+                self.run_id, self._jsonl, remembered=_tombstone_of(seen, self._directory), delegated=seen.delegated
+            )
         if self._directory is not None and self._jsonl is None:  # ended before the wait began
             remembered = tombstones.newest_of(self._directory, self.run_id, self._lodgings)
             return outcome(self.run_id, None, remembered=remembered)
@@ -112,7 +114,17 @@ class AllWatch:
 
     def report(self) -> list:
         ordered = sorted(self._targets, key=lambda e: (e.record.run_id, e.path))
-        return [outcome(e.record.run_id, e.record.jsonl, remembered=_tombstone_of(e, self._directory)) for e in ordered]
+        since = time.monotonic()  # one grace for all: the runs had all ended by now
+        return [
+            outcome(
+                e.record.run_id,
+                e.record.jsonl,
+                remembered=_tombstone_of(e, self._directory),
+                delegated=e.delegated,
+                since=since,
+            )
+            for e in ordered
+        ]
 
 
 def _tombstone_of(entry: Entry, registry: str | None) -> dict | None:
@@ -124,59 +136,31 @@ def _tombstone_of(entry: Entry, registry: str | None) -> dict | None:
     return found
 
 
-def outcome(run_id: str, jsonl: str | None, *, remembered: dict | None = None) -> dict:
+def outcome(
+    run_id: str,
+    jsonl: str | None,
+    *,
+    remembered: dict | None = None,
+    delegated: bool = False,
+    since: float | None = None,
+) -> dict:
     """``runner_exit``'s code, source and child_code, or status unknown when it cannot be read.
     A ``remembered`` outcome (the run's tombstone, an extension) is the same three values,
-    written just before the record went: it answers only when there is no stream to read (the
-    reference's ``unknown`` for a stream it cannot read stays so), and otherwise lets the read
-    wait longer for the line the runner is about to write."""
+    written just before the record went: it answers when there is no stream to read, and for a
+    batch's job (``delegated``); elsewhere the reference's ``unknown`` for a stream it cannot
+    read stays so, and the tombstone only lets the read wait longer for the line the runner is
+    about to write. The grace runs from ``since`` (now by default)."""
     remembered = remembered if remembered is not None and remembered["run_id"] == run_id else None
-    if jsonl is None and remembered is not None:
+    if remembered is not None and (jsonl is None or delegated):
         return {"run_id": run_id, "status": "reported", **{key: remembered[key] for key in OUTCOME_FIELDS}}
     if jsonl is not None:
         grace = OUTCOME_RETRY_SECONDS if remembered is None else OUTCOME_RETRY_ENDED_SECONDS
-        deadline = time.monotonic() + grace
+        deadline = (time.monotonic() if since is None else since) + grace
         while True:
-            event = _runner_exit(jsonl)
-            if event is not None:
-                return {"run_id": run_id, "status": "reported", **event}
-            if time.monotonic() >= deadline:
+            found = stream_outcome.read(jsonl, run_id)
+            if isinstance(found, dict):
+                return {"run_id": run_id, "status": "reported", **found}
+            if found == stream_outcome.SETTLED or time.monotonic() >= deadline:
                 break
             time.sleep(OUTCOME_RETRY_STEP)
     return {"run_id": run_id, "status": "unknown", "code": None, "source": None, "child_code": None}
-
-
-def _runner_exit(path: str) -> dict | None:
-    """The last complete ``runner_exit`` line in the file's final 64 KiB, of a file whose owner
-    ``pathtrust`` trusts (this user, root). The runner writes its stream as this user, so a file
-    of another user's at the path was put there since (a ``--jsonl`` in their directory, renamed
-    away and replaced while the run went on): its outcome would be theirs to choose. (A stream
-    the user kept in another user's file in a private directory of their own reads as unknown.)"""
-    try:
-        fd = open_input(path, RUN_FILE)  # a regular file only: a FIFO's open never waits
-    except (OSError, ValueError):  # ValueError: bounded.InputError
-        return None
-    try:
-        info = os.fstat(fd)
-        if not trusted(info.st_uid):  # not the runner's: planted in its place
-            return None
-        offset = max(0, info.st_size - OUTCOME_TAIL_BYTES)
-        data = os.pread(fd, OUTCOME_TAIL_BYTES, offset)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = data.split(b"\n")[:-1]  # the last piece has no newline yet
-    if offset > 0 and lines:
-        lines = lines[1:]  # the first piece may start mid-line
-    for line in reversed(lines):
-        try:
-            event = loads(line.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError too
-            continue
-        if isinstance(event, dict) and event.get("event") == "runner_exit":
-            code, source, child_code = event.get("code"), event.get("source"), event.get("child_code")
-            if type(code) is int and isinstance(source, str) and (child_code is None or type(child_code) is int):
-                return {"code": code, "source": source, "child_code": child_code}
-            return None
-    return None
