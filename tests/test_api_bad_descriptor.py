@@ -46,10 +46,18 @@ for name, thread in threads.items():
     thread.join(60)
 print("in flight:", results["one"], results["two"])
 print("after:", processkit.run(["true"]).returncode)
+from processkit.api.service import connection
+waiting = len(connection()._boxes)
+for _ in range(20):  # each bad call's reply box goes with it: none left waiting for a reply
+    try:
+        processkit.run(["true"], stdout=closed)
+    except OSError:
+        pass
+print("boxes kept:", len(connection()._boxes) - waiting)
 """
 
 
 def test_a_closed_descriptor_fails_its_call_alone(tmp_path):
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["bad call: EBADF", "in flight: 0 0", "after: 0"], done.stdout
+    assert done.stdout.splitlines() == ["bad call: EBADF", "in flight: 0 0", "after: 0", "boxes kept: 0"], done.stdout

@@ -163,7 +163,11 @@ class Connection:
             try:
                 wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
-                _caller_descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                try:
+                    _caller_descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                except OSError:
+                    self.forget(rid)  # no reply will come: its box goes with the call
+                    raise
                 self.gone = True  # else the service is gone
                 raise ServiceGone("the runner service of this process has ended") from None
             if current is not None:  # written whole: the service has it (or is gone)
