@@ -45,7 +45,7 @@ class Call(Plain):
     args: list[str]
     spec: RunSpec
     stdio: Streams  # subprocess's stream keywords
-    keep_jsonl: bool  # the caller named the stream: the result names it too
+    named_jsonl: str | None  # the stream as the caller named it (made absolute): the result names it
     extra: dict = {}
 
     def send(self) -> tuple[service.Connection, int]:
@@ -70,7 +70,7 @@ class Call(Plain):
                 os.close(fd)
 
     def result(self, report: dict) -> RunResult:
-        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.spec.jsonl if self.keep_jsonl else None)
+        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
 
 
 def _standard_streams() -> tuple[list[int], list[int]]:
@@ -100,32 +100,34 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
     spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
     if streams.merged:
         spec = spec.replace(stderr_to_stdout=True)
+    anchored, named = _anchored(spec)
     return Call(
         args=command,
-        spec=_anchored(spec),
+        spec=anchored,
         stdio=streams,
-        keep_jsonl=jsonl is not None,
+        named_jsonl=None if jsonl is None else named,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
 
 
-def _anchored(spec: RunSpec) -> RunSpec:
+def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
     """Every path of ``spec`` made absolute from this process's working directory, which is
     also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is), and one
-    naming this process's own descriptors or /proc entry made to name them from the service."""
+    naming this process's own descriptors or /proc entry made to name them from the service;
+    beside it, the JSONL's path made absolute only, as the caller's result names it."""
     try:
         here: str | None = os.getcwd()
     except OSError:  # removed under the caller: the run's own paths must then be absolute
         here = None
 
-    def at(path: str | None) -> str | None:
-        if path is None or path.startswith("\0"):
+    def absolute(path: str | None) -> str | None:
+        if path is None or path.startswith("\0") or os.path.isabs(path) or here is None:
             return path
-        if not os.path.isabs(path):
-            if here is None:
-                return path
-            path = os.path.join(here, path)
-        return _callers(path)
+        return os.path.join(here, path)
+
+    def at(path: str | None) -> str | None:
+        path = absolute(path)
+        return path if path is None or path.startswith("\0") else _callers(path)
 
     env = spec.env
     if env.files:
@@ -136,7 +138,7 @@ def _anchored(spec: RunSpec) -> RunSpec:
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),
         env=env,
-    )
+    ), absolute(spec.jsonl)
 
 
 # Paths that name the process opening them (its descriptors, its /proc entry): opened by the
