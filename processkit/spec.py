@@ -297,6 +297,17 @@ class RunContext(Plain):
 OWN_CONTEXT = RunContext()  # a run carried in the process that asked for it
 
 
+def carrier_cwd() -> str | None:
+    """A carrier's working directory, read once for all the runs it carries (``RunContext.cwd``:
+    not a ``getcwd`` a run; a batch's or bench's process never changes it meanwhile); None when
+    it cannot be read (removed under it): each run then reads it itself and fails its set-up
+    saying so, as without this."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def new_run_id() -> str:
     """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
     return f"run-{own_pid()}-{time.time_ns()}"

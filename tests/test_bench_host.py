@@ -8,10 +8,12 @@ import io
 import json
 import os
 import signal
+import subprocess
 
 import pytest
 
 from conftest import (
+    cli_command,
     event_names,
     listed_when,
     published_late_by,
@@ -169,3 +171,19 @@ def test_a_run_is_published_only_once_it_has_lasted(tmp_path, isolated_registry,
         release.touch()
     _, err = bench.communicate(timeout=60)
     assert bench.returncode == 0, err
+
+
+def test_a_bench_started_in_a_removed_directory_says_so(tmp_path):
+    """The session reads its working directory once for all its runs; one removed under it is
+    each run's set-up failure (118, one line), as a run's own read of it says, not an internal
+    error."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@" bench -N --runs 2 true'
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", str(gone), *cli_command()], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 118, done.stderr
+    assert done.stderr.splitlines() == [
+        "processkit-cli: cannot benchmark 'true': cannot read the runner's working directory: No such file or directory"
+    ]

@@ -21,7 +21,7 @@ from ..engine.waits import wait_until
 from .. import safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
-from ..spec import OWN_CONTEXT, RunContext
+from ..spec import RunContext, carrier_cwd
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
@@ -344,13 +344,8 @@ def _job_steps(
 
 
 def _own_context() -> RunContext:
-    """The context of the batch's runs: its working directory read once here, not by each run
-    (a ``getcwd`` a job; the batch's process never changes it while its jobs run). One that
-    cannot be read is left to each run, which fails its set-up saying so, as without this."""
-    try:
-        return RunContext(cwd=os.getcwd())
-    except OSError:
-        return OWN_CONTEXT
+    """The context of the batch's runs: its working directory read once here (``carrier_cwd``)."""
+    return RunContext(cwd=carrier_cwd())
 
 
 def _raises(exc: Exception):

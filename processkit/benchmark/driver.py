@@ -34,7 +34,7 @@ import time
 from .. import signum
 from ..errors import Kind
 from ..plain import Plain
-from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, new_run_id
+from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, carrier_cwd, new_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class Engine:
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
-        self._cwd = os.getcwd()  # the session's process never changes it: not a getcwd a run (RunContext.cwd)
+        self._cwd = carrier_cwd()  # once a session, not a getcwd a run (RunContext.cwd)
         self._session = session_spec(options)
         if ends_descendants:  # the process is the benchmark's own: its start-up set aside
             gc.freeze()
