@@ -221,7 +221,7 @@ class RunContext(Plain):
       closes: six system calls a job). The carrier takes them back only once the run's steps
       are over, when nothing of the run writes them any more.
     - ``cwd``: the carrier's working directory as it read it once for every run it carries (a
-      batch, at its start: its process never changes it meanwhile); None: the engine reads this
+      batch or a bench session, at its start: ``carrier_cwd``); None: the engine reads this
       process's at each run.
     - ``publish_after_ms``: None: the record and socket are made before the spawn (the
       reference's order); else only once the child has run this long (a bench's run, a

@@ -6,8 +6,8 @@ Facts that decide what may be reused, and when:
   ``cgroup.events`` says ``populated 0``, read with ``frozen 0``, its ``cgroup.freeze``'s
   effect, in one ``pread``: ``_idle_v2``; v1: ``tasks`` empty, opened afresh each time:
   ``cgroupfs.v1_has_members``; for pids ``pids.current`` 0, which still counts an unreaped
-  zombie) and no group below it (a cgroupfs directory's link count is 2 plus its subdirectories). So a reused group never
-  carries another run's process. What fails the check is removed, and a fresh
+  zombie) and no group below it (a cgroupfs directory's link count is 2 plus its
+  subdirectories). So a reused group never carries another run's process. What fails the check is removed, and a fresh
   group made in its place. A group below a given-back group (a run's process may make one in
   its own: a delegated v2 group, or any group of a root child's) means it is not kept idle at
   all: it is removed at once, the groups below it first (``cgroupfs.remove_group``).
@@ -15,8 +15,9 @@ Facts that decide what may be reused, and when:
   limit, ``cgroup.freeze``), and some counters cannot start again (``pids.events``, the OOM
   kill count in ``memory.oom_control``, ``memory.failcnt``). Those of ``SETTINGS`` must read
   as when the group was made, or it is not lent again: one job can never cap, freeze or
-  count for the next. (Read through held fds, each for one byte more than it held then: a
-  few short ``pread``s a reuse; a memory group's once its charge is 0, not at each try.)
+  count for the next (a v2 ``cgroup.freeze`` through ``_idle_v2``'s ``frozen 0``, above). (Read
+  through held fds, each for one byte more than it held then: a few short ``pread``s a reuse;
+  a memory group's once its charge is 0, not at each try.)
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
   CPU: the group starts as a fresh one does.
 - pids: ``pids.peak`` cannot be reset. A group whose peak is 1 is reused: a run's root joins it

@@ -43,8 +43,9 @@ Facts about deciding that a runner is dead, and what may then be ended:
   this /proc, and never signalled.
 
 What is done to a run found dead is ``sweep_dead``'s (loaded only then: a run's sweep on its way
-in almost never finds one). Runs sweep their own parent on the way in, ending at most CREATE_ATTEMPTS dead runs and not
-waiting for killed members to exit (the next sweep removes such a group); ``prune`` sweeps every
+in almost never finds one). Runs sweep their own parent on the way in, ending at most
+CREATE_ATTEMPTS dead runs and not waiting for killed members to exit (the next sweep removes
+such a group); ``prune`` sweeps every
 parent and every run directory, and waits.
 """
 

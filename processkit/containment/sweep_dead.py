@@ -186,7 +186,7 @@ def _kill_members(group: str) -> None:
 
 
 def _end_process_group(identity: tuple[int, str, int], owner: int, reaped, dry_run: bool, wait: bool) -> bool:
-    """Kill a dead run's process group if it is provably the run's (see the facts above)."""
+    """Kill a dead run's process group if it is provably the run's (the facts in ``sweep``'s preamble)."""
     pgid, leader_start, session = identity
     leader = read_member(pgid)
     if leader is not None and leader.start_time != leader_start:

@@ -125,7 +125,7 @@ class EndingFacts:
         returncode: int | None,
         soft_stop_scope: str,
         emit: Callable[[Event], None],
-        writing: bool = True,
+        writing: bool,
     ):
         self.spec = spec
         self.returncode = returncode  # the root's, set when the child exited
@@ -198,6 +198,8 @@ def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
     return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"{cancelled_headline(detail)}: {facts.stop_phrase()}"))
 
 
+# The runner's headlines (these and the reports below) are the reference's words: a script or an
+# agent greps for them.
 _SIGNAL_NAMES = {"ctrl_c": "Ctrl-C", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
 
 
@@ -207,12 +209,17 @@ def cancelled_headline(source: str | None) -> str:
     return f"run cancelled ({_SIGNAL_NAMES.get(source or '', source)})"
 
 
+def not_started(source: str | None) -> str:
+    """The message of a run a stop signal ended before its child was started: the CLI's runner's
+    and the API service's alike."""
+    return f"{cancelled_headline(source)}: the child was not started"
+
+
 def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import OutputOverflow
 
     max_bytes = facts.spec.capture_max_bytes
     facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
-    # The runner's headlines below are the reference's words: a script or an agent greps for them.
     message = f"run output exceeded the {max_bytes}-byte capture ceiling on {detail}: {facts.stop_phrase()}"
     return Outcome(Kind.OUTPUT_OVERFLOW.code, Failure(Kind.OUTPUT_OVERFLOW, message))
 

@@ -241,10 +241,9 @@ def _cancelled(run: RunState) -> Failure:
     (``start`` kills it then). A child held in its execve (a hung mount, a lease) would otherwise
     hold the run, deaf to the signal, until its exec ended; one whose exec is reported by then
     runs, and its race takes the signal."""
-    from .endings import cancelled_headline
+    from .endings import not_started
 
-    headline = cancelled_headline(run.pending[EndingKind.SIGNAL])
-    return Failure(Kind.CANCELLED, f"{headline}: the child was not started")
+    return Failure(Kind.CANCELLED, not_started(run.pending[EndingKind.SIGNAL]))
 
 
 def connect(run: RunState, launched: Launched) -> None:

@@ -4,7 +4,8 @@ subreaper adopts, each root's exit routed to its own run. Apart from the members
 
 Facts about reaping, in a process that may not be the runner's own:
 - Every root is collected by its pid (``waitpid(pid)``), once its pidfd says it exited (the
-  kernel says which child: no look at every root per wake-up). A process may hold several
+  kernel says which child: no look at every root per wake-up), or, where the native spawn
+  lingered for its exit (``bench``'s runs), at once by the one look ``watch`` takes first. A process may hold several
   hosts (a Dask worker running two chunks on two threads) beside children its own program
   started (``subprocess.Popen``): each host collects only the roots it spawned, so no other
   party's status is ever taken. The table of every root in the process (``_ROOTS``, under a

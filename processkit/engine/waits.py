@@ -42,7 +42,8 @@ def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: fl
 
 def until_readable(loop: Loop, fd: int, stopping: Callable[[], bool], deadline: float | None = None):
     """``yield from`` this in a run: resumes once ``fd`` is readable, ``stopping()`` holds (the
-    host wakes the run for it: a stop), or at ``deadline``; returns whether ``fd`` was readable.
+    host wakes the run for it: a stop), or at ``deadline`` (the caller looks again at what it
+    waits for).
     ``loop``: the run's view of its host's loop (``RunLoop``), whose callback wakes it; ``fd``
     is on the loop only while the run waits (its owner may close it once this returns)."""
     readable: list[bool] = []
@@ -51,4 +52,3 @@ def until_readable(loop: Loop, fd: int, stopping: Callable[[], bool], deadline: 
         yield from wait_until(lambda: bool(readable) or stopping(), deadline)
     finally:
         loop.remove_reader(fd)
-    return bool(readable)

@@ -7,7 +7,7 @@ waiter finds neither (a record whose lock is gone reads as ended). The files are
 registry's first one, and every ``TRIM_EVERY``-th after it (counted in the directory's
 ``TRIM_COUNT`` attribute, whichever processes leave them), trims the registry to the newest
 ``MAX_KEPT`` (stems sort by start time), so neither a ``run`` nor a batch lists the registry per
-tombstone (at most ``TRIM_EVERY - 1`` more meanwhile);
+tombstone (about ``TRIM_EVERY - 1`` more meanwhile: two runs ending at once may count one);
 ``prune`` removes those older than ``MAX_AGE_SECONDS``. They live in the user's own 0700
 registry, as records do; best effort, as a tombstone only ever adds to what ``wait`` can say.
 
@@ -16,8 +16,9 @@ when it ends, its delegating record's lock becomes ``<stem>.outcomes``, the newe
 job outcomes in one file. A batch none of whose jobs was published (``bench``'s session of
 short runs, each published only after 50 ms) leaves none: an empty list answers no ``wait``,
 yet the file would count towards ``MAX_KEPT`` and push an older run's outcome out (and the
-listing and unlink of that trim were most of a ``bench``'s end on a loaded host). Both kinds count towards the registry's ``MAX_KEPT`` files and age
-out alike, and ``newest_of`` reads all three places.
+listing and unlink of that trim were most of a ``bench``'s end on a loaded host). Both kinds
+count towards the registry's ``MAX_KEPT`` files and age out alike, and ``newest_of`` reads all
+three places.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import shutil
 
 from .. import fdlimit
 from ..api import wire
-from ..engine.endings import cancelled_headline
+from ..engine.endings import not_started
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
@@ -318,7 +318,7 @@ def spec_of(sent, last):
 
 def cancelled(source: str) -> dict:
     """The reply for a run stopped before it began: nothing was made, so nothing is released."""
-    failure = ("cancelled", f"{cancelled_headline(source)}: the child was not started", False)
+    failure = ("cancelled", not_started(source), False)
     return {"code": 107, "failure": failure, "pid": own_pid()}
 
 
