@@ -17,6 +17,10 @@ os.close(writer)
 print(processkit.run(["cat"], stdin_file="/dev/stdin", capture_output=True).stdout.decode().strip())
 print(processkit.run(["cat"], stdin_file=f"/dev/fd/{reader}", capture_output=True).stdout.decode().strip())
 print(processkit.run(["pwd"], cwd="/proc/self/cwd", capture_output=True).stdout.decode().strip())
+reader, writer = os.pipe()
+os.write(writer, b"through the thread's entry\n")
+os.close(writer)
+print(processkit.run(["cat"], stdin_file=f"/proc/thread-self/fd/{reader}", capture_output=True).stdout.decode().strip())
 done = processkit.run(["true"], jsonl="/dev/stderr")
 print(done.returncode, done.jsonl)  # the result names the stream as the caller did
 """
@@ -30,5 +34,5 @@ def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
             [sys.executable, "-c", SCRIPT], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
         )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["the caller's stdin", "through a descriptor", str(tmp_path), "0 /dev/stderr"]
+    assert done.stdout.splitlines() == ["the caller's stdin", "through a descriptor", str(tmp_path), "through the thread's entry", "0 /dev/stderr"]
     assert '"event":"runner_exit"' in done.stderr, done.stderr

@@ -75,7 +75,7 @@ def ended_code(watch: RunIdWatch, jsonl: str) -> int:
     outcome = watch.report()
     if outcome["status"] != "reported":
         raise ControlError(
-            f"run '{watch.run_id}' ended, but its outcome is unknown: no runner_exit of this run could be read "
+            f"run `{watch.run_id}` ended, but its outcome is unknown: no runner_exit of this run could be read "
             f"from {jsonl} (its runner died, or its stream was replaced or cannot be read)",
             Kind.STALE.code,
             Kind.STALE.label,

@@ -395,5 +395,5 @@ def attach(run_id: str) -> RunHandle:
         raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
     record = control.live_record(run_id)
     if record.jsonl is None:
-        raise control.ControlError(f"run '{run_id}' names no JSONL stream", 103, "not_found")
+        raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
     return RunHandle(run_id, record.jsonl)

@@ -16,6 +16,7 @@ Facts about running in the service rather than in the caller's interpreter:
 from __future__ import annotations
 
 import os
+import threading
 import sys
 
 from ..spec import RunSpec, StdinMode
@@ -145,16 +146,19 @@ def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
 # service, they named the service's own (/dev/stdin its /dev/null, /dev/fd/9 another call's memfd).
 _STANDARD = {"/dev/stdin": "/fd/0", "/dev/stdout": "/fd/1", "/dev/stderr": "/fd/2"}
 _OWN = (("/dev/fd", "/fd"), ("/proc/self", ""))
+_THREAD = "/proc/thread-self"
 
 
 def _callers(path: str) -> str:
     """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
     ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
     which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
-    /dev/stderr``). Before, the child silently read the service's /dev/null, and the events went
-    there."""
-    if not path.startswith(("/dev/", "/proc/self")):
+    /dev/stderr``), and ``/proc/thread-self/...`` through the calling thread's task entry.
+    Before, the child silently read the service's /dev/null, and the events went there."""
+    if not path.startswith(("/dev/", "/proc/self", "/proc/thread-self")):
         return path
+    if path == _THREAD or path.startswith(_THREAD + "/"):
+        return f"/proc/{os.getpid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
     if path in _STANDARD:
         return f"/proc/{os.getpid()}{_STANDARD[path]}"
     for prefix, replaced in _OWN:

@@ -11,9 +11,7 @@ hash-based one, an extension module, a namespace package, optimisation flags) re
 the interpreter's own finder takes the module as before, so what is imported never changes.
 
 A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
-``cli/__pycache__/run.<cache tag>.bundle`` (and a ``bench``'s in ``bench.<cache tag>.bundle``:
-its ~110 modules read file by file were 12 M instructions of every benchmark's start-up,
-bench/README.md "bench's start-up, end and run count"; the interpreter's magic number, then one marshal of
+``cli/__pycache__/run.<cache tag>.bundle``: the interpreter's magic number, then one marshal of
 ``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
 finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once (names
 and constants the modules share are stored once). A row is used only where its source's ``stat``
@@ -24,6 +22,9 @@ pyc, because its row was missing or stale), or a row it left unused, has the run
 again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only, unless byte
 code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall``
 leaves it: docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
+A ``bench`` keeps its own the same way, ``bench.<cache tag>.bundle`` (its ~110 modules read file
+by file were 12 M instructions of every benchmark's start-up: bench/README.md, "bench's
+start-up, end and run count").
 
 The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
 so its reasons are here). Installers rewrite its first line to the environment's interpreter.
