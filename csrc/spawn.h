@@ -1,6 +1,6 @@
-/* processkit native spawn: clone3() straight into the run's cgroup, the child sharing the
- * runner's memory on a stack of its own (see spawn.c), then only raw system calls until execve
- * (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
+/* processkit native spawn: clone3() straight into the run's cgroup, the shared-memory child on
+ * the runner's memory with a stack of its own, else the copy-on-write one (see spawn.c), then
+ * only raw system calls until execve (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
  * clone has, and the exec's outcome is read from the report pipe once it is readable
  * (spawn_report.c).
  *
@@ -13,7 +13,7 @@
 
 /* The step that failed (pk_spawn_result.stage). */
 #define PK_SPAWN_OK    0
-#define PK_SPAWN_CLONE 1 /* no child: the report pipe, clone3 or fork failed */
+#define PK_SPAWN_CLONE 1 /* no child: the report pipe, clone3 or clone failed */
 #define PK_SPAWN_PGID  2 /* setpgid(0, 0) */
 #define PK_SPAWN_JOIN  3 /* writing "0" to a cgroup.procs fd */
 #define PK_SPAWN_STDIO 4 /* dup into 0, 1, 2 */
