@@ -1,8 +1,8 @@
 /* processkit native spawn: clone3() straight into the run's cgroup, the shared-memory child on
  * the runner's memory with a stack of its own, else the copy-on-write one (see spawn.c), then
- * only raw system calls until execve (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
- * clone has, and the exec's outcome is read from the report pipe once it is readable
- * (spawn_report.c).
+ * only raw system calls until execve (spawn_child.c). The runner does not wait for the
+ * execve: pk_spawn_begin returns once the clone has, and the exec's outcome is read from the
+ * report pipe once it is readable (spawn_report.c).
  *
  * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs
  * both and expects the same behaviour. */
