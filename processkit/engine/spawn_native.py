@@ -83,7 +83,7 @@ class Pending:
         if self.begun:
             claims.claim(self._pid)
 
-    def watch(self) -> tuple[int, float | None] | None:
+    def watch(self) -> tuple[int, float] | None:
         """What a loop waits on before the next ``ready`` look: the fd readable once the exec's
         outcome may be known (csrc/spawn_report.c), and how often to look anyway (a copy of the
         pipe's write end held elsewhere, a fork's during the clone, can hold that fd back). None
