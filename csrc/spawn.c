@@ -178,38 +178,12 @@ static pid_t shared_clone(struct pk_child *child, int *pidfd, int *aboard)
 }
 
 #else
-#define PK_SHARED_BUILT 0
-/* Never called: pk_spawn_shared_memory() is 0, so no spawn is shared and no stack is taken. */
-static int take_shared_stack(struct pk_child *child)
-{
-    (void)child;
-    return -1;
-}
-
-static void give_back_shared_stack(struct pk_child *child)
-{
-    (void)child;
-}
-
-static pid_t shared_clone3(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
-{
-    (void)flags;
-    (void)cgroup_fd;
-    (void)pidfd;
-    (void)aboard;
-    (void)child;
-    errno = ENOSYS;
-    return -1;
-}
-
-static pid_t shared_clone(struct pk_child *child, int *pidfd, int *aboard)
-{
-    (void)child;
-    (void)pidfd;
-    (void)aboard;
-    errno = ENOSYS;
-    return -1;
-}
+#define PK_SHARED_BUILT                                       0
+/* Never reached: pk_spawn_shared_memory() is 0, so no spawn is shared and no stack is taken. */
+#define take_shared_stack(child)                              (-1)
+#define give_back_shared_stack(child)                         ((void)0)
+#define shared_clone3(flags, cgroup_fd, pidfd, aboard, child) (errno = ENOSYS, -1)
+#define shared_clone(child, pidfd, aboard)                    (errno = ENOSYS, -1)
 #endif
 
 /* Whether spawns take the shared-memory child: -1 until pk_spawn_shared_memory decides. */
