@@ -361,6 +361,8 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
     pending->aboard = pending->shared; /* the shared child's word, 1 until the kernel clears it */
+    if (!pending->shared)
+        pk_cow_share_readings(&pending->child);
     /* No handler may run in the child before it has reset them: block everything across the
      * clone; the child unblocks its own mask, the runner its own at once. */
     sigfillset(&all);
@@ -373,6 +375,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     if (pid < 0) {
         close(report[0]);
         pk_give_back_stack(&pending->child);
+        pk_cow_take_readings(&pending->child, result);
         free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;

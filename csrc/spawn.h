@@ -47,10 +47,9 @@ typedef struct pk_spawn_result {
     int pidfd;          /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
     int stage;          /* PK_SPAWN_OK, or the step that failed */
     int error;          /* errno of that step */
-    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (a copy-on-write child's write is
-                         * lost: then the runner's reading just before the clone); 0 on failure */
-    long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown, or a
-                         * copy-on-write child, whose writes the runner never sees) */
+    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (the runner's reading just
+                         * before the clone where the child took none); 0 on failure */
+    long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown) */
 } pk_spawn_result;
 
 /* A spawn begun and not yet finished: the child may still be between clone and execve. */

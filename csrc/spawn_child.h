@@ -22,8 +22,9 @@ struct pk_child {
     int handlers_cleared; /* born with the runner's caught signals at SIG_DFL (CLONE_CLEAR_SIGHAND) */
     int report_fd;        /* the write end of the report pipe (O_CLOEXEC: execve closes it) */
     void *stack;          /* the top of the child's own stack (shared memory only; else NULL) */
-    long long *start_ns;  /* the runner's result->start_ns and join_ns: a shared-memory child's */
-    long long *join_ns;   /* writes reach them */
+    long long *start_ns;  /* the runner's result->start_ns and join_ns, which a shared-memory */
+    long long *join_ns;   /* child's writes reach; a copy-on-write child's point into readings */
+    long long *readings;  /* the copy-on-write child's MAP_SHARED pair (spawn_cow.c), else NULL */
 };
 
 /* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
@@ -73,6 +74,12 @@ static inline void pk_fill_clone_args(struct pk_clone_args *args, uint64_t flags
  * with a pidfd where the kernel takes CLONE_PIDFD from it (5.2 on), else -1 in *pidfd. */
 pid_t pk_cow_clone3(uint64_t flags, int cgroup_fd, int *pidfd, struct pk_child *child);
 pid_t pk_cow_clone(struct pk_child *child, int *pidfd);
+
+/* The copy-on-write child's start_ns and join_ns pointed at a page both processes share, before
+ * the clone (left at the runner's result where none can be mapped); and, once the child has
+ * exec'd or exited, what it wrote there into result, the page unmapped. */
+void pk_cow_share_readings(struct pk_child *child);
+void pk_cow_take_readings(struct pk_child *child, pk_spawn_result *result);
 
 /* The child's stack back to the kept ones (spawn.c), once the child is off it. */
 void pk_give_back_stack(struct pk_child *child);

@@ -1,8 +1,9 @@
 /* The copy-on-write child (spawn.c says when it is taken): a fork-like clone3, or the clone
- * system call, its memory a copy of the runner's, so nothing it writes reaches the runner
- * (start_ns and join_ns stay the runner's own readings) and it has no word of the runner's to
- * clear as it leaves. The exec is then told, when a fork elsewhere holds the report's end of
- * file, by the child's PF_FORKNOEXEC flag (spawn_report.c).
+ * system call, its memory a copy of the runner's, so nothing it writes reaches the runner but
+ * through the one MAP_SHARED page its two clock readings are written to (start_ns and join_ns:
+ * bench times a command from them), and it has no word of the runner's to clear as it leaves. The exec is
+ * then told, when a fork elsewhere holds the report's end of file, by the child's PF_FORKNOEXEC flag
+ * (spawn_report.c).
  *
  * Why never libc's fork(): it runs every pthread_atfork handler registered in the runner (a
  * numerical library's, say) in the runner and in the child, before the child's first step,
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -60,4 +62,28 @@ pid_t pk_cow_clone(struct pk_child *child, int *pidfd)
     if (pid == 0)
         pk_run_child(child);
     return pid;
+}
+
+#define PK_READINGS_SIZE (2 * sizeof(long long))
+
+void pk_cow_share_readings(struct pk_child *child)
+{
+    long long *page = mmap(NULL, PK_READINGS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return; /* the runner's reading before the clone stands in */
+    child->readings = page;
+    child->start_ns = &page[0];
+    child->join_ns = &page[1];
+}
+
+void pk_cow_take_readings(struct pk_child *child, pk_spawn_result *result)
+{
+    if (!child->readings)
+        return;
+    if (child->readings[0]) { /* the child took its first step */
+        result->start_ns = child->readings[0];
+        result->join_ns = child->readings[1];
+    }
+    munmap(child->readings, PK_READINGS_SIZE);
+    child->readings = NULL;
 }

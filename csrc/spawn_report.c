@@ -199,6 +199,7 @@ int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait
     close(pending->report_fd);
     pending->report_fd = -1;
     pk_give_back_stack(&pending->child); /* exec'd, exited or reaped: off the stack */
+    pk_cow_take_readings(&pending->child, result);
     pending->finished = 1;
     if (outcome == PK_RAN) {
         /* result->pid and pidfd are pk_spawn_begin's */
