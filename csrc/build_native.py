@@ -23,7 +23,6 @@ ffibuilder.cdef(
         int write_error;
         int no_splice;
         unsigned char *buf;
-        size_t buf_size;
         size_t ring_size;
         int threaded;
         int wants_thread;
@@ -108,7 +107,9 @@ ffibuilder.cdef(
     int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long);
 
     // libc's getrusage and wait4: a run reads its usage without loading the resource module
-    struct timeval { long tv_sec; long tv_usec; ...; };
+    typedef int... time_t;
+    typedef int... suseconds_t;
+    struct timeval { time_t tv_sec; suseconds_t tv_usec; ...; };
     struct rusage { struct timeval ru_utime; struct timeval ru_stime; long ru_maxrss; long ru_inblock; long ru_oublock; ...; };
     #define RUSAGE_CHILDREN ...
     int getrusage(int, struct rusage *);

@@ -270,18 +270,18 @@ void pk_stream_arm(pk_stream *stream)
 
 int pk_watch_take(pk_stream *stream, ssize_t *count, int *error)
 {
-    int state = PK_WATCH_IDLE;
+    int state = PK_TAKE_IDLE;
     uint64_t value;
     pthread_mutex_lock(&stream->lock);
     if (stream->watch_state == PK_WATCH_RETURNED) {
         *count = stream->early_count;
         *error = stream->early_errno;
         stream->watch_state = PK_WATCH_UNARMED;
-        state = PK_WATCH_TOOK;
+        state = PK_TAKE_TOOK;
     } else if (stream->watch_state != PK_WATCH_UNARMED)
-        state = PK_WATCH_BUSY;
+        state = PK_TAKE_BUSY;
     pthread_mutex_unlock(&stream->lock);
-    if (state == PK_WATCH_TOOK)
+    if (state == PK_TAKE_TOOK)
         while (read(stream->event_fd, &value, sizeof value) < 0 && errno == EINTR)
             ;
     return state;

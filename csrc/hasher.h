@@ -27,11 +27,12 @@ int pk_hasher_hash_small(pk_stream *stream);
 /* Hands the hasher all that was retained and waits until it has hashed it. */
 void pk_hasher_wait(pk_stream *stream);
 
-#define PK_WATCH_IDLE 0 /* the caller may read the pipe */
-#define PK_WATCH_BUSY 1 /* the thread's read is pending: the caller reads nothing */
-#define PK_WATCH_TOOK 2 /* the thread's read returned: *count (-1: *error), at the ring's next place */
+#define PK_TAKE_IDLE 0 /* the caller may read the pipe */
+#define PK_TAKE_BUSY 1 /* the thread's read is pending: the caller reads nothing */
+#define PK_TAKE_TOOK 2 /* the thread's read returned: *count (-1: *error), at the ring's next place */
 
-/* A watched stream's read made by the thread, taken by the caller (its event_fd read back). */
+/* A watched stream's read made by the thread, taken by the caller (its event_fd read back):
+ * PK_TAKE_IDLE, _BUSY or _TOOK. */
 int pk_watch_take(pk_stream *stream, ssize_t *count, int *error);
 
 /* A page-aligned read ring of `size` bytes, from the pool of released ones when it has one. */

@@ -223,11 +223,11 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             /* A watched stream's thread read first (hasher.c); none while it is pending. */
             int state = pk_watch_take(stream, &count, &early_errno);
             watched = 0;
-            if (state == PK_WATCH_BUSY) {
+            if (state == PK_TAKE_BUSY) {
                 result->read_errno = EAGAIN;
                 break;
             }
-            took = state == PK_WATCH_TOOK;
+            took = state == PK_TAKE_TOOK;
         }
         if (!took && may_splice(stream, echo_fd, echo_mode, until_empty)) {
             /* What the budget allows, and at least a chunk as a read would take: one call takes

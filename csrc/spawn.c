@@ -14,8 +14,8 @@
  * 49), while the child's steps need nothing of that thread. pk_spawn_begin returns once the
  * clone has; the runner's loop waits for the exec's report (pk_spawn_report_fd: the report
  * pipe, whose write end the child's execve closes), and pk_spawn_finish reads it
- * (spawn_report.c). So the child and the runner run at once, in one memory, and every line of
- * the child must respect (spawn_child.c):
+ * (spawn_report.c). So the child and the runner run at once, and every line of the
+ * shared-memory child, in the runner's memory, must respect (spawn_child.c):
  * - It writes only its own stack, and the runner's result->start_ns and join_ns, which the
  *   runner reads only once the child has exec'd or exited. It reads the pending spawn (heap),
  *   the request and its strings: the caller changes and frees none of them until
@@ -30,7 +30,8 @@
  *   then unblocks. The runner's mask is restored as soon as the clone returns.
  * - PR_SET_PDEATHSIG follows the spawning thread, as with fork: a child spawned from a thread
  *   that ends gets SIGKILL then.
- * Without clone3 (a seccomp filter) the same child comes from glibc's clone().
+ * Without clone3 (an older kernel, a seccomp filter) the same child comes from glibc's clone(),
+ * the copy-on-write one from the raw clone system call (spawn_cow.c).
  *
  * Why a child whose groups hold a memory limit is the copy-on-write one (request->own_memory,
  * which engine/spawn.py sets for a run with a memory cap, v2 memory.max or v1
@@ -59,7 +60,7 @@
  * exec (a seccomp filter's SIGSYS, a SIGSEGV on a bad request) took the runner with it. There,
  * and where it is not built (another architecture than x86-64, whose clone3 call here is
  * assembly, or PK_SPAWN_COW defined, as .ci/sanitize's ASan build does: ASan cannot follow a
- * child on a stack it did not allocate), the child is the copy-on-write clone3 or fork
+ * child on a stack it did not allocate), the child is the copy-on-write clone3 or clone
  * (spawn_cow.c), and pk_spawn_shared_memory() says so: engine/spawn.py then spawns through
  * Popen unless PROCESSKIT_SPAWN=native asks for this child. */
 #define _GNU_SOURCE
@@ -152,15 +153,10 @@ static pid_t shared_clone3(uint64_t flags, int cgroup_fd, int *pidfd, int *aboar
 {
     struct pk_clone_args args;
     long pid;
-    memset(&args, 0, sizeof args);
-    args.flags = flags | CLONE_PIDFD | CLONE_VM | CLONE_CHILD_CLEARTID;
-    args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    pk_fill_clone_args(&args, flags | CLONE_VM | CLONE_CHILD_CLEARTID, cgroup_fd, pidfd);
     args.child_tid = (uint64_t)(uintptr_t)aboard;
-    args.exit_signal = SIGCHLD;
     args.stack = (uint64_t)(uintptr_t)child->stack - PK_CHILD_STACK_SIZE;
     args.stack_size = PK_CHILD_STACK_SIZE;
-    if (flags & PK_CLONE_INTO_CGROUP)
-        args.cgroup = (uint64_t)cgroup_fd;
     pid = clone3_call(&args, child_entry, child);
     if (pid < 0) {
         errno = (int)-pid;
@@ -182,7 +178,12 @@ static pid_t shared_clone(struct pk_child *child, int *pidfd, int *aboard)
 }
 
 #else
-#define PK_SHARED_BUILT 0
+#define PK_SHARED_BUILT                                       0
+/* Never reached: pk_spawn_shared_memory() is 0, so no spawn is shared and no stack is taken. */
+#define take_shared_stack(child)                              (-1)
+#define give_back_shared_stack(child)                         ((void)0)
+#define shared_clone3(flags, cgroup_fd, pidfd, aboard, child) (errno = ENOSYS, -1)
+#define shared_clone(child, pidfd, aboard)                    (errno = ENOSYS, -1)
 #endif
 
 /* Whether spawns take the shared-memory child: -1 until pk_spawn_shared_memory decides. */
@@ -224,48 +225,31 @@ static int shares_memory(const pk_spawn_request *request)
 static int take_stack(struct pk_child *child, int shared)
 {
     child->stack = NULL;
-#if PK_SHARED_BUILT
-    if (shared)
-        return take_shared_stack(child);
-#else
-    (void)shared;
-#endif
-    return 0;
+    return shared ? take_shared_stack(child) : 0;
 }
 
 /* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
 void pk_give_back_stack(struct pk_child *child)
 {
-#if PK_SHARED_BUILT
     if (child->stack)
         give_back_shared_stack(child);
-#else
-    (void)child;
-#endif
 }
 
 /* The shared-memory child where aboard is its word, else the copy-on-write one. */
 static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
-#if PK_SHARED_BUILT
     if (aboard)
         return shared_clone3(flags, cgroup_fd, pidfd, aboard, child);
-#else
-    (void)aboard;
-#endif
     return pk_cow_clone3(flags, cgroup_fd, pidfd, child);
 }
 
-/* No clone3: the same child from clone() or fork(). */
-static pid_t fork_child(struct pk_child *child, int *pidfd, int *aboard)
+/* No clone3: the same child from the clone system call (glibc's wrapper for the shared one, a
+ * raw call for the copy-on-write one). */
+static pid_t clone_child(struct pk_child *child, int *pidfd, int *aboard)
 {
-#if PK_SHARED_BUILT
     if (aboard)
         return shared_clone(child, pidfd, aboard);
-#else
-    (void)aboard;
-#endif
-    return pk_cow_fork(child, pidfd);
+    return pk_cow_clone(child, pidfd);
 }
 
 /* CLONE_CLEAR_SIGHAND (Linux 5.5), until a kernel refuses it: then the child resets the
@@ -291,10 +275,15 @@ static pid_t clone3_clearing(uint64_t flags, int cgroup_fd, int *pidfd, int *abo
     return clone3_child(flags, cgroup_fd, pidfd, aboard, child);
 }
 
-/* CLONE_INTO_CGROUP (Linux 5.7), until a kernel refuses it (EINVAL) where a plain clone3 then
- * succeeds (5.3 to 5.6): from then on the child joins by write at once, not after two clone3
+/* CLONE_INTO_CGROUP (Linux 5.7), until a kernel refuses it where a plain clone3 then succeeds:
+ * 5.3 to 5.6 with E2BIG (a struct longer than they know, its cgroup field not zero), EINVAL
+ * only from a sandbox; from then on the child joins by write at once, not after two clone3
  * calls refused on every spawn. */
 static int into_cgroup = 1;
+
+/* clone3 (Linux 5.3), until it is refused with ENOSYS (an older kernel, or a seccomp filter as
+ * container runtimes install): from then on every spawn takes the clone system call at once. */
+static int have_clone3 = 1;
 
 /* Into the cgroup when the kernel allows it (joined), else a plain clone3, else the fallback.
  * Any refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn)
@@ -306,26 +295,31 @@ static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
     int refused = 0; /* the errno of CLONE_INTO_CGROUP's refusal */
     pid_t pid;
     *pidfd = -1;
-    if (request->cgroup_fd >= 0 && __atomic_load_n(&into_cgroup, __ATOMIC_RELAXED)) {
-        child->joined = 1;
-        pid = clone3_clearing(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, aboard, child);
-        if (pid >= 0)
-            return pid;
-        refused = errno;
-    }
     child->joined = 0;
-    if (refused != ENOSYS) {
-        pid = clone3_clearing(0, -1, pidfd, aboard, child);
-        /* the flag was what the kernel refused: 5.7 and later say EINVAL; 5.3-5.6 know a shorter
-         * struct and refuse its non-zero cgroup field, past their size, with E2BIG */
-        if (pid >= 0 && (refused == EINVAL || refused == E2BIG))
-            __atomic_store_n(&into_cgroup, 0, __ATOMIC_RELAXED);
-        if (pid >= 0 || errno != ENOSYS)
-            return pid;
+    if (__atomic_load_n(&have_clone3, __ATOMIC_RELAXED)) {
+        if (request->cgroup_fd >= 0 && __atomic_load_n(&into_cgroup, __ATOMIC_RELAXED)) {
+            child->joined = 1;
+            pid = clone3_clearing(PK_CLONE_INTO_CGROUP, request->cgroup_fd, pidfd, aboard, child);
+            if (pid >= 0)
+                return pid;
+            refused = errno;
+            child->joined = 0;
+        }
+        if (refused != ENOSYS) {
+            pid = clone3_clearing(0, -1, pidfd, aboard, child);
+            /* the flag was what the kernel refused: 5.3-5.6 know a shorter struct and refuse its
+             * non-zero cgroup field, past their size, with E2BIG; EINVAL comes only from a
+             * kernel before 5.7 given a zero cgroup field, or from a sandbox */
+            if (pid >= 0 && (refused == EINVAL || refused == E2BIG))
+                __atomic_store_n(&into_cgroup, 0, __ATOMIC_RELAXED);
+            if (pid >= 0 || errno != ENOSYS)
+                return pid;
+        }
+        __atomic_store_n(&have_clone3, 0, __ATOMIC_RELAXED);
     }
     *pidfd = -1;
     child->handlers_cleared = 0;
-    return fork_child(child, pidfd, aboard);
+    return clone_child(child, pidfd, aboard);
 }
 
 static void clear(pk_spawn_result *result)
@@ -366,7 +360,9 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pending->child.report_fd = report[1];
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
-    pending->aboard = 1;
+    pending->aboard = pending->shared; /* the shared child's word, 1 until the kernel clears it */
+    if (!pending->shared)
+        pk_cow_share_readings(&pending->child);
     /* No handler may run in the child before it has reset them: block everything across the
      * clone; the child unblocks its own mask, the runner its own at once. */
     sigfillset(&all);
@@ -379,6 +375,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     if (pid < 0) {
         close(report[0]);
         pk_give_back_stack(&pending->child);
+        pk_cow_take_readings(&pending->child, result);
         free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;

@@ -1,8 +1,8 @@
-/* processkit native spawn: clone3() straight into the run's cgroup, the child sharing the
- * runner's memory on a stack of its own (see spawn.c), then only raw system calls until execve
- * (spawn_child.c). The runner does not wait for the execve: pk_spawn_begin returns once the
- * clone has, and the exec's outcome is read from the report pipe once it is readable
- * (spawn_report.c).
+/* processkit native spawn: clone3() straight into the run's cgroup, the shared-memory child on
+ * the runner's memory with a stack of its own, else the copy-on-write one (see spawn.c), then
+ * only raw system calls until execve (spawn_child.c). The runner does not wait for the
+ * execve: pk_spawn_begin returns once the clone has, and the exec's outcome is read from the
+ * report pipe once it is readable (spawn_report.c).
  *
  * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs
  * both and expects the same behaviour. */
@@ -13,7 +13,7 @@
 
 /* The step that failed (pk_spawn_result.stage). */
 #define PK_SPAWN_OK    0
-#define PK_SPAWN_CLONE 1 /* no child: the report pipe, clone3 or fork failed */
+#define PK_SPAWN_CLONE 1 /* no child: the report pipe, clone3 or clone failed */
 #define PK_SPAWN_PGID  2 /* setpgid(0, 0) */
 #define PK_SPAWN_JOIN  3 /* writing "0" to a cgroup.procs fd */
 #define PK_SPAWN_STDIO 4 /* dup into 0, 1, 2 */
@@ -47,10 +47,9 @@ typedef struct pk_spawn_result {
     int pidfd;          /* the child's pidfd (O_CLOEXEC); -1 when the kernel gave none */
     int stage;          /* PK_SPAWN_OK, or the step that failed */
     int error;          /* errno of that step */
-    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (a copy-on-write child's write is
-                         * lost: then the runner's reading just before the clone); 0 on failure */
-    long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown, or a
-                         * copy-on-write child, whose writes the runner never sees) */
+    long long start_ns; /* CLOCK_MONOTONIC at the child's first step (the runner's reading just
+                         * before the clone where the child took none); 0 on failure */
+    long long join_ns;  /* how long the child spent joining its cgroups by write (0: unknown) */
 } pk_spawn_result;
 
 /* A spawn begun and not yet finished: the child may still be between clone and execve. */

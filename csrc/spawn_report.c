@@ -14,7 +14,7 @@
  * (exec_mmap, before the O_CLOEXEC fds close) or its exit (before its fds close; a core dump's
  * exit too, on the kernels that child is taken on, whose mm_release asks only whether the
  * memory has other users). A word cleared with no report in the pipe is the exec, whoever holds
- * a copy of its end. The copy-on-write child's word is its own: there the exec is told by the
+ * a copy of its end. The copy-on-write child has no such word: there the exec is told by the
  * child's PF_FORKNOEXEC flag (field 9 of /proc/<pid>/stat), which the kernel sets at the fork
  * and clears at the exec (begin_new_exec, before the O_CLOEXEC fds close), never for a child
  * that fails and exits; the child is claimed and unreaped, so its pid is still its own. So a
@@ -92,22 +92,22 @@ static int read_pipe(pk_spawn_pending *pending, int report[2], size_t *have)
  * namespace's (the process there is not the runner's child). */
 static int cow_execd(const pk_spawn_pending *pending)
 {
-    char path[32], stat[512], *name_end;
+    char path[32], line[512], *name_end;
     unsigned long flags;
     ssize_t got;
     int fd, parent;
     snprintf(path, sizeof path, "/proc/%d/stat", pending->pid);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return 0;
-    while ((got = read(fd, stat, sizeof stat - 1)) < 0 && errno == EINTR)
+    while ((got = read(fd, line, sizeof line - 1)) < 0 && errno == EINTR)
         ;
     close(fd);
     if (got <= 0)
         return 0;
-    stat[got] = '\0';
+    line[got] = '\0';
     /* After the command's name, which may hold spaces and parentheses: state, ppid, pgrp,
      * session, tty_nr, tpgid, then the flags. */
-    if (!(name_end = strrchr(stat, ')')) ||
+    if (!(name_end = strrchr(line, ')')) ||
         sscanf(name_end, ") %*c %d %*d %*d %*d %*d %lu", &parent, &flags) != 2 || parent != getpid())
         return 0;
     return !(flags & PK_PF_FORKNOEXEC);
@@ -116,14 +116,15 @@ static int cow_execd(const pk_spawn_pending *pending)
 /* What the pipe says, and if nothing, whether the child is gone anyway: its exit seen (exited),
  * or its exec, by the shared-memory child's word (read before the pipe: a report written before
  * the child left is in the pipe by then) or the copy-on-write child's flag (read only when the
- * pipe has nothing, and the pipe read again after it, so a report still wins). */
+ * pipe has nothing, and the pipe read again after it, so a report still wins; never on the first
+ * look, right after the clone, when the flag is still set). */
 static int look(pk_spawn_pending *pending, int report[2], size_t *have, int exited)
 {
     int gone = exited || (pending->shared && __atomic_load_n(&pending->aboard, __ATOMIC_ACQUIRE) == 0),
         outcome;
     if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
         return outcome;
-    if (!gone && !pending->shared && cow_execd(pending)) {
+    if (!gone && !pending->shared && pending->looked && cow_execd(pending)) {
         gone = 1;
         if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
             return outcome;
@@ -153,22 +154,24 @@ static int child_exited(const pk_spawn_pending *pending)
  * delivers them right after) interrupts nothing, and only its byte there tells this wait to give
  * its caller's handler its turn; the caller reads the pipe before it waits again. A wait polls
  * the report pipe and the pidfd, and looks again every PK_SPAWN_HELD_POLL_MS (a held end of
- * file: the word decides). */
+ * file: the word or the PF_FORKNOEXEC flag decides). */
 static int read_outcome(pk_spawn_pending *pending, int report[2], int wait, int signal_fd)
 {
     struct pollfd ready[3] = {{.events = POLLIN}, {.events = POLLIN}, {.events = POLLIN}};
     size_t have = 0;
-    int outcome, exited = 0, polled;
+    int outcome, exited = 0, polled, first;
     ready[0].fd = pending->report_fd;
     ready[1].fd = pending->pidfd; /* -1: ignored by poll */
     ready[2].fd = wait == PK_SPAWN_UNTIL_SIGNAL ? signal_fd : -1;
     for (;;) {
         if ((outcome = look(pending, report, &have, exited)) != PK_NOT_YET)
             return outcome;
+        first = !pending->looked;
+        pending->looked = 1;
         if (!wait && have == 0) {
             /* A look: nothing in the pipe, but the loop may have woken for a held one's poll. A
              * loop's first look, right after the clone, leaves the exit to the next. */
-            if (exited || !pending->looked++ || !child_exited(pending))
+            if (exited || first || !child_exited(pending))
                 return PK_NOT_YET;
             exited = 1;
             continue;
@@ -196,6 +199,7 @@ int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait
     close(pending->report_fd);
     pending->report_fd = -1;
     pk_give_back_stack(&pending->child); /* exec'd, exited or reaped: off the stack */
+    pk_cow_take_readings(&pending->child, result);
     pending->finished = 1;
     if (outcome == PK_RAN) {
         /* result->pid and pidfd are pk_spawn_begin's */

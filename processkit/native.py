@@ -1,4 +1,5 @@
-"""The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn and ``prctl``.
+"""The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn, ``prctl``, and
+libc's ``wait4`` and ``getrusage``.
 
 A C compiler is optional at install time, so every user of the module has a pure-Python
 fallback. It is imported once, on first use; a failed import is remembered too.

@@ -136,3 +136,23 @@ def test_the_walk_up_finds_a_limit_on_any_group_above_the_run(tmp_path, limit, l
         (group / "cgroup.procs").write_text("")
     (root / "limited" / "memory.max").write_text(limit + "\n")
     assert limited_apart(str(run)) is limited
+
+
+def test_an_unreadable_mount_table_makes_the_walk_look_further_never_fail(tmp_path, monkeypatch):
+    """Where the runner's own group cannot be told (the mount table unreadable), every group up
+    to the root is looked at: the copy-on-write child, never a refused spawn."""
+    from processkit import mountinfo
+    from processkit.engine import spawn_memory
+
+    def unreadable(path: str = mountinfo.MOUNTINFO):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(mountinfo, "mounts", unreadable)
+    monkeypatch.setattr(spawn_memory, "_runner", None, raising=False)  # no cached group
+    root = tmp_path / "root"
+    run = root / "limited" / "run"
+    run.mkdir(parents=True)
+    for group in (root, root / "limited"):
+        (group / "cgroup.procs").write_text("")
+    (root / "limited" / "memory.max").write_text("8192\n")
+    assert spawn_memory.limited_apart(str(run)) is True

@@ -7,12 +7,13 @@ clears in the runner's memory as the child leaves it (its exec or exit) now deci
 
 The fork is made deterministic by a preloaded shim: at the spawn's "block every signal across
 the clone" (``sigprocmask``), the moment the clone is next, it forks a holder that keeps the
-descriptors the last ``pipe2``/``socketpair`` made (the report's, whichever they are) and
-nothing else, and waits until the test kills it.
+descriptors the last ``pipe2`` made (the report pipe's) and nothing else, and waits until the
+test kills it.
 
-Each case runs twice: with the shared-memory child, and with the copy-on-write one (whose word is
-its own: its exec is told by its PF_FORKNOEXEC flag), which a build without the shared-memory
-child (another architecture, .ci/sanitize's PK_SPAWN_COW) and a kernel before 5.16 take. The
+Each case runs twice: with the shared-memory child, and with the copy-on-write one (which has no
+such word: its exec is told by its PF_FORKNOEXEC flag), which a capped run, a build without the
+shared-memory child (another architecture, .ci/sanitize's PK_SPAWN_COW) and a kernel before 5.16
+take. The
 shim makes that kernel: ``uname`` reports the release PK_TEST_KERNEL names."""
 
 from __future__ import annotations
@@ -52,17 +53,6 @@ int pipe2(int fds[2], int flags)
 {
     int (*real)(int *, int) = (int (*)(int *, int))dlsym(RTLD_NEXT, "pipe2");
     int done = real(fds, flags);
-    if (done == 0) {
-        last[0] = fds[0];
-        last[1] = fds[1];
-    }
-    return done;
-}
-
-int socketpair(int domain, int type, int protocol, int fds[2])
-{
-    int (*real)(int, int, int, int *) = (int (*)(int, int, int, int *))dlsym(RTLD_NEXT, "socketpair");
-    int done = real(domain, type, protocol, fds);
     if (done == 0) {
         last[0] = fds[0];
         last[1] = fds[1];

@@ -184,6 +184,23 @@ def signal_during_spawn() -> None:
     assert caught == [signal.SIGUSR2]
 
 
+def test_the_copy_on_write_childs_own_readings_reach_the_runner(tmp_path):
+    """A capped run's child (own_memory: the copy-on-write one) writes its first step's clock
+    reading and its joining time where the runner reads them (bench times the command from them),
+    not into its own copy of the memory, which left the runner's reading before the clone."""
+    procs = os.open(tmp_path / "procs", os.O_WRONLY | os.O_CREAT, 0o600)  # a join by write lands here
+    try:
+        before = time.monotonic_ns()
+        joins = ChildJoins(procs_fds=(procs,))
+        result = spawn_native.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False, own_memory=True)
+    finally:
+        os.close(procs)
+    assert result.stage == lib.PK_SPAWN_OK
+    os.waitpid(result.pid, 0)
+    assert (tmp_path / "procs").read_bytes() == b"0"
+    assert result.join_ns > 0 and result.start_ns > before
+
+
 def test_a_signal_during_the_spawn_is_not_run_in_the_child_nor_lost():
     """While the child is stalled before exec, the runner's thread gets SIGUSR2 and the child
     SIGUSR1, both caught by Python handlers in the runner. The runner must handle SIGUSR2 once,

@@ -232,7 +232,7 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
         # A poll (a copy of the pipe's end may be held by a fork elsewhere) is a deadline: the
         # look at the top of this loop is what may move the wait on, not the fd alone. The fd
         # leaves the loop before the spawn's finish closes it.
-        deadline = None if poll is None else run.loop.clock() + poll
+        deadline = run.loop.clock() + poll
         yield from until_readable(run.loop, fd, stopped, deadline)
 
 

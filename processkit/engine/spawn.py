@@ -113,9 +113,10 @@ class _PopenChild(Child):
 def select_backend() -> str:
     """``native`` or ``python``; raises a setup Failure when native is demanded but absent. The
     native spawn is taken by default only where it is the shared-memory child (x86-64, Linux 5.16
-    on), the one measured and tested on every CI run; a build for another architecture or an
-    older kernel (csrc/spawn.c says why) has the copy-on-write child, which no CI run's default
-    takes, so it spawns through Popen unless ``PROCESSKIT_SPAWN=native`` asks for that child."""
+    on), the one measured on every CI run; a build for another architecture or an older kernel
+    (csrc/spawn.c says why) has only the copy-on-write child, which there spawns every run (the
+    shared-memory build takes it for a capped run alone), so it spawns through Popen unless
+    ``PROCESSKIT_SPAWN=native`` asks for that child."""
     chosen = native.select_backend("PROCESSKIT_SPAWN", "spawn")
     if chosen == "native" and os.environ.get("PROCESSKIT_SPAWN") != "native":
         if not native.module().lib.pk_spawn_shared_memory():
@@ -238,7 +239,7 @@ class Starting:
         self._runner_ends = runner_ends
         self._named = named  # (argv, cwd, container): what a failure names
 
-    def watch(self) -> tuple[int, float | None] | None:
+    def watch(self) -> tuple[int, float] | None:
         """What a loop waits on before the next ``ready`` (``Pending.watch``): None once ready."""
         return self._pending.watch() if self._pending is not None else None
 

@@ -54,10 +54,24 @@ def limited_apart(group: str) -> bool:
     return False
 
 
+# This process's own group, read once per process: (its pid, the group). A forked child, whose
+# pid differs, reads its own (it may have been moved since).
+_runner: tuple[int, str | None] | None = None
+
+
 def _runner_group() -> str | None:
-    """This process's own cgroup v2 directory (its ``0::`` line under the cgroup2 mount)."""
-    mount = next((found.mount_point for found in mountinfo.mounts() if found.fstype == "cgroup2"), None)
+    """This process's own cgroup v2 directory (its ``0::`` line under the cgroup2 mount); None
+    where it cannot be told, which only makes ``limited_apart`` look further."""
+    global _runner
+    pid = os.getpid()
+    if _runner is None or _runner[0] != pid:
+        _runner = (pid, _read_runner_group())
+    return _runner[1]
+
+
+def _read_runner_group() -> str | None:
     try:
+        mount = next((found.mount_point for found in mountinfo.mounts() if found.fstype == "cgroup2"), None)
         lines = cgroupfs.read_text("/proc/self/cgroup").splitlines()
     except OSError:
         return None

@@ -2,8 +2,8 @@
 strings execve is handed, made once and kept, and the spawn between its clone and the exec's
 report.
 
-Why a pending spawn: the native child shares the runner's memory and the runner does not wait
-for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
+Why a pending spawn: the shared-memory child uses the runner's memory and the runner does not
+wait for its execve (csrc/spawn.c), so a host carrying several runs (the API's service, a batch)
 goes on with the others while one child execs; the exec's outcome is read once its report is
 readable (csrc/spawn_report.c: a pipe whose end of file is the exec, and a word the kernel
 clears in the runner's memory as the child leaves it, or a copy-on-write child's PF_FORKNOEXEC
@@ -83,7 +83,7 @@ class Pending:
         if self.begun:
             claims.claim(self._pid)
 
-    def watch(self) -> tuple[int, float | None] | None:
+    def watch(self) -> tuple[int, float] | None:
         """What a loop waits on before the next ``ready`` look: the fd readable once the exec's
         outcome may be known (csrc/spawn_report.c), and how often to look anyway (a copy of the
         pipe's write end held elsewhere, a fork's during the clone, can hold that fd back). None
