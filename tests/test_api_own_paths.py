@@ -34,5 +34,11 @@ def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
             [sys.executable, "-c", SCRIPT], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
         )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["the caller's stdin", "through a descriptor", str(tmp_path), "through the thread's entry", "0 /dev/stderr"]
+    assert done.stdout.splitlines() == [
+        "the caller's stdin",
+        "through a descriptor",
+        str(tmp_path),
+        "through the thread's entry",
+        "0 /dev/stderr",
+    ]
     assert '"event":"runner_exit"' in done.stderr, done.stderr
