@@ -142,6 +142,7 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
     int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
     int in_set = 0; /* in_fd is in the loop's set by join_set */
     int watched = stream->watch_fd >= 0;
+    fds[0].fd = watched ? stream->event_fd : stream->in_fd; /* watched: the thread's eventfd */
     fds[1].fd = epoll_fd;
     fds[0].events = fds[1].events = POLLIN;
     if (!stream->pause_ns)
@@ -181,7 +182,6 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         /* Watched (the pipe never polled): bytes left or gathered are drained at once unless
          * anything in the set is ready; an empty pipe is waited for by the thread's read, on its
          * eventfd. */
-        fds[0].fd = watched ? stream->event_fd : stream->in_fd;
         if (watched && result->total) {
             if (poll(fds + 1, 1, 0) != 0)
                 break;

@@ -17,3 +17,10 @@ def get(name: str) -> str | None:
         return os.environ.get(name)
     value = raw.get(name.encode())
     return None if value is None else os.fsdecode(value)
+
+
+def whole_number(name: str, default: int) -> int:
+    """A setting of whole units (``[0-9]+``), else ``default``: for the knobs tests set, which
+    read nothing else and refuse nothing."""
+    value = get(name) or ""
+    return int(value) if value.isascii() and value.isdigit() else default

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 
+from .envvars import whole_number
 from .plain import Constant, Plain
 
 TYPE_CHECKING = False
@@ -49,10 +50,7 @@ KEEP_MODES = ("head", "tail", "head-tail")
 # socket or tombstone (about a quarter of a short run's cost), one that lasts is seen as any.
 # ``PROCESSKIT_LATE_PUBLICATION_MS`` (whole milliseconds, read once at import) moves it: a test on
 # a loaded machine cannot count on a child ending within 50 ms, so it sets the wait long.
-_LATE_PUBLICATION_SET = os.environ.get("PROCESSKIT_LATE_PUBLICATION_MS", "")
-LATE_PUBLICATION_MS = (
-    int(_LATE_PUBLICATION_SET) if _LATE_PUBLICATION_SET.isascii() and _LATE_PUBLICATION_SET.isdigit() else 50
-)
+LATE_PUBLICATION_MS = whole_number("PROCESSKIT_LATE_PUBLICATION_MS", 50)
 # The reference's unsigned field widths: what its CLI values and its replies' numbers fit in.
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1

@@ -15,7 +15,6 @@ ALLOWED = {
     # The kernel's own files under /proc and /sys: bounded by what the kernel writes there.
     ("containment/cgroupfs.py", "read_bytes"): "a cgroup file of the kernel's (cgroupfs.read_text too)",
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
-    ("containment/cgroup_v2.py", "find_parent"): "/proc/self/cgroup",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status and /proc/<pid>/stat",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",

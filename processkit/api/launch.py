@@ -19,7 +19,7 @@ import os
 import threading
 import sys
 
-from ..spec import RunSpec, StdinMode
+from ..spec import RunSpec, StdinMode, own_pid
 from . import options as keyword_options
 from . import service, wire
 from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
@@ -158,12 +158,12 @@ def _callers(path: str) -> str:
     if not path.startswith(("/dev/", "/proc/self", "/proc/thread-self")):
         return path
     if path == _THREAD or path.startswith(_THREAD + "/"):
-        return f"/proc/{os.getpid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
+        return f"/proc/{own_pid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
     if path in _STANDARD:
-        return f"/proc/{os.getpid()}{_STANDARD[path]}"
+        return f"/proc/{own_pid()}{_STANDARD[path]}"
     for prefix, replaced in _OWN:
         if path == prefix or path.startswith(prefix + "/"):
-            return f"/proc/{os.getpid()}{replaced}{path[len(prefix) :]}"
+            return f"/proc/{own_pid()}{replaced}{path[len(prefix) :]}"
     return path
 
 

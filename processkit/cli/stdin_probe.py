@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import stat
 
+from ..envvars import whole_number
 from ..errors import usage
 from ..loop import Loop
 
 # ``PROCESSKIT_STDIN_WINDOW_MS`` (whole milliseconds) moves it: a test that the probe does not
 # wait sets it far beyond a loaded machine's start-up, so a wait would show whatever the load.
-_WINDOW_SET = os.environ.get("PROCESSKIT_STDIN_WINDOW_MS", "")
-FIRST_BYTE_WINDOW = int(_WINDOW_SET) / 1000 if _WINDOW_SET.isascii() and _WINDOW_SET.isdigit() else 0.25
+FIRST_BYTE_WINDOW = whole_number("PROCESSKIT_STDIN_WINDOW_MS", 250) / 1000
 CHUNK_SIZE = 64 * 1024
 
 

@@ -31,18 +31,22 @@ def find_parent() -> str | None:
     override = os.environ.get("PROCESSKIT_CGROUP_PARENT")
     if override:
         return override
+    mount, own = own_group()
+    return own if own is not None else mount
+
+
+def own_group() -> tuple[str | None, str | None]:
+    """The cgroup2 mount and this process's own group below it (its ``/proc/self/cgroup``
+    ``0::`` line), each None where it cannot be told."""
     try:
         mount = next((mount.mount_point for mount in mountinfo.mounts() if mount.fstype == "cgroup2"), None)
         if mount is None:
-            return None
-        with open("/proc/self/cgroup") as handle:
-            for line in handle:
-                if line.startswith("0::"):
-                    own = line[3:].strip()
-                    return os.path.join(mount, own.lstrip("/"))
+            return None, None
+        lines = cgroupfs.read_text("/proc/self/cgroup").splitlines()
     except OSError:
-        return None
-    return mount
+        return None, None
+    own = next((line[3:].strip() for line in lines if line.startswith("0::")), None)
+    return mount, None if own is None else os.path.join(mount, own.lstrip("/"))
 
 
 MEMBER_READS = 3  # reads of a subtree whose lists and ``populated`` disagree (``member_pids``)

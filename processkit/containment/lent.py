@@ -217,12 +217,11 @@ def _idle_v2(files: cgroupfs.HeldFiles) -> bool:
     it or below it (``populated 0``), and not frozen (``frozen 0``: an empty group reads
     ``frozen 1`` as soon as its ``cgroup.freeze`` is 1, and a child cloned into it would be
     frozen at birth). One ``pread`` where ``cgroup.procs`` and ``cgroup.freeze`` were two; a
-    kernel that writes more keys there is read key by key."""
-    content = files.content("cgroup.events")
-    if content == IDLE_EVENTS:
+    kernel that writes more keys there is read again as the keyed file it is."""
+    if files.content("cgroup.events") == IDLE_EVENTS:
         return True
-    keys = dict(line.split(b" ", 1) for line in content.splitlines() if b" " in line)
-    return keys.get(b"populated") == b"0" and keys.get(b"frozen", b"0") == b"0"
+    keys = cgroupfs.keyed_in(files, "cgroup.events")
+    return keys.get("populated") == 0 and keys.get("frozen", 0) == 0
 
 
 def _stat(group: Pooled) -> os.stat_result:

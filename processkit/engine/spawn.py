@@ -246,7 +246,7 @@ class Starting:
     def ready(self) -> bool:
         return self._pending is None or self._pending.ready()
 
-    def until_signal(self, signal_fd: int = -1) -> bool:
+    def until_signal(self, signal_fd: int) -> bool:
         """``ready``, waited for until the outcome or a signal (``Pending.until_signal``)."""
         return self._pending is None or self._pending.until_signal(signal_fd)
 

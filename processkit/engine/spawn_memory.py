@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 
-from .. import mountinfo
 from ..containment import cgroupfs
+from ..containment.cgroup_v2 import own_group
+from ..spec import own_pid
 
 
 def limited_apart(group: str) -> bool:
@@ -63,19 +64,12 @@ def _runner_group() -> str | None:
     """This process's own cgroup v2 directory (its ``0::`` line under the cgroup2 mount); None
     where it cannot be told, which only makes ``limited_apart`` look further."""
     global _runner
-    pid = os.getpid()
+    pid = own_pid()
     if _runner is None or _runner[0] != pid:
         _runner = (pid, _read_runner_group())
     return _runner[1]
 
 
 def _read_runner_group() -> str | None:
-    try:
-        mount = next((found.mount_point for found in mountinfo.mounts() if found.fstype == "cgroup2"), None)
-        lines = cgroupfs.read_text("/proc/self/cgroup").splitlines()
-    except OSError:
-        return None
-    unified = [line[3:] for line in lines if line.startswith("0::")]
-    if mount is None or not unified:
-        return None
-    return os.path.normpath(os.path.join(mount, unified[0].strip().lstrip("/")))
+    own = own_group()[1]
+    return None if own is None else os.path.normpath(own)

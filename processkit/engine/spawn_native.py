@@ -142,7 +142,14 @@ class Pending:
 
 
 def native_spawn(
-    argv, env, cwd, joins: ChildJoins, child_ends: list[int], own_terminal: bool, linger_ms: int = 0, own_memory=False
+    argv,
+    env,
+    cwd,
+    joins: ChildJoins,
+    child_ends: list[int],
+    own_terminal: bool,
+    linger_ms: int = 0,
+    own_memory: bool = False,
 ):
     """A spawn of this request, its exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
     errno), which the tests of the C child's steps read directly."""

@@ -35,13 +35,14 @@ class Registration:
     def close(self, ended: tuple[int, str, int | None] | None = None, *, kept: dict | None = None) -> None:
         """Remove the record, then the lock, then let the lock go. Idempotent. ``ended``
         (``runner_exit``'s code, source, child_code) is first remembered: the lock file
-        becomes the run's tombstone; ``kept``, a batch's job outcomes, its ``.outcomes`` file."""
+        becomes the run's tombstone; ``kept``, a batch's job outcomes, its ``.outcomes`` file
+        (none for a batch none of whose jobs was published: an empty list answers no ``wait``)."""
         if self._lock_fd is None:
             return
         suffixes = (".json", ".lock") if self._record_written else (".lock",)
         remembered = None
         if kept is not None:
-            remembered = (kept, tombstones.BATCH_SUFFIX)
+            remembered = (kept, tombstones.BATCH_SUFFIX) if kept.get("outcomes") else None
         elif ended is not None and self._run_id is not None:
             remembered = (tombstones.document(self._run_id, *ended), tombstones.SUFFIX)
         if remembered is not None and self._record_written:

@@ -52,9 +52,7 @@ def bury(directory: str, stem: str, lock_fd: int, kept: dict, suffix: str = SUFF
     """Turn the run's held ``<stem>.lock`` into its tombstone: ``kept`` written into it, then
     renamed to ``<stem><suffix>`` (cheaper than a new file, and the lock is going anyway); then,
     on this process's turn, trim the oldest beyond ``MAX_KEPT``. False when it could not be
-    done, or a batch's outcomes are none: the caller removes the lock as usual."""
-    if suffix == BATCH_SUFFIX and not kept.get("outcomes"):
-        return False
+    done: the caller removes the lock as usual."""
     try:
         data = dumps(kept).encode("utf-8")
         if len(data) > MAX_BATCH_BYTES:
