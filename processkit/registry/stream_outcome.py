@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 
 from ..bounded import RUN_FILE, WrongKind, loads, open_input
+from ..events import SCHEMA_VERSION
 from ..pathtrust import trusted
 
 WINDOW_BYTES = 64 * 1024  # the head and the tail read, each
-SCHEMA_VERSION = 1
 INT32 = range(-(2**31), 2**31)
 SETTLED = "settled"  # no later read of this stream can find this run's outcome
 
