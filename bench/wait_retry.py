@@ -24,7 +24,9 @@ from processkit.registry.stream_outcome import Stream
 
 
 def line(event: str, **fields) -> bytes:
-    return (json.dumps({"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": event, **fields}) + "\n").encode()
+    return (
+        json.dumps({"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": event, **fields}) + "\n"
+    ).encode()
 
 
 def per_read(read, reads: int) -> float:
@@ -51,7 +53,7 @@ def main() -> None:
             figures: dict[str, list[float]] = {"kept": [], "fresh": []}
             for _ in range(args.rounds):
                 figures["kept"].append(per_read(kept.read, args.reads))
-                figures["fresh"].append(per_read(lambda: Stream(path, "r").read(), args.reads))
+                figures["fresh"].append(per_read(lambda at=path: Stream(at, "r").read(), args.reads))
             medians = {name: statistics.median(values) for name, values in figures.items()}
             print(
                 f"{kib} KiB: kept {medians['kept']:.1f} us/read, fresh {medians['fresh']:.1f} us/read, "

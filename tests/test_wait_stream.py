@@ -13,7 +13,9 @@ from processkit.registry.stream_outcome import SETTLED, WINDOW_BYTES, Stream
 
 
 def line(event: str, **fields) -> bytes:
-    return (json.dumps({"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": event, **fields}) + "\n").encode()
+    return (
+        json.dumps({"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": event, **fields}) + "\n"
+    ).encode()
 
 
 def started(run_id: str) -> bytes:
