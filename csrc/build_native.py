@@ -13,10 +13,6 @@ ffibuilder.cdef(
     typedef struct pk_sha256 { ...; } pk_sha256;
 
     typedef struct pk_stream {
-        int in_fd;
-        int capture_fd;
-        uint64_t cap;
-        uint64_t head;
         uint64_t seen;
         uint64_t written;
         uint64_t ring_from;

@@ -182,8 +182,8 @@ static pid_t shared_clone(struct pk_child *child, int *pidfd, int *aboard)
 /* Never reached: pk_spawn_shared_memory() is 0, so no spawn is shared and no stack is taken. */
 #define take_shared_stack(child)                              (-1)
 #define give_back_shared_stack(child)                         ((void)0)
-#define shared_clone3(flags, cgroup_fd, pidfd, aboard, child) (errno = ENOSYS, -1)
-#define shared_clone(child, pidfd, aboard)                    (errno = ENOSYS, -1)
+#define shared_clone3(flags, cgroup_fd, pidfd, aboard, child) ((void)(aboard), errno = ENOSYS, -1)
+#define shared_clone(child, pidfd, aboard)                    ((void)(aboard), errno = ENOSYS, -1)
 #endif
 
 /* Whether spawns take the shared-memory child: -1 until pk_spawn_shared_memory decides. */
@@ -222,23 +222,22 @@ static int shares_memory(const pk_spawn_request *request)
 }
 
 /* The shared-memory child's stack; the copy-on-write child keeps the one it was forked on. */
-static int take_stack(struct pk_child *child, int shared)
+static int take_stack(struct pk_child *child)
 {
-    child->stack = NULL;
-    return shared ? take_shared_stack(child) : 0;
+    return child->shared ? take_shared_stack(child) : 0;
 }
 
 /* Called once the child has exec'd or exited (or was never cloned): it left the stack. */
 void pk_give_back_stack(struct pk_child *child)
 {
-    if (child->stack)
+    if (child->shared)
         give_back_shared_stack(child);
 }
 
-/* The shared-memory child where aboard is its word, else the copy-on-write one. */
+/* The shared-memory child, aboard its word, or the copy-on-write one (child->shared says). */
 static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard, struct pk_child *child)
 {
-    if (aboard)
+    if (child->shared)
         return shared_clone3(flags, cgroup_fd, pidfd, aboard, child);
     return pk_cow_clone3(flags, cgroup_fd, pidfd, child);
 }
@@ -247,7 +246,7 @@ static pid_t clone3_child(uint64_t flags, int cgroup_fd, int *pidfd, int *aboard
  * raw call for the copy-on-write one). */
 static pid_t clone_child(struct pk_child *child, int *pidfd, int *aboard)
 {
-    if (aboard)
+    if (child->shared)
         return shared_clone(child, pidfd, aboard);
     return pk_cow_clone(child, pidfd);
 }
@@ -288,7 +287,9 @@ static int have_clone3 = 1;
 /* Into the cgroup when the kernel allows it (joined), else a plain clone3, else the fallback.
  * Any refusal of CLONE_INTO_CGROUP (older kernel, EBUSY, a pids cap that counts the newborn)
  * falls back to joining by write in the child, which then reports the real error like the
- * Popen path. aboard: the shared-memory child's word, NULL for the copy-on-write child. */
+ * Popen path. aboard: the shared-memory child's word (unused for the copy-on-write child).
+ * *pidfd: -1 unless the clone that made the child wrote one (clone3's always; the clone
+ * system call's from Linux 5.2, and each fallback clears it before a call that cannot). */
 static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
 {
     const pk_spawn_request *request = child->request;
@@ -317,7 +318,6 @@ static pid_t start_child(struct pk_child *child, int *pidfd, int *aboard)
         }
         __atomic_store_n(&have_clone3, 0, __ATOMIC_RELAXED);
     }
-    *pidfd = -1;
     child->handlers_cleared = 0;
     return clone_child(child, pidfd, aboard);
 }
@@ -340,7 +340,9 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pid_t pid;
 
     clear(result);
-    if (!pending || take_stack(&pending->child, pending->shared = shares_memory(request)) != 0) {
+    if (pending)
+        pending->child.shared = shares_memory(request);
+    if (!pending || take_stack(&pending->child) != 0) {
         result->stage = PK_SPAWN_CLONE;
         result->error = ENOMEM;
         free(pending);
@@ -360,15 +362,15 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pending->child.report_fd = report[1];
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
-    pending->aboard = pending->shared; /* the shared child's word, 1 until the kernel clears it */
-    if (!pending->shared)
+    pending->aboard = pending->child.shared; /* the shared child's word, 1 until the kernel clears it */
+    if (!pending->child.shared)
         pk_cow_share_readings(&pending->child);
     /* No handler may run in the child before it has reset them: block everything across the
      * clone; the child unblocks its own mask, the runner its own at once. */
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &previous);
     result->start_ns = pk_monotonic_ns();
-    pid = start_child(&pending->child, &pidfd, pending->shared ? &pending->aboard : NULL);
+    pid = start_child(&pending->child, &pidfd, &pending->aboard);
     error = errno;
     sigprocmask(SIG_SETMASK, &previous, NULL);
     close(report[1]);
@@ -379,6 +381,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
         free(pending);
         result->stage = PK_SPAWN_CLONE;
         result->error = error;
+        result->start_ns = 0; /* no child: not the runner's reading before the clone (spawn.h) */
         return NULL;
     }
     pending->report_fd = report[0];

@@ -21,21 +21,21 @@ struct pk_child {
     int joined;           /* born in request->cgroup_fd's group: no write to its cgroup.procs */
     int handlers_cleared; /* born with the runner's caught signals at SIG_DFL (CLONE_CLEAR_SIGHAND) */
     int report_fd;        /* the write end of the report pipe (O_CLOEXEC: execve closes it) */
-    void *stack;          /* the top of the child's own stack (shared memory only; else NULL) */
+    int shared;           /* the child shares the runner's memory (else the copy-on-write one) */
+    void *stack;          /* the top of the shared child's own stack */
     long long *start_ns;  /* the runner's result->start_ns and join_ns, which a shared-memory */
     long long *join_ns;   /* child's writes reach; a copy-on-write child's point into readings */
     long long *readings;  /* the copy-on-write child's MAP_SHARED pair (spawn_cow.c), else NULL */
 };
 
 /* A spawn between pk_spawn_begin and pk_spawn_finish: what the child reads, and what the
- * runner frees once it has exec'd or exited. shared says the child is the shared-memory one;
- * aboard is then its CLONE_CHILD_CLEARTID word: 1 from before the clone until the kernel
- * clears it as the child leaves the runner's memory, at its exec or exit (spawn_report.c says
- * why). The copy-on-write child has no such word (0, unused). */
+ * runner frees once it has exec'd or exited. aboard is the shared-memory child's (child.shared)
+ * CLONE_CHILD_CLEARTID word: 1 from before the clone until the kernel clears it as the child
+ * leaves the runner's memory, at its exec or exit (spawn_report.c says why). The copy-on-write
+ * child has no such word (0, unused). */
 struct pk_spawn_pending {
     struct pk_child child;
     int aboard;
-    int shared;
     int report_fd; /* the read end of the report pipe (O_NONBLOCK), -1 once closed */
     int pid;
     int pidfd;

@@ -120,11 +120,11 @@ static int cow_execd(const pk_spawn_pending *pending)
  * look, right after the clone, when the flag is still set). */
 static int look(pk_spawn_pending *pending, int report[2], size_t *have, int exited)
 {
-    int gone = exited || (pending->shared && __atomic_load_n(&pending->aboard, __ATOMIC_ACQUIRE) == 0),
+    int gone = exited || (pending->child.shared && __atomic_load_n(&pending->aboard, __ATOMIC_ACQUIRE) == 0),
         outcome;
     if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
         return outcome;
-    if (!gone && !pending->shared && pending->looked && cow_execd(pending)) {
+    if (!gone && !pending->child.shared && pending->looked && cow_execd(pending)) {
         gone = 1;
         if ((outcome = read_pipe(pending, report, have)) != PK_NOT_YET)
             return outcome;

@@ -15,6 +15,8 @@ import time
 import pytest
 
 from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
+from own_tmp import own_tmp  # noqa: F401
+from test_accounting import v1_group_dirs
 from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
 
 LEAVE_DESCENDANTS = r"""
@@ -96,7 +98,9 @@ def _remove_when_empty(path: str) -> None:
             time.sleep(0.01)
 
 
-def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment):
+def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment, own_tmp):
+    """Under ``own_tmp``: another same-user runner's sweep of the host's /tmp would otherwise end
+    the dead run's child in its stead, and the test could not fail."""
     jsonl = tmp_path / "run.jsonl"
     proc = start_cli("run", "--jsonl", jsonl, "--", "sleep", "30")
     wait_for_event(jsonl, "members_snapshot")
@@ -104,13 +108,21 @@ def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment
     require_mechanism([started], containment)
     assert started["abrupt_cleanup"] == "direct_child_only"
     child = started["root_pid"]
-    group = cgroup_v2_dir(child) if containment == "cgroup_v2" else None
-    proc.kill()
-    proc.communicate(timeout=30)
-    deadline = time.monotonic() + 5
-    while pid_alive(child) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not pid_alive(child), "the child outlived its SIGKILLed runner"
-    assert "runner_exit" not in [e["event"] for e in read_events_tolerant(jsonl)]
-    if group is not None:
-        _remove_when_empty(group)  # nothing removes a dead runner's cgroup but us
+    # The dead runner's groups: its v2 group under cgroup_v2 and, on a hybrid host, its v1
+    # accounting groups under either mechanism. No sweep can find its run directory (own_tmp),
+    # so this test removes them itself.
+    groups = v1_group_dirs(child) + ([cgroup_v2_dir(child)] if containment == "cgroup_v2" else [])
+    try:
+        proc.kill()
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 5
+        while pid_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not pid_alive(child), "the child outlived its SIGKILLed runner"
+        assert "runner_exit" not in [e["event"] for e in read_events_tolerant(jsonl)]
+    finally:
+        if pid_alive(child):  # the failure above: end it, so its groups empty
+            os.kill(child, signal.SIGKILL)
+        for group in groups:
+            if group is not None:
+                _remove_when_empty(group)

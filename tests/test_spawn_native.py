@@ -22,6 +22,8 @@ import pytest
 
 from processkit.containment.base import ChildJoins
 
+from test_limits import own_cgroup_dirs
+
 native = pytest.importorskip("processkit._native")
 spawn_native = pytest.importorskip("processkit.engine.spawn_native")
 lib = native.lib
@@ -199,6 +201,35 @@ def test_the_copy_on_write_childs_own_readings_reach_the_runner(tmp_path):
     os.waitpid(result.pid, 0)
     assert (tmp_path / "procs").read_bytes() == b"0"
     assert result.join_ns > 0 and result.start_ns > before
+
+
+def clone_refused() -> None:
+    """In a pids group that holds this process and allows nothing more: every clone refused."""
+    with open(os.path.join(os.environ["PK_TEST_PIDS_GROUP"], "cgroup.procs"), "w") as handle:
+        handle.write("0")
+    for own_memory in (False, True):
+        result = spawn_native.native_spawn(
+            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, own_memory=own_memory
+        )
+        assert (result.stage, result.error) == (lib.PK_SPAWN_CLONE, errno.EAGAIN), own_memory
+        assert (result.pid, result.start_ns, result.join_ns) == (-1, 0, 0), own_memory
+
+
+def test_a_refused_clone_reports_no_start_time(monkeypatch):
+    """spawn.h: start_ns is 0 on failure, never the runner's reading from before the clone (a
+    caller would time a command that never ran from it)."""
+    pids = own_cgroup_dirs().get("pids")
+    if os.geteuid() != 0 or pids is None or not os.access(pids, os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 pids hierarchy")
+    group = os.path.join(pids, f"pk-test-clone-refused-{os.getpid()}")
+    os.mkdir(group)
+    try:
+        with open(os.path.join(group, "pids.max"), "w") as handle:
+            handle.write("1")
+        monkeypatch.setenv("PK_TEST_PIDS_GROUP", group)
+        isolated(clone_refused)
+    finally:
+        os.rmdir(group)  # its one member, the isolated interpreter, has exited
 
 
 def test_a_signal_during_the_spawn_is_not_run_in_the_child_nor_lost():

@@ -64,15 +64,18 @@ class Host(Scheduler):
         if self._signals is None and self._watch:
             self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize)
 
-    def dispatch_signals(self, read: bool = False) -> None:
-        """Deliver the signals caught so far (the runner does, just before it spawns). ``read``:
-        the wake-up pipe is read even where no handler has noted one yet (a wait on
-        ``signal_fd`` ended for its byte: read, it cannot end the next wait at once again)."""
+    def dispatch_caught_signals(self) -> None:
+        """Deliver the signals caught so far (the runner does, just before it spawns): the
+        wake-up pipe is read only where a handler noted one."""
         if self._signals is not None:
-            if read:
-                self._signals.dispatch()
-            else:
-                self._signals.dispatch_caught()
+            self._signals.dispatch_caught()
+
+    def dispatch_signal_pipe(self) -> None:
+        """Deliver the signals whose bytes are in the wake-up pipe, read even where no handler
+        has noted one yet: a wait on ``signal_fd`` that ended for its byte (read, it cannot end
+        the next wait at once again)."""
+        if self._signals is not None:
+            self._signals.dispatch()
 
     @property
     def signal_fd(self) -> int:

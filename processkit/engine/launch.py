@@ -130,7 +130,7 @@ def start(host: Host, run: RunState):
     cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
     container = run.container
     assert container is not None, "prepare makes the container or raises"
-    host.dispatch_signals()
+    host.dispatch_caught_signals()
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         raise _cancelled(run)
     live = None
@@ -216,9 +216,9 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     (``_cancelled``)."""
     if host.alone or run.context.linger_ms:
         # The wake-up pipe too: a signal caught before the wait (during the clone, or just
-        # after ``dispatch_signals`` above) interrupts no wait, and only its byte ends this one.
+        # after ``dispatch_caught_signals`` above) interrupts no wait, and only its byte ends this one.
         while not starting.until_signal(host.signal_fd):  # a signal came: its handler has run
-            host.dispatch_signals(read=True)  # the pipe read: the next wait blocks again
+            host.dispatch_signal_pipe()  # the pipe read: the next wait blocks again
             if EndingKind.SIGNAL in run.pending and not starting.ready():
                 raise _cancelled(run)
         return

@@ -37,7 +37,15 @@ def limited_apart(group: str) -> bool:
     has a ``memory.max`` less than ``max``; so does one whose limit cannot be read. A group
     without the file (no memory controller) does not end the walk: one above it may have one.
     Where the runner's own group cannot be told, every group up to the root is looked at (a
-    copy-on-write spawn is never wrong, only dearer)."""
+    copy-on-write spawn is never wrong, only dearer).
+
+    Walked on every such spawn, never cached: a limit set on a parent after the last spawn (an
+    operator's, a container manager's) must decide the next one. Each level costs what it must:
+    one ``open``, one ``read`` and one ``close`` of its ``memory.max`` (``cgroupfs.read_bytes``:
+    the file is one short record, ``max`` or a byte count, which the kernel's ``seq_file`` hands
+    over whole in that one read; a read bounded to 32 bytes measured no cheaper), and a ``stat``
+    more only at a level without the file. The runner's own group, where the walk stops, is read
+    once per process (``_runner_group``)."""
     runner = _runner_group()
     above = os.path.dirname(group)
     while runner is None or not (runner + "/").startswith(above.rstrip("/") + "/"):

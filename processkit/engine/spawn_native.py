@@ -35,6 +35,9 @@ class Pending:
     (csrc/spawn.c)."""
 
     __slots__ = ("result", "begun", "_handle", "_held", "_pid")
+    # PK_SPAWN_HELD_POLL_MS in seconds, read from the native module once, by the first spawn
+    # (``watch`` answers every look of a host's loop at a pending spawn).
+    _held_poll_seconds = 0.0
 
     def __init__(
         self,
@@ -50,6 +53,8 @@ class Pending:
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
         ffi, lib = built.ffi, built.lib
+        if not Pending._held_poll_seconds:
+            Pending._held_poll_seconds = lib.PK_SPAWN_HELD_POLL_MS / 1000
         held: list = []  # cdata the request points into, and the request: the child reads them until its exec
         args, paths = _command(ffi, argv, env)
         envp = _environment(ffi, env)  # held here: the next spawn may replace the kept one
@@ -91,8 +96,7 @@ class Pending:
         handle = self._handle
         if handle is None:
             return None
-        lib = native.module().lib
-        return lib.pk_spawn_report_fd(handle), lib.PK_SPAWN_HELD_POLL_MS / 1000
+        return native.module().lib.pk_spawn_report_fd(handle), self._held_poll_seconds
 
     def ready(self) -> bool:
         """Whether the exec's outcome is in ``result`` (a look at the report, never a wait).

@@ -13,13 +13,13 @@ the classes are and how they read and write.
 from __future__ import annotations
 
 from ..plain import Frozen
+from . import SCHEMA_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, ClassVar
 
 
-SCHEMA_VERSION = 1
 ENVELOPE = ("schema_version", "time", "event")
 _KEPT = ("schema_version", "time", "extra")  # the attributes every event has besides its fields
 

@@ -7,7 +7,7 @@ holds a v1 ``run_started`` naming this run id; only then is its tail (the last 6
 for the last well-formed v1 ``runner_exit``. The tail's first line is dropped only when the
 window starts mid-line, which the byte before the window says.
 
-Each read answers one of three things: the outcome; nothing yet (the runner may still write
+Each read (``Stream.read``) answers one of three things: the outcome; nothing yet (the runner may still write
 it: worth reading again); or nothing ever (``SETTLED``: a stream that is no regular file, a
 relative locator, a file another user owns, a head naming another run, a stream that ended
 without this run's ``run_started``, as a run whose spawn failed), so the waiter stops at once.
@@ -18,86 +18,115 @@ from __future__ import annotations
 import os
 
 from ..bounded import RUN_FILE, WrongKind, loads, open_input
+from ..events import SCHEMA_VERSION
 from ..pathtrust import trusted
 
 WINDOW_BYTES = 64 * 1024  # the head and the tail read, each
-SCHEMA_VERSION = 1
 INT32 = range(-(2**31), 2**31)
 SETTLED = "settled"  # no later read of this stream can find this run's outcome
 
 
-def read(path: str, run_id: str) -> dict | str | None:
-    """``runner_exit``'s code, source and child_code; None when it is not there (yet);
-    ``SETTLED`` when it never will be."""
-    if not os.path.isabs(path):  # a locator relative to whom? The reference reads none either
-        return SETTLED
-    try:
-        fd = open_input(path, RUN_FILE)  # a regular file only: a FIFO's open never waits
-    except WrongKind:  # a FIFO, a device, a directory: no retry makes it a stream to read
-        return SETTLED
-    except (OSError, ValueError):  # ValueError: bounded.InputError
-        return None
-    try:
+class Stream:
+    """One waiter's reads of one run's stream, each answering as ``read`` says. What cannot
+    change between reads is decided once per file: a retry (``waiting.outcome``, every 10 ms
+    for up to 3 s) judges the head again only for another file at the path (another inode) or
+    for one emptied in place (another run given the same ``--jsonl`` truncates it and keeps its
+    inode: the few bytes up to this run's ``run_started`` are read again and compared, not
+    parsed), and scans only the lines that arrived since the last read (a complete line read
+    once held no outcome and never will)."""
+
+    def __init__(self, path: str, run_id: str):
+        self.path = path
+        self.run_id = run_id
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file judged this run's
+        self._proof = b""  # that file's bytes up to the end of this run's run_started line
+        self._scanned = 0  # where its lines not yet scanned begin
+
+    def read(self) -> dict | str | None:
+        """``runner_exit``'s code, source and child_code; None when it is not there (yet);
+        ``SETTLED`` when it never will be."""
+        if not os.path.isabs(self.path):  # a locator relative to whom? The reference reads none either
+            return SETTLED
+        try:
+            fd = open_input(self.path, RUN_FILE)  # a regular file only: a FIFO's open never waits
+        except WrongKind:  # a FIFO, a device, a directory: no retry makes it a stream to read
+            return SETTLED
+        except (OSError, ValueError):  # ValueError: bounded.InputError
+            return None
+        try:
+            return self._read(fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _read(self, fd: int) -> dict | str | None:
+        status = os.fstat(fd)
         # The runner writes its stream as this user: another user's file at the path was put in
         # its place (a ``--jsonl`` in their directory, renamed away), its outcome theirs to choose.
-        if not trusted(os.fstat(fd).st_uid):
+        if not trusted(status.st_uid):
             return SETTLED
-        head = os.pread(fd, WINDOW_BYTES, 0)
-        owner = _owner(head, run_id)
-        if owner is False:
-            return SETTLED
-        found = _last_exit(*_tail(fd, head))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if owner is None:  # no run_started of this run: the reference's unknown; final once its runner ended
-        return SETTLED if found is not None else None
-    return found
+        identity = (status.st_dev, status.st_ino)
+        head = None
+        if identity != self._identity or os.pread(fd, len(self._proof), 0) != self._proof:
+            self._identity = None
+            head = os.pread(fd, WINDOW_BYTES, 0)
+            owner = _owner(head, self.run_id)
+            if owner == 0:
+                return SETTLED
+            if owner is None:  # no run_started of this run: the reference's unknown; final once its runner ended
+                return SETTLED if _last_exit(*_tail(fd, status.st_size, head, 0))[0] is not None else None
+            self._identity, self._proof, self._scanned = identity, head[:owner], owner
+        found, self._scanned = _last_exit(*_tail(fd, status.st_size, head, self._scanned))
+        return found
 
 
-def _tail(fd: int, head: bytes) -> tuple[bytes, bool]:
-    """The stream's last ``WINDOW_BYTES``, and whether they begin a line."""
-    if len(head) < WINDOW_BYTES:  # the whole stream is in the head
-        return head, True
-    start = max(0, os.fstat(fd).st_size - WINDOW_BYTES)
-    if start == 0:
-        return os.pread(fd, WINDOW_BYTES, 0), True
+def _tail(fd: int, size: int, head: bytes | None, scanned: int) -> tuple[bytes, int]:
+    """The stream's whole lines from ``scanned`` (a line's start) to its end, within its last
+    ``WINDOW_BYTES`` (a line the window begins inside is dropped: the byte before the window
+    says whether it does), and where they begin. ``head``, when given, is the stream's first
+    ``WINDOW_BYTES``: the whole stream when shorter."""
+    if head is not None and len(head) < WINDOW_BYTES:  # the whole stream is in the head
+        return head[scanned:], scanned
+    start = max(scanned, size - WINDOW_BYTES)
+    if start == scanned:
+        return os.pread(fd, WINDOW_BYTES, start), start
     window = os.pread(fd, WINDOW_BYTES + 1, start - 1)  # the byte before the tail, and the tail
-    return window[1:], window[:1] == b"\n"
+    cut = window.find(b"\n") + 1
+    return (window[cut:], start - 1 + cut) if cut else (b"", scanned)
 
 
-def _owner(head: bytes, run_id: str) -> bool | None:
-    """True when the head holds a v1 ``run_started`` naming ``run_id``; False when it names
-    only other runs (the file was taken over: that never changes back); None when it names
-    none yet."""
+def _owner(head: bytes, run_id: str) -> int | None:
+    """Where the line after a v1 ``run_started`` naming ``run_id`` begins, when the head holds
+    one; 0 when it names only other runs (the file was taken over: that never changes back);
+    None when it names none yet."""
     others = False
+    begin = 0
     for line in head.split(b"\n"):
+        begin += len(line) + 1
         event = _event(line)
         if event is None or event.get("event") != "run_started" or not _v1(event):
             continue
         if event.get("run_id") == run_id:
-            return True
+            return min(begin, len(head))
         others = True
-    return False if others else None
+    return 0 if others else None
 
 
-def _last_exit(tail: bytes, at_line_start: bool) -> dict | None:
-    """The last well-formed v1 ``runner_exit`` in ``tail`` (one that is not is passed over, as
-    the reference passes it); its first line is skipped when the window began mid-line."""
-    if not at_line_start:
-        cut = tail.find(b"\n")
-        if cut < 0:
-            return None
-        tail = tail[cut + 1 :]
-    for line in reversed(tail.split(b"\n")):
+def _last_exit(lines: bytes, start: int) -> tuple[dict | None, int]:
+    """The last well-formed v1 ``runner_exit`` in ``lines``, which begin at ``start`` in the
+    stream (one that is not is passed over, as the reference passes it); and where the lines not
+    yet scanned whole begin: after the last newline (a line still being written is scanned again
+    once whole)."""
+    scanned = start + lines.rfind(b"\n") + 1
+    for line in reversed(lines.split(b"\n")):
         event = _event(line)
         if event is None or event.get("event") != "runner_exit" or not _v1(event):
             continue
         code, source, child_code = event.get("code"), event.get("source"), event.get("child_code")
         if _int32(code) and isinstance(source, str) and (child_code is None or _int32(child_code)):
-            return {"code": code, "source": source, "child_code": child_code}
-    return None
+            return {"code": code, "source": source, "child_code": child_code}, scanned
+    return None, scanned
 
 
 def _event(line: bytes) -> dict | None:

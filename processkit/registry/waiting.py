@@ -156,8 +156,9 @@ def outcome(
     if jsonl is not None:
         grace = OUTCOME_RETRY_SECONDS if remembered is None else OUTCOME_RETRY_ENDED_SECONDS
         deadline = (time.monotonic() if since is None else since) + grace
+        stream = stream_outcome.Stream(jsonl, run_id)
         while True:
-            found = stream_outcome.read(jsonl, run_id)
+            found = stream.read()
             if isinstance(found, dict):
                 return {"run_id": run_id, "status": "reported", **found}
             if found == stream_outcome.SETTLED or time.monotonic() >= deadline:
