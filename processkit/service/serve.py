@@ -17,7 +17,10 @@ Facts about a service that must end with its caller:
   directory and gives back its lodging; no request still queued is started.
 - A stop signal to the service (SIGINT from the terminal it shares with its caller, SIGTERM,
   SIGHUP) ends the runs in flight, as it ended each per-call runner before; the service goes on
-  serving. The signal handlers, the subreaper flag and the reaping are the service's, so the
+  serving: the stop is not the host's for good (``Scheduler.stops_last``), so a call made
+  after it runs (before, every later call of the process was cancelled, 107, without a start).
+  A child of the caller's user can send such a signal (its parent is the service): it cancels
+  the runs in flight of every thread, never a later one. The signal handlers, the subreaper flag and the reaping are the service's, so the
   calling interpreter gets none of them.
 - Each run carries its own context (``request``): the caller's environment as it was when the
   call was made, and its standard streams as descriptors of its own; the service's own
@@ -80,6 +83,7 @@ class Service:
         self.sock = sock
         self.caller = caller
         self.host = Host(watch=True)
+        self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
