@@ -63,6 +63,25 @@ def read_back(source: int | str, *, follow: bool = True) -> bytes | None:
             os.close(fd)
 
 
+def not_the_connection(sock: socket.socket, fds) -> None:
+    """Raise ValueError when a descriptor a request would hand to a child is ``sock``, the
+    caller's end of its service connection (a number or a dup of it): the child's writes would
+    reach the service as frames of the caller's, and a malformed one ended the service with every
+    run it carried. One not open is left to the send's own EBADF."""
+    if not fds:
+        return
+    own = os.fstat(sock.fileno())
+    for fd in fds:
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino):
+            raise ValueError(
+                f"descriptor {fd} is this process's connection to its runner service, never a child's stream"
+            )
+
+
 def append(buffer: bytearray, message: tuple) -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own."""
