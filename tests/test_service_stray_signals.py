@@ -38,3 +38,39 @@ def test_a_stray_stop_signal_to_the_service_cancels_only_the_runs_in_flight(sign
     assert seen["in_flight"] == [107, "cancelled"], "a stop signal ends the runs in flight"
     assert seen["later"] == [[0, "child_exit", "ok\n"]] * 3, "the calls after it run"
     assert seen["same_service"], "the service itself went on"
+
+
+# A child signals its parent (the service) with what a program may send "its parent" (a caller,
+# under subprocess): a run of another thread in flight, and the calls after it, go on.
+STRAYS = r"""
+import json, signal, sys, threading, processkit
+numbers = [signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGRTMIN, signal.SIGRTMAX]
+seen = {}
+first = processkit.run(["true"]).runner_pid
+def in_flight():
+    result = processkit.run(["sh", "-c", "read line; echo done"], input=b"x\n", capture_output=True)
+    seen["in_flight"] = [result.returncode, result.stdout.decode()]
+thread = threading.Thread(target=in_flight)
+thread.start()
+sender = "import os, sys\nfor n in sys.argv[1:]: os.kill(os.getppid(), int(n))"
+try:
+    stray = processkit.run([sys.executable, "-c", sender, *map(str, numbers)])
+    seen["stray"] = [stray.returncode, stray.runner_pid == first]
+except BaseException as exc:
+    seen["stray"] = type(exc).__name__
+thread.join(60)
+try:
+    seen["after"] = processkit.run(["true"]).runner_pid == first
+except BaseException as exc:
+    seen["after"] = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_childs_stray_signal_to_its_parent_does_not_end_the_service():
+    done = subprocess.run([PY, "-c", STRAYS], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["stray"] == [0, True], "the sender's own run ended as its child did"
+    assert seen["in_flight"] == [0, "done\n"], "the other thread's run got its reply"
+    assert seen["after"] is True, "the same service serves the next call"
