@@ -117,12 +117,16 @@ def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
     naming this process's own descriptors or /proc entry made to name them from the service;
     beside it, the JSONL's path made absolute only, as the caller's result names it."""
     try:
-        here: str | None = os.getcwd()
-    except OSError:  # removed under the caller: the run's own paths must then be absolute
-        here = None
+        here = os.getcwd()
+    except OSError:
+        # Removed under the caller: named through this process's /proc entry, which the kernel
+        # still resolves to it, so the child starts in it as a subprocess child would, and a
+        # relative path the run names fails there. Before, the service's own "/" stood in:
+        # the child ran in "/" and `jsonl="out.jsonl"` wrote "/out.jsonl".
+        here = f"/proc/{own_pid()}/cwd"
 
     def absolute(path: str | None) -> str | None:
-        if path is None or path.startswith("\0") or os.path.isabs(path) or here is None:
+        if path is None or path.startswith("\0") or os.path.isabs(path):
             return path
         return os.path.join(here, path)
 

@@ -145,6 +145,7 @@ class Connection:
         the request, in the order they were written (under the send lock), and every later
         request is run with it: a request cancelled before its first step, or one that never
         runs, still leaves its change for the next; none is lost, whichever thread sends."""
+        wire.not_the_connection(self.sock, fds)
         rid = next(self._ids)
         with self._mail:
             self._boxes[rid] = []

@@ -79,6 +79,10 @@ class Streams:
                 raise ValueError("stdout and stderr arguments may not be used with capture_output")
             given["stdout"] = given["stderr"] = subprocess.PIPE
         self.live = live
+        # The file objects whose descriptors ``given`` holds, kept until the request went: one
+        # the call's own keyword held alone (``stdin=open(path)``) was closed when ``options``
+        # let it go, and its number, reused by the next open (the service's socket), went instead.
+        self.objects: list = []
         self.piped = dict.fromkeys(STREAMS, False)
         self.given: list[int | None] = [None, None, None]
         self.merged = False
@@ -99,6 +103,7 @@ class Streams:
                 self.input = b""
         elif stdin not in (None, subprocess.DEVNULL):
             self.given[0] = _descriptor("stdin", stdin)
+            self.objects.append(stdin)
         if echo and self.given[1] is not None and self.given[2] is not None:
             raise ValueError("echo=True forwards the child's output, but stdout and stderr both go elsewhere")
         self.opened: list[int] = []
@@ -117,6 +122,7 @@ class Streams:
             self.merged = True
         else:
             self.given[index] = _descriptor(name, value)
+            self.objects.append(value)
 
     def _input(self, value) -> bytes | None:
         if value is None:
@@ -207,6 +213,7 @@ class Streams:
         for fd in self.opened:
             os.close(fd)
         self.opened = []
+        self.objects = []  # the service holds its copies of their descriptors now
 
     def files(self) -> dict[str, IO]:
         """``start``'s ends of its pipes as Popen's file objects: binary, or text as Popen's."""

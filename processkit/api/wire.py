@@ -35,13 +35,15 @@ def scratch_name(rid: int, suffix: str = "") -> str:
     return f"r{int(rid)}{suffix}"
 
 
-def read_back(source: int | str, *, follow: bool = True) -> bytes | None:
+def read_back(source: int | str, *, follow: bool = True, most: int | None = None) -> bytes | None:
     """A whole file one side of the socket left for the other (a run's held stream or capture in
     a memfd, its file in the service's scratch directory or where the call named it, a large
     capture the service handed its caller), in one ``pread`` of its size where it holds still:
     one copy in memory. None when it cannot be read or is no regular file (a FIFO's lines belong
     to its reader, and opening it must not wait). ``follow``: a link at the path is followed (a
-    path the caller named may be one; the caller reading what its service left never does)."""
+    path the caller named may be one; the caller reading what its service left never does).
+    ``most``: the first that many bytes at most (a capture the caller capped: the child may put
+    a file of any size at its path, a sparse one in no time)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = source if isinstance(source, int) else os.open(source, flags)
@@ -52,7 +54,12 @@ def read_back(source: int | str, *, follow: bool = True) -> bytes | None:
         if not stat.S_ISREG(found.st_mode):
             return None
         chunks, offset = [], 0
-        while chunk := os.pread(fd, max(found.st_size - offset, 1 << 16), offset):
+        end = found.st_size if most is None else min(found.st_size, most)
+        while most is None or offset < most:
+            wanted = max(end - offset, 1 << 16) if most is None else max(min(end, most) - offset, 1)
+            chunk = os.pread(fd, wanted, offset)
+            if not chunk:
+                break
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)  # one chunk is itself, not a copy
@@ -61,6 +68,25 @@ def read_back(source: int | str, *, follow: bool = True) -> bytes | None:
     finally:
         if not isinstance(source, int):
             os.close(fd)
+
+
+def not_the_connection(sock: socket.socket, fds) -> None:
+    """Raise ValueError when a descriptor a request would hand to a child is ``sock``, the
+    caller's end of its service connection (a number or a dup of it): the child's writes would
+    reach the service as frames of the caller's, and a malformed one ended the service with every
+    run it carried. One not open is left to the send's own EBADF."""
+    if not fds:
+        return
+    own = os.fstat(sock.fileno())
+    for fd in fds:
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino):
+            raise ValueError(
+                f"descriptor {fd} is this process's connection to its runner service, never a child's stream"
+            )
 
 
 def append(buffer: bytearray, message: tuple) -> None:

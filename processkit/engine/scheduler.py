@@ -96,12 +96,13 @@ class _Carried:
     """A run in flight: its generator and group, its loop view, what it waits for, the timers
     that wake it at its deadline and its next poll."""
 
-    __slots__ = ("steps", "group", "run", "loop", "wait", "deadline_timer", "poll_timer")
+    __slots__ = ("steps", "group", "run", "stopped", "loop", "wait", "deadline_timer", "poll_timer")
 
     def __init__(self, steps: Steps, group: RunGroup) -> None:
         self.steps = steps
         self.group = group
         self.run: RunState | None = None  # once its steps made it (``Host.enlist``)
+        self.stopped: str | None = None  # a passing stop that came before its run was made (``Scheduler.stop``)
         self.loop: RunLoop | None = None
         self.wait: Wait | None = None
         self.deadline_timer: Timer | None = None
@@ -122,6 +123,10 @@ class Scheduler:
         self.loop = loop
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
         self.stop_source: str | None = None  # the source of the first stop signal, once one came
+        # Whether a stop signal also stops every run begun after it (``run``, a batch, a bench
+        # session: each ends once stopped). The runner service serves its caller's later calls
+        # after one: there a stop ends the runs in flight alone (False).
+        self.stops_last = True
         self._carried: set[_Carried] = set()
         self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
         self._fresh: list[_Carried] = []  # filled runs not yet resumed (``carry_all``)
@@ -130,12 +135,16 @@ class Scheduler:
         self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
 
     def stop(self, source: str) -> None:
-        """End every live run as a stop signal does (``source`` as ``cancelled`` reports it)."""
-        if self.stop_source is None:
+        """End every live run as a stop signal does (``source`` as ``cancelled`` reports it);
+        a run in flight whose steps have not made it yet is stopped as it makes it. Unless the
+        host's stops pass (``stops_last`` False), every run begun later is stopped too."""
+        if self.stops_last and self.stop_source is None:
             self.stop_source = source
         for run in self.runs:
             run.stop_signal(source)
         for carried in self._carried:
+            if carried.run is None and carried.stopped is None:
+                carried.stopped = source
             self._runq[carried] = None
 
     def stop_carried(self, steps: object, source: str) -> None:
@@ -182,7 +191,7 @@ class Scheduler:
         if carried is not None:
             carried.run = run
             carried.group.runs.add(run)
-            source = source or carried.group.stop_source
+            source = source or carried.stopped or carried.group.stop_source
         if source is not None:
             run.stop_signal(source)
 

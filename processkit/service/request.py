@@ -222,8 +222,8 @@ class Request:
                 if self.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
                     report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
                     self.scratch_capture = None  # the directory is the caller's to remove now
-                else:
-                    report[name] = wire.read_back(path)
+                else:  # never more than the cap the caller set: the file at the path may be the child's
+                    report[name] = wire.read_back(path, most=spec.capture_max_bytes)
         return report
 
     def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str) -> None:

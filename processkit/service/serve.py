@@ -17,7 +17,11 @@ Facts about a service that must end with its caller:
   directory and gives back its lodging; no request still queued is started.
 - A stop signal to the service (SIGINT from the terminal it shares with its caller, SIGTERM,
   SIGHUP) ends the runs in flight, as it ended each per-call runner before; the service goes on
-  serving. The signal handlers, the subreaper flag and the reaping are the service's, so the
+  serving: the stop is not the host's for good (``Scheduler.stops_last``), so a call made
+  after it runs (before, every later call of the process was cancelled, 107, without a start).
+  A child of the caller's user can send such a signal (its parent is the service): it cancels
+  the runs in flight of every thread, never a later one. The signals a program may send "its
+  parent" that would end the service are dropped (``absorb_stray_signals``). The signal handlers, the subreaper flag and the reaping are the service's, so the
   calling interpreter gets none of them.
 - Each run carries its own context (``request``): the caller's environment as it was when the
   call was made, and its standard streams as descriptors of its own; the service's own
@@ -80,6 +84,7 @@ class Service:
         self.sock = sock
         self.caller = caller
         self.host = Host(watch=True)
+        self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
@@ -328,6 +333,28 @@ class Service:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+# Signals whose default action ends a process and that no fault of its own raises, and that no
+# terminal sends: a child (the caller's user, with the service as its parent) may send one meant
+# for "its parent", the caller it would have under subprocess (a readiness or a timer signal),
+# and it ended the service and every run it carried. They are caught and dropped (a caught
+# signal is back at its default in every child the service starts). One inherited as ignored
+# stays ignored. SIGQUIT keeps its default, as the CLI's runner does.
+STRAY_SIGNALS = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
+
+
+def absorb_stray_signals() -> None:
+    """Catch and drop ``STRAY_SIGNALS`` and the real-time signals (each with its default action)."""
+    numbers = [getattr(signal, name) for name in STRAY_SIGNALS if hasattr(signal, name)]
+    numbers += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
+    for number in numbers:
+        if signal.getsignal(number) == signal.SIG_DFL:
+            signal.signal(number, _dropped)
+
+
+def _dropped(number, frame) -> None:
+    """A stray signal's handler: nothing to do (the signal watch's wake-up ignores its number)."""
+
+
 def main() -> int:
     fd, caller = int(sys.argv[1]), int(sys.argv[2])
     from ..containment import prctl
@@ -337,6 +364,7 @@ def main() -> int:
     prctl.set_parent_death_signal(signal.SIGUSR1)
     if os.getppid() != caller:
         return 0
+    absorb_stray_signals()
     os.chdir("/")
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply

@@ -1,0 +1,42 @@
+"""A capped capture is read back at its cap, whatever file is at its path by then: a child
+that put a large sparse file in place of its ``capture_dir``'s ``stdout.log`` (a rename, in no
+time) made the runner service read all of it into memory, and pickle it into the reply (the
+caller then cut it to the bytes the run captured). The service's peak memory tells. (What the
+reply holds is then the child's file, not what the runner captured, which went with the
+replaced name: a capture kept under a name the child can change is only as true as the child.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PY = sys.executable
+SPARSE = 96 << 20  # far above the cap, and above the service's own peak
+
+CALLER = r"""
+import json, sys, processkit
+capture = sys.argv[1]
+def peak(pid):
+    with open(f"/proc/{pid}/status") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM:"))
+service = processkit.run(["true"], capture_output=True).runner_pid
+before = peak(service)
+swap = (
+    'printf captured; '
+    'python3 -c "import os, sys; f = open(sys.argv[1], \'wb\'); f.truncate(int(sys.argv[2]))" "$1/new" "$2"; '
+    'mv "$1/new" "$1/stdout.log"'
+)
+result = processkit.run(["sh", "-c", swap, "sh", capture, sys.argv[2]], capture_dir=capture,
+                        capture_output=True, capture_max_bytes=1000)
+print(json.dumps({"grown": peak(service) - before, "length": len(result.stdout), "code": result.returncode}))
+"""
+
+
+def test_a_capped_capture_swapped_for_a_huge_file_is_read_at_its_cap(tmp_path):
+    capture = tmp_path / "cap"
+    done = subprocess.run([PY, "-c", CALLER, str(capture), str(SPARSE)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["code"] == 0 and seen["length"] == len("captured"), "cut to the bytes the run captured"
+    assert seen["grown"] < SPARSE // 2, f"the service read {seen['grown']} bytes more than its peak"

@@ -1,0 +1,76 @@
+"""A stop signal that reaches the runner service (a child of the caller's user signalling its
+parent, a Ctrl-C on the terminal the caller shares, a stray ``kill``) ends the runs in flight
+and nothing more: the service serves the calls made after it. Before, the stop stayed the
+host's for good, and every later call of that process was cancelled (107) without a start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PY = sys.executable
+
+# A run in flight, then a child that signals its parent (the service) while it runs; the run in
+# flight ends (its result read, so the signal was handled), then three calls made after it.
+CALLER = r"""
+import json, sys, processkit
+signame = sys.argv[1]
+held = processkit.start(["sleep", "3737.25"])
+stray = processkit.run(["sh", "-c", "kill -" + signame + " $PPID"])
+in_flight = held.result(timeout=60)
+later = [processkit.run(["sh", "-c", "echo ok"], capture_output=True) for _ in range(3)]
+print(json.dumps({
+    "in_flight": [in_flight.returncode, in_flight.source],
+    "later": [[r.returncode, r.source, (r.stdout or b"").decode()] for r in later],
+    "same_service": len({held.runner_pid, stray.runner_pid, *(r.runner_pid for r in later)}) == 1,
+}))
+"""
+
+
+@pytest.mark.parametrize("signame", ["TERM", "HUP", "INT"])
+def test_a_stray_stop_signal_to_the_service_cancels_only_the_runs_in_flight(signame):
+    done = subprocess.run([PY, "-c", CALLER, signame], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["in_flight"] == [107, "cancelled"], "a stop signal ends the runs in flight"
+    assert seen["later"] == [[0, "child_exit", "ok\n"]] * 3, "the calls after it run"
+    assert seen["same_service"], "the service itself went on"
+
+
+# A child signals its parent (the service) with what a program may send "its parent" (a caller,
+# under subprocess): a run of another thread in flight, and the calls after it, go on.
+STRAYS = r"""
+import json, signal, sys, threading, processkit
+numbers = [signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGRTMIN, signal.SIGRTMAX]
+seen = {}
+first = processkit.run(["true"]).runner_pid
+def in_flight():
+    result = processkit.run(["sh", "-c", "read line; echo done"], input=b"x\n", capture_output=True)
+    seen["in_flight"] = [result.returncode, result.stdout.decode()]
+thread = threading.Thread(target=in_flight)
+thread.start()
+sender = "import os, sys\nfor n in sys.argv[1:]: os.kill(os.getppid(), int(n))"
+try:
+    stray = processkit.run([sys.executable, "-c", sender, *map(str, numbers)])
+    seen["stray"] = [stray.returncode, stray.runner_pid == first]
+except BaseException as exc:
+    seen["stray"] = type(exc).__name__
+thread.join(60)
+try:
+    seen["after"] = processkit.run(["true"]).runner_pid == first
+except BaseException as exc:
+    seen["after"] = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_childs_stray_signal_to_its_parent_does_not_end_the_service():
+    done = subprocess.run([PY, "-c", STRAYS], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["stray"] == [0, True], "the sender's own run ended as its child did"
+    assert seen["in_flight"] == [0, "done\n"], "the other thread's run got its reply"
+    assert seen["after"] is True, "the same service serves the next call"
