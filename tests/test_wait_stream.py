@@ -80,3 +80,27 @@ def test_a_file_emptied_in_place_by_another_run_is_judged_again(tmp_path):
         handle.write(started("other") + line("members_snapshot", members=[]) * 3 + EXIT)
     assert path.stat().st_ino == inode
     assert stream.read() == SETTLED
+
+
+def test_a_takeover_between_the_judgement_and_the_scan_is_not_this_runs_outcome(tmp_path, monkeypatch):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(started("mine"))
+    stream = Stream(str(path), "mine")
+    assert stream.read() is None  # judged this run's, no outcome yet
+    theirs = started("theirs") + line("runner_exit", code=42, source="child_exit", child_code=42)
+    real_pread = os.pread
+    reads = []
+
+    def pread_then_take_over(fd, size, offset):
+        data = real_pread(fd, size, offset)
+        reads.append(offset)
+        if len(reads) == 1:  # right after the judgement's read, another run takes the path
+            with open(path, "r+b") as handle:
+                handle.truncate(0)
+                handle.write(theirs)
+        return data
+
+    monkeypatch.setattr(os, "pread", pread_then_take_over)
+    assert stream.read() is None  # never the other run's 42
+    monkeypatch.setattr(os, "pread", real_pread)
+    assert stream.read() == SETTLED  # judged again: the head names only the other run

@@ -77,7 +77,15 @@ class Stream:
             if owner is None:  # no run_started of this run: the reference's unknown; final once its runner ended
                 return SETTLED if _last_exit(*_tail(fd, status.st_size, head, 0))[0] is not None else None
             self._identity, self._proof, self._scanned = identity, head[:owner], owner
-        found, self._scanned = _last_exit(*_tail(fd, status.st_size, head, self._scanned))
+        found, scanned = _last_exit(*_tail(fd, status.st_size, head, self._scanned))
+        # The judgement and the scan are two reads: another run may have emptied the file and
+        # written its whole stream between them. Its bytes never hold this run's run_started,
+        # so an outcome counts only while the proof is still in place.
+        if found is not None and os.pread(fd, len(self._proof), 0) != self._proof:
+            self._identity = None
+            return None
+        if found is None:  # once found, a later read finds it again
+            self._scanned = scanned
         return found
 
 
