@@ -1,11 +1,9 @@
 """The launcher's finder for processkit's own modules: their byte code read directly.
 
-The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 modules before its
-code runs (listing and mtime, every suffix tried, the cache path computed twice, three layers of
-Python reading: bench/README.md, "Start-up: the launcher's finder"). Here a module of this package
-is its source's ``stat`` and its pyc's ``open``/``read``, checked as the interpreter checks it
-(magic, timestamp mode, mtime and size); anything else (no or stale or hash-based byte code, an
-extension, a namespace package, optimisation flags) is None: the interpreter's finder takes it.
+The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 modules
+(bench/README.md, "Start-up: the launcher's finder"); here a module of this package is its
+source's ``stat`` and its pyc's ``open``/``read``, checked as the interpreter checks it; anything
+else (no, stale or hash-based byte code, an extension, a namespace package, ``-O``) is None.
 
 A ``run`` (and a ``bench``, a file of its own) goes further: one file,
 ``cli/__pycache__/run.<cache tag>.bundle``, the interpreter's magic number then one marshal of
@@ -29,10 +27,10 @@ launcher to it), so no collection walks the modules as they load. The script's o
 (an environment's ``bin``), first on ``sys.path``, is taken off it: nothing the CLI imports is
 there, and a file there named as one of its modules would be run in its place.
 
-Only the launcher installs the finder: a library must not change its host's import system.
-Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the reverse of the
-interpreter's order: the same answer while no name is both (``tests/test_startup_imports.py``
-holds the package to that, and to no extension module beside a source of the same name).
+Only the launcher installs the finder (a library must not change its host's import system).
+It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same answer
+while no name is both (``tests/test_startup_imports.py`` holds the package to that, and to no
+extension module beside a source of the same name).
 """
 
 # No ``from __future__ import annotations`` here: its import statement imports ``__future__``, which
@@ -190,7 +188,10 @@ def _asked_at_work(fullname: str) -> bool:
     cgroup version, a mechanism), or by the body of a module that was. Its row is not preloaded: a
     run that never asks for it (a plain run meets no dead run, writes no warning) runs neither it
     nor what it imports (``contextlib``, ``collections``: ~12 M instructions)."""
-    frame = sys._getframe(3)  # past ``_found`` and ``find_spec``: the import system's frames, then the importer
+    try:
+        frame = sys._getframe(3)  # past ``_found`` and ``find_spec``: the import system's frames, then the importer
+    except ValueError:  # ``find_spec`` called from the top of a stack, not by an import
+        return False
     while frame.f_code.co_filename.startswith("<frozen importlib"):
         if frame.f_back is None:
             return False
