@@ -41,15 +41,17 @@ def _run(
     installed: str = "",
     env: dict | None = None,
     first: str = "",
+    program: str = "true",
 ) -> subprocess.CompletedProcess:
     """A plain ``run`` of ``true`` through the launcher's finder; ``write``: byte code may be
     written (else ``-B``); ``report``: code run just before the process exits; ``installed``:
     code run once the finder is in place, before the CLI is imported; ``first``: code run before
-    anything of the package is imported."""
+    anything of the package is imported; ``program``: what the run runs (one that cannot start
+    is the run's failure, code 101)."""
     script = (
         f"import os, sys; sys.path.insert(0, {root!r})\n"
         f"{first}\n"
-        f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', 'true']\n"
+        f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', {program!r}]\n"
         "def report(code):\n"
         f"    {report or 'pass'}\n"
         "    sys.stdout.flush()\n"
@@ -62,7 +64,7 @@ def _run(
     env = {key: value for key, value in {**os.environ, **(env or {})}.items() if key != "PYTHONDONTWRITEBYTECODE"}
     flags = ["-S"] if write else ["-S", "-B"]
     result = subprocess.run([sys.executable, *flags, "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (0 if program == "true" else 101), result.stderr
     return result
 
 
@@ -232,7 +234,9 @@ def test_a_row_that_no_longer_serves_is_dropped_and_the_preloading_runs_again(tm
     _run(root, tmp_path, write=True)
     rows = _rows(root)
     gone = os.path.join(root, "processkit", "gone.py")  # no such source
-    _write_rows(root, [("processkit.gone", gone, False, rows[0][3], rows[0][4], compile("", gone, "exec")), *rows])
+    _write_rows(
+        root, [("processkit.gone", gone, False, rows[0][3], rows[0][4], compile("", gone, "exec"), False), *rows]
+    )
     early = "print('early', 'processkit.engine.runner' in sys.modules)"
     assert _run(root, tmp_path, write=True, installed=early).stdout.split() == ["early", "False"]
     assert [row[0] for row in _rows(root)] == [row[0] for row in rows]
@@ -252,12 +256,35 @@ def test_a_run_writes_only_the_rows_of_the_modules_it_loaded(tmp_path):
     with open(extra) as handle:
         code = compile(handle.read(), extra, "exec")
     stale = [(*row[:3], (0, 0), *row[4:]) if row[0] == "processkit.engine.state" else row for row in rows]
-    _write_rows(root, [*stale, ("processkit.cli.probe", extra, False, *state, code)])  # one stale row: a rewrite
+    _write_rows(root, [*stale, ("processkit.cli.probe", extra, False, *state, code, False)])  # one stale row: a rewrite
     report = "print('probe', 'processkit.cli.probe' in sys.modules)"
     assert _run(root, tmp_path, write=True, report=report).stdout.split() == ["probe", "False"]
     names = [row[0] for row in _rows(root)]
     assert "processkit.engine.state" in names
     assert "processkit.cli.probe" not in names
+
+
+def test_a_module_a_runs_work_asked_for_is_kept_but_not_run_by_a_run_that_does_not_ask(tmp_path):
+    """A run whose work imported more than a plain run does (here a program that cannot start:
+    the failure's event types and text checks, imported by the engine's functions) writes those
+    modules' rows, marked as asked for at work: the next plain run does not preload them (nor
+    what they import), and is no reason to write the file again; a run that asks for one is
+    given it from its row."""
+    root = _copy(tmp_path)
+    missing = str(tmp_path / "no-such-program")
+    _run(root, tmp_path, write=True, program=missing)
+    written = os.stat(_bundle(root)).st_mtime_ns
+    loaded = "print('types', 'processkit.events.types' in sys.modules)"
+    assert _run(root, tmp_path, write=True, report=loaded).stdout.split() == ["types", "False"]
+    assert os.stat(_bundle(root)).st_mtime_ns == written
+    rows = {row[0]: row for row in _rows(root)}
+    assert rows["processkit.events.types"][6] is True and rows["processkit.engine.runner"][6] is False
+    for pyc in _pycs(root):
+        os.unlink(pyc)
+    loaders = dict(
+        line.split() for line in _run(root, tmp_path, write=False, report=_LOADERS, program=missing).stdout.splitlines()
+    )
+    assert loaders["processkit.events.types"] == "launcher"
 
 
 _COUNT_CLASSES = (

@@ -29,6 +29,26 @@ from ..writeall import write_all
 _TREE_ONLY: int = _ast.PyCF_ONLY_AST
 
 
+def save(finder) -> None:
+    """Write ``finder``'s (``cli/quickimport.py``'s) bundle again: the rows of the modules its run
+    was given, in the order they finished; those read from a pyc compiled again, lean, from their
+    sources, read here while they are as their rows recorded."""
+    served = {name: row for name, row in finder._served.items() if name != __name__}  # not this module's own
+    rows = {name: served[name] for name in finder._order if name in served}
+    rows.update((name, row) for name, row in served.items() if name not in rows)
+    sources = {}
+    for name in finder._missed:
+        if name not in rows:  # this module's own
+            continue
+        source, _, key, size, _, _ = rows[name]
+        text = finder._read_all(source)
+        state = finder._source_state(source)  # after the read: a source changed since its pyc was read differs
+        if text is not None and state is not None and finder._row_state(state) == (key, size):
+            sources[name] = text
+    finder._missed.clear()
+    write(finder._bundle_path[0], tuple((name, *row) for name, row in rows.items()), sources)
+
+
 def write(path: str, rows: tuple, sources: dict) -> None:
     """The interpreter's magic number and one marshal of ``rows``, put at ``path`` whole or not
     at all (a temporary file renamed over it); best effort: a read-only install keeps none. The
@@ -41,7 +61,9 @@ def write(path: str, rows: tuple, sources: dict) -> None:
     except OSError:
         return
     try:  # compiled once the file is open, inside the clean-up: a signal meanwhile keeps the exit
-        rows = tuple((*row[:5], lean(sources[row[0]], row[1], row[5])) if row[0] in sources else row for row in rows)
+        rows = tuple(
+            (*row[:5], lean(sources[row[0]], row[1], row[5]), row[6]) if row[0] in sources else row for row in rows
+        )
         write_all(fd, MAGIC_NUMBER + dumps(rows))
         close(fd)
         fd = -1

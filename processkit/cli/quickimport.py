@@ -1,46 +1,36 @@
 """The launcher's finder for processkit's own modules: their byte code read directly.
 
-A plain ``run`` imports some 75 processkit modules, and the interpreter's general path finder
-spends about 0.3 M instructions on each before the module's own code runs (an empty module:
-bench/README.md, "Start-up: the launcher's finder"): the directory's listing and its mtime,
-every loader suffix tried in turn, the cache path computed twice, the byte code read through
-three layers of Python. Here a module of this package is its source's ``stat`` and its
-``__pycache__`` file's ``open``/``read``, checked as the interpreter checks it (magic number,
-timestamp mode, the source's mtime and size); anything else (no byte code yet, a stale or
-hash-based one, an extension module, a namespace package, optimisation flags) returns None and
-the interpreter's own finder takes the module as before, so what is imported never changes.
+The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 modules
+(bench/README.md, "Start-up: the launcher's finder"); here a module of this package is its
+source's ``stat`` and its pyc's ``open``/``read``, checked as the interpreter checks it; anything
+else (no, stale or hash-based byte code, an extension, a namespace package, ``-O``) is None.
 
-A ``run`` goes further: the code of every module the last ``run`` loaded is kept in one file,
-``cli/__pycache__/run.<cache tag>.bundle``: the interpreter's magic number, then one marshal of
-``(name, source, is package, source mtime, source size, code)`` rows in the order the modules
-finished, the code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once (names
-and constants the modules share are stored once). A row is used only where its source's ``stat``
-still shows the recorded mtime and size, the same check as a pyc's, and only for the source this
-package's copy would import. With a bundle the launcher runs the modules before the CLI asks for
-them (``_preload``), past the import system's own per-module work; a module served any other way (a
-pyc, because its row was missing or stale), or a row it left unused, has the run write the file
-again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only, unless byte
-code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``); what it holds, and why ``pip uninstall``
-leaves it: docs/architecture.md. bench/README.md, "Start-up: one file for a run's byte code".
-A ``bench`` keeps its own the same way, ``bench.<cache tag>.bundle`` (its ~110 modules read file
-by file were 12 M instructions of every benchmark's start-up: bench/README.md, "bench's
-start-up, end and run count").
+A ``run`` (and a ``bench``, a file of its own) goes further: one file,
+``cli/__pycache__/run.<cache tag>.bundle``, the interpreter's magic number then one marshal of
+``(name, source, is package, source mtime, source size, code, asked at work)`` rows in the order
+the modules finished (code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once.
+A row is used only where its source's ``stat`` still shows what it recorded, and only for this
+copy's sources. The launcher runs the rows' modules before the CLI asks (``_preload``), past the
+import system, but for those a command's work imported (``_asked_at_work``): they are run when a
+run asks for them. A module served from its pyc, or a preloaded row left unused, has the run write
+the file again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only,
+unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``). What it holds and why
+``pip uninstall`` leaves it: docs/architecture.md; figures: bench/README.md, "Start-up: one file
+for a run's byte code", "bench's start-up, end and run count", "Start-up (issue 49, start55)".
 
 The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
 so its reasons are here). Installers rewrite its first line to the environment's interpreter.
-It is hand-written rather than generated from a console_scripts entry point: the generated
-launcher imports ``re`` before anything else, a fifth of the start-up budget of a short run;
-this one imports only the CLI, after putting this finder first. The collector's threshold is
-raised before the first import (``cli/main.py``'s ``COLLECT_AFTER_ALLOCATIONS``, which
-tests/test_startup_imports.py holds the launcher to), so no collection walks the modules as
-they load. The script's own directory (an environment's ``bin``), which the interpreter puts
-first on ``sys.path``, is taken off it: nothing the CLI imports is there, each import would look
-there first, and a file there named as a module the CLI imports would be run in its place.
+It is hand-written, not a console_scripts entry point's: the generated one imports ``re`` first,
+a fifth of a short run's start-up budget. The collector's threshold is raised before the first
+import (``cli/main.py``'s ``COLLECT_AFTER_ALLOCATIONS``; tests/test_startup_imports.py holds the
+launcher to it), so no collection walks the modules as they load. The script's own directory
+(an environment's ``bin``), first on ``sys.path``, is taken off it: nothing the CLI imports is
+there, and a file there named as one of its modules would be run in its place.
 
-Only the launcher installs the finder: a library must not change its host's import system.
-Modules are found as ``<name>.py`` before ``<name>/__init__.py``, the reverse of the
-interpreter's order, which is the same answer as long as no name in the package is both; ``tests/test_startup_imports.py`` holds the package to that, and to no extension
-module beside a source of the same name.
+Only the launcher installs the finder (a library must not change its host's import system).
+It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same answer
+while no name is both (``tests/test_startup_imports.py`` holds the package to that, and to no
+extension module beside a source of the same name).
 """
 
 # No ``from __future__ import annotations`` here: its import statement imports ``__future__``, which
@@ -53,11 +43,13 @@ from posix import O_CLOEXEC, O_RDONLY, W_OK, access, close, environ, fstat, read
 from posix import open as open_fd
 
 PREFIX = "processkit."
+COMMAND_PACKAGES = ("processkit.cli.", "processkit.benchmark.")  # whose functions import a command's modules
+CO_OPTIMIZED = 1  # a code object's flag: a function's body (``inspect.CO_OPTIMIZED``)
 READ_SIZE = 64 * 1024  # above every pyc of the package (the largest is ~33 KiB)
 BUNDLE_LIMIT = 16 * 1024 * 1024  # a bundle read stops here (a plain run's is ~0.6 MiB)
 BUNDLED_COMMANDS = ("run", "bench")  # the commands whose modules are kept together, a file each
 
-_bundle: dict = {}  # name -> (source, is package, mtime, size, code): rows read from the bundle
+_bundle: dict = {}  # name -> (source, is package, mtime, size, code, asked at work): rows read from the bundle
 _served: dict = {}  # the rows of the modules this process was given, however found
 _bundle_path: list[str] = []  # set while a bundle is in use: where it is kept
 _order: list[str] = []  # the modules given through the import system, in the order they finished
@@ -69,9 +61,8 @@ TAG = sys.implementation.cache_tag
 
 
 def _loader(fullname: str, path: str, code):
-    """The interpreter's own source loader, subclassed to be handed the code the finder read (so
-    ``exec_module`` does not read it again); made on first use, as a run whose modules are all
-    preloaded needs none (the class and the imports through it: ~0.15 M instructions a run)."""
+    """The interpreter's source loader, handed the code the finder read (not read again); made on
+    first use: a run whose modules are all preloaded needs none (~0.15 M instructions a run)."""
     if not _loader_class:
 
         class _Loader(SourceFileLoader):
@@ -185,25 +176,46 @@ def _found(fullname: str, source: str, cached: str, package: bool):
         return None
     code, state = found
     if _bundle_path:
-        _served[fullname] = (source, package, *_row_state(state), code)
+        _served[fullname] = (source, package, *_row_state(state), code, _asked_at_work(fullname))
         _missed.append(fullname)
     return code
 
 
+def _asked_at_work(fullname: str) -> bool:
+    """Whether ``fullname`` is imported by a command's work, not before it starts: by a function
+    outside ``cli/`` and ``benchmark/`` (whose functions import a run's or a bench's modules first)
+    and outside its own package's ``__init__`` (which picks one of its modules for this host: a
+    cgroup version, a mechanism), or by the body of a module that was. Its row is not preloaded: a
+    run that never asks for it (a plain run meets no dead run, writes no warning) runs neither it
+    nor what it imports (``contextlib``, ``collections``: ~12 M instructions)."""
+    try:
+        frame = sys._getframe(3)  # past ``_found`` and ``find_spec``: the import system's frames, then the importer
+    except ValueError:  # ``find_spec`` called from the top of a stack, not by an import
+        return False
+    while frame.f_code.co_filename.startswith("<frozen importlib"):
+        if frame.f_back is None:
+            return False
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__", "")
+    if not frame.f_code.co_flags & CO_OPTIMIZED:  # a module's (or class's) body: as its module was asked for
+        row = _served.get(name) or _bundle.get(name)
+        return row is not None and row[5]
+    return name.startswith(PREFIX) and not name.startswith(COMMAND_PACKAGES) and name != fullname.rpartition(".")[0]
+
+
 def find_spec(fullname: str, path=None, target=None):
-    """The meta path finder's one method, for ``processkit.*`` submodules with a valid pyc or
-    bundle row; None for the rest. This module itself is the finder the launcher puts first on
-    ``sys.meta_path`` (a class would be one more to make on every start)."""
+    """The meta path finder's one method (this module is the finder: a class would be one more to
+    make on every start), for ``processkit.*`` submodules with a valid pyc or row; else None."""
     if not fullname.startswith(PREFIX) or path is None or len(path) != 1:
         return None
-    if _preloading and fullname in _bundle:  # a package's import while the bundle is preloaded
-        made = _made(fullname, _preloading[0])
+    row = _bundle.get(fullname)
+    if row is not None and (_preloading or row[5]):  # a package's import while preloading, or a work row
+        made = _made(fullname, _preloading[0] if _preloading else _root())
         if made is not None:  # this module is the loader: ``create_module``, ``exec_module``
             _handed[fullname] = (*made, made[0].__spec__)
             return ModuleSpec(fullname, sys.modules[__name__])  # type: ignore[arg-type] # a loader's two functions
     base = path[0]
     leaf = fullname.rpartition(".")[2]
-    row = _bundle.get(fullname)
     code = None
     if row is None or row[1] is not True:  # a package's row spares the look for a module first
         source = f"{base}/{leaf}.py"
@@ -260,7 +272,13 @@ def _load_bundle(path: str) -> None:
         return
     code_type = type(_load_bundle.__code__)
     for row in rows:
-        if type(row) is tuple and len(row) == 6 and type(row[0]) is str and type(row[5]) is code_type:
+        if (
+            type(row) is tuple
+            and len(row) == 7
+            and type(row[0]) is str
+            and type(row[5]) is code_type
+            and type(row[6]) is bool
+        ):
             _bundle[row[0]] = row[1:]
 
 
@@ -279,24 +297,26 @@ def install() -> None:
 
 
 def _preload() -> None:
-    """Run the bundle's modules in the order the last run's finished in, each straight into a
-    module of its own, without the import system's locks, lookups and attribute copying (about
-    40 k instructions a module). What each module imports itself is imported as usual; a
-    package the last run finished after its first modules (its ``__init__`` imports them) is
-    run from its own row when the first of them is reached, and what it imports of them is run
-    from their rows too (``find_spec`` hands the import system this module as their loader). A
-    module is made as the import system makes it (spec, loader, file, cached, package, path, its
-    parent's attribute). A row whose source changed, or of a module that fails, ends the
-    preloading: it and the rest are imported as usual when the run asks for them (a failure then
-    raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``)."""
-    root = __file__.rpartition("/")[0].rpartition("/")[0]  # this package's directory
+    """Run the bundle's modules (but its work rows) in the order the last run's finished in, each
+    straight into a module of its own, past the import system's locks, lookups and attribute
+    copying (~40 k instructions a module). A package finished after its first modules (its
+    ``__init__`` imports them) is run from its row when the first is reached, and what it imports
+    of them from theirs (``find_spec`` hands them to this module as their loader). A row whose
+    source changed, or whose module fails, ends the preloading: the rest are imported as usual
+    (a failure raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``)."""
+    root = _root()
     _preloading.append(root)
     try:
-        for name in list(_bundle):
-            if name not in sys.modules and not _run_row(name, root):
+        for name, row in list(_bundle.items()):
+            if not row[5] and name not in sys.modules and not _run_row(name, root):
                 return
     finally:
         _preloading.clear()
+
+
+def _root() -> str:
+    """This package's directory."""
+    return __file__.rpartition("/")[0].rpartition("/")[0]
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -323,10 +343,9 @@ def _run_row(name: str, root: str) -> bool:
 
 
 def _made(name: str, root: str):
-    """``(module, code)``: a new module for the bundle's row of ``name``, made as the import
-    system makes one (spec, loader, file, cached, package, path), and the row's code; None when
-    the row is of another copy of the package or its source changed."""
-    source, package, mtime, size, code = _bundle[name]
+    """``(module, code)``: a module for the row of ``name``, made as the import system makes one
+    (spec, loader, file, cached, package, path); None for another copy's row or a changed source."""
+    source, package, mtime, size, code, _ = _bundle[name]
     where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
     if source != (f"{where}/__init__.py" if package else f"{where}.py"):
         return None  # a row of another copy of the package
@@ -338,8 +357,7 @@ def _made(name: str, root: str):
     spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source, is_package=package)
     spec.has_location = True
     spec.cached = cached
-    # As the import system's while the module runs, False after: an import of a loaded module asks
-    # (a spec without it costs each such import an AttributeError formatted and dropped).
+    # As the import system's, False once run: an import of a loaded module asks (else an error made and dropped)
     spec._initializing = True  # type: ignore[attr-defined] # the import system's own mark, untyped
     module = type(sys)(name)
     attributes = vars(module)
@@ -351,9 +369,8 @@ def _made(name: str, root: str):
 
 
 def create_module(spec):
-    """The import system's first step for a module ``find_spec`` found a row of while the
-    bundle is preloaded: the module made from its row (``exec_module`` puts its own spec back:
-    the import system sets the one it was handed, and only the attributes a module lacks)."""
+    """The import system's first step for a module ``find_spec`` handed here: the module made from
+    its row (``exec_module`` puts its spec back: the import system sets the one it was handed)."""
     return _handed[spec.name][0]
 
 
@@ -377,24 +394,14 @@ def _execute(name: str, module, code, spec) -> None:
 
 
 def save() -> None:
-    """Write the bundle again when this run loaded a module it lacked or held stale, or left a
-    row unused (a removed module's, another copy's): the rows of the modules this run loaded and
-    no others, so no row is carried forward unused (``cli/bundlewrite.py`` writes them, those
-    read from a pyc compiled again, lean, from their sources, read here while as recorded)."""
+    """Write the bundle again (``cli/bundlewrite.py``), the rows of this run's modules only, when it
+    read a module's pyc or left a preloaded row unused (a removed module's, another copy's); not
+    for an unused work row, which costs its unmarshal only (a host's runs differ in what they ask)."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
-    if (not _missed and _served.keys() >= _bundle.keys()) or not access(_bundle_path[0].rpartition("/")[0], W_OK):
+    unused = any(not row[5] and name not in _served for name, row in _bundle.items())
+    if (not _missed and not unused) or not access(_bundle_path[0].rpartition("/")[0], W_OK):
         return  # nothing to write, or an install this user cannot write to: nothing read or compiled
-    rows = {name: _served[name] for name in _order if name in _served}  # in the order they finished
-    rows.update((name, row) for name, row in _served.items() if name not in rows)
-    sources = {}
-    for name in _missed:
-        source, _, key, size, _ = rows[name]
-        text = _read_all(source)
-        state = _source_state(source)  # after the read: a source changed since its pyc was read differs
-        if text is not None and state is not None and _row_state(state) == (key, size):
-            sources[name] = text
-    _missed.clear()
-    from .bundlewrite import write  # its own module is not among the rows, taken before it
+    from .bundlewrite import save as write_again  # which leaves its own module out of the rows
 
-    write(_bundle_path[0], tuple((name, *row) for name, row in rows.items()), sources)
+    write_again(sys.modules[__name__])
