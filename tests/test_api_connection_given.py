@@ -41,3 +41,27 @@ def test_the_service_connection_is_never_a_childs_stream():
     assert seen["number"] == "ValueError" and seen["dup"] == "ValueError"
     assert seen["in_flight"] == [0, "done\n"], "the other thread's run got its reply"
     assert seen["after"], "the same service serves the next call"
+
+
+CLOSED_STANDARD = r"""
+import json, os, processkit
+seen = {"first": processkit.run(["true"]).returncode}  # the connection is made by a call naming no stream
+seen["echo"] = processkit.run(["sh", "-c", "echo hi >&2"], echo=True).returncode
+reader = processkit.run(["sh", "-c", "cat; echo read-to-end >&2"], echo=True)  # the caller's stdin: closed
+seen["reader"] = reader.returncode
+seen["after"] = processkit.run(["true"]).returncode
+os.write(2, (json.dumps(seen) + "\n").encode())
+"""
+
+
+def test_a_caller_started_with_its_standard_streams_closed_calls_as_any_other():
+    """The connection never takes the number of a closed standard stream: if it did, every call
+    handing the caller's standard streams on was refused as naming the connection, or (before that
+    refusal) the child read the service's replies as its stdin."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" -c "$1" <&- >&-', PY, CLOSED_STANDARD], capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stderr.decode().splitlines()
+    assert lines[:2] == ["hi", "read-to-end"]
+    assert json.loads(lines[-1]) == {"first": 0, "echo": 0, "reader": 0, "after": 0}

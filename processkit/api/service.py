@@ -98,7 +98,7 @@ class Connection:
     """One runner service and the socket to it."""
 
     def __init__(self) -> None:
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        mine, theirs = map(wire.above_the_standard_numbers, socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
         try:
             self.process = subprocess.Popen(
                 service_command(theirs.fileno(), os.getpid()),

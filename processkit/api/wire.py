@@ -10,6 +10,7 @@ the same user, started by one another, so pickle's trust is not extended to anyo
 from __future__ import annotations
 
 import array
+import fcntl
 import os
 import pickle
 import socket
@@ -56,7 +57,7 @@ def read_back(source: int | str, *, follow: bool = True, most: int | None = None
         chunks, offset = [], 0
         end = found.st_size if most is None else min(found.st_size, most)
         while most is None or offset < most:
-            wanted = max(end - offset, 1 << 16) if most is None else max(min(end, most) - offset, 1)
+            wanted = max(end - offset, 1 << 16) if most is None else min(max(end - offset, 1 << 16), most - offset)
             chunk = os.pread(fd, wanted, offset)
             if not chunk:
                 break
@@ -70,12 +71,25 @@ def read_back(source: int | str, *, follow: bool = True, most: int | None = None
             os.close(fd)
 
 
+def above_the_standard_numbers(end: socket.socket) -> socket.socket:
+    """``end`` moved to a descriptor above 2 where it took one of a closed standard stream's
+    numbers (a caller started with ``<&-``): else the caller's later "standard streams", handed
+    to a child, would be its connection, and the service's own end would be overwritten by the
+    service's ``/dev/null`` stdin."""
+    if end.fileno() > 2:
+        return end
+    try:
+        return socket.socket(fileno=fcntl.fcntl(end.fileno(), fcntl.F_DUPFD_CLOEXEC, 3))
+    finally:
+        end.close()
+
+
 def not_the_connection(sock: socket.socket, fds) -> None:
     """Raise ValueError when a descriptor a request would hand to a child is ``sock``, the
     caller's end of its service connection (a number or a dup of it): the child's writes would
     reach the service as frames of the caller's, and a malformed one ended the service with every
     run it carried. One not open is left to the send's own EBADF."""
-    if not fds:
+    if not fds or sock.fileno() < 0:  # closed by another thread: the send says ServiceGone
         return
     own = os.fstat(sock.fileno())
     for fd in fds:
