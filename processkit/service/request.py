@@ -121,10 +121,15 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def context(self, scratch_dir: str) -> RunContext:
+    def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
-        process's own places for the spec's stand-ins (its memory, its scratch directory)."""
+        process's own places for the spec's stand-ins (its memory, its scratch directory).
+        ``cwd``: the service's working directory, read once (None: the engine reads it).
+
+        The held memfds are lent to the engine (``RunContext.held_lent``), as a batch lends its
+        own: it writes them and never closes them, and ``close`` takes them back once the run's
+        steps are over (a copy made and closed per call before: two system calls for nothing)."""
         spec, places = self.spec, self.places
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"", self.spare)
@@ -141,8 +146,7 @@ class Request:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-        # the engine closes its copies; made last, so a step above that raises leaves none behind
-        held_fds = tuple(os.dup(fd) for fd in self.held) if self.held else None
+        held_fds = self.held or None  # lent: closed (or kept spare) by ``close``, never by the engine
         stdio = tuple(self.stdio)
         given = self.given
         return RunContext(
@@ -151,6 +155,8 @@ class Request:
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,
             held_fds=held_fds,
+            held_lent=held_fds is not None,
+            cwd=cwd,
             # No client can follow a held stream: published once its child has run a while,
             # as a --keep failed job is, so a short run makes no record, socket or tombstone.
             publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,

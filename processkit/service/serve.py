@@ -106,6 +106,12 @@ class Service:
         # its pool's idle groups' files, before the pool is made by the first run.
         self.soft_limit = fdlimit.soft_limit()
         fdlimit.leave_room_for_idle_groups(self.soft_limit)
+        # Its working directory (``/``, set by ``main``), read once for every run it carries, as
+        # a batch reads its own: not a ``getcwd`` a call.
+        try:
+            self.cwd: str | None = os.getcwd()
+        except OSError:
+            self.cwd = None
 
     # -- the caller's socket ------------------------------------------------------------------
     def reply(self, message: tuple) -> None:
@@ -250,7 +256,7 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            context = request.context(self.scratch)
+            context = request.context(self.scratch, self.cwd)
             outcome = yield from steps(
                 self.host, request.spec, keep_stream=request.keep_stream, context=context, records=True
             )
