@@ -129,10 +129,9 @@ class Manifest:
     """A manifest checked whole (``read``), then read again as its jobs on each pass (``iter``):
     each job is built afresh from its line, ``READ_AHEAD`` lines at most before it starts, so the
     batch keeps nothing per job it has not yet neared or has finished; ``len`` is how many jobs
-    it holds. A file is read again from its
-    start; a pipe was copied to an unnamed temporary file (``spool``) as it was checked. A line
-    that no longer reads as it did (the file was changed since) ends the pass with a setup
-    Failure that says so."""
+    it holds. A file is read again from its start; a pipe was copied to an unnamed temporary
+    file (``spool``) as it was checked. A line that no longer reads as it did (the file was
+    changed since) ends the pass with a setup Failure that says so."""
 
     __slots__ = ("_handle", "_path", "_total", "_spool", "any_needs")
 
