@@ -136,3 +136,45 @@ def test_duplicates_among_many_lines_are_named_with_their_first_line():
         parse(
             [*lines[:2], b'{"args": ["true"], "run_id": "r-1"}\n', *lines[3:], b'{"args": ["true"], "run_id": "r-1"}\n']
         )
+
+
+def test_the_manifest_is_read_again_a_block_at_a_time_and_a_changed_line_stops_after_the_jobs_before_it(
+    tmp_path, monkeypatch
+):
+    """The jobs are read again ``READ_AHEAD`` lines at a time (a line parsed between two runs
+    found its code cold: bench/README.md), not one as each starts; a line changed since the
+    check still stops the starts there, after every job before it ran and has its line."""
+    import pytest
+
+    from processkit.batching import manifest as manifest_module
+    from processkit.errors import Failure, Kind
+
+    lines = [f'{{"args": ["true"], "id": "j{number:02d}"}}\n' for number in range(1, 71)]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(lines))
+    built: list[str] = []
+    real_job_from = manifest_module.job_from
+
+    def job_from(number, value, *args, **kwargs):
+        built.append(value.get("id", "") if isinstance(value, dict) else "")
+        return real_job_from(number, value, *args, **kwargs)
+
+    parsed_at_first_line: list[int] = []
+
+    def recorded(line, counts) -> None:
+        if not parsed_at_first_line:
+            parsed_at_first_line.append(len(built))
+
+    with open(path, "rb") as stream:
+        manifest = read(stream, str(path))
+        with open(path, "r+b") as edit:  # line 50 no job any more, the same length
+            edit.seek(sum(len(line) for line in lines[:49]))
+            edit.write(b'{"args": 1,        "id": "j50"}\n')
+        monkeypatch.setattr(manifest_module, "job_from", job_from)
+        with pytest.raises(Failure) as raised:
+            run_batch(manifest, Settings(str(tmp_path / "out"), 1), recorded, signals=False)
+    assert raised.value.kind is Kind.SETUP
+    assert "the manifest changed since it was checked: manifest line 50" in raised.value.message
+    ran = [line.split('"')[3] for line in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()]
+    assert ran == [f"j{number:02d}" for number in range(1, 50)]
+    assert parsed_at_first_line[0] >= manifest_module.READ_AHEAD, parsed_at_first_line

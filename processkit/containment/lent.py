@@ -3,8 +3,8 @@ again: taken again only when the next run finds it as a fresh group, else remove
 
 Facts that decide what may be reused, and when:
 - A group is taken again only when it is empty: no process in it or below it (v2: its
-  ``cgroup.events`` says ``populated 0``, read with ``frozen 0``, its ``cgroup.freeze``'s
-  effect, in one ``pread``: ``_idle_v2``; v1: ``tasks`` empty, opened afresh each time:
+  ``cgroup.events`` says ``populated 0``, read with ``frozen 0``, and then its
+  ``cgroup.freeze`` says no freeze was asked for: ``_idle_v2``; v1: ``tasks`` empty, opened afresh each time:
   ``cgroupfs.v1_has_members``; for pids ``pids.current`` 0, which still counts an unreaped
   zombie) and no group below it (a cgroupfs directory's link count is 2 plus its
   subdirectories). So a reused group never carries another run's process. What fails the check is removed, and a fresh
@@ -15,7 +15,7 @@ Facts that decide what may be reused, and when:
   limit, ``cgroup.freeze``), and some counters cannot start again (``pids.events``, the OOM
   kill count in ``memory.oom_control``, ``memory.failcnt``). Those of ``SETTINGS`` must read
   as when the group was made, or it is not lent again: one job can never cap, freeze or
-  count for the next (a v2 ``cgroup.freeze`` through ``_idle_v2``'s ``frozen 0``, above). (Read
+  count for the next (a v2 ``cgroup.freeze`` read by ``_idle_v2``, above). (Read
   through held fds, each for one byte more than it held then: a few short ``pread``s a reuse;
   a memory group's once its charge is 0, not at each try.)
 - cpuacct: writing 0 to ``cpuacct.usage`` zeroes the usage and its user/system split on every
@@ -67,7 +67,7 @@ NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose coun
 # counters that cannot start again, by controller: a group is lent again only while they read
 # as when it was made (``_as_made``). A file this kernel does not have is left out.
 SETTINGS = {
-    # (``cgroup.freeze`` is read as ``frozen`` in ``cgroup.events``, with its members: ``_idle_v2``.)
+    # (``cgroup.freeze`` is read after ``cgroup.events``, which says its members: ``_idle_v2``.)
     "cgroup2": ("cgroup.max.depth", "cgroup.max.descendants", "cgroup.type", "cgroup.subtree_control"),
     "memory": (
         "memory.oom_control",
@@ -210,18 +210,32 @@ def restarted(group: Pooled, ahead: bool) -> bool | None:
 
 
 IDLE_EVENTS = b"populated 0\nfrozen 0\n"  # a v2 group's cgroup.events, empty and not frozen
+THAWED = b"0\n"  # a v2 group's cgroup.freeze, no freeze asked for
 
 
 def _idle_v2(files: cgroupfs.HeldFiles) -> bool:
-    """Whether a v2 group may be lent now, from one read of its ``cgroup.events``: no process in
-    it or below it (``populated 0``), and not frozen (``frozen 0``: an empty group reads
-    ``frozen 1`` as soon as its ``cgroup.freeze`` is 1, and a child cloned into it would be
-    frozen at birth). One ``pread`` where ``cgroup.procs`` and ``cgroup.freeze`` were two; a
-    kernel that writes more keys there is read again as the keyed file it is."""
-    if files.content("cgroup.events") == IDLE_EVENTS:
+    """Whether a v2 group may be lent now: no process in it or below it and not frozen
+    (``cgroup.events``: ``populated 0``, ``frozen 0``; an empty group reads ``frozen 1`` as soon
+    as its ``cgroup.freeze`` is 1, and a child cloned into it would be frozen at birth), then no
+    freeze asked for (``cgroup.freeze`` 0). The second read closes a gap the first leaves: a
+    job's last task that exits while its group's freeze is on clears ``populated`` and then sets
+    ``frozen`` (one section under the kernel's ``css_set_lock``, which ``cgroup.events``' read
+    does not take), so a read between the two finds the group empty and not frozen; its clone
+    would then wait on that lock and be born frozen. The freeze was asked for before that exit,
+    so a read of ``cgroup.freeze`` made after ``populated 0`` was seen finds it. A read, not an
+    unconditional thaw (``0`` written): the kernel reads the switch without a lock where a write
+    takes the host-wide ``cgroup_mutex``, and a group a job froze is removed as any group whose
+    switches are not as made is, not thawed and lent. A kernel without the freezer (before
+    5.2) has no such file and nothing to freeze."""
+    events = files.content("cgroup.events")
+    if events != IDLE_EVENTS:
+        keys = cgroupfs.keyed_in(files, "cgroup.events")
+        if keys.get("populated") != 0 or keys.get("frozen", 0) != 0:
+            return False
+    try:
+        return files.content("cgroup.freeze") == THAWED
+    except FileNotFoundError:
         return True
-    keys = cgroupfs.keyed_in(files, "cgroup.events")
-    return keys.get("populated") == 0 and keys.get("frozen", 0) == 0
 
 
 def _stat(group: Pooled) -> os.stat_result:
