@@ -214,10 +214,12 @@ class Engine:
         ahead: bool = False,
     ) -> None:
         from ..engine import runner
-        from ..engine.endings import Outcome
+        from ..containment import leftovers
+        from ..engine.endings import Outcome, cancelled_headline
         from ..engine.host import Host
 
         self._steps, self._outcome = runner.steps, Outcome  # imported once, not once a run
+        self._leftovers, self._headline = leftovers, cancelled_headline
         self.options = options
         self.ends_descendants = ends_descendants
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
@@ -309,12 +311,30 @@ class Engine:
         measured = _measured(outcome)
         if counting is not None and fds is not None:
             measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
+        if not measured.cancelled:
+            self._stopped_after_exit(measured)
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.ends_descendants:  # what the run's group did not hold (a process group's ``setsid`` daemon)
-            from ..containment import leftovers
-
-            measured.leftovers = leftovers.end_descendants()
+            measured.leftovers = self._leftovers.end_descendants()
         return measured
+
+    def _stopped_after_exit(self, measured: Measured) -> None:
+        """A stop signal caught once the run's end was decided (during the spawn's linger for the
+        command's exit, which takes that exit without a loop turn, or the run's teardown) ends
+        the benchmark at this run, as one during the command does: not the next run, before
+        its child, and not never when this run was the last. An attribute's look a run
+        (``Host.dispatch_signals``), after the command's exit: nothing in its timed interval."""
+        self.host.dispatch_signals()
+        source = self.host.stop_source
+        if source is not None:
+            measured.cancelled = True
+            measured.error = f"{self._headline(source)}: the command had exited"
+
+    def stopped(self) -> str | None:
+        """The source of a stop signal caught since the last run (the session's bookkeeping, its
+        exports, after its last run), else None: the session stops on it before it ends."""
+        self.host.dispatch_signals()
+        return self.host.stop_source
 
     def _open_ahead(self, counting: Opener) -> None:
         if self._next_fds is None:
