@@ -229,6 +229,10 @@ class Engine:
         self._session = session_spec(options)
         if ends_descendants:  # the process is the benchmark's own: its start-up set aside
             gc.freeze()
+            from .. import fdlimit
+
+            # its pool's idle memory groups keep their files open (restarted by a few preads)
+            fdlimit.leave_room_for_idle_groups(fdlimit.soft_limit())
         self._counters: Opener | None = None
         self._ahead = ahead
         self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
