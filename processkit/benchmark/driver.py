@@ -202,7 +202,11 @@ class Engine:
     run (a setup, a cleanup) finding them closes them before its own spawn.
     A process that is the benchmark's own (``ends_descendants``) keeps its start-up's objects out
     of the cyclic collector's passes until ``close`` (``gc.freeze``): the one pass due among the
-    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage)."""
+    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage).
+    Such a process also leaves its pool's idle memory groups room for their files
+    (``fdlimit.leave_room_for_idle_groups``, a quarter of the open-file limit's headroom at most):
+    a group lent again, after ~0.2 s of draining, is restarted by ``pread``s where each sample
+    opened and closed its 8-10 files (test_bench_idle_groups)."""
 
     def __init__(
         self,
