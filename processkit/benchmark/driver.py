@@ -32,15 +32,13 @@ import os
 import time
 
 from .. import signum
-from ..errors import Kind
-from ..plain import Plain
+from .measured import Measured, measured_from
 from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, carrier_cwd, new_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Protocol
 
-    from ..containment import Usage
     from ..engine.host import Host
     from .counters import Opener
     from .plan import Options
@@ -63,53 +61,6 @@ LINGER_MS = 5  # the spawn waits this long for the command's exit before the eng
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
-
-
-class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory (the
-    group's peak, ``peak_memory_bytes``, and the root's ``max_rss_bytes``), status."""
-
-    __slots__ = (
-        "wall_ns",
-        "user_ns",
-        "system_ns",
-        "peak_memory_bytes",
-        "exit_code",
-        "timed_out",
-        "cancelled",
-        "error",
-        "usage",
-        "leftovers",
-        "stop_source",
-        "max_rss_bytes",
-        "counters",
-    )
-
-    def __init__(
-        self,
-        wall_ns: int | None,
-        user_ns: int,
-        system_ns: int,
-        peak_memory_bytes: int | None,
-        exit_code: int | None,
-        timed_out: bool = False,
-        cancelled: bool = False,
-        error: str | None = None,
-        usage: Usage | None = None,
-    ):
-        self.wall_ns = wall_ns
-        self.user_ns = user_ns
-        self.system_ns = system_ns
-        self.peak_memory_bytes = peak_memory_bytes
-        self.exit_code = exit_code  # the child's (128+N for signal N); None when it never ran to an exit
-        self.timed_out = timed_out
-        self.cancelled = cancelled  # a stop signal (Ctrl-C) ended the run: the benchmark stops
-        self.error = error  # the runner's own failure (not started, timed out, ...), in words
-        self.usage = usage  # the engine's record, None where the run never spawned
-        self.leftovers = 0  # processes the run left outside its boundary, ended after it
-        self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
-        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
-        self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
@@ -202,7 +153,9 @@ class Engine:
     run (a setup, a cleanup) finding them closes them before its own spawn.
     A process that is the benchmark's own (``ends_descendants``) keeps its start-up's objects out
     of the cyclic collector's passes until ``close`` (``gc.freeze``): the one pass due among the
-    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage)."""
+    samples went through all of them (5-30 ms once). Runs leave no cycle (test_bench_garbage).
+    Its pool's idle memory groups keep their files (``fdlimit.leave_room_for_idle_groups``): one
+    lent again is restarted by ``pread``s, not 8-10 opens and closes (test_bench_idle_groups)."""
 
     def __init__(
         self,
@@ -214,10 +167,12 @@ class Engine:
         ahead: bool = False,
     ) -> None:
         from ..engine import runner
-        from ..engine.endings import Outcome
+        from ..containment import leftovers
+        from ..engine.endings import Outcome, cancelled_headline
         from ..engine.host import Host
 
         self._steps, self._outcome = runner.steps, Outcome  # imported once, not once a run
+        self._leftovers, self._headline = leftovers, cancelled_headline
         self.options = options
         self.ends_descendants = ends_descendants
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
@@ -227,6 +182,10 @@ class Engine:
         self._session = session_spec(options)
         if ends_descendants:  # the process is the benchmark's own: its start-up set aside
             gc.freeze()
+            from .. import fdlimit
+
+            # its pool's idle memory groups keep their files open (restarted by a few preads)
+            fdlimit.leave_room_for_idle_groups(fdlimit.soft_limit())
         self._counters: Opener | None = None
         self._ahead = ahead
         self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
@@ -306,15 +265,24 @@ class Engine:
         exited_ns = self._exit_clock.read(exits)
         if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:
             outcome.ended_ns = exited_ns  # the root's exit, not when the loop got to notice it
-        measured = _measured(outcome)
+        measured = measured_from(outcome)
         if counting is not None and fds is not None:
             measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in
+        if not measured.cancelled and self.stopped() is not None:  # caught in its linger or teardown
+            measured.cancelled = True
+            measured.error = f"{self._headline(self.host.stop_source)}: the command had exited"
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.ends_descendants:  # what the run's group did not hold (a process group's ``setsid`` daemon)
-            from ..containment import leftovers
-
-            measured.leftovers = leftovers.end_descendants()
+            measured.leftovers = self._leftovers.end_descendants()
         return measured
+
+    def stopped(self) -> str | None:
+        """A stop signal's source once one was caught, else None; an attribute's look. Asked after
+        each run: one caught once its end was decided (the spawn's linger takes the command's exit
+        with no loop turn; its teardown) ends the benchmark at that run, as one during the command
+        does, not at the next (nor never, after the last); and by the session after its last run."""
+        self.host.dispatch_signals()
+        return self.host.stop_source
 
     def _open_ahead(self, counting: Opener) -> None:
         if self._next_fds is None:
@@ -364,28 +332,6 @@ def _after_spawn(steps, host: Host, then: Callable[[], None]):
             continue
         if called:
             return (yield from steps)
-
-
-def _measured(outcome) -> Measured:
-    usage = outcome.usage
-    user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
-    system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
-    started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
-    failure = outcome.failure
-    timed_out = failure is not None and failure.kind is Kind.TIMEOUT
-    measured = Measured(
-        wall_ns=ended - started if started is not None and ended is not None and not timed_out else None,
-        user_ns=user_ns,
-        system_ns=system_ns,
-        peak_memory_bytes=usage.peak_memory_bytes if usage is not None else None,
-        exit_code=None if failure is not None else outcome.code,
-        timed_out=timed_out,
-        cancelled=failure is not None and failure.kind is Kind.CANCELLED,
-        error=failure.message if failure is not None else None,
-        usage=usage,
-    )
-    measured.max_rss_bytes = outcome.max_rss_bytes
-    return measured
 
 
 def measure(argv: tuple[str, ...], *, timeout_ms: int | None = None, jsonl: str | None = None) -> Measured:

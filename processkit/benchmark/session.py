@@ -110,6 +110,7 @@ class Session:
             self.load_since = host_load.start()
             for indices in groups:
                 self._benchmark(indices)
+            self._stop_if_signalled()
         finally:
             try:
                 if self.executor is not None:
@@ -168,6 +169,15 @@ class Session:
             fmean(run.system_ns for run in measured) / 1e9,
             len(measured),
         )
+
+    def _stop_if_signalled(self) -> None:
+        """A stop signal caught after the last run (its bookkeeping, the exports' rewrite, the
+        cleanup's end) stops the benchmark as one during a run does, rather than being lost
+        when the session gives the process's handlers back."""
+        stopped = getattr(self.executor, "stopped", None)  # a test's executor takes no signals
+        source = stopped() if stopped is not None else None
+        if source is not None:
+            raise Stopped("benchmark stopped by a signal", source)
 
     def _command_done(self, index: int) -> None:
         self.done.append(index)

@@ -33,8 +33,8 @@ def race(run: RunState, launched: Launched):
         run.loop.waking(root_exited),
         adopts_orphans=container.mechanism == "process_group",
         # the native spawn waited for its exit (bench's runs): most often over by now. A stop
-        # signal whose byte came during that wait is read at the next turn: the exit found here
-        # wins, and the stop ends the next run (bench stops one measured run later).
+        # signal whose byte came during that wait is not read here: the exit found here wins,
+        # and bench's driver takes the stop as this run's once it is carried (``driver``).
         look_first=run.context.linger_ms > 0 and run.spawn_backend == "native",
     )
     start = loop.clock()

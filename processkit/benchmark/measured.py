@@ -1,0 +1,83 @@
+"""One run as a benchmark's statistics see it (``Measured``), and how the engine's ``Outcome`` of
+a run becomes one (``measured_from``): the figures ``driver`` hands the session, and a test's
+executor makes."""
+
+from __future__ import annotations
+
+from ..errors import Kind
+from ..plain import Plain
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..containment import Usage
+    from ..engine.endings import Outcome
+
+
+class Measured(Plain):
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory (the
+    group's peak, ``peak_memory_bytes``, and the root's ``max_rss_bytes``), status."""
+
+    __slots__ = (
+        "wall_ns",
+        "user_ns",
+        "system_ns",
+        "peak_memory_bytes",
+        "exit_code",
+        "timed_out",
+        "cancelled",
+        "error",
+        "usage",
+        "leftovers",
+        "stop_source",
+        "max_rss_bytes",
+        "counters",
+    )
+
+    def __init__(
+        self,
+        wall_ns: int | None,
+        user_ns: int,
+        system_ns: int,
+        peak_memory_bytes: int | None,
+        exit_code: int | None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+        error: str | None = None,
+        usage: Usage | None = None,
+    ):
+        self.wall_ns = wall_ns
+        self.user_ns = user_ns
+        self.system_ns = system_ns
+        self.peak_memory_bytes = peak_memory_bytes
+        self.exit_code = exit_code  # the child's (128+N for signal N); None when it never ran to an exit
+        self.timed_out = timed_out
+        self.cancelled = cancelled  # a stop signal (Ctrl-C) ended the run: the benchmark stops
+        self.error = error  # the runner's own failure (not started, timed out, ...), in words
+        self.usage = usage  # the engine's record, None where the run never spawned
+        self.leftovers = 0  # processes the run left outside its boundary, ended after it
+        self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
+        self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
+
+
+def measured_from(outcome: Outcome) -> Measured:
+    """The figures of the engine's ``Outcome`` of one run."""
+    usage = outcome.usage
+    user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
+    system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
+    started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
+    failure = outcome.failure
+    timed_out = failure is not None and failure.kind is Kind.TIMEOUT
+    measured = Measured(
+        wall_ns=ended - started if started is not None and ended is not None and not timed_out else None,
+        user_ns=user_ns,
+        system_ns=system_ns,
+        peak_memory_bytes=usage.peak_memory_bytes if usage is not None else None,
+        exit_code=None if failure is not None else outcome.code,
+        timed_out=timed_out,
+        cancelled=failure is not None and failure.kind is Kind.CANCELLED,
+        error=failure.message if failure is not None else None,
+        usage=usage,
+    )
+    measured.max_rss_bytes = outcome.max_rss_bytes
+    return measured
