@@ -281,7 +281,7 @@ class Engine:
         each run: one caught once its end was decided (the spawn's linger takes the command's exit
         with no loop turn; its teardown) ends the benchmark at that run, as one during the command
         does, not at the next (nor never, after the last); and by the session after its last run."""
-        self.host.dispatch_signals()
+        self.host.dispatch_caught_signals()
         return self.host.stop_source
 
     def _open_ahead(self, counting: Opener) -> None:
