@@ -135,8 +135,10 @@ class Invocation:
         self.operation = operation
         self.error_format = error_format
         self.run_id: str | None = None
+        self.refused = False  # a usage error: no command's work ran (its modules are no run's)
 
     def fail(self, failure: Failure) -> int:
+        self.refused = self.refused or failure.kind is Kind.USAGE
         render_failure(failure, self.error_format, self.operation, self.run_id)
         return failure.code
 
@@ -187,17 +189,20 @@ def undo_locale_coercion() -> None:
         environ[b"LC_CTYPE"] = original
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
+    """The CLI's exit code; ``invocation``, when given, is filled in (``entry`` reads it)."""
     ensure_standard_fds()
     undo_locale_coercion()
     argv = list(sys.argv[1:] if argv is None else argv)
-    invocation = Invocation(argv[0] if argv and argv[0] in COMMANDS else "run", "human")
+    invocation = invocation or Invocation("run", "human")
+    invocation.operation = argv[0] if argv and argv[0] in COMMANDS else "run"
     try:
         invocation.error_format, argv = split_error_format(argv)
         if invocation.error_format == "json":
             envelope_only()
         if not argv:
             say(sys.stderr, _usage_text())
+            invocation.refused = True
             return Kind.USAGE.code
         if argv[0] == "help" and len(argv) > 1:
             asked = _help_asked(argv[1:])
@@ -235,7 +240,8 @@ def entry() -> None:
     Everything the CLI writes is flushed here first; no state outlives the process.
     """
     gc.set_threshold(COLLECT_AFTER_ALLOCATIONS)
-    code = main()
+    invocation = Invocation("run", "human")
+    code = main(invocation=invocation)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -244,7 +250,7 @@ def entry() -> None:
     if code < 0:  # commands.DIE_BY_SIGINT: everything released, end as the signal would have
         die_by_signal(-code)
     finder = sys.modules.get("processkit.cli.quickimport")  # the launcher's, when it put it first
-    if finder is not None:
+    if finder is not None and not invocation.refused:  # a usage error's modules (argparse) are no run's
         finder.save()  # a run's byte code kept together again, when it had to be read file by file
     os._exit(code)
 

@@ -14,27 +14,20 @@ copy's sources. The launcher runs the rows' modules before the CLI asks (``_prel
 import system, but for those a command's work imported (``_asked_at_work``): they are run when a
 run asks for them. A module served from its pyc, or a preloaded row left unused, has the run write
 the file again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only,
-unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``). What it holds and why
-``pip uninstall`` leaves it: docs/architecture.md; figures: bench/README.md, "Start-up: one file
-for a run's byte code", "bench's start-up, end and run count", "Start-up (issue 49, start55)".
+unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``), or it was a usage error.
+Why: docs/architecture.md; figures: bench/README.md's "Start-up" sections.
 
-The launcher (``processkit/cli/processkit-cli``; comments there are tokenized on every start,
-so its reasons are here). Installers rewrite its first line to the environment's interpreter.
-It is hand-written, not a console_scripts entry point's: the generated one imports ``re`` first,
-a fifth of a short run's start-up budget. The collector's threshold is raised before the first
-import (``cli/main.py``'s ``COLLECT_AFTER_ALLOCATIONS``; tests/test_startup_imports.py holds the
-launcher to it), so no collection walks the modules as they load. The script's own directory
-(an environment's ``bin``), first on ``sys.path``, is taken off it: nothing the CLI imports is
-there, and a file there named as one of its modules would be run in its place.
+The launcher (``processkit/cli/processkit-cli``; its reasons are here, as its comments would be
+tokenized on every start) is hand-written, not a console_scripts entry point's (that one imports
+``re``); it raises the collector's threshold before the first import (``cli/main.py``) and takes its
+own directory off ``sys.path`` (docs/architecture.md, "Who is on the run path").
 
-Only the launcher installs the finder (a library must not change its host's import system).
-It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same answer
-while no name is both (``tests/test_startup_imports.py`` holds the package to that, and to no
-extension module beside a source of the same name).
+Only the launcher installs the finder (a library must not change its host's import system). It
+tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same while no
+name is both, nor an extension beside a source of its name (``tests/test_startup_imports.py``).
 """
 
-# No ``from __future__ import annotations`` here: its import statement imports ``__future__``, which
-# a run from its bundle never does (the bundle's code is compiled without it: cli/bundlewrite.py).
+# No ``from __future__ import annotations``: it imports ``__future__``, which a bundled run never does.
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, SourceFileLoader
@@ -182,12 +175,10 @@ def _found(fullname: str, source: str, cached: str, package: bool):
 
 
 def _asked_at_work(fullname: str) -> bool:
-    """Whether ``fullname`` is imported by a command's work, not before it starts: by a function
-    outside ``cli/`` and ``benchmark/`` (whose functions import a run's or a bench's modules first)
-    and outside its own package's ``__init__`` (which picks one of its modules for this host: a
-    cgroup version, a mechanism), or by the body of a module that was. Its row is not preloaded: a
-    run that never asks for it (a plain run meets no dead run, writes no warning) runs neither it
-    nor what it imports (``contextlib``, ``collections``: ~12 M instructions)."""
+    """Whether ``fullname`` is imported by a command's work: by a function outside ``cli/`` and
+    ``benchmark/`` (which import a command's modules before its work) and outside its package's
+    ``__init__`` (which picks a module for this host), or by the body of a module that was. Its
+    row is not preloaded: a plain run (no dead run met, no warning) runs neither it nor its imports."""
     try:
         frame = sys._getframe(3)  # past ``_found`` and ``find_spec``: the import system's frames, then the importer
     except ValueError:  # ``find_spec`` called from the top of a stack, not by an import
@@ -196,7 +187,9 @@ def _asked_at_work(fullname: str) -> bool:
         if frame.f_back is None:
             return False
         frame = frame.f_back
-    name = frame.f_globals.get("__name__", "")
+    name = frame.f_globals.get("__name__")
+    if type(name) is not str:  # none, or code exec'd with odd globals: never an import's failure
+        return False
     if not frame.f_code.co_flags & CO_OPTIMIZED:  # a module's (or class's) body: as its module was asked for
         row = _served.get(name) or _bundle.get(name)
         return row is not None and row[5]
