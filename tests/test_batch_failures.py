@@ -134,3 +134,38 @@ def test_a_job_retried_on_resume_keeps_this_batchs_attempts_only(tmp_path):
 def summary_last(out) -> dict[str, dict]:
     """Each job's last line (a --resume appends)."""
     return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+
+
+@pytest.mark.parametrize("keep", ["all", "failed"])
+def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep):
+    """A job whose stderr went past its cap: the file keeps the stream's head, so the lines shown
+    are not the stream's last (its final error is in the bytes dropped). The block says the cut
+    and where it is, under either --keep; with head-tail the gap is inside the file and the
+    stream's own last line is shown; a capture that fits is said nothing of."""
+    noisy = "seq 1 3000 >&2; echo LAST-ERROR >&2; exit 4"
+    jobs = [
+        {"args": ["sh", "-c", noisy], "id": "head", "capture_max_bytes": "1k"},
+        {"args": ["sh", "-c", noisy], "id": "ends", "capture_max_bytes": "1k", "capture_keep": "head-tail"},
+        {"args": ["sh", "-c", "echo fits >&2; exit 5"], "id": "fits", "capture_max_bytes": "1k"},
+    ]
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "1", "--keep", keep)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    seen = len("".join(f"{n}\n" for n in range(1, 3001))) + len("LAST-ERROR\n")
+    dropped = (seen - 1024) / 1024
+    head = block.index("  head: exit 4")
+    assert block[head + 1] == (
+        f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
+        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file)"
+    )
+    assert "LAST-ERROR" not in block[head + 2 : head + 7]
+    ends = block.index("  ends: exit 4")
+    assert block[ends + 1].endswith("were dropped after the file's first 512 B)"), block[ends + 1]
+    assert block[ends + 6] == "    | LAST-ERROR"
+    fits = block.index("  fits: exit 5")
+    assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
+    page = (out / "index.html").read_text()  # the page says it too, beside the same lines
+    assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file;" in page
+    assert "were dropped after the file&#39;s first 512 B;" in page

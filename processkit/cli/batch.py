@@ -369,10 +369,21 @@ def _failure_lines(line: JobLine) -> str:
             continue
         tail = _last_lines(info.path)
         shown = shown or bool(tail)
-        text += f"    {name}: {sanitize(info.path)}\n" + "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+        text += f"    {name}: {sanitize(info.path)}{_cut(name, info, line.run_id)}\n"
+        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
     if not shown and line.message:
         text += f"    | {sanitize(line.message, 200)}\n"
     return text
+
+
+def _cut(name: str, info, run_id: str | None) -> str:
+    """A capture cut at its cap, said beside its path: the lines below it are the file's last,
+    which with the default ``capture_keep`` (head) are not the stream's (the error a job printed
+    last may be in the bytes dropped)."""
+    from ..report.tail import cut_note
+
+    note = cut_note(name, info, run_id)
+    return f" (cut at capture_max_bytes: {note})" if note else ""
 
 
 def _last_lines(path: str) -> list[str]:

@@ -69,6 +69,7 @@ class Job(Plain):
     needs: list[str] = []  # the jobs it waited for (a manifest's ``needs``)
     flaky: bool = False  # failed, then exited 0 on a retry
     started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
+    run_id: str | None = None  # the last attempt's, which names its capture's layout record
 
 
 class Batch(Plain):
@@ -222,6 +223,7 @@ def _job(line: JobLine) -> Job:
         needs=line.needs or [],
         flaky=line.flaky,
         started_at=line.started_at,
+        run_id=line.run_id,
     )
 
 
