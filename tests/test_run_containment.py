@@ -63,11 +63,13 @@ def leave_descendants(tmp_path, leftovers, keep_pipes: bool = False):
 
 
 def test_a_natural_exit_kills_every_descendant_the_mechanism_reaches(tmp_path, containment, leftovers):
-    _, events = leave_descendants(tmp_path, leftovers)
+    proc, events = leave_descendants(tmp_path, leftovers)
     require_mechanism(events, containment)
     assert not pid_alive(leftovers["grandchild"])
     escaped = containment == "process_group"  # setsid leaves a process group, never a cgroup
-    assert pid_alive(leftovers["escapee"]) is escaped
+    assert not pid_alive(leftovers["escapee"]), "the runner, the escapee's subreaper, ends it after the teardown"
+    said = b"1 process(es) of this run had left its process group (setsid or setpgid)"
+    assert (said in proc.stderr) is escaped, proc.stderr
     assert one(events, "cleanup_started")["members_before"] == (1 if escaped else 2)
     finished = one(events, "cleanup_finished")
     assert (finished["remaining"], finished["remaining_pids"], finished["kill_error"]) == (0, [], False)
@@ -80,7 +82,7 @@ def test_an_escapee_holding_the_pipes_cannot_hang_the_runner(tmp_path, containme
     if containment == "cgroup_v2":  # well under the drain bound (2 s), which a loaded machine's delays never reach
         assert lingered < 2.0 - 0.5, "the pipes should close as soon as the whole tree is killed"
     else:
-        assert pid_alive(leftovers["escapee"])
+        assert not pid_alive(leftovers["escapee"]), "ended once the drain gave its pipes up"
         assert lingered < 2.0 + 1.5, "the output drain after teardown is bounded"
 
 
