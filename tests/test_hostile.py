@@ -104,7 +104,9 @@ def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, con
     PUMP_DRAIN_SECONDS after it; the runner, its subreaper, then kills it and says so."""
     escapee = NOTE.format("escapee") + "; exec sleep 60"
     script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
-    proc, events = run_checked(tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path)
+    proc, events = run_checked(
+        tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path
+    )
     require_mechanism(events, containment)
     assert_confirmed_empty(events)
     assert not pid_alive(pids("root"))
