@@ -122,10 +122,13 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
-    from ..spec import RunContext
+    from ..spec import OverflowPolicy, RunContext
 
-    outcome = execute(spec, RunContext(ready_fd=ready_fd))
+    # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
+    cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
+    outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
     _end_escapees()
+    _say_cut(outcome.remembered.get("output_captured"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
@@ -136,6 +139,20 @@ def main(argv: list[str], invocation) -> int:
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
+
+
+def _say_cut(captured: dict | None) -> None:
+    """A capture cut at ``--capture-max-bytes`` said on stderr, as the API warns of it: the echo
+    showed every byte, the file holds only some, and only ``output_captured`` said which."""
+    from ..diagnostics import warn
+
+    for name in ("stdout", "stderr"):
+        stream = (captured or {}).get(name) or {}
+        if stream.get("truncated"):
+            seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
+            warn(
+                f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
+            )
 
 
 def _end_escapees() -> None:
