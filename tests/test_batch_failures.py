@@ -169,3 +169,25 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     page = (out / "index.html").read_text()  # the page says it too, beside the same lines
     assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file;" in page
     assert "were dropped after the file&#39;s first 512 B;" in page
+
+
+def test_a_job_killed_by_a_signal_is_said_killed_not_only_its_exit(tmp_path):
+    """A child that dies of SIGKILL has exit 137, as one that calls exit(137) does: its line, the
+    closing block, the summary (``signal``, only on such a line) and the page name the signal,
+    so the two are told apart, as parallel's joblog does with its Signal column."""
+    jobs = [
+        {"args": ["sh", "-c", "echo dying >&2; kill -9 $$"], "id": "killed"},
+        {"args": ["sh", "-c", "exit 137"], "id": "exited"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    said = proc.stderr.decode().splitlines()
+    assert any(line.startswith("batch: killed: killed by signal 9 (SIGKILL), exit 137 in ") for line in said), said
+    assert any(line.startswith("batch: exited: exit 137 in ") for line in said), said
+    block = failure_block(proc.stderr)
+    assert "  killed: killed by signal 9 (SIGKILL), exit 137" in block and "  exited: exit 137" in block
+    lines = summary(out)
+    assert lines["killed"]["signal"] == 9 and lines["killed"]["exit_code"] == 137
+    assert "signal" not in lines["exited"] and lines["exited"]["exit_code"] == 137
+    assert "killed by signal 9 (SIGKILL), exit 137" in (out / "index.html").read_text()

@@ -270,6 +270,8 @@ class Progress:
         code = line.exit_code
         kind = outcome(line)
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
+        if line.signal is not None:
+            state = f"{_killed(line.signal)}, exit {code}"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -362,6 +364,8 @@ def _failure_lines(line: JobLine) -> str:
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one."""
     how = f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
+    if line.signal is not None:
+        how = f"{_killed(line.signal)}, exit {line.exit_code}"
     text = f"  {sanitize(line.id)}: {how}\n"
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
@@ -374,6 +378,14 @@ def _failure_lines(line: JobLine) -> str:
     if not shown and line.message:
         text += f"    | {sanitize(line.message, 200)}\n"
     return text
+
+
+def _killed(number: int) -> str:
+    """``killed by signal 9 (SIGKILL)``: a child's death by a signal, which its exit (128 + N)
+    alone cannot tell from a child that exited with that code."""
+    from ..events.render import signal_name
+
+    return f"killed by {signal_name(number)}"
 
 
 def _cut(name: str, info, run_id: str | None) -> str:

@@ -193,6 +193,10 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt) -> Attempt
 
 def _job(line: JobLine) -> Job:
     state, outcome = _outcome(line.exit_code, line.source)
+    if line.signal is not None:  # 128 + N alone would read as the child's own exit code
+        from ..events.render import signal_name
+
+        outcome = f"killed by {signal_name(line.signal)}, {outcome}"
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
