@@ -8,13 +8,14 @@ direct child down with a SIGKILLed runner.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import time
 
 import pytest
 
-from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
+from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
 
 LEAVE_DESCENDANTS = r"""
@@ -116,3 +117,21 @@ def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment
     assert "runner_exit" not in [e["event"] for e in read_events_tolerant(jsonl)]
     if group is not None:
         _remove_when_empty(group)  # nothing removes a dead runner's cgroup but us
+
+
+def test_a_batch_job_escapee_is_killed_at_the_batch_end_and_said(tmp_path, containment, leftovers):
+    """A batch carries many jobs in one process: an orphan that left its job's process group
+    comes to the batch (the subreaper) with no word of whose it is. Once every job has ended it
+    is killed and said in one warning above the closing line; cgroup v2 killed it with its job."""
+    command = python_child(LEAVE_DESCENDANTS) + [str(tmp_path), "detach"]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "leaves", "args": command}) + "\n")
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("grandchild", "escapee"):
+        leftovers[name] = int((tmp_path / name).read_text())
+    require_mechanism(read_events_tolerant(tmp_path / "out" / "leaves" / "events.jsonl"), containment)
+    assert not pid_alive(leftovers["grandchild"]) and not pid_alive(leftovers["escapee"])
+    said = [line for line in proc.stderr.decode().splitlines() if "had left their job's process group" in line]
+    assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"

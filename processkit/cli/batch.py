@@ -181,7 +181,11 @@ def _batch(args, invocation, settings, jobs) -> int:
     except BaseException:
         page.abandon()
         raise
-    page.draw()
+    page.draw()  # its process gone: every descendant left is a job's
+    if args.dask_scheduler is None:  # a job's setsid escapee under process-group containment
+        from .run import end_escapees
+
+        end_escapees("this batch's jobs", "their job's", say=not progress.quiet)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:

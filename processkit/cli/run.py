@@ -127,7 +127,7 @@ def main(argv: list[str], invocation) -> int:
     # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
     cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
-    _end_escapees()
+    end_escapees()
     _say_cut(outcome.remembered.get("output_captured"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
@@ -155,23 +155,22 @@ def _say_cut(captured: dict | None) -> None:
             )
 
 
-def _end_escapees() -> None:
+def end_escapees(whose: str = "this run", its: str = "its", say: bool = True) -> None:
     """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
     teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
-    (``remaining: 0``). This process is the run's alone and its subreaper, so every such
+    (``remaining: 0``). This process is its runs' alone and their subreaper, so every such
     process has come to it once orphaned: they are ended here, as ``bench`` ends them between
-    runs, and said on stderr, so the run never ends as clean with a process of its own left
-    running. (Under cgroup v2 the group held them: nothing is left, and the check is one
-    ``waitid``.)"""
+    runs, and said on stderr, so nothing ends as clean with a process of its own left running.
+    (Under cgroup v2 the group held them: nothing is left, and the check is one ``waitid``.)"""
     from ..containment.leftovers import end_descendants
 
     ended = end_descendants()
-    if ended:
+    if ended and say:
         from ..diagnostics import warn
 
         warn(
-            f"{ended} process(es) of this run had left its process group (setsid or setpgid), outside its "
-            "containment, and outlived its teardown: killed now; only cgroup containment holds them"
+            f"{ended} process(es) of {whose} had left {its} process group (setsid or setpgid), outside {its} "
+            f"containment, and outlived {its} teardown: killed now; only cgroup containment holds them"
         )
 
 
