@@ -191,3 +191,22 @@ def test_a_job_killed_by_a_signal_is_said_killed_not_only_its_exit(tmp_path):
     assert lines["killed"]["signal"] == 9 and lines["killed"]["exit_code"] == 137
     assert "signal" not in lines["exited"] and lines["exited"]["exit_code"] == 137
     assert "killed by signal 9 (SIGKILL), exit 137" in (out / "index.html").read_text()
+
+
+def test_show_output_says_when_the_block_shown_is_cut_at_the_cap(tmp_path):
+    """--show-output copies a job's capture file: one cut at its cap is not the job's whole
+    output, and a line on stderr says so below it; a whole one is said nothing of."""
+    jobs = [
+        {"args": ["sh", "-c", "seq 1 1000; echo LAST"], "id": "cut", "capture_max_bytes": "100"},
+        {"args": ["sh", "-c", "echo whole"], "id": "whole", "capture_max_bytes": "100"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--show-output", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    seen = len("".join(f"{n}\n" for n in range(1, 1001))) + len("LAST\n")
+    assert b"LAST" not in proc.stdout and b"whole\n" in proc.stdout
+    said = [line for line in proc.stderr.decode().splitlines() if " above " in line]
+    assert said == [
+        f"batch: cut: stdout above (cut at capture_max_bytes: 100 B of {seen / 1024:.1f} KiB kept: "
+        f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file)"
+    ]

@@ -313,10 +313,13 @@ class Progress:
         stderr = None if self.quiet else line.stderr
         sys.stdout.write(f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n")
         sys.stdout.flush()
-        for info, stream in ((line.stdout, sys.stdout), (stderr, sys.stderr)):
+        for name, info, stream in (("stdout", line.stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
             if info is not None and info.bytes and info.path:  # no path: --keep failed
                 _copy_file(info.path, stream.buffer)
                 stream.buffer.flush()  # before the bar, which is written to the descriptor
+                cut = "" if self.quiet else _cut(name, info, line.run_id)
+                if cut:  # the block shown is not the job's whole output: said below it
+                    self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
 
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta
