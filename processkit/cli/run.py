@@ -161,7 +161,12 @@ def end_escapees(whose: str = "this run", its: str = "its", say: bool = True) ->
     (``remaining: 0``). This process is its runs' alone and their subreaper, so every such
     process has come to it once orphaned: they are ended here, as ``bench`` ends them between
     runs, and said on stderr, so nothing ends as clean with a process of its own left running.
-    (Under cgroup v2 the group held them: nothing is left, and the check is one ``waitid``.)"""
+    (Under cgroup v2 the group held them: nothing is left, and the check is one ``waitid``,
+    made here so that a run with no child left imports nothing for it.)"""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return  # no child at all, live or not: the usual end
     from ..containment.leftovers import end_descendants
 
     ended = end_descendants()
