@@ -140,8 +140,9 @@ def summary_last(out) -> dict[str, dict]:
 def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep):
     """A job whose stderr went past its cap: the file keeps the stream's head, so the lines shown
     are not the stream's last (its final error is in the bytes dropped). The block says the cut
-    and where it is, under either --keep; with head-tail the gap is inside the file and the
-    stream's own last line is shown; a capture that fits is said nothing of."""
+    and where it is, under either --keep (the page and the JUnit too); with head-tail the gap is
+    inside the file and the stream's own last line is shown; a capture that fits is said nothing
+    of."""
     noisy = "seq 1 3000 >&2; echo LAST-ERROR >&2; exit 4"
     jobs = [
         {"args": ["sh", "-c", noisy], "id": "head", "capture_max_bytes": "1k"},
@@ -150,7 +151,7 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     ]
     out = tmp_path / "out"
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
-    proc = run_cli("batch", manifest, "--out", out, "--jobs", "1", "--keep", keep)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "1", "--keep", keep, "--junit", tmp_path / "j.xml")
     assert proc.returncode == BATCH_FAILED, proc.stderr
     block = failure_block(proc.stderr)
     seen = len("".join(f"{n}\n" for n in range(1, 3001))) + len("LAST-ERROR\n")
@@ -169,6 +170,8 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     page = (out / "index.html").read_text()  # the page says it too, beside the same lines
     assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file;" in page
     assert "were dropped after the file&#39;s first 512 B;" in page
+    junit = (tmp_path / "j.xml").read_text()  # and the JUnit, below the tail it carries
+    assert f"[cut at capture_max_bytes: 1 KiB of {seen / 1024:.1f} KiB kept: the stream's last" in junit
 
 
 def test_a_job_killed_by_a_signal_is_said_killed_not_only_its_exit(tmp_path):
