@@ -106,9 +106,9 @@ def _tail(name: str, job: Job, budget: list[int]) -> str:
     its cap says so after them: its last bytes are then not the stream's (the default keeps
     the head)."""
     info = job.stdout if name == "stdout" else job.stderr
-    path = None if info is None else info.path
-    if not path or not info.bytes:
+    if info is None or not info.path or not info.bytes:
         return ""
+    path = info.path
     text = _tail_of(path, budget)
     note = cut_note(name, info, job.run_id) if text and info.truncated else None
     if note:
