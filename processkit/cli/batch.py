@@ -201,8 +201,8 @@ def _batch(args, invocation, settings, jobs) -> int:
         kind = Kind.BATCH_FAILED
     else:
         return 0
-    if progress.quiet:  # the summary line, as the envelope's message
-        return invocation.fail(Failure(kind, tally.sentence()))
+    if progress.quiet:  # the summary line, as the envelope's message, and whom it counts as failed
+        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named()))
     return kind.code
 
 
@@ -239,6 +239,7 @@ NAMED_AT_THE_END = ("failed", "timed_out")
 SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 TAIL_LINES = 5
+ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
 TAIL_BYTES = 4096
 
 
@@ -336,6 +337,16 @@ class Progress:
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
         return text
 
+    def failures_named(self) -> str:
+        """The first failed jobs in one clause (``; failed f1: exit 3; f2: exit 106 (timeout); see
+        OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
+        reader gets of stderr: without it the envelope says how many failed, never which."""
+        if not self._failed:
+            return ""
+        named = [f"{sanitize(line.id)}: {_how(line)}" for line in self._failed[:ENVELOPE_NAMED]]
+        more = self._failed_count - len(named)
+        return f"; failed {'; '.join(named)}{f'; and {more} more' if more else ''}; see {sanitize(self._out)}/summary.jsonl"
+
     def end(self, sentence: str) -> None:
         if self.quiet:
             return
@@ -370,10 +381,7 @@ def _failure_lines(line: JobLine) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one."""
-    how = f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
-    if line.signal is not None:
-        how = f"{_killed(line.signal)}, exit {line.exit_code}"
-    text = f"  {sanitize(line.id)}: {how}\n"
+    text = f"  {sanitize(line.id)}: {_how(line)}\n"
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
@@ -385,6 +393,14 @@ def _failure_lines(line: JobLine) -> str:
     if not shown and line.message:
         text += f"    | {sanitize(line.message, 200)}\n"
     return text
+
+
+def _how(line: JobLine) -> str:
+    """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
+    (SIGKILL), exit 137``."""
+    if line.signal is not None:
+        return f"{_killed(line.signal)}, exit {line.exit_code}"
+    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
 
 
 def _killed(number: int) -> str:
