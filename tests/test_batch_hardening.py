@@ -43,7 +43,8 @@ def test_json_mode_a_failing_batch_writes_only_the_envelope(tmp_path):
         {"args": ["/nonexistent/x"], "id": "nospawn"},
     ]
     out = tmp_path / "out"
-    proc = run_cli("--error-format", "json", "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("--error-format", "json", "batch", manifest, "--out", out, "--jobs", "1")  # named in finishing order
     assert proc.returncode == BATCH_FAILED, proc.stderr
     found = envelope(proc.stderr)
     assert (found["code"], found["kind"], found["operation"]) == (BATCH_FAILED, "batch_failed", "batch")
