@@ -151,11 +151,13 @@ class JobLine(Plain):
     # Optional fields, written only when they say something (an older reader never meets them
     # where they would say nothing): ``flaky``, a job that failed, then passed on a retry;
     # ``skipped_for``, the need whose failure skipped it (``source`` ``skipped``); ``needs``, the
-    # jobs it waited for; ``inputs_sha256``, its ``inputs``' digests (``--resume`` compares them).
+    # jobs it waited for; ``inputs_sha256``, its ``inputs``' digests (``--resume`` compares them);
+    # ``signal``, the signal its child died of (``exit_code`` is then 128 + it, as a shell's).
     flaky: bool = False
     skipped_for: str | None = None
     needs: list[str] | None = None
     inputs_sha256: dict[str, str] | None = None
+    signal: int | None = None  # the signal that ended the job's child (its ``root_exited``), when one did
 
     @property
     def started(self) -> bool:
@@ -201,6 +203,8 @@ class JobLine(Plain):
             found["needs"] = self.needs
         if self.inputs_sha256 is not None:
             found["inputs_sha256"] = self.inputs_sha256
+        if self.signal is not None:
+            found["signal"] = self.signal
         return found
 
     def encode(self) -> bytes:
@@ -270,6 +274,7 @@ class JobLine(Plain):
             _str(get("skipped_for")),
             _strings(get("needs")),
             _digests(get("inputs_sha256")),
+            _int(get("signal")),
         )
 
 

@@ -134,3 +134,82 @@ def test_a_job_retried_on_resume_keeps_this_batchs_attempts_only(tmp_path):
 def summary_last(out) -> dict[str, dict]:
     """Each job's last line (a --resume appends)."""
     return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+
+
+@pytest.mark.parametrize("keep", ["all", "failed"])
+def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep):
+    """A job whose stderr went past its cap: the file keeps the stream's head, so the lines shown
+    are not the stream's last (its final error is in the bytes dropped). The block says the cut
+    and where it is, under either --keep (the page and the JUnit too); with head-tail the gap is
+    inside the file and the stream's own last line is shown; a capture that fits is said nothing
+    of."""
+    noisy = "seq 1 3000 >&2; echo LAST-ERROR >&2; exit 4"
+    jobs = [
+        {"args": ["sh", "-c", noisy], "id": "head", "capture_max_bytes": "1k"},
+        {"args": ["sh", "-c", noisy], "id": "ends", "capture_max_bytes": "1k", "capture_keep": "head-tail"},
+        {"args": ["sh", "-c", "echo fits >&2; exit 5"], "id": "fits", "capture_max_bytes": "1k"},
+    ]
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "1", "--keep", keep, "--junit", tmp_path / "j.xml")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    seen = len("".join(f"{n}\n" for n in range(1, 3001))) + len("LAST-ERROR\n")
+    dropped = (seen - 1024) / 1024
+    head = block.index("  head: exit 4")
+    assert block[head + 1] == (
+        f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
+        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file)"
+    )
+    assert "LAST-ERROR" not in block[head + 2 : head + 7]
+    ends = block.index("  ends: exit 4")
+    assert block[ends + 1].endswith("were dropped after the file's first 512 B)"), block[ends + 1]
+    assert block[ends + 6] == "    | LAST-ERROR"
+    fits = block.index("  fits: exit 5")
+    assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
+    page = (out / "index.html").read_text()  # the page says it too, beside the same lines
+    assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file;" in page
+    assert "were dropped after the file&#39;s first 512 B;" in page
+    junit = (tmp_path / "j.xml").read_text()  # and the JUnit, below the tail it carries
+    assert f"[cut at capture_max_bytes: 1 KiB of {seen / 1024:.1f} KiB kept: the stream's last" in junit
+
+
+def test_a_job_killed_by_a_signal_is_said_killed_not_only_its_exit(tmp_path):
+    """A child that dies of SIGKILL has exit 137, as one that calls exit(137) does: its line, the
+    closing block, the summary (``signal``, only on such a line) and the page name the signal,
+    so the two are told apart, as parallel's joblog does with its Signal column."""
+    jobs = [
+        {"args": ["sh", "-c", "echo dying >&2; kill -9 $$"], "id": "killed"},
+        {"args": ["sh", "-c", "exit 137"], "id": "exited"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    said = proc.stderr.decode().splitlines()
+    assert any(line.startswith("batch: killed: killed by signal 9 (SIGKILL), exit 137 in ") for line in said), said
+    assert any(line.startswith("batch: exited: exit 137 in ") for line in said), said
+    block = failure_block(proc.stderr)
+    assert "  killed: killed by signal 9 (SIGKILL), exit 137" in block and "  exited: exit 137" in block
+    lines = summary(out)
+    assert lines["killed"]["signal"] == 9 and lines["killed"]["exit_code"] == 137
+    assert "signal" not in lines["exited"] and lines["exited"]["exit_code"] == 137
+    assert "killed by signal 9 (SIGKILL), exit 137" in (out / "index.html").read_text()
+
+
+def test_show_output_says_when_the_block_shown_is_cut_at_the_cap(tmp_path):
+    """--show-output copies a job's capture file: one cut at its cap is not the job's whole
+    output, and a line on stderr says so below it; a whole one is said nothing of."""
+    jobs = [
+        {"args": ["sh", "-c", "seq 1 1000; echo LAST"], "id": "cut", "capture_max_bytes": "100"},
+        {"args": ["sh", "-c", "echo whole"], "id": "whole", "capture_max_bytes": "100"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--show-output", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    seen = len("".join(f"{n}\n" for n in range(1, 1001))) + len("LAST\n")
+    assert b"LAST" not in proc.stdout and b"whole\n" in proc.stdout
+    said = [line for line in proc.stderr.decode().splitlines() if " above " in line]
+    assert said == [
+        f"batch: cut: stdout above (cut at capture_max_bytes: 100 B of {seen / 1024:.1f} KiB kept: "
+        f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file)"
+    ]

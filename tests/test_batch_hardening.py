@@ -43,11 +43,15 @@ def test_json_mode_a_failing_batch_writes_only_the_envelope(tmp_path):
         {"args": ["/nonexistent/x"], "id": "nospawn"},
     ]
     out = tmp_path / "out"
-    proc = run_cli("--error-format", "json", "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("--error-format", "json", "batch", manifest, "--out", out, "--jobs", "1")  # named in finishing order
     assert proc.returncode == BATCH_FAILED, proc.stderr
     found = envelope(proc.stderr)
     assert (found["code"], found["kind"], found["operation"]) == (BATCH_FAILED, "batch_failed", "batch")
-    assert found["message"] == "1 of 3 jobs exited 0, 2 failed"
+    # stderr holds nothing else, so the one line names whom it counts (before: the counts alone)
+    assert found["message"] == (
+        f"1 of 3 jobs exited 0, 2 failed; failed bad: exit 1; nospawn: exit 101 (spawn_error); see {out}/summary.jsonl"
+    )
     assert len((out / "summary.jsonl").read_text().splitlines()) == 3, "the summary is unchanged"
 
 
@@ -83,7 +87,11 @@ def test_json_mode_keeps_show_output_on_stdout(tmp_path):
     proc = run_cli("--error-format", "json", "batch", manifest, "--out", tmp_path / "out", "--show-output")
     assert proc.returncode == BATCH_FAILED
     assert proc.stdout == b"==> four (exit 4) <==\nhello\n"
-    assert envelope(proc.stderr)["message"] == "0 of 1 jobs exited 0, 1 failed"
+    out = tmp_path / "out"
+    assert (
+        envelope(proc.stderr)["message"]
+        == f"0 of 1 jobs exited 0, 1 failed; failed four: exit 4; see {out}/summary.jsonl"
+    )
 
 
 def test_dask_scheduler_without_distributed_is_a_setup_error_naming_the_extra(tmp_path):
@@ -193,3 +201,14 @@ def test_python_batch_is_not_raised_but_still_fails_clearly(tmp_path):
     assert proc.returncode == 0, proc.stderr
     # a public error naming the limit, never the runner's internal Failure (issue 46)
     assert proc.stdout == b"RuntimeError True\n40\n"
+
+
+def test_json_mode_names_the_first_five_failed_jobs_and_counts_the_rest(tmp_path):
+    jobs = [{"args": ["sh", "-c", f"exit {n}"], "id": f"f{n}"} for n in range(1, 8)]
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli("--error-format", "json", "batch", manifest, "--out", out, "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    named = "; ".join(f"f{n}: exit {n}" for n in range(1, 6))
+    expected = f"0 of 7 jobs exited 0, 7 failed; failed {named}; and 2 more; see {out}/summary.jsonl"
+    assert envelope(proc.stderr)["message"] == expected

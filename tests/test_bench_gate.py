@@ -84,3 +84,25 @@ def _beside_neighbours(tmp_path, gate):
             process.send_signal(signal.SIGTERM)
         for process in started:
             process.communicate(timeout=30)
+
+
+def test_a_command_that_waits_ten_times_as_long_fails_though_its_cpu_time_is_the_same(tmp_path):
+    """CPU time counts no waiting: ``sleep 0.3`` against a baseline of ``sleep 0.02`` (the same
+    name) spends the same CPU time. With the baseline's host recorded as busy the gate decides on
+    CPU time, and still fails the command by wall time: far beyond what load could add to its
+    few milliseconds of CPU."""
+    first = run_cli(
+        "bench", "--runs", "5", "-n", "nap", "sleep 0.02", "--export-json", tmp_path / "base.json", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["processkit"]["host_load"]["others_cpu_share"] = 0.9  # as a busy CI runner's would read
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    gate = ("--baseline", tmp_path / "base.json", "--fail-if-slower", "5")
+    later = run_cli(
+        "bench", "--runs", "5", "-n", "nap", "sleep 0.3", "--export-json", tmp_path / "out.json", *gate, cwd=tmp_path
+    )
+    assert later.returncode == 119, later.stdout
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert (decided["figure"], decided["outcome"]) == ("wall", "regressed"), decided
+    assert "it waits longer (sleep, I/O, a lock)" in later.stderr.decode()

@@ -15,17 +15,17 @@ WORK = 50_000_000  # instructions an unchanged run retires
 
 
 class Counted:
-    """Every run ``wall_ms`` long, retiring ``instructions``, 20 ms of CPU."""
+    """Every run ``wall_ms`` long, retiring ``instructions``, ``cpu_ms`` of CPU."""
 
-    def __init__(self, wall_ms: float, instructions: int | None):
-        self.wall_ms, self.instructions, self.now = wall_ms, instructions, 0.0
+    def __init__(self, wall_ms: float, instructions: int | None, cpu_ms: float = 20):
+        self.wall_ms, self.instructions, self.now, self.cpu_ms = wall_ms, instructions, 0.0, cpu_ms
 
     def clock(self) -> float:
         return self.now
 
     def measure(self, argv, jsonl, iteration, output):
         self.now += self.wall_ms / 1e3
-        measured = Measured(round(self.wall_ms * MS), 20 * MS, 0, 4096, 0)
+        measured = Measured(round(self.wall_ms * MS), round(self.cpu_ms * MS), 0, 4096, 0)
         if output is not None:
             measured.counters = {"instructions": self.instructions, "task_clock_ns": 20 * MS}
         return measured
@@ -34,8 +34,8 @@ class Counted:
         pass
 
 
-def result_of(wall_ms: float, instructions: int | None, share: float):
-    executor = Counted(wall_ms, instructions)
+def result_of(wall_ms: float, instructions: int | None, share: float, cpu_ms: float = 20):
+    executor = Counted(wall_ms, instructions, cpu_ms)
     command = [Command("work", "work", ("work",), {})]
     result = Session(command, Options(runs=10), executor=executor).run()
     result.settings["host_load"] = {"others_cpu_share": share, "cpus": 2, "seconds": 1.0}
@@ -68,3 +68,33 @@ def test_a_host_without_the_counter_falls_back_to_time():
     assert busy.figure == "cpu" and busy.outcome == "passed"  # same CPU time, three times the wall
     quiet = decided(result_of(60, None, 0.0), earlier)
     assert quiet.figure == "wall" and quiet.outcome == "regressed"
+
+
+def test_waiting_longer_fails_by_wall_time_whatever_instructions_or_cpu_say():
+    """Instructions and CPU time count no wait: a run that now waits ten times as long (200 ms,
+    its 20 ms of CPU unchanged) fails by wall time, quiet or busy, as no load explains it; a run
+    three times as long beside a load that can (above) still passes; ``--metric cpu`` is the
+    user's own choice and is left alone."""
+    for counted in (WORK, None):
+        earlier = baseline(counted)
+        for share in (0.0, 0.5):
+            waited = decided(result_of(200, counted, share), earlier)
+            assert (waited.figure, waited.outcome) == ("wall", "regressed"), (counted, share, waited)
+            if counted or share:  # else wall time was the figure anyway
+                assert "it waits longer" in waited.reason
+    cpu_metric = Session(
+        [Command("work", "work", ("work",), {})], Options(runs=10, metric="cpu"), executor=Counted(200, None)
+    ).run()
+    cpu_metric.settings["host_load"] = {"others_cpu_share": 0.0, "cpus": 2, "seconds": 1.0}
+    assert decided(cpu_metric, baseline(None)).outcome == "passed"
+
+
+def test_a_short_commands_cpu_time_moving_by_under_a_millisecond_is_no_regression():
+    """Beside busy neighbours a 1 ms command's fastest CPU time moves by half a millisecond,
+    unchanged (46 % here): inconclusive, never a failure; 3 ms more of CPU still fails."""
+    earlier = recorded.from_json(result_of(20, None, 0.9, cpu_ms=1.1).to_json(), "base.json")
+    noise = decided(result_of(20, None, 0.9, cpu_ms=1.6), earlier)
+    assert (noise.figure, noise.outcome) == ("cpu", "inconclusive"), noise
+    assert "within the 1 ms a short command's CPU time moves by" in noise.reason
+    more = decided(result_of(24, None, 0.9, cpu_ms=4.1), earlier)
+    assert (more.figure, more.outcome) == ("cpu", "regressed"), more

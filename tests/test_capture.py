@@ -50,7 +50,13 @@ def test_binary_output_is_echoed_and_captured_byte_exact(tmp_path, pump_backend,
     proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, *flags, command=command, returncode=0)
     echoed = "--no-echo" not in flags
     assert proc.stdout == (out if echoed else b"")
-    assert proc.stderr == (err if echoed else b"")
+    cut = (
+        f"processkit-cli: warning: stdout's capture was cut at --capture-max-bytes: {cap_dir / 'stdout.log'} "
+        f"holds {DEFAULT_CAP} of its {out_size} bytes\n".encode()
+        if out_size > DEFAULT_CAP
+        else b""
+    )
+    assert proc.stderr == (err if echoed else b"") + cut
     report = one(events, "output_captured")
     assert assert_captured(report["stdout"], cap_dir / "stdout.log", out) == out[:DEFAULT_CAP]
     assert assert_captured(report["stderr"], cap_dir / "stderr.log", err) == err
@@ -311,3 +317,32 @@ def test_a_capture_fifo_whose_reader_stalls_latches_write_error_and_the_run_ends
     report = one(events, "output_captured")["stdout"]
     assert report["write_error"] and report["bytes_seen"] == len(out)
     assert report["bytes_written"] < len(out)
+
+
+@pytest.mark.parametrize("size", [9, 10, 24])
+def test_a_capture_cut_at_its_cap_is_said_on_stderr_as_in_the_stream(tmp_path, size):
+    """The echo shows every byte and the file keeps the cap's worth: the cut is said once on
+    stderr (as the API warns of it) exactly when ``output_captured`` says ``truncated``, with
+    what the file holds of how many bytes; a stream that fits, or ends at the cap, says nothing.
+    With ``--capture-overflow cancel`` the run's own 113 line says it, alone."""
+    cap_dir = tmp_path / "cap"
+    command = ["sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x; echo err >&2"]
+    proc, events = run_checked(
+        tmp_path, "--capture-dir", cap_dir, "--capture-max-bytes", "10", command=command, returncode=0
+    )
+    assert proc.stdout == b"x" * size
+    truncated = one(events, "output_captured")["stdout"]["truncated"]
+    assert truncated == (size > 10)
+    said = (
+        f"processkit-cli: warning: stdout's capture was cut at --capture-max-bytes: {cap_dir / 'stdout.log'} "
+        f"holds 10 of its {size} bytes\n".encode()
+    )
+    assert proc.stderr == b"err\n" + (said if truncated else b"")
+    stopped = run_cli(
+        "run", "--jsonl", tmp_path / "cancel.jsonl", "--capture-dir", cap_dir, "--capture-max-bytes", "10",
+        "--capture-overflow", "cancel", "--", "sh", "-c", "head -c 24 /dev/zero; sleep 30",
+    )  # fmt: skip
+    assert stopped.returncode == 113
+    assert [line for line in stopped.stderr.splitlines() if line.startswith(b"processkit-cli:")] == [
+        stopped.stderr.splitlines()[-1]
+    ]

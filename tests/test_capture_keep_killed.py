@@ -205,7 +205,8 @@ def test_a_link_planted_at_the_marks_is_neither_followed_nor_removed(tmp_path):
         "--capture-max-bytes", CAP, "--no-echo", "--", PY, "-c", CHILD.replace("time.sleep(60)", "pass"), LINES,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count(b"\n") == 1 and b"could not keep the capture ring's marks" in proc.stderr
+    assert proc.stderr.count(b"\n") == 2 and b"could not keep the capture ring's marks" in proc.stderr
+    assert b"stdout's capture was cut at --capture-max-bytes" in proc.stderr  # and the cut, said once
     assert victim.read_bytes() == b"keep me\n"
     assert (capture / capture_layout.MARKS_NAME).is_symlink()
     assert (capture / "stdout.log").read_bytes() == STREAM[-CAP:], "the capture itself is unaffected"

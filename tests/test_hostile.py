@@ -3,7 +3,8 @@ with a complete stream and, where the mechanism can reach the whole tree, a conf
 teardown (cleanup_finished: remaining 0, kill_error and read_error false).
 
 Where the mechanisms differ the test runs under both: a process group cannot hold a ``setsid``
-escapee, which outlives the run; the run still ends, bounded by the runner's output drain.
+escapee, which outlives the teardown; the run still ends, bounded by the runner's output drain,
+and the runner (its subreaper) then kills it and says so on stderr.
 
 Covered elsewhere, not repeated here: an 80 MiB line without a newline and a slow or stalled
 echo consumer (test_capture.py), a stalled consumer under a timeout (test_run_deadlines.py),
@@ -98,12 +99,14 @@ def test_a_tree_still_forking_at_its_timeout_is_torn_down_whole(tmp_path, contai
 
 def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, containment, pids):
     """A double fork into a new session that keeps the output pipes, then a timeout. cgroup v2
-    still holds the escapee and kills it. A process group cannot: the escapee outlives the run
-    (documented), which ends once the runner's output drain gives up on the pipes it holds,
-    PUMP_DRAIN_SECONDS after the teardown."""
+    still holds the escapee and kills it. A process group cannot: the escapee outlives the
+    teardown, which ends once the runner's output drain gives up on the pipes it holds,
+    PUMP_DRAIN_SECONDS after it; the runner, its subreaper, then kills it and says so."""
     escapee = NOTE.format("escapee") + "; exec sleep 60"
     script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
-    _, events = run_checked(tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path)
+    proc, events = run_checked(
+        tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path
+    )
     require_mechanism(events, containment)
     assert_confirmed_empty(events)
     assert not pid_alive(pids("root"))
@@ -113,7 +116,8 @@ def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, con
         assert not pid_alive(pids("escapee")) and lingered < PROMPTLY
     else:
         assert one(events, "cleanup_started")["members_before"] == 1
-        assert pid_alive(pids("escapee")), "the escapee is outside a process group: it survives"
+        assert not pid_alive(pids("escapee")), "the escapee outside the process group outlived the run"
+        assert b"1 process(es) of this run had left its process group" in proc.stderr
         assert PUMP_DRAIN_SECONDS - 0.1 <= lingered < PUMP_DRAIN_SECONDS + 1.5  # the escapee holds them 60 s
 
 

@@ -8,13 +8,14 @@ direct child down with a SIGKILLed runner.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import time
 
 import pytest
 
-from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event
+from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from own_tmp import own_tmp  # noqa: F401
 from test_accounting import v1_group_dirs
 from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
@@ -65,11 +66,13 @@ def leave_descendants(tmp_path, leftovers, keep_pipes: bool = False):
 
 
 def test_a_natural_exit_kills_every_descendant_the_mechanism_reaches(tmp_path, containment, leftovers):
-    _, events = leave_descendants(tmp_path, leftovers)
+    proc, events = leave_descendants(tmp_path, leftovers)
     require_mechanism(events, containment)
     assert not pid_alive(leftovers["grandchild"])
     escaped = containment == "process_group"  # setsid leaves a process group, never a cgroup
-    assert pid_alive(leftovers["escapee"]) is escaped
+    assert not pid_alive(leftovers["escapee"]), "the runner, the escapee's subreaper, ends it after the teardown"
+    said = b"1 process(es) of this run had left its process group (setsid or setpgid)"
+    assert (said in proc.stderr) is escaped, proc.stderr
     assert one(events, "cleanup_started")["members_before"] == (1 if escaped else 2)
     finished = one(events, "cleanup_finished")
     assert (finished["remaining"], finished["remaining_pids"], finished["kill_error"]) == (0, [], False)
@@ -82,7 +85,7 @@ def test_an_escapee_holding_the_pipes_cannot_hang_the_runner(tmp_path, containme
     if containment == "cgroup_v2":  # well under the drain bound (2 s), which a loaded machine's delays never reach
         assert lingered < 2.0 - 0.5, "the pipes should close as soon as the whole tree is killed"
     else:
-        assert pid_alive(leftovers["escapee"])
+        assert not pid_alive(leftovers["escapee"]), "ended once the drain gave its pipes up"
         assert lingered < 2.0 + 1.5, "the output drain after teardown is bounded"
 
 
@@ -126,3 +129,21 @@ def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment
         for group in groups:
             if group is not None:
                 _remove_when_empty(group)
+
+
+def test_a_batch_job_escapee_is_killed_at_the_batch_end_and_said(tmp_path, containment, leftovers):
+    """A batch carries many jobs in one process: an orphan that left its job's process group
+    comes to the batch (the subreaper) with no word of whose it is. Once every job has ended it
+    is killed and said in one warning above the closing line; cgroup v2 killed it with its job."""
+    command = python_child(LEAVE_DESCENDANTS) + [str(tmp_path), "detach"]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "leaves", "args": command}) + "\n")
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("grandchild", "escapee"):
+        leftovers[name] = int((tmp_path / name).read_text())
+    require_mechanism(read_events_tolerant(tmp_path / "out" / "leaves" / "events.jsonl"), containment)
+    assert not pid_alive(leftovers["grandchild"]) and not pid_alive(leftovers["escapee"])
+    said = [line for line in proc.stderr.decode().splitlines() if "had left their job's process group" in line]
+    assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"

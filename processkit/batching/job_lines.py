@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # The stream events a job's line is made from: the engine hands back the last one of each it
 # wrote, so the stream is not read again.
-LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured")
+LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured", "root_exited")
 
 # How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
@@ -107,7 +107,7 @@ def ran(
     duration = None
     if outcome.started_ns is not None and outcome.ended_ns is not None:
         duration = round((outcome.ended_ns - outcome.started_ns) / 1e6, 3)
-    return for_job(
+    line = for_job(
         job,
         attempts,
         exit_event.get("source", failure.kind.label if failure else "child_exit"),
@@ -122,6 +122,10 @@ def ran(
         message=failure.message if failure else None,
         earlier=earlier,
     )
+    death = events.get("root_exited", {})
+    if death.get("outcome") == "signalled" and exit_event.get("source") == "child_exit":
+        line.signal = death.get("signal")  # the child's own death, not the runner's teardown
+    return line
 
 
 def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None) -> JobLine:

@@ -13,11 +13,20 @@ then fails an unchanged command. So each command is judged on the best figure bo
    each run's (measured beside four CPU-bound neighbours on two cores: the mean up to 17 %,
    the fastest run up to 5 %). So the change is the fastest runs' (the ones the load disturbed
    least: minimum against minimum), and it counts only beyond ``CONTENTION_ALLOWANCE`` as well
-   as PCT; one between the two is inconclusive. A baseline without CPU time per run (hyperfine's) leaves only wall time,
+   as PCT, and by more than ``CPU_FLOOR_SECONDS`` (a short command's CPU time moves by that
+   much beside busy neighbours); one within either is inconclusive. A baseline without CPU time per run (hyperfine's) leaves only wall time,
    which a busy host makes inconclusive.
 3. Else (both quiet) the benchmark's ``--metric`` (wall time by default): what the user asked.
    On a busy host with nothing better, a wall-time slowdown within what the others' load can
    explain (``_explained``) is inconclusive; one beyond it still fails.
+
+Instructions and CPU time count only the time a command runs, never the time it waits (a
+sleep, I/O, a lock, the network): a command that now waits ten times as long reads the same on
+both. So where either decided, wall time is still looked at (``_waited``): a significant
+wall-time slowdown of the fastest runs beyond what the load could add to the command's own CPU
+time (its CPU part stretched up to ``1 / (1 - share)``, its waits not at all) and beyond the
+threshold (at least ``CONTENTION_ALLOWANCE``) fails by wall time, whatever the other figure
+said. Not when the user asked for ``--metric cpu``.
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
 criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why.
@@ -32,6 +41,11 @@ from .stats import summarize
 
 BUSY_SHARE = 0.25  # other processes took a quarter of all CPUs' time or more: the machine was busy
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
+# Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
+# it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
+# beside the load of a shared 2-core machine, and 46 % more (0.5 ms) once; a change under this is
+# never a regression by CPU time, whatever its percentage.
+CPU_FLOOR_SECONDS = 0.001
 WHY = {
     "instructions": "instructions retired (a hardware counter: load does not move it)",
     "cpu": "CPU time (user+system of the whole tree, which load barely moves for a CPU-bound command; "
@@ -112,19 +126,64 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
             "move is on both sides (a baseline with CPU time per run, ours, has one)"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
-    if slower and change is not None and change <= limit:
+    if slower and figure == "cpu" and busy and min(values) - min(old_values) <= CPU_FLOOR_SECONDS:
+        grown = (min(values) - min(old_values)) * 1e3
+        reason = (
+            f"the machine was busy ({_busy_words(now, then)}); by {WHY[figure]} it is {shown} slower ({test}), "
+            f"but by {grown:.2g} ms, within the {CPU_FLOOR_SECONDS * 1e3:g} ms a short command's CPU time moves by "
+            "beside busy neighbours"
+        )
+        return _waited(new, old, threshold, flag, busy, now, then) or Decision(
+            name, figure, INCONCLUSIVE, change, p_value, reason
+        )
+    if slower and change is not None and change > limit:
+        context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
+        reason = f"by {WHY[figure]}{context} ({test}), beyond {flag} %"
+        return Decision(name, figure, REGRESSED, change, p_value, reason)
+    waited = _waited(new, old, threshold, flag, busy, now, then) if figure != "wall" and metric != "cpu" else None
+    if waited is not None:
+        return waited
+    if slower:
         reason = (
             f"the machine was busy ({_busy_words(now, then)}); by {WHY[figure]} it is {shown} slower "
             f"({test}), beyond {flag} % but within the {CONTENTION_ALLOWANCE:g} % that contention can add"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
-    if slower:
-        context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
-        reason = f"by {WHY[figure]}{context} ({test}), beyond {flag} %"
-        return Decision(name, figure, REGRESSED, change, p_value, reason)
     context = f"; the machine was busy ({_busy_words(now, then)})" if busy else ""
     reason = f"{entry.verdict} by {WHY[figure]}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
     return Decision(name, figure, PASSED, change, p_value, reason)
+
+
+def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
+    """A regression by wall time that the figure load does not move cannot see: the command
+    waits longer (sleep, I/O, a lock). Its fastest run is compared with the baseline's fastest
+    plus what the load could add to its CPU time (the median of this side's runs, stretched up
+    to ``1 / (1 - share)``; a command's waits are not stretched); beyond that by more than the
+    threshold (at least ``CONTENTION_ALLOWANCE``) and significantly slower, it regressed."""
+    times, old_times, cpu = new.times or [], old.times or [], sorted(new.cpu_times or [])
+    if not times or not old_times or not cpu or min(old_times) <= 0:
+        return None
+    entry = _entry(
+        new.command.name, summarize(times, [], [], []), times, old.name, summarize(old_times, [], [], []), old_times
+    )
+    if entry.verdict != SLOWER:
+        return None
+    share = min(max(now or 0.0, then or 0.0), 0.95) if busy else 0.0
+    stretch = cpu[len(cpu) // 2] * share / (1 - share)  # what the others' load could add to its CPU time
+    limit = max(threshold, CONTENTION_ALLOWANCE)
+    explained = (min(old_times) + stretch) * (1 + limit / 100)
+    if min(times) <= explained:
+        return None
+    change = (min(times) / min(old_times) - 1) * 100
+    test = f"Mann-Whitney U p = {entry.p_value:.2g}" if entry.p_value is not None else "too few runs to test"
+    context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
+    reason = (
+        f"by wall time{context} (its fastest run {min(times) * 1e3:.3g} ms against the baseline's "
+        f"{min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} % and beyond what load can add to its "
+        f"{cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms): it waits longer "
+        "(sleep, I/O, a lock), which CPU time and instructions do not count"
+    )
+    return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
 
 
 def _explained(now: float | None, then: float | None) -> float:

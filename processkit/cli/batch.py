@@ -181,7 +181,11 @@ def _batch(args, invocation, settings, jobs) -> int:
     except BaseException:
         page.abandon()
         raise
-    page.draw()
+    page.draw()  # its process gone: every descendant left is a job's
+    if args.dask_scheduler is None:  # a job's setsid escapee under process-group containment
+        from .run import end_escapees
+
+        end_escapees("this batch's jobs", "their job's", say=not progress.quiet)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
@@ -197,8 +201,8 @@ def _batch(args, invocation, settings, jobs) -> int:
         kind = Kind.BATCH_FAILED
     else:
         return 0
-    if progress.quiet:  # the summary line, as the envelope's message
-        return invocation.fail(Failure(kind, tally.sentence()))
+    if progress.quiet:  # the summary line, as the envelope's message, and whom it counts as failed
+        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named()))
     return kind.code
 
 
@@ -235,6 +239,7 @@ NAMED_AT_THE_END = ("failed", "timed_out")
 SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 TAIL_LINES = 5
+ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
 TAIL_BYTES = 4096
 
 
@@ -270,6 +275,8 @@ class Progress:
         code = line.exit_code
         kind = outcome(line)
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
+        if line.signal is not None:
+            state = f"{_killed(line.signal)}, exit {code}"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -307,10 +314,13 @@ class Progress:
         stderr = None if self.quiet else line.stderr
         sys.stdout.write(f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n")
         sys.stdout.flush()
-        for info, stream in ((line.stdout, sys.stdout), (stderr, sys.stderr)):
+        for name, info, stream in (("stdout", line.stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
             if info is not None and info.bytes and info.path:  # no path: --keep failed
                 _copy_file(info.path, stream.buffer)
                 stream.buffer.flush()  # before the bar, which is written to the descriptor
+                cut = "" if self.quiet else _cut(name, info, line.run_id)
+                if cut:  # the block shown is not the job's whole output: said below it
+                    self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
 
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta
@@ -326,6 +336,16 @@ class Progress:
             job, since = min(self._running.items(), key=lambda item: item[1])
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
         return text
+
+    def failures_named(self) -> str:
+        """The first failed jobs in one clause (``; failed f1: exit 3; f2: exit 106 (timeout); see
+        OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
+        reader gets of stderr: without it the envelope says how many failed, never which."""
+        if not self._failed:
+            return ""
+        named = [f"{sanitize(line.id)}: {_how(line)}" for line in self._failed[:ENVELOPE_NAMED]]
+        more = self._failed_count - len(named)
+        return f"; failed {'; '.join(named)}{f'; and {more} more' if more else ''}; see {sanitize(self._out)}/summary.jsonl"
 
     def end(self, sentence: str) -> None:
         if self.quiet:
@@ -361,18 +381,44 @@ def _failure_lines(line: JobLine) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one."""
-    how = f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
-    text = f"  {sanitize(line.id)}: {how}\n"
+    text = f"  {sanitize(line.id)}: {_how(line)}\n"
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
             continue
         tail = _last_lines(info.path)
         shown = shown or bool(tail)
-        text += f"    {name}: {sanitize(info.path)}\n" + "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+        text += f"    {name}: {sanitize(info.path)}{_cut(name, info, line.run_id)}\n"
+        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
     if not shown and line.message:
         text += f"    | {sanitize(line.message, 200)}\n"
     return text
+
+
+def _how(line: JobLine) -> str:
+    """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
+    (SIGKILL), exit 137``."""
+    if line.signal is not None:
+        return f"{_killed(line.signal)}, exit {line.exit_code}"
+    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
+
+
+def _killed(number: int) -> str:
+    """``killed by signal 9 (SIGKILL)``: a child's death by a signal, which its exit (128 + N)
+    alone cannot tell from a child that exited with that code."""
+    from ..events.render import signal_name
+
+    return f"killed by {signal_name(number)}"
+
+
+def _cut(name: str, info, run_id: str | None) -> str:
+    """A capture cut at its cap, said beside its path: the lines below it are the file's last,
+    which with the default ``capture_keep`` (head) are not the stream's (the error a job printed
+    last may be in the bytes dropped)."""
+    from ..report.tail import cut_note
+
+    note = cut_note(name, info, run_id)
+    return f" (cut at capture_max_bytes: {note})" if note else ""
 
 
 def _last_lines(path: str) -> list[str]:

@@ -122,9 +122,13 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
-    from ..spec import RunContext
+    from ..spec import OverflowPolicy, RunContext
 
-    outcome = execute(spec, RunContext(ready_fd=ready_fd))
+    # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
+    cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
+    outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
+    end_escapees()
+    _say_cut(outcome.remembered.get("output_captured"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
@@ -135,6 +139,44 @@ def main(argv: list[str], invocation) -> int:
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
+
+
+def _say_cut(captured: dict | None) -> None:
+    """A capture cut at ``--capture-max-bytes`` said on stderr, as the API warns of it: the echo
+    showed every byte, the file holds only some, and only ``output_captured`` said which."""
+    from ..diagnostics import warn
+
+    for name in ("stdout", "stderr"):
+        stream = (captured or {}).get(name) or {}
+        if stream.get("truncated"):
+            seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
+            warn(
+                f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
+            )
+
+
+def end_escapees(whose: str = "this run", its: str = "its", say: bool = True) -> None:
+    """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
+    teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
+    (``remaining: 0``). This process is its runs' alone and their subreaper, so every such
+    process has come to it once orphaned: they are ended here, as ``bench`` ends them between
+    runs, and said on stderr, so nothing ends as clean with a process of its own left running.
+    (Under cgroup v2 the group held them: nothing is left, and the check is one ``waitid``,
+    made here so that a run with no child left imports nothing for it.)"""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return  # no child at all, live or not: the usual end
+    from ..containment.leftovers import end_descendants
+
+    ended = end_descendants()
+    if ended and say:
+        from ..diagnostics import warn
+
+        warn(
+            f"{ended} process(es) of {whose} had left {its} process group (setsid or setpgid), outside {its} "
+            f"containment, and outlived {its} teardown: killed now; only cgroup containment holds them"
+        )
 
 
 def _write_usage(path: str, usage) -> None:

@@ -87,7 +87,8 @@ def _descendants_by_scan(root: int) -> list[int]:
 def end_descendants(bound: float = BOUND_SECONDS) -> int:
     """SIGKILL every descendant of this process outside its own process group, round after
     round (what they forked meanwhile comes to this subreaper), and collect the ones that were
-    its children; returns how many were ended. Within ``bound`` seconds."""
+    its children; returns how many were ended: alive when found (a zombie, such as a run's root
+    a failing run left unreaped, is collected and not counted). Within ``bound`` seconds."""
     if not _has_children():
         return 0
     own_group = os.getpgid(0)
@@ -102,11 +103,13 @@ def end_descendants(bound: float = BOUND_SECONDS) -> int:
             except ProcessLookupError:
                 continue
         for pid in found:
+            member = read_member(pid)
             try:
                 os.kill(pid, signum.SIGKILL)
             except ProcessLookupError:
                 continue
-            ended.add(pid)
+            if member is not None and not member.zombie:
+                ended.add(pid)
         for pid in found:
             try:
                 os.waitpid(pid, os.WNOHANG)

@@ -32,13 +32,13 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def execute(spec: RunSpec, context: RunContext = OWN_CONTEXT) -> Outcome:
+def execute(spec: RunSpec, context: RunContext = OWN_CONTEXT, remember: tuple[str, ...] = ()) -> Outcome:
     """Run ``spec`` to completion in a host of its own. Never raises for anything the run
-    itself can report."""
+    itself can report. ``remember``: as ``steps``'s."""
     host = Host()
     host.alone = True
     try:
-        outcome = host.carry(steps(host, spec, context=context))
+        outcome = host.carry(steps(host, spec, remember, context=context))
     finally:
         host.close()
     assert isinstance(outcome, Outcome)

@@ -69,6 +69,7 @@ class Job(Plain):
     needs: list[str] = []  # the jobs it waited for (a manifest's ``needs``)
     flaky: bool = False  # failed, then exited 0 on a retry
     started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
+    run_id: str | None = None  # the last attempt's, which names its capture's layout record
 
 
 class Batch(Plain):
@@ -192,6 +193,10 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt) -> Attempt
 
 def _job(line: JobLine) -> Job:
     state, outcome = _outcome(line.exit_code, line.source)
+    if line.signal is not None:  # 128 + N alone would read as the child's own exit code
+        from ..events.render import signal_name
+
+        outcome = f"killed by {signal_name(line.signal)}, {outcome}"
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
@@ -222,6 +227,7 @@ def _job(line: JobLine) -> Job:
         needs=line.needs or [],
         flaky=line.flaky,
         started_at=line.started_at,
+        run_id=line.run_id,
     )
 
 

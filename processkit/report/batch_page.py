@@ -13,9 +13,11 @@ bars, past which each lane is drawn as runs of pixels of one outcome.
 
 from __future__ import annotations
 
+import os
+
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
-from .tail import read_tail
+from .tail import kept_ranges, read_tail
 
 FAILURES_SHOWN = 200
 ROWS_SHOWN = 5000
@@ -106,7 +108,9 @@ def _failure(out: str, job: Job) -> dict:
         if info is None or info.sha256 is None or info.bytes == 0:
             continue
         if plain:
-            html, note = read_tail(out, f"{job.id}/capture/{name}.log", info.sha256, None, None)
+            inside = f"{job.id}/capture/{name}.log"
+            kept = kept_ranges(name, info, job.run_id, os.path.join(out, inside)) if info.truncated else None
+            html, note = read_tail(out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None)
         else:
             html, note = None, "the job's id is not a plain name, so its capture is not looked for"
         tails.append({"stream": name, "tail": html, "note": note, "path": info.path})

@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ..bounded import RUN_FILE, InputError, open_input
 from ..summary_line import attempt_dir
 from .batch_model import Batch, Job
+from .tail import cut_note
 
 TAIL_BYTES = 4096
 TAILS_BYTES = 64 << 20
@@ -70,8 +71,8 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
     kind = _kind(job)
-    stderr_tail = _tail(job.stderr, budget)
-    stdout_tail = _tail(job.stdout, budget)
+    stderr_tail = _tail("stderr", job, budget)
+    stdout_tail = _tail("stdout", job, budget)
     message = (
         job.message if kind == "skipped" and job.message else job.outcome + (f": {job.message}" if job.message else "")
     )
@@ -99,13 +100,20 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     return "".join(parts)
 
 
-def _tail(info, budget: list[int]) -> str:
+def _tail(name: str, job: Job, budget: list[int]) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
-    tails' budget; nothing for a capture that was not kept or cannot be read."""
-    path = None if info is None else info.path
-    if not path or not info.bytes:
+    tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
+    its cap says so after them: its last bytes are then not the stream's (the default keeps
+    the head)."""
+    info = job.stdout if name == "stdout" else job.stderr
+    if info is None or not info.path or not info.bytes:
         return ""
-    return _tail_of(path, budget)
+    path = info.path
+    text = _tail_of(path, budget)
+    note = cut_note(name, info, job.run_id) if text and info.truncated else None
+    if note:
+        text += ("" if text.endswith("\n") else "\n") + f"[cut at capture_max_bytes: {note}]\n"
+    return text
 
 
 def _tail_of(path: str, budget: list[int]) -> str:

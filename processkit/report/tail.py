@@ -91,6 +91,30 @@ def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
     return "; ".join(words) or None
 
 
+def kept_ranges(stream: str, captured, run_id: str | None, capture_path: str | None = None) -> tuple | None:
+    """The stream ranges the capture file of ``captured`` holds (a summary line's ``Captured``,
+    or a ``CapturedStream``), read with the record its run left beside the file
+    (``events.kept.ranges``; ``capture_path``, default the recorded path), so a file that keeps
+    the stream's head is never taken for its end. None when the counts are missing."""
+    from ..events.kept import ranges
+    from ..events.types import CapturedStream
+
+    seen, written, path = captured.bytes_seen, captured.bytes_written, capture_path or captured.path
+    if type(seen) is not int or type(written) is not int or not path:
+        return None
+    return ranges(CapturedStream(stream, path, seen, written, captured.sha256 or "", True, False), run_id, path)
+
+
+def cut_note(stream: str, captured, run_id: str | None) -> str | None:
+    """What a truncated capture file lacks of its stream, in words (None when it holds it
+    whole), with how much of it the file holds."""
+    kept = kept_ranges(stream, captured, run_id) if captured.truncated else None
+    if kept is None:
+        return None
+    lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
+    return f"{size_words(captured.bytes_written)} of {size_words(captured.bytes_seen)} kept: {lacks}" if lacks else None
+
+
 def read_tail(
     directory: str, path: str, sha256: str, kept: tuple | None = None, bytes_seen: int | None = None
 ) -> tuple[Markup | None, str | None]:
