@@ -306,6 +306,18 @@ def carrier_cwd() -> str | None:
         return None
 
 
+def callers_cwd() -> str:
+    """The calling process's working directory as the API sends it to its runner service (a
+    ``run``'s, a ``batch``'s, a ``bench``'s): its path, or when it was removed under the caller,
+    this process's /proc entry for it, which the kernel still resolves to that directory while
+    the caller lives (it waits on the call), so the child starts in it as a ``subprocess``
+    child would, and a relative path the call names fails there, never taken from ``/``."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return f"/proc/{own_pid()}/cwd"
+
+
 def new_run_id() -> str:
     """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
     return f"run-{own_pid()}-{time.time_ns()}"
