@@ -238,6 +238,11 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
     def filed() -> None:
         loop.call_soon_threadsafe(arrived.set)
 
+    def look() -> None:  # the service continued if a signal stopped it (``api.stopped``)
+        connection.resume_if_stopped()
+        timer[0] = loop.call_later(service.WATCH_SECONDS, look)
+
+    timer = [loop.call_later(service.WATCH_SECONDS, look)]
     connection.wake(rid, filed)
     fd = connection.sock.fileno()
     key = (loop, fd)
@@ -252,6 +257,7 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
             await arrived.wait()
             arrived.clear()
     finally:
+        timer[0].cancel()
         connection.wake(rid, None)
         _watching[key] -= 1
         if not _watching[key]:

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from . import wire
+from . import stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ class ServiceGone(RuntimeError):
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
 COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
+# How long a waiting call's reader waits on the socket before it looks whether its service was
+# stopped (``resume_if_stopped``): a call never waits on a stopped service longer than this.
+WATCH_SECONDS = 1.0
 
 
 def _fingerprint() -> tuple:
@@ -232,8 +235,10 @@ class Connection:
                         with self._mail:
                             self._unring(rid, bell)
                     continue
+                wait = WATCH_SECONDS if left is None or left > WATCH_SECONDS else left
                 try:
-                    self._read(left)
+                    if not self._read(wait) and wait == WATCH_SECONDS:
+                        self.resume_if_stopped()
                 finally:
                     with self._mail:
                         self._reading = False
@@ -289,20 +294,26 @@ class Connection:
                 self._reading = False
             self._hand_over()
 
-    def _read(self, timeout: float | None) -> None:
+    def resume_if_stopped(self) -> None:
+        """A reply waited for a whole ``WATCH_SECONDS``: the service continued if a signal
+        stopped it (``stopped``); only the process that started it does so."""
+        if self.owner == os.getpid() and self.process.returncode is None:
+            stopped.resume(self.process.pid)
+
+    def _read(self, timeout: float | None) -> bool:
         """One read of the socket, its frames filed by request id and their waiters rung (the
-        reading thread only)."""
+        reading thread only); False when ``timeout`` passed with nothing to read."""
         # Waited for in poll, not in the read itself, even with no timeout: a reader asleep in
         # recvmsg is woken whenever the service reads a request of this process (the kernel
         # wakes a stream socket's every waiter when its peer takes what it sent, to say there is
         # room to write), one wake-up and two context switches a call for nothing; poll's wait
         # is woken only for what it asked for, the reply.
         if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
-            return
+            return False
         try:
             messages = wire.receive(self.sock, self._frames)
         except InterruptedError:
-            return
+            return True
         except OSError:
             messages = None
         if messages is None:
@@ -322,6 +333,7 @@ class Connection:
                 woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
         for callback in woken:
             callback()
+        return True
 
     def _collect(self) -> None:
         """The service's end of file came: it has ended, or is ending (its descriptors close
