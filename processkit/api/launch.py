@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import service, wire
+from . import service, stopped, wire
 from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
 from .streams import Streams, discard
 from ..plain import Plain
@@ -239,10 +239,10 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
         loop.call_soon_threadsafe(arrived.set)
 
     def look() -> None:  # the service continued if a signal stopped it (``api.stopped``)
-        connection.resume_if_stopped()
-        timer[0] = loop.call_later(service.WATCH_SECONDS, look)
+        stopped.look(connection)
+        timer[0] = loop.call_later(stopped.WATCH_SECONDS, look)
 
-    timer = [loop.call_later(service.WATCH_SECONDS, look)]
+    timer = [loop.call_later(stopped.WATCH_SECONDS, look)]
     connection.wake(rid, filed)
     fd = connection.sock.fileno()
     key = (loop, fd)

@@ -42,9 +42,6 @@ class ServiceGone(RuntimeError):
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
 COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
-# How long a waiting call's reader waits on the socket before it looks whether its service was
-# stopped (``resume_if_stopped``): a call never waits on a stopped service longer than this.
-WATCH_SECONDS = 1.0
 
 
 def _fingerprint() -> tuple:
@@ -235,10 +232,10 @@ class Connection:
                         with self._mail:
                             self._unring(rid, bell)
                     continue
-                wait = WATCH_SECONDS if left is None or left > WATCH_SECONDS else left
+                wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
                 try:
-                    if not self._read(wait) and wait == WATCH_SECONDS:
-                        self.resume_if_stopped()
+                    if not self._read(wait) and wait == stopped.WATCH_SECONDS:
+                        stopped.look(self)  # its reply has not come: a signal may have stopped the service
                 finally:
                     with self._mail:
                         self._reading = False
@@ -294,20 +291,12 @@ class Connection:
                 self._reading = False
             self._hand_over()
 
-    def resume_if_stopped(self) -> None:
-        """A reply waited for a whole ``WATCH_SECONDS``: the service continued if a signal
-        stopped it (``stopped``); only the process that started it does so."""
-        if self.owner == os.getpid() and self.process.returncode is None:
-            stopped.resume(self.process.pid)
-
     def _read(self, timeout: float | None) -> bool:
         """One read of the socket, its frames filed by request id and their waiters rung (the
         reading thread only); False when ``timeout`` passed with nothing to read."""
-        # Waited for in poll, not in the read itself, even with no timeout: a reader asleep in
-        # recvmsg is woken whenever the service reads a request of this process (the kernel
-        # wakes a stream socket's every waiter when its peer takes what it sent, to say there is
-        # room to write), one wake-up and two context switches a call for nothing; poll's wait
-        # is woken only for what it asked for, the reply.
+        # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
+        # takes a request of this process (the kernel wakes a stream socket's every waiter to say
+        # there is room to write), two context switches a call for nothing; poll wakes for the reply.
         if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
         try:

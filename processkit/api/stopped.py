@@ -2,7 +2,7 @@
 user can stop the service: a child of its own (the service is its parent) with SIGSTOP, which
 nothing catches, and every call of every thread of the caller then hung, a call with
 ``timeout=`` too (the service keeps that time, and a stopped process keeps none). A waiting
-call's reader looks at its service whenever a reply has not come for ``service.WATCH_SECONDS``
+call's reader looks at its service whenever a reply has not come for ``WATCH_SECONDS``
 and continues it (SIGCONT): the service is the caller's own, and the caller did not stop it.
 
 Why continue it rather than raise: every thread's calls wait on the one service, and a call
@@ -15,6 +15,18 @@ from __future__ import annotations
 
 import os
 import signal
+
+# How long a call's reader waits on the socket before it looks whether its service was stopped:
+# a call never waits on a stopped service much longer than this.
+WATCH_SECONDS = 1.0
+
+
+def look(connection) -> None:
+    """The service of ``connection`` (a ``service.Connection``, not imported: it imports this)
+    continued if a signal stopped it; only by the process that started it (a fork's inherited
+    connection is not its own)."""
+    if connection.owner == os.getpid() and connection.process.returncode is None:
+        resume(connection.process.pid)
 
 
 def state(pid: int) -> bytes | None:
