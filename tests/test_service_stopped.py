@@ -16,37 +16,40 @@ import sys
 PY = sys.executable
 
 CALLER = r"""
-import json, sys, threading, processkit
+import json, subprocess, processkit
 service = processkit.run(["true"]).runner_pid
 print(service, flush=True)
-seen = {}
-def beside():
-    result = processkit.run(["sh", "-c", "read line; echo beside"], input=b"x\n", capture_output=True)
-    seen["beside"] = [result.returncode, result.stdout.decode()]
-thread = threading.Thread(target=beside)
-thread.start()
+beside = processkit.start(["sh", "-c", "read line; echo beside"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 stopping = processkit.run(["sh", "-c", "kill -STOP $PPID; echo after"], capture_output=True, timeout=30)
-seen["stopping"] = [stopping.returncode, stopping.stdout.decode(), stopping.runner_pid == service]
-thread.join()
-seen["next"] = processkit.run(["true"]).runner_pid == service
-print(json.dumps(seen), flush=True)
+out, _ = beside.communicate(b"x\n")
+print(json.dumps({
+    "stopping": [stopping.returncode, stopping.stdout.decode(), stopping.runner_pid == service],
+    "beside": [beside.returncode, out.decode()],
+    "next": processkit.run(["true"]).runner_pid == service,
+}), flush=True)
 """
 
 
-def test_a_service_stopped_by_its_child_is_continued_by_the_waiting_call():
-    caller = subprocess.Popen([PY, "-c", CALLER], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _outcome(script: str):
+    """What the caller ``script`` printed last; should the calls hang on the stopped service,
+    it is continued here (the service the caller started and printed first), then it fails."""
+    caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert caller.stdout is not None
     service = int(caller.stdout.readline())
     try:
         out, err = caller.communicate(timeout=30)
     except subprocess.TimeoutExpired:
-        os.kill(service, signal.SIGCONT)  # the service this test's caller started, left stopped
-        out, err = caller.communicate(timeout=60)
+        os.kill(service, signal.SIGCONT)
+        caller.communicate(timeout=60)
         raise AssertionError("the calls hung on the stopped service") from None
     assert caller.returncode == 0, err.decode()
-    seen = json.loads(out)
+    return json.loads(out)
+
+
+def test_a_service_stopped_by_its_child_is_continued_by_the_waiting_call():
+    seen = _outcome(CALLER)
     assert seen["stopping"] == [0, "after\n", True]
-    assert seen["beside"] == [0, "beside\n"]
+    assert seen["beside"] == [0, "beside\n"], "a run in flight beside it ends as it would"
     assert seen["next"] is True
 
 
@@ -62,14 +65,4 @@ print(json.dumps(asyncio.run(main())), flush=True)
 
 
 def test_an_awaited_call_continues_its_stopped_service_too():
-    caller = subprocess.Popen([PY, "-c", ASYNC_CALLER], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert caller.stdout is not None
-    service = int(caller.stdout.readline())
-    try:
-        out, err = caller.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.kill(service, signal.SIGCONT)  # the service this test's caller started, left stopped
-        out, err = caller.communicate(timeout=60)
-        raise AssertionError("the awaited call hung on the stopped service") from None
-    assert caller.returncode == 0, err.decode()
-    assert json.loads(out) == [0, "after\n", True]
+    assert _outcome(ASYNC_CALLER) == [0, "after\n", True]
