@@ -89,3 +89,57 @@ def test_a_jsonl_reader_that_never_reads_fails_its_stream_and_the_call_returns(t
     done = subprocess.run([PY, "-c", NEVER_READ, str(fifo)], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert json.loads(done.stdout) == [0, 0]
+
+
+def _pipe_behind():
+    """A pipe with nothing read yet, named as a path (as a FIFO's), and a deferred stream on it."""
+    from processkit.events.emitter import Emitter
+
+    read_end, write_end = os.pipe()
+    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=True)
+    os.close(write_end)  # the emitter's own description stays
+    return read_end, emitter
+
+
+def _lines(data: bytes) -> list[int]:
+    """The child codes of the whole lines in ``data``, in order."""
+    return [json.loads(line)["child_code"] for line in data.split(b"\n")[:-1]]
+
+
+def test_a_deferred_stream_goes_whole_and_in_order_as_its_reader_takes_it(tmp_path):
+    from processkit.events.types import RunnerExit
+
+    read_end, emitter = _pipe_behind()
+    for number in range(2000):  # far more than the pipe holds: the rest waits in the backlog
+        emitter.emit(RunnerExit(code=0, source="child_exit", child_code=number))
+    assert emitter.writing and not emitter.drained()
+    data = bytearray()
+    os.set_blocking(read_end, False)
+    while True:
+        try:
+            data += os.read(read_end, 1 << 16)
+        except BlockingIOError:
+            if emitter.drained():
+                break
+    emitter.close()
+    data += os.read(read_end, 1 << 20)
+    os.close(read_end)
+    assert emitter.failure is None
+    assert _lines(bytes(data)) == list(range(2000))
+
+
+def test_a_deferred_stream_past_its_backlog_bound_fails_keeping_its_beginning_in_order(tmp_path):
+    from processkit.events.emitter import BACKLOG_MOST
+    from processkit.events.types import RunnerExit
+
+    read_end, emitter = _pipe_behind()
+    emitted = 0
+    while emitter.writing:  # the reader takes nothing: memory stays bounded
+        emitter.emit(RunnerExit(code=0, source="child_exit", child_code=emitted))
+        emitted += 1
+        assert emitted < 4 * BACKLOG_MOST // 50, "the backlog grew past its bound"
+    assert emitter.failure == f"its reader fell more than {BACKLOG_MOST} bytes behind"
+    emitter.close()
+    with os.fdopen(read_end, "rb") as reader:
+        kept = _lines(reader.read())
+    assert kept == list(range(len(kept))) and 0 < len(kept) < emitted, "a prefix, in order, nothing from the middle"
