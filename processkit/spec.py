@@ -235,6 +235,11 @@ class RunContext(Plain):
       at most for its exit before the run goes on (``bench``'s runs: a command shorter than this
       has the CPU to itself, as a child of hyperfine's blocking ``wait4`` does). A run's, as
       every other part of its context: no process-wide setting another run could see.
+    - ``captured``: a list of the carrier's that the engine fills, once it opened the run's
+      capture files (``capture_dir``), with a read-only descriptor of each (stdout's, then
+      stderr's; -1 for one that is no regular file), opened on the same file as the engine's
+      own, so the carrier reads back the bytes the run captured even after the child put
+      another file at the path (the API's runner service). The carrier closes them.
     - ``places``: where the carrier put what the spec names by a stand-in (the API's runner
       service: ``api.wire``'s ``SCRATCH_*`` for a ``jsonl``, ``capture_dir`` or ``stdin_file``
       in its memory or scratch directory), stand-in to path; ``place`` reads a spec's path
@@ -253,6 +258,7 @@ class RunContext(Plain):
         "places",
         "linger_ms",
         "cwd",
+        "captured",
     )
 
     def __init__(
@@ -269,6 +275,7 @@ class RunContext(Plain):
         places: dict[str, str] | None = None,
         linger_ms: int = 0,
         cwd: str | None = None,
+        captured: list[int] | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -281,6 +288,7 @@ class RunContext(Plain):
         self.places = places
         self.linger_ms = linger_ms
         self.cwd = cwd
+        self.captured = captured
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""
@@ -304,6 +312,18 @@ def carrier_cwd() -> str | None:
         return os.getcwd()
     except OSError:
         return None
+
+
+def callers_cwd() -> str:
+    """The calling process's working directory as the API sends it to its runner service (a
+    ``run``'s, a ``batch``'s, a ``bench``'s): its path, or when it was removed under the caller,
+    this process's /proc entry for it, which the kernel still resolves to that directory while
+    the caller lives (it waits on the call), so the child starts in it as a ``subprocess``
+    child would, and a relative path the call names fails there, never taken from ``/``."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return f"/proc/{own_pid()}/cwd"
 
 
 def new_run_id() -> str:

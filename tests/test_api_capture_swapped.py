@@ -40,3 +40,25 @@ def test_a_capped_capture_swapped_for_a_huge_file_is_read_at_its_cap(tmp_path):
     seen = json.loads(done.stdout)
     assert seen["code"] == 0 and seen["length"] == len("captured"), "cut to the bytes the run captured"
     assert seen["grown"] < SPARSE // 2, f"the service read {seen['grown']} bytes more than its peak"
+
+
+RENAMED = r"""
+import json, sys, processkit
+capture = sys.argv[1]
+swap = 'printf captured; printf SWAPPED-BY-THE-CHILD > "$1/new"; mv "$1/new" "$1/stdout.log"'
+result = processkit.run(["sh", "-c", swap, "sh", capture], capture_dir=capture,
+                        capture_output=True, capture_max_bytes=1000)
+print(json.dumps({"stdout": result.stdout.decode(), "code": result.returncode}))
+"""
+
+
+def test_a_capture_is_read_back_from_the_runners_own_file_not_what_the_child_renamed_over_it(tmp_path):
+    """The service reads a ``capture_dir`` capture back through a descriptor of the file the
+    runner wrote (``RunContext.captured``), so the bytes returned are the ones captured; before,
+    it read whatever was at ``stdout.log`` by then (here the child's own file, cut to 8 bytes)."""
+    capture = tmp_path / "cap"
+    done = subprocess.run([PY, "-c", RENAMED, str(capture)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen == {"stdout": "captured", "code": 0}
+    assert (capture / "stdout.log").read_text() == "SWAPPED-BY-THE-CHILD", "the child's file stays at its name"

@@ -21,6 +21,7 @@ ALLOWED = {
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
     ("cli/main.py", "undo_locale_coercion"): "/proc/self/environ, the environment the runner was started with",
+    ("api/stopped.py", "state"): "/proc/<pid>/stat of the caller's own runner service",
     # The package's own data, shipped with it.
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
     ("cli/probe.py", "main"): "the shipped event schema, printed",
@@ -36,6 +37,8 @@ ALLOWED = {
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
+    ("engine/capture.py", "reader"): "/proc/self/fd/<n>: the run's own capture file reopened read-only for its "
+    "carrier, which reads it only through api/wire.read_back (at the caller's cap)",
 }
 
 

@@ -30,6 +30,7 @@ from ..errors import KINDS, Failure, Kind
 from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text
 from ..plain import Plain
+from ..spec import callers_cwd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def _planned(commands: list, given: dict) -> Benchmark:
         options=options,
         baseline=texts.get("baseline"),
         fail_if_slower=typed.get("fail_if_slower"),
-        cwd=os.getcwd(),
+        cwd=callers_cwd(),  # a removed one named as ``run``'s is
         env=dict(os.environ),
     )
 

@@ -19,9 +19,9 @@ import os
 import threading
 import sys
 
-from ..spec import RunSpec, StdinMode, own_pid
+from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import service, wire
+from . import service, stopped, wire
 from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
 from .streams import Streams, discard
 from ..plain import Plain
@@ -116,14 +116,9 @@ def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
     also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is), and one
     naming this process's own descriptors or /proc entry made to name them from the service;
     beside it, the JSONL's path made absolute only, as the caller's result names it."""
-    try:
-        here = os.getcwd()
-    except OSError:
-        # Removed under the caller: named through this process's /proc entry, which the kernel
-        # still resolves to it, so the child starts in it as a subprocess child would, and a
-        # relative path the run names fails there. Before, the service's own "/" stood in:
-        # the child ran in "/" and `jsonl="out.jsonl"` wrote "/out.jsonl".
-        here = f"/proc/{own_pid()}/cwd"
+    # A removed one is named through this process's /proc entry (``callers_cwd``): before, the
+    # service's own "/" stood in, the child ran in "/" and `jsonl="out.jsonl"` wrote "/out.jsonl".
+    here = callers_cwd()
 
     def absolute(path: str | None) -> str | None:
         if path is None or path.startswith("\0") or os.path.isabs(path):
@@ -243,6 +238,11 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
     def filed() -> None:
         loop.call_soon_threadsafe(arrived.set)
 
+    def look() -> None:  # the service continued if a signal stopped it (``api.stopped``)
+        stopped.look(connection)
+        timer[0] = loop.call_later(stopped.WATCH_SECONDS, look)
+
+    timer = [loop.call_later(stopped.WATCH_SECONDS, look)]
     connection.wake(rid, filed)
     fd = connection.sock.fileno()
     key = (loop, fd)
@@ -257,6 +257,7 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
             await arrived.wait()
             arrived.clear()
     finally:
+        timer[0].cancel()
         connection.wake(rid, None)
         _watching[key] -= 1
         if not _watching[key]:

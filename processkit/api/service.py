@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from . import wire
+from . import stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -232,8 +232,10 @@ class Connection:
                         with self._mail:
                             self._unring(rid, bell)
                     continue
+                wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
                 try:
-                    self._read(left)
+                    if not self._read(wait) and wait == stopped.WATCH_SECONDS:
+                        stopped.look(self)  # its reply has not come: a signal may have stopped the service
                 finally:
                     with self._mail:
                         self._reading = False
@@ -289,20 +291,18 @@ class Connection:
                 self._reading = False
             self._hand_over()
 
-    def _read(self, timeout: float | None) -> None:
+    def _read(self, timeout: float | None) -> bool:
         """One read of the socket, its frames filed by request id and their waiters rung (the
-        reading thread only)."""
-        # Waited for in poll, not in the read itself, even with no timeout: a reader asleep in
-        # recvmsg is woken whenever the service reads a request of this process (the kernel
-        # wakes a stream socket's every waiter when its peer takes what it sent, to say there is
-        # room to write), one wake-up and two context switches a call for nothing; poll's wait
-        # is woken only for what it asked for, the reply.
+        reading thread only); False when ``timeout`` passed with nothing to read."""
+        # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
+        # takes a request of this process (the kernel wakes a stream socket's every waiter to say
+        # there is room to write), two context switches a call for nothing; poll wakes for the reply.
         if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
-            return
+            return False
         try:
             messages = wire.receive(self.sock, self._frames)
         except InterruptedError:
-            return
+            return True
         except OSError:
             messages = None
         if messages is None:
@@ -322,6 +322,7 @@ class Connection:
                 woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
         for callback in woken:
             callback()
+        return True
 
     def _collect(self) -> None:
         """The service's end of file came: it has ended, or is ending (its descriptors close

@@ -13,6 +13,7 @@ from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
 from .outdir import prepare_out
+from ..spec import callers_cwd
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -58,7 +59,8 @@ def batch(
         raise ValueError(failure.message) from None
     if not checked:
         return []
-    out = os.path.abspath(os.fspath(out))
+    here = callers_cwd()  # a removed one named as ``run``'s is (never a raw FileNotFoundError)
+    out = os.path.normpath(os.path.join(here, os.fspath(out)))
     try:
         prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
     except Failure as failure:  # the caller's argument: said as one, never the runner's Failure
@@ -67,7 +69,7 @@ def batch(
     connection = service.connection()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        rid = connection.send("batch", checked, settings, os.getcwd(), dict(os.environ), fds=[theirs.fileno()])
+        rid = connection.send("batch", checked, settings, here, dict(os.environ), fds=[theirs.fileno()])
         connection.forget(rid)  # the batch answers on its own connection
     finally:
         theirs.close()

@@ -162,6 +162,18 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     return opened
 
 
+def reader(fd: int) -> int:
+    """A read-only descriptor of the capture file ``fd`` is open on (through this process's
+    /proc entry for it: the file itself, whatever the child renamed over its name since), or -1
+    where it is no regular file (a FIFO planted there gets no reader of ours) or cannot be."""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return -1
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
 def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:
     """The live record of ring captures (capture_layout.start), its counters handed to each
     target's pump; without one (it could not be written) the pumps keep no marks."""

@@ -26,6 +26,9 @@ from .host import Host
 from .race import race
 from .state import Launched, RunState
 from .teardown import drain_outputs, read_tree, release, teardown
+from .waits import wait_until
+
+BACKLOG_POLL = 0.02  # seconds between looks at a stalled stream's pipe while the ended run waits for its reader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,7 +78,7 @@ def steps(
         )
     jsonl = context.place(spec.jsonl)
     try:
-        emitter = Emitter(jsonl, remember, held[0] if held else None, lent=context.held_lent)
+        emitter = Emitter(jsonl, remember, held[0] if held else None, lent=context.held_lent, defer=not host.alone)
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper, context)
@@ -84,6 +87,9 @@ def steps(
     outcome = None
     try:
         outcome = yield from _phases(host, run)
+        # A pipe's reader behind the stream (``Emitter.defer``): waited for on the loop, the
+        # host's other runs going on, until it took the rest or counts as stalled.
+        yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
         outcome.remembered = emitter.remembered
         if records:
             outcome.records = emitter.gathered  # a held stream's events, unencoded (None once written)

@@ -3,7 +3,12 @@
 A write failure is reported once on stderr and then poisons the emitter: later events are
 dropped, the run and its exit code carry on (docs/events.md §1). A JSONL that is a pipe or a FIFO
 is written without blocking: a reader that takes nothing for STALL_SECONDS counts as a failed
-write, so a stalled reader can delay the run, never hang it.
+write, so a stalled reader can delay the run, never hang it. On a host that carries other runs
+(``defer``: the API's runner service, whose one loop carries every call of its caller) the run
+does not wait in the write: what the pipe cannot take now waits in the stream's backlog, in
+order, and goes as the reader takes it (at each event, and while the ended run waits for it on
+the loop, ``drained``); a reader that takes nothing for STALL_SECONDS, or falls more than
+BACKLOG_MOST bytes behind, fails the stream as the stalled write does (its one warning).
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ STALL_SECONDS = 2.0
 # later event as it comes, so a job that snapshots a large tree often holds its stream as its
 # memfd's bytes, as its capture is held, never as a growing list in the batch's heap.
 SPILL_WEIGHT = 2048
+# The bytes a deferred stream (``Emitter.defer``) may fall behind its pipe's reader: past them
+# the reader counts as stalled, and the stream fails (memory stays bounded; nothing is dropped
+# from the middle: what reached the reader is the stream's beginning, in order).
+BACKLOG_MOST = 1 << 20
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -85,7 +94,9 @@ if TYPE_CHECKING:
 
 
 class Emitter:
-    def __init__(self, path: str, remember: tuple[str, ...] = (), fd: int | None = None, lent: bool = False):
+    def __init__(
+        self, path: str, remember: tuple[str, ...] = (), fd: int | None = None, lent: bool = False, defer: bool = False
+    ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
         last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
@@ -95,7 +106,8 @@ class Emitter:
         read it while the run goes on, so its events are gathered, and encoded and written at
         ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
         or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
-        closed here (a batch's memfd, kept for its next attempt)."""
+        closed here (a batch's memfd, kept for its next attempt). ``defer``: what a pipe cannot
+        take now waits in a backlog instead of the write (module docstring)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -104,6 +116,9 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
+        self._defer = defer
+        self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
+        self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
         if self._poisoned:
             return
         if fd is not None:
@@ -186,17 +201,57 @@ class Emitter:
 
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
+        self._backlog.clear()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.failure = reason
         warn(f"JSONL event logging disabled: {reason}")
 
     def _write(self, data: bytes) -> None:
+        if self._backlog:  # behind its reader already: after what waits, in order
+            self._backlog += data
+            self._push()
+            return
         try:
             written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
         except BlockingIOError:
             written = 0
-        if written < len(data):
+        if written >= len(data):
+            return
+        if not self._defer:
             self._write_rest(memoryview(data)[written:])
+            return
+        self._backlog += memoryview(data)[written:]
+        self._taken_at = time.monotonic()
+        self._push()
+
+    def _push(self) -> None:
+        """As much of the backlog as the pipe takes now; raises OSError once its reader counts as
+        stalled (nothing taken for STALL_SECONDS, or BACKLOG_MOST bytes behind)."""
+        backlog = self._backlog
+        while backlog:
+            try:
+                written = os.write(self._fd, backlog)
+            except BlockingIOError:
+                break
+            del backlog[:written]
+            self._taken_at = time.monotonic()
+        if not backlog:
+            return
+        if len(backlog) > BACKLOG_MOST:
+            raise OSError(errno.ENOBUFS, f"its reader fell more than {BACKLOG_MOST} bytes behind")
+        if time.monotonic() - self._taken_at >= STALL_SECONDS:
+            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s")
+
+    def drained(self) -> bool:
+        """Whether nothing waits in the backlog any more (all written, or the stream failed): the
+        ended run waits on its host's loop for this (``engine.runner``), the other runs going on."""
+        if not self._backlog:
+            return True
+        try:
+            self._push()
+        except OSError as exc:
+            self._fail(exc)
+        return not self._backlog
 
     def _write_rest(self, line: memoryview) -> None:
         """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
@@ -213,6 +268,12 @@ class Emitter:
         gathered, self._gathered = self._gathered, None
         if gathered and keep:
             self._write_gathered(gathered)
+        if self._backlog:  # a run closed before it waited for its reader: the write's own wait, once
+            try:
+                self._write_rest(memoryview(bytes(self._backlog)))
+                self._backlog.clear()
+            except OSError as exc:
+                self._fail(exc)
         if self._fd >= 0:
             if not self._lent:
                 os.close(self._fd)

@@ -71,6 +71,7 @@ class Request:
         "held",
         "records",
         "spare",
+        "captured",
     )
 
     def __init__(
@@ -97,6 +98,9 @@ class Request:
         self.records: bytes | None = None  # the held stream's events, pickled (``keep_stream``)
         # The service's empty memfds left by earlier runs (``close``), taken before making one.
         self.spare: list[int] = [] if spare is None else spare
+        # Read-only descriptors of the run's capture_dir files, the engine's own files
+        # (``RunContext.captured``): what the run captured, whatever the child put at the path.
+        self.captured: list[int] = []
 
     def take_given(self, extra: dict, frames: wire.Frames) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
@@ -160,6 +164,7 @@ class Request:
             # No client can follow a held stream: published once its child has run a while,
             # as a --keep failed job is, so a short run makes no record, socket or tombstone.
             publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,
+            captured=self.captured if any(self.piped) and len(self.held) != 3 else None,
         )
 
     def keep_stream(self, outcome) -> bool:
@@ -221,15 +226,16 @@ class Request:
                 if piped:
                     self._held_capture(report, name, self.held[index], scratch_dir)
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
-            for name, piped in zip(("stdout", "stderr"), self.piped):
+            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped)):
                 if not piped:
                     continue
                 path = os.path.join(capture_dir, f"{name}.log")
                 if self.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
                     report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
                     self.scratch_capture = None  # the directory is the caller's to remove now
-                else:  # never more than the cap the caller set: the file at the path may be the child's
-                    report[name] = wire.read_back(path, most=spec.capture_max_bytes)
+                else:  # the runner's own file (``captured``), never more than the cap the caller set
+                    own = self.captured[index] if len(self.captured) == 2 else -1
+                    report[name] = wire.read_back(own, most=spec.capture_max_bytes) if own >= 0 else None
         return report
 
     def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str) -> None:
@@ -264,8 +270,9 @@ class Request:
                 self.spare.append(fd)  # the next run's, as a new one would be: nothing was written
             else:
                 os.close(fd)
-        for fd in self.stdio + [fd for fd in self.given if fd is not None]:
+        for fd in self.stdio + [fd for fd in self.given if fd is not None] + [fd for fd in self.captured if fd >= 0]:
             os.close(fd)
+        self.captured = []
         self.memfds, self.stdio, self.given, self.held = [], [], [None, None, None], ()
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)

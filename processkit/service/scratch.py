@@ -5,30 +5,58 @@ the caller's idiom too)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
+import time
 
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
+MAKING_PREFIX = ".processkit-api-"  # the same directory while it is made, before its lock is held
+MAKING_LEFT = 60.0  # seconds after which a directory left being made (its service killed then) is swept
 
 
-def make(base: str) -> str:
-    """A fresh 0700 scratch directory of this service's in ``base``."""
+def make(base: str) -> tuple[str, int]:
+    """A fresh 0700 scratch directory of this service's in ``base``, and the descriptor that holds
+    its lock (``flock``) for as long as this service lives: the sweep of another service, in
+    this pid namespace or another sharing ``base`` (a container sharing /dev/shm), removes a
+    directory only once it can take that lock. The directory is made under a name the sweep
+    does not take for a service's, locked, then renamed, so it is never seen unlocked."""
     _sweep(base)
-    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
+    made = tempfile.mkdtemp(prefix=f"{MAKING_PREFIX}{os.getpid()}-", dir=base)
+    fd = -1
+    try:
+        fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # just made: no one else holds it
+        path = os.path.join(base, os.path.basename(made)[1:])  # its name as a service's
+        os.rename(made, path)
+    except OSError:
+        if fd >= 0:
+            os.close(fd)
+        shutil.rmtree(made, ignore_errors=True)
+        raise
+    return path, fd
+
+
+def remove(path: str, lock: int) -> None:
+    """This service's scratch directory removed, then its lock let go."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.close(lock)
 
 
 def _sweep(base: str) -> None:
     """Remove the scratch directories of this user's services that are gone: one killed itself
     (SIGKILL, the OOM killer) could not remove its own, and nothing else knows it. A directory
-    whose service's pid is alive, or that is not this user's, is left alone."""
+    whose service's pid is alive here, whose lock a live service holds (in any pid namespace:
+    a pid alone names no process across them), or that is not this user's, is left alone."""
     try:
-        names = [name for name in os.listdir(base) if name.startswith(SCRATCH_PREFIX)]
+        names = [name for name in os.listdir(base) if name.startswith((SCRATCH_PREFIX, MAKING_PREFIX))]
     except OSError:
         return
     for name in names:
-        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        making = name.startswith(MAKING_PREFIX)
+        pid = name[len(MAKING_PREFIX if making else SCRATCH_PREFIX) :].split("-", 1)[0]
         path = os.path.join(base, name)
         try:
             found = os.lstat(path)
@@ -36,13 +64,35 @@ def _sweep(base: str) -> None:
             continue
         if not pid.isdigit() or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
             continue
+        if making and time.time() - found.st_mtime < MAKING_LEFT:
+            continue  # being made now, its lock not yet held
         try:
             os.kill(int(pid), 0)
             continue  # alive (or another user's process with that pid): never swept
         except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
+            pass
         except OSError:
             continue
+        _remove_unlocked(path)
+
+
+def _remove_unlocked(path: str) -> None:
+    """``path`` removed when no live service holds its lock (held while it is removed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its service lives (in another pid namespace, say)
+        os.close(fd)
+        return
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 def size(path: str) -> int:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -100,7 +99,7 @@ class Service:
         self.idle_started = False
         self.idle_loop: RunLoop | None = None  # the idle wait's view of the loop (``_idle``)
         base = batch_base()
-        self.scratch = scratch.make(base)
+        self.scratch, self.scratch_lock = scratch.make(base)
         self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
         # Its open-file limit, read once (raised already by ``main``); a share of it is left for
         # its pool's idle groups' files, before the pool is made by the first run.
@@ -336,7 +335,7 @@ class Service:
         for fd in self.spare:
             os.close(fd)
         self.spare.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        scratch.remove(self.scratch, self.scratch_lock)
 
 
 # Signals whose default action ends a process and that no fault of its own raises, and that no

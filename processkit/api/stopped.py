@@ -1,0 +1,52 @@
+"""A runner service stopped by a signal, continued by its caller. Any process of the caller's
+user can stop the service: a child of its own (the service is its parent) with SIGSTOP, which
+nothing catches, and every call of every thread of the caller then hung, a call with
+``timeout=`` too (the service keeps that time, and a stopped process keeps none). A waiting
+call's reader looks at its service whenever a reply has not come for ``WATCH_SECONDS``
+and continues it (SIGCONT): the service is the caller's own, and the caller did not stop it.
+
+Why continue it rather than raise: every thread's calls wait on the one service, and a call
+that raised would leave it stopped for the others, and for every call without a timeout. A stop
+of the caller's job (Ctrl-Z, SIGTSTP to the process group the service shares) stops the caller
+too, so it never looks, and the job's continuation continues both; a tracer's stop (state ``t``,
+a debugger attached to the service) is left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+# How long a call's reader waits on the socket before it looks whether its service was stopped:
+# a call never waits on a stopped service much longer than this.
+WATCH_SECONDS = 1.0
+
+
+def look(connection) -> None:
+    """The service of ``connection`` (a ``service.Connection``, not imported: it imports this)
+    continued if a signal stopped it; only by the process that started it (a fork's inherited
+    connection is not its own)."""
+    if connection.owner == os.getpid() and connection.process.returncode is None:
+        resume(connection.process.pid)
+
+
+def state(pid: int) -> bytes | None:
+    """The one-letter state of ``pid`` (``/proc/<pid>/stat``'s third field), None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            found = handle.read()
+    except OSError:
+        return None
+    fields = found.rpartition(b")")[2].split(None, 1)  # the name, in parentheses, may hold anything
+    return fields[0] if fields else None
+
+
+def resume(pid: int) -> bool:
+    """Continue ``pid`` (the caller's own service, not yet waited for, so its pid is its own)
+    when a signal stopped it; whether it did."""
+    if state(pid) != b"T":
+        return False
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        return False
+    return True
