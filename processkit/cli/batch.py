@@ -32,7 +32,7 @@ MAX_JOBS_IN_FLIGHT = 4096
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
-        usage="processkit-cli batch <MANIFEST> [--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
+        usage="processkit-cli batch <MANIFEST> [-j|--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
         "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
         "[--dask-scheduler ADDRESS]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
         "[::: ARGS | :::: FILES | :::+ ARGS | ::::+ FILES]...",
@@ -44,7 +44,7 @@ def build_parser() -> Parser:
         "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
     )
     parser.add_argument(
-        "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
+        "-j", "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
     )
     parser.add_argument(
         "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
