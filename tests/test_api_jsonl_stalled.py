@@ -94,9 +94,10 @@ def test_a_jsonl_reader_that_never_reads_fails_its_stream_and_the_call_returns(t
 def _pipe_behind():
     """A pipe with nothing read yet, named as a path (as a FIFO's), and a deferred stream on it."""
     from processkit.events.emitter import Emitter
+    from processkit.loop import Loop
 
     read_end, write_end = os.pipe()
-    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=True)
+    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=Loop())
     os.close(write_end)  # the emitter's own description stays
     return read_end, emitter
 
