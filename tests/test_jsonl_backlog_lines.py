@@ -1,65 +1,13 @@
 """A deferred jsonl stream's backlog (the API's runner service, a FIFO behind its reader): it goes
-as soon as the reader makes room, not at the run's next event or end, and it goes in whole lines,
-each write atomic on a pipe, so streams sharing one pipe never interleave inside a line and a
-stream that fails ends on a newline (review of attack55b)."""
+as soon as the reader makes room, not at the run's next event or end (the process-level case is
+in test_api_jsonl_stalled.py), and in whole lines, each write atomic on a pipe, so streams
+sharing one pipe never interleave inside a line and a stream that fails ends on a newline
+(review of attack55b)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-
-PY = sys.executable
-
-# The reader waits for run_started before it lets the child go: the run's only event until the
-# child ends (no snapshots), and it waits in the backlog of a full FIFO. Before, nothing watched
-# the pipe for room, so it arrived only once the call's timeout ended the run.
-WAITS_FOR_STARTED = r"""
-import json, os, sys, threading, time, processkit
-fifo, here = sys.argv[1], sys.argv[2]
-reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-junk = 0
-try:
-    while True:
-        junk += os.write(filler, b"\n" * 4096)
-except BlockingIOError:
-    pass
-os.close(filler)
-seen = {}
-def call():
-    waits = 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.05; done'
-    result = processkit.run(["sh", "-c", waits, here], jsonl=fifo, snapshot_interval="1h", timeout=20)
-    seen["code"] = result.returncode
-caller = threading.Thread(target=call)
-caller.start()
-while not os.path.exists(os.path.join(here, "started")):  # run_started is in the backlog by now
-    time.sleep(0.02)
-os.set_blocking(reader, True)
-data = bytearray()
-while b'"run_started"' not in data:  # the filler first, then the run's first line
-    chunk = os.read(reader, 65536)
-    if not chunk:
-        break
-    data += chunk
-open(os.path.join(here, "go"), "w").close()
-caller.join()
-while chunk := os.read(reader, 65536):
-    data += chunk
-seen["events"] = [json.loads(line)["event"] for line in bytes(data).split(b"\n") if line.strip()]
-print(json.dumps(seen))
-"""
-
-
-def test_a_backlogged_line_reaches_a_reader_that_catches_up_while_the_run_waits(tmp_path):
-    fifo = tmp_path / "events.fifo"
-    os.mkfifo(fifo)
-    done = subprocess.run([PY, "-c", WAITS_FOR_STARTED, str(fifo), str(tmp_path)], capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    seen = json.loads(done.stdout)
-    assert seen["code"] == 0, "run_started reached its reader only when the call's timeout ended the run"
-    assert seen["events"][0] == "run_started" and seen["events"][-1] == "runner_exit", seen["events"]
 
 
 def _deferred(write_end: int, loop=None):
