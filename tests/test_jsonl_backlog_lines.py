@@ -101,6 +101,27 @@ def test_a_deferred_stream_that_fails_ends_on_a_whole_line():
     assert not _torn(data)
 
 
+def test_a_stream_closed_behind_its_stalled_reader_ends_on_a_whole_line(monkeypatch):
+    """A run closed before it waited for its reader (its host failed) writes the backlog at
+    close, waiting as the write does: in whole lines too, so the stall leaves no half line."""
+    from processkit.events import emitter as module
+
+    monkeypatch.setattr(module, "STALL_SECONDS", 0.2)  # the stall rule's wait, not its meaning
+    read_end, write_end = os.pipe()
+    emitter = _deferred(write_end)
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    for number in range(1500):  # past what the pipe holds
+        emitter.emit(_exit(number))
+    taken = os.read(read_end, 10000)  # a little room, then the reader takes nothing more
+    emitter.close()
+    data = taken + _read_all(read_end)
+    os.close(read_end)
+    assert emitter.failure == "its reader took nothing for 0.2s"
+    assert data.endswith(b"\n"), data[-60:]
+    assert not _torn(data)
+
+
 def test_a_line_longer_than_pipe_buf_goes_whole_and_alone():
     """A line past PIPE_BUF cannot be atomic: it is written on its own, its rest before the next."""
     import select

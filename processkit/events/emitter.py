@@ -302,16 +302,23 @@ class Emitter:
         if gathered and keep:
             self._write_gathered(gathered)
         self._unwatch()  # before the fd is closed, or its number is reused
-        if self._backlog:  # a run closed before it waited for its reader: the write's own wait, once
-            try:
-                self._write_rest(memoryview(bytes(self._backlog)))
-                self._backlog.clear()
-            except OSError as exc:
-                self._fail(exc)
+        try:
+            self._finish()
+        except OSError as exc:
+            self._fail(exc)
         if self._fd >= 0:
             if not self._lent:
                 os.close(self._fd)
             self._fd = -1
+
+    def _finish(self) -> None:
+        """What waits in the backlog of a run closed before it waited for its reader (an
+        internal failure of its host): written here, in ``_push``'s whole lines, waiting for
+        the pipe as the write does, until its reader counts as stalled (raises OSError)."""
+        while self._backlog:
+            self._push()
+            if self._backlog:
+                select.select([], [self._fd], [], STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;
