@@ -58,3 +58,22 @@ def test_bench_from_a_removed_working_directory_fails_in_one_line(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     kind, code, message = json.loads(done.stdout)
     assert kind == "Failure" and code not in (None, 0) and MESSAGE in message and "\n" not in message
+
+
+UP = r"""
+import json, os, sys, processkit
+os.chdir(sys.argv[1])
+os.rmdir(sys.argv[1])
+lines = processkit.batch([{"id": "a", "args": ["true"]}], out="../out", jobs=1)
+print(json.dumps([line["exit_code"] for line in lines]))
+"""
+
+
+def test_batch_out_above_a_removed_working_directory_is_the_kernels_to_resolve(tmp_path):
+    """``out="../out"`` goes through the /proc entry as the kernel resolves it (the removed
+    directory's parent); before, ``normpath`` folded "/proc/PID/cwd/.." into "/proc/PID"."""
+    gone = _gone(tmp_path)
+    done = subprocess.run([PY, "-c", UP, str(gone)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [111]
+    assert (tmp_path / "out" / "summary.jsonl").is_file()

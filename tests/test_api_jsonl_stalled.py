@@ -1,6 +1,6 @@
 """A call whose ``jsonl=`` is a FIFO its reader does not read never holds up the other calls of
 the shared runner service: the stream's lines the pipe cannot take wait in its backlog and go,
-in order, as the reader takes them, while the service's loop carries the other runs. Before,
+in order, as soon as the reader makes room, while the service's loop carries the other runs. Before,
 the write waited in the loop for up to 2 s and then failed the stream (its one warning), and
 every other call waited with it. The check is by order, not time: the call beside it returns
 before anything of the FIFO is read, and the stalled run's stream then arrives whole."""
@@ -14,9 +14,11 @@ import sys
 
 PY = sys.executable
 
-CALLER = r"""
+# The prelude of each caller: a FIFO its reader has filled and not read, and a call on it whose
+# child waits for "go" (its run's first events wait in the stream's backlog once it "started").
+FULL_FIFO = r"""
 import json, os, sys, threading, time, processkit
-fifo, here = sys.argv[1], sys.argv[2]
+fifo, here, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that takes nothing for now
 filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
 junk = 0
@@ -29,12 +31,17 @@ os.close(filler)
 seen = {}
 def stalled():
     waits = 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.05; done'
-    result = processkit.run(["sh", "-c", waits, here], jsonl=fifo, snapshot_interval="1h")
+    result = processkit.run(["sh", "-c", waits, here], jsonl=fifo, snapshot_interval="1h", **extra)
     seen["stalled"] = result.returncode
 first = threading.Thread(target=stalled)
 first.start()
 while not os.path.exists(os.path.join(here, "started")):
     time.sleep(0.02)
+"""
+
+CALLER = (
+    FULL_FIFO
+    + r"""
 seen["beside"] = processkit.run(["true"]).returncode  # the FIFO untouched all along
 data = bytearray()
 def read_all():
@@ -51,17 +58,52 @@ taking.join()
 seen["events"] = [json.loads(line)["event"] for line in bytes(data).split(b"\n") if line.strip()]
 print(json.dumps(seen))
 """
+)
+
+# The reader waits for run_started before it lets the child go: the run's only event until the
+# child ends (no snapshots). Before, nothing watched the pipe for room, so it reached the reader
+# only once the call's timeout ended the run (review of attack55b).
+WAITS_FOR_STARTED = (
+    FULL_FIFO
+    + r"""
+os.set_blocking(reader, True)
+data = bytearray()
+while b'"run_started"' not in data:  # the filler first, then the run's first line
+    chunk = os.read(reader, 65536)
+    if not chunk:
+        break
+    data += chunk
+open(os.path.join(here, "go"), "w").close()
+first.join()
+while chunk := os.read(reader, 65536):
+    data += chunk
+seen["events"] = [json.loads(line)["event"] for line in bytes(data).split(b"\n") if line.strip()]
+print(json.dumps(seen))
+"""
+)
+
+
+def _carry(script: str, tmp_path, **extra) -> dict:
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [PY, "-c", script, str(fifo), str(tmp_path), json.dumps(extra)], capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return json.loads(done.stdout)
 
 
 def test_a_stalled_jsonl_fifo_holds_up_no_other_call_and_loses_nothing(tmp_path):
-    fifo = tmp_path / "events.fifo"
-    os.mkfifo(fifo)
-    done = subprocess.run([PY, "-c", CALLER, str(fifo), str(tmp_path)], capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    seen = json.loads(done.stdout)
+    seen = _carry(CALLER, tmp_path)
     assert seen["beside"] == 0 and seen["stalled"] == 0
     events = seen["events"]
     assert events and events[0] == "run_started" and events[-1] == "runner_exit", events
+
+
+def test_a_backlogged_line_reaches_a_reader_that_catches_up_while_the_run_waits(tmp_path):
+    seen = _carry(WAITS_FOR_STARTED, tmp_path, timeout=20)
+    assert seen["stalled"] == 0, "run_started reached its reader only when the call's timeout ended the run"
+    assert seen["events"][0] == "run_started" and seen["events"][-1] == "runner_exit", seen["events"]
 
 
 NEVER_READ = r"""
@@ -94,9 +136,10 @@ def test_a_jsonl_reader_that_never_reads_fails_its_stream_and_the_call_returns(t
 def _pipe_behind():
     """A pipe with nothing read yet, named as a path (as a FIFO's), and a deferred stream on it."""
     from processkit.events.emitter import Emitter
+    from processkit.loop import Loop
 
     read_end, write_end = os.pipe()
-    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=True)
+    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=Loop())
     os.close(write_end)  # the emitter's own description stays
     return read_end, emitter
 

@@ -66,8 +66,9 @@ ALLOWED = {
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
     ("service/scratch.py", "make", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
-    ("service/scratch.py", "make", "os.rename"): "that directory, just made and locked under a name the sweep "
-    "passes over, renamed to its fresh random name beside it (a sticky root tmpfs or a private runtime dir)",
+    ("service/scratch.py", "_rename_fresh", "os.rename"): "that directory, just made and locked under a name the "
+    "sweep passes over, renamed to a fresh random name beside it (a sticky root tmpfs or a private runtime dir); "
+    "a name another user took is passed over for a new one",
     ("service/request.py", "Request._held_capture", "os.makedirs"): "a request's directory inside the service's "
     "own scratch directory (scratch.make: a fresh 0700 name), so nothing another user made is in its path",
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",

@@ -60,7 +60,9 @@ def batch(
     if not checked:
         return []
     here = callers_cwd()  # a removed one named as ``run``'s is (never a raw FileNotFoundError)
-    out = os.path.normpath(os.path.join(here, os.fspath(out)))
+    out = os.path.join(here, os.fspath(out))
+    if not here.startswith("/proc/"):  # through the /proc entry, "../o" is the kernel's to resolve
+        out = os.path.normpath(out)
     try:
         prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
     except Failure as failure:  # the caller's argument: said as one, never the runner's Failure

@@ -77,11 +77,14 @@ def steps(
             Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
         )
     jsonl = context.place(spec.jsonl)
+    loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
     try:
-        emitter = Emitter(jsonl, remember, held[0] if held else None, lent=context.held_lent, defer=not host.alone)
+        emitter = Emitter(
+            jsonl, remember, held[0] if held else None, lent=context.held_lent, defer=None if host.alone else loop
+        )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
-    run = RunState(spec, emitter, runner_cwd, host.run_loop(), host.reaper, context)
+    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context)
     run.final_usage = final_usage
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None

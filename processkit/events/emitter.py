@@ -6,9 +6,14 @@ is written without blocking: a reader that takes nothing for STALL_SECONDS count
 write, so a stalled reader can delay the run, never hang it. On a host that carries other runs
 (``defer``: the API's runner service, whose one loop carries every call of its caller) the run
 does not wait in the write: what the pipe cannot take now waits in the stream's backlog, in
-order, and goes as the reader takes it (at each event, and while the ended run waits for it on
-the loop, ``drained``); a reader that takes nothing for STALL_SECONDS, or falls more than
-BACKLOG_MOST bytes behind, fails the stream as the stalled write does (its one warning).
+order, and goes as the reader takes it: the pipe is watched on the run's loop for room while
+anything waits (``defer`` is that loop), so a reader that waits for an event before it lets the
+child go sees it as soon as it reads, not at the next event or the run's end. A reader that takes
+nothing for STALL_SECONDS, or falls more than BACKLOG_MOST bytes behind, fails the stream as the
+stalled write does (its one warning). The backlog goes in writes that each end at a line boundary
+within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the per-event write is:
+streams sharing one pipe never interleave inside a line, and a stream that fails ends on a whole
+line (but for a line longer than PIPE_BUF its reader stalled in).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from ..safepath import open_for_writing
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from ..loop import Loop
 
 STALL_SECONDS = 2.0
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
@@ -95,7 +102,12 @@ if TYPE_CHECKING:
 
 class Emitter:
     def __init__(
-        self, path: str, remember: tuple[str, ...] = (), fd: int | None = None, lent: bool = False, defer: bool = False
+        self,
+        path: str,
+        remember: tuple[str, ...] = (),
+        fd: int | None = None,
+        lent: bool = False,
+        defer: Loop | None = None,
     ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
@@ -106,8 +118,9 @@ class Emitter:
         read it while the run goes on, so its events are gathered, and encoded and written at
         ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
         or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
-        closed here (a batch's memfd, kept for its next attempt). ``defer``: what a pipe cannot
-        take now waits in a backlog instead of the write (module docstring)."""
+        closed here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a
+        host that carries other runs: what a pipe cannot take now waits in a backlog instead of
+        the write, and goes when the loop sees the pipe writable (module docstring)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -117,6 +130,7 @@ class Emitter:
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
         self._defer = defer
+        self._watched = False  # the fd is on ``defer``'s loop as a writer (while a backlog waits)
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
         if self._poisoned:
@@ -202,6 +216,7 @@ class Emitter:
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
         self._backlog.clear()
+        self._unwatch()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.failure = reason
         warn(f"JSONL event logging disabled: {reason}")
@@ -217,25 +232,43 @@ class Emitter:
             written = 0
         if written >= len(data):
             return
-        if not self._defer:
+        loop = self._defer
+        if loop is None:
             self._write_rest(memoryview(data)[written:])
             return
         self._backlog += memoryview(data)[written:]
         self._taken_at = time.monotonic()
         self._push()
+        if self._backlog and not self._watched:  # pushed on as soon as the reader makes room
+            loop.add_writer(self._fd, self._writable)
+            self._watched = True
+
+    def _writable(self) -> None:
+        """The loop saw the pipe writable: what waits goes now (or the stream fails)."""
+        self.drained()
+
+    def _unwatch(self) -> None:
+        if self._watched:
+            self._watched = False
+            assert self._defer is not None
+            self._defer.remove_writer(self._fd)
 
     def _push(self) -> None:
-        """As much of the backlog as the pipe takes now; raises OSError once its reader counts as
-        stalled (nothing taken for STALL_SECONDS, or BACKLOG_MOST bytes behind)."""
+        """As much of the backlog as the pipe takes now, in writes that each end at a line
+        boundary within PIPE_BUF, so each is atomic on a pipe (a longer line goes alone, as the
+        per-event write sends it); raises OSError once its reader counts as stalled (nothing
+        taken for STALL_SECONDS, or BACKLOG_MOST bytes behind)."""
         backlog = self._backlog
         while backlog:
+            cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
             try:
-                written = os.write(self._fd, backlog)
+                written = os.write(self._fd, backlog[:cut])
             except BlockingIOError:
                 break
             del backlog[:written]
             self._taken_at = time.monotonic()
         if not backlog:
+            self._unwatch()
             return
         if len(backlog) > BACKLOG_MOST:
             raise OSError(errno.ENOBUFS, f"its reader fell more than {BACKLOG_MOST} bytes behind")
@@ -268,16 +301,24 @@ class Emitter:
         gathered, self._gathered = self._gathered, None
         if gathered and keep:
             self._write_gathered(gathered)
-        if self._backlog:  # a run closed before it waited for its reader: the write's own wait, once
-            try:
-                self._write_rest(memoryview(bytes(self._backlog)))
-                self._backlog.clear()
-            except OSError as exc:
-                self._fail(exc)
+        self._unwatch()  # before the fd is closed, or its number is reused
+        try:
+            self._finish()
+        except OSError as exc:
+            self._fail(exc)
         if self._fd >= 0:
             if not self._lent:
                 os.close(self._fd)
             self._fd = -1
+
+    def _finish(self) -> None:
+        """What waits in the backlog of a run closed before it waited for its reader (an
+        internal failure of its host): written here, in ``_push``'s whole lines, waiting for
+        the pipe as the write does, until its reader counts as stalled (raises OSError)."""
+        while self._backlog:
+            self._push()
+            if self._backlog:
+                select.select([], [self._fd], [], STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;

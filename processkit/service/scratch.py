@@ -5,6 +5,7 @@ the caller's idiom too)."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -15,6 +16,12 @@ import time
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
 MAKING_PREFIX = ".processkit-api-"  # the same directory while it is made, before its lock is held
 MAKING_LEFT = 60.0  # seconds after which a directory left being made (its service killed then) is swept
+# Names tried for a directory made before one is free: each is fresh random bytes, so another
+# user who took one (the base is world-listable, as /dev/shm) cannot take the next.
+NAME_TRIES = 8
+# What rename says when the name is taken: a directory (ours, not empty: ENOTEMPTY, EEXIST;
+# another user's in a sticky base: EPERM), or something else (ENOTDIR).
+_TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.EPERM, errno.ENOTDIR)
 
 
 def make(base: str) -> tuple[str, int]:
@@ -22,21 +29,36 @@ def make(base: str) -> tuple[str, int]:
     its lock (``flock``) for as long as this service lives: the sweep of another service, in
     this pid namespace or another sharing ``base`` (a container sharing /dev/shm), removes a
     directory only once it can take that lock. The directory is made under a name the sweep
-    does not take for a service's, locked, then renamed, so it is never seen unlocked."""
+    does not take for a service's, locked, then renamed, so it is never seen unlocked. Its name
+    as a service's is fresh random bytes, not the name it was made under (which anyone listing
+    ``base`` sees), taken again when in use (``NAME_TRIES``): another user who made that name
+    first would otherwise keep the service from starting."""
     _sweep(base)
     made = tempfile.mkdtemp(prefix=f"{MAKING_PREFIX}{os.getpid()}-", dir=base)
     fd = -1
     try:
         fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # just made: no one else holds it
-        path = os.path.join(base, os.path.basename(made)[1:])  # its name as a service's
-        os.rename(made, path)
+        path = _rename_fresh(made, base)
     except OSError:
         if fd >= 0:
             os.close(fd)
         shutil.rmtree(made, ignore_errors=True)
         raise
     return path, fd
+
+
+def _rename_fresh(made: str, base: str) -> str:
+    """``made`` renamed to a service's name in ``base`` no one is using; raises OSError."""
+    for _ in range(NAME_TRIES):
+        path = os.path.join(base, f"{SCRATCH_PREFIX}{os.getpid()}-{os.urandom(8).hex()}")
+        try:
+            os.rename(made, path)
+            return path
+        except OSError as exc:
+            if exc.errno not in _TAKEN:
+                raise
+    raise OSError(errno.EEXIST, f"each of {NAME_TRIES} fresh names for a scratch directory in {base} was taken")
 
 
 def remove(path: str, lock: int) -> None:
