@@ -67,7 +67,9 @@ class Outcome:
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
     root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
     was asked to keep, as the object written, by event type; ``records``: a held stream's events
-    as gathered, in order, while none was written (``events.emitter.Emitter.gathered``)."""
+    as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
+    ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
+    carrier reads back at most (the child may have put a file of any size at the path)."""
 
     __slots__ = (
         "code",
@@ -79,6 +81,7 @@ class Outcome:
         "max_rss_bytes",
         "command_from_ns",
         "records",
+        "stream_bytes",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -91,6 +94,7 @@ class Outcome:
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
+        self.stream_bytes: int | None = None  # None: the run never got that far
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

@@ -94,6 +94,7 @@ def steps(
         # host's other runs going on, until it took the rest or counts as stalled.
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
         outcome.remembered = emitter.remembered
+        outcome.stream_bytes = emitter.sent
         if records:
             outcome.records = emitter.gathered  # a held stream's events, unencoded (None once written)
         return outcome

@@ -133,6 +133,7 @@ class Emitter:
         self._watched = False  # the fd is on ``defer``'s loop as a writer (while a backlog waits)
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
+        self.sent = 0  # the bytes written so far: a named file's size as this run left it
         if self._poisoned:
             return
         if fd is not None:
@@ -230,6 +231,7 @@ class Emitter:
             written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
         except BlockingIOError:
             written = 0
+        self.sent += written
         if written >= len(data):
             return
         loop = self._defer
@@ -265,6 +267,7 @@ class Emitter:
                 written = os.write(self._fd, backlog[:cut])
             except BlockingIOError:
                 break
+            self.sent += written
             del backlog[:written]
             self._taken_at = time.monotonic()
         if not backlog:
@@ -290,7 +293,9 @@ class Emitter:
         """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
         while line:
             try:
-                line = line[os.write(self._fd, line) :]
+                written = os.write(self._fd, line)
+                self.sent += written
+                line = line[written:]
             except BlockingIOError:
                 if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
                     raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None

@@ -218,8 +218,8 @@ class Request:
             report["jsonl"] = wire.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
-        else:
-            report["jsonl"] = wire.read_back(jsonl)
+        else:  # never more than the run wrote: the child may have put a huge sparse file there
+            report["jsonl"] = wire.read_back(jsonl, most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
