@@ -177,4 +177,6 @@ def test_the_manifest_is_read_again_a_block_at_a_time_and_a_changed_line_stops_a
     assert "the manifest changed since it was checked: manifest line 50" in raised.value.message
     ran = [line.split('"')[3] for line in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()]
     assert ran == [f"j{number:02d}" for number in range(1, 50)]
-    assert parsed_at_first_line[0] >= manifest_module.READ_AHEAD, parsed_at_first_line
+    from processkit.batching.blocks import READ_AHEAD
+
+    assert parsed_at_first_line[0] >= READ_AHEAD, parsed_at_first_line

@@ -26,6 +26,7 @@ from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
+from .blocks import in_blocks
 from .jobkeys import PLAIN, Plan, take
 from .unique import Names
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 MAX_JOBS = 1_000_000
-READ_AHEAD = 32  # the jobs a batch reads from its manifest at a time, ahead of their start (``_read_ahead``)
 TEMPLATES_KEPT = 256  # the RunSpecs kept by keywords while a manifest is read: bounded, not one a job
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The names the batch gives its own files in --out (the recorder's summary, index's page): a job's
@@ -127,11 +127,12 @@ def _labels(given: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, 
 
 class Manifest:
     """A manifest checked whole (``read``), then read again as its jobs on each pass (``iter``):
-    each job is built afresh from its line, ``READ_AHEAD`` lines at most before it starts, so the
-    batch keeps nothing per job it has not yet neared or has finished; ``len`` is how many jobs
-    it holds. A file is read again from its start; a pipe was copied to an unnamed temporary
-    file (``spool``) as it was checked. A line that no longer reads as it did (the file was
-    changed since) ends the pass with a setup Failure that says so."""
+    each job is built afresh from its line, in blocks (``blocks.in_blocks``: 32 lines, fewer
+    when long) before it starts, so the batch keeps nothing per job it has not yet neared or has
+    finished; ``len`` is how many jobs it holds. A file is read again from its start; a pipe was
+    copied to an unnamed temporary file (``spool``) as it was checked. A line that no longer
+    reads as it did, a job past the count checked (a line appended) or an end before it (the
+    file cut) ends the pass with a setup Failure that says the file changed since."""
 
     __slots__ = ("_handle", "_path", "_total", "_spool", "any_needs")
 
@@ -146,14 +147,24 @@ class Manifest:
         return self._total
 
     def __iter__(self) -> Iterator[Job]:
-        return _read_ahead(self._jobs())
+        return in_blocks(self._jobs())
 
-    def _jobs(self) -> Iterator[Job]:
+    def _jobs(self) -> Iterator[tuple[Job, int]]:
+        """Each job with its line's length; the jobs counted, so a pass gives the checked jobs
+        and no other: an appended job never starts unchecked (its id could be another's)."""
         self._handle.seek(0)
         templates: dict[str, RunSpec] = {}
+        total = self._total
+        count = 0
         try:
-            for number, value in _values(lines(self._handle, self._path, MANIFEST)):
-                yield job_from(number, value, templates, env_files=False)
+            for number, raw in lines(self._handle, self._path, MANIFEST):
+                if raw.strip():
+                    if count == total:
+                        raise usage(f"manifest line {number}: a job past the {total} it held")
+                    count += 1
+                    yield job_from(number, _decoded(number, raw), templates, env_files=False), len(raw)
+            if count < total:
+                raise usage(f"it ends after {count} of its {total} jobs")
         except (Failure, InputError) as exc:
             message = exc.message if isinstance(exc, Failure) else str(exc)
             raise Failure(Kind.SETUP, f"the manifest changed since it was checked: {message}") from None
@@ -165,29 +176,6 @@ class Manifest:
         if self._spool is not None:
             self._spool.close()
             self._spool = None
-
-
-def _read_ahead(jobs: Iterator[Job]) -> Iterator[Job]:
-    """``jobs`` read ``READ_AHEAD`` at a time, a block given on before the next is read, and a
-    Failure after the jobs read before it (so the same jobs start). Read one at a time between
-    two runs, a line's parse found its code cold in the CPU's caches: 32-48 µs of the batch's
-    CPU against 13-16 µs in blocks (bench/README.md, "Batch per job (issue 49, batch55)")."""
-    block: list[Job] = []
-    while True:
-        failure = None
-        try:
-            for job in jobs:
-                block.append(job)
-                if len(block) == READ_AHEAD:
-                    break
-        except Failure as exc:
-            failure = exc
-        yield from block
-        if failure is not None:
-            raise failure
-        if len(block) < READ_AHEAD:
-            return
-        block.clear()
 
 
 def read(stream, path: str) -> Manifest:

@@ -110,7 +110,6 @@ class Session:
             self.load_since = host_load.start()
             for indices in groups:
                 self._benchmark(indices)
-            self._stop_if_signalled()
         finally:
             try:
                 if self.executor is not None:
@@ -118,6 +117,7 @@ class Session:
             finally:
                 if previous is not None:
                     os.sched_setaffinity(0, previous)
+        self._stop_if_signalled()  # after the close, which dispatches a stop caught during it
         return self.result(range(len(self.commands)))
 
     def result(self, indices) -> BenchResult:
@@ -172,8 +172,9 @@ class Session:
 
     def _stop_if_signalled(self) -> None:
         """A stop signal caught after the last run (its bookkeeping, the exports' rewrite, the
-        cleanup's end) stops the benchmark as one during a run does, rather than being lost
-        when the session gives the process's handlers back."""
+        cleanup's end, the host's close: ``Host.close`` dispatches what it caught before its
+        watch ends) stops the benchmark as one during a run does, rather than being lost when
+        the session gives the process's handlers back. Asked once the engine is closed."""
         stopped = getattr(self.executor, "stopped", None)  # a test's executor takes no signals
         source = stopped() if stopped is not None else None
         if source is not None:

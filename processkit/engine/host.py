@@ -84,11 +84,17 @@ class Host(Scheduler):
 
     def close(self) -> None:
         """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;
-        give back the lodging, after every run it lodged."""
+        give back the lodging, after every run it lodged. A stop caught before the watch ends
+        (during the lodging's close, say) is dispatched first, so ``stop_source`` names it: a
+        carrier that asks after its close (a bench session) stops as for one during its last
+        run; one that does not (``run``, whose teardown absorbs repeat signals; ``batch``, whose
+        tally was taken) is unchanged."""
         if self.lodging is not None:
             self.lodging.close()
             self.lodging = None
         if self._signals is not None:
+            self._signals.dispatch_caught()
             self._signals.close()
+            self._signals = None  # nothing more to dispatch: its pipe is gone
         self.reaper.close()
         self.loop.close()
