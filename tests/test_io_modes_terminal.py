@@ -15,6 +15,9 @@ import subprocess
 import sys
 import textwrap
 
+import signal
+import termios
+
 import pytest
 
 from conftest import cli_command, pid_alive, read_events, wait_for_event, wait_for_file
@@ -50,11 +53,16 @@ CHILD = textwrap.dedent(
     }
     if behaviour == "readline":
         facts["line"] = sys.stdin.readline()
+    if behaviour.startswith("raw-"):  # a full-screen program: no echo, no line editing
+        import tty
+        tty.setraw(0)
     with open(report + ".tmp", "w") as handle:
         json.dump(facts, handle)
     os.rename(report + ".tmp", report)
-    if behaviour == "wait":
+    if behaviour in ("wait", "raw-wait"):
         time.sleep(30)
+    if behaviour == "raw-killed":
+        os.kill(os.getpid(), signal.SIGKILL)
     """
 )
 
@@ -175,6 +183,29 @@ def test_inherit_stdin_child_reads_the_terminal_while_its_output_is_piped(termin
     facts = terminal.child_facts()
     assert facts == {"stdin_tty": True, "stdout_tty": False, "foreground": True, "line": "typed line\n"}
     assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+def _runner_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "rc", "restored"),
+    [("raw-killed", 137, True), ("raw-wait", 107, True), ("raw-exit", 0, False)],
+)
+def test_a_full_screen_child_that_was_killed_leaves_the_terminal_modes_as_they_were(terminal, behaviour, rc, restored):
+    """Raw mode set by a child killed (by a signal of its own, or by the run's teardown) is
+    undone, as a shell does; a child that exited by itself keeps what it set, as ``stty`` must."""
+    before = termios.tcgetattr(terminal.master)  # a master reports its slave's settings
+    terminal.run("--inherit-stdio", behaviour=behaviour)
+    started = wait_for_event(terminal.jsonl, "run_started")
+    terminal.child_facts()
+    if behaviour == "raw-wait":  # (raw-exit shows the raw mode takes; raw-killed may be gone by now)
+        assert termios.tcgetattr(terminal.master) != before
+        os.kill(_runner_of(started["root_pid"]), signal.SIGTERM)
+    assert terminal.finish() == {"rc": rc, "foreground_is_host": True}
+    assert (termios.tcgetattr(terminal.master) == before) is restored
 
 
 def test_a_background_runner_leaves_its_child_in_the_background(terminal):
