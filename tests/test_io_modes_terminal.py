@@ -43,7 +43,7 @@ HOST = textwrap.dedent(
 # What the child sees, written atomically to argv[1]; argv[2] says what it does next.
 CHILD = textwrap.dedent(
     """
-    import json, os, signal, sys, time
+    import errno, json, os, signal, sys, time
     report, behaviour = sys.argv[1], sys.argv[2]
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     facts = {
@@ -53,6 +53,12 @@ CHILD = textwrap.dedent(
     }
     if behaviour == "readline":
         facts["line"] = sys.stdin.readline()
+    if behaviour == "devtty":  # a password prompt: it opens the terminal it was not given
+        try:
+            os.close(os.open("/dev/tty", os.O_RDWR))
+            facts["devtty"] = "opened"  # (not read here: a background group's read stops it for good)
+        except OSError as exc:
+            facts["devtty"] = errno.errorcode[exc.errno]
     if behaviour.startswith("raw-"):  # a full-screen program: no echo, no line editing
         import tty
         tty.setraw(0)
@@ -182,6 +188,15 @@ def test_inherit_stdin_child_reads_the_terminal_while_its_output_is_piped(termin
     terminal.type(b"typed line\n")
     facts = terminal.child_facts()
     assert facts == {"stdin_tty": True, "stdout_tty": False, "foreground": True, "line": "typed line\n"}
+    assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+@pytest.mark.parametrize("stdin", [(), ("--stdin-file", "/dev/null")], ids=["null", "file"])
+def test_a_child_given_no_terminal_cannot_open_the_runners(terminal, spawn_backend, stdin):
+    """Its terminal's read would stop it (SIGTTIN) in its background group, for good, and the
+    run with it; without a controlling terminal /dev/tty fails at once (ENXIO), as under CI."""
+    terminal.run(*stdin, behaviour="devtty")
+    assert terminal.child_facts()["devtty"] == "ENXIO"
     assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
 
 
