@@ -14,6 +14,7 @@ import pty
 import subprocess
 import sys
 import textwrap
+import time
 
 import signal
 import termios
@@ -34,7 +35,16 @@ HOST = textwrap.dedent(
     # an ignored SIGINT (handlers are reset at exec, SIG_IGN is not).
     signal.signal(signal.SIGINT, lambda *_: None)
     result, placement, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
-    rc = subprocess.call(argv, preexec_fn=os.setpgrp if placement == "background" else None)
+    def job():  # a shell's foreground job: a group of its own, given the terminal
+        os.setpgrp()
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(0, os.getpgrp())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    preexec = {"background": os.setpgrp, "job": job}.get(placement)
+    rc = subprocess.call(argv, preexec_fn=preexec)
+    if placement == "job":  # the terminal back, as a shell takes it
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(0, os.getpgrp())
     with open(result, "w") as handle:
         json.dump({"rc": rc, "foreground_is_host": os.tcgetpgrp(0) == os.getpgrp()}, handle)
     """
@@ -198,6 +208,34 @@ def test_a_child_given_no_terminal_cannot_open_the_runners(terminal, spawn_backe
     terminal.run(*stdin, behaviour="devtty")
     assert terminal.child_facts()["devtty"] == "ENXIO"
     assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+def _state_becomes(pid: int, wanted: str, timeout: float = 10.0) -> bool:
+    """Whether ``pid``'s state (``/proc/PID/stat``: ``T`` stopped) becomes ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as handle:
+            if handle.read().rsplit(")", 1)[1].split()[0] == wanted:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def test_ctrl_z_stops_the_runner_with_its_tree_and_fg_continues_both(terminal):
+    """The runner's group is the terminal's foreground, its child's is not: Ctrl-Z stopped the
+    runner alone and the child went on running behind the "stopped" job."""
+    terminal.run(behaviour="wait", placement="job")
+    started = wait_for_event(terminal.jsonl, "run_started")
+    terminal.child_facts()
+    child = started["root_pid"]
+    runner = _runner_of(child)
+    terminal.type(b"\x1a")
+    assert _state_becomes(runner, "T") and _state_becomes(child, "T")
+    os.killpg(runner, signal.SIGCONT)  # what fg sends the job
+    assert _state_becomes(child, "S") and _state_becomes(runner, "S")
+    os.kill(runner, signal.SIGTERM)
+    assert terminal.finish() == {"rc": 107, "foreground_is_host": True}
+    assert not pid_alive(child)
 
 
 def _runner_of(pid: int) -> int:
