@@ -29,7 +29,7 @@ PY = sys.executable
 
 HOST = textwrap.dedent(
     """
-    import fcntl, json, os, signal, subprocess, sys, termios
+    import fcntl, json, os, signal, subprocess, sys, termios, time
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     # A handler, not SIG_IGN: a Ctrl-C must not end the host, and the runner must not inherit
     # an ignored SIGINT (handlers are reset at exec, SIG_IGN is not).
@@ -40,8 +40,14 @@ HOST = textwrap.dedent(
         signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         os.tcsetpgrp(0, os.getpgrp())
         signal.signal(signal.SIGTTOU, signal.SIG_DFL)
-    preexec = {"background": os.setpgrp, "job": job}.get(placement)
-    rc = subprocess.call(argv, preexec_fn=preexec)
+    preexec = {"background": os.setpgrp, "fg-later": os.setpgrp, "job": job}.get(placement)
+    runner = subprocess.Popen(argv, preexec_fn=preexec)
+    if placement == "fg-later":  # started as a background job, brought to the foreground (fg) on cue
+        while not os.path.exists(result + ".fg"):
+            time.sleep(0.02)
+        os.tcsetpgrp(0, runner.pid)
+        placement = "job"
+    rc = runner.wait()
     if placement == "job":  # the terminal back, as a shell takes it
         signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         os.tcsetpgrp(0, os.getpgrp())
@@ -236,6 +242,19 @@ def test_ctrl_z_stops_the_runner_with_its_tree_and_fg_continues_both(terminal):
     os.kill(runner, signal.SIGTERM)
     assert terminal.finish() == {"rc": 107, "foreground_is_host": True}
     assert not pid_alive(child)
+
+
+def test_a_child_stopped_reading_the_terminal_of_a_background_runner_gets_it_at_fg(terminal):
+    """Started in the background, the runner lends no terminal, and the child's read stops it
+    (SIGTTIN). ``fg`` makes the runner's group the foreground with no signal to a running job:
+    the child stayed stopped for good. The runner now lends the terminal once it has it."""
+    terminal.run("--inherit-stdin", behaviour="readline", placement="fg-later")
+    started = wait_for_event(terminal.jsonl, "run_started")
+    assert _state_becomes(started["root_pid"], "T")  # its read of the terminal stopped it
+    (terminal.dir / "host.json.fg").touch()
+    terminal.type(b"typed line\n")
+    assert terminal.child_facts()["line"] == "typed line\n"
+    assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
 
 
 def _runner_of(pid: int) -> int:

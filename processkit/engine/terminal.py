@@ -6,8 +6,9 @@ stdin, the runner makes the child's group the terminal's foreground group, as a 
 a job: keys like Ctrl-C then reach the child, not the runner.
 
 Only a runner that is itself the foreground job lends the terminal: a runner started in the
-background leaves its child in the background too, and a terminal that is not the runner's
-controlling terminal has no foreground to lend.
+background leaves its child in the background too (until ``fg``: launch's
+``_lend_when_foreground``), and a terminal that is not the runner's controlling terminal has no
+foreground to lend.
 
 While the terminal is lent the runner is a background process, so SIGTTOU stays ignored until
 it is taken back: ``tcsetpgrp`` from the background, and the runner's own writes to a ``TOSTOP``
