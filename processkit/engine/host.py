@@ -8,10 +8,11 @@ Facts about signals in such a process: a signal is the process's, not a run's. A
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``). The runner service (``service``) carries the API's runs in a process of its own,
-so its host watches signals as the CLI's does; a host with ``watch=False`` (a Dask worker's
-chunk, on a thread of someone else's process) installs no handler and sets no process-wide
-flag: its roots' exits come through their pidfds.
+``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``). The
+runner service (``service``) carries the API's runs in a process of its own, so its host watches
+signals as the CLI's does; a host with ``watch=False`` (a Dask worker's chunk, on a thread of
+someone else's process) installs no handler and sets no process-wide flag: its roots' exits come
+through their pidfds.
 """
 
 from __future__ import annotations
