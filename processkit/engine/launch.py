@@ -124,7 +124,12 @@ def _lend_when_foreground(run: RunState, launched: Launched, first: bool = False
     its ending cancels it."""
     from .terminal import Foreground, HandoffError
 
-    if not first:
+    if first:
+        try:
+            os.tcgetpgrp(run.context.fd(0))
+        except OSError:
+            return  # not the runner's controlling terminal: no foreground will ever be lent
+    else:
         try:
             launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0))
         except HandoffError:
