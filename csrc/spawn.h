@@ -31,7 +31,10 @@ typedef struct pk_spawn_request {
     int cgroup_procs_fd; /* that group's cgroup.procs, written when cloning into it fails */
     const int *join_fds; /* further cgroup.procs fds the child writes "0" to, in order */
     size_t join_count;
-    int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0] */
+    int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0]; -1: the
+                                     * runner's session without its controlling terminal (TIOCNOTTY): a
+                                     * child kept from the terminal opens /dev/tty with ENXIO, where a
+                                     * background group reading it would be stopped for good (SIGTTIN) */
     unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
                                      * runner raised its own: processkit/fdlimit.py) */
     int linger_ms; /* not 0: once the child has exec'd, wait this long at most for its exit (on its
@@ -81,11 +84,11 @@ int pk_spawn_finish(pk_spawn_pending *pending, pk_spawn_result *result, int wait
 void pk_spawn_free(pk_spawn_pending *pending);
 
 /* The child's steps (csrc/spawn_child.c), in this order: own process group (with controlling_tty,
- * own session); join the cgroups; parent-death signal SIGKILL (exit at once when the runner is
- * already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal mask
- * (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then TIOCSCTTY
- * on fd 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir;
- * execve each path in turn. */
+ * own session; with -1, no controlling terminal); join the cgroups; parent-death signal SIGKILL (exit at once
+ * when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal
+ * mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then TIOCSCTTY on fd
+ * 0); close every other fd; the caller's soft open-file limit back (nofile_soft); chdir; execve each path in
+ * turn. */
 
 /* 1 where the child shares the runner's memory (x86-64's clone3 by assembly, on Linux 5.16 or
  * later), 0 where it is the copy-on-write one (another architecture, PK_SPAWN_COW, or an older

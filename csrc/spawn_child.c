@@ -202,6 +202,18 @@ static void close_others(int keep)
             SYS1(close, fd);
 }
 
+/* Leaves the runner's controlling terminal, if it has one: the session stays the runner's (the
+ * sweep of a process-group run knows its members by it), and as a group leader that is no session
+ * leader the child sends no SIGHUP doing it. No terminal (ENXIO) is the usual case and is fine. */
+static void drop_terminal(void)
+{
+    long fd = SYS4(openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd >= 0) {
+        SYS3(ioctl, fd, TIOCNOTTY, 0);
+        SYS1(close, fd);
+    }
+}
+
 void pk_run_child(const struct pk_child *child)
 {
     const pk_spawn_request *request = child->request;
@@ -217,9 +229,11 @@ void pk_run_child(const struct pk_child *child)
      * kernel's cgroup_mutex, which other runs' group changes hold for RCU grace periods. */
     *child->start_ns = pk_monotonic_ns();
     /* A session leader leads its process group too; setsid is what lets it take a terminal. */
-    failed = request->controlling_tty ? SYS0(setsid) : SYS2(setpgid, 0, 0);
+    failed = request->controlling_tty > 0 ? SYS0(setsid) : SYS2(setpgid, 0, 0);
     if (failed < 0)
         child_fail(report_fd, PK_SPAWN_PGID, failed);
+    if (request->controlling_tty < 0)
+        drop_terminal();
     long long joining = pk_monotonic_ns();
     if (!child->joined && request->cgroup_procs_fd >= 0)
         join(request->cgroup_procs_fd, report_fd);
@@ -233,7 +247,7 @@ void pk_run_child(const struct pk_child *child)
         SYS1(exit_group, 127); /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals(child->handlers_cleared);
     set_stdio(request, &report_fd);
-    if (request->controlling_tty && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
+    if (request->controlling_tty > 0 && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
     close_others(report_fd);
     if (request->nofile_soft) {

@@ -14,6 +14,10 @@ import pty
 import subprocess
 import sys
 import textwrap
+import time
+
+import signal
+import termios
 
 import pytest
 
@@ -25,13 +29,28 @@ PY = sys.executable
 
 HOST = textwrap.dedent(
     """
-    import fcntl, json, os, signal, subprocess, sys, termios
+    import fcntl, json, os, signal, subprocess, sys, termios, time
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     # A handler, not SIG_IGN: a Ctrl-C must not end the host, and the runner must not inherit
     # an ignored SIGINT (handlers are reset at exec, SIG_IGN is not).
     signal.signal(signal.SIGINT, lambda *_: None)
     result, placement, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
-    rc = subprocess.call(argv, preexec_fn=os.setpgrp if placement == "background" else None)
+    def job():  # a shell's foreground job: a group of its own, given the terminal
+        os.setpgrp()
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(0, os.getpgrp())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    preexec = {"background": os.setpgrp, "fg-later": os.setpgrp, "job": job}.get(placement)
+    runner = subprocess.Popen(argv, preexec_fn=preexec)
+    if placement == "fg-later":  # started as a background job, brought to the foreground (fg) on cue
+        while not os.path.exists(result + ".fg"):
+            time.sleep(0.02)
+        os.tcsetpgrp(0, runner.pid)
+        placement = "job"
+    rc = runner.wait()
+    if placement == "job":  # the terminal back, as a shell takes it
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(0, os.getpgrp())
     with open(result, "w") as handle:
         json.dump({"rc": rc, "foreground_is_host": os.tcgetpgrp(0) == os.getpgrp()}, handle)
     """
@@ -40,7 +59,7 @@ HOST = textwrap.dedent(
 # What the child sees, written atomically to argv[1]; argv[2] says what it does next.
 CHILD = textwrap.dedent(
     """
-    import json, os, signal, sys, time
+    import errno, json, os, signal, sys, time
     report, behaviour = sys.argv[1], sys.argv[2]
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     facts = {
@@ -50,11 +69,22 @@ CHILD = textwrap.dedent(
     }
     if behaviour == "readline":
         facts["line"] = sys.stdin.readline()
+    if behaviour == "devtty":  # a password prompt: it opens the terminal it was not given
+        try:
+            os.close(os.open("/dev/tty", os.O_RDWR))
+            facts["devtty"] = "opened"  # (not read here: a background group's read stops it for good)
+        except OSError as exc:
+            facts["devtty"] = errno.errorcode[exc.errno]
+    if behaviour.startswith("raw-"):  # a full-screen program: no echo, no line editing
+        import tty
+        tty.setraw(0)
     with open(report + ".tmp", "w") as handle:
         json.dump(facts, handle)
     os.rename(report + ".tmp", report)
-    if behaviour == "wait":
+    if behaviour in ("wait", "raw-wait"):
         time.sleep(30)
+    if behaviour == "raw-killed":
+        os.kill(os.getpid(), signal.SIGKILL)
     """
 )
 
@@ -175,6 +205,79 @@ def test_inherit_stdin_child_reads_the_terminal_while_its_output_is_piped(termin
     facts = terminal.child_facts()
     assert facts == {"stdin_tty": True, "stdout_tty": False, "foreground": True, "line": "typed line\n"}
     assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+@pytest.mark.parametrize("stdin", [(), ("--stdin-file", "/dev/null")], ids=["null", "file"])
+def test_a_child_given_no_terminal_cannot_open_the_runners(terminal, spawn_backend, stdin):
+    """Its terminal's read would stop it (SIGTTIN) in its background group, for good, and the
+    run with it; without a controlling terminal /dev/tty fails at once (ENXIO), as under CI."""
+    terminal.run(*stdin, behaviour="devtty")
+    assert terminal.child_facts()["devtty"] == "ENXIO"
+    assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+def _state_becomes(pid: int, wanted: str, timeout: float = 10.0) -> bool:
+    """Whether ``pid``'s state (``/proc/PID/stat``: ``T`` stopped) becomes ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as handle:
+            if handle.read().rsplit(")", 1)[1].split()[0] == wanted:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def test_ctrl_z_stops_the_runner_with_its_tree_and_fg_continues_both(terminal):
+    """The runner's group is the terminal's foreground, its child's is not: Ctrl-Z stopped the
+    runner alone and the child went on running behind the "stopped" job."""
+    terminal.run(behaviour="wait", placement="job")
+    started = wait_for_event(terminal.jsonl, "run_started")
+    terminal.child_facts()
+    child = started["root_pid"]
+    runner = _runner_of(child)
+    terminal.type(b"\x1a")
+    assert _state_becomes(runner, "T") and _state_becomes(child, "T")
+    os.killpg(runner, signal.SIGCONT)  # what fg sends the job
+    assert _state_becomes(child, "S") and _state_becomes(runner, "S")
+    os.kill(runner, signal.SIGTERM)
+    assert terminal.finish() == {"rc": 107, "foreground_is_host": True}
+    assert not pid_alive(child)
+
+
+def test_a_child_stopped_reading_the_terminal_of_a_background_runner_gets_it_at_fg(terminal):
+    """Started in the background, the runner lends no terminal, and the child's read stops it
+    (SIGTTIN). ``fg`` makes the runner's group the foreground with no signal to a running job:
+    the child stayed stopped for good. The runner now lends the terminal once it has it."""
+    terminal.run("--inherit-stdin", behaviour="readline", placement="fg-later")
+    started = wait_for_event(terminal.jsonl, "run_started")
+    assert _state_becomes(started["root_pid"], "T")  # its read of the terminal stopped it
+    (terminal.dir / "host.json.fg").touch()
+    terminal.type(b"typed line\n")
+    assert terminal.child_facts()["line"] == "typed line\n"
+    assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
+
+
+def _runner_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "rc", "restored"),
+    [("raw-killed", 137, True), ("raw-wait", 107, True), ("raw-exit", 0, False)],
+)
+def test_a_full_screen_child_that_was_killed_leaves_the_terminal_modes_as_they_were(terminal, behaviour, rc, restored):
+    """Raw mode set by a child killed (by a signal of its own, or by the run's teardown) is
+    undone, as a shell does; a child that exited by itself keeps what it set, as ``stty`` must."""
+    before = termios.tcgetattr(terminal.master)  # a master reports its slave's settings
+    terminal.run("--inherit-stdio", behaviour=behaviour)
+    started = wait_for_event(terminal.jsonl, "run_started")
+    terminal.child_facts()
+    if behaviour == "raw-wait":  # (raw-exit shows the raw mode takes; raw-killed may be gone by now)
+        assert termios.tcgetattr(terminal.master) != before
+        os.kill(_runner_of(started["root_pid"]), signal.SIGTERM)
+    assert terminal.finish() == {"rc": rc, "foreground_is_host": True}
+    assert (termios.tcgetattr(terminal.master) == before) is restored
 
 
 def test_a_background_runner_leaves_its_child_in_the_background(terminal):

@@ -198,3 +198,31 @@ def test_missing_run_id_with_an_idle_pipe_is_a_prompt_usage_error(startup_second
     assert result.returncode == 100
     assert b"--run-id" in result.stderr
     assert elapsed < startup_seconds + 1.0
+
+
+def _small_heap() -> None:
+    """The runner's heap capped (512 MiB): an unbounded probe fails here, not the machine."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (512 << 20, 512 << 20))
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "endless pipe"])
+def test_endless_input_is_refused_past_the_bound_not_held(tmp_path, source):
+    """``< /dev/zero`` and ``yes |`` never reach an end of file: read to it, the probe held a
+    gigabyte in seconds and never finished. Past ``PROBE_BYTES`` it is a usage error."""
+    command = ["run", "--jsonl", tmp_path / "e.jsonl"]
+    if source == "/dev/zero":
+        with open("/dev/zero", "rb") as zero:
+            result = run_cli(*command, stdin=zero, preexec_fn=_small_heap)
+    else:
+        writer = subprocess.Popen(["yes", '["true"]'], stdout=subprocess.PIPE)
+        try:
+            result = run_cli(*command, stdin=writer.stdout, preexec_fn=_small_heap)
+        finally:
+            writer.stdout.close()
+            writer.kill()
+            writer.wait()
+    assert result.returncode == 100, result.stderr
+    assert b"standard input is over 4 MiB" in result.stderr
+    assert not (tmp_path / "e.jsonl").exists()

@@ -8,6 +8,12 @@ first chunk has arrived only EOF completes the input, so pauses never truncate a
 bytes are decoded as UTF-8 after collection (characters split across chunks survive) and
 trimmed. It reads with ``os.read`` on the descriptor, so nothing past what it consumed is
 buffered away from the caller.
+
+What it holds is bounded (``PROBE_BYTES``; more is a usage error): the values it reads (an argv,
+a run id) are small, and ``yes |`` or ``< /dev/zero`` never end, so reading them to EOF grew
+without bound (a gigabyte in seconds) and never finished. A device is waited on with the window
+where it can be polled (``/dev/kmsg`` blocks with no end of file) and read at once where it cannot
+(``/dev/zero``, ``/dev/null``: ``epoll`` refuses them, and their reads never wait).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from ..loop import Loop
 # wait sets it far beyond a loaded machine's start-up, so a wait would show whatever the load.
 FIRST_BYTE_WINDOW = whole_number("PROCESSKIT_STDIN_WINDOW_MS", 250) / 1000
 CHUNK_SIZE = 64 * 1024
+# Past any argv execve takes on a default stack (2 MiB for argv and environment together).
+PROBE_BYTES = 4 << 20
 
 
 def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> str | None:
@@ -33,10 +41,10 @@ def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> s
         return None  # no stdin at all
     if os.isatty(fd):
         return None
-    if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+    if stat.S_ISREG(mode) or stat.S_ISBLK(mode):
         raw = _read_to_eof(fd, field)  # never blocks for long, and cannot be polled
     else:
-        raw = _read_with_window(fd, field, window)
+        raw = _read_with_window(fd, field, window, polled_only=not stat.S_ISCHR(mode))
     if raw is None:
         return None
     try:
@@ -46,21 +54,41 @@ def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> s
     return text.strip() or None
 
 
+class _Held:
+    """The chunks read so far, refused past ``PROBE_BYTES``."""
+
+    def __init__(self, field: str):
+        self.field = field
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > PROBE_BYTES:
+            raise usage(f"the {self.field} read from standard input is over {PROBE_BYTES >> 20} MiB")
+        self.chunks.append(data)
+
+    def joined(self) -> bytes | None:
+        return b"".join(self.chunks) or None
+
+
 def _read_to_eof(fd: int, field: str) -> bytes | None:
-    chunks: list[bytes] = []
+    held = _Held(field)
     while True:
         try:
             data = os.read(fd, CHUNK_SIZE)
         except OSError as exc:
             raise usage(f"cannot read the {field} from standard input: {exc.strerror}") from None
         if not data:
-            return b"".join(chunks) or None
-        chunks.append(data)
+            return held.joined()
+        held.add(data)
 
 
-def _read_with_window(fd: int, field: str, window: float) -> bytes | None:
+def _read_with_window(fd: int, field: str, window: float, polled_only: bool = True) -> bytes | None:
+    """``polled_only`` False: a descriptor ``epoll`` refuses (a device without poll: /dev/zero)
+    is read at once instead."""
     loop = Loop()
-    chunks: list[bytes] = []
+    held = _Held(field)
     done = False
     error: OSError | None = None
 
@@ -80,16 +108,21 @@ def _read_with_window(fd: int, field: str, window: float) -> bytes | None:
         if not data:
             finish()
             return
-        chunks.append(data)
+        held.add(data)
         deadline.cancel()  # after the first chunk only EOF completes the input
 
     deadline = loop.call_later(window, finish)
     try:
-        loop.add_reader(fd, on_readable)
+        try:
+            loop.add_reader(fd, on_readable)
+        except PermissionError:
+            if polled_only:
+                raise
+            return _read_to_eof(fd, field)
         loop.run_until(lambda: done)
     finally:
         deadline.cancel()
         loop.close()
     if error is not None:
         raise usage(f"cannot read the {field} from standard input: {error.strerror}")
-    return b"".join(chunks) or None
+    return held.joined()

@@ -8,10 +8,11 @@ Facts about signals in such a process: a signal is the process's, not a run's. A
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run. The runner service (``service``) carries the API's runs in a process of its own,
-so its host watches signals as the CLI's does; a host with ``watch=False`` (a Dask worker's
-chunk, on a thread of someone else's process) installs no handler and sets no process-wide
-flag: its roots' exits come through their pidfds.
+``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``). The
+runner service (``service``) carries the API's runs in a process of its own, so its host watches
+signals as the CLI's does; a host with ``watch=False`` (a Dask worker's chunk, on a thread of
+someone else's process) installs no handler and sets no process-wide flag: its roots' exits come
+through their pidfds.
 """
 
 from __future__ import annotations
@@ -62,7 +63,16 @@ class Host(Scheduler):
         """From here a stop signal ends the runs through their release instead of killing the
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
         if self._signals is None and self._watch:
-            self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize)
+            self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize, self.signal_trees)
+
+    def signal_trees(self, signum: int) -> None:
+        """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``)."""
+        for run in self.runs:
+            if run.container is not None:
+                try:
+                    run.container.signal_members(signum)
+                except OSError:
+                    pass  # a member read that failed: that tree is left as it is
 
     def dispatch_caught_signals(self) -> None:
         """Deliver the signals caught so far (the runner does, just before it spawns): the

@@ -113,6 +113,33 @@ def _backends(host: Host) -> tuple[str, str]:
     return chosen
 
 
+# How often a background runner looks whether it was brought to the foreground (``fg``).
+LEND_POLL_SECONDS = 0.25
+
+
+def _lend_when_foreground(run: RunState, launched: Launched, first: bool = False) -> None:
+    """A runner started as a background job does not lend its terminal (engine/terminal.py), and
+    a child that reads it is stopped (SIGTTIN). ``fg`` then gives the runner's group the terminal
+    without a signal (bash sends SIGCONT only to a stopped job), and the child stayed stopped
+    for good: so the runner looks every ``LEND_POLL_SECONDS`` until it is the foreground job,
+    then lends the terminal, which continues the child (``Foreground.lend``). A timer of the run's:
+    its ending cancels it."""
+    from .terminal import Foreground, HandoffError
+
+    if first:
+        try:
+            os.tcgetpgrp(run.context.fd(0))
+        except OSError:
+            return  # not the runner's controlling terminal: no foreground will ever be lent
+    else:
+        try:
+            launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0))
+        except HandoffError:
+            return  # the child stays a background job, as it was
+    if launched.foreground is None and launched.child.returncode is None:
+        run.timers["lend"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _lend_when_foreground(run, launched))
+
+
 def _open_terminal(
     env: dict[str, str], size: tuple[int, int] | None, context: RunContext
 ) -> tuple[dict[str, str], PseudoTerminal]:
@@ -187,6 +214,8 @@ def start(host: Host, run: RunState):
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
+        if launched.foreground is None and launched.handoff is None:
+            _lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped
         run.events.emit(
             RunStarted(

@@ -12,7 +12,14 @@ the process adopts orphans. Until then SIGCHLD keeps its default disposition, un
 kernel drops it (no auto-reaping: that is what ``SIG_IGN`` would do, losing exit statuses), so a
 run whose root's pidfd announces its exit pays no signal delivery, wake-up write and read.
 ``watch_for_host`` is what a host's signals are routed to: a stop signal to every run, SIGWINCH
-to a ``--pty`` run's terminal, SIGCHLD to the reaper once it asks.
+to a ``--pty`` run's terminal, SIGCHLD to the reaper once it asks, SIGTSTP to ``suspend``.
+
+SIGTSTP (Ctrl-Z) reaches only the terminal's foreground group, which in the default mode is the
+runner's and not its children's (each child leads a group of its own): left at its default, it
+stopped the runner alone while its tree went on running in the background, and the shell called
+the job stopped. So the runner stops like a job, whole: ``suspend`` sends SIGTSTP to every run's
+tree, stops the runner itself with SIGTSTP at its default, and once continued (``fg``, ``bg``)
+sends the trees SIGCONT. A SIGTSTP ignored at start stays ignored, as a stop signal does.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ class SignalWatch:
 
     def watch(self, signum: int, handler: Callable[[int], None]) -> None:
         """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
-        if signum in self._handlers or (signum in STOP_SIGNALS and signals.getsignal(signum) == signals.SIG_IGN):
+        inherited_ignore = signum in STOP_SIGNALS or signum == signals.SIGTSTP
+        if signum in self._handlers or (inherited_ignore and signals.getsignal(signum) == signals.SIG_IGN):
             return
         signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
@@ -98,14 +106,35 @@ class SignalWatch:
         self._reader = self._writer = -1
 
 
+def suspend(trees: Callable[[int], None]) -> None:
+    """Stop like a job: ``trees`` (which signals every run's tree) gets SIGTSTP, the runner stops,
+    and once it is continued the trees get SIGCONT. ``raise_signal`` is directed at this thread,
+    so the stop takes effect before it returns; a runner in an orphaned group is not stopped by
+    the kernel, and its trees are continued at once."""
+    trees(signals.SIGTSTP)
+    handler = signals.signal(signals.SIGTSTP, signals.SIG_DFL)
+    try:
+        signals.raise_signal(signals.SIGTSTP)
+    finally:
+        signals.signal(signals.SIGTSTP, handler)
+    trees(signals.SIGCONT)
+
+
 def watch_for_host(
-    loop: Loop, stop: Callable[[str], None], reaper: Reaper, resize: Callable[[], None] | None = None
+    loop: Loop,
+    stop: Callable[[str], None],
+    reaper: Reaper,
+    resize: Callable[[], None] | None = None,
+    trees: Callable[[int], None] | None = None,
 ) -> SignalWatch:
     """A host's signal watch: a stop signal calls ``stop`` with its ``cancelled.source``,
-    SIGWINCH calls ``resize``, and SIGCHLD is watched for ``reaper`` once it asks."""
+    SIGWINCH calls ``resize``, SIGTSTP stops ``trees`` and the runner (``suspend``), and
+    SIGCHLD is watched for ``reaper`` once it asks."""
     handlers: dict[int, Callable[[int], None]] = {
         number: lambda number: stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
     }
+    if trees is not None:
+        handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen

@@ -36,6 +36,7 @@ from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..errors import Failure, Kind
 from ..spec import StdinMode
+from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
 from .spawn_native import Pending
 
 
@@ -173,14 +174,13 @@ def begin(
 
             wire(child_ends, runner_ends, inherit, given, merged, terminal is not None)
         joins = container.child_joins()
+        tty = child_tty(terminal, stdin, inherit, given)
         if backend == "native":
-            pending = Pending(
-                argv, env, cwd, joins, child_ends, terminal is not None, linger_ms, _own_memory(container)
-            )
+            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container))
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, cwd, container), pending=pending)
-        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, terminal is not None)
+        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty)
         return Starting(runner_ends, (argv, cwd, container), started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
         raise _refusal(exc, runner_ends, argv, cwd, container) from None
@@ -324,7 +324,7 @@ def _native_child(result, runner_ends) -> Child:
     return child
 
 
-def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, own_terminal: bool) -> Child:
+def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int) -> Child:
     import subprocess  # only here: the native path spares the runner its import
 
     stdio = [fd if fd >= 0 else None for fd in child_ends]
@@ -337,14 +337,14 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             env=env,
             cwd=cwd,
             close_fds=True,
-            preexec_fn=_child_setup(joins, os.getpid(), own_terminal),
+            preexec_fn=_child_setup(joins, os.getpid(), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise _Refused("attach", str(exc)) from None
     return _PopenChild(popen, runner_ends)
 
 
-def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
+def _child_setup(joins: ChildJoins, runner_pid: int, tty: int):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
     the stdio in place before it runs, so fd 0 is already the terminal to take."""
     import fcntl
@@ -360,11 +360,13 @@ def _child_setup(joins: ChildJoins, runner_pid: int, own_terminal: bool):
         nofile = (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
     def setup() -> None:
-        if own_terminal:
+        if tty == TTY_OWN:
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         else:
             os.setpgid(0, 0)
+        if tty == TTY_NONE:
+            drop_terminal()
         for fd in procs_fds:
             cgroupfs.join(fd)
         prctl.set_parent_death_signal(signal.SIGKILL)

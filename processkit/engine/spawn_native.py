@@ -46,7 +46,7 @@ class Pending:
         cwd,
         joins: ChildJoins,
         child_ends: list[int],
-        own_terminal: bool,
+        tty: int,
         linger_ms: int,
         own_memory: bool = False,
     ):
@@ -70,7 +70,7 @@ class Pending:
             held.append(ffi.new("char[]", os.fsencode(cwd)))
             request.cwd = held[-1]
         request.stdio = child_ends
-        request.controlling_tty = int(own_terminal)
+        request.controlling_tty = int(tty)  # spawn.TTY_*
         request.nofile_soft = fdlimit.child_soft_limit() or 0
         request.linger_ms = linger_ms
         request.own_memory = int(own_memory)
@@ -151,13 +151,13 @@ def native_spawn(
     cwd,
     joins: ChildJoins,
     child_ends: list[int],
-    own_terminal: bool,
+    tty: int,
     linger_ms: int = 0,
     own_memory: bool = False,
 ):
     """A spawn of this request, its exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
     errno), which the tests of the C child's steps read directly."""
-    return Pending(argv, env, cwd, joins, child_ends, own_terminal, linger_ms, own_memory).wait()
+    return Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, own_memory).wait()
 
 
 def _exec_paths(program: bytes, env) -> list[bytes]:

@@ -197,7 +197,7 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     if launched is not None:
         if launched.keyboard is not None:
             add((launched.keyboard.restore, ()))
-        add((_give_back_terminal, (launched,)))
+        add((_give_back_terminal, (launched, ended[1])))
         if launched.stdin_feed is not None:
             add((launched.stdin_feed.close, ()))
         for stream in launched.streams:
@@ -227,8 +227,13 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     return failed[0]
 
 
-def _give_back_terminal(launched: Launched) -> None:
-    problem = launched.foreground.restore() if launched.foreground is not None else None
+def _give_back_terminal(launched: Launched, source: str) -> None:
+    if launched.foreground is None:
+        return
+    returncode = launched.child.returncode
+    # The modes go back unless the child ended by its own exit (docs/io-modes.md, Terminals).
+    killed = source != "child_exit" or returncode is None or returncode < 0
+    problem = launched.foreground.restore(modes=killed)
     if problem is not None:
         warn(f"could not give the terminal back to the runner's process group: {problem}")
 

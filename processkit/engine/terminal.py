@@ -6,18 +6,26 @@ stdin, the runner makes the child's group the terminal's foreground group, as a 
 a job: keys like Ctrl-C then reach the child, not the runner.
 
 Only a runner that is itself the foreground job lends the terminal: a runner started in the
-background leaves its child in the background too, and a terminal that is not the runner's
-controlling terminal has no foreground to lend.
+background leaves its child in the background too (until ``fg``: launch's
+``_lend_when_foreground``), and a terminal that is not the runner's controlling terminal has no
+foreground to lend.
 
 While the terminal is lent the runner is a background process, so SIGTTOU stays ignored until
 it is taken back: ``tcsetpgrp`` from the background, and the runner's own writes to a ``TOSTOP``
 terminal, would otherwise stop the runner. The child was spawned before, so it does not
 inherit that disposition.
+
+The terminal's modes are kept as they were lent and put back, as a shell does for a job, when
+the child did not end by its own exit: a full-screen child that put the terminal in raw mode (no
+echo, no line editing) and was killed (by a signal, a timeout, a cancel) never undid it, and the
+caller would be left typing blind. A child that exited by itself keeps what it set (``stty``'s
+whole point).
 """
 
 from __future__ import annotations
 
 import os
+import termios
 
 from .. import signum as signals
 
@@ -40,6 +48,10 @@ class Foreground:
     def __init__(self, fd: int, original: int):
         self._fd = fd
         self._original = original
+        try:
+            self._modes: list | None = termios.tcgetattr(fd)
+        except termios.error:
+            self._modes = None
         self._sigttou = signals.signal(signals.SIGTTOU, signals.SIG_IGN)
         self._lent = True
 
@@ -71,15 +83,18 @@ class Foreground:
             raise HandoffError(exc.strerror or str(exc)) from None
         return lent
 
-    def restore(self) -> str | None:
-        """Give the terminal back to the runner's group; returns why that failed, if it did."""
+    def restore(self, modes: bool = False) -> str | None:
+        """Give the terminal back to the runner's group, and with ``modes`` its modes as they
+        were lent; returns why that failed, if it did."""
         if not self._lent:
             return None
         self._lent = False
         problem = None
         try:
             os.tcsetpgrp(self._fd, self._original)
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
+            if modes and self._modes is not None:  # TCSANOW: never waits on a stalled terminal
+                termios.tcsetattr(self._fd, termios.TCSANOW, self._modes)
+        except (OSError, termios.error) as exc:
+            problem = getattr(exc, "strerror", None) or str(exc)
         signals.signal(signals.SIGTTOU, self._sigttou if self._sigttou is not None else signals.SIG_DFL)
         return problem

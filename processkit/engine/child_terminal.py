@@ -1,0 +1,48 @@
+"""The child's controlling terminal: its own pty's, the runner's, or none.
+
+A child that was given no terminal to read (null stdin, a ``--stdin-file``, a batch's or a
+bench's command) still shared the runner's controlling terminal, in a background process group.
+If it opened ``/dev/tty`` to ask for something (ssh's passphrase, sudo's or git's password), its
+read stopped it with SIGTTIN, for good: nobody ever brings that group to the foreground, and the
+run hung, silent, with no deadline to end it. Such a child now leaves the terminal before its
+exec, so ``/dev/tty`` fails with ENXIO at once, as under cron or CI, and the program says so.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..spec import StdinMode
+
+# What the child's controlling terminal is (the native request's ``controlling_tty``).
+TTY_OWN = 1  # its own pty (--pty): a new session, the pty its controlling terminal
+TTY_KEPT = 0  # the runner's, which it may be lent (its stdin inherited: a terminal to read)
+TTY_NONE = -1  # none: it was given no terminal to read, so /dev/tty fails (ENXIO) at once,
+# where a background group that opened it and read (a password prompt) was stopped for good
+# (SIGTTIN), and the run hung with it (docs/io-modes.md, Terminals)
+
+
+def child_tty(terminal: int | None, stdin: StdinMode, inherit, given) -> int:
+    if terminal is not None:
+        return TTY_OWN
+    if stdin is StdinMode.INHERIT or inherit is not None or given is not None:
+        return TTY_KEPT  # the caller's own descriptors may be its terminal: kept as they are
+    return TTY_NONE
+
+
+def drop_terminal() -> None:
+    """TIOCNOTTY by a group leader that leads no session: it leaves the terminal, sending no
+    SIGHUP, and stays in the runner's session (a process-group run's sweep knows it by that).
+    Only the Popen spawn's child runs it (the native child has its own, csrc/spawn_child.c)."""
+    import fcntl
+    import termios
+
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return  # no controlling terminal: nothing to leave
+    try:
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+    except OSError:
+        pass
+    os.close(fd)
