@@ -176,6 +176,9 @@ def _batch(args, invocation, settings, jobs) -> int:
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
+    from .run import inherited
+
+    spare = inherited()  # before the page's process and the first job: the caller's, no job's
     page = PageProcess(settings.out)
     try:
         tally = _run(args, jobs, settings, progress)
@@ -186,7 +189,7 @@ def _batch(args, invocation, settings, jobs) -> int:
     if args.dask_scheduler is None:  # a job's setsid escapee under process-group containment
         from .run import end_escapees
 
-        end_escapees("this batch's jobs", "their job's", say=not progress.quiet)
+        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:

@@ -1,0 +1,123 @@
+"""What ``run`` and ``batch`` end after their runs (``cli/run.py``'s ``end_escapees``): only
+what a run left outside its process group, never a process the runner had before its first run
+(a shell's ``setsid sleep 30 & exec processkit-cli run ...``), and never by changing the exit
+status ``runner_exit`` said, whatever the kill meets (an escapee that is another user's now)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import cli_command, pid_alive, read_events_tolerant
+from streams import PY, require_mechanism
+
+# A shell's background job handed to the runner across exec: a process in a session of its own,
+# its pid written once it is there, then this process becomes the CLI (argv after the pid file).
+HAND_OVER = r"""
+import os, sys, time
+where, argv = sys.argv[1], sys.argv[2:]
+if os.fork() == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the caller's pipes are not held open by it
+        os.dup2(null, fd)
+    with open(where + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(where + ".tmp", where)
+    time.sleep(60)
+    os._exit(0)
+while not os.path.exists(where):
+    time.sleep(0.01)
+os.execv(argv[0], argv)
+"""
+
+# A run's child whose escapee leaves its group and becomes another user (as ``sudo -b`` does):
+# the runner may no longer signal it. Its pid is written once it has changed its user.
+BECOME_NOBODY = r"""
+import os, sys
+where = sys.argv[1]
+read, write = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        os.write(write, str(os.getpid()).encode())
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(write)
+        import time
+        time.sleep(60)
+    os._exit(0)
+os.close(write)
+pid = os.read(read, 32).decode()
+with open(where, "w") as handle:
+    handle.write(pid)
+"""
+
+
+@pytest.fixture
+def survivors():
+    """Pids a test made; any still alive is killed when it ends."""
+    found: list[int] = []
+    yield found
+    for pid in found:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_a_process_the_runner_inherited_is_never_ended_nor_said(tmp_path, containment, command, survivors):
+    """The runner's children from before its first run are the caller's: after the run they are
+    alive, and no warning names them as a run's escapees."""
+    jsonl = tmp_path / "m.jsonl"
+    if command == "run":
+        argv = cli_command() + ["run", "--jsonl", str(jsonl), "--", "true"]
+        events = jsonl
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"id": "plain", "args": ["true"]}) + "\n")
+        argv = cli_command() + ["batch", str(manifest), "--out", str(tmp_path / "out")]
+        events = tmp_path / "out" / "plain" / "events.jsonl"
+    pid_file = tmp_path / "inherited"
+    argv[0] = shutil.which(argv[0]) or argv[0]
+    proc = subprocess.run(
+        [PY, "-c", HAND_OVER, str(pid_file), *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    survivors.append(int(pid_file.read_text()))
+    require_mechanism(read_events_tolerant(events), containment)
+    assert proc.returncode == 0, proc.stderr
+    assert pid_alive(survivors[0]), "the sweep after the run ended a process the runner had inherited"
+    assert b"process group" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_an_escapee_that_became_another_user_leaves_the_exit_status_as_runner_exit_said(
+    tmp_path, containment, survivors
+):
+    """A runner without CAP_KILL whose run's escapee changed its user is refused the kill: the
+    escapee is left running and said on stderr (process groups), and the exit status is still
+    the one ``runner_exit`` gave (events.md), never an internal error's."""
+    pid_file, jsonl = tmp_path / "escapee", tmp_path / "m.jsonl"
+    argv = ["run", "--jsonl", str(jsonl), "--", PY, "-c", BECOME_NOBODY, str(pid_file)]
+    without_kill = ["setpriv", "--bounding-set", "-kill", "--inh-caps", "-kill", "--"]
+    proc = subprocess.run(
+        without_kill + cli_command() + argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    survivors.append(int(pid_file.read_text()))
+    events = read_events_tolerant(jsonl)
+    require_mechanism(events, containment)
+    (ended,) = [event for event in events if event["event"] == "runner_exit"]
+    assert proc.returncode == ended["code"] == 0, proc.stderr
+    said = [line for line in proc.stderr.decode().splitlines() if "now belong to another user" in line]
+    if containment == "process_group":
+        assert pid_alive(survivors[0]) and len(said) == 1, proc.stderr
+    else:
+        assert not said, proc.stderr
+    assert "Traceback" not in proc.stderr.decode(), proc.stderr
