@@ -10,10 +10,11 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events_tolerant
+from conftest import cli_command, pid_alive, read_events_tolerant, run_cli
 from streams import PY, require_mechanism
 
 # A shell's background job handed to the runner across exec: a process in a session of its own,
@@ -59,6 +60,27 @@ os.close(write)
 pid = os.read(read, 32).decode()
 with open(where, "w") as handle:
     handle.write(pid)
+"""
+
+
+# A run's child whose grandchild joins the runner's own process group (its parent's, which the
+# kernel allows within one session): the kill of the run's group misses it. Its pid is written
+# once it is there.
+JOIN_THE_RUNNERS_GROUP = r"""
+import os, sys, time
+where, runners_group = sys.argv[1], os.getpgid(os.getppid())
+if os.fork() == 0:
+    os.setpgid(0, runners_group)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    with open(where + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(where + ".tmp", where)
+    time.sleep(60)
+    os._exit(0)
+while not os.path.exists(where):
+    time.sleep(0.01)
 """
 
 
@@ -121,3 +143,20 @@ def test_an_escapee_that_became_another_user_leaves_the_exit_status_as_runner_ex
     else:
         assert not said, proc.stderr
     assert "Traceback" not in proc.stderr.decode(), proc.stderr
+
+
+def test_a_member_that_joined_the_runners_own_group_is_ended_and_said(tmp_path, containment, survivors):
+    """A run's member that joined the runner's process group is outside the run's group, as a
+    setsid daemon is, and the teardown misses it: ``run`` ends it after the run and says so
+    (under cgroup v2 the run's group held it)."""
+    pid_file, jsonl = tmp_path / "joined", tmp_path / "m.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--", PY, "-c", JOIN_THE_RUNNERS_GROUP, pid_file)
+    survivors.append(int(pid_file.read_text()))
+    require_mechanism(read_events_tolerant(jsonl), containment)
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10
+    while pid_alive(survivors[0]) and time.monotonic() < deadline:  # a zombie until init reaps it
+        time.sleep(0.01)
+    assert not pid_alive(survivors[0]), "a member that joined the runner's group outlived the run"
+    said = [line for line in proc.stderr.decode().splitlines() if "had left its process group" in line]
+    assert len(said) == (1 if containment == "process_group" else 0), proc.stderr

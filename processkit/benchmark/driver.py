@@ -139,7 +139,8 @@ class Engine:
     the session's (a stop signal between two runs cancels the next one before its child
     starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
     ``ends_descendants``: this process is the benchmark's own (the CLI), so whatever is left
-    descended from it once a run has ended is that run's, and is ended (``leftovers``); a
+    descended from it once a run has ended is that run's, and is ended (``leftovers``), but what
+    it had below it before its first run (``leftovers.inherited``: a shell's job); a
     caller measuring one command (``measure``) keeps its own children. (Either way the host
     watches the process's signals while a run goes on.)
     ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).

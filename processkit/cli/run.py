@@ -182,7 +182,8 @@ def end_escapees(spare: frozenset[int], whose: str = "this run", its: str = "its
     (``remaining: 0``). This process is its runs' subreaper, so every such process has come to
     it once orphaned: they are ended here, as ``bench`` ends them between runs, and said on
     stderr, so nothing ends as clean with a process of its own left running. ``spare``
-    (``inherited``) and their subtrees are the caller's, never a run's: left alone. (Under
+    (``inherited``) and their subtrees are the caller's, never a run's: left alone; every other
+    descendant is a run's, one that joined this process's own group (``setpgid``) too. (Under
     cgroup v2 the group held them: nothing is left, and the check is one ``waitid``, made here
     so that a run with no child left imports nothing for it.)
 
@@ -196,7 +197,7 @@ def end_escapees(spare: frozenset[int], whose: str = "this run", its: str = "its
 
     refused: list[int] = []
     try:
-        ended = end_descendants(spare=spare, refused=refused)
+        ended = end_descendants(spare=spare, refused=refused, own_group=True)
     except OSError as exc:
         if say:
             warn(f"cannot look for processes of {whose} left outside {its} process group: {exc.strerror or exc}")

@@ -13,11 +13,12 @@ Facts that shape this:
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
   live or not: the usual case (a cgroup run, or a group that held everything) costs that call.
-- A descendant in this process's own process group is never a run's (each run's root leads a
-  group of its own): it is the caller's own child, and is left alone. So is a run's member that
-  joins that group (``setpgid`` to this process's group, which the kernel allows within the same
-  session): the teardown's kill of the run's group misses it as well, and this sweep spares it.
-  Not closed: only the run's own events could tell it from a child of the caller's.
+- Each run's root leads a group of its own, so a descendant in this process's own process group
+  is either the caller's own (``bench``'s helpers: spared there) or a run's member that joined
+  that group (``setpgid`` to this process's group, which the kernel allows within one session),
+  which the teardown's kill of the run's group misses as well. Where the caller's own are known
+  (``run`` and ``batch``: ``inherited``, and nothing of theirs left by the sweep), the sweep
+  takes those members too (``own_group``).
 - A process's children may predate its runs: a shell's ``cmd & exec processkit-cli run ...``
   hands its children to the runner across exec. Those (and what was below them then) are no
   run's: ``inherited`` lists them before the first run (only when ``waitid`` says there is a
@@ -104,17 +105,21 @@ def inherited() -> frozenset[int]:
 
 
 def end_descendants(
-    bound: float = BOUND_SECONDS, spare: frozenset[int] = frozenset(), refused: list[int] | None = None
+    bound: float = BOUND_SECONDS,
+    spare: frozenset[int] = frozenset(),
+    refused: list[int] | None = None,
+    own_group: bool = False,
 ) -> int:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
     (``inherited``) and their subtrees, round after round (what they forked meanwhile comes to
     this subreaper), and collect the ones that were its children; returns how many were ended:
     alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
     and not counted). One whose kill is refused (another user's now) is appended to
-    ``refused`` and left alone. Within ``bound`` seconds."""
+    ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
+    them is the caller's but ``spare``). Within ``bound`` seconds."""
     if not _has_children():
         return 0
-    own_group = os.getpgid(0)
+    group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     ended: set[int] = set()
     denied: set[int] = set()
     deadline = time.monotonic() + bound
@@ -122,7 +127,7 @@ def end_descendants(
         found = []
         for pid in descendants(os.getpid(), spare):
             try:
-                if pid not in denied and os.getpgid(pid) != own_group:
+                if pid not in denied and os.getpgid(pid) != group:
                     found.append(pid)
             except ProcessLookupError:
                 continue
