@@ -94,7 +94,7 @@ def survivors():
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("command", ["run", "batch"])
+@pytest.mark.parametrize("command", ["run", "batch", "bench"])
 def test_a_process_the_runner_inherited_is_never_ended_nor_said(tmp_path, containment, command, survivors):
     """The runner's children from before its first run are the caller's: after the run they are
     alive, and no warning names them as a run's escapees."""
@@ -102,6 +102,9 @@ def test_a_process_the_runner_inherited_is_never_ended_nor_said(tmp_path, contai
     if command == "run":
         argv = cli_command() + ["run", "--jsonl", str(jsonl), "--", "true"]
         events = jsonl
+    elif command == "bench":  # its sweep after each run; its streams say the mechanism
+        argv = cli_command() + ["bench", "--runs", "2", "--warmup", "0", "--jsonl-dir", str(tmp_path / "s"), "true"]
+        events = None
     else:
         manifest = tmp_path / "manifest.jsonl"
         manifest.write_text(json.dumps({"id": "plain", "args": ["true"]}) + "\n")
@@ -113,6 +116,8 @@ def test_a_process_the_runner_inherited_is_never_ended_nor_said(tmp_path, contai
         [PY, "-c", HAND_OVER, str(pid_file), *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=60
     )
     survivors.append(int(pid_file.read_text()))
+    if events is None:
+        events = sorted((tmp_path / "s").rglob("*.jsonl"))[0]
     require_mechanism(read_events_tolerant(events), containment)
     assert proc.returncode == 0, proc.stderr
     assert pid_alive(survivors[0]), "the sweep after the run ended a process the runner had inherited"
