@@ -17,25 +17,36 @@ import pytest
 from conftest import cli_command, pid_alive, read_events_tolerant, run_cli
 from streams import PY, require_mechanism
 
-# A shell's background job handed to the runner across exec: a process in a session of its own,
-# its pid written once it is there, then this process becomes the CLI (argv after the pid file).
-HAND_OVER = r"""
+# What each lingering process does: its standard streams off the caller's pipes (so they end with
+# the caller), its pid written once it is where it is meant to be, then a minute's sleep.
+LINGER = r"""
 import os, sys, time
-where, argv = sys.argv[1], sys.argv[2:]
-if os.fork() == 0:
-    os.setsid()
+
+def linger(where):
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the caller's pipes are not held open by it
+    for fd in (0, 1, 2):
         os.dup2(null, fd)
     with open(where + ".tmp", "w") as handle:
         handle.write(str(os.getpid()))
     os.replace(where + ".tmp", where)
     time.sleep(60)
     os._exit(0)
+"""
+
+# A shell's background job handed to the runner across exec: a process in a session of its own,
+# its pid written once it is there, then this process becomes the CLI (argv after the pid file).
+HAND_OVER = (
+    LINGER
+    + r"""
+where, argv = sys.argv[1], sys.argv[2:]
+if os.fork() == 0:
+    os.setsid()
+    linger(where)
 while not os.path.exists(where):
     time.sleep(0.01)
 os.execv(argv[0], argv)
 """
+)
 
 # A run's child whose escapee leaves its group and becomes another user (as ``sudo -b`` does):
 # the runner may no longer signal it. Its pid is written once it has changed its user.
@@ -66,22 +77,17 @@ with open(where, "w") as handle:
 # A run's child whose grandchild joins the runner's own process group (its parent's, which the
 # kernel allows within one session): the kill of the run's group misses it. Its pid is written
 # once it is there.
-JOIN_THE_RUNNERS_GROUP = r"""
-import os, sys, time
+JOIN_THE_RUNNERS_GROUP = (
+    LINGER
+    + r"""
 where, runners_group = sys.argv[1], os.getpgid(os.getppid())
 if os.fork() == 0:
     os.setpgid(0, runners_group)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    with open(where + ".tmp", "w") as handle:
-        handle.write(str(os.getpid()))
-    os.replace(where + ".tmp", where)
-    time.sleep(60)
-    os._exit(0)
+    linger(where)
 while not os.path.exists(where):
     time.sleep(0.01)
 """
+)
 
 
 @pytest.fixture
