@@ -98,3 +98,34 @@ def test_a_short_commands_cpu_time_moving_by_under_a_millisecond_is_no_regressio
     assert "within the 1 ms a short command's CPU time moves by" in noise.reason
     more = decided(result_of(24, None, 0.9, cpu_ms=4.1), earlier)
     assert (more.figure, more.outcome) == ("cpu", "regressed"), more
+
+
+def test_under_metric_cpu_the_cpu_floor_never_looks_at_wall_time():
+    """``--metric cpu`` is the user's choice of figure: a short command whose CPU time moved by
+    under the floor beside busy neighbours is inconclusive, though it now waits ten times as
+    long (``_waited`` is not asked, as the gate's docstring says)."""
+    earlier = recorded.from_json(
+        Session(
+            [Command("work", "work", ("work",), {})], Options(runs=10, metric="cpu"), executor=Counted(20, None, 1.1)
+        )
+        .run()
+        .to_json(),
+        "base.json",
+    )
+    current = Session(
+        [Command("work", "work", ("work",), {})], Options(runs=10, metric="cpu"), executor=Counted(200, None, 1.6)
+    ).run()
+    current.settings["host_load"] = {"others_cpu_share": 0.9, "cpus": 2, "seconds": 1.0}
+    noise = decided(current, earlier)
+    assert (noise.figure, noise.outcome) == ("cpu", "inconclusive"), noise
+
+
+def test_a_share_just_under_busy_still_stretches_what_load_can_add_to_wall_time():
+    """Others took 24 % of the CPUs (under ``BUSY_SHARE``): a CPU-bound run's wall time 16 %
+    longer, its instructions unchanged, is what that load can add (up to a third), no regression
+    by wall time; ten times as long still fails."""
+    earlier = baseline(WORK)
+    loaded = decided(result_of(23.2, WORK, 0.24), earlier)
+    assert (loaded.figure, loaded.outcome) == ("instructions", "passed"), loaded
+    waited = decided(result_of(200, WORK, 0.24), earlier)
+    assert (waited.figure, waited.outcome) == ("wall", "regressed"), waited

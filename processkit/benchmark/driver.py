@@ -139,7 +139,8 @@ class Engine:
     the session's (a stop signal between two runs cancels the next one before its child
     starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
     ``ends_descendants``: this process is the benchmark's own (the CLI), so whatever is left
-    descended from it once a run has ended is that run's, and is ended (``leftovers``); a
+    descended from it once a run has ended is that run's, and is ended (``leftovers``), but what
+    it had below it before its first run (``leftovers.inherited``: a shell's job); a
     caller measuring one command (``measure``) keeps its own children. (Either way the host
     watches the process's signals while a run goes on.)
     ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).
@@ -175,6 +176,9 @@ class Engine:
         self._leftovers, self._headline = leftovers, cancelled_headline
         self.options = options
         self.ends_descendants = ends_descendants
+        # what this process had below it before its first run (a shell's background job handed
+        # over across exec) is no run's: spared by the sweep after each run
+        self._spare = leftovers.inherited() if ends_descendants else frozenset()
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
@@ -273,7 +277,7 @@ class Engine:
             measured.error = f"{self._headline(self.host.stop_source)}: the command had exited"
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.ends_descendants:  # what the run's group did not hold (a process group's ``setsid`` daemon)
-            measured.leftovers = self._leftovers.end_descendants()
+            measured.leftovers = self._leftovers.end_descendants(spare=self._spare)
         return measured
 
     def stopped(self) -> str | None:

@@ -133,9 +133,8 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
             f"but by {grown:.2g} ms, within the {CPU_FLOOR_SECONDS * 1e3:g} ms a short command's CPU time moves by "
             "beside busy neighbours"
         )
-        return _waited(new, old, threshold, flag, busy, now, then) or Decision(
-            name, figure, INCONCLUSIVE, change, p_value, reason
-        )
+        waited = _waited(new, old, threshold, flag, busy, now, then) if metric != "cpu" else None
+        return waited or Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and change is not None and change > limit:
         context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
         reason = f"by {WHY[figure]}{context} ({test}), beyond {flag} %"
@@ -168,7 +167,9 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     )
     if entry.verdict != SLOWER:
         return None
-    share = min(max(now or 0.0, then or 0.0), 0.95) if busy else 0.0
+    # the measured share whenever it is known, busy or not: a share just under BUSY_SHARE still
+    # stretches a CPU-bound command's wall time by a third
+    share = min(max(now or 0.0, then or 0.0), 0.95)
     stretch = cpu[len(cpu) // 2] * share / (1 - share)  # what the others' load could add to its CPU time
     limit = max(threshold, CONTENTION_ALLOWANCE)
     explained = (min(old_times) + stretch) * (1 + limit / 100)

@@ -21,6 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
+from .batch_failures import capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,6 +176,9 @@ def _batch(args, invocation, settings, jobs) -> int:
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
+    from .run import inherited
+
+    spare = inherited()  # before the page's process and the first job: the caller's, no job's
     page = PageProcess(settings.out)
     try:
         tally = _run(args, jobs, settings, progress)
@@ -185,7 +189,7 @@ def _batch(args, invocation, settings, jobs) -> int:
     if args.dask_scheduler is None:  # a job's setsid escapee under process-group containment
         from .run import end_escapees
 
-        end_escapees("this batch's jobs", "their job's", say=not progress.quiet)
+        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
@@ -238,9 +242,6 @@ PLAIN_EXITS = ("succeeded", "failed")
 NAMED_AT_THE_END = ("failed", "timed_out")
 SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
-TAIL_LINES = 5
-ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
-TAIL_BYTES = 4096
 
 
 class Progress:
@@ -276,7 +277,7 @@ class Progress:
         kind = outcome(line)
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
-            state = f"{_killed(line.signal)}, exit {code}"
+            state = f"{killed(line.signal)}, exit {code}"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -318,7 +319,7 @@ class Progress:
             if info is not None and info.bytes and info.path:  # no path: --keep failed
                 _copy_file(info.path, stream.buffer)
                 stream.buffer.flush()  # before the bar, which is written to the descriptor
-                cut = "" if self.quiet else _cut(name, info, line.run_id)
+                cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it
                     self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
 
@@ -338,14 +339,11 @@ class Progress:
         return text
 
     def failures_named(self) -> str:
-        """The first failed jobs in one clause (``; failed f1: exit 3; f2: exit 106 (timeout); see
-        OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
-        reader gets of stderr: without it the envelope says how many failed, never which."""
-        if not self._failed:
-            return ""
-        named = [f"{sanitize(line.id)}: {_how(line)}" for line in self._failed[:ENVELOPE_NAMED]]
-        more = self._failed_count - len(named)
-        return f"; failed {'; '.join(named)}{f'; and {more} more' if more else ''}; see {sanitize(self._out)}/summary.jsonl"
+        """The first failed jobs in one clause, for ``--error-format json``'s envelope
+        (``batch_failures.named``)."""
+        from .batch_failures import named
+
+        return named(self._failed, self._failed_count, self._out)
 
     def end(self, sentence: str) -> None:
         if self.quiet:
@@ -354,7 +352,9 @@ class Progress:
         text = ""
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
-        text += "".join(_failure_lines(line) for line in self._failed)
+        from .batch_failures import failure_lines
+
+        text += "".join(failure_lines(line) for line in self._failed)
         if self._failed_count > len(self._failed):
             text += (
                 f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
@@ -375,64 +375,3 @@ def _copy_file(path: str, out) -> None:
     if last and last != b"\n":
         out.write(b"\n")
     out.flush()
-
-
-def _failure_lines(line: JobLine) -> str:
-    """One failed job at the end: its exit, then each capture that holds something, named
-    (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
-    on stderr. A job that captured nothing shows the runner's message, when there is one."""
-    text = f"  {sanitize(line.id)}: {_how(line)}\n"
-    shown = False
-    for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
-        if info is None or not info.bytes or not info.path:
-            continue
-        tail = _last_lines(info.path)
-        shown = shown or bool(tail)
-        text += f"    {name}: {sanitize(info.path)}{_cut(name, info, line.run_id)}\n"
-        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
-    if not shown and line.message:
-        text += f"    | {sanitize(line.message, 200)}\n"
-    return text
-
-
-def _how(line: JobLine) -> str:
-    """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
-    (SIGKILL), exit 137``."""
-    if line.signal is not None:
-        return f"{_killed(line.signal)}, exit {line.exit_code}"
-    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
-
-
-def _killed(number: int) -> str:
-    """``killed by signal 9 (SIGKILL)``: a child's death by a signal, which its exit (128 + N)
-    alone cannot tell from a child that exited with that code."""
-    from ..events.render import signal_name
-
-    return f"killed by {signal_name(number)}"
-
-
-def _cut(name: str, info, run_id: str | None) -> str:
-    """A capture cut at its cap, said beside its path: the lines below it are the file's last,
-    which with the default ``capture_keep`` (head) are not the stream's (the error a job printed
-    last may be in the bytes dropped)."""
-    from ..report.tail import cut_note
-
-    note = cut_note(name, info, run_id)
-    return f" (cut at capture_max_bytes: {note})" if note else ""
-
-
-def _last_lines(path: str) -> list[str]:
-    """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
-    when it is a regular file, without waiting."""
-    try:
-        fd = open_input(path, RUN_FILE)
-    except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
-        return []
-    with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(fd).st_size
-        handle.seek(max(0, size - TAIL_BYTES))
-        data = handle.read(TAIL_BYTES)
-    lines = data.decode("utf-8", "replace").splitlines()
-    if size > TAIL_BYTES and lines:
-        lines = lines[1:]  # the first one is cut
-    return [text for text in lines if text.strip()][-TAIL_LINES:]

@@ -126,8 +126,9 @@ def main(argv: list[str], invocation) -> int:
 
     # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
     cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
+    spare = inherited()
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
-    end_escapees()
+    end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
@@ -155,27 +156,61 @@ def _say_cut(captured: dict | None) -> None:
             )
 
 
-def end_escapees(whose: str = "this run", its: str = "its", say: bool = True) -> None:
-    """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
-    teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
-    (``remaining: 0``). This process is its runs' alone and their subreaper, so every such
-    process has come to it once orphaned: they are ended here, as ``bench`` ends them between
-    runs, and said on stderr, so nothing ends as clean with a process of its own left running.
-    (Under cgroup v2 the group held them: nothing is left, and the check is one ``waitid``,
-    made here so that a run with no child left imports nothing for it.)"""
+def _childless() -> bool:
+    """No child at all, live or not: the usual case, one ``waitid`` and nothing imported."""
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
-        return  # no child at all, live or not: the usual end
+        return True
+    return False
+
+
+def inherited() -> frozenset[int]:
+    """What this process had below it before its first run (a shell's ``sleep 30 & exec
+    processkit-cli ...`` hands its background job over across exec): no run's, so
+    ``end_escapees`` spares it and its subtree. Read only when there is a child at all."""
+    if _childless():
+        return frozenset()
+    from ..containment.leftovers import inherited as below_now
+
+    return below_now()
+
+
+def end_escapees(spare: frozenset[int], whose: str = "this run", its: str = "its", say: bool = True) -> None:
+    """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
+    teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
+    (``remaining: 0``). This process is its runs' subreaper, so every such process has come to
+    it once orphaned: they are ended here, as ``bench`` ends them between runs, and said on
+    stderr, so nothing ends as clean with a process of its own left running. ``spare``
+    (``inherited``) and their subtrees are the caller's, never a run's: left alone; every other
+    descendant is a run's, one that joined this process's own group (``setpgid``) too. (Under
+    cgroup v2 the group held them: nothing is left, and the check is one ``waitid``, made here
+    so that a run with no child left imports nothing for it.)
+
+    The run has ended and its exit status is decided (``runner_exit`` said it): nothing here
+    may change it. A process that is another user's now (``sudo -b``) refuses the kill, and any
+    other failure of the sweep is an ``OSError``: each said in one warning at most."""
+    if _childless():
+        return  # the usual end
     from ..containment.leftovers import end_descendants
+    from ..diagnostics import warn
 
-    ended = end_descendants()
+    refused: list[int] = []
+    try:
+        ended = end_descendants(spare=spare, refused=refused, own_group=True)
+    except OSError as exc:
+        if say:
+            warn(f"cannot look for processes of {whose} left outside {its} process group: {exc.strerror or exc}")
+        return
     if ended and say:
-        from ..diagnostics import warn
-
         warn(
             f"{ended} process(es) of {whose} had left {its} process group (setsid or setpgid), outside {its} "
             f"containment, and outlived {its} teardown: killed now; only cgroup containment holds them"
+        )
+    if refused and say:
+        warn(
+            f"{len(refused)} process(es) of {whose} left {its} process group and now belong to another user, "
+            f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
         )
 
 

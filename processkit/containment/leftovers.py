@@ -13,8 +13,18 @@ Facts that shape this:
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
   live or not: the usual case (a cgroup run, or a group that held everything) costs that call.
-- A descendant in this process's own process group is never a run's (each run's root leads a
-  group of its own): it is the caller's own child, and is left alone.
+- Each run's root leads a group of its own, so a descendant in this process's own process group
+  is either the caller's own (``bench``'s helpers: spared there) or a run's member that joined
+  that group (``setpgid`` to this process's group, which the kernel allows within one session),
+  which the teardown's kill of the run's group misses as well. Where the caller's own are known
+  (``run`` and ``batch``: ``inherited``, and nothing of theirs left by the sweep), the sweep
+  takes those members too (``own_group``).
+- A process's children may predate its runs: a shell's ``cmd & exec processkit-cli run ...``
+  hands its children to the runner across exec. Those (and what was below them then) are no
+  run's: ``inherited`` lists them before the first run (only when ``waitid`` says there is a
+  child at all, so a plain run pays that one call), and they and their subtrees are spared.
+- A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
+  (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
 
 from __future__ import annotations
@@ -57,23 +67,25 @@ def _children(pid: int) -> list[int] | None:
     return found
 
 
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` (zombies included), parents before their children."""
+def descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Every process below ``root`` (zombies included), parents before their children, but
+    those in ``spare`` and everything below them."""
     found: list[int] = []
     pending = [root]
     while pending:
         children = _children(pending.pop())
         if children is None:
-            return _descendants_by_scan(root)
+            return _descendants_by_scan(root, spare)
+        children = [pid for pid in children if pid not in spare]
         found += children
         pending += children
     return found
 
 
-def _descendants_by_scan(root: int) -> list[int]:
+def _descendants_by_scan(root: int, spare: frozenset[int]) -> list[int]:
     by_parent: dict[int, list[int]] = {}
     for member in filter(None, (read_member(pid) for pid in all_pids())):
-        if member.ppid is not None:
+        if member.ppid is not None and member.pid not in spare:
             by_parent.setdefault(member.ppid, []).append(member.pid)
     found: list[int] = []
     pending = [root]
@@ -84,21 +96,38 @@ def _descendants_by_scan(root: int) -> list[int]:
     return found
 
 
-def end_descendants(bound: float = BOUND_SECONDS) -> int:
-    """SIGKILL every descendant of this process outside its own process group, round after
-    round (what they forked meanwhile comes to this subreaper), and collect the ones that were
-    its children; returns how many were ended: alive when found (a zombie, such as a run's root
-    a failing run left unreaped, is collected and not counted). Within ``bound`` seconds."""
+def inherited() -> frozenset[int]:
+    """This process's descendants now, before its first run: none of them is a run's (a
+    shell's background job, handed over across ``exec``). One ``waitid`` when there is none."""
+    if not _has_children():
+        return frozenset()
+    return frozenset(descendants(os.getpid()))
+
+
+def end_descendants(
+    bound: float = BOUND_SECONDS,
+    spare: frozenset[int] = frozenset(),
+    refused: list[int] | None = None,
+    own_group: bool = False,
+) -> int:
+    """SIGKILL every descendant of this process outside its own process group, but ``spare``
+    (``inherited``) and their subtrees, round after round (what they forked meanwhile comes to
+    this subreaper), and collect the ones that were its children; returns how many were ended:
+    alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
+    and not counted). One whose kill is refused (another user's now) is appended to
+    ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
+    them is the caller's but ``spare``). Within ``bound`` seconds."""
     if not _has_children():
         return 0
-    own_group = os.getpgid(0)
+    group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     ended: set[int] = set()
+    denied: set[int] = set()
     deadline = time.monotonic() + bound
     while True:
         found = []
-        for pid in descendants(os.getpid()):
+        for pid in descendants(os.getpid(), spare):
             try:
-                if os.getpgid(pid) != own_group:
+                if pid not in denied and os.getpgid(pid) != group:
                     found.append(pid)
             except ProcessLookupError:
                 continue
@@ -108,6 +137,11 @@ def end_descendants(bound: float = BOUND_SECONDS) -> int:
                 os.kill(pid, signum.SIGKILL)
             except ProcessLookupError:
                 continue
+            except PermissionError:
+                denied.add(pid)
+                if refused is not None:
+                    refused.append(pid)
+                continue
             if member is not None and not member.zombie:
                 ended.add(pid)
         for pid in found:
@@ -115,6 +149,6 @@ def end_descendants(bound: float = BOUND_SECONDS) -> int:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass  # a grandchild: its parent's death hands it here for the next round
-        if not found or time.monotonic() >= deadline:
+        if not set(found) - denied or time.monotonic() >= deadline:
             return len(ended)
         time.sleep(ROUND_PAUSE_SECONDS)

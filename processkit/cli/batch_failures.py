@@ -1,0 +1,91 @@
+"""How ``batch`` names its failed jobs: at the end, each with its exit and its captures' last
+lines (as make and parallel leave the compiler's error last on the screen), and in the one line
+of ``--error-format json``'s envelope; and how a job's line says it was killed or its capture
+cut. ``batch.py`` draws the terminal and asks this module for these words."""
+
+from __future__ import annotations
+
+import os
+
+from ..bounded import RUN_FILE, open_input
+from ..text import sanitize
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..summary_line import JobLine
+
+TAIL_LINES = 5
+TAIL_BYTES = 4096
+ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
+
+
+def named(failed: list[JobLine], count: int, out: str) -> str:
+    """The first failed jobs in one clause (``; failed f1: exit 3; f2: exit 106 (timeout); see
+    OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
+    reader gets of stderr: without it the envelope says how many failed, never which."""
+    if not failed:
+        return ""
+    said = [f"{sanitize(line.id)}: {how(line)}" for line in failed[:ENVELOPE_NAMED]]
+    more = count - len(said)
+    return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
+
+
+def failure_lines(line: JobLine) -> str:
+    """One failed job at the end: its exit, then each capture that holds something, named
+    (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
+    on stderr. A job that captured nothing shows the runner's message, when there is one."""
+    text = f"  {sanitize(line.id)}: {how(line)}\n"
+    shown = False
+    for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
+        if info is None or not info.bytes or not info.path:
+            continue
+        tail = _last_lines(info.path)
+        shown = shown or bool(tail)
+        text += f"    {name}: {sanitize(info.path)}{capture_cut(name, info, line.run_id)}\n"
+        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+    if not shown and line.message:
+        text += f"    | {sanitize(line.message, 200)}\n"
+    return text
+
+
+def how(line: JobLine) -> str:
+    """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
+    (SIGKILL), exit 137``."""
+    if line.signal is not None:
+        return f"{killed(line.signal)}, exit {line.exit_code}"
+    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
+
+
+def killed(number: int) -> str:
+    """``killed by signal 9 (SIGKILL)``: a child's death by a signal, which its exit (128 + N)
+    alone cannot tell from a child that exited with that code."""
+    from ..events.render import signal_name
+
+    return f"killed by {signal_name(number)}"
+
+
+def capture_cut(name: str, info, run_id: str | None) -> str:
+    """A capture cut at its cap, said beside its path: the lines below it are the file's last,
+    which with the default ``capture_keep`` (head) are not the stream's (the error a job printed
+    last may be in the bytes dropped)."""
+    from ..report.tail import cut_note
+
+    note = cut_note(name, info, run_id)
+    return f" (cut at capture_max_bytes: {note})" if note else ""
+
+
+def _last_lines(path: str) -> list[str]:
+    """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
+    when it is a regular file, without waiting."""
+    try:
+        fd = open_input(path, RUN_FILE)
+    except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
+        return []
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
+        handle.seek(max(0, size - TAIL_BYTES))
+        data = handle.read(TAIL_BYTES)
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > TAIL_BYTES and lines:
+        lines = lines[1:]  # the first one is cut
+    return [text for text in lines if text.strip()][-TAIL_LINES:]

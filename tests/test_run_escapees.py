@@ -1,0 +1,173 @@
+"""What ``run`` and ``batch`` end after their runs (``cli/run.py``'s ``end_escapees``): only
+what a run left outside its process group, never a process the runner had before its first run
+(a shell's ``setsid sleep 30 & exec processkit-cli run ...``), and never by changing the exit
+status ``runner_exit`` said, whatever the kill meets (an escapee that is another user's now)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import cli_command, pid_alive, read_events_tolerant, run_cli
+from streams import PY, require_mechanism
+
+# What each lingering process does: its standard streams off the caller's pipes (so they end with
+# the caller), its pid written once it is where it is meant to be, then a minute's sleep.
+LINGER = r"""
+import os, sys, time
+
+def linger(where):
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    with open(where + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(where + ".tmp", where)
+    time.sleep(60)
+    os._exit(0)
+"""
+
+# A shell's background job handed to the runner across exec: a process in a session of its own,
+# its pid written once it is there, then this process becomes the CLI (argv after the pid file).
+HAND_OVER = (
+    LINGER
+    + r"""
+where, argv = sys.argv[1], sys.argv[2:]
+if os.fork() == 0:
+    os.setsid()
+    linger(where)
+while not os.path.exists(where):
+    time.sleep(0.01)
+os.execv(argv[0], argv)
+"""
+)
+
+# A run's child whose escapee leaves its group and becomes another user (as ``sudo -b`` does):
+# the runner may no longer signal it. Its pid is written once it has changed its user.
+BECOME_NOBODY = r"""
+import os, sys
+where = sys.argv[1]
+read, write = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        os.write(write, str(os.getpid()).encode())
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(write)
+        import time
+        time.sleep(60)
+    os._exit(0)
+os.close(write)
+pid = os.read(read, 32).decode()
+with open(where, "w") as handle:
+    handle.write(pid)
+"""
+
+
+# A run's child whose grandchild joins the runner's own process group (its parent's, which the
+# kernel allows within one session): the kill of the run's group misses it. Its pid is written
+# once it is there.
+JOIN_THE_RUNNERS_GROUP = (
+    LINGER
+    + r"""
+where, runners_group = sys.argv[1], os.getpgid(os.getppid())
+if os.fork() == 0:
+    os.setpgid(0, runners_group)
+    linger(where)
+while not os.path.exists(where):
+    time.sleep(0.01)
+"""
+)
+
+
+@pytest.fixture
+def survivors():
+    """Pids a test made; any still alive is killed when it ends."""
+    found: list[int] = []
+    yield found
+    for pid in found:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("command", ["run", "batch", "bench"])
+def test_a_process_the_runner_inherited_is_never_ended_nor_said(tmp_path, containment, command, survivors):
+    """The runner's children from before its first run are the caller's: after the run they are
+    alive, and no warning names them as a run's escapees."""
+    jsonl = tmp_path / "m.jsonl"
+    if command == "run":
+        argv = cli_command() + ["run", "--jsonl", str(jsonl), "--", "true"]
+        events = jsonl
+    elif command == "bench":  # its sweep after each run; its streams say the mechanism
+        argv = cli_command() + ["bench", "--runs", "2", "--warmup", "0", "--jsonl-dir", str(tmp_path / "s"), "true"]
+        events = None
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"id": "plain", "args": ["true"]}) + "\n")
+        argv = cli_command() + ["batch", str(manifest), "--out", str(tmp_path / "out")]
+        events = tmp_path / "out" / "plain" / "events.jsonl"
+    pid_file = tmp_path / "inherited"
+    argv[0] = shutil.which(argv[0]) or argv[0]
+    proc = subprocess.run(
+        [PY, "-c", HAND_OVER, str(pid_file), *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    survivors.append(int(pid_file.read_text()))
+    if events is None:
+        events = sorted((tmp_path / "s").rglob("*.jsonl"))[0]
+    require_mechanism(read_events_tolerant(events), containment)
+    assert proc.returncode == 0, proc.stderr
+    assert pid_alive(survivors[0]), "the sweep after the run ended a process the runner had inherited"
+    assert b"process group" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_an_escapee_that_became_another_user_leaves_the_exit_status_as_runner_exit_said(
+    tmp_path, containment, survivors
+):
+    """A runner without CAP_KILL whose run's escapee changed its user is refused the kill: the
+    escapee is left running and said on stderr (process groups), and the exit status is still
+    the one ``runner_exit`` gave (events.md), never an internal error's."""
+    pid_file, jsonl = tmp_path / "escapee", tmp_path / "m.jsonl"
+    argv = ["run", "--jsonl", str(jsonl), "--", PY, "-c", BECOME_NOBODY, str(pid_file)]
+    without_kill = ["setpriv", "--bounding-set", "-kill", "--inh-caps", "-kill", "--"]
+    proc = subprocess.run(
+        without_kill + cli_command() + argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    survivors.append(int(pid_file.read_text()))
+    events = read_events_tolerant(jsonl)
+    require_mechanism(events, containment)
+    (ended,) = [event for event in events if event["event"] == "runner_exit"]
+    assert proc.returncode == ended["code"] == 0, proc.stderr
+    said = [line for line in proc.stderr.decode().splitlines() if "now belong to another user" in line]
+    if containment == "process_group":
+        assert pid_alive(survivors[0]) and len(said) == 1, proc.stderr
+    else:
+        assert not said, proc.stderr
+    assert "Traceback" not in proc.stderr.decode(), proc.stderr
+
+
+def test_a_member_that_joined_the_runners_own_group_is_ended_and_said(tmp_path, containment, survivors):
+    """A run's member that joined the runner's process group is outside the run's group, as a
+    setsid daemon is, and the teardown misses it: ``run`` ends it after the run and says so
+    (under cgroup v2 the run's group held it)."""
+    pid_file, jsonl = tmp_path / "joined", tmp_path / "m.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--", PY, "-c", JOIN_THE_RUNNERS_GROUP, pid_file)
+    survivors.append(int(pid_file.read_text()))
+    require_mechanism(read_events_tolerant(jsonl), containment)
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10
+    while pid_alive(survivors[0]) and time.monotonic() < deadline:  # a zombie until init reaps it
+        time.sleep(0.01)
+    assert not pid_alive(survivors[0]), "a member that joined the runner's group outlived the run"
+    said = [line for line in proc.stderr.decode().splitlines() if "had left its process group" in line]
+    assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
