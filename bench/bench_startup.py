@@ -101,6 +101,8 @@ def main() -> None:
     print(f"medians of {repeat} processes, ms from the script's first line; load average {os.getloadavg()[0]:.1f}")
     for label, values in sorted(found.items(), key=lambda item: statistics.median(item[1])):
         print(f"  {statistics.median(values):8.2f}  {label}")
+    waits = [b - a for a, b in zip(found["perf helper waited for <"], found["perf helper waited for >"])]
+    print("the wait for the perf helper, each process (ms):", " ".join(f"{wait:.1f}" for wait in sorted(waits)))
 
 
 if __name__ == "__main__":
