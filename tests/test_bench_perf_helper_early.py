@@ -42,18 +42,20 @@ LOGGED = textwrap.dedent(
 )
 
 
-def test_the_helper_is_forked_before_benchs_modules_run(tmp_path):
-    log, out = tmp_path / "forks.jsonl", tmp_path / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-c", LOGGED, str(log), str(LAUNCHER), "bench", "-N", "--runs", "1", "--style", "none"]
-        + ["--export-json", str(out), "true"],
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-    )
+def _forks(tmp_path, *args: str) -> list[dict]:
+    """The forks the launcher's process made for ``processkit-cli ARGS``, each with the modules
+    loaded then."""
+    log = tmp_path / "forks.jsonl"
+    log.touch()
+    argv = [sys.executable, "-c", LOGGED, str(log), str(LAUNCHER), *args]
+    done = subprocess.run(argv, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    forks = [json.loads(line) for line in log.read_text().splitlines()]
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_the_helper_is_forked_before_benchs_modules_run(tmp_path):
+    out = tmp_path / "bench.json"
+    forks = _forks(tmp_path, "bench", "-N", "--runs", "1", "--style", "none", "--export-json", str(out), "true")
     assert len(forks) == 1, forks  # the helper, once (the runs are the engine's clones, not forks)
     loaded = set(forks[0]["loaded"])
     assert "processkit.benchmark.perf_switch" in loaded, loaded
@@ -62,15 +64,4 @@ def test_the_helper_is_forked_before_benchs_modules_run(tmp_path):
 
 
 def test_a_run_forks_no_helper(tmp_path):
-    log = tmp_path / "forks.jsonl"
-    log.touch()
-    done = subprocess.run(
-        [sys.executable, "-c", LOGGED, str(log), str(LAUNCHER), "run", "--jsonl", str(tmp_path / "e.jsonl"), "--"]
-        + ["true"],
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    assert log.read_text() == ""
+    assert _forks(tmp_path, "run", "--jsonl", str(tmp_path / "events.jsonl"), "--", "true") == []
