@@ -2,14 +2,18 @@
 
 Runs `processkit-cli bench ARGS` in this interpreter (use an install's own python) as the
 launcher does (the finder installed, the collector's threshold raised), with monotonic stamps
-around its steps: the CLI's and `bench`'s imports, the perf helper's fork (`perf_switch.turn_on`),
-the parse, the plan, the engine's set-up (with the wait for the helper, `perf_switch.settle`),
+around its steps: the CLI's and `bench`'s imports, the perf helper's fork (`os.fork`, in the
+launcher's finder or `cli/bench.py`), the parse, the plan, the engine's set-up (with the wait for the helper, `perf_switch.settle`),
 the first run up to its clone, the first and second runs, and the end (the last run to the
 engine's close and `main`'s return). Milliseconds from the script's first line, medians of
 `--repeat` processes; the interpreter's own start before that line is `python3 -c pass`'s.
 The stamps wrap functions from outside, so a rename there breaks this script, not `bench`.
 
     X/bin/python bench/bench_startup.py --repeat 7 -N --runs 3 --style none 'sleep 0.02'
+    X/bin/python bench/bench_startup.py --repeat 12 --pause 1.5 -N --runs 1 --style none true
+
+``--pause 1.5`` lets the kernel's per-task perf switch turn off before each process (it stays on
+for a second after the last event is closed), so the wait for the perf helper is a lone run's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 CHILD = r"""
 import sys, time
@@ -27,6 +32,12 @@ marks = {}
 import gc
 gc.set_threshold(16_000)
 del sys.path[0]  # as the launcher does: the working directory ("" under -c) is never searched
+import os
+fork = os.fork
+def forked():  # the perf helper's fork, wherever it is made (the launcher's finder, or cli/bench.py)
+    marks.setdefault("perf helper forked", stamp())
+    return fork()
+os.fork = forked
 from processkit.cli.quickimport import install
 install()
 import processkit.cli.main as cli
@@ -49,7 +60,6 @@ def wrap(owner, name, label, once=True):
                 marks[label + " >"] = stamp()
     setattr(owner, name, stamped)
 
-wrap(perf_switch, "turn_on", "perf helper forked")
 wrap(perf_switch, "settle", "perf helper waited for")
 wrap(command, "parse", "parse")
 wrap(command, "plan_from", "plan")
@@ -74,11 +84,14 @@ for label, at in sorted(marks.items(), key=lambda item: item[1]):
 
 def main() -> None:
     argv = sys.argv[1:]
-    repeat = 5
+    repeat, pause = 5, 0.0
     if argv[:1] == ["--repeat"]:
         repeat, argv = int(argv[1]), argv[2:]
+    if argv[:1] == ["--pause"]:  # seconds before each process: the kernel's perf switch off, as for one run alone
+        pause, argv = float(argv[1]), argv[2:]
     found: dict[str, list[float]] = {}
     for _ in range(repeat):
+        time.sleep(pause)
         out = subprocess.run(
             [sys.executable, "-c", CHILD, "bench", *argv], capture_output=True, text=True, check=True
         ).stdout
@@ -88,6 +101,8 @@ def main() -> None:
     print(f"medians of {repeat} processes, ms from the script's first line; load average {os.getloadavg()[0]:.1f}")
     for label, values in sorted(found.items(), key=lambda item: statistics.median(item[1])):
         print(f"  {statistics.median(values):8.2f}  {label}")
+    waits = [b - a for a, b in zip(found["perf helper waited for <"], found["perf helper waited for >"])]
+    print("the wait for the perf helper, each process (ms):", " ".join(f"{wait:.1f}" for wait in sorted(waits)))
 
 
 if __name__ == "__main__":

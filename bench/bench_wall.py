@@ -7,6 +7,9 @@ tool's, its children's included, `os.wait4`) and the median of the per-round rat
 hyperfine's wall; with two CLIs, also the second's wall and CPU over the first's, round by round.
 
     python3 bench/bench_wall.py --rounds 7 --cli B/bin/processkit-cli --cli X/bin/processkit-cli
+
+Without ``--pause`` a `bench` that follows another within a second finds the kernel's per-task
+perf switch still on (``benchmark/perf_switch.py``) and skips a grace period the first pays.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--command", default="sleep 0.02")
     parser.add_argument("--cli", action="append", required=True, help="a processkit-cli to measure (repeatable)")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        help="seconds slept before each side: 1.5 lets the kernel's per-task perf switch turn off, so each "
+        "`bench` starts as one run alone does (its grace period included), not after the other's events",
+    )
     args = parser.parse_args()
     tail = ["-N", "--runs", str(args.runs), "--style", "none", args.command]
     sides = {cli: [cli, "bench", *tail] for cli in args.cli}
@@ -49,7 +59,11 @@ def main() -> None:
     rounds: list[dict[str, tuple[float, float]]] = []
     for round_ in range(args.rounds):
         turn = round_ % len(names)
-        rounds.append({name: timed(sides[name]) for name in names[turn:] + names[:turn]})
+        done = {}
+        for name in names[turn:] + names[:turn]:
+            time.sleep(args.pause)
+            done[name] = timed(sides[name])
+        rounds.append(done)
     print(f"load average {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds of {args.runs} x {args.command!r}")
     print("| Side | wall (s) | CPU (s) | wall / hyperfine's, median (min-max) |")
     print("|---|---|---|---|")

@@ -6,7 +6,9 @@ and turning it on waits out an RCU grace period in ``perf_event_open``: 7 to 37 
 on this project's 2-CPU machines (bench/README.md, "bench's cycle"), spent once per session,
 before the first run and after the whole start-up. A switch turned on stays on for a second
 after its last event is closed (the kernel's delayed turning off), so ``turn_on``, at the start
-of ``bench``'s process, forks a helper that opens one disabled per-task event (counting nothing,
+of ``bench``'s process (the launcher's finder calls it before it runs ``bench``'s modules, ~10 ms
+earlier than ``cli/bench.py`` would: a grace period of 8-17 ms was then ~9 ms of the wall; a
+``bench`` started otherwise calls it there), forks a helper that opens one disabled per-task event (counting nothing,
 on its own thread) and exits: it waits out the grace period while ``bench`` reads its options
 and imports the engine, and ``settle`` collects it before the session's host exists (whose
 reaper takes any exited child of the process) and before the session's first open. A host

@@ -17,14 +17,12 @@ the file again as it exits (``save``, from ``cli/main.py``) with its own modules
 unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``), or it was a usage error.
 Why: docs/architecture.md; figures: bench/README.md's "Start-up" sections.
 
-The launcher (``processkit/cli/processkit-cli``; its reasons are here, as its comments would be
-tokenized on every start) is hand-written, not a console_scripts entry point's (that one imports
-``re``); it raises the collector's threshold before the first import (``cli/main.py``) and takes its
-own directory off ``sys.path`` (docs/architecture.md, "Who is on the run path").
-
-Only the launcher installs the finder (a library must not change its host's import system). It
-tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same while no
-name is both, nor an extension beside a source of its name (``tests/test_startup_imports.py``).
+The launcher (``processkit/cli/processkit-cli``, hand-written: a console_scripts one imports ``re``; its reasons are
+here, as comments would be tokenized on every start) raises the collector's threshold before the first import
+(``cli/main.py``) and takes its own directory off ``sys.path`` (docs/architecture.md, "Who is on the run path").
+Only it installs the finder (a library must not change its host's import system). It tries ``<name>.py`` before
+``<name>/__init__.py``, the interpreter's reverse: the same while no name is both, nor an extension beside a source of
+its name (``tests/test_startup_imports.py``). A ``bench``'s perf helper is forked before its modules run (``install``).
 """
 
 # No ``from __future__ import annotations``: it imports ``__future__``, which a bundled run never does.
@@ -285,6 +283,8 @@ def install() -> None:
         _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{command}.{TAG}.bundle")
         _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, sys.modules[__name__])
+    if command == "bench":  # its perf helper forked before its modules run: benchmark/perf_switch.py
+        __import__("processkit.benchmark.perf_switch", fromlist=("turn_on",)).turn_on()
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
         _preload()
 
