@@ -136,7 +136,7 @@ def test_an_escapee_that_became_another_user_leaves_the_exit_status_as_runner_ex
 ):
     """A runner without CAP_KILL whose run's escapee changed its user is refused the kill: the
     escapee is left running and said on stderr (process groups), and the exit status is still
-    the one ``runner_exit`` gave (events.md), never an internal error's."""
+    the one ``runner_exit`` gave (docs/events.md), never an internal error's."""
     pid_file, jsonl = tmp_path / "escapee", tmp_path / "m.jsonl"
     argv = ["run", "--jsonl", str(jsonl), "--", PY, "-c", BECOME_NOBODY, str(pid_file)]
     without_kill = ["setpriv", "--bounding-set", "-kill", "--inh-caps", "-kill", "--"]
