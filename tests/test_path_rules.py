@@ -39,6 +39,9 @@ ALLOWED = {
     ("containment/cgroupfs.py", "write_text", "os.open:write"): "a cgroup interface file",
     ("containment/cgroupfs.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",
     ("mountinfo.py", "_read_mounts", "open:read"): "/proc/self/mountinfo (a parameter so tests can pass a copy)",
+    ("engine/child_terminal.py", "drop_terminal", "os.open:write"): (
+        "/dev/tty, the kernel's name for the child's own controlling terminal, O_NONBLOCK, opened only to leave it"
+    ),
     # The package's own files.
     ("cli/probe.py", "main", ".read_bytes"): "the shipped event schema, package data",
     ("events/validate.py", "load_schema", ".read_text"): "a shipped schema, package data",
