@@ -204,6 +204,7 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
         )
+        container.cloned(starting.pid)  # its group known before the exec's report (a Ctrl-Z meanwhile)
         try:
             containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
             yield from _exec_reported(host, run, starting)
