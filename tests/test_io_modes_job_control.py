@@ -138,8 +138,13 @@ def test_time_stopped_is_not_idleness(shell):
     shell.run("--idle-timeout", "2s", behaviour="print", placement="fg")
     shell.stop_runner(signal.SIGTSTP)
     time.sleep(3)  # stopped for longer than the idle window (the point of the test)
+    os.set_blocking(shell.master, False)
+    while _echoed(shell.master):
+        pass  # what the runner echoed before its stop
     shell.cue("fg")
-    time.sleep(0.5)  # the run continued (the idle check ran at once, had the stop counted)
+    deadline = time.monotonic() + 10
+    while b"x" not in _echoed(shell.master) and time.monotonic() < deadline:
+        time.sleep(0.02)  # echoed after the continue: the runner's overdue idle check has run
     shell.go()
     result = shell.finish()
     assert result["rc"] == 0, [e["event"] for e in map(json.loads, shell.jsonl.read_text().splitlines())]
@@ -170,6 +175,13 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
         assert termios.tcgetattr(late.master) == before
     finally:
         late.close()
+
+
+def _echoed(master: int) -> bytes:
+    try:
+        return os.read(master, 65536)
+    except BlockingIOError:
+        return b""
 
 
 API = textwrap.dedent(
