@@ -182,8 +182,9 @@ def start(host: Host, run: RunState):
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
         live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
+    lends = spec.stdin is StdinMode.INHERIT and os.isatty(context.fd(0))  # else no terminal to lend
     lend_modes = None
-    if spec.stdin is StdinMode.INHERIT and os.isatty(context.fd(0)):  # a terminal the child may be lent
+    if lends:
         from .terminal import read_modes
 
         lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
@@ -228,7 +229,7 @@ def start(host: Host, run: RunState):
         run.timers["publish"] = run.loop.call_later(
             context.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
         )
-    if lend_modes is not None or (spec.stdin is StdinMode.INHERIT and os.isatty(run.context.fd(0))):
+    if lends:
         from .terminal import Foreground, HandoffError
 
         try:

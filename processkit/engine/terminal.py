@@ -66,7 +66,7 @@ class Foreground:
         self._fd = fd
         self._original = original
         self._pgid = pgid  # the group it is lent to
-        self.modes = modes
+        self._modes = modes
         self._sigttou = signals.signal(signals.SIGTTOU, signals.SIG_IGN)
         self._lent = True
 
@@ -117,9 +117,9 @@ class Foreground:
             os.tcsetpgrp(self._fd, self._original)
         except OSError as exc:
             problem = "could not give the terminal back to the runner's process group: " + (exc.strerror or str(exc))
-        if problem is None and modes and self.modes is not None:
+        if problem is None and modes and self._modes is not None:
             try:  # TCSANOW: never waits on a stalled terminal
-                termios.tcsetattr(self._fd, termios.TCSANOW, self.modes)
+                termios.tcsetattr(self._fd, termios.TCSANOW, self._modes)
             except (OSError, termios.error) as exc:
                 problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or str(exc))
         self.forget()
