@@ -105,7 +105,12 @@ REFUSE_HANDOFF = textwrap.dedent(
 
 
 class Terminal:
-    """A pty with a session host on its slave side; the test holds the master."""
+    """A pty with a session host on its slave side; the test holds the master. ``HOST`` and
+    ``CHILD`` are the host's and the child's scripts (tests/test_io_modes_job_control.py has a
+    host that stops and continues jobs as a shell does)."""
+
+    HOST = HOST
+    CHILD = CHILD
 
     def __init__(self, tmp_path):
         self.dir = tmp_path
@@ -117,10 +122,14 @@ class Terminal:
 
     def run(self, *flags, behaviour: str, placement: str = "foreground", cli=None) -> None:
         """Start ``processkit-cli run FLAGS -- CHILD`` under the host; returns at once."""
-        host = self.dir / "host.py"
-        host.write_text(HOST)
         command = [*(cli or cli_command()), "run", *flags, "--timeout", "20s", "--jsonl", str(self.jsonl)]
-        command += ["--", PY, "-c", CHILD, str(self.report), behaviour]
+        command += ["--", PY, "-c", self.CHILD, str(self.report), behaviour]
+        self.start_host(placement, command)
+
+    def start_host(self, placement: str, command: list[str]) -> None:
+        """The host on the pty's slave, running ``command`` placed as ``placement`` says."""
+        host = self.dir / "host.py"
+        host.write_text(self.HOST)
         slave = self._slave
         self.host = subprocess.Popen(
             [PY, str(host), str(self.result), placement, *command],

@@ -57,6 +57,9 @@ class Container(abc.ABC):
         counters served an earlier run starts this run's from here. ``cpu_counted``: the cap
         layer's groups give the CPU figures. Raises ContainerError."""
 
+    def cloned(self, pid: int) -> None:
+        """Called in the runner as soon as the root child is cloned, before its exec is reported."""
+
     def adopt(self, pid: int) -> None:
         """Called in the runner once the root child exists."""
 

@@ -30,6 +30,12 @@ class ProcessGroup(Container):
             prctl.set_child_subreaper()
         self._children = ChildrenUsage()
 
+    def cloned(self, pid: int) -> None:
+        """The group is known from the clone: a SIGTSTP the runner passes on to its tree (Ctrl-Z)
+        while the child is still in its exec reaches it too, where the runner stopped and the
+        child, adopted later, ran on. (A group the child has not made yet is no one's: ESRCH.)"""
+        self._pgid = pid
+
     def adopt(self, pid: int) -> None:
         self._pgid = pid
         leader = members.read_member(pid)

@@ -23,10 +23,15 @@ TTY_NONE = -1  # none: it was given no terminal to read, so /dev/tty fails (ENXI
 
 
 def child_tty(terminal: int | None, stdin: StdinMode, inherit, given) -> int:
+    """Decided on the child's stdin alone: a terminal there is one it may be lent to read. Any
+    other stream given (the API's ``stdout=`` a file) gives it nothing to read, and a child that
+    kept the terminal for that reason and opened ``/dev/tty`` hung (SIGTTIN) as any other."""
     if terminal is not None:
         return TTY_OWN
-    if stdin is StdinMode.INHERIT or inherit is not None or given is not None:
-        return TTY_KEPT  # the caller's own descriptors may be its terminal: kept as they are
+    if given is not None and given[0] is not None:  # the API's own stdin for the child
+        return TTY_KEPT if os.isatty(given[0]) else TTY_NONE
+    if stdin is StdinMode.INHERIT:  # the caller's copy of its stdin (the service's), or the runner's
+        return TTY_KEPT if os.isatty(inherit[0] if inherit is not None else 0) else TTY_NONE
     return TTY_NONE
 
 

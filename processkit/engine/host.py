@@ -18,6 +18,7 @@ through their pidfds.
 from __future__ import annotations
 
 from ..loop import Loop
+from ..signum import SIGCONT
 from .reaper import Reaper
 from .scheduler import RunGroup, Scheduler
 from .signals import watch_for_host
@@ -66,13 +67,16 @@ class Host(Scheduler):
             self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize, self.signal_trees)
 
     def signal_trees(self, signum: int) -> None:
-        """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``)."""
+        """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``);
+        after SIGCONT each run is told it was continued (``RunState.continued``)."""
         for run in self.runs:
             if run.container is not None:
                 try:
                     run.container.signal_members(signum)
                 except OSError:
                     pass  # a member read that failed: that tree is left as it is
+            if signum == SIGCONT:
+                run.continued()
 
     def dispatch_caught_signals(self) -> None:
         """Deliver the signals caught so far (the runner does, just before it spawns): the

@@ -133,11 +133,26 @@ def _lend_when_foreground(run: RunState, launched: Launched, first: bool = False
             return  # not the runner's controlling terminal: no foreground will ever be lent
     else:
         try:
-            launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0))
+            launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0), launched.lend_modes)
         except HandoffError:
             return  # the child stays a background job, as it was
     if launched.foreground is None and launched.child.returncode is None:
         run.timers["lend"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _lend_when_foreground(run, launched))
+
+
+def _lend_again(run: RunState, launched: Launched) -> None:
+    """The runner was stopped with its tree and is continued (``signals.suspend``). The shell
+    took the terminal at the stop; at ``fg`` it gives it to the runner's group, not the child's,
+    and the child, continued too, was stopped again by its next read (SIGTTIN), for good: the
+    runner still counted the terminal as lent, so it never looked again. So the lend is
+    forgotten (the terminal is the shell's or the runner's now, not the child's to take back)
+    and made again: at once if the runner is the foreground job, when it becomes one (``fg``
+    later, after ``bg``) otherwise."""
+    if launched.foreground is None or launched.child.returncode is not None:
+        return  # never lent (its poll goes on), or the child is gone
+    launched.foreground.forget()
+    launched.foreground = None
+    _lend_when_foreground(run, launched)
 
 
 def _open_terminal(
@@ -167,6 +182,12 @@ def start(host: Host, run: RunState):
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
         live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
+    lends = spec.stdin is StdinMode.INHERIT and os.isatty(context.fd(0))  # else no terminal to lend
+    lend_modes = None
+    if lends:
+        from .terminal import read_modes
+
+        lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
         starting = spawn.begin(
@@ -184,6 +205,7 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
         )
+        container.cloned(starting.pid)  # its group known before the exec's report (a Ctrl-Z meanwhile)
         try:
             containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready
             yield from _exec_reported(host, run, starting)
@@ -200,20 +222,22 @@ def start(host: Host, run: RunState):
             run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
         raise
     launched = Launched(container, child, spawning_ns)
+    launched.lend_modes = lend_modes
     run.root_pid = child.pid
     container.adopt(child.pid)
     if context.publish_after_ms is not None:  # cancelled with the run's other timers when it ends first
         run.timers["publish"] = run.loop.call_later(
             context.publish_after_ms / 1000, lambda: _publish_late(run, container, host.lodging, spawning_ns)
         )
-    if spec.stdin is StdinMode.INHERIT and os.isatty(run.context.fd(0)):  # else no terminal to lend
+    if lends:
         from .terminal import Foreground, HandoffError
 
         try:
-            launched.foreground = Foreground.lend(child.pid, run.context.fd(0))
+            launched.foreground = Foreground.lend(child.pid, run.context.fd(0), lend_modes)
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
+        run.continued_hook = lambda: _lend_again(run, launched)
         if launched.foreground is None and launched.handoff is None:
             _lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped

@@ -239,6 +239,14 @@ class Starting:
         self._runner_ends = runner_ends
         self._named = named  # (argv, cwd, container): what a failure names
 
+    @property
+    def pid(self) -> int:
+        """The child's pid, from its clone on."""
+        if self._pending is not None:
+            return self._pending.result.pid
+        assert self._started is not None, "begin made a child or raised"
+        return self._started.pid
+
     def watch(self) -> tuple[int, float] | None:
         """What a loop waits on before the next ``ready`` (``Pending.watch``): None once ready."""
         return self._pending.watch() if self._pending is not None else None

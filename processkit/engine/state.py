@@ -17,6 +17,8 @@ from .endings import EndingKind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty runs alone
+    from typing import Callable
+
     from .. import containment
     from ..containment.members import Member
     from ..control.publication import Publication
@@ -69,7 +71,16 @@ class RunState:
         self.rundir: RunDir | None = None
         self.container: containment.Container | None = None
         self.publication: Publication | None = None
+        self.continued_hook: Callable[[], None] | None = None  # launch's, after a stop (``continued``)
         self.final_usage = True  # read the figures again once the tree is gone (``steps``)
+
+    def continued(self) -> None:
+        """The runner and the run's tree were stopped (Ctrl-Z) and are continued: the time
+        stopped was no idleness of the child's, so the idle deadline counts from now (the
+        overall one counts it, as documented), and the terminal is lent again (launch)."""
+        self.last_output = self.loop.clock()
+        if self.continued_hook is not None:
+            self.continued_hook()
 
     def cancel_timers(self) -> None:
         """The run's timers off (its deadlines, snapshots, late publication): it is ending."""
@@ -121,6 +132,7 @@ class Launched:
         "keyboard",
         "foreground",
         "handoff",
+        "lend_modes",
         "started_ns",
         "ended_ns",
     )
@@ -134,4 +146,5 @@ class Launched:
         self.stdin_feed: StdinFeed | None = None
         self.keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into the child's
         self.foreground: Foreground | None = None
+        self.lend_modes: list | None = None  # the terminal's modes before the spawn, put back after a kill
         self.handoff: str | None = None  # why the terminal could not be lent to the child, if it could not

@@ -235,7 +235,7 @@ def _give_back_terminal(launched: Launched, source: str) -> None:
     killed = source != "child_exit" or returncode is None or returncode < 0
     problem = launched.foreground.restore(modes=killed)
     if problem is not None:
-        warn(f"could not give the terminal back to the runner's process group: {problem}")
+        warn(problem)
 
 
 def _close_stdin_source(run: RunState) -> None:

@@ -15,11 +15,20 @@ it is taken back: ``tcsetpgrp`` from the background, and the runner's own writes
 terminal, would otherwise stop the runner. The child was spawned before, so it does not
 inherit that disposition.
 
-The terminal's modes are kept as they were lent and put back, as a shell does for a job, when
+The terminal's modes are kept as they were before the spawn (``read_modes``: a child quick to set
+raw mode did so before the lend) and put back, as a shell does for a job, when
 the child did not end by its own exit: a full-screen child that put the terminal in raw mode (no
 echo, no line editing) and was killed (by a signal, a timeout, a cancel) never undid it, and the
 caller would be left typing blind. A child that exited by itself keeps what it set (``stty``'s
 whole point).
+
+A shell may take the terminal back while it is lent: after the runner is stopped (``kill -TSTP``,
+``kill -STOP``), and kept when the job is continued with ``bg``. The terminal is then the
+shell's, not the runner's to give back: a runner in the background that made its own (soon
+dead) group the foreground again left the shell's next read failing (EIO), and an interactive
+shell exits on that. So ``restore`` gives the terminal back, and its modes, only while the child's
+group or the runner's holds it. After a stop the runner ``forget``s the lend and lends again
+once it is the foreground job (launch's ``_lend_again``).
 """
 
 from __future__ import annotations
@@ -44,20 +53,27 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
+def read_modes(fd: int) -> list | None:
+    """The terminal's modes on ``fd`` (None where it has none), read before the spawn."""
+    try:
+        return termios.tcgetattr(fd)
+    except termios.error:
+        return None
+
+
 class Foreground:
-    def __init__(self, fd: int, original: int):
+    def __init__(self, fd: int, original: int, pgid: int, modes: list | None):
         self._fd = fd
         self._original = original
-        try:
-            self._modes: list | None = termios.tcgetattr(fd)
-        except termios.error:
-            self._modes = None
+        self._pgid = pgid  # the group it is lent to
+        self._modes = modes
         self._sigttou = signals.signal(signals.SIGTTOU, signals.SIG_IGN)
         self._lent = True
 
     @classmethod
-    def lend(cls, pgid: int, fd: int = 0) -> Foreground | None:
-        """Make ``pgid`` the foreground group of the terminal on ``fd``.
+    def lend(cls, pgid: int, fd: int = 0, modes: list | None = None) -> Foreground | None:
+        """Make ``pgid`` the foreground group of the terminal on ``fd``; ``modes`` are the ones
+        to put back (``read_modes`` before the spawn), read now where none were.
 
         Returns None when there is nothing to lend; raises HandoffError when the hand-off
         fails while the child's group still exists (a child already gone keeps its result).
@@ -70,7 +86,7 @@ class Foreground:
             return None  # not the runner's controlling terminal
         if original != os.getpgrp():
             return None
-        lent = cls(fd, original)
+        lent = cls(fd, original, pgid, modes if modes is not None else read_modes(fd))
         try:
             os.tcsetpgrp(fd, pgid)
             # Before the hand-off the child was a background job: a read of the terminal in
@@ -85,16 +101,31 @@ class Foreground:
 
     def restore(self, modes: bool = False) -> str | None:
         """Give the terminal back to the runner's group, and with ``modes`` its modes as they
-        were lent; returns why that failed, if it did."""
+        were before the spawn, unless the shell took it meanwhile; returns what failed, if
+        something did."""
         if not self._lent:
             return None
-        self._lent = False
         problem = None
         try:
+            holder = os.tcgetpgrp(self._fd)
+        except OSError:
+            holder = self._pgid
+        if holder not in (self._pgid, self._original):
+            self.forget()  # the shell took it back (the runner was stopped, then continued by bg)
+            return None
+        try:
             os.tcsetpgrp(self._fd, self._original)
-            if modes and self._modes is not None:  # TCSANOW: never waits on a stalled terminal
+        except OSError as exc:
+            problem = "could not give the terminal back to the runner's process group: " + (exc.strerror or str(exc))
+        if problem is None and modes and self._modes is not None:
+            try:  # TCSANOW: never waits on a stalled terminal
                 termios.tcsetattr(self._fd, termios.TCSANOW, self._modes)
-        except (OSError, termios.error) as exc:
-            problem = getattr(exc, "strerror", None) or str(exc)
-        signals.signal(signals.SIGTTOU, self._sigttou if self._sigttou is not None else signals.SIG_DFL)
+            except (OSError, termios.error) as exc:
+                problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or str(exc))
+        self.forget()
         return problem
+
+    def forget(self) -> None:
+        """Leave the terminal with whoever holds it now, and end the lend (SIGTTOU as it was)."""
+        self._lent = False
+        signals.signal(signals.SIGTTOU, self._sigttou if self._sigttou is not None else signals.SIG_DFL)
