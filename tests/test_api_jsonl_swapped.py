@@ -7,6 +7,7 @@ returns are the run's own."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -35,3 +36,36 @@ def test_a_jsonl_grown_by_its_child_is_read_back_only_as_far_as_the_run_wrote(tm
     seen = json.loads(done.stdout)
     assert seen["code"] == 0 and seen["first"] == ["run_started"], seen
     assert seen["grown"] < SPARSE // 2, f"the service read {seen['grown']} bytes more than its peak"
+
+
+FOREIGN = r"""
+import json, os, sys, processkit
+directory = sys.argv[1]
+stream = os.path.join(directory, "s.jsonl")
+first = processkit.run(["true"], jsonl=stream)
+if os.geteuid() == 0:  # another user's file in another user's directory: the runner writes no stream there
+    os.chown(stream, 65534, 65534)
+    os.chown(directory, 65534, 65534)
+else:  # a file and a directory this user may not write
+    os.chmod(stream, 0o400)
+    os.chmod(directory, 0o500)
+second = processkit.run(["true"], jsonl=stream)
+ids = sorted({event.run_id for event in second.events if getattr(event, "run_id", None)})
+print(json.dumps({"code": second.returncode, "ids": ids, "first": first.run_id}))
+"""
+
+
+def test_a_call_whose_stream_was_never_opened_returns_none_of_an_earlier_runs_events(tmp_path):
+    """A run that could not open its ``jsonl=`` wrote nothing there: the service read back the
+    earlier run's stream at that path as this call's events."""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    try:
+        done = subprocess.run([PY, "-c", FOREIGN, str(directory)], capture_output=True, timeout=120)
+    finally:
+        for path, mode in ((directory, 0o700), (directory / "s.jsonl", 0o600)):
+            os.chmod(path, mode)
+            os.chown(path, os.geteuid(), os.getegid())
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["code"] != 0 and seen["first"] not in seen["ids"], seen

@@ -218,6 +218,8 @@ class Request:
             report["jsonl"] = wire.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
+        elif outcome.stream_bytes is None:  # never opened by this run: what is there is not its
+            report["jsonl"] = None
         else:  # never more than the run wrote: the child may have put a huge sparse file there
             report["jsonl"] = wire.read_back(jsonl, most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
