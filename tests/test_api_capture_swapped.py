@@ -14,7 +14,7 @@ import sys
 PY = sys.executable
 SPARSE = 96 << 20  # far above the cap, and above the service's own peak
 
-CALLER = r"""
+PEAK = r"""
 import json, sys, processkit
 capture = sys.argv[1]
 def peak(pid):
@@ -22,6 +22,11 @@ def peak(pid):
         return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM:"))
 service = processkit.run(["true"], capture_output=True).runner_pid
 before = peak(service)
+"""
+
+CALLER = (
+    PEAK
+    + r"""
 swap = (
     'printf captured; '
     'python3 -c "import os, sys; f = open(sys.argv[1], \'wb\'); f.truncate(int(sys.argv[2]))" "$1/new" "$2"; '
@@ -31,6 +36,7 @@ result = processkit.run(["sh", "-c", swap, "sh", capture, sys.argv[2]], capture_
                         capture_output=True, capture_max_bytes=1000)
 print(json.dumps({"grown": peak(service) - before, "length": len(result.stdout), "code": result.returncode}))
 """
+)
 
 
 def test_a_capped_capture_swapped_for_a_huge_file_is_read_at_its_cap(tmp_path):
@@ -64,18 +70,14 @@ def test_a_capture_is_read_back_from_the_runners_own_file_not_what_the_child_ren
     assert (capture / "stdout.log").read_text() == "SWAPPED-BY-THE-CHILD", "the child's file stays at its name"
 
 
-GROWN = r"""
-import json, sys, processkit
-capture = sys.argv[1]
-def peak(pid):
-    with open(f"/proc/{pid}/status") as handle:
-        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM:"))
-service = processkit.run(["true"], capture_output=True).runner_pid
-before = peak(service)
+GROWN = (
+    PEAK
+    + r"""
 grow = 'printf captured; python3 -c "import sys; open(sys.argv[1], \'r+b\').truncate(int(sys.argv[2]))" "$1/stdout.log" "$2"'
 result = processkit.run(["sh", "-c", grow, "sh", capture, sys.argv[2]], capture_dir=capture, capture_output=True)
 print(json.dumps({"grown": peak(service) - before, "stdout": result.stdout.decode(), "code": result.returncode}))
 """
+)
 
 
 def test_an_uncapped_capture_grown_in_place_is_read_only_as_far_as_the_run_wrote_it(tmp_path):
