@@ -66,3 +66,25 @@ print(json.dumps(asyncio.run(main())), flush=True)
 
 def test_an_awaited_call_continues_its_stopped_service_too():
     assert _outcome(ASYNC_CALLER) == [0, "after\n", True]
+
+
+POLLING_CALLER = r"""
+import json, subprocess, processkit
+service = processkit.run(["true"]).runner_pid
+print(service, flush=True)
+handle = processkit.start(["sh", "-c", "kill -STOP $PPID; echo after"], stdout=subprocess.PIPE)
+while True:  # never one wait as long as the look's WATCH_SECONDS
+    try:
+        handle.wait(timeout=0.3)
+        break
+    except subprocess.TimeoutExpired:
+        pass
+print(json.dumps([handle.returncode, handle.stdout.read().decode(), handle.runner_pid == service]), flush=True)
+"""
+
+
+def test_a_caller_polling_in_short_waits_continues_its_stopped_service():
+    """The look came only after one wait of ``WATCH_SECONDS`` with nothing read: a caller that
+    waits in shorter slices (``wait(timeout=0.3)`` in a loop, as ``poll()`` does with none) never
+    made one, and its stopped service stayed stopped. The time since a frame last came counts now."""
+    assert _outcome(POLLING_CALLER) == [0, "after\n", True]

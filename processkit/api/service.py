@@ -119,9 +119,8 @@ class Connection:
         self.fingerprint = _fingerprint()
         self.gone = False
         self.sent_env: dict | None = None  # the environment the last request carried (``_environment_now``)
-        self.sent_spec: tuple | None = (
-            None  # (type, field values) of the last run request's spec (``_spec_or_changes``)
-        )
+        self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
+        self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames()
         self._readable = select.poll()
         self._readable.register(mine.fileno(), select.POLLIN)
@@ -234,8 +233,8 @@ class Connection:
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
                 try:
-                    if not self._read(wait) and wait == stopped.WATCH_SECONDS:
-                        stopped.look(self)  # its reply has not come: a signal may have stopped the service
+                    if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+                        stopped.look(self)  # a signal may have stopped the service
                 finally:
                     with self._mail:
                         self._reading = False
@@ -314,6 +313,7 @@ class Connection:
                 for rid in list(self._sleeping):
                     self._ring(rid)
             else:
+                self.heard = time.monotonic()
                 for message in messages:
                     box = self._boxes.get(message[1])
                     if box is not None:

@@ -2,8 +2,11 @@
 user can stop the service: a child of its own (the service is its parent) with SIGSTOP, which
 nothing catches, and every call of every thread of the caller then hung, a call with
 ``timeout=`` too (the service keeps that time, and a stopped process keeps none). A waiting
-call's reader looks at its service whenever a reply has not come for ``WATCH_SECONDS``
-and continues it (SIGCONT): the service is the caller's own, and the caller did not stop it.
+call's reader looks at its service whenever no frame has come for ``WATCH_SECONDS`` and
+continues it (SIGCONT): the service is the caller's own, and the caller did not stop it. That
+time is counted across waits (``Connection.heard``), not within one: a caller that polls
+(``wait(timeout=0.5)`` in a loop, ``poll()``) never waits that long at once, and its service,
+stopped, was never looked at.
 
 Why continue it rather than raise: every thread's calls wait on the one service, and a call
 that raised would leave it stopped for the others, and for every call without a timeout. A stop
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 # How long a call's reader waits on the socket before it looks whether its service was stopped:
 # a call never waits on a stopped service much longer than this.
@@ -23,8 +27,13 @@ WATCH_SECONDS = 1.0
 
 def look(connection) -> None:
     """The service of ``connection`` (a ``service.Connection``, not imported: it imports this)
-    continued if a signal stopped it; only by the process that started it (a fork's inherited
-    connection is not its own)."""
+    continued if a signal stopped it, once no frame came from it for ``WATCH_SECONDS`` (an empty
+    read of its socket just now: at most once that long); only by the process that started it
+    (a fork's inherited connection is not its own)."""
+    now = time.monotonic()
+    if now - connection.heard < WATCH_SECONDS:
+        return
+    connection.heard = now  # looked: the next look is as far on
     if connection.owner == os.getpid() and connection.process.returncode is None:
         resume(connection.process.pid)
 

@@ -45,6 +45,9 @@ INLINE_MOST = 1 << 20
 # Empty memfds a service keeps for its next runs' held streams and captures (``Request.close``):
 # a call of ``run(["true"])`` then makes none, and closes none.
 SPARE_MOST = 4
+# The events the service's runs keep as objects (``runner.steps``'s ``remember``): the capture
+# counts every read-back is bounded by (``written``), the engine's own, whatever the files hold.
+REMEMBER = ("output_captured",)
 # A lone surrogate (U+D800-U+DFFF) as pickle writes a str (UTF-8, "surrogatepass"): no valid
 # UTF-8 has these bytes, so a pickle without them holds no str the JSON route would render
 # differently (a false match, in a number's bytes, only sends that run the JSON route).
@@ -226,30 +229,49 @@ class Request:
         if len(self.held) == 3:
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
                 if piped:
-                    self._held_capture(report, name, self.held[index], scratch_dir)
+                    self._held_capture(report, name, self.held[index], scratch_dir, written(outcome, name))
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped)):
-                if not piped:
-                    continue
-                path = os.path.join(capture_dir, f"{name}.log")
-                if self.scratch_capture is not None and scratch.size(path) > INLINE_MOST:
-                    report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
-                    self.scratch_capture = None  # the directory is the caller's to remove now
-                else:  # the runner's own file (``captured``), never more than the cap the caller set
-                    own = self.captured[index] if len(self.captured) == 2 else -1
-                    report[name] = wire.read_back(own, most=spec.capture_max_bytes) if own >= 0 else None
+                own = self.captured[index] if piped and len(self.captured) == 2 else -1
+                if own >= 0:
+                    self._own_capture(report, name, own, os.path.join(capture_dir, f"{name}.log"), outcome)
         return report
 
-    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str) -> None:
-        """A capture held in a memfd, into the reply: inline up to ``INLINE_MOST``, else copied
-        in the kernel (``sendfile``, never through this process's memory) to a file of this
-        request's in the scratch directory, which the caller reads once and removes."""
+    def _own_capture(self, report: dict, name: str, own: int, path: str, outcome) -> None:
+        """A capture file the engine wrote, into the reply: read through the runner's own
+        descriptor of it (``captured``), never past the bytes the run wrote there (the child may
+        have grown the file, or put a huge sparse one at its name). A large scratch capture
+        still at its name is handed to the caller as its path, with that count
+        (``{name}_most``): the caller reads at most that much of it (``api.streams``)."""
+        most = written(outcome, name)
+        if most is None:  # the run never reported a capture: none to return
+            report[name] = None
+            return
         try:
-            size = os.fstat(fd).st_size
+            own_file = os.fstat(own)
+            size = min(own_file.st_size, most)
+            at_name = self.scratch_capture is not None and size > INLINE_MOST and scratch.same_file(path, own_file)
+        except OSError:
+            report[name] = None
+            return
+        if at_name:
+            report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
+            report[f"{name}_most"] = size
+            self.scratch_capture = None  # the directory is the caller's to remove now
+        else:
+            report[name] = wire.read_back(own, most=size)
+
+    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str, most: int | None) -> None:
+        """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
+        wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
+        never through this process's memory) to a file of this request's in the scratch
+        directory, which the caller reads once (at most that count) and removes."""
+        try:
+            size = min(os.fstat(fd).st_size, most or 0)
         except OSError:
             return
         if size <= INLINE_MOST:
-            report[name] = wire.read_back(fd)
+            report[name] = wire.read_back(fd, most=size)
             return
         directory = os.path.join(scratch_dir, wire.scratch_name(self.rid))
         path = os.path.join(directory, f"{name}.log")
@@ -264,6 +286,7 @@ class Request:
                     pass
             return
         report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
+        report[f"{name}_most"] = size
 
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
@@ -281,9 +304,19 @@ class Request:
             self.scratch_capture = None
 
 
+def written(outcome, name: str) -> int | None:
+    """The bytes the run wrote to ``name``'s capture, as the engine reported them (its
+    ``output_captured``, remembered: ``REMEMBER``); None when it reported none."""
+    event = outcome.remembered.get("output_captured") if outcome.remembered else None
+    stream = event.get(name) if isinstance(event, dict) else None
+    count = stream.get("bytes_written") if isinstance(stream, dict) else None
+    return count if type(count) is int and count >= 0 else None
+
+
 def _left_empty(fd: int) -> bool:
     """Whether a held memfd is as a new one is (nothing written: its size, and so its offset, 0);
-    the engine's copies of it are closed by then (its release), so nothing writes it after."""
+    it is only ever lent to the engine (``RunContext.held_lent``), whose steps are over by then,
+    so nothing writes it after."""
     try:
         return os.lseek(fd, 0, os.SEEK_END) == 0
     except OSError:

@@ -117,12 +117,14 @@ def _remove_unlocked(path: str) -> None:
         os.close(fd)
 
 
-def size(path: str) -> int:
-    """The size of a run's capture file, 0 when it cannot be read."""
+def same_file(path: str, own: os.stat_result) -> bool:
+    """Whether ``path`` (never followed) is still the file ``own`` describes: a capture the
+    caller may read by its name, as no other file was put there since."""
     try:
-        return os.stat(path).st_size
+        found = os.lstat(path)
     except OSError:
-        return 0
+        return False
+    return (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino)
 
 
 def copy_out(source: int, path: str, size: int) -> None:

@@ -21,8 +21,9 @@ Facts about a service that must end with its caller:
   after it runs (before, every later call of the process was cancelled, 107, without a start).
   A child of the caller's user can send such a signal (its parent is the service): it cancels
   the runs in flight of every thread, never a later one. The signals a program may send "its
-  parent" that would end the service are dropped (``absorb_stray_signals``). The signal handlers, the subreaper flag and the reaping are the service's, so the
-  calling interpreter gets none of them.
+  parent" that would end the service are dropped (``absorb_stray_signals``). The signal
+  handlers, the subreaper flag and the reaping are the service's, so the calling interpreter
+  gets none of them.
 - Each run carries its own context (``request``): the caller's environment as it was when the
   call was made, and its standard streams as descriptors of its own; the service's own
   ``os.environ`` and fds 0-2 are never rewritten per request, and every path the run names is
@@ -63,7 +64,7 @@ from ..errors import Failure, Kind
 from ..rundir import batch_base
 from ..api import wire
 from . import scratch
-from .request import Request, cancelled, failed, spec_of
+from .request import REMEMBER, Request, cancelled, failed, spec_of
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
@@ -257,7 +258,12 @@ class Service:
         try:
             context = request.context(self.scratch, self.cwd)
             outcome = yield from steps(
-                self.host, request.spec, keep_stream=request.keep_stream, context=context, records=True
+                self.host,
+                request.spec,
+                REMEMBER if any(request.piped) else (),  # a capture's counts: the bounds of its read-back
+                keep_stream=request.keep_stream,
+                context=context,
+                records=True,
             )
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
