@@ -22,7 +22,15 @@ TTY_NONE = -1  # none: it was given no terminal to read, so /dev/tty fails (ENXI
 # (SIGTTIN), and the run hung with it (docs/io-modes.md, Terminals)
 
 
-def child_tty(terminal: int | None, stdin: StdinMode, inherit, given) -> int:
+def child_tty(
+    terminal: int | None,
+    stdin: StdinMode,
+    inherit: tuple[int, int, int] | None,
+    given: tuple[int | None, int | None, int | None] | None,
+) -> int:
+    """The child's ``TTY_*`` (``spawn.begin``'s arguments): its own pty's where it has one; the
+    runner's where it may read a terminal (its stdin inherited, or a caller's own descriptors,
+    which may be one); else none, so a ``/dev/tty`` it opens fails at once rather than stop it."""
     if terminal is not None:
         return TTY_OWN
     if stdin is StdinMode.INHERIT or inherit is not None or given is not None:

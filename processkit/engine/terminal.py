@@ -95,6 +95,6 @@ class Foreground:
             if modes and self._modes is not None:  # TCSANOW: never waits on a stalled terminal
                 termios.tcsetattr(self._fd, termios.TCSANOW, self._modes)
         except (OSError, termios.error) as exc:
-            problem = getattr(exc, "strerror", None) or str(exc)
+            problem = getattr(exc, "strerror", None) or exc.args[-1]  # termios.error: (errno, text)
         signals.signal(signals.SIGTTOU, self._sigttou if self._sigttou is not None else signals.SIG_DFL)
         return problem
