@@ -89,6 +89,38 @@ while not os.path.exists(where):
 """
 )
 
+# A shell's background job handed to the runner across exec that orphans a child of its own once
+# the run has started (``(sleep 1; cmd &) & exec processkit-cli run ...``): the orphan comes to
+# the runner, its subreaper, outside the job's subtree. ``own_session``: the job leads a session
+# of its own first; else it stays in the caller's group (which becomes the runner's). The orphan
+# writes its pid once it has been re-parented.
+HAND_OVER_THEN_ORPHAN = (
+    LINGER
+    + r"""
+where, own_session, argv = sys.argv[1], sys.argv[2] == "own_session", sys.argv[3:]
+if os.fork() == 0:
+    if own_session:
+        os.setsid()
+    while not os.path.exists(where + ".go"):
+        time.sleep(0.01)
+    job = os.getpid()
+    if os.fork() == 0:
+        while os.getppid() == job:
+            time.sleep(0.01)
+        linger(where)
+    os._exit(0)
+os.execv(argv[0], argv)
+"""
+)
+
+# The run's command: tells the caller's job to orphan its child, and waits until it has.
+ORPHAN_NOW = r"""
+import os, sys, time
+open(sys.argv[1] + ".go", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+"""
+
 
 @pytest.fixture
 def survivors():
@@ -171,3 +203,35 @@ def test_a_member_that_joined_the_runners_own_group_is_ended_and_said(tmp_path, 
     assert not pid_alive(survivors[0]), "a member that joined the runner's group outlived the run"
     said = [line for line in proc.stderr.decode().splitlines() if "had left its process group" in line]
     assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
+
+
+@pytest.mark.parametrize("where", ["own_session", "runners_group"])
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_what_the_callers_job_orphans_after_the_first_run_is_never_ended_nor_said(
+    tmp_path, containment, command, where, survivors
+):
+    """An orphan of the caller's job made once the run started comes to the runner (its
+    subreaper) outside the job's subtree, but in the job's session or group (the runner's own
+    group, here): the caller's, spared by the sweep and never said as a run's escapee."""
+    pid_file = tmp_path / "orphan"
+    run_argv = [PY, "-c", ORPHAN_NOW, str(pid_file)]
+    if command == "run":
+        events = tmp_path / "m.jsonl"
+        argv = cli_command() + ["run", "--jsonl", str(events), "--", *run_argv]
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"id": "orphans", "args": run_argv}) + "\n")
+        argv = cli_command() + ["batch", str(manifest), "--out", str(tmp_path / "out")]
+        events = tmp_path / "out" / "orphans" / "events.jsonl"
+    argv[0] = shutil.which(argv[0]) or argv[0]
+    proc = subprocess.run(
+        [PY, "-c", HAND_OVER_THEN_ORPHAN, str(pid_file), where, *argv],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    survivors.append(int(pid_file.read_text()))
+    require_mechanism(read_events_tolerant(events), containment)
+    assert proc.returncode == 0, proc.stderr
+    assert pid_alive(survivors[0]), "the sweep after the run ended an orphan of the caller's job"
+    assert b"process group" not in proc.stderr, proc.stderr

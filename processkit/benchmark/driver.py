@@ -178,7 +178,7 @@ class Engine:
         self.ends_descendants = ends_descendants
         # what this process had below it before its first run (a shell's background job handed
         # over across exec) is no run's: spared by the sweep after each run
-        self._spare = leftovers.inherited() if ends_descendants else frozenset()
+        self._spare = leftovers.inherited() if ends_descendants else leftovers.NOTHING
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())

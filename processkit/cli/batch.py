@@ -176,7 +176,7 @@ def _batch(args, invocation, settings, jobs) -> int:
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 
-    from .run import inherited
+    from ..containment.leftovers import inherited
 
     spare = inherited()  # before the page's process and the first job: the caller's, no job's
     page = PageProcess(settings.out)

@@ -14,6 +14,7 @@ from .options import READY_FD_VARIABLE, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..containment.leftovers import Inherited
     from .parsing import Parser
 
 
@@ -126,7 +127,9 @@ def main(argv: list[str], invocation) -> int:
 
     # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
     cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
-    spare = inherited()
+    from ..containment.leftovers import inherited
+
+    spare = inherited()  # the caller's, before the run: spared by the sweep after it
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
     end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"))
@@ -156,43 +159,24 @@ def _say_cut(captured: dict | None) -> None:
             )
 
 
-def _childless() -> bool:
-    """No child at all, live or not: the usual case, one ``waitid`` and nothing imported."""
-    try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return False
-
-
-def inherited() -> frozenset[int]:
-    """What this process had below it before its first run (a shell's ``sleep 30 & exec
-    processkit-cli ...`` hands its background job over across exec): no run's, so
-    ``end_escapees`` spares it and its subtree. Read only when there is a child at all."""
-    if _childless():
-        return frozenset()
-    from ..containment.leftovers import inherited as below_now
-
-    return below_now()
-
-
-def end_escapees(spare: frozenset[int], whose: str = "this run", its: str = "its", say: bool = True) -> None:
+def end_escapees(spare: Inherited, whose: str = "this run", its: str = "its", say: bool = True) -> None:
     """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
     teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
     (``remaining: 0``). This process is its runs' subreaper, so every such process has come to
     it once orphaned: they are ended here, as ``bench`` ends them between runs, and said on
     stderr, so nothing ends as clean with a process of its own left running. ``spare``
-    (``inherited``) and their subtrees are the caller's, never a run's: left alone; every other
-    descendant is a run's, one that joined this process's own group (``setpgid``) too. (Under
-    cgroup v2 the group held them: nothing is left, and the check is one ``waitid``, made here
-    so that a run with no child left imports nothing for it.)
+    (``leftovers.inherited``), their subtrees, groups and sessions are the caller's, never a
+    run's: left alone; every other descendant is a run's, one that joined this process's own
+    group (``setpgid``) too, unless one of the caller's is in that group. (Under cgroup v2 the
+    group held them: nothing is left, and the check is one ``waitid``.)
 
     The run has ended and its exit status is decided (``runner_exit`` said it): nothing here
     may change it. A process that is another user's now (``sudo -b``) refuses the kill, and any
     other failure of the sweep is an ``OSError``: each said in one warning at most."""
-    if _childless():
+    from ..containment.leftovers import end_descendants, has_children
+
+    if not has_children():
         return  # the usual end
-    from ..containment.leftovers import end_descendants
     from ..diagnostics import warn
 
     refused: list[int] = []

@@ -1,7 +1,7 @@
-"""What a run left outside its boundary, in a process whose children are all its runs' (``bench``
-runs one at a time): once no run is live, every descendant of this process is a leftover of the
-run that just ended, and is ended here.
-
+"""What runs left outside their boundary, in a process whose children are its runs' and what it
+had below it before its first run (``inherited``): once no run is live, every other descendant
+of this process is a leftover of its runs, and is ended here (``bench`` after each run, ``run``
+and ``batch`` once theirs have ended, only under process-group containment).
 Facts that shape this:
 - A process-group boundary holds the group alone: a member that calls ``setsid`` (a daemon) or
   ``setpgid`` leaves it, and teardown's kill of the group misses it (``process_group``).
@@ -23,6 +23,13 @@ Facts that shape this:
   hands its children to the runner across exec. Those (and what was below them then) are no
   run's: ``inherited`` lists them before the first run (only when ``waitid`` says there is a
   child at all, so a plain run pays that one call), and they and their subtrees are spared.
+  What they fork later and orphan comes to this subreaper too, outside their subtrees: so the
+  process groups and sessions they were in are spared as well (a run's root leads a group of
+  its own, and a run's ``setsid`` makes a session of its own; neither can be one of those
+  while one of their members lives). The runner's own session is not among them (a run's
+  members share it until one calls ``setsid``), and where an inherited process is in the
+  runner's own group, that group is spared whatever ``own_group`` says: the caller's jobs there
+  cannot be told from a run's member that joined it.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -39,7 +46,8 @@ ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
 
 
-def _has_children() -> bool:
+def has_children() -> bool:
+    """Any child at all, live or not: the usual answer (no) costs one ``waitid``."""
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -96,28 +104,56 @@ def _descendants_by_scan(root: int, spare: frozenset[int]) -> list[int]:
     return found
 
 
-def inherited() -> frozenset[int]:
-    """This process's descendants now, before its first run: none of them is a run's (a
-    shell's background job, handed over across ``exec``). One ``waitid`` when there is none."""
-    if not _has_children():
-        return frozenset()
-    return frozenset(descendants(os.getpid()))
+class Inherited:
+    """What this process had below it before its first run (``inherited``): the processes, and
+    the process groups and sessions (but this process's own session) they were in."""
+
+    __slots__ = ("pids", "groups", "sessions")
+
+    def __init__(self, pids: frozenset[int] = frozenset()) -> None:
+        self.pids = pids
+        groups, sessions = set(), set()
+        for pid in pids:
+            try:
+                groups.add(os.getpgid(pid))
+                sessions.add(os.getsid(pid))
+            except ProcessLookupError:
+                continue  # gone (or a zombie's entry gone): nothing of it left to spare
+        sessions.discard(os.getsid(0))
+        self.groups, self.sessions = frozenset(groups), frozenset(sessions)
+
+    def holds(self, pid: int) -> bool:
+        """Whether ``pid`` is in one of the groups or sessions the inherited processes were in."""
+        return os.getpgid(pid) in self.groups or os.getsid(pid) in self.sessions
+
+
+NOTHING = Inherited()
+
+
+def inherited() -> Inherited:
+    """This process's descendants now, before its first run, and their groups and sessions: none
+    of them is a run's (a shell's background job, handed over across ``exec``). One ``waitid``
+    when there is none."""
+    if not has_children():
+        return NOTHING
+    return Inherited(frozenset(descendants(os.getpid())))
 
 
 def end_descendants(
     bound: float = BOUND_SECONDS,
-    spare: frozenset[int] = frozenset(),
+    spare: Inherited = NOTHING,
     refused: list[int] | None = None,
     own_group: bool = False,
 ) -> int:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
-    (``inherited``) and their subtrees, round after round (what they forked meanwhile comes to
+    (``inherited``), their subtrees and the members of their groups and sessions, round after round (what they forked meanwhile comes to
     this subreaper), and collect the ones that were its children; returns how many were ended:
     alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
     and not counted). One whose kill is refused (another user's now) is appended to
     ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
-    them is the caller's but ``spare``). Within ``bound`` seconds."""
-    if not _has_children():
+    them is the caller's, unless ``spare`` had one there: then the group is spared). Within
+    ``bound`` seconds."""
+    if not has_children():
         return 0
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     ended: set[int] = set()
@@ -125,9 +161,9 @@ def end_descendants(
     deadline = time.monotonic() + bound
     while True:
         found = []
-        for pid in descendants(os.getpid(), spare):
+        for pid in descendants(os.getpid(), spare.pids):
             try:
-                if pid not in denied and os.getpgid(pid) != group:
+                if pid not in denied and os.getpgid(pid) != group and not spare.holds(pid):
                     found.append(pid)
             except ProcessLookupError:
                 continue

@@ -22,10 +22,16 @@ TTY_NONE = -1  # none: it was given no terminal to read, so /dev/tty fails (ENXI
 # (SIGTTIN), and the run hung with it (docs/io-modes.md, Terminals)
 
 
-def child_tty(terminal: int | None, stdin: StdinMode, inherit, given) -> int:
-    """Decided on the child's stdin alone: a terminal there is one it may be lent to read. Any
-    other stream given (the API's ``stdout=`` a file) gives it nothing to read, and a child that
-    kept the terminal for that reason and opened ``/dev/tty`` hung (SIGTTIN) as any other."""
+def child_tty(
+    terminal: int | None,
+    stdin: StdinMode,
+    inherit: tuple[int, int, int] | None,
+    given: tuple[int | None, int | None, int | None] | None,
+) -> int:
+    """The child's ``TTY_*`` (``spawn.begin``'s arguments): its own pty's where it has one; else
+    decided on its stdin alone: a terminal there is one it may be lent to read. Any other stream
+    given (the API's ``stdout=`` a file) gives it nothing to read, and a child that kept the
+    terminal for that reason and opened ``/dev/tty`` hung (SIGTTIN); none: the open fails at once."""
     if terminal is not None:
         return TTY_OWN
     if given is not None and given[0] is not None:  # the API's own stdin for the child

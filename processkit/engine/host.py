@@ -97,7 +97,7 @@ class Host(Scheduler):
         return self._signals.fd if self._signals is not None else -1
 
     def close(self) -> None:
-        """Stop watching signals (their handlers stay, so late ones are absorbed) and the loop;
+        """Stop watching signals (the stop signals' handlers stay, so late ones are absorbed) and the loop;
         give back the lodging, after every run it lodged. A stop caught before the watch ends
         (during the lodging's close, say) is dispatched first, so ``stop_source`` names it: a
         carrier that asks after its close (a bench session) stops as for one during its last

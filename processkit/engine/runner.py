@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ..errors import Failure, Kind
-from ..events.emitter import Emitter
+from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..spec import OWN_CONTEXT, RunContext, RunSpec
 from . import launch, spawn
@@ -28,7 +28,10 @@ from .state import Launched, RunState
 from .teardown import drain_outputs, read_tree, release, teardown
 from .waits import wait_until
 
-BACKLOG_POLL = 0.02  # seconds between looks at a stalled stream's pipe while the ended run waits for its reader
+# Seconds between looks at a stream's backlog while the ended run waits for its reader. The
+# emitter watches the pipe for room on the run's loop, which wakes the run whenever its reader
+# takes some: the look only has to notice a reader that took nothing for STALL_SECONDS.
+BACKLOG_POLL = STALL_SECONDS / 4
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ runner's and not its children's (each child leads a group of its own): left at i
 stopped the runner alone while its tree went on running in the background, and the shell called
 the job stopped. So the runner stops like a job, whole: ``suspend`` sends SIGTSTP to every run's
 tree, stops the runner itself with SIGTSTP at its default, and once continued (``fg``, ``bg``)
-sends the trees SIGCONT. A SIGTSTP ignored at start stays ignored, as a stop signal does.
+sends the trees SIGCONT. A SIGTSTP ignored at start stays ignored, as a stop signal does; once the
+watch is closed SIGTSTP (with SIGWINCH and SIGCHLD) gets back the disposition it had.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class SignalWatch:
         self._reader, self._writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._previous_fd = signals.set_wakeup_fd(self._writer, warn_on_full_buffer=False)
         self._handlers: dict[int, Callable[[int], None]] = {}
+        self._found: dict[int, object] = {}  # each watched signal's disposition before the watch
         self._caught = False  # a watched signal came since the pipe was last read
         for signum, handler in handlers.items():
             self.watch(signum, handler)
@@ -70,7 +72,7 @@ class SignalWatch:
         inherited_ignore = signum in STOP_SIGNALS or signum == signals.SIGTSTP
         if signum in self._handlers or (inherited_ignore and signals.getsignal(signum) == signals.SIG_IGN):
             return
-        signals.signal(signum, self._absorb)
+        self._found[signum] = signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
 
     def _absorb(self, signum, frame) -> None:  # the wakeup fd carries the signal number
@@ -95,10 +97,15 @@ class SignalWatch:
                 handler(signum)
 
     def close(self) -> None:
-        """Stop watching; the handlers stay installed, so late signals are absorbed, not fatal.
-        Idempotent."""
+        """Stop watching; the stop signals' handlers stay installed, so late ones are absorbed, not
+        fatal. Every other watched signal gets back the disposition it had: a SIGTSTP absorbed
+        once nothing suspends the runs would make Ctrl-Z do nothing while the carrier finishes
+        (a batch's page, its JUnit file, a run's sweep and ``--usage-file``). Idempotent."""
         if self._reader < 0:
             return
+        for signum, found in self._found.items():
+            if signum not in STOP_SIGNALS and found is not None:
+                signals.signal(signum, found)  # type: ignore[arg-type]
         self._loop.remove_reader(self._reader)
         signals.set_wakeup_fd(self._previous_fd)
         os.close(self._reader)

@@ -120,8 +120,8 @@ class Foreground:
         if problem is None and modes and self._modes is not None:
             try:  # TCSANOW: never waits on a stalled terminal
                 termios.tcsetattr(self._fd, termios.TCSANOW, self._modes)
-            except (OSError, termios.error) as exc:
-                problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or str(exc))
+            except (OSError, termios.error) as exc:  # termios.error: (errno, text)
+                problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or exc.args[-1])
         self.forget()
         return problem
 
