@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -147,3 +148,21 @@ def test_a_batch_job_escapee_is_killed_at_the_batch_end_and_said(tmp_path, conta
     said = [line for line in proc.stderr.decode().splitlines() if "had left their job's process group" in line]
     assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
     assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"
+
+
+def test_a_batch_that_fails_still_ends_its_jobs_escapees(tmp_path, containment, leftovers):
+    """A batch that ends in its setup failure (111: a line appended to its manifest while it
+    ran) ended no escapee: its sweep ran only on the way out of a batch that finished."""
+    manifest = tmp_path / "m.jsonl"
+    lines = [json.dumps({"args": ["true"], "id": f"j{number:02d}"}) + "\n" for number in range(1, 41)]
+    lines[0] = json.dumps({"args": python_child(LEAVE_DESCENDANTS) + [str(tmp_path), "detach"], "id": "j01"}) + "\n"
+    appended = json.dumps({"args": ["true"], "id": "late"}) + "\n"
+    append = f"open({str(manifest)!r}, 'a').write({appended!r})"
+    lines[1] = json.dumps({"args": [sys.executable, "-c", append], "id": "j02"}) + "\n"
+    manifest.write_text("".join(lines))
+    proc = run_cli("batch", manifest, "--jobs", "1", "--out", tmp_path / "out")
+    assert proc.returncode == 111, proc.stderr
+    for name in ("grandchild", "escapee"):
+        leftovers[name] = int((tmp_path / name).read_text())
+    require_mechanism(read_events_tolerant(tmp_path / "out" / "j01" / "events.jsonl"), containment)
+    assert not pid_alive(leftovers["grandchild"]) and not pid_alive(leftovers["escapee"])

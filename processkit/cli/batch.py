@@ -184,12 +184,10 @@ def _batch(args, invocation, settings, jobs) -> int:
         tally = _run(args, jobs, settings, progress)
     except BaseException:
         page.abandon()
+        _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
         raise
     page.draw()  # its process gone: every descendant left is a job's
-    if args.dask_scheduler is None:  # a job's setsid escapee under process-group containment
-        from .run import end_escapees
-
-        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet)
+    _end_escapees(args, spare, progress)
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
@@ -208,6 +206,15 @@ def _batch(args, invocation, settings, jobs) -> int:
     if progress.quiet:  # the summary line, as the envelope's message, and whom it counts as failed
         return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named()))
     return kind.code
+
+
+def _end_escapees(args, spare, progress) -> None:
+    """A job's setsid escapee under process-group containment, ended and said (not on Dask's
+    workers, whose processes are not this one's)."""
+    if args.dask_scheduler is None:
+        from .run import end_escapees
+
+        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet)
 
 
 def longest_first(jobs: list, took: dict[str, float]) -> list:
