@@ -281,6 +281,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.version"}  # read by ``--version``, ``probe`` and ``processkit.__version__``
     rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
     rare |= {"processkit.containment.sweep_dead"}  # the sweep's ending of a run found dead
+    rare |= {"processkit.containment.leftovers"}  # the escapee sweep: only where the runner has a child left
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage

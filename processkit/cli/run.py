@@ -127,9 +127,13 @@ def main(argv: list[str], invocation) -> int:
 
     # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
     cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
-    from ..containment.leftovers import inherited
+    from ..containment import has_children
 
-    spare = inherited()  # the caller's, before the run: spared by the sweep after it
+    spare = None  # the caller's, before the run (one ``waitid`` says there is none): spared by the sweep after it
+    if has_children():
+        from ..containment.leftovers import inherited
+
+        spare = inherited()
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
     end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"))
@@ -159,7 +163,7 @@ def _say_cut(captured: dict | None) -> None:
             )
 
 
-def end_escapees(spare: Inherited, whose: str = "this run", its: str = "its", say: bool = True) -> None:
+def end_escapees(spare: Inherited | None, whose: str = "this run", its: str = "its", say: bool = True) -> None:
     """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
     teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
     (``remaining: 0``). This process is its runs' subreaper, so every such process has come to
@@ -173,15 +177,16 @@ def end_escapees(spare: Inherited, whose: str = "this run", its: str = "its", sa
     The run has ended and its exit status is decided (``runner_exit`` said it): nothing here
     may change it. A process that is another user's now (``sudo -b``) refuses the kill, and any
     other failure of the sweep is an ``OSError``: each said in one warning at most."""
-    from ..containment.leftovers import end_descendants, has_children
+    from ..containment import has_children
 
     if not has_children():
-        return  # the usual end
+        return  # the usual end: nothing of ``leftovers`` loaded
+    from ..containment.leftovers import NOTHING, end_descendants
     from ..diagnostics import warn
 
     refused: list[int] = []
     try:
-        ended = end_descendants(spare=spare, refused=refused, own_group=True)
+        ended = end_descendants(spare=NOTHING if spare is None else spare, refused=refused, own_group=True)
     except OSError as exc:
         if say:
             warn(f"cannot look for processes of {whose} left outside {its} process group: {exc.strerror or exc}")

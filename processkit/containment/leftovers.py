@@ -40,19 +40,11 @@ import os
 import time
 
 from .. import signum
+from . import has_children
 from .members import all_pids, read_member
 
 ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
-
-
-def has_children() -> bool:
-    """Any child at all, live or not: the usual answer (no) costs one ``waitid``."""
-    try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return False
-    return True
 
 
 def _children(pid: int) -> list[int] | None:
