@@ -47,7 +47,7 @@ class Pending:
         joins: ChildJoins,
         child_ends: list[int],
         tty: int,
-        linger_ms: int,
+        linger_ms: int = 0,
         own_memory: bool = False,
     ):
         self._handle = None  # set before anything that can raise: __del__ reads it
@@ -145,19 +145,11 @@ class Pending:
             self.wait()
 
 
-def native_spawn(
-    argv,
-    env,
-    cwd,
-    joins: ChildJoins,
-    child_ends: list[int],
-    tty: int,
-    linger_ms: int = 0,
-    own_memory: bool = False,
-):
-    """A spawn of this request, its exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage,
-    errno), which the tests of the C child's steps read directly."""
-    return Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, own_memory).wait()
+def native_spawn(*request, **options):
+    """A spawn of this request (``Pending``'s parameters, the one place they are named), its
+    exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage, errno), which the tests of the
+    C child's steps read directly."""
+    return Pending(*request, **options).wait()
 
 
 def _exec_paths(program: bytes, env) -> list[bytes]:
