@@ -180,3 +180,32 @@ def test_the_manifest_is_read_again_a_block_at_a_time_and_a_changed_line_stops_a
     from processkit.batching.blocks import READ_AHEAD
 
     assert parsed_at_first_line[0] >= READ_AHEAD, parsed_at_first_line
+
+
+def test_a_block_of_long_lines_ends_on_their_bytes(tmp_path, monkeypatch):
+    """A pass over a checked manifest reads ahead by the lines' bytes as well (``BLOCK_BYTES``):
+    lines of 40 KiB are parsed two at a time, not ``READ_AHEAD``, so each line's size reaches the
+    blocks from the one loop over the lines (``manifest._values``) that the check uses too."""
+    from processkit.batching import manifest as manifest_module
+    from processkit.batching.blocks import BLOCK_BYTES
+
+    long_line = '{"args": ["true", "%s"]}\n' % ("x" * 40 * 1024)
+    assert 2 * len(long_line) >= BLOCK_BYTES > len(long_line)
+    path = tmp_path / "m.jsonl"
+    path.write_text(long_line * 6)
+    built: list[int] = []
+    real_job_from = manifest_module.job_from
+
+    def job_from(number, *args, **kwargs):
+        built.append(number)
+        return real_job_from(number, *args, **kwargs)
+
+    with open(path, "rb") as stream:
+        manifest = read(stream, str(path))
+        monkeypatch.setattr(manifest_module, "job_from", job_from)
+        jobs = iter(manifest)
+        next(jobs)
+        assert built == [1, 2]
+        assert len(list(jobs)) == 5
+        manifest.close()
+    assert built == [1, 2, 3, 4, 5, 6]

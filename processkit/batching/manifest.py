@@ -157,12 +157,11 @@ class Manifest:
         total = self._total
         count = 0
         try:
-            for number, raw in lines(self._handle, self._path, MANIFEST):
-                if raw.strip():
-                    if count == total:
-                        raise usage(f"manifest line {number}: a job past the {total} it held")
-                    count += 1
-                    yield job_from(number, _decoded(number, raw), templates, env_files=False), len(raw)
+            for number, value, size in _values(lines(self._handle, self._path, MANIFEST)):
+                if count == total:
+                    raise usage(f"manifest line {number}: a job past the {total} it held")
+                count += 1
+                yield job_from(number, value, templates, env_files=False), size
             if count < total:
                 raise usage(f"it ends after {count} of its {total} jobs")
         except (Failure, InputError) as exc:
@@ -223,7 +222,7 @@ def jobs_from(values) -> list[Job]:
     """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1)."""
     values = list(values)
     jobs: list[Job] = []
-    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v) for n, v in enumerate(values, 1)), jobs)
+    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs)
     return jobs
 
 
@@ -242,10 +241,12 @@ def _copied(numbered, spool):
 
 
 def _values(numbered):
-    """Each line that is not blank, decoded: ``(number, value)``."""
+    """Each line that is not blank, decoded: ``(number, value, size)``, its size in bytes for
+    the blocks a pass reads ahead (``blocks.in_blocks``); the one loop of the check and the pass.
+    (The API's values, which have no line, come to ``_check`` with size 0.)"""
     for number, raw in numbered:
         if raw.strip():
-            yield number, _decoded(number, raw)
+            yield number, _decoded(number, raw), len(raw)
 
 
 def _decoded(number: int, raw: bytes):
@@ -265,15 +266,15 @@ def _decoded(number: int, raw: bytes):
 
 
 def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
-    """How many jobs the lines of ``passes()`` (a fresh pass each call) hold, each checked; a
-    usage Failure naming the first bad one, then the first duplicate id or run id (a second pass
-    only when the first found a name it may have seen, ``unique``). ``keep``: the jobs are
-    appended to it (a list given whole, as the API's)."""
+    """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``_values``' triples)
+    hold, each checked; a usage Failure naming the first bad one, then the first duplicate id or
+    run id (a second pass only when the first found a name it may have seen, ``unique``).
+    ``keep``: the jobs are appended to it (a list given whole, as the API's)."""
     names = Names()
     templates: dict[str, RunSpec] = {}
     count = 0
     any_needs = False
-    for number, value in passes():
+    for number, value, _ in passes():
         if count == MAX_JOBS:
             raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
         job = job_from(number, value, templates, digest=keep is not None)
@@ -286,7 +287,7 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
         count += 1
     if names.candidates:
         recheck = names.recheck()
-        for number, value in passes():
+        for number, value, _ in passes():
             job = job_from(number, value, templates, digest=False)
             first = recheck.first("id", job.id, number)
             if first is not None:
