@@ -15,13 +15,12 @@ ALLOWED = {
     # The kernel's own files under /proc and /sys: bounded by what the kernel writes there.
     ("containment/cgroupfs.py", "read_bytes"): "a cgroup file of the kernel's (cgroupfs.read_text too)",
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
-    ("containment/members.py", "usage_of"): "/proc/<pid>/status and /proc/<pid>/stat",
+    ("containment/members.py", "usage_of"): "/proc/<pid>/status",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
     ("cli/main.py", "undo_locale_coercion"): "/proc/self/environ, the environment the runner was started with",
-    ("api/stopped.py", "state"): "/proc/<pid>/stat of the caller's own runner service",
     # The package's own data, shipped with it.
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
     ("cli/probe.py", "main"): "the shipped event schema, printed",

@@ -20,6 +20,8 @@ import os
 import signal
 import time
 
+from ..containment.members import read_stat
+
 # How long a call's reader waits on the socket before it looks whether its service was stopped:
 # a call never waits on a stopped service much longer than this.
 WATCH_SECONDS = 1.0
@@ -41,11 +43,9 @@ def look(connection) -> None:
 def state(pid: int) -> bytes | None:
     """The one-letter state of ``pid`` (``/proc/<pid>/stat``'s third field), None if unreadable."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            found = handle.read()
+        fields = read_stat(pid)[1]
     except OSError:
         return None
-    fields = found.rpartition(b")")[2].split(None, 1)  # the name, in parentheses, may hold anything
     return fields[0] if fields else None
 
 

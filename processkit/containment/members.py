@@ -33,24 +33,37 @@ class Member(Plain):
         return {"pid": self.pid, "ppid": self.ppid, "name": self.name, "start_time": self.start_time}
 
 
+def read_stat(pid: int) -> tuple[bytes, list[bytes]]:
+    """``/proc/<pid>/stat`` read and split (``split_stat``). Raises the read's OSError:
+    FileNotFoundError or ProcessLookupError once the process is gone."""
+    return split_stat(read_bytes(f"/proc/{pid}/stat"))
+
+
+def split_stat(raw: bytes) -> tuple[bytes, list[bytes]]:
+    """A ``/proc/<pid>/stat`` line as the process's name (``comm``) and the fields after it:
+    ``[0]`` its state (proc(5)'s field 3), ``[1]`` its parent, ``[2]`` its process group,
+    ``[3]`` its session, ``[11]`` to ``[14]`` utime, stime, cutime, cstime, ``[19]`` its start
+    time. The name is the process's own to choose (``PR_SET_NAME``, its program's file name), so
+    it may hold spaces and parentheses: it runs from the first '(' to the last ')', as no field
+    after it holds one. No fields where the line has no ')'."""
+    close = raw.rfind(b")")
+    if close < 0:
+        return b"", []
+    return raw[raw.find(b"(") + 1 : close], raw[close + 1 :].split()
+
+
 def read_member(pid: int) -> Member | None:
     """The process's facts, or None when it is already gone."""
     try:
-        raw = read_bytes(f"/proc/{pid}/stat")
+        name, fields = read_stat(pid)
     except (FileNotFoundError, ProcessLookupError):
         return None
     except OSError:
         return Member(pid, None, None, None)
-    # comm may contain spaces and parentheses: it ends at the last ')'.
-    open_paren = raw.find(b"(")
-    close_paren = raw.rfind(b")")
-    name = raw[open_paren + 1 : close_paren].decode("utf-8", "replace")
-    fields = raw[close_paren + 2 :].split()
-    # fields[0] is state (stat field 3); ppid is field 4, pgrp 5, session 6, starttime 22.
     return Member(
         pid=pid,
         ppid=int(fields[1]),
-        name=name,
+        name=name.decode("utf-8", "replace"),
         start_time=fields[19].decode(),
         pgid=int(fields[2]),
         zombie=fields[0] == b"Z",
@@ -90,14 +103,13 @@ def usage_of(pids: list[int]) -> LiveUsage:
         try:
             with open(f"/proc/{pid}/status", "rb") as handle:
                 status = handle.read()
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                stat_fields = handle.read().rsplit(b")", 1)[1].split()
+            stat_fields = read_stat(pid)[1]
         except OSError:
             continue  # gone (or unreadable) between the listing and the read
         hwm = next((line.split()[1] for line in status.splitlines() if line.startswith(b"VmHWM:")), None)
         if hwm is not None:  # a zombie or a kernel thread has no address space to measure
             memory = (memory or 0) + int(hwm) * 1024
-        # stat fields after the name: state is [0], utime [11], stime [12], cutime [13], cstime [14].
+        # utime and cutime, stime and cstime (``split_stat``)
         ticks[0] += int(stat_fields[11]) + int(stat_fields[13])
         ticks[1] += int(stat_fields[12]) + int(stat_fields[14])
         if io is not None:

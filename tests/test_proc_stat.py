@@ -1,0 +1,53 @@
+"""``/proc/<pid>/stat`` has one parser (``containment.members.split_stat``), read by a run's
+member facts, its live usage and the API's look at a stopped service (``api.stopped``). The
+process's name sits between parentheses and is the process's own to choose: a name that holds
+spaces, parentheses and what looks like the fields after it must not shift them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+
+from processkit.api import stopped
+from processkit.containment.members import read_member, split_stat, usage_of
+
+# 13 bytes (a name is cut at 15): read up to its first ')', it would say state Z, parent 1.
+NAME = "a) Z 1 1 1 (b"
+
+
+def test_a_name_with_spaces_and_parentheses_leaves_the_fields_in_place(tmp_path):
+    """A real process named so (its program's file name, a link to ``sleep``), in a session of
+    its own: its name, parent, group, session and state read as the kernel has them, and a
+    stop and a continue are seen through the same parser."""
+    program = tmp_path / NAME
+    program.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    child = subprocess.Popen([str(program), "60"], start_new_session=True)
+    try:
+        member = read_member(child.pid)
+        assert member is not None
+        assert (member.name, member.ppid, member.pgid, member.session) == (NAME, os.getpid(), child.pid, child.pid)
+        assert member.zombie is False and member.start_time is not None and member.start_time.isdigit()
+        assert usage_of([child.pid]).user_ns >= 0
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)  # stopped now
+        assert stopped.state(child.pid) == b"T"
+        assert stopped.resume(child.pid) is True
+        os.waitpid(child.pid, os.WCONTINUED)
+        assert stopped.state(child.pid) != b"T"
+    finally:
+        child.kill()
+        child.wait()
+    assert read_member(child.pid) is None and stopped.state(child.pid) is None
+
+
+def test_the_hard_lines():
+    """The name runs from the first '(' to the last ')'; a line without one has no fields."""
+    tail = b" R 7 8 9" + b" 0" * 15 + b" 4242 rest\n"
+    assert split_stat(b"12 (" + NAME.encode() + b")" + tail) == (NAME.encode(), tail.split())
+    assert split_stat(b"12 ()) ((())" + tail)[0] == b")) ((()"
+    name, fields = split_stat(b"12 (x)" + tail)
+    assert (name, fields[0], fields[1], fields[3], fields[19]) == (b"x", b"R", b"7", b"9", b"4242")
+    assert split_stat(b"") == (b"", [])
+    assert split_stat(b"12 (cut") == (b"", [])
