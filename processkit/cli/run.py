@@ -172,14 +172,15 @@ def end_escapees(spare: Inherited | None, whose: str = "this run", its: str = "i
     (``leftovers.inherited``), their subtrees, groups and sessions are the caller's, never a
     run's: left alone; every other descendant is a run's, one that joined this process's own
     group (``setpgid``) too, unless one of the caller's is in that group. (Under cgroup v2 the
-    group held them: nothing is left, and the check is one ``waitid``.)
+    group held them, and no run made this process a subreaper, so none of theirs came to it:
+    nothing is looked for, not even the one ``waitid``, whatever children the caller left.)
 
     The run has ended and its exit status is decided (``runner_exit`` said it): nothing here
     may change it. A process that is another user's now (``sudo -b``) refuses the kill, and any
     other failure of the sweep is an ``OSError``: each said in one warning at most."""
-    from ..containment import has_children
+    from ..containment import has_children, prctl
 
-    if not has_children():
+    if not prctl.made_subreaper() or not has_children():
         return  # the usual end: nothing of ``leftovers`` loaded
     from ..containment.leftovers import NOTHING, end_descendants
     from ..diagnostics import warn

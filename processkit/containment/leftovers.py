@@ -12,7 +12,9 @@ Facts that shape this:
 - The kernel lists a task's children in ``/proc/<pid>/task/<tid>/children``
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
-  live or not: the usual case (a cgroup run, or a group that held everything) costs that call.
+  live or not: the usual case (a group that held everything) costs that call. After cgroup v2
+  runs alone, ``run`` and ``batch`` do not look at all: no run made the process a subreaper
+  (``prctl.made_subreaper``), so nothing of theirs came to it.
 - Each run's root leads a group of its own, so a descendant in this process's own process group
   is either the caller's own (``bench``'s helpers: spared there) or a run's member that joined
   that group (``setpgid`` to this process's group, which the kernel allows within one session),

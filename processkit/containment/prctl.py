@@ -13,6 +13,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 _resolved = None
+_subreaper = False  # whether ``set_child_subreaper`` made this process one (for good)
 
 
 def _prctl():
@@ -38,4 +39,15 @@ def set_parent_death_signal(signum: int) -> bool:
 
 
 def set_child_subreaper() -> bool:
-    return _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    global _subreaper
+    done = _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    _subreaper = _subreaper or done
+    return done
+
+
+def made_subreaper() -> bool:
+    """Whether a run (a process-group run, in a process the runner owns) made this process a
+    subreaper: only then does what a run left outside its boundary come to it once orphaned. A
+    cgroup v2 run never does (its group holds every member), so after such runs alone there is
+    nothing of theirs to look for (``cli/run.end_escapees``)."""
+    return _subreaper
