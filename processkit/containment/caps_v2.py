@@ -12,7 +12,7 @@ from ..spec import Limits
 from . import cgroupfs
 from .cgroup_v2 import CgroupV2
 from .errors import LimitUnavailable
-from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
+from .limits import CONTROLLER, ControllerSet
 
 
 class CgroupV2Controllers(ControllerSet):
@@ -30,6 +30,7 @@ class CgroupV2Controllers(ControllerSet):
         "processes": ("pids", "pids.events", "max"),
         "cpu": ("cpu", "cpu.stat", "nr_throttled"),
     }
+    MEMORY_MAX = "memory.max"
 
     def __init__(self, group: CgroupV2, limits: Limits):
         super().__init__(limits)
@@ -42,16 +43,8 @@ class CgroupV2Controllers(ControllerSet):
     def _dir(self, controller: str) -> str:
         return self._path
 
-    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
-        writes = []
-        if limits.max_memory is not None:
-            writes.append(("memory", "memory", "memory.max", str(limits.max_memory)))
-        if limits.max_processes is not None:
-            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
-        if limits.cpu_quota is not None:
-            quota, period = cfs_quota(limits.cpu_quota)
-            writes.append(("cpu", "cpu", "cpu.max", f"{quota} {period}"))
-        return writes
+    def _cpu_max(self, quota_us: int, period_us: int) -> list[tuple[str, str]]:
+        return [("cpu.max", f"{quota_us} {period_us}")]
 
 
 def _enable(parent: str, controller: str, axis: str) -> None:

@@ -29,7 +29,7 @@ from ..spec import Limits
 from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
-from .limits import CONTROLLER, ControllerSet, cfs_quota, pids_max
+from .limits import CONTROLLER, ControllerSet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ class CgroupV1Controllers(ControllerSet):
         "processes": ("pids", "pids.events", "max"),
         "cpu": ("cpu", "cpu.stat", "nr_throttled"),
     }
+    MEMORY_MAX = "memory.limit_in_bytes"
 
     def __init__(self, limits: Limits, name: str, parents: dict[str, str] | None = None, pool: Pool | None = None):
         """``pool``: a lodged host's, lending the groups (an accounting-only run's: caps are
@@ -168,17 +169,9 @@ class CgroupV1Controllers(ControllerSet):
         """Whether a cpuacct group of this run's gives its CPU figures (none then come from v2)."""
         return "cpuacct" in self._groups
 
-    def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
-        writes = []
-        if limits.max_memory is not None:
-            writes.append(("memory", "memory", "memory.limit_in_bytes", str(limits.max_memory)))
-        if limits.max_processes is not None:
-            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
-        if limits.cpu_quota is not None:
-            quota, period = cfs_quota(limits.cpu_quota)
-            writes.append(("cpu", "cpu", "cpu.cfs_period_us", str(period)))
-            writes.append(("cpu", "cpu", "cpu.cfs_quota_us", str(quota)))
-        return writes
+    def _cpu_max(self, quota_us: int, period_us: int) -> list[tuple[str, str]]:
+        # the period first: a quota is checked against the period in force
+        return [("cpu.cfs_period_us", str(period_us)), ("cpu.cfs_quota_us", str(quota_us))]
 
     def procs_fds(self) -> tuple[int, ...]:
         return tuple(self._fds)

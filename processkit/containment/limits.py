@@ -66,6 +66,7 @@ class ControllerSet(abc.ABC):
     backend: str
     # axis -> (controller, flat-keyed file, counter that is non-zero once the cap engaged)
     EVIDENCE: dict[str, tuple[str, str, str]]
+    MEMORY_MAX: str  # the memory controller's file that takes the cap in bytes
 
     def __init__(self, limits: Limits):
         self.capped = capped_axes(limits)
@@ -78,9 +79,21 @@ class ControllerSet(abc.ABC):
     def _dir(self, controller: str) -> str | None:
         """The run's group directory for ``controller``, or None where the run has none."""
 
-    @abc.abstractmethod
     def _settings(self, limits: Limits) -> list[tuple[str, str, str, str]]:
-        """``(axis, controller, file, value)`` writes that put the requested caps in force."""
+        """``(axis, controller, file, value)`` writes that put the requested caps in force: which
+        cap goes to which controller is the same in both hierarchies, only the files differ."""
+        writes = []
+        if limits.max_memory is not None:
+            writes.append(("memory", "memory", self.MEMORY_MAX, str(limits.max_memory)))
+        if limits.max_processes is not None:
+            writes.append(("processes", "pids", "pids.max", pids_max(limits.max_processes)))
+        if limits.cpu_quota is not None:
+            writes += [("cpu", "cpu", name, value) for name, value in self._cpu_max(*cfs_quota(limits.cpu_quota))]
+        return writes
+
+    @abc.abstractmethod
+    def _cpu_max(self, quota_us: int, period_us: int) -> list[tuple[str, str]]:
+        """The ``(file, value)`` writes of the cpu controller that set this quota, in order."""
 
     def _file(self, controller: str, name: str) -> str:
         """``name`` in the run's group for ``controller``; FileNotFoundError where it has none."""
