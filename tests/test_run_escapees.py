@@ -235,3 +235,90 @@ def test_what_the_callers_job_orphans_after_the_first_run_is_never_ended_nor_sai
     assert proc.returncode == 0, proc.stderr
     assert pid_alive(survivors[0]), "the sweep after the run ended an orphan of the caller's job"
     assert b"process group" not in proc.stderr, proc.stderr
+
+
+# The runner's process: a child of its own first (the caller's, in a session of its own), then
+# the CLI with argv[2:], its ``end_escapees`` counting the ``waitid`` calls it makes; written to
+# argv[1] with whether the caller's child still lives, which is then ended.
+COUNT_LOOKS = r"""
+import json, os, signal, sys, time
+looks_file, argv = sys.argv[1], sys.argv[2:]
+inherited = os.fork()
+if inherited == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    time.sleep(60)
+    os._exit(0)
+from processkit.cli import run as cli_run
+from processkit.cli.main import main
+
+real_end, real_waitid, looks = cli_run.end_escapees, os.waitid, []
+
+def end_escapees(*args, **kwargs):
+    def waitid(*given):
+        looks.append(given)
+        return real_waitid(*given)
+
+    os.waitid = waitid
+    try:
+        return real_end(*args, **kwargs)
+    finally:
+        os.waitid = real_waitid
+
+cli_run.end_escapees = end_escapees
+try:
+    code = main(argv)
+finally:
+    with open(looks_file, "w") as out:
+        json.dump({"looks": len(looks), "inherited": os.waitpid(inherited, os.WNOHANG) == (0, 0)}, out)
+    os.kill(inherited, signal.SIGKILL)
+    os.waitpid(inherited, 0)
+sys.exit(code)
+"""
+
+# The run's command: a setsid daemon, its pid written once it has left the run's group.
+SETSID_DAEMON = (
+    LINGER
+    + r"""
+where = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    linger(where)
+while not os.path.exists(where):
+    time.sleep(0.01)
+"""
+)
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_the_sweep_looks_only_after_a_process_group_run(tmp_path, containment, command, survivors):
+    """The sweep looks for escapees only where a run made the runner a subreaper (a process-group
+    run): under cgroup v2 the run's group held every member, and none comes to a runner that is
+    no subreaper once orphaned, so the sweep's ``waitid`` (and its walk of the caller's children)
+    would find nothing of the runs'. Either way the setsid daemon is gone after the run, and the
+    caller's own child from before the run lives."""
+    pid_file, looks_file = tmp_path / "escapee", tmp_path / "looks.json"
+    run_argv = [PY, "-c", SETSID_DAEMON, str(pid_file)]
+    if command == "run":
+        events = tmp_path / "events.jsonl"
+        argv = ["run", "--jsonl", str(events), "--", *run_argv]
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"id": "escape", "args": run_argv}) + "\n")
+        events = tmp_path / "out" / "escape" / "events.jsonl"
+        argv = ["batch", str(manifest), "--out", str(tmp_path / "out")]
+    proc = subprocess.run(
+        [PY, "-c", COUNT_LOOKS, str(looks_file), *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=120
+    )
+    survivors.append(int(pid_file.read_text()))
+    assert proc.returncode == 0, proc.stderr
+    require_mechanism(read_events_tolerant(events), containment)
+    seen = json.loads(looks_file.read_text())
+    assert seen["inherited"], "the sweep ended the caller's own child"
+    assert not pid_alive(survivors[0]), "the run's setsid daemon outlived the run"
+    if containment == "process_group":
+        assert seen["looks"] >= 1 and b"had left" in proc.stderr, (seen, proc.stderr)
+    else:
+        assert seen["looks"] == 0 and b"process group" not in proc.stderr, (seen, proc.stderr)
