@@ -14,7 +14,7 @@ import subprocess
 from conftest import cli_command
 from test_service_scratch_full import FILL, pytestmark  # noqa: F401 - the same full tmpfs, the same needs
 
-SHM = 'mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm'
+SHM = "mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm"
 
 
 def test_a_run_under_a_full_tmp_still_has_its_control_endpoint():
@@ -22,7 +22,7 @@ def test_a_run_under_a_full_tmp_still_has_its_control_endpoint():
     run_id = f"full-tmp-{os.getpid()}"
     script = (
         f"{SHM}; sh -c '{FILL}' sh /tmp; "
-        f'exec {cli} run --run-id {run_id} --jsonl /dev/null -- {cli} inspect --run-id {run_id} --json'
+        f"exec {cli} run --run-id {run_id} --jsonl /dev/null -- {cli} inspect --run-id {run_id} --json"
     )
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the other base: /dev/shm
     env["PROCESSKIT_CLI_REGISTRY_DIR"] = "/dev/shm/registry"  # the test's own registry sits under the covered /tmp
