@@ -82,7 +82,9 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
 
 def _open_own(path: str, flags: int) -> int:
     """Open ``path`` for writing: never through a link, never a FIFO or device, never another
-    user's file (emptied only once it is known to be this user's own regular file)."""
+    user's file, never a hard link (emptied only once it is known to be this user's own regular
+    file with no other name: in a shared capture directory, ``/tmp`` itself, another user can
+    link a file of this user's there where ``fs.protected_hardlinks`` is off)."""
     import stat
 
     fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
@@ -90,6 +92,8 @@ def _open_own(path: str, flags: int) -> int:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
             raise OSError(f"{path} is not a regular file of this user's")
+        if info.st_nlink > 1:
+            raise OSError(f"{path} has other hard links")
         os.ftruncate(fd, 0)
     except BaseException:
         os.close(fd)

@@ -183,11 +183,30 @@ class RunDir:
     holds_jobs = False  # a batch's (``control.lodging``) has job slots' files to remove too
 
     def __init__(self, where: str | None = None) -> None:
-        """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError."""
-        where = where or base()
+        """Make the directory (in ``where``, else in the first of ``bases()`` that can hold it:
+        another user can fill ``/tmp``, and a run without a directory has no control endpoint and
+        nothing it leaves can be reaped; every reader and reaper looks in each base) and take
+        its lock; raises OSError (``base()``'s when no base can hold it). The other bases are
+        looked up only then: ``batch_base`` reads the mount table."""
         self.holds: dict[str, Closing] = {}
         self._holders: list[Remaining] = []  # ``speaks_for``
         self._left: list[str] = []  # its job slots' groups that outlived their jobs (``JobSlot.close``)
+        first = where or base()
+        try:
+            self._make(first)
+        except OSError:
+            if where:
+                raise
+            for place in bases():
+                if place != first:
+                    try:
+                        self._make(place)
+                        return
+                    except OSError:
+                        pass
+            raise
+
+    def _make(self, where: str) -> None:
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
             self.path = os.path.join(where, DIR_PREFIX + self.token)

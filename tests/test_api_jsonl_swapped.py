@@ -69,3 +69,27 @@ def test_a_call_whose_stream_was_never_opened_returns_none_of_an_earlier_runs_ev
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     seen = json.loads(done.stdout)
     assert seen["code"] != 0 and seen["first"] not in seen["ids"], seen
+
+
+SWAPPED = r"""
+import json, os, sys, processkit
+directory = sys.argv[1]
+stream, other = os.path.join(directory, "s.jsonl"), os.path.join(directory, "other.jsonl")
+first = processkit.run(["true"], jsonl=other)
+swap = "import os, sys; os.rename(sys.argv[1], sys.argv[1] + '.moved'); os.symlink(sys.argv[2], sys.argv[1])"
+second = processkit.run([sys.executable, "-c", swap, stream, other], jsonl=stream)
+ids = sorted({event.run_id for event in second.events if getattr(event, "run_id", None)})
+print(json.dumps({"code": second.returncode, "ids": ids, "first": first.run_id}))
+"""
+
+
+def test_a_stream_whose_path_was_taken_since_returns_none_of_that_files_events(tmp_path):
+    """The service read a named stream back by its path once the run was over: whatever file or
+    link was put there since was returned as the run's events (a link to another run's stream,
+    here made by the child, as another user who can write the stream's directory could)."""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    done = subprocess.run([PY, "-c", SWAPPED, str(directory)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["code"] == 0 and seen["first"] not in seen["ids"], seen

@@ -207,10 +207,13 @@ def test_events_says_which_part_each_file_kept(tmp_path):
     assert "(truncated, kept the first 100 B and the last 100 B)" in words["head-tail"]
 
 
-@pytest.mark.parametrize("planted", ["symlink", "other-user"])
+@pytest.mark.parametrize("planted", ["symlink", "other-user", "hard-link", "hard-link-marks"])
 def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
-    """A link, or another user's file, at capture-keep.json: left as it is, a warning, the run
-    and its captures unaffected."""
+    """A link, or another user's file, at capture-keep.json (or its marks): left as it is, a
+    warning, the run and its captures unaffected. A hard link to a file of this user's is what
+    another user can plant in a shared capture directory (``/tmp`` itself, sticky, root's) where
+    ``fs.protected_hardlinks`` is off; here this user makes it, as that user could there (the
+    victim was emptied and overwritten with the record, or with the marks' 96 bytes)."""
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
     victim = tmp_path / "victim"
@@ -218,6 +221,9 @@ def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     record = cap_dir / "capture-keep.json"
     if planted == "symlink":
         record.symlink_to(victim)
+    elif planted.startswith("hard-link"):
+        os.chmod(cap_dir, 0o1777)
+        os.link(victim, cap_dir / ("capture-keep.marks" if planted == "hard-link-marks" else "capture-keep.json"))
     else:
         if os.geteuid() != 0:
             pytest.skip("needs root to give the file to another user")
@@ -228,7 +234,8 @@ def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     args = ("--capture-dir", cap_dir, "--capture-max-bytes", "1000", "--capture-keep", "tail", "--no-echo")
     proc, events = run_checked(tmp_path, *args, command=command, returncode=0)
     assert victim.read_text() == "keep me\n"
-    assert b"could not record which part of each stream the capture files keep" in proc.stderr
+    warning = b"could not keep the capture ring's marks" if planted == "hard-link-marks" else b"could not record which"
+    assert warning in proc.stderr
     assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
 
 

@@ -133,6 +133,10 @@ class Connection:
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0)
         assert hello is not None  # no timeout was given
+        if hello[3] is None:  # it could not start (serve.main): why, and it is collected
+            self.close()
+            self._collect()
+            raise ServiceGone(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).

@@ -119,13 +119,21 @@ def ran(
         resources=Resources.written(events.get("resource_summary")),
         stdout=Captured.written(captured.get("stdout")),
         stderr=Captured.written(captured.get("stderr")),
-        message=failure.message if failure else None,
+        message=_unsaid(job, failure.message) if failure else None,
         earlier=earlier,
     )
     death = events.get("root_exited", {})
     if death.get("outcome") == "signalled" and exit_event.get("source") == "child_exit":
         line.signal = death.get("signal")  # the child's own death, not the runner's teardown
     return line
+
+
+def _unsaid(job: Job, message: str) -> str:
+    """``message`` without a ``secret`` job's program (a spawn failure names it, as the run's
+    stream says it): its line, and so the page and the JUnit report, keep only the argv's digest."""
+    if job.secret and job.args:
+        return message.replace(repr(job.args[0]), "(a secret job's program)")
+    return message
 
 
 def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None) -> JobLine:

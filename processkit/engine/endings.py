@@ -69,7 +69,10 @@ class Outcome:
     was asked to keep, as the object written, by event type; ``records``: a held stream's events
     as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
     ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
-    carrier reads back at most (the child may have put a file of any size at the path)."""
+    carrier reads back at most (the child may have put a file of any size at the path), and
+    ``stream_file``, the file's ``(st_dev, st_ino)`` (``Emitter.identity``): the only file a
+    carrier reads it back from (the child, or another user who can write its directory, may put
+    another file or a link at the path)."""
 
     __slots__ = (
         "code",
@@ -82,6 +85,7 @@ class Outcome:
         "command_from_ns",
         "records",
         "stream_bytes",
+        "stream_file",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -95,6 +99,7 @@ class Outcome:
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far
+        self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

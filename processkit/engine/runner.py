@@ -98,6 +98,7 @@ def steps(
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
         outcome.remembered = emitter.remembered
         outcome.stream_bytes = emitter.sent
+        outcome.stream_file = emitter.identity
         if records:
             outcome.records = emitter.gathered  # a held stream's events, unencoded (None once written)
         return outcome

@@ -221,10 +221,11 @@ class Request:
             report["jsonl"] = wire.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
-        elif outcome.stream_bytes is None:  # never opened by this run: what is there is not its
-            report["jsonl"] = None
-        else:  # never more than the run wrote: the child may have put a huge sparse file there
-            report["jsonl"] = wire.read_back(jsonl, most=outcome.stream_bytes)
+        elif outcome.stream_bytes is None or outcome.stream_file is None:
+            report["jsonl"] = None  # never opened by this run, or no file of its: what is there is not its
+        else:  # never more than the run wrote (the child may have put a huge sparse file there),
+            # and only from the file it wrote (not one put at the path since, nor a link to one)
+            report["jsonl"] = wire.read_back(jsonl, most=outcome.stream_bytes, only=outcome.stream_file)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):

@@ -48,6 +48,20 @@ def make(base: str) -> tuple[str, int]:
     return path, fd
 
 
+def make_in(bases: list[str]) -> tuple[str, int]:
+    """``make`` in the first of ``bases`` where it can be made: another user can fill a shared
+    tmpfs (``/dev/shm``: its space or its inodes) and so keep the service from starting, and
+    every call of its caller failing, where ``/tmp`` would still do. Raises OSError saying what
+    each base said."""
+    said = []
+    for base in bases:
+        try:
+            return make(base)
+        except OSError as exc:
+            said.append(f"in {base}: {exc.strerror or exc}")
+    raise OSError(f"the runner service cannot make its scratch directory ({'; '.join(said)})")
+
+
 def _rename_fresh(made: str, base: str) -> str:
     """``made`` renamed to a service's name in ``base`` no one is using; raises OSError."""
     for _ in range(NAME_TRIES):

@@ -61,7 +61,7 @@ from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..containment import restart_idle
 from ..errors import Failure, Kind
-from ..rundir import batch_base
+from ..rundir import base, batch_base
 from ..api import wire
 from . import scratch
 from .request import REMEMBER, Request, cancelled, failed, spec_of
@@ -99,8 +99,7 @@ class Service:
         self.orphaned: list[bool] = []  # PR_SET_PDEATHSIG's signal came: the parent may be gone
         self.idle_started = False
         self.idle_loop: RunLoop | None = None  # the idle wait's view of the loop (``_idle``)
-        base = batch_base()
-        self.scratch, self.scratch_lock = scratch.make(base)
+        self.scratch, self.scratch_lock = scratch.make_in(list(dict.fromkeys([batch_base(), base()])))
         self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
         # Its open-file limit, read once (raised already by ``main``); a share of it is left for
         # its pool's idle groups' files, before the pool is made by the first run.
@@ -380,7 +379,12 @@ def main() -> int:
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)
-    service = Service(sock, caller)
+    try:
+        service = Service(sock, caller)
+    except OSError as exc:  # its scratch directory (``scratch.make_in``): said to the caller, who raises it
+        sock.setblocking(True)
+        wire.send(sock, ("hello", 0, os.getpid(), None, {"failure": str(exc)}))
+        return 1
     service.orphaned = orphaned
     try:
         sock.setblocking(True)

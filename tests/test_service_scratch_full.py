@@ -1,0 +1,58 @@
+"""The runner service's scratch directory when its base is full: another user can fill /dev/shm
+(a world-writable tmpfs: its space or its inodes), and the service could not start, so every
+``processkit.run`` of every caller on the host raised ``ServiceGone: the runner service of this
+process has ended``, saying neither why nor what to do. The service now makes its directory in
+``/tmp`` when the batch base cannot hold it, and a service that can make it nowhere says why.
+
+The full tmpfs is mounted in a mount namespace of the test's own (``unshare``), over /dev/shm and
+then /tmp too, so nothing outside it sees the mounts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None,
+    reason="needs root, unshare and mount for a full tmpfs of the test's own",
+)
+
+# A tmpfs of three inodes: its root and two directories fill it, as another user's files would.
+FILL = 'mount -t tmpfs -o size=64k,nr_inodes=3,mode=1777 tmpfs "$1" && mkdir "$1/a" "$1/b"'
+CALLER = r"""
+import processkit
+try:
+    result = processkit.run(["echo", "hi"], capture_output=True)
+    print("ran", result.returncode, result.stdout.decode().strip())
+except RuntimeError as exc:
+    print("raised", type(exc).__name__, exc)
+"""
+
+
+def _call_with_full(*bases: str) -> str:
+    fill = "; ".join(f"sh -c '{FILL}' sh {base}" for base in bases)
+    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the base is /dev/shm
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", f'{fill}; exec "$0" -c "$1"']
+        + [sys.executable, CALLER],
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stdout.decode().strip()
+
+
+def test_a_full_dev_shm_leaves_the_service_its_scratch_in_tmp():
+    assert _call_with_full("/dev/shm") == "ran 0 hi"
+
+
+def test_a_service_that_can_make_its_scratch_nowhere_says_why():
+    said = _call_with_full("/dev/shm", "/tmp")
+    assert said.startswith("raised ServiceGone the runner service cannot make its scratch directory"), said
+    assert "in /dev/shm: No space left on device" in said and "in /tmp: No space left on device" in said, said
