@@ -22,6 +22,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
+from ..writeall import write_all
 from .batch_failures import capture_cut, killed
 
 TYPE_CHECKING = False
@@ -326,17 +327,16 @@ class Progress:
         for name, info, stream in (("stdout", line.stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
             if stream in self._gone:
                 continue
-            shown = info is not None and info.bytes and info.path  # no path: --keep failed
+            path = info.path if info is not None and info.bytes else None  # no path: --keep failed
             try:  # a reader that went away (| head) ends the showing on its stream, not the batch
-                stream.flush()
-                stream.buffer.write(header if name == "stdout" else b"")
-                if shown:
-                    _copy_file(info.path, stream.buffer)
-                stream.buffer.flush()  # before the bar, which is written to the descriptor
+                stream.flush()  # then its descriptor's: a buffered writer cuts a non-blocking pipe short
+                write_all(stream.fileno(), header if name == "stdout" else b"")
+                if path:
+                    _copy_file(path, stream.fileno())
             except OSError:
                 self._gone.add(stream)
                 continue
-            if shown:
+            if path and info is not None:
                 cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it
                     self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
@@ -380,18 +380,18 @@ class Progress:
         self._live.above(text + f"batch: {sentence}\n")
 
 
-def _copy_file(path: str, out) -> None:
-    """``path``'s bytes onto ``out``, a chunk at a time, ending with a newline if they did not."""
+def _copy_file(path: str, out: int) -> None:
+    """``path``'s bytes onto the descriptor ``out``, a chunk at a time, ending with a newline if
+    they did not."""
     last = b""
     try:
         with os.fdopen(open_input(path, RUN_FILE), "rb") as handle:
             while chunk := handle.read(SHOW_CHUNK):
-                out.write(chunk)
+                write_all(out, chunk)
                 last = chunk[-1:]
     except BrokenPipeError:
         raise  # its reader went away: the caller's to handle
     except (OSError, ValueError):  # ValueError: bounded.InputError
         return
     if last and last != b"\n":
-        out.write(b"\n")
-    out.flush()
+        write_all(out, b"\n")
