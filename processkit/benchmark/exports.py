@@ -63,7 +63,9 @@ def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
     for command_result in result.results:
         s = command_result.summary
         # hyperfine's CSV: a single run's standard deviation is 0 (its JSON's null), never an empty cell
-        figures = [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, s.user, s.system]
+        figures: list[float | str] = (
+            [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, s.user, s.system]
+        )
         figures = figures + ([s.min, s.max] if s is not None else [])
         row = [spreadsheet_cell(command_result.command.name), *(figures or [""] * 7)]
         values = (spreadsheet_cell(command_result.command.parameters.get(n, "")) for n in names)
