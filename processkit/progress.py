@@ -53,6 +53,7 @@ class LiveLines:
         self.fd = fd
         self.draw = draw
         self._shown = 0  # rows of the region on the screen now
+        self._gone = False  # a write failed: nothing more is written
 
     def show(self, lines: list[str]) -> None:
         """The region redrawn as ``lines``, in place."""
@@ -103,4 +104,11 @@ class LiveLines:
         return [line[: columns - 1] for line in lines]
 
     def _write(self, text: str) -> None:
-        write_all(self.fd, text.encode("utf-8", "replace"))
+        """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
+        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on."""
+        if self._gone:
+            return
+        try:
+            write_all(self.fd, text.encode("utf-8", "replace"))
+        except OSError:
+            self._gone = True

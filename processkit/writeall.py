@@ -18,10 +18,24 @@ MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page a
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Write all of ``data`` to ``fd`` (blocking), or raise OSError."""
+    """Write all of ``data`` to ``fd`` (blocking), or raise OSError. A descriptor someone else
+    made non-blocking (a standard stream whose pipe a Node.js or CI parent shares) is waited on
+    as a blocking write would wait: its EAGAIN is no error and no end."""
     view = memoryview(data).cast("B")
     while view:
-        count = os.write(fd, view[:MAX_WRITE])
+        try:
+            count = os.write(fd, view[:MAX_WRITE])
+        except BlockingIOError:
+            _until_writable(fd)
+            continue
         if count <= 0:
             raise OSError(errno.EIO, "the write took nothing")
         view = view[count:]
+
+
+def _until_writable(fd: int) -> None:
+    import select  # only for a non-blocking descriptor, which few writes meet
+
+    waiting = select.poll()
+    waiting.register(fd, select.POLLOUT)
+    waiting.poll()  # an error or hang-up wakes it too: the next write says which

@@ -62,7 +62,10 @@ def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
     writer.writerow([*CSV_COLUMNS, *(f"parameter_{n}" for n in names)])
     for command_result in result.results:
         s = command_result.summary
-        figures = [] if s is None else [s.mean, s.stddev if s.stddev is not None else "", s.median, s.user, s.system]
+        # hyperfine's CSV: a single run's standard deviation is 0 (its JSON's null), never an empty cell
+        figures: list[float | str] = (
+            [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, s.user, s.system]
+        )
         figures = figures + ([s.min, s.max] if s is not None else [])
         row = [spreadsheet_cell(command_result.command.name), *(figures or [""] * 7)]
         values = (spreadsheet_cell(command_result.command.parameters.get(n, "")) for n in names)

@@ -17,10 +17,12 @@ import sys
 import time
 
 from ..bounded import RUN_FILE, open_input
+from ..diagnostics import say
 from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
+from ..writeall import write_all
 from .batch_failures import capture_cut, killed
 
 TYPE_CHECKING = False
@@ -161,7 +163,7 @@ def _batch(args, invocation, settings, jobs) -> int:
 
     if not jobs:  # as GNU parallel with no input: nothing to do is no failure
         if invocation.error_format != "json":
-            sys.stderr.write("batch: no jobs in the manifest\n")
+            say(sys.stderr, "batch: no jobs in the manifest\n")  # a failed write dropped
         return 0
     took = None
     if args.history is not None:
@@ -264,6 +266,7 @@ class Progress:
         self._total = total
         self._out = out
         self._show = show_output
+        self._gone: set = set()  # --show-output's streams whose reader went away
         self.quiet = quiet  # nothing on stderr (--error-format json); --show-output's stdout stays
         fd = sys.stderr.fileno()
         self._live = LiveLines(fd, draw=not quiet and os.isatty(fd))
@@ -320,12 +323,20 @@ class Progress:
         nothing else written meanwhile (the batch's one thread does it), a chunk at a time, so a
         job with no cap on its capture costs no more memory than one with."""
         stderr = None if self.quiet else line.stderr
-        sys.stdout.write(f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n")
-        sys.stdout.flush()
+        header = f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n".encode()
         for name, info, stream in (("stdout", line.stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
-            if info is not None and info.bytes and info.path:  # no path: --keep failed
-                _copy_file(info.path, stream.buffer)
-                stream.buffer.flush()  # before the bar, which is written to the descriptor
+            if stream in self._gone:
+                continue
+            path = info.path if info is not None and info.bytes else None  # no path: --keep failed
+            try:  # a reader that went away (| head) ends the showing on its stream, not the batch
+                stream.flush()  # then its descriptor's: a buffered writer cuts a non-blocking pipe short
+                write_all(stream.fileno(), header if name == "stdout" else b"")
+                if path:
+                    _copy_file(path, stream.fileno())
+            except OSError:
+                self._gone.add(stream)
+                continue
+            if path and info is not None:
                 cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it
                     self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
@@ -369,16 +380,18 @@ class Progress:
         self._live.above(text + f"batch: {sentence}\n")
 
 
-def _copy_file(path: str, out) -> None:
-    """``path``'s bytes onto ``out``, a chunk at a time, ending with a newline if they did not."""
+def _copy_file(path: str, out: int) -> None:
+    """``path``'s bytes onto the descriptor ``out``, a chunk at a time, ending with a newline if
+    they did not."""
     last = b""
     try:
         with os.fdopen(open_input(path, RUN_FILE), "rb") as handle:
             while chunk := handle.read(SHOW_CHUNK):
-                out.write(chunk)
+                write_all(out, chunk)
                 last = chunk[-1:]
+    except BrokenPipeError:
+        raise  # its reader went away: the caller's to handle
     except (OSError, ValueError):  # ValueError: bounded.InputError
         return
     if last and last != b"\n":
-        out.write(b"\n")
-    out.flush()
+        write_all(out, b"\n")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
 MAX_GROUP_LIMIT = 4096
+DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 
 
 def add_flags(parser) -> None:
@@ -165,11 +166,15 @@ def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
     """The manifest the template expands to on stdout, each line checked as the batch would
     (a bad one ends it, 100); nothing is made, nothing runs."""
     from ..batching.template_flags import manifest_lines
+    from . import output
 
-    out = sys.stdout.buffer
+    block = bytearray()
     for line in manifest_lines(words, id_template, keys):
-        out.write(line)
-    out.flush()
+        block += line
+        if len(block) >= DRY_RUN_BLOCK:
+            output.raw(bytes(block))  # every byte, on a non-blocking pipe too; a reader gone ends it (141)
+            block.clear()
+    output.raw(bytes(block))
 
 
 def write_junit(out: str, path: str) -> None:

@@ -8,6 +8,7 @@ import sys
 
 from ..errors import Failure, Kind, StdoutClosed
 from ..text import sanitize
+from ..writeall import write_all
 
 
 def json_line(value) -> None:
@@ -29,8 +30,7 @@ def _write(data: bytes) -> None:
     quietly (main maps it to STDOUT_CLOSED); any other failed write is a setup failure."""
     try:
         sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
     except BrokenPipeError:
         raise StdoutClosed from None
     except OSError as exc:
