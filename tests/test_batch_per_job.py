@@ -174,3 +174,32 @@ def test_a_batch_names_its_jobs_runs_without_a_getpid_each_and_a_forked_child_it
     os.close(read)
     os.waitpid(child, 0)
     assert said[0].split("-")[1] == said[1] != str(real())
+
+
+def test_a_jobs_signal_is_its_outcomes_and_a_passing_held_jobs_root_exited_is_never_a_record(tmp_path, monkeypatch):
+    """A job's line takes the signal its root died of from the run's Outcome, not from its
+    ``root_exited`` read back: a passing ``--keep failed`` job's ``root_exited`` is gathered as
+    the event and dropped, never made a record; a root killed by a signal still has it on its
+    line (and in its kept stream), a root that exits 137 by itself has none."""
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings, run_batch
+    from processkit.events import base
+
+    made: list[str] = []
+    real = base.Event.to_json
+    monkeypatch.setattr(base.Event, "to_json", lambda self, stamp=None: made.append(self.name) or real(self, stamp))
+    jobs = [{"args": ["true"], "id": f"ok{n}"} for n in range(3)]
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(tmp_path / "out"), 1, keep_failed_only=True), signals=False)
+    assert [line.exit_code for line in lines] == [0, 0, 0]
+    assert "root_exited" not in made, made
+    jobs = [
+        {"args": ["sh", "-c", "kill -9 $$"], "id": "killed"},
+        {"args": ["sh", "-c", "exit 137"], "id": "exits"},
+    ]
+    out = tmp_path / "out2"
+    lines, _ = run_batch(jobs_from(jobs), Settings(str(out), 1, keep_failed_only=True), signals=False)
+    by_id = {line.id: line for line in lines}
+    assert (by_id["killed"].exit_code, by_id["killed"].signal) == (137, 9)
+    assert (by_id["exits"].exit_code, by_id["exits"].signal) == (137, None)
+    death = one(check_stream(out / "killed" / "events.jsonl", 137), "root_exited")
+    assert (death["outcome"], death["signal"]) == ("signalled", 9)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from .manifest import Job
 
 # The stream events a job's line is made from: the engine hands back the last one of each it
-# wrote, so the stream is not read again.
-LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured", "root_exited")
+# wrote, so the stream is not read again. Not ``root_exited``: the signal a root died of is the
+# Outcome's (``Outcome.signal``), so a held job's ``root_exited`` stays an event object, never
+# made a record for a passing job whose stream is dropped.
+LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured")
 
 # How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
@@ -122,9 +124,11 @@ def ran(
         message=_unsaid(job, failure.message) if failure else None,
         earlier=earlier,
     )
-    death = events.get("root_exited", {})
-    if death.get("outcome") == "signalled" and exit_event.get("source") == "child_exit":
-        line.signal = death.get("signal")  # the child's own death, not the runner's teardown
+    if outcome.signal is not None and exit_event.get("source") == "child_exit":
+        # The child's own death, not the runner's teardown; said where its stream says it, as
+        # ``root_exited`` came before the ``runner_exit`` read here (a stream that failed writes
+        # neither from then on).
+        line.signal = outcome.signal
     return line
 
 

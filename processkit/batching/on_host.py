@@ -132,6 +132,7 @@ def run_batch(
         graph=graph,
     )
     out = recorder.out
+    within = os.path.join(out, "")  # each job's directory is this and its id (``_job_steps``)
     took = settings.took if graph else None  # --history's times order a graph's ready jobs
     whole = bool(settings.group_limits) or took is not None or graph
     attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
@@ -174,7 +175,7 @@ def run_batch(
             attempt = _job_steps(
                 host,
                 job,
-                out,
+                within,
                 settings.label,
                 attempts[job.id],
                 timeouts.limit_ms(),
@@ -280,7 +281,7 @@ CAPTURE = os.sep + "capture"
 def _job_steps(
     host: Host,
     job: Job,
-    out: str,
+    within: str,
     label: str,
     attempt: int,
     timeout_ms: int | None,
@@ -299,10 +300,11 @@ def _job_steps(
     written in place as always. ``own``: the context of a run the batch wires nothing into
     (``_own_context``). ``earlier_files``: ``out`` held something
     when the batch began, so the attempts an earlier batch left for the job are removed before
-    its first, and a passing held job's files from an earlier batch after it."""
+    its first, and a passing held job's files from an earlier batch after it. ``within``: the
+    batch's ``--out`` with its separator, joined once for all its jobs."""
     if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
         yield from wait_until(lambda: host.stop_source is not None, host.loop.clock() + delay_ms / 1000)
-    directory = os.path.join(out, job.id)
+    directory = within + job.id  # ``os.path.join(out, job.id)``: an id is one name (``manifest.JOB_ID``)
     held = None
     try:
         hold = spares is not None and job.template.capture_keep == "head"

@@ -86,6 +86,7 @@ class Outcome:
         "records",
         "stream_bytes",
         "stream_file",
+        "signal",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -100,6 +101,7 @@ class Outcome:
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far
         self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
+        self.signal: int | None = None  # the signal the root died of, when its own death ended the run
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""
@@ -167,17 +169,19 @@ def _internal(facts: EndingFacts, detail: str | None) -> Outcome:
 def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
     rc = facts.returncode
     assert rc is not None, "a child-exit ending is recorded only once the root's status is known"
-    if not facts.writing:  # a dropped stream (each of ``bench``'s runs): the event is not built
-        return Outcome(child_exit_code(rc))
+    outcome = Outcome(child_exit_code(rc))
     signalled = rc < 0
-    facts.emit(
-        RootExited(
-            outcome="signalled" if signalled else "exited",
-            code=None if signalled else rc,
-            signal=-rc if signalled else None,
+    if signalled:
+        outcome.signal = -rc  # what a batch's line says, without reading ``root_exited`` back
+    if facts.writing:  # a dropped stream (each of ``bench``'s runs): the event is not built
+        facts.emit(
+            RootExited(
+                outcome="signalled" if signalled else "exited",
+                code=None if signalled else rc,
+                signal=-rc if signalled else None,
+            )
         )
-    )
-    return Outcome(child_exit_code(rc))
+    return outcome
 
 
 def _timeout(facts: EndingFacts, window: int, reason: str, what: str, why: str = "") -> Outcome:
