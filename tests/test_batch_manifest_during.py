@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import cli_command
 
 SETUP_FAILED = 111
@@ -98,4 +99,23 @@ def test_a_job_appended_during_the_batch_never_starts_unchecked(tmp_path):
     done = _run("batch", path, "--jobs", "1", "--out", tmp_path / "out")
     assert done.returncode == SETUP_FAILED, done.stderr[-2000:]
     assert "the manifest changed since it was checked: manifest line 81: a job past the 80 it held" in done.stderr
+    assert sorted(_ids(tmp_path / "out")) == [f"j{number:02d}" for number in range(1, 81)]
+
+
+@pytest.mark.parametrize("appended", ['{"args": [\n', '{"args": ['], ids=["line", "no-newline"])
+def test_a_line_appended_during_the_batch_that_is_not_json_is_named_a_job_past_the_count(tmp_path, appended):
+    """The first job appends a line that does not decode (a job caught in the middle of its
+    writing, its newline written or not): that line is past the jobs checked whatever it holds,
+    so the failure (111) says so, not that line's JSON error; every checked job ran once."""
+    path = tmp_path / "m.jsonl"
+    lines = [json.dumps({"args": ["true"], "id": f"j{number:02d}"}) + "\n" for number in range(1, 81)]
+    append = f"open({str(path)!r}, 'a').write({appended!r})"
+    lines[0] = json.dumps({"args": [sys.executable, "-c", append], "id": "j01"}) + "\n"
+    path.write_text("".join(lines))
+    done = _run("batch", path, "--jobs", "1", "--out", tmp_path / "out")
+    assert done.returncode == SETUP_FAILED, done.stderr[-2000:]
+    assert "the manifest changed since it was checked: manifest line 81: a job past the 80 it held" in done.stderr, (
+        done.stderr[-2000:]
+    )
+    assert "not JSON" not in done.stderr
     assert sorted(_ids(tmp_path / "out")) == [f"j{number:02d}" for number in range(1, 81)]

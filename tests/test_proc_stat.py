@@ -6,9 +6,10 @@ spaces, parentheses and what looks like the fields after it must not shift them.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
+import sys
+import time
 
 from processkit.api import stopped
 from processkit.containment.members import read_member, split_stat, usage_of
@@ -17,19 +18,38 @@ from processkit.containment.members import read_member, split_stat, usage_of
 NAME = "a) Z 1 1 1 (b"
 
 
+# The child: burns this much CPU (its own clock), says so on stdout, then waits to be killed.
+BURN_SECONDS = 0.2
+CHILD = (
+    "import sys, time\n"
+    f"while time.process_time() < {BURN_SECONDS}: pass\n"
+    "sys.stdout.write('burnt\\n'); sys.stdout.flush()\n"
+    "time.sleep(600)\n"
+)
+
+
 def test_a_name_with_spaces_and_parentheses_leaves_the_fields_in_place(tmp_path):
-    """A real process named so (its program's file name, a link to ``sleep``), in a session of
-    its own: its name, parent, group, session and state read as the kernel has them, and a
-    stop and a continue are seen through the same parser."""
+    """A real process named so (its program's file name: a link to this interpreter, so no
+    multi-call ``sleep`` that dispatches on its name), in a session of its own: its name, parent,
+    group, session and state read as the kernel has them, its CPU time lies between what it burnt
+    and the time it has lived (a parse shifted past the false ')' would read its flags and page
+    faults there), and a stop and a continue are seen through the same parser."""
     program = tmp_path / NAME
-    program.symlink_to(shutil.which("sleep") or "/bin/sleep")
-    child = subprocess.Popen([str(program), "60"], start_new_session=True)
+    program.symlink_to(sys.executable)
+    tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    began = time.monotonic_ns()
+    child = subprocess.Popen([str(program), "-I", "-S", "-c", CHILD], stdout=subprocess.PIPE, start_new_session=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"burnt\n"
         member = read_member(child.pid)
         assert member is not None
         assert (member.name, member.ppid, member.pgid, member.session) == (NAME, os.getpid(), child.pid, child.pid)
         assert member.zombie is False and member.start_time is not None and member.start_time.isdigit()
-        assert usage_of([child.pid]).user_ns >= 0
+        used = usage_of([child.pid])
+        lived = time.monotonic_ns() - began
+        # /proc's utime and stime are each cut to a whole tick; one thread uses no more CPU than time
+        assert BURN_SECONDS * 1e9 - 2 * tick_ns <= used.user_ns + used.system_ns <= lived + tick_ns, (used, lived)
+        assert used.user_ns > 0
         os.kill(child.pid, signal.SIGSTOP)
         os.waitpid(child.pid, os.WUNTRACED)  # stopped now
         assert stopped.state(child.pid) == b"T"
@@ -39,6 +59,8 @@ def test_a_name_with_spaces_and_parentheses_leaves_the_fields_in_place(tmp_path)
     finally:
         child.kill()
         child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
     assert read_member(child.pid) is None and stopped.state(child.pid) is None
 
 

@@ -154,16 +154,9 @@ class Manifest:
         and no other: an appended job never starts unchecked (its id could be another's)."""
         self._handle.seek(0)
         templates: dict[str, RunSpec] = {}
-        total = self._total
-        count = 0
         try:
-            for number, value, size in _values(lines(self._handle, self._path, MANIFEST)):
-                if count == total:
-                    raise usage(f"manifest line {number}: a job past the {total} it held")
-                count += 1
+            for number, value, size in _values(lines(self._handle, self._path, MANIFEST), self._total):
                 yield job_from(number, value, templates, env_files=False), size
-            if count < total:
-                raise usage(f"it ends after {count} of its {total} jobs")
         except (Failure, InputError) as exc:
             message = exc.message if isinstance(exc, Failure) else str(exc)
             raise Failure(Kind.SETUP, f"the manifest changed since it was checked: {message}") from None
@@ -240,13 +233,22 @@ def _copied(numbered, spool):
         yield number, raw
 
 
-def _values(numbered):
+def _values(numbered, held: int | None = None):
     """Each line that is not blank, decoded: ``(number, value, size)``, its size in bytes for
     the blocks a pass reads ahead (``blocks.in_blocks``); the one loop of the check and the pass.
-    (The API's values, which have no line, come to ``_check`` with size 0.)"""
+    (The API's values, which have no line, come to ``_check`` with size 0.) ``held``: a pass's
+    count of the jobs checked. A line past it is refused before it is decoded, since whatever it
+    holds (a job half written, say) it was appended since the check; an end before it is refused
+    too (the file was cut)."""
+    count = 0
     for number, raw in numbered:
         if raw.strip():
+            if count == held:
+                raise usage(f"manifest line {number}: a job past the {held} it held")
+            count += 1
             yield number, _decoded(number, raw), len(raw)
+    if held is not None and count < held:
+        raise usage(f"it ends after {count} of its {held} jobs")
 
 
 def _decoded(number: int, raw: bytes):
