@@ -235,3 +235,17 @@ def test_a_ctrl_z_while_a_process_group_child_execs_stops_it_too(shell, tmp_path
     shell.cue("fg")
     assert shell.finish() == {"rc": 0, "holder": "runner"}
     assert marker.exists()
+
+
+def test_a_stop_of_a_pty_runner_stops_its_tree_and_the_continue_continues_it(shell):
+    """A ``--pty`` child leads its own session, so its group is orphaned: the SIGTSTP the runner
+    passed on was discarded by the kernel (POSIX: an orphaned group is not stopped by the
+    terminal's stop signals) and the tree ran on behind the "stopped" job."""
+    shell.run("--pty", behaviour="wait", placement="fg")
+    child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+    shell.stop_runner(signal.SIGTSTP)
+    assert _state_becomes(child, "T"), "the pty's tree runs on behind the stopped runner"
+    shell.cue("fg")
+    assert _state_becomes(child, "S"), "the continue continues the tree"
+    shell.go()
+    assert shell.finish()["rc"] == 0

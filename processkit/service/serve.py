@@ -375,6 +375,10 @@ def main() -> int:
     prctl.set_parent_death_signal(signal.SIGUSR1)
     if os.getppid() != caller:
         return 0
+    # Every call's captures, input and held stream are memfds here, and every run's child is
+    # this process's child, of its user: dumpable, its /proc/<pid>/fd let one call's child open
+    # another call's memfds. Its caller still reads its state (stat) and signals it.
+    prctl.set_not_dumpable()
     absorb_stray_signals()
     os.chdir("/")
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
