@@ -249,3 +249,50 @@ def test_a_stop_of_a_pty_runner_stops_its_tree_and_the_continue_continues_it(she
     assert _state_becomes(child, "S"), "the continue continues the tree"
     shell.go()
     assert shell.finish()["rc"] == 0
+
+
+# The shell again, its cues numbered: the Nth stop waits for ``result.cueN`` ("fg" or "bg").
+NUMBERED = SHELL.replace(
+    'open(result + ".stopped", "w").close()\n    while not os.path.exists(result + "." + cue):\n        time.sleep(0.02)\n    foreground = cue == "fg"',
+    'stops = globals().get("stops", 0) + 1\n    globals()["stops"] = stops\n    open(result + ".stopped" + str(stops), "w").close()\n'
+    '    while not os.path.exists(result + ".cue" + str(stops)):\n        time.sleep(0.02)\n'
+    '    cue = open(result + ".cue" + str(stops)).read()\n    foreground = cue == "fg"',
+)
+
+
+class Numbered(Shell):
+    HOST = NUMBERED
+
+    def cue_nth(self, n: int, what: str) -> None:
+        (self.dir / f"{self.result.name}.cue{n}").write_text(what)
+
+
+def test_a_background_runner_stopped_by_its_echo_on_a_tostop_terminal_stops_its_tree_too(tmp_path):
+    """``bg`` on a terminal with ``tostop``: the runner's next echo stops it (SIGTTOU), as any
+    background job's write does. It stopped alone while its child ran on behind the "stopped"
+    job; now its tree stops with it, and ``fg`` continues both."""
+    assert "stops" in NUMBERED, "the numbered shell was made from the shell's script"
+    shell = Numbered(tmp_path)
+    try:
+        modes = termios.tcgetattr(shell.master)
+        modes[3] |= termios.TOSTOP  # the slave's modes, set through the master
+        termios.tcsetattr(shell.master, termios.TCSANOW, modes)
+        shell.run(behaviour="print", placement="unused")
+        os.set_blocking(shell.master, False)
+        child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+        runner = _runner_of(child)
+        wait_for_file(f"{shell.report}.ready")
+        os.kill(runner, signal.SIGTSTP)
+        wait_for_file(f"{shell.result}.stopped1")
+        while _echoed(shell.master):
+            pass  # what was echoed before the stop
+        shell.cue_nth(1, "bg")
+        wait_for_file(f"{shell.result}.stopped2", timeout=20)  # its next echo, in the background
+        assert _state_becomes(runner, "T")
+        assert _state_becomes(child, "T"), "the child runs on behind the runner its echo stopped"
+        shell.cue_nth(2, "fg")
+        assert _state_becomes(child, "S")
+        shell.go()
+        assert shell.finish()["rc"] == 0
+    finally:
+        shell.close()

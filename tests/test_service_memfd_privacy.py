@@ -84,7 +84,9 @@ def _as_user(user) -> tuple[list[str], str]:
     if user is None:
         return [], sys.executable
     prefix = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
-    again = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"  # as the service starts
+    again = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"  # as the service starts
+    )
     for python in (sys.executable, "/usr/bin/python3"):
         if subprocess.run([*prefix, python, "-c", again], capture_output=True, cwd="/").returncode == 0:
             return prefix, python
@@ -114,11 +116,12 @@ def test_a_calls_child_cannot_read_another_calls_capture_through_the_service(att
             TMPDIR=place,
         )
         script = CALLER.replace("ATTACK", repr(ATTACK))
-        done = subprocess.run([*prefix, python, "-c", script, place], capture_output=True, env=env, cwd=place, timeout=120)
+        done = subprocess.run(
+            [*prefix, python, "-c", script, place], capture_output=True, env=env, cwd=place, timeout=120
+        )
         if done.returncode != 0 and b"ModuleNotFoundError" in done.stderr:
             pytest.skip("processkit is not importable by a second user here")
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().strip() == "refused"
     finally:
         shutil.rmtree(place)
-
