@@ -296,3 +296,47 @@ def test_a_background_runner_stopped_by_its_echo_on_a_tostop_terminal_stops_its_
         assert shell.finish()["rc"] == 0
     finally:
         shell.close()
+
+
+# The shell again, putting its own terminal modes back when a job stops, as bash does.
+BASHLIKE = SHELL.replace(
+    "runner = subprocess.Popen(argv, preexec_fn=job)",
+    "shell_modes = termios.tcgetattr(0)\nrunner = subprocess.Popen(argv, preexec_fn=job)",
+).replace(
+    "os.tcsetpgrp(0, os.getpgrp())  # the job stopped: the shell takes the terminal back",
+    "os.tcsetpgrp(0, os.getpgrp())  # the job stopped: the shell takes the terminal back\n"
+    "    termios.tcsetattr(0, termios.TCSANOW, shell_modes)",
+)
+
+
+class Bashlike(Shell):
+    HOST = BASHLIKE
+
+
+def _raw_becomes(master: int, raw: bool, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (not termios.tcgetattr(master)[3] & termios.ICANON) == raw:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_pty_runner_brought_back_with_fg_relays_keys_in_raw_mode_again(tmp_path):
+    """The shell put its own modes back at the stop and ``fg`` gives the job none: the caller's
+    keys were read a line at a time and Ctrl-C cancelled the run instead of reaching the child."""
+    assert "TCSANOW, shell_modes" in BASHLIKE, "the bash-like shell was made from the shell's script"
+    shell = Bashlike(tmp_path)
+    try:
+        shell.run("--pty", behaviour="wait", placement="fg")
+        wait_for_event(shell.jsonl, "run_started")
+        assert _raw_becomes(shell.master, True), "the runner relays keys in raw mode"
+        shell.stop_runner(signal.SIGTSTP)
+        assert _raw_becomes(shell.master, False), "the shell's own modes at the stop"
+        shell.cue("fg")
+        assert _raw_becomes(shell.master, True), "raw mode again once continued in the foreground"
+        shell.go()
+        assert shell.finish()["rc"] == 0
+        assert _raw_becomes(shell.master, False), "the caller's modes back at the end"
+    finally:
+        shell.close()

@@ -329,6 +329,8 @@ def connect(run: RunState, launched: Launched) -> None:
         from .pty import Keyboard
 
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
+        if launched.keyboard is not None:
+            run.continued_hook = launched.keyboard.raw_again
 
 
 def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
