@@ -38,12 +38,12 @@ def set_parent_death_signal(signum: int) -> bool:
     return _prctl()(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
 
 
-def set_child_subreaper() -> bool:
-    return _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-
-
 def set_not_dumpable() -> bool:
     """This process no longer dumpable: its /proc entry's descriptors, memory and environment,
     and ptrace, refused to every other process of its user that is not privileged (a child's
     exec makes the child dumpable again; its ``stat`` and ``status`` stay readable)."""
     return _prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def set_child_subreaper() -> bool:
+    return _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
