@@ -13,7 +13,7 @@ nothing for STALL_SECONDS, or falls more than BACKLOG_MOST bytes behind, fails t
 stalled write does (its one warning). The backlog goes in writes that each end at a line boundary
 within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the per-event write is:
 streams sharing one pipe never interleave inside a line, and a stream that fails ends on a whole
-line (but for a line longer than PIPE_BUF its reader stalled in).
+line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from ..loop import Loop
+    from .pipe_room import Watch
 
 STALL_SECONDS = 2.0
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
@@ -129,10 +130,12 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
+        self._pipe = False
         self._defer = defer
-        self._watched = False  # the fd is on ``defer``'s loop as a writer (while a backlog waits)
+        self._watch: Watch | None = None  # the fd on ``defer``'s loop while a backlog waits
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
+        self._held = -1  # the bytes its pipe held at the last look, while a long line waits (``pipe_room``)
         self.sent = 0  # the bytes written so far: a named file's size as this run left it
         if self._poisoned:
             return
@@ -141,8 +144,10 @@ class Emitter:
             self._gathered = []
             return
         self._fd = open_for_writing(path)
-        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+        mode = os.fstat(self._fd).st_mode
+        if not stat.S_ISREG(mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
+            self._pipe = stat.S_ISFIFO(mode)  # a deferred stream's long lines go whole (pipe_room)
 
     @property
     def writing(self) -> bool:
@@ -225,9 +230,14 @@ class Emitter:
         warn(f"JSONL event logging disabled: {reason}")
 
     def _write(self, data: bytes) -> None:
-        if self._backlog:  # behind its reader already: after what waits, in order
+        if self._backlog or (self._pipe and self._defer is not None and len(data) > select.PIPE_BUF):
+            # behind its reader already (after what waits, in order), or past PIPE_BUF: in _push's
+            # whole lines, never cut where the pipe fills
+            if not self._backlog:
+                self._taken_at = time.monotonic()
             self._backlog += data
             self._push()
+            self._arm()
             return
         try:
             written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
@@ -243,19 +253,20 @@ class Emitter:
         self._backlog += memoryview(data)[written:]
         self._taken_at = time.monotonic()
         self._push()
-        if self._backlog and not self._watched:  # pushed on as soon as the reader makes room
-            loop.add_writer(self._fd, self._writable)
-            self._watched = True
+        self._arm()  # pushed on as soon as the reader makes room
 
-    def _writable(self) -> None:
-        """The loop saw the pipe writable: what waits goes now (or the stream fails)."""
-        self.drained()
+    def _arm(self) -> None:
+        """While a backlog waits, its pipe on ``defer``'s loop (``pipe_room.Watch``)."""
+        if self._backlog and self._defer is not None:
+            if self._watch is None:
+                from .pipe_room import Watch
+
+                self._watch = Watch(self._defer, self._fd, self.drained)
+            self._watch.arm(emptying=self._held >= 0)
 
     def _unwatch(self) -> None:
-        if self._watched:
-            self._watched = False
-            assert self._defer is not None
-            self._defer.remove_writer(self._fd)
+        if self._watch is not None:
+            self._watch.off()
 
     def _push(self) -> None:
         """As much of the backlog as the pipe takes now, in writes that each end at a line
@@ -265,6 +276,16 @@ class Emitter:
         backlog = self._backlog
         while backlog:
             cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
+            if cut > select.PIPE_BUF:  # whole only into a pipe with room for all of it (pipe_room)
+                from .pipe_room import held
+
+                now_held = held(self._fd, cut)
+                if now_held is not None:
+                    if 0 <= self._held and now_held < self._held:
+                        self._taken_at = time.monotonic()  # its reader takes: not stalled
+                    self._held = now_held
+                    break
+            self._held = -1
             try:
                 written = os.write(self._fd, backlog[:cut])
             except BlockingIOError:
@@ -289,6 +310,7 @@ class Emitter:
             self._push()
         except OSError as exc:
             self._fail(exc)
+        self._arm()
         return not self._backlog
 
     def _write_rest(self, line: memoryview) -> None:
@@ -324,7 +346,11 @@ class Emitter:
         the pipe as the write does, until its reader counts as stalled (raises OSError)."""
         while self._backlog:
             self._push()
-            if self._backlog:
+            if self._backlog and self._held >= 0:
+                from .pipe_room import ROOM_POLL_SECONDS  # loaded already: a long line waits for an empty pipe
+
+                time.sleep(ROOM_POLL_SECONDS)
+            elif self._backlog:
                 select.select([], [self._fd], [], STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
