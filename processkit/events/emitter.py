@@ -130,12 +130,11 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
-        self._pipe = False
+        self._pipe: bool | None = None  # whether ``fd`` is a pipe or FIFO, once a long line asked
         self._defer = defer
         self._watch: Watch | None = None  # the fd on ``defer``'s loop while a backlog waits
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
-        self._held = -1  # the bytes its pipe held at the last look, while a long line waits (``pipe_room``)
         self.sent = 0  # the bytes written so far: a named file's size as this run left it
         if self._poisoned:
             return
@@ -144,10 +143,8 @@ class Emitter:
             self._gathered = []
             return
         self._fd = open_for_writing(path)
-        mode = os.fstat(self._fd).st_mode
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
-            self._pipe = stat.S_ISFIFO(mode)  # a deferred stream's long lines go whole (pipe_room)
 
     @property
     def writing(self) -> bool:
@@ -230,11 +227,10 @@ class Emitter:
         warn(f"JSONL event logging disabled: {reason}")
 
     def _write(self, data: bytes) -> None:
-        if self._backlog or (self._pipe and self._defer is not None and len(data) > select.PIPE_BUF):
-            # behind its reader already (after what waits, in order), or past PIPE_BUF: in _push's
-            # whole lines, never cut where the pipe fills
-            if not self._backlog:
-                self._taken_at = time.monotonic()
+        if self._backlog or (len(data) > select.PIPE_BUF and self._defer is not None and self._fifo()):
+            # behind its reader already (after what waits, in order), or into a pipe past PIPE_BUF:
+            # in _push's whole lines, never cut where the pipe fills (pipe_room)
+            self._taken_at = self._taken_at if self._backlog else time.monotonic()
             self._backlog += data
             self._push()
             self._arm()
@@ -255,14 +251,23 @@ class Emitter:
         self._push()
         self._arm()  # pushed on as soon as the reader makes room
 
-    def _arm(self) -> None:
-        """While a backlog waits, its pipe on ``defer``'s loop (``pipe_room.Watch``)."""
-        if self._backlog and self._defer is not None:
-            if self._watch is None:
-                from .pipe_room import Watch
+    def _fifo(self) -> bool:
+        if self._pipe is None:
+            self._pipe = stat.S_ISFIFO(os.fstat(self._fd).st_mode)
+        return self._pipe
 
-                self._watch = Watch(self._defer, self._fd, self.drained)
-            self._watch.arm(emptying=self._held >= 0)
+    def _room(self) -> Watch:
+        """The backlog's pipe on ``defer``'s loop (``pipe_room.Watch``), made at its first backlog."""
+        if self._watch is None:
+            from .pipe_room import Watch
+
+            assert self._defer is not None, "only a deferred stream keeps a backlog"
+            self._watch = Watch(self._defer, self._fd, self.drained)
+        return self._watch
+
+    def _arm(self) -> None:
+        if self._backlog:
+            self._room().arm()
 
     def _unwatch(self) -> None:
         if self._watch is not None:
@@ -276,16 +281,9 @@ class Emitter:
         backlog = self._backlog
         while backlog:
             cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
-            if cut > select.PIPE_BUF:  # whole only into a pipe with room for all of it (pipe_room)
-                from .pipe_room import held
-
-                now_held = held(self._fd, cut)
-                if now_held is not None:
-                    if 0 <= self._held and now_held < self._held:
-                        self._taken_at = time.monotonic()  # its reader takes: not stalled
-                    self._held = now_held
-                    break
-            self._held = -1
+            if cut > select.PIPE_BUF and self._room().waits(cut):  # whole only into an empty pipe
+                self._taken_at = max(self._taken_at, self._room().taken_at)  # its reader's progress
+                break
             try:
                 written = os.write(self._fd, backlog[:cut])
             except BlockingIOError:
@@ -346,12 +344,8 @@ class Emitter:
         the pipe as the write does, until its reader counts as stalled (raises OSError)."""
         while self._backlog:
             self._push()
-            if self._backlog and self._held >= 0:
-                from .pipe_room import ROOM_POLL_SECONDS  # loaded already: a long line waits for an empty pipe
-
-                time.sleep(ROOM_POLL_SECONDS)
-            elif self._backlog:
-                select.select([], [self._fd], [], STALL_SECONDS)
+            if self._backlog:
+                self._room().wait(STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;

@@ -13,8 +13,10 @@ capacity. Loaded by the emitter only once such a line meets a pipe that is not e
 from __future__ import annotations
 
 import fcntl
+import select
 import struct
 import termios
+import time
 
 ROOM_POLL_SECONDS = 0.01  # how often a line longer than PIPE_BUF looks for an empty pipe
 
@@ -40,18 +42,28 @@ def held(fd: int, size: int) -> int | None:
 
 
 class Watch:
-    """A deferred stream's pipe on its loop while a backlog waits: watched for room, or, while a
-    line longer than PIPE_BUF waits for the pipe to empty, looked at every ``ROOM_POLL_SECONDS``
-    instead (the watch for room would wake the loop at each of the reader's reads); ``push``
-    (the emitter's ``drained``) is called either way."""
+    """A deferred stream's pipe while a backlog waits: watched on its loop for room, or, while a
+    line longer than PIPE_BUF waits for the pipe to empty (``waits``), looked at every
+    ``ROOM_POLL_SECONDS`` instead (the watch for room would wake the loop at each of the
+    reader's reads); ``push`` (the emitter's ``drained``) is called either way."""
 
     def __init__(self, loop: Loop, fd: int, push: Callable[[], object]):
         self._loop, self._fd, self._push = loop, fd, push
         self._writer = False
         self._timer: Timer | None = None
+        self.held = -1  # the bytes the pipe held at the last look while a long line waits, else -1
+        self.taken_at = 0.0  # when those bytes were last seen fewer: its reader takes, not stalled
 
-    def arm(self, emptying: bool) -> None:
-        if emptying:
+    def waits(self, size: int) -> bool:
+        """Whether a line of ``size`` bytes must wait for the pipe to empty (``held``)."""
+        now = held(self._fd, size)
+        if now is not None and 0 <= self.held and now < self.held:
+            self.taken_at = time.monotonic()
+        self.held = -1 if now is None else now
+        return now is not None
+
+    def arm(self) -> None:
+        if self.held >= 0:
             self._drop_writer()
             if self._timer is None:
                 self._timer = self._loop.call_later(ROOM_POLL_SECONDS, self._look)
@@ -60,6 +72,13 @@ class Watch:
         if not self._writer:
             self._loop.add_writer(self._fd, self._on_room)
             self._writer = True
+
+    def wait(self, most: float) -> None:
+        """Outside the loop (a stream closed with a backlog): until the pipe may take more."""
+        if self.held >= 0:
+            time.sleep(ROOM_POLL_SECONDS)
+        else:
+            select.select([], [self._fd], [], most)
 
     def _look(self) -> None:
         self._timer = None
