@@ -41,7 +41,9 @@ def set_parent_death_signal(signum: int) -> bool:
 def set_not_dumpable() -> bool:
     """This process no longer dumpable: its /proc entry's descriptors, memory and environment,
     and ptrace, refused to every other process of its user that is not privileged (a child's
-    exec makes the child dumpable again; its ``stat`` and ``status`` stay readable)."""
+    exec makes the child dumpable again; its ``stat`` and ``status`` stay readable). The runner
+    service's: every call's captures, input and held stream are memfds there, and every run's
+    child is its child, of its user, which could open another call's through /proc/<pid>/fd."""
     return _prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
