@@ -147,7 +147,10 @@ static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
     return kept;
 }
 
-/* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken. */
+/* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken.
+ * A non-blocking write fails EINTR only for a signal its own call raised: a background job's
+ * write on a terminal with tostop (SIGTTOU), whose handler, the interpreter's, runs only once
+ * this returns: retried here, the write raised it again, for good. The rest waits as after EAGAIN. */
 static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len, int *error)
 {
     size_t done = 0;
@@ -155,7 +158,7 @@ static size_t echo(int fd, int is_socket, const unsigned char *data, size_t len,
         ssize_t count = is_socket ? send(fd, data + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL)
                                   : write(fd, data + done, len - done);
         if (count < 0 && errno == EINTR)
-            continue;
+            break;
         if (count < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 *error = errno;
@@ -196,11 +199,11 @@ static ssize_t splice_chunk(pk_stream *stream, int echo_fd, size_t len)
 {
     ssize_t moved;
     int queued;
-    do
-        moved = splice(stream->in_fd, NULL, echo_fd, NULL, len, SPLICE_F_NONBLOCK);
-    while (moved < 0 && errno == EINTR);
+    moved = splice(stream->in_fd, NULL, echo_fd, NULL, len, SPLICE_F_NONBLOCK);
     if (moved >= 0)
         return moved;
+    if (errno == EINTR) /* a terminal's SIGTTOU, as echo() says: the ordinary way, which stops there */
+        return SPLICE_ORDINARY;
     if (errno == EAGAIN)
         return ioctl(stream->in_fd, FIONREAD, &queued) == 0 && queued == 0 ? SPLICE_EMPTY : SPLICE_ORDINARY;
     if (errno == EINVAL)

@@ -28,6 +28,7 @@ SIGCONT = _source.SIGCONT
 SIGHUP = _source.SIGHUP
 SIGINT = _source.SIGINT
 SIGKILL = _source.SIGKILL
+SIGSTOP = _source.SIGSTOP
 SIGTERM = _source.SIGTERM
 SIGTSTP = _source.SIGTSTP
 SIGTTOU = _source.SIGTTOU

@@ -326,6 +326,30 @@ def callers_cwd() -> str:
         return f"/proc/{own_pid()}/cwd"
 
 
+def shown_cwd(path: str) -> str | None:
+    """The child's working directory as ``run_started`` names it (``cwd``: "the child's absolute
+    working directory; null if it could not be resolved"): ``path`` itself, except for a
+    ``/proc/<pid>/cwd`` stand-in (``callers_cwd``'s, or one a caller named), which is no
+    directory of the run's: the directory it resolves to, or None when that was removed (the
+    kernel's link then reads ``... (deleted)``, which names no directory) or cannot be read."""
+    if not path.startswith("/proc/"):
+        return path
+    parts = path.split("/", 4) + ["", ""]  # "", "proc", pid, "cwd", the rest
+    pid, entry, rest = parts[2], parts[3], parts[4]
+    if not pid.isdigit() or entry != "cwd":
+        return path
+    link = f"/proc/{pid}/cwd"
+    try:
+        target = os.readlink(link)
+        same = os.stat(link)
+        there = os.stat(target)
+    except OSError:
+        return None
+    if not target.startswith("/") or (same.st_dev, same.st_ino) != (there.st_dev, there.st_ino):
+        return None
+    return os.path.normpath(os.path.join(target, rest))
+
+
 def new_run_id() -> str:
     """The id of a run not given one: ``run-<pid>-<nanos>`` (docs/run.md)."""
     return f"run-{own_pid()}-{time.time_ns()}"

@@ -235,3 +235,108 @@ def test_a_ctrl_z_while_a_process_group_child_execs_stops_it_too(shell, tmp_path
     shell.cue("fg")
     assert shell.finish() == {"rc": 0, "holder": "runner"}
     assert marker.exists()
+
+
+def test_a_stop_of_a_pty_runner_stops_its_tree_and_the_continue_continues_it(shell):
+    """A ``--pty`` child leads its own session, so its group is orphaned: the SIGTSTP the runner
+    passed on was discarded by the kernel (POSIX: an orphaned group is not stopped by the
+    terminal's stop signals) and the tree ran on behind the "stopped" job."""
+    shell.run("--pty", behaviour="wait", placement="fg")
+    child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+    shell.stop_runner(signal.SIGTSTP)
+    assert _state_becomes(child, "T"), "the pty's tree runs on behind the stopped runner"
+    shell.cue("fg")
+    assert _state_becomes(child, "S"), "the continue continues the tree"
+    shell.go()
+    assert shell.finish()["rc"] == 0
+
+
+# The shell again, its cues numbered: the Nth stop waits for ``result.cueN`` ("fg" or "bg").
+NUMBERED = SHELL.replace(
+    'open(result + ".stopped", "w").close()\n    while not os.path.exists(result + "." + cue):\n        time.sleep(0.02)\n    foreground = cue == "fg"',
+    'stops = globals().get("stops", 0) + 1\n    globals()["stops"] = stops\n    open(result + ".stopped" + str(stops), "w").close()\n'
+    '    while not os.path.exists(result + ".cue" + str(stops)):\n        time.sleep(0.02)\n'
+    '    cue = open(result + ".cue" + str(stops)).read()\n    foreground = cue == "fg"',
+)
+
+
+class Numbered(Shell):
+    HOST = NUMBERED
+
+    def cue_nth(self, n: int, what: str) -> None:
+        (self.dir / f"{self.result.name}.cue{n}").write_text(what)
+
+
+def test_a_background_runner_stopped_by_its_echo_on_a_tostop_terminal_stops_its_tree_too(tmp_path):
+    """``bg`` on a terminal with ``tostop``: the runner's next echo stops it (SIGTTOU), as any
+    background job's write does. It stopped alone while its child ran on behind the "stopped"
+    job; now its tree stops with it, and ``fg`` continues both."""
+    assert "stops" in NUMBERED, "the numbered shell was made from the shell's script"
+    shell = Numbered(tmp_path)
+    try:
+        modes = termios.tcgetattr(shell.master)
+        modes[3] |= termios.TOSTOP  # the slave's modes, set through the master
+        termios.tcsetattr(shell.master, termios.TCSANOW, modes)
+        shell.run(behaviour="print", placement="unused")
+        os.set_blocking(shell.master, False)
+        child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+        runner = _runner_of(child)
+        wait_for_file(f"{shell.report}.ready")
+        os.kill(runner, signal.SIGTSTP)
+        wait_for_file(f"{shell.result}.stopped1")
+        while _echoed(shell.master):
+            pass  # what was echoed before the stop
+        shell.cue_nth(1, "bg")
+        wait_for_file(f"{shell.result}.stopped2", timeout=20)  # its next echo, in the background
+        assert _state_becomes(runner, "T")
+        assert _state_becomes(child, "T"), "the child runs on behind the runner its echo stopped"
+        shell.cue_nth(2, "fg")
+        assert _state_becomes(child, "S")
+        shell.go()
+        assert shell.finish()["rc"] == 0
+    finally:
+        shell.close()
+
+
+# The shell again, putting its own terminal modes back when a job stops, as bash does.
+BASHLIKE = SHELL.replace(
+    "runner = subprocess.Popen(argv, preexec_fn=job)",
+    "shell_modes = termios.tcgetattr(0)\nrunner = subprocess.Popen(argv, preexec_fn=job)",
+).replace(
+    "os.tcsetpgrp(0, os.getpgrp())  # the job stopped: the shell takes the terminal back",
+    "os.tcsetpgrp(0, os.getpgrp())  # the job stopped: the shell takes the terminal back\n"
+    "    termios.tcsetattr(0, termios.TCSANOW, shell_modes)",
+)
+
+
+class Bashlike(Shell):
+    HOST = BASHLIKE
+
+
+def _raw_becomes(master: int, raw: bool, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (not termios.tcgetattr(master)[3] & termios.ICANON) == raw:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_pty_runner_brought_back_with_fg_relays_keys_in_raw_mode_again(tmp_path):
+    """The shell put its own modes back at the stop and ``fg`` gives the job none: the caller's
+    keys were read a line at a time and Ctrl-C cancelled the run instead of reaching the child."""
+    assert "TCSANOW, shell_modes" in BASHLIKE, "the bash-like shell was made from the shell's script"
+    shell = Bashlike(tmp_path)
+    try:
+        shell.run("--pty", behaviour="wait", placement="fg")
+        wait_for_event(shell.jsonl, "run_started")
+        assert _raw_becomes(shell.master, True), "the runner relays keys in raw mode"
+        shell.stop_runner(signal.SIGTSTP)
+        assert _raw_becomes(shell.master, False), "the shell's own modes at the stop"
+        shell.cue("fg")
+        assert _raw_becomes(shell.master, True), "raw mode again once continued in the foreground"
+        shell.go()
+        assert shell.finish()["rc"] == 0
+        assert _raw_becomes(shell.master, False), "the caller's modes back at the end"
+    finally:
+        shell.close()

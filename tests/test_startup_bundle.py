@@ -524,3 +524,42 @@ def test_an_install_that_cannot_take_the_bundle_compiles_nothing_at_exit(tmp_pat
     result = _run(root, tmp_path, write=True, first=counted, report="print(len(seen))")
     assert result.stdout.split() == ["0"]
     assert not os.path.exists(_bundle(root))
+
+
+def test_a_writer_removes_the_stale_temporary_files_killed_writers_left_and_nothing_else(tmp_path):
+    """A run SIGKILLed while writing its bundle leaves its temporary file (a bundle's size) for
+    good: the next writer removes such leftovers, only its own name pattern, only this user's,
+    only stale ones (a writer at work beside it keeps its file)."""
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    bundle = _bundle(root)
+    directory = os.path.dirname(bundle)
+    old = os.stat(bundle).st_mtime - 3600
+
+    def plant(name: str, *, stale: bool = True, owner: int | None = None) -> str:
+        path = os.path.join(directory, name)
+        with open(path, "wb") as handle:
+            handle.write(b"x" * 1000)
+        if owner is not None:
+            os.chown(path, owner, owner)
+        if stale:
+            os.utime(path, (old, old))
+        return path
+
+    base = os.path.basename(bundle)
+    left = plant(f"{base}-4242-0123abcd.tmp")
+    bench_left = plant(f"bench.{TAG}.bundle-4243-89abcdef.tmp")  # bench's writer sweeps its own
+    kept = [
+        plant(f"{base}-4244-fedcba98.tmp", stale=False),  # a writer at work
+        plant(f"{base}-x-0123abcd.tmp"),  # not a name the writer makes
+        plant(f"{base}.tmp"),
+        plant("other-4245-0123abcd.tmp"),
+    ]
+    if os.geteuid() == 0:  # another user's, under the writer's name: never touched
+        kept.append(plant(f"{base}-4246-00112233.tmp", owner=65534))
+    os.unlink(bundle)  # the next run writes it again
+    _run(root, tmp_path, write=True)
+    assert os.path.getsize(bundle) > 100_000
+    assert not os.path.exists(left)
+    assert os.path.exists(bench_left)
+    assert [path for path in kept if not os.path.exists(path)] == []

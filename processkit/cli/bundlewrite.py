@@ -20,7 +20,21 @@ import __future__
 import _ast
 from _frozen_importlib_external import MAGIC_NUMBER
 from marshal import dumps
-from posix import O_CLOEXEC, O_CREAT, O_EXCL, O_WRONLY, close, getpid, rename, stat, unlink, urandom
+from posix import (
+    O_CLOEXEC,
+    O_CREAT,
+    O_EXCL,
+    O_WRONLY,
+    close,
+    geteuid,
+    getpid,
+    listdir,
+    lstat,
+    rename,
+    stat,
+    unlink,
+    urandom,
+)
 from posix import open as open_fd
 
 from ..writeall import write_all
@@ -68,6 +82,7 @@ def write(path: str, rows: tuple, sources: dict) -> None:
         close(fd)
         fd = -1
         rename(temporary, path)
+        sweep(path)
     except BaseException:  # noqa: BLE001 - a write error, or a signal at the run's exit: no file left, exit kept
         if fd >= 0:
             close(fd)
@@ -75,6 +90,49 @@ def write(path: str, rows: tuple, sources: dict) -> None:
             unlink(temporary)
         except OSError:
             pass
+
+
+# How old a writer's temporary file must be before the next writer takes it for a leftover: a
+# write takes well under a second; its file is only ever left by a writer killed while writing.
+STALE_SECONDS = 60
+
+
+def sweep(path: str) -> None:
+    """Remove the temporary files writers of ``path`` left when killed while writing (SIGKILL, an
+    OOM kill: no clean-up ran), each such file a bundle's size for good: only names ``write``
+    makes, regular files of this user's, untouched for ``STALE_SECONDS``, and only in a directory
+    of this user's that no one else can write (so no one else's file can be there under that
+    name). Best effort: a file gone meanwhile or refused is left to the next writer."""
+    directory, _, name = path.rpartition("/")
+    try:
+        held = lstat(directory)
+        if held.st_uid != geteuid() or held.st_mode & 0o022:
+            return
+        names = listdir(directory)
+        now = stat(path).st_mtime  # the file system's clock, as the leftovers' times are
+    except OSError:
+        return
+    for entry in names:
+        if not _temporary_of(entry, name):
+            continue
+        try:
+            found = lstat(f"{directory}/{entry}")
+            if (
+                found.st_mode & 0o170000 == 0o100000
+                and found.st_uid == geteuid()
+                and now - found.st_mtime > STALE_SECONDS
+            ):
+                unlink(f"{directory}/{entry}")
+        except OSError:
+            pass
+
+
+def _temporary_of(entry: str, name: str) -> bool:
+    """Whether ``entry`` is a name ``write`` gives a temporary file of ``name``: ``<name>-<pid>-<8 hex>.tmp``."""
+    if not entry.startswith(name + "-") or not entry.endswith(".tmp"):
+        return False
+    pid, _, token = entry[len(name) + 1 : -4].partition("-")
+    return pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token)
 
 
 def lean(text: bytes, source: str, code):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import native
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -36,6 +37,15 @@ def load() -> None:
 
 def set_parent_death_signal(signum: int) -> bool:
     return _prctl()(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+
+
+def set_not_dumpable() -> bool:
+    """This process no longer dumpable: its /proc entry's descriptors, memory and environment,
+    and ptrace, refused to every other process of its user that is not privileged (a child's
+    exec makes the child dumpable again; its ``stat`` and ``status`` stay readable). The runner
+    service's: every call's captures, input and held stream are memfds there, and every run's
+    child is its child, of its user, which could open another call's through /proc/<pid>/fd."""
+    return _prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def set_child_subreaper() -> bool:

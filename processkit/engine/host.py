@@ -18,7 +18,7 @@ through their pidfds.
 from __future__ import annotations
 
 from ..loop import Loop
-from ..signum import SIGCONT
+from ..signum import SIGCONT, SIGSTOP, SIGTSTP
 from .reaper import Reaper
 from .scheduler import RunGroup, Scheduler
 from .signals import watch_for_host
@@ -68,11 +68,14 @@ class Host(Scheduler):
 
     def signal_trees(self, signum: int) -> None:
         """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``);
-        after SIGCONT each run is told it was continued (``RunState.continued``)."""
+        after SIGCONT each run is told it was continued (``RunState.continued``). A ``--pty``
+        run's tree gets SIGSTOP for SIGTSTP: its child leads a session of its own, so its group
+        is orphaned, and the kernel discards the terminal's stop signals there (POSIX) where
+        they would stop a process; SIGSTOP stops it, and SIGCONT continues it as any tree."""
         for run in self.runs:
             if run.container is not None:
                 try:
-                    run.container.signal_members(signum)
+                    run.container.signal_members(SIGSTOP if signum == SIGTSTP and run.spec.pty else signum)
                 except OSError:
                     pass  # a member read that failed: that tree is left as it is
             if signum == SIGCONT:

@@ -20,7 +20,7 @@ from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
-from ..spec import StdinMode
+from ..spec import StdinMode, shown_cwd
 from . import pump, spawn
 from .endings import EndingKind
 from .environment import build_environment
@@ -248,7 +248,7 @@ def start(host: Host, run: RunState):
                 root_pid=child.pid,
                 mechanism=container.mechanism,
                 abrupt_cleanup=container.abrupt_cleanup,
-                cwd=cwd if cwd is not None else run.runner_cwd,
+                cwd=shown_cwd(cwd if cwd is not None else run.runner_cwd),
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
@@ -329,6 +329,8 @@ def connect(run: RunState, launched: Launched) -> None:
         from .pty import Keyboard
 
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
+        if launched.keyboard is not None:
+            run.continued_hook = launched.keyboard.raw_again
 
 
 def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:

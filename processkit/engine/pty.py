@@ -159,6 +159,21 @@ class Keyboard:
             return None
         return cls(loop, saved, reader, target(), stdin)
 
+    def raw_again(self) -> None:
+        """Raw mode again once the runner, stopped with its tree, is continued as the foreground
+        job: the shell put its own modes back at the stop (bash does), and ``fg`` gives no
+        job its modes back, so the caller's keys were read a line at a time, echoed by the
+        caller's terminal, and Ctrl-C cancelled the run instead of reaching the child. A runner
+        continued in the background (``bg``) leaves the shell's terminal alone."""
+        try:
+            if self._saved is None or os.tcgetpgrp(self._stdin) != os.getpgrp():
+                return
+            import tty
+
+            tty.setraw(self._stdin, termios.TCSANOW)
+        except (OSError, termios.error):
+            pass  # the terminal is gone, or no longer the runner's: nothing to take
+
     def _on_key(self) -> None:
         try:
             keys = os.read(self._reader, RELAY_CHUNK)

@@ -75,6 +75,17 @@ class SignalWatch:
         self._found[signum] = signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
 
+    def stop_at_once(self, signum: int, trees: Callable[[int], None]) -> None:
+        """``signum`` (SIGTTOU) stops the runner with its trees in its handler, not from the loop:
+        the kernel sends it to a background job's write on a terminal with ``tostop`` set and the
+        write fails (EINTR), and the interpreter retries it at once, so a handler that only noted
+        it would have the write send it again, for good, before the loop could look. The runner
+        alone stopped at its default while its trees ran on. Its disposition is given back on
+        close; one ignored at start (or while a terminal is lent) is left as it is."""
+        if signals.getsignal(signum) != signals.SIG_DFL:
+            return
+        self._found[signum] = signals.signal(signum, lambda number, frame: suspend(trees, number))
+
     def _absorb(self, signum, frame) -> None:  # the wakeup fd carries the signal number
         self._caught = True
 
@@ -113,17 +124,18 @@ class SignalWatch:
         self._reader = self._writer = -1
 
 
-def suspend(trees: Callable[[int], None]) -> None:
-    """Stop like a job: ``trees`` (which signals every run's tree) gets SIGTSTP, the runner stops,
-    and once it is continued the trees get SIGCONT. ``raise_signal`` is directed at this thread,
-    so the stop takes effect before it returns; a runner in an orphaned group is not stopped by
-    the kernel, and its trees are continued at once."""
+def suspend(trees: Callable[[int], None], signum: int = signals.SIGTSTP) -> None:
+    """Stop like a job: ``trees`` (which signals every run's tree) gets SIGTSTP, the runner stops
+    (by ``signum``, so its shell says why: SIGTSTP, or SIGTTOU for a background write), and once
+    it is continued the trees get SIGCONT. ``raise_signal`` is directed at this thread, so the
+    stop takes effect before it returns; a runner in an orphaned group is not stopped by the
+    kernel, and its trees are continued at once."""
     trees(signals.SIGTSTP)
-    handler = signals.signal(signals.SIGTSTP, signals.SIG_DFL)
+    handler = signals.signal(signum, signals.SIG_DFL)
     try:
-        signals.raise_signal(signals.SIGTSTP)
+        signals.raise_signal(signum)
     finally:
-        signals.signal(signals.SIGTSTP, handler)
+        signals.signal(signum, handler)
     trees(signals.SIGCONT)
 
 
@@ -147,5 +159,7 @@ def watch_for_host(
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
         signals.signal(signals.SIGCHLD, signals.SIG_DFL)
     watch = SignalWatch(loop, handlers)
+    if trees is not None:
+        watch.stop_at_once(signals.SIGTTOU, trees)
     reaper.wants_sigchld = lambda: watch.watch(signals.SIGCHLD, lambda number: reaper.reap())
     return watch

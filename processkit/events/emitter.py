@@ -13,7 +13,7 @@ nothing for STALL_SECONDS, or falls more than BACKLOG_MOST bytes behind, fails t
 stalled write does (its one warning). The backlog goes in writes that each end at a line boundary
 within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the per-event write is:
 streams sharing one pipe never interleave inside a line, and a stream that fails ends on a whole
-line (but for a line longer than PIPE_BUF its reader stalled in).
+line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from ..loop import Loop
+    from .pipe_room import Watch
 
 STALL_SECONDS = 2.0
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
@@ -129,8 +130,9 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
+        self._pipe: bool | None = None  # whether ``fd`` is a pipe or FIFO, once a long line asked
         self._defer = defer
-        self._watched = False  # the fd is on ``defer``'s loop as a writer (while a backlog waits)
+        self._watch: Watch | None = None  # the fd on ``defer``'s loop while a backlog waits
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
         self.sent = 0  # the bytes written so far: a named file's size as this run left it
@@ -231,9 +233,13 @@ class Emitter:
         warn(f"JSONL event logging disabled: {reason}")
 
     def _write(self, data: bytes) -> None:
-        if self._backlog:  # behind its reader already: after what waits, in order
+        if self._backlog or (len(data) > select.PIPE_BUF and self._defer is not None and self._fifo()):
+            # behind its reader already (after what waits, in order), or into a pipe past PIPE_BUF:
+            # in _push's whole lines, never cut where the pipe fills (pipe_room)
+            self._taken_at = self._taken_at if self._backlog else time.monotonic()
             self._backlog += data
             self._push()
+            self._arm()
             return
         try:
             written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
@@ -249,19 +255,29 @@ class Emitter:
         self._backlog += memoryview(data)[written:]
         self._taken_at = time.monotonic()
         self._push()
-        if self._backlog and not self._watched:  # pushed on as soon as the reader makes room
-            loop.add_writer(self._fd, self._writable)
-            self._watched = True
+        self._arm()  # pushed on as soon as the reader makes room
 
-    def _writable(self) -> None:
-        """The loop saw the pipe writable: what waits goes now (or the stream fails)."""
-        self.drained()
+    def _fifo(self) -> bool:
+        if self._pipe is None:
+            self._pipe = stat.S_ISFIFO(os.fstat(self._fd).st_mode)
+        return self._pipe
+
+    def _room(self) -> Watch:
+        """The backlog's pipe on ``defer``'s loop (``pipe_room.Watch``), made at its first backlog."""
+        if self._watch is None:
+            from .pipe_room import Watch
+
+            assert self._defer is not None, "only a deferred stream keeps a backlog"
+            self._watch = Watch(self._defer, self._fd, self.drained)
+        return self._watch
+
+    def _arm(self) -> None:
+        if self._backlog:
+            self._room().arm()
 
     def _unwatch(self) -> None:
-        if self._watched:
-            self._watched = False
-            assert self._defer is not None
-            self._defer.remove_writer(self._fd)
+        if self._watch is not None:
+            self._watch.off()
 
     def _push(self) -> None:
         """As much of the backlog as the pipe takes now, in writes that each end at a line
@@ -271,6 +287,9 @@ class Emitter:
         backlog = self._backlog
         while backlog:
             cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
+            if cut > select.PIPE_BUF and self._room().waits(cut):  # whole only into an empty pipe
+                self._taken_at = max(self._taken_at, self._room().taken_at)  # its reader's progress
+                break
             try:
                 written = os.write(self._fd, backlog[:cut])
             except BlockingIOError:
@@ -295,6 +314,7 @@ class Emitter:
             self._push()
         except OSError as exc:
             self._fail(exc)
+        self._arm()
         return not self._backlog
 
     def _write_rest(self, line: memoryview) -> None:
@@ -331,7 +351,7 @@ class Emitter:
         while self._backlog:
             self._push()
             if self._backlog:
-                select.select([], [self._fd], [], STALL_SECONDS)
+                self._room().wait(STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;

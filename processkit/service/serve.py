@@ -343,12 +343,11 @@ class Service:
         scratch.remove(self.scratch, self.scratch_lock)
 
 
-# Signals whose default action ends a process and that no fault of its own raises, and that no
-# terminal sends: a child (the caller's user, with the service as its parent) may send one meant
-# for "its parent", the caller it would have under subprocess (a readiness or a timer signal),
-# and it ended the service and every run it carried. They are caught and dropped (a caught
-# signal is back at its default in every child the service starts). One inherited as ignored
-# stays ignored. SIGQUIT keeps its default, as the CLI's runner does.
+# Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
+# child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
+# have under subprocess (a readiness or a timer signal), and it ended the service and every run it carried. They are
+# caught and dropped (a caught signal is back at its default in every child the service starts). One inherited as
+# ignored stays ignored. SIGQUIT keeps its default, as the CLI's runner does.
 STRAY_SIGNALS = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
 
 
@@ -374,6 +373,7 @@ def main() -> int:
     prctl.set_parent_death_signal(signal.SIGUSR1)
     if os.getppid() != caller:
         return 0
+    prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
     absorb_stray_signals()
     os.chdir("/")
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back

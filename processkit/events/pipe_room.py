@@ -1,0 +1,102 @@
+"""Whether a stream's line longer than PIPE_BUF can go into its pipe whole now.
+
+POSIX makes a pipe write atomic only up to PIPE_BUF. Past it, Linux still copies a non-blocking
+write under the pipe's lock without sleeping, so it is neither interleaved with another writer's
+nor cut, as long as the pipe has room for all of it; short of room it writes what fits and
+returns, and the line's rest waits: a reader that stalls then (or another stream sharing the
+pipe) is left with half a line. The room is read as the pipe's capacity (``F_GETPIPE_SZ``) and
+the bytes it holds (``FIONREAD``); the kernel counts the room in page slots, which partly filled
+slots leave uncounted in bytes, so only an empty pipe is sure to take a line as long as its
+capacity. Loaded by the emitter only once such a line meets a pipe that is not empty.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import select
+import struct
+import termios
+import time
+
+ROOM_POLL_SECONDS = 0.01  # how often a line longer than PIPE_BUF looks for an empty pipe
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from ..loop import Loop, Timer
+
+
+def held(fd: int, size: int) -> int | None:
+    """None when a write of ``size`` bytes to ``fd`` goes whole now (its pipe is empty), or can
+    never go whole (no pipe, or a line longer than the pipe holds: written as it takes it, as
+    before); else the bytes the pipe holds, which the reader's progress shrinks."""
+    try:
+        capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return None
+    if size > capacity or queued == 0:
+        return None
+    return queued
+
+
+class Watch:
+    """A deferred stream's pipe while a backlog waits: watched on its loop for room, or, while a
+    line longer than PIPE_BUF waits for the pipe to empty (``waits``), looked at every
+    ``ROOM_POLL_SECONDS`` instead (the watch for room would wake the loop at each of the
+    reader's reads); ``push`` (the emitter's ``drained``) is called either way."""
+
+    def __init__(self, loop: Loop, fd: int, push: Callable[[], object]):
+        self._loop, self._fd, self._push = loop, fd, push
+        self._writer = False
+        self._timer: Timer | None = None
+        self.held = -1  # the bytes the pipe held at the last look while a long line waits, else -1
+        self.taken_at = 0.0  # when those bytes were last seen fewer: its reader takes, not stalled
+
+    def waits(self, size: int) -> bool:
+        """Whether a line of ``size`` bytes must wait for the pipe to empty (``held``)."""
+        now = held(self._fd, size)
+        if now is not None and 0 <= self.held and now < self.held:
+            self.taken_at = time.monotonic()
+        self.held = -1 if now is None else now
+        return now is not None
+
+    def arm(self) -> None:
+        if self.held >= 0:
+            self._drop_writer()
+            if self._timer is None:
+                self._timer = self._loop.call_later(ROOM_POLL_SECONDS, self._look)
+            return
+        self._drop_timer()
+        if not self._writer:
+            self._loop.add_writer(self._fd, self._on_room)
+            self._writer = True
+
+    def wait(self, most: float) -> None:
+        """Outside the loop (a stream closed with a backlog): until the pipe may take more."""
+        if self.held >= 0:
+            time.sleep(ROOM_POLL_SECONDS)
+        else:
+            select.select([], [self._fd], [], most)
+
+    def _look(self) -> None:
+        self._timer = None
+        self._push()
+
+    def _on_room(self) -> None:
+        self._push()
+
+    def off(self) -> None:
+        self._drop_timer()
+        self._drop_writer()
+
+    def _drop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _drop_writer(self) -> None:
+        if self._writer:
+            self._writer = False
+            self._loop.remove_writer(self._fd)

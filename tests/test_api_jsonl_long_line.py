@@ -1,0 +1,65 @@
+"""A line of a call's ``jsonl=`` stream longer than PIPE_BUF, into a FIFO whose reader stalls: it
+goes whole or not at all. The pipe held another writer's bytes, so the line's first write took
+what fitted and its rest waited in the backlog; the reader took nothing more, the stream failed
+as a stalled one does, and the reader was left with half a line. The line now waits for the
+pipe to empty (the only room sure to take it whole) and goes in one write; a reader that keeps
+reading gets it whole as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+PY = sys.executable
+
+CALLER = r"""
+import json, os, sys, threading, time, processkit
+fifo, mode = sys.argv[1], sys.argv[2]
+reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+os.write(filler, b'{"filler":true}\n' * 2500)  # 40,000 bytes: the pipe (64 KiB) holds them
+data = bytearray()
+def read_all():
+    os.set_blocking(reader, True)
+    while chunk := os.read(reader, 65536):
+        data.extend(chunk)
+if mode == "reading":
+    taking = threading.Thread(target=read_all)
+    taking.start()
+# run_started names the argv (argv_raw): a line of about 40,000 bytes, more than the pipe has room for
+result = processkit.run(["true", "x" * 40000], jsonl=fifo, snapshot_interval="1h", argv_raw=True)
+os.close(filler)  # held open until now: the reader's end of file is the run's
+if mode == "reading":
+    taking.join()
+else:  # the reader took nothing while the run went on: what reached the pipe, read now
+    read_all()
+print(json.dumps({"code": result.returncode, "data": bytes(data).decode()}))
+"""
+
+
+def _lines(tmp_path, mode: str) -> tuple[int, str]:
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run([PY, "-c", CALLER, str(fifo), mode], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    found = json.loads(done.stdout)
+    return found["code"], found["data"]
+
+
+def test_a_long_line_behind_a_stalled_reader_is_never_left_half_written(tmp_path):
+    code, data = _lines(tmp_path, "stalled")
+    assert code == 0
+    assert data.endswith("\n"), data[-80:]
+    for line in data.splitlines():
+        json.loads(line)  # no half line
+
+
+def test_a_long_line_goes_whole_to_a_reader_that_reads(tmp_path):
+    code, data = _lines(tmp_path, "reading")
+    assert code == 0
+    events = [json.loads(line) for line in data.splitlines()]
+    started = [e for e in events if e.get("event") == "run_started"]
+    assert len(started) == 1 and started[0]["command"]["argv"][1] == "x" * 40000
+    assert events[-1]["event"] == "runner_exit"
