@@ -49,7 +49,7 @@ ALLOWED = {
     ("doctor/qualification.py", "Qualification._launch", "open:write"): "inside the doctor's own 0700 scratch",
     ("doctor/qualification.py", "Qualification._settle", "open:write"): "inside the doctor's own 0700 scratch",
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
-    ("rundir.py", "RunDir._make", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
+    ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
