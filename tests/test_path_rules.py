@@ -63,8 +63,10 @@ ALLOWED = {
     ("batching/recorder.py", "_open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
     ("batching/on_host.py", "_move_attempt_aside", "os.rename"): "a retried job's stream and capture moved inside "
     "its job directory, which ensure_directory checked is the caller's own and writable by no one else",
-    ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
-    "then checked this user's regular file",
+    ("capture_layout.py", "_placed", "os.open:write"): "O_EXCL | O_NOFOLLOW, a fresh name, through a descriptor "
+    "of the checked capture directory",
+    ("capture_layout.py", "_placed", "os.rename"): "that fresh file renamed over the record's name (never written "
+    "through what is there), only where that is this user's regular file, through the same descriptor",
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
     ("service/scratch.py", "make", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
