@@ -21,7 +21,7 @@ from test_service_scratch_full import pytestmark  # noqa: F401 - the same full t
 SHM = "mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm"
 # /tmp a tmpfs of three inodes: its root and ``a`` leave one (a directory made, then no lock) or
 # none (``b`` too: no directory at all).
-FULL = 'mount -t tmpfs -o size=64k,nr_inodes=3,mode=1777 tmpfs /tmp && mkdir /tmp/a && {}'
+FULL = "mount -t tmpfs -o size=64k,nr_inodes=3,mode=1777 tmpfs /tmp && mkdir /tmp/a && {}"
 
 
 @pytest.mark.parametrize("left", [0, 1], ids=["no-inode-left", "one-inode-left"])

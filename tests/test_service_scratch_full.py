@@ -34,13 +34,12 @@ except RuntimeError as exc:
 
 
 # The same call, counting the services it starts (each one ``service_command`` line).
-COUNTING = r"""
+COUNT = r"""
 from processkit.api import service
 started, command = [], service.service_command
 service.service_command = lambda *given: started.append(1) or command(*given)
-""" + CALLER + r"""
-print("services", len(started))
 """
+COUNTING = COUNT + CALLER + 'print("services", len(started))\n'
 
 
 def _call_with_full(*bases: str, caller: str = CALLER) -> str:
