@@ -1,5 +1,6 @@
 """The runner service's scratch: its directory in the batch base (made fresh, the directories of
-services that died without removing theirs swept first), and the files of the runs it carried:
+services that died without removing theirs swept first; in ``/tmp`` when the batch base cannot
+hold it, marked there so that later services sweep there too), and the files of the runs it carried:
 their sizes, and a large capture copied out (a file is read back whole by ``api.wire.read_back``,
 the caller's idiom too)."""
 
