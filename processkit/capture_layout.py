@@ -120,10 +120,7 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
                 raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
             os.rename(fresh, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
-            try:
-                os.unlink(fresh, dir_fd=dir_fd)
-            except OSError:
-                pass
+            _remove(fresh, dir_fd)
             raise
         finally:
             os.close(fd)
@@ -167,9 +164,9 @@ class Marks:
         _remove(os.path.join(self._directory, NAME))
 
 
-def _remove(path: str) -> None:
+def _remove(path: str, dir_fd: int | None = None) -> None:
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except OSError:
         pass  # gone already: nothing of it is read without the other
 
