@@ -30,10 +30,17 @@ from .diagnostics import warn
 from .jsontext import dumps
 from .writeall import write_all
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, TypeVar
+
+    T = TypeVar("T")
+
 NAME = "capture-keep.json"
 MARKS_NAME = "capture-keep.marks"
 VERSION = 1
 MAX_BYTES = 64 * 1024
+FRESH_TRIES = 8  # fresh names tried for a record before giving up (``_placed``)
 CAPTURING = "capturing"  # a live record's state: the run had not ended when it was written
 
 # capture-keep.marks: MAGIC, then a TAG_BYTES digest of the run id, then per stream (stdout, then
@@ -75,38 +82,55 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
             "kept": [list(span) for span in report.kept],
         }
     try:
-        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
+        _write(directory, NAME, (dumps(document) + "\n").encode("utf-8"))
     except OSError as exc:
         warn(f"could not record which part of each stream the capture files keep: {exc.strerror or exc}")
 
 
-def _open_own(path: str, flags: int) -> int:
-    """Open ``path`` for writing: never through a link, never a FIFO or device, never another
-    user's file, never a hard link (emptied only once it is known to be this user's own regular
-    file with no other name: in a shared capture directory, ``/tmp`` itself, another user can
-    link a file of this user's there where ``fs.protected_hardlinks`` is off)."""
+def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
+    """A fresh file of this user's at ``name`` in ``directory``, ``fill(fd)``'s result: made under
+    a new name (O_EXCL) and renamed over ``name``, so nothing is ever written through what is
+    at ``name`` (a link, a FIFO, a hard link another user planted in a shared capture directory,
+    ``/tmp`` itself, where ``fs.protected_hardlinks`` is off), and a second name the user gave
+    the old record (``cp -al``) keeps it. What is there is replaced only when it is this user's
+    regular file (never a symlink, never another user's). Both names are taken through one
+    descriptor of the directory, so it cannot be swapped between them."""
     import stat
 
-    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            raise OSError(f"{path} is not a regular file of this user's")
-        if info.st_nlink > 1:
-            raise OSError(f"{path} has other hard links")
-        os.ftruncate(fd, 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _write(path: str, data: bytes) -> None:
-    fd = _open_own(path, os.O_WRONLY)
-    try:
-        write_all(fd, data)
+        for _ in range(FRESH_TRIES):
+            fresh = f".{name}.{os.urandom(6).hex()}"
+            try:
+                fd = os.open(
+                    fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd
+                )
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"no fresh name for {name} in {directory}")
+        try:
+            made = fill(fd)
+            try:
+                found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                found = None
+            if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid()):
+                raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
+            os.rename(fresh, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            _remove(fresh, dir_fd)
+            raise
+        finally:
+            os.close(fd)
+        return made
     finally:
-        os.close(fd)
+        os.close(dir_fd)
+
+
+def _write(directory: str, name: str, data: bytes) -> None:
+    _placed(directory, name, lambda fd: write_all(fd, data))
 
 
 def run_tag(run_id: str) -> bytes:
@@ -140,19 +164,25 @@ class Marks:
         _remove(os.path.join(self._directory, NAME))
 
 
-def _remove(path: str) -> None:
+def _remove(path: str, dir_fd: int | None = None) -> None:
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except OSError:
         pass  # gone already: nothing of it is read without the other
+
+
+def _mapped(fd: int):
+    """The marks file's MARKS_SIZE bytes, mapped shared (zeros: no magic yet)."""
+    import mmap
+
+    os.ftruncate(fd, MARKS_SIZE)
+    return mmap.mmap(fd, MARKS_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks | None:
     """Before the child starts: the live record and its marks file, mapped. Best effort: None
     when either cannot be written, and then a killed runner leaves nothing a reader applies (a
     record that cannot be written warns once, at the run's end, as the final one fails too)."""
-    import mmap
-
     document = {
         "layout_version": VERSION,
         "run_id": run_id,
@@ -163,16 +193,11 @@ def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks 
         "marks": MARKS_NAME,
     }
     try:
-        _write(os.path.join(directory, NAME), (dumps(document) + "\n").encode("utf-8"))
+        _write(directory, NAME, (dumps(document) + "\n").encode("utf-8"))
     except OSError:
         return None
     try:
-        fd = _open_own(os.path.join(directory, MARKS_NAME), os.O_RDWR)
-        try:
-            os.ftruncate(fd, MARKS_SIZE)
-            mapping = mmap.mmap(fd, MARKS_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
+        mapping = _placed(directory, MARKS_NAME, _mapped)
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or exc
         warn(f"could not keep the capture ring's marks, so a killed runner's ring could not be read back: {why}")

@@ -183,30 +183,13 @@ class RunDir:
     holds_jobs = False  # a batch's (``control.lodging``) has job slots' files to remove too
 
     def __init__(self, where: str | None = None) -> None:
-        """Make the directory (in ``where``, else in the first of ``bases()`` that can hold it:
-        another user can fill ``/tmp``, and a run without a directory has no control endpoint and
-        nothing it leaves can be reaped; every reader and reaper looks in each base) and take
-        its lock; raises OSError (``base()``'s when no base can hold it). The other bases are
-        looked up only then: ``batch_base`` reads the mount table."""
+        """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError.
+        A directory made whose lock cannot be (``/tmp`` full: another user can fill it) is
+        removed: no reaper takes one without a lock, so it would stay for ever."""
+        where = where or base()
         self.holds: dict[str, Closing] = {}
         self._holders: list[Remaining] = []  # ``speaks_for``
         self._left: list[str] = []  # its job slots' groups that outlived their jobs (``JobSlot.close``)
-        first = where or base()
-        try:
-            self._make(first)
-        except OSError:
-            if where:
-                raise
-            for place in bases():
-                if place != first:
-                    try:
-                        self._make(place)
-                        return
-                    except OSError:
-                        pass
-            raise
-
-    def _make(self, where: str) -> None:
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
             self.path = os.path.join(where, DIR_PREFIX + self.token)
@@ -214,7 +197,14 @@ class RunDir:
                 os.mkdir(self.path, 0o700)
             except FileExistsError:
                 continue
-            self._lock_fd = take(os.path.join(self.path, LOCK_NAME))
+            try:
+                self._lock_fd = take(os.path.join(self.path, LOCK_NAME))
+            except OSError:
+                try:
+                    os.rmdir(self.path)  # still empty: no one else can write a 0700 directory of ours
+                except OSError:
+                    pass
+                raise
             if self._lock_fd is not None:
                 return
             remove(self.path)

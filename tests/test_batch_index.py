@@ -121,10 +121,13 @@ def test_summary_lines_carry_the_start_time_and_the_command(tmp_path):
     assert "s3cr3t" not in (out / "summary.jsonl").read_text()
 
 
-def test_a_secret_jobs_program_is_not_named_by_its_spawn_failure(tmp_path):
+@pytest.mark.parametrize("slotted", [False, True], ids=["plain", "slot-in-program"])
+def test_a_secret_jobs_program_is_not_named_by_its_spawn_failure(tmp_path, slotted):
     """A spawn failure's message names the program: a ``secret`` job's went into its summary
-    line, and from there onto the page and into the JUnit report."""
-    jobs = [{"args": [str(tmp_path / "no-such-s3cr3t"), "x"], "id": "hidden", "secret": True}]
+    line, and from there onto the page, into the JUnit report and onto stderr; the program it
+    names is the one the run was given, its ``{%}`` already its slot."""
+    program = str(tmp_path / ("no-such-s3cr3t-{%}" if slotted else "no-such-s3cr3t"))
+    jobs = [{"args": [program, "x"], "id": "hidden", "secret": True} | ({"slot_args": [0]} if slotted else {})]
     out, junit = tmp_path / "out", tmp_path / "junit.xml"
     proc = run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", out, "--junit", junit)
     assert proc.returncode != 0
@@ -132,6 +135,7 @@ def test_a_secret_jobs_program_is_not_named_by_its_spawn_failure(tmp_path):
     assert line["exit_code"] == 101 and "(a secret job's program)" in line["message"], line
     for written in (out / "summary.jsonl", out / "index.html", junit):
         assert "s3cr3t" not in written.read_text(), written
+    assert b"s3cr3t" not in proc.stderr, proc.stderr
 
 
 def test_the_timeline_has_a_lane_per_slot_and_a_bar_per_job(tmp_path):

@@ -209,11 +209,12 @@ def test_events_says_which_part_each_file_kept(tmp_path):
 
 @pytest.mark.parametrize("planted", ["symlink", "other-user", "hard-link", "hard-link-marks"])
 def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
-    """A link, or another user's file, at capture-keep.json (or its marks): left as it is, a
+    """A symlink, or another user's file, at capture-keep.json (or its marks): left as it is, a
     warning, the run and its captures unaffected. A hard link to a file of this user's is what
     another user can plant in a shared capture directory (``/tmp`` itself, sticky, root's) where
     ``fs.protected_hardlinks`` is off; here this user makes it, as that user could there (the
-    victim was emptied and overwritten with the record, or with the marks' 96 bytes)."""
+    victim was emptied and overwritten with the record, or with the marks' 96 bytes): the
+    record is a fresh file renamed over that name, the victim untouched."""
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
     victim = tmp_path / "victim"
@@ -234,9 +235,33 @@ def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     args = ("--capture-dir", cap_dir, "--capture-max-bytes", "1000", "--capture-keep", "tail", "--no-echo")
     proc, events = run_checked(tmp_path, *args, command=command, returncode=0)
     assert victim.read_text() == "keep me\n"
-    warning = b"could not keep the capture ring's marks" if planted == "hard-link-marks" else b"could not record which"
-    assert warning in proc.stderr
+    if planted.startswith("hard-link"):
+        assert b"could not" not in proc.stderr, proc.stderr
+        assert json.loads(record.read_text())["keep"] == "tail"
+    else:
+        assert b"could not record which" in proc.stderr
     assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
+
+
+def test_a_record_with_another_name_of_the_users_own_is_replaced_not_refused(tmp_path):
+    """``cp -al cap bak`` gives the record a second name (the user's own backup): the next tail
+    run into ``cap`` writes its record, read as the tail it is, and the backup keeps the old one
+    (refused, the tail capture was read back as a head)."""
+    cap_dir, backup = tmp_path / "cap", tmp_path / "bak"
+    args = ("--capture-dir", cap_dir, "--capture-max-bytes", str(CAP), "--capture-keep", "tail", "--no-echo")
+    for n, run_id in enumerate(("first", "second")):
+        proc = run_cli(
+            "run", "--run-id", run_id, "--jsonl", tmp_path / f"{run_id}.jsonl", *args, "--", "seq", "1", str(1000 + n)
+        )
+        assert proc.returncode == 0 and b"could not" not in proc.stderr, proc.stderr
+        if run_id == "first":
+            subprocess.run(["cp", "-al", str(cap_dir), str(backup)], check=True)
+    assert json.loads((backup / "capture-keep.json").read_text())["run_id"] == "first"
+    record = json.loads((cap_dir / "capture-keep.json").read_text())
+    assert record["run_id"] == "second" and record["keep"] == "tail", record
+    page = tmp_path / "page.html"
+    assert run_cli("report", tmp_path / "second.jsonl", "-o", page).returncode == 0
+    assert "the stream&#39;s first" in page.read_text()  # read as a tail: its first bytes were dropped
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/time"), reason="GNU time measures the runner's own peak")

@@ -49,7 +49,7 @@ ALLOWED = {
     ("doctor/qualification.py", "Qualification._launch", "open:write"): "inside the doctor's own 0700 scratch",
     ("doctor/qualification.py", "Qualification._settle", "open:write"): "inside the doctor's own 0700 scratch",
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
-    ("rundir.py", "RunDir._make", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
+    ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
@@ -63,8 +63,10 @@ ALLOWED = {
     ("batching/recorder.py", "_open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
     ("batching/on_host.py", "_move_attempt_aside", "os.rename"): "a retried job's stream and capture moved inside "
     "its job directory, which ensure_directory checked is the caller's own and writable by no one else",
-    ("capture_layout.py", "_open_own", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the checked capture directory, "
-    "then checked this user's regular file",
+    ("capture_layout.py", "_placed", "os.open:write"): "O_EXCL | O_NOFOLLOW, a fresh name, through a descriptor "
+    "of the checked capture directory",
+    ("capture_layout.py", "_placed", "os.rename"): "that fresh file renamed over the record's name (never written "
+    "through what is there), only where that is this user's regular file, through the same descriptor",
     # The API's own scratch files, made by tempfile.mkstemp/mkdtemp (O_EXCL, 0600/0700).
     ("service/scratch.py", "make", "tempfile.mkdtemp"): "the runner service's scratch directory: "
     "mkdir of a fresh random name, 0700, in the batch base (a private runtime dir or a sticky root tmpfs)",
@@ -73,6 +75,8 @@ ALLOWED = {
     "a name another user took is passed over for a new one",
     ("service/request.py", "Request._held_capture", "os.makedirs"): "a request's directory inside the service's "
     "own scratch directory (scratch.make: a fresh 0700 name), so nothing another user made is in its path",
+    ("service/scratch.py", "_marked", "os.open:write"): "the user's empty mark beside its scratch directory in a "
+    "later base: O_NOFOLLOW | O_NONBLOCK, used only when it is this user's regular file, never written",
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).

@@ -1,30 +1,40 @@
-"""A run's directory when ``/tmp`` is full: another user can fill it (its space or its inodes),
-and every other user's run then had no run directory, so no control endpoint (``inspect``,
-``cancel`` could not reach it) and nothing to reap it by were its runner killed. The directory is
-now made in the other base every reader and reaper looks in (``rundir.bases``: /dev/shm here).
+"""A run's directory when ``/tmp`` is full (another user can fill it: its space or its inodes).
+control-plane.md §1.1: the directory is made in ``/tmp`` and nowhere else (every client and
+``prune`` looks there); one that cannot be made is a warning and ``endpoint: null``, and the
+child still runs, its exit code the run's. A directory made whose lock could not be (one inode
+left) is removed: ``prune`` reaps no directory without a lock, so it stayed for ever.
 
 The full /tmp, and a /dev/shm of the test's own, are mounted in a mount namespace of the
 test's own (``unshare``), so nothing outside it sees them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import cli_command
-from test_service_scratch_full import FILL, pytestmark  # noqa: F401 - the same full tmpfs, the same needs
+from test_service_scratch_full import pytestmark  # noqa: F401 - the same full tmpfs, the same needs
 
 SHM = "mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm"
+# /tmp a tmpfs of three inodes: its root and ``a`` leave one (a directory made, then no lock) or
+# none (``b`` too: no directory at all).
+FULL = "mount -t tmpfs -o size=64k,nr_inodes=3,mode=1777 tmpfs /tmp && mkdir /tmp/a && {}"
 
 
-def test_a_run_under_a_full_tmp_still_has_its_control_endpoint():
+@pytest.mark.parametrize("left", [0, 1], ids=["no-inode-left", "one-inode-left"])
+def test_a_run_under_a_full_tmp_warns_has_no_endpoint_and_still_runs(left):
     cli = " ".join(cli_command())
     run_id = f"full-tmp-{os.getpid()}"
+    child = f"{cli} list --json; exit 7"  # the record as every client reads it
     script = (
-        f"{SHM}; sh -c '{FILL}' sh /tmp; "
-        f"exec {cli} run --run-id {run_id} --jsonl /dev/null -- {cli} inspect --run-id {run_id} --json"
+        f"{SHM}; {FULL.format('mkdir /tmp/b' if left == 0 else 'true')}; "
+        f"{cli} run --run-id {run_id} --jsonl /dev/null -- sh -c '{child}' || echo exit=$?; "
+        "echo; echo left: $(ls /tmp)"
     )
-    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the other base: /dev/shm
+    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
     env["PROCESSKIT_CLI_REGISTRY_DIR"] = "/dev/shm/registry"  # the test's own registry sits under the covered /tmp
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script],
@@ -33,6 +43,11 @@ def test_a_run_under_a_full_tmp_still_has_its_control_endpoint():
         env=env,
         cwd="/",
     )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert b"no control endpoint" not in done.stderr, done.stderr
-    assert f'"run_id":"{run_id}"'.encode() in done.stdout, done.stdout
+    said, stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, stderr[-2000:]
+    assert "no control endpoint" in stderr, stderr
+    assert "exit=7" in said, said
+    record = json.loads(next(line for line in said.splitlines() if '"health"' in line))
+    assert record["run_id"] == run_id and record["endpoint"] is None, record
+    expected = "left: a" if left else "left: a b"
+    assert expected in said.splitlines(), said  # no pkc-* directory left behind

@@ -33,12 +33,21 @@ except RuntimeError as exc:
 """
 
 
-def _call_with_full(*bases: str) -> str:
+# The same call, counting the services it starts (each one ``service_command`` line).
+COUNT = r"""
+from processkit.api import service
+started, command = [], service.service_command
+service.service_command = lambda *given: started.append(1) or command(*given)
+"""
+COUNTING = COUNT + CALLER + 'print("services", len(started))\n'
+
+
+def _call_with_full(*bases: str, caller: str = CALLER) -> str:
     fill = "; ".join(f"sh -c '{FILL}' sh {base}" for base in bases)
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the base is /dev/shm
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", f'{fill}; exec "$0" -c "$1"']
-        + [sys.executable, CALLER],
+        + [sys.executable, caller],
         capture_output=True,
         timeout=120,
         env=env,
@@ -54,5 +63,46 @@ def test_a_full_dev_shm_leaves_the_service_its_scratch_in_tmp():
 
 def test_a_service_that_can_make_its_scratch_nowhere_says_why():
     said = _call_with_full("/dev/shm", "/tmp")
-    assert said.startswith("raised ServiceGone the runner service cannot make its scratch directory"), said
+    assert said.startswith("raised ServiceUnstartable the runner service cannot make its scratch directory"), said
     assert "in /dev/shm: No space left on device" in said and "in /tmp: No space left on device" in said, said
+
+
+def test_a_service_that_cannot_start_is_started_once_per_call():
+    """Its hello says why it could not start: the call raises that at once. The retry of a
+    service found gone (killed since the last call) is not for it: it started a second service
+    on every call, to fail the same way."""
+    said = _call_with_full("/dev/shm", "/tmp", caller=COUNTING).splitlines()
+    assert said[0].startswith("raised ServiceUnstartable") and said[1] == "services 1", said
+
+
+KILLED = r"""
+import os, signal, processkit
+from processkit.api import service
+assert processkit.run(["true"]).returncode == 0
+found = service.connection()
+print(found.scratch, flush=True)
+os.kill(found.pid, signal.SIGKILL)  # killed: its directory is left where it made it
+found.process.wait()
+"""
+
+
+def test_a_killed_services_scratch_in_tmp_is_swept_once_dev_shm_has_room():
+    """A service killed after it made its directory in ``/tmp`` (``/dev/shm`` full then) left
+    it there for ever: a service sweeps the base it makes its own in, and once ``/dev/shm`` had
+    room again none made one in ``/tmp``. Its mark there has the next service sweep it."""
+    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the base is /dev/shm
+    script = (
+        f"sh -c '{FILL}' sh /dev/shm; mount -t tmpfs -o size=16m,mode=1777 tmpfs /tmp; "
+        '"$0" -c "$1"; rmdir /dev/shm/a /dev/shm/b; "$0" -c "$2"; echo left: $(ls -A /tmp)'
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script, sys.executable, KILLED, CALLER],
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    said = done.stdout.decode().splitlines()
+    assert said[0].startswith("/tmp/processkit-api-"), said  # made in /tmp, then killed
+    assert said[1:] == ["ran 0 hi", "left:"], said

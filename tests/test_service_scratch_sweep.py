@@ -22,10 +22,15 @@ sys.stdin.read()  # the service lives until this process ends
 """
 
 
+# A pid no process can have: above PID_MAX_LIMIT (2**22, the most ``kernel.pid_max`` can be). A
+# finished process's pid, as this test used, can be given to a new process at once under load.
+NEVER_A_PID = 2**22 + 1
+
+
 def _dead_pid() -> int:
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    return gone.pid
+    with open("/proc/sys/kernel/pid_max") as limit:
+        assert int(limit.read()) < NEVER_A_PID
+    return NEVER_A_PID
 
 
 def test_a_locked_directory_of_a_pid_not_alive_here_is_kept_an_unlocked_one_swept(tmp_path):

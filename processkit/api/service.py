@@ -38,6 +38,11 @@ class ServiceGone(RuntimeError):
     """The runner service ended while a request of this process was waiting on it."""
 
 
+class ServiceUnstartable(ServiceGone):
+    """The runner service said in its hello why it could not start (no scratch directory
+    anywhere): raised at once, never retried (a second service fails the same way)."""
+
+
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
@@ -136,7 +141,7 @@ class Connection:
         if hello[3] is None:  # it could not start (serve.main): why, and it is collected
             self.close()
             self._collect()
-            raise ServiceGone(hello[4]["failure"])
+            raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
@@ -365,10 +370,13 @@ _starting = threading.Lock()
 
 def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
     """Send a request to this process's service; a service found gone when the request is
-    written (killed since the last call) is replaced once, as nothing of the request reached it."""
+    written (killed since the last call) is replaced once, as nothing of the request reached it;
+    one that could not start says so at once."""
     try:
         found = connection()
         return found, found.send(kind, *payload, fds=fds, env=env)
+    except ServiceUnstartable:
+        raise
     except ServiceGone:
         found = connection()
         return found, found.send(kind, *payload, fds=fds, env=env)

@@ -3,6 +3,7 @@ job that never started, the reason why (``summary_line`` is the line's type)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 from ..events.argv import described
@@ -134,9 +135,14 @@ def ran(
 
 def _unsaid(job: Job, message: str) -> str:
     """``message`` without a ``secret`` job's program (a spawn failure names it, as the run's
-    stream says it): its line, and so the page and the JUnit report, keep only the argv's digest."""
+    stream says it): its line, and so the page and the JUnit report, keep only the argv's digest.
+    The program named is the one the run was given (``jobkeys.with_slot``): a ``{%}`` in it is
+    its slot's number by then, so any number matches there."""
     if job.secret and job.args:
-        return message.replace(repr(job.args[0]), "(a secret job's program)")
+        pattern = re.escape(repr(job.args[0]))
+        if 0 in job.plan.slot_args:
+            pattern = pattern.replace(re.escape("{%}"), r"\d+")
+        return re.sub(pattern, "(a secret job's program)", message)
     return message
 
 

@@ -1,5 +1,6 @@
 """The runner service's scratch: its directory in the batch base (made fresh, the directories of
-services that died without removing theirs swept first), and the files of the runs it carried:
+services that died without removing theirs swept first; in ``/tmp`` when the batch base cannot
+hold it, marked there so that later services sweep there too), and the files of the runs it carried:
 their sizes, and a large capture copied out (a file is read back whole by ``api.wire.read_back``,
 the caller's idiom too)."""
 
@@ -52,14 +53,86 @@ def make_in(bases: list[str]) -> tuple[str, int]:
     """``make`` in the first of ``bases`` where it can be made: another user can fill a shared
     tmpfs (``/dev/shm``: its space or its inodes) and so keep the service from starting, and
     every call of its caller failing, where ``/tmp`` would still do. Raises OSError saying what
-    each base said."""
+    each base said. A directory made in a later base is marked there (``_marked``), and a
+    service made in the first sweeps a later base only while it holds that mark: a killed
+    service's directory there is swept once the first base has room again, and a start that
+    finds no mark pays one failed ``open``, not a listing of ``/tmp``."""
     said = []
-    for base in bases:
+    for index, base in enumerate(bases):
         try:
-            return make(base)
+            if index:
+                return _marked(base)
+            made = make(base)
         except OSError as exc:
             said.append(f"in {base}: {exc.strerror or exc}")
+            continue
+        for later in bases[1:]:
+            _sweep_marked(later)
+        return made
     raise OSError(f"the runner service cannot make its scratch directory ({'; '.join(said)})")
+
+
+def _mark_path(base: str) -> str:
+    """The mark of this user's scratch directories in a later base (not a service's name: a
+    sweep passes it by)."""
+    return os.path.join(base, f"{MAKING_PREFIX}elsewhere-{os.geteuid()}")
+
+
+def _marked(base: str) -> tuple[str, int]:
+    """``make`` in ``base``, its mark held shared meanwhile (``flock``), so a sweep that finds
+    none of this user's directories there and removes the mark (holding it exclusively) never
+    does so while one is being made. A mark that cannot be made, or is another user's (one who
+    took its name first in a shared ``/tmp``), is gone without: the directory is still made,
+    and swept only by a service that makes its own there."""
+    mark = -1
+    try:
+        mark = os.open(_mark_path(base), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        found = os.fstat(mark)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid():
+            fcntl.flock(mark, fcntl.LOCK_SH)  # a sweep holds it exclusively only while it sweeps
+            if not _still_named(mark, _mark_path(base)):  # removed by a sweep meanwhile: again
+                os.close(mark)
+                mark = -1
+                mark = os.open(
+                    _mark_path(base), os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+                )
+                fcntl.flock(mark, fcntl.LOCK_SH)
+    except OSError:
+        pass
+    try:
+        return make(base)
+    finally:
+        if mark >= 0:
+            os.close(mark)
+
+
+def _sweep_marked(base: str) -> None:
+    """``base`` swept when this user's mark is there (``_marked``), and the mark removed once
+    none of this user's directories is left in it; nothing when a service is being made there."""
+    path = _mark_path(base)
+    try:
+        mark = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return  # no mark: the common case, one failed open
+    try:
+        found = os.fstat(mark)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            return
+        fcntl.flock(mark, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not _sweep(base) and _still_named(mark, path):
+            os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        os.close(mark)
+
+
+def _still_named(fd: int, path: str) -> bool:
+    try:
+        found, named = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _rename_fresh(made: str, base: str) -> str:
@@ -81,15 +154,17 @@ def remove(path: str, lock: int) -> None:
     os.close(lock)
 
 
-def _sweep(base: str) -> None:
+def _sweep(base: str) -> int:
     """Remove the scratch directories of this user's services that are gone: one killed itself
     (SIGKILL, the OOM killer) could not remove its own, and nothing else knows it. A directory
     whose service's pid is alive here, whose lock a live service holds (in any pid namespace:
-    a pid alone names no process across them), or that is not this user's, is left alone."""
+    a pid alone names no process across them), or that is not this user's, is left alone.
+    Returns how many of this user's it left (or 1 when ``base`` cannot be listed)."""
     try:
         names = [name for name in os.listdir(base) if name.startswith((SCRATCH_PREFIX, MAKING_PREFIX))]
     except OSError:
-        return
+        return 1
+    left = 0
     for name in names:
         making = name.startswith(MAKING_PREFIX)
         pid = name[len(MAKING_PREFIX if making else SCRATCH_PREFIX) :].split("-", 1)[0]
@@ -100,6 +175,7 @@ def _sweep(base: str) -> None:
             continue
         if not pid.isdigit() or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
             continue
+        left += 1
         if making and time.time() - found.st_mtime < MAKING_LEFT:
             continue  # being made now, its lock not yet held
         try:
@@ -109,26 +185,28 @@ def _sweep(base: str) -> None:
             pass
         except OSError:
             continue
-        _remove_unlocked(path)
+        left -= _remove_unlocked(path)
+    return left
 
 
-def _remove_unlocked(path: str) -> None:
+def _remove_unlocked(path: str) -> bool:
     """``path`` removed when no live service holds its lock (held while it is removed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return
+        return False
     try:
         if os.fstat(fd).st_uid != os.geteuid():
-            return
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # held: its service lives (in another pid namespace, say)
         os.close(fd)
-        return
+        return False
     try:
         shutil.rmtree(path, ignore_errors=True)
     finally:
         os.close(fd)
+    return not os.path.lexists(path)
 
 
 def same_file(path: str, own: os.stat_result) -> bool:
