@@ -64,8 +64,7 @@ GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may 
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
-_HEX = frozenset("0123456789abcdef")
-_LEGACY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+HEX_DIGITS = frozenset("0123456789abcdef")
 _sequence = itertools.count()
 _TMPFS: dict[str, bool] = {}
 
@@ -155,7 +154,7 @@ def group_token(text: str) -> str | None:
     owner, separator, seq = text.partition(JOB_SEPARATOR)  # no run's own token holds the separator
     if not separator:
         return text if is_token(text) else None
-    return owner if seq and _HEX.issuperset(seq) and is_token(owner) else None
+    return owner if seq and HEX_DIGITS.issuperset(seq) and is_token(owner) else None
 
 
 def is_token(text: str) -> bool:
@@ -165,8 +164,8 @@ def is_token(text: str) -> bool:
         len(parts) == 3
         and all(parts)
         and _DIGITS.issuperset(parts[0])
-        and _HEX.issuperset(parts[1])
-        and _HEX.issuperset(parts[2])
+        and HEX_DIGITS.issuperset(parts[1])
+        and HEX_DIGITS.issuperset(parts[2])
     )
 
 
@@ -316,59 +315,6 @@ def _private_owner(found: os.stat_result) -> int | None:
     if not stat.S_ISDIR(found.st_mode) or found.st_mode & 0o077:
         return None
     return found.st_uid
-
-
-def listing() -> list[str]:
-    """Every directory in each of ``bases()`` with a run directory's name."""
-    found = []
-    for directory in bases():
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        found += [
-            os.path.join(directory, name)
-            for name in names
-            if name.startswith(DIR_PREFIX) and is_token(name[len(DIR_PREFIX) :])
-        ]
-    return found
-
-
-def shaped(path: str) -> bool:
-    """Whether ``path`` names a run directory exactly as a runner makes one, in one of ``bases()``."""
-    parent, name = os.path.split(path)
-    return (
-        os.path.isabs(path)
-        and os.path.normpath(path) == path
-        and parent in bases()
-        and name.startswith(DIR_PREFIX)
-        and is_token(name[len(DIR_PREFIX) :])
-    )
-
-
-def reapable_dir(endpoint: str | None) -> str | None:
-    """The run directory ``endpoint`` names, if it has exactly the shape a runner creates:
-    ``<base>/pkc-<token>/c.sock`` (a batch job's: ``j<seq>.sock``) taken as written
-    (docs/control-plane.md §2.6)."""
-    if not endpoint:
-        return None
-    directory, name = os.path.split(endpoint)
-    parent, dirname = os.path.split(directory)
-    if (
-        not (name == SOCKET_NAME or _is_job_socket(name))
-        or parent not in bases()
-        or not dirname.startswith(DIR_PREFIX)
-        or len(dirname) == len(DIR_PREFIX)
-        or not _LEGACY_CHARS.issuperset(dirname[len(DIR_PREFIX) :])
-        or endpoint != f"{parent}/{dirname}/{name}"
-    ):
-        return None
-    return directory
-
-
-def _is_job_socket(name: str) -> bool:
-    seq = name[1:-5]
-    return name.startswith("j") and name.endswith(".sock") and len(seq) == 8 and _HEX.issuperset(seq)
 
 
 def remove(path: str, *, jobs: bool = True) -> bool:

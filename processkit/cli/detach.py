@@ -213,11 +213,11 @@ def end_copy(copy: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         copy.kill()
         copy.wait()
-    from .. import rundir
+    from .. import rundir, rundir_shape
     from ..containment import sweep
 
     own = f"{rundir.DIR_PREFIX}{copy.pid}-"
-    dirs = [path for path in rundir.listing() if os.path.basename(path).startswith(own)]
+    dirs = [path for path in rundir_shape.listing() if os.path.basename(path).startswith(own)]
     sweep.sweep([], sweep.Reaped(), run_dirs=dirs, groups=False)
 
 

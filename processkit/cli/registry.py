@@ -140,7 +140,7 @@ def prune_parser() -> Parser:
 
 def prune(argv: list[str], invocation) -> int:
     args = prune_parser().parse(argv)
-    from .. import rundir
+    from .. import rundir_shape
     from ..containment import sweep
     from ..registry.prune import prune as run_prune
 
@@ -152,7 +152,7 @@ def prune(argv: list[str], invocation) -> int:
     if labels:
         sweep.sweep((), reaped, vouched=vouched, groups=False, dry_run=args.dry_run)
     else:
-        sweep.sweep(sweep.parents(), reaped, run_dirs=rundir.listing(), vouched=vouched, dry_run=args.dry_run)
+        sweep.sweep(sweep.parents(), reaped, run_dirs=rundir_shape.listing(), vouched=vouched, dry_run=args.dry_run)
     if args.json:
         document = report.tally()
         if args.dry_run:

@@ -14,7 +14,7 @@ import time
 from ..errors import Failure, Kind
 from ..text import is_terminal_unsafe
 from . import protocol
-from ..rundir import reapable_dir
+from ..rundir_shape import reapable_dir
 from ..registry.lookup import refusal
 
 CONNECT_SECONDS = 5.0

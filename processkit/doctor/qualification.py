@@ -238,7 +238,7 @@ class Qualification:
 
     def _endpoint_released(self) -> bool:
         """Nothing answers on the endpoint any more, and neither it nor its directory is left."""
-        from ..rundir import reapable_dir
+        from ..rundir_shape import reapable_dir
         from ..control.transport import Channel
 
         endpoint = self.found.endpoint

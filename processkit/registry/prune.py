@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from .. import rundir
+from .. import rundir_shape
 from .lock import Health, probe
 from .scan import Entry, View
 from .tombstones import expire, remove_quietly
@@ -68,7 +68,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                     "kind": "entry",
                     "run_id": record.run_id,
                     "started_at": record.started_at,
-                    "socket_dir": rundir.reapable_dir(record.endpoint) or _lodging(record.batch_records),
+                    "socket_dir": rundir_shape.reapable_dir(record.endpoint) or _lodging(record.batch_records),
                 }
             )
             if not dry_run:
@@ -81,7 +81,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
 
 def _lodging(path: str | None) -> str | None:
     """A dead batch's directory, which the sweep removes (its name is all it takes from here)."""
-    return path if path is not None and rundir.shaped(path) else None
+    return path if path is not None and rundir_shape.shaped(path) else None
 
 
 def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> None:

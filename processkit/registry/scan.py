@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .. import rundir
+from .. import rundir_shape
 from ..bounded import REGISTRY_FILE, read_start
 from ..errors import Failure, Kind
 from ..rundir_records import job_files
@@ -110,7 +110,7 @@ def _followed(directory: str, record: Record) -> str | None:
     target = record.batch_records
     if target is None or lock.probe(directory, record.lock_file)[0] is not lock.Health.LIVE:
         return None
-    if not rundir.shaped(target):
+    if not rundir_shape.shaped(target):
         return None
     try:  # this user's, not a link, on a path only this user and root can change
         fd = private_directory(target, create=False)
