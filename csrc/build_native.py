@@ -112,11 +112,18 @@ ffibuilder.cdef(
     int wait4(int, int *, int, struct rusage *);
 
     int pk_listen_unix(const char *path, int backlog);
+
+    // libc's mmap and munmap: the launcher maps its byte-code bundle without loading the mmap module
+    #define PROT_READ ...
+    #define MAP_PRIVATE ...
+    typedef int... off_t;
+    void *mmap(void *, size_t, int, int, int, off_t);
+    int munmap(void *, size_t);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
+    '#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 import processkit
+from processkit import native
 
 TAG = sys.implementation.cache_tag
 
@@ -100,6 +101,34 @@ def test_a_run_takes_every_module_it_loads_from_the_bundle_the_last_run_wrote(tm
     before = {"processkit.cli", "processkit.cli.quickimport"}  # loaded before the finder
     slow = sorted(name for name, loader in loaders.items() if loader != "launcher" and name not in before)
     assert slow == [name for name in ("processkit._native",) if name in loaders]
+
+
+_PRELOADED_AND_MMAP = (
+    "quick = sys.modules['processkit.cli.quickimport']\n"
+    "    print(len(quick._served), 'mmap' in sys.modules, sys.modules.get('processkit._native') is not None)"
+)
+
+
+def test_a_run_maps_its_bundle_with_the_native_module_or_without_it_with_the_mmap_module(tmp_path):
+    """The bundle is mapped through the C module's ``mmap`` (which a run loads to spawn anyway),
+    so no run loads the ``mmap`` extension module; where the C module is missing, through the
+    ``mmap`` module, and the same rows serve."""
+    if native.module() is None:
+        pytest.skip("the native module is not built here")
+    import _cffi_backend
+
+    root = _copy(tmp_path)
+    cffi = f"sys.path.append({os.path.dirname(_cffi_backend.__file__)!r})"  # ``-S`` leaves site-packages out
+    _run(root, tmp_path, write=True, first=cffi)
+    served, mmap_loaded, native_loaded = _run(
+        root, tmp_path, write=False, report=_PRELOADED_AND_MMAP, first=cffi
+    ).stdout.split()
+    assert int(served) > 40 and (mmap_loaded, native_loaded) == ("False", "True")
+    no_native = f"{cffi}; sys.modules['processkit._native'] = None"  # an install built without a C compiler
+    served_without, mmap_loaded, native_loaded = _run(
+        root, tmp_path, write=False, report=_PRELOADED_AND_MMAP, first=no_native
+    ).stdout.split()
+    assert (mmap_loaded, native_loaded) == ("True", "False") and int(served_without) == int(served)
 
 
 def test_a_source_changed_since_the_bundle_is_loaded_from_the_source(tmp_path):

@@ -8,21 +8,19 @@ else (no, stale or hash-based byte code, an extension, a namespace package, ``-O
 A ``run`` (and a ``bench``, a file of its own) goes further: one file,
 ``cli/__pycache__/run.<cache tag>.bundle``, the interpreter's magic number then one marshal of
 ``(name, source, is package, source mtime, source size, code, asked at work)`` rows in the order
-the modules finished (code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once.
-A row is used only where its source's ``stat`` still shows what it recorded, and only for this
-copy's sources. The launcher runs the rows' modules before the CLI asks (``_preload``), past the
-import system, but for those a command's work imported (``_asked_at_work``): they are run when a
-run asks for them. A module served from its pyc, or a preloaded row left unused, has the run write
-the file again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only,
-unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``), or it was a usage error.
-Why: docs/architecture.md; figures: bench/README.md's "Start-up" sections.
+the modules finished (code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once,
+each used only while its source's ``stat`` shows what it recorded, and only for this copy's
+sources. The rows' modules run before the CLI asks (``_preload``), past the import system, but
+those a command's work imported (``_asked_at_work``). A module served from its pyc, or a preloaded
+row left unused, has the run write the file again at exit (``save``), unless byte code writing is
+off or it was a usage error. Why: docs/architecture.md; figures: bench/README.md, "Start-up".
 
 The launcher (``processkit/cli/processkit-cli``, hand-written: a console_scripts one imports ``re``; its reasons are
 here, as comments would be tokenized on every start) raises the collector's threshold before the first import
 (``cli/main.py``) and takes its own directory off ``sys.path`` (docs/architecture.md, "Who is on the run path").
 Only it installs the finder (a library must not change its host's import system). It tries ``<name>.py`` before
 ``<name>/__init__.py``, the interpreter's reverse: the same while no name is both, nor an extension beside a source of
-its name (``tests/test_startup_imports.py``). A ``bench``'s perf helper is forked before its modules run (``install``).
+its name (``tests/test_startup_imports.py``). A command's ``cli/<command>_start.py`` runs before its modules (``install``).
 """
 
 # No ``from __future__ import annotations``: it imports ``__future__``, which a bundled run never does.
@@ -49,6 +47,8 @@ _handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for
 _missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
 _loader_class: list[type] = []  # ``_Loader``, made the first time the finder serves a module
 TAG = sys.implementation.cache_tag
+HERE = __file__.rpartition("/")[0]  # ``cli``'s directory, in the package's (``ROOT``)
+ROOT = HERE.rpartition("/")[0]
 
 
 def _loader(fullname: str, path: str, code):
@@ -201,7 +201,7 @@ def find_spec(fullname: str, path=None, target=None):
         return None
     row = _bundle.get(fullname)
     if row is not None and (_preloading or row[5]):  # a package's import while preloading, or a work row
-        made = _made(fullname, _preloading[0] if _preloading else _root())
+        made = _made(fullname, _preloading[0] if _preloading else ROOT)
         if made is not None:  # this module is the loader: ``create_module``, ``exec_module``
             _handed[fullname] = (*made, made[0].__spec__)
             return ModuleSpec(fullname, sys.modules[__name__])  # type: ignore[arg-type] # a loader's two functions
@@ -230,47 +230,55 @@ def find_spec(fullname: str, path=None, target=None):
 
 def _load_bundle(path: str) -> None:
     """The rows of the bundle at ``path``; none when it is missing, of another interpreter, or
-    not what ``save`` writes. Mapped, not read: the page cache's pages are unmarshalled in place
-    (a read's buffer would be ~150 fresh pages, each a page fault)."""
+    not what ``save`` writes."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
         return
     try:
-        from mmap import MAP_PRIVATE, PROT_READ, mmap  # only once there is a bundle to map
-
         size = fstat(fd).st_size
         if not 4 < size <= BUNDLE_LIMIT:
             return
-        mapped = mmap(fd, size, MAP_PRIVATE, PROT_READ)
+        rows = _mapped_rows(fd, size)
     except (OSError, ValueError):
         return
     finally:
         close(fd)
-    try:
-        with memoryview(mapped) as data:
-            if data[:4] != MAGIC_NUMBER:
-                return
-            rows = loads(data[4:])
-    except (EOFError, ValueError, TypeError):
-        return
-    finally:
-        try:
-            mapped.close()
-        except BufferError:  # a view still held: the mapping goes with its last view
-            pass
     if type(rows) is not tuple:
         return
-    code_type = type(_load_bundle.__code__)
+    code = type(_load_bundle.__code__)
     for row in rows:
-        if (
-            type(row) is tuple
-            and len(row) == 7
-            and type(row[0]) is str
-            and type(row[5]) is code_type
-            and type(row[6]) is bool
-        ):
-            _bundle[row[0]] = row[1:]
+        if type(row) is tuple and len(row) == 7 and type(row[0]) is str:
+            if type(row[5]) is code and type(row[6]) is bool:
+                _bundle[row[0]] = row[1:]
+
+
+def _mapped_rows(fd: int, size: int):
+    """The rows unmarshalled from a private mapping of the bundle open at ``fd`` (the page cache's
+    pages in place: a read's buffer would be ~150 fresh pages, each a fault); None when it is not
+    one. Mapped by libc's ``mmap`` through the C module, which a run loads to spawn anyway, not by
+    the ``mmap`` module, an extension of its own to load on every start (but where the C module
+    was not built)."""
+    try:
+        from .. import _native
+    except ImportError:
+        from mmap import MAP_PRIVATE, PROT_READ, mmap
+
+        mapped = mmap(fd, size, MAP_PRIVATE, PROT_READ)
+        view, unmap = memoryview(mapped), mapped.close
+    else:
+        ffi, lib = _native.ffi, _native.lib
+        address = lib.mmap(ffi.NULL, size, lib.PROT_READ, lib.MAP_PRIVATE, fd, 0)
+        if ffi.cast("intptr_t", address) == -1:  # MAP_FAILED
+            return None
+        view, unmap = memoryview(ffi.buffer(ffi.cast("char *", address), size)), lambda: lib.munmap(address, size)
+    try:
+        with view as data:
+            return loads(data[4:]) if data[:4] == MAGIC_NUMBER else None
+    except (EOFError, ValueError, TypeError):
+        return None
+    finally:  # the rows hold copies: no view of the mapping is left
+        unmap()
 
 
 def install() -> None:
@@ -280,24 +288,24 @@ def install() -> None:
         return
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command in BUNDLED_COMMANDS:
-        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{command}.{TAG}.bundle")
+        _bundle_path.append(f"{HERE}/__pycache__/{command}.{TAG}.bundle")
         _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, sys.modules[__name__])
-    if command == "bench":  # its perf helper forked before its modules run: benchmark/perf_switch.py
-        __import__("processkit.benchmark.perf_switch", fromlist=("turn_on",)).turn_on()
+    if command in BUNDLED_COMMANDS:  # the command's own step before its modules run: cli/<command>_start.py, if any
+        if f"{PREFIX}cli.{command}_start" in _bundle or not _bundle and _source_state(f"{HERE}/{command}_start.py"):
+            __import__(f"{PREFIX}cli.{command}_start", fromlist=("start",)).start()
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
         _preload()
 
 
 def _preload() -> None:
     """Run the bundle's modules (but its work rows) in the order the last run's finished in, each
-    straight into a module of its own, past the import system's locks, lookups and attribute
-    copying (~40 k instructions a module). A package finished after its first modules (its
-    ``__init__`` imports them) is run from its row when the first is reached, and what it imports
-    of them from theirs (``find_spec`` hands them to this module as their loader). A row whose
-    source changed, or whose module fails, ends the preloading: the rest are imported as usual
-    (a failure raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``)."""
-    root = _root()
+    into a module of its own, past the import system's locks, lookups and attribute copying (~40 k
+    instructions a module). A package finished after its first modules is run from its row when
+    the first is reached, and what its ``__init__`` imports of them from theirs (``find_spec``
+    hands them to this module as their loader). A changed source or a failing module ends the
+    preloading: the rest are imported as usual. Not when imports are traced (``-v``, ``-X importtime``)."""
+    root = ROOT
     _preloading.append(root)
     try:
         for name, row in list(_bundle.items()):
@@ -305,11 +313,6 @@ def _preload() -> None:
                 return
     finally:
         _preloading.clear()
-
-
-def _root() -> str:
-    """This package's directory."""
-    return __file__.rpartition("/")[0].rpartition("/")[0]
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -362,8 +365,8 @@ def _made(name: str, root: str):
 
 
 def create_module(spec):
-    """The import system's first step for a module ``find_spec`` handed here: the module made from
-    its row (``exec_module`` puts its spec back: the import system sets the one it was handed)."""
+    """The import system's first step for a module ``find_spec`` handed here: the one made from its
+    row (``exec_module`` puts its spec back: the import system sets the one it was handed)."""
     return _handed[spec.name][0]
 
 
@@ -376,8 +379,8 @@ def exec_module(module) -> None:
 
 
 def _execute(name: str, module, code, spec) -> None:
-    """Run a row's code into its module (``_preload``'s and the import system's way alike): the
-    spec's mark cleared however it ends, and the row counted as served once it ran."""
+    """Run a row's code into its module (``_preload``'s way and the import system's): the spec's
+    mark cleared however it ends, the row counted as served once it ran."""
     try:
         exec(code, vars(module))
     finally:
