@@ -119,11 +119,18 @@ ffibuilder.cdef(
     typedef int... off_t;
     void *mmap(void *, size_t, int, int, int, off_t);
     int munmap(void *, size_t);
+
+    // libc's flock and fcntl: a run's locks and its pipes' size without loading the fcntl module
+    #define LOCK_EX ...
+    #define LOCK_NB ...
+    #define F_SETPIPE_SZ ...
+    int flock(int, int);
+    int fcntl(int, int, ...);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
+    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (
