@@ -46,6 +46,7 @@ _preloading: list[str] = []  # while ``_preload`` runs: the package's directory
 _handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for ``create_module``
 _missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
 _loader_class: list[type] = []  # ``_Loader``, made the first time the finder serves a module
+_checked: dict = {}  # source -> its state, read for every preloaded row at once (``_check_sources``)
 TAG = sys.implementation.cache_tag
 HERE = __file__.rpartition("/")[0]  # ``cli``'s directory, in the package's (``ROOT``)
 ROOT = HERE.rpartition("/")[0]
@@ -78,9 +79,8 @@ def _loader(fullname: str, path: str, code):
 
 
 def _read_all(path: str, size: int | None = None):
-    """The bytes of the file ``path``, read in one call when it is at most ``size`` (the
-    file's own size when None) or ``READ_SIZE`` bytes long; None when unreadable or longer than
-    ``BUNDLE_LIMIT``."""
+    """The bytes of the file ``path``, read in one call when it is at most ``size`` (the file's
+    own size when None) or ``READ_SIZE`` long; None when unreadable or past ``BUNDLE_LIMIT``."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
@@ -124,8 +124,7 @@ def _row_state(state) -> tuple:
 
 
 def _byte_code(source: str, cached: str):
-    """``(code, source state)`` from ``cached`` when it is a valid timestamp pyc of ``source``,
-    else None."""
+    """``(code, source state)`` from ``cached`` when it is a valid timestamp pyc of ``source``."""
     data = _read_all(cached, READ_SIZE)
     if data is None:
         return None
@@ -146,8 +145,7 @@ def _byte_code(source: str, cached: str):
 
 
 def _bundled(fullname: str, source: str, package: bool):
-    """The bundle's code of ``fullname`` when its row names ``source`` and the source is as
-    recorded, else None."""
+    """The bundle's code of ``fullname`` when its row names ``source``, the source as recorded."""
     row = _bundle.get(fullname)
     if row is None or row[0] != source or row[1] is not package:
         return None
@@ -229,8 +227,7 @@ def find_spec(fullname: str, path=None, target=None):
 
 
 def _load_bundle(path: str) -> None:
-    """The rows of the bundle at ``path``; none when it is missing, of another interpreter, or
-    not what ``save`` writes."""
+    """The rows of the bundle at ``path``; none when it is missing, another's, or not ``save``'s."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
@@ -254,11 +251,10 @@ def _load_bundle(path: str) -> None:
 
 
 def _mapped_rows(fd: int, size: int):
-    """The rows unmarshalled from a private mapping of the bundle open at ``fd`` (the page cache's
-    pages in place: a read's buffer would be ~150 fresh pages, each a fault); None when it is not
-    one. Mapped by libc's ``mmap`` through the C module, which a run loads to spawn anyway, not by
-    the ``mmap`` module, an extension of its own to load on every start (but where the C module
-    was not built)."""
+    """The rows unmarshalled from a private mapping of the bundle open at ``fd`` (a read's buffer
+    would be ~150 fresh pages, each a fault); None when it is not one. Mapped by libc's ``mmap``
+    through the C module, which a run loads to spawn anyway, not the ``mmap`` module (an extension
+    of its own to load on every start) but where the C module was not built."""
     try:
         from .. import _native
     except ImportError:
@@ -307,12 +303,39 @@ def _preload() -> None:
     preloading: the rest are imported as usual. Not when imports are traced (``-v``, ``-X importtime``)."""
     root = ROOT
     _preloading.append(root)
+    _check_sources(root)
     try:
         for name, row in list(_bundle.items()):
             if not row[5] and name not in sys.modules and not _run_row(name, root):
                 return
     finally:
         _preloading.clear()
+
+
+def _check_sources(root: str) -> None:
+    """The states of the preloaded rows' sources, read in one call of the C module where the
+    launcher loaded it (``csrc/sources.c``): ~0.5 us a source against ~2.6 through ``stat``, whose
+    ``stat_result`` is most of it; ``_made`` takes each once. Its time as ``stat``'s float gives it."""
+    native = sys.modules.get(f"{PREFIX}_native")
+    sources = [row[0] for name, row in _bundle.items() if not row[5] and row[0] == _where(name, row[1], root)]
+    if native is None or not sources:
+        return
+    ffi = native.ffi
+    out = ffi.new("long long[]", 4 * len(sources))
+    native.lib.pk_source_states(
+        "\0".join(sources).encode(sys.getfilesystemencoding(), "surrogateescape"), len(sources), out
+    )
+    states = ffi.unpack(out, 4 * len(sources))
+    for index, source in enumerate(sources):
+        seconds, nanoseconds, size, changed = states[4 * index : 4 * index + 4]
+        if size >= 0:  # as ``_source_state``'s
+            _checked[source] = int(seconds + nanoseconds * 1e-9) & 0xFFFFFFFF, size & 0xFFFFFFFF, changed
+
+
+def _where(name: str, package: bool, root: str) -> str:
+    """The source of the module ``name`` in the package at ``root``."""
+    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
+    return f"{where}/__init__.py" if package else f"{where}.py"
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -342,10 +365,9 @@ def _made(name: str, root: str):
     """``(module, code)``: a module for the row of ``name``, made as the import system makes one
     (spec, loader, file, cached, package, path); None for another copy's row or a changed source."""
     source, package, mtime, size, code, _ = _bundle[name]
-    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-    if source != (f"{where}/__init__.py" if package else f"{where}.py"):
+    if source != _where(name, package, root):
         return None  # a row of another copy of the package
-    state = _source_state(source)
+    state = _checked.pop(source, None) or _source_state(source)
     if state is None or _row_state(state) != (mtime, size):
         return None  # a changed source
     directory, _, file_name = source.rpartition("/")
