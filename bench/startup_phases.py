@@ -6,14 +6,16 @@ run bundle written once), from a directory of its own (a script's directory is f
 ``sys.path``, and a large or changing listing there moves the counts):
 
     cd "$(mktemp -d)"
-    for step in 0 1 2 3 4; do
+    for step in 0 1 2 3 4 5; do
       valgrind --tool=callgrind --callgrind-out-file=/dev/null X/bin/python /path/to/bench/startup_phases.py $step
     done
 
 Steps: 0 the interpreter and this script; 1 ``quickimport`` imported (with the package and
 ``processkit.cli``); 2 the bundle mapped and unmarshalled; 3 its modules run (the launcher's
-``install()`` whole); 4 the CLI and ``run``'s module imported, just before the engine. The last
-step, the run itself, is not stopped (the native spawn's shared-memory clone is one no
+``install()`` whole); 4 the CLI and ``run``'s module imported, just before the engine; 5 the C
+module loaded as well (the run's spawn loads it; a launcher that maps its bundle through it has
+already), so that trees which load it at different steps compare at this one. The run itself is
+not stopped (the native spawn's shared-memory clone is one no
 instruction counter follows); time it with ``bench/side_by_side.py``. Each step is the
 launcher's own code (``processkit/cli/processkit-cli``), so the differences between steps are
 what each costs a run.
@@ -23,7 +25,7 @@ import gc
 import os
 import sys
 
-STOP = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+STOP = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 if STOP == 0:
     os._exit(0)
 gc.set_threshold(16_000)  # as the launcher does (cli/main.py's COLLECT_AFTER_ALLOCATIONS)
@@ -40,4 +42,9 @@ if STOP <= 3:
     os._exit(0)
 from processkit.cli import main, run  # noqa: E402, F401
 
+if STOP <= 4:
+    os._exit(0)
+from processkit import native  # noqa: E402
+
+native.module()
 os._exit(0)

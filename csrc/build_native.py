@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c and listen.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c, listen.c and sources.c; used by setup.py."""
 
 import os
 
@@ -112,11 +112,27 @@ ffibuilder.cdef(
     int wait4(int, int *, int, struct rusage *);
 
     int pk_listen_unix(const char *path, int backlog);
+
+    // libc's mmap and munmap: the launcher maps its byte-code bundle without loading the mmap module
+    #define PROT_READ ...
+    #define MAP_PRIVATE ...
+    typedef int... off_t;
+    void *mmap(void *, size_t, int, int, int, off_t);
+    int munmap(void *, size_t);
+
+    // libc's flock and fcntl: a run's locks and its pipes' size without loading the fcntl module
+    #define LOCK_EX ...
+    #define LOCK_NB ...
+    #define F_SETPIPE_SZ ...
+    int flock(int, int);
+    int fcntl(int, int, ...);
+
+    void pk_source_states(const char *paths, size_t count, long long *out);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"',
+    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (
@@ -129,11 +145,13 @@ ffibuilder.set_source(
             "spawn_report.c",
             "spawn_child.c",
             "listen.c",
+            "sources.c",
         )
     ],
     include_dirs=[HERE],
     depends=[
-        os.path.join(HERE, name) for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h")
+        os.path.join(HERE, name)
+        for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h", "sources.h")
     ],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],

@@ -15,10 +15,10 @@ Used by the registry (a run's ``.lock``) and by the run directory (``live.lock``
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 
+from .native import lock_exclusive
 from .plain import Constant
 
 TYPE_CHECKING = False
@@ -50,7 +50,7 @@ def take(path: str, mode: int = 0o600) -> int | None:
     except FileExistsError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_exclusive(fd)
         held, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
         if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
             return fd
@@ -73,7 +73,7 @@ def probe(directory: str, lock_name: str, *, hold: bool = False) -> tuple[Health
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_exclusive(fd)
     except BlockingIOError:
         os.close(fd)
         return Health.LIVE, None

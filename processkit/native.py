@@ -1,5 +1,5 @@
 """The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn, ``prctl``, and
-libc's ``wait4`` and ``getrusage``.
+libc's ``wait4`` and ``getrusage``, ``flock`` and ``fcntl``'s pipe size.
 
 A C compiler is optional at install time, so every user of the module has a pure-Python
 fallback. It is imported once, on first use; a failed import is remembered too.
@@ -7,7 +7,9 @@ fallback. It is imported once, on first use; a failed import is remembered too.
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 
 from .errors import Failure, Kind
 
@@ -59,3 +61,43 @@ def sha256_hex(data: bytes) -> str:
     lib.pk_sha256_update(context, data, len(data))
     lib.pk_sha256_final(context, digest)
     return ffi.buffer(digest)[:].hex()
+
+
+def _loaded():
+    """The C module where this process has loaded it already (a run: its launcher, to map the
+    byte-code bundle, or its spawn), else None: a process that only reads the registry would load
+    it for a lock, a dearer import than ``fcntl``'s."""
+    return sys.modules.get("processkit._native")
+
+
+def lock_exclusive(fd: int) -> None:
+    """``fcntl.flock(fd, LOCK_EX | LOCK_NB)``, raising as it does (``BlockingIOError`` while
+    another holds the lock); through libc's ``flock`` in the C module where it is loaded, which
+    spares a run the ``fcntl`` extension module's load (~0.4 M instructions and its pages)."""
+    native = _loaded()
+    if native is None:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    lib = native.lib
+    while lib.flock(fd, lib.LOCK_EX | lib.LOCK_NB) != 0:
+        code = native.ffi.errno
+        if code != errno.EINTR:
+            raise OSError(code, os.strerror(code))  # the errno's own subclass, as fcntl's
+
+
+def set_pipe_size(fd: int, size: int) -> int:
+    """``fcntl.fcntl(fd, F_SETPIPE_SZ, size)``: the pipe's size now, raising OSError as it does;
+    through the C module where it is loaded (``lock_exclusive``)."""
+    native = _loaded()
+    if native is None:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+    lib = native.lib
+    while (result := lib.fcntl(fd, lib.F_SETPIPE_SZ, native.ffi.cast("int", size))) < 0:
+        code = native.ffi.errno
+        if code != errno.EINTR:
+            raise OSError(code, os.strerror(code))
+    return result

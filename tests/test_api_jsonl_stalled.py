@@ -172,7 +172,7 @@ def test_a_deferred_stream_goes_whole_and_in_order_as_its_reader_takes_it(tmp_pa
 
 
 def test_a_deferred_stream_past_its_backlog_bound_fails_keeping_its_beginning_in_order(tmp_path):
-    from processkit.events.emitter import BACKLOG_MOST
+    from processkit.events.backlog import BACKLOG_MOST
     from processkit.events.types import RunnerExit
 
     read_end, emitter = _pipe_behind()

@@ -65,3 +65,15 @@ def test_the_helper_is_forked_before_benchs_modules_run(tmp_path):
 
 def test_a_run_forks_no_helper(tmp_path):
     assert _forks(tmp_path, "run", "--jsonl", str(tmp_path / "events.jsonl"), "--", "true") == []
+
+
+def test_the_launcher_names_no_commands_helper_it_runs_the_commands_start_step(tmp_path):
+    """The launcher calls ``cli/<command>_start.py``'s ``start`` where a command has one (``bench``'s
+    forks the helper): it names no subcommand's helper itself, and a command without such a
+    step (``run``) imports none."""
+    from processkit.cli import quickimport
+
+    source = Path(quickimport.__file__).read_text()
+    assert "perf_switch" not in source and '"bench"' not in source.partition("def install")[2]
+    forks = _forks(tmp_path, "bench", "-N", "--runs", "1", "--style", "none", "true")
+    assert "processkit.cli.bench_start" in forks[0]["loaded"]

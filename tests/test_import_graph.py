@@ -13,6 +13,7 @@ package), and an import by any other computed name is refused, so no edge hides 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import textwrap
 from pathlib import Path
@@ -64,9 +65,23 @@ def _reads_commands(argument: ast.expr) -> bool:
     )
 
 
+# The launcher's import of a command's step before its modules run (``cli/quickimport.install``:
+# ``f"{PREFIX}cli.{command}_start"``): an import of every such module.
+START_STEPS = "processkit.cli.*_start"
+
+
+def _names_a_start_step(argument: ast.expr) -> bool:
+    return (
+        isinstance(argument, ast.JoinedStr)
+        and isinstance(argument.values[-1], ast.Constant)
+        and argument.values[-1].value == "_start"
+    )
+
+
 def by_name(tree: ast.Module, where: str) -> tuple[set[str], list[str]]:
     """Imports by a computed name (``__import__``, ``importlib.import_module``): the literal
-    names, and the call sites whose name the graph cannot read (anything but ``COMMANDS``')."""
+    names (``START_STEPS`` for the launcher's), and the call sites whose name the graph cannot
+    read (anything but ``COMMANDS``' and the launcher's)."""
     named: set[str] = set()
     unread: list[str] = []
     for node in ast.walk(tree):
@@ -79,6 +94,8 @@ def by_name(tree: ast.Module, where: str) -> tuple[set[str], list[str]]:
         argument = node.args[0]
         if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
             named.add(argument.value)
+        elif _names_a_start_step(argument):
+            named.add(START_STEPS)
         elif not _reads_commands(argument):
             unread.append(f"{where}:{node.lineno}")
     return named, unread
@@ -89,6 +106,8 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(), str(path))
     found, _ = by_name(tree, str(path))
+    if START_STEPS in found:
+        found |= {module for module in known if fnmatch.fnmatchcase(module, START_STEPS)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

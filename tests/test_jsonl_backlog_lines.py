@@ -78,7 +78,7 @@ def test_two_deferred_streams_on_one_pipe_never_interleave_inside_a_line():
 
 
 def test_a_deferred_stream_that_fails_ends_on_a_whole_line():
-    from processkit.events.emitter import BACKLOG_MOST
+    from processkit.events.backlog import BACKLOG_MOST
 
     read_end, write_end = os.pipe()
     emitter = _deferred(write_end)

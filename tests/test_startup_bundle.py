@@ -8,6 +8,7 @@ written where the copy's byte code is and nowhere else.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -16,8 +17,12 @@ import sys
 import pytest
 
 import processkit
+from processkit import native
 
 TAG = sys.implementation.cache_tag
+# Where ``_cffi_backend`` is, for the copy's C module (``-S`` leaves site-packages off the path): the
+# launcher maps the bundle and checks its sources through it, as in a regular install.
+_CFFI = os.path.dirname(getattr(importlib.util.find_spec("_cffi_backend"), "origin", None) or ".")
 
 
 def _copy(tmp_path) -> str:
@@ -50,7 +55,7 @@ def _run(
     anything of the package is imported; ``program``: what the run runs (one that cannot start
     is the run's failure, code 101); ``code``: the exit code expected instead."""
     script = (
-        f"import os, sys; sys.path.insert(0, {root!r})\n"
+        f"import os, sys; sys.path.insert(0, {root!r}); sys.path.append({_CFFI!r})\n"
         f"{first}\n"
         f"sys.argv[1:] = ['run', '--jsonl', {str(tmp_path / 'run.jsonl')!r}, '--', {program!r}]\n"
         "def report(code):\n"
@@ -74,7 +79,7 @@ def _run(
 _LOADERS = (
     "served = sys.modules['processkit.cli.quickimport']._served\n"
     "    [print(name, 'launcher' if name in served else type(m.__spec__.loader).__name__)"
-    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and m is not None]"
+    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and getattr(m, '__spec__', None)]"
 )
 
 
@@ -100,6 +105,29 @@ def test_a_run_takes_every_module_it_loads_from_the_bundle_the_last_run_wrote(tm
     before = {"processkit.cli", "processkit.cli.quickimport"}  # loaded before the finder
     slow = sorted(name for name, loader in loaders.items() if loader != "launcher" and name not in before)
     assert slow == [name for name in ("processkit._native",) if name in loaders]
+
+
+_PRELOADED_AND_MMAP = (
+    "quick = sys.modules['processkit.cli.quickimport']\n"
+    "    print(len(quick._served), 'mmap' in sys.modules, sys.modules.get('processkit._native') is not None)"
+)
+
+
+def test_a_run_maps_its_bundle_with_the_native_module_or_without_it_with_the_mmap_module(tmp_path):
+    """The bundle is mapped through the C module's ``mmap`` (which a run loads to spawn anyway),
+    so no run loads the ``mmap`` extension module; where the C module is missing, through the
+    ``mmap`` module, and the same rows serve."""
+    if native.module() is None:
+        pytest.skip("the native module is not built here")
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    served, mmap_loaded, native_loaded = _run(root, tmp_path, write=False, report=_PRELOADED_AND_MMAP).stdout.split()
+    assert int(served) > 40 and (mmap_loaded, native_loaded) == ("False", "True")
+    no_native = "sys.modules['processkit._native'] = None"  # an install built without a C compiler
+    served_without, mmap_loaded, native_loaded = _run(
+        root, tmp_path, write=False, report=_PRELOADED_AND_MMAP, first=no_native
+    ).stdout.split()
+    assert (mmap_loaded, native_loaded) == ("True", "False") and int(served_without) == int(served)
 
 
 def test_a_source_changed_since_the_bundle_is_loaded_from_the_source(tmp_path):
@@ -182,7 +210,7 @@ _MADE = (
     " getattr(m.__spec__, '_initializing', None),"
     " m.__package__, getattr(m, '__path__', None) == m.__spec__.submodule_search_locations,"
     " getattr(sys.modules[name.rpartition('.')[0]], name.rpartition('.')[2], None) is m)"
-    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and m is not None]"
+    " for name, m in sorted(sys.modules.items()) if name.startswith('processkit.') and hasattr(m, '__cached__')]"
 )
 
 
@@ -472,7 +500,7 @@ def test_a_bench_keeps_its_own_bundle_and_takes_its_modules_from_it(tmp_path):
     written by a first benchmark and serves every processkit module of the next."""
     root = _copy(tmp_path)
     script = (
-        f"import os, sys; sys.path.insert(0, {root!r})\n"
+        f"import os, sys; sys.path.insert(0, {root!r}); sys.path.append({_CFFI!r})\n"
         "sys.argv[1:] = ['bench', '-N', '--runs', '1', '--style', 'none', 'true']\n"
         "def report(code):\n"
         f"    {_LOADERS}\n"
@@ -493,7 +521,7 @@ def test_a_bench_keeps_its_own_bundle_and_takes_its_modules_from_it(tmp_path):
     assert runs[1].returncode == 0, runs[1].stderr
     loaders = dict(line.split() for line in runs[1].stdout.splitlines())
     assert len(loaders) > 60 and "processkit.benchmark.session" in loaders
-    before = {"processkit.cli", "processkit.cli.quickimport"}  # loaded before the finder
+    before = {"processkit.cli", "processkit.cli.quickimport", "processkit._native"}  # before the finder; C
     assert {name for name, loader in loaders.items() if loader != "launcher"} == before
 
 
@@ -563,3 +591,38 @@ def test_a_writer_removes_the_stale_temporary_files_killed_writers_left_and_noth
     assert not os.path.exists(left)
     assert os.path.exists(bench_left)
     assert [path for path in kept if not os.path.exists(path)] == []
+
+
+def test_the_sources_checked_at_once_read_as_each_stat_reads_them(tmp_path):
+    """The launcher reads its preloaded rows' source states in one call of the C module
+    (``_check_sources``): the same states ``_source_state`` reads one ``stat`` at a time, an
+    mtime's whole seconds as ``stat``'s float gives them (a time a nanosecond short of a second
+    included), and none for a source that is gone; the rows of another copy are not read."""
+    if native.module() is None:
+        pytest.skip("the native module is not built here")
+    from processkit.cli import quickimport
+
+    root = tmp_path / "processkit"
+    (root / "engine").mkdir(parents=True)
+    times = [(1_700_000_000, 999_999_999), (1_700_000_001, 0), (1_600_000_000, 500_000_000), (-2, 500_000_000)]
+    names, rows = [], {}
+    for index, (seconds, nanoseconds) in enumerate(times):
+        source = root / "engine" / f"m{index}.py"
+        source.write_text("x = 1\n" * index)
+        os.utime(source, ns=(0, seconds * 1_000_000_000 + nanoseconds))
+        names.append(f"processkit.engine.m{index}")
+        rows[names[-1]] = (str(source), False, 0, 0, None, False)
+    rows["processkit.engine.gone"] = (str(root / "engine" / "gone.py"), False, 0, 0, None, False)
+    rows["processkit.engine.other"] = ("/elsewhere/processkit/engine/other.py", False, 0, 0, None, False)
+    saved = dict(quickimport._bundle)
+    try:
+        quickimport._bundle.clear()
+        quickimport._bundle.update(rows)
+        quickimport._checked.clear()
+        quickimport._check_sources(str(root))
+        checked = dict(quickimport._checked)
+    finally:
+        quickimport._bundle.clear()
+        quickimport._bundle.update(saved)
+        quickimport._checked.clear()
+    assert checked == {rows[name][0]: quickimport._source_state(rows[name][0]) for name in names}

@@ -282,9 +282,12 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.text"}  # the checks and escapes of what a run refuses, warns of or reads back
     rare |= {"processkit.containment.sweep_dead"}  # the sweep's ending of a run found dead
     rare |= {"processkit.containment.leftovers"}  # the escapee sweep: only where the runner has a child left
+    rare |= {"processkit.events.backlog", "processkit.events.pipe_room"}  # a JSONL pipe that did not take a line whole
+    rare |= {"processkit.engine.spawn_patched"}  # a second spawn's envp patched from the first's
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage
+        rare |= {"fcntl"}  # likewise: the native module has flock and the pipe size's fcntl
     loaded = sorted(rare & set(run_imports))
     assert not loaded, f"a plain run imports {', '.join(loaded)}"
 

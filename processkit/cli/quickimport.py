@@ -1,28 +1,23 @@
 """The launcher's finder for processkit's own modules: their byte code read directly.
 
-The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 modules
-(bench/README.md, "Start-up: the launcher's finder"); here a module of this package is its
-source's ``stat`` and its pyc's ``open``/``read``, checked as the interpreter checks it; anything
-else (no, stale or hash-based byte code, an extension, a namespace package, ``-O``) is None.
+The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 modules (bench/README.md,
+"Start-up: the launcher's finder"); here a module of this package is its source's ``stat`` and its pyc's
+``open``/``read``, checked as the interpreter checks it; anything else (no, stale or hash-based byte code, an
+extension, a namespace package, ``-O``) is None.
 
-A ``run`` (and a ``bench``, a file of its own) goes further: one file,
-``cli/__pycache__/run.<cache tag>.bundle``, the interpreter's magic number then one marshal of
-``(name, source, is package, source mtime, source size, code, asked at work)`` rows in the order
-the modules finished (code compiled lean: ``cli/bundlewrite.py``), mapped and unmarshalled at once.
-A row is used only where its source's ``stat`` still shows what it recorded, and only for this
-copy's sources. The launcher runs the rows' modules before the CLI asks (``_preload``), past the
-import system, but for those a command's work imported (``_asked_at_work``): they are run when a
-run asks for them. A module served from its pyc, or a preloaded row left unused, has the run write
-the file again as it exits (``save``, from ``cli/main.py``) with its own modules' rows only,
-unless byte code writing is off (``-B``, ``PYTHONDONTWRITEBYTECODE``), or it was a usage error.
-Why: docs/architecture.md; figures: bench/README.md's "Start-up" sections.
+A ``run`` (and a ``bench``, a file of its own) goes further: one file, ``cli/__pycache__/run.<cache tag>.bundle``
+(the magic number, then one marshal of ``(name, source, is package, source mtime, source size, code, asked at
+work)`` rows in the order the modules finished, compiled lean by ``cli/bundlewrite.py``), mapped and unmarshalled
+at once, a row used only for this copy's sources while its source's ``stat`` shows what it recorded. The rows'
+modules run before the CLI asks (``_preload``), but those a command's work imported (``_asked_at_work``). A module
+served from its pyc, or a preloaded row left unused, has the run write the file again at exit (``save``).
 
-The launcher (``processkit/cli/processkit-cli``, hand-written: a console_scripts one imports ``re``; its reasons are
-here, as comments would be tokenized on every start) raises the collector's threshold before the first import
-(``cli/main.py``) and takes its own directory off ``sys.path`` (docs/architecture.md, "Who is on the run path").
-Only it installs the finder (a library must not change its host's import system). It tries ``<name>.py`` before
-``<name>/__init__.py``, the interpreter's reverse: the same while no name is both, nor an extension beside a source of
-its name (``tests/test_startup_imports.py``). A ``bench``'s perf helper is forked before its modules run (``install``).
+The launcher (``cli/processkit-cli``, hand-written: a console_scripts one imports ``re``; its reasons are here, as
+comments would be tokenized on every start) raises the collector's threshold before the first import
+(``cli/main.py``) and takes its own directory off ``sys.path``. Only it installs the finder (a library must not
+change its host's import system). It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse:
+the same while no name is both, nor an extension beside a source of its name (``tests/test_startup_imports.py``).
+A command's ``cli/<command>_start.py`` runs before its modules.
 """
 
 # No ``from __future__ import annotations``: it imports ``__future__``, which a bundled run never does.
@@ -48,7 +43,10 @@ _preloading: list[str] = []  # while ``_preload`` runs: the package's directory
 _handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for ``create_module``
 _missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
 _loader_class: list[type] = []  # ``_Loader``, made the first time the finder serves a module
+_checked: dict = {}  # source -> its state, read for every preloaded row at once (``_check_sources``)
 TAG = sys.implementation.cache_tag
+HERE = __file__.rpartition("/")[0]  # ``cli``'s directory, in the package's (``ROOT``)
+ROOT = HERE.rpartition("/")[0]
 
 
 def _loader(fullname: str, path: str, code):
@@ -57,11 +55,6 @@ def _loader(fullname: str, path: str, code):
     if not _loader_class:
 
         class _Loader(SourceFileLoader):
-            def __init__(self, fullname: str, path: str, code) -> None:
-                self.name = fullname
-                self.path = path
-                self._code = code
-
             def get_code(self, fullname):
                 code = self._code
                 if code is None or fullname != self.name:
@@ -74,23 +67,20 @@ def _loader(fullname: str, path: str, code):
                 _order.append(self.name)  # the order modules finish in: the bundle's, for ``_preload``
 
         _loader_class.append(_Loader)
-    return _loader_class[0](fullname, path, code)
+    loader = _loader_class[0](fullname, path)
+    loader._code = code
+    return loader
 
 
-def _read_all(path: str, size: int | None = None):
-    """The bytes of the file ``path``, read in one call when it is at most ``size`` (the
-    file's own size when None) or ``READ_SIZE`` bytes long; None when unreadable or longer than
-    ``BUNDLE_LIMIT``."""
+def _read_all(path: str):
+    """The bytes of the file ``path`` (a pyc), read in one call when it is at most ``READ_SIZE``
+    long; None when unreadable or past ``BUNDLE_LIMIT``."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
         return None
     try:
-        if size is None:
-            size = fstat(fd).st_size
-        if size > BUNDLE_LIMIT:
-            return None
-        data = read(fd, max(size, READ_SIZE))  # a regular file's read comes back short only at its end
+        data = read(fd, READ_SIZE)  # a regular file's read comes back short only at its end
         while len(data) % READ_SIZE == 0 and data:  # a pyc this big is rare: read on to the end
             more = read(fd, READ_SIZE)
             if not more:
@@ -116,17 +106,15 @@ def _source_state(source: str):
 
 
 def _row_state(state) -> tuple:
-    """What a bundle row keeps of its source's state: a pyc's pair, and the status-change time,
-    which no installer or copy sets back (an upgrade that keeps a same-sized source's mtime, from
-    a wheel's timestamps or ``cp -a``, still changes it): the pyc is written again at install, the
-    bundle is not, so its rows need the stronger key."""
+    """What a bundle row keeps of its source's state: a pyc's pair, and the status-change time, which no
+    installer or copy sets back (an upgrade keeping a same-sized source's mtime, ``cp -a``, still changes it):
+    the pyc is written again at install, the bundle is not, so its rows need the stronger key."""
     return (state[0], state[2]), state[1]
 
 
 def _byte_code(source: str, cached: str):
-    """``(code, source state)`` from ``cached`` when it is a valid timestamp pyc of ``source``,
-    else None."""
-    data = _read_all(cached, READ_SIZE)
+    """``(code, source state)`` from ``cached`` when it is a valid timestamp pyc of ``source``."""
+    data = _read_all(cached)
     if data is None:
         return None
     state = _source_state(source)
@@ -145,23 +133,15 @@ def _byte_code(source: str, cached: str):
         return None
 
 
-def _bundled(fullname: str, source: str, package: bool):
-    """The bundle's code of ``fullname`` when its row names ``source`` and the source is as
-    recorded, else None."""
-    row = _bundle.get(fullname)
-    if row is None or row[0] != source or row[1] is not package:
-        return None
-    state = _source_state(source)
-    if state is None or _row_state(state) != (row[2], row[3]):
-        return None
-    _served[fullname] = row
-    return row[4]
-
-
 def _found(fullname: str, source: str, cached: str, package: bool):
-    code = _bundled(fullname, source, package) if _bundle else None
-    if code is not None:
-        return code
+    """The code of ``fullname``: its bundle row's while the row names ``source`` and the source is as
+    recorded, else its pyc's (a row of it kept for ``save`` while a bundle is in use)."""
+    row = _bundle.get(fullname)
+    if row is not None and row[0] == source and row[1] is package:
+        state = _source_state(source)
+        if state is not None and _row_state(state) == (row[2], row[3]):
+            _served[fullname] = row
+            return row[4]
     found = _byte_code(source, cached)
     if found is None:
         return None
@@ -173,10 +153,9 @@ def _found(fullname: str, source: str, cached: str, package: bool):
 
 
 def _asked_at_work(fullname: str) -> bool:
-    """Whether ``fullname`` is imported by a command's work: by a function outside ``cli/`` and
-    ``benchmark/`` (which import a command's modules before its work) and outside its package's
-    ``__init__`` (which picks a module for this host), or by the body of a module that was. Its
-    row is not preloaded: a plain run (no dead run met, no warning) runs neither it nor its imports."""
+    """Whether ``fullname`` is imported by a command's work: by a function outside ``cli/``, ``benchmark/``
+    (which import a command's modules before its work) and its package's ``__init__`` (which picks a module for
+    this host), or by the body of a module that was. Its row is not preloaded: a plain run runs none of it."""
     try:
         frame = sys._getframe(3)  # past ``_found`` and ``find_spec``: the import system's frames, then the importer
     except ValueError:  # ``find_spec`` called from the top of a stack, not by an import
@@ -201,7 +180,7 @@ def find_spec(fullname: str, path=None, target=None):
         return None
     row = _bundle.get(fullname)
     if row is not None and (_preloading or row[5]):  # a package's import while preloading, or a work row
-        made = _made(fullname, _preloading[0] if _preloading else _root())
+        made = _made(fullname, _preloading[0] if _preloading else ROOT)
         if made is not None:  # this module is the loader: ``create_module``, ``exec_module``
             _handed[fullname] = (*made, made[0].__spec__)
             return ModuleSpec(fullname, sys.modules[__name__])  # type: ignore[arg-type] # a loader's two functions
@@ -229,48 +208,53 @@ def find_spec(fullname: str, path=None, target=None):
 
 
 def _load_bundle(path: str) -> None:
-    """The rows of the bundle at ``path``; none when it is missing, of another interpreter, or
-    not what ``save`` writes. Mapped, not read: the page cache's pages are unmarshalled in place
-    (a read's buffer would be ~150 fresh pages, each a page fault)."""
+    """The rows of the bundle at ``path``; none when it is missing, another's, or not ``save``'s."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
         return
     try:
-        from mmap import MAP_PRIVATE, PROT_READ, mmap  # only once there is a bundle to map
-
         size = fstat(fd).st_size
         if not 4 < size <= BUNDLE_LIMIT:
             return
-        mapped = mmap(fd, size, MAP_PRIVATE, PROT_READ)
+        rows = _mapped_rows(fd, size)
     except (OSError, ValueError):
         return
     finally:
         close(fd)
-    try:
-        with memoryview(mapped) as data:
-            if data[:4] != MAGIC_NUMBER:
-                return
-            rows = loads(data[4:])
-    except (EOFError, ValueError, TypeError):
-        return
-    finally:
-        try:
-            mapped.close()
-        except BufferError:  # a view still held: the mapping goes with its last view
-            pass
     if type(rows) is not tuple:
         return
-    code_type = type(_load_bundle.__code__)
+    code = type(_load_bundle.__code__)
     for row in rows:
-        if (
-            type(row) is tuple
-            and len(row) == 7
-            and type(row[0]) is str
-            and type(row[5]) is code_type
-            and type(row[6]) is bool
-        ):
-            _bundle[row[0]] = row[1:]
+        if type(row) is tuple and len(row) == 7 and type(row[0]) is str:
+            if type(row[5]) is code and type(row[6]) is bool:  # a row as ``save`` writes it
+                _bundle[row[0]] = row[1:]
+
+
+def _mapped_rows(fd: int, size: int):
+    """The rows unmarshalled from a private mapping of the bundle open at ``fd`` (a read's buffer would be ~150
+    fresh pages, each a fault); None when it is not one. Mapped by libc's ``mmap`` through the C module, which a
+    run loads to spawn anyway, not the ``mmap`` extension module, but where the C module was not built."""
+    try:
+        from .. import _native
+    except ImportError:
+        from mmap import MAP_PRIVATE, PROT_READ, mmap
+
+        mapped = mmap(fd, size, MAP_PRIVATE, PROT_READ)
+        view, unmap = memoryview(mapped), mapped.close
+    else:
+        ffi, lib = _native.ffi, _native.lib
+        address = lib.mmap(ffi.NULL, size, lib.PROT_READ, lib.MAP_PRIVATE, fd, 0)
+        if ffi.cast("intptr_t", address) == -1:  # MAP_FAILED
+            return None
+        view, unmap = memoryview(ffi.buffer(ffi.cast("char *", address), size)), lambda: lib.munmap(address, size)
+    try:
+        with view as data:
+            return loads(data[4:]) if data[:4] == MAGIC_NUMBER else None
+    except (EOFError, ValueError, TypeError):
+        return None
+    finally:  # the rows hold copies: no view of the mapping is left
+        unmap()
 
 
 def install() -> None:
@@ -280,25 +264,25 @@ def install() -> None:
         return
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command in BUNDLED_COMMANDS:
-        _bundle_path.append(f"{__file__.rpartition('/')[0]}/__pycache__/{command}.{TAG}.bundle")
+        _bundle_path.append(f"{HERE}/__pycache__/{command}.{TAG}.bundle")
         _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, sys.modules[__name__])
-    if command == "bench":  # its perf helper forked before its modules run: benchmark/perf_switch.py
-        __import__("processkit.benchmark.perf_switch", fromlist=("turn_on",)).turn_on()
+    if command in BUNDLED_COMMANDS:  # the command's own step before its modules run: cli/<command>_start.py, if any
+        if f"{PREFIX}cli.{command}_start" in _bundle or not _bundle and _source_state(f"{HERE}/{command}_start.py"):
+            __import__(f"{PREFIX}cli.{command}_start", fromlist=("start",)).start()
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
         _preload()
 
 
 def _preload() -> None:
-    """Run the bundle's modules (but its work rows) in the order the last run's finished in, each
-    straight into a module of its own, past the import system's locks, lookups and attribute
-    copying (~40 k instructions a module). A package finished after its first modules (its
-    ``__init__`` imports them) is run from its row when the first is reached, and what it imports
-    of them from theirs (``find_spec`` hands them to this module as their loader). A row whose
-    source changed, or whose module fails, ends the preloading: the rest are imported as usual
-    (a failure raised where it belongs). Not when imports are traced (``-v``, ``-X importtime``)."""
-    root = _root()
+    """Run the bundle's modules (but its work rows) in the order the last run's finished in, each into a module of
+    its own, past the import system's locks, lookups and attribute copying (~40 k instructions a module). A
+    package finished after its first modules is run from its row when the first is reached, and what its
+    ``__init__`` imports of them from theirs (``find_spec`` hands them to this module as their loader). A changed
+    source or a failing module ends the preloading: the rest are imported as usual."""
+    root = ROOT
     _preloading.append(root)
+    _check_sources(root)
     try:
         for name, row in list(_bundle.items()):
             if not row[5] and name not in sys.modules and not _run_row(name, root):
@@ -307,9 +291,28 @@ def _preload() -> None:
         _preloading.clear()
 
 
-def _root() -> str:
-    """This package's directory."""
-    return __file__.rpartition("/")[0].rpartition("/")[0]
+def _check_sources(root: str) -> None:
+    """The preloaded rows' sources' states in one call of the C module where the launcher loaded it
+    (``csrc/sources.c``): ~0.5 us a source, ~2.6 through ``stat``; ``_made`` takes each once."""
+    native = sys.modules.get(f"{PREFIX}_native")
+    sources = [row[0] for name, row in _bundle.items() if not row[5] and row[0] == _where(name, row[1], root)]
+    if native is None or not sources:
+        return
+    ffi = native.ffi
+    out = ffi.new("long long[]", 4 * len(sources))
+    joined = "\0".join(sources).encode(sys.getfilesystemencoding(), "surrogateescape")
+    native.lib.pk_source_states(joined, len(sources), out)
+    states = ffi.unpack(out, 4 * len(sources))
+    for index, source in enumerate(sources):
+        seconds, nanoseconds, size, changed = states[4 * index : 4 * index + 4]
+        if size >= 0:  # as ``_source_state``'s: the time as ``stat``'s float gives it
+            _checked[source] = int(seconds + nanoseconds * 1e-9) & 0xFFFFFFFF, size & 0xFFFFFFFF, changed
+
+
+def _where(name: str, package: bool, root: str) -> str:
+    """The source of the module ``name`` in the package at ``root``."""
+    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
+    return f"{where}/__init__.py" if package else f"{where}.py"
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -339,10 +342,9 @@ def _made(name: str, root: str):
     """``(module, code)``: a module for the row of ``name``, made as the import system makes one
     (spec, loader, file, cached, package, path); None for another copy's row or a changed source."""
     source, package, mtime, size, code, _ = _bundle[name]
-    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-    if source != (f"{where}/__init__.py" if package else f"{where}.py"):
+    if source != _where(name, package, root):
         return None  # a row of another copy of the package
-    state = _source_state(source)
+    state = _checked.pop(source, None) or _source_state(source)
     if state is None or _row_state(state) != (mtime, size):
         return None  # a changed source
     directory, _, file_name = source.rpartition("/")
@@ -362,8 +364,7 @@ def _made(name: str, root: str):
 
 
 def create_module(spec):
-    """The import system's first step for a module ``find_spec`` handed here: the module made from
-    its row (``exec_module`` puts its spec back: the import system sets the one it was handed)."""
+    """The import system's first step for a module ``find_spec`` handed here: the one made from its row."""
     return _handed[spec.name][0]
 
 
@@ -371,13 +372,12 @@ def exec_module(module) -> None:
     """The import system's second step for such a module: its row's code, run into it."""
     name = module.__name__
     made, code, spec = _handed.pop(name)
-    module.__spec__ = spec
+    module.__spec__ = spec  # the spec it was made with, not the one the import system was handed
     _execute(name, module, code, spec)
 
 
 def _execute(name: str, module, code, spec) -> None:
-    """Run a row's code into its module (``_preload``'s and the import system's way alike): the
-    spec's mark cleared however it ends, and the row counted as served once it ran."""
+    """Run a row's code into its module (``_preload``'s way and the import system's), its spec's mark cleared."""
     try:
         exec(code, vars(module))
     finally:
@@ -387,9 +387,9 @@ def _execute(name: str, module, code, spec) -> None:
 
 
 def save() -> None:
-    """Write the bundle again (``cli/bundlewrite.py``), the rows of this run's modules only, when it
-    read a module's pyc or left a preloaded row unused (a removed module's, another copy's); not
-    for an unused work row, which costs its unmarshal only (a host's runs differ in what they ask)."""
+    """Write the bundle again (``cli/bundlewrite.py``), this run's modules' rows only, when it read a module's pyc or
+    left a preloaded row unused (a removed module's, another copy's); not for an unused work row (its unmarshal
+    only: a host's runs differ in what they ask)."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
     unused = any(not row[5] and name not in _served for name, row in _bundle.items())

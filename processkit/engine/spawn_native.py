@@ -23,6 +23,7 @@ from . import claims
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..containment import ChildJoins
+    from .spawn_patched import Patched
 
 
 class Pending:
@@ -191,16 +192,15 @@ class _Strings:
 # differs. One store each, so a thread sees the old entry or the new, never half of one.
 _COMMAND: list[tuple[tuple, _Strings, _Strings] | None] = [None]  # ((argv, PATH), argv, paths)
 # (env, its keys in order, its envp, the envp made whole that it was made from)
-_ENVIRONMENT: list[tuple[dict, list, _Strings | _Patched, _Whole] | None] = [None]
-PATCHED_MOST = 4  # past this many values changed from the whole envp's, one is made whole again
+_ENVIRONMENT: list[tuple[dict, list, _Strings | Patched, _Whole] | None] = [None]
 
 
 class _Whole:
     """An envp made whole (``strings``), its mapping's keys and values in order, and each
     ``KEY=VALUE``'s pointer into its blob. A bench session's runs differ from the first in one
     variable (its iteration): each one's envp is these pointers with that entry's own string put
-    in (``_Patched``), not every string joined and pointed at again (~20 us a spawn). The
-    pointers are read out on the first patch: a one-spawn run never patches (~3.5 us spared)."""
+    in (``engine/spawn_patched.py``), not every string joined and pointed at again (~20 us a
+    spawn). The pointers are read out on the first patch: a one-spawn run never patches."""
 
     __slots__ = ("keys", "values", "strings", "pointers")
 
@@ -208,34 +208,6 @@ class _Whole:
         self.keys, self.values = list(env), list(env.values())
         self.strings = _Strings(ffi, [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items()])
         self.pointers: list | None = None  # read out by the first ``patched``
-
-    def patched(self, ffi, env) -> _Patched | None:
-        """The envp of ``env``, whose keys are these in their order, from these pointers; None
-        where more than PATCHED_MOST values differ."""
-        values = list(env.values())
-        changed = [index for index, (value, was) in enumerate(zip(values, self.values)) if value != was]
-        if len(changed) > PATCHED_MOST:
-            return None
-        if self.pointers is None:
-            self.pointers = [self.strings.array[index] for index in range(self.strings.count)]
-        return _Patched(ffi, self, [(index, self.keys[index], values[index]) for index in changed])
-
-
-class _Patched:
-    """A whole envp with some entries' strings of its own: a pointer array of its own, and the
-    whole one's strings and its own held while a child may read them."""
-
-    __slots__ = ("array", "count", "_held")
-
-    def __init__(self, ffi, whole: _Whole, changes: list[tuple[int, str, str]]) -> None:
-        pointers = [*(whole.pointers or ()), ffi.NULL]
-        held: list = [whole.strings]
-        for index, key, value in changes:
-            held.append(ffi.new("char[]", os.fsencode(key) + b"=" + os.fsencode(value)))
-            pointers[index] = held[-1]
-        self.array = ffi.new("char *[]", pointers)
-        self.count = whole.strings.count
-        self._held = held
 
 
 def _command(ffi, argv, env) -> tuple[_Strings, _Strings]:
@@ -248,15 +220,19 @@ def _command(ffi, argv, env) -> tuple[_Strings, _Strings]:
     return kept[1], kept[2]
 
 
-def _environment(ffi, env) -> _Strings | _Patched:
+def _environment(ffi, env) -> _Strings | Patched:
     """The envp: ``KEY=VALUE`` in the mapping's order (equal mappings may differ in order)."""
     kept = _ENVIRONMENT[0]
     keys = list(env)
     if kept is not None and env == kept[0] and keys == kept[1]:
         return kept[2]
     whole = kept[3] if kept is not None and keys == kept[3].keys else None
-    patched = whole.patched(ffi, env) if whole is not None else None
-    envp: _Strings | _Patched
+    patched = None
+    if whole is not None:  # a second spawn: a run spawns once, a session many times
+        from .spawn_patched import patched as patch
+
+        patched = patch(whole, ffi, env)
+    envp: _Strings | Patched
     if whole is None or patched is None:
         whole = _Whole(ffi, env)
         envp = whole.strings

@@ -7,10 +7,10 @@ between reads is the pacing the facts about pipes below explain.
 
 from __future__ import annotations
 
-import fcntl
 import os
 
 from ..loop import Loop, Timer
+from ..native import set_pipe_size
 from . import pump
 from .echo import EchoSink
 
@@ -138,7 +138,7 @@ class OutputStream:
         batch's short jobs) costs no resize."""
         self._sized = True
         try:
-            self._paced_for(fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE))
+            self._paced_for(set_pipe_size(self.fd, PIPE_SIZE))
         except OSError:  # a smaller pipe only means more wakeups
             pass
 

@@ -13,12 +13,13 @@ nothing for STALL_SECONDS, or falls more than BACKLOG_MOST bytes behind, fails t
 stalled write does (its one warning). The backlog goes in writes that each end at a line boundary
 within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the per-event write is:
 streams sharing one pipe never interleave inside a line, and a stream that fails ends on a whole
-line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``).
+line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``). That code,
+which a plain run never needs, is ``events/backlog.py``, imported by the first write a pipe does
+not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import stat
@@ -35,16 +36,12 @@ if TYPE_CHECKING:
     from ..loop import Loop
     from .pipe_room import Watch
 
-STALL_SECONDS = 2.0
+STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (events/backlog.py)
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
 # 1, a snapshot 1 more per member): past it, what was gathered is encoded and written, and every
 # later event as it comes, so a job that snapshots a large tree often holds its stream as its
 # memfd's bytes, as its capture is held, never as a growing list in the batch's heap.
 SPILL_WEIGHT = 2048
-# The bytes a deferred stream (``Emitter.defer``) may fall behind its pipe's reader: past them
-# the reader counts as stalled, and the stream fails (memory stays bounded; nothing is dropped
-# from the middle: what reached the reader is the stream's beginning, in order).
-BACKLOG_MOST = 1 << 20
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -235,98 +232,38 @@ class Emitter:
     def _write(self, data: bytes) -> None:
         if self._backlog or (len(data) > select.PIPE_BUF and self._defer is not None and self._fifo()):
             # behind its reader already (after what waits, in order), or into a pipe past PIPE_BUF:
-            # in _push's whole lines, never cut where the pipe fills (pipe_room)
-            self._taken_at = self._taken_at if self._backlog else time.monotonic()
-            self._backlog += data
-            self._push()
-            self._arm()
+            # in the backlog's whole lines, never cut where the pipe fills (pipe_room)
+            from .backlog import append
+
+            append(self, data, STALL_SECONDS)
             return
         try:
             written = os.write(self._fd, data)  # the whole line, but for a pipe that is full
         except BlockingIOError:
             written = 0
         self.sent += written
-        if written >= len(data):
-            return
-        loop = self._defer
-        if loop is None:
-            self._write_rest(memoryview(data)[written:])
-            return
-        self._backlog += memoryview(data)[written:]
-        self._taken_at = time.monotonic()
-        self._push()
-        self._arm()  # pushed on as soon as the reader makes room
+        if written < len(data):
+            from .backlog import rest
+
+            rest(self, memoryview(data)[written:], STALL_SECONDS)
 
     def _fifo(self) -> bool:
         if self._pipe is None:
             self._pipe = stat.S_ISFIFO(os.fstat(self._fd).st_mode)
         return self._pipe
 
-    def _room(self) -> Watch:
-        """The backlog's pipe on ``defer``'s loop (``pipe_room.Watch``), made at its first backlog."""
-        if self._watch is None:
-            from .pipe_room import Watch
-
-            assert self._defer is not None, "only a deferred stream keeps a backlog"
-            self._watch = Watch(self._defer, self._fd, self.drained)
-        return self._watch
-
-    def _arm(self) -> None:
-        if self._backlog:
-            self._room().arm()
-
     def _unwatch(self) -> None:
         if self._watch is not None:
             self._watch.off()
-
-    def _push(self) -> None:
-        """As much of the backlog as the pipe takes now, in writes that each end at a line
-        boundary within PIPE_BUF, so each is atomic on a pipe (a longer line goes alone, as the
-        per-event write sends it); raises OSError once its reader counts as stalled (nothing
-        taken for STALL_SECONDS, or BACKLOG_MOST bytes behind)."""
-        backlog = self._backlog
-        while backlog:
-            cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
-            if cut > select.PIPE_BUF and self._room().waits(cut):  # whole only into an empty pipe
-                self._taken_at = max(self._taken_at, self._room().taken_at)  # its reader's progress
-                break
-            try:
-                written = os.write(self._fd, backlog[:cut])
-            except BlockingIOError:
-                break
-            self.sent += written
-            del backlog[:written]
-            self._taken_at = time.monotonic()
-        if not backlog:
-            self._unwatch()
-            return
-        if len(backlog) > BACKLOG_MOST:
-            raise OSError(errno.ENOBUFS, f"its reader fell more than {BACKLOG_MOST} bytes behind")
-        if time.monotonic() - self._taken_at >= STALL_SECONDS:
-            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s")
 
     def drained(self) -> bool:
         """Whether nothing waits in the backlog any more (all written, or the stream failed): the
         ended run waits on its host's loop for this (``engine.runner``), the other runs going on."""
         if not self._backlog:
             return True
-        try:
-            self._push()
-        except OSError as exc:
-            self._fail(exc)
-        self._arm()
-        return not self._backlog
+        from .backlog import drain
 
-    def _write_rest(self, line: memoryview) -> None:
-        """The rest of a line a pipe took only part of, waiting for its reader up to STALL_SECONDS each time."""
-        while line:
-            try:
-                written = os.write(self._fd, line)
-                self.sent += written
-                line = line[written:]
-            except BlockingIOError:
-                if not select.select([], [self._fd], [], STALL_SECONDS)[1]:
-                    raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None
+        return drain(self, STALL_SECONDS)
 
     def close(self, keep: bool = True) -> None:
         """Encode and write what was gathered unless ``keep`` is False (a line that did not reach
@@ -335,23 +272,17 @@ class Emitter:
         if gathered and keep:
             self._write_gathered(gathered)
         self._unwatch()  # before the fd is closed, or its number is reused
-        try:
-            self._finish()
-        except OSError as exc:
-            self._fail(exc)
+        if self._backlog:
+            from .backlog import finish
+
+            try:
+                finish(self, STALL_SECONDS)
+            except OSError as exc:
+                self._fail(exc)
         if self._fd >= 0:
             if not self._lent:
                 os.close(self._fd)
             self._fd = -1
-
-    def _finish(self) -> None:
-        """What waits in the backlog of a run closed before it waited for its reader (an
-        internal failure of its host): written here, in ``_push``'s whole lines, waiting for
-        the pipe as the write does, until its reader counts as stalled (raises OSError)."""
-        while self._backlog:
-            self._push()
-            if self._backlog:
-                self._room().wait(STALL_SECONDS)
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;

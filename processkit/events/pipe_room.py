@@ -7,7 +7,8 @@ returns, and the line's rest waits: a reader that stalls then (or another stream
 pipe) is left with half a line. The room is read as the pipe's capacity (``F_GETPIPE_SZ``) and
 the bytes it holds (``FIONREAD``); the kernel counts the room in page slots, which partly filled
 slots leave uncounted in bytes, so only an empty pipe is sure to take a line as long as its
-capacity. Loaded by the emitter only once such a line meets a pipe that is not empty.
+capacity. Loaded by ``events/backlog.py`` at a deferred stream's first backlog, never by a
+plain run.
 """
 
 from __future__ import annotations
