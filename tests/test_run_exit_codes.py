@@ -83,6 +83,16 @@ def test_a_program_that_cannot_start_is_a_spawn_failure(tmp_path, program, reaso
     assert stderr_lines(proc) == [f"processkit-cli: {events[0]['message']}"]
 
 
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_an_empty_program_name_is_no_such_file(tmp_path, backend):
+    """execvp("") fails ENOENT, as the reference's spawn does; a search of the PATH for "" tried
+    each directory itself (``/usr/bin/``) and said "Permission denied". Both spawns, code 101."""
+    env = {**os.environ, "PROCESSKIT_SPAWN": backend}
+    proc, events = run_checked(tmp_path, command=[""], returncode=101, env=env)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program '': No such file or directory"]
+
+
 @pytest.mark.parametrize("bad", ["missing-dir", "a-file"])
 def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     (tmp_path / "a-file").write_text("")
