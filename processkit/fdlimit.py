@@ -38,6 +38,12 @@ SURELY_KEPT = 512
 # past what one keeps at its bound (containment/pool.py: 64 idle groups a parent, 10 files each).
 IDLE_MOST = 1024
 
+# What one run may hold open at once with every option (28 counted on this host: its pipes,
+# pidfd, stream, capture files, --stdin-file, control socket, registry entry, cgroup handles and
+# the modules the interpreter reads meanwhile), with a margin: below it a run fails at whichever
+# open comes first, an import among them (``start_with_room``).
+RUN_LEAST = 48
+
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
 
@@ -48,13 +54,38 @@ def raise_soft_limit() -> None:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if _caller_soft or soft == hard:
+    if soft == hard:
         return
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (OSError, ValueError):  # a hard limit past the kernel's fs.nr_open: left as it is
         return
-    _caller_soft.append(soft)
+    if not _caller_soft:  # raised before (``start_with_room``): the caller's is the one kept
+        _caller_soft.append(soft)
+
+
+def start_with_room() -> str | None:
+    """Make sure this process may hold what one run needs (``RUN_LEAST``), before it loads the
+    command's modules: a soft limit below it (``ulimit -n 12``) is raised to it where the hard
+    one allows, its children given the caller's back (``child_soft_limit``); else the one-line
+    reason naming the limit. Without it the first open past the limit failed wherever it fell,
+    a module's import as often as a run's own file, as an internal error. ``sysconf`` reads the
+    soft limit with one ``getrlimit`` and no import: ``resource`` loads only when it is low."""
+    soft = os.sysconf("SC_OPEN_MAX")
+    if soft < 0 or soft >= RUN_LEAST:  # -1: no limit
+        return None
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < RUN_LEAST:
+        return (
+            f"the open-file limit (ulimit -n: {soft}, hard limit {hard}) is below the {RUN_LEAST} "
+            "files a run may need; raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (RUN_LEAST, hard))
+    if not _caller_soft:
+        _caller_soft.append(soft)
+    return None
 
 
 def child_soft_limit() -> int | None:

@@ -178,10 +178,11 @@ def test_a_jobs_child_gets_the_callers_soft_limit_back(tmp_path):
 def test_a_limit_that_leaves_no_room_for_one_job_fails_once_before_anything_starts(tmp_path):
     out = tmp_path / "out"
     jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(200)]
-    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, preexec_fn=_limit(20, 20))
+    # 64: past what any command needs to start (fdlimit.RUN_LEAST), short of a batch's job
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, preexec_fn=_limit(64, 64))
     assert proc.returncode == SETUP, proc.stderr
     assert proc.stderr.count(b"\n") == 1, proc.stderr
-    assert proc.stderr.startswith(b"processkit-cli: the open-file limit (ulimit -n: 20) leaves no room for a job")
+    assert proc.stderr.startswith(b"processkit-cli: the open-file limit (ulimit -n: 64) leaves no room for a job")
     assert not out.exists(), "nothing made, no job stream"
 
 

@@ -83,6 +83,48 @@ def test_a_program_that_cannot_start_is_a_spawn_failure(tmp_path, program, reaso
     assert stderr_lines(proc) == [f"processkit-cli: {events[0]['message']}"]
 
 
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_an_empty_program_name_is_no_such_file(tmp_path, backend):
+    """execvp("") fails ENOENT, as the reference's spawn does; a search of the PATH for "" tried
+    each directory itself (``/usr/bin/``) and said "Permission denied". Both spawns, code 101."""
+    env = {**os.environ, "PROCESSKIT_SPAWN": backend}
+    proc, events = run_checked(tmp_path, command=[""], returncode=101, env=env)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program '': No such file or directory"]
+
+
+def _open_file_limit(soft: int, hard: int):
+    """A preexec_fn giving the CLI's process this open-file limit."""
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("soft", [7, 12, 16])
+def test_a_low_soft_open_file_limit_is_raised_for_the_run_and_given_back_to_the_child(tmp_path, soft):
+    """``ulimit -Sn 7``..``16`` failed as an internal error (104, "Too many open files") at
+    whichever import or open came first; the runner raises its own soft limit to what a run needs
+    where the hard one allows, and the child runs with the caller's."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 64:
+        pytest.skip("the hard open-file limit here leaves no room to raise a soft one")
+    show = python_child("import resource; print(*resource.getrlimit(resource.RLIMIT_NOFILE))")
+    proc, events = run_checked(tmp_path, command=show, returncode=0, preexec_fn=_open_file_limit(soft, hard))
+    assert proc.stdout.decode().split() == [str(soft), str(hard)]
+    assert events[-1]["source"] == "child_exit"
+
+
+@pytest.mark.parametrize("limit", [7, 12, 16])
+def test_a_hard_open_file_limit_too_low_for_a_run_is_one_setup_line_naming_it(tmp_path, limit):
+    marker = tmp_path / "ran"
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--", "touch", marker, preexec_fn=_open_file_limit(limit, limit))
+    assert proc.returncode == 111, proc.stderr
+    assert stderr_lines(proc) == [
+        f"processkit-cli: the open-file limit (ulimit -n: {limit}, hard limit {limit}) is below the 48 files "
+        "a run may need; raise the limit"
+    ]
+    assert not marker.exists() and not jsonl.exists()
+
+
 @pytest.mark.parametrize("bad", ["missing-dir", "a-file"])
 def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     (tmp_path / "a-file").write_text("")

@@ -10,7 +10,7 @@ import gc
 import os
 import sys
 
-from .. import signum
+from .. import fdlimit, signum
 from ..diagnostics import envelope_only, say
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .commands import COMMANDS
@@ -222,6 +222,9 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
         if name not in COMMANDS:
             raise usage(f"unrecognized subcommand '{name}'", hint=_usage_text().splitlines()[0])
         invocation.operation = name
+        too_few = fdlimit.start_with_room()  # before the command's modules, whose imports open files
+        if too_few is not None:
+            raise Failure(Kind.SETUP, too_few)
         module = __import__(COMMANDS[name][0], fromlist=["main"])  # importlib's own import costs a run more
         return module.main(argv[1:], invocation)
     except Failure as failure:

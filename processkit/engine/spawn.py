@@ -296,7 +296,11 @@ _EXHAUSTED = (os.strerror(errno.EMFILE), os.strerror(errno.ENFILE))
 
 def _unpassable(argv, env, cwd) -> str | None:
     """Why execve cannot be handed these strings: it takes NUL-terminated bytes, so a NUL
-    would silently cut an argument (the native path) or fail deep in Popen."""
+    would silently cut an argument (the native path) or fail deep in Popen. An empty program
+    name is no file, execvp's ENOENT: a search of the PATH would try each directory itself
+    (``/usr/bin/``) and report its EACCES, in both spawns."""
+    if not argv[0]:
+        return os.strerror(errno.ENOENT)
     if "\0" in "".join(argv):
         return "an argument holds a NUL byte"
     if cwd is not None and "\0" in cwd:
