@@ -120,9 +120,8 @@ def child_exit_code(returncode: int) -> int:
 
 
 def format_duration(ms: int) -> str:
-    """The reference's compact form (run.md §3.1): whole seconds as "5s", anything else as "250ms";
-    zero is whole seconds, so ``--grace 0`` reads "0s"."""
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+    """The reference's compact form: whole seconds as "5s", anything else (zero too) as "ms"."""
+    return f"{ms // 1000}s" if ms and ms % 1000 == 0 else f"{ms}ms"
 
 
 class EndingFacts:

@@ -24,10 +24,7 @@ MEMBERS_SHOWN = 5
 
 
 def duration(ms: int) -> str:
-    """``250ms``, ``1.5s``, ``2m 3s``, ``1h 5m``; zero, whole seconds as the runner's stderr line
-    writes it (engine/endings.py), ``0s``."""
-    if ms == 0:
-        return "0s"
+    """``250ms``, ``1.5s``, ``2m 3s``, ``1h 5m``."""
     if ms < 1000:
         return f"{ms}ms"
     if ms < 60_000:
