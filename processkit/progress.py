@@ -16,6 +16,14 @@ import os
 
 from .writeall import write_all
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Writer(Protocol):
+        def write(self, data: bytes) -> None: ...
+
+
 WIDTH = 30  # a bar's cells
 HOME = "\r"  # the start of the row the cursor is on
 ERASE_LINE = "\x1b[K"  # from the cursor (the row's start here) to its end
@@ -47,11 +55,14 @@ def terminal_rows(fd: int, otherwise: int = 24) -> int:
 
 class LiveLines:
     """The live region on ``fd``; ``draw`` False (not a terminal, or the command's choice)
-    draws nothing."""
+    draws nothing. ``out``: what writes ``fd``'s bytes when not this (``batch``'s live output,
+    which never waits in a write on its loop: ``cli/batch_output.py``); its own failures are its
+    own."""
 
-    def __init__(self, fd: int, draw: bool):
+    def __init__(self, fd: int, draw: bool, out: Writer | None = None):
         self.fd = fd
         self.draw = draw
+        self._out = out
         self._shown = 0  # rows of the region on the screen now
         self._gone = False  # a write failed: nothing more is written
 
@@ -106,6 +117,9 @@ class LiveLines:
     def _write(self, text: str) -> None:
         """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
         never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on."""
+        if self._out is not None:
+            self._out.write(text.encode("utf-8", "replace"))
+            return
         if self._gone:
             return
         try:

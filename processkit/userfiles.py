@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import stat
 
 from .bounded import Limits, checked, file_kind
 from .errors import Failure, Kind
 from .text import sanitize
+from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, others_can_write, trusted
 from .safepath import directory_of, follow_final, reopen, split_file
@@ -180,7 +180,7 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
-            _write_all(fd, data)
+            write_all(fd, data, STALL_SECONDS)
         finally:
             os.close(fd)
         os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -198,17 +198,6 @@ def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> Non
     try:
         if stat.S_ISREG(found.st_mode):
             os.ftruncate(fd, 0)
-        _write_all(fd, data)
+        write_all(fd, data, STALL_SECONDS)
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """All of ``data``; a reader that takes nothing for STALL_SECONDS fails the write."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            if not select.select([], [fd], [], STALL_SECONDS)[1]:
-                raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {STALL_SECONDS:g}s") from None

@@ -37,10 +37,19 @@ from .recorder import JobCounts, Recorder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Callable, Protocol
 
     from .ci import RetryDelay
     from .recorder import Jobs
+
+    class LiveOutput(Protocol):
+        """What ``run_batch`` asks of its ``output`` (the CLI's: ``cli.batch_output``)."""
+
+        def attach(self, host: Host) -> None: ...
+
+        def drain(self, host: Host) -> None: ...
+
+        def close(self) -> None: ...
 
 
 class Settings:
@@ -103,6 +112,7 @@ def run_batch(
     collect_lines: bool = True,
     stop_fd: int | None = None,
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
+    output: LiveOutput | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -116,7 +126,9 @@ def run_batch(
     once it is readable (the name of a stop's source written to it) the batch stops as on a stop
     signal: how a Dask worker's chunk, which owns no signal, is stopped from another thread.
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
-    monotonic second each started) and the counts, so a progress bar moves between job ends."""
+    monotonic second each started) and the counts, so a progress bar moves between job ends.
+    ``output``: the CLI's live output (``cli.batch_output``), written on the batch's loop while
+    it turns, waited for at the end as long as its readers take something, never blocking it."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -239,10 +251,16 @@ def run_batch(
         if stop_fd is not None:
             caller_gone = stopfd.watch(host, stop_fd)
         host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
+        if output is not None:
+            output.attach(host)
         if on_tick is not None:
             _every_second(host, lambda: on_tick(running, recorder.counts))
         host.supervise([RunGroup(next_run, finished, at_once, failed=failed)])
+        if output is not None:
+            output.drain(host)
     finally:
+        if output is not None:
+            output.close()
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         for job in schedule.left():
             recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))

@@ -16,13 +16,11 @@ import os
 import sys
 import time
 
-from ..bounded import RUN_FILE, open_input
 from ..diagnostics import say
 from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
-from ..writeall import write_all
 from .batch_failures import capture_cut, killed
 
 TYPE_CHECKING = False
@@ -123,7 +121,9 @@ def _run(args, jobs, settings, progress):
     from ..batching.on_host import run_batch
 
     raise_soft_limit()  # the jobs' children get the caller's limit back
-    return run_batch(jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick)[1]
+    return run_batch(
+        jobs, settings, progress.finished, collect_lines=False, on_tick=progress.tick, output=progress.output
+    )[1]
 
 
 def main(argv: list[str], invocation) -> int:
@@ -249,7 +249,6 @@ UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 # words first; and these are the failures named at the end with their captures' last lines.
 PLAIN_EXITS = ("succeeded", "failed")
 NAMED_AT_THE_END = ("failed", "timed_out")
-SHOW_CHUNK = 1 << 20  # --show-output copies a capture file this much at a time
 FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 
 
@@ -266,10 +265,12 @@ class Progress:
         self._total = total
         self._out = out
         self._show = show_output
-        self._gone: set = set()  # --show-output's streams whose reader went away
         self.quiet = quiet  # nothing on stderr (--error-format json); --show-output's stdout stays
         fd = sys.stderr.fileno()
-        self._live = LiveLines(fd, draw=not quiet and os.isatty(fd))
+        from .batch_output import LiveOutput
+
+        self.output = LiveOutput(sys.stdout.fileno(), fd)  # on the batch's loop while it turns
+        self._live = LiveLines(fd, draw=not quiet and os.isatty(fd), out=self.output.stderr)
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[JobLine] = []
@@ -320,22 +321,29 @@ class Progress:
     def _print_captured(self, line: JobLine) -> None:
         """The job's captured stdout on stdout under a header naming the job, and its stderr on
         stderr (not under --error-format json: it stays in its capture file): as one block each,
-        nothing else written meanwhile (the batch's one thread does it), a chunk at a time, so a
-        job with no cap on its capture costs no more memory than one with."""
+        queued as its file on the batch's live output (``batch_output``), read a chunk at a time
+        as the reader takes it, so neither a stalled reader nor a job with no cap on its capture
+        holds the batch's loop or its memory."""
         stderr = None if self.quiet else line.stderr
         header = f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n".encode()
-        for name, info, stream in (("stdout", line.stdout, sys.stdout), ("stderr", stderr, sys.stderr)):
-            if stream in self._gone:
+        for name, info, stream, out in (
+            ("stdout", line.stdout, sys.stdout, self.output.stdout),
+            ("stderr", stderr, sys.stderr, self.output.stderr),
+        ):
+            if out.gone:  # a reader that went away (| head) ended the showing on its stream
                 continue
             path = info.path if info is not None and info.bytes else None  # no path: --keep failed
-            try:  # a reader that went away (| head) ends the showing on its stream, not the batch
-                stream.flush()  # then its descriptor's: a buffered writer cuts a non-blocking pipe short
-                write_all(stream.fileno(), header if name == "stdout" else b"")
-                if path:
-                    _copy_file(path, stream.fileno())
+            try:  # what Python's writer holds (a warning said) before the block: its buffer's order
+                stream.flush()
+            except BlockingIOError:
+                pass  # a live non-blocking stream whose reader is behind: the rest goes at its next flush
             except OSError:
-                self._gone.add(stream)
+                out.gone = True
                 continue
+            if name == "stdout":
+                out.write(header)
+            if path:
+                out.copy(path)
             if path and info is not None:
                 cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it
@@ -378,20 +386,3 @@ class Progress:
                 f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
             )
         self._live.above(text + f"batch: {sentence}\n")
-
-
-def _copy_file(path: str, out: int) -> None:
-    """``path``'s bytes onto the descriptor ``out``, a chunk at a time, ending with a newline if
-    they did not."""
-    last = b""
-    try:
-        with os.fdopen(open_input(path, RUN_FILE), "rb") as handle:
-            while chunk := handle.read(SHOW_CHUNK):
-                write_all(out, chunk)
-                last = chunk[-1:]
-    except BrokenPipeError:
-        raise  # its reader went away: the caller's to handle
-    except (OSError, ValueError):  # ValueError: bounded.InputError
-        return
-    if last and last != b"\n":
-        write_all(out, b"\n")
