@@ -52,7 +52,7 @@ def test_the_reply_carries_the_usage_and_the_events_as_values(isolated_registry)
 
 
 def test_a_change_of_the_places_a_service_reads_once_starts_another(monkeypatch, tmp_path, isolated_registry):
-    """What the caller compares at every call to know its service still fits (``service._fingerprint``,
+    """What the caller compares at every call to know its service still fits (``caller_env.fingerprint``,
     kept between calls) follows every change of the environment."""
     first = processkit.run(["true"]).runner_pid
     assert processkit.run(["true"]).runner_pid == first, "nothing changed: the same service"

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from . import stopped, wire
+from . import caller_env, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,54 +43,7 @@ class ServiceUnstartable(ServiceGone):
     anywhere): raised at once, never retried (a second service fails the same way)."""
 
 
-# What the service reads from its environment once, when it starts (the registry, its lodging
-# and scratch directory, the containment): a change starts a fresh service.
-PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
 COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
-
-
-def _fingerprint() -> tuple:
-    """The variables a service reads once (``PLACES``, ``PROCESSKIT_*``), as they are now: asked
-    at every call, and made again only when the environment changed since the last time (its
-    bytes mapping compared whole is a tenth of picking and sorting these out of it)."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict):  # CPython's bytes mapping: no entry decoded
-        kept = _KEPT[0]
-        if data == kept[0]:
-            return kept[1]
-        found = tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
-        _KEPT[0] = (dict(data), found)  # one store: a thread sees the old pair or the new
-        return found
-    return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
-
-
-_PLACES = tuple(os.fsencode(name) for name in PLACES)
-_KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
-
-
-def _environment_now() -> dict:
-    """This process's environment as it is now, to compare with the last one sent: os.environ's
-    own bytes mapping where CPython has one (copied without decoding every entry)."""
-    data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else dict(os.environ)
-
-
-def _as_text(environment: dict) -> dict[str, str]:
-    """An ``_environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
-    compared and sent, so what is recorded as sent is what was sent."""
-    if all(isinstance(key, str) for key in environment):
-        return environment
-    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
-
-
-def _service_environment() -> dict[str, str]:
-    """The caller's environment, with this processkit first on the service's import path (a
-    caller may have found it through its own ``sys.path``). The runs' own environment is the
-    caller's, sent with the requests."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 def service_command(fd: int, caller: int) -> list[str]:
@@ -111,7 +64,7 @@ class Connection:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                env=_service_environment(),
+                env=caller_env.service_environment(),
                 cwd="/",
             )
         except BaseException:
@@ -121,9 +74,9 @@ class Connection:
             theirs.close()
         self.sock = mine
         self.owner = os.getpid()
-        self.fingerprint = _fingerprint()
+        self.fingerprint = caller_env.fingerprint()
         self.gone = False
-        self.sent_env: dict | None = None  # the environment the last request carried (``_environment_now``)
+        self.sent_env: dict | None = None  # the environment the last request carried (``caller_env.environment_now``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames()
@@ -163,8 +116,8 @@ class Connection:
             message: tuple = (kind, rid, *payload)
             current = None
             if env:
-                current = _environment_now()
-                message[3]["env"] = None if current == self.sent_env else _as_text(current)
+                current = caller_env.environment_now()
+                message[3]["env"] = None if current == self.sent_env else caller_env.as_text(current)
             spec = None
             if kind == "run":
                 spec = (type(payload[0]), payload[0]._values())
@@ -386,7 +339,7 @@ def connection() -> Connection:
     """This process's runner service, started now if it has none (or its one has ended)."""
     global _connection
     found = _connection
-    places = _fingerprint()
+    places = caller_env.fingerprint()
     if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == places:
         return found
     with _starting:

@@ -1,0 +1,56 @@
+"""What of the caller's environment its runner service sees: the variables a service reads once
+when it starts (a change of them starts a fresh service, ``fingerprint``), the environment each
+request carries (sent again only when it changed, ``environment_now``/``as_text``), and the
+service's own start-up environment (``service_environment``)."""
+
+from __future__ import annotations
+
+import os
+
+# What the service reads from its environment once, when it starts (the registry, its lodging
+# and scratch directory, the containment): a change starts a fresh service.
+PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
+
+
+def fingerprint() -> tuple:
+    """The variables a service reads once (``PLACES``, ``PROCESSKIT_*``), as they are now: asked
+    at every call, and made again only when the environment changed since the last time (its
+    bytes mapping compared whole is a tenth of picking and sorting these out of it)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):  # CPython's bytes mapping: no entry decoded
+        kept = _KEPT[0]
+        if data == kept[0]:
+            return kept[1]
+        found = tuple(sorted(item for item in data.items() if item[0] in _PLACES or item[0].startswith(b"PROCESSKIT_")))
+        _KEPT[0] = (dict(data), found)  # one store: a thread sees the old pair or the new
+        return found
+    return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
+
+
+_PLACES = tuple(os.fsencode(name) for name in PLACES)
+_KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
+
+
+def environment_now() -> dict:
+    """This process's environment as it is now, to compare with the last one sent: os.environ's
+    own bytes mapping where CPython has one (copied without decoding every entry)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
+
+
+def as_text(environment: dict) -> dict[str, str]:
+    """An ``environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
+    compared and sent, so what is recorded as sent is what was sent."""
+    if all(isinstance(key, str) for key in environment):
+        return environment
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
+
+
+def service_environment() -> dict[str, str]:
+    """The caller's environment, with this processkit first on the service's import path (a
+    caller may have found it through its own ``sys.path``). The runs' own environment is the
+    caller's, sent with the requests."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
