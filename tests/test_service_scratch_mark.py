@@ -39,12 +39,17 @@ def _locked(path) -> int:
     return fd
 
 
-def _marked_in_a_process(base) -> str:
-    """``_marked(base)`` in a process of its own, so that one that waits fails the test, not
-    hangs it: the generous timeout is only that bound, the fixed service returns within ~0.2 s."""
-    done = subprocess.run([sys.executable, "-c", MARKED, str(base)], capture_output=True, timeout=30)
+def _made_while_locked(base, locked) -> None:
+    """``_marked(base)`` makes its directory in ``base`` while this process holds ``locked``
+    exclusively; in a process of its own, so that one that waits fails the test, not hangs it:
+    the generous timeout is only that bound, the fixed service returns within ~0.2 s."""
+    held = _locked(locked)
+    try:
+        done = subprocess.run([sys.executable, "-c", MARKED, str(base)], capture_output=True, timeout=30)
+    finally:
+        os.close(held)
     assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode().strip()
+    assert os.path.dirname(done.stdout.decode().strip()) == str(base)
 
 
 def test_a_mark_linked_to_a_locked_file_of_the_users_does_not_hold_the_start(tmp_path):
@@ -53,12 +58,7 @@ def test_a_mark_linked_to_a_locked_file_of_the_users_does_not_hold_the_start(tmp
     victim.write_text("data\n")
     base, mark = _base(tmp_path)
     os.link(victim, mark)
-    held = _locked(victim)
-    try:
-        made = _marked_in_a_process(base)
-    finally:
-        os.close(held)
-    assert os.path.dirname(made) == str(base)
+    _made_while_locked(base, victim)
     assert victim.read_text() == "data\n"
 
 
@@ -66,12 +66,7 @@ def test_a_mark_a_sweep_holds_is_gone_without_not_waited_for(tmp_path):
     base, mark = _base(tmp_path)
     mark.write_text("")
     mark.chmod(0o600)
-    held = _locked(mark)
-    try:
-        made = _marked_in_a_process(base)
-    finally:
-        os.close(held)
-    assert os.path.dirname(made) == str(base)
+    _made_while_locked(base, mark)
 
 
 def _held_while_made(monkeypatch, base, probe) -> bool:

@@ -86,10 +86,10 @@ def _marked(base: str) -> tuple[str, int]:
     gone without: the directory is still made, and swept only by a service that makes its own
     there."""
     path = _mark_path(base)
-    mark = _held_shared(path, os.O_CREAT)
+    mark = _held_shared(path, 0)
     if mark >= 0 and not _still_named(mark, path):  # removed by a sweep meanwhile: again
         os.close(mark)
-        mark = _held_shared(path, os.O_CREAT | os.O_EXCL)
+        mark = _held_shared(path, os.O_EXCL)
     try:
         return make(base)
     finally:
@@ -97,16 +97,18 @@ def _marked(base: str) -> tuple[str, int]:
             os.close(mark)
 
 
-def _held_shared(path: str, flags: int) -> int:
-    """The mark at ``path`` opened (with ``flags``) and locked shared, or -1. Refused: what is not
-    this user's regular file (another user took its name first in a shared ``/tmp``), and a file
-    with another name (``st_nlink``): where ``fs.protected_hardlinks`` is off, another user can
-    link there a file of this user's that some program holds locked, and a lock that waited for
-    it would keep the service from starting, and every call of its caller waiting, for as long.
-    Never waited for: tried ``MARK_TRIES`` times, ``MARK_PAUSE`` apart, as a sweep holds it
-    exclusively only while it sweeps."""
+def _held_shared(path: str, exclusive: int) -> int:
+    """The mark at ``path`` opened (made if missing; only made, when ``exclusive`` is O_EXCL) and
+    locked shared, or -1. Refused: what is not this user's regular file (another user took its
+    name first in a shared ``/tmp``), and a file with another name (``st_nlink``): where
+    ``fs.protected_hardlinks`` is off, another user can link there a file of this user's that
+    some program holds locked, and a lock that waited for it would keep the service from
+    starting, and every call of its caller waiting, for as long. Never waited for: tried
+    ``MARK_TRIES`` times, ``MARK_PAUSE`` apart, as a sweep holds it exclusively only while it
+    sweeps."""
     try:
-        mark = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | flags, 0o600)
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        mark = os.open(path, flags | exclusive, 0o600)
     except OSError:
         return -1
     try:
