@@ -41,6 +41,8 @@ MARKS_NAME = "capture-keep.marks"
 VERSION = 1
 MAX_BYTES = 64 * 1024
 FRESH_TRIES = 8  # fresh names tried for a record before giving up (``_placed``)
+FRESH_BYTES = 6  # random bytes in a fresh name, as hex: .capture-keep.json.<12 hex digits>
+LEFT_AFTER = 60.0  # seconds after which a fresh name still there is a killed runner's (``_sweep_left``)
 CAPTURING = "capturing"  # a live record's state: the run had not ended when it was written
 
 # capture-keep.marks: MAGIC, then a TAG_BYTES digest of the run id, then per stream (stdout, then
@@ -94,13 +96,15 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
     ``/tmp`` itself, where ``fs.protected_hardlinks`` is off), and a second name the user gave
     the old record (``cp -al``) keeps it. What is there is replaced only when it is this user's
     regular file (never a symlink, never another user's). Both names are taken through one
-    descriptor of the directory, so it cannot be swapped between them."""
+    descriptor of the directory, so it cannot be swapped between them: an ``O_PATH`` one, which
+    needs no read permission (a capture directory may be write-and-search only, mode 0300), and
+    follows a link to the directory as the capture files' own opens do."""
     import stat
 
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for _ in range(FRESH_TRIES):
-            fresh = f".{name}.{os.urandom(6).hex()}"
+            fresh = f".{name}.{os.urandom(FRESH_BYTES).hex()}"
             try:
                 fd = os.open(
                     fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd
@@ -127,6 +131,48 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
         return made
     finally:
         os.close(dir_fd)
+
+
+def _sweep_left(directory: str) -> None:
+    """Remove the fresh names (``_placed``) a runner killed between making one and renaming it
+    left in ``directory``: nothing else ever would. Only this user's regular files with that
+    one name, of the exact pattern, untouched for ``LEFT_AFTER`` seconds (another run into the
+    same directory may be filling its own now), are removed, through one descriptor of the
+    directory. Best effort: a directory this user cannot list (mode 0300) is left as it is."""
+    import stat
+    import time
+
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        names = [name for name in os.listdir(dir_fd) if _is_fresh_name(name)]
+        for name in names:
+            try:
+                found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if (
+                stat.S_ISREG(found.st_mode)
+                and found.st_uid == os.geteuid()
+                and found.st_nlink == 1
+                and time.time() - found.st_mtime > LEFT_AFTER
+            ):
+                _remove(name, dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def _is_fresh_name(name: str) -> bool:
+    for own in (NAME, MARKS_NAME):
+        prefix = f".{own}."
+        if name.startswith(prefix):
+            tail = name[len(prefix) :]
+            return len(tail) == 2 * FRESH_BYTES and all(c in "0123456789abcdef" for c in tail)
+    return False
 
 
 def _write(directory: str, name: str, data: bytes) -> None:
@@ -192,6 +238,7 @@ def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks 
         "head": head,
         "marks": MARKS_NAME,
     }
+    _sweep_left(directory)  # once a ring run: a head run makes no fresh names
     try:
         _write(directory, NAME, (dumps(document) + "\n").encode("utf-8"))
     except OSError:

@@ -75,8 +75,9 @@ ALLOWED = {
     "a name another user took is passed over for a new one",
     ("service/request.py", "Request._held_capture", "os.makedirs"): "a request's directory inside the service's "
     "own scratch directory (scratch.make: a fresh 0700 name), so nothing another user made is in its path",
-    ("service/scratch.py", "_marked", "os.open:write"): "the user's empty mark beside its scratch directory in a "
-    "later base: O_NOFOLLOW | O_NONBLOCK, used only when it is this user's regular file, never written",
+    ("service/scratch.py", "_held_shared", "os.open:write"): "the user's empty mark beside its scratch directory in "
+    "a later base: O_NOFOLLOW | O_NONBLOCK, used only when it is this user's regular file with no other name, "
+    "never written",
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).

@@ -20,6 +20,7 @@ MAKING_LEFT = 60.0  # seconds after which a directory left being made (its servi
 # Names tried for a directory made before one is free: each is fresh random bytes, so another
 # user who took one (the base is world-listable, as /dev/shm) cannot take the next.
 NAME_TRIES = 8
+MARK_TRIES, MARK_PAUSE = 20, 0.01  # a mark a sweep holds: tried for ~0.2 s, then gone without
 # What rename says when the name is taken: a directory (ours, not empty: ENOTEMPTY, EEXIST;
 # another user's in a sticky base: EPERM), or something else (ENOTDIR).
 _TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.EPERM, errno.ENOTDIR)
@@ -81,29 +82,48 @@ def _mark_path(base: str) -> str:
 def _marked(base: str) -> tuple[str, int]:
     """``make`` in ``base``, its mark held shared meanwhile (``flock``), so a sweep that finds
     none of this user's directories there and removes the mark (holding it exclusively) never
-    does so while one is being made. A mark that cannot be made, or is another user's (one who
-    took its name first in a shared ``/tmp``), is gone without: the directory is still made,
-    and swept only by a service that makes its own there."""
-    mark = -1
-    try:
-        mark = os.open(_mark_path(base), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        found = os.fstat(mark)
-        if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid():
-            fcntl.flock(mark, fcntl.LOCK_SH)  # a sweep holds it exclusively only while it sweeps
-            if not _still_named(mark, _mark_path(base)):  # removed by a sweep meanwhile: again
-                os.close(mark)
-                mark = -1
-                mark = os.open(
-                    _mark_path(base), os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-                )
-                fcntl.flock(mark, fcntl.LOCK_SH)
-    except OSError:
-        pass
+    does so while one is being made. A mark that cannot be made or held (``_held_shared``) is
+    gone without: the directory is still made, and swept only by a service that makes its own
+    there."""
+    path = _mark_path(base)
+    mark = _held_shared(path, 0)
+    if mark >= 0 and not _still_named(mark, path):  # removed by a sweep meanwhile: again
+        os.close(mark)
+        mark = _held_shared(path, os.O_EXCL)
     try:
         return make(base)
     finally:
         if mark >= 0:
             os.close(mark)
+
+
+def _held_shared(path: str, exclusive: int) -> int:
+    """The mark at ``path`` opened (made if missing; only made, when ``exclusive`` is O_EXCL) and
+    locked shared, or -1. Refused: what is not this user's regular file (another user took its
+    name first in a shared ``/tmp``), and a file with another name (``st_nlink``): where
+    ``fs.protected_hardlinks`` is off, another user can link there a file of this user's that
+    some program holds locked, and a lock that waited for it would keep the service from
+    starting, and every call of its caller waiting, for as long. Never waited for: tried
+    ``MARK_TRIES`` times, ``MARK_PAUSE`` apart, as a sweep holds it exclusively only while it
+    sweeps."""
+    try:
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        mark = os.open(path, flags | exclusive, 0o600)
+    except OSError:
+        return -1
+    try:
+        found = os.fstat(mark)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid() and found.st_nlink == 1:
+            for _ in range(MARK_TRIES):
+                try:
+                    fcntl.flock(mark, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return mark
+                except BlockingIOError:
+                    time.sleep(MARK_PAUSE)
+    except OSError:
+        pass
+    os.close(mark)
+    return -1
 
 
 def _sweep_marked(base: str) -> None:

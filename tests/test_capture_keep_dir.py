@@ -1,0 +1,105 @@
+"""The capture directory around ``capture-keep.json`` and its marks (review of mend56a): both
+are made under a fresh name and renamed over theirs through a descriptor of the directory
+(``capture_layout._placed``). That descriptor is an ``O_PATH`` one, so a write-and-search-only
+directory (mode 0300) keeps its record, as it did before the descriptor; and the fresh names a
+runner killed between making one and renaming it leaves are removed by the next ring run there
+(only this user's, of that exact pattern, stale). Everything here is under the test's own
+directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from payloads import block, child_command
+from processkit import capture_layout
+from streams import run_checked
+from test_other_users import other_user  # noqa: F401 - the fixture: a second OS user
+
+
+@pytest.fixture
+def write_only_dir(other_user):  # noqa: F811
+    """A capture directory of the second user's, mode 0300, in a directory of the test's (under
+    /tmp: that user cannot enter pytest's own tmp_path)."""
+    base = tempfile.mkdtemp(prefix="pk-capdir-")
+    os.chmod(base, 0o711)
+    cap = os.path.join(base, "cap")
+    os.mkdir(cap)
+    os.chown(cap, other_user.pw_uid, other_user.pw_gid)
+    os.chmod(cap, 0o300)
+    yield cap
+    shutil.rmtree(base)
+
+
+def test_a_write_and_search_only_capture_directory_keeps_its_record(tmp_path, write_only_dir, other_user):  # noqa: F811
+    """The runner's record and marks written by a user who is not root (the interpreter here
+    may be in root's private home, which that user cannot run, so this forked child, dropped to
+    that user, writes them as a run does; it could not before: an O_RDONLY open of the
+    directory needs read permission). They are written here first, as root, so that what they
+    import lazily is imported: that user may not read the interpreter's library either."""
+    warm = capture_layout.start(str(tmp_path), "r0", "tail", 1000, 0)
+    assert warm is not None
+    warm.forget()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(other_user.pw_gid, other_user.pw_gid, other_user.pw_gid)
+            os.setresuid(other_user.pw_uid, other_user.pw_uid, other_user.pw_uid)
+            live = capture_layout.start(write_only_dir, "r1", "tail", 1000, 0)
+            if live is not None:
+                os.rename(os.path.join(write_only_dir, capture_layout.NAME), os.path.join(write_only_dir, "live.json"))
+                live.retire()
+                capture_layout.record(write_only_dir, "r1", "tail", {})
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the live record or its marks could not be made"
+    live_record = json.loads(open(os.path.join(write_only_dir, "live.json")).read())
+    assert live_record["state"] == capture_layout.CAPTURING
+    final = json.loads(open(os.path.join(write_only_dir, capture_layout.NAME)).read())
+    assert final["run_id"] == "r1" and "state" not in final
+    assert sorted(os.listdir(write_only_dir)) == [capture_layout.NAME, "live.json"]
+
+
+def test_fresh_names_a_killed_runner_left_are_removed_by_the_next_ring_run(tmp_path):
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    old = time.time() - 2 * capture_layout.LEFT_AFTER
+    left = [cap_dir / ".capture-keep.json.0123456789ab", cap_dir / ".capture-keep.marks.cdef01234567"]
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    kept = {
+        "being filled now": cap_dir / ".capture-keep.json.aaaaaaaaaaaa",
+        "not the pattern": cap_dir / ".capture-keep.json.0123456789abc",
+        "another name": cap_dir / ".capture-keep.json.bbbbbbbbbbbb",
+        "a symlink": cap_dir / ".capture-keep.marks.cccccccccccc",
+        "another user's": cap_dir / ".capture-keep.json.dddddddddddd",
+    }
+    for path in (*left, kept["not the pattern"], kept["being filled now"]):
+        path.write_text("{}\n")
+    os.link(victim, kept["another name"])
+    kept["a symlink"].symlink_to(victim)
+    if os.geteuid() == 0:
+        kept["another user's"].write_text("{}\n")
+        os.chown(kept["another user's"], 65534, 65534)
+    else:
+        del kept["another user's"]
+    for path in (*left, *kept.values()):
+        if path != kept["being filled now"]:
+            os.utime(path, (old, old), follow_symlinks=False)
+    command = child_command("p.write_all(1, p.block(6, 3000))")
+    args = ("--capture-dir", cap_dir, "--capture-max-bytes", "1000", "--capture-keep", "tail", "--no-echo")
+    proc, _ = run_checked(tmp_path, *args, command=command, returncode=0)
+    assert b"could not" not in proc.stderr, proc.stderr
+    assert not [path.name for path in left if os.path.lexists(path)], "a killed runner's fresh name is left"
+    assert [why for why, path in kept.items() if not os.path.lexists(path)] == []
+    assert victim.read_text() == "keep me\n"
+    assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
