@@ -36,6 +36,7 @@ ALLOWED = {
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
+    ("service/scratch.py", "_sweep_marked"): "the scratch mark, opened only to be locked and unlinked: never read",
     ("engine/capture.py", "reader"): "/proc/self/fd/<n>: the run's own capture file reopened read-only for its "
     "carrier, which reads it only through api/wire.read_back (at the caller's cap)",
 }
