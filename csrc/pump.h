@@ -23,8 +23,10 @@ typedef struct pk_stream {
     uint64_t ring_from; /* a ring holds every byte from here on that it has room for (written skips) */
     int write_error;    /* errno of the first failed capture write; latched */
     int no_splice;      /* the echo refused spliced bytes: read and write from now on */
-    const unsigned char *rest; /* a head write a signal interrupted (EINTR): its unwritten bytes, */
-    size_t rest_len;           /* still in buf, stored by pk_stream_store_rest before any read */
+    /* A head write a signal interrupted (EINTR): its unwritten bytes, still in buf, stored by
+     * pk_stream_store_rest before anything more is read. */
+    const unsigned char *rest;
+    size_t rest_len;
     pk_sha256 sha;      /* digest of exactly the retained bytes (without a ring: a ring's file is
                          * hashed once in order, by processkit/engine/capture_keep.py) */
     unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
