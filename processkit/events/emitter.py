@@ -268,7 +268,7 @@ class Emitter:
             from .pipe_room import Watch
 
             assert self._defer is not None, "only a deferred stream keeps a backlog"
-            self._watch = Watch(self._defer, self._fd, self.drained)
+            self._watch = Watch(self._defer, self._fd, self.drained, STALL_SECONDS)
         return self._watch
 
     def _arm(self) -> None:
@@ -297,6 +297,8 @@ class Emitter:
             self.sent += written
             del backlog[:written]
             self._taken_at = time.monotonic()
+            if written == cut and self._watch is not None:
+                self._watch.went()
         if not backlog:
             self._unwatch()
             return
