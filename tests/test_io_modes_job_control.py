@@ -340,4 +340,3 @@ def test_a_pty_runner_brought_back_with_fg_relays_keys_in_raw_mode_again(tmp_pat
         assert _raw_becomes(shell.master, False), "the caller's modes back at the end"
     finally:
         shell.close()
-
