@@ -3,6 +3,7 @@ a runner whose capture file is the terminal, stopped in the background by ``tost
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 
@@ -41,5 +42,6 @@ def test_a_background_runner_whose_capture_file_is_a_tostop_terminal_stops(tmp_p
         assert shell.finish()["rc"] == 0
         stdout = wait_for_event(shell.jsonl, "output_captured")["stdout"]
         assert stdout["bytes_written"] == stdout["bytes_seen"] > 0 and not stdout["write_error"]
+        assert stdout["sha256"] == hashlib.sha256(b"x\n" * (stdout["bytes_seen"] // 2)).hexdigest()
     finally:
         shell.close()
