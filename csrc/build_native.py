@@ -18,6 +18,7 @@ ffibuilder.cdef(
         uint64_t ring_from;
         int write_error;
         int no_splice;
+        size_t rest_len;
         unsigned char *buf;
         size_t ring_size;
         int threaded;
@@ -42,6 +43,7 @@ ffibuilder.cdef(
     #define PK_ECHO_SPLICE ...
     void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty, pk_drain_result *result);
     void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
+    int pk_stream_store_rest(pk_stream *stream);
     int pk_stream_watch(pk_stream *stream, int watch_fd, int event_fd);
     void pk_stream_arm(pk_stream *stream);
     void pk_stream_unwatch(pk_stream *stream);

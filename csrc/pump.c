@@ -77,10 +77,16 @@ void pk_stream_free(pk_stream *stream)
 #define AT_FILE_OFFSET UINT64_MAX /* put()'s offset: where the file's own offset is */
 
 /* Stores len bytes at file offset `offset` (AT_FILE_OFFSET: at the file's own offset, as the head
- * mode writes a FIFO or device too), retrying partial writes and EINTR; the first other failure
+ * mode writes a FIFO or device too), retrying partial writes; the first failure other than EINTR
  * latches write_error. Returns the bytes stored. The offset stays unsigned, as every stream
  * position here: one past off_t's range is refused by pwrite (EINVAL), never taken for the
- * sentinel. */
+ * sentinel.
+ *
+ * EINTR at the file's offset leaves the unwritten bytes (still in buf) to the caller as the rest
+ * (pk_stream_store_rest): a terminal target raises SIGTTOU at a background job's write with
+ * tostop, the interpreter's handler runs only once this returns, and a write retried here would
+ * raise it again, for good (echo() says the same). A ring's pwrite targets a regular file, whose
+ * write raises no signal: one that came meanwhile was already caught, and the write is retried. */
 static size_t put(pk_stream *stream, const unsigned char *data, size_t len, uint64_t offset)
 {
     size_t done = 0;
@@ -88,6 +94,11 @@ static size_t put(pk_stream *stream, const unsigned char *data, size_t len, uint
         ssize_t count = offset == AT_FILE_OFFSET
                             ? write(stream->capture_fd, data + done, len - done)
                             : pwrite(stream->capture_fd, data + done, len - done, (off_t)(offset + done));
+        if (count < 0 && errno == EINTR && offset == AT_FILE_OFFSET) {
+            stream->rest = data + done;
+            stream->rest_len = len - done;
+            break;
+        }
         if (count < 0 && errno == EINTR)
             continue;
         if (count <= 0) {
@@ -145,6 +156,25 @@ static size_t capture(pk_stream *stream, const unsigned char *data, size_t len)
     __atomic_store_n(&marks[PK_MARK_STORED], stream->written, __ATOMIC_SEQ_CST);
     __atomic_store_n(&marks[PK_MARK_WRITE_ERROR], (uint64_t)(stream->write_error != 0), __ATOMIC_SEQ_CST);
     return kept;
+}
+
+/* Hashes retained bytes on the caller's thread, or lets the hashing thread take them. */
+static void hash_retained(pk_stream *stream, const unsigned char *data, size_t len)
+{
+    if (!stream->threaded && stream->head == stream->cap)
+        pk_sha256_update(&stream->sha, data, len);
+}
+
+int pk_stream_store_rest(pk_stream *stream)
+{
+    const unsigned char *rest = stream->rest;
+    size_t len = stream->rest_len;
+    stream->rest_len = 0;
+    if (len && stream->capture_fd >= 0 && !stream->write_error)
+        hash_retained(stream, rest, put(stream, rest, len, AT_FILE_OFFSET));
+    if (stream->threaded && !pk_hasher_hash_small(stream))
+        pk_hasher_hand_over(stream, 0, 1);
+    return stream->rest_len == 0;
 }
 
 /* Writes as much of the chunk as the echo fd takes without blocking; returns the bytes taken.
@@ -217,6 +247,10 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
     /* Only a drain's first pass can meet the thread's read: nothing arms it during a drain. */
     int watched = stream->watch_fd >= 0;
     memset(result, 0, sizeof *result);
+    if (stream->rest_len && !pk_stream_store_rest(stream)) {
+        result->read_errno = EINTR; /* nothing read before the rest is stored */
+        return;
+    }
     while (result->total < budget) {
         size_t at = 0, len = stream->buf_size, retained;
         unsigned char *chunk;
@@ -297,10 +331,9 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
                 echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
         /* Hashed last so the echo consumer does not wait for it; one update over the whole
          * retained prefix lets full blocks be hashed straight from buf. */
-        if (!stream->threaded && stream->head == stream->cap)
-            pk_sha256_update(&stream->sha, chunk, retained);
-        if (echo_fd >= 0 && result->echoed < (size_t)count)
-            break;
+        hash_retained(stream, chunk, retained);
+        if (stream->rest_len || (echo_fd >= 0 && result->echoed < (size_t)count))
+            break; /* the rest is stored before anything more is read */
         /* A short read emptied the pipe: reading on would take the writer's next few bytes one
          * syscall at a time, the very cost that waiting for the pipe to fill avoids. A terminal
          * is the exception (until_empty): it hands out 4 KiB a read however much is waiting. */

@@ -23,6 +23,10 @@ typedef struct pk_stream {
     uint64_t ring_from; /* a ring holds every byte from here on that it has room for (written skips) */
     int write_error;    /* errno of the first failed capture write; latched */
     int no_splice;      /* the echo refused spliced bytes: read and write from now on */
+    /* A head write a signal interrupted (EINTR): its unwritten bytes, still in buf, stored by
+     * pk_stream_store_rest before anything more is read. */
+    const unsigned char *rest;
+    size_t rest_len;
     pk_sha256 sha;      /* digest of exactly the retained bytes (without a ring: a ring's file is
                          * hashed once in order, by processkit/engine/capture_keep.py) */
     unsigned char *buf; /* the read ring: ring_size bytes, read buf_size at a time */
@@ -94,15 +98,21 @@ void pk_stream_free(pk_stream *stream);
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
  * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read
  * error, or once `budget` bytes were read. Each chunk is counted; the part kept is written to
- * capture_fd (retrying partial writes and EINTR; the first other failure latches write_error)
+ * capture_fd (retrying partial writes; the first failure other than EINTR latches write_error)
  * and, without a ring, hashed exactly as written; then, when echo_fd >= 0, the chunk is written to
  * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that
  * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
  * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts and stops (pump.c); such a
- * chunk leaves result->last 0. */
+ * chunk leaves result->last 0. A capture write at the file's offset that fails EINTR ends the
+ * call too, its unwritten bytes left as the stream's rest; a call that finds a rest stores it
+ * first, and ends with read_errno EINTR, reading nothing, while it is still not stored. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result);
+
+/* Stores the rest an interrupted capture write left (as the drain that made it would have), once
+ * the caller ran its signal handlers; returns 0 when a signal interrupted it again (rest kept). */
+int pk_stream_store_rest(pk_stream *stream);
 
 typedef struct pk_stay_counts {
     uint64_t drains;  /* pk_stream_drain calls the stay made */

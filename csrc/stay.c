@@ -153,8 +153,8 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         total += result->total;
         counts->drains++;
         if (result->eof || (result->read_errno && result->read_errno != EAGAIN) || result->echo_errno ||
-            result->echoed < result->last || stream->seen >= stop_at)
-            break;
+            result->echoed < result->last || stream->rest_len || stream->seen >= stop_at)
+            break; /* a rest (EINTR): the signal's handler is Python's, which runs once this returns */
         if (stream->pause_ns == NO_PAUSE)
             watch_rate(stream, result->total, full_at, shortest_pause_ns);
         else if (paused)

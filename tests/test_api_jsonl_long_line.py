@@ -15,7 +15,7 @@ import sys
 PY = sys.executable
 
 CALLER = r"""
-import json, os, sys, threading, time, processkit
+import fcntl, json, os, struct, sys, termios, threading, time, processkit
 fifo, mode = sys.argv[1], sys.argv[2]
 reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
 filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
@@ -25,11 +25,32 @@ def read_all():
     os.set_blocking(reader, True)
     while chunk := os.read(reader, 65536):
         data.extend(chunk)
+busy = mode == "busy"  # another writer keeps the pipe from emptying; the reader takes steadily
+filled = threading.Event()
+def read_slowly():  # never below 4096 bytes held: the pipe never empties, however late the filler
+    while not filled.is_set():
+        held = struct.unpack("i", fcntl.ioctl(reader, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if held > 4096:
+            data.extend(os.read(reader, min(held - 4096, 8192)))
+        time.sleep(0.001)
+def fill():
+    os.set_blocking(filler, True)
+    while busy:
+        os.write(filler, b'{"filler":true}\n' * 256)  # 4096 bytes, each write atomic
 if mode == "reading":
     taking = threading.Thread(target=read_all)
     taking.start()
+if busy:
+    threads = [threading.Thread(target=read_slowly), threading.Thread(target=fill)]
+    for thread in threads:
+        thread.start()
 # run_started names the argv (argv_raw): a line of about 40,000 bytes, more than the pipe has room for
 result = processkit.run(["true", "x" * 40000], jsonl=fifo, snapshot_interval="1h", argv_raw=True)
+if busy:
+    busy = False
+    threads[1].join()  # the filler first: the reader makes its last write's room
+    filled.set()
+    threads[0].join()
 os.close(filler)  # held open until now: the reader's end of file is the run's
 if mode == "reading":
     taking.join()
@@ -39,10 +60,10 @@ print(json.dumps({"code": result.returncode, "data": bytes(data).decode()}))
 """
 
 
-def _lines(tmp_path, mode: str) -> tuple[int, str]:
+def _lines(tmp_path, mode: str, timeout: float = 60) -> tuple[int, str]:
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
-    done = subprocess.run([PY, "-c", CALLER, str(fifo), mode], capture_output=True, timeout=60)
+    done = subprocess.run([PY, "-c", CALLER, str(fifo), mode], capture_output=True, timeout=timeout)
     assert done.returncode == 0, done.stderr.decode()
     found = json.loads(done.stdout)
     return found["code"], found["data"]
@@ -63,3 +84,12 @@ def test_a_long_line_goes_whole_to_a_reader_that_reads(tmp_path):
     started = [e for e in events if e.get("event") == "run_started"]
     assert len(started) == 1 and started[0]["command"]["argv"][1] == "x" * 40000
     assert events[-1]["event"] == "runner_exit"
+
+
+def test_a_long_line_into_a_pipe_kept_busy_goes_once_it_waited_its_bound(tmp_path):
+    """Another writer kept the pipe from ever emptying while the reader read steadily (so no
+    stall): the long line waited for an empty pipe for good, and the call never returned. Past
+    its bound it goes as the pipe takes it, as before the wait (whole no longer promised)."""
+    code, data = _lines(tmp_path, "busy", timeout=30)
+    assert code == 0
+    assert '"event":"runner_exit"' in data.replace(" ", "")

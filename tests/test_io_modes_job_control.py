@@ -266,6 +266,27 @@ class Numbered(Shell):
     def cue_nth(self, n: int, what: str) -> None:
         (self.dir / f"{self.result.name}.cue{n}").write_text(what)
 
+    def tostop(self) -> None:
+        """``tostop`` on the terminal: a background job's write raises SIGTTOU."""
+        modes = termios.tcgetattr(self.master)
+        modes[3] |= termios.TOSTOP  # the slave's modes, set through the master
+        termios.tcsetattr(self.master, termios.TCSANOW, modes)
+
+    def stopped_again_in_the_background(self) -> tuple[int, int]:
+        """The printing run's runner stopped (Ctrl-Z), what it wrote so far read, continued with
+        ``bg``, and stopped again by its next write there: (runner, child)."""
+        os.set_blocking(self.master, False)
+        child = wait_for_event(self.jsonl, "run_started")["root_pid"]
+        runner = _runner_of(child)
+        wait_for_file(f"{self.report}.ready")
+        os.kill(runner, signal.SIGTSTP)
+        wait_for_file(f"{self.result}.stopped1")
+        while _echoed(self.master):
+            pass  # what was written before the stop
+        self.cue_nth(1, "bg")
+        wait_for_file(f"{self.result}.stopped2", timeout=20)  # its next write, in the background
+        return runner, child
+
 
 def test_a_background_runner_stopped_by_its_echo_on_a_tostop_terminal_stops_its_tree_too(tmp_path):
     """``bg`` on a terminal with ``tostop``: the runner's next echo stops it (SIGTTOU), as any
@@ -274,20 +295,9 @@ def test_a_background_runner_stopped_by_its_echo_on_a_tostop_terminal_stops_its_
     assert "stops" in NUMBERED, "the numbered shell was made from the shell's script"
     shell = Numbered(tmp_path)
     try:
-        modes = termios.tcgetattr(shell.master)
-        modes[3] |= termios.TOSTOP  # the slave's modes, set through the master
-        termios.tcsetattr(shell.master, termios.TCSANOW, modes)
+        shell.tostop()
         shell.run(behaviour="print", placement="unused")
-        os.set_blocking(shell.master, False)
-        child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
-        runner = _runner_of(child)
-        wait_for_file(f"{shell.report}.ready")
-        os.kill(runner, signal.SIGTSTP)
-        wait_for_file(f"{shell.result}.stopped1")
-        while _echoed(shell.master):
-            pass  # what was echoed before the stop
-        shell.cue_nth(1, "bg")
-        wait_for_file(f"{shell.result}.stopped2", timeout=20)  # its next echo, in the background
+        runner, child = shell.stopped_again_in_the_background()  # by its next echo
         assert _state_becomes(runner, "T")
         assert _state_becomes(child, "T"), "the child runs on behind the runner its echo stopped"
         shell.cue_nth(2, "fg")
@@ -309,8 +319,20 @@ BASHLIKE = SHELL.replace(
 )
 
 
-class Bashlike(Shell):
-    HOST = BASHLIKE
+# The bash-like shell, its ``bg`` followed on cue by ``fg`` of the job still running (no stop between).
+BG_THEN_FG = BASHLIKE.replace(
+    "    os.killpg(runner.pid, signal.SIGCONT)\n",
+    "    os.killpg(runner.pid, signal.SIGCONT)\n"
+    '    if cue == "bg":\n'
+    '        while not os.path.exists(result + ".fg"):\n'
+    "            time.sleep(0.02)\n"
+    "        os.tcsetpgrp(0, runner.pid)\n"
+    "        os.killpg(runner.pid, signal.SIGCONT)\n",
+)
+
+
+class BgThenFg(Shell):
+    HOST = BG_THEN_FG
 
 
 def _raw_becomes(master: int, raw: bool, timeout: float = 10.0) -> bool:
@@ -322,18 +344,25 @@ def _raw_becomes(master: int, raw: bool, timeout: float = 10.0) -> bool:
     return False
 
 
-def test_a_pty_runner_brought_back_with_fg_relays_keys_in_raw_mode_again(tmp_path):
+@pytest.mark.parametrize("cues", [("fg",), ("bg", "fg")], ids=["fg", "bg-then-fg"])
+def test_a_pty_runner_brought_back_with_fg_relays_keys_in_raw_mode_again(tmp_path, cues):
     """The shell put its own modes back at the stop and ``fg`` gives the job none: the caller's
-    keys were read a line at a time and Ctrl-C cancelled the run instead of reaching the child."""
+    keys were read a line at a time and Ctrl-C cancelled the run instead of reaching the child.
+    After ``bg`` (the runner a background job leaves the shell's modes alone) the ``fg``
+    continued a runner already running, and nothing put raw mode back."""
     assert "TCSANOW, shell_modes" in BASHLIKE, "the bash-like shell was made from the shell's script"
-    shell = Bashlike(tmp_path)
+    assert 'result + ".fg"' in BG_THEN_FG, "the bg-then-fg shell was made from the bash-like one"
+    shell = BgThenFg(tmp_path)
     try:
-        shell.run("--pty", behaviour="wait", placement="fg")
+        shell.run("--pty", behaviour="wait", placement=cues[0])
         wait_for_event(shell.jsonl, "run_started")
         assert _raw_becomes(shell.master, True), "the runner relays keys in raw mode"
-        shell.stop_runner(signal.SIGTSTP)
+        runner = shell.stop_runner(signal.SIGTSTP)
         assert _raw_becomes(shell.master, False), "the shell's own modes at the stop"
-        shell.cue("fg")
+        for cue in cues:
+            shell.cue(cue)
+            if cue == "bg":
+                assert _state_becomes(runner, "S")
         assert _raw_becomes(shell.master, True), "raw mode again once continued in the foreground"
         shell.go()
         assert shell.finish()["rc"] == 0

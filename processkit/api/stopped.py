@@ -11,8 +11,9 @@ stopped, was never looked at.
 Why continue it rather than raise: every thread's calls wait on the one service, and a call
 that raised would leave it stopped for the others, and for every call without a timeout. A stop
 of the caller's job (Ctrl-Z, SIGTSTP to the process group the service shares) stops the caller
-too, so it never looks, and the job's continuation continues both; a tracer's stop (state ``t``,
-a debugger attached to the service) is left alone."""
+too, so it never looks, and the job's continuation continues both; a tracer's stop (state ``t``:
+root's debugger, the only one that can attach to the service, which is not dumpable) is left
+alone."""
 
 from __future__ import annotations
 

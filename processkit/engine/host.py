@@ -66,6 +66,15 @@ class Host(Scheduler):
         if self._signals is None and self._watch:
             self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize, self.signal_trees)
 
+    def watch_continue(self, hook: Callable[[], None]) -> None:
+        """``hook`` at every SIGCONT the runner gets, not only at the end of its own stop
+        (``suspend``): a shell's ``bg`` then ``fg`` continues a runner already running, and only
+        the signal tells it that it may be the foreground job again (a ``--pty`` run's keyboard
+        takes raw mode back: ``Keyboard.raw_again``). The first hook is kept (one keyboard a
+        process: the ``run`` command's)."""
+        if self._signals is not None:
+            self._signals.watch(SIGCONT, lambda number: hook())
+
     def signal_trees(self, signum: int) -> None:
         """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``);
         after SIGCONT each run is told it was continued (``RunState.continued``). A ``--pty``

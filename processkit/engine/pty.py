@@ -164,7 +164,9 @@ class Keyboard:
         job: the shell put its own modes back at the stop (bash does), and ``fg`` gives no
         job its modes back, so the caller's keys were read a line at a time, echoed by the
         caller's terminal, and Ctrl-C cancelled the run instead of reaching the child. A runner
-        continued in the background (``bg``) leaves the shell's terminal alone."""
+        continued in the background (``bg``) leaves the shell's terminal alone; the ``fg`` that
+        follows continues a runner already running, and its SIGCONT calls this again
+        (``Host.watch_continue``)."""
         try:
             if self._saved is None or os.tcgetpgrp(self._stdin) != os.getpgrp():
                 return

@@ -285,8 +285,14 @@ class NativePump:
         return self._settle(echo)
 
     def _settle(self, echo: EchoSink | None) -> int:
-        """A drain's result as ``drain`` returns it, queueing what the echo did not take."""
+        """A drain's result as ``drain`` returns it, queueing what the echo did not take, with
+        the capture's rest stored: a write that a signal interrupted (EINTR: SIGTTOU at a
+        terminal target with ``tostop``, which stops the runner in its handler), retried once the
+        handler ran (each pass of this loop lets the interpreter run it), as ``os.write`` does."""
         result = self._result
+        stream = self._stream
+        while stream.rest_len:
+            self._lib.pk_stream_store_rest(stream)
         last = result.last
         if last and echo is not None:
             if result.echo_errno:

@@ -32,7 +32,7 @@ def append(emitter, data: bytes, stall: float) -> None:
         emitter._taken_at = time.monotonic()
     emitter._backlog += data
     push(emitter, stall)
-    arm(emitter)
+    arm(emitter, stall)
 
 
 def rest(emitter, line: memoryview, stall: float) -> None:
@@ -53,22 +53,22 @@ def rest(emitter, line: memoryview, stall: float) -> None:
     emitter._backlog += line
     emitter._taken_at = time.monotonic()
     push(emitter, stall)
-    arm(emitter)  # pushed on as soon as the reader makes room
+    arm(emitter, stall)  # pushed on as soon as the reader makes room
 
 
-def room(emitter) -> Watch:
+def room(emitter, stall: float) -> Watch:
     """The backlog's pipe on ``defer``'s loop (``pipe_room.Watch``), made at its first backlog."""
     if emitter._watch is None:
         from .pipe_room import Watch
 
         assert emitter._defer is not None, "only a deferred stream keeps a backlog"
-        emitter._watch = Watch(emitter._defer, emitter._fd, emitter.drained)
+        emitter._watch = Watch(emitter._defer, emitter._fd, emitter.drained, stall)
     return emitter._watch
 
 
-def arm(emitter) -> None:
+def arm(emitter, stall: float) -> None:
     if emitter._backlog:
-        room(emitter).arm()
+        room(emitter, stall).arm()
 
 
 def push(emitter, stall: float) -> None:
@@ -79,8 +79,8 @@ def push(emitter, stall: float) -> None:
     backlog = emitter._backlog
     while backlog:
         cut = backlog.rfind(b"\n", 0, select.PIPE_BUF) + 1 or backlog.find(b"\n") + 1 or len(backlog)
-        if cut > select.PIPE_BUF and room(emitter).waits(cut):  # whole only into an empty pipe
-            emitter._taken_at = max(emitter._taken_at, room(emitter).taken_at)  # its reader's progress
+        if cut > select.PIPE_BUF and room(emitter, stall).waits(cut):  # whole only into an empty pipe
+            emitter._taken_at = max(emitter._taken_at, room(emitter, stall).taken_at)  # its reader's progress
             break
         try:
             written = os.write(emitter._fd, backlog[:cut])
@@ -89,6 +89,8 @@ def push(emitter, stall: float) -> None:
         emitter.sent += written
         del backlog[:written]
         emitter._taken_at = time.monotonic()
+        if written == cut and emitter._watch is not None:
+            emitter._watch.went()  # a long line gone whole: the next waits afresh
     if not backlog:
         emitter._unwatch()
         return
@@ -104,7 +106,7 @@ def drain(emitter, stall: float) -> bool:
         push(emitter, stall)
     except OSError as exc:
         emitter._fail(exc)
-    arm(emitter)
+    arm(emitter, stall)
     return not emitter._backlog
 
 
@@ -115,4 +117,4 @@ def finish(emitter, stall: float) -> None:
     while emitter._backlog:
         push(emitter, stall)
         if emitter._backlog:
-            room(emitter).wait(stall)
+            room(emitter, stall).wait(stall)

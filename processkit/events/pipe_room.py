@@ -9,6 +9,12 @@ the bytes it holds (``FIONREAD``); the kernel counts the room in page slots, whi
 slots leave uncounted in bytes, so only an empty pipe is sure to take a line as long as its
 capacity. Loaded by ``events/backlog.py`` at a deferred stream's first backlog, never by a
 plain run.
+
+The wait for an empty pipe is bounded (``Watch``'s ``most``): a pipe that other writers keep
+busy may never empty while its reader reads steadily (no stall), and the line waited for good,
+looked for 100 times a second. Past the bound, at a look that finds the reader took bytes, it
+goes as the pipe takes it, as it did before the wait, its rest too; the next long line waits
+afresh (``went``). A reader that takes nothing is failed as stalled, the line never cut.
 """
 
 from __future__ import annotations
@@ -46,22 +52,35 @@ class Watch:
     """A deferred stream's pipe while a backlog waits: watched on its loop for room, or, while a
     line longer than PIPE_BUF waits for the pipe to empty (``waits``), looked at every
     ``ROOM_POLL_SECONDS`` instead (the watch for room would wake the loop at each of the
-    reader's reads); ``push`` (the emitter's ``drained``) is called either way."""
+    reader's reads); ``push`` (the emitter's ``drained``) is called either way. A line waits
+    ``most`` seconds at most for the pipe to empty (the module's why)."""
 
-    def __init__(self, loop: Loop, fd: int, push: Callable[[], object]):
-        self._loop, self._fd, self._push = loop, fd, push
+    def __init__(self, loop: Loop, fd: int, push: Callable[[], object], most: float):
+        self._loop, self._fd, self._push, self._most = loop, fd, push, most
         self._writer = False
         self._timer: Timer | None = None
         self.held = -1  # the bytes the pipe held at the last look while a long line waits, else -1
         self.taken_at = 0.0  # when those bytes were last seen fewer: its reader takes, not stalled
+        self._since: float | None = None  # when the line going now began to wait, None: none does
 
     def waits(self, size: int) -> bool:
-        """Whether a line of ``size`` bytes must wait for the pipe to empty (``held``)."""
+        """Whether a line of ``size`` bytes must wait for the pipe to empty (``held``): not once
+        it waited ``most`` seconds, until ``went``."""
         now = held(self._fd, size)
-        if now is not None and 0 <= self.held and now < self.held:
-            self.taken_at = time.monotonic()
+        if now is not None:
+            at = time.monotonic()
+            if 0 <= self.held and now < self.held:
+                self.taken_at = at
+            if self._since is None:
+                self._since = at
+            elif at - self._since >= self._most and self.taken_at == at:
+                now = None  # the pipe never emptied, its reader takes: the line goes as it fits
         self.held = -1 if now is None else now
         return now is not None
+
+    def went(self) -> None:
+        """A line went whole (to its end): the next long line waits for an empty pipe afresh."""
+        self._since = None
 
     def arm(self) -> None:
         if self.held >= 0:
