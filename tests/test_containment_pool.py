@@ -418,16 +418,21 @@ def test_an_idle_group_a_process_joined_is_not_lent_though_its_members_were_read
         for _ in range(3):  # checked empty as it is lent again, each check reading its members
             group = lender.take(parent, (controller,))
             lender.give(group)
-        with open(os.path.join(group.path, "tasks"), "w") as tasks:
-            tasks.write(str(sleeper.pid))
-        taken = lender.take(parent, (controller,))
-        assert taken.path != group.path, "a group holding a task was lent"
-        lender.give(taken)
+        not_lent_once_joined(lender, parent, controller, group, sleeper.pid)
     finally:
         sleeper.kill()
         sleeper.wait()
         lender.close()
         home.close()
+
+
+def not_lent_once_joined(lender, parent: str, controller: str, group, pid: int) -> None:
+    """``pid`` joins the idle ``group``: the pool's next take lends another group."""
+    with open(os.path.join(group.path, "tasks"), "w") as tasks:
+        tasks.write(str(pid))
+    taken = lender.take(parent, (controller,))
+    assert taken.path != group.path, "a group holding a task was lent"
+    lender.give(taken)
 
 
 def test_a_lodged_host_running_true_lends_its_memory_groups_again():
@@ -997,11 +1002,7 @@ def test_a_group_given_back_to_settle_later_is_looked_at_before_anything_is_lent
         assert not os.path.exists(group.path), "a group with a group below it was kept"
         other = lender.take(parent, (controller,))
         lender.give(other)
-        with open(os.path.join(other.path, "tasks"), "w") as tasks:
-            tasks.write(str(sleeper.pid))  # joined after it was given back, before it is looked at
-        taken = lender.take(parent, (controller,))
-        assert taken.path != other.path, "a group holding a task was lent"
-        lender.give(taken)
+        not_lent_once_joined(lender, parent, controller, other, sleeper.pid)  # joined before it is looked at
     finally:
         sleeper.kill()
         sleeper.wait()
