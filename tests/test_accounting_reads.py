@@ -76,3 +76,32 @@ def test_one_key_of_a_flat_keyed_file_reads_alike_from_a_directory_and_held_file
             assert cgroupfs.key_in(where, "memory.events", "oom_kill") is None
     finally:
         held.close()
+
+
+def test_a_held_file_is_read_whole_whatever_its_length_with_a_small_first_read(tmp_path, monkeypatch):
+    """A lent group's counters are read with a first ``pread`` the interpreter's small-object
+    allocator serves (``cgroupfs.FIRST_READ``), not a ``READ_CHUNK`` buffer each; a file that
+    fills it is read whole again from its start, in one read, never stitched from two."""
+    import os
+
+    sizes: list[int] = []
+    real_pread = os.pread
+
+    def counted(fd, size, offset):
+        sizes.append(size)
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(os, "pread", counted)
+    lengths = (0, 12, cgroupfs.FIRST_READ - 1, cgroupfs.FIRST_READ, cgroupfs.FIRST_READ + 1, 3000)
+    for length in lengths:
+        (tmp_path / f"f{length}").write_bytes(bytes(48 + n % 10 for n in range(length)))
+    files = cgroupfs.HeldFiles(str(tmp_path))
+    try:
+        for length in lengths:
+            sizes.clear()
+            content = files.content(f"f{length}")
+            assert content == (tmp_path / f"f{length}").read_bytes()
+            assert sizes[0] == cgroupfs.FIRST_READ < cgroupfs.READ_CHUNK
+            assert sizes[1:] == ([] if length < cgroupfs.FIRST_READ else [cgroupfs.READ_CHUNK])
+    finally:
+        files.close()

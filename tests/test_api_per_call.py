@@ -116,3 +116,24 @@ def test_a_request_with_no_run_id_is_refused_in_the_run_grammars_words(isolated_
     assert reply is not None
     assert reply[2]["failure"] == ("usage", expected, False)
     assert processkit.run(["true"]).returncode == 0, "the service goes on"
+
+
+def test_a_request_sent_as_changes_gets_a_copy_of_the_last_spec_without_copy_copy(monkeypatch):
+    """A request that sends only what changed since the last (``Connection.send``) is applied
+    to a copy of the last spec, field by field (``request._copy``), not through ``copy.copy``'s
+    ``__reduce_ex__`` and state dict each call: the last spec stays as it was, and the copy
+    equals a spec built with the change."""
+    import copy
+
+    from processkit.service import request
+    from processkit.spec import RunSpec
+
+    last = pickle.loads(pickle.dumps(RunSpec(argv=("true",), jsonl="x", run_id="r1", run_id_given=False)))
+
+    def refused(*args):
+        raise AssertionError("copy.copy was called")
+
+    monkeypatch.setattr(copy, "copy", refused)
+    spec = request.spec_of({"run_id": "r2", "argv": ("echo", "x")}, last)
+    assert spec is not last and last.run_id == "r1" and last.argv == ("true",)
+    assert spec == RunSpec(argv=("echo", "x"), jsonl="x", run_id="r2", run_id_given=False)

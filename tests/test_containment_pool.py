@@ -418,16 +418,21 @@ def test_an_idle_group_a_process_joined_is_not_lent_though_its_members_were_read
         for _ in range(3):  # checked empty as it is lent again, each check reading its members
             group = lender.take(parent, (controller,))
             lender.give(group)
-        with open(os.path.join(group.path, "tasks"), "w") as tasks:
-            tasks.write(str(sleeper.pid))
-        taken = lender.take(parent, (controller,))
-        assert taken.path != group.path, "a group holding a task was lent"
-        lender.give(taken)
+        not_lent_once_joined(lender, parent, controller, group, sleeper.pid)
     finally:
         sleeper.kill()
         sleeper.wait()
         lender.close()
         home.close()
+
+
+def not_lent_once_joined(lender, parent: str, controller: str, group, pid: int) -> None:
+    """``pid`` joins the idle ``group``: the pool's next take lends another group."""
+    with open(os.path.join(group.path, "tasks"), "w") as tasks:
+        tasks.write(str(pid))
+    taken = lender.take(parent, (controller,))
+    assert taken.path != group.path, "a group holding a task was lent"
+    lender.give(taken)
 
 
 def test_a_lodged_host_running_true_lends_its_memory_groups_again():
@@ -965,5 +970,41 @@ def test_a_lent_v2_group_is_found_empty_and_unfrozen_by_its_events_then_its_free
         lender.give(group)
     finally:
         monkeypatch.setattr(os, "pread", real_pread)
+        lender.close()
+        home.close()
+
+
+@pytest.mark.parametrize("controller", ["pids", "memory", "cpuacct"])
+def test_a_group_given_back_to_settle_later_is_looked_at_before_anything_is_lent(controller):
+    """A pool told to settle later (the API's service, which starts its idle groups again after
+    each reply) only takes a given-back group in at ``give``, the run's release its caller
+    waits through; the next ``restart_ahead`` or ``take`` looks at it first, so a group a run
+    made a group below is removed, never lent, and one a process joined is not lent either."""
+    import subprocess
+
+    from processkit import rundir
+    from processkit.containment import cgroup_v1, pool
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    lender = pool.Pool(home)
+    lender.settle_later()
+    parent = cgroup_v1.own_groups()[controller]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        group = lender.take(parent, (controller,))
+        lender.give(group)
+        assert lender.take(parent, (controller,)) is group, "an empty group given back was not lent again"
+        os.mkdir(os.path.join(group.path, "below"))
+        lender.give(group)
+        assert os.path.isdir(os.path.join(group.path, "below")), "given back: looked at only later"
+        lender.restart_ahead()
+        assert not os.path.exists(group.path), "a group with a group below it was kept"
+        other = lender.take(parent, (controller,))
+        lender.give(other)
+        not_lent_once_joined(lender, parent, controller, other, sleeper.pid)  # joined before it is looked at
+    finally:
+        sleeper.kill()
+        sleeper.wait()
         lender.close()
         home.close()

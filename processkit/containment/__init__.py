@@ -104,7 +104,12 @@ def restart_idle(home: RunDir | None) -> None:
         return
     import processkit.containment.pool as pool
 
-    _restart(pool.held_by(home))
+    lender = pool.held_by(home)
+    if lender is not None:
+        # Called so after every reply: the groups a later run gives back are looked at here
+        # too, after its reply rather than in the release its caller waits through.
+        lender.settle_later()
+    _restart(lender)
 
 
 def _restart(lender: Pool | None) -> None:

@@ -67,6 +67,11 @@ def join(procs_fd: int) -> None:
 
 
 READ_CHUNK = 64 * 1024
+# A held file's first read (``HeldFiles.content``): every file a lent group's run reads (a
+# counter, a key or two, a switch) is shorter, and a buffer this size is the interpreter's
+# small-object allocator's, where one of ``READ_CHUNK`` is a ``malloc`` and a shrinking
+# ``realloc`` each read (about a dozen and a half a call of the API's service).
+FIRST_READ = 256
 
 
 def read_text(path: str) -> str:
@@ -297,8 +302,11 @@ class HeldFiles:
         fd = self._fds.get(name)
         if fd is None:
             fd = self._fd(name)
-        chunk = os.pread(fd, READ_CHUNK, 0)
-        if len(chunk) < READ_CHUNK:  # a short read is the end (``read_bytes``): each file a run reads
+        chunk = os.pread(fd, FIRST_READ, 0)
+        if len(chunk) < FIRST_READ:  # a short read is the end (``read_bytes``): each file a run reads
+            return chunk
+        chunk = os.pread(fd, READ_CHUNK, 0)  # a longer file read whole again, from one fresh read
+        if len(chunk) < READ_CHUNK:
             return chunk
         chunks = [chunk]
         while len(chunk) == READ_CHUNK:  # a short read is the end (``read_bytes``)

@@ -273,8 +273,8 @@ def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ..
     """The files of ``names`` this kernel gives the group, and their content as made (None when
     one is there but unreadable: never lent again); read once, when it is made.
 
-    Each content is kept as a copy: a read's bytes are a ``READ_CHUNK`` buffer shrunk in place,
-    so kept for the group's life they would stay in the C heap where that buffer was, out of
+    Each content is kept as a copy: a longer file's bytes (past ``cgroupfs.FIRST_READ``) are a
+    ``READ_CHUNK`` buffer shrunk in place, so kept for the group's life they would stay in the C heap where that buffer was, out of
     the interpreter's small-object arenas, and the batch's peak RSS grew with the groups made
     (bench/README.md, "The as-made check re-landed")."""
     found: list[str] = []

@@ -65,11 +65,15 @@ class Pool:
         self._sequence = itertools.count(POOL_SEQ)
         self._closed = False
         self._made: dict[str, None] = {}  # every group it made that is not removed yet (``remaining``)
+        self._given: list[Pooled] = []  # given back, not looked at yet (``settle_later``)
+        self._later = False
 
     def take(self, parent: str, controllers: tuple[str, ...]) -> Pooled:
         """An empty group under ``parent`` with its counters started again, else a fresh one;
         raises OSError when none can be made."""
         self._kinds[parent] = controllers
+        if self._given:
+            self._settle()
         if self._busy:
             self._remove_busy()
         group = self._ready.pop(parent, None)
@@ -105,11 +109,34 @@ class Pool:
                 self._parent_fds[parent] = None
         return self._parent_fds[parent]
 
+    def settle_later(self) -> None:
+        """From now on, a group given back is looked at (``_park``) only by the pool's next
+        ``restart_ahead``, ``take`` or ``close``: for a host that calls ``restart_ahead`` once
+        each run's outcome has gone out (the API's service, after its reply), so a run's
+        release, which its caller waits through, only hands its groups over. Nothing is lent
+        before it is looked at: every way to a lend goes through ``_settle`` first."""
+        self._later = True
+
     def give(self, group: Pooled) -> None:
-        """A run is done with ``group``: kept idle for the next (checked when taken), or removed
-        once the pool is closed or full, and at once where it cannot be lent again: a group
-        below it (a run's process made it), or v2 controllers whose counters do not start again
-        (on a pure cgroup v2 host, the default accounting's)."""
+        """A run is done with ``group``: ``_park``, at once or (``settle_later``) later."""
+        if self._later and not self._closed:
+            self._given.append(group)
+        else:
+            self._park(group)
+
+    def _settle(self) -> None:
+        given, self._given = self._given, []
+        for group in given:
+            try:
+                self._park(group)
+            except OSError:  # (as a release's failed step would have been) removed, later if need be
+                self._busy.append(group)
+
+    def _park(self, group: Pooled) -> None:
+        """A given-back group kept idle for the next run (checked when taken), or removed once
+        the pool is closed or full, and at once where it cannot be lent again: a group below it
+        (a run's process made it), or v2 controllers whose counters do not start again (on a
+        pure cgroup v2 host, the default accounting's)."""
         idle = self._idle.setdefault(group.parent, [])
         if self._closed or group.killed or len(idle) >= MAX_IDLE or not parkable(group):
             self._remove(group)
@@ -161,6 +188,8 @@ class Pool:
         the group the last run just left (bench/README.md). The group's checks are those
         ``take`` makes, made earlier, and ``take`` looks again that the group is empty (one a
         process joined meanwhile is removed, not lent)."""
+        if self._given:
+            self._settle()
         for parent, controllers in self._kinds.items():
             idle = self._idle.get(parent)
             if idle and parent not in self._ready:
@@ -192,6 +221,7 @@ class Pool:
         whose last members are still exiting (what stays is the sweep's); a group given back
         later goes at once."""
         self._closed = True
+        self._settle()
         for idle in (*self._idle.values(), list(self._ready.values())):
             while idle:
                 self._remove(idle.pop())
