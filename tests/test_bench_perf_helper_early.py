@@ -77,3 +77,15 @@ def test_the_launcher_names_no_commands_helper_it_runs_the_commands_start_step(t
     assert "perf_switch" not in source and '"bench"' not in source.partition("def install")[2]
     forks = _forks(tmp_path, "bench", "-N", "--runs", "1", "--style", "none", "true")
     assert "processkit.cli.bench_start" in forks[0]["loaded"]
+
+
+def test_the_commands_with_a_start_step_are_those_with_a_start_module():
+    """The launcher runs ``cli/<command>_start.py`` for the commands ``STARTED_COMMANDS`` names (decided by that
+    list and the source, never by a bundle's rows): a step added or removed changes both."""
+    from processkit.cli import quickimport
+
+    here = Path(quickimport.__file__).parent
+    assert sorted(quickimport.STARTED_COMMANDS) == sorted(
+        path.name[: -len("_start.py")] for path in here.glob("*_start.py")
+    )
+    assert set(quickimport.STARTED_COMMANDS) <= set(quickimport.BUNDLED_COMMANDS)

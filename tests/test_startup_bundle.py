@@ -293,30 +293,36 @@ def test_a_run_writes_only_the_rows_of_the_modules_it_loaded(tmp_path):
     assert "processkit.cli.probe" not in names
 
 
-def test_a_module_a_runs_work_asked_for_is_kept_but_not_run_by_a_run_that_does_not_ask(tmp_path):
-    """A run whose work imported more than a plain run does (here a program that cannot start:
-    the failure's event types and text checks, imported by the engine's functions) writes those
-    modules' rows, marked as asked for at work: the next plain run does not preload them (nor
-    what they import), and is no reason to write the file again; a run that asks for one is
-    given it from its row."""
+def test_a_run_keeps_no_row_of_a_module_its_work_asked_for_and_drops_an_older_writers(tmp_path):
+    """A run whose work imported more than a plain run does (here a program that cannot start: the failure's event
+    types and text checks, imported by the engine's functions) writes no row of those modules: every later plain run
+    would unmarshal them for nothing, and no plain run writes the file again for an unused one. Such a run meeting the
+    bundle again reads them from their pycs, no reason to write; a work row an older writer left has the next run
+    write the file again without it."""
     root = _copy(tmp_path)
     missing = str(tmp_path / "no-such-program")
     # No cgroup sweep: another test's dead runner met on the way in would be work of its own.
     apart = {"PROCESSKIT_CONTAINMENT": "process_group"}
     _run(root, tmp_path, write=True, program=missing, env=apart)
+    rows = {row[0]: row for row in _rows(root)}
+    assert "processkit.events.types" not in rows and rows["processkit.engine.runner"][6] is False
+    assert not [name for name, row in rows.items() if row[6]]
     written = os.stat(_bundle(root)).st_mtime_ns
     loaded = "print('types', 'processkit.events.types' in sys.modules)"
     assert _run(root, tmp_path, write=True, report=loaded, env=apart).stdout.split() == ["types", "False"]
+    assert _run(root, tmp_path, write=True, report=loaded, program=missing, env=apart).stdout.split() == [
+        "types",
+        "True",
+    ]
     assert os.stat(_bundle(root)).st_mtime_ns == written
-    rows = {row[0]: row for row in _rows(root)}
-    assert rows["processkit.events.types"][6] is True and rows["processkit.engine.runner"][6] is False
-    for pyc in _pycs(root):
-        os.unlink(pyc)
-    loaders = dict(
-        line.split()
-        for line in _run(root, tmp_path, write=False, report=_LOADERS, program=missing, env=apart).stdout.splitlines()
-    )
-    assert loaders["processkit.events.types"] == "launcher"
+    types = os.path.join(root, "processkit", "events", "types.py")
+    held = os.stat(types)
+    state = ((int(held.st_mtime) & 0xFFFFFFFF, held.st_ctime_ns), held.st_size & 0xFFFFFFFF)
+    with open(types) as handle:
+        code = compile(handle.read(), types, "exec")
+    _write_rows(root, [*rows.values(), ("processkit.events.types", types, False, *state, code, True)])
+    _run(root, tmp_path, write=True, env=apart)
+    assert [row[0] for row in _rows(root)] == list(rows)
 
 
 def test_a_usage_error_leaves_the_bundle_as_it_was(tmp_path):
@@ -626,3 +632,128 @@ def test_the_sources_checked_at_once_read_as_each_stat_reads_them(tmp_path):
         quickimport._bundle.update(saved)
         quickimport._checked.clear()
     assert checked == {rows[name][0]: quickimport._source_state(rows[name][0]) for name in names}
+
+
+def _bench(root: str, tmp_path) -> subprocess.CompletedProcess:
+    """A ``bench`` of one run through the launcher's finder over the copy, byte code written, each fork of the
+    launcher's process logged to ``forks.jsonl`` with the package's modules loaded then."""
+    log = tmp_path / "forks.jsonl"
+    log.write_text("")
+    script = (
+        f"import json, os, sys; sys.path.insert(0, {root!r}); sys.path.append({_CFFI!r})\n"
+        "real, main_pid = os.fork, os.getpid()\n"
+        "def fork():\n"
+        "    loaded = sorted(name for name in sys.modules if name.startswith('processkit.'))\n"
+        "    pid = real()\n"
+        "    if pid > 0 and os.getpid() == main_pid:\n"
+        f"        with open({str(log)!r}, 'a') as handle: handle.write(json.dumps(loaded) + '\\n')\n"
+        "    return pid\n"
+        "os.fork = fork\n"
+        "sys.argv[1:] = ['bench', '-N', '--runs', '1', '--style', 'none', 'true']\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        "from processkit.cli.main import entry\nentry()\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-S", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def _bench_rows(root: str) -> list[tuple]:
+    import marshal
+
+    with open(os.path.join(root, "processkit", "cli", "__pycache__", f"bench.{TAG}.bundle"), "rb") as handle:
+        return list(marshal.loads(handle.read()[4:]))
+
+
+def _forked_early(tmp_path) -> bool:
+    """Whether the perf helper was forked before ``bench``'s modules ran (the launcher's ``bench_start`` step)."""
+    import json
+
+    forks = [json.loads(line) for line in (tmp_path / "forks.jsonl").read_text().splitlines()]
+    assert len(forks) == 1, forks
+    return "processkit.benchmark.perf_switch" in forks[0] and "processkit.benchmark.session" not in forks[0]
+
+
+def test_a_bench_bundle_without_the_start_steps_row_still_forks_the_helper_early(tmp_path):
+    """A ``bench`` bundle an older install wrote has no row of ``cli/bench_start.py`` (an upgrade leaves the file in
+    place): the launcher runs the step all the same, as the source is there, and the bundle is written with it."""
+    root = _copy(tmp_path)
+    _bench(root, tmp_path)
+    rows = _bench_rows(root)
+    assert "processkit.cli.bench_start" in [row[0] for row in rows]
+    _write_bench_rows(root, [row for row in rows if row[0] != "processkit.cli.bench_start"])
+    for _ in range(2):
+        _bench(root, tmp_path)
+        assert _forked_early(tmp_path)
+    assert "processkit.cli.bench_start" in [row[0] for row in _bench_rows(root)]
+
+
+def _write_bench_rows(root: str, rows: list[tuple]) -> None:
+    import importlib.util
+    import marshal
+
+    with open(os.path.join(root, "processkit", "cli", "__pycache__", f"bench.{TAG}.bundle"), "wb") as handle:
+        handle.write(importlib.util.MAGIC_NUMBER + marshal.dumps(tuple(rows)))
+
+
+def test_a_bench_bundle_row_of_a_start_step_since_gone_is_no_step_and_is_dropped(tmp_path):
+    """A bundle row of a ``cli/<command>_start.py`` a later version dropped (here: its source and pyc removed) is no
+    error: ``bench`` runs (its helper forked by ``cli/bench.py``), and the bundle is written again without it."""
+    root = _copy(tmp_path)
+    _bench(root, tmp_path)
+    assert "processkit.cli.bench_start" in [row[0] for row in _bench_rows(root)]
+    cli = os.path.join(root, "processkit", "cli")
+    os.unlink(os.path.join(cli, "bench_start.py"))
+    os.unlink(os.path.join(cli, "__pycache__", f"bench_start.{TAG}.pyc"))
+    for _ in range(2):
+        _bench(root, tmp_path)
+        _forked_early(tmp_path)  # the helper, once
+    assert "processkit.cli.bench_start" not in [row[0] for row in _bench_rows(root)]
+
+
+def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_took_to_end_them(tmp_path):
+    """A runner killed mid-run (SIGKILL: no clean-up) leaves its group and run directory; the next run ends them
+    (``containment/sweep_dead.py`` and what it imports, loaded only then) and runs as usual, and its bundle keeps no
+    row of those modules, which every plain run after it would unmarshal for nothing. Any run on the machine may end
+    the leftovers first: the test is skipped when this one did not meet them."""
+    import json
+    import signal
+    import time
+
+    root = _copy(tmp_path)
+    _run(root, tmp_path, write=True)
+    events = tmp_path / "killed.jsonl"
+    script = (
+        f"import sys; sys.path.insert(0, {root!r}); sys.path.append({_CFFI!r})\n"
+        f"sys.argv[1:] = ['run', '--jsonl', {str(events)!r}, '--', 'sleep', '60']\n"
+        "from processkit.cli.quickimport import install\ninstall()\n"
+        "from processkit.cli.main import entry\nentry()\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-S", "-B", "-c", script], stdin=subprocess.DEVNULL)
+    child = None
+    try:
+        deadline = time.monotonic() + 30
+        while child is None and time.monotonic() < deadline and runner.poll() is None:
+            lines = events.read_text().splitlines() if events.exists() else []
+            members = [m for line in lines for m in json.loads(line).get("members") or () if line.endswith("}")]
+            child = members[0] if members else None
+            time.sleep(0.02)
+        assert child is not None, "the run never reported its child"
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=30)
+    try:
+        met = "print('met', 'processkit.containment.sweep_dead' in sys.modules)"
+        result = _run(root, tmp_path, write=True, report=met)
+        if result.stdout.split()[-2:] != ["met", "True"]:
+            pytest.skip("another run on this machine ended the dead run's leftovers first")
+        assert "Traceback" not in result.stderr, result.stderr
+        assert not [row[0] for row in _rows(root) if row[6] or row[0].endswith("sweep_dead")]
+    finally:  # the killed run's child, when no sweep ended it (only while it is still that process)
+        try:
+            with open(f"/proc/{child['pid']}/stat") as handle:
+                if handle.read().rpartition(")")[2].split()[19] == child["start_time"]:
+                    os.kill(child["pid"], signal.SIGKILL)
+        except (OSError, IndexError):
+            pass

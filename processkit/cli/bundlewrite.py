@@ -45,9 +45,10 @@ _TREE_ONLY: int = _ast.PyCF_ONLY_AST
 
 def save(finder) -> None:
     """Write ``finder``'s (``cli/quickimport.py``'s) bundle again: the rows of the modules its run
-    was given, in the order they finished; those read from a pyc compiled again, lean, from their
-    sources, read here while they are as their rows recorded."""
-    served = {name: row for name, row in finder._served.items() if name != __name__}  # not this module's own
+    was given, in the order they finished (but work rows, for a command that keeps none); those read
+    from a pyc compiled again, lean, from their sources, read here while they are as their rows recorded."""
+    keep_work = finder._bundle_path[1] not in finder.WORKLESS_COMMANDS
+    served = {name: row for name, row in finder._served.items() if name != __name__ and (keep_work or not row[5])}
     rows = {name: served[name] for name in finder._order if name in served}
     rows.update((name, row) for name, row in served.items() if name not in rows)
     sources = {}

@@ -5,19 +5,19 @@ The interpreter's path finder spends ~0.3 M instructions on each of a run's ~75 
 ``open``/``read``, checked as the interpreter checks it; anything else (no, stale or hash-based byte code, an
 extension, a namespace package, ``-O``) is None.
 
-A ``run`` (and a ``bench``, a file of its own) goes further: one file, ``cli/__pycache__/run.<cache tag>.bundle``
-(the magic number, then one marshal of ``(name, source, is package, source mtime, source size, code, asked at
-work)`` rows in the order the modules finished, compiled lean by ``cli/bundlewrite.py``), mapped and unmarshalled
-at once, a row used only for this copy's sources while its source's ``stat`` shows what it recorded. The rows'
-modules run before the CLI asks (``_preload``), but those a command's work imported (``_asked_at_work``). A module
+A ``run`` (and a ``bench``, a file of its own) goes further: one file, ``cli/__pycache__/run.<cache tag>.bundle`` (the
+magic number, then one marshal of ``(name, source, is package, source mtime, source size, code, asked at work)`` rows
+in the order the modules finished, compiled lean by ``cli/bundlewrite.py``), mapped and unmarshalled at once, a row
+used only for this copy's sources while its source's ``stat`` shows what it recorded. The rows' modules run before the
+CLI asks (``_preload``), but those a command's work imported (``_asked_at_work``; a ``run`` keeps none). A module
 served from its pyc, or a preloaded row left unused, has the run write the file again at exit (``save``).
 
 The launcher (``cli/processkit-cli``, hand-written: a console_scripts one imports ``re``; its reasons are here, as
-comments would be tokenized on every start) raises the collector's threshold before the first import
-(``cli/main.py``) and takes its own directory off ``sys.path``. Only it installs the finder (a library must not
-change its host's import system). It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse:
-the same while no name is both, nor an extension beside a source of its name (``tests/test_startup_imports.py``).
-A command's ``cli/<command>_start.py`` runs before its modules.
+comments would be tokenized on every start) raises the collector's threshold before the first import (``cli/main.py``)
+and takes its own directory off ``sys.path``. Only it installs the finder (a library must not change its host's import
+system). It tries ``<name>.py`` before ``<name>/__init__.py``, the interpreter's reverse: the same while no name is
+both, nor an extension beside a source of its name (``tests/test_startup_imports.py``). A command's
+``cli/<command>_start.py`` (``STARTED_COMMANDS``) runs before its modules.
 """
 
 # No ``from __future__ import annotations``: it imports ``__future__``, which a bundled run never does.
@@ -34,10 +34,12 @@ CO_OPTIMIZED = 1  # a code object's flag: a function's body (``inspect.CO_OPTIMI
 READ_SIZE = 64 * 1024  # above every pyc of the package (the largest is ~33 KiB)
 BUNDLE_LIMIT = 16 * 1024 * 1024  # a bundle read stops here (a plain run's is ~0.6 MiB)
 BUNDLED_COMMANDS = ("run", "bench")  # the commands whose modules are kept together, a file each
+STARTED_COMMANDS = ("bench",)  # those with a step of their own before their modules: cli/<command>_start.py
+WORKLESS_COMMANDS = ("run",)  # those whose bundle keeps no work row: one run a process, its work rare
 
 _bundle: dict = {}  # name -> (source, is package, mtime, size, code, asked at work): rows read from the bundle
 _served: dict = {}  # the rows of the modules this process was given, however found
-_bundle_path: list[str] = []  # set while a bundle is in use: where it is kept
+_bundle_path: list[str] = []  # set while a bundle is in use: where it is kept, and the command's name
 _order: list[str] = []  # the modules given through the import system, in the order they finished
 _preloading: list[str] = []  # while ``_preload`` runs: the package's directory
 _handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for ``create_module``
@@ -50,8 +52,8 @@ ROOT = HERE.rpartition("/")[0]
 
 
 def _loader(fullname: str, path: str, code):
-    """The interpreter's source loader, handed the code the finder read (not read again); made on
-    first use: a run whose modules are all preloaded needs none (~0.15 M instructions a run)."""
+    """The interpreter's source loader, handed the code the finder read; made on first use: a run whose modules are
+    all preloaded needs none (~0.15 M instructions a run)."""
     if not _loader_class:
 
         class _Loader(SourceFileLoader):
@@ -73,8 +75,7 @@ def _loader(fullname: str, path: str, code):
 
 
 def _read_all(path: str):
-    """The bytes of the file ``path`` (a pyc), read in one call when it is at most ``READ_SIZE``
-    long; None when unreadable or past ``BUNDLE_LIMIT``."""
+    """The bytes of the pyc ``path``, one read up to ``READ_SIZE``; None when unreadable or past ``BUNDLE_LIMIT``."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
@@ -96,8 +97,7 @@ def _read_all(path: str):
 
 
 def _source_state(source: str):
-    """``(mtime, size, ctime)`` of the source: the first two as a pyc records them, the third in
-    nanoseconds for the bundle's rows; None when it cannot be read."""
+    """``(mtime, size, ctime ns)`` of the source, the first two as a pyc records them; None when it cannot be read."""
     try:
         held = stat(source)
     except OSError:
@@ -106,9 +106,8 @@ def _source_state(source: str):
 
 
 def _row_state(state) -> tuple:
-    """What a bundle row keeps of its source's state: a pyc's pair, and the status-change time, which no
-    installer or copy sets back (an upgrade keeping a same-sized source's mtime, ``cp -a``, still changes it):
-    the pyc is written again at install, the bundle is not, so its rows need the stronger key."""
+    """What a bundle row keeps of its source's state: a pyc's pair, and the status-change time, which no installer or
+    copy sets back (``cp -a`` still changes it): the pyc is written again at install, the bundle is not."""
     return (state[0], state[2]), state[1]
 
 
@@ -134,8 +133,8 @@ def _byte_code(source: str, cached: str):
 
 
 def _found(fullname: str, source: str, cached: str, package: bool):
-    """The code of ``fullname``: its bundle row's while the row names ``source`` and the source is as
-    recorded, else its pyc's (a row of it kept for ``save`` while a bundle is in use)."""
+    """The code of ``fullname``: its bundle row's while the row names ``source`` and the source is as recorded, else
+    its pyc's (a row of it kept for ``save`` while a bundle is in use)."""
     row = _bundle.get(fullname)
     if row is not None and row[0] == source and row[1] is package:
         state = _source_state(source)
@@ -174,8 +173,7 @@ def _asked_at_work(fullname: str) -> bool:
 
 
 def find_spec(fullname: str, path=None, target=None):
-    """The meta path finder's one method (this module is the finder: a class would be one more to
-    make on every start), for ``processkit.*`` submodules with a valid pyc or row; else None."""
+    """The meta path finder's one method (a class would be one more to make each start), for ``processkit.*``."""
     if not fullname.startswith(PREFIX) or path is None or len(path) != 1:
         return None
     row = _bundle.get(fullname)
@@ -258,18 +256,19 @@ def _mapped_rows(fd: int, size: int):
 
 
 def install() -> None:
-    """Put the finder first, where the interpreter's byte code is the plain kind it reads; for
-    a ``run`` or a ``bench``, read the bundle of its modules first."""
+    """Put the finder first where the byte code is the kind it reads; for a bundled command, read its bundle first."""
     if TAG is None or sys.flags.optimize:
         return
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command in BUNDLED_COMMANDS:
-        _bundle_path.append(f"{HERE}/__pycache__/{command}.{TAG}.bundle")
+        _bundle_path.extend((f"{HERE}/__pycache__/{command}.{TAG}.bundle", command))
         _load_bundle(_bundle_path[0])
     sys.meta_path.insert(0, sys.modules[__name__])
-    if command in BUNDLED_COMMANDS:  # the command's own step before its modules run: cli/<command>_start.py, if any
-        if f"{PREFIX}cli.{command}_start" in _bundle or not _bundle and _source_state(f"{HERE}/{command}_start.py"):
+    if command in STARTED_COMMANDS:  # decided by its source, never the bundle: an older one's rows can lack it
+        try:  # or name a module since gone: no step then, and that row, unused, has the file written again
             __import__(f"{PREFIX}cli.{command}_start", fromlist=("start",)).start()
+        except ImportError:
+            pass
     if _bundle and not (sys.flags.verbose or "importtime" in sys._xoptions or b"PYTHONPROFILEIMPORTTIME" in environ):
         _preload()
 
@@ -292,8 +291,8 @@ def _preload() -> None:
 
 
 def _check_sources(root: str) -> None:
-    """The preloaded rows' sources' states in one call of the C module where the launcher loaded it
-    (``csrc/sources.c``): ~0.5 us a source, ~2.6 through ``stat``; ``_made`` takes each once."""
+    """The preloaded rows' sources' states in one call of the C module (``csrc/sources.c``) where the launcher loaded
+    it: ~0.5 us a source, ~2.6 through ``stat``; ``_made`` takes each once."""
     native = sys.modules.get(f"{PREFIX}_native")
     sources = [row[0] for name, row in _bundle.items() if not row[5] and row[0] == _where(name, row[1], root)]
     if native is None or not sources:
@@ -316,8 +315,7 @@ def _where(name: str, package: bool, root: str) -> str:
 
 
 def _run_row(name: str, root: str) -> bool:
-    """Run the bundle's row of ``name`` (and of its package first, when that is not loaded yet)
-    into a new module; whether the module is loaded after it."""
+    """Run the row of ``name`` (its package's first, if not loaded) into a new module; whether the module is loaded."""
     modules = sys.modules
     parent, _, leaf = name.rpartition(".")
     if parent not in modules and (parent not in _bundle or not _run_row(parent, root)):
@@ -339,8 +337,7 @@ def _run_row(name: str, root: str) -> bool:
 
 
 def _made(name: str, root: str):
-    """``(module, code)``: a module for the row of ``name``, made as the import system makes one
-    (spec, loader, file, cached, package, path); None for another copy's row or a changed source."""
+    """``(module, code)`` for the row of ``name``, made as imports make one; None: another copy's, a changed source."""
     source, package, mtime, size, code, _ = _bundle[name]
     if source != _where(name, package, root):
         return None  # a row of another copy of the package
@@ -388,12 +385,15 @@ def _execute(name: str, module, code, spec) -> None:
 
 def save() -> None:
     """Write the bundle again (``cli/bundlewrite.py``), this run's modules' rows only, when it read a module's pyc or
-    left a preloaded row unused (a removed module's, another copy's); not for an unused work row (its unmarshal
-    only: a host's runs differ in what they ask)."""
+    left a preloaded row unused (a removed module's, another copy's); not for an unused work row (its unmarshal only:
+    a host's runs differ in what they ask). A ``run`` writes none (its unmarshal would cost every plain run after a
+    rare one): its work modules read from their pycs are no miss, and an older writer's work row is one."""
     if sys.dont_write_bytecode or sys.pycache_prefix:  # byte code kept elsewhere, or not at all
         return
-    unused = any(not row[5] and name not in _served for name, row in _bundle.items())
-    if (not _missed and not unused) or not access(_bundle_path[0].rpartition("/")[0], W_OK):
+    workless = bool(_bundle_path) and _bundle_path[1] in WORKLESS_COMMANDS  # none: a command of no bundle
+    missed = [name for name in _missed if not (workless and _served[name][5])]
+    unused = any(not row[5] and name not in _served or workless and row[5] for name, row in _bundle.items())
+    if (not missed and not unused) or not access(_bundle_path[0].rpartition("/")[0], W_OK):
         return  # nothing to write, or an install this user cannot write to: nothing read or compiled
     from .bundlewrite import save as write_again  # which leaves its own module out of the rows
 
