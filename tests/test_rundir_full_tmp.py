@@ -1,5 +1,5 @@
 """A run's directory when ``/tmp`` is full (another user can fill it: its space or its inodes).
-control-plane.md §1.1: the directory is made in ``/tmp`` and nowhere else (every client and
+The reference (docs/control-plane.md §1.1): the directory is made in ``/tmp`` and nowhere else (every client and
 ``prune`` looks there); one that cannot be made is a warning and ``endpoint: null``, and the
 child still runs, its exit code the run's. A directory made whose lock could not be (one inode
 left) is removed: ``prune`` reaps no directory without a lock, so it stayed for ever.
