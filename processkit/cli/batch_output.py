@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from collections import deque
 
     from ..engine.host import Host
-    from ..loop import Loop
 else:
     from collections import deque
 
