@@ -10,6 +10,7 @@ the queue after what was written before it, never straight to a stderr whose rea
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sys
@@ -37,15 +38,12 @@ def _pipe() -> tuple[int, int]:
 
 
 def _taken(fd: int) -> bytes:
-    got = bytearray()
-    while True:
-        try:
-            piece = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return bytes(got)
-        if not piece:
-            return bytes(got)
-        got += piece
+    """What the pipe holds now (its read end is non-blocking)."""
+    got = b""
+    with contextlib.suppress(BlockingIOError):
+        while piece := os.read(fd, 1 << 16):
+            got += piece
+    return got
 
 
 @pytest.fixture
