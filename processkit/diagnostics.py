@@ -9,9 +9,27 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+_routed: Callable[[str], None] | None = None
+
+
+def route(to: Callable[[str], None] | None) -> None:
+    """While set, what is said on ``sys.stderr`` goes to ``to`` instead (None: straight again):
+    a batch's loop turns (``cli/batch_output.py``), and a warning written straight to stderr
+    would wait in the write for a stalled reader, holding the loop, and come out ahead of the
+    job lines queued before it."""
+    global _routed
+    _routed = to
+
 
 def say(stream, text: str) -> None:
     """Write and flush ``text``; a failed write is dropped."""
+    if _routed is not None and stream is sys.stderr:
+        _routed(text)
+        return
     try:
         stream.write(text)
         stream.flush()

@@ -340,10 +340,10 @@ class Progress:
             except OSError:
                 out.gone = True
                 continue
-            if name == "stdout":
+            if path:  # the header and its block as one: never a header shown without its block
+                out.copy(path, header if name == "stdout" else b"")
+            elif name == "stdout":
                 out.write(header)
-            if path:
-                out.copy(path)
             if path and info is not None:
                 cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it

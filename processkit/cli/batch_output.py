@@ -1,5 +1,5 @@
 """``batch``'s live output (the job lines and bar on stderr, ``--show-output``'s blocks on
-stdout) written from the batch's loop without ever waiting in a write.
+stdout, the batch's warnings) written from the batch's loop without ever waiting in a write.
 
 A reader that stalls (a pipe nobody drains, a paused pager) must not hold the loop: while a
 write waited for it, no job's deadline fired and a stop signal was only noted. So once the
@@ -11,120 +11,187 @@ where that reopen is refused, the shared blocking one written only as far as ``p
 it will not block; what the reader cannot take yet waits in the sink's bounded backlog and goes
 when the loop sees the descriptor writable.
 
+Both streams share one ordered queue: an item goes only once every earlier item of either
+stream is out (its bytes taken by the reader, not merely in its sink), as blocking writes would
+go. Read together (``2>&1 | cat``, a terminal), a job's stdout block is never cut by a stderr
+line written after it, nor a terminal's bar drawn inside it; a stalled stdout holds the later
+stderr lines, never the loop. The batch's warnings (``diagnostics``) join the same queue while
+it is attached.
+
 Nothing is lost while the reader is merely slow: a job's captured output is queued as its file,
-read a chunk at a time only as the sink has room, so memory stays bounded by the sink's backlog
-and the queue of blocks (PENDING_MOST; past it, what comes is dropped with one warning, the
-batch's deadlines and signals working on). When the jobs are done the batch's loop keeps
-turning for the readers, as long as a blocking write would wait for them (``drain``; the shell's
-``| less`` read a page at a time), but a stop signal ends the wait, and what is left is dropped
-with all that stream would have said after (the summary included: it would wait for that reader). Before the loop
-turns and after it closed (the summary; a Dask batch's lines), writes wait for the reader as a
-blocking write does (``writeall``).
+with its header as one item, read a chunk at a time only as the sink has room, so memory stays
+bounded by the sink's backlog and the queue (PENDING_MOST items; an item that finds it full is
+dropped with all its stream would say after, said once, the batch's deadlines and signals
+working on). When the jobs are done the batch's loop keeps turning for the readers, as long as a
+blocking write would wait for them (``drain``; the shell's ``| less`` read a page at a time), but
+a stop signal ends the wait, and what is left is dropped with all its stream would have said
+after (the summary included: it would wait for that reader). Before the loop turns and after it
+closed (the summary; a Dask batch's lines), writes wait for the reader as a blocking write does
+(``writeall``).
 """
 
 from __future__ import annotations
 
 import os
 
+from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
+from ..engine.echo import EchoSink
 from ..writeall import write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections import deque
 
-    from ..engine.echo import EchoSink
     from ..engine.host import Host
-    from ..loop import Loop
 else:
     from collections import deque
 
 READ_CHUNK = 1 << 18  # a capture file is read this much at a time into the sink
-PENDING_MOST = 1 << 16  # blocks (texts and files) queued behind a reader: past it, dropped
+PENDING_MOST = 1 << 16  # items (texts and blocks) queued behind a reader: past it, dropped
+
+
+class _Sink(EchoSink):
+    """An ``EchoSink`` that also calls back once its backlog is all out: the other stream's
+    next item waits for that."""
+
+    def _on_writable(self) -> None:
+        super()._on_writable()
+        if not self.backlog:
+            self._on_room()
 
 
 class Stream:
-    """One of the batch's standard streams, by descriptor."""
+    """One of the batch's standard streams, by descriptor; its items go through ``LiveOutput``'s
+    one queue."""
 
-    def __init__(self, fd: int, name: str, warned: Stream | None = None) -> None:
+    def __init__(self, output: LiveOutput, fd: int, name: str) -> None:
         self.fd = fd
         self.name = name
-        self._warned = warned or self  # where the drop is said: in order, after what came before it
+        self._output = output
         self.gone = False  # its reader went away, or a write failed: nothing more is written
-        self._sink: EchoSink | None = None  # while the batch's loop turns
-        self._pending: deque = deque()  # bytes, or a capture file's path
-        self._file = -1  # the capture file being read into the sink
-        self._last = b""  # its last byte so far: a block that did not end a line gets a newline
-        self._dropped = False  # PENDING_MOST was passed (warned once)
-
-    def attach(self, loop: Loop) -> None:
-        from ..engine.echo import EchoSink
-
-        self._sink = EchoSink(loop, self.fd, self._pump)
-
-    def detach(self) -> None:
-        """The loop is closing: what still waits is dropped (``drain`` waited for it)."""
-        sink, self._sink = self._sink, None
-        if sink is not None:
-            sink.close()
-        self._pending.clear()
-        self._close_file()
+        self.dropped = False  # an item of it found the queue full: it and all later ones dropped (said once)
+        self.sink: EchoSink | None = None  # while the batch's loop turns
+        self.queued = 0  # its items in the queue
 
     def write(self, data: bytes) -> None:
-        self._queue(data)
+        self._output.queue(self, data)
 
-    def copy(self, path: str) -> None:
-        """The bytes of the file at ``path``, ending with a newline if they did not."""
-        self._queue(path)
+    def copy(self, path: str, header: bytes = b"") -> None:
+        """``header``, then the bytes of the file at ``path``, ending with a newline if they did
+        not: one item, so a header is never shown without its block."""
+        self._output.queue(self, (header, path))
 
-    def _queue(self, item: bytes | str) -> None:
-        if self.gone:
+    @property
+    def waiting(self) -> bool:
+        """Whether anything of it is still to reach its reader."""
+        return self._output.holds(self)
+
+
+def _opened(path: str) -> int:
+    """A capture file, opened for reading as every user-named input is (-1: gone)."""
+    try:
+        return open_input(path, RUN_FILE)
+    except (OSError, ValueError):  # ValueError: bounded.InputError
+        return -1
+
+
+class LiveOutput:
+    """The batch's stdout and stderr, on its loop while it turns (``run_batch``'s ``output``)."""
+
+    def __init__(self, stdout: int, stderr: int) -> None:
+        self.stdout = Stream(self, stdout, "stdout")
+        self.stderr = Stream(self, stderr, "stderr")
+        self._pending: deque = deque()  # (stream, bytes or (header, capture path)), in the order written
+        self._at: Stream | None = None  # whose item went last: its sink's backlog goes out before another's item
+        self._file = -1  # the capture file being read into ``_at``'s sink
+        self._last = b""  # its last byte so far: a block that did not end a line gets a newline
+
+    def attach(self, host: Host) -> None:
+        for stream in (self.stdout, self.stderr):
+            stream.sink = _Sink(host.loop, stream.fd, self._pump)
+        diagnostics.route(self._said)
+
+    def _said(self, text: str) -> None:
+        """A warning or note of the batch's (``diagnostics``), in order with the rest."""
+        self.stderr.write(text.encode("utf-8", "backslashreplace"))
+
+    def queue(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
+        if stream.gone or stream.dropped:
             return
-        if self._sink is None:
-            self._direct(item)
+        if stream.sink is None:
+            self._direct(stream, item)
             return
-        if len(self._pending) >= PENDING_MOST:
-            if not self._dropped:  # said once, after the blocks kept (its queue past the bound by one)
-                self._dropped = True
-                said = f"processkit-cli: warning: batch: its {self.name}'s reader fell {PENDING_MOST} blocks behind: later ones dropped\n"
-                self._warned._pending.append(said.encode())
-                self._warned._pump()
+        if len(self._pending) >= PENDING_MOST:  # after the items kept: the queue past its bound by one
+            stream.dropped = True
+            said = f"processkit-cli: warning: batch: its readers fell {PENDING_MOST} writes behind: nothing more of its {stream.name} is shown\n"
+            if not self.stderr.gone:
+                self._append(self.stderr, said.encode())
             return
-        self._pending.append(item)
+        self._append(stream, item)
         self._pump()
 
-    def _direct(self, item: bytes | str) -> None:
+    def _append(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
+        self._pending.append((stream, item))
+        stream.queued += 1
+
+    def _direct(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
         """Written as a blocking write would (no loop to wait on)."""
         try:
             if isinstance(item, bytes):
-                write_all(self.fd, item)
+                write_all(stream.fd, item)
                 return
-            self._file = _opened(item)
+            header, path = item
+            write_all(stream.fd, header)
+            self._file = _opened(path)
             while self._file >= 0:
-                self._read_one(lambda chunk: write_all(self.fd, chunk))
+                self._read_one(lambda chunk: write_all(stream.fd, chunk))
         except OSError:
-            self.gone = True
+            stream.gone = True
             self._close_file()
 
     def _pump(self) -> None:
-        """Into the sink while it has room: the sink calls this again once it has room after
-        being full."""
-        sink = self._sink
-        if sink is None:
-            return
-        while not sink.broken and not sink.full and (self._file >= 0 or self._pending):
-            if self._file >= 0:
+        """Items to their sinks, in order, while they have room: a sink calls this again once it
+        has room after being full, and once its backlog is all out."""
+        while True:
+            at = self._at
+            sink = at.sink if at is not None else None
+            if at is not None and (sink is None or sink.broken):
+                at.gone = True  # its reader went away: the rest of its items are skipped
+                self._close_file()
+                self._at = None
+                continue
+            if sink is not None and self._file >= 0:
+                if sink.full:
+                    return
                 self._read_one(sink.write)
                 continue
-            item = self._pending.popleft()
+            if not self._pending:
+                return
+            stream, item = self._pending[0]
+            if stream.gone:
+                self._take()
+                continue
+            if sink is not None and stream is not at and sink.backlog:
+                return  # the other stream's bytes first: ``_Sink`` calls back once they are out
+            own = stream.sink
+            if own is None:
+                return  # closed
+            if own.full:
+                return
+            self._take()
+            self._at = stream
             if isinstance(item, bytes):
-                sink.write(item)
-            else:
-                self._file = _opened(item)
-        if sink.broken:
-            self.gone = True
-            self._pending.clear()
-            self._close_file()
+                own.write(item)
+                continue
+            header, path = item
+            if header:
+                own.write(header)
+            self._file = _opened(path)
+
+    def _take(self) -> None:
+        stream, _ = self._pending.popleft()
+        stream.queued -= 1
 
     def _read_one(self, send) -> None:
         try:
@@ -144,32 +211,14 @@ class Stream:
         if self._file >= 0:
             os.close(self._file)
             self._file = -1
+        self._last = b""
 
-    @property
-    def waiting(self) -> bool:
-        """Whether anything is still to reach the reader."""
-        sink = self._sink
-        return sink is not None and not sink.broken and bool(self._pending or self._file >= 0 or sink.backlog)
-
-
-def _opened(path: str) -> int:
-    """A capture file, opened for reading as every user-named input is (-1: gone)."""
-    try:
-        return open_input(path, RUN_FILE)
-    except (OSError, ValueError):  # ValueError: bounded.InputError
-        return -1
-
-
-class LiveOutput:
-    """The batch's stdout and stderr, on its loop while it turns (``run_batch``'s ``output``)."""
-
-    def __init__(self, stdout: int, stderr: int) -> None:
-        self.stderr = Stream(stderr, "stderr")
-        self.stdout = Stream(stdout, "stdout", self.stderr)
-
-    def attach(self, host: Host) -> None:
-        for stream in (self.stdout, self.stderr):
-            stream.attach(host.loop)
+    def holds(self, stream: Stream) -> bool:
+        """Whether anything of ``stream`` is still to reach its reader."""
+        sink = stream.sink
+        if sink is None or sink.broken or stream.gone:
+            return False
+        return bool(sink.backlog or stream.queued or (self._at is stream and self._file >= 0))
 
     def drain(self, host: Host) -> None:
         """The jobs are done: the loop turns on while anything waits for a reader, as a
@@ -183,7 +232,14 @@ class LiveOutput:
                 stream.gone = True
 
     def close(self) -> None:
-        """The loop is closing: what still waits is dropped, and later writes wait for their
-        reader (``Stream.detach``)."""
-        self.stdout.detach()
-        self.stderr.detach()
+        """The loop is closing: what still waits is dropped (``drain`` waited for it), and later
+        writes wait for their reader, the batch's warnings again straight to stderr."""
+        diagnostics.route(None)
+        for stream in (self.stdout, self.stderr):
+            sink, stream.sink = stream.sink, None
+            if sink is not None:
+                sink.close()
+        self._pending.clear()
+        self.stdout.queued = self.stderr.queued = 0
+        self._close_file()
+        self._at = None
