@@ -53,6 +53,13 @@ def note(line: str) -> None:
 
 
 def warn(message: str) -> None:
-    from .text import escape_unsafe  # here: a run that warns of nothing loads no ``text``
+    note(shown(f"warning: {message}"))
 
-    note(f"processkit-cli: warning: {escape_unsafe(message)}")
+
+def shown(message: str) -> str:
+    """The program's line for ``message``, its terminal controls made visible. ``text`` is imported
+    here, not by the caller: a run that says nothing loads none, and a run that fails to start
+    (its line said by ``cli``) counts it as its work's, kept out of the plain runs' bundle."""
+    from .text import escape_unsafe
+
+    return f"processkit-cli: {escape_unsafe(message)}"

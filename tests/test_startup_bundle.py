@@ -307,6 +307,7 @@ def test_a_run_keeps_no_row_of_a_module_its_work_asked_for_and_drops_an_older_wr
     rows = {row[0]: row for row in _rows(root)}
     assert "processkit.events.types" not in rows and rows["processkit.engine.runner"][6] is False
     assert not [name for name, row in rows.items() if row[6]]
+    assert "processkit.text" not in rows, "the failure's line made visible: work too, not a plain run's row"
     written = os.stat(_bundle(root)).st_mtime_ns
     loaded = "print('types', 'processkit.events.types' in sys.modules)"
     assert _run(root, tmp_path, write=True, report=loaded, env=apart).stdout.split() == ["types", "False"]

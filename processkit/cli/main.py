@@ -11,7 +11,7 @@ import os
 import sys
 
 from .. import fdlimit, signum
-from ..diagnostics import envelope_only, say
+from ..diagnostics import envelope_only, say, shown
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .commands import COMMANDS
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
@@ -120,9 +120,7 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         }
         line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
     else:
-        from ..text import escape_unsafe
-
-        line = f"processkit-cli: {escape_unsafe(failure.message)}"
+        line = shown(failure.message)
         if failure.hint is not None:
             line += "\n" + failure.hint
     say(sys.stderr, line + "\n")
