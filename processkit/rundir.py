@@ -61,6 +61,7 @@ JOB_SUFFIXES = (".sock", ".json", ".ended", ".pgroup", ".groups")  # what a job 
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
+SWEEPING_NAME = "sweeping"  # a sweeper holds the dead run's lock (``containment.sweep_dead``), not its runner
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
@@ -328,13 +329,14 @@ def remove(path: str, *, jobs: bool = True) -> bool:
     except OSError:
         return False
     try:
-        slots = []
+        slots: list[str] = []
+        reaper = (SWEEPING_NAME,) if jobs else ()  # a sweep's mark, left by one that died (a run has none)
         if jobs:
             try:
                 slots = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]
             except OSError:
                 pass
-        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *slots, LOCK_NAME):
+        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *slots, *reaper, LOCK_NAME):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                 if not name.endswith(".sock") or stat.S_ISSOCK(mode):

@@ -8,7 +8,9 @@ Facts about deciding that a runner is dead, and what may then be ended:
   file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
-  works, and a runner never takes an old lock again. Missing or unreadable: left and reported,
+  works (marked ``sweeping`` in the directory: a waiting sweep, ``prune``, that finds the
+  lock held so waits for that sweep, not taking the run for live), and a runner never takes an
+  old lock again. Missing or unreadable: left and reported,
   even for an empty group (a lodged host's idle one, a run's before its child joins, may be a
   live runner's that this reaper cannot see: another mount or pid namespace, another user's
   base). So a runner that could not remove a group keeps its directory (``RunDir.close``).
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
 
 PREFIX = "processkit-"
 CREATE_ATTEMPTS = 32
+SWEEP_WAIT_SECONDS = 10.0  # how long a waiting sweep waits for another at work on a dead run
+SWEEP_WAIT_PAUSE_SECONDS = 0.01
 
 
 class Reaped:
@@ -185,11 +189,34 @@ def _reap_run(
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
     health, held = probe(path, rundir.LOCK_NAME, hold=True)
+    if health is Health.LIVE and wait and not dry_run and os.path.lexists(os.path.join(path, rundir.SWEEPING_NAME)):
+        health, held = wait_for_sweep(path)
+        if health is Health.STALE and held is None:
+            return True  # its lock gone: the other sweep ended it all and is removing its directory
+        if health is Health.LIVE:
+            reaped.leave(group or path, "another sweep is still ending it")
+            return False
     if health is Health.LIVE:
         return False
     from .sweep_dead import end_run  # a dead run's: its code is loaded only when one is found
 
     return end_run(token, group, path, owner, health, held, parents, reaped, dry_run, wait, vouched)
+
+
+def wait_for_sweep(path: str) -> tuple[Health, int | None]:
+    """The lock of a dead run that another sweep holds (its ``sweeping`` mark), probed again
+    until that sweep lets it go, within a bound: every run sweeps its parents on its way in,
+    so on a busy host a ``prune`` may find one at work on the run it came for, and taken for
+    live it was left, its groups still there when ``prune`` returned (or for good, where that
+    sweep, not waiting, could not remove one whose last member was still exiting)."""
+    import time  # a run's sweep on its way in never waits: loaded only here
+
+    deadline = time.monotonic() + SWEEP_WAIT_SECONDS
+    while True:
+        health, held = probe(path, rundir.LOCK_NAME, hold=True)
+        if health is not Health.LIVE or time.monotonic() > deadline:
+            return health, held
+        time.sleep(SWEEP_WAIT_PAUSE_SECONDS)
 
 
 def parents() -> list[str]:

@@ -47,6 +47,7 @@ class Host(Scheduler):
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
         self.backends: tuple[str, str] | None = None  # the pump's and the spawn's, from its first run (``launch``)
+        self._continue_hooks: dict[object, Callable[[], None]] = {}  # each live run's (``watch_continue``)
 
     @property
     def may_adopt_orphans(self) -> bool:
@@ -66,14 +67,25 @@ class Host(Scheduler):
         if self._signals is None and self._watch:
             self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize, self.signal_trees)
 
-    def watch_continue(self, hook: Callable[[], None]) -> None:
+    def watch_continue(self, key: object, hook: Callable[[], None]) -> None:
         """``hook`` at every SIGCONT the runner gets, not only at the end of its own stop
         (``suspend``): a shell's ``bg`` then ``fg`` continues a runner already running, and only
         the signal tells it that it may be the foreground job again (a ``--pty`` run's keyboard
-        takes raw mode back: ``Keyboard.raw_again``). The first hook is kept (one keyboard a
-        process: the ``run`` command's)."""
-        if self._signals is not None:
-            self._signals.watch(SIGCONT, lambda number: hook())
+        takes raw mode back: ``Keyboard.raw_again``). One watch for the host, calling the hook
+        of every run that registered one (``key``, its run) until ``unwatch_continue``: the
+        runner service carries one ``--pty`` run after another, and each must get its own."""
+        if self._signals is None:
+            return
+        self._signals.watch(SIGCONT, self._continued)  # once: a second watch of it is a no-op
+        self._continue_hooks[key] = hook
+
+    def unwatch_continue(self, key: object) -> None:
+        """No more SIGCONT hook for ``key`` (its run released its keyboard): nor is the hook kept."""
+        self._continue_hooks.pop(key, None)
+
+    def _continued(self, signum: int) -> None:
+        for hook in list(self._continue_hooks.values()):
+            hook()
 
     def signal_trees(self, signum: int) -> None:
         """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``);
