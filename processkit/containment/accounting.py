@@ -160,15 +160,30 @@ class ChildrenUsage:
     and a reaped process carries the figures of everything it reaped), plus what the members
     still alive at the read point used. Not a peak memory: ``ru_maxrss`` is the largest one
     process reached, not the tree's. Processes reaped by nobody (a parent that ignores
-    ``SIGCHLD``) are missed, and a runner running several trees at once sums them all."""
+    ``SIGCHLD``) are missed. The counter is the whole process's: while the runner carries
+    several trees at once (a batch's jobs, a runner service's calls) it holds all of theirs,
+    so a run that overlapped another in this process offers nothing (null: not accounted
+    for), where it once reported the sum as its own. ``close`` ends the run's share of it."""
 
     SOURCE = "getrusage(RUSAGE_CHILDREN) + /proc of the live members"
+    _open: set[ChildrenUsage] = set()  # this process's runs counted so, not closed yet
 
     def __init__(self) -> None:
         self._start = children()
+        self._shared = bool(ChildrenUsage._open)
+        for other in ChildrenUsage._open:
+            other._shared = True
+        ChildrenUsage._open.add(self)
+
+    def close(self) -> None:
+        """The run is over (its tree reaped): a run that begins later does not share its counter."""
+        ChildrenUsage._open.discard(self)
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
-        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added."""
+        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added;
+        none where another run shared the counter."""
+        if self._shared:
+            return
         now = children()
         user = now[0] - self._start[0] + live.user_ns
         system = now[1] - self._start[1] + live.system_ns

@@ -62,6 +62,9 @@ class ProcessGroup(Container):
     def _account(self, tally: Tally) -> None:
         self._children.offer_to(tally, members.usage_of(self.member_pids()))
 
+    def _remove(self) -> None:
+        self._children.close()
+
 
 def _anyone_in(pgid: int) -> bool:
     """Whether any process (a zombie included) is in the group: one ``kill(-pgid, 0)``, so the
