@@ -41,7 +41,10 @@ def test_a_job_idle_beside_a_burner_is_not_given_the_burners_cpu(tmp_path, monke
     manifest = tmp_path / "jobs.jsonl"
     jobs = [
         {"id": "burn", "args": [PY, "-c", BURN, str(started), str(done)]},
-        {"id": "idle", "args": ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(started), str(done)]},
+        {
+            "id": "idle",
+            "args": ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(started), str(done)],
+        },
     ]
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"

@@ -18,6 +18,8 @@ period made a ``cgroup.procs`` join wait (kernels with the single-thread migrati
 
 from __future__ import annotations
 
+import _thread
+
 from .. import envvars
 from ..plain import Plain
 from ..rusage import children
@@ -167,17 +169,20 @@ class ChildrenUsage:
 
     SOURCE = "getrusage(RUSAGE_CHILDREN) + /proc of the live members"
     _open: set[ChildrenUsage] = set()  # this process's runs counted so, not closed yet
+    _lock = _thread.allocate_lock()  # a Dask worker runs its chunks' batches on threads
 
     def __init__(self) -> None:
         self._start = children()
-        self._shared = bool(ChildrenUsage._open)
-        for other in ChildrenUsage._open:
-            other._shared = True
-        ChildrenUsage._open.add(self)
+        with ChildrenUsage._lock:
+            self._shared = bool(ChildrenUsage._open)
+            for other in ChildrenUsage._open:
+                other._shared = True
+            ChildrenUsage._open.add(self)
 
     def close(self) -> None:
         """The run is over (its tree reaped): a run that begins later does not share its counter."""
-        ChildrenUsage._open.discard(self)
+        with ChildrenUsage._lock:
+            ChildrenUsage._open.discard(self)
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
         """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added;
