@@ -8,6 +8,8 @@ The ``bare`` layout of test_accounting: the fallback containment with no usable 
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from conftest import run_cli
 from streams import PY
@@ -45,17 +47,20 @@ def test_a_job_idle_beside_a_burner_is_not_given_the_burners_cpu(tmp_path, monke
             "id": "idle",
             "args": ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(started), str(done)],
         },
+        # alone once both have ended: the counter is its own again
+        {"id": "later", "args": [PY, "-c", BURN, str(started), str(tmp_path / "later")], "needs": ["burn", "idle"]},
     ]
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     result = run_cli("batch", manifest, "-j", "2", "--out", out)
     assert result.returncode == 0, result.stderr
     figures = summaries(out)
-    # The idle job burnt a few ms of its own; the burner's 800 ms are not its.
-    idle = figures["idle"]["total_cpu_ms"]
-    assert idle is None or idle < 400, figures
+    # The two overlapped: the counter holds both, so neither says a figure of its own.
+    assert figures["idle"]["total_cpu_ms"] is None, figures
+    assert figures["idle"]["io_read_bytes"] is None, figures
     burn = figures["burn"]["total_cpu_ms"]
     assert burn is None or burn >= 800, figures
+    assert figures["later"]["total_cpu_ms"] >= 800, figures
 
 
 def test_jobs_one_after_another_keep_their_own_cpu(tmp_path, monkeypatch):
@@ -73,3 +78,108 @@ def test_jobs_one_after_another_keep_their_own_cpu(tmp_path, monkeypatch):
     figures = summaries(out)
     assert figures["burn"]["total_cpu_ms"] >= 800, figures
     assert figures["idle"]["total_cpu_ms"] < 400, figures
+
+
+ESCAPEE = """
+import os, sys, time
+with open(sys.argv[3] + ".part", "w") as pid:
+    pid.write(str(os.getpid()))
+os.rename(sys.argv[3] + ".part", sys.argv[3])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+start = time.process_time()
+while time.process_time() - start < 0.8:
+    pass
+open(sys.argv[2], "w").close()
+"""
+
+# Waits for ``$1``, then until the process whose pid ``$2`` holds is collected (a zombie keeps its /proc entry).
+AFTER_REAP = 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done; pid=$(cat "$2"); while [ -e /proc/$pid ]; do sleep 0.05; done'
+
+
+def test_a_lone_job_is_not_given_an_escapee_of_an_ended_job(tmp_path, monkeypatch):
+    """A job's ``setsid`` daemon outlives its job; the batch (its subreaper) collects it while
+    the next job, alone, is open: that job's counter took in the daemon's CPU, not its own."""
+    bare(monkeypatch, tmp_path)
+    go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
+    leaver = ["sh", "-c", 'setsid "$0" -c "$1" "$2" "$3" "$4" & exit 0', PY, ESCAPEE, str(go), str(done), str(pid)]
+    manifest = tmp_path / "jobs.jsonl"
+    jobs = [
+        {"id": "leaver", "args": leaver},
+        {"id": "lone", "args": ["sh", "-c", AFTER_REAP, str(go), str(done), str(pid)], "needs": ["leaver"]},
+    ]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    result = run_cli("batch", manifest, "-j", "1", "--out", out)
+    assert result.returncode == 0, result.stderr
+    figures = summaries(out)
+    assert figures["lone"]["total_cpu_ms"] is None, figures
+
+
+BURN_AND_TELL = """
+import os, sys, time
+with open(sys.argv[3] + ".part", "w") as parent:
+    parent.write(str(os.getppid()))
+os.rename(sys.argv[3] + ".part", sys.argv[3])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+start = time.process_time()
+while time.process_time() - start < 0.8:
+    pass
+open(sys.argv[2], "w").close()
+"""
+
+
+def test_a_service_run_is_not_given_a_batch_process_cpu(tmp_path, monkeypatch):
+    """The runner service starts a ``processkit.batch`` as a child process and collects it once
+    it ends: the counter of a ``processkit.run`` open then took in the whole batch's CPU."""
+    import threading
+
+    import processkit
+
+    bare(monkeypatch, tmp_path)
+    go, done, batch_pid, reaped = (tmp_path / name for name in ("go", "done", "batch-pid", "reaped"))
+    failed: list[BaseException] = []
+
+    def batch() -> None:
+        try:
+            job = {"id": "burn", "args": [PY, "-c", BURN_AND_TELL, str(go), str(done), str(batch_pid)]}
+            processkit.batch([job], out=str(tmp_path / "out"), jobs=1)
+            gone = f"/proc/{batch_pid.read_text()}"
+            for _ in range(6000):  # until the service collected the batch's process
+                if not os.path.exists(gone):
+                    break
+                time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001 - told by the main thread
+            failed.append(exc)
+        finally:
+            reaped.touch()
+
+    thread = threading.Thread(target=batch)
+    thread.start()
+    try:
+        result = processkit.run(
+            ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(go), str(reaped)]
+        )
+    finally:
+        go.touch()
+        thread.join()
+    assert not failed, failed
+    assert result.returncode == 0
+    assert result.resources is not None
+    assert result.resources.total_cpu_ms is None, result.resources
+
+
+def test_a_member_left_to_the_runner_is_still_the_runs_own(tmp_path, monkeypatch):
+    """A member whose parent exited is collected by the runner (its subreaper) while its run is
+    open; still in the run's process group, its CPU is the run's own figure, not a neighbour's."""
+    bare(monkeypatch, tmp_path)
+    go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
+    orphaned = f"sh -c '\"$0\" -c \"$1\" \"$2\" \"$3\" \"$4\" &' {PY} '{ESCAPEE}' {go} {done} {pid}; {AFTER_REAP}"
+    manifest = tmp_path / "jobs.jsonl"
+    job = {"id": "one", "args": ["sh", "-c", orphaned, str(go), str(done), str(pid)]}
+    manifest.write_text(json.dumps(job) + "\n")
+    out = tmp_path / "out"
+    result = run_cli("batch", manifest, "-j", "1", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert summaries(out)["one"]["total_cpu_ms"] >= 800
