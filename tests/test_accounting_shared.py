@@ -175,7 +175,7 @@ def test_a_member_left_to_the_runner_is_still_the_runs_own(tmp_path, monkeypatch
     open; still in the run's process group, its CPU is the run's own figure, not a neighbour's."""
     bare(monkeypatch, tmp_path)
     go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
-    orphaned = f"sh -c '\"$0\" -c \"$1\" \"$2\" \"$3\" \"$4\" &' {PY} '{ESCAPEE}' {go} {done} {pid}; {AFTER_REAP}"
+    orphaned = f'sh -c \'"$0" -c "$1" "$2" "$3" "$4" &\' {PY} \'{ESCAPEE}\' {go} {done} {pid}; {AFTER_REAP}'
     manifest = tmp_path / "jobs.jsonl"
     job = {"id": "one", "args": ["sh", "-c", orphaned, str(go), str(done), str(pid)]}
     manifest.write_text(json.dumps(job) + "\n")

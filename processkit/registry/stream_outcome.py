@@ -3,9 +3,10 @@
 
 A path names a file, not a run: another run given the same ``--jsonl`` truncates it and writes
 its own events there. So a stream counts as this run's only when its head (the first 64 KiB,
-or its first line whole where that is longer, within 1 MiB) holds a v1 ``run_started`` naming this run id; only then is its tail (the last 64 KiB) scanned
-for the last well-formed v1 ``runner_exit``. The tail's first line is dropped only when the
-window starts mid-line, which the byte before the window says.
+or its first line whole where that is longer, within 1 MiB) holds a v1 ``run_started`` naming
+this run id; only then is its tail (the last 64 KiB) scanned for the last well-formed v1
+``runner_exit``. The tail's first line is dropped only when the window starts mid-line, which
+the byte before the window says.
 
 Each read (``Stream.read``) answers one of three things: the outcome; nothing yet (the runner may still write
 it: worth reading again); or nothing ever (``SETTLED``: a stream that is no regular file, a
