@@ -183,3 +183,19 @@ def test_a_member_left_to_the_runner_is_still_the_runs_own(tmp_path, monkeypatch
     result = run_cli("batch", manifest, "-j", "1", "--out", out)
     assert result.returncode == 0, result.stderr
     assert summaries(out)["one"]["total_cpu_ms"] >= 800
+
+
+def test_a_forked_child_carries_none_of_its_parents_open_runs():
+    """A fork (a Dask worker's, a caller's) inherits the set of open runs and maybe its lock held
+    by another thread: the child's own first run must neither wait for it nor be counted shared."""
+    from processkit.containment.accounting import ChildrenUsage
+
+    run = ChildrenUsage()
+    try:
+        with ChildrenUsage._lock:
+            pid = os.fork()
+            if pid == 0:  # the lock held at the fork: a fresh one here, and no open run
+                os._exit(0 if not ChildrenUsage._open and ChildrenUsage._lock.acquire(timeout=5) else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    finally:
+        run.close()
