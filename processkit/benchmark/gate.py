@@ -111,6 +111,9 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         figure, limit = "cpu", max(threshold, CONTENTION_ALLOWANCE)
     else:
         figure, limit = ("wall", threshold) if busy else (metric, threshold)
+    if not _figure_of(new, figure):  # a run's CPU time not measured (null): no figure of this side's
+        reason = f"by {WHY[figure]}: not measured in every run of this side (not accounted for), nothing to compare"
+        return Decision(name, figure, INCONCLUSIVE, None, None, reason)
     values, old_values = _figure_of(new, figure) or [], _figure_of(old, figure) or []
     entry = _entry(name, summarize(values, [], [], []), values, old.name, summarize(old_values, [], [], []), old_values)
     change, p_value = entry.change_percent, entry.p_value

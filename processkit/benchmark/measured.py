@@ -36,8 +36,8 @@ class Measured(Plain):
     def __init__(
         self,
         wall_ns: int | None,
-        user_ns: int,
-        system_ns: int,
+        user_ns: int | None,
+        system_ns: int | None,
         peak_memory_bytes: int | None,
         exit_code: int | None,
         timed_out: bool = False,
@@ -63,8 +63,10 @@ class Measured(Plain):
 def measured_from(outcome: Outcome) -> Measured:
     """The figures of the engine's ``Outcome`` of one run."""
     usage = outcome.usage
-    user_ns = usage.user_ns if usage is not None and usage.user_ns is not None else 0
-    system_ns = usage.system_ns if usage is not None and usage.system_ns is not None else 0
+    # None where no counter measured it (a read error; a process-group run whose counter took in
+    # a child of no group of its, ``ChildrenUsage``): unmeasured, never 0, which a gate would compare
+    user_ns = usage.user_ns if usage is not None else None
+    system_ns = usage.system_ns if usage is not None else None
     started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT

@@ -282,10 +282,12 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     system = read.maybe_seconds(record.get("system"), f"{where}.system")
     cpu_times = None
     if "user_times" in record and "system_times" in record:  # ours: the CPU time of every run
-        users = read.same_length(read.seconds_list(record["user_times"], f"{where}.user_times"), times, where)
-        systems = read.same_length(read.seconds_list(record["system_times"], f"{where}.system_times"), times, where)
-        cpu_times = [u + s for u, s in zip(users, systems)]
-        user, system = (_mean(users), _mean(systems)) if times else (None, None)
+        users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
+        systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
+        # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
+        cpu_times = None if None in users or None in systems else [u + s for u, s in zip(users, systems)]
+        user = _mean([u for u in users if u is not None]) if times else None
+        system = _mean([s for s in systems if s is not None]) if times else None
     counters = _counters(read, record.get("counters"), times, where)
     return RecordedCommand(
         instructions=(counters or {}).get("instructions"),
@@ -330,6 +332,14 @@ def _counters(read: _Reader, value, times: list, where: str) -> dict | None:
         key = f"{where}.counters.{name}"
         counted[name] = read.same_length(read.count_list(found[name], key), times, key)
     return counted
+
+
+def _cpu_list(read: _Reader, value, where: str) -> list:
+    """A run's CPU times, null where a run's was not measured (kept in place, one per time)."""
+    items = read.sequence(value, where)
+    if None not in items:
+        return read.seconds_list(items, where)  # the common case, checked at its speed
+    return [None if item is None else read.seconds(item, f"{where}[{index}]") for index, item in enumerate(items)]
 
 
 def _mean(values: list[float]) -> float:

@@ -52,8 +52,8 @@ class TimedRun(Plain):
         self,
         order: int,
         wall: float | None,
-        user: float,
-        system: float,
+        user: float | None,
+        system: float | None,
         memory: int | None,
         exit_code: int | None,
         timed_out: bool,
@@ -62,7 +62,7 @@ class TimedRun(Plain):
     ):
         self.order = order
         self.wall = wall  # None for a timed-out run
-        self.user = user
+        self.user = user  # None: not measured (``measured.measured_from``), never taken as 0
         self.system = system
         self.memory = memory  # hyperfine's memory_usage_byte: the root's ru_maxrss (wait4), bytes
         self.exit_code = exit_code
@@ -87,14 +87,17 @@ class CommandResult:
         self.summary: Summary | None = (
             summarize(
                 times,
-                [run.user for run in self.measured],
-                [run.system for run in self.measured],
+                [run.user for run in self.measured if run.user is not None],
+                [run.system for run in self.measured if run.system is not None],
                 [run.memory for run in self.measured],
             )
             if times
             else None
         )
-        self.cpu_times = [run.user + run.system for run in self.measured]  # the tree's user+system
+        # the tree's user+system of every run; none at all where a run's was not measured: a
+        # figure over some runs only would be compared as if over all (the gate has no CPU then)
+        cpu = [run.user + run.system for run in self.measured if run.user is not None and run.system is not None]
+        self.cpu_times = cpu if len(cpu) == len(self.measured) else []
         self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
         trees = [run.tree_memory for run in self.measured if run.tree_memory is not None]
         self.tree_memory = (sum(trees) / len(trees), max(trees)) if trees else None  # mean, highest

@@ -162,11 +162,13 @@ class Session:
                 why = run.error or f"exited with {run.exit_code}"
                 raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
             measured.append(run)
+        users = [run.user_ns for run in measured if run.user_ns is not None]
+        systems = [run.system_ns for run in measured if run.system_ns is not None]
         self.shell_startup = Startup(
             shown,
             fmean(run.wall_ns or 0 for run in measured) / 1e9,
-            fmean(run.user_ns for run in measured) / 1e9,
-            fmean(run.system_ns for run in measured) / 1e9,
+            fmean(users) / 1e9 if users else 0.0,  # none measured: nothing taken off
+            fmean(systems) / 1e9 if systems else 0.0,
             len(measured),
         )
 
@@ -244,16 +246,22 @@ class Session:
         self.leftovers[index] += measured.leftovers
         return measured
 
-    def _charged(self, index: int, measured: driver.Measured) -> tuple[float | None, float, float]:
-        """Wall, user and system seconds, the shell's start-up taken off a shell command's."""
+    def _charged(self, index: int, measured: driver.Measured) -> tuple[float | None, float | None, float | None]:
+        """Wall, user and system seconds, the shell's start-up taken off a shell command's; None
+        where the run's figure was not measured."""
         wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
-        user, system = measured.user_ns / 1e9, measured.system_ns / 1e9
+        user = measured.user_ns / 1e9 if measured.user_ns is not None else None
+        system = measured.system_ns / 1e9 if measured.system_ns is not None else None
         startup = self.shell_startup
         if startup is None or not self.commands[index].shell:
             return wall, user, system
         if wall is not None:
             wall = max(wall - startup.wall, 0.0)
-        return wall, max(user - startup.user, 0.0), max(system - startup.system, 0.0)
+        if user is not None:
+            user = max(user - startup.user, 0.0)
+        if system is not None:
+            system = max(system - startup.system, 0.0)
+        return wall, user, system
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]

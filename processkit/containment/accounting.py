@@ -18,6 +18,9 @@ period made a ``cgroup.procs`` join wait (kernels with the single-thread migrati
 
 from __future__ import annotations
 
+import _thread
+import os
+
 from .. import envvars
 from ..plain import Plain
 from ..rusage import children
@@ -160,15 +163,62 @@ class ChildrenUsage:
     and a reaped process carries the figures of everything it reaped), plus what the members
     still alive at the read point used. Not a peak memory: ``ru_maxrss`` is the largest one
     process reached, not the tree's. Processes reaped by nobody (a parent that ignores
-    ``SIGCHLD``) are missed, and a runner running several trees at once sums them all."""
+    ``SIGCHLD``) are missed. The counter is the whole process's: it takes in every child this
+    process collects, whoever's it was (another run's tree, a batch or benchmark process the
+    runner service started, an orphan of a run already over that the subreaper adopted). So a
+    run offers nothing (null: not accounted for) once this process collected, while it was
+    open, a child that was not of its own process group (``reaped``): a run alone, with nothing
+    else collected, keeps its figures; a run that overlapped another run of this process
+    shares its counter from the start. ``close`` ends the run's share of it."""
 
     SOURCE = "getrusage(RUSAGE_CHILDREN) + /proc of the live members"
+    _open: set[ChildrenUsage] = set()  # this process's runs counted so, not closed yet
+    _lock = _thread.allocate_lock()  # a Dask worker runs its chunks' batches on threads
 
     def __init__(self) -> None:
         self._start = children()
+        self.group: int | None = None  # the run's process group, once its root is cloned
+        with ChildrenUsage._lock:
+            self._shared = bool(ChildrenUsage._open)
+            for other in ChildrenUsage._open:
+                other._shared = True
+            ChildrenUsage._open.add(self)
+
+    def close(self) -> None:
+        """The run is over (its tree reaped): a run that begins later does not share its counter."""
+        with ChildrenUsage._lock:
+            ChildrenUsage._open.discard(self)
+
+    @staticmethod
+    def reaped(group: int | None) -> None:
+        """The one rule for every collection of a child by this process (a run's root, an
+        adopted orphan, a process the service started): the child's figures, and those of
+        everything it reaped, are in the counter now, so each open run but the one whose
+        process group it was (``group``; None where not known: every open run) shares it.
+        A member of the run's own group is the run's, even one its parent left to the
+        subreaper; one that left the group (``setsid``) is no run's."""
+        if not ChildrenUsage._open:  # the usual case (a cgroup host): no lock taken
+            return
+        with ChildrenUsage._lock:
+            for run in ChildrenUsage._open:
+                if group is None or run.group != group:
+                    run._shared = True
+
+    @staticmethod
+    def reaping(pid: int) -> None:
+        """``reaped`` for an exited child about to be collected (still a zombie, its
+        ``/proc/<pid>/stat`` readable): its process group read there, only while runs are open."""
+        if ChildrenUsage._open:
+            from .members import read_member
+
+            member = read_member(pid)
+            ChildrenUsage.reaped(member.pgid if member is not None else None)
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
-        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added."""
+        """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added;
+        none where another run shared the counter."""
+        if self._shared:
+            return
         now = children()
         user = now[0] - self._start[0] + live.user_ns
         system = now[1] - self._start[1] + live.system_ns
@@ -178,6 +228,15 @@ class ChildrenUsage:
         if live.read_bytes is not None and live.write_bytes is not None:
             tally.offer("io_read_bytes", (now[2] - self._start[2]) * 512 + live.read_bytes, self.SOURCE)
             tally.offer("io_write_bytes", (now[3] - self._start[3]) * 512 + live.write_bytes, self.SOURCE)
+
+
+def _forked() -> None:
+    """A forked child carries none of its parent's runs, and its lock may have been held at the fork."""
+    ChildrenUsage._open = set()
+    ChildrenUsage._lock = _thread.allocate_lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def mechanism(usage: Usage) -> str:

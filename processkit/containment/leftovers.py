@@ -43,6 +43,7 @@ import time
 
 from .. import signum
 from . import has_children
+from .accounting import ChildrenUsage
 from .members import all_pids, read_member
 
 ROUND_PAUSE_SECONDS = 0.001
@@ -176,7 +177,8 @@ def end_descendants(
                 ended.add(pid)
         for pid in found:
             try:
-                os.waitpid(pid, os.WNOHANG)
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    ChildrenUsage.reaped(None)  # a run's leftover: no run's figure, should one be open
             except ChildProcessError:
                 pass  # a grandchild: its parent's death hands it here for the next round
         if not set(found) - denied or time.monotonic() >= deadline:

@@ -34,10 +34,10 @@ class ProcessGroup(Container):
         """The group is known from the clone: a SIGTSTP the runner passes on to its tree (Ctrl-Z)
         while the child is still in its exec reaches it too, where the runner stopped and the
         child, adopted later, ran on. (A group the child has not made yet is no one's: ESRCH.)"""
-        self._pgid = pid
+        self._pgid = self._children.group = pid
 
     def adopt(self, pid: int) -> None:
-        self._pgid = pid
+        self._pgid = self._children.group = pid
         leader = members.read_member(pid)
         if self._rundir is not None and leader is not None and leader.start_time is not None:
             self._rundir.record_process_group(pid, leader.start_time, os.getsid(0))
@@ -61,6 +61,9 @@ class ProcessGroup(Container):
 
     def _account(self, tally: Tally) -> None:
         self._children.offer_to(tally, members.usage_of(self.member_pids()))
+
+    def _remove(self) -> None:
+        self._children.close()
 
 
 def _anyone_in(pgid: int) -> bool:

@@ -28,6 +28,7 @@ import _thread
 import os
 import time
 
+from ..containment.accounting import ChildrenUsage
 from . import claims
 
 TYPE_CHECKING = False
@@ -120,6 +121,7 @@ class Reaper:
             elif owner is not None or claims.claimed(info.si_pid):
                 break  # another host's root, or a spawn's child not yet reported: collected by its owner
             else:
+                ChildrenUsage.reaping(info.si_pid)  # an orphan's figures enter the counter open runs read
                 try:
                     os.waitpid(info.si_pid, 0)
                 except ChildProcessError:

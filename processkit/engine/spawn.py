@@ -34,6 +34,7 @@ import os
 
 from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
+from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..spec import StdinMode
 from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
@@ -84,10 +85,12 @@ class Child:
         """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
         ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
         reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
-        ``memory_usage_byte``."""
+        ``memory_usage_byte``. The root leads its run's process group: a run counted by this
+        process's reaped children (``ChildrenUsage``) keeps its figures from its own root alone."""
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
             self.max_rss_bytes = max_rss_kib * 1024
+            ChildrenUsage.reaped(pid)
 
 
 class _PopenChild(Child):

@@ -2,10 +2,11 @@
 ``wait`` reads it (docs/control-plane.md §2.7).
 
 A path names a file, not a run: another run given the same ``--jsonl`` truncates it and writes
-its own events there. So a stream counts as this run's only when its head (the first 64 KiB)
-holds a v1 ``run_started`` naming this run id; only then is its tail (the last 64 KiB) scanned
-for the last well-formed v1 ``runner_exit``. The tail's first line is dropped only when the
-window starts mid-line, which the byte before the window says.
+its own events there. So a stream counts as this run's only when its head (the first 64 KiB,
+or its first line whole where that is longer, within 1 MiB) holds a v1 ``run_started`` naming
+this run id; only then is its tail (the last 64 KiB) scanned for the last well-formed v1
+``runner_exit``. The tail's first line is dropped only when the window starts mid-line, which
+the byte before the window says.
 
 Each read (``Stream.read``) answers one of three things: the outcome; nothing yet (the runner may still write
 it: worth reading again); or nothing ever (``SETTLED``: a stream that is no regular file, a
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..bounded import RUN_FILE, WrongKind, loads, open_input
+from ..bounded import LINE_BYTES, RUN_FILE, WrongKind, loads, open_input
 from ..events import SCHEMA_VERSION
 from ..pathtrust import trusted
 
@@ -70,7 +71,7 @@ class Stream:
         head = None
         if identity != self._identity or os.pread(fd, len(self._proof), 0) != self._proof:
             self._identity = None
-            head = os.pread(fd, WINDOW_BYTES, 0)
+            head = _head(fd)
             owner = _owner(head, self.run_id)
             if owner == 0:
                 return SETTLED
@@ -87,6 +88,18 @@ class Stream:
         if found is None:  # once found, a later read finds it again
             self._scanned = scanned
         return found
+
+
+def _head(fd: int) -> bytes:
+    """The stream's first ``WINDOW_BYTES``; or, where its first line is longer (``run_started``
+    with ``--argv-raw`` holds the argv: one argument may take 128 KiB), up to the end of that
+    line, within the ``LINE_BYTES`` a line may take: cut, it would never name this run."""
+    head = os.pread(fd, WINDOW_BYTES, 0)
+    if len(head) < WINDOW_BYTES or b"\n" in head:
+        return head
+    longer = os.pread(fd, LINE_BYTES + 1, 0)
+    end = longer.find(b"\n")
+    return longer if end < 0 else longer[: end + 1]
 
 
 def _tail(fd: int, size: int, head: bytes | None, scanned: int) -> tuple[bytes, int]:

@@ -79,7 +79,9 @@ class Batch(Plain):
     skipped_lines: int
     lanes: int
     wall_ms: float | None
-    cpu_ms: int
+    cpu_ms: int | None  # over the jobs whose CPU was measured; None when none was
+    cpu_measured: int  # how many jobs' CPU was measured, of the jobs that ran
+    ran: int
     jobs_per_s: float | None
     fullness: float | None  # busy slot time over lanes × wall
 
@@ -117,6 +119,8 @@ def load(out: str) -> Batch:
     lanes, at_once = _assign_lanes(attempts)
     wall = max((a.start_ms + a.duration_ms for a in attempts), default=None)
     busy = sum(a.duration_ms for a in attempts)
+    measured = [job.cpu_ms for job in jobs if job.cpu_ms is not None]
+    ran = sum(job.state != "not_started" for job in jobs)
     return Batch(
         out=out,
         jobs=jobs,
@@ -124,8 +128,10 @@ def load(out: str) -> Batch:
         skipped_lines=skipped,
         lanes=lanes,
         wall_ms=wall,
-        cpu_ms=sum(job.cpu_ms or 0 for job in jobs),
-        jobs_per_s=sum(job.state != "not_started" for job in jobs) / (wall / 1000) if wall else None,
+        cpu_ms=sum(measured) if measured else None,
+        cpu_measured=len(measured),
+        ran=ran,
+        jobs_per_s=ran / (wall / 1000) if wall else None,
         fullness=busy / (at_once * wall) if wall and at_once else None,
     )
 

@@ -60,6 +60,7 @@ from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..containment import restart_idle
+from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
@@ -333,7 +334,8 @@ class Service:
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
-            pass  # collected by the host's reaper (a subreaper collects every exited child)
+            return  # collected by the host's reaper (a subreaper collects every exited child)
+        ChildrenUsage.reaped(None)  # its figures, its jobs' included, are no run's of this host
 
     def close(self) -> None:
         self.host.close()

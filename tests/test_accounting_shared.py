@@ -1,0 +1,178 @@
+"""A process-group run counted by the runner's reaped children (``getrusage(RUSAGE_CHILDREN)``,
+the host's fallback where no cgroup counts) while the same runner carries another tree, or
+collects a process of no group of the run's (a batch process, an earlier run's daemon): the
+reaped figure is not the run's alone, so it may not report it as its own ``total_cpu_ms``.
+
+The ``bare`` layout of test_accounting: the fallback containment with no usable v1 hierarchy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from conftest import run_cli
+from streams import PY
+
+
+# Tells its pid and its parent's in the file ``argv[3]``, then burns 0.8 s of CPU once ``argv[1]``
+# exists, then makes ``argv[2]``.
+BURN = """
+import os, sys, time
+with open(sys.argv[3] + ".part", "w") as pid:
+    pid.write(f"{os.getpid()} {os.getppid()}")
+os.rename(sys.argv[3] + ".part", sys.argv[3])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+start = time.process_time()
+while time.process_time() - start < 0.8:
+    pass
+open(sys.argv[2], "w").close()
+"""
+
+
+def bare(monkeypatch, tmp_path):
+    plain = tmp_path / "no-cgroup-v1"
+    plain.mkdir()
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(plain))
+    monkeypatch.delenv("PROCESSKIT_ACCOUNTING", raising=False)
+
+
+def batch_figures(tmp_path, jobs: list[dict], slots: int) -> dict:
+    """Each job's ``resources`` from the summary of ``batch -j slots`` over ``jobs``."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    result = run_cli("batch", manifest, "-j", str(slots), "--out", out)
+    assert result.returncode == 0, result.stderr
+    lines = (out / "summary.jsonl").read_text().splitlines()
+    return {line["id"]: line["resources"] for line in map(json.loads, lines)}
+
+
+def test_a_job_idle_beside_a_burner_is_not_given_the_burners_cpu(tmp_path, monkeypatch):
+    bare(monkeypatch, tmp_path)
+    started, done = tmp_path / "started", tmp_path / "done"
+    jobs = [
+        {"id": "burn", "args": [PY, "-c", BURN, str(started), str(done), str(tmp_path / "burn")]},
+        {
+            "id": "idle",
+            "args": ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(started), str(done)],
+        },
+        # alone once both have ended: the counter is its own again
+        {
+            "id": "later",
+            "args": [PY, "-c", BURN, str(started), str(tmp_path / "later"), str(tmp_path / "tell")],
+            "needs": ["burn", "idle"],
+        },
+    ]
+    figures = batch_figures(tmp_path, jobs, 2)
+    # The two overlapped: the counter holds both, so neither says a figure of its own.
+    assert figures["idle"]["total_cpu_ms"] is None, figures
+    assert figures["idle"]["io_read_bytes"] is None, figures
+    burn = figures["burn"]["total_cpu_ms"]
+    assert burn is None or burn >= 800, figures
+    assert figures["later"]["total_cpu_ms"] >= 800, figures
+
+
+def test_jobs_one_after_another_keep_their_own_cpu(tmp_path, monkeypatch):
+    bare(monkeypatch, tmp_path)
+    (tmp_path / "started").touch()
+    jobs = [
+        {
+            "id": "burn",
+            "args": [PY, "-c", BURN, str(tmp_path / "started"), str(tmp_path / "done"), str(tmp_path / "tell")],
+        },
+        {"id": "idle", "args": ["true"]},
+    ]
+    figures = batch_figures(tmp_path, jobs, 1)
+    assert figures["burn"]["total_cpu_ms"] >= 800, figures
+    assert figures["idle"]["total_cpu_ms"] < 400, figures
+
+
+# Waits for ``$1``, then until the process whose pid ``$2`` holds is collected (a zombie keeps its /proc entry).
+AFTER_REAP = (
+    'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done; '
+    'read pid parent < "$2"; while [ -e /proc/$pid ]; do sleep 0.05; done'
+)
+
+
+def test_a_lone_job_is_not_given_an_escapee_of_an_ended_job(tmp_path, monkeypatch):
+    """A job's ``setsid`` daemon outlives its job; the batch (its subreaper) collects it while
+    the next job, alone, is open: that job's counter took in the daemon's CPU, not its own."""
+    bare(monkeypatch, tmp_path)
+    go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
+    leaver = ["sh", "-c", 'setsid "$0" -c "$1" "$2" "$3" "$4" & exit 0', PY, BURN, str(go), str(done), str(pid)]
+    jobs = [
+        {"id": "leaver", "args": leaver},
+        {"id": "lone", "args": ["sh", "-c", AFTER_REAP, str(go), str(done), str(pid)], "needs": ["leaver"]},
+    ]
+    figures = batch_figures(tmp_path, jobs, 1)
+    assert figures["lone"]["total_cpu_ms"] is None, figures
+
+
+def test_a_service_run_is_not_given_a_batch_process_cpu(tmp_path, monkeypatch):
+    """The runner service starts a ``processkit.batch`` as a child process and collects it once
+    it ends: the counter of a ``processkit.run`` open then took in the whole batch's CPU."""
+    import threading
+
+    import processkit
+
+    bare(monkeypatch, tmp_path)
+    go, done, batch_pid, reaped = (tmp_path / name for name in ("go", "done", "batch-pid", "reaped"))
+    failed: list[BaseException] = []
+
+    def batch() -> None:
+        try:
+            job = {"id": "burn", "args": [PY, "-c", BURN, str(go), str(done), str(batch_pid)]}
+            processkit.batch([job], out=str(tmp_path / "out"), jobs=1)
+            gone = f"/proc/{batch_pid.read_text().split()[1]}"  # the burner's parent
+            for _ in range(6000):  # until the service collected the batch's process
+                if not os.path.exists(gone):
+                    break
+                time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001 - told by the main thread
+            failed.append(exc)
+        finally:
+            reaped.touch()
+
+    thread = threading.Thread(target=batch)
+    thread.start()
+    try:
+        result = processkit.run(
+            ["sh", "-c", 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done', str(go), str(reaped)]
+        )
+    finally:
+        go.touch()
+        thread.join()
+    assert not failed, failed
+    assert result.returncode == 0
+    assert result.resources is not None
+    assert result.resources.total_cpu_ms is None, result.resources
+
+
+def test_a_member_left_to_the_runner_is_still_the_runs_own(tmp_path, monkeypatch):
+    """A member whose parent exited is collected by the runner (its subreaper) while its run is
+    open; still in the run's process group, its CPU is the run's own figure, not a neighbour's."""
+    bare(monkeypatch, tmp_path)
+    go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
+    orphaned = f'sh -c \'"$0" -c "$1" "$2" "$3" "$4" &\' {PY} \'{BURN}\' {go} {done} {pid}; {AFTER_REAP}'
+    job = {"id": "one", "args": ["sh", "-c", orphaned, str(go), str(done), str(pid)]}
+    assert batch_figures(tmp_path, [job], 1)["one"]["total_cpu_ms"] >= 800
+
+
+def test_a_forked_child_carries_none_of_its_parents_open_runs():
+    """A fork (a Dask worker's, a caller's) inherits the set of open runs and maybe its lock held
+    by another thread: the child's own first run must neither wait for it nor be counted shared."""
+    from processkit.containment.accounting import ChildrenUsage
+
+    run = ChildrenUsage()
+    try:
+        with ChildrenUsage._lock:
+            pid = os.fork()
+            if pid == 0:  # the lock held at the fork: a fresh one here, and no open run
+                os._exit(0 if not ChildrenUsage._open and ChildrenUsage._lock.acquire(timeout=5) else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    finally:
+        run.close()
