@@ -64,7 +64,7 @@ from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
-from . import scratch
+from . import scratch, stray_signals
 from .request import REMEMBER, Request, cancelled, failed, spec_of
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
@@ -345,27 +345,6 @@ class Service:
         scratch.remove(self.scratch, self.scratch_lock)
 
 
-# Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
-# child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
-# have under subprocess (a readiness or a timer signal), and it ended the service and every run it carried. They are
-# caught and dropped (a caught signal is back at its default in every child the service starts). One inherited as
-# ignored stays ignored. SIGQUIT keeps its default, as the CLI's runner does.
-STRAY_SIGNALS = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
-
-
-def absorb_stray_signals() -> None:
-    """Catch and drop ``STRAY_SIGNALS`` and the real-time signals (each with its default action)."""
-    numbers = [getattr(signal, name) for name in STRAY_SIGNALS if hasattr(signal, name)]
-    numbers += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
-    for number in numbers:
-        if signal.getsignal(number) == signal.SIG_DFL:
-            signal.signal(number, _dropped)
-
-
-def _dropped(number, frame) -> None:
-    """A stray signal's handler: nothing to do (the signal watch's wake-up ignores its number)."""
-
-
 def main() -> int:
     fd, caller = int(sys.argv[1]), int(sys.argv[2])
     from ..containment import prctl
@@ -376,7 +355,7 @@ def main() -> int:
     if os.getppid() != caller:
         return 0
     prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
-    absorb_stray_signals()
+    stray_signals.absorb()
     os.chdir("/")
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
