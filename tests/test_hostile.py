@@ -127,7 +127,9 @@ def test_a_child_that_closes_its_output_is_still_waited_for(tmp_path):
     proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=5)
     assert (proc.stdout, proc.stderr) == (b"", b"")
     assert one(events, "root_exited")["code"] == 5
-    assert seconds_between(events, "run_started", "root_exited") >= 0.3
+    # run_started is stamped after the clone, so the child's 0.3 s can read a little shorter; a run
+    # that took EOF for the exit would end at once
+    assert seconds_between(events, "run_started", "root_exited") >= 0.2
     assert_confirmed_empty(events)
 
 
