@@ -58,6 +58,7 @@ def live(monkeypatch):
         yield output, host, out_r, err_r, err_w
     finally:
         output.close()
+        output.release()
         host.loop.close()
         for fd in (out_r, out_w, err_r, err_w):
             os.close(fd)
@@ -114,3 +115,18 @@ def test_a_warning_waits_its_turn_while_the_loop_turns(live, monkeypatch):
         output.close()  # the loop closed: warnings go straight to stderr again
         diagnostics.warn("after")
         assert _taken(err_r) == b"processkit-cli: warning: after\n"
+
+
+def test_the_batch_end_after_a_drop_reaches_a_reader_that_caught_up(live):
+    """The drop is the loop's bound: once the loop closed, the summary and the failure list
+    written after it reach stderr's reader (a sticky drop used to silence them for good)."""
+    output, host, out_r, err_r, _ = live
+    output.stdout.write(b"o" * STALL)
+    for number in range(BOUND + 2):  # the queue overflows: stderr's later lines dropped
+        output.stderr.write(b"line %d\n" % number)
+    assert len(_read_out_until_done(output, host, out_r)) == STALL
+    output.drain(host)
+    output.close()
+    output.stderr.write(b"batch: 1 failed job:\nbatch: 1 of 2 jobs exited 0, 1 failed\n")
+    lines = _taken(err_r).decode().splitlines()
+    assert lines[-2:] == ["batch: 1 failed job:", "batch: 1 of 2 jobs exited 0, 1 failed"], lines

@@ -372,6 +372,12 @@ class Progress:
         return named(self._failed, self._failed_count, self._out)
 
     def end(self, sentence: str) -> None:
+        try:
+            self._end(sentence)
+        finally:
+            self.output.release()
+
+    def _end(self, sentence: str) -> None:
         if self.quiet:
             return
         self._live.clear()

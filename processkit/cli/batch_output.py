@@ -24,10 +24,21 @@ bounded by the sink's backlog and the queue (PENDING_MOST items; an item that fi
 dropped with all its stream would say after, said once, the batch's deadlines and signals
 working on). When the jobs are done the batch's loop keeps turning for the readers, as long as a
 blocking write would wait for them (``drain``; the shell's ``| less`` read a page at a time), but
-a stop signal ends the wait, and what is left is dropped with all its stream would have said
-after (the summary included: it would wait for that reader). Before the loop turns and after it
-closed (the summary; a Dask batch's lines), writes wait for the reader as a blocking write does
-(``writeall``).
+a stop signal ends the wait. Before the loop turns, writes wait for the reader as a blocking
+write does (``writeall``; a Dask batch's lines).
+
+When the loop closes, the order across streams no longer matters: it only did while both reach
+one reader, and then neither was stalled (the queue drained) or the batch was stopped. What is
+left of each stream (its sink's backlog, its block being copied, its queued items, in order) is
+written straight to it, stderr first (the job lines, then the summary and the failure list
+written after: the user's only record of which jobs failed or were cancelled), so a stdout
+stalled behind its own backlog never costs stderr its lines. The queue's bound is the loop's
+alone: a stream dropped for it speaks again once the loop closed. After a stop (or a failure) a
+stdout whose own reader was still behind is dropped at once (the stop is not held for it), and
+every write is bounded: a reader that takes nothing for ``STALL_SECONDS`` loses the rest of its
+stream, so a stop never hangs on a stalled stderr either; after a drained batch they wait as a
+blocking write would. They go through the sink's private non-blocking description where it had
+one (a pipe, FIFO or terminal), which is what lets a wait be bounded at all.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import os
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
 from ..engine.echo import EchoSink
+from ..userfiles import STALL_SECONDS
 from ..writeall import write_all
 
 TYPE_CHECKING = False
@@ -60,6 +72,13 @@ class _Sink(EchoSink):
         if not self.backlog:
             self._on_room()
 
+    def detach(self) -> int:
+        """Off the loop; its private non-blocking description, if it had one, returned open (-1:
+        none) for the writes after the loop closed, and its backlog kept for them."""
+        fd, self._owned_fd = self._owned_fd, -1
+        self.close()
+        return fd
+
 
 class Stream:
     """One of the batch's standard streams, by descriptor; its items go through ``LiveOutput``'s
@@ -71,8 +90,9 @@ class Stream:
         self._output = output
         self.gone = False  # its reader went away, or a write failed: nothing more is written
         self.dropped = False  # an item of it found the queue full: it and all later ones dropped (said once)
-        self.sink: EchoSink | None = None  # while the batch's loop turns
+        self.sink: _Sink | None = None  # while the batch's loop turns
         self.queued = 0  # its items in the queue
+        self.after = -1  # once the loop closed: the sink's private non-blocking description (-1: none, ``fd``)
 
     def write(self, data: bytes) -> None:
         self._output.queue(self, data)
@@ -106,6 +126,7 @@ class LiveOutput:
         self._at: Stream | None = None  # whose item went last: its sink's backlog goes out before another's item
         self._file = -1  # the capture file being read into ``_at``'s sink
         self._last = b""  # its last byte so far: a block that did not end a line gets a newline
+        self._stall: float | None = STALL_SECONDS  # the bound of a write after the loop (None: as a blocking write)
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):
@@ -136,19 +157,32 @@ class LiveOutput:
         stream.queued += 1
 
     def _direct(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
-        """Written as a blocking write would (no loop to wait on)."""
+        """Written straight to the stream (no loop to wait on); a write that fails or stalls
+        ends the stream."""
         try:
             if isinstance(item, bytes):
-                write_all(stream.fd, item)
+                self._write(stream, item)
                 return
             header, path = item
-            write_all(stream.fd, header)
+            self._write(stream, header)
             self._file = _opened(path)
-            while self._file >= 0:
-                self._read_one(lambda chunk: write_all(stream.fd, chunk))
+            self._copy_rest(stream)
         except OSError:
             stream.gone = True
             self._close_file()
+
+    def _write(self, stream: Stream, data: bytes) -> None:
+        """One whole write, or OSError: before the loop, as a blocking write; after it, on the
+        private description where there is one, bounded as ``close`` says."""
+        if stream.after >= 0:
+            write_all(stream.after, data, self._stall)
+        else:
+            write_all(stream.fd, data)
+
+    def _copy_rest(self, stream: Stream) -> None:
+        """The rest of the capture file being read, straight to ``stream``."""
+        while self._file >= 0:
+            self._read_one(lambda chunk: self._write(stream, chunk))
 
     def _pump(self) -> None:
         """Items to their sinks, in order, while they have room: a sink calls this again once it
@@ -222,24 +256,53 @@ class LiveOutput:
 
     def drain(self, host: Host) -> None:
         """The jobs are done: the loop turns on while anything waits for a reader, as a
-        blocking write would wait, but a stop signal ends the wait (what is left is dropped):
-        nothing else is due by then."""
+        blocking write would wait, but a stop signal ends the wait (``close`` then writes what
+        is left, each write bounded): nothing else is due by then."""
         streams = (self.stdout, self.stderr)
         while host.stop_source is None and any(stream.waiting for stream in streams):
             host.loop.run_once()
-        for stream in streams:
-            if stream.waiting:  # stopped while its reader was behind: the batch's end is not its to wait for either
-                stream.gone = True
+        if host.stop_source is None:
+            self._stall = None  # the readers kept up: the batch's end waits for them as a blocking write would
 
     def close(self) -> None:
-        """The loop is closing: what still waits is dropped (``drain`` waited for it), and later
-        writes wait for their reader, the batch's warnings again straight to stderr."""
+        """The loop is closing: what is left goes straight to each stream, stderr first (the
+        module's docstring says why), and later writes go the same way, the batch's warnings
+        again straight to stderr."""
         diagnostics.route(None)
-        for stream in (self.stdout, self.stderr):
+        at, self._at = self._at, None
+        file, last = self._file, self._last
+        self._file, self._last = -1, b""
+        pending, self._pending = self._pending, deque()
+        for stream in (self.stderr, self.stdout):
             sink, stream.sink = stream.sink, None
-            if sink is not None:
-                sink.close()
-        self._pending.clear()
-        self.stdout.queued = self.stderr.queued = 0
-        self._close_file()
-        self._at = None
+            stream.queued = 0
+            stream.dropped = False  # the queue's bound was the loop's: what comes now is written
+            if sink is None:
+                continue
+            stream.after = sink.detach()
+            if sink.broken or (self._stall is not None and stream is self.stdout and sink.backlog):
+                stream.gone = True  # stopped while stdout's own reader was behind: not waited for
+            try:
+                while sink.backlog and not stream.gone:
+                    chunk = b"".join(sink.backlog.head())
+                    sink.backlog.consume(len(chunk))
+                    self._write(stream, chunk)
+                if at is stream and file >= 0 and not stream.gone:
+                    self._file, self._last, file = file, last, -1
+                    self._copy_rest(stream)
+            except OSError:
+                stream.gone = True
+                self._close_file()
+            sink.backlog.clear()
+            for owner, item in pending:
+                if owner is stream and not stream.gone:
+                    self._direct(stream, item)
+        if file >= 0:
+            os.close(file)
+
+    def release(self) -> None:
+        """The batch has said everything: the private descriptions kept for it closed."""
+        for stream in (self.stdout, self.stderr):
+            if stream.after >= 0:
+                os.close(stream.after)
+                stream.after = -1

@@ -1,0 +1,67 @@
+"""A batch stopped while its stdout reader stalls still says its end on a live stderr: the
+cancelled job's line, the jobs not started and the summary (the user's only record of which
+jobs failed or were cancelled). The live output's one queue over both streams held those stderr
+lines behind stdout's backlog, and the stop dropped them with it, the summary too
+(docs/batch.md, "--show-output"). Process-level: the real CLI, real children, a real pipe nobody
+reads until the batch exits; synchronised on a file the running job makes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from conftest import cli_command
+from test_batch import write_manifest
+
+CANCELLED = 107
+BIG = 2_000_000  # many times a pipe's room: the block's rest waits in stdout's sink
+
+
+def _stopped(tmp_path, first: dict, stalled: str) -> None:
+    """A batch of ``first`` then a job that runs until stopped, ``stalled`` (stdout or stderr)
+    a pipe nobody reads and the other a file; stopped once the second job runs: its exit must
+    be the stop's, within the test's bound."""
+    started = tmp_path / "bad-started"
+    jobs = [
+        first,
+        {"id": "bad", "args": ["sh", "-c", f'touch "{started}"; sleep 60; exit 1']},
+        {"id": "ok", "args": ["true"]},
+    ]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    read_end, write_end = os.pipe()
+    with open(tmp_path / "said", "wb") as said:
+        streams = {"stdout": said, "stderr": said, stalled: write_end}
+        proc = subprocess.Popen(
+            cli_command() + ["batch", "-j", "1", "--show-output", "--out", str(tmp_path / "out"), manifest],
+            stdin=subprocess.DEVNULL,
+            **streams,
+        )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():  # the first job is done, its block waiting behind the stalled reader
+            assert proc.poll() is None and time.monotonic() < deadline, "the second job never started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == CANCELLED
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_stop_with_stdout_stalled_keeps_the_stderr_end(tmp_path):
+    _stopped(tmp_path, {"id": "big", "args": ["head", "-c", str(BIG), "/dev/zero"]}, "stdout")
+    lines = (tmp_path / "said").read_text().splitlines()
+    assert lines[0].startswith("batch: big: exit 0"), lines
+    assert any(line.startswith("batch: bad: cancelled") for line in lines), lines
+    assert "batch: ok: not started" in lines, lines
+    assert lines[-1] == "batch: 1 of 3 jobs exited 0, 1 cancelled, 1 not started, cancelled by sigterm", lines
+
+
+def test_a_stop_with_stderr_stalled_still_ends(tmp_path):
+    """The end's writes to a stderr nobody reads are bounded (the stall timeout), never a hang."""
+    _stopped(tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr")
