@@ -20,6 +20,7 @@ ALLOWED = {
     ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
+    ("containment/sweep_mark.py", "_holds_flock"): "/proc/locks, for the holder of a run's lock",
     ("cli/main.py", "undo_locale_coercion"): "/proc/self/environ, the environment the runner was started with",
     # The package's own data, shipped with it.
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
@@ -36,6 +37,8 @@ ALLOWED = {
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
+    ("containment/sweep_mark.py", "_marking_pid"): "a run's sweeping mark: O_NONBLOCK | O_NOFOLLOW at its "
+    "directory's descriptor, checked a regular file of at most MARK_LIMIT bytes, read once",
     ("service/scratch.py", "_sweep_marked"): "the scratch mark, opened only to be locked and unlinked: never read",
     ("engine/capture.py", "reader"): "/proc/self/fd/<n>: the run's own capture file reopened read-only for its "
     "carrier, which reads it only through api/wire.read_back (at the caller's cap)",

@@ -51,8 +51,9 @@ ALLOWED = {
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
     ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
-    ("containment/sweep_dead.py", "_mark_sweeping", "os.open:write"): (
-        "O_EXCL | O_NOFOLLOW | O_NONBLOCK in a dead run's private directory whose lock the sweep holds"
+    ("containment/sweep_mark.py", "mark", "os.open:write"): (
+        "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
+        " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds"
     ),
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 PREFIX = "processkit-"
 CREATE_ATTEMPTS = 32
-SWEEP_WAIT_SECONDS = 10.0  # how long a waiting sweep waits for another at work on a dead run
+SWEEP_WAIT_SECONDS = 10.0  # how long a waiting sweep waits, in all, for others at work on dead runs
 SWEEP_WAIT_PAUSE_SECONDS = 0.01
 
 
@@ -80,6 +80,7 @@ class Reaped:
         self.process_groups: list[int] = []
         self.run_dirs: list[str] = []
         self.left: list[dict] = []
+        self.wait_until: float | None = None  # when a waiting sweep stops waiting for others at work
 
     def as_json(self) -> dict:
         return {
@@ -190,12 +191,15 @@ def _reap_run(
         return False
     health, held = probe(path, rundir.LOCK_NAME, hold=True)
     if health is Health.LIVE and wait and not dry_run and os.path.lexists(os.path.join(path, rundir.SWEEPING_NAME)):
-        health, held = wait_for_sweep(path)
-        if health is Health.STALE and held is None:
-            return True  # its lock gone: the other sweep ended it all and is removing its directory
-        if health is Health.LIVE:
-            reaped.leave(group or path, "another sweep is still ending it")
-            return False
+        from .sweep_mark import sweep_holds  # a waiting sweep's, and only where a mark is there
+
+        if sweep_holds(path, owner, token):
+            health, held = wait_for_sweep(path, reaped)
+            if health is Health.STALE and held is None:
+                return True  # its lock gone: the other sweep ended it all and is removing its directory
+            if health is Health.LIVE:
+                reaped.leave(group or path, "another sweep is still ending it")
+                return False
     if health is Health.LIVE:
         return False
     from .sweep_dead import end_run  # a dead run's: its code is loaded only when one is found
@@ -203,18 +207,20 @@ def _reap_run(
     return end_run(token, group, path, owner, health, held, parents, reaped, dry_run, wait, vouched)
 
 
-def wait_for_sweep(path: str) -> tuple[Health, int | None]:
+def wait_for_sweep(path: str, reaped: Reaped) -> tuple[Health, int | None]:
     """The lock of a dead run that another sweep holds (its ``sweeping`` mark), probed again
     until that sweep lets it go, within a bound: every run sweeps its parents on its way in,
     so on a busy host a ``prune`` may find one at work on the run it came for, and taken for
     live it was left, its groups still there when ``prune`` returned (or for good, where that
-    sweep, not waiting, could not remove one whose last member was still exiting)."""
+    sweep, not waiting, could not remove one whose last member was still exiting). One bound
+    for all of a sweep's waits (``reaped.wait_until``), however many run directories are marked."""
     import time  # a run's sweep on its way in never waits: loaded only here
 
-    deadline = time.monotonic() + SWEEP_WAIT_SECONDS
+    if reaped.wait_until is None:
+        reaped.wait_until = time.monotonic() + SWEEP_WAIT_SECONDS
     while True:
         health, held = probe(path, rundir.LOCK_NAME, hold=True)
-        if health is not Health.LIVE or time.monotonic() > deadline:
+        if health is not Health.LIVE or time.monotonic() > reaped.wait_until:
             return health, held
         time.sleep(SWEEP_WAIT_PAUSE_SECONDS)
 

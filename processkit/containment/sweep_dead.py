@@ -62,7 +62,9 @@ def end_run(
         return False
     try:
         if not dry_run:
-            _mark_sweeping(path)
+            from .sweep_mark import mark  # a dead run's: loaded only when one is found
+
+            mark(path, owner, held)
         ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
         for name in [rundir.PGROUP_NAME, *job_files(path, "." + rundir.PGROUP_NAME)]:
             identity = read_process_group(path, name)
@@ -73,22 +75,6 @@ def end_run(
     finally:
         os.close(held)
     return True
-
-
-# O_EXCL: a name already there (a dead sweep's mark, or anything its owner put there) is left as
-# it is, and its presence is what counts; never a link followed, never a FIFO waited on.
-_MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def _mark_sweeping(path: str) -> None:
-    """Say, in the dead run's directory, that its lock is held by a sweep, not by a runner: a
-    waiting sweep (``prune``) that finds it held then waits for this one instead of taking the
-    run for live and returning while its groups are still being removed (``sweep.wait_for_sweep``).
-    Left behind by a sweep that dies, it says nothing: the lock is then free. Best effort."""
-    try:
-        os.close(os.open(os.path.join(path, rundir.SWEEPING_NAME), _MARK_FLAGS, 0o600))
-    except OSError:
-        pass
 
 
 def _end_groups(token: str, path: str, parents, owner: int, reaped, dry_run: bool, wait: bool) -> bool:

@@ -1,0 +1,104 @@
+"""The ``sweeping`` mark (containment/sweep_mark.py), over real directories and real flocks in
+tmp_path: made only through a descriptor of the run directory the sweep holds the lock of, and
+trusted by a waiting sweep (``prune``) only when it names another process holding that lock,
+within one deadline for the whole sweep. A real sweep at work is still waited for:
+tests/test_prune_waits_for_a_sweep.py."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+import pytest
+
+from processkit import rundir
+from processkit.containment import sweep, sweep_mark
+
+
+def _run_dir(base, token: str, marker: str | None):
+    """A private run directory for ``token`` under ``base``, its lock held by this process (the
+    descriptor returned), and a ``sweeping`` file saying ``marker``."""
+    path = base / (rundir.DIR_PREFIX + token)
+    path.mkdir(mode=0o700)
+    lock = os.open(path / rundir.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if marker is not None:
+        (path / rundir.SWEEPING_NAME).write_text(marker)
+    return path, lock
+
+
+def _reap(base, tokens: list[str]) -> sweep.Reaped:
+    reaped = sweep.Reaped()
+    for token in tokens:
+        assert not sweep._reap_run(token, None, list, reaped, False, True, frozenset(), [str(base)])
+    return reaped
+
+
+def test_planted_directories_cost_one_shared_wait(tmp_path, monkeypatch):
+    # Another user's plants: each lock held by the planter (here this process), each mark
+    # naming it. Each looks like a sweep at work; all of them together cost one deadline.
+    monkeypatch.setattr(sweep, "SWEEP_WAIT_SECONDS", 1.0)
+    tokens = [f"1-abc-{n}" for n in range(5)]
+    locks = [_run_dir(tmp_path, token, str(os.getpid()))[1] for token in tokens]
+    try:
+        started = time.monotonic()
+        reaped = _reap(tmp_path, tokens)
+        took = time.monotonic() - started
+    finally:
+        for lock in locks:
+            os.close(lock)
+    assert [entry["reason"] for entry in reaped.left] == ["another sweep is still ending it"] * len(tokens)
+    assert took < 3.5, took  # five runs at one second each before: one deadline for them all now
+
+
+@pytest.mark.parametrize("marker", ["runner", "not the holder", "junk"])
+def test_a_live_runners_directory_is_not_waited_for(tmp_path, monkeypatch, marker):
+    # A mark its owner dropped into a live runner's directory: naming the runner itself (the
+    # token's pid holds the lock), a process that does not hold it, or nothing at all.
+    monkeypatch.setattr(sweep, "SWEEP_WAIT_SECONDS", 30.0)
+    token = f"{os.getpid()}-abc-1"
+    text = {"runner": str(os.getpid()), "not the holder": str(os.getppid()), "junk": "x" * 10}[marker]
+    _, lock = _run_dir(tmp_path, token, text)
+    try:
+        reaped = _reap(tmp_path, [token])
+    finally:
+        os.close(lock)
+    assert reaped.left == [] and reaped.wait_until is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a mark owned by another user")
+def test_a_mark_another_user_owns_is_not_waited_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "SWEEP_WAIT_SECONDS", 30.0)
+    path, lock = _run_dir(tmp_path, "1-abc-2", str(os.getpid()))
+    os.chown(path / rundir.SWEEPING_NAME, 65534, 65534)
+    try:
+        reaped = _reap(tmp_path, ["1-abc-2"])
+    finally:
+        os.close(lock)
+    assert reaped.left == [] and reaped.wait_until is None
+
+
+def test_the_mark_is_made_in_the_locked_directory_only(tmp_path, monkeypatch):
+    # The run's directory swapped for a link after rundir.locate saw it: the sweep holds the
+    # lock the link leads to, and makes no mark where the link points.
+    token = "1-abc-3"
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    os.close(os.open(target / rundir.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600))
+    path = tmp_path / (rundir.DIR_PREFIX + token)
+    path.symlink_to(target)
+    monkeypatch.setattr(rundir, "locate", lambda token, where=None: (str(path), os.getuid()))
+    sweep._reap_run(token, None, list, sweep.Reaped(), False, True, frozenset(), [str(tmp_path)])
+    assert sorted(os.listdir(target)) == [rundir.LOCK_NAME]
+
+
+def test_a_sweep_names_itself_in_its_mark(tmp_path):
+    path, lock = _run_dir(tmp_path, "1-abc-4", None)
+    try:
+        sweep_mark.mark(str(path), os.getuid(), lock)
+        assert (path / rundir.SWEEPING_NAME).read_text() == str(os.getpid())
+        assert sweep_mark.sweep_holds(str(path), os.getuid(), "1-abc-4")
+        assert not sweep_mark.sweep_holds(str(path), os.getuid(), f"{os.getpid()}-abc-4")
+    finally:
+        os.close(lock)
