@@ -64,13 +64,15 @@ def raise_soft_limit() -> None:
         _caller_soft.append(soft)
 
 
-def start_with_room() -> str | None:
+def start_with_room(runs: bool = True) -> str | None:
     """Make sure this process may hold what one run needs (``RUN_LEAST``), before it loads the
     command's modules: a soft limit below it (``ulimit -n 12``) is raised to it where the hard
-    one allows, its children given the caller's back (``child_soft_limit``); else the one-line
-    reason naming the limit. Without it the first open past the limit failed wherever it fell,
-    a module's import as often as a run's own file, as an internal error. ``sysconf`` reads the
-    soft limit with one ``getrlimit`` and no import: ``resource`` loads only when it is low."""
+    one allows, its children given the caller's back (``child_soft_limit``); else, for a command
+    that ``runs`` something, the one-line reason naming the limit (one that only reads or asks,
+    ``probe``, ``list``, ``doctor``, goes on with what the hard limit allows). Without it the
+    first open past the limit failed wherever it fell, a module's import as often as a run's own
+    file, as an internal error. ``sysconf`` reads the soft limit with one ``getrlimit`` and no
+    import: ``resource`` loads only when it is low."""
     soft = os.sysconf("SC_OPEN_MAX")
     if soft < 0 or soft >= RUN_LEAST:  # -1: no limit
         return None
@@ -78,13 +80,18 @@ def start_with_room() -> str | None:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < RUN_LEAST:
-        return (
-            f"the open-file limit (ulimit -n: {soft}, hard limit {hard}) is below the {RUN_LEAST} "
-            "files a run may need; raise the limit"
-        )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (RUN_LEAST, hard))
-    if not _caller_soft:
-        _caller_soft.append(soft)
+        if runs:
+            return (
+                f"the open-file limit (ulimit -n: {soft}, hard limit {hard}) is below the {RUN_LEAST} "
+                "files a run may need; raise the limit"
+            )
+        raised = hard
+    else:
+        raised = RUN_LEAST
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        if not _caller_soft:
+            _caller_soft.append(soft)
     return None
 
 

@@ -125,6 +125,17 @@ def test_a_hard_open_file_limit_too_low_for_a_run_is_one_setup_line_naming_it(tm
     assert not marker.exists() and not jsonl.exists()
 
 
+@pytest.mark.parametrize("command", [["probe", "--json"], ["list", "--json"]])
+def test_a_command_that_runs_nothing_still_answers_under_an_open_file_limit_too_low_for_a_run(command):
+    """Only the commands that run something are refused under such a limit: ``probe`` and ``list``
+    (and ``doctor``, to say why) answer with what the hard limit allows, as before the check."""
+    proc = run_cli(*command, preexec_fn=_open_file_limit(20, 20))
+    assert proc.returncode == 0, proc.stderr
+    assert b"open-file limit" not in proc.stderr
+    for line in proc.stdout.splitlines():  # list --json: a line a run, none here maybe
+        json.loads(line)
+
+
 @pytest.mark.parametrize("bad", ["missing-dir", "a-file"])
 def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     (tmp_path / "a-file").write_text("")

@@ -32,6 +32,10 @@ COMMANDS = {
     "completion": ("processkit.cli.completion", "print a shell completion script (bash, zsh or fish)"),
 }
 
+# The commands that run something: only these are refused under an open-file limit too low for a
+# run (``fdlimit.start_with_room``); the others answer with what the limit allows.
+RUNNING_COMMANDS = ("run", "batch", "bench")
+
 # What a subcommand returns to end by SIGINT once it has released everything (``batch`` stopped
 # by Ctrl-C): a shell running it in a loop then sees the signal, 130, and stops its loop, as it
 # does for hyperfine, instead of taking an exit code as the signal handled.

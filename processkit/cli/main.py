@@ -13,7 +13,7 @@ import sys
 from .. import fdlimit, signum
 from ..diagnostics import envelope_only, say, shown
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
-from .commands import COMMANDS
+from .commands import COMMANDS, RUNNING_COMMANDS
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 # The cyclic collector's first-generation threshold for the CLI's process. Start-up allocates
@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
         if name not in COMMANDS:
             raise usage(f"unrecognized subcommand '{name}'", hint=_usage_text().splitlines()[0])
         invocation.operation = name
-        too_few = fdlimit.start_with_room()  # before the command's modules, whose imports open files
+        # before the command's modules, whose imports open files; refused only where something runs
+        too_few = fdlimit.start_with_room(runs=name in RUNNING_COMMANDS)
         if too_few is not None:
             raise Failure(Kind.SETUP, too_few)
         module = __import__(COMMANDS[name][0], fromlist=["main"])  # importlib's own import costs a run more
