@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -102,3 +104,36 @@ def test_a_sweep_names_itself_in_its_mark(tmp_path):
         assert not sweep_mark.sweep_holds(str(path), os.getuid(), f"{os.getpid()}-abc-4")
     finally:
         os.close(lock)
+
+
+def test_a_dead_sweeps_mark_is_replaced(tmp_path):
+    # A sweep killed mid-way left its mark naming a pid now gone: the next sweep takes the name.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path, lock = _run_dir(tmp_path, "1-abc-5", str(gone.pid))
+    try:
+        sweep_mark.mark(str(path), os.getuid(), lock)
+        assert (path / rundir.SWEEPING_NAME).read_text() == str(os.getpid())
+    finally:
+        os.close(lock)
+
+
+def test_a_live_holders_mark_is_left(tmp_path):
+    # The mark names a process that holds the run's lock now: it is not a dead sweep's.
+    path, lock = _run_dir(tmp_path, "1-abc-6", None)
+    os.close(lock)
+    hold = "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(path / rundir.LOCK_NAME)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"\n"
+        (path / rundir.SWEEPING_NAME).write_text(str(holder.pid))
+        other = os.open(path / rundir.LOCK_NAME, os.O_RDWR)
+        try:
+            sweep_mark.mark(str(path), os.getuid(), other)
+        finally:
+            os.close(other)
+        assert (path / rundir.SWEEPING_NAME).read_text() == str(holder.pid)
+    finally:
+        holder.communicate(b"")

@@ -44,6 +44,7 @@ one (a pipe, FIFO or terminal), which is what lets a wait be bounded at all.
 from __future__ import annotations
 
 import os
+from collections import deque
 
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
@@ -53,11 +54,7 @@ from ..writeall import write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections import deque
-
     from ..engine.host import Host
-else:
-    from collections import deque
 
 READ_CHUNK = 1 << 18  # a capture file is read this much at a time into the sink
 PENDING_MOST = 1 << 16  # items (texts and blocks) queued behind a reader: past it, dropped

@@ -43,17 +43,17 @@ from ..writeall import write_all
 _TREE_ONLY: int = _ast.PyCF_ONLY_AST
 
 
-def save(finder) -> None:
+def save(finder, keep_work: bool) -> None:
     """Write ``finder``'s (``cli/quickimport.py``'s) bundle again: the rows of the modules its run
-    was given, in the order they finished (but work rows, for a command that keeps none); those read
-    from a pyc compiled again, lean, from their sources, read here while they are as their rows recorded."""
-    keep_work = finder._bundle_path[1] not in finder.WORKLESS_COMMANDS
+    was given, in the order they finished (but work rows, unless ``keep_work``: ``finder.save``
+    decides, for a command that keeps none); those read from a pyc compiled again, lean, from their
+    sources, read here while they are as their rows recorded."""
     served = {name: row for name, row in finder._served.items() if name != __name__ and (keep_work or not row[5])}
     rows = {name: served[name] for name in finder._order if name in served}
     rows.update((name, row) for name, row in served.items() if name not in rows)
     sources = {}
     for name in finder._missed:
-        if name not in rows:  # this module's own
+        if name not in rows:  # a row left out: this module's own, or a work row kept none of
             continue
         source, _, key, size, _, _ = rows[name]
         text = finder._read_all(source)

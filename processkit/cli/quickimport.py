@@ -75,7 +75,7 @@ def _loader(fullname: str, path: str, code):
 
 
 def _read_all(path: str):
-    """The bytes of the pyc ``path``, one read up to ``READ_SIZE``; None when unreadable or past ``BUNDLE_LIMIT``."""
+    """The bytes of ``path``, a pyc or a source ``bundlewrite.save`` reads; None: unreadable, past ``BUNDLE_LIMIT``."""
     try:
         fd = open_fd(path, O_RDONLY | O_CLOEXEC)
     except OSError:
@@ -397,4 +397,4 @@ def save() -> None:
         return  # nothing to write, or an install this user cannot write to: nothing read or compiled
     from .bundlewrite import save as write_again  # which leaves its own module out of the rows
 
-    write_again(sys.modules[__name__])
+    write_again(sys.modules[__name__], not workless)

@@ -23,8 +23,8 @@ from .. import rundir
 
 MARK_LIMIT = 32  # a pid, in decimal
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_EXCL: a name already there (a dead sweep's mark, or anything its owner put there) is left as
-# it is; never a link followed, never a FIFO waited on.
+# O_EXCL: never a link followed, never a FIFO waited on; a name already there is replaced only
+# when it is a dead sweep's mark (``_clear_stale``), else left as it is.
 _MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -51,15 +51,22 @@ def mark(path: str, owner: int, held: int) -> None:
     """Say, in the dead run's directory, that its lock (``held``, this sweep's) is held by a
     sweep, not by a runner, naming this process: a waiting sweep then waits for this one instead
     of taking the run for live and returning while its groups are still being removed. Made only
-    in the directory whose lock is ``held``. Left behind by a sweep that dies, it says nothing:
-    the lock is then free. Best effort."""
+    in the directory whose lock is ``held``. Left behind by a sweep that dies, it says nothing
+    (the lock is then free), and the next sweep replaces it: kept, it would stop every later
+    sweep marking, and a waiting one would take the run for live again. Best effort."""
     fd = _open_dir(path, owner)
     if fd is None:
         return
     try:
-        if not _same(os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False), os.fstat(held)):
+        lock = os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False)
+        if not _same(lock, os.fstat(held)):
             return
-        made = os.open(rundir.SWEEPING_NAME, _MARK_FLAGS, 0o600, dir_fd=fd)
+        try:
+            made = os.open(rundir.SWEEPING_NAME, _MARK_FLAGS, 0o600, dir_fd=fd)
+        except FileExistsError:
+            if not _clear_stale(fd, owner, lock):
+                return
+            made = os.open(rundir.SWEEPING_NAME, _MARK_FLAGS, 0o600, dir_fd=fd)
         try:
             os.write(made, str(os.getpid()).encode())
         finally:
@@ -68,6 +75,17 @@ def mark(path: str, owner: int, held: int) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _clear_stale(fd: int, owner: int, lock: os.stat_result) -> bool:
+    """Unlink a mark a dead sweep left (a regular file of root's or the owner's whose pid does
+    not hold the run's lock), by name in the directory ``fd``; whether it was. Anything else there
+    (a live holder's mark, a link, a FIFO, another user's file) is left."""
+    pid = _marking_pid(fd, owner)
+    if pid is None or _holds_flock(pid, lock):
+        return False
+    os.unlink(rundir.SWEEPING_NAME, dir_fd=fd)
+    return True
 
 
 def sweep_holds(path: str, owner: int, token: str) -> bool:
