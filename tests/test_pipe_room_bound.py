@@ -1,0 +1,87 @@
+"""A line longer than PIPE_BUF waits for its pipe to empty only ``most`` seconds (half the
+stall). Past it, it went only at a look that itself saw the pipe's bytes drop, so a reader whose
+co-writers keep its pipe full (few looks see a drop) could be failed as stalled while it read
+(review of mend56j). It now goes at any look past the bound once its reader was seen taking
+since the line began to wait, or once the pipe has free bytes for all of it; a reader seen
+taking nothing, with no room for the line, still keeps it waiting (never cut)."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from processkit.events import pipe_room
+
+    now = [1000.0]
+    monkeypatch.setattr(pipe_room, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    return now
+
+
+def _pipe(held: int) -> tuple[int, int]:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"x" * held)
+    return read_end, write_end
+
+
+def test_past_its_bound_a_line_goes_at_any_look_once_its_reader_took(clock):
+    from processkit.events.pipe_room import Watch
+
+    read_end, write_end = _pipe(40000)
+    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
+    try:
+        assert watch.waits(40000)  # the pipe holds bytes: the line waits
+        os.read(read_end, 100)
+        clock[0] += 0.5
+        assert watch.waits(40000)  # a drop seen, but within the bound
+        clock[0] += 1.0
+        assert not watch.waits(40000)  # past it, no drop at this look: its reader took before
+        assert watch.held == -1
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_past_its_bound_a_line_goes_into_a_pipe_with_room_for_it(clock):
+    from processkit.events.pipe_room import Watch
+
+    read_end, write_end = _pipe(100)
+    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
+    try:
+        assert watch.waits(40000)
+        clock[0] += 1.5
+        assert not watch.waits(40000)  # no drop ever seen, but room for all of it
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_line_with_no_room_and_a_reader_seen_taking_nothing_waits(clock):
+    from processkit.events.pipe_room import Watch
+
+    read_end, write_end = _pipe(40000)
+    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
+    try:
+        assert watch.waits(40000)
+        clock[0] += 5.0
+        assert watch.waits(40000)  # the stall rule fails it (``backlog.push``), uncut
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_the_bound_is_shorter_than_the_stall():
+    from processkit.events import backlog
+    from processkit.loop import Loop
+
+    read_end, write_end = os.pipe()
+    emitter = SimpleNamespace(_watch=None, _defer=Loop(), _fd=write_end, drained=lambda: True)
+    try:
+        assert backlog.room(emitter, 2.0)._most <= 1.0
+    finally:
+        os.close(read_end)
+        os.close(write_end)
