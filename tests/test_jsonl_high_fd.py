@@ -6,6 +6,7 @@ on any descriptor."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import resource
 
@@ -29,11 +30,7 @@ def high_pipe(monkeypatch):
     os.dup2(write_end, HIGH)
     os.close(write_end)
     os.set_blocking(HIGH, False)
-    try:
-        while True:
-            os.write(HIGH, b"x" * 4096)
-    except BlockingIOError:
-        pass
+    os.write(HIGH, b"x" * fcntl.fcntl(HIGH, fcntl.F_GETPIPE_SZ))  # full: the next write takes nothing
     try:
         yield HIGH
     finally:

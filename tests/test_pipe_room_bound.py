@@ -22,56 +22,47 @@ def clock(monkeypatch):
     return now
 
 
-def _pipe(held: int) -> tuple[int, int]:
-    read_end, write_end = os.pipe()
-    os.write(write_end, b"x" * held)
-    return read_end, write_end
-
-
-def test_past_its_bound_a_line_goes_at_any_look_once_its_reader_took(clock):
+@pytest.fixture
+def watched(clock):
+    """A ``Watch`` (its bound 1 s) of a pipe made to hold ``held`` bytes, and the pipe's read end."""
     from processkit.events.pipe_room import Watch
 
-    read_end, write_end = _pipe(40000)
-    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
-    try:
-        assert watch.waits(40000)  # the pipe holds bytes: the line waits
-        os.read(read_end, 100)
-        clock[0] += 0.5
-        assert watch.waits(40000)  # a drop seen, but within the bound
-        clock[0] += 1.0
-        assert not watch.waits(40000)  # past it, no drop at this look: its reader took before
-        assert watch.held == -1
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    made: list[int] = []
+
+    def make(held: int):
+        read_end, write_end = os.pipe()
+        made.extend((read_end, write_end))
+        os.write(write_end, b"x" * held)
+        return Watch(None, write_end, lambda: None, 1.0), read_end  # type: ignore[arg-type]
+
+    yield make
+    for fd in made:
+        os.close(fd)
 
 
-def test_past_its_bound_a_line_goes_into_a_pipe_with_room_for_it(clock):
-    from processkit.events.pipe_room import Watch
-
-    read_end, write_end = _pipe(100)
-    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
-    try:
-        assert watch.waits(40000)
-        clock[0] += 1.5
-        assert not watch.waits(40000)  # no drop ever seen, but room for all of it
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+def test_past_its_bound_a_line_goes_at_any_look_once_its_reader_took(clock, watched):
+    watch, read_end = watched(40000)
+    assert watch.waits(40000)  # the pipe holds bytes: the line waits
+    os.read(read_end, 100)
+    clock[0] += 0.5
+    assert watch.waits(40000)  # a drop seen, but within the bound
+    clock[0] += 1.0
+    assert not watch.waits(40000)  # past it, no drop at this look: its reader took before
+    assert watch.held == -1
 
 
-def test_a_line_with_no_room_and_a_reader_seen_taking_nothing_waits(clock):
-    from processkit.events.pipe_room import Watch
+def test_past_its_bound_a_line_goes_into_a_pipe_with_room_for_it(clock, watched):
+    watch, _ = watched(100)
+    assert watch.waits(40000)
+    clock[0] += 1.5
+    assert not watch.waits(40000)  # no drop ever seen, but room for all of it
 
-    read_end, write_end = _pipe(40000)
-    watch = Watch(None, write_end, lambda: None, 1.0)  # type: ignore[arg-type]
-    try:
-        assert watch.waits(40000)
-        clock[0] += 5.0
-        assert watch.waits(40000)  # the stall rule fails it (``backlog.push``), uncut
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+
+def test_a_line_with_no_room_and_a_reader_seen_taking_nothing_waits(clock, watched):
+    watch, _ = watched(40000)
+    assert watch.waits(40000)
+    clock[0] += 5.0
+    assert watch.waits(40000)  # the stall rule fails it (``backlog.push``), uncut
 
 
 def test_the_bound_is_shorter_than_the_stall():
