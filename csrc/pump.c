@@ -247,6 +247,10 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
     /* Only a drain's first pass can meet the thread's read: nothing arms it during a drain. */
     int watched = stream->watch_fd >= 0;
     memset(result, 0, sizeof *result);
+    /* A safety, not a path: the one caller (NativePump._settle, pump.py) stores a rest before it
+     * returns from any drain or stay, retrying from Python so that the signal's handler runs in
+     * between, so no drain starts with one. Kept because bytes read past a rest would reach the
+     * capture before it, out of order; the check costs one load. */
     if (stream->rest_len && !pk_stream_store_rest(stream)) {
         result->read_errno = EINTR; /* nothing read before the rest is stored */
         return;

@@ -274,9 +274,9 @@ def _present(files: cgroupfs.HeldFiles, names: list[str]) -> tuple[tuple[str, ..
     one is there but unreadable: never lent again); read once, when it is made.
 
     Each content is kept as a copy: a longer file's bytes (past ``cgroupfs.FIRST_READ``) are a
-    ``READ_CHUNK`` buffer shrunk in place, so kept for the group's life they would stay in the C heap where that buffer was, out of
-    the interpreter's small-object arenas, and the batch's peak RSS grew with the groups made
-    (bench/README.md, "The as-made check re-landed")."""
+    ``READ_CHUNK`` buffer shrunk in place, so kept for the group's life they would stay in the C
+    heap where that buffer was, out of the interpreter's small-object arenas, and the batch's peak
+    RSS grew with the groups made (bench/README.md, "The as-made check re-landed")."""
     found: list[str] = []
     contents: list[bytes] | None = []
     for name in names:

@@ -54,6 +54,7 @@ parent and every run directory, and waits.
 from __future__ import annotations
 
 import os
+import time  # every run has it loaded already (its loop, its emitter): no cost on the way in
 
 from .. import rundir
 from ..liveness import Health, probe
@@ -214,8 +215,6 @@ def wait_for_sweep(path: str, reaped: Reaped) -> tuple[Health, int | None]:
     live it was left, its groups still there when ``prune`` returned (or for good, where that
     sweep, not waiting, could not remove one whose last member was still exiting). One bound
     for all of a sweep's waits (``reaped.wait_until``), however many run directories are marked."""
-    import time  # a run's sweep on its way in never waits: loaded only here
-
     if reaped.wait_until is None:
         reaped.wait_until = time.monotonic() + SWEEP_WAIT_SECONDS
     while True:

@@ -72,7 +72,8 @@ class Outcome:
     carrier reads back at most (the child may have put a file of any size at the path), and
     ``stream_file``, the file's ``(st_dev, st_ino)`` (``Emitter.identity``): the only file a
     carrier reads it back from (the child, or another user who can write its directory, may put
-    another file or a link at the path)."""
+    another file or a link at the path); ``signal``: the signal the root died of when its death
+    ended the run, what a batch's line says without reading ``root_exited`` back."""
 
     __slots__ = (
         "code",
@@ -173,7 +174,7 @@ def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:
     signalled = rc < 0
     if signalled:
         outcome.signal = -rc  # what a batch's line says, without reading ``root_exited`` back
-    if facts.writing:  # a dropped stream (each of ``bench``'s runs): the event is not built
+    if facts.writing:  # not for a dropped stream (each of ``bench``'s runs): the event is built only here
         facts.emit(
             RootExited(
                 outcome="signalled" if signalled else "exited",

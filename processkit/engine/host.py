@@ -8,7 +8,12 @@ Facts about signals in such a process: a signal is the process's, not a run's. A
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``). The
+``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``), and
+so does SIGTTOU (a background job's write on a terminal with ``tostop``), but in its handler, not
+from the loop, since the interpreter retries the failed write at once; once continued, each run
+is told so (``RunState.continued``: its idle deadline, a lent terminal lent again). SIGCONT is
+also watched for itself (``watch_continue``): a shell's ``bg`` then ``fg`` continues a runner
+already running, and a ``--pty`` run's keyboard takes raw mode back at each. The
 runner service (``service``) carries the API's runs in a process of its own, so its host watches
 signals as the CLI's does; a host with ``watch=False`` (a Dask worker's chunk, on a thread of
 someone else's process) installs no handler and sets no process-wide flag: its roots' exits come

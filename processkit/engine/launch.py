@@ -328,9 +328,8 @@ def connect(run: RunState, launched: Launched) -> None:
     elif terminal is not None:
         from .pty import Keyboard
 
+        # its raw mode taken back at each SIGCONT: ``Host.watch_continue`` (``runner``)
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
-        if launched.keyboard is not None:
-            run.continued_hook = launched.keyboard.raw_again
 
 
 def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:

@@ -14,6 +14,8 @@ import os
 import select
 import time
 
+from ..writeall import write_all
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .pipe_room import Watch
@@ -24,10 +26,11 @@ if TYPE_CHECKING:
 BACKLOG_MOST = 1 << 20
 
 
-def append(emitter, data: bytes, stall: float) -> None:
-    """A line of a stream already behind its reader (after what waits, in order), or of a
-    deferred stream into a FIFO past PIPE_BUF: in ``push``'s whole lines, never cut where the
-    pipe fills (``pipe_room``)."""
+def append(emitter, data: bytes | memoryview, stall: float) -> None:
+    """A line of a stream already behind its reader (after what waits, in order), of a deferred
+    stream into a FIFO past PIPE_BUF, or the rest of one its pipe took only part of: in
+    ``push``'s whole lines, never cut where the pipe fills (``pipe_room``), pushed on as soon as
+    the reader makes room."""
     if not emitter._backlog:
         emitter._taken_at = time.monotonic()
     emitter._backlog += data
@@ -36,24 +39,16 @@ def append(emitter, data: bytes, stall: float) -> None:
 
 
 def rest(emitter, line: memoryview, stall: float) -> None:
-    """The rest of a line the pipe took only part of: a deferred stream's backlog, the pipe
-    watched on its loop while anything waits; else written here, waiting for the reader up to
-    ``stall`` seconds each time (the emitter's ``STALL_SECONDS``, as each function here takes it)."""
-    loop = emitter._defer
-    if loop is None:
-        while line:
-            try:
-                written = os.write(emitter._fd, line)
-                emitter.sent += written
-                line = line[written:]
-            except BlockingIOError:
-                if not select.select([], [emitter._fd], [], stall)[1]:
-                    raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s") from None
+    """The rest of a line the pipe took only part of: a deferred stream's backlog (``append``),
+    the pipe watched on its loop while anything waits; else written here, waiting for the reader
+    up to ``stall`` seconds each time (the emitter's ``STALL_SECONDS``, as each function here
+    takes it), by poll, which any descriptor number takes (a batch's or the API service's may be
+    past 1024, where ``select.select`` raises ValueError)."""
+    if emitter._defer is not None:
+        append(emitter, line, stall)
         return
-    emitter._backlog += line
-    emitter._taken_at = time.monotonic()
-    push(emitter, stall)
-    arm(emitter, stall)  # pushed on as soon as the reader makes room
+    write_all(emitter._fd, line, stall)  # raises OSError; the stream fails, so its count no longer matters
+    emitter.sent += len(line)
 
 
 def room(emitter, stall: float) -> Watch:
@@ -62,7 +57,8 @@ def room(emitter, stall: float) -> Watch:
         from .pipe_room import Watch
 
         assert emitter._defer is not None, "only a deferred stream keeps a backlog"
-        emitter._watch = Watch(emitter._defer, emitter._fd, emitter.drained, stall)
+        # a long line waits half the stall at most for an empty pipe: looks left before the stall
+        emitter._watch = Watch(emitter._defer, emitter._fd, emitter.drained, stall / 2)
     return emitter._watch
 
 

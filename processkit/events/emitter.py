@@ -9,11 +9,11 @@ does not wait in the write: what the pipe cannot take now waits in the stream's 
 order, and goes as the reader takes it: the pipe is watched on the run's loop for room while
 anything waits (``defer`` is that loop), so a reader that waits for an event before it lets the
 child go sees it as soon as it reads, not at the next event or the run's end. A reader that takes
-nothing for STALL_SECONDS, or falls more than BACKLOG_MOST bytes behind, fails the stream as the
-stalled write does (its one warning). The backlog goes in writes that each end at a line boundary
-within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the per-event write is:
-streams sharing one pipe never interleave inside a line, and a stream that fails ends on a whole
-line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``). That code,
+nothing for STALL_SECONDS, or falls more than ``backlog.BACKLOG_MOST`` bytes behind, fails the
+stream as the stalled write does (its one warning). The backlog goes in writes that each end at a
+line boundary within PIPE_BUF (a longer line: alone), so each is atomic on a pipe as the
+per-event write is: streams sharing one pipe never interleave inside a line, and a stream that
+fails ends on a whole line; a line longer than PIPE_BUF goes only once the pipe is empty (``pipe_room``). That code,
 which a plain run never needs, is ``events/backlog.py``, imported by the first write a pipe does
 not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 """

@@ -10,11 +10,16 @@ slots leave uncounted in bytes, so only an empty pipe is sure to take a line as 
 capacity. Loaded by ``events/backlog.py`` at a deferred stream's first backlog, never by a
 plain run.
 
-The wait for an empty pipe is bounded (``Watch``'s ``most``): a pipe that other writers keep
-busy may never empty while its reader reads steadily (no stall), and the line waited for good,
-looked for 100 times a second. Past the bound, at a look that finds the reader took bytes, it
-goes as the pipe takes it, as it did before the wait, its rest too; the next long line waits
-afresh (``went``). A reader that takes nothing is failed as stalled, the line never cut.
+The wait for an empty pipe is bounded (``Watch``'s ``most``, half the stall): a pipe that other
+writers keep busy may never empty while its reader reads steadily (no stall), and the line waited
+for good, looked for 100 times a second. Past the bound it goes as the pipe takes it, as it did
+before the wait, its rest too, at the first look that finds the reader took bytes since the line
+began to wait or finds the pipe's free bytes enough for the whole line; the next long line waits
+afresh (``went``). The bound is shorter than the stall so that a reader whose co-writers keep its
+pipe full, so that few looks see the bytes it holds drop, still has looks left before it would
+count as stalled. A reader that took nothing since the line began to wait is failed as stalled,
+the line not cut (but where the pipe's free bytes, counted in partly filled page slots, took
+only part of it).
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ if TYPE_CHECKING:
     from ..loop import Loop, Timer
 
 
-def held(fd: int, size: int) -> int | None:
+def held(fd: int, size: int) -> tuple[int, int] | None:
     """None when a write of ``size`` bytes to ``fd`` goes whole now (its pipe is empty), or can
     never go whole (no pipe, or a line longer than the pipe holds: written as it takes it, as
-    before); else the bytes the pipe holds, which the reader's progress shrinks."""
+    before); else the bytes the pipe holds, which the reader's progress shrinks, and its free
+    bytes."""
     try:
         capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
         queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
@@ -45,7 +51,7 @@ def held(fd: int, size: int) -> int | None:
         return None
     if size > capacity or queued == 0:
         return None
-    return queued
+    return queued, capacity - queued
 
 
 class Watch:
@@ -53,7 +59,8 @@ class Watch:
     line longer than PIPE_BUF waits for the pipe to empty (``waits``), looked at every
     ``ROOM_POLL_SECONDS`` instead (the watch for room would wake the loop at each of the
     reader's reads); ``push`` (the emitter's ``drained``) is called either way. A line waits
-    ``most`` seconds at most for the pipe to empty (the module's why)."""
+    ``most`` seconds at most for the pipe to empty (the module's why), then goes at a look that
+    finds its reader took since it began to wait or room for all of it."""
 
     def __init__(self, loop: Loop, fd: int, push: Callable[[], object], most: float):
         self._loop, self._fd, self._push, self._most = loop, fd, push, most
@@ -66,17 +73,21 @@ class Watch:
     def waits(self, size: int) -> bool:
         """Whether a line of ``size`` bytes must wait for the pipe to empty (``held``): not once
         it waited ``most`` seconds, until ``went``."""
-        now = held(self._fd, size)
-        if now is not None:
-            at = time.monotonic()
-            if 0 <= self.held and now < self.held:
-                self.taken_at = at
-            if self._since is None:
-                self._since = at
-            elif at - self._since >= self._most and self.taken_at == at:
-                now = None  # the pipe never emptied, its reader takes: the line goes as it fits
-        self.held = -1 if now is None else now
-        return now is not None
+        found = held(self._fd, size)
+        if found is None:
+            self.held = -1
+            return False
+        now, free = found
+        at = time.monotonic()
+        if 0 <= self.held and now < self.held:
+            self.taken_at = at
+        if self._since is None:
+            self._since = at
+        elif at - self._since >= self._most and (self.taken_at >= self._since or free >= size):
+            self.held = -1  # the pipe never emptied, but its reader took, or it has room: as it fits
+            return False
+        self.held = now
+        return True
 
     def went(self) -> None:
         """A line went whole (to its end): the next long line waits for an empty pipe afresh."""
@@ -97,8 +108,10 @@ class Watch:
         """Outside the loop (a stream closed with a backlog): until the pipe may take more."""
         if self.held >= 0:
             time.sleep(ROOM_POLL_SECONDS)
-        else:
-            select.select([], [self._fd], [], most)
+        else:  # poll: a deferred stream's descriptor may be past 1024, which select.select refuses
+            waiting = select.poll()
+            waiting.register(self._fd, select.POLLOUT)
+            waiting.poll(int(most * 1000))
 
     def _look(self) -> None:
         self._timer = None
