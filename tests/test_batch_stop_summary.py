@@ -75,4 +75,6 @@ def test_a_stop_with_stderr_stalled_still_ends(tmp_path):
 def test_a_stop_with_stderr_a_stalled_socket_still_ends(tmp_path):
     """A socket has no private non-blocking description to write the end through (the pipe's
     ``/proc/self/fd`` reopen): the end's writes to its shared one are bounded all the same."""
-    _stopped(tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr", through_socket=True)
+    _stopped(
+        tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr", through_socket=True
+    )
