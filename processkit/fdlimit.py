@@ -64,7 +64,7 @@ def raise_soft_limit() -> None:
         _caller_soft.append(soft)
 
 
-def start_with_room(runs: bool = True) -> str | None:
+def start_with_room(runs: bool) -> str | None:
     """Make sure this process may hold what one run needs (``RUN_LEAST``), before it loads the
     command's modules: a soft limit below it (``ulimit -n 12``) is raised to it where the hard
     one allows, its children given the caller's back (``child_soft_limit``); else, for a command

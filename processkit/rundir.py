@@ -330,13 +330,13 @@ def remove(path: str, *, jobs: bool = True) -> bool:
         return False
     try:
         slots: list[str] = []
-        reaper = (SWEEPING_NAME,) if jobs else ()  # a sweep's mark, left by one that died (a run has none)
+        sweep_mark = (SWEEPING_NAME,) if jobs else ()  # a sweep's mark, left by one that died (a run has none)
         if jobs:
             try:
                 slots = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]
             except OSError:
                 pass
-        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *slots, *reaper, LOCK_NAME):
+        for name in (SOCKET_NAME, PGROUP_NAME, GROUPS_NAME, *slots, *sweep_mark, LOCK_NAME):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                 if not name.endswith(".sock") or stat.S_ISSOCK(mode):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -19,10 +20,10 @@ CANCELLED = 107
 BIG = 2_000_000  # many times a pipe's room: the block's rest waits in stdout's sink
 
 
-def _stopped(tmp_path, first: dict, stalled: str) -> None:
+def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) -> None:
     """A batch of ``first`` then a job that runs until stopped, ``stalled`` (stdout or stderr)
-    a pipe nobody reads and the other a file; stopped once the second job runs: its exit must
-    be the stop's, within the test's bound."""
+    a pipe (or a socket) nobody reads and the other a file; stopped once the second job runs:
+    its exit must be the stop's, within the test's bound."""
     started = tmp_path / "bad-started"
     jobs = [
         first,
@@ -30,7 +31,11 @@ def _stopped(tmp_path, first: dict, stalled: str) -> None:
         {"id": "ok", "args": ["true"]},
     ]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
-    read_end, write_end = os.pipe()
+    if through_socket:
+        read_sock, write_sock = socket.socketpair()
+        read_end, write_end = read_sock.detach(), write_sock.detach()
+    else:
+        read_end, write_end = os.pipe()
     with open(tmp_path / "said", "wb") as said:
         streams = {"stdout": said, "stderr": said, stalled: write_end}
         proc = subprocess.Popen(
@@ -65,3 +70,11 @@ def test_a_stop_with_stdout_stalled_keeps_the_stderr_end(tmp_path):
 def test_a_stop_with_stderr_stalled_still_ends(tmp_path):
     """The end's writes to a stderr nobody reads are bounded (the stall timeout), never a hang."""
     _stopped(tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr")
+
+
+def test_a_stop_with_stderr_a_stalled_socket_still_ends(tmp_path):
+    """A socket has no private non-blocking description to write the end through (the pipe's
+    ``/proc/self/fd`` reopen): the end's writes to its shared one are bounded all the same."""
+    _stopped(
+        tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr", through_socket=True
+    )

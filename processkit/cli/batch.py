@@ -326,20 +326,10 @@ class Progress:
         holds the batch's loop or its memory."""
         stderr = None if self.quiet else line.stderr
         header = f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n".encode()
-        for name, info, stream, out in (
-            ("stdout", line.stdout, sys.stdout, self.output.stdout),
-            ("stderr", stderr, sys.stderr, self.output.stderr),
-        ):
+        for name, info, out in (("stdout", line.stdout, self.output.stdout), ("stderr", stderr, self.output.stderr)):
             if out.gone:  # a reader that went away (| head) ended the showing on its stream
                 continue
             path = info.path if info is not None and info.bytes else None  # no path: --keep failed
-            try:  # what Python's writer holds (a warning said) before the block: its buffer's order
-                stream.flush()
-            except BlockingIOError:
-                pass  # a live non-blocking stream whose reader is behind: the rest goes at its next flush
-            except OSError:
-                out.gone = True
-                continue
             if path:  # the header and its block as one: never a header shown without its block
                 out.copy(path, header if name == "stdout" else b"")
             elif name == "stdout":

@@ -38,17 +38,21 @@ stdout whose own reader was still behind is dropped at once (the stop is not hel
 every write is bounded: a reader that takes nothing for ``STALL_SECONDS`` loses the rest of its
 stream, so a stop never hangs on a stalled stderr either; after a drained batch they wait as a
 blocking write would. They go through the sink's private non-blocking description where it had
-one (a pipe, FIFO or terminal), which is what lets a wait be bounded at all.
+one (a pipe, FIFO or terminal), which is what lets a wait be bounded at all; where it had none
+(a socket, a refused reopen) through the shared one, each write one that cannot block (a
+socket's ``MSG_DONTWAIT``, a blocking pipe's piece that ``poll`` promises room for).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections import deque
 
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
-from ..engine.echo import EchoSink
+from ..engine.echo import PIPE_PIECE, TERMINAL_PIECE, EchoSink
 from ..userfiles import STALL_SECONDS
 from ..writeall import write_all
 
@@ -69,13 +73,6 @@ class _Sink(EchoSink):
         if not self.backlog:
             self._on_room()
 
-    def detach(self) -> int:
-        """Off the loop; its private non-blocking description, if it had one, returned open (-1:
-        none) for the writes after the loop closed, and its backlog kept for them."""
-        fd, self._owned_fd = self._owned_fd, -1
-        self.close()
-        return fd
-
 
 class Stream:
     """One of the batch's standard streams, by descriptor; its items go through ``LiveOutput``'s
@@ -94,7 +91,7 @@ class Stream:
     def write(self, data: bytes) -> None:
         self._output.queue(self, data)
 
-    def copy(self, path: str, header: bytes = b"") -> None:
+    def copy(self, path: str, header: bytes) -> None:
         """``header``, then the bytes of the file at ``path``, ending with a newline if they did
         not: one item, so a header is never shown without its block."""
         self._output.queue(self, (header, path))
@@ -103,6 +100,49 @@ class Stream:
     def waiting(self) -> bool:
         """Whether anything of it is still to reach its reader."""
         return self._output.holds(self)
+
+
+def _write_shared(fd: int, data: bytes, stall: float) -> None:
+    """All of ``data`` on a stream's shared description, where no private non-blocking one was
+    had (a socket; a pipe or terminal whose reopen was refused), or ``ETIMEDOUT`` once its reader
+    took nothing for ``stall`` seconds. Its ``O_NONBLOCK`` is never changed (the module's
+    docstring says why), so each write is one that cannot block: a socket's with
+    ``MSG_DONTWAIT``, a blocking pipe's or terminal's only the piece ``poll`` promises room for
+    (as the engine's gated echo writes)."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISSOCK(mode):
+        import socket
+
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            _write_polled(fd, data, stall, lambda piece: sock.send(piece, socket.MSG_DONTWAIT), len(data))
+    elif stat.S_ISREG(mode) or not os.get_blocking(fd):  # a file never waits long; a non-blocking one says EAGAIN
+        write_all(fd, data, stall)
+    else:
+        piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
+        _write_polled(fd, data, stall, lambda chunk: os.write(fd, chunk), piece)
+
+
+def _write_polled(fd: int, data: bytes, stall: float, send, piece: int) -> None:
+    """``data`` through ``send``, ``piece`` bytes at most at a time, each once ``fd`` polls
+    writable, or ``ETIMEDOUT`` after ``stall`` seconds without a byte taken."""
+    import select
+    import time
+
+    waiting = select.poll()
+    waiting.register(fd, select.POLLOUT)
+    view = memoryview(data).cast("B")
+    deadline = time.monotonic() + stall
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0 or not waiting.poll(max(1, int(left * 1000))):
+            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
+        try:
+            count = send(view[:piece])
+        except BlockingIOError:
+            continue  # polled writable, yet no room for the piece: polled again, the same deadline
+        view = view[count:]
+        if count:
+            deadline = time.monotonic() + stall
 
 
 def _opened(path: str) -> int:
@@ -123,11 +163,12 @@ class LiveOutput:
         self._at: Stream | None = None  # whose item went last: its sink's backlog goes out before another's item
         self._file = -1  # the capture file being read into ``_at``'s sink
         self._last = b""  # its last byte so far: a block that did not end a line gets a newline
-        self._stall: float | None = STALL_SECONDS  # the bound of a write after the loop (None: as a blocking write)
+        self._stall: float | None = None  # the bound of a write after the loop turned (None: as a blocking write)
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):
             stream.sink = _Sink(host.loop, stream.fd, self._pump)
+        self._stall = STALL_SECONDS  # until ``drain`` sees the readers keep up
         diagnostics.route(self._said)
 
     def _said(self, text: str) -> None:
@@ -170,11 +211,14 @@ class LiveOutput:
 
     def _write(self, stream: Stream, data: bytes) -> None:
         """One whole write, or OSError: before the loop, as a blocking write; after it, on the
-        private description where there is one, bounded as ``close`` says."""
+        private description where there is one, else on the shared one, bounded as ``close``
+        says."""
         if stream.after >= 0:
             write_all(stream.after, data, self._stall)
-        else:
+        elif self._stall is None:
             write_all(stream.fd, data)
+        else:
+            _write_shared(stream.fd, data, self._stall)
 
     def _copy_rest(self, stream: Stream) -> None:
         """The rest of the capture file being read, straight to ``stream``."""

@@ -213,6 +213,14 @@ class EchoSink:
                 break
         return len(self.backlog)
 
+    def detach(self) -> int:
+        """Off the loop, for a caller that writes the rest itself (a batch's live output once its
+        loop closed): the private non-blocking description, if there was one, returned open for
+        it to write and close (-1: none), and the backlog kept."""
+        fd, self._owned_fd = self._owned_fd, -1
+        self.close()
+        return fd
+
     def close(self) -> None:
         if self.backlog:
             self._loop.remove_writer(self.fd)

@@ -87,7 +87,7 @@ def _marked(base: str) -> tuple[str, int]:
     there."""
     path = _mark_path(base)
     mark = _held_shared(path, 0)
-    if mark >= 0 and not _still_named(mark, path):  # removed by a sweep meanwhile: again
+    if mark >= 0 and not same_file(path, os.fstat(mark)):  # removed by a sweep meanwhile: again
         os.close(mark)
         mark = _held_shared(path, os.O_EXCL)
     try:
@@ -139,20 +139,12 @@ def _sweep_marked(base: str) -> None:
         if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
             return
         fcntl.flock(mark, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if not _sweep(base) and _still_named(mark, path):
+        if not _sweep(base) and same_file(path, os.fstat(mark)):
             os.unlink(path)
     except OSError:
         pass
     finally:
         os.close(mark)
-
-
-def _still_named(fd: int, path: str) -> bool:
-    try:
-        found, named = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return (found.st_dev, found.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _rename_fresh(made: str, base: str) -> str:

@@ -21,7 +21,7 @@ Facts about a service that must end with its caller:
   after it runs (before, every later call of the process was cancelled, 107, without a start).
   A child of the caller's user can send such a signal (its parent is the service): it cancels
   the runs in flight of every thread, never a later one. The signals a program may send "its
-  parent" that would end the service are dropped (``absorb_stray_signals``). The signal
+  parent" that would end the service are dropped (``stray_signals.absorb``). The signal
   handlers, the subreaper flag and the reaping are the service's, so the calling interpreter
   gets none of them.
 - Each run carries its own context (``request``): the caller's environment as it was when the
