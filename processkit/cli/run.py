@@ -134,6 +134,9 @@ def main(argv: list[str], invocation) -> int:
         from ..containment.leftovers import inherited
 
         spare = inherited()
+    from ..containment.accounting import ChildrenUsage
+
+    ChildrenUsage.sole(spare)  # this process's one run: the orphans it collects are that run's
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
     end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"))
