@@ -27,7 +27,6 @@ from ..rusage import children
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .leftovers import Inherited
     from .members import LiveUsage, Member
 
 # The figures the v1 ``resource_summary`` carries; the rest of Usage's are extensions.
@@ -183,7 +182,7 @@ class ChildrenUsage:
     _lock = _thread.allocate_lock()  # a Dask worker runs its chunks' batches on threads
     _made = 0  # runs counted so in this process's life
     _sole = False  # ``sole``: this process carries one run in its life
-    _inherited: Inherited | None = None  # ``sole``: what it had below it before that run (None: nothing)
+    _inherited: tuple[frozenset[int], ...] = ()  # ``sole``: the pids, groups, sessions it had below it before
 
     def __init__(self) -> None:
         self._start = children()
@@ -216,11 +215,11 @@ class ChildrenUsage:
                     run._shared = True
 
     @staticmethod
-    def sole(inherited: Inherited | None) -> None:
-        """This process carries one run only, and had ``inherited`` below it before that run
-        (``leftovers.inherited``; None: nothing): an orphan it collects while its only run is
-        open is that run's, unless it is one of those or in one of their groups or sessions."""
-        ChildrenUsage._sole, ChildrenUsage._inherited = True, inherited
+    def sole(pids: frozenset[int], groups: frozenset[int], sessions: frozenset[int]) -> None:
+        """This process carries one run only, and had ``pids`` below it before that run, in
+        ``groups`` and ``sessions`` (``leftovers.Inherited``): an orphan it collects while its only
+        run is open is that run's, unless it is one of those or in one of their groups or sessions."""
+        ChildrenUsage._sole, ChildrenUsage._inherited = True, (pids, groups, sessions)
 
     @staticmethod
     def reaping(pid: int) -> None:
@@ -237,12 +236,10 @@ class ChildrenUsage:
     @staticmethod
     def _the_sole_runs(member: Member) -> bool:
         """Whether ``member`` is the open run's, in a process that only ever carried that one (``sole``)."""
-        spare = ChildrenUsage._inherited
         if not ChildrenUsage._sole or ChildrenUsage._made != 1:
             return False
-        if spare is None:
-            return True
-        return member.pid not in spare.pids and member.pgid not in spare.groups and member.session not in spare.sessions
+        pids, groups, sessions = ChildrenUsage._inherited
+        return member.pid not in pids and member.pgid not in groups and member.session not in sessions
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
         """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added;
