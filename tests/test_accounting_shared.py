@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 from conftest import run_cli
@@ -176,3 +177,34 @@ def test_a_forked_child_carries_none_of_its_parents_open_runs():
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     finally:
         run.close()
+
+
+def test_a_lone_cli_run_keeps_its_setsid_members_cpu(tmp_path, monkeypatch):
+    """The CLI's ``run`` carries one run in its life: a member that left the run's group
+    (``setsid``) and is collected by the runner while the run is open is still that run's, so
+    its figure stays (the batch's escapee of an ended job, above, is no job's)."""
+    bare(monkeypatch, tmp_path)
+    go, done, pid, usage = tmp_path / "go", tmp_path / "done", tmp_path / "pid", tmp_path / "u.json"
+    left = f'sh -c \'setsid "$0" -c "$1" "$2" "$3" "$4" &\' {PY} \'{BURN}\' {go} {done} {pid}; {AFTER_REAP}'
+    run = ("run", "--jsonl", tmp_path / "x.jsonl", "--no-echo", "--usage-file", usage)
+    result = run_cli(*run, "--", "sh", "-c", left, go, done, pid)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(usage.read_text())["total_cpu_ms"] >= 800
+
+
+def test_a_lone_cli_run_is_not_given_what_its_caller_handed_over(tmp_path, monkeypatch):
+    """A shell's ``setsid burner & exec processkit-cli run ...``: the burner is the runner's
+    child from before its run (``leftovers.inherited``), not the run's, though the runner collects it."""
+    from conftest import cli_command
+
+    bare(monkeypatch, tmp_path)
+    go, done, pid, usage = tmp_path / "go", tmp_path / "done", tmp_path / "pid", tmp_path / "u.json"
+    run = [*cli_command(), "run", "--jsonl", str(tmp_path / "x.jsonl"), "--no-echo", "--usage-file", str(usage)]
+    handed = 'setsid "$0" -c "$1" "$2" "$3" "$4" & shift 4; exec "$@"'
+    args = [PY, BURN, str(go), str(done), str(pid), *run, "--", "sh", "-c", AFTER_REAP, str(go), str(done), str(pid)]
+    try:
+        result = subprocess.run(["sh", "-c", handed, *args], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        go.touch()  # a burner whose run never started ends all the same
+    assert result.returncode == 0, result.stderr
+    assert json.loads(usage.read_text())["total_cpu_ms"] is None

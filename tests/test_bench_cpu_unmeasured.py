@@ -4,6 +4,7 @@ unmeasured in ``bench``: never a 0 that the statistics, the exports and the gate
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from processkit.benchmark import gate, recorded
@@ -69,3 +70,76 @@ def test_a_command_with_a_run_unmeasured_has_no_cpu_figure_and_the_gate_no_verdi
     result.metric = "cpu"
     (decision,) = gate.decide(result, earlier, 5.0, "--fail-if-slower")
     assert decision.outcome == gate.INCONCLUSIVE and decision.figure == "cpu", decision
+
+
+class ByCommand(Executor):
+    """Each command's runs: (wall ns, CPU ns or None: unmeasured), by its argv's first word."""
+
+    def __init__(self, figures: dict):
+        super().__init__(set())
+        self.figures = figures
+
+    def measure(self, argv, jsonl, iteration, output):
+        wall, cpu = self.figures[argv[0]]
+        self.now += wall / 1e9
+        return Measured(wall, cpu, cpu and 0, 4096, 0)
+
+
+def bench_of(figures: dict, metric: str = "wall"):
+    commands = [Command(name, name, (name,), {}) for name in figures]
+    result = Session(commands, Options(runs=10), executor=ByCommand(figures)).run()
+    result.metric = metric
+    return result
+
+
+def test_a_baseline_command_with_cpu_unmeasured_is_inconclusive_by_cpu_not_judged_by_wall_time():
+    """``--metric cpu``: the baseline's ``b`` has no CPU time; ``a`` (0.3 s asleep then) now burns
+    0.1 s of CPU: judged by CPU time, a regression, never passed because its wall time shrank."""
+    earlier = recorded.from_json(bench_of({"a": (300 * MS, MS), "b": (50 * MS, None)}).to_json(), "base.json")
+    assert earlier.metric_for("cpu") == "cpu"
+    now = bench_of({"a": (100 * MS, 100 * MS), "b": (50 * MS, MS)}, "cpu")
+    a, b = gate.decide(now, earlier, 5.0, "--fail-if-slower")
+    assert (a.figure, a.outcome) == ("cpu", gate.REGRESSED), a
+    assert (b.figure, b.outcome) == ("cpu", gate.INCONCLUSIVE) and "the baseline" in b.reason, b
+
+
+def test_a_hyperfine_baseline_is_still_compared_by_wall_time():
+    """No CPU time per run in hyperfine's export: ``--metric cpu`` falls back to wall time, as documented."""
+    record = bench_of({"a": (300 * MS, MS)}).to_json()
+    for command in record["results"]:
+        for ours in ("user_times", "system_times", "cpu"):
+            del command[ours]
+    del record["processkit"]
+    earlier = recorded.from_json(record, "hyperfine.json")
+    assert earlier.origin == recorded.ORIGIN_HYPERFINE and earlier.metric_for("cpu") == "wall"
+    (a,) = gate.decide(bench_of({"a": (100 * MS, 100 * MS)}, "cpu"), earlier, 5.0, "--fail-if-slower")
+    assert (a.figure, a.outcome) == ("wall", gate.PASSED), a
+
+
+# Leaves a process of a session of its own (setsid), then waits until it has exited (a zombie
+# the runner collects as the root ends, or already collected): the runner's counter took in a child of no group of
+# the run's while the run was open, so the run's CPU is unmeasured.
+ESCAPE = """
+sh -c 'setsid sh -c "echo \\$\\$ > $0.part; exec mv $0.part $0" &' "$1"
+while [ ! -e "$1" ]; do sleep 0.01; done
+read escaped < "$1"; rm "$1"
+while [ "$(cut -d' ' -f3 /proc/$escaped/stat 2>/dev/null || echo Z)" != Z ]; do sleep 0.01; done
+"""
+
+
+def test_a_command_no_run_of_which_had_its_cpu_measured_says_so_in_every_export(tmp_path, monkeypatch):
+    from conftest import run_cli
+    from test_accounting_shared import bare
+
+    bare(monkeypatch, tmp_path)
+    script = tmp_path / "escape.sh"
+    script.write_text(ESCAPE)
+    exported, table = tmp_path / "b.json", tmp_path / "b.csv"
+    command = f"sh {script} {tmp_path / 'pid'}"
+    result = run_cli("bench", "-r", "3", "-N", "--export-json", exported, "--export-csv", table, command, timeout=15)
+    assert result.returncode == 0, result.stderr
+    (record,) = json.loads(exported.read_text())["results"]
+    assert record["user_times"] == [None] * 3 and (record["user"], record["system"]) == (None, None), record
+    header, row = table.read_text().splitlines()
+    assert header.split(",")[4:6] == ["user", "system"] and row.split(",")[4:6] == ["", ""], row
+    assert b"[CPU: not measured]" in result.stdout and b"User: 0" not in result.stdout

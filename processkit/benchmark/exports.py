@@ -62,9 +62,11 @@ def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
     writer.writerow([*CSV_COLUMNS, *(f"parameter_{n}" for n in names)])
     for command_result in result.results:
         s = command_result.summary
-        # hyperfine's CSV: a single run's standard deviation is 0 (its JSON's null), never an empty cell
+        # hyperfine's CSV: a single run's standard deviation is 0 (its JSON's null), never an empty
+        # cell; a CPU time no run measured is an empty cell (hyperfine always has one: 0 would be a figure)
+        cpu = [] if s is None else ["" if v is None else v for v in (s.user, s.system)]
         figures: list[float | str] = (
-            [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, s.user, s.system]
+            [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, *cpu]
         )
         figures = figures + ([s.min, s.max] if s is not None else [])
         row = [spreadsheet_cell(command_result.command.name), *(figures or [""] * 7)]

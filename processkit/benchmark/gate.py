@@ -107,13 +107,15 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     name = new.command.name
     if _figure_of(new, "instructions") and _figure_of(old, "instructions"):
         figure, limit = "instructions", threshold
+    elif metric == "cpu" and not (_figure_of(new, "cpu") and _figure_of(old, "cpu")):
+        # CPU time asked for, and the baseline records it per run: never judged by wall time instead
+        side = "this side" if not _figure_of(new, "cpu") else "the baseline"
+        reason = f"by {WHY['cpu']}: not measured in every run of {side} (not accounted for), nothing to compare"
+        return Decision(name, "cpu", INCONCLUSIVE, None, None, reason)
     elif busy and _figure_of(new, "cpu") and _figure_of(old, "cpu"):
         figure, limit = "cpu", max(threshold, CONTENTION_ALLOWANCE)
     else:
         figure, limit = ("wall", threshold) if busy else (metric, threshold)
-    if not _figure_of(new, figure):  # a run's CPU time not measured (null): no figure of this side's
-        reason = f"by {WHY[figure]}: not measured in every run of this side (not accounted for), nothing to compare"
-        return Decision(name, figure, INCONCLUSIVE, None, None, reason)
     values, old_values = _figure_of(new, figure) or [], _figure_of(old, figure) or []
     entry = _entry(name, summarize(values, [], [], []), values, old.name, summarize(old_values, [], [], []), old_values)
     change, p_value = entry.change_percent, entry.p_value

@@ -56,7 +56,9 @@ def command_block(index: int, result: CommandResult, forced: str | None = None, 
         lines.append(f"  no run finished: {result.timed_out} timed out")
         return lines
     unit = unit_for(s.mean, forced)
-    cpu = f"[User: {duration(s.user, unit)}, System: {duration(s.system, unit)}]"
+    cpu = "[CPU: not measured]"  # a run shared the runner's counter (``ChildrenUsage``): no figure, not 0
+    if s.user is not None and s.system is not None:
+        cpu = f"[User: {duration(s.user, unit)}, System: {duration(s.system, unit)}]"
     if s.stddev is None:  # one run: hyperfine's "abs" line, no range
         lines.append(f"  Time (abs ≡):        {duration(s.mean, unit):>8}  {'':>8}     {cpu}")
     else:

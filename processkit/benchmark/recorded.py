@@ -45,7 +45,7 @@ class RecordedCommand(Plain):
     warmups: list  # the warm-up runs' seconds, drawn before the timed runs
     user: float | None  # mean user CPU per run, as the file gives it (hyperfine) or from user_times
     system: float | None
-    cpu_times: list | None  # user+system per run (ours), None when the file has none
+    cpu_times: list | None  # user+system per run (ours), None when the file has none or a run's is null
     memory: list  # per-run peak memory in bytes, only the measured ones
     timed_out: int | None  # None: the file does not say (hyperfine)
     summary: Summary | None = None
@@ -54,6 +54,7 @@ class RecordedCommand(Plain):
     instructions: list | None = None  # per run, where the export's host counted them (ours)
     tree_memory: list = []  # per-run peak of the whole tree's group, bytes (ours, from processkit-bench/2)
     counters: dict | None = None  # perf counter name -> per-run counts, None where the host lacked it (ours)
+    cpu_recorded: bool = False  # the file records CPU time per run (ours: user_times, system_times), null or not
 
 
 class RecordedBench(Plain):
@@ -71,8 +72,10 @@ class RecordedBench(Plain):
     others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
 
     def metric_for(self, wanted: str) -> str:
-        """``wanted`` where every measured command has it: CPU time needs it per run (ours)."""
-        has_cpu = all(command.cpu_summary is not None for command in self.commands if command.summary is not None)
+        """``wanted`` where every measured command records it: CPU time needs it per run (ours;
+        hyperfine's export has none, so wall time). A command whose runs' CPU time is recorded
+        null (unmeasured) keeps CPU time: it is inconclusive by it, never judged by wall time."""
+        has_cpu = all(command.cpu_recorded for command in self.commands if command.summary is not None)
         return "cpu" if wanted == "cpu" and has_cpu else "wall"
 
     def measured(self, metric: str | None = None) -> list[RecordedCommand]:
@@ -281,7 +284,8 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     user = read.maybe_seconds(record.get("user"), f"{where}.user")
     system = read.maybe_seconds(record.get("system"), f"{where}.system")
     cpu_times = None
-    if "user_times" in record and "system_times" in record:  # ours: the CPU time of every run
+    cpu_recorded = "user_times" in record and "system_times" in record
+    if cpu_recorded:  # ours: the CPU time of every run
         users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
         systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
         # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
@@ -301,6 +305,7 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
         user=user,
         system=system,
         cpu_times=cpu_times,
+        cpu_recorded=cpu_recorded,
         memory=memory,
         timed_out=read.count(record.get("timed_out"), f"{where}.timed_out", optional=True),
         summary=summary,

@@ -78,8 +78,8 @@ class Summary(Plain):
         median: float,
         min: float,
         max: float,
-        user: float,
-        system: float,
+        user: float | None,
+        system: float | None,
         memory_mean: float | None,
         memory_max: int | None,
     ):
@@ -89,7 +89,7 @@ class Summary(Plain):
         self.median = median
         self.min = min
         self.max = max
-        self.user = user
+        self.user = user  # None: no run's CPU was measured (hyperfine's field, so never a 0 that means nothing)
         self.system = system
         self.memory_mean = memory_mean
         self.memory_max = memory_max
@@ -102,7 +102,8 @@ def sample_stdev(values: list[float], mean: float) -> float:
 
 
 def summarize(times: list[float], user: list[float], system: list[float], memory: list[int | None]) -> Summary:
-    """``times`` in seconds, non-empty; ``memory`` per run, None where unmeasured."""
+    """``times`` in seconds, non-empty; ``user``, ``system`` of the runs whose CPU was measured
+    (none: ``Summary.user`` None); ``memory`` per run, None where unmeasured."""
     known = [m for m in memory if m is not None]
     mean = fmean(times)
     return Summary(
@@ -112,8 +113,8 @@ def summarize(times: list[float], user: list[float], system: list[float], memory
         median=median(times),
         min=min(times),
         max=max(times),
-        user=fmean(user) if user else 0.0,
-        system=fmean(system) if system else 0.0,
+        user=fmean(user) if user else None,
+        system=fmean(system) if system else None,
         memory_mean=fmean(known) if known else None,
         memory_max=max(known) if known else None,
     )

@@ -134,6 +134,10 @@ def main(argv: list[str], invocation) -> int:
         from ..containment.leftovers import inherited
 
         spare = inherited()
+    from ..containment.accounting import ChildrenUsage
+
+    nothing: frozenset[int] = frozenset()  # this process's one run: the orphans it collects are that run's
+    ChildrenUsage.sole(*((nothing,) * 3 if spare is None else (spare.pids, spare.groups, spare.sessions)))
     outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
     end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"))

@@ -27,7 +27,7 @@ from ..rusage import children
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .members import LiveUsage
+    from .members import LiveUsage, Member
 
 # The figures the v1 ``resource_summary`` carries; the rest of Usage's are extensions.
 RESOURCE_SUMMARY_FIELDS = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
@@ -169,16 +169,26 @@ class ChildrenUsage:
     run offers nothing (null: not accounted for) once this process collected, while it was
     open, a child that was not of its own process group (``reaped``): a run alone, with nothing
     else collected, keeps its figures; a run that overlapped another run of this process
-    shares its counter from the start. ``close`` ends the run's share of it."""
+    shares its counter from the start. ``close`` ends the run's share of it.
+
+    A process that carries one run in its whole life (the CLI's ``run``, ``sole``) knows more:
+    every child it collects is that run's or one it inherited before the run (``inherited``),
+    so an orphan outside the run's group (a member's ``setsid`` daemon) is the run's own
+    figure, unless it is (in a group or session of) what was inherited. ``batch``, ``bench``,
+    the service and the API carry many runs, and keep the rule above."""
 
     SOURCE = "getrusage(RUSAGE_CHILDREN) + /proc of the live members"
     _open: set[ChildrenUsage] = set()  # this process's runs counted so, not closed yet
     _lock = _thread.allocate_lock()  # a Dask worker runs its chunks' batches on threads
+    _made = 0  # runs counted so in this process's life
+    _sole = False  # ``sole``: this process carries one run in its life
+    _inherited: tuple[frozenset[int], ...] = ()  # ``sole``: the pids, groups, sessions it had below it before
 
     def __init__(self) -> None:
         self._start = children()
         self.group: int | None = None  # the run's process group, once its root is cloned
         with ChildrenUsage._lock:
+            ChildrenUsage._made += 1
             self._shared = bool(ChildrenUsage._open)
             for other in ChildrenUsage._open:
                 other._shared = True
@@ -205,6 +215,13 @@ class ChildrenUsage:
                     run._shared = True
 
     @staticmethod
+    def sole(pids: frozenset[int], groups: frozenset[int], sessions: frozenset[int]) -> None:
+        """This process carries one run only, and had ``pids`` below it before that run, in
+        ``groups`` and ``sessions`` (``leftovers.Inherited``): an orphan it collects while its only
+        run is open is that run's, unless it is one of those or in one of their groups or sessions."""
+        ChildrenUsage._sole, ChildrenUsage._inherited = True, (pids, groups, sessions)
+
+    @staticmethod
     def reaping(pid: int) -> None:
         """``reaped`` for an exited child about to be collected (still a zombie, its
         ``/proc/<pid>/stat`` readable): its process group read there, only while runs are open."""
@@ -212,7 +229,17 @@ class ChildrenUsage:
             from .members import read_member
 
             member = read_member(pid)
+            if member is not None and ChildrenUsage._the_sole_runs(member):
+                return
             ChildrenUsage.reaped(member.pgid if member is not None else None)
+
+    @staticmethod
+    def _the_sole_runs(member: Member) -> bool:
+        """Whether ``member`` is the open run's, in a process that only ever carried that one (``sole``)."""
+        if not ChildrenUsage._sole or ChildrenUsage._made != 1:
+            return False
+        pids, groups, sessions = ChildrenUsage._inherited
+        return member.pid not in pids and member.pgid not in groups and member.session not in sessions
 
     def offer_to(self, tally: Tally, live: LiveUsage) -> None:
         """Offer ``tally`` this run's CPU and I/O figures, the live members' ``live`` added;
@@ -234,6 +261,7 @@ def _forked() -> None:
     """A forked child carries none of its parent's runs, and its lock may have been held at the fork."""
     ChildrenUsage._open = set()
     ChildrenUsage._lock = _thread.allocate_lock()
+    ChildrenUsage._made, ChildrenUsage._sole = 0, False  # a fork's runs are its own: it says ``sole`` itself
 
 
 os.register_at_fork(after_in_child=_forked)
