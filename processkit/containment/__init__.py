@@ -82,7 +82,7 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
         if rundir is not None and isinstance(v1, cgroup_v1.CgroupV1Controllers) and v1.paths:
             rundir.record_groups(v1.paths)  # (a lent group is recorded by its pool)
         container.start_counting(cpu_counted=isinstance(v1, cgroup_v1.CgroupV1Controllers) and v1.counts_cpu())
-    except ContainerError:  # LimitUnavailable too
+    except BaseException:  # a ContainerError (LimitUnavailable too), or any other: nothing made is left held
         container.release()
         raise
     return container
