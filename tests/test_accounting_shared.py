@@ -208,3 +208,32 @@ def test_a_lone_cli_run_is_not_given_what_its_caller_handed_over(tmp_path, monke
         go.touch()  # a burner whose run never started ends all the same
     assert result.returncode == 0, result.stderr
     assert json.loads(usage.read_text())["total_cpu_ms"] is None
+
+
+def test_a_set_up_that_fails_by_any_exception_leaves_no_share_of_the_counter_open(tmp_path, monkeypatch):
+    """``containment.create``: a process group's share of the runner's counter (``ChildrenUsage``)
+    opens with the container; a step after it that raises (here a RuntimeError, no ContainerError)
+    releases it, else every later run of this process would read its CPU as shared: null."""
+    from processkit import containment, rundir
+    from processkit.containment.accounting import ChildrenUsage
+    from processkit.containment.process_group import ProcessGroup
+    from processkit.spec import NO_LIMITS
+
+    bare(monkeypatch, tmp_path)
+    home = rundir.RunDir(str(tmp_path))
+    try:
+        for place, step in ((rundir.RunDir, "speaks_for"), (ProcessGroup, "start_counting")):
+
+            def fail(*args, _step=step, **kwargs):
+                raise RuntimeError(f"{_step} failed")
+
+            with monkeypatch.context() as patched:
+                patched.setattr(place, step, fail)
+                try:
+                    containment.create(NO_LIMITS, home)
+                except RuntimeError:
+                    pass
+            assert not ChildrenUsage._open, f"a failed {step} left its run's share open"
+    finally:
+        ChildrenUsage._open.clear()
+        home.close()

@@ -71,9 +71,9 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
     lender = None if limits.requested else _lender(rundir)  # a capped run's groups are its own
     container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans, lender)
-    if rundir is not None:  # its directory stays while a group of the run's remains (``RunDir.close``)
-        rundir.speaks_for(container)
-    try:
+    try:  # from here on, whatever fails releases what ``_containment`` made (a process group's open share)
+        if rundir is not None:  # its directory stays while a group of the run's remains (``RunDir.close``)
+            rundir.speaks_for(container)
         if limits.requested:
             container.controllers = _controllers(container, limits, name, v1_parents)
         elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
