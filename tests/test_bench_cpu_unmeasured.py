@@ -5,6 +5,8 @@ unmeasured in ``bench``: never a 0 that the statistics, the exports and the gate
 from __future__ import annotations
 
 import json
+
+import pytest
 from types import SimpleNamespace
 
 from processkit.benchmark import gate, recorded
@@ -143,3 +145,15 @@ def test_a_command_no_run_of_which_had_its_cpu_measured_says_so_in_every_export(
     header, row = table.read_text().splitlines()
     assert header.split(",")[4:6] == ["user", "system"] and row.split(",")[4:6] == ["", ""], row
     assert b"[CPU: not measured]" in result.stdout and b"User: 0" not in result.stdout
+
+
+def test_the_shell_start_up_whose_cpu_no_run_measured_is_null_in_the_export():
+    """``processkit.shell_startup``: its user and system are null where no calibration run's CPU
+    was measured (never 0.0, a figure), and nothing is taken off the runs' own CPU."""
+    command = Command("a", "a", ("a",), {}, shell=True)
+    result = Session(
+        [command], Options(runs=2, shell=("sh",)), executor=ByCommand({"sh": (MS, None), "a": (10 * MS, 4 * MS)})
+    ).run()
+    startup = result.to_json()["processkit"]["shell_startup"]
+    assert (startup["user"], startup["system"], startup["runs"]) == (None, None, 50), startup
+    assert result.results[0].cpu_times == [pytest.approx(0.004)] * 2

@@ -59,10 +59,10 @@ class Startup(Plain):
 
     __slots__ = ("command", "wall", "user", "system", "runs")
 
-    def __init__(self, command: str, wall: float, user: float, system: float, runs: int):
+    def __init__(self, command: str, wall: float, user: float | None, system: float | None, runs: int):
         self.command = command
         self.wall = wall
-        self.user = user
+        self.user = user  # None: no calibration run's CPU was measured (null in the export, never a 0)
         self.system = system
         self.runs = runs
 
@@ -167,8 +167,8 @@ class Session:
         self.shell_startup = Startup(
             shown,
             fmean(run.wall_ns or 0 for run in measured) / 1e9,
-            fmean(users) / 1e9 if users else 0.0,  # none measured: nothing taken off
-            fmean(systems) / 1e9 if systems else 0.0,
+            fmean(users) / 1e9 if users else None,  # none measured: nothing taken off
+            fmean(systems) / 1e9 if systems else None,
             len(measured),
         )
 
@@ -257,9 +257,9 @@ class Session:
             return wall, user, system
         if wall is not None:
             wall = max(wall - startup.wall, 0.0)
-        if user is not None:
+        if user is not None and startup.user is not None:
             user = max(user - startup.user, 0.0)
-        if system is not None:
+        if system is not None and startup.system is not None:
             system = max(system - startup.system, 0.0)
         return wall, user, system
 
