@@ -157,3 +157,52 @@ def test_the_shell_start_up_whose_cpu_no_run_measured_is_null_in_the_export():
     startup = result.to_json()["processkit"]["shell_startup"]
     assert (startup["user"], startup["system"], startup["runs"]) == (None, None, 50), startup
     assert result.results[0].cpu_times == [pytest.approx(0.004)] * 2
+
+
+def against_of(earlier_figures: dict, now_figures: dict, text: str | None = None):
+    """The baseline comparison of ``now_figures`` against an export of ``earlier_figures`` by CPU
+    time, as ``bench --baseline`` attaches it (every command's text ``text`` where given)."""
+    from processkit.benchmark import against
+
+    def bench_with(figures: dict):
+        commands = [Command(name, text or name, (name,), {}) for name in figures]
+        return Session(commands, Options(runs=5, metric="cpu"), executor=ByCommand(figures)).run()
+
+    earlier = recorded.from_json(bench_with(earlier_figures).to_json(), "base.json")
+    now = bench_with(now_figures)
+    against.attach(now, earlier, "base.json", None, None)  # type: ignore[arg-type]
+    return now, earlier
+
+
+def test_a_command_whose_cpu_is_unmeasured_on_a_side_is_paired_and_said_so_not_unmatched():
+    """``b`` is in the baseline, its CPU time null there: it is paired with it and its verdict
+    names the side, never "not in the baseline" while the gate says "not measured"."""
+    from processkit.benchmark import baseline
+    from processkit.report.bench_page import page_model
+
+    now, earlier = against_of({"a": (10 * MS, MS), "b": (20 * MS, None)}, {"a": (10 * MS, MS), "b": (20 * MS, MS)})
+    by = {entry["command"]: entry for entry in now.to_json()["baseline"]["commands"]}
+    assert by["b"]["baseline_command"] == "b" and by["b"]["verdict"] == "CPU time not measured in the baseline", by
+    assert by["b"]["ratio"] is None and by["a"]["verdict"] != baseline.UNMATCHED, by
+    shown = "\n".join(baseline.render(now.baseline))
+    assert "not in the baseline" not in shown and "'b': CPU time not measured in the baseline" in shown, shown
+    # the other way round (this side's CPU null), and ``report base.json new.json``'s page
+    now, earlier = against_of({"a": (10 * MS, MS), "b": (20 * MS, MS)}, {"a": (10 * MS, MS), "b": (20 * MS, None)})
+    (b,) = [entry for entry in now.baseline.commands if entry.command == "b"]
+    assert (b.baseline_command, b.verdict) == ("b", "CPU time not measured in these runs"), b
+    page = page_model(recorded.from_json(now.to_json(), "new.json"), earlier)
+    rows = {row["command"]: row for row in page["against"]["rows"]}
+    assert (rows["b"]["baseline_command"], rows["b"]["verdict"]) == ("b", "CPU time not measured in these runs"), rows
+
+
+def test_a_command_whose_cpu_is_unmeasured_in_the_baseline_is_never_compared_with_another_of_the_same_text():
+    """``-n a 'sleep 0.01' -n b 'sleep 0.01'``, ``b``'s CPU null in the baseline and ``a``'s in these
+    runs: the new ``b`` is paired with the baseline's ``b`` (by name), never with ``a`` by their
+    common text (a ratio against another command's CPU time, with nothing naming it)."""
+    now, _ = against_of(
+        {"a": (10 * MS, MS), "b": (10 * MS, None)}, {"a": (10 * MS, None), "b": (10 * MS, 3 * MS)}, "sleep 0.01"
+    )
+    by = {entry.command: entry for entry in now.baseline.commands}
+    assert by["b"].baseline_command == "b" and by["b"].ratio is None, by["b"]
+    assert (by["a"].baseline_command, by["a"].verdict) == ("a", "CPU time not measured in these runs"), by["a"]
+    assert by["b"].verdict == "CPU time not measured in the baseline", by["b"]

@@ -37,13 +37,15 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     from . import baseline, gate
 
     metric = earlier.metric_for(result.metric)
-    if metric == "cpu":
-        current = [
-            (r.command.name, r.command.text, r.cpu_summary, r.cpu_times) for r in result.results if r.cpu_summary
-        ]
-    else:
-        current = [(r.command.name, r.command.text, r.summary, r.times) for r in result.results if r.summary]
-    result.baseline = baseline.against(current, earlier.samples(metric), file, metric)
+    # every command with runs, paired as the gate pairs them: one whose CPU time was not measured
+    # (null) on a side is still paired, and its verdict says so (``baseline.against``)
+    by_cpu = metric == "cpu"
+    current = [
+        (r.command.name, r.command.text, *((r.cpu_summary, r.cpu_times) if by_cpu else (r.summary, r.times)))
+        for r in result.results
+        if r.summary
+    ]
+    result.baseline = baseline.against(current, earlier.samples(metric, every=True), file, metric)
     if threshold is not None:
         flag = named.given(BY_DEST["fail_if_slower"], f"{threshold:g}")
         result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)

@@ -21,9 +21,16 @@ FASTER = "faster"
 UNCHANGED = "no significant change"
 TOO_FEW = "too few runs to test"
 UNMATCHED = "not in the baseline"
-VERDICTS = (SLOWER, FASTER, UNCHANGED, TOO_FEW, UNMATCHED)
+# By CPU time, a command paired with its baseline command whose runs' CPU time was not measured
+# (null: ``accounting.ChildrenUsage``) on one side or both: no ratio, and the side named.
+NOT_MEASURED = {
+    (True, False): "CPU time not measured in these runs",
+    (False, True): "CPU time not measured in the baseline",
+    (True, True): "CPU time not measured on either side",
+}
+VERDICTS = (SLOWER, FASTER, UNCHANGED, TOO_FEW, UNMATCHED, *NOT_MEASURED.values())
 
-Sample = tuple  # (name, text, Summary, times): what both a live result and an export give
+Sample = tuple  # (name, text, Summary or None: not measured by the metric, times): a live result's or an export's
 
 
 class Against(Plain):
@@ -93,13 +100,22 @@ def match(current: list[Sample], baseline: list[Sample]) -> list[int | None]:
 
 
 def against(current: list[Sample], baseline: list[Sample], file: str, metric: str) -> BaselineReport:
+    """Every command with runs against its baseline command, paired over every command with
+    runs on both sides (as the gate pairs them): one whose runs were not measured by ``metric``
+    (CPU time, null) is still paired, its verdict saying which side lacks it."""
     entries = []
     for sample, hit in zip(current, match(current, baseline)):
         name, _, summary, times = sample
+        mean = None if summary is None else summary.mean
         if hit is None:
-            entries.append(Against(name, None, summary.mean, None, None, None, None, UNMATCHED))
+            entries.append(Against(name, None, mean, None, None, None, None, UNMATCHED))
             continue
         old_name, _, old_summary, old_times = baseline[hit]
+        if summary is None or old_summary is None:
+            verdict = NOT_MEASURED[summary is None, old_summary is None]
+            old_mean = None if old_summary is None else old_summary.mean
+            entries.append(Against(name, old_name, mean, old_mean, None, None, None, verdict))
+            continue
         entries.append(_entry(name, summary, times, old_name, old_summary, old_times))
     return BaselineReport(file, metric, entries)
 
@@ -122,6 +138,8 @@ def describe(entry: Against) -> str:
     """``1.21 ± 0.03 × the baseline (slower by 21.0 %, Mann-Whitney U p = 1.2e-05)``."""
     if entry.verdict == UNMATCHED:
         return UNMATCHED
+    if entry.verdict in NOT_MEASURED.values():
+        return f"{entry.verdict} (not accounted for), against '{sanitize(entry.baseline_command or '')}': no ratio"
     if entry.ratio is None:
         return f"the baseline's mean is 0: no ratio ({entry.verdict})"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""

@@ -84,12 +84,14 @@ class RecordedBench(Plain):
             return [command for command in self.commands if command.cpu_summary is not None]
         return [command for command in self.commands if command.summary is not None]
 
-    def samples(self, metric: str | None = None) -> list[tuple]:
+    def samples(self, metric: str | None = None, every: bool = False) -> list[tuple]:
         """``(name, text, summary, times)`` per command measured by ``metric``: the summary over
         every run, the times an even sample for the tests (``TESTED_RUNS`` in all, shared out),
-        so that comparing a huge export's commands stays bounded in time."""
+        so that comparing a huge export's commands stays bounded in time. ``every``: each
+        command with runs, its summary None where ``metric``'s figure was not measured (a
+        baseline pairs its commands so, ``baseline.against``: one is never dropped for it)."""
         by_cpu = (metric or self.metric) == "cpu"
-        commands = self.measured("cpu" if by_cpu else "wall")
+        commands = self.measured("cpu" if by_cpu and not every else "wall")
         cap = max(MIN_TESTED, TESTED_RUNS // max(len(commands), 1))
         return [
             (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
