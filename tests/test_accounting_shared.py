@@ -230,7 +230,7 @@ def test_a_set_up_that_fails_by_any_exception_leaves_no_share_of_the_counter_ope
             with monkeypatch.context() as patched:
                 patched.setattr(place, step, fail)
                 try:
-                    containment.create(NO_LIMITS, home)
+                    containment.create(NO_LIMITS, home, adopt_orphans=False)  # the test process no subreaper
                 except RuntimeError:
                     pass
             assert not ChildrenUsage._open, f"a failed {step} left its run's share open"
