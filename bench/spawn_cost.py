@@ -1,6 +1,6 @@
 """What one native spawn of ``true`` costs the process that spawns it (csrc/spawn.c).
 
-Calls the engine's native spawn (``spawn_native.native_spawn``: the C spawn ``processkit-cli run``
+Calls the engine's native spawn (``spawn_native.Pending``: the C spawn ``processkit-cli run``
 and ``batch`` take, waited for) in a loop from this interpreter and reports the median wall
 time of the call (until the child has exec'd) and the median CPU time this process spent in it (all its threads; the child's own
 CPU is not in it), and the median CPU time of the child, from its clone to its exit (``wait4``:
@@ -38,7 +38,7 @@ def measure(calls: int, parent: str | None, own_memory: bool) -> tuple[list[floa
     for index in range(calls):
         path, joins = fresh_group(parent, index) if parent else (None, ChildJoins())
         wall, cpu = time.perf_counter(), time.process_time()
-        child = spawn_native.native_spawn(["true"], env, None, joins, [-1, -1, -1], False, own_memory=own_memory)
+        child = spawn_native.Pending(["true"], env, None, joins, [-1, -1, -1], False, 0, own_memory=own_memory).wait()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         assert child.stage == 0, os.strerror(child.error)

@@ -246,7 +246,7 @@ filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op i
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
-result = spawn_native.native_spawn(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False)
+result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
 print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
 """
 
@@ -292,7 +292,7 @@ filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op i
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
-result = spawn_native.native_spawn(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False)
+result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
 print(result.stage, result.pidfd, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
 """
 
@@ -309,8 +309,8 @@ def test_a_child_killed_before_its_exec_is_decided_by_its_exit_without_a_pidfd(h
 EXECS_WITHOUT_CLONE3 = (
     KILLED_AT_BIRTH_NO_PIDFD.replace("(jeq, 0, 1, 109), (ret, 0, 0, kill),", "(jeq, 0, 1, 109), (ret, 0, 0, allow),")
     .replace(
-        'result = spawn_native.native_spawn(["true"]',
-        'result = spawn_native.native_spawn(["sleep", "60"]',
+        'result = spawn_native.Pending(["true"]',
+        'result = spawn_native.Pending(["sleep", "60"]',
     )
     .replace("print(result.stage, result.pidfd,", "os.kill(result.pid, 9)\nprint(result.stage, result.pidfd,")
 )

@@ -1,4 +1,4 @@
-"""The native spawn's C child, driven in-process through ``spawn_native.native_spawn``.
+"""The native spawn's C child, driven in-process through ``spawn_native.Pending``, each waited for.
 
 The child shares the runner's memory until its execve (csrc/spawn.c), so what it may not do
 is checked where it would show: each step's failure comes back with its own stage and errno;
@@ -33,7 +33,7 @@ ENV = {"PATH": "/usr/bin:/bin"}
 
 def attempt(argv=("true",), *, cwd=None, joins=None, stdio=(-1, -1, -1), terminal=False):
     """(stage, errno) of a spawn; a started child is reaped and must have exited 0."""
-    result = spawn_native.native_spawn(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal)
+    result = spawn_native.Pending(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal, 0, False).wait()
     if result.stage == lib.PK_SPAWN_OK:
         if result.pidfd >= 0:
             os.close(result.pidfd)
@@ -177,7 +177,9 @@ def signal_during_spawn() -> None:
 
     helper = threading.Thread(target=interfere)
     helper.start()
-    result = spawn_native.native_spawn(["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False)
+    result = spawn_native.Pending(
+        ["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False, 0, False
+    ).wait()
     helper.join()
     assert result.stage == lib.PK_SPAWN_OK  # killed after its last report, so "started"
     assert [result.pid] == sent
@@ -194,7 +196,7 @@ def test_the_copy_on_write_childs_own_readings_reach_the_runner(tmp_path):
     try:
         before = time.monotonic_ns()
         joins = ChildJoins(procs_fds=(procs,))
-        result = spawn_native.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False, own_memory=True)
+        result = spawn_native.Pending(["true"], ENV, None, joins, [-1, -1, -1], False, 0, own_memory=True).wait()
     finally:
         os.close(procs)
     assert result.stage == lib.PK_SPAWN_OK
@@ -208,9 +210,9 @@ def clone_refused() -> None:
     with open(os.path.join(os.environ["PK_TEST_PIDS_GROUP"], "cgroup.procs"), "w") as handle:
         handle.write("0")
     for own_memory in (False, True):
-        result = spawn_native.native_spawn(
-            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, own_memory=own_memory
-        )
+        result = spawn_native.Pending(
+            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, own_memory=own_memory
+        ).wait()
         assert (result.stage, result.error) == (lib.PK_SPAWN_CLONE, errno.EAGAIN), own_memory
         assert (result.pid, result.start_ns, result.join_ns) == (-1, 0, 0), own_memory
 
@@ -247,7 +249,7 @@ def concurrent_spawns() -> None:
     def stalled() -> None:
         """Reaps its child itself: the parent-death signal follows the spawning thread's end."""
         joins = ChildJoins(procs_fds=(write_end,))
-        result = spawn_native.native_spawn(["true"], ENV, None, joins, [-1, -1, -1], False)
+        result = spawn_native.Pending(["true"], ENV, None, joins, [-1, -1, -1], False, 0, False).wait()
         results.append((result.stage, result.error, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1])))
 
     helper = threading.Thread(target=stalled)
@@ -295,9 +297,9 @@ def dispositions_after_spawn() -> None:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGQUIT})
     read_end, write_end = os.pipe()
-    result = spawn_native.native_spawn(
-        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False
-    )
+    result = spawn_native.Pending(
+        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False
+    ).wait()
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
         status = out.read().decode()
@@ -356,7 +358,7 @@ def output_of(argv, env) -> bytes:
     """What the child (which must exit 0) wrote to its stdout, through a pipe."""
     read_end, write_end = os.pipe()
     try:
-        result = spawn_native.native_spawn(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False)
+        result = spawn_native.Pending(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False, 0, False).wait()
     finally:
         os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
@@ -418,7 +420,7 @@ def report_pipe_that_cannot_move() -> None:
     limits = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, limits[1]))
     try:
-        result = spawn_native.native_spawn(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False)
+        result = spawn_native.Pending(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
         got = (result.stage, result.error)
         if result.stage == lib.PK_SPAWN_OK:
             got += (os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]),)
@@ -471,7 +473,9 @@ def spawn_without_close_range() -> None:
     inherited = os.dup2(0, 500)  # inheritable, yet closed in the child: only 0-2 pass
     without_close_range(10_000)
     read_end, write_end = os.pipe()
-    result = spawn_native.native_spawn(["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False)
+    result = spawn_native.Pending(
+        ["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False
+    ).wait()
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
         listed = out.read().split()

@@ -204,9 +204,12 @@ class ChildrenUsage:
         """The one rule for every collection of a child by this process (a run's root, an
         adopted orphan, a process the service started): the child's figures, and those of
         everything it reaped, are in the counter now, so each open run but the one whose
-        process group it was (``group``; None where not known: every open run) shares it.
-        A member of the run's own group is the run's, even one its parent left to the
-        subreaper; one that left the group (``setsid``) is no run's."""
+        process group it was (``group``) shares it. None: every open run, for a child known to
+        be no run's (a swept leftover, a process the service started: its group is beside the
+        point) or whose group could not be read. A member of the run's own group is the run's,
+        even one its parent left to the subreaper; one that left the group (``setsid``) is no
+        run's. A child of no known owner (an orphan the subreaper adopted) goes through
+        ``reaping`` first, before it is collected."""
         if not ChildrenUsage._open:  # the usual case (a cgroup host): no lock taken
             return
         with ChildrenUsage._lock:
@@ -223,8 +226,9 @@ class ChildrenUsage:
 
     @staticmethod
     def reaping(pid: int) -> None:
-        """``reaped`` for an exited child about to be collected (still a zombie, its
-        ``/proc/<pid>/stat`` readable): its process group read there, only while runs are open."""
+        """``reaped`` for an exited child of no known owner about to be collected (still a
+        zombie, its ``/proc/<pid>/stat`` readable): its process group read there, only while
+        runs are open; in a ``sole`` process, an orphan not inherited is the run's."""
         if ChildrenUsage._open:
             from .members import read_member
 

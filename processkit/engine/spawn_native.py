@@ -48,8 +48,8 @@ class Pending:
         joins: ChildJoins,
         child_ends: list[int],
         tty: int,
-        linger_ms: int = 0,
-        own_memory: bool = False,
+        linger_ms: int,
+        own_memory: bool,
     ):
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
@@ -144,13 +144,6 @@ class Pending:
         # Dropped unfinished (a bug): the child may still read what is held, so wait for it.
         if self._handle is not None:
             self.wait()
-
-
-def native_spawn(*request, **options):
-    """A spawn of this request (``Pending``'s parameters, the one place they are named), its
-    exec waited for; its ``pk_spawn_result`` (pid, pidfd, stage, errno), which the tests of the
-    C child's steps read directly."""
-    return Pending(*request, **options).wait()
 
 
 def _exec_paths(program: bytes, env) -> list[bytes]:
