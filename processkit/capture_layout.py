@@ -150,8 +150,10 @@ def _is_fresh_name(name: str) -> bool:
     for own in (NAME, MARKS_NAME):
         prefix = f".{own}."
         if name.startswith(prefix):
+            from .rundir import HEX_DIGITS  # a ring run's: loaded already, and reached for such a name alone
+
             tail = name[len(prefix) :]
-            return len(tail) == 2 * FRESH_BYTES and all(c in "0123456789abcdef" for c in tail)
+            return len(tail) == 2 * FRESH_BYTES and HEX_DIGITS.issuperset(tail)
     return False
 
 

@@ -74,20 +74,3 @@ def test_a_shared_lock_lets_another_shared_one_in_and_keeps_an_exclusive_one_out
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def test_every_flock_of_the_package_is_natives():
-    """One idiom for a lock (``native.lock_exclusive``, ``lock_shared``): no module but
-    ``native.py`` calls ``flock`` itself (``service/scratch.py`` did, beside ``liveness``'s)."""
-    import ast
-    import pathlib
-
-    package = pathlib.Path(native.__file__).parent
-    callers = sorted(
-        f"{path.relative_to(package)}:{node.lineno}"
-        for path in package.rglob("*.py")
-        if path.name != "native.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Call) and "flock" in (getattr(node.func, "attr", None), getattr(node.func, "id", None))
-    )
-    assert callers == []

@@ -110,7 +110,11 @@ def _temporary_of(entry: str, name: str) -> bool:
     if not entry.startswith(name + "-") or not entry.endswith(".tmp"):
         return False
     pid, _, token = entry[len(name) + 1 : -4].partition("-")
-    return pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token)
+    if not pid.isdigit() or len(token) != 8:
+        return False
+    from ..rundir import HEX_DIGITS  # once the rows are written, and for such a name alone
+
+    return HEX_DIGITS.issuperset(token)
 
 
 def lean(text: bytes, source: str, code):
