@@ -42,7 +42,6 @@ VERSION = 1
 MAX_BYTES = 64 * 1024
 FRESH_TRIES = 8  # fresh names tried for a record before giving up (``_placed``)
 FRESH_BYTES = 6  # random bytes in a fresh name, as hex: .capture-keep.json.<12 hex digits>
-LEFT_AFTER = 60.0  # seconds after which a fresh name still there is a killed runner's (``_sweep_left``)
 CAPTURING = "capturing"  # a live record's state: the run had not ended when it was written
 
 # capture-keep.marks: MAGIC, then a TAG_BYTES digest of the run id, then per stream (stdout, then
@@ -135,43 +134,26 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
 
 def _sweep_left(directory: str) -> None:
     """Remove the fresh names (``_placed``) a runner killed between making one and renaming it
-    left in ``directory``: nothing else ever would. Only this user's regular files with that
-    one name, of the exact pattern, untouched for ``LEFT_AFTER`` seconds (another run into the
-    same directory may be filling its own now), are removed, through one descriptor of the
-    directory. Best effort: a directory this user cannot list (mode 0300) is left as it is."""
-    import stat
-    import time
+    left in ``directory`` (``freshnames.sweep``: only this user's regular files, no longer
+    being filled), looked for by name first: the sweep's module is loaded only where one is."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # a directory this user cannot list (mode 0300) is left as it is
+    if any(map(_is_fresh_name, names)):
+        from .freshnames import sweep
 
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        names = [name for name in os.listdir(dir_fd) if _is_fresh_name(name)]
-        for name in names:
-            try:
-                found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if (
-                stat.S_ISREG(found.st_mode)
-                and found.st_uid == os.geteuid()
-                and found.st_nlink == 1
-                and time.time() - found.st_mtime > LEFT_AFTER
-            ):
-                _remove(name, dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+        sweep(directory, _is_fresh_name)
 
 
 def _is_fresh_name(name: str) -> bool:
     for own in (NAME, MARKS_NAME):
         prefix = f".{own}."
         if name.startswith(prefix):
+            from .rundir import HEX_DIGITS  # a ring run's: loaded already, and reached for such a name alone
+
             tail = name[len(prefix) :]
-            return len(tail) == 2 * FRESH_BYTES and all(c in "0123456789abcdef" for c in tail)
+            return len(tail) == 2 * FRESH_BYTES and HEX_DIGITS.issuperset(tail)
     return False
 
 

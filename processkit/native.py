@@ -1,5 +1,5 @@
 """The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn, ``prctl``, and
-libc's ``wait4`` and ``getrusage``, ``flock`` and ``fcntl``'s pipe size.
+libc's ``wait4`` and ``getrusage``, ``flock`` (shared: ``fcntl``'s alone) and ``fcntl``'s pipe size.
 
 A C compiler is optional at install time, so every user of the module has a pure-Python
 fallback. It is imported once, on first use; a failed import is remembered too.
@@ -85,6 +85,15 @@ def lock_exclusive(fd: int) -> None:
         code = native.ffi.errno
         if code != errno.EINTR:
             raise OSError(code, os.strerror(code))  # the errno's own subclass, as fcntl's
+
+
+def lock_shared(fd: int) -> None:
+    """``fcntl.flock(fd, LOCK_SH | LOCK_NB)``, raising as it does; through the ``fcntl`` module
+    alone: its one taker, the runner service's scratch mark (``service/scratch.py``), runs where
+    ``api/wire.py`` has loaded it already, and the C module declares no ``LOCK_SH``."""
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
 def set_pipe_size(fd: int, size: int) -> int:

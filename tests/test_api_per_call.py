@@ -120,7 +120,7 @@ def test_a_request_with_no_run_id_is_refused_in_the_run_grammars_words(isolated_
 
 def test_a_request_sent_as_changes_gets_a_copy_of_the_last_spec_without_copy_copy(monkeypatch):
     """A request that sends only what changed since the last (``Connection.send``) is applied
-    to a copy of the last spec, field by field (``request._copy``), not through ``copy.copy``'s
+    to a copy of the last spec, field by field (``Plain.copied``), not through ``copy.copy``'s
     ``__reduce_ex__`` and state dict each call: the last spec stays as it was, and the copy
     equals a spec built with the change."""
     import copy

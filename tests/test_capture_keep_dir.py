@@ -17,7 +17,7 @@ import time
 import pytest
 
 from payloads import block, child_command
-from processkit import capture_layout
+from processkit import capture_layout, freshnames
 from streams import run_checked
 from test_other_users import other_user  # noqa: F401 - the fixture: a second OS user
 
@@ -72,7 +72,7 @@ def test_a_write_and_search_only_capture_directory_keeps_its_record(tmp_path, wr
 def test_fresh_names_a_killed_runner_left_are_removed_by_the_next_ring_run(tmp_path):
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
-    old = time.time() - 2 * capture_layout.LEFT_AFTER
+    old = time.time() - 2 * freshnames.STALE_SECONDS
     left = [cap_dir / ".capture-keep.json.0123456789ab", cap_dir / ".capture-keep.marks.cdef01234567"]
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
@@ -103,3 +103,21 @@ def test_fresh_names_a_killed_runner_left_are_removed_by_the_next_ring_run(tmp_p
     assert [why for why, path in kept.items() if not os.path.lexists(path)] == []
     assert victim.read_text() == "keep me\n"
     assert (cap_dir / "stdout.log").read_bytes() == block(6, 3000)[-1000:]
+
+
+def test_a_ring_run_loads_the_sweep_only_where_a_fresh_name_is_left(tmp_path):
+    """``capture_layout._sweep_left`` looks for a fresh name by its listing first: a directory
+    with none, every ring run's usual case, costs no import of ``freshnames``; one with a stale
+    fresh name has it removed."""
+    import subprocess
+    import sys
+
+    stale = tmp_path / ".capture-keep.json.0123456789ab"
+    script = (
+        "import sys; from processkit import capture_layout as c\n"
+        f"c._sweep_left({str(tmp_path)!r}); print('processkit.freshnames' in sys.modules)\n"
+        f"open({str(stale)!r}, 'w').close(); import os; os.utime({str(stale)!r}, (0, 0))\n"
+        f"c._sweep_left({str(tmp_path)!r}); print('processkit.freshnames' in sys.modules, os.path.exists({str(stale)!r}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["False", "True", "False"], result.stderr

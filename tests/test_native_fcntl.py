@@ -61,3 +61,16 @@ def test_a_pipe_is_sized_as_fcntl_sizes_it(way):
         os.close(writer)
     with pytest.raises(OSError):
         native.set_pipe_size(reader, 1 << 16)
+
+
+def test_a_shared_lock_lets_another_shared_one_in_and_keeps_an_exclusive_one_out(tmp_path):
+    path = tmp_path / "mark"
+    fds = [os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600) for _ in range(3)]
+    try:
+        native.lock_shared(fds[0])
+        native.lock_shared(fds[1])
+        with pytest.raises(BlockingIOError):
+            native.lock_exclusive(fds[2])
+    finally:
+        for fd in fds:
+            os.close(fd)

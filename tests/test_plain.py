@@ -37,6 +37,18 @@ def test_a_record_takes_its_fields_in_order_or_by_name_with_defaults():
             wrong()
 
 
+def test_a_copy_is_shallow_and_skips_the_constructor_for_every_kind():
+    """``copied`` (the service's spec changes are applied to one): an equal record of the same
+    type, not the same object, its fields shared; a Frozen's own ``__setattr__`` does not refuse it."""
+    step = Step("build", 2)
+    copy = step.copied()
+    assert copy == step and copy is not step and copy.notes is step.notes
+    copy.tries = 3
+    assert step.tries == 2
+    point = Point3(1, 2, 3)
+    assert point.copied() == point and hash(point.copied()) == hash(point)
+
+
 def test_a_mutable_default_is_never_shared():
     first, second = Step("a"), Step("b")
     first.notes.append("x")

@@ -26,10 +26,7 @@ from posix import (
     O_EXCL,
     O_WRONLY,
     close,
-    geteuid,
     getpid,
-    listdir,
-    lstat,
     rename,
     stat,
     unlink,
@@ -93,39 +90,19 @@ def write(path: str, rows: tuple, sources: dict) -> None:
             pass
 
 
-# How old a writer's temporary file must be before the next writer takes it for a leftover: a
-# write takes well under a second; its file is only ever left by a writer killed while writing.
-STALE_SECONDS = 60
-
-
 def sweep(path: str) -> None:
-    """Remove the temporary files writers of ``path`` left when killed while writing (SIGKILL, an
-    OOM kill: no clean-up ran), each such file a bundle's size for good: only names ``write``
-    makes, regular files of this user's, untouched for ``STALE_SECONDS``, and only in a directory
-    of this user's that no one else can write (so no one else's file can be there under that
-    name). Best effort: a file gone meanwhile or refused is left to the next writer."""
+    """Remove the temporary files writers of ``path`` left when killed while writing, each a
+    bundle's size for good (``freshnames.sweep``): only names ``write`` makes, and only in a
+    directory of this user's that no one else can write (so no one else's file can be there
+    under that name); stale by the file system's clock, as the leftovers' times are."""
     directory, _, name = path.rpartition("/")
     try:
-        held = lstat(directory)
-        if held.st_uid != geteuid() or held.st_mode & 0o022:
-            return
-        names = listdir(directory)
-        now = stat(path).st_mtime  # the file system's clock, as the leftovers' times are
+        now = stat(path).st_mtime
     except OSError:
         return
-    for entry in names:
-        if not _temporary_of(entry, name):
-            continue
-        try:
-            found = lstat(f"{directory}/{entry}")
-            if (
-                found.st_mode & 0o170000 == 0o100000
-                and found.st_uid == geteuid()
-                and now - found.st_mtime > STALE_SECONDS
-            ):
-                unlink(f"{directory}/{entry}")
-        except OSError:
-            pass
+    from ..freshnames import sweep as remove_stale  # after the rows are written: no row of its own
+
+    remove_stale(directory, lambda entry: _temporary_of(entry, name), now, private=True)
 
 
 def _temporary_of(entry: str, name: str) -> bool:
@@ -133,7 +110,11 @@ def _temporary_of(entry: str, name: str) -> bool:
     if not entry.startswith(name + "-") or not entry.endswith(".tmp"):
         return False
     pid, _, token = entry[len(name) + 1 : -4].partition("-")
-    return pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token)
+    if not pid.isdigit() or len(token) != 8:
+        return False
+    from ..rundir import HEX_DIGITS  # once the rows are written, and for such a name alone
+
+    return HEX_DIGITS.issuperset(token)
 
 
 def lean(text: bytes, source: str, code):

@@ -111,7 +111,7 @@ def orphaned(name: str) -> bool:
         len(parts) not in (2, 3)
         or not all(part.isascii() and part.isdigit() for part in parts[:-1])
         or not parts[-1]
-        or not all(ch in "0123456789abcdef" for ch in parts[-1])
+        or not rundir.HEX_DIGITS.issuperset(parts[-1])
     ):
         return False  # not a name a runner makes: never ours to remove
     running = start_time(int(parts[0]))

@@ -24,7 +24,6 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
 import re
@@ -354,29 +353,14 @@ _TIME_AT: list[int] = []
 def spec_of(sent, last):
     """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
     ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
-    to a copy: a spec in flight is never changed."""
+    to a copy: a spec in flight is never changed. ``last`` has every field set: the caller
+    reads them all (``_values``) before it sends a spec whole, and pickle keeps what was set."""
     if not isinstance(sent, dict):
         return sent
     if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
         return None
-    spec = _copy(last)
+    spec = last.copied()
     for name, value in sent.items():
-        setattr(spec, name, value)
-    return spec
-
-
-def _copy(last):
-    """A shallow copy of a record (``plain.Plain``) whose fields are all set: its fields read in
-    one C call (``_getter``) and set on a bare instance, a third of ``copy.copy``'s cost (which
-    goes through ``__reduce_ex__`` and a state dict, every call a request is read); a record
-    with a field unset is ``copy.copy``'s."""
-    cls = type(last)
-    try:
-        values = cls._getter(last)
-    except AttributeError:
-        return copy.copy(last)
-    spec = cls.__new__(cls)
-    for name, value in zip(cls._fields, values):
         setattr(spec, name, value)
     return spec
 

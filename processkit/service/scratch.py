@@ -7,12 +7,13 @@ the caller's idiom too)."""
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import shutil
 import stat
 import tempfile
 import time
+
+from ..native import lock_exclusive, lock_shared
 
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
 MAKING_PREFIX = ".processkit-api-"  # the same directory while it is made, before its lock is held
@@ -40,7 +41,7 @@ def make(base: str) -> tuple[str, int]:
     fd = -1
     try:
         fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # just made: no one else holds it
+        lock_exclusive(fd)  # just made: no one else holds it
         path = _rename_fresh(made, base)
     except OSError:
         if fd >= 0:
@@ -116,7 +117,7 @@ def _held_shared(path: str, exclusive: int) -> int:
         if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid() and found.st_nlink == 1:
             for _ in range(MARK_TRIES):
                 try:
-                    fcntl.flock(mark, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    lock_shared(mark)
                     return mark
                 except BlockingIOError:
                     time.sleep(MARK_PAUSE)
@@ -138,7 +139,7 @@ def _sweep_marked(base: str) -> None:
         found = os.fstat(mark)
         if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
             return
-        fcntl.flock(mark, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_exclusive(mark)
         if not _sweep(base) and same_file(path, os.fstat(mark)):
             os.unlink(path)
     except OSError:
@@ -210,7 +211,7 @@ def _remove_unlocked(path: str) -> bool:
     try:
         if os.fstat(fd).st_uid != os.geteuid():
             return False
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_exclusive(fd)
     except OSError:  # held: its service lives (in another pid namespace, say)
         os.close(fd)
         return False
