@@ -95,7 +95,7 @@ def test_fails_for_unknown_command(tmp_path):
 
 def test_fails_for_unknown_command_without_shell(tmp_path):
     done = hyperfine(tmp_path, "--shell=none", "--runs=1", MISSING)
-    assert done.returncode == 118 and f"could not start the program '{MISSING}'" in done.err
+    assert done.returncode == 118 and f"could not start the program: `{MISSING}` not found" in done.err
 
 
 def test_fails_for_failing_command_without_shell(tmp_path):

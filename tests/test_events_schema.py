@@ -104,7 +104,7 @@ VALID = [
         kill_error=False,
     ),
     event("output_captured", stdout=captured("cap/stdout.log", 10, 4), stderr=captured("cap/stderr.log", 0, 0)),
-    event("spawn_failed", code=101, message="could not start the program 'x': No such file or directory"),
+    event("spawn_failed", code=101, message="`x` not found on PATH"),
     event("container_failed", phase="attach", code=102, message="cannot join"),
     event("runner_exit", code=143, source="child_exit", child_code=143),
 ]

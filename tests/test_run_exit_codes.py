@@ -69,7 +69,7 @@ def _write_script(path, mode: int):
 @pytest.mark.parametrize(
     "program, reason",
     [
-        (lambda tmp: str(tmp / "no-such-program"), "No such file or directory"),
+        (lambda tmp: str(tmp / "no-such-program"), "not found"),
         (lambda tmp: _write_script(tmp / "not-executable.sh", 0o644), "Permission denied"),
         (lambda tmp: str(tmp), "Permission denied"),
     ],
@@ -80,17 +80,18 @@ def test_a_program_that_cannot_start_is_a_spawn_failure(tmp_path, program, reaso
     assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
     assert reason in events[0]["message"]
     assert events[-1]["source"] == "spawn_error"
-    assert stderr_lines(proc) == [f"processkit-cli: {events[0]['message']}"]
+    assert stderr_lines(proc) == [f"processkit-cli: could not start the program: {events[0]['message']}"]
 
 
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_an_empty_program_name_is_no_such_file(tmp_path, backend):
-    """execvp("") fails ENOENT, as the reference's spawn does; a search of the PATH for "" tried
-    each directory itself (``/usr/bin/``) and said "Permission denied". Both spawns, code 101."""
+    """execvp("") fails ENOENT, as the reference's spawn does, which its ProcessKit words as a
+    bare name not found on the PATH; a search of the PATH for "" tried each directory itself
+    (``/usr/bin/``) and said "Permission denied". Both spawns, code 101."""
     env = {**os.environ, "PROCESSKIT_SPAWN": backend}
     proc, events = run_checked(tmp_path, command=[""], returncode=101, env=env)
     assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
-    assert stderr_lines(proc) == ["processkit-cli: could not start the program '': No such file or directory"]
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program: `` not found on PATH"]
 
 
 def _open_file_limit(soft: int, hard: int):
@@ -336,7 +337,9 @@ def test_the_json_envelope_is_one_line_on_stderr(tmp_path, before):
     assert len(stderr_lines(proc)) == 1
     envelope = _envelope(proc)
     assert (envelope["kind"], envelope["run_id"]) == ("spawn_error", None)
-    assert envelope["message"] == check_stream(tmp_path / "run.jsonl")[0]["message"]
+    # The reference's envelope says its error's message: the stream's, framed as stderr frames it.
+    said = check_stream(tmp_path / "run.jsonl")[0]["message"]
+    assert envelope["message"] == f"could not start the program: {said}"
 
 
 def test_the_envelope_names_a_given_run_id_and_follows_the_childs_stderr(tmp_path):

@@ -30,12 +30,13 @@ def bit(signum: int) -> int:
     return 1 << (signum - 1)
 
 
-def spawn_failure(tmp_path, *args, command) -> str:
-    """Run a command that cannot start: 101, a ``spawn_failed`` event; returns its message."""
+def spawn_failure(tmp_path, *args, command, frame="could not start the program: ") -> str:
+    """Run a command that cannot start: 101, a ``spawn_failed`` event; returns its message,
+    which stderr's line says in the reference's frame (a bad ``--cwd``'s in none)."""
     proc, events = run_checked(tmp_path, *args, command=command, returncode=101)
     assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
     message = one(events, "spawn_failed")["message"]
-    assert proc.stderr.decode().strip() == f"processkit-cli: {message}"
+    assert proc.stderr.decode().strip() == f"processkit-cli: {frame}{message}"
     return message
 
 
@@ -78,7 +79,7 @@ def test_a_program_only_blocked_on_the_path_is_not_executable(tmp_path, spawn_ba
     (tmp_path / "blocked" / "pk-spawn-probe").write_text("#!/bin/sh\n")
     path = f"{tmp_path / 'blocked'}:{tmp_path / 'missing'}"
     message = spawn_failure(tmp_path, "--env", f"PATH={path}", command=["pk-spawn-probe"])
-    assert message == "could not start the program 'pk-spawn-probe': Permission denied"
+    assert message == "could not start `pk-spawn-probe`: Permission denied (os error 13)"
 
 
 def test_the_child_starts_in_cwd(tmp_path, spawn_backend):
@@ -90,25 +91,45 @@ def test_the_child_starts_in_cwd(tmp_path, spawn_backend):
 @pytest.mark.parametrize(
     "case, expected",
     [
-        ("missing", "could not start the program '{program}': No such file or directory"),
-        ("not_executable", "could not start the program '{program}': Permission denied"),
-        ("directory", "could not start the program '{program}': Permission denied"),
+        ("missing", "`{program}` not found"),
+        ("missing_on_path", "`{program}` not found on PATH"),
+        ("not_executable", "could not start `{program}`: Permission denied (os error 13)"),
+        ("directory", "could not start `{program}`: Permission denied (os error 13)"),
+        ("no_interpreter", "could not start `{program}`: No such file or directory (os error 2)"),
+        ("exec_format", "could not start `{program}`: Exec format error (os error 8)"),
         ("bad_cwd", "cannot use --cwd {cwd}: No such file or directory"),
     ],
 )
 def test_a_child_that_cannot_start_is_a_spawn_error(tmp_path, spawn_backend, case, expected):
-    program, args = "true", []
+    """The reference's words (ProcessKit's error text): a program found nowhere is "not found"
+    (``on PATH`` after a search of it); one that is there but refused, the OS's words and
+    number, an ENOENT of a script's missing interpreter included. Both spawns say the same."""
+    program, args, frame = "true", [], "could not start the program: "
     if case == "missing":
         program = str(tmp_path / "no-such-program")
-    elif case == "not_executable":
+    elif case == "missing_on_path":
+        program = "pk-no-such-program-on-path"
+    elif case in ("not_executable", "no_interpreter", "exec_format"):
         program = str(tmp_path / "plain-file")
-        (tmp_path / "plain-file").write_text("#!/bin/sh\n")
+        (tmp_path / "plain-file").write_bytes(b"\x7fELF-not-really" if case == "exec_format" else b"#!/no/such/sh\n")
+        (tmp_path / "plain-file").chmod(0o644 if case == "not_executable" else 0o755)
     elif case == "directory":
         program = str(tmp_path)
     cwd = tmp_path / "no-such-dir"
     if case == "bad_cwd":
-        args = ["--cwd", cwd]
-    assert spawn_failure(tmp_path, *args, command=[program]) == expected.format(program=program, cwd=cwd)
+        args, frame = ["--cwd", cwd], ""
+    message = spawn_failure(tmp_path, *args, command=[program], frame=frame)
+    assert message == expected.format(program=program, cwd=cwd)
+
+
+@pytest.mark.parametrize("argv_raw", [False, True], ids=["redacted", "argv-raw"])
+def test_a_spawn_failure_names_the_program_and_none_of_its_arguments(tmp_path, spawn_backend, argv_raw):
+    """The reference's ``spawn_failed.message`` is ProcessKit's error, which names argv[0] with or
+    without ``--argv-raw`` (only ``run_started.command`` is redacted); an argument is never named."""
+    program = str(tmp_path / "no-such-s3cr3t-program")
+    args = ["--argv-raw"] if argv_raw else []
+    message = spawn_failure(tmp_path, *args, command=[program, "--token=arg-s3cr3t"])
+    assert message == f"`{program}` not found"
 
 
 # -- the child's process state -----------------------------------------------------------------

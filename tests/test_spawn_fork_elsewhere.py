@@ -179,7 +179,7 @@ def test_a_failed_exec_is_reported_while_a_fork_holds_its_reports_descriptors(ho
     done = _cli(env, tmp_path, "run", "--jsonl", str(tmp_path / "run.jsonl"), "--", str(tmp_path / "absent"))
     assert record.exists()
     assert done.returncode == 101, done.stderr
-    assert b"No such file or directory" in done.stderr
+    assert f"`{tmp_path / 'absent'}` not found".encode() in done.stderr  # the exec's ENOENT, reported
 
 
 def test_a_batch_completes_while_forks_hold_its_jobs_reports_descriptors(holding, tmp_path):

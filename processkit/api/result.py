@@ -313,11 +313,16 @@ def raise_as_subprocess(result: RunResult, spec) -> None:
     if result.source == "spawn_error":
         failed = _last(result.events, SpawnFailed)
         message = failed.message if failed is not None and failed.message else result.message or ""
-        reason = message.rpartition(": ")[2]
-        number = _errnos().get(reason)
+        if message.startswith("cannot use --cwd"):
+            reason = message.rpartition(": ")[2]
+            number, filename = _errnos().get(reason), spec.cwd
+        else:
+            from ..spawn_words import cause
+
+            number, reason = cause(message) or (None, "")
+            filename = spec.argv[0]
         if number is None:
             return
-        filename = spec.cwd if message.startswith("cannot use --cwd") else spec.argv[0]
         error = OSError(number, reason, filename)
         error.result = result  # type: ignore[attr-defined]
         raise error
@@ -335,7 +340,7 @@ _ERRNOS: dict[str, int] = {}
 
 
 def _errnos() -> dict[str, int]:
-    """strerror text -> errno: a spawn failure's message names the reason as ``os.strerror`` did."""
+    """strerror text -> errno: a bad cwd's message names the reason as ``os.strerror`` did."""
     if not _ERRNOS:
         import errno
         import os

@@ -139,7 +139,9 @@ def _unsaid(job: Job, message: str) -> str:
     The program named is the one the run was given (``jobkeys.with_slot``): a ``{%}`` in it is
     its slot's number by then, so any number matches there."""
     if job.secret and job.args:
-        pattern = re.escape(repr(job.args[0]))
+        from ..spawn_words import named
+
+        pattern = re.escape(named(job.args[0]))
         if 0 in job.plan.slot_args:
             pattern = pattern.replace(re.escape("{%}"), r"\d+")
         return re.sub(pattern, "(a secret job's program)", message)

@@ -218,8 +218,10 @@ def start(host: Host, run: RunState):
             live.forget()
         if isinstance(problem, Failure) and problem.kind is not Kind.CANCELLED:  # a stop, not a failed spawn
             from ..events.types import SpawnFailed
+            from ..spawn_words import ProgramRefused
 
-            run.events.emit(SpawnFailed(code=problem.code, message=problem.message))
+            said = problem.said if isinstance(problem, ProgramRefused) else problem.message
+            run.events.emit(SpawnFailed(code=problem.code, message=said))
         raise
     launched = Launched(container, child, spawning_ns)
     launched.lend_modes = lend_modes

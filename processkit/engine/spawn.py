@@ -32,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, fdlimit, native, rusage, signum
+from .. import envvars, fdlimit, native, rusage, signum, spawn_words
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
@@ -48,10 +48,11 @@ class AttachError(Exception):
 class _Refused(Exception):
     """A step in the child failed: ``step`` is ``attach``, ``cwd`` or ``start``."""
 
-    def __init__(self, step: str, reason: str):
+    def __init__(self, step: str, reason: str, number: int = 0):
         super().__init__(reason)
         self.step = step
         self.reason = reason
+        self.number = number  # its errno, 0 when no OS call refused
 
 
 class Child:
@@ -156,7 +157,7 @@ def begin(
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
-        raise _failure("start", problem, argv, cwd, container)
+        raise _failure("start", problem, 0 if argv[0] else errno.ENOENT, (argv, env, cwd, container))
     child_ends = [-1, -1, -1]  # become the child's 0, 1, 2; -1 leaves it the runner's own
     runner_ends: list[int | None] = [None, None, None]
     try:
@@ -182,11 +183,11 @@ def begin(
             pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container))
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
-            return Starting(runner_ends, (argv, cwd, container), pending=pending)
+            return Starting(runner_ends, (argv, env, cwd, container), pending=pending)
         child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty)
-        return Starting(runner_ends, (argv, cwd, container), started=child)
+        return Starting(runner_ends, (argv, env, cwd, container), started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
-        raise _refusal(exc, runner_ends, argv, cwd, container) from None
+        raise _refusal(exc, runner_ends, (argv, env, cwd, container)) from None
     finally:
         for fd in set(child_ends):  # the child has its own copies from the clone on
             if fd >= 0:
@@ -208,23 +209,24 @@ def _own_memory(container: Container) -> bool:
     return limited_apart(container.path)  # type: ignore[attr-defined]
 
 
-def _refusal(exc: Exception, runner_ends, argv, cwd, container: Container) -> Exception:
+def _refusal(exc: Exception, runner_ends, named: tuple) -> Exception:
     """The Failure (or AttachError) for what refused the spawn; the runner's ends closed."""
+    argv, cwd = named[0], named[2]
     for fd in runner_ends:
         if fd is not None:
             os.close(fd)
     if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
-        return _failure("start", _no_bytes(exc, argv, cwd), argv, cwd, container)
+        return _failure("start", _no_bytes(exc, argv, cwd), 0, named)
     if isinstance(exc, _Refused):
         if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
             return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
-        return _failure(exc.step, exc.reason, argv, cwd, container)
+        return _failure(exc.step, exc.reason, exc.number, named)
     assert isinstance(exc, OSError), "begin catches these three"
     if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
         return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
     # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
     step = "cwd" if cwd is not None and exc.filename == cwd else "start"
-    return _failure(step, exc.strerror or str(exc), argv, cwd, container)
+    return _failure(step, exc.strerror or str(exc), exc.errno or 0, named)
 
 
 class Starting:
@@ -240,7 +242,7 @@ class Starting:
         self._pending = pending
         self._started = started
         self._runner_ends = runner_ends
-        self._named = named  # (argv, cwd, container): what a failure names
+        self._named = named  # (argv, env, cwd, container): what a failure names
 
     @property
     def pid(self) -> int:
@@ -268,7 +270,7 @@ class Starting:
             try:
                 self._started = _native_child(pending.wait(), self._runner_ends)
             except _Refused as exc:
-                raise _refusal(exc, self._runner_ends, *self._named) from None
+                raise _refusal(exc, self._runner_ends, self._named) from None
         assert self._started is not None, "begin made a child or raised"
         return self._started
 
@@ -319,12 +321,13 @@ def _no_bytes(exc: UnicodeEncodeError, argv, cwd) -> str:
     return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
 
 
-def _failure(step: str, reason: str, argv, cwd, container: Container) -> Exception:
+def _failure(step: str, reason: str, number: int, named: tuple) -> Exception:
+    argv, env, cwd, container = named
     if step == "attach":
         return AttachError(f"cannot join the child to the {container.mechanism} container: {reason}")
     if step == "cwd":
         return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
-    return Failure(Kind.SPAWN_ERROR, f"could not start the program {argv[0]!r}: {reason}")
+    return spawn_words.refused(argv[0], reason, number, env, cwd)
 
 
 def _native_child(result, runner_ends) -> Child:
@@ -332,7 +335,7 @@ def _native_child(result, runner_ends) -> Child:
     lib = native.module().lib
     if result.stage != lib.PK_SPAWN_OK:
         step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
-        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error))
+        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error), result.error)
     child = Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
     if result.start_ns:
         child.command_from_ns = result.start_ns + result.join_ns
