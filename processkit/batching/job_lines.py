@@ -130,6 +130,8 @@ def ran(
         # ``root_exited`` came before the ``runner_exit`` read here (a stream that failed writes
         # neither from then on).
         line.signal = outcome.signal
+    if outcome.usage is not None and outcome.usage.oom_kills:
+        line.oom_kills = outcome.usage.oom_kills
     return line
 
 

@@ -289,6 +289,8 @@ class Progress:
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
             state = f"{killed(line.signal)}, exit {code}"
+        if line.oom_kills:
+            state += f" ({line.oom_said()})"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
