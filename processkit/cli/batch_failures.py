@@ -72,7 +72,7 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     from ..report.tail import cut_note
 
     note = cut_note(name, info, run_id)
-    return f" (cut at capture_max_bytes: {note})" if note else ""
+    return f" ({note})" if note else ""
 
 
 def _last_lines(path: str) -> list[str]:

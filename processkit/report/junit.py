@@ -118,9 +118,9 @@ def _tail(name: str, job: Job, budget: list[int]) -> str:
         return ""
     path = info.path
     text = _tail_of(path, budget)
-    note = cut_note(name, info, job.run_id) if text and info.truncated else None
+    note = cut_note(name, info, job.run_id) if text else None
     if note:
-        text += ("" if text.endswith("\n") else "\n") + f"[cut at capture_max_bytes: {note}]\n"
+        text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
     return text
 
 

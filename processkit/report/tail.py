@@ -106,13 +106,17 @@ def kept_ranges(stream: str, captured, run_id: str | None, capture_path: str | N
 
 
 def cut_note(stream: str, captured, run_id: str | None) -> str | None:
-    """What a truncated capture file lacks of its stream, in words (None when it holds it
-    whole), with how much of it the file holds."""
-    kept = kept_ranges(stream, captured, run_id) if captured.truncated else None
+    """What a capture file lacks of its stream, in words, after why: its cap, or a write that
+    failed (a full disk) (None when it holds it whole), with how much of it the file holds."""
+    cause = (
+        "cut at capture_max_bytes" if captured.truncated else "a write to it failed" if captured.write_error else None
+    )
+    kept = kept_ranges(stream, captured, run_id) if cause else None
     if kept is None:
         return None
     lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
-    return f"{size_words(captured.bytes_written)} of {size_words(captured.bytes_seen)} kept: {lacks}" if lacks else None
+    written, seen = size_words(captured.bytes_written), size_words(captured.bytes_seen)
+    return f"{cause}: {written} of {seen} kept: {lacks}" if lacks else None
 
 
 def read_tail(
