@@ -152,12 +152,19 @@ class JobLine(Plain):
     # where they would say nothing): ``flaky``, a job that failed, then passed on a retry;
     # ``skipped_for``, the need whose failure skipped it (``source`` ``skipped``); ``needs``, the
     # jobs it waited for; ``inputs_sha256``, its ``inputs``' digests (``--resume`` compares them);
-    # ``signal``, the signal its child died of (``exit_code`` is then 128 + it, as a shell's).
+    # ``signal``, the signal its child died of (``exit_code`` is then 128 + it, as a shell's);
+    # ``oom_kills``, how many of its tree's processes the kernel's OOM killer ended (its cap).
     flaky: bool = False
     skipped_for: str | None = None
     needs: list[str] | None = None
     inputs_sha256: dict[str, str] | None = None
     signal: int | None = None  # the signal that ended the job's child (its ``root_exited``), when one did
+    oom_kills: int | None = None  # its group's OOM kill counter, when above 0
+
+    def oom_said(self) -> str:
+        """Why a job's SIGKILL came, in the words ``run`` warns with: the kill alone reads as
+        anyone's ``kill -9``."""
+        return oom_words(self.oom_kills) if self.oom_kills else ""
 
     @property
     def started(self) -> bool:
@@ -205,6 +212,8 @@ class JobLine(Plain):
             found["inputs_sha256"] = self.inputs_sha256
         if self.signal is not None:
             found["signal"] = self.signal
+        if self.oom_kills:
+            found["oom_kills"] = self.oom_kills
         return found
 
     def encode(self) -> bytes:
@@ -275,6 +284,7 @@ class JobLine(Plain):
             _strings(get("needs")),
             _digests(get("inputs_sha256")),
             _int(get("signal")),
+            _int(get("oom_kills")),
         )
 
 
@@ -294,3 +304,9 @@ def _digests(value: object) -> dict[str, str] | None:
 def attempt_dir(attempt: int) -> str:
     """Where an attempt before a job's last keeps its stream and capture, in the job's directory."""
     return f"attempt-{attempt}"
+
+
+def oom_words(count: int) -> str:
+    """``the kernel's OOM killer ended N process(es) of its tree``, said where a run's or a
+    job's ending is."""
+    return f"the kernel's OOM killer ended {count} process(es) of its tree"

@@ -40,6 +40,18 @@ def test_a_cap_that_cuts_is_loud():
         processkit.run(argv, capture_output=True, capture_max_bytes=1000, check=True)
 
 
+def test_a_failed_capture_write_is_as_loud_as_a_cap(tmp_path):
+    """A capture file no write reaches (here ``/dev/full``: a full disk) left the output asked for
+    short, with no warning and ``check=True`` content: only ``write_error`` said it."""
+    (tmp_path / "stdout.log").symlink_to("/dev/full")
+    argv = ["sh", "-c", "echo hello"]
+    with pytest.warns(processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"):
+        result = processkit.run(argv, capture_output=True, capture_dir=str(tmp_path))
+    assert result.returncode == 0 and result.stdout_capture.write_error
+    with pytest.warns(processkit.CaptureTruncated), pytest.raises(processkit.RunError, match="6 of 6 bytes lost"):
+        processkit.run(argv, capture_output=True, capture_dir=str(tmp_path), check=True)
+
+
 def test_env_replaces_the_environment_as_subprocess_does_and_env_add_adds():
     show = [PY, "-c", "import os, sys; sys.stdout.write(repr(sorted(os.environ)))"]
     given = {"ONLY": "this", "PATH": os.environ["PATH"]}

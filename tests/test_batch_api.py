@@ -81,11 +81,18 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
         with distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster:
-            proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
+            proc = run_cli(
+                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, "--junit", out / "j.xml",
+                timeout=120,
+            )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert sorted(lines) == sorted(job["id"] for job in jobs)
     assert (lines["killer"]["exit_code"], lines["killer"]["source"]) == (None, "task_failed")
+    # why, where CI reads it (the line, the page, the JUnit), not only on the client's stderr
+    why = lines["killer"]["message"]
+    assert why.startswith("its Dask task failed: ") and why[len("its Dask task failed: ") :] in proc.stderr.decode()
+    assert 'type="task_failed">its Dask task failed: ' in (out / "j.xml").read_text()
     failed = [key for key, line in lines.items() if line["source"] == "task_failed"]
     assert all(lines[key]["exit_code"] == 0 for key in lines if key not in failed)
     assert len(failed) < len(jobs) - 1, "the jobs on the surviving worker ran"

@@ -140,3 +140,25 @@ def test_a_bad_partition_is_a_usage_error(tmp_path):
     graphed = run_cli("batch", path, "--out", tmp_path / "out", "--partition", "1/2")
     assert graphed.returncode == USAGE and b"cannot split a job graph" in graphed.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_large_batch_junit_still_shows_why_a_job_failed(tmp_path):
+    """All tails share 64 MiB: 8200 passing jobs of 4 KiB a stream spent it before the failing
+    job's turn, and its ``failure`` was empty, without a word. Failures take their share first,
+    and a tail cut or left out says so."""
+    noisy = "import sys; sys.stdout.write('o' * 5000 + '\\n'); sys.stderr.write('e' * 5000 + '\\n')"
+    jobs = [
+        {"id": "ok", "args": [PY, "-c", noisy]},
+        {"id": "bad", "args": [PY, "-c", "import sys; print('THE-REAL-ERROR', file=sys.stderr); sys.exit(3)"]},
+    ]
+    path, out, junit = manifest(tmp_path, jobs), tmp_path / "out", tmp_path / "junit.xml"
+    assert run_cli("batch", path, "--out", out).returncode == BATCH_FAILED
+    lines = summary(out)
+    many = [{**lines["ok"], "id": f"ok{n}"} for n in range(8200)]  # a large batch's passing jobs, first
+    (out / "summary.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [*many, lines["bad"]]))
+    result = run_cli("batch", path, "--out", out, "--resume", "--junit", junit)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    assert "THE-REAL-ERROR" in cases["bad"].find("failure").text
+    assert cases["ok0"].find("system-out").text.startswith("[the last 4 KiB of the 4.9 KiB in ")
+    assert cases["ok8199"].find("system-err").text.startswith("[left out: this report's 64 MiB for output tails")

@@ -213,3 +213,40 @@ def test_show_output_says_when_the_block_shown_is_cut_at_the_cap(tmp_path):
         f"batch: cut: stdout above (cut at capture_max_bytes: 100 B of {seen / 1024:.1f} KiB kept: "
         f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file)"
     ]
+
+
+def _file_size_limit(limit: int):
+    """A child's ``RLIMIT_FSIZE`` (``ulimit -f``): the batch's writes past it fail (EFBIG: Python
+    ignores SIGXFSZ), as on a full disk, while its small summary and JUnit still fit."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path):
+    """A capture whose writes failed (``write_error``: a full disk) keeps the stream's head: the
+    failures' list and the JUnit said only a cap's cut, so this file's last lines read as the
+    stream's last."""
+    job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
+    proc = run_cli(
+        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", "--", "sh", "-c", job, ":::", "1",
+        preexec_fn=_file_size_limit(100 << 10),
+    )  # fmt: skip
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    (line,) = summary(tmp_path / "o").values()
+    stdout = line["capture"]["stdout"]
+    assert stdout["write_error"] and not stdout["truncated"] and stdout["bytes_written"] == 100 << 10
+    said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
+    assert said in proc.stderr.decode(), proc.stderr
+    assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
+
+
+def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp_path, small_tmpfs):
+    """A full disk under ``--out``: the summary's line failed with a bare OSError, an internal
+    error (104) with the jobs' lines lost unsaid. Now 111, naming the file and why."""
+    out_fs = small_tmpfs("out", "size=64k")
+    job = f"head -c 200000 /dev/zero > {out_fs / 'filler'}; exit 1"
+    proc = run_cli("batch", "--out", out_fs / "o", "--", "sh", "-c", job, ":::", "1")
+    assert proc.returncode == 111, proc.stderr
+    assert f"cannot write {out_fs / 'o' / 'summary.jsonl'}: No space left on device".encode() in proc.stderr
+    assert b"internal error" not in proc.stderr

@@ -259,3 +259,23 @@ def test_the_page_process_waits_ready_beside_the_jobs_and_dies_with_the_batch(tm
         time.sleep(0.02)
     assert not pid_alive(drawers[0]), "the page process outlived its batch"
     assert not (out / "index.html").exists()
+
+
+def test_a_failures_tail_says_it_is_the_last_lines_of_its_file(tmp_path):
+    """The box holds a long capture's last 40 lines: the page said only the file's path and its
+    digest, so a reader took the box for the whole output."""
+    jobs = [
+        {
+            "id": "long",
+            "args": [sys.executable, "-c", "import sys\nfor n in range(500): print(n, file=sys.stderr)\nsys.exit(1)"],
+        },
+        {"id": "short", "args": [sys.executable, "-c", "import sys; print('only line', file=sys.stderr); sys.exit(1)"]},
+    ]
+    out = tmp_path / "out"
+    assert run_cli("batch", write(tmp_path / "m.jsonl", jobs), "--out", out).returncode == 117
+    sections = re.findall(
+        r'<section class="failure[^"]*" id="failure-(\w+)">(.*?)</section>', (out / "index.html").read_text(), re.S
+    )
+    said = {job: html.unescape(re.sub(r"<[^>]+>", " ", body)) for job, body in sections}
+    assert "its last 40 line(s) of 1.8 KiB shown" in said["long"] and "499" in said["long"]
+    assert "line(s) of" not in said["short"], "a whole file is not called a tail"

@@ -92,3 +92,16 @@ def test_a_terminal_gets_each_block_whole_with_no_bar_inside(tmp_path):
 def _short(data: bytes) -> bytes:
     """``data`` with each long run of one byte said as its count (an assertion's message)."""
     return re.sub(rb"(.)\1{50,}", lambda run: run.group(1) + b"*%d" % len(run.group(0)), data)
+
+
+def test_under_keep_failed_a_passing_jobs_unkept_output_is_said_not_shown_empty(tmp_path):
+    """``--keep failed`` writes no passing job's capture, so ``--show-output`` has nothing to
+    show under its header: the empty block read as a job that printed nothing."""
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "quiet", "args": ["true"]}, JOBS[0]])
+    argv = ["batch", "-j", "1", "--show-output", "--keep", "failed", "--out", str(tmp_path / "out"), manifest]
+    proc = subprocess.run(cli_command() + argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert b"==> big (exit 0) <==\n" in proc.stdout and b"a" * 100 not in proc.stdout
+    assert b"batch: big: its 293 KiB of stdout not kept (--keep failed)\n" in proc.stderr
+    assert b"batch: big: its 5 B of stderr not kept (--keep failed)\n" in proc.stderr
+    assert b"batch: quiet: its" not in proc.stderr, "a job that wrote nothing has nothing unkept"

@@ -7,6 +7,7 @@ lacks null (never 0) and said once."""
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import run_cli
 
@@ -73,3 +74,19 @@ def test_counters_are_the_whole_trees_and_a_missing_one_is_null_and_said_once(tm
     html = page.read_text()
     assert '<table id="counters">' in html and "<th>Task clock</th>" in html
     assert ('id="counters-missing"' in html) == bool(missing)
+
+
+def test_a_command_at_benchs_own_rss_floor_reads_so_on_the_page_too(tmp_path):
+    """A command smaller than bench itself reads bench's own resident set (its spawn shares
+    bench's memory until the exec): the terminal said so, the page showed the same figure as
+    the command's own."""
+    shown, exported = bench(tmp_path, "-N", "--runs", "2", "true")
+    floor = exported["processkit"]["max_rss_floor_byte"]
+    assert max(exported["results"][0]["memory_usage_byte"]) <= floor
+    assert "is the floor: the command's own is at most that" in shown
+    page = tmp_path / "page.html"
+    assert run_cli("report", tmp_path / "out.json", "-o", page).returncode == 0
+    html = page.read_text()
+    assert re.search(r'<td class="num memory">[^<]* \(bench&#39;s floor\)</td>', html), "its table cell"
+    assert "max" in html.split("(bench&#39;s floor)")[-2][-40:], "its bar's figures"
+    assert '<span class="rss-floor">' in html

@@ -195,7 +195,9 @@ def test_a_successful_setup_empties_existing_files_and_leaves_devices_alone(tmp_
 
 def test_a_full_file_system_latches_write_error_and_loses_nothing_else(tmp_path, pump_backend, small_tmpfs):
     """stdout.log lives on a 1 MiB tmpfs, stderr.log (a link) elsewhere: stdout's file stops at
-    the first failed write; its count, its digest, the echo, the other file and the stream go on."""
+    the first failed write; its count, its digest, the echo, the other file and the stream go on.
+    The short file is said on stderr once the run is over, as a cut at the cap is (it was said
+    only by ``write_error``: a file read later passed for the whole stream)."""
     cap_dir = small_tmpfs("cap", "size=1m")
     elsewhere = tmp_path / "stderr-elsewhere.log"
     elsewhere.write_bytes(b"stale")
@@ -203,9 +205,13 @@ def test_a_full_file_system_latches_write_error_and_loses_nothing_else(tmp_path,
     out, err = block(1, 3 << 20), block(2, 2 << 20)
     command = child_command(f"p.interleave(p.block(1, {3 << 20}), p.block(2, {2 << 20}))")
     proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=command, returncode=0)
-    assert (proc.stdout, proc.stderr) == (out, err)
     report = one(events, "output_captured")
     kept = assert_captured(report["stdout"], cap_dir / "stdout.log", out)
+    said = (
+        f"processkit-cli: warning: a write to stdout's capture failed: {cap_dir / 'stdout.log'} "
+        f"holds {len(kept)} of its {len(out)} bytes\n".encode()
+    )
+    assert (proc.stdout, proc.stderr) == (out, err + said)
     assert report["stdout"]["write_error"] and 0 < len(kept) <= 1 << 20
     assert assert_captured(report["stderr"], cap_dir / "stderr.log", err) == err
     assert one(events, "root_exited")["code"] == 0
@@ -317,6 +323,9 @@ def test_a_capture_fifo_whose_reader_stalls_latches_write_error_and_the_run_ends
     report = one(events, "output_captured")["stdout"]
     assert report["write_error"] and report["bytes_seen"] == len(out)
     assert report["bytes_written"] < len(out)
+    assert proc.stderr.endswith(
+        f"a write to stdout's capture failed: {fifo} holds {report['bytes_written']} of its {len(out)} bytes\n".encode()
+    )
 
 
 @pytest.mark.parametrize("size", [9, 10, 24])

@@ -79,12 +79,17 @@ def test_a_batch_survives_a_jobs_oom_kill_and_records_every_job(tmp_path):
     manifest = tmp_path / "manifest.jsonl"
     jobs = [{"id": "tiny", "args": ["true"], "max_memory": int(TINY)}, {"id": "normal", "args": ["sh", "-c", "exit 0"]}]
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    out = tmp_path / "out"
-    result = run_cli("batch", manifest, "--out", out, "--jobs", "2")
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    result = run_cli("batch", manifest, "--out", out, "--jobs", "2", "--junit", junit)
     assert result.returncode == 117, result.stderr  # batch_failed: a job did not exit 0
     summary = {line["id"]: line for line in read_events(out / "summary.jsonl")}
     assert summary["tiny"]["exit_code"] == 137 and summary["tiny"]["source"] == "child_exit"
-    assert summary["normal"]["exit_code"] == 0
+    assert summary["normal"]["exit_code"] == 0 and "oom_kills" not in summary["normal"]
+    # Why the SIGKILL came, as `run` warns of it: the kill alone reads as anyone's `kill -9`
+    assert summary["tiny"]["oom_kills"] >= 1
+    said = "OOM killer ended"
+    assert result.stderr.decode().count(said) == 2, result.stderr  # its line, and the failures' list
+    assert said in (out / "index.html").read_text() and said in junit.read_text()
 
 
 def v2_parent_with_a_memory_limit(tmp_name: str) -> str | None:

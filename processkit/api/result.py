@@ -117,12 +117,14 @@ class CaptureTruncated(UserWarning):
 
 
 def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
-    """What a cap cut of the streams asked for: one phrase per stream, naming the bytes lost."""
+    """What a cap, or a write that failed (a full disk), cut of the streams asked for: one
+    phrase per stream, naming the bytes lost."""
     cut = []
     for name, capture in (("stdout", result.stdout_capture), ("stderr", result.stderr_capture)):
-        if piped.get(name) and capture is not None and capture.truncated:
+        if piped.get(name) and capture is not None and (capture.truncated or capture.write_error):
             seen, kept = capture.bytes_seen or 0, capture.bytes_written or 0
-            cut.append(f"{name} cut by capture_max_bytes: {seen - kept} of {seen} bytes lost")
+            how = "capture_max_bytes" if capture.truncated else "a failed write to its capture file"
+            cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
     return cut
 
 

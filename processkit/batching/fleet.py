@@ -247,8 +247,11 @@ def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[
     ended = sum(line is not None for line in lines)
     read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
     count = len(jobs)
-    warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {sanitize(_said(exc))}{read_back}")
-    return [not_started(job, 0, "task_failed") if line is None else line for job, line in zip(jobs, lines)]
+    said = sanitize(_said(exc))
+    warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {said}{read_back}")
+    # the reason on each line too: the page and the JUnit are read where this warning is not
+    why = f"its Dask task failed: {said}"
+    return [not_started(job, 0, "task_failed", message=why) if line is None else line for job, line in zip(jobs, lines)]
 
 
 def connect(address: str):

@@ -130,6 +130,8 @@ def ran(
         # ``root_exited`` came before the ``runner_exit`` read here (a stream that failed writes
         # neither from then on).
         line.signal = outcome.signal
+    if outcome.usage is not None and outcome.usage.oom_kills:
+        line.oom_kills = outcome.usage.oom_kills
     return line
 
 
@@ -148,11 +150,13 @@ def _unsaid(job: Job, message: str) -> str:
     return message
 
 
-def not_started(job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None) -> JobLine:
+def not_started(
+    job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None, message: str | None = None
+) -> JobLine:
     """The line of a job the batch never started, ``reason`` saying why (``halted``,
-    ``cancelled``, ``task_failed``); a retried job stopped before its next attempt keeps its
-    earlier ones."""
-    return for_job(job, attempts, reason, earlier=earlier)
+    ``cancelled``, ``task_failed``, with ``message`` the task's failure); a retried job stopped
+    before its next attempt keeps its earlier ones."""
+    return for_job(job, attempts, reason, earlier=earlier, message=message)
 
 
 def skipped(job: Job, need: str, how: str) -> JobLine:

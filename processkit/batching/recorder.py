@@ -130,9 +130,23 @@ class Recorder:
         if self._collect:
             self.lines.append(line)
         if self._fd is not None:
-            os.write(self._fd, line.encode())
+            self._write(line.encode())
         if self._on_recorded is not None:
             self._on_recorded(line, self.counts)
+
+    def _write(self, data: bytes) -> None:
+        """A line into the summary, whole, or the batch stops as a setup failure (111), naming
+        the file and why (a full disk): the summary is what the batch answers with, and a line
+        that cannot go into it was an internal error (104) with the jobs' figures lost unsaid."""
+        from ..text import sanitize
+        from ..writeall import write_all
+
+        try:
+            write_all(self._fd, data)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise Failure(
+                Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
+            ) from None
 
     def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""

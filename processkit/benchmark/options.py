@@ -13,12 +13,12 @@ runs: the caller's naming travels with the options, wherever the session runs.
 from __future__ import annotations
 
 import os
-import shlex
 
 from ..errors import usage
 from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
+from . import words
 from .plan import DEFAULT_SHELL, METRICS, ORDERS, OUTPUTS, Options
 
 TYPE_CHECKING = False
@@ -203,7 +203,7 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     if text == "none":
         return None
     try:
-        shell = tuple(shlex.split(text))
+        shell = tuple(words.split(text))
     except ValueError as exc:
         raise usage(f"cannot read '{name}' {sanitize(text)!r} as a command line: {exc}") from None
     if not shell or not shell[0]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import shlex
 
 from ..errors import usage
 from ..grammar import FLAGS
 from ..grammar import values as grammar_values
 from ..plain import Constant, Plain
 from ..text import cut, sanitize
+from . import words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None)
     if shell is not None:
         return (*shell, "-c", text), True
     try:
-        argv = tuple(shlex.split(text))
+        argv = tuple(words.split(text))
     except ValueError as exc:
         raise usage(f"cannot split the command {sanitize(text)!r} without a shell: {exc}") from None
     if not argv:

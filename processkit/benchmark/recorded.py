@@ -70,6 +70,7 @@ class RecordedBench(Plain):
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
     others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
+    max_rss_floor: int | None = None  # bench's own resident set: no run's memory_usage_byte reads below it (ours)
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command records it: CPU time needs it per run (ours;
@@ -258,6 +259,9 @@ def from_json(data, source: str) -> RecordedBench:
         baseline=_baseline(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
         others_cpu_share=_share(read, settings.get("host_load")) if ours else None,
+        max_rss_floor=read.count(settings.get("max_rss_floor_byte"), "'processkit.max_rss_floor_byte'", optional=True)
+        if ours
+        else None,
     )
 
 

@@ -289,6 +289,8 @@ class Progress:
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
             state = f"{killed(line.signal)}, exit {code}"
+        if line.oom_kills:
+            state += f" ({line.oom_said()})"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -338,6 +340,12 @@ class Progress:
                 cut = "" if self.quiet else capture_cut(name, info, line.run_id)
                 if cut:  # the block shown is not the job's whole output: said below it
                     self._live.above(f"batch: {sanitize(line.id)}: {name} above{cut}")
+            elif info is not None and info.bytes and not self.quiet:  # an empty block is no silent job's
+                from ..events.render import size
+
+                self._live.above(
+                    f"batch: {sanitize(line.id)}: its {size(info.bytes)} of {name} not kept (--keep failed)"
+                )
 
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta

@@ -51,9 +51,10 @@ def failure_lines(line: JobLine) -> str:
 def how(line: JobLine) -> str:
     """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
     (SIGKILL), exit 137``."""
+    oom = f" ({line.oom_said()})" if line.oom_kills else ""
     if line.signal is not None:
-        return f"{killed(line.signal)}, exit {line.exit_code}"
-    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})")
+        return f"{killed(line.signal)}, exit {line.exit_code}{oom}"
+    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})") + oom
 
 
 def killed(number: int) -> str:
@@ -71,7 +72,7 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     from ..report.tail import cut_note
 
     note = cut_note(name, info, run_id)
-    return f" (cut at capture_max_bytes: {note})" if note else ""
+    return f" ({note})" if note else ""
 
 
 def _last_lines(path: str) -> list[str]:

@@ -138,9 +138,9 @@ def main(argv: list[str], invocation) -> int:
 
     nothing: frozenset[int] = frozenset()  # this process's one run: the orphans it collects are that run's
     ChildrenUsage.sole(*((nothing,) * 3 if spare is None else (spare.pids, spare.groups, spare.sessions)))
-    outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if cut_said else ())
+    outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if spec.capture_dir is not None else ())
     end_escapees(spare)
-    _say_cut(outcome.remembered.get("output_captured"))
+    _say_cut(outcome.remembered.get("output_captured"), cut_said)
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
@@ -153,18 +153,21 @@ def main(argv: list[str], invocation) -> int:
     return outcome.code
 
 
-def _say_cut(captured: dict | None) -> None:
-    """A capture cut at ``--capture-max-bytes`` said on stderr, as the API warns of it: the echo
-    showed every byte, the file holds only some, and only ``output_captured`` said which."""
+def _say_cut(captured: dict | None, cut_said: bool) -> None:
+    """A capture cut at ``--capture-max-bytes`` (``cut_said``: not when the cut ended the run)
+    or by a failed write said on stderr, as the API warns of a cut: the echo showed every byte,
+    the file holds only some, and only ``output_captured`` said which."""
     from ..diagnostics import warn
 
     for name in ("stdout", "stderr"):
         stream = (captured or {}).get(name) or {}
-        if stream.get("truncated"):
-            seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
+        seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
+        if stream.get("truncated") and cut_said:
             warn(
                 f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
             )
+        elif stream.get("write_error"):  # a full disk: the file is short as surely as at a cap
+            warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
 
 
 def end_escapees(spare: Inherited | None, whose: str = "this run", its: str = "its", say: bool = True) -> None:

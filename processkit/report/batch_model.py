@@ -203,6 +203,8 @@ def _job(line: JobLine) -> Job:
         from ..events.render import signal_name
 
         outcome = f"killed by {signal_name(line.signal)}, {outcome}"
+    if line.oom_kills:
+        outcome += f" ({line.oom_said()})"
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:

@@ -36,6 +36,7 @@ DISTRIBUTION_POINTS = 20_000  # all commands together, at least MIN_POINTS each
 MIN_POINTS = 10
 SEQUENCE_POINTS = 2000
 HEAD_BYTES = 64 * 1024
+FLOOR_MARK = " (bench's floor)"
 COLOURS = ("#2f5fb3", "#e0a040", "#1f7a3f", "#b3261e", "#6b4bb3")
 _RESULTS_FIRST = re.compile(rb'\{\s*"results"\s*:')
 
@@ -186,6 +187,13 @@ def _sequence(bench: RecordedBench) -> dict:
     }
 
 
+def _floored(bench: RecordedBench, values: list) -> bool:
+    """Whether every run of a command read bench's own resident set, the floor of
+    ``memory_usage_byte`` (docs/bench.md): the command's own is then at most that, as the
+    terminal says."""
+    return bench.max_rss_floor is not None and bool(values) and max(values) <= bench.max_rss_floor
+
+
 def _memory(bench: RecordedBench, field: str = "memory") -> dict:
     """A chart of one memory figure per command: ``memory`` (hyperfine's ``memory_usage_byte``,
     the run's maximum resident set) or ``tree_memory`` (the whole tree's group's peak)."""
@@ -206,7 +214,8 @@ def _memory(bench: RecordedBench, field: str = "memory") -> dict:
                 "measured": True,
                 "width": axis.at(mean) - LABEL,
                 "max_x": axis.at(top),
-                "figures": f"mean {axes.size(mean)}, max {axes.size(top)}",
+                "figures": f"mean {axes.size(mean)}, max {axes.size(top)}"
+                + (FLOOR_MARK if field == "memory" and _floored(bench, values) else ""),
             }
         )
     measured = any(row["measured"] for row in rows)
@@ -228,7 +237,7 @@ def _table(bench: RecordedBench) -> list[dict]:
                 "range": axes.span(s.min, s.max, axes.time_unit(s.mean)) if s else None,
                 "cpu_split": f"{axes.duration(command.user)} / {axes.duration(command.system)}",
                 "cpu": axes.spread(cpu.mean, cpu.stddev) if cpu else "—",
-                "memory": _mean_max(memory),
+                "memory": _mean_max(memory) + (FLOOR_MARK if _floored(bench, memory) else ""),
                 "tree_memory": _mean_max(command.tree_memory),
                 "timed_out": "—" if command.timed_out is None else command.timed_out,
             }
@@ -333,6 +342,7 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
         "distribution": _distribution(bench, paired),
         "sequence": _sequence(bench),
         "memory": _memory(bench),
+        "rss_floor": None if bench.max_rss_floor is None else axes.size(bench.max_rss_floor),
         "tree_memory": _memory(bench, "tree_memory") if any(c.tree_memory for c in bench.commands) else None,
         "counters": _counters(bench),
         "colours": COLOURS,

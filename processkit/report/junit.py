@@ -7,7 +7,9 @@ with its exit and its stderr's last lines; a job skipped by a need, halted or ca
 started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
 that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
 nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
-all tails together at most ``TAILS_BYTES``. Drawn from the summary, as the page and the trace are.
+all tails together at most ``TAILS_BYTES``: the jobs nextest keeps output for (failed, in error,
+retried) take their share of it first, and a tail that starts past the file's start, or that the
+budget left out, says so in its text. Drawn from the summary, as the page and the trace are.
 
 XML 1.0 cannot carry most control characters or lone surrogates, even escaped: they become
 U+FFFD, so any parser reads the file.
@@ -21,6 +23,7 @@ import socket
 from xml.sax.saxutils import escape, quoteattr
 
 from ..bounded import RUN_FILE, InputError, open_input
+from ..events.render import size as size_words
 from ..summary_line import attempt_dir
 from .batch_model import Batch, Job
 from .tail import cut_note
@@ -43,7 +46,12 @@ def junit_xml(batch: Batch, name: str) -> str:
     """The batch as one JUnit document; ``name`` names its suite (the batch's ``--out``, where
     a retried job's earlier attempts keep their capture)."""
     budget = [TAILS_BYTES]
-    cases = [_case(job, budget, name) for job in batch.jobs]
+    cases = [""] * len(batch.jobs)
+    # the failures' tails first: a large batch's passing jobs must not spend what shows why one failed
+    for index in sorted(
+        range(len(batch.jobs)), key=lambda i: _kind(batch.jobs[i]) == "passed" and not batch.jobs[i].flaky
+    ):
+        cases[index] = _case(batch.jobs[index], budget, name)
     failures = sum(_kind(job) == "failure" for job in batch.jobs)
     errors = sum(_kind(job) == "error" for job in batch.jobs)
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
@@ -110,26 +118,31 @@ def _tail(name: str, job: Job, budget: list[int]) -> str:
         return ""
     path = info.path
     text = _tail_of(path, budget)
-    note = cut_note(name, info, job.run_id) if text and info.truncated else None
+    note = cut_note(name, info, job.run_id) if text else None
     if note:
-        text += ("" if text.endswith("\n") else "\n") + f"[cut at capture_max_bytes: {note}]\n"
+        text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
     return text
 
 
 def _tail_of(path: str, budget: list[int]) -> str:
-    if budget[0] <= 0:
-        return ""
+    """The file's last lines within the budget, after a line saying what comes before them (or
+    that the budget left them all out): a CI page shows the text alone, and a tail read as
+    the whole output hides the lines that said why."""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
         return ""
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
+        if size and budget[0] <= 0:
+            return f"[left out: this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
         take = min(TAIL_BYTES, budget[0])
         handle.seek(max(0, size - take))
         data = handle.read(take)
     budget[0] -= len(data)
-    text = data.decode("utf-8", "replace")
-    if size > take and "\n" in text:
-        text = text.split("\n", 1)[1]  # the first line is cut
-    return text
+    if size <= take:
+        return data.decode("utf-8", "replace")
+    cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
+    data = data[cut + 1 :]
+    note = f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n"
+    return note + data.decode("utf-8", "replace")

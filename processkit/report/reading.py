@@ -18,6 +18,7 @@ from ..events.reader import Line, LineSplitter
 from ..events.stream import ENDINGS, StreamChecks
 from ..events.types import CapturedStream, Command, MemberInfo
 from ..events.validate import event_validator
+from ..summary_line import oom_words
 from .arrange import nested, stop_words
 from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
 
@@ -73,7 +74,7 @@ def add_usage(run: Run, record: dict) -> None:
     if usage.oom_kills is not None:
         run.resources.append(("OOM kills", str(usage.oom_kills)))
     if usage.oom_kills:
-        run.ending += f"; the kernel's OOM killer ended {usage.oom_kills} process(es) of its tree"
+        run.ending += f"; {oom_words(usage.oom_kills)}"
     counters = sorted(set(usage.sources.values()))
     if counters:
         run.resources.append(("counters", shown("; ".join(counters), 600)))

@@ -106,13 +106,17 @@ def kept_ranges(stream: str, captured, run_id: str | None, capture_path: str | N
 
 
 def cut_note(stream: str, captured, run_id: str | None) -> str | None:
-    """What a truncated capture file lacks of its stream, in words (None when it holds it
-    whole), with how much of it the file holds."""
-    kept = kept_ranges(stream, captured, run_id) if captured.truncated else None
+    """What a capture file lacks of its stream, in words, after why: its cap, or a write that
+    failed (a full disk) (None when it holds it whole), with how much of it the file holds."""
+    cause = (
+        "cut at capture_max_bytes" if captured.truncated else "a write to it failed" if captured.write_error else None
+    )
+    kept = kept_ranges(stream, captured, run_id) if cause else None
     if kept is None:
         return None
     lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
-    return f"{size_words(captured.bytes_written)} of {size_words(captured.bytes_seen)} kept: {lacks}" if lacks else None
+    written, seen = size_words(captured.bytes_written), size_words(captured.bytes_seen)
+    return f"{cause}: {written} of {seen} kept: {lacks}" if lacks else None
 
 
 def read_tail(
@@ -154,7 +158,14 @@ def read_tail(
         note = f"{dropped}; {note}"
     if not data:
         return None, f"the capture file is empty; {note}"
-    return _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size]), note
+    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size])
+    return html, _partial(lines, info.st_size, note)
+
+
+def _partial(lines: int | None, size: int, note: str) -> str:
+    """``note``, after what part of the file the box shows when it is not all of it: a box of
+    the last lines reads as the whole output otherwise."""
+    return note if lines is None else f"its last {lines} line(s) of {size_words(size)} shown; {note}"
 
 
 def recovered_tail(item) -> tuple[CapturedStream, Markup | None, str]:
@@ -186,11 +197,13 @@ def recovered_tail(item) -> tuple[CapturedStream, Markup | None, str]:
     if not data:
         held = "the stream had no byte" if not item.seen else "the ring holds no byte of the stream"
         return stream, None, f"{held}; {note}"
-    return stream, _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size]), note
+    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size])
+    return stream, html, _partial(lines, size, note)
 
 
-def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> Markup:
-    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall."""
+def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple[Markup, int | None]:
+    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall; and how many
+    lines of text that is when the file holds more before them (None when it is the whole)."""
     items: list[str | int] = []  # a line of text, or the bytes dropped at a gap
     start = 0
     for at, count in [*inner, (len(data), -1)]:
@@ -204,7 +217,9 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> Marku
         items = items[:-1]
     parts: list[Markup] = []
     text: list[str] = []
-    for item in items[-TAIL_LINES:]:
+    shown = items[-TAIL_LINES:]
+    lines = sum(isinstance(item, str) for item in shown) if window or len(items) > TAIL_LINES else None
+    for item in shown:
         if isinstance(item, str):
             text.append(item)
             continue
@@ -214,7 +229,7 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> Marku
         parts.append(Markup('<span class="gap">… {} dropped here …</span>').format(size_words(item)))
     if text:
         parts.append(to_html("\n".join(text)))
-    return Markup("\n").join(parts)
+    return Markup("\n").join(parts), lines
 
 
 def _verified(file, size: int, sha256: str) -> str:
