@@ -7,8 +7,10 @@ CPU is not in it), and the median CPU time of the child, from its clone to its e
 its steps before the exec, the exec and ``true``). ``--cgroup`` clones each child into a fresh cgroup v2 group, as a run does
 (needs root and a writable cgroup2 mount); ``--ballast MIB`` first grows this process's
 resident memory, which a copy-on-write child pays for in page tables; ``--own-memory`` takes
-that child (a run with a memory cap's, csrc/spawn.c) where the shared one is built. Run it under two
-installs, alternating, to compare builds (bench/README.md):
+that child (a run with a memory cap's, csrc/spawn.c) where the shared one is built; ``--held N``
+first opens N files of their own (as the API's service holds its pool's idle groups' files), which
+every clone copies and every child closes again. Run it under two installs, alternating, to compare
+builds (bench/README.md):
 
     python3 bench/spawn_cost.py --calls 300 --cgroup --ballast 64
 """
@@ -58,7 +60,9 @@ def main() -> None:
     parser.add_argument("--cgroup", action="store_true", help="each child into a fresh cgroup v2 group")
     parser.add_argument("--ballast", type=int, default=0, metavar="MIB", help="resident memory to add first")
     parser.add_argument("--own-memory", action="store_true", help="the copy-on-write child (a capped run's)")
+    parser.add_argument("--held", type=int, default=0, metavar="N", help="files of their own to hold open first")
     options = parser.parse_args()
+    held = [os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC) for _ in range(options.held)]
     ballast = bytearray(options.ballast << 20)
     for offset in range(0, len(ballast), 4096):
         ballast[offset] = 1  # resident, not just reserved
@@ -72,6 +76,7 @@ def main() -> None:
         "calls": options.calls,
         "cgroup": options.cgroup,
         "own_memory": options.own_memory,
+        "held": len(held),
         "rss_kib": rss_kib,
         "wall_ms_median": round(statistics.median(walls) * 1e3, 4),
         "cpu_ms_median": round(statistics.median(cpus) * 1e3, 4),
