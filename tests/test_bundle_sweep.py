@@ -34,3 +34,16 @@ def test_a_stale_temporary_file_with_a_second_link_is_removed_from_a_private_dir
     bundlewrite.sweep(str(tmp_path / "cache" / BUNDLE))
     assert not os.path.lexists(left)
     assert second.read_bytes() == b"x" * 1000  # the other name keeps the file
+
+
+def test_the_sweep_removes_only_in_a_directory_of_this_users_no_one_else_can_write(tmp_path):
+    private = _with_leftover(tmp_path / "private")
+    shared = _with_leftover(tmp_path / "shared")
+    os.chmod(tmp_path / "shared", 0o770)  # the group may write: a file there may be another's
+    linked = _with_leftover(tmp_path / "real")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for directory in ("private", "shared", "link"):
+        bundlewrite.sweep(str(tmp_path / directory / BUNDLE))
+    assert not os.path.lexists(private)
+    assert os.path.exists(shared), "swept in a directory the group can write"
+    assert os.path.exists(linked), "swept through a symlinked directory"
