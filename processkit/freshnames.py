@@ -21,11 +21,12 @@ STALE_SECONDS = 60.0
 
 def sweep(directory: str, made: Callable[[str], bool], now: float | None = None, *, private: bool = False) -> None:
     """Remove the names in ``directory`` that ``made`` says a writer makes, each only when it is
-    a regular file of this user's with no other link, untouched for ``STALE_SECONDS`` by ``now``
-    (the file system's clock read off a file just written; None: ``time.time()``). ``private``:
-    only in a directory of this user's that no one else can write, itself no link. Through one
-    descriptor of the directory; best effort: a directory this user cannot list (mode 0300), a
-    file gone meanwhile or refused, is left as it is."""
+    a regular file of this user's, untouched for ``STALE_SECONDS`` by ``now`` (the file system's
+    clock read off a file just written; None: ``time.time()``), with no other link unless
+    ``private``: a link planted under a writer's name is another user's doing, and ``private``
+    sweeps only a directory of this user's that no one else can write, itself no link. Through
+    one descriptor of the directory; best effort: a directory this user cannot list (mode 0300),
+    a file gone meanwhile or refused, is left as it is."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if private else 0)
     try:
         dir_fd = os.open(directory, flags)
@@ -49,7 +50,7 @@ def sweep(directory: str, made: Callable[[str], bool], now: float | None = None,
                 if (
                     stat.S_ISREG(found.st_mode)
                     and found.st_uid == os.geteuid()
-                    and found.st_nlink == 1
+                    and (private or found.st_nlink == 1)
                     and now - found.st_mtime > STALE_SECONDS
                 ):
                     os.unlink(name, dir_fd=dir_fd)

@@ -1,6 +1,7 @@
-"""``native.lock_exclusive`` and ``native.set_pipe_size``: libc's ``flock`` and ``fcntl`` through the
-C module where a process has it loaded (a run, which then never loads the ``fcntl`` extension
-module: tests/test_startup_imports.py), else the ``fcntl`` module; the same outcomes either way."""
+"""``native.lock_exclusive``, ``native.lock_shared`` and ``native.set_pipe_size``: libc's
+``flock`` and ``fcntl`` through the C module where a process has it loaded (a run, which then
+never loads the ``fcntl`` extension module: tests/test_startup_imports.py), else the ``fcntl``
+module (``lock_shared`` through it alone); the same outcomes either way."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def test_a_lock_is_taken_once_and_refused_to_another_open_file_while_held(tmp_pa
             native.lock_exclusive(second)
         with pytest.raises(BlockingIOError):  # the fcntl module sees the same lock
             fcntl.flock(second, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(BlockingIOError):  # a shared one is refused too, never waited for (scratch's mark)
+            native.lock_shared(second)
         os.close(first)
         first = -1
         native.lock_exclusive(second)  # the holder's close released it
@@ -63,7 +66,7 @@ def test_a_pipe_is_sized_as_fcntl_sizes_it(way):
         native.set_pipe_size(reader, 1 << 16)
 
 
-def test_a_shared_lock_lets_another_shared_one_in_and_keeps_an_exclusive_one_out(tmp_path):
+def test_a_shared_lock_lets_another_shared_one_in_and_keeps_an_exclusive_one_out(tmp_path, way):
     path = tmp_path / "mark"
     fds = [os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600) for _ in range(3)]
     try:

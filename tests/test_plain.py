@@ -18,6 +18,18 @@ class Step(Plain):
     notes: list = []
 
 
+class Tiny(Plain):
+    """A hand-written record: its own ``__slots__`` and ``__init__``, as the engine's hot-path ones."""
+
+    __slots__ = ("name", "parts")
+    made = 0  # how many times the constructor ran
+
+    def __init__(self, name: str, parts: list | None = None):
+        type(self).made += 1
+        self.name = name
+        self.parts = [] if parts is None else parts
+
+
 class Point(Frozen):
     x: int
     y: int = 0
@@ -39,7 +51,8 @@ def test_a_record_takes_its_fields_in_order_or_by_name_with_defaults():
 
 def test_a_copy_is_shallow_and_skips_the_constructor_for_every_kind():
     """``copied`` (the service's spec changes are applied to one): an equal record of the same
-    type, not the same object, its fields shared; a Frozen's own ``__setattr__`` does not refuse it."""
+    type, not the same object, its fields shared, whatever the kind: declared fields, Frozen (its own
+    ``__setattr__`` does not refuse it), a hand-written ``__slots__`` record (no ``__dict__``)."""
     step = Step("build", 2)
     copy = step.copied()
     assert copy == step and copy is not step and copy.notes is step.notes
@@ -47,6 +60,12 @@ def test_a_copy_is_shallow_and_skips_the_constructor_for_every_kind():
     assert step.tries == 2
     point = Point3(1, 2, 3)
     assert point.copied() == point and hash(point.copied()) == hash(point)
+    tiny = Tiny("t", ["a"])
+    made = Tiny.made
+    copy_of_tiny = tiny.copied()
+    assert Tiny.made == made, "the hand-written constructor ran"
+    assert copy_of_tiny == tiny and copy_of_tiny is not tiny and copy_of_tiny.parts is tiny.parts
+    assert not hasattr(copy_of_tiny, "__dict__")
 
 
 def test_a_mutable_default_is_never_shared():
