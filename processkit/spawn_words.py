@@ -5,16 +5,17 @@ The reference writes ProcessKit's error text into ``spawn_failed.message`` (its
 ``launch_failure_event``: ``err.to_string()``) and frames that text on stderr (its
 ``map_launch_error``: ``could not start the program: {err}``). ProcessKit names the program
 (argv[0], never an argument) whether or not ``--argv-raw`` was given: ``run_started.command``
-is redacted, the failure's cause is not. A program it cannot locate is `` `P` not found `` (``on
-PATH`` after a search of the PATH it was started with); one located but refused is ``could not
-start `P`: <the OS's words> (os error N)``. A bad ``--cwd`` keeps this runner's own words
-(docs/differences.md).
+is redacted, the failure's cause is not. An ENOENT of a program given as a path is `` `P` not
+found ``, whatever the file is; of a bare name, `` `P` not found on PATH `` unless the child's
+PATH holds it as an executable file. Any other refusal is ``could not start `P`: <the OS's
+words> (os error N)``. A bad ``--cwd`` keeps this runner's own words (docs/differences.md).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from .errors import Failure, Kind
 
@@ -32,17 +33,25 @@ class ProgramRefused(Failure):
 
 def named(program: str) -> str:
     """The program as these words name it: between backticks, its bytes read as UTF-8 with
-    U+FFFD for what is not (ProcessKit's ``String``)."""
-    return "`" + os.fsencode(program).decode("utf-8", "replace") + "`"
+    U+FFFD for what is not (ProcessKit's ``String``). A lone surrogate that is no undecoded byte
+    has no bytes: it reads as ``?`` rather than raise in a spawn's error path."""
+    try:
+        raw = os.fsencode(program)
+    except UnicodeEncodeError:
+        raw = program.encode("utf-8", "replace")
+    return "`" + raw.decode("utf-8", "replace") + "`"
 
 
-def refused(program: str, reason: str, number: int, env, cwd: str | None) -> ProgramRefused:
+def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     """The failure for ``program`` refused with ``reason`` (its errno ``number``; 0 when no OS
-    call refused it). ENOENT for a program found nowhere is "not found"; for one that is there
-    (a script whose interpreter is missing) it is the OS's refusal, as the reference tells them."""
-    if number == errno.ENOENT and not _located(program, env, cwd):
-        searched = "/" not in program and env.get("PATH") == os.environ.get("PATH")
-        return ProgramRefused(f"{named(program)} not found{' on PATH' if searched else ''}")
+    call refused it). ENOENT is "not found", as ProcessKit tells it: for a program given as a
+    path, whatever the path is (a dangling link, a script whose interpreter is missing, an ELF
+    whose loader is); for a bare name, when no directory of the child's PATH holds it as an
+    executable file (one there is refused: its missing interpreter)."""
+    if number == errno.ENOENT and not _bare(program):
+        return ProgramRefused(f"{named(program)} not found")
+    if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
+        return ProgramRefused(f"{named(program)} not found on PATH")
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
@@ -58,11 +67,21 @@ def cause(said: str) -> tuple[int, str] | None:
     return int(number[:-1]), head.rpartition(": ")[2]
 
 
-def _located(program: str, env, cwd: str | None) -> bool:
-    """Whether the file the program names exists: by its path (from the child's cwd), or on the
-    PATH of the child's environment (``os.defpath`` without one, as the spawn searches)."""
-    if not program:
-        return False
-    if "/" in program:
-        return os.path.lexists(os.path.join(cwd or "", program))
-    return any(os.path.lexists(os.path.join(cwd or "", d or ".", program)) for d in os.get_exec_path(env))
+def _bare(program: str) -> bool:
+    """Whether the program is a bare name, looked up on the PATH (ProcessKit's ``is_bare_name``:
+    one plain path component; ``""``, ``.`` and ``..`` are paths)."""
+    return "/" not in program and program not in ("", ".", "..")
+
+
+def _on_path(program: str, path: str | None) -> bool:
+    """Whether a directory of ``path`` (the child's PATH) holds ``program`` as a regular file
+    with an execute bit, its links followed (ProcessKit's ``probe_dir``). No PATH, or an empty
+    one, holds nothing; a relative entry is looked in from the runner's directory, as there."""
+    for directory in path.split(os.pathsep) if path else ():
+        try:
+            mode = os.stat(os.path.join(directory, program)).st_mode
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(mode) and mode & 0o111:
+            return True
+    return False

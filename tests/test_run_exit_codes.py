@@ -85,13 +85,13 @@ def test_a_program_that_cannot_start_is_a_spawn_failure(tmp_path, program, reaso
 
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_an_empty_program_name_is_no_such_file(tmp_path, backend):
-    """execvp("") fails ENOENT, as the reference's spawn does, which its ProcessKit words as a
-    bare name not found on the PATH; a search of the PATH for "" tried each directory itself
-    (``/usr/bin/``) and said "Permission denied". Both spawns, code 101."""
+    """execvp("") fails ENOENT, as the reference's spawn does; ProcessKit takes "" for a path (its
+    ``is_bare_name("")`` is false), so it is "not found", not "on PATH". A search of the PATH for
+    "" tried each directory itself (``/usr/bin/``) and said "Permission denied". Both spawns, 101."""
     env = {**os.environ, "PROCESSKIT_SPAWN": backend}
     proc, events = run_checked(tmp_path, command=[""], returncode=101, env=env)
     assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
-    assert stderr_lines(proc) == ["processkit-cli: could not start the program: `` not found on PATH"]
+    assert stderr_lines(proc) == ["processkit-cli: could not start the program: `` not found"]
 
 
 def _open_file_limit(soft: int, hard: int):

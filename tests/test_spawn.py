@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from processkit import spawn_words
+
 from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_file
 from streams import one, python_child, require_mechanism, run_checked
 
@@ -30,10 +32,10 @@ def bit(signum: int) -> int:
     return 1 << (signum - 1)
 
 
-def spawn_failure(tmp_path, *args, command, frame="could not start the program: ") -> str:
+def spawn_failure(tmp_path, *args, command, frame="could not start the program: ", **kwargs) -> str:
     """Run a command that cannot start: 101, a ``spawn_failed`` event; returns its message,
     which stderr's line says in the reference's frame (a bad ``--cwd``'s in none)."""
-    proc, events = run_checked(tmp_path, *args, command=command, returncode=101)
+    proc, events = run_checked(tmp_path, *args, command=command, returncode=101, **kwargs)
     assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
     message = one(events, "spawn_failed")["message"]
     assert proc.stderr.decode().strip() == f"processkit-cli: {frame}{message}"
@@ -88,6 +90,18 @@ def test_the_child_starts_in_cwd(tmp_path, spawn_backend):
     assert proc.stdout.decode().strip() == str((tmp_path / "sub").resolve())
 
 
+def _elf_without_its_loader(path) -> bool:
+    """A copy of ``/bin/true`` whose loader (PT_INTERP) names a file that is not there: its
+    exec fails ENOENT. False where the loader's name is not found to change."""
+    data = open("/bin/true", "rb").read()
+    interp = next((n for n in (b"/lib64/ld-linux-x86-64.so.2", b"/lib/ld-linux-aarch64.so.1") if n in data), None)
+    if interp is None:
+        return False
+    path.write_bytes(data.replace(interp, b"/no/such/" + b"x" * (len(interp) - 9), 1))
+    path.chmod(0o755)
+    return True
+
+
 @pytest.mark.parametrize(
     "case, expected",
     [
@@ -95,31 +109,66 @@ def test_the_child_starts_in_cwd(tmp_path, spawn_backend):
         ("missing_on_path", "`{program}` not found on PATH"),
         ("not_executable", "could not start `{program}`: Permission denied (os error 13)"),
         ("directory", "could not start `{program}`: Permission denied (os error 13)"),
-        ("no_interpreter", "could not start `{program}`: No such file or directory (os error 2)"),
+        ("no_interpreter", "`{program}` not found"),
+        ("no_interpreter_relative", "`{program}` not found"),
+        ("dangling_link", "`{program}` not found"),
+        ("no_loader", "`{program}` not found"),
+        ("no_interpreter_on_path", "could not start `{program}`: No such file or directory (os error 2)"),
+        ("dangling_link_on_path", "`{program}` not found on PATH"),
+        ("missing_on_the_childs_path", "`{program}` not found on PATH"),
+        ("missing_without_a_path", "`{program}` not found on PATH"),
         ("exec_format", "could not start `{program}`: Exec format error (os error 8)"),
         ("bad_cwd", "cannot use --cwd {cwd}: No such file or directory"),
     ],
 )
 def test_a_child_that_cannot_start_is_a_spawn_error(tmp_path, spawn_backend, case, expected):
-    """The reference's words (ProcessKit's error text): a program found nowhere is "not found"
-    (``on PATH`` after a search of it); one that is there but refused, the OS's words and
-    number, an ENOENT of a script's missing interpreter included. Both spawns say the same."""
+    """The reference's words (ProcessKit's error text): an ENOENT of a program given as a path is
+    "not found" whatever the file is (a script's missing interpreter, a dangling link, an ELF's
+    missing loader); of a bare name, "not found on PATH" unless the child's PATH holds it as an
+    executable file (followed links), whatever PATH the child was given. One the OS refused
+    otherwise: its words and number. Both spawns say the same."""
     program, args, frame = "true", [], "could not start the program: "
+    bin_dir, script = tmp_path / "bin", tmp_path / "plain-file"
+    bin_dir.mkdir()
     if case == "missing":
         program = str(tmp_path / "no-such-program")
-    elif case == "missing_on_path":
+    elif case in ("missing_on_path", "missing_on_the_childs_path", "missing_without_a_path"):
         program = "pk-no-such-program-on-path"
-    elif case in ("not_executable", "no_interpreter", "exec_format"):
-        program = str(tmp_path / "plain-file")
-        (tmp_path / "plain-file").write_bytes(b"\x7fELF-not-really" if case == "exec_format" else b"#!/no/such/sh\n")
-        (tmp_path / "plain-file").chmod(0o644 if case == "not_executable" else 0o755)
+        args = {"missing_on_the_childs_path": ["--env", f"PATH={bin_dir}"], "missing_without_a_path": ["--env-clear"]}
+        args = args.get(case, [])
+    elif case in ("not_executable", "no_interpreter", "no_interpreter_relative", "exec_format"):
+        program = str(script) if case != "no_interpreter_relative" else "./plain-file"
+        script.write_bytes(b"\x7fELF-not-really" if case == "exec_format" else b"#!/no/such/sh\n")
+        script.chmod(0o644 if case == "not_executable" else 0o755)
+    elif case in ("no_interpreter_on_path", "dangling_link_on_path"):
+        program = "pk-spawn-probe"
+        if case == "no_interpreter_on_path":
+            (bin_dir / program).write_bytes(b"#!/no/such/sh\n")
+            (bin_dir / program).chmod(0o755)
+        else:
+            (bin_dir / program).symlink_to(tmp_path / "nowhere")
+        args = ["--env", f"PATH={bin_dir}"]
+    elif case == "dangling_link":
+        program = str(tmp_path / "dangling")
+        (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    elif case == "no_loader":
+        program = str(tmp_path / "no-loader")
+        if not _elf_without_its_loader(tmp_path / "no-loader"):
+            pytest.skip("no known loader name in /bin/true")
     elif case == "directory":
         program = str(tmp_path)
     cwd = tmp_path / "no-such-dir"
     if case == "bad_cwd":
         args, frame = ["--cwd", cwd], ""
-    message = spawn_failure(tmp_path, *args, command=[program], frame=frame)
+    message = spawn_failure(tmp_path, *args, command=[program], frame=frame, cwd=tmp_path)
     assert message == expected.format(program=program, cwd=cwd)
+
+
+def test_a_program_name_with_no_bytes_is_still_named():
+    """A lone surrogate that is no undecoded byte (U+D800) has no bytes for ``os.fsencode``: the
+    spawn's error handler (a lone surrogate's failure) names the program all the same, not raise."""
+    assert spawn_words.named("pk-\ud800") == "`pk-?`"
+    assert spawn_words.named("pk-\udcff") == "`pk-\ufffd`"
 
 
 @pytest.mark.parametrize("argv_raw", [False, True], ids=["redacted", "argv-raw"])

@@ -327,7 +327,7 @@ def _failure(step: str, reason: str, number: int, named: tuple) -> Exception:
         return AttachError(f"cannot join the child to the {container.mechanism} container: {reason}")
     if step == "cwd":
         return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
-    return spawn_words.refused(argv[0], reason, number, env, cwd)
+    return spawn_words.refused(argv[0], reason, number, env)
 
 
 def _native_child(result, runner_ends) -> Child:
