@@ -149,7 +149,10 @@ class Frames:
                 if end - start < HEADER.size + size:
                     break
                 with view[start + HEADER.size : start + HEADER.size + size] as frame:
-                    messages.append(pickle.loads(frame))
+                    try:
+                        messages.append(pickle.loads(frame))
+                    except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read
+                        pass
                 start += HEADER.size + size
         del self._buffer[:start]
         return messages
@@ -160,6 +163,10 @@ class Frames:
             return 0
         (size,) = HEADER.unpack_from(self._buffer)
         return max(0, HEADER.size + size - len(self._buffer))
+
+    def begun(self) -> bool:
+        """Whether part of a frame is in the buffer, waiting for its rest."""
+        return bool(self._buffer)
 
     def take_fds(self, count: int) -> list[int]:
         taken, self.fds = self.fds[:count], self.fds[count:]

@@ -64,7 +64,7 @@ from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
-from . import scratch, stray_signals
+from . import inbound, scratch, stray_signals
 from .request import REMEMBER, Request, cancelled, failed, spec_of
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
@@ -149,33 +149,45 @@ class Service:
             self.caller_gone()
             return
         for message in messages:
-            kind, rid = message[0], message[1]
-            if kind == "run":
-                extra = message[3]
-                if extra.get("env") is not None:  # a change, recorded now: never lost with its request
-                    self.caller_env = extra["env"]
-                self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
-                request = Request(
-                    rid,
-                    self.caller_spec,
-                    extra,
-                    self.frames.take_fds(extra.get("fds", 0)),
-                    self.caller_env,
-                    self.spare,
-                )
-                request.take_given(extra, self.frames)
-                refused = request.refused()
-                if refused is not None:
-                    self._answer(request, failed(refused))
-                    continue
-                self.requests[rid] = request
-                self.queue.append(request)
-            elif kind == "signal":
-                self._stop(rid, message[2])
-            elif kind == "batch":
-                self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
-            elif kind == "bench":  # its connection, then the caller's descriptors it asks for
-                self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
+            wrong = inbound.problem(message, self.requests)
+            if wrong is None:
+                self._take(message)
+                continue
+            inbound.strays(self.frames, refused=True)  # its descriptors: never the next request's
+            rid = inbound.answerable(message, self.requests)
+            if rid is not None:
+                self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
+        inbound.strays(self.frames)
+
+    def _take(self, message: tuple) -> None:
+        """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started."""
+        kind, rid = message[0], message[1]
+        if kind == "run":
+            extra = message[3]
+            if extra.get("env") is not None:  # a change, recorded now: never lost with its request
+                self.caller_env = extra["env"]
+            self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
+            request = Request(
+                rid,
+                self.caller_spec,
+                extra,
+                self.frames.take_fds(extra.get("fds", 0)),
+                self.caller_env,
+                self.spare,
+            )
+            request.take_given(extra, self.frames)
+            refused = request.refused()
+            if refused is not None:
+                self._answer(request, failed(refused))
+                return
+            self.requests[rid] = request
+            self.queue.append(request)
+        elif kind == "signal":
+            self._stop(rid, message[2])
+        elif kind == "batch":
+            self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
+        elif kind == "bench":  # its connection, then the caller's descriptors it asks for
+            self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
