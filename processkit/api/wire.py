@@ -140,14 +140,15 @@ def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] =
         return None
     failed: list[OSError] = []
     written = threading.Event()  # set by the writer: ``Thread.join`` interrupted marks it ended
-    writer = threading.Thread(target=_write, args=(sock, memoryview(frame), fds, failed, written), daemon=True)
+    claim = threading.Lock()  # taken by the writer before it writes, or by this thread to cancel it
+    writer = threading.Thread(target=_claimed, args=(claim, sock, memoryview(frame), fds, failed, written), daemon=True)
     interrupted: BaseException | None = None
     try:
         writer.start()
         written.wait()
     except BaseException as exc:  # noqa: BLE001 - returned once the frame is whole
-        if writer.ident is None:
-            raise  # never started: nothing written
+        if claim.acquire(blocking=False):
+            raise  # the writer, started or not, will write nothing
         interrupted = exc
         while not written.is_set():
             try:
@@ -157,6 +158,13 @@ def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] =
     if failed:
         raise failed[0]
     return interrupted
+
+
+def _claimed(claim, sock: socket.socket, data: memoryview, fds, failed: list[OSError], written) -> None:
+    """The frame's own thread: it writes only if it takes ``claim`` first (else the caller,
+    interrupted before it began, took it: no byte is written)."""
+    if claim.acquire(blocking=False):
+        _write(sock, data, fds, failed, written)
 
 
 def _write(sock: socket.socket, data: memoryview, fds, failed: list[OSError] | None = None, written=None) -> None:
