@@ -132,17 +132,19 @@ def leave_room_for_idle_groups(soft: int | None) -> None:
     _spare[:] = [max(0, min(room, IDLE_MOST))]
 
 
-def no_room_for_a_run(in_flight: int, soft: int | None) -> str | None:
+def no_room_for_a_run(in_flight: int, soft: int | None, unopened: int = 0) -> str | None:
     """Why one more run does not fit beside what this process holds open now (its ``in_flight``
     runs' descriptors among them, and the room its pool may keep, ``spare_descriptors``), in
     one line naming the limit ``soft`` (``soft_limit``, read once by the service: a process's
-    own limit moves only when it sets it); None when it fits. The runner service asks before
-    each run: a call that does not fit fails alone, never the program it names (``EMFILE`` at
-    its spawn) nor every run in flight."""
+    own limit moves only when it sets it); None when it fits. ``unopened``: runs of those in
+    flight that have opened nothing yet (admitted in the same pass, none begun: a burst of
+    calls), each counted as the run it will be. The runner service asks before each run: a call
+    that does not fit fails alone, never the program it names (``EMFILE`` at its spawn) nor
+    every run in flight."""
     if soft is None or soft >= (in_flight + 1) * DESCRIPTORS_PER_JOB * 2 + SURELY_KEPT + spare_descriptors():
         return None  # far from the limit: not worth listing what is open (most calls, once raised)
     open_now = _open_now()
-    if soft - open_now - SERVICE_KEPT >= DESCRIPTORS_PER_JOB:
+    if soft - open_now - SERVICE_KEPT >= DESCRIPTORS_PER_JOB * (1 + unopened):
         return None
     return (
         f"the runner service's open-file limit (ulimit -n: {soft}) leaves no room for another run "

@@ -44,7 +44,8 @@ def test_a_stray_stop_signal_to_the_service_cancels_only_the_runs_in_flight(sign
 # under subprocess): a run of another thread in flight, and the calls after it, go on.
 STRAYS = r"""
 import json, signal, sys, threading, processkit
-numbers = [signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGRTMIN, signal.SIGRTMAX]
+numbers = [signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGRTMIN, signal.SIGRTMAX,
+           signal.SIGABRT, signal.SIGXCPU, signal.SIGTRAP, signal.SIGSYS]
 seen = {}
 first = processkit.run(["true"]).runner_pid
 def in_flight():

@@ -28,6 +28,7 @@ import threading
 import time
 
 from . import caller_env, stopped, wire
+from .streams import discard
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class Connection:
                 spec = (type(payload[0]), payload[0]._values())
                 message = (kind, rid, self._spec_or_changes(payload[0], spec), *payload[1:])
             try:
-                wire.send(self.sock, message, fds)
+                interrupted = wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     _caller_descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -136,7 +137,25 @@ class Connection:
                 self.sent_env = current
             if spec is not None:
                 self.sent_spec = spec
+        if interrupted is not None:
+            self._abandon(kind, rid, interrupted)
         return rid
+
+    def _abandon(self, kind: str, rid: int, interrupted: BaseException) -> None:
+        """The request went whole though its caller was interrupted while it was written: a run
+        is stopped as on an interruption while it is awaited, its reply awaited (its release
+        done) and dropped, then the interruption raised."""
+        try:
+            if kind == "run":
+                self.signal(rid, "ctrl_c" if isinstance(interrupted, KeyboardInterrupt) else "sigterm")
+                found = self.take(rid)
+                if found is not None:
+                    discard(found[2])
+        except ServiceGone:
+            pass
+        finally:
+            self.forget(rid)
+        raise interrupted
 
     def _spec_or_changes(self, spec, described: tuple):
         """A run request's spec as it goes (under the send lock): whole the first time, then only
@@ -157,9 +176,11 @@ class Connection:
         with self._send_lock:
             if not self.gone:
                 try:
-                    wire.send(self.sock, ("signal", rid, source))
+                    interrupted = wire.send(self.sock, ("signal", rid, source))
                 except OSError:
-                    pass
+                    return
+                if interrupted is not None:
+                    raise interrupted
 
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""

@@ -33,9 +33,9 @@ Facts about a service that must end with its caller:
   whose ``failed`` makes a run that raised its caller's reply, so every other run goes on.
 - Descriptors: the service raises its soft open-file limit to the hard one (its children get
   the caller's back) and admits a run only when its descriptors fit beside those open
-  (``fdlimit.no_room_for_a_run``): a call that does not fit fails alone with a one-line error
-  naming the limit. A share of the limit is left for its pool's idle groups' files
-  (``fdlimit.leave_room_for_idle_groups``), so a call reopens none of them.
+  (``admission``: the runs admitted not begun yet counted): a call that does not fit fails
+  alone with a one-line error naming the limit. A share of the limit is left for its pool's
+  idle groups' files (``fdlimit.leave_room_for_idle_groups``), so a call reopens none of them.
 - Between calls: once a call's reply is sent, the groups its run gave back are checked and
   started again (``containment.restart_idle``) while its caller reads the reply; the next
   call's take only looks that each is still empty.
@@ -64,7 +64,8 @@ from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
-from . import scratch, stray_signals
+from . import inbound, scratch, stray_signals
+from .admission import Admission
 from .request import REMEMBER, Request, cancelled, failed, spec_of
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
@@ -104,8 +105,8 @@ class Service:
         self.group = RunGroup(self.next_run, self.finished, CAPACITY, failed=self.raised)
         # Its open-file limit, read once (raised already by ``main``); a share of it is left for
         # its pool's idle groups' files, before the pool is made by the first run.
-        self.soft_limit = fdlimit.soft_limit()
-        fdlimit.leave_room_for_idle_groups(self.soft_limit)
+        self.admission = Admission(fdlimit.soft_limit())
+        fdlimit.leave_room_for_idle_groups(self.admission.soft)
         # Its working directory (``/``, set by ``main``), read once for every run it carries, as
         # a batch reads its own: not a ``getcwd`` a call.
         try:
@@ -149,33 +150,45 @@ class Service:
             self.caller_gone()
             return
         for message in messages:
-            kind, rid = message[0], message[1]
-            if kind == "run":
-                extra = message[3]
-                if extra.get("env") is not None:  # a change, recorded now: never lost with its request
-                    self.caller_env = extra["env"]
-                self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
-                request = Request(
-                    rid,
-                    self.caller_spec,
-                    extra,
-                    self.frames.take_fds(extra.get("fds", 0)),
-                    self.caller_env,
-                    self.spare,
-                )
-                request.take_given(extra, self.frames)
-                refused = request.refused()
-                if refused is not None:
-                    self._answer(request, failed(refused))
-                    continue
-                self.requests[rid] = request
-                self.queue.append(request)
-            elif kind == "signal":
-                self._stop(rid, message[2])
-            elif kind == "batch":
-                self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
-            elif kind == "bench":  # its connection, then the caller's descriptors it asks for
-                self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
+            wrong = inbound.problem(message, self.requests)
+            if wrong is None:
+                self._take(message)
+                continue
+            inbound.strays(self.frames, refused=True)  # its descriptors: never the next request's
+            rid = inbound.answerable(message, self.requests)
+            if rid is not None:
+                self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
+        inbound.strays(self.frames)
+
+    def _take(self, message: tuple) -> None:
+        """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started."""
+        kind, rid = message[0], message[1]
+        if kind == "run":
+            extra = message[3]
+            if extra.get("env") is not None:  # a change, recorded now: never lost with its request
+                self.caller_env = extra["env"]
+            self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
+            request = Request(
+                rid,
+                self.caller_spec,
+                extra,
+                self.frames.take_fds(extra.get("fds", 0)),
+                self.caller_env,
+                self.spare,
+            )
+            request.take_given(extra, self.frames)
+            refused = request.refused()
+            if refused is not None:
+                self._answer(request, failed(refused))
+                return
+            self.requests[rid] = request
+            self.queue.append(request)
+        elif kind == "signal":
+            self._stop(rid, message[2])
+        elif kind == "batch":
+            self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
+        elif kind == "bench":  # its connection, then the caller's descriptors it asks for
+            self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
@@ -214,13 +227,13 @@ class Service:
         while self.queue:
             request = self.queue.popleft()
             if request.stopped is None:
-                in_flight = len(self.group.carried) - 1  # the idle wait is no run
-                problem = fdlimit.no_room_for_a_run(in_flight, self.soft_limit)
+                problem = self.admission.refusal(len(self.group.carried) - 1)  # the idle wait is no run
                 if problem is not None:
                     self._answer(request, failed(Failure(Kind.SETUP, problem)))
                     continue
             request.steps = self._carried(request)
             self.carrying[request.steps] = request
+            self.admission.unbegun.add(request.rid)
             return request.steps
         return None
 
@@ -228,6 +241,7 @@ class Service:
         """Reply to a request that ends without a run, and give back what it held."""
         self.requests.pop(request.rid, None)
         self.carrying.pop(request.steps, None)
+        self.admission.unbegun.discard(request.rid)
         request.close()
         self.reply(("done", request.rid, report))
 
@@ -252,6 +266,7 @@ class Service:
     def _carried(self, request: Request):
         """The request's run, as a run of the service's group: what the service sets up for it
         is inside its guard, so whatever raises ends this run alone, with its own reply."""
+        self.admission.unbegun.discard(request.rid)
         if request.stopped is not None:
             self._answer(request, cancelled(request.stopped))
             return None
@@ -289,6 +304,7 @@ class Service:
             self.reply(("done", request.rid, report))
         finally:
             self.carrying.pop(request.steps, None)
+            self.admission.unbegun.discard(request.rid)
             self.requests.pop(request.rid, None)
             request.close()
         # The groups this run gave back checked and started again now, while its caller reads

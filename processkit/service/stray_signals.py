@@ -10,8 +10,24 @@ import signal
 # child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
 # have under subprocess (a readiness or a timer signal), and it ended the service and every run it carried. They are
 # caught and dropped (a caught signal is back at its default in every child the service starts). One inherited as
-# ignored stays ignored. SIGQUIT keeps its default, as the CLI's runner does.
-STRAY_SIGNALS = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
+# ignored stays ignored. SIGQUIT keeps its default, as the CLI's runner does. So are the signals a fault raises whose
+# catching still ends the process that raised them, or lets it go on sound, sent by a child just as well: SIGABRT
+# (``abort`` raises it again at its default), SIGXCPU (the kernel's SIGKILL follows at the hard CPU limit), SIGTRAP
+# and SIGSYS (the instruction or system call passed over, not run again). SIGSEGV, SIGBUS, SIGFPE and SIGILL are
+# not: a caught one would run its faulting instruction again, for good.
+STRAY_SIGNALS = (
+    "SIGUSR2",
+    "SIGALRM",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSTKFLT",
+    "SIGABRT",
+    "SIGXCPU",
+    "SIGTRAP",
+    "SIGSYS",
+)
 
 
 def absorb() -> None:

@@ -1,0 +1,99 @@
+"""What a frame from the caller must be for the runner service to act on it (``serve.readable``):
+the shape ``api.service`` and ``api.launch`` send, checked before anything is taken from it.
+
+Facts that shape it:
+- The caller's API checks its keywords, but a frame is read from a socket: a caller of another
+  version, or one that writes its own frames, may send any pickle. One frame not of the shape
+  (a tuple too short, a count of descriptors that is no count, a run's extra that is no dict)
+  raised in the loop's reader and ended the service with every run it carried, of every
+  thread. Now such a frame is refused alone: a run request with a usable id gets its own
+  failure as its reply, anything else is dropped.
+- Descriptors travel beside a frame (``SCM_RIGHTS``) and a request takes them by the count it
+  names: one that named fewer than came left the rest in line for the next request, whose
+  child then got them as its streams (another call's files). Descriptors no request took once
+  no frame is begun are closed (``strays``), and so is every one not yet taken when a frame is
+  refused (its own may be in line before the next request's: that request is refused short,
+  never given them).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..api import wire
+from ..spec import RunSpec
+
+# Each kind of frame, and how many items it has (``api.service.Connection.send``'s tuple).
+LENGTHS = {"run": 4, "signal": 3, "batch": 6, "bench": 4}
+
+
+def problem(message: object, in_use) -> str | None:
+    """Why ``message`` is not a frame the service acts on; None when it is. ``in_use``: the run
+    ids of requests queued or in flight (a run request may not take one of theirs: its reply, or
+    a stop meant for it, would be another call's)."""
+    if type(message) is not tuple or len(message) < 2 or LENGTHS.get(message[0]) != len(message):
+        return "a frame of no kind the service knows"
+    kind, rid = message[0], message[1]
+    if type(rid) is not int:
+        return "a request id that is no integer"
+    if kind == "run":
+        if rid in in_use:
+            return "a request id already in use"
+        return _run_problem(message[2], message[3])
+    if kind == "signal" and type(message[2]) is not str:
+        return "a stop whose source is no text"
+    if kind == "bench" and not _count(message[3], wire.MAX_FDS - 1):
+        return "a benchmark's descriptor count out of range"
+    return None
+
+
+def _run_problem(spec: object, extra: object) -> str | None:
+    if not isinstance(spec, (RunSpec, dict)):
+        return "a run request without a run spec"
+    if isinstance(spec, dict) and not all(name in RunSpec._fields for name in spec):
+        return "a run spec change naming no field of a run spec"
+    if type(extra) is not dict:
+        return "a run request whose extra fields are no dict"
+    layout = extra.get("child_fds") or (False, False, False)
+    if type(layout) not in (tuple, list) or len(layout) != 3:
+        return "a run request's child descriptor layout is not three flags"
+    if not _count(extra.get("fds", 0), wire.MAX_FDS - sum(map(bool, layout))):
+        return "a run request's descriptor count out of range"
+    env = extra.get("env")
+    if env is not None and not (type(env) is dict and all(type(k) is str and type(v) is str for k, v in env.items())):
+        return "a run request's environment is not text to text"
+    if not isinstance(extra.get("input") or b"", (bytes, bytearray)):
+        return "a run request's input is no bytes"
+    piped = extra.get("piped", (False, False))
+    if type(piped) not in (tuple, list) or len(piped) != 2:
+        return "a run request's piped streams are not two flags"
+    return None
+
+
+def _count(value: object, most: int) -> bool:
+    return type(value) is int and 0 <= value <= most
+
+
+def answerable(message: object, in_use) -> int | None:
+    """The id to reply to for a run request refused by ``problem``; None when there is none to
+    reply to (no run request, no integer id, or one in use: its reply would be another call's)."""
+    if type(message) is tuple and len(message) >= 2 and message[0] == "run":
+        rid = message[1]
+        if type(rid) is int and rid not in in_use:
+            return rid
+    return None
+
+
+def strays(frames: wire.Frames, refused: bool = False) -> None:
+    """Close the descriptors received that no request took, once no frame is begun (a frame's
+    descriptors come with its first byte, so none of them can still be waiting for its rest).
+    ``refused``: a frame was refused, whose descriptors may be in line before another's: every
+    one not taken is closed (a request left short of its own is refused, ``Request.short``),
+    never handed to a later request."""
+    if frames.begun() and not refused:
+        return
+    for fd in frames.take_fds(len(frames.fds)):
+        try:
+            os.close(fd)
+        except OSError:
+            pass

@@ -1,0 +1,116 @@
+"""A frame on the runner service's socket that is not of the shape the API sends (a caller of
+another version, or one that writes its own frames) is refused alone: it ended the service with
+every run it carried, of every thread. And the descriptors a frame brought that its request did
+not take are closed, never handed to the next request as its child's streams."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PY = sys.executable
+
+# A run of another thread in flight (its child blocked on a pipe this process holds), then each
+# malformed frame written straight to the socket, then the run released: it ends as its child
+# did, on the same service, and a run request among them with an id of its own gets its failure.
+CALLER = r"""
+import json, os, pickle, processkit, struct, subprocess
+from processkit.api import service
+
+first = processkit.run(["true"]).runner_pid
+connection = service.connection()
+spec = connection.sent_spec[0]
+read_end, write_end = os.pipe()
+held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+os.close(read_end)
+
+def frame(message):
+    payload = pickle.dumps(message)
+    return struct.pack(">I", len(payload)) + payload
+
+malformed = [
+    frame(42),
+    frame(("run", 9001)),
+    frame(("zzz", 9002, 1)),
+    struct.pack(">I", 5) + b"\x00\x01\x02\x03\x04",
+    frame(("run", 9003, {}, "no dict")),
+    frame(("run", 9004, {}, {"fds": "x"})),
+    frame(("run", 9005, {}, {"child_fds": 5})),
+    frame(("run", 9006, {"no_field": 1}, {})),
+    frame(("signal", 9007)),
+    frame(("bench", 9008, None, "x")),
+    frame(("batch", 9009, 1)),
+]
+with connection._send_lock:
+    for data in malformed:
+        connection.sock.sendall(data)
+with connection._mail:
+    connection._boxes[9010] = []
+with connection._send_lock:
+    connection.sock.sendall(frame(("run", 9010, "not a spec", {})))
+reply = connection.take(9010, timeout=60)
+os.write(write_end, b"go\n")
+os.close(write_end)
+out, _ = held.communicate(timeout=60)
+after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
+print(json.dumps({
+    "refused": [reply[2]["code"], reply[2]["failure"][0]] if reply else None,
+    "held": [held.returncode, out.decode()],
+    "after": [after.returncode, after.stdout.decode()],
+    "same_service": len({first, held.runner_pid, after.runner_pid}) == 1,
+}))
+"""
+
+
+def test_a_malformed_frame_is_refused_alone_and_the_service_goes_on():
+    done = subprocess.run([PY, "-c", CALLER], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["refused"] == [104, "internal"], "a run request not of the shape gets its own failure"
+    assert seen["held"] == [0, "released\n"], "the run in flight went on"
+    assert seen["after"] == [0, "ok\n"], "the next call runs"
+    assert seen["same_service"], "the service itself went on"
+
+
+# A run request that names no descriptors but carries one (a pipe's write end), then a call that
+# sends the caller's three standard streams: that call's child got the stray descriptor as its
+# stdin and the caller's stdin as its stdout, and the pipe stayed open in the service.
+STRAY = r"""
+import array, json, os, pickle, socket, struct, processkit
+from processkit.api import service
+
+processkit.run(["true"])
+connection = service.connection()
+kind, values = connection.sent_spec
+spec = kind.__new__(kind)
+for name, value in zip(kind._fields, values):
+    setattr(spec, name, value)
+read_end, write_end = os.pipe()
+os.set_blocking(read_end, False)
+payload = pickle.dumps(("run", 9001, spec, {}))
+with connection._mail:
+    connection._boxes[9001] = []
+with connection._send_lock:
+    connection.sock.sendmsg(
+        [struct.pack(">I", len(payload)) + payload],
+        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [write_end]))],
+    )
+ran = connection.take(9001, timeout=60)[2]["code"]
+os.close(write_end)
+echoed = processkit.run(["sh", "-c", "echo echoed"], echo=True)
+try:
+    at_end = os.read(read_end, 100) == b""
+except BlockingIOError:
+    at_end = False
+print(json.dumps({"ran": ran, "echoed": echoed.returncode, "stray_closed": at_end}))
+"""
+
+
+def test_descriptors_no_request_took_are_closed_never_the_next_requests():
+    done = subprocess.run([PY, "-c", STRAY], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == "echoed", "the echo went to the caller's stdout, not another descriptor"
+    seen = json.loads(lines[-1])
+    assert seen == {"ran": 0, "echoed": 0, "stray_closed": True}
