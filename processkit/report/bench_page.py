@@ -263,7 +263,9 @@ def _comparison(bench: RecordedBench) -> dict | None:
     # By CPU time, a command none of whose runs had it measured has no sample: said, never dropped unseen.
     unmeasured = [c.name for c in bench.measured("wall") if c.cpu_summary is None] if bench.metric == "cpu" else []
     if compared is None:
-        return {"fastest": None, "reference": False, "by_cpu": True, "others": [], "unmeasured": unmeasured} if unmeasured else None
+        if not unmeasured:
+            return None
+        return {"fastest": None, "reference": False, "by_cpu": True, "others": [], "unmeasured": unmeasured}
     reference, others = compared
     return {
         "unmeasured": unmeasured,
