@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 import processkit
+from own_tmp import in_own_mounts
 from test_other_users import other_user  # noqa: F401 - the fixture: a second OS user
 
 _UNDER_MOUNTS = any(
@@ -64,14 +64,7 @@ def test_another_users_squat_at_the_marks_name_is_never_used(kind, other_user): 
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the base is /dev/shm
     env.update(OTHER=other_user.pw_name, OTHER_GID=str(other_user.pw_gid), SQUAT=SQUATS[kind])
     env.update(PYTHON=sys.executable, CALLER=CALLER)
-    done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", STEPS],
-        capture_output=True,
-        timeout=120,
-        env=env,
-        cwd="/",
-        text=True,
-    )
+    done = in_own_mounts(STEPS, env, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     said = done.stdout.splitlines()
     assert said[0] == "ran 0 hi in /tmp/processkit-api", said  # its scratch in /tmp, where the mark is
