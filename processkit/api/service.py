@@ -45,8 +45,8 @@ class ServiceUnstartable(ServiceGone):
 
 COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
 # How long a starting service has to say hello: a fresh interpreter, on a loaded host, takes a
-# second or two; one stopped (SIGSTOP) or stuck before its hello would hold the call for ever. As
-# long as the CLI's detached launch waits for its run (docs/control-plane.md §3).
+# second or two; one whose start blocked (a stop ``stopped.look`` does not undo included) held
+# the call for ever. As long as the CLI's detached launch waits for its run (docs/control-plane.md §3).
 HELLO_SECONDS = 30.0
 
 
@@ -100,7 +100,7 @@ class Connection:
             self.process.wait()
             raise ServiceUnstartable(
                 f"the runner service (pid {self.process.pid}) did not say hello within {HELLO_SECONDS:g} s "
-                "of its start (stopped, or its start blocked): it was killed"
+                "of its start (its start blocked): it was killed"
             )
         if hello[3] is None:  # it could not start (serve.main): why, and it is collected
             self.close()

@@ -127,12 +127,11 @@ class ControlServer:
                 self._members_within_share()
 
     def _members_within_share(self) -> None:
-        """Past MEMBER_CONNECTIONS of the run's own, the oldest without a request is closed (the
-        newest, when every one has its request)."""
+        """Past MEMBER_CONNECTIONS of the run's own, the oldest without a request is closed (there
+        is one: the connection just accepted has read nothing yet)."""
         members = [open_connection for open_connection in self._connections if open_connection.member]
         if len(members) > MEMBER_CONNECTIONS:
-            idle = [open_connection for open_connection in members if open_connection.idle]
-            (idle[0] if idle else members[-1]).close()
+            next(open_connection for open_connection in members if open_connection.idle).close()
 
     def respond(self, verb: str, pid: int | None):
         return self._respond(verb, pid)

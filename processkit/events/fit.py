@@ -51,11 +51,11 @@ def fitted(record: dict, line: bytes, encode: Callable[[dict], bytes]) -> bytes:
 
 def _fitting(record: dict, key: str, items: list, encode: Callable[[dict], bytes]) -> int:
     """How many of ``items``, from the first, fit in ``record``'s line: each takes its own JSON
-    text and a comma."""
+    text and a comma (a lone surrogate counted as the 3 bytes of the U+FFFD it is written as)."""
     room = LINE_BYTES - len(encode({**record, key: []}))
     kept = 0
     for item in items:
-        room -= len(dumps(item).encode("utf-8", "surrogateescape")) + (1 if kept else 0)
+        room -= len(dumps(item).encode("utf-8", "surrogatepass")) + (1 if kept else 0)
         if room < 0:
             break
         kept += 1
