@@ -230,6 +230,10 @@ def test_report_says_which_commands_the_cpu_comparison_left_out(tmp_path):
         assert done.returncode == 0, done.stderr
         text = page.read_text()
         assert '<span class="mono">sleep 0.02</span>: not compared, its CPU time was not measured' in text, inputs
+        assert (
+            done.stderr
+            == b"processkit-cli: note: not compared by CPU time, as none of their runs measured it: sleep 0.02\n"
+        )
     data["results"][1].update(user=None, system=None, cpu=None, user_times=[None] * 3, system_times=[None] * 3)
     data["comparison"] = None
     new.write_text(json.dumps(data))

@@ -260,8 +260,7 @@ def _comparison(bench: RecordedBench) -> dict | None:
     measured = bench.measured()
     given = 0 if bench.reference and measured and measured[0] is bench.commands[0] else None  # --reference
     compared = compare([(name, summary, times) for name, _, summary, times in samples], given)
-    # By CPU time, a command none of whose runs had it measured has no sample: said, never dropped unseen.
-    unmeasured = [c.name for c in bench.measured("wall") if c.cpu_summary is None] if bench.metric == "cpu" else []
+    unmeasured = bench.cpu_unmeasured()
     if compared is None:
         if not unmeasured:
             return None
