@@ -87,3 +87,14 @@ def own_tmp(tmp_path_factory, monkeypatch) -> OwnTmp:
     plain = conftest.cli_command
     monkeypatch.setattr(conftest, "cli_command", lambda: [*prefix, *plain()])
     return OwnTmp(own, prefix)
+
+
+PRIVATE_MOUNTS = ["unshare", "--mount", "--propagation", "private", "--"]  # exec: the command keeps the pid
+
+
+def in_own_mounts(script: str, env: dict, **kwargs) -> subprocess.CompletedProcess:
+    """``sh -ec script`` from ``/`` in a mount namespace of its own: what it mounts (a full
+    tmpfs over ``/dev/shm`` or ``/tmp``) no one outside sees, and it goes with the script."""
+    return subprocess.run(
+        [*PRIVATE_MOUNTS, "sh", "-ec", script], capture_output=True, timeout=120, env=env, cwd="/", **kwargs
+    )

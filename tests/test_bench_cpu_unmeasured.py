@@ -206,3 +206,39 @@ def test_a_command_whose_cpu_is_unmeasured_in_the_baseline_is_never_compared_wit
     assert by["b"].baseline_command == "b" and by["b"].ratio is None, by["b"]
     assert (by["a"].baseline_command, by["a"].verdict) == ("a", "CPU time not measured in these runs"), by["a"]
     assert by["b"].verdict == "CPU time not measured in the baseline", by["b"]
+
+
+def test_report_says_which_commands_the_cpu_comparison_left_out(tmp_path):
+    """``report NEW.json`` and ``report OLD.json NEW.json`` by CPU time: a command none of whose runs
+    had its CPU time measured has no place in the comparison; the page names it instead of
+    dropping it unseen (it read only the others, as if the benchmark had no such command)."""
+    from conftest import run_cli
+
+    exported = tmp_path / "b.json"
+    done = run_cli("bench", "-N", "--runs", "3", "--metric", "cpu", "--export-json", exported,
+                   "true", "sleep 0.01", "sleep 0.02", timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(exported.read_text())
+    unmeasured = data["results"][2]
+    unmeasured.update(user=None, system=None, cpu=None, user_times=[None] * 3, system_times=[None] * 3)
+    data["comparison"]["others"] = data["comparison"]["others"][:1]
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data))
+    for inputs in ((new,), (exported, new)):
+        page = tmp_path / "page.html"
+        done = run_cli("report", *inputs, "-o", page)
+        assert done.returncode == 0, done.stderr
+        text = page.read_text()
+        assert '<span class="mono">sleep 0.02</span>: not compared, its CPU time was not measured' in text, inputs
+        assert (
+            done.stderr
+            == b"processkit-cli: note: not compared by CPU time, as none of their runs measured it: sleep 0.02\n"
+        )
+    data["results"][1].update(user=None, system=None, cpu=None, user_times=[None] * 3, system_times=[None] * 3)
+    data["comparison"] = None
+    new.write_text(json.dumps(data))
+    done = run_cli("report", new, "-o", page)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "fewer than two commands had it measured" in text
+    assert all(f'<span class="mono">{name}</span>: not compared' in text for name in ("sleep 0.01", "sleep 0.02"))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from conftest import cli_command
+from own_tmp import in_own_mounts
 from test_service_scratch_full import pytestmark  # noqa: F401 - the same full tmpfs, the same needs
 
 SHM = "mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm"
@@ -36,13 +36,7 @@ def test_a_run_under_a_full_tmp_warns_has_no_endpoint_and_still_runs(left):
     )
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
     env["PROCESSKIT_CLI_REGISTRY_DIR"] = "/dev/shm/registry"  # the test's own registry sits under the covered /tmp
-    done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script],
-        capture_output=True,
-        timeout=120,
-        env=env,
-        cwd="/",
-    )
+    done = in_own_mounts(script, env)
     said, stderr = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, stderr[-2000:]
     assert "no control endpoint" in stderr, stderr

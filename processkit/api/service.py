@@ -45,6 +45,10 @@ class ServiceUnstartable(ServiceGone):
 
 
 COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
+# How long a starting service has to say hello: a fresh interpreter, on a loaded host, takes a
+# second or two; one whose start blocked (a stop ``stopped.look`` does not undo included) held
+# the call for ever. As long as the CLI's detached launch waits for its run (docs/control-plane.md §3).
+HELLO_SECONDS = 30.0
 
 
 def service_command(fd: int, caller: int) -> list[str]:
@@ -90,8 +94,15 @@ class Connection:
         self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
-        hello = self.take(0)
-        assert hello is not None  # no timeout was given
+        hello = self.take(0, HELLO_SECONDS)
+        if hello is None:  # stuck before its hello: ended and collected, and said
+            self.close()
+            self.process.kill()
+            self.process.wait()
+            raise ServiceUnstartable(
+                f"the runner service (pid {self.process.pid}) did not say hello within {HELLO_SECONDS:g} s "
+                "of its start (its start blocked): it was killed"
+            )
         if hello[3] is None:  # it could not start (serve.main): why, and it is collected
             self.close()
             self._collect()

@@ -85,6 +85,13 @@ class RecordedBench(Plain):
             return [command for command in self.commands if command.cpu_summary is not None]
         return [command for command in self.commands if command.summary is not None]
 
+    def cpu_unmeasured(self) -> list[str]:
+        """By CPU time, the names of the commands with runs none of whose CPU time was measured:
+        they have no sample to compare, and ``report`` says so rather than leave them out unseen."""
+        if self.metric != "cpu":
+            return []
+        return [command.name for command in self.measured("wall") if command.cpu_summary is None]
+
     def samples(self, metric: str | None = None, every: bool = False) -> list[tuple]:
         """``(name, text, summary, times)`` per command measured by ``metric``: the summary over
         every run, the times an even sample for the tests (``TESTED_RUNS`` in all, shared out),

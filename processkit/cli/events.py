@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from ..bounded import EVENTS_STREAM, InputError, open_input
 from ..diagnostics import note
@@ -33,6 +34,7 @@ from .parsing import Once, OnceFlag, Parser
 
 FOLLOW_POLL_SECONDS = 0.25
 SETTLE_SECONDS = 0.5  # a runner unregisters just before its last line: give that line time
+FIFO_WRITER_SECONDS = 5.0  # how long a FIFO waits for its first writer (a run's client connects as long)
 REPORT_LIMIT = 1000  # a violation's text is capped like any other terminal output
 
 
@@ -144,6 +146,11 @@ class Reading:
     A regular file is read to its current end (a part at a time, ``follow.DRAIN_BYTES``), and
     under --follow again every FOLLOW_POLL_SECONDS. A pipe, FIFO or socket (/dev/stdin) is read
     as it becomes readable, with no deadline, until EOF: a stream says itself when it is over.
+    A FIFO no writer opened says nothing (no poll wakes for it, so it waited for ever): every
+    FOLLOW_POLL_SECONDS it is read once (``_look_for_writer``), and one that has had no writer
+    for FIFO_WRITER_SECONDS (under --follow: and no live run names it) is an empty stream, said
+    on stderr. A runner refuses a FIFO no one reads, so a reader comes first and waits for the
+    run to start: seconds on a loaded host.
     A device (``/dev/zero``, a terminal) is refused (``bounded``), ``/dev/null`` excepted.
     """
 
@@ -157,6 +164,8 @@ class Reading:
         except InputError as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
         self._fd = fd
+        self._follow = follow
+        self._writerless_since = time.monotonic()  # a FIFO's: since when no read found a writer
         writer_gone = (lambda: not target.still_written()) if follow else None
         self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd)
 
@@ -178,13 +187,42 @@ class Reading:
             note(f"processkit-cli: note: {self._target.gone_note()}")
 
     def _is_stream(self, loop: Loop) -> bool:
-        if stat.S_ISREG(os.fstat(self._fd).st_mode):
+        mode = os.fstat(self._fd).st_mode
+        if stat.S_ISREG(mode):
             return False
         try:
             loop.add_reader(self._fd, self._on_readable)
         except PermissionError:
             return False  # not pollable (/dev/null): reads never wait, like a file's
+        if stat.S_ISFIFO(mode):
+            loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))
         return True
+
+    def _look_for_writer(self, loop: Loop) -> None:
+        """Read a FIFO once: what came is taken; an end of file with no writer yet (no poll
+        says it) ends the stream once it has lasted FIFO_WRITER_SECONDS and, under --follow, no
+        live run names the stream."""
+        if self._follower.done:
+            return
+        try:
+            data = os.read(self._fd, READ_CHUNK)
+        except BlockingIOError:  # a writer holds it: its bytes wake the reader
+            data = None
+        except OSError as exc:
+            raise self._unreadable("read", exc) from None
+        now = time.monotonic()
+        if data != b"" or self._follow and self._target.still_written():
+            self._writerless_since = now
+            if data:
+                self._take(self._follower.feed(data))
+        elif now - self._writerless_since >= FIFO_WRITER_SECONDS:
+            note(
+                f"processkit-cli: note: no process opened the FIFO `{sanitize(self._target.path)}` for writing "
+                f"within {FIFO_WRITER_SECONDS:g} s: nothing to read"
+            )
+            self._take(self._follower.feed(b""))
+            return
+        loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))
 
     def _on_readable(self) -> None:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from ..diagnostics import note
 from ..errors import usage
 from ..text import sanitize
 from ..userfiles import write_text
@@ -67,6 +68,11 @@ def main(argv: list[str], invocation) -> int:
         write_text(args.output, bench_page.bench_page(new, old))
         against = "" if old is None else f" against {sanitize(old.source)}"
         output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(new.commands)} commands{against}"])
+        if unmeasured := new.cpu_unmeasured():
+            note(
+                "processkit-cli: note: not compared by CPU time, as none of their runs measured it: "
+                + ", ".join(sanitize(name) for name in unmeasured)
+            )
         return 0
     from ..report import reading, render
 

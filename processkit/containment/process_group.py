@@ -48,6 +48,13 @@ class ProcessGroup(Container):
         found = (members.read_member(pid) for pid in members.all_pids())
         return [m.pid for m in found if m is not None and m.pgid == self._pgid]
 
+    def holds(self, pid: int) -> bool:
+        """One ``getpgid``, not a walk of every process of the host."""
+        try:
+            return self._pgid is not None and os.getpgid(pid) == self._pgid
+        except ProcessLookupError:
+            return False
+
     def signal_members(self, signum: int) -> None:
         if self._pgid is None:
             return

@@ -54,6 +54,8 @@ class Connection:
         self._fd = sock.fileno()
         sock.setblocking(False)
         self.peer_pid = peer_pid(sock)  # taken on accept, before anything is read
+        self.member = False  # the peer is one of the run's own processes (the server's share)
+        self.idle = True  # no request has come whole yet
         self._buffer = protocol.RequestBuffer()
         self._out = memoryview(b"")
         self._after = None
@@ -84,6 +86,7 @@ class Connection:
         self._reply(reply, after)
 
     def _reply(self, reply: dict, after) -> None:
+        self.idle = False
         self._loop.remove_reader(self._fd)
         self._out = memoryview(protocol.encode(reply))
         self._after = after

@@ -45,6 +45,7 @@ class PublishedRun(Plain):
         "rundir",
         "root_pid",
         "members",
+        "holds",
         "stop",
         "usage",
         "lodging",
@@ -65,6 +66,7 @@ class PublishedRun(Plain):
         root_pid: Callable[[], int | None],
         members: Callable[[], list[Member]],
         stop: Callable[[str], None],
+        holds: Callable[[int], bool] | None = None,
         usage: Callable[[], Usage] | None = None,
         lodging: Lodging | None = None,
     ):
@@ -79,6 +81,7 @@ class PublishedRun(Plain):
         self.rundir = rundir  # holds the control socket; None when it could not be made
         self.root_pid = root_pid  # None until the child is spawned
         self.members = members  # raises OSError when they cannot be read
+        self.holds = holds  # whether a pid is a member now; raises OSError when that cannot be read
         self.stop = stop  # a cancel or kill, requested once its ack is written
         self.usage = usage  # the container's accounting so far (the ``usage`` extension)
         self.lodging = lodging  # a batch job's: its batch's directory, where its record goes
@@ -101,7 +104,9 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
         warn("no control endpoint for this run: it has no run directory")
     else:
         try:
-            publication.server = ControlServer(run.loop, publication.respond, run.rundir.socket_path)
+            publication.server = ControlServer(
+                run.loop, publication.respond, run.rundir.socket_path, member=publication.holds
+            )
         except OSError as exc:
             warn(f"no control endpoint for this run: {exc.strerror or exc}")
     try:
@@ -155,6 +160,15 @@ class Publication:
         if verb == "usage":
             return self._usage(), None
         return protocol.ack(verb, run.run_id), lambda: run.stop(verb)
+
+    def holds(self, pid: int | None) -> bool:
+        """Whether the connecting process ``pid`` is one of the run's own; not when unknown."""
+        if pid is None or self._run.holds is None:
+            return False
+        try:
+            return self._run.holds(pid)
+        except OSError:
+            return False
 
     def _snapshot(self) -> dict:
         from . import protocol

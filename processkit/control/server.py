@@ -5,6 +5,11 @@ deadline timer (``connection``), and the number of open connections is capped. A
 is slow, silent, hostile or gone therefore costs at most a few bounded callbacks; it can never
 hold up the output pump, the run's deadlines or its exit.
 
+The run's own processes (``member``: the kernel's peer pid, asked of the container) hold at most
+MEMBER_CONNECTIONS of them: past that, their oldest connection still without a request is
+closed for the newer one. So a child holding connections open (reopened as each closes) cannot
+keep its owner's ``cancel`` queued past its deadline: the queue ahead of it drains at once.
+
 Facts about start-up that shape this module: every run listens, but most never get a client,
 and Python's socket modules cost a run's start-up more than the listen itself (``socket``
 builds enums, which import ``enum``; even ``_socket`` builds hundreds of constants). So the
@@ -21,6 +26,8 @@ from .. import native
 
 ACCEPT_RETRY_SECONDS = 0.05
 MAX_CONNECTIONS = 16
+MEMBER_CONNECTIONS = 8  # of MAX_CONNECTIONS, the most the run's own processes hold at once
+ACCEPTS_PER_TURN = 64  # then the loop's other work has its turn (a flood of connects keeps coming)
 # Connections past MAX_CONNECTIONS wait in the kernel's listen queue (the server stops accepting,
 # it never refuses): deep enough for a farm's burst of pollers, and a client that still finds it
 # full retries within its connect deadline (transport.py). Capped by net.core.somaxconn.
@@ -64,11 +71,13 @@ def listen_unix(path: str) -> int:
 
 
 class ControlServer:
-    def __init__(self, loop, respond: Responder, path: str):
-        """Listen at ``path``, inside the run's fresh 0700 directory; raises OSError."""
+    def __init__(self, loop, respond: Responder, path: str, member: Callable[[int | None], bool] | None = None):
+        """Listen at ``path``, inside the run's fresh 0700 directory; raises OSError. ``member``:
+        whether a peer pid is one of the run's own processes."""
         self.loop = loop
         self._respond = respond
-        self._connections: set[connection.Connection] = set()
+        self._member = member
+        self._connections: dict[connection.Connection, None] = {}  # in the order they came
         self._listening = False
         self._retry = None
         self.path = path
@@ -99,7 +108,10 @@ class ControlServer:
 
         if self._sock is None:
             self._sock = connection.listener(self._fd)
-        while len(self._connections) < MAX_CONNECTIONS:
+        for _ in range(ACCEPTS_PER_TURN):
+            if len(self._connections) >= MAX_CONNECTIONS:
+                self._pause()  # resumed when a connection ends
+                return
             try:
                 sock, _ = self._sock.accept()
             except BlockingIOError:
@@ -108,14 +120,24 @@ class ControlServer:
                 self._pause()
                 self._retry = self.loop.call_later(ACCEPT_RETRY_SECONDS, self._resume_after_error)
                 return
-            self._connections.add(connection.Connection(self, sock))
-        self._pause()  # resumed when a connection ends
+            opened = connection.Connection(self, sock)
+            self._connections[opened] = None
+            if self._member is not None and self._member(opened.peer_pid):
+                opened.member = True
+                self._members_within_share()
+
+    def _members_within_share(self) -> None:
+        """Past MEMBER_CONNECTIONS of the run's own, the oldest without a request is closed (there
+        is one: the connection just accepted has read nothing yet)."""
+        members = [open_connection for open_connection in self._connections if open_connection.member]
+        if len(members) > MEMBER_CONNECTIONS:
+            next(open_connection for open_connection in members if open_connection.idle).close()
 
     def respond(self, verb: str, pid: int | None):
         return self._respond(verb, pid)
 
     def forget(self, ended: connection.Connection) -> None:
-        self._connections.discard(ended)
+        self._connections.pop(ended, None)
         self._listen()
 
     def close(self) -> None:

@@ -379,6 +379,7 @@ def _publish(
         root_pid=lambda: run.root_pid,
         members=run.read_member_list,
         stop=run.control_stop,
+        holds=container.holds,
         usage=container.usage,
         lodging=lodging,
     )

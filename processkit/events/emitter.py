@@ -42,6 +42,9 @@ STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (ev
 # later event as it comes, so a job that snapshots a large tree often holds its stream as its
 # memfd's bytes, as its capture is held, never as a growing list in the batch's heap.
 SPILL_WEIGHT = 2048
+# The longest line a stream's readers read (``bounded.LINE_BYTES``, not imported: a plain run
+# loads no ``bounded``); a longer event is fitted (``events/fit.py``).
+LINE_MOST = 1 << 20
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -74,8 +77,18 @@ _MILLISECOND: list = [(-1, "")]
 
 
 def encode(record: dict) -> bytes:
-    """One compact line of UTF-8. Text decoded from OS bytes (a path) is rendered lossily, as the
-    reference does: each undecodable byte becomes U+FFFD instead of invalidating the line."""
+    """One compact line of UTF-8, at most LINE_MOST long (``fit``). Text decoded from OS bytes (a
+    path) is rendered lossily, as the reference does: each undecodable byte becomes U+FFFD instead
+    of invalidating the line."""
+    line = _utf8(record)
+    if len(line) > LINE_MOST:
+        from .fit import fitted
+
+        return fitted(record, line, _utf8)
+    return line
+
+
+def _utf8(record: dict) -> bytes:
     text = dumps(record)
     try:
         return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering

@@ -269,10 +269,14 @@ def _comparison(bench: RecordedBench) -> dict | None:
     measured = bench.measured()
     given = 0 if bench.reference and measured and measured[0] is bench.commands[0] else None  # --reference
     compared = compare([(name, summary, times) for name, _, summary, times in samples], given)
+    unmeasured = bench.cpu_unmeasured()
     if compared is None:
-        return None
+        if not unmeasured:
+            return None
+        return {"fastest": None, "reference": False, "by_cpu": True, "others": [], "unmeasured": unmeasured}
     reference, others = compared
     return {
+        "unmeasured": unmeasured,
         "fastest": samples[reference][0],
         "reference": given is not None,
         "by_cpu": bench.metric == "cpu",

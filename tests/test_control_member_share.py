@@ -1,0 +1,59 @@
+"""A run's own child could take every control connection of its run: sixty-four connections held
+open without a request (reopened as each is closed) left the user's ``cancel`` queued behind
+them past its 5 s deadline (103, ``ipc_deadline``), for as long as the child kept at it. The
+run's own processes now hold at most MEMBER_CONNECTIONS of the server's connections (their
+oldest idle one is dropped for a newer), so its owner's cancel always finds a slot."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import cli_command, run_cli, start_cli
+
+HOLDS = 64
+
+# The run's child: finds its run's endpoint, then holds HOLDS connections that never send a
+# byte, reopening each one the runner closes; says "holding" once they are all open.
+CHILD = r"""
+import json, select, socket, subprocess, sys
+run_id, cli, holds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+endpoint = None
+while endpoint is None:
+    listed = subprocess.run(cli + ["list", "--json"], capture_output=True).stdout.splitlines()
+    endpoint = next((r["endpoint"] for r in map(json.loads, listed) if r["run_id"] == run_id), None)
+
+def connect():
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(endpoint)
+    return sock
+
+held = [connect() for _ in range(holds)]
+print("holding", flush=True)
+while True:
+    for sock in select.select(held, [], [])[0]:
+        held.remove(sock)
+        sock.close()
+        held.append(connect())
+"""
+
+
+@pytest.mark.parametrize("mechanism", ["default", "process_group"])
+def test_the_owners_cancel_gets_through_a_child_holding_every_connection(tmp_path, monkeypatch, mechanism):
+    if mechanism == "process_group":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    stream = tmp_path / "run.jsonl"
+    child = [sys.executable, "-c", CHILD, "held", json.dumps(cli_command()), str(HOLDS)]
+    run = start_cli("run", "--run-id", "held", "--jsonl", stream, "--", *child)
+    try:
+        assert run.stdout.readline() == b"holding\n", run.stderr.read1()  # type: ignore[union-attr]
+        cancelled = run_cli("cancel", "--run-id", "held", timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert json.loads(cancelled.stdout) == {"accepted": True, "action": "cancel", "run_id": "held"}
+        assert run.wait(timeout=60) == 108
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
