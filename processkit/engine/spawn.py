@@ -21,11 +21,10 @@ Failure either way, whenever it is known.
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
 (``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
-mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal:
-the pty's slave on 0, 1 and 2, made its controlling terminal) and no other fd but the caller's
-(``passed``, as the reference); gets the caller's soft
-open-file limit back when the runner raised its own (processkit/fdlimit.py); changes to ``cwd``; and execs
-the program found on the PATH of its own environment.
+mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on
+0, 1 and 2, made its controlling terminal) and no other fd but the caller's (``passed``, as the
+reference); gets the caller's soft open-file limit back when the runner raised its own
+(processkit/fdlimit.py); changes to ``cwd``; and execs the program found on its own PATH.
 """
 
 from __future__ import annotations
@@ -154,9 +153,8 @@ def begin(
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
-    ``linger_ms``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported, the
-    native spawn waits that long at most for the child's exit).
-    ``passed``: the caller's descriptors from 3 up the child keeps (``RunContext.passed_fds``).
+    ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
+    the native spawn waits that long at most for the child's exit) and ``passed_fds``.
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
