@@ -99,6 +99,36 @@ def test_batch_and_bench_children_keep_the_callers_fds(tmp_path):
     _holds_only(_child_fds(tmp_path / "bench.json"), passed)
 
 
+def test_a_detached_run_passes_none(tmp_path):
+    """A detached run outlives its caller: it holds none of the caller's descriptors (a pipe the
+    caller reads to its end, a make's jobserver), where the reference's copy keeps them
+    (docs/differences.md)."""
+    script, out = tmp_path / "fds.py", tmp_path / "detached.json"
+    script.write_text(FD_MAP)
+    jsonl = tmp_path / "run.jsonl"
+    passed, done = _run_with_passed(
+        tmp_path,
+        "run",
+        "--detach",
+        "--run-id",
+        "fds-detached",
+        "--jsonl",
+        str(jsonl),
+        "--",
+        sys.executable,
+        str(script),
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    waited = subprocess.run(
+        cli_command() + ["wait", "--run-id", "fds-detached", "--timeout", "60s", "--report-outcome"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert waited.returncode == 0 and json.loads(waited.stdout)["child_code"] == 0, waited
+    assert sorted(_child_fds(out), key=int) == ["0", "1", "2"], _child_fds(out)
+
+
 def test_api_child_gets_no_fd_of_its_caller_or_the_service(tmp_path):
     """The API is ``subprocess``-shaped (``close_fds=True``): its caller's inheritable
     descriptor and the service's own stay out of the child."""
