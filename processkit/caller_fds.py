@@ -13,7 +13,6 @@ none, as ``subprocess`` does.
 
 from __future__ import annotations
 
-import fcntl
 import os
 
 _taken: tuple[int, ...] = ()
@@ -30,7 +29,7 @@ def take() -> None:
     for name in names:
         fd = int(name)
         try:
-            if fd >= 3 and not fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+            if fd >= 3 and os.get_inheritable(fd):  # no close-on-exec (fcntl stays unloaded)
                 found.append(fd)
         except OSError:
             continue  # the listing's own, closed already
