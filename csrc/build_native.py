@@ -78,6 +78,8 @@ ffibuilder.cdef(
         int cgroup_procs_fd;
         const int *join_fds;
         size_t join_count;
+        const int *pass_fds;
+        size_t pass_count;
         int controlling_tty;
         unsigned long long nofile_soft;
         int linger_ms;

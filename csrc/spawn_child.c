@@ -156,11 +156,31 @@ struct pk_dirent {
     char name[];
 };
 
-/* Each fd /proc/self/fd lists from 3 up but keep, closed: 0, or -1 when the list cannot be
- * read. The names come through getdents64 into this stack's buffer, with no allocator (what
- * CPython's child does after fork); the directory lists by fd number, so closing as it goes
- * skips nothing. */
-static int close_listed(int keep)
+/* The smallest fd above `after` the child keeps: the report pipe (keep), which execve closes
+ * (O_CLOEXEC), or one of the caller's descriptors (pass_fds, ascending); -1 when none is. */
+static int next_kept(const pk_spawn_request *request, int keep, int after)
+{
+    int next = keep > after ? keep : -1;
+    size_t i;
+    for (i = 0; i < request->pass_count; i++)
+        if (request->pass_fds[i] > after) {
+            if (next < 0 || request->pass_fds[i] < next)
+                next = request->pass_fds[i];
+            break;
+        }
+    return next;
+}
+
+static int kept(const pk_spawn_request *request, int keep, int fd)
+{
+    return fd >= 3 && next_kept(request, keep, fd - 1) == fd;
+}
+
+/* Each fd /proc/self/fd lists from 3 up but the kept ones, closed: 0, or -1 when the list
+ * cannot be read. The names come through getdents64 into this stack's buffer, with no
+ * allocator (what CPython's child does after fork); the directory lists by fd number, so
+ * closing as it goes skips nothing. */
+static int close_listed(const pk_spawn_request *request, int keep)
 {
     char buffer[2048] __attribute__((aligned(8)));
     long dir = SYS4(openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0), got, at;
@@ -173,32 +193,45 @@ static int close_listed(int keep)
             fd = 0;
             for (digit = ((struct pk_dirent *)(buffer + at))->name; *digit >= '0' && *digit <= '9'; digit++)
                 fd = fd * 10 + (*digit - '0');
-            if (!*digit && fd >= 3 && fd != keep && fd != dir)
+            if (!*digit && fd >= 3 && fd != dir && !kept(request, keep, fd))
                 SYS1(close, fd);
         }
     SYS1(close, dir);
     return got < 0 ? -1 : 0;
 }
 
-/* Every fd from 3 up except the report pipe (keep), which execve closes (O_CLOEXEC). Without
- * close_range (a seccomp filter, a kernel before 5.9) the open ones are listed: a loop up to the
- * soft limit would make a million calls under a batch's raised limit. The loop is left for a
- * process with no /proc. */
-static void close_others(int keep)
+/* close_range over each gap between the kept fds: 0, or -1 when one failed (a seccomp filter,
+ * a kernel before 5.9). */
+static int close_gaps(const pk_spawn_request *request, int keep)
+{
+#ifdef SYS_close_range
+    int from = 3, next;
+    for (next = next_kept(request, keep, 2); next >= 0; next = next_kept(request, keep, next)) {
+        if (next > from && SYS3(close_range, (unsigned)from, (unsigned)next - 1, 0U) != 0)
+            return -1;
+        from = next + 1;
+    }
+    return SYS3(close_range, (unsigned)from, ~0U, 0U) == 0 ? 0 : -1;
+#else
+    (void)request;
+    (void)keep;
+    return -1;
+#endif
+}
+
+/* Every fd from 3 up except the kept ones (next_kept). Without close_range the open ones are
+ * listed: a loop up to the soft limit would make a million calls under a batch's raised limit.
+ * The loop is left for a process with no /proc. */
+static void close_others(const pk_spawn_request *request, int keep)
 {
     struct rlimit limit;
     int fd, end = PK_FALLBACK_FD_LIMIT;
-#ifdef SYS_close_range
-    if ((keep == 3 || SYS3(close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
-        SYS3(close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
-        return;
-#endif
-    if (close_listed(keep) == 0)
+    if (close_gaps(request, keep) == 0 || close_listed(request, keep) == 0)
         return;
     if (SYS4(prlimit64, 0, RLIMIT_NOFILE, 0, &limit) == 0 && limit.rlim_cur < (rlim_t)INT_MAX)
         end = (int)limit.rlim_cur;
     for (fd = 3; fd < end; fd++)
-        if (fd != keep)
+        if (!kept(request, keep, fd))
             SYS1(close, fd);
 }
 
@@ -249,7 +282,7 @@ void pk_run_child(const struct pk_child *child)
     set_stdio(request, &report_fd);
     if (request->controlling_tty > 0 && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
-    close_others(report_fd);
+    close_others(request, report_fd);
     if (request->nofile_soft) {
         /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
         struct rlimit limit;

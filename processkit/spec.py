@@ -244,6 +244,10 @@ class RunContext(Plain):
       service: ``api.wire``'s ``SCRATCH_*`` for a ``jsonl``, ``capture_dir`` or ``stdin_file``
       in its memory or scratch directory), stand-in to path; ``place`` reads a spec's path
       through it.
+    - ``passed_fds``: the caller's descriptors from 3 up the child keeps as they are (the CLI's:
+      ``caller_fds``, a make's jobserver pipe among them), ascending; (): none, every fd but the
+      child's 0-2 closed in it (the API's runner service, whose own and other calls'
+      descriptors no child may hold).
     """
 
     __slots__ = (
@@ -259,6 +263,7 @@ class RunContext(Plain):
         "linger_ms",
         "cwd",
         "captured",
+        "passed_fds",
     )
 
     def __init__(
@@ -276,6 +281,7 @@ class RunContext(Plain):
         linger_ms: int = 0,
         cwd: str | None = None,
         captured: list[int] | None = None,
+        passed_fds: tuple[int, ...] = (),
     ):
         self.env = env
         self.stdio = stdio
@@ -289,6 +295,7 @@ class RunContext(Plain):
         self.linger_ms = linger_ms
         self.cwd = cwd
         self.captured = captured
+        self.passed_fds = passed_fds
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

@@ -24,8 +24,10 @@ print(sorted(fds))
 """
 
 
-def test_the_child_inherits_no_descriptor_beyond_0_1_2(tmp_path, containment, pump_backend):
-    stray = os.open(os.devnull, os.O_RDONLY)  # the runner's caller leaks one: it must stop there
+def test_the_child_inherits_the_callers_descriptors_and_none_of_the_runners(tmp_path, containment, pump_backend):
+    """The caller's passes, as the reference's (processkit/caller_fds.py); the capture files,
+    pipes and groups of the runner do not."""
+    passed = os.open(os.devnull, os.O_RDONLY)
     try:
         _, events = run_checked(
             tmp_path,
@@ -33,12 +35,12 @@ def test_the_child_inherits_no_descriptor_beyond_0_1_2(tmp_path, containment, pu
             tmp_path / "cap",
             command=python_child(LIST_FDS),
             returncode=0,
-            pass_fds=(stray,),
+            pass_fds=(passed,),
         )
     finally:
-        os.close(stray)
+        os.close(passed)
     require_mechanism(events, containment)
-    assert (tmp_path / "cap" / "stdout.log").read_text() == "[0, 1, 2]\n"
+    assert (tmp_path / "cap" / "stdout.log").read_text() == f"[0, 1, 2, {passed}]\n"
 
 
 def test_the_default_stdin_is_closed_even_when_the_runner_has_an_idle_pipe(tmp_path):

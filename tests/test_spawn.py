@@ -217,10 +217,11 @@ def test_signal_state_the_child_inherits(tmp_path, spawn_backend):
     assert status_mask(status, "SigIgn") == expected
 
 
-def test_the_child_has_only_its_stdio(tmp_path, spawn_backend):
-    """Neither the runner's own fds nor one its parent leaked to it reach the child."""
-    leaked = os.open(tmp_path, os.O_RDONLY)
-    os.set_inheritable(leaked, True)
+def test_the_child_has_its_stdio_and_the_callers_fds_only(tmp_path, spawn_backend):
+    """The runner's own fds do not reach the child; one its caller passed it does, under its
+    number, as the reference's (processkit/caller_fds.py)."""
+    passed = os.open(tmp_path, os.O_RDONLY)
+    os.set_inheritable(passed, True)
     listing = (
         "import os\n"
         "listed = os.listdir('/proc/self/fd')\n"  # the listing's own fd is closed again below
@@ -228,10 +229,10 @@ def test_the_child_has_only_its_stdio(tmp_path, spawn_backend):
         "print([os.readlink(f'/proc/self/fd/{fd}').split(':')[0] for fd in (0, 1, 2)])"
     )
     try:
-        proc, _ = run_checked(tmp_path, command=python_child(listing), returncode=0, pass_fds=[leaked])
+        proc, _ = run_checked(tmp_path, command=python_child(listing), returncode=0, pass_fds=[passed])
     finally:
-        os.close(leaked)
-    assert proc.stdout.decode().splitlines() == ["[0, 1, 2]", "['/dev/null', 'pipe', 'pipe']"]
+        os.close(passed)
+    assert proc.stdout.decode().splitlines() == [f"[0, 1, 2, {passed}]", "['/dev/null', 'pipe', 'pipe']"]
 
 
 def test_stdin_from_a_file_is_a_pipe_fed_by_the_runner(tmp_path, spawn_backend):

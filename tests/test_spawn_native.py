@@ -470,11 +470,12 @@ def spawn_without_close_range() -> None:
     every number up to the soft limit (a million calls under a batch's raised limit, while
     CLONE_VFORK holds the runner): here a close of any fd from 10,000 up kills it."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (20_000, max(20_000, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
-    inherited = os.dup2(0, 500)  # inheritable, yet closed in the child: only 0-2 pass
+    inherited = os.dup2(0, 500)  # inheritable, yet closed in the child: only 0-2 and the passed pass
+    passed = os.dup2(0, 400)  # a caller's descriptor the child keeps (caller_fds.py)
     without_close_range(10_000)
     read_end, write_end = os.pipe()
     result = spawn_native.Pending(
-        ["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False
+        ["ls", "/proc/self/fd"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False, (passed,)
     ).wait()
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
@@ -482,6 +483,7 @@ def spawn_without_close_range() -> None:
     assert result.stage == lib.PK_SPAWN_OK, (result.stage, result.error)
     assert os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) == 0
     assert str(inherited).encode() not in listed and b"1" in listed, listed
+    assert str(passed).encode() in listed, listed
 
 
 def test_without_close_range_the_child_closes_only_the_fds_it_has():

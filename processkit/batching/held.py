@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from .. import caller_fds
 from ..engine.capture import STREAMS, open_targets
 from ..diagnostics import warn
 from ..errors import Failure, Kind
@@ -52,7 +53,13 @@ class HeldFiles:
         # What the engine is given with them, made once for every attempt the set serves: the
         # memfds lent, the run published late (no client can read its stream), the batch's
         # working directory (``cwd``, read once by the batch).
-        self.context = RunContext(held_fds=self.fds, held_lent=True, publish_after_ms=LATE_PUBLICATION_MS, cwd=cwd)
+        self.context = RunContext(
+            held_fds=self.fds,
+            held_lent=True,
+            publish_after_ms=LATE_PUBLICATION_MS,
+            cwd=cwd,
+            passed_fds=caller_fds.taken(),
+        )
 
     def write_into(self, stream_path: str, capture_dir: str) -> None:
         """The failed attempt's stream and capture, written where ``--keep all`` would have put

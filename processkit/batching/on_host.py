@@ -18,7 +18,7 @@ from ..engine import stopfd
 from ..engine.host import Host, RunGroup
 from ..engine.runner import steps
 from ..engine.waits import wait_until
-from .. import safepath
+from .. import caller_fds, safepath
 from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
 from ..spec import RunContext, carrier_cwd
@@ -364,8 +364,9 @@ def _job_steps(
 
 
 def _own_context() -> RunContext:
-    """The context of the batch's runs: its working directory read once here (``carrier_cwd``)."""
-    return RunContext(cwd=carrier_cwd())
+    """The context of the batch's runs: its working directory read once here (``carrier_cwd``),
+    the caller's descriptors kept by each job, as GNU parallel's are (``caller_fds``)."""
+    return RunContext(cwd=carrier_cwd(), passed_fds=caller_fds.taken())
 
 
 def _raises(exc: Exception):

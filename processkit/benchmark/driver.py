@@ -31,7 +31,7 @@ import gc
 import os
 import time
 
-from .. import signum
+from .. import caller_fds, signum
 from .measured import Measured, measured_from
 from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, carrier_cwd, new_run_id
 
@@ -126,7 +126,8 @@ def run_spec(
         env=EnvPlan(clear=True, assignments=assignments),
     )
     late = LATE_PUBLICATION_MS if jsonl is None else None  # a kept stream's run is published at once
-    return spec, RunContext(publish_after_ms=late, output_fd=output_fd, linger_ms=LINGER_MS, cwd=cwd)
+    passed = caller_fds.taken()  # the caller's descriptors, kept by each run as hyperfine's are
+    return spec, RunContext(publish_after_ms=late, output_fd=output_fd, linger_ms=LINGER_MS, cwd=cwd, passed_fds=passed)
 
 
 def where(options: Options, output: str) -> str:

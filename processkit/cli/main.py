@@ -10,7 +10,7 @@ import gc
 import os
 import sys
 
-from .. import fdlimit, signum
+from .. import caller_fds, fdlimit, signum
 from ..diagnostics import envelope_only, say, shown
 from ..errors import STDOUT_CLOSED, Failure, Kind, StdoutClosed, exit_codes, usage
 from .commands import COMMANDS, RUNNING_COMMANDS
@@ -189,6 +189,7 @@ def undo_locale_coercion() -> None:
 
 def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
     """The CLI's exit code; ``invocation``, when given, is filled in (``entry`` reads it)."""
+    caller_fds.take()  # before the runner opens any descriptor of its own
     ensure_standard_fds()
     undo_locale_coercion()
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 
+from .. import caller_fds
 from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
@@ -138,7 +139,10 @@ def main(argv: list[str], invocation) -> int:
 
     nothing: frozenset[int] = frozenset()  # this process's one run: the orphans it collects are that run's
     ChildrenUsage.sole(*((nothing,) * 3 if spare is None else (spare.pids, spare.groups, spare.sessions)))
-    outcome = execute(spec, RunContext(ready_fd=ready_fd), ("output_captured",) if spec.capture_dir is not None else ())
+    # A detached copy passes none: its launcher gave it nothing of the caller's (cli/detach.py).
+    passed = caller_fds.taken() if ready_fd is None else ()
+    context = RunContext(ready_fd=ready_fd, passed_fds=passed)
+    outcome = execute(spec, context, ("output_captured",) if spec.capture_dir is not None else ())
     end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"), cut_said)
     if outcome.usage is not None:

@@ -204,6 +204,7 @@ def start(host: Host, run: RunState):
             terminal=run.terminal.take_slave() if run.terminal is not None else None,
             inherit=context.stdio,
             linger_ms=context.linger_ms,
+            passed=context.passed_fds,
         )
         container.cloned(starting.pid)  # its group known before the exec's report (a Ctrl-Z meanwhile)
         try:

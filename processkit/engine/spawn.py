@@ -21,10 +21,10 @@ Failure either way, whenever it is known.
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
 (``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
-mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio and no other fd (with a terminal:
-the pty's slave on 0, 1 and 2, made its controlling terminal); gets the caller's soft
-open-file limit back when the runner raised its own (processkit/fdlimit.py); changes to ``cwd``; and execs
-the program found on the PATH of its own environment.
+mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on
+0, 1 and 2, made its controlling terminal) and no other fd but the caller's (``passed``, as the
+reference); gets the caller's soft open-file limit back when the runner raised its own
+(processkit/fdlimit.py); changes to ``cwd``; and execs the program found on its own PATH.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ def begin(
     given: tuple[int | None, int | None, int | None] | None = None,
     merged: bool = False,
     linger_ms: int = 0,
+    passed: tuple[int, ...] = (),
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
@@ -152,8 +153,8 @@ def begin(
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
-    ``linger_ms``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported, the
-    native spawn waits that long at most for the child's exit).
+    ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
+    the native spawn waits that long at most for the child's exit) and ``passed_fds``.
     """
     problem = _unpassable(argv, env, cwd)
     if problem is not None:
@@ -180,11 +181,11 @@ def begin(
         joins = container.child_joins()
         tty = child_tty(terminal, stdin, inherit, given)
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container))
+            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed)
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, (argv, env, cwd, container), pending=pending)
-        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty)
+        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty, passed)
         return Starting(runner_ends, (argv, env, cwd, container), started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
         raise _refusal(exc, runner_ends, (argv, env, cwd, container)) from None
@@ -342,7 +343,7 @@ def _native_child(result, runner_ends) -> Child:
     return child
 
 
-def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int) -> Child:
+def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
     import subprocess  # only here: the native path spares the runner its import
 
     stdio = [fd if fd >= 0 else None for fd in child_ends]
@@ -355,6 +356,7 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             env=env,
             cwd=cwd,
             close_fds=True,
+            pass_fds=passed,
             preexec_fn=_child_setup(joins, os.getpid(), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed

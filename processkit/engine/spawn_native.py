@@ -50,6 +50,7 @@ class Pending:
         tty: int,
         linger_ms: int,
         own_memory: bool,
+        passed: tuple[int, ...] = (),
     ):
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
@@ -80,6 +81,9 @@ class Pending:
         held.append(ffi.new("int[]", joins.procs_fds))
         request.join_fds = held[-1]
         request.join_count = len(joins.procs_fds)
+        held.append(ffi.new("int[]", passed))
+        request.pass_fds = held[-1]
+        request.pass_count = len(passed)
         self.result = ffi.new("pk_spawn_result *")
         handle = lib.pk_spawn_begin(request, self.result)
         self._handle = handle if handle != ffi.NULL else None
