@@ -10,9 +10,9 @@ import signal
 
 import pytest
 
-from conftest import run_cli, wait_for_event
+from conftest import registry_entries, run_cli, start_cli, wait_for_event
 from streams import PY
-from test_batch import start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
+from test_batch import left_by, start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 BATCH_FAILED = 117
 
@@ -250,3 +250,25 @@ def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp
     assert proc.returncode == 111, proc.stderr
     assert f"cannot write {out_fs / 'o' / 'summary.jsonl'}: No space left on device".encode() in proc.stderr
     assert b"internal error" not in proc.stderr
+
+
+def test_a_summary_that_cannot_be_written_leaves_nothing_behind_with_jobs_queued(
+    tmp_path, small_tmpfs, isolated_registry
+):
+    """The summary's first line failing with jobs still queued: each unstarted job's line
+    raised again in the batch's last steps, which were skipped, so the batch left its lodging,
+    its registry record and its jobs' cgroups. Now the failure is said once and all goes."""
+    out_fs = small_tmpfs("out", "size=64k")
+    jobs = [
+        {"id": "filler", "args": ["sh", "-c", f"head -c 200000 /dev/zero > {out_fs / 'filler'}; exit 1"]},
+        {"id": "slow", "args": ["sleep", "120"]},
+        {"id": "quick", "args": ["true"]},
+    ]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    batch = start_cli("batch", "--out", out_fs / "o", "-j", "1", manifest)
+    _, stderr = batch.communicate(timeout=60)
+    assert batch.returncode == 111, stderr
+    assert stderr.count(b"cannot write ") == 1, stderr
+    assert b"filler" in stderr, "the failing job's own line is still shown"
+    assert left_by(batch.pid) == []
+    assert registry_entries(isolated_registry) == []

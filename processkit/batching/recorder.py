@@ -129,24 +129,30 @@ class Recorder:
             self.halted = True
         if self._collect:
             self.lines.append(line)
-        if self._fd is not None:
-            self._write(line.encode())
+        failure = None if self._fd is None else self._write(self._fd, line.encode())
         if self._on_recorded is not None:
-            self._on_recorded(line, self.counts)
+            self._on_recorded(line, self.counts)  # the failing job's own line is shown too
+        if failure is not None:
+            raise failure
 
-    def _write(self, data: bytes) -> None:
-        """A line into the summary, whole, or the batch stops as a setup failure (111), naming
-        the file and why (a full disk): the summary is what the batch answers with, and a line
-        that cannot go into it was an internal error (104) with the jobs' figures lost unsaid."""
+    def _write(self, fd: int, data: bytes) -> Failure | None:
+        """A line into the summary, or the failure that stops the batch as a setup failure
+        (111), naming the file and why (a full disk): the summary is what the batch answers
+        with. The failure is said once: the summary is closed, so the lines recorded after it
+        (the unstarted jobs' as the batch ends) are not written, and the batch's own clean-up
+        is not cut short by the same failure again."""
         from ..text import sanitize
         from ..writeall import write_all
 
         try:
-            write_all(self._fd, data)  # type: ignore[arg-type]
+            write_all(fd, data)
         except OSError as exc:
-            raise Failure(
+            self._fd = None
+            os.close(fd)
+            return Failure(
                 Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
-            ) from None
+            )
+        return None
 
     def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
