@@ -272,3 +272,30 @@ def test_a_summary_that_cannot_be_written_leaves_nothing_behind_with_jobs_queued
     assert b"filler" in stderr, "the failing job's own line is still shown"
     assert left_by(batch.pid) == []
     assert registry_entries(isolated_registry) == []
+
+
+def test_a_summary_line_that_fails_part_way_leaves_no_torn_line(tmp_path):
+    """A summary write that stops part way (a file size limit, a full disk) left the line's
+    first bytes in the file, read as a broken line, and glued to the next line a ``--resume``
+    appends."""
+    proc = run_cli("batch", "--out", tmp_path / "o", "--", "true", ":::", "1", preexec_fn=_file_size_limit(300))
+    assert proc.returncode == 111, proc.stderr
+    assert b"cannot write " in proc.stderr, proc.stderr
+    assert (tmp_path / "o" / "summary.jsonl").read_bytes() == b""
+
+
+def test_resume_after_a_torn_last_line_writes_its_lines_whole(tmp_path):
+    """A summary whose last line was torn (a crash mid-write): ``--resume`` appended its first
+    line to the torn one, and both were lost to every reader. Now the torn line is ended first,
+    skipped as no job's line, and the job it was cut from runs again."""
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"]}])
+    out = tmp_path / "o"
+    assert run_cli("batch", "--out", out, manifest).returncode == 0
+    path = out / "summary.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + second[:100])  # b's line, torn
+    proc = run_cli("batch", "--out", out, "--resume", manifest)
+    assert proc.returncode == 0, proc.stderr
+    torn, *whole = path.read_bytes().splitlines()[1:]
+    assert torn == second[:100]
+    assert [json.loads(line)["id"] for line in whole] == ["b"]

@@ -6,6 +6,7 @@ collected for the caller, handed to the terminal; and the rules both ways share:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 
@@ -145,9 +146,12 @@ class Recorder:
         from ..writeall import write_all
 
         try:
+            size = os.fstat(fd).st_size
             write_all(fd, data)
         except OSError as exc:
             self._fd = None
+            with contextlib.suppress(OSError):  # its torn part gone, so a --resume appends to whole lines
+                os.ftruncate(fd, size)
             os.close(fd)
             return Failure(
                 Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
@@ -223,10 +227,20 @@ def _read_lines(path: str) -> Iterator[JobLine]:
 
 
 def _open_summary(path: str, resume: bool) -> int:
-    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link.
+    On ``--resume`` a last line left torn (a crash, a write that failed) is ended first: the
+    reader skips it as no job's line, and the next line starts whole after it."""
+    flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+        fd = os.open(path, flags | os.O_RDWR if resume else flags | os.O_WRONLY | os.O_TRUNC, 0o644)
     except OSError as exc:
         why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
+    try:
+        size = os.fstat(fd).st_size if resume else 0
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError as exc:
+        os.close(fd)
+        raise Failure(Kind.SETUP, f"cannot write the summary {path}: {exc.strerror}") from None
+    return fd
