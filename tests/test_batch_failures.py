@@ -223,19 +223,20 @@ def _file_size_limit(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path):
+@pytest.mark.parametrize("cap", [[], ["--capture-max-bytes", "200000"]], ids=["no-cap", "cap-above-the-failure"])
+def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, cap):
     """A capture whose writes failed (``write_error``: a full disk) keeps the stream's head: the
     failures' list and the JUnit said only a cap's cut, so this file's last lines read as the
-    stream's last."""
+    stream's last; and with a cap the stream passed too, they said the cap alone."""
     job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
     proc = run_cli(
-        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", "--", "sh", "-c", job, ":::", "1",
+        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", *cap, "--", "sh", "-c", job, ":::", "1",
         preexec_fn=_file_size_limit(100 << 10),
     )  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
     (line,) = summary(tmp_path / "o").values()
     stdout = line["capture"]["stdout"]
-    assert stdout["write_error"] and not stdout["truncated"] and stdout["bytes_written"] == 100 << 10
+    assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
     assert said in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()

@@ -123,7 +123,7 @@ def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
     for name, capture in (("stdout", result.stdout_capture), ("stderr", result.stderr_capture)):
         if piped.get(name) and capture is not None and (capture.truncated or capture.write_error):
             seen, kept = capture.bytes_seen or 0, capture.bytes_written or 0
-            how = "capture_max_bytes" if capture.truncated else "a failed write to its capture file"
+            how = "a failed write to its capture file" if capture.write_error else "capture_max_bytes"
             cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
     return cut
 
