@@ -45,8 +45,13 @@ def test_a_failed_capture_write_is_as_loud_as_a_cap(tmp_path):
     short, with no warning and ``check=True`` content: only ``write_error`` said it."""
     (tmp_path / "stdout.log").symlink_to("/dev/full")
     argv = ["sh", "-c", "echo hello"]
-    with pytest.warns(processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"):
+    with pytest.warns(
+        processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"
+    ) as said:
         result = processkit.run(argv, capture_output=True, capture_dir=str(tmp_path))
+    assert [w.category for w in said if issubclass(w.category, processkit.CaptureTruncated)] == [
+        processkit.CaptureWriteFailed
+    ], "told apart from a cap's cut"
     assert result.returncode == 0 and result.stdout_capture.write_error
     with pytest.warns(processkit.CaptureTruncated), pytest.raises(processkit.RunError, match="6 of 6 bytes lost"):
         processkit.run(argv, capture_output=True, capture_dir=str(tmp_path), check=True)

@@ -111,8 +111,8 @@ def _case(job: Job, budget: list[int], out: str) -> str:
 def _tail(name: str, job: Job, budget: list[int]) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
     tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
-    its cap says so after them: its last bytes are then not the stream's (the default keeps
-    the head)."""
+    its cap, or short of it by a failed write, says so after them (``tail.cut_note``): its last
+    bytes are then not the stream's (the default keeps the head)."""
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:
         return ""
