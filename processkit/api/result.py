@@ -112,15 +112,13 @@ class RunResult:
 
 
 class CaptureTruncated(UserWarning):
-    """The output a caller asked for (``capture_output``, ``PIPE``) was cut short: by the cap it
-    set (``capture_max_bytes``), or by a write to its capture file that failed (then the
-    subclass ``CaptureWriteFailed``); the warning names the stream and the bytes lost."""
+    """The output a caller asked for (``capture_output``, ``PIPE``) was cut short by the cap it set
+    (``capture_max_bytes``), or by a failed write (``CaptureWriteFailed``): names the bytes lost."""
 
 
 class CaptureWriteFailed(CaptureTruncated):
-    """The output asked for was cut short by a failed write to its capture file (a full disk),
-    not by the caller's cap: a filter on ``CaptureTruncated`` takes both, this one alone the
-    failure the caller did not choose."""
+    """Cut short by a failed write to its capture file (a full disk), not the caller's cap: a filter
+    on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
 
 
 def cut_warning(result: RunResult, piped: dict[str, bool]) -> type[CaptureTruncated]:
