@@ -13,6 +13,7 @@ _API = frozenset(
     (
         "CaptureInfo",
         "CaptureTruncated",
+        "CaptureWriteFailed",
         "ControlError",
         "RunError",
         "RunHandle",

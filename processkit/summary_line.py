@@ -29,6 +29,12 @@ def _int(value: object) -> int | None:
     return value if type(value) is int and abs(value) < _BIGGEST_INT else None
 
 
+def _count(value: object) -> int | None:
+    """A count written only when above 0 (``oom_kills``): anything else says nothing."""
+    found = _int(value)
+    return found if found is not None and found > 0 else None
+
+
 def _number(value: object) -> float | None:
     """A finite int or float (never a bool, NaN or an infinity) within the bound, else None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _BIGGEST_FLOAT:
@@ -284,7 +290,7 @@ class JobLine(Plain):
             _strings(get("needs")),
             _digests(get("inputs_sha256")),
             _int(get("signal")),
-            _int(get("oom_kills")),
+            _count(get("oom_kills")),
         )
 
 

@@ -53,10 +53,15 @@ def test_large_input_and_output_do_not_deadlock():
 
 def test_output_is_bounded_by_the_capture_cap_and_says_so():
     script = "import sys; sys.stdout.write('é' * 5000)"
-    with pytest.warns(processkit.CaptureTruncated, match="stdout cut by capture_max_bytes: 5903 of 10000 bytes lost"):
+    with pytest.warns(
+        processkit.CaptureTruncated, match="stdout cut by capture_max_bytes: 5903 of 10000 bytes lost"
+    ) as said:
         result = processkit.run(
             [PY, "-c", script], capture_output=True, capture_max_bytes=4097, text=True, encoding="utf-8"
         )
+    assert [w.category for w in said if issubclass(w.category, processkit.CaptureTruncated)] == [
+        processkit.CaptureTruncated
+    ], "the cap's, not a failed write's"
     assert result.stdout == "é" * 2048, "cut at the cap, the split character left out"
     assert result.stdout_capture.truncated and result.stdout_capture.bytes_seen == 10000
 

@@ -45,11 +45,24 @@ def test_a_failed_capture_write_is_as_loud_as_a_cap(tmp_path):
     short, with no warning and ``check=True`` content: only ``write_error`` said it."""
     (tmp_path / "stdout.log").symlink_to("/dev/full")
     argv = ["sh", "-c", "echo hello"]
-    with pytest.warns(processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"):
+    with pytest.warns(
+        processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"
+    ) as said:
         result = processkit.run(argv, capture_output=True, capture_dir=str(tmp_path))
+    assert [w.category for w in said if issubclass(w.category, processkit.CaptureTruncated)] == [
+        processkit.CaptureWriteFailed
+    ], "told apart from a cap's cut"
     assert result.returncode == 0 and result.stdout_capture.write_error
     with pytest.warns(processkit.CaptureTruncated), pytest.raises(processkit.RunError, match="6 of 6 bytes lost"):
         processkit.run(argv, capture_output=True, capture_dir=str(tmp_path), check=True)
+
+
+def test_a_capture_past_its_cap_and_hit_by_a_failed_write_names_the_failed_write(tmp_path):
+    """Both at once (a full disk below the cap): the warning said the cap alone, as if the file
+    held the stream up to it."""
+    (tmp_path / "stdout.log").symlink_to("/dev/full")
+    with pytest.warns(processkit.CaptureTruncated, match="stdout cut by a failed write to its capture file: 6 of 6"):
+        processkit.run(["sh", "-c", "echo hello"], capture_output=True, capture_dir=str(tmp_path), capture_max_bytes=3)
 
 
 def test_env_replaces_the_environment_as_subprocess_does_and_env_add_adds():

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from conftest import run_cli
+from conftest import pid_alive, run_cli
 
 distributed = pytest.importorskip("distributed")
 
@@ -115,3 +115,37 @@ def test_every_setting_of_the_batch_reaches_its_chunks(tmp_path, monkeypatch):
     for name in Settings.__slots__:
         if name not in ("out", "resume"):
             assert getattr(chunk, name) == getattr(given, name), name
+
+
+def test_a_summary_that_cannot_be_written_ends_the_jobs_running_on_the_workers(tmp_path, small_tmpfs):
+    """A full disk under ``--out`` while another task's job runs on a worker: the client exited
+    111 and left that job running there (docs/batch.md: running jobs are ended first). Now the
+    workers are told to stop the batch, and the client waits for its tasks before it exits."""
+    out_fs = small_tmpfs("out", "size=64k")
+    pid_file = tmp_path / "slow.pid"
+    fill = f"while [ ! -s {pid_file} ]; do sleep 0.01; done; head -c 200000 /dev/zero > {out_fs / 'filler'}; exit 1"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(
+        json.dumps(
+            {
+                "id": "slow",
+                "args": ["sh", "-c", f"echo $$ > {pid_file}.new; mv {pid_file}.new {pid_file}; exec sleep 120"],
+            }
+        )
+        + "\n"
+        + json.dumps({"id": "filler", "args": ["sh", "-c", fill]})
+        + "\n"
+    )
+    slow = None
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        try:
+            proc = run_cli(
+                "batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address, timeout=120
+            )
+            slow = int(pid_file.read_text())
+            assert proc.returncode == 111, proc.stderr
+            assert b"cannot write " in proc.stderr, proc.stderr
+            assert not pid_alive(slow), "the job on the worker outlived the batch"
+        finally:
+            if slow is not None and pid_alive(slow):
+                os.kill(slow, signal.SIGKILL)  # the unfixed client's leftover: ours, ended by pid

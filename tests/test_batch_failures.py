@@ -10,9 +10,9 @@ import signal
 
 import pytest
 
-from conftest import run_cli, wait_for_event
+from conftest import registry_entries, run_cli, start_cli, wait_for_event
 from streams import PY
-from test_batch import start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
+from test_batch import left_by, start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 BATCH_FAILED = 117
 
@@ -223,19 +223,20 @@ def _file_size_limit(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path):
+@pytest.mark.parametrize("cap", [[], ["--capture-max-bytes", "200000"]], ids=["no-cap", "cap-above-the-failure"])
+def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, cap):
     """A capture whose writes failed (``write_error``: a full disk) keeps the stream's head: the
     failures' list and the JUnit said only a cap's cut, so this file's last lines read as the
-    stream's last."""
+    stream's last; and with a cap the stream passed too, they said the cap alone."""
     job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
     proc = run_cli(
-        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", "--", "sh", "-c", job, ":::", "1",
+        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", *cap, "--", "sh", "-c", job, ":::", "1",
         preexec_fn=_file_size_limit(100 << 10),
     )  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
     (line,) = summary(tmp_path / "o").values()
     stdout = line["capture"]["stdout"]
-    assert stdout["write_error"] and not stdout["truncated"] and stdout["bytes_written"] == 100 << 10
+    assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
     assert said in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
@@ -250,3 +251,52 @@ def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp
     assert proc.returncode == 111, proc.stderr
     assert f"cannot write {out_fs / 'o' / 'summary.jsonl'}: No space left on device".encode() in proc.stderr
     assert b"internal error" not in proc.stderr
+
+
+def test_a_summary_that_cannot_be_written_leaves_nothing_behind_with_jobs_queued(
+    tmp_path, small_tmpfs, isolated_registry
+):
+    """The summary's first line failing with jobs still queued: each unstarted job's line
+    raised again in the batch's last steps, which were skipped, so the batch left its lodging,
+    its registry record and its jobs' cgroups. Now the failure is said once and all goes."""
+    out_fs = small_tmpfs("out", "size=64k")
+    jobs = [
+        {"id": "filler", "args": ["sh", "-c", f"head -c 200000 /dev/zero > {out_fs / 'filler'}; exit 1"]},
+        {"id": "slow", "args": ["sleep", "120"]},
+        {"id": "quick", "args": ["true"]},
+    ]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    batch = start_cli("batch", "--out", out_fs / "o", "-j", "1", manifest)
+    _, stderr = batch.communicate(timeout=60)
+    assert batch.returncode == 111, stderr
+    assert stderr.count(b"cannot write ") == 1, stderr
+    assert b"filler" in stderr, "the failing job's own line is still shown"
+    assert left_by(batch.pid) == []
+    assert registry_entries(isolated_registry) == []
+
+
+def test_a_summary_line_that_fails_part_way_leaves_no_torn_line(tmp_path):
+    """A summary write that stops part way (a file size limit, a full disk) left the line's
+    first bytes in the file, read as a broken line, and glued to the next line a ``--resume``
+    appends."""
+    proc = run_cli("batch", "--out", tmp_path / "o", "--", "true", ":::", "1", preexec_fn=_file_size_limit(300))
+    assert proc.returncode == 111, proc.stderr
+    assert b"cannot write " in proc.stderr, proc.stderr
+    assert (tmp_path / "o" / "summary.jsonl").read_bytes() == b""
+
+
+def test_resume_after_a_torn_last_line_writes_its_lines_whole(tmp_path):
+    """A summary whose last line was torn (a crash mid-write): ``--resume`` appended its first
+    line to the torn one, and both were lost to every reader. Now the torn line is ended first,
+    skipped as no job's line, and the job it was cut from runs again."""
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"]}])
+    out = tmp_path / "o"
+    assert run_cli("batch", "--out", out, manifest).returncode == 0
+    path = out / "summary.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + second[:100])  # b's line, torn
+    proc = run_cli("batch", "--out", out, "--resume", manifest)
+    assert proc.returncode == 0, proc.stderr
+    torn, *whole = path.read_bytes().splitlines()[1:]
+    assert torn == second[:100]
+    assert [json.loads(line)["id"] for line in whole] == ["b"]

@@ -217,6 +217,23 @@ def test_a_full_file_system_latches_write_error_and_loses_nothing_else(tmp_path,
     assert one(events, "root_exited")["code"] == 0
 
 
+def test_a_capture_past_its_cap_and_hit_by_a_failed_write_is_said_as_the_failed_write(tmp_path, small_tmpfs):
+    """``--capture-max-bytes`` above what a full disk let the file take: the warning said the
+    file was cut at the cap, so its 64 KiB read as the cap's 200000 bytes."""
+    cap_dir = small_tmpfs("cap", "size=64k")
+    command = child_command("p.write_all(1, p.block(1, 300000))")
+    proc, events = run_checked(
+        tmp_path, "--capture-dir", cap_dir, "--capture-max-bytes", "200000", command=command, returncode=0
+    )
+    stdout = one(events, "output_captured")["stdout"]
+    assert stdout["write_error"] and stdout["truncated"], stdout
+    warned = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
+    assert warned == [
+        f"processkit-cli: warning: a write to stdout's capture failed: {cap_dir / 'stdout.log'} "
+        f"holds {stdout['bytes_written']} of its 300000 bytes"
+    ]
+
+
 # -- a consumer that slows down, then stops --------------------------------------------------------
 
 

@@ -161,3 +161,23 @@ def test_an_unreadable_mount_table_makes_the_walk_look_further_never_fail(tmp_pa
         (group / "cgroup.procs").write_text("")
     (root / "limited" / "memory.max").write_text("8192\n")
     assert spawn_memory.limited_apart(str(run)) is True
+
+
+@pytest.mark.parametrize("count", [-1, 0])
+def test_a_summary_lines_oom_count_below_one_is_read_as_none(tmp_path, count):
+    """A summary line's ``oom_kills`` of 0 or less (another writer's, or edited) said
+    ``the kernel's OOM killer ended -1 process(es)`` on the batch's page; the batch writes it
+    only when above 0, and a reader now takes it only then."""
+    out = tmp_path / "out"
+    proc = run_cli("batch", "--out", out, "--", "sh", "-c", "exit 1", ":::", "1", "2")
+    assert proc.returncode == 117, proc.stderr
+    lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    for line, kills in zip(lines, [count, 2]):
+        line["oom_kills"] = kills
+    (out / "summary.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = tmp_path / "page.html"
+    proc = run_cli("report", out, "-o", page)
+    assert proc.returncode == 0, proc.stderr
+    said = page.read_text()
+    assert "OOM killer ended 2 process(es)" in said, "the count above 0 is said"
+    assert f"OOM killer ended {count} " not in said

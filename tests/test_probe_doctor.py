@@ -70,6 +70,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "batch:job-graph",
         "batch:slots-groups",
         "batch:flaky-jobs",
+        "batch:oom-kills",
         "batch:content-resume",
     }
     expected = set(capabilities)

@@ -7,11 +7,12 @@ from .handle import RunHandle, attach, start
 from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
-from .result import CaptureInfo, CaptureTruncated, RunError, RunResult
+from .result import CaptureInfo, CaptureTruncated, CaptureWriteFailed, RunError, RunResult
 
 __all__ = [
     "CaptureInfo",
     "CaptureTruncated",
+    "CaptureWriteFailed",
     "ControlError",
     "RunError",
     "RunHandle",

@@ -22,7 +22,7 @@ import sys
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
 from . import service, stopped, wire
-from .result import CaptureTruncated, RunError, RunResult, outcome, raise_as_subprocess, truncated
+from .result import RunError, RunResult, cut_warning, outcome, raise_as_subprocess, truncated
 from .streams import Streams, discard
 from ..plain import Plain
 
@@ -170,10 +170,11 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     result = call.result(report)
     raise_as_subprocess(result, call.spec)
     cut = truncated(result, call.stdio.piped)
-    if cut:  # a cap the caller set cut what it asked for: said, never silent
+    if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
         import warnings
 
-        warnings.warn(f"processkit.run({call.args[0]!r}, ...): {'; '.join(cut)}", CaptureTruncated, stacklevel=3)
+        warning = cut_warning(result, call.stdio.piped)
+        warnings.warn(f"processkit.run({call.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=3)
     if check:
         result.check_returncode()
         if cut:

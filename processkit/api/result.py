@@ -112,25 +112,41 @@ class RunResult:
 
 
 class CaptureTruncated(UserWarning):
-    """The output a caller asked for (``capture_output``, ``PIPE``) was cut by the cap it set
-    (``capture_max_bytes``): the warning names the stream and the bytes lost."""
+    """The output a caller asked for (``capture_output``, ``PIPE``) was cut short by the cap it set
+    (``capture_max_bytes``), or by a failed write (``CaptureWriteFailed``): names the bytes lost."""
+
+
+class CaptureWriteFailed(CaptureTruncated):
+    """Cut short by a failed write to its capture file (a full disk), not the caller's cap: a filter
+    on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
+
+
+def cut_warning(result: RunResult, piped: dict[str, bool]) -> type[CaptureTruncated]:
+    """The warning a cut of the streams asked for is said with: a failed write's when one is."""
+    failed = any(piped.get(name) and capture is not None and capture.write_error for name, capture in _captures(result))
+    return CaptureWriteFailed if failed else CaptureTruncated
+
+
+def _captures(result: RunResult) -> tuple[tuple[str, CaptureInfo | None], ...]:
+    return (("stdout", result.stdout_capture), ("stderr", result.stderr_capture))
 
 
 def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
     """What a cap, or a write that failed (a full disk), cut of the streams asked for: one
     phrase per stream, naming the bytes lost."""
     cut = []
-    for name, capture in (("stdout", result.stdout_capture), ("stderr", result.stderr_capture)):
+    for name, capture in _captures(result):
         if piped.get(name) and capture is not None and (capture.truncated or capture.write_error):
             seen, kept = capture.bytes_seen or 0, capture.bytes_written or 0
-            how = "capture_max_bytes" if capture.truncated else "a failed write to its capture file"
+            how = "a failed write to its capture file" if capture.write_error else "capture_max_bytes"
             cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
     return cut
 
 
 class RunError(subprocess.CalledProcessError):
     """A run that did not exit 0 (raised by ``check=True`` or ``check_returncode()``), or whose
-    output asked for was cut by the caller's cap (``check=True``; ``returncode`` may then be 0)."""
+    output asked for was cut short, by the caller's cap or a failed write to its capture file
+    (``check=True``; ``returncode`` may then be 0)."""
 
     def __init__(self, result: RunResult):
         # args is None only for an attached run whose stream names no command; cmd keeps it as given.
@@ -147,7 +163,7 @@ class RunError(subprocess.CalledProcessError):
             f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
         )
         message = self.result.message
-        if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost
+        if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
             message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})) or message
         return f"{text}: {message}" if message else text
 

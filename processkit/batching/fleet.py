@@ -121,6 +121,9 @@ def run_on_dask(
                 tasks.take_all(held)
             except _Stopping:
                 tasks.wind_down(stop[0], _grace_s(todo), held)
+            except Failure:  # the summary cannot take a line (111): the jobs out end first
+                tasks.abandon(_grace_s(todo), held)
+                raise
             tasks.record_not_back()
             if stop:
                 _forget(client, tasks.futures, settings.label)
@@ -185,9 +188,11 @@ class _Tasks:
         meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
         it would leave some of them neither recorded nor waited for."""
         with held():
-            if not future.cancelled():
-                self._record(future)
-            self.waiting.discard(future)
+            try:
+                if not future.cancelled():
+                    self._record(future)
+            finally:  # taken once, even when its lines met the summary's failure
+                self.waiting.discard(future)
 
     def _record(self, future) -> None:
         recorder = self.recorder
@@ -196,10 +201,16 @@ class _Tasks:
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines = _task_failed(self.chunks[future], recorder.out, self.label, exc)
         halted = recorder.halted
+        failure = None
         for line in lines:
-            recorder.record(line)
+            try:
+                recorder.record(line)
+            except Failure as exc:  # said once, after the task's other lines are shown
+                failure = exc
         if recorder.halted and not halted:  # the first failure: no other task starts
             self.client.cancel([f for f in self.futures if not f.done()])
+        if failure is not None:
+            raise failure
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
@@ -220,6 +231,17 @@ class _Tasks:
             warn(
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
+
+    def abandon(self, grace_s: float, held) -> None:
+        """The batch failed (its summary cannot take a line): as on one host, the jobs still
+        running end first, stopped as the runner's ``internal`` failure stops them, and are
+        waited for a bounded while; the tasks not begun are cancelled. Best effort: the
+        failure is what the batch answers with."""
+        try:
+            self.wind_down("internal", grace_s, held)
+        except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
+            warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(_said(exc))}")
+        _forget(self.client, self.futures, self.label)
 
     def record_not_back(self) -> None:
         """The jobs of every task that never came back (cancelled, or still out): not started."""

@@ -262,13 +262,15 @@ def run_batch(
         if output is not None:
             output.close()
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
-        for job in schedule.left():
-            recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
-        recorder.close()
-        host.close()
-        spares.close()
-        if pinned:
-            safepath.unpin(out)
+        try:
+            for job in schedule.left():
+                recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+        finally:  # the summary failing on those lines (a full disk): the batch's state still goes
+            recorder.close()
+            host.close()
+            spares.close()
+            if pinned:
+                safepath.unpin(out)
     if schedule.failure is not None:
         raise schedule.failure
     return recorder.lines, recorder.counts

@@ -6,6 +6,7 @@ collected for the caller, handed to the terminal; and the rules both ways share:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 
@@ -129,24 +130,33 @@ class Recorder:
             self.halted = True
         if self._collect:
             self.lines.append(line)
-        if self._fd is not None:
-            self._write(line.encode())
+        failure = None if self._fd is None else self._write(self._fd, line.encode())
         if self._on_recorded is not None:
-            self._on_recorded(line, self.counts)
+            self._on_recorded(line, self.counts)  # the failing job's own line is shown too
+        if failure is not None:
+            raise failure
 
-    def _write(self, data: bytes) -> None:
-        """A line into the summary, whole, or the batch stops as a setup failure (111), naming
-        the file and why (a full disk): the summary is what the batch answers with, and a line
-        that cannot go into it was an internal error (104) with the jobs' figures lost unsaid."""
+    def _write(self, fd: int, data: bytes) -> Failure | None:
+        """A line into the summary, or the failure that stops the batch as a setup failure
+        (111), naming the file and why (a full disk): the summary is what the batch answers
+        with. The failure is said once: the summary is closed, so the lines recorded after it
+        (the unstarted jobs' as the batch ends) are not written, and the batch's own clean-up
+        is not cut short by the same failure again."""
         from ..text import sanitize
         from ..writeall import write_all
 
         try:
-            write_all(self._fd, data)  # type: ignore[arg-type]
+            size = os.fstat(fd).st_size
+            write_all(fd, data)
         except OSError as exc:
-            raise Failure(
+            self._fd = None
+            with contextlib.suppress(OSError):  # its torn part gone, so a --resume appends to whole lines
+                os.ftruncate(fd, size)
+            os.close(fd)
+            return Failure(
                 Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
-            ) from None
+            )
+        return None
 
     def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
@@ -217,10 +227,20 @@ def _read_lines(path: str) -> Iterator[JobLine]:
 
 
 def _open_summary(path: str, resume: bool) -> int:
-    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link.
+    On ``--resume`` a last line left torn (a crash, a write that failed) is ended first: the
+    reader skips it as no job's line, and the next line starts whole after it."""
+    flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        return os.open(path, flags if resume else flags | os.O_TRUNC, 0o644)
+        fd = os.open(path, flags | os.O_RDWR if resume else flags | os.O_WRONLY | os.O_TRUNC, 0o644)
     except OSError as exc:
         why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
+    try:
+        size = os.fstat(fd).st_size if resume else 0
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError as exc:
+        os.close(fd)
+        raise Failure(Kind.SETUP, f"cannot write the summary {path}: {exc.strerror}") from None
+    return fd

@@ -166,12 +166,12 @@ def _say_cut(captured: dict | None, cut_said: bool) -> None:
     for name in ("stdout", "stderr"):
         stream = (captured or {}).get(name) or {}
         seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
-        if stream.get("truncated") and cut_said:
+        if stream.get("write_error"):  # a full disk: the file is short as surely as at a cap, and first
+            warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
+        elif stream.get("truncated") and cut_said:
             warn(
                 f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
             )
-        elif stream.get("write_error"):  # a full disk: the file is short as surely as at a cap
-            warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
 
 
 def end_escapees(spare: Inherited | None, whose: str = "this run", its: str = "its", say: bool = True) -> None:

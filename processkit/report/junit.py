@@ -9,7 +9,7 @@ that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elem
 nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
 all tails together at most ``TAILS_BYTES``: the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
-budget left out, says so in its text. Drawn from the summary, as the page and the trace are.
+budget left out of such a job, says so in its text. Drawn from the summary, as the page and the trace are.
 
 XML 1.0 cannot carry most control characters or lone surrogates, even escaped: they become
 U+FFFD, so any parser reads the file.
@@ -30,6 +30,7 @@ from .tail import cut_note
 
 TAIL_BYTES = 4096
 TAILS_BYTES = 64 << 20
+LEFT_OUT = "[left out: "  # how a tail the budget left out begins
 RUNNER_SOURCES = ("setup", "spawn_error", "container_error", "internal", "task_failed")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -79,8 +80,9 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
     kind = _kind(job)
-    stderr_tail = _tail("stderr", job, budget)
-    stdout_tail = _tail("stdout", job, budget)
+    kept = kind != "passed" or job.flaky  # the jobs whose output nextest keeps: a tail left out is said
+    stderr_tail = _tail("stderr", job, budget, kept)
+    stdout_tail = _tail("stdout", job, budget, kept)
     message = (
         job.message if kind == "skipped" and job.message else job.outcome + (f": {job.message}" if job.message else "")
     )
@@ -88,6 +90,8 @@ def _case(job: Job, budget: list[int], out: str) -> str:
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
         body = stderr_tail or job.message or ""
+        if stderr_tail.startswith(LEFT_OUT) and job.message:  # the note alone would hide why
+            body = f"{job.message}\n{stderr_tail}"
         parts.append(f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_text(body)}</{kind}>\n")
     earlier = [attempt for attempt in job.tries if attempt.number < job.attempts and attempt.state != "ok"]
     rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
@@ -108,26 +112,27 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     return "".join(parts)
 
 
-def _tail(name: str, job: Job, budget: list[int]) -> str:
+def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
     tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
-    its cap says so after them: its last bytes are then not the stream's (the default keeps
-    the head)."""
+    its cap, or short of it by a failed write, says so after them (``tail.cut_note``): its last
+    bytes are then not the stream's (the default keeps the head)."""
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:
         return ""
     path = info.path
-    text = _tail_of(path, budget)
+    text = _tail_of(path, budget, say_left_out)
     note = cut_note(name, info, job.run_id) if text else None
     if note:
         text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
     return text
 
 
-def _tail_of(path: str, budget: list[int]) -> str:
-    """The file's last lines within the budget, after a line saying what comes before them (or
-    that the budget left them all out): a CI page shows the text alone, and a tail read as
-    the whole output hides the lines that said why."""
+def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
+    """The file's last lines within the budget, after a line saying what comes before them (or,
+    ``say_left_out``, that the budget left them all out: not for a passing job, whose notes
+    would grow a large batch's file for nothing): a CI page shows the text alone, and a tail
+    read as the whole output hides the lines that said why."""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
@@ -135,7 +140,8 @@ def _tail_of(path: str, budget: list[int]) -> str:
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         if size and budget[0] <= 0:
-            return f"[left out: this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
+            said = f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
+            return said if say_left_out else ""
         take = min(TAIL_BYTES, budget[0])
         handle.seek(max(0, size - take))
         data = handle.read(take)

@@ -108,8 +108,8 @@ def kept_ranges(stream: str, captured, run_id: str | None, capture_path: str | N
 def cut_note(stream: str, captured, run_id: str | None) -> str | None:
     """What a capture file lacks of its stream, in words, after why: its cap, or a write that
     failed (a full disk) (None when it holds it whole), with how much of it the file holds."""
-    cause = (
-        "cut at capture_max_bytes" if captured.truncated else "a write to it failed" if captured.write_error else None
+    cause = (  # a failed write first: it cut the file short of the cap too
+        "a write to it failed" if captured.write_error else "cut at capture_max_bytes" if captured.truncated else None
     )
     kept = kept_ranges(stream, captured, run_id) if cause else None
     if kept is None:
