@@ -45,7 +45,15 @@ def test_a_dask_job_is_not_given_the_cpu_of_a_child_another_task_collected(tmp_p
             beside = client.submit(burn_beside, started, go, done, tell, reaped, pure=False)
             lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
             beside.result(timeout=120)
+            after = client.run(unseen_hosts)
     assert counts.succeeded == 1, [line.as_json() for line in lines]
     figures = json.loads((out / "summary.jsonl").read_text())["resources"]
     assert figures["total_cpu_ms"] is None, figures
     assert figures["io_read_bytes"] is None and figures["io_write_bytes"] is None, figures
+    assert list(after.values()) == [0], "a chunk's host, once closed, leaves the worker's later runs their figures"
+
+
+def unseen_hosts() -> int:
+    from processkit.containment.accounting import ChildrenUsage
+
+    return getattr(ChildrenUsage, "_unseen", 0)  # (none before hosts were counted)

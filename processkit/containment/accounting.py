@@ -171,7 +171,7 @@ class ChildrenUsage:
     else collected, keeps its figures; a run that overlapped another run of this process
     shares its counter from the start. ``close`` ends the run's share of it. A process whose
     other code collects children this one never sees (a host inside another program, a Dask
-    worker's: ``unseen``) shares it for every run.
+    worker's: ``unseen``) shares it for every run open while such a host lives.
 
     A process that carries one run in its whole life (the CLI's ``run``, ``sole``) knows more:
     every child it collects is that run's or one it inherited before the run (``inherited``),
@@ -185,14 +185,14 @@ class ChildrenUsage:
     _made = 0  # runs counted so in this process's life
     _sole = False  # ``sole``: this process carries one run in its life
     _inherited: tuple[frozenset[int], ...] = ()  # ``sole``: the pids, groups, sessions it had below it before
-    _unseen = False  # ``unseen``: code beside the runs collects children no hook here sees
+    _unseen = 0  # ``unseen``: the hosts living inside another program, whose code collects children unseen
 
     def __init__(self) -> None:
         self._start = children()
         self.group: int | None = None  # the run's process group, once its root is cloned
         with ChildrenUsage._lock:
             ChildrenUsage._made += 1
-            self._shared = bool(ChildrenUsage._open) or ChildrenUsage._unseen
+            self._shared = bool(ChildrenUsage._open or ChildrenUsage._unseen)
             for other in ChildrenUsage._open:
                 other._shared = True
             ChildrenUsage._open.add(self)
@@ -221,14 +221,16 @@ class ChildrenUsage:
                     run._shared = True
 
     @staticmethod
-    def unseen() -> None:
-        """This process runs others' code beside its runs (a Dask worker's other tasks, its own
-        subprocesses) that collects children by itself: each such collection is a ``reaped(None)``
-        no hook here sees, so every run counted in this process shares the counter (null)."""
+    def unseen(hosts: int) -> None:
+        """``hosts`` more (fewer, when negative) hosts inside another program live in this
+        process: that program's code (a Dask worker's other tasks) collects children by itself,
+        each a ``reaped(None)`` no hook here sees, so every run open while one lives shares the
+        counter (null)."""
         with ChildrenUsage._lock:
-            ChildrenUsage._unseen = True
-            for run in ChildrenUsage._open:
-                run._shared = True
+            ChildrenUsage._unseen += hosts
+            if ChildrenUsage._unseen:
+                for run in ChildrenUsage._open:
+                    run._shared = True
 
     @staticmethod
     def sole(pids: frozenset[int], groups: frozenset[int], sessions: frozenset[int]) -> None:
@@ -279,7 +281,7 @@ def _forked() -> None:
     ChildrenUsage._open = set()
     ChildrenUsage._lock = _thread.allocate_lock()
     ChildrenUsage._made, ChildrenUsage._sole = 0, False  # a fork's runs are its own: it says ``sole`` itself
-    ChildrenUsage._unseen = False  # and ``unseen``
+    ChildrenUsage._unseen = 0  # nor its hosts
 
 
 os.register_at_fork(after_in_child=_forked)

@@ -49,10 +49,11 @@ class Host(Scheduler):
     def __init__(self, watch: bool = True) -> None:
         super().__init__(Loop())
         self._watch = watch
-        if not watch:
+        self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``
+        if self._unseen:
             from ..containment.accounting import ChildrenUsage
 
-            ChildrenUsage.unseen()
+            ChildrenUsage.unseen(1)
         self.reaper = Reaper(self.loop, may_adopt_orphans=watch)
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
@@ -147,3 +148,8 @@ class Host(Scheduler):
             self._signals = None  # nothing more to dispatch: its pipe is gone
         self.reaper.close()
         self.loop.close()
+        if self._unseen:
+            from ..containment.accounting import ChildrenUsage
+
+            ChildrenUsage.unseen(-1)
+            self._unseen = False
