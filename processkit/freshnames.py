@@ -1,7 +1,7 @@
 """The files writers killed between making a fresh name and renaming it over the real one left
 (SIGKILL, an OOM kill: no clean-up ran), and their removal: nothing else would ever remove them.
 One sweep for every writer that makes such names (``capture_layout``'s record and marks,
-``cli/bundlewrite``'s bundle), each telling its own names. Only ``os`` and ``stat`` are
+``cli/bundlewrite``'s bundle, ``userfiles``' replaced outputs), each telling its own names. Only ``os`` and ``stat`` are
 imported: the bundle's writer runs it at a run's exit.
 """
 
@@ -19,17 +19,21 @@ if TYPE_CHECKING:
 STALE_SECONDS = 60.0
 
 
-def sweep(directory: str, made: Callable[[str], bool], now: float | None = None, *, private: bool = False) -> None:
+def sweep(
+    directory: str | int, made: Callable[[str], bool], now: float | None = None, *, private: bool = False
+) -> None:
     """Remove the names in ``directory`` that ``made`` says a writer makes, each only when it is
     a regular file of this user's, untouched for ``STALE_SECONDS`` by ``now`` (the file system's
     clock read off a file just written; None: ``time.time()``), with no other link unless
     ``private``: a link planted under a writer's name is another user's doing, and ``private``
     sweeps only a directory of this user's that no one else can write, itself no link. Through
-    one descriptor of the directory; best effort: a directory this user cannot list (mode 0300),
-    a file gone meanwhile or refused, is left as it is."""
+    one descriptor of the directory (``directory`` may be one the caller holds and keeps: a writer
+    that reached its directory through ``safepath``); best effort: a directory this user cannot
+    list (mode 0300), a file gone meanwhile or refused, is left as it is."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if private else 0)
     try:
-        dir_fd = os.open(directory, flags)
+        # A held descriptor may be ``O_PATH`` (``safepath``'s), which cannot be listed: reopen it.
+        dir_fd = os.open(".", flags, dir_fd=directory) if isinstance(directory, int) else os.open(directory, flags)
     except OSError:
         return
     try:

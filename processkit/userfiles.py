@@ -168,7 +168,7 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
     """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
     file it replaces (a private 0600 file stays private): False when this user may not create
     files there (then an existing file is written in place)."""
-    temporary = f".{name[:200]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(temporary, flags, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
@@ -181,6 +181,7 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
             if mode is not None:
                 os.fchmod(fd, mode)
             write_all(fd, data, STALL_SECONDS)
+            now = os.fstat(fd).st_mtime
         finally:
             os.close(fd)
         os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -190,7 +191,34 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
         except OSError:
             pass
         raise
+    _sweep_left(dir_fd, name, now)
     return True
+
+
+def _temporary_prefix(name: str) -> str:
+    return f".{name[:200]}."
+
+
+def _sweep_left(dir_fd: int, name: str, now: float) -> None:
+    """Remove the temporary files of ``name`` that writers killed mid-write left beside it
+    (``freshnames.sweep``: only this user's regular files with no other link, stale by the
+    file system's clock read off the file just written); nothing else would ever remove them."""
+    from .freshnames import sweep
+    from .rundir import HEX_DIGITS
+
+    prefix = _temporary_prefix(name)
+
+    def made(entry: str) -> bool:
+        pid, _, token = entry[len(prefix) : -len(".tmp")].partition(".")
+        return (
+            entry.startswith(prefix)
+            and entry.endswith(".tmp")
+            and pid.isdigit()
+            and len(token) == 8
+            and HEX_DIGITS.issuperset(token)
+        )
+
+    sweep(dir_fd, made, now)
 
 
 def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:

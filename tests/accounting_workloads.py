@@ -27,6 +27,18 @@ for pid in pids:
 """
 
 
+TWENTY_THREADS = """
+import sys, threading
+started = threading.Barrier(21)  # all twenty threads and the main one alive at once
+threads = [threading.Thread(target=started.wait) for _ in range(20)]
+for thread in threads:
+    thread.start()
+started.wait()
+for thread in threads:
+    thread.join()
+"""  # one process, twenty-one tasks, no subprocess
+
+
 def early_burners(seconds: float) -> str:
     """A middle process starts two burners of ``seconds`` CPU each and exits at once, so nobody in
     the tree reaps them; they exit before the root, which waits for the end of a pipe they hold."""

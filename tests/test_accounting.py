@@ -19,7 +19,7 @@ import pytest
 from conftest import run_cli, start_cli, wait_for_event, wait_for_file
 from control_support import check_schema, json_out
 from streams import PY, check_stream, one, python_child, run_checked
-from accounting_workloads import HOLD_100_MIB, concurrent, early_burners
+from accounting_workloads import HOLD_100_MIB, TWENTY_THREADS, concurrent, early_burners
 from test_accounting_reads import v2_usage
 from test_limits import own_cgroup_dirs
 
@@ -88,6 +88,18 @@ def test_the_peak_process_count_of_a_tree(tmp_path, layout):
         return
     assert summary["peak_process_count"] == 4, summary
     assert usage["sources"]["peak_process_count"] == "pids.peak (v1)"
+
+
+def test_the_peak_process_count_charges_every_task_on_every_backend(tmp_path, layout):
+    """The reference's figure is the pids controller's pids.peak, which charges threads: one
+    process of twenty-one threads reads 21 on each backend that has the counter, null elsewhere
+    (never a process count on one backend and a task count on another)."""
+    summary, usage = accounted_run(tmp_path, TWENTY_THREADS)
+    if layout == "bare":
+        assert summary["peak_process_count"] is None, summary
+        return
+    assert summary["peak_process_count"] == 21, summary
+    assert usage["sources"]["peak_process_count"].startswith("pids.peak"), usage
 
 
 def test_turned_off_the_figures_come_from_the_containment_alone(tmp_path, monkeypatch):

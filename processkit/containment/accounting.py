@@ -169,7 +169,9 @@ class ChildrenUsage:
     run offers nothing (null: not accounted for) once this process collected, while it was
     open, a child that was not of its own process group (``reaped``): a run alone, with nothing
     else collected, keeps its figures; a run that overlapped another run of this process
-    shares its counter from the start. ``close`` ends the run's share of it.
+    shares its counter from the start. ``close`` ends the run's share of it. A process whose
+    other code collects children this one never sees (a host inside another program, a Dask
+    worker's: ``unseen``) shares it for every run open while such a host lives.
 
     A process that carries one run in its whole life (the CLI's ``run``, ``sole``) knows more:
     every child it collects is that run's or one it inherited before the run (``inherited``),
@@ -183,13 +185,14 @@ class ChildrenUsage:
     _made = 0  # runs counted so in this process's life
     _sole = False  # ``sole``: this process carries one run in its life
     _inherited: tuple[frozenset[int], ...] = ()  # ``sole``: the pids, groups, sessions it had below it before
+    _unseen = 0  # ``unseen``: the hosts living inside another program, whose code collects children unseen
 
     def __init__(self) -> None:
         self._start = children()
         self.group: int | None = None  # the run's process group, once its root is cloned
         with ChildrenUsage._lock:
             ChildrenUsage._made += 1
-            self._shared = bool(ChildrenUsage._open)
+            self._shared = bool(ChildrenUsage._open or ChildrenUsage._unseen)
             for other in ChildrenUsage._open:
                 other._shared = True
             ChildrenUsage._open.add(self)
@@ -215,6 +218,18 @@ class ChildrenUsage:
         with ChildrenUsage._lock:
             for run in ChildrenUsage._open:
                 if group is None or run.group != group:
+                    run._shared = True
+
+    @staticmethod
+    def unseen(hosts: int) -> None:
+        """``hosts`` more (fewer, when negative) hosts inside another program live in this
+        process: that program's code (a Dask worker's other tasks) collects children by itself,
+        each a ``reaped(None)`` no hook here sees, so every run open while one lives shares the
+        counter (null)."""
+        with ChildrenUsage._lock:
+            ChildrenUsage._unseen += hosts
+            if ChildrenUsage._unseen:
+                for run in ChildrenUsage._open:
                     run._shared = True
 
     @staticmethod
@@ -266,6 +281,7 @@ def _forked() -> None:
     ChildrenUsage._open = set()
     ChildrenUsage._lock = _thread.allocate_lock()
     ChildrenUsage._made, ChildrenUsage._sole = 0, False  # a fork's runs are its own: it says ``sole`` itself
+    ChildrenUsage._unseen = 0  # nor its hosts
 
 
 os.register_at_fork(after_in_child=_forked)

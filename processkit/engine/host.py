@@ -42,11 +42,18 @@ class Host(Scheduler):
     """``watch``: whether the runs may take the process's signals (``run``, ``batch``, the
     runner service: each a process of its own); a host inside someone else's process (a Dask
     worker's thread) leaves them alone, and its roots' exits reach the reaper through their
-    pidfds."""
+    pidfds; that process's own code collects children too, unseen, into the counter a
+    process-group run's CPU and I/O are read from, so no run there reports them
+    (``ChildrenUsage.unseen``)."""
 
     def __init__(self, watch: bool = True) -> None:
         super().__init__(Loop())
         self._watch = watch
+        self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``
+        if self._unseen:
+            from ..containment.accounting import ChildrenUsage
+
+            ChildrenUsage.unseen(1)
         self.reaper = Reaper(self.loop, may_adopt_orphans=watch)
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
@@ -141,3 +148,8 @@ class Host(Scheduler):
             self._signals = None  # nothing more to dispatch: its pipe is gone
         self.reaper.close()
         self.loop.close()
+        if self._unseen:
+            from ..containment.accounting import ChildrenUsage
+
+            ChildrenUsage.unseen(-1)
+            self._unseen = False
