@@ -57,3 +57,48 @@ def test_the_owners_cancel_gets_through_a_child_holding_every_connection(tmp_pat
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+# The run's child: opens BURST connections and sends each ``attest`` at once, before reading
+# any reply; prints how many were answered and how many closed unanswered.
+BURST_CHILD = r"""
+import json, socket, subprocess, sys
+run_id, cli, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+endpoint = None
+while endpoint is None:
+    listed = subprocess.run(cli + ["list", "--json"], capture_output=True).stdout.splitlines()
+    endpoint = next((r["endpoint"] for r in map(json.loads, listed) if r["run_id"] == run_id), None)
+socks = []
+for _ in range(count):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(endpoint)
+    sock.sendall(b"attest\n")
+    socks.append(sock)
+
+def reply(sock):
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return json.loads(data)["verdict"] if data else None
+
+print(json.dumps([reply(sock) for sock in socks]), flush=True)
+"""
+BURST = 12  # more than MEMBER_CONNECTIONS, fewer than MAX_CONNECTIONS
+
+
+def test_a_members_burst_of_whole_requests_is_answered(tmp_path):
+    """A member's connection counted as idle until the server read it, and a turn accepts many:
+    the 9th accepted closed the 1st although its ``attest`` waited whole in it (103 for a fast
+    client). A request already there is now served before anything is closed."""
+    child = [sys.executable, "-c", BURST_CHILD, "burst", json.dumps(cli_command()), str(BURST)]
+    run = start_cli("run", "--run-id", "burst", "--jsonl", tmp_path / "run.jsonl", "--", *child)
+    try:
+        assert json.loads(run.stdout.readline()) == ["member"] * BURST, run.stderr.read1()  # type: ignore[union-attr]
+        assert run.wait(timeout=60) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
