@@ -15,11 +15,10 @@ from conftest import cli_command, run_cli, start_cli
 
 HOLDS = 64
 
-# The run's child: finds its run's endpoint, then holds HOLDS connections that never send a
-# byte, reopening each one the runner closes; says "holding" once they are all open.
-CHILD = r"""
+# Each child here first finds its run's endpoint, and connects to it by ``connect()``.
+CONNECTING = r"""
 import json, select, socket, subprocess, sys
-run_id, cli, holds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+run_id, cli, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 endpoint = None
 while endpoint is None:
     listed = subprocess.run(cli + ["list", "--json"], capture_output=True).stdout.splitlines()
@@ -29,8 +28,14 @@ def connect():
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(endpoint)
     return sock
+"""
 
-held = [connect() for _ in range(holds)]
+# The run's child: holds HOLDS connections that never send a byte, reopening each one the
+# runner closes; says "holding" once they are all open.
+CHILD = (
+    CONNECTING
+    + r"""
+held = [connect() for _ in range(count)]
 print("holding", flush=True)
 while True:
     for sock in select.select(held, [], [])[0]:
@@ -38,6 +43,7 @@ while True:
         sock.close()
         held.append(connect())
 """
+)
 
 
 @pytest.mark.parametrize("mechanism", ["default", "process_group"])
@@ -59,21 +65,17 @@ def test_the_owners_cancel_gets_through_a_child_holding_every_connection(tmp_pat
             run.wait()
 
 
-# The run's child: opens BURST connections and sends each ``attest`` at once, before reading
-# any reply; prints how many were answered and how many closed unanswered.
-BURST_CHILD = r"""
-import json, socket, subprocess, sys
-run_id, cli, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-endpoint = None
-while endpoint is None:
-    listed = subprocess.run(cli + ["list", "--json"], capture_output=True).stdout.splitlines()
-    endpoint = next((r["endpoint"] for r in map(json.loads, listed) if r["run_id"] == run_id), None)
-socks = []
-for _ in range(count):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(endpoint)
+# The run's child: opens BURST connections, each sending ``attest`` as soon as it is open, before
+# reading any reply; prints each one's verdict (None: closed unanswered).
+BURST_CHILD = (
+    CONNECTING
+    + r"""
+def asking():
+    sock = connect()
     sock.sendall(b"attest\n")
-    socks.append(sock)
+    return sock
+
+socks = [asking() for _ in range(count)]
 
 def reply(sock):
     data = b""
@@ -86,6 +88,7 @@ def reply(sock):
 
 print(json.dumps([reply(sock) for sock in socks]), flush=True)
 """
+)
 BURST = 12  # more than MEMBER_CONNECTIONS, fewer than MAX_CONNECTIONS
 
 
