@@ -13,7 +13,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "processkit"
 # (module, enclosing function) -> why that read does not go through bounded.py.
 ALLOWED = {
     # The kernel's own files under /proc and /sys: bounded by what the kernel writes there.
-    ("containment/cgroupfs.py", "read_bytes"): "a cgroup file of the kernel's (cgroupfs.read_text too)",
+    ("containment/cgroupfs.py", "read_bytes"): "a cgroup or /proc file of the kernel's, at most READ_LIMIT (read_on)",
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",

@@ -259,3 +259,30 @@ def test_a_batch_job_that_moves_a_process_below_its_lent_group_has_it_killed(tmp
     assert one(events, "cleanup_finished")["remaining"] == 0
     assert not os.path.exists(group)
     assert group not in (out / "next" / "capture" / "stdout.log").read_text()
+
+
+def test_holds_reads_the_peers_own_cgroup_file_not_the_groups_lists(monkeypatch, sleeper):
+    """The control socket asks ``holds`` at each connection: it read the group's member lists
+    (and those below), a cost that grows with the run; it reads the peer's ``/proc/<pid>/cgroup``."""
+    from processkit.containment import cgroup_v2
+
+    parent = cgroup_v2.find_parent()
+    if parent is None:
+        pytest.skip("no cgroup v2 parent group here")
+    group = cgroup_v2.CgroupV2(parent, f"processkit-test-{os.getpid()}")
+    try:
+        below = os.path.join(group.path, "below")
+        os.makedirs(below)
+        with open(os.path.join(below, "cgroup.procs"), "w") as procs:
+            procs.write(str(sleeper.pid))
+
+        def no_lists():
+            raise AssertionError("the group's member lists were read")
+
+        monkeypatch.setattr(group, "member_pids", no_lists)
+        assert group.holds(sleeper.pid)
+        assert not group.holds(os.getpid())
+        group.kill_all()
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        group.release()

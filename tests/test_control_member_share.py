@@ -15,11 +15,10 @@ from conftest import cli_command, run_cli, start_cli
 
 HOLDS = 64
 
-# The run's child: finds its run's endpoint, then holds HOLDS connections that never send a
-# byte, reopening each one the runner closes; says "holding" once they are all open.
-CHILD = r"""
+# Each child here first finds its run's endpoint, and connects to it by ``connect()``.
+CONNECTING = r"""
 import json, select, socket, subprocess, sys
-run_id, cli, holds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+run_id, cli, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 endpoint = None
 while endpoint is None:
     listed = subprocess.run(cli + ["list", "--json"], capture_output=True).stdout.splitlines()
@@ -29,8 +28,14 @@ def connect():
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(endpoint)
     return sock
+"""
 
-held = [connect() for _ in range(holds)]
+# The run's child: holds HOLDS connections that never send a byte, reopening each one the
+# runner closes; says "holding" once they are all open.
+CHILD = (
+    CONNECTING
+    + r"""
+held = [connect() for _ in range(count)]
 print("holding", flush=True)
 while True:
     for sock in select.select(held, [], [])[0]:
@@ -38,6 +43,7 @@ while True:
         sock.close()
         held.append(connect())
 """
+)
 
 
 @pytest.mark.parametrize("mechanism", ["default", "process_group"])
@@ -53,6 +59,48 @@ def test_the_owners_cancel_gets_through_a_child_holding_every_connection(tmp_pat
         assert cancelled.returncode == 0, cancelled.stderr
         assert json.loads(cancelled.stdout) == {"accepted": True, "action": "cancel", "run_id": "held"}
         assert run.wait(timeout=60) == 108
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+# The run's child: opens BURST connections, each sending ``attest`` as soon as it is open, before
+# reading any reply; prints each one's verdict (None: closed unanswered).
+BURST_CHILD = (
+    CONNECTING
+    + r"""
+def asking():
+    sock = connect()
+    sock.sendall(b"attest\n")
+    return sock
+
+socks = [asking() for _ in range(count)]
+
+def reply(sock):
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return json.loads(data)["verdict"] if data else None
+
+print(json.dumps([reply(sock) for sock in socks]), flush=True)
+"""
+)
+BURST = 12  # more than MEMBER_CONNECTIONS, fewer than MAX_CONNECTIONS
+
+
+def test_a_members_burst_of_whole_requests_is_answered(tmp_path):
+    """A member's connection counted as idle until the server read it, and a turn accepts many:
+    the 9th accepted closed the 1st although its ``attest`` waited whole in it (103 for a fast
+    client). A request already there is now served before anything is closed."""
+    child = [sys.executable, "-c", BURST_CHILD, "burst", json.dumps(cli_command()), str(BURST)]
+    run = start_cli("run", "--run-id", "burst", "--jsonl", tmp_path / "run.jsonl", "--", *child)
+    try:
+        assert json.loads(run.stdout.readline()) == ["member"] * BURST, run.stderr.read1()  # type: ignore[union-attr]
+        assert run.wait(timeout=60) == 0
     finally:
         if run.poll() is None:
             run.kill()

@@ -67,6 +67,18 @@ def join(procs_fd: int) -> None:
 
 
 READ_CHUNK = 64 * 1024
+# A kernel ``seq_file`` read returns at most what its buffer (a page, 4 KiB or more) holds: a
+# list such as ``cgroup.procs`` comes a page at a time (682 pids of 1501 in the first read here),
+# so a short read is not the end of it. A read that did not fill the page, though, stopped
+# because the records ran out: a full page holds more than a page less one record, and the
+# longest record of a list read here is 8 bytes (a pid and its newline), of any other file the
+# whole file (one record: ``single_open``, kernfs without ``seq_start``). So a read of at most
+# ``WHOLE_BELOW`` bytes, fewer than asked for, is the whole file, with no second read to see EOF
+# (every file a run reads is that short); a longer one is read on until a read returns nothing.
+WHOLE_BELOW = 4096 - 256
+# Past this a file is refused (OSError EFBIG), not cut short: the longest ``cgroup.procs`` or
+# ``tasks`` the kernel can write, every pid below PID_MAX_LIMIT (2**22) at 8 bytes each.
+READ_LIMIT = 8 << 22
 # A held file's first read (``HeldFiles.content``): every file a lent group's run reads (a
 # counter, a key or two, a switch) is shorter, and a buffer this size is the interpreter's
 # small-object allocator's, where one of ``READ_CHUNK`` is a ``malloc`` and a shrinking
@@ -82,19 +94,28 @@ def read_text(path: str) -> str:
 def read_bytes(path: str) -> bytes:
     """A kernel file's bytes (cgroupfs, ``/proc``), read by plain ``open``/``read``/``close``: a
     run reads a dozen of these, and a buffered file adds an ``fstat``, a ``TCGETS`` and two
-    ``lseek``s to each. These files are the kernel's ``seq_file``s, whose ``read`` fills the
-    buffer with as many records as it holds: a read shorter than asked for is the end, and
-    needs no second ``read`` to see EOF."""
+    ``lseek``s to each. One read is the whole of a short file (``WHOLE_BELOW``)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunk = os.read(fd, READ_CHUNK)
-        chunks = [chunk]
-        while len(chunk) == READ_CHUNK:
-            chunk = os.read(fd, READ_CHUNK)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_on(fd, os.read(fd, READ_CHUNK))
     finally:
         os.close(fd)
+
+
+def read_on(fd: int, first: bytes) -> bytes:
+    """The whole file: ``first``, its read from offset 0 (``READ_CHUNK`` asked for), then reads on
+    from where it ended until one returns nothing (``WHOLE_BELOW``); raises OSError EFBIG past
+    ``READ_LIMIT``."""
+    if len(first) <= WHOLE_BELOW:
+        return first
+    chunks = [first]
+    size = len(first)
+    while chunk := os.pread(fd, READ_CHUNK, size):  # at the seq_file's own position: no rewalk
+        size += len(chunk)
+        if size > READ_LIMIT:
+            raise OSError(errno.EFBIG, f"a kernel file longer than {READ_LIMIT} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def write_text(path: str, text: str) -> None:
@@ -303,21 +324,14 @@ class HeldFiles:
         if fd is None:
             fd = self._fd(name)
         chunk = os.pread(fd, FIRST_READ, 0)
-        if len(chunk) < FIRST_READ:  # a short read is the end (``read_bytes``): each file a run reads
+        if len(chunk) < FIRST_READ:  # fewer than asked for, and short: the whole file (``WHOLE_BELOW``)
             return chunk
-        chunk = os.pread(fd, READ_CHUNK, 0)  # a longer file read whole again, from one fresh read
-        if len(chunk) < READ_CHUNK:
-            return chunk
-        chunks = [chunk]
-        while len(chunk) == READ_CHUNK:  # a short read is the end (``read_bytes``)
-            chunk = os.pread(fd, READ_CHUNK, READ_CHUNK * len(chunks))
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_on(fd, os.pread(fd, READ_CHUNK, 0))  # a longer file read whole again, afresh
 
     def same(self, names: tuple[str, ...], contents: tuple[bytes, ...]) -> bool:
         """Whether each file of ``names`` holds exactly its bytes of ``contents``: each read asks
-        for one byte more than expected, so a match is the whole file (a short read is the end,
-        ``read_bytes``) and a longer file cannot match; raises OSError. The reads (each file's
+        for one byte more than expected, so a match is the whole file (a setting's file
+        is one short record: ``WHOLE_BELOW``) and a longer file cannot match; raises OSError. The reads (each file's
         fd, size and bytes) are worked out once while the files stay open (a lent group is
         checked at every lend, with the same files and contents), not looked up at each."""
         checks = self._checks

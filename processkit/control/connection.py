@@ -62,6 +62,15 @@ class Connection:
         self._timer = self._loop.call_later(CONNECTION_SECONDS, self.close)
         self._loop.add_reader(self._fd, self._on_readable)
 
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    def read_waiting(self) -> None:
+        """Read what already waits in the socket now, not at the loop's next turn: the server,
+        past its members' share, serves a request that came whole before it closes anything."""
+        self._on_readable()
+
     def _on_readable(self) -> None:
         try:
             chunk = self._sock.recv(self._buffer.room())

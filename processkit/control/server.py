@@ -7,7 +7,7 @@ hold up the output pump, the run's deadlines or its exit.
 
 The run's own processes (``member``: the kernel's peer pid, asked of the container) hold at most
 MEMBER_CONNECTIONS of them: past that, their oldest connection still without a request is
-closed for the newer one. So a child holding connections open (reopened as each closes) cannot
+closed for the newer one (one whose request already waits unread is served instead). So a child holding connections open (reopened as each closes) cannot
 keep its owner's ``cancel`` queued past its deadline: the queue ahead of it drains at once.
 
 Facts about start-up that shape this module: every run listens, but most never get a client,
@@ -127,11 +127,27 @@ class ControlServer:
                 self._members_within_share()
 
     def _members_within_share(self) -> None:
-        """Past MEMBER_CONNECTIONS of the run's own, the oldest without a request is closed (there
-        is one: the connection just accepted has read nothing yet)."""
+        """Past MEMBER_CONNECTIONS of the run's own, the oldest without a request is closed. A
+        connection not read yet may hold its whole request already (a fast client's burst,
+        accepted in one turn): each is read first, as if its turn had come, and served if so;
+        the next one is then considered. Still past the share with none idle, the oldest open
+        one is closed (a member that does not read its replies loses its own)."""
         members = [open_connection for open_connection in self._connections if open_connection.member]
-        if len(members) > MEMBER_CONNECTIONS:
-            next(open_connection for open_connection in members if open_connection.idle).close()
+        excess = len(members) - MEMBER_CONNECTIONS
+        for candidate in members:
+            if excess <= 0:
+                return
+            if candidate.idle and not candidate.closed:
+                candidate.read_waiting()
+                if candidate.idle:
+                    candidate.close()
+            excess -= candidate.closed
+        for candidate in members:
+            if excess <= 0:
+                return
+            if not candidate.closed:
+                candidate.close()
+                excess -= 1
 
     def respond(self, verb: str, pid: int | None):
         return self._respond(verb, pid)
