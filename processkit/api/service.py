@@ -84,7 +84,7 @@ class Connection:
         self.sent_env: dict | None = None  # the environment the last request carried (``caller_env.environment_now``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
-        self._frames = wire.Frames()
+        self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
         self._readable.register(mine.fileno(), select.POLLIN)
         self._ids = itertools.count(1)
@@ -293,30 +293,55 @@ class Connection:
         if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
         try:
-            messages = wire.receive(self.sock, self._frames)
-        except InterruptedError:
-            return True
-        except OSError:
-            messages = None
-        if messages is None:
-            self._collect()
+            messages = wire.receive(self.sock, self._frames, space=0)  # none of its descriptors: none to lose
+            if messages is not None:
+                self._file(messages)
+                return True
+        except BaseException as exc:
+            if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
+                self._give_up()  # a handler raised: what was read may be lost
+                raise
+        self._collect()  # the end of the stream, or the socket failed: the service has ended
         with self._mail:
-            if messages is None:
-                self.gone = True
-                woken = list(self._woken.values())
-                for rid in list(self._sleeping):
-                    self._ring(rid)
-            else:
-                self.heard = time.monotonic()
-                for message in messages:
-                    box = self._boxes.get(message[1])
-                    if box is not None:
-                        box.append(message)
-                        self._ring(message[1])
-                woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
+            self.gone = True
+            woken = list(self._woken.values())
+            for rid in list(self._sleeping):
+                self._ring(rid)
         for callback in woken:
             callback()
         return True
+
+    def _file(self, messages: list[tuple]) -> None:
+        """Each reply put in its request's box and its waiters rung."""
+        with self._mail:
+            self.heard = time.monotonic()
+            for message in messages:
+                box = self._boxes.get(message[1])
+                if box is not None:
+                    box.append(message)
+                    self._ring(message[1])
+            woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
+        for callback in woken:
+            callback()
+
+    def _give_up(self) -> None:
+        """A signal handler raised (Ctrl-C's KeyboardInterrupt) while a reply was read or filed:
+        bytes or replies it read may be lost, and a stream read on from the wrong byte left every
+        later call of the process waiting for ever. The connection is given up instead: the
+        service, at its end of file, stops every run it carries through its release and ends
+        (awaited, up to ``HELLO_SECONDS``, so the interrupted call's run has ended before the
+        interruption goes on); every waiter is told ``ServiceGone``, each waking the next as it
+        leaves ``take``; the next call starts a fresh service."""
+        self.gone = True  # first: whatever interrupts what follows, no call waits on this one
+        woken = list(self._woken.values())
+        self.sock.close()
+        if self.owner == os.getpid():
+            try:
+                self.process.wait(HELLO_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        for callback in woken:
+            callback()
 
     def _collect(self) -> None:
         """The service's end of file came: it has ended, or is ending (its descriptors close
