@@ -65,5 +65,7 @@ def test_a_handler_raising_as_a_reply_is_read_never_leaves_later_calls_hanging()
     assert done.returncode == 0, done.stderr.decode()
     seen = json.loads(done.stdout)
     assert seen["interrupted"] == 12, "each call's interruption reached it"
-    assert seen["after"] == [0, 900000, 0, "after\n"], "the later calls ran (they hung on a reply read from the wrong byte)"
+    assert seen["after"] == [0, 900000, 0, "after\n"], (
+        "the later calls ran (they hung on a reply read from the wrong byte)"
+    )
     assert seen["left_running"] == [], "each service given up ended before its call's interruption went on"
