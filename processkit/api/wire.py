@@ -265,8 +265,9 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
     """The one frame a process the service started for a call (a batch's, a benchmark's) writes
     back on its own connection. An interruption while it is awaited (Ctrl-C: KeyboardInterrupt)
     stops that process, as a stop signal would, by the source's name written to the connection,
-    and its frame is still awaited, so everything it ran has ended through its release before
-    the interruption propagates. ``what`` names the process in the error of one that ended
+    and its frame is still awaited (or, where the interruption dropped bytes of it, the end of
+    the connection: that process has ended), so everything it ran has ended through its release
+    before the interruption propagates. ``what`` names the process in the error of one that ended
     without a frame."""
     frames = Frames(lenient=False)
     interrupted: BaseException | None = None
