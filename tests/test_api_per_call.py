@@ -25,8 +25,8 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
         frames.append(f"sent {message[0]}")
         plain_send(sock, message, fds)
 
-    def received(sock: socket.socket, found: wire.Frames, size: int = 1 << 16):
-        messages = plain_receive(sock, found, size)
+    def received(sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY):
+        messages = plain_receive(sock, found, size, space)
         frames.extend(f"received {message[0]}" for message in messages or ())
         return messages
 

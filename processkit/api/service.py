@@ -18,6 +18,7 @@ the service was started with, since the service lodges its runs there once.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import select
@@ -84,7 +85,7 @@ class Connection:
         self.sent_env: dict | None = None  # the environment the last request carried (``caller_env.environment_now``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
-        self._frames = wire.Frames()
+        self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
         self._readable.register(mine.fileno(), select.POLLIN)
         self._ids = itertools.count(1)
@@ -104,8 +105,7 @@ class Connection:
                 "of its start (its start blocked): it was killed"
             )
         if hello[3] is None:  # it could not start (serve.main): why, and it is collected
-            self.close()
-            self._collect()
+            self._ended(given_up=True)  # closed, collected
             raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
@@ -293,41 +293,44 @@ class Connection:
         if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
         try:
-            messages = wire.receive(self.sock, self._frames)
-        except InterruptedError:
-            return True
-        except OSError:
-            messages = None
-        if messages is None:
-            self._collect()
-        with self._mail:
-            if messages is None:
-                self.gone = True
-                woken = list(self._woken.values())
-                for rid in list(self._sleeping):
-                    self._ring(rid)
-            else:
-                self.heard = time.monotonic()
-                for message in messages:
-                    box = self._boxes.get(message[1])
-                    if box is not None:
-                        box.append(message)
-                        self._ring(message[1])
-                woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
-        for callback in woken:
-            callback()
+            messages = wire.receive(self.sock, self._frames, space=0)  # no descriptor comes: none to lose
+            if messages is not None:
+                with self._mail:
+                    self.heard = time.monotonic()
+                    for message in messages:
+                        box = self._boxes.get(message[1])
+                        if box is not None:
+                            box.append(message)
+                            self._ring(message[1])
+                    woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
+                for callback in woken:
+                    callback()
+                return True
+        except BaseException as exc:
+            if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
+                self._ended(given_up=True)  # a signal handler raised: what was read may be lost
+                raise
+        self._ended()  # the end of the stream, or the socket failed: the service has ended
         return True
 
-    def _collect(self) -> None:
-        """The service's end of file came: it has ended, or is ending (its descriptors close
-        just before it becomes a zombie), so it is waited for now, not left a zombie until the
-        next call. A service that keeps running past ``COLLECT_SECONDS`` is left to that call."""
-        if self.owner != os.getpid():
-            return
-        try:
-            self.process.wait(COLLECT_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
+    def _ended(self, given_up: bool = False) -> None:
+        """The service's end of file came: it is collected (up to ``COLLECT_SECONDS``) and every
+        waiter told. ``given_up``: a signal handler raised (Ctrl-C) as a reply was read or filed,
+        and what was read may be lost (read on from the wrong byte, every later call hung): the
+        socket is closed, and the service stops its runs through their release and ends (awaited
+        up to ``HELLO_SECONDS``) before the interruption goes on; the next call starts another."""
+        self.gone = True  # first: whatever interrupts what follows, no call waits on this service
+        if given_up:
+            self.sock.close()  # the poll registered on it is never used again (gone)
+        if self.owner == os.getpid():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
+        with self._mail:
+            woken = list(self._woken.values())
+            for rid in list(self._sleeping):
+                self._ring(rid)
+        for callback in woken:
+            callback()
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""

@@ -186,11 +186,18 @@ def _write(sock: socket.socket, data: memoryview, fds, failed: list[OSError] | N
 
 
 class Frames:
-    """Reassembles frames from what a socket gives, in order, and the descriptors received."""
+    """Reassembles frames from what a socket gives, in order, and the descriptors received.
+    ``broken``: bytes were taken off the socket and lost before they were in the buffer (a
+    signal handler raised as ``receive`` ran): no later frame can be found, the stream is given up.
+    ``lenient``: a frame that is no pickle is skipped (the service's, reading its caller's);
+    else (the caller's, whose service never writes one) its error is raised, as a handler's
+    exception raised as a pickle was read is, never taken for a bad frame and the reply dropped."""
 
-    def __init__(self) -> None:
+    def __init__(self, lenient: bool = True) -> None:
         self._buffer = bytearray()
         self.fds: list[int] = []
+        self.broken = False
+        self._lenient = lenient
 
     def feed(self, data: bytes, ancillary=()) -> list[tuple]:
         for level, kind, cmsg in ancillary:
@@ -210,7 +217,8 @@ class Frames:
                     try:
                         messages.append(pickle.loads(frame))
                     except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read
-                        pass
+                        if not self._lenient:
+                            raise
                 start += HEADER.size + size
         del self._buffer[:start]
         return messages
@@ -231,23 +239,37 @@ class Frames:
         return taken
 
 
-def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16) -> list[tuple] | None:
+ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
+
+
+def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
-    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen)."""
-    data, ancillary, _, _ = sock.recvmsg(max(size, frames.missing()), socket.CMSG_SPACE(MAX_FDS * 4))
-    if not data:
-        return None
-    return frames.feed(data, ancillary)
+    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
+    ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
+    Python runs a signal handler as soon as the call returns, and its exception (Ctrl-C's
+    KeyboardInterrupt) dropped the bytes the call took: ``frames`` is then marked ``broken``.
+    An OSError of the socket's own (it has an errno) took nothing."""
+    if frames.broken:  # what comes is dropped, up to the end of the stream
+        return [] if sock.recv(size) else None
+    want = max(size, frames.missing())
+    try:
+        data, ancillary, _, _ = sock.recvmsg(want, space)
+        return frames.feed(data, ancillary) if data else None
+    except BaseException as exc:
+        if not isinstance(exc, OSError) or exc.errno is None:
+            frames.broken = True
+        raise
 
 
 def one_reply(sock: socket.socket, what: str) -> tuple:
     """The one frame a process the service started for a call (a batch's, a benchmark's) writes
     back on its own connection. An interruption while it is awaited (Ctrl-C: KeyboardInterrupt)
     stops that process, as a stop signal would, by the source's name written to the connection,
-    and its frame is still awaited, so everything it ran has ended through its release before
-    the interruption propagates. ``what`` names the process in the error of one that ended
+    and its frame is still awaited (or, where the interruption dropped bytes of it, the end of
+    the connection: that process has ended), so everything it ran has ended through its release
+    before the interruption propagates. ``what`` names the process in the error of one that ended
     without a frame."""
-    frames = Frames()
+    frames = Frames(lenient=False)
     interrupted: BaseException | None = None
     while True:
         try:
@@ -261,6 +283,8 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
                     pass
             continue
         if messages is None:
+            if interrupted is not None:  # its reply went with bytes the interruption dropped
+                raise interrupted
             raise RuntimeError(f"{what} process ended without a reply")
         if messages:
             if interrupted is not None:
