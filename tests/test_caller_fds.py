@@ -85,14 +85,28 @@ def _holds_only(fds: dict[str, str], passed: dict[str, str]) -> None:
 
 
 def test_batch_and_bench_children_keep_the_callers_fds(tmp_path):
-    """As GNU parallel's and hyperfine's children do."""
+    """As GNU parallel's and hyperfine's children do; a batch's held jobs (``--keep failed``)
+    are spawned from another context than its kept ones, so both are looked at."""
     script = tmp_path / "fds.py"
     script.write_text(FD_MAP)
-    passed, done = _run_with_passed(
-        tmp_path, "batch", "--out", str(tmp_path / "out"), "--", sys.executable, str(script), "{}", ":::", "batch.json"
-    )
-    assert done.returncode == 0, done.stderr
-    _holds_only(_child_fds(tmp_path / "batch.json"), passed)
+    for keep in ("all", "failed"):
+        out = tmp_path / f"batch-{keep}.json"
+        passed, done = _run_with_passed(
+            tmp_path,
+            "batch",
+            "--keep",
+            keep,
+            "--out",
+            str(tmp_path / f"out-{keep}"),
+            "--",
+            sys.executable,
+            str(script),
+            "{}",
+            ":::",
+            out.name,
+        )
+        assert done.returncode == 0, done.stderr
+        _holds_only(_child_fds(out), passed)
     command = json.dumps([sys.executable, str(script), str(tmp_path / "bench.json")])
     passed, done = _run_with_passed(tmp_path, "bench", "--runs", "1", "--warmup", "0", "--command", command)
     assert done.returncode == 0, done.stderr
@@ -158,17 +172,43 @@ a b c:
 """
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no GNU make")
+def _gnu_make_with_a_pipe() -> list[str] | None:
+    """``make`` and the options that make its jobserver a pipe of descriptors (GNU make 4.4 and
+    later default to a named FIFO, which no descriptor carries), or None without GNU make."""
+    if shutil.which("make") is None:
+        return None
+    version = subprocess.run(["make", "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if not version.stdout.startswith("GNU Make"):
+        return None
+    styled = subprocess.run(
+        ["make", "--jobserver-style=pipe", "--version"], capture_output=True, stdin=subprocess.DEVNULL
+    )
+    return ["make", "--jobserver-style=pipe"] if styled.returncode == 0 else ["make"]
+
+
+MAKE = _gnu_make_with_a_pipe()
+# A suite run from inside a make (a packager's build) must not hand that make's jobserver on.
+MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEFILES", "GNUMAKEFLAGS")
+
+
+@pytest.mark.skipif(MAKE is None, reason="no GNU make")
 def test_sub_make_under_run_keeps_the_jobserver(tmp_path, spawn_backend):
     """The sub-make ``run`` starts gets its parent's jobserver as when the recipe runs it
     directly: -j4 and its pipe, not "jobserver unavailable: using -j1"."""
     (tmp_path / "sub").mkdir()
     (tmp_path / "Makefile").write_text(MAKEFILE.format(cli=" ".join(cli_command())))
     (tmp_path / "sub" / "Makefile").write_text(SUB_MAKEFILE)
+    env = {name: value for name, value in os.environ.items() if name not in MAKE_VARIABLES}
     outputs = {}
     for target in ("direct", "all"):
         done = subprocess.run(
-            ["make", "-j4", target], cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+            [*MAKE, "-j4", target],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
         assert done.returncode == 0, done.stderr
         outputs[target] = done.stdout + done.stderr
