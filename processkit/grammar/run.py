@@ -188,7 +188,7 @@ RUN_OPTIONS = (
         "--max-processes",
         VALUE,
         metavar="N",
-        help="cap the number of processes in the tree (default: no cap)",
+        help="cap the tree's tasks, processes and their threads alike as the pids controller counts them (default: no cap)",
         read=_processes,
     ),
     Option(
