@@ -23,7 +23,8 @@ service.HELLO_SECONDS = 1.0
 service.service_command = lambda fd, caller: [sys.executable, "-c", "import os, sys; os.read(int(sys.argv[1]), 1)", str(fd), str(caller)]
 """
 
-CALLER = r"""
+# One call, timed: what it raised, how long it took, and the service's pid in ``pid``.
+CALL = r"""
 started = time.monotonic()
 try:
     processkit.run(["true"])
@@ -33,6 +34,8 @@ except service.ServiceUnstartable as exc:
     said = str(exc)
 print(time.monotonic() - started)
 pid = int(said.split("(pid ")[1].split(")")[0])
+"""
+STATE = r"""
 try:
     with open(f"/proc/{pid}/stat") as stat:
         print("service zombie" if stat.read().rsplit(")", 1)[1].split()[0] == "Z" else "service alive")
@@ -41,11 +44,16 @@ except FileNotFoundError:
 """
 
 
-def test_a_service_that_never_says_hello_is_killed_and_the_call_raises():
-    done = subprocess.run([sys.executable, "-c", SILENT + CALLER], capture_output=True, timeout=TIMEOUT, text=True)
+def _called(script: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=TIMEOUT, text=True)
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said[0].startswith("raised the runner service (pid ") and "did not say hello within 1 s" in said[0], said
+    return said
+
+
+def test_a_service_that_never_says_hello_is_killed_and_the_call_raises():
+    said = _called(SILENT + CALL + STATE)
     assert 1.0 <= float(said[1]) < TIMEOUT / 4, said  # it waited its hello time, and not much more
     assert said[2] in ("service gone", "service zombie"), said  # killed (a zombie: not yet ended when collected)
 
@@ -53,33 +61,19 @@ def test_a_service_that_never_says_hello_is_killed_and_the_call_raises():
 # The service lives on past its kill, as one in uninterruptible sleep does (the kill a no-op here):
 # the call still returns. The service ends with its caller (PR_SET_PDEATHSIG), or is ended at the end.
 UNKILLABLE = r"""
-import os, signal, subprocess, sys, time
-import processkit
-from processkit.api import service
-
+import signal, subprocess
 SERVICE = "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, 9); os.getppid() == int(sys.argv[1]) or sys.exit(); signal.pause()"
-service.HELLO_SECONDS = 1.0
 service.service_command = lambda fd, caller: [sys.executable, "-c", SERVICE, str(caller)]
 subprocess.Popen.kill = lambda self: None
-started = time.monotonic()
-try:
-    processkit.run(["true"])
-    print("ran")
-except service.ServiceUnstartable as exc:
-    print("raised", exc)
-    said = str(exc)
-print(time.monotonic() - started)
-pid = int(said.split("(pid ")[1].split(")")[0])
+"""
+ENDED = r"""
 os.kill(pid, signal.SIGKILL)
 os.waitpid(pid, 0)  # still this process's child: the call left it uncollected, not waited on for ever
 """
 
 
 def test_a_service_that_outlives_its_kill_does_not_hold_the_call():
-    done = subprocess.run([sys.executable, "-c", UNKILLABLE], capture_output=True, timeout=TIMEOUT, text=True)
-    assert done.returncode == 0, done.stderr
-    said = done.stdout.splitlines()
-    assert said[0].startswith("raised the runner service (pid ") and "did not say hello within 1 s" in said[0], said
+    said = _called(SILENT + UNKILLABLE + CALL + ENDED)
     assert float(said[1]) < TIMEOUT / 4, said
 
 
