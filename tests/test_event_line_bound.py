@@ -12,7 +12,7 @@ from conftest import run_cli
 from processkit.bounded import LINE_BYTES
 from processkit.events import emitter as emitting
 from processkit.events.reader import LineSplitter
-from processkit.events.base import CleanupFinished, MembersSnapshot
+from processkit.events.base import CleanupFinished, MembersSnapshot, RunStarted
 
 
 def test_a_raw_argv_over_the_line_bound_is_written_redacted_and_said(tmp_path):
@@ -55,12 +55,48 @@ def test_a_snapshot_and_a_cleanup_too_long_for_a_line_keep_what_fits_and_say_so(
     snapshot, cleanup = reader.feed(path.read_bytes()) + reader.end()
     assert snapshot.problem is None and cleanup.problem is None  # neither skipped
     assert LINE_BYTES - 100 < len(snapshot.raw) <= LINE_BYTES
-    assert (
-        snapshot.value["read_error"] is True and snapshot.value["members"] == members[: len(snapshot.value["members"])]
-    )
-    assert cleanup.value["kill_error"] is True and cleanup.value["remaining"] == len(pids)
-    assert cleanup.value["remaining_pids"] == pids[: len(cleanup.value["remaining_pids"])]
+    kept = len(snapshot.value["members"])
+    assert snapshot.value["read_error"] is True and snapshot.value["members"] == members[:kept]  # not the tree
+    # The hard kill did not fail: kill_error stays as it was; remaining keeps the full count.
+    assert cleanup.value["kill_error"] is False and cleanup.value["read_error"] is False
+    shown = len(cleanup.value["remaining_pids"])
+    assert cleanup.value["remaining"] == len(pids) and cleanup.value["remaining_pids"] == pids[:shown]
     said = capfd.readouterr().err
-    assert f"members_snapshot: {len(snapshot.value['members'])} of its 30000 members written" in said
-    assert "cleanup_finished:" in said and "remaining_pids written" in said
+    assert f"members_snapshot: {kept} of its 30000 members written" in said and "read_error set" in said
+    assert f"cleanup_finished: {shown} of its {len(pids)} remaining_pids written" in said
+    assert "remaining keeps the full count" in said and "kill_error" not in said
     assert emitting.LINE_MOST == LINE_BYTES  # the emitter's own copy of the readers' bound
+    read = run_cli("events", "--file", path)
+    assert read.returncode == 0, read.stderr
+    words = read.stdout.decode()
+    assert f"only {kept} members written: cc1plus (pid 2)" in words and "could not be read" not in words
+    assert f"{shown} of {len(pids)} shown)" in words and "hard kill failed" not in words
+
+
+def test_labels_too_long_for_a_line_are_left_out_and_said(tmp_path):
+    labels = [f"--label=k{n:04}={'v' * 256}" for n in range(4200)]  # about 1.1 MB of labels
+    stream = tmp_path / "run.jsonl"
+    done = run_cli("run", "--jsonl", stream, *labels, "--", "true")
+    assert done.returncode == 0, done.stderr
+    lines = stream.read_bytes().splitlines()
+    assert max(len(line) for line in lines) <= LINE_BYTES
+    started = json.loads(lines[0])
+    assert started["event"] == "run_started" and started["labels"] == {}
+    assert b"written redacted" not in done.stderr  # no raw argv asked for: only the labels gave way
+    assert b"run_started: the run's 4200 labels would make an event line over 1048576 bytes: written without them" in (
+        done.stderr
+    )
+    checked = run_cli("events", "--validate", "--file", stream)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_an_event_with_nothing_to_leave_out_is_written_over_the_bound_and_said(tmp_path, capfd):
+    path = tmp_path / "run.jsonl"
+    emitter = emitting.Emitter(str(path))
+    emitter.emit(RunStarted(run_id="r" * (LINE_BYTES + 1), labels={}, root_pid=None, mechanism="process_group",
+                            abrupt_cleanup="direct_child_only", cwd="/", command=None))  # fmt: skip
+    emitter.close()
+    line = path.read_bytes()
+    assert len(line) > LINE_BYTES + 1 and line.endswith(b"\n")
+    said = capfd.readouterr().err
+    assert f"run_started: an event line of {len(line) - 1} bytes, over the {LINE_BYTES} its readers read" in said

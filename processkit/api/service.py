@@ -41,11 +41,11 @@ class ServiceGone(RuntimeError):
 
 
 class ServiceUnstartable(ServiceGone):
-    """The runner service said in its hello why it could not start (no scratch directory
-    anywhere): raised at once, never retried (a second service fails the same way)."""
+    """The runner service could not start: it said why in its hello (no scratch directory anywhere),
+    or said none in time. Raised at once, never retried within the call (a second start fails too)."""
 
 
-COLLECT_SECONDS = 1.0  # how long a reader that met the service's end of file waits to collect it
+COLLECT_SECONDS = 1.0  # how long a service that ended (its end of file came) or was killed is waited for
 # How long a starting service has to say hello: a fresh interpreter, on a loaded host, takes a
 # second or two; one whose start blocked (a stop ``stopped.look`` does not undo included) held
 # the call for ever. As long as the CLI's detached launch waits for its run (docs/control-plane.md §3).
@@ -96,16 +96,13 @@ class Connection:
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0, HELLO_SECONDS)
-        if hello is None:  # stuck before its hello: ended and collected, and said
-            self.close()
+        if hello is None:  # stuck before its hello: killed, and said as a service that could not start
             self.process.kill()
-            self.process.wait()
-            raise ServiceUnstartable(
-                f"the runner service (pid {self.process.pid}) did not say hello within {HELLO_SECONDS:g} s "
-                "of its start (its start blocked): it was killed"
-            )
-        if hello[3] is None:  # it could not start (serve.main): why, and it is collected
-            self._ended(given_up=True)  # closed, collected
+            blocked = f"did not say hello within {HELLO_SECONDS:g} s of its start (its start blocked): it was killed"
+            hello = (None, 0, None, None, {"failure": f"the runner service (pid {self.process.pid}) {blocked}"})
+        if hello[3] is None:  # it could not start (serve.main): why; closed, collected within a bound (one in
+            self.close()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
+            self._ended()
             raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
@@ -138,7 +135,7 @@ class Connection:
                 interrupted = wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
                 try:
-                    _caller_descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                    wire.descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
                 except OSError:
                     self.forget(rid)  # no reply will come: its box goes with the call
                     raise
@@ -343,23 +340,14 @@ class Connection:
             sock.close()
 
 
-def _caller_descriptors_open(fds) -> None:
-    """Raise the OSError (EBADF) of a descriptor the caller gave that is not open: the kernel
-    refuses the whole frame then, and the live service, with every other thread's run in flight,
-    must not be taken for gone (their replies were lost to ``ServiceGone``). Asked only once a
-    send failed, so a call pays nothing for it."""
-    for fd in fds:
-        os.fstat(fd)
-
-
 _connection: Connection | None = None
 _starting = threading.Lock()
+_failed: tuple[float, str] | None = None  # when the last start failed, and why
 
 
 def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
-    """Send a request to this process's service; a service found gone when the request is
-    written (killed since the last call) is replaced once, as nothing of the request reached it;
-    one that could not start says so at once."""
+    """Send a request to this process's service; one found gone when the request is written (killed since the
+    last call) is replaced once, as nothing of the request reached it; one that could not start says so at once."""
     try:
         found = connection()
         return found, found.send(kind, *payload, fds=fds, env=env)
@@ -371,18 +359,26 @@ def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool =
 
 
 def connection() -> Connection:
-    """This process's runner service, started now if it has none (or its one has ended)."""
-    global _connection
+    """This process's runner service, started now if it has none (or its one has ended). The
+    threads queued behind a start that fails raise its failure, not each wait out its own."""
+    global _connection, _failed
     found = _connection
     places = caller_env.fingerprint()
     if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == places:
         return found
+    asked = time.monotonic()
     with _starting:
         found = _connection
         if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
             if found is not None and found.gone and found.owner == os.getpid():
                 found.process.poll()  # an ended service is collected, not left a zombie
-            found = _connection = Connection()
+            if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
+                raise ServiceUnstartable(_failed[1])
+            try:
+                found = _connection = Connection()
+            except ServiceUnstartable as exc:
+                _failed = (time.monotonic(), str(exc))
+                raise
         return found
 
 

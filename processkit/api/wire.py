@@ -111,6 +111,14 @@ def not_the_connection(sock: socket.socket, fds) -> None:
             )
 
 
+def descriptors_open(fds) -> None:
+    """Raise the OSError (EBADF) of a descriptor the caller gave that is not open: the kernel refuses
+    the whole frame then, and the live service, with every other thread's run in flight, must not be
+    taken for gone (their replies were lost to ``ServiceGone``). Asked only once a send failed."""
+    for fd in fds:
+        os.fstat(fd)
+
+
 def append(buffer: bytearray, message: tuple) -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own."""

@@ -148,9 +148,9 @@ class Reading:
     as it becomes readable, with no deadline, until EOF: a stream says itself when it is over.
     A FIFO no writer opened says nothing (no poll wakes for it, so it waited for ever): every
     FOLLOW_POLL_SECONDS it is read once (``_look_for_writer``), and one that has had no writer
-    for FIFO_WRITER_SECONDS (under --follow: and no live run names it) is an empty stream, said
-    on stderr. A runner refuses a FIFO no one reads, so a reader comes first and waits for the
-    run to start: seconds on a loaded host.
+    for FIFO_WRITER_SECONDS (under --follow: and no live run names it) is an unreadable stream
+    (111), never an empty one (``--validate`` would pass it). A runner refuses a FIFO no one
+    reads, so a reader comes first and waits for the run to start: seconds on a loaded host.
     A device (``/dev/zero``, a terminal) is refused (``bounded``), ``/dev/null`` excepted.
     """
 
@@ -200,8 +200,8 @@ class Reading:
 
     def _look_for_writer(self, loop: Loop) -> None:
         """Read a FIFO once: what came is taken; an end of file with no writer yet (no poll
-        says it) ends the stream once it has lasted FIFO_WRITER_SECONDS and, under --follow, no
-        live run names the stream."""
+        says it) makes the stream unreadable (111) once it has lasted FIFO_WRITER_SECONDS and,
+        under --follow, no live run names the stream."""
         if self._follower.done:
             return
         try:
@@ -215,13 +215,12 @@ class Reading:
             self._writerless_since = now
             if data:
                 self._take(self._follower.feed(data))
-        elif now - self._writerless_since >= FIFO_WRITER_SECONDS:
-            note(
-                f"processkit-cli: note: no process opened the FIFO `{sanitize(self._target.path)}` for writing "
-                f"within {FIFO_WRITER_SECONDS:g} s: nothing to read"
+        elif now - self._writerless_since >= FIFO_WRITER_SECONDS:  # never an empty stream: --validate's 0 lied
+            raise Failure(
+                Kind.SETUP,
+                f"could not read the events stream `{sanitize(self._target.path)}`: no process opened the FIFO "
+                f"for writing within {FIFO_WRITER_SECONDS:g} s",
             )
-            self._take(self._follower.feed(b""))
-            return
         loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))
 
     def _on_readable(self) -> None:

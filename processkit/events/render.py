@@ -88,14 +88,16 @@ def _run_started(e: dict) -> str:
 
 def _members_snapshot(e: dict) -> str:
     when = "at spawn" if e["reason"] == "spawn" else "snapshot"
-    if e["read_error"]:
-        return f"{when}: the members could not be read"
     members = e["members"]
+    if e["read_error"] and not members:
+        return f"{when}: the members could not be read"
     listed = [member for raw in members[:MEMBERS_SHOWN] if (member := MemberInfo.read(raw)) is not None]
     shown = [f"{_s(member.name or '?')} (pid {member.pid})" for member in listed]
     if len(members) > MEMBERS_SHOWN:
         shown.append(f"and {len(members) - MEMBERS_SHOWN} more")
-    return f"{when}: {_plural(len(members), 'member')}" + (": " + ", ".join(shown) if shown else "")
+    # read_error with members: a list cut to the line bound (events/fit.py), not the whole tree
+    count = f"only {len(members)} members written" if e["read_error"] else _plural(len(members), "member")
+    return f"{when}: {count}" + (": " + ", ".join(shown) if shown else "")
 
 
 def _root_exited(e: dict) -> str:
@@ -174,7 +176,9 @@ def _cleanup_finished(e: dict) -> str:
     if remaining == 0:
         text = "teardown finished: no member remains"
     else:
-        text = f"teardown finished: {_plural(remaining, 'member')} remain (pids {', '.join(map(str, e['remaining_pids']))})"
+        pids = e["remaining_pids"]
+        cut = f": {len(pids)} of {remaining} shown" if len(pids) < remaining else ""  # a list cut to the line bound
+        text = f"teardown finished: {_plural(remaining, 'member')} remain (pids {', '.join(map(str, pids))}{cut})"
     shutdown = Shutdown.read(e["shutdown"])
     if shutdown is not None:
         signal_word = {"sent": "SIGTERM sent", "unsupported": "no soft stop here", "failed": "SIGTERM failed"}
