@@ -38,6 +38,9 @@ from .safepath import directory_of, follow_final, reopen, split_file
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_UNNAMED = os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC
+_NAMED = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_PROC_FDS = "/proc/self/fd"
 
 
 def kind(mode: int) -> str:
@@ -167,32 +170,55 @@ def _final(
 def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
     """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
     file it replaces (a private 0600 file stays private): False when this user may not create
-    files there (then an existing file is written in place)."""
+    files there (then an existing file is written in place). The file is filled unnamed
+    (``O_TMPFILE``) and named only just before the rename: a writer killed while filling it
+    leaves nothing behind, so no write has to list the directory for leftovers."""
     temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temporary, flags, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
+        fd = _unnamed(dir_fd)
+        named = fd < 0
+        if named:
+            fd = os.open(temporary, _NAMED, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return False
         raise
+    ours = named  # the temporary name is this write's to remove
     try:
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
             write_all(fd, data, STALL_SECONDS)
             now = os.fstat(fd).st_mtime
+            if not named:
+                os.link(f"{_PROC_FDS}/{fd}", temporary, dst_dir_fd=dir_fd)  # linkat, AT_SYMLINK_FOLLOW
+                ours = True
         finally:
             os.close(fd)
         os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(temporary, dir_fd=dir_fd)
+            if ours:
+                os.unlink(temporary, dir_fd=dir_fd)
         except OSError:
             pass
         raise
-    _sweep_left(dir_fd, name, now)
+    if named:
+        _sweep_left(dir_fd, name, now)
     return True
+
+
+def _unnamed(dir_fd: int) -> int:
+    """An unnamed file in ``dir_fd`` (``O_TMPFILE``, the umask applies), or -1 where there is
+    none to have: a file system without ``O_TMPFILE``, or no ``/proc`` to link it by."""
+    if not os.path.isdir(_PROC_FDS):
+        return -1
+    try:
+        return os.open(".", _UNNAMED, 0o666, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return -1
+        raise
 
 
 def _temporary_prefix(name: str) -> str:
@@ -200,7 +226,8 @@ def _temporary_prefix(name: str) -> str:
 
 
 def _sweep_left(dir_fd: int, name: str, now: float) -> None:
-    """Remove the temporary files of ``name`` that writers killed mid-write left beside it
+    """Remove the temporary files of ``name`` that writers killed mid-write left beside it (on
+    the named path only: where a file system has no ``O_TMPFILE``)
     (``freshnames.sweep``: only this user's regular files with no other link, stale by the
     file system's clock read off the file just written); nothing else would ever remove them."""
     from .freshnames import sweep

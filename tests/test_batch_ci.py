@@ -166,7 +166,8 @@ def test_a_large_batch_junit_still_shows_why_a_job_failed(tmp_path):
 
 def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_message(tmp_path):
     """Every passing job past the 64 MiB of tails got a ``left out`` note (a large batch's file
-    grew with them), and a failure whose stderr tail was left out lost its message to the note."""
+    grew with them), and a failure whose stderr tail was left out lost its message to the note;
+    a skipped job (a stop's) got the note too, which docs/batch.md gives failures alone."""
     noisy = "import sys; sys.stdout.write('o' * 5000 + '\\n'); sys.stderr.write('e' * 5000 + '\\n'); sys.exit({})"
     jobs = [{"id": "ok", "args": [PY, "-c", noisy.format(0)]}, {"id": "bad", "args": [PY, "-c", noisy.format(3)]}]
     out, junit = tmp_path / "out", tmp_path / "junit.xml"
@@ -174,7 +175,9 @@ def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_
     lines = summary(out)
     many = [{**lines["bad"], "id": f"bad{n}"} for n in range(8200)]  # failures enough to spend the budget
     last = {**lines["bad"], "id": "last", "message": "THE-MESSAGE"}
-    (out / "summary.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [lines["ok"], *many, last]))
+    skip = {**lines["bad"], "id": "skip", "exit_code": None, "child_code": None, "source": "sigterm"}
+    written = [lines["ok"], *many, last, skip]
+    (out / "summary.jsonl").write_text("".join(json.dumps(line) + "\n" for line in written))
     result = run_cli("batch", manifest(tmp_path, jobs[:1]), "--out", out, "--resume", "--junit", junit)
     assert result.returncode in (0, BATCH_FAILED), result.stderr
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
@@ -182,3 +185,5 @@ def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_
     body = cases["last"].find("failure").text
     assert body.startswith("THE-MESSAGE\n[left out: this report's 64 MiB for output tails"), body
     assert cases["last"].find("system-err").text.startswith("[left out: ")
+    assert cases["skip"].find("skipped") is not None
+    assert cases["skip"].find("system-err") is None, "a skipped job's output left out is said by no note"

@@ -149,3 +149,62 @@ def test_a_summary_that_cannot_be_written_ends_the_jobs_running_on_the_workers(t
         finally:
             if slow is not None and pid_alive(slow):
                 os.kill(slow, signal.SIGKILL)  # the unfixed client's leftover: ours, ended by pid
+
+
+def _batch_meeting(tmp_path, monkeypatch, first, then):
+    """A Dask batch of 8 jobs (4 tasks of 2) whose recorder does ``first`` after the first line
+    it records and ``then`` after the third (the next task's first); returns the failure the batch raised, the worker's
+    tables once it is over, and the stop's source."""
+    from processkit.batching import fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+    from processkit.batching.recorder import Recorder
+    from processkit.errors import Failure
+
+    record = Recorder.record
+    done: list[bool] = []
+    steps = {1: first, 3: then}
+
+    def record_then(self, line) -> None:
+        record(self, line)
+        done.append(True)
+        steps.get(len(done), lambda: None)()
+
+    monkeypatch.setattr(Recorder, "record", record_then)
+    jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with pytest.raises(Failure) as failed:
+            fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 1))
+        with distributed.Client(cluster) as client:
+            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+    assert len(done) >= 3
+    return failed.value, list(left.values())
+
+
+def _stop_signal() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # held while the task's lines are recorded, then raised
+
+
+def _summary_fails() -> None:
+    from processkit.errors import Failure, Kind
+
+    raise Failure(Kind.SETUP, "cannot write summary.jsonl: No space left on device")
+
+
+def test_a_summary_failure_during_a_stops_wind_down_still_tells_the_workers_it_is_over(tmp_path, monkeypatch):
+    """The summary failed while a stop's tasks were waited for: the failure left at once,
+    skipping the bounded wait and ``forget_stop``, and the worker kept the batch's stop."""
+    failure, left = _batch_meeting(tmp_path, monkeypatch, _stop_signal, _summary_fails)
+    assert "No space left" in failure.message
+    assert left == [({}, {})], "the worker keeps nothing of the batch once it is over"
+
+
+def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path, monkeypatch, capfd):
+    """A stop signal while the failed batch's tasks were waited for was caught as an error and
+    said as 'the Dask workers were not all told to stop the failed batch: _Stopping'."""
+    failure, left = _batch_meeting(tmp_path, monkeypatch, _summary_fails, _stop_signal)
+    assert "No space left" in failure.message
+    err = capfd.readouterr().err
+    assert "_Stopping" not in err and "not all told" not in err, err
+    assert "a stop signal ended the wait for the failed batch's Dask tasks" in err, err
+    assert left == [({}, {})]

@@ -59,3 +59,21 @@ def test_halt_on_failure_starts_no_job_after_a_job_that_raised(tmp_path, monkeyp
     lines, _ = run_batch(jobs_from(_jobs()), Settings(str(out), 1, halt_on_failure=True), signals=False)
     ran = [line.id for line in lines if line.source != "halted"]
     assert ran == ["ok0", "ok1", "bad"], [(line.id, line.source) for line in lines]
+
+
+def test_a_batch_that_raises_before_its_jobs_leaves_no_host_counted_unseen(tmp_path, monkeypatch):
+    """A host inside another program (``signals=False``: a Dask worker's chunk) counts itself in
+    ``ChildrenUsage.unseen`` until it is closed. It was made long before the ``try`` that closes
+    it: a raise in between left the count up, and every later run in that process had its CPU
+    and I/O reported null."""
+    from processkit.containment.accounting import ChildrenUsage
+
+    before = ChildrenUsage._unseen
+
+    def gone():
+        raise FileNotFoundError("the working directory is gone")
+
+    monkeypatch.setattr(on_host, "_own_context", gone)
+    with pytest.raises(FileNotFoundError):
+        run_batch(jobs_from(_jobs()), Settings(str(tmp_path / "out"), 1), signals=False)
+    assert ChildrenUsage._unseen == before

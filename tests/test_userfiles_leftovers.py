@@ -1,6 +1,8 @@
-"""A writer killed between making its temporary file and renaming it over the output (SIGKILL,
-an OOM kill) leaves ``.<name>.<pid>.<8 hex>.tmp`` beside the output. The next write to the same
-place removes it (``userfiles._sweep_left``, ``freshnames.sweep``): only this user's regular
+"""A writer killed while it fills an output (SIGKILL, an OOM kill, a file size limit) leaves
+nothing: the file is filled unnamed (``O_TMPFILE``) and named ``.<name>.<pid>.<8 hex>.tmp`` only
+just before the rename. Where a file system has no ``O_TMPFILE`` (or there is no ``/proc`` to
+link by) the file is filled under that name, and a killed writer's is removed by the next write
+to the same place (``userfiles._sweep_left``, ``freshnames.sweep``): only this user's regular
 files with no other link, stale by the file system's clock; another user's file, a hard link
 (a way to make us unlink a name that shares an inode with a file we care about), one still
 being filled and another output's leftover are left as they are.
@@ -9,10 +11,12 @@ being filled and another output's leftover are left as they are.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
-from conftest import run_cli
-from processkit import freshnames
+from processkit import freshnames, userfiles
 from test_other_users import PRECIOUS, as_other, other_user, shared, victim  # noqa: F401  (fixtures)
 
 LIMIT = 60
@@ -27,7 +31,32 @@ def plant(path: str, *, stale: bool = True) -> str:
     return path
 
 
-def test_the_next_write_removes_a_killed_writers_temporary_file_of_ones_own_only(other_user, shared, victim):
+_KILLED_MID_WRITE = """
+import resource, signal, sys
+from processkit import userfiles
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: the kernel kills at the limit
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+userfiles.write_output(sys.argv[1], b"x" * (1 << 20))
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_beside_the_output(tmp_path):
+    """Each killed writer left its half-written temporary file, and every later write listed
+    the whole directory to find such files (a farm writing ``--usage-file`` per job in one
+    directory paid for it quadratically)."""
+    out = tmp_path / "usage.json"
+    out.write_bytes(b"{}")
+    writer = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, out], capture_output=True, timeout=LIMIT)
+    assert writer.returncode == -signal.SIGXFSZ, writer.stderr
+    assert os.listdir(tmp_path) == ["usage.json"]
+    assert out.read_bytes() == b"{}"
+
+
+def test_without_o_tmpfile_the_next_write_removes_a_killed_writers_file_of_ones_own_only(
+    other_user, shared, victim, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(userfiles, "_PROC_FDS", str(tmp_path / "no-proc"))  # the named path
     usage = os.path.join(shared, "usage.json")
     mine = plant(os.path.join(shared, ".usage.json.4242.deadbeef.tmp"))
     filling = plant(os.path.join(shared, ".usage.json.4243.00112233.tmp"), stale=False)
@@ -39,10 +68,7 @@ def test_the_next_write_removes_a_killed_writers_temporary_file_of_ones_own_only
     as_other(
         other_user, 'echo theirs > "$1"; touch -d "@$2" "$1"', theirs, int(time.time() - 2 * freshnames.STALE_SECONDS)
     )
-    result = run_cli(
-        "run", "--jsonl", os.path.join(shared, "r.jsonl"), "--usage-file", usage, "--", "true", timeout=LIMIT
-    )
-    assert result.returncode == 0, result.stderr
+    userfiles.write_output(usage, b"{}")
     assert os.path.exists(usage)
     assert not os.path.exists(mine)
     assert all(map(os.path.exists, (filling, elsewhere, linked, theirs)))

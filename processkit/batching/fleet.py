@@ -118,11 +118,12 @@ def run_on_dask(
         restore, held = _catch_stop_signals(stop)
         try:
             try:
-                tasks.take_all(held)
-            except _Stopping:
-                tasks.wind_down(stop[0], _grace_s(todo), held)
-            except Failure:  # the summary cannot take a line (111): the jobs out end first
-                tasks.abandon(_grace_s(todo), held)
+                try:
+                    tasks.take_all(held)
+                except _Stopping:
+                    tasks.wind_down(stop[0], _grace_s(todo), held)
+            except Failure:  # the summary cannot take a line (111), a stop's wind-down or not
+                tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
                 raise
             tasks.record_not_back()
             if stop:
@@ -232,13 +233,15 @@ class _Tasks:
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
 
-    def abandon(self, grace_s: float, held) -> None:
+    def abandon(self, source: str, grace_s: float, held) -> None:
         """The batch failed (its summary cannot take a line): as on one host, the jobs still
-        running end first, stopped as the runner's ``internal`` failure stops them, and are
-        waited for a bounded while; the tasks not begun are cancelled. Best effort: the
-        failure is what the batch answers with."""
+        running end first, stopped as the runner's ``internal`` failure stops them (or by the
+        stop ``source`` already under way), and are waited for a bounded while; the tasks not
+        begun are cancelled. Best effort: the failure is what the batch answers with."""
         try:
-            self.wind_down("internal", grace_s, held)
+            self.wind_down(source, grace_s, held)
+        except _Stopping:  # the user's stop signal, during that wait: it ends the wait
+            warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
             warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(_said(exc))}")
         _forget(self.client, self.futures, self.label)

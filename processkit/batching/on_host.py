@@ -149,7 +149,6 @@ def run_batch(
     whole = bool(settings.group_limits) or took is not None or graph
     attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
-    host = Host(watch=signals)
     timeouts = Timeouts(settings.timeout)
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
@@ -241,6 +240,7 @@ def run_batch(
 
     pinned = False
     caller_gone = [False]
+    host = Host(watch=signals)  # just before the try whose finally closes it (it may count itself unseen)
     try:
         try:
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /

@@ -49,17 +49,17 @@ class Host(Scheduler):
     def __init__(self, watch: bool = True) -> None:
         super().__init__(Loop())
         self._watch = watch
-        self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``
-        if self._unseen:
-            from ..containment.accounting import ChildrenUsage
-
-            ChildrenUsage.unseen(1)
         self.reaper = Reaper(self.loop, may_adopt_orphans=watch)
         self._signals: SignalWatch | None = None
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
         self.backends: tuple[str, str] | None = None  # the pump's and the spawn's, from its first run (``launch``)
         self._continue_hooks: dict[object, Callable[[], None]] = {}  # each live run's (``watch_continue``)
+        self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``: last, nothing after raises
+        if self._unseen:
+            from ..containment.accounting import ChildrenUsage
+
+            ChildrenUsage.unseen(1)
 
     @property
     def may_adopt_orphans(self) -> bool:

@@ -49,9 +49,7 @@ def junit_xml(batch: Batch, name: str) -> str:
     budget = [TAILS_BYTES]
     cases = [""] * len(batch.jobs)
     # the failures' tails first: a large batch's passing jobs must not spend what shows why one failed
-    for index in sorted(
-        range(len(batch.jobs)), key=lambda i: _kind(batch.jobs[i]) == "passed" and not batch.jobs[i].flaky
-    ):
+    for index in sorted(range(len(batch.jobs)), key=lambda i: not _kept(batch.jobs[i])):
         cases[index] = _case(batch.jobs[index], budget, name)
     failures = sum(_kind(job) == "failure" for job in batch.jobs)
     errors = sum(_kind(job) == "error" for job in batch.jobs)
@@ -76,11 +74,17 @@ def _kind(job: Job) -> str:
     return "error" if job.source in RUNNER_SOURCES else "failure"
 
 
+def _kept(job: Job) -> bool:
+    """A failed, errored or flaky job: the ones whose output nextest keeps, whose tails take the
+    budget first, and a tail the budget left out is said."""
+    return _kind(job) in ("failure", "error") or job.flaky
+
+
 def _case(job: Job, budget: list[int], out: str) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
     kind = _kind(job)
-    kept = kind != "passed" or job.flaky  # the jobs whose output nextest keeps: a tail left out is said
+    kept = _kept(job)
     stderr_tail = _tail("stderr", job, budget, kept)
     stdout_tail = _tail("stdout", job, budget, kept)
     message = (
