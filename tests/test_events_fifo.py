@@ -64,3 +64,25 @@ def _fds(pid: int) -> list[str]:
         return os.listdir(f"/proc/{pid}/fd")
     except FileNotFoundError:
         return []
+
+
+def test_a_writer_read_by_the_loop_is_not_taken_for_none_by_the_look_for_one(tmp_path, monkeypatch):
+    """A writer that opens, writes and closes between two looks for one is read by the loop;
+    the next look, past FIFO_WRITER_SECONDS after the reader opened, finds the end of file: that
+    is the stream's end, not a FIFO no one wrote (a false 111 after the whole stream was read)."""
+    from processkit.cli import events
+
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    reading = events.Reading(events.Target(str(fifo), None), events.PassThrough(), follow=False)
+    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    os.write(writer, b'{"schema_version":1,"event":"run_started"}\n')
+    clock = [events.time.monotonic() + events.FIFO_WRITER_SECONDS + 1]
+    monkeypatch.setattr(events.time, "monotonic", lambda: clock[0])
+    reading._on_readable()  # the loop takes the line as it comes
+    os.close(writer)
+    clock[0] += events.FOLLOW_POLL_SECONDS
+    looked = []
+    reading._look_for_writer(type("Loop", (), {"call_later": lambda self, *a: looked.append(a)})())
+    assert looked, "the look for a writer gave up on a FIFO whose writer was read a moment ago"
+    os.close(reading._fd)

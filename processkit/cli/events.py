@@ -228,6 +228,8 @@ class Reading:
             data = os.read(self._fd, READ_CHUNK)
         except OSError as exc:
             raise self._unreadable("read", exc) from None
+        if data:  # a writer came: the FIFO's look for one must not count from before it
+            self._writerless_since = time.monotonic()
         self._take(self._follower.feed(data))
 
     def _poll(self, loop: Loop) -> None:
