@@ -230,22 +230,10 @@ def _sweep_left(dir_fd: int, name: str, now: float) -> None:
     the named path only: where a file system has no ``O_TMPFILE``)
     (``freshnames.sweep``: only this user's regular files with no other link, stale by the
     file system's clock read off the file just written); nothing else would ever remove them."""
-    from .freshnames import sweep
-    from .rundir import HEX_DIGITS
+    from .freshnames import fresh_of, sweep
 
     prefix = _temporary_prefix(name)
-
-    def made(entry: str) -> bool:
-        pid, _, token = entry[len(prefix) : -len(".tmp")].partition(".")
-        return (
-            entry.startswith(prefix)
-            and entry.endswith(".tmp")
-            and pid.isdigit()
-            and len(token) == 8
-            and HEX_DIGITS.issuperset(token)
-        )
-
-    sweep(dir_fd, made, now)
+    sweep(dir_fd, lambda entry: fresh_of(entry, prefix, "."), now)
 
 
 def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:
