@@ -140,21 +140,11 @@ def _sweep_left(directory: str) -> None:
         names = os.listdir(directory)
     except OSError:
         return  # a directory this user cannot list (mode 0300) is left as it is
-    if any(map(_is_fresh_name, names)):
-        from .freshnames import sweep
+    prefixes = (f".{NAME}.", f".{MARKS_NAME}.")
+    if any(name.startswith(prefixes) for name in names):
+        from .freshnames import fresh_of, sweep
 
-        sweep(directory, _is_fresh_name)
-
-
-def _is_fresh_name(name: str) -> bool:
-    for own in (NAME, MARKS_NAME):
-        prefix = f".{own}."
-        if name.startswith(prefix):
-            from .rundir import HEX_DIGITS  # a ring run's: loaded already, and reached for such a name alone
-
-            tail = name[len(prefix) :]
-            return len(tail) == 2 * FRESH_BYTES and HEX_DIGITS.issuperset(tail)
-    return False
+        sweep(directory, lambda name: any(fresh_of(name, prefix, None, 2 * FRESH_BYTES, "") for prefix in prefixes))
 
 
 def _write(directory: str, name: str, data: bytes) -> None:

@@ -64,3 +64,18 @@ def sweep(
         pass
     finally:
         os.close(dir_fd)
+
+
+def fresh_of(entry: str, prefix: str, sep: str | None, digits: int = 8, suffix: str = ".tmp") -> bool:
+    """Whether ``entry`` is ``<prefix><pid><sep><digits hex digits><suffix>`` (no pid nor ``sep``
+    when ``sep`` is None): each writer's own fresh names, told apart from its neighbours'."""
+    if not entry.startswith(prefix) or not entry.endswith(suffix) or len(entry) < len(prefix) + len(suffix):
+        return False
+    tail = entry[len(prefix) : len(entry) - len(suffix)]
+    if sep is not None:
+        pid, _, tail = tail.partition(sep)
+        if not pid.isdigit():
+            return False
+    from .rundir import HEX_DIGITS  # for such a name alone
+
+    return len(tail) == digits and HEX_DIGITS.issuperset(tail)

@@ -76,7 +76,9 @@ def _bare(program: str) -> bool:
 def _on_path(program: str, path: str | None) -> bool:
     """Whether a directory of ``path`` (the child's PATH) holds ``program`` as a regular file
     with an execute bit, its links followed (ProcessKit's ``probe_dir``). No PATH, or an empty
-    one, holds nothing; a relative entry is looked in from the runner's directory, as there."""
+    one, holds nothing, as in ProcessKit's ``find_in_path_in`` (though the spawn then searches
+    ``os.defpath``: the reference names such a program not found too); a relative entry is
+    looked in from the runner's directory, as there."""
     for directory in path.split(os.pathsep) if path else ():
         try:
             mode = os.stat(os.path.join(directory, program)).st_mode

@@ -167,15 +167,17 @@ def _final(
         raise
 
 
-def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
+def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: bool = True) -> bool:
     """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
     file it replaces (a private 0600 file stays private): False when this user may not create
     files there (then an existing file is written in place). The file is filled unnamed
     (``O_TMPFILE``) and named only just before the rename: a writer killed while filling it
-    leaves nothing behind, so no write has to list the directory for leftovers."""
+    leaves nothing behind, so no write has to list the directory for leftovers (one killed in
+    the two system calls between its naming and its rename leaves the named file). ``unnamed``
+    False: named from the start, as where there is no ``/proc`` to name an unnamed file by."""
     temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
-        fd = _unnamed(dir_fd)
+        fd = _unnamed(dir_fd) if unnamed else -1
         named = fd < 0
         if named:
             fd = os.open(temporary, _NAMED, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
@@ -191,10 +193,15 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
             write_all(fd, data, STALL_SECONDS)
             now = os.fstat(fd).st_mtime
             if not named:
-                os.link(f"{_PROC_FDS}/{fd}", temporary, dst_dir_fd=dir_fd)  # linkat, AT_SYMLINK_FOLLOW
-                ours = True
+                try:
+                    os.link(f"{_PROC_FDS}/{fd}", temporary, dst_dir_fd=dir_fd)  # linkat, AT_SYMLINK_FOLLOW
+                    ours = True
+                except FileNotFoundError:  # no /proc: the file is written again, named
+                    pass
         finally:
             os.close(fd)
+        if not ours:
+            return _replace(dir_fd, name, data, mode, unnamed=False)
         os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
@@ -209,10 +216,8 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> bool:
 
 
 def _unnamed(dir_fd: int) -> int:
-    """An unnamed file in ``dir_fd`` (``O_TMPFILE``, the umask applies), or -1 where there is
-    none to have: a file system without ``O_TMPFILE``, or no ``/proc`` to link it by."""
-    if not os.path.isdir(_PROC_FDS):
-        return -1
+    """An unnamed file in ``dir_fd`` (``O_TMPFILE``, the umask applies), or -1 on a file system
+    without ``O_TMPFILE`` (no ``/proc`` to link it by is found at the link: ``_replace``)."""
     try:
         return os.open(".", _UNNAMED, 0o666, dir_fd=dir_fd)
     except OSError as exc:
@@ -230,22 +235,10 @@ def _sweep_left(dir_fd: int, name: str, now: float) -> None:
     the named path only: where a file system has no ``O_TMPFILE``)
     (``freshnames.sweep``: only this user's regular files with no other link, stale by the
     file system's clock read off the file just written); nothing else would ever remove them."""
-    from .freshnames import sweep
-    from .rundir import HEX_DIGITS
+    from .freshnames import fresh_of, sweep
 
     prefix = _temporary_prefix(name)
-
-    def made(entry: str) -> bool:
-        pid, _, token = entry[len(prefix) : -len(".tmp")].partition(".")
-        return (
-            entry.startswith(prefix)
-            and entry.endswith(".tmp")
-            and pid.isdigit()
-            and len(token) == 8
-            and HEX_DIGITS.issuperset(token)
-        )
-
-    sweep(dir_fd, made, now)
+    sweep(dir_fd, lambda entry: fresh_of(entry, prefix, "."), now)
 
 
 def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:

@@ -194,9 +194,20 @@ def _summary_fails() -> None:
 def test_a_summary_failure_during_a_stops_wind_down_still_tells_the_workers_it_is_over(tmp_path, monkeypatch):
     """The summary failed while a stop's tasks were waited for: the failure left at once,
     skipping the bounded wait and ``forget_stop``, and the worker kept the batch's stop."""
+    from processkit.batching import fleet
+
+    wind_down = fleet._Tasks.wind_down
+    calls: list[str] = []
+
+    def counted(self, source, grace_s, held):
+        calls.append(source)
+        wind_down(self, source, grace_s, held)
+
+    monkeypatch.setattr(fleet._Tasks, "wind_down", counted)
     failure, left = _batch_meeting(tmp_path, monkeypatch, _stop_signal, _summary_fails)
     assert "No space left" in failure.message
     assert left == [({}, {})], "the worker keeps nothing of the batch once it is over"
+    assert calls == ["sigterm"], "the failure inside the stop's wind-down is not wound down again (a doubled wait)"
 
 
 def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path, monkeypatch, capfd):

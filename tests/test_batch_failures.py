@@ -4,6 +4,7 @@ real children (the page's side of these is in tests/test_report_browser.py)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -301,3 +302,36 @@ def test_resume_after_a_torn_last_line_writes_its_lines_whole(tmp_path):
     torn, *whole = path.read_bytes().splitlines()[1:]
     assert torn == second[:100]
     assert [json.loads(line)["id"] for line in whole] == [cut]
+
+
+def test_a_resumed_summary_line_that_fails_part_way_is_cut_back_to_the_whole_lines(tmp_path):
+    """The torn part cut back on ``--resume`` too: to the end of the lines already there, with
+    the newline that ended an earlier torn line."""
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"]}])
+    out = tmp_path / "o"
+    assert run_cli("batch", "--out", out, manifest).returncode == 0
+    path = out / "summary.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(first + second[:100])
+    kept = len(first) + 100 + 1  # the torn line ended
+    proc = run_cli("batch", "--out", out, "--resume", manifest, preexec_fn=_file_size_limit(kept + 50))
+    assert proc.returncode == 111 and b"cannot write " in proc.stderr, proc.stderr
+    assert path.read_bytes() == first + second[:100] + b"\n"
+
+
+def test_a_summary_line_is_written_without_asking_the_files_size(tmp_path, monkeypatch):
+    """Each line asked the summary's size first, to cut a torn line back to it: an ``fstat``
+    that failed left that size unset, and the batch ended in a NameError's traceback."""
+    from processkit.batching.recorder import Recorder
+
+    recorder = Recorder(str(tmp_path / "o"), [])
+    fd = recorder._fd
+
+    def failing(_):
+        raise OSError(errno.EIO, "fstat failed")
+
+    monkeypatch.setattr(os, "fstat", failing)
+    assert recorder._write(fd, b'{"id":"a"}\n') is None
+    monkeypatch.undo()
+    recorder.close()
+    assert (tmp_path / "o" / "summary.jsonl").read_bytes() == b'{"id":"a"}\n'

@@ -77,3 +77,25 @@ def test_a_batch_that_raises_before_its_jobs_leaves_no_host_counted_unseen(tmp_p
     with pytest.raises(FileNotFoundError):
         run_batch(jobs_from(_jobs()), Settings(str(tmp_path / "out"), 1), signals=False)
     assert ChildrenUsage._unseen == before
+
+
+def test_a_host_whose_close_raises_still_gives_back_its_unseen_count():
+    """``Host.close`` gave the count back only after the lodging, reaper and loop closed: a raise
+    in any of them left it up, and every later run in that process reported null CPU and I/O."""
+    from processkit.containment.accounting import ChildrenUsage
+    from processkit.engine.host import Host
+
+    class Failing:
+        def close(self):
+            raise OSError("the lodging's directory is gone")
+
+    before = ChildrenUsage._unseen
+    host = Host(watch=False)
+    assert ChildrenUsage._unseen == before + 1
+    host.lodging = Failing()  # type: ignore[assignment]
+    with pytest.raises(OSError):
+        host.close()
+    assert ChildrenUsage._unseen == before
+    host.lodging = None
+    host.close()  # the rest closed: the count not given back twice
+    assert ChildrenUsage._unseen == before

@@ -46,6 +46,30 @@ while True:
 )
 
 
+# The run's child: as CHILD, but each connection is made by a grandchild that exits at once; the
+# first ones while the runner is stopped, so every peer pid the runner reads is gone already.
+ORPHANED_CHILD = (
+    CONNECTING
+    + r"""
+import os, signal
+
+def connect():
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        sock.connect(endpoint)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return sock
+
+os.kill(os.getppid(), signal.SIGSTOP)  # the runner: its listen queue takes them all meanwhile
+held = [connect() for _ in range(count)]
+os.kill(os.getppid(), signal.SIGCONT)
+"""
+    + CHILD.removeprefix(CONNECTING).replace("held = [connect() for _ in range(count)]\n", "")
+)
+
+
 @pytest.mark.parametrize("mechanism", ["default", "process_group"])
 def test_the_owners_cancel_gets_through_a_child_holding_every_connection(tmp_path, monkeypatch, mechanism):
     if mechanism == "process_group":
@@ -101,6 +125,26 @@ def test_a_members_burst_of_whole_requests_is_answered(tmp_path):
     try:
         assert json.loads(run.stdout.readline()) == ["member"] * BURST, run.stderr.read1()  # type: ignore[union-attr]
         assert run.wait(timeout=60) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+@pytest.mark.parametrize("mechanism", ["default", "process_group"])
+def test_connections_whose_peer_is_gone_count_against_the_members_share(tmp_path, monkeypatch, mechanism):
+    """A peer pid gone at the runner's asking read as "not a member": a child connecting from
+    grandchildren that exit at once took all 16 connections (more waiting behind them), and its owner's cancel ended 103.
+    A gone peer now counts as the run's own (a real client waits alive for its reply)."""
+    if mechanism == "process_group":
+        monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    child = [sys.executable, "-c", ORPHANED_CHILD, "orphans", json.dumps(cli_command()), str(HOLDS)]
+    run = start_cli("run", "--run-id", "orphans", "--jsonl", tmp_path / "run.jsonl", "--", *child)
+    try:
+        assert run.stdout.readline() == b"holding\n", run.stderr.read1()  # type: ignore[union-attr]
+        cancelled = run_cli("cancel", "--run-id", "orphans", timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert run.wait(timeout=60) == 108
     finally:
         if run.poll() is None:
             run.kill()

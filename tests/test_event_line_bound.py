@@ -9,7 +9,7 @@ import hashlib
 import json
 
 from conftest import run_cli
-from processkit.bounded import LINE_BYTES
+from processkit.bounded import EVENTS_STREAM, LINE_BYTES, LineFeed
 from processkit.events import emitter as emitting
 from processkit.events.reader import LineSplitter
 from processkit.events.base import CleanupFinished, MembersSnapshot, RunStarted
@@ -21,7 +21,7 @@ def test_a_raw_argv_over_the_line_bound_is_written_redacted_and_said(tmp_path):
     done = run_cli("run", "--argv-raw", "--jsonl", stream, "--", *argv)
     assert done.returncode == 0, done.stderr
     lines = stream.read_bytes().splitlines()
-    assert max(len(line) for line in lines) <= LINE_BYTES
+    assert max(len(line) + 1 for line in lines) <= LINE_BYTES  # the newline splitlines dropped counts
     started = json.loads(lines[0])
     assert started["event"] == "run_started"
     assert started["command"]["redacted"] is True and started["command"]["argv"] is None
@@ -54,7 +54,7 @@ def test_a_snapshot_and_a_cleanup_too_long_for_a_line_keep_what_fits_and_say_so(
     reader = LineSplitter()
     snapshot, cleanup = reader.feed(path.read_bytes()) + reader.end()
     assert snapshot.problem is None and cleanup.problem is None  # neither skipped
-    assert LINE_BYTES - 100 < len(snapshot.raw) <= LINE_BYTES
+    assert LINE_BYTES - 100 < len(snapshot.raw) + 1 <= LINE_BYTES
     kept = len(snapshot.value["members"])
     assert snapshot.value["read_error"] is True and snapshot.value["members"] == members[:kept]  # not the tree
     # The hard kill did not fail: kill_error stays as it was; remaining keeps the full count.
@@ -79,7 +79,7 @@ def test_labels_too_long_for_a_line_are_left_out_and_said(tmp_path):
     done = run_cli("run", "--jsonl", stream, *labels, "--", "true")
     assert done.returncode == 0, done.stderr
     lines = stream.read_bytes().splitlines()
-    assert max(len(line) for line in lines) <= LINE_BYTES
+    assert max(len(line) + 1 for line in lines) <= LINE_BYTES  # the newline splitlines dropped counts
     started = json.loads(lines[0])
     assert started["event"] == "run_started" and started["labels"] == {}
     assert b"written redacted" not in done.stderr  # no raw argv asked for: only the labels gave way
@@ -99,4 +99,31 @@ def test_an_event_with_nothing_to_leave_out_is_written_over_the_bound_and_said(t
     line = path.read_bytes()
     assert len(line) > LINE_BYTES + 1 and line.endswith(b"\n")
     said = capfd.readouterr().err
-    assert f"run_started: an event line of {len(line) - 1} bytes, over the {LINE_BYTES} its readers read" in said
+    assert f"run_started: an event line of {len(line)} bytes, over the {LINE_BYTES} its readers read" in said
+
+
+def _pids_of_length(length: int) -> tuple[dict, list[int]]:
+    """A ``cleanup_finished`` record and its pids whose encoded line is exactly ``length`` bytes."""
+    pids = list(range(1_000_000, 1_000_000 + (length // 8)))
+    record = CleanupFinished(remaining=len(pids), remaining_pids=pids, soft_terminate=None, shutdown=None,
+                             read_error=False, kill_error=False).to_json("2026-12-05T00:00:00Z")  # fmt: skip
+    over = len(emitting._utf8(record)) - length
+    while over < 0:
+        pids.append(1_000_000)
+        over += 8
+    pids[:over] = [100_000 + n for n in range(over)]  # each one digit shorter
+    assert len(emitting._utf8(record)) == length
+    return record, pids
+
+
+def test_a_line_whose_newline_lands_past_the_bound_is_fitted_and_read_back(capfd):
+    record, pids = _pids_of_length(LINE_BYTES)  # its newline makes it LINE_BYTES + 1
+    line = emitting.encode(record)
+    assert len(line) + 1 <= LINE_BYTES and json.loads(line)["remaining"] == len(pids)
+    assert "remaining_pids written" in capfd.readouterr().err
+    assert LineFeed("p", EVENTS_STREAM).feed(line + b"\n") == [(1, line + b"\n")]
+    record, pids = _pids_of_length(LINE_BYTES - 1)  # exactly on the bound with its newline: whole
+    line = emitting.encode(record)
+    assert len(line) + 1 == LINE_BYTES and json.loads(line)["remaining_pids"] == pids
+    assert capfd.readouterr().err == ""
+    assert LineFeed("p", EVENTS_STREAM).feed(line + b"\n") == [(1, line + b"\n")]

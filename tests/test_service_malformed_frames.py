@@ -114,3 +114,43 @@ def test_descriptors_no_request_took_are_closed_never_the_next_requests():
     assert lines[0] == "echoed", "the echo went to the caller's stdout, not another descriptor"
     seen = json.loads(lines[-1])
     assert seen == {"ran": 0, "echoed": 0, "stray_closed": True}
+
+
+# A whole spec with its fields unset (a caller writing its own frames, not through
+# ``api.launch``), then a spec sent as its differences from that one: each refused alone.
+UNSET = r"""
+import json, pickle, processkit, struct
+from processkit.api import service
+
+first = processkit.run(["true"]).runner_pid
+connection = service.connection()
+spec_type = connection.sent_spec[0]
+
+def frame(message):
+    payload = pickle.dumps(message)
+    return struct.pack(">I", len(payload)) + payload
+
+replies = []
+for rid, spec in ((9101, spec_type.__new__(spec_type)), (9102, {"argv": ["true"]})):
+    with connection._mail:
+        connection._boxes[rid] = []
+    with connection._send_lock:
+        connection.sock.sendall(frame(("run", rid, spec, {})))
+    reply = connection.take(rid, timeout=60)
+    replies.append([reply[2]["code"], reply[2]["failure"][0]] if reply else None)
+connection.sent_spec = None  # the next call sends its spec whole
+after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
+print(json.dumps({"replies": replies, "after": [after.returncode, after.stdout.decode()],
+                  "same_service": first == after.runner_pid}))
+"""
+
+
+def test_a_spec_sent_against_one_with_unset_fields_is_refused_alone():
+    """A spec sent as its differences from an earlier one with a field unset raised
+    AttributeError out of the service's reading, ending it and every run it carried."""
+    done = subprocess.run([PY, "-c", UNSET], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["replies"] == [[100, "usage"]] * 2, "each refused as a spec with no run id"
+    assert seen["after"] == [0, "ok\n"], "the next call runs"
+    assert seen["same_service"], "the service itself went on"

@@ -183,6 +183,7 @@ class _Tasks:
         self.chunks = {client.submit(run_chunk, piece, settings, pure=False): piece for piece in pieces}
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
+        self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -223,6 +224,7 @@ class _Tasks:
         """After a stop signal: every worker told, and the tasks still out waited for a while."""
         import distributed
 
+        self.wound_down = True
         self.recorder.counts.cancelled_by = source
         self.client.run(stop_chunks, self.label, source)
         try:
@@ -237,7 +239,11 @@ class _Tasks:
         """The batch failed (its summary cannot take a line): as on one host, the jobs still
         running end first, stopped as the runner's ``internal`` failure stops them (or by the
         stop ``source`` already under way), and are waited for a bounded while; the tasks not
-        begun are cancelled. Best effort: the failure is what the batch answers with."""
+        begun are cancelled. Best effort: the failure is what the batch answers with. A failure
+        inside a stop's wind-down is not wound down again (its wait would be doubled)."""
+        if self.wound_down:
+            _forget(self.client, self.futures, self.label)
+            return
         try:
             self.wind_down(source, grace_s, held)
         except _Stopping:  # the user's stop signal, during that wait: it ends the wait

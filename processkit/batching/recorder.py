@@ -14,6 +14,7 @@ from ..bounded import SUMMARY, InputError, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
+from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
 from .job_lines import OUTCOMES, not_started, outcome
@@ -120,7 +121,10 @@ class Recorder:
         self._halt_on_failure = halt_on_failure
         self._collect = collect
         self._on_recorded = on_recorded
-        self._fd = _open_summary(self.summary_path, resume) if write else None
+        self._fd: int | None = None
+        self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
+        if write:
+            self._fd, self._end = _open_summary(self.summary_path, resume)
 
     def record(self, line: JobLine) -> None:
         """A job's last line: counted, written, kept, handed on; a failure halts the batch
@@ -142,20 +146,19 @@ class Recorder:
         with. The failure is said once: the summary is closed, so the lines recorded after it
         (the unstarted jobs' as the batch ends) are not written, and the batch's own clean-up
         is not cut short by the same failure again."""
-        from ..text import sanitize
-        from ..writeall import write_all
-
         try:
-            size = os.fstat(fd).st_size
             write_all(fd, data)
         except OSError as exc:
+            from ..text import sanitize
+
             self._fd = None
             with contextlib.suppress(OSError):  # its torn part gone, so a --resume appends to whole lines
-                os.ftruncate(fd, size)
+                os.ftruncate(fd, self._end)
             os.close(fd)
             return Failure(
                 Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
             )
+        self._end += len(data)
         return None
 
     def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
@@ -226,10 +229,10 @@ def _read_lines(path: str) -> Iterator[JobLine]:
             return
 
 
-def _open_summary(path: str, resume: bool) -> int:
-    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link.
-    On ``--resume`` a last line left torn (a crash, a write that failed) is ended first: the
-    reader skips it as no job's line, and the next line starts whole after it."""
+def _open_summary(path: str, resume: bool) -> tuple[int, int]:
+    """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link;
+    with its size. On ``--resume`` a last line left torn (a crash, a write that failed) is ended
+    first: the reader skips it as no job's line, and the next line starts whole after it."""
     flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         fd = os.open(path, flags | os.O_RDWR if resume else flags | os.O_WRONLY | os.O_TRUNC, 0o644)
@@ -239,8 +242,8 @@ def _open_summary(path: str, resume: bool) -> int:
     try:
         size = os.fstat(fd).st_size if resume else 0
         if size and os.pread(fd, 1, size - 1) != b"\n":
-            os.write(fd, b"\n")
+            size += os.write(fd, b"\n")
     except OSError as exc:
         os.close(fd)
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {exc.strerror}") from None
-    return fd
+    return fd, size

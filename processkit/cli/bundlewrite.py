@@ -100,21 +100,11 @@ def sweep(path: str) -> None:
         now = stat(path).st_mtime
     except OSError:
         return
-    from ..freshnames import sweep as remove_stale  # after the rows are written: no row of its own
+    from ..freshnames import fresh_of  # after the rows are written: no row of its own
+    from ..freshnames import sweep as remove_stale
 
-    remove_stale(directory, lambda entry: _temporary_of(entry, name), now, private=True)
-
-
-def _temporary_of(entry: str, name: str) -> bool:
-    """Whether ``entry`` is a name ``write`` gives a temporary file of ``name``: ``<name>-<pid>-<8 hex>.tmp``."""
-    if not entry.startswith(name + "-") or not entry.endswith(".tmp"):
-        return False
-    pid, _, token = entry[len(name) + 1 : -4].partition("-")
-    if not pid.isdigit() or len(token) != 8:
-        return False
-    from ..rundir import HEX_DIGITS  # once the rows are written, and for such a name alone
-
-    return HEX_DIGITS.issuperset(token)
+    # ``write``'s temporary names of ``name``: ``<name>-<pid>-<8 hex>.tmp``
+    remove_stale(directory, lambda entry: fresh_of(entry, name + "-", "-"), now, private=True)
 
 
 def lean(text: bytes, source: str, code):

@@ -67,11 +67,12 @@ class Container(abc.ABC):
     def member_pids(self) -> list[int]:
         """Live members (may include unreaped zombies); raises OSError when unreadable."""
 
+    @abc.abstractmethod
     def holds(self, pid: int) -> bool:
-        """Whether ``pid`` is a member now: the control socket asks at each connection, so that
-        the run's own processes hold only their share of its connections (control/server.py);
-        raises OSError when the members cannot be read."""
-        return pid in self.member_pids()
+        """Whether ``pid`` is a member now: the control socket asks once its connections are past
+        the members' share, so that the run's own processes hold only that share
+        (control/server.py); raises ProcessLookupError or FileNotFoundError for a pid gone
+        (counted as a member there), another OSError when the members cannot be read."""
 
     @abc.abstractmethod
     def signal_members(self, signum: int) -> None:

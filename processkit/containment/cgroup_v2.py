@@ -163,14 +163,17 @@ class CgroupV2(Container):
 
     def holds(self, pid: int) -> bool:
         """From the peer's own ``/proc/<pid>/cgroup`` (its ``0::`` line, the v2 one on a hybrid
-        host too): the run's group or one below it. One short file per control connection, where
-        the group's ``cgroup.procs`` grows with the run (2000 members: 0.26 s of the runner's
-        CPU for 1000 connections). Its path is as the runner's cgroup namespace shows it,
-        whatever the peer's own; a group not under a cgroup2 mount is asked its members."""
+        host too): the run's group or one below it. One short file per peer classified, where the
+        group's ``cgroup.procs`` grows with the run (bench/README.md, mend57d). Its path is as
+        the runner's cgroup namespace shows it, whatever the peer's own; a group not under a
+        cgroup2 mount is asked its members, and a pid not among them whether it is gone."""
         if self._shown is None:
             self._shown = shown_path(self.path)
         if not self._shown:
-            return super().holds(pid)
+            if pid in self.member_pids():
+                return True
+            os.getpgid(pid)  # ProcessLookupError for one gone
+            return False
         lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
         where = next((line[3:] for line in lines if line.startswith("0::")), None)
         return where is not None and (where == self._shown or where.startswith(self._shown + "/"))

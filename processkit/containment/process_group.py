@@ -49,11 +49,9 @@ class ProcessGroup(Container):
         return [m.pid for m in found if m is not None and m.pgid == self._pgid]
 
     def holds(self, pid: int) -> bool:
-        """One ``getpgid``, not a walk of every process of the host."""
-        try:
-            return self._pgid is not None and os.getpgid(pid) == self._pgid
-        except ProcessLookupError:
-            return False
+        """One ``getpgid``, not a walk of every process of the host; raises ProcessLookupError
+        for one gone (``Container.holds``)."""
+        return self._pgid is not None and os.getpgid(pid) == self._pgid
 
     def signal_members(self, signum: int) -> None:
         if self._pgid is None:

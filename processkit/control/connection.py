@@ -54,7 +54,8 @@ class Connection:
         self._fd = sock.fileno()
         sock.setblocking(False)
         self.peer_pid = peer_pid(sock)  # taken on accept, before anything is read
-        self.member = False  # the peer is one of the run's own processes (the server's share)
+        # The peer is one of the run's own processes (the server's share); None: not asked yet
+        self.member: bool | None = None
         self.idle = True  # no request has come whole yet
         self._buffer = protocol.RequestBuffer()
         self._out = memoryview(b"")

@@ -66,7 +66,7 @@ class PublishedRun(Plain):
         root_pid: Callable[[], int | None],
         members: Callable[[], list[Member]],
         stop: Callable[[str], None],
-        holds: Callable[[int], bool] | None = None,
+        holds: Callable[[int], bool],
         usage: Callable[[], Usage] | None = None,
         lodging: Lodging | None = None,
     ):
@@ -162,11 +162,15 @@ class Publication:
         return protocol.ack(verb, run.run_id), lambda: run.stop(verb)
 
     def holds(self, pid: int | None) -> bool:
-        """Whether the connecting process ``pid`` is one of the run's own; not when unknown."""
-        if pid is None or self._run.holds is None:
+        """Whether the connecting process ``pid`` is one of the run's own; not when unknown. One
+        gone already is counted as the run's: a real client is alive while it waits for its reply,
+        and a member could otherwise connect from a child that exits at once, outside its share."""
+        if pid is None:
             return False
         try:
             return self._run.holds(pid)
+        except (ProcessLookupError, FileNotFoundError):
+            return True
         except OSError:
             return False
 

@@ -5,7 +5,8 @@ deadline timer (``connection``), and the number of open connections is capped. A
 is slow, silent, hostile or gone therefore costs at most a few bounded callbacks; it can never
 hold up the output pump, the run's deadlines or its exit.
 
-The run's own processes (``member``: the kernel's peer pid, asked of the container) hold at most
+The run's own processes (``member``: the kernel's peer pid, asked of the container only once more
+than MEMBER_CONNECTIONS are open; a peer gone already counts as one) hold at most
 MEMBER_CONNECTIONS of them: past that, their oldest connection still without a request is
 closed for the newer one (one whose request already waits unread is served instead). So a child holding connections open (reopened as each closes) cannot
 keep its owner's ``cancel`` queued past its deadline: the queue ahead of it drains at once.
@@ -71,9 +72,10 @@ def listen_unix(path: str) -> int:
 
 
 class ControlServer:
-    def __init__(self, loop, respond: Responder, path: str, member: Callable[[int | None], bool] | None = None):
+    def __init__(self, loop, respond: Responder, path: str, member: Callable[[int | None], bool]):
         """Listen at ``path``, inside the run's fresh 0700 directory; raises OSError. ``member``:
-        whether a peer pid is one of the run's own processes."""
+        whether a peer pid is one of the run's own processes, asked only past MEMBER_CONNECTIONS
+        open connections."""
         self.loop = loop
         self._respond = respond
         self._member = member
@@ -122,8 +124,7 @@ class ControlServer:
                 return
             opened = connection.Connection(self, sock)
             self._connections[opened] = None
-            if self._member is not None and self._member(opened.peer_pid):
-                opened.member = True
+            if len(self._connections) > MEMBER_CONNECTIONS:
                 self._members_within_share()
 
     def _members_within_share(self) -> None:
@@ -132,6 +133,9 @@ class ControlServer:
         accepted in one turn): each is read first, as if its turn had come, and served if so;
         the next one is then considered. Still past the share with none idle, the oldest open
         one is closed (a member that does not read its replies loses its own)."""
+        for open_connection in self._connections:  # the oldest first; each peer asked once
+            if open_connection.member is None:
+                open_connection.member = self._member(open_connection.peer_pid)
         members = [open_connection for open_connection in self._connections if open_connection.member]
         excess = len(members) - MEMBER_CONNECTIONS
         for candidate in members:

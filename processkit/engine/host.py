@@ -138,18 +138,21 @@ class Host(Scheduler):
         (during the lodging's close, say) is dispatched first, so ``stop_source`` names it: a
         carrier that asks after its close (a bench session) stops as for one during its last
         run; one that does not (``run``, whose teardown absorbs repeat signals; ``batch``, whose
-        tally was taken) is unchanged."""
-        if self.lodging is not None:
-            self.lodging.close()
-            self.lodging = None
-        if self._signals is not None:
-            self._signals.dispatch_caught()
-            self._signals.close()
-            self._signals = None  # nothing more to dispatch: its pipe is gone
-        self.reaper.close()
-        self.loop.close()
-        if self._unseen:
-            from ..containment.accounting import ChildrenUsage
+        tally was taken) is unchanged. The host's ``ChildrenUsage.unseen`` count is given back
+        whatever raises before."""
+        try:
+            if self.lodging is not None:
+                self.lodging.close()
+                self.lodging = None
+            if self._signals is not None:
+                self._signals.dispatch_caught()
+                self._signals.close()
+                self._signals = None  # nothing more to dispatch: its pipe is gone
+            self.reaper.close()
+            self.loop.close()
+        finally:
+            if self._unseen:
+                from ..containment.accounting import ChildrenUsage
 
-            ChildrenUsage.unseen(-1)
-            self._unseen = False
+                ChildrenUsage.unseen(-1)
+                self._unseen = False

@@ -77,11 +77,11 @@ _MILLISECOND: list = [(-1, "")]
 
 
 def encode(record: dict) -> bytes:
-    """One compact line of UTF-8, at most LINE_MOST long (``fit``). Text decoded from OS bytes (a
+    """One compact line of UTF-8, at most LINE_MOST long with its newline (``fit``). Text decoded from OS bytes (a
     path) is rendered lossily, as the reference does: each undecodable byte becomes U+FFFD instead
     of invalidating the line."""
     line = _utf8(record)
-    if len(line) > LINE_MOST:
+    if len(line) >= LINE_MOST:  # the reader counts the newline written after it
         from .fit import fitted
 
         return fitted(record, line, _utf8)

@@ -19,13 +19,16 @@ from ..jsontext import dumps
 _SNAPSHOT_CUT = "read_error set: the list is not the whole tree"
 _PIDS_CUT = "remaining keeps the full count"
 
+# The longest encoded line: every reader counts the newline the emitter writes after it.
+_MOST = LINE_BYTES - 1
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
 
 def fitted(record: dict, line: bytes, encode: Callable[[dict], bytes]) -> bytes:
-    """``record``'s line (``line``, ``encode``'s) made at most LINE_BYTES long, and said on stderr;
+    """``record``'s line (``line``, ``encode``'s) made at most LINE_BYTES long with its newline, and said on stderr;
     a record with nothing to leave out stays as it is, and is said too."""
     name = record.get("event")
     record = dict(record)
@@ -35,7 +38,7 @@ def fitted(record: dict, line: bytes, encode: Callable[[dict], bytes]) -> bytes:
         line = encode(record)
         warn(f"run_started: the raw argv would make an event line over {LINE_BYTES} bytes: written redacted "
              "(its argv_sha256 and hint only)")  # fmt: skip
-    if name == "run_started" and len(line) > LINE_BYTES and record.get("labels"):
+    if name == "run_started" and len(line) > _MOST and record.get("labels"):
         count = len(record["labels"])
         record["labels"] = {}
         line = encode(record)
@@ -44,7 +47,7 @@ def fitted(record: dict, line: bytes, encode: Callable[[dict], bytes]) -> bytes:
         )
     for key, said in (("members", _SNAPSHOT_CUT), ("remaining_pids", _PIDS_CUT)):
         items = record.get(key)
-        if len(line) > LINE_BYTES and type(items) is list and items:
+        if len(line) > _MOST and type(items) is list and items:
             kept = _fitting(record, key, items, encode)
             record[key] = items[:kept]
             if key == "members":
@@ -52,15 +55,15 @@ def fitted(record: dict, line: bytes, encode: Callable[[dict], bytes]) -> bytes:
             line = encode(record)
             warn(f"{name}: {kept} of its {len(items)} {key} written, the rest would make an event line over "
                  f"{LINE_BYTES} bytes ({said})")  # fmt: skip
-    if len(line) > LINE_BYTES:
-        warn(f"{name}: an event line of {len(line)} bytes, over the {LINE_BYTES} its readers read")
+    if len(line) > _MOST:
+        warn(f"{name}: an event line of {len(line) + 1} bytes, over the {LINE_BYTES} its readers read")
     return line
 
 
 def _fitting(record: dict, key: str, items: list, encode: Callable[[dict], bytes]) -> int:
     """How many of ``items``, from the first, fit in ``record``'s line: each takes its own JSON
     text and a comma (a lone surrogate counted as the 3 bytes of the U+FFFD it is written as)."""
-    room = LINE_BYTES - len(encode({**record, key: []}))
+    room = _MOST - len(encode({**record, key: []}))
     kept = 0
     for item in items:
         room -= len(dumps(item).encode("utf-8", "surrogatepass")) + (1 if kept else 0)

@@ -7,7 +7,7 @@ with its exit and its stderr's last lines; a job skipped by a need, halted or ca
 started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
 that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
 nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
-all tails together at most ``TAILS_BYTES``: the jobs nextest keeps output for (failed, in error,
+the bytes of all tails together at most ``TAILS_BYTES`` (their notes beside them): the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
 budget left out of such a job, says so in its text. Drawn from the summary, as the page and the trace are.
 
@@ -137,6 +137,8 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
     ``say_left_out``, that the budget left them all out: not for a passing job, whose notes
     would grow a large batch's file for nothing): a CI page shows the text alone, and a tail
     read as the whole output hides the lines that said why."""
+    if budget[0] <= 0 and not say_left_out:  # nothing to read nor say: the file is not opened
+        return ""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
