@@ -29,7 +29,6 @@ import threading
 import time
 
 from . import caller_env, stopped, wire
-from .streams import discard
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +131,7 @@ class Connection:
                 spec = (type(payload[0]), payload[0]._values())
                 message = (kind, rid, self._spec_or_changes(payload[0], spec), *payload[1:])
             try:
-                interrupted = wire.send(self.sock, message, fds)
+                wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -141,29 +140,16 @@ class Connection:
                     raise
                 self.gone = True  # else the service is gone
                 raise ServiceGone("the runner service of this process has ended") from None
+            except BaseException:
+                self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
+                socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
+                self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
+                raise
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
             if spec is not None:
                 self.sent_spec = spec
-        if interrupted is not None:
-            self._abandon(kind, rid, interrupted)
         return rid
-
-    def _abandon(self, kind: str, rid: int, interrupted: BaseException) -> None:
-        """The request went whole though its caller was interrupted while it was written: a run
-        is stopped as on an interruption while it is awaited, its reply awaited (its release
-        done) and dropped, then the interruption raised."""
-        try:
-            if kind == "run":
-                self.signal(rid, "ctrl_c" if isinstance(interrupted, KeyboardInterrupt) else "sigterm")
-                found = self.take(rid)
-                if found is not None:
-                    discard(found[2])
-        except ServiceGone:
-            pass
-        finally:
-            self.forget(rid)
-        raise interrupted
 
     def _spec_or_changes(self, spec, described: tuple):
         """A run request's spec as it goes (under the send lock): whole the first time, then only
@@ -184,11 +170,14 @@ class Connection:
         with self._send_lock:
             if not self.gone:
                 try:
-                    interrupted = wire.send(self.sock, ("signal", rid, source))
+                    wire.send(self.sock, ("signal", rid, source))
                 except OSError:
                     return
-                if interrupted is not None:
-                    raise interrupted
+                except BaseException:
+                    self.gone = True  # as in ``send``
+                    socket.SocketType.close(self.sock)
+                    self._ended(given_up=True)
+                    raise
 
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
@@ -313,13 +302,17 @@ class Connection:
     def _ended(self, given_up: bool = False) -> None:
         """The service's end of file came: it is collected (up to ``COLLECT_SECONDS``) and every
         waiter told. ``given_up``: a signal handler raised (Ctrl-C) as a reply was read or filed,
-        and what was read may be lost (read on from the wrong byte, every later call hung): the
-        socket is closed, and the service stops its runs through their release and ends (awaited
-        up to ``HELLO_SECONDS``) before the interruption goes on; the next call starts another."""
+        and what was read may be lost, or as a request was written, and part of it may be on the
+        socket (either way read on from the wrong byte: every later call hung): the socket is
+        closed, the service (continued if a signal stopped it) stops its runs through their
+        release and ends (awaited up to ``HELLO_SECONDS``) before the interruption goes on; the
+        next call starts another."""
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
             self.sock.close()  # the poll registered on it is never used again (gone)
         if self.owner == os.getpid():
+            if given_up:  # a service a signal stopped (its socket full, a send blocked) must see the end to end
+                stopped.resume(self.process.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
         with self._mail:

@@ -27,10 +27,6 @@ SCRATCH_MEMORY = "\0memory"
 SCRATCH_FILE = "\0file"
 SCRATCH_CAPTURE = "\0capture"
 SCRATCH_INPUT = "\0input"
-# The largest frame one blocking socket write sends whole or not at all (a Unix stream socket
-# queues one write as one buffer up to about half its send buffer, 208 KiB by default): a
-# larger one may be written in parts, between which a signal handler may raise.
-ATOMIC_MOST = 16 << 10
 
 
 def scratch_name(rid: int, suffix: str = "") -> str:
@@ -127,70 +123,19 @@ def append(buffer: bytearray, message: tuple) -> None:
     buffer += payload
 
 
-def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> BaseException | None:
-    """Send one frame on a blocking socket, with ``fds`` beside its first byte: whole, or not at
-    all. A signal handler's exception (Ctrl-C's KeyboardInterrupt) raised out of a write cut
-    short left part of a frame on the socket, and the other end read every later frame from the
-    wrong byte: every later call of the process hung. Python runs its handlers in the main
-    thread only, so there a frame larger than one socket write takes at once (``ATOMIC_MOST``) is
-    written by a thread of its own, and an interruption that comes meanwhile is returned once
-    the frame is whole, for the caller to raise when it has dealt with the request it sent. One
-    that comes before any byte is written is raised (no frame was begun)."""
+def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Send one frame on a blocking socket, with ``fds`` beside its first byte. A signal
+    handler's exception (Ctrl-C) raised out of it may have left part of the frame on the socket:
+    the caller gives that connection up (``api.service.Connection.send``); the processes the
+    service starts (``service.spawned``) end with theirs."""
     frame = bytearray()
     append(frame, message)
-    if len(frame) <= ATOMIC_MOST:
-        _write(sock, memoryview(frame), fds)
-        return None
-    import threading  # the caller's, imported already (``api.service``): none in the runner service
-
-    if threading.current_thread() is not threading.main_thread():
-        _write(sock, memoryview(frame), fds)
-        return None
-    failed: list[OSError] = []
-    written = threading.Event()  # set by the writer: ``Thread.join`` interrupted marks it ended
-    claim = threading.Lock()  # taken by the writer before it writes, or by this thread to cancel it
-    writer = threading.Thread(target=_claimed, args=(claim, sock, memoryview(frame), fds, failed, written), daemon=True)
-    interrupted: BaseException | None = None
-    try:
-        writer.start()
-        written.wait()
-    except BaseException as exc:  # noqa: BLE001 - returned once the frame is whole
-        if claim.acquire(blocking=False):
-            raise  # the writer, started or not, will write nothing
-        interrupted = exc
-        while not written.is_set():
-            try:
-                written.wait()
-            except BaseException:  # noqa: BLE001 - the first is the one returned
-                pass
-    if failed:
-        raise failed[0]
-    return interrupted
-
-
-def _claimed(claim, sock: socket.socket, data: memoryview, fds, failed: list[OSError], written) -> None:
-    """The frame's own thread: it writes only if it takes ``claim`` first (else the caller,
-    interrupted before it began, took it: no byte is written)."""
-    if claim.acquire(blocking=False):
-        _write(sock, data, fds, failed, written)
-
-
-def _write(sock: socket.socket, data: memoryview, fds, failed: list[OSError] | None = None, written=None) -> None:
-    """Write all of ``data``, ``fds`` beside its first byte; in the frame's own thread an
-    OSError is put in ``failed`` and ``written`` (an Event) set at the end, else it is raised."""
-    try:
-        if fds:
-            sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-            data = data[sent:]
-        if data:
-            sock.sendall(data)
-    except OSError as exc:
-        if failed is None:
-            raise
-        failed.append(exc)
-    finally:
-        if written is not None:
-            written.set()
+    data = memoryview(frame)
+    if fds:
+        sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
 
 
 class Frames:
