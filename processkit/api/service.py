@@ -289,14 +289,16 @@ class Connection:
                             box.append(message)
                             self._ring(message[1])
                     woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
-                for callback in woken:
-                    callback()
-                return True
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
                 self._ended(given_up=True)  # a signal handler raised: what was read may be lost
                 raise
-        self._ended()  # the end of the stream, or the socket failed: the service has ended
+            messages = None
+        if messages is None:
+            self._ended()  # the end of the stream, or the socket failed: the service has ended
+            return True
+        for callback in woken:  # every reply is filed: whatever a callback raises loses none
+            callback()
         return True
 
     def _ended(self, given_up: bool = False) -> None:
@@ -310,17 +312,19 @@ class Connection:
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
             self.sock.close()  # the poll registered on it is never used again (gone)
-        if self.owner == os.getpid():
-            if given_up:  # a service a signal stopped (its socket full, a send blocked) must see the end to end
-                stopped.resume(self.process.pid)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
-        with self._mail:
-            woken = list(self._woken.values())
-            for rid in list(self._sleeping):
-                self._ring(rid)
-        for callback in woken:
-            callback()
+        try:  # every waiter told first: none waits out the service's end, nor misses it for a Ctrl-C
+            with self._mail:
+                woken = list(self._woken.values())
+                for rid in list(self._sleeping):
+                    self._ring(rid)
+            for callback in woken:
+                callback()
+        finally:
+            if self.owner == os.getpid():
+                if given_up:  # a service a signal stopped (its socket full, a send blocked) must see the end
+                    stopped.resume(self.process.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
