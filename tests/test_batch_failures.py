@@ -227,8 +227,8 @@ def _file_size_limit(limit: int):
 @pytest.mark.parametrize("cap", [[], ["--capture-max-bytes", "200000"]], ids=["no-cap", "cap-above-the-failure"])
 def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, cap):
     """A capture whose writes failed (``write_error``: a full disk) keeps the stream's head: the
-    failures' list and the JUnit said only a cap's cut, so this file's last lines read as the
-    stream's last; and with a cap the stream passed too, they said the cap alone."""
+    failures' list, the JUnit and the page said only a cap's cut, so this file's last lines read
+    as the stream's last; and with a cap the stream passed too, they said the cap alone."""
     job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
     proc = run_cli(
         "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", *cap, "--", "sh", "-c", job, ":::", "1",
@@ -241,6 +241,8 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
     assert said in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
+    page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
+    assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page
 
 
 def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp_path, small_tmpfs):
