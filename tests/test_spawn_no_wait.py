@@ -125,7 +125,7 @@ def test_a_child_abandoned_in_its_exec_is_killed_without_waiting_for_the_exec(tm
     held = HeldExec(program)
     try:
         pending = spawn_native.Pending(
-            [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False
+            [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False, passed=()
         )
         held.wait_for_the_exec()
         starting = Starting((None, None, None), ([str(program)], None, None), pending=pending)

@@ -141,7 +141,7 @@ def begin(
     given: tuple[int | None, int | None, int | None] | None = None,
     merged: bool = False,
     linger_ms: int = 0,
-    passed: tuple[int, ...] = (),
+    passed: tuple[int, ...],
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
