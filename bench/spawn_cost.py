@@ -40,7 +40,9 @@ def measure(calls: int, parent: str | None, own_memory: bool) -> tuple[list[floa
     for index in range(calls):
         path, joins = fresh_group(parent, index) if parent else (None, ChildJoins())
         wall, cpu = time.perf_counter(), time.process_time()
-        child = spawn_native.Pending(["true"], env, None, joins, [-1, -1, -1], False, 0, own_memory=own_memory).wait()
+        child = spawn_native.Pending(
+            ["true"], env, None, joins, [-1, -1, -1], False, 0, own_memory=own_memory, passed=()
+        ).wait()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         assert child.stage == 0, os.strerror(child.error)

@@ -8,7 +8,8 @@ The reference writes ProcessKit's error text into ``spawn_failed.message`` (its
 is redacted, the failure's cause is not. An ENOENT of a program given as a path is `` `P` not
 found ``, whatever the file is; of a bare name, `` `P` not found on PATH `` unless the child's
 PATH holds it as an executable file. Any other refusal is ``could not start `P`: <the OS's
-words> (os error N)``. A bad ``--cwd`` keeps this runner's own words (docs/differences.md).
+words> (os error N)``. A bad ``--cwd`` keeps this runner's own words (docs/differences.md),
+as do a string execve cannot be handed and a failed join to the container (``failure``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,62 @@ import os
 import stat
 
 from .errors import Failure, Kind
+from .plain import Plain
 
 FRAME = "could not start the program: "
+
+
+class AttachError(Exception):
+    """Joining the container failed inside the child (container_failed phase attach, 102)."""
+
+
+class Asked(Plain):
+    """What a spawn was asked for, as its failure names it: the argv (its program), the child's
+    environment (whose PATH says whether a bare name is there), the ``--cwd`` and the
+    container's mechanism."""
+
+    __slots__ = ("argv", "env", "cwd", "mechanism")
+
+    def __init__(self, argv, env, cwd: str | None, mechanism: str):
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        self.mechanism = mechanism
+
+
+def failure(step: str, reason: str, number: int, asked: Asked) -> Exception:
+    """What the spawn raises for ``step`` (``attach``, ``cwd`` or ``start``) refused with
+    ``reason`` (its errno ``number``, 0 when no OS call refused it)."""
+    if step == "attach":
+        return AttachError(f"cannot join the child to the {asked.mechanism} container: {reason}")
+    if step == "cwd":
+        return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {asked.cwd}: {reason}")
+    return refused(asked.argv[0], reason, number, asked.env)
+
+
+def unpassable(asked: Asked) -> str | None:
+    """Why execve cannot be handed these strings: it takes NUL-terminated bytes, so a NUL
+    would silently cut an argument (the native path) or fail deep in Popen. An empty program
+    name is no file, execvp's ENOENT: a search of the PATH would try each directory itself
+    (``/usr/bin/``) and report its EACCES, in both spawns."""
+    argv, env, cwd = asked.argv, asked.env, asked.cwd
+    if not argv[0]:
+        return os.strerror(errno.ENOENT)
+    if "\0" in "".join(argv):
+        return "an argument holds a NUL byte"
+    if cwd is not None and "\0" in cwd:
+        return "the --cwd holds a NUL byte"
+    if "\0" in "".join(env) or "\0" in "".join(env.values()):
+        return "an environment entry holds a NUL byte"
+    return None
+
+
+def no_bytes(exc: UnicodeEncodeError, asked: Asked) -> str:
+    """Which string of the spawn's held a lone surrogate (not an undecoded byte), which has no
+    bytes to hand execve."""
+    text = exc.object
+    what = "an argument" if text in asked.argv else "the --cwd" if text == asked.cwd else "an environment entry"
+    return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
 
 
 class ProgramRefused(Failure):

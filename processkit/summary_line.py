@@ -170,7 +170,7 @@ class JobLine(Plain):
     def oom_said(self) -> str:
         """Why a job's SIGKILL came, in the words ``run`` warns with: the kill alone reads as
         anyone's ``kill -9``."""
-        return oom_words(self.oom_kills) if self.oom_kills else ""
+        return oom_words(self.oom_kills, "its") if self.oom_kills else ""
 
     @property
     def started(self) -> bool:
@@ -312,7 +312,7 @@ def attempt_dir(attempt: int) -> str:
     return f"attempt-{attempt}"
 
 
-def oom_words(count: int) -> str:
-    """``the kernel's OOM killer ended N process(es) of its tree``, said where a run's or a
-    job's ending is."""
-    return f"the kernel's OOM killer ended {count} process(es) of its tree"
+def oom_words(count: int, whose: str) -> str:
+    """``the kernel's OOM killer ended N process(es) of its tree``: ``whose`` is ``its`` where
+    a run's or a job's ending is said, ``this run's`` in ``run``'s own warning."""
+    return f"the kernel's OOM killer ended {count} process(es) of {whose} tree"

@@ -227,8 +227,8 @@ def _file_size_limit(limit: int):
 @pytest.mark.parametrize("cap", [[], ["--capture-max-bytes", "200000"]], ids=["no-cap", "cap-above-the-failure"])
 def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, cap):
     """A capture whose writes failed (``write_error``: a full disk) keeps the stream's head: the
-    failures' list and the JUnit said only a cap's cut, so this file's last lines read as the
-    stream's last; and with a cap the stream passed too, they said the cap alone."""
+    failures' list, the JUnit and the page said only a cap's cut, so this file's last lines read
+    as the stream's last; and with a cap the stream passed too, they said the cap alone."""
     job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
     proc = run_cli(
         "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", *cap, "--", "sh", "-c", job, ":::", "1",
@@ -241,6 +241,8 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
     assert said in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
+    page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
+    assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page
 
 
 def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp_path, small_tmpfs):
@@ -274,6 +276,45 @@ def test_a_summary_that_cannot_be_written_leaves_nothing_behind_with_jobs_queued
     assert b"filler" in stderr, "the failing job's own line is still shown"
     assert left_by(batch.pid) == []
     assert registry_entries(isolated_registry) == []
+
+
+def test_a_template_batch_whose_summary_fails_says_every_queued_job_not_started(tmp_path, small_tmpfs):
+    """A template's ``:::`` jobs were made only as they were taken: the summary's first line
+    failing with jobs queued, those never made got no line at all, where a manifest's queued
+    jobs are each said not started. Now the template's are too."""
+    out_fs = small_tmpfs("out", "size=64k")
+    job = f"if [ {{}} = filler ]; then head -c 200000 /dev/zero > {out_fs / 'filler'}; exit 1; fi; sleep 120"
+    proc = run_cli("batch", "--out", out_fs / "o", "-j", "1", "--", "sh", "-c", job, ":::", "filler", "slow", "quick")
+    assert proc.returncode == 111, proc.stderr
+    said = proc.stderr.decode().splitlines()
+    assert [line for line in said if line.startswith(("batch: slow:", "batch: quick:"))] == [
+        "batch: slow: not started",
+        "batch: quick: not started",
+    ], said
+    assert (
+        said.count(
+            f"processkit-cli: cannot write {out_fs / 'o' / 'summary.jsonl'}: No space left on device; the batch stops"
+        )
+        == 1
+    )
+
+
+def test_a_halted_template_batch_records_the_jobs_it_never_made(tmp_path):
+    """``--halt-on-failure`` over ``:::`` arguments: the jobs not yet made when it halted were
+    missing from the summary and the closing count (``0 of 1 jobs``); each now has its
+    ``halted`` line, as a manifest's do. (A pipe's producer may never end: it is not read then.)"""
+    out = tmp_path / "out"
+    proc = run_cli(
+        "batch", "--out", out, "-j", "1", "--halt-on-failure", "--", "sh", "-c", "exit {}", ":::", "3", "0", "4"
+    )
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started"
+    lines = summary(out)
+    assert [(job, lines[job]["exit_code"], lines[job]["source"]) for job in ("3", "0", "4")] == [
+        ("3", 3, "child_exit"),
+        ("0", None, "halted"),
+        ("4", None, "halted"),
+    ]
 
 
 def test_a_summary_line_that_fails_part_way_leaves_no_torn_line(tmp_path):

@@ -460,7 +460,9 @@ def test_a_lodged_host_running_true_lends_its_memory_groups_again():
             assert held + 1 <= len(os.listdir("/proc/self/fd")) <= held + 1 + pool.IDLE_FILES
             paths.append(group.path)
             joins = ChildJoins(procs_fds=(group.join_fd,))
-            child = spawn_native.Pending(["true"], dict(os.environ), None, joins, [-1, -1, -1], False, 0, False).wait()
+            child = spawn_native.Pending(
+                ["true"], dict(os.environ), None, joins, [-1, -1, -1], False, 0, False, passed=()
+            ).wait()
             assert child.stage == 0, os.strerror(child.error)
             os.waitpid(child.pid, 0)
             if child.pidfd >= 0:

@@ -110,7 +110,7 @@ assert native.module().lib.pk_spawn_shared_memory() == 0, "the shim's kernel tak
 group = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)  # never reaches the kernel: the shim refuses it
 procs = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o600)  # the child's join by write lands here
 for _ in range(3):
-    result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(group, procs), [-1, -1, -1], False, 0, False).wait()
+    result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(group, procs), [-1, -1, -1], False, 0, False, passed=()).wait()
     assert result.stage == 0, (result.stage, result.error)
     os.waitpid(result.pid, 0)
 print(ctypes.CDLL(None).refused_clone3(), os.path.getsize(sys.argv[2]))
@@ -126,7 +126,7 @@ from processkit.engine import spawn_native
 assert native.module().lib.pk_spawn_shared_memory() == 0, "the shim's kernel takes the copy-on-write child"
 pidfds = []
 for _ in range(3):
-    result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, own_memory=True).wait()
+    result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, own_memory=True, passed=()).wait()
     assert result.stage == 0, (result.stage, result.error)
     pidfds.append(result.pidfd)
     os.waitpid(result.pid, 0)

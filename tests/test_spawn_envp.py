@@ -18,7 +18,9 @@ def _environ_of(env: dict[str, str], tmp_path) -> list[bytes]:
     out = tmp_path / "environ"
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        result = spawn_native.Pending(["env", "-0"], env, None, ChildJoins(), [-1, fd, -1], False, 0, False).wait()
+        result = spawn_native.Pending(
+            ["env", "-0"], env, None, ChildJoins(), [-1, fd, -1], False, 0, False, passed=()
+        ).wait()
     finally:
         os.close(fd)
     assert result.pid > 0, (result.stage, result.error)

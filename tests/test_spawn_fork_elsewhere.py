@@ -246,7 +246,7 @@ filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op i
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
-result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
+result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False, passed=()).wait()
 print(result.stage, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
 """
 
@@ -292,7 +292,7 @@ filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op i
 libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0
 assert libc.prctl(22, 2, ctypes.c_char_p(struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))), 0, 0) == 0
-result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
+result = spawn_native.Pending(["true"], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False, passed=()).wait()
 print(result.stage, result.pidfd, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]) if result.stage == 0 else result.error)
 """
 

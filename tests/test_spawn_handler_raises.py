@@ -59,7 +59,7 @@ def test_a_raising_handler_during_the_wait_leaves_the_child_to_kill_and_wait_for
         thread.start()
         with pytest.raises(Interrupted):
             pending = spawn_native.Pending(
-                [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1] * 3, False, 0, False
+                [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1] * 3, False, 0, False, passed=()
             )
             assert pending.begun
             while not pending.until_signal():

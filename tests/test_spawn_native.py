@@ -33,7 +33,9 @@ ENV = {"PATH": "/usr/bin:/bin"}
 
 def attempt(argv=("true",), *, cwd=None, joins=None, stdio=(-1, -1, -1), terminal=False):
     """(stage, errno) of a spawn; a started child is reaped and must have exited 0."""
-    result = spawn_native.Pending(list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal, 0, False).wait()
+    result = spawn_native.Pending(
+        list(argv), ENV, cwd, joins or ChildJoins(), list(stdio), terminal, 0, False, passed=()
+    ).wait()
     if result.stage == lib.PK_SPAWN_OK:
         if result.pidfd >= 0:
             os.close(result.pidfd)
@@ -178,7 +180,7 @@ def signal_during_spawn() -> None:
     helper = threading.Thread(target=interfere)
     helper.start()
     result = spawn_native.Pending(
-        ["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False, 0, False
+        ["true"], ENV, None, ChildJoins(procs_fds=(write_end,)), [-1, -1, -1], False, 0, False, passed=()
     ).wait()
     helper.join()
     assert result.stage == lib.PK_SPAWN_OK  # killed after its last report, so "started"
@@ -196,7 +198,9 @@ def test_the_copy_on_write_childs_own_readings_reach_the_runner(tmp_path):
     try:
         before = time.monotonic_ns()
         joins = ChildJoins(procs_fds=(procs,))
-        result = spawn_native.Pending(["true"], ENV, None, joins, [-1, -1, -1], False, 0, own_memory=True).wait()
+        result = spawn_native.Pending(
+            ["true"], ENV, None, joins, [-1, -1, -1], False, 0, own_memory=True, passed=()
+        ).wait()
     finally:
         os.close(procs)
     assert result.stage == lib.PK_SPAWN_OK
@@ -211,7 +215,7 @@ def clone_refused() -> None:
         handle.write("0")
     for own_memory in (False, True):
         result = spawn_native.Pending(
-            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, own_memory=own_memory
+            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, own_memory=own_memory, passed=()
         ).wait()
         assert (result.stage, result.error) == (lib.PK_SPAWN_CLONE, errno.EAGAIN), own_memory
         assert (result.pid, result.start_ns, result.join_ns) == (-1, 0, 0), own_memory
@@ -249,7 +253,7 @@ def concurrent_spawns() -> None:
     def stalled() -> None:
         """Reaps its child itself: the parent-death signal follows the spawning thread's end."""
         joins = ChildJoins(procs_fds=(write_end,))
-        result = spawn_native.Pending(["true"], ENV, None, joins, [-1, -1, -1], False, 0, False).wait()
+        result = spawn_native.Pending(["true"], ENV, None, joins, [-1, -1, -1], False, 0, False, passed=()).wait()
         results.append((result.stage, result.error, os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1])))
 
     helper = threading.Thread(target=stalled)
@@ -298,7 +302,7 @@ def dispositions_after_spawn() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGQUIT})
     read_end, write_end = os.pipe()
     result = spawn_native.Pending(
-        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False
+        ["cat", "/proc/self/status"], ENV, None, ChildJoins(), [-1, write_end, -1], False, 0, False, passed=()
     ).wait()
     os.close(write_end)
     with os.fdopen(read_end, "rb") as out:
@@ -358,7 +362,9 @@ def output_of(argv, env) -> bytes:
     """What the child (which must exit 0) wrote to its stdout, through a pipe."""
     read_end, write_end = os.pipe()
     try:
-        result = spawn_native.Pending(list(argv), env, None, ChildJoins(), [-1, write_end, -1], False, 0, False).wait()
+        result = spawn_native.Pending(
+            list(argv), env, None, ChildJoins(), [-1, write_end, -1], False, 0, False, passed=()
+        ).wait()
     finally:
         os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
@@ -420,7 +426,9 @@ def report_pipe_that_cannot_move() -> None:
     limits = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, limits[1]))
     try:
-        result = spawn_native.Pending(["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, False).wait()
+        result = spawn_native.Pending(
+            ["true"], ENV, None, ChildJoins(), [-1, -1, -1], False, 0, False, passed=()
+        ).wait()
         got = (result.stage, result.error)
         if result.stage == lib.PK_SPAWN_OK:
             got += (os.waitstatus_to_exitcode(os.waitpid(result.pid, 0)[1]),)

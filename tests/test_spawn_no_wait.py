@@ -118,6 +118,7 @@ def test_a_child_abandoned_in_its_exec_is_killed_without_waiting_for_the_exec(tm
     from processkit.containment.base import ChildJoins
     from processkit.engine import spawn_native
     from processkit.engine.spawn import Starting
+    from processkit.spawn_words import Asked
 
     program = tmp_path / "held-true"
     shutil.copy("/bin/true", program)
@@ -125,10 +126,11 @@ def test_a_child_abandoned_in_its_exec_is_killed_without_waiting_for_the_exec(tm
     held = HeldExec(program)
     try:
         pending = spawn_native.Pending(
-            [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False
+            [str(program)], {"PATH": "/usr/bin:/bin"}, None, ChildJoins(), [-1, -1, -1], False, 0, False, passed=()
         )
         held.wait_for_the_exec()
-        starting = Starting((None, None, None), ([str(program)], None, None), pending=pending)
+        asked = Asked([str(program)], {"PATH": "/usr/bin:/bin"}, None, "process_group")
+        starting = Starting((None, None, None), asked, pending=pending)
         thread, outcome = _in_thread(lambda: starting.abandon())
         thread.join(10)
         assert not thread.is_alive(), "abandon waited for the held exec"

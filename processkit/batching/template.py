@@ -25,7 +25,7 @@ import contextlib
 import os
 import re
 import sys
-from itertools import product
+from itertools import product, takewhile
 
 from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
 from ..errors import Failure, Kind, usage
@@ -113,6 +113,14 @@ class Template:
             for piece in word:
                 if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
                     raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
+
+    def ends_unwaited(self) -> bool:
+        """Its outermost source is ``:::`` arguments (with the sources linked to them): every
+        job comes with no read that may wait (the other sources are read whole before the
+        first), so the jobs a stop leaves unread can be read to be recorded as never started,
+        as a manifest's are; a pipe's producer may never end."""
+        group = [*self.sources[:1], *takewhile(lambda source: source[1], self.sources[1:])]
+        return bool(group) and not any(is_file for is_file, _, _ in group)
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of

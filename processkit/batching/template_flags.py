@@ -72,7 +72,7 @@ def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whol
     template = split(words, id_template)
     if whole:
         return manifest.jobs_from(expand(template, keys))
-    return Streamed(expand(template, keys, as_they_come=True))
+    return Streamed(expand(template, keys, as_they_come=True), ends=template.ends_unwaited())
 
 
 class Streamed:
@@ -81,13 +81,16 @@ class Streamed:
     on. Iterated once: a job, or ``piped.Awaited`` while the next one's line has not come (the
     batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
     far, all of them once ``complete``; its truth waits for the first job or the end (an empty
-    input is no batch)."""
+    input is no batch). ``ends``: its arguments come with no read that may wait
+    (``Template.ends_unwaited``), so after a stop the rest are read to be recorded as never
+    started (``Schedule``); a pipe is never read again then, since its producer may never end."""
 
-    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete")
+    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete", "ends")
     any_needs = False  # a template gives no job ``needs``: no graph to check (graph.has_needs)
-    as_they_come = True  # never read again after a stop: its producer may never end (Schedule)
+    as_they_come = True  # made as its arguments come: how many there are is known only at their end
 
-    def __init__(self, values: Iterator[dict | Awaited]):
+    def __init__(self, values: Iterator[dict | Awaited], ends: bool = False):
+        self.ends = ends
         self._values = values
         self._jobs = self._made_jobs()
         self._first: manifest.Job | None = None

@@ -204,33 +204,37 @@ class Reading:
         under --follow, no live run names the stream."""
         if self._follower.done:
             return
+        if self._read_once() == b"":
+            if self._follow and self._target.still_written():
+                self._writerless_since = time.monotonic()
+            elif time.monotonic() - self._writerless_since >= FIFO_WRITER_SECONDS:
+                raise Failure(  # never an empty stream: --validate's 0 lied
+                    Kind.SETUP,
+                    f"could not read the events stream `{sanitize(self._target.path)}`: no process opened the FIFO "
+                    f"for writing within {FIFO_WRITER_SECONDS:g} s",
+                )
+        loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))
+
+    def _on_readable(self) -> None:
+        if self._read_once() == b"":  # its writers gone: the stream's end
+            self._take(self._follower.feed(b""))
+
+    def _read_once(self) -> bytes | None:
+        """One read of a stream that is no file, its bytes taken: ``b""`` at an end of file (on
+        a FIFO, also while no writer has opened it), None when a writer holds it and nothing
+        came. Anything but an end says a writer is there: a FIFO's look for one counts from
+        now, not from before it."""
         try:
             data = os.read(self._fd, READ_CHUNK)
         except BlockingIOError:  # a writer holds it: its bytes wake the reader
             data = None
         except OSError as exc:
             raise self._unreadable("read", exc) from None
-        now = time.monotonic()
-        if data != b"" or self._follow and self._target.still_written():
-            self._writerless_since = now
-            if data:
-                self._take(self._follower.feed(data))
-        elif now - self._writerless_since >= FIFO_WRITER_SECONDS:  # never an empty stream: --validate's 0 lied
-            raise Failure(
-                Kind.SETUP,
-                f"could not read the events stream `{sanitize(self._target.path)}`: no process opened the FIFO "
-                f"for writing within {FIFO_WRITER_SECONDS:g} s",
-            )
-        loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))
-
-    def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, READ_CHUNK)
-        except OSError as exc:
-            raise self._unreadable("read", exc) from None
-        if data:  # a writer came: the FIFO's look for one must not count from before it
+        if data != b"":
             self._writerless_since = time.monotonic()
-        self._take(self._follower.feed(data))
+        if data:
+            self._take(self._follower.feed(data))
+        return data
 
     def _poll(self, loop: Loop) -> None:
         try:

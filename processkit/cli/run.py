@@ -148,8 +148,9 @@ def main(argv: list[str], invocation) -> int:
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
+            from ..summary_line import oom_words
 
-            warn(f"the kernel's OOM killer ended {outcome.usage.oom_kills} process(es) of this run's tree")
+            warn(oom_words(outcome.usage.oom_kills, "this run's"))
         if spec.usage_file is not None:
             _write_usage(spec.usage_file, outcome.usage)
     if outcome.failure is not None:

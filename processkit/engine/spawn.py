@@ -32,17 +32,14 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, fdlimit, native, rusage, signum, spawn_words
+from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
+from ..spawn_words import AttachError, Asked, failure, no_bytes, unpassable
 from ..spec import StdinMode
 from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
 from .spawn_native import Pending
-
-
-class AttachError(Exception):
-    """Joining the container failed inside the child (container_failed phase attach, 102)."""
 
 
 class _Refused(Exception):
@@ -144,7 +141,7 @@ def begin(
     given: tuple[int | None, int | None, int | None] | None = None,
     merged: bool = False,
     linger_ms: int = 0,
-    passed: tuple[int, ...] = (),
+    passed: tuple[int, ...],
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
@@ -156,9 +153,10 @@ def begin(
     ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
     the native spawn waits that long at most for the child's exit) and ``passed_fds``.
     """
-    problem = _unpassable(argv, env, cwd)
+    asked = Asked(argv, env, cwd, container.mechanism)
+    problem = unpassable(asked)
     if problem is not None:
-        raise _failure("start", problem, 0 if argv[0] else errno.ENOENT, (argv, env, cwd, container))
+        raise failure("start", problem, 0 if argv[0] else errno.ENOENT, asked)
     child_ends = [-1, -1, -1]  # become the child's 0, 1, 2; -1 leaves it the runner's own
     runner_ends: list[int | None] = [None, None, None]
     try:
@@ -184,11 +182,11 @@ def begin(
             pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed)
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
-            return Starting(runner_ends, (argv, env, cwd, container), pending=pending)
+            return Starting(runner_ends, asked, pending=pending)
         child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty, passed)
-        return Starting(runner_ends, (argv, env, cwd, container), started=child)
+        return Starting(runner_ends, asked, started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
-        raise _refusal(exc, runner_ends, (argv, env, cwd, container)) from None
+        raise _refusal(exc, runner_ends, asked) from None
     finally:
         for fd in set(child_ends):  # the child has its own copies from the clone on
             if fd >= 0:
@@ -210,24 +208,23 @@ def _own_memory(container: Container) -> bool:
     return limited_apart(container.path)  # type: ignore[attr-defined]
 
 
-def _refusal(exc: Exception, runner_ends, named: tuple) -> Exception:
+def _refusal(exc: Exception, runner_ends, asked: Asked) -> Exception:
     """The Failure (or AttachError) for what refused the spawn; the runner's ends closed."""
-    argv, cwd = named[0], named[2]
     for fd in runner_ends:
         if fd is not None:
             os.close(fd)
     if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
-        return _failure("start", _no_bytes(exc, argv, cwd), 0, named)
+        return failure("start", no_bytes(exc, asked), 0, asked)
     if isinstance(exc, _Refused):
         if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
-            return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
-        return _failure(exc.step, exc.reason, exc.number, named)
+            return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
+        return failure(exc.step, exc.reason, exc.number, asked)
     assert isinstance(exc, OSError), "begin catches these three"
     if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
-        return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {argv[0]!r}"))
+        return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
     # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
-    step = "cwd" if cwd is not None and exc.filename == cwd else "start"
-    return _failure(step, exc.strerror or str(exc), exc.errno or 0, named)
+    step = "cwd" if asked.cwd is not None and exc.filename == asked.cwd else "start"
+    return failure(step, exc.strerror or str(exc), exc.errno or 0, asked)
 
 
 class Starting:
@@ -237,13 +234,13 @@ class Starting:
     before the next look, and a host's loop carries its other runs meanwhile. ``abandon()`` ends one whose child
     will never be asked for (its run closed from outside)."""
 
-    __slots__ = ("_pending", "_started", "_runner_ends", "_named")
+    __slots__ = ("_pending", "_started", "_runner_ends", "_asked")
 
-    def __init__(self, runner_ends, named: tuple, pending: Pending | None = None, started: Child | None = None):
+    def __init__(self, runner_ends, asked: Asked, pending: Pending | None = None, started: Child | None = None):
         self._pending = pending
         self._started = started
         self._runner_ends = runner_ends
-        self._named = named  # (argv, env, cwd, container): what a failure names
+        self._asked = asked  # what a failure names
 
     @property
     def pid(self) -> int:
@@ -271,7 +268,7 @@ class Starting:
             try:
                 self._started = _native_child(pending.wait(), self._runner_ends)
             except _Refused as exc:
-                raise _refusal(exc, self._runner_ends, self._named) from None
+                raise _refusal(exc, self._runner_ends, self._asked) from None
         assert self._started is not None, "begin made a child or raised"
         return self._started
 
@@ -298,37 +295,6 @@ class Starting:
 
 
 _EXHAUSTED = (os.strerror(errno.EMFILE), os.strerror(errno.ENFILE))
-
-
-def _unpassable(argv, env, cwd) -> str | None:
-    """Why execve cannot be handed these strings: it takes NUL-terminated bytes, so a NUL
-    would silently cut an argument (the native path) or fail deep in Popen. An empty program
-    name is no file, execvp's ENOENT: a search of the PATH would try each directory itself
-    (``/usr/bin/``) and report its EACCES, in both spawns."""
-    if not argv[0]:
-        return os.strerror(errno.ENOENT)
-    if "\0" in "".join(argv):
-        return "an argument holds a NUL byte"
-    if cwd is not None and "\0" in cwd:
-        return "the --cwd holds a NUL byte"
-    if "\0" in "".join(env) or "\0" in "".join(env.values()):
-        return "an environment entry holds a NUL byte"
-    return None
-
-
-def _no_bytes(exc: UnicodeEncodeError, argv, cwd) -> str:
-    text = exc.object
-    what = "an argument" if text in argv else "the --cwd" if text == cwd else "an environment entry"
-    return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
-
-
-def _failure(step: str, reason: str, number: int, named: tuple) -> Exception:
-    argv, env, cwd, container = named
-    if step == "attach":
-        return AttachError(f"cannot join the child to the {container.mechanism} container: {reason}")
-    if step == "cwd":
-        return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {cwd}: {reason}")
-    return spawn_words.refused(argv[0], reason, number, env)
 
 
 def _native_child(result, runner_ends) -> Child:

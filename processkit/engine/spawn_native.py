@@ -33,7 +33,8 @@ class Pending:
     ``own_memory``: the copy-on-write child even where the shared-memory one is taken, for a
     child whose groups hold a memory limit: the kernel's OOM kill ends every process sharing its
     victim's memory, so a shared-memory child killed before its exec takes the runner with it
-    (csrc/spawn.c)."""
+    (csrc/spawn.c). ``passed``: the caller's descriptors the child keeps (``RunContext.passed_fds``),
+    given every time: a default of none would drop them unseen."""
 
     __slots__ = ("result", "begun", "_handle", "_held", "_pid")
     # PK_SPAWN_HELD_POLL_MS in seconds, read from the native module once, by the first spawn
@@ -50,7 +51,7 @@ class Pending:
         tty: int,
         linger_ms: int,
         own_memory: bool,
-        passed: tuple[int, ...] = (),
+        passed: tuple[int, ...],
     ):
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()

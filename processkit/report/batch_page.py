@@ -109,7 +109,8 @@ def _failure(out: str, job: Job) -> dict:
             continue
         if plain:
             inside = f"{job.id}/capture/{name}.log"
-            kept = kept_ranges(name, info, job.run_id, os.path.join(out, inside)) if info.truncated else None
+            cut = info.truncated or info.write_error  # a failed write cuts the file as the cap does
+            kept = kept_ranges(name, info, job.run_id, os.path.join(out, inside)) if cut else None
             html, note = read_tail(out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None)
         else:
             html, note = None, "the job's id is not a plain name, so its capture is not looked for"

@@ -74,7 +74,7 @@ def add_usage(run: Run, record: dict) -> None:
     if usage.oom_kills is not None:
         run.resources.append(("OOM kills", str(usage.oom_kills)))
     if usage.oom_kills:
-        run.ending += f"; {oom_words(usage.oom_kills)}"
+        run.ending += f"; {oom_words(usage.oom_kills, 'its')}"
     counters = sorted(set(usage.sources.values()))
     if counters:
         run.resources.append(("counters", shown("; ".join(counters), 600)))
