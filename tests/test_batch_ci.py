@@ -5,6 +5,7 @@ and ``--partition`` shares whose union is every job exactly once."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -73,6 +74,21 @@ def test_junit_is_what_ci_reporters_read(tmp_path):
     assert flaky.find("failure") is None and len(flaky.findall("flakyFailure")) == 1
     assert "boom <&>" in flaky.find("flakyFailure").find("system-err").text
     assert cases["good"].find("failure") is None and cases["good"].find("skipped") is None
+
+
+def test_junit_timestamp_names_its_zone(tmp_path):
+    """The suite's start is UTC: written without an offset, Ant's convention (and JavaScript's
+    Date, which GitHub's reporters parse with) reads it as the reader's local time, hours off."""
+    out = tmp_path / "out"
+    junit = tmp_path / "junit.xml"
+    jobs = [{"id": "one", "args": ["true"]}]
+    env = {**os.environ, "TZ": "Asia/Tokyo"}
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit, env=env)
+    assert result.returncode == 0, result.stderr
+    stamp = datetime.fromisoformat(ET.parse(junit).getroot().find("testsuite").get("timestamp"))
+    assert stamp.utcoffset() is not None, stamp  # the instant, whatever the reader's zone
+    started = datetime.fromisoformat(summary(out)["one"]["started_at"].replace("Z", "+00:00"))
+    assert abs((started - stamp).total_seconds()) < 1
 
 
 def test_junit_parses_with_junitparser(tmp_path):
