@@ -148,6 +148,23 @@ def test_partitions_are_deterministic_and_together_run_every_job_once(tmp_path, 
         assert sorted(summary(tmp_path / "out1")) == ["job0", "job3", "job6", "job9"]
 
 
+def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
+    """More machines than jobs: the last share gets none. It wrote nothing, so the CI read the
+    JUnit and summary an earlier batch left in the workspace (here one with a failure), or found
+    no report at all; it now writes an empty summary, page and JUnit, and says why."""
+    jobs = [{"id": "passes", "args": ["true"]}, {"id": "fails", "args": ["false"]}]
+    path = manifest(tmp_path, jobs)
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    earlier = run_cli("batch", path, "--out", out, "--junit", junit)
+    assert earlier.returncode == BATCH_FAILED and ET.parse(junit).getroot().get("failures") == "1"
+    result = run_cli("batch", path, "--out", out, "--junit", junit, "--partition", "3/3")
+    assert result.returncode == 0, result.stderr
+    assert "batch: share 3/3 holds no job" in result.stderr.decode()
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures")) == ("0", "0")
+    assert summary(out) == {} and "0 jobs" in (out / "index.html").read_text()
+
+
 def test_a_bad_partition_is_a_usage_error(tmp_path):
     path = manifest(tmp_path, [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"], "needs": ["a"]}])
     for value in ("0/3", "4/3", "1/0", "x/3", "mod:1/2", "1-2"):
