@@ -5,6 +5,7 @@ and ``--partition`` shares whose union is every job exactly once."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -75,6 +76,21 @@ def test_junit_is_what_ci_reporters_read(tmp_path):
     assert cases["good"].find("failure") is None and cases["good"].find("skipped") is None
 
 
+def test_junit_timestamp_names_its_zone(tmp_path):
+    """The suite's start is UTC: written without an offset, Ant's convention (and JavaScript's
+    Date, which GitHub's reporters parse with) reads it as the reader's local time, hours off."""
+    out = tmp_path / "out"
+    junit = tmp_path / "junit.xml"
+    jobs = [{"id": "one", "args": ["true"]}]
+    env = {**os.environ, "TZ": "Asia/Tokyo"}
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit, env=env)
+    assert result.returncode == 0, result.stderr
+    stamp = datetime.fromisoformat(ET.parse(junit).getroot().find("testsuite").get("timestamp"))
+    assert stamp.utcoffset() is not None, stamp  # the instant, whatever the reader's zone
+    started = datetime.fromisoformat(summary(out)["one"]["started_at"].replace("Z", "+00:00"))
+    assert abs((started - stamp).total_seconds()) < 1
+
+
 def test_junit_parses_with_junitparser(tmp_path):
     junitparser = pytest.importorskip("junitparser")
     result, out, junit = ci_batch(tmp_path)
@@ -130,6 +146,23 @@ def test_partitions_are_deterministic_and_together_run_every_job_once(tmp_path, 
     assert sorted(seen) == sorted(job["id"] for job in jobs)
     if kind != "hash:":
         assert sorted(summary(tmp_path / "out1")) == ["job0", "job3", "job6", "job9"]
+
+
+def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
+    """More machines than jobs: the last share gets none. It wrote nothing, so the CI read the
+    JUnit and summary an earlier batch left in the workspace (here one with a failure), or found
+    no report at all; it now writes an empty summary, page and JUnit, and says why."""
+    jobs = [{"id": "passes", "args": ["true"]}, {"id": "fails", "args": ["false"]}]
+    path = manifest(tmp_path, jobs)
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    earlier = run_cli("batch", path, "--out", out, "--junit", junit)
+    assert earlier.returncode == BATCH_FAILED and ET.parse(junit).getroot().get("failures") == "1"
+    result = run_cli("batch", path, "--out", out, "--junit", junit, "--partition", "3/3")
+    assert result.returncode == 0, result.stderr
+    assert "batch: share 3/3 holds no job" in result.stderr.decode()
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures")) == ("0", "0")
+    assert summary(out) == {} and "0 jobs" in (out / "index.html").read_text()
 
 
 def test_a_bad_partition_is_a_usage_error(tmp_path):

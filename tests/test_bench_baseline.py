@@ -107,7 +107,7 @@ def test_the_api_takes_a_baseline_and_returns_the_comparison(tmp_path):
 
 
 def samples(name: str, times: list[float]):
-    return (name, name, summarize(times, [], [], []), times)
+    return (name, name, summarize(times, [], [], []), times, (0, len(times)))
 
 
 def test_the_verdict_needs_significance_and_matches_by_name_then_text():

@@ -64,6 +64,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:shell-startup-subtracted",
         "bench:baseline-gate",
         "bench:load-aware-gate",
+        "bench:timeout-aware-gate",
         "bench:counters",
         "bench:tree-peak-memory",
         "batch:command-templates",

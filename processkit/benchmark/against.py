@@ -41,7 +41,12 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     # (null) on a side is still paired, and its verdict says so (``baseline.against``)
     by_cpu = metric == "cpu"
     current = [
-        (r.command.name, r.command.text, *((r.cpu_summary, r.cpu_times) if by_cpu else (r.summary, r.times)))
+        (
+            r.command.name,
+            r.command.text,
+            *((r.cpu_summary, r.cpu_times) if by_cpu else (r.summary, r.times)),
+            (r.timed_out, len(r.runs)),
+        )
         for r in result.results
         if r.summary
     ]

@@ -30,7 +30,9 @@ NOT_MEASURED = {
 }
 VERDICTS = (SLOWER, FASTER, UNCHANGED, TOO_FEW, UNMATCHED, *NOT_MEASURED.values())
 
-Sample = tuple  # (name, text, Summary or None: not measured by the metric, times): a live result's or an export's
+# (name, text, Summary or None: not measured by the metric, times, (timed-out runs, runs)): a
+# live result's or an export's
+Sample = tuple
 
 
 class Against(Plain):
@@ -44,6 +46,9 @@ class Against(Plain):
     ratio_stddev: float | None
     p_value: float | None
     verdict: str
+    # [timed out, runs, the baseline's timed out, its runs] where a larger share of this side's
+    # runs timed out: they are in no figure above, so the verdict alone would hide them
+    timed_out: list | None = None
 
     @property
     def change_percent(self) -> float | None:
@@ -105,19 +110,32 @@ def against(current: list[Sample], baseline: list[Sample], file: str, metric: st
     (CPU time, null) is still paired, its verdict saying which side lacks it."""
     entries = []
     for sample, hit in zip(current, match(current, baseline)):
-        name, _, summary, times = sample
+        name, _, summary, times, ended = sample
         mean = None if summary is None else summary.mean
         if hit is None:
             entries.append(Against(name, None, mean, None, None, None, None, UNMATCHED))
             continue
-        old_name, _, old_summary, old_times = baseline[hit]
+        old_name, _, old_summary, old_times, old_ended = baseline[hit]
         if summary is None or old_summary is None:
             verdict = NOT_MEASURED[summary is None, old_summary is None]
             old_mean = None if old_summary is None else old_summary.mean
-            entries.append(Against(name, old_name, mean, old_mean, None, None, None, verdict))
-            continue
-        entries.append(_entry(name, summary, times, old_name, old_summary, old_times))
+            entry = Against(name, old_name, mean, old_mean, None, None, None, verdict)
+        else:
+            entry = _entry(name, summary, times, old_name, old_summary, old_times)
+        out, runs = ended
+        old_out, old_runs = old_ended
+        if out and runs and (not old_runs or out / runs > old_out / old_runs):
+            entry.timed_out = [out, runs, old_out, old_runs]
+        entries.append(entry)
     return BaselineReport(file, metric, entries)
+
+
+def timed_out_words(entry: Against) -> str:
+    """``; 3 of 12 runs timed out, in none of these figures (the baseline's 0 of 12)``, or ''."""
+    if not entry.timed_out:
+        return ""
+    out, runs, old_out, old_runs = entry.timed_out
+    return f"; {out} of {runs} runs timed out, in none of these figures (the baseline's {old_out} of {old_runs})"
 
 
 def _entry(name: str, new: Summary, times: list, old_name: str, old: Summary, old_times: list) -> Against:
@@ -139,16 +157,17 @@ def describe(entry: Against) -> str:
     if entry.verdict == UNMATCHED:
         return UNMATCHED
     if entry.verdict in NOT_MEASURED.values():
-        return f"{entry.verdict} (not accounted for), against '{sanitize(entry.baseline_command or '')}': no ratio"
+        against = sanitize(entry.baseline_command or "")
+        return f"{entry.verdict} (not accounted for), against '{against}': no ratio{timed_out_words(entry)}"
     if entry.ratio is None:
-        return f"the baseline's mean is 0: no ratio ({entry.verdict})"
+        return f"the baseline's mean is 0: no ratio ({entry.verdict}){timed_out_words(entry)}"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
     change = entry.change_percent or 0.0
     verdict = {SLOWER: f"slower by {change:.1f} %", FASTER: f"faster by {-change:.1f} %"}.get(
         entry.verdict, entry.verdict
     )
     test = "" if entry.p_value is None else f", Mann-Whitney U p = {entry.p_value:.2g}"
-    return f"{entry.ratio:.2f}{spread} × the baseline ({verdict}{test})"
+    return f"{entry.ratio:.2f}{spread} × the baseline ({verdict}{test}){timed_out_words(entry)}"
 
 
 def render(report: BaselineReport) -> list[str]:
@@ -171,6 +190,6 @@ def markdown_cell(report: BaselineReport | None, name: str) -> str:
     if entry is None or entry.verdict == UNMATCHED:
         return " — |"
     if entry.ratio is None:
-        return f" {entry.verdict} |"
+        return f" {entry.verdict}{timed_out_words(entry)} |"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
-    return f" {entry.ratio:.2f}{spread} ({entry.verdict}) |"
+    return f" {entry.ratio:.2f}{spread} ({entry.verdict}{timed_out_words(entry)}) |"

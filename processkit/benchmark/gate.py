@@ -30,6 +30,11 @@ said. Not when the user asked for ``--metric cpu``.
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
 criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why.
+
+Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
+once in a while reads as fast as ever by its finished runs. Before any figure, ``_hung`` judges
+them: a larger share of timed-out runs than the baseline's is a slowdown of at least the
+timeout over the baseline's median.
 """
 
 from __future__ import annotations
@@ -96,10 +101,14 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
     old = [c for c in earlier.commands if c.summary is not None]
     found = match([(r.command.name, r.command.text) for r in current], [(c.name, c.text) for c in old])
     decisions = []
+    timeout_ms = result.settings.get("timeout_ms")
     for new, hit in zip(current, found):
         if hit is None:
             continue
-        decisions.append(_decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric)))
+        hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
+        decisions.append(
+            hung or _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
+        )
     return decisions
 
 
@@ -156,6 +165,33 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     context = f"; the machine was busy ({_busy_words(now, then)})" if busy else ""
     reason = f"{entry.verdict} by {WHY[figure]}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
     return Decision(name, figure, PASSED, change, p_value, reason)
+
+
+def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
+    """The runs ``--timeout`` ended, which no figure holds: each took at least the timeout. A
+    larger share of them than the baseline's is at least the timeout's excess over the
+    baseline's median, with no sample test (a hang is no draw from the finished runs' spread);
+    beyond the threshold it fails, unless a busy machine's load can explain even that."""
+    old_out = old.timed_out or 0  # hyperfine's export has no timeout: every run finished
+    old_runs = len(old.times) + old_out
+    if not new.timed_out or not timeout_ms or old.summary.median <= 0:
+        return None
+    if new.timed_out / len(new.runs) <= old_out / old_runs:
+        return None
+    change = (timeout_ms / 1000 / old.summary.median - 1) * 100
+    if change <= threshold:
+        return None  # a timeout this close to the baseline's runs says no more than they do
+    words = (
+        f"{new.timed_out} of {len(new.runs)} runs reached the timeout ({timeout_ms / 1000:g} s), "
+        f"the baseline's {old_out} of {old_runs}: each took at least {change:.0f} % longer than the "
+        f"baseline's median ({old.summary.median * 1e3:.3g} ms), and none is in the figures"
+    )
+    if busy and change <= _explained(now, then):
+        reason = f"the machine was busy ({_busy_words(now, then)}); {words}, within what that load can explain"
+        return Decision(new.command.name, "wall", INCONCLUSIVE, change, None, reason)
+    return Decision(
+        new.command.name, "wall", REGRESSED, change, None, f"by wall time at least: {words}; beyond {flag} %"
+    )
 
 
 def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:

@@ -102,9 +102,14 @@ class RecordedBench(Plain):
         commands = self.measured("cpu" if by_cpu and not every else "wall")
         cap = max(MIN_TESTED, TESTED_RUNS // max(len(commands), 1))
         return [
-            (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
-            if by_cpu
-            else (c.name, c.text, c.summary, _even(c.times, cap))
+            (
+                *(
+                    (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
+                    if by_cpu
+                    else (c.name, c.text, c.summary, _even(c.times, cap))
+                ),
+                (c.timed_out or 0, len(c.times) + (c.timed_out or 0)),  # hyperfine's: every run finished
+            )
             for c in commands
         ]
 
@@ -382,6 +387,8 @@ def _baseline(read: _Reader, value) -> BaselineReport | None:
             read.string(entry["baseline_command"], f"{where}.baseline_command")
         for key in ("mean", "baseline_mean"):
             read.maybe_seconds(entry.get(key), f"{where}.{key}")
+        if entry.get("timed_out") is not None and len(read.count_list(entry["timed_out"], f"{where}.timed_out")) != 4:
+            raise read.fail(f"{where}.timed_out", "is not four counts")
         for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
             value = entry.get(key)
             if value is not None and not (_is_number(value) and 0 <= value <= high):

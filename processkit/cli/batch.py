@@ -161,9 +161,12 @@ def main(argv: list[str], invocation) -> int:
 def _batch(args, invocation, settings, jobs) -> int:
     from . import batch_habits
 
-    if not jobs:  # as GNU parallel with no input: nothing to do is no failure
-        if invocation.error_format != "json":
-            say(sys.stderr, "batch: no jobs in the manifest\n")  # a failed write dropped
+    if not jobs and invocation.error_format != "json":
+        # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
+        # its summary, page and JUnit, or a CI would read what an earlier batch left there.
+        said = "no jobs in the manifest" if args.partition is None else f"share {args.partition} holds no job"
+        say(sys.stderr, f"batch: {said}\n")  # a failed write dropped
+    if not jobs and args.partition is None:
         return 0
     took = None
     if args.history is not None:
@@ -237,7 +240,7 @@ def _write_trace(out: str, path: str) -> None:
     from ..userfiles import write_text
 
     try:
-        write_text(path, trace_json(load(out)))
+        write_text(path, trace_json(load(out, empty=True)))
     except Failure as failure:
         warn(f"no trace: {failure.message}")
 

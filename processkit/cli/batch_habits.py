@@ -186,7 +186,7 @@ def write_junit(out: str, path: str) -> None:
     from ..userfiles import write_text
 
     try:
-        write_text(path, junit_xml(load(out), out))
+        write_text(path, junit_xml(load(out, empty=True), out))
     except Failure as failure:
         warn(f"no JUnit report: {failure.message}")
 

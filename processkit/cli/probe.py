@@ -39,6 +39,8 @@ def capabilities() -> list[str]:
     found.append("bench:shell-startup-subtracted")  # the shell's start-up is measured and taken off
     found.append("bench:baseline-gate")  # bench --baseline compares with an earlier export; --fail-if-slower is 119
     found.append("bench:load-aware-gate")  # the gate decides on instructions or CPU time on a busy host (issue 47)
+    # runs --timeout ended fail the gate, and are said beside the comparison's verdict (timed_out)
+    found.append("bench:timeout-aware-gate")
     found.append("bench:counters")  # perf counters per run in the export (null where the host lacks one)
     found.append(
         "bench:tree-peak-memory"

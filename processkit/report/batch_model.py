@@ -90,8 +90,9 @@ def is_batch_out(path: str) -> bool:
     return os.path.isdir(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
 
 
-def load(out: str) -> Batch:
-    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114).
+def load(out: str, empty: bool = False) -> Batch:
+    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114),
+    but with ``empty``: the batch's own outputs of a share of ``--partition`` that got no job.
 
     Each line becomes its job as it is read, and a job's earlier line (``--resume`` appends) is
     let go of at once: what is held is the jobs, never the lines, so the memory taken stays
@@ -105,7 +106,7 @@ def load(out: str) -> Batch:
             continue
         last.pop(line.id, None)  # the latest line, but in the order of the first
         last[line.id] = _job(line)
-    if not last:
+    if not last and not empty:
         raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
     jobs = list(last.values())
     del last

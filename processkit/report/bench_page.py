@@ -268,7 +268,7 @@ def _comparison(bench: RecordedBench) -> dict | None:
     samples = bench.samples()
     measured = bench.measured()
     given = 0 if bench.reference and measured and measured[0] is bench.commands[0] else None  # --reference
-    compared = compare([(name, summary, times) for name, _, summary, times in samples], given)
+    compared = compare([(name, summary, times) for name, _, summary, times, _ in samples], given)
     unmeasured = bench.cpu_unmeasured()
     if compared is None:
         if not unmeasured:
@@ -311,7 +311,7 @@ def _against(report: against_baseline.BaselineReport | None) -> dict | None:
                 if entry.ratio is None
                 else f"{entry.ratio:.2f}" + ("" if entry.ratio_stddev is None else f" ± {entry.ratio_stddev:.2f}"),
                 "p_value": "—" if entry.p_value is None else f"{entry.p_value:.2g}",
-                "verdict": entry.verdict,
+                "verdict": entry.verdict + against_baseline.timed_out_words(entry),
                 "class": entry.verdict.replace(" ", "-"),
             }
             for entry in report.commands

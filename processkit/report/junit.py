@@ -56,7 +56,8 @@ def junit_xml(batch: Batch, name: str) -> str:
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
     seconds = f"{(batch.wall_ms or 0) / 1000:.3f}"
     starts = sorted(job.started_at for job in batch.jobs if job.started_at)
-    timestamp = starts[0][:19] if starts else "1970-01-01T00:00:00"
+    # with its offset, as nextest writes it: Ant's zoneless form means the reader's local time
+    timestamp = (starts[0][:19] if starts else "1970-01-01T00:00:00") + "+00:00"
     counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
