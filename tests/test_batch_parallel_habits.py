@@ -1,0 +1,77 @@
+"""The GNU parallel habits ``batch`` claims, run beside the real ``parallel`` on the same input.
+
+A habit claimed is checked against parallel itself where it is installed (skipped, with the
+reason, where it is not): the same jobs at once for ``-j``'s relative forms, the same argv for
+the replacement strings. Concurrency is observed by a barrier the jobs meet, never by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import run_cli
+from streams import PY
+
+USAGE = 100
+CPUS = len(os.sched_getaffinity(0)) or 1
+# A job that marks its arrival in $BARRIER and exits 0 once WANT jobs have arrived; 1 if they do
+# not within a minute (the jobs were not run that many at once).
+BARRIER = (
+    "import os,sys,time\n"
+    "d,want=os.environ['BARRIER'],int(sys.argv[1])\n"
+    "open(os.path.join(d,sys.argv[2]),'w').close()\n"
+    "end=time.monotonic()+60\n"
+    "while len(os.listdir(d))<want:\n"
+    "    if time.monotonic()>end: sys.exit(1)\n"
+    "    time.sleep(0.01)\n"
+)
+needs_parallel = pytest.mark.skipif(shutil.which("parallel") is None, reason="GNU parallel is not installed")
+
+
+def _barrier_batch(tmp_path, jobs: str, want: int) -> subprocess.CompletedProcess:
+    barrier = tmp_path / f"barrier-batch{jobs}"
+    barrier.mkdir()
+    names = [str(n) for n in range(want)]
+    return run_cli(
+        "batch", "-j", jobs, "--out", tmp_path / f"out{jobs}", "--env", f"BARRIER={barrier}",
+        "--", PY, "-c", BARRIER, str(want), "{}", ":::", *names, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("jobs", "want"), [("+1", CPUS + 1), ("0", 6), ("200%", 2 * CPUS)])
+def test_relative_jobs_run_as_many_at_once_as_parallel_does(tmp_path, jobs, want):
+    """``-j +1`` is the CPUs plus one, ``-j 200%`` twice the CPUs and ``-j 0`` as many as can run,
+    as GNU parallel reads them (``+1`` was taken for 1, and ``0`` refused): ``want`` jobs that
+    each wait for all ``want`` to have started all pass."""
+    done = _barrier_batch(tmp_path, jobs, want)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+
+
+@needs_parallel
+def test_relative_jobs_match_gnu_parallel(tmp_path):
+    """The same barrier passes under GNU parallel with the same ``-j +1``: the peer's meaning."""
+    barrier = tmp_path / "barrier-parallel"
+    barrier.mkdir()
+    want = CPUS + 1
+    names = [str(n) for n in range(want)]
+    done = subprocess.run(
+        ["parallel", "--will-cite", "-j", "+1", "-q", PY, "-c", BARRIER, str(want), "{}", ":::", *names],
+        env={**os.environ, "BARRIER": str(barrier)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _barrier_batch(tmp_path, "+1", want).returncode == 0
+
+
+@pytest.mark.parametrize("jobs", [f"-{CPUS}", "0%", "5000", "x", "+5000"])
+def test_jobs_that_leave_none_to_run_are_refused(tmp_path, jobs):
+    """``-j -N`` that leaves no CPU (parallel: "Cannot run any jobs"), ``0%``, or a number past
+    4096 is a usage error that names the flag, before anything is made."""
+    refused = run_cli("batch", "-j", jobs, "--out", tmp_path / "out", "--", "true", ":::", "a")
+    assert refused.returncode == USAGE and b"--jobs" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out").exists()
