@@ -7,6 +7,7 @@ the replacement strings. Concurrency is observed by a barrier the jobs meet, nev
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -75,3 +76,25 @@ def test_jobs_that_leave_none_to_run_are_refused(tmp_path, jobs):
     refused = run_cli("batch", "-j", jobs, "--out", tmp_path / "out", "--", "true", ":::", "a")
     assert refused.returncode == USAGE and b"--jobs" in refused.stderr, refused.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _outcomes(out) -> list[tuple[str, object, str]]:
+    lines = (out / "summary.jsonl").read_text().splitlines()
+    return [(line["id"], line["exit_code"], line["source"]) for line in map(json.loads, lines)]
+
+
+def test_halt_records_a_templates_unstarted_jobs_as_its_manifest_does(tmp_path):
+    """``--halt-on-failure`` (parallel's ``--halt soon,fail=1``) with ``::: ...`` arguments: the
+    jobs it left unstarted have their ``halted`` lines and are counted, exactly as when the same
+    jobs come from the manifest ``--dry-run`` prints (they were dropped unrecorded, the closing
+    line counting 2 jobs of 4)."""
+    words = ["--", "sh", "-c", 'exit "$1"', "sh", ":::", "0", "3", "0", "5"]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(run_cli("batch", "--dry-run", *words).stdout)
+    from_template = run_cli("batch", "-j", "1", "--halt-on-failure", "--out", tmp_path / "t", *words)
+    from_manifest = run_cli("batch", manifest, "-j", "1", "--halt-on-failure", "--out", tmp_path / "m")
+    assert from_template.returncode == from_manifest.returncode == 117
+    expected = [("0", 0, "child_exit"), ("3", 3, "child_exit"), ("0-3", None, "halted"), ("5", None, "halted")]
+    assert _outcomes(tmp_path / "t") == _outcomes(tmp_path / "m") == expected
+    closing = b"batch: 1 of 4 jobs exited 0, 1 failed, 2 not started"
+    assert from_template.stderr.splitlines()[-1] == from_manifest.stderr.splitlines()[-1] == closing

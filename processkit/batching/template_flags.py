@@ -72,7 +72,9 @@ def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whol
     template = split(words, id_template)
     if whole:
         return manifest.jobs_from(expand(template, keys))
-    return Streamed(expand(template, keys, as_they_come=True))
+    # Arguments given after ::: are all known: after a stop the rest are read and recorded.
+    finite = bool(template.sources) and not template.sources[0][0]
+    return Streamed(expand(template, keys, as_they_come=True), finite=finite)
 
 
 class Streamed:
@@ -81,14 +83,16 @@ class Streamed:
     on. Iterated once: a job, or ``piped.Awaited`` while the next one's line has not come (the
     batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
     far, all of them once ``complete``; its truth waits for the first job or the end (an empty
-    input is no batch)."""
+    input is no batch). ``finite``: no pipe feeds it (its first source is ``:::``), so the jobs a
+    stop left unread can be read and recorded as not started, as a manifest's are."""
 
-    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete")
+    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete", "finite")
     any_needs = False  # a template gives no job ``needs``: no graph to check (graph.has_needs)
     as_they_come = True  # never read again after a stop: its producer may never end (Schedule)
 
-    def __init__(self, values: Iterator[dict | Awaited]):
+    def __init__(self, values: Iterator[dict | Awaited], finite: bool = False):
         self._values = values
+        self.finite = finite
         self._jobs = self._made_jobs()
         self._first: manifest.Job | None = None
         self._templates: dict = {}
