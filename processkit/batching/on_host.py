@@ -153,7 +153,7 @@ def run_batch(
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
     # --history's order need them all at once.
-    piped = getattr(jobs, "as_they_come", False) and not jobs.finite  # a template's pipe: read only when readable
+    piped = getattr(jobs, "as_they_come", False) and not getattr(jobs, "finite", False)  # a pipe: read when readable
     schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=not piped)
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}

@@ -27,6 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..summary_line import JobLine
 
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli batch",
@@ -42,8 +43,12 @@ def build_parser() -> Parser:
         "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
     )
     parser.add_argument(
-        "-j", "--jobs", action=Once, metavar="N", help="jobs run at once: N, 0 (as many as the open-file limit allows), or GNU parallel's +N, -N, "
-        "P%% of the CPUs this process may use (default: that number of CPUs)"
+        "-j",
+        "--jobs",
+        action=Once,
+        metavar="N",
+        help="jobs run at once: N, 0 (as many as the open-file limit allows), or GNU parallel's +N, -N, "
+        "P%% of the CPUs this process may use (default: that number of CPUs)",
     )
     parser.add_argument(
         "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
