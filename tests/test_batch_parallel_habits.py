@@ -98,3 +98,25 @@ def test_halt_records_a_templates_unstarted_jobs_as_its_manifest_does(tmp_path):
     assert _outcomes(tmp_path / "t") == _outcomes(tmp_path / "m") == expected
     closing = b"batch: 1 of 4 jobs exited 0, 1 failed, 2 not started"
     assert from_template.stderr.splitlines()[-1] == from_manifest.stderr.splitlines()[-1] == closing
+
+
+AWKWARD = ["a b.tar.gz", "dir.d/file", "-n", "--help", ".hidden", "d/", "a//b//", "/", "ünï cödé.é", "x.", "", "$(x) *"]
+STRINGS = ["{}", "{.}", "{/}", "{//}", "{/.}", "{#}", "x{}y", "{1}", "{1.}", "{1/}", "{1//}", "{1/.}"]
+
+
+@needs_parallel
+@pytest.mark.parametrize(
+    "sources", [[":::", *AWKWARD], [":::", "a", "b", ":::", "x y", "z"], [":::", "p", ":::+", "q"]]
+)
+def test_replacement_strings_give_parallels_argv(sources):
+    """Every replacement string, on names with spaces, dots, slashes, leading dashes, non-ASCII
+    text and the empty name, and across several sources: the argv ``--dry-run`` shows is the one
+    ``parallel -q`` gives its command, element for element and job for job."""
+    strings = STRINGS if len(sources) == len(AWKWARD) + 1 else ["{}", "{1}", "{2}", "{#}", "{2/.}"]
+    peer = subprocess.run(
+        ["parallel", "--will-cite", "-k", "-q", "printf", "%s\\0", *strings, *sources], capture_output=True, timeout=60
+    )
+    ours = run_cli("batch", "--dry-run", "--", "printf", "%s\\0", *strings, *sources)
+    assert peer.returncode == ours.returncode == 0, (peer.stderr, ours.stderr)
+    argv = [arg for line in ours.stdout.splitlines() for arg in json.loads(line)["args"][2:]]
+    assert peer.stdout.split(b"\0")[:-1] == [arg.encode() for arg in argv]
