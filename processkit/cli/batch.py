@@ -48,7 +48,7 @@ def build_parser() -> Parser:
         action=Once,
         metavar="N",
         help="jobs run at once: N, 0 (as many as the open-file limit allows), or GNU parallel's +N, -N, "
-        "P%% of the CPUs this process may use (default: that number of CPUs)",
+        "P%% of the CPUs this process may use (default: the CPUs it may use)",
     )
     parser.add_argument(
         "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
