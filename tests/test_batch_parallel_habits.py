@@ -120,3 +120,12 @@ def test_replacement_strings_give_parallels_argv(sources):
     assert peer.returncode == ours.returncode == 0, (peer.stderr, ours.stderr)
     argv = [arg for line in ours.stdout.splitlines() for arg in json.loads(line)["args"][2:]]
     assert peer.stdout.split(b"\0")[:-1] == [arg.encode() for arg in argv]
+
+
+def test_the_api_takes_jobs_0_as_the_cli_does(tmp_path):
+    """``processkit.batch(jobs=0)`` runs its jobs, as many at once as fit (``-j 0``); it recorded
+    every one ``halted`` without running any."""
+    import processkit
+
+    lines = processkit.batch([{"args": ["true"]}, {"args": ["true"]}], jobs=0, out=str(tmp_path / "out"))
+    assert [(line["exit_code"], line["source"]) for line in lines] == [(0, "child_exit")] * 2
