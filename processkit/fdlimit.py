@@ -161,9 +161,10 @@ def exhausted(what: str) -> str:
     return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
 
 
-def runs_that_fit(requested: int) -> int:
+def runs_that_fit(requested: int, say: bool = True) -> int:
     """How many runs may be in flight at once: ``requested``, unless the open-file limit leaves
-    room for fewer (then as many as fit, said once in a warning). When not even one fits, a
+    room for fewer (then as many as fit, said once in a warning unless not ``say``: ``--jobs 0``
+    asked for as many as fit). When not even one fits, a
     setup Failure: every job would fail to spawn. What is left beyond them is kept for
     ``spare_descriptors``."""
     import resource
@@ -187,8 +188,9 @@ def runs_that_fit(requested: int) -> int:
     if room >= requested:
         _spare[:] = [soft - open_now - DESCRIPTORS_KEPT - requested * DESCRIPTORS_PER_JOB]
         return requested
-    warn(
-        f"{requested} jobs at once would need more open files than this process may have "
-        f"(ulimit -n: {soft}): running {room} at once; raise the limit for more"
-    )
+    if say:
+        warn(
+            f"{requested} jobs at once would need more open files than this process may have "
+            f"(ulimit -n: {soft}): running {room} at once; raise the limit for more"
+        )
     return room

@@ -1,4 +1,5 @@
-"""The batch's own limits on its jobs: ``--timeout`` (an absolute duration, or a share of the
+"""The batch's own limits on its jobs: ``--jobs`` (a number, or GNU parallel's forms relative to
+the CPUs), ``--timeout`` (an absolute duration, or a share of the
 median duration of the jobs that exited 0 so far, as GNU parallel's ``--timeout 200%``) and
 ``--memory-budget`` (start a job only while the expected peaks of the running ones fit).
 
@@ -9,10 +10,11 @@ attempt), and a job is admitted against the reservations of the jobs running the
 from __future__ import annotations
 
 import math
+import os
 import re
 from heapq import heappop, heappush
 
-from ..grammar.values import parse_duration_ms, parse_size, split_duration
+from ..grammar.values import parse_count, parse_duration_ms, parse_size, split_duration
 from ..errors import usage
 from ..text import sanitize
 
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
     from .manifest import Job
 
+MAX_JOBS_IN_FLIGHT = 4096
+AS_MANY_AS_FIT = 0  # --jobs 0: as many at once as the open-file limit allows (up to the most)
+JOBS_FLAG = "--jobs <N>"
+RELATIVE_JOBS = re.compile(r"([+-])([0-9]{1,4})|([0-9]{1,4}(?:\.[0-9]{1,6})?)%")
 MEDIAN_AFTER = 5  # a relative --timeout applies once this many jobs exited 0
 MAX_PERCENT = 1_000_000.0
 TIMEOUT_FLAG = "--timeout <DUR|P%>"
@@ -50,6 +56,31 @@ def parse_timeout(text: str) -> JobTimeout:
             f"unit ms, s, m or h, or a percentage above 0 and at most {MAX_PERCENT:.0f}% (300%)"
         )
     return JobTimeout(percent=value)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: ``--jobs``'s default and what its relative forms count from."""
+    return len(os.sched_getaffinity(0)) or 1
+
+
+def parse_jobs(text: str) -> int:
+    """``N`` (0: ``AS_MANY_AS_FIT``), or GNU parallel's ``+N``, ``-N`` and ``P%`` of the CPUs
+    (rounded up); a form that leaves no job to run is a usage error, as parallel refuses it."""
+    relative = RELATIVE_JOBS.fullmatch(text)
+    if relative is None:
+        return parse_count(text, JOBS_FLAG, low=0, high=MAX_JOBS_IN_FLIGHT)
+    sign, number, percent = relative.groups()
+    cpus = usable_cpus()
+    if percent is not None:
+        count = math.ceil(cpus * float(percent) / 100)
+    else:
+        count = cpus + int(number) if sign == "+" else cpus - int(number)
+    if not 1 <= count <= MAX_JOBS_IN_FLIGHT:
+        raise usage(
+            f"invalid value '{sanitize(text)}' for '{JOBS_FLAG}': it gives {count} jobs at once on "
+            f"{cpus} CPU(s); expected from 1 to {MAX_JOBS_IN_FLIGHT}"
+        )
+    return count
 
 
 def parse_budget(text: str) -> int:

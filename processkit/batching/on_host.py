@@ -25,7 +25,7 @@ from ..spec import RunContext, carrier_cwd
 from . import job_lines
 from .held import Spares, settle
 from ..summary_line import EarlierAttempt, JobLine, attempt_dir
-from .limits import JobTimeout, MemoryBudget, Timeouts
+from .limits import AS_MANY_AS_FIT, MAX_JOBS_IN_FLIGHT, JobTimeout, MemoryBudget, Timeouts, usable_cpus
 from .graph import check, has_needs
 from .inputs import digests
 from .jobkeys import with_slot
@@ -88,7 +88,7 @@ class Settings:
         retry_delay: RetryDelay | None = None,
     ):
         self.out = out
-        self.jobs = jobs if jobs is not None else (len(os.sched_getaffinity(0)) or 1)
+        self.jobs = jobs if jobs is not None else usable_cpus()  # AS_MANY_AS_FIT: the open files decide
         self.retries = retries
         self.halt_on_failure = halt_on_failure
         self.resume = resume
@@ -132,7 +132,7 @@ def run_batch(
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
-    at_once = runs_that_fit(settings.jobs)  # before anything is made: none fitting fails the batch
+    at_once = runs_that_fit(settings.jobs or MAX_JOBS_IN_FLIGHT, say=settings.jobs != AS_MANY_AS_FIT)  # none: 111
     recorder = Recorder(
         settings.out,
         jobs,

@@ -27,8 +27,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..summary_line import JobLine
 
-MAX_JOBS_IN_FLIGHT = 4096
-
 
 def build_parser() -> Parser:
     parser = Parser(
@@ -45,7 +43,12 @@ def build_parser() -> Parser:
         "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
     )
     parser.add_argument(
-        "-j", "--jobs", action=Once, metavar="N", help="jobs run at once (default: the CPUs this process may use)"
+        "-j",
+        "--jobs",
+        action=Once,
+        metavar="N",
+        help="jobs run at once: N, 0 (as many as the open-file limit allows), or GNU parallel's +N, -N, "
+        "P%% of the CPUs this process may use (default: the CPUs it may use)",
     )
     parser.add_argument(
         "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
@@ -131,7 +134,7 @@ def main(argv: list[str], invocation) -> int:
 
     args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
-    from ..batching.limits import parse_budget, parse_timeout
+    from ..batching.limits import parse_budget, parse_jobs, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
     budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
@@ -140,7 +143,7 @@ def main(argv: list[str], invocation) -> int:
         raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
-        jobs=None if args.jobs is None else _count(args.jobs, "--jobs", 1, 1, MAX_JOBS_IN_FLIGHT),
+        jobs=None if args.jobs is None else parse_jobs(args.jobs),
         retries=_count(args.retries, "--retries", 0, 0, 1000),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
