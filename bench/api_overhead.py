@@ -265,8 +265,12 @@ def profiled(n: int, path: str) -> None:
 # ``launch.containment``), and the label printed (indented: inside the phase above).
 PHASE_TABLE = """
 processkit.service.serve    Service.readable            the request read (service)
+processkit.service.inbound  problem                       the frame's checks (service)
+processkit.service.inbound  strays                        the stray descriptors' look (service)
+processkit.service.request  Request.__init__              the request made (service)
 processkit.service.request  Request.context             the run's context (service)
 processkit.engine.launch    containment.create            the container taken (containment)
+processkit.containment.pool Pool.take                       the four takes (containment)
 processkit.engine.launch    prepare                     set-up (engine)
 processkit.engine.launch    spawn.begin                   the spawn, its CPU (engine)
 processkit.engine.launch    emit_snapshot                 the spawn snapshot (engine)
@@ -285,8 +289,11 @@ PHASE_SERVICE = r"""
 import atexit, collections, importlib, time
 spent = collections.Counter()
 for module, holder, name, label in PHASES:
-    owner = importlib.import_module(module)
-    owner = getattr(owner, holder) if holder else owner
+    try:
+        owner = importlib.import_module(module)
+        owner = getattr(owner, holder) if holder else owner
+    except (ImportError, AttributeError):  # a tree without it
+        continue
     plain = getattr(owner, name, None)
     if plain is None:  # a tree without it
         continue

@@ -34,6 +34,10 @@ def instructions(calls: int, directory: str) -> int:
     wrapper = f'PROCESSKIT_SPAWN=python exec valgrind --tool=callgrind --callgrind-out-file={shlex.quote(out)} "$@"'
     service.service_command = lambda fd, caller: ["sh", "-c", wrapper, "sh", *plain(fd, caller)]  # type: ignore[assignment]
     service._connection = None
+    # A traced interpreter's start on a loaded host takes longer than a service is given to say
+    # hello (``HELLO_SECONDS``, which kills it): given ten minutes here (a tree without the bound too).
+    hello = getattr(service, "HELLO_SECONDS", None)
+    service.HELLO_SECONDS = 600.0  # type: ignore[attr-defined]
     try:
         connection = service.connection()
         for _ in range(calls):
@@ -42,6 +46,8 @@ def instructions(calls: int, directory: str) -> int:
     finally:
         service.service_command = plain  # type: ignore[assignment]
         service._connection = None
+        if hello is not None:
+            service.HELLO_SECONDS = hello  # type: ignore[attr-defined]
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         for path in glob.glob(os.path.join(directory, f"callgrind.{calls}.*")):
