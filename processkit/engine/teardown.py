@@ -111,12 +111,18 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
 
 
 def _kill_root_outside(run: RunState, child: Child):
-    """The root still uncollected after the kill of its boundary: it left the boundary (wrote
-    itself into another cgroup's ``cgroup.procs``, or joined another process group) or cannot
-    die yet. Either way it was left after the hard kill (returned, for ``remaining_pids``); it
-    is this process's child, never collected, so its pid is still its own: killed by it, and
-    waited for as the members were (a run's steps: ``yield from``)."""
+    """The root still alive after the kill of its boundary: it left the boundary (wrote itself
+    into another cgroup's ``cgroup.procs``, or joined another process group) or cannot die yet.
+    Either way it was left after the hard kill (returned, for ``remaining_pids``); it is this
+    process's child, never collected, so its pid is still its own: killed by it, and waited for
+    as the members were (a run's steps: ``yield from``). A root dead but uncollected (a zombie:
+    a fault before its exit was watched) is not."""
     if child.returncode is not None:
+        return ()
+    from ..containment.members import read_member
+
+    root = read_member(child.pid)
+    if root is None or root.zombie:
         return ()
     try:
         os.kill(child.pid, signum.SIGKILL)
