@@ -19,17 +19,17 @@ import pytest
 from conftest import read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
+from test_run_escapees import LINGER
 
-# The run's command: a background child that moves itself into the group at argv[2] (the cgroup2
-# mount's root), its standard streams off the run's pipes, then writes its pid to argv[1] (or
-# the failure to argv[1] + ".failed") and sleeps a minute; the command exits once it is there.
-GRANDCHILD_LEAVES = r"""
-import os, sys, time
+# What a process that leaves does: moves itself into the group at argv[2] (the cgroup2 mount's
+# root), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
+# and exits.
+LEAVE = (
+    LINGER
+    + r"""
 where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
-if os.fork() == 0:
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+
+def leave():
     try:
         with open(procs, "w") as handle:
             handle.write(str(os.getpid()))
@@ -37,30 +37,23 @@ if os.fork() == 0:
         with open(where + ".failed", "w") as handle:
             handle.write(str(exc))
         os._exit(1)
-    with open(where + ".tmp", "w") as handle:
-        handle.write(str(os.getpid()))
-    os.replace(where + ".tmp", where)
-    time.sleep(60)
-    os._exit(0)
+    linger(where)
+"""
+)
+
+# The run's command: a background child leaves; the command exits once it has.
+GRANDCHILD_LEAVES = (
+    LEAVE
+    + r"""
+if os.fork() == 0:
+    leave()
 while not os.path.exists(where) and not os.path.exists(where + ".failed"):
     time.sleep(0.01)
 """
+)
 
-# The run's root moves itself out of the run's group, says so in argv[1], and sleeps on.
-ROOT_LEAVES = r"""
-import os, sys, time
-where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
-try:
-    with open(procs, "w") as handle:
-        handle.write(str(os.getpid()))
-except OSError as exc:
-    with open(where + ".failed", "w") as handle:
-        handle.write(str(exc))
-    sys.exit(1)
-with open(where, "w") as handle:
-    handle.write(str(os.getpid()))
-time.sleep(60)
-"""
+# The run's root itself leaves, and sleeps on.
+ROOT_LEAVES = LEAVE + "leave()\n"
 
 
 @pytest.fixture
