@@ -16,7 +16,7 @@ from .plain import Constant, Plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar
+    from typing import Callable, ClassVar
 
 
 class StdinMode(Constant):
@@ -248,6 +248,12 @@ class RunContext(Plain):
       ``caller_fds``, a make's jobserver pipe among them), ascending; (): none, every fd but the
       child's 0-2 closed in it (the API's runner service, whose own and other calls'
       descriptors no child may hold).
+    - ``escapees``: the carrier's look, once a cgroup v2 run's group is killed, for the run's
+      processes that left the group (a write of its pid into another group's ``cgroup.procs``)
+      and so outlived the kill: it ends and says them, and returns their pids, which
+      ``cleanup_finished`` lists as remaining. Only a carrier that can tell them from anyone
+      else's gives one (the CLI's ``run``, the one run of its process, a subreaper); None: not
+      looked for here.
     """
 
     __slots__ = (
@@ -264,6 +270,7 @@ class RunContext(Plain):
         "cwd",
         "captured",
         "passed_fds",
+        "escapees",
     )
 
     def __init__(
@@ -282,6 +289,7 @@ class RunContext(Plain):
         cwd: str | None = None,
         captured: list[int] | None = None,
         passed_fds: tuple[int, ...] = (),
+        escapees: Callable[[], list[int]] | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -296,6 +304,7 @@ class RunContext(Plain):
         self.cwd = cwd
         self.captured = captured
         self.passed_fds = passed_fds
+        self.escapees = escapees
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

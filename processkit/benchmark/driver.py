@@ -277,8 +277,8 @@ class Engine:
             measured.cancelled = True
             measured.error = f"{self._headline(self.host.stop_source)}: the command had exited"
         measured.stop_source = self.host.stop_source if measured.cancelled else None
-        if self.ends_descendants:  # what the run's group did not hold (a process group's ``setsid`` daemon)
-            measured.leftovers = self._leftovers.end_descendants(spare=self._spare)
+        if self.ends_descendants:  # what the run's boundary did not hold (a ``setsid`` daemon, a cgroup escapee)
+            measured.leftovers = len(self._leftovers.end_descendants(spare=self._spare))
         return measured
 
     def stopped(self) -> str | None:

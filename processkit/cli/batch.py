@@ -217,12 +217,14 @@ def _batch(args, invocation, settings, jobs) -> int:
 
 
 def _end_escapees(args, spare, progress) -> None:
-    """A job's setsid escapee under process-group containment, ended and said (not on Dask's
-    workers, whose processes are not this one's)."""
+    """A job's escapee (a setsid daemon under process-group containment, a process that moved
+    itself out of its cgroup v2 group), ended and said (not on Dask's workers, whose processes
+    are not this one's). Its job's stream cannot list it: jobs run side by side, and nothing
+    tells which one an orphan came from."""
     if args.dask_scheduler is None:
-        from .run import end_escapees
+        from .run import LEFT_EITHER, end_escapees
 
-        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet)
+        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet, left=LEFT_EITHER)
 
 
 def longest_first(jobs: list, took: dict[str, float]) -> list:

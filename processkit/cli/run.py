@@ -141,9 +141,16 @@ def main(argv: list[str], invocation) -> int:
     ChildrenUsage.sole(*((nothing,) * 3 if spare is None else (spare.pids, spare.groups, spare.sessions)))
     # A detached copy passes none: its launcher gave it nothing of the caller's (cli/detach.py).
     passed = caller_fds.taken() if ready_fd is None else ()
-    context = RunContext(ready_fd=ready_fd, passed_fds=passed)
+    swept: list[int] = []  # a cgroup v2 run's teardown looked (``RunContext.escapees``): no look after it
+
+    def escapees() -> list[int]:
+        swept.append(1)
+        return end_escapees(spare, left=LEFT_CGROUP, raises=True)
+
+    context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
     outcome = execute(spec, context, ("output_captured",) if spec.capture_dir is not None else ())
-    end_escapees(spare)
+    if not swept:
+        end_escapees(spare)
     _say_cut(outcome.remembered.get("output_captured"), cut_said)
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
@@ -175,45 +182,67 @@ def _say_cut(captured: dict | None, cut_said: bool) -> None:
             )
 
 
-def end_escapees(spare: Inherited | None, whose: str = "this run", its: str = "its", say: bool = True) -> None:
-    """A process-group run's members that left its group (a ``setsid`` daemon) outlive its
-    teardown, which reaches the group alone, while ``cleanup_finished`` counts that group
-    (``remaining: 0``). This process is its runs' subreaper, so every such process has come to
-    it once orphaned: they are ended here, as ``bench`` ends them between runs, and said on
-    stderr, so nothing ends as clean with a process of its own left running. ``spare``
-    (``leftovers.inherited``), their subtrees, groups and sessions are the caller's, never a
-    run's: left alone; every other descendant is a run's, one that joined this process's own
-    group (``setpgid``) too, unless one of the caller's is in that group. (Under cgroup v2 the
-    group held them, and no run made this process a subreaper, so none of theirs came to it:
-    nothing is looked for, not even the one ``waitid``, whatever children the caller left.)
+# What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).
+LEFT_GROUP = ("process group", " (setsid or setpgid)", "teardown", "; only cgroup containment holds them")
+LEFT_CGROUP = ("cgroup", " (it wrote itself into another group's cgroup.procs)", "group's kill", "")
+LEFT_EITHER = ("process group or cgroup", " (setsid, setpgid, or a write to cgroup.procs)", "teardown", "")
 
-    The run has ended and its exit status is decided (``runner_exit`` said it): nothing here
-    may change it. A process that is another user's now (``sudo -b``) refuses the kill, and any
-    other failure of the sweep is an ``OSError``: each said in one warning at most."""
+
+def end_escapees(
+    spare: Inherited | None,
+    whose: str = "this run",
+    its: str = "its",
+    say: bool = True,
+    left: tuple[str, str, str, str] = LEFT_GROUP,
+    raises: bool = False,
+) -> list[int]:
+    """A run's members that left its boundary outlive its teardown, which reaches the boundary
+    alone, while ``cleanup_finished`` counts that boundary (``remaining: 0``): a process-group
+    run's ``setsid`` daemon, a cgroup v2 run's process that wrote itself into another group's
+    ``cgroup.procs`` (root, or the owner of a delegated subtree). This process is its runs'
+    subreaper, so every such process has come to it once orphaned: they are ended here, as
+    ``bench`` ends them between runs, and said on stderr (``left``: the boundary left, the kill
+    outlived, what follows), so nothing ends as clean with a process of its own left running.
+    A cgroup v2 run's are looked for in its teardown (``RunContext.escapees``), once the kill of
+    its group has orphaned them, and returned, ended or not, for ``cleanup_finished``; a
+    process-group run's after the run. ``spare`` (``leftovers.inherited``), their subtrees,
+    groups and sessions are the caller's, never a run's: left alone; every other descendant is
+    a run's, one that joined this process's own group (``setpgid``) too, unless one of the
+    caller's is in that group. Where no run made this process a subreaper, nothing of theirs
+    came to it: nothing is looked for, not even the one ``waitid``.
+
+    Nothing here may change the exit status (``runner_exit`` says it, or will). A process that
+    is another user's now (``sudo -b``) refuses the kill, and any other failure of the sweep is
+    an ``OSError``: each said in one warning at most (``raises``: the failure raised instead,
+    for the teardown, whose ``read_error`` says it)."""
     from ..containment import has_children, prctl
 
     if not prctl.made_subreaper() or not has_children():
-        return  # the usual end: nothing of ``leftovers`` loaded
+        return []  # the usual end: nothing of ``leftovers`` loaded
     from ..containment.leftovers import NOTHING, end_descendants
     from ..diagnostics import warn
 
+    boundary, why, outlived, then = left
     refused: list[int] = []
     try:
         ended = end_descendants(spare=NOTHING if spare is None else spare, refused=refused, own_group=True)
     except OSError as exc:
+        if raises:
+            raise
         if say:
-            warn(f"cannot look for processes of {whose} left outside {its} process group: {exc.strerror or exc}")
-        return
+            warn(f"cannot look for processes of {whose} left outside {its} containment: {exc.strerror or exc}")
+        return []
     if ended and say:
         warn(
-            f"{ended} process(es) of {whose} had left {its} process group (setsid or setpgid), outside {its} "
-            f"containment, and outlived {its} teardown: killed now; only cgroup containment holds them"
+            f"{len(ended)} process(es) of {whose} had left {its} {boundary}{why}, outside {its} "
+            f"containment, and outlived {its} {outlived}: killed now{then}"
         )
     if refused and say:
         warn(
-            f"{len(refused)} process(es) of {whose} left {its} process group and now belong to another user, "
+            f"{len(refused)} process(es) of {whose} left {its} {boundary} and now belong to another user, "
             f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
         )
+    return ended + refused
 
 
 def _write_usage(path: str, usage) -> None:

@@ -61,16 +61,21 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
 
     ``rundir`` (made first, its lock held) names the groups and keeps the process group's
     identity; without one (``doctor``'s short-lived check) nothing can prove the runner dead,
-    so a group it leaves is never reaped by anyone else. ``adopt_orphans``: a process group
-    may make this process a subreaper (a process the runner owns; not a caller's).
+    so a group it leaves is never reaped by anyone else. ``adopt_orphans``: the run makes this
+    process a subreaper (a process the runner owns; not a caller's), whatever its mechanism: a
+    member that leaves the boundary (``setsid`` out of a process group, a write of its pid into
+    another cgroup's ``cgroup.procs``) then comes to it once orphaned, where it is found
+    (``leftovers``), not to init.
     """
     import processkit.containment.cgroup_v1 as cgroup_v1  # (a function's import: ``_lender`` says why this form)
 
     prctl.load()
+    if adopt_orphans:
+        prctl.set_child_subreaper()  # before the spawn: the run's orphans come here from its start
     name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
     v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
     lender = None if limits.requested else _lender(rundir)  # a capped run's groups are its own
-    container = _containment(name, rundir, list(v1_parents.values()), adopt_orphans, lender)
+    container = _containment(name, rundir, list(v1_parents.values()), lender)
     try:  # from here on, whatever fails releases what ``_containment`` made (a process group's open share)
         if rundir is not None:  # its directory stays while a group of the run's remains (``RunDir.close``)
             rundir.speaks_for(container)
@@ -138,9 +143,7 @@ _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
 
 
-def _containment(
-    name: str, rundir: RunDir | None, v1_parents: list[str], adopt_orphans: bool, lender: Pool | None
-) -> Container:
+def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], lender: Pool | None) -> Container:
     """The run's boundary, after one bounded sweep of every parent its groups are made in (the
     first time this process makes a group there)."""
     import processkit.containment.sweep as sweep
@@ -167,7 +170,7 @@ def _containment(
             return group
     from .process_group import ProcessGroup
 
-    return ProcessGroup(rundir, adopt_orphans)
+    return ProcessGroup(rundir)
 
 
 def _controllers(container: Container, limits: Limits, name: str, v1_parents: dict[str, str]):

@@ -1,20 +1,24 @@
 """What runs left outside their boundary, in a process whose children are its runs' and what it
 had below it before its first run (``inherited``): once no run is live, every other descendant
 of this process is a leftover of its runs, and is ended here (``bench`` after each run, ``run``
-and ``batch`` once theirs have ended, only under process-group containment).
+once its cgroup v2 group was killed (``cleanup_finished`` lists them) or, under process-group
+containment, once its run has ended, ``batch`` once its runs have ended).
 Facts that shape this:
 - A process-group boundary holds the group alone: a member that calls ``setsid`` (a daemon) or
   ``setpgid`` leaves it, and teardown's kill of the group misses it (``process_group``).
-- The runner of a process-group run is a subreaper, so such a process, once orphaned, is
+- A cgroup v2 boundary holds what ``setsid`` and double forks make, but a member whose user may
+  write another group's ``cgroup.procs`` (root, or the owner of a delegated subtree, for a
+  group within it) moves itself out, and the kill of the run's group misses it.
+- The runner of either mechanism is a subreaper, so such a process, once orphaned, is
   re-parented to the runner, never to init: whatever it does, it stays a descendant of the
   runner. Only a process someone else starts on the run's behalf (a service manager, ``at``)
   is out of reach; nothing here can see it.
 - The kernel lists a task's children in ``/proc/<pid>/task/<tid>/children``
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
-  live or not: the usual case (a group that held everything) costs that call. After cgroup v2
-  runs alone, ``run`` and ``batch`` do not look at all: no run made the process a subreaper
-  (``prctl.made_subreaper``), so nothing of theirs came to it.
+  live or not: the usual case (a group that held everything) costs that call. A process no
+  run made a subreaper (``prctl.made_subreaper``: a host in someone else's program) is not looked
+  at: nothing of its runs came to it.
 - Each run's root leads a group of its own, so a descendant in this process's own process group
   is either the caller's own (``bench``'s helpers: spared there) or a run's member that joined
   that group (``setpgid`` to this process's group, which the kernel allows within one session),
@@ -139,17 +143,17 @@ def end_descendants(
     spare: Inherited = NOTHING,
     refused: list[int] | None = None,
     own_group: bool = False,
-) -> int:
+) -> list[int]:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
     (``inherited``), their subtrees and the members of their groups and sessions, round after round (what they forked meanwhile comes to
-    this subreaper), and collect the ones that were its children; returns how many were ended:
+    this subreaper), and collect the ones that were its children; returns those ended, by pid:
     alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
     and not counted). One whose kill is refused (another user's now) is appended to
     ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
     them is the caller's, unless ``spare`` had one there: then the group is spared). Within
     ``bound`` seconds."""
     if not has_children():
-        return 0
+        return []
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     ended: set[int] = set()
     denied: set[int] = set()
@@ -182,5 +186,5 @@ def end_descendants(
             except ChildProcessError:
                 pass  # a grandchild: its parent's death hands it here for the next round
         if not set(found) - denied or time.monotonic() >= deadline:
-            return len(ended)
+            return sorted(ended)
         time.sleep(ROUND_PAUSE_SECONDS)

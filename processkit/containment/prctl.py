@@ -49,15 +49,17 @@ def set_not_dumpable() -> bool:
 
 
 def set_child_subreaper() -> bool:
+    """Once per process: every run's after the first costs nothing."""
     global _subreaper
-    done = _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    _subreaper = _subreaper or done
-    return done
+    if not _subreaper:
+        _subreaper = _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _subreaper
 
 
 def made_subreaper() -> bool:
-    """Whether a run (a process-group run, in a process the runner owns) made this process a
-    subreaper: only then does what a run left outside its boundary come to it once orphaned. A
-    cgroup v2 run never does (its group holds every member), so after such runs alone there is
-    nothing of theirs to look for (``cli/run.end_escapees``)."""
+    """Whether a run (of either mechanism, in a process the runner owns) made this process a
+    subreaper: only then does what a run left outside its boundary (a process-group run's
+    ``setsid`` daemon, a cgroup v2 run's process that wrote itself into another group's
+    ``cgroup.procs``) come to it once orphaned, so only then is there anything of theirs to look
+    for (``cli/run.end_escapees``)."""
     return _subreaper

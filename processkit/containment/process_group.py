@@ -1,5 +1,6 @@
 """Fallback containment: the root child leads a fresh process group; the runner is a subreaper
-when it owns its process (not inside a caller's program, whose process-wide flags stay its own).
+when it owns its process (``containment.create``; not inside a caller's program, whose
+process-wide flags stay its own).
 
 A member that calls ``setsid`` or moves itself to another group escapes this boundary; that is
 the mechanism's documented limit and why cgroup v2 is preferred where the host allows it.
@@ -15,7 +16,7 @@ import os
 
 from .. import signum as signals
 from ..rundir import RunDir
-from . import members, prctl
+from . import members
 from .accounting import ChildrenUsage, Tally
 from .base import Container
 
@@ -23,11 +24,9 @@ from .base import Container
 class ProcessGroup(Container):
     mechanism = "process_group"
 
-    def __init__(self, rundir: RunDir | None, adopt_orphans: bool = True) -> None:
+    def __init__(self, rundir: RunDir | None) -> None:
         self._pgid: int | None = None
         self._rundir = rundir
-        if adopt_orphans:
-            prctl.set_child_subreaper()
         self._children = ChildrenUsage()
 
     def cloned(self, pid: int) -> None:

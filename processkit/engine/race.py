@@ -26,12 +26,10 @@ def race(run: RunState, launched: Launched):
             emit_snapshot(run, "interval")
         run.request_ending(EndingKind.CHILD_EXIT)
 
-    container = launched.container
     # routed from whichever step or callback collects the root: it wakes this run
     run.reaper.watch(
         launched.child,
         run.loop.waking(root_exited),
-        adopts_orphans=container.mechanism == "process_group",
         # the native spawn waited for its exit (bench's runs): most often over by now. A stop
         # signal whose byte came during that wait is not read here: the exit found here wins,
         # and bench's driver takes the stop as this run's once it is carried (``driver``).

@@ -11,7 +11,8 @@ Facts about reaping, in a process that may not be the runner's own:
   party's status is ever taken. The table of every root in the process (``_ROOTS``, under a
   lock) is what tells a root from an orphan.
 - Only a process the runner owns (a host with ``watch``: the CLI's, the runner service's) becomes a subreaper, for a
-  process-group run: orphans of the tree are then re-parented to it and must be collected too.
+  run of either mechanism: orphans of the tree are then re-parented to it and must be collected too
+  (promptly: a zombie is charged to its cgroup's ``pids.current`` until collected).
   ``waitid(P_ALL, WNOWAIT)`` peeks at an exited child without collecting it; a root's status is
   left for its own ``Child`` to read, every other pid is collected. A host inside someone
   else's process never peeks at every child and never sets the flag: the tree's orphans go to
@@ -47,7 +48,7 @@ _ROOTS_LOCK = _thread.allocate_lock()  # the builtin lock: no start-up import
 class Reaper:
     """One host's share of the process's reaper: its live roots (pid -> child, pidfd, exit
     callback). ``may_adopt_orphans``: the host's process is its own (a host with ``watch``), so
-    a process-group run may make it a subreaper, whose orphans are collected here."""
+    its runs make it a subreaper, whose orphans are collected here."""
 
     def __init__(self, loop: Loop, may_adopt_orphans: bool = True):
         self._loop = loop
@@ -57,13 +58,11 @@ class Reaper:
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
         self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
 
-    def watch(
-        self, child: Child, on_exit: Callable[[int], None], adopts_orphans: bool, look_first: bool = False
-    ) -> None:
+    def watch(self, child: Child, on_exit: Callable[[int], None], look_first: bool = False) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
-        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise.
-        ``adopts_orphans``: its run made this process a subreaper (for good; only a process
-        the host owns ever is). ``look_first``: the spawn lingered for the child's exit
+        kernel gives one (from the clone itself on the native path), SIGCHLD otherwise. Where
+        the host may adopt orphans its run made this process a subreaper (for good), and every
+        orphan is collected from then on. ``look_first``: the spawn lingered for the child's exit
         (``RunContext.linger_ms``: ``bench``'s runs), so it has most often exited already: it is
         collected here, at once, with no registration of its pidfd in the loop, no removal and
         no loop turn to hear of it (one ``wait4`` more when it still runs)."""
@@ -77,7 +76,7 @@ class Reaper:
         with _ROOTS_LOCK:
             _ROOTS[pid] = self
         self._roots[pid] = (child, pidfd, on_exit)
-        self._adopting = self._adopting or (adopts_orphans and self._may_adopt_orphans)
+        self._adopting = self._may_adopt_orphans
         if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
             self.wants_sigchld()
         if pidfd is not None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment.members import Member
+    from .spawn import Child
     from .streams import OutputStream
 
 MEMBER_POLL_SECONDS = 0.01
@@ -78,9 +79,18 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
         confirm = KILL_CONFIRM_SECONDS
         yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
         yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
+        outlived = yield from _kill_root_outside(run, child)
         run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
         try:
-            remaining = sorted(container.member_pids())
+            remaining = sorted(set(container.member_pids()).union(outlived))
+        except OSError:
+            remaining, read_error = [], True
+    escapees = run.context.escapees
+    # Even for a tree gone already (a root that exited left its escapee to this process); not
+    # while the root is uncollected: the look would take its status from it.
+    if escapees is not None and container.mechanism == "cgroup_v2" and child.returncode is not None:
+        try:
+            remaining = sorted(set(remaining).union(escapees()))
         except OSError:
             remaining, read_error = [], True
     if not run.events.writing:
@@ -98,6 +108,33 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
         )
     )
     return gone
+
+
+def _kill_root_outside(run: RunState, child: Child):
+    """The root still alive after the kill of its boundary: it left the boundary (wrote itself
+    into another cgroup's ``cgroup.procs``, or joined another process group) or cannot die yet.
+    Either way it was left after the hard kill (returned, for ``remaining_pids``); it is this
+    process's child, never collected, so its pid is still its own: killed by it, and waited for
+    as the members were (a run's steps: ``yield from``). A root dead but uncollected (a zombie:
+    a fault before its exit was watched) is not."""
+    if child.returncode is not None:
+        return ()
+    from ..containment.members import read_member
+
+    root = read_member(child.pid)
+    if root is None or root.zombie:
+        return ()
+    try:
+        os.kill(child.pid, signum.SIGKILL)
+    except OSError:
+        pass  # gone meanwhile: collected below
+    until = run.loop.clock() + KILL_CONFIRM_SECONDS
+    yield from wait_until(lambda: child.returncode is not None, until, MEMBER_POLL_SECONDS)
+    warn(
+        f"the run's root process (pid {child.pid}) outlived the kill of its containment (it had left it, "
+        "or could not die): killed by its pid; cleanup_finished lists it as remaining"
+    )
+    return (child.pid,)
 
 
 def _soft_stop(run: RunState, launched: Launched, members_before: int):

@@ -2,8 +2,8 @@
 (``spawned``: why exec, how its request arrives, its limit and its parent-death signal).
 
 Facts that shape it:
-- The batch engine takes the stop signals and, for a process-group job, the subreaper flag of
-  the process it runs in: here that is this process, never the caller's nor the service's.
+- The batch engine takes the stop signals and, for any job, the subreaper flag of the process
+  it runs in: here that is this process, never the caller's nor the service's.
 - It talks to the caller over a connection of its own (passed through the service): a stop is
   a word written to it, and its end of file (the caller gone) stops the batch as a hang-up
   would; the summary lines, or the failure that kept the batch from starting, are the one frame

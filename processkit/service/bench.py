@@ -6,7 +6,8 @@ Why a process of its own, not a group on the service's host: a benchmark owns th
 runs in, for its whole length, in ways a host shared with the caller's other calls cannot give.
 - It pins that process to ``cpus`` (``sched_setaffinity``), and every run inherits the pinning.
 - After each run it ends whatever descendant is left (``ends_descendants``: a process group run's
-  ``setsid`` daemon), which is only right where every child is the benchmark's.
+  ``setsid`` daemon, a cgroup v2 run's process that moved itself to another group), which is
+  only right where every child is the benchmark's.
 - Its session is synchronous over the ``Executor`` seam (each ``measure`` carries one run to its
   end), so on the service's host it would hold up every other call of its caller for the
   benchmark's length; and the perf counters and the exit clock are opened around each run on

@@ -1,0 +1,161 @@
+"""A cgroup v2 run's process that writes its own pid into another group's ``cgroup.procs`` (root
+may, as may the owner of a delegated subtree for a group within it) leaves the run's group, and
+the kill of that group misses it. The runner is its runs' subreaper under cgroup v2 too, so such
+a process comes back to it once its ancestors in the group are dead: ``run`` lists it in
+``cleanup_finished``'s ``remaining_pids`` (the teardown is not confirmed clean), ends it and says
+so on stderr; ``batch`` and ``bench`` end and say theirs after their runs. The exit status is
+the child's still. Each escapee is checked by a pidfd opened while it ran, not by its pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+
+import pytest
+
+from conftest import read_events, start_cli
+from processkit.containment.cgroup_v2 import own_group
+from streams import PY, check_stream, one, require_mechanism
+from test_run_escapees import LINGER
+
+# What a process that leaves does: moves itself into the group at argv[2] (the cgroup2 mount's
+# root), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
+# and exits.
+LEAVE = (
+    LINGER
+    + r"""
+where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
+
+def leave():
+    try:
+        with open(procs, "w") as handle:
+            handle.write(str(os.getpid()))
+    except OSError as exc:
+        with open(where + ".failed", "w") as handle:
+            handle.write(str(exc))
+        os._exit(1)
+    linger(where)
+"""
+)
+
+# The run's command: a background child leaves; the command exits once it has.
+GRANDCHILD_LEAVES = (
+    LEAVE
+    + r"""
+if os.fork() == 0:
+    leave()
+while not os.path.exists(where) and not os.path.exists(where + ".failed"):
+    time.sleep(0.01)
+"""
+)
+
+# The run's root itself leaves, and sleeps on.
+ROOT_LEAVES = LEAVE + "leave()\n"
+
+
+@pytest.fixture
+def cgroup_root() -> str:
+    """The cgroup2 mount's root group, which only root may move a process into."""
+    if os.geteuid() != 0:
+        pytest.skip("moving a process into the cgroup2 root group needs root")
+    mount, _ = own_group()
+    if mount is None:
+        pytest.skip("no cgroup2 mount on this host")
+    return mount
+
+
+@pytest.fixture
+def opened():
+    """pidfds a test opened on the escapees it made: any process still alive is killed at the end."""
+    fds: list[int] = []
+    yield fds
+    for fd in fds:
+        if not _exited(fd):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        os.close(fd)
+
+
+def _exited(pidfd: int) -> bool:
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _escapee(where, proc, opened: list[int]) -> int:
+    """The escapee's pid, once it has left its group, and a pidfd on it (skips where the move
+    itself was refused: a host whose root group is out of this process's reach)."""
+    deadline = time.monotonic() + 30
+    while not os.path.exists(where) and not os.path.exists(f"{where}.failed"):
+        assert time.monotonic() < deadline and proc.poll() is None, "the escapee never said it had moved"
+        time.sleep(0.01)
+    if os.path.exists(f"{where}.failed"):
+        proc.communicate(timeout=60)
+        pytest.skip(f"the move to the root cgroup was refused here: {open(f'{where}.failed').read()}")
+    pid = int(open(where).read())
+    opened.append(os.pidfd_open(pid))
+    return pid
+
+
+def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened):
+    """The grandchild outlives the kill of the run's group: ``cleanup_finished`` lists it (the
+    teardown is not confirmed clean), it is dead when the CLI returns, stderr says so, and the
+    exit status is the child's own (0)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, cgroup_root)
+    pid = _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    check_stream(events, proc.returncode)
+    assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
+    finished = one(found, "cleanup_finished")
+    assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
+    assert _exited(opened[0]), "the process that left the run's cgroup outlived the run"
+    said = [line for line in err.decode().splitlines() if "had left its cgroup" in line]
+    assert len(said) == 1 and said[0].startswith("processkit-cli: warning: 1 process(es)"), err
+
+
+def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, opened):
+    """The run's root itself moves out and keeps running until the timeout: the kill of its group
+    misses it, so it is killed by its pid, listed as remaining and said; the exit is the
+    timeout's (106)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    argv = ["run", "--timeout", "1s", "--jsonl", events, "--", PY, "-c", ROOT_LEAVES, where, cgroup_root]
+    proc = start_cli(*argv)
+    pid = _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    check_stream(events, proc.returncode)
+    assert one(found, "run_started")["root_pid"] == pid
+    assert proc.returncode == one(found, "runner_exit")["code"] == 106, err
+    assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
+    assert _exited(opened[0]), "the root that left the run's cgroup outlived the run"
+    assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
+
+
+@pytest.mark.parametrize("command", ["batch", "bench"])
+def test_batch_and_bench_end_and_say_a_process_that_left_its_cgroup(tmp_path, cgroup_root, opened, command):
+    """A job's (a bench run's) escapee is ended after the runs and said; jobs run side by side,
+    so no job's stream can name it."""
+    where, script = str(tmp_path / "escapee"), tmp_path / "leaves.py"
+    script.write_text(GRANDCHILD_LEAVES)
+    run_argv = [PY, str(script), where, cgroup_root]
+    if command == "batch":
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"id": "leaves", "args": run_argv}) + "\n")
+        proc = start_cli("batch", manifest, "--out", tmp_path / "out")
+        events = tmp_path / "out" / "leaves" / "events.jsonl"
+        said = "process(es) of this batch's jobs had left their job's process group or cgroup"
+    else:
+        proc = start_cli("bench", "--runs", "1", "--warmup", "0", "--jsonl-dir", tmp_path / "s", " ".join(run_argv))
+        events = None
+        said = "left 1 process outside their process group or cgroup"
+    _escapee(where, proc, opened)
+    out, err = proc.communicate(timeout=120)
+    if events is not None:
+        require_mechanism(read_events(events), "cgroup_v2")
+    assert proc.returncode == 0, err
+    assert _exited(opened[0]), f"the process that left its cgroup outlived the {command}"
+    assert said in (out + err).decode(), (out, err)
