@@ -132,15 +132,11 @@ ffibuilder.cdef(
     int fcntl(int, int, ...);
 
     void pk_source_states(const char *paths, size_t count, long long *out);
-
-    // libc's syscall: bench's perf helper opens its one event without loading ctypes (processkit/perf_open.py)
-    #define SYS_perf_event_open ...
-    long syscall(long, ...);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/syscall.h>\n#include <sys/wait.h>\n#include <unistd.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"',
+    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (

@@ -26,7 +26,7 @@ LOGGED = textwrap.dedent(
     real, main_pid = os.fork, os.getpid()
 
     def fork():
-        loaded = sorted(name for name in sys.modules if name.startswith("processkit.") or name == "ctypes")
+        loaded = sorted(name for name in sys.modules if name.startswith("processkit."))
         pid = real()
         if pid > 0 and os.getpid() == main_pid:
             with open(log, "a") as handle:
@@ -58,21 +58,9 @@ def test_the_helper_is_forked_before_benchs_modules_run(tmp_path):
     forks = _forks(tmp_path, "bench", "-N", "--runs", "1", "--style", "none", "--export-json", str(out), "true")
     assert len(forks) == 1, forks  # the helper, once (the runs are the engine's clones, not forks)
     loaded = set(forks[0]["loaded"])
-    assert "processkit.perf_open" in loaded, loaded
+    assert "processkit.benchmark.perf_switch" in loaded, loaded
     assert not {"processkit.cli.main", "processkit.cli.bench", "processkit.benchmark.session"} & loaded, loaded
     assert len(json.loads(out.read_text())["results"][0]["times"]) == 1  # the benchmark ran as before
-
-
-def test_the_helper_is_forked_before_the_benchmark_package_and_ctypes(tmp_path):
-    """The launcher's step forks the helper from ``perf_open``, a shared module, before the
-    ``benchmark`` package (``plan``'s ``re``, ``enum``, ``shlex``) and ``ctypes`` are imported (the
-    helper imports ``ctypes`` itself, on the other CPU): ~7 ms earlier, so less of the kernel's
-    grace period is left on the wall when the session is set up (issue 49, bench58)."""
-    forks = _forks(tmp_path, "bench", "-N", "--runs", "1", "--style", "none", "true")
-    assert len(forks) == 1, forks
-    loaded = set(forks[0]["loaded"])
-    assert "processkit.perf_open" in loaded, loaded
-    assert not {"processkit.benchmark", "processkit.benchmark.plan", "ctypes"} & loaded, loaded
 
 
 def test_a_run_forks_no_helper(tmp_path):
@@ -101,23 +89,3 @@ def test_the_commands_with_a_start_step_are_those_with_a_start_module():
         path.name[: -len("_start.py")] for path in here.glob("*_start.py")
     )
     assert set(quickimport.STARTED_COMMANDS) <= set(quickimport.BUNDLED_COMMANDS)
-
-
-def test_the_helpers_open_is_the_same_through_the_c_module_and_ctypes(monkeypatch):
-    """The helper opens its event through the C module the launcher loaded (no ``ctypes`` import
-    beside the start-up), or through ``ctypes`` where the module was not built: the same call."""
-    import os
-
-    import processkit
-    from processkit import perf_open
-
-    event = perf_open.attr(perf_open.PERF_TYPE_SOFTWARE, perf_open.TASK_CLOCK, perf_open.DISABLED)
-    native = perf_open._helper_open(event)
-    monkeypatch.delattr(processkit, "_native", raising=False)
-    monkeypatch.setitem(sys.modules, "processkit._native", None)  # its import fails: the ctypes path
-    python = perf_open._helper_open(event)
-    for fd in (native, python):
-        if fd >= 0:
-            os.close(fd)
-    assert (native >= 0) == (python >= 0)  # a descriptor each, or the same refusal
-    assert native >= 0 or native == python

@@ -1,7 +1,7 @@
 """When ``bench`` opens its perf events (issue 49), the CLI's own ``main`` run in a process whose
 ``perf_event_open`` logs each call: the process making it, its result, and the children the
 session's process has at that moment (a zombie included). A helper forked by that process
-logs its open (``perf_open._helper_open``) the same way.
+logs through the same function.
 
 - Start-up turns the kernel's per-task perf switch on in a helper process
   (``benchmark/perf_switch.py``): the session's first perf event would otherwise wait out an
@@ -23,11 +23,10 @@ import pytest
 LOGGED = textwrap.dedent(
     """
     import json, os, sys
-    from processkit import perf_open
     from processkit.benchmark import counters, exit_clock
 
     log, main_pid = sys.argv[1], os.getpid()
-    real, real_helper = counters.perf_event_open, perf_open._helper_open
+    real = counters.perf_event_open
 
     def parent(pid):
         try:
@@ -37,9 +36,7 @@ LOGGED = textwrap.dedent(
             return None
 
     def logged(attr, cpu=-1):
-        return record(real(attr, cpu))
-
-    def record(fd):
+        fd = real(attr, cpu)
         entry = {"pid": os.getpid(), "fd": fd, "children": []}
         if os.getpid() == main_pid:
             entry["children"] = [pid for pid in os.listdir("/proc") if pid.isdigit() and parent(pid) == main_pid]
@@ -48,7 +45,6 @@ LOGGED = textwrap.dedent(
         return fd
 
     counters.perf_event_open = exit_clock.perf_event_open = logged
-    perf_open._helper_open = lambda attr: record(real_helper(attr))  # the helper's open, through the C module
     sys.argv = ["processkit-cli", *sys.argv[2:]]
     from processkit.cli.main import entry
 

@@ -675,7 +675,7 @@ def _forked_early(tmp_path) -> bool:
 
     forks = [json.loads(line) for line in (tmp_path / "forks.jsonl").read_text().splitlines()]
     assert len(forks) == 1, forks
-    return "processkit.perf_open" in forks[0] and "processkit.benchmark.session" not in forks[0]
+    return "processkit.benchmark.perf_switch" in forks[0] and "processkit.benchmark.session" not in forks[0]
 
 
 def test_a_bench_bundle_without_the_start_steps_row_still_forks_the_helper_early(tmp_path):

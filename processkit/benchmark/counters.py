@@ -16,23 +16,17 @@ shell's calibration are not counted, and nothing here is on ``run``'s path.
 A counter the host cannot open (a virtual machine without a hardware PMU: ``ENOENT``; a
 ``perf_event_paranoid`` that refuses it: ``EACCES``) is None, never 0: the export writes null
 and the summary says once which are missing. The syscall goes through ``ctypes`` (``libc``'s
-``syscall``, ``perf_open``); no native module is needed. Counts are raw, not scaled for multiplexing (poop
+``syscall``); no native module is needed. Counts are raw, not scaled for multiplexing (poop
 and hyperfine do the same); a benchmark run has the PMU to itself more often than not.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
-from ..perf_open import (
-    DISABLED,
-    PERF_TYPE_HARDWARE,
-    PERF_TYPE_SOFTWARE,
-    attr,
-    perf_event_open,
-)
-
+PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE = 0, 1
 # (export name, label, type, config): hyperfine's five hardware counters, then the software ones.
 EVENTS = (
     ("cpu_cycles", "Cycles", PERF_TYPE_HARDWARE, 0),
@@ -46,6 +40,52 @@ EVENTS = (
 )
 NAMES = tuple(name for name, *_ in EVENTS)
 LABELS = {name: label for name, label, *_ in EVENTS}
+SYSCALL = {"x86_64": 298, "aarch64": 241, "riscv64": 241, "loongarch64": 241, "ppc64le": 319, "s390x": 331}
+ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0: type, size, config, period, sample type, read format, flags, ...
+DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV, ENABLE_ON_EXEC = 1 << 0, 1 << 1, 1 << 5, 1 << 6, 1 << 12
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+
+
+def attr(kind: int, config: int, flags: int = DISABLED | INHERIT | ENABLE_ON_EXEC) -> bytes:
+    """A ``perf_event_attr`` (its first version's 64 bytes, native byte order)."""
+    import struct
+
+    if kind == PERF_TYPE_HARDWARE:
+        flags |= EXCLUDE_KERNEL | EXCLUDE_HV  # the command's own instructions, as hyperfine counts them
+    # type, size, config, sample period, sample type, read format, flags, wakeup, bp type, bp addr
+    return struct.pack("=IIQQQQQIIQ", kind, ATTR_SIZE, config, 0, 0, 0, flags, 0, 0, 0)
+
+
+_SYSCALL: list = []  # (the call, its number, ctypes' errno reader): libc's syscall(), prepared once
+
+
+def prepare() -> bool:
+    """The call made ready (the syscall's number for this machine, and ``syscall``'s argument
+    types, so a call converts nothing by hand); False where this machine's number is unknown. A
+    session opens three to eight counters a run: the machine's name and six ctypes values made
+    for each open were a tenth of their cost. ``perf_switch`` prepares it before its fork, so
+    its helper does not import ``ctypes`` again."""
+    if not _SYSCALL:
+        number = SYSCALL.get(os.uname().machine)  # platform.machine()'s answer, without its 1 ms import
+        if number is None:
+            return False
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).syscall
+        call.restype = ctypes.c_long
+        call.argtypes = (ctypes.c_long, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_ulong)
+        _SYSCALL.append((call, number, ctypes.get_errno))
+    return True
+
+
+def perf_event_open(attr: bytes, cpu: int = -1) -> int:
+    """``perf_event_open(attr, pid=0 (this thread), cpu, group=-1, FD_CLOEXEC)``: the new
+    descriptor, or minus the errno."""
+    if not _SYSCALL and not prepare():
+        return -errno.ENOSYS
+    call, number, get_errno = _SYSCALL[0]
+    fd = call(number, attr, 0, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    return fd if fd >= 0 else -get_errno()
 
 
 class Opener:

@@ -31,7 +31,7 @@ import os
 import struct
 import time
 
-from ..perf_open import EXCLUDE_KERNEL, INHERIT, PERF_TYPE_SOFTWARE, perf_event_open
+from .counters import EXCLUDE_KERNEL, INHERIT, PERF_TYPE_SOFTWARE, perf_event_open
 
 PERF_COUNT_SW_DUMMY = 9
 TASK, USE_CLOCKID = 1 << 13, 1 << 25

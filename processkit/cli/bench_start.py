@@ -5,11 +5,9 @@ where the command has one, once the command's bundle is read and before its modu
 no command's helper itself. ``bench``'s forks the helper that waits out the kernel's grace period
 for the per-task perf switch beside the start-up (~10 ms earlier than ``cli/bench.py`` would: the
 figures in bench/README.md, "bench's fixed cost"); ``cli/bench.py`` still calls it for a ``bench``
-started otherwise, where it does nothing once the helper exists. It is ``perf_open``'s, a shared module:
-importing ``benchmark.perf_switch`` here ran the ``benchmark`` package and ``ctypes`` before the fork,
-~7 ms (bench/README.md, "bench (issue 49, bench58)").
+started otherwise, where it does nothing once the helper exists.
 """
 
-from ..perf_open import fork_helper as start
+from ..benchmark.perf_switch import turn_on as start
 
 __all__ = ["start"]
