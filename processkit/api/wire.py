@@ -159,9 +159,9 @@ class Frames:
         self._buffer += data
         for level, kind, cmsg in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(cmsg[: len(cmsg) - len(cmsg) % fds.itemsize])
-                self._arrived.append((self._at + len(self._buffer) - 1, fds.tolist()))
+                got = array.array("i")
+                got.frombytes(cmsg[: len(cmsg) - len(cmsg) % got.itemsize])
+                self._arrived.append((self._at + len(self._buffer) - 1, got.tolist()))
         messages: list[tuple[object, list[int]]] = []
         start, end = 0, len(self._buffer)
         with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame

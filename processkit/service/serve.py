@@ -159,7 +159,8 @@ class Service:
                 if rid is not None:
                     self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
             finally:
-                wire.close_all(fds)  # what its frame brought and it did not take: never another request's
+                if fds:  # what its frame brought and it did not take: never another request's
+                    wire.close_all(fds)
 
     def _take(self, message: tuple, fds: list[int]) -> None:
         """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started;
