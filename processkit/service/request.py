@@ -104,12 +104,12 @@ class Request:
         # (``RunContext.captured``): what the run captured, whatever the child put at the path.
         self.captured: list[int] = []
 
-    def take_given(self, extra: dict, frames: list[int]) -> None:
+    def take_given(self, extra: dict, brought: list[int]) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
-        stream order, taken out of ``frames`` (its frame's rest)."""
+        stream order, taken out of ``brought`` (the rest of its frame's)."""
         wanted = extra.get("child_fds") or (False, False, False)
         count = sum(map(bool, wanted))
-        fds = inbound.taken(frames, count)
+        fds = inbound.taken(brought, count)
         if len(fds) != count:  # the kernel dropped what did not fit: the run is refused (``refused``)
             self.short = True
         taken = iter(fds)
