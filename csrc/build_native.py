@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c, listen.c and sources.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c, listen.c, sources.c and faults.c; used by setup.py."""
 
 import os
 
@@ -132,11 +132,13 @@ ffibuilder.cdef(
     int fcntl(int, int, ...);
 
     void pk_source_states(const char *paths, size_t count, long long *out);
+
+    int pk_guard_faults(void);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"',
+    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"\n#include "faults.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (
@@ -150,12 +152,13 @@ ffibuilder.set_source(
             "spawn_child.c",
             "listen.c",
             "sources.c",
+            "faults.c",
         )
     ],
     include_dirs=[HERE],
     depends=[
         os.path.join(HERE, name)
-        for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h", "sources.h")
+        for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h", "sources.h", "faults.h")
     ],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],

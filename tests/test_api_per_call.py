@@ -27,7 +27,7 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
 
     def received(sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY):
         messages = plain_receive(sock, found, size, space)
-        frames.extend(f"received {message[0]}" for message in messages or ())
+        frames.extend(f"received {message[0]}" for message, _ in messages or ())
         return messages
 
     monkeypatch.setattr(wire, "send", sent)

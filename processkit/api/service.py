@@ -57,6 +57,13 @@ def service_command(fd: int, caller: int) -> list[str]:
     return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
 
 
+def _all_open(fds) -> None:
+    """Raise the OSError (EBADF) of a descriptor given that is not open, asked once a send failed: the
+    kernel refused the frame, and the live service, with other threads' runs in flight, is not gone."""
+    for fd in fds:
+        os.fstat(fd)
+
+
 class Connection:
     """One runner service and the socket to it."""
 
@@ -134,7 +141,7 @@ class Connection:
                 wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
                 try:
-                    wire.descriptors_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                    _all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
                 except OSError:
                     self.forget(rid)  # no reply will come: its box goes with the call
                     raise
@@ -283,12 +290,12 @@ class Connection:
             if messages is not None:
                 with self._mail:
                     self.heard = time.monotonic()
-                    for message in messages:
+                    for message, _ in messages:  # no descriptor comes (``space=0``)
                         box = self._boxes.get(message[1])
                         if box is not None:
                             box.append(message)
                             self._ring(message[1])
-                    woken = [self._woken[m[1]] for m in messages if m[1] in self._woken]
+                    woken = [self._woken[m[1]] for m, _ in messages if m[1] in self._woken]
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
                 self._ended(given_up=True)  # a signal handler raised: what was read may be lost

@@ -107,14 +107,6 @@ def not_the_connection(sock: socket.socket, fds) -> None:
             )
 
 
-def descriptors_open(fds) -> None:
-    """Raise the OSError (EBADF) of a descriptor the caller gave that is not open: the kernel refuses
-    the whole frame then, and the live service, with every other thread's run in flight, must not be
-    taken for gone (their replies were lost to ``ServiceGone``). Asked only once a send failed."""
-    for fd in fds:
-        os.fstat(fd)
-
-
 def append(buffer: bytearray, message: tuple) -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own."""
@@ -139,42 +131,63 @@ def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] =
 
 
 class Frames:
-    """Reassembles frames from what a socket gives, in order, and the descriptors received.
-    ``broken``: bytes were taken off the socket and lost before they were in the buffer (a
-    signal handler raised as ``receive`` ran): no later frame can be found, the stream is given up.
-    ``lenient``: a frame that is no pickle is skipped (the service's, reading its caller's);
-    else (the caller's, whose service never writes one) its error is raised, as a handler's
-    exception raised as a pickle was read is, never taken for a bad frame and the reply dropped."""
+    """Reassembles frames from what a socket gives, in order, each with the descriptors that came
+    with its own bytes. ``broken``: bytes were taken off the socket and lost before they were in
+    the buffer (a signal handler raised as ``receive`` ran): no later frame can be found, the
+    stream is given up. ``lenient``: a frame that is no pickle is skipped, its descriptors closed
+    (the service's, reading its caller's); else (the caller's, whose service never writes one)
+    its error is raised, as a handler's exception raised as a pickle was read is, never taken for
+    a bad frame and the reply dropped.
+
+    A frame's descriptors are the ``SCM_RIGHTS`` that came in a read whose last byte is one of
+    its own: the kernel ends a read with the bytes its descriptors were sent with (bytes sent
+    before them may come first in it, none after), and ``send`` sends them with a frame's first
+    byte. Before, they waited in one line, and a request read after a frame that brought more
+    than it named (one over ~32 KiB, read in several reads; one that did not unpickle) took that
+    frame's rest as its child's streams."""
 
     def __init__(self, lenient: bool = True) -> None:
         self._buffer = bytearray()
-        self.fds: list[int] = []
+        self._at = 0  # the stream offset of the buffer's first byte
+        # Descriptors no whole frame has yet: the stream offset of the last byte read with them, and them.
+        self._arrived: list[tuple[int, list[int]]] = []
         self.broken = False
         self._lenient = lenient
 
-    def feed(self, data: bytes, ancillary=()) -> list[tuple]:
+    def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
+        """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
+        self._buffer += data
         for level, kind, cmsg in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(cmsg[: len(cmsg) - len(cmsg) % fds.itemsize])
-                self.fds.extend(fds)
-        self._buffer += data
-        messages = []
+                got = array.array("i")
+                got.frombytes(cmsg[: len(cmsg) - len(cmsg) % got.itemsize])
+                self._arrived.append((self._at + len(self._buffer) - 1, got.tolist()))
+        messages: list[tuple[object, list[int]]] = []
         start, end = 0, len(self._buffer)
         with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
             while end - start >= HEADER.size:
                 (size,) = HEADER.unpack_from(view, start)
                 if end - start < HEADER.size + size:
                     break
+                fds = self._tied(self._at + start + HEADER.size + size) if self._arrived else []
                 with view[start + HEADER.size : start + HEADER.size + size] as frame:
                     try:
-                        messages.append(pickle.loads(frame))
+                        messages.append((pickle.loads(frame), fds))
                     except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read
+                        close_all(fds)
                         if not self._lenient:
                             raise
                 start += HEADER.size + size
         del self._buffer[:start]
+        self._at += start
         return messages
+
+    def _tied(self, stop: int) -> list[int]:
+        """The descriptors of the frame that ends at stream offset ``stop``."""
+        fds: list[int] = []
+        while self._arrived and self._arrived[0][0] < stop:
+            fds += self._arrived.pop(0)[1]
+        return fds
 
     def missing(self) -> int:
         """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
@@ -183,13 +196,20 @@ class Frames:
         (size,) = HEADER.unpack_from(self._buffer)
         return max(0, HEADER.size + size - len(self._buffer))
 
-    def begun(self) -> bool:
-        """Whether part of a frame is in the buffer, waiting for its rest."""
-        return bool(self._buffer)
+    def close(self) -> None:
+        """Close the descriptors of a frame that will never be whole (the stream ended)."""
+        arrived, self._arrived = self._arrived, []
+        for _, fds in arrived:
+            close_all(fds)
 
-    def take_fds(self, count: int) -> list[int]:
-        taken, self.fds = self.fds[:count], self.fds[count:]
-        return taken
+
+def close_all(fds) -> None:
+    """Close each of ``fds`` (one closed already is passed over)."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
@@ -226,7 +246,7 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
     interrupted: BaseException | None = None
     while True:
         try:
-            messages = receive(sock, frames)
+            messages = receive(sock, frames, space=0)  # it sends no descriptor
         except BaseException as exc:  # noqa: BLE001 - re-raised once that process has stopped
             if interrupted is None:
                 interrupted = exc
@@ -242,4 +262,4 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
         if messages:
             if interrupted is not None:
                 raise interrupted
-            return messages[0]
+            return messages[0][0]

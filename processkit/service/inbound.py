@@ -8,17 +8,17 @@ Facts that shape it:
   raised in the loop's reader and ended the service with every run it carried, of every
   thread. Now such a frame is refused alone: a run request with a usable id gets its own
   failure as its reply, anything else is dropped.
-- Descriptors travel beside a frame (``SCM_RIGHTS``) and a request takes them by the count it
-  names: one that named fewer than came left the rest in line for the next request, whose
-  child then got them as its streams (another call's files). Descriptors no request took once
-  no frame is begun are closed (``strays``), and so is every one not yet taken when a frame is
-  refused (its own may be in line before the next request's: that request is refused short,
-  never given them).
+- Descriptors travel beside a frame (``SCM_RIGHTS``) and each frame gets those that came with
+  its own bytes (``wire.Frames``); a request takes them by the count it names, in order
+  (``taken``), and whatever its frame brought that it did not take is closed once the frame is
+  handled, whether it was acted on, refused or did not unpickle (``serve.readable``). Before,
+  they waited in one line: a request that named fewer than came, a frame over ~32 KiB read in
+  several reads, one that did not unpickle, left the rest for the next request, whose child
+  then got them as its streams (another call's files). A request that finds fewer than it
+  names is refused (``Request.short``), never given the service's own in their place.
 """
 
 from __future__ import annotations
-
-import os
 
 from ..api import wire
 from ..spec import RunSpec
@@ -84,16 +84,8 @@ def answerable(message: object, in_use) -> int | None:
     return None
 
 
-def strays(frames: wire.Frames, refused: bool = False) -> None:
-    """Close the descriptors received that no request took, once no frame is begun (a frame's
-    descriptors come with its first byte, so none of them can still be waiting for its rest).
-    ``refused``: a frame was refused, whose descriptors may be in line before another's: every
-    one not taken is closed (a request left short of its own is refused, ``Request.short``),
-    never handed to a later request."""
-    if frames.begun() and not refused:
-        return
-    for fd in frames.take_fds(len(frames.fds)):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def taken(fds: list[int], count: int) -> list[int]:
+    """The first ``count`` of a frame's descriptors, taken out of ``fds`` (the rest are closed)."""
+    first = fds[:count]
+    del fds[:count]
+    return first

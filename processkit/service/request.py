@@ -36,7 +36,7 @@ from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..writeall import write_all
-from . import scratch
+from . import inbound, scratch
 
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
@@ -104,11 +104,12 @@ class Request:
         # (``RunContext.captured``): what the run captured, whatever the child put at the path.
         self.captured: list[int] = []
 
-    def take_given(self, extra: dict, frames: wire.Frames) -> None:
-        """The descriptors the request's ``child_fds`` says follow its frame, in stream order."""
+    def take_given(self, extra: dict, brought: list[int]) -> None:
+        """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
+        stream order, taken out of ``brought`` (the rest of its frame's)."""
         wanted = extra.get("child_fds") or (False, False, False)
         count = sum(map(bool, wanted))
-        fds = frames.take_fds(count)
+        fds = inbound.taken(brought, count)
         if len(fds) != count:  # the kernel dropped what did not fit: the run is refused (``refused``)
             self.short = True
         taken = iter(fds)

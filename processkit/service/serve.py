@@ -149,19 +149,22 @@ class Service:
         if messages is None:
             self.caller_gone()
             return
-        for message in messages:
-            wrong = inbound.problem(message, self.requests)
-            if wrong is None:
-                self._take(message)
-                continue
-            inbound.strays(self.frames, refused=True)  # its descriptors: never the next request's
-            rid = inbound.answerable(message, self.requests)
-            if rid is not None:
-                self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
-        inbound.strays(self.frames)
+        for message, fds in messages:
+            try:
+                wrong = inbound.problem(message, self.requests)
+                if wrong is None:
+                    self._take(message, fds)
+                    continue
+                rid = inbound.answerable(message, self.requests)
+                if rid is not None:
+                    self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
+            finally:
+                if fds:  # what its frame brought and it did not take: never another request's
+                    wire.close_all(fds)
 
-    def _take(self, message: tuple) -> None:
-        """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started."""
+    def _take(self, message: tuple, fds: list[int]) -> None:
+        """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started;
+        each takes what it names out of ``fds``, the descriptors its frame brought."""
         kind, rid = message[0], message[1]
         if kind == "run":
             extra = message[3]
@@ -172,11 +175,11 @@ class Service:
                 rid,
                 self.caller_spec,
                 extra,
-                self.frames.take_fds(extra.get("fds", 0)),
+                inbound.taken(fds, extra.get("fds", 0)),
                 self.caller_env,
                 self.spare,
             )
-            request.take_given(extra, self.frames)
+            request.take_given(extra, fds)
             refused = request.refused()
             if refused is not None:
                 self._answer(request, failed(refused))
@@ -186,15 +189,16 @@ class Service:
         elif kind == "signal":
             self._stop(rid, message[2])
         elif kind == "batch":
-            self._spawn("batch", (message[2], message[3], message[4], message[5]), self.frames.take_fds(1))
+            self._spawn("batch", (message[2], message[3], message[4], message[5]), inbound.taken(fds, 1))
         elif kind == "bench":  # its connection, then the caller's descriptors it asks for
-            self._spawn("bench", message[2], self.frames.take_fds(1 + message[3]))
+            self._spawn("bench", message[2], inbound.taken(fds, 1 + message[3]))
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
         if self.closing:
             return
         self.closing = True
+        self.frames.close()  # a frame cut short by the end: its descriptors
         self.host.loop.remove_reader(self.sock.fileno())
         if self.writing:
             self.writing = False

@@ -52,7 +52,9 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
         for fd in passed:
             os.set_inheritable(fd, True)
         try:
-            return os.posix_spawn(sys.executable, argv, os.environ)
+            return os.posix_spawn(
+                sys.executable, argv, os.environ, setsigmask=()
+            )  # none blocked (``stray_signals.FAULTS``)
         finally:
             for fd in (connection, *fds):
                 os.set_inheritable(fd, False)

@@ -1,10 +1,14 @@
 """The signals a child of the runner service may send "its parent" (the caller it would have
 under subprocess): caught and dropped, so one stray signal never ends the service and every run
-it carries."""
+it carries. The signals a fault raises are told apart from the same sent by ``kill``
+(``guard_faults``): a sent one is dropped, a real fault still ends the service."""
 
 from __future__ import annotations
 
+import os
 import signal
+
+from .. import native
 
 # Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
 # child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
@@ -14,7 +18,7 @@ import signal
 # catching still ends the process that raised them, or lets it go on sound, sent by a child just as well: SIGABRT
 # (``abort`` raises it again at its default), SIGXCPU (the kernel's SIGKILL follows at the hard CPU limit), SIGTRAP
 # and SIGSYS (the instruction or system call passed over, not run again). SIGSEGV, SIGBUS, SIGFPE and SIGILL are
-# not: a caught one would run its faulting instruction again, for good.
+# not: a Python handler runs later, so a real fault would run its faulting instruction again, for good (``FAULTS``).
 STRAY_SIGNALS = (
     "SIGUSR2",
     "SIGALRM",
@@ -30,8 +34,26 @@ STRAY_SIGNALS = (
 )
 
 
+# Guarded where the C module is built and ``PROCESSKIT_PUMP`` is not ``python`` (csrc/faults.c: one sent, ``si_code``
+# <= 0, is dropped; a real fault puts back the action before, the default or faulthandler's, and repeats under it).
+# Else blocked (``pthread_sigmask``): one sent waits, blocked, for good; a real fault while its signal is blocked is
+# delivered by the kernel at its default action all the same, faulthandler's report not written (docs/differences.md).
+# Every child the service starts gets an empty mask (the engine's spawns, ``spawned.start``) and its default action.
+FAULTS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
+
+
+def guard_faults() -> None:
+    """Drop ``FAULTS`` sent by another process (a child's ``kill -SEGV $PPID``); a real fault ends this process."""
+    built = native.module() if os.environ.get("PROCESSKIT_PUMP") != "python" else None
+    if built is not None and built.lib.pk_guard_faults() == 0:
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, name) for name in FAULTS])
+
+
 def absorb() -> None:
-    """Catch and drop ``STRAY_SIGNALS`` and the real-time signals (each with its default action)."""
+    """Catch and drop ``STRAY_SIGNALS`` and the real-time signals (each with its default action),
+    and guard ``FAULTS``."""
+    guard_faults()
     numbers = [getattr(signal, name) for name in STRAY_SIGNALS if hasattr(signal, name)]
     numbers += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
     for number in numbers:

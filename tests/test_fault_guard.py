@@ -1,0 +1,60 @@
+"""The runner service's guard on the fault signals (``stray_signals.guard_faults``) drops one
+sent by ``kill`` and never one a real fault raises: a process that faults with the guard on
+still dies of its signal, at once (a handler that returned to the faulting instruction would
+loop for ever), in C (csrc/faults.c) and in the pure-Python fallback alike, and faulthandler,
+where it was on first, still reports the fault natively."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+PY = sys.executable
+
+# The guard on, each fault signal sent to itself (dropped), then a real fault of ``kind``.
+FAULTER = r"""
+import ctypes, mmap, os, signal, sys, tempfile
+from processkit.containment import prctl
+from processkit.service import stray_signals
+
+prctl.set_not_dumpable()  # no core file
+stray_signals.guard_faults()
+for name in stray_signals.FAULTS:
+    os.kill(os.getpid(), getattr(signal, name))
+print("survived", flush=True)
+kind = sys.argv[1]
+if kind == "SIGSEGV":
+    ctypes.string_at(0)
+elif kind == "SIGBUS":
+    with tempfile.TemporaryFile() as backing:
+        backing.truncate(mmap.PAGESIZE)
+        mapped = mmap.mmap(backing.fileno(), mmap.PAGESIZE)
+        backing.truncate(0)
+        mapped[0]
+elif kind == "SIGFPE":
+    ctypes.CDLL(None).div(1, 0)
+print("went on", flush=True)
+"""
+
+
+@pytest.mark.parametrize("pump", ["native", "python"])
+@pytest.mark.parametrize("kind", ["SIGSEGV", "SIGBUS", "SIGFPE"])
+def test_a_real_fault_still_ends_a_guarded_process(pump, kind):
+    env = {**os.environ, "PROCESSKIT_PUMP": pump}
+    done = subprocess.run([PY, "-c", FAULTER, kind], capture_output=True, timeout=60, env=env)
+    assert done.stdout.decode() == "survived\n", done.stderr.decode()
+    assert done.returncode == -getattr(signal, kind)
+
+
+def test_faulthandler_on_before_the_guard_still_reports_a_real_fault():
+    env = {**os.environ, "PROCESSKIT_PUMP": "native"}
+    done = subprocess.run(
+        [PY, "-X", "faulthandler", "-c", FAULTER, "SIGSEGV"], capture_output=True, timeout=60, env=env
+    )
+    assert done.stdout.decode() == "survived\n", done.stderr.decode()
+    assert done.returncode == -signal.SIGSEGV
+    assert b"Fatal Python error: Segmentation fault" in done.stderr
