@@ -163,8 +163,7 @@ class Service:
                     wire.close_all(fds)
 
     def _take(self, message: tuple, fds: list[int]) -> None:
-        """One frame of the shape ``inbound`` checked: a run queued, a stop, a process started;
-        each takes what it names out of ``fds``, the descriptors its frame brought."""
+        """A checked frame (a run queued, a stop, a process started) takes what it names of ``fds``."""
         kind, rid = message[0], message[1]
         if kind == "run":
             extra = message[3]
