@@ -59,6 +59,7 @@ def _grown(jsonl) -> tuple[bytes, int]:
 def test_the_last_look_reads_the_first_record_and_no_more(tmp_path):
     launcher, gate, jsonl = _gated_launch(tmp_path, "gated-read")
     grown, first = _grown(jsonl)
+    assert first > 8 * 1024, "the first record takes more than one read"
     jsonl.write_bytes(grown)
     (gate / "allow-final-read").write_bytes(b"go")
     _, stderr = launcher.communicate(timeout=60)
@@ -80,4 +81,3 @@ def test_the_last_look_decides_the_start(tmp_path):
     assert b"run `gated-lost` did not start" in stderr
     examined, fetched = map(int, (gate / "final-read-counts").read_text().split())
     assert examined == len(lines[1]) and fetched >= examined
-
