@@ -249,3 +249,16 @@ def test_the_services_run_stopped_before_it_began_says_the_clis_headline():
 
     kind, message, retryable = cancelled("ctrl_c")["failure"]
     assert (kind, message, retryable) == ("cancelled", "run cancelled (Ctrl-C): the child was not started", False)
+
+
+def test_prune_says_there_is_nothing_only_when_every_count_is_zero(isolated_registry):
+    # The reference's words: "no stale entries to prune" (with " (dry run)" for a preview) when
+    # the tally is all zeros; a kept live or unprobeable entry is a tally line. Only the first
+    # line is the registry's: what dead runners left on the host follows it.
+    first = lambda *args: run_cli("prune", *args).stdout.decode().splitlines()[0]  # noqa: E731
+    assert first() == "no stale entries to prune"
+    assert first("--dry-run") == "no stale entries to prune (dry run)"
+    plant_record(isolated_registry, "odd", "odd")
+    (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed, kept
+    assert first() == "pruned 0 stale (0 orphaned locks), kept 0 live, left 1 unprobeable"
+    assert first("--dry-run") == "would prune 0 stale (0 orphaned locks), keep 0 live, leave 1 unprobeable"
