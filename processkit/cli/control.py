@@ -92,7 +92,7 @@ def render_snapshot(snapshot: dict) -> list[str]:
     lines = output.fields([(key, snapshot[key]) for key in SNAPSHOT_FIELDS] + [("members", len(members) or "(none)")])
     if members:
         rows = [[output.cell(m[key]) for key in ("pid", "ppid", "name", "start_time")] for m in members]
-        lines += output.table(("PID", "PPID", "NAME", "START_TIME"), rows)
+        lines += ["  " + line for line in output.table(("PID", "PPID", "NAME", "START_TIME"), rows)]
     return lines
 
 
