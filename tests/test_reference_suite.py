@@ -58,7 +58,11 @@ def test_a_follow_of_a_stream_cut_short_names_the_missing_terminal_event(tmp_pat
     followed = run_cli("events", "--file", cut, "--follow")
     assert followed.returncode == 0, followed.stderr
     assert b"run_started" in followed.stdout
-    assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
+    assert followed.stderr.decode() == (
+        "the stream ends without a terminal `runner_exit` event: no live registry record still "
+        "publishes this stream, so nothing more is coming — a runner killed abruptly never gets to write its "
+        "terminal event\n"
+    )
 
 
 def test_a_run_token_in_the_surface_is_a_flag_or_the_summary_capability():
@@ -262,3 +266,16 @@ def test_prune_says_there_is_nothing_only_when_every_count_is_zero(isolated_regi
     (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed, kept
     assert first() == "pruned 0 stale (0 orphaned locks), kept 0 live, left 1 unprobeable"
     assert first("--dry-run") == "would prune 0 stale (0 orphaned locks), keep 0 live, leave 1 unprobeable"
+
+
+def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
+    # The reference prints its per-line notice (and its follow note) with no program prefix.
+    jsonl, _ = _captured_run(tmp_path)
+    lines = jsonl.read_text().splitlines(keepends=True)
+    noisy = tmp_path / "noisy.jsonl"
+    noisy.write_text(lines[0] + "{ not json\n" + "".join(lines[1:]))
+    for mode in ((), ("--json",)):
+        shown = run_cli("events", "--file", noisy, *mode)
+        assert shown.returncode == 0
+        assert shown.stderr.decode().startswith("line 2: not valid JSON (")
+        assert shown.stderr.decode().endswith("): { not json\n")
