@@ -42,6 +42,11 @@ def test_inspect_and_attest_print_the_reference_layout(tmp_path):
         lines = attested.stdout.decode().splitlines()
         _labelled(lines, ATTESTATION, 22)
         assert lines[0] == "attestation_version:  1" and lines[2] == "verdict:              not_a_member"
+        peer, mechanism = lines[3].split()[1], lines[4].split()[1]
+        assert attested.stderr.decode() == (
+            f"processkit-cli: this process is not a member of run `shown`: the runner named the connecting "
+            f"process (pid {peer}) from the control transport and it is not in that run's {mechanism} container\n"
+        )
     finally:
         run_cli("kill", "--run-id", "shown")
         run.communicate(timeout=30)
