@@ -279,3 +279,19 @@ def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
         assert shown.returncode == 0
         assert shown.stderr.decode().startswith("line 2: not valid JSON (")
         assert shown.stderr.decode().endswith("): { not json\n")
+
+
+def test_an_unreadable_registry_is_said_in_the_reference_words(tmp_path, monkeypatch):
+    # A registry path that is a file: the whole-registry commands fail 111, the by-id clients
+    # 103 with their own prefix, both with the reference's "could not read the run registry".
+    blocker = tmp_path / "registry"
+    blocker.write_text("")
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(blocker))
+    cause = "could not read the run registry: Not a directory (os error 20)\n"
+    listed = run_cli("list")
+    assert (listed.returncode, listed.stderr.decode()) == (111, f"processkit-cli: {cause}")
+    inspected = run_cli("inspect", "--run-id", "x")
+    assert (inspected.returncode, inspected.stderr.decode()) == (
+        103,
+        f"processkit-cli: cannot inspect run `x`: {cause}",
+    )
