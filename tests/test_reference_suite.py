@@ -196,7 +196,7 @@ def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registr
         assert run.returncode == code
         assert _headline(err) == said
     assert err.decode().endswith(
-        "hard-killed the whole process tree immediately via the container (no soft stop, no grace)\n"
+        "hard-killed the whole process tree immediately via the container's kill-on-drop (no soft stop, no grace)\n"
     )
 
 
