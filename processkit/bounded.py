@@ -163,6 +163,26 @@ def read_start(path: str, size: int, limits: Limits) -> bytes:
         return handle.read(size)
 
 
+def first_line(path: str, limit: int, limits: Limits, chunk: int) -> tuple[bytes | None, int]:
+    """The first line of ``path``, its newline kept (None when none ends within ``limit`` bytes),
+    and how many bytes were read for it: ``chunk`` at a time, never the rest of the file, so a
+    stream's head is checked in the same time however long the stream has grown."""
+    fd = blocking(open_input(path, limits.replace(total=None)))
+    try:
+        data = bytearray()
+        while len(data) < limit:
+            piece = os.read(fd, min(chunk, limit - len(data)))
+            if not piece:
+                break
+            end = piece.find(b"\n")
+            data += piece
+            if end >= 0:
+                return bytes(data[: len(data) - len(piece) + end + 1]), len(data)
+        return None, len(data)
+    finally:
+        os.close(fd)
+
+
 def read_stream(handle, path: str, limits: Limits) -> bytes:
     """What an open binary stream holds, at most ``limits.total`` bytes (or one line's worth,
     for a kind with no total); one more is an InputError."""

@@ -361,7 +361,11 @@ def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):
     assert proc.returncode == 103 and envelope(proc)["kind"] == "not_found"
     _write(isolated_registry, "run-a", _record("nostream", "run-a.lock"))
     proc = events_cli("--run-id", "nostream")
-    assert proc.returncode == 103 and b"names no JSONL stream" in proc.stderr
+    assert (proc.returncode, proc.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot read events for run `nostream`: its registry record publishes no JSONL stream — "
+        "the run was started without `--jsonl`, so it has no lifecycle stream to read\n",
+    )
     _write(isolated_registry, "run-b", _record("twice", "run-b.lock", jsonl=str(tmp_path / "one.jsonl")))
     _write(isolated_registry, "run-c", _record("twice", "run-c.lock", jsonl=str(tmp_path / "two.jsonl")))
     held = _hold(isolated_registry, "run-b")

@@ -117,7 +117,7 @@ def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert out == ROOT_EXITED
-    assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in err
+    assert b"the stream ends without a terminal `runner_exit` event: no live registry record still publishes" in err
 
 
 def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):

@@ -58,7 +58,11 @@ def test_a_follow_of_a_stream_cut_short_names_the_missing_terminal_event(tmp_pat
     followed = run_cli("events", "--file", cut, "--follow")
     assert followed.returncode == 0, followed.stderr
     assert b"run_started" in followed.stdout
-    assert b"the stream ends without a terminal `runner_exit` event: no live run writes this stream" in followed.stderr
+    assert followed.stderr.decode() == (
+        "the stream ends without a terminal `runner_exit` event: no live registry record still "
+        "publishes this stream, so nothing more is coming — a runner killed abruptly never gets to write its "
+        "terminal event\n"
+    )
 
 
 def test_a_run_token_in_the_surface_is_a_flag_or_the_summary_capability():
@@ -192,7 +196,7 @@ def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registr
         assert run.returncode == code
         assert _headline(err) == said
     assert err.decode().endswith(
-        "hard-killed the whole process tree immediately via the container (no soft stop, no grace)\n"
+        "hard-killed the whole process tree immediately via the container's kill-on-drop (no soft stop, no grace)\n"
     )
 
 
@@ -249,3 +253,45 @@ def test_the_services_run_stopped_before_it_began_says_the_clis_headline():
 
     kind, message, retryable = cancelled("ctrl_c")["failure"]
     assert (kind, message, retryable) == ("cancelled", "run cancelled (Ctrl-C): the child was not started", False)
+
+
+def test_prune_says_there_is_nothing_only_when_every_count_is_zero(isolated_registry):
+    # The reference's words: "no stale entries to prune" (with " (dry run)" for a preview) when
+    # the tally is all zeros; a kept live or unprobeable entry is a tally line. Only the first
+    # line is the registry's: what dead runners left on the host follows it.
+    first = lambda *args: run_cli("prune", *args).stdout.decode().splitlines()[0]  # noqa: E731
+    assert first() == "no stale entries to prune"
+    assert first("--dry-run") == "no stale entries to prune (dry run)"
+    plant_record(isolated_registry, "odd", "odd")
+    (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed, kept
+    assert first() == "pruned 0 stale (0 orphaned locks), kept 0 live, left 1 unprobeable"
+    assert first("--dry-run") == "would prune 0 stale (0 orphaned locks), keep 0 live, leave 1 unprobeable"
+
+
+def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
+    # The reference prints its per-line notice (and its follow note) with no program prefix.
+    jsonl, _ = _captured_run(tmp_path)
+    lines = jsonl.read_text().splitlines(keepends=True)
+    noisy = tmp_path / "noisy.jsonl"
+    noisy.write_text(lines[0] + "{ not json\n" + "".join(lines[1:]))
+    for mode in ((), ("--json",)):
+        shown = run_cli("events", "--file", noisy, *mode)
+        assert shown.returncode == 0
+        assert shown.stderr.decode().startswith("line 2: not valid JSON (")
+        assert shown.stderr.decode().endswith("): { not json\n")
+
+
+def test_an_unreadable_registry_is_said_in_the_reference_words(tmp_path, monkeypatch):
+    # A registry path that is a file: the whole-registry commands fail 111, the by-id clients
+    # 103 with their own prefix, both with the reference's "could not read the run registry".
+    blocker = tmp_path / "registry"
+    blocker.write_text("")
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(blocker))
+    cause = "could not read the run registry: Not a directory (os error 20)\n"
+    listed = run_cli("list")
+    assert (listed.returncode, listed.stderr.decode()) == (111, f"processkit-cli: {cause}")
+    inspected = run_cli("inspect", "--run-id", "x")
+    assert (inspected.returncode, inspected.stderr.decode()) == (
+        103,
+        f"processkit-cli: cannot inspect run `x`: {cause}",
+    )

@@ -149,7 +149,9 @@ def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reap
     assert [r["run_id"] for r in listed()] == ["survivor"] and len(os.listdir(isolated_registry)) == 2
     assert cli_json("inspect", "--run-id", "survivor", "--json")["run_id"] == "survivor"
     # (further lines may report leftovers of other runners on this host: not this test's)
-    assert run_cli("prune").stdout.splitlines()[0] == b"no stale entries to prune"
+    assert (
+        run_cli("prune").stdout.splitlines()[0] == b"pruned 0 stale (0 orphaned locks), kept 1 live, left 0 unprobeable"
+    )
     assert survivor.proc.poll() is None
 
 

@@ -92,7 +92,7 @@ def render_snapshot(snapshot: dict) -> list[str]:
     lines = output.fields([(key, snapshot[key]) for key in SNAPSHOT_FIELDS] + [("members", len(members) or "(none)")])
     if members:
         rows = [[output.cell(m[key]) for key in ("pid", "ppid", "name", "start_time")] for m in members]
-        lines += output.table(("PID", "PPID", "NAME", "START_TIME"), rows)
+        lines += ["  " + line for line in output.table(("PID", "PPID", "NAME", "START_TIME"), rows)]
     return lines
 
 
@@ -142,10 +142,21 @@ def attest(argv: list[str], invocation) -> int:
     else:
         output.lines(output.fields([(key, attestation[key]) for key in ATTESTATION_FIELDS]))
     verdict = attestation["verdict"]
-    if verdict == "not_a_member":
-        raise Failure(Kind.NOT_A_MEMBER, f"process {attestation['peer_pid']} is not a member of run `{run_id}`")
+    if verdict == "not_a_member":  # the reference's words
+        peer = "unknown" if attestation["peer_pid"] is None else attestation["peer_pid"]
+        raise Failure(
+            Kind.NOT_A_MEMBER,
+            f"this process is not a member of run `{run_id}`: the runner named the connecting process (pid {peer}) "
+            f"from the control transport and it is not in that run's {output.cell(attestation['mechanism'])} container",
+        )
     if verdict == "peer_identity_unsupported":
-        raise Failure(Kind.PEER_IDENTITY_UNSUPPORTED, f"run `{run_id}` could not identify the calling process")
+        raise Failure(
+            Kind.PEER_IDENTITY_UNSUPPORTED,
+            f"cannot attest run `{run_id}`: the runner could not obtain a kernel-authenticated identity for this "
+            "client from the control transport, so it refused to answer either way rather than report an unproven "
+            "membership; check `probe --json --require-surface attest:peer-identity` against the runner's own "
+            "binary before relying on attestation on this platform",
+        )
     return 0
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import subprocess
 
-from ..bounded import DETACHED_JSONL, loads, read_start
+from ..bounded import DETACHED_JSONL, first_line, loads, read_start
 from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind
 from ..loop import Loop
 from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
+from .detach_gate import Gate
 from .options import READY_FD_VARIABLE, split_command
 from .selfexec import program
 
@@ -28,6 +29,7 @@ STOP_SECONDS = 10.0  # for a copy that was given up on to end its own tree, befo
 # The first line holds the run_started event, whose raw argv (--argv-raw) can be as long as
 # the kernel lets an argv be; anything longer is not a line this runner wrote.
 MARKER_LIMIT = 8 * 1024 * 1024
+MARKER_CHUNK = 8 * 1024  # the first line is read this much at a time, never the whole stream
 EVIDENCE_BYTES = 64 * 1024
 # Codes a copy of ``run`` exits with for its own failures, by the kind they carry; any other
 # reserved code is relayed as kind ``unknown`` (docs/run.md §1.4).
@@ -77,7 +79,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     finally:
         os.close(ready_end)
     try:
-        Handshake(copy, spec.jsonl, spec.run_id, ready).complete()
+        Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env()).complete()
     finally:
         os.close(ready)
 
@@ -98,14 +100,19 @@ def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
 class Handshake:
     """Every POLL_SECONDS, the copy's readiness pipe, the file and the copy itself, until the
     proof or the bound. The pipe (``ready``) carries the proof when the JSONL cannot: a run whose
-    JSONL fails is healthy, and must not look unstarted (nor be killed for it)."""
+    JSONL fails is healthy, and must not look unstarted (nor be killed for it). Under a test
+    ``gate`` the proof is taken only from the stream's first record, once the copy has ended."""
 
-    def __init__(self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None):
+    def __init__(
+        self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None, gate: Gate | None = None
+    ):
         self._copy = copy
         self._jsonl = jsonl
         self._run_id = run_id
         self._ready = ready
+        self._gate = gate
         self._started: bool | None = None  # None until decided
+        self._copy_ended = False  # under a gate: the last look waits for the loop to end
         if ready is not None:
             os.set_blocking(ready, False)
 
@@ -113,9 +120,13 @@ class Handshake:
         loop = Loop()
         try:
             self._poll(loop)
-            loop.run_until(lambda: self._started is not None, loop.clock() + HANDSHAKE_SECONDS)
+            loop.run_until(lambda: self._started is not None or self._copy_ended, loop.clock() + HANDSHAKE_SECONDS)
         finally:
             loop.close()
+        if self._gate is not None and self._copy_ended:
+            self._gate.hold(self._run_id, HANDSHAKE_SECONDS)
+            self._started, examined, fetched = self._first_record()
+            self._gate.record(self._run_id, examined, fetched)
         if self._started is None:  # out of time: one last look, then the copy and its tree go
             self._started = self._proven()
             if not self._started:
@@ -150,27 +161,34 @@ class Handshake:
         return True
 
     def _poll(self, loop: Loop) -> None:
-        if self._proven():
+        if self._gate is None and self._proven():
             self._started = True
         elif self._copy.poll() is not None:
-            self._started = self._proven()  # the copy may have written it as it went
+            if self._gate is None:
+                self._started = self._proven()  # the copy may have written it as it went
+            else:
+                self._copy_ended = True
         else:
             loop.call_later(POLL_SECONDS, lambda: self._poll(loop))
 
     def _marker_written(self) -> bool:
-        """Whether the file's first complete line is this run's ``run_started``."""
+        return self._first_record()[0]
+
+    def _first_record(self) -> tuple[bool, int, int]:
+        """Whether the file's first complete line is this run's ``run_started``; the bytes that
+        line holds and the bytes read for it (a fixed read-ahead, whatever the stream's length)."""
         try:
-            head = read_start(self._jsonl, MARKER_LIMIT, DETACHED_JSONL)
+            line, fetched = first_line(self._jsonl, MARKER_LIMIT, DETACHED_JSONL, MARKER_CHUNK)
         except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
-            return False
-        line, newline, _ = head.partition(b"\n")
-        if not newline:
-            return False
+            return False, 0, 0
+        if line is None:
+            return False, fetched, fetched
         try:
             event = loads(line.decode("utf-8"))
         except ValueError:
-            return False
-        return isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
+            return False, len(line), fetched
+        ours = isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
+        return ours, len(line), fetched
 
     def _relayed_failure(self) -> Failure:
         """The copy ended before the proof: a reserved code is relayed, anything else is 111."""

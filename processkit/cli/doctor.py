@@ -100,7 +100,7 @@ def main(argv: list[str], invocation) -> int:
 
 
 def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
+    return "true" if flag else "false"  # the reference prints its booleans as they are
 
 
 def render(report: dict, limit_backend: str | None, accounting=None) -> list[str]:
@@ -130,24 +130,34 @@ def render(report: dict, limit_backend: str | None, accounting=None) -> list[str
                 "control",
                 f"{cell(control['endpoint'])} ({control['transport']}); inspect saw {control['inspected_members']} member(s), "
                 f"cancel acknowledged: {_yes(control['cancel_acknowledged'])}, "
-                + (f"run ended with source {cell(source)}" if source else "run ended without a terminal event"),
+                + (
+                    f"run ended with source `{cell(source)}`"
+                    if source
+                    else "run ended without reporting a terminal event"
+                ),
             )
         )
     cleanup = report["cleanup"]
     if cleanup is not None:
-        inconclusive = "" if cleanup["teardown_snapshot_conclusive"] else ", post-kill snapshot inconclusive here"
+        inconclusive = (
+            "" if cleanup["teardown_snapshot_conclusive"] else ", post-kill snapshot inconclusive on this mechanism"
+        )
+        remaining = "unreported" if cleanup["remaining"] is None else cleanup["remaining"]
         facts.append(
             (
                 "cleanup",
-                f"confirmed empty: {_yes(cleanup['confirmed_empty'])} (remaining: {cell(cleanup['remaining'])}{inconclusive}); "
+                f"confirmed empty: {_yes(cleanup['confirmed_empty'])} (kill error: {_yes(cleanup['kill_error'])}, "
+                f"read error: {_yes(cleanup['read_error'])}, remaining: {remaining}{inconclusive}); "
                 f"record removed: {_yes(cleanup['registry_record_removed'])}, "
                 f"endpoint released: {_yes(cleanup['endpoint_released'])}, scratch removed: {_yes(cleanup['scratch_removed'])}",
             )
         )
     resources = report["resource_controller"]
     if resources is not None:
-        how = f"via {limit_backend}" if limit_backend else cell(resources["detail"])
-        facts.append(("resources", f"{resources['requested']} enforceable: {_yes(resources['available'])} ({how})"))
+        # The reference says why a cap is not enforceable; this build also names what carries one.
+        why = cell(resources["detail"]) if resources["detail"] else limit_backend and f"via {limit_backend}"
+        why = f" ({why})" if why else ""
+        facts.append(("resources", f"`{resources['requested']}` enforceable: {_yes(resources['available'])}{why}"))
     if accounting is not None:
         counted = ", ".join(f"{field} from {source}" for field, source in accounting.counters.items() if source)
         missing = [field for field, source in accounting.counters.items() if not source]
@@ -162,6 +172,7 @@ def render(report: dict, limit_backend: str | None, accounting=None) -> list[str
     )
     facts += [("failure", cell(failure)) for failure in report["failures"]]
     facts += [("mismatch", cell(mismatch)) for mismatch in report["mismatches"]]
+    lines += [f"  {label + ':':<11} {text}" for label, text in facts]
     if report["diagnostics_dir"] is not None:
-        facts.append(("diagnostics", f"kept in {cell(report['diagnostics_dir'])}"))
-    return lines + [f"  {label + ':':<13}{text}" for label, text in facts]
+        lines.append(f"  diagnostics kept in {cell(report['diagnostics_dir'])}")
+    return lines

@@ -108,7 +108,8 @@ class Target:
         if not locators:
             raise Failure(
                 Kind.NOT_FOUND,
-                f"{cannot}: its registry record names no JSONL stream — the run was started without `--jsonl`",
+                f"{cannot}: its registry record publishes no JSONL stream — the run was started without "
+                "`--jsonl`, so it has no lifecycle stream to read",
             )
         if len(locators) > 1:
             raise Failure(
@@ -134,8 +135,15 @@ class Target:
     def gone_note(self) -> str:
         # The reference's wording ("without a terminal `runner_exit` event", the run id in
         # backticks): scripts and its tests match on it.
-        subject = f"run `{self.run_id}` is no longer live" if self.run_id else "no live run writes this stream"
-        return f"the stream ends without a terminal `runner_exit` event: {subject}, so nothing more is coming"
+        subject = (
+            f"run `{self.run_id}` is no longer live"
+            if self.run_id
+            else "no live registry record still publishes this stream"
+        )
+        return (
+            f"the stream ends without a terminal `runner_exit` event: {subject}, so nothing more is coming — "
+            "a runner killed abruptly never gets to write its terminal event"
+        )
 
 
 # -- reading: every read hands complete lines to the consumer ------------------------------------
@@ -184,7 +192,7 @@ class Reading:
             loop.close()
             os.close(self._fd)
         if self._follower.gone:
-            note(f"processkit-cli: note: {self._target.gone_note()}")
+            note(self._target.gone_note())  # bare, as the reference prints it
 
     def _is_stream(self, loop: Loop) -> bool:
         mode = os.fstat(self._fd).st_mode
@@ -252,7 +260,7 @@ class Reading:
 
 def _notice(line: Line, reason: str) -> None:
     """A line that cannot be shown as an event goes to stderr, so stdout stays the stream."""
-    note(f"processkit-cli: line {line.number}: {reason}: {sanitize(line.text)}")
+    note(f"line {line.number}: {reason}: {sanitize(line.text)}")  # bare, as the reference prints it
 
 
 # -- the three ways to consume lines -------------------------------------------------------------

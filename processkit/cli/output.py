@@ -49,6 +49,6 @@ def table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def fields(pairs: list[tuple[str, object]]) -> list[str]:
-    """Aligned ``key: value`` lines."""
-    width = max(len(key) for key, _ in pairs) + 2
+    """Aligned ``key: value`` lines: each value two spaces past the longest ``key:`` (the reference's)."""
+    width = max(len(key) for key, _ in pairs) + 3
     return [f"{key + ':':<{width}}{cell(value)}" for key, value in pairs]

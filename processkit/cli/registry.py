@@ -166,10 +166,11 @@ def prune(argv: list[str], invocation) -> int:
 
 
 def _prune_lines(report, dry_run: bool) -> list[str]:
+    """The reference's summary: "no stale entries" only for an all-zero tally, else its counts."""
+    if not any((report.pruned, report.orphaned_locks, report.live, report.unprobed)):
+        return ["no stale entries to prune (dry run)" if dry_run else "no stale entries to prune"]
     counts = f"{report.pruned} stale ({report.orphaned_locks} orphaned locks)"
     if not dry_run:
-        if not report.candidates:
-            return ["no stale entries to prune"]
         return [f"pruned {counts}, kept {report.live} live, left {report.unprobed} unprobeable"]
     lines = []
     for candidate in report.candidates:

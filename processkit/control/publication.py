@@ -97,7 +97,7 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
         else:
             registration = Registration(open_for_writing())
     except RegistryError as exc:
-        warn(f"the run is not registered, so control clients cannot find it: {exc}")
+        warn(f"could not open the run registry: {exc}")  # the reference's words, for either cause
         return None
     publication = Publication(run, registration, started_ns)
     if run.rundir is None:
@@ -112,7 +112,7 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
     try:
         registration.write(publication.record())
     except RegistryError as exc:
-        warn(f"the run is not registered, so control clients cannot find it: {exc}")
+        warn(f"could not create the run registry entry: {exc}")
         publication.close()
         return None
     return publication

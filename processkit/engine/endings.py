@@ -252,7 +252,7 @@ def _control_kill(facts: EndingFacts, detail: str | None) -> Outcome:
     facts.emit(Killed(source="control_kill"))
     message = (
         "run killed by a control-plane command: hard-killed the whole process tree immediately "
-        "via the container (no soft stop, no grace)"
+        "via the container's kill-on-drop (no soft stop, no grace)"
     )
     return Outcome(Kind.CONTROL_KILL.code, Failure(Kind.CONTROL_KILL, message))
 

@@ -77,15 +77,19 @@ def open_for_writing() -> str:
     return path
 
 
+def unreadable(exc: OSError) -> str:
+    """The reference's words for a registry the system would not let it read (an ``io::Error``
+    shown as Rust shows one: the system's words, then its number)."""
+    return f"could not read the run registry: {exc.strerror or exc} (os error {exc.errno})"
+
+
 def open_for_reading() -> str | None:
     """The registry directory, or None when it does not exist yet; this user's own only."""
     path = registry_dir()
     try:
         fd = private_directory(path, create=False)
-    except NotADirectoryError:
-        raise RegistryError(f"cannot open the registry directory {path}: not a directory") from None
     except OSError as exc:
-        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror or exc}") from None
+        raise RegistryError(unreadable(exc)) from None
     if fd is None:
         return None
     try:

@@ -13,7 +13,11 @@ from .lock import Health
 
 def refusal(action: str, run_id: str, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
     """The one wording of every by-id client failure."""
-    return Failure(kind, f"cannot {action} run `{run_id}`: {detail}")
+    return Failure(kind, f"{_refusing(action, run_id)}: {detail}")
+
+
+def _refusing(action: str, run_id: str) -> str:
+    return f"cannot {action} run `{run_id}`"
 
 
 def ambiguous(action: str, run_id: str, live: int) -> Failure:
@@ -30,7 +34,9 @@ def ambiguous(action: str, run_id: str, live: int) -> Failure:
 def resolve(run_id: str, action: str) -> scan.Entry:
     """The one live run named ``run_id`` that publishes an endpoint."""
     found = [
-        (entry, entry.health()) for entry in scan.read(Kind.REGISTRY_BY_ID).entries if entry.record.run_id == run_id
+        (entry, entry.health())
+        for entry in scan.read(Kind.REGISTRY_BY_ID, _refusing(action, run_id)).entries
+        if entry.record.run_id == run_id
     ]
     live = [entry for entry, health in found if health is Health.LIVE]
     if len(live) > 1:

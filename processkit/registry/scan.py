@@ -17,7 +17,7 @@ from ..errors import Failure, Kind
 from ..rundir_records import job_files
 from ..safepath import private_directory
 from . import lock
-from .location import RegistryError, open_for_reading
+from .location import RegistryError, open_for_reading, unreadable
 from .records import MAX_RECORD_BYTES, Record, parse
 from ..plain import Frozen
 
@@ -71,7 +71,7 @@ def names(directory: str | None) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise RegistryError(f"cannot read the registry directory {directory}: {exc.strerror or exc}") from None
+        raise RegistryError(unreadable(exc)) from None
 
 
 def entries(directory: str | None, listing: list[str], lodgings: list[str] | None = None) -> list[Entry]:
@@ -144,13 +144,14 @@ class View(Frozen):
         )
 
 
-def read(failure_kind: Kind) -> View:
+def read(failure_kind: Kind, refusing: str | None = None) -> View:
     """One read-only pass over the registry; an unreadable registry is a ``failure_kind``
-    Failure (``registry`` under 103 for a by-id client, under 111 for the others)."""
+    Failure (``registry`` under 103 for a by-id client, under 111 for the others), after the
+    by-id client's ``refusing`` words (``cannot inspect run `x```) when it gives them."""
     try:
         directory = open_for_reading()
         listing = names(directory)
     except RegistryError as exc:
-        raise Failure(failure_kind, str(exc)) from None
+        raise Failure(failure_kind, f"{refusing}: {exc}" if refusing else str(exc)) from None
     lodgings: list[str] = []
     return View(directory, listing, entries(directory, listing, lodgings), lodgings)
