@@ -24,8 +24,6 @@ from ..events.types import (
     RootExited,
     RunnerExit,
     RunStarted,
-    SpawnFailed,
-    Timeout,
     from_json,
 )
 
@@ -324,49 +322,6 @@ def _built(item: tuple) -> Event:
     return event
 
 
-def raise_as_subprocess(result: RunResult, spec) -> None:
-    """What ``subprocess.run`` raises for the same run: the OSError of a program or working
-    directory that could not be used (same errno and filename), or TimeoutExpired for a run
-    its timeout ended (with the output captured so far). Each carries the result as ``result``."""
-    if result.source == "spawn_error":
-        failed = _last(result.events, SpawnFailed)
-        message = failed.message if failed is not None and failed.message else result.message or ""
-        if message.startswith("cannot use --cwd"):
-            reason = message.rpartition(": ")[2]
-            number, filename = _errnos().get(reason), spec.cwd
-        else:
-            from ..spawn_words import cause
-
-            number, reason = cause(message) or (None, "")
-            filename = spec.argv[0]
-        if number is None:
-            return
-        error = OSError(number, reason, filename)
-        error.result = result  # type: ignore[attr-defined]
-        raise error
-    if result.source != "timeout":  # the stream is not walked for an ending that cannot be one
-        return
-    ending = result.ending
-    if isinstance(ending, Timeout):
-        seconds = (ending.timeout_ms or 0) / 1000
-        expired = subprocess.TimeoutExpired(result.args, seconds, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
-        expired.result = result  # type: ignore[attr-defined]
-        raise expired
-
-
-_ERRNOS: dict[str, int] = {}
-
-
-def _errnos() -> dict[str, int]:
-    """strerror text -> errno: a bad cwd's message names the reason as ``os.strerror`` did."""
-    if not _ERRNOS:
-        import errno
-        import os
-
-        _ERRNOS.update((os.strerror(number), number) for number in sorted(errno.errorcode, reverse=True))
-    return _ERRNOS
-
-
 _EventT = TypeVar("_EventT", bound=Event)
 
 
@@ -379,11 +334,6 @@ def latest(events: list[Event]) -> dict[type, Event]:
 def _of(last: dict[type, Event], kind: type[_EventT]) -> _EventT | None:
     """The stream's last event of type ``kind``, from its ``latest``."""
     return last.get(kind)  # type: ignore[return-value]
-
-
-def _last(events: list[Event], kind: type[_EventT]) -> _EventT | None:
-    """The stream's last event of type ``kind``, if it has one."""
-    return next((event for event in reversed(events) if isinstance(event, kind)), None)
 
 
 def _envelope(diagnostics: str) -> dict | None:
