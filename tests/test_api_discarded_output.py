@@ -81,3 +81,14 @@ def test_output_that_went_somewhere_gets_no_clause(kept, tmp_path, capfd):
     }
     if kept in where:  # and there the cause is
         assert CAUSE in where[kept]()
+
+
+def test_a_failed_batch_job_kept_its_output_and_gets_no_clause(tmp_path):
+    """A batch captures every job under ``out``: its failure's cause is there to read."""
+    with pytest.raises(processkit.BatchError) as caught:
+        processkit.batch([{"id": "shard", "args": FAILING}], out=str(tmp_path / "out"), check=True)
+    assert "discarded" not in str(caught.value)
+    (line,) = caught.value.lines
+    assert line["exit_code"] == 3
+    with open(line["capture"]["stderr"]["path"]) as kept:
+        assert CAUSE in kept.read()
