@@ -24,7 +24,8 @@ from ..events.follow import Follower, read_all
 from . import service, wire
 from .launch import Call, prepare
 from .communicate import Exchange
-from .result import RunResult, build, raise_as_subprocess
+from .raised import raise_as_subprocess
+from .result import RunResult, build
 
 POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
 POLL_MOST = 0.02

@@ -22,7 +22,8 @@ import sys
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
 from . import service, stopped, wire
-from .result import RunError, RunResult, cut_warning, outcome, raise_as_subprocess, truncated
+from .raised import raise_as_subprocess
+from .result import RunError, RunResult, cut_warning, outcome, truncated
 from .streams import Streams, discard
 from ..plain import Plain
 

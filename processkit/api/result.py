@@ -24,8 +24,6 @@ from ..events.types import (
     RootExited,
     RunnerExit,
     RunStarted,
-    SpawnFailed,
-    Timeout,
     from_json,
 )
 
@@ -71,6 +69,9 @@ class RunResult:
     usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
     exit_code: int | None = None  # the CLI's exit code for this run (None only for an attached run's unknown one)
     duration: float | None = None  # seconds from the child's start to its root's end, when the service timed it
+    # A run that did not end 0 whose child's output nothing kept (echo=False, nothing captured,
+    # piped or given a file): RunError says so. False for every other run and an attached one.
+    discarded: bool = False
 
     def __repr__(self) -> str:
         """One line: the code and who decided it, how long, how much was captured."""
@@ -165,7 +166,15 @@ class RunError(subprocess.CalledProcessError):
         message = self.result.message
         if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
             message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})) or message
-        return f"{text}: {message}" if message else text
+        text = f"{text}: {message}" if message else text
+        return f"{text}; {DISCARDED}" if self.result.discarded else text
+
+
+# What a failure says when nothing kept the child's output: it is nowhere else to be read.
+DISCARDED = (
+    "its output was discarded (echo=False and nothing captured): "
+    "pass capture_output=True, echo=True or capture_dir= to keep it"
+)
 
 
 def build(
@@ -183,6 +192,7 @@ def build(
     duration: float | None = None,
     found: dict[str, CaptureInfo | None] | None = None,
     last: dict[type, Event] | None = None,
+    discarded: bool = False,
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
     runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found`` and
@@ -219,6 +229,7 @@ def build(
         stdout=stdout,
         stderr=stderr,
         usage=usage,
+        discarded=discarded,
     )
 
 
@@ -285,6 +296,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         duration=(ended - started) / 1e9 if started is not None and ended is not None else None,
         found=found,
         last=last,
+        # Looked at only for a run whose child started and failed: the call costs nothing more.
+        discarded=bool(report["code"]) and RunStarted in last and streams.dropped(spec),
     )
 
 
@@ -324,49 +337,6 @@ def _built(item: tuple) -> Event:
     return event
 
 
-def raise_as_subprocess(result: RunResult, spec) -> None:
-    """What ``subprocess.run`` raises for the same run: the OSError of a program or working
-    directory that could not be used (same errno and filename), or TimeoutExpired for a run
-    its timeout ended (with the output captured so far). Each carries the result as ``result``."""
-    if result.source == "spawn_error":
-        failed = _last(result.events, SpawnFailed)
-        message = failed.message if failed is not None and failed.message else result.message or ""
-        if message.startswith("cannot use --cwd"):
-            reason = message.rpartition(": ")[2]
-            number, filename = _errnos().get(reason), spec.cwd
-        else:
-            from ..spawn_words import cause
-
-            number, reason = cause(message) or (None, "")
-            filename = spec.argv[0]
-        if number is None:
-            return
-        error = OSError(number, reason, filename)
-        error.result = result  # type: ignore[attr-defined]
-        raise error
-    if result.source != "timeout":  # the stream is not walked for an ending that cannot be one
-        return
-    ending = result.ending
-    if isinstance(ending, Timeout):
-        seconds = (ending.timeout_ms or 0) / 1000
-        expired = subprocess.TimeoutExpired(result.args, seconds, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
-        expired.result = result  # type: ignore[attr-defined]
-        raise expired
-
-
-_ERRNOS: dict[str, int] = {}
-
-
-def _errnos() -> dict[str, int]:
-    """strerror text -> errno: a bad cwd's message names the reason as ``os.strerror`` did."""
-    if not _ERRNOS:
-        import errno
-        import os
-
-        _ERRNOS.update((os.strerror(number), number) for number in sorted(errno.errorcode, reverse=True))
-    return _ERRNOS
-
-
 _EventT = TypeVar("_EventT", bound=Event)
 
 
@@ -379,11 +349,6 @@ def latest(events: list[Event]) -> dict[type, Event]:
 def _of(last: dict[type, Event], kind: type[_EventT]) -> _EventT | None:
     """The stream's last event of type ``kind``, from its ``latest``."""
     return last.get(kind)  # type: ignore[return-value]
-
-
-def _last(events: list[Event], kind: type[_EventT]) -> _EventT | None:
-    """The stream's last event of type ``kind``, if it has one."""
-    return next((event for event in reversed(events) if isinstance(event, kind)), None)
 
 
 def _envelope(diagnostics: str) -> dict | None:

@@ -179,6 +179,13 @@ class Streams:
         """The child gets descriptors of this call's for some standard stream (``child_fds``)."""
         return self.stdin_pipe or any(fd is not None for fd in self.given) or self.live and self.asked
 
+    def dropped(self, spec) -> bool:
+        """Nothing kept the child's output: neither echoed nor inherited, no stream read back or
+        handed to the caller's file or descriptor, no ``capture_dir`` of the caller's (a failure
+        then says so, ``RunError``: subprocess's child would have written to the caller's streams)."""
+        kept = spec.echo or spec.inherit_stdio or spec.capture_dir not in (None, SCRATCH_CAPTURE)
+        return not (kept or self.asked or self.given[1] is not None or self.given[2] is not None)
+
     @property
     def asked(self) -> bool:
         """Some output stream is PIPE (read back on ``run``, a pipe on ``start``)."""
