@@ -94,6 +94,20 @@ def test_junit_timestamp_names_its_zone(tmp_path):
     assert abs((started - stamp).total_seconds()) < 1
 
 
+def test_junit_timestamp_of_a_crafted_start_is_still_a_date(tmp_path):
+    """A ``--resume``'d summary line is read back: one whose start is before the epoch in UTC
+    (year 1 at +14:00) made the timestamp's date overflow (104); it is clamped to a date."""
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    path = manifest(tmp_path, [{"id": "a", "args": ["true"]}])
+    assert run_cli("batch", path, "--out", out).returncode == 0
+    line = summary(out)["a"]
+    line["started_at"] = "0001-01-01T00:00:00+14:00"
+    (out / "summary.jsonl").write_text(json.dumps(line) + "\n")
+    result = run_cli("batch", path, "--out", out, "--resume", "--junit", junit)
+    assert result.returncode == 0, result.stderr
+    assert ET.parse(junit).getroot().find("testsuite").get("timestamp") == "1970-01-01T00:00:00.000+00:00"
+
+
 def test_junit_parses_with_junitparser(tmp_path):
     junitparser = pytest.importorskip("junitparser")
     result, out, junit = ci_batch(tmp_path)

@@ -34,6 +34,7 @@ TAILS_BYTES = 64 << 20
 LEFT_OUT = "[left out: "  # how a tail the budget left out begins
 RUNNER_SOURCES = ("setup", "spawn_error", "container_error", "internal", "task_failed")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LAST = 253402300799.0  # 9999-12-31T23:59:59 UTC: a later start is no datetime
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -61,6 +62,7 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     # UTC with milliseconds and its offset, as nextest writes it: Ant writes the time zoneless (in
     # GMT), which Jenkins reads as UTC but JavaScript's Date as the reader's local time
     started = batch.started_s if batch.started_s is not None else started_ns / 1e9
+    started = min(max(started, 0.0), _LAST)  # a --resume'd line's start, crafted: still a date
     timestamp = (_EPOCH + timedelta(seconds=started)).isoformat(timespec="milliseconds")
     counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
     return (
