@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import xml.etree.ElementTree as ET
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -85,10 +86,26 @@ def test_junit_timestamp_names_its_zone(tmp_path):
     env = {**os.environ, "TZ": "Asia/Tokyo"}
     result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit, env=env)
     assert result.returncode == 0, result.stderr
-    stamp = datetime.fromisoformat(ET.parse(junit).getroot().find("testsuite").get("timestamp"))
+    written = ET.parse(junit).getroot().find("testsuite").get("timestamp")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", written), written  # as nextest's
+    stamp = datetime.fromisoformat(written)
     assert stamp.utcoffset() is not None, stamp  # the instant, whatever the reader's zone
     started = datetime.fromisoformat(summary(out)["one"]["started_at"].replace("Z", "+00:00"))
     assert abs((started - stamp).total_seconds()) < 1
+
+
+def test_junit_timestamp_of_a_crafted_start_is_still_a_date(tmp_path):
+    """A ``--resume``'d summary line is read back: one whose start is before the epoch in UTC
+    (year 1 at +14:00) made the timestamp's date overflow (104); it is clamped to a date."""
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    path = manifest(tmp_path, [{"id": "a", "args": ["true"]}])
+    assert run_cli("batch", path, "--out", out).returncode == 0
+    line = summary(out)["a"]
+    line["started_at"] = "0001-01-01T00:00:00+14:00"
+    (out / "summary.jsonl").write_text(json.dumps(line) + "\n")
+    result = run_cli("batch", path, "--out", out, "--resume", "--junit", junit)
+    assert result.returncode == 0, result.stderr
+    assert ET.parse(junit).getroot().find("testsuite").get("timestamp") == "1970-01-01T00:00:00.000+00:00"
 
 
 def test_junit_parses_with_junitparser(tmp_path):
@@ -157,12 +174,22 @@ def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
     out, junit = tmp_path / "out", tmp_path / "junit.xml"
     earlier = run_cli("batch", path, "--out", out, "--junit", junit)
     assert earlier.returncode == BATCH_FAILED and ET.parse(junit).getroot().get("failures") == "1"
+    before = datetime.now(timezone.utc).replace(microsecond=0)
     result = run_cli("batch", path, "--out", out, "--junit", junit, "--partition", "3/3")
+    after = datetime.now(timezone.utc)
     assert result.returncode == 0, result.stderr
     assert "batch: share 3/3 holds no job" in result.stderr.decode()
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("0", "0")
+    stamp = datetime.fromisoformat(root.find("testsuite").get("timestamp"))
+    assert before <= stamp <= after, stamp  # the batch's own start (it was 1970 without a job's)
     assert summary(out) == {} and "0 jobs" in (out / "index.html").read_text()
+    page = run_cli("report", out, "-o", tmp_path / "page.html")  # drawn again, as any batch's --out
+    assert page.returncode == 0, page.stderr
+    assert "0 jobs" in (tmp_path / "page.html").read_text()
+    (out / "summary.jsonl").write_text('{"no": "id"}\nnot JSON\n')  # lines, but no job's: still refused
+    refused = run_cli("report", out, "-o", tmp_path / "page.html")
+    assert refused.returncode == 114 and b"holds no job's line" in refused.stderr, refused.stderr
 
 
 def test_a_bad_partition_is_a_usage_error(tmp_path):

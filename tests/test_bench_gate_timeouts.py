@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
+import subprocess
+
+import pytest
 
 from conftest import run_cli
 
@@ -15,9 +19,9 @@ from conftest import run_cli
 WORK = 'if [ -e hang ] && [ "$HYPERFINE_ITERATION" = 1 ]; then exec sleep 3600; fi\nexec sleep 0.02\n'
 
 
-def bench(tmp_path, *extra):
+def bench(tmp_path, *extra, runs=5):
     return run_cli(
-        "bench", "-N", "--runs", "5", "-n", "work", "sh work.sh", "--export-json", tmp_path / "out.json",
+        "bench", "-N", "--runs", str(runs), "-n", "work", "sh work.sh", "--export-json", tmp_path / "out.json",
         *extra, cwd=tmp_path, timeout=120,
     )  # fmt: skip
 
@@ -66,3 +70,77 @@ def test_the_comparison_says_the_timed_out_runs_its_verdict_leaves_out(tmp_path)
     assert html.unescape((tmp_path / "page.html").read_text()).count(said) == 1
     again = run_cli("report", tmp_path / "out.json", "-o", tmp_path / "again.html")  # its own comparison, read back
     assert again.returncode == 0 and said in html.unescape((tmp_path / "again.html").read_text()), again.stderr
+
+
+def test_a_cpu_regression_fails_though_a_busy_machine_excuses_the_hang(tmp_path):
+    """The timed-out run is inconclusive on a busy machine (the load can explain a timeout ten
+    times the baseline's median), but the command also does twice the work by CPU time, which the
+    load does not move: the gate still fails it (119) by that figure. It used to stop at the
+    timeouts' "inconclusive" and exit 0. The baseline is crafted: its host recorded as busy, its
+    CPU time (and instructions, where counted) halved, its times set so the median is a tenth of
+    the timeout."""
+    spin = 'i=0; while [ "$i" -lt 20000 ]; do i=$((i+1)); done\n'
+    (tmp_path / "work.sh").write_text(WORK.replace("exec sleep 0.02\n", spin))
+    assert bench(tmp_path, runs=8).returncode == 0
+    base = json.loads((tmp_path / "out.json").read_text())
+    base["processkit"]["host_load"]["others_cpu_share"] = 0.95  # as a busy CI runner's would read
+    (record,) = base["results"]
+    record["times"] = [0.3] * len(record["times"])  # the timeout (3 s) is 900 % over: within 1900 %
+    for key in ("user_times", "system_times"):
+        record[key] = [value / 2 for value in record[key]]
+    for name, counts in (record.get("counters") or {}).items():
+        if counts is not None:
+            record["counters"][name] = [count // 2 for count in counts]
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "hang").touch()
+
+    gated = bench(
+        tmp_path, "--timeout", "3s", "--ignore-failure", "--baseline", tmp_path / "base.json",
+        "--fail-if-slower", "5", runs=8,
+    )  # fmt: skip
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert gated.returncode == 119, (gated.stderr, decided)
+    assert decided["outcome"] == "regressed" and decided["figure"] in ("cpu", "instructions"), decided
+
+
+# Its 2nd run (a counter file) takes 1.2 s, every time, before and after: nothing changed.
+SLOW_SECOND = (
+    'n=$(($(cat count 2>/dev/null || echo 0) + 1)); echo "$n" > count\n'
+    'if [ "$n" = 2 ]; then exec sleep 1.2; fi\nexec sleep 0.02\n'
+)
+
+
+@pytest.mark.parametrize("tool", ["processkit", "hyperfine"])
+def test_a_baseline_run_as_long_as_the_timeout_counts_as_timed_out(tmp_path, tool):
+    """A baseline measured without ``--timeout`` (ours without it, or hyperfine's) holds a run as
+    long as the new timeout as a finished run: it counted 0 timed out, so the unchanged command's
+    2nd run, ended at 600 ms now, failed the gate (119, "2477 % slower"). Such a run now counts as
+    timed out on the baseline's side, in the gate and in the comparison."""
+    if tool == "hyperfine" and shutil.which("hyperfine") is None:
+        pytest.skip("hyperfine is not installed")
+    (tmp_path / "work.sh").write_text(SLOW_SECOND)
+    base = tmp_path / "base.json"
+    if tool == "hyperfine":
+        made = subprocess.run(
+            ["hyperfine", "-N", "--runs", "5", "-n", "work", "sh work.sh", "--export-json", base],
+            cwd=tmp_path, capture_output=True, timeout=120,
+        )  # fmt: skip
+    else:
+        made = bench(tmp_path)
+        (tmp_path / "out.json").rename(base)
+    assert made.returncode == 0, made.stderr
+    assert max(json.loads(base.read_text())["results"][0]["times"]) >= 0.6  # the long run, finished
+    (tmp_path / "count").unlink()
+
+    gated = bench(tmp_path, "--timeout", "600ms", "--ignore-failure", "--baseline", base, "--fail-if-slower", "5")
+    exported = json.loads((tmp_path / "out.json").read_text())
+    assert exported["results"][0]["timed_out"] == 1  # the same run, ended now
+    (decided,) = exported["gate"]["commands"]
+    assert gated.returncode != 119, (gated.stderr, decided)
+    # on a busy machine it was "inconclusive" by the timeout, not 119: never by the timeouts now
+    assert "reached the timeout" not in decided["reason"], decided
+    (entry,) = exported["baseline"]["commands"]
+    assert "timed_out" not in entry, entry  # no larger share than the baseline's: nothing to say
+    assert "runs timed out" not in gated.stdout.decode()
+    page = run_cli("report", base, tmp_path / "out.json", "-o", tmp_path / "page.html")
+    assert page.returncode == 0 and "runs timed out" not in (tmp_path / "page.html").read_text(), page.stderr

@@ -63,7 +63,8 @@ class BaselineReport(Plain):
     commands: list
 
     def regressions(self, percent: float) -> list[Against]:
-        """The commands significantly slower than the baseline by more than ``percent``."""
+        """The commands significantly slower than the baseline by more than ``percent``, by the
+        comparison's metric: its word, not the gate's (``gate``: load-aware, and timeouts count)."""
         return [
             entry
             for entry in self.commands
@@ -75,7 +76,8 @@ class BaselineReport(Plain):
             "file": self.file,
             "metric": self.metric,
             "test": "mann-whitney-u",
-            "commands": [entry._asdict() for entry in self.commands],
+            # timed_out only where there is something to say: an added field, absent otherwise
+            "commands": [{k: v for k, v in e._asdict().items() if k != "timed_out" or v} for e in self.commands],
         }
 
     @classmethod
@@ -128,6 +130,14 @@ def against(current: list[Sample], baseline: list[Sample], file: str, metric: st
             entry.timed_out = [out, runs, old_out, old_runs]
         entries.append(entry)
     return BaselineReport(file, metric, entries)
+
+
+def ended(timed_out: int | None, times: list, timeout_ms: int | None) -> tuple[int, int]:
+    """A recorded command's (timed-out runs, runs): its file's count (hyperfine's has none) and,
+    against this benchmark's ``timeout_ms``, each finished run that took as long, which it would
+    have ended: a baseline measured without that timeout is no share of 0 to be worse than."""
+    out = (timed_out or 0) + (sum(time * 1000 >= timeout_ms for time in times) if timeout_ms else 0)
+    return out, len(times) + (timed_out or 0)
 
 
 def timed_out_words(entry: Against) -> str:

@@ -32,16 +32,18 @@ A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._
 criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why.
 
 Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
-once in a while reads as fast as ever by its finished runs. Before any figure, ``_hung`` judges
-them: a larger share of timed-out runs than the baseline's is a slowdown of at least the
-timeout over the baseline's median.
+once in a while reads as fast as ever by its finished runs. ``_hung`` judges them beside the
+figures: a larger share of timed-out runs than the baseline's (its finished runs as long as the
+timeout counted as timed out: a baseline measured without it would have had them end) is a
+slowdown of at least the timeout over the baseline's median. A regression by either fails; the
+timeouts' "inconclusive" never hides a regression by a figure the load does not move.
 """
 
 from __future__ import annotations
 
 from ..plain import Plain
 from ..text import sanitize
-from .baseline import SLOWER, _entry, match
+from .baseline import SLOWER, _entry, ended, match
 from .stats import summarize
 
 BUSY_SHARE = 0.25  # other processes took a quarter of all CPUs' time or more: the machine was busy
@@ -106,9 +108,10 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
         if hit is None:
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
-        decisions.append(
-            hung or _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
-        )
+        decided = _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
+        # a regression either way fails; else the timeouts' word (inconclusive) before the figures'
+        regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
+        decisions.append((regressed or [hung or decided])[0])
     return decisions
 
 
@@ -172,10 +175,9 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
     larger share of them than the baseline's is at least the timeout's excess over the
     baseline's median, with no sample test (a hang is no draw from the finished runs' spread);
     beyond the threshold it fails, unless a busy machine's load can explain even that."""
-    old_out = old.timed_out or 0  # hyperfine's export has no timeout: every run finished
-    old_runs = len(old.times) + old_out
     if not new.timed_out or not timeout_ms or old.summary.median <= 0:
         return None
+    old_out, old_runs = ended(old.timed_out, old.times, timeout_ms)  # its runs as long: timed out here
     if new.timed_out / len(new.runs) <= old_out / old_runs:
         return None
     change = (timeout_ms / 1000 / old.summary.median - 1) * 100

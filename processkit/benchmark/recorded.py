@@ -21,7 +21,7 @@ from ..bounded import BENCH_EXPORT, InputError, load_file
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from .baseline import VERDICTS, BaselineReport
+from .baseline import VERDICTS, BaselineReport, ended
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -71,6 +71,7 @@ class RecordedBench(Plain):
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
     others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
     max_rss_floor: int | None = None  # bench's own resident set: no run's memory_usage_byte reads below it (ours)
+    timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command records it: CPU time needs it per run (ours;
@@ -92,23 +93,22 @@ class RecordedBench(Plain):
             return []
         return [command.name for command in self.measured("wall") if command.cpu_summary is None]
 
-    def samples(self, metric: str | None = None, every: bool = False) -> list[tuple]:
-        """``(name, text, summary, times)`` per command measured by ``metric``: the summary over
-        every run, the times an even sample for the tests (``TESTED_RUNS`` in all, shared out),
-        so that comparing a huge export's commands stays bounded in time. ``every``: each
-        command with runs, its summary None where ``metric``'s figure was not measured (a
-        baseline pairs its commands so, ``baseline.against``: one is never dropped for it)."""
+    def samples(self, metric: str | None = None, every: bool = False, timeout_ms: int | None = None) -> list[tuple]:
+        """``(name, text, summary, times, (timed-out runs, runs))`` per command measured by ``metric``:
+        the summary over every run, the times an even sample for the tests (``TESTED_RUNS`` in all),
+        so comparing a huge export stays bounded in time; a run as long as ``timeout_ms`` (the
+        benchmark's compared with it) counts as timed out. ``every``: each command with runs, its
+        summary None where ``metric``'s figure was not measured (``baseline.against`` pairs them so)."""
         by_cpu = (metric or self.metric) == "cpu"
         commands = self.measured("cpu" if by_cpu and not every else "wall")
         cap = max(MIN_TESTED, TESTED_RUNS // max(len(commands), 1))
         return [
             (
-                *(
-                    (c.name, c.text, c.cpu_summary, _even(c.cpu_times, cap))
-                    if by_cpu
-                    else (c.name, c.text, c.summary, _even(c.times, cap))
-                ),
-                (c.timed_out or 0, len(c.times) + (c.timed_out or 0)),  # hyperfine's: every run finished
+                c.name,
+                c.text,
+                c.cpu_summary if by_cpu else c.summary,
+                _even(c.cpu_times if by_cpu else c.times, cap),
+                ended(c.timed_out, c.times, timeout_ms),
             )
             for c in commands
         ]
@@ -274,6 +274,7 @@ def from_json(data, source: str) -> RecordedBench:
         max_rss_floor=read.count(settings.get("max_rss_floor_byte"), "'processkit.max_rss_floor_byte'", optional=True)
         if ours
         else None,
+        timeout_ms=read.count(settings.get("timeout_ms"), "'processkit.timeout_ms'", optional=True) if ours else None,
     )
 
 
@@ -387,8 +388,9 @@ def _baseline(read: _Reader, value) -> BaselineReport | None:
             read.string(entry["baseline_command"], f"{where}.baseline_command")
         for key in ("mean", "baseline_mean"):
             read.maybe_seconds(entry.get(key), f"{where}.{key}")
-        if entry.get("timed_out") is not None and len(read.count_list(entry["timed_out"], f"{where}.timed_out")) != 4:
-            raise read.fail(f"{where}.timed_out", "is not four counts")
+        out = None if entry.get("timed_out") is None else read.count_list(entry["timed_out"], f"{where}.timed_out")
+        if out is not None and (len(out) != 4 or out[0] > out[1] or out[2] > out[3]):  # none more timed out than ran
+            raise read.fail(f"{where}.timed_out", "is not four counts: timed out, of runs, and the baseline's")
         for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
             value = entry.get(key)
             if value is not None and not (_is_number(value) and 0 <= value <= high):

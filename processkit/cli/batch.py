@@ -171,7 +171,7 @@ def _batch(args, invocation, settings, jobs) -> int:
         say(sys.stderr, f"batch: {said}\n")  # a failed write dropped
     if not jobs and args.partition is None:
         return 0
-    took = None
+    took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
         from ..report.batch_model import history
 
@@ -199,7 +199,7 @@ def _batch(args, invocation, settings, jobs) -> int:
     if args.trace is not None:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
-        batch_habits.write_junit(settings.out, args.junit)
+        batch_habits.write_junit(settings.out, args.junit, started_ns)
     progress.end(tally.sentence())
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
@@ -245,7 +245,7 @@ def _write_trace(out: str, path: str) -> None:
     from ..userfiles import write_text
 
     try:
-        write_text(path, trace_json(load(out, empty=True)))
+        write_text(path, trace_json(load(out)))
     except Failure as failure:
         warn(f"no trace: {failure.message}")
 

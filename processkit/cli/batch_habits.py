@@ -177,16 +177,16 @@ def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
     output.raw(bytes(block))
 
 
-def write_junit(out: str, path: str) -> None:
-    """The JUnit report, from the summary just written; a failure is a warning (the batch's
-    results stand without it)."""
+def write_junit(out: str, path: str, started_ns: int) -> None:
+    """The JUnit report, from the summary just written (``started_ns``: the batch's start, on the
+    wall clock); a failure is a warning (the batch's results stand without it)."""
     from ..diagnostics import warn
     from ..report.batch_model import load
     from ..report.junit import junit_xml
     from ..userfiles import write_text
 
     try:
-        write_text(path, junit_xml(load(out, empty=True), out))
+        write_text(path, junit_xml(load(out), out, started_ns))
     except Failure as failure:
         warn(f"no JUnit report: {failure.message}")
 

@@ -84,15 +84,16 @@ class Batch(Plain):
     ran: int
     jobs_per_s: float | None
     fullness: float | None  # busy slot time over lanes × wall
+    started_s: float | None = None  # its first attempt's start, seconds since the epoch (None: none ran)
 
 
 def is_batch_out(path: str) -> bool:
     return os.path.isdir(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
 
 
-def load(out: str, empty: bool = False) -> Batch:
-    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds no job (114),
-    but with ``empty``: the batch's own outputs of a share of ``--partition`` that got no job.
+def load(out: str) -> Batch:
+    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds lines but no
+    job's (114). An empty one is a batch of no job: a ``--partition`` share that got none.
 
     Each line becomes its job as it is read, and a job's earlier line (``--resume`` appends) is
     let go of at once: what is held is the jobs, never the lines, so the memory taken stays
@@ -106,7 +107,7 @@ def load(out: str, empty: bool = False) -> Batch:
             continue
         last.pop(line.id, None)  # the latest line, but in the order of the first
         last[line.id] = _job(line)
-    if not last and not empty:
+    if not last and skipped:
         raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
     jobs = list(last.values())
     del last
@@ -134,6 +135,7 @@ def load(out: str, empty: bool = False) -> Batch:
         ran=ran,
         jobs_per_s=ran / (wall / 1000) if wall else None,
         fullness=busy / (at_once * wall) if wall and at_once else None,
+        started_s=origin / 1000 if attempts else None,
     )
 
 

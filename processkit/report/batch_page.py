@@ -36,7 +36,7 @@ def warm() -> None:
 
 
 def page_for(out: str) -> str:
-    return batch_page(load(out, empty=True))  # the batch's own page: an empty share's too
+    return batch_page(load(out))
 
 
 def batch_page(batch: Batch) -> str:

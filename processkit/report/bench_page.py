@@ -325,7 +325,7 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
     if old is not None:
         metric = old.metric_for(bench.metric)
         mine, theirs = bench.measured("wall"), old.measured("wall")  # paired whatever their CPU (``against``)
-        current, earlier = bench.samples(metric, every=True), old.samples(metric, every=True)
+        current, earlier = bench.samples(metric, every=True), old.samples(metric, True, bench.timeout_ms)
         report = against_baseline.against(current, earlier, old.source, metric)
         place = {id(command): index for index, command in enumerate(bench.commands)}
         for command, hit in zip(mine, against_baseline.match(current, earlier)):

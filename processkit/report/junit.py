@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from datetime import datetime, timedelta, timezone
 from xml.sax.saxutils import escape, quoteattr
 
 from ..bounded import RUN_FILE, InputError, open_input
@@ -32,6 +33,8 @@ TAIL_BYTES = 4096
 TAILS_BYTES = 64 << 20
 LEFT_OUT = "[left out: "  # how a tail the budget left out begins
 RUNNER_SOURCES = ("setup", "spawn_error", "container_error", "internal", "task_failed")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LAST = 253402300799.0  # 9999-12-31T23:59:59 UTC: a later start is no datetime
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -43,9 +46,10 @@ def _attr(value: str) -> str:
     return quoteattr(_NOT_XML.sub("\ufffd", value))
 
 
-def junit_xml(batch: Batch, name: str) -> str:
+def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     """The batch as one JUnit document; ``name`` names its suite (the batch's ``--out``, where
-    a retried job's earlier attempts keep their capture)."""
+    a retried job's earlier attempts keep their capture); ``started_ns``: when the batch began
+    (the wall clock), its timestamp when no job started (a ``--partition`` share with none)."""
     budget = [TAILS_BYTES]
     cases = [""] * len(batch.jobs)
     # the failures' tails first: a large batch's passing jobs must not spend what shows why one failed
@@ -55,9 +59,11 @@ def junit_xml(batch: Batch, name: str) -> str:
     errors = sum(_kind(job) == "error" for job in batch.jobs)
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
     seconds = f"{(batch.wall_ms or 0) / 1000:.3f}"
-    starts = sorted(job.started_at for job in batch.jobs if job.started_at)
-    # with its offset, as nextest writes it: Ant's zoneless form means the reader's local time
-    timestamp = (starts[0][:19] if starts else "1970-01-01T00:00:00") + "+00:00"
+    # UTC with milliseconds and its offset, as nextest writes it: Ant writes the time zoneless (in
+    # GMT), which Jenkins reads as UTC but JavaScript's Date as the reader's local time
+    started = batch.started_s if batch.started_s is not None else started_ns / 1e9
+    started = min(max(started, 0.0), _LAST)  # a --resume'd line's start, crafted: still a date
+    timestamp = (_EPOCH + timedelta(seconds=started)).isoformat(timespec="milliseconds")
     counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
