@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..errors import os_error_words
 from ..pathtrust import UnsafePath, others_can_write
 from ..safepath import private_directory
 
@@ -80,7 +81,7 @@ def open_for_writing() -> str:
 def unreadable(exc: OSError) -> str:
     """The reference's words for a registry the system would not let it read (an ``io::Error``
     shown as Rust shows one: the system's words, then its number)."""
-    return f"could not read the run registry: {exc.strerror or exc} (os error {exc.errno})"
+    return f"could not read the run registry: {os_error_words(exc)}"
 
 
 def open_for_reading() -> str | None:
@@ -88,6 +89,8 @@ def open_for_reading() -> str | None:
     path = registry_dir()
     try:
         fd = private_directory(path, create=False)
+    except UnsafePath as exc:  # this build's own refusal, not the system's: no errno to show
+        raise RegistryError(_refused(path, exc)) from None
     except OSError as exc:
         raise RegistryError(unreadable(exc)) from None
     if fd is None:
@@ -95,10 +98,15 @@ def open_for_reading() -> str | None:
     try:
         _not_shared(fd, path)
     except UnsafePath as exc:
-        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror}") from None
+        raise RegistryError(_refused(path, exc)) from None
     finally:
         os.close(fd)
     return path
+
+
+def _refused(path: str, exc: UnsafePath) -> str:
+    """A registry directory a client will not trust (a link, another user's, one others can write)."""
+    return f"cannot open the registry directory {path}: {exc.strerror}"
 
 
 def _not_shared(fd: int, path: str) -> int:
