@@ -34,7 +34,9 @@ class Gate:
     def hold(self, run_id: str, seconds: float) -> None:
         """Say the launcher is at the gate, then wait for the release (a Failure past ``seconds``)."""
         self._write(
-            "before-final-read", b"ready", f"could not publish the internal final-read test rendezvous for run `{run_id}`"
+            "before-final-read",
+            b"ready",
+            f"could not publish the internal final-read test rendezvous for run `{run_id}`",
         )
         release = os.path.join(self._dir, "allow-final-read")
         deadline = time.monotonic() + seconds
@@ -43,7 +45,7 @@ class Gate:
                 raise Failure(
                     Kind.SETUP,
                     f"the internal final-read test rendezvous for run `{run_id}` was not released "
-                    f"within {seconds:g}s"  # whole seconds: the reference's form,
+                    f"within {seconds:g}s",  # whole seconds: the reference's form,
                 )
             time.sleep(POLL_SECONDS)
 
