@@ -45,7 +45,7 @@ class Gate:
                 raise Failure(
                     Kind.SETUP,
                     f"the internal final-read test rendezvous for run `{run_id}` was not released "
-                    f"within {seconds:g}s",  # whole seconds: the reference's form,
+                    f"within {seconds:g}s",  # whole seconds: the reference's form
                 )
             time.sleep(POLL_SECONDS)
 
