@@ -63,13 +63,14 @@ def open_for_writing() -> str:
         try:
             # This user's own directory (``private_directory`` checked the owner and the path): made
             # 0700 again whatever it was widened to, as the reference's §2.1 says, so that from
-            # here on no one else can add to it. A sticky one is a shared place by design (root's
-            # own ``/tmp``, ``/dev/shm``): never chmod-ed, never adopted.
+            # here on no one else can add to it; re-applied even when it is 0700, as the reference
+            # does, so a registry that cannot take it (read-only) cannot be opened, as there. A
+            # sticky one is a shared place by design (root's own ``/tmp``, ``/dev/shm``): never
+            # chmod-ed, never adopted.
             mode = os.fstat(fd).st_mode & 0o7777
             if mode & stat.S_ISVTX:
                 raise UnsafePath(f"{path} is a shared sticky directory (mode {mode:04o})")
-            if mode != 0o700:
-                os.fchmod(fd, 0o700)
+            os.fchmod(fd, 0o700)
         finally:
             os.close(fd)
     except OSError as exc:
