@@ -26,8 +26,9 @@ from .selfexec import program
 POLL_SECONDS = 0.02
 HANDSHAKE_SECONDS = 30.0
 STOP_SECONDS = 10.0  # for a copy that was given up on to end its own tree, before it is SIGKILLed
-# The first line holds the run_started event, whose raw argv (--argv-raw) can be as long as
-# the kernel lets an argv be; anything longer is not a line this runner wrote.
+# The reader's guard only: the writer keeps every line, run_started with its raw argv
+# (--argv-raw) included, within bounded.LINE_BYTES (1 MiB), so a longer first line is not one
+# this runner wrote.
 MARKER_LIMIT = 8 * 1024 * 1024
 MARKER_CHUNK = 8 * 1024  # the first line is read this much at a time, never the whole stream
 EVIDENCE_BYTES = 64 * 1024
