@@ -283,33 +283,6 @@ def test_an_unreadable_registry_fails_whole_registry_commands_with_111(tmp_path,
     assert (envelope(proc)["kind"], envelope(proc)["run_id"]) == ("registry", "x")
 
 
-@pytest.mark.parametrize("refused", ["link", "shared"])
-def test_a_registry_the_clients_refuse_is_said_as_a_refusal_not_a_system_error(tmp_path, monkeypatch, refused):
-    """A link and a directory others can write into are this build's refusals, in one
-    wording; no system error number is made up for them."""
-    real = tmp_path / "real"
-    real.mkdir()
-    os.chmod(real, 0o777 if refused == "shared" else 0o700)
-    registry = real
-    if refused == "link":
-        registry = tmp_path / "reglink"
-        registry.symlink_to(real)
-    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
-    why = (
-        f"{registry} is a symbolic link"
-        if refused == "link"
-        else f"{registry} is a directory other users can write into (mode 0777)"
-    )
-    cause = f"cannot open the registry directory {registry}: {why}\n"
-    listed = run_cli("list")
-    assert (listed.returncode, listed.stderr.decode()) == (111, f"processkit-cli: {cause}")
-    inspected = run_cli("inspect", "--run-id", "x")
-    assert (inspected.returncode, inspected.stderr.decode()) == (
-        103,
-        f"processkit-cli: cannot inspect run `x`: {cause}",
-    )
-
-
 def test_a_missing_registry_is_empty_and_clients_never_create_it(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere" / "runs"
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(missing))
