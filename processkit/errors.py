@@ -155,3 +155,9 @@ class StdoutClosed(Exception):
 
 def usage(message: str, hint: str | None = None) -> Failure:
     return Failure(Kind.USAGE, message, hint=hint)
+
+
+def os_error_words(exc: OSError) -> str:
+    """A system error as the reference shows one (Rust's ``io::Error``): the system's words,
+    then its number."""
+    return f"{exc.strerror or exc} (os error {exc.errno})"

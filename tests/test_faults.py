@@ -109,11 +109,17 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
 
 
 # -- the registry -----------------------------------------------------------------------------
-@pytest.mark.parametrize("blocked", ["not_a_directory", "read_only"])
+@pytest.mark.parametrize("blocked", ["not_a_directory", "read_only", "full"])
 def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmpfs, monkeypatch, blocked):
-    """The run warns once and goes on; no client can find it, and nothing is left behind."""
+    """The run warns once and goes on; no client can find it, and nothing is left behind. A
+    registry it can open but not add to (no inode left) is said as the reference's entry that
+    could not be created; one it cannot even make 0700 again (read-only), as its open."""
+    said = "could not open the run registry: "
     if blocked == "read_only":
         registry = small_tmpfs("registry", "size=64k,mode=0700,ro")
+    elif blocked == "full":
+        registry = small_tmpfs("registry", "size=64k,mode=0700,nr_inodes=1")
+        said = "could not create the run registry entry: "
     else:
         (tmp_path / "file").write_text("")
         registry = tmp_path / "file" / "runs"
@@ -121,9 +127,57 @@ def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmp
     proc, events = run_checked(tmp_path, "--run-id", "unlisted", command=["sh", "-c", "echo hi; exit 4"], returncode=4)
     assert proc.stdout == b"hi\n"
     warnings = stderr_lines(proc)
-    assert len(warnings) == 1 and warnings[0].startswith("processkit-cli: warning: could not open the run registry: ")
+    assert len(warnings) == 1 and warnings[0].startswith(f"processkit-cli: warning: {said}"), warnings
     assert one(events, "run_started")["run_id"] == "unlisted"
     assert not os.path.isdir(registry) or registry_entries(registry) == []
+
+
+# A bench whose late publication meets an error ``publish`` does not itself warn of.
+LATE_PUBLICATION_FAILS = """
+import errno, sys
+from processkit.engine import launch
+
+def publish(*args):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+launch._publish = publish
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_path, isolated_registry):
+    """A bench run (published once its child has run a while) whose registration fails: one
+    warning, the reference's for a registry entry it could not create, and the run goes on."""
+    release = tmp_path / "release"
+    child = f"while [ ! -e {release} ]; do sleep 0.01; done"
+    bench = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            LATE_PUBLICATION_FAILS,
+            "bench",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "-N",
+            "--command",
+            json.dumps(["sh", "-c", child]),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        line = bench.stderr.readline()
+        release.touch()
+        rest = bench.communicate(timeout=60)[1]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert line == b"processkit-cli: warning: could not create the run registry entry: No space left on device\n"
+    assert (bench.returncode, rest) == (0, b"")
 
 
 # -- the runner dies or is signalled at the worst moment ----------------------------------------

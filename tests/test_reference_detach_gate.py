@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import cli_command, start_cli, wait_for_file
+from conftest import cli_command, run_cli, start_cli, wait_for_file
+from streams import stderr_lines
 
 GATE = "PROCESSKIT_CLI_TEST_DETACH_FINAL_READ_GATE"
 SNAPSHOTS = 16 * 1024
@@ -81,3 +82,33 @@ def test_the_last_look_decides_the_start(tmp_path):
     assert b"run `gated-lost` did not start" in stderr
     examined, fetched = map(int, (gate / "final-read-counts").read_text().split())
     assert examined == len(lines[1]) and fetched >= examined
+
+
+def test_a_jsonl_that_fails_is_started_at_the_gate_too(tmp_path, isolated_registry):
+    """``--jsonl /dev/full``: the stream cannot hold the proof, so the last look takes the
+    readiness pipe's word (and its warning), as a launcher with no gate does."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "allow-final-read").write_bytes(b"go")
+    env = {**os.environ, GATE: str(gate)}
+    proc = run_cli("run", "--detach", "--run-id", "gated-full", "--jsonl", "/dev/full", "--", "true", env=env)
+    assert (proc.returncode, stderr_lines(proc)) == (
+        0,
+        [
+            "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
+            "No space left on device"
+        ],
+    )
+    assert (gate / "before-final-read").read_bytes() == b"ready"
+
+
+def test_a_missing_rendezvous_is_said_in_the_reference_words(tmp_path, isolated_registry):
+    """The reference's test hook fails a launch whose rendezvous it cannot publish (111)."""
+    jsonl = tmp_path / "events.jsonl"
+    env = {**os.environ, GATE: str(tmp_path / "absent")}
+    proc = run_cli("run", "--detach", "--run-id", "gated-nowhere", "--jsonl", jsonl, "--", "true", env=env)
+    assert (proc.returncode, proc.stderr.decode()) == (
+        111,
+        "processkit-cli: could not publish the internal final-read test rendezvous for run `gated-nowhere`: "
+        "No such file or directory (os error 2)\n",
+    )

@@ -5,7 +5,10 @@ tests match on keep their words. Each case drives the installed processkit-cli."
 from __future__ import annotations
 
 import json
+import os
 import time
+
+import pytest
 
 from conftest import read_events, run_cli, start_cli, wait_for_event
 from control_support import start_waiter
@@ -287,7 +290,27 @@ def test_an_unreadable_registry_is_said_in_the_reference_words(tmp_path, monkeyp
     blocker = tmp_path / "registry"
     blocker.write_text("")
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(blocker))
-    cause = "could not read the run registry: Not a directory (os error 20)\n"
+    _the_clients_say("could not read the run registry: Not a directory (os error 20)\n")
+
+
+@pytest.mark.parametrize("refused", ["link", "shared"])
+def test_a_registry_the_clients_refuse_is_said_as_a_refusal_not_a_system_error(tmp_path, monkeypatch, refused):
+    """A link and a directory others can write into are this build's refusals, in one
+    wording; no system error number is made up for them."""
+    real = tmp_path / "real"
+    real.mkdir()
+    os.chmod(real, 0o777 if refused == "shared" else 0o700)
+    registry = real
+    if refused == "link":
+        registry = tmp_path / "reglink"
+        registry.symlink_to(real)
+    monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", str(registry))
+    why = "is a symbolic link" if refused == "link" else "is a directory other users can write into (mode 0777)"
+    _the_clients_say(f"cannot open the registry directory {registry}: {registry} {why}\n")
+
+
+def _the_clients_say(cause: str) -> None:
+    """A whole-registry client fails 111 with ``cause``, a by-id one 103 after its own prefix."""
     listed = run_cli("list")
     assert (listed.returncode, listed.stderr.decode()) == (111, f"processkit-cli: {cause}")
     inspected = run_cli("inspect", "--run-id", "x")

@@ -26,8 +26,9 @@ from .selfexec import program
 POLL_SECONDS = 0.02
 HANDSHAKE_SECONDS = 30.0
 STOP_SECONDS = 10.0  # for a copy that was given up on to end its own tree, before it is SIGKILLed
-# The first line holds the run_started event, whose raw argv (--argv-raw) can be as long as
-# the kernel lets an argv be; anything longer is not a line this runner wrote.
+# The reader's guard only: the writer keeps every line, run_started with its raw argv
+# (--argv-raw) included, within bounded.LINE_BYTES (1 MiB), so a longer first line is not one
+# this runner wrote.
 MARKER_LIMIT = 8 * 1024 * 1024
 MARKER_CHUNK = 8 * 1024  # the first line is read this much at a time, never the whole stream
 EVIDENCE_BYTES = 64 * 1024
@@ -101,7 +102,8 @@ class Handshake:
     """Every POLL_SECONDS, the copy's readiness pipe, the file and the copy itself, until the
     proof or the bound. The pipe (``ready``) carries the proof when the JSONL cannot: a run whose
     JSONL fails is healthy, and must not look unstarted (nor be killed for it). Under a test
-    ``gate`` the proof is taken only from the stream's first record, once the copy has ended."""
+    ``gate`` the proof is taken once the copy has ended, from the stream's first record, or from
+    the pipe when it says the JSONL failed."""
 
     def __init__(
         self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None, gate: Gate | None = None
@@ -125,8 +127,10 @@ class Handshake:
             loop.close()
         if self._gate is not None and self._copy_ended:
             self._gate.hold(self._run_id, HANDSHAKE_SECONDS)
-            self._started, examined, fetched = self._first_record()
+            recorded, examined, fetched = self._first_record()
             self._gate.record(self._run_id, examined, fetched)
+            # A JSONL that failed cannot hold the proof: the pipe's word for it then stands.
+            self._started = recorded or self._told_started(jsonl_failed_only=True)
         if self._started is None:  # out of time: one last look, then the copy and its tree go
             self._started = self._proven()
             if not self._started:
@@ -142,9 +146,10 @@ class Handshake:
     def _proven(self) -> bool:
         return self._told_started() or self._marker_written()
 
-    def _told_started(self) -> bool:
+    def _told_started(self, jsonl_failed_only: bool = False) -> bool:
         """Whether the copy said ``started`` on the readiness pipe; it adds why its JSONL
-        stopped when it did, which the caller is told (the copy's own stderr is null)."""
+        stopped when it did, which the caller is told (the copy's own stderr is null).
+        ``jsonl_failed_only``: a plain ``started`` is not taken (the stream is the proof)."""
         if self._ready is None:
             return False
         try:
@@ -154,6 +159,8 @@ class Handshake:
         if not line.startswith(b"started"):
             return False
         _, _, jsonl_failure = line.rstrip(b"\n").partition(b"\t")
+        if jsonl_failed_only and not jsonl_failure:
+            return False
         if jsonl_failure:
             warn(
                 f"the detached run started, but its JSONL event logging is disabled: {jsonl_failure.decode(errors='replace')}"

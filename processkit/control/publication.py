@@ -91,13 +91,8 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
     """The run's record and socket (``started_ns``: its start on the wall clock, else now), or
     None with a warning where the registry cannot take it (another user's or a shared directory
     included: the child runs, unregistered, as the reference's §2.1 says)."""
-    try:
-        if run.lodging is not None and isinstance(run.rundir, JobSlot):
-            registration: Registration | JobRecord = run.lodging.register(run.rundir)
-        else:
-            registration = Registration(open_for_writing())
-    except RegistryError as exc:
-        warn(f"could not open the run registry: {exc}")  # the reference's words, for either cause
+    registration = _registration(run, warn)
+    if registration is None:
         return None
     publication = Publication(run, registration, started_ns)
     if run.rundir is None:
@@ -116,6 +111,24 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
         publication.close()
         return None
     return publication
+
+
+def _registration(run: PublishedRun, warn: Callable[[str], None]) -> Registration | JobRecord | None:
+    """The run's entry reserved (its lock held), or None with a warning in the reference's
+    words: the registry refused (either cause: a batch's refusal is its registry's), or the
+    entry's lock could not be made in it (the reference reserves the lock in ``register``)."""
+    try:
+        if run.lodging is not None and isinstance(run.rundir, JobSlot):
+            return run.lodging.register(run.rundir)
+        directory = open_for_writing()
+    except RegistryError as exc:
+        warn(f"could not open the run registry: {exc}")
+        return None
+    try:
+        return Registration(directory)
+    except RegistryError as exc:
+        warn(f"could not create the run registry entry: {exc}")
+        return None
 
 
 class Publication:

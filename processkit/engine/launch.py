@@ -350,13 +350,14 @@ def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
     """``_publish`` once the child has run the context's ``publish_after_ms``: its record says when it started.
     The child runs by then, so a registry that refuses only leaves the run unpublished, with a
-    warning."""
+    warning: ``publish``'s own, or for anything else it meets, the reference's for a registration
+    that failed."""
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
     try:
         run.publication = _publish(run, container, lodging, started_ns)
     except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
         reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"the run is not registered, so control clients cannot find it: {reason}")
+        warn(f"could not create the run registry entry: {reason}")
 
 
 def _publish(

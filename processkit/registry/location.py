@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..errors import os_error_words
 from ..pathtrust import UnsafePath, others_can_write
 from ..safepath import private_directory
 
@@ -62,13 +63,14 @@ def open_for_writing() -> str:
         try:
             # This user's own directory (``private_directory`` checked the owner and the path): made
             # 0700 again whatever it was widened to, as the reference's §2.1 says, so that from
-            # here on no one else can add to it. A sticky one is a shared place by design (root's
-            # own ``/tmp``, ``/dev/shm``): never chmod-ed, never adopted.
+            # here on no one else can add to it; re-applied even when it is 0700, as the reference
+            # does, so a registry that cannot take it (read-only) cannot be opened, as there. A
+            # sticky one is a shared place by design (root's own ``/tmp``, ``/dev/shm``): never
+            # chmod-ed, never adopted.
             mode = os.fstat(fd).st_mode & 0o7777
             if mode & stat.S_ISVTX:
                 raise UnsafePath(f"{path} is a shared sticky directory (mode {mode:04o})")
-            if mode != 0o700:
-                os.fchmod(fd, 0o700)
+            os.fchmod(fd, 0o700)
         finally:
             os.close(fd)
     except OSError as exc:
@@ -80,7 +82,7 @@ def open_for_writing() -> str:
 def unreadable(exc: OSError) -> str:
     """The reference's words for a registry the system would not let it read (an ``io::Error``
     shown as Rust shows one: the system's words, then its number)."""
-    return f"could not read the run registry: {exc.strerror or exc} (os error {exc.errno})"
+    return f"could not read the run registry: {os_error_words(exc)}"
 
 
 def open_for_reading() -> str | None:
@@ -88,6 +90,8 @@ def open_for_reading() -> str | None:
     path = registry_dir()
     try:
         fd = private_directory(path, create=False)
+    except UnsafePath as exc:  # this build's own refusal, not the system's: no errno to show
+        raise RegistryError(_refused(path, exc)) from None
     except OSError as exc:
         raise RegistryError(unreadable(exc)) from None
     if fd is None:
@@ -95,10 +99,15 @@ def open_for_reading() -> str | None:
     try:
         _not_shared(fd, path)
     except UnsafePath as exc:
-        raise RegistryError(f"cannot open the registry directory {path}: {exc.strerror}") from None
+        raise RegistryError(_refused(path, exc)) from None
     finally:
         os.close(fd)
     return path
+
+
+def _refused(path: str, exc: UnsafePath) -> str:
+    """A registry directory a client will not trust (a link, another user's, one others can write)."""
+    return f"cannot open the registry directory {path}: {exc.strerror}"
 
 
 def _not_shared(fd: int, path: str) -> int:
