@@ -134,7 +134,7 @@ def main(argv: list[str], invocation) -> int:
 
     args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
-    from ..batching.limits import parse_budget, parse_jobs, parse_timeout
+    from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
     budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
@@ -144,7 +144,7 @@ def main(argv: list[str], invocation) -> int:
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
         jobs=None if args.jobs is None else parse_jobs(args.jobs),
-        retries=_count(args.retries, "--retries", 0, 0, 1000),
+        retries=_count(args.retries, "--retries", 0, 0, MAX_RETRIES),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
         timeout=timeout,
