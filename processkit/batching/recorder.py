@@ -77,10 +77,16 @@ class JobCounts:
         return sum(getattr(self, kind) for kind, _ in OUTCOMES)
 
     def sentence(self) -> str:
-        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``."""
-        parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
+        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``. After
+        ``--resume`` the count is of the jobs this batch was to run, the ones skipped as passed
+        before said apart (``2 of 2 jobs to run exited 0, 2 skipped (--resume: passed before)``),
+        so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``."""
+        if self.skipped:
+            parts = [f"{self.succeeded} of {self.total - self.skipped} jobs to run exited 0"]
+        else:
+            parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
         counted = [(getattr(self, kind), words) for kind, words in OUTCOMES]
-        for count, words in (*counted, (self.flaky, "flaky"), (self.skipped, "skipped (--resume)")):
+        for count, words in (*counted, (self.flaky, "flaky"), (self.skipped, "skipped (--resume: passed before)")):
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:

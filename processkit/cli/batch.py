@@ -359,6 +359,8 @@ class Progress:
         from ..progress import bar, eta
 
         done, total = self._done, self._total
+        if total is not None:
+            total -= tally.skipped  # --resume's skipped jobs get no line: not ``done`` either
         elapsed = time.monotonic() - self._started
         text = (
             f"{bar(done, total)} {done}/{'?' if total is None else total} "
