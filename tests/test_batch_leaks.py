@@ -66,3 +66,20 @@ def test_a_batch_that_leaks_nothing_closes_as_before_and_probe_lists_leaks(tmp_p
     assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"
     probe = json.loads(run_cli("probe", "--json").stdout)
     assert "batch:leaks" in probe["surface"]
+
+
+def test_a_leaky_jobs_line_read_back_from_its_stream_keeps_the_leak(tmp_path):
+    """A Dask task that failed as a whole: its ended jobs' lines are read from their streams
+    (``ended.line_from_stream``), and a leaky one's says so as the worker's line would have."""
+    from processkit.batching.ended import line_from_stream
+    from processkit.batching.manifest import jobs_from
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in JOBS))
+    out = tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out).returncode == BATCH_FAILED
+    written = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    label = read_events(out / "clean" / "events.jsonl")[0]["labels"]["batch"]
+    for job in jobs_from(JOBS):
+        line = line_from_stream(job, str(out), label)
+        assert line is not None and line.leaked == written[job.id].get("leaked"), job.id
