@@ -159,18 +159,26 @@ class JobLine(Plain):
     # ``skipped_for``, the need whose failure skipped it (``source`` ``skipped``); ``needs``, the
     # jobs it waited for; ``inputs_sha256``, its ``inputs``' digests (``--resume`` compares them);
     # ``signal``, the signal its child died of (``exit_code`` is then 128 + it, as a shell's);
-    # ``oom_kills``, how many of its tree's processes the kernel's OOM killer ended (its cap).
+    # ``oom_kills``, how many of its tree's processes the kernel's OOM killer ended (its cap);
+    # ``leaked``, how many of its tree's processes were still running when its command exited
+    # (nextest's leaky test: a daemon it left), ended at its cleanup.
     flaky: bool = False
     skipped_for: str | None = None
     needs: list[str] | None = None
     inputs_sha256: dict[str, str] | None = None
     signal: int | None = None  # the signal that ended the job's child (its ``root_exited``), when one did
     oom_kills: int | None = None  # its group's OOM kill counter, when above 0
+    leaked: int | None = None  # its processes left running by its command's exit, when above 0
 
     def oom_said(self) -> str:
         """Why a job's SIGKILL came, in the words ``run`` warns with: the kill alone reads as
         anyone's ``kill -9``."""
         return oom_words(self.oom_kills, "its") if self.oom_kills else ""
+
+    def leak_said(self) -> str:
+        """What a leaky job left, said beside its exit wherever the job is shown."""
+        count = self.leaked or 0
+        return f"left {count} process{'es' if count != 1 else ''} running, ended at its cleanup" if count else ""
 
     @property
     def started(self) -> bool:
@@ -220,6 +228,8 @@ class JobLine(Plain):
             found["signal"] = self.signal
         if self.oom_kills:
             found["oom_kills"] = self.oom_kills
+        if self.leaked:
+            found["leaked"] = self.leaked
         return found
 
     def encode(self) -> bytes:
@@ -291,6 +301,7 @@ class JobLine(Plain):
             _digests(get("inputs_sha256")),
             _int(get("signal")),
             _count(get("oom_kills")),
+            _count(get("leaked")),
         )
 
 

@@ -314,6 +314,31 @@ def test_resume_runs_only_what_did_not_exit_0(tmp_path):
     assert (out / "fine" / "events.jsonl").read_bytes() == first_stream, "a job that exited 0 is not run again"
 
 
+def test_a_resumed_batch_counts_the_jobs_it_ran_apart_from_those_that_passed_before(tmp_path):
+    """The closing line read ``0 of 4 jobs exited 0 ... 2 skipped (--resume)`` after a resume in
+    which every job run passed: it counts the jobs this batch was to run, the skipped apart."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    jobs = [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "b"}]
+    jobs += [{"args": ["test", "-e", str(flag)], "id": flag.name} for flag in (first, second)]
+    manifest, out = write_manifest(tmp_path / "m.jsonl", jobs), tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out)
+    assert proc.returncode == BATCH_FAILED
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 2 of 4 jobs exited 0, 2 failed"
+    first.touch()
+    proc = run_cli("batch", manifest, "--out", out, "--resume")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    said = "batch: 1 of 2 jobs to run exited 0, 1 failed, 2 skipped (--resume: passed before)"
+    assert proc.stderr.decode().splitlines()[-1] == said
+    second.touch()
+    proc = run_cli("batch", manifest, "--out", out, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    said = "batch: 1 of 1 jobs to run exited 0, 3 skipped (--resume: passed before)"
+    assert proc.stderr.decode().splitlines()[-1] == said
+    ran = [(line["id"], line["exit_code"]) for line in summary_lines(out)]
+    assert sorted(ran[:4]) == [("a", 0), ("b", 0), ("first", 1), ("second", 1)]
+    assert sorted(ran[4:6]) == [("first", 0), ("second", 1)] and ran[6:] == [("second", 0)]
+
+
 def test_resume_runs_again_a_job_whose_command_env_or_cwd_changed(tmp_path):
     jobs = [
         {"args": ["true"], "id": "same"},

@@ -41,6 +41,17 @@ def test_processkit_batch_refuses_a_bad_job_before_anything_starts(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("keyword", [{"jobs": -1}, {"jobs": 4097}, {"retries": -1}])
+def test_processkit_batch_refuses_a_count_that_would_start_no_job(tmp_path, keyword):
+    """``jobs=-1`` recorded every job ``halted`` and returned as a batch; it is refused as the
+    CLI's ``--jobs -1`` is, in one line naming the keyword, before ``out`` is made."""
+    (name,) = keyword
+    with pytest.raises(ValueError, match=f"^invalid value -?[0-9]+ for '{name}=': expected a whole number") as raised:
+        processkit.batch([{"args": ["true"]}], out=str(tmp_path / "out"), **keyword)
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     distributed = pytest.importorskip("distributed")
     jobs = [{"args": ["sh", "-c", f"echo {n}; exit {n % 3}"], "id": f"j{n}"} for n in range(12)]

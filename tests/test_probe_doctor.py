@@ -72,6 +72,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "batch:slots-groups",
         "batch:flaky-jobs",
         "batch:oom-kills",
+        "batch:leaks",
         "batch:content-resume",
     }
     expected = set(capabilities)

@@ -16,6 +16,19 @@ from .outdir import prepare_out
 from ..spec import callers_cwd
 
 
+def _counts(jobs: int | None, retries: int) -> tuple[int | None, int]:
+    """``jobs`` and ``retries`` checked as the CLI's ``--jobs N`` and ``--retries N`` are (a
+    Failure naming the keyword): out of range, the batch would record every job ``halted``."""
+    from ..grammar.values import parse_count
+    from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
+
+    for name, value in (("jobs", jobs), ("retries", retries)):
+        if value is not None and type(value) is not int:
+            raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
+    checked = None if jobs is None else parse_count(jobs, "jobs=", low=0, high=MAX_JOBS_IN_FLIGHT)
+    return checked, parse_count(retries, "retries=", low=0, high=MAX_RETRIES)
+
+
 class BatchError(subprocess.CalledProcessError):
     """A batch run with ``check=True`` in which a job did not exit 0 (or never started):
     ``returncode`` is the CLI's 117, ``cmd`` the ids of those jobs, ``lines`` every summary line."""
@@ -47,13 +60,15 @@ def batch(
     API keywords) at most ``jobs`` at once (default: the CPUs), each a full run with its stream
     and capture under ``out``; returns the summary lines in finishing order (``summary.jsonl``).
 
-    A bad job or an ``out`` that cannot be used raises ValueError before anything starts, a
+    A bad job, ``jobs`` or ``retries`` (``jobs=-1`` would start none: the CLI's ``--jobs`` refuses
+    it too) or an ``out`` that cannot be used raises ValueError before anything starts, a
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
     from ..api import service, wire
 
     try:
+        jobs, retries = _counts(jobs, retries)
         checked = jobs_from(manifest)
     except Failure as failure:
         raise ValueError(failure.message) from None

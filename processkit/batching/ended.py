@@ -9,6 +9,8 @@ Facts the reading leans on:
   when the next one starts, so those directories are the earlier attempts;
 - the stream's times are in milliseconds, so a duration read back is to the millisecond (the
   worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``;
+- a leak (processes of the tree still running when the root's exit ended the run) is the
+  ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had;
 - what no stream holds stays unknown: the runner's own message for an ending it decided, and
   under ``--keep failed`` a passing job's stream, which was never written into ``--out``.
 """
@@ -19,7 +21,7 @@ import datetime
 import os
 
 from ..events.follow import read_all
-from ..events.types import OutputCaptured, ResourceSummary, RootExited, RunnerExit, RunStarted
+from ..events.types import CleanupStarted, OutputCaptured, ResourceSummary, RootExited, RunnerExit, RunStarted
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
 from .job_lines import for_job, not_started
 
@@ -33,7 +35,7 @@ STREAM = "events.jsonl"
 class _Ended:
     """What one attempt's ended stream says."""
 
-    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured")
+    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured", "leaked")
 
     def __init__(self, events: list) -> None:
         first: dict[type, object] = {}
@@ -47,6 +49,10 @@ class _Ended:
         resources = first.get(ResourceSummary)
         self.resources = Resources.read(resources.to_json()) if isinstance(resources, ResourceSummary) else None
         self.captured = first.get(OutputCaptured)
+        cleanup = first.get(CleanupStarted)
+        self.leaked = None
+        if isinstance(cleanup, CleanupStarted) and self.exit.source == "child_exit":  # the root's exit ended it
+            self.leaked = cleanup.members_before or None
 
     def capture(self, stream: str) -> Captured | None:
         captured = self.captured
@@ -76,7 +82,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
     last = _read(os.path.join(directory, STREAM), label)
     if last is None:
         return not_started(job, len(earlier), "task_failed", earlier) if earlier else None
-    return for_job(
+    line = for_job(
         job,
         len(earlier) + 1,
         last.exit.source or "unknown",
@@ -90,6 +96,8 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
         stderr=last.capture("stderr"),
         earlier=earlier,
     )
+    line.leaked = last.leaked
+    return line
 
 
 def _read(path: str, label: str) -> _Ended | None:

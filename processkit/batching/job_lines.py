@@ -132,6 +132,8 @@ def ran(
         line.signal = outcome.signal
     if outcome.usage is not None and outcome.usage.oom_kills:
         line.oom_kills = outcome.usage.oom_kills
+    if outcome.left_behind:  # nextest's leak: its processes outlived its command, killed at its cleanup
+        line.leaked = outcome.left_behind
     return line
 
 

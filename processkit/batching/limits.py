@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 MAX_JOBS_IN_FLIGHT = 4096
 AS_MANY_AS_FIT = 0  # --jobs 0: as many at once as the open-file limit allows (up to the most)
 JOBS_FLAG = "--jobs <N>"
+MAX_RETRIES = 1000  # --retries N / retries=: N more attempts, at most this many
 RELATIVE_JOBS = re.compile(r"([+-])([0-9]{1,4})|([0-9]{1,4}(?:\.[0-9]{1,6})?)%")
 MEDIAN_AFTER = 5  # a relative --timeout applies once this many jobs exited 0
 MAX_PERCENT = 1_000_000.0

@@ -50,6 +50,7 @@ class JobCounts:
         "cancelled_by",
         "need_failed",
         "flaky",
+        "leaked",
     )
 
     def __init__(self, total: int):
@@ -64,12 +65,15 @@ class JobCounts:
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
         self.need_failed = 0  # skipped: a need did not exit 0
         self.flaky = 0  # exited 0 on a retry after a failed attempt
+        self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
         setattr(self, kind, getattr(self, kind) + 1)
         if kind == "succeeded":
             self.flaky += line.flaky
+        if line.leaked:
+            self.leaked += 1
 
     @property
     def unsuccessful(self) -> int:
@@ -77,10 +81,21 @@ class JobCounts:
         return sum(getattr(self, kind) for kind, _ in OUTCOMES)
 
     def sentence(self) -> str:
-        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``."""
-        parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
+        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``. After
+        ``--resume`` the count is of the jobs this batch was to run, the ones skipped as passed
+        before said apart (``2 of 2 jobs to run exited 0, 2 skipped (--resume: passed before)``),
+        so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``."""
+        if self.skipped:
+            parts = [f"{self.succeeded} of {self.total - self.skipped} jobs to run exited 0"]
+        else:
+            parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
         counted = [(getattr(self, kind), words) for kind, words in OUTCOMES]
-        for count, words in (*counted, (self.flaky, "flaky"), (self.skipped, "skipped (--resume)")):
+        for count, words in (
+            *counted,
+            (self.flaky, "flaky"),
+            (self.leaked, "leaky (left processes running)"),
+            (self.skipped, "skipped (--resume: passed before)"),
+        ):
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:

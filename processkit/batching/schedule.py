@@ -216,3 +216,12 @@ def _how(line: JobLine) -> str:
     if line.source == "timeout":
         return "timed out"
     return f"exit {line.exit_code}"
+
+
+def longest_first(jobs: list, took: dict[str, float]) -> list:
+    """The jobs in the order that shortens a skewed batch's makespan (longest processing time
+    first): those an earlier summary timed (``took``), longest first, after those it did not
+    (they may be long; manifest order among them)."""
+    unknown = [job for job in jobs if job.id not in took]
+    known = sorted((job for job in jobs if job.id in took), key=lambda job: -took[job.id])
+    return unknown + known

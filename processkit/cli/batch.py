@@ -134,7 +134,7 @@ def main(argv: list[str], invocation) -> int:
 
     args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
-    from ..batching.limits import parse_budget, parse_jobs, parse_timeout
+    from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
     budget = None if args.memory_budget is None else parse_budget(args.memory_budget)
@@ -144,7 +144,7 @@ def main(argv: list[str], invocation) -> int:
     settings = Settings(
         out=args.out if args.out is not None else "batch-out",
         jobs=None if args.jobs is None else parse_jobs(args.jobs),
-        retries=_count(args.retries, "--retries", 0, 0, 1000),
+        retries=_count(args.retries, "--retries", 0, 0, MAX_RETRIES),
         halt_on_failure=args.halt_on_failure,
         resume=args.resume,
         timeout=timeout,
@@ -174,6 +174,7 @@ def _batch(args, invocation, settings, jobs) -> int:
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
         from ..report.batch_model import history
+        from ..batching.schedule import longest_first
 
         took, settings.peaks = history(args.history)
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
@@ -225,15 +226,6 @@ def _end_escapees(args, spare, progress) -> None:
         from .run import LEFT_EITHER, end_escapees
 
         end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet, left=LEFT_EITHER)
-
-
-def longest_first(jobs: list, took: dict[str, float]) -> list:
-    """The jobs in the order that shortens a skewed batch's makespan (longest processing time
-    first): those an earlier summary timed (``took``), longest first, after those it did not
-    (they may be long; manifest order among them)."""
-    unknown = [job for job in jobs if job.id not in took]
-    known = sorted((job for job in jobs if job.id in took), key=lambda job: -took[job.id])
-    return unknown + known
 
 
 def _write_trace(out: str, path: str) -> None:
@@ -299,6 +291,8 @@ class Progress:
             state = f"{killed(line.signal)}, exit {code}"
         if line.oom_kills:
             state += f" ({line.oom_said()})"
+        if line.leaked:
+            state += f" ({line.leak_said()})"
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -307,6 +301,8 @@ class Progress:
         text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
+        elif line.leaked and code == 0:  # nextest's LEAK: passed, its processes left running
+            text = f"batch: LEAK {sanitize(line.id)}: {state}{took}{tries}"
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -358,7 +354,8 @@ class Progress:
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta
 
-        done, total = self._done, self._total
+        # --resume's skipped jobs get no line: they are not in the total ``done`` reaches
+        done, total = self._done, None if self._total is None else self._total - tally.skipped
         elapsed = time.monotonic() - self._started
         text = (
             f"{bar(done, total)} {done}/{'?' if total is None else total} "

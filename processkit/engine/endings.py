@@ -73,7 +73,9 @@ class Outcome:
     ``stream_file``, the file's ``(st_dev, st_ino)`` (``Emitter.identity``): the only file a
     carrier reads it back from (the child, or another user who can write its directory, may put
     another file or a link at the path); ``signal``: the signal the root died of when its death
-    ended the run, what a batch's line says without reading ``root_exited`` back."""
+    ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
+    how many of the tree's processes were still running when the root exited on its own and
+    ended the run (a daemon it started: the teardown then killed them), a batch's leak."""
 
     __slots__ = (
         "code",
@@ -88,6 +90,7 @@ class Outcome:
         "stream_bytes",
         "stream_file",
         "signal",
+        "left_behind",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -103,6 +106,7 @@ class Outcome:
         self.stream_bytes: int | None = None  # None: the run never got that far
         self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
+        self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

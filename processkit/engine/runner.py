@@ -192,6 +192,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
+    if tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone (reaped): the rest outlived it
+        outcome.left_behind = sum(not member.zombie for member in tree)
     usage = container.usage()
     if run.events.writing:  # a dropped event's fields are not worth building
         run.events.emit(ResourceSummary(**usage.resource_summary()))

@@ -70,6 +70,7 @@ class Job(Plain):
     flaky: bool = False  # failed, then exited 0 on a retry
     started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
     run_id: str | None = None  # the last attempt's, which names its capture's layout record
+    leaked: int | None = None  # its processes its command's exit left running (the line's ``leaked``)
 
 
 class Batch(Plain):
@@ -208,10 +209,14 @@ def _job(line: JobLine) -> Job:
         outcome = f"killed by {signal_name(line.signal)}, {outcome}"
     if line.oom_kills:
         outcome += f" ({line.oom_said()})"
+    if line.leaked:
+        outcome += f" ({line.leak_said()})"
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
-        outcome = f"exit 0, flaky (passed on attempt {line.attempts})"
+        outcome = f"exit 0, flaky (passed on attempt {line.attempts})" + (
+            f" ({line.leak_said()})" if line.leaked else ""
+        )
     earlier = [_attempt(line.id, n, ran) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
@@ -239,6 +244,7 @@ def _job(line: JobLine) -> Job:
         flaky=line.flaky,
         started_at=line.started_at,
         run_id=line.run_id,
+        leaked=line.leaked,
     )
 
 

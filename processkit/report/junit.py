@@ -9,7 +9,8 @@ that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elem
 nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
 the bytes of all tails together at most ``TAILS_BYTES`` (their notes beside them): the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
-budget left out of such a job, says so in its text. Drawn from the summary, as the page and the trace are.
+budget left out of such a job, says so in its text. A leaky job (its summary line's ``leaked``)
+has a ``leaked`` property, which no JUnit element names. Drawn from the summary, as the page and the trace are.
 
 XML 1.0 cannot carry most control characters or lone surrogates, even escaped: they become
 U+FFFD, so any parser reads the file.
@@ -90,6 +91,8 @@ def _kept(job: Job) -> bool:
 def _case(job: Job, budget: list[int], out: str) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
+    if job.leaked:  # nextest's leak, which no JUnit element names: a property a reader can look for
+        parts.append(f'      <properties><property name="leaked" value="{job.leaked}"/></properties>\n')
     kind = _kind(job)
     kept = _kept(job)
     stderr_tail = _tail("stderr", job, budget, kept)

@@ -1,0 +1,85 @@
+"""A job whose command exits leaving processes of its tree running (a daemon it started, killed at
+its cleanup): nextest's leaky test. The batch said it only in the job's stream
+(``cleanup_started.members_before``); its summary line, terminal line, closing count, page and
+JUnit say it now, and a job that leaves nothing reads as before."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from conftest import run_cli
+from streams import require_mechanism
+
+
+def read_events(path) -> list[dict]:
+    return [json.loads(text) for text in path.read_text().splitlines()]
+
+
+BATCH_FAILED = 117
+JOBS = [
+    {"id": "clean", "args": ["true"]},
+    {"id": "leaky", "args": ["sh", "-c", "sleep 300 & exit 0"]},
+    {"id": "leaky-fail", "args": ["sh", "-c", "sleep 300 & sleep 300 & exit 3"]},
+]
+
+
+def test_a_job_that_leaves_processes_running_is_said_leaky_everywhere(tmp_path, containment):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in JOBS))
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    proc = run_cli("batch", manifest, "--out", out, "--junit", junit, "--jobs", "1")
+    assert proc.returncode == BATCH_FAILED, proc.stderr  # a leak fails no job: leaky-fail's exit 3 does
+    require_mechanism(read_events(out / "clean" / "events.jsonl"), containment)
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert "leaked" not in lines["clean"], "a job that leaves nothing has the line a v1 reader knows"
+    assert (lines["leaky"]["exit_code"], lines["leaky"]["leaked"]) == (0, 1)
+    assert (lines["leaky-fail"]["exit_code"], lines["leaky-fail"]["leaked"]) == (3, 2)
+    for job_id in ("leaky", "leaky-fail"):  # the count is the one its stream's cleanup began with
+        (began,) = [
+            event for event in read_events(out / job_id / "events.jsonl") if event["event"] == "cleanup_started"
+        ]
+        assert began["members_before"] == lines[job_id]["leaked"]
+    err = proc.stderr.decode().splitlines()
+    assert any(text.startswith("batch: clean: exit 0 in ") for text in err)
+    assert any(
+        text.startswith("batch: LEAK leaky: exit 0 (left 1 process running, ended at its cleanup) in ") for text in err
+    )
+    assert any(
+        text.startswith("batch: leaky-fail: exit 3 (left 2 processes running, ended at its cleanup) in ")
+        for text in err
+    )
+    assert err[-1] == "batch: 2 of 3 jobs exited 0, 1 failed, 2 leaky (left processes running)"
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    assert cases["clean"].find("properties") is None
+    for job_id, count in (("leaky", "1"), ("leaky-fail", "2")):
+        (prop,) = cases[job_id].iter("property")
+        assert (prop.get("name"), prop.get("value")) == ("leaked", count)
+    assert "left 1 process running, ended at its cleanup" in (out / "index.html").read_text()
+
+
+def test_a_batch_that_leaks_nothing_closes_as_before_and_probe_lists_leaks(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "clean", "args": ["sh", "-c", "sleep 0 & wait"]}) + "\n")
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"
+    probe = json.loads(run_cli("probe", "--json").stdout)
+    assert "batch:leaks" in probe["surface"]
+
+
+def test_a_leaky_jobs_line_read_back_from_its_stream_keeps_the_leak(tmp_path):
+    """A Dask task that failed as a whole: its ended jobs' lines are read from their streams
+    (``ended.line_from_stream``), and a leaky one's says so as the worker's line would have."""
+    from processkit.batching.ended import line_from_stream
+    from processkit.batching.manifest import jobs_from
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in JOBS))
+    out = tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out).returncode == BATCH_FAILED
+    written = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    label = read_events(out / "clean" / "events.jsonl")[0]["labels"]["batch"]
+    for job in jobs_from(JOBS):
+        line = line_from_stream(job, str(out), label)
+        assert line is not None and line.leaked == written[job.id].get("leaked"), job.id
