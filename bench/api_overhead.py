@@ -266,7 +266,6 @@ def profiled(n: int, path: str) -> None:
 PHASE_TABLE = """
 processkit.service.serve    Service.readable            the request read (service)
 processkit.service.inbound  problem                       the frame's checks (service)
-processkit.service.inbound  strays                        the stray descriptors' look (service)
 processkit.service.request  Request.__init__              the request made (service)
 processkit.service.request  Request.context             the run's context (service)
 processkit.engine.launch    containment.create            the container taken (containment)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -94,3 +95,28 @@ def test_a_fault_signal_a_child_sends_its_parent_does_not_end_the_service(pump, 
     assert seen["stray"] == [0, True], "the sender's own run ended as its child did"
     assert seen["in_flight"] == [0, "done\n"], "the other thread's run got its reply"
     assert seen["after"] is True, "the same service serves the next call"
+
+
+# A batch's job writes its parent's (the batch's process's) status: blocked and caught signals.
+BATCH_PARENT = r"""
+import processkit, sys
+job = "grep -E '^(SigBlk|Name)' /proc/$PPID/status > " + sys.argv[1]
+lines = processkit.batch([{"args": ["sh", "-c", job], "id": "mask"}], out=sys.argv[2])
+assert [line["exit_code"] for line in lines] == [0], lines
+"""
+
+
+def test_a_batch_process_the_service_starts_blocks_no_fault_signal(tmp_path):
+    # The service in the pure-Python fallback blocks ``FAULTS``; the process it starts for a
+    # batch gets an empty mask (``spawned.start``'s ``setsigmask``), as every child it starts.
+    env = {**os.environ, "PROCESSKIT_PUMP": "python"}
+    status = tmp_path / "status"
+    done = subprocess.run(
+        [PY, "-c", BATCH_PARENT, str(status), str(tmp_path / "out")], capture_output=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    fields = dict(line.split(":\t") for line in status.read_text().splitlines())
+    assert fields["Name"].startswith("python"), "the job's parent is the batch's process"
+    blocked = int(fields["SigBlk"], 16)
+    faults = sum(1 << (getattr(signal, name) - 1) for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"))
+    assert blocked & faults == 0, f"SigBlk {fields['SigBlk']}"

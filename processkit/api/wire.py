@@ -219,6 +219,9 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
     asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
     ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
+    Those received are close-on-exec (``MSG_CMSG_CLOEXEC``): a child started while they are
+    held (a batch's process, a caller's own ``Popen``) never keeps one; where one is handed on,
+    it is made inheritable there (``spawned.start``) or put on 0-2 (the engine's spawns).
     Python runs a signal handler as soon as the call returns, and its exception (Ctrl-C's
     KeyboardInterrupt) dropped the bytes the call took: ``frames`` is then marked ``broken``.
     An OSError of the socket's own (it has an errno) took nothing."""
@@ -226,7 +229,7 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
         return [] if sock.recv(size) else None
     want = max(size, frames.missing())
     try:
-        data, ancillary, _, _ = sock.recvmsg(want, space)
+        data, ancillary, _, _ = sock.recvmsg(want, space, socket.MSG_CMSG_CLOEXEC)
         return frames.feed(data, ancillary) if data else None
     except BaseException as exc:
         if not isinstance(exc, OSError) or exc.errno is None:
