@@ -191,7 +191,9 @@ class Streams:
         advice names only keywords this call takes: ``start``'s PIPE is a pipe someone must read."""
         if spec.echo or spec.capture_dir not in (None, SCRATCH_CAPTURE):
             return ""
-        lost = [name for index, name in enumerate(STREAMS, 1) if not self._kept(index, name) and name not in self.nulled]
+        lost = [
+            name for index, name in enumerate(STREAMS, 1) if not self._kept(index, name) and name not in self.nulled
+        ]
         one = self.merged or spec.pty
         if "stdout" not in lost and (one or "stderr" not in lost):
             return ""
