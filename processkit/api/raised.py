@@ -6,13 +6,28 @@ from __future__ import annotations
 import subprocess
 
 from ..events.types import SpawnFailed, Timeout
-from .result import RunResult
+from .result import RunResult, with_discarded
+
+
+class RunTimeout(subprocess.TimeoutExpired):
+    """subprocess's TimeoutExpired for a run its timeout ended, carrying the result; its text,
+    as RunError's, says when nothing kept the child's output (``RunResult.output_discarded``)."""
+
+    def __init__(self, result: RunResult, timeout: float):
+        super().__init__(result.args, timeout, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
+        self.result = result
+
+    def __reduce__(self):
+        return (type(self), (self.result, self.timeout))
+
+    def __str__(self) -> str:
+        return with_discarded(super().__str__(), self.result)
 
 
 def raise_as_subprocess(result: RunResult, spec) -> None:
     """What ``subprocess.run`` raises for the same run: the OSError of a program or working
-    directory that could not be used (same errno and filename), or TimeoutExpired for a run
-    its timeout ended (with the output captured so far). Each carries the result as ``result``."""
+    directory that could not be used (same errno and filename), or TimeoutExpired (``RunTimeout``)
+    for a run its timeout ended (with the output captured so far). Each carries the result as ``result``."""
     if result.source == "spawn_error":
         failed = next((event for event in reversed(result.events) if isinstance(event, SpawnFailed)), None)
         message = failed.message if failed is not None and failed.message else result.message or ""
@@ -34,9 +49,7 @@ def raise_as_subprocess(result: RunResult, spec) -> None:
     ending = result.ending
     if isinstance(ending, Timeout):
         seconds = (ending.timeout_ms or 0) / 1000
-        expired = subprocess.TimeoutExpired(result.args, seconds, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
-        expired.result = result  # type: ignore[attr-defined]
-        raise expired
+        raise RunTimeout(result, seconds)
 
 
 _ERRNOS: dict[str, int] = {}

@@ -69,9 +69,10 @@ class RunResult:
     usage: Usage | None = None  # every figure of the run's accounting (its extensions are also in resources.extra)
     exit_code: int | None = None  # the CLI's exit code for this run (None only for an attached run's unknown one)
     duration: float | None = None  # seconds from the child's start to its root's end, when the service timed it
-    # A run that did not end 0 whose child's output nothing kept (echo=False, nothing captured,
-    # piped or given a file): RunError says so. False for every other run and an attached one.
-    discarded: bool = False
+    # For a run that did not end 0 after its child started, the clause its RunError (or
+    # TimeoutExpired) ends with when nothing kept a stream of the child's output: which stream,
+    # and the keywords that keep it. "" for every other run, and an attached one.
+    output_discarded: str = ""
 
     def __repr__(self) -> str:
         """One line: the code and who decided it, how long, how much was captured."""
@@ -167,14 +168,12 @@ class RunError(subprocess.CalledProcessError):
         if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
             message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})) or message
         text = f"{text}: {message}" if message else text
-        return f"{text}; {DISCARDED}" if self.result.discarded else text
+        return with_discarded(text, self.result)
 
 
-# What a failure says when nothing kept the child's output: it is nowhere else to be read.
-DISCARDED = (
-    "its output was discarded (echo=False and nothing captured): "
-    "pass capture_output=True, echo=True or capture_dir= to keep it"
-)
+def with_discarded(text: str, result: RunResult) -> str:
+    """An error's text, with what it says of output nothing kept: it is nowhere else to be read."""
+    return f"{text}; {result.output_discarded}" if result.output_discarded else text
 
 
 def build(
@@ -192,7 +191,7 @@ def build(
     duration: float | None = None,
     found: dict[str, CaptureInfo | None] | None = None,
     last: dict[type, Event] | None = None,
-    discarded: bool = False,
+    output_discarded: str = "",
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
     runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found`` and
@@ -229,7 +228,7 @@ def build(
         stdout=stdout,
         stderr=stderr,
         usage=usage,
-        discarded=discarded,
+        output_discarded=output_discarded,
     )
 
 
@@ -297,7 +296,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         found=found,
         last=last,
         # Looked at only for a run whose child started and failed: the call costs nothing more.
-        discarded=bool(report["code"]) and RunStarted in last and streams.dropped(spec),
+        output_discarded=streams.dropped(spec) if report["code"] and RunStarted in last else "",
     )
 
 

@@ -86,6 +86,7 @@ class Streams:
         self.piped = dict.fromkeys(STREAMS, False)
         self.given: list[int | None] = [None, None, None]
         self.merged = False
+        self.nulled: list[str] = []  # the streams the caller sent to DEVNULL: discarded as asked
         self.stdin_pipe = False
         for index, name in enumerate(STREAMS, 1):
             self._output(index, name, given.get(name), echo)
@@ -111,8 +112,10 @@ class Streams:
 
     def _output(self, index: int, name: str, value, echo: bool) -> None:
         if value is None or value == subprocess.DEVNULL:
-            if value is not None and echo:  # the echo forwards the other stream only
-                self.given[index] = -1  # /dev/null, opened only when the call is sent
+            if value is not None:
+                self.nulled.append(name)
+                if echo:  # the echo forwards the other stream only
+                    self.given[index] = -1  # /dev/null, opened only when the call is sent
             return  # else the runner reads the stream and keeps it out of the result
         if value == subprocess.PIPE:
             self.piped[name] = True
@@ -179,12 +182,40 @@ class Streams:
         """The child gets descriptors of this call's for some standard stream (``child_fds``)."""
         return self.stdin_pipe or any(fd is not None for fd in self.given) or self.live and self.asked
 
-    def dropped(self, spec) -> bool:
-        """Nothing kept the child's output: neither echoed nor inherited, no stream read back or
-        handed to the caller's file or descriptor, no ``capture_dir`` of the caller's (a failure
-        then says so, ``RunError``: subprocess's child would have written to the caller's streams)."""
-        kept = spec.echo or spec.inherit_stdio or spec.capture_dir not in (None, SCRATCH_CAPTURE)
-        return not (kept or self.asked or self.given[1] is not None or self.given[2] is not None)
+    def dropped(self, spec) -> str:
+        """What a failed run's error adds when nothing kept some of the child's output ("" when
+        every stream went somewhere): subprocess's child would have written it to the caller's
+        streams. A stream is kept when echoed (``inherit_stdio`` echoes), under the caller's
+        ``capture_dir``, piped, given a file or descriptor, or sent to DEVNULL (the caller asked);
+        stderr into stdout (``stderr=STDOUT``, a pty's one terminal) goes as stdout goes. The
+        advice names only keywords this call takes: ``start``'s PIPE is a pipe someone must read."""
+        if spec.echo or spec.capture_dir not in (None, SCRATCH_CAPTURE):
+            return ""
+        lost = [
+            name for index, name in enumerate(STREAMS, 1) if not self._kept(index, name) and name not in self.nulled
+        ]
+        one = self.merged or spec.pty
+        if "stdout" not in lost and (one or "stderr" not in lost):
+            return ""
+        if one or len(lost) == 2:
+            what, how, pipes = "output", "echo=False and nothing captured", "stdout=PIPE"
+            if not self.merged:
+                pipes = "stdout=PIPE and stderr=PIPE" if self.live else "capture_output=True"
+        else:
+            what, how = lost[0], "echo=False and not captured"
+            pipes = f"{what}=PIPE"
+            if what == "stderr" and self._kept(1, "stdout"):
+                pipes += " or stderr=STDOUT"
+        said = f"its {what} was discarded ({how}): pass "
+        if not self.live:
+            return f"{said}{pipes}, echo=True or capture_dir= to keep it"
+        if spec.idle_timeout_ms is not None:  # which refuses start()'s pipes
+            return f"{said}echo=True or capture_dir= to keep it"
+        return f"{said}echo=True or capture_dir= to keep it (or {pipes} read with communicate())"
+
+    def _kept(self, index: int, name: str) -> bool:
+        """The stream comes back (``run``'s PIPE), is the caller's pipe, or goes to its file."""
+        return self.piped[name] or self.given[index] is not None
 
     @property
     def asked(self) -> bool:
