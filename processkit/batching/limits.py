@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import os
 import re
+from fractions import Fraction
 from heapq import heappop, heappush
 
 from ..grammar.values import parse_count, parse_duration_ms, parse_size, split_duration
 from ..errors import usage
-from ..text import sanitize
+from ..text import cut, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ MAX_JOBS_IN_FLIGHT = 4096
 AS_MANY_AS_FIT = 0  # --jobs 0: as many at once as the open-file limit allows (up to the most)
 JOBS_FLAG = "--jobs <N>"
 MAX_RETRIES = 1000  # --retries N / retries=: N more attempts, at most this many
-RELATIVE_JOBS = re.compile(r"([+-])([0-9]{1,4})|([0-9]{1,4}(?:\.[0-9]{1,6})?)%")
+# parallel's +N, -N and P%; leading zeros are skipped, the digits after them bounded (no huge
+# int or float to make of a long text)
+RELATIVE_JOBS = re.compile(r"([+-])0*([0-9]{1,9})|0*([0-9]{1,9}(?:\.[0-9]{1,9})?)%")
 MEDIAN_AFTER = 5  # a relative --timeout applies once this many jobs exited 0
 MAX_PERCENT = 1_000_000.0
 TIMEOUT_FLAG = "--timeout <DUR|P%>"
@@ -66,19 +69,26 @@ def usable_cpus() -> int:
 
 def parse_jobs(text: str) -> int:
     """``N`` (0: ``AS_MANY_AS_FIT``), or GNU parallel's ``+N``, ``-N`` and ``P%`` of the CPUs
-    (rounded up); a form that leaves no job to run is a usage error, as parallel refuses it."""
+    (rounded up); a form that leaves no job to run is a usage error, as the installed parallel
+    refuses it ("Cannot run any jobs")."""
     relative = RELATIVE_JOBS.fullmatch(text)
-    if relative is None:
+    if relative is None and not text.startswith(("+", "-")) and not text.endswith("%"):
         return parse_count(text, JOBS_FLAG, low=0, high=MAX_JOBS_IN_FLIGHT)
-    sign, number, percent = relative.groups()
     cpus = usable_cpus()
+    if relative is None:
+        raise usage(
+            f"invalid value '{sanitize(cut(text))}' for '{JOBS_FLAG}': expected +N or -N (the CPUs plus or minus N) "
+            f"or P% of the CPUs (up to 9 digits each side of a point), giving from 1 to {MAX_JOBS_IN_FLIGHT} "
+            f"jobs at once on {cpus} CPU(s)"
+        )
+    sign, number, percent = relative.groups()
     if percent is not None:
-        count = math.ceil(cpus * float(percent) / 100)
+        count = math.ceil(Fraction(percent) * cpus / 100)
     else:
         count = cpus + int(number) if sign == "+" else cpus - int(number)
     if not 1 <= count <= MAX_JOBS_IN_FLIGHT:
         raise usage(
-            f"invalid value '{sanitize(text)}' for '{JOBS_FLAG}': it gives {count} jobs at once on "
+            f"invalid value '{sanitize(cut(text))}' for '{JOBS_FLAG}': it gives {count} jobs at once on "
             f"{cpus} CPU(s); expected from 1 to {MAX_JOBS_IN_FLIGHT}"
         )
     return count
