@@ -97,6 +97,8 @@ def test_a_process_the_command_killed_before_exiting_is_no_leak(tmp_path, contai
     proc = run_cli("batch", manifest, "--out", out, "--jobs", "2", timeout=300)
     assert proc.returncode == 0, proc.stderr
     require_mechanism(read_events(out / "k0" / "events.jsonl"), containment)
-    leaky = [line["id"] for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if "leaked" in line]
+    leaky = [
+        line["id"] for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines()) if "leaked" in line
+    ]
     assert leaky == [], proc.stderr.decode()
     assert proc.stderr.decode().splitlines()[-1] == "batch: 40 of 40 jobs exited 0"
