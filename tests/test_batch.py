@@ -334,6 +334,9 @@ def test_a_resumed_batch_counts_the_jobs_it_ran_apart_from_those_that_passed_bef
     assert proc.returncode == 0, proc.stderr
     said = "batch: 1 of 1 jobs to run exited 0, 3 skipped (--resume: passed before)"
     assert proc.stderr.decode().splitlines()[-1] == said
+    proc = run_cli("batch", manifest, "--out", out, "--resume")  # every job passed before
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.decode().splitlines()[-1] == "batch: no job to run: 4 skipped (--resume: passed before)"
     ran = [(line["id"], line["exit_code"]) for line in summary_lines(out)]
     assert sorted(ran[:4]) == [("a", 0), ("b", 0), ("first", 1), ("second", 1)]
     assert sorted(ran[4:6]) == [("first", 0), ("second", 1)] and ran[6:] == [("second", 0)]

@@ -52,6 +52,14 @@ def test_processkit_batch_refuses_a_count_that_would_start_no_job(tmp_path, keyw
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("keyword", [{"jobs": None}, {"retries": None}])
+def test_processkit_batch_takes_none_as_the_default_count(tmp_path, keyword):
+    """``retries=None`` ran before the counts were checked and then raised a raw TypeError from
+    a comparison: None is the default for ``retries`` as for ``jobs``."""
+    lines = processkit.batch([{"args": ["true"], "id": "a"}], out=str(tmp_path / "out"), **keyword)
+    assert [(line["id"], line["exit_code"], line["attempts"]) for line in lines] == [("a", 0, 1)]
+
+
 def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     distributed = pytest.importorskip("distributed")
     jobs = [{"args": ["sh", "-c", f"echo {n}; exit {n % 3}"], "id": f"j{n}"} for n in range(12)]

@@ -16,9 +16,10 @@ from .outdir import prepare_out
 from ..spec import callers_cwd
 
 
-def _counts(jobs: int | None, retries: int) -> tuple[int | None, int]:
+def _counts(jobs: int | None, retries: int | None) -> tuple[int | None, int]:
     """``jobs`` and ``retries`` checked as the CLI's ``--jobs N`` and ``--retries N`` are (a
-    Failure naming the keyword): out of range, the batch would record every job ``halted``."""
+    Failure naming the keyword): out of range, the batch would record every job ``halted``.
+    None is either's default (the CPUs, no retry), as it was before they were checked."""
     from ..grammar.values import parse_count
     from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
 
@@ -26,7 +27,7 @@ def _counts(jobs: int | None, retries: int) -> tuple[int | None, int]:
         if value is not None and type(value) is not int:
             raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
     checked = None if jobs is None else parse_count(jobs, "jobs=", low=0, high=MAX_JOBS_IN_FLIGHT)
-    return checked, parse_count(retries, "retries=", low=0, high=MAX_RETRIES)
+    return checked, 0 if retries is None else parse_count(retries, "retries=", low=0, high=MAX_RETRIES)
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -51,7 +52,7 @@ def batch(
     *,
     out: str,
     jobs: int | None = None,
-    retries: int = 0,
+    retries: int | None = 0,
     halt_on_failure: bool = False,
     resume: bool = False,
     check: bool = False,

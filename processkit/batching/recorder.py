@@ -84,8 +84,11 @@ class JobCounts:
         """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``. After
         ``--resume`` the count is of the jobs this batch was to run, the ones skipped as passed
         before said apart (``2 of 2 jobs to run exited 0, 2 skipped (--resume: passed before)``),
-        so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``."""
-        if self.skipped:
+        so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``, and one
+        that had none left to run says so (``no job to run: 2 skipped (--resume: passed before)``)."""
+        if self.skipped and self.skipped == self.total:
+            parts = [f"no job to run: {self.skipped} skipped (--resume: passed before)"]
+        elif self.skipped:
             parts = [f"{self.succeeded} of {self.total - self.skipped} jobs to run exited 0"]
         else:
             parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
@@ -94,7 +97,7 @@ class JobCounts:
             *counted,
             (self.flaky, "flaky"),
             (self.leaked, "leaky (left processes running)"),
-            (self.skipped, "skipped (--resume: passed before)"),
+            (self.skipped if self.skipped != self.total else 0, "skipped (--resume: passed before)"),
         ):
             if count:
                 parts.append(f"{count} {words}")

@@ -71,6 +71,35 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+# signal(7), as Linux numbers them: the signals whose default action neither terminates nor dumps
+# core (ignored: CHLD, CONT, URG, WINCH; stopping: STOP, TSTP, TTIN, TTOU)
+_NOT_FATAL_BY_DEFAULT = sum(1 << (number - 1) for number in (17, 18, 23, 28, 19, 20, 21, 22))
+_SIGKILL_BIT = 1 << 8
+_STATUS_MASKS = (b"SigPnd:", b"ShdPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:")
+
+
+def dying(pid: int) -> bool:
+    """True when the process is on its way out already: exiting or a zombie (state X or Z), gone,
+    or with a signal pending that ends it (SIGKILL, or one neither blocked, ignored nor caught
+    whose default action is fatal). A job's command may kill what it started just before it
+    exits (``sleep 100 & kill $!``): such a process is not one the command left running."""
+    try:
+        status = read_bytes(f"/proc/{pid}/status")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    except OSError:
+        return False
+    fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+    if fields.get(b"State", b"").strip()[:1] in (b"Z", b"X"):
+        return True
+    try:
+        pending, shared, blocked, ignored, caught = (int(fields[key[:-1]], 16) for key in _STATUS_MASKS)
+    except (KeyError, ValueError):
+        return False
+    pending |= shared
+    return bool(pending & _SIGKILL_BIT or pending & ~(blocked | ignored | caught) & ~_NOT_FATAL_BY_DEFAULT)
+
+
 class LiveUsage(Plain):
     """What the processes alive at a read point have used: the sum of their resident
     high-water marks (VmHWM; None when no live process has an address space), their CPU with

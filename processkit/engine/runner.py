@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from ..containment.members import dying
 from ..errors import Failure, Kind
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
@@ -193,7 +194,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
     if tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone (reaped): the rest outlived it
-        outcome.left_behind = sum(not member.zombie for member in tree)
+        # one already dying (a signal it will die of pending, exiting) was not left running
+        outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
     usage = container.usage()
     if run.events.writing:  # a dropped event's fields are not worth building
         run.events.emit(ResourceSummary(**usage.resource_summary()))
