@@ -21,8 +21,8 @@ from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
 
-# What a process that leaves does: moves itself into the group at argv[2] (the cgroup2 mount's
-# root), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
+# What a process that leaves does: moves itself into the group at argv[2] (a leaf the test made
+# below the cgroup2 mount's root, not the runner's own group), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
 # and exits.
 LEAVE = (
     LINGER
@@ -57,14 +57,26 @@ ROOT_LEAVES = LEAVE + "leave()\n"
 
 
 @pytest.fixture
-def cgroup_root() -> str:
-    """The cgroup2 mount's root group, which only root may move a process into."""
+def cgroup_root():
+    """A leaf group of the test's own below the cgroup2 mount's root (only root may move a
+    process there), removed at the end: not the runner's own group, where what a run's
+    escapee moves into is taken for the caller's (``leftovers.v2_keeps``)."""
     if os.geteuid() != 0:
-        pytest.skip("moving a process into the cgroup2 root group needs root")
+        pytest.skip("moving a process into a group below the cgroup2 root needs root")
     mount, _ = own_group()
     if mount is None:
         pytest.skip("no cgroup2 mount on this host")
-    return mount
+    group = os.path.join(mount, f"escape-test-{os.getpid()}")
+    os.mkdir(group)
+    yield group
+    deadline = time.monotonic() + 30
+    while True:  # the escapee, killed, leaves the group once it is collected
+        try:
+            os.rmdir(group)
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"{group} stayed populated"
+            time.sleep(0.01)
 
 
 @pytest.fixture
