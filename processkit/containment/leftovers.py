@@ -61,7 +61,7 @@ ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
 
 
-def _children(pid: int) -> list[int] | None:
+def children(pid: int) -> list[int] | None:
     """``pid``'s children from the kernel's own list; None where the kernel keeps none."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -87,12 +87,12 @@ def descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
     found: list[int] = []
     pending = [root]
     while pending:
-        children = _children(pending.pop())
-        if children is None:
+        below = children(pending.pop())
+        if below is None:
             return _descendants_by_scan(root, spare)
-        children = [pid for pid in children if pid not in spare]
-        found += children
-        pending += children
+        below = [pid for pid in below if pid not in spare]
+        found += below
+        pending += below
     return found
 
 
