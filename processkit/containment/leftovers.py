@@ -41,7 +41,8 @@ Facts that shape this:
   and one in this process's own group, where a run's members never are unless one moved itself
   exactly there, is the caller's (a background job that daemonized while a run ran, orphaned to
   this subreaper outside every subtree, group and session ``inherited`` knew): neither is ended.
-  Under process-group runs every member is in this process's cgroups: nothing tells them apart.
+  Under process-group runs nothing tells them apart: a run's v1 accounting groups are gone by
+  the time the sweep looks, and what outlived them was moved to this process's own.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
