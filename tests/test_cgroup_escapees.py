@@ -69,8 +69,12 @@ def cgroup_root():
     group = os.path.join(mount, f"escape-test-{os.getpid()}")
     os.mkdir(group)
     yield group
+    _remove_when_empty(group)  # the escapee, killed, leaves the group once it is collected
+
+
+def _remove_when_empty(group: str) -> None:
     deadline = time.monotonic() + 30
-    while True:  # the escapee, killed, leaves the group once it is collected
+    while True:
         try:
             os.rmdir(group)
             return
@@ -201,14 +205,7 @@ def freezer():
     yield group
     with open(os.path.join(group, "freezer.state"), "w") as handle:
         handle.write("THAWED")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            os.rmdir(group)
-            return
-        except OSError:
-            assert time.monotonic() < deadline, f"{group} stayed populated"
-            time.sleep(0.01)
+    _remove_when_empty(group)
 
 
 def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_path, freezer, opened):
