@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import signal
 import re
 import sys
 import time
@@ -279,3 +280,61 @@ def test_a_failures_tail_says_it_is_the_last_lines_of_its_file(tmp_path):
     said = {job: html.unescape(re.sub(r"<[^>]+>", " ", body)) for job, body in sections}
     assert "its last 40 line(s) of 1.8 KiB shown" in said["long"] and "499" in said["long"]
     assert "line(s) of" not in said["short"], "a whole file is not called a tail"
+
+
+def test_a_page_process_killed_during_the_batch_is_said_as_killed(tmp_path):
+    """The batch is its runs' subreaper, whose reaper collects every orphan: its page process is
+    its own child, not an orphan, so its exit status is the page's to read (-9), not taken by the
+    reaper (which left "ended before it was asked to")."""
+    out, go = tmp_path / "out", tmp_path / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)"
+    manifest = write(tmp_path / "m.jsonl", [{"args": [sys.executable, "-c", wait], "id": "a"}])
+    batch = start_cli("batch", manifest, "--out", str(out))
+    try:
+        wait_for_event(out / "a" / "events.jsonl", "run_started")
+        drawers = page_processes(batch.pid)
+        assert len(drawers) == 1, drawers
+        os.kill(drawers[0], signal.SIGKILL)
+    finally:
+        go.touch()
+    _, err = batch.communicate(timeout=60)
+    assert batch.returncode == 0, err
+    assert b"no index.html: the process that draws it exited -9" in err, err
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_reaper_collects_orphans_past_a_page_process_left_uncollected(tmp_path):
+    """The killed page process waits, a zombie, for the page's own collection at the end; the
+    orphans of the jobs after it are collected all the same (the kernel shows that zombie first
+    to every look at the children)."""
+    out = tmp_path / "out"
+    wait = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+    orphan = wait + "if os.fork() == 0:\n    time.sleep(60)\n"  # its orphan outlives it, killed by its teardown
+    jobs = [
+        {"args": [sys.executable, "-c", orphan, str(tmp_path / "go1")], "id": "a"},
+        {"args": [sys.executable, "-c", wait, str(tmp_path / "go2")], "id": "b"},
+    ]
+    batch = start_cli("batch", write(tmp_path / "m.jsonl", jobs), "--jobs", "1", "--out", str(out))
+    try:
+        wait_for_event(out / "a" / "events.jsonl", "run_started")
+        drawer = page_processes(batch.pid)[0]
+        os.kill(drawer, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _state(drawer) != "Z":
+            assert time.monotonic() < deadline, "the killed page process never became a zombie"
+            time.sleep(0.01)
+        (tmp_path / "go1").touch()
+        wait_for_event(out / "b" / "events.jsonl", "run_started")  # a's teardown (and its reap) is over
+        with open(f"/proc/{batch.pid}/task/{batch.pid}/children") as handle:
+            children = [int(pid) for pid in handle.read().split()]
+        zombies = [pid for pid in children if pid != drawer and _state(pid) == "Z"]
+        assert zombies == [], zombies
+    finally:
+        (tmp_path / "go1").touch()
+        (tmp_path / "go2").touch()
+    _, err = batch.communicate(timeout=60)
+    assert batch.returncode == 0, err

@@ -17,7 +17,7 @@ ALLOWED = {
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
-    ("containment/leftovers.py", "_children"): "/proc/<pid>/task/<tid>/children",
+    ("containment/leftovers.py", "children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
     ("containment/sweep_mark.py", "_holds_flock"): "/proc/locks, for the holder of a run's lock",

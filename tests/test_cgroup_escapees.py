@@ -21,8 +21,8 @@ from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
 
-# What a process that leaves does: moves itself into the group at argv[2] (the cgroup2 mount's
-# root), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
+# What a process that leaves does: moves itself into the group at argv[2] (a leaf the test made
+# below the cgroup2 mount's root, not the runner's own group), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
 # and exits.
 LEAVE = (
     LINGER
@@ -57,14 +57,30 @@ ROOT_LEAVES = LEAVE + "leave()\n"
 
 
 @pytest.fixture
-def cgroup_root() -> str:
-    """The cgroup2 mount's root group, which only root may move a process into."""
+def cgroup_root():
+    """A leaf group of the test's own below the cgroup2 mount's root (only root may move a
+    process there), removed at the end: not the runner's own group, where what a run's
+    escapee moves into is taken for the caller's (``leftovers.v2_keeps``)."""
     if os.geteuid() != 0:
-        pytest.skip("moving a process into the cgroup2 root group needs root")
+        pytest.skip("moving a process into a group below the cgroup2 root needs root")
     mount, _ = own_group()
     if mount is None:
         pytest.skip("no cgroup2 mount on this host")
-    return mount
+    group = os.path.join(mount, f"escape-test-{os.getpid()}")
+    os.mkdir(group)
+    yield group
+    _remove_when_empty(group)  # the escapee, killed, leaves the group once it is collected
+
+
+def _remove_when_empty(group: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.rmdir(group)
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"{group} stayed populated"
+            time.sleep(0.01)
 
 
 @pytest.fixture
@@ -159,3 +175,66 @@ def test_batch_and_bench_end_and_say_a_process_that_left_its_cgroup(tmp_path, cg
     assert proc.returncode == 0, err
     assert _exited(opened[0]), f"the process that left its cgroup outlived the {command}"
     assert said in (out + err).decode(), (out, err)
+
+
+# The run's command: a child moves itself into the v1 freezer group at argv[2] (its v2 group stays
+# the run's), writes its pid and sleeps on; the command exits once argv[1] + ".go" appears.
+FROZEN_MEMBER = (
+    LINGER
+    + r"""
+where, freezer = sys.argv[1], sys.argv[2]
+if os.fork() == 0:
+    with open(os.path.join(freezer, "cgroup.procs"), "w") as handle:
+        handle.write(str(os.getpid()))
+    linger(where)
+while not os.path.exists(where + ".go"):
+    time.sleep(0.01)
+"""
+)
+
+
+@pytest.fixture
+def freezer():
+    """A v1 freezer group of the test's own (a frozen task cannot die of SIGKILL until thawed),
+    thawed and removed at the end."""
+    group = f"/sys/fs/cgroup/freezer/frozen-test-{os.getpid()}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        pytest.skip(f"no v1 freezer group this test may make: {exc}")
+    yield group
+    with open(os.path.join(group, "freezer.state"), "w") as handle:
+        handle.write("THAWED")
+    _remove_when_empty(group)
+
+
+def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_path, freezer, opened):
+    """A member still in the run's group that the kill cannot end yet (frozen; D state alike):
+    ``remaining_pids`` lists it, as the normal path does, and no warning says it left its cgroup
+    (it never did), nor does the sweep kill it again round after round."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "member")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", FROZEN_MEMBER, where, freezer)
+    pid = _escapee(where, proc, opened)
+    with open(os.path.join(freezer, "freezer.state"), "w") as handle:
+        handle.write("FROZEN")
+    deadline = time.monotonic() + 30
+    while open(os.path.join(freezer, "freezer.state")).read().strip() != "FROZEN":
+        assert time.monotonic() < deadline, "the member never froze"
+        time.sleep(0.01)
+    group = next(line[3:] for line in open(f"/proc/{pid}/cgroup").read().splitlines() if line.startswith("0::"))
+    open(where + ".go", "w").close()
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    assert proc.returncode == 0, err
+    assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
+    assert b"had left" not in err, err
+    with open(os.path.join(freezer, "freezer.state"), "w") as handle:
+        handle.write("THAWED")  # its pending SIGKILL ends it now
+    while not _exited(opened[0]):
+        assert time.monotonic() < deadline + 60, "the thawed member outlived its kill"
+        time.sleep(0.01)
+    mount, _ = own_group()
+    left = os.path.join(mount or "/", group.lstrip("/"))
+    if os.path.isdir(left):  # the run's group, populated when the runner left: removed here
+        os.rmdir(left)

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -92,19 +93,22 @@ while not os.path.exists(where):
 # A shell's background job handed to the runner across exec that orphans a child of its own once
 # the run has started (``(sleep 1; cmd &) & exec processkit-cli run ...``): the orphan comes to
 # the runner, its subreaper, outside the job's subtree. ``own_session``: the job leads a session
-# of its own first; else it stays in the caller's group (which becomes the runner's). The orphan
-# writes its pid once it has been re-parented.
+# of its own first; else it stays in the caller's group (which becomes the runner's). ``daemon``:
+# the orphan leads a session of its own (``setsid -f``), outside every one the runner knew. The
+# orphan writes its pid once it has been re-parented.
 HAND_OVER_THEN_ORPHAN = (
     LINGER
     + r"""
-where, own_session, argv = sys.argv[1], sys.argv[2] == "own_session", sys.argv[3:]
+where, mode, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 if os.fork() == 0:
-    if own_session:
+    if mode == "own_session":
         os.setsid()
     while not os.path.exists(where + ".go"):
         time.sleep(0.01)
     job = os.getpid()
     if os.fork() == 0:
+        if mode == "daemon":
+            os.setsid()
         while os.getppid() == job:
             time.sleep(0.01)
         linger(where)
@@ -205,14 +209,10 @@ def test_a_member_that_joined_the_runners_own_group_is_ended_and_said(tmp_path, 
     assert len(said) == (1 if containment == "process_group" else 0), proc.stderr
 
 
-@pytest.mark.parametrize("where", ["own_session", "runners_group"])
-@pytest.mark.parametrize("command", ["run", "batch"])
-def test_what_the_callers_job_orphans_after_the_first_run_is_never_ended_nor_said(
-    tmp_path, containment, command, where, survivors
-):
-    """An orphan of the caller's job made once the run started comes to the runner (its
-    subreaper) outside the job's subtree, but in the job's session or group (the runner's own
-    group, here): the caller's, spared by the sweep and never said as a run's escapee."""
+def _hand_over_then_orphan(tmp_path, command: str, where: str) -> tuple[subprocess.CompletedProcess, Path, int]:
+    """``command`` run by a process that first forks the caller's job (``HAND_OVER_THEN_ORPHAN``,
+    ``where``), whose orphan is made once the run has started: the CLI's result, the events'
+    path and the orphan's pid."""
     pid_file = tmp_path / "orphan"
     run_argv = [PY, "-c", ORPHAN_NOW, str(pid_file)]
     if command == "run":
@@ -230,11 +230,44 @@ def test_what_the_callers_job_orphans_after_the_first_run_is_never_ended_nor_sai
         stdin=subprocess.DEVNULL,
         timeout=60,
     )
-    survivors.append(int(pid_file.read_text()))
+    return proc, events, int(pid_file.read_text())
+
+
+@pytest.mark.parametrize("where", ["own_session", "runners_group"])
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_what_the_callers_job_orphans_after_the_first_run_is_never_ended_nor_said(
+    tmp_path, containment, command, where, survivors
+):
+    """An orphan of the caller's job made once the run started comes to the runner (its
+    subreaper) outside the job's subtree, but in the job's session or group (the runner's own
+    group, here): the caller's, spared by the sweep and never said as a run's escapee."""
+    proc, events, pid = _hand_over_then_orphan(tmp_path, command, where)
+    survivors.append(pid)
     require_mechanism(read_events_tolerant(events), containment)
     assert proc.returncode == 0, proc.stderr
     assert pid_alive(survivors[0]), "the sweep after the run ended an orphan of the caller's job"
     assert b"process group" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_a_daemon_of_the_callers_job_made_during_a_cgroup_v2_run_is_never_ended_nor_listed(
+    tmp_path, monkeypatch, command, survivors
+):
+    """``sh -c '(sleep 1; setsid -f daemon) & exec processkit-cli run ...'``: the daemon leads a
+    session of its own and comes to the runner outside every subtree, group and session it knew,
+    but in the runner's own cgroup v2 group, where the caller's jobs are born and a v2 run's
+    members are not: the caller's, alive after the run, not in ``remaining_pids`` and not said.
+    (Under process-group containment nothing tells it from a run's daemon: docs/differences.md.)"""
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    proc, events, pid = _hand_over_then_orphan(tmp_path, command, "daemon")
+    survivors.append(pid)
+    found = read_events_tolerant(events)
+    require_mechanism(found, "cgroup_v2")
+    assert proc.returncode == 0, proc.stderr
+    assert pid_alive(pid), "the sweep ended the caller's daemon"
+    finished = [event for event in found if event["event"] == "cleanup_finished"]
+    assert finished and finished[0]["remaining_pids"] == [], finished
+    assert b"had left" not in proc.stderr, proc.stderr
 
 
 # The runner's process: a child of its own first (the caller's, in a session of its own), then

@@ -120,23 +120,32 @@ def test_sigchld_is_caught_from_the_spawn_on_where_the_runner_adopts_orphans(tmp
 
 
 def test_an_orphan_of_a_run_is_collected_by_the_runner(tmp_path, containment):
-    """The runner is the orphan's reaper under either mechanism: its exit, announced by SIGCHLD
-    alone, leaves no zombie behind while the run goes on (under cgroup v2 one would count in
-    the group's ``pids.current`` until collected)."""
-    jsonl, release, orphan = tmp_path / "run.jsonl", tmp_path / "release", tmp_path / "orphan"
-    child = f"(sleep 0.2 & echo $! > {orphan}); while [ ! -e {release} ]; do sleep 0.01; done"
+    """The runner is the orphan's reaper under either mechanism: re-parented to it (not to the
+    host's init, which would collect it as well), and its exit, announced by SIGCHLD alone, leaves
+    no zombie behind while the run goes on (under cgroup v2 one would count in the group's
+    ``pids.current`` until collected)."""
+    jsonl, release, orphan, die = (tmp_path / name for name in ("run.jsonl", "release", "orphan", "die"))
+    lives = f"echo $$ > {orphan}.tmp && mv {orphan}.tmp {orphan}; while [ ! -e {die} ]; do sleep 0.01; done"
+    child = f"(sh -c '{lives}' &); while [ ! -e {release} ]; do sleep 0.01; done"
     proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", child)
-    wait_for_file(orphan)
-    deadline = time.monotonic() + 10
-    while not orphan.read_text().strip() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    pid = int(orphan.read_text())
-    deadline = time.monotonic() + 10
-    while _parent_and_state(pid) is not None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    state = _parent_and_state(pid)
-    release.touch()
+    try:
+        wait_for_file(orphan)
+        pid = int(orphan.read_text())
+        deadline = time.monotonic() + 10
+        while (_parent_and_state(pid) or (0,))[0] != proc.pid and time.monotonic() < deadline:
+            time.sleep(0.01)  # its parent, the subshell, exits at once: it is an orphan then
+        adopted = _parent_and_state(pid)
+        die.touch()
+        deadline = time.monotonic() + 10
+        while _parent_and_state(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        state = _parent_and_state(pid)
+    finally:
+        die.touch()
+        release.touch()
     proc.communicate(timeout=30)
+    require_mechanism(check_stream(jsonl, 0), containment)
+    assert adopted is not None and adopted[0] == proc.pid, f"the orphan's parent is not the runner: {adopted}"
     assert state is None, f"the orphan stayed as {state}"
 
 

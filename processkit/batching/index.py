@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from ..diagnostics import warn
+from ..engine import claims
 
 PAGE = "index.html"
 
@@ -45,6 +46,8 @@ class PageProcess:
             )
         except OSError as exc:
             self._cannot = exc.strerror
+        else:  # its exit status is read here (``draw``): never an orphan's for the batch's reaper
+            claims.claim(self._process.pid)
 
     def draw(self) -> None:
         """Draw the page from ``out/summary.jsonl``, waiting for it; a page that cannot be drawn
@@ -53,6 +56,7 @@ class PageProcess:
             warn(f"no {PAGE}: cannot start the process that draws it: {self._cannot}")
             return
         _, said = self._process.communicate(DRAW)
+        claims.unclaim(self._process.pid)
         code = self._process.returncode
         if code != 0:
             lines = said.decode(errors="replace").strip().splitlines()
@@ -62,8 +66,10 @@ class PageProcess:
 
     def abandon(self) -> None:
         """No page to draw (the batch did not run to its end): the process exits at once."""
-        if self._process is not None and self._process.returncode is None:
-            self._process.communicate(b"")
+        if self._process is not None:
+            if self._process.returncode is None:
+                self._process.communicate(b"")
+            claims.unclaim(self._process.pid)
 
 
 def command(out: str) -> list[str]:

@@ -36,6 +36,13 @@ Facts that shape this:
   members share it until one calls ``setsid``), and where an inherited process is in the
   runner's own group, that group is spared whatever ``own_group`` says: the caller's jobs there
   cannot be told from a run's member that joined it.
+- Under cgroup v2 runs (``v2_keeps``) a descendant's own ``/proc/<pid>/cgroup`` tells more: one
+  in a run's group or below is a member (one that cannot die yet: its run's teardown lists it),
+  and one in this process's own group, where a run's members never are unless one moved itself
+  exactly there, is the caller's (a background job that daemonized while a run ran, orphaned to
+  this subreaper outside every subtree, group and session ``inherited`` knew): neither is ended.
+  Under process-group runs nothing tells them apart: a run's v1 accounting groups are gone by
+  the time the sweep looks, and what outlived them was moved to this process's own.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -44,9 +51,10 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
 from .. import signum
-from . import has_children
+from . import V2_GROUPS, cgroupfs, has_children
 from .accounting import ChildrenUsage
 from .members import all_pids, read_member
 
@@ -54,7 +62,7 @@ ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
 
 
-def _children(pid: int) -> list[int] | None:
+def children(pid: int) -> list[int] | None:
     """``pid``'s children from the kernel's own list; None where the kernel keeps none."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -80,12 +88,12 @@ def descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
     found: list[int] = []
     pending = [root]
     while pending:
-        children = _children(pending.pop())
-        if children is None:
+        below = children(pending.pop())
+        if below is None:
             return _descendants_by_scan(root, spare)
-        children = [pid for pid in children if pid not in spare]
-        found += children
-        pending += children
+        below = [pid for pid in below if pid not in spare]
+        found += below
+        pending += below
     return found
 
 
@@ -138,6 +146,38 @@ def inherited() -> Inherited:
     return Inherited(frozenset(descendants(os.getpid())))
 
 
+def v2_keeps() -> Callable[[int], bool] | None:
+    """Whether a descendant is no run's to end, by its cgroup v2 group: in a run's group or
+    below, or in this process's own group; None where no run of this process had a v2 group."""
+    if not V2_GROUPS:
+        return None
+    from .cgroup_v2 import own_group
+
+    mount, own = own_group()
+    if mount is None or own is None:
+        return None
+    mount, own = os.path.normpath(mount), os.path.normpath(own)
+
+    def keeps(pid: int) -> bool:
+        try:
+            lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+        except OSError:
+            return False  # gone: its kill says so
+        where = next((line[3:] for line in lines if line.startswith("0::")), None)
+        if where is None:
+            return False
+        path = os.path.normpath(os.path.join(mount, where.lstrip("/")))
+        if path == own:
+            return True
+        while len(path) > len(mount):
+            if path in V2_GROUPS:
+                return True
+            path = os.path.dirname(path)
+        return False
+
+    return keeps
+
+
 def end_descendants(
     bound: float = BOUND_SECONDS,
     spare: Inherited = NOTHING,
@@ -150,11 +190,12 @@ def end_descendants(
     alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
     and not counted). One whose kill is refused (another user's now) is appended to
     ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
-    them is the caller's, unless ``spare`` had one there: then the group is spared). Within
-    ``bound`` seconds."""
+    them is the caller's, unless ``spare`` had one there: then the group is spared). Under
+    cgroup v2 runs, what ``v2_keeps`` keeps is left alone too. Within ``bound`` seconds."""
     if not has_children():
         return []
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
+    keeps = v2_keeps()
     ended: set[int] = set()
     denied: set[int] = set()
     deadline = time.monotonic() + bound
@@ -163,7 +204,8 @@ def end_descendants(
         for pid in descendants(os.getpid(), spare.pids):
             try:
                 if pid not in denied and os.getpgid(pid) != group and not spare.holds(pid):
-                    found.append(pid)
+                    if keeps is None or not keeps(pid):
+                        found.append(pid)
             except ProcessLookupError:
                 continue
         for pid in found:

@@ -1,5 +1,6 @@
 """The children spawned whose exec is not yet reported: roots to be, which no sweep of orphans
-may collect (``reaper.Reaper.reap``), or a run would never see its root's exit.
+may collect (``reaper.Reaper.reap``), or a run would never see its root's exit; and the
+runner's own children whose status their spawner reads (the batch's page process).
 
 A module of its own, below both: the native spawn (``spawn_native.Pending``) claims across the
 loop turns it waits for the exec, and the reaper, which names the spawn's ``Child``, asks.

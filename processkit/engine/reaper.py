@@ -112,21 +112,41 @@ class Reaper:
                 info = None
             if info is None:
                 break
-            with _ROOTS_LOCK:
-                owner = _ROOTS.get(info.si_pid)
-            if owner is self:
-                self._roots[info.si_pid][0].wait()
-                self._exited(info.si_pid)
-            elif owner is not None or claims.claimed(info.si_pid):
-                break  # another host's root, or a spawn's child not yet reported: collected by its owner
-            else:
-                ChildrenUsage.reaping(info.si_pid)  # an orphan's figures enter the counter open runs read
-                try:
-                    os.waitpid(info.si_pid, 0)
-                except ChildProcessError:
-                    pass
+            if not self._take(info.si_pid):
+                self._reap_each()  # the peek shows that one first again and again: the others one by one
+                break
         for pid in list(self._unannounced):
             self._collect(pid)
+
+    def _take(self, pid: int) -> bool:
+        """Collect the exited child ``pid`` if it is this host's root or an orphan; False for
+        another's: another host's root, or a child its spawner collects itself (``claims``: a
+        spawn's not yet reported, the batch's page process)."""
+        with _ROOTS_LOCK:
+            owner = _ROOTS.get(pid)
+        if owner is self:
+            self._roots[pid][0].wait()
+            self._exited(pid)
+            return True
+        if owner is not None or claims.claimed(pid):
+            return False
+        ChildrenUsage.reaping(pid)  # an orphan's figures enter the counter open runs read
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        return True
+
+    def _reap_each(self) -> None:
+        """Every exited child but another's, looked at one by one (the kernel's list of them)."""
+        from ..containment.leftovers import children
+
+        for pid in children(os.getpid()) or ():
+            try:
+                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    self._take(pid)
+            except ChildProcessError:
+                continue
 
     def _exited(self, pid: int) -> None:
         ended_ns = time.monotonic_ns()
