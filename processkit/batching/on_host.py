@@ -153,7 +153,7 @@ def run_batch(
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
     # --history's order need them all at once.
-    ends = getattr(jobs, "ends", True)  # a template's pipe may never end: not read after a stop
+    ends = lambda: getattr(jobs, "ends", True)  # noqa: E731 - a template's pipe may never end: not read after a stop
     schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
@@ -263,8 +263,7 @@ def run_batch(
             output.close()
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         try:
-            for job in schedule.left():
-                recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+            _record_left(host, schedule, recorder, attempts, earlier)
         finally:  # the summary failing on those lines (a full disk): the batch's state still goes
             recorder.close()
             host.close()
@@ -274,6 +273,20 @@ def run_batch(
     if schedule.failure is not None:
         raise schedule.failure
     return recorder.lines, recorder.counts
+
+
+def _record_left(host: Host, schedule: Schedule, recorder: Recorder, attempts: dict, earlier: dict) -> None:
+    """Each job never started, recorded so (a stop, the halt); a stop that comes meanwhile (a
+    second Ctrl-C) cuts that short, as a read of them that failed does: the closing line then
+    says the rest not recorded, and the first stop's outcome stands."""
+    stops = host.stops
+    for job in schedule.left():
+        host.dispatch_caught_signals()  # a look at a flag the handler set, no read without one
+        if host.stops != stops:
+            recorder.counts.unrecorded = True
+            return
+        recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+    recorder.counts.unrecorded |= schedule.unread
 
 
 # What the batch's tally says stopped it once its stop descriptor's end of file came (its writer

@@ -50,6 +50,7 @@ class JobCounts:
         "cancelled_by",
         "need_failed",
         "flaky",
+        "unrecorded",
     )
 
     def __init__(self, total: int):
@@ -64,6 +65,7 @@ class JobCounts:
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
         self.need_failed = 0  # skipped: a need did not exit 0
         self.flaky = 0  # exited 0 on a retry after a failed attempt
+        self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
@@ -85,6 +87,8 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
+        if self.unrecorded:
+            parts.append("the rest not recorded")
         return ", ".join(parts)
 
 
