@@ -6,8 +6,11 @@ opens it while its reader waits is read whole."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import subprocess
+import termios
 
 from conftest import run_cli, start_cli
 from streams import wait_until
@@ -59,6 +62,11 @@ def test_a_run_that_opens_the_fifo_after_its_reader_is_read_whole(tmp_path):
     assert b'"event":"run_started"' in lines[0] and b'"event":"runner_exit"' in lines[-1]
 
 
+def _queued(fd: int) -> int:
+    """The bytes in a FIFO not read yet."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def _fds(pid: int) -> list[str]:
     try:
         return os.listdir(f"/proc/{pid}/fd")
@@ -86,3 +94,38 @@ def test_a_writer_read_by_the_loop_is_not_taken_for_none_by_the_look_for_one(tmp
     reading._look_for_writer(type("Loop", (), {"call_later": lambda self, *a: looked.append(a)})())
     assert looked, "the look for a writer gave up on a FIFO whose writer was read a moment ago"
     os.close(reading._fd)
+
+
+def test_two_readers_of_one_fifo_share_its_lines_and_both_end_at_its_end(tmp_path):
+    """Two ``events --json --file`` readers on one FIFO: both are woken for the same bytes and
+    one finds them taken; that read's EAGAIN was an unreadable stream (111, "Resource temporarily
+    unavailable"). It is a writer there with nothing yet: both end 0 at the writer's end, every
+    line read by one of them."""
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # a writer from before the readers open it (see above)
+    outs = [open(tmp_path / f"out{n}", "wb") for n in range(2)]  # a pipe's room would fill unread
+    readers = [start_cli("events", "--json", "--file", fifo, stdout=out) for out in outs]
+    try:
+        for pid in (reader.pid for reader in readers):
+            wait_until(lambda pid=pid: any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(fifo) for fd in _fds(pid)),
+                       timeout=60, what="the reader's open")  # fmt: skip
+        for n in range(3000):  # each line one write, whole (below PIPE_BUF): one reader takes it
+            os.write(held, b'{"schema_version":1,"event":"run_started","n":%d}\n' % n)
+            while _queued(held) and all(reader.poll() is None for reader in readers):
+                os.sched_yield()  # taken before the next: each line wakes both readers, idle
+        os.close(held)
+        held = -1
+        errs = [reader.communicate(timeout=60)[1] for reader in readers]
+    finally:
+        for out in outs:
+            out.close()
+        if held >= 0:
+            os.close(held)
+        for reader in readers:
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
+    assert [(reader.returncode, err) for reader, err in zip(readers, errs)] == [(0, b""), (0, b"")]
+    said = [line for n in range(2) for line in (tmp_path / f"out{n}").read_bytes().splitlines()]
+    assert sorted(int(line.rsplit(b":", 1)[1].rstrip(b"}")) for line in said) == list(range(3000))

@@ -275,7 +275,10 @@ def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iter
     alone = as_they_come and len(outer) == 1 and outer[0][0]  # one file or stdin, linked to none
     streams = [_file_lines(given[0], stdin, alone, template) if is_file else given for is_file, _, given in outer]
     first = _singles(streams[0]) if alone else _zipped(streams)
-    rest = [list(_zipped([_file_lines(given[0], stdin) if is_file else given for is_file, _, given in group])) for group in groups[1:]]
+    rest = [
+        list(_zipped([_file_lines(given[0], stdin) if is_file else given for is_file, _, given in group]))
+        for group in groups[1:]
+    ]
     if not any(is_file for is_file, _, _ in outer) and len(outer[0][2]) * prod(map(len, rest)) > MAX_JOBS:
         raise too_many()  # known before the first job: refused before any runs
     for head in first:
@@ -286,8 +289,9 @@ def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iter
             yield head + tuple(value for values in tail for value in values)
 
 
-def _zipped(streams: list[Iterable[str]]) -> Iterator[tuple[str, ...]]:
-    """Linked sources, one value of each at a time; one that ends before another is an error."""
+def _zipped(streams: list) -> Iterator[tuple[str, ...]]:
+    """Linked sources (lists, or files read whole: no ``Awaited``), one value of each at a
+    time; one that ends before another is an error."""
     iterators = [iter(stream) for stream in streams]
     while True:
         row = [next(iterator, None) for iterator in iterators]
