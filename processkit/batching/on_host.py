@@ -263,7 +263,9 @@ def run_batch(
             output.close()
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         try:
-            _record_left(host, schedule, recorder, attempts, earlier)
+            stops = host.stops  # one more cuts the recording short
+            recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), attempts, earlier)
+            recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
         finally:  # the summary failing on those lines (a full disk): the batch's state still goes
             recorder.close()
             host.close()
@@ -273,20 +275,6 @@ def run_batch(
     if schedule.failure is not None:
         raise schedule.failure
     return recorder.lines, recorder.counts
-
-
-def _record_left(host: Host, schedule: Schedule, recorder: Recorder, attempts: dict, earlier: dict) -> None:
-    """Each job never started, recorded so (a stop, the halt); a stop that comes meanwhile (a
-    second Ctrl-C) cuts that short, as a read of them that failed does: the closing line then
-    says the rest not recorded, and the first stop's outcome stands."""
-    stops = host.stops
-    for job in schedule.left():
-        host.dispatch_caught_signals()  # a look at a flag the handler set, no read without one
-        if host.stops != stops:
-            recorder.counts.unrecorded = True
-            return
-        recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
-    recorder.counts.unrecorded |= schedule.unread
 
 
 # What the batch's tally says stopped it once its stop descriptor's end of file came (its writer

@@ -169,6 +169,18 @@ class Recorder:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
         self.record(not_started(job, attempts, "cancelled" if self.counts.cancelled_by else "halted", earlier))
 
+    def record_left(
+        self, left: Iterable[Job], stopped_again: Callable[[], bool], attempts: dict, earlier: dict
+    ) -> None:
+        """Each job never started (``left``), recorded so; a stop that comes meanwhile (a second
+        Ctrl-C: ``stopped_again``, asked before each) cuts that short, and the closing line then
+        says the rest not recorded, the first stop's outcome standing."""
+        for job in left:
+            if stopped_again():
+                self.counts.unrecorded = True
+                return
+            self.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
         if self._fd is not None:
