@@ -126,7 +126,8 @@ def test_a_long_pipe_is_expanded_in_memory_that_does_not_grow_with_it():
     gc.collect()
     tracemalloc.start(1)
     try:
-        jobs = Streamed(expand(split(["true", "{}"]), {"timeout": "1h"}, producer.stdout, as_they_come=True))
+        template = split(["true", "{}"])
+        jobs = Streamed(expand(template, {"timeout": "1h"}, producer.stdout, as_they_come=True), template)
         held, count = [], 0
         for job in jobs:
             if isinstance(job, Awaited):

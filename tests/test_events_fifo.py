@@ -59,6 +59,15 @@ def test_a_run_that_opens_the_fifo_after_its_reader_is_read_whole(tmp_path):
     assert b'"event":"run_started"' in lines[0] and b'"event":"runner_exit"' in lines[-1]
 
 
+def _waits(pid: int) -> bool:
+    """The process sleeps in its loop's wait (both readers then wake for the first bytes)."""
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan:
+            return wchan.read() == "do_epoll_wait"
+    except FileNotFoundError:
+        return False
+
+
 def _fds(pid: int) -> list[str]:
     try:
         return os.listdir(f"/proc/{pid}/fd")
@@ -86,3 +95,43 @@ def test_a_writer_read_by_the_loop_is_not_taken_for_none_by_the_look_for_one(tmp
     reading._look_for_writer(type("Loop", (), {"call_later": lambda self, *a: looked.append(a)})())
     assert looked, "the look for a writer gave up on a FIFO whose writer was read a moment ago"
     os.close(reading._fd)
+
+
+def test_two_readers_of_one_fifo_share_its_lines_and_both_end_at_its_end(tmp_path):
+    """Two ``events --json --file`` readers on one FIFO: both are woken for the same bytes and
+    one may find them taken; that read's EAGAIN was an unreadable stream (111, "Resource
+    temporarily unavailable"), in the first round or two here. It is a writer there with
+    nothing yet: both end 0 at the writer's end, every line read by one of them, every round."""
+    for round in range(8):
+        ended, said = _two_readers(tmp_path / f"round{round}")
+        assert ended == [(0, b""), (0, b"")], round
+        assert sorted(int(line.rsplit(b":", 1)[1].rstrip(b"}")) for line in said) == list(range(3000))
+
+
+def _two_readers(where) -> tuple[list[tuple[int, bytes]], list[bytes]]:
+    """Two readers of a FIFO a shell writes 3000 lines into (a write per line), once both have
+    it open: how each ended, and the lines they printed."""
+    where.mkdir()
+    fifo = where / "events.fifo"
+    os.mkfifo(fifo)
+    outs = [open(where / f"out{n}", "wb") for n in range(2)]  # a pipe's room would fill unread
+    readers = [start_cli("events", "--json", "--file", fifo, stdout=out) for out in outs]
+    try:
+        for pid in (reader.pid for reader in readers):  # each has it open and waits in its loop
+            wait_until(lambda pid=pid: any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(fifo) for fd in _fds(pid))
+                       and _waits(pid), timeout=60, what="the reader's wait")  # fmt: skip
+        lines = (
+            'for n in $(seq 0 2999); do echo "{\\"schema_version\\":1,\\"event\\":\\"run_started\\",\\"n\\":$n}"; done'
+        )
+        with open(fifo, "wb") as writer:
+            assert subprocess.run(["sh", "-c", lines], stdout=writer).returncode == 0
+        ended = [(reader.wait(timeout=60), reader.stderr.read()) for reader in readers]
+    finally:
+        for out in outs:
+            out.close()
+        for reader in readers:
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
+            reader.stderr.close()
+    return ended, [line for n in range(2) for line in (where / f"out{n}").read_bytes().splitlines()]

@@ -153,7 +153,7 @@ def run_batch(
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
     # --history's order need them all at once.
-    ends = getattr(jobs, "ends", True)  # a template's pipe may never end: not read after a stop
+    ends = lambda: getattr(jobs, "ends", True)  # noqa: E731 - a template's pipe may never end: not read after a stop
     schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
@@ -263,8 +263,9 @@ def run_batch(
             output.close()
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         try:
-            for job in schedule.left():
-                recorder.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+            stops = host.stops  # one more cuts the recording short
+            recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), attempts, earlier)
+            recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
         finally:  # the summary failing on those lines (a full disk): the batch's state still goes
             recorder.close()
             host.close()

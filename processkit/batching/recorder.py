@@ -51,6 +51,7 @@ class JobCounts:
         "need_failed",
         "flaky",
         "leaked",
+        "unrecorded",
     )
 
     def __init__(self, total: int):
@@ -66,6 +67,7 @@ class JobCounts:
         self.need_failed = 0  # skipped: a need did not exit 0
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
+        self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
@@ -103,6 +105,8 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
+        if self.unrecorded:
+            parts.append("the rest not recorded")
         return ", ".join(parts)
 
 
@@ -182,6 +186,18 @@ class Recorder:
     def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
         self.record(not_started(job, attempts, "cancelled" if self.counts.cancelled_by else "halted", earlier))
+
+    def record_left(
+        self, left: Iterable[Job], stopped_again: Callable[[], bool], attempts: dict, earlier: dict
+    ) -> None:
+        """Each job never started (``left``), recorded so; a stop that comes meanwhile (a second
+        Ctrl-C: ``stopped_again``, asked before each) cuts that short, and the closing line then
+        says the rest not recorded, the first stop's outcome standing."""
+        for job in left:
+            if stopped_again():
+                self.counts.unrecorded = True
+                return
+            self.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)

@@ -26,7 +26,7 @@ from .piped import Awaited
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from ..summary_line import JobLine
     from .manifest import Job
@@ -43,14 +43,14 @@ class Schedule:
         took: dict[str, float] | None = None,
         *,
         whole: bool = True,
-        read_rest: bool = True,
+        read_rest: Callable[[], bool] = lambda: True,
     ):
         """``whole``: the jobs are held at once (a graph, ``--history``'s longest paths); without,
         they are read from ``jobs`` only as they start (a ``manifest.Manifest`` read as it goes),
         so a batch with no graph keeps nothing of the jobs it has not reached or has ended. Such
         a source may give ``piped.Awaited`` where its next job has not come yet (a template's
         pipe): ``awaited`` is then its descriptor, and nothing is ready until it is readable.
-        ``read_rest``: after a stop, the jobs not read yet are read to be recorded as never
+        ``read_rest``, asked after a stop: the jobs not read yet are read to be recorded as never
         started (not from a pipe, whose producer may never end)."""
         self._capacity = capacity
         self._limits = group_limits or {}
@@ -66,6 +66,7 @@ class Schedule:
         self._read_rest = read_rest
         self.awaited: int | None = None  # the descriptor the source's next job waits on, if it does
         self.failure: Failure | None = None  # the source failed while read (a manifest changed)
+        self.unread = False  # reading the rest after a stop failed: those jobs are not recorded
         self.waited_on: dict[str, str] = {}  # job id -> the need it waited for last (the trace's arrows)
         if not whole:
             self._order: dict[str, int] = {}
@@ -199,14 +200,17 @@ class Schedule:
                 found.append(job)
         yield from found
         self._ready, self._held = [], {}
-        if not self._read_rest:
+        if self._source is not None and not self._read_rest():
             self._source = None
+        failure = self.failure
         while self._source is not None:  # never read: in their order, one at a time
             self._read_one()
             if self.awaited is not None:
                 break
             while self._ready:
                 yield heapq.heappop(self._ready)[2]
+        if self.failure is not failure:  # met past the stop: the stop's outcome stands
+            self.failure, self.unread = failure, True
 
 
 def _how(line: JobLine) -> str:

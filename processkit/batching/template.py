@@ -25,12 +25,14 @@ import contextlib
 import os
 import re
 import sys
-from itertools import product, takewhile
+import stat
+from itertools import product
+from math import prod
 
 from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
-from .manifest import JOB_ID, OUT_NAMES
+from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES
 from .piped import Awaited, lines_as_they_come
 from .unique import Names
 
@@ -104,6 +106,10 @@ class Template:
         refs = [piece for word in self.command for piece in word if isinstance(piece, Ref)]
         self.appends = not refs  # no replacement string: the arguments are appended (parallel's habit)
         self.sources = sources
+        self.waits = False  # an outermost source opened is no regular file: never read after a stop
+        for group in _groups(sources):
+            if all(not is_file for is_file, _, _ in group) and len({len(given) for _, _, given in group}) > 1:
+                raise _unlinked()  # known from argv: refused before any job runs, not after some
         self.id = None if id_template is None else pieces(id_template)
         if self.id is not None and any(isinstance(piece, Ref) and piece.slot for piece in self.id):
             raise usage("--id cannot use {%}: the slot is known only when the job starts")
@@ -115,12 +121,11 @@ class Template:
                     raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
 
     def ends_unwaited(self) -> bool:
-        """Its outermost source is ``:::`` arguments (with the sources linked to them): every
-        job comes with no read that may wait (the other sources are read whole before the
-        first), so the jobs a stop leaves unread can be read to be recorded as never started,
-        as a manifest's are; a pipe's producer may never end."""
-        group = [*self.sources[:1], *takewhile(lambda source: source[1], self.sources[1:])]
-        return bool(group) and not any(is_file for is_file, _, _ in group)
+        """Every outermost source opened so far (the first one and those linked to it: the others
+        are read whole before the first job) is ``:::`` arguments or a regular file, which never
+        make a read wait and end: the jobs a stop leaves unread can then be read to be recorded
+        as never started, as a manifest's are; a pipe, a FIFO or a terminal may never end."""
+        return not self.waits
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of
@@ -190,7 +195,7 @@ def expand(template: Template, keys: dict, stdin=None, *, as_they_come: bool = F
     used = Names()
     stdin = stdin if stdin is not None else sys.stdin.buffer
     number = 0
-    for values in _combinations(template.sources, stdin, as_they_come):
+    for values in _combinations(template, stdin, as_they_come):
         if isinstance(values, Awaited):
             yield values
             continue
@@ -238,27 +243,44 @@ def _os_form(arg: str) -> str | bytes:
     return arg
 
 
-def _combinations(sources, stdin, as_they_come: bool = False) -> Iterator[tuple[str, ...] | Awaited]:
+def _groups(sources: list[tuple[bool, bool, list[str]]]) -> list[list[tuple[bool, bool, list[str]]]]:
+    """The sources as the groups whose values are zipped: each ``:::`` source with the ``:::+``
+    and ``::::+`` ones after it; each file of a ``::::`` source a group of its own."""
+    groups: list[list[tuple[bool, bool, list[str]]]] = []
+    for is_file, linked, given in sources:
+        entries = [(True, linked, [path]) for path in given] if is_file else [(False, linked, given)]
+        if linked:
+            groups[-1].extend(entries)  # ::::+ with several files links each of them
+        else:
+            groups.extend([entry] for entry in entries)
+    return groups
+
+
+def _unlinked() -> Failure:
+    return usage(":::+ links sources of different lengths: each value needs one partner")
+
+
+def too_many() -> Failure:
+    """A template whose jobs pass the manifest's bound."""
+    return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
+
+
+def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iterator[tuple[str, ...] | Awaited]:
     """Every combination of the sources' arguments, the first source outermost; ``:::+``
     sources are zipped into the one before (a length mismatch is a usage error).
     ``as_they_come``: the first source, when it is one file or stdin alone, is read without
     waiting (``Awaited`` between its lines); the others are read whole first, as before."""
-    alone = as_they_come and bool(sources) and sources[0][0] and len(sources[0][2]) == 1
-    alone = alone and not (len(sources) > 1 and sources[1][1])  # not linked to the one after
-    groups: list[list[Iterable]] = []
-    for index, (is_file, linked, given) in enumerate(sources):
-        streams = [_file_lines(path, stdin, alone and index == 0) for path in given] if is_file else [given]
-        if linked:
-            groups[-1].extend(streams)  # ::::+ with several files links each of them
-        elif is_file:
-            groups.extend([stream] for stream in streams)  # each file is a source of its own
-        else:
-            groups.append(streams)
-    if not groups:
-        groups = [[_file_lines("-", stdin, as_they_come)]]
-        alone = as_they_come
-    first = _singles(groups[0][0]) if alone else _zipped(groups[0])
-    rest = [list(_zipped(group)) for group in groups[1:]]
+    groups = _groups(template.sources) or [[(True, False, ["-"])]]  # no source: stdin's lines
+    outer = groups[0]
+    alone = as_they_come and len(outer) == 1 and outer[0][0]  # one file or stdin, linked to none
+    streams = [_file_lines(given[0], stdin, alone, template) if is_file else given for is_file, _, given in outer]
+    first = _singles(streams[0]) if alone else _zipped(streams)
+    rest = [
+        list(_zipped([_file_lines(given[0], stdin) if is_file else given for is_file, _, given in group]))
+        for group in groups[1:]
+    ]
+    if not any(is_file for is_file, _, _ in outer) and len(outer[0][2]) * prod(map(len, rest)) > MAX_JOBS:
+        raise too_many()  # known before the first job: refused before any runs
     for head in first:
         if isinstance(head, Awaited):
             yield head
@@ -267,15 +289,16 @@ def _combinations(sources, stdin, as_they_come: bool = False) -> Iterator[tuple[
             yield head + tuple(value for values in tail for value in values)
 
 
-def _zipped(streams: list[Iterable[str]]) -> Iterator[tuple[str, ...]]:
-    """Linked sources, one value of each at a time; one that ends before another is an error."""
+def _zipped(streams: list) -> Iterator[tuple[str, ...]]:
+    """Linked sources (lists, or files read whole: no ``Awaited``), one value of each at a
+    time; one that ends before another is an error."""
     iterators = [iter(stream) for stream in streams]
     while True:
         row = [next(iterator, None) for iterator in iterators]
         if all(value is None for value in row):
             return
         if any(value is None for value in row):
-            raise usage(":::+ links sources of different lengths: each value needs one partner")
+            raise _unlinked()
         yield tuple(row)  # type: ignore[arg-type]
 
 
@@ -285,11 +308,13 @@ def _singles(values: Iterable[str | Awaited]) -> Iterator[tuple[str, ...] | Awai
         yield value if isinstance(value, Awaited) else (value,)
 
 
-def _file_lines(path: str, stdin, as_they_come: bool = False) -> Iterator[str | Awaited]:
+def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | None = None) -> Iterator[str | Awaited]:
     """A ``::::`` file's lines (``-``: stdin), opened and read within ``ARGUMENTS``' bounds;
-    ``as_they_come``: without waiting on a pipe (``Awaited`` between lines)."""
+    ``as_they_come``: without waiting on a pipe (``Awaited`` between lines). ``outer``: the
+    template it is an outermost source of, told when what was opened is no regular file."""
     read = _as_they_come if as_they_come else _lines
     if path == "-":
+        _note_kind(stdin, outer)
         yield from read(stdin, "stdin")
         return
     try:
@@ -299,7 +324,19 @@ def _file_lines(path: str, stdin, as_they_come: bool = False) -> Iterator[str | 
     except InputError as exc:
         raise Failure(Kind.SETUP if "it is a" in str(exc) else Kind.USAGE, str(exc)) from None
     with handle:
+        _note_kind(handle, outer)
         yield from read(handle, path)
+
+
+def _note_kind(handle, outer: Template | None) -> None:
+    """``outer.waits`` once an outermost source's descriptor is no regular file (decided per
+    descriptor opened, as ``piped`` decides whether to wait on it); one not known, too."""
+    if outer is None:
+        return
+    try:
+        outer.waits |= not stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+    except (OSError, AttributeError, ValueError):
+        outer.waits = True
 
 
 def _lines(handle, path: str) -> Iterator[str]:

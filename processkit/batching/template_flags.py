@@ -14,13 +14,14 @@ from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
 from .piped import Awaited, wait_for
-from .template import expand, split
+from .template import expand, split, too_many
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from .limits import JobTimeout
+    from .template import Template
 
 # The run options a template may give every job: what a manifest line may set and the batch does
 # not decide itself (its stream, capture directory, terminal; its --timeout is its own flag).
@@ -72,7 +73,7 @@ def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whol
     template = split(words, id_template)
     if whole:
         return manifest.jobs_from(expand(template, keys))
-    return Streamed(expand(template, keys, as_they_come=True), ends=template.ends_unwaited())
+    return Streamed(expand(template, keys, as_they_come=True), template)
 
 
 class Streamed:
@@ -82,21 +83,25 @@ class Streamed:
     batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
     far, all of them once ``complete``; its truth waits for the first job or the end (an empty
     input is no batch). ``ends``: its arguments come with no read that may wait
-    (``Template.ends_unwaited``), so after a stop the rest are read to be recorded as never
-    started (``Schedule``); a pipe is never read again then, since its producer may never end."""
+    (``Template.ends_unwaited``, asked after a stop), so the rest are read to be recorded as
+    never started (``Schedule``); a pipe is never read again then: its producer may never end."""
 
-    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete", "ends")
+    __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete", "_template")
     any_needs = False  # a template gives no job ``needs``: no graph to check (graph.has_needs)
     as_they_come = True  # made as its arguments come: how many there are is known only at their end
 
-    def __init__(self, values: Iterator[dict | Awaited], ends: bool = False):
-        self.ends = ends
+    def __init__(self, values: Iterator[dict | Awaited], template: Template):
+        self._template = template
         self._values = values
         self._jobs = self._made_jobs()
         self._first: manifest.Job | None = None
         self._templates: dict = {}
         self._made = 0
         self.complete = False
+
+    @property
+    def ends(self) -> bool:
+        return self._template.ends_unwaited()
 
     def __len__(self) -> int:
         return self._made
@@ -122,7 +127,7 @@ class Streamed:
                 yield value
                 continue
             if self._made == manifest.MAX_JOBS:
-                raise usage(f"the template's arguments give more than {manifest.MAX_JOBS} jobs, the most a batch runs")
+                raise too_many()
             self._made += 1
             yield manifest.job_from(self._made, value, self._templates)
         self.complete = True

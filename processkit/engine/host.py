@@ -127,6 +127,12 @@ class Host(Scheduler):
         if self._signals is not None:
             self._signals.dispatch()
 
+    def stopped_since(self, stops: int) -> bool:
+        """Whether a stop came since ``stops`` (``self.stops`` then), the signals caught so far
+        dispatched first (a look at a flag where none came): a batch's second Ctrl-C."""
+        self.dispatch_caught_signals()
+        return self.stops != stops
+
     @property
     def signal_fd(self) -> int:
         """The signal watch's wake-up pipe, readable once a watched signal came; -1 unwatched."""

@@ -123,6 +123,7 @@ class Scheduler:
         self.loop = loop
         self.runs: set[RunState] = set()  # the live runs a stop signal ends
         self.stop_source: str | None = None  # the source of the first stop signal, once one came
+        self.stops = 0  # how many stops came: a batch's later one cuts its closing bookkeeping short
         # Whether a stop signal also stops every run begun after it (``run``, a batch, a bench
         # session: each ends once stopped). The runner service serves its caller's later calls
         # after one: there a stop ends the runs in flight alone (False).
@@ -140,6 +141,7 @@ class Scheduler:
         host's stops pass (``stops_last`` False), every run begun later is stopped too."""
         if self.stops_last and self.stop_source is None:
             self.stop_source = source
+        self.stops += 1
         for run in self.runs:
             run.stop_signal(source)
         for carried in self._carried:
