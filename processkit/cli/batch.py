@@ -201,7 +201,7 @@ def _batch(args, invocation, settings, jobs) -> int:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
         batch_habits.write_junit(settings.out, args.junit, started_ns)
-    progress.end(tally.sentence())
+    progress.end(tally)
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
 
@@ -354,13 +354,14 @@ class Progress:
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta
 
-        # --resume's skipped jobs get no line: they are not in the total ``done`` reaches
-        done, total = self._done, None if self._total is None else self._total - tally.skipped
+        # --resume's skipped jobs (counted as they are met) are done over the whole manifest, so
+        # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
+        done, total = self._done + tally.skipped, self._total
         elapsed = time.monotonic() - self._started
         text = (
             f"{bar(done, total)} {done}/{'?' if total is None else total} "
             f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
-            + ("" if total is None else f" ETA {eta(elapsed, done, total):.0f}s")  # a pipe's jobs: counted at its end
+            + ("" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s")
         )
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
@@ -374,9 +375,11 @@ class Progress:
 
         return named(self._failed, self._failed_count, self._out)
 
-    def end(self, sentence: str) -> None:
+    def end(self, tally) -> None:
+        if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
+            self._redraw(tally)
         try:
-            self._end(sentence)
+            self._end(tally.sentence())
         finally:
             self.output.release()
 
