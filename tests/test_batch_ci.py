@@ -192,6 +192,26 @@ def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
     assert refused.returncode == 114 and b"holds no job's line" in refused.stderr, refused.stderr
 
 
+def test_an_empty_share_under_dask_writes_its_outputs_without_the_scheduler(tmp_path):
+    """``--dask-scheduler`` with a share that holds no job: nothing to send, so the scheduler is
+    not contacted (it once waited 30 s for an unreachable one, exited 111 and wrote nothing)."""
+    path = manifest(tmp_path, [{"id": "one", "args": ["true"]}])
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    with socket.socket() as scheduler:
+        scheduler.bind(("127.0.0.1", 0))
+        scheduler.listen()
+        scheduler.setblocking(False)
+        address = "tcp://127.0.0.1:%d" % scheduler.getsockname()[1]
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+        args = ("--junit", junit, "--partition", "count:2/2", "--dask-scheduler", address)
+        result = run_cli("batch", path, "--out", out, *args, env=env, timeout=60)
+        with pytest.raises(BlockingIOError):  # no connection waits: none was made
+            scheduler.accept()
+    assert result.returncode == 0, result.stderr
+    assert "batch: share count:2/2 holds no job" in result.stderr.decode()
+    assert summary(out) == {} and ET.parse(junit).getroot().get("tests") == "0"
+
+
 def test_a_bad_partition_is_a_usage_error(tmp_path):
     path = manifest(tmp_path, [{"id": "a", "args": ["true"]}, {"id": "b", "args": ["true"], "needs": ["a"]}])
     for value in ("0/3", "4/3", "1/0", "x/3", "mod:1/2", "1-2"):

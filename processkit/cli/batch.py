@@ -115,8 +115,8 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 
 
 def _run(args, jobs, settings, progress):
-    """The jobs run, here or on a Dask cluster; their tally."""
-    if args.dask_scheduler is not None:
+    """The jobs run, here or on a Dask cluster (not for an empty share: nothing to send); their tally."""
+    if args.dask_scheduler is not None and jobs:
         from ..batching.fleet import run_on_dask
 
         return run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)[1]
