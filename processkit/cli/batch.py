@@ -289,10 +289,7 @@ class Progress:
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
             state = f"{killed(line.signal)}, exit {code}"
-        if line.oom_kills:
-            state += f" ({line.oom_said()})"
-        if line.leaked:
-            state += f" ({line.leak_said()})"
+        state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -302,7 +299,7 @@ class Progress:
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
         elif line.leaked and code == 0:  # nextest's LEAK: passed, its processes left running
-            text = f"batch: LEAK {sanitize(line.id)}: {state}{took}{tries}"
+            text = f"batch: LEAK {sanitize(line.id)}: {state}{took}"
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
