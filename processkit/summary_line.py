@@ -170,15 +170,14 @@ class JobLine(Plain):
     oom_kills: int | None = None  # its group's OOM kill counter, when above 0
     leaked: int | None = None  # its processes left running by its command's exit, when above 0
 
-    def oom_said(self) -> str:
-        """Why a job's SIGKILL came, in the words ``run`` warns with: the kill alone reads as
-        anyone's ``kill -9``."""
-        return oom_words(self.oom_kills, "its") if self.oom_kills else ""
-
-    def leak_said(self) -> str:
-        """What a leaky job left, said beside its exit wherever the job is shown."""
-        count = self.leaked or 0
-        return f"left {count} process{'es' if count != 1 else ''} running, ended at its cleanup" if count else ""
+    def notes(self) -> str:
+        """`` (OOM kills) (leftovers)``, said after a job's exit wherever the job is shown ("" when
+        neither): why its SIGKILL came, in the words ``run`` warns with (the kill alone reads as
+        anyone's ``kill -9``), and what a leaky job left."""
+        said = f" ({oom_words(self.oom_kills, 'its')})" if self.oom_kills else ""
+        if self.leaked:
+            said += f" (left {self.leaked} process{'es' if self.leaked != 1 else ''} running, ended at its cleanup)"
+        return said
 
     @property
     def started(self) -> bool:

@@ -128,6 +128,13 @@ def test_a_started_run_is_not_advised_a_pipe_nobody_reads():
     assert str(watched).endswith("pass echo=True or capture_dir= to keep it")  # idle_timeout refuses its PIPE
 
 
+def test_a_started_pty_run_is_not_advised_the_pipes_it_refuses():
+    """``start(pty=True)`` refuses stdout=PIPE (one terminal): its error names only what it takes."""
+    error = _raised(lambda: processkit.start(FAILING, check=True, pty=True).wait())
+    assert str(error).endswith("pass echo=True or capture_dir= to keep it")
+    assert "PIPE" not in str(error)
+
+
 def test_a_killed_run_says_so():
     with processkit.start(HANGING, check=True) as handle:
         for event in handle.events():

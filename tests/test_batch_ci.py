@@ -165,6 +165,23 @@ def test_partitions_are_deterministic_and_together_run_every_job_once(tmp_path, 
         assert sorted(summary(tmp_path / "out1")) == ["job0", "job3", "job6", "job9"]
 
 
+def test_a_flaky_jobs_page_keeps_its_oom_kills_beside_its_leak(tmp_path):
+    """The page's flaky outcome kept a leak but dropped the OOM killer's kills (its other outcomes
+    said both): one summary line read back with both, as a batch under a memory cap writes it."""
+    out, page = tmp_path / "out", tmp_path / "page.html"
+    path = manifest(tmp_path, [{"id": "flaky", "args": [PY, "-c", FLAKY, str(tmp_path / "marker")]}])
+    result = run_cli("batch", path, "--out", out, "--retries", "1")
+    assert result.returncode == 0, result.stderr
+    line = summary(out)["flaky"]
+    assert line["flaky"] is True
+    line.update(oom_kills=2, leaked=1)
+    (out / "summary.jsonl").write_text(json.dumps(line) + "\n")
+    drawn = run_cli("report", out, "-o", page)
+    assert drawn.returncode == 0, drawn.stderr
+    said = re.search(r"flaky \(passed on attempt 2\)[^<]*", page.read_text()).group()
+    assert "OOM killer ended 2 process(es) of its tree) (left 1 process running" in said, said
+
+
 def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
     """More machines than jobs: the last share gets none. It wrote nothing, so the CI read the
     JUnit and summary an earlier batch left in the workspace (here one with a failure), or found
@@ -190,6 +207,26 @@ def test_a_share_with_no_job_still_writes_its_outputs(tmp_path):
     (out / "summary.jsonl").write_text('{"no": "id"}\nnot JSON\n')  # lines, but no job's: still refused
     refused = run_cli("report", out, "-o", tmp_path / "page.html")
     assert refused.returncode == 114 and b"holds no job's line" in refused.stderr, refused.stderr
+
+
+def test_an_empty_share_under_dask_writes_its_outputs_without_the_scheduler(tmp_path):
+    """``--dask-scheduler`` with a share that holds no job: nothing to send, so the scheduler is
+    not contacted (it once waited 30 s for an unreachable one, exited 111 and wrote nothing)."""
+    path = manifest(tmp_path, [{"id": "one", "args": ["true"]}])
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    with socket.socket() as scheduler:
+        scheduler.bind(("127.0.0.1", 0))
+        scheduler.listen()
+        scheduler.setblocking(False)
+        address = f"tcp://127.0.0.1:{scheduler.getsockname()[1]}"
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+        args = ("--junit", junit, "--partition", "count:2/2", "--dask-scheduler", address)
+        result = run_cli("batch", path, "--out", out, *args, env=env, timeout=60)
+        with pytest.raises(BlockingIOError):  # no connection waits: none was made
+            scheduler.accept()
+    assert result.returncode == 0, result.stderr
+    assert "batch: share count:2/2 holds no job" in result.stderr.decode()
+    assert summary(out) == {} and ET.parse(junit).getroot().get("tests") == "0"
 
 
 def test_a_bad_partition_is_a_usage_error(tmp_path):

@@ -44,3 +44,23 @@ def test_off_a_terminal_only_the_lines_are_written():
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         assert pipe.read() == b"batch: one\nbatch: 1 of 1 jobs exited 0\n"
+
+
+def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):
+    """``--resume``: the jobs skipped as passed before count as done over the whole manifest
+    (the total once shrank as they were met: 0/6, 1/6, 2/5, 3/4, ending at 75 %)."""
+    import re
+
+    from test_batch import write_manifest
+
+    marker = tmp_path / "marker"
+    again = ["sh", "-c", f"test -e '{marker}'"]
+    jobs = [{"args": ["true"] if n % 2 else again, "id": f"j{n}"} for n in range(6)]
+    first = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"))
+    assert first.returncode == 117, first.stderr  # some job failed
+    marker.touch()
+    text = on_a_terminal(tmp_path, jobs, "--jobs", "1", "--resume")
+    frames = [(int(done), int(total)) for done, total in re.findall(r"\] (\d+)/(\d+) ok ", text)]
+    assert frames and {total for _, total in frames} == {6}, frames
+    assert [done for done, _ in frames] == sorted(done for done, _ in frames), frames
+    assert "[" + "#" * 30 + "] 6/6 ok 3 failed 0" in text, text

@@ -209,7 +209,7 @@ class Streams:
         said = f"its {what} was discarded ({how}): pass "
         if not self.live:
             return f"{said}{pipes}, echo=True or capture_dir= to keep it"
-        if spec.idle_timeout_ms is not None:  # which refuses start()'s pipes
+        if spec.idle_timeout_ms is not None or spec.pty:  # which refuse start()'s pipes
             return f"{said}echo=True or capture_dir= to keep it"
         return f"{said}echo=True or capture_dir= to keep it (or {pipes} read with communicate())"
 

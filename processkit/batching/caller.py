@@ -61,8 +61,9 @@ def batch(
     API keywords) at most ``jobs`` at once (default: the CPUs), each a full run with its stream
     and capture under ``out``; returns the summary lines in finishing order (``summary.jsonl``).
 
-    A bad job, ``jobs`` or ``retries`` (``jobs=-1`` would start none: the CLI's ``--jobs`` refuses
-    it too) or an ``out`` that cannot be used raises ValueError before anything starts, a
+    ``jobs`` is a count only: 0 runs as many at once as the open-file limit allows (``--jobs 0``),
+    and a negative one is refused (the CLI's ``-j -1``, the CPUs less one, has no keyword form).
+    A bad job, ``jobs`` or ``retries`` or an ``out`` that cannot be used raises ValueError before anything starts, a
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""

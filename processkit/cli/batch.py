@@ -115,8 +115,8 @@ def _count(text: str | None, flag: str, default: int, low: int, high: int) -> in
 
 
 def _run(args, jobs, settings, progress):
-    """The jobs run, here or on a Dask cluster; their tally."""
-    if args.dask_scheduler is not None:
+    """The jobs run, here or on a Dask cluster (not for an empty share: nothing to send); their tally."""
+    if args.dask_scheduler is not None and jobs:
         from ..batching.fleet import run_on_dask
 
         return run_on_dask(args.dask_scheduler, jobs, settings, on_recorded=progress.finished)[1]
@@ -201,7 +201,7 @@ def _batch(args, invocation, settings, jobs) -> int:
         _write_trace(settings.out, args.trace)
     if args.junit is not None:
         batch_habits.write_junit(settings.out, args.junit, started_ns)
-    progress.end(tally.sentence())
+    progress.end(tally)
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
 
@@ -289,10 +289,7 @@ class Progress:
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
             state = f"{killed(line.signal)}, exit {code}"
-        if line.oom_kills:
-            state += f" ({line.oom_said()})"
-        if line.leaked:
-            state += f" ({line.leak_said()})"
+        state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
@@ -302,7 +299,7 @@ class Progress:
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
         elif line.leaked and code == 0:  # nextest's LEAK: passed, its processes left running
-            text = f"batch: LEAK {sanitize(line.id)}: {state}{took}{tries}"
+            text = f"batch: LEAK {sanitize(line.id)}: {state}{took}"
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -354,13 +351,14 @@ class Progress:
     def _bar_text(self, tally) -> str:
         from ..progress import bar, eta
 
-        # --resume's skipped jobs get no line: they are not in the total ``done`` reaches
-        done, total = self._done, None if self._total is None else self._total - tally.skipped
+        # --resume's skipped jobs (counted as they are met) are done over the whole manifest, so
+        # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
+        done, total = self._done + tally.skipped, self._total
         elapsed = time.monotonic() - self._started
         text = (
             f"{bar(done, total)} {done}/{'?' if total is None else total} "
             f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
-            + ("" if total is None else f" ETA {eta(elapsed, done, total):.0f}s")  # a pipe's jobs: counted at its end
+            + ("" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s")
         )
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
@@ -374,9 +372,11 @@ class Progress:
 
         return named(self._failed, self._failed_count, self._out)
 
-    def end(self, sentence: str) -> None:
+    def end(self, tally) -> None:
+        if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
+            self._redraw(tally)
         try:
-            self._end(sentence)
+            self._end(tally.sentence())
         finally:
             self.output.release()
 

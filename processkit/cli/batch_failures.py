@@ -51,12 +51,10 @@ def failure_lines(line: JobLine) -> str:
 def how(line: JobLine) -> str:
     """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
     (SIGKILL), exit 137``."""
-    oom = f" ({line.oom_said()})" if line.oom_kills else ""
-    if line.leaked:
-        oom += f" ({line.leak_said()})"
+    notes = line.notes()
     if line.signal is not None:
-        return f"{killed(line.signal)}, exit {line.exit_code}{oom}"
-    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})") + oom
+        return f"{killed(line.signal)}, exit {line.exit_code}{notes}"
+    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})") + notes
 
 
 def killed(number: int) -> str:

@@ -207,16 +207,11 @@ def _job(line: JobLine) -> Job:
         from ..events.render import signal_name
 
         outcome = f"killed by {signal_name(line.signal)}, {outcome}"
-    if line.oom_kills:
-        outcome += f" ({line.oom_said()})"
-    if line.leaked:
-        outcome += f" ({line.leak_said()})"
+    outcome += line.notes()
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
-        outcome = f"exit 0, flaky (passed on attempt {line.attempts})" + (
-            f" ({line.leak_said()})" if line.leaked else ""
-        )
+        outcome = f"exit 0, flaky (passed on attempt {line.attempts})" + line.notes()
     earlier = [_attempt(line.id, n, ran) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
