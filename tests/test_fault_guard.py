@@ -75,3 +75,17 @@ def test_faulthandler_on_before_the_guard_still_reports_a_real_fault():
     assert done.stdout.decode() == "4 0 4\nsurvived\n", done.stderr.decode()
     assert done.returncode == -signal.SIGSEGV
     assert b"Fatal Python error: Segmentation fault" in done.stderr
+
+
+def test_a_demanded_native_guard_not_built_blocks_and_leaves_the_service_up():
+    """``PROCESSKIT_PUMP=native`` on a build without the C module: the choice is the pump's own
+    (``native.select_backend``), whose setup failure each run meets at its launch; the guard
+    itself blocks the fault signals and raises nothing, so the service still answers."""
+    script = (
+        "import signal; from processkit import native; native._module = None\n"
+        "from processkit.service import stray_signals; stray_signals.guard_faults()\n"
+        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])) == sorted(getattr(signal, n) for n in stray_signals.FAULTS))"
+    )
+    env = dict(os.environ, PROCESSKIT_PUMP="native")
+    done = subprocess.run([PY, "-c", script], capture_output=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (0, b"True\n"), done.stderr

@@ -113,10 +113,12 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
 def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmpfs, monkeypatch, blocked):
     """The run warns once and goes on; no client can find it, and nothing is left behind. A
     registry it can open but not add to (no inode left) is said as the reference's entry that
-    could not be created; one it cannot even make 0700 again (read-only), as its open."""
-    said = "could not open the run registry: "
+    could not be created; one it cannot even make 0700 again (read-only), or make at all, as its
+    open: the system's words and number, as the reference shows them."""
+    said = "could not open the run registry: Not a directory (os error 20)"
     if blocked == "read_only":
         registry = small_tmpfs("registry", "size=64k,mode=0700,ro")
+        said = "could not open the run registry: Read-only file system (os error 30)"
     elif blocked == "full":
         registry = small_tmpfs("registry", "size=64k,mode=0700,nr_inodes=1")
         said = "could not create the run registry entry: "

@@ -6,6 +6,8 @@ start-up, only as fallback.
 
 from __future__ import annotations
 
+import os
+
 from .. import native
 
 PR_SET_PDEATHSIG = 1
@@ -15,6 +17,15 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _resolved = None
 _subreaper = False  # whether ``set_child_subreaper`` made this process one (for good)
+
+
+def _forked() -> None:
+    """A forked child is no subreaper (the kernel does not pass the flag on): forget the cache."""
+    global _subreaper
+    _subreaper = False
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _prctl():

@@ -73,8 +73,10 @@ def open_for_writing() -> str:
             os.fchmod(fd, 0o700)
         finally:
             os.close(fd)
-    except OSError as exc:
-        raise RegistryError(f"cannot prepare the registry directory {path}: {exc.strerror or exc}") from None
+    except UnsafePath as exc:  # this build's own refusal, not the system's: no errno to show
+        raise RegistryError(_refused(path, exc)) from None
+    except OSError as exc:  # the system's words and number, as the reference's open shows them
+        raise RegistryError(os_error_words(exc)) from None
     _PREPARED.add(path)
     return path
 

@@ -85,7 +85,8 @@ def answerable(message: object, in_use) -> int | None:
 
 
 def taken(fds: list[int], count: int) -> list[int]:
-    """The first ``count`` of a frame's descriptors, taken out of ``fds`` (the rest are closed)."""
+    """The first ``count`` of a frame's descriptors, taken out of ``fds``; the rest stay there,
+    for the frame's next taker, and are closed once it is handled (``serve.readable``)."""
     first = fds[:count]
     del fds[:count]
     return first

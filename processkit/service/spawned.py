@@ -51,10 +51,8 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
         passed = (connection, payload, *fds)
         for fd in passed:
             os.set_inheritable(fd, True)
-        try:
-            return os.posix_spawn(
-                sys.executable, argv, os.environ, setsigmask=()
-            )  # none blocked (``stray_signals.FAULTS``)
+        try:  # with no signal blocked, whatever this service blocks (``stray_signals.FAULTS``)
+            return os.posix_spawn(sys.executable, argv, os.environ, setsigmask=())
         finally:
             for fd in (connection, *fds):
                 os.set_inheritable(fd, False)

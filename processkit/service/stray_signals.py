@@ -5,10 +5,10 @@ it carries. The signals a fault raises are told apart from the same sent by ``ki
 
 from __future__ import annotations
 
-import os
 import signal
 
 from .. import native
+from ..errors import Failure
 
 # Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
 # child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
@@ -44,7 +44,11 @@ FAULTS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
 
 def guard_faults() -> None:
     """Drop ``FAULTS`` sent by another process (a child's ``kill -SEGV $PPID``); a real fault ends this process."""
-    built = native.module() if os.environ.get("PROCESSKIT_PUMP") != "python" else None
+    try:
+        chosen = native.select_backend("PROCESSKIT_PUMP", "pump")
+    except Failure:  # native demanded, not built: each run fails its set-up so (``launch``); the service lives
+        chosen = "python"
+    built = native.module() if chosen == "native" else None
     if built is not None and built.lib.pk_guard_faults() == 0:
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, name) for name in FAULTS])
