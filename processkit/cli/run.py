@@ -150,9 +150,9 @@ def main(argv: list[str], invocation) -> int:
     context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
     outcome = execute(spec, context, ("output_captured",) if spec.capture_dir is not None else ())
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
-        from ..containment import V2_GROUPS
+        from ..containment import V2_PARENTS
 
-        end_escapees(spare, left=LEFT_CGROUP if V2_GROUPS else LEFT_GROUP)
+        end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), cut_said)
     if outcome.usage is not None:
         if outcome.usage.oom_kills:

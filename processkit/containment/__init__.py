@@ -141,7 +141,7 @@ def _lender(rundir: RunDir | None) -> Pool | None:
 
 _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
-V2_GROUPS: set[str] = set()  # the cgroup v2 groups this process's runs were given (``leftovers.v2_keeps``)
+V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
 
 
 def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], lender: Pool | None) -> Container:
@@ -168,7 +168,7 @@ def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], lender
         else:
             if accounting.enabled():
                 cgroup_v2.enable_accounting(parent)
-            V2_GROUPS.add(os.path.normpath(group.path))
+            V2_PARENTS.add(os.path.normpath(parent))  # one a process: no record grows a run
             return group
     from .process_group import ProcessGroup
 

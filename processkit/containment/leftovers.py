@@ -54,7 +54,7 @@ import time
 from typing import Callable
 
 from .. import signum
-from . import V2_GROUPS, cgroupfs, has_children
+from . import V2_PARENTS, cgroupfs, has_children
 from .accounting import ChildrenUsage
 from .members import all_pids, read_member
 
@@ -148,8 +148,10 @@ def inherited() -> Inherited:
 
 def v2_keeps() -> Callable[[int], bool] | None:
     """Whether a descendant is no run's to end, by its cgroup v2 group: in a run's group or
-    below, or in this process's own group; None where no run of this process had a v2 group."""
-    if not V2_GROUPS:
+    below (each is a child of a parent in ``V2_PARENTS`` named for a token of this process:
+    ``processkit-run-<pid>-``, ``rundir.new_token``), or in this process's own group; None where
+    no run of this process had a v2 group."""
+    if not V2_PARENTS:
         return None
     from .cgroup_v2 import own_group
 
@@ -157,6 +159,7 @@ def v2_keeps() -> Callable[[int], bool] | None:
     if mount is None or own is None:
         return None
     mount, own = os.path.normpath(mount), os.path.normpath(own)
+    ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
     def keeps(pid: int) -> bool:
         try:
@@ -169,10 +172,10 @@ def v2_keeps() -> Callable[[int], bool] | None:
         path = os.path.normpath(os.path.join(mount, where.lstrip("/")))
         if path == own:
             return True
-        while len(path) > len(mount):
-            if path in V2_GROUPS:
+        for parent in V2_PARENTS:
+            below = os.path.relpath(path, parent)
+            if below.startswith(ours):
                 return True
-            path = os.path.dirname(path)
         return False
 
     return keeps
