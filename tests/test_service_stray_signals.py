@@ -97,26 +97,32 @@ def test_a_fault_signal_a_child_sends_its_parent_does_not_end_the_service(pump, 
     assert seen["after"] is True, "the same service serves the next call"
 
 
-# A batch's job writes its parent's (the batch's process's) status: blocked and caught signals.
+# A batch's job (grep) writes its own status, then its parent's (the batch's process's): names and masks.
 BATCH_PARENT = r"""
 import processkit, sys
-job = "grep -E '^(SigBlk|Name)' /proc/$PPID/status > " + sys.argv[1]
+job = "exec grep -E '^(SigBlk|Name)' /proc/self/status /proc/$PPID/status > " + sys.argv[1]
 lines = processkit.batch([{"args": ["sh", "-c", job], "id": "mask"}], out=sys.argv[2])
 assert [line["exit_code"] for line in lines] == [0], lines
 """
 
 
-def test_a_batch_process_the_service_starts_blocks_no_fault_signal(tmp_path):
-    # The service in the pure-Python fallback blocks ``FAULTS``; the process it starts for a
-    # batch gets an empty mask (``spawned.start``'s ``setsigmask``), as every child it starts.
+def test_a_batch_process_blocks_the_fault_signals_and_its_jobs_none(tmp_path):
+    # In the pure-Python fallback the process the service starts for a batch blocks ``FAULTS``,
+    # as the service does (``spawned.begin``: it is its jobs' parent); every job it starts gets
+    # an empty mask (the engine's spawns), so a job's own fault is never held up.
     env = {**os.environ, "PROCESSKIT_PUMP": "python"}
     status = tmp_path / "status"
     done = subprocess.run(
         [PY, "-c", BATCH_PARENT, str(status), str(tmp_path / "out")], capture_output=True, timeout=120, env=env
     )
     assert done.returncode == 0, done.stderr.decode()
-    fields = dict(line.split(":\t") for line in status.read_text().splitlines())
-    assert fields["Name"].startswith("python"), "the job's parent is the batch's process"
-    blocked = int(fields["SigBlk"], 16)
+    found: dict[str, dict[str, str]] = {}
+    for line in status.read_text().splitlines():
+        path, said = line.split(":", 1)
+        field, value = said.split(":\t")
+        found.setdefault(path, {})[field] = value
+    job, parent = found.values()
+    assert job["Name"] == "grep" and parent["Name"].startswith("python"), found
     faults = sum(1 << (getattr(signal, name) - 1) for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"))
-    assert blocked & faults == 0, f"SigBlk {fields['SigBlk']}"
+    assert int(job["SigBlk"], 16) & faults == 0, f"the job's SigBlk {job['SigBlk']}"
+    assert int(parent["SigBlk"], 16) & faults == faults, f"the batch process's SigBlk {parent['SigBlk']}"

@@ -12,6 +12,10 @@ Facts that shape it:
   so the runs it starts get the caller's, as ``run``'s child does.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
   thing, and its parent checked after, so a service that died before is not missed.
+- It is its runs' parent: the signals a run may send "its parent" that would end it are dropped
+  as the service drops them (``stray_signals.absorb``), SIGUSR1 too (the service's own
+  parent-death signal, free here); the stop signals keep their handling (the batch engine's,
+  the benchmark's).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import sys
 from .. import fdlimit
 from ..api import wire
 from ..writeall import write_all
+from . import stray_signals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,6 +90,7 @@ def begin() -> tuple[Any, int, list[int]] | None:
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
     if os.getppid() != parent:
         return None
+    stray_signals.absorb(also=("SIGUSR1",))
     if caller_soft:  # the service raised its open-file limit: the caller's back, so this process
         import resource  # raises it again and gives its runs the caller's (``fdlimit``)
 

@@ -1,7 +1,8 @@
-"""The signals a child of the runner service may send "its parent" (the caller it would have
-under subprocess): caught and dropped, so one stray signal never ends the service and every run
-it carries. The signals a fault raises are told apart from the same sent by ``kill``
-(``guard_faults``): a sent one is dropped, a real fault still ends the service."""
+"""The signals a child of the runner service, or of a process it starts (a batch's, a
+benchmark's: ``spawned``), may send "its parent" (the caller it would have under subprocess):
+caught and dropped, so one stray signal never ends that process and every run it carries. The
+signals a fault raises are told apart from the same sent by ``kill`` (``guard_faults``): a sent
+one is dropped, a real fault still ends the process."""
 
 from __future__ import annotations
 
@@ -54,11 +55,11 @@ def guard_faults() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, name) for name in FAULTS])
 
 
-def absorb() -> None:
-    """Catch and drop ``STRAY_SIGNALS`` and the real-time signals (each with its default action),
-    and guard ``FAULTS``."""
+def absorb(also: tuple[str, ...] = ()) -> None:
+    """Catch and drop ``STRAY_SIGNALS``, ``also`` and the real-time signals (each with its default
+    action), and guard ``FAULTS``."""
     guard_faults()
-    numbers = [getattr(signal, name) for name in STRAY_SIGNALS if hasattr(signal, name)]
+    numbers = [getattr(signal, name) for name in (*STRAY_SIGNALS, *also) if hasattr(signal, name)]
     numbers += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
     for number in numbers:
         if signal.getsignal(number) == signal.SIG_DFL:
