@@ -124,10 +124,8 @@ def against(current: list[Sample], baseline: list[Sample], file: str, metric: st
             entry = Against(name, old_name, mean, old_mean, None, None, None, verdict)
         else:
             entry = _entry(name, summary, times, old_name, old_summary, old_times)
-        out, runs = ended
-        old_out, old_runs = old_ended
-        if out and runs and (not old_runs or out / runs > old_out / old_runs):
-            entry.timed_out = [out, runs, old_out, old_runs]
+        if more_timed_out(*ended, *old_ended):
+            entry.timed_out = [*ended, *old_ended]
         entries.append(entry)
     return BaselineReport(file, metric, entries)
 
@@ -138,6 +136,11 @@ def ended(timed_out: int | None, times: list, timeout_ms: int | None) -> tuple[i
     have ended: a baseline measured without that timeout is no share of 0 to be worse than."""
     out = (timed_out or 0) + (sum(time * 1000 >= timeout_ms for time in times) if timeout_ms else 0)
     return out, len(times) + (timed_out or 0)
+
+
+def more_timed_out(out: int, runs: int, old_out: int, old_runs: int) -> bool:
+    """Whether a larger share of ``runs`` timed out than of the baseline's (exact, in integers)."""
+    return out > 0 and runs > 0 and out * max(old_runs, 1) > old_out * runs
 
 
 def timed_out_words(entry: Against) -> str:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from ..plain import Plain
 from ..text import sanitize
-from .baseline import SLOWER, _entry, ended, match
+from .baseline import SLOWER, _entry, ended, match, more_timed_out
 from .stats import summarize
 
 BUSY_SHARE = 0.25  # other processes took a quarter of all CPUs' time or more: the machine was busy
@@ -178,7 +178,7 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
     if not new.timed_out or not timeout_ms or old.summary.median <= 0:
         return None
     old_out, old_runs = ended(old.timed_out, old.times, timeout_ms)  # its runs as long: timed out here
-    if new.timed_out / len(new.runs) <= old_out / old_runs:
+    if not more_timed_out(new.timed_out, len(new.runs), old_out, old_runs):
         return None
     change = (timeout_ms / 1000 / old.summary.median - 1) * 100
     if change <= threshold:
