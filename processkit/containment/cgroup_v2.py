@@ -35,6 +35,13 @@ def find_parent() -> str | None:
     return own if own is not None else mount
 
 
+def group_line(pid: int | str = "self") -> str | None:
+    """The group ``pid`` is in below the cgroup2 mount: its ``/proc/<pid>/cgroup`` ``0::`` line,
+    None where it has none; OSError where the file cannot be read (a process gone)."""
+    lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+    return next((line[3:] for line in lines if line.startswith("0::")), None)
+
+
 def own_group() -> tuple[str | None, str | None]:
     """The cgroup2 mount and this process's own group below it (its ``/proc/self/cgroup``
     ``0::`` line), each None where it cannot be told."""
@@ -42,11 +49,10 @@ def own_group() -> tuple[str | None, str | None]:
         mount = next((mount.mount_point for mount in mountinfo.mounts() if mount.fstype == "cgroup2"), None)
         if mount is None:
             return None, None
-        lines = cgroupfs.read_text("/proc/self/cgroup").splitlines()
+        own = group_line()
     except OSError:
         return None, None
-    own = next((line[3:].strip() for line in lines if line.startswith("0::")), None)
-    return mount, None if own is None else os.path.join(mount, own.lstrip("/"))
+    return mount, None if own is None else os.path.join(mount, own.strip().lstrip("/"))
 
 
 def shown_path(path: str) -> str:
@@ -174,8 +180,7 @@ class CgroupV2(Container):
                 return True
             os.getpgid(pid)  # ProcessLookupError for one gone
             return False
-        lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
-        where = next((line[3:] for line in lines if line.startswith("0::")), None)
+        where = group_line(pid)
         return where is not None and (where == self._shown or where.startswith(self._shown + "/"))
 
     def signal_members(self, signum: int) -> None:

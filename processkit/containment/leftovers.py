@@ -153,7 +153,7 @@ def v2_keeps() -> Callable[[int], bool] | None:
     no run of this process had a v2 group."""
     if not V2_PARENTS:
         return None
-    from .cgroup_v2 import own_group
+    from .cgroup_v2 import group_line, own_group
 
     mount, own = own_group()
     if mount is None or own is None:
@@ -163,10 +163,9 @@ def v2_keeps() -> Callable[[int], bool] | None:
 
     def keeps(pid: int) -> bool:
         try:
-            lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+            where = group_line(pid)
         except OSError:
             return False  # gone: its kill says so
-        where = next((line[3:] for line in lines if line.startswith("0::")), None)
         if where is None:
             return False
         path = os.path.normpath(os.path.join(mount, where.lstrip("/")))

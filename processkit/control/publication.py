@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .lodging import JobRecord, Lodging
 
 
+NOT_REGISTERED = "could not create the run registry entry"  # the reference's words, wherever it failed
+
+
 class PublishedRun(Plain):
     """All the control plane may know of a run: what the record shows, and the three
     questions a client may put to the live run. The runner builds it; nothing else is reached."""
@@ -107,7 +110,7 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
     try:
         registration.write(publication.record())
     except RegistryError as exc:
-        warn(f"could not create the run registry entry: {exc}")
+        warn(f"{NOT_REGISTERED}: {exc}")
         publication.close()
         return None
     return publication
@@ -127,7 +130,7 @@ def _registration(run: PublishedRun, warn: Callable[[str], None]) -> Registratio
     try:
         return Registration(directory)
     except RegistryError as exc:
-        warn(f"could not create the run registry entry: {exc}")
+        warn(f"{NOT_REGISTERED}: {exc}")
         return None
 
 

@@ -14,7 +14,7 @@ import os
 import time
 
 from .. import containment
-from ..control.publication import Publication, PublishedRun, publish
+from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
@@ -357,7 +357,7 @@ def _publish_late(run: RunState, container: containment.Container, lodging: Lodg
         run.publication = _publish(run, container, lodging, started_ns)
     except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
         reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"could not create the run registry entry: {reason}")
+        warn(f"{NOT_REGISTERED}: {reason}")
 
 
 def _publish(

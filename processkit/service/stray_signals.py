@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 
 from .. import native
+from ..engine.pump import select_backend
 from ..errors import Failure
 
 # Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
@@ -46,7 +47,7 @@ FAULTS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
 def guard_faults() -> None:
     """Drop ``FAULTS`` sent by another process (a child's ``kill -SEGV $PPID``); a real fault ends this process."""
     try:
-        chosen = native.select_backend("PROCESSKIT_PUMP", "pump")
+        chosen = select_backend()  # the pump's switch: the guard is built with it
     except Failure:  # native demanded, not built: each run fails its set-up so (``launch``); the service lives
         chosen = "python"
     built = native.module() if chosen == "native" else None
