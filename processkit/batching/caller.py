@@ -16,18 +16,17 @@ from .outdir import prepare_out
 from ..spec import callers_cwd
 
 
-def _counts(jobs: int | None, retries: int | None) -> tuple[int | None, int]:
-    """``jobs`` and ``retries`` checked as the CLI's ``--jobs N`` and ``--retries N`` are (a
+def _count(value: int | None, name: str, high: int) -> int | None:
+    """``jobs=`` or ``retries=`` checked as the CLI's ``--jobs N`` and ``--retries N`` are (a
     Failure naming the keyword): out of range, the batch would record every job ``halted``.
-    None is either's default (the CPUs, no retry), as it was before they were checked."""
+    None stays None, the default (the CPUs, no retry), as it was before they were checked."""
     from ..grammar.values import parse_count
-    from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
 
-    for name, value in (("jobs", jobs), ("retries", retries)):
-        if value is not None and type(value) is not int:
-            raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
-    checked = None if jobs is None else parse_count(jobs, "jobs=", low=0, high=MAX_JOBS_IN_FLIGHT)
-    return checked, 0 if retries is None else parse_count(retries, "retries=", low=0, high=MAX_RETRIES)
+    if value is None:
+        return None
+    if type(value) is not int:  # no bool, no float
+        raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
+    return parse_count(value, f"{name}=", low=0, high=high)
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -70,7 +69,10 @@ def batch(
     from ..api import service, wire
 
     try:
-        jobs, retries = _counts(jobs, retries)
+        from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
+
+        jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
+        retries = _count(retries, "retries", MAX_RETRIES) or 0
         checked = jobs_from(manifest)
     except Failure as failure:
         raise ValueError(failure.message) from None

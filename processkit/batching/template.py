@@ -106,8 +106,13 @@ class Template:
         refs = [piece for word in self.command for piece in word if isinstance(piece, Ref)]
         self.appends = not refs  # no replacement string: the arguments are appended (parallel's habit)
         self.sources = sources
-        self.waits = False  # an outermost source opened is no regular file: never read after a stop
-        for group in _groups(sources):
+        self.groups = _groups(sources)  # linked sources together, the first outermost
+        # An outermost source opened (the first and those linked to it: the others are read whole
+        # before the first job) is a pipe, a FIFO or a terminal, which may never end: the jobs a
+        # stop leaves unread are then not read; ``:::`` arguments and regular files are, to be
+        # recorded as never started, as a manifest's are.
+        self.waits = False
+        for group in self.groups:
             if all(not is_file for is_file, _, _ in group) and len({len(given) for _, _, given in group}) > 1:
                 raise _unlinked()  # known from argv: refused before any job runs, not after some
         self.id = None if id_template is None else pieces(id_template)
@@ -119,13 +124,6 @@ class Template:
             for piece in word:
                 if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
                     raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
-
-    def ends_unwaited(self) -> bool:
-        """Every outermost source opened so far (the first one and those linked to it: the others
-        are read whole before the first job) is ``:::`` arguments or a regular file, which never
-        make a read wait and end: the jobs a stop leaves unread can then be read to be recorded
-        as never started, as a manifest's are; a pipe, a FIFO or a terminal may never end."""
-        return not self.waits
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of
@@ -270,7 +268,7 @@ def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iter
     sources are zipped into the one before (a length mismatch is a usage error).
     ``as_they_come``: the first source, when it is one file or stdin alone, is read without
     waiting (``Awaited`` between its lines); the others are read whole first, as before."""
-    groups = _groups(template.sources) or [[(True, False, ["-"])]]  # no source: stdin's lines
+    groups = template.groups or [[(True, False, ["-"])]]  # no source: stdin's lines
     outer = groups[0]
     alone = as_they_come and len(outer) == 1 and outer[0][0]  # one file or stdin, linked to none
     streams = [_file_lines(given[0], stdin, alone, template) if is_file else given for is_file, _, given in outer]

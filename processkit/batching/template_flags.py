@@ -83,7 +83,7 @@ class Streamed:
     batch waits on that beside its jobs, ``piped.until_readable``). ``len``: the jobs made so
     far, all of them once ``complete``; its truth waits for the first job or the end (an empty
     input is no batch). ``ends``: its arguments come with no read that may wait
-    (``Template.ends_unwaited``, asked after a stop), so the rest are read to be recorded as
+    (``Template.waits`` not set, asked after a stop), so the rest are read to be recorded as
     never started (``Schedule``); a pipe is never read again then: its producer may never end."""
 
     __slots__ = ("_values", "_jobs", "_first", "_templates", "_made", "complete", "_template")
@@ -101,7 +101,7 @@ class Streamed:
 
     @property
     def ends(self) -> bool:
-        return self._template.ends_unwaited()
+        return not self._template.waits
 
     def __len__(self) -> int:
         return self._made
