@@ -88,7 +88,8 @@ class JobCounts:
         before said apart (``2 of 2 jobs to run exited 0, 2 skipped (--resume: passed before)``),
         so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``, and one
         that had none left to run says so (``no job to run: 2 skipped (--resume: passed before)``)."""
-        if self.skipped and self.skipped == self.total:
+        none_to_run = bool(self.skipped) and self.skipped == self.total
+        if none_to_run:
             parts = [f"no job to run: {self.skipped} skipped (--resume: passed before)"]
         elif self.skipped:
             parts = [f"{self.succeeded} of {self.total - self.skipped} jobs to run exited 0"]
@@ -99,7 +100,7 @@ class JobCounts:
             *counted,
             (self.flaky, "flaky"),
             (self.leaked, "leaky (left processes running)"),
-            (self.skipped if self.skipped != self.total else 0, "skipped (--resume: passed before)"),
+            (0 if none_to_run else self.skipped, "skipped (--resume: passed before)"),
         ):
             if count:
                 parts.append(f"{count} {words}")

@@ -207,11 +207,12 @@ def _job(line: JobLine) -> Job:
         from ..events.render import signal_name
 
         outcome = f"killed by {signal_name(line.signal)}, {outcome}"
-    outcome += line.notes()
+    notes = line.notes()
+    outcome += notes
     if line.source == "skipped" and line.skipped_for is not None:
         outcome = f"skipped: its need {line.skipped_for} did not exit 0"
     elif line.flaky:
-        outcome = f"exit 0, flaky (passed on attempt {line.attempts})" + line.notes()
+        outcome = f"exit 0, flaky (passed on attempt {line.attempts})" + notes
     earlier = [_attempt(line.id, n, ran) for n, ran in enumerate(line.earlier_attempts, 1)]
     final = _attempt(line.id, line.attempts, line)
     tries = [attempt for attempt in (*earlier, final) if attempt is not None]
