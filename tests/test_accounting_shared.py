@@ -104,7 +104,10 @@ def test_a_lone_job_is_not_given_an_escapee_of_an_ended_job(tmp_path, monkeypatc
     the next job, alone, is open: that job's counter took in the daemon's CPU, not its own."""
     bare(monkeypatch, tmp_path)
     go, done, pid = tmp_path / "go", tmp_path / "done", tmp_path / "pid"
-    leaver = ["sh", "-c", 'setsid "$0" -c "$1" "$2" "$3" "$4" & exit 0', PY, BURN, str(go), str(done), str(pid)]
+    # The job ends once its daemon has told its pid, from its own session: a daemon still in the
+    # job's process group when the job ends is ended with the group, and the next job would wait.
+    leave = 'setsid "$0" -c "$1" "$2" "$3" "$4" & while [ ! -e "$4" ]; do sleep 0.01; done; exit 0'
+    leaver = ["sh", "-c", leave, PY, BURN, str(go), str(done), str(pid)]
     jobs = [
         {"id": "leaver", "args": leaver},
         {"id": "lone", "args": ["sh", "-c", AFTER_REAP, str(go), str(done), str(pid)], "needs": ["leaver"]},
