@@ -8,9 +8,9 @@ does), reads 29 group files and resets the memory group's peak (a `bench` sample
 first step writes itself into the v1 `pids`, `cpuacct` and `memory` groups as `bench`'s child
 does, execs `true` (a `PATH` search), then waits on its pidfd and `wait4`s it, reads and
 closes the counters. The groups are made once for the loop (a `bench` sample's group restart and
-checks are left out: a floor). Variants take parts away: `plain` is fork, exec and wait alone
-(a `fork`, not hyperfine's `posix_spawn`: the gap between them is the clone's, not the
-containment's). CPU per sample is the loop's and its children's (`os.wait4`), alternating with
+checks are left out: a floor). Variants take parts away: `posix_spawn` is hyperfine's own spawn and `wait4`
+alone; `fork` the loop's clone, exec and wait with no group, counter or read (the gap between
+the two is the clone's, not the containment's). CPU per sample is the loop's and its children's (`os.wait4`), alternating with
 `hyperfine -N --runs N true` round by round. Needs `cc`, root, and a hybrid host (v2 mounted at
 `/sys/fs/cgroup/unified`, v1 `pids`, `cpuacct`, `memory`); the groups are removed at the end.
 
@@ -33,6 +33,7 @@ SOURCE = r"""
 #include <linux/perf_event.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +44,8 @@ SOURCE = r"""
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { COUNTERS = 1, READS = 2, JOINS = 4, INTO = 8 };
+enum { COUNTERS = 1, READS = 2, JOINS = 4, INTO = 8, SPAWN = 16 };
+extern char **environ;
 
 static int in(int dir, const char *name, int flags) {
   int fd = openat(dir, name, flags | O_CLOEXEC);
@@ -82,6 +84,19 @@ int main(int argc, char **argv) {
       for (int i = 0; i < 29; i++) pread(reads[i % 8], buf, sizeof buf, 0);
       pwrite(peak, "0", 1, 0);
     }
+    if (parts & SPAWN) { /* hyperfine's way: posix_spawn (a vfork), no pidfd */
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      for (int i = 0; i < 3; i++) posix_spawn_file_actions_adddup2(&actions, null, i);
+      char *args[] = {"true", NULL};
+      pid_t child;
+      if (posix_spawnp(&child, "true", &actions, NULL, args, environ) != 0) { perror("posix_spawnp"); return 2; }
+      posix_spawn_file_actions_destroy(&actions);
+      int status;
+      struct rusage usage;
+      wait4(child, &status, 0, &usage);
+      continue;
+    }
     int pidfd = -1;
     struct clone_args ca;
     memset(&ca, 0, sizeof ca);
@@ -109,7 +124,12 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-VARIANTS = {"plain fork, exec, wait": 0, "+ counters": 1, "+ counters, reads, joins, clone into": 15}
+VARIANTS = {
+    "posix_spawn, wait4 (hyperfine's way)": 16,
+    "fork, exec, pidfd wait": 0,
+    "+ counters": 1,
+    "+ counters, reads, joins, clone into": 15,
+}
 
 
 def groups(tag: str) -> list[str]:
