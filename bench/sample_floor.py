@@ -7,11 +7,12 @@ does), reads 29 group files and resets the memory group's peak (a `bench` sample
 `pwrite`, `strace -c`), clones the child into a cgroup v2 group (`CLONE_INTO_CGROUP`), whose
 first step writes itself into the v1 `pids`, `cpuacct` and `memory` groups as `bench`'s child
 does, execs `true` (a `PATH` search), then waits on its pidfd and `wait4`s it, reads and
-closes the counters. The groups are made once for the loop (a `bench` sample's group restart and
-checks are left out: a floor). Variants take parts away: `posix_spawn` is hyperfine's own spawn and `wait4`
-alone; `fork` the loop's clone, exec and wait with no group, counter or read (the gap between
-the two is the clone's, not the containment's). CPU per sample is the loop's and its children's (`os.wait4`), alternating with
-`hyperfine -N --runs N true` round by round. Needs `cc`, root, and a hybrid host (v2 mounted at
+closes the counters. The groups are made once for the loop (a `bench` sample's group restart
+and checks are left out: a floor). Variants take parts away: `posix_spawn` is hyperfine's own
+spawn and `wait4` alone; `fork` the loop's clone (a `clone3` without `CLONE_VM`), exec and wait
+with no group, counter or read (the gap between the two is the clone's, not the containment's).
+CPU per sample is the loop's and its children's (`os.wait4`), alternating with `hyperfine -N
+--runs N true` round by round. Needs `cc`, root, and a hybrid host (v2 mounted at
 `/sys/fs/cgroup/unified`, v1 `pids`, `cpuacct`, `memory`); the groups are removed at the end.
 
     python3 bench/sample_floor.py --runs 1000 --rounds 5
