@@ -18,6 +18,15 @@ engine's (`host.carry`) and bench's own around it, and then the session's output
 pipe per stream per run (the engine's pumps), alternating run by run.
 
     X/bin/python bench/bench_samples.py --split 1000
+
+`--own N` splits the CPU a sample of `true` costs by whose it is (run it with the install's own
+python): N runs on one `bench` engine in this interpreter, this process's user and system time
+(`RUSAGE_SELF`: bench, the engine, the containment's system calls) apart from the children's
+(`RUSAGE_CHILDREN`: `true` with its joins and exit), against `hyperfine -N --runs N true` whole
+(its own and its children's, `os.wait4`), alternating for `--rounds` rounds. What is left of a
+sample's CPU once bench's user time is taken off is what no rewrite of bench's Python can cut.
+
+    X/bin/python bench/bench_samples.py --own 2000 --rounds 5
 """
 
 from __future__ import annotations
@@ -91,12 +100,75 @@ def split(runs: int) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 
+def own(runs: int, rounds: int) -> None:
+    """Microseconds a sample, by whose CPU it is, bench in process against hyperfine whole."""
+    import resource
+
+    from processkit.benchmark import driver
+    from processkit.benchmark.plan import Options
+
+    def in_process() -> tuple[float, ...]:
+        engine = driver.Engine(Options(), ahead=True)
+        try:
+            for index in range(50):  # the pool's groups made, the counters' keepers opened
+                engine.measure(("true",), None, str(index), "pipe")
+            before = (
+                time.monotonic(),
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+            for index in range(runs):
+                engine.measure(("true",), None, str(index), "pipe")
+            after = (
+                time.monotonic(),
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+        finally:
+            engine.close()
+        (w0, s0, c0), (w1, s1, c1) = before, after
+        spans = (w1 - w0, s1.ru_utime - s0.ru_utime, s1.ru_stime - s0.ru_stime, c1.ru_utime - c0.ru_utime)
+        return tuple(span / runs * 1e6 for span in (*spans, c1.ru_stime - c0.ru_stime))
+
+    def hyperfine() -> tuple[float, ...]:
+        started = time.monotonic()
+        argv = ["hyperfine", "-N", "--runs", str(runs), "--style", "none", "true"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, _, usage = os.wait4(proc.pid, 0)
+        spans = (time.monotonic() - started, usage.ru_utime, usage.ru_stime)
+        return tuple(span / runs * 1e6 for span in spans)
+
+    ours: list[tuple[float, ...]] = []
+    theirs: list[tuple[float, ...]] = []
+    for round_ in range(rounds):  # alternating, the first side turning each round
+        for side in (ours, theirs) if round_ % 2 == 0 else (theirs, ours):
+            side.append(in_process() if side is ours else hyperfine())
+    medians = [statistics.median(values) for values in zip(*ours)]
+    print(f"a sample of true, us (medians of {rounds} rounds of {runs}):")
+    print(
+        "bench: cycle {:.0f}; its process user {:.0f}, system {:.0f}; the child user {:.0f}, system {:.0f}".format(
+            *medians
+        )
+    )
+    wall, user, system = (statistics.median(values) for values in zip(*theirs))
+    print(f"hyperfine: cycle {wall:.0f}; user {user:.0f}, system {system:.0f} (its own and the child's)")
+    cpu = sum(medians[1:])
+    print(
+        f"CPU a sample: bench {cpu:.0f}, less its process's user time {cpu - medians[1]:.0f}; hyperfine {user + system:.0f}"
+    )
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--cli", action="append", help="a processkit-cli to measure (repeatable)")
     parser.add_argument("--split", type=int, metavar="N", help="N runs in this interpreter's processkit (above)")
+    parser.add_argument("--own", type=int, metavar="N", help="N runs: whose CPU a sample is (above)")
     args = parser.parse_args()
+    if args.own:
+        own(args.own, args.rounds)
+        return
     if args.split:
         split(args.split)
         return
