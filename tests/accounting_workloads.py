@@ -41,7 +41,10 @@ for thread in threads:
 
 def early_burners(seconds: float) -> str:
     """A middle process starts two burners of ``seconds`` CPU each and exits at once, so nobody in
-    the tree reaps them; they exit before the root, which waits for the end of a pipe they hold."""
+    the tree reaps them; they exit before the root, which reads their pids from a pipe they hold
+    and, at its end of file, waits until each is a zombie or gone: the end of file comes as an
+    exiting process closes its files, before it has exited (on a loaded host the root could end
+    first, and a burner was then read live, at clock-tick precision, not collected)."""
     return f"""
 import os, time
 read_end, write_end = os.pipe()
@@ -49,12 +52,24 @@ if os.fork() == 0:
     os.close(read_end)
     for n in range(2):
         if os.fork() == 0:
+            os.write(write_end, b"%d\\n" % os.getpid())
             end = time.process_time() + {seconds}
             while time.process_time() < end:
                 pass
             os._exit(0)
     os._exit(0)
 os.close(write_end)
-os.read(read_end, 1)  # end of file once every burner has exited
+said = b""
+while chunk := os.read(read_end, 64):  # end of file once every burner is exiting
+    said += chunk
 os.wait()
+for pid in said.split():
+    while True:
+        try:
+            with open(b"/proc/%s/stat" % pid, "rb") as stat:
+                if stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    break
+        except OSError:
+            break  # collected
+        time.sleep(0.001)
 """

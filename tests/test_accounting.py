@@ -306,7 +306,11 @@ def glob_run_dirs(pid: int) -> list[str]:
 
 def test_the_usage_counts_what_members_did_until_teardown_killed_them(tmp_path, layout):
     """The stream's summary is read before teardown (the reference's order); the usage file is
-    read once the tree is gone, so CPU burnt during the grace by a SIGTERM handler is in."""
+    read once the tree is gone, so CPU burnt during the grace by a SIGTERM handler is in.
+
+    The run is stopped once the child says its handler is in place: a ``--timeout`` fired at a
+    fixed time, which an interpreter's start-up could outlast on a loaded host (the SIGTERM then
+    ended the child before it had a handler, and nothing burnt)."""
     code = """
 import signal, sys, time
 def burn(*_):
@@ -318,19 +322,19 @@ signal.signal(signal.SIGTERM, burn)
 open(sys.argv[1], "w").close()
 time.sleep(60)
 """
-    usage_file = tmp_path / "usage.json"
-    _, events = run_checked(
-        tmp_path,
-        "--no-echo",
-        "--timeout",
-        "1s",
-        "--grace",
-        "30s",
-        "--usage-file",
-        usage_file,
-        command=[*python_child(code), tmp_path / "f"],
-        returncode=106,
-    )
+    usage_file, jsonl, handled = tmp_path / "usage.json", tmp_path / "run.jsonl", tmp_path / "f"
+    runner = start_cli(
+        "run", "--jsonl", jsonl, "--no-echo", "--grace", "30s", "--usage-file", usage_file,
+        "--", *python_child(code), handled,
+    )  # fmt: skip
+    try:
+        wait_for_file(handled, timeout=60)
+        runner.send_signal(signal.SIGTERM)  # a stop: the tree is stopped gracefully, as by a timeout
+        assert runner.wait(60) == 107
+    finally:
+        runner.kill()
+        runner.wait()
+    events = check_stream(jsonl, 107)
     summary, usage = one(events, "resource_summary"), json.loads(usage_file.read_text())
     assert usage["total_cpu_ms"] >= summary["total_cpu_ms"] + 350, (summary, usage)
 

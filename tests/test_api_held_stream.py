@@ -58,7 +58,10 @@ def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give
         assert made == (["output_captured"] if keywords.get("capture_output") else [])
     # A stream too heavy to hold as objects (a large tree snapshotted often) was written as it
     # went: it comes as its lines, whole.
-    crowd = ["sh", "-c", "for i in $(seq 250); do sleep 30 & done; sleep 0.5"]  # the teardown ends the 250
+    # The teardown ends the 250. No event tells the child how often it was read: 2 s of 251
+    # members outweighs the spill's bound (2048) unless a snapshot takes over 0.2 s; at a load
+    # of 18 one took ~25 ms, and the 0.5 s it was left a margin of under two.
+    crowd = ["sh", "-c", "for i in $(seq 250); do sleep 30 & done; sleep 2"]
     reply = raw_reply(crowd, snapshot_interval=0.02)
     assert "records" not in reply and reply["jsonl"].endswith(b"\n")
     events = result.parse_lines(reply["jsonl"])

@@ -15,18 +15,24 @@ from conftest import run_cli
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
+# Logs its start, waits (at most a minute, else exit 1) until the job ``argv[5]`` (if any) has
+# logged its own, sleeps, logs its end.
 LOGGED = (
     "import os,sys,time\n"
     "log=os.open(sys.argv[1], os.O_WRONLY|os.O_APPEND)\n"
     "os.write(log, ('start '+sys.argv[2]+'\\n').encode())\n"
+    "end=time.monotonic()+60\n"
+    "while sys.argv[5] and 'start '+sys.argv[5] not in open(sys.argv[1]).read().splitlines():\n"
+    "    if time.monotonic()>end: sys.exit(1)\n"
+    "    time.sleep(0.01)\n"
     "time.sleep(float(sys.argv[3]))\n"
     "os.write(log, ('end '+sys.argv[2]+'\\n').encode())\n"
     "sys.exit(int(sys.argv[4]))\n"
 )
 
 
-def job(log, job_id: str, *, sleep: float = 0.0, code: int = 0, **keys) -> dict:
-    return {"id": job_id, "args": [PY, "-c", LOGGED, str(log), job_id, str(sleep), str(code)], **keys}
+def job(log, job_id: str, *, sleep: float = 0.0, code: int = 0, after: str = "", **keys) -> dict:
+    return {"id": job_id, "args": [PY, "-c", LOGGED, str(log), job_id, str(sleep), str(code), after], **keys}
 
 
 def batch(tmp_path, jobs, *flags):
@@ -47,7 +53,9 @@ def test_a_job_starts_only_once_every_need_exited_0(tmp_path):
     log = tmp_path / "log"
     log.touch()
     jobs = [
-        job(log, "compile-a", sleep=0.2),
+        # ends once lint has started: a lint held back until its end would leave it waiting
+        # (not a 0.2 s sleep, which a loaded host could let pass before lint's interpreter starts)
+        job(log, "compile-a", after="lint"),
         job(log, "compile-b", sleep=0.05),
         job(log, "link", needs=["compile-a", "compile-b"]),
         job(log, "test", needs=["link"]),

@@ -85,7 +85,9 @@ def test_a_tree_that_outlives_its_root(browser, tmp_path):
         "--",
         "sh",
         "-c",
-        "sleep 30 & sleep 0.4 & sleep 0.6",
+        # the root waits for the short sleep, so only the long one outlives it (two sleeps
+        # timed against each other could both outlive it on a loaded host)
+        "sleep 30 & sleep 0.4 & wait $!",
     )
     assert ran.returncode == 0
     events = read_events(stream)

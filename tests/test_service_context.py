@@ -230,19 +230,17 @@ def test_a_vanished_batch_caller_leaves_no_spin_and_nothing_behind(tmp_path):
         assert caller.stdout is not None
         service = int(caller.stdout.readline())
         deadline = time.monotonic() + 60
-        while (
-            sum(
-                (out / f"j{n}" / "events.jsonl").exists()
-                and b"run_started" in (out / f"j{n}" / "events.jsonl").read_bytes()
-                for n in range(3)
-            )
-            < 3
-        ):
+        up = [out / f"j{n}" / "capture" / "stdout.log" for n in range(3)]  # "up": its trap is set
+        while not all(path.exists() and path.read_bytes() == b"up\n" for path in up):
             assert time.monotonic() < deadline, "the jobs did not start"
             time.sleep(0.02)
         caller.kill()
         caller.wait()
-        time.sleep(0.3)  # the stop reached the batch: its jobs ignore SIGTERM and wait out the grace
+        # the stop reached the batch once each job's teardown began: they ignore its SIGTERM and
+        # wait out the grace (a fixed pause could end before the stop came, or measure past the grace)
+        while not all(b"cleanup_started" in (out / f"j{n}" / "events.jsonl").read_bytes() for n in range(3)):
+            assert time.monotonic() < deadline, "the stop did not reach the batch's jobs"
+            time.sleep(0.02)
         pids = _tree(service)
         before, reads, started = _cpu_seconds(pids), _read_calls(pids), time.monotonic()
         time.sleep(1.5)
