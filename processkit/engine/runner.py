@@ -217,6 +217,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
             from .. import capture_layout
 
             capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
+        if spec.capture_keep != "head":  # a carrier's caller may no longer find the record
+            outcome.kept = {name: report.kept for name, report in finals.items()}
         captured = {name: report.as_event() for name, report in finals.items()}
         run.events.emit(event_types.OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
     return outcome

@@ -214,6 +214,8 @@ class Request:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
+        if outcome.kept is not None:
+            report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
         if self.records is not None:
             report["records"] = self.records
