@@ -50,8 +50,21 @@ def kind(mode: int) -> str:
 
 def open_input(path: str, *, regular: bool = False) -> int:
     """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
-    writer); with ``regular``, anything but a regular file is refused (OSError naming what it is)."""
-    fd = os.open(path, _INPUT)
+    writer), reached as an output is (another user's link at the name, or in a sticky
+    directory, is refused: it would choose what is read as this user and handed to a child);
+    with ``regular``, anything but a regular file is refused (OSError naming what it is)."""
+    head, name = split_file(path)
+    links = [0]
+    start, here = directory_of(links, head)
+    dir_fd, here, name, entry, _ = _final(links, start, here, name)
+    try:
+        if entry < 0:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+        fd = reopen(os.dup(entry), _INPUT, f"{here.rstrip('/')}/{name}")
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
     if regular:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):

@@ -85,7 +85,6 @@ ALLOWED = {
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
-    ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",
 }
 
 WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_TRUNC", "O_APPEND"}

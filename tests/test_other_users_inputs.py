@@ -1,0 +1,60 @@
+"""Inputs a run reads on its child's behalf (threat59, attack a): ``--stdin-file`` and
+``--env-file`` are read as the runner's user (often root) and handed to the child, whose output
+may land where others read it. Another user's symbolic link at such a name in ``/tmp`` made root
+read a file of root's (``/etc/shadow`` into the child's stdin, a secret ``KEY=VALUE`` file into
+its environment), as ``fs.protected_symlinks`` (off on such a host) exists to stop. The name is
+now walked as an output's is (``safepath``): another user's link at it is refused (111, naming
+the link's owner), the user's own links, ``/dev/stdin`` and ``/dev/fd/N`` still work. With a
+second OS user, as tests/test_other_users.py makes it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import read_events, run_cli
+from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
+
+SECRET = b"ROOT_TOKEN=root-only-secret\n"
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A file of root's, in a directory the attacker cannot enter."""
+    path = tmp_path / "private" / "secret.env"
+    path.parent.mkdir(mode=0o700)
+    path.write_bytes(SECRET)
+    return path
+
+
+@pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])
+def test_another_users_link_at_an_input_is_not_followed(tmp_path, other_user, shared, secret, flag):  # noqa: F811
+    planted = os.path.join(shared, "input")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, secret)
+    capture = tmp_path / "cap"
+    result = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--capture-dir", capture, flag, planted, "--",
+        "sh", "-c", 'cat; echo "token=$ROOT_TOKEN"',
+    )  # fmt: skip
+    refused(result, flag, "symbolic link of uid")
+    assert b"root-only-secret" not in result.stdout
+    assert not (capture / "stdout.log").exists() or b"root-only-secret" not in (capture / "stdout.log").read_bytes()
+    assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 111
+
+
+@pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])
+def test_ones_own_link_and_descriptors_still_feed_an_input(tmp_path, shared, secret, flag):  # noqa: F811
+    mine = os.path.join(shared, "mine")
+    os.symlink(secret, mine)
+    command = ["sh", "-c", 'cat; echo "token=$ROOT_TOKEN"']
+    result = run_cli("run", "--jsonl", tmp_path / "a.jsonl", flag, mine, "--", *command)
+    assert result.returncode == 0, result.stderr
+    assert b"root-only-secret" in result.stdout
+    with open(secret, "rb") as handle:
+        given = run_cli(
+            "run", "--jsonl", tmp_path / "b.jsonl", flag, f"/dev/fd/{handle.fileno()}", "--", *command,
+            pass_fds=(handle.fileno(),),
+        )  # fmt: skip
+    assert given.returncode == 0, given.stderr
+    assert b"root-only-secret" in given.stdout
