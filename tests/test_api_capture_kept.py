@@ -13,7 +13,11 @@ import pytest
 import processkit
 
 STREAM = b"".join(b"%d" % (index % 10) for index in range(3000)) + b"END"
-COMMAND = ["python3", "-c", "import sys; sys.stdout.buffer.write(b''.join(b'%d' % (i % 10) for i in range(3000)) + b'END')"]
+COMMAND = [
+    "python3",
+    "-c",
+    "import sys; sys.stdout.buffer.write(b''.join(b'%d' % (i % 10) for i in range(3000)) + b'END')",
+]
 EXPECTED = {"tail": ((2983, 3003),), "head-tail": ((0, 10), (2993, 3003)), "head": ((0, 20),)}
 
 
