@@ -36,7 +36,7 @@ from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..writeall import write_all
-from . import inbound, scratch
+from . import caller_umask, inbound, scratch
 
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
@@ -74,14 +74,16 @@ class Request:
         "records",
         "spare",
         "captured",
+        "umask",
     )
 
     def __init__(
-        self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None, spare: list[int] | None = None
+        self, rid: int, spec, extra: dict, stdio: list[int], env: tuple | None, spare: list[int] | None = None
     ) -> None:
         self.rid = rid
         self.spec = spec
-        self.env = env  # the caller's environment when it sent this request (None: never sent)
+        # the caller's environment and umask when it sent this request (None: never sent)
+        self.env, self.umask = env if env is not None else (None, None)
         self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
         self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
         self.input: bytes | None = extra.get("input")
@@ -127,6 +129,10 @@ class Request:
         if self.short:  # the kernel dropped what did not fit: never the service's own 0-2 in their place
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
+
+    def carried(self, steps):
+        """The run's ``steps``, each taken under its caller's umask (``caller_umask``)."""
+        return caller_umask.carried(steps, self.umask)
 
     def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
