@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import os
 
+from ..api.caller_env import umask_now
+
 
 def carried(steps, mask: int | None):
     """``steps`` driven as ``yield from`` would, each resumption (a send, a throw, the close)
-    under ``mask``; ``steps`` itself when there is none (a request that carried no environment)."""
-    if mask is None:
+    under ``mask``; ``steps`` itself when there is none (a request that carried no environment)
+    or it is the service's own (the caller's umask unchanged since it started the service: the
+    common case pays nothing)."""
+    if mask is None or mask == _own():
         return (yield from steps)
     sent, raised = None, None
     while True:
@@ -35,3 +39,13 @@ def carried(steps, mask: int | None):
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the run's steps, as yield from does
             sent, raised = None, exc
+
+
+_OWN: list[int] = []
+
+
+def _own() -> int:
+    """The service's own umask, read once (as the caller reads its own: the service has one thread)."""
+    if not _OWN:
+        _OWN.append(umask_now())
+    return _OWN[0]
