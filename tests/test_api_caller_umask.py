@@ -1,5 +1,5 @@
 """The caller's umask (threat59, attack b): the runner service is started once, at a process's
-first call, and made every run's files (its capture directory and files, its stream) and its
+first call, and made every run's files (and a ``processkit.batch``'s or ``bench``'s process) (its capture directory and files, its stream) and its
 child under the umask the caller had *then*. A caller that later tightened it (``os.umask(0o077)``)
 to keep a run's output from other users got ``0644`` files and a child running under ``022``, where
 ``subprocess`` and ``processkit-cli`` give ``0600`` and ``077``. A request now carries the
@@ -35,6 +35,18 @@ for mask in (0o077, 0o022):
     with open(os.path.join(where, "cap", "stdout.log")) as handle:
         modes["child"] = handle.read().strip()
     found[oct(mask)] = [done.returncode, modes]
+os.umask(0o077)  # a batch and a benchmark: each in a process the service starts
+batch = os.path.join(out, "batch")
+processkit.batch([{"id": "j", "args": ["sh", "-c", "umask"]}], out=batch)
+os.chdir(out)
+processkit.bench([["sh", "-c", "umask > bench-umask"]], runs=1, warmup=0)
+with open(os.path.join(batch, "j", "capture", "stdout.log")) as handle, open("bench-umask") as made:
+    found["others"] = {
+        "batch": handle.read().strip(),
+        "summary": oct(stat.S_IMODE(os.stat(os.path.join(batch, "summary.jsonl")).st_mode)),
+        "bench": made.read().strip(),
+        "bench file": oct(stat.S_IMODE(os.stat("bench-umask").st_mode)),
+    }
 print(json.dumps(found))
 """
 
@@ -48,3 +60,4 @@ def test_each_run_is_made_under_the_callers_umask_of_the_call(tmp_path):
     assert found["0o77"] == [0, private]
     shared = {"dir": "0o755", "stdout": "0o644", "jsonl": "0o644", "made": "0o644", "child": "0022"}
     assert found["0o22"] == [0, shared], "a loosened umask travels as well"
+    assert found["others"] == {"batch": "0077", "summary": "0o600", "bench": "0077", "bench file": "0o600"}

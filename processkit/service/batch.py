@@ -24,11 +24,11 @@ def main() -> int:
     begun = spawned.begin()
     if begun is None:
         return 0
-    (jobs, settings, cwd, env), connection, _ = begun
-    return serve(connection, jobs, settings, cwd, env)
+    (jobs, settings, cwd, (env, mask)), connection, _ = begun
+    return serve(connection, jobs, settings, cwd, env, mask)
 
 
-def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
+def serve(connection: int, jobs, settings, cwd: str, env: dict, mask: int) -> int:
     """Run the batch; returns this process's exit status."""
     from ..batching.index import PageProcess
     from ..batching.on_host import run_batch
@@ -40,6 +40,7 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
         os.chdir(cwd)
         os.environ.clear()  # this process's own: it carries this one caller's batch and no other
         os.environ.update(env)
+        os.umask(mask)  # the caller's at the call: its --out's files and jobs, as under the CLI
         page = PageProcess(settings.out)
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:

@@ -70,6 +70,7 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
         os.chdir(request.cwd)
         os.environ.clear()  # this process's own: it carries this one caller's benchmark
         os.environ.update(request.env)
+        os.umask(request.umask)  # the caller's at the call: its exports and runs' files, as under the CLI
         options = request.options
         earlier = against.read(request.baseline)  # checked before the first run
         measured_options.make_jsonl_dir(options)
