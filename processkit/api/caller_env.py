@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from ..native import module as native_module
+
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
@@ -28,7 +30,7 @@ def fingerprint() -> tuple:
 
 
 _PLACES = tuple(os.fsencode(name) for name in PLACES)
-PROBE = 0o077  # the umask for the moment ``umask_now`` reads it: owner-only
+STATUS_HEAD = 512  # bytes of /proc/self/status read for its Umask: line (Name: is at most 64 bytes)
 _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
 
@@ -51,13 +53,28 @@ def as_text(now: tuple[dict, int]) -> tuple[dict[str, str], int]:
 
 
 def umask_now() -> int:
-    """This process's umask. Read by setting it and putting it back (``/proc/self/status`` says
-    it without setting it, but costs 20-50 µs a call, a tenth of a call's own CPU): for the
-    microsecond between, a file another thread makes gets ``PROBE``, which lets no group or other
-    user in, so the moment can make a file more private than asked, never less."""
-    mask = os.umask(PROBE)
-    os.umask(mask)
-    return mask
+    """This process's umask, read without leaving it changed. POSIX reads it only by setting it,
+    and two Python calls (set a placeholder, put it back) can be split: a second thread reading
+    between them, or a signal handler raising there, left the whole process at the placeholder
+    for good. So: one C call that sets and restores under a mutex (``csrc/umask.c``, ~1 µs),
+    and without the C module ``/proc/self/status``'s ``Umask:`` line, which only reads (~20-50 µs;
+    a lock would keep out threads, not a handler's exception between the two calls)."""
+    native = native_module()
+    if native is not None:
+        return native.lib.pk_umask_now()
+    return _status_umask()
+
+
+def _status_umask() -> int:
+    """The ``Umask:`` line of ``/proc/self/status`` (the second line: its first ``STATUS_HEAD``
+    bytes hold it)."""
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        head = os.read(fd, STATUS_HEAD)
+    finally:
+        os.close(fd)
+    start = head.index(b"\nUmask:") + 7
+    return int(head[start : head.index(b"\n", start)], 8)
 
 
 def service_environment() -> dict[str, str]:
