@@ -9,6 +9,7 @@ service, in a process of its own (the umask is the whole process's)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -61,3 +62,36 @@ def test_each_run_is_made_under_the_callers_umask_of_the_call(tmp_path):
     shared = {"dir": "0o755", "stdout": "0o644", "jsonl": "0o644", "made": "0o644", "child": "0022"}
     assert found["0o22"] == [0, shared], "a loosened umask travels as well"
     assert found["others"] == {"batch": "0077", "summary": "0o600", "bench": "0077", "bench file": "0o600"}
+
+
+OWN_FILES = r"""
+import json, os, sys, warnings
+import processkit
+
+os.umask(0o022)
+processkit.run(["true"])  # the service starts under 022
+found = {}
+for mask in (0o277, 0o700):
+    os.umask(mask)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", processkit.CaptureTruncated)
+        done = processkit.run(
+            ["sh", "-c", "echo 0123456789abcdefghijklmnopqrstuvwxyz"],
+            capture_output=True, capture_keep="tail", capture_max_bytes=20,
+        )
+    found[oct(mask)] = [done.returncode, done.stdout.decode()]
+print(json.dumps(found))
+"""
+
+
+def test_the_services_own_files_take_no_umask():
+    """A umask with no owner's bits (``0o277``, ``0o700``) is the caller's and its child's: the
+    capture directory the service makes in its scratch (no ``capture_dir=``) is the service's
+    own, made with its own modes (it refused the service its files: 111 naming a directory the
+    user never gave). Root is run without its override of file modes, as any other user is."""
+    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    done = subprocess.run(
+        [*unprivileged, sys.executable, "-c", OWN_FILES], capture_output=True, text=True, timeout=120, check=True
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n"], "0o700": [0, "hijklmnopqrstuvwxyz\n"]}

@@ -38,6 +38,7 @@ from ..grammar.values import parse_run_id
 from ..writeall import write_all
 from . import caller_umask, inbound, scratch
 
+CAPTURE_FILES = ("stdout.log", "stderr.log")  # a capture directory's files (``engine.capture``)
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
@@ -159,6 +160,7 @@ class Request:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+            scratch.run_directory(self.scratch_capture, CAPTURE_FILES)  # the service's own: its modes, not a umask's
         held_fds = self.held or None  # lent: closed (or kept spare) by ``close``, never by the engine
         stdio = tuple(self.stdio)
         given = self.given
