@@ -58,3 +58,41 @@ def test_ones_own_link_and_descriptors_still_feed_an_input(tmp_path, shared, sec
         )  # fmt: skip
     assert given.returncode == 0, given.stderr
     assert b"root-only-secret" in given.stdout
+
+
+@pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])
+def test_a_hard_link_to_a_secret_in_a_shared_directory_is_not_read(tmp_path, shared, secret, flag):  # noqa: F811
+    """Where ``fs.protected_hardlinks`` is off another user can link a file of root's into a
+    shared directory; here (it is on) the link is made by root itself, as that user could there."""
+    planted = os.path.join(shared, "input")
+    os.link(secret, planted)
+    result = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--capture-dir", tmp_path / "cap", flag, planted, "--",
+        "sh", "-c", 'cat; echo "token=$ROOT_TOKEN"',
+    )  # fmt: skip
+    refused(result, flag, "other hard links")
+    assert (
+        not (tmp_path / "cap" / "stdout.log").exists()
+        or b"root-only-secret" not in (tmp_path / "cap" / "stdout.log").read_bytes()
+    )
+
+
+@pytest.mark.parametrize("flag,verb", [("--stdin-file", "open"), ("--env-file", "read")])
+@pytest.mark.parametrize(
+    "name,said",
+    [
+        ("", "No such file or directory"),
+        ("real/in.txt/", "Not a directory"),
+        ("real/", "Is a directory"),
+        ("real/..", "Is a directory"),
+        ("gone/", "No such file or directory"),
+    ],
+)
+def test_a_name_no_file_can_have_is_refused_in_opens_words(tmp_path, flag, verb, name, said):
+    """As ``open`` says it, as before the name was walked (a path ending in ``/`` said "names a
+    directory", the path twice, for a file's name too)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "in.txt").write_bytes(b"hi\n")
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", flag, name, "--", "true", cwd=tmp_path)
+    assert result.returncode == 111
+    assert result.stderr.decode().strip() == f"processkit-cli: cannot {verb} {flag} {name}: {said}"
