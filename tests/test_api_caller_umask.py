@@ -1,10 +1,11 @@
 """The caller's umask (threat59, attack b): the runner service is started once, at a process's
-first call, and made every run's files (and a ``processkit.batch``'s or ``bench``'s process) (its capture directory and files, its stream) and its
-child under the umask the caller had *then*. A caller that later tightened it (``os.umask(0o077)``)
-to keep a run's output from other users got ``0644`` files and a child running under ``022``, where
-``subprocess`` and ``processkit-cli`` give ``0600`` and ``077``. A request now carries the
-caller's umask when it changed, and the service carries the run under it. Through the real
-service, in a process of its own (the umask is the whole process's)."""
+first call, and made every run's files (its capture directory and files, its stream) and its
+child, and the process of a ``processkit.batch`` or ``bench``, under the umask the caller had
+*then*. A caller that later tightened it (``os.umask(0o077)``) to keep a run's output from other
+users got ``0644`` files and a child running under ``022``, where ``subprocess`` and
+``processkit-cli`` give ``0600`` and ``077``. A request now carries the caller's umask when it
+changed, and the service carries the run under it. Through the real service, in a process of
+its own (the umask is the whole process's)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,14 @@ def test_the_services_own_files_take_no_umask():
     )
     found = json.loads(done.stdout.splitlines()[-1])
     assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n"], "0o700": [0, "hijklmnopqrstuvwxyz\n"]}
+
+
+def test_a_run_with_no_umask_to_carry_is_its_own_steps():
+    """A request with no umask, or its service's own (a caller that never changed it), is
+    driven as the run's steps themselves: no wrapper resumed at each step."""
+    from processkit.service import caller_umask
+
+    steps = iter(())
+    assert caller_umask.carried(steps, None) is steps
+    assert caller_umask.carried(steps, caller_umask._own()) is steps
+    assert caller_umask.carried(steps, caller_umask._own() ^ 0o007) is not steps

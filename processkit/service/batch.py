@@ -12,10 +12,9 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import os
 import socket
 
-from . import spawned
+from . import caller_umask, spawned
 
 
 def main() -> int:
@@ -37,10 +36,7 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict, mask: int) -> in
     sock = socket.socket(fileno=connection)
     page = None
     try:
-        os.chdir(cwd)
-        os.environ.clear()  # this process's own: it carries this one caller's batch and no other
-        os.environ.update(env)
-        os.umask(mask)  # the caller's at the call: its --out's files and jobs, as under the CLI
+        caller_umask.take_place(cwd, env, mask)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:
