@@ -10,6 +10,7 @@ second OS user, as tests/test_other_users.py makes it."""
 from __future__ import annotations
 
 import os
+import stat
 
 import pytest
 
@@ -96,3 +97,41 @@ def test_a_name_no_file_can_have_is_refused_in_opens_words(tmp_path, flag, verb,
     result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", flag, name, "--", "true", cwd=tmp_path)
     assert result.returncode == 111
     assert result.stderr.decode().strip() == f"processkit-cli: cannot {verb} {flag} {name}: {said}"
+
+
+def test_a_fifo_env_file_is_waited_on_as_judged_whatever_its_name_holds_later(tmp_path, monkeypatch):
+    """A FIFO env file is opened again to wait for its writer: through the descriptor judged,
+    not the name, which another user in a shared directory could have swapped meanwhile for a
+    file they chose (or a link to one of root's). Here the name is swapped at the moment between
+    (the FIFO kept under a second name, its writer writing through it), then read."""
+    import types
+
+    from processkit.engine import environment
+
+    fifo, kept, chosen = tmp_path / "input", tmp_path / "kept", tmp_path / "chosen"
+    os.mkfifo(fifo)
+    chosen.write_bytes(b"FROM=the-swapped-name\n")
+    writer: list[int] = []
+
+    def judged(mode: int) -> bool:  # the check is done: now the swap, before the wait
+        os.link(fifo, kept)
+        writer.append(os.open(kept, os.O_WRONLY | os.O_NONBLOCK))  # the runner's first open reads
+        os.write(writer[0], b"FROM=the-fifo-judged\n")
+        os.rename(chosen, fifo)
+        return stat.S_ISFIFO(mode)
+
+    class Closing:
+        """``os`` as the module sees it, the writer closed with the first descriptor (its
+        reopen made by then): the read then ends."""
+
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def close(self, fd: int) -> None:
+            os.close(fd)
+            while writer:
+                os.close(writer.pop())
+
+    monkeypatch.setattr(environment, "stat", types.SimpleNamespace(S_ISFIFO=judged))
+    monkeypatch.setattr(environment, "os", Closing())
+    assert environment._read_env_file(str(fifo), alone=True) == [("FROM", "the-fifo-judged")]
