@@ -1,4 +1,4 @@
-"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c, listen.c, sources.c and faults.c; used by setup.py."""
+"""cffi (API mode) build of ``processkit._native`` from pump.c, hasher.c, stay.c, sha256.c, spawn.c, spawn_cow.c, spawn_report.c, spawn_child.c, listen.c, sources.c, faults.c and umask.c; used by setup.py."""
 
 import os
 
@@ -134,11 +134,13 @@ ffibuilder.cdef(
     void pk_source_states(const char *paths, size_t count, long long *out);
 
     int pk_guard_faults(void);
+
+    unsigned int pk_umask_now(void);
     """
 )
 ffibuilder.set_source(
     "processkit._native",
-    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"\n#include "faults.h"',
+    '#include <fcntl.h>\n#include <sys/file.h>\n#include <sys/mman.h>\n#include <sys/prctl.h>\n#include <sys/resource.h>\n#include <sys/wait.h>\n#include "pump.h"\n#include "spawn.h"\n#include "listen.h"\n#include "sources.h"\n#include "faults.h"\n#include "umask.h"',
     sources=[
         os.path.join(HERE, name)
         for name in (
@@ -153,12 +155,23 @@ ffibuilder.set_source(
             "listen.c",
             "sources.c",
             "faults.c",
+            "umask.c",
         )
     ],
     include_dirs=[HERE],
     depends=[
         os.path.join(HERE, name)
-        for name in ("pump.h", "hasher.h", "sha256.h", "spawn.h", "spawn_child.h", "listen.h", "sources.h", "faults.h")
+        for name in (
+            "pump.h",
+            "hasher.h",
+            "sha256.h",
+            "spawn.h",
+            "spawn_child.h",
+            "listen.h",
+            "sources.h",
+            "faults.h",
+            "umask.h",
+        )
     ],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],

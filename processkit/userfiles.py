@@ -50,14 +50,54 @@ def kind(mode: int) -> str:
 
 def open_input(path: str, *, regular: bool = False) -> int:
     """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
-    writer); with ``regular``, anything but a regular file is refused (OSError naming what it is)."""
-    fd = os.open(path, _INPUT)
+    writer), reached as ``open_named`` reaches a file: another user's link at the name, or in a
+    sticky directory, is refused (it would choose what is read as this user and handed to a
+    child), as is a file with other hard links in a directory other users can change; with
+    ``regular``, anything but a regular file is refused (OSError naming what it is). A name no
+    file can have (empty, ending in ``/``) is refused with ``open``'s own words."""
+    links = [0]
+    start, here = directory_of(links, _input_head(path, links))
+    dir_fd, here, name, entry, by_descriptor = _final(links, start, here, os.path.basename(path))
+    try:
+        fd = _reopened(dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor, os.strerror(errno.ENOENT))
+    finally:
+        os.close(dir_fd)
     if regular:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
             os.close(fd)
             raise OSError(errno.EINVAL, f"it is {kind(found.st_mode)}, not a regular file")
     return fd
+
+
+def _input_head(path: str, links: list[int]) -> str:
+    """``path``'s directory, for a path that names a file; else OSError as ``open(path)`` says
+    it: ENOENT for an empty path, EISDIR for a directory's, ENOTDIR for a file's with a ``/``
+    after it (the walk's own error)."""
+    if not path:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    if os.path.basename(path) in ("", ".", ".."):
+        os.close(directory_of(links, path)[0])
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    return os.path.dirname(path) or "."
+
+
+def _reopened(dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str) -> int:
+    """The ``_final`` entry ``entry`` (consumed; -1: ``FileNotFoundError`` saying ``missing``)
+    reopened to read, non-blocking. Refused: a file of this user's or root's with other hard
+    links, in a directory other users can change (a link they made to a file they could not read)."""
+    if entry < 0:
+        raise FileNotFoundError(errno.ENOENT, missing)
+    try:
+        found = os.fstat(entry)
+        folder = os.fstat(dir_fd)
+        planted = not trusted(folder.st_uid) or others_can_write(folder)
+        if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
+            if found.st_nlink > 1:
+                raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")
+        return reopen(os.dup(entry), _INPUT, shown)
+    finally:
+        os.close(entry)
 
 
 def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
@@ -84,18 +124,8 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     dir_fd, here, name, entry, by_descriptor = _final(links, start, here, name, strict=strict)
     shown = f"{here.rstrip('/')}/{name}"
     try:
-        if entry < 0:
-            raise FileNotFoundError(errno.ENOENT, f"{shown} does not exist")
-        found = os.fstat(entry)
-        folder = os.fstat(dir_fd)
-        planted = not trusted(folder.st_uid) or others_can_write(folder)
-        if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
-            if found.st_nlink > 1:
-                raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")
-        fd = reopen(os.dup(entry), _INPUT, shown)
+        fd = _reopened(dir_fd, shown, entry, by_descriptor, f"{shown} does not exist")
     finally:
-        if entry >= 0:
-            os.close(entry)
         os.close(dir_fd)
     return checked(fd, path, limits)
 

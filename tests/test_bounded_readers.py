@@ -16,6 +16,7 @@ ALLOWED = {
     ("containment/cgroupfs.py", "read_bytes"): "a cgroup or /proc file of the kernel's, at most READ_LIMIT (read_on)",
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status",
+    ("api/caller_env.py", "_status_umask"): "/proc/self/status, at most STATUS_HEAD bytes (its Umask: line)",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
@@ -26,13 +27,11 @@ ALLOWED = {
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
     ("cli/probe.py", "main"): "the shipped event schema, printed",
     # Streams copied to a child as they come, never held: the child paces the reading.
-    ("engine/stdin_feed.py", "open_source"): "--stdin-file, pumped to the child (a FIFO waits on the loop)",
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
     ("engine/pump.py", "watch"): "/proc/self/fd/<n>: the child's output pipe again, pumped as it comes",
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
-    ("userfiles.py", "open_input"): "rule 2's non-blocking open, for the env file only (bounded by its reader)",
     ("safepath.py", "_reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",

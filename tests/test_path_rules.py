@@ -82,10 +82,20 @@ ALLOWED = {
     ("service/scratch.py", "_held_shared", "os.open:write"): "the user's empty mark beside its scratch directory in "
     "a later base: O_NOFOLLOW | O_NONBLOCK, used only when it is this user's regular file with no other name, "
     "never written",
+    (
+        "service/scratch.py",
+        "run_directory",
+        "os.mkdir",
+    ): "a run's capture directory: a fresh name (the request's id) in the service's own 0700 scratch",
+    (
+        "service/scratch.py",
+        "run_directory",
+        "os.chmod",
+    ): "that directory, just made: its mode made 0700 whatever the umask",
+    ("service/scratch.py", "run_directory", "os.open:write"): "O_EXCL | O_NOFOLLOW inside that directory",
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).
-    ("engine/environment.py", "_read_env_file", "os.open:read"): "an --env-file FIFO of a run carried alone",
 }
 
 WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_TRUNC", "O_APPEND"}

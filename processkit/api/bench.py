@@ -31,6 +31,7 @@ from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text
 from ..plain import Plain
 from ..spec import callers_cwd
+from .caller_env import umask_now
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ TEXTS = ("reference", "reference_name", "shell", "jsonl_dir", "baseline")  # tak
 class Benchmark(Plain):
     """What the service's bench process is asked to run: the commands as the plan expanded
     them, the session's options, the baseline (a path) and its gate, and the caller's working
-    directory and environment, which that process takes as its own."""
+    directory, environment and umask, which that process takes as its own."""
 
     commands: list
     options: Options
@@ -57,6 +58,7 @@ class Benchmark(Plain):
     fail_if_slower: float | None = None
     cwd: str = "/"
     env: dict = {}
+    umask: int = 0o022
 
 
 def bench(
@@ -173,6 +175,7 @@ def _planned(commands: list, given: dict) -> Benchmark:
         fail_if_slower=typed.get("fail_if_slower"),
         cwd=callers_cwd(),  # a removed one named as ``run``'s is
         env=dict(os.environ),
+        umask=umask_now(),
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from ..native import module as native_module
+
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
 PLACES = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR")
@@ -28,22 +30,51 @@ def fingerprint() -> tuple:
 
 
 _PLACES = tuple(os.fsencode(name) for name in PLACES)
+STATUS_HEAD = 512  # bytes of /proc/self/status read for its Umask: line (Name: is at most 64 bytes)
 _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
 
-def environment_now() -> dict:
+def environment_now() -> tuple[dict, int]:
     """This process's environment as it is now, to compare with the last one sent: os.environ's
-    own bytes mapping where CPython has one (copied without decoding every entry)."""
+    own bytes mapping where CPython has one (copied without decoding every entry), and its
+    umask (``umask_now``): the service was started under the umask of the first call, and a run
+    is made under its caller's of its own call, as ``subprocess``'s child would be."""
     data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else dict(os.environ)
+    return (dict(data) if isinstance(data, dict) else dict(os.environ)), umask_now()
 
 
-def as_text(environment: dict) -> dict[str, str]:
+def as_text(now: tuple[dict, int]) -> tuple[dict[str, str], int]:
     """An ``environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
     compared and sent, so what is recorded as sent is what was sent."""
+    environment, mask = now
     if all(isinstance(key, str) for key in environment):
-        return environment
-    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
+        return environment, mask
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}, mask
+
+
+def umask_now() -> int:
+    """This process's umask, read without leaving it changed. POSIX reads it only by setting it,
+    and two Python calls (set a placeholder, put it back) can be split: a second thread reading
+    between them, or a signal handler raising there, left the whole process at the placeholder
+    for good. So: one C call that sets and restores under a mutex (``csrc/umask.c``, ~1 µs),
+    and without the C module ``/proc/self/status``'s ``Umask:`` line, which only reads (~20-50 µs;
+    a lock would keep out threads, not a handler's exception between the two calls)."""
+    native = native_module()
+    if native is not None:
+        return native.lib.pk_umask_now()
+    return _status_umask()
+
+
+def _status_umask() -> int:
+    """The ``Umask:`` line of ``/proc/self/status`` (the second line: its first ``STATUS_HEAD``
+    bytes hold it)."""
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        head = os.read(fd, STATUS_HEAD)
+    finally:
+        os.close(fd)
+    start = head.index(b"\nUmask:") + 7
+    return int(head[start : head.index(b"\n", start)], 8)
 
 
 def service_environment() -> dict[str, str]:

@@ -39,8 +39,8 @@ class CaptureInfo(CapturedStream):
     kept: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
-    def from_event(cls, captured: CapturedStream, run_id: str | None = None) -> CaptureInfo:
-        return cls(**captured._asdict(), kept=ranges(captured, run_id))
+    def from_event(cls, captured: CapturedStream, run_id: str | None = None, kept: tuple | None = None) -> CaptureInfo:
+        return cls(**captured._asdict(), kept=kept if kept is not None else ranges(captured, run_id))
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -232,13 +232,17 @@ def build(
     )
 
 
-def captures(events: list[Event], run_id: str | None = None, last: dict | None = None) -> dict[str, CaptureInfo | None]:
+def captures(
+    events: list[Event], run_id: str | None = None, last: dict | None = None, kept: dict | None = None
+) -> dict[str, CaptureInfo | None]:
     """Each stream's capture as the stream's last ``output_captured`` reports it (with the
-    ranges its file kept, from the layout record of the run ``run_id``). ``last``: the
-    events' ``latest``, when the caller has it."""
+    ranges its file kept: ``kept``'s, the runner service's word for a ring capture, else from
+    the layout record of the run ``run_id``). ``last``: the events' ``latest``, when the caller
+    has it."""
     event = _of(latest(events) if last is None else last, OutputCaptured)
+    kept = kept or {}
     return {
-        name: CaptureInfo.from_event(captured, run_id)
+        name: CaptureInfo.from_event(captured, run_id, kept.get(name))
         if event is not None and (captured := event.captured(name)) is not None
         else None
         for name in ("stdout", "stderr")
@@ -279,7 +283,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
     last = latest(events)
-    found = captures(events, spec.run_id, last)
+    found = captures(events, spec.run_id, last, report.get("kept"))
     outputs = streams.collect(report, found)
     return build(
         args,

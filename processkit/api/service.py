@@ -88,7 +88,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
-        self.sent_env: dict | None = None  # the environment the last request carried (``caller_env.environment_now``)
+        self.sent_env: tuple | None = None  # the environment and umask the last request carried (``caller_env``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)

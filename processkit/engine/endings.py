@@ -75,7 +75,9 @@ class Outcome:
     another file or a link at the path); ``signal``: the signal the root died of when its death
     ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
-    ended the run (a daemon it started: the teardown then killed them), a batch's leak."""
+    ended the run (a daemon it started: the teardown then killed them), a batch's leak; ``kept``:
+    a ring capture's stream ranges each file holds, by stream name (None for a head capture), what
+    the service sends with its reply (its scratch's layout record is gone when the caller reads)."""
 
     __slots__ = (
         "code",
@@ -91,6 +93,7 @@ class Outcome:
         "stream_file",
         "signal",
         "left_behind",
+        "kept",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -107,6 +110,7 @@ class Outcome:
         self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
         self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
+        self.kept: dict | None = None
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

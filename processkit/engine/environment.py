@@ -27,8 +27,10 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
         if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
             # Opened again, waiting for a writer: a writerless non-blocking read end would read
             # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
+            # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
+            opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
             os.close(fd)
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = opened
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(ENV_FILE_LIMIT + 1)
     except OSError as exc:

@@ -178,7 +178,8 @@ def start(host: Host, run: RunState):
     if EndingKind.SIGNAL in run.pending:  # stopped during setup: the child never starts
         raise _cancelled(run)
     live = None
-    if run.targets and spec.capture_keep != "head" and run.capture_dir is not None:
+    if run.targets and run.ring_record:
+        assert run.capture_dir is not None, "a ring record is written in the capture directory"
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
         live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)

@@ -213,10 +213,13 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
             reports[stream.name] = yield from capture.finished_report(stream.pump)
         finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
         spec = run.spec
-        if spec.capture_keep != "head" and run.capture_dir is not None:
-            from .. import capture_layout
+        if spec.capture_keep != "head":  # a carrier's caller may no longer find the record: sent
+            outcome.kept = {name: report.kept for name, report in finals.items()}
+            if run.ring_record:
+                assert run.capture_dir is not None, "a ring record is written in the capture directory"
+                from .. import capture_layout
 
-            capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
+                capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
         captured = {name: report.as_event() for name, report in finals.items()}
         run.events.emit(event_types.OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
     return outcome

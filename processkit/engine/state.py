@@ -51,6 +51,11 @@ class RunState:
         self.context = context  # what the carrier wired in beside the spec (``spec.RunContext``)
         # where this run's capture files are (the carrier's place for a stand-in)
         self.capture_dir = None if spec.capture_dir is None else context.place(spec.capture_dir)
+        # a ring's layout record (capture_layout), written where a reader finds it: in the directory
+        # the spec names, never a carrier's own place (its caller gets the kept ranges with the reply)
+        self.ring_record = (
+            spec.capture_dir is not None and spec.capture_keep != "head" and self.capture_dir == spec.capture_dir
+        )
         self.events = emitter
         self.runner_cwd = runner_cwd
         self.loop = loop

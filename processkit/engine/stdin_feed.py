@@ -39,8 +39,10 @@ CHUNK_SIZE = 64 * 1024
 
 def open_source(path: str) -> int:
     """Open the file for the feed; raises OSError when it cannot be read (a setup failure)."""
+    from ..userfiles import open_input  # here: a run without --stdin-file loads no ``userfiles``
+
     # Non-blocking from the open on, so a FIFO with no writer yet cannot hold up the runner.
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    fd = open_input(path)
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         os.close(fd)

@@ -12,10 +12,9 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import os
 import socket
 
-from . import spawned
+from . import caller_umask, spawned
 
 
 def main() -> int:
@@ -24,11 +23,11 @@ def main() -> int:
     begun = spawned.begin()
     if begun is None:
         return 0
-    (jobs, settings, cwd, env), connection, _ = begun
-    return serve(connection, jobs, settings, cwd, env)
+    (jobs, settings, cwd, (env, mask)), connection, _ = begun
+    return serve(connection, jobs, settings, cwd, env, mask)
 
 
-def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
+def serve(connection: int, jobs, settings, cwd: str, env: dict, mask: int) -> int:
     """Run the batch; returns this process's exit status."""
     from ..batching.index import PageProcess
     from ..batching.on_host import run_batch
@@ -37,9 +36,7 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict) -> int:
     sock = socket.socket(fileno=connection)
     page = None
     try:
-        os.chdir(cwd)
-        os.environ.clear()  # this process's own: it carries this one caller's batch and no other
-        os.environ.update(env)
+        caller_umask.take_place(cwd, env, mask)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:

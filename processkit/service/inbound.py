@@ -59,9 +59,12 @@ def _run_problem(spec: object, extra: object) -> str | None:
         return "a run request's child descriptor layout is not three flags"
     if not _count(extra.get("fds", 0), wire.MAX_FDS - sum(map(bool, layout))):
         return "a run request's descriptor count out of range"
-    env = extra.get("env")
-    if env is not None and not (type(env) is dict and all(type(k) is str and type(v) is str for k, v in env.items())):
-        return "a run request's environment is not text to text"
+    sent = extra.get("env")  # the caller's environment and umask (``api.caller_env.environment_now``)
+    if sent is not None:
+        if not (type(sent) is tuple and len(sent) == 2 and _count(sent[1], 0o777)):
+            return "a run request's environment is not an environment and a umask"
+        if not (type(sent[0]) is dict and all(type(k) is str and type(v) is str for k, v in sent[0].items())):
+            return "a run request's environment is not text to text"
     if not isinstance(extra.get("input") or b"", (bytes, bytearray)):
         return "a run request's input is no bytes"
     piped = extra.get("piped", (False, False))

@@ -36,8 +36,9 @@ from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..writeall import write_all
-from . import inbound, scratch
+from . import caller_umask, inbound, scratch
 
+CAPTURE_FILES = ("stdout.log", "stderr.log")  # a capture directory's files (``engine.capture``)
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
@@ -74,14 +75,16 @@ class Request:
         "records",
         "spare",
         "captured",
+        "umask",
     )
 
     def __init__(
-        self, rid: int, spec, extra: dict, stdio: list[int], env: dict | None, spare: list[int] | None = None
+        self, rid: int, spec, extra: dict, stdio: list[int], env: tuple | None, spare: list[int] | None = None
     ) -> None:
         self.rid = rid
         self.spec = spec
-        self.env = env  # the caller's environment when it sent this request (None: never sent)
+        # the caller's environment and umask when it sent this request (None: never sent)
+        self.env, self.umask = env if env is not None else (None, None)
         self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
         self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
         self.input: bytes | None = extra.get("input")
@@ -128,6 +131,10 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
+    def carried(self, steps):
+        """The run's ``steps``, each taken under its caller's umask (``caller_umask``)."""
+        return caller_umask.carried(steps, self.umask)
+
     def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
@@ -153,6 +160,7 @@ class Request:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
+            scratch.run_directory(self.scratch_capture, CAPTURE_FILES)  # the service's own: its modes, not a umask's
         held_fds = self.held or None  # lent: closed (or kept spare) by ``close``, never by the engine
         stdio = tuple(self.stdio)
         given = self.given
@@ -214,6 +222,8 @@ class Request:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
+        if outcome.kept is not None:
+            report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
         if self.records is not None:
             report["records"] = self.records

@@ -232,6 +232,23 @@ def same_file(path: str, own: os.stat_result) -> bool:
     return (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino)
 
 
+def run_directory(path: str, names: tuple[str, ...]) -> None:
+    """A run's capture directory in the scratch, made 0700 with its empty files ``names`` 0600
+    before the run's steps, whatever the umask: the steps run under the caller's umask (the
+    child's and the caller's own files take it), and under one such as 077 with no owner's bits
+    (``0o277``, ``0o700``) a directory the service made there refused the service its own files."""
+    os.mkdir(path, 0o700)
+    os.chmod(path, 0o700)  # the mode asked, not the umask's leftover
+    for name in names:
+        fd = os.open(
+            os.path.join(path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+
 def copy_out(source: int, path: str, size: int) -> None:
     """``size`` bytes of the memfd ``source`` into a new file ``path`` (never one that exists),
     copied by the kernel (``sendfile``): the bytes never pass through this process. Raises OSError."""

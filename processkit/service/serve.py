@@ -90,7 +90,7 @@ class Service:
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
-        self.caller_env: dict | None = None  # the caller's environment as its requests last carried it
+        self.caller_env: tuple | None = None  # the caller's environment and umask as its requests last carried them
         self.caller_spec = None  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
@@ -249,8 +249,7 @@ class Service:
         self.reply(("done", request.rid, report))
 
     def _idle(self):
-        """Keeps the host turning while no run is in flight, until the caller and every
-        batch it started are gone."""
+        """Keeps the host turning while no run is in flight, until its caller and batches are gone."""
         # Its loop view wakes it whenever the caller's socket or a batch's pidfd fires, so its
         # wait is looked at again then; the poll is for the parent-death signal's flag.
         self.idle_loop = self.host.run_loop()
@@ -275,7 +274,7 @@ class Service:
             return None
         try:
             context = request.context(self.scratch, self.cwd)
-            outcome = yield from steps(
+            run = steps(
                 self.host,
                 request.spec,
                 REMEMBER if any(request.piped) else (),  # a capture's counts: the bounds of its read-back
@@ -283,6 +282,7 @@ class Service:
                 context=context,
                 records=True,
             )
+            outcome = yield from request.carried(run)  # under its caller's umask
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others

@@ -1,0 +1,89 @@
+"""Reading the caller's umask leaves it as it was (mend59a). ``api.caller_env.umask_now`` read it
+by setting a placeholder and putting the old one back, two Python calls: a second thread's read
+between them (``processkit.batch`` and ``bench`` read it outside the connection's lock), or a
+signal handler raising between them, left the whole process at umask 077 for good. Each way of
+reading (the C call, and ``/proc/self/status`` without the C module) under both, in a process of
+its own (the umask is the whole process's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from processkit import native
+
+SCRIPT = r"""
+import json, os, signal, sys, threading
+from processkit.api import caller_env
+
+read = caller_env.umask_now if sys.argv[1] == "native" else caller_env._status_umask
+calls = int(sys.argv[2])
+os.umask(0o027)
+found = {"read": oct(read())}
+
+# Two threads reading at once, released together.
+gate = threading.Barrier(2)
+def reader():
+    gate.wait()
+    for _ in range(calls):
+        read()
+threads = [threading.Thread(target=reader) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+found["threads"] = oct(os.umask(0o027))
+
+# A handler that raises, run by the signals another thread sends while this one reads; armed only
+# inside the try (it disarms itself), so it raises nowhere else.
+class Raised(Exception):
+    pass
+armed, raised, count = [False], 0, 0
+def handler(signum, frame):
+    if armed[0]:
+        armed[0] = False
+        raise Raised
+signal.signal(signal.SIGUSR1, handler)
+main, done = threading.get_ident(), threading.Event()
+def sender():
+    while not done.is_set():
+        signal.pthread_kill(main, signal.SIGUSR1)
+        os.sched_yield()
+threading.Thread(target=sender, daemon=True).start()
+while count < calls:
+    try:
+        armed[0] = True
+        while count < calls:
+            count += 1
+            read()
+        armed[0] = False
+    except Raised:
+        raised += 1
+done.set()
+found["signals"] = oct(os.umask(0o027))
+found["raised"] = raised > 0
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize(
+    "way,calls",
+    [
+        pytest.param(
+            "native",
+            50_000,
+            marks=pytest.mark.skipif(native.module() is None, reason="the C module was not built"),
+        ),
+        ("status", 3_000),
+    ],
+)
+def test_reading_the_umask_never_leaves_it_changed(way, calls):
+    for _ in range(4):  # the unsplit read never fails; the split one did in most trials
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, way, str(calls)], capture_output=True, text=True, timeout=300, check=True
+        )
+        found = json.loads(done.stdout.splitlines()[-1])
+        assert found == {"read": "0o27", "threads": "0o27", "signals": "0o27", "raised": True}
