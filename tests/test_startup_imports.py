@@ -63,6 +63,9 @@ def run_imports(tmp_path_factory) -> dict[str, str | None]:
     jsonl = tmp_path_factory.mktemp("startup") / "run.jsonl"
     env = dict(os.environ)
     baseline = {name for name, _ in _imports([sys.executable, "-c", "pass"], env)}
+    # A run first sweeps what dead runs left on the host (an earlier test's killed runner), which
+    # imports the sweep: a run before the measured one leaves it nothing to find.
+    subprocess.run([*cli_command(), "run", "--", "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     imported = _imports([*cli_command(), "run", "--jsonl", str(jsonl), "--", "true"], env)
     assert any(name.startswith("processkit") for name, _ in imported), "no import trace was read"
     return {name: importer for name, importer in imported if name not in baseline}
