@@ -121,14 +121,17 @@ class CgroupV1Controllers(ControllerSet):
         self._pool = pool if not self.capped else None
         self._lent: list[Pooled] = []
         parents = own_groups() if parents is None else parents
-        needed = {CONTROLLER[axis]: axis for axis in self.capped}
+        # An accounting-only run (every API call's, most batch jobs') needs no cap: nothing of
+        # the caps' own work is done for it, not even an empty comprehension's.
+        needed = {CONTROLLER[axis]: axis for axis in self.capped} if self.capped else {}
         for controller, axis in needed.items():
             if controller not in parents:
                 raise LimitUnavailable(axis, f"cgroup_v1: no {controller} hierarchy is mounted")
         try:
             for parent, controllers in _hierarchies(parents, tuple(needed)):
-                self._make(parent, name, controllers, [needed[c] for c in controllers if c in needed])
-            self._apply(limits)
+                self._make(parent, name, controllers, [needed[c] for c in controllers if c in needed] if needed else [])
+            if needed:
+                self._apply(limits)
         except LimitUnavailable:
             self.release()
             raise
