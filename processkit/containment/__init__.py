@@ -141,10 +141,9 @@ def _lender(rundir: RunDir | None) -> Pool | None:
     return pool.of(rundir)
 
 
-_V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
+_V2_PARENT: list[str] = []  # the v2 parent this process found, once it has: as found, then normalised
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
 V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
-_V2_GIVEN: set[str] = set()  # the same parents as found (``V2_PARENTS`` holds each normalised once)
 
 
 def _containment(
@@ -158,13 +157,13 @@ def _containment(
 
         parent = _V2_PARENT[0] if _V2_PARENT else cgroup_v2.find_parent()
         if parent is not None and not _V2_PARENT:
-            _V2_PARENT.append(parent)
-    if (parent is not None and parent not in _SWEPT) or not _SWEPT.issuperset(v1_parents.values()):
+            _V2_PARENT[:] = parent, os.path.normpath(parent)  # normalised once a process
+    unswept: set = {parent, *v1_parents.values()} - _SWEPT - {None}  # (``set``: None is taken out)
+    if unswept:
         import processkit.containment.sweep as sweep
 
-        parents = [p for p in ([parent] if parent is not None else []) + list(v1_parents.values()) if p not in _SWEPT]
-        sweep.sweep(parents, sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
-        _SWEPT.update(parents)
+        sweep.sweep(list(unswept), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+        _SWEPT.update(unswept)
     if parent is not None:
         try:
             group = cgroup_v2.CgroupV2(parent, name, lender)
@@ -173,9 +172,7 @@ def _containment(
         else:
             if accounted:
                 cgroup_v2.enable_accounting(parent)
-            if parent not in _V2_GIVEN:  # one a process: no record grows a run, no path normalised a run
-                _V2_GIVEN.add(parent)
-                V2_PARENTS.add(os.path.normpath(parent))
+            V2_PARENTS.add(_V2_PARENT[1])  # one a process: no record grows a run
             return group
     from .process_group import ProcessGroup
 

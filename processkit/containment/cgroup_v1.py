@@ -121,24 +121,21 @@ class CgroupV1Controllers(ControllerSet):
         self._pool = pool if not self.capped else None
         self._lent: list[Pooled] = []
         parents = own_groups() if parents is None else parents
-        # An accounting-only run (every API call's, most batch jobs') needs no cap: nothing of
-        # the caps' own work is done for it, not even an empty comprehension's.
-        needed = {CONTROLLER[axis]: axis for axis in self.capped} if self.capped else {}
+        needed = {CONTROLLER[axis]: axis for axis in self.capped}
         for controller, axis in needed.items():
             if controller not in parents:
                 raise LimitUnavailable(axis, f"cgroup_v1: no {controller} hierarchy is mounted")
         try:
             for parent, controllers in _hierarchies(parents, tuple(needed)):
-                self._make(parent, name, controllers, [needed[c] for c in controllers if c in needed] if needed else [])
-            if needed:
-                self._apply(limits)
+                self._make(parent, name, controllers, needed)
+            self._apply(limits)
         except LimitUnavailable:
             self.release()
             raise
 
-    def _make(self, parent: str, name: str, controllers: tuple[str, ...], axes: list[str]) -> None:
+    def _make(self, parent: str, name: str, controllers: tuple[str, ...], needed: dict[str, str]) -> None:
         """Create one hierarchy's group (or borrow the pool's); only a hierarchy that carries a
-        cap must succeed."""
+        cap (``needed``: controller -> axis) must succeed."""
         try:
             if self._pool is not None:
                 lent = self._pool.take(parent, controllers)
@@ -150,6 +147,7 @@ class CgroupV1Controllers(ControllerSet):
                 self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
                 self._paths.append(path)
         except OSError as exc:
+            axes = [needed[c] for c in controllers if c in needed]
             if axes:
                 raise LimitUnavailable(axes[0], f"cgroup_v1: cannot use {exc.filename}: {exc.strerror}") from None
             return  # accounting only: its figures stay null

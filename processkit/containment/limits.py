@@ -35,8 +35,6 @@ CFS_MAX_QUOTA_US = (1 << 44) - 1  # the kernel's largest (MAX_BW): cpu.max refus
 
 
 def capped_axes(limits: Limits) -> list[str]:
-    if not limits.requested:  # most runs (every API call's, most batch jobs'): nothing to build
-        return []
     values = {"memory": limits.max_memory, "processes": limits.max_processes, "cpu": limits.cpu_quota}
     return [axis for axis in AXES if values[axis] is not None]
 
