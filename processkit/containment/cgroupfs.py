@@ -12,7 +12,6 @@ import time
 RUN_PREFIX = "processkit-run-"  # a run's groups are this and its run directory's token (``sweep``)
 RMDIR_ATTEMPTS = 50
 RMDIR_PAUSE_SECONDS = 0.01
-EMPTY_WAIT_SECONDS = 5.0  # a killed member's exit on a loaded host (``emptied``)
 
 
 def group_name(token: str) -> str:
@@ -238,13 +237,13 @@ def subtree_pids(path: str) -> list[int]:
     return sorted(set(member_pids(path) + pids_below(path)))
 
 
-def emptied(path: str, seconds: float = EMPTY_WAIT_SECONDS) -> bool:
+def emptied(path: str, deadline: float) -> bool:
     """Whether the group and every group below it hold no process, looked at again (a pause
-    between) within ``seconds``: a SIGKILLed member leaves its group only once it has run and
-    exited, which a loaded host can put off for longer than ``remove_group``'s retries. A v2
-    group says it in its ``cgroup.events`` (``populated 0``), a v1 group by listing nobody; a
-    group gone meanwhile is empty. A wait: never for a caller on a loop."""
-    deadline = time.monotonic() + seconds
+    between) until ``deadline`` (``time.monotonic``'s): a SIGKILLed member leaves its group only
+    once it has run and exited, which a loaded host can put off for longer than
+    ``remove_group``'s retries. A v2 group says it in its ``cgroup.events`` (``populated 0``), a
+    v1 group by listing nobody; a group gone meanwhile is empty. A wait: never for a caller on
+    a loop."""
     while True:
         try:
             try:
