@@ -206,6 +206,56 @@ def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
                 os.rmdir(path)
 
 
+def test_prune_waits_for_a_killed_member_that_is_slow_to_exit(monkeypatch, sleeper):
+    """A SIGKILLed member leaves its group only once it has run and exited, which a loaded host
+    can put off for longer than the rmdir's 50 retries (``prune left the dead run's group``):
+    ``prune`` waits on the group emptying, within a bound. The slow exit is a member frozen in
+    a cgroup v1 freezer group (killed, it stays until thawed), thawed at the sweep's 60th pause;
+    the pauses are counted, not slept, up to then."""
+    from processkit import mountinfo
+    from processkit.containment import cgroup_v2, cgroupfs, sweep, sweep_dead
+
+    parent = cgroup_v2.find_parent()
+    roots = [
+        m.mount_point for m in mountinfo.mounts() if m.fstype == "cgroup" and "freezer" in m.super_options.split(",")
+    ]
+    if parent is None or not roots or not os.access(roots[0], os.W_OK):
+        pytest.skip("no cgroup v2 parent group and writable cgroup v1 freezer here")
+    group = os.path.join(parent, f"processkit-test-{os.getpid()}")
+    freezer = os.path.join(roots[0], f"processkit-test-{os.getpid()}")
+    os.mkdir(group)
+    os.mkdir(freezer)
+    pauses, real_sleep = [], time.sleep
+
+    def pause(seconds):
+        pauses.append(seconds)
+        if len(pauses) == cgroupfs.RMDIR_ATTEMPTS + 10:
+            cgroupfs.write_text(os.path.join(freezer, "freezer.state"), "THAWED")
+        if len(pauses) >= cgroupfs.RMDIR_ATTEMPTS + 10:
+            real_sleep(seconds)
+
+    try:
+        for where in (group, freezer):
+            cgroupfs.write_text(os.path.join(where, "cgroup.procs"), str(sleeper.pid))
+        cgroupfs.write_text(os.path.join(freezer, "freezer.state"), "FROZEN")
+        while cgroupfs.read_text(os.path.join(freezer, "freezer.state")).strip() != "FROZEN":
+            real_sleep(0.01)  # FREEZING until every member is frozen
+        monkeypatch.setattr(time, "sleep", pause)
+        reaped = sweep.Reaped()
+        assert sweep_dead._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True), reaped.left
+        assert len(pauses) >= cgroupfs.RMDIR_ATTEMPTS + 10, "the member was not held by its freeze"
+        assert sleeper.wait(timeout=30) == -signal.SIGKILL
+        assert reaped.groups == [group] and not os.path.exists(group)
+    finally:
+        monkeypatch.undo()
+        cgroupfs.write_text(os.path.join(freezer, "freezer.state"), "THAWED")
+        sleeper.kill()
+        sleeper.wait()
+        os.rmdir(freezer)
+        if os.path.exists(group):
+            os.rmdir(group)
+
+
 def test_a_subtree_deeper_than_the_interpreters_recursion_limit_is_counted_and_removed(sleeper):
     """A run's process may nest groups as deep as the kernel lets it: the walk has no depth of
     its own to run out of."""

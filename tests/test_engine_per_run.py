@@ -184,3 +184,43 @@ def test_a_lingering_runs_exited_root_is_collected_with_no_loop_turn(tmp_path, m
     events = [line.split('"event":"')[1].split('"')[0] for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events[events.index("root_exited") - 1 :][:2] == ["members_snapshot", "root_exited"]
     assert events[-1] == "runner_exit"
+
+
+def test_a_lodged_hosts_accounting_only_container_repeats_no_once_a_process_work(monkeypatch):
+    """A lodged host's run without a cap (every API call's, most batch jobs'), after its first:
+    accounting is asked once, the v2 parent's path is not normalised again and the sweep's
+    module is not looked up; its groups are still taken from the pool, as many as the first
+    run's (their looks stay at the take)."""
+    from processkit import rundir
+    from processkit.containment import accounting, create, pool
+    from processkit.spec import NO_LIMITS
+
+    home = rundir.RunDir()
+    home.holds_jobs = True
+    asked: list[str] = []
+    real_normpath, real_enabled, real_take = os.path.normpath, accounting.enabled, pool.Pool.take
+    takes = [0, 0]
+    try:
+        for seq in range(2):
+            if seq == 1:  # the second run's, once the first made what is made once
+                monkeypatch.setattr(os.path, "normpath", lambda path: asked.append("normpath") or real_normpath(path))
+                monkeypatch.setattr(accounting, "enabled", lambda: asked.append("enabled") or real_enabled())
+                monkeypatch.delitem(sys.modules, "processkit.containment.sweep", raising=False)
+
+            def take(self, parent, controllers, seq=seq):
+                takes[seq] += 1
+                return real_take(self, parent, controllers)
+
+            monkeypatch.setattr(pool.Pool, "take", take)
+            slot = rundir.JobSlot(home, seq)
+            container = create(NO_LIMITS, slot)
+            container.release()
+            slot.close()
+        assert asked == ["enabled"]
+        assert "processkit.containment.sweep" not in sys.modules, "the sweep was looked up again"
+        assert takes[1] == takes[0] > 0, takes
+    finally:
+        lender = pool.held_by(home)
+        if lender is not None:
+            lender.close()
+        home.close()

@@ -73,13 +73,15 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     if adopt_orphans:
         prctl.set_child_subreaper()  # before the spawn: the run's orphans come here from its start
     name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
-    v1_parents = cgroup_v1.own_groups() if limits.requested or accounting.enabled() else {}
-    lender = None if limits.requested else _lender(rundir)  # a capped run's groups are its own
-    container = _containment(name, rundir, list(v1_parents.values()), lender)
+    capped = limits.requested
+    accounted = accounting.enabled()
+    v1_parents = cgroup_v1.own_groups() if capped or accounted else {}
+    lender = None if capped else _lender(rundir)  # a capped run's groups are its own
+    container = _containment(name, rundir, v1_parents, lender, accounted)
     try:  # from here on, whatever fails releases what ``_containment`` made (a process group's open share)
         if rundir is not None:  # its directory stays while a group of the run's remains (``RunDir.close``)
             rundir.speaks_for(container)
-        if limits.requested:
+        if capped:
             container.controllers = _controllers(container, limits, name, v1_parents)
         elif v1_parents:  # accounting only: never fails a run (nothing must succeed without a cap)
             container.controllers = cgroup_v1.CgroupV1Controllers(NO_LIMITS, name, v1_parents, lender)
@@ -139,36 +141,38 @@ def _lender(rundir: RunDir | None) -> Pool | None:
     return pool.of(rundir)
 
 
-_V2_PARENT: list[str] = []  # the v2 parent this process found, once it has
+_V2_PARENT: list[str] = []  # the v2 parent this process found, once it has: as found, then normalised
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
 V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
 
 
-def _containment(name: str, rundir: RunDir | None, v1_parents: list[str], lender: Pool | None) -> Container:
+def _containment(
+    name: str, rundir: RunDir | None, v1_parents: dict[str, str], lender: Pool | None, accounted: bool
+) -> Container:
     """The run's boundary, after one bounded sweep of every parent its groups are made in (the
-    first time this process makes a group there)."""
-    import processkit.containment.sweep as sweep
-
+    first time this process makes a group there: a run after it only looks that it was)."""
     parent = None
     if envvars.get("PROCESSKIT_CONTAINMENT") != "process_group":
         import processkit.containment.cgroup_v2 as cgroup_v2
 
         parent = _V2_PARENT[0] if _V2_PARENT else cgroup_v2.find_parent()
         if parent is not None and not _V2_PARENT:
-            _V2_PARENT.append(parent)
-    parents = [p for p in ([parent] if parent is not None else []) + v1_parents if p not in _SWEPT]
-    if parents:
-        sweep.sweep(parents, sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
-        _SWEPT.update(parents)
+            _V2_PARENT[:] = parent, os.path.normpath(parent)  # normalised once a process
+    unswept: set = {parent, *v1_parents.values()} - _SWEPT - {None}  # (``set``: None is taken out)
+    if unswept:
+        import processkit.containment.sweep as sweep
+
+        sweep.sweep(list(unswept), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+        _SWEPT.update(unswept)
     if parent is not None:
         try:
             group = cgroup_v2.CgroupV2(parent, name, lender)
         except ContainerError:
             pass
         else:
-            if accounting.enabled():
+            if accounted:
                 cgroup_v2.enable_accounting(parent)
-            V2_PARENTS.add(os.path.normpath(parent))  # one a process: no record grows a run
+            V2_PARENTS.add(_V2_PARENT[1])  # one a process: no record grows a run
             return group
     from .process_group import ProcessGroup
 

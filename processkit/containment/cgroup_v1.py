@@ -127,15 +127,15 @@ class CgroupV1Controllers(ControllerSet):
                 raise LimitUnavailable(axis, f"cgroup_v1: no {controller} hierarchy is mounted")
         try:
             for parent, controllers in _hierarchies(parents, tuple(needed)):
-                self._make(parent, name, controllers, [needed[c] for c in controllers if c in needed])
+                self._make(parent, name, controllers, needed)
             self._apply(limits)
         except LimitUnavailable:
             self.release()
             raise
 
-    def _make(self, parent: str, name: str, controllers: tuple[str, ...], axes: list[str]) -> None:
+    def _make(self, parent: str, name: str, controllers: tuple[str, ...], needed: dict[str, str]) -> None:
         """Create one hierarchy's group (or borrow the pool's); only a hierarchy that carries a
-        cap must succeed."""
+        cap (``needed``: controller -> axis) must succeed."""
         try:
             if self._pool is not None:
                 lent = self._pool.take(parent, controllers)
@@ -147,6 +147,7 @@ class CgroupV1Controllers(ControllerSet):
                 self._fds.append(cgroupfs.make_group(path, join_file="tasks"))
                 self._paths.append(path)
         except OSError as exc:
+            axes = [needed[c] for c in controllers if c in needed]
             if axes:
                 raise LimitUnavailable(axes[0], f"cgroup_v1: cannot use {exc.filename}: {exc.strerror}") from None
             return  # accounting only: its figures stay null

@@ -111,10 +111,10 @@ class CgroupV2(Container):
         """``pool``: a lodged host's, which lends the group (see ``containment.pool``)."""
         self._pool = pool
         if pool is not None:
-            from .lent import V2
+            import processkit.containment.lent as lent  # (a function's import: ``containment._lender`` says why this form)
 
             try:
-                self._lent = pool.take(parent, V2)
+                self._lent = pool.take(parent, lent.V2)
             except OSError as exc:
                 raise ContainerError(f"cannot create cgroup under {parent}: {exc.strerror}") from exc
             self.path, self._procs_fd, self._dir_fd = self._lent.path, self._lent.join_fd, self._lent.dir_fd

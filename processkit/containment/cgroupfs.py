@@ -237,6 +237,26 @@ def subtree_pids(path: str) -> list[int]:
     return sorted(set(member_pids(path) + pids_below(path)))
 
 
+def emptied(path: str, deadline: float) -> bool:
+    """Whether the group and every group below it hold no process, looked at again (a pause
+    between) until ``deadline`` (``time.monotonic``'s): a SIGKILLed member leaves its group only
+    once it has run and exited, which a loaded host can put off for longer than
+    ``remove_group``'s retries. A v2 group says it in its ``cgroup.events`` (``populated 0``), a
+    v1 group by listing nobody; a group gone meanwhile is empty. A wait: never for a caller on
+    a loop."""
+    while True:
+        try:
+            try:
+                held = populated(path)
+            except FileNotFoundError:  # a v1 group (no ``cgroup.events``), or none left
+                held = bool(subtree_pids(path))
+        except OSError:
+            return True
+        if not held or time.monotonic() >= deadline:
+            return not held
+        time.sleep(RMDIR_PAUSE_SECONDS)
+
+
 def remove_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     """``rmdir`` the group and every group below it, deepest first, retrying (``attempts``
     passes, a pause between) while the kernel finishes exiting their last members (EBUSY);

@@ -67,7 +67,9 @@ if TYPE_CHECKING:
 
 PREFIX = "processkit-"
 CREATE_ATTEMPTS = 32
-SWEEP_WAIT_SECONDS = 10.0  # how long a waiting sweep waits, in all, for others at work on dead runs
+SWEEP_WAIT_SECONDS = (
+    10.0  # how long a waiting sweep waits, in all (for others at work on dead runs, killed members' exits)
+)
 SWEEP_WAIT_PAUSE_SECONDS = 0.01
 
 
@@ -94,6 +96,13 @@ class Reaped:
 
     def leave(self, what: str, reason: str) -> None:
         self.left.append({"what": what, "reason": reason})
+
+    def waits_until(self) -> float:
+        """The one deadline of all a waiting sweep's waits (for others at work, for killed
+        members' exits), set at its first."""
+        if self.wait_until is None:
+            self.wait_until = time.monotonic() + SWEEP_WAIT_SECONDS
+        return self.wait_until
 
 
 def start_time(pid: int) -> str | None:
@@ -215,11 +224,10 @@ def wait_for_sweep(path: str, reaped: Reaped) -> tuple[Health, int | None]:
     live it was left, its groups still there when ``prune`` returned (or for good, where that
     sweep, not waiting, could not remove one whose last member was still exiting). One bound
     for all of a sweep's waits (``reaped.wait_until``), however many run directories are marked."""
-    if reaped.wait_until is None:
-        reaped.wait_until = time.monotonic() + SWEEP_WAIT_SECONDS
+    deadline = reaped.waits_until()
     while True:
         health, held = probe(path, rundir.LOCK_NAME, hold=True)
-        if health is not Health.LIVE or time.monotonic() > reaped.wait_until:
+        if health is not Health.LIVE or time.monotonic() > deadline:
             return health, held
         time.sleep(SWEEP_WAIT_PAUSE_SECONDS)
 

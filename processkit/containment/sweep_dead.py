@@ -165,6 +165,8 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
             pass
     else:  # a v1 group, or a kernel before 5.14
         _kill_members(group)
+    if wait:  # ``prune``: its members' exits waited for, within the sweep's one bound
+        cgroupfs.emptied(group, reaped.waits_until())
     if not cgroupfs.remove_group(group, cgroupfs.RMDIR_ATTEMPTS if wait else 1):
         reaped.leave(group, "members remain (not yet exited, or out of reach)")
         return False
