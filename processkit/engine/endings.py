@@ -75,7 +75,8 @@ class Outcome:
     another file or a link at the path); ``signal``: the signal the root died of when its death
     ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
-    ended the run (a daemon it started: the teardown then killed them), a batch's leak."""
+    ended the run (a daemon it started: the teardown then killed them), a batch's leak, counted
+    only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``run``, ``bench``, the API)."""
 
     __slots__ = (
         "code",
