@@ -43,28 +43,52 @@ def group_line(pid: int | str = "self") -> str | None:
 
 
 def own_group() -> tuple[str | None, str | None]:
-    """The cgroup2 mount and this process's own group below it (its ``/proc/self/cgroup``
-    ``0::`` line), each None where it cannot be told."""
+    """The cgroup2 mount and this process's own group's directory: its ``/proc/self/cgroup``
+    ``0::`` line below the root of the mount that holds it (a container's delegated subtree is
+    mounted with that subtree as its root); each None where it cannot be told (a group above
+    every mount's root, as a cgroup namespace made after the mount shows it)."""
     try:
-        mount = next((mount.mount_point for mount in mountinfo.mounts() if mount.fstype == "cgroup2"), None)
-        if mount is None:
-            return None, None
-        own = group_line()
+        mounts = _cgroup2_mounts()
+        own = group_line() if mounts else None
     except OSError:
         return None, None
-    return mount, None if own is None else os.path.join(mount, own.strip().lstrip("/"))
+    if not mounts:
+        return None, None
+    for mount in mounts:
+        below = None if own is None else within(own, mount.root)
+        if below is not None:
+            return mount.mount_point, os.path.join(mount.mount_point, below) if below else mount.mount_point
+    return mounts[0].mount_point, None
+
+
+def within(where: str, shown: str) -> str | None:
+    """What of the group ``where`` lies below the group ``shown`` ("" for that group itself),
+    None where it is neither: both as ``/proc/<pid>/cgroup`` and mountinfo show groups, from
+    this process's cgroup namespace. The one comparison of group lines (``holds``,
+    ``own_group``, ``leftovers.v2_keeps``)."""
+    if where == shown:
+        return ""
+    above = shown.rstrip("/") + "/"
+    return where[len(above) :] if where.startswith(above) else None
 
 
 def shown_path(path: str) -> str:
     """The group at ``path`` as ``/proc/<pid>/cgroup`` names it to this process: its path below
     the cgroup2 mount, under the mount's own root (both shown from this process's cgroup
     namespace); "" where no cgroup2 mount holds ``path``."""
-    mounts = [m for m in mountinfo.mounts() if m.fstype == "cgroup2" and _under(path, m.mount_point)]
+    mounts = [m for m in _cgroup2_mounts() if _under(path, m.mount_point)]
     mount = max(mounts, key=lambda m: len(m.mount_point), default=None)  # the innermost mount
     if mount is None:
         return ""
     below = path[len(mount.mount_point) :].strip("/")
     return "/" + "/".join(part for part in (mount.root.strip("/"), below) if part)
+
+
+def _cgroup2_mounts() -> list[mountinfo.Mount]:
+    """The cgroup2 mounts in force: of several at one mount point (a subtree bound over the
+    whole hierarchy), the last, which hides the others; raises OSError as ``mounts`` does."""
+    found = {mount.mount_point: mount for mount in mountinfo.mounts() if mount.fstype == "cgroup2"}
+    return list(found.values())
 
 
 def _under(path: str, directory: str) -> bool:
@@ -181,7 +205,7 @@ class CgroupV2(Container):
             os.getpgid(pid)  # ProcessLookupError for one gone
             return False
         where = group_line(pid)
-        return where is not None and (where == self._shown or where.startswith(self._shown + "/"))
+        return where is not None and within(where, self._shown) is not None
 
     def signal_members(self, signum: int) -> None:
         for pid in self.member_pids():
