@@ -238,3 +238,46 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
     left = os.path.join(mount or "/", group.lstrip("/"))
     if os.path.isdir(left):  # the run's group, populated when the runner left: removed here
         os.rmdir(left)
+
+
+# The run's root leaves its group, starts a thread that sleeps on, writes its pid to argv[1] and
+# ends its main thread alone (pthread_exit): its leader is a zombie, the process runs on.
+ROOT_LEAVES_ON_A_THREAD = r"""
+import ctypes, os, sys, threading, time
+where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
+try:
+    with open(procs, "w") as handle:
+        handle.write(str(os.getpid()))
+except OSError as exc:
+    with open(where + ".failed", "w") as handle:
+        handle.write(str(exc))
+    os._exit(1)
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+with open(where + ".tmp", "w") as handle:
+    handle.write(str(os.getpid()))
+os.replace(where + ".tmp", where)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_and_listed(
+    tmp_path, cgroup_root, opened
+):
+    """Its leader reads as a zombie in ``/proc/<pid>/stat``, but a thread of it runs on: it is no
+    dead root. The kill of its group misses it, so it is killed by its pid and listed as any
+    root that left is (it was taken for dead, left out of ``remaining_pids`` and left running)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", ROOT_LEAVES_ON_A_THREAD, where, cgroup_root)
+    pid = _escapee(where, proc, opened)
+    deadline = time.monotonic() + 30
+    while open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0] != b"Z":
+        assert time.monotonic() < deadline, "the root's main thread never ended"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    assert proc.returncode == one(found, "runner_exit")["code"], err
+    assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
+    assert _exited(opened[0]), "the root that left the run's cgroup outlived the run"
+    assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err

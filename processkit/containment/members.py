@@ -71,6 +71,16 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+def threads_left(pid: int) -> bool:
+    """Whether a process whose leader reads as a zombie runs on in other threads: its main
+    thread ended alone (``pthread_exit``), so its state is Z while the process lives, and
+    ``/proc/<pid>/task`` lists the live threads beside the leader. False once it is gone."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
+
+
 # signal(7), as Linux numbers them: the signals whose default action neither terminates nor dumps
 # core (ignored: CHLD, CONT, URG, WINCH; stopping: STOP, TSTP, TTIN, TTOU)
 _NOT_FATAL_BY_DEFAULT = sum(1 << (number - 1) for number in (17, 18, 23, 28, 19, 20, 21, 22))

@@ -116,13 +116,14 @@ def _kill_root_outside(run: RunState, child: Child):
     Either way it was left after the hard kill (returned, for ``remaining_pids``); it is this
     process's child, never collected, so its pid is still its own: killed by it, and waited for
     as the members were (a run's steps: ``yield from``). A root dead but uncollected (a zombie:
-    a fault before its exit was watched) is not."""
+    a fault before its exit was watched) is not; one whose main thread alone ended reads as a
+    zombie, but runs on in its other threads, and is."""
     if child.returncode is not None:
         return ()
-    from ..containment.members import read_member
+    from ..containment.members import read_member, threads_left
 
     root = read_member(child.pid)
-    if root is None or root.zombie:
+    if root is None or root.zombie and not threads_left(child.pid):
         return ()
     try:
         os.kill(child.pid, signum.SIGKILL)
