@@ -240,24 +240,24 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
         os.rmdir(left)
 
 
-# The run's root leaves its group, starts a thread that sleeps on, writes its pid to argv[1] and
-# ends its main thread alone (pthread_exit): its leader is a zombie, the process runs on.
-ROOT_LEAVES_ON_A_THREAD = r"""
-import ctypes, os, sys, threading, time
-where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
-try:
-    with open(procs, "w") as handle:
+# The run's root leaves its group as ROOT_LEAVES's does, but once its pid is written it starts a
+# thread that sleeps on and ends its main thread alone (pthread_exit): its leader is a zombie,
+# the process runs on.
+ROOT_LEAVES_ON_A_THREAD = (
+    LEAVE
+    + r"""
+import ctypes, threading
+
+def linger(where):
+    threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+    with open(where + ".tmp", "w") as handle:
         handle.write(str(os.getpid()))
-except OSError as exc:
-    with open(where + ".failed", "w") as handle:
-        handle.write(str(exc))
-    os._exit(1)
-threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
-with open(where + ".tmp", "w") as handle:
-    handle.write(str(os.getpid()))
-os.replace(where + ".tmp", where)
-ctypes.CDLL(None).pthread_exit(None)
+    os.replace(where + ".tmp", where)
+    ctypes.CDLL(None).pthread_exit(None)
+
+leave()
 """
+)
 
 
 def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_and_listed(

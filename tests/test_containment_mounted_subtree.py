@@ -20,12 +20,15 @@ from conftest import cli_command, read_events
 from own_tmp import PRIVATE_MOUNTS
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, one
+from test_cgroup_escapees import _remove_when_empty
+from test_run_escapees import LINGER
 
 # The caller's job: once the run runs (argv[1] + ".running"), it forks a daemon and exits; the
 # daemon makes a session of its own and, once it is this job's orphan (re-parented to the
 # runner, its subreaper), writes its pid to argv[1] and sleeps on.
-CALLER_JOB = r"""
-import os, sys, time
+CALLER_JOB = (
+    LINGER
+    + r"""
 where = sys.argv[1]
 while not os.path.exists(where + ".running"):
     time.sleep(0.01)
@@ -34,15 +37,9 @@ if os.fork() == 0:
     os.setsid()
     while os.getppid() == job:
         time.sleep(0.01)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    with open(where + ".tmp", "w") as handle:
-        handle.write(str(os.getpid()))
-    os.replace(where + ".tmp", where)
-    time.sleep(60)
-    os._exit(0)
+    linger(where)
 """
+)
 
 # The run's command: says it runs, then exits once the caller's daemon is there.
 RUN_COMMAND = r"""
@@ -72,14 +69,7 @@ def subtree():
     group = os.path.join(mount, f"pk-mounted-subtree-{os.getpid()}")
     os.mkdir(group)
     yield mount, group
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            os.rmdir(group)
-            return
-        except OSError:
-            assert time.monotonic() < deadline, f"{group} stayed populated"
-            time.sleep(0.01)
+    _remove_when_empty(group)
 
 
 def test_a_runner_in_a_mounted_subtree_gets_v2_groups_and_spares_the_callers_daemon(tmp_path, subtree):
