@@ -120,7 +120,7 @@ def _kill_root_outside(run: RunState, child: Child):
     zombie, but runs on in its other threads, and is. A root on its way out is not taken for one
     that left: the kernel takes it out of its cgroup only just before it is a zombie, with no
     sleep between but a pid namespace's init's wait for its namespace, and a run's root is never
-    one (its spawn ends it, 127, when its parent is not the runner), while this look comes only
+    one (its spawn ends it before its exec when its parent is not the runner), while this look comes only
     once the group is empty and KILL_CONFIRM_SECONDS have passed without the root's exit."""
     if child.returncode is not None:
         return ()
