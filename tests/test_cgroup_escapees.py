@@ -240,24 +240,52 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
         os.rmdir(left)
 
 
-# The run's root leaves its group as ROOT_LEAVES's does, but once its pid is written it starts a
-# thread that sleeps on and ends its main thread alone (pthread_exit): its leader is a zombie,
-# the process runs on.
-ROOT_LEAVES_ON_A_THREAD = (
+# What a process that leaves does on a thread: as LEAVE, but once its pid is written it starts a
+# thread that sleeps on and ends its main thread alone (pthread_exit): its leader reads as a
+# zombie, the process runs on.
+LEAVE_ON_A_THREAD = (
     LEAVE
     + r"""
 import ctypes, threading
 
 def linger(where):
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
     with open(where + ".tmp", "w") as handle:
         handle.write(str(os.getpid()))
     os.replace(where + ".tmp", where)
     ctypes.CDLL(None).pthread_exit(None)
 
-leave()
+def main_thread_ended(pid):
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
 """
 )
+
+# The run's root itself leaves on a thread.
+ROOT_LEAVES_ON_A_THREAD = LEAVE_ON_A_THREAD + "leave()\n"
+
+# The run's command: a background child leaves on a thread; the command exits once the child's
+# main thread has ended.
+GRANDCHILD_LEAVES_ON_A_THREAD = (
+    LEAVE_ON_A_THREAD
+    + r"""
+if os.fork() == 0:
+    leave()
+while not os.path.exists(where) and not os.path.exists(where + ".failed"):
+    time.sleep(0.01)
+if os.path.exists(where):
+    while not main_thread_ended(int(open(where).read())):
+        time.sleep(0.01)
+"""
+)
+
+
+def _ended(pidfd: int) -> bool:
+    """Whether the process ends within 30 s (a kill is not over when its sender returns)."""
+    return bool(select.select([pidfd], [], [], 30)[0])
 
 
 def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_and_listed(
@@ -279,5 +307,23 @@ def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_a
     require_mechanism(found, "cgroup_v2")
     assert proc.returncode == one(found, "runner_exit")["code"], err
     assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
-    assert _exited(opened[0]), "the root that left the run's cgroup outlived the run"
+    assert _ended(opened[0]), "the root that left the run's cgroup outlived the run"
     assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
+
+
+def test_a_grandchild_that_left_its_cgroup_and_ended_its_main_thread_alone_is_listed_ended_and_said(
+    tmp_path, cgroup_root, opened
+):
+    """Not the root: a process the run's root forked leaves and ends its main thread alone, and
+    the root exits once it has. Its leader reads as a zombie, but it runs on: listed in
+    ``remaining_pids``, ended and said as any process that left (it was ended silently)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES_ON_A_THREAD, where, cgroup_root)
+    pid = _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
+    assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
+    assert _ended(opened[0]), "the process that left the run's cgroup outlived the run"
+    assert b"1 process(es)" in err and b"had left its cgroup" in err, err

@@ -53,7 +53,9 @@ def split_stat(raw: bytes) -> tuple[bytes, list[bytes]]:
 
 
 def read_member(pid: int) -> Member | None:
-    """The process's facts, or None when it is already gone."""
+    """The process's facts, or None when it is already gone. ``zombie``: it has exited, not only
+    its main thread (a leader that ended alone, ``pthread_exit``, reads as Z while its other
+    threads run on: a live member to count, signal, wait for and list)."""
     try:
         name, fields = read_stat(pid)
     except (FileNotFoundError, ProcessLookupError):
@@ -66,17 +68,18 @@ def read_member(pid: int) -> Member | None:
         name=name.decode("utf-8", "replace"),
         start_time=fields[19].decode(),
         pgid=int(fields[2]),
-        zombie=fields[0] == b"Z",
+        zombie=fields[0] == b"Z" and not _threads_left(pid),
         session=int(fields[3]),
     )
 
 
-def threads_left(pid: int) -> bool:
-    """Whether a process whose leader reads as a zombie runs on in other threads: its main
-    thread ended alone (``pthread_exit``), so its state is Z while the process lives, and
-    ``/proc/<pid>/task`` lists the live threads beside the leader. False once it is gone."""
+def _threads_left(pid: int) -> bool:
+    """Whether a process whose leader reads as a zombie runs on in other threads:
+    ``/proc/<pid>/task`` lists a thread beside the leader. Read up to its second entry only (a
+    process may have thousands). False once it is gone."""
     try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
+        with os.scandir(f"/proc/{pid}/task") as tasks:
+            return next(tasks, None) is not None and next(tasks, None) is not None
     except OSError:
         return False
 
