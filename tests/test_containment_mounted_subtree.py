@@ -4,12 +4,14 @@ that is not ``/``, and ``/proc/<pid>/cgroup`` names groups from the hierarchy's 
 runner's own group is found below that mount's root (``cgroup_v2.own_group``), its runs get
 cgroup v2 groups there, and the sweep after a run reads groups as ``CgroupV2.holds`` does
 (``cgroup_v2.within``): a caller's background job that daemonized in the runner's own group
-during the run is the caller's, left running."""
+during the run is the caller's, left running. A mount over the cgroup2 mount point of another
+type (a tmpfs) hides it: no cgroup2 mount is in force there."""
 
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -17,7 +19,7 @@ import time
 import pytest
 
 from conftest import cli_command, read_events
-from own_tmp import PRIVATE_MOUNTS
+from own_tmp import PRIVATE_MOUNTS, in_own_mounts
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, one
 from test_cgroup_escapees import _remove_when_empty
@@ -41,12 +43,13 @@ if os.fork() == 0:
 """
 )
 
-# The run's command: says it runs, then exits once the caller's daemon is there.
+# The run's command: says it runs, then exits once the test has opened a pidfd on the caller's
+# daemon (argv[1] + ".opened"): the run's sweep, which could end the daemon, comes only after.
 RUN_COMMAND = r"""
 import os, sys, time
 where = sys.argv[1]
 open(where + ".running", "w").close()
-while not os.path.exists(where):
+while not os.path.exists(where + ".opened"):
     time.sleep(0.01)
 """
 
@@ -61,11 +64,18 @@ ENTER = (
 
 
 @pytest.fixture
-def subtree():
-    """A group of the test's own below the cgroup2 mount, removed once empty."""
+def cgroup2_mount() -> str:
+    """The cgroup2 mount point, where this test may mount in a namespace of its own."""
     mount, _ = own_group()
-    if mount is None or os.geteuid() != 0:
-        pytest.skip("needs root and a cgroup2 mount")
+    if mount is None or os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs root, unshare, mount and a cgroup2 mount")
+    return mount
+
+
+@pytest.fixture
+def subtree(cgroup2_mount):
+    """A group of the test's own below the cgroup2 mount, removed once empty."""
+    mount = cgroup2_mount
     group = os.path.join(mount, f"pk-mounted-subtree-{os.getpid()}")
     os.mkdir(group)
     yield mount, group
@@ -82,9 +92,16 @@ def test_a_runner_in_a_mounted_subtree_gets_v2_groups_and_spares_the_callers_dae
     )
     deadline = time.monotonic() + 60
     while not os.path.exists(where):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            _skip_where_refused(err)
+            pytest.fail(f"ended before the caller's daemon was there: {err!r}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the caller's daemon never said it was there: {proc.communicate()}")
         time.sleep(0.01)
-    pidfd = os.pidfd_open(int(open(where).read()))  # before the run can end: the daemon waits for it
+    pidfd = os.pidfd_open(int(open(where).read()))  # the run waits for the file written next
+    open(where + ".opened", "w").close()
     _, err = proc.communicate(timeout=120)
     try:
         found = read_events(events)
@@ -98,3 +115,21 @@ def test_a_runner_in_a_mounted_subtree_gets_v2_groups_and_spares_the_callers_dae
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             select.select([pidfd], [], [])
         os.close(pidfd)
+
+
+def _skip_where_refused(err: bytes) -> None:
+    """Skips where the namespace or the mount was refused (a container without the privilege)."""
+    if err.startswith((b"unshare:", b"mount:")):
+        pytest.skip(f"no private mount namespace or mount here: {err.decode(errors='replace')}")
+
+
+def test_a_tmpfs_over_the_cgroup2_mount_point_hides_it(cgroup2_mount):
+    """The runner finds no cgroup2 mount in force (its runs fall back to a process group) where
+    another file system is mounted over the cgroup2 mount point, as ``mountinfo.filesystem_type``
+    reads the last mount at a point; it took the hidden mount for one in force."""
+    script = f'mount -t tmpfs none "{cgroup2_mount}"; exec "$PYTHON" -c "$LOOK"'
+    look = "from processkit.containment.cgroup_v2 import own_group; print(own_group())"
+    done = in_own_mounts(script, dict(os.environ, PYTHON=PY, LOOK=look))
+    _skip_where_refused(done.stderr)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "(None, None)", done.stdout

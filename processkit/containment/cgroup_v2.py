@@ -86,9 +86,10 @@ def shown_path(path: str) -> str:
 
 def _cgroup2_mounts() -> list[mountinfo.Mount]:
     """The cgroup2 mounts in force: of several at one mount point (a subtree bound over the
-    whole hierarchy), the last, which hides the others; raises OSError as ``mounts`` does."""
-    found = {mount.mount_point: mount for mount in mountinfo.mounts() if mount.fstype == "cgroup2"}
-    return list(found.values())
+    whole hierarchy, a tmpfs over the mount), the last of any type, which hides the others (as
+    ``mountinfo.filesystem_type`` takes it); raises OSError as ``mounts`` does."""
+    found = {mount.mount_point: mount for mount in mountinfo.mounts()}
+    return [mount for mount in found.values() if mount.fstype == "cgroup2"]
 
 
 def _under(path: str, directory: str) -> bool:
