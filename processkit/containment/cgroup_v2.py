@@ -19,6 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
+from .members import kill_ended_alone
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -229,6 +230,8 @@ class CgroupV2(Container):
             cgroupfs.write_text(self._file("cgroup.kill"), "1")
         except FileNotFoundError:  # kernels before 5.14: kill member by member
             self.signal_members(signals.SIGKILL)
+            return
+        kill_ended_alone(self.member_pids())  # what cgroup.kill misses
 
     def _account(self, tally: Tally) -> None:
         """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .. import signum
 from ..plain import Plain
 from .cgroupfs import read_bytes
 
@@ -73,6 +74,21 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+def kill_ended_alone(pids: list[int]) -> None:
+    """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
+    thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
+    leader alone, which takes no signal once it has exited, so such a process would run on
+    (and a later ``cgroup.kill`` skips it, its kill pending). Its pid is its own while
+    ``cgroup.procs`` lists it."""
+    for pid in pids:
+        try:
+            _, fields = read_stat(pid)
+            if fields[:1] == [b"Z"] and _threads_left(pid):
+                os.kill(pid, signum.SIGKILL)
+        except OSError:
+            continue  # gone: nothing to kill
+
+
 def _threads_left(pid: int) -> bool:
     """Whether a process whose leader reads as a zombie runs on in other threads:
     ``/proc/<pid>/task`` lists a thread beside the leader. Read up to its second entry only (a
@@ -92,7 +108,8 @@ _STATUS_MASKS = (b"SigPnd:", b"ShdPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:")
 
 
 def dying(pid: int) -> bool:
-    """True when the process is on its way out already: exiting or a zombie (state X or Z), gone,
+    """True when the process is on its way out already: exiting or a zombie (state X, or Z with no
+    other thread left: ``read_member``'s zombie), gone,
     or with a signal pending that ends it (SIGKILL, or one neither blocked, ignored nor caught
     whose default action is fatal). A job's command may kill what it started just before it
     exits (``sleep 100 & kill $!``): such a process is not one the command left running."""
@@ -103,7 +120,8 @@ def dying(pid: int) -> bool:
     except OSError:
         return False
     fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
-    if fields.get(b"State", b"").strip()[:1] in (b"Z", b"X"):
+    state = fields.get(b"State", b"").strip()[:1]
+    if state == b"X" or state == b"Z" and not _threads_left(pid):
         return True
     try:
         pending, shared, blocked, ignored, caught = (int(fields[key[:-1]], 16) for key in _STATUS_MASKS)
