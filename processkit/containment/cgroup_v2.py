@@ -217,8 +217,10 @@ class CgroupV2(Container):
                 pass
 
     def kill_all(self) -> None:
-        """``cgroup.kill``; a lent group only when something is left to kill, since a child
-        cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
+        """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that
+        kill misses (``members.kill_ended_alone``); a lent group only when something is left to
+        kill, since a child cloned into a group after its ``cgroup.kill`` is killed at birth
+        (``containment.pool``)."""
         if self._lent is not None:
             try:
                 if not cgroupfs.populated(self._lent.files):
@@ -231,7 +233,10 @@ class CgroupV2(Container):
         except FileNotFoundError:  # kernels before 5.14: kill member by member
             self.signal_members(signals.SIGKILL)
             return
-        kill_ended_alone(self.member_pids())  # what cgroup.kill misses
+        try:
+            kill_ended_alone(self.member_pids())  # what cgroup.kill misses
+        except OSError:
+            pass  # the kill was written: what is left, the teardown reads and lists
 
     def _account(self, tally: Tally) -> None:
         """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their
