@@ -13,6 +13,7 @@ import time
 
 from conftest import read_events, run_cli, start_cli
 from streams import PY, one, require_mechanism
+from test_run_escapees import LINGER
 
 # The root: SIGTERM blocked, a worker thread that waits for it (sigwait), says so (argv[1] +
 # ".term") and finishes once argv[1] + ".go" appears; the main thread ends alone once its pid
@@ -64,13 +65,13 @@ def test_a_root_whose_main_thread_ended_alone_gets_its_grace(tmp_path, containme
     assert finished["shutdown"]["drained_within_grace"] and finished["remaining_pids"] == [], finished
 
 
-# The run's command: a child whose main thread ends alone (a thread of it sleeps on) once its
-# pid is written to argv[1]; the command exits 0 once the child's main thread has ended and the
-# test holds a pidfd on the child (argv[1] + ".opened").
-LEAVES_A_THREAD = r"""
-import ctypes, os, sys, threading, time
-where = sys.argv[1]
-if os.fork() == 0:
+# What a program of a test defines after LINGER's ``linger``: ``linger`` whose main thread ends
+# alone once its pid is written (a thread of it sleeps on: its leader reads as a zombie, the
+# process runs on), and whether a process's main thread has ended.
+ON_A_THREAD = r"""
+import ctypes, threading
+
+def linger(where):
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -79,12 +80,27 @@ if os.fork() == 0:
         handle.write(str(os.getpid()))
     os.replace(where + ".tmp", where)
     ctypes.CDLL(None).pthread_exit(None)
+
+def main_thread_ended(pid):
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+"""
+
+# The run's command: a child lingers on a thread (its pid written to argv[1]); the command exits
+# 0 once the child's main thread has ended and the test holds a pidfd on it (argv[1] + ".opened").
+LEAVES_A_THREAD = (
+    LINGER
+    + ON_A_THREAD
+    + r"""
+where = sys.argv[1]
+if os.fork() == 0:
+    linger(where)
 while not os.path.exists(where):
     time.sleep(0.01)
-stat = "/proc/" + open(where).read() + "/stat"
-while open(stat, "rb").read().rsplit(b")", 1)[1].split()[0] != b"Z" or not os.path.exists(where + ".opened"):
+while not main_thread_ended(int(open(where).read())) or not os.path.exists(where + ".opened"):
     time.sleep(0.01)
 """
+)
 
 
 def _leave_a_thread(where: str, *argv) -> tuple[bytes, int]:
