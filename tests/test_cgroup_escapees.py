@@ -20,6 +20,7 @@ from conftest import read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
+from test_zombie_leader import ON_A_THREAD, _main_thread_ended
 
 # What a process that leaves does: moves itself into the group at argv[2] (a leaf the test made
 # below the cgroup2 mount's root, not the runner's own group), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
@@ -42,18 +43,34 @@ def leave():
 )
 
 # The run's command: a background child leaves; the command exits once it has.
-GRANDCHILD_LEAVES = (
-    LEAVE
-    + r"""
+_FORKS_ONE_THAT_LEAVES = r"""
 if os.fork() == 0:
     leave()
 while not os.path.exists(where) and not os.path.exists(where + ".failed"):
     time.sleep(0.01)
 """
-)
+GRANDCHILD_LEAVES = LEAVE + _FORKS_ONE_THAT_LEAVES
 
 # The run's root itself leaves, and sleeps on.
 ROOT_LEAVES = LEAVE + "leave()\n"
+
+# What a process that leaves does on a thread: as LEAVE, but it lingers on a thread, its main
+# thread ended alone (test_zombie_leader's ON_A_THREAD).
+LEAVE_ON_A_THREAD = LEAVE + ON_A_THREAD
+
+# The run's root itself leaves on a thread.
+ROOT_LEAVES_ON_A_THREAD = LEAVE_ON_A_THREAD + "leave()\n"
+
+# The run's command: a background child leaves on a thread; the command exits once the child's
+# main thread has ended.
+GRANDCHILD_LEAVES_ON_A_THREAD = (
+    LEAVE_ON_A_THREAD
+    + _FORKS_ONE_THAT_LEAVES
+    + r"""
+while os.path.exists(where) and not main_thread_ended(int(open(where).read())):
+    time.sleep(0.01)
+"""
+)
 
 
 @pytest.fixture
@@ -98,6 +115,11 @@ def _exited(pidfd: int) -> bool:
     return bool(select.select([pidfd], [], [], 0)[0])
 
 
+def _ended(pidfd: int) -> bool:
+    """Whether the process ends within 30 s (a kill is not over when its sender returns)."""
+    return bool(select.select([pidfd], [], [], 30)[0])
+
+
 def _escapee(where, proc, opened: list[int]) -> int:
     """The escapee's pid, once it has left its group, and a pidfd on it (skips where the move
     itself was refused: a host whose root group is out of this process's reach)."""
@@ -113,12 +135,15 @@ def _escapee(where, proc, opened: list[int]) -> int:
     return pid
 
 
-def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened):
+@pytest.mark.parametrize("on_a_thread", [False, True], ids=["lingers", "on_a_thread"])
+def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened, on_a_thread):
     """The grandchild outlives the kill of the run's group: ``cleanup_finished`` lists it (the
     teardown is not confirmed clean), it is dead when the CLI returns, stderr says so, and the
-    exit status is the child's own (0)."""
+    exit status is the child's own (0). So too when it ended its main thread alone before the
+    root exited: its leader reads as a zombie, but it runs on (it was ended silently)."""
     events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
-    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, cgroup_root)
+    command = GRANDCHILD_LEAVES_ON_A_THREAD if on_a_thread else GRANDCHILD_LEAVES
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", command, where, cgroup_root)
     pid = _escapee(where, proc, opened)
     _, err = proc.communicate(timeout=60)
     found = read_events(events)
@@ -127,7 +152,7 @@ def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgr
     assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
     finished = one(found, "cleanup_finished")
     assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
-    assert _exited(opened[0]), "the process that left the run's cgroup outlived the run"
+    assert _ended(opened[0]), "the process that left the run's cgroup outlived the run"
     said = [line for line in err.decode().splitlines() if "had left its cgroup" in line]
     assert len(said) == 1 and said[0].startswith("processkit-cli: warning: 1 process(es)"), err
 
@@ -238,3 +263,26 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
     left = os.path.join(mount or "/", group.lstrip("/"))
     if os.path.isdir(left):  # the run's group, populated when the runner left: removed here
         os.rmdir(left)
+
+
+def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_and_listed(
+    tmp_path, cgroup_root, opened
+):
+    """Its leader reads as a zombie in ``/proc/<pid>/stat``, but a thread of it runs on: it is no
+    dead root. The kill of its group misses it, so it is killed by its pid and listed as any
+    root that left is (it was taken for dead, left out of ``remaining_pids`` and left running)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", ROOT_LEAVES_ON_A_THREAD, where, cgroup_root)
+    pid = _escapee(where, proc, opened)
+    deadline = time.monotonic() + 30
+    while not _main_thread_ended(pid):
+        assert time.monotonic() < deadline, "the root's main thread never ended"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    assert proc.returncode == one(found, "runner_exit")["code"], err
+    assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
+    assert _ended(opened[0]), "the root that left the run's cgroup outlived the run"
+    assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err

@@ -224,3 +224,23 @@ def test_a_lodged_hosts_accounting_only_container_repeats_no_once_a_process_work
         if lender is not None:
             lender.close()
         home.close()
+
+
+def test_only_a_batch_pays_for_the_count_of_what_a_root_left_running(tmp_path, monkeypatch):
+    """A root that exits leaving a process running: the count of those still alive (a
+    ``/proc/<pid>/status`` read each, ``members.dying``) is batch's LEAK alone; ``run``'s engine
+    (``bench``'s and the API's too) reads nothing for it, and a batch's job still counts it."""
+    from processkit.engine import runner
+    from processkit.engine.runner import execute
+    from processkit.spec import RunSpec
+
+    asked: list[int] = []
+    real = runner.dying
+    monkeypatch.setattr(runner, "dying", lambda pid: asked.append(pid) or real(pid))
+    leaves = ["sh", "-c", "sleep 300 & exit 0"]
+    spec = RunSpec(argv=leaves, jsonl=str(tmp_path / "events.jsonl"), run_id="r", run_id_given=True, echo=False)
+    outcome = execute(spec)
+    assert (outcome.code, outcome.left_behind, asked) == (0, 0, [])
+    lines, _ = run_batch(jobs_from([{"args": leaves, "id": "leaky"}]), Settings(str(tmp_path / "out")), signals=False)
+    assert [(line.exit_code, line.leaked) for line in lines] == [(0, 1)]
+    assert len(asked) == 1

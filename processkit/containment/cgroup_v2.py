@@ -19,6 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
+from .members import kill_ended_alone
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,28 +44,53 @@ def group_line(pid: int | str = "self") -> str | None:
 
 
 def own_group() -> tuple[str | None, str | None]:
-    """The cgroup2 mount and this process's own group below it (its ``/proc/self/cgroup``
-    ``0::`` line), each None where it cannot be told."""
+    """The cgroup2 mount and this process's own group's directory: its ``/proc/self/cgroup``
+    ``0::`` line below the root of the mount that holds it (a container's delegated subtree is
+    mounted with that subtree as its root); each None where it cannot be told (a group above
+    every mount's root, as a cgroup namespace made after the mount shows it)."""
     try:
-        mount = next((mount.mount_point for mount in mountinfo.mounts() if mount.fstype == "cgroup2"), None)
-        if mount is None:
-            return None, None
-        own = group_line()
+        mounts = _cgroup2_mounts()
+        own = group_line() if mounts else None
     except OSError:
         return None, None
-    return mount, None if own is None else os.path.join(mount, own.strip().lstrip("/"))
+    if not mounts:
+        return None, None
+    for mount in mounts:
+        below = None if own is None else within(own, mount.root)
+        if below is not None:
+            return mount.mount_point, os.path.join(mount.mount_point, below) if below else mount.mount_point
+    return mounts[0].mount_point, None
+
+
+def within(where: str, shown: str) -> str | None:
+    """What of the group ``where`` lies below the group ``shown`` ("" for that group itself),
+    None where it is neither: both as ``/proc/<pid>/cgroup`` and mountinfo show groups, from
+    this process's cgroup namespace. The one comparison of group lines (``holds``,
+    ``own_group``, ``leftovers.v2_keeps``)."""
+    if where == shown:
+        return ""
+    above = shown.rstrip("/") + "/"
+    return where[len(above) :] if where.startswith(above) else None
 
 
 def shown_path(path: str) -> str:
     """The group at ``path`` as ``/proc/<pid>/cgroup`` names it to this process: its path below
     the cgroup2 mount, under the mount's own root (both shown from this process's cgroup
     namespace); "" where no cgroup2 mount holds ``path``."""
-    mounts = [m for m in mountinfo.mounts() if m.fstype == "cgroup2" and _under(path, m.mount_point)]
+    mounts = [m for m in _cgroup2_mounts() if _under(path, m.mount_point)]
     mount = max(mounts, key=lambda m: len(m.mount_point), default=None)  # the innermost mount
     if mount is None:
         return ""
     below = path[len(mount.mount_point) :].strip("/")
     return "/" + "/".join(part for part in (mount.root.strip("/"), below) if part)
+
+
+def _cgroup2_mounts() -> list[mountinfo.Mount]:
+    """The cgroup2 mounts in force: of several at one mount point (a subtree bound over the
+    whole hierarchy, a tmpfs over the mount), the last of any type, which hides the others (as
+    ``mountinfo.filesystem_type`` takes it); raises OSError as ``mounts`` does."""
+    found = {mount.mount_point: mount for mount in mountinfo.mounts()}
+    return [mount for mount in found.values() if mount.fstype == "cgroup2"]
 
 
 def _under(path: str, directory: str) -> bool:
@@ -181,7 +207,7 @@ class CgroupV2(Container):
             os.getpgid(pid)  # ProcessLookupError for one gone
             return False
         where = group_line(pid)
-        return where is not None and (where == self._shown or where.startswith(self._shown + "/"))
+        return where is not None and within(where, self._shown) is not None
 
     def signal_members(self, signum: int) -> None:
         for pid in self.member_pids():
@@ -191,8 +217,10 @@ class CgroupV2(Container):
                 pass
 
     def kill_all(self) -> None:
-        """``cgroup.kill``; a lent group only when something is left to kill, since a child
-        cloned into a group after its ``cgroup.kill`` is killed at birth (``containment.pool``)."""
+        """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that
+        kill misses (``members.kill_ended_alone``); a lent group only when something is left to
+        kill, since a child cloned into a group after its ``cgroup.kill`` is killed at birth
+        (``containment.pool``)."""
         if self._lent is not None:
             try:
                 if not cgroupfs.populated(self._lent.files):
@@ -204,6 +232,11 @@ class CgroupV2(Container):
             cgroupfs.write_text(self._file("cgroup.kill"), "1")
         except FileNotFoundError:  # kernels before 5.14: kill member by member
             self.signal_members(signals.SIGKILL)
+            return
+        try:
+            kill_ended_alone(self.member_pids())  # what cgroup.kill misses
+        except OSError:
+            pass  # the kill was written: what is left, the teardown reads and lists
 
     def _account(self, tally: Tally) -> None:
         """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their

@@ -150,15 +150,20 @@ def v2_keeps() -> Callable[[int], bool] | None:
     """Whether a descendant is no run's to end, by its cgroup v2 group: in a run's group or
     below (each is a child of a parent in ``V2_PARENTS`` named for a token of this process:
     ``processkit-run-<pid>-``, ``rundir.new_token``), or in this process's own group; None where
-    no run of this process had a v2 group."""
+    no run of this process had a v2 group. Compared as ``/proc/<pid>/cgroup`` shows groups, as
+    ``CgroupV2.holds`` compares them: a parent's directory is shown under its mount's root
+    (``shown_path``), which is not ``/`` where a container's subtree is mounted."""
     if not V2_PARENTS:
         return None
-    from .cgroup_v2 import group_line, own_group
+    from .cgroup_v2 import group_line, shown_path, within
 
-    mount, own = own_group()
-    if mount is None or own is None:
+    try:
+        own = group_line()
+    except OSError:
         return None
-    mount, own = os.path.normpath(mount), os.path.normpath(own)
+    if own is None:
+        return None
+    parents = [shown for shown in map(shown_path, V2_PARENTS) if shown]
     ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
     def keeps(pid: int) -> bool:
@@ -168,12 +173,11 @@ def v2_keeps() -> Callable[[int], bool] | None:
             return False  # gone: its kill says so
         if where is None:
             return False
-        path = os.path.normpath(os.path.join(mount, where.lstrip("/")))
-        if path == own:
+        if where == own:
             return True
-        for parent in V2_PARENTS:
-            below = os.path.relpath(path, parent)
-            if below.startswith(ours):
+        for parent in parents:
+            below = within(where, parent)
+            if below is not None and below.startswith(ours):
                 return True
         return False
 

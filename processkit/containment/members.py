@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .. import signum
 from ..plain import Plain
 from .cgroupfs import read_bytes
 
@@ -53,7 +54,9 @@ def split_stat(raw: bytes) -> tuple[bytes, list[bytes]]:
 
 
 def read_member(pid: int) -> Member | None:
-    """The process's facts, or None when it is already gone."""
+    """The process's facts, or None when it is already gone. ``zombie``: it has exited, not only
+    its main thread (a leader that ended alone, ``pthread_exit``, reads as Z while its other
+    threads run on: a live member to count, signal, wait for and list)."""
     try:
         name, fields = read_stat(pid)
     except (FileNotFoundError, ProcessLookupError):
@@ -66,9 +69,35 @@ def read_member(pid: int) -> Member | None:
         name=name.decode("utf-8", "replace"),
         start_time=fields[19].decode(),
         pgid=int(fields[2]),
-        zombie=fields[0] == b"Z",
+        zombie=fields[0] == b"Z" and not _threads_left(pid),
         session=int(fields[3]),
     )
+
+
+def kill_ended_alone(pids: list[int]) -> None:
+    """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
+    thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
+    leader alone, which takes no signal once it has exited, so such a process would run on
+    (and a later ``cgroup.kill`` skips it, its kill pending). Its pid is its own while
+    ``cgroup.procs`` lists it."""
+    for pid in pids:
+        try:
+            _, fields = read_stat(pid)
+            if fields[:1] == [b"Z"] and _threads_left(pid):
+                os.kill(pid, signum.SIGKILL)
+        except OSError:
+            continue  # gone: nothing to kill
+
+
+def _threads_left(pid: int) -> bool:
+    """Whether a process whose leader reads as a zombie runs on in other threads:
+    ``/proc/<pid>/task`` lists a thread beside the leader. Read up to its second entry only (a
+    process may have thousands). False once it is gone."""
+    try:
+        with os.scandir(f"/proc/{pid}/task") as tasks:
+            return next(tasks, None) is not None and next(tasks, None) is not None
+    except OSError:
+        return False
 
 
 # signal(7), as Linux numbers them: the signals whose default action neither terminates nor dumps
@@ -79,7 +108,8 @@ _STATUS_MASKS = (b"SigPnd:", b"ShdPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:")
 
 
 def dying(pid: int) -> bool:
-    """True when the process is on its way out already: exiting or a zombie (state X or Z), gone,
+    """True when the process is on its way out already: exiting or a zombie (state X, or Z with no
+    other thread left: ``read_member``'s zombie), gone,
     or with a signal pending that ends it (SIGKILL, or one neither blocked, ignored nor caught
     whose default action is fatal). A job's command may kill what it started just before it
     exits (``sleep 100 & kill $!``): such a process is not one the command left running."""
@@ -90,7 +120,8 @@ def dying(pid: int) -> bool:
     except OSError:
         return False
     fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
-    if fields.get(b"State", b"").strip()[:1] in (b"Z", b"X"):
+    state = fields.get(b"State", b"").strip()[:1]
+    if state == b"X" or state == b"Z" and not _threads_left(pid):
         return True
     try:
         pending, shared, blocked, ignored, caught = (int(fields[key[:-1]], 16) for key in _STATUS_MASKS)

@@ -17,7 +17,7 @@ from .. import signum as signals
 from ..liveness import Health
 from . import cgroupfs
 from .cgroupfs import RUN_PREFIX, group_name
-from .members import all_pids, read_member
+from .members import all_pids, kill_ended_alone, read_member
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
     if os.path.exists(kill):  # the members of every group below it too
         try:
             cgroupfs.write_text(kill, "1")
-        except OSError:
+            kill_ended_alone(cgroupfs.subtree_pids(group))  # what cgroup.kill misses
+        except (OSError, ValueError):
             pass
     else:  # a v1 group, or a kernel before 5.14
         _kill_members(group)

@@ -55,7 +55,10 @@ class Reaper:
         self._may_adopt_orphans = may_adopt_orphans
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
         self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
-        self._adopting = False  # a run made this process a subreaper: orphans are collected too
+        # Orphans are collected once this host watches a root (``may_adopt_orphans``), not before:
+        # a host's first run that ends before its race (its terminal refused, ``Launched.handoff``)
+        # reaps with its root unwatched, whose status a peek at every child would take as an orphan's.
+        self._adopting = False
         self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
 
     def watch(self, child: Child, on_exit: Callable[[int], None], look_first: bool = False) -> None:

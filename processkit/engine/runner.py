@@ -60,6 +60,7 @@ def steps(
     keep_stream: Callable[[Outcome], bool] | None = None,
     context: RunContext = OWN_CONTEXT,
     records: bool = False,
+    leaks: bool = False,
 ):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
@@ -70,7 +71,9 @@ def steps(
     spilled: made only for a carrier that asks, as a dropped stream's are otherwise never made).
     ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
-    publication, descriptors and places for the child's streams."""
+    publication, descriptors and places for the child's streams. ``leaks``: the Outcome's
+    ``left_behind`` is counted (a ``/proc/<pid>/status`` read per member the root left
+    running), for the carrier that reads it (``batch``'s LEAK); 0 otherwise."""
     held = context.held_fds  # the engine's to close, as the files it opens, unless lent
     try:
         runner_cwd = context.cwd if context.cwd is not None else os.getcwd()
@@ -90,6 +93,7 @@ def steps(
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
     run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context)
     run.final_usage = final_usage
+    run.count_leaks = leaks
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
@@ -193,7 +197,7 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
     tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
-    if tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone (reaped): the rest outlived it
+    if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
     usage = container.usage()

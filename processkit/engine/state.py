@@ -78,6 +78,7 @@ class RunState:
         self.publication: Publication | None = None
         self.continued_hook: Callable[[], None] | None = None  # launch's, after a stop (``continued``)
         self.final_usage = True  # read the figures again once the tree is gone (``steps``)
+        self.count_leaks = False  # count what the root left running (``steps``'s ``leaks``: batch's)
 
     def continued(self) -> None:
         """The runner and the run's tree were stopped (Ctrl-Z) and are continued: the time

@@ -116,7 +116,12 @@ def _kill_root_outside(run: RunState, child: Child):
     Either way it was left after the hard kill (returned, for ``remaining_pids``); it is this
     process's child, never collected, so its pid is still its own: killed by it, and waited for
     as the members were (a run's steps: ``yield from``). A root dead but uncollected (a zombie:
-    a fault before its exit was watched) is not."""
+    a fault before its exit was watched) is not (one whose main thread alone ended runs on in its
+    other threads: no zombie, ``read_member``). A root on its way out is not taken for one
+    that left: the kernel takes it out of its cgroup only just before it is a zombie, with no
+    sleep between but a pid namespace's init's wait for its namespace, and a run's root is never
+    one (its spawn ends it before its exec when its parent is not the runner), while this look comes only
+    once the group is empty and KILL_CONFIRM_SECONDS have passed without the root's exit."""
     if child.returncode is not None:
         return ()
     from ..containment.members import read_member
