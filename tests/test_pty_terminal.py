@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import textwrap
 import time
 
@@ -95,7 +96,22 @@ class Pane:
         raise AssertionError(f"the child reported no {key!r} within {timeout}s: {self.facts()}")
 
     def keys(self, *keys: str) -> None:
+        """Typed once the runner relays the pane's keys to the child (``wait_for_keyboard``)."""
+        self.wait_for_keyboard()
         self.tmux("send-keys", "-t", "t", *keys)
+
+    def wait_for_keyboard(self, timeout: float = 15.0) -> None:
+        """Until the runner has put the pane's terminal in raw mode, which it does just after the
+        child's spawn, possibly after the child said it was ready: a Ctrl-C typed before goes
+        through the terminal's line discipline and interrupts the runner, not the child."""
+        fd = os.open(self.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip(), os.O_RDONLY | os.O_NOCTTY)
+        try:
+            deadline = time.monotonic() + timeout
+            while termios.tcgetattr(fd)[3] & termios.ICANON:
+                assert time.monotonic() < deadline, "the runner never took the pane's terminal as the child's keyboard"
+                time.sleep(0.02)
+        finally:
+            os.close(fd)
 
     def finish(self, timeout: float = 20.0) -> int:
         """The runner's exit code, once the pane's script is done; asserts stty -g held."""
