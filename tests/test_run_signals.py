@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
-from streams import PY, check_stream, one, require_mechanism, run_checked
+from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event, wait_for_file
+from streams import PY, check_stream, one, require_mechanism, run_checked, wait_until
 
 SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
 # How the stderr headline names each: the reference's words ("run cancelled (SIGTERM)").
@@ -146,8 +146,13 @@ def test_sigchld_is_caught_from_the_spawn_on_where_the_runner_adopts_orphans(tmp
     announces (under cgroup v2 too: an orphan that exits is charged to its group's
     ``pids.current`` until collected), so it is caught from that run's spawn on."""
     jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
-    proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done")
-    events = wait_for_event(jsonl, "members_snapshot")
+    hold = f"while [ ! -e {release} ]; do sleep 0.01; done"
+    proc = start_cli("run", "--jsonl", jsonl, "--snapshot-interval", "20ms", "--", "sh", "-c", hold)
+    # The watch is taken as the race begins, after the spawn's snapshot (the streams are
+    # connected between): an interval snapshot, taken from the race on, says it is there.
+    events = wait_until(
+        lambda: [e for e in read_events_tolerant(jsonl) if e.get("reason") == "interval"], what="an interval snapshot"
+    )
     caught, ignored = _caught_and_ignored(proc.pid)
     release.touch()
     proc.communicate(timeout=30)
