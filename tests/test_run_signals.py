@@ -192,6 +192,58 @@ def test_an_orphan_of_a_run_is_collected_by_the_runner(tmp_path, containment):
     assert state is None, f"the orphan stayed as {state}"
 
 
+# The CLI (argv[2:]) held between its spawn and its race until the run's orphan (its pid in the
+# file argv[1]) has exited, adopted by the runner: the orphan's SIGCHLD comes before the runner
+# watches SIGCHLD, as on a loaded machine where the runner was held up there.
+ORPHAN_EXITS_BEFORE_THE_RACE = r"""
+import os, sys, time
+from processkit.engine import launch
+from processkit.cli.main import main
+
+where, connect = sys.argv[1], launch.connect
+
+def exited_orphan():
+    try:
+        fields = open(f"/proc/{int(open(where).read())}/stat").read().rpartition(")")[2].split()
+    except (OSError, ValueError):
+        return False
+    return fields[:2] == ["Z", str(os.getpid())]
+
+def late_connect(run, launched):
+    deadline = time.monotonic() + 30
+    while not exited_orphan() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    connect(run, launched)
+
+launch.connect = late_connect
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_goes_on(tmp_path, containment):
+    """The runner is a subreaper from the spawn on, but watches SIGCHLD from its race on: an
+    orphan that exited between the two (its SIGCHLD dropped at the default disposition) stayed a
+    zombie until the run's end. It is collected as the watch is taken."""
+    jsonl, release, orphan = tmp_path / "run.jsonl", tmp_path / "release", tmp_path / "orphan"
+    child = (
+        f"(sh -c 'echo $$ > {orphan}.tmp && mv {orphan}.tmp {orphan}' &); while [ ! -e {release} ]; do sleep 0.01; done"
+    )
+    argv = [PY, "-c", ORPHAN_EXITS_BEFORE_THE_RACE, str(orphan), "run", "--jsonl", str(jsonl), "--", "sh", "-c", child]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for_file(orphan)
+        pid = int(orphan.read_text())
+        deadline = time.monotonic() + 10
+        while _parent_and_state(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        state = _parent_and_state(pid)
+    finally:
+        release.touch()
+    proc.communicate(timeout=30)
+    require_mechanism(check_stream(jsonl, 0), containment)
+    assert state is None, f"the orphan stayed as {state} while the run went on"
+
+
 def _parent_and_state(pid: int) -> tuple[int, str] | None:
     try:
         fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()

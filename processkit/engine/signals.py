@@ -67,13 +67,15 @@ class SignalWatch:
         spawn's, in C) polls it too, so a signal caught just before that wait still ends it."""
         return self._reader
 
-    def watch(self, signum: int, handler: Callable[[int], None]) -> None:
-        """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
+    def watch(self, signum: int, handler: Callable[[int], None]) -> bool:
+        """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so);
+        whether the watch begins now (not already taken, nor left ignored)."""
         inherited_ignore = signum in STOP_SIGNALS or signum == signals.SIGTSTP
         if signum in self._handlers or (inherited_ignore and signals.getsignal(signum) == signals.SIG_IGN):
-            return
+            return False
         self._found[signum] = signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
+        return True
 
     def stop_at_once(self, signum: int, trees: Callable[[int], None]) -> None:
         """``signum`` (SIGTTOU) stops the runner with its trees in its handler, not from the loop:
