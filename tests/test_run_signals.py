@@ -179,10 +179,7 @@ def test_an_orphan_of_a_run_is_collected_by_the_runner(tmp_path, containment):
             time.sleep(0.01)  # its parent, the subshell, exits at once: it is an orphan then
         adopted = _parent_and_state(pid)
         die.touch()
-        deadline = time.monotonic() + 10
-        while _parent_and_state(pid) is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        state = _parent_and_state(pid)
+        state = _once_collected(pid)
     finally:
         die.touch()
         release.touch()
@@ -232,16 +229,21 @@ def test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for_file(orphan)
-        pid = int(orphan.read_text())
-        deadline = time.monotonic() + 10
-        while _parent_and_state(pid) is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        state = _parent_and_state(pid)
+        state = _once_collected(int(orphan.read_text()))
     finally:
         release.touch()
     proc.communicate(timeout=30)
     require_mechanism(check_stream(jsonl, 0), containment)
     assert state is None, f"the orphan stayed as {state} while the run went on"
+
+
+def _once_collected(pid: int) -> tuple[int, str] | None:
+    """None once ``pid`` is collected (gone from /proc); its parent and state if it is still
+    there after 10 s."""
+    deadline = time.monotonic() + 10
+    while _parent_and_state(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _parent_and_state(pid)
 
 
 def _parent_and_state(pid: int) -> tuple[int, str] | None:
