@@ -21,8 +21,9 @@ Facts about reaping, in a process that may not be the runner's own:
   signals, and by a poll of those roots alone (every 50 ms) in any case. The host watches
   SIGCHLD only once the reaper asks (``wants_sigchld``: a root without a pidfd, or orphans to
   collect), as a run's race begins; an orphan adopted since its spawn that exited before then,
-  its SIGCHLD dropped at the default, is collected as the watch is taken (one ``reap``), not
-  left a zombie until the next SIGCHLD (the run's own end, for a quiet one).
+  its SIGCHLD dropped at the default, is collected on the loop's next turn (the watch supplies
+  one SIGCHLD as it is taken: ``signals.watch_for_host``), not left a zombie until the next
+  SIGCHLD (the run's own end, for a quiet one).
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ class Reaper:
         self._roots: dict[int, tuple[Child, int | None, Callable[[int], None]]] = {}
         self._unannounced: set[int] = set()  # roots without a pidfd: looked at on each reap
         self._adopting = False  # a run made this process a subreaper: orphans are collected too
-        # the host's, to watch SIGCHLD from then on: True where the watch begins now
-        self.wants_sigchld: Callable[[], bool] | None = None
+        self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
 
     def watch(self, child: Child, on_exit: Callable[[int], None], look_first: bool = False) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
@@ -80,18 +80,18 @@ class Reaper:
             _ROOTS[pid] = self
         self._roots[pid] = (child, pidfd, on_exit)
         self._adopting = self._may_adopt_orphans
-        watched = (pidfd is None or self._adopting) and self.wants_sigchld is not None and self.wants_sigchld()
-        if pidfd is not None and look_first and child.poll() is not None:
-            self._exited(pid)  # its pidfd, never in the loop, is closed by ``forget``
-        elif pidfd is not None:
+        if (pidfd is None or self._adopting) and self.wants_sigchld is not None:
+            self.wants_sigchld()
+        if pidfd is not None:
+            if look_first and child.poll() is not None:
+                self._exited(pid)  # its pidfd, never in the loop, is closed by ``forget``
+                return
             self._loop.add_reader(pidfd, lambda: self._collect(pid))
         else:
             if not self._unannounced:
                 self._loop.call_later(UNANNOUNCED_POLL_SECONDS, self._poll_unannounced)
             self._unannounced.add(pid)
             self._collect(pid)
-        if watched:  # an orphan adopted since the spawn may have exited unannounced: its SIGCHLD was dropped
-            self.reap()
 
     def _poll_unannounced(self) -> None:
         """Look at the roots no pidfd announces (where no SIGCHLD may either: a Dask worker's host)."""

@@ -88,6 +88,11 @@ class SignalWatch:
             return
         self._found[signum] = signals.signal(signum, lambda number, frame: suspend(trees, number))
 
+    def supply(self, signum: int) -> None:
+        """``signum`` dispatched on the loop's next turn as if it had come: one that may have come
+        before the watch, which the kernel dropped at the default disposition."""
+        os.write(self._writer, bytes((signum,)))
+
     def _absorb(self, signum, frame) -> None:  # the wakeup fd carries the signal number
         self._caught = True
 
@@ -163,5 +168,10 @@ def watch_for_host(
     watch = SignalWatch(loop, handlers)
     if trees is not None:
         watch.stop_at_once(signals.SIGTTOU, trees)
-    reaper.wants_sigchld = lambda: watch.watch(signals.SIGCHLD, lambda number: reaper.reap())
+
+    def wants_sigchld() -> None:
+        if watch.watch(signals.SIGCHLD, lambda number: reaper.reap()):
+            watch.supply(signals.SIGCHLD)  # one the kernel dropped before the watch (an orphan's exit)
+
+    reaper.wants_sigchld = wants_sigchld
     return watch
