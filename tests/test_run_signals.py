@@ -104,41 +104,69 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path, ignored):
     assert proc.returncode == (107 if not ignored else 0)
 
 
-# The CLI (argv[1:]) with its loop's wait ending as on a loaded machine: a SIGTERM sent before the
-# child exits, to a runner not yet given a CPU, is delivered only as the wait that found the
-# root's exit returns (the kernel hands a woken wait its events before it looks for a signal),
-# so the wait's results hold the exit and not the signal's byte; its handler runs at once after.
-SIGNAL_AS_THE_WAIT_RETURNS = r"""
+# The CLI (argv[1:]) with a SIGTERM caught in the very turn of the loop in which the root's exit
+# is found, as on a loaded machine: one sent before the child exits, to a runner not yet given a
+# CPU, is delivered only as the wait that found the exit returns (the kernel hands a woken wait
+# its events before it looks for a signal), and its handler may run as late as the end of that
+# turn's callbacks, after the wake-up pipe's. So it is sent there, once the reaper has routed the
+# root's exit from a callback; at once where the exit is found after them, by the turn's own
+# dispatch of a SIGCHLD (``Host.turned``).
+SIGNAL_AS_THE_EXIT_IS_FOUND = r"""
 import os, signal, sys
-from processkit import readiness
+from processkit import loop
+from processkit.engine import reaper
 from processkit.cli.main import main
 
-real_select = readiness.Selector.select
+real_exited, real_run_once = reaper.Reaper._exited, loop.Loop.run_once
+turning = found = False
 
-def select(self, timeout=None):
-    ready = real_select(self, timeout)
-    if any(os.readlink(f"/proc/self/fd/{key.fd}") == "anon_inode:[pidfd]" for key, _ in ready):
-        readiness.Selector.select = real_select
+def run_once(self, max_wait=None):
+    global turning, found
+    turning = True
+    try:
+        real_run_once(self, max_wait)
+    finally:
+        turning = False
+    if found:
+        found = False
         os.kill(os.getpid(), signal.SIGTERM)
-    return ready
 
-readiness.Selector.select = select
+def exited(self, pid):
+    global found
+    reaper.Reaper._exited = real_exited
+    if turning:
+        found = True
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
+    real_exited(self, pid)
+
+loop.Loop.run_once, reaper.Reaper._exited = run_once, exited
 sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_stop_signal_delivered_as_the_wait_returns_the_roots_exit_still_wins(tmp_path):
-    """The signal came before the exit, and its handler ran before the turn's runs resumed: it
-    ranks in that turn and beats the exit (docs/run.md §1.3), where it was once taken a turn
-    late, after the exit had won (``test_a_signal_ignored_at_start_stays_ignored`` failed so
-    on a loaded machine)."""
-    jsonl = tmp_path / "run.jsonl"
-    argv = ["run", "--jsonl", str(jsonl), "--", "sh", "-c", "exit 3"]
-    proc = subprocess.run([PY, "-c", SIGNAL_AS_THE_WAIT_RETURNS, *argv], capture_output=True, timeout=60)
+def test_a_stop_signal_caught_in_the_turn_that_finds_the_roots_exit_beats_the_roots_exit(tmp_path):
+    """The signal's handler ran before the turn's runs resumed: it ranks in that turn and beats
+    the exit (docs/run.md §1.3), where it was once taken a turn late, after the exit had won
+    (``test_a_signal_ignored_at_start_stays_ignored`` failed so on a loaded machine). The child
+    exits only once an interval snapshot says the race has begun, so the SIGCHLD the watch
+    supplies as it is taken has been read by then and cannot find the exit first."""
+    jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
+    hold = f"while [ ! -e {release} ]; do sleep 0.01; done; exit 3"
+    argv = ["run", "--jsonl", str(jsonl), "--snapshot-interval", "20ms", "--", "sh", "-c", hold]
+    proc = subprocess.Popen([PY, "-c", SIGNAL_AS_THE_EXIT_IS_FOUND, *argv], stderr=subprocess.PIPE)
+    try:
+        wait_until(
+            lambda: [e for e in read_events_tolerant(jsonl) if e.get("reason") == "interval"],
+            what="an interval snapshot",
+        )
+    finally:
+        release.touch()
+    _, stderr = proc.communicate(timeout=60)
     events = check_stream(jsonl, proc.returncode)
-    assert [event["event"] for event in events][2] == "cancelled", proc.stderr
-    assert one(events, "cancelled")["source"] == "sigterm"
-    assert proc.returncode == 107, proc.stderr
+    assert one(events, "cancelled")["source"] == "sigterm", stderr
+    assert "root_exited" not in [event["event"] for event in events[: events.index(one(events, "cancelled"))]]
+    assert proc.returncode == 107, stderr
 
 
 def test_sigchld_is_caught_from_the_spawn_on_where_the_runner_adopts_orphans(tmp_path, containment):

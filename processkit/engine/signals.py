@@ -97,8 +97,10 @@ class SignalWatch:
         self._caught = True
 
     def dispatch_caught(self) -> None:
-        """``dispatch`` where a signal came since the last one (the runner's look before it spawns)."""
-        if self._caught:
+        """``dispatch`` where a signal came since the last one (the runner's look before it spawns,
+        and after each loop turn), again while one came as the handlers ran: a stop signal caught
+        while a SIGCHLD's ``reap`` found the root's exit ranks in that turn, as one caught before."""
+        while self._caught:
             self.dispatch()
 
     def dispatch(self) -> None:
