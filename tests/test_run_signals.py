@@ -169,10 +169,12 @@ def test_a_stop_signal_caught_in_the_turn_that_finds_the_roots_exit_beats_the_ro
     assert proc.returncode == 107, stderr
 
 
-def test_sigchld_is_caught_from_the_spawn_on_where_the_runner_adopts_orphans(tmp_path, containment):
+def test_sigchld_is_caught_once_the_race_begins_where_the_runner_adopts_orphans(tmp_path, containment):
     """A run of either mechanism makes the runner a subreaper, whose orphans only SIGCHLD
     announces (under cgroup v2 too: an orphan that exits is charged to its group's
-    ``pids.current`` until collected), so it is caught from that run's spawn on."""
+    ``pids.current`` until collected), so it is caught from that run's race on (an orphan that
+    exited between the spawn and the race is collected as the watch is taken:
+    ``test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_goes_on``)."""
     jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
     hold = f"while [ ! -e {release} ]; do sleep 0.01; done"
     proc = start_cli("run", "--jsonl", jsonl, "--snapshot-interval", "20ms", "--", "sh", "-c", hold)
