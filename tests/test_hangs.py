@@ -39,7 +39,10 @@ def _escapee_run(tmp_path, ceiling: str):
     (``setsid -f``) writing into the inherited stdout while the runner's stdout goes to a slow
     reader. Returns the runner, the reader, the JSONL and the escapee's pid file."""
     jsonl, pidfile = tmp_path / "run.jsonl", tmp_path / "escapee.pid"
-    child = f"setsid -f sh -c 'echo $$ > {pidfile}; exec timeout 120 yes aaaa'; sleep 0.5; exit 3"
+    # The root ends once the escapee has told its pid from its own session: one still in the
+    # root's process group when the root exits is ended with it, and no escapee holds the pipe.
+    escape = f"setsid -f sh -c 'echo $$ > {pidfile}; exec timeout 120 yes aaaa'"
+    child = f"{escape}; while [ ! -e {pidfile} ]; do sleep 0.01; done; exit 3"
     env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group")
     reader = subprocess.Popen([PY, "-c", SLOW_READER], stdin=subprocess.PIPE)
     runner = subprocess.Popen(

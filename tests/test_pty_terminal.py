@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import textwrap
 import time
 
@@ -65,6 +66,7 @@ class Pane:
         self.report = tmp_path / "report.jsonl"
         self._socket_dir = tempfile.mkdtemp(prefix="pk-tmux-")  # a socket path must stay short
         self._socket = os.path.join(self._socket_dir, "s")
+        self.raw_keyboard = False  # set by start: only a ``run --pty`` takes the pane's terminal raw
 
     def tmux(self, *args) -> str:
         proc = subprocess.run(["tmux", "-S", self._socket, "-f", "/dev/null", *args], capture_output=True, timeout=10)
@@ -75,6 +77,7 @@ class Pane:
         (self.dir / "child.py").write_text(CHILD)
         command = [*cli_command(), "run", "--pty", "--run-id", run_id, "--jsonl", str(self.jsonl), *flags]
         command += ["--", sys.executable, str(self.dir / "child.py"), str(self.report), behaviour]
+        self.raw_keyboard = True
         script = self.dir / "pane.sh"
         script.write_text(SCRIPT.format(dir=shlex.quote(str(self.dir)), command=shlex.join(command)))
         self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", f"sh {shlex.quote(str(script))}")
@@ -95,7 +98,24 @@ class Pane:
         raise AssertionError(f"the child reported no {key!r} within {timeout}s: {self.facts()}")
 
     def keys(self, *keys: str) -> None:
+        """Typed once a ``run --pty`` relays the pane's keys to the child (``wait_for_keyboard``);
+        at once for a pane another command runs (``bench`` never takes the terminal raw)."""
+        if self.raw_keyboard:
+            self.wait_for_keyboard()
         self.tmux("send-keys", "-t", "t", *keys)
+
+    def wait_for_keyboard(self, timeout: float = 15.0) -> None:
+        """Until the runner has put the pane's terminal in raw mode, which it does just after the
+        child's spawn, possibly after the child said it was ready: a Ctrl-C typed before goes
+        through the terminal's line discipline and interrupts the runner, not the child."""
+        fd = os.open(self.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip(), os.O_RDONLY | os.O_NOCTTY)
+        try:
+            deadline = time.monotonic() + timeout
+            while termios.tcgetattr(fd)[3] & termios.ICANON:
+                assert time.monotonic() < deadline, "the runner never took the pane's terminal as the child's keyboard"
+                time.sleep(0.02)
+        finally:
+            os.close(fd)
 
     def finish(self, timeout: float = 20.0) -> int:
         """The runner's exit code, once the pane's script is done; asserts stty -g held."""

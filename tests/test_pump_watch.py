@@ -55,7 +55,10 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
     child = (
         f"readlink /proc/self/fd/9 9>&1 > {ino_file}.part && mv {ino_file}.part {ino_file}; i=0; "
         f'while [ $i -lt {LINES} ]; do echo "line $i"; sleep 0.02; i=$((i+1)); done; '
-        f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 60'"
+        f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 60'; "
+        # the root ends once the escapee has told its pid from its own session: one still in the
+        # root's process group at its exit is ended with it, and nothing holds the pipe
+        f"while [ ! -e {pid_file} ]; do sleep 0.01; done"
     )
     # The watch needs the hashing thread, which the Popen spawn path never has (pump.hash_on_a_thread).
     env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group", PROCESSKIT_PUMP="native")
@@ -109,7 +112,8 @@ def test_a_host_without_the_unwinder_polls_the_pipe_instead_of_aborting_at_the_c
         pytest.skip(f"{unwinder} is not where this test masks it")
     cli = shlex.join(cli_command())
     jsonl = tmp_path / "events.jsonl"
-    escape = 'echo a; setsid -f sh -c "exec sleep 3"'
+    held = tmp_path / "held"  # the escapee's word, from its own session: the root ends after it
+    escape = f'echo a; setsid -f sh -c "touch {held}; exec sleep 3"; while [ ! -e {held} ]; do sleep 0.01; done'
     script = (
         f"mount --bind /dev/null {unwinder} && exec env PROCESSKIT_CONTAINMENT=process_group PROCESSKIT_PUMP=native PROCESSKIT_HASH_THREAD=1 "
         f"{cli} run --jsonl {jsonl} --capture-dir {tmp_path / 'c'} --no-echo -- sh -c '{escape}'"

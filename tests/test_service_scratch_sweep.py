@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from streams import wait_until
+
 PY = sys.executable
 
 CALLER = r"""
@@ -70,4 +72,5 @@ def test_a_locked_directory_of_a_pid_not_alive_here_is_kept_an_unlocked_one_swep
         os.close(lock)
         _, err = caller.communicate(b"", timeout=60)
     assert caller.returncode == 0, err.decode()
-    assert not (runtime / own[0]).exists(), "the service removes its own directory"
+    # The service removes it once it has seen its caller's end, after the caller has exited.
+    wait_until(lambda: not (runtime / own[0]).exists(), timeout=60, what="the service's removal of its own directory")

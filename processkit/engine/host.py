@@ -120,6 +120,14 @@ class Host(Scheduler):
         if self._signals is not None:
             self._signals.dispatch_caught()
 
+    def turned(self) -> None:
+        """A signal whose handler ran during the turn is dispatched in it, so it ranks there
+        (docs/run.md §1.3). On a loaded machine a SIGTERM sent to a runner not yet given a CPU,
+        before its child exits, is delivered only as the wait that found the exit returns: the
+        kernel hands a woken wait its events before it looks for a signal, so the wait's results
+        hold the exit and not the signal's byte, and the exit used to win."""
+        self.dispatch_caught_signals()
+
     def dispatch_signal_pipe(self) -> None:
         """Deliver the signals whose bytes are in the wake-up pipe, read even where no handler
         has noted one yet: a wait on ``signal_fd`` that ended for its byte (read, it cannot end

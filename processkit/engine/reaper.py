@@ -20,7 +20,10 @@ Facts about reaping, in a process that may not be the runner's own:
 - Without a pidfd (an old kernel) a root's exit is found by SIGCHLD where the host watches
   signals, and by a poll of those roots alone (every 50 ms) in any case. The host watches
   SIGCHLD only once the reaper asks (``wants_sigchld``: a root without a pidfd, or orphans to
-  collect); an orphan that exits before then is collected by the next ``reap``.
+  collect), as a run's race begins; an orphan adopted since its spawn that exited before then,
+  its SIGCHLD dropped at the default, is collected on the loop's next turn (the watch supplies
+  one SIGCHLD as it is taken: ``signals.watch_for_host``), not left a zombie until the next
+  SIGCHLD (the run's own end, for a quiet one).
 """
 
 from __future__ import annotations

@@ -243,6 +243,7 @@ class Scheduler:
                     self.loop.run_once(0.0 if self._runq or fresh else None)
                 except KeyboardInterrupt as exc:  # no signal watch (yet, or a Dask worker's): stop as SIGINT would
                     self.interrupted(exc)
+                self.turned()
                 # Taken one at a time, so a step asking ``_others_waiting`` sees those after it.
                 woken = self._woken
                 woken.extend(reversed(self._runq))
@@ -265,6 +266,10 @@ class Scheduler:
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
+
+    def turned(self) -> None:
+        """After each turn of the loop, before the runs it woke resume: what a process's share
+        adds there (``Host``: the signals caught during the turn, so they rank in it)."""
 
     def _fill(self, group: RunGroup, fresh: list[_Carried]) -> None:
         while len(group.carried) < group.capacity:

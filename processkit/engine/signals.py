@@ -67,13 +67,15 @@ class SignalWatch:
         spawn's, in C) polls it too, so a signal caught just before that wait still ends it."""
         return self._reader
 
-    def watch(self, signum: int, handler: Callable[[int], None]) -> None:
-        """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so)."""
+    def watch(self, signum: int, handler: Callable[[int], None]) -> bool:
+        """Deliver ``signum`` to ``handler`` from now on (a stop signal ignored at start stays so);
+        whether the watch begins now (not already taken, nor left ignored)."""
         inherited_ignore = signum in STOP_SIGNALS or signum == signals.SIGTSTP
         if signum in self._handlers or (inherited_ignore and signals.getsignal(signum) == signals.SIG_IGN):
-            return
+            return False
         self._found[signum] = signals.signal(signum, self._absorb)
         self._handlers[signum] = handler
+        return True
 
     def stop_at_once(self, signum: int, trees: Callable[[int], None]) -> None:
         """``signum`` (SIGTTOU) stops the runner with its trees in its handler, not from the loop:
@@ -86,12 +88,19 @@ class SignalWatch:
             return
         self._found[signum] = signals.signal(signum, lambda number, frame: suspend(trees, number))
 
+    def supply(self, signum: int) -> None:
+        """``signum`` dispatched on the loop's next turn as if it had come: one that may have come
+        before the watch, which the kernel dropped at the default disposition."""
+        os.write(self._writer, bytes((signum,)))
+
     def _absorb(self, signum, frame) -> None:  # the wakeup fd carries the signal number
         self._caught = True
 
     def dispatch_caught(self) -> None:
-        """``dispatch`` where a signal came since the last one (the runner's look before it spawns)."""
-        if self._caught:
+        """``dispatch`` where a signal came since the last one (the runner's look before it spawns,
+        and after each loop turn), again while one came as the handlers ran: a stop signal caught
+        while a SIGCHLD's ``reap`` found the root's exit ranks in that turn, as one caught before."""
+        while self._caught:
             self.dispatch()
 
     def dispatch(self) -> None:
@@ -161,5 +170,10 @@ def watch_for_host(
     watch = SignalWatch(loop, handlers)
     if trees is not None:
         watch.stop_at_once(signals.SIGTTOU, trees)
-    reaper.wants_sigchld = lambda: watch.watch(signals.SIGCHLD, lambda number: reaper.reap())
+
+    def wants_sigchld() -> None:
+        if watch.watch(signals.SIGCHLD, lambda number: reaper.reap()):
+            watch.supply(signals.SIGCHLD)  # one the kernel dropped before the watch (an orphan's exit)
+
+    reaper.wants_sigchld = wants_sigchld
     return watch
