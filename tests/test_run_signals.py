@@ -173,7 +173,8 @@ def test_sigchld_is_caught_once_the_race_begins_where_the_runner_adopts_orphans(
     """A run of either mechanism makes the runner a subreaper, whose orphans only SIGCHLD
     announces (under cgroup v2 too: an orphan that exits is charged to its group's
     ``pids.current`` until collected), so it is caught from that run's race on (an orphan that
-    exited between the spawn and the race is collected as the watch is taken:
+    exited between the spawn and the race is collected on the loop's next turn, the watch
+    supplying a SIGCHLD byte as it is taken:
     ``test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_goes_on``)."""
     jsonl, release = tmp_path / "run.jsonl", tmp_path / "release"
     hold = f"while [ ! -e {release} ]; do sleep 0.01; done"
@@ -250,7 +251,8 @@ sys.exit(main(sys.argv[2:]))
 def test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_goes_on(tmp_path, containment):
     """The runner is a subreaper from the spawn on, but watches SIGCHLD from its race on: an
     orphan that exited between the two (its SIGCHLD dropped at the default disposition) stayed a
-    zombie until the run's end. It is collected as the watch is taken."""
+    zombie until the run's end. Taking the watch supplies a SIGCHLD byte, so it is collected on
+    the loop's next turn."""
     jsonl, release, orphan = tmp_path / "run.jsonl", tmp_path / "release", tmp_path / "orphan"
     child = (
         f"(sh -c 'echo $$ > {orphan}.tmp && mv {orphan}.tmp {orphan}' &); while [ ! -e {release} ]; do sleep 0.01; done"
