@@ -53,6 +53,8 @@ def test_an_earlier_attempts_signal_is_kept_and_said(tmp_path):
         assert read is not None and read.signal == lines[job.id].get("signal"), job.id
         assert [attempt.signal for attempt in read.earlier_attempts] == [11], job.id
     page = (out / "index.html").read_text()
+    probe = json.loads(run_cli("probe", "--json").stdout)
+    assert "batch:attempt-signals" in probe["surface"]
     assert f"flaky: {SEGV}, exit 139" in page and f"always: {SEGV}, exit 139" in page
 
 
