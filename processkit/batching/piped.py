@@ -15,7 +15,7 @@ import os
 import select
 import stat
 
-from ..bounded import Limits, LineFeed
+from ..bounded import Limits, LineFeed, blocking
 from ..engine import waits
 
 TYPE_CHECKING = False
@@ -66,6 +66,18 @@ def wait_for(fd: int) -> None:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     poller.poll()
+
+
+def in_order(fd: int) -> int:
+    """``fd`` (opened without waiting, ``bounded.open_input``) made blocking for a reader that
+    reads it in order before the jobs start; a FIFO first waits for its writer, as ``cat`` and
+    GNU parallel wait in their open: with no writer yet, a read says end of file at once, and
+    the input would be taken for empty (no jobs, exit 0) when its writer merely came late. A
+    writer that came and closed ends the wait (the FIFO then holds its bytes, or says hang-up)."""
+    blocking(fd)
+    if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        wait_for(fd)
+    return fd
 
 
 def until_readable(host: Host, fd: int, stopping: Callable[[], bool]):

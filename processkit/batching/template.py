@@ -33,7 +33,7 @@ from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
 from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES
-from .piped import Awaited, lines_as_they_come
+from .piped import Awaited, in_order, lines_as_they_come
 from .unique import Names
 
 TYPE_CHECKING = False
@@ -316,7 +316,8 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
         yield from read(stdin, "stdin")
         return
     try:
-        handle = os.fdopen(blocking(open_input(path, ARGUMENTS)), "rb")
+        fd = open_input(path, ARGUMENTS)
+        handle = os.fdopen(blocking(fd) if as_they_come else in_order(fd), "rb")  # the first: polled
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the argument file {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:

@@ -195,15 +195,16 @@ def write_junit(out: str, path: str, started_ns: int) -> None:
 def read_manifest(path: str):
     """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
     checked whole, and open while the batch reads its jobs again as they start."""
-    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
+    from ..bounded import MANIFEST, InputError, WrongKind, open_input
     from ..batching.manifest import read
+    from ..batching.piped import in_order
 
     handle: contextlib.AbstractContextManager
     if path == "-":
         handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
     else:
         try:
-            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
+            handle = os.fdopen(in_order(open_input(path, MANIFEST)), "rb")
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
         except WrongKind as exc:
