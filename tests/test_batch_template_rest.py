@@ -54,7 +54,9 @@ def test_a_halted_template_over_a_regular_file_records_the_jobs_it_never_made(tm
         proc = run_cli("batch", "--out", out, "-j", "1", "--halt-on-failure", "--id", "j{#}", "--",
                        "sh", "-c", "exit {1}", *sources, stdin=stdin)  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started"
+    assert proc.stderr.decode().splitlines()[-1] == (
+        "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started, halted by --halt-on-failure"
+    )
     assert [summary(out)[job]["source"] for job in ("j1", "j2", "j3")] == ["child_exit", "halted", "halted"]
 
 
@@ -68,7 +70,7 @@ def test_a_bad_line_met_past_the_halt_leaves_the_halts_outcome(tmp_path):
     proc = run_cli("batch", "--out", out, "-j", "1", "--halt-on-failure", "--junit", tmp_path / "o.xml",
                    "--", "sh", "-c", "exit 1", "::::", lines)  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    closing = "batch: 0 of 2 jobs exited 0, 1 failed, 1 not started, the rest not recorded"
+    closing = "batch: 0 of 2 jobs exited 0, 1 failed, 1 not started, halted by --halt-on-failure, the rest not recorded"
     assert proc.stderr.decode().splitlines()[-1] == closing
     assert (tmp_path / "o.xml").exists() and (out / "index.html").exists()
 
