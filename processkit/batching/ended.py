@@ -48,8 +48,7 @@ class _Ended:
         self.duration_ms = _between(self.started_at, exited.time if isinstance(exited, RootExited) else None)
         self.exit: RunnerExit = events[-1]
         # the child's own death by a signal (not the runner's teardown), as the worker's line had it
-        died = isinstance(exited, RootExited) and self.exit.source == "child_exit"
-        self.signal = exited.signal if died else None  # type: ignore[union-attr]
+        self.signal = exited.signal if isinstance(exited, RootExited) and self.exit.source == "child_exit" else None
         resources = first.get(ResourceSummary)
         self.resources = Resources.read(resources.to_json()) if isinstance(resources, ResourceSummary) else None
         self.captured = first.get(OutputCaptured)
