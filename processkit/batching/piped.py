@@ -11,6 +11,7 @@ as it is (its reads never wait), so it never yields ``Awaited``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import stat
@@ -61,11 +62,43 @@ def lines_as_they_come(fd: int, path: str, limits: Limits) -> Iterator[bytes | A
             return
 
 
+class Stopped(Exception):
+    """A stop signal came during ``wait_for``: before the host watches the batch's signals, it
+    must still end the batch as a stop does (``cli.batch``), not kill it or say nothing."""
+
+    def __init__(self, source: str):
+        super().__init__(source)
+        self.source = source  # ``engine.signals.STOP_SIGNALS``'s word: ``ctrl_c``, ``sigterm``, ``sighup``
+
+
 def wait_for(fd: int) -> None:
-    """Wait here until ``fd`` is readable (before any job runs: nothing else needs the loop)."""
+    """Wait here until ``fd`` is readable (before any job runs: nothing else needs the loop);
+    a stop signal meanwhile raises ``Stopped``."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    poller.poll()
+    with _stops_raise():
+        poller.poll()
+
+
+@contextlib.contextmanager
+def _stops_raise():
+    """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put back after."""
+    from .. import signum
+    from ..engine.signals import STOP_SIGNALS
+
+    def stop(number, frame) -> None:
+        raise Stopped(STOP_SIGNALS[number])
+
+    found = {number: signum.getsignal(number) for number in STOP_SIGNALS}
+    for number, handler in found.items():
+        if handler is not signum.SIG_IGN:
+            signum.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in found.items():
+            if handler is not signum.SIG_IGN:
+                signum.signal(number, handler)
 
 
 def in_order(fd: int) -> int:

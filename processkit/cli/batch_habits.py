@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 
+from ..diagnostics import say
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
@@ -232,3 +233,19 @@ def _no_collection():
         yield
     finally:
         gc.enable()
+
+
+def stopped_waiting(source: str, invocation) -> int:
+    """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
+    death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
+    sentence = f"no job started, cancelled by {source} (its input awaited)"
+    if source == "ctrl_c":
+        from .commands import DIE_BY_SIGINT
+
+        if invocation.error_format != "json":
+            say(sys.stderr, f"batch: {sentence}\n")
+        return DIE_BY_SIGINT
+    if invocation.error_format == "json":
+        return invocation.fail(Failure(Kind.CANCELLED, sentence))
+    say(sys.stderr, f"batch: {sentence}\n")
+    return Kind.CANCELLED.code
