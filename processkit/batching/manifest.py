@@ -269,6 +269,11 @@ def _decoded(number: int, raw: bytes):
         raise usage(f"manifest line {number}: not JSON ({exc})") from None
 
 
+def too_many() -> Failure:
+    """A template whose jobs pass the manifest's bound, by its arguments (it has no lines)."""
+    return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
+
+
 def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int, bool]:
     """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``_values``' triples)
     hold, each checked; a usage Failure naming the first bad one, then the first duplicate id or
@@ -280,7 +285,7 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int
     any_needs = False
     for number, value, _ in passes():
         if count == MAX_JOBS:
-            raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
+            raise too_many() if what == JOB else usage(f"{what} {number}: the manifest has more than {MAX_JOBS} jobs")
         job = job_from(number, value, templates, digest=keep is not None, what=what)
         names.add("id", job.id)
         if job.template.run_id_given:

@@ -32,7 +32,7 @@ from math import prod
 from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
-from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES
+from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
 from .piped import Awaited, in_order, lines_as_they_come
 from .unique import Names
 
@@ -256,11 +256,6 @@ def _groups(sources: list[tuple[bool, bool, list[str]]]) -> list[list[tuple[bool
 
 def _unlinked() -> Failure:
     return usage(":::+ links sources of different lengths: each value needs one partner")
-
-
-def too_many() -> Failure:
-    """A template whose jobs pass the manifest's bound."""
-    return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
 
 
 def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iterator[tuple[str, ...] | Awaited]:

@@ -14,7 +14,7 @@ from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
 from .piped import Awaited, wait_for
-from .template import expand, split, too_many
+from .template import expand, split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Streamed:
                 yield value
                 continue
             if self._made == manifest.MAX_JOBS:
-                raise too_many()
+                raise manifest.too_many()
             self._made += 1
             yield manifest.job_from(self._made, value, self._templates, what=manifest.JOB)
         self.complete = True
