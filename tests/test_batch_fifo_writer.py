@@ -12,7 +12,6 @@ and the reader is killed on any failure."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ import time
 import pytest
 
 from conftest import cli_command
+from test_io_modes import writer_of
 
 needs_parallel = pytest.mark.skipif(shutil.which("parallel") is None, reason="GNU parallel is not installed")
 DEADLINE = 120.0  # seconds a reader may take to get to its wait on a loaded machine: past it, the test fails
@@ -34,7 +34,7 @@ def _late_writer(fifo, data: bytes, reader: subprocess.Popen, held: bool = True)
     (a reader that takes a writerless FIFO for an empty one ends before any writer comes)."""
     if held and not _until(lambda: _asleep_holding(reader.pid, fifo), reader, "asleep holding the FIFO"):
         return
-    fd = _until(lambda: _writer_open(fifo), reader, "the FIFO's reader")
+    fd = _until(lambda: writer_of(fifo), reader, "the FIFO's reader")
     if fd is None:
         return
     try:
@@ -69,16 +69,6 @@ def _asleep_holding(pid: int, fifo) -> bool:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}") == target for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
-
-
-def _writer_open(fifo) -> int | None:
-    """The FIFO opened for writing without waiting, or None while no reader has it (ENXIO)."""
-    try:
-        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-        return None
 
 
 def _started(command: list) -> subprocess.Popen:
