@@ -16,8 +16,10 @@ import os
 import select
 import stat
 
+from .. import signum
 from ..bounded import Limits, LineFeed, blocking
 from ..engine import waits
+from ..engine.signals import STOP_SIGNALS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,8 +85,6 @@ def wait_for(fd: int) -> None:
 @contextlib.contextmanager
 def _stops_raise():
     """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put back after."""
-    from .. import signum
-    from ..engine.signals import STOP_SIGNALS
 
     def stop(number, frame) -> None:
         raise Stopped(STOP_SIGNALS[number])
