@@ -113,6 +113,14 @@ class EarlierAttempt(Plain):
     source: str
     duration_ms: float | None
     message: str | None
+    signal: int | None = None  # the signal its child died of, written only when one did (as a job's)
+
+    def to_json(self) -> dict:
+        """The object ``earlier_attempts`` holds for it: ``signal`` only where there is one."""
+        found = self._asdict()
+        if self.signal is None:
+            del found["signal"]
+        return found
 
     @classmethod
     def read(cls, value: object) -> EarlierAttempt | None:
@@ -128,6 +136,7 @@ class EarlierAttempt(Plain):
             _str(get("source")) or "unknown",
             _number(get("duration_ms")),
             _str(get("message")),
+            _int(get("signal")),
         )
 
 
@@ -209,7 +218,7 @@ class JobLine(Plain):
                 "stderr": None if self.stderr is None else self.stderr._asdict(),
             },
             "message": self.message,
-            "earlier_attempts": [attempt._asdict() for attempt in self.earlier_attempts],
+            "earlier_attempts": [attempt.to_json() for attempt in self.earlier_attempts],
             **self._optional(),
         }
 
@@ -255,6 +264,7 @@ class JobLine(Plain):
             self.source,
             self.duration_ms,
             self.message,
+            self.signal,
         )
 
     def drop_paths(self) -> None:

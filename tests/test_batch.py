@@ -294,7 +294,11 @@ def test_halt_on_failure_starts_nothing_after_the_first_failure(tmp_path):
     assert lines["first"]["exit_code"] == 1
     assert all(lines[f"later{n}"]["source"] == "halted" and lines[f"later{n}"]["exit_code"] is None for n in range(3))
     assert not (out / "later0").exists()
-    assert "3 not started" in proc.stderr.decode()
+    # the closing line says why they never started, as it names a stop (``cancelled by ...``);
+    # it said only ``3 not started``, where parallel says it is starting no more jobs
+    assert proc.stderr.decode().splitlines()[-1] == (
+        "batch: 0 of 4 jobs exited 0, 1 failed, 3 not started, halted by --halt-on-failure"
+    )
 
 
 def test_resume_runs_only_what_did_not_exit_0(tmp_path):

@@ -308,7 +308,9 @@ def test_a_halted_template_batch_records_the_jobs_it_never_made(tmp_path):
         "batch", "--out", out, "-j", "1", "--halt-on-failure", "--", "sh", "-c", "exit {}", ":::", "3", "0", "4"
     )
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started"
+    assert proc.stderr.decode().splitlines()[-1] == (
+        "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started, halted by --halt-on-failure"
+    )
     lines = summary(out)
     assert [(job, lines[job]["exit_code"], lines[job]["source"]) for job in ("3", "0", "4")] == [
         ("3", 3, "child_exit"),

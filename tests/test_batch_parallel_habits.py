@@ -182,7 +182,7 @@ def test_halt_records_a_templates_unstarted_jobs_as_its_manifest_does(tmp_path):
     assert from_template.returncode == from_manifest.returncode == 117
     expected = [("0", 0, "child_exit"), ("3", 3, "child_exit"), ("0-3", None, "halted"), ("5", None, "halted")]
     assert _outcomes(tmp_path / "t") == _outcomes(tmp_path / "m") == expected
-    closing = b"batch: 1 of 4 jobs exited 0, 1 failed, 2 not started"
+    closing = b"batch: 1 of 4 jobs exited 0, 1 failed, 2 not started, halted by --halt-on-failure"
     assert from_template.stderr.splitlines()[-1] == from_manifest.stderr.splitlines()[-1] == closing
 
 

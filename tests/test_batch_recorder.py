@@ -113,7 +113,7 @@ def test_halt_records_every_job_not_started_once(tmp_path):
     ]
     assert seen == [("first", 0), ("breaks", 0), ("left0", 1), ("left1", 2), ("left2", 3)]
     assert [line["id"] for line in summary(out)] == [line.id for line in lines]
-    assert counts.sentence() == "1 of 5 jobs exited 0, 1 failed, 3 not started"
+    assert counts.sentence() == "1 of 5 jobs exited 0, 1 failed, 3 not started, halted by --halt-on-failure"
 
 
 def test_resume_and_history_read_each_field_for_its_type(tmp_path):

@@ -35,7 +35,9 @@ def test_each_end_is_counted_once_where_it_belongs():
         counts.count(each)
     assert (counts.succeeded, counts.failed, counts.timed_out, counts.not_started) == (2, 2, 1, 1)
     assert counts.unsuccessful == 4  # every job that did not exit 0, one never started among them
-    assert counts.sentence() == "2 of 6 jobs exited 0, 2 failed, 1 timed out, 1 not started"
+    assert (
+        counts.sentence() == "2 of 6 jobs exited 0, 2 failed, 1 timed out, 1 not started, halted by --halt-on-failure"
+    )
 
 
 def test_the_sentence_names_a_resume_and_a_stop():

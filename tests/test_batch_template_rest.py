@@ -42,6 +42,21 @@ def test_a_template_of_more_jobs_than_a_batch_runs_is_refused_before_any_runs(tm
     assert not ran.exists()
 
 
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_template_past_the_bound_is_named_as_a_template_read_whole_or_as_it_comes(monkeypatch, whole):
+    """A template read whole (``--partition``, ``--history``, Dask) past the bound said
+    ``manifest line N`` where one read as it comes gave the template's message (in-process: the
+    bound made small, as a million jobs would take the test's minutes)."""
+    from processkit.batching import manifest
+    from processkit.batching.template_flags import template_jobs
+    from processkit.errors import Failure
+
+    monkeypatch.setattr(manifest, "MAX_JOBS", 2)
+    with pytest.raises(Failure) as refused:
+        list(template_jobs(["echo", ":::", "a", "b", "c"], None, {}, whole=whole))
+    assert refused.value.message == "the template's arguments give more than 2 jobs, the most a batch runs"
+
+
 @pytest.mark.parametrize("how", ["file", "stdin", "linked"])
 def test_a_halted_template_over_a_regular_file_records_the_jobs_it_never_made(tmp_path, how):
     """A regular file never makes the reader wait and ends: its unread lines are jobs not
@@ -54,7 +69,9 @@ def test_a_halted_template_over_a_regular_file_records_the_jobs_it_never_made(tm
         proc = run_cli("batch", "--out", out, "-j", "1", "--halt-on-failure", "--id", "j{#}", "--",
                        "sh", "-c", "exit {1}", *sources, stdin=stdin)  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started"
+    assert proc.stderr.decode().splitlines()[-1] == (
+        "batch: 0 of 3 jobs exited 0, 1 failed, 2 not started, halted by --halt-on-failure"
+    )
     assert [summary(out)[job]["source"] for job in ("j1", "j2", "j3")] == ["child_exit", "halted", "halted"]
 
 
@@ -68,7 +85,7 @@ def test_a_bad_line_met_past_the_halt_leaves_the_halts_outcome(tmp_path):
     proc = run_cli("batch", "--out", out, "-j", "1", "--halt-on-failure", "--junit", tmp_path / "o.xml",
                    "--", "sh", "-c", "exit 1", "::::", lines)  # fmt: skip
     assert proc.returncode == BATCH_FAILED, proc.stderr
-    closing = "batch: 0 of 2 jobs exited 0, 1 failed, 1 not started, the rest not recorded"
+    closing = "batch: 0 of 2 jobs exited 0, 1 failed, 1 not started, halted by --halt-on-failure, the rest not recorded"
     assert proc.stderr.decode().splitlines()[-1] == closing
     assert (tmp_path / "o.xml").exists() and (out / "index.html").exists()
 

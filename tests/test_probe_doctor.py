@@ -74,6 +74,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "batch:flaky-jobs",
         "batch:oom-kills",
         "batch:leaks",
+        "batch:attempt-signals",
         "batch:content-resume",
     }
     expected = set(capabilities)

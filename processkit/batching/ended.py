@@ -10,7 +10,8 @@ Facts the reading leans on:
 - the stream's times are in milliseconds, so a duration read back is to the millisecond (the
   worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``;
 - a leak (processes of the tree still running when the root's exit ended the run) is the
-  ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had;
+  ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had; a
+  child's death by a signal is its ``root_exited``'s ``signal`` where the child's exit ended it;
 - what no stream holds stays unknown: the runner's own message for an ending it decided, and
   under ``--keep failed`` a passing job's stream, which was never written into ``--out``.
 """
@@ -35,7 +36,7 @@ STREAM = "events.jsonl"
 class _Ended:
     """What one attempt's ended stream says."""
 
-    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured", "leaked")
+    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured", "leaked", "signal")
 
     def __init__(self, events: list) -> None:
         first: dict[type, object] = {}
@@ -46,6 +47,8 @@ class _Ended:
         self.started_at = started.time if isinstance(started, RunStarted) else None
         self.duration_ms = _between(self.started_at, exited.time if isinstance(exited, RootExited) else None)
         self.exit: RunnerExit = events[-1]
+        # the child's own death by a signal (not the runner's teardown), as the worker's line had it
+        self.signal = exited.signal if isinstance(exited, RootExited) and self.exit.source == "child_exit" else None
         resources = first.get(ResourceSummary)
         self.resources = Resources.read(resources.to_json()) if isinstance(resources, ResourceSummary) else None
         self.captured = first.get(OutputCaptured)
@@ -77,6 +80,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
                 attempt.exit.source or "unknown",
                 attempt.duration_ms,
                 None,
+                attempt.signal,
             )
         )
     last = _read(os.path.join(directory, STREAM), label)
@@ -97,6 +101,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
         earlier=earlier,
     )
     line.leaked = last.leaked
+    line.signal = last.signal
     return line
 
 

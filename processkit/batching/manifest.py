@@ -40,6 +40,7 @@ JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The names the batch gives its own files in --out (the recorder's summary, index's page): a job's
 # directory by such a name would take the file's place.
 OUT_NAMES = ("summary.jsonl", "index.html")
+LINE, JOB = "manifest line", "job"  # how a bad job is named: a manifest's by its line, a template's by its number
 REFUSED = {
     "jsonl": "each job's stream is <out>/<id>/events.jsonl",
     "capture_dir": "each job's capture is <out>/<id>/capture/",
@@ -211,11 +212,12 @@ def parse(raw_lines: list[bytes]) -> list[Job]:
     return jobs
 
 
-def jobs_from(values) -> list[Job]:
-    """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1)."""
+def jobs_from(values, what: str = LINE) -> list[Job]:
+    """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1;
+    a template's are named ``job N``, having no line)."""
     values = list(values)
     jobs: list[Job] = []
-    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs)
+    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs, what)
     return jobs
 
 
@@ -267,7 +269,12 @@ def _decoded(number: int, raw: bytes):
         raise usage(f"manifest line {number}: not JSON ({exc})") from None
 
 
-def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
+def too_many() -> Failure:
+    """A template whose jobs pass the manifest's bound, by its arguments (it has no lines)."""
+    return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
+
+
+def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int, bool]:
     """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``_values``' triples)
     hold, each checked; a usage Failure naming the first bad one, then the first duplicate id or
     run id (a second pass only when the first found a name it may have seen, ``unique``).
@@ -278,8 +285,8 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     any_needs = False
     for number, value, _ in passes():
         if count == MAX_JOBS:
-            raise usage(f"manifest line {number}: the manifest has more than {MAX_JOBS} jobs")
-        job = job_from(number, value, templates, digest=keep is not None)
+            raise too_many() if what == JOB else usage(f"{what} {number}: the manifest has more than {MAX_JOBS} jobs")
+        job = job_from(number, value, templates, digest=keep is not None, what=what)
         names.add("id", job.id)
         if job.template.run_id_given:
             names.add("run_id", job.template.run_id)
@@ -290,7 +297,7 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     if names.candidates:
         recheck = names.recheck()
         for number, value, _ in passes():
-            job = job_from(number, value, templates, digest=False)
+            job = job_from(number, value, templates, digest=False, what=what)
             first = recheck.first("id", job.id, number)
             if first is not None:
                 raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {first})")
@@ -302,8 +309,10 @@ def _check(passes, keep: list[Job] | None = None) -> tuple[int, bool]:
     return count, any_needs
 
 
-def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True) -> Job:
-    """One job from a line's decoded value; a usage Failure naming the line when it is bad.
+def job_from(
+    number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True, what: str = LINE
+) -> Job:
+    """One job from a line's decoded value; a usage Failure naming the line (``what`` N) when it is bad.
     ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
     ``env_files``: each ``env_file`` is checked to be a regular file (or absent) now; the pass
     that reads a checked manifest again as its jobs start leaves that to the job's own start,
@@ -312,7 +321,7 @@ def job_from(number: int, value, templates: dict[str, RunSpec], *, env_files: bo
     lines, whose jobs are dropped: the pass that runs them takes it, once a job)."""
 
     def bad(message: str) -> Failure:
-        return usage(f"manifest line {number}: {message}")
+        return usage(f"{what} {number}: {message}")
 
     if not isinstance(value, dict):
         raise bad("a job is a JSON object")

@@ -11,12 +11,15 @@ as it is (its reads never wait), so it never yields ``Awaited``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import stat
 
-from ..bounded import Limits, LineFeed
+from .. import signum
+from ..bounded import Limits, LineFeed, blocking
 from ..engine import waits
+from ..engine.signals import STOP_SIGNALS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,11 +64,53 @@ def lines_as_they_come(fd: int, path: str, limits: Limits) -> Iterator[bytes | A
             return
 
 
+class Stopped(Exception):
+    """A stop signal came during ``wait_for``: before the host watches the batch's signals, it
+    must still end the batch as a stop does (``cli.batch``), not kill it or say nothing."""
+
+    def __init__(self, source: str):
+        super().__init__(source)
+        self.source = source  # ``engine.signals.STOP_SIGNALS``'s word: ``ctrl_c``, ``sigterm``, ``sighup``
+
+
 def wait_for(fd: int) -> None:
-    """Wait here until ``fd`` is readable (before any job runs: nothing else needs the loop)."""
+    """Wait here until ``fd`` is readable (before any job runs: nothing else needs the loop);
+    a stop signal meanwhile raises ``Stopped``."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    poller.poll()
+    with _stops_raise():
+        poller.poll()
+
+
+@contextlib.contextmanager
+def _stops_raise():
+    """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put back after."""
+
+    def stop(number, frame) -> None:
+        raise Stopped(STOP_SIGNALS[number])
+
+    found = {number: signum.getsignal(number) for number in STOP_SIGNALS}
+    for number, handler in found.items():
+        if handler is not signum.SIG_IGN:
+            signum.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in found.items():
+            if handler is not signum.SIG_IGN:
+                signum.signal(number, handler)
+
+
+def in_order(fd: int) -> int:
+    """``fd`` (opened without waiting, ``bounded.open_input``) made blocking for a reader that
+    reads it in order before the jobs start; a FIFO first waits for its writer, as ``cat`` and
+    GNU parallel wait in their open: with no writer yet, a read says end of file at once, and
+    the input would be taken for empty (no jobs, exit 0) when its writer merely came late. A
+    writer that came and closed ends the wait (the FIFO then holds its bytes, or says hang-up)."""
+    blocking(fd)
+    if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        wait_for(fd)
+    return fd
 
 
 def until_readable(host: Host, fd: int, stopping: Callable[[], bool]):

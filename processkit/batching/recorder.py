@@ -48,6 +48,7 @@ class JobCounts:
         "task_failed",
         "not_started",
         "cancelled_by",
+        "halted",
         "need_failed",
         "flaky",
         "leaked",
@@ -64,6 +65,7 @@ class JobCounts:
         self.task_failed = 0  # --dask-scheduler: the task carrying it failed before its stream ended
         self.not_started = 0
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch
+        self.halted = 0  # not started: --halt-on-failure stopped the batch (said, as a stop's source is)
         self.need_failed = 0  # skipped: a need did not exit 0
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
@@ -74,6 +76,7 @@ class JobCounts:
         setattr(self, kind, getattr(self, kind) + 1)
         if kind == "succeeded":
             self.flaky += line.flaky
+        self.halted += line.source == "halted"
         if line.leaked:
             self.leaked += 1
 
@@ -106,6 +109,8 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
+        elif self.halted:
+            parts.append("halted by --halt-on-failure")
         if self.unrecorded:
             parts.append("the rest not recorded")
         return ", ".join(parts)

@@ -32,8 +32,8 @@ from math import prod
 from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
-from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES
-from .piped import Awaited, lines_as_they_come
+from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
+from .piped import Awaited, in_order, lines_as_they_come
 from .unique import Names
 
 TYPE_CHECKING = False
@@ -258,11 +258,6 @@ def _unlinked() -> Failure:
     return usage(":::+ links sources of different lengths: each value needs one partner")
 
 
-def too_many() -> Failure:
-    """A template whose jobs pass the manifest's bound."""
-    return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
-
-
 def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iterator[tuple[str, ...] | Awaited]:
     """Every combination of the sources' arguments, the first source outermost; ``:::+``
     sources are zipped into the one before (a length mismatch is a usage error).
@@ -316,7 +311,8 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
         yield from read(stdin, "stdin")
         return
     try:
-        handle = os.fdopen(blocking(open_input(path, ARGUMENTS)), "rb")
+        fd = open_input(path, ARGUMENTS)
+        handle = os.fdopen(blocking(fd) if as_they_come else in_order(fd), "rb")  # the first: polled
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the argument file {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:

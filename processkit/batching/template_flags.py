@@ -14,7 +14,7 @@ from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
 from .piped import Awaited, wait_for
-from .template import expand, split, too_many
+from .template import expand, split
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whol
     a list (``whole``: something needs them all before the first starts), else ``Streamed``."""
     template = split(words, id_template)
     if whole:
-        return manifest.jobs_from(expand(template, keys))
+        return manifest.jobs_from(expand(template, keys), manifest.JOB)
     return Streamed(expand(template, keys, as_they_come=True), template)
 
 
@@ -127,9 +127,9 @@ class Streamed:
                 yield value
                 continue
             if self._made == manifest.MAX_JOBS:
-                raise too_many()
+                raise manifest.too_many()
             self._made += 1
-            yield manifest.job_from(self._made, value, self._templates)
+            yield manifest.job_from(self._made, value, self._templates, what=manifest.JOB)
         self.complete = True
 
 
@@ -138,7 +138,7 @@ def manifest_lines(words: list[str], id_template: str | None, keys: dict) -> Ite
     templates: dict = {}
     for number, value in enumerate(expand(split(words, id_template), keys), 1):
         assert isinstance(value, dict)  # nothing is Awaited: the sources are read as they come, waiting
-        manifest.job_from(number, value, templates)
+        manifest.job_from(number, value, templates, what=manifest.JOB)
         shown = {key: _text(item) for key, item in value.items()}
         yield dumps(shown).encode("utf-8", "surrogateescape") + b"\n"
 

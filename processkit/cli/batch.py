@@ -152,13 +152,16 @@ def main(argv: list[str], invocation) -> int:
         keep_failed_only=_keep(args.keep),
     )
     batch_habits.check_early(args)
+    from ..batching.piped import Stopped
+
     with contextlib.ExitStack() as held:
-        jobs = batch_habits.jobs(
-            args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
-        )
-        if jobs is None:  # --dry-run
-            return 0
-        return _batch(args, invocation, settings, jobs)
+        try:
+            jobs = batch_habits.jobs(
+                args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
+            )
+            return 0 if jobs is None else _batch(args, invocation, settings, jobs)  # None: --dry-run
+        except Stopped as stop:  # in a FIFO's wait for its writer, before the host watches the signals
+            return batch_habits.stopped_waiting(stop.source, invocation)
 
 
 def _batch(args, invocation, settings, jobs) -> int:

@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 
+from ..diagnostics import say
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
@@ -195,15 +196,16 @@ def write_junit(out: str, path: str, started_ns: int) -> None:
 def read_manifest(path: str):
     """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
     checked whole, and open while the batch reads its jobs again as they start."""
-    from ..bounded import MANIFEST, InputError, WrongKind, blocking, open_input
+    from ..bounded import MANIFEST, InputError, WrongKind, open_input
     from ..batching.manifest import read
+    from ..batching.piped import in_order
 
     handle: contextlib.AbstractContextManager
     if path == "-":
         handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
     else:
         try:
-            handle = os.fdopen(blocking(open_input(path, MANIFEST)), "rb")
+            handle = os.fdopen(in_order(open_input(path, MANIFEST)), "rb")
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
         except WrongKind as exc:
@@ -231,3 +233,19 @@ def _no_collection():
         yield
     finally:
         gc.enable()
+
+
+def stopped_waiting(source: str, invocation) -> int:
+    """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
+    death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
+    sentence = f"no job started, cancelled by {source} (its input awaited)"
+    if source == "ctrl_c":
+        from .commands import DIE_BY_SIGINT
+
+        if invocation.error_format != "json":
+            say(sys.stderr, f"batch: {sentence}\n")
+        return DIE_BY_SIGINT
+    if invocation.error_format == "json":
+        return invocation.fail(Failure(Kind.CANCELLED, sentence))
+    say(sys.stderr, f"batch: {sentence}\n")
+    return Kind.CANCELLED.code

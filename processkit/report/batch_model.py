@@ -197,16 +197,12 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt) -> Attempt
     start = _start_s(ran.started_at)
     if start is None or ran.duration_ms is None:
         return None
-    state, outcome = _outcome(ran.exit_code, ran.source)
+    state, outcome = _outcome(ran.exit_code, ran.source, ran.signal)
     return Attempt(job_id, number, start * 1000, ran.duration_ms, state, outcome)
 
 
 def _job(line: JobLine) -> Job:
-    state, outcome = _outcome(line.exit_code, line.source)
-    if line.signal is not None:  # 128 + N alone would read as the child's own exit code
-        from ..events.render import signal_name
-
-        outcome = f"killed by {signal_name(line.signal)}, {outcome}"
+    state, outcome = _outcome(line.exit_code, line.source, line.signal)
     notes = line.notes()
     outcome += notes
     if line.source == "skipped" and line.skipped_for is not None:
@@ -256,7 +252,14 @@ RAN = {
 NEVER_RAN = {"task_failed": ("task_failed", "task failed")}
 
 
-def _outcome(code: int | None, source: str) -> tuple[str, str]:
+def _outcome(code: int | None, source: str, signal: int | None = None) -> tuple[str, str]:
+    """An attempt's state and its words; a death by ``signal`` said before its exit, since
+    128 + N alone would read as the child's own exit code."""
+    if signal is not None and code is not None:
+        from ..events.render import signal_name
+
+        state, words = _outcome(code, source)
+        return state, f"killed by {signal_name(signal)}, {words}"
     if code == 0:
         return "ok", "exit 0"
     if code is None:
