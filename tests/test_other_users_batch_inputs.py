@@ -17,24 +17,23 @@ import pytest
 
 from conftest import run_cli
 from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
+from test_other_users_inputs import secret  # noqa: F401  (a fixture)
 
-SECRET = b'{"id": "leak", "args": ["echo", "root-only-secret"]}\n'  # a manifest's line, an argument's too
-
-
-@pytest.fixture
-def secret(tmp_path):
-    """A file of root's, in a directory the attacker cannot enter."""
-    path = tmp_path / "private" / "secret"
-    path.parent.mkdir(mode=0o700)
-    path.write_bytes(SECRET)
-    return path
+SECRET = b'{"id": "leak", "args": ["echo", "root-only-secret"]}\n'
 
 
 @pytest.fixture
-def planted(other_user, shared, secret):  # noqa: F811
+def job_secret(secret):  # noqa: F811
+    """That file of root's holding a job: a manifest's line, an argument's too."""
+    secret.write_bytes(SECRET)
+    return secret
+
+
+@pytest.fixture
+def planted(other_user, shared, job_secret):  # noqa: F811
     """Another user's link in a sticky, world-writable directory, to root's secret."""
     path = os.path.join(shared, "args")
-    as_other(other_user, 'ln -s "$2" "$1"', path, secret)
+    as_other(other_user, 'ln -s "$2" "$1"', path, job_secret)
     return path
 
 
@@ -64,16 +63,16 @@ def test_another_users_link_as_a_jobs_input_is_not_digested(tmp_path, planted):
     assert recorded.startswith("unreadable:") and "symbolic link of uid" in recorded, recorded
 
 
-def test_ones_own_link_and_descriptors_still_feed_a_batch(tmp_path, shared, secret):  # noqa: F811
+def test_ones_own_link_and_descriptors_still_feed_a_batch(tmp_path, shared, job_secret):  # noqa: F811
     mine = os.path.join(shared, "mine")
-    os.symlink(secret, mine)
+    os.symlink(job_secret, mine)
     own = run_cli("batch", "--dry-run", "--", "echo", "::::", mine)
     assert own.returncode == 0, own.stderr
     assert b"root-only-secret" in own.stdout
     manifest = run_cli("batch", mine, "--out", tmp_path / "out")
     assert manifest.returncode == 0, manifest.stderr
     assert b"root-only-secret" in (tmp_path / "out" / "leak" / "capture" / "stdout.log").read_bytes()
-    with open(secret, "rb") as handle:
+    with open(job_secret, "rb") as handle:
         given = run_cli(
             "batch", "--dry-run", "--", "echo", "::::", f"/dev/fd/{handle.fileno()}", pass_fds=(handle.fileno(),)
         )
