@@ -70,6 +70,14 @@ def open_input(path: str, *, regular: bool = False) -> int:
     return fd
 
 
+def open_judged(path: str, limits: Limits) -> int:
+    """``open_input``'s descriptor, judged by ``limits`` as ``bounded`` judges (``checked``): a
+    batch's argument file, manifest or job input, read as the runner's user (often root) and
+    turned into jobs or digests others may see. Raises OSError (UnsafePath included) or
+    ``bounded.InputError``."""
+    return checked(open_input(path), path, limits)
+
+
 def _input_head(path: str, links: list[int]) -> str:
     """``path``'s directory, for a path that names a file; else OSError as ``open(path)`` says
     it: ENOENT for an empty path, EISDIR for a directory's, ENOTDIR for a file's with a ``/``

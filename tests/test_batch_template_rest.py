@@ -125,3 +125,27 @@ def test_a_second_stop_cuts_the_recording_of_the_jobs_not_started_short(tmp_path
     recorded = sum(line.endswith(b": not started\n") for line in said)
     assert 0 < recorded < 99_999
     assert said[-1].decode().endswith(", cancelled by sigterm, the rest not recorded\n"), said[-3:]
+
+
+@pytest.mark.parametrize(
+    "key,said",
+    [("id", "job 3: duplicate id 'a' (first as job 1)"), ("run_id", "job 3: duplicate run_id 'r' (first as job 1)")],
+)
+def test_a_templates_duplicate_id_or_run_id_is_named_as_its_job(key, said):
+    """A template's jobs checked whole named a duplicate ``manifest line N`` (first on line M),
+    though a template has no lines (in-process: ``safe_id`` numbers a template's ids apart, so
+    only the check itself, given a template's jobs, meets one)."""
+    from processkit.batching import manifest
+    from processkit.errors import Failure
+
+    ids = ("a", "b", "a") if key == "id" else ("a", "b", "c")
+    jobs = [{"args": ["true"], "id": name} for name in ids]
+    if key == "run_id":
+        for job, run_id in zip(jobs, ("r", "s", "r")):
+            job["run_id"] = run_id
+    with pytest.raises(Failure) as refused:
+        manifest.jobs_from(jobs, manifest.JOB)
+    assert refused.value.message == said
+    with pytest.raises(Failure) as as_lines:
+        manifest.jobs_from(jobs)
+    assert as_lines.value.message == said.replace("job 3", "manifest line 3").replace("as job", "on line")

@@ -15,7 +15,8 @@ import glob
 import hashlib
 import os
 
-from ..bounded import InputError, Limits, open_input
+from ..bounded import InputError, Limits
+from ..userfiles import open_judged
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def digests(job: Job) -> dict[str, str] | None:
 
 def _sha256(path: str) -> str:
     try:
-        fd = open_input(path, INPUT)
+        fd = open_judged(path, INPUT)
     except InputError as exc:
         return f"not a regular file: {str(exc).rsplit('it is ', 1)[-1]}"
     except OSError as exc:

@@ -296,16 +296,17 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int
         count += 1
     if names.candidates:
         recheck = names.recheck()
+        first_at = "on line" if what == LINE else "as job"  # a template's jobs have no line
         for number, value, _ in passes():
             job = job_from(number, value, templates, digest=False, what=what)
             first = recheck.first("id", job.id, number)
             if first is not None:
-                raise usage(f"manifest line {number}: duplicate id {job.id!r} (first on line {first})")
+                raise usage(f"{what} {number}: duplicate id {job.id!r} (first {first_at} {first})")
             if job.template.run_id_given:
                 run_id = job.template.run_id
                 first = recheck.first("run_id", run_id, number)
                 if first is not None:
-                    raise usage(f"manifest line {number}: duplicate run_id {run_id!r} (first on line {first})")
+                    raise usage(f"{what} {number}: duplicate run_id {run_id!r} (first {first_at} {first})")
     return count, any_needs
 
 

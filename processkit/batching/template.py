@@ -29,9 +29,10 @@ import stat
 from itertools import product
 from math import prod
 
-from ..bounded import MiB, InputError, Limits, blocking, lines, open_input
+from ..bounded import MiB, InputError, Limits, blocking, lines
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
+from ..userfiles import open_judged
 from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
 from .piped import Awaited, in_order, lines_as_they_come
 from .unique import Names
@@ -311,7 +312,7 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
         yield from read(stdin, "stdin")
         return
     try:
-        fd = open_input(path, ARGUMENTS)
+        fd = open_judged(path, ARGUMENTS)
         handle = os.fdopen(blocking(fd) if as_they_come else in_order(fd), "rb")  # the first: polled
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the argument file {sanitize(path)}: {exc.strerror}") from None

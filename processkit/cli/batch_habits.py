@@ -196,7 +196,8 @@ def write_junit(out: str, path: str, started_ns: int) -> None:
 def read_manifest(path: str):
     """The manifest, from stdin (``-``) or the file or pipe named (``bounded.MANIFEST``),
     checked whole, and open while the batch reads its jobs again as they start."""
-    from ..bounded import MANIFEST, InputError, WrongKind, open_input
+    from ..bounded import MANIFEST, InputError, WrongKind
+    from ..userfiles import open_judged
     from ..batching.manifest import read
     from ..batching.piped import in_order
 
@@ -205,7 +206,7 @@ def read_manifest(path: str):
         handle, path = contextlib.nullcontext(sys.stdin.buffer), "stdin"
     else:
         try:
-            handle = os.fdopen(in_order(open_input(path, MANIFEST)), "rb")
+            handle = os.fdopen(in_order(open_judged(path, MANIFEST)), "rb")
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
         except WrongKind as exc:
