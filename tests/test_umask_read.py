@@ -87,4 +87,3 @@ def test_reading_the_umask_never_leaves_it_changed(way, calls):
         )
         found = json.loads(done.stdout.splitlines()[-1])
         assert found == {"read": "0o27", "threads": "0o27", "signals": "0o27", "raised": True}
-
