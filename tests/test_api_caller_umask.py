@@ -80,7 +80,9 @@ for mask in (0o277, 0o700):
             ["sh", "-c", "echo 0123456789abcdefghijklmnopqrstuvwxyz"],
             capture_output=True, capture_keep="tail", capture_max_bytes=20,
         )
-    found[oct(mask)] = [done.returncode, done.stdout.decode()]
+    with processkit.start(["true"]) as handle:  # its stream followed live: a file of the service's
+        followed = handle.wait()
+    found[oct(mask)] = [done.returncode, done.stdout.decode(), followed]
 print(json.dumps(found))
 """
 
@@ -89,13 +91,13 @@ def test_the_services_own_files_take_no_umask():
     """A umask with no owner's bits (``0o277``, ``0o700``) is the caller's and its child's: the
     capture directory the service makes in its scratch (no ``capture_dir=``) is the service's
     own, made with its own modes (it refused the service its files: 111 naming a directory the
-    user never gave). Root is run without its override of file modes, as any other user is."""
+    user never gave), as is the stream of a run ``start`` follows live (PermissionError). Root is run without its override of file modes, as any other user is."""
     unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
     done = subprocess.run(
         [*unprivileged, sys.executable, "-c", OWN_FILES], capture_output=True, text=True, timeout=120, check=True
     )
     found = json.loads(done.stdout.splitlines()[-1])
-    assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n"], "0o700": [0, "hijklmnopqrstuvwxyz\n"]}
+    assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n", 0], "0o700": [0, "hijklmnopqrstuvwxyz\n", 0]}
 
 
 def test_a_run_with_no_umask_to_carry_is_its_own_steps():

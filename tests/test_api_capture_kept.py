@@ -40,7 +40,7 @@ def test_a_cut_capture_names_the_ranges_it_holds(keep, where, tmp_path):
 
 
 CARRIED = r"""
-import json, sys
+import json, os, sys
 from processkit.api import wire
 from processkit.engine import runner
 from processkit.engine.host import Host
@@ -59,7 +59,7 @@ finally:
 print("\n" + json.dumps([outcome.code, outcome.kept["stdout"]]))  # after the echoed stream
 sys.stdout.flush()
 os._exit(0)
-""".replace("import json, sys", "import json, os, sys")
+"""
 
 
 @pytest.mark.parametrize("placed", ["placed", "named"])

@@ -17,6 +17,7 @@ ALLOWED = {
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status",
     ("api/caller_env.py", "_status_umask"): "/proc/self/status, at most STATUS_HEAD bytes (its Umask: line)",
+    ("engine/stdin_feed.py", "open_source"): "an API input=, the service's own memfd (its place): pumped by the loop",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",

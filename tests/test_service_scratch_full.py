@@ -54,8 +54,8 @@ service.service_command = lambda *given: started.append(1) or command(*given)
 COUNTING = COUNT + CALLER + 'print("services", len(started))\n'
 
 
-def _call_with_full(*bases: str, caller: str = CALLER) -> str:
-    fill = "; ".join(f"sh -c '{FILL}' sh {base}" for base in bases)
+def _call_with_full(*bases: str, caller: str = CALLER, full: str = FILL) -> str:
+    fill = "; ".join(f"sh -c '{full}' sh {base}" for base in bases)
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}  # the base is /dev/shm
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", f'{fill}; exec "$0" -c "$1"']
@@ -77,6 +77,24 @@ def test_a_service_that_can_make_its_scratch_nowhere_says_why():
     said = _call_with_full("/dev/shm", "/tmp")
     assert said.startswith("raised ServiceUnstartable the runner service cannot make its scratch directory"), said
     assert "in /dev/shm: No space left on device" in said and "in /tmp: No space left on device" in said, said
+
+
+# Room for the service's scratch directory and nothing more: its root, one directory, the scratch.
+ROOM_FOR_ONE = 'mount -t tmpfs -o size=64k,nr_inodes=3,mode=1777 tmpfs "$1" && mkdir "$1/a"'
+RING = r"""
+import processkit
+result = processkit.run(["echo", "hi"], capture_output=True, capture_keep="tail")
+print(result.returncode, result.diagnostics)
+"""
+
+
+def test_a_capture_directory_the_scratch_has_no_room_for_is_a_set_up_failure():
+    """A ring capture with no ``capture_dir=`` is made in the service's scratch directory: a base
+    with no room left for it (``ENOSPC``) fails the run's set-up (111, saying why), as the
+    engine's own making of a capture directory does, not 104 "internal error: OSError"."""
+    said = _call_with_full("/dev/shm", caller=RING, full=ROOM_FOR_ONE)
+    assert said.startswith("111 "), said
+    assert "cannot set up capture_dir=" in said and "No space left on device" in said, said
 
 
 def test_a_service_that_cannot_start_is_started_once_per_call():

@@ -87,3 +87,36 @@ def test_reading_the_umask_never_leaves_it_changed(way, calls):
         )
         found = json.loads(done.stdout.splitlines()[-1])
         assert found == {"read": "0o27", "threads": "0o27", "signals": "0o27", "raised": True}
+
+
+FORKS = r"""
+import json, os, signal, sys, threading
+from processkit.api import caller_env
+
+os.umask(0o027)
+caller_env.umask_now()  # its module loaded here: a fork during that import would hold the import lock
+stop = threading.Event()
+def reader():
+    while not stop.is_set():
+        caller_env.umask_now()
+threading.Thread(target=reader, daemon=True).start()
+statuses = set()
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:  # the umask the child began with, then its own first read (the mutex held: never)
+        signal.alarm(60)  # a child that hangs is ended, not left behind: its status says so
+        os._exit(0 if os.umask(0o027) == 0o027 and caller_env.umask_now() == 0o027 else 1)
+    statuses.add(os.waitpid(pid, 0)[1])
+stop.set()
+print(json.dumps(sorted(statuses)))
+"""
+
+
+@pytest.mark.skipif(native.module() is None, reason="the C module was not built")
+def test_a_fork_while_another_thread_reads_the_umask_leaves_the_child_as_its_parent():
+    """A fork by one thread while another was inside the C read (umask 077, its mutex held) gave
+    the child umask 077 and the mutex held, so the child's first read waited for ever: the read
+    now holds forks off (``pthread_atfork``). A child that hangs is ended by its alarm (SIGALRM
+    in its status)."""
+    done = subprocess.run([sys.executable, "-c", FORKS, "400"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and json.loads(done.stdout.splitlines()[-1]) == [0], done.stderr[-2000:]

@@ -54,11 +54,11 @@ class Benchmark(Plain):
 
     commands: list
     options: Options
+    umask: int  # no default: a request that forgot it would run under a umask its caller never had
     baseline: str | None = None
     fail_if_slower: float | None = None
     cwd: str = "/"
     env: dict = {}
-    umask: int = 0o022
 
 
 def bench(

@@ -67,9 +67,8 @@ if TYPE_CHECKING:
 
 PREFIX = "processkit-"
 CREATE_ATTEMPTS = 32
-SWEEP_WAIT_SECONDS = (
-    10.0  # how long a waiting sweep waits, in all (for others at work on dead runs, killed members' exits)
-)
+# How long a waiting sweep waits, in all (for others at work on dead runs, killed members' exits).
+SWEEP_WAIT_SECONDS = 10.0
 SWEEP_WAIT_PAUSE_SECONDS = 0.01
 
 

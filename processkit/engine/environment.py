@@ -28,8 +28,10 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             # Opened again, waiting for a writer: a writerless non-blocking read end would read
             # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
             # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
-            opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-            os.close(fd)
+            try:
+                opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+            finally:  # closed even when the wait is broken into (KeyboardInterrupt)
+                os.close(fd)
             fd = opened
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(ENV_FILE_LIMIT + 1)

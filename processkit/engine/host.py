@@ -115,8 +115,8 @@ class Host(Scheduler):
                 run.continued()
 
     def dispatch_caught_signals(self) -> None:
-        """Deliver the signals caught so far (the runner does, just before it spawns): the
-        wake-up pipe is read only where a handler noted one."""
+        """Deliver the signals caught so far (the runner does just before it spawns, and after
+        every turn: ``turned``): the wake-up pipe is read only where a handler noted one."""
         if self._signals is not None:
             self._signals.dispatch_caught()
 

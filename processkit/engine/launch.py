@@ -74,7 +74,7 @@ def prepare(host: Host, run: RunState) -> None:
         from .stdin_feed import open_source
 
         try:
-            run.stdin_source = open_source(stdin_file)
+            run.stdin_source = open_source(stdin_file, own=stdin_file != spec.stdin_file)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot open --stdin-file {stdin_file}: {exc.strerror}") from None
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)

@@ -47,6 +47,7 @@ STOP_SIGNALS: dict[int, str] = {
 # alike: the events schema's closed set of sources has no word of its own for it, and the
 # hung-up controller is the nearest. (The batch's own tally names it: ``on_host.CALLER_GONE``.)
 CALLER_GONE_SOURCE = STOP_SIGNALS[signals.SIGHUP]
+DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop
 
 
 class SignalWatch:
@@ -99,8 +100,11 @@ class SignalWatch:
     def dispatch_caught(self) -> None:
         """``dispatch`` where a signal came since the last one (the runner's look before it spawns,
         and after each loop turn), again while one came as the handlers ran: a stop signal caught
-        while a SIGCHLD's ``reap`` found the root's exit ranks in that turn, as one caught before."""
-        while self._caught:
+        while a SIGCHLD's ``reap`` found the root's exit ranks in that turn, as one caught before.
+        At most ``DISPATCH_PASSES`` passes: a flood of signals holds no turn (the rest wake the loop)."""
+        for _ in range(DISPATCH_PASSES):
+            if not self._caught:
+                return
             self.dispatch()
 
     def dispatch(self) -> None:

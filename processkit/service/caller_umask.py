@@ -24,6 +24,13 @@ def carried(steps, mask: int | None):
     return _under(steps, mask)
 
 
+def strips_owner(mask: int | None) -> bool:
+    """Whether the steps run under a umask (``mask``, or the service's own) that takes any of
+    the owner's bits: the service's own files in its scratch, made by those steps, must then be
+    made beforehand with their modes (``scratch.run_directory``, ``scratch.own_file``)."""
+    return bool((_own() if mask is None else mask) & 0o700)
+
+
 def _under(steps, mask: int):
     """``steps`` driven as ``yield from`` would, each resumption (a send, a throw, the close)
     under ``mask``."""

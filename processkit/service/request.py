@@ -31,6 +31,7 @@ import shutil
 
 from .. import fdlimit
 from ..api import wire
+from ..engine.capture import STREAMS
 from ..engine.endings import not_started
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
@@ -38,7 +39,7 @@ from ..grammar.values import parse_run_id
 from ..writeall import write_all
 from . import caller_umask, inbound, scratch
 
-CAPTURE_FILES = ("stdout.log", "stderr.log")  # a capture directory's files (``engine.capture``)
+CAPTURE_FILES = tuple(f"{stream}.log" for stream in STREAMS)  # a capture directory's files
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
@@ -131,10 +132,6 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def carried(self, steps):
-        """The run's ``steps``, each taken under its caller's umask (``caller_umask``)."""
-        return caller_umask.carried(steps, self.umask)
-
     def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
@@ -145,6 +142,7 @@ class Request:
         own: it writes them and never closes them, and ``close`` takes them back once the run's
         steps are over (a copy made and closed per call before: two system calls for nothing)."""
         spec, places = self.spec, self.places
+        strict = caller_umask.strips_owner(self.umask)  # the service's own files made with their modes
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"", self.spare)
             held = [self.memfds[-1]]
@@ -156,11 +154,16 @@ class Request:
             self.held = tuple(held)
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
+            if strict:  # the service's own: its mode, not the umask's
+                try:
+                    scratch.own_file(places[spec.jsonl])
+                except OSError as exc:
+                    raise Failure(Kind.SETUP, f"cannot open --jsonl {places[spec.jsonl]}: {exc.strerror}") from None
         if spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-            scratch.run_directory(self.scratch_capture, CAPTURE_FILES)  # the service's own: its modes, not a umask's
+            scratch.run_directory(self.scratch_capture, CAPTURE_FILES, strict)  # the service's own
         held_fds = self.held or None  # lent: closed (or kept spare) by ``close``, never by the engine
         stdio = tuple(self.stdio)
         given = self.given

@@ -13,6 +13,7 @@ import stat
 import tempfile
 import time
 
+from ..errors import Failure, Kind
 from ..native import lock_exclusive, lock_shared
 
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
@@ -232,21 +233,30 @@ def same_file(path: str, own: os.stat_result) -> bool:
     return (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino)
 
 
-def run_directory(path: str, names: tuple[str, ...]) -> None:
-    """A run's capture directory in the scratch, made 0700 with its empty files ``names`` 0600
-    before the run's steps, whatever the umask: the steps run under the caller's umask (the
-    child's and the caller's own files take it), and under one such as 077 with no owner's bits
-    (``0o277``, ``0o700``) a directory the service made there refused the service its own files."""
-    os.mkdir(path, 0o700)
-    os.chmod(path, 0o700)  # the mode asked, not the umask's leftover
-    for name in names:
-        fd = os.open(
-            os.path.join(path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
+def run_directory(path: str, names: tuple[str, ...], strict: bool) -> None:
+    """A run's capture directory in the scratch, made 0700 before the run's steps; ``strict``
+    (the steps run under a umask with owner's bits set, ``0o277``, ``0o700``, where what they
+    made there refused the service its own files): its mode set and its empty files ``names``
+    made 0600 too, whatever the umask. Raises ``Failure`` (a set-up failure, as the engine's own
+    making of a capture directory is: ``ENOSPC`` in a full base)."""
+    try:
+        os.mkdir(path, 0o700)
+        if strict:
+            os.chmod(path, 0o700)  # the mode asked, not the umask's leftover
+            for name in names:
+                own_file(os.path.join(path, name))
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot set up --capture-dir {path}: {exc.strerror}") from None
+
+
+def own_file(path: str) -> None:
+    """An empty file of the service's own at ``path`` (a new name), 0600 whatever the umask: the
+    engine opens it again as it would a file it made."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def copy_out(source: int, path: str, size: int) -> None:

@@ -64,7 +64,7 @@ from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
-from . import inbound, scratch, stray_signals
+from . import caller_umask, inbound, scratch, stray_signals
 from .admission import Admission
 from .request import REMEMBER, Request, cancelled, failed, spec_of
 
@@ -282,7 +282,7 @@ class Service:
                 context=context,
                 records=True,
             )
-            outcome = yield from request.carried(run)  # under its caller's umask
+            outcome = yield from caller_umask.carried(run, request.umask)  # under its caller's umask
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
