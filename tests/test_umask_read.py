@@ -120,3 +120,19 @@ def test_a_fork_while_another_thread_reads_the_umask_leaves_the_child_as_its_par
     in its status)."""
     done = subprocess.run([sys.executable, "-c", FORKS, "400"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and json.loads(done.stdout.splitlines()[-1]) == [0], done.stderr[-2000:]
+
+
+def test_a_status_file_with_no_umask_line_still_gives_the_umask(monkeypatch):
+    """A kernel before 4.7 shows no ``Umask:`` in ``/proc/self/status``: without the C module
+    every API call read it there and raised ValueError; the umask is read the one other way."""
+    import os
+
+    from processkit.api import caller_env
+
+    monkeypatch.setattr(caller_env.os, "read", lambda fd, size: b"Name:\tpython3\nState:\tR (running)\n")
+    mask = os.umask(0o027)
+    try:
+        assert caller_env._status_umask() == 0o027
+        assert os.umask(0o027) == 0o027  # left as it was
+    finally:
+        os.umask(mask)
