@@ -33,10 +33,12 @@ def read_slowly():  # never below 4096 bytes held: the pipe never empties, howev
         if held > 4096:
             data.extend(os.read(reader, min(held - 4096, 8192)))
         time.sleep(0.001)
-def fill():
+def fill():  # paced: a filler refilling at once kept the pipe full at nearly every look, so the
+    # runner saw its reader take nothing and (on a loaded host) failed the stream as stalled
     os.set_blocking(filler, True)
     while busy:
         os.write(filler, b'{"filler":true}\n' * 256)  # 4096 bytes, each write atomic
+        time.sleep(0.002)
 if mode == "reading":
     taking = threading.Thread(target=read_all)
     taking.start()
