@@ -4,8 +4,9 @@ child, and the process of a ``processkit.batch`` or ``bench``, under the umask t
 *then*. A caller that later tightened it (``os.umask(0o077)``) to keep a run's output from other
 users got ``0644`` files and a child running under ``022``, where ``subprocess`` and
 ``processkit-cli`` give ``0600`` and ``077``. A request now carries the caller's umask when it
-changed, and the service carries the run under it. Through the real service, in a process of
-its own (the umask is the whole process's)."""
+changed, and the service makes the run's child and the files at the paths its caller named under
+it (``engine.callers_umask``), its own scratch under its own. Through the real service, in a
+process of its own (the umask is the whole process's)."""
 
 from __future__ import annotations
 
@@ -100,12 +101,53 @@ def test_the_services_own_files_take_no_umask():
     assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n", 0], "0o700": [0, "hijklmnopqrstuvwxyz\n", 0]}
 
 
-def test_a_run_with_no_umask_to_carry_is_its_own_steps():
-    """A request with no umask, or its service's own (a caller that never changed it), is
-    driven as the run's steps themselves: no wrapper resumed at each step."""
-    from processkit.service import caller_umask
+NO_OWNER = r"""
+import json, os, stat, subprocess, sys, warnings
+import processkit
 
-    steps = iter(())
-    assert caller_umask.carried(steps, None) is steps
-    assert caller_umask.carried(steps, caller_umask._own()) is steps
-    assert caller_umask.carried(steps, caller_umask._own() ^ 0o007) is not steps
+out = sys.argv[1]
+os.umask(0o277)
+first = processkit.run(["sh", "-c", "umask"], capture_output=True)  # the service starts under 0o277
+found = {"first": [first.returncode, first.stdout.decode().strip()]}
+for mask in (0o277, 0o777):
+    os.umask(mask)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", processkit.CaptureTruncated)
+        ring = processkit.run(
+            ["sh", "-c", "umask >&2; echo 0123456789abcdefghijklmnopqrstuvwxyz"],
+            capture_output=True, capture_keep="tail", capture_max_bytes=20,
+        )
+    with processkit.start(["sh", "-c", "umask"], stdout=subprocess.PIPE) as handle:  # its stream followed live
+        started = [handle.stdout.read().decode().strip(), handle.wait()]
+    found[oct(mask)] = [ring.returncode, ring.stdout.decode(), ring.stderr.decode().strip(), started]
+os.umask(0o277)
+named, made = os.path.join(out, "named.jsonl"), os.path.join(out, "made")
+done = processkit.run(["sh", "-c", "umask > made"], cwd=out, jsonl=named)
+refused = processkit.run(["true"], capture_dir=os.path.join(out, "cap"))  # made 0500, as the CLI makes it
+mode = lambda path: oct(stat.S_IMODE(os.stat(path).st_mode))
+found["named"] = [done.returncode, bool(done.events), mode(named), mode(made), refused.returncode]
+print(json.dumps(found))
+"""
+
+
+def test_a_umask_without_the_owners_bits_is_the_childs_and_named_files_from_the_first_call(tmp_path):
+    """A caller whose umask takes the owner's bits (``0o277``, ``0o777``), from its first call on
+    (the service started under it): each child runs under it and each file at a path the caller
+    named is made under it (as ``processkit-cli`` makes them: a capture directory made ``0500``
+    refuses its files, 111), while the service's own scratch keeps its modes, so a ring capture
+    with no ``capture_dir=`` and a stream ``start`` follows live still work (the service's
+    scratch was made under ``0o277``: 111 and a capture lost). Root is run without its override
+    of file modes, as any other user is."""
+    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    done = subprocess.run(
+        [*unprivileged, sys.executable, "-c", NO_OWNER, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    tail = "hijklmnopqrstuvwxyz\n"
+    assert found == {
+        "first": [0, "0277"],
+        "0o277": [0, tail, "0277", ["0277", 0]],
+        "0o777": [0, tail, "0777", ["0777", 0]],
+        "named": [0, True, "0o400", "0o400", 111],
+    }
