@@ -88,9 +88,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
-        self.sent_env: tuple | None = (
-            None  # the environment and umask the last run request sent (``caller_env.changed``)
-        )
+        self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
@@ -121,8 +119,9 @@ class Connection:
         """Send a request; returns its id. ``env``: carry the caller's environment and its
         umask, each where it differs from what the last request sent (``caller_env.changed``).
         The service records them as it *reads* the request, in the order they were written
-        (under the send lock), and every later request is run with them: a request cancelled before its first step, or one that never
-        runs, still leaves its change for the next; none is lost, whichever thread sends."""
+        (under the send lock), and every later request is run with them: a request cancelled
+        before its first step, or one that never runs, still leaves its change for the next;
+        none is lost, whichever thread sends."""
         wire.not_the_connection(self.sock, fds)
         rid = next(self._ids)
         with self._mail:

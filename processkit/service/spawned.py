@@ -108,10 +108,12 @@ def begin() -> tuple[Any, int, list[int]] | None:
 def take_place(cwd: str, caller: CallerEnv) -> None:
     """This process takes its caller's place at the call: its working directory, environment
     and umask (``caller``, whole: checked so by ``inbound``)."""
+    env, mask = caller.env, caller.umask
+    assert env is not None and mask is not None, "a batch's and a benchmark's are checked whole"
     os.chdir(cwd)
     os.environ.clear()
-    os.environ.update(caller.env or {})
-    os.umask(caller.umask or 0)
+    os.environ.update(env)
+    os.umask(mask)
 
 
 def reply(sock: socket.socket, message: tuple) -> None:
