@@ -238,7 +238,7 @@ def same_file(path: str, own: os.stat_result) -> bool:
 
 def run_directory(path: str) -> None:
     """A run's capture directory in the scratch, made 0700 before the run's steps (the service's
-    own umask, ``serve.OWN_UMASK``, leaves it so; the caller's is its child's and its named
+    own umask, ``OWN_UMASK``, leaves it so; the caller's is its child's and its named
     files', never the scratch's: ``engine.callers_umask``). Raises ``Failure`` (a set-up
     failure, as the engine's own making of a capture directory is: ``ENOSPC`` in a full base)."""
     try:
