@@ -22,6 +22,7 @@ from ..events.base import RunStarted  # the rarer types load where written (even
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
 from . import pump, spawn
+from .callers_umask import made, under
 from .endings import EndingKind
 from .environment import build_environment
 from .host import Host
@@ -63,7 +64,14 @@ def prepare(host: Host, run: RunState) -> None:
         import processkit.engine.capture as capture
 
         try:
-            run.targets = capture.open_targets(run.capture_dir, spec.capture_max_bytes, spec.capture_keep)
+            run.targets = made(
+                context,
+                spec.capture_dir,
+                capture.open_targets,
+                run.capture_dir,
+                spec.capture_max_bytes,
+                spec.capture_keep,
+            )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
         if context.captured is not None:  # the carrier reads back what was captured (``RunContext``)
@@ -182,7 +190,7 @@ def start(host: Host, run: RunState):
         assert run.capture_dir is not None, "a ring record is written in the capture directory"
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
-        live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
+        live = made(context, spec.capture_dir, capture.record_rings, run.targets, run.capture_dir, spec.run_id)
     lends = spec.stdin is StdinMode.INHERIT and os.isatty(context.fd(0))  # else no terminal to lend
     lend_modes = None
     if lends:
@@ -191,7 +199,9 @@ def start(host: Host, run: RunState):
         lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
-        starting = spawn.begin(
+        starting = under(  # the child takes its caller's umask, as subprocess's does (``callers_umask``)
+            context.umask,
+            spawn.begin,
             spec.argv,
             env=run.env,
             cwd=cwd,
