@@ -121,8 +121,9 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
     return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
 
 
-def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, CaptureTarget]:
-    """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
+def open_targets(directory: str, cap: int, keep: str = "head", readable: bool = False) -> dict[str, CaptureTarget]:
+    """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
+    the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
 
     The directory and the files go through ``safepath``: missing directories are made and the
     files created relative to a checked directory handle, never through another user's link.
@@ -141,7 +142,7 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
             name = f"{stream}.log"
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
             # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
-            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK, readable=readable)
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
@@ -160,18 +161,6 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
-
-
-def reader(fd: int) -> int:
-    """A read-only descriptor of the capture file ``fd`` is open on (through this process's
-    /proc entry for it: the file itself, whatever the child renamed over its name since), or -1
-    where it is no regular file (a FIFO planted there gets no reader of ours) or cannot be."""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return -1
-        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return -1
 
 
 def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:

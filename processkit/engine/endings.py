@@ -69,10 +69,8 @@ class Outcome:
     was asked to keep, as the object written, by event type; ``records``: a held stream's events
     as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
     ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
-    carrier reads back at most (the child may have put a file of any size at the path), and
-    ``stream_file``, the file's ``(st_dev, st_ino)`` (``Emitter.identity``): the only file a
-    carrier reads it back from (the child, or another user who can write its directory, may put
-    another file or a link at the path); ``signal``: the signal the root died of when its death
+    carrier reads back at most (through ``RunContext.streamed``: the child may have put a file
+    of any size, or a link, at the path); ``signal``: the signal the root died of when its death
     ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
     ended the run (a daemon it started: the teardown then killed them), a batch's leak, counted
@@ -92,7 +90,6 @@ class Outcome:
         "command_from_ns",
         "records",
         "stream_bytes",
-        "stream_file",
         "signal",
         "left_behind",
         "kept",
@@ -109,7 +106,6 @@ class Outcome:
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far
-        self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
         self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
         self.kept: dict | None = None

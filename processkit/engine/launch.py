@@ -19,6 +19,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
+from ..readback import reader
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
 from . import pump, spawn
@@ -57,8 +58,7 @@ def prepare(host: Host, run: RunState) -> None:
 
         run.targets = capture.held_targets(spec, run.capture_dir, (held_capture[1], held_capture[2]))
     run.pump_backend, run.spawn_backend = _backends(host)
-    # A host carrying one run pays a thread per captured pipe from its start; a batch's many
-    # short jobs would pay it for nothing (streams.py's facts about pipes).
+    # A lone run pays a thread per captured pipe from its start; a batch's short jobs would not (streams.py)
     run.unpolled_pipes = host.alone
     if held_capture is None and run.capture_dir is not None:
         import processkit.engine.capture as capture
@@ -71,11 +71,12 @@ def prepare(host: Host, run: RunState) -> None:
                 run.capture_dir,
                 spec.capture_max_bytes,
                 spec.capture_keep,
+                context.captured is not None,  # the carrier reads back what was captured (``RunContext``)
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
-        if context.captured is not None:  # the carrier reads back what was captured (``RunContext``)
-            context.captured.extend(capture.reader(run.targets[stream].fd) for stream in capture.STREAMS)
+        if context.captured is not None:
+            context.captured.extend(reader(run.targets[stream].fd) for stream in capture.STREAMS)
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
         stdin_file = context.place(spec.stdin_file)

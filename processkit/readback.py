@@ -1,0 +1,32 @@
+"""A descriptor to read back a file the runner opened to write (a carrier's read-back of what a
+run it carried wrote: the API's runner service), never by the file's path.
+
+- The file itself, whatever the child (or anyone) put at its name since.
+- A file the runner made was opened read-write (``safepath.create_file``'s ``readable``): its
+  descriptor reads it whatever mode the caller's umask gave it (``0o477`` makes it write-only
+  on disk, ``0o777`` mode 000), so it is duplicated, never reopened (a reopen, by path or
+  through ``/proc/self/fd``, is judged by that mode and refused).
+- One found there (opened write-only) can only be reopened: that may be refused, and says so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+
+NO_FILE = -1  # no regular file (a FIFO's lines belong to its reader): nothing to read back, as asked
+UNREADABLE = -2  # a regular file this user may not read: the reader's result says so
+
+
+def reader(fd: int) -> int:
+    """A read descriptor (close-on-exec, the carrier's to close) on the file ``fd`` is open on,
+    or ``NO_FILE`` / ``UNREADABLE``."""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NO_FILE
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+            return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return UNREADABLE
