@@ -25,8 +25,16 @@ def reader(fd: int) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return NO_FILE
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
-            return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return same_file(fd, os.O_RDONLY)
     except OSError:
         return UNREADABLE
+
+
+def same_file(fd: int, access: int) -> int:
+    """A new descriptor (close-on-exec, non-blocking) on the file ``fd`` is open on, to read
+    (``access``: ``O_RDONLY``) or to read and write (``O_RDWR``: a ring put in order in place,
+    ``capture_keep``): a copy of ``fd`` where it reads and writes already, else the file
+    reopened through ``/proc/self/fd`` (no path to swap in between), which its mode may refuse."""
+    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    return os.open(f"/proc/self/fd/{fd}", access | os.O_NONBLOCK | os.O_CLOEXEC)

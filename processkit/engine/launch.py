@@ -71,7 +71,7 @@ def prepare(host: Host, run: RunState) -> None:
                 run.capture_dir,
                 spec.capture_max_bytes,
                 spec.capture_keep,
-                context.captured is not None,  # the carrier reads back what was captured (``RunContext``)
+                context.captured is not None or spec.capture_keep != "head",  # read back: by the carrier, a ring here
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
