@@ -11,7 +11,6 @@ run it carried wrote: the API's runner service), never by the file's path.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 
@@ -35,6 +34,8 @@ def same_file(fd: int, access: int) -> int:
     (``access``: ``O_RDONLY``) or to read and write (``O_RDWR``: a ring put in order in place,
     ``capture_keep``): a copy of ``fd`` where it reads and writes already, else the file
     reopened through ``/proc/self/fd`` (no path to swap in between), which its mode may refuse."""
+    import fcntl  # not at the module's import: a plain run never reads back (and the native module has fcntl's)
+
     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
         return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     return os.open(f"/proc/self/fd/{fd}", access | os.O_NONBLOCK | os.O_CLOEXEC)
