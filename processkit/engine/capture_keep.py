@@ -25,13 +25,14 @@ from __future__ import annotations
 import os
 
 from ..capture_layout import kept_ranges
-from ..readback import same_file
 from .waits import Wait
 
 CHUNK = 1 << 20
 
 
 def _reopen(fd: int) -> int:
+    from ..readback import same_file  # a ring's only: a plain run loads none
+
     return same_file(fd, os.O_RDWR)
 
 

@@ -19,7 +19,6 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
-from ..readback import reader
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
 from . import pump, spawn
@@ -76,6 +75,8 @@ def prepare(host: Host, run: RunState) -> None:
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
         if context.captured is not None:
+            from ..readback import reader  # a carrier's read-back only: a plain run loads none
+
             context.captured.extend(reader(run.targets[stream].fd) for stream in capture.STREAMS)
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"

@@ -27,7 +27,6 @@ import time
 
 from ..diagnostics import warn
 from ..jsontext import dumps
-from ..readback import NO_FILE, reader
 from ..safepath import open_for_writing
 
 TYPE_CHECKING = False
@@ -162,6 +161,8 @@ class Emitter:
     def reader(self) -> int:
         """A descriptor the carrier reads the named stream's file back through (``readback``:
         the file this run wrote, whatever is at its path now, whatever its mode)."""
+        from ..readback import NO_FILE, reader  # a carrier's read-back only: a plain run loads none
+
         return reader(self._fd) if self._fd >= 0 else NO_FILE
 
     @property
