@@ -39,6 +39,14 @@ cli = subprocess.run(  # the CLI reads nothing back: as it was
     ["processkit-cli", "run", "--jsonl", os.devnull, "--capture-dir", os.path.join(out, "cli"), "--", "echo", "x"]
 )
 found["cli"] = [cli.returncode, mode(os.path.join(out, "cli", "stdout.log"))]
+ring = subprocess.run(  # the CLI's own ring is put in order in place: it reads the file it made
+    ["processkit-cli", "run", "--jsonl", "/dev/stdout", "--capture-dir", os.path.join(out, "ring"),
+     "--capture-keep", "tail", "--capture-max-bytes", "20", "--", "sh", "-c", "echo 0123456789abcdefghijklmnopqrstuvwxyz"],
+    capture_output=True, text=True,
+)
+events = [json.loads(line) for line in ring.stdout.splitlines() if line.startswith('{"schema_version"')]
+kept = [event["stdout"] for event in events if event["event"] == "output_captured"]
+found["ring"] = [ring.returncode, [(kept["bytes_written"], kept["write_error"]) for kept in kept]]
 os.umask(0o777)  # no one may do anything with what it makes
 named = os.path.join(out, "named.jsonl")
 done = processkit.run(["true"], jsonl=named)
@@ -53,6 +61,7 @@ def test_files_made_under_a_umask_that_refuses_reading_still_come_back(tmp_path,
     assert found["head"] == [0, "0123456789abcdefghij", "err\n", "", False, "0o200"]
     assert found["tail"] == [0, tail, "err\n", "", False, "0o200"], "a ring is put in order through it too"
     assert found["cli"] == [0, "0o200"]
+    assert found["ring"] == [0, [[20, False]]], "processkit-cli's --capture-keep tail writes its ring"
     assert found["stream"] == [0, ["runner_exit"], "", "0o0"]
 
 
