@@ -11,29 +11,33 @@ run it carried wrote: the API's runner service), never by the file's path.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-NO_FILE = -1  # no regular file (a FIFO's lines belong to its reader): nothing to read back, as asked
+NO_FILE = -1  # no regular file (a FIFO's lines belong to its reader), or no descriptor to be had
 UNREADABLE = -2  # a regular file this user may not read: the reader's result says so
+REFUSED = (errno.EACCES, errno.EPERM)  # the file's mode (or a policy) refuses this user; not EMFILE and the like
 
 
 def reader(fd: int) -> int:
     """A read descriptor (close-on-exec, the carrier's to close) on the file ``fd`` is open on,
-    or ``NO_FILE`` / ``UNREADABLE``."""
+    ``UNREADABLE`` where the file refuses it, else ``NO_FILE`` (no regular file, or none to be
+    had: a full descriptor table, no memory, which say nothing of the file)."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return NO_FILE
         return same_file(fd, os.O_RDONLY)
-    except OSError:
-        return UNREADABLE
+    except OSError as exc:
+        return UNREADABLE if exc.errno in REFUSED else NO_FILE
 
 
 def same_file(fd: int, access: int) -> int:
-    """A new descriptor (close-on-exec, non-blocking) on the file ``fd`` is open on, to read
-    (``access``: ``O_RDONLY``) or to read and write (``O_RDWR``: a ring put in order in place,
-    ``capture_keep``): a copy of ``fd`` where it reads and writes already, else the file
-    reopened through ``/proc/self/fd`` (no path to swap in between), which its mode may refuse."""
+    """A new close-on-exec descriptor on the file ``fd`` is open on, to read (``access``:
+    ``O_RDONLY``) or to read and write (``O_RDWR``: a ring put in order in place,
+    ``capture_keep``): a copy of ``fd`` where it reads and writes already (sharing its status
+    flags, blocking or not), else the file reopened non-blocking through ``/proc/self/fd`` (no
+    path to swap in between), which its mode may refuse."""
     import fcntl  # not at the module's import: a plain run never reads back (and the native module has fcntl's)
 
     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
