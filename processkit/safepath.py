@@ -163,6 +163,11 @@ def _file(
             return fd, True
         except FileExistsError:
             pass
+        except OSError as exc:  # a write-only mount (FUSE) or a policy refusing the read: made to write alone
+            if made == flags or exc.errno not in (errno.EACCES, errno.EOPNOTSUPP):
+                raise
+            made = flags
+            continue
         try:  # O_PATH: judged before it is opened, since opening a FIFO would wait for a reader
             probe = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
@@ -295,8 +300,9 @@ def create_file(
     only when it is this user's or root's); ``existing`` flags are added when it exists.
     ``readable``: a file made here is opened read-write (its creator may, whatever mode the
     umask left it: a caller's ``0o477`` makes it write-only), so the runner can read back what
-    it wrote (``readback``); one found there keeps ``flags`` (a FIFO opened to read would
-    never refuse a missing reader)."""
+    it wrote (``readback``), or with ``flags`` alone where that is refused (a write-only FUSE
+    mount, a security policy: ``EACCES``, ``EOPNOTSUPP``); one found there keeps ``flags`` (a
+    FIFO opened to read would never refuse a missing reader)."""
     return _file([0], dir_fd, here, name, flags, mode, existing, readable)
 
 
