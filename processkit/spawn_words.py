@@ -107,8 +107,26 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
         return ProgramRefused(f"{named(program)} not found")
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
         return ProgramRefused(f"{named(program)} not found on PATH")
+    if number == errno.ENOMEM and _children_namespace_ended():
+        reason = NAMESPACE_ENDED
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
+
+
+NAMESPACE_ENDED = (
+    "the pid namespace new processes are born into has no init any more: its first process, "
+    "this runner's first child, has ended (unshare --pid without --fork starts one process only)"
+)
+
+
+def _children_namespace_ended() -> bool:
+    """Whether an ENOMEM from the clone is the kernel's word for a pid namespace whose init has
+    exited: the runner's children are born into a namespace other than its own (``unshare
+    --pid`` without ``--fork``), where no process can start once its first one has ended."""
+    try:
+        return os.readlink("/proc/self/ns/pid") != os.readlink("/proc/self/ns/pid_for_children")
+    except OSError:
+        return False
 
 
 def cause(said: str) -> tuple[int, str] | None:

@@ -313,6 +313,7 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
     import subprocess  # only here: the native path spares the runner its import
 
     stdio = [fd if fd >= 0 else None for fd in child_ends]
+    runner = _own_pidfd()
     try:
         popen = subprocess.Popen(
             list(argv),
@@ -323,19 +324,37 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             cwd=cwd,
             close_fds=True,
             pass_fds=passed,
-            preexec_fn=_child_setup(joins, os.getpid(), tty),
+            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise _Refused("attach", str(exc)) from None
+    finally:
+        if runner is not None:
+            os.close(runner)
     return _PopenChild(popen, runner_ends)
 
 
-def _child_setup(joins: ChildJoins, runner_pid: int, tty: int):
+def _own_pidfd() -> int | None:
+    """A pidfd of the runner for its child to poll, or None where the kernel has none (5.3 on)."""
+    try:
+        return os.pidfd_open(os.getpid())
+    except OSError:
+        return None
+
+
+def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
-    the stdio in place before it runs, so fd 0 is already the terminal to take."""
+    the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
+    the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
+    --pid`` without ``--fork``) reads as 0 from ``getppid()``, alive or dead, so there the
+    pidfd says whether it is gone (readable once it has ended), as the native child's report
+    pipe does (csrc/spawn_child.c)."""
     import fcntl
+    import select  # noqa: F401  (prctl.parent_gone's, imported here: none after the fork)
     import signal
     import termios
+
+    runner_pid, runner_pidfd = runner
 
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
     nofile = None
@@ -356,7 +375,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, tty: int):
         for fd in procs_fds:
             cgroupfs.join(fd)
         prctl.set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != runner_pid:  # the runner died before the death signal was armed
+        if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
