@@ -28,7 +28,7 @@ def one_round(group: str, count: int) -> tuple[int, float]:
     """Members still listed after the kill, and the look's milliseconds."""
     os.mkdir(group)
     ready, told = os.pipe()
-    script = f'echo $$ > {group}/cgroup.procs; i=0; while [ $i -lt {count} ]; do sleep 1000 & i=$((i+1)); done; echo >&{told}; wait'
+    script = f"echo $$ > {group}/cgroup.procs; i=0; while [ $i -lt {count} ]; do sleep 1000 & i=$((i+1)); done; echo >&{told}; wait"
     shell = subprocess.Popen(["sh", "-c", script], pass_fds=(told,))
     os.close(told)
     os.read(ready, 1)  # every member started
