@@ -11,8 +11,7 @@ Facts that shape it:
 - The caller's soft open-file limit comes back before it begins (the service raised its own),
   so the runs it starts get the caller's, as ``run``'s child does.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
-  thing, and its parent checked after, so a service that died before is not missed: by pid,
-  or by a pidfd of the service where the parent reads as 0 (``prctl.parent_gone``).
+  thing, and its parent checked after, so a service that died before is not missed.
 - It is its runs' parent: the signals a run may send "its parent" that would end it are dropped
   as the service drops them (``stray_signals.absorb``), SIGUSR1 too (the service's own
   parent-death signal, free here); the stop signals keep their handling (the batch engine's,
@@ -41,7 +40,6 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
     ``fds`` (the caller's, passed on) beside it; its pid. Raises OSError when it cannot be
     started (the caller is then told by ``refuse``)."""
     payload = os.memfd_create(f"processkit-{module}", os.MFD_CLOEXEC)
-    itself = os.pidfd_open(os.getpid())  # its witness, should its parent read as 0 (``begin``)
     try:
         write_all(payload, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
         os.lseek(payload, 0, os.SEEK_SET)  # read from its start
@@ -52,11 +50,10 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
             str(os.getpid()),
             str(fdlimit.child_soft_limit() or 0),
             str(payload),
-            str(itself),
             str(connection),
             *map(str, fds),
         ]
-        passed = (connection, payload, itself, *fds)
+        passed = (connection, payload, *fds)
         for fd in passed:
             os.set_inheritable(fd, True)
         try:  # with no signal blocked, whatever this service blocks (``stray_signals.FAULTS``)
@@ -66,7 +63,6 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
                 os.set_inheritable(fd, False)
     finally:
         os.close(payload)
-        os.close(itself)
 
 
 def refuse(connection: int, what: str, problem: OSError) -> None:
@@ -90,11 +86,9 @@ def begin() -> tuple[Any, int, list[int]] | None:
     it; None when the service that started it is already gone."""
     from ..containment import prctl
 
-    parent, caller_soft, payload, witness, connection, *fds = (int(arg) for arg in sys.argv[1:])
+    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:])
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
-    gone = prctl.parent_gone(parent, witness)
-    os.close(witness)
-    if gone:
+    if os.getppid() != parent:
         return None
     stray_signals.absorb(also=("SIGUSR1",))
     if caller_soft:  # the service raised its open-file limit: the caller's back, so this process
