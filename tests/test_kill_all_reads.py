@@ -32,7 +32,7 @@ def _in_group(procs: str, argv: list[str]) -> subprocess.Popen:
 
 def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_killed(tmp_path, monkeypatch):
     from processkit import rundir
-    from processkit.containment import cgroup_v2, members, pool
+    from processkit.containment import cgroup_v2, cgroupfs, members, pool
 
     parent = _v2_parent()
     if parent is None:
@@ -56,9 +56,11 @@ def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_kille
         read: list[int] = []
         real = members.read_stat
         monkeypatch.setattr(members, "read_stat", lambda pid: read.append(pid) or real(pid))
-        pids = group.member_pids()
-        assert len(pids) == MEMBERS + 1
-        members.kill_ended_alone(pids, members.subtree_threads(group.path))
+        assert len(group.member_pids()) == MEMBERS + 1
+        # cgroup.kill written as nothing, so the 40 live on to be looked at (or not) after it.
+        write = cgroupfs.write_text
+        monkeypatch.setattr(cgroupfs, "write_text", lambda path, text: path.endswith("/cgroup.kill") or write(path, text))
+        group.kill_all()
         assert read == [alone.pid]
         assert alone.wait(timeout=60) == -9
         assert all(process.poll() is None for process in started[:MEMBERS])
