@@ -11,7 +11,7 @@ import subprocess
 
 import processkit
 from processkit.api import launch, result, service
-from streams import snapshotted_crowd
+from streams import CROWD_DEADLINE, CROWD_UNREAD, snapshotted_crowd
 
 STREAMS_OF_EVERY_KIND = [  # (args, keywords): each ends differently, so its stream holds other event types
     (["true"], {}),
@@ -65,6 +65,7 @@ def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give
     assert "records" not in reply and reply["jsonl"].endswith(b"\n")
     events = result.parse_lines(reply["jsonl"])
     assert events[0].event == "run_started" and events[-1].event == "runner_exit"
+    assert events[-1].code == 0, f"the crowd saw too few reads ({CROWD_UNREAD}: none for {CROWD_DEADLINE} s)"
     assert sum(len(event.members) for event in events if event.event == "members_snapshot") > 2048
 
 

@@ -69,7 +69,7 @@ def test_a_kept_jobs_stream_is_held_within_a_bound(tmp_path):
     """``--keep failed`` holds a job's stream in a memfd: a job snapshotting 200 processes every
     millisecond no longer grows the batch's heap with every event (about 100 MiB before);
     its stream, kept because it failed, is whole."""
-    from streams import check_stream, snapshotted_crowd
+    from streams import CROWD_DEADLINE, CROWD_UNREAD, check_stream, snapshotted_crowd
 
     manifest = tmp_path / "m.jsonl"
     # It ends (1, a failure, so its stream is kept) once its members were read 150 times, its 200 members each time.
@@ -78,6 +78,8 @@ def test_a_kept_jobs_stream_is_held_within_a_bound(tmp_path):
     out = tmp_path / "out"
     code, stderr, peak = _peak_rss_mib([*cli_command(), "batch", str(manifest), "--out", str(out), "--keep", "failed"])
     assert code == 117, stderr
+    [line] = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert line["exit_code"] == 1, f"the crowd saw too few reads ({CROWD_UNREAD}: none for {CROWD_DEADLINE} s)"
     events = check_stream(out / "tree" / "events.jsonl", 1)
     assert sum(event["event"] == "members_snapshot" for event in events) > 100
     assert peak < 60, f"the batch took {peak:.0f} MiB"
