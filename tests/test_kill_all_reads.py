@@ -59,7 +59,9 @@ def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_kille
         assert len(group.member_pids()) == MEMBERS + 1
         # cgroup.kill written as nothing, so the 40 live on to be looked at (or not) after it.
         write = cgroupfs.write_text
-        monkeypatch.setattr(cgroupfs, "write_text", lambda path, text: path.endswith("/cgroup.kill") or write(path, text))
+        monkeypatch.setattr(
+            cgroupfs, "write_text", lambda path, text: path.endswith("/cgroup.kill") or write(path, text)
+        )
         group.kill_all()
         assert read == [alone.pid]
         assert alone.wait(timeout=60) == -9

@@ -22,7 +22,6 @@ from processkit.errors import BATCH_FAILED, BENCH_FAILED
 from conftest import cli_command
 
 
-
 def _unshare_works() -> bool:
     """Whether ``unshare --pid`` can make a namespace here (root, and CAP_SYS_ADMIN: a container
     may have the one without the other)."""
@@ -82,7 +81,9 @@ def test_an_ordinary_enomem_while_the_init_lives_keeps_the_os_words(spawn_backen
     assert done.returncode == BATCH_FAILED, done.stderr
     [line] = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     assert line["source"] == "spawn_error"
-    assert line["message"] == "could not start the program: could not start `true`: Cannot allocate memory (os error 12)"
+    assert (
+        line["message"] == "could not start the program: could not start `true`: Cannot allocate memory (os error 12)"
+    )
 
 
 def test_the_api_service_runs_in_a_pid_namespace_its_caller_is_not_in(spawn_backend):
