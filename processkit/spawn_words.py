@@ -107,40 +107,13 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
         return ProgramRefused(f"{named(program)} not found")
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
         return ProgramRefused(f"{named(program)} not found on PATH")
-    if number == errno.ENOMEM and _children_namespace_ended():
-        reason = NAMESPACE_ENDED
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
 
+# An ENOMEM from the clone where the pid namespace the runner's children are born into has lost
+# its init (``containment.pidns``): said in its place, the errno kept.
 NAMESPACE_ENDED = "the pid namespace new processes are born into has no init any more, its first process having ended"
-
-
-def _children_namespace_ended() -> bool:
-    """Whether an ENOMEM from the clone is the kernel's word for a pid namespace whose init has
-    exited (``unshare --pid`` without ``--fork``: the runner's children are born into a
-    namespace other than its own, where no process starts once its first one has ended), not
-    an ordinary shortage. That the namespaces differ says only that it had an init once; the
-    init, the runner's first child there, is gone when none of its children is alive with pid
-    1 in its own namespace. A failure path: a few /proc reads, bounded (``cgroupfs.read_bytes``)."""
-    from .containment.cgroupfs import read_bytes
-
-    try:
-        if os.readlink("/proc/self/ns/pid") == os.readlink("/proc/self/ns/pid_for_children"):
-            return False
-        listed = [read_bytes(f"/proc/self/task/{task}/children") for task in os.listdir("/proc/self/task")]
-    except OSError:
-        return False  # no list of children (a kernel without it): nothing said
-    for child in b" ".join(listed).split():
-        try:
-            status = read_bytes(f"/proc/{int(child)}/status")
-        except OSError:
-            continue  # reaped meanwhile
-        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
-        alive = fields.get(b"State", b"").strip()[:1] not in (b"Z", b"X")
-        if alive and fields.get(b"NSpid", b"").split()[-1:] == [b"1"]:
-            return False
-    return True
 
 
 def cause(said: str) -> tuple[int, str] | None:

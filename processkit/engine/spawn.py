@@ -36,7 +36,7 @@ from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
-from ..spawn_words import AttachError, Asked, failure, no_bytes, unpassable
+from ..spawn_words import NAMESPACE_ENDED, AttachError, Asked, failure, no_bytes, unpassable
 from ..spec import StdinMode
 from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
 from .spawn_native import Pending
@@ -218,13 +218,22 @@ def _refusal(exc: Exception, runner_ends, asked: Asked) -> Exception:
     if isinstance(exc, _Refused):
         if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
             return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
-        return failure(exc.step, exc.reason, exc.number, asked)
+        return _failure(exc.step, exc.reason, exc.number, asked)
     assert isinstance(exc, OSError), "begin catches these three"
     if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
         return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
     # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
     step = "cwd" if asked.cwd is not None and exc.filename == asked.cwd else "start"
-    return failure(step, exc.strerror or str(exc), exc.errno or 0, asked)
+    return _failure(step, exc.strerror or str(exc), exc.errno or 0, asked)
+
+
+def _failure(step: str, reason: str, number: int, asked: Asked) -> Exception:
+    """``failure``, an ENOMEM named for what it is where the children's pid namespace has lost its init."""
+    from ..containment import pidns  # only here: a failure path, not every run's import
+
+    if number == errno.ENOMEM and pidns.children_namespace_ended():
+        reason = NAMESPACE_ENDED
+    return failure(step, reason, number, asked)
 
 
 class Starting:
