@@ -110,10 +110,13 @@ def test_two_readers_of_one_fifo_share_its_lines_and_both_end_at_its_end(tmp_pat
 
 def _two_readers(where) -> tuple[list[tuple[int, bytes]], list[bytes]]:
     """Two readers of a FIFO a shell writes 3000 lines into (a write per line), once both have
-    it open: how each ended, and the lines they printed."""
+    it open: how each ended, and the lines they printed. The test holds the FIFO's writer from
+    before either opens it until the shell is done, so neither finds it writerless (111 after
+    FIFO_WRITER_SECONDS) however late the other or the shell starts on a loaded host."""
     where.mkdir()
     fifo = where / "events.fifo"
     os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # never read: the readers' bytes stay theirs
     outs = [open(where / f"out{n}", "wb") for n in range(2)]  # a pipe's room would fill unread
     readers = [start_cli("events", "--json", "--file", fifo, stdout=out) for out in outs]
     try:
@@ -123,10 +126,13 @@ def _two_readers(where) -> tuple[list[tuple[int, bytes]], list[bytes]]:
         lines = (
             'for n in $(seq 0 2999); do echo "{\\"schema_version\\":1,\\"event\\":\\"run_started\\",\\"n\\":$n}"; done'
         )
-        with open(fifo, "wb") as writer:
-            assert subprocess.run(["sh", "-c", lines], stdout=writer).returncode == 0
+        assert subprocess.run(["sh", "-c", lines], stdout=held).returncode == 0
+        os.close(held)  # the last writer gone: the stream's end for both
+        held = -1
         ended = [(reader.wait(timeout=60), reader.stderr.read()) for reader in readers]
     finally:
+        if held >= 0:
+            os.close(held)
         for out in outs:
             out.close()
         for reader in readers:

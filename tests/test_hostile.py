@@ -54,8 +54,10 @@ def pids(tmp_path):
 
 
 # ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
-# records the pid as NAME.pid atomically in the run's working directory.
-NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid"
+# records the pid as NAME.pid atomically in the run's working directory. NAME.pid appears while
+# `mv` may still be alive (one member more); NAME.noted, made by the shell itself (a redirect, no
+# fork) once it has reaped `mv`, says the shell is alone again.
+NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid && : > {0}.noted"
 # A timeout that ends a tree once it is all there: the tests count its members and read their
 # notes, and a shell's forks and `mv`s on a loaded 2-core machine may take a good part of 300 ms.
 SET_UP = "1s"
@@ -138,7 +140,7 @@ def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(t
     exit's teardown kills it (it is in the group under either mechanism), so the pipe closes
     and the run ends promptly instead of waiting for the drain bound."""
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
-    script = f"sh -c '{grandchild}' & while [ ! -e grandchild.pid ]; do sleep 0.01; done; echo bye; exit 7"
+    script = f"sh -c '{grandchild}' & while [ ! -e grandchild.noted ]; do sleep 0.01; done; echo bye; exit 7"
     proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=7, cwd=tmp_path)
     require_mechanism(events, containment)
     assert proc.stdout == b"bye\n"
