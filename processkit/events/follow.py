@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 
-from ..bounded import EVENTS_STREAM, open_input
+from ..bounded import EVENTS_STREAM
 from .reader import Line, LineSplitter
 from .types import Event, from_json
 from .validate import event_validator
@@ -102,8 +102,10 @@ class Follower:
     def _drain(self) -> bytes:
         """What the file holds past the last read, up to DRAIN_BYTES (``more`` says if that cut it)."""
         if self._fd is None:
+            from ..userfiles import open_judged  # here: a follower handed its descriptor walks nothing
+
             try:
-                self._fd = open_input(self.path, EVENTS_STREAM)
+                self._fd = open_judged(self.path, EVENTS_STREAM)
             except FileNotFoundError:
                 return b""
         chunks: list[bytes] = []

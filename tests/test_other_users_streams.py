@@ -1,0 +1,74 @@
+"""Streams a reader is pointed at (threat60): ``events --file``, ``events --validate --file`` and
+``report STREAM`` (a file, or a directory's ``*.jsonl``) are often run by root over a stream in
+``/tmp`` or another user's directory. Another user's symbolic link at that name (to a file of
+root's they cannot read) made root print the file: each line that is no event is quoted in
+``events``' and ``report``'s per-line diagnostics, and an object line is shown field by field.
+The name is now walked as an input's is (``userfiles.open_judged``): another user's link at it is
+refused (111, naming the link's owner), nothing of the file is shown; the user's own links, FIFOs
+and ``/dev/stdin`` still work. With a second OS user, as tests/test_other_users.py makes it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import run_cli
+from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
+
+SECRET = "root:root-only-secret-hash:19000"
+LIMIT = 60
+READERS = {
+    "events": ("events", "--file"),
+    "events --validate": ("events", "--validate", "--file"),
+    "report": ("report", "-o", "{page}"),
+}
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A file of root's, in a directory the attacker cannot enter: a line that is no JSON, and one
+    that is an object but no event."""
+    path = tmp_path / "private" / "shadow"
+    path.parent.mkdir(mode=0o700)
+    path.write_text(f'{SECRET}\n{{"secret": "{SECRET}"}}\n')
+    return path
+
+
+def read(reader: str, path, tmp_path):
+    words = [word.format(page=tmp_path / "page.html") for word in READERS[reader]]
+    return run_cli(*words, path, timeout=LIMIT)
+
+
+def shown(result, tmp_path) -> str:
+    page = tmp_path / "page.html"
+    return (result.stdout + result.stderr).decode() + (page.read_text() if page.exists() else "")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_another_users_link_at_a_stream_is_not_read(tmp_path, other_user, shared, secret, reader):  # noqa: F811
+    planted = os.path.join(shared, "run.jsonl")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, secret)
+    result = read(reader, planted, tmp_path)
+    assert SECRET not in shown(result, tmp_path)
+    refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
+def test_another_users_link_in_a_directory_of_streams_is_not_read(tmp_path, other_user, shared, secret):  # noqa: F811
+    theirs = os.path.join(shared, "streams")
+    as_other(other_user, 'mkdir "$1"; ln -s "$2" "$1/run.jsonl"', theirs, secret)
+    result = read("report", theirs, tmp_path)
+    assert SECRET not in shown(result, tmp_path)
+    refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_ones_own_link_to_a_stream_is_still_read(tmp_path, shared, secret, reader):  # noqa: F811
+    own = os.path.join(shared, "own.jsonl")
+    os.symlink(secret, own)
+    try:
+        result = read(reader, own, tmp_path)
+    finally:
+        os.unlink(own)
+    assert result.returncode != 111 and b"symbolic link" not in result.stderr, result.stderr
+    assert reader == "report" or SECRET in shown(result, tmp_path), "the user's own link is followed"
