@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from itertools import accumulate
 
 from .plain import Frozen
@@ -149,9 +150,10 @@ def blocking(fd: int) -> int:
     return fd
 
 
-def read_all(path: str, limits: Limits) -> bytes:
-    """The whole of ``path``, at most ``limits.total`` bytes (one more is an InputError)."""
-    fd = open_input(path, limits)
+def read_all(path: str, limits: Limits, opener: Callable[[str, Limits], int] = open_input) -> bytes:
+    """The whole of ``path``, at most ``limits.total`` bytes (one more is an InputError), opened
+    by ``opener`` (``userfiles.open_judged`` for a file a user named: walked, not followed)."""
+    fd = opener(path, limits)
     with os.fdopen(blocking(fd), "rb") as handle:
         return read_stream(handle, path, limits)
 
@@ -312,10 +314,11 @@ def loads(text: str, *, unique_keys: bool = False):
     return _decoder(unique_keys).decode(text)
 
 
-def load_file(path: str, limits: Limits, *, unique_keys: bool = False):
-    """The one JSON document in ``path``, read within ``limits``: an InputError when a bound is
-    hit or it is not JSON (UTF-8) at all (with ``unique_keys``, when an object names a key twice)."""
-    data = read_all(path, limits)
+def load_file(path: str, limits: Limits, *, unique_keys: bool = False, opener=open_input):
+    """The one JSON document in ``path``, read within ``limits`` (opened as ``read_all`` says):
+    an InputError when a bound is hit or it is not JSON (UTF-8) at all (with ``unique_keys``,
+    when an object names a key twice)."""
+    data = read_all(path, limits, opener)
     try:
         return loads(data.decode("utf-8"), unique_keys=unique_keys)
     except UnicodeDecodeError as exc:

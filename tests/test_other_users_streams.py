@@ -9,6 +9,7 @@ and ``/dev/stdin`` still work. With a second OS user, as tests/test_other_users.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -72,3 +73,30 @@ def test_ones_own_link_to_a_stream_is_still_read(tmp_path, shared, secret, reade
         os.unlink(own)
     assert result.returncode != 111 and b"symbolic link" not in result.stderr, result.stderr
     assert reader == "report" or SECRET in shown(result, tmp_path), "the user's own link is followed"
+
+
+@pytest.fixture
+def stream(tmp_path):
+    """A stream of root's own, for ``report --usage-file``."""
+    path = tmp_path / "run.jsonl"
+    result = run_cli("run", "--jsonl", path, "--", "true", timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.mark.parametrize("reader", ["report", "bench --baseline", "report --usage-file"])
+def test_another_users_link_at_a_json_input_is_not_read(tmp_path, other_user, shared, stream, reader):  # noqa: F811
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "export.json").write_text(json.dumps({"results": [{"command": SECRET, "times": [0.1, 0.2]}]}))
+    planted = os.path.join(shared, "export.json")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, private / "export.json")
+    page = tmp_path / "page.html"
+    words = {
+        "report": ("report", planted, "-o", page),
+        "bench --baseline": ("bench", "--baseline", planted, "-N", "--runs", "2", "true"),
+        "report --usage-file": ("report", stream, "--usage-file", planted, "-o", page),
+    }[reader]
+    result = run_cli(*words, timeout=LIMIT)
+    assert SECRET not in shown(result, tmp_path)
+    refused(result, f"symbolic link of uid {other_user.pw_uid}")

@@ -71,9 +71,10 @@ def bench_exports(given: list[str]) -> list | None:
 def usage_record(path: str) -> dict:
     """A run's ``--usage-file``: one JSON object, from a regular file of at most 1 MiB."""
     from ..bounded import USAGE_FILE, InputError, load_file
+    from ..userfiles import open_judged
 
     try:
-        record = load_file(path, USAGE_FILE)
+        record = load_file(path, USAGE_FILE, opener=open_judged)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:
