@@ -93,11 +93,14 @@ def _input_head(path: str, links: list[int]) -> str:
 def _reopened(dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str) -> int:
     """The ``_final`` entry ``entry`` (consumed; -1: ``FileNotFoundError`` saying ``missing``)
     reopened to read, non-blocking. Refused: a file of this user's or root's with other hard
-    links, in a directory other users can change (a link they made to a file they could not read)."""
+    links, in a directory other users can change (a link they made to a file they could not read);
+    another user's FIFO, as it is never written (its holder could keep a reader waiting for ever)."""
     if entry < 0:
         raise FileNotFoundError(errno.ENOENT, missing)
     try:
         found = os.fstat(entry)
+        if not by_descriptor and stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
+            raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never read")
         folder = os.fstat(dir_fd)
         planted = not trusted(folder.st_uid) or others_can_write(folder)
         if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -100,3 +101,57 @@ def test_another_users_link_at_a_json_input_is_not_read(tmp_path, other_user, sh
     result = run_cli(*words, timeout=LIMIT)
     assert SECRET not in shown(result, tmp_path)
     refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
+@pytest.fixture
+def held_fifo(other_user, shared):  # noqa: F811
+    """A FIFO of the attacker's in the shared directory, held open for writing by a process of
+    theirs that never writes: a reader that waits for its end of file waits for ever."""
+    path = os.path.join(shared, "held.fifo")
+    holder = subprocess.Popen(
+        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
+         'mkfifo -m 0644 "$1"; exec 3<>"$1"; echo ready; exec sleep 600', "sh", path],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        yield path
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("events", "--file", "{fifo}"),
+        ("events", "--validate", "--file", "{fifo}"),
+        ("report", "{fifo}", "-o", "{page}"),
+        ("run", "--jsonl", "{jsonl}", "--env-file", "{fifo}", "--", "true"),
+        ("batch", "--dry-run", "--", "echo", "::::", "{fifo}"),
+        ("batch", "{fifo}", "--out", "{out}"),
+    ],
+    ids=["events", "events --validate", "report", "--env-file", "batch ::::", "batch manifest"],
+)
+def test_another_users_held_fifo_is_refused_not_waited_on(tmp_path, other_user, held_fifo, words):  # noqa: F811
+    where = {
+        "fifo": held_fifo,
+        "page": tmp_path / "page.html",
+        "jsonl": tmp_path / "run.jsonl",
+        "out": tmp_path / "out",
+    }
+    result = run_cli(*(word.format(**where) for word in words), timeout=LIMIT)
+    refused(result, f"FIFO of uid {other_user.pw_uid}")
+
+
+def test_ones_own_fifo_is_still_read(tmp_path, shared):  # noqa: F811
+    fifo = os.path.join(shared, "own.fifo")
+    os.mkfifo(fifo)
+    stream = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    writer = subprocess.Popen(["sh", "-c", 'cat "$1" > "$2"', "sh", stream, fifo])
+    try:
+        result = run_cli("events", "--validate", "--file", fifo, timeout=LIMIT)
+    finally:
+        writer.wait()
+    assert result.returncode == 0, result.stderr
