@@ -64,6 +64,17 @@ def test_another_users_link_in_a_directory_of_streams_is_not_read(tmp_path, othe
     refused(result, f"symbolic link of uid {other_user.pw_uid}")
 
 
+def test_another_users_link_to_a_directory_of_roots_lists_nothing(tmp_path, other_user, shared, secret):  # noqa: F811
+    """``report DIR`` through their link to a directory of root's: refused before it is listed, so
+    not even the names of root's streams are shown."""
+    (secret.parent / "root-only-name.jsonl").write_text("")
+    planted = os.path.join(shared, "streams")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, secret.parent)
+    result = read("report", planted, tmp_path)
+    assert b"root-only-name" not in result.stderr
+    refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
 @pytest.mark.parametrize("reader", READERS)
 def test_ones_own_link_to_a_stream_is_still_read(tmp_path, shared, secret, reader):  # noqa: F811
     own = os.path.join(shared, "own.jsonl")

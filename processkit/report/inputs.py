@@ -22,7 +22,7 @@ def stream_paths(given: list[str]) -> list[str]:
     """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted)."""
     if len(given) == 1 and os.path.isdir(given[0]):
         try:
-            names = sorted(name for name in os.listdir(given[0]) if name.endswith(STREAM_SUFFIX))
+            names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
         paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path)]
@@ -30,6 +30,19 @@ def stream_paths(given: list[str]) -> list[str]:
             raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
         return paths
     return list(given)
+
+
+def _listed(path: str) -> list[str]:
+    """The names in the directory ``path``, reached by ``safepath``'s walk: another user's link to
+    a directory of root's (``/tmp/streams -> /root/private``) is refused, its names never shown."""
+    from ..safepath import directory_of, reopen
+
+    handle, here = directory_of([0], path)
+    listing = reopen(handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, here)
+    try:
+        return os.listdir(listing)
+    finally:
+        os.close(listing)
 
 
 def _regular(path: str) -> bool:
