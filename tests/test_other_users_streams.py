@@ -166,3 +166,14 @@ def test_ones_own_fifo_is_still_read(tmp_path, shared):  # noqa: F811
     finally:
         writer.wait()
     assert result.returncode == 0, result.stderr
+
+
+def test_a_sparse_stream_is_read_in_the_time_its_data_takes(tmp_path, other_user, shared):  # noqa: F811
+    """Their 1 TiB file of one hole (``truncate``: no disk taken) and one line: ``events`` read
+    every NUL of it, hours at a few hundred MB/s; a hole is now passed over, as the same line."""
+    sparse = os.path.join(shared, "sparse.jsonl")
+    as_other(other_user, 'truncate -s 1T "$1"; printf "\\n{}\\n" >> "$1"', sparse)
+    result = run_cli("events", "--validate", "--file", sparse, timeout=LIMIT)
+    said = result.stdout.decode()
+    assert result.returncode == 114 and "line 1: line exceeds the 1048576-byte limit" in said, result
+    assert "checked 2 lines: 0 valid, 2 invalid" in said, said

@@ -19,17 +19,19 @@ included. The file is opened once, so it can be read to its end even after its n
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable
 
-from ..bounded import EVENTS_STREAM
+from ..bounded import EVENTS_STREAM, LINE_BYTES
 from .reader import Line, LineSplitter
 from .types import Event, from_json
 from .validate import event_validator
 
 READ_CHUNK = 64 * 1024
 DRAIN_BYTES = 4 << 20  # read at most this much a call, so a large file is split a part at a time
+_NULS = bytes(READ_CHUNK)  # a whole read of NUL bytes: no stream's data, perhaps a sparse file's hole
 
 
 class Follower:
@@ -111,6 +113,8 @@ class Follower:
         chunks: list[bytes] = []
         size = 0
         while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
+            if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
+                chunk += _past_hole(self._fd)
             chunks.append(chunk)
             size += len(chunk)
         self.more = size >= DRAIN_BYTES
@@ -128,6 +132,21 @@ class Follower:
         if self.ended and self.following:
             self.done = True
         return taken
+
+
+def _past_hole(fd: int) -> bytes:
+    """At a hole of a sparse file (a size set with ``truncate``, no data written): the offset moved
+    on to its next data, or its end, and the NULs passed over, but never more than a line may hold
+    and one: a line with that many is skipped, whatever their number, so what is read is read as
+    before, in the time the file's data takes (a 16 TiB file of one hole took 39 hours)."""
+    here = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        there = os.lseek(fd, here, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # no holes known on this file system: read as it comes
+            return b""
+        there = os.lseek(fd, 0, os.SEEK_END)  # a hole to the end
+    return bytes(min(there - here, LINE_BYTES + 1))
 
 
 def read_all(path: str) -> list[Event]:
