@@ -138,7 +138,7 @@ def _past_hole(fd: int) -> bytes:
     """At a hole of a sparse file (a size set with ``truncate``, no data written): the offset moved
     on to its next data, or its end, and the NULs passed over, but never more than a line may hold
     and one: a line with that many is skipped, whatever their number, so what is read is read as
-    before, in the time the file's data takes (a 16 TiB file of one hole took 39 hours)."""
+    before, in the time the file's data takes (a 15 TiB hole took 36 hours, at 8.5 s a GiB)."""
     here = os.lseek(fd, 0, os.SEEK_CUR)
     try:
         there = os.lseek(fd, here, os.SEEK_DATA)
