@@ -177,3 +177,30 @@ def test_a_sparse_stream_is_read_in_the_time_its_data_takes(tmp_path, other_user
     said = result.stdout.decode()
     assert result.returncode == 114 and "line 1: line exceeds the 1048576-byte limit" in said, result
     assert "checked 2 lines: 0 valid, 2 invalid" in said, said
+
+
+def test_a_killed_rings_capture_hard_linked_to_roots_file_is_not_shown(tmp_path, other_user, shared, secret):  # noqa: F811
+    """``report STREAM --capture-dir DIR`` of a ring run whose runner was killed reads the ring
+    back by its marks (``events.kept.Salvage``): their directory's live record and marks claim
+    the bytes of ``stdout.log``, a hard link to a file of root's (which they can make where
+    ``fs.protected_hardlinks`` is off; made here by root). It is refused as every reader in a
+    directory given refuses one (``userfiles.open_named``), and nothing of it is on the page."""
+    from processkit import capture_layout
+
+    theirs = os.path.join(shared, "theirs")
+    os.mkdir(theirs)
+    size = secret.stat().st_size
+    marks = capture_layout.start(theirs, "run-x", "tail", 4096, 0)
+    assert marks is not None
+    marks.slots["stdout"][capture_layout.STORED] = marks.slots["stdout"][capture_layout.PENDING] = size
+    os.link(secret, os.path.join(theirs, "stdout.log"))
+    for name in [".", capture_layout.NAME, capture_layout.MARKS_NAME]:
+        os.chown(os.path.join(theirs, name), other_user.pw_uid, other_user.pw_gid)
+    stream = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--run-id", "run-x", "--", "true", timeout=LIMIT).returncode == 0
+    started = stream.read_text().splitlines()[0]  # the stream of a runner killed after its start
+    stream.write_text(started + "\n")
+    page = tmp_path / "page.html"
+    result = run_cli("report", stream, "--capture-dir", theirs, "-o", page, timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    assert "root-only-secret" not in page.read_text()
