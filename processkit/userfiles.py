@@ -48,18 +48,21 @@ def kind(mode: int) -> str:
     return file_kind(mode) or "a regular file"
 
 
-def open_input(path: str, *, regular: bool = False) -> int:
+def open_input(path: str, *, regular: bool = False, others_fifo: bool = False) -> int:
     """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
     writer), reached as ``open_named`` reaches a file: another user's link at the name, or in a
     sticky directory, is refused (it would choose what is read as this user and handed to a
-    child), as is a file with other hard links in a directory other users can change; with
-    ``regular``, anything but a regular file is refused (OSError naming what it is). A name no
-    file can have (empty, ending in ``/``) is refused with ``open``'s own words."""
+    child), as is a file with other hard links in a directory other users can change, and
+    another user's FIFO unless ``others_fifo`` (``--stdin-file``: a wait there is ended by the
+    run's timeouts); with ``regular``, anything but a regular file is refused (OSError naming
+    what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
+    words."""
     links = [0]
     start, here = directory_of(links, _input_head(path, links))
     dir_fd, here, name, entry, by_descriptor = _final(links, start, here, os.path.basename(path))
     try:
-        fd = _reopened(dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor, os.strerror(errno.ENOENT))
+        shown = f"{here.rstrip('/')}/{name}"
+        fd = _reopened(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
     finally:
         os.close(dir_fd)
     if regular:
@@ -90,16 +93,18 @@ def _input_head(path: str, links: list[int]) -> str:
     return os.path.dirname(path) or "."
 
 
-def _reopened(dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str) -> int:
+def _reopened(
+    dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
+) -> int:
     """The ``_final`` entry ``entry`` (consumed; -1: ``FileNotFoundError`` saying ``missing``)
     reopened to read, non-blocking. Refused: a file of this user's or root's with other hard
     links, in a directory other users can change (a link they made to a file they could not read);
-    another user's FIFO, as it is never written (its holder could keep a reader waiting for ever)."""
+    unless ``others_fifo``, another user's FIFO (its holder could keep a reader waiting for ever)."""
     if entry < 0:
         raise FileNotFoundError(errno.ENOENT, missing)
     try:
         found = os.fstat(entry)
-        if not by_descriptor and stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
+        if not (by_descriptor or others_fifo) and stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
             raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never read")
         folder = os.fstat(dir_fd)
         planted = not trusted(folder.st_uid) or others_can_write(folder)

@@ -158,6 +158,32 @@ def test_another_users_held_fifo_is_refused_not_waited_on(tmp_path, other_user, 
     refused(result, f"FIFO of uid {other_user.pw_uid}")
 
 
+def test_another_users_fifo_as_stdin_file_is_read(tmp_path, other_user, shared):  # noqa: F811
+    """``--stdin-file`` is the one input that takes another user's FIFO (root feeding a child from
+    an app user's FIFO): its open waits for no writer and ``--timeout`` ends one that never writes.
+    Their writer's open waits for the run's, so the bytes come once the run reads."""
+    fifo = os.path.join(shared, "feed.fifo")
+    writer = subprocess.Popen(
+        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
+         'mkfifo -m 0644 "$1"; echo ready; printf "fed by them\\n" > "$1"', "sh", fifo],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"ready\n"
+        result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--stdin-file", fifo, "--timeout", "60s", "--", "cat",
+                         timeout=LIMIT)  # fmt: skip
+    finally:
+        writer.kill()
+        writer.wait()
+    assert result.returncode == 0 and result.stdout == b"fed by them\n", result
+
+
+def test_another_users_fifo_as_stdin_file_held_never_written_ends_by_timeout(tmp_path, held_fifo):
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--stdin-file", held_fifo, "--timeout", "1s", "--", "cat",
+                     timeout=LIMIT)  # fmt: skip
+    assert result.returncode == 106, result.stderr
+
+
 def test_ones_own_fifo_is_still_read(tmp_path, shared):  # noqa: F811
     """The stream is written once ``events`` has the FIFO open (this test holds it for writing
     from before, so the reader never finds it writerless); every wait is bounded."""
