@@ -213,11 +213,16 @@ def test_report_dir_skips_a_planted_fifo_and_a_link_to_dev_zero(tmp_path, other_
     os.chmod(folder, 0o1777)
     os.replace(stream(tmp_path), os.path.join(folder, "real.jsonl"))
     as_other(other_user, 'mkfifo "$1/a.jsonl"; ln -s /dev/zero "$1/z.jsonl"', folder)
+    os.mkfifo(os.path.join(folder, "own.jsonl"))
+    os.symlink("/dev/zero", os.path.join(folder, "own-zero.jsonl"))
     result = run_cli("report", folder, "-o", tmp_path / "index.html", timeout=LIMIT)
     assert result.returncode == 0, result.stderr
     warnings = result.stderr.decode().splitlines()
-    assert any("a.jsonl: it is a FIFO, not a regular file" in line for line in warnings), warnings
-    assert any("z.jsonl: it is a character device, not a regular file" in line for line in warnings), warnings
+    uid = other_user.pw_uid
+    assert any(f"a.jsonl is a FIFO of uid {uid}: another user's FIFO is never read" in line for line in warnings)
+    assert any(f"z.jsonl is a symbolic link of uid {uid}" in line for line in warnings), warnings
+    assert any("own.jsonl: it is a FIFO, not a regular file" in line for line in warnings), warnings
+    assert any("own-zero.jsonl: it is a character device, not a regular file" in line for line in warnings), warnings
     assert "1 run" in result.stdout.decode()
 
 

@@ -9,6 +9,7 @@ and ``/dev/stdin`` still work. With a second OS user, as tests/test_other_users.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -16,9 +17,8 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli, start_cli
-from streams import wait_until
-from test_events_fifo import _fds
+from conftest import run_cli
+from test_events_fifo import fed_when_open
 from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
 
 SECRET = "root:root-only-secret-hash:19000"
@@ -60,11 +60,53 @@ def test_another_users_link_at_a_stream_is_not_read(tmp_path, other_user, shared
 
 
 def test_another_users_link_in_a_directory_of_streams_is_not_read(tmp_path, other_user, shared, secret):  # noqa: F811
+    """A directory holding nothing but their link: refused, as there is no stream left to read."""
     theirs = os.path.join(shared, "streams")
     as_other(other_user, 'mkdir "$1"; ln -s "$2" "$1/run.jsonl"', theirs, secret)
     result = read("report", theirs, tmp_path)
     assert SECRET not in shown(result, tmp_path)
     refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
+def test_a_directory_of_streams_with_another_users_links_is_drawn_without_them(tmp_path, other_user, shared, secret):  # noqa: F811
+    """Their directory of streams, with their own ``latest.jsonl -> run-42.jsonl`` and a link to
+    root's file: the whole report failed (111) for one link; each link is now skipped with a
+    warning naming the refusal, and the page is drawn from their stream."""
+    theirs = os.path.join(shared, "streams")
+    os.mkdir(theirs)
+    ran = run_cli(
+        "run", "--jsonl", os.path.join(theirs, "run-42.jsonl"), "--run-id", "run-42", "--", "true", timeout=LIMIT
+    )
+    assert ran.returncode == 0, ran.stderr
+    for name in [".", "run-42.jsonl"]:
+        os.chown(os.path.join(theirs, name), other_user.pw_uid, other_user.pw_gid)
+    as_other(other_user, 'ln -s run-42.jsonl "$1/latest.jsonl"; ln -s "$2" "$1/shadow.jsonl"', theirs, secret)
+    result = read("report", theirs, tmp_path)
+    warned = result.stderr.decode()
+    assert result.returncode == 0, warned
+    assert SECRET not in shown(result, tmp_path)
+    for name in ["latest.jsonl", "shadow.jsonl"]:
+        assert f"skipping {theirs}/{name}: " in warned and f"symbolic link of uid {other_user.pw_uid}" in warned, warned
+    assert "run-42" in (tmp_path / "page.html").read_text()
+
+
+@pytest.mark.parametrize("pair", ["a bench export or not", "a directory or a file"])
+def test_another_users_link_is_refused_in_the_same_words_whatever_it_leads_to(
+    tmp_path, other_user, shared, secret, pair
+):  # noqa: F811
+    """What their link leads to (a root-only file that looks like a bench export, or a directory
+    of root's) was looked at before the link was judged, and the refusal's words told it."""
+    export = secret.parent / "export.json"
+    export.write_text(json.dumps({"results": [{"command": "true", "times": [0.1, 0.2]}]}))
+    targets = [export, secret] if pair == "a bench export or not" else [secret.parent, secret]
+    said = []
+    for number, target in enumerate(targets):
+        planted = os.path.join(shared, f"link{number}")
+        as_other(other_user, 'ln -s "$2" "$1"', planted, target)
+        result = read("report", planted, tmp_path)
+        refused(result, f"symbolic link of uid {other_user.pw_uid}")
+        said.append(result.stderr.decode().replace(planted, "LINK"))
+    assert said[0] == said[1]
 
 
 def test_another_users_link_to_a_directory_of_roots_lists_nothing(tmp_path, other_user, shared, secret):  # noqa: F811
@@ -117,22 +159,32 @@ def test_another_users_link_at_a_json_input_is_not_read(tmp_path, other_user, sh
     refused(result, f"symbolic link of uid {other_user.pw_uid}")
 
 
+@contextlib.contextmanager
+def theirs_ready(other_user, script: str, path: str):  # noqa: F811
+    """``sh -ec SCRIPT sh PATH`` as the attacker, from once it has said ``ready`` to the end of
+    the block (it is killed then, if still running)."""
+    process = subprocess.Popen(
+        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
+         script, "sh", path],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        yield
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
 @pytest.fixture
 def held_fifo(other_user, shared):  # noqa: F811
     """A FIFO of the attacker's in the shared directory, held open for writing by a process of
     theirs that never writes: a reader that waits for its end of file waits for ever."""
     path = os.path.join(shared, "held.fifo")
-    holder = subprocess.Popen(
-        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
-         'mkfifo -m 0644 "$1"; exec 3<>"$1"; echo ready; exec sleep 600', "sh", path],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+    with theirs_ready(other_user, 'mkfifo -m 0644 "$1"; exec 3<>"$1"; echo ready; exec sleep 600', path):
         yield path
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.parametrize(
@@ -163,18 +215,9 @@ def test_another_users_fifo_as_stdin_file_is_read(tmp_path, other_user, shared):
     an app user's FIFO): its open waits for no writer and ``--timeout`` ends one that never writes.
     Their writer's open waits for the run's, so the bytes come once the run reads."""
     fifo = os.path.join(shared, "feed.fifo")
-    writer = subprocess.Popen(
-        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
-         'mkfifo -m 0644 "$1"; echo ready; printf "fed by them\\n" > "$1"', "sh", fifo],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == b"ready\n"
+    with theirs_ready(other_user, 'mkfifo -m 0644 "$1"; echo ready; printf "fed by them\\n" > "$1"', fifo):
         result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--stdin-file", fifo, "--timeout", "60s", "--", "cat",
                          timeout=LIMIT)  # fmt: skip
-    finally:
-        writer.kill()
-        writer.wait()
     assert result.returncode == 0 and result.stdout == b"fed by them\n", result
 
 
@@ -191,22 +234,9 @@ def test_ones_own_fifo_is_still_read(tmp_path, shared):  # noqa: F811
     os.mkfifo(fifo)
     stream = tmp_path / "run.jsonl"
     assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
-    held = os.open(fifo, os.O_RDWR)
-    reader = start_cli("events", "--validate", "--file", fifo)
-    try:
-        wait_until(lambda: any(os.path.realpath(f"/proc/{reader.pid}/fd/{fd}") == fifo for fd in _fds(reader.pid)),
-                   timeout=LIMIT, what="the reader's open")  # fmt: skip
-        os.write(held, stream.read_bytes())
-        os.close(held)
-        held = -1
-        out, err = reader.communicate(timeout=LIMIT)
-    finally:
-        if held >= 0:
-            os.close(held)
-        if reader.poll() is None:
-            reader.kill()
-            reader.wait()
-    assert reader.returncode == 0 and b"all valid" in out, (out, err)
+    code, out, err, _ = fed_when_open(fifo, ("events", "--validate", "--file", fifo),
+                                      lambda held: os.write(held, stream.read_bytes()))  # fmt: skip
+    assert code == 0 and b"all valid" in out, (out, err)
 
 
 def _holes_found(directory: str) -> bool:

@@ -19,17 +19,36 @@ STREAM_SUFFIX = ".jsonl"
 
 
 def stream_paths(given: list[str]) -> list[str]:
-    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted)."""
-    if len(given) == 1 and os.path.isdir(given[0]):
+    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted). An entry
+    refused (not a regular file, or another user's link) is skipped with a warning saying why;
+    a directory left with none fails, with the first refusal when there was one."""
+    if len(given) == 1 and _is_directory(given[0]):
         try:
             names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
-        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path)]
+        refusals: list[str] = []
+        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path, refusals)]
+        if not paths and refusals:
+            raise Failure(Kind.SETUP, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} stream to read: {refusals[0]}")
         if not paths:
             raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
         return paths
     return list(given)
+
+
+def _is_directory(path: str) -> bool:
+    """Whether ``path`` is a directory reached by ``safepath``'s walk. Another user's link is
+    not followed to find out (whatever it leads to, the name is then read as a stream, and
+    refused there in the same words)."""
+    from ..safepath import directory_of
+
+    try:
+        handle, _ = directory_of([0], path)
+    except OSError:
+        return False
+    os.close(handle)
+    return True
 
 
 def _listed(path: str) -> list[str]:
@@ -45,15 +64,22 @@ def _listed(path: str) -> list[str]:
         os.close(listing)
 
 
-def _regular(path: str) -> bool:
-    """Whether a directory's ``*.jsonl`` entry is a regular file to read; anything else (a FIFO,
-    whose open would wait, a link to ``/dev/zero``, which never ends) is skipped with a warning.
-    Checked again where it is read (``reading.read_lines``), so a swap since is a clear error."""
+def _regular(path: str, refusals: list[str]) -> bool:
+    """Whether a directory's ``*.jsonl`` entry is a regular file to read, judged as it will be
+    opened (``userfiles.input_stat``: nothing opened, no link of another user's followed).
+    Anything else (a FIFO, whose open would wait, a link to ``/dev/zero``, which never ends,
+    another user's link, even to a stream of theirs) is skipped with a warning, the refusal
+    added to ``refusals``. Checked again where it is read (``reading.read_lines``)."""
     from ..diagnostics import warn
-    from ..userfiles import kind
+    from ..pathtrust import UnsafePath
+    from ..userfiles import input_stat, kind
 
     try:
-        found = os.stat(path)
+        found = input_stat(path)
+    except UnsafePath as exc:
+        refusals.append(str(exc.strerror))
+        warn(f"skipping {path}: {exc.strerror}")
+        return False
     except OSError as exc:
         warn(f"skipping {path}: {exc.strerror}")
         return False
@@ -69,7 +95,7 @@ def bench_exports(given: list[str]) -> list | None:
     from ..benchmark import recorded
     from . import bench_page
 
-    if any(os.path.isdir(path) for path in given):
+    if any(_is_directory(path) for path in given):
         return None
     found = [bench_page.is_bench_export(path) for path in given]
     if not any(found):
