@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from .. import capture_layout
-from ..bounded import CAPTURE_LAYOUT, loads, read_start
+from ..bounded import CAPTURE_LAYOUT, RUN_FILE, InputError, loads, read_start
 from ..plain import Frozen
 from .types import CapturedStream
 
@@ -114,7 +114,6 @@ class Salvage(Frozen):
         report reads a capture in a directory given (``userfiles.open_named``): a regular file,
         without blocking, through no link another user made, and not a hard link of a file of
         this user's or root's in a directory others can change (one to a file they could not read)."""
-        from ..bounded import RUN_FILE, InputError
         from ..userfiles import open_named
 
         wanted = self.size if limit is None else min(limit, self.size)
