@@ -66,8 +66,15 @@ def fed_when_open(fifo, args, write) -> tuple[int, bytes, bytes, object]:
 
 
 def opened_by(pid: int, fifo) -> bool:
-    """Whether the process ``pid`` has ``fifo`` open."""
-    return any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(fifo) for fd in _fds(pid))
+    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not it)."""
+    return str(fifo) in (_target(f"/proc/{pid}/fd/{fd}") for fd in _fds(pid))
+
+
+def _target(link: str) -> str | None:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return None
 
 
 def _waits(pid: int) -> bool:
