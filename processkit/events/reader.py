@@ -90,6 +90,19 @@ class LineSplitter:
             self._pending.clear()
         return lines
 
+    def skip(self, count: int) -> list[Line]:
+        """``count`` NUL bytes passed over unread (a sparse file's hole), as ``feed`` would take
+        them, without holding them: none is a newline, so past a line's limit they are skipped."""
+        if self._skipping or count <= 0:
+            return []
+        if len(self._pending) + count <= MAX_LINE_BYTES:
+            self._pending += bytes(count)
+            return []
+        head = bytes(self._pending[:ECHO_BYTES]) + bytes(min(count, max(0, ECHO_BYTES - len(self._pending))))
+        self._pending.clear()
+        self._skipping = True
+        return [self._overlong(head)]
+
     def end(self) -> list[Line]:
         """The unterminated tail a writer left behind, once nothing more can arrive."""
         raw, skipping = bytes(self._pending), self._skipping
