@@ -124,10 +124,8 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
-    from ..spec import OverflowPolicy, RunContext
+    from ..spec import RunContext
 
-    # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
-    cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
     from ..containment import has_children
 
     spare = None  # the caller's, before the run (one ``waitid`` says there is none): spared by the sweep after it
@@ -148,12 +146,12 @@ def main(argv: list[str], invocation) -> int:
         return end_escapees(spare, left=LEFT_CGROUP, raises=True)
 
     context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
-    outcome = execute(spec, context, ("output_captured",) if spec.capture_dir is not None else ())
+    outcome = execute(spec, context, ("output_captured", "output_overflow") if spec.capture_dir is not None else ())
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
         from ..containment import V2_PARENTS
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
-    _say_cut(outcome.remembered.get("output_captured"), cut_said)
+    _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
@@ -167,18 +165,21 @@ def main(argv: list[str], invocation) -> int:
     return outcome.code
 
 
-def _say_cut(captured: dict | None, cut_said: bool) -> None:
-    """A capture cut at ``--capture-max-bytes`` (``cut_said``: not when the cut ended the run)
-    or by a failed write said on stderr, as the API warns of a cut: the echo showed every byte,
-    the file holds only some, and only ``output_captured`` said which."""
+def _say_cut(captured: dict | None, overflow: dict | None) -> None:
+    """A capture cut at ``--capture-max-bytes`` or by a failed write said on stderr, as the API
+    warns of a cut: the echo showed every byte, the file holds only some, and only
+    ``output_captured`` said which. Not the stream whose cut ended the run (``overflow``, its
+    ``output_overflow`` event: 113's line says it); a cut under ``--capture-overflow cancel``
+    that did not end it (the child's exit, a timeout or a signal won the race) is said as any."""
     from ..diagnostics import warn
 
+    ended = (overflow or {}).get("stream")
     for name in ("stdout", "stderr"):
         stream = (captured or {}).get(name) or {}
         seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
         if stream.get("write_error"):  # a full disk: the file is short as surely as at a cap, and first
             warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
-        elif stream.get("truncated") and cut_said:
+        elif stream.get("truncated") and name != ended:
             warn(
                 f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
             )
