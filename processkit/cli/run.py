@@ -159,7 +159,7 @@ def main(argv: list[str], invocation) -> int:
 
             warn(oom_words(outcome.usage.oom_kills, "this run's"))
         if spec.usage_file is not None:
-            _write_usage(spec.usage_file, outcome.usage)
+            _write_usage(spec, outcome)
     if outcome.failure is not None:
         return invocation.fail(outcome.failure)
     return outcome.code
@@ -248,13 +248,20 @@ def end_escapees(
     return ended + refused
 
 
-def _write_usage(path: str, usage) -> None:
-    """``--usage-file``: best effort, as the run has already ended; a failure is one warning."""
+def _write_usage(spec: RunSpec, outcome) -> None:
+    """``--usage-file``: best effort, as the run has already ended; a failure is one warning.
+    Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole."""
     from ..containment.accounting import write_file
+    from ..userfiles import identities
 
+    assert spec.usage_file is not None
+    kept = {} if outcome.stream_file is None else {outcome.stream_file: "the --jsonl stream"}
+    if spec.capture_dir is not None:
+        logs = ((os.path.join(spec.capture_dir, f"{name}.log"), f"the {name} capture") for name in ("stdout", "stderr"))
+        kept.update(identities(logs))
     try:
-        write_file(path, usage)
+        write_file(spec.usage_file, outcome.usage, kept)
     except OSError as exc:
         from ..diagnostics import warn
 
-        warn(f"cannot write --usage-file {path}: {exc.strerror}")
+        warn(f"cannot write --usage-file {spec.usage_file}: {exc.strerror}")

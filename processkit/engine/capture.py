@@ -9,6 +9,7 @@ puts in order at the end.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -121,7 +122,9 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
     return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
 
 
-def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, CaptureTarget]:
+def open_targets(
+    directory: str, cap: int, keep: str = "head", events_file: tuple[int, int] | None = None
+) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 
     The directory and the files go through ``safepath``: missing directories are made and the
@@ -129,7 +132,9 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     Files are opened without truncation first; only when both opened are they emptied (regular
     files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
     would fail there after the first file was already emptied). On failure, only what this
-    attempt created (files and directories) is removed.
+    attempt created (files and directories) is removed. A file that is the run's event stream
+    (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
+    fails the setup before anything is emptied.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -145,6 +150,9 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
+            found = os.fstat(fd)
+            if (found.st_dev, found.st_ino) == events_file:  # emptied, then written by both: neither readable
+                raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
         for stream, target in opened.items():  # a file just created is empty already
             if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)

@@ -63,7 +63,9 @@ def prepare(host: Host, run: RunState) -> None:
         import processkit.engine.capture as capture
 
         try:
-            run.targets = capture.open_targets(run.capture_dir, spec.capture_max_bytes, spec.capture_keep)
+            run.targets = capture.open_targets(
+                run.capture_dir, spec.capture_max_bytes, spec.capture_keep, run.events.identity
+            )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
         if context.captured is not None:  # the carrier reads back what was captured (``RunContext``)

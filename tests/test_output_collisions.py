@@ -1,0 +1,56 @@
+"""A file one flag writes named again by another (``--jsonl DIR/stdout.log --capture-dir DIR``,
+``--usage-file`` at the stream, ``report S -o S``) is refused or left alone, and said: before,
+the stream and a capture wrote into one file, or a stream or an input was replaced whole, with
+no word and exit 0."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import run_cli
+from streams import check_stream, one
+
+SETUP = 111
+
+
+def test_a_capture_file_that_is_the_jsonl_stream_fails_the_setup(tmp_path):
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    (cap_dir / "stderr.log").write_bytes(b"kept\n")
+    os.link(cap_dir / "stderr.log", tmp_path / "run.jsonl")  # the same file by another name
+    proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--capture-dir", cap_dir, "--", "echo", "hi")
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stdout == b""
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: stderr.log there is the --jsonl file\n".encode()
+    )
+    final = one(check_stream(tmp_path / "run.jsonl", SETUP), "runner_exit")
+    assert final["source"] == "setup"
+    assert not (cap_dir / "stdout.log").exists(), "what the failed setup made is removed"
+
+
+def test_a_usage_file_at_the_stream_leaves_the_stream_whole(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--usage-file", jsonl, "--", "echo", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"hi\n"
+    assert (
+        proc.stderr
+        == f"processkit-cli: warning: cannot write --usage-file {jsonl}: {jsonl} is the --jsonl stream: not overwritten\n".encode()
+    )
+    assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
+
+
+def test_a_report_never_replaces_its_input(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", jsonl, "--", "true").returncode == 0
+    before = jsonl.read_bytes()
+    proc = run_cli("report", jsonl, "-o", jsonl)
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stdout == b""
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write {jsonl}: {jsonl} is an input of this report: not overwritten\n".encode()
+    )
+    assert jsonl.read_bytes() == before
