@@ -161,8 +161,19 @@ def main(argv: list[str], invocation) -> int:
         if spec.usage_file is not None:
             _write_usage(spec, outcome)
     if outcome.failure is not None:
+        if context.ready_fd is not None:  # a detached copy that never started: its stderr is null
+            _tell_launcher_why(context.ready_fd, outcome.failure.message)
         return invocation.fail(outcome.failure)
     return outcome.code
+
+
+def _tell_launcher_why(fd: int, message: str) -> None:
+    """The words of a detached copy's failure before its start, for its launcher to say (a
+    setup failure's are in no event: ``cannot set up --capture-dir DIR: ...``). Best effort."""
+    try:
+        os.write(fd, b"failed\t" + message.encode("utf-8", "replace")[:4000] + b"\n")
+    except OSError:
+        pass
 
 
 def _say_cut(captured: dict | None, overflow: dict | None) -> None:

@@ -260,6 +260,7 @@ def start(host: Host, run: RunState):
         )
     if run.context.ready_fd is not None:
         _tell_launcher(run.context.ready_fd, run.events.failure)
+        run.context.ready_fd = None  # closed: still set after the run, the run never started (``cli/run.py``)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
