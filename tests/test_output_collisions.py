@@ -1,7 +1,8 @@
 """A file one flag writes named again by another (``--jsonl DIR/stdout.log --capture-dir DIR``,
 ``--usage-file`` at the stream, ``report S -o S``) is refused or left alone, and said: before,
 the stream and a capture wrote into one file, or a stream or an input was replaced whole, with
-no word and exit 0."""
+no word and exit 0. An output that cannot be a file at all (a directory) is refused before the
+work it would hold, not after it."""
 
 from __future__ import annotations
 
@@ -54,3 +55,11 @@ def test_a_report_never_replaces_its_input(tmp_path):
         == f"processkit-cli: cannot write {jsonl}: {jsonl} is an input of this report: not overwritten\n".encode()
     )
     assert jsonl.read_bytes() == before
+
+
+def test_a_bench_export_at_a_directory_is_refused_before_any_run(tmp_path):
+    done = run_cli("bench", "--runs", "1", "--export-json", tmp_path, "-N", "--", "touch", tmp_path / "ran")
+    assert done.returncode == SETUP, done.stderr
+    assert done.stdout == b""
+    assert done.stderr == f"processkit-cli: cannot write {tmp_path}: {tmp_path} is a directory\n".encode()
+    assert not (tmp_path / "ran").exists(), "the benchmark ran before its export was found unwritable"

@@ -322,7 +322,8 @@ def _rewritable(path: str) -> bool:
     if path == "-":
         return False
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
+        return stat.S_ISREG(mode) or stat.S_ISDIR(mode)  # a directory: the first write names it, before any run
     except FileNotFoundError:
         return True
     except OSError:
