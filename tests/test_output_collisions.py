@@ -31,6 +31,21 @@ def test_a_capture_file_that_is_the_jsonl_stream_fails_the_setup(tmp_path):
     assert not (cap_dir / "stdout.log").exists(), "what the failed setup made is removed"
 
 
+def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):
+    """``--capture-keep tail`` writes capture-keep.json beside the logs, over its name."""
+    cap_dir = tmp_path / "cap"
+    jsonl = cap_dir / "capture-keep.json"
+    cap_dir.mkdir()
+    proc = run_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--capture-keep", "tail", "--", "echo", "hi")
+    assert proc.returncode == SETUP, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: capture-keep.json there is the --jsonl file\n".encode()
+    )
+    assert one(check_stream(jsonl, SETUP), "runner_exit")["source"] == "setup"
+    assert sorted(os.listdir(cap_dir)) == ["capture-keep.json"]
+
+
 def test_a_usage_file_at_the_stream_leaves_the_stream_whole(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     proc = run_cli("run", "--jsonl", jsonl, "--usage-file", jsonl, "--", "echo", "hi")

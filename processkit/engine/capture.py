@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from ..capture_layout import PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
+from ..capture_layout import MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
@@ -150,9 +150,13 @@ def open_targets(
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
-            found = os.fstat(fd)
-            if (found.st_dev, found.st_ino) == events_file:  # emptied, then written by both: neither readable
-                raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
+            _not_the_stream(os.fstat(fd), name, events_file)
+        if keep != "head":  # the ring's layout record and marks are written over their names
+            for name in (LAYOUT_NAME, MARKS_NAME):
+                try:
+                    _not_the_stream(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), name, events_file)
+                except FileNotFoundError:
+                    pass
         for stream, target in opened.items():  # a file just created is empty already
             if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
@@ -168,6 +172,12 @@ def open_targets(
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:
+    """A capture's file that is the run's stream would be emptied, then written by both."""
+    if (found.st_dev, found.st_ino) == events_file:
+        raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
 
 
 def reader(fd: int) -> int:
