@@ -6,6 +6,7 @@ work it would hold, not after it."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from conftest import run_cli
@@ -91,3 +92,18 @@ def test_a_batchs_junit_never_replaces_its_manifest(tmp_path):
     said = f"processkit-cli: warning: no JUnit report: cannot write {manifest}: {manifest} is the manifest: not overwritten"
     assert said.encode() in proc.stderr.splitlines()
     assert manifest.read_bytes() == before
+
+
+def test_a_bench_export_at_its_baseline_keeps_the_baseline_when_the_benchmark_fails(tmp_path):
+    """``--baseline b.json --export-json b.json`` rolls the baseline forward; a benchmark that
+    fails (or is stopped) midway must not leave b.json empty: that export is written at the end only."""
+    baseline = tmp_path / "b.json"
+    made = run_cli("bench", "--runs", "2", "-N", "--export-json", baseline, "--", "true")
+    assert made.returncode == 0, made.stderr
+    before = baseline.read_bytes()
+    failed = run_cli("bench", "--runs", "2", "-N", "--baseline", baseline, "--export-json", baseline, "--", "false")
+    assert failed.returncode == 118, failed.stderr
+    assert baseline.read_bytes() == before
+    rolled = run_cli("bench", "--runs", "2", "-N", "--baseline", baseline, "--export-json", baseline, "--", "true")
+    assert rolled.returncode == 0, rolled.stderr
+    assert json.loads(baseline.read_bytes())["baseline"]["file"] == str(baseline)

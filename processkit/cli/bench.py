@@ -18,7 +18,7 @@ import stat
 
 from ..errors import usage
 from ..text import unencodable
-from ..userfiles import write_text
+from ..userfiles import identities, write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
 from ..grammar import FLAGS, REPEAT, Naming
@@ -251,7 +251,14 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.session import settings, shortfall
 
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
-    files = [(path, kind) for path, kind in targets if _rewritable(path)]
+    # The baseline is read whole before the first run, but an export written over it as the
+    # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end only.
+    baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
+    files = [
+        (path, kind)
+        for path, kind in targets
+        if _rewritable(path) and not identities([(path, "")]).keys() & baseline.keys()
+    ]
 
     def export(result: BenchResult) -> None:
         """The export files rewritten from ``result`` (hyperfine's ExportManager): made before
