@@ -4,11 +4,10 @@ left to that ending's own line."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 
-from conftest import start_cli, wait_for_file
+from conftest import start_cli, wait_for_event, wait_for_file
 from streams import check_stream, one, python_child, run_checked, wait_until
 
 CANCEL_AT_10 = ("--capture-max-bytes", "10", "--capture-overflow", "cancel")
@@ -29,7 +28,7 @@ def test_a_cut_the_childs_exit_beat_to_the_ending_is_said(tmp_path, pump_backend
     script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; head -c 11 /dev/zero"
     proc = start_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, *CANCEL_AT_10, "--", "sh", "-c", script)
     wait_for_file(ready, timeout=60)
-    root = json.loads(jsonl.read_text().splitlines()[0])["root_pid"]
+    root = wait_for_event(jsonl, "run_started", timeout=60)["root_pid"]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         go.touch()
