@@ -22,7 +22,7 @@ def _cut(cap_dir, name: str, seen: int) -> bytes:
 
 def test_a_cut_the_childs_exit_beat_to_the_ending_is_said(tmp_path, pump_backend):
     """The child writes past the cap and exits while the runner is stopped: on its next turn the
-    exit and the overflow are both ready and the exit wins (run.md §1.3), exit 0. The file holds
+    exit and the overflow are both ready and the exit wins (docs/run.md §1.3), exit 0. The file holds
     10 of 11 bytes and, before, nothing on stderr said so."""
     cap_dir, jsonl, ready, go = tmp_path / "cap", tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "go"
     script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; head -c 11 /dev/zero"
