@@ -10,6 +10,17 @@ and the spawn's request up to the clone's return. Medians over the samples. The 
 engine's functions from outside, so a rename there breaks this script, not the engine.
 
     X/bin/python bench/bench_phases.py -N --runs 200 --style none 'sleep 0.02'
+
+Options before `bench`'s own (each for an A/B in one tree, run alternately; never a user's setting):
+``--calls``: also each containment call's median in the same run (the pool's take and give by
+controller, the usage and release), a call's own wall with its stamps' cost (~1 us);
+``--linger MS``: the spawn's linger set to MS instead of `driver.LINGER_MS` (a command shorter
+than it is then collected by the linger's poll, with no loop turn);
+``--no-orphan-watch``: the host never watches SIGCHLD for its adopted orphans, so a root's exit
+wakes the runner by its pidfd alone (an orphan is then left a zombie until the end: measurement only).
+
+    X/bin/python bench/bench_phases.py --calls -N --runs 200 --style none 'sleep 0.02'
+    X/bin/python bench/bench_phases.py --linger 40 -N --runs 200 --style none 'sleep 0.02'
 """
 
 from __future__ import annotations
@@ -23,11 +34,14 @@ from processkit.benchmark import driver, exit_clock
 from processkit.cli import main as cli
 from processkit.engine import launch, runner, spawn_native
 from processkit import readiness
+from processkit.containment import Container, pool
+from processkit.engine import signals
 import processkit.engine.teardown as teardown
 
 stamp = time.monotonic_ns
 samples: list[dict] = []
 current: dict = {}
+calls: dict[str, list[int]] = {}  # ``--calls``: each timed call's walls (ns), by label
 
 
 def wrap(owner, name: str, before: str | None = None, after: str | None = None, keep=None) -> None:
@@ -96,9 +110,62 @@ exit | next cloned | the exit to the next clone's return
 ]
 
 
+def timed(owner, name: str, label=None) -> None:
+    """``owner.name`` timed into ``calls``, under ``label(args)`` (default: its name)."""
+    original = getattr(owner, name)
+
+    def call(*args, **kwargs):
+        began = stamp()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            calls.setdefault(label(*args) if label else name, []).append(stamp() - began)
+
+    setattr(owner, name, call)
+
+
+def kinds(controllers) -> str:
+    return ",".join(controllers)
+
+
+def time_calls() -> None:
+    timed(pool.Pool, "take", lambda self, parent, controllers: f"take [{kinds(controllers)}]")
+    timed(pool.Pool, "give", lambda self, group: f"give [{kinds(group.controllers)}]")
+    timed(pool.Pool, "restart_ahead")
+    timed(Container, "usage")
+    timed(Container, "release")
+
+
+def without_orphan_watch() -> None:
+    watch_for_host = signals.watch_for_host
+
+    def unwatched(loop, stop, reaper, *rest, **kwargs):
+        watch = watch_for_host(loop, stop, reaper, *rest, **kwargs)
+        reaper.wants_sigchld = None
+        return watch
+
+    import processkit.engine.host as host
+
+    host.watch_for_host = unwatched
+
+
+def options(argv: list[str]) -> list[str]:
+    """This script's own options taken off the front of ``argv``; the rest is ``bench``'s."""
+    while argv and argv[0] in ("--calls", "--linger", "--no-orphan-watch"):
+        option = argv.pop(0)
+        if option == "--calls":
+            time_calls()
+        elif option == "--linger":
+            driver.LINGER_MS = int(argv.pop(0))
+        else:
+            without_orphan_watch()
+    return argv
+
+
 def main() -> None:
+    argv = options(sys.argv[1:])
     try:
-        cli.main(["bench", *sys.argv[1:]])
+        cli.main(["bench", *argv])
     except SystemExit:
         pass
     rows: dict[str, list[int]] = {label: [] for _, _, label in PHASES}
@@ -115,6 +182,10 @@ def main() -> None:
     print(f"{len(rows[PHASES[0][2]])} gaps, load average {os.getloadavg()[0]:.1f}; medians (us):")
     for label, values in rows.items():
         print(f"  {label}: {statistics.median(values) / 1e3:.1f}")
+    for label, values in sorted(calls.items()):
+        print(
+            f"  call {label}: {statistics.median(values) / 1e3:.1f} (x{len(values) / max(len(samples), 1):.1f} a sample)"
+        )
 
 
 if __name__ == "__main__":

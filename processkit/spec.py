@@ -196,13 +196,15 @@ class RunContext(Plain):
     when the call is made, or wired in by the carrier (the CLI's ``run``, a batch, ``bench``, the
     API's runner service), and handed to the engine beside the ``RunSpec``, which holds only what
     describes the run (a carrier never sets its wiring there). Never read from the process-wide state of the process
-    that carries the run (``os.environ``, fds 0-2), which a long-lived carrier (the API's runner
+    that carries the run (``os.environ``, fds 0-2, the umask), which a long-lived carrier (the API's runner
     service) shares between the runs of many calls. Descriptors here are the carrier's to close,
     except ``held_fds`` (unless ``held_lent``) and ``ready_fd``, which the engine closes as it
     would its own files.
 
     - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
       this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
+    - ``umask``: the caller's, which the child and the files at the paths the spec names take
+      (``engine.callers_umask``); None: this process's own.
     - ``stdio``: the descriptors standing for the caller's stdin, stdout and stderr, in that
       order, each an open fd of this process; None: this process's own 0, 1 and 2. They are
       what a child inherits (``inherit_stdio``, ``StdinMode.INHERIT``, the fds a spawn does not
@@ -271,6 +273,7 @@ class RunContext(Plain):
         "captured",
         "passed_fds",
         "escapees",
+        "umask",
     )
 
     def __init__(
@@ -290,6 +293,7 @@ class RunContext(Plain):
         captured: list[int] | None = None,
         passed_fds: tuple[int, ...] = (),
         escapees: Callable[[], list[int]] | None = None,
+        umask: int | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -305,6 +309,7 @@ class RunContext(Plain):
         self.captured = captured
         self.passed_fds = passed_fds
         self.escapees = escapees
+        self.umask = umask
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

@@ -4,8 +4,9 @@ child, and the process of a ``processkit.batch`` or ``bench``, under the umask t
 *then*. A caller that later tightened it (``os.umask(0o077)``) to keep a run's output from other
 users got ``0644`` files and a child running under ``022``, where ``subprocess`` and
 ``processkit-cli`` give ``0600`` and ``077``. A request now carries the caller's umask when it
-changed, and the service carries the run under it. Through the real service, in a process of
-its own (the umask is the whole process's)."""
+changed, and the service makes the run's child and the files at the paths its caller named under
+it (``engine.callers_umask``), its own scratch under its own. Through the real service, in a
+process of its own (the umask is the whole process's)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 SCRIPT = r"""
 import json, os, stat, sys
@@ -66,46 +69,53 @@ def test_each_run_is_made_under_the_callers_umask_of_the_call(tmp_path):
 
 
 OWN_FILES = r"""
-import json, os, sys, warnings
+import json, os, stat, subprocess, sys, warnings
 import processkit
 
-os.umask(0o022)
-processkit.run(["true"])  # the service starts under 022
-found = {}
-for mask in (0o277, 0o700):
-    os.umask(mask)
+out, start = sys.argv[1], int(sys.argv[2], 8)
+os.umask(start)
+first = processkit.run(["sh", "-c", "umask"], capture_output=True)  # the service starts under it
+found = {"first": [first.returncode, first.stdout.decode().strip()]}
+for mask in sys.argv[3:]:
+    os.umask(int(mask, 8))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", processkit.CaptureTruncated)
-        done = processkit.run(
-            ["sh", "-c", "echo 0123456789abcdefghijklmnopqrstuvwxyz"],
+        ring = processkit.run(
+            ["sh", "-c", "umask >&2; echo 0123456789abcdefghijklmnopqrstuvwxyz"],
             capture_output=True, capture_keep="tail", capture_max_bytes=20,
         )
-    with processkit.start(["true"]) as handle:  # its stream followed live: a file of the service's
-        followed = handle.wait()
-    found[oct(mask)] = [done.returncode, done.stdout.decode(), followed]
+    with processkit.start(["sh", "-c", "umask"], stdout=subprocess.PIPE) as handle:  # its stream followed live
+        started = [handle.stdout.read().decode().strip(), handle.wait()]
+    found[mask] = [ring.returncode, ring.stdout.decode(), ring.stderr.decode().strip(), started]
+os.umask(0o277)
+named, made = os.path.join(out, "named.jsonl"), os.path.join(out, "made")
+done = processkit.run(["sh", "-c", "umask > made"], cwd=out, jsonl=named)
+refused = processkit.run(["true"], capture_dir=os.path.join(out, "cap"))  # made 0500, as the CLI makes it
+mode = lambda path: oct(stat.S_IMODE(os.stat(path).st_mode))
+found["named"] = [done.returncode, bool(done.events), mode(named), mode(made), refused.returncode]
 print(json.dumps(found))
 """
 
 
-def test_the_services_own_files_take_no_umask():
-    """A umask with no owner's bits (``0o277``, ``0o700``) is the caller's and its child's: the
-    capture directory the service makes in its scratch (no ``capture_dir=``) is the service's
-    own, made with its own modes (it refused the service its files: 111 naming a directory the
-    user never gave), as is the stream of a run ``start`` follows live (PermissionError). Root is run without its override of file modes, as any other user is."""
+@pytest.mark.parametrize("start, masks", [("022", ["277", "700"]), ("277", ["277", "777"])])
+def test_the_services_own_files_take_no_umask(tmp_path, start, masks):
+    """A umask that takes the owner's bits (``0o277``, ``0o700``, ``0o777``) is the caller's: each
+    child runs under it and each file at a path the caller named is made under it (as
+    ``processkit-cli`` makes them: a capture directory made ``0500`` refuses its files, 111).
+    The service's own scratch keeps its own modes, whatever umask the caller had at its first
+    call (the service started under it): a ring capture with no ``capture_dir=`` (the directory
+    the service makes in its scratch; 111 naming a directory the user never gave, or its
+    capture lost) and a stream ``start`` follows live (PermissionError, 111) still work. Root
+    is run without its override of file modes, as any other user is."""
     unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
     done = subprocess.run(
-        [*unprivileged, sys.executable, "-c", OWN_FILES], capture_output=True, text=True, timeout=120, check=True
+        [*unprivileged, sys.executable, "-c", OWN_FILES, str(tmp_path), start, *masks],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+    assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
-    assert found == {"0o277": [0, "hijklmnopqrstuvwxyz\n", 0], "0o700": [0, "hijklmnopqrstuvwxyz\n", 0]}
-
-
-def test_a_run_with_no_umask_to_carry_is_its_own_steps():
-    """A request with no umask, or its service's own (a caller that never changed it), is
-    driven as the run's steps themselves: no wrapper resumed at each step."""
-    from processkit.service import caller_umask
-
-    steps = iter(())
-    assert caller_umask.carried(steps, None) is steps
-    assert caller_umask.carried(steps, caller_umask._own()) is steps
-    assert caller_umask.carried(steps, caller_umask._own() ^ 0o007) is not steps
+    tail = "hijklmnopqrstuvwxyz\n"
+    expected = {mask: [0, tail, f"0{mask}", [f"0{mask}", 0]] for mask in masks}
+    assert found == {"first": [0, f"0{start}"], **expected, "named": [0, True, "0o400", "0o400", 111]}

@@ -87,14 +87,6 @@ ALLOWED = {
         "run_directory",
         "os.mkdir",
     ): "a run's capture directory: a fresh name (the request's id) in the service's own 0700 scratch",
-    (
-        "service/scratch.py",
-        "run_directory",
-        "os.chmod",
-    ): "that directory, just made: its mode made 0700 whatever the umask",
-    ("service/scratch.py", "own_file", "os.open:write"): (
-        "O_EXCL | O_NOFOLLOW: a fresh name in that directory or the service's own 0700 scratch"
-    ),
     ("service/scratch.py", "copy_out", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the service's own 0700 scratch",
     # Waits that hold up nothing else: before the process's only loop starts, with a stop signal
     # keeping its default effect, on a path its own caller named (a pipe's writer may come later).

@@ -31,7 +31,7 @@ from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text
 from ..plain import Plain
 from ..spec import callers_cwd
-from .caller_env import umask_now
+from . import caller_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,11 +54,10 @@ class Benchmark(Plain):
 
     commands: list
     options: Options
-    umask: int  # no default: a request that forgot it would run under a umask its caller never had
+    caller: caller_env.CallerEnv  # no default: a request that forgot it would run under a umask its caller never had
     baseline: str | None = None
     fail_if_slower: float | None = None
     cwd: str = "/"
-    env: dict = {}
 
 
 def bench(
@@ -174,8 +173,7 @@ def _planned(commands: list, given: dict) -> Benchmark:
         baseline=texts.get("baseline"),
         fail_if_slower=typed.get("fail_if_slower"),
         cwd=callers_cwd(),  # a removed one named as ``run``'s is
-        env=dict(os.environ),
-        umask=umask_now(),
+        caller=caller_env.whole(),
     )
 
 

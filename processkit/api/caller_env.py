@@ -1,13 +1,15 @@
 """What of the caller's environment its runner service sees: the variables a service reads once
-when it starts (a change of them starts a fresh service, ``fingerprint``), the environment each
-request carries (sent again only when it changed, ``environment_now``/``as_text``), and the
-service's own start-up environment (``service_environment``)."""
+when it starts (a change of them starts a fresh service, ``fingerprint``), the environment and
+umask a request carries (``CallerEnv``: a run's only what changed since the last one sent,
+``changed``; a batch's and a benchmark's whole, ``whole``), and the service's own start-up
+environment (``service_environment``)."""
 
 from __future__ import annotations
 
 import os
 
 from ..native import module as native_module
+from ..plain import Frozen
 
 # What the service reads from its environment once, when it starts (the registry, its lodging
 # and scratch directory, the containment): a change starts a fresh service.
@@ -34,22 +36,51 @@ STATUS_HEAD = 512  # bytes of /proc/self/status read for its Umask: line (Name: 
 _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
 
-def environment_now() -> tuple[dict, int]:
-    """This process's environment as it is now, to compare with the last one sent: os.environ's
-    own bytes mapping where CPython has one (copied without decoding every entry), and its
-    umask (``umask_now``): the service was started under the umask of the first call, and a run
-    is made under its caller's of its own call, as ``subprocess``'s child would be."""
+class CallerEnv(Frozen):
+    """The caller's environment (text to text) and umask as a request carries them to its service,
+    in the one shape a run's, a batch's and a benchmark's request take, checked in one place
+    (``service.inbound``). A run's carries what changed since the last run request sent (a
+    field None: as sent then, ``changed``), which the service keeps (``updated``); a batch's and
+    a benchmark's process takes it whole as its own (``whole``, ``service.spawned.take_place``).
+    The umask is sent as the environment is, not read by the service at its start: a run is
+    made under its caller's of its own call, as ``subprocess``'s child would be."""
+
+    env: dict[str, str] | None = None
+    umask: int | None = None
+
+    def updated(self, sent: CallerEnv) -> CallerEnv:
+        """This one with what ``sent`` changed."""
+        return CallerEnv(self.env if sent.env is None else sent.env, self.umask if sent.umask is None else sent.umask)
+
+
+def changed(last: tuple | None) -> tuple[CallerEnv | None, tuple]:
+    """What a run request carries (``api.service.Connection.send``): the environment and the umask
+    each only where it differs from ``last`` (what the last run request sent, as this returned
+    it; None: nothing sent yet), None when neither does; and what to record as sent once it
+    was. The environment is compared as os.environ's own bytes mapping where CPython has one
+    (no entry decoded, nothing copied unless it changed); a umask changed alone sends no
+    environment."""
     data = getattr(os.environ, "_data", None)
-    return (dict(data) if isinstance(data, dict) else dict(os.environ)), umask_now()
+    if not isinstance(data, dict):
+        data = dict(os.environ)
+    mask = umask_now()
+    if last is not None and data == last[0]:
+        return (None, last) if mask == last[1] else (CallerEnv(umask=mask), (last[0], mask))
+    now = dict(data)
+    return CallerEnv(as_text(now), mask if last is None or mask != last[1] else None), (now, mask)
 
 
-def as_text(now: tuple[dict, int]) -> tuple[dict[str, str], int]:
-    """An ``environment_now`` copy as ``os.environ`` shows it (text): the one snapshot both
-    compared and sent, so what is recorded as sent is what was sent."""
-    environment, mask = now
+def whole() -> CallerEnv:
+    """This process's environment and umask as they are now, whole (a batch's or a benchmark's
+    request: its process takes them as its own)."""
+    return CallerEnv(dict(os.environ), umask_now())
+
+
+def as_text(environment: dict) -> dict[str, str]:
+    """A ``changed`` copy of os.environ's mapping as ``os.environ`` shows it (text)."""
     if all(isinstance(key, str) for key in environment):
-        return environment, mask
-    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}, mask
+        return environment
+    return {os.fsdecode(key): os.fsdecode(value) for key, value in environment.items()}
 
 
 def umask_now() -> int:

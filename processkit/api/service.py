@@ -88,7 +88,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
-        self.sent_env: tuple | None = None  # the environment and umask the last request carried (``caller_env``)
+        self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
@@ -116,11 +116,12 @@ class Connection:
         self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
 
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
-        """Send a request; returns its id. ``env``: carry the caller's environment when it
-        differs from the one the last request carried. The service records it as it *reads*
-        the request, in the order they were written (under the send lock), and every later
-        request is run with it: a request cancelled before its first step, or one that never
-        runs, still leaves its change for the next; none is lost, whichever thread sends."""
+        """Send a request; returns its id. ``env``: carry the caller's environment and its
+        umask, each where it differs from what the last request sent (``caller_env.changed``).
+        The service records them as it *reads* the request, in the order they were written
+        (under the send lock), and every later request is run with them: a request cancelled
+        before its first step, or one that never runs, still leaves its change for the next;
+        none is lost, whichever thread sends."""
         wire.not_the_connection(self.sock, fds)
         rid = next(self._ids)
         with self._mail:
@@ -131,8 +132,7 @@ class Connection:
             message: tuple = (kind, rid, *payload)
             current = None
             if env:
-                current = caller_env.environment_now()
-                message[3]["env"] = None if current == self.sent_env else caller_env.as_text(current)
+                message[3]["caller"], current = caller_env.changed(self.sent_env)
             spec = None
             if kind == "run":
                 spec = (type(payload[0]), payload[0]._values())

@@ -67,7 +67,7 @@ def batch(
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
     from ..api import service, wire
-    from ..api.caller_env import umask_now
+    from ..api import caller_env
 
     try:
         from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
@@ -91,7 +91,7 @@ def batch(
     connection = service.connection()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sent = (dict(os.environ), umask_now())  # the caller's environment and umask, the batch process's own
+        sent = caller_env.whole()  # the caller's environment and umask, the batch process's own
         rid = connection.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
         connection.forget(rid)  # the batch answers on its own connection
     finally:

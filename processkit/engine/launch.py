@@ -10,6 +10,7 @@ finds the child already reported, and ends through the teardown.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -22,6 +23,7 @@ from ..events.base import RunStarted  # the rarer types load where written (even
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
 from . import pump, spawn
+from .callers_umask import made, under
 from .endings import EndingKind
 from .environment import build_environment
 from .host import Host
@@ -63,8 +65,14 @@ def prepare(host: Host, run: RunState) -> None:
         import processkit.engine.capture as capture
 
         try:
-            run.targets = capture.open_targets(
-                run.capture_dir, spec.capture_max_bytes, spec.capture_keep, run.events.identity
+            run.targets = made(
+                context,
+                spec.capture_dir,
+                capture.open_targets,
+                run.capture_dir,
+                spec.capture_max_bytes,
+                spec.capture_keep,
+                run.events.identity,
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
@@ -184,7 +192,7 @@ def start(host: Host, run: RunState):
         assert run.capture_dir is not None, "a ring record is written in the capture directory"
         from . import capture  # the ring's live record, before the child can write a byte (capture_layout.py)
 
-        live = capture.record_rings(run.targets, run.capture_dir, spec.run_id)
+        live = made(context, spec.capture_dir, capture.record_rings, run.targets, run.capture_dir, spec.run_id)
     lends = spec.stdin is StdinMode.INHERIT and os.isatty(context.fd(0))  # else no terminal to lend
     lend_modes = None
     if lends:
@@ -193,7 +201,9 @@ def start(host: Host, run: RunState):
         lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
-        starting = spawn.begin(
+        starting = under(  # the child takes its caller's umask, as subprocess's does (``callers_umask``)
+            context.umask,
+            spawn.begin,
             spec.argv,
             env=run.env,
             cwd=cwd,
@@ -258,9 +268,7 @@ def start(host: Host, run: RunState):
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
-    if run.context.ready_fd is not None:
-        _tell_launcher(run.context.ready_fd, run.events.failure)
-        run.context.ready_fd = None  # closed: still set after the run, the run never started (``cli/run.py``)
+    _tell_launcher(run.context, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
@@ -339,16 +347,16 @@ def connect(run: RunState, launched: Launched) -> None:
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
 
 
-def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
+def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
     """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
     which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
     stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
-    line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
-    try:
-        os.write(fd, line.encode("utf-8", "replace") + b"\n")
-    except OSError:
-        pass
-    os.close(fd)
+    fd, context.ready_fd = context.ready_fd, None  # closed: still set after the run, it never started (``cli/run.py``)
+    if fd is not None:
+        line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
+        with contextlib.suppress(OSError):
+            os.write(fd, line.encode("utf-8", "replace") + b"\n")
+        os.close(fd)
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:

@@ -22,6 +22,7 @@ from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..spec import OWN_CONTEXT, RunContext, RunSpec
 from . import launch, spawn
+from .callers_umask import made
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
 from .host import Host
 from .race import race
@@ -86,8 +87,15 @@ def steps(
     jsonl = context.place(spec.jsonl)
     loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
     try:
-        emitter = Emitter(
-            jsonl, remember, held[0] if held else None, lent=context.held_lent, defer=None if host.alone else loop
+        emitter = made(  # a stream the caller named: made under its umask (``callers_umask``)
+            context,
+            spec.jsonl,
+            Emitter,
+            jsonl,
+            remember,
+            held[0] if held else None,
+            lent=context.held_lent,
+            defer=None if host.alone else loop,
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
@@ -223,7 +231,15 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
                 assert run.capture_dir is not None, "a ring record is written in the capture directory"
                 from .. import capture_layout
 
-                capture_layout.record(run.capture_dir, spec.run_id, spec.capture_keep, finals)
+                made(
+                    run.context,
+                    spec.capture_dir,
+                    capture_layout.record,
+                    run.capture_dir,
+                    spec.run_id,
+                    spec.capture_keep,
+                    finals,
+                )
         captured = {name: report.as_event() for name, report in finals.items()}
         run.events.emit(event_types.OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
     return outcome

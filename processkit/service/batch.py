@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import socket
 
-from . import caller_umask, spawned
+from . import spawned
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..api.caller_env import CallerEnv
 
 
 def main() -> int:
@@ -23,11 +27,11 @@ def main() -> int:
     begun = spawned.begin()
     if begun is None:
         return 0
-    (jobs, settings, cwd, (env, mask)), connection, _ = begun
-    return serve(connection, jobs, settings, cwd, env, mask)
+    (jobs, settings, cwd, caller), connection, _ = begun
+    return serve(connection, jobs, settings, cwd, caller)
 
 
-def serve(connection: int, jobs, settings, cwd: str, env: dict, mask: int) -> int:
+def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     """Run the batch; returns this process's exit status."""
     from ..batching.index import PageProcess
     from ..batching.on_host import run_batch
@@ -36,7 +40,7 @@ def serve(connection: int, jobs, settings, cwd: str, env: dict, mask: int) -> in
     sock = socket.socket(fileno=connection)
     page = None
     try:
-        caller_umask.take_place(cwd, env, mask)  # its --out's files and jobs as under the CLI
+        spawned.take_place(cwd, caller)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:

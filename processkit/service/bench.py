@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import socket
 
-from . import caller_umask, spawned
+from . import spawned
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
 
     perf_switch.turn_on()  # the kernel's grace period waited out beside the set-up (perf_switch.py)
     try:
-        caller_umask.take_place(request.cwd, request.env, request.umask)  # its exports and runs as under the CLI
+        spawned.take_place(request.cwd, request.caller)  # its exports and runs as under the CLI
         options = request.options
         earlier = against.read(request.baseline)  # checked before the first run
         measured_options.make_jsonl_dir(options)

@@ -21,6 +21,7 @@ Facts that shape it:
 from __future__ import annotations
 
 from ..api import wire
+from ..api.caller_env import CallerEnv
 from ..spec import RunSpec
 
 # Each kind of frame, and how many items it has (``api.service.Connection.send``'s tuple).
@@ -42,8 +43,12 @@ def problem(message: object, in_use) -> str | None:
         return _run_problem(message[2], message[3])
     if kind == "signal" and type(message[2]) is not str:
         return "a stop whose source is no text"
-    if kind == "bench" and not _count(message[3], wire.MAX_FDS - 1):
-        return "a benchmark's descriptor count out of range"
+    if kind == "batch":
+        return _caller_problem("a batch's", message[5], whole=True)
+    if kind == "bench":
+        if not _count(message[3], wire.MAX_FDS - 1):
+            return "a benchmark's descriptor count out of range"
+        return _caller_problem("a benchmark's", getattr(message[2], "caller", None), whole=True)
     return None
 
 
@@ -59,17 +64,33 @@ def _run_problem(spec: object, extra: object) -> str | None:
         return "a run request's child descriptor layout is not three flags"
     if not _count(extra.get("fds", 0), wire.MAX_FDS - sum(map(bool, layout))):
         return "a run request's descriptor count out of range"
-    sent = extra.get("env")  # the caller's environment and umask (``api.caller_env.environment_now``)
+    sent = extra.get("caller")  # what changed of the caller's environment and umask (None: nothing)
     if sent is not None:
-        if not (type(sent) is tuple and len(sent) == 2 and _count(sent[1], 0o777)):
-            return "a run request's environment is not an environment and a umask"
-        if not (type(sent[0]) is dict and all(type(k) is str and type(v) is str for k, v in sent[0].items())):
-            return "a run request's environment is not text to text"
+        wrong = _caller_problem("a run request's", sent, whole=False)
+        if wrong is not None:
+            return wrong
     if not isinstance(extra.get("input") or b"", (bytes, bytearray)):
         return "a run request's input is no bytes"
     piped = extra.get("piped", (False, False))
     if type(piped) not in (tuple, list) or len(piped) != 2:
         return "a run request's piped streams are not two flags"
+    return None
+
+
+def _caller_problem(whose: str, sent: object, whole: bool) -> str | None:
+    """Why ``sent`` is not the caller's environment and umask as ``whose`` request carries them
+    (``api.caller_env.CallerEnv``): the one check of the three requests that carry them. A
+    run's may leave either None (as its last one sent); a batch's and a benchmark's, whose
+    process takes them as its own, carry both."""
+    if type(sent) is not CallerEnv:
+        return f"{whose} caller's environment is not an environment and a umask"
+    env, mask = sent.env, sent.umask
+    if whole and (env is None or mask is None):
+        return f"{whose} caller's environment or umask is missing"
+    if mask is not None and not _count(mask, 0o777):
+        return f"{whose} caller's umask is no umask"
+    if env is not None and not (type(env) is dict and all(type(k) is str and type(v) is str for k, v in env.items())):
+        return f"{whose} caller's environment is not text to text"
     return None
 
 

@@ -31,15 +31,14 @@ import shutil
 
 from .. import fdlimit
 from ..api import wire
-from ..engine.capture import STREAMS
+from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..writeall import write_all
-from . import caller_umask, inbound, scratch
+from . import inbound, scratch
 
-CAPTURE_FILES = tuple(f"{stream}.log" for stream in STREAMS)  # a capture directory's files
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
@@ -61,7 +60,7 @@ class Request:
     __slots__ = (
         "rid",
         "spec",
-        "env",
+        "caller",
         "stdio",
         "input",
         "piped",
@@ -76,16 +75,14 @@ class Request:
         "records",
         "spare",
         "captured",
-        "umask",
     )
 
     def __init__(
-        self, rid: int, spec, extra: dict, stdio: list[int], env: tuple | None, spare: list[int] | None = None
+        self, rid: int, spec, extra: dict, stdio: list[int], caller: CallerEnv, spare: list[int] | None = None
     ) -> None:
         self.rid = rid
         self.spec = spec
-        # the caller's environment and umask when it sent this request (None: never sent)
-        self.env, self.umask = env if env is not None else (None, None)
+        self.caller = caller  # the caller's environment and umask when it sent this request (a field None: never sent)
         self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
         self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
         self.input: bytes | None = extra.get("input")
@@ -142,7 +139,6 @@ class Request:
         own: it writes them and never closes them, and ``close`` takes them back once the run's
         steps are over (a copy made and closed per call before: two system calls for nothing)."""
         spec, places = self.spec, self.places
-        strict = caller_umask.strips_owner(self.umask)  # the service's own files made with their modes
         if spec.jsonl == wire.SCRATCH_MEMORY:  # held by the engine: never opened by path
             places[spec.jsonl] = self._memory_file(b"", self.spare)
             held = [self.memfds[-1]]
@@ -154,21 +150,17 @@ class Request:
             self.held = tuple(held)
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
-            if strict:  # the service's own: its mode, not the umask's
-                try:
-                    scratch.own_file(places[spec.jsonl])
-                except OSError as exc:
-                    raise Failure(Kind.SETUP, f"cannot open --jsonl {places[spec.jsonl]}: {exc.strerror}") from None
         if spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-            scratch.run_directory(self.scratch_capture, CAPTURE_FILES, strict)  # the service's own
+            scratch.run_directory(self.scratch_capture)  # the service's own
         held_fds = self.held or None  # lent: closed (or kept spare) by ``close``, never by the engine
         stdio = tuple(self.stdio)
         given = self.given
         return RunContext(
-            env=self.env,
+            env=self.caller.env,
+            umask=self.caller.umask,  # its child's and its named files' (``engine.callers_umask``)
             stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,

@@ -26,6 +26,9 @@ MARK_TRIES, MARK_PAUSE = 20, 0.01  # a mark a sweep holds: tried for ~0.2 s, the
 # What rename says when the name is taken: a directory (ours, not empty: ENOTEMPTY, EEXIST;
 # another user's in a sticky base: EPERM), or something else (ENOTDIR).
 _TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.EPERM, errno.ENOTDIR)
+# The service's own umask (``serve.main``): its scratch and files are its user's alone, made with
+# their modes whatever umask its first caller started it under (a caller's is its runs' alone).
+OWN_UMASK = 0o077
 
 
 def make(base: str) -> tuple[str, int]:
@@ -233,30 +236,15 @@ def same_file(path: str, own: os.stat_result) -> bool:
     return (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino)
 
 
-def run_directory(path: str, names: tuple[str, ...], strict: bool) -> None:
-    """A run's capture directory in the scratch, made 0700 before the run's steps; ``strict``
-    (the steps run under a umask with owner's bits set, ``0o277``, ``0o700``, where what they
-    made there refused the service its own files): its mode set and its empty files ``names``
-    made 0600 too, whatever the umask. Raises ``Failure`` (a set-up failure, as the engine's own
-    making of a capture directory is: ``ENOSPC`` in a full base)."""
+def run_directory(path: str) -> None:
+    """A run's capture directory in the scratch, made 0700 before the run's steps (the service's
+    own umask, ``OWN_UMASK``, leaves it so; the caller's is its child's and its named
+    files', never the scratch's: ``engine.callers_umask``). Raises ``Failure`` (a set-up
+    failure, as the engine's own making of a capture directory is: ``ENOSPC`` in a full base)."""
     try:
         os.mkdir(path, 0o700)
-        if strict:
-            os.chmod(path, 0o700)  # the mode asked, not the umask's leftover
-            for name in names:
-                own_file(os.path.join(path, name))
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot set up --capture-dir {path}: {exc.strerror}") from None
-
-
-def own_file(path: str) -> None:
-    """An empty file of the service's own at ``path`` (a new name), 0600 whatever the umask: the
-    engine opens it again as it would a file it made."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
 
 
 def copy_out(source: int, path: str, size: int) -> None:

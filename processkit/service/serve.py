@@ -24,10 +24,13 @@ Facts about a service that must end with its caller:
   parent" that would end the service are dropped (``stray_signals.absorb``). The signal
   handlers, the subreaper flag and the reaping are the service's, so the calling interpreter
   gets none of them.
-- Each run carries its own context (``request``): the caller's environment as it was when the
-  call was made, and its standard streams as descriptors of its own; the service's own
-  ``os.environ`` and fds 0-2 are never rewritten per request, and every path the run names is
-  made absolute by the caller, so the service works from ``/``.
+- Each run carries its own context (``request``): the caller's environment and umask as they
+  were when the call was made (its child and the files at the paths it names take that umask,
+  ``engine.callers_umask``), and its standard streams as descriptors of its own; the service's
+  own ``os.environ``, umask and fds 0-2 are never rewritten per request (its umask is
+  ``scratch.OWN_UMASK``, set at its start: its own files keep their modes whatever umask its
+  first caller had), and every path the run names is made absolute by the caller, so the
+  service works from ``/``.
 - A run's failure is its own: what the service sets up for it (memfds, its scratch files) is
   inside the run's guard, and the runs are one group on the host (``engine.host.RunGroup``)
   whose ``failed`` makes a run that raised its caller's reply, so every other run goes on.
@@ -64,7 +67,8 @@ from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
-from . import caller_umask, inbound, scratch, stray_signals
+from ..api.caller_env import CallerEnv
+from . import inbound, scratch, stray_signals
 from .admission import Admission
 from .request import REMEMBER, Request, cancelled, failed, spec_of
 
@@ -90,7 +94,7 @@ class Service:
         self.frames = wire.Frames()
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
-        self.caller_env: tuple | None = None  # the caller's environment and umask as its requests last carried them
+        self.caller_env = CallerEnv()  # the caller's environment and umask as its run requests last carried them
         self.caller_spec = None  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
@@ -167,17 +171,11 @@ class Service:
         kind, rid = message[0], message[1]
         if kind == "run":
             extra = message[3]
-            if extra.get("env") is not None:  # a change, recorded now: never lost with its request
-                self.caller_env = extra["env"]
+            if extra.get("caller") is not None:  # a change, recorded now: never lost with its request
+                self.caller_env = self.caller_env.updated(extra["caller"])
             self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
-            request = Request(
-                rid,
-                self.caller_spec,
-                extra,
-                inbound.taken(fds, extra.get("fds", 0)),
-                self.caller_env,
-                self.spare,
-            )
+            stdio = inbound.taken(fds, extra.get("fds", 0))
+            request = Request(rid, self.caller_spec, extra, stdio, self.caller_env, self.spare)
             request.take_given(extra, fds)
             refused = request.refused()
             if refused is not None:
@@ -282,7 +280,7 @@ class Service:
                 context=context,
                 records=True,
             )
-            outcome = yield from caller_umask.carried(run, request.umask)  # under its caller's umask
+            outcome = yield from run
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
@@ -376,6 +374,7 @@ def main() -> int:
     prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
     stray_signals.absorb()
     os.chdir("/")
+    os.umask(scratch.OWN_UMASK)  # its own files' modes; each run's child and named files take its caller's
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)

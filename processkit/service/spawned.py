@@ -12,6 +12,9 @@ Facts that shape it:
   so the runs it starts get the caller's, as ``run``'s child does.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
   thing, and its parent checked after, so a service that died before is not missed.
+- It carries one caller's work and no other, so it takes that caller's place whole
+  (``take_place``): its working directory, environment and umask (``api.caller_env.CallerEnv``),
+  so its files and its runs' children are as under ``processkit-cli`` started by the caller then.
 - It is its runs' parent: the signals a run may send "its parent" that would end it are dropped
   as the service drops them (``stray_signals.absorb``), SIGUSR1 too (the service's own
   parent-death signal, free here); the stop signals keep their handling (the batch engine's,
@@ -33,6 +36,8 @@ from . import stray_signals
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..api.caller_env import CallerEnv
 
 
 def start(module: str, connection: int, request: object, fds: list[int] | tuple[int, ...] = ()) -> int:
@@ -98,6 +103,17 @@ def begin() -> tuple[Any, int, list[int]] | None:
     with os.fdopen(payload, "rb") as handle:
         request = pickle.load(handle)
     return request, connection, fds
+
+
+def take_place(cwd: str, caller: CallerEnv) -> None:
+    """This process takes its caller's place at the call: its working directory, environment
+    and umask (``caller``, whole: checked so by ``inbound``)."""
+    env, mask = caller.env, caller.umask
+    assert env is not None and mask is not None, "a batch's and a benchmark's are checked whole"
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(mask)
 
 
 def reply(sock: socket.socket, message: tuple) -> None:
