@@ -176,14 +176,17 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
 
 def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
     """``write_output``'s ``kept`` for files given by path, each with what it is; a path that
-    cannot be looked at names nothing (``stat`` never waits, not even on a FIFO)."""
+    cannot be looked at names nothing (``stat`` never waits, not even on a FIFO). Regular files
+    only, as ``Emitter.identity``: only they are replaced, while a device or a pipe is written
+    in place by each (``--trace /dev/null --junit /dev/null``, both at ``/dev/stdout``)."""
     found: dict[tuple[int, int], str] = {}
     for path, what in named:
         try:
             status = os.stat(path)
         except (OSError, ValueError):
             continue
-        found.setdefault((status.st_dev, status.st_ino), what)
+        if stat.S_ISREG(status.st_mode):
+            found.setdefault((status.st_dev, status.st_ino), what)
     return found
 
 

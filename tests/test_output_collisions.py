@@ -107,3 +107,33 @@ def test_a_bench_export_at_its_baseline_keeps_the_baseline_when_the_benchmark_fa
     rolled = run_cli("bench", "--runs", "2", "-N", "--baseline", baseline, "--export-json", baseline, "--", "true")
     assert rolled.returncode == 0, rolled.stderr
     assert json.loads(baseline.read_bytes())["baseline"]["file"] == str(baseline)
+
+
+def test_a_batchs_reports_both_at_a_device_are_both_written(tmp_path):
+    """Only a regular file is replaced: a device or a pipe named by both flags is written in
+    place by each, and is no collision (``/dev/null`` was refused as the --trace file)."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n')
+    quiet = run_cli("batch", manifest, "--out", tmp_path / "out1", "--trace", "/dev/null", "--junit", "/dev/null")
+    assert quiet.returncode == 0, quiet.stderr
+    assert b"warning" not in quiet.stderr, quiet.stderr
+    both = run_cli("batch", manifest, "--out", tmp_path / "out2", "--trace", "/dev/stdout", "--junit", "/dev/stdout")
+    assert both.returncode == 0, both.stderr
+    assert b"warning" not in both.stderr, both.stderr
+    trace, _, junit = both.stdout.partition(b"\n")
+    assert json.loads(trace)["traceEvents"]
+    assert junit.startswith(b'<?xml version="1.0"') and b'<testcase name="a"' in junit
+
+
+def test_a_usage_file_at_a_device_a_capture_is_linked_to_is_written(tmp_path):
+    """A capture log that is a link to ``/dev/null`` and ``--usage-file /dev/null``: one device,
+    written in place by both, never replaced: no warning."""
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    (cap_dir / "stdout.log").symlink_to("/dev/null")
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--usage-file", "/dev/null", "--", "echo", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"hi\n"
+    assert proc.stderr == b""
+    assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
