@@ -137,3 +137,32 @@ def test_a_usage_file_at_a_device_a_capture_is_linked_to_is_written(tmp_path):
     assert proc.stdout == b"hi\n"
     assert proc.stderr == b""
     assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
+
+
+def test_a_report_never_replaces_the_capture_it_reads_beside_the_stream(tmp_path):
+    """With no --capture-dir the page reads ``cap/stdout.log`` found beside ``run.jsonl``: an input too."""
+    jsonl, log = tmp_path / "run.jsonl", tmp_path / "cap" / "stdout.log"
+    assert run_cli("run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "echo", "hi").returncode == 0
+    proc = run_cli("report", jsonl, "-o", log)
+    assert proc.returncode == SETUP, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write {log}: {log} is an input of this report: not overwritten\n".encode()
+    )
+    assert log.read_bytes() == b"hi\n"
+
+
+def test_a_batch_report_never_replaces_the_summary_or_a_capture_it_reads(tmp_path):
+    """``report DIR`` reads the batch's summary and its failed jobs' captures."""
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_bytes(b'{"id": "a", "args": ["sh", "-c", "echo broke; exit 3"]}\n')
+    assert run_cli("batch", manifest, "--out", out).returncode != 0
+    for target in (out / "summary.jsonl", out / "a" / "capture" / "stdout.log"):
+        before = target.read_bytes()
+        proc = run_cli("report", out, "-o", target)
+        assert proc.returncode == SETUP, proc.stderr
+        said = f"processkit-cli: cannot write {target}: {target} is an input of this report: not overwritten\n"
+        assert proc.stderr == said.encode()
+        assert target.read_bytes() == before
+    redrawn = run_cli("report", out, "-o", out / "index.html")  # the page is no input: drawn again
+    assert redrawn.returncode == 0, redrawn.stderr
