@@ -166,3 +166,24 @@ def test_a_batch_report_never_replaces_the_summary_or_a_capture_it_reads(tmp_pat
         assert target.read_bytes() == before
     redrawn = run_cli("report", out, "-o", out / "index.html")  # the page is no input: drawn again
     assert redrawn.returncode == 0, redrawn.stderr
+
+
+def test_a_bench_export_at_its_baseline_is_not_written_when_every_run_timed_out(tmp_path):
+    """A benchmark that ends in failure (118) after its runs, here every run cut by ``--timeout``,
+    has no figures to roll forward: ``b.json`` stays the baseline, and the next one reads it
+    (an export with a null mean was written over it, and that next benchmark failed 114)."""
+    baseline = tmp_path / "b.json"
+    made = run_cli("bench", "--runs", "2", "-N", "-n", "job", "--export-json", baseline, "true")
+    assert made.returncode == 0, made.stderr
+    before = baseline.read_bytes()
+    markdown = tmp_path / "m.md"
+    cut = ("--runs", "2", "-N", "-n", "job", "--timeout", "1ms", "--baseline", baseline, "--export-json", baseline)
+    failed = run_cli("bench", *cut, "--export-markdown", markdown, "sleep 30")
+    assert failed.returncode == 118, failed.stderr
+    assert failed.stderr.endswith(b"processkit-cli: every run of 'job' timed out\n"), failed.stderr
+    assert baseline.read_bytes() == before
+    assert b"| `job` | timed out |" in markdown.read_bytes(), "another export is written as ever"
+    rolled = run_cli(
+        "bench", "--runs", "2", "-N", "-n", "job", "--baseline", baseline, "--export-json", baseline, "true"
+    )
+    assert rolled.returncode == 0, rolled.stderr

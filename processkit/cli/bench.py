@@ -252,13 +252,11 @@ def main(argv: list[str], invocation) -> int:
 
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
     # The baseline is read whole before the first run, but an export written over it as the
-    # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end only.
+    # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end
+    # only, and only when the benchmark did not fail (118): its figures are no baseline.
     baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
-    files = [
-        (path, kind)
-        for path, kind in targets
-        if _rewritable(path) and not identities([(path, "")]).keys() & baseline.keys()
-    ]
+    rolled = {path for path, _ in targets if identities([(path, "")]).keys() & baseline.keys()}
+    files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
 
     def export(result: BenchResult) -> None:
         """The export files rewritten from ``result`` (hyperfine's ExportManager): made before
@@ -285,13 +283,13 @@ def main(argv: list[str], invocation) -> int:
         from ..benchmark import printout
 
         _print(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
+    failure = shortfall(result, options)
     for path, kind in targets:
         text = _writer(kind)(result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target
             _print(["", *text.splitlines()])
-        else:
+        elif failure is None or path not in rolled:
             write_text(path, text)
-    failure = shortfall(result, options)
     if failure is not None:
         raise failure
     bench_baseline.gate(result)  # after every run and every export
