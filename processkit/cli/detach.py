@@ -157,8 +157,8 @@ class Handshake:
             line = os.read(self._ready, 4096)
         except OSError:  # nothing yet
             return False
-        if line.startswith(b"failed\t"):
-            self._failed = sanitize(line[7:].rstrip(b"\n").decode("utf-8", "replace"))
+        if line.startswith(b"failed\t"):  # whole (a long path's cause is at its end): cleaned again when said
+            self._failed = sanitize(line[7:].rstrip(b"\n").decode("utf-8", "replace"), limit=len(line))
         if not line.startswith(b"started"):
             return False
         _, _, jsonl_failure = line.rstrip(b"\n").partition(b"\t")
