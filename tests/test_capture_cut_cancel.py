@@ -27,14 +27,17 @@ def test_a_cut_the_childs_exit_beat_to_the_ending_is_said(tmp_path, pump_backend
     cap_dir, jsonl, ready, go = tmp_path / "cap", tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "go"
     script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; head -c 11 /dev/zero"
     proc = start_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, *CANCEL_AT_10, "--", "sh", "-c", script)
-    wait_for_file(ready, timeout=60)
-    root = wait_for_event(jsonl, "run_started", timeout=60)["root_pid"]
-    os.kill(proc.pid, signal.SIGSTOP)
     try:
-        go.touch()
-        wait_until(lambda: open(f"/proc/{root}/stat").read().rsplit(") ", 1)[1][0] == "Z", 60, "the root's exit")
+        wait_for_file(ready, timeout=60)
+        root = wait_for_event(jsonl, "run_started", timeout=60)["root_pid"]
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            go.touch()
+            wait_until(lambda: open(f"/proc/{root}/stat").read().rsplit(") ", 1)[1][0] == "Z", 60, "the root's exit")
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
+        go.touch()  # a wait that failed before it leaves no child looping for ever, nor its runner
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == b"\0" * 11
