@@ -151,7 +151,8 @@ def open_targets(
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
             _not_the_stream(os.fstat(fd), name, events_file)
-        if keep != "head":  # the ring's layout record and marks are written over their names
+        if keep != "head":  # the ring's layout record and marks are renamed over their names (a
+            # hard link there to the stream would keep it by its name: refused too, harmlessly)
             for name in (LAYOUT_NAME, MARKS_NAME):
                 try:
                     _not_the_stream(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), name, events_file)
