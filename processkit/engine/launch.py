@@ -10,7 +10,6 @@ finds the child already reported, and ends through the teardown.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
@@ -348,14 +347,15 @@ def connect(run: RunState, launched: Launched) -> None:
 
 
 def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
-    """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
-    which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
-    stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
+    """A detached copy tells its launcher the run started through a pipe as well as the JSONL, which
+    may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL stopped if it did."""
     fd, context.ready_fd = context.ready_fd, None  # closed: still set after the run, it never started (``cli/run.py``)
     if fd is not None:
         line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
-        with contextlib.suppress(OSError):
+        try:
             os.write(fd, line.encode("utf-8", "replace") + b"\n")
+        except OSError:  # best effort: a launcher that is gone has nothing left to learn
+            pass
         os.close(fd)
 
 
