@@ -35,6 +35,10 @@ from .writeall import write_all
 from .pathtrust import UnsafePath, check_existing, others_can_write, trusted
 from .safepath import directory_of, follow_final, reopen, split_file
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
+
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -173,9 +177,11 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     return checked(fd, path, limits)
 
 
-def write_output(path: str, data: bytes) -> None:
+def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | None = None) -> None:
     """Write ``data`` as the whole content of ``path``: a regular file (or a missing one) is
-    replaced atomically, anything else written in place; raises OSError (UnsafePath included)."""
+    replaced atomically, anything else written in place; raises OSError (UnsafePath included).
+    ``kept``: files the command read or wrote (an input, the run's stream) by ``(st_dev,
+    st_ino)``, with what each is: never replaced by this output (``FileExistsError``)."""
     head, name = split_file(path)
     links = [0]
     start, here = directory_of(links, head)
@@ -185,6 +191,8 @@ def write_output(path: str, data: bytes) -> None:
         shown = f"{here.rstrip('/')}/{name}"
         if found is not None and stat.S_ISDIR(found.st_mode):
             raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
+        if found is not None and kept and (found.st_dev, found.st_ino) in kept:
+            raise FileExistsError(errno.EEXIST, f"{shown} is {kept[found.st_dev, found.st_ino]}: not overwritten")
         if found is not None and not by_descriptor:
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
@@ -201,11 +209,27 @@ def write_output(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write_text(path: str, text: str) -> None:
+def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
+    """``write_output``'s ``kept`` for files given by path, each with what it is; a path that
+    cannot be looked at names nothing (``stat`` never waits, not even on a FIFO). Regular files
+    only, as ``Emitter.identity``: only they are replaced, while a device or a pipe is written
+    in place by each (``--trace /dev/null --junit /dev/null``, both at ``/dev/stdout``)."""
+    found: dict[tuple[int, int], str] = {}
+    for path, what in named:
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(status.st_mode):
+            found.setdefault((status.st_dev, status.st_ino), what)
+    return found
+
+
+def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None = None) -> None:
     """``text`` as the whole of ``path``, as ``write_output`` writes it, for a command that names
     the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path."""
     try:
-        write_output(path, text.encode("utf-8"))
+        write_output(path, text.encode("utf-8"), kept)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}") from None
 

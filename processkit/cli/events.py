@@ -351,7 +351,8 @@ class Validation:
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
         if self._invalid:
             message = (
-                f"{self._invalid} of {self._checked} checked {noun} do not conform to this binary's event schema "
+                f"{self._invalid} of {self._checked} checked {noun} {'does' if self._invalid == 1 else 'do'} not"
+                " conform to this binary's event schema "
                 "(`probe --print-schema`)"
             )
         else:

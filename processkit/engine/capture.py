@@ -9,10 +9,11 @@ puts in order at the end.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-from ..capture_layout import PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
+from ..capture_layout import MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
@@ -121,7 +122,9 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
     return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
 
 
-def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, CaptureTarget]:
+def open_targets(
+    directory: str, cap: int, keep: str = "head", events_file: tuple[int, int] | None = None
+) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
 
     The directory and the files go through ``safepath``: missing directories are made and the
@@ -129,7 +132,9 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
     Files are opened without truncation first; only when both opened are they emptied (regular
     files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
     would fail there after the first file was already emptied). On failure, only what this
-    attempt created (files and directories) is removed.
+    attempt created (files and directories) is removed. A file that is the run's event stream
+    (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
+    fails the setup before anything is emptied.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -145,6 +150,14 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
+            _not_the_stream(os.fstat(fd), name, events_file)
+        if keep != "head":  # the ring's layout record and marks are renamed over their names (a
+            # hard link there to the stream would keep it by its name: refused too, harmlessly)
+            for name in (LAYOUT_NAME, MARKS_NAME):
+                try:
+                    _not_the_stream(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), name, events_file)
+                except FileNotFoundError:
+                    pass
         for stream, target in opened.items():  # a file just created is empty already
             if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
@@ -160,6 +173,12 @@ def open_targets(directory: str, cap: int, keep: str = "head") -> dict[str, Capt
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:
+    """A capture's file that is the run's stream would be emptied, then written by both."""
+    if (found.st_dev, found.st_ino) == events_file:
+        raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
 
 
 def reader(fd: int) -> int:

@@ -71,6 +71,7 @@ def prepare(host: Host, run: RunState) -> None:
                 run.capture_dir,
                 spec.capture_max_bytes,
                 spec.capture_keep,
+                run.events.identity,
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
@@ -266,8 +267,7 @@ def start(host: Host, run: RunState):
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
-    if run.context.ready_fd is not None:
-        _tell_launcher(run.context.ready_fd, run.events.failure)
+    _tell_launcher(run.context, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
@@ -346,16 +346,17 @@ def connect(run: RunState, launched: Launched) -> None:
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
 
 
-def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
-    """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
-    which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
-    stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
-    line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
-    try:
-        os.write(fd, line.encode("utf-8", "replace") + b"\n")
-    except OSError:
-        pass
-    os.close(fd)
+def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
+    """A detached copy tells its launcher the run started through a pipe as well as the JSONL, which
+    may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL stopped if it did."""
+    fd, context.ready_fd = context.ready_fd, None  # closed: still set after the run, it never started (``cli/run.py``)
+    if fd is not None:
+        line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
+        try:
+            os.write(fd, line.encode("utf-8", "replace") + b"\n")
+        except OSError:  # best effort: a launcher that is gone has nothing left to learn
+            pass
+        os.close(fd)
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:

@@ -49,7 +49,7 @@ def parse(number: int, raw: bytes) -> Line:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start})")
+        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start + 1})")
     try:
         value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
     except BadShape as exc:
