@@ -360,6 +360,7 @@ pk_spawn_pending *pk_spawn_begin(const pk_spawn_request *request, pk_spawn_resul
     pending->child.request = request;
     pending->child.runner = getpid();
     pending->child.report_fd = report[1];
+    pending->child.report_read_fd = report[0];
     pending->child.start_ns = &result->start_ns;
     pending->child.join_ns = &result->join_ns;
     pending->aboard = pending->child.shared; /* the shared child's word, 1 until the kernel clears it */

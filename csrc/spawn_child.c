@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
@@ -247,6 +248,25 @@ static void drop_terminal(void)
     }
 }
 
+/* Whether the runner is gone, asked once the death signal is armed. A parent in our pid
+ * namespace is named by getppid(); one outside it (unshare --pid without --fork, where every
+ * child of the runner is in a namespace the runner is not) reads as 0, alive or dead, and an
+ * orphan there is handed to a reaper outside too, so 0 again. Then the report pipe says: with
+ * the child's own copy of its read end closed, its write end polls POLLERR once no reader is
+ * left, and the runner holds its read end until this child has exec'd or exited. */
+static int runner_gone(const struct pk_child *child)
+{
+    long parent = SYS0(getppid);
+    struct pollfd end = {.fd = child->report_fd, .events = POLLOUT};
+    struct timespec now = {0, 0};
+    if (parent == child->runner)
+        return 0;
+    if (parent != 0)
+        return 1; /* handed to a reaper in our namespace */
+    SYS1(close, child->report_read_fd);
+    return SYS4(ppoll, &end, 1, &now, 0) < 0 || (end.revents & POLLERR);
+}
+
 void pk_run_child(const struct pk_child *child)
 {
     const pk_spawn_request *request = child->request;
@@ -276,7 +296,7 @@ void pk_run_child(const struct pk_child *child)
      * command's: bench takes it out of the timed interval (processkit/benchmark/driver.py). */
     *child->join_ns = pk_monotonic_ns() - joining;
     SYS2(prctl, PR_SET_PDEATHSIG, SIGKILL);
-    if (SYS0(getppid) != child->runner)
+    if (runner_gone(child))
         SYS1(exit_group, 127); /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals(child->handlers_cleared);
     set_stdio(request, &report_fd);

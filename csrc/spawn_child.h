@@ -21,6 +21,7 @@ struct pk_child {
     int joined;           /* born in request->cgroup_fd's group: no write to its cgroup.procs */
     int handlers_cleared; /* born with the runner's caught signals at SIG_DFL (CLONE_CLEAR_SIGHAND) */
     int report_fd;        /* the write end of the report pipe (O_CLOEXEC: execve closes it) */
+    int report_read_fd;   /* its read end, the runner's: the child's copy tells nothing */
     int shared;           /* the child shares the runner's memory (else the copy-on-write one) */
     void *stack;          /* the top of the shared child's own stack */
     long long *start_ns;  /* the runner's result->start_ns and join_ns, which a shared-memory */

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from itertools import accumulate
 
 from .plain import Frozen
@@ -63,6 +64,7 @@ DETACHED_JSONL = Limits("--jsonl stream")  # its head, read by run --detach for 
 REGISTRY_FILE = Limits("registry file", nofollow=True)  # records and tombstones: 64 KiB, checked by shape
 CAPTURE_LAYOUT = Limits("capture layout", nofollow=True)  # capture-keep.json, beside a stream's capture
 RUN_FILE = Limits("file the run left")  # a capture file the API reads back (as far as the run says)
+Opener = Callable[[str, Limits], int]  # path, limits -> a read-only descriptor judged by them
 
 
 class InputError(ValueError):
@@ -149,16 +151,17 @@ def blocking(fd: int) -> int:
     return fd
 
 
-def read_all(path: str, limits: Limits) -> bytes:
-    """The whole of ``path``, at most ``limits.total`` bytes (one more is an InputError)."""
-    fd = open_input(path, limits)
+def read_all(path: str, limits: Limits, opener: Opener = open_input) -> bytes:
+    """The whole of ``path``, at most ``limits.total`` bytes (one more is an InputError), opened
+    by ``opener`` (``userfiles.open_judged`` for a file a user named: walked, not followed)."""
+    fd = opener(path, limits)
     with os.fdopen(blocking(fd), "rb") as handle:
         return read_stream(handle, path, limits)
 
 
-def read_start(path: str, size: int, limits: Limits) -> bytes:
-    """The first ``size`` bytes of ``path`` (fewer when it is shorter), opened as ``open_input``."""
-    fd = open_input(path, limits.replace(total=None))
+def read_start(path: str, size: int, limits: Limits, opener: Opener = open_input) -> bytes:
+    """The first ``size`` bytes of ``path`` (fewer when it is shorter), opened as ``read_all`` says."""
+    fd = opener(path, limits.replace(total=None))
     with os.fdopen(blocking(fd), "rb") as handle:
         return handle.read(size)
 
@@ -312,10 +315,11 @@ def loads(text: str, *, unique_keys: bool = False):
     return _decoder(unique_keys).decode(text)
 
 
-def load_file(path: str, limits: Limits, *, unique_keys: bool = False):
-    """The one JSON document in ``path``, read within ``limits``: an InputError when a bound is
-    hit or it is not JSON (UTF-8) at all (with ``unique_keys``, when an object names a key twice)."""
-    data = read_all(path, limits)
+def load_file(path: str, limits: Limits, *, unique_keys: bool = False, opener: Opener = open_input):
+    """The one JSON document in ``path``, read within ``limits`` (opened as ``read_all`` says):
+    an InputError when a bound is hit or it is not JSON (UTF-8) at all (with ``unique_keys``,
+    when an object names a key twice)."""
+    data = read_all(path, limits, opener)
     try:
         return loads(data.decode("utf-8"), unique_keys=unique_keys)
     except UnicodeDecodeError as exc:

@@ -111,6 +111,11 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
 
+# An ENOMEM from the clone where the pid namespace the runner's children are born into has lost
+# its init (``containment.pidns``): said in its place, the errno kept.
+NAMESPACE_ENDED = "the pid namespace new processes are born into has no init any more, its first process having ended"
+
+
 def cause(said: str) -> tuple[int, str] | None:
     """The errno and the OS's words for it that ``refused``'s words name (the API raises them
     as ``subprocess`` does); None for words of another kind."""

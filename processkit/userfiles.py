@@ -35,6 +35,10 @@ from .writeall import write_all
 from .pathtrust import UnsafePath, check_existing, others_can_write, trusted
 from .safepath import directory_of, follow_final, reopen, split_file
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
+
 STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this long fails the write
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -48,18 +52,18 @@ def kind(mode: int) -> str:
     return file_kind(mode) or "a regular file"
 
 
-def open_input(path: str, *, regular: bool = False) -> int:
+def open_input(path: str, *, regular: bool = False, others_fifo: bool = False) -> int:
     """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
     writer), reached as ``open_named`` reaches a file: another user's link at the name, or in a
     sticky directory, is refused (it would choose what is read as this user and handed to a
-    child), as is a file with other hard links in a directory other users can change; with
-    ``regular``, anything but a regular file is refused (OSError naming what it is). A name no
-    file can have (empty, ending in ``/``) is refused with ``open``'s own words."""
-    links = [0]
-    start, here = directory_of(links, _input_head(path, links))
-    dir_fd, here, name, entry, by_descriptor = _final(links, start, here, os.path.basename(path))
+    child), as is a file with other hard links in a directory other users can change, and
+    another user's FIFO unless ``others_fifo`` (``--stdin-file``: a wait there is ended by the
+    run's timeouts); with ``regular``, anything but a regular file is refused (OSError naming
+    what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
+    words."""
+    dir_fd, shown, entry, by_descriptor = _input_entry(path)
     try:
-        fd = _reopened(dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor, os.strerror(errno.ENOENT))
+        fd = _reopened(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
     finally:
         os.close(dir_fd)
     if regular:
@@ -78,6 +82,15 @@ def open_judged(path: str, limits: Limits) -> int:
     return checked(open_input(path), path, limits)
 
 
+def _input_entry(path: str) -> tuple[int, str, int, bool]:
+    """``path`` reached by the walk: its directory's handle, its text, an ``O_PATH`` handle on the
+    entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``_final``)."""
+    links = [0]
+    start, here = directory_of(links, _input_head(path, links))
+    dir_fd, here, name, entry, by_descriptor = _final(links, start, here, os.path.basename(path))
+    return dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor
+
+
 def _input_head(path: str, links: list[int]) -> str:
     """``path``'s directory, for a path that names a file; else OSError as ``open(path)`` says
     it: ENOENT for an empty path, EISDIR for a directory's, ENOTDIR for a file's with a ``/``
@@ -90,22 +103,48 @@ def _input_head(path: str, links: list[int]) -> str:
     return os.path.dirname(path) or "."
 
 
-def _reopened(dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str) -> int:
-    """The ``_final`` entry ``entry`` (consumed; -1: ``FileNotFoundError`` saying ``missing``)
-    reopened to read, non-blocking. Refused: a file of this user's or root's with other hard
-    links, in a directory other users can change (a link they made to a file they could not read)."""
-    if entry < 0:
-        raise FileNotFoundError(errno.ENOENT, missing)
+def input_stat(path: str) -> os.stat_result:
+    """What ``open_input`` would open at ``path``, reached and judged as it is (the same
+    refusals), by its ``O_PATH`` handle: nothing is opened, so a device named is not touched."""
+    dir_fd, shown, entry, by_descriptor = _input_entry(path)
     try:
-        found = os.fstat(entry)
-        folder = os.fstat(dir_fd)
-        planted = not trusted(folder.st_uid) or others_can_write(folder)
-        if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
-            if found.st_nlink > 1:
-                raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")
+        return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT))
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
+
+
+def _reopened(
+    dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
+) -> int:
+    """The ``_final`` entry ``entry`` (consumed) reopened to read, non-blocking, once ``_judged``."""
+    try:
+        _judged(dir_fd, shown, entry, by_descriptor, missing, others_fifo=others_fifo)
         return reopen(os.dup(entry), _INPUT, shown)
     finally:
-        os.close(entry)
+        if entry >= 0:
+            os.close(entry)
+
+
+def _judged(
+    dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
+) -> os.stat_result:
+    """The ``_final`` entry ``entry``'s ``fstat`` (-1: ``FileNotFoundError`` saying ``missing``).
+    Refused: a file of this user's or root's with other hard links, in a directory other users
+    can change (a link they made to a file they could not read); unless ``others_fifo``, another
+    user's FIFO (its holder could keep a reader waiting for ever)."""
+    if entry < 0:
+        raise FileNotFoundError(errno.ENOENT, missing)
+    found = os.fstat(entry)
+    if not (by_descriptor or others_fifo) and stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
+        raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never read")
+    folder = os.fstat(dir_fd)
+    planted = not trusted(folder.st_uid) or others_can_write(folder)
+    if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
+        if found.st_nlink > 1:
+            raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")
+    return found
 
 
 def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
@@ -138,9 +177,11 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     return checked(fd, path, limits)
 
 
-def write_output(path: str, data: bytes) -> None:
+def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | None = None) -> None:
     """Write ``data`` as the whole content of ``path``: a regular file (or a missing one) is
-    replaced atomically, anything else written in place; raises OSError (UnsafePath included)."""
+    replaced atomically, anything else written in place; raises OSError (UnsafePath included).
+    ``kept``: files the command read or wrote (an input, the run's stream) by ``(st_dev,
+    st_ino)``, with what each is: never replaced by this output (``FileExistsError``)."""
     head, name = split_file(path)
     links = [0]
     start, here = directory_of(links, head)
@@ -150,6 +191,8 @@ def write_output(path: str, data: bytes) -> None:
         shown = f"{here.rstrip('/')}/{name}"
         if found is not None and stat.S_ISDIR(found.st_mode):
             raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
+        if found is not None and kept and (found.st_dev, found.st_ino) in kept:
+            raise FileExistsError(errno.EEXIST, f"{shown} is {kept[found.st_dev, found.st_ino]}: not overwritten")
         if found is not None and not by_descriptor:
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
@@ -166,11 +209,27 @@ def write_output(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write_text(path: str, text: str) -> None:
+def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
+    """``write_output``'s ``kept`` for files given by path, each with what it is; a path that
+    cannot be looked at names nothing (``stat`` never waits, not even on a FIFO). Regular files
+    only, as ``Emitter.identity``: only they are replaced, while a device or a pipe is written
+    in place by each (``--trace /dev/null --junit /dev/null``, both at ``/dev/stdout``)."""
+    found: dict[tuple[int, int], str] = {}
+    for path, what in named:
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(status.st_mode):
+            found.setdefault((status.st_dev, status.st_ino), what)
+    return found
+
+
+def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None = None) -> None:
     """``text`` as the whole of ``path``, as ``write_output`` writes it, for a command that names
     the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path."""
     try:
-        write_output(path, text.encode("utf-8"))
+        write_output(path, text.encode("utf-8"), kept)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}") from None
 

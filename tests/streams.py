@@ -201,3 +201,35 @@ def require_mechanism(events: list[dict], wanted: str) -> None:
     if got != wanted and wanted != "process_group":
         pytest.skip(f"this host gives runs {got}, not {wanted}")
     assert got == wanted
+
+
+# A crowd that ends once it has been snapshotted often enough, as a run's child argv: argv[1]
+# ``sleep`` members, then it waits until one member's ``/proc/<pid>/stat`` has been read argv[2]
+# times (inotify's IN_ACCESS) and exits argv[3]. Each snapshot reads it once, and reads made
+# before an event was taken merge into one, so the count lags the snapshots (238 snapshots for
+# 110 reads at a load of 44); only another process's read of it (a ``ps``) runs it ahead, which
+# the counts asked for leave room for. Reads not seen within ``CROWD_DEADLINE`` seconds (a
+# runner that stopped snapshotting) end it with ``CROWD_UNREAD``, which the test's exit-code
+# check names, rather than hang it. The teardown ends the members. A test that needs many
+# snapshots waits on the reads, not on a length of time.
+CROWD_DEADLINE = 120
+CROWD_UNREAD = 86
+SNAPSHOTTED_CROWD = r"""
+import ctypes, os, select, subprocess, sys, time
+members, reads, code, deadline, unread = (int(arg) for arg in sys.argv[1:])
+crowd = [subprocess.Popen(["sleep", "3737"]) for _ in range(members)]
+libc = ctypes.CDLL(None, use_errno=True)
+watch = libc.inotify_init1(os.O_CLOEXEC)
+assert watch >= 0 and libc.inotify_add_watch(watch, f"/proc/{crowd[0].pid}/stat".encode(), 0x1) >= 0  # IN_ACCESS
+seen, end = 0, time.monotonic() + deadline
+while seen < reads:
+    if not select.select([watch], [], [], max(0, end - time.monotonic()))[0]:
+        sys.exit(unread)
+    seen += len(os.read(watch, 4096)) // 16  # events with no name: 16 bytes each
+sys.exit(code)
+"""
+
+
+def snapshotted_crowd(members: int, reads: int, code: int = 0) -> list[str]:
+    """The argv of ``SNAPSHOTTED_CROWD``."""
+    return [PY, "-c", SNAPSHOTTED_CROWD, str(members), str(reads), str(code), str(CROWD_DEADLINE), str(CROWD_UNREAD)]

@@ -226,6 +226,8 @@ def test_a_live_run_answers_with_its_usage_so_far(tmp_path, monkeypatch):
         assert reply["total_cpu_ms"] is not None and "total_cpu_ms" in reply["sources"], reply
         if v1_usable():
             assert usage.peak_memory_bytes >= 64 * MiB, usage
+        shown = run_cli("inspect", "--run-id", handle.run_id, "--usage").stdout.decode().splitlines()
+        assert [line.split() for line in shown if line.startswith("read_error:")] == [["read_error:", "false"]]
         snapshot = run_cli("inspect", "--run-id", handle.run_id, "--json")
         check_schema("inspect", json_out(snapshot))  # the reference's snapshot keeps its shape
     finally:

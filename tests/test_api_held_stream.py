@@ -11,6 +11,7 @@ import subprocess
 
 import processkit
 from processkit.api import launch, result, service
+from streams import CROWD_DEADLINE, CROWD_UNREAD, snapshotted_crowd
 
 STREAMS_OF_EVERY_KIND = [  # (args, keywords): each ends differently, so its stream holds other event types
     (["true"], {}),
@@ -58,14 +59,13 @@ def test_a_stream_nobody_names_comes_back_unencoded_as_the_events_its_lines_give
         assert made == (["output_captured"] if keywords.get("capture_output") else [])
     # A stream too heavy to hold as objects (a large tree snapshotted often) was written as it
     # went: it comes as its lines, whole.
-    # The teardown ends the 250. No event tells the child how often it was read: 2 s of 251
-    # members outweighs the spill's bound (2048) unless a snapshot takes over 0.2 s; at a load
-    # of 18 one took ~25 ms, and the 0.5 s it was left a margin of under two.
-    crowd = ["sh", "-c", "for i in $(seq 250); do sleep 30 & done; sleep 2"]
+    # 251 members in each of the 20 snapshots it waits for (at least: reads merge) outweigh the spill's bound (2048).
+    crowd = snapshotted_crowd(250, 20)
     reply = raw_reply(crowd, snapshot_interval=0.02)
     assert "records" not in reply and reply["jsonl"].endswith(b"\n")
     events = result.parse_lines(reply["jsonl"])
     assert events[0].event == "run_started" and events[-1].event == "runner_exit"
+    assert events[-1].code == 0, f"the crowd saw too few reads ({CROWD_UNREAD}: none for {CROWD_DEADLINE} s)"
     assert sum(len(event.members) for event in events if event.event == "members_snapshot") > 2048
 
 

@@ -67,18 +67,19 @@ def test_a_summary_past_the_pages_bounds_is_refused_in_one_line(tmp_path):
 
 def test_a_kept_jobs_stream_is_held_within_a_bound(tmp_path):
     """``--keep failed`` holds a job's stream in a memfd: a job snapshotting 200 processes every
-    millisecond for 6 s no longer grows the batch's heap with every event (about 100 MiB before);
+    millisecond no longer grows the batch's heap with every event (about 100 MiB before);
     its stream, kept because it failed, is whole."""
-    from streams import check_stream
+    from streams import CROWD_DEADLINE, CROWD_UNREAD, check_stream, snapshotted_crowd
 
     manifest = tmp_path / "m.jsonl"
-    # 6 s: no event tells the job how often its tree was read (3 s gave 93 snapshots, under the
-    # 100 asked for below, at a load of 20: a snapshot of 200 members then took ~30 ms)
-    script = "for i in $(seq 200); do sleep 8 & done; sleep 6; exit 1"
-    manifest.write_text(json.dumps({"args": ["sh", "-c", script], "id": "tree", "snapshot_interval": "1ms"}) + "\n")
+    # It ends (1, a failure, so its stream is kept) once its members were read 150 times, its 200 members each time.
+    crowd = snapshotted_crowd(200, 150, 1)
+    manifest.write_text(json.dumps({"args": crowd, "id": "tree", "snapshot_interval": "1ms"}) + "\n")
     out = tmp_path / "out"
     code, stderr, peak = _peak_rss_mib([*cli_command(), "batch", str(manifest), "--out", str(out), "--keep", "failed"])
     assert code == 117, stderr
+    [line] = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert line["exit_code"] == 1, f"the crowd saw too few reads ({CROWD_UNREAD}: none for {CROWD_DEADLINE} s)"
     events = check_stream(out / "tree" / "events.jsonl", 1)
     assert sum(event["event"] == "members_snapshot" for event in events) > 100
     assert peak < 60, f"the batch took {peak:.0f} MiB"

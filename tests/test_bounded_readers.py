@@ -35,7 +35,6 @@ ALLOWED = {
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
     ("safepath.py", "_reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     # Reads of what this program itself made, at offsets and sizes it recorded.
-    ("events/kept.py", "read"): "pread of the ranges capture-keep.marks records, in a regular file, never a link",
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
     ("containment/sweep_mark.py", "_marking_pid"): "a run's sweeping mark: O_NONBLOCK | O_NOFOLLOW at its "
     "directory's descriptor, checked a regular file of at most MARK_LIMIT bytes, read once",

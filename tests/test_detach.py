@@ -140,6 +140,28 @@ def test_a_detached_start_failure_relays_the_copys_code(tmp_path):
     assert listed() == []
 
 
+@pytest.mark.parametrize("flag, value, words", [
+    ("--capture-dir", "passwd", "cannot set up --capture-dir {}: Not a directory"),
+    ("--stdin-file", "missing", "cannot open --stdin-file {}: No such file or directory"),
+    # a long path: the cause after it is said too (the reason was cut at 256 characters)
+    ("--capture-dir", "d" * 150 + "/" + "e" * 150 + "/passwd", "cannot set up --capture-dir {}: Not a directory"),
+])  # fmt: skip
+def test_a_detached_setup_failure_says_the_copys_reason(tmp_path, flag, value, words):
+    """A setup failure is in no event: the copy, whose stderr is null, tells its launcher why."""
+    jsonl, path = tmp_path / "d.jsonl", tmp_path / value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.parent / "passwd").write_text("x\n")
+    proc = run_cli("run", "--detach", "--run-id", "det-s", "--jsonl", jsonl, flag, path, "--", "true")
+    assert proc.returncode == 111
+    assert (
+        proc.stderr
+        == (
+            f"processkit-cli: run `det-s` did not start: the detached runner exited with code 111: {words.format(path)}\n"
+        ).encode()
+    )
+    check_stream(jsonl, 111)
+
+
 @pytest.mark.parametrize("flag", ["--inherit-stdio", "--inherit-stdin"])
 def test_detach_refuses_to_share_the_callers_terminal(tmp_path, flag):
     jsonl = tmp_path / "d.jsonl"

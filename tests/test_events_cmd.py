@@ -156,7 +156,7 @@ def _mutations(lines: list[bytes]) -> dict:
         "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], 'line 7: /code: expected integer, got "zero"'),
         "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: /surprise: property is not allowed"),
         "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
-        "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8"),
+        "invalid_utf8": (lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:], "line 3: not valid UTF-8 (byte 11)"),
         "over_a_mebibyte": (
             lines[:2] + [b'{"pad":"' + b"p" * (1024 * 1024) + b'"}'] + lines[2:],
             "line 3: line exceeds the 1048576-byte limit",
@@ -205,7 +205,8 @@ def test_a_corrupted_line_fails_validation_with_what_is_wrong(corrupted, name):
     problem = envelope(proc)
     assert problem["kind"] == "events_invalid"
     assert (
-        problem["message"].startswith("1 of ") and "do not conform to this binary's event schema" in problem["message"]
+        problem["message"].startswith("1 of ")
+        and "does not conform to this binary's event schema" in problem["message"]
     )
 
 

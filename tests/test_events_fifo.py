@@ -35,15 +35,24 @@ def test_a_fifo_no_one_writes_is_an_unreadable_stream_not_an_empty_one(tmp_path)
 def test_a_run_that_opens_the_fifo_after_its_reader_is_read_whole(tmp_path):
     fifo = tmp_path / "events.fifo"
     os.mkfifo(fifo)
-    # A writer holds the FIFO from before its reader opens it until the run is done, so however
-    # long the run takes to start on a loaded host, the reader never finds it writerless.
+    code, out, err, done = fed_when_open(fifo, ("events", "--json", "--file", fifo),
+                                         lambda held: run_cli("run", "--jsonl", fifo, "--", "true"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert code == 0 and err == b"", err
+    lines = out.splitlines()
+    assert b'"event":"run_started"' in lines[0] and b'"event":"runner_exit"' in lines[-1]
+
+
+def fed_when_open(fifo, args, write) -> tuple[int, bytes, bytes, object]:
+    """``processkit-cli ARGS`` reading ``fifo``: its exit code, stdout and stderr, and what
+    ``write(held)`` gave. A writer holds the FIFO from before the reader opens it until ``write``
+    is done (called once the reader has it open), so however long either takes to start on a
+    loaded host, the reader never finds it writerless. Every wait is bounded."""
     held = os.open(fifo, os.O_RDWR)
-    reader = start_cli("events", "--json", "--file", fifo)
+    reader = start_cli(*args)
     try:
-        # the reader has the FIFO open: the buffered lines are its once the held end closes
-        wait_until(lambda: any(os.path.realpath(f"/proc/{reader.pid}/fd/{fd}") == str(fifo) for fd in _fds(reader.pid)),
-                   timeout=60, what="the reader's open")  # fmt: skip
-        done = run_cli("run", "--jsonl", fifo, "--", "true")
+        wait_until(lambda: opened_by(reader.pid, fifo), timeout=60, what="the reader's open")
+        written = write(held)
         os.close(held)
         held = -1
         out, err = reader.communicate(timeout=60)
@@ -53,10 +62,19 @@ def test_a_run_that_opens_the_fifo_after_its_reader_is_read_whole(tmp_path):
         if reader.poll() is None:
             reader.kill()
             reader.wait()
-    assert done.returncode == 0, done.stderr
-    assert reader.returncode == 0 and err == b"", err
-    lines = out.splitlines()
-    assert b'"event":"run_started"' in lines[0] and b'"event":"runner_exit"' in lines[-1]
+    return reader.returncode, out, err, written
+
+
+def opened_by(pid: int, fifo) -> bool:
+    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not it)."""
+    return str(fifo) in (_target(f"/proc/{pid}/fd/{fd}") for fd in _fds(pid))
+
+
+def _target(link: str) -> str | None:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return None
 
 
 def _waits(pid: int) -> bool:
@@ -110,23 +128,28 @@ def test_two_readers_of_one_fifo_share_its_lines_and_both_end_at_its_end(tmp_pat
 
 def _two_readers(where) -> tuple[list[tuple[int, bytes]], list[bytes]]:
     """Two readers of a FIFO a shell writes 3000 lines into (a write per line), once both have
-    it open: how each ended, and the lines they printed."""
+    it open: how each ended, and the lines they printed. The test holds the FIFO's writer from
+    before either opens it until the shell is done, so neither finds it writerless (111 after
+    FIFO_WRITER_SECONDS) however late the other or the shell starts on a loaded host."""
     where.mkdir()
     fifo = where / "events.fifo"
     os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # never read: the readers' bytes stay theirs
     outs = [open(where / f"out{n}", "wb") for n in range(2)]  # a pipe's room would fill unread
     readers = [start_cli("events", "--json", "--file", fifo, stdout=out) for out in outs]
     try:
         for pid in (reader.pid for reader in readers):  # each has it open and waits in its loop
-            wait_until(lambda pid=pid: any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == str(fifo) for fd in _fds(pid))
-                       and _waits(pid), timeout=60, what="the reader's wait")  # fmt: skip
+            wait_until(lambda pid=pid: opened_by(pid, fifo) and _waits(pid), timeout=60, what="the reader's wait")
         lines = (
             'for n in $(seq 0 2999); do echo "{\\"schema_version\\":1,\\"event\\":\\"run_started\\",\\"n\\":$n}"; done'
         )
-        with open(fifo, "wb") as writer:
-            assert subprocess.run(["sh", "-c", lines], stdout=writer).returncode == 0
+        assert subprocess.run(["sh", "-c", lines], stdout=held).returncode == 0
+        os.close(held)  # the last writer gone: the stream's end for both
+        held = -1
         ended = [(reader.wait(timeout=60), reader.stderr.read()) for reader in readers]
     finally:
+        if held >= 0:
+            os.close(held)
         for out in outs:
             out.close()
         for reader in readers:

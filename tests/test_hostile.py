@@ -54,22 +54,39 @@ def pids(tmp_path):
 
 
 # ``note NAME`` (in a fresh ``sh -c``, where $$ is that shell's own pid, kept across ``exec``)
-# records the pid as NAME.pid atomically in the run's working directory.
-NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid"
-# A timeout that ends a tree once it is all there: the tests count its members and read their
-# notes, and a shell's forks and `mv`s on a loaded 2-core machine may take a good part of 300 ms.
-SET_UP = "1s"
+# records the pid as NAME.pid atomically in the run's working directory. NAME.pid appears while
+# `mv` may still be alive (one member more); NAME.noted, made by the shell itself (a redirect, no
+# fork) once it has reaped `mv`, says the shell is alone again.
+NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid && : > {0}.noted"
+
+
+def stop_once_noted(tmp_path, *args, script: str, noted: tuple[str, ...]):
+    """Run ``script`` and stop the runner (SIGTERM: 107) once every shell in ``noted`` has said
+    it is alone and past its set-up: the tree the teardown counts is then the one the test
+    means, however late a loaded machine lets the shells get there (a timeout set in advance
+    could fall on a lingering `mv`). A stop signal's teardown is a timeout's (docs/run.md)."""
+    jsonl = tmp_path / "run.jsonl"
+    runner = start_cli("run", "--jsonl", jsonl, *args, "--", "sh", "-c", script, cwd=tmp_path)
+    try:
+        for name in noted:
+            wait_for_file(tmp_path / f"{name}.noted")
+        runner.send_signal(signal.SIGTERM)
+        _, stderr = runner.communicate(timeout=30)
+    finally:
+        runner.kill()
+    assert runner.returncode == 107, stderr.decode(errors="replace")
+    assert b"Traceback" not in stderr, stderr.decode(errors="replace")
+    return stderr, check_stream(jsonl, 107)
 
 
 def test_a_tree_that_ignores_sigterm_is_escalated_after_the_grace(tmp_path, containment, pids):
-    """Root and grandchild both ignore SIGTERM; the timeout's soft stop cannot end them, the
+    """Root and grandchild both ignore SIGTERM; the stop's soft stop cannot end them, the
     grace runs out and the container's hard kill does."""
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
     script = f"trap '' TERM; sh -c '{grandchild}' & {NOTE.format('root')}; exec sleep 60"
-    _, events = run_checked(
-        tmp_path, "--timeout", SET_UP, "--grace", "200ms", command=["sh", "-c", script], returncode=106, cwd=tmp_path
-    )
+    _, events = stop_once_noted(tmp_path, "--grace", "200ms", script=script, noted=("root", "grandchild"))
     require_mechanism(events, containment)
+    assert one(events, "cancelled")["grace_ms"] == 200
     shutdown = one(events, "cleanup_finished")["shutdown"]
     assert (shutdown["members_before"], shutdown["drained_within_grace"], shutdown["escalated"]) == (2, False, True)
     assert shutdown["elapsed_ms"] >= 200
@@ -98,15 +115,13 @@ def test_a_tree_still_forking_at_its_timeout_is_torn_down_whole(tmp_path, contai
 
 
 def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, containment, pids):
-    """A double fork into a new session that keeps the output pipes, then a timeout. cgroup v2
+    """A double fork into a new session that keeps the output pipes, then a stop. cgroup v2
     still holds the escapee and kills it. A process group cannot: the escapee outlives the
     teardown, which ends once the runner's output drain gives up on the pipes it holds,
     PUMP_DRAIN_SECONDS after it; the runner, its subreaper, then kills it and says so."""
     escapee = NOTE.format("escapee") + "; exec sleep 60"
     script = f"(setsid sh -c '{escapee}' &); {NOTE.format('root')}; exec sleep 60"
-    proc, events = run_checked(
-        tmp_path, "--timeout", SET_UP, command=["sh", "-c", script], returncode=106, cwd=tmp_path
-    )
+    stderr, events = stop_once_noted(tmp_path, script=script, noted=("root", "escapee"))
     require_mechanism(events, containment)
     assert_confirmed_empty(events)
     assert not pid_alive(pids("root"))
@@ -117,7 +132,7 @@ def test_a_setsid_escapee_holding_stdout_cannot_keep_the_run_alive(tmp_path, con
     else:
         assert one(events, "cleanup_started")["members_before"] == 1
         assert not pid_alive(pids("escapee")), "the escapee outside the process group outlived the run"
-        assert b"1 process(es) of this run had left its process group" in proc.stderr
+        assert b"1 process(es) of this run had left its process group" in stderr
         assert PUMP_DRAIN_SECONDS - 0.1 <= lingered < PUMP_DRAIN_SECONDS + 1.5  # the escapee holds them 60 s
 
 
@@ -138,7 +153,7 @@ def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(t
     exit's teardown kills it (it is in the group under either mechanism), so the pipe closes
     and the run ends promptly instead of waiting for the drain bound."""
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
-    script = f"sh -c '{grandchild}' & while [ ! -e grandchild.pid ]; do sleep 0.01; done; echo bye; exit 7"
+    script = f"sh -c '{grandchild}' & while [ ! -e grandchild.noted ]; do sleep 0.01; done; echo bye; exit 7"
     proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=7, cwd=tmp_path)
     require_mechanism(events, containment)
     assert proc.stdout == b"bye\n"

@@ -202,7 +202,8 @@ def test_an_env_file_swapped_for_a_fifo_after_the_manifest_fails_its_job_not_the
     result = run_cli("batch", manifest, "--out", out, "--jobs", "1", timeout=LIMIT)
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert lines["swap"]["exit_code"] == 0, result.stderr
-    assert lines["fed"]["exit_code"] == 111 and "not a regular file" in lines["fed"]["message"], lines["fed"]
+    said = lines["fed"]["message"]  # another user's FIFO is refused before its kind is judged
+    assert lines["fed"]["exit_code"] == 111 and "another user's FIFO is never read" in said, lines["fed"]
     assert lines["after"]["exit_code"] == 0
 
 
@@ -212,11 +213,16 @@ def test_report_dir_skips_a_planted_fifo_and_a_link_to_dev_zero(tmp_path, other_
     os.chmod(folder, 0o1777)
     os.replace(stream(tmp_path), os.path.join(folder, "real.jsonl"))
     as_other(other_user, 'mkfifo "$1/a.jsonl"; ln -s /dev/zero "$1/z.jsonl"', folder)
+    os.mkfifo(os.path.join(folder, "own.jsonl"))
+    os.symlink("/dev/zero", os.path.join(folder, "own-zero.jsonl"))
     result = run_cli("report", folder, "-o", tmp_path / "index.html", timeout=LIMIT)
     assert result.returncode == 0, result.stderr
     warnings = result.stderr.decode().splitlines()
-    assert any("a.jsonl: it is a FIFO, not a regular file" in line for line in warnings), warnings
-    assert any("z.jsonl: it is a character device, not a regular file" in line for line in warnings), warnings
+    uid = other_user.pw_uid
+    assert any(f"a.jsonl is a FIFO of uid {uid}: another user's FIFO is never read" in line for line in warnings)
+    assert any(f"z.jsonl is a symbolic link of uid {uid}" in line for line in warnings), warnings
+    assert any("own.jsonl: it is a FIFO, not a regular file" in line for line in warnings), warnings
+    assert any("own-zero.jsonl: it is a character device, not a regular file" in line for line in warnings), warnings
     assert "1 run" in result.stdout.decode()
 
 

@@ -38,11 +38,13 @@ def linger(name):
 
 if os.fork() == 0:  # a background grandchild, in the child's own process group
     linger("grandchild")
-if os.fork() == 0:  # a double-forked escapee in a session of its own
+middle = os.fork()
+if middle == 0:  # a double-forked escapee in a session of its own
     os.setsid()
     if os.fork() == 0:
         linger("escapee")
     os._exit(0)
+os.waitpid(middle, 0)  # gone before the root exits: the teardown counts only the two left
 while not (os.path.exists(f"{where}/grandchild") and os.path.exists(f"{where}/escapee")):
     time.sleep(0.01)
 """

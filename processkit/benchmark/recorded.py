@@ -21,6 +21,7 @@ from ..bounded import BENCH_EXPORT, InputError, load_file
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
+from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .stats import Summary, outlier_indices, summarize
 
@@ -217,12 +218,11 @@ def _magnitude(value) -> str:
 
 
 def load(path: str) -> object:
-    """The export's JSON, read within ``bounded.BENCH_EXPORT`` (size, nesting, a regular file,
-    NaN and Infinity refused, and an object naming a key twice: which of the two a reader took
-    would be its parser's choice, so a baseline's figures would depend on it); its shape is
-    checked after, by ``from_json``."""
+    """The export's JSON, walked (``userfiles``: another user's link is refused), read within
+    ``bounded.BENCH_EXPORT`` (size, nesting, a regular file, NaN, Infinity and a key named twice
+    refused: which one a reader took would be its parser's choice); shape: ``from_json``."""
     try:
-        return load_file(path, BENCH_EXPORT, unique_keys=True)
+        return load_file(path, BENCH_EXPORT, unique_keys=True, opener=open_judged)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:

@@ -200,10 +200,7 @@ def _batch(args, invocation, settings, jobs) -> int:
         raise
     page.draw()  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    if args.trace is not None:
-        _write_trace(settings.out, args.trace)
-    if args.junit is not None:
-        batch_habits.write_junit(settings.out, args.junit, started_ns)
+    batch_habits.write_reports(args, settings.out, started_ns)
     progress.end(tally)
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
@@ -229,20 +226,6 @@ def _end_escapees(args, spare, progress) -> None:
         from .run import LEFT_EITHER, end_escapees
 
         end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet, left=LEFT_EITHER)
-
-
-def _write_trace(out: str, path: str) -> None:
-    """The trace, from the summary just written; a failure is a warning (the batch's results
-    stand without it)."""
-    from ..diagnostics import warn
-    from ..report.batch_model import load
-    from ..report.batch_trace import trace_json
-    from ..userfiles import write_text
-
-    try:
-        write_text(path, trace_json(load(out)))
-    except Failure as failure:
-        warn(f"no trace: {failure.message}")
 
 
 # A job ended with one of these sources never ran its child: its line says why, since no

@@ -3,7 +3,7 @@ parallel's command templates (``--id``, ``--dry-run``, the job keys), make's gra
 nextest's groups (``--group-limit``), and what CI asks (``--junit``, ``--retry-delay``,
 ``--partition``). ``add_flags`` declares them; ``jobs`` reads a template's jobs or a manifest's
 and applies the share and the graph's checks; ``settle`` sets what they give the batch's
-``Settings``; ``write_junit`` writes the report at the end; ``read_manifest`` opens the
+``Settings``; ``write_reports`` writes the trace and JUnit at the end; ``read_manifest`` opens the
 manifest (a file, a pipe, stdin) checked whole and held open while its jobs are read again.
 """
 
@@ -178,18 +178,35 @@ def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
     output.raw(bytes(block))
 
 
-def write_junit(out: str, path: str, started_ns: int) -> None:
-    """The JUnit report, from the summary just written (``started_ns``: the batch's start, on the
-    wall clock); a failure is a warning (the batch's results stand without it)."""
+def write_reports(args, out: str, started_ns: int) -> None:
+    """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
+    start, on the wall clock); a failure is a warning (the batch's results stand without them).
+    Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the
+    page, the other report): each would be lost for a file derived from it."""
+    from ..batching.index import PAGE
     from ..diagnostics import warn
     from ..report.batch_model import load
-    from ..report.junit import junit_xml
-    from ..userfiles import write_text
+    from ..summary_line import SUMMARY_FILE
+    from ..userfiles import identities, write_text
 
-    try:
-        write_text(path, junit_xml(load(out), out, started_ns))
-    except Failure as failure:
-        warn(f"no JUnit report: {failure.message}")
+    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
+    named += [(path, what) for path, what in ((args.manifest, "the manifest"), (args.history, "the --history summary"))]
+    kept = identities((path, what) for path, what in named if path not in (None, "-"))
+    if args.trace is not None:
+        from ..report.batch_trace import trace_json
+
+        try:
+            write_text(args.trace, trace_json(load(out)), kept)
+        except Failure as failure:
+            warn(f"no trace: {failure.message}")
+        kept.update(identities([(args.trace, "the --trace file")]))
+    if args.junit is not None:
+        from ..report.junit import junit_xml
+
+        try:
+            write_text(args.junit, junit_xml(load(out), out, started_ns), kept)
+        except Failure as failure:
+            warn(f"no JUnit report: {failure.message}")
 
 
 @contextlib.contextmanager

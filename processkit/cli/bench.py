@@ -18,7 +18,7 @@ import stat
 
 from ..errors import usage
 from ..text import unencodable
-from ..userfiles import write_text
+from ..userfiles import identities, write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
 from ..grammar import FLAGS, REPEAT, Naming
@@ -251,7 +251,12 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.session import settings, shortfall
 
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
-    files = [(path, kind) for path, kind in targets if _rewritable(path)]
+    # The baseline is read whole before the first run, but an export written over it as the
+    # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end
+    # only, and only when the benchmark did not fail (118): its figures are no baseline.
+    baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
+    rolled = {path for path, _ in targets if identities([(path, "")]).keys() & baseline.keys()}
+    files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
 
     def export(result: BenchResult) -> None:
         """The export files rewritten from ``result`` (hyperfine's ExportManager): made before
@@ -278,13 +283,13 @@ def main(argv: list[str], invocation) -> int:
         from ..benchmark import printout
 
         _print(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
+    failure = shortfall(result, options)
     for path, kind in targets:
         text = _writer(kind)(result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target
             _print(["", *text.splitlines()])
-        else:
+        elif failure is None or path not in rolled:
             write_text(path, text)
-    failure = shortfall(result, options)
     if failure is not None:
         raise failure
     bench_baseline.gate(result)  # after every run and every export
@@ -322,7 +327,8 @@ def _rewritable(path: str) -> bool:
     if path == "-":
         return False
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        mode = os.stat(path).st_mode
+        return stat.S_ISREG(mode) or stat.S_ISDIR(mode)  # a directory: the first write names it, before any run
     except FileNotFoundError:
         return True
     except OSError:

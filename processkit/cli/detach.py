@@ -115,6 +115,7 @@ class Handshake:
         self._gate = gate
         self._started: bool | None = None  # None until decided
         self._copy_ended = False  # under a gate: the last look waits for the loop to end
+        self._failed = ""  # the copy's words for a failure before its start, told on the pipe
         if ready is not None:
             os.set_blocking(ready, False)
 
@@ -156,6 +157,8 @@ class Handshake:
             line = os.read(self._ready, 4096)
         except OSError:  # nothing yet
             return False
+        if line.startswith(b"failed\t"):  # whole (a long path's cause is at its end): cleaned again when said
+            self._failed = sanitize(line[7:].rstrip(b"\n").decode("utf-8", "replace"), limit=len(line))
         if not line.startswith(b"started"):
             return False
         _, _, jsonl_failure = line.rstrip(b"\n").partition(b"\t")
@@ -200,7 +203,7 @@ class Handshake:
     def _relayed_failure(self) -> Failure:
         """The copy ended before the proof: a reserved code is relayed, anything else is 111."""
         code = self._copy.returncode
-        reason = self._stream_reason()
+        reason = self._stream_reason() or (f": {self._failed}" if self._failed else "")
         headline = f"run `{self._run_id}` did not start"  # the reference's words, which a script greps for
         if code in RESERVED_BAND:
             kind = _RUN_KINDS.get(code, Kind.UNKNOWN)

@@ -18,7 +18,7 @@ import os
 import stat
 import time
 
-from ..bounded import EVENTS_STREAM, InputError, open_input
+from ..bounded import EVENTS_STREAM, InputError
 from ..diagnostics import note
 from ..errors import Failure, Kind, usage
 from ..events.follow import READ_CHUNK, Follower
@@ -28,6 +28,7 @@ from ..loop import Loop
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
+from ..userfiles import open_judged
 from ..grammar import values
 from . import output, targets
 from .parsing import Once, OnceFlag, Parser
@@ -166,7 +167,7 @@ class Reading:
         self._target = target
         self._consumer = consumer
         try:
-            fd = open_input(target.path, EVENTS_STREAM)  # a FIFO's open waits for no writer
+            fd = open_judged(target.path, EVENTS_STREAM)  # walked: another user's link is refused
         except OSError as exc:
             raise self._unreadable("open", exc) from None
         except InputError as exc:
@@ -350,7 +351,8 @@ class Validation:
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
         if self._invalid:
             message = (
-                f"{self._invalid} of {self._checked} checked {noun} do not conform to this binary's event schema "
+                f"{self._invalid} of {self._checked} checked {noun} {'does' if self._invalid == 1 else 'do'} not"
+                " conform to this binary's event schema "
                 "(`probe --print-schema`)"
             )
         else:

@@ -38,7 +38,10 @@ def _write(data: bytes) -> None:
 
 
 def cell(value) -> str:
-    """One value as a human sees it: ``-`` for nothing, everything else sanitized."""
+    """One value as a human sees it: ``-`` for nothing, a flag as the JSON says it (``false``,
+    not Python's ``False``), everything else sanitized."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return "-" if value is None else sanitize(str(value))
 
 

@@ -17,9 +17,11 @@ import os
 from ..diagnostics import note
 from ..errors import usage
 from ..text import sanitize
-from ..userfiles import write_text
+from ..userfiles import identities, write_text
 from . import output
 from .parsing import Once, Parser
+
+INPUT = "an input of this report"  # what ``-o`` is told it would replace (``userfiles.write_output``'s ``kept``)
 
 
 def build_parser() -> Parser:
@@ -60,12 +62,13 @@ def main(argv: list[str], invocation) -> int:
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
 
+    kept = _inputs(args, paths)
     exports = inputs.bench_exports(args.streams)
     if exports is not None:  # ``bench --export-json`` files: one, or a baseline and a new one
         from ..report import bench_page
 
         old, new = exports if len(exports) == 2 else (None, exports[0])
-        write_text(args.output, bench_page.bench_page(new, old))
+        write_text(args.output, bench_page.bench_page(new, old), kept)
         against = "" if old is None else f" against {sanitize(old.source)}"
         output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(new.commands)} commands{against}"])
         if unmeasured := new.cpu_unmeasured():
@@ -84,20 +87,35 @@ def main(argv: list[str], invocation) -> int:
     ]
     if args.usage_file is not None:
         reading.add_usage(runs[0], inputs.usage_record(args.usage_file))
+    if single:  # the captures its page reads: beside the stream (``cap/stdout.log``) or in --capture-dir
+        from ..report.model import capture_place
+
+        places = (capture_place(stream, args.capture_dir, runs[0].path) for stream in runs[0].captured)
+        kept.update(identities((os.path.join(*place), INPUT) for place in places))
     page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
-    write_text(args.output, page)
+    write_text(args.output, page, kept)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
     return 0
 
 
+def _inputs(args, paths) -> dict[tuple[int, int], str]:
+    """What the page is made from, never replaced by it (``report run.jsonl -o run.jsonl``)."""
+    named = [*args.streams, *paths, *([args.usage_file] if args.usage_file is not None else [])]
+    if args.capture_dir is not None:
+        named += [os.path.join(args.capture_dir, f"{name}.log") for name in ("stdout", "stderr")]
+    return identities((path, INPUT) for path in named)
+
+
 def _batch_page(args) -> int:
     from ..report import batch_model, batch_page
+    from ..summary_line import SUMMARY_FILE
 
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None:
             raise usage(f"the argument '--{flag.replace('_', '-')}' cannot be used with a batch's directory")
     batch = batch_model.load(args.streams[0])
-    write_text(args.output, batch_page.batch_page(batch))
+    read = [os.path.join(batch.out, SUMMARY_FILE), *batch_page.captures_read(batch)]
+    write_text(args.output, batch_page.batch_page(batch), identities((path, INPUT) for path in read))
     output.lines([f"wrote {sanitize(args.output)}: a batch of {len(batch.jobs)} jobs"])
     return 0

@@ -124,10 +124,8 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
-    from ..spec import OverflowPolicy, RunContext
+    from ..spec import RunContext
 
-    # The capture's cut said on stderr, unless the cut itself ended the run (113 says it).
-    cut_said = spec.capture_dir is not None and spec.capture_overflow is OverflowPolicy.TRUNCATE
     from ..containment import has_children
 
     spare = None  # the caller's, before the run (one ``waitid`` says there is none): spared by the sweep after it
@@ -148,12 +146,12 @@ def main(argv: list[str], invocation) -> int:
         return end_escapees(spare, left=LEFT_CGROUP, raises=True)
 
     context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
-    outcome = execute(spec, context, ("output_captured",) if spec.capture_dir is not None else ())
+    outcome = execute(spec, context, ("output_captured", "output_overflow") if spec.capture_dir is not None else ())
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
         from ..containment import V2_PARENTS
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
-    _say_cut(outcome.remembered.get("output_captured"), cut_said)
+    _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
@@ -161,24 +159,38 @@ def main(argv: list[str], invocation) -> int:
 
             warn(oom_words(outcome.usage.oom_kills, "this run's"))
         if spec.usage_file is not None:
-            _write_usage(spec.usage_file, outcome.usage)
+            _write_usage(spec, outcome)
     if outcome.failure is not None:
+        if context.ready_fd is not None:  # a detached copy that never started: its stderr is null
+            _tell_launcher_why(context.ready_fd, outcome.failure.message)
         return invocation.fail(outcome.failure)
     return outcome.code
 
 
-def _say_cut(captured: dict | None, cut_said: bool) -> None:
-    """A capture cut at ``--capture-max-bytes`` (``cut_said``: not when the cut ended the run)
-    or by a failed write said on stderr, as the API warns of a cut: the echo showed every byte,
-    the file holds only some, and only ``output_captured`` said which."""
+def _tell_launcher_why(fd: int, message: str) -> None:
+    """The words of a detached copy's failure before its start, for its launcher to say (a
+    setup failure's are in no event: ``cannot set up --capture-dir DIR: ...``). Best effort."""
+    try:
+        os.write(fd, b"failed\t" + message.encode("utf-8", "replace")[:4000] + b"\n")
+    except OSError:
+        pass
+
+
+def _say_cut(captured: dict | None, overflow: dict | None) -> None:
+    """A capture cut at ``--capture-max-bytes`` or by a failed write said on stderr, as the API
+    warns of a cut: the echo showed every byte, the file holds only some, and only
+    ``output_captured`` said which. Not the stream whose cut ended the run (``overflow``, its
+    ``output_overflow`` event: 113's line says it); a cut under ``--capture-overflow cancel``
+    that did not end it (the child's exit, a timeout or a signal won the race) is said as any."""
     from ..diagnostics import warn
 
+    ended = (overflow or {}).get("stream")
     for name in ("stdout", "stderr"):
         stream = (captured or {}).get(name) or {}
         seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
         if stream.get("write_error"):  # a full disk: the file is short as surely as at a cap, and first
             warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
-        elif stream.get("truncated") and cut_said:
+        elif stream.get("truncated") and name != ended:
             warn(
                 f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
             )
@@ -247,13 +259,20 @@ def end_escapees(
     return ended + refused
 
 
-def _write_usage(path: str, usage) -> None:
-    """``--usage-file``: best effort, as the run has already ended; a failure is one warning."""
+def _write_usage(spec: RunSpec, outcome) -> None:
+    """``--usage-file``: best effort, as the run has already ended; a failure is one warning.
+    Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole."""
     from ..containment.accounting import write_file
+    from ..userfiles import identities
 
+    assert spec.usage_file is not None
+    kept = {} if outcome.stream_file is None else {outcome.stream_file: "the --jsonl stream"}
+    if spec.capture_dir is not None:
+        logs = ((os.path.join(spec.capture_dir, f"{name}.log"), f"the {name} capture") for name in ("stdout", "stderr"))
+        kept.update(identities(logs))
     try:
-        write_file(path, usage)
+        write_file(spec.usage_file, outcome.usage, kept)
     except OSError as exc:
         from ..diagnostics import warn
 
-        warn(f"cannot write --usage-file {path}: {exc.strerror}")
+        warn(f"cannot write --usage-file {spec.usage_file}: {exc.strerror}")

@@ -149,12 +149,13 @@ class Tally:
         return Usage(**self.values, sources=self.sources)  # type: ignore[arg-type]  # its keys name the int fields
 
 
-def write_file(path: str, usage: Usage) -> None:
-    """``run --usage-file``: the whole usage as one JSON object, replacing the file."""
+def write_file(path: str, usage: Usage, kept: dict[tuple[int, int], str] | None = None) -> None:
+    """``run --usage-file``: the whole usage as one JSON object, replacing the file (never one
+    of ``kept``'s, ``userfiles.write_output``)."""
     from ..jsontext import dumps
     from ..userfiles import write_output
 
-    write_output(path, (dumps(usage.as_json()) + "\n").encode("utf-8"))
+    write_output(path, (dumps(usage.as_json()) + "\n").encode("utf-8"), kept)
 
 
 class ChildrenUsage:

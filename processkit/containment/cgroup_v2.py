@@ -19,7 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
-from .members import kill_ended_alone
+from .members import kill_ended_alone, subtree_threads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -234,7 +234,9 @@ class CgroupV2(Container):
             self.signal_members(signals.SIGKILL)
             return
         try:
-            kill_ended_alone(self.member_pids())  # what cgroup.kill misses
+            pids = self.member_pids()
+            if pids:  # what cgroup.kill misses, among those whose main thread is not listed
+                kill_ended_alone(pids, subtree_threads(self.path))
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 

@@ -74,3 +74,23 @@ def made_subreaper() -> bool:
     ``cgroup.procs``) come to it once orphaned, so only then is there anything of theirs to look
     for (``cli/run.end_escapees``)."""
     return _subreaper
+
+
+def parent_gone(expected: int, witness: int | None, hung_up: bool = False) -> bool:
+    """Asked once the death signal is armed: whether the parent that started this process (pid
+    ``expected``) has ended. ``getppid()`` names a parent in this pid namespace; one outside it
+    (``unshare --pid`` without ``--fork``) reads as 0, alive or dead, for an orphan is handed to
+    a reaper outside too. There ``witness`` says: a pidfd of the parent (readable once it has
+    ended) or, with ``hung_up``, a socket whose other end only the parent holds; None: taken
+    as alive."""
+    parent = os.getppid()
+    if parent == expected:
+        return False
+    if parent != 0 or witness is None:
+        return parent != 0
+    import select
+
+    poller = select.poll()
+    poller.register(witness, select.POLLRDHUP if hung_up else select.POLLIN)
+    gone = select.POLLHUP | select.POLLRDHUP | select.POLLERR if hung_up else select.POLLIN
+    return any(events & gone for _, events in poller.poll(0))

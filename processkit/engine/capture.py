@@ -9,10 +9,11 @@ puts in order at the end.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-from ..capture_layout import PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
+from ..capture_layout import MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
@@ -121,7 +122,14 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
     return CaptureReport(target.path, 0, 0, EMPTY_SHA256, False, target.cap)
 
 
-def open_targets(directory: str, cap: int, keep: str = "head", readable: bool = False) -> dict[str, CaptureTarget]:
+def open_targets(
+    directory: str,
+    cap: int,
+    keep: str = "head",
+    *,
+    readable: bool = False,
+    events_file: tuple[int, int] | None = None,
+) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
     the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
 
@@ -130,7 +138,9 @@ def open_targets(directory: str, cap: int, keep: str = "head", readable: bool = 
     Files are opened without truncation first; only when both opened are they emptied (regular
     files only: like ``O_TRUNC``, emptying means nothing for a device or FIFO, and ftruncate
     would fail there after the first file was already emptied). On failure, only what this
-    attempt created (files and directories) is removed.
+    attempt created (files and directories) is removed. A file that is the run's event stream
+    (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
+    fails the setup before anything is emptied.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -146,6 +156,14 @@ def open_targets(directory: str, cap: int, keep: str = "head", readable: bool = 
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
+            _not_the_stream(os.fstat(fd), name, events_file)
+        if keep != "head":  # the ring's layout record and marks are renamed over their names (a
+            # hard link there to the stream would keep it by its name: refused too, harmlessly)
+            for name in (LAYOUT_NAME, MARKS_NAME):
+                try:
+                    _not_the_stream(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), name, events_file)
+                except FileNotFoundError:
+                    pass
         for stream, target in opened.items():  # a file just created is empty already
             if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
                 os.ftruncate(target.fd, 0)
@@ -161,6 +179,27 @@ def open_targets(directory: str, cap: int, keep: str = "head", readable: bool = 
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:
+    """A capture's file that is the run's stream would be emptied, then written by both."""
+    if (found.st_dev, found.st_ino) == events_file:
+        raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
+
+
+def run_targets(
+    directory: str, cap: int, keep: str, *, captured: list[int] | None, events_file: tuple[int, int] | None
+) -> dict[str, CaptureTarget]:
+    """A run's ``open_targets``, its files made readable where what they hold is read back: by a
+    carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)
+    or by the ring put in order in place (``capture_keep``)."""
+    readable = captured is not None or keep != "head"
+    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file)
+    if captured is not None:
+        from ..readback import reader  # a carrier's read-back only: a plain run loads none
+
+        captured.extend(reader(targets[stream].fd) for stream in STREAMS)
+    return targets
 
 
 def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:

@@ -70,8 +70,10 @@ class Outcome:
     as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
     ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
     carrier reads back at most (through ``RunContext.streamed``: the child may have put a file
-    of any size, or a link, at the path); ``signal``: the signal the root died of when its death
-    ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
+    of any size, or a link, at the path), and ``stream_file``, the file's ``(st_dev, st_ino)``
+    (``Emitter.identity``), which ``--usage-file`` never replaces; ``signal``: the signal the
+    root died of when its death ended the run, what a batch's line says without reading
+    ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
     ended the run (a daemon it started: the teardown then killed them), a batch's leak, counted
     only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``run``, ``bench``, the API);
@@ -90,6 +92,7 @@ class Outcome:
         "command_from_ns",
         "records",
         "stream_bytes",
+        "stream_file",
         "signal",
         "left_behind",
         "kept",
@@ -106,6 +109,7 @@ class Outcome:
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far
+        self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
         self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
         self.kept: dict | None = None

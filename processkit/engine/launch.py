@@ -57,7 +57,8 @@ def prepare(host: Host, run: RunState) -> None:
 
         run.targets = capture.held_targets(spec, run.capture_dir, (held_capture[1], held_capture[2]))
     run.pump_backend, run.spawn_backend = _backends(host)
-    # A lone run pays a thread per captured pipe from its start; a batch's short jobs would not (streams.py)
+    # A host carrying one run pays a thread per captured pipe from its start; a batch's many
+    # short jobs would pay it for nothing (streams.py's facts about pipes).
     run.unpolled_pipes = host.alone
     if held_capture is None and run.capture_dir is not None:
         import processkit.engine.capture as capture
@@ -66,18 +67,15 @@ def prepare(host: Host, run: RunState) -> None:
             run.targets = made(
                 context,
                 spec.capture_dir,
-                capture.open_targets,
+                capture.run_targets,
                 run.capture_dir,
                 spec.capture_max_bytes,
                 spec.capture_keep,
-                context.captured is not None or spec.capture_keep != "head",  # read back: by the carrier, a ring here
+                captured=context.captured,
+                events_file=run.events.identity,
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
-        if context.captured is not None:
-            from ..readback import reader  # a carrier's read-back only: a plain run loads none
-
-            context.captured.extend(reader(run.targets[stream].fd) for stream in capture.STREAMS)
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
         stdin_file = context.place(spec.stdin_file)
@@ -268,8 +266,7 @@ def start(host: Host, run: RunState):
                 command=command_object(spec.argv, raw=spec.argv_raw),
             )
         )
-    if run.context.ready_fd is not None:
-        _tell_launcher(run.context.ready_fd, run.events.failure)
+    _tell_launcher(run.context, run.events.failure)
     if run.events.writing:
         emit_snapshot(run, "spawn")
     return launched
@@ -348,16 +345,17 @@ def connect(run: RunState, launched: Launched) -> None:
         launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
 
 
-def _tell_launcher(fd: int, jsonl_failure: str | None) -> None:
-    """A detached copy tells its launcher the run started through a pipe as well as the JSONL,
-    which may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL
-    stopped if it did. Best effort: a launcher that is gone has nothing left to learn."""
-    line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
-    try:
-        os.write(fd, line.encode("utf-8", "replace") + b"\n")
-    except OSError:
-        pass
-    os.close(fd)
+def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
+    """A detached copy tells its launcher the run started through a pipe as well as the JSONL, which
+    may be failing (``/dev/full``) while the run is healthy: ``started``, and why the JSONL stopped if it did."""
+    fd, context.ready_fd = context.ready_fd, None  # closed: still set after the run, it never started (``cli/run.py``)
+    if fd is not None:
+        line = "started" if jsonl_failure is None else f"started\t{jsonl_failure}"
+        try:
+            os.write(fd, line.encode("utf-8", "replace") + b"\n")
+        except OSError:  # best effort: a launcher that is gone has nothing left to learn
+            pass
+        os.close(fd)
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:

@@ -112,6 +112,7 @@ def steps(
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
         outcome.remembered = emitter.remembered
         outcome.stream_bytes = emitter.sent
+        outcome.stream_file = emitter.identity
         if context.streamed is not None:  # the carrier reads the stream back through it (``RunContext``)
             context.streamed.append(emitter.reader())
         if records:

@@ -36,7 +36,7 @@ from .. import envvars, fdlimit, native, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
-from ..spawn_words import AttachError, Asked, failure, no_bytes, unpassable
+from ..spawn_words import NAMESPACE_ENDED, AttachError, Asked, failure, no_bytes, unpassable
 from ..spec import StdinMode
 from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
 from .spawn_native import Pending
@@ -218,13 +218,22 @@ def _refusal(exc: Exception, runner_ends, asked: Asked) -> Exception:
     if isinstance(exc, _Refused):
         if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
             return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
-        return failure(exc.step, exc.reason, exc.number, asked)
+        return _failure(exc.step, exc.reason, exc.number, asked)
     assert isinstance(exc, OSError), "begin catches these three"
     if exc.errno in (errno.EMFILE, errno.ENFILE) and exc.filename is None:  # the runner's, not the program's
         return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
     # No pipe or no process for the child, or Popen's report of a failed chdir or exec.
     step = "cwd" if asked.cwd is not None and exc.filename == asked.cwd else "start"
-    return failure(step, exc.strerror or str(exc), exc.errno or 0, asked)
+    return _failure(step, exc.strerror or str(exc), exc.errno or 0, asked)
+
+
+def _failure(step: str, reason: str, number: int, asked: Asked) -> Exception:
+    """``failure``, an ENOMEM named for what it is where the children's pid namespace has lost its init."""
+    from ..containment import pidns  # only here: a failure path, not every run's import
+
+    if number == errno.ENOMEM and pidns.children_namespace_ended():
+        reason = NAMESPACE_ENDED
+    return failure(step, reason, number, asked)
 
 
 class Starting:
@@ -313,6 +322,7 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
     import subprocess  # only here: the native path spares the runner its import
 
     stdio = [fd if fd >= 0 else None for fd in child_ends]
+    runner = _own_pidfd()
     try:
         popen = subprocess.Popen(
             list(argv),
@@ -323,19 +333,37 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             cwd=cwd,
             close_fds=True,
             pass_fds=passed,
-            preexec_fn=_child_setup(joins, os.getpid(), tty),
+            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise _Refused("attach", str(exc)) from None
+    finally:
+        if runner is not None:
+            os.close(runner)
     return _PopenChild(popen, runner_ends)
 
 
-def _child_setup(joins: ChildJoins, runner_pid: int, tty: int):
+def _own_pidfd() -> int | None:
+    """A pidfd of the runner for its child to poll, or None where the kernel has none (5.3 on)."""
+    try:
+        return os.pidfd_open(os.getpid())
+    except OSError:
+        return None
+
+
+def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
-    the stdio in place before it runs, so fd 0 is already the terminal to take."""
+    the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
+    the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
+    --pid`` without ``--fork``) reads as 0 from ``getppid()``, alive or dead, so there the
+    pidfd says whether it is gone (readable once it has ended), as the native child's report
+    pipe does (csrc/spawn_child.c)."""
     import fcntl
+    import select  # noqa: F401  (prctl.parent_gone's, imported here: none after the fork)
     import signal
     import termios
+
+    runner_pid, runner_pidfd = runner
 
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
     nofile = None
@@ -356,7 +384,7 @@ def _child_setup(joins: ChildJoins, runner_pid: int, tty: int):
         for fd in procs_fds:
             cgroupfs.join(fd)
         prctl.set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != runner_pid:  # the runner died before the death signal was armed
+        if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())

@@ -47,7 +47,7 @@ def open_source(path: str, *, own: bool = False) -> int:
     else:
         from ..userfiles import open_input  # here: a run without --stdin-file loads no ``userfiles``
 
-        fd = open_input(path)
+        fd = open_input(path, others_fifo=True)  # a FIFO that never delivers is ended by --timeout
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         os.close(fd)

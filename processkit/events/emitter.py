@@ -148,6 +148,9 @@ class Emitter:
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
         self.sent = 0  # the bytes written so far: a named file's size as this run left it
+        # (st_dev, st_ino) of the regular file opened by its path: a capture file that is it
+        # fails the capture setup (``capture.open_targets``)
+        self.identity: tuple[int, int] | None = None
         if self._poisoned:
             return
         if fd is not None:
@@ -155,7 +158,10 @@ class Emitter:
             self._gathered = []
             return
         self._fd = open_for_writing(path, readable=readable)
-        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+        found = os.fstat(self._fd)
+        if stat.S_ISREG(found.st_mode):
+            self.identity = (found.st_dev, found.st_ino)
+        else:
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
 
     def reader(self) -> int:

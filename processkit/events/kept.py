@@ -9,10 +9,9 @@ in stream order (``Salvage.read``).
 from __future__ import annotations
 
 import os
-import stat
 
 from .. import capture_layout
-from ..bounded import CAPTURE_LAYOUT, loads, read_start
+from ..bounded import CAPTURE_LAYOUT, RUN_FILE, InputError, loads, read_start
 from ..plain import Frozen
 from .types import CapturedStream
 
@@ -111,18 +110,21 @@ class Salvage(Frozen):
 
     def read(self, limit: int | None = None) -> bytes | None:
         """The stream bytes the file holds, in stream order (only the last ``limit`` of them when
-        given); None when the file cannot be read or is shorter than its marks say. Opened as the
-        record is: a regular file, without blocking, never through a link."""
+        given); None when the file cannot be read or is shorter than its marks say. Opened as a
+        report reads a capture in a directory given (``userfiles.open_named``): a regular file,
+        without blocking, through no link another user made, and not a hard link of a file of
+        this user's or root's in a directory others can change (one to a file they could not read)."""
+        from ..userfiles import open_named
+
         wanted = self.size if limit is None else min(limit, self.size)
         skip = self.size - wanted
+        folder, name = os.path.split(self.path)
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-        except OSError:
+            fd = open_named(name, RUN_FILE, inside=folder)
+        except (OSError, InputError):
             return None
         parts = []
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
             for start, end, offset in self.segments:
                 length = end - start
                 if skip >= length:

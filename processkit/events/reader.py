@@ -49,7 +49,7 @@ def parse(number: int, raw: bytes) -> Line:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start})")
+        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start + 1})")
     try:
         value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
     except BadShape as exc:
@@ -89,6 +89,19 @@ class LineSplitter:
                 lines.append(self._overlong(self._pending[:ECHO_BYTES]))
             self._pending.clear()
         return lines
+
+    def skip(self, count: int) -> list[Line]:
+        """``count`` NUL bytes passed over unread (a sparse file's hole), as ``feed`` would take
+        them, without holding them: none is a newline, so past a line's limit they are skipped."""
+        if self._skipping or count <= 0:
+            return []
+        if len(self._pending) + count <= MAX_LINE_BYTES:
+            self._pending += bytes(count)
+            return []
+        head = bytes(self._pending[:ECHO_BYTES]) + bytes(min(count, max(0, ECHO_BYTES - len(self._pending))))
+        self._pending.clear()
+        self._skipping = True
+        return [self._overlong(head)]
 
     def end(self) -> list[Line]:
         """The unterminated tail a writer left behind, once nothing more can arrive."""

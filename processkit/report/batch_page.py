@@ -39,9 +39,26 @@ def page_for(out: str) -> str:
     return batch_page(load(out))
 
 
+def captures_read(batch: Batch) -> list[str]:
+    """The capture files the page may read (``report DIR -o FILE`` never writes over one)."""
+    _, shown = _ordered(batch)
+    return [os.path.join(batch.out, inside) for job in shown[:FAILURES_SHOWN] for inside in _insides(job) if inside]
+
+
+def _ordered(batch: Batch) -> tuple[list[Job], list[Job]]:
+    """Every job, failed first (stable: manifest order within), and those shown with their tails."""
+    ordered = sorted(batch.jobs, key=lambda job: STATE_ORDER[job.state])
+    return ordered, [job for job in ordered if job.state in SHOWN]
+
+
+def _insides(job: Job) -> list[str | None]:
+    """Each stream's capture file inside ``--out`` (None for all when the id is no plain name)."""
+    plain = "/" not in job.id and job.id not in (".", "..") and "\0" not in job.id
+    return [f"{job.id}/capture/{name}.log" if plain else None for name in STREAMS]
+
+
 def batch_page(batch: Batch) -> str:
-    ordered = sorted(batch.jobs, key=lambda job: STATE_ORDER[job.state])  # stable: manifest order within
-    shown = [job for job in ordered if job.state in SHOWN]
+    ordered, shown = _ordered(batch)
     counts = {state: sum(job.state == state for job in batch.jobs) for state in STATE_ORDER}
     wall = max(int(batch.wall_ms or 0), 1)
     tails = [_failure(batch.out, job) for job in shown[:FAILURES_SHOWN]]
@@ -103,12 +120,10 @@ def _failure(out: str, job: Job) -> dict:
     the summary's recorded path is only shown, since the summary may be another user's
     (``tail.read_tail``'s guard)."""
     tails = []
-    plain = "/" not in job.id and job.id not in (".", "..") and "\0" not in job.id
-    for name, info in zip(STREAMS, (job.stdout, job.stderr)):
+    for name, info, inside in zip(STREAMS, (job.stdout, job.stderr), _insides(job)):
         if info is None or info.sha256 is None or info.bytes == 0:
             continue
-        if plain:
-            inside = f"{job.id}/capture/{name}.log"
+        if inside is not None:
             cut = info.truncated or info.write_error  # a failed write cuts the file as the cap does
             kept = kept_ranges(name, info, job.run_id, os.path.join(out, inside)) if cut else None
             html, note = read_tail(out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None)

@@ -19,28 +19,67 @@ STREAM_SUFFIX = ".jsonl"
 
 
 def stream_paths(given: list[str]) -> list[str]:
-    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted)."""
-    if len(given) == 1 and os.path.isdir(given[0]):
+    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted). An entry
+    refused (not a regular file, or another user's link) is skipped with a warning saying why;
+    a directory left with none fails, with the first refusal when there was one."""
+    if len(given) == 1 and _is_directory(given[0]):
         try:
-            names = sorted(name for name in os.listdir(given[0]) if name.endswith(STREAM_SUFFIX))
+            names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
-        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path)]
+        refusals: list[str] = []
+        paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path, refusals)]
+        if not paths and refusals:
+            raise Failure(Kind.SETUP, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} stream to read: {refusals[0]}")
         if not paths:
             raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
         return paths
     return list(given)
 
 
-def _regular(path: str) -> bool:
-    """Whether a directory's ``*.jsonl`` entry is a regular file to read; anything else (a FIFO,
-    whose open would wait, a link to ``/dev/zero``, which never ends) is skipped with a warning.
-    Checked again where it is read (``reading.read_lines``), so a swap since is a clear error."""
-    from ..diagnostics import warn
-    from ..userfiles import kind
+def _is_directory(path: str) -> bool:
+    """Whether ``path`` is a directory reached by ``safepath``'s walk. Another user's link is
+    not followed to find out (whatever it leads to, the name is then read as a stream, and
+    refused there in the same words)."""
+    from ..safepath import directory_of
 
     try:
-        found = os.stat(path)
+        handle, _ = directory_of([0], path)
+    except OSError:
+        return False
+    os.close(handle)
+    return True
+
+
+def _listed(path: str) -> list[str]:
+    """The names in the directory ``path``, reached by ``safepath``'s walk: another user's link to
+    a directory of root's (``/tmp/streams -> /root/private``) is refused, its names never shown."""
+    from ..safepath import directory_of, reopen
+
+    handle, here = directory_of([0], path)
+    listing = reopen(handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, here)
+    try:
+        return os.listdir(listing)
+    finally:
+        os.close(listing)
+
+
+def _regular(path: str, refusals: list[str]) -> bool:
+    """Whether a directory's ``*.jsonl`` entry is a regular file to read, judged as it will be
+    opened (``userfiles.input_stat``: nothing opened, no link of another user's followed).
+    Anything else (a FIFO, whose open would wait, a link to ``/dev/zero``, which never ends,
+    another user's link, even to a stream of theirs) is skipped with a warning, the refusal
+    added to ``refusals``. Checked again where it is read (``reading.read_lines``)."""
+    from ..diagnostics import warn
+    from ..pathtrust import UnsafePath
+    from ..userfiles import input_stat, kind
+
+    try:
+        found = input_stat(path)
+    except UnsafePath as exc:
+        refusals.append(str(exc.strerror))
+        warn(f"skipping {path}: {exc.strerror}")
+        return False
     except OSError as exc:
         warn(f"skipping {path}: {exc.strerror}")
         return False
@@ -56,7 +95,7 @@ def bench_exports(given: list[str]) -> list | None:
     from ..benchmark import recorded
     from . import bench_page
 
-    if any(os.path.isdir(path) for path in given):
+    if any(_is_directory(path) for path in given):
         return None
     found = [bench_page.is_bench_export(path) for path in given]
     if not any(found):
@@ -71,9 +110,10 @@ def bench_exports(given: list[str]) -> list | None:
 def usage_record(path: str) -> dict:
     """A run's ``--usage-file``: one JSON object, from a regular file of at most 1 MiB."""
     from ..bounded import USAGE_FILE, InputError, load_file
+    from ..userfiles import open_judged
 
     try:
-        record = load_file(path, USAGE_FILE)
+        record = load_file(path, USAGE_FILE, opener=open_judged)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
     except InputError as exc:

@@ -11,7 +11,7 @@ import datetime
 import os
 import shlex
 
-from ..bounded import REPORT_ENTRY, REPORT_STREAM, InputError, blocking, open_input
+from ..bounded import REPORT_ENTRY, REPORT_STREAM, InputError, blocking
 from ..errors import Failure, Kind
 from ..events import render
 from ..events.reader import Line, LineSplitter
@@ -19,6 +19,7 @@ from ..events.stream import ENDINGS, StreamChecks
 from ..events.types import CapturedStream, Command, MemberInfo
 from ..events.validate import event_validator
 from ..summary_line import oom_words
+from ..userfiles import open_judged
 from .arrange import nested, stop_words
 from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
 
@@ -35,7 +36,7 @@ def read_lines(path: str, *, regular: bool = False) -> list[Line]:
     read = 0
     try:
         limits = REPORT_ENTRY if regular else REPORT_STREAM
-        with os.fdopen(blocking(open_input(path, limits)), "rb") as file:
+        with os.fdopen(blocking(open_judged(path, limits)), "rb") as file:
             while chunk := file.read(READ_CHUNK):
                 read += len(chunk)
                 if read > total:

@@ -11,7 +11,8 @@ Facts about a service that must end with its caller:
 - ``PR_SET_PDEATHSIG`` fires when the *thread* that started the service ends, which may be a
   worker thread of a caller that lives on; so its signal (SIGUSR1) only makes the service
   look, and it ends once its parent is no longer the caller. It is set first thing and
-  ``getppid()`` checked after it, so a caller that died before the ``prctl`` is not missed.
+  ``getppid()`` checked after it, so a caller that died before the ``prctl`` is not missed; a
+  caller outside the service's pid namespace reads as 0 there, so its socket's hang-up says.
 - Ending with the caller, the service stops every run it carries as a hang-up would
   (``cancelled``, source ``sighup``), lets each release what it made, removes its scratch
   directory and gives back its lodging; no request still queued is started.
@@ -62,7 +63,7 @@ from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
-from ..containment import restart_idle
+from ..containment import prctl, restart_idle
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
@@ -260,7 +261,7 @@ class Service:
     def _look_at_parent(self) -> None:
         if self.orphaned:
             self.orphaned.clear()
-            if os.getppid() != self.caller:
+            if prctl.parent_gone(self.caller, self.sock.fileno(), hung_up=True):
                 self.caller_gone()
 
     def _carried(self, request: Request):
@@ -364,12 +365,10 @@ class Service:
 
 def main() -> int:
     fd, caller = int(sys.argv[1]), int(sys.argv[2])
-    from ..containment import prctl
-
     orphaned: list[bool] = []  # the signal may come before the service exists
     signal.signal(signal.SIGUSR1, lambda number, frame: orphaned.append(True))
     prctl.set_parent_death_signal(signal.SIGUSR1)
-    if os.getppid() != caller:
+    if prctl.parent_gone(caller, fd, hung_up=True):
         return 0
     prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
     stray_signals.absorb()

@@ -1,0 +1,189 @@
+"""A file one flag writes named again by another (``--jsonl DIR/stdout.log --capture-dir DIR``,
+``--usage-file`` at the stream, ``report S -o S``) is refused or left alone, and said: before,
+the stream and a capture wrote into one file, or a stream or an input was replaced whole, with
+no word and exit 0. An output that cannot be a file at all (a directory) is refused before the
+work it would hold, not after it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import run_cli
+from streams import check_stream, one
+
+SETUP = 111
+
+
+def test_a_capture_file_that_is_the_jsonl_stream_fails_the_setup(tmp_path):
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    (cap_dir / "stderr.log").write_bytes(b"kept\n")
+    os.link(cap_dir / "stderr.log", tmp_path / "run.jsonl")  # the same file by another name
+    proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--capture-dir", cap_dir, "--", "echo", "hi")
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stdout == b""
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: stderr.log there is the --jsonl file\n".encode()
+    )
+    final = one(check_stream(tmp_path / "run.jsonl", SETUP), "runner_exit")
+    assert final["source"] == "setup"
+    assert not (cap_dir / "stdout.log").exists(), "what the failed setup made is removed"
+
+
+def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):
+    """``--capture-keep tail`` writes capture-keep.json beside the logs, over its name."""
+    cap_dir = tmp_path / "cap"
+    jsonl = cap_dir / "capture-keep.json"
+    cap_dir.mkdir()
+    proc = run_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--capture-keep", "tail", "--", "echo", "hi")
+    assert proc.returncode == SETUP, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: capture-keep.json there is the --jsonl file\n".encode()
+    )
+    assert one(check_stream(jsonl, SETUP), "runner_exit")["source"] == "setup"
+    assert sorted(os.listdir(cap_dir)) == ["capture-keep.json"]
+
+
+def test_a_usage_file_at_the_stream_leaves_the_stream_whole(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--usage-file", jsonl, "--", "echo", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"hi\n"
+    assert (
+        proc.stderr
+        == f"processkit-cli: warning: cannot write --usage-file {jsonl}: {jsonl} is the --jsonl stream: not overwritten\n".encode()
+    )
+    assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
+
+
+def test_a_report_never_replaces_its_input(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", jsonl, "--", "true").returncode == 0
+    before = jsonl.read_bytes()
+    proc = run_cli("report", jsonl, "-o", jsonl)
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stdout == b""
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write {jsonl}: {jsonl} is an input of this report: not overwritten\n".encode()
+    )
+    assert jsonl.read_bytes() == before
+
+
+def test_a_bench_export_at_a_directory_is_refused_before_any_run(tmp_path):
+    done = run_cli("bench", "--runs", "1", "--export-json", tmp_path, "-N", "--", "touch", tmp_path / "ran")
+    assert done.returncode == SETUP, done.stderr
+    assert done.stdout == b""
+    assert done.stderr == f"processkit-cli: cannot write {tmp_path}: {tmp_path} is a directory\n".encode()
+    assert not (tmp_path / "ran").exists(), "the benchmark ran before its export was found unwritable"
+
+
+def test_a_batchs_junit_never_replaces_its_manifest(tmp_path):
+    """The manifest is read again as jobs start and is the batch's only record of its jobs: a
+    report derived from the run is not written over it, and the warning says why."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_bytes(b'{"args": ["true"]}\n')
+    before = manifest.read_bytes()
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", manifest)
+    assert proc.returncode == 0, proc.stderr
+    said = f"processkit-cli: warning: no JUnit report: cannot write {manifest}: {manifest} is the manifest: not overwritten"
+    assert said.encode() in proc.stderr.splitlines()
+    assert manifest.read_bytes() == before
+
+
+def test_a_bench_export_at_its_baseline_keeps_the_baseline_when_the_benchmark_fails(tmp_path):
+    """``--baseline b.json --export-json b.json`` rolls the baseline forward; a benchmark that
+    fails (or is stopped) midway must not leave b.json empty: that export is written at the end only."""
+    baseline = tmp_path / "b.json"
+    made = run_cli("bench", "--runs", "2", "-N", "--export-json", baseline, "--", "true")
+    assert made.returncode == 0, made.stderr
+    before = baseline.read_bytes()
+    failed = run_cli("bench", "--runs", "2", "-N", "--baseline", baseline, "--export-json", baseline, "--", "false")
+    assert failed.returncode == 118, failed.stderr
+    assert baseline.read_bytes() == before
+    rolled = run_cli("bench", "--runs", "2", "-N", "--baseline", baseline, "--export-json", baseline, "--", "true")
+    assert rolled.returncode == 0, rolled.stderr
+    assert json.loads(baseline.read_bytes())["baseline"]["file"] == str(baseline)
+
+
+def test_a_batchs_reports_both_at_a_device_are_both_written(tmp_path):
+    """Only a regular file is replaced: a device or a pipe named by both flags is written in
+    place by each, and is no collision (``/dev/null`` was refused as the --trace file)."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n')
+    quiet = run_cli("batch", manifest, "--out", tmp_path / "out1", "--trace", "/dev/null", "--junit", "/dev/null")
+    assert quiet.returncode == 0, quiet.stderr
+    assert b"warning" not in quiet.stderr, quiet.stderr
+    both = run_cli("batch", manifest, "--out", tmp_path / "out2", "--trace", "/dev/stdout", "--junit", "/dev/stdout")
+    assert both.returncode == 0, both.stderr
+    assert b"warning" not in both.stderr, both.stderr
+    trace, _, junit = both.stdout.partition(b"\n")
+    assert json.loads(trace)["traceEvents"]
+    assert junit.startswith(b'<?xml version="1.0"') and b'<testcase name="a"' in junit
+
+
+def test_a_usage_file_at_a_device_a_capture_is_linked_to_is_written(tmp_path):
+    """A capture log that is a link to ``/dev/null`` and ``--usage-file /dev/null``: one device,
+    written in place by both, never replaced: no warning."""
+    cap_dir = tmp_path / "cap"
+    cap_dir.mkdir()
+    (cap_dir / "stdout.log").symlink_to("/dev/null")
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--usage-file", "/dev/null", "--", "echo", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"hi\n"
+    assert proc.stderr == b""
+    assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
+
+
+def test_a_report_never_replaces_the_capture_it_reads_beside_the_stream(tmp_path):
+    """With no --capture-dir the page reads ``cap/stdout.log`` found beside ``run.jsonl``: an input too."""
+    jsonl, log = tmp_path / "run.jsonl", tmp_path / "cap" / "stdout.log"
+    assert run_cli("run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "echo", "hi").returncode == 0
+    proc = run_cli("report", jsonl, "-o", log)
+    assert proc.returncode == SETUP, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write {log}: {log} is an input of this report: not overwritten\n".encode()
+    )
+    assert log.read_bytes() == b"hi\n"
+
+
+def test_a_batch_report_never_replaces_the_summary_or_a_capture_it_reads(tmp_path):
+    """``report DIR`` reads the batch's summary and its failed jobs' captures."""
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_bytes(b'{"id": "a", "args": ["sh", "-c", "echo broke; exit 3"]}\n')
+    assert run_cli("batch", manifest, "--out", out).returncode != 0
+    for target in (out / "summary.jsonl", out / "a" / "capture" / "stdout.log"):
+        before = target.read_bytes()
+        proc = run_cli("report", out, "-o", target)
+        assert proc.returncode == SETUP, proc.stderr
+        said = f"processkit-cli: cannot write {target}: {target} is an input of this report: not overwritten\n"
+        assert proc.stderr == said.encode()
+        assert target.read_bytes() == before
+    redrawn = run_cli("report", out, "-o", out / "index.html")  # the page is no input: drawn again
+    assert redrawn.returncode == 0, redrawn.stderr
+
+
+def test_a_bench_export_at_its_baseline_is_not_written_when_every_run_timed_out(tmp_path):
+    """A benchmark that ends in failure (118) after its runs, here every run cut by ``--timeout``,
+    has no figures to roll forward: ``b.json`` stays the baseline, and the next one reads it
+    (an export with a null mean was written over it, and that next benchmark failed 114)."""
+    baseline = tmp_path / "b.json"
+    made = run_cli("bench", "--runs", "2", "-N", "-n", "job", "--export-json", baseline, "true")
+    assert made.returncode == 0, made.stderr
+    before = baseline.read_bytes()
+    markdown = tmp_path / "m.md"
+    cut = ("--runs", "2", "-N", "-n", "job", "--timeout", "1ms", "--baseline", baseline, "--export-json", baseline)
+    failed = run_cli("bench", *cut, "--export-markdown", markdown, "sleep 30")
+    assert failed.returncode == 118, failed.stderr
+    assert failed.stderr.endswith(b"processkit-cli: every run of 'job' timed out\n"), failed.stderr
+    assert baseline.read_bytes() == before
+    assert b"| `job` | timed out |" in markdown.read_bytes(), "another export is written as ever"
+    rolled = run_cli(
+        "bench", "--runs", "2", "-N", "-n", "job", "--baseline", baseline, "--export-json", baseline, "true"
+    )
+    assert rolled.returncode == 0, rolled.stderr
