@@ -242,6 +242,9 @@ def main(argv: list[str], invocation) -> int:
 
     perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
     args = parse(argv)
+    from ..mountinfo import refuse_foreign_proc
+
+    refuse_foreign_proc()
     from ..benchmark import bench_commands
 
     commands, options = plan_from(args)
