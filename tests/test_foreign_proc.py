@@ -90,3 +90,16 @@ def test_a_proc_of_the_namespace_is_used(unshare_pid, tmp_path):
     assert (done.returncode, done.stdout) == (0, b"ok\n"), done.stderr
     snapshot = next(event for event in read_events(jsonl) if event["event"] == "members_snapshot")
     assert {member["name"] for member in snapshot["members"]} <= {"sh", "echo"}
+
+
+def test_doctor_names_the_fix(unshare_pid, tmp_path):
+    """``doctor`` does not qualify such a host (116) and its report says why."""
+    done = subprocess.run(
+        [*unshare_pid, *cli_command(), "doctor", "--json"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
+    assert done.returncode == 116, done.stderr
+    assert FIX in done.stdout.decode()
