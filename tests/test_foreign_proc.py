@@ -103,3 +103,16 @@ def test_doctor_names_the_fix(unshare_pid, tmp_path):
     )
     assert done.returncode == 116, done.stderr
     assert FIX in done.stdout.decode()
+
+
+def test_the_api_bench_raises_the_refusal(unshare_pid):
+    """The API's bench raises ``Failure`` 102, as the CLI's exits, not 118 from its first run."""
+    script = (
+        "import json; from processkit.api.bench import bench\n"
+        "try:\n    bench([['true']], runs=2)\n"
+        "except Exception as exc:\n    print(json.dumps([exc.code, exc.message]))\n"
+    )
+    done = subprocess.run([*unshare_pid, sys.executable, "-c", script], capture_output=True, timeout=120)
+    code, message = json.loads(done.stdout)
+    assert code == 102, done.stderr
+    assert message.endswith(FIX)
