@@ -25,8 +25,14 @@ class Mount(Plain):
 
 PROC_SELF = "/proc/self"
 # The fix named to a runner whose /proc is another pid namespace's (``foreign_proc``).
-PROC_FIX = "mount a /proc of this namespace: unshare --mount-proc"
-_PROC_LOOKED: list[str | None] = []  # ``foreign_proc``'s answer, once a process
+PROC_FIX = (
+    "mount a /proc of this pid namespace (unshare --mount-proc, or mount -t proc proc /proc in a new mount namespace)"
+)
+# The fix named where /proc shows no process at all here (none mounted, a tmpfs over it).
+PROC_MOUNT = "mount one: mount -t proc proc /proc"
+# ``foreign_proc``'s answer and the pid it was found for: a forked child (perhaps into a new
+# pid namespace, after ``unshare(CLONE_NEWPID)``) looks again.
+_PROC_LOOKED: list[tuple[int, str | None]] = []
 
 _MOUNTS: dict[str, list[Mount]] = {}  # path -> its mounts: a run reads them once, for v2 and v1 alike
 
@@ -77,7 +83,7 @@ def filesystem_type(path: str) -> str | None:
 
 def foreign_proc() -> str | None:
     """Why the ``/proc`` mounted here cannot be trusted, or None when it shows this process by
-    its own pid; looked at once a process (one ``readlink``).
+    its own pid; looked at once a process (one ``readlink``), again in a forked child.
 
     A runner's pids (its children's, a cgroup's members', a kill's target) are its own pid
     namespace's, and ``/proc`` numbers processes in the namespace of whoever mounted it: under
@@ -85,20 +91,25 @@ def foreign_proc() -> str | None:
     not the run's child. ``/proc/self`` names this process in the mount's numbering, so any pid
     other than ``os.getpid()`` (or none: a namespace that cannot see this process) says so.
     """
-    if not _PROC_LOOKED:
-        try:
-            seen = os.readlink(PROC_SELF)
-        except OSError as exc:
-            seen = f"unreadable ({exc.strerror})"
-        own = str(os.getpid())
-        why = None
-        if seen != own:
-            why = (
-                f"/proc belongs to another pid namespace than this process's (/proc/self is {seen},"
-                f" this process is pid {own}), so its pids name other processes; {PROC_FIX}"
-            )
-        _PROC_LOOKED.append(why)
-    return _PROC_LOOKED[0]
+    own = os.getpid()
+    if not _PROC_LOOKED or _PROC_LOOKED[0][0] != own:
+        _PROC_LOOKED[:] = [(own, _proc_mismatch(own))]
+    return _PROC_LOOKED[0][1]
+
+
+def _proc_mismatch(own: int) -> str | None:
+    try:
+        seen = os.readlink(PROC_SELF)
+    except OSError as exc:  # no /proc, a tmpfs over it, or one whose namespace cannot see this process
+        return (
+            f"/proc is not mounted here or does not show this process (/proc/self: {exc.strerror or exc}); {PROC_MOUNT}"
+        )
+    if seen == str(own):
+        return None
+    return (
+        f"/proc belongs to another pid namespace than this process's (/proc/self is {seen},"
+        f" this process is pid {own}), so its pids name other processes; {PROC_FIX}"
+    )
 
 
 def refuse_foreign_proc() -> None:
