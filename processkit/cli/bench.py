@@ -243,8 +243,10 @@ def main(argv: list[str], invocation) -> int:
     perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
     args = parse(argv)
     from ..benchmark import bench_commands
+    from ..mountinfo import refuse_foreign_proc
 
     commands, options = plan_from(args)
+    refuse_foreign_proc()  # after the command line is read: a usage error is still 100
     earlier = bench_baseline.read(args)  # checked before the first run
     measured_options.make_jsonl_dir(options)
     from ..benchmark.result import BenchResult
