@@ -1,5 +1,6 @@
 """This process's mounts, read from ``/proc/self/mountinfo`` once per process: the cgroup code
-finds its hierarchies here, and ``rundir`` whether ``/dev/shm`` is a tmpfs (Python has no statfs)."""
+finds its hierarchies here, ``rundir`` whether ``/dev/shm`` is a tmpfs (Python has no statfs),
+and every runner whether the ``/proc`` it reads is its own pid namespace's (``foreign_proc``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ class Mount(Plain):
         self.fstype = fstype
         self.super_options = super_options  # for a cgroup v1 hierarchy, its controllers among them
 
+
+PROC_SELF = "/proc/self"
+# The fix named to a runner whose /proc is another pid namespace's (``foreign_proc``).
+PROC_FIX = (
+    "mount a /proc of this pid namespace (unshare --mount-proc, or mount -t proc proc /proc in a new mount namespace)"
+)
+# The fix named where /proc shows no process at all here (none mounted, a tmpfs over it).
+PROC_MOUNT = "mount one: mount -t proc proc /proc"
+# ``foreign_proc``'s answer and the pid it was found for: a forked child (perhaps into a new
+# pid namespace, after ``unshare(CLONE_NEWPID)``) looks again.
+_PROC_LOOKED: list[tuple[int, str | None]] = []
 
 _MOUNTS: dict[str, list[Mount]] = {}  # path -> its mounts: a run reads them once, for v2 and v1 alike
 
@@ -67,3 +79,45 @@ def filesystem_type(path: str) -> str | None:
         if target == point or target.startswith(point.rstrip("/") + "/"):
             fstype = mount.fstype
     return fstype
+
+
+def foreign_proc() -> str | None:
+    """Why the ``/proc`` mounted here cannot be trusted, or None when it shows this process by
+    its own pid; looked at once a process (one ``readlink``), again in a forked child.
+
+    A runner's pids (its children's, a cgroup's members', a kill's target) are its own pid
+    namespace's, and ``/proc`` numbers processes in the namespace of whoever mounted it: under
+    ``unshare --pid --fork`` without ``--mount-proc``, ``/proc/2`` is the host's ``kthreadd``,
+    not the run's child. ``/proc/self`` names this process in the mount's numbering, so any pid
+    other than ``os.getpid()`` (or none: a namespace that cannot see this process) says so.
+    """
+    own = os.getpid()
+    if not _PROC_LOOKED or _PROC_LOOKED[0][0] != own:
+        _PROC_LOOKED[:] = [(own, _proc_mismatch(own))]
+    return _PROC_LOOKED[0][1]
+
+
+def _proc_mismatch(own: int) -> str | None:
+    try:
+        seen = os.readlink(PROC_SELF)
+    except OSError as exc:  # no /proc, a tmpfs over it, or one whose namespace cannot see this process
+        return (
+            f"/proc is not mounted here or does not show this process (/proc/self: {exc.strerror or exc}); {PROC_MOUNT}"
+        )
+    if seen == str(own):
+        return None
+    return (
+        f"/proc belongs to another pid namespace than this process's (/proc/self is {seen},"
+        f" this process is pid {own}), so its pids name other processes; {PROC_FIX}"
+    )
+
+
+def refuse_foreign_proc() -> None:
+    """A command that runs jobs (``batch``, ``bench``) refused up front, as a containment
+    failure (102), where its runs would read another namespace's ``/proc``: each would fail
+    alone otherwise, and the command end as its jobs' failure instead of naming the cause."""
+    why = foreign_proc()
+    if why is not None:
+        from .errors import Failure, Kind
+
+        raise Failure(Kind.CONTAINER_ERROR, why)

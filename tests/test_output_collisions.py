@@ -187,3 +187,27 @@ def test_a_bench_export_at_its_baseline_is_not_written_when_every_run_timed_out(
         "bench", "--runs", "2", "-N", "-n", "job", "--baseline", baseline, "--export-json", baseline, "true"
     )
     assert rolled.returncode == 0, rolled.stderr
+
+
+def test_a_bench_export_at_its_baseline_is_not_written_when_the_gate_fails(tmp_path):
+    """A regression the gate fails (119) must not become the baseline: rolled forward, the same
+    CI job run again would pass against its slower figures. The baseline is crafted far faster
+    than any real run, so the verdict cannot depend on this host's load; the other exports are
+    still written, with the verdict."""
+    baseline = tmp_path / "b.json"
+    times = [0.001, 0.0011, 0.0012, 0.001, 0.0011]
+    results = [
+        {
+            "command": "sleep 0.05",
+            **dict.fromkeys(("mean", "stddev", "median", "user", "system", "min", "max"), 0.001),
+            "times": times,
+        }
+    ]
+    baseline.write_text(json.dumps({"results": results}))
+    before = baseline.read_bytes()
+    other = tmp_path / "new.md"
+    gated = ("--runs", "5", "--baseline", baseline, "--fail-if-slower", "10")
+    failed = run_cli("bench", *gated, "--export-json", baseline, "--export-markdown", other, "sleep 0.05", timeout=120)
+    assert failed.returncode == 119, failed.stderr
+    assert baseline.read_bytes() == before
+    assert b"sleep 0.05" in other.read_bytes(), "another export is written as ever"

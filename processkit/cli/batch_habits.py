@@ -134,7 +134,8 @@ def settle(args, settings, took: dict[str, float] | None) -> None:
 
 
 def check_early(args) -> None:
-    """The values checked before any job is read (a bad one is 100 with nothing read)."""
+    """The values checked before any job is read (a bad one is 100 with nothing read), and the
+    host's ``/proc`` where the jobs run here (102)."""
     _group_limits(args.group_limit)
     if args.retry_delay is not None:
         from ..batching.ci import parse_retry_delay
@@ -144,6 +145,10 @@ def check_early(args) -> None:
         from ..batching.ci import parse_partition
 
         parse_partition(args.partition)
+    if not args.dry_run and args.dask_scheduler is None:  # jobs run here: a /proc of their namespace
+        from ..mountinfo import refuse_foreign_proc
+
+        refuse_foreign_proc()
 
 
 def _group_limits(given: list[str]) -> dict[str, int]:

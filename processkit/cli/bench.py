@@ -243,8 +243,10 @@ def main(argv: list[str], invocation) -> int:
     perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
     args = parse(argv)
     from ..benchmark import bench_commands
+    from ..mountinfo import refuse_foreign_proc
 
     commands, options = plan_from(args)
+    refuse_foreign_proc()  # after the command line is read: a usage error is still 100
     earlier = bench_baseline.read(args)  # checked before the first run
     measured_options.make_jsonl_dir(options)
     from ..benchmark.result import BenchResult
@@ -253,7 +255,8 @@ def main(argv: list[str], invocation) -> int:
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
     # The baseline is read whole before the first run, but an export written over it as the
     # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end
-    # only, and only when the benchmark did not fail (118): its figures are no baseline.
+    # only, and only when the benchmark did not fail (118, or the gate's 119): its figures are
+    # no baseline.
     baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
     rolled = {path for path, _ in targets if identities([(path, "")]).keys() & baseline.keys()}
     files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
@@ -283,7 +286,7 @@ def main(argv: list[str], invocation) -> int:
         from ..benchmark import printout
 
         _print(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
-    failure = shortfall(result, options)
+    failure = shortfall(result, options) or _regression(result)
     for path, kind in targets:
         text = _writer(kind)(result, args.time_unit, args.sort)
         if path == "-":  # hyperfine's stdout target
@@ -292,8 +295,19 @@ def main(argv: list[str], invocation) -> int:
             write_text(path, text)
     if failure is not None:
         raise failure
-    bench_baseline.gate(result)  # after every run and every export
     return 0
+
+
+def _regression(result):
+    """The gate's failure (119) as a value, taken before the exports: a benchmark it fails keeps
+    its figures off the baseline they were judged against (a rerun would pass against them)."""
+    from ..errors import Failure
+
+    try:
+        bench_baseline.gate(result)
+    except Failure as regressed:
+        return regressed
+    return None
 
 
 def _print(lines: list[str]) -> None:

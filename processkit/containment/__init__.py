@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from .. import envvars
+from .. import envvars, mountinfo
 from ..rundir import RunDir, new_token
 from ..spec import MECHANISMS, NO_LIMITS, Limits
 from . import accounting, cgroupfs, prctl  # (loaded with ``base`` and the spawn either way)
@@ -69,6 +69,9 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     """
     import processkit.containment.cgroup_v1 as cgroup_v1  # (a function's import: ``_lender`` says why this form)
 
+    foreign = mountinfo.foreign_proc()  # every member read and kill rests on /proc's pids being ours
+    if foreign is not None:
+        raise ContainerError(foreign)
     prctl.load()
     if adopt_orphans:
         prctl.set_child_subreaper()  # before the spawn: the run's orphans come here from its start

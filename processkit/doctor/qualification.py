@@ -122,8 +122,14 @@ class Qualification:
             raise PhaseFailed(f"the run registry {directory} is not protected to its owner alone")
 
     def _launch(self) -> None:
-        """Start the scratch run and wait until a client can resolve it to a live endpoint."""
+        """Start the scratch run and wait until a client can resolve it to a live endpoint: not
+        where this /proc is another pid namespace's, which every run refuses (102), named here."""
+        from ..mountinfo import foreign_proc
         from ..registry.lookup import resolve
+
+        foreign = foreign_proc()
+        if foreign is not None:
+            raise PhaseFailed(f"no run can start here: {foreign}")
 
         budget = self._remaining_ms()
         command = [*self.program, "run", "--run-id", self.run_id, "--jsonl", self.jsonl]

@@ -36,10 +36,12 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     from ..batching.index import PageProcess
     from ..batching.on_host import run_batch
     from ..errors import Failure
+    from ..mountinfo import refuse_foreign_proc
 
     sock = socket.socket(fileno=connection)
     page = None
     try:
+        refuse_foreign_proc()  # 102 before any job, as the CLI's batch, not one 102 row a job
         spawned.take_place(cwd, caller)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
         lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)

@@ -64,9 +64,11 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
     from ..benchmark import options as measured_options
     from ..benchmark.session import Stopped, shortfall
     from ..errors import Failure, Kind
+    from ..mountinfo import refuse_foreign_proc
 
     perf_switch.turn_on()  # the kernel's grace period waited out beside the set-up (perf_switch.py)
     try:
+        refuse_foreign_proc()  # 102, as the CLI's bench, not a 118 from its first run
         spawned.take_place(request.cwd, request.caller)  # its exports and runs as under the CLI
         options = request.options
         earlier = against.read(request.baseline)  # checked before the first run
