@@ -152,16 +152,22 @@ def _directory(
 
 
 def _file(
-    links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int
+    links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, readable: bool = False
 ) -> tuple[int, bool]:
     """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. ``links`` counts the
-    links followed so far."""
+    links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
+    made = (flags & ~os.O_ACCMODE) | os.O_RDWR if readable else flags
     for _ in range(MAX_LINKS):
         try:
-            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            fd = os.open(name, made | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
             return fd, True
         except FileExistsError:
             pass
+        except OSError as exc:  # a write-only mount (FUSE) or a policy refusing the read: made to write alone
+            if made == flags or exc.errno not in (errno.EACCES, errno.EOPNOTSUPP):
+                raise
+            made = flags
+            continue
         try:  # O_PATH: judged before it is opened, since opening a FIFO would wait for a reader
             probe = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
@@ -176,7 +182,7 @@ def _file(
                     raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory")
                 link_dir, link_here = _directory(links, dir_fd, here, head or ".")
                 try:
-                    return _file(links, link_dir, link_here, tail, flags, mode, existing)
+                    return _file(links, link_dir, link_here, tail, flags, mode, existing, readable)
                 finally:
                     os.close(link_dir)
             check_existing(probe, dir_fd, _join(here, name))
@@ -210,14 +216,17 @@ def _split_file(path: str) -> tuple[str, str]:
     return head or ".", name
 
 
-def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True) -> int:
+def open_for_writing(
+    path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True, readable: bool = False
+) -> int:
     """Open (creating it if needed) the file ``path`` for writing under the rules above, and
-    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included)."""
+    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
+    ``readable``: as ``create_file``'s."""
     head, name = _split_file(path)
     links = [0]
     dir_fd, here = _start(links, head)
     try:
-        fd, created = _file(links, dir_fd, here, name, flags, mode, 0)
+        fd, created = _file(links, dir_fd, here, name, flags, mode, 0, readable)
     finally:
         os.close(dir_fd)
     if truncate and not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
@@ -285,11 +294,16 @@ def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int,
 
 
 def create_file(
-    dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0
+    dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0, readable: bool = False
 ) -> tuple[int, bool]:
     """``(fd, created)`` for ``name`` in a directory from ``open_directory`` (through a link
-    only when it is this user's or root's); ``existing`` flags are added when it exists."""
-    return _file([0], dir_fd, here, name, flags, mode, existing)
+    only when it is this user's or root's); ``existing`` flags are added when it exists.
+    ``readable``: a file made here is opened read-write (its creator may, whatever mode the
+    umask left it: a caller's ``0o477`` makes it write-only), so the runner can read back what
+    it wrote (``readback``), or with ``flags`` alone where that is refused (a write-only FUSE
+    mount, a security policy: ``EACCES``, ``EOPNOTSUPP``); one found there keeps ``flags`` (a
+    FIFO opened to read would never refuse a missing reader)."""
+    return _file([0], dir_fd, here, name, flags, mode, existing, readable)
 
 
 def private_directory(path: str, *, create: bool, mode: int = 0o700) -> int | None:

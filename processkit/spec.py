@@ -238,10 +238,14 @@ class RunContext(Plain):
       has the CPU to itself, as a child of hyperfine's blocking ``wait4`` does). A run's, as
       every other part of its context: no process-wide setting another run could see.
     - ``captured``: a list of the carrier's that the engine fills, once it opened the run's
-      capture files (``capture_dir``), with a read-only descriptor of each (stdout's, then
-      stderr's; -1 for one that is no regular file), opened on the same file as the engine's
-      own, so the carrier reads back the bytes the run captured even after the child put
-      another file at the path (the API's runner service). The carrier closes them.
+      capture files (``capture_dir``), with a descriptor to read each (stdout's, then
+      stderr's; ``readback.NO_FILE`` for one that is no regular file or got no descriptor,
+      ``readback.UNREADABLE`` for a file of the caller's this user may not read), on the same
+      file as the engine's own, so the carrier reads back the bytes the run captured even
+      after the child put another file at the path (the API's runner service). The carrier
+      closes them. Files made for it are opened read-write, so a mode the caller's umask left
+      unreadable refuses no read-back.
+    - ``streamed``: the same for the run's named stream file (``jsonl``): one descriptor.
     - ``places``: where the carrier put what the spec names by a stand-in (the API's runner
       service: ``api.wire``'s ``SCRATCH_*`` for a ``jsonl``, ``capture_dir`` or ``stdin_file``
       in its memory or scratch directory), stand-in to path; ``place`` reads a spec's path
@@ -271,6 +275,7 @@ class RunContext(Plain):
         "linger_ms",
         "cwd",
         "captured",
+        "streamed",
         "passed_fds",
         "escapees",
         "umask",
@@ -291,6 +296,7 @@ class RunContext(Plain):
         linger_ms: int = 0,
         cwd: str | None = None,
         captured: list[int] | None = None,
+        streamed: list[int] | None = None,
         passed_fds: tuple[int, ...] = (),
         escapees: Callable[[], list[int]] | None = None,
         umask: int | None = None,
@@ -307,6 +313,7 @@ class RunContext(Plain):
         self.linger_ms = linger_ms
         self.cwd = cwd
         self.captured = captured
+        self.streamed = streamed
         self.passed_fds = passed_fds
         self.escapees = escapees
         self.umask = umask

@@ -39,8 +39,8 @@ ALLOWED = {
     ("containment/sweep_mark.py", "_marking_pid"): "a run's sweeping mark: O_NONBLOCK | O_NOFOLLOW at its "
     "directory's descriptor, checked a regular file of at most MARK_LIMIT bytes, read once",
     ("service/scratch.py", "_sweep_marked"): "the scratch mark, opened only to be locked and unlinked: never read",
-    ("engine/capture.py", "reader"): "/proc/self/fd/<n>: the run's own capture file reopened read-only for its "
-    "carrier, which reads it only through api/wire.read_back (at the caller's cap)",
+    ("readback.py", "same_file"): "/proc/self/fd/<n>: the run's own capture or stream file reopened for its "
+    "carrier, which reads it only through api/wire.read_back (at what the run wrote), or a ring put in order",
 }
 
 

@@ -291,6 +291,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.containment.leftovers"}  # the escapee sweep: only where the runner has a child left
     rare |= {"processkit.events.backlog", "processkit.events.pipe_room"}  # a JSONL pipe that did not take a line whole
     rare |= {"processkit.engine.spawn_patched"}  # a second spawn's envp patched from the first's
+    rare |= {"processkit.readback"}  # a carrier's read-back of a run's files, a ring put in order
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage

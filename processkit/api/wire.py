@@ -36,9 +36,7 @@ def scratch_name(rid: int, suffix: str = "") -> str:
     return f"r{int(rid)}{suffix}"
 
 
-def read_back(
-    source: int | str, *, follow: bool = True, most: int | None = None, only: tuple[int, int] | None = None
-) -> bytes | None:
+def read_back(source: int | str, *, follow: bool = True, most: int | None = None) -> bytes | None:
     """A whole file one side of the socket left for the other (a run's held stream or capture in
     a memfd, its file in the service's scratch directory or where the call named it, a large
     capture the service handed its caller), in one ``pread`` of its size where it holds still:
@@ -46,9 +44,7 @@ def read_back(
     to its reader, and opening it must not wait). ``follow``: a link at the path is followed (a
     path the caller named may be one; the caller reading what its service left never does).
     ``most``: the first that many bytes at most (a capture the caller capped: the child may put
-    a file of any size at its path, a sparse one in no time). ``only``: the ``(st_dev, st_ino)``
-    of the one file to read, None when another is found (a run's named stream read back by its
-    path, which another file or a link may have taken since: ``Outcome.stream_file``)."""
+    a file of any size at its path, a sparse one in no time)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = source if isinstance(source, int) else os.open(source, flags)
@@ -56,7 +52,7 @@ def read_back(
         return None
     try:
         found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode) or (only is not None and (found.st_dev, found.st_ino) != only):
+        if not stat.S_ISREG(found.st_mode):
             return None
         chunks, offset = [], 0
         end = found.st_size if most is None else min(found.st_size, most)

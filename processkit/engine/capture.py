@@ -123,9 +123,15 @@ def unused_report(target: CaptureTarget) -> CaptureReport:
 
 
 def open_targets(
-    directory: str, cap: int, keep: str = "head", events_file: tuple[int, int] | None = None
+    directory: str,
+    cap: int,
+    keep: str = "head",
+    *,
+    readable: bool = False,
+    events_file: tuple[int, int] | None = None,
 ) -> dict[str, CaptureTarget]:
-    """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing.
+    """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
+    the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
 
     The directory and the files go through ``safepath``: missing directories are made and the
     files created relative to a checked directory handle, never through another user's link.
@@ -146,7 +152,7 @@ def open_targets(
             name = f"{stream}.log"
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
             # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
-            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK)
+            fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK, readable=readable)
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
@@ -181,16 +187,19 @@ def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, in
         raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
 
 
-def reader(fd: int) -> int:
-    """A read-only descriptor of the capture file ``fd`` is open on (through this process's
-    /proc entry for it: the file itself, whatever the child renamed over its name since), or -1
-    where it is no regular file (a FIFO planted there gets no reader of ours) or cannot be."""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return -1
-        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return -1
+def run_targets(
+    directory: str, cap: int, keep: str, *, captured: list[int] | None, events_file: tuple[int, int] | None
+) -> dict[str, CaptureTarget]:
+    """A run's ``open_targets``, its files made readable where what they hold is read back: by a
+    carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)
+    or by the ring put in order in place (``capture_keep``)."""
+    readable = captured is not None or keep != "head"
+    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file)
+    if captured is not None:
+        from ..readback import reader  # a carrier's read-back only: a plain run loads none
+
+        captured.extend(reader(targets[stream].fd) for stream in STREAMS)
+    return targets
 
 
 def record_rings(targets: dict[str, CaptureTarget], directory: str, run_id: str) -> Marks | None:

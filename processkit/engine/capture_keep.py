@@ -13,7 +13,8 @@ Facts that shape it:
   is emptied, so that it still holds exactly what the report says (nothing, ``write_error``).
 - A ring is rewritten in place, so it needs a regular file the runner can also read: a FIFO or
   a device there gets nothing written and ``write_error`` from the first byte. The read side is
-  the same open file reopened through ``/proc/self/fd`` (no path to swap in between).
+  the same open file (``readback.same_file``: the runner opened one it made read-write, so
+  a umask that leaves it unreadable or read-only, ``0o477`` or ``0o277``, refuses no ring).
 - ``output_captured`` has no room for which part a file holds (the v1 schema allows no added
   field there), so the stream ranges kept go to ``capture-keep.json`` beside the files
   (``processkit/capture_layout.py``, docs/events.md).
@@ -30,7 +31,9 @@ CHUNK = 1 << 20
 
 
 def _reopen(fd: int) -> int:
-    return os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
+    from ..readback import same_file  # a ring's only: a plain run loads none
+
+    return same_file(fd, os.O_RDWR)
 
 
 def ring_ready(capture_fd: int) -> bool:

@@ -69,11 +69,11 @@ class Outcome:
     was asked to keep, as the object written, by event type; ``records``: a held stream's events
     as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
     ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
-    carrier reads back at most (the child may have put a file of any size at the path), and
-    ``stream_file``, the file's ``(st_dev, st_ino)`` (``Emitter.identity``): the only file a
-    carrier reads it back from (the child, or another user who can write its directory, may put
-    another file or a link at the path); ``signal``: the signal the root died of when its death
-    ended the run, what a batch's line says without reading ``root_exited`` back; ``left_behind``:
+    carrier reads back at most (through ``RunContext.streamed``: the child may have put a file
+    of any size, or a link, at the path), and ``stream_file``, the file's ``(st_dev, st_ino)``
+    (``Emitter.identity``), which ``--usage-file`` never replaces; ``signal``: the signal the
+    root died of when its death ended the run, what a batch's line says without reading
+    ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
     ended the run (a daemon it started: the teardown then killed them), a batch's leak, counted
     only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``run``, ``bench``, the API);

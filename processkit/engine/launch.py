@@ -67,16 +67,15 @@ def prepare(host: Host, run: RunState) -> None:
             run.targets = made(
                 context,
                 spec.capture_dir,
-                capture.open_targets,
+                capture.run_targets,
                 run.capture_dir,
                 spec.capture_max_bytes,
                 spec.capture_keep,
-                run.events.identity,
+                captured=context.captured,
+                events_file=run.events.identity,
             )
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
-        if context.captured is not None:  # the carrier reads back what was captured (``RunContext``)
-            context.captured.extend(capture.reader(run.targets[stream].fd) for stream in capture.STREAMS)
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
         stdin_file = context.place(spec.stdin_file)

@@ -96,6 +96,7 @@ def steps(
             held[0] if held else None,
             lent=context.held_lent,
             defer=None if host.alone else loop,
+            readable=context.streamed is not None,
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
@@ -112,6 +113,8 @@ def steps(
         outcome.remembered = emitter.remembered
         outcome.stream_bytes = emitter.sent
         outcome.stream_file = emitter.identity
+        if context.streamed is not None:  # the carrier reads the stream back through it (``RunContext``)
+            context.streamed.append(emitter.reader())
         if records:
             outcome.records = emitter.gathered  # a held stream's events, unencoded (None once written)
         return outcome

@@ -119,6 +119,7 @@ class Emitter:
         fd: int | None = None,
         lent: bool = False,
         defer: Loop | None = None,
+        readable: bool = False,
     ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
@@ -131,7 +132,8 @@ class Emitter:
         or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
         closed here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a
         host that carries other runs: what a pipe cannot take now waits in a backlog instead of
-        the write, and goes when the loop sees the pipe writable (module docstring)."""
+        the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
+        a file made here is opened to read too, for a carrier that reads it back (``reader``)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -146,8 +148,8 @@ class Emitter:
         self._backlog = bytearray()  # a deferred stream's bytes its pipe has not taken yet
         self._taken_at = 0.0  # when the pipe last took any of them (``time.monotonic``)
         self.sent = 0  # the bytes written so far: a named file's size as this run left it
-        # (st_dev, st_ino) of the regular file opened by its path: a carrier reading the stream
-        # back by that path reads it only while the path still names this file
+        # (st_dev, st_ino) of the regular file opened by its path: a capture file that is it
+        # fails the capture setup (``capture.open_targets``)
         self.identity: tuple[int, int] | None = None
         if self._poisoned:
             return
@@ -155,12 +157,19 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd = open_for_writing(path)
+        self._fd = open_for_writing(path, readable=readable)
         found = os.fstat(self._fd)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
         else:
             os.set_blocking(self._fd, False)  # opened by path: the description is ours alone
+
+    def reader(self) -> int:
+        """A descriptor the carrier reads the named stream's file back through (``readback``:
+        the file this run wrote, whatever is at its path now, whatever its mode)."""
+        from ..readback import NO_FILE, reader  # a carrier's read-back only: a plain run loads none
+
+        return reader(self._fd) if self._fd >= 0 else NO_FILE
 
     @property
     def writing(self) -> bool:

@@ -36,6 +36,7 @@ from ..engine.endings import not_started
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
+from ..readback import UNREADABLE
 from ..writeall import write_all
 from . import inbound, scratch
 
@@ -75,6 +76,7 @@ class Request:
         "records",
         "spare",
         "captured",
+        "streamed",
     )
 
     def __init__(
@@ -104,6 +106,7 @@ class Request:
         # Read-only descriptors of the run's capture_dir files, the engine's own files
         # (``RunContext.captured``): what the run captured, whatever the child put at the path.
         self.captured: list[int] = []
+        self.streamed: list[int] = []  # the same for its named stream file (``RunContext.streamed``)
 
     def take_given(self, extra: dict, brought: list[int]) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
@@ -171,6 +174,7 @@ class Request:
             # as a --keep failed job is, so a short run makes no record, socket or tombstone.
             publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,
             captured=self.captured if any(self.piped) and len(self.held) != 3 else None,
+            streamed=self.streamed if spec.jsonl is not None and not self.held else None,
         )
 
     def keep_stream(self, outcome) -> bool:
@@ -226,11 +230,13 @@ class Request:
             report["jsonl"] = wire.read_back(self.held[0])
         elif jsonl is None or jsonl.startswith("\0"):  # a stand-in never given its place
             report["jsonl"] = None
-        elif outcome.stream_bytes is None or outcome.stream_file is None:
+        elif outcome.stream_bytes is None or not self.streamed or self.streamed[0] < 0:
             report["jsonl"] = None  # never opened by this run, or no file of its: what is there is not its
+            if self.streamed and self.streamed[0] == UNREADABLE:  # a file of the caller's it may not read
+                report.setdefault("unread", []).append(("events", jsonl))
         else:  # never more than the run wrote (the child may have put a huge sparse file there),
             # and only from the file it wrote (not one put at the path since, nor a link to one)
-            report["jsonl"] = wire.read_back(jsonl, most=outcome.stream_bytes, only=outcome.stream_file)
+            report["jsonl"] = wire.read_back(self.streamed[0], most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
@@ -241,6 +247,8 @@ class Request:
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
                 if own >= 0:
                     self._own_capture(report, name, own, os.path.join(capture_dir, f"{name}.log"), outcome)
+                elif own == UNREADABLE:  # a file of the caller's found there, this user may not read
+                    report.setdefault("unread", []).append((name, os.path.join(capture_dir, f"{name}.log")))
         return report
 
     def _own_capture(self, report: dict, name: str, own: int, path: str, outcome) -> None:
@@ -301,9 +309,10 @@ class Request:
                 self.spare.append(fd)  # the next run's, as a new one would be: nothing was written
             else:
                 os.close(fd)
-        for fd in self.stdio + [fd for fd in self.given if fd is not None] + [fd for fd in self.captured if fd >= 0]:
+        owned = [fd for fd in (*self.given, *self.captured, *self.streamed) if fd is not None and fd >= 0]
+        for fd in self.stdio + owned:
             os.close(fd)
-        self.captured = []
+        self.captured, self.streamed = [], []
         self.memfds, self.stdio, self.given, self.held = [], [], [None, None, None], ()
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
