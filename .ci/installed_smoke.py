@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,17 @@ def prints(text: str):
     return then
 
 
+def settled(registry: Path, limit: float = 60.0) -> None:
+    """The API's service files a run's outcome just after the caller's call has returned (the
+    caller need not wait for it): the scratch is removed once the registry says no run is live
+    (no record or lock left), or a minute has passed."""
+    deadline = time.monotonic() + limit
+    while any(name.endswith((".json", ".lock")) for name in os.listdir(registry)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"a run's record was still live in {registry} after {limit:.0f} s")
+        time.sleep(0.05)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("venv", type=Path)
@@ -162,6 +174,7 @@ def main() -> int:
         smoke.check("doctor", [cli, "doctor"])
         smoke.check("man processkit-cli-run found", ["man", "-w", "processkit-cli-run"])
         smoke.check("the API: run, batch, bench", [python, "-c", API])
+        settled(scratch / "registry")
         if args.expect_native == "no":
             smoke.check(
                 "PROCESSKIT_PUMP=native says the C module is missing",
