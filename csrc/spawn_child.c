@@ -253,7 +253,11 @@ static void drop_terminal(void)
  * child of the runner is in a namespace the runner is not) reads as 0, alive or dead, and an
  * orphan there is handed to a reaper outside too, so 0 again. Then the report pipe says: with
  * the child's own copy of its read end closed, its write end polls POLLERR once no reader is
- * left, and the runner holds its read end until this child has exec'd or exited. */
+ * left, and the runner holds its read end until this child has exec'd or exited. The limit,
+ * kept: a child the runner starts before this one has exec'd (batch -j>1, the API's service)
+ * holds a copy of that read end until its own exec, so a runner that dies before this child's
+ * prctl while such a sibling has not exec'd yet is not seen here, and this child runs on,
+ * orphaned (inside such a namespace only; the Popen path asks a pidfd of the runner). */
 static int runner_gone(const struct pk_child *child)
 {
     long parent = SYS0(getppid);

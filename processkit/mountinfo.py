@@ -28,6 +28,15 @@ PROC_SELF = "/proc/self"
 PROC_FIX = (
     "mount a /proc of this pid namespace (unshare --mount-proc, or mount -t proc proc /proc in a new mount namespace)"
 )
+# The fix named where the API's caller is outside the pid namespace its service is the init of
+# (``unshare --pid`` without ``--fork``): a /proc mounted there (``unshare --mount-proc`` too)
+# is the caller's namespace's, never the service's.
+PROC_FIX_CALLER = (
+    "the API's service is its pid namespace's init, its caller outside it: run the caller inside the"
+    " namespace with a /proc of its own (unshare --pid --fork --mount-proc)"
+)
+# Set (``caller_is_outside``) in that service and the processes it starts.
+_CALLER_OUTSIDE: list[bool] = []
 # The fix named where /proc shows no process at all here (none mounted, a tmpfs over it).
 PROC_MOUNT = "mount one: mount -t proc proc /proc"
 # ``foreign_proc``'s answer and the pid it was found for: a forked child (perhaps into a new
@@ -106,10 +115,17 @@ def _proc_mismatch(own: int) -> str | None:
         )
     if seen == str(own):
         return None
+    fix = PROC_FIX_CALLER if _CALLER_OUTSIDE else PROC_FIX
     return (
         f"/proc belongs to another pid namespace than this process's (/proc/self is {seen},"
-        f" this process is pid {own}), so its pids name other processes; {PROC_FIX}"
+        f" this process is pid {own}), so its pids name other processes; {fix}"
     )
+
+
+def caller_is_outside() -> None:
+    """Called in the API's service where it is its pid namespace's init (its caller, outside,
+    forked it first there), and in the processes it starts: the refusal names the caller's fix."""
+    _CALLER_OUTSIDE[:] = [True]
 
 
 def refuse_foreign_proc() -> None:

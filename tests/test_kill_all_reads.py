@@ -7,6 +7,7 @@ one that is still gets its SIGKILL."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -30,9 +31,12 @@ def _in_group(procs: str, argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen(argv, stdin=subprocess.PIPE, preexec_fn=join)
 
 
-def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_killed(tmp_path, monkeypatch):
+@pytest.fixture
+def alone_in_group(tmp_path):
+    """A v2 group of ``MEMBERS`` live members and one whose main thread has ended alone, its
+    other thread running on: (the group, that one, every member)."""
     from processkit import rundir
-    from processkit.containment import cgroup_v2, cgroupfs, members, pool
+    from processkit.containment import cgroup_v2, members, pool
 
     parent = _v2_parent()
     if parent is None:
@@ -53,19 +57,7 @@ def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_kille
             time.sleep(0.01)
         while members.read_stat(alone.pid)[1][0] != b"Z":  # its main thread has ended
             time.sleep(0.01)
-        read: list[int] = []
-        real = members.read_stat
-        monkeypatch.setattr(members, "read_stat", lambda pid: read.append(pid) or real(pid))
-        assert len(group.member_pids()) == MEMBERS + 1
-        # cgroup.kill written as nothing, so the 40 live on to be looked at (or not) after it.
-        write = cgroupfs.write_text
-        monkeypatch.setattr(
-            cgroupfs, "write_text", lambda path, text: path.endswith("/cgroup.kill") or write(path, text)
-        )
-        group.kill_all()
-        assert read == [alone.pid]
-        assert alone.wait(timeout=60) == -9
-        assert all(process.poll() is None for process in started[:MEMBERS])
+        yield group, alone, started
     finally:
         for process in started:
             process.kill()
@@ -73,3 +65,49 @@ def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_kille
         group.release()
         lender.close()
         home.close()
+
+
+def _kill_written_as_nothing(monkeypatch) -> None:
+    """cgroup.kill written as nothing, so the live members live on to be looked at (or not)."""
+    from processkit.containment import cgroupfs
+
+    write = cgroupfs.write_text
+    monkeypatch.setattr(cgroupfs, "write_text", lambda path, text: path.endswith("/cgroup.kill") or write(path, text))
+
+
+def test_only_members_whose_main_thread_is_gone_are_read_and_such_a_one_is_killed(alone_in_group, monkeypatch):
+    from processkit.containment import members
+
+    group, alone, started = alone_in_group
+    read: list[int] = []
+    real = members.read_stat
+    monkeypatch.setattr(members, "read_stat", lambda pid: read.append(pid) or real(pid))
+    assert len(group.member_pids()) == MEMBERS + 1
+    _kill_written_as_nothing(monkeypatch)
+    group.kill_all()
+    assert read == [alone.pid]
+    assert alone.wait(timeout=60) == -9
+    assert all(process.poll() is None for process in started[:MEMBERS])
+
+
+def test_a_group_below_that_cannot_be_read_skips_no_member(alone_in_group, monkeypatch):
+    # A group below, removed between its open and its read, answers ENODEV, not ENOENT: the
+    # look for threads once raised it, and kill_all's look for such a member ended there.
+    group, alone, _ = alone_in_group
+    below = os.path.join(group.path, "below")
+    os.mkdir(below)
+    try:
+        real_open = os.open
+
+        def gone_at_read(path, *args, **kwargs):
+            if str(path) == os.path.join(below, "cgroup.threads"):
+                raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", gone_at_read)
+        _kill_written_as_nothing(monkeypatch)
+        group.kill_all()
+        monkeypatch.undo()
+        assert alone.wait(timeout=60) == -9
+    finally:
+        os.rmdir(below)

@@ -92,8 +92,31 @@ def test_the_api_service_runs_in_a_pid_namespace_its_caller_is_not_in(spawn_back
     # The service is the caller's first child there: its parent reads as 0 from inside, and it
     # once ended at once (the call failed: ServiceGone, ENOMEM). It lives now and answers; as the
     # namespace's init it sees the caller's /proc, not one of its own, so its answer is the
-    # refusal that names the fix (tests/test_foreign_proc.py), a result, not an exception.
-    script = "import processkit; r = processkit.run(['true']); print(r.returncode, r.source)"
+    # refusal (tests/test_foreign_proc.py), a result, not an exception. Its fix is the caller's
+    # own: a /proc mounted outside (``unshare --mount-proc``) is still not the service's.
+    script = "import processkit; r = processkit.run(['true']); print(r.returncode, r.source); print(r.message)"
+    for mount_proc in ([], ["--mount-proc"]):
+        done = unshared(*mount_proc, sys.executable, "-c", script)
+        assert done.returncode == 0, done.stderr
+        code, message = done.stdout.splitlines()
+        assert code == "102 container_error", done.stderr
+        assert message.endswith(
+            "the API's service is its pid namespace's init, its caller outside it: run the caller inside the"
+            " namespace with a /proc of its own (unshare --pid --fork --mount-proc)"
+        ), message
+
+
+def test_the_api_bench_names_the_callers_fix(spawn_backend):
+    script = "import processkit\ntry: processkit.bench(['true'], runs=1)\nexcept Exception as exc: print(type(exc).__name__, exc)"
     done = unshared(sys.executable, "-c", script)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "102 container_error\n", done.stderr
+    assert done.stdout.endswith(
+        "run the caller inside the namespace with a /proc of its own (unshare --pid --fork --mount-proc)\n"
+    ), done.stdout
+
+
+def test_the_api_runs_as_the_fix_names_it(spawn_backend):
+    script = "import processkit; r = processkit.run(['true']); print(r.returncode, r.source)"
+    done = unshared(sys.executable, "-c", script, fork=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "0 child_exit\n", done.stderr

@@ -19,7 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
-from .members import kill_ended_alone, subtree_threads
+from .members import kill_ended_alone
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ class CgroupV2(Container):
         try:
             pids = self.member_pids()
             if pids:  # what cgroup.kill misses, among those whose main thread is not listed
-                kill_ended_alone(pids, subtree_threads(self.path))
+                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads")))
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 

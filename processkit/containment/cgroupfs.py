@@ -187,9 +187,10 @@ def populated(where: str | HeldFiles) -> bool:
         return True
 
 
-def member_pids(path: str) -> list[int]:
-    """The group's own members (a v2 ``cgroup.procs`` lists no member of a group below it)."""
-    return [int(line) for line in read_text(os.path.join(path, "cgroup.procs")).split()]
+def member_pids(path: str, name: str = "cgroup.procs") -> list[int]:
+    """The group's own members (a v2 ``cgroup.procs`` lists no member of a group below it), or
+    with ``name="cgroup.threads"`` its own threads."""
+    return [int(line) for line in read_text(os.path.join(path, name)).split()]
 
 
 def has_groups_below(path: str, dir_fd: int = -1) -> bool:
@@ -220,21 +221,24 @@ def below(path: str) -> list[str]:
     return found
 
 
-def pids_below(path: str) -> list[int]:
-    """The members of every group below ``path`` (one gone meanwhile has none)."""
+def pids_below(path: str, name: str = "cgroup.procs") -> list[int]:
+    """The ids ``name`` lists in every group below ``path``: one gone meanwhile, or unreadable
+    (``ENODEV`` once removed), lists none, so one such group skips no other."""
     found: list[int] = []
     for group in below(path):
         try:
-            found += member_pids(group)
-        except FileNotFoundError:
+            found += member_pids(group, name)
+        except OSError:
             pass
     return found
 
 
-def subtree_pids(path: str) -> list[int]:
-    """The members of ``path`` and of every group below it; raises OSError when the group
-    itself cannot be read."""
-    return sorted(set(member_pids(path) + pids_below(path)))
+def subtree_ids(path: str, name: str = "cgroup.procs") -> list[int]:
+    """The ids ``name`` (``cgroup.procs``, or ``cgroup.threads``) lists in ``path`` and every
+    group below it (looked for only where its link count shows one: a stat, not a listing);
+    raises OSError when the group itself cannot be read."""
+    own = member_pids(path, name)
+    return sorted(set(own + pids_below(path, name))) if has_groups_below(path) else own
 
 
 def emptied(path: str, deadline: float) -> bool:
@@ -249,7 +253,7 @@ def emptied(path: str, deadline: float) -> bool:
             try:
                 held = populated(path)
             except FileNotFoundError:  # a v1 group (no ``cgroup.events``), or none left
-                held = bool(subtree_pids(path))
+                held = bool(subtree_ids(path))
         except OSError:
             return True
         if not held or time.monotonic() >= deadline:

@@ -6,7 +6,7 @@ import os
 
 from .. import signum
 from ..plain import Plain
-from .cgroupfs import below, has_groups_below, read_bytes, read_text
+from .cgroupfs import read_bytes
 
 
 class Member(Plain):
@@ -79,10 +79,10 @@ def kill_ended_alone(pids: list[int], live_threads: set[int] | None = None) -> N
     thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
     leader alone, which takes no signal once it has exited, so such a process would run on
     (and a later ``cgroup.kill`` skips it, its kill pending). Its pid is its own while
-    ``cgroup.procs`` lists it. ``live_threads``: the group's ``cgroup.threads``, read after its
-    ``cgroup.procs`` gave ``pids``; a pid it lists has a live main thread, so only the others
-    are read (a /proc read each, on the runner's loop: thousands of members still exiting
-    after the kill held it for tens of milliseconds)."""
+    ``cgroup.procs`` lists it. ``live_threads``: the ``cgroup.threads`` of the group and every
+    group below it, read after their ``cgroup.procs`` gave ``pids``; a pid it lists has a live
+    main thread, so only the others are read (a /proc read each, on the runner's loop:
+    thousands of members still exiting after the kill held it for tens of milliseconds)."""
     for pid in pids if live_threads is None else [pid for pid in pids if pid not in live_threads]:
         try:
             _, fields = read_stat(pid)
@@ -90,20 +90,6 @@ def kill_ended_alone(pids: list[int], live_threads: set[int] | None = None) -> N
                 os.kill(pid, signum.SIGKILL)
         except OSError:
             continue  # gone: nothing to kill
-
-
-def subtree_threads(path: str) -> set[int]:
-    """The thread ids ``cgroup.threads`` lists in the v2 group ``path`` and every group below
-    it (one gone meanwhile lists none): an exited thread, a leader too, is listed no more.
-    Raises OSError when the group itself cannot be read."""
-    found: set[int] = set()
-    for group in (path, *below(path)) if has_groups_below(path) else (path,):
-        try:
-            found.update(int(tid) for tid in read_text(os.path.join(group, "cgroup.threads")).split())
-        except FileNotFoundError:
-            if group == path:
-                raise
-    return found
 
 
 def _threads_left(pid: int) -> bool:

@@ -151,7 +151,7 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
         reaped.leave(group, "its owner is not the run directory's")
         return False
     try:
-        reaped.processes += len(cgroupfs.subtree_pids(group))
+        reaped.processes += len(cgroupfs.subtree_ids(group))
     except (OSError, ValueError):
         pass
     if dry_run:
@@ -161,7 +161,7 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
     if os.path.exists(kill):  # the members of every group below it too
         try:
             cgroupfs.write_text(kill, "1")
-            kill_ended_alone(cgroupfs.subtree_pids(group))  # what cgroup.kill misses
+            kill_ended_alone(cgroupfs.subtree_ids(group))  # what cgroup.kill misses
         except (OSError, ValueError):
             pass
     else:  # a v1 group, or a kernel before 5.14
@@ -180,7 +180,7 @@ def _kill_members(group: str) -> None:
     meanwhile is killed in the next."""
     for _ in range(V1_KILL_ROUNDS):
         try:
-            pids = cgroupfs.subtree_pids(group)
+            pids = cgroupfs.subtree_ids(group)
         except (OSError, ValueError):
             return
         live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]

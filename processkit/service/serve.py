@@ -55,7 +55,7 @@ import sys
 
 import errno
 
-from .. import fdlimit
+from .. import fdlimit, mountinfo
 from ..diagnostics import envelope_only
 from ..engine.endings import Outcome, internal
 from ..engine.host import Host, RunGroup
@@ -370,6 +370,8 @@ def main() -> int:
     prctl.set_parent_death_signal(signal.SIGUSR1)
     if prctl.parent_gone(caller, fd, hung_up=True):
         return 0
+    if os.getpid() == 1:  # forked first into a pid namespace its caller is not in
+        mountinfo.caller_is_outside()
     prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
     stray_signals.absorb()
     os.chdir("/")

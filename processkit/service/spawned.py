@@ -28,7 +28,7 @@ import pickle
 import socket
 import sys
 
-from .. import fdlimit
+from .. import fdlimit, mountinfo
 from ..api import wire
 from ..writeall import write_all
 from . import stray_signals
@@ -95,6 +95,8 @@ def begin() -> tuple[Any, int, list[int]] | None:
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
     if os.getppid() != parent:
         return None
+    if parent == 1:  # the service is its pid namespace's init: its caller is outside
+        mountinfo.caller_is_outside()
     stray_signals.absorb(also=("SIGUSR1",))
     if caller_soft:  # the service raised its open-file limit: the caller's back, so this process
         import resource  # raises it again and gives its runs the caller's (``fdlimit``)
