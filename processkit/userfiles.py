@@ -121,7 +121,7 @@ def _reopened(
     """The ``_final`` entry ``entry`` (consumed) reopened to read, non-blocking, once ``_judged``."""
     try:
         _judged(dir_fd, shown, entry, by_descriptor, missing, others_fifo=others_fifo)
-        return reopen(os.dup(entry), _INPUT, shown)
+        return reopen(os.dup(entry), _INPUT, shown, (dir_fd, os.path.basename(shown)))  # shown: here/name
     finally:
         if entry >= 0:
             os.close(entry)
@@ -202,7 +202,7 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
                 return
             if found is None:
                 raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
-        _in_place(entry, found, shown, data)
+        _in_place(entry, (dir_fd, name), found, shown, data)
     finally:
         if entry >= 0:
             os.close(entry)
@@ -338,8 +338,8 @@ def _sweep_left(dir_fd: int, name: str, now: float) -> None:
     sweep(dir_fd, lambda entry: fresh_of(entry, prefix, "."), now)
 
 
-def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:
-    fd = reopen(os.dup(entry), os.O_WRONLY | os.O_NONBLOCK, shown)
+def _in_place(entry: int, at: tuple[int, str], found: os.stat_result, shown: str, data: bytes) -> None:
+    fd = reopen(os.dup(entry), os.O_WRONLY | os.O_NONBLOCK, shown, at)
     try:
         if stat.S_ISREG(found.st_mode):
             os.ftruncate(fd, 0)
