@@ -97,8 +97,8 @@ def _input_head(path: str, links: list[int]) -> str:
     after it (the walk's own error)."""
     if not path:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-    if os.path.basename(path) in ("", ".", ".."):
-        os.close(directory_of(links, path)[0])
+    if os.path.basename(path) in ("", ".", ".."):  # ``LINK/``: the link is judged as at ``LINK``
+        os.close(input_directory(path)[0])
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     return os.path.dirname(path) or "."
 
@@ -113,6 +113,23 @@ def input_stat(path: str) -> os.stat_result:
         if entry >= 0:
             os.close(entry)
         os.close(dir_fd)
+
+
+def input_directory(path: str) -> tuple[int, str]:
+    """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
+    ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
+    whatever it leads to); NotADirectoryError for a file, ENOENT for an empty path."""
+    name = path.rstrip("/") or path  # ``DIR/`` names the link at DIR as well
+    if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
+        return directory_of([0], name)
+    dir_fd, shown, entry, _ = _input_entry(name)
+    os.close(dir_fd)
+    if entry < 0:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    if not stat.S_ISDIR(os.fstat(entry).st_mode):
+        os.close(entry)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    return entry, shown
 
 
 def _reopened(
