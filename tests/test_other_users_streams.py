@@ -332,3 +332,16 @@ def test_a_killed_rings_capture_hard_linked_to_roots_file_is_not_shown(tmp_path,
     result = run_cli("report", stream, "--capture-dir", theirs, "-o", page, timeout=LIMIT)
     assert result.returncode == 0, result.stderr
     assert "root-only-secret" not in page.read_text()
+
+
+def test_another_users_link_beside_a_bench_export_is_refused_as_a_file(tmp_path, other_user, shared, secret):  # noqa: F811
+    """``report OLD.json THEIRLINK.json``: their link was taken for "not an export" and the
+    report failed as a usage error (100) saying nothing of it; it is refused (111, naming its
+    owner), as a file, not as an event stream."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"results": [{"command": "true", "times": [0.1, 0.2]}]}))
+    planted = os.path.join(shared, "new.json")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, old)
+    result = run_cli("report", old, planted, "-o", tmp_path / "page.html", timeout=LIMIT)
+    refused(result, f"cannot read {planted}: ", f"symbolic link of uid {other_user.pw_uid}")
+    assert b"events stream" not in result.stderr

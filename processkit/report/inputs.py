@@ -94,15 +94,27 @@ def _regular(path: str, refusals: list[str]) -> bool:
 
 def bench_exports(given: list[str]) -> list | None:
     """The benchmark exports named (read and checked), or None when these are event streams:
-    one export gives its page, two (OLD NEW) the new one's drawn against the old."""
+    one export gives its page, two (OLD NEW) the new one's drawn against the old. A name refused
+    (another user's link) beside an export is refused as a file, not as an event stream; among
+    streams, it is read as one and refused there."""
     from ..benchmark import recorded
+    from ..pathtrust import UnsafePath
     from . import bench_page
 
     if any(is_directory(path) for path in given):
         return None
-    found = [bench_page.is_bench_export(path) for path in given]
+    found: list[bool] = []
+    refused: list[str] = []
+    for path in given:
+        try:
+            found.append(bench_page.is_bench_export(path))
+        except UnsafePath as exc:
+            found.append(False)
+            refused.append(f"cannot read {sanitize(path)}: {exc.strerror}")
     if not any(found):
         return None
+    if refused:
+        raise Failure(Kind.SETUP, refused[0])
     if len(given) > 2 or not all(found):
         raise usage(
             "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"
