@@ -120,9 +120,7 @@ def test_another_users_link_is_refused_in_the_same_words_whatever_it_leads_to(
     assert said[0] == said[1]
 
 
-def test_another_users_link_to_a_directory_in_their_own_directory_is_not_followed(
-    tmp_path, other_user, shared, secret
-):  # noqa: F811
+def test_another_users_link_to_a_directory_in_their_own_directory_is_not_followed(tmp_path, other_user, shared, secret):  # noqa: F811
     """``report THEIRDIR/streams``, their link to a directory of root's in a directory of theirs
     that is not sticky: the name was walked as a directory is (a link there followed whoever
     owns it), and root's run was drawn. Refused as their link at a stream's name is."""
