@@ -189,15 +189,19 @@ def _file(
         except BaseException:
             os.close(probe)
             raise
-        return _reopen(probe, flags | existing, _join(here, name)), False
+        return _reopen(probe, flags | existing, _join(here, name), (dir_fd, name)), False
     raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
 
 
-def _reopen(probe: int, flags: int, shown: str = "it") -> int:
+def _reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | None = None) -> int:
     """Open the file the ``O_PATH`` handle ``probe`` names (consumed) without waiting: a FIFO no
-    one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise."""
+    one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise.
+    Where there is no ``/proc``, opened again by its name in its directory (``at``)."""
     try:
-        fd = os.open(f"/proc/self/fd/{probe}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            fd = os.open(f"/proc/self/fd/{probe}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = _reopen_at(probe, flags, shown, at)
     except OSError as exc:
         if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.fstat(probe).st_mode):
             raise OSError(errno.ENXIO, f"{shown} is a FIFO that no process has open for reading") from None
@@ -206,6 +210,23 @@ def _reopen(probe: int, flags: int, shown: str = "it") -> int:
         os.close(probe)
     if not flags & os.O_NONBLOCK:
         os.set_blocking(fd, True)
+    return fd
+
+
+def _reopen_at(probe: int, flags: int, shown: str, at: tuple[int, str] | None) -> int:
+    """``_reopen``'s open without ``/proc``: a directory through its own handle; a file by its
+    name (``O_NOFOLLOW``), refused unless it is still the file judged (its device and inode)."""
+    mode = flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    judged = os.fstat(probe)
+    if stat.S_ISDIR(judged.st_mode):
+        return os.open(".", mode, dir_fd=probe)
+    if at is None:
+        raise FileNotFoundError(errno.ENOENT, f"{shown} cannot be opened again without /proc")
+    fd = os.open(at[1], mode | os.O_NOFOLLOW, dir_fd=at[0])
+    found = os.fstat(fd)
+    if (found.st_dev, found.st_ino) != (judged.st_dev, judged.st_ino):
+        os.close(fd)
+        raise UnsafePath(f"{shown} was replaced while it was judged")
     return fd
 
 
@@ -345,6 +366,7 @@ def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | N
     return _follow(links, dir_fd, name, here, final=True)
 
 
-def reopen(probe: int, flags: int, shown: str) -> int:
-    """Open, without waiting, the file the ``O_PATH`` handle ``probe`` (consumed) names."""
-    return _reopen(probe, flags, shown)
+def reopen(probe: int, flags: int, shown: str, at: tuple[int, str] | None = None) -> int:
+    """Open, without waiting, the file the ``O_PATH`` handle ``probe`` (consumed) names (``at``:
+    its directory's handle and its name there, where there is no ``/proc`` to open it by)."""
+    return _reopen(probe, flags, shown, at)

@@ -97,8 +97,8 @@ def _input_head(path: str, links: list[int]) -> str:
     after it (the walk's own error)."""
     if not path:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-    if os.path.basename(path) in ("", ".", ".."):
-        os.close(directory_of(links, path)[0])
+    if os.path.basename(path) in ("", ".", ".."):  # ``LINK/``: the link is judged as at ``LINK``
+        os.close(input_directory(path)[0])
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     return os.path.dirname(path) or "."
 
@@ -115,13 +115,30 @@ def input_stat(path: str) -> os.stat_result:
         os.close(dir_fd)
 
 
+def input_directory(path: str) -> tuple[int, str]:
+    """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
+    ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
+    whatever it leads to); NotADirectoryError for a file, ENOENT for an empty path."""
+    name = path.rstrip("/") or path  # ``DIR/`` names the link at DIR as well
+    if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
+        return directory_of([0], name)
+    dir_fd, shown, entry, _ = _input_entry(name)
+    os.close(dir_fd)
+    if entry < 0:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    if not stat.S_ISDIR(os.fstat(entry).st_mode):
+        os.close(entry)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+    return entry, shown
+
+
 def _reopened(
     dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
 ) -> int:
     """The ``_final`` entry ``entry`` (consumed) reopened to read, non-blocking, once ``_judged``."""
     try:
         _judged(dir_fd, shown, entry, by_descriptor, missing, others_fifo=others_fifo)
-        return reopen(os.dup(entry), _INPUT, shown)
+        return reopen(os.dup(entry), _INPUT, shown, (dir_fd, os.path.basename(shown)))  # shown: here/name
     finally:
         if entry >= 0:
             os.close(entry)
@@ -202,7 +219,7 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
                 return
             if found is None:
                 raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
-        _in_place(entry, found, shown, data)
+        _in_place(entry, (dir_fd, name), found, shown, data)
     finally:
         if entry >= 0:
             os.close(entry)
@@ -338,8 +355,8 @@ def _sweep_left(dir_fd: int, name: str, now: float) -> None:
     sweep(dir_fd, lambda entry: fresh_of(entry, prefix, "."), now)
 
 
-def _in_place(entry: int, found: os.stat_result, shown: str, data: bytes) -> None:
-    fd = reopen(os.dup(entry), os.O_WRONLY | os.O_NONBLOCK, shown)
+def _in_place(entry: int, at: tuple[int, str], found: os.stat_result, shown: str, data: bytes) -> None:
+    fd = reopen(os.dup(entry), os.O_WRONLY | os.O_NONBLOCK, shown, at)
     try:
         if stat.S_ISREG(found.st_mode):
             os.ftruncate(fd, 0)

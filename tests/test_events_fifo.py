@@ -66,8 +66,20 @@ def fed_when_open(fifo, args, write) -> tuple[int, bytes, bytes, object]:
 
 
 def opened_by(pid: int, fifo) -> bool:
-    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not it)."""
-    return str(fifo) in (_target(f"/proc/{pid}/fd/{fd}") for fd in _fds(pid))
+    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not
+    it). The reader's ``O_PATH`` probe, taken before its real open, names the FIFO too but reads
+    nothing: a writer that took it for the open could write and close before any reader came."""
+    return any(_target(f"/proc/{pid}/fd/{fd}") == str(fifo) and _opened(pid, fd) for fd in _fds(pid))
+
+
+def _opened(pid: int, fd: str) -> bool:
+    """Whether ``fd`` of ``pid`` is a real open (its flags lack ``O_PATH``), False when gone."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+            flags = next(line.split()[1] for line in info if line.startswith("flags:"))
+    except (OSError, StopIteration):
+        return False
+    return not int(flags, 8) & os.O_PATH
 
 
 def _target(link: str) -> str | None:

@@ -90,23 +90,58 @@ def test_a_directory_of_streams_with_another_users_links_is_drawn_without_them(t
     assert "run-42" in (tmp_path / "page.html").read_text()
 
 
-@pytest.mark.parametrize("pair", ["a bench export or not", "a directory or a file"])
+PAIRS = {
+    "a bench export or not": ("export.json", ()),
+    "a directory or a file": (".", ()),
+    "a directory or a file, with --usage-file": (".", ("--usage-file", "{usage}")),
+    "a batch's directory or a file": ("batch", ()),
+}
+
+
+@pytest.mark.parametrize("pair", PAIRS)
 def test_another_users_link_is_refused_in_the_same_words_whatever_it_leads_to(
     tmp_path, other_user, shared, secret, pair
 ):  # noqa: F811
-    """What their link leads to (a root-only file that looks like a bench export, or a directory
-    of root's) was looked at before the link was judged, and the refusal's words told it."""
-    export = secret.parent / "export.json"
-    export.write_text(json.dumps({"results": [{"command": "true", "times": [0.1, 0.2]}]}))
-    targets = [export, secret] if pair == "a bench export or not" else [secret.parent, secret]
+    """What their link leads to (a root-only file that looks like a bench export, a directory of
+    root's, a batch's ``--out`` of root's) was looked at before the link was judged, and the
+    refusal's words (or exit code: ``--usage-file`` with a directory is a usage error) told it."""
+    (secret.parent / "export.json").write_text(json.dumps({"results": [{"command": "true", "times": [0.1, 0.2]}]}))
+    (secret.parent / "batch").mkdir()
+    (secret.parent / "batch" / "summary.jsonl").write_text("")
+    name, extra = PAIRS[pair]
     said = []
-    for number, target in enumerate(targets):
+    for number, target in enumerate([secret.parent / name, secret]):
         planted = os.path.join(shared, f"link{number}")
         as_other(other_user, 'ln -s "$2" "$1"', planted, target)
-        result = read("report", planted, tmp_path)
+        words = [word.format(usage=tmp_path / "usage.json") for word in extra]
+        result = run_cli("report", planted, "-o", tmp_path / "page.html", *words, timeout=LIMIT)
         refused(result, f"symbolic link of uid {other_user.pw_uid}")
         said.append(result.stderr.decode().replace(planted, "LINK"))
     assert said[0] == said[1]
+
+
+def test_another_users_link_to_a_directory_in_their_own_directory_is_not_followed(tmp_path, other_user, shared, secret):  # noqa: F811
+    """``report THEIRDIR/streams``, their link to a directory of root's in a directory of theirs
+    that is not sticky: the name was walked as a directory is (a link there followed whoever
+    owns it), and root's run was drawn. Refused as their link at a stream's name is."""
+    made = run_cli(
+        "run", "--jsonl", secret.parent / "roots.jsonl", "--run-id", "roots-own-run", "--", "true", timeout=LIMIT
+    )
+    assert made.returncode == 0, made.stderr
+    theirs = os.path.join(shared, "theirs")
+    as_other(other_user, 'mkdir -m 0755 "$1"; ln -s "$2" "$1/streams"', theirs, secret.parent)
+    for given in ("streams", "streams/"):
+        result = read("report", os.path.join(theirs, given), tmp_path)
+        assert "roots-own-run" not in shown(result, tmp_path)
+        refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
+def test_an_empty_name_is_no_directory(tmp_path):
+    """``report ""`` drew the working directory's streams; an empty name is a missing stream."""
+    made = run_cli("run", "--jsonl", tmp_path / "here.jsonl", "--", "true", timeout=LIMIT)
+    assert made.returncode == 0, made.stderr
+    result = run_cli("report", "", "-o", tmp_path / "page.html", timeout=LIMIT, cwd=tmp_path)
+    assert result.returncode == 111 and b"No such file or directory" in result.stderr, result.stderr
 
 
 def test_another_users_link_to_a_directory_of_roots_lists_nothing(tmp_path, other_user, shared, secret):  # noqa: F811
@@ -295,3 +330,16 @@ def test_a_killed_rings_capture_hard_linked_to_roots_file_is_not_shown(tmp_path,
     result = run_cli("report", stream, "--capture-dir", theirs, "-o", page, timeout=LIMIT)
     assert result.returncode == 0, result.stderr
     assert "root-only-secret" not in page.read_text()
+
+
+def test_another_users_link_beside_a_bench_export_is_refused_as_a_file(tmp_path, other_user, shared, secret):  # noqa: F811
+    """``report OLD.json THEIRLINK.json``: their link was taken for "not an export" and the
+    report failed as a usage error (100) saying nothing of it; it is refused (111, naming its
+    owner), as a file, not as an event stream."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"results": [{"command": "true", "times": [0.1, 0.2]}]}))
+    planted = os.path.join(shared, "new.json")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, old)
+    result = run_cli("report", old, planted, "-o", tmp_path / "page.html", timeout=LIMIT)
+    refused(result, f"cannot read {planted}: ", f"symbolic link of uid {other_user.pw_uid}")
+    assert b"events stream" not in result.stderr

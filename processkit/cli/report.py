@@ -57,7 +57,7 @@ def main(argv: list[str], invocation) -> int:
     if len(args.streams) == 1 and batch_model.is_batch_out(args.streams[0]):  # a batch's --out
         return _batch_page(args)
     paths = inputs.stream_paths(args.streams)
-    single = len(args.streams) == 1 and not os.path.isdir(args.streams[0])
+    single = len(args.streams) == 1 and not inputs.is_directory(args.streams[0])
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")

@@ -139,8 +139,9 @@ def _past_hole(fd: int) -> int:
     """At a hole of a sparse file (a size set with ``truncate``, no data written): how many NULs
     it has from the offset on, the offset moved past them, so a 15 TiB hole (36 hours to read, at
     8.5 s a GiB) is passed over at once. Never more than the hole has: at the end of the file, the
-    size taken before the look is where the hole ended (what is appended since is read, and a file
-    cut short since gives none). 0 where holes cannot be found (a pipe, a file system without)."""
+    size taken before the look is where the hole ended (what is appended since is read; a file
+    cut short before that size was taken gives none, one cut between the two may be passed over
+    up to the size taken). 0 where holes cannot be found (a pipe, a file system without)."""
     try:
         here = os.lseek(fd, 0, os.SEEK_CUR)
         size = os.fstat(fd).st_size

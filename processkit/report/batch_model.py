@@ -89,7 +89,11 @@ class Batch(Plain):
 
 
 def is_batch_out(path: str) -> bool:
-    return os.path.isdir(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
+    """Whether ``path`` is a batch's ``--out``: a directory reached as a stream's name is (another
+    user's link there is not looked through) holding a summary."""
+    from .inputs import is_directory
+
+    return is_directory(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
 
 
 def load(out: str) -> Batch:

@@ -20,6 +20,7 @@ from ..benchmark import baseline as against_baseline
 from ..benchmark.recorded import ORIGIN_HYPERFINE, RecordedBench, RecordedCommand
 from ..benchmark.stats import compare
 from ..bounded import BENCH_EXPORT, WrongKind, loads, read_start
+from ..pathtrust import UnsafePath
 from ..userfiles import open_judged
 from . import axes
 
@@ -47,9 +48,11 @@ def is_bench_export(path: str) -> bool:
     or an unfinished piece of one (a pretty-printed document). Only the head is read, within
     ``bounded.BENCH_EXPORT`` (a regular file: a FIFO or a device is no export), once the name is
     walked (``userfiles.open_judged``): a file another user's link leads to is not sniffed (what
-    it holds would change which error is shown), it is read as a stream and refused there."""
+    it holds would change which error is shown), its refusal raised (``UnsafePath``)."""
     try:
         head = read_start(path, HEAD_BYTES, BENCH_EXPORT, open_judged)
+    except UnsafePath:
+        raise
     except (OSError, WrongKind):
         return False
     text = head.lstrip()

@@ -22,7 +22,7 @@ def stream_paths(given: list[str]) -> list[str]:
     """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted). An entry
     refused (not a regular file, or another user's link) is skipped with a warning saying why;
     a directory left with none fails, with the first refusal when there was one."""
-    if len(given) == 1 and _is_directory(given[0]):
+    if len(given) == 1 and is_directory(given[0]):
         try:
             names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
@@ -37,14 +37,15 @@ def stream_paths(given: list[str]) -> list[str]:
     return list(given)
 
 
-def _is_directory(path: str) -> bool:
-    """Whether ``path`` is a directory reached by ``safepath``'s walk. Another user's link is
-    not followed to find out (whatever it leads to, the name is then read as a stream, and
-    refused there in the same words)."""
-    from ..safepath import directory_of
+def is_directory(path: str) -> bool:
+    """Whether ``path`` is a directory, its last component reached as a stream's name is
+    (``userfiles.input_directory``): another user's link there is not followed to find out
+    (whatever it leads to, the name is then read as a stream, and refused there in the same
+    words). An empty path is none (read as a stream, it is missing)."""
+    from ..userfiles import input_directory
 
     try:
-        handle, _ = directory_of([0], path)
+        handle, _ = input_directory(path)
     except OSError:
         return False
     os.close(handle)
@@ -52,11 +53,13 @@ def _is_directory(path: str) -> bool:
 
 
 def _listed(path: str) -> list[str]:
-    """The names in the directory ``path``, reached by ``safepath``'s walk: another user's link to
-    a directory of root's (``/tmp/streams -> /root/private``) is refused, its names never shown."""
-    from ..safepath import directory_of, reopen
+    """The names in the directory ``path``, reached as ``is_directory`` reaches it: another
+    user's link to a directory of root's (``/tmp/streams -> /root/private``) is refused, its
+    names never shown."""
+    from ..safepath import reopen
+    from ..userfiles import input_directory
 
-    handle, here = directory_of([0], path)
+    handle, here = input_directory(path)
     listing = reopen(handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, here)
     try:
         return os.listdir(listing)
@@ -91,15 +94,27 @@ def _regular(path: str, refusals: list[str]) -> bool:
 
 def bench_exports(given: list[str]) -> list | None:
     """The benchmark exports named (read and checked), or None when these are event streams:
-    one export gives its page, two (OLD NEW) the new one's drawn against the old."""
+    one export gives its page, two (OLD NEW) the new one's drawn against the old. A name refused
+    (another user's link) beside an export is refused as a file, not as an event stream; among
+    streams, it is read as one and refused there."""
     from ..benchmark import recorded
+    from ..pathtrust import UnsafePath
     from . import bench_page
 
-    if any(_is_directory(path) for path in given):
+    if any(is_directory(path) for path in given):
         return None
-    found = [bench_page.is_bench_export(path) for path in given]
+    found: list[bool] = []
+    refused: list[str] = []
+    for path in given:
+        try:
+            found.append(bench_page.is_bench_export(path))
+        except UnsafePath as exc:
+            found.append(False)
+            refused.append(f"cannot read {sanitize(path)}: {exc.strerror}")
     if not any(found):
         return None
+    if refused:
+        raise Failure(Kind.SETUP, refused[0])
     if len(given) > 2 or not all(found):
         raise usage(
             "report takes one benchmark export, or two to compare (OLD.json NEW.json), and no event stream beside them"

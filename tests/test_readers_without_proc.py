@@ -1,0 +1,61 @@
+"""Readers where there is no ``/proc`` (a container or chroot without one, a mount namespace
+that left it out): an input judged by its ``O_PATH`` handle was opened again through
+``/proc/self/fd/N``, so ``events --file`` and ``report`` of an existing stream failed "No such
+file or directory" (and ``report -o /dev/null`` could not write). It is now opened again by its
+name in the directory that was walked, refused unless it is the very file judged. Skipped
+without root or where ``unshare --mount`` is refused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import cli_command, run_cli
+
+LIMIT = 120
+
+
+@pytest.fixture(scope="module")
+def without_proc() -> list[str]:
+    """A new mount namespace with ``/proc`` unmounted, probed once."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare")
+    prefix = ["unshare", "--mount", "sh", "-c", 'umount -l /proc && exec "$@"', "sh"]
+    probe = subprocess.run([*prefix, "test", "!", "-e", "/proc/self"], capture_output=True, timeout=LIMIT)
+    if probe.returncode != 0:
+        pytest.skip(f"/proc cannot be left out here: {probe.stderr.decode(errors='replace')}")
+    return prefix
+
+
+@pytest.fixture
+def stream(tmp_path) -> str:
+    path = str(tmp_path / "run.jsonl")
+    made = run_cli("run", "--jsonl", path, "--run-id", "no-proc-run", "--", "true", timeout=LIMIT)
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def _without(prefix: list[str], *args) -> subprocess.CompletedProcess:
+    command = [*prefix, *cli_command(), *map(str, args)]
+    return subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=LIMIT)
+
+
+def test_events_reads_a_stream_without_proc(without_proc, stream):
+    done = _without(without_proc, "events", "--validate", "--file", stream)
+    assert done.returncode == 0 and b"all valid" in done.stdout, done.stderr
+    shown = _without(without_proc, "events", "--file", stream)
+    assert shown.returncode == 0 and b"runner_exit" in shown.stdout, shown.stderr
+
+
+def test_report_draws_a_stream_and_a_directory_without_proc(without_proc, stream, tmp_path):
+    page = tmp_path / "page.html"
+    for given in (stream, tmp_path):
+        done = _without(without_proc, "report", given, "-o", page)
+        assert done.returncode == 0, done.stderr
+        assert "no-proc-run" in page.read_text()
+        page.unlink()
+    into_device = _without(without_proc, "report", stream, "-o", "/dev/null")
+    assert into_device.returncode == 0, into_device.stderr
