@@ -15,6 +15,8 @@ import threading
 
 import processkit
 
+from fifo_ends import opened_for_writing
+
 PY = sys.executable
 
 
@@ -26,11 +28,6 @@ def _switches(tid: int) -> int:
             if line.startswith("voluntary_ctxt_switches:"):
                 return int(line.split()[1])
     raise AssertionError("no voluntary_ctxt_switches line")
-
-
-def _open_for_writing(fifo) -> int:
-    """The FIFO's write end, once its run's reader has opened it (the open waits for that)."""
-    return os.open(fifo, os.O_WRONLY)
 
 
 def _all_return(calls, count: int) -> None:
@@ -61,7 +58,8 @@ def test_a_reply_wakes_only_the_thread_waiting_for_it(tmp_path):
     threads = [threading.Thread(target=wait, args=(index,)) for index in range(7)]
     for thread in threads:
         thread.start()
-    writers = [_open_for_writing(fifo) for fifo in fifos]  # every run has begun: its thread waits
+    # Every run has begun once its FIFO is open: its thread waits.
+    writers = [opened_for_writing(fifo, what="its run's open") for fifo in fifos]
     try:
         before = {index: _switches(tid) for index, tid in tids.items()}
         for call in range(40):
@@ -163,7 +161,7 @@ def test_a_call_interrupted_while_it_reads_for_others_hands_the_reading_on(tmp_p
     caller = subprocess.Popen([PY, "-c", CALLER, *fifos], stdout=subprocess.PIPE)
     writers: list[int] = []
     try:
-        writers = [_open_for_writing(fifo) for fifo in fifos]  # the three runs have begun
+        writers = [opened_for_writing(fifo, what="its run's open") for fifo in fifos]  # the three runs have begun
         caller.send_signal(signal.SIGINT)
         assert _line(caller) == b"interrupted\n"
         for index, fd in enumerate(writers):

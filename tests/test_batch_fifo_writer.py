@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import cli_command
-from test_io_modes import writer_of
+from fifo_ends import writer_of
 
 needs_parallel = pytest.mark.skipif(shutil.which("parallel") is None, reason="GNU parallel is not installed")
 DEADLINE = 120.0  # seconds a reader may take to get to its wait on a loaded machine: past it, the test fails

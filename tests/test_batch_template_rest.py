@@ -14,6 +14,7 @@ import signal
 import pytest
 
 from conftest import run_cli, start_cli
+from fifo_ends import written_into
 from test_batch import summary
 
 BATCH_FAILED = 117
@@ -107,8 +108,7 @@ def test_a_second_stop_cuts_the_recording_of_the_jobs_not_started_short(tmp_path
         words = ["--", "sh", "-c", job, "{1}_{2}", ":::", *map(str, range(1, 1001)), ":::", *map(str, range(1, 101))]
     batch = start_cli("batch", "--out", tmp_path / "out", "-j", "1", *words)
     try:
-        with open(fifo) as started:  # the first job runs
-            assert started.read() == "up\n"
+        assert written_into(fifo, what="the first job's start") == b"up\n"
         batch.send_signal(signal.SIGTERM)
         said = []
         for line in batch.stderr:

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import cli_command, pid_alive, read_events, run_cli, start_cli, wait_for_event
 from control_support import envelope, listed
+from fifo_ends import opened_for_writing
 from streams import PY, by_name, check_stream, one, python_child
 
 WAIT = ("--timeout", "20s", "--report-outcome")
@@ -41,8 +42,7 @@ def test_a_detached_run_returns_once_started_and_carries_on_alone(tmp_path):
     assert not by_name(events, "root_exited"), "the launcher returned only after the child ended"
     assert pid_alive(started["root_pid"])
     assert os.getsid(started["root_pid"]) != os.getsid(0), "the detached runner did not start a new session"
-    with open(gate, "w"):  # the child goes on only now, with the launcher gone
-        pass
+    os.close(opened_for_writing(gate, what="the child's open of the gate"))  # it goes on only now, the launcher gone
 
     assert outcome("det-1") == {
         "run_id": "det-1",

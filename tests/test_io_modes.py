@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import subprocess
@@ -13,6 +12,7 @@ import textwrap
 import pytest
 
 from conftest import event_names, read_events, run_cli, start_cli, wait_for_event
+from fifo_ends import opened_for_writing
 from streams import check_stream, event_time, wait_until
 
 PY = sys.executable
@@ -64,16 +64,6 @@ def test_stdin_file_far_beyond_pipe_capacity_arrives_byte_exact_in_bounded_memor
     assert big_peak - small_peak < 8 * 1024, (big_peak, small_peak)
 
 
-def writer_of(fifo) -> int | None:
-    """A write end of ``fifo`` once a reader has it open (None before: no open that waits)."""
-    try:
-        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-        return None
-
-
 def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_path):
     """A FIFO source that pauses: all bytes arrive, and the loop keeps its timers meanwhile. The
     test is the writer, and its pause lasts until three more samples of the 100 ms cadence are
@@ -84,9 +74,7 @@ def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_p
         "run", "--snapshot-interval", "100ms", "--stdin-file", fifo, "--jsonl", jsonl, "--", PY, "-c", DIGEST_CHILD
     )
     try:
-        fd = wait_until(lambda: writer_of(fifo), what="the runner's open of the FIFO")
-        os.set_blocking(fd, True)
-        with open(fd, "wb") as writer:
+        with open(opened_for_writing(fifo, what="the runner's open of the FIFO"), "wb") as writer:
             writer.write(b"a" * 100000)
             writer.flush()
             before = event_names(jsonl).count("members_snapshot")
@@ -116,14 +104,17 @@ def test_stdin_file_fifo_whose_writer_comes_after_the_start_gives_the_child_its_
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     jsonl = tmp_path / "run.jsonl"
-    runner = start_cli("run", "--timeout", "20s", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat")
+    # No --timeout: however long the set-up takes on a loaded host, the run waits for its writer
+    # (the bound is the test's own, in its waits).
+    runner = start_cli("run", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat")
     try:
-        wait_for_event(jsonl, "run_started")
-        with open(fifo, "wb") as writer:
+        wait_for_event(jsonl, "run_started", timeout=60)
+        with open(opened_for_writing(fifo, what="the runner's open of the FIFO"), "wb") as writer:
             writer.write(payload)
-        out, err = runner.communicate(timeout=30)
+        out, err = runner.communicate(timeout=60)
     finally:
         runner.kill()
+        runner.wait()
     assert (runner.returncode, out) == (0, payload), err
 
 

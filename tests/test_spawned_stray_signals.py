@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from fifo_ends import written_into
+
 PY = sys.executable
 
 # Job "a" signals its parent and lives on a little; job "b" outlives the signal and says so.
@@ -67,8 +69,7 @@ def test_the_batch_process_still_ends_when_its_caller_dies(tmp_path):
     os.mkfifo(fifo)
     caller = subprocess.Popen([PY, "-c", HELD, str(fifo), str(tmp_path / "out")], stderr=subprocess.DEVNULL)
     try:
-        with open(fifo) as said:  # opened once the job opens it to write: an event, not a wait
-            batch_pid = int(said.read())
+        batch_pid = int(written_into(fifo, what="the job's line"))
         pidfd = os.pidfd_open(batch_pid)
     finally:
         caller.send_signal(signal.SIGKILL)

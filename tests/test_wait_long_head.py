@@ -11,6 +11,7 @@ import os
 import time
 
 from conftest import run_cli, start_cli, wait_for_event
+from fifo_ends import opened_for_writing
 
 LONG = "x" * 100_000  # one argument, below the kernel's 128 KiB for one
 
@@ -38,7 +39,7 @@ def test_a_run_started_line_past_the_head_window_is_still_this_runs(tmp_path):
         deadline = time.monotonic() + 30
         while not sleeping(waiter.pid) and waiter.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        with open(gate, "w") as opened:
+        with open(opened_for_writing(gate, what="the child's open of the gate"), "w") as opened:
             opened.write("go\n")
         wait_for_event(jsonl, "runner_exit")
         stdout, stderr = waiter.communicate(timeout=60)

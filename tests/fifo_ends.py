@@ -1,0 +1,54 @@
+"""A test's own end of a FIFO, opened and read within a deadline. A plain ``open`` of a FIFO
+waits for its other end with no timeout: a process that died before its open would hang the
+suite instead of failing the test."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import time
+
+from streams import wait_until
+
+
+def writer_of(fifo) -> int | None:
+    """A write end of ``fifo`` once a reader has it open (None before: no open that waits)."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        return None
+
+
+def opened_for_writing(fifo, timeout: float = 60.0, what: str = "the FIFO's reader") -> int:
+    """A blocking write end of ``fifo`` once its reader has it open; an AssertionError naming
+    ``what`` if none opens it within ``timeout``."""
+    fd = wait_until(lambda: writer_of(fifo), timeout=timeout, what=what)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def written_into(fifo, timeout: float = 60.0, what: str = "the FIFO's writer") -> bytes:
+    """What a writer wrote into ``fifo`` up to its close; an AssertionError naming ``what`` if no
+    writer came and went within ``timeout``. Held non-blocking from the start, the read end sees
+    an end of file only once a writer has closed (poll's POLLHUP), never before one came."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        deadline, data = time.monotonic() + timeout, b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{what} not done within {timeout}s (read so far: {data!r})")
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return data
+            data += chunk
+    finally:
+        os.close(fd)
