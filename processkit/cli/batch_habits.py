@@ -149,6 +149,19 @@ def check_early(args) -> None:
         from ..mountinfo import refuse_foreign_proc
 
         refuse_foreign_proc()
+    if not args.dry_run:
+        _check_reports(args)
+
+
+def _check_reports(args) -> None:
+    """Each report the batch writes at its end tried before the first job (as bench makes its
+    exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
+    every job ran. A file already there is left as it is until the end."""
+    from ..userfiles import check_text
+
+    for path in (args.trace, args.junit):
+        if path is not None:
+            check_text(path)
 
 
 def _group_limits(given: list[str]) -> dict[str, int]:
