@@ -256,3 +256,14 @@ def test_a_batchs_report_file_is_kept_until_the_end(tmp_path):
     assert (tmp_path / "seen").read_bytes() == b"earlier\n"
     assert b'<testcase name="a"' in report.read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["jobs.jsonl", "junit.xml", "out", "seen"]
+
+
+def test_a_batchs_report_in_the_out_it_is_about_to_make_is_written(tmp_path):
+    """``--out OUT --junit OUT/j.xml`` with no OUT yet: the batch makes OUT, so the early check
+    never refuses its report there (a CI's usual layout)."""
+    manifest = _batch_that_marks(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, "--junit", out / "j.xml", "--trace", out / "t.json")
+    assert proc.returncode == 0, proc.stderr
+    assert b'<testcase name="a"' in (out / "j.xml").read_bytes()
+    assert json.loads((out / "t.json").read_bytes())["traceEvents"]
