@@ -82,10 +82,44 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
             "bytes_written": report.bytes_written,
             "kept": [list(span) for span in report.kept],
         }
+    data = (dumps(document) + "\n").encode("utf-8")
     try:
-        _write(directory, NAME, (dumps(document) + "\n").encode("utf-8"))
+        _write(directory, NAME, data)
     except OSError as exc:
-        warn(f"could not record which part of each stream the capture files keep: {exc.strerror or exc}")
+        why = f"could not record which part of each stream the capture files keep: {exc.strerror or exc}"
+        # The live record ("capturing") must not outlast the run: dropped, and its space (a full
+        # disk's last block) tried once more for the final one.
+        try:
+            dropped = _drop(directory, NAME)
+        except OSError:
+            warn(f"{why}; {os.path.join(directory, NAME)} still says the capture is going on")
+            return
+        try:
+            if dropped:
+                _write(directory, NAME, data)
+                return
+        except OSError:
+            pass
+        warn(f"{why}; no {NAME} is left" + (" (the live record was removed)" if dropped else ""))
+
+
+def _drop(directory: str, name: str) -> bool:
+    """Remove ``name`` where a record written there would replace it (this user's regular file,
+    as ``_placed``): whether one was removed."""
+    import stat
+
+    dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    finally:
+        os.close(dir_fd)
 
 
 def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:

@@ -23,6 +23,7 @@ Facts about opening that force the shape here:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -199,6 +200,33 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
     replaced atomically, anything else written in place; raises OSError (UnsafePath included).
     ``kept``: files the command read or wrote (an input, the run's stream) by ``(st_dev,
     st_ino)``, with what each is: never replaced by this output (``FileExistsError``)."""
+    with _output_entry(path, kept) as (dir_fd, here, name, entry, by_descriptor, found, shown):
+        if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
+            if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
+                return
+            if found is None:
+                raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
+        _in_place(entry, (dir_fd, name), found, shown, data)
+
+
+def check_output(path: str) -> None:
+    """Whether ``write_output`` could write ``path`` later, without writing it now (a file the
+    user has there stays as it is): its entry judged, an unnamed file made and dropped in its
+    directory, or an access check on a file written in place (a FIFO is not opened)."""
+    with _output_entry(path, None) as (dir_fd, here, _, entry, by_descriptor, found, shown):
+        if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd):
+            return
+        if found is None:
+            raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
+        if not stat.S_ISFIFO(found.st_mode) and not os.access(f"{_PROC_FDS}/{entry}", os.W_OK):
+            raise PermissionError(errno.EACCES, f"{shown} is not writable")
+
+
+@contextlib.contextmanager
+def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
+    """An output's entry reached by safepath's rules (``_final``'s answer), with its status
+    (None: missing) and shown path, once found fit to be written: no directory, no file in
+    ``kept``, no entry another user controls, no other user's FIFO; its handles closed after."""
     head, name = split_file(path)
     links = [0]
     start, here = directory_of(links, head)
@@ -214,16 +242,27 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
                 raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never written")
-        if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
-            if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
-                return
-            if found is None:
-                raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
-        _in_place(entry, (dir_fd, name), found, shown, data)
+        yield dir_fd, here, name, entry, by_descriptor, found, shown
     finally:
         if entry >= 0:
             os.close(entry)
         os.close(dir_fd)
+
+
+def _can_create(dir_fd: int) -> bool:
+    """Whether a file can be made in ``dir_fd``: an unnamed one (else a named one removed at once)."""
+    try:
+        fd = _unnamed(dir_fd)
+        if fd < 0:
+            temporary = f".{os.getpid()}.{os.urandom(4).hex()}.tmp"
+            fd = os.open(temporary, _NAMED, 0o600, dir_fd=dir_fd)
+            os.unlink(temporary, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return False
+        raise
+    os.close(fd)
+    return True
 
 
 def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
@@ -248,7 +287,20 @@ def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None 
     try:
         write_output(path, text.encode("utf-8"), kept)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}") from None
+        raise _unwritable(path, exc) from None
+
+
+def check_text(path: str) -> None:
+    """``check_output`` for a file ``write_text`` writes later: a failure is the same ``setup``
+    failure naming the path, before anything ran."""
+    try:
+        check_output(path)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+
+
+def _unwritable(path: str, exc: OSError) -> Failure:
+    return Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}")
 
 
 def _final(

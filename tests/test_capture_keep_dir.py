@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import shutil
 import tempfile
 import time
@@ -121,3 +122,45 @@ def test_a_ring_run_loads_the_sweep_only_where_a_fresh_name_is_left(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.stdout.split() == ["False", "True", "False"], result.stderr
+
+
+def test_a_full_capture_directory_leaves_no_record_claiming_a_capture(tmp_path, small_tmpfs, pump_backend):
+    """A ring run into a full disk: the final record could not be made beside the live one, and
+    ``capture-keep.json`` was left saying ``"capturing"`` (its marks gone) after the run ended.
+    The live record's own space is taken back for the final one, which describes the files."""
+    from conftest import run_cli
+
+    cap = small_tmpfs("full", "size=64k")
+    stream = tmp_path / "run.jsonl"
+    script = "import sys; sys.stdout.buffer.write(b'x' * 300000)"
+    proc = run_cli(
+        "run", "--jsonl", stream, "--capture-dir", cap, "--capture-keep", "tail", "--", sys.executable, "-c", script
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b"a write to stdout's capture failed" in proc.stderr
+    events = [json.loads(line) for line in stream.read_bytes().splitlines()]
+    run_id = events[0]["run_id"]
+    captured = next(event for event in events if event["event"] == "output_captured")["stdout"]
+    assert captured["write_error"] and captured["bytes_seen"] == 300000
+    assert sorted(os.listdir(cap)) == ["capture-keep.json", "stderr.log", "stdout.log"]
+    record = json.loads((cap / "capture-keep.json").read_bytes())
+    assert "state" not in record and record["run_id"] == run_id, record
+    kept = record["stdout"]
+    assert kept["bytes_written"] == captured["bytes_written"] == os.path.getsize(cap / "stdout.log")
+    assert kept["kept"] == [[0, captured["bytes_written"]]]
+
+
+def test_a_record_the_disk_cannot_hold_even_in_the_live_ones_place_is_said_gone(tmp_path, monkeypatch, capfd):
+    """When not even the live record's space holds the final one, the live record is still
+    removed (it would claim a capture going on) and the warning says no record is left."""
+    assert capture_layout.start(str(tmp_path), "run-1-2", "tail", 4096, 0) is not None
+    os.unlink(tmp_path / capture_layout.MARKS_NAME)  # retired at the run's end; the live record stays
+
+    def full(directory, name, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(capture_layout, "_write", full)
+    capture_layout.record(str(tmp_path), "run-1-2", "tail", {})
+    assert not (tmp_path / capture_layout.NAME).exists()
+    said = capfd.readouterr().err
+    assert "No space left on device; no capture-keep.json is left (the live record was removed)" in said, said

@@ -87,3 +87,15 @@ def test_run_help_describes_its_flags_with_their_defaults():
     for flag, words in (("--timeout DUR", "no limit"), ("--grace DUR", "SIGTERM"), ("--capture-max-bytes", "8m")):
         line = shown[shown.index(flag) :].split("\n  -")[0]
         assert words in line, line
+
+
+def test_doctors_usage_line_lists_every_require_flag():
+    """``--require-accounting`` was in doctor's options but not its usage line: each
+    ``--require-*`` its options list is on the usage line, with its value as the others'."""
+    text = run_cli("doctor", "--help").stdout.decode()
+    usage, _, options = text.partition("\n\n")
+    required = {line.split()[0] for line in options.splitlines() if line.strip().startswith("--require-")}
+    assert "--require-accounting" in required
+    for flag in required:
+        assert f"[{flag}" in usage, (flag, usage)
+    assert "[--require-accounting <MECHANISM>]" in usage

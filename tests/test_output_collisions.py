@@ -211,3 +211,59 @@ def test_a_bench_export_at_its_baseline_is_not_written_when_the_gate_fails(tmp_p
     assert failed.returncode == 119, failed.stderr
     assert baseline.read_bytes() == before
     assert b"sleep 0.05" in other.read_bytes(), "another export is written as ever"
+
+
+def _batch_that_marks(tmp_path):
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": ["touch", str(tmp_path / "ran")]}) + "\n")
+    return manifest
+
+
+def test_a_batchs_unwritable_reports_are_refused_before_any_job(tmp_path):
+    """``--junit``/``--trace`` at a missing directory or at a directory: one setup line (111)
+    before the first job, not a warning after every job ran and the report was lost."""
+    manifest = _batch_that_marks(tmp_path)
+    missing = tmp_path / "nowhere" / "junit.xml"
+    for flag, path, reason in (("--junit", missing, "No such file or directory"), ("--trace", tmp_path, None)):
+        proc = run_cli("batch", manifest, "--out", tmp_path / "out", flag, path)
+        assert proc.returncode == SETUP, proc.stderr
+        reason = reason or f"{path} is a directory"
+        assert proc.stderr == f"processkit-cli: cannot write {path}: {reason}\n".encode()
+        assert not (tmp_path / "ran").exists(), "the batch ran before its report was found unwritable"
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_batchs_report_on_a_read_only_file_system_is_refused_before_any_job(tmp_path, small_tmpfs):
+    manifest = _batch_that_marks(tmp_path)
+    frozen = small_tmpfs("ro", "ro,size=64k")
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", frozen / "junit.xml")
+    assert proc.returncode == SETUP, proc.stderr
+    assert (
+        proc.stderr
+        == f"processkit-cli: cannot write {frozen / 'junit.xml'}: cannot create a file in {frozen}\n".encode()
+    )
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_batchs_report_file_is_kept_until_the_end(tmp_path):
+    """The early check writes nothing over a report already there: a job sees the old one."""
+    report = tmp_path / "junit.xml"
+    report.write_bytes(b"earlier\n")
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": ["cp", str(report), str(tmp_path / "seen")]}) + "\n")
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", report, "--trace", "/dev/null")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "seen").read_bytes() == b"earlier\n"
+    assert b'<testcase name="a"' in report.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["jobs.jsonl", "junit.xml", "out", "seen"]
+
+
+def test_a_batchs_report_in_the_out_it_is_about_to_make_is_written(tmp_path):
+    """``--out OUT --junit OUT/j.xml`` with no OUT yet: the batch makes OUT, so the early check
+    never refuses its report there (a CI's usual layout)."""
+    manifest = _batch_that_marks(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, "--junit", out / "j.xml", "--trace", out / "t.json")
+    assert proc.returncode == 0, proc.stderr
+    assert b'<testcase name="a"' in (out / "j.xml").read_bytes()
+    assert json.loads((out / "t.json").read_bytes())["traceEvents"]

@@ -151,7 +151,7 @@ def main(argv: list[str], invocation) -> int:
         memory_budget=budget,
         keep_failed_only=_keep(args.keep),
     )
-    batch_habits.check_early(args)
+    batch_habits.check_early(args, settings.out)
     from ..batching.piped import Stopped
 
     with contextlib.ExitStack() as held:

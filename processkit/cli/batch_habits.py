@@ -133,9 +133,9 @@ def settle(args, settings, took: dict[str, float] | None) -> None:
     settings.took = took
 
 
-def check_early(args) -> None:
-    """The values checked before any job is read (a bad one is 100 with nothing read), and the
-    host's ``/proc`` where the jobs run here (102)."""
+def check_early(args, out: str) -> None:
+    """The values checked before any job is read (a bad one is 100 with nothing read), the
+    host's ``/proc`` where the jobs run here (102), and the reports' places (111)."""
     _group_limits(args.group_limit)
     if args.retry_delay is not None:
         from ..batching.ci import parse_retry_delay
@@ -149,6 +149,23 @@ def check_early(args) -> None:
         from ..mountinfo import refuse_foreign_proc
 
         refuse_foreign_proc()
+    if not args.dry_run:
+        _check_reports(args, out)
+
+
+def _check_reports(args, out: str) -> None:
+    """Each report the batch writes at its end tried before the first job (as bench makes its
+    exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
+    every job ran. A file already there is left as it is until the end. One directly in an
+    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first)."""
+    from ..userfiles import check_text
+
+    for path in (args.trace, args.junit):
+        if path is None:
+            continue
+        if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
+            continue
+        check_text(path)
 
 
 def _group_limits(given: list[str]) -> dict[str, int]:

@@ -33,7 +33,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="processkit-cli doctor",
         usage="processkit-cli doctor [--json] [--timeout <DUR>] [--check-resource-controller] "
-        "[--require-mechanism <NAME>] [--require-abrupt-cleanup <LEVEL>] [--require-resource-controller]",
+        "[--require-mechanism <NAME>] [--require-abrupt-cleanup <LEVEL>] [--require-resource-controller] "
+        "[--require-accounting <MECHANISM>]",
         description="Qualify this host with a real, bounded scratch run.",
     )
     add = parser.add_argument
