@@ -58,8 +58,8 @@ def check_output(path: str) -> None:
     """Whether ``write_output`` could write ``path`` later, without writing it now (a file the
     user has there stays as it is): its entry judged, an unnamed file made and dropped in its
     directory, or an access check on a file written in place (a FIFO is not opened)."""
-    with _output_entry(path, None) as (dir_fd, here, _, entry, by_descriptor, found, shown):
-        if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd):
+    with _output_entry(path, None) as (dir_fd, here, name, entry, by_descriptor, found, shown):
+        if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd, name):
             return
         if found is None:
             raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
@@ -94,19 +94,22 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         os.close(dir_fd)
 
 
-def _can_create(dir_fd: int) -> bool:
-    """Whether a file can be made in ``dir_fd``: an unnamed one (else a named one removed at once)."""
+def _can_create(dir_fd: int, name: str) -> bool:
+    """Whether a file can be made in ``dir_fd``: an unnamed one, else one named as ``_replace``
+    names its temporary files for ``name`` (a writer killed before the unlink leaves one that
+    ``_sweep_left`` removes), closed before it is unlinked (no ``.nfsXXXX`` on NFS)."""
     try:
         fd = _unnamed(dir_fd)
-        if fd < 0:
-            temporary = f".{os.getpid()}.{os.urandom(4).hex()}.tmp"
-            fd = os.open(temporary, _NAMED, 0o600, dir_fd=dir_fd)
-            os.unlink(temporary, dir_fd=dir_fd)
+        if fd >= 0:
+            os.close(fd)
+            return True
+        temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        os.close(os.open(temporary, _NAMED, 0o600, dir_fd=dir_fd))
+        os.unlink(temporary, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return False
         raise
-    os.close(fd)
     return True
 
 

@@ -73,3 +73,31 @@ def test_without_o_tmpfile_the_next_write_removes_a_killed_writers_file_of_ones_
     assert not os.path.exists(mine)
     assert all(map(os.path.exists, (filling, elsewhere, linked, theirs)))
     assert victim.read_bytes() == PRECIOUS and os.stat(victim).st_nlink == 2
+
+
+def test_a_create_check_that_cannot_unlink_leaves_a_name_the_next_write_sweeps(monkeypatch, tmp_path):
+    """Without ``O_TMPFILE`` the check that a file can be made makes a named one and unlinks it.
+    An unlink that fails (or a checker killed before it) left ``.PID.HEX.tmp``, a name no sweep
+    removes, and leaked the descriptor: the name is now the output's own temporary pattern,
+    closed before the unlink, and the next write removes it once stale."""
+    monkeypatch.setattr(useroutputs, "_unnamed", lambda dir_fd: -1)
+    monkeypatch.setattr(useroutputs, "_PROC_FDS", str(tmp_path / "no-proc"))  # the named path
+    out = tmp_path / "usage.json"
+    unlink = os.unlink
+
+    def refused(path, *, dir_fd=None):
+        raise PermissionError(13, "refused")
+
+    fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "unlink", refused)
+    try:
+        useroutputs.check_output(str(out))
+    except PermissionError:
+        pass
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert len(os.listdir("/proc/self/fd")) == fds, "the checker's descriptor leaked"
+    [left] = os.listdir(tmp_path)
+    assert left.startswith(".usage.json.") and left.endswith(".tmp"), left
+    os.utime(tmp_path / left, (time.time() - 2 * freshnames.STALE_SECONDS,) * 2)
+    useroutputs.write_output(str(out), b"{}")
+    assert os.listdir(tmp_path) == ["usage.json"]
