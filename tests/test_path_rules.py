@@ -1,6 +1,6 @@
 """Rules 1 and 2 of docs/threat-model.md, held by reading the sources: every file created or
-written by name goes through ``safepath`` (and ``userfiles``, ``useroutputs``, built on it), and no open of a
-path can wait (a FIFO's open waits for its other end).
+written by name goes through ``safepath`` (and ``userfiles`` and ``useroutputs``, built on it),
+and no open of a path can wait (a FIFO's open waits for its other end).
 
 The scan walks every module of ``processkit`` (``ast``) and names each call that creates or
 writes a file by name (``open()`` with ``w``/``a``/``x``/``+``, ``os.open`` with ``O_CREAT``,
