@@ -186,3 +186,22 @@ def test_another_users_link_at_the_record_is_not_said_to_claim_a_capture(tmp_pat
         assert os.path.islink(link) and os.lstat(link).st_uid == other_user.pw_uid
     finally:
         shutil.rmtree(base)
+
+
+def test_a_live_record_that_cannot_be_removed_is_said_to_claim_a_capture(tmp_path, monkeypatch, capfd):
+    """The run's own live record, left because it could not be removed, is still named as one."""
+    assert capture_layout.start(str(tmp_path), "run-1-3", "tail", 4096, 0) is not None
+
+    def full(directory, name, data):
+        raise OSError(28, "No space left on device")
+
+    def stuck(directory, name):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(capture_layout, "_write", full)
+    monkeypatch.setattr(capture_layout, "_drop", stuck)
+    capture_layout.record(str(tmp_path), "run-1-3", "tail", {}, live=True)
+    said = capfd.readouterr().err
+    assert f"{tmp_path / capture_layout.NAME} still says the capture is going on" in said, said
+    capture_layout.record(str(tmp_path), "run-1-3", "tail", {})  # not this run's: not said to be
+    assert "still says" not in capfd.readouterr().err
