@@ -70,9 +70,10 @@ def kept_ranges(head: int, ring: int, stored: int, ring_from: int) -> tuple[tupl
     return tuple(ranges)
 
 
-def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
+def record(directory: str, run_id: str, keep: str, reports: dict, live: bool = False) -> None:
     """Write the layout of ``reports`` (stream name -> the engine's CaptureReport) beside the
-    capture files; best effort (a warning when it cannot)."""
+    capture files; best effort (a warning when it cannot). ``live``: this run wrote the live
+    record (``start`` returned its marks)."""
     caps = {report.cap for report in reports.values()}
     document: dict = {"layout_version": VERSION, "run_id": run_id, "keep": keep, "cap": caps.pop() if caps else None}
     for name, report in reports.items():
@@ -91,8 +92,11 @@ def record(directory: str, run_id: str, keep: str, reports: dict) -> None:
         # disk's last block) tried once more for the final one.
         try:
             dropped = _drop(directory, NAME)
-        except OSError:
-            warn(f"{why}; {os.path.join(directory, NAME)} still says the capture is going on")
+        except OSError as refused:
+            # Still there only when this run wrote it and the entry is its own (a refusal of an
+            # entry that is not this user's regular file has no errno: no live record of ours).
+            ours = live and refused.errno is not None
+            warn(f"{why}; {os.path.join(directory, NAME)} still says the capture is going on" if ours else why)
             return
         try:
             if dropped:

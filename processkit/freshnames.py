@@ -1,7 +1,7 @@
 """The files writers killed between making a fresh name and renaming it over the real one left
 (SIGKILL, an OOM kill: no clean-up ran), and their removal: nothing else would ever remove them.
 One sweep for every writer that makes such names (``capture_layout``'s record and marks,
-``cli/bundlewrite``'s bundle, ``userfiles``' replaced outputs), each telling its own names. Only ``os`` and ``stat`` are
+``cli/bundlewrite``'s bundle, ``useroutputs``' replaced outputs), each telling its own names. Only ``os`` and ``stat`` are
 imported: the bundle's writer runs it at a run's exit.
 """
 

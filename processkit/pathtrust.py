@@ -1,7 +1,7 @@
 """Whose a path is: the owner rules that ``safepath``'s walk and ``userfiles``' opens apply to
 each directory, link and file they meet. Apart from the walk because they judge one file's
-owner and mode, not a path: ``userfiles`` asks them of what it finds beside ``safepath``'s
-walk, and the registry of its own directory.
+owner and mode, not a path: ``userfiles`` and ``useroutputs`` ask them of what they find beside
+``safepath``'s walk, and the registry of its own directory.
 
 The trust boundary is the OS user (docs/threat-model.md, "Other users' paths"): this user and
 root are trusted, and so, inside a user namespace, is an owner shown as the overflow uid (no

@@ -22,7 +22,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, stall: float | None
     standard stream whose pipe a Node.js or CI parent shares and made so; a FIFO opened so that
     its open does not wait) is waited on as a blocking write would wait: its EAGAIN is no error
     and no end; with ``stall``, a reader that takes nothing for that many seconds fails the
-    write (``ETIMEDOUT``: ``userfiles``' outputs, which never hang on another's FIFO)."""
+    write (``ETIMEDOUT``: ``useroutputs``' outputs, which never hang on another's FIFO)."""
     view = memoryview(data).cast("B")
     while view:
         try:

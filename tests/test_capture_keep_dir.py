@@ -20,7 +20,7 @@ import pytest
 from payloads import block, child_command
 from processkit import capture_layout, freshnames
 from streams import run_checked
-from test_other_users import other_user  # noqa: F401 - the fixture: a second OS user
+from test_other_users import as_other, other_user  # noqa: F401 - the fixture: a second OS user
 
 
 @pytest.fixture
@@ -164,3 +164,44 @@ def test_a_record_the_disk_cannot_hold_even_in_the_live_ones_place_is_said_gone(
     assert not (tmp_path / capture_layout.NAME).exists()
     said = capfd.readouterr().err
     assert "No space left on device; no capture-keep.json is left (the live record was removed)" in said, said
+
+
+def test_another_users_link_at_the_record_is_not_said_to_claim_a_capture(tmp_path, other_user):  # noqa: F811
+    """A ring run whose ``capture-keep.json`` is another user's link (planted in a sticky
+    capture directory) writes no record, live or final, and its warning says only that: it
+    said the file "still says the capture is going on" of a link this run never wrote."""
+    base = tempfile.mkdtemp(prefix="pk-capkeep-")
+    try:
+        os.chmod(base, 0o711)
+        cap = os.path.join(base, "cap")
+        os.mkdir(cap)
+        os.chmod(cap, 0o1777)
+        link = os.path.join(cap, capture_layout.NAME)
+        as_other(other_user, 'ln -s /nonexistent-target "$1"', link)
+        args = ["--capture-dir", cap, "--capture-keep", "tail", "--capture-max-bytes", "4096"]
+        proc, _ = run_checked(tmp_path, *args, command=child_command("p.write_all(1, p.block(6, 3000))"), returncode=0)
+        said = proc.stderr.decode(errors="replace")
+        assert "could not record which part of each stream the capture files keep" in said, said
+        assert "still says the capture is going on" not in said, said
+        assert os.path.islink(link) and os.lstat(link).st_uid == other_user.pw_uid
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_live_record_that_cannot_be_removed_is_said_to_claim_a_capture(tmp_path, monkeypatch, capfd):
+    """The run's own live record, left because it could not be removed, is still named as one."""
+    assert capture_layout.start(str(tmp_path), "run-1-3", "tail", 4096, 0) is not None
+
+    def full(directory, name, data):
+        raise OSError(28, "No space left on device")
+
+    def stuck(directory, name):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(capture_layout, "_write", full)
+    monkeypatch.setattr(capture_layout, "_drop", stuck)
+    capture_layout.record(str(tmp_path), "run-1-3", "tail", {}, live=True)
+    said = capfd.readouterr().err
+    assert f"{tmp_path / capture_layout.NAME} still says the capture is going on" in said, said
+    capture_layout.record(str(tmp_path), "run-1-3", "tail", {})  # not this run's: not said to be
+    assert "still says" not in capfd.readouterr().err

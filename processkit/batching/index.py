@@ -93,7 +93,7 @@ def main() -> None:
     if sys.stdin.buffer.readline() != DRAW:
         return
     from ..report.batch_page import page_for
-    from ..userfiles import write_text
+    from ..useroutputs import write_text
 
     try:
         write_text(os.path.join(out, PAGE), page_for(out))

@@ -158,7 +158,7 @@ def _check_reports(args, out: str) -> None:
     exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
     every job ran. A file already there is left as it is until the end. One directly in an
     ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first)."""
-    from ..userfiles import check_text
+    from ..useroutputs import check_text
 
     for path in (args.trace, args.junit):
         if path is None:
@@ -209,7 +209,7 @@ def write_reports(args, out: str, started_ns: int) -> None:
     from ..diagnostics import warn
     from ..report.batch_model import load
     from ..summary_line import SUMMARY_FILE
-    from ..userfiles import identities, write_text
+    from ..useroutputs import identities, write_text
 
     named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
     named += [(path, what) for path, what in ((args.manifest, "the manifest"), (args.history, "the --history summary"))]

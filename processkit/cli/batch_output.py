@@ -53,7 +53,7 @@ from collections import deque
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
 from ..engine.echo import PIPE_PIECE, TERMINAL_PIECE, EchoSink
-from ..userfiles import STALL_SECONDS
+from ..useroutputs import STALL_SECONDS
 from ..writeall import write_all
 
 TYPE_CHECKING = False

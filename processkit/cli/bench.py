@@ -18,7 +18,7 @@ import stat
 
 from ..errors import usage
 from ..text import unencodable
-from ..userfiles import identities, write_text
+from ..useroutputs import identities, write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
 from ..grammar import FLAGS, REPEAT, Naming
@@ -337,7 +337,7 @@ def _draws(args: argparse.Namespace, commands) -> bool:
 def _rewritable(path: str) -> bool:
     """Whether an export can be rewritten as the benchmark goes: a regular file (or none yet)
     is replaced whole each time; a stream would get every version one after another. Only a
-    ``stat``: the writes themselves go through ``userfiles``' rules."""
+    ``stat``: the writes themselves go through ``useroutputs``' rules."""
     if path == "-":
         return False
     try:

@@ -17,11 +17,11 @@ import os
 from ..diagnostics import note
 from ..errors import usage
 from ..text import sanitize
-from ..userfiles import identities, write_text
+from ..useroutputs import identities, write_text
 from . import output
 from .parsing import Once, Parser
 
-INPUT = "an input of this report"  # what ``-o`` is told it would replace (``userfiles.write_output``'s ``kept``)
+INPUT = "an input of this report"  # what ``-o`` is told it would replace (``useroutputs.write_output``'s ``kept``)
 
 
 def build_parser() -> Parser:

@@ -263,7 +263,7 @@ def _write_usage(spec: RunSpec, outcome) -> None:
     """``--usage-file``: best effort, as the run has already ended; a failure is one warning.
     Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole."""
     from ..containment.accounting import write_file
-    from ..userfiles import identities
+    from ..useroutputs import identities
 
     assert spec.usage_file is not None
     kept = {} if outcome.stream_file is None else {outcome.stream_file: "the --jsonl stream"}

@@ -151,9 +151,9 @@ class Tally:
 
 def write_file(path: str, usage: Usage, kept: dict[tuple[int, int], str] | None = None) -> None:
     """``run --usage-file``: the whole usage as one JSON object, replacing the file (never one
-    of ``kept``'s, ``userfiles.write_output``)."""
+    of ``kept``'s, ``useroutputs.write_output``)."""
     from ..jsontext import dumps
-    from ..userfiles import write_output
+    from ..useroutputs import write_output
 
     write_output(path, (dumps(usage.as_json()) + "\n").encode("utf-8"), kept)
 

@@ -242,6 +242,7 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
                     spec.run_id,
                     spec.capture_keep,
                     finals,
+                    run.targets["stdout"].live_record is not None,
                 )
         captured = {name: report.as_event() for name, report in finals.items()}
         run.events.emit(event_types.OutputCaptured(stdout=captured["stdout"], stderr=captured["stderr"]))
