@@ -39,9 +39,11 @@ PROC_FIX_CALLER = (
 _CALLER_OUTSIDE: list[bool] = []
 # The fix named where /proc shows no process at all here (none mounted, a tmpfs over it).
 PROC_MOUNT = "mount one: mount -t proc proc /proc"
-# ``foreign_proc``'s answer and the pid it was found for: a forked child (perhaps into a new
-# pid namespace, after ``unshare(CLONE_NEWPID)``) looks again.
-_PROC_LOOKED: list[tuple[int, str | None]] = []
+# ``foreign_proc``'s answer, found once a process: a forked child (perhaps into a new pid
+# namespace, after ``unshare(CLONE_NEWPID)``) looks again, with no ``getpid`` a call (a batch
+# asks once a job).
+_PROC_LOOKED: list[str | None] = []
+os.register_at_fork(after_in_child=_PROC_LOOKED.clear)
 
 _MOUNTS: dict[str, list[Mount]] = {}  # path -> its mounts: a run reads them once, for v2 and v1 alike
 
@@ -100,10 +102,9 @@ def foreign_proc() -> str | None:
     not the run's child. ``/proc/self`` names this process in the mount's numbering, so any pid
     other than ``os.getpid()`` (or none: a namespace that cannot see this process) says so.
     """
-    own = os.getpid()
-    if not _PROC_LOOKED or _PROC_LOOKED[0][0] != own:
-        _PROC_LOOKED[:] = [(own, _proc_mismatch(own))]
-    return _PROC_LOOKED[0][1]
+    if not _PROC_LOOKED:
+        _PROC_LOOKED.append(_proc_mismatch(os.getpid()))
+    return _PROC_LOOKED[0]
 
 
 def _proc_mismatch(own: int) -> str | None:
