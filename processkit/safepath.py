@@ -16,7 +16,9 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   no one else; a private directory (the registry) must be this user's, not a link, on a path
   only this user and root can change.
 - An existing file is judged before it is opened (an ``O_PATH`` handle, then ``/proc/self/fd/N``
-  with ``O_NONBLOCK``): a FIFO's open never waits for a reader, one no one reads is refused.
+  with ``O_NONBLOCK``; with no ``/proc``, its name in the held directory with ``O_NOFOLLOW``,
+  checked to be the inode judged): a FIFO's open never waits for a reader, one no one reads is
+  refused.
 
 A directory checked once can be pinned (``pin``: a batch's ``--out``): later walks of paths
 inside it start from its handle instead of walking from ``/`` again, so they use the very

@@ -8,8 +8,9 @@ outputs by too.
 ``open()`` of a FIFO waits for its other end, and no timer or signal handler that returns ends
 that wait. An ``O_PATH`` open names the inode without opening it: nothing waits and no device is
 touched. So the entry is reached by ``safepath``'s walk, opened ``O_PATH``, judged by ``fstat``,
-and only then opened for real through ``/proc/self/fd/N`` with ``O_NONBLOCK``: the file judged is
-the file opened.
+and only then opened for real with ``O_NONBLOCK``, through ``/proc/self/fd/N`` (or, with no
+``/proc``, by its name in the held directory with ``O_NOFOLLOW``, checked to be the same inode):
+the file judged is the file opened.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def input_directory(path: str) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
     ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
     whatever it leads to); NotADirectoryError for a file, ENOENT for an empty path."""
-    name = path.rstrip("/") or path  # ``DIR/`` names the link at DIR as well
+    name = _last_name(path)
     if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
         return directory_of([0], name)
     dir_fd, shown, entry, _ = _input_entry(name)
@@ -110,6 +111,14 @@ def input_directory(path: str) -> tuple[int, str]:
         os.close(entry)
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
     return entry, shown
+
+
+def _last_name(path: str) -> str:
+    """``path`` without its trailing ``/`` and ``/.`` parts (``DIR/``, ``DIR/.``, ``DIR/./``
+    name the link at DIR as well: its owner is judged as at ``DIR``)."""
+    while len(path) > 1 and path.endswith("/") or len(path) > 2 and path.endswith("/."):
+        path = path[:-1] if path.endswith("/") else path[:-2]
+    return path
 
 
 def _reopened(
@@ -181,6 +190,7 @@ def final_entry(
     at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
     reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
     in a target's directories too only when this user's or root's."""
+    directory = False  # a target ending in ``/`` asks for a directory (``ln -s dir/ LINK``)
     try:
         while True:
             try:
@@ -188,14 +198,17 @@ def final_entry(
             except FileNotFoundError:
                 return dir_fd, here, name, -1, False
             if not stat.S_ISLNK(os.fstat(entry).st_mode):
+                if directory and not stat.S_ISDIR(os.fstat(entry).st_mode):
+                    os.close(entry)
+                    raise NotADirectoryError(errno.ENOTDIR, f"{here.rstrip('/')}/{name}: {os.strerror(errno.ENOTDIR)}")
                 return dir_fd, here, name, entry, False
             os.close(entry)
             target = follow_final(links, dir_fd, name, here)
             if target is None:  # a descriptor this process holds: the kernel follows it
                 return dir_fd, here, name, os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), True
-            head, tail = os.path.split(target)
-            if not tail:
-                raise IsADirectoryError(errno.EISDIR, f"{here.rstrip('/')}/{name} names a directory")
+            stripped = target.rstrip("/")
+            directory = directory or stripped != target
+            head, tail = os.path.split(stripped or "/.")  # ``/``: the root, as ``/.``
             next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail

@@ -151,6 +151,22 @@ def test_own_streams_find_their_captures_beside_them_and_through_own_links(tmp_p
     assert OOPS in report(out, tmp_path, cwd=elsewhere)
 
 
+def test_another_users_link_to_roots_batch_given_with_a_dot_is_not_followed(tmp_path, other_user, shared):  # noqa: F811
+    """``report THEIRDIR/out/.``, their link to a batch directory of root's in a directory of
+    theirs that is not sticky: ``out/.`` was walked as a directory (the link followed) and root's
+    batch drawn. Refused as their link at ``out`` is."""
+    mine = tmp_path / "private"
+    mine.mkdir(mode=0o700)
+    make_batch(mine / "out")
+    there = os.path.join(shared, "there")
+    as_other(other_user, 'mkdir -m 0755 "$1"; ln -s "$2" "$1/out"', there, mine / "out")
+    for given in ("out", "out/.", "out/./"):
+        page = tmp_path / "page.html"
+        result = run_cli("report", os.path.join(there, given), "-o", page, timeout=LIMIT)
+        assert not page.exists() or OOPS not in page.read_text(), given
+        refused(result, f"symbolic link of uid {other_user.pw_uid}")
+
+
 # -- batch --history ---------------------------------------------------------------------------
 def test_history_through_another_users_link_is_refused(tmp_path, other_user, shared, secret):
     history = os.path.join(shared, "history.jsonl")

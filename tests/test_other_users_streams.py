@@ -123,14 +123,15 @@ def test_another_users_link_is_refused_in_the_same_words_whatever_it_leads_to(
 def test_another_users_link_to_a_directory_in_their_own_directory_is_not_followed(tmp_path, other_user, shared, secret):  # noqa: F811
     """``report THEIRDIR/streams``, their link to a directory of root's in a directory of theirs
     that is not sticky: the name was walked as a directory is (a link there followed whoever
-    owns it), and root's run was drawn. Refused as their link at a stream's name is."""
+    owns it), and root's run was drawn; ``streams/.`` was walked so still. Refused as their link
+    at a stream's name is."""
     made = run_cli(
         "run", "--jsonl", secret.parent / "roots.jsonl", "--run-id", "roots-own-run", "--", "true", timeout=LIMIT
     )
     assert made.returncode == 0, made.stderr
     theirs = os.path.join(shared, "theirs")
     as_other(other_user, 'mkdir -m 0755 "$1"; ln -s "$2" "$1/streams"', theirs, secret.parent)
-    for given in ("streams", "streams/"):
+    for given in ("streams", "streams/", "streams/.", "streams/./", "streams//."):
         result = read("report", os.path.join(theirs, given), tmp_path)
         assert "roots-own-run" not in shown(result, tmp_path)
         refused(result, f"symbolic link of uid {other_user.pw_uid}")

@@ -157,6 +157,26 @@ def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):
     assert page.count("<section") == 3
 
 
+def test_ones_own_link_to_a_directory_given_with_a_slash_is_drawn(tmp_path):
+    """``ln -s streams/ LINK; report LINK`` (a target ending in ``/``, as tab completion writes
+    it) exited 111 "LINK names a directory"; the starting tree drew the page. A link to a file
+    with a ``/`` after it is no directory."""
+    streams = tmp_path / "streams"
+    streams.mkdir()
+    run_cli("run", "--jsonl", streams / "a.jsonl", "--run-id", "slash-run", "--", "true")
+    for target in (f"{streams}/", "streams/", "streams//"):
+        link = tmp_path / "slashlink"
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        result, err = report(link, "-o", tmp_path / "index.html")
+        assert result.returncode == 0, (target, err)
+        assert "slash-run" in page_text(tmp_path / "index.html")
+    link.unlink()
+    link.symlink_to(f"{streams}/a.jsonl/")
+    result, err = report(link, "-o", tmp_path / "file.html")
+    assert result.returncode != 0 and "Not a directory" in err, err
+
+
 def test_capture_files_are_checked_and_only_real_captures_are_read(tmp_path):
     stream, capture = tmp_path / "run.jsonl", tmp_path / "cap"
     run_cli("run", "--jsonl", stream, "--capture-dir", capture, "--", "sh", "-c", "echo first; echo second >&2")
