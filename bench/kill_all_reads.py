@@ -5,7 +5,7 @@ Each round makes a fresh cgroup v2 group below the runner's parent (``cgroup_v2.
 starts N ``sleep`` processes in it, writes ``cgroup.kill`` and times what ``kill_all`` does
 next: ``cgroup.procs`` read and the look for a member whose main thread ended alone
 (``members.kill_ended_alone``), given ``cgroup.threads`` where the install has it
-(``members.subtree_threads``). Prints one JSON line: the install, each round's members still
+(``cgroupfs.subtree_ids``). Prints one JSON line: the install, each round's members still
 listed and milliseconds, and their median. Needs root and a writable cgroup2 parent. Run it under
 two installs, alternating, to compare them (bench/README.md):
 
@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import time
 
-from processkit.containment import cgroup_v2, members
+from processkit.containment import cgroup_v2, cgroupfs, members
 
 
 RMDIR_SECONDS = 60  # the killed members' exit, which a loaded host drags out: past it, something else holds the group
@@ -41,10 +41,10 @@ def one_round(group: str, count: int) -> tuple[int, float]:
     start = time.perf_counter()
     with open(os.path.join(group, "cgroup.procs")) as handle:
         pids = [int(pid) for pid in handle.read().split()]
-    if not hasattr(members, "subtree_threads"):  # the starting tree: every listed member read
+    if not hasattr(cgroupfs, "subtree_ids"):  # the starting tree: every listed member read
         members.kill_ended_alone(pids)
     elif pids:
-        members.kill_ended_alone(pids, members.subtree_threads(group))
+        members.kill_ended_alone(pids, set(cgroupfs.subtree_ids(group, "cgroup.threads")))
     took = (time.perf_counter() - start) * 1000
     shell.wait()
     give_up = time.monotonic() + RMDIR_SECONDS

@@ -110,20 +110,28 @@ def record(directory: str, run_id: str, keep: str, reports: dict, live: bool = F
 def _drop(directory: str, name: str) -> bool:
     """Remove ``name`` where a record written there would replace it (this user's regular file,
     as ``_placed``): whether one was removed."""
-    import stat
-
     dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        try:
-            found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
+        if _replaceable(dir_fd, directory, name) is None:
             return False
-        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
-            raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
         os.unlink(name, dir_fd=dir_fd)
         return True
     finally:
         os.close(dir_fd)
+
+
+def _replaceable(dir_fd: int, directory: str, name: str) -> os.stat_result | None:
+    """What is at ``name`` (None: nothing), refused (an OSError with no errno) unless it is this
+    user's regular file: the one entry a record may replace or remove."""
+    import stat
+
+    try:
+        found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+        raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
+    return found
 
 
 def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
@@ -136,8 +144,6 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
     descriptor of the directory, so it cannot be swapped between them: an ``O_PATH`` one, which
     needs no read permission (a capture directory may be write-and-search only, mode 0300), and
     follows a link to the directory as the capture files' own opens do."""
-    import stat
-
     dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for _ in range(FRESH_TRIES):
@@ -153,12 +159,7 @@ def _placed(directory: str, name: str, fill: Callable[[int], T]) -> T:
             raise FileExistsError(f"no fresh name for {name} in {directory}")
         try:
             made = fill(fd)
-            try:
-                found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                found = None
-            if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid()):
-                raise OSError(f"{os.path.join(directory, name)} is not a regular file of this user's")
+            _replaceable(dir_fd, directory, name)
             os.rename(fresh, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             _remove(fresh, dir_fd)

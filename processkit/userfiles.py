@@ -197,8 +197,9 @@ def final_entry(
                 entry = os.open(name, _PROBE, dir_fd=dir_fd)
             except FileNotFoundError:
                 return dir_fd, here, name, -1, False
-            if not stat.S_ISLNK(os.fstat(entry).st_mode):
-                if directory and not stat.S_ISDIR(os.fstat(entry).st_mode):
+            mode = os.fstat(entry).st_mode
+            if not stat.S_ISLNK(mode):
+                if directory and not stat.S_ISDIR(mode):
                     os.close(entry)
                     raise NotADirectoryError(errno.ENOTDIR, f"{here.rstrip('/')}/{name}: {os.strerror(errno.ENOTDIR)}")
                 return dir_fd, here, name, entry, False

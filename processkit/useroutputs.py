@@ -103,7 +103,7 @@ def _can_create(dir_fd: int, name: str) -> bool:
         if fd >= 0:
             os.close(fd)
             return True
-        temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        temporary = _temporary_name(name)
         os.close(os.open(temporary, _NAMED, 0o600, dir_fd=dir_fd))
         os.unlink(temporary, dir_fd=dir_fd)
     except OSError as exc:
@@ -159,7 +159,7 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: boo
     leaves nothing behind, so no write has to list the directory for leftovers (one killed in
     the two system calls between its naming and its rename leaves the named file). ``unnamed``
     False: named from the start, as where there is no ``/proc`` to name an unnamed file by."""
-    temporary = f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    temporary = _temporary_name(name)
     try:
         fd = _unnamed(dir_fd) if unnamed else -1
         named = fd < 0
@@ -212,6 +212,11 @@ def _unnamed(dir_fd: int) -> int:
 
 def _temporary_prefix(name: str) -> str:
     return f".{name[:200]}."
+
+
+def _temporary_name(name: str) -> str:
+    """A writer's own temporary name beside ``name``: the prefix ``_sweep_left`` finds it by."""
+    return f"{_temporary_prefix(name)}{os.getpid()}.{os.urandom(4).hex()}.tmp"
 
 
 def _sweep_left(dir_fd: int, name: str, now: float) -> None:

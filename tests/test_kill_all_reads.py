@@ -52,10 +52,12 @@ def alone_in_group(tmp_path):
         where = str(tmp_path / "alone")
         alone = _in_group(procs, [sys.executable, "-c", WORKER_LIVES_ON, where])
         started.append(alone)
+        deadline = time.monotonic() + 60
         while not os.path.exists(where):  # it writes its pid, then ends its main thread
-            assert alone.poll() is None
+            assert alone.poll() is None and time.monotonic() < deadline, "the worker never wrote its pid"
             time.sleep(0.01)
         while members.read_stat(alone.pid)[1][0] != b"Z":  # its main thread has ended
+            assert alone.poll() is None and time.monotonic() < deadline, "its main thread never ended"
             time.sleep(0.01)
         yield group, alone, started
     finally:

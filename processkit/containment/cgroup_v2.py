@@ -50,10 +50,10 @@ def own_group() -> tuple[str | None, str | None]:
     every mount's root, as a cgroup namespace made after the mount shows it)."""
     try:
         mounts = _cgroup2_mounts()
-        own = group_line() if mounts else None
+        if not mounts:
+            return None, None
+        own = group_line()
     except OSError:
-        return None, None
-    if not mounts:
         return None, None
     for mount in mounts:
         below = None if own is None else within(own, mount.root)

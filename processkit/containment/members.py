@@ -74,7 +74,7 @@ def read_member(pid: int) -> Member | None:
     )
 
 
-def kill_ended_alone(pids: list[int], live_threads: set[int] | None = None) -> None:
+def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
     """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
     thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
     leader alone, which takes no signal once it has exited, so such a process would run on
@@ -83,7 +83,7 @@ def kill_ended_alone(pids: list[int], live_threads: set[int] | None = None) -> N
     group below it, read after their ``cgroup.procs`` gave ``pids``; a pid it lists has a live
     main thread, so only the others are read (a /proc read each, on the runner's loop:
     thousands of members still exiting after the kill held it for tens of milliseconds)."""
-    for pid in pids if live_threads is None else [pid for pid in pids if pid not in live_threads]:
+    for pid in [pid for pid in pids if pid not in live_threads]:
         try:
             _, fields = read_stat(pid)
             if fields[:1] == [b"Z"] and _threads_left(pid):
@@ -110,6 +110,11 @@ _SIGKILL_BIT = 1 << 8
 _STATUS_MASKS = (b"SigPnd:", b"ShdPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:")
 
 
+def status_fields(status: bytes) -> dict[bytes, bytes]:
+    """``/proc/<pid>/status``'s ``Name: value`` lines, by name (values unstripped)."""
+    return dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+
+
 def dying(pid: int) -> bool:
     """True when the process is on its way out already: exiting or a zombie (state X, or Z with no
     other thread left: ``read_member``'s zombie), gone,
@@ -122,7 +127,7 @@ def dying(pid: int) -> bool:
         return True
     except OSError:
         return False
-    fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+    fields = status_fields(status)
     state = fields.get(b"State", b"").strip()[:1]
     if state == b"X" or state == b"Z" and not _threads_left(pid):
         return True

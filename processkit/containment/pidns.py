@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from .cgroupfs import read_bytes
+from .members import status_fields
 
 
 def children_namespace_ended() -> bool:
@@ -27,7 +28,7 @@ def children_namespace_ended() -> bool:
             status = read_bytes(f"/proc/{int(child)}/status")
         except OSError:
             continue  # reaped meanwhile
-        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        fields = status_fields(status)
         alive = fields.get(b"State", b"").strip()[:1] not in (b"Z", b"X")
         if alive and fields.get(b"NSpid", b"").split()[-1:] == [b"1"]:
             return False

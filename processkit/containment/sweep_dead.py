@@ -161,7 +161,8 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
     if os.path.exists(kill):  # the members of every group below it too
         try:
             cgroupfs.write_text(kill, "1")
-            kill_ended_alone(cgroupfs.subtree_ids(group))  # what cgroup.kill misses
+            ended = cgroupfs.subtree_ids(group)  # what cgroup.kill misses, its main thread not listed
+            kill_ended_alone(ended, set(cgroupfs.subtree_ids(group, "cgroup.threads")))
         except (OSError, ValueError):
             pass
     else:  # a v1 group, or a kernel before 5.14

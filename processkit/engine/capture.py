@@ -145,6 +145,7 @@ def open_targets(
     created_dirs: list[str] = []
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
+    emptied: list[int] = []  # the files found there, regular ones: emptied once both are open
     dir_fd = -1
     try:
         dir_fd, here = open_directory(directory, created=created_dirs)
@@ -156,17 +157,20 @@ def open_targets(
             if created:
                 created_files.append(name)
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
-            _not_the_stream(os.fstat(fd), name, events_file)
-        if keep != "head":  # the ring's layout record and marks are renamed over their names (a
-            # hard link there to the stream would keep it by its name: refused too, harmlessly)
+            found = os.fstat(fd)
+            _not_the_stream(found, name, events_file)
+            if not created and stat.S_ISREG(found.st_mode):  # a file just created is empty already
+                emptied.append(fd)
+        # The ring's layout record and marks are renamed over their names (a hard link there to
+        # the stream would keep it by its name: refused too, harmlessly).
+        if keep != "head" and events_file is not None:
             for name in (LAYOUT_NAME, MARKS_NAME):
                 try:
                     _not_the_stream(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), name, events_file)
                 except FileNotFoundError:
                     pass
-        for stream, target in opened.items():  # a file just created is empty already
-            if f"{stream}.log" not in created_files and stat.S_ISREG(os.fstat(target.fd).st_mode):
-                os.ftruncate(target.fd, 0)
+        for fd in emptied:
+            os.ftruncate(fd, 0)
     except OSError:
         for target in opened.values():
             os.close(target.fd)
