@@ -5,10 +5,16 @@ Each round records one run of each tool system wide with `perf record -a` on the
 stops the processes, as strace would), and reads from the tool's own children: its start-up
 (the tool's exec to its first child's exec), the gap between one child's exit and the next
 child's exec, each child's fork to its exec and exec to exit, and the tail (the last child's
-exit to the tool's). Medians per round, the tools in turn. Needs root (or perf_event_paranoid
--1) and perf.
+exit to the tool's). With `--wakes` the gap is also split at the tool's wake-up: the first
+return, after the child's exit, of a wait the tool blocks in (`wait4`, `waitid`, `poll`, `ppoll`,
+`epoll_wait`, `epoll_pwait`), so the kernel's part (the exit's work and the wake-up of an idle
+CPU, which both tools pay) stands apart from the tool's own work up to its next fork; those
+system calls' tracepoints slow every system call on the host (a start-up and a child's fork to
+exec read longer), so read the other figures from a run without it. Medians per round, the
+tools in turn. Needs root (or perf_event_paranoid -1) and perf.
 
     python3 bench/bench_timeline.py --rounds 3 --cli X/bin/processkit-cli --runs 100
+    python3 bench/bench_timeline.py --wakes --command true --rounds 5 --cli X/bin/processkit-cli --runs 1000
 """
 
 from __future__ import annotations
@@ -22,16 +28,18 @@ import subprocess
 import tempfile
 
 EVENTS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit")
+WAITS = ("wait4", "waitid", "poll", "ppoll", "epoll_wait", "epoll_pwait")  # where a tool sleeps
 LINE = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)")
 FORK = re.compile(r"pid=(\d+) child_comm=.* child_pid=(\d+)")
 
 
-def events(argv: list[str]) -> list[tuple[str, int, float, str, str]]:
-    """(comm, pid, seconds, event, fields) of every process event while ``argv`` ran."""
+def events(argv: list[str], wakes: bool) -> list[tuple[str, int, float, str, str]]:
+    """(comm, pid, seconds, event, fields) of every process event while ``argv`` ran, and with
+    ``wakes`` every return from a wait of ``WAITS``."""
     with tempfile.TemporaryDirectory() as scratch:
         data = os.path.join(scratch, "perf.data")
         record = ["perf", "record", "-q", "-o", data, "-a"]
-        for event in EVENTS:
+        for event in (*EVENTS, *(f"syscalls:sys_exit_{name}" for name in WAITS if wakes)):
             record += ["-e", event]
         subprocess.run([*record, "--", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         script = ["perf", "script", "-i", data, "-F", "comm,pid,time,event,trace"]
@@ -45,9 +53,9 @@ def events(argv: list[str]) -> list[tuple[str, int, float, str, str]]:
     return found
 
 
-def timeline(argv: list[str], program: str) -> dict[str, float]:
+def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     """The figures of one run of ``argv``, whose children exec ``program``."""
-    rows = events(argv)
+    rows = events(argv, wakes)
     tool = next(pid for _, pid, _, event, fields in rows if event == "sched_process_exec" and argv[0] in fields)
     began = next(stamp for _, pid, stamp, event, _ in rows if pid == tool and event == "sched_process_exec")
     forked: dict[int, float] = {}
@@ -61,13 +69,23 @@ def timeline(argv: list[str], program: str) -> dict[str, float]:
         if event == "sched_process_exec" and pid in forked and program in fields
     }
     exits = {pid: stamp for _, pid, stamp, event, _ in rows if event == "sched_process_exit" and pid in execs}
+    returns = sorted(stamp for _, pid, stamp, event, _ in rows if pid == tool and event.startswith("sys_exit_"))
     ended = max(stamp for _, pid, stamp, event, _ in rows if pid == tool and event == "sched_process_exit")
     starts, stops = sorted(execs.values()), sorted(exits.values())
     gaps = [start - max(stop for stop in stops if stop < start) for start in starts[1:]]
+    children = sorted(exits, key=execs.__getitem__)
+    woke = [next((back for back in returns if back > exits[pid]), exits[pid]) for pid in children]
+    woken = [wake - exits[pid] for wake, pid in zip(woke, children)]
+    work = [forked[after] - wake for wake, after in zip(woke, children[1:])]
+    split = {
+        "  of it, the exit to the tool's wake-up (us)": statistics.median(woken) * 1e6,
+        "  the wake-up to the next fork (us)": statistics.median(work) * 1e6,
+    }
     return {
         "children": len(execs),
         "start-up to the first exec (ms)": (starts[0] - began) * 1e3,
         "exit to the next exec (us)": statistics.median(gaps) * 1e6,
+        **(split if wakes else {}),
         "fork to exec (us)": statistics.median(execs[pid] - forked[pid] for pid in execs) * 1e6,
         "exec to exit (us)": statistics.median(exits[pid] - execs[pid] for pid in exits) * 1e6,
         "last exit to the tool's (ms)": (ended - stops[-1]) * 1e3,
@@ -80,15 +98,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--cli", action="append", help="a processkit-cli to measure (repeatable)")
+    parser.add_argument("--command", default="sleep 0.02", help="the command both tools run (-N)")
+    parser.add_argument("--wakes", action="store_true", help="split the gap at the tool's wake-up")
     args = parser.parse_args()
     clis = args.cli or [shutil.which("processkit-cli") or "processkit-cli"]
-    tools = {cli: [cli, "bench", "-N", "--style", "none", "--runs", str(args.runs), "sleep 0.02"] for cli in clis}
-    tools["hyperfine"] = ["hyperfine", "-N", "--style", "none", "--runs", str(args.runs), "sleep 0.02"]
+    tools = {cli: [cli, "bench", "-N", "--style", "none", "--runs", str(args.runs), args.command] for cli in clis}
+    tools["hyperfine"] = ["hyperfine", "-N", "--style", "none", "--runs", str(args.runs), args.command]
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in tools}
     for round_ in range(args.rounds):
         names = list(tools)
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            figures[name].append(timeline(tools[name], "/sleep"))
+            figures[name].append(timeline(tools[name], "/" + args.command.split()[0], args.wakes))
     print(f"load average at the end {os.getloadavg()[0]:.1f}; medians over {args.rounds} rounds")
     for name, rounds in figures.items():
         print(name)
