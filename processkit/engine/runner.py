@@ -100,9 +100,7 @@ def steps(
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
-    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context)
-    run.final_usage = final_usage
-    run.count_leaks = leaks
+    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context, final_usage=final_usage, count_leaks=leaks)
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
