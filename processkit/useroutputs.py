@@ -57,13 +57,17 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
 def check_output(path: str) -> None:
     """Whether ``write_output`` could write ``path`` later, without writing it now (a file the
     user has there stays as it is): its entry judged, an unnamed file made and dropped in its
-    directory, or an access check on a file written in place (a FIFO is not opened)."""
+    directory, or an access check on a file written in place (a FIFO is not opened): by its name in
+    the directory walked, as ``/proc`` may be missing (a batch whose jobs run elsewhere), the
+    kernel following only a descriptor's link (``/dev/fd/N``)."""
     with _output_entry(path, None) as (dir_fd, here, name, entry, by_descriptor, found, shown):
         if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd, name):
             return
         if found is None:
             raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
-        if not stat.S_ISFIFO(found.st_mode) and not os.access(f"{_PROC_FDS}/{entry}", os.W_OK):
+        if stat.S_ISFIFO(found.st_mode):
+            return
+        if not os.access(name, os.W_OK, dir_fd=dir_fd, follow_symlinks=by_descriptor):
             raise PermissionError(errno.EACCES, f"{shown} is not writable")
 
 

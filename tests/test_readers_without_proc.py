@@ -59,3 +59,21 @@ def test_report_draws_a_stream_and_a_directory_without_proc(without_proc, stream
         page.unlink()
     into_device = _without(without_proc, "report", stream, "-o", "/dev/null")
     assert into_device.returncode == 0, into_device.stderr
+
+
+def test_batch_checks_its_reports_without_proc(without_proc, tmp_path):
+    """``batch --junit FILE`` whose jobs run on a Dask cluster (nothing here needs ``/proc``):
+    the report's place is checked by its entry in the directory walked, not through
+    ``/proc/self/fd/N`` (``--junit /dev/null`` was "not writable", 111). A file on a read-only
+    mount is still refused. The manifest is refused (100) once the reports' places passed."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text('{"id": "a"}\n')
+    batch = ("batch", manifest, "--out", tmp_path / "out", "--dask-scheduler", "tcp://127.0.0.1:9", "--junit")
+    done = _without(without_proc, *batch, "/dev/null")
+    assert done.returncode == 100 and b"manifest line 1" in done.stderr, done.stderr
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    (frozen / "report.xml").write_bytes(b"")
+    read_only = [*without_proc, "sh", "-c", 'mount --bind -o ro "$1" "$1" && shift && exec "$@"', "sh", frozen]
+    refused = _without(read_only, *batch, frozen / "report.xml")
+    assert refused.returncode == 111 and b"report.xml is not writable" in refused.stderr, refused.stderr
