@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from conftest import cli_command, run_cli
+from own_tmp import PRIVATE_MOUNTS
 
 LIMIT = 120
 
@@ -23,7 +24,7 @@ def without_proc() -> list[str]:
     """A new mount namespace with ``/proc`` unmounted, probed once."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare")
-    prefix = ["unshare", "--mount", "sh", "-c", 'umount -l /proc && exec "$@"', "sh"]
+    prefix = [*PRIVATE_MOUNTS, "sh", "-c", 'umount -l /proc && exec "$@"', "sh"]
     probe = subprocess.run([*prefix, "test", "!", "-e", "/proc/self"], capture_output=True, timeout=LIMIT)
     if probe.returncode != 0:
         pytest.skip(f"/proc cannot be left out here: {probe.stderr.decode(errors='replace')}")
