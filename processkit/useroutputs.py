@@ -57,9 +57,7 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
 def check_output(path: str) -> None:
     """Whether ``write_output`` could write ``path`` later, without writing it now (a file the
     user has there stays as it is): its entry judged, an unnamed file made and dropped in its
-    directory, or an access check on a file written in place (a FIFO is not opened): by its name in
-    the directory walked, as ``/proc`` may be missing (a batch whose jobs run elsewhere), the
-    kernel following only a descriptor's link (``/dev/fd/N``)."""
+    directory, or an access check on a file written in place (a FIFO is not opened)."""
     with _output_entry(path, None) as (dir_fd, here, name, entry, by_descriptor, found, shown):
         if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd, name):
             return
@@ -67,8 +65,21 @@ def check_output(path: str) -> None:
             raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
         if stat.S_ISFIFO(found.st_mode):
             return
-        if not os.access(name, os.W_OK, dir_fd=dir_fd, follow_symlinks=by_descriptor):
+        if not _writable(entry, dir_fd, name):
             raise PermissionError(errno.EACCES, f"{shown} is not writable")
+
+
+def _writable(entry: int, dir_fd: int, name: str) -> bool:
+    """``check_output``'s access check of the judged handle, through ``/proc/self/fd/N``; where
+    ``/proc`` is missing (a batch whose jobs run elsewhere), by the entry's name in the directory
+    walked (opened ``O_NOFOLLOW``: not a link; ``write_output`` judges it again). Never with
+    ``AT_SYMLINK_NOFOLLOW``: only the ``faccessat2`` call (Linux 5.8, glibc 2.33) takes it, and
+    without that call glibc answers from the mode bits (a read-only mount ignored, root let in)."""
+    try:
+        os.lstat(f"{_PROC_FDS}/{entry}")
+    except FileNotFoundError:
+        return os.access(name, os.W_OK, dir_fd=dir_fd)
+    return os.access(f"{_PROC_FDS}/{entry}", os.W_OK)
 
 
 @contextlib.contextmanager
