@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 
 from .. import caller_fds
-from ..capture_layout import FILE_NAMES, NAME as LAYOUT_NAME
-from ..engine.capture import STREAMS, open_targets
+from ..capture_layout import FILE_NAMES, NAME as LAYOUT_NAME, STREAMS
+from ..engine.capture import open_targets
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import open_for_writing
