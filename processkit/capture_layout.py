@@ -20,6 +20,9 @@ error, so a latched error always comes with its final count). A runner killed at
 reader works out which stream ranges the unordered ring holds, and where (``events.kept.salvage``):
 the bytes of a chunk being stored when it died are left out. The marks are retired (their magic
 cleared, the file removed) before the ring is put in order.
+
+The capture files themselves are named here too (``FILE_NAMES``), for the engine that writes
+them and every reader of a capture directory alike.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
+STREAMS = ("stdout", "stderr")  # the captured streams, in the order of their marks
+FILE_NAMES = {stream: f"{stream}.log" for stream in STREAMS}  # each one's capture file in its directory
 NAME = "capture-keep.json"
 MARKS_NAME = "capture-keep.marks"
 VERSION = 1
@@ -262,9 +267,7 @@ def start(directory: str, run_id: str, keep: str, cap: int, head: int) -> Marks 
         return None
     mapping[len(MAGIC) : len(MAGIC) + TAG_BYTES] = run_tag(run_id)
     counters = memoryview(mapping)[len(MAGIC) + TAG_BYTES :].cast("Q")
-    slots = {
-        name: counters[index * MARK_COUNT : (index + 1) * MARK_COUNT] for index, name in enumerate(("stdout", "stderr"))
-    }
+    slots = {name: counters[index * MARK_COUNT : (index + 1) * MARK_COUNT] for index, name in enumerate(STREAMS)}
     for slot in slots.values():
         slot[RING_FROM] = head
     mapping[: len(MAGIC)] = MAGIC  # last: the counters are ready

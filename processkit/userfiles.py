@@ -42,9 +42,9 @@ def open_input(path: str, *, regular: bool = False, others_fifo: bool = False) -
     run's timeouts); with ``regular``, anything but a regular file is refused (OSError naming
     what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
     words."""
-    dir_fd, shown, entry, by_descriptor = _input_entry(path)
+    dir_fd, shown, name, entry, by_descriptor = _input_entry(path)
     try:
-        fd = _reopened(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
+        fd = _reopened(dir_fd, shown, name, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
     finally:
         os.close(dir_fd)
     if regular:
@@ -63,13 +63,13 @@ def open_judged(path: str, limits: Limits) -> int:
     return checked(open_input(path), path, limits)
 
 
-def _input_entry(path: str) -> tuple[int, str, int, bool]:
-    """``path`` reached by the walk: its directory's handle, its text, an ``O_PATH`` handle on the
-    entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``final_entry``)."""
+def _input_entry(path: str) -> tuple[int, str, str, int, bool]:
+    """``path`` reached by the walk: its directory's handle, its text, its name there, an ``O_PATH``
+    handle on the entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``final_entry``)."""
     links = [0]
     start, here = directory_of(links, _input_head(path, links))
     dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, os.path.basename(path))
-    return dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor
+    return dir_fd, f"{here.rstrip('/')}/{name}", name, entry, by_descriptor
 
 
 def _input_head(path: str, links: list[int]) -> str:
@@ -87,7 +87,7 @@ def _input_head(path: str, links: list[int]) -> str:
 def input_stat(path: str) -> os.stat_result:
     """What ``open_input`` would open at ``path``, reached and judged as it is (the same
     refusals), by its ``O_PATH`` handle: nothing is opened, so a device named is not touched."""
-    dir_fd, shown, entry, by_descriptor = _input_entry(path)
+    dir_fd, shown, _, entry, by_descriptor = _input_entry(path)
     try:
         return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT))
     finally:
@@ -103,7 +103,7 @@ def input_directory(path: str) -> tuple[int, str]:
     name = _last_name(path)
     if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
         return directory_of([0], name)
-    dir_fd, shown, entry, _ = _input_entry(name)
+    dir_fd, shown, _, entry, _ = _input_entry(name)
     os.close(dir_fd)
     if entry < 0:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
@@ -122,12 +122,13 @@ def _last_name(path: str) -> str:
 
 
 def _reopened(
-    dir_fd: int, shown: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
+    dir_fd: int, shown: str, name: str, entry: int, by_descriptor: bool, missing: str, *, others_fifo: bool = False
 ) -> int:
-    """The ``final_entry`` entry ``entry`` (consumed) reopened to read, non-blocking, once ``_judged``."""
+    """The ``final_entry`` entry ``entry`` (consumed), ``name`` in ``dir_fd``, reopened to read,
+    non-blocking, once ``_judged``."""
     try:
         _judged(dir_fd, shown, entry, by_descriptor, missing, others_fifo=others_fifo)
-        return reopen(os.dup(entry), _INPUT, shown, (dir_fd, os.path.basename(shown)))  # shown: here/name
+        return reopen(os.dup(entry), _INPUT, shown, (dir_fd, name))
     finally:
         if entry >= 0:
             os.close(entry)
@@ -177,7 +178,7 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, name, strict=strict)
     shown = f"{here.rstrip('/')}/{name}"
     try:
-        fd = _reopened(dir_fd, shown, entry, by_descriptor, f"{shown} does not exist")
+        fd = _reopened(dir_fd, shown, name, entry, by_descriptor, f"{shown} does not exist")
     finally:
         os.close(dir_fd)
     return checked(fd, path, limits)

@@ -1,6 +1,7 @@
 """A test's own end of a FIFO, opened and read within a deadline. A plain ``open`` of a FIFO
 waits for its other end with no timeout: a process that died before its open would hang the
-suite instead of failing the test."""
+suite instead of failing the test. And whether another process holds a FIFO open
+(``opened_by``), the event a test's writer waits for."""
 
 from __future__ import annotations
 
@@ -52,3 +53,35 @@ def written_into(fifo, timeout: float = 60.0, what: str = "the FIFO's writer") -
             data += chunk
     finally:
         os.close(fd)
+
+
+def opened_by(pid: int, fifo) -> bool:
+    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not
+    it). The reader's ``O_PATH`` probe, taken before its real open, names the FIFO too but reads
+    nothing: a writer that took it for the open could write and close before any reader came."""
+    target = os.path.realpath(fifo)
+    return any(_target(f"/proc/{pid}/fd/{fd}") == target and _opened(pid, fd) for fd in _fds(pid))
+
+
+def _opened(pid: int, fd: str) -> bool:
+    """Whether ``fd`` of ``pid`` is a real open (its flags lack ``O_PATH``), False when gone."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+            flags = next(line.split()[1] for line in info if line.startswith("flags:"))
+    except (OSError, StopIteration):
+        return False
+    return not int(flags, 8) & os.O_PATH
+
+
+def _target(link: str) -> str | None:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return None
+
+
+def _fds(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return []

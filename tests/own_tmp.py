@@ -69,6 +69,9 @@ def _shared() -> OwnTmp:
     return OwnTmp(Path("/tmp"), [])
 
 
+PRIVATE_MOUNTS = ["unshare", "--mount", "--propagation", "private", "--"]  # exec: the command keeps the pid
+
+
 @pytest.fixture
 def own_tmp(tmp_path_factory, monkeypatch) -> OwnTmp:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
@@ -81,15 +84,12 @@ def own_tmp(tmp_path_factory, monkeypatch) -> OwnTmp:
     for entry in _entries_needed(Path(tmp_path_factory.getbasetemp()), here.parent, code, Path(sys.prefix)):
         os.mkdir(os.path.join(own, entry))
         binds += [os.path.join("/tmp", entry), os.path.join(own, entry)]
-    prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _ENTER, "sh", str(own), *binds, "--"]
+    prefix = [*PRIVATE_MOUNTS, "sh", "-c", _ENTER, "sh", str(own), *binds, "--"]
     if subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
         return _shared()
     plain = conftest.cli_command
     monkeypatch.setattr(conftest, "cli_command", lambda: [*prefix, *plain()])
     return OwnTmp(own, prefix)
-
-
-PRIVATE_MOUNTS = ["unshare", "--mount", "--propagation", "private", "--"]  # exec: the command keeps the pid
 
 
 def in_own_mounts(script: str, env: dict, **kwargs) -> subprocess.CompletedProcess:

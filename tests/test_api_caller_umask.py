@@ -11,11 +11,12 @@ process of its own (the umask is the whole process's)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+
+from privileges import without_file_override
 
 SCRIPT = r"""
 import json, os, stat, sys
@@ -107,9 +108,8 @@ def test_the_services_own_files_take_no_umask(tmp_path, start, masks):
     the service makes in its scratch; 111 naming a directory the user never gave, or its
     capture lost) and a stream ``start`` follows live (PermissionError, 111) still work. Root
     is run without its override of file modes, as any other user is."""
-    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
     done = subprocess.run(
-        [*unprivileged, sys.executable, "-c", OWN_FILES, str(tmp_path), start, *masks],
+        [*without_file_override(), sys.executable, "-c", OWN_FILES, str(tmp_path), start, *masks],
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 
+from privileges import without_file_override
+
 SCRIPT = r"""
 import json, os, stat, subprocess, sys, warnings
 import processkit
@@ -95,11 +97,10 @@ def test_a_callers_file_it_may_not_read_is_named_not_lost_in_silence(tmp_path, p
 
 
 def _ran(script: str, tmp_path):
-    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
     bin_dir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
-        [*unprivileged, sys.executable, "-c", script, str(tmp_path)],
+        [*without_file_override(), sys.executable, "-c", script, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import cli_command
-from fifo_ends import writer_of
+from fifo_ends import opened_by, writer_of
 
 needs_parallel = pytest.mark.skipif(shutil.which("parallel") is None, reason="GNU parallel is not installed")
 DEADLINE = 120.0  # seconds a reader may take to get to its wait on a loaded machine: past it, the test fails
@@ -63,12 +63,9 @@ def _asleep_holding(pid: int, fifo) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             state = stat.read().rpartition(")")[2].split()[0]
-        if state != "S":
-            return False
-        target = os.path.realpath(fifo)
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == target for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
+    return state == "S" and opened_by(pid, fifo)
 
 
 def _started(command: list) -> subprocess.Popen:

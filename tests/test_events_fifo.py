@@ -10,6 +10,7 @@ import os
 import subprocess
 
 from conftest import run_cli, start_cli
+from fifo_ends import opened_by
 from streams import wait_until
 
 MODES = ([], ["--json"], ["--follow"], ["--validate"])
@@ -65,30 +66,6 @@ def fed_when_open(fifo, args, write) -> tuple[int, bytes, bytes, object]:
     return reader.returncode, out, err, written
 
 
-def opened_by(pid: int, fifo) -> bool:
-    """Whether the process ``pid`` has ``fifo`` open (a descriptor closed while looked at is not
-    it). The reader's ``O_PATH`` probe, taken before its real open, names the FIFO too but reads
-    nothing: a writer that took it for the open could write and close before any reader came."""
-    return any(_target(f"/proc/{pid}/fd/{fd}") == str(fifo) and _opened(pid, fd) for fd in _fds(pid))
-
-
-def _opened(pid: int, fd: str) -> bool:
-    """Whether ``fd`` of ``pid`` is a real open (its flags lack ``O_PATH``), False when gone."""
-    try:
-        with open(f"/proc/{pid}/fdinfo/{fd}") as info:
-            flags = next(line.split()[1] for line in info if line.startswith("flags:"))
-    except (OSError, StopIteration):
-        return False
-    return not int(flags, 8) & os.O_PATH
-
-
-def _target(link: str) -> str | None:
-    try:
-        return os.readlink(link)
-    except OSError:
-        return None
-
-
 def _waits(pid: int) -> bool:
     """The process sleeps in its loop's wait (both readers then wake for the first bytes)."""
     try:
@@ -96,13 +73,6 @@ def _waits(pid: int) -> bool:
             return wchan.read() == "do_epoll_wait"
     except FileNotFoundError:
         return False
-
-
-def _fds(pid: int) -> list[str]:
-    try:
-        return os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return []
 
 
 def test_a_writer_read_by_the_loop_is_not_taken_for_none_by_the_look_for_one(tmp_path, monkeypatch):

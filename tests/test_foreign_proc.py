@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from conftest import cli_command, read_events
+from own_tmp import PRIVATE_MOUNTS
 
 FIX = "mount a /proc of this pid namespace (unshare --mount-proc, or mount -t proc proc /proc in a new mount namespace)"
 NO_PROC = "/proc is not mounted here or does not show this process (/proc/self: No such file or directory)"
@@ -48,7 +49,7 @@ def unshare_mount_proc(unshare_pid) -> list[str]:
 @pytest.fixture(scope="module")
 def tmpfs_over_proc(unshare_pid) -> list[str]:
     """A new mount namespace with a tmpfs over /proc (no process shown there), probed once."""
-    prefix = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"]
+    prefix = [*PRIVATE_MOUNTS, "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"]
     probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=60)
     if probe.returncode != 0:
         pytest.skip(f"a tmpfs over /proc cannot be made here: {probe.stderr.decode(errors='replace')}")

@@ -21,12 +21,12 @@ import subprocess
 import pytest
 
 from conftest import cli_command, run_cli
+from own_tmp import PRIVATE_MOUNTS
 from test_batch import write_manifest
 
 PIDS = "/sys/fs/cgroup/pids"
 # The job's own pids group (``/proc/self/cgroup``'s path is from the hierarchy's root), covered.
 COVER = 'g=$(sed -n "s/^[0-9]*:pids://p" /proc/self/cgroup); mount --bind "$0" "/sys/fs/cgroup/pids$g"'
-UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]  # exec: the runner keeps the pid
 
 
 def _usable() -> bool:
@@ -50,7 +50,9 @@ def _run_covered(tmp_path, *command: str) -> tuple[int, list[str]]:
     """Start the runner (``command`` after ``processkit-cli``) in a mount namespace of its own;
     its pid, and the pids groups it left (that is the scenario: none means it shows nothing)."""
     (tmp_path / "cover").mkdir()
-    runner = subprocess.Popen([*UNSHARE, *cli_command(), *command], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    runner = subprocess.Popen(
+        [*PRIVATE_MOUNTS, *cli_command(), *command], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, stderr = runner.communicate(timeout=60)
     assert runner.returncode == 0, stderr
     left = _groups_of(runner.pid)

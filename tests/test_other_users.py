@@ -20,6 +20,7 @@ import tempfile
 import pytest
 
 from conftest import read_events, run_cli
+from privileges import as_user
 
 OTHER = "pkit-other"
 PRECIOUS = b"root's precious data\n"
@@ -48,8 +49,7 @@ def other_user() -> pwd.struct_passwd:
 def as_other(user: pwd.struct_passwd, script: str, *args) -> None:
     """Run the attacker's shell steps as ``user``; they must succeed."""
     done = subprocess.run(
-        ["setpriv", f"--reuid={user.pw_name}", f"--regid={user.pw_gid}", "--init-groups", "sh", "-ec", script, "sh"]
-        + [str(a) for a in args],
+        [*as_user(user), "sh", "-ec", script, "sh", *map(str, args)],
         capture_output=True,
         stdin=subprocess.DEVNULL,
         timeout=30,
@@ -244,7 +244,7 @@ def test_a_user_namespace_where_root_shows_as_the_overflow_uid_still_works(tmp_p
     import processkit
 
     source = os.path.dirname(os.path.dirname(processkit.__file__))
-    as_them = ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups"]
+    as_them = as_user(other_user)
     probe = subprocess.run([*as_them, "unshare", "-r", "stat", "-c", "%u", "/"], capture_output=True, cwd="/")
     if probe.returncode != 0 or probe.stdout.strip() == b"0" or not os.path.exists("/usr/bin/python3"):
         pytest.skip("no unprivileged user namespace that hides the host's root here")

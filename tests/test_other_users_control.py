@@ -18,12 +18,12 @@ import time
 import pytest
 
 from conftest import cli_command
+from privileges import as_user
 from test_other_users import other_user  # noqa: F401 - the session's second user (a fixture)
 
 
 def _as(user, argv, env):
-    prefix = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
-    return subprocess.run([*prefix, *argv], capture_output=True, env=env, cwd="/", timeout=60)
+    return subprocess.run([*as_user(user), *argv], capture_output=True, env=env, cwd="/", timeout=60)
 
 
 def test_another_user_can_neither_inspect_nor_cancel_a_run(other_user):  # noqa: F811

@@ -16,6 +16,7 @@ import os
 import pytest
 
 from conftest import run_cli
+from privileges import as_user
 from test_other_users import PRECIOUS, as_other, other_user, refused, shared, unregistered, victim  # noqa: F401  (fixtures)
 
 BENCH = ("bench", "--runs", "2", "--", "true")
@@ -189,8 +190,7 @@ def test_an_env_file_swapped_for_a_fifo_after_the_manifest_fails_its_job_not_the
     theirs = os.path.join(shared, "theirs")
     env = os.path.join(theirs, "job.env")
     as_other(other_user, 'mkdir -m 0755 "$1"; echo A=1 > "$2"', theirs, env)
-    swap = ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups"]
-    swap += ["sh", "-ec", f"rm {env}; mkfifo {env}"]
+    swap = [*as_user(other_user), "sh", "-ec", f"rm {env}; mkfifo {env}"]
     jobs = [
         {"id": "swap", "args": swap},
         {"id": "fed", "args": ["env"], "env_file": [env]},

@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from conftest import run_cli
+from privileges import as_user
 from test_events_fifo import fed_when_open
 from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
 
@@ -200,8 +201,7 @@ def theirs_ready(other_user, script: str, path: str):  # noqa: F811
     """``sh -ec SCRIPT sh PATH`` as the attacker, from once it has said ``ready`` to the end of
     the block (it is killed then, if still running)."""
     process = subprocess.Popen(
-        ["setpriv", f"--reuid={other_user.pw_name}", f"--regid={other_user.pw_gid}", "--init-groups", "sh", "-ec",
-         script, "sh", path],
+        [*as_user(other_user), "sh", "-ec", script, "sh", path],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:

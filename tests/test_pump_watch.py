@@ -19,6 +19,7 @@ import time
 import pytest
 
 from conftest import cli_command, read_events, start_cli
+from own_tmp import PRIVATE_MOUNTS
 
 try:
     from processkit import _native
@@ -118,9 +119,7 @@ def test_a_host_without_the_unwinder_polls_the_pipe_instead_of_aborting_at_the_c
         f"mount --bind /dev/null {unwinder} && exec env PROCESSKIT_CONTAINMENT=process_group PROCESSKIT_PUMP=native PROCESSKIT_HASH_THREAD=1 "
         f"{cli} run --jsonl {jsonl} --capture-dir {tmp_path / 'c'} --no-echo -- sh -c '{escape}'"
     )
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, timeout=60
-    )
+    done = subprocess.run([*PRIVATE_MOUNTS, "sh", "-c", script], capture_output=True, timeout=60)
     if done.stderr.startswith((b"unshare:", b"mount:")):
         pytest.skip(f"no mount namespace here: {done.stderr.decode(errors='replace').strip()}")
     assert b"must be installed for pthread_cancel" not in done.stderr, done.stderr

@@ -22,6 +22,7 @@ import tempfile
 import pytest
 
 import processkit
+from privileges import as_user
 from test_other_users import other_user  # noqa: F401 - the session's second user (a fixture)
 
 CALLER = r"""
@@ -83,7 +84,7 @@ def _as_user(user) -> tuple[list[str], str]:
     """The prefix that runs a command as ``user`` (none: this process's own), and a Python it can run."""
     if user is None:
         return [], sys.executable
-    prefix = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
+    prefix = as_user(user)
     again = (
         "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"  # as the service starts
     )

@@ -22,14 +22,15 @@ from __future__ import annotations
 import os
 
 from .. import caller_fds
-from ..engine.capture import STREAMS, open_targets
+from ..capture_layout import FILE_NAMES, NAME as LAYOUT_NAME, STREAMS
+from ..engine.capture import open_targets
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import open_for_writing
 from ..spec import LATE_PUBLICATION_MS, RunContext
 from .outdir import ensure_directory
 
-NAMES = ("events.jsonl", "stdout.log", "stderr.log")
+NAMES = ("events.jsonl", *FILE_NAMES.values())
 COPY_CHUNK = 1 << 24
 
 
@@ -150,7 +151,7 @@ def _drop_earlier(stream_path: str, capture_dir: str) -> None:
         os.unlink(stream_path)
     except OSError:
         return
-    for name in ("stdout.log", "stderr.log", "capture-keep.json"):
+    for name in (*FILE_NAMES.values(), LAYOUT_NAME):
         try:
             os.unlink(os.path.join(capture_dir, name))
         except OSError:

@@ -101,9 +101,11 @@ def main(argv: list[str], invocation) -> int:
 
 def _inputs(args, paths) -> dict[tuple[int, int], str]:
     """What the page is made from, never replaced by it (``report run.jsonl -o run.jsonl``)."""
+    from ..capture_layout import FILE_NAMES
+
     named = [*args.streams, *paths, *([args.usage_file] if args.usage_file is not None else [])]
     if args.capture_dir is not None:
-        named += [os.path.join(args.capture_dir, f"{name}.log") for name in ("stdout", "stderr")]
+        named += [os.path.join(args.capture_dir, file) for file in FILE_NAMES.values()]
     return identities((path, INPUT) for path in named)
 
 

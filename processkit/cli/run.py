@@ -262,13 +262,14 @@ def end_escapees(
 def _write_usage(spec: RunSpec, outcome) -> None:
     """``--usage-file``: best effort, as the run has already ended; a failure is one warning.
     Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole."""
+    from ..capture_layout import FILE_NAMES
     from ..containment.accounting import write_file
     from ..useroutputs import identities
 
     assert spec.usage_file is not None
     kept = {} if outcome.stream_file is None else {outcome.stream_file: "the --jsonl stream"}
     if spec.capture_dir is not None:
-        logs = ((os.path.join(spec.capture_dir, f"{name}.log"), f"the {name} capture") for name in ("stdout", "stderr"))
+        logs = ((os.path.join(spec.capture_dir, file), f"the {name} capture") for name, file in FILE_NAMES.items())
         kept.update(identities(logs))
     try:
         write_file(spec.usage_file, outcome.usage, kept)

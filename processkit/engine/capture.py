@@ -13,11 +13,10 @@ import errno
 import os
 import stat
 
-from ..capture_layout import MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, WRITE_ERROR, Marks
+from ..capture_layout import FILE_NAMES, MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, STREAMS
+from ..capture_layout import WRITE_ERROR, Marks
 from ..plain import Plain
 from ..safepath import create_file, open_directory
-
-STREAMS = ("stdout", "stderr")
 
 
 class CaptureTarget(Plain):
@@ -150,7 +149,7 @@ def open_targets(
     try:
         dir_fd, here = open_directory(directory, created=created_dirs)
         for stream in STREAMS:
-            name = f"{stream}.log"
+            name = FILE_NAMES[stream]
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
             # reader: 111) nor the pump (a reader that stalls: the write fails, write_error is latched).
             fd, created = create_file(dir_fd, here, name, os.O_WRONLY, existing=os.O_NONBLOCK, readable=readable)
@@ -224,7 +223,7 @@ def held_targets(spec, capture_dir: str | None, fds: tuple[int, int]) -> dict[st
     ``capture_dir`` (the run's) they are written to if the job fails."""
     assert capture_dir is not None and spec.capture_keep == "head", "the batch holds head captures only"
     return {
-        stream: CaptureTarget(os.path.join(capture_dir, f"{stream}.log"), fd, spec.capture_max_bytes)
+        stream: CaptureTarget(os.path.join(capture_dir, FILE_NAMES[stream]), fd, spec.capture_max_bytes)
         for stream, fd in zip(STREAMS, fds)
     }
 

@@ -100,9 +100,7 @@ def steps(
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
-    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context)
-    run.final_usage = final_usage
-    run.count_leaks = leaks
+    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context, final_usage=final_usage, count_leaks=leaks)
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
@@ -222,18 +220,19 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
         import processkit.events.types as event_types  # (nor ``from ..``: a relative import asks importlib's Python)
+        import processkit.capture_layout as capture_layout  # already loaded by capture's own import
 
         reports = {}
         for stream in launched.streams:
             reports[stream.name] = yield from capture.finished_report(stream.pump)
-        finals = {name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture.STREAMS}
+        finals = {
+            name: reports.get(name) or capture.unused_report(run.targets[name]) for name in capture_layout.STREAMS
+        }
         spec = run.spec
         if spec.capture_keep != "head":  # a carrier's caller may no longer find the record: sent
             outcome.kept = {name: report.kept for name, report in finals.items()}
             if run.ring_record:
                 assert run.capture_dir is not None, "a ring record is written in the capture directory"
-                from .. import capture_layout
-
                 made(
                     run.context,
                     spec.capture_dir,

@@ -46,6 +46,9 @@ class RunState:
         loop: Loop,
         reaper: Reaper,
         context: RunContext = OWN_CONTEXT,
+        *,
+        final_usage: bool = True,
+        count_leaks: bool = False,
     ):
         self.spec = spec
         self.context = context  # what the carrier wired in beside the spec (``spec.RunContext``)
@@ -77,8 +80,8 @@ class RunState:
         self.container: containment.Container | None = None
         self.publication: Publication | None = None
         self.continued_hook: Callable[[], None] | None = None  # launch's, after a stop (``continued``)
-        self.final_usage = True  # read the figures again once the tree is gone (``steps``)
-        self.count_leaks = False  # count what the root left running (``steps``'s ``leaks``: batch's)
+        self.final_usage = final_usage  # read the figures again once the tree is gone (``steps``)
+        self.count_leaks = count_leaks  # count what the root left running (``steps``'s ``leaks``: batch's)
 
     def continued(self) -> None:
         """The runner and the run's tree were stopped (Ctrl-Z) and are continued: the time

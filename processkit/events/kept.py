@@ -167,7 +167,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
     counters = struct.unpack(f"={2 * count}Q", data[len(magic) + capture_layout.TAG_BYTES :])
     ring = cap - head
     found = {}
-    for index, name in enumerate(("stdout", "stderr")):
+    for index, name in enumerate(capture_layout.STREAMS):
         marks = counters[index * count : (index + 1) * count]
         stored, pending = marks[capture_layout.STORED], marks[capture_layout.PENDING]
         ring_from, error = marks[capture_layout.RING_FROM], marks[capture_layout.WRITE_ERROR]
@@ -178,7 +178,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
             # bytes as far as its announced end: those are left out.
             ring_from = max(ring_from, pending - ring)
         ranges = capture_layout.kept_ranges(head, ring, stored, ring_from)
-        path = os.path.join(directory, f"{name}.log")
+        path = os.path.join(directory, capture_layout.FILE_NAMES[name])
         found[name] = Salvage(name, path, ranges, _segments(ranges, head, ring), pending, bool(error))
     return found
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from ..capture_layout import FILE_NAMES, STREAMS
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
 from .tail import kept_ranges, read_tail
@@ -27,7 +28,6 @@ STATE_ORDER = {"failed": 0, "timed_out": 1, "task_failed": 2, "cancelled": 3, "n
 # The page's sections of jobs shown with their captures' tails, in order: (heading, states).
 SECTIONS = (("Failures", ("failed", "timed_out", "task_failed")), ("Cancelled", ("cancelled",)))
 SHOWN = {state for _, states in SECTIONS for state in states}
-STREAMS = ("stdout", "stderr")
 
 
 def warm() -> None:
@@ -54,7 +54,7 @@ def _ordered(batch: Batch) -> tuple[list[Job], list[Job]]:
 def _insides(job: Job) -> list[str | None]:
     """Each stream's capture file inside ``--out`` (None for all when the id is no plain name)."""
     plain = "/" not in job.id and job.id not in (".", "..") and "\0" not in job.id
-    return [f"{job.id}/capture/{name}.log" if plain else None for name in STREAMS]
+    return [f"{job.id}/capture/{FILE_NAMES[name]}" if plain else None for name in STREAMS]
 
 
 def batch_page(batch: Batch) -> str:

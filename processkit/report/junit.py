@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from xml.sax.saxutils import escape, quoteattr
 
 from ..bounded import RUN_FILE, InputError, open_input
+from ..capture_layout import FILE_NAMES
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
 from .batch_model import Batch, Job
@@ -111,7 +112,7 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
     if rerun is not None:
         for attempt in earlier:
-            path = os.path.join(out, job.id, attempt_dir(attempt.number), "capture", "stderr.log")
+            path = os.path.join(out, job.id, attempt_dir(attempt.number), "capture", FILE_NAMES["stderr"])
             tail = _tail_of(path, budget)
             inner = f"<system-err>{_text(tail)}</system-err>" if tail else ""
             parts.append(

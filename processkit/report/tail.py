@@ -22,6 +22,7 @@ import re
 from markupsafe import Markup
 
 from ..bounded import RUN_FILE, InputError
+from ..capture_layout import FILE_NAMES
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
@@ -29,7 +30,6 @@ from ..userfiles import open_named
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 40
-CAPTURE_NAMES = ("stdout.log", "stderr.log")
 VERIFY_MAX_BYTES = 256 << 20
 
 _SGR = re.compile(r"(\x1b\[[0-9;:]*m)")
@@ -135,7 +135,7 @@ def read_tail(
     blocking, so a stream can neither make the report wait on a FIFO nor copy another file's end
     onto the page.
     """
-    if os.path.basename(path) not in CAPTURE_NAMES:
+    if os.path.basename(path) not in FILE_NAMES.values():
         return None, "the recorded path does not name a capture file, so it is not read"
     try:
         fd = open_named(path, RUN_FILE, inside=directory)

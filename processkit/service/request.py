@@ -29,7 +29,7 @@ import pickle
 import re
 import shutil
 
-from .. import fdlimit
+from .. import capture_layout, fdlimit
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
@@ -245,10 +245,11 @@ class Request:
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped)):
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
+                path = os.path.join(capture_dir, capture_layout.FILE_NAMES[name])
                 if own >= 0:
-                    self._own_capture(report, name, own, os.path.join(capture_dir, f"{name}.log"), outcome)
+                    self._own_capture(report, name, own, path, outcome)
                 elif own == UNREADABLE:  # a file of the caller's found there, this user may not read
-                    report.setdefault("unread", []).append((name, os.path.join(capture_dir, f"{name}.log")))
+                    report.setdefault("unread", []).append((name, path))
         return report
 
     def _own_capture(self, report: dict, name: str, own: int, path: str, outcome) -> None:
