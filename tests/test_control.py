@@ -62,7 +62,7 @@ def test_kill_is_immediate_even_under_a_long_grace(runs):
     check_schema("control-ack", ack)
     assert ack["action"] == "kill"
     assert run.finish() == 109
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 40  # the grace a kill skips is 60 s
     events = read_events(run.jsonl)
     assert [e["source"] for e in events if e["event"] == "killed"] == ["control_kill"]
     assert not [e for e in events if e["event"] == "cancelled"]
