@@ -133,7 +133,8 @@ def test_a_child_that_stops_on_sigterm_ends_the_grace_early(tmp_path, containmen
     require_mechanism(events, containment)
     shutdown = one(events, "cleanup_finished")["shutdown"]
     assert (shutdown["escalated"], shutdown["drained_within_grace"], shutdown["members_after"]) == (False, True, 0)
-    assert shutdown["elapsed_ms"] < 2000, "the grace wait did not return once the tree was empty"
+    # The grace is 5 s: a wait that did not return once the tree was empty takes all of it.
+    assert shutdown["elapsed_ms"] < 4000, "the grace wait did not return once the tree was empty"
 
 
 FLOOD = "import os\nwhile True: os.write(1, b'x' * 65536)"
