@@ -197,7 +197,7 @@ def test_a_summary_that_is_a_fifo_is_refused_without_waiting(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / "summary.jsonl")
-    proc = run_cli("report", out, "-o", tmp_path / "page.html", timeout=20)
+    proc = run_cli("report", out, "-o", tmp_path / "page.html", timeout=60)
     assert proc.returncode == 111
     assert b"not a regular file" in proc.stderr and proc.stderr.count(b"\n") == 1
 

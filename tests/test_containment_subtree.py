@@ -170,7 +170,7 @@ def test_without_cgroup_kill_every_group_below_is_killed_member_by_member(monkey
 
         monkeypatch.setattr(cgroupfs, "write_text", no_kill_file)
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         assert group.member_pids() == []
     finally:
         group.release()
@@ -193,7 +193,7 @@ def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
             tasks.write(str(sleeper.pid))
         reaped = sweep.Reaped()
         assert sweep_dead._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True)
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         assert reaped.processes == 1 and reaped.groups == [group]
         assert not os.path.exists(group)
     finally:
@@ -280,7 +280,7 @@ def test_a_subtree_deeper_than_the_interpreters_recursion_limit_is_counted_and_r
         sys.setrecursionlimit(200)  # the walk must not need a frame per level
         assert group.member_pids() == [sleeper.pid]
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         group.release()
     finally:
         sys.setrecursionlimit(limit)
@@ -336,6 +336,6 @@ def test_holds_reads_the_peers_own_cgroup_file_not_the_groups_lists(monkeypatch,
         assert not group.holds(os.getpid())
         monkeypatch.undo()  # the kill reads them: what cgroup.kill misses is killed by its pid
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
     finally:
         group.release()

@@ -87,7 +87,7 @@ def test_cancel_all_hits_exactly_the_matching_runs(runs):
         ("a2", "accepted", True, None),
     ]
     assert a1.finish() == 108 and a2.finish() == 108
-    out, _ = waiter.communicate(timeout=15)
+    out, _ = waiter.communicate(timeout=60)
     assert waiter.returncode == 0
     outcomes = json.loads(out)
     check_schema("wait", outcomes)

@@ -302,7 +302,7 @@ def test_follow_ends_with_the_runner_exit_of_a_live_run(tmp_path, locator):
     follower = start_cli("events", locator, "fol" if locator == "--run-id" else jsonl, "--follow", "--json")
     first = _first_output(follower)
     go.touch()
-    rest, err = follower.communicate(timeout=20)
+    rest, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
     assert run.wait(20) == 0
     assert first + rest == jsonl.read_bytes()
@@ -354,7 +354,7 @@ def test_run_id_reads_the_stream_a_live_run_publishes(tmp_path):
     proc = events_cli("--run-id", "alive", "--json")
     assert proc.returncode == 0 and proc.stdout == jsonl.read_bytes()
     run.send_signal(signal.SIGTERM)
-    run.communicate(timeout=10)
+    run.communicate(timeout=60)
 
 
 def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):

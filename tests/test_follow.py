@@ -102,7 +102,7 @@ def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(wr
         _append(jsonl, ROOT_EXITED[20:])
         assert _printed_lines(proc, 1) == ROOT_EXITED  # it waited: the writer is live
         _append(jsonl, RUNNER_EXIT + AFTER)  # a line after runner_exit is not the run's
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == RUNNER_EXIT
     assert b"without a terminal" not in err
@@ -114,7 +114,7 @@ def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == ROOT_EXITED
     assert b"the stream ends without a terminal `runner_exit` event: no live registry record still publishes" in err
@@ -126,7 +126,7 @@ def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
     with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == b""
     assert b"line 2: not valid JSON" in err and b"ends without a terminal `runner_exit`" in err
