@@ -126,9 +126,23 @@ def seen(text):
         except OSError:
             pass
     return False
+def reading(tid):
+    # Whether thread tid waits in poll (wchan; else its syscall: x86_64's poll or ppoll,
+    # aarch64's ppoll): in its call, the main thread so waits only on the socket.
+    try:
+        with open(f"/proc/self/task/{tid}/wchan") as handle:
+            if handle.read().startswith("poll_schedule"):
+                return True
+        with open(f"/proc/self/task/{tid}/syscall") as handle:
+            return handle.read().split()[0] in ("7", "271", "73")
+    except OSError:
+        return False
+main = threading.get_native_id()
 results = {}
 def wait(index):
-    while not seen(b"sleep\x003737.875\x00"):  # this thread's call goes after the main thread's
+    # This thread's call goes once the main thread's child runs and the main thread reads the
+    # socket (its call's reply is the only one it can wait for): it is then the reader.
+    while not (seen(b"sleep\x003737.875\x00") and reading(main)):
         threading.Event().wait(0.005)
     script = f'read line < "{fifos[index]}"; printf "%s" "$line"; exit {index + 3}'
     results[index] = processkit.run(["sh", "-c", script], capture_output=True)
