@@ -317,12 +317,14 @@ def test_follow_stops_once_a_killed_runner_is_gone_and_the_file_is_still(tmp_pat
     wait_for_event(jsonl, "run_started")
     follower = start_cli("events", "--run-id", "doomed", "--follow")
     _first_output(follower)
-    killed = time.monotonic()  # before the kill: the follower's settle cannot start earlier
     run.kill()  # abrupt: no runner_exit is ever written
     run.communicate(timeout=60)
+    # It stops (a follower that never did would run into the bound). Its settle runs from its
+    # last look that saw the runner live, which a stalled follower took long before the kill:
+    # timed from here it can look early on a loaded host, so the settle is checked on a clock
+    # the test moves (test_follow.py's test_the_follower_waits_its_settle_once_the_writer_is_gone).
     out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0
-    assert 0.4 < time.monotonic() - killed < 30  # the settle's 0.5 s; the upper bound a safety net
     assert b"ends without a terminal `runner_exit` event: run `doomed` is no longer live" in err
     assert b"runner_exit" not in out
 

@@ -15,6 +15,7 @@ import os
 import selectors
 import threading
 import time
+import types
 
 import pytest
 
@@ -155,3 +156,28 @@ def test_api_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     assert next(events).event == "run_started"
     gone()
     assert [event.event for event in events] == ["root_exited"]
+
+
+def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeypatch):
+    """A runner unregisters just before its last line: a follower that sees the writer gone reads
+    on for ``settle`` seconds of a still file before it ends. Counted on a clock this test moves
+    (a process-level check timed the settle from outside, which a loaded host's stalls blur)."""
+    from processkit.events import follow
+
+    clock = [100.0]
+    monkeypatch.setattr(follow, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"event":"run_started"}\n')
+    gone = [False]
+    follower = follow.Follower(str(stream), lambda: gone[0], settle=SETTLE_SECONDS)
+    assert [line.event for line in follower.read()] == [{"event": "run_started"}]
+    gone[0] = True
+    clock[0] += SETTLE_SECONDS * 0.8
+    assert follower.read() == [] and not follower.done, "ended before its settle"
+    with open(stream, "a") as late:
+        late.write('{"event":"root_exited"}\n')  # the line a runner writes after unregistering
+    clock[0] += SETTLE_SECONDS * 0.1
+    assert [line.event for line in follower.read()] == [{"event": "root_exited"}] and not follower.done
+    clock[0] += SETTLE_SECONDS
+    follower.read()
+    assert follower.done and follower.gone
