@@ -168,7 +168,7 @@ def event_names(path) -> list[str]:
     return [e["event"] for e in read_events(path)]
 
 
-def wait_for_event(path, name: str, timeout: float = 10.0) -> dict:
+def wait_for_event(path, name: str, timeout: float = 60.0) -> dict:
     """Synchronise on the JSONL: return the first ``name`` event once it has been written."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -179,7 +179,7 @@ def wait_for_event(path, name: str, timeout: float = 10.0) -> dict:
     raise AssertionError(f"no {name} event in {path} within {timeout}s: {read_events_tolerant(path)}")
 
 
-def wait_for_file(path, timeout: float = 10.0) -> None:
+def wait_for_file(path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         if time.monotonic() > deadline:
@@ -187,7 +187,7 @@ def wait_for_file(path, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def listed_when(ready, timeout: float = 20.0) -> dict[str, dict]:
+def listed_when(ready, timeout: float = 60.0) -> dict[str, dict]:
     """``list --json`` by run id, once ``ready`` holds of it (a late publication comes in its own time)."""
     deadline = time.monotonic() + timeout
     while True:

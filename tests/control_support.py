@@ -105,7 +105,7 @@ class LiveRun:
         self.run_id = run_id
         self.started: dict = {}
 
-    def finish(self, timeout: float = 15) -> int:
+    def finish(self, timeout: float = 60) -> int:
         code = self.proc.wait(timeout)
         self.proc.stdout.close()
         self.proc.stderr.close()

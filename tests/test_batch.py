@@ -19,7 +19,8 @@ import pytest
 
 from processkit import rundir
 
-from conftest import cli_command, pid_alive, run_cli, start_cli, wait_for_event
+from conftest import cli_command, event_names, pid_alive, run_cli, start_cli, wait_for_event
+from fifo_ends import opened_for_writing
 from streams import PY, check_stream, event_time, one
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
@@ -39,7 +40,11 @@ def start_batch():
     for proc in started:
         if proc.poll() is None:
             proc.terminate()
-            proc.communicate(timeout=30)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # a batch stuck where no signal ends it (a broken build)
+                proc.kill()
+                proc.communicate()
 
 
 def write_manifest(path, jobs) -> str:
@@ -169,20 +174,33 @@ def test_jobs_bounds_how_many_run_at_once(tmp_path):
     assert peak == 2
 
 
-def test_a_job_whose_stdin_fifo_never_gets_a_writer_holds_up_no_other_job(tmp_path):
-    """The FIFO's open would block the batch's one thread: the job ends at its own timeout,
-    and the job beside it runs meanwhile."""
-    fifo = tmp_path / "fifo"
+def test_a_job_whose_stdin_fifo_has_no_writer_holds_up_no_other_job(tmp_path, start_batch):
+    """The FIFO's open would block the batch's one thread. ``fed``'s FIFO gets its writer only
+    once ``free`` has ended (the test waits for free's ``runner_exit``, not for a time): free
+    ran while fed waited, and fed then gets its bytes. ``unfed``'s FIFO never gets one: it ends
+    at its own timeout."""
+    fifo, never = tmp_path / "fifo", tmp_path / "never"
     os.mkfifo(fifo)
-    jobs = [{"args": ["cat"], "id": "fed", "stdin_file": str(fifo), "timeout": "2s"}, {"args": ["true"], "id": "free"}]
+    os.mkfifo(never)
+    jobs = [
+        {"args": ["cat"], "id": "fed", "stdin_file": str(fifo)},
+        {"args": ["cat"], "id": "unfed", "stdin_file": str(never), "timeout": "1s"},
+        {"args": ["true"], "id": "free"},
+    ]
     out = tmp_path / "out"
-    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2", timeout=30)
-    assert proc.returncode == BATCH_FAILED, proc.stderr
+    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "3")
+    wait_for_event(out / "free" / "events.jsonl", "runner_exit", timeout=120)
+    assert "runner_exit" not in event_names(out / "fed" / "events.jsonl"), "fed ended before its writer came"
+    with open(opened_for_writing(fifo, what="fed's open of its FIFO"), "wb") as writer:
+        writer.write(b"late\n")
+    _, stderr = batch.communicate(timeout=120)
+    assert batch.returncode == BATCH_FAILED, stderr
     lines = summary(out)
-    assert (lines["fed"]["exit_code"], lines["fed"]["source"]) == (106, "timeout")
-    assert lines["free"]["exit_code"] == 0
-    ended = {job: event_time(check_stream(out / job / "events.jsonl", None)[-1]) for job in ("free", "fed")}
-    assert ended["free"] < ended["fed"]
+    assert (lines["unfed"]["exit_code"], lines["unfed"]["source"]) == (106, "timeout")
+    assert (lines["free"]["exit_code"], lines["fed"]["exit_code"]) == (0, 0)
+    assert (out / "fed" / "capture" / "stdout.log").read_bytes() == b"late\n"
+    for job in ("free", "fed"):
+        check_stream(out / job / "events.jsonl", 0)
 
 
 def test_a_job_that_fails_before_its_child_runs_says_why_in_its_line_and_on_stderr(tmp_path):

@@ -197,7 +197,7 @@ def test_a_summary_that_is_a_fifo_is_refused_without_waiting(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / "summary.jsonl")
-    proc = run_cli("report", out, "-o", tmp_path / "page.html", timeout=20)
+    proc = run_cli("report", out, "-o", tmp_path / "page.html", timeout=60)
     assert proc.returncode == 111
     assert b"not a regular file" in proc.stderr and proc.stderr.count(b"\n") == 1
 
@@ -255,7 +255,7 @@ def test_the_page_process_waits_ready_beside_the_jobs_and_dies_with_the_batch(tm
     finally:
         batch.kill()
         batch.communicate(timeout=30)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while pid_alive(drawers[0]) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not pid_alive(drawers[0]), "the page process outlived its batch"

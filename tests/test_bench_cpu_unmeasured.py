@@ -138,7 +138,7 @@ def test_a_command_no_run_of_which_had_its_cpu_measured_says_so_in_every_export(
     script.write_text(ESCAPE)
     exported, table = tmp_path / "b.json", tmp_path / "b.csv"
     command = f"sh {script} {tmp_path / 'pid'}"
-    result = run_cli("bench", "-r", "3", "-N", "--export-json", exported, "--export-csv", table, command, timeout=15)
+    result = run_cli("bench", "-r", "3", "-N", "--export-json", exported, "--export-csv", table, command, timeout=60)
     assert result.returncode == 0, result.stderr
     (record,) = json.loads(exported.read_text())["results"]
     assert record["user_times"] == [None] * 3 and (record["user"], record["system"]) == (None, None), record

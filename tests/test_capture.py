@@ -317,7 +317,7 @@ def test_a_capture_fifo_without_a_reader_is_a_setup_failure_not_a_hang(tmp_path)
     cap_dir = tmp_path / "cap"
     cap_dir.mkdir()
     os.mkfifo(cap_dir / "stdout.log")
-    proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=["true"], returncode=111, timeout=20)
+    proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=["true"], returncode=111, timeout=60)
     assert [e["event"] for e in events] == ["runner_exit"]
     assert events[0]["source"] == "setup"
 

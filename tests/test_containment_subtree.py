@@ -79,7 +79,7 @@ def test_a_process_moved_below_the_runs_group_is_killed_counted_and_its_group_re
     _, events = run_checked(tmp_path, command=python_child(ESCAPE_BELOW) + [str(tmp_path), "exit"], returncode=0)
     require_mechanism(events, "cgroup_v2")
     pid, group = int((tmp_path / "escapee").read_text()), (tmp_path / "group").read_text()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not pid_alive(pid), "the process moved below the run's group outlived the run"
@@ -97,7 +97,7 @@ def test_members_below_the_runs_group_are_in_every_snapshot_and_in_the_soft_stop
         wait_for_file(tmp_path / "escapee")
         pid = int((tmp_path / "escapee").read_text())
         root = one(read_events_tolerant(jsonl), "run_started")["root_pid"]
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         seen: set[int] = set()
         while pid not in seen and time.monotonic() < deadline:
             snapshots = by_name(read_events_tolerant(jsonl), "members_snapshot")
@@ -170,7 +170,7 @@ def test_without_cgroup_kill_every_group_below_is_killed_member_by_member(monkey
 
         monkeypatch.setattr(cgroupfs, "write_text", no_kill_file)
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         assert group.member_pids() == []
     finally:
         group.release()
@@ -193,7 +193,7 @@ def test_the_sweep_kills_and_removes_a_v1_groups_subtree(sleeper):
             tasks.write(str(sleeper.pid))
         reaped = sweep.Reaped()
         assert sweep_dead._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True)
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         assert reaped.processes == 1 and reaped.groups == [group]
         assert not os.path.exists(group)
     finally:
@@ -280,7 +280,7 @@ def test_a_subtree_deeper_than_the_interpreters_recursion_limit_is_counted_and_r
         sys.setrecursionlimit(200)  # the walk must not need a frame per level
         assert group.member_pids() == [sleeper.pid]
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
         group.release()
     finally:
         sys.setrecursionlimit(limit)
@@ -336,6 +336,6 @@ def test_holds_reads_the_peers_own_cgroup_file_not_the_groups_lists(monkeypatch,
         assert not group.holds(os.getpid())
         monkeypatch.undo()  # the kill reads them: what cgroup.kill misses is killed by its pid
         group.kill_all()
-        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sleeper.wait(timeout=60) == -signal.SIGKILL
     finally:
         group.release()

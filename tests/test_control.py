@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import time
 
 import pytest
@@ -61,7 +62,7 @@ def test_kill_is_immediate_even_under_a_long_grace(runs):
     check_schema("control-ack", ack)
     assert ack["action"] == "kill"
     assert run.finish() == 109
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 40  # the grace a kill skips is 60 s
     events = read_events(run.jsonl)
     assert [e["source"] for e in events if e["event"] == "killed"] == ["control_kill"]
     assert not [e for e in events if e["event"] == "cancelled"]
@@ -86,7 +87,7 @@ def test_cancel_all_hits_exactly_the_matching_runs(runs):
         ("a2", "accepted", True, None),
     ]
     assert a1.finish() == 108 and a2.finish() == 108
-    out, _ = waiter.communicate(timeout=15)
+    out, _ = waiter.communicate(timeout=60)
     assert waiter.returncode == 0
     outcomes = json.loads(out)
     check_schema("wait", outcomes)
@@ -138,13 +139,53 @@ def _error_reply(reply: bytes) -> str:
     return document["error"]
 
 
+def _served_beside_a_silent_client(run_id: str, attempts: int = 5) -> bool:
+    """Whether an ``inspect`` was answered while a client that sent nothing was still connected
+    (the server had not dropped it yet): on a server that waits for the silent client, the
+    answer comes only after the drop. An answer slower than the drop proves nothing either way,
+    so it is asked again."""
+    for _ in range(attempts):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+            silent.connect(_endpoint(run_id))
+            assert cli_json("inspect", "--run-id", run_id, "--json")["run_id"] == run_id
+            silent.setblocking(False)
+            try:
+                silent.recv(1)
+            except BlockingIOError:
+                return True
+    return False
+
+
+def _exit_beside_open_connections(endpoint: str, proc, bound: float = 120.0) -> bool:
+    """Whether ``proc`` exits while idle connections to ``endpoint`` stay open: a fresh one is
+    opened each half second, before the server's own deadline drops the older ones, so a run
+    that waited for its connections to close would wait past ``bound`` (a safety net)."""
+    held: list[socket.socket] = []
+    deadline = time.monotonic() + bound
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held.append(sock)
+            try:
+                sock.connect(endpoint)
+            except OSError:
+                pass  # the run is closing its server
+            try:
+                proc.wait(0.5)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for sock in held:
+            sock.close()
+    return proc.poll() is not None
+
+
 def test_garbage_on_the_socket_never_affects_the_run(runs, tmp_path):
     trigger = tmp_path / "trigger"
     run = runs("sh", "-c", f'while [ ! -e "{trigger}" ]; do sleep 0.02; done; exit 3', run_id="g")
     endpoint = _endpoint("g")
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     silent.connect(endpoint)  # connects and never sends
-    opened = time.monotonic()
 
     assert "UTF-8" in _error_reply(exchange(endpoint, b"\xff\xfe\x00binary\n"))
     assert _error_reply(exchange(endpoint, b"frobnicate\n")) == "unknown control request `frobnicate`"
@@ -155,22 +196,23 @@ def test_garbage_on_the_socket_never_affects_the_run(runs, tmp_path):
     blank = json.loads(exchange(endpoint, b"  \n"))  # an empty line means inspect
     assert blank["run_id"] == "g" and blank["snapshot_version"] == 2
 
-    started = time.monotonic()
-    assert cli_json("inspect", "--run-id", "g", "--json")["run_id"] == "g"
-    assert time.monotonic() - started < 3, "a silent client must not delay others"
+    assert _served_beside_a_silent_client("g"), "a silent client delayed others: each inspect came after its drop"
     assert run.proc.poll() is None and [r["health"] for r in listed()] == ["live"]
-
-    silent.settimeout(10)
-    assert silent.recv(1) == b""  # the server gives up on a silent client
-    assert 4 < time.monotonic() - opened < 8
     silent.close()
+
+    timed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    timed.connect(endpoint)
+    opened = time.monotonic()
+    timed.settimeout(30)
+    assert timed.recv(1) == b""  # the server gives up on a silent client
+    assert 4 < time.monotonic() - opened < 8
+    timed.close()
 
     lingering = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     lingering.connect(endpoint)
     trigger.touch()
-    started = time.monotonic()
+    assert _exit_beside_open_connections(endpoint, run.proc), "an open connection held up the run's exit"
     assert run.finish() == 3
-    assert time.monotonic() - started < 3, "an open connection must not hold up the run's exit"
     lingering.settimeout(5)
     assert lingering.recv(1) == b""
     lingering.close()

@@ -255,9 +255,9 @@ def test_a_copy_that_never_proves_its_start_is_killed_at_the_bound(tmp_path, mon
     started = time.monotonic()
     failure = _handshake(tmp_path, "import time; time.sleep(30)")
     assert failure.code == 111 and "killed" in failure.message
-    # The bound is 0.3 s and the copy would sleep 30 s: 5 s leaves a loaded host 16x the bound
+    # The bound is 0.3 s and the copy would sleep 30 s: 20 s leaves a loaded host 60x the bound
     # while still telling a bound obeyed from one ignored.
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20
 
 
 def test_the_copy_argv_drops_detach_and_adds_the_run_id_and_no_echo(tmp_path):

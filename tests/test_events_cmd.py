@@ -302,7 +302,7 @@ def test_follow_ends_with_the_runner_exit_of_a_live_run(tmp_path, locator):
     follower = start_cli("events", locator, "fol" if locator == "--run-id" else jsonl, "--follow", "--json")
     first = _first_output(follower)
     go.touch()
-    rest, err = follower.communicate(timeout=20)
+    rest, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
     assert run.wait(20) == 0
     assert first + rest == jsonl.read_bytes()
@@ -318,11 +318,13 @@ def test_follow_stops_once_a_killed_runner_is_gone_and_the_file_is_still(tmp_pat
     follower = start_cli("events", "--run-id", "doomed", "--follow")
     _first_output(follower)
     run.kill()  # abrupt: no runner_exit is ever written
-    run.communicate(timeout=10)
-    killed = time.monotonic()
-    out, err = follower.communicate(timeout=10)
+    run.communicate(timeout=60)
+    # It stops (a follower that never did would run into the bound). Its settle runs from its
+    # last look that saw the runner live, which a stalled follower took long before the kill:
+    # timed from here it can look early on a loaded host, so the settle is checked on a clock
+    # the test moves (test_follow.py's test_the_follower_waits_its_settle_once_the_writer_is_gone).
+    out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0
-    assert 0.4 < time.monotonic() - killed < 5
     assert b"ends without a terminal `runner_exit` event: run `doomed` is no longer live" in err
     assert b"runner_exit" not in out
 
@@ -354,7 +356,7 @@ def test_run_id_reads_the_stream_a_live_run_publishes(tmp_path):
     proc = events_cli("--run-id", "alive", "--json")
     assert proc.returncode == 0 and proc.stdout == jsonl.read_bytes()
     run.send_signal(signal.SIGTERM)
-    run.communicate(timeout=10)
+    run.communicate(timeout=60)
 
 
 def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):

@@ -97,7 +97,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
                 break
             time.sleep(0.01)
         go.touch()
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=60)
     finally:
         os.close(held)
         if proc.poll() is None:

@@ -15,6 +15,7 @@ import os
 import selectors
 import threading
 import time
+import types
 
 import pytest
 
@@ -102,7 +103,7 @@ def test_cli_follows_a_stream_still_written_to_its_runner_exit_and_no_further(wr
         _append(jsonl, ROOT_EXITED[20:])
         assert _printed_lines(proc, 1) == ROOT_EXITED  # it waited: the writer is live
         _append(jsonl, RUNNER_EXIT + AFTER)  # a line after runner_exit is not the run's
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == RUNNER_EXIT
     assert b"without a terminal" not in err
@@ -114,7 +115,7 @@ def test_cli_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == ROOT_EXITED
     assert b"the stream ends without a terminal `runner_exit` event: no live registry record still publishes" in err
@@ -126,7 +127,7 @@ def test_cli_reports_a_half_written_last_line_once_the_writer_is_gone(writer):
     with _following("--file", jsonl, "--json") as proc:
         assert _printed_lines(proc, 1) == STARTED
         gone()
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out == b""
     assert b"line 2: not valid JSON" in err and b"ends without a terminal `runner_exit`" in err
@@ -155,3 +156,28 @@ def test_api_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     assert next(events).event == "run_started"
     gone()
     assert [event.event for event in events] == ["root_exited"]
+
+
+def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeypatch):
+    """A runner unregisters just before its last line: a follower that sees the writer gone reads
+    on for ``settle`` seconds of a still file before it ends. Counted on a clock this test moves
+    (a process-level check timed the settle from outside, which a loaded host's stalls blur)."""
+    from processkit.events import follow
+
+    clock = [100.0]
+    monkeypatch.setattr(follow, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"event":"run_started"}\n')
+    gone = [False]
+    follower = follow.Follower(str(stream), lambda: gone[0], settle=SETTLE_SECONDS)
+    assert [line.event for line in follower.read()] == [{"event": "run_started"}]
+    gone[0] = True
+    clock[0] += SETTLE_SECONDS * 0.8
+    assert follower.read() == [] and not follower.done, "ended before its settle"
+    with open(stream, "a") as late:
+        late.write('{"event":"root_exited"}\n')  # the line a runner writes after unregistering
+    clock[0] += SETTLE_SECONDS * 0.1
+    assert [line.event for line in follower.read()] == [{"event": "root_exited"}] and not follower.done
+    clock[0] += SETTLE_SECONDS
+    follower.read()
+    assert follower.done and follower.gone

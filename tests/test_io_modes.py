@@ -196,7 +196,7 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
         )
     finally:
         producer.stdout.close()
-        producer.wait(10)
+        producer.wait(60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0].decode() == hashlib.sha256(payload).hexdigest()
 

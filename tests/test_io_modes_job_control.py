@@ -142,7 +142,7 @@ def test_time_stopped_is_not_idleness(shell):
     while _echoed(shell.master):
         pass  # what the runner echoed before its stop
     shell.cue("fg")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while b"x" not in _echoed(shell.master) and time.monotonic() < deadline:
         time.sleep(0.02)  # echoed after the continue: the runner's overdue idle check has run
     shell.go()
@@ -167,7 +167,7 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
         wait_for_file(f"{late.report}.ready")
         assert termios.tcgetattr(late.master) != before
         (tmp_path / "host.json.fg").touch()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while late.foreground_group() != started["root_pid"] and time.monotonic() < deadline:
             time.sleep(0.02)  # lent once the runner finds itself the foreground job
         (tmp_path / "child.json.go").touch()

@@ -34,7 +34,7 @@ def test_a_background_runner_whose_capture_file_is_a_tostop_terminal_stops(tmp_p
         assert _state_becomes(runner, "T")
         assert _state_becomes(child, "T")
         shell.cue_nth(2, "fg")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while b"x" not in _echoed(shell.master) and time.monotonic() < deadline:
             time.sleep(0.02)  # the interrupted write's rest, then what followed, reach the terminal
         assert time.monotonic() < deadline, "nothing captured after the continue"

@@ -254,7 +254,7 @@ def test_detached_pty_run_keeps_its_capture(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b""
-    assert wait_until(lambda: b'"runner_exit"' in jsonl.read_bytes(), 20)
+    assert wait_until(lambda: b'"runner_exit"' in jsonl.read_bytes(), 60)
     check_stream(jsonl, 0)
     assert (capture / "stdout.log").read_bytes() == b"True 80\r\n"
 

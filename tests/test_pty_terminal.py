@@ -166,7 +166,7 @@ def test_a_resize_reaches_the_child(pane):
     pane.start(behaviour="sleep")
     pane.wait_for_fact("ready")
     pane.tmux("resize-window", "-t", "t", "-x", "91", "-y", "22")
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while [91, 22] not in [fact.get("size") for fact in pane.facts()]:
         assert time.monotonic() < deadline, pane.facts()
         time.sleep(0.02)

@@ -161,7 +161,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_r
     assert (tally["pruned"], tally["live"]) == (1, 1)
     assert set(left) <= set(tally["reaped"]["run_dirs"])
     if grandchild is not None:
-        assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
+        assert wait_until(lambda: not pid_alive(grandchild), 60), "the grandchild outlived prune"
     assert run_dirs_of(tmp, victim.pid) == [], "prune left the run directory"
     assert groups_of(victim.pid) == [], "prune left the run's cgroup"
     assert len(registry_entries(isolated_registry)) == 2, "only the live run's entry stays"
@@ -189,7 +189,7 @@ def test_prune_dry_run_ends_nothing(tmp, tmp_path, containment):
         assert set(plain) == {"pruned", "live", "unprobed", "orphaned_locks"}, (
             "prune --json keeps the reference's shape"
         )
-        assert wait_until(lambda: not pid_alive(grandchild), 5)
+        assert wait_until(lambda: not pid_alive(grandchild), 60)
     finally:
         if pid_alive(grandchild):
             os.kill(grandchild, signal.SIGKILL)
@@ -254,7 +254,7 @@ def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp, tmp_path, cont
     victim.communicate(timeout=30)
     assert groups_of(victim.pid) and pid_alive(grandchild)
     assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
-    assert wait_until(lambda: not pid_alive(grandchild), 5), "the next run left the dead run's tree running"
+    assert wait_until(lambda: not pid_alive(grandchild), 60), "the next run left the dead run's tree running"
     assert (
         run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
     )  # removes the emptied group
@@ -269,9 +269,10 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, 
     victim = start_cli(
         "run", "--jsonl", jsonl, "--max-processes", "64", "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL
     )
-    try:
-        wait_for_file(pidfile, timeout=15)
-    except AssertionError:
+    # The grandchild's pid file, or the run's end: a run refused its cap (no cgroup v1 pids
+    # controller) ends at once; a slow start on a loaded host is no reason to skip.
+    wait_until(lambda: pidfile.exists() or victim.poll() is not None, what="the escapee's pid file or the run's end")
+    if not pidfile.exists():
         victim.kill()
         victim.communicate(timeout=30)
         pytest.skip(f"no cgroup v1 pids controller for a capped run here: {read_events_tolerant(jsonl)[-1:]}")
@@ -282,7 +283,7 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, 
     assert groups and pid_alive(grandchild)
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert set(groups) <= set(reaped["groups"])
-    assert wait_until(lambda: not pid_alive(grandchild), 5), "the escapee outlived prune"
+    assert wait_until(lambda: not pid_alive(grandchild), 60), "the escapee outlived prune"
     assert groups_of(victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
 
 
@@ -379,5 +380,5 @@ def test_a_dead_run_another_registry_holds_is_reaped_too(tmp, tmp_path, containm
     left = run_dirs_of(tmp, victim.pid)
     tally = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)
     assert tally["pruned"] == 0 and left and set(left) <= set(tally["reaped"]["run_dirs"])
-    assert wait_until(lambda: not pid_alive(grandchild), 5), "the grandchild outlived prune"
+    assert wait_until(lambda: not pid_alive(grandchild), 60), "the grandchild outlived prune"
     assert run_dirs_of(tmp, victim.pid) == [] and groups_of(victim.pid) == []

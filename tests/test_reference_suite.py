@@ -97,7 +97,7 @@ def _waited_while_live(tmp_path, registry, names, *wait_args, streams=None) -> t
     release = tmp_path / "release"
     held = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
     runs = [start_cli("run", "--jsonl", tmp_path / f"{name}.jsonl", "--run-id", name, "--", *held) for name in names]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # a safety net: the runs' registration is the event
     while len(_records(registry)) < len(names):
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -133,7 +133,9 @@ def test_a_run_seen_live_whose_stream_cannot_be_read_is_unknown(tmp_path, isolat
     assert answer == [{"run_id": name, **UNKNOWN} for name in names[:3]] + [
         {"run_id": "plain", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0},
     ]
-    assert took < 6.0, f"the waiter took {took:.2f} s past the runs' end (one grace is 3 s, three are 9 s)"
+    # Three graces one after another take 9 s past the last look at the runs (8 s from here at the
+    # least): the bound stops short of that, no nearer to one grace than a loaded host needs.
+    assert took < 8.0, f"the waiter took {took:.2f} s past the runs' end (one grace is 3 s, three are 9 s)"
 
 
 def test_a_stream_taken_over_by_another_run_is_not_this_runs(tmp_path, isolated_registry):
@@ -172,7 +174,7 @@ def test_a_stream_that_is_no_regular_file_is_unknown_at_once(tmp_path, isolated_
         tmp_path, isolated_registry, ["nowhere"], "--run-id", "nowhere", streams={"nowhere": "/dev/null"}
     )
     assert answer == {"run_id": "nowhere", **UNKNOWN}
-    assert took < 2.0, f"the waiter took {took:.2f} s past the run's end"
+    assert took < 2.5, f"the waiter took {took:.2f} s past the run's end (a grace waited is 3 s)"
 
 
 def _headline(stderr: bytes) -> str:

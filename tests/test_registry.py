@@ -166,7 +166,7 @@ def test_wait_blocks_times_out_and_reports_the_outcome(runs, tmp_path):
     waiter = start_waiter("--run-id", "w", "--report-outcome")
     assert waiter.poll() is None
     trigger.touch()
-    out, err = waiter.communicate(timeout=15)
+    out, err = waiter.communicate(timeout=60)
     assert waiter.returncode == 0, err
     outcome = json.loads(out)
     check_schema("wait", outcome)

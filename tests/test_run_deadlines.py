@@ -133,7 +133,8 @@ def test_a_child_that_stops_on_sigterm_ends_the_grace_early(tmp_path, containmen
     require_mechanism(events, containment)
     shutdown = one(events, "cleanup_finished")["shutdown"]
     assert (shutdown["escalated"], shutdown["drained_within_grace"], shutdown["members_after"]) == (False, True, 0)
-    assert shutdown["elapsed_ms"] < 2000, "the grace wait did not return once the tree was empty"
+    # The grace is 5 s: a wait that did not return once the tree was empty takes all of it.
+    assert shutdown["elapsed_ms"] < 4000, "the grace wait did not return once the tree was empty"
 
 
 FLOOD = "import os\nwhile True: os.write(1, b'x' * 65536)"
@@ -144,9 +145,9 @@ def test_a_stalled_stdout_consumer_does_not_delay_the_timeout(tmp_path, pump_bac
     jsonl = tmp_path / "run.jsonl"
     proc = start_cli("run", "--jsonl", jsonl, "--timeout", "1s", "--", *python_child(FLOOD), stderr=subprocess.DEVNULL)
     try:
-        wait_for_event(jsonl, "timeout", timeout=10)
+        wait_for_event(jsonl, "timeout", timeout=60)
         seen = time.monotonic()
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
         exited_after = time.monotonic() - seen
     finally:
         proc.kill()

@@ -10,7 +10,6 @@ import fcntl
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -37,21 +36,35 @@ def _reap(base, tokens: list[str]) -> sweep.Reaped:
     return reaped
 
 
+class _SleptClock:
+    """The sweep's ``time``: a clock only the sweep's own sleeps move, so its waits are counted
+    in the seconds it asked for, whatever else the host is doing."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_planted_directories_cost_one_shared_wait(tmp_path, monkeypatch):
     # Another user's plants: each lock held by the planter (here this process), each mark
     # naming it. Each looks like a sweep at work; all of them together cost one deadline.
     monkeypatch.setattr(sweep, "SWEEP_WAIT_SECONDS", 1.0)
+    clock = _SleptClock()
+    monkeypatch.setattr(sweep, "time", clock)
     tokens = [f"1-abc-{n}" for n in range(5)]
     locks = [_run_dir(tmp_path, token, str(os.getpid()))[1] for token in tokens]
     try:
-        started = time.monotonic()
         reaped = _reap(tmp_path, tokens)
-        took = time.monotonic() - started
     finally:
         for lock in locks:
             os.close(lock)
     assert [entry["reason"] for entry in reaped.left] == ["another sweep is still ending it"] * len(tokens)
-    assert took < 3.5, took  # five runs at one second each before: one deadline for them all now
+    assert clock.now < 3.5, clock.now  # five runs at one second each before: one deadline for them all now
 
 
 @pytest.mark.parametrize("marker", ["runner", "not the holder", "junk"])

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from conftest import run_cli, start_cli, wait_for_event
 from fifo_ends import opened_for_writing
+from streams import wait_until
 
 LONG = "x" * 100_000  # one argument, below the kernel's 128 KiB for one
 
@@ -36,9 +36,10 @@ def test_a_run_started_line_past_the_head_window_is_still_this_runs(tmp_path):
     assert len(jsonl.read_bytes().split(b"\n")[0]) > 64 * 1024
     waiter = start_cli("wait", "--run-id", "long-head", "--timeout", "60s", "--report-outcome")
     try:
-        deadline = time.monotonic() + 30
-        while not sleeping(waiter.pid) and waiter.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # The gate opens only once ``wait`` saw the run live; a wait that never gets there fails
+        # the test (the bound is a safety net), where it used to go on after 30 s unchecked.
+        wait_until(lambda: sleeping(waiter.pid) or waiter.poll() is not None, timeout=120, what="wait's poll")
+        assert waiter.poll() is None, waiter.communicate()
         with open(opened_for_writing(gate, what="the child's open of the gate"), "w") as opened:
             opened.write("go\n")
         wait_for_event(jsonl, "runner_exit")
