@@ -14,7 +14,8 @@ import leak_check
 import pytest
 
 from conftest import cli_command
-from test_groups_left import COVER, UNSHARE, _usable
+from own_tmp import PRIVATE_MOUNTS
+from test_groups_left import COVER, _usable
 
 # A session whose one test leaves a group no sweep can ever remove: the runner's /tmp and
 # /dev/shm are tmpfs mounts of its own mount namespace, so its run directory goes with it, and
@@ -52,7 +53,7 @@ def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_pa
         **os.environ,
         "PYTHONPATH": str(Path(__file__).parent),
         "PROCESSKIT_TEST_LEAK_SETTLE": "0.2",
-        "LEAK_UNSHARE": json.dumps(UNSHARE),
+        "LEAK_UNSHARE": json.dumps(PRIVATE_MOUNTS),
         "LEAK_CLI": json.dumps(cli_command()),
         "LEAK_COVER": COVER,
         "LEAK_PID_FILE": str(tmp_path / "pid"),
