@@ -122,9 +122,10 @@ def cut(text: str, limit: int = VALUE_SHOWN) -> str:
 
 
 def sanitize(text: str, limit: int = 256) -> str:
-    """Terminal-safe rendering for human output: unsafe characters dropped, length capped."""
+    """Terminal-safe rendering for human output: each unsafe character shown as a space (as the
+    reference's terminal boundary does, so `a<LF>b` stays two words), length capped."""
     if text.isascii() and text.isprintable():
         clean = text  # printable ASCII holds no control, format or surrogate character
     else:
-        clean = "".join(ch for ch in text if not is_terminal_unsafe(ch))
+        clean = "".join(" " if is_terminal_unsafe(ch) else ch for ch in text)
     return clean if len(clean) <= limit else clean[:limit] + "..."

@@ -385,20 +385,27 @@ def test_exports_neutralise_hostile_names(tmp_path):
     """A name is never a spreadsheet formula or a terminal escape in the CSV, and a newline in
     it never puts raw HTML or rows outside the Markdown table."""
     table, md = tmp_path / "b.csv", tmp_path / "b.md"
-    names = ["=cmd|' /C calc'!A0", "@SUM(1)\x1b[31m", "a\n<img src=x onerror=alert(1)>\n| x | y |"]
+    names = [
+        "=cmd|' /C calc'!A0",
+        "@SUM(1)\x1b[31m",
+        "a\n<img src=x onerror=alert(1)>\n| x | y |",
+        "\t=1+1",
+        "\u200b=1+1",
+    ]
     named = [item for name in names for item in ("--command-name", name)]
-    done, _ = bench(
-        tmp_path, "--runs", "1", *named, "--export-csv", table, "--export-markdown", md, "true", "true", "true"
-    )
+    done, _ = bench(tmp_path, "--runs", "1", *named, "--export-csv", table, "--export-markdown", md, *["true"] * 5)
     assert done.returncode == 0, done.stderr
     cells = [row["command"] for row in csv.DictReader(io.StringIO(table.read_text()))]
-    assert cells[0] == "'=cmd|' /C calc'!A0" and cells[1] == "'@SUM(1)[31m"
+    assert cells[0] == "'=cmd|' /C calc'!A0" and cells[1] == "'@SUM(1) [31m"
+    assert cells[3:] == ["' =1+1", "' =1+1"]  # a tab or format character first hides no formula
     assert "\x1b" not in table.read_text()
     from processkit.benchmark.exports import spreadsheet_cell
 
     assert spreadsheet_cell("-5") == "-5" and spreadsheet_cell("-5+cmd") == "'-5+cmd"  # a number stays one
+    hidden = ["\r=1+1", "\x1b=1", "\u202e@SUM(A1)", "\x00+1", "\u200b\u200b-1+cmd"]
+    assert [spreadsheet_cell(text) for text in hidden] == ["' =1+1", "' =1", "' @SUM(A1)", "' +1", "'  -1+cmd"]
     lines = md.read_text().splitlines()
-    assert len(lines) == 5 and all(line.startswith("| ") or line.startswith("|:") for line in lines)
+    assert len(lines) == 7 and all(line.startswith("| ") or line.startswith("|:") for line in lines)
     assert "\\| x \\| y \\|" in lines[4]
 
 

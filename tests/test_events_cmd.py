@@ -272,9 +272,23 @@ def test_the_rendering_is_terminal_safe(tmp_path):
     proc = events_cli("--file", path)
     text = proc.stdout.decode()
     assert len(text.splitlines()) == 2
-    assert "the program could not be started: evil[31mreversedforged line" in text
-    assert "teleported]0;x" in text and "to=mars" in text
+    # As the reference's terminal boundary: each unsafe character is shown as a space, so the
+    # words it separated stay apart ("reversed forged", not "reversedforged").
+    assert "the program could not be started: evil [31m reversed forged line" in text
+    assert "teleported ]0;x " in text and "to= mars" in text
     assert all(ch.isprintable() and ch not in "\u202e\u200b" for ch in text.replace("\n", ""))
+
+
+@pytest.mark.parametrize("error_format", ["human", "json"])
+def test_an_unreadable_streams_hostile_name_is_said_with_spaces_for_its_controls(tmp_path, error_format):
+    missing = tmp_path / "a\nb\x1b[31m\u202ec.jsonl"
+    proc = run_cli("events", "--file", missing, "--error-format", error_format)
+    assert proc.returncode == 111 and proc.stdout == b""
+    said = proc.stderr.decode()
+    if error_format == "json":
+        said = json.loads(said)["message"]
+    assert f"could not open the events stream `{tmp_path}/a b [31m c.jsonl`: " in said, said
+    assert said.count("\n") <= 1 and "\x1b" not in said and "\u202e" not in said
 
 
 # -- following -----------------------------------------------------------------------------------

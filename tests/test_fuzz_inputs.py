@@ -638,3 +638,13 @@ def test_the_control_client_takes_only_replies_that_keep_the_contract(fake_runne
     if verb == "inspect":
         for line in render_snapshot(answer):
             assert_one_safe_line(line)
+
+
+def test_a_runners_refusal_shows_each_control_character_as_a_space(fake_runner):
+    """As the reference's normalize_peer_error_text: each unsafe character of a runner's error
+    becomes one space (a run is not collapsed), then the ends are trimmed."""
+    fake_runner.reply = json.dumps({"error": "\n no\n\nentry\x1b\u202e here \t"}).encode() + b"\n"
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
+    done = run_cli("cancel", "--run-id", "fake", env=env)
+    assert done.returncode == 103, done.stderr
+    assert "the runner refused the request: no  entry   here\n" in done.stderr.decode(), done.stderr

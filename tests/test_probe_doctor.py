@@ -197,6 +197,7 @@ def test_print_schema_is_the_shipped_schema_byte_for_byte():
         ("--print-schema", "--json", "--require-schema-version", "1"),
         ("--require-schema-version", "1"),
         ("--json", "--require-exit-code-band", "100to119"),
+        ("--json", "--require-exit-code-band", "119-100"),  # a band ends where it starts or later
         ("--json", "--require-schema-version", "-1"),
     ],
 )

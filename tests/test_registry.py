@@ -207,7 +207,6 @@ def test_hand_written_records_are_checked_field_by_field(isolated_registry):
         "date": _record("date", "date.lock", started_at="2026-02-30T21:00:00.000Z"),
         "kind": _record("kind", "kind.lock", liveness={"kind": "pid", "lock_file": "kind.lock"}),
         "huge": _record("huge", "huge.lock", padding="x" * 70_000),
-        "noid": _record("", "noid.lock"),
     }
     for stem, document in skipped.items():
         _write(isolated_registry, stem, document)
@@ -258,6 +257,48 @@ def test_hand_written_records_are_checked_field_by_field(isolated_registry):
     assert not {"run-d.json", "run-d.lock", "run-e.json", "orphan-old.lock"} & left
     assert {"run-f.json", "run-f.lock", "orphan-new.lock", "garbage.json"} <= left
     assert {f"{stem}.json" for stem in skipped} <= left  # unreadable records are never deleted
+    for fd in held:
+        os.close(fd)
+
+
+def test_a_record_whose_run_id_no_new_run_could_take_is_still_a_run(isolated_registry):
+    """As the reference, a record's run id is any string, kept exact: one with terminal controls,
+    over 256 characters or empty is listed, pruned when stale and targeted by --all when live;
+    only what a person reads is cleaned. A lock name with a format character is a lock name."""
+    hostile, long_stale = "a\x1b[31mb\nc\u202e", "z\x07" * 200
+    _write(isolated_registry, "run-h", _record(hostile, "run-h.lock", labels={"lane": "h"}))
+    _write(isolated_registry, "run-f", _record("fmt", "run-\u200bf.lock"), lock=False)
+    (isolated_registry / "run-\u200bf.lock").touch()
+    held = [_hold(isolated_registry, "run-h"), os.open(isolated_registry / "run-\u200bf.lock", os.O_RDWR)]
+    fcntl.flock(held[1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _write(isolated_registry, "run-l", _record(long_stale, "run-l.lock"))  # lock free: stale
+    _write(isolated_registry, "run-e", _record("", "run-e.lock"))
+
+    assert [(r["run_id"], r["health"]) for r in listed()] == [
+        ("", "stale"),
+        (hostile, "live"),
+        ("fmt", "live"),
+        (long_stale, "stale"),
+    ]
+    shown = run_cli("list")
+    assert shown.returncode == 0 and "a [31mb c " in shown.stdout.decode(), shown.stdout
+    assert not set(shown.stdout.decode()) & {"\x1b", "\x07", "\u202e"}
+
+    report = run_cli("cancel", "--all", "--label", "lane=h")
+    assert report.returncode == 103, report.stderr  # found, and it publishes no endpoint
+    assert [(e["run_id"], e["status"]) for e in json.loads(report.stdout)] == [(hostile, "failed")]
+    inspected = run_cli("inspect", "--all", "--json")
+    assert sorted(e["run_id"] for e in json.loads(inspected.stdout)) == [hostile, "fmt"], inspected.stderr
+    human = run_cli("inspect", "--all")
+    assert human.returncode == 103 and "a [31mb c " in human.stdout.decode(), human.stdout
+    waited = run_cli("--error-format", "json", "wait", "--all", "--label", "lane=h", "--timeout", "10ms")
+    assert envelope(waited)["kind"] == "wait_timeout"  # the live run is waited for, not passed over
+
+    dry = run_cli("prune", "--dry-run")
+    assert dry.returncode == 0 and "would prune 2 stale" in dry.stdout.decode(), dry.stdout
+    assert "\x07" not in dry.stdout.decode() and "run_id=z z z " in dry.stdout.decode()
+    assert cli_json("prune", "--json") == {"pruned": 2, "live": 2, "unprobed": 0, "orphaned_locks": 0}
+    assert registry_entries(isolated_registry) == ["run-f.json", "run-h.json", "run-h.lock", "run-\u200bf.lock"]
     for fd in held:
         os.close(fd)
 

@@ -168,3 +168,15 @@ def test_the_runners_locale_coercion_never_reaches_the_child(tmp_path, given):
     proc, _ = run_checked(tmp_path, command=PRINT_ENV, returncode=0, env=runner)
     env = dict(entry.partition("=")[::2] for entry in proc.stdout.decode().split("\0")[:-1])
     assert env.get("LC_CTYPE") == given
+
+
+@pytest.mark.parametrize("flag", ["--run-id-env", "--env-remove"])
+@pytest.mark.parametrize("given", ["FOO=bar", "FOO=", "=do-not-print-this-secret", "FOO=a=b"])
+def test_a_pair_where_a_bare_key_is_asked_is_said_as_that_mistake(tmp_path, flag, given):
+    # The reference's key parser names the shape mistake (a bare KEY is wanted), never the value.
+    jsonl = tmp_path / "events.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, flag, given, "--", "true")
+    assert proc.returncode == 100 and proc.stdout == b"" and not jsonl.exists()
+    said = proc.stderr.decode()
+    assert f"'{flag}'" in said and "bare KEY" in said, said
+    assert "do-not-print-this-secret" not in said and "bar" not in said.replace("bare", "")

@@ -6,8 +6,8 @@ with ``--sort mean-time``).
 With ``--baseline``, the Markdown table has a "vs baseline" column (the ratio and verdict).
 
 Names are neutralised for where they land: a terminal's control characters never pass; a CSV
-cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, a tab or CR first)
-is written with a leading ``'``; a markup cell holds no newline and none of the table's own
+cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, a tab or CR first,
+also behind spaces or characters cleaned to spaces) is written with a leading ``'``; a markup cell holds no newline and none of the table's own
 delimiters.
 """
 
@@ -48,11 +48,11 @@ def _finite(value):
 
 def spreadsheet_cell(text: str) -> str:
     """A CSV text cell no spreadsheet runs and no terminal obeys (OWASP's CSV injection rule);
-    a plain number (a parameter's ``-5``) is left as it is."""
-    text = sanitize(text, limit=4096)
-    if text.startswith(FORMULA_STARTS) and not NUMBER.fullmatch(text):
-        return "'" + text
-    return text
+    a plain number (a parameter's ``-5``) is left as it is. The start is judged on the raw text
+    and past the spaces cleaning leaves, so a tab or a zero-width space before ``=`` hides no formula."""
+    clean = sanitize(text, limit=4096)
+    formula = text.startswith(FORMULA_STARTS) or clean.lstrip(" ").startswith(FORMULA_STARTS)
+    return "'" + clean if formula and not NUMBER.fullmatch(clean) else clean
 
 
 def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
@@ -121,7 +121,7 @@ def _wall_reference(result: BenchResult) -> CommandResult | None:
 
 
 def _cell(text: str, delimiters: str) -> str:
-    text = sanitize(text.replace("\n", " ").replace("\r", " "), limit=4096)
+    text = sanitize(text, limit=4096)
     for delimiter in delimiters:
         text = text.replace(delimiter, "\\" + delimiter)
     return text

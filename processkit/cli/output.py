@@ -1,5 +1,5 @@
 """Client output: JSON that keeps the original bytes, and human text that is terminal-safe
-(control and formatting characters stripped, long strings capped)."""
+(each control or formatting character shown as a space, long strings capped)."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ PARSERS = {"probe": build_parser}  # command -> its parser (probe reads its flag
 
 def _band(text: str) -> tuple[int, int]:
     match = _BAND.fullmatch(text)
-    if match is None or not all(int(bound) <= 255 for bound in match.groups()):
+    if match is None or not int(match[1]) <= int(match[2]) <= 255:
         raise usage(f"invalid value '{cut(text)}' for '--require-exit-code-band <START-END>': expected e.g. 100-119")
     return int(match[1]), int(match[2])
 

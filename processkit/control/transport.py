@@ -12,7 +12,7 @@ import socket
 import time
 
 from ..errors import Failure, Kind
-from ..text import is_terminal_unsafe
+from ..text import WHITESPACE, sanitize
 from . import protocol
 from ..rundir_shape import reapable_dir
 from ..registry.lookup import refusal
@@ -25,15 +25,9 @@ MAX_PEER_TEXT = 500
 
 
 def peer_text(text: str) -> str:
-    """A runner's error text made safe to show: control runs collapsed to a space, capped."""
-    out: list[str] = []
-    for ch in text:
-        if is_terminal_unsafe(ch):
-            if out and out[-1] != " ":
-                out.append(" ")
-        else:
-            out.append(ch)
-    return protocol.clip("".join(out).strip(), MAX_PEER_TEXT)
+    """A runner's error text made safe to show, as the reference's normalize_peer_error_text:
+    each unsafe character a space, the ends trimmed, capped."""
+    return protocol.clip(sanitize(text, limit=len(text)).strip(WHITESPACE), MAX_PEER_TEXT)
 
 
 class Channel:

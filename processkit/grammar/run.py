@@ -80,7 +80,7 @@ def _pty_size(value, name: str) -> tuple[int, int]:
 
 
 def _env_key(value, name: str) -> str:
-    return _values().parse_env_key(value, name)
+    return _values().parse_bare_env_key(value, name)
 
 
 def _label(value, name: str) -> tuple[str, str]:

@@ -197,6 +197,15 @@ def parse_env_key(text: str, name: str) -> str:
     return text
 
 
+def parse_bare_env_key(text: str, name: str) -> str:
+    """A flag that names a variable alone (``--run-id-env``, ``--env-remove``): a ``KEY=VALUE``
+    there is said as the shape mistake it is, as the reference says it, and its value is not
+    repeated (it may be a secret)."""
+    if "=" in text:
+        raise usage(f"invalid value for '{name}': expected a bare KEY, not KEY=VALUE")
+    return parse_env_key(text, name)
+
+
 def parse_env_assignment(text: str, name: str = "--env") -> tuple[str, str]:
     """``KEY=VALUE``."""
     key, sep, value = text.partition("=")

@@ -95,8 +95,6 @@ def parse(data: bytes) -> Record | None:
         return None
     import json  # read side only, as ``re`` and ``text`` below: a run writing its record never needs them
 
-    from ..text import is_valid_run_id
-
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -111,11 +109,13 @@ def parse(data: bytes) -> Record | None:
         or not isinstance(liveness, dict)
         or liveness.get("kind") != LIVENESS_KIND
         or not valid_lock_name(liveness.get("lock_file"))
-        or not isinstance(run_id, str)
-        or not is_valid_run_id(run_id)
+        or not _is_text(run_id)
         or not valid_started_at(started_at)
     ):
         return None
+    # The run id is identity, kept exact as the reference keeps it (any string): one a new run
+    # could not be given (a control character, over 256 characters) still names a record that
+    # list, prune, wait and the control clients must see; human output cleans it where shown.
     return Record(
         run_id=run_id,
         endpoint=_path(document.get("endpoint")),
@@ -144,18 +144,31 @@ def valid_started_at(value: object) -> TypeGuard[str]:
 
 
 def valid_lock_name(name) -> bool:
-    """A single plain ``*.lock`` file name: nothing that could point outside the directory."""
-    from ..text import is_terminal_safe
+    """A single plain ``*.lock`` file name: nothing that could point outside the directory, no
+    control character (the reference's rule), and valid Unicode, so it names one file's bytes."""
+    from ..text import is_control
 
     return (
-        isinstance(name, str)
+        _is_text(name)
         and len(name) > len(".lock")
         and name.endswith(".lock")
-        and len(name.encode("utf-8", "surrogatepass")) <= 255
+        and len(name.encode("utf-8")) <= 255
         and not any(ch in name for ch in "/\\:")
-        and is_terminal_safe(name)
+        and not any(is_control(ch) for ch in name)
         and name.split(".", 1)[0].lower() not in _DEVICE_NAMES
     )
+
+
+def _is_text(value) -> TypeGuard[str]:
+    """A string that is valid Unicode: no lone surrogate, which Python's JSON reader lets
+    through and the reference's (serde) refuses."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _fullmatch(pattern: str, value: str) -> bool:
