@@ -23,7 +23,16 @@ from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
 from . import service, stopped, wire
 from .raised import raise_as_subprocess
-from .result import RunError, RunResult, cut_warning, outcome, truncated
+from .result import (
+    CaptureTruncated,
+    CaptureWriteFailed,
+    RunError,
+    RunResult,
+    cut_warning,
+    files_cut,
+    outcome,
+    truncated,
+)
 from .streams import Streams, discard
 from ..plain import Plain
 
@@ -72,7 +81,18 @@ class Call(Plain):
                 os.close(fd)
 
     def result(self, report: dict) -> RunResult:
-        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        result = outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        if self.spec.capture_dir not in (
+            None,
+            wire.SCRATCH_CAPTURE,
+        ):  # the caller's files: a cut said, as the CLI's run says it
+            cut, failed = files_cut(result, self.stdio.piped)
+            if cut:
+                import warnings
+
+                warning = CaptureWriteFailed if failed else CaptureTruncated
+                warnings.warn(f"processkit.run({self.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=4)
+        return result
 
 
 def _standard_streams() -> tuple[list[int], list[int]]:

@@ -20,6 +20,7 @@ from ..events.types import (
     CapturedStream,
     Event,
     OutputCaptured,
+    OutputOverflow,
     ResourceSummary,
     RootExited,
     RunnerExit,
@@ -143,6 +144,24 @@ def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
             how = "a failed write to its capture file" if capture.write_error else "capture_max_bytes"
             cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
     return cut
+
+
+def files_cut(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
+    """What a cap, or a failed write, cut of the capture files the caller's ``capture_dir`` keeps
+    for the streams not asked back (those ``truncated`` says), in the CLI ``run``'s words; and
+    whether a failed write is among them. Not the stream whose overflow ended the run (113 says it)."""
+    ended = next((event.stream for event in result.events if isinstance(event, OutputOverflow)), None)
+    cut, failed = [], False
+    for name, capture in _captures(result):
+        if piped.get(name) or capture is None:
+            continue
+        held = f"{capture.path} holds {capture.bytes_written} of its {capture.bytes_seen} bytes"
+        if capture.write_error:
+            cut.append(f"a write to {name}'s capture failed: {held}")
+            failed = True
+        elif capture.truncated and name != ended:
+            cut.append(f"{name}'s capture was cut at capture_max_bytes: {held}")
+    return cut, failed
 
 
 class RunError(subprocess.CalledProcessError):
