@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -170,6 +171,30 @@ def test_batch_check_raises_when_a_job_failed(tmp_path):
     assert (raised.value.returncode, raised.value.cmd) == (117, ["bad"])
     assert sorted(line["id"] for line in raised.value.lines) == ["bad", "fine"]
     assert len(processkit.batch(jobs[:1], out=str(tmp_path / "again"), check=True)) == 1
+
+
+def test_a_batch_error_says_how_each_failed_job_ended_and_its_last_lines(tmp_path):
+    """A ``BatchError`` said only which ids failed (``1 of 2 jobs did not exit 0: bad``): a CI
+    log's traceback held neither the exit nor the cause, which ``processkit-cli batch`` leaves on
+    the screen (each failed job's exit, its capture's path and last lines)."""
+    out = tmp_path / "out"
+    jobs = [
+        {"args": ["true"], "id": "fine"},
+        {"args": ["sh", "-c", "echo assert 1 == 2; echo the-real-cause >&2; exit 3"], "id": "bad"},
+    ]
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch(jobs, out=str(out), check=True)
+    said = str(raised.value)
+    assert said.splitlines()[0] == "1 of 2 jobs did not exit 0: bad"
+    assert said.splitlines()[1:] == [
+        "  bad: exit 3",
+        f"    stdout: {out}/bad/capture/stdout.log",
+        "    | assert 1 == 2",
+        f"    stderr: {out}/bad/capture/stderr.log",
+        "    | the-real-cause",
+    ], "the CLI's closing block, job for job"
+    again = pickle.loads(pickle.dumps(raised.value))  # a Dask worker's raise, read by its client
+    assert str(again) == said and again.lines == raised.value.lines
 
 
 def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):

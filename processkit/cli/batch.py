@@ -21,7 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
-from .batch_failures import capture_cut, killed
+from ..batching.failures import FAILURES_NAMED, capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -235,7 +235,6 @@ UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 # words first; and these are the failures named at the end with their captures' last lines.
 PLAIN_EXITS = ("succeeded", "failed")
 NAMED_AT_THE_END = ("failed", "timed_out")
-FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 
 
 class Progress:
@@ -353,8 +352,8 @@ class Progress:
 
     def failures_named(self) -> str:
         """The first failed jobs in one clause, for ``--error-format json``'s envelope
-        (``batch_failures.named``)."""
-        from .batch_failures import named
+        (``batching.failures.named``)."""
+        from ..batching.failures import named
 
         return named(self._failed, self._failed_count, self._out)
 
@@ -373,11 +372,7 @@ class Progress:
         text = ""
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
-        from .batch_failures import failure_lines
+        from ..batching.failures import closing
 
-        text += "".join(failure_lines(line) for line in self._failed)
-        if self._failed_count > len(self._failed):
-            text += (
-                f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
-            )
+        text += closing(self._failed, self._failed_count, self._out)
         self._live.above(text + f"batch: {sentence}\n")
