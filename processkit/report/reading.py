@@ -350,8 +350,10 @@ class Builder:
             if self.live:
                 run.missing.append("the stream has no runner_exit yet: a registered runner is still writing it")
             else:
-                run.missing.append(
-                    "the stream ends without runner_exit: the runner was killed, or the file was cut short or copied mid-run"
+                run.missing.append(  # a live run this registry does not hold (another user's, one not registered) too
+                    "the stream ends without runner_exit and no runner registered here writes it: the runner was "
+                    "killed, the file was cut short or copied mid-run, or its run is not in this user's registry "
+                    "(another user's run, or one that could not register) and may still be going on"
                 )
         if "run_started" not in self.valid and run.exit_source not in ("setup", "spawn_error", "container_error"):
             run.missing.append("no valid run_started: the run id, labels and command are unknown")
