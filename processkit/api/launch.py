@@ -26,6 +26,7 @@ from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
     CaptureWriteFailed,
+    EventsLost,
     RunError,
     RunResult,
     cut_warning,
@@ -82,14 +83,22 @@ class Call(Plain):
 
     def result(self, report: dict) -> RunResult:
         result = outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        import warnings
+
+        if report.get("stream_failed"):  # the CLI's warning, which the service has no reader for
+            where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "its stream in the service's scratch"
+            said = f"{where}: JSONL event logging disabled: {report['stream_failed']}"
+            warnings.warn(
+                f"processkit.run({self.args[0]!r}, ...): {said}; the result's events are those the stream holds",
+                EventsLost,
+                stacklevel=4,
+            )
         if self.spec.capture_dir not in (
             None,
             wire.SCRATCH_CAPTURE,
         ):  # the caller's files: a cut said, as the CLI's run says it
             cut, failed = files_cut(result, self.stdio.piped)
             if cut:
-                import warnings
-
                 warning = CaptureWriteFailed if failed else CaptureTruncated
                 warnings.warn(f"processkit.run({self.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=4)
         return result
@@ -119,6 +128,8 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
     fixed: dict[str, object] = {} if echo or options.get("inherit_stdio") else {"no_echo": True}
     fixed.update(streams.options(options))
     path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
+    if live and jsonl is not None:
+        _followable(path)
     spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
     if streams.merged:
         spec = spec.replace(stderr_to_stdout=True)
@@ -130,6 +141,29 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         named_jsonl=None if jsonl is None else named,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
+
+
+def _followable(path: str) -> None:
+    """``start`` follows its stream to see the run begin: at a device it waited for the run's end
+    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # the run makes it, or says why it cannot
+    kinds = {
+        stat.S_ISCHR: "character device",
+        stat.S_ISBLK: "block device",
+        stat.S_ISFIFO: "FIFO",
+        stat.S_ISSOCK: "socket",
+    }
+    for test, kind in kinds.items():
+        if test(mode):
+            raise ValueError(
+                f"jsonl={path} is a {kind}: start() follows its jsonl= stream to see the run begin; "
+                "name a regular file, or none (the events are then handle.events())"
+            )
 
 
 def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:

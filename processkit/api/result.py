@@ -124,6 +124,11 @@ class CaptureWriteFailed(CaptureTruncated):
     on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
 
 
+class EventsLost(UserWarning):
+    """The run's ``jsonl=`` stream stopped taking events (a full disk, a reader gone): the run went
+    on, and the result's events are only those the stream holds, as the CLI's run warns."""
+
+
 def cut_warning(result: RunResult, piped: dict[str, bool]) -> type[CaptureTruncated]:
     """The warning a cut of the streams asked for is said with: a failed write's when one is."""
     failed = any(piped.get(name) and capture is not None and capture.write_error for name, capture in _captures(result))
@@ -300,6 +305,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
             "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
+    if report.get("stream_failed"):
+        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failed']}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
