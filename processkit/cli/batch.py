@@ -285,6 +285,10 @@ class Progress:
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
         elif line.leaked and code == 0:  # nextest's LEAK: passed, its processes left running
             text = f"batch: LEAK {sanitize(line.id)}: {state}{took}"
+        if kind not in NAMED_AT_THE_END and not self._show:  # the closing block and --show-output say theirs
+            for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
+                cut = "" if info is None else capture_cut(name, info, line.run_id)
+                text += f"; {name}'s capture{cut}" if cut else ""
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
