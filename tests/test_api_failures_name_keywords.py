@@ -46,6 +46,19 @@ def test_a_failing_run_names_the_keyword_that_accepts_it():
     assert "exited with 3; use ignore_failure=True to benchmark it anyway" in message
 
 
+def test_a_failing_runs_discarded_output_is_pointed_to(tmp_path):
+    """A failing command's output was discarded and its failure said only its exit: hyperfine's
+    words point to ``--show-output`` to see what went wrong; ours did not. Not where it was kept."""
+    message = failure_of([["sh", "-c", "echo why >&2; exit 3"]], runs=2)
+    assert message.endswith(
+        "exited with 3; use ignore_failure=True to benchmark it anyway, or show_output=True to see what it printed"
+    )
+    message = failure_of([["sh", "-c", "exit 3"]], runs=2, output=str(tmp_path / "kept.txt"))
+    assert message.endswith("use ignore_failure=True to benchmark it anyway")
+    done = run_cli("bench", "--runs", "2", "exit 3")
+    assert b"benchmark it anyway, or --show-output to see what it printed" in done.stderr
+
+
 def test_what_the_bench_process_cannot_make_names_the_keyword(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
