@@ -126,7 +126,7 @@ def test_damaged_streams_still_give_a_page_that_says_what_is_missing(tmp_path):
 
 def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     stream = tmp_path / "live.jsonl"
-    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "30")
+    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "3600")
     try:
         wait_for_event(stream, "members_snapshot")
         result, err = report(stream, "-o", tmp_path / "out.html")
@@ -141,6 +141,28 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     )
 
 
+def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
+    """``--capture-dir`` on a live ring run read its record as a killed runner's: "SHA-256 none:
+    the runner was killed before the end" while the registered runner went on writing."""
+    stream, capture = tmp_path / "live.jsonl", tmp_path / "capture"
+    runner = start_cli(
+        "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--no-echo",
+        "--snapshot-interval", "50ms", "--", "sh", "-c", "echo hello; exec sleep 3600",
+    )  # fmt: skip
+    try:
+        wait_for_event(stream, "members_snapshot")
+        result, err = report(stream, "--capture-dir", capture, "-o", tmp_path / "out.html")
+        assert result.returncode == 0, err
+        page = page_text(tmp_path / "out.html")
+        assert "a registered runner is still writing it" in page
+        assert "killed" not in page
+        assert "none yet: the run is still going" in page
+        assert "the run is still going: these bytes were put in stream order" in page
+    finally:
+        runner.terminate()
+        runner.communicate(timeout=30)
+
+
 def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
     """A live run this user's registry does not hold (one that could not register, as here with a
     shared registry directory; another user's run read by root) was said killed: "the runner was
@@ -150,7 +172,7 @@ def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
     shared.chmod(0o1777)  # sticky and shared: never used, the run warns and goes on unregistered
     stream = tmp_path / "live.jsonl"
     env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(shared))
-    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "30", env=env)
+    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "3600", env=env)
     try:
         wait_for_event(stream, "members_snapshot")
         result, err = report(stream, "-o", tmp_path / "out.html")
