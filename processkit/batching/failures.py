@@ -19,6 +19,7 @@ TAIL_LINES = 5
 TAIL_BYTES = 4096
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
+NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -32,11 +33,12 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
     return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
 
 
-def closing(failed: list[JobLine], count: int, out: str) -> str:
-    """The failed jobs named at the end (the first ``FAILURES_NAMED`` of ``count``), the rest counted."""
-    text = "".join(failure_lines(line) for line in failed[:FAILURES_NAMED])
-    if count > min(len(failed), FAILURES_NAMED):
-        text += f"  ... and {count - min(len(failed), FAILURES_NAMED)} more (see {sanitize(out)}/summary.jsonl)\n"
+def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED) -> str:
+    """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
+    exception's text fewer), the rest counted."""
+    text = "".join(failure_lines(line) for line in failed[:shown])
+    if count > min(len(failed), shown):
+        text += f"  ... and {count - min(len(failed), shown)} more (see {sanitize(out)}/summary.jsonl)\n"
     return text
 
 

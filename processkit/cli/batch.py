@@ -21,7 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
-from ..batching.failures import FAILURES_NAMED, capture_cut, killed
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -232,9 +232,8 @@ def _end_escapees(args, spare, progress) -> None:
 # stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
 UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 # A job's line says "exit N" alone for these outcomes (``job_lines.outcome``), else the outcome's
-# words first; and these are the failures named at the end with their captures' last lines.
+# words first (the failures named at the end are failures.NAMED_AT_THE_END).
 PLAIN_EXITS = ("succeeded", "failed")
-NAMED_AT_THE_END = ("failed", "timed_out")
 
 
 class Progress:
