@@ -31,6 +31,7 @@ def test_a_capture_file_cut_at_its_cap_is_said(tmp_path):
             f"{tmp_path}/stdout.log holds 1000 of its 5000 bytes",
         )
     ], "said once, naming the file; check=True still takes the child's 0, as the CLI's exit code does"
+    assert [w.filename for w in record if w.category is processkit.CaptureTruncated] == [__file__], "the caller's line"
 
 
 def test_a_capture_file_a_write_failed_is_said(tmp_path):
@@ -41,9 +42,13 @@ def test_a_capture_file_a_write_failed_is_said(tmp_path):
 
 
 def test_a_started_runs_capture_file_cut_at_its_cap_is_said(tmp_path):
+    """Said as ``start``'s, at the caller's ``wait`` (it pointed into processkit/api/handle.py)."""
     handle = processkit.start(FIVE_THOUSAND, capture_dir=str(tmp_path), capture_max_bytes=1000)
-    with pytest.warns(processkit.CaptureTruncated, match="holds 1000 of its 5000 bytes"):
+    with pytest.warns(processkit.CaptureTruncated, match="holds 1000 of its 5000 bytes") as said:
         assert handle.wait(timeout=60) == 0
+    [warned] = [w for w in said if issubclass(w.category, processkit.CaptureTruncated)]
+    assert str(warned.message).startswith("processkit.start('head', ...): ")
+    assert warned.filename == __file__, warned.filename
 
 
 def test_a_stream_asked_back_is_said_once_and_a_file_that_fits_not_at_all(tmp_path):

@@ -24,11 +24,19 @@ def test_a_jsonl_stream_whose_writes_fail_is_said(tmp_path):
 
 
 def test_an_awaited_runs_failed_stream_is_said():
+    """Said as ``run_async``'s, at the awaiting line (it named processkit.run, and pointed into
+    asyncio)."""
     import asyncio
 
-    with pytest.warns(processkit.EventsLost, match="No space left on device"):
-        result = asyncio.run(processkit.run_async(["true"], jsonl="/dev/full"))
+    async def awaited():
+        return await processkit.run_async(["true"], jsonl="/dev/full")
+
+    with pytest.warns(processkit.EventsLost, match="No space left on device") as said:
+        result = asyncio.run(awaited())
     assert result.returncode == 0
+    [warned] = [w for w in said if w.category is processkit.EventsLost]
+    assert str(warned.message).startswith("processkit.run_async('true', ...): jsonl=/dev/full: ")
+    assert warned.filename == __file__, warned.filename
 
 
 def test_start_refuses_a_stream_it_cannot_follow_before_anything_runs(tmp_path):

@@ -35,6 +35,7 @@ from .result import (
     truncated,
 )
 from .streams import Streams, discard
+from .warned import warn
 from ..plain import Plain
 
 
@@ -58,6 +59,7 @@ class Call(Plain):
     spec: RunSpec
     stdio: Streams  # subprocess's stream keywords
     named_jsonl: str | None  # the stream as the caller named it (made absolute): the result names it
+    function: str  # run, run_async or start: the warnings name it
     extra: dict = {}
 
     def send(self) -> tuple[service.Connection, int]:
@@ -81,26 +83,23 @@ class Call(Plain):
             for fd in opened:
                 os.close(fd)
 
+    def said(self, text: str, category: type[Warning]) -> None:
+        """A warning of this call, named as the caller made it, at the caller's line."""
+        warn(f"processkit.{self.function}({self.args[0]!r}, ...): {text}", category)
+
     def result(self, report: dict) -> RunResult:
         result = outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
-        import warnings
-
         if report.get("stream_failed"):  # the CLI's warning, which the service has no reader for
-            where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "its stream in the service's scratch"
+            where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failed']}"
-            warnings.warn(
-                f"processkit.run({self.args[0]!r}, ...): {said}; the result's events are those the stream holds",
-                EventsLost,
-                stacklevel=4,
-            )
+            self.said(f"{said}; the result's events are those the stream holds", EventsLost)
         if self.spec.capture_dir not in (
             None,
             wire.SCRATCH_CAPTURE,
         ):  # the caller's files: a cut said, as the CLI's run says it
             cut, failed = files_cut(result, self.stdio.piped)
             if cut:
-                warning = CaptureWriteFailed if failed else CaptureTruncated
-                warnings.warn(f"processkit.run({self.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=4)
+                self.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
         return result
 
 
@@ -139,6 +138,7 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         spec=anchored,
         stdio=streams,
         named_jsonl=None if jsonl is None else named,
+        function=function,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
 
@@ -226,10 +226,7 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     raise_as_subprocess(result, call.spec)
     cut = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
-        import warnings
-
-        warning = cut_warning(result, call.stdio.piped)
-        warnings.warn(f"processkit.run({call.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=3)
+        call.said("; ".join(cut), cut_warning(result, call.stdio.piped))
     if check:
         result.check_returncode()
         if cut:
