@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import service, stopped, wire
+from . import caller_env, service, stopped, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -145,13 +145,25 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
 
 def _followable(path: str) -> None:
     """``start`` follows its stream to see the run begin: at a device it waited for the run's end
-    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's."""
+    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's; at a
+    file this process may not read (its own, or one the caller's umask makes so) the follower
+    raised ``PermissionError`` and left the run going with no handle on it."""
     import stat
 
+    follows = "start() follows its jsonl= stream to see the run begin"
     try:
         mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mask = caller_env.umask_now()
+        if not 0o666 & ~mask & stat.S_IRUSR and not caller_env.reads_any_file():
+            raise ValueError(
+                f"jsonl={path} would be made under the umask {mask:#o}, which leaves it unreadable to its owner: "
+                f"{follows}; give a umask that keeps the owner's read bit, or no jsonl= (the events are then "
+                "handle.events())"
+            ) from None
+        return
     except OSError:
-        return  # the run makes it, or says why it cannot
+        return  # the run says why it cannot make it
     kinds = {
         stat.S_ISCHR: "character device",
         stat.S_ISBLK: "block device",
@@ -161,9 +173,14 @@ def _followable(path: str) -> None:
     for test, kind in kinds.items():
         if test(mode):
             raise ValueError(
-                f"jsonl={path} is a {kind}: start() follows its jsonl= stream to see the run begin; "
-                "name a regular file, or none (the events are then handle.events())"
+                f"jsonl={path} is a {kind}: {follows}; name a regular file, or none (the events are then "
+                "handle.events())"
             )
+    if not os.access(path, os.R_OK):
+        raise ValueError(
+            f"jsonl={path} is a file this process may not read: {follows}; name a file it may read, or none "
+            "(the events are then handle.events())"
+        )
 
 
 def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
