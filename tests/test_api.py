@@ -65,7 +65,8 @@ def test_durations_and_sizes_take_numbers(tmp_path):
     result = expired.value.result
     assert (result.returncode, result.source, result.child_code) == (106, "timeout", None)
     assert isinstance(result.ending, Timeout) and result.ending.timeout_ms == 200 and result.ending.grace_ms == 0
-    capped = processkit.run(["sh", "-c", "printf 0123456789abcdef"], capture_dir=tmp_path, capture_max_bytes=10)
+    with pytest.warns(processkit.CaptureTruncated, match="holds 10 of its 16 bytes"):
+        capped = processkit.run(["sh", "-c", "printf 0123456789abcdef"], capture_dir=tmp_path, capture_max_bytes=10)
     assert (capped.stdout_capture.bytes_seen, capped.stdout_capture.bytes_written) == (16, 10)
     assert capped.stdout_capture.truncated and capped.stdout_capture.sha256 == digest(tmp_path / "stdout.log")
 

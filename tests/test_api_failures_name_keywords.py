@@ -46,6 +46,29 @@ def test_a_failing_run_names_the_keyword_that_accepts_it():
     assert "exited with 3; use ignore_failure=True to benchmark it anyway" in message
 
 
+def test_a_failing_runs_discarded_output_is_pointed_to(tmp_path):
+    """A failing command's output was discarded and its failure said only its exit: hyperfine's
+    words point to ``--show-output`` to see what went wrong; ours did not. Not where it was kept."""
+    message = failure_of([["sh", "-c", "echo why >&2; exit 3"]], runs=2)
+    assert message.endswith(
+        "exited with 3; use ignore_failure=True to benchmark it anyway, or show_output=True to see what it printed"
+    )
+    message = failure_of([["sh", "-c", "exit 3"]], runs=2, output=str(tmp_path / "kept.txt"))
+    assert message.endswith("use ignore_failure=True to benchmark it anyway")
+    done = run_cli("bench", "--runs", "2", "exit 3")
+    assert b"benchmark it anyway, or --show-output to see what it printed" in done.stderr
+
+
+@pytest.mark.parametrize("where", ["null", "pipe"])
+def test_a_discarded_output_the_caller_chose_is_not_pointed_to_show_output(where):
+    """``--output null`` (or pipe) conflicts with ``--show-output`` (a usage error): the pointer
+    told a caller who chose to discard the output to give an option it cannot add."""
+    message = failure_of([["sh", "-c", "exit 3"]], runs=2, output=where)
+    assert message.endswith("use ignore_failure=True to benchmark it anyway"), message
+    done = run_cli("bench", "--runs", "2", "--output", where, "exit 3")
+    assert done.stderr.rstrip().endswith(b"use --ignore-failure to benchmark it anyway"), done.stderr
+
+
 def test_what_the_bench_process_cannot_make_names_the_keyword(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -170,6 +171,55 @@ def test_batch_check_raises_when_a_job_failed(tmp_path):
     assert (raised.value.returncode, raised.value.cmd) == (117, ["bad"])
     assert sorted(line["id"] for line in raised.value.lines) == ["bad", "fine"]
     assert len(processkit.batch(jobs[:1], out=str(tmp_path / "again"), check=True)) == 1
+
+
+def test_a_batch_error_says_how_each_failed_job_ended_and_its_last_lines(tmp_path):
+    """A ``BatchError`` said only which ids failed (``1 of 2 jobs did not exit 0: bad``): a CI
+    log's traceback held neither the exit nor the cause, which ``processkit-cli batch`` leaves on
+    the screen (each failed job's exit, its capture's path and last lines)."""
+    out = tmp_path / "out"
+    jobs = [
+        {"args": ["true"], "id": "fine"},
+        {"args": ["sh", "-c", "echo assert 1 == 2; echo the-real-cause >&2; exit 3"], "id": "bad"},
+    ]
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch(jobs, out=str(out), check=True)
+    said = str(raised.value)
+    assert said.splitlines()[0] == "1 of 2 jobs did not exit 0: bad"
+    assert said.splitlines()[1:] == [
+        "  bad: exit 3",
+        f"    stdout: {out}/bad/capture/stdout.log",
+        "    | assert 1 == 2",
+        f"    stderr: {out}/bad/capture/stderr.log",
+        "    | the-real-cause",
+    ], "the CLI's closing block, job for job"
+    again = pickle.loads(pickle.dumps(raised.value))  # a Dask worker's raise, read by its client
+    assert str(again) == said and again.lines == raised.value.lines
+
+
+def test_a_batch_error_names_a_few_failed_jobs_and_counts_the_rest(tmp_path):
+    """A ``BatchError`` named up to 20 jobs with their captures' last lines (tens of KB in a
+    traceback, a pickle sent back by a worker): it names the first five, as ``--error-format
+    json``'s envelope does, and counts the rest."""
+    out = tmp_path / "out"
+    jobs = [{"args": ["sh", "-c", "echo why; exit 1"], "id": f"j{n}"} for n in range(7)]
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch(jobs, out=str(out), jobs=1, check=True)
+    said = str(raised.value).splitlines()
+    assert [line.strip() for line in said if line.startswith("  j")] == [f"j{n}: exit 1" for n in range(5)]
+    assert said[-1] == f"  ... and 2 more (see {out}/summary.jsonl)"
+    assert len(raised.value.cmd) == 7, "cmd still holds every id"
+
+
+def test_a_batch_error_names_the_jobs_the_cli_names(tmp_path):
+    """The closing block of ``processkit-cli batch`` names failed and timed-out jobs; the API's
+    named every job with an exit, a job ended by the batch's stop (107, cancelled) among them."""
+    out = tmp_path / "out"
+    stops_its_batch = ["sh", "-c", "kill -TERM $PPID; exec sleep 3600"]  # the batch process runs its jobs
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch([{"args": stops_its_batch, "id": "c"}], out=str(out), check=True)
+    assert (raised.value.lines[0]["exit_code"], raised.value.lines[0]["source"]) == (107, "cancelled")
+    assert str(raised.value) == "1 of 1 jobs did not exit 0: c", "a cancelled job is counted, not named below"
 
 
 def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):

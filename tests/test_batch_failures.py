@@ -137,6 +137,33 @@ def summary_last(out) -> dict[str, dict]:
     return {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
 
 
+def test_a_passing_jobs_capture_cut_at_its_cap_is_said_on_its_line(tmp_path):
+    """A job that exits 0 with a capture cut at its cap (or short of it by a failed write) was
+    said nothing of: its line read `exit 0` and the closing block names failed jobs alone, so the
+    file, its only record (no echo), lacked most of the output without a word, where `run` warns."""
+    out = tmp_path / "out"
+    proc = run_cli(
+        "batch",
+        "--out",
+        out,
+        "--capture-max-bytes",
+        "100",
+        "--",
+        "sh",
+        "-c",
+        "head -c 5000 /dev/zero; echo ok >&2",
+        ":::",
+        "1",
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(text for text in proc.stderr.decode().splitlines() if text.startswith("batch: 1: exit 0"))
+    assert line.endswith(
+        "; stdout's capture (cut at capture_max_bytes: 100 B of 4.9 KiB kept: the stream's last 4.8 KiB were "
+        "dropped after the file)"
+    ), line
+    assert "stderr's" not in line, "a capture that fits is said nothing of"
+
+
 @pytest.mark.parametrize("keep", ["all", "failed"])
 def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep):
     """A job whose stderr went past its cap: the file keeps the stream's head, so the lines shown

@@ -118,7 +118,7 @@ def test_damaged_streams_still_give_a_page_that_says_what_is_missing(tmp_path):
     assert result.returncode == 0, err
     page = page_text(tmp_path / "out.html")
     assert "What this report cannot show" in page
-    assert "the stream ends without runner_exit: the runner was killed" in page
+    assert "the stream ends without runner_exit and no runner registered here writes it: the runner was killed" in page
     assert "line 3: a root_exited event that does not match the schema" in page
     assert "line 4: not valid JSON" in page and "line 5: not valid JSON" in page
     assert "No ending was recorded; the runner&#39;s exit was not recorded." in page
@@ -126,7 +126,7 @@ def test_damaged_streams_still_give_a_page_that_says_what_is_missing(tmp_path):
 
 def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     stream = tmp_path / "live.jsonl"
-    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "30")
+    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "3600")
     try:
         wait_for_event(stream, "members_snapshot")
         result, err = report(stream, "-o", tmp_path / "out.html")
@@ -139,6 +139,53 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     assert "still writing" not in page_text(tmp_path / "out.html") and "Cancelled by SIGTERM" in page_text(
         tmp_path / "out.html"
     )
+
+
+def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
+    """``--capture-dir`` on a live ring run read its record as a killed runner's: "SHA-256 none:
+    the runner was killed before the end" while the registered runner went on writing."""
+    stream, capture = tmp_path / "live.jsonl", tmp_path / "capture"
+    runner = start_cli(
+        "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--no-echo",
+        "--snapshot-interval", "50ms", "--", "sh", "-c", "echo hello; exec sleep 3600",
+    )  # fmt: skip
+    try:
+        wait_for_event(stream, "members_snapshot")
+        result, err = report(stream, "--capture-dir", capture, "-o", tmp_path / "out.html")
+        assert result.returncode == 0, err
+        page = page_text(tmp_path / "out.html")
+        assert "a registered runner is still writing it" in page
+        assert "killed" not in page
+        assert "none yet: the run is still going" in page
+        assert "the run is still going: these bytes were put in stream order" in page
+    finally:
+        runner.terminate()
+        runner.communicate(timeout=30)
+
+
+def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
+    """A live run this user's registry does not hold (one that could not register, as here with a
+    shared registry directory; another user's run read by root) was said killed: "the runner was
+    killed, or the file was cut short or copied mid-run", while it went on writing its stream."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)  # sticky and shared: never used, the run warns and goes on unregistered
+    stream = tmp_path / "live.jsonl"
+    env = dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(shared))
+    runner = start_cli("run", "--jsonl", stream, "--snapshot-interval", "50ms", "--", "sleep", "3600", env=env)
+    try:
+        wait_for_event(stream, "members_snapshot")
+        result, err = report(stream, "-o", tmp_path / "out.html")
+        assert result.returncode == 0, err
+        page = page_text(tmp_path / "out.html")
+        assert "no runner registered here writes it" in page
+        assert (
+            "or its run is not in this user&#39;s registry (another user&#39;s run, or one that could not register)"
+            in page
+        )
+    finally:
+        runner.terminate()
+        runner.communicate(timeout=30)
 
 
 def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):

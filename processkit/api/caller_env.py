@@ -113,6 +113,20 @@ def _status_umask() -> int:
     return int(head[start : head.index(b"\n", start)], 8)
 
 
+def reads_any_file() -> bool:
+    """Whether this process reads a file whatever its mode says: ``CAP_DAC_OVERRIDE`` or
+    ``CAP_DAC_READ_SEARCH`` in its effective set (``/proc/self/status``'s ``CapEff:``), as root
+    has them, and root under ``setpriv --bounding-set=-dac_override,...`` has not."""
+    from ..containment.cgroupfs import read_bytes
+    from ..containment.members import status_fields
+
+    try:
+        effective = int(status_fields(read_bytes("/proc/self/status")).get(b"CapEff", b"0"), 16)
+    except (OSError, ValueError):
+        return os.geteuid() == 0
+    return bool(effective & (1 << 1 | 1 << 2))  # capability(7): DAC_OVERRIDE 1, DAC_READ_SEARCH 2
+
+
 def service_environment() -> dict[str, str]:
     """The caller's environment, with this processkit first on the service's import path (a
     caller may have found it through its own ``sys.path``). The runs' own environment is the

@@ -21,10 +21,21 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import service, stopped, wire
+from . import caller_env, service, stopped, wire
 from .raised import raise_as_subprocess
-from .result import RunError, RunResult, cut_warning, outcome, truncated
+from .result import (
+    CaptureTruncated,
+    CaptureWriteFailed,
+    EventsLost,
+    RunError,
+    RunResult,
+    cut_warning,
+    files_cut,
+    outcome,
+    truncated,
+)
 from .streams import Streams, discard
+from .warned import warn
 from ..plain import Plain
 
 
@@ -48,6 +59,7 @@ class Call(Plain):
     spec: RunSpec
     stdio: Streams  # subprocess's stream keywords
     named_jsonl: str | None  # the stream as the caller named it (made absolute): the result names it
+    function: str  # run, run_async or start: the warnings name it
     extra: dict = {}
 
     def send(self) -> tuple[service.Connection, int]:
@@ -71,8 +83,24 @@ class Call(Plain):
             for fd in opened:
                 os.close(fd)
 
+    def said(self, text: str, category: type[Warning]) -> None:
+        """A warning of this call, named as the caller made it, at the caller's line."""
+        warn(f"processkit.{self.function}({self.args[0]!r}, ...): {text}", category)
+
     def result(self, report: dict) -> RunResult:
-        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        result = outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        if report.get("stream_failed"):  # the CLI's warning, which the service has no reader for
+            where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
+            said = f"{where}: JSONL event logging disabled: {report['stream_failed']}"
+            self.said(f"{said}; the result's events are those the stream holds", EventsLost)
+        if self.spec.capture_dir not in (
+            None,
+            wire.SCRATCH_CAPTURE,
+        ):  # the caller's files: a cut said, as the CLI's run says it
+            cut, failed = files_cut(result, self.stdio.piped)
+            if cut:
+                self.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
+        return result
 
 
 def _standard_streams() -> tuple[list[int], list[int]]:
@@ -99,6 +127,8 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
     fixed: dict[str, object] = {} if echo or options.get("inherit_stdio") else {"no_echo": True}
     fixed.update(streams.options(options))
     path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
+    if live and jsonl is not None:
+        _followable(path)
     spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
     if streams.merged:
         spec = spec.replace(stderr_to_stdout=True)
@@ -108,8 +138,49 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         spec=anchored,
         stdio=streams,
         named_jsonl=None if jsonl is None else named,
+        function=function,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
+
+
+def _followable(path: str) -> None:
+    """``start`` follows its stream to see the run begin: at a device it waited for the run's end
+    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's; at a
+    file this process may not read (its own, or one the caller's umask makes so) the follower
+    raised ``PermissionError`` and left the run going with no handle on it."""
+    import stat
+
+    follows = "start() follows its jsonl= stream to see the run begin"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mask = caller_env.umask_now()
+        if not 0o666 & ~mask & stat.S_IRUSR and not caller_env.reads_any_file():
+            raise ValueError(
+                f"jsonl={path} would be made under the umask {mask:#o}, which leaves it unreadable to its owner: "
+                f"{follows}; give a umask that keeps the owner's read bit, or no jsonl= (the events are then "
+                "handle.events())"
+            ) from None
+        return
+    except OSError:
+        return  # the run says why it cannot make it
+    kinds = {
+        stat.S_ISCHR: "character device",
+        stat.S_ISBLK: "block device",
+        stat.S_ISFIFO: "FIFO",
+        stat.S_ISSOCK: "socket",
+    }
+    for test, kind in kinds.items():
+        if test(mode):
+            raise ValueError(
+                f"jsonl={path} is a {kind}: {follows}; name a regular file, or none (the events are then "
+                "handle.events())"
+            )
+    if not os.access(path, os.R_OK):
+        raise ValueError(
+            f"jsonl={path} is a file this process may not read: {follows}; name a file it may read, or none "
+            "(the events are then handle.events())"
+        )
 
 
 def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
@@ -172,10 +243,7 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     raise_as_subprocess(result, call.spec)
     cut = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
-        import warnings
-
-        warning = cut_warning(result, call.stdio.piped)
-        warnings.warn(f"processkit.run({call.args[0]!r}, ...): {'; '.join(cut)}", warning, stacklevel=3)
+        call.said("; ".join(cut), cut_warning(result, call.stdio.piped))
     if check:
         result.check_returncode()
         if cut:

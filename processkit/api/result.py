@@ -20,6 +20,7 @@ from ..events.types import (
     CapturedStream,
     Event,
     OutputCaptured,
+    OutputOverflow,
     ResourceSummary,
     RootExited,
     RunnerExit,
@@ -123,6 +124,11 @@ class CaptureWriteFailed(CaptureTruncated):
     on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
 
 
+class EventsLost(UserWarning):
+    """The run's ``jsonl=`` stream stopped taking events (a full disk, a reader gone): the run went
+    on, and the result's events are only those the stream holds, as the CLI's run warns."""
+
+
 def cut_warning(result: RunResult, piped: dict[str, bool]) -> type[CaptureTruncated]:
     """The warning a cut of the streams asked for is said with: a failed write's when one is."""
     failed = any(piped.get(name) and capture is not None and capture.write_error for name, capture in _captures(result))
@@ -143,6 +149,24 @@ def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
             how = "a failed write to its capture file" if capture.write_error else "capture_max_bytes"
             cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
     return cut
+
+
+def files_cut(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
+    """What a cap, or a failed write, cut of the capture files the caller's ``capture_dir`` keeps
+    for the streams not asked back (those ``truncated`` says), in the CLI ``run``'s words; and
+    whether a failed write is among them. Not the stream whose overflow ended the run (113 says it)."""
+    ended = next((event.stream for event in result.events if isinstance(event, OutputOverflow)), None)
+    cut, failed = [], False
+    for name, capture in _captures(result):
+        if piped.get(name) or capture is None:
+            continue
+        held = f"{capture.path} holds {capture.bytes_written} of its {capture.bytes_seen} bytes"
+        if capture.write_error:
+            cut.append(f"a write to {name}'s capture failed: {held}")
+            failed = True
+        elif capture.truncated and name != ended:
+            cut.append(f"{name}'s capture was cut at capture_max_bytes: {held}")
+    return cut, failed
 
 
 class RunError(subprocess.CalledProcessError):
@@ -281,6 +305,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
             "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
+    if report.get("stream_failed"):
+        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failed']}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")

@@ -31,18 +31,22 @@ def _count(value: int | None, name: str, high: int) -> int | None:
 
 class BatchError(subprocess.CalledProcessError):
     """A batch run with ``check=True`` in which a job did not exit 0 (or never started):
-    ``returncode`` is the CLI's 117, ``cmd`` the ids of those jobs, ``lines`` every summary line."""
+    ``returncode`` is the CLI's 117, ``cmd`` the ids of those jobs, ``lines`` every summary line;
+    its text names the first failed jobs' exits and captures' last lines, as the CLI's batch
+    ends, and counts the rest."""
 
-    def __init__(self, lines: list[dict]):
+    def __init__(self, lines: list[dict], said: str = ""):
         failed = [line["id"] for line in lines if line["exit_code"] != 0]
         super().__init__(BATCH_FAILED, failed)
         self.lines = lines
+        self.said = said  # the failed jobs' words, read where the batch ran (its files are there)
 
     def __reduce__(self):
-        return (type(self), (self.lines,))
+        return (type(self), (self.lines, self.said))
 
     def __str__(self) -> str:
-        return f"{len(self.cmd)} of {len(self.lines)} jobs did not exit 0: {', '.join(self.cmd[:10])}"
+        head = f"{len(self.cmd)} of {len(self.lines)} jobs did not exit 0: {', '.join(self.cmd[:10])}"
+        return f"{head}\n{self.said.rstrip()}" if self.said else head
 
 
 def batch(
@@ -104,5 +108,9 @@ def batch(
         raise RuntimeError(f"the batch failed: {reply[2]}")
     lines = [line.to_json() for line in reply[2]]  # the caller gets summary.jsonl's objects
     if check and any(line["exit_code"] != 0 for line in lines):
-        raise BatchError(lines)
+        from .failures import ENVELOPE_NAMED, NAMED_AT_THE_END, closing
+        from .job_lines import outcome
+
+        failed = [line for line in reply[2] if outcome(line) in NAMED_AT_THE_END]  # as the CLI's end names
+        raise BatchError(lines, closing(failed, len(failed), out, ENVELOPE_NAMED))  # a few: a traceback's text
     return lines

@@ -211,9 +211,10 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     return shell
 
 
-def ignoring(name: Naming) -> str:
-    """What to give to benchmark failing runs anyway: ``--ignore-failure`` or ``ignore_failure=True``."""
-    option = BY_DEST["ignore_failure"]
+def ignoring(name: Naming, dest: str = "ignore_failure") -> str:
+    """What to give to turn a switch on, as the caller names it: ``--ignore-failure`` or
+    ``ignore_failure=True`` (to benchmark failing runs anyway; ``show_output``: to see them)."""
+    option = BY_DEST[dest]
     shown = name(option)
     return shown if shown == option.flag else name.given(option, "True")
 

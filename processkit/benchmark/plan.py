@@ -6,8 +6,7 @@ options are read by ``options``, the commands' shape is validated here. A comman
 (run shell-free) or a shell string, run as hyperfine runs it: ``SHELL -c TEXT`` (``sh`` unless ``--shell``), or split
 as a shell would and run without one (``-N``, ``--shell=none``). Its name is what the summary
 and the exports call it: ``--command-name`` where given, else the command as typed. Each command
-carries its own untimed steps (setup, prepare, conclude, cleanup) and output policy, resolved
-here once.
+carries its own untimed steps (setup, prepare, conclude, cleanup) and output policy, resolved here once.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ class Command(Plain):
         "conclude",
         "cleanup",
         "output",
+        "output_chosen",
     )
 
     def __init__(
@@ -77,7 +77,7 @@ class Command(Plain):
         prepare: tuple[str, ...] | None = None,
         conclude: tuple[str, ...] | None = None,
         cleanup: tuple[str, ...] | None = None,
-        output: str = "pipe",
+        output: str | None = None,
     ):
         self.name = name  # what the exports call it
         self.text = text  # the command as given: the shell string, or the argv joined by spaces
@@ -89,7 +89,8 @@ class Command(Plain):
         self.prepare = prepare  # before each of its runs
         self.conclude = conclude  # after each of its runs
         self.cleanup = cleanup  # once after its last run
-        self.output = output  # where its output goes: pipe, null, inherit, or a file's path
+        self.output = output or "pipe"  # where its output goes: pipe, null, inherit, or a file's path
+        self.output_chosen = output is not None  # given (--output), not the default
 
 
 class Options(Plain):
@@ -340,7 +341,7 @@ def _command(
         prepare=prepare,
         conclude=conclude,
         cleanup=cleanup,
-        output=output or "pipe",
+        output=output,
     )
 
 

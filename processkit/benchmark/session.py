@@ -298,10 +298,14 @@ class Session:
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
             raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
+            unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
+                not command.output_chosen and driver.where(self.options, command.output) == "pipe"
+            )
+            see = f", or {ignoring(self.options.named, 'show_output')} to see what it printed" if unseen else ""
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
-                f"use {ignoring(self.options.named)} to benchmark it anyway",
+                f"use {ignoring(self.options.named)} to benchmark it anyway{see}",
             )
 
 

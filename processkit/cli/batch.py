@@ -21,7 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
-from .batch_failures import capture_cut, killed
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -232,10 +232,8 @@ def _end_escapees(args, spare, progress) -> None:
 # stream and no capture does (a timeout or a cancellation is in the stream, and needs no words).
 UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 # A job's line says "exit N" alone for these outcomes (``job_lines.outcome``), else the outcome's
-# words first; and these are the failures named at the end with their captures' last lines.
+# words first (the failures named at the end are failures.NAMED_AT_THE_END).
 PLAIN_EXITS = ("succeeded", "failed")
-NAMED_AT_THE_END = ("failed", "timed_out")
-FAILURES_NAMED = 20  # failed jobs named at the end with their stderr's last lines; the rest counted
 
 
 class Progress:
@@ -286,6 +284,10 @@ class Progress:
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
         elif line.leaked and code == 0:  # nextest's LEAK: passed, its processes left running
             text = f"batch: LEAK {sanitize(line.id)}: {state}{took}"
+        if kind not in NAMED_AT_THE_END and not self._show:  # the closing block and --show-output say theirs
+            for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
+                cut = "" if info is None else capture_cut(name, info, line.run_id)
+                text += f"; {name}'s capture{cut}" if cut else ""
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -353,8 +355,8 @@ class Progress:
 
     def failures_named(self) -> str:
         """The first failed jobs in one clause, for ``--error-format json``'s envelope
-        (``batch_failures.named``)."""
-        from .batch_failures import named
+        (``batching.failures.named``)."""
+        from ..batching.failures import named
 
         return named(self._failed, self._failed_count, self._out)
 
@@ -373,11 +375,7 @@ class Progress:
         text = ""
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
-        from .batch_failures import failure_lines
+        from ..batching.failures import closing
 
-        text += "".join(failure_lines(line) for line in self._failed)
-        if self._failed_count > len(self._failed):
-            text += (
-                f"  ... and {self._failed_count - len(self._failed)} more (see {sanitize(self._out)}/summary.jsonl)\n"
-            )
+        text += closing(self._failed, self._failed_count, self._out)
         self._live.above(text + f"batch: {sentence}\n")

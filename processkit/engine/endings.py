@@ -96,6 +96,7 @@ class Outcome:
         "signal",
         "left_behind",
         "kept",
+        "stream_failure",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -113,6 +114,7 @@ class Outcome:
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
         self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
         self.kept: dict | None = None
+        self.stream_failure: str | None = None  # why the stream's writes stopped (``Emitter.failure``)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

@@ -111,6 +111,7 @@ def steps(
         outcome.remembered = emitter.remembered
         outcome.stream_bytes = emitter.sent
         outcome.stream_file = emitter.identity
+        outcome.stream_failure = emitter.failure
         if context.streamed is not None:  # the carrier reads the stream back through it (``RunContext``)
             context.streamed.append(emitter.reader())
         if records:

@@ -83,6 +83,7 @@ class Run(Plain):
     cpu_ms: int | None = None
     limits: list[tuple[str, str]] = []
     captured: list[CapturedStream] = []  # as output_captured reports them
+    live: bool = False  # a registered runner still writes the stream
     missing: list[str] = []
 
     @property

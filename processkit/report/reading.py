@@ -60,7 +60,7 @@ def load(path: str, anchor: str, *, live: bool = False, regular: bool = False) -
     if not any(_is_event(line) for line in lines):
         what = "it is empty" if not lines else "no line is a JSONL event"
         raise Failure(Kind.EVENTS_INVALID, f"{shown(path)} is not a processkit event stream: {what}")
-    return Builder(Run(source=shown(path), anchor=anchor, path=path), live).build(lines)
+    return Builder(Run(source=shown(path), anchor=anchor, path=path, live=live)).build(lines)
 
 
 def add_usage(run: Run, record: dict) -> None:
@@ -139,9 +139,8 @@ KINDS = {
 class Builder:
     """Walks the lines once, in order, filling one Run."""
 
-    def __init__(self, run: Run, live: bool):
+    def __init__(self, run: Run):
         self.run = run
-        self.live = live
         self.valid: dict[str, dict] = {}  # the last schema-valid event of each type
         self.snapshots: list[tuple[int, list[MemberInfo]]] = []
         self.origin: datetime.datetime | None = None  # the first event's time
@@ -347,11 +346,13 @@ class Builder:
     def _missing(self) -> None:
         run = self.run
         if run.exit_code is None:
-            if self.live:
+            if run.live:
                 run.missing.append("the stream has no runner_exit yet: a registered runner is still writing it")
             else:
-                run.missing.append(
-                    "the stream ends without runner_exit: the runner was killed, or the file was cut short or copied mid-run"
+                run.missing.append(  # a live run this registry does not hold (another user's, one not registered) too
+                    "the stream ends without runner_exit and no runner registered here writes it: the runner was "
+                    "killed, the file was cut short or copied mid-run, or its run is not in this user's registry "
+                    "(another user's run, or one that could not register) and may still be going on"
                 )
         if "run_started" not in self.valid and run.exit_source not in ("setup", "spawn_error", "container_error"):
             run.missing.append("no valid run_started: the run id, labels and command are unknown")

@@ -92,8 +92,9 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         kept = ranges(stream, run.run_id, os.path.join(directory, inside))
         html, note = read_tail(directory, inside, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
-    if not run.captured and capture_dir is not None:  # a ring run whose runner died: its live record
-        tails = [Tail(*recovered_tail(item)) for item in (salvage(capture_dir, run.run_id) or {}).values()]
+    if not run.captured and capture_dir is not None:  # a ring run whose runner died or goes on: its live record
+        found = (salvage(capture_dir, run.run_id) or {}).values()
+        tails = [Tail(*recovered_tail(item, run.live)) for item in found]
     drawn = run.members[:MEMBERS_DRAWN]
     return (
         environment()

@@ -168,24 +168,25 @@ def _partial(lines: int | None, size: int, note: str) -> str:
     return note if lines is None else f"its last {lines} line(s) of {size_words(size)} shown; {note}"
 
 
-def recovered_tail(item) -> tuple[CapturedStream, Markup | None, str]:
-    """A killed ring run's stream (``events.kept.Salvage``): its facts as far as the marks tell
-    them, the last lines of the bytes the ring holds, read in stream order, and a note saying
-    where they come from (no digest was ever taken of them)."""
+def recovered_tail(item, live: bool = False) -> tuple[CapturedStream, Markup | None, str]:
+    """A killed ring run's stream (``events.kept.Salvage``), or a ``live`` one's (a registered
+    runner still writes it): its facts as far as the marks tell them, the last lines of the bytes
+    the ring holds, read in stream order, and a note saying where they come from (no digest was
+    ever taken of them)."""
     size = item.size
     stream = CapturedStream(
         stream=item.stream,
         path=item.path,
         bytes_seen=item.seen,
         bytes_written=size,
-        sha256="none: the runner was killed before the end",
+        sha256="none yet: the run is still going" if live else "none: the runner was killed before the end",
         truncated=item.seen > size,
         write_error=item.write_error,
     )
     data = item.read(TAIL_BYTES)
     note = (
-        "the runner was killed before the stream ended: these bytes were put in stream order from "
-        "the ring's marks (capture-keep.json), the file itself is unordered"
+        f"{'the run is still going' if live else 'the runner was killed before the stream ended'}: these bytes "
+        "were put in stream order from the ring's marks (capture-keep.json), the file itself is unordered"
     )
     if data is None:
         return stream, None, f"{note}; the capture file cannot be read as its marks say"

@@ -214,9 +214,9 @@ class Request:
         report: dict = {
             "code": outcome.code,
             "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
-            # its values in ``Usage``'s order: pickled as a tuple, not as a record of slots (half
-            # the reply's bytes, and most of the time pickling and reading it took)
+            # ``Usage``'s values in order, as a tuple: half the bytes and pickling time of its slots
             "usage": None if outcome.usage is None else outcome.usage._values(),
+            "stream_failed": outcome.stream_failure,  # said by the caller: the service's warnings have no reader
             "pid": own_pid(),
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,

@@ -1,7 +1,8 @@
-"""How ``batch`` names its failed jobs: at the end, each with its exit and its captures' last
-lines (as make and parallel leave the compiler's error last on the screen), and in the one line
-of ``--error-format json``'s envelope; and how a job's line says it was killed or its capture
-cut. ``batch.py`` draws the terminal and asks this module for these words."""
+"""How a batch names its failed jobs: at the end, each with its exit and its captures' last
+lines (as make and parallel leave the compiler's error last on the screen), on the CLI's terminal
+and in the API's ``BatchError``, and in the one line of ``--error-format json``'s envelope; and
+how a job's line says it was killed or its capture cut. ``cli/batch.py`` draws the terminal and
+asks this module for these words."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 TAIL_LINES = 5
 TAIL_BYTES = 4096
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
+FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
+NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -28,6 +31,15 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
     said = [f"{sanitize(line.id)}: {how(line)}" for line in failed[:ENVELOPE_NAMED]]
     more = count - len(said)
     return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
+
+
+def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED) -> str:
+    """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
+    exception's text fewer), the rest counted."""
+    text = "".join(failure_lines(line) for line in failed[:shown])
+    if count > min(len(failed), shown):
+        text += f"  ... and {count - min(len(failed), shown)} more (see {sanitize(out)}/summary.jsonl)\n"
+    return text
 
 
 def failure_lines(line: JobLine) -> str:

@@ -1,0 +1,22 @@
+"""A warning the API gives, pointed at its caller's line: the first frame outside this package,
+however deep the call that found it (``run``, a ``start``ed handle's ``wait``, an awaited
+``run_async``). A fixed ``stacklevel`` was right for one of them only; ``warnings``'
+``skip_file_prefixes`` does this from Python 3.12, and the project runs from 3.10."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from types import FrameType
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn(text: str, category: type[Warning]) -> None:
+    """``warnings.warn`` at the first frame that is not processkit's."""
+    level = 2  # stacklevel 2: this function's caller
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level)
