@@ -97,6 +97,7 @@ def _directory(
     created: list[str] | None = None,
     private: bool = False,
     strict: bool = False,
+    judge_climbs: bool = False,
 ) -> tuple[int, str]:
     """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd`` (None: the
     working directory), and its text; inside a pinned directory, walked from there.
@@ -105,6 +106,8 @@ def _directory(
     them in ``created``. ``private``: every directory on the way to the last must be
     changeable only by this user or root, and the last component must not be a link.
     ``strict``: every link on the way is followed only when it is this user's or root's.
+    ``judge_climbs``: so is a link with a ``..`` after it (``LINK/..`` climbs from wherever
+    the link leads, a place its owner chose: the link is judged as the file's own is).
     """
     pinned = _pinned_under(path) if _PINNED and start_fd is None and not private else None
     if pinned is not None:
@@ -137,7 +140,7 @@ def _directory(
                     raise
                 if private and not parts:
                     raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                target = _follow(links, fd, name, here, final=strict)
+                target = _follow(links, fd, name, here, final=strict or judge_climbs and ".." in parts)
                 if target is not None:
                     if target.startswith("/"):
                         os.close(fd)
@@ -355,12 +358,19 @@ def split_file(path: str) -> tuple[str, str]:
 
 
 def directory_of(
-    links: list[int], path: str, start_fd: int | None = None, here: str = ".", *, strict: bool = False
+    links: list[int],
+    path: str,
+    start_fd: int | None = None,
+    here: str = ".",
+    *,
+    strict: bool = False,
+    judge_climbs: bool = False,
 ) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` (walked from ``start_fd``, whose text is
     ``here``; None: the working directory) under the rules above, and its text; ``strict``:
-    through links of this user's or root's only (inside a directory another user may own)."""
-    return _directory(links, start_fd, here, path, strict=strict)
+    through links of this user's or root's only (inside a directory another user may own);
+    ``judge_climbs``: a link with a ``..`` after it too (an input's walk)."""
+    return _directory(links, start_fd, here, path, strict=strict, judge_climbs=judge_climbs)
 
 
 def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:

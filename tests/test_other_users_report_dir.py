@@ -1,0 +1,160 @@
+"""``report DIR`` over a directory another user controls (report61; docs/threat-model.md, "What
+another user leaves for a reader"), with a second OS user as tests/test_other_users.py makes it.
+
+- The directory was judged, then each entry walked again by its name: the other user, owning
+  DIR's parent, swapped DIR for their link to a directory of root's between the two, and root's
+  stream (or batch summary) was drawn. The swap is made here at that very moment, by a hook in
+  the reporter's own process (the reads' first call waits for the other user's ``mv``), not by a
+  race: every entry is now read relative to the judged directory's handle.
+- ``report THEIRLINK/..`` climbed from wherever their link led (a directory of root's) and was
+  drawn: a link with a ``..`` after it is judged as the name's own link is, as run's inputs'
+  (``--stdin-file THEIRLINK/../FILE``) are, refused (111) naming its owner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
+
+LIMIT = 60
+SECRET_RUN = "root-only-secret-run"
+THEIR_RUN = "their-own-run"
+
+# The reporter, with ``module.function`` wrapped: its first call has the other user run
+# ``script`` (as tests/test_other_users.as_other does) and only then goes on.
+HOOKED = """
+import functools, importlib, pwd, sys
+from test_other_users import as_other
+from processkit.cli.main import main
+
+where, name, user, script, *rest = sys.argv[1:]
+split = rest.index("--")
+args, argv = rest[:split], rest[split + 1:]
+module = importlib.import_module(where)
+original = getattr(module, name)
+done = []
+
+@functools.wraps(original)
+def swapped_first(*a, **k):
+    if not done:
+        done.append(as_other(pwd.getpwnam(user), script, *args))
+    return original(*a, **k)
+
+setattr(module, name, swapped_first)
+sys.exit(main(argv))
+"""
+
+
+def report_swapped(tmp_path, user, hook: str, script: str, args: list, *argv) -> subprocess.CompletedProcess:
+    """``processkit-cli report ARGV -o page.html`` with ``hook`` (``module:function``) wrapped."""
+    where, name = hook.split(":")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    return subprocess.run(
+        [sys.executable, "-c", HOOKED, where, name, user.pw_name, script, *map(str, args), "--", "report"]
+        + [str(word) for word in argv]
+        + ["-o", str(tmp_path / "page.html")],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=LIMIT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])},
+    )
+
+
+def stream(tmp_path, run_id: str) -> str:
+    """A run's event stream, made by root in its own directory, as text."""
+    path = tmp_path / f"{run_id}.jsonl"
+    ran = run_cli("run", "--jsonl", path, "--run-id", run_id, "--", "true", timeout=LIMIT)
+    assert ran.returncode == 0, ran.stderr
+    return path.read_text()
+
+
+@pytest.fixture
+def private(tmp_path):
+    """A directory of root's the other user cannot enter, holding root's stream ``run-1.jsonl``
+    and a batch's ``summary.jsonl`` naming a job of root's."""
+    place = tmp_path / "private"
+    place.mkdir(mode=0o700)
+    (place / "run-1.jsonl").write_text(stream(tmp_path, SECRET_RUN))
+    (place / "summary.jsonl").write_text('{"id": "%s", "state": "succeeded", "exit_code": 0}\n' % SECRET_RUN)
+    return place
+
+
+@pytest.fixture
+def theirs(tmp_path, other_user, shared):  # noqa: F811
+    """Their directory (not sticky) in the shared one, holding their directory ``streams`` with
+    their stream ``run-1.jsonl`` and a batch's ``summary.jsonl`` naming a job of theirs; made by
+    them alone."""
+    place = os.path.join(shared, "theirs")
+    own = stream(tmp_path, THEIR_RUN)
+    summary = '{"id": "%s", "state": "succeeded", "exit_code": 0}\n' % THEIR_RUN
+    script = 'mkdir -m 0755 "$1" "$1/streams"; printf "%s" "$2" > "$1/streams/run-1.jsonl"; printf "%s" "$3" > "$1/streams/summary.jsonl"'
+    as_other(other_user, script, place, own, summary)
+    return place
+
+
+SWAP = 'mv "$1/streams" "$1/judged"; ln -s "$2" "$1/streams"'
+HOOKS = {
+    "a directory of streams, between its listing and its reads": ("processkit.report.reading:load", "run-1.jsonl"),
+    "a batch's --out, between its judgement and its summary's read": ("processkit.report.batch_model:load", None),
+}
+
+
+@pytest.mark.parametrize("case", HOOKS)
+def test_a_directory_swapped_for_their_link_after_it_was_judged_is_not_read_through_it(
+    tmp_path, other_user, theirs, private, case  # noqa: F811
+):
+    hook, keep = HOOKS[case]
+    if keep is not None:  # a directory of streams, not a batch's: no summary in it
+        as_other(other_user, 'rm "$1/streams/summary.jsonl"', theirs)
+        os.unlink(private / "summary.jsonl")
+    result = report_swapped(tmp_path, other_user, hook, SWAP, [theirs, private], os.path.join(theirs, "streams"))
+    assert os.path.islink(os.path.join(theirs, "streams")), "the swap was made"
+    page = (tmp_path / "page.html").read_text() if (tmp_path / "page.html").exists() else ""
+    said = (result.stdout + result.stderr).decode()
+    assert SECRET_RUN not in page + said
+    assert result.returncode == 0, said
+    assert THEIR_RUN in page
+
+
+@pytest.fixture
+def their_link(other_user, theirs, private):  # noqa: F811
+    """Their link ``link -> PRIVATE/sub`` in their own (not sticky) directory: ``link/..`` is root's
+    private directory."""
+    (private / "sub").mkdir()
+    link = os.path.join(theirs, "link")
+    as_other(other_user, 'ln -s "$2" "$1"', link, private / "sub")
+    return link
+
+
+def test_report_their_link_then_dot_dot_is_refused_as_their_link_is(tmp_path, other_user, their_link):  # noqa: F811
+    said = []
+    for given in [their_link, f"{their_link}/..", f"{their_link}/../run-1.jsonl"]:
+        result = run_cli("report", given, "-o", tmp_path / "page.html", timeout=LIMIT)
+        refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
+        assert not (tmp_path / "page.html").exists()
+        said.append(result.stderr.decode().replace(given, "GIVEN", 1))  # the link is named in both
+    assert said[0] == said[1], said
+
+
+def test_run_input_through_their_link_then_dot_dot_is_refused(tmp_path, other_user, their_link):  # noqa: F811
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--stdin-file", f"{their_link}/../run-1.jsonl", "--", "cat", timeout=LIMIT)
+    refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
+    assert SECRET_RUN.encode() not in result.stdout
+
+
+def test_ones_own_link_then_dot_dot_is_still_followed(tmp_path, private):
+    mine = tmp_path / "mine"
+    mine.symlink_to(private / "run-1.jsonl")
+    result = run_cli("events", "--file", f"{tmp_path}/private/../mine", timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    (private / "sub").mkdir()
+    (tmp_path / "mylink").symlink_to(private / "sub")
+    os.unlink(private / "summary.jsonl")
+    result = run_cli("report", tmp_path / "mylink" / "..", "-o", tmp_path / "page.html", timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    assert SECRET_RUN in (tmp_path / "page.html").read_text()
