@@ -275,16 +275,19 @@ _PINNED: dict[str, list] = {}
 _PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
 
-def pin(path: str) -> None:
+def pin(path: str, judged: tuple[int, str] | None = None) -> None:
     """Walk the directory ``path`` once and start each later walk of a path inside it from its
     handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
-    was checked is still what is used: the handle is the directory the walk checked."""
+    was checked is still what is used: the handle is the directory the walk checked. ``judged``:
+    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s)."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:
+            if judged is not None:
+                os.close(judged[0])
             _PINNED[key][2] += 1
             return
-        fd, here = _start([0], key)
+        fd, here = _start([0], key) if judged is None else judged
         _PINNED[key] = [fd, here, 1]
 
 

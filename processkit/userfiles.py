@@ -68,7 +68,9 @@ def _input_entry(path: str) -> tuple[int, str, int, bool]:
     entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``final_entry``)."""
     links = [0]
     start, here = directory_of(links, _input_head(path, links), judge_climbs=True)
-    dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, os.path.basename(path), judge_climbs=True)
+    dir_fd, here, name, entry, by_descriptor = final_entry(
+        links, start, here, os.path.basename(path), judge_climbs=True
+    )
     return dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor
 
 

@@ -12,6 +12,7 @@ another user leaves for a reader"), with a second OS user as tests/test_other_us
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -73,6 +74,11 @@ def stream(tmp_path, run_id: str) -> str:
     return path.read_text()
 
 
+def summary(job_id: str) -> str:
+    """A batch's summary of one job that passed."""
+    return json.dumps({"id": job_id, "state": "succeeded", "exit_code": 0}) + "\n"
+
+
 @pytest.fixture
 def private(tmp_path):
     """A directory of root's the other user cannot enter, holding root's stream ``run-1.jsonl``
@@ -80,7 +86,7 @@ def private(tmp_path):
     place = tmp_path / "private"
     place.mkdir(mode=0o700)
     (place / "run-1.jsonl").write_text(stream(tmp_path, SECRET_RUN))
-    (place / "summary.jsonl").write_text('{"id": "%s", "state": "succeeded", "exit_code": 0}\n' % SECRET_RUN)
+    (place / "summary.jsonl").write_text(summary(SECRET_RUN))
     return place
 
 
@@ -91,9 +97,8 @@ def theirs(tmp_path, other_user, shared):  # noqa: F811
     them alone."""
     place = os.path.join(shared, "theirs")
     own = stream(tmp_path, THEIR_RUN)
-    summary = '{"id": "%s", "state": "succeeded", "exit_code": 0}\n' % THEIR_RUN
     script = 'mkdir -m 0755 "$1" "$1/streams"; printf "%s" "$2" > "$1/streams/run-1.jsonl"; printf "%s" "$3" > "$1/streams/summary.jsonl"'
-    as_other(other_user, script, place, own, summary)
+    as_other(other_user, script, place, own, summary(THEIR_RUN))
     return place
 
 
@@ -106,7 +111,11 @@ HOOKS = {
 
 @pytest.mark.parametrize("case", HOOKS)
 def test_a_directory_swapped_for_their_link_after_it_was_judged_is_not_read_through_it(
-    tmp_path, other_user, theirs, private, case  # noqa: F811
+    tmp_path,
+    other_user,
+    theirs,
+    private,
+    case,  # noqa: F811
 ):
     hook, keep = HOOKS[case]
     if keep is not None:  # a directory of streams, not a batch's: no summary in it
@@ -142,7 +151,16 @@ def test_report_their_link_then_dot_dot_is_refused_as_their_link_is(tmp_path, ot
 
 
 def test_run_input_through_their_link_then_dot_dot_is_refused(tmp_path, other_user, their_link):  # noqa: F811
-    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--stdin-file", f"{their_link}/../run-1.jsonl", "--", "cat", timeout=LIMIT)
+    result = run_cli(
+        "run",
+        "--jsonl",
+        tmp_path / "run.jsonl",
+        "--stdin-file",
+        f"{their_link}/../run-1.jsonl",
+        "--",
+        "cat",
+        timeout=LIMIT,
+    )
     refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
     assert SECRET_RUN.encode() not in result.stdout
 

@@ -52,18 +52,26 @@ def build_parser() -> Parser:
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
+    from ..report import inputs
+
+    with inputs.judged_directory(args.streams) as directory:  # DIR read by its handle, not its name
+        return _report(args, directory)
+
+
+def _report(args, directory: int | None) -> int:
+    """The page, ``directory`` the one directory given (its judged handle) or None."""
     from ..report import batch_model, inputs
 
-    if len(args.streams) == 1 and batch_model.is_batch_out(args.streams[0]):  # a batch's --out
+    if directory is not None and batch_model.is_batch_out(directory):  # a batch's --out
         return _batch_page(args)
-    paths = inputs.stream_paths(args.streams)
-    single = len(args.streams) == 1 and not inputs.is_directory(args.streams[0])
+    paths = inputs.stream_paths(args.streams, directory)
+    single = len(args.streams) == 1 and directory is None
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
 
     kept = _inputs(args, paths)
-    exports = inputs.bench_exports(args.streams)
+    exports = None if directory is not None else inputs.bench_exports(args.streams)
     if exports is not None:  # ``bench --export-json`` files: one, or a baseline and a new one
         from ..report import bench_page
 

@@ -9,22 +9,61 @@ is shown as still being written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 STREAM_SUFFIX = ".jsonl"
 
 
-def stream_paths(given: list[str]) -> list[str]:
-    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted). An entry
-    refused (not a regular file, or another user's link) is skipped with a warning saying why;
-    a directory left with none fails, with the first refusal when there was one."""
-    if len(given) == 1 and is_directory(given[0]):
+@contextlib.contextmanager
+def judged_directory(given: list[str]) -> Iterator[int | None]:
+    """The one directory given (``report DIR``), reached and judged once as ``is_directory``
+    reaches it, and pinned (``safepath.pin``) while the page is made: its listing, its entries
+    and a batch's files are walked from that handle, never by DIR's name again, so another user
+    who owns DIR's parent cannot swap DIR for their link between the judgement and the reads.
+    Yields an ``O_PATH`` handle on it, or None when ``given`` is not one directory."""
+    judged = _judged(given)
+    if judged is None:
+        yield None
+        return
+    from ..safepath import pin, unpin
+
+    handle, here = judged
+    pin(given[0], (os.dup(handle), os.path.normpath(here)))
+    try:
+        yield handle
+    finally:
+        unpin(given[0])
+        os.close(handle)
+
+
+def _judged(given: list[str]) -> tuple[int, str] | None:
+    from ..userfiles import input_directory
+
+    if len(given) != 1:
+        return None
+    try:
+        return input_directory(given[0])
+    except OSError:
+        return None
+
+
+def stream_paths(given: list[str], directory: int | None) -> list[str]:
+    """The streams named: files as given, the directory given (``directory``, its handle from
+    ``judged_directory``) as its ``*.jsonl`` files (sorted). An entry refused (not a regular
+    file, or another user's link) is skipped with a warning saying why; a directory left with
+    none fails, with the first refusal when there was one."""
+    if directory is not None:
         try:
-            names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
+            names = sorted(name for name in _listed(directory) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
         refusals: list[str] = []
@@ -52,15 +91,12 @@ def is_directory(path: str) -> bool:
     return True
 
 
-def _listed(path: str) -> list[str]:
-    """The names in the directory ``path``, reached as ``is_directory`` reaches it: another
-    user's link to a directory of root's (``/tmp/streams -> /root/private``) is refused, its
-    names never shown."""
+def _listed(directory: int) -> list[str]:
+    """The names in the judged directory ``directory`` (its handle), never in what its name
+    leads to now."""
     from ..safepath import reopen
-    from ..userfiles import input_directory
 
-    handle, here = input_directory(path)
-    listing = reopen(handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, here)
+    listing = reopen(os.dup(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "the directory")
     try:
         return os.listdir(listing)
     finally:
