@@ -20,7 +20,7 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   checked to be the inode judged): a FIFO's open never waits for a reader, one no one reads is
   refused.
 
-A directory checked once can be pinned (``pin``: a batch's ``--out``): later walks of paths
+A directory checked once can be pinned (``pin``: a batch's ``--out``, ``report DIR``): later walks of paths
 inside it start from its handle instead of walking from ``/`` again, so they use the very
 directory that was checked. Walks of private directories never start from a pin.
 
