@@ -176,3 +176,47 @@ def test_ones_own_link_then_dot_dot_is_still_followed(tmp_path, private):
     result = run_cli("report", tmp_path / "mylink" / "..", "-o", tmp_path / "page.html", timeout=LIMIT)
     assert result.returncode == 0, result.stderr
     assert SECRET_RUN in (tmp_path / "page.html").read_text()
+
+
+CAPTURED = {"path": "job/capture/stdout.log", "bytes": 10, "bytes_seen": 10, "bytes_written": 4, "sha256": "0" * 64}
+FAILED = {
+    "id": "job",
+    "run_id": THEIR_RUN,
+    "exit_code": 1,
+    "source": "child",
+    "capture": {"stdout": {**CAPTURED, "truncated": True, "write_error": False}},
+}
+# root's layout record for that very capture, in root's private directory: the stream's first 6 bytes dropped
+ROOTS_RECORD = {
+    "layout_version": 1,
+    "run_id": THEIR_RUN,
+    "stdout": {"sha256": "0" * 64, "bytes_seen": 10, "kept": [[6, 10]]},
+}
+
+
+def test_a_batch_swapped_after_its_judgement_reads_no_layout_record_through_their_link(
+    tmp_path,
+    other_user,
+    theirs,
+    private,  # noqa: F811
+):
+    """A failed job's truncated capture: its ``capture-keep.json`` is read inside the judged
+    ``--out`` (its handle), not by the directory's name, which now leads to root's."""
+    script = 'printf "%s\\n" "$2" > "$1/streams/summary.jsonl"; mkdir -p "$1/streams/job/capture"; printf tail > "$1/streams/job/capture/stdout.log"'
+    as_other(other_user, script, theirs, json.dumps(FAILED))
+    (private / "job" / "capture").mkdir(parents=True)
+    (private / "job" / "capture" / "capture-keep.json").write_text(json.dumps(ROOTS_RECORD))
+    result = report_swapped(
+        tmp_path,
+        other_user,
+        "processkit.report.batch_model:load",
+        SWAP,
+        [theirs, private],
+        os.path.join(theirs, "streams"),
+    )
+    assert os.path.islink(os.path.join(theirs, "streams")), "the swap was made"
+    said = (result.stdout + result.stderr).decode()
+    assert result.returncode == 0, said
+    page = (tmp_path / "page.html").read_text()
+    assert "tail" in page and "were dropped after the file" in page, page  # read as a head capture
+    assert "dropped before the file" not in page
