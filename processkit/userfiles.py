@@ -214,6 +214,8 @@ def final_entry(
             stripped = target.rstrip("/")
             directory = directory or stripped != target
             head, tail = os.path.split(stripped or "/.")  # ``/``: the root, as ``/.``
+            if tail == "..":  # ``LINK/..`` as the target's end: walked whole, its ``..`` judged there
+                head, tail = stripped, "."
             next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict, judge_climbs=judge_climbs)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail

@@ -220,3 +220,16 @@ def test_a_batch_swapped_after_its_judgement_reads_no_layout_record_through_thei
     page = (tmp_path / "page.html").read_text()
     assert "tail" in page and "were dropped after the file" in page, page  # read as a head capture
     assert "dropped before the file" not in page
+
+
+@pytest.mark.parametrize("target", ["{link}/..", "{link}/../", "{link}/../.", "theirs/link/.."])
+def test_ones_own_link_to_their_link_then_dot_dot_is_refused(tmp_path, other_user, shared, their_link, target):  # noqa: F811
+    """Root's own link whose target ends in their link's ``..`` (``my -> THEIRLINK/..``): the
+    ``..`` is the target's last component, still climbing from where their link led."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "theirs").symlink_to(os.path.dirname(their_link))  # for the relative target
+    (mine / "my").symlink_to(target.format(link=their_link))
+    result = run_cli("report", mine / "my", "-o", tmp_path / "page.html", timeout=LIMIT)
+    refused(result, f"is a symbolic link of uid {other_user.pw_uid}")
+    assert not (tmp_path / "page.html").exists()
