@@ -172,7 +172,7 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     else:
         if path.startswith("/") or ".." in path.split("/"):
             raise UnsafePath(f"{path} leads out of {inside}")
-        base, base_here = directory_of(links, inside)
+        base, base_here = directory_of(links, inside, judge_climbs=True)
         try:
             start, here = directory_of(links, head, base, base_here, strict=True)
         finally:

@@ -233,3 +233,20 @@ def test_ones_own_link_to_their_link_then_dot_dot_is_refused(tmp_path, other_use
     result = run_cli("report", mine / "my", "-o", tmp_path / "page.html", timeout=LIMIT)
     refused(result, f"is a symbolic link of uid {other_user.pw_uid}")
     assert not (tmp_path / "page.html").exists()
+
+
+@pytest.mark.parametrize("given", ["{link}", "{link}/..", "{link}/../sub"])
+def test_report_capture_dir_through_their_link_is_refused_as_report_dir_is(tmp_path, other_user, their_link, given):  # noqa: F811
+    """``report STREAM --capture-dir THEIRLINK`` (or ``THEIRLINK/..``) read root's capture that
+    their link led to; the directory is judged as report's DIR is, and read by its handle."""
+    stream = tmp_path / "run.jsonl"
+    ran = run_cli("run", "--jsonl", stream, "--capture-dir", tmp_path / "cap", "--", "echo", "mine", timeout=LIMIT)
+    assert ran.returncode == 0, ran.stderr
+    private = os.path.dirname(os.path.realpath(their_link))
+    for place in (private, os.path.join(private, "sub")):
+        with open(os.path.join(place, "stdout.log"), "w") as file:
+            file.write(f"{SECRET_RUN}\n")
+    capture = given.format(link=their_link)
+    result = run_cli("report", stream, "--capture-dir", capture, "-o", tmp_path / "page.html", timeout=LIMIT)
+    refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
+    assert not (tmp_path / "page.html").exists()

@@ -69,6 +69,13 @@ def _report(args, directory: int | None) -> int:
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
+    with inputs.capture_directory(args.capture_dir):  # --capture-dir read by its handle too
+        return _page(args, paths, single, directory)
+
+
+def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
+    """The page of the streams ``paths``: a benchmark's, one run's (``single``) or an index."""
+    from ..report import inputs
 
     kept = _inputs(args, paths)
     exports = None if directory is not None else inputs.bench_exports(args.streams)

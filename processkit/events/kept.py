@@ -161,7 +161,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
     not add up."""
     import struct
 
-    document = _document(directory)
+    document = _document(".", directory)  # read inside it, as its capture files are (``Salvage.read``)
     if document is None or document.get("state") != capture_layout.CAPTURING:
         return None
     recorded_id, cap, head = document.get("run_id"), document.get("cap"), document.get("head")
@@ -169,7 +169,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
         return None
     if type(cap) is not int or type(head) is not int or not 0 <= head < cap:
         return None
-    data = _small_file(os.path.join(directory, capture_layout.MARKS_NAME), capture_layout.MARKS_SIZE)
+    data = _small_file(capture_layout.MARKS_NAME, capture_layout.MARKS_SIZE, directory)
     magic = capture_layout.MAGIC
     if data is None or len(data) != capture_layout.MARKS_SIZE or not data.startswith(magic):
         return None

@@ -30,18 +30,46 @@ def judged_directory(given: list[str]) -> Iterator[int | None]:
     and a batch's files are walked from that handle, never by DIR's name again, so another user
     who owns DIR's parent cannot swap DIR for their link between the judgement and the reads.
     Yields an ``O_PATH`` handle on it, or None when ``given`` is not one directory."""
-    judged = _judged(given)
-    if judged is None:
+    with _pinned(given[0] if len(given) == 1 else None, _judged(given)) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def capture_directory(path: str | None) -> Iterator[None]:
+    """``--capture-dir`` judged as ``judged_directory`` judges DIR (another user's link at its
+    name, or one with a ``..`` after it, is refused: 111) and pinned while the page is made, so
+    its captures and layout record are read from that handle. A directory missing or not one is
+    left to the reads, whose notes say so."""
+    from ..pathtrust import UnsafePath
+    from ..userfiles import input_directory
+
+    judged = None
+    if path is not None:
+        try:
+            judged = input_directory(path)
+        except UnsafePath as exc:
+            raise Failure(Kind.SETUP, f"cannot read --capture-dir {sanitize(path)}: {exc.strerror}") from None
+        except OSError:
+            pass
+    with _pinned(path, judged):
+        yield
+
+
+@contextlib.contextmanager
+def _pinned(path: str | None, judged: tuple[int, str] | None) -> Iterator[int | None]:
+    """``judged`` (a handle on ``path`` and its text, consumed) pinned (``safepath.pin``) while
+    the block runs; yields the handle, or None when there is none."""
+    if path is None or judged is None:
         yield None
         return
     from ..safepath import pin, unpin
 
     handle, here = judged
-    pin(given[0], (os.dup(handle), os.path.normpath(here)))
+    pin(path, (os.dup(handle), os.path.normpath(here)))
     try:
         yield handle
     finally:
-        unpin(given[0])
+        unpin(path)
         os.close(handle)
 
 
