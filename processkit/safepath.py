@@ -97,7 +97,6 @@ def _directory(
     created: list[str] | None = None,
     private: bool = False,
     strict: bool = False,
-    judge_climbs: bool = False,
 ) -> tuple[int, str]:
     """A handle (``O_PATH``) on the directory ``path`` names from ``start_fd`` (None: the
     working directory), and its text; inside a pinned directory, walked from there.
@@ -106,8 +105,9 @@ def _directory(
     them in ``created``. ``private``: every directory on the way to the last must be
     changeable only by this user or root, and the last component must not be a link.
     ``strict``: every link on the way is followed only when it is this user's or root's.
-    ``judge_climbs``: so is a link with a ``..`` after it (``LINK/..`` climbs from wherever
-    the link leads, a place its owner chose: the link is judged as the file's own is).
+    Whatever the options, so is a link with a ``..`` after it (``LINK/..`` climbs from wherever
+    the link leads, a place its owner chose: the link is judged as the file's own is), for an
+    input's walk and an output's alike.
     """
     pinned = _pinned_under(path) if _PINNED and start_fd is None and not private else None
     if pinned is not None:
@@ -140,7 +140,7 @@ def _directory(
                     raise
                 if private and not parts:
                     raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                target = _follow(links, fd, name, here, final=strict or judge_climbs and ".." in parts)
+                target = _follow(links, fd, name, here, final=strict or ".." in parts)
                 if target is not None:
                     if target.startswith("/"):
                         os.close(fd)
@@ -367,13 +367,11 @@ def directory_of(
     here: str = ".",
     *,
     strict: bool = False,
-    judge_climbs: bool = False,
 ) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` (walked from ``start_fd``, whose text is
     ``here``; None: the working directory) under the rules above, and its text; ``strict``:
-    through links of this user's or root's only (inside a directory another user may own);
-    ``judge_climbs``: a link with a ``..`` after it too (an input's walk)."""
-    return _directory(links, start_fd, here, path, strict=strict, judge_climbs=judge_climbs)
+    through links of this user's or root's only (inside a directory another user may own)."""
+    return _directory(links, start_fd, here, path, strict=strict)
 
 
 def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:

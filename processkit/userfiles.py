@@ -67,10 +67,8 @@ def _input_entry(path: str) -> tuple[int, str, int, bool]:
     """``path`` reached by the walk: its directory's handle, its text, an ``O_PATH`` handle on the
     entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``final_entry``)."""
     links = [0]
-    start, here = directory_of(links, _input_head(path, links), judge_climbs=True)
-    dir_fd, here, name, entry, by_descriptor = final_entry(
-        links, start, here, os.path.basename(path), judge_climbs=True
-    )
+    start, here = directory_of(links, _input_head(path, links))
+    dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, os.path.basename(path))
     return dir_fd, f"{here.rstrip('/')}/{name}", entry, by_descriptor
 
 
@@ -105,7 +103,7 @@ def input_directory(path: str) -> tuple[int, str]:
     for a file, ENOENT for an empty path."""
     name = _last_name(path)
     if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
-        return directory_of([0], name, judge_climbs=True)
+        return directory_of([0], name)
     dir_fd, shown, entry, _ = _input_entry(name)
     os.close(dir_fd)
     if entry < 0:
@@ -168,16 +166,16 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     head, name = split_file(path)
     strict = inside is not None
     if inside is None:
-        start, here = directory_of(links, head, judge_climbs=True)
+        start, here = directory_of(links, head)
     else:
         if path.startswith("/") or ".." in path.split("/"):
             raise UnsafePath(f"{path} leads out of {inside}")
-        base, base_here = directory_of(links, inside, judge_climbs=True)
+        base, base_here = directory_of(links, inside)
         try:
             start, here = directory_of(links, head, base, base_here, strict=True)
         finally:
             os.close(base)
-    dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, name, strict=strict, judge_climbs=True)
+    dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, name, strict=strict)
     shown = f"{here.rstrip('/')}/{name}"
     try:
         fd = _reopened(dir_fd, shown, entry, by_descriptor, f"{shown} does not exist")
@@ -187,13 +185,13 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
 
 
 def final_entry(
-    links: list[int], dir_fd: int, here: str, name: str, *, strict: bool = False, judge_climbs: bool = False
+    links: list[int], dir_fd: int, here: str, name: str, *, strict: bool = False
 ) -> tuple[int, str, str, int, bool]:
     """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
     at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
     reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
-    in a target's directories too only when this user's or root's; ``judge_climbs``: those with
-    a ``..`` after them (``safepath.directory_of``'s, for an input)."""
+    in a target's directories too only when this user's or root's (one with a ``..`` after it
+    always, as ``safepath.directory_of`` judges it)."""
     directory = False  # a target ending in ``/`` asks for a directory (``ln -s dir/ LINK``)
     try:
         while True:
@@ -216,7 +214,7 @@ def final_entry(
             head, tail = os.path.split(stripped or "/.")  # ``/``: the root, as ``/.``
             if tail == "..":  # ``LINK/..`` as the target's end: walked whole, its ``..`` judged there
                 head, tail = stripped, "."
-            next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict, judge_climbs=judge_climbs)
+            next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail
     except BaseException:

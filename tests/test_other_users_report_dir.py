@@ -250,3 +250,34 @@ def test_report_capture_dir_through_their_link_is_refused_as_report_dir_is(tmp_p
     result = run_cli("report", stream, "--capture-dir", capture, "-o", tmp_path / "page.html", timeout=LIMIT)
     refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
     assert not (tmp_path / "page.html").exists()
+
+
+OUTPUTS = {
+    "run --jsonl": lambda at, stream: ["run", "--jsonl", f"{at}/x.jsonl", "--", "true"],
+    "run --capture-dir": lambda at, stream: [
+        "run",
+        "--jsonl",
+        stream + ".2",
+        "--capture-dir",
+        f"{at}/cap",
+        "--",
+        "true",
+    ],
+    "report -o": lambda at, stream: ["report", stream, "-o", f"{at}/page.html"],
+}
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_an_output_through_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, output):  # noqa: F811
+    """``--jsonl THEIRLINK/../x``: written wherever the link's ``..`` led, a place its owner chose;
+    the link is judged as an output's own link is. Their link leads into a scratch directory of
+    this test's own, so the old code's write lands nowhere that matters."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    stream = str(tmp_path / "run.jsonl")
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    result = run_cli(*OUTPUTS[output](f"{link}/..", stream), timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert sorted(os.listdir(scratch)) == ["sub"]
