@@ -279,12 +279,18 @@ def pin(path: str, judged: tuple[int, str] | None = None) -> None:
     """Walk the directory ``path`` once and start each later walk of a path inside it from its
     handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
     was checked is still what is used: the handle is the directory the walk checked. ``judged``:
-    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s)."""
+    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s).
+    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it
+    must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still
+    reach the directory it judged."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:
             if judged is not None:
+                held, given = os.fstat(_PINNED[key][0]), os.fstat(judged[0])
                 os.close(judged[0])
+                if (held.st_dev, held.st_ino) != (given.st_dev, given.st_ino):
+                    raise UnsafePath(f"{key} is no longer the directory pinned by that name")
             _PINNED[key][2] += 1
             return
         fd, here = _start([0], key) if judged is None else judged

@@ -51,3 +51,24 @@ def test_a_private_walk_never_starts_from_a_pin(tmp_path):
         assert safepath.private_directory(str(out / "registry"), create=False) is None
     finally:
         safepath.unpin(str(out))
+
+
+def test_a_judged_handle_given_for_a_pinned_path_must_be_the_pinned_directory(tmp_path):
+    """``pin(path, judged)`` where ``path`` is pinned already: the caller's handle is closed and
+    the pin held again only when both are one directory; another is refused, not silently swapped."""
+    out, other = tmp_path / "out", tmp_path / "other"
+    out.mkdir()
+    other.mkdir()
+    safepath.pin(str(out))
+    try:
+        same = os.open(out, os.O_PATH | os.O_DIRECTORY)
+        safepath.pin(str(out), (same, str(out)))
+        safepath.unpin(str(out))
+        elsewhere = os.open(other, os.O_PATH | os.O_DIRECTORY)
+        with pytest.raises(safepath.UnsafePath, match="no longer the directory pinned"):
+            safepath.pin(str(out), (elsewhere, str(other)))
+        with pytest.raises(OSError):
+            os.fstat(elsewhere)  # consumed all the same
+    finally:
+        safepath.unpin(str(out))
+    assert not safepath._PINNED
