@@ -6,7 +6,8 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
 - A symbolic link in a world-writable sticky directory (``/tmp``) is followed only when its
   owner is this user or the directory's owner, as ``fs.protected_symlinks`` does; a link that
   is the file itself (``--jsonl LINK``, a capture file) only when it is this user's or root's,
-  wherever it is. Paths are walked one component at a time relative to directory
+  wherever it is; so is a link with a ``..`` after it (``LINK/..`` climbs from where its owner
+  chose). Paths are walked one component at a time relative to directory
   handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
   ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file

@@ -27,8 +27,9 @@ STREAM_SUFFIX = ".jsonl"
 def judged_directory(given: list[str]) -> Iterator[int | None]:
     """The one directory given (``report DIR``), reached and judged once as ``is_directory``
     reaches it, and pinned (``safepath.pin``) while the page is made: its listing, its entries
-    and a batch's files are walked from that handle, never by DIR's name again, so another user
-    who owns DIR's parent cannot swap DIR for their link between the judgement and the reads.
+    and a batch's files are read from that handle, not by DIR's name, so another user
+    who owns DIR's parent cannot swap DIR for their link between the judgement and the reads
+    (``cli/report.py``'s live label and ``-o``'s kept identities still look by name: no content).
     Yields an ``O_PATH`` handle on it, or None when ``given`` is not one directory."""
     with _pinned(given[0] if len(given) == 1 else None, _judged(given)) as handle:
         yield handle
