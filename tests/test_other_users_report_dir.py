@@ -143,7 +143,8 @@ def their_link(other_user, theirs, private):  # noqa: F811
 
 def test_report_their_link_then_dot_dot_is_refused_as_their_link_is(tmp_path, other_user, their_link):  # noqa: F811
     said = []
-    for given in [their_link, f"{their_link}/..", f"{their_link}/../run-1.jsonl"]:
+    os.mkdir(os.path.join(os.path.realpath(their_link), "x"))
+    for given in [their_link, f"{their_link}/..", f"{their_link}/../run-1.jsonl", f"{their_link}/x/../.."]:
         result = run_cli("report", given, "-o", tmp_path / "page.html", timeout=LIMIT)
         refused(result, f"{their_link} is a symbolic link of uid {other_user.pw_uid}")
         assert not (tmp_path / "page.html").exists()
@@ -281,3 +282,51 @@ def test_an_output_through_their_link_then_dot_dot_is_refused(tmp_path, other_us
     result = run_cli(*OUTPUTS[output](f"{link}/..", stream), timeout=LIMIT)
     refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
     assert sorted(os.listdir(scratch)) == ["sub"]
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("climb", ["{link}/x/../..", "{link}/x/../../."])
+def test_an_output_through_their_link_climbed_above_later_is_refused(tmp_path, other_user, theirs, output, climb):  # noqa: F811
+    """A ``..`` that leaves their link's target however late it comes (``THEIRLINK/x/../..``)."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub" / "x").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    stream = str(tmp_path / "run.jsonl")
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    result = run_cli(*OUTPUTS[output](climb.format(link=link), stream), timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert sorted(os.listdir(scratch)) == ["sub"]
+
+
+def test_a_dot_dot_that_stays_in_their_links_target_is_walked_as_without_it(tmp_path, other_user, theirs):  # noqa: F811
+    """``THEIRLINK/x/../y`` never leaves their link's target: walked as ``THEIRLINK/y`` is (a
+    directory link along the way, followed), an input's walk and an output's alike."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub" / "x").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    written = run_cli("run", "--jsonl", f"{link}/x/../run.jsonl", "--run-id", THEIR_RUN, "--", "true", timeout=LIMIT)
+    assert written.returncode == 0, written.stderr
+    assert sorted(os.listdir(scratch / "sub")) == ["run.jsonl", "x"]
+    for given in [f"{link}/run.jsonl", f"{link}/x/../run.jsonl", f"{link}/x/./../x/../run.jsonl"]:
+        result = run_cli("events", "--file", given, timeout=LIMIT)
+        assert result.returncode == 0 and THEIR_RUN.encode() in result.stdout, (given, result.stderr)
+    result = run_cli("report", f"{link}/x/..", "-o", tmp_path / "page.html", timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    assert THEIR_RUN in (tmp_path / "page.html").read_text()
+
+
+def test_the_sticky_directory_owners_link_then_dot_dot_is_followed(tmp_path, other_user, shared):  # noqa: F811
+    """Their sticky directory and their link in it (``fs.protected_symlinks`` follows it, and so
+    does the walk): ``OWNERLINK/../x`` is followed as before, an input and an output."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    sticky = os.path.join(shared, "sticky")
+    as_other(other_user, 'mkdir -m 1777 "$1"; ln -s "$2" "$1/ownerlink"', sticky, scratch / "sub")
+    given = os.path.join(sticky, "ownerlink", "..", "run.jsonl")
+    written = run_cli("run", "--jsonl", given, "--run-id", THEIR_RUN, "--", "true", timeout=LIMIT)
+    assert written.returncode == 0, written.stderr
+    assert sorted(os.listdir(scratch)) == ["run.jsonl", "sub"]
+    result = run_cli("events", "--file", given, timeout=LIMIT)
+    assert result.returncode == 0 and THEIR_RUN.encode() in result.stdout, result.stderr
