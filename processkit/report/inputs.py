@@ -49,24 +49,36 @@ def capture_directory(path: str | None) -> Iterator[None]:
         try:
             judged = input_directory(path)
         except UnsafePath as exc:
-            raise Failure(Kind.SETUP, f"cannot read --capture-dir {sanitize(path)}: {exc.strerror}") from None
+            raise _refused(f"--capture-dir {path}", exc) from None
         except OSError:
             pass
-    with _pinned(path, judged):
+    with _pinned(path, judged, f"--capture-dir {path}"):
         yield
 
 
+def _refused(shown: str, exc: OSError) -> Failure:
+    return Failure(Kind.SETUP, f"cannot read {sanitize(shown)}: {exc.strerror}")
+
+
 @contextlib.contextmanager
-def _pinned(path: str | None, judged: tuple[int, str] | None) -> Iterator[int | None]:
+def _pinned(path: str | None, judged: tuple[int, str] | None, shown: str = "") -> Iterator[int | None]:
     """``judged`` (a handle on ``path`` and its text, consumed) pinned (``safepath.pin``) while
-    the block runs; yields the handle, or None when there is none."""
+    the block runs; yields the handle, or None when there is none. A pin refused (``path``
+    pinned already, as another directory) is a refusal naming ``shown`` (``path``), the handle closed."""
     if path is None or judged is None:
         yield None
         return
+    from ..pathtrust import UnsafePath
     from ..safepath import pin, unpin
 
     handle, here = judged
-    pin(path, (os.dup(handle), os.path.normpath(here)))
+    try:
+        pin(path, (os.dup(handle), os.path.normpath(here)))
+    except BaseException as exc:
+        os.close(handle)
+        if isinstance(exc, UnsafePath):
+            raise _refused(shown or path, exc) from None
+        raise
     try:
         yield handle
     finally:
