@@ -330,3 +330,45 @@ def test_the_sticky_directory_owners_link_then_dot_dot_is_followed(tmp_path, oth
     assert sorted(os.listdir(scratch)) == ["run.jsonl", "sub"]
     result = run_cli("events", "--file", given, timeout=LIMIT)
     assert result.returncode == 0 and THEIR_RUN.encode() in result.stdout, result.stderr
+
+
+def test_report_capture_dir_is_judged_only_where_the_page_uses_it(tmp_path, their_link):  # noqa: F811
+    """A bench export's page reads no capture, and a missing stream is said before anything
+    else: ``--capture-dir THEIRLINK`` is judged only once the stream is read, where it is used."""
+    export = tmp_path / "bench.json"
+    ran = run_cli("bench", "--runs", "2", "--export-json", export, "--", "true", timeout=LIMIT)
+    assert ran.returncode == 0, ran.stderr
+    result = run_cli("report", export, "--capture-dir", their_link, "-o", tmp_path / "page.html", timeout=LIMIT)
+    assert result.returncode == 0, result.stderr
+    missing = tmp_path / "missing.jsonl"
+    result = run_cli("report", missing, "--capture-dir", their_link, "-o", tmp_path / "page2.html", timeout=LIMIT)
+    refused(result, f"cannot read the events stream {missing}")
+    assert b"--capture-dir" not in result.stderr
+
+
+def test_report_capture_dir_swapped_after_its_judgement_is_read_from_its_handle(tmp_path, other_user, theirs, private):  # noqa: F811
+    """Their ``--capture-dir`` swapped for their link to root's directory just before the page is
+    drawn (the hook at ``render.single_page``): the capture read is still theirs, from the handle."""
+    stream = tmp_path / "run.jsonl"
+    ran = run_cli("run", "--jsonl", stream, "--capture-dir", tmp_path / "cap", "--", "echo", "mine", timeout=LIMIT)
+    assert ran.returncode == 0, ran.stderr
+    as_other(other_user, 'mkdir "$1/cap"; printf "%s\\n" "$2" > "$1/cap/stdout.log"', theirs, THEIR_RUN)
+    (private / "stdout.log").write_text(f"{SECRET_RUN}\n")
+    swap = 'mv "$1/cap" "$1/judged"; ln -s "$2" "$1/cap"'
+    capture = os.path.join(theirs, "cap")
+    result = report_swapped(
+        tmp_path,
+        other_user,
+        "processkit.report.render:single_page",
+        swap,
+        [theirs, private],
+        stream,
+        "--capture-dir",
+        capture,
+    )
+    assert os.path.islink(capture), "the swap was made"
+    said = (result.stdout + result.stderr).decode()
+    assert result.returncode == 0, said
+    page = (tmp_path / "page.html").read_text()
+    assert SECRET_RUN not in page + said
+    assert THEIR_RUN in page

@@ -69,8 +69,7 @@ def _report(args, directory: int | None) -> int:
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
-    with inputs.capture_directory(args.capture_dir):  # --capture-dir read by its handle too
-        return _page(args, paths, single, directory)
+    return _page(args, paths, single, directory)
 
 
 def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
@@ -107,7 +106,11 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
 
         places = (capture_place(stream, args.capture_dir, runs[0].path) for stream in runs[0].captured)
         kept.update(identities((os.path.join(*place), INPUT) for place in places))
-    page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
+    if single:  # --capture-dir judged where it is used, once the stream is read, and read by its handle
+        with inputs.capture_directory(args.capture_dir):
+            page = render.single_page(runs[0], args.capture_dir)
+    else:
+        page = render.index_page(runs)
     write_text(args.output, page, kept)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
