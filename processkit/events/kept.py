@@ -74,9 +74,10 @@ def _spans(value: object, bytes_seen: int) -> tuple | None:
 
 def _small_file(path: str, limit: int, inside: str | None = None) -> bytes | None:
     """A regular file's bytes, when it is one of at most ``limit`` bytes: opened without
-    blocking, never through a link (the path comes from a directory a stream names); with
-    ``inside``, ``path`` is relative to that directory and walked from it (``open_named``: a
-    batch's ``--out``, pinned while its page is made, so never by its name again)."""
+    blocking, as an input is (``open_input``: the path comes from a directory a stream names;
+    another user's link at it refused, this user's or root's followed); with ``inside``,
+    ``path`` is relative to that directory and walked from it (``open_named``: links there only
+    this user's or root's; a batch's ``--out``, pinned while its page is made, never by its name again)."""
     from ..userfiles import open_named
 
     def opener(name: str, limits) -> int:
