@@ -99,7 +99,7 @@ def input_stat(path: str) -> os.stat_result:
 def input_directory(path: str) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
     ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
-    whatever it leads to, and so is one with a ``..`` after it: ``THEIRLINK/..``); NotADirectoryError
+    whatever it leads to, and so is one a later ``..`` climbs above: ``THEIRLINK/..``); NotADirectoryError
     for a file, ENOENT for an empty path."""
     name = _last_name(path)
     if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
@@ -190,8 +190,8 @@ def final_entry(
     """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
     at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
     reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
-    in a target's directories too only when this user's or root's (one with a ``..`` after it
-    always, as ``safepath.directory_of`` judges it)."""
+    in a target's directories too only when this user's or root's (one a later ``..`` climbs
+    above always, as ``safepath.directory_of`` judges it)."""
     directory = False  # a target ending in ``/`` asks for a directory (``ln -s dir/ LINK``)
     try:
         while True:

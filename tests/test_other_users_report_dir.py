@@ -7,7 +7,7 @@ another user leaves for a reader"), with a second OS user as tests/test_other_us
   the reporter's own process (the reads' first call waits for the other user's ``mv``), not by a
   race: every entry is now read relative to the judged directory's handle.
 - ``report THEIRLINK/..`` climbed from wherever their link led (a directory of root's) and was
-  drawn: a link with a ``..`` after it is judged as the name's own link is, as run's inputs'
+  drawn: a link a later ``..`` climbs above is judged as the name's own link is, as run's inputs'
   (``--stdin-file THEIRLINK/../FILE``) are, refused (111) naming its owner."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def judged_directory(given: list[str]) -> Iterator[int | None]:
 @contextlib.contextmanager
 def capture_directory(path: str | None) -> Iterator[None]:
     """``--capture-dir`` judged as ``judged_directory`` judges DIR (another user's link at its
-    name, or one with a ``..`` after it, is refused: 111) and pinned while the page is made, so
+    name, or one a later ``..`` climbs above, is refused: 111) and pinned while the page is made, so
     its captures and layout record are read from that handle. A directory missing or not one is
     left to the reads, whose notes say so."""
     from ..pathtrust import UnsafePath
