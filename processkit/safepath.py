@@ -6,8 +6,9 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
 - A symbolic link in a world-writable sticky directory (``/tmp``) is followed only when its
   owner is this user or the directory's owner, as ``fs.protected_symlinks`` does; a link that
   is the file itself (``--jsonl LINK``, a capture file) only when it is this user's or root's,
-  wherever it is. Paths are walked one component at a time relative to directory
-  handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
+  wherever it is; so is a link a later ``..`` climbs above (``LINK/..``; not ``LINK/x/../y``),
+  but the sticky directory owner's there. Paths are walked one component at a time relative to
+  directory handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
   ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
   that already exists in a directory others can write is reused only when it is this user's
@@ -20,7 +21,7 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   checked to be the inode judged): a FIFO's open never waits for a reader, one no one reads is
   refused.
 
-A directory checked once can be pinned (``pin``: a batch's ``--out``): later walks of paths
+A directory checked once can be pinned (``pin``: a batch's ``--out``, ``report DIR``): later walks of paths
 inside it start from its handle instead of walking from ``/`` again, so they use the very
 directory that was checked. Walks of private directories never start from a pin.
 
@@ -63,22 +64,36 @@ def _components(path: str) -> list[str]:
     return [part for part in reversed(path.split("/")) if part and part != "."]
 
 
-def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final: bool = False) -> str | None:
+def _climbs_above(parts: list[str]) -> bool:
+    """Whether the names still to walk (a stack, last first) climb above where they start
+    (after a link: above its target): a ``..`` more than the names before it."""
+    depth = 0
+    for part in reversed(parts):
+        depth += -1 if part == ".." else 1
+        if depth < 0:
+            return True
+    return False
+
+
+def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False, climbed=False) -> str | None:
     """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
     follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
-    (the file itself) must be this user's or root's wherever it is."""
+    (the file itself) must be this user's or root's wherever it is; so must a link ``climbed``
+    above (a ``..`` after it leaves its target), except in a sticky directory, where the sticky
+    rule already follows only this user's links and the directory owner's."""
     links[0] += 1
     if links[0] > MAX_LINKS:
         raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
     parent = os.fstat(dir_fd)
     link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     uid = os.geteuid()
-    if final and not trusted(link.st_uid):
+    sticky = parent.st_mode & _STICKY_WORLD == _STICKY_WORLD
+    if (final or climbed and not sticky) and not trusted(link.st_uid):
         raise UnsafePath(
             f"{_join(here, name)} is a symbolic link of uid {link.st_uid}: a file is reached "
             f"through a link only when the link is this user's (uid {uid}) or root's"
         )
-    if parent.st_mode & _STICKY_WORLD == _STICKY_WORLD and link.st_uid not in (uid, parent.st_uid):
+    if sticky and link.st_uid not in (uid, parent.st_uid):
         raise UnsafePath(
             f"{_join(here, name)} is a symbolic link of uid {link.st_uid} in the world-writable sticky "
             f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
@@ -105,7 +120,8 @@ def _directory(
     them in ``created``. ``private``: every directory on the way to the last must be
     changeable only by this user or root, and the last component must not be a link.
     ``strict``: every link on the way is followed only when it is this user's or root's.
-    """
+    Whatever the options, so is a link a later ``..`` climbs above (``LINK/..``, ``LINK/x/../..``:
+    to a place its owner chose; ``_follow``), an input's or an output's; not ``LINK/x/../y``."""
     pinned = _pinned_under(path) if _PINNED and start_fd is None and not private else None
     if pinned is not None:
         fd, here, path = pinned
@@ -137,7 +153,7 @@ def _directory(
                     raise
                 if private and not parts:
                     raise UnsafePath(f"{_join(here, name)} is a symbolic link") from None
-                target = _follow(links, fd, name, here, final=strict)
+                target = _follow(links, fd, name, here, final=strict, climbed=_climbs_above(parts))
                 if target is not None:
                     if target.startswith("/"):
                         os.close(fd)
@@ -272,16 +288,25 @@ _PINNED: dict[str, list] = {}
 _PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
 
-def pin(path: str) -> None:
+def pin(path: str, judged: tuple[int, str] | None = None) -> None:
     """Walk the directory ``path`` once and start each later walk of a path inside it from its
     handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
-    was checked is still what is used: the handle is the directory the walk checked."""
+    was checked is still what is used: the handle is the directory the walk checked. ``judged``:
+    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s).
+    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it
+    must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still
+    reach the directory it judged."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:
+            if judged is not None:
+                held, given = os.fstat(_PINNED[key][0]), os.fstat(judged[0])
+                os.close(judged[0])
+                if (held.st_dev, held.st_ino) != (given.st_dev, given.st_ino):
+                    raise UnsafePath(f"{key} is no longer the directory pinned by that name")
             _PINNED[key][2] += 1
             return
-        fd, here = _start([0], key)
+        fd, here = _start([0], key) if judged is None else judged
         _PINNED[key] = [fd, here, 1]
 
 

@@ -99,7 +99,8 @@ def input_stat(path: str) -> os.stat_result:
 def input_directory(path: str) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
     ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
-    whatever it leads to); NotADirectoryError for a file, ENOENT for an empty path."""
+    whatever it leads to, and so is one a later ``..`` climbs above: ``THEIRLINK/..``); NotADirectoryError
+    for a file, ENOENT for an empty path."""
     name = _last_name(path)
     if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
         return directory_of([0], name)
@@ -190,7 +191,8 @@ def final_entry(
     """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
     at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
     reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
-    in a target's directories too only when this user's or root's."""
+    in a target's directories too only when this user's or root's (one a later ``..`` climbs
+    above always, as ``safepath.directory_of`` judges it)."""
     directory = False  # a target ending in ``/`` asks for a directory (``ln -s dir/ LINK``)
     try:
         while True:
@@ -211,6 +213,8 @@ def final_entry(
             stripped = target.rstrip("/")
             directory = directory or stripped != target
             head, tail = os.path.split(stripped or "/.")  # ``/``: the root, as ``/.``
+            if tail == "..":  # ``LINK/..`` as the target's end: walked whole, its ``..`` judged there
+                head, tail = stripped, "."
             next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail

@@ -51,3 +51,58 @@ def test_a_private_walk_never_starts_from_a_pin(tmp_path):
         assert safepath.private_directory(str(out / "registry"), create=False) is None
     finally:
         safepath.unpin(str(out))
+
+
+def test_a_judged_handle_given_for_a_pinned_path_must_be_the_pinned_directory(tmp_path):
+    """``pin(path, judged)`` where ``path`` is pinned already: the caller's handle is closed and
+    the pin held again only when both are one directory; another is refused, not silently swapped."""
+    out, other = tmp_path / "out", tmp_path / "other"
+    out.mkdir()
+    other.mkdir()
+    safepath.pin(str(out))
+    try:
+        same = os.open(out, os.O_PATH | os.O_DIRECTORY)
+        safepath.pin(str(out), (same, str(out)))
+        safepath.unpin(str(out))
+        elsewhere = os.open(other, os.O_PATH | os.O_DIRECTORY)
+        given = os.fstat(elsewhere)
+        with pytest.raises(safepath.UnsafePath, match="no longer the directory pinned"):
+            safepath.pin(str(out), (elsewhere, str(other)))
+        assert _inode(elsewhere) != (given.st_dev, given.st_ino)  # consumed all the same (its number free or reused)
+    finally:
+        safepath.unpin(str(out))
+    assert not safepath._PINNED
+
+
+def _inode(fd: int) -> tuple[int, int] | None:
+    """What the descriptor ``fd`` names now, None when it is closed."""
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _open_descriptors() -> list[str]:
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+def test_report_dir_pinned_already_as_another_directory_is_a_refusal_and_its_handle_closed(tmp_path):
+    """``report.inputs.judged_directory`` of a path pinned already as another directory (swapped
+    since): ``pin`` refuses it; the judged handle is closed and the refusal is a ``Failure`` (111)
+    naming the directory, as the other refusals are, not an UnsafePath escaping."""
+    from processkit.errors import Failure
+    from processkit.report import inputs
+
+    given = tmp_path / "given"
+    given.mkdir()
+    with inputs.judged_directory([str(given)]):
+        os.rename(given, tmp_path / "moved")
+        given.mkdir()
+        before = _open_descriptors()
+        with pytest.raises(Failure, match=f"cannot read {given}: .*no longer the directory pinned") as refused:
+            with inputs.judged_directory([str(given)]):
+                pass
+        assert refused.value.code == 111
+        assert _open_descriptors() == before
+    assert not safepath._PINNED

@@ -52,18 +52,32 @@ def build_parser() -> Parser:
 
 def main(argv: list[str], invocation) -> int:
     args = build_parser().parse(argv)
+    from ..report import inputs
+
+    with inputs.judged_directory(args.streams) as directory:  # DIR read by its handle, not its name
+        return _report(args, directory)
+
+
+def _report(args, directory: int | None) -> int:
+    """The page, ``directory`` the one directory given (its judged handle) or None."""
     from ..report import batch_model, inputs
 
-    if len(args.streams) == 1 and batch_model.is_batch_out(args.streams[0]):  # a batch's --out
+    if directory is not None and batch_model.is_batch_out(directory):  # a batch's --out
         return _batch_page(args)
-    paths = inputs.stream_paths(args.streams)
-    single = len(args.streams) == 1 and not inputs.is_directory(args.streams[0])
+    paths = inputs.stream_paths(args.streams, directory)
+    single = len(args.streams) == 1 and directory is None
     for flag in ("capture_dir", "usage_file"):
         if getattr(args, flag) is not None and not single:
             raise usage(f"the argument '--{flag.replace('_', '-')}' can be used only with a single stream")
+    return _page(args, paths, single, directory)
+
+
+def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
+    """The page of the streams ``paths``: a benchmark's, one run's (``single``) or an index."""
+    from ..report import inputs
 
     kept = _inputs(args, paths)
-    exports = inputs.bench_exports(args.streams)
+    exports = None if directory is not None else inputs.bench_exports(args.streams)
     if exports is not None:  # ``bench --export-json`` files: one, or a baseline and a new one
         from ..report import bench_page
 
@@ -92,7 +106,11 @@ def main(argv: list[str], invocation) -> int:
 
         places = (capture_place(stream, args.capture_dir, runs[0].path) for stream in runs[0].captured)
         kept.update(identities((os.path.join(*place), INPUT) for place in places))
-    page = render.single_page(runs[0], args.capture_dir) if single else render.index_page(runs)
+    if single:  # --capture-dir judged where it is used, once the stream is read, and read by its handle
+        with inputs.capture_directory(args.capture_dir):
+            page = render.single_page(runs[0], args.capture_dir)
+    else:
+        page = render.index_page(runs)
     write_text(args.output, page, kept)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])

@@ -16,20 +16,25 @@ from ..plain import Frozen
 from .types import CapturedStream
 
 
-def ranges(captured: CapturedStream, run_id: str | None, capture_path: str | None = None) -> tuple | None:
+def ranges(
+    captured: CapturedStream, run_id: str | None, capture_path: str | None = None, *, inside: str | None = None
+) -> tuple | None:
     """The stream's ``(start, end)`` ranges a capture file holds, for ``captured`` (a stream of
     ``output_captured``): the ranges this run recorded beside the file (``capture_path``, default
-    the recorded one), else its first ``bytes_written`` bytes. None when the counts are missing."""
+    the recorded one; relative to the directory ``inside`` when given, read as ``open_named``
+    reads inside it), else its first ``bytes_written`` bytes. None when the counts are missing."""
     seen, written = captured.bytes_seen, captured.bytes_written
     if type(seen) is not int or type(written) is not int or not 0 <= written <= seen:
         return None
-    spans = recorded(captured, run_id, capture_path)
+    spans = recorded(captured, run_id, capture_path, inside=inside)
     if spans is not None:
         return spans
     return ((0, written),) if written else ()
 
 
-def recorded(captured: CapturedStream, run_id: str | None, capture_path: str | None = None) -> tuple | None:
+def recorded(
+    captured: CapturedStream, run_id: str | None, capture_path: str | None = None, *, inside: str | None = None
+) -> tuple | None:
     """The ranges a ring run recorded for this stream, or None (nothing was dropped, or no
     matching record: no such file, another run's, or not well formed). The file comes from a
     directory a stream names: it is opened without blocking and read only when it is a small
@@ -40,7 +45,7 @@ def recorded(captured: CapturedStream, run_id: str | None, capture_path: str | N
         return None
     if seen == written and not captured.write_error:
         return None
-    document = _document(os.path.dirname(capture_path))
+    document = _document(os.path.dirname(capture_path), inside)
     if document is None:
         return None
     entry = document.get(captured.stream)
@@ -67,19 +72,27 @@ def _spans(value: object, bytes_seen: int) -> tuple | None:
     return tuple(spans)
 
 
-def _small_file(path: str, limit: int) -> bytes | None:
+def _small_file(path: str, limit: int, inside: str | None = None) -> bytes | None:
     """A regular file's bytes, when it is one of at most ``limit`` bytes: opened without
-    blocking, never through a link (the path comes from a directory a stream names)."""
+    blocking, as an input is (``open_input``: the path comes from a directory a stream names;
+    another user's link at it refused, this user's or root's followed); with ``inside``,
+    ``path`` is relative to that directory and walked from it (``open_named``: links there only
+    this user's or root's; a batch's ``--out``, pinned while its page is made, never by its name again)."""
+    from ..userfiles import open_named
+
+    def opener(name: str, limits) -> int:
+        return open_named(name, limits, inside=inside)
+
     try:
-        data = read_start(path, limit + 1, CAPTURE_LAYOUT)
+        data = read_start(path, limit + 1, CAPTURE_LAYOUT, *([] if inside is None else [opener]))
     except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
         return None
     return data if len(data) <= limit else None
 
 
-def _document(directory: str) -> dict | None:
-    """The layout record in ``directory``, when it is one of this version."""
-    data = _small_file(os.path.join(directory, capture_layout.NAME), capture_layout.MAX_BYTES)
+def _document(directory: str, inside: str | None = None) -> dict | None:
+    """The layout record in ``directory`` (inside ``inside``: ``_small_file``), when it is one of this version."""
+    data = _small_file(os.path.join(directory, capture_layout.NAME), capture_layout.MAX_BYTES, inside)
     if data is None:
         return None
     try:
@@ -149,7 +162,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
     not add up."""
     import struct
 
-    document = _document(directory)
+    document = _document(".", directory)  # read inside it, as its capture files are (``Salvage.read``)
     if document is None or document.get("state") != capture_layout.CAPTURING:
         return None
     recorded_id, cap, head = document.get("run_id"), document.get("cap"), document.get("head")
@@ -157,7 +170,7 @@ def salvage(directory: str, run_id: str | None = None) -> dict[str, Salvage] | N
         return None
     if type(cap) is not int or type(head) is not int or not 0 <= head < cap:
         return None
-    data = _small_file(os.path.join(directory, capture_layout.MARKS_NAME), capture_layout.MARKS_SIZE)
+    data = _small_file(capture_layout.MARKS_NAME, capture_layout.MARKS_SIZE, directory)
     magic = capture_layout.MAGIC
     if data is None or len(data) != capture_layout.MARKS_SIZE or not data.startswith(magic):
         return None

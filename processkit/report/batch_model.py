@@ -88,12 +88,15 @@ class Batch(Plain):
     started_s: float | None = None  # its first attempt's start, seconds since the epoch (None: none ran)
 
 
-def is_batch_out(path: str) -> bool:
-    """Whether ``path`` is a batch's ``--out``: a directory reached as a stream's name is (another
-    user's link there is not looked through) holding a summary."""
-    from .inputs import is_directory
-
-    return is_directory(path) and os.path.lexists(os.path.join(path, SUMMARY_FILE))
+def is_batch_out(directory: int) -> bool:
+    """Whether the directory given is a batch's ``--out`` (it holds a summary), by its handle
+    (``inputs.judged_directory``: reached as a stream's name is, another user's link there not
+    looked through), never by its name again."""
+    try:
+        os.stat(SUMMARY_FILE, dir_fd=directory, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def load(out: str) -> Batch:

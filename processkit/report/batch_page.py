@@ -125,7 +125,7 @@ def _failure(out: str, job: Job) -> dict:
             continue
         if inside is not None:
             cut = info.truncated or info.write_error  # a failed write cuts the file as the cap does
-            kept = kept_ranges(name, info, job.run_id, os.path.join(out, inside)) if cut else None
+            kept = kept_ranges(name, info, job.run_id, inside, inside=out) if cut else None
             html, note = read_tail(out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None)
         else:
             html, note = None, "the job's id is not a plain name, so its capture is not looked for"

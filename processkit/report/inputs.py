@@ -9,22 +9,102 @@ is shown as still being written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 STREAM_SUFFIX = ".jsonl"
 
 
-def stream_paths(given: list[str]) -> list[str]:
-    """The streams named: files as given, a directory as its ``*.jsonl`` files (sorted). An entry
-    refused (not a regular file, or another user's link) is skipped with a warning saying why;
-    a directory left with none fails, with the first refusal when there was one."""
-    if len(given) == 1 and is_directory(given[0]):
+@contextlib.contextmanager
+def judged_directory(given: list[str]) -> Iterator[int | None]:
+    """The one directory given (``report DIR``), reached and judged once as ``is_directory``
+    reaches it, and pinned (``safepath.pin``) while the page is made: its listing, its entries
+    and a batch's files are read from that handle, not by DIR's name, so another user
+    who owns DIR's parent cannot swap DIR for their link between the judgement and the reads
+    (``cli/report.py``'s live label and ``-o``'s kept identities still look by name: no content).
+    Yields an ``O_PATH`` handle on it, or None when ``given`` is not one directory."""
+    with _pinned(given[0] if len(given) == 1 else None, _judged(given)) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def capture_directory(path: str | None) -> Iterator[None]:
+    """``--capture-dir`` judged as ``judged_directory`` judges DIR (another user's link at its
+    name, or one a later ``..`` climbs above, is refused: 111) and pinned while the page is made, so
+    its captures and layout record are read from that handle. A directory missing or not one is
+    left to the reads, whose notes say so."""
+    from ..pathtrust import UnsafePath
+    from ..userfiles import input_directory
+
+    judged = None
+    if path is not None:
         try:
-            names = sorted(name for name in _listed(given[0]) if name.endswith(STREAM_SUFFIX))
+            judged = input_directory(path)
+        except UnsafePath as exc:
+            raise _refused(f"--capture-dir {path}", exc) from None
+        except OSError:
+            pass
+    with _pinned(path, judged, f"--capture-dir {path}"):
+        yield
+
+
+def _refused(shown: str, exc: OSError) -> Failure:
+    return Failure(Kind.SETUP, f"cannot read {sanitize(shown)}: {exc.strerror}")
+
+
+@contextlib.contextmanager
+def _pinned(path: str | None, judged: tuple[int, str] | None, shown: str = "") -> Iterator[int | None]:
+    """``judged`` (a handle on ``path`` and its text, consumed) pinned (``safepath.pin``) while
+    the block runs; yields the handle, or None when there is none. A pin refused (``path``
+    pinned already, as another directory) is a refusal naming ``shown`` (``path``), the handle closed."""
+    if path is None or judged is None:
+        yield None
+        return
+    from ..pathtrust import UnsafePath
+    from ..safepath import pin, unpin
+
+    handle, here = judged
+    try:
+        pin(path, (os.dup(handle), os.path.normpath(here)))
+    except BaseException as exc:
+        os.close(handle)
+        if isinstance(exc, UnsafePath):
+            raise _refused(shown or path, exc) from None
+        raise
+    try:
+        yield handle
+    finally:
+        unpin(path)
+        os.close(handle)
+
+
+def _judged(given: list[str]) -> tuple[int, str] | None:
+    from ..userfiles import input_directory
+
+    if len(given) != 1:
+        return None
+    try:
+        return input_directory(given[0])
+    except OSError:
+        return None
+
+
+def stream_paths(given: list[str], directory: int | None) -> list[str]:
+    """The streams named: files as given, the directory given (``directory``, its handle from
+    ``judged_directory``) as its ``*.jsonl`` files (sorted). An entry refused (not a regular
+    file, or another user's link) is skipped with a warning saying why; a directory left with
+    none fails, with the first refusal when there was one."""
+    if directory is not None:
+        try:
+            names = sorted(name for name in _listed(directory) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
         refusals: list[str] = []
@@ -52,15 +132,12 @@ def is_directory(path: str) -> bool:
     return True
 
 
-def _listed(path: str) -> list[str]:
-    """The names in the directory ``path``, reached as ``is_directory`` reaches it: another
-    user's link to a directory of root's (``/tmp/streams -> /root/private``) is refused, its
-    names never shown."""
+def _listed(directory: int) -> list[str]:
+    """The names in the judged directory ``directory`` (its handle), never in what its name
+    leads to now."""
     from ..safepath import reopen
-    from ..userfiles import input_directory
 
-    handle, here = input_directory(path)
-    listing = reopen(handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, here)
+    listing = reopen(os.dup(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "the directory")
     try:
         return os.listdir(listing)
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import os
 
 from ..events import render as words
 from ..events.kept import ranges, salvage
@@ -89,7 +88,7 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     tails = []
     for stream in run.captured:
         directory, inside = capture_place(stream, capture_dir, run.path)
-        kept = ranges(stream, run.run_id, os.path.join(directory, inside))
+        kept = ranges(stream, run.run_id, inside, inside=directory)  # read as the capture is
         html, note = read_tail(directory, inside, stream.sha256, kept, stream.bytes_seen)
         tails.append(Tail(stream, html, note))
     if not run.captured and capture_dir is not None:  # a ring run whose runner died or goes on: its live record

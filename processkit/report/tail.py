@@ -91,18 +91,22 @@ def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
     return "; ".join(words) or None
 
 
-def kept_ranges(stream: str, captured, run_id: str | None, capture_path: str | None = None) -> tuple | None:
+def kept_ranges(
+    stream: str, captured, run_id: str | None, capture_path: str | None = None, *, inside: str | None = None
+) -> tuple | None:
     """The stream ranges the capture file of ``captured`` holds (a summary line's ``Captured``,
     or a ``CapturedStream``), read with the record its run left beside the file
-    (``events.kept.ranges``; ``capture_path``, default the recorded path), so a file that keeps
-    the stream's head is never taken for its end. None when the counts are missing."""
+    (``events.kept.ranges``; ``capture_path``, default the recorded path, relative to ``inside``
+    when given: read inside that directory as ``read_tail`` reads), so a file that keeps the
+    stream's head is never taken for its end. None when the counts are missing."""
     from ..events.kept import ranges
     from ..events.types import CapturedStream
 
     seen, written, path = captured.bytes_seen, captured.bytes_written, capture_path or captured.path
     if type(seen) is not int or type(written) is not int or not path:
         return None
-    return ranges(CapturedStream(stream, path, seen, written, captured.sha256 or "", True, False), run_id, path)
+    captured = CapturedStream(stream, path, seen, written, captured.sha256 or "", True, False)
+    return ranges(captured, run_id, path, inside=inside)
 
 
 def cut_note(stream: str, captured, run_id: str | None) -> str | None:
