@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from ..bounded import RUN_FILE, open_input
+from ..events.render import size as size_words
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -33,15 +34,21 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
 def failure_lines(line: JobLine) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
-    on stderr. A job that captured nothing shows the runner's message, when there is one."""
+    on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
+    that are not the whole file say so, as the page's box does: five lines read as all a job
+    printed otherwise, and the first error (a compiler's) may be above them."""
     text = f"  {sanitize(line.id)}: {how(line)}\n"
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
             continue
-        tail = _last_lines(info.path)
+        tail, size = _last_lines(info.path)
         shown = shown or bool(tail)
-        text += f"    {name}: {sanitize(info.path)}{capture_cut(name, info, line.run_id)}\n"
+        cut = capture_cut(name, info, line.run_id)
+        if size is not None and tail:
+            part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
+            cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
+        text += f"    {name}: {sanitize(info.path)}{cut}\n"
         text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
     if not shown and line.message:
         text += f"    | {sanitize(line.message, 200)}\n"
@@ -75,13 +82,14 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     return f" ({note})" if note else ""
 
 
-def _last_lines(path: str) -> list[str]:
+def _last_lines(path: str) -> tuple[list[str], int | None]:
     """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
-    when it is a regular file, without waiting."""
+    when it is a regular file, without waiting; and the file's size when they are not all of it
+    (blank lines aside), else None."""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
-        return []
+        return [], None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         handle.seek(max(0, size - TAIL_BYTES))
@@ -89,4 +97,5 @@ def _last_lines(path: str) -> list[str]:
     lines = data.decode("utf-8", "replace").splitlines()
     if size > TAIL_BYTES and lines:
         lines = lines[1:]  # the first one is cut
-    return [text for text in lines if text.strip()][-TAIL_LINES:]
+    kept = [text for text in lines if text.strip()]
+    return kept[-TAIL_LINES:], (size if size > TAIL_BYTES or len(kept) > TAIL_LINES else None)
