@@ -120,6 +120,23 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
 
 
+def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path):
+    """Dask runs a task again when its worker dies under it (``allowed-failures``, 3 by
+    default): the job ran twice, its line shows the last run alone. A warning names it."""
+    distributed = pytest.importorskip("distributed")
+
+    marker = tmp_path / "first-run"
+    once = f"if [ ! -e {marker} ]; then touch {marker}; kill -9 $PPID; sleep 30; fi; echo second"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", once], "id": "deploy"}) + "\n")
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
+    assert b"warning: a Dask task of 1 job (deploy) ran again after the worker running it was lost (1 time)" in proc.stderr
+
+
 def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(tmp_path):
     """Dask cannot stop a running task: the client tells each worker's running chunk to stop,
     so the jobs there end with their cancellation (as run's would), the chunks not begun start

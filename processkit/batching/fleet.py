@@ -202,6 +202,8 @@ class _Tasks:
             lines = future.result()
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines = _task_failed(self.chunks[future], recorder.out, self.label, exc)
+        else:
+            _say_rerun(self.client, future, self.chunks[future])
         halted = recorder.halted
         failure = None
         for line in lines:
@@ -258,6 +260,26 @@ class _Tasks:
             if future in self.waiting or future.cancelled():
                 for job in self.chunks[future]:
                     self.recorder.record_not_started(job)
+
+
+def _say_rerun(client, future, jobs: list[Job]) -> None:
+    """Dask runs a task again when the worker running it dies (up to its scheduler's
+    ``allowed-failures``, 3 by default), so its jobs may have run twice while their lines show
+    only the last run: said, since a job that is not safe to repeat (a deploy, a migration)
+    needs to know. Best effort: a scheduler that refuses ``run_on_scheduler`` says nothing."""
+    try:  # a lambda travels by value: the scheduler need not have processkit installed
+        lost = client.run_on_scheduler(
+            lambda dask_scheduler, key: getattr(dask_scheduler.tasks.get(key), "suspicious", 0), key=future.key
+        )
+    except Exception:  # noqa: BLE001 - the lines stand without it
+        return
+    if lost:
+        ids = ", ".join(sanitize(job.id) for job in jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+        warn(
+            f"a Dask task of {len(jobs)} job{'s' if len(jobs) != 1 else ''} ({ids}) ran again after the worker "
+            f"running it was lost ({lost} time{'s' if lost != 1 else ''}): those jobs may have run more than once, "
+            "and their lines are the last run's"
+        )
 
 
 def _forget(client, futures: list, label: str) -> None:
