@@ -134,7 +134,9 @@ def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path):
         proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
-    assert b"warning: a Dask task of 1 job (deploy) ran again after the worker running it was lost (1 time)" in proc.stderr
+    assert (
+        b"warning: a Dask task of 1 job (deploy) ran again after the worker running it was lost (1 time)" in proc.stderr
+    )
 
 
 def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(tmp_path):
