@@ -86,6 +86,17 @@ def test_the_end_says_when_the_lines_it_shows_are_not_all_a_job_printed(tmp_path
     assert block[5:10] == [f"    | note {n}" for n in range(26, 31)]
 
 
+def test_the_end_shows_the_end_of_one_long_line(tmp_path):
+    """A job whose stderr is one line longer than the tail read (a JSON log, a progress line):
+    its end, where the error is, is shown, marked as a part; it was dropped unsaid."""
+    job = "import sys; sys.stderr.write('x' * 5000 + ' FATAL: disk quota'); sys.exit(1)"
+    proc = run_cli("batch", "--out", tmp_path / "out", "--", PY, "-c", job, ":::", "a")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    assert block[2].endswith("stderr.log (its last 1 line(s) of 4.9 KiB shown)"), block
+    assert block[3] == "    | ..." + ("x" * 5000 + " FATAL: disk quota")[-197:]
+
+
 def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     """Ctrl-C ends the running jobs: the closing line counts them cancelled (and the one never
     started so), names none of them among failures, and their summary lines say cancelled."""
@@ -260,7 +271,7 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     stdout = line["capture"]["stdout"]
     assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
-    assert said in proc.stderr.decode(), proc.stderr
+    assert f"{said[:-1]}; its last 1 line(s) of 100 KiB shown)" in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
     page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
     assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page

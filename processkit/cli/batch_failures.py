@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 TAIL_LINES = 5
 TAIL_BYTES = 4096
+LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
 
 
@@ -49,9 +50,9 @@ def failure_lines(line: JobLine) -> str:
             part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
             cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
         text += f"    {name}: {sanitize(info.path)}{cut}\n"
-        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+        text += "".join(f"    | {sanitize(t, LINE_CHARS)}\n" for t in tail)
     if not shown and line.message:
-        text += f"    | {sanitize(line.message, 200)}\n"
+        text += f"    | {sanitize(line.message, LINE_CHARS)}\n"
     return text
 
 
@@ -95,7 +96,9 @@ def _last_lines(path: str) -> tuple[list[str], int | None]:
         handle.seek(max(0, size - TAIL_BYTES))
         data = handle.read(TAIL_BYTES)
     lines = data.decode("utf-8", "replace").splitlines()
-    if size > TAIL_BYTES and lines:
-        lines = lines[1:]  # the first one is cut
+    if size > TAIL_BYTES and lines:  # the first one is cut: its end only, and only when needed
+        cut = lines.pop(0)
+        if len([text for text in lines if text.strip()]) < TAIL_LINES and cut.strip():
+            lines.insert(0, "..." + cut[-(LINE_CHARS - 3) :])  # a long line's end holds its error
     kept = [text for text in lines if text.strip()]
     return kept[-TAIL_LINES:], (size if size > TAIL_BYTES or len(kept) > TAIL_LINES else None)
