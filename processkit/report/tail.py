@@ -211,10 +211,10 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
         if count >= 0:
             items.append(count)
         start = at
-    if window and isinstance(items[0], str):
-        items = items[1:]  # the first line was cut by the byte window
     if items and items[-1] == "":
         items = items[:-1]
+    if window and items and isinstance(items[0], str):  # the first line was cut by the byte window: kept
+        items = items[1:] if any(item for item in items[1:]) else ["…" + items[0]]  # if alone, marked
     parts: list[Markup] = []
     text: list[str] = []
     shown = items[-TAIL_LINES:]
