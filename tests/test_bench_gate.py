@@ -114,3 +114,25 @@ def test_a_command_that_waits_ten_times_as_long_fails_though_its_cpu_time_is_the
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
     assert (decided["figure"], decided["outcome"]) == ("wall", "regressed"), decided
     assert "it waits longer (sleep, I/O, a lock)" in later.stderr.decode()
+
+
+def test_a_command_the_baseline_lacks_is_said_in_the_gate_not_passed_over(tmp_path):
+    """A command whose name and text both changed since its baseline matches nothing there: the gate judged nothing and
+    said nothing (no Gate block, no entry), so a CI gate went silently blind. It is now named
+    in the block and the export as inconclusive, saying why; the exit stays 0."""
+    (tmp_path / "a.txt").write_text(text(2000))
+    first = bench(tmp_path, "a.txt")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "out.json").rename(tmp_path / "base.json")
+    gated = run_cli(
+        "bench", "-N", "--runs", "3", "-n", "renamed", "gzip -6 -c a.txt", "--export-json", tmp_path / "out.json",
+        "--baseline", tmp_path / "base.json", "--fail-if-slower", "5", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert gated.returncode == 0, gated.stderr
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert (decided["command"], decided["outcome"], decided["change_percent"]) == ("renamed", "inconclusive", None)
+    said = (
+        "'renamed': inconclusive: not in the baseline (no command there has its name or its text), so it was not judged"
+    )
+    assert "Gate (slower by more than 5 % fails)" in gated.stdout.decode() + gated.stderr.decode()
+    assert said in gated.stdout.decode() + gated.stderr.decode()

@@ -105,7 +105,8 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
     decisions = []
     timeout_ms = result.settings.get("timeout_ms")
     for new, hit in zip(current, found):
-        if hit is None:
+        if hit is None:  # said, never passed over: a renamed command would leave the gate judging nothing
+            decisions.append(_unmatched(new.command.name, earlier.metric_for(result.metric)))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
         decided = _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
@@ -113,6 +114,11 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
         regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])
     return decisions
+
+
+def _unmatched(name: str, metric: str) -> Decision:
+    reason = "not in the baseline (no command there has its name or its text), so it was not judged"
+    return Decision(command=name, figure=metric, outcome=INCONCLUSIVE, change_percent=None, p_value=None, reason=reason)
 
 
 def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric: str) -> Decision:
