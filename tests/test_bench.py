@@ -165,17 +165,6 @@ def test_a_failing_command_stops_the_benchmark_unless_ignored(tmp_path):
     assert exported["results"][0]["exit_codes"] == [3, 3, 3]
 
 
-def test_a_failing_commands_refusal_says_how_to_see_its_output(tmp_path):
-    """Its output was discarded (stderr on /dev/null): the refusal names --show-output, as
-    hyperfine's does; a run whose output was shown is not told to show it."""
-    done, _ = bench(tmp_path, "--runs", "2", "--", "sh", "-c", "echo wh''y >&2; exit 3")
-    assert done.returncode == 118 and b"why" not in done.stderr
-    assert done.stderr.rstrip().endswith(b"to benchmark it anyway, or --show-output to see what it printed")
-    done, _ = bench(tmp_path, "--runs", "2", "--show-output", "--", "sh", "-c", "echo wh''y >&2; exit 3")
-    assert done.returncode == 118 and b"why\n" in done.stderr
-    assert done.stderr.rstrip().endswith(b"--ignore-failure to benchmark it anyway")
-
-
 def test_a_command_that_cannot_start_is_a_bench_failure(tmp_path):
     done, _ = bench(tmp_path, "--runs", "2", "--ignore-failure", "--", "no-such-program-xyz")
     assert done.returncode == 118 and b"no-such-program-xyz" in done.stderr

@@ -213,12 +213,7 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
 
 def ignoring(name: Naming) -> str:
     """What to give to benchmark failing runs anyway: ``--ignore-failure`` or ``ignore_failure=True``."""
-    return switched("ignore_failure", name)
-
-
-def switched(dest: str, name: Naming) -> str:
-    """A switch as the caller gives it: ``--show-output`` or ``show_output=True``."""
-    option = BY_DEST[dest]
+    option = BY_DEST["ignore_failure"]
     shown = name(option)
     return shown if shown == option.flag else name.given(option, "True")
 

@@ -35,7 +35,7 @@ from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
 from . import driver, host_load
-from .options import BY_DEST, ignoring, switched
+from .options import BY_DEST, ignoring
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 from .stats import fmean
@@ -298,12 +298,10 @@ class Session:
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
             raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
-            seen = self.options.show_output or command.output == "inherit"
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
-                f"use {ignoring(self.options.named)} to benchmark it anyway"
-                + ("" if seen else f", or {switched('show_output', self.options.named)} to see what it printed"),
+                f"use {ignoring(self.options.named)} to benchmark it anyway",
             )
 
 
