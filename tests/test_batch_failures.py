@@ -97,6 +97,16 @@ def test_the_end_shows_the_end_of_one_long_line(tmp_path):
     assert block[3] == "    | ..." + ("x" * 5000 + " FATAL: disk quota")[-197:]
 
 
+def test_the_end_shows_the_end_of_any_long_line_it_shows(tmp_path):
+    """A whole line over LINE_CHARS (the read did not cut it) shows its end too, where its
+    error is: its head was shown, and the error dropped."""
+    job = "import sys; sys.stderr.write('x' * 3000 + ' FATAL: disk quota\\nexit now\\n'); sys.exit(1)"
+    proc = run_cli("batch", "--out", tmp_path / "out", "--", PY, "-c", job, ":::", "a")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    assert block[3:5] == ["    | ..." + ("x" * 3000 + " FATAL: disk quota")[-197:], "    | exit now"], block
+
+
 def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     """Ctrl-C ends the running jobs: the closing line counts them cancelled (and the one never
     started so), names none of them among failures, and their summary lines say cancelled."""

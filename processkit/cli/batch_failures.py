@@ -50,7 +50,7 @@ def failure_lines(line: JobLine) -> str:
             part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
             cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
         text += f"    {name}: {sanitize(info.path)}{cut}\n"
-        text += "".join(f"    | {sanitize(t, LINE_CHARS)}\n" for t in tail)
+        text += "".join(f"    | {_end_of(t)}\n" for t in tail)
     if not shown and line.message:
         text += f"    | {sanitize(line.message, LINE_CHARS)}\n"
     return text
@@ -83,6 +83,13 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     return f" ({note})" if note else ""
 
 
+def _end_of(text: str) -> str:
+    """A line shown, at most LINE_CHARS long: a longer one's end, marked ``...`` as the cut line
+    of the read is, since the error of a long line (a log line, a progress line) is at its end."""
+    clean = sanitize(text, len(text))
+    return clean if len(clean) <= LINE_CHARS else "..." + clean[-(LINE_CHARS - 3) :]
+
+
 def _last_lines(path: str) -> tuple[list[str], int | None]:
     """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
     when it is a regular file, without waiting; and the file's size when they are not all of it
@@ -99,6 +106,6 @@ def _last_lines(path: str) -> tuple[list[str], int | None]:
     if size > TAIL_BYTES and lines:  # the first one is cut: its end only, and only when needed
         cut = lines.pop(0)
         if len([text for text in lines if text.strip()]) < TAIL_LINES and cut.strip():
-            lines.insert(0, "..." + cut[-(LINE_CHARS - 3) :])  # a long line's end holds its error
+            lines.insert(0, "..." + cut)  # marked as a part; _end_of keeps its end
     kept = [text for text in lines if text.strip()]
     return kept[-TAIL_LINES:], (size if size > TAIL_BYTES or len(kept) > TAIL_LINES else None)
