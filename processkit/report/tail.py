@@ -213,8 +213,11 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
         start = at
     if items and items[-1] == "":
         items = items[:-1]
-    if window and items and isinstance(items[0], str):  # the first line was cut by the byte window: kept
-        items = items[1:] if any(item for item in items[1:]) else ["…" + items[0]]  # if alone, marked
+    if window and items and isinstance(items[0], str):  # the first line was cut by the byte window
+        rest = items[1:]  # dropped, unless no other line has text: then kept, marked, with the gaps
+        if not any(isinstance(item, str) and item for item in rest):  # a gap's marker is not a line
+            rest = ["…" + items[0], *(item for item in rest if isinstance(item, int))]
+        items = rest
     parts: list[Markup] = []
     text: list[str] = []
     shown = items[-TAIL_LINES:]
