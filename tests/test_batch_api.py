@@ -120,15 +120,22 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
 
 
+def _deploy_run_twice(tmp_path, first: str):
+    """A manifest of one job, ``deploy``, whose first run touches a marker then runs ``first``,
+    and whose next prints ``second``; and the marker."""
+    marker = tmp_path / "first-run"
+    once = f"if [ ! -e {marker} ]; then touch {marker}; {first}; fi; echo second"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", once], "id": "deploy"}) + "\n")
+    return manifest, marker
+
+
 def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path):
     """Dask runs a task again when its worker dies under it (``allowed-failures``, 3 by
     default): the job ran twice, its line shows the last run alone. A warning names it."""
     distributed = pytest.importorskip("distributed")
 
-    marker = tmp_path / "first-run"
-    once = f"if [ ! -e {marker} ]; then touch {marker}; kill -9 $PPID; sleep 30; fi; echo second"
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"args": ["sh", "-c", once], "id": "deploy"}) + "\n")
+    manifest, marker = _deploy_run_twice(tmp_path, "kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
@@ -146,10 +153,7 @@ def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
     nothing. The task's second run finds the first's stream of this batch, and says it."""
     distributed = pytest.importorskip("distributed")
 
-    began = tmp_path / "first-run"
-    once = f"if [ ! -e {began} ]; then touch {began}; sleep 60.0713; fi; echo second"
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"args": ["sh", "-c", once], "id": "deploy"}) + "\n")
+    manifest, began = _deploy_run_twice(tmp_path, "sleep 60.0713")
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
