@@ -632,7 +632,9 @@ def test_the_end_names_every_failed_job_with_its_stderr_and_last_lines(tmp_path)
     assert proc.returncode == BATCH_FAILED
     err = proc.stderr.decode().splitlines()
     block = err[err.index("batch: 2 failed jobs:") :]
-    assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'}"]
+    size = (out / "broken" / "capture" / "stderr.log").stat().st_size
+    shown = f"(its last 5 line(s) of {size} B shown)"
+    assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'} {shown}"]
     assert block[3:8] == [
         "    | noise4",
         "    | noise5",

@@ -51,7 +51,7 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
     assert failure_block(proc.stderr) == [
         "batch: 2 failed jobs:",
         "  shard: exit 1",
-        f"    stdout: {capture['shard'] / 'stdout.log'}",
+        f"    stdout: {capture['shard'] / 'stdout.log'} (its last 5 line(s) of 557 B shown)",
         "    | E   detail 6",
         "    | E   detail 7",
         "    | =========================== short test summary info ============================",
@@ -64,6 +64,47 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
         "    | to stderr",
         "batch: 0 of 2 jobs exited 0, 2 failed",
     ]
+
+
+def test_the_end_says_when_the_lines_it_shows_are_not_all_a_job_printed(tmp_path):
+    """A compiler's first error comes first: the five lines shown at the end of a 30-line stderr
+    say they are its last ones and of how much (as the page's box does); a stream shown whole
+    carries no such words."""
+    noisy = "echo 'a.c:1: error: first' >&2; for i in $(seq 2 30); do echo note $i >&2; done; echo out; exit 1"
+    jobs = [{"args": ["sh", "-c", noisy], "id": "cc"}]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    size = (out / "cc" / "capture" / "stderr.log").stat().st_size
+    block = failure_block(proc.stderr)
+    assert block[1:4] == [
+        "  cc: exit 1",
+        f"    stdout: {out / 'cc' / 'capture' / 'stdout.log'}",
+        "    | out",
+    ]
+    assert block[4] == f"    stderr: {out / 'cc' / 'capture' / 'stderr.log'} (its last 5 line(s) of {size} B shown)"
+    assert block[5:10] == [f"    | note {n}" for n in range(26, 31)]
+
+
+def test_the_end_shows_the_end_of_one_long_line(tmp_path):
+    """A job whose stderr is one line longer than the tail read (a JSON log, a progress line):
+    its end, where the error is, is shown, marked as a part; it was dropped unsaid."""
+    job = "import sys; sys.stderr.write('x' * 5000 + ' FATAL: disk quota'); sys.exit(1)"
+    proc = run_cli("batch", "--out", tmp_path / "out", "--", PY, "-c", job, ":::", "a")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    assert block[2].endswith("stderr.log (its last 1 line(s) of 4.9 KiB shown)"), block
+    assert block[3] == "    | ..." + ("x" * 5000 + " FATAL: disk quota")[-197:]
+
+
+def test_the_end_shows_the_end_of_any_long_line_it_shows(tmp_path):
+    """A whole line over LINE_CHARS (the read did not cut it) shows its end too, where its
+    error is: its head was shown, and the error dropped."""
+    job = "import sys; sys.stderr.write('x' * 3000 + ' FATAL: disk quota\\nexit now\\n'); sys.exit(1)"
+    proc = run_cli("batch", "--out", tmp_path / "out", "--", PY, "-c", job, ":::", "a")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    assert block[3:5] == ["    | ..." + ("x" * 3000 + " FATAL: disk quota")[-197:], "    | exit now"], block
 
 
 def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
@@ -187,11 +228,12 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     head = block.index("  head: exit 4")
     assert block[head + 1] == (
         f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
-        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file)"
+        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file; "
+        "its last 5 line(s) of 1 KiB shown)"
     )
     assert "LAST-ERROR" not in block[head + 2 : head + 7]
     ends = block.index("  ends: exit 4")
-    assert block[ends + 1].endswith("were dropped after the file's first 512 B)"), block[ends + 1]
+    assert block[ends + 1].endswith("were dropped after the file's first 512 B; its last 5 line(s) of 1 KiB shown)")
     assert block[ends + 6] == "    | LAST-ERROR"
     fits = block.index("  fits: exit 5")
     assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
@@ -266,7 +308,7 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     stdout = line["capture"]["stdout"]
     assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
-    assert said in proc.stderr.decode(), proc.stderr
+    assert f"{said[:-1]}; its last 1 line(s) of 100 KiB shown)" in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
     page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
     assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page

@@ -282,6 +282,43 @@ def test_a_failures_tail_says_it_is_the_last_lines_of_its_file(tmp_path):
     assert "line(s) of" not in said["short"], "a whole file is not called a tail"
 
 
+def test_a_failures_tail_of_one_long_line_shows_its_end(tmp_path):
+    """A capture that ends in one line longer than the box's 64 KiB read: the box was empty
+    ("its last 0 line(s)"), the line cut at the read dropped; its end is shown, marked."""
+    job = "import sys; sys.stderr.write('x' * 70000 + ' FATAL: disk quota'); sys.exit(1)"
+    out = tmp_path / "out"
+    assert (
+        run_cli(
+            "batch", write(tmp_path / "m.jsonl", [{"id": "one", "args": [sys.executable, "-c", job]}]), "--out", out
+        ).returncode
+        == 117
+    )
+    sections = re.findall(
+        r'<section class="failure[^"]*" id="failure-(\w+)">(.*?)</section>', (out / "index.html").read_text(), re.S
+    )
+    said = {job: html.unescape(re.sub(r"<[^>]+>", " ", body)) for job, body in sections}
+    assert "its last 1 line(s) of 68.4 KiB shown" in said["one"] and "…xxx" in said["one"]
+    assert "xxx FATAL: disk quota" in said["one"]
+
+
+def test_a_failures_tail_whose_cut_line_is_followed_by_a_gap_only_shows_it(tmp_path):
+    """head-tail keeps a long line's head, then the stream's last half, here blank lines: the
+    line the read cut, followed by the gap's marker and no other text, was dropped (the marker
+    counted as a line), leaving the box blank."""
+    job = "import sys; sys.stdout.write('x' * 200000 + ' FATAL' + '\\n' * 60000); sys.exit(1)"
+    out = tmp_path / "out"
+    manifest = write(
+        tmp_path / "m.jsonl",
+        [{"id": "one", "args": [sys.executable, "-c", job], "capture_keep": "head-tail", "capture_max_bytes": 100000}],
+    )
+    assert run_cli("batch", manifest, "--out", out).returncode == 117
+    sections = re.findall(
+        r'<section class="failure[^"]*" id="failure-(\w+)">(.*?)</section>', (out / "index.html").read_text(), re.S
+    )
+    said = {job: html.unescape(re.sub(r"<[^>]+>", " ", body)) for job, body in sections}
+    assert "…xxx" in said["one"] and "dropped here" in said["one"], said["one"]
+
+
 def test_a_page_process_killed_during_the_batch_is_said_as_killed(tmp_path):
     """The batch is its runs' subreaper, whose reaper collects every orphan: its page process is
     its own child, not an orphan, so its exit status is the page's to read (-9), not taken by the

@@ -114,3 +114,61 @@ def test_a_command_that_waits_ten_times_as_long_fails_though_its_cpu_time_is_the
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
     assert (decided["figure"], decided["outcome"]) == ("wall", "regressed"), decided
     assert "it waits longer (sleep, I/O, a lock)" in later.stderr.decode()
+
+
+def test_a_command_the_baseline_lacks_is_said_in_the_gate_not_passed_over(tmp_path):
+    """A command whose name and text both changed since its baseline matches nothing there: the gate judged nothing and
+    said nothing (no Gate block, no entry), so a CI gate went silently blind. It is now named
+    in the block and the export as inconclusive, saying why; the exit stays 0."""
+    (tmp_path / "a.txt").write_text(text(2000))
+    first = bench(tmp_path, "a.txt")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "out.json").rename(tmp_path / "base.json")
+    gated = run_cli(
+        "bench", "-N", "--runs", "3", "-n", "renamed", "gzip -6 -c a.txt", "--export-json", tmp_path / "out.json",
+        "--baseline", tmp_path / "base.json", "--fail-if-slower", "5", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert gated.returncode == 0, gated.stderr
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert (decided["command"], decided["outcome"], decided["change_percent"]) == ("renamed", "inconclusive", None)
+    said = (
+        "'renamed': inconclusive: not in the baseline (no command there has its name or its text), so it was not judged"
+    )
+    assert "Gate (slower by more than 5 % fails)" in gated.stdout.decode() + gated.stderr.decode()
+    assert said in gated.stdout.decode() + gated.stderr.decode()
+
+
+def _gated(tmp_path, *commands):
+    return run_cli(
+        "bench", "-N", "--runs", "2", *commands, "--export-json", tmp_path / "out.json",
+        "--baseline", tmp_path / "base.json", "--fail-if-slower", "5", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_baseline_command_without_finished_runs_is_said_so_not_called_absent(tmp_path):
+    """Every run of 'hang' timed out in the baseline: it is there, by its name, with no finished
+    run. The gate said it was "not in the baseline (no command there has its name or its text)"."""
+    first = run_cli(
+        "bench", "-N", "--runs", "2", "--timeout", "200ms", "--ignore-failure", "-n", "hang", "sleep 30",
+        "-n", "ok", "true", "--export-json", tmp_path / "base.json", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 118 and (tmp_path / "base.json").exists(), first.stderr
+    gated = _gated(tmp_path, "-n", "hang", "true", "-n", "ok", "true")
+    assert gated.returncode == 0, gated.stderr
+    said = gated.stdout.decode() + gated.stderr.decode()
+    assert "'hang': inconclusive: the baseline's 'hang' has no finished run, so it was not judged" in said
+    assert "not in the baseline (no command" not in said and "judged nothing" not in said, said
+
+
+def test_a_gate_that_judged_no_command_says_so(tmp_path):
+    """A wrong baseline file, every command renamed: each is inconclusive and the exit 0, as for a
+    gate passed; one line says the gate judged nothing."""
+    first = run_cli("bench", "-N", "--runs", "2", "-n", "ok", "true", "--export-json", tmp_path / "base.json")
+    assert first.returncode == 0, first.stderr
+    gated = _gated(tmp_path, "-n", "renamed", "true 1")
+    assert gated.returncode == 0, gated.stderr
+    said = gated.stdout.decode() + gated.stderr.decode()
+    assert (
+        f"  Warning: the gate judged nothing: no command was compared with the baseline {tmp_path / 'base.json'}"
+        in said
+    )

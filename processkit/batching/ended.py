@@ -108,12 +108,25 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
 def _read(path: str, label: str) -> _Ended | None:
     """The attempt the stream at ``path`` holds, when it is this batch's and ended."""
     events = read_all(path)
-    if not events or not isinstance(events[-1], RunnerExit) or not isinstance(events[0], RunStarted):
-        return None
-    labels = events[0].labels
-    if not isinstance(labels, dict) or labels.get("batch") != label:
+    if not _ours(events, label) or not isinstance(events[-1], RunnerExit):
         return None
     return _Ended(events)
+
+
+def started_in(job: Job, out: str, label: str) -> bool:
+    """Whether an attempt of ``job`` already began in the batch ``label``: a stream of it in
+    ``out`` (its last attempt's, or its first's, moved there for a retry) is this batch's. A Dask
+    task run again (its worker lost or retired, or its result lost) finds its jobs' so."""
+    directory = os.path.join(out, job.id)
+    return any(_ours(read_all(os.path.join(directory, where, STREAM)), label) for where in ("", attempt_dir(1)))
+
+
+def _ours(events: list, label: str) -> bool:
+    """The stream's ``run_started`` carries the batch's label."""
+    if not events or not isinstance(events[0], RunStarted):
+        return False
+    labels = events[0].labels
+    return isinstance(labels, dict) and labels.get("batch") == label
 
 
 def _between(start: str | None, end: str | None) -> float | None:

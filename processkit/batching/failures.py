@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..bounded import RUN_FILE, open_input
+from ..events.render import size as size_words
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 TAIL_LINES = 5
 TAIL_BYTES = 4096
+LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
@@ -45,18 +47,24 @@ def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_N
 def failure_lines(line: JobLine) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
-    on stderr. A job that captured nothing shows the runner's message, when there is one."""
+    on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
+    that are not the whole file say so, as the page's box does: five lines read as all a job
+    printed otherwise, and the first error (a compiler's) may be above them."""
     text = f"  {sanitize(line.id)}: {how(line)}\n"
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
             continue
-        tail = _last_lines(info.path)
+        tail, size = _last_lines(info.path)
         shown = shown or bool(tail)
-        text += f"    {name}: {sanitize(info.path)}{capture_cut(name, info, line.run_id)}\n"
-        text += "".join(f"    | {sanitize(t, 200)}\n" for t in tail)
+        cut = capture_cut(name, info, line.run_id)
+        if size is not None and tail:
+            part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
+            cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
+        text += f"    {name}: {sanitize(info.path)}{cut}\n"
+        text += "".join(f"    | {_end_of(t)}\n" for t in tail)
     if not shown and line.message:
-        text += f"    | {sanitize(line.message, 200)}\n"
+        text += f"    | {sanitize(line.message, LINE_CHARS)}\n"
     return text
 
 
@@ -87,18 +95,29 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     return f" ({note})" if note else ""
 
 
-def _last_lines(path: str) -> list[str]:
+def _end_of(text: str) -> str:
+    """A line shown, at most LINE_CHARS long: a longer one's end, marked ``...`` as the cut line
+    of the read is, since the error of a long line (a log line, a progress line) is at its end."""
+    clean = sanitize(text, len(text))
+    return clean if len(clean) <= LINE_CHARS else "..." + clean[-(LINE_CHARS - 3) :]
+
+
+def _last_lines(path: str) -> tuple[list[str], int | None]:
     """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
-    when it is a regular file, without waiting."""
+    when it is a regular file, without waiting; and the file's size when they are not all of it
+    (blank lines aside), else None."""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
-        return []
+        return [], None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         handle.seek(max(0, size - TAIL_BYTES))
         data = handle.read(TAIL_BYTES)
     lines = data.decode("utf-8", "replace").splitlines()
-    if size > TAIL_BYTES and lines:
-        lines = lines[1:]  # the first one is cut
-    return [text for text in lines if text.strip()][-TAIL_LINES:]
+    if size > TAIL_BYTES and lines:  # the first one is cut: its end only, and only when needed
+        cut = lines.pop(0)
+        if len([text for text in lines if text.strip()]) < TAIL_LINES and cut.strip():
+            lines.insert(0, "..." + cut)  # marked as a part; _end_of keeps its end
+    kept = [text for text in lines if text.strip()]
+    return kept[-TAIL_LINES:], (size if size > TAIL_BYTES or len(kept) > TAIL_LINES else None)

@@ -5,9 +5,11 @@ touched: a worker runs tasks off its main thread), into the batch's ``--out``, w
 file system every worker shares (docs/fleet.md). Workers return their summary lines; the client
 writes ``summary.jsonl`` as each task comes back, and the index at the end, so both are complete.
 ``--halt-on-failure`` cancels the tasks not yet started once a failure comes back. A task that
-fails as a whole (its worker died, or could not use ``--out``) gives each of its jobs whose
-stream ended in this batch the line read back from that stream (``ended``), and the others a
-``task_failed`` line, with a warning saying why: the other tasks go on.
+fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
+``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
+stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
+tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
+streams its earlier run began in ``--out``, and a warning names those jobs (``_say_rerun``).
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
@@ -24,7 +26,7 @@ import signal
 import threading
 
 from .on_host import Settings, run_batch
-from .ended import line_from_stream
+from .ended import line_from_stream, started_in
 from ..summary_line import JobLine
 from .job_lines import not_started
 from .manifest import Job
@@ -53,8 +55,9 @@ _lock = threading.Lock()
 STOPS_KEPT = 256
 
 
-def run_chunk(jobs: list[Job], settings: Settings) -> list[JobLine]:
-    """A task: these jobs, on this worker, with the batch engine."""
+def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[str]]:
+    """A task: these jobs, on this worker, with the batch engine; their lines, and the ids of
+    those an earlier run of this task had begun (Dask ran it again: ``_say_rerun``)."""
     label = settings.label
     read_end, write_end = os.pipe()
     with _lock:
@@ -63,9 +66,10 @@ def run_chunk(jobs: list[Job], settings: Settings) -> list[JobLine]:
             _running.setdefault(label, set()).add(write_end)
     try:
         if source is not None:  # stopped before this chunk began: none of its jobs starts
-            return [not_started(job, 0, "cancelled") for job in jobs]
+            return [not_started(job, 0, "cancelled") for job in jobs], []
+        again = [job.id for job in jobs if started_in(job, settings.out, label)]  # before this run writes
         lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
-        return lines
+        return lines, again
     finally:
         with _lock:
             ends = _running.get(label)
@@ -199,9 +203,10 @@ class _Tasks:
     def _record(self, future) -> None:
         recorder = self.recorder
         try:
-            lines = future.result()
+            lines, again = future.result()
         except Exception as exc:  # the task as a whole: its worker, or its --out
-            lines = _task_failed(self.chunks[future], recorder.out, self.label, exc)
+            lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
+        _say_rerun(again)
         halted = recorder.halted
         failure = None
         for line in lines:
@@ -258,6 +263,21 @@ class _Tasks:
             if future in self.waiting or future.cancelled():
                 for job in self.chunks[future]:
                     self.recorder.record_not_started(job)
+
+
+def _say_rerun(again: list[str]) -> None:
+    """Jobs whose task found an earlier run of theirs in this batch begun (``started_in``): Dask
+    ran the task again (its worker lost, retired or scaled down, or its result lost before it
+    came back), so they may have run twice, their lines showing the last run: said, since a job
+    that is not safe to repeat (a deploy, a migration) needs to know."""
+    if again:
+        ids = ", ".join(sanitize(name) for name in again[:5]) + (
+            f" and {len(again) - 5} more" if len(again) > 5 else ""
+        )
+        warn(
+            f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
+            f"jobs had begun ({ids}): they may have run more than once, and their lines are the last run's"
+        )
 
 
 def _forget(client, futures: list, label: str) -> None:

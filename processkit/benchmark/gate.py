@@ -60,6 +60,8 @@ WHY = {
     "wall": "wall time",
 }
 REGRESSED, PASSED, INCONCLUSIVE = "regressed", "passed", "inconclusive"
+NOT_JUDGED = ", so it was not judged"  # how a decision that compared nothing ends (``judged_nothing``)
+LACKED = "not in the baseline (no command there has its name or its text)"
 
 
 class Decision(Plain):
@@ -100,12 +102,18 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
     now, then = load.get("others_cpu_share"), earlier.others_cpu_share
     busy = any(share is not None and share >= BUSY_SHARE for share in (now, then))
     current = [r for r in result.results if r.summary is not None]
-    old = [c for c in earlier.commands if c.summary is not None]
+    old = list(earlier.commands)  # matched before its runs are looked at: one with none is there
     found = match([(r.command.name, r.command.text) for r in current], [(c.name, c.text) for c in old])
     decisions = []
     timeout_ms = result.settings.get("timeout_ms")
+    metric = earlier.metric_for(result.metric)
     for new, hit in zip(current, found):
-        if hit is None:
+        if hit is None:  # said, never passed over: a renamed command would leave the gate judging nothing
+            decisions.append(_unjudged(new.command.name, metric, LACKED))
+            continue
+        if old[hit].summary is None:
+            why = f"the baseline's {sanitize(old[hit].name)!r} has no finished run"
+            decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
         decided = _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
@@ -113,6 +121,17 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
         regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])
     return decisions
+
+
+def _unjudged(name: str, metric: str, why: str) -> Decision:
+    reason = f"{why}{NOT_JUDGED}"
+    return Decision(command=name, figure=metric, outcome=INCONCLUSIVE, change_percent=None, p_value=None, reason=reason)
+
+
+def judged_nothing(decisions: list[Decision]) -> bool:
+    """No command was compared with the baseline (a wrong file, every command renamed): the exit
+    is 0 as for a gate passed, so the block says it."""
+    return bool(decisions) and all(d.reason.endswith(NOT_JUDGED) for d in decisions)
 
 
 def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric: str) -> Decision:
@@ -252,7 +271,10 @@ def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:
     """The terminal's block, after the baseline's."""
     if not decisions:
         return []
-    return [f"Gate (slower by more than {threshold:g} % fails)"] + [f"  {said(d, file)}" for d in decisions]
+    block = [f"Gate (slower by more than {threshold:g} % fails)"] + [f"  {said(d, file)}" for d in decisions]
+    if judged_nothing(decisions):
+        block.append(f"  Warning: the gate judged nothing: no command was compared with the baseline {sanitize(file)}")
+    return block
 
 
 def to_json(decisions: list[Decision], threshold: float) -> dict:

@@ -216,10 +216,13 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
         if count >= 0:
             items.append(count)
         start = at
-    if window and isinstance(items[0], str):
-        items = items[1:]  # the first line was cut by the byte window
     if items and items[-1] == "":
         items = items[:-1]
+    if window and items and isinstance(items[0], str):  # the first line was cut by the byte window
+        rest = items[1:]  # dropped, unless no other line has text: then kept, marked, with the gaps
+        if not any(isinstance(item, str) and item for item in rest):  # a gap's marker is not a line
+            rest = ["…" + items[0], *(item for item in rest if isinstance(item, int))]
+        items = rest
     parts: list[Markup] = []
     text: list[str] = []
     shown = items[-TAIL_LINES:]
