@@ -145,9 +145,10 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
 
 def _followable(path: str) -> None:
     """``start`` follows its stream to see the run begin: at a device it waited for the run's end
-    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's; at a
-    file this process may not read (its own, or one the caller's umask makes so) the follower
-    raised ``PermissionError`` and left the run going with no handle on it."""
+    (``/dev/null``) or raised the reader's refusal (a directory's too, after the run was sent),
+    and a pipe's reader is someone else's; at a file this process may not read (its own, or one
+    the caller's umask makes so) the follower raised ``PermissionError`` and left the run going
+    with no handle on it."""
     import stat
 
     follows = "start() follows its jsonl= stream to see the run begin"
@@ -169,6 +170,7 @@ def _followable(path: str) -> None:
         stat.S_ISBLK: "block device",
         stat.S_ISFIFO: "FIFO",
         stat.S_ISSOCK: "socket",
+        stat.S_ISDIR: "directory",
     }
     for test, kind in kinds.items():
         if test(mode):
