@@ -5,6 +5,7 @@ bytes, or every byte on a full disk, with no word (only ``stdout_capture``'s fla
 
 from __future__ import annotations
 
+import os
 import subprocess
 import warnings
 
@@ -76,3 +77,18 @@ def test_the_stream_whose_overflow_ended_the_run_is_left_to_its_code(tmp_path):
         )
     assert result.exit_code == 113
     assert _said(record) == [], "the 113 result says it, as the CLI's 113 line does"
+
+
+def test_a_cut_raised_as_an_error_leaves_the_run_let_go_and_its_result_kept(tmp_path):
+    """Under warnings as errors the cut raised in ``wait`` before the handle kept its result or let
+    the run go: each ``wait`` raised it again, and the scratch stream and the connection's entry
+    for the run stayed. Now the first ``wait`` raises it once, with all that done."""
+    handle = processkit.start(FIVE_THOUSAND, capture_dir=str(tmp_path), capture_max_bytes=1000)
+    scratch = handle.jsonl
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(processkit.CaptureTruncated, match="holds 1000 of its 5000 bytes"):
+            handle.wait(timeout=60)
+        assert not os.path.exists(scratch), "the scratch stream is let go"
+        assert handle.wait(timeout=0) == 0, "the result is kept, its cut said once"
+        assert handle.result().stdout_capture.truncated

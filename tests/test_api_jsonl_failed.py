@@ -49,6 +49,20 @@ def test_start_refuses_a_stream_it_cannot_follow_before_anything_runs(tmp_path):
     assert processkit.run(["true"], jsonl="/dev/null").returncode == 0, "run() reads nothing back live"
 
 
+def test_start_refuses_a_directory_as_its_stream_before_anything_runs(tmp_path):
+    """A directory named as ``jsonl=`` raised the follower's internal ``WrongKind`` ("cannot read
+    the events stream ...: it is a directory"), after the run was sent."""
+    label = {"directory-stream": str(tmp_path.name)}
+    with pytest.raises(ValueError) as refused:
+        processkit.start(["sleep", "30"], jsonl=str(tmp_path), labels=label)
+    assert type(refused.value) is ValueError
+    assert str(refused.value) == (
+        f"jsonl={tmp_path} is a directory: start() follows its jsonl= stream to see the run begin; name a "
+        "regular file, or none (the events are then handle.events())"
+    )
+    assert processkit.runs(labels=label) == [], "nothing sent"
+
+
 def test_a_stream_that_takes_every_event_says_nothing(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # EventsLost among them

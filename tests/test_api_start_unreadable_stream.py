@@ -7,7 +7,14 @@ its own (the umask is the whole process's), without root's override of file mode
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
+import pytest
 from test_api_readback_umask import _ran
+
+from processkit.api.caller_env import reads_any_file
 
 SCRIPT = r"""
 import json, os, sys
@@ -58,3 +65,28 @@ def test_start_refuses_a_stream_its_caller_could_not_read_before_anything_runs(t
     assert found["377"] == "started", "0o377 keeps the owner's read bit (0o400): followed as any file"
     assert found["left"] == [], "no run started"
     assert found["run"] == 0, "run() reads its stream back through the service's descriptor: as it was"
+
+
+FULL_CAPS_SCRIPT = r"""
+import json, os, sys
+import processkit
+
+processkit.run(["true"])  # the service starts under 022
+os.umask(0o777)
+handle = processkit.start(["sh", "-c", "exit 0"], jsonl=os.path.join(sys.argv[1], "root.jsonl"))
+code = handle.wait(timeout=120)
+os.umask(0o022)
+print(json.dumps({"code": code}))
+"""
+
+
+@pytest.mark.skipif(not reads_any_file(), reason="needs root with its override of file modes")
+def test_a_caller_that_reads_any_file_is_not_refused_under_a_umask_that_hides_its_stream(tmp_path):
+    """Root with ``CAP_DAC_OVERRIDE`` reads its stream whatever its mode: the umask check is
+    skipped for it (``caller_env.reads_any_file``), and ``start`` follows the stream to its end."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_CAPS_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0}
+    assert (tmp_path / "root.jsonl").stat().st_mode & 0o777 == 0, "made under 0o777: no mode bit"

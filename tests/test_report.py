@@ -141,26 +141,31 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     )
 
 
-def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
-    """``--capture-dir`` on a live ring run read its record as a killed runner's: "SHA-256 none:
-    the runner was killed before the end" while the registered runner went on writing."""
+def _live_ring_page(tmp_path, env=None) -> str:
+    """The page of a live ``--capture-keep tail`` run, drawn with ``--capture-dir`` while it goes on."""
     stream, capture = tmp_path / "live.jsonl", tmp_path / "capture"
     runner = start_cli(
         "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--no-echo",
-        "--snapshot-interval", "50ms", "--", "sh", "-c", "echo hello; exec sleep 3600",
+        "--snapshot-interval", "50ms", "--", "sh", "-c", "echo hello; exec sleep 3600", env=env,
     )  # fmt: skip
     try:
         wait_for_event(stream, "members_snapshot")
         result, err = report(stream, "--capture-dir", capture, "-o", tmp_path / "out.html")
         assert result.returncode == 0, err
-        page = page_text(tmp_path / "out.html")
-        assert "a registered runner is still writing it" in page
-        assert "killed" not in page
-        assert "none yet: the run is still going" in page
-        assert "the run is still going: these bytes were put in stream order" in page
+        return page_text(tmp_path / "out.html")
     finally:
         runner.terminate()
         runner.communicate(timeout=30)
+
+
+def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
+    """``--capture-dir`` on a live ring run read its record as a killed runner's: "SHA-256 none:
+    the runner was killed before the end" while the registered runner went on writing."""
+    page = _live_ring_page(tmp_path)
+    assert "a registered runner is still writing it" in page
+    assert "killed" not in page
+    assert "none yet: the run is still going" in page
+    assert "the run is still going: these bytes were put in stream order" in page
 
 
 def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
@@ -186,6 +191,20 @@ def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
     finally:
         runner.terminate()
         runner.communicate(timeout=30)
+
+
+def test_a_live_ring_run_no_registry_here_holds_has_its_capture_not_said_killed(tmp_path):
+    """``--capture-dir`` on a ring run this user's registry does not hold (it could not register)
+    said its capture "SHA-256 none: the runner was killed before the end" and "the runner was
+    killed before the stream ended" while the run went on, beside a missing section that hedges."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)  # sticky and shared: never used, the run warns and goes on unregistered
+    page = _live_ring_page(tmp_path, dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(shared)))
+    assert "no runner registered here writes it" in page
+    assert "killed before" not in page
+    assert "none: the runner was killed, or its run is not in this user&#39;s registry and may still be" in page
+    assert "no runner registered here writes it (the runner was killed, or its run is not in this" in page
 
 
 def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):

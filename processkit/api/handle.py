@@ -284,7 +284,7 @@ class RunHandle:
             if self._scratch is not None:
                 self._result = dataclasses.replace(self._result, jsonl=None)
             _forget(self._connection, self._rid, self._scratch)
-            return self._result
+            return self._call.warned(report, self._result)  # stored and let go first: a warning as error
         watch = self._watch
         assert watch is not None  # no runner process: an attached handle
         started = time.monotonic()

@@ -88,7 +88,13 @@ class Call(Plain):
         warn(f"processkit.{self.function}({self.args[0]!r}, ...): {text}", category)
 
     def result(self, report: dict) -> RunResult:
-        result = outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+        """The run's result from its reply; what the run lost is ``warned``'s to say."""
+        return outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
+
+    def warned(self, report: dict, result: RunResult) -> RunResult:
+        """Say what the run lost (a failed stream, a cut capture file) and return ``result``:
+        called once the caller holds the result and has let the run go, so a warning raised as an
+        error (``-W error``) leaves nothing undone and a second ``wait`` returns the result."""
         if report.get("stream_failed"):  # the CLI's warning, which the service has no reader for
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failed']}"
@@ -145,9 +151,10 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
 
 def _followable(path: str) -> None:
     """``start`` follows its stream to see the run begin: at a device it waited for the run's end
-    (``/dev/null``) or raised the reader's refusal, and a pipe's reader is someone else's; at a
-    file this process may not read (its own, or one the caller's umask makes so) the follower
-    raised ``PermissionError`` and left the run going with no handle on it."""
+    (``/dev/null``) or raised the reader's refusal (a directory's too, after the run was sent),
+    and a pipe's reader is someone else's; at a file this process may not read (its own, or one
+    the caller's umask makes so) the follower raised ``PermissionError`` and left the run going
+    with no handle on it."""
     import stat
 
     follows = "start() follows its jsonl= stream to see the run begin"
@@ -169,6 +176,7 @@ def _followable(path: str) -> None:
         stat.S_ISBLK: "block device",
         stat.S_ISFIFO: "FIFO",
         stat.S_ISSOCK: "socket",
+        stat.S_ISDIR: "directory",
     }
     for test, kind in kinds.items():
         if test(mode):
@@ -239,7 +247,7 @@ def _callers(path: str) -> str:
 
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
-    result = call.result(report)
+    result = call.warned(report, call.result(report))
     raise_as_subprocess(result, call.spec)
     cut = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent

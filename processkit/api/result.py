@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from ..bounded import loads
 from ..containment.accounting import Usage
+from ..events.cuts import capture_cuts
 from ..events.kept import ranges
 from ..events.types import (
     ENDING_TYPES,
@@ -153,20 +154,11 @@ def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
 
 def files_cut(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
     """What a cap, or a failed write, cut of the capture files the caller's ``capture_dir`` keeps
-    for the streams not asked back (those ``truncated`` says), in the CLI ``run``'s words; and
-    whether a failed write is among them. Not the stream whose overflow ended the run (113 says it)."""
+    for the streams not asked back (those ``truncated`` says), in the CLI ``run``'s words
+    (``events.cuts``); and whether a failed write is among them."""
     ended = next((event.stream for event in result.events if isinstance(event, OutputOverflow)), None)
-    cut, failed = [], False
-    for name, capture in _captures(result):
-        if piped.get(name) or capture is None:
-            continue
-        held = f"{capture.path} holds {capture.bytes_written} of its {capture.bytes_seen} bytes"
-        if capture.write_error:
-            cut.append(f"a write to {name}'s capture failed: {held}")
-            failed = True
-        elif capture.truncated and name != ended:
-            cut.append(f"{name}'s capture was cut at capture_max_bytes: {held}")
-    return cut, failed
+    kept = [(name, capture._asdict()) for name, capture in _captures(result) if capture and not piped.get(name)]
+    return capture_cuts(kept, ended, "capture_max_bytes")
 
 
 class RunError(subprocess.CalledProcessError):

@@ -7,8 +7,8 @@ With ``--baseline``, the Markdown table has a "vs baseline" column (the ratio an
 
 Names are neutralised for where they land: a terminal's control characters never pass; a CSV
 cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, a tab or CR first,
-also behind spaces or characters cleaned to spaces) is written with a leading ``'``; a markup cell holds no newline and none of the table's own
-delimiters.
+also behind spaces or characters cleaned to spaces) is written with a leading ``'``; a markup
+cell holds no newline and none of the table's own delimiters.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     return shell
 
 
-def ignoring(name: Naming, dest: str = "ignore_failure") -> str:
+def switched_on(name: Naming, dest: str) -> str:
     """What to give to turn a switch on, as the caller names it: ``--ignore-failure`` or
     ``ignore_failure=True`` (to benchmark failing runs anyway; ``show_output``: to see them)."""
     option = BY_DEST[dest]

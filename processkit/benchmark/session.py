@@ -35,7 +35,7 @@ from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
 from . import driver, host_load
-from .options import BY_DEST, ignoring
+from .options import BY_DEST, switched_on
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 from .stats import fmean
@@ -301,11 +301,11 @@ class Session:
             unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
                 not command.output_chosen and driver.where(self.options, command.output) == "pipe"
             )
-            see = f", or {ignoring(self.options.named, 'show_output')} to see what it printed" if unseen else ""
+            see = f", or {switched_on(self.options.named, 'show_output')} to see what it printed" if unseen else ""
             raise Failure(
                 Kind.BENCH_FAILED,
                 f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
-                f"use {ignoring(self.options.named)} to benchmark it anyway{see}",
+                f"use {switched_on(self.options.named, 'ignore_failure')} to benchmark it anyway{see}",
             )
 
 
@@ -378,6 +378,6 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
                 Kind.BENCH_FAILED,
                 f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
                 f"finished within {named(BY_DEST['timeout'])}, fewer than {named.given(BY_DEST[dest], str(needed))}; "
-                f"use {ignoring(named)} to accept them",
+                f"use {switched_on(named, 'ignore_failure')} to accept them",
             )
     return None

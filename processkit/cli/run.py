@@ -178,22 +178,19 @@ def _tell_launcher_why(fd: int, message: str) -> None:
 
 def _say_cut(captured: dict | None, overflow: dict | None) -> None:
     """A capture cut at ``--capture-max-bytes`` or by a failed write said on stderr, as the API
-    warns of a cut: the echo showed every byte, the file holds only some, and only
-    ``output_captured`` said which. Not the stream whose cut ended the run (``overflow``, its
-    ``output_overflow`` event: 113's line says it); a cut under ``--capture-overflow cancel``
-    that did not end it (the child's exit, a timeout or a signal won the race) is said as any."""
+    warns of a cut (``events.cuts``' words): the echo showed every byte, the file holds only
+    some, and only ``output_captured`` said which. Not the stream whose cut ended the run
+    (``overflow``, its ``output_overflow`` event: 113's line says it); a cut under
+    ``--capture-overflow cancel`` that did not end it (the child's exit, a timeout or a signal
+    won the race) is said as any."""
+    if not captured:
+        return
     from ..diagnostics import warn
+    from ..events.cuts import capture_cuts
 
-    ended = (overflow or {}).get("stream")
-    for name in ("stdout", "stderr"):
-        stream = (captured or {}).get(name) or {}
-        seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
-        if stream.get("write_error"):  # a full disk: the file is short as surely as at a cap, and first
-            warn(f"a write to {name}'s capture failed: {stream.get('path')} holds {kept} of its {seen} bytes")
-        elif stream.get("truncated") and name != ended:
-            warn(
-                f"{name}'s capture was cut at --capture-max-bytes: {stream.get('path')} holds {kept} of its {seen} bytes"
-            )
+    streams = [(name, captured.get(name)) for name in ("stdout", "stderr")]
+    for line in capture_cuts(streams, (overflow or {}).get("stream"), "--capture-max-bytes")[0]:
+        warn(line)
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).

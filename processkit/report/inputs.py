@@ -31,7 +31,8 @@ def judged_directory(given: list[str]) -> Iterator[int | None]:
     who owns DIR's parent cannot swap DIR for their link between the judgement and the reads
     (``cli/report.py``'s live label and ``-o``'s kept identities still look by name: no content).
     Yields an ``O_PATH`` handle on it, or None when ``given`` is not one directory."""
-    with _pinned(given[0] if len(given) == 1 else None, _judged(given)) as handle:
+    one = given[0] if len(given) == 1 else None
+    with _pinned(one, None if one is None else _reached(one)) as handle:
         yield handle
 
 
@@ -86,13 +87,13 @@ def _pinned(path: str | None, judged: tuple[int, str] | None, shown: str = "") -
         os.close(handle)
 
 
-def _judged(given: list[str]) -> tuple[int, str] | None:
+def _reached(path: str) -> tuple[int, str] | None:
+    """``path``'s directory as ``userfiles.input_directory`` reaches it (its handle and shown
+    name), or None where that is no directory."""
     from ..userfiles import input_directory
 
-    if len(given) != 1:
-        return None
     try:
-        return input_directory(given[0])
+        return input_directory(path)
     except OSError:
         return None
 
@@ -122,14 +123,10 @@ def is_directory(path: str) -> bool:
     (``userfiles.input_directory``): another user's link there is not followed to find out
     (whatever it leads to, the name is then read as a stream, and refused there in the same
     words). An empty path is none (read as a stream, it is missing)."""
-    from ..userfiles import input_directory
-
-    try:
-        handle, _ = input_directory(path)
-    except OSError:
-        return False
-    os.close(handle)
-    return True
+    reached = _reached(path)
+    if reached is not None:
+        os.close(reached[0])
+    return reached is not None
 
 
 def _listed(directory: int) -> list[str]:

@@ -93,7 +93,8 @@ def single_page(run: Run, capture_dir: str | None) -> str:
         tails.append(Tail(stream, html, note))
     if not run.captured and capture_dir is not None:  # a ring run whose runner died or goes on: its live record
         found = (salvage(capture_dir, run.run_id) or {}).values()
-        tails = [Tail(*recovered_tail(item, run.live)) for item in found]
+        state = "live" if run.live else "unknown" if run.exit_code is None else "ended"
+        tails = [Tail(*recovered_tail(item, state)) for item in found]
     drawn = run.members[:MEMBERS_DRAWN]
     return (
         environment()

@@ -172,25 +172,40 @@ def _partial(lines: int | None, size: int, note: str) -> str:
     return note if lines is None else f"its last {lines} line(s) of {size_words(size)} shown; {note}"
 
 
-def recovered_tail(item, live: bool = False) -> tuple[CapturedStream, Markup | None, str]:
-    """A killed ring run's stream (``events.kept.Salvage``), or a ``live`` one's (a registered
-    runner still writes it): its facts as far as the marks tell them, the last lines of the bytes
-    the ring holds, read in stream order, and a note saying where they come from (no digest was
-    ever taken of them)."""
+# Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
+# ``state``): the digest's words, then the note's. Not known live and not known ended is said as
+# the page's missing section says it: killed, or a run this user's registry does not hold.
+RECOVERED = {
+    "live": ("none yet: the run is still going", "the run is still going"),
+    "ended": ("none: the runner ended without recording it", "the runner ended without recording the capture"),
+    "unknown": (
+        "none: the runner was killed, or its run is not in this user's registry and may still be going on",
+        "the stream ends without runner_exit and no runner registered here writes it (the runner was killed, or "
+        "its run is not in this user's registry and may still be going on)",
+    ),
+}
+
+
+def recovered_tail(item, state: str = "unknown") -> tuple[CapturedStream, Markup | None, str]:
+    """A ring run's stream with no ``output_captured`` (``events.kept.Salvage``): its facts as
+    far as the marks tell them, the last lines of the bytes the ring holds, read in stream order,
+    and a note saying where they come from (no digest was ever taken of them); ``state`` (a key
+    of ``RECOVERED``) says what is known of its runner."""
+    digest, why = RECOVERED[state]
     size = item.size
     stream = CapturedStream(
         stream=item.stream,
         path=item.path,
         bytes_seen=item.seen,
         bytes_written=size,
-        sha256="none yet: the run is still going" if live else "none: the runner was killed before the end",
+        sha256=digest,
         truncated=item.seen > size,
         write_error=item.write_error,
     )
     data = item.read(TAIL_BYTES)
     note = (
-        f"{'the run is still going' if live else 'the runner was killed before the stream ended'}: these bytes "
-        "were put in stream order from the ring's marks (capture-keep.json), the file itself is unordered"
+        f"{why}: these bytes were put in stream order from the ring's marks (capture-keep.json), the file "
+        "itself is unordered"
     )
     if data is None:
         return stream, None, f"{note}; the capture file cannot be read as its marks say"

@@ -1,0 +1,26 @@
+"""What a cap or a failed write cut of the capture files a run keeps, in one set of words: the
+CLI's ``run`` says them on stderr and the API warns with them, each spelling the cap's option
+as its caller names it (``--capture-max-bytes``, ``capture_max_bytes``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+
+def capture_cuts(
+    captured: Iterable[tuple[str, Mapping | None]], ended: str | None, option: str
+) -> tuple[list[str], bool]:
+    """One phrase per stream whose capture file (``output_captured``'s object for it) holds less
+    than the stream, and whether a failed write is among them. A failed write (a full disk) is
+    said first and always; a cut at the cap not for ``ended``, the stream whose overflow ended
+    the run (its ``output_overflow``: 113's line says it)."""
+    cut, failed = [], False
+    for name, stream in captured:
+        stream = stream or {}
+        held = f"{stream.get('path')} holds {stream.get('bytes_written')} of its {stream.get('bytes_seen')} bytes"
+        if stream.get("write_error"):
+            cut.append(f"a write to {name}'s capture failed: {held}")
+            failed = True
+        elif stream.get("truncated") and name != ended:
+            cut.append(f"{name}'s capture was cut at {option}: {held}")
+    return cut, failed
