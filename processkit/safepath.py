@@ -321,11 +321,16 @@ def unpin(path: str) -> None:
 
 
 def _pinned_under(path: str) -> tuple[int, str, str] | None:
-    """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``."""
+    """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``.
+    None when the rest climbs above the pinned directory (``PIN/x/../..``): a ``..`` from the
+    handle would skip judging the links in the pinned path it leaves (``_climbs_above``)."""
     with _PINNED_LOCK:
         for key, (fd, here, _) in _PINNED.items():
             if path == key or path.startswith(key + "/"):
-                return os.open(".", _DIR, dir_fd=fd), here, path[len(key) :]
+                rest = path[len(key) :]
+                if _climbs_above(_components(rest)):
+                    return None
+                return os.open(".", _DIR, dir_fd=fd), here, rest
     return None
 
 

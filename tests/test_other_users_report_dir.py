@@ -299,6 +299,22 @@ def test_an_output_through_their_link_climbed_above_later_is_refused(tmp_path, o
     assert sorted(os.listdir(scratch)) == ["sub"]
 
 
+def test_an_output_climbing_out_of_report_dir_through_their_link_is_refused(tmp_path, other_user, theirs):  # noqa: F811
+    """``report THEIRLINK/sub -o THEIRLINK/sub/../../page.html``: report pins its DIR, and the
+    output's walk started from that pin's handle, so its ``..`` climbed above their link's target
+    unjudged. Their link leads into a scratch directory of this test's own."""
+    scratch = tmp_path / "scratch"
+    (scratch / "deep" / "sub").mkdir(parents=True)
+    (scratch / "deep" / "sub" / "run-1.jsonl").write_text(stream(tmp_path, THEIR_RUN))
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "deep")
+    given = os.path.join(link, "sub")
+    result = run_cli("report", given, "-o", f"{given}/../../page.html", timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert sorted(os.listdir(scratch)) == ["deep"]
+    assert sorted(os.listdir(scratch / "deep")) == ["sub"]
+
+
 def test_a_dot_dot_that_stays_in_their_links_target_is_walked_as_without_it(tmp_path, other_user, theirs):  # noqa: F811
     """``THEIRLINK/x/../y`` never leaves their link's target: walked as ``THEIRLINK/y`` is (a
     directory link along the way, followed), an input's walk and an output's alike."""
