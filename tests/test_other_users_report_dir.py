@@ -388,3 +388,27 @@ def test_report_capture_dir_swapped_after_its_judgement_is_read_from_its_handle(
     page = (tmp_path / "page.html").read_text()
     assert SECRET_RUN not in page + said
     assert THEIR_RUN in page
+
+
+WRITERS = {
+    "run --jsonl (open_for_writing)": lambda out, stream: ["run", "--jsonl", out, "--", "true"],
+    "report -o (write_output)": lambda out, stream: ["report", stream, "-o", out],
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_ones_own_output_link_to_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, writer):  # noqa: F811
+    """``-o mine`` with one's own ``mine -> THEIRLINK/..``: every output judges the ``..`` that ends
+    the target as a later one (their link named), and none names the runner's own ``/proc`` path.
+    Their link leads into a scratch directory of this test's own."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    stream = str(tmp_path / "run.jsonl")
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    (tmp_path / "mine").symlink_to(f"{link}/..")
+    result = run_cli(*WRITERS[writer](tmp_path / "mine", stream), timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert b"/proc/" not in result.stderr
+    assert sorted(os.listdir(scratch)) == ["sub"]
