@@ -12,6 +12,7 @@ import subprocess
 from typing import TypeVar
 
 from ..bounded import loads
+from ..capture_layout import STREAMS
 from ..containment.accounting import Usage
 from ..events.kept import ranges
 from ..events.types import (
@@ -269,7 +270,7 @@ def captures(
         name: CaptureInfo.from_event(captured, run_id, kept.get(name))
         if event is not None and (captured := event.captured(name)) is not None
         else None
-        for name in ("stdout", "stderr")
+        for name in STREAMS
     }
 
 

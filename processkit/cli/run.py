@@ -182,10 +182,11 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
     ``output_captured`` said which. Not the stream whose cut ended the run (``overflow``, its
     ``output_overflow`` event: 113's line says it); a cut under ``--capture-overflow cancel``
     that did not end it (the child's exit, a timeout or a signal won the race) is said as any."""
+    from ..capture_layout import STREAMS
     from ..diagnostics import warn
 
     ended = (overflow or {}).get("stream")
-    for name in ("stdout", "stderr"):
+    for name in STREAMS:
         stream = (captured or {}).get(name) or {}
         seen, kept = stream.get("bytes_seen"), stream.get("bytes_written")
         if stream.get("write_error"):  # a full disk: the file is short as surely as at a cap, and first

@@ -239,11 +239,11 @@ class Request:
             report["jsonl"] = wire.read_back(self.streamed[0], most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
-            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
+            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
                 if piped:
                     self._held_capture(report, name, self.held[index], scratch_dir, written(outcome, name))
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
-            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped)):
+            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped)):
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
                 path = os.path.join(capture_dir, capture_layout.FILE_NAMES[name])
                 if own >= 0:
