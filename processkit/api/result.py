@@ -306,8 +306,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
             "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
-    if report.get("stream_failed"):
-        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failed']}\n"
+    if report.get("stream_failure"):
+        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")

@@ -216,7 +216,7 @@ class Request:
             "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
             # ``Usage``'s values in order, as a tuple: half the bytes and pickling time of its slots
             "usage": None if outcome.usage is None else outcome.usage._values(),
-            "stream_failed": outcome.stream_failure,  # said by the caller: the service's warnings have no reader
+            "stream_failure": outcome.stream_failure,  # said by the caller: the service's warnings have no reader
             "pid": own_pid(),
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
