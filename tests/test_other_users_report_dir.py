@@ -253,6 +253,18 @@ def test_report_capture_dir_through_their_link_is_refused_as_report_dir_is(tmp_p
     assert not (tmp_path / "page.html").exists()
 
 
+def their_outlink(tmp_path, user, theirs) -> tuple:
+    """Their link ``outlink -> SCRATCH/sub`` into a scratch directory of this test's own (so the
+    old code's write lands nowhere that matters), and a stream of root's: ``(SCRATCH, link, stream)``."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    stream = str(tmp_path / "run.jsonl")
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    return scratch, link, stream
+
+
 OUTPUTS = {
     "run --jsonl": lambda at, stream: ["run", "--jsonl", f"{at}/x.jsonl", "--", "true"],
     "run --capture-dir": lambda at, stream: [
@@ -271,14 +283,8 @@ OUTPUTS = {
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_an_output_through_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, output):  # noqa: F811
     """``--jsonl THEIRLINK/../x``: written wherever the link's ``..`` led, a place its owner chose;
-    the link is judged as an output's own link is. Their link leads into a scratch directory of
-    this test's own, so the old code's write lands nowhere that matters."""
-    scratch = tmp_path / "scratch"
-    (scratch / "sub").mkdir(parents=True)
-    link = os.path.join(theirs, "outlink")
-    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
-    stream = str(tmp_path / "run.jsonl")
-    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    the link is judged as an output's own link is."""
+    scratch, link, stream = their_outlink(tmp_path, other_user, theirs)
     result = run_cli(*OUTPUTS[output](f"{link}/..", stream), timeout=LIMIT)
     refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
     assert sorted(os.listdir(scratch)) == ["sub"]
@@ -399,14 +405,8 @@ WRITERS = {
 @pytest.mark.parametrize("writer", WRITERS)
 def test_ones_own_output_link_to_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, writer):  # noqa: F811
     """``-o mine`` with one's own ``mine -> THEIRLINK/..``: every output judges the ``..`` that ends
-    the target as a later one (their link named), and none names the runner's own ``/proc`` path.
-    Their link leads into a scratch directory of this test's own."""
-    scratch = tmp_path / "scratch"
-    (scratch / "sub").mkdir(parents=True)
-    link = os.path.join(theirs, "outlink")
-    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
-    stream = str(tmp_path / "run.jsonl")
-    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    the target as a later one (their link named), and none names the runner's own ``/proc`` path."""
+    scratch, link, stream = their_outlink(tmp_path, other_user, theirs)
     (tmp_path / "mine").symlink_to(f"{link}/..")
     result = run_cli(*WRITERS[writer](tmp_path / "mine", stream), timeout=LIMIT)
     refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
