@@ -64,6 +64,14 @@ def _components(path: str) -> list[str]:
     return [part for part in reversed(path.split("/")) if part and part != "."]
 
 
+def split_target(target: str) -> tuple[str, str]:
+    """A link target's directory to walk (``.`` when none) and its last name, ``.`` where the
+    target names a directory (``/``, ``LINK/..``: walked whole, so its ``..`` is judged there)."""
+    stripped = target.rstrip("/") or "/."  # ``/``: the root, as ``/.``
+    head, tail = (stripped, ".") if os.path.basename(stripped) == ".." else os.path.split(stripped)
+    return head or ".", tail
+
+
 def _climbs_above(parts: list[str]) -> bool:
     """Whether the names still to walk (a stack, last first) climb above where they start
     (after a link: above its target): a ``..`` more than the names before it."""
@@ -194,12 +202,12 @@ def _file(
             if stat.S_ISLNK(os.fstat(probe).st_mode):
                 target = _follow(links, dir_fd, name, here, final=True)
                 if target is None:  # a /proc descriptor link: the file is one this process holds
-                    return _reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
-                head, tail = os.path.split(target)
-                if not tail:
-                    raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory")
-                link_dir, link_here = _directory(links, dir_fd, here, head or ".")
+                    return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
+                head, tail = split_target(target)
+                link_dir, link_here = _directory(links, dir_fd, here, head)
                 try:
+                    if tail == "." or target.endswith("/"):  # after the walk: its links judged first
+                        raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory")
                     return _file(links, link_dir, link_here, tail, flags, mode, existing, readable)
                 finally:
                     os.close(link_dir)
@@ -207,11 +215,11 @@ def _file(
         except BaseException:
             os.close(probe)
             raise
-        return _reopen(probe, flags | existing, _join(here, name), (dir_fd, name)), False
+        return reopen(probe, flags | existing, _join(here, name), (dir_fd, name)), False
     raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
 
 
-def _reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | None = None) -> int:
+def reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | None = None) -> int:
     """Open the file the ``O_PATH`` handle ``probe`` names (consumed) without waiting: a FIFO no
     one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise.
     Where there is no ``/proc``, opened again by its name in its directory (``at``)."""
@@ -232,7 +240,7 @@ def _reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | Non
 
 
 def _reopen_at(probe: int, flags: int, shown: str, at: tuple[int, str] | None) -> int:
-    """``_reopen``'s open without ``/proc``: a directory through its own handle; a file by its
+    """``reopen``'s open without ``/proc``: a directory through its own handle; a file by its
     name (``O_NOFOLLOW``), refused unless it is still the file judged (its device and inode)."""
     mode = flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     judged = os.fstat(probe)
@@ -248,7 +256,8 @@ def _reopen_at(probe: int, flags: int, shown: str, at: tuple[int, str] | None) -
     return fd
 
 
-def _split_file(path: str) -> tuple[str, str]:
+def split_file(path: str) -> tuple[str, str]:
+    """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
     head, name = os.path.split(path)
     if name in ("", ".", ".."):
         raise IsADirectoryError(errno.EISDIR, f"{path} names a directory")
@@ -261,7 +270,7 @@ def open_for_writing(
     """Open (creating it if needed) the file ``path`` for writing under the rules above, and
     empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
     ``readable``: as ``create_file``'s."""
-    head, name = _split_file(path)
+    head, name = split_file(path)
     links = [0]
     dir_fd, here = _start(links, head)
     try:
@@ -321,11 +330,13 @@ def unpin(path: str) -> None:
 
 
 def _pinned_under(path: str) -> tuple[int, str, str] | None:
-    """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``."""
+    """A fresh handle on the pinned directory ``path`` lies in, its text, and the rest of ``path``;
+    None when the rest climbs above it (``PIN/x/../..``): walked from its text, its links judged."""
     with _PINNED_LOCK:
         for key, (fd, here, _) in _PINNED.items():
             if path == key or path.startswith(key + "/"):
-                return os.open(".", _DIR, dir_fd=fd), here, path[len(key) :]
+                rest = path[len(key) :]
+                return None if _climbs_above(_components(rest)) else (os.open(".", _DIR, dir_fd=fd), here, rest)
     return None
 
 
@@ -374,11 +385,6 @@ def private_directory(path: str, *, create: bool, mode: int = 0o700) -> int | No
 
 
 # -- the pieces ``userfiles`` builds its outputs from ----------------------------------------------
-def split_file(path: str) -> tuple[str, str]:
-    """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
-    return _split_file(path)
-
-
 def directory_of(
     links: list[int], path: str, start_fd: int | None = None, here: str = ".", *, strict: bool = False
 ) -> tuple[int, str]:
@@ -391,9 +397,3 @@ def directory_of(
 def follow_final(links: list[int], dir_fd: int, name: str, here: str) -> str | None:
     """The target of the link that is the file itself (None: a ``/proc`` descriptor link)."""
     return _follow(links, dir_fd, name, here, final=True)
-
-
-def reopen(probe: int, flags: int, shown: str, at: tuple[int, str] | None = None) -> int:
-    """Open, without waiting, the file the ``O_PATH`` handle ``probe`` (consumed) names (``at``:
-    its directory's handle and its name there, where there is no ``/proc`` to open it by)."""
-    return _reopen(probe, flags, shown, at)

@@ -22,7 +22,7 @@ import stat
 from .bounded import Limits, checked, file_kind
 
 from .pathtrust import UnsafePath, others_can_write, trusted
-from .safepath import directory_of, follow_final, reopen, split_file
+from .safepath import directory_of, follow_final, reopen, split_file, split_target
 
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -210,12 +210,9 @@ def final_entry(
             target = follow_final(links, dir_fd, name, here)
             if target is None:  # a descriptor this process holds: the kernel follows it
                 return dir_fd, here, name, os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), True
-            stripped = target.rstrip("/")
-            directory = directory or stripped != target
-            head, tail = os.path.split(stripped or "/.")  # ``/``: the root, as ``/.``
-            if tail == "..":  # ``LINK/..`` as the target's end: walked whole, its ``..`` judged there
-                head, tail = stripped, "."
-            next_fd, here = directory_of(links, head or ".", dir_fd, here, strict=strict)
+            directory = directory or target.endswith("/")
+            head, tail = split_target(target)
+            next_fd, here = directory_of(links, head, dir_fd, here, strict=strict)
             os.close(dir_fd)
             dir_fd, name = next_fd, tail
     except BaseException:

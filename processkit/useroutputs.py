@@ -72,9 +72,10 @@ def check_output(path: str) -> None:
 def _writable(entry: int, dir_fd: int, name: str) -> bool:
     """``check_output``'s access check of the judged handle, through ``/proc/self/fd/N``; where
     ``/proc`` is missing (a batch whose jobs run elsewhere), by the entry's name in the directory
-    walked (opened ``O_NOFOLLOW``: not a link; ``write_output`` judges it again). Never with
-    ``AT_SYMLINK_NOFOLLOW``: only the ``faccessat2`` call (Linux 5.8, glibc 2.33) takes it, and
-    without that call glibc answers from the mode bits (a read-only mount ignored, root let in)."""
+    walked, a check that follows a link put there since (a pre-check only: ``write_output``
+    walks to the file and judges it again before it writes). Never with ``AT_SYMLINK_NOFOLLOW``:
+    only the ``faccessat2`` call (Linux 5.8, glibc 2.33) takes it, and without that call glibc
+    answers from the mode bits (a read-only mount ignored, root let in)."""
     try:
         os.lstat(f"{_PROC_FDS}/{entry}")
     except FileNotFoundError:

@@ -33,11 +33,11 @@ ALLOWED = {
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
-    ("safepath.py", "_reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
+    ("safepath.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     (
         "safepath.py",
         "_reopen_at",
-    ): "_reopen's open by name where there is no /proc: the same file (device and inode checked), the same flags and O_NOFOLLOW",
+    ): "reopen's open by name where there is no /proc: the same file (device and inode checked), the same flags and O_NOFOLLOW",
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
     ("containment/sweep_mark.py", "_marking_pid"): "a run's sweeping mark: O_NONBLOCK | O_NOFOLLOW at its "

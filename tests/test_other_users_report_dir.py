@@ -253,6 +253,18 @@ def test_report_capture_dir_through_their_link_is_refused_as_report_dir_is(tmp_p
     assert not (tmp_path / "page.html").exists()
 
 
+def their_outlink(tmp_path, user, theirs) -> tuple:
+    """Their link ``outlink -> SCRATCH/sub`` into a scratch directory of this test's own (so the
+    old code's write lands nowhere that matters), and a stream of root's: ``(SCRATCH, link, stream)``."""
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    link = os.path.join(theirs, "outlink")
+    as_other(user, 'ln -s "$2" "$1"', link, scratch / "sub")
+    stream = str(tmp_path / "run.jsonl")
+    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    return scratch, link, stream
+
+
 OUTPUTS = {
     "run --jsonl": lambda at, stream: ["run", "--jsonl", f"{at}/x.jsonl", "--", "true"],
     "run --capture-dir": lambda at, stream: [
@@ -271,14 +283,8 @@ OUTPUTS = {
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_an_output_through_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, output):  # noqa: F811
     """``--jsonl THEIRLINK/../x``: written wherever the link's ``..`` led, a place its owner chose;
-    the link is judged as an output's own link is. Their link leads into a scratch directory of
-    this test's own, so the old code's write lands nowhere that matters."""
-    scratch = tmp_path / "scratch"
-    (scratch / "sub").mkdir(parents=True)
-    link = os.path.join(theirs, "outlink")
-    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "sub")
-    stream = str(tmp_path / "run.jsonl")
-    assert run_cli("run", "--jsonl", stream, "--", "true", timeout=LIMIT).returncode == 0
+    the link is judged as an output's own link is."""
+    scratch, link, stream = their_outlink(tmp_path, other_user, theirs)
     result = run_cli(*OUTPUTS[output](f"{link}/..", stream), timeout=LIMIT)
     refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
     assert sorted(os.listdir(scratch)) == ["sub"]
@@ -297,6 +303,22 @@ def test_an_output_through_their_link_climbed_above_later_is_refused(tmp_path, o
     result = run_cli(*OUTPUTS[output](climb.format(link=link), stream), timeout=LIMIT)
     refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
     assert sorted(os.listdir(scratch)) == ["sub"]
+
+
+def test_an_output_climbing_out_of_report_dir_through_their_link_is_refused(tmp_path, other_user, theirs):  # noqa: F811
+    """``report THEIRLINK/sub -o THEIRLINK/sub/../../page.html``: report pins its DIR, and the
+    output's walk started from that pin's handle, so its ``..`` climbed above their link's target
+    unjudged. Their link leads into a scratch directory of this test's own."""
+    scratch = tmp_path / "scratch"
+    (scratch / "deep" / "sub").mkdir(parents=True)
+    (scratch / "deep" / "sub" / "run-1.jsonl").write_text(stream(tmp_path, THEIR_RUN))
+    link = os.path.join(theirs, "outlink")
+    as_other(other_user, 'ln -s "$2" "$1"', link, scratch / "deep")
+    given = os.path.join(link, "sub")
+    result = run_cli("report", given, "-o", f"{given}/../../page.html", timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert sorted(os.listdir(scratch)) == ["deep"]
+    assert sorted(os.listdir(scratch / "deep")) == ["sub"]
 
 
 def test_a_dot_dot_that_stays_in_their_links_target_is_walked_as_without_it(tmp_path, other_user, theirs):  # noqa: F811
@@ -372,3 +394,21 @@ def test_report_capture_dir_swapped_after_its_judgement_is_read_from_its_handle(
     page = (tmp_path / "page.html").read_text()
     assert SECRET_RUN not in page + said
     assert THEIR_RUN in page
+
+
+WRITERS = {
+    "run --jsonl (open_for_writing)": lambda out, stream: ["run", "--jsonl", out, "--", "true"],
+    "report -o (write_output)": lambda out, stream: ["report", stream, "-o", out],
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_ones_own_output_link_to_their_link_then_dot_dot_is_refused(tmp_path, other_user, theirs, writer):  # noqa: F811
+    """``-o mine`` with one's own ``mine -> THEIRLINK/..``: every output judges the ``..`` that ends
+    the target as a later one (their link named), and none names the runner's own ``/proc`` path."""
+    scratch, link, stream = their_outlink(tmp_path, other_user, theirs)
+    (tmp_path / "mine").symlink_to(f"{link}/..")
+    result = run_cli(*WRITERS[writer](tmp_path / "mine", stream), timeout=LIMIT)
+    refused(result, f"{link} is a symbolic link of uid {other_user.pw_uid}")
+    assert b"/proc/" not in result.stderr
+    assert sorted(os.listdir(scratch)) == ["sub"]

@@ -27,6 +27,24 @@ def test_a_path_inside_a_pinned_directory_is_walked_from_its_handle(tmp_path):
         safepath.open_for_writing(str(out / "job" / "events.jsonl"))
 
 
+def test_a_dot_dot_climbing_above_a_pinned_directory_is_walked_from_its_path_not_its_handle(tmp_path):
+    """``PIN/x/../../f`` leaves the pinned directory: from its handle the ``..`` would climb from
+    wherever a link in the pinned path led, unjudged; walked from its text instead. A ``..``
+    that stays inside (``PIN/x/../f``) is still walked from the handle."""
+    out = tmp_path / "out"
+    (out / "x").mkdir(parents=True)
+    safepath.pin(str(out))
+    try:
+        os.rename(out, tmp_path / "moved")  # the text now names nothing: only the handle leads there
+        with pytest.raises(FileNotFoundError):
+            safepath.open_for_writing(f"{out}/x/../../f")
+        os.close(safepath.open_for_writing(f"{out}/x/../f"))
+    finally:
+        safepath.unpin(str(out))
+    assert sorted(os.listdir(tmp_path)) == ["moved"]
+    assert sorted(os.listdir(tmp_path / "moved")) == ["f", "x"]
+
+
 def test_a_pin_is_held_until_its_last_unpin(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

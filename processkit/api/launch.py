@@ -95,9 +95,9 @@ class Call(Plain):
         """Say what the run lost (a failed stream, a cut capture file) and return ``result``:
         called once the caller holds the result and has let the run go, so a warning raised as an
         error (``-W error``) leaves nothing undone and a second ``wait`` returns the result."""
-        if report.get("stream_failed"):  # the CLI's warning, which the service has no reader for
+        if report.get("stream_failure"):  # the CLI's warning, which the service has no reader for
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
-            said = f"{where}: JSONL event logging disabled: {report['stream_failed']}"
+            said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
             self.said(f"{said}; the result's events are those the stream holds", EventsLost)
         if self.spec.capture_dir not in (
             None,

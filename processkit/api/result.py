@@ -12,6 +12,7 @@ import subprocess
 from typing import TypeVar
 
 from ..bounded import loads
+from ..capture_layout import STREAMS
 from ..containment.accounting import Usage
 from ..events.cuts import capture_cuts
 from ..events.kept import ranges
@@ -261,7 +262,7 @@ def captures(
         name: CaptureInfo.from_event(captured, run_id, kept.get(name))
         if event is not None and (captured := event.captured(name)) is not None
         else None
-        for name in ("stdout", "stderr")
+        for name in STREAMS
     }
 
 
@@ -297,8 +298,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
             "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
-    if report.get("stream_failed"):
-        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failed']}\n"
+    if report.get("stream_failure"):
+        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")

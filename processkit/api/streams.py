@@ -29,11 +29,11 @@ import os
 import subprocess
 from typing import IO
 
+from ..capture_layout import STREAMS
 from ..spec import U64_MAX
 from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT, read_back
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
-STREAMS = ("stdout", "stderr")
 NO_CAP = U64_MAX  # the capture of a stream asked for, when the caller sets no cap: every byte
 
 

@@ -185,10 +185,11 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
     won the race) is said as any."""
     if not captured:
         return
+    from ..capture_layout import STREAMS
     from ..diagnostics import warn
     from ..events.cuts import capture_cuts
 
-    streams = [(name, captured.get(name)) for name in ("stdout", "stderr")]
+    streams = [(name, captured.get(name)) for name in STREAMS]
     for line in capture_cuts(streams, (overflow or {}).get("stream"), "--capture-max-bytes")[0]:
         warn(line)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from .. import capture_layout
-from ..bounded import CAPTURE_LAYOUT, RUN_FILE, InputError, loads, read_start
+from ..bounded import CAPTURE_LAYOUT, RUN_FILE, InputError, loads, open_input, read_start
 from ..plain import Frozen
 from .types import CapturedStream
 
@@ -84,7 +84,7 @@ def _small_file(path: str, limit: int, inside: str | None = None) -> bytes | Non
         return open_named(name, limits, inside=inside)
 
     try:
-        data = read_start(path, limit + 1, CAPTURE_LAYOUT, *([] if inside is None else [opener]))
+        data = read_start(path, limit + 1, CAPTURE_LAYOUT, open_input if inside is None else opener)
     except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
         return None
     return data if len(data) <= limit else None

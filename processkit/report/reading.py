@@ -12,6 +12,7 @@ import os
 import shlex
 
 from ..bounded import REPORT_ENTRY, REPORT_STREAM, InputError, blocking
+from ..capture_layout import STREAMS
 from ..errors import Failure, Kind
 from ..events import render
 from ..events.reader import Line, LineSplitter
@@ -240,7 +241,7 @@ class Builder:
         captured = self.valid.get("output_captured")
         if captured is None:
             return
-        for name in ("stdout", "stderr"):
+        for name in STREAMS:
             stream = CapturedStream.read(name, captured[name])
             if stream is not None:
                 self.run.captured.append(stream)

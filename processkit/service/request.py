@@ -216,7 +216,7 @@ class Request:
             "failure": (failure.kind.label, failure.message, failure.kind.retryable) if failure is not None else None,
             # ``Usage``'s values in order, as a tuple: half the bytes and pickling time of its slots
             "usage": None if outcome.usage is None else outcome.usage._values(),
-            "stream_failed": outcome.stream_failure,  # said by the caller: the service's warnings have no reader
+            "stream_failure": outcome.stream_failure,  # said by the caller: the service's warnings have no reader
             "pid": own_pid(),
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
@@ -239,11 +239,11 @@ class Request:
             report["jsonl"] = wire.read_back(self.streamed[0], most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
-            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped), 1):
+            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
                 if piped:
                     self._held_capture(report, name, self.held[index], scratch_dir, written(outcome, name))
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
-            for index, (name, piped) in enumerate(zip(("stdout", "stderr"), self.piped)):
+            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped)):
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
                 path = os.path.join(capture_dir, capture_layout.FILE_NAMES[name])
                 if own >= 0:
