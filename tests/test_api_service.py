@@ -16,7 +16,7 @@ import time
 import pytest
 
 import processkit
-from conftest import registry_entries
+from conftest import SAFETY_NET, registry_entries
 
 PY = sys.executable
 
@@ -247,7 +247,7 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
         caller.send_signal(signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
         assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
-        assert caller.wait(timeout=30) == 0
+        assert caller.wait(timeout=SAFETY_NET) == 0
     finally:
         caller.kill()
 

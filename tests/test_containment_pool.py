@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, run_cli, start_cli
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli
 from test_batch import write_manifest
 
 CAT_GROUPS = ["cat", "/proc/self/cgroup"]  # one process: its groups are the job's
@@ -327,7 +327,7 @@ def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
         time.sleep(0.2)  # several runs, so some groups are idle between two of them
     finally:
         bench.send_signal(signal.SIGKILL)
-        bench.communicate(timeout=30)
+        bench.communicate(timeout=SAFETY_NET)
     proc = run_cli("prune", "--json", "--report-reaped")
     assert proc.returncode == 0, proc.stderr
     assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
