@@ -63,7 +63,7 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
     try:
         started = json.loads(caller.stdout.readline())
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
@@ -240,7 +240,7 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
     )
     caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
             time.sleep(0.01)
         assert _processes_naming("sleep\x003737.75")

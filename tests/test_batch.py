@@ -152,7 +152,7 @@ os.write(fd, f"+{me}\\n".encode())
 def started():
     return [line[1:] for line in open(log).read().split() if line[0] == "+"]
 position = started().index(me) + 1
-deadline = time.monotonic() + 20
+deadline = time.monotonic() + 60
 while position < total and len(started()) <= position:
     if time.monotonic() > deadline:
         sys.exit(3)

@@ -360,7 +360,7 @@ def test_the_reaper_collects_orphans_past_a_page_process_left_uncollected(tmp_pa
         wait_for_event(out / "a" / "events.jsonl", "run_started")
         drawer = page_processes(batch.pid)[0]
         os.kill(drawer, signal.SIGKILL)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while _state(drawer) != "Z":
             assert time.monotonic() < deadline, "the killed page process never became a zombie"
             time.sleep(0.01)

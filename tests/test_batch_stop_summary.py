@@ -45,7 +45,7 @@ def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) 
         )
     os.close(write_end)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not started.exists():  # the first job is done, its block waiting behind the stalled reader
             assert proc.poll() is None and time.monotonic() < deadline, "the second job never started"
             time.sleep(0.02)

@@ -75,7 +75,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
     child = f'until [ -e "{go}" ]; do sleep 0.01; done; exit 3'
     proc = start_cli("run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", child)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         taken = b""
         while not taken.endswith(b"\n"):  # the reader takes one line (a byte at a time: no more)
             assert time.monotonic() < deadline and proc.poll() is None, "no first line"

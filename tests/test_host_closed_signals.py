@@ -35,7 +35,7 @@ def test_a_process_whose_host_closed_is_stopped_by_sigtstp_and_absorbs_sigint():
         assert proc.stdout is not None and proc.stdout.readline() == b"closed\n"
         os.kill(proc.pid, signal.SIGINT)  # absorbed: the process goes on
         os.kill(proc.pid, signal.SIGTSTP)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         _, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
         while status == 0 and time.monotonic() < deadline:  # 0: still running (absorbed)
             time.sleep(0.01)

@@ -172,7 +172,7 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
         import os, sys, time
         data = open({str(tmp_path / "payload")!r}, 'rb').read()
         jsonl = {str(tmp_path / "run.jsonl")!r}
-        deadline = time.monotonic() + 20  # never a process left polling if the run fails to start
+        deadline = time.monotonic() + 60  # never a process left polling if the run fails to start
         while (not os.path.exists(jsonl) or b'"run_started"' not in open(jsonl, 'rb').read()) and time.monotonic() < deadline:
             time.sleep(0.01)
         os.write(1, data[:1000])
@@ -299,7 +299,7 @@ def until_sampled(jsonl, samples: int) -> list[str]:
     code = textwrap.dedent(
         f"""
         import sys, time
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while open({str(jsonl)!r}, "rb").read().count(b'"members_snapshot"') < {samples}:
             if time.monotonic() > deadline:
                 sys.exit(3)

@@ -52,7 +52,7 @@ def test_a_prune_while_another_sweep_holds_a_dead_bench_waits_and_leaves_no_grou
     bench = start_cli("bench", "--runs", "100000", "--warmup", "0", "--style", "none", "--", "true", env=env)
     sweeper = prune = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not glob.glob(f"{runtime}/pkc-{bench.pid}-*") or not _groups(bench.pid):
             assert time.monotonic() < deadline, "the bench lodged no run and borrowed no group"
             time.sleep(0.05)

@@ -737,7 +737,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
     runner = subprocess.Popen([sys.executable, "-S", "-B", "-c", script], stdin=subprocess.DEVNULL)
     child = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while child is None and time.monotonic() < deadline and runner.poll() is None:
             lines = events.read_text().splitlines() if events.exists() else []
             members = [m for line in lines for m in json.loads(line).get("members") or () if line.endswith("}")]
