@@ -144,7 +144,12 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", str(target)], check=True)
 
 
-def run_cli(*args, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+# How long a test waits for what it expects to come (a process's end, an event, a file): only a
+# safety net, far past what a right run takes on a loaded 2-core host, so reaching it is a failure.
+SAFETY_NET = 60.0
+
+
+def run_cli(*args, timeout: float = SAFETY_NET, **kwargs) -> subprocess.CompletedProcess:
     """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(cli_command() + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
@@ -168,7 +173,7 @@ def event_names(path) -> list[str]:
     return [e["event"] for e in read_events(path)]
 
 
-def wait_for_event(path, name: str, timeout: float = 60.0) -> dict:
+def wait_for_event(path, name: str, timeout: float = SAFETY_NET) -> dict:
     """Synchronise on the JSONL: return the first ``name`` event once it has been written."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -179,7 +184,7 @@ def wait_for_event(path, name: str, timeout: float = 60.0) -> dict:
     raise AssertionError(f"no {name} event in {path} within {timeout}s: {read_events_tolerant(path)}")
 
 
-def wait_for_file(path, timeout: float = 60.0) -> None:
+def wait_for_file(path, timeout: float = SAFETY_NET) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         if time.monotonic() > deadline:
@@ -187,7 +192,7 @@ def wait_for_file(path, timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def listed_when(ready, timeout: float = 60.0) -> dict[str, dict]:
+def listed_when(ready, timeout: float = SAFETY_NET) -> dict[str, dict]:
     """``list --json`` by run id, once ``ready`` holds of it (a late publication comes in its own time)."""
     deadline = time.monotonic() + timeout
     while True:

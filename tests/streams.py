@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, reference_schemas_present, run_cli
+from conftest import REFERENCE_SCHEMAS, SAFETY_NET, reference_schemas_present, run_cli
 from processkit.events.validate import load_event_schema, validate_event
 
 PY = sys.executable
@@ -172,7 +172,7 @@ def seconds_between(events: list[dict], first: str, second: str) -> float:
     return event_time(one(events, second)) - event_time(one(events, first))
 
 
-def wait_until(condition, timeout: float = 60.0, what: str = "condition"):
+def wait_until(condition, timeout: float = SAFETY_NET, what: str = "condition"):
     """Poll a condition no event announces (a process gone): its first truthy value, or an
     AssertionError naming ``what`` once ``timeout`` has passed."""
     deadline = time.monotonic() + timeout

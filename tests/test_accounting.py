@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event, wait_for_file
 from control_support import check_schema, json_out
 from streams import PY, check_stream, one, python_child, run_checked
 from accounting_workloads import HOLD_100_MIB, TWENTY_THREADS, concurrent, early_burners
@@ -185,14 +185,14 @@ def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending):
     )
     runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready, go)
     try:
-        wait_for_file(ready, timeout=30)
+        wait_for_file(ready)
         groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
         assert len(groups) == len(V1_ACCOUNTED), groups
         if ending == "runner_killed":
             runner.send_signal(signal.SIGKILL)
         else:
             go.touch()
-        runner.wait(30)
+        runner.wait(SAFETY_NET)
     finally:
         runner.kill()
         runner.wait()
@@ -217,7 +217,7 @@ def test_a_live_run_answers_with_its_usage_so_far(tmp_path, monkeypatch):
     )
     handle = processkit.start([PY, "-c", hold, str(ready), str(go)])
     try:
-        wait_for_file(ready, timeout=30)
+        wait_for_file(ready)
         usage = handle.usage()
         proc = run_cli("inspect", "--run-id", handle.run_id, "--usage", "--json")
         assert proc.returncode == 0, proc.stderr
@@ -280,10 +280,10 @@ def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, empti
     hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
     runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
     try:
-        wait_for_file(ready, timeout=30)
+        wait_for_file(ready)
         groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
         runner.send_signal(signal.SIGKILL)
-        runner.wait(30)
+        runner.wait(SAFETY_NET)
     finally:
         runner.kill()
         runner.wait()
@@ -353,10 +353,10 @@ def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
     bystander = start_cli("run", "--jsonl", tmp_path / "bystander.jsonl", "--no-echo", "--", "sleep", "60")
     runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
     try:
-        wait_for_file(ready, timeout=30)
+        wait_for_file(ready)
         groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
         runner.send_signal(signal.SIGKILL)
-        runner.wait(30)
+        runner.wait(SAFETY_NET)
         (run_dir,) = glob_run_dirs(runner.pid)
         forged = tmp_path / os.path.basename(groups[0])
         forged.mkdir()

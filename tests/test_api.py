@@ -16,6 +16,7 @@ import pytest
 import processkit
 from processkit.cli.run import build_parser
 from processkit.events.types import RootExited, RunnerExit, RunStarted, Timeout
+from conftest import SAFETY_NET
 
 PY = sys.executable
 
@@ -227,7 +228,7 @@ def test_echo_false_keeps_the_callers_streams_clean_and_echo_true_forwards(capfd
     processkit.run(["sh", "-c", "echo quiet; echo quiet-err >&2"])
     assert capfd.readouterr() == ("", "")
     script = "import processkit; processkit.run(['sh', '-c', 'echo loud; echo loud-err >&2'], echo=True)"
-    shown = subprocess.run([PY, "-c", script], capture_output=True, timeout=30)
+    shown = subprocess.run([PY, "-c", script], capture_output=True, timeout=SAFETY_NET)
     assert (shown.stdout, shown.stderr) == (b"loud\n", b"loud-err\n")
 
 
@@ -274,7 +275,7 @@ def test_run_async_and_cancelling_its_task(isolated_registry):
 
 def test_inherit_stdio_hands_the_callers_streams_to_the_child():
     script = "import processkit; r = processkit.run(['sh', '-c', 'echo direct; echo direct-err >&2'], inherit_stdio=True); print(r.returncode)"
-    shown = subprocess.run([PY, "-c", script], capture_output=True, timeout=30)
+    shown = subprocess.run([PY, "-c", script], capture_output=True, timeout=SAFETY_NET)
     assert (shown.stdout, shown.stderr) == (b"direct\n0\n", b"direct-err\n")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import processkit
 from processkit.events.types import Cancelled, Killed, MembersSnapshot, RunnerExit, RunStarted
-from conftest import pid_alive, start_cli, wait_for_event
+from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event
 
 
 def test_start_returns_once_the_child_runs_and_events_stream_live():
@@ -39,7 +39,7 @@ def test_inspect_then_kill():
         assert snapshot["run_id"] == handle.run_id and snapshot["root_pid"] == started.root_pid
         assert started.root_pid in [member["pid"] for member in snapshot["members"]] or snapshot["members"] == []
         assert handle.kill() is None  # Popen's: the tree killed, the returncode Popen's
-        result = handle.result(timeout=10)
+        result = handle.result(timeout=SAFETY_NET)
     assert (result.returncode, result.exit_code, result.source) == (-9, 109, "control_kill")
     assert isinstance(result.ending, Killed)
     assert not pid_alive(started.root_pid)
@@ -126,7 +126,7 @@ def test_attach_to_a_run_started_by_the_cli(tmp_path):
             if names == ["run_started", "members_snapshot"]:
                 handle.cancel()
         assert names[0] == "run_started" and names[-1] == "runner_exit" and "cancelled" in names
-        result = handle.result(timeout=10)
+        result = handle.result(timeout=SAFETY_NET)
         assert (result.returncode, result.source, result.jsonl) == (108, "control_cancel", str(jsonl))
         assert runner.wait(timeout=60) == 108
     finally:
@@ -150,9 +150,9 @@ def test_an_attached_run_whose_outcome_is_unknown_is_a_control_error(tmp_path, i
         record.write_text(record.read_text().replace(str(tmp_path / "run.jsonl"), str(garbled)))
         assert handle.poll() is None  # its watch saw the run live, publishing that stream
         release.touch()
-        assert runner.wait(timeout=30) == 0
+        assert runner.wait(timeout=SAFETY_NET) == 0
         with pytest.raises(processkit.ControlError) as caught:
-            handle.wait(timeout=30)
+            handle.wait(timeout=SAFETY_NET)
         assert (caught.value.code, caught.value.kind) == (103, "stale")
         assert "ended, but its outcome is unknown" in str(caught.value)
     finally:
@@ -173,7 +173,7 @@ def test_async_event_iterator_and_wait_async():
     async def main():
         handle = processkit.start(["sh", "-c", "sleep 0.2; exit 5"])
         names = [event.event async for event in handle.aevents()]
-        code = await handle.wait_async(timeout=10)
+        code = await handle.wait_async(timeout=SAFETY_NET)
         return names, (code, handle.result())
 
     names, result = asyncio.run(main())

@@ -12,6 +12,7 @@ import subprocess
 import processkit
 from processkit.api import launch, result, service
 from streams import CROWD_DEADLINE, CROWD_UNREAD, snapshotted_crowd
+from conftest import SAFETY_NET
 
 STREAMS_OF_EVERY_KIND = [  # (args, keywords): each ends differently, so its stream holds other event types
     (["true"], {}),
@@ -108,7 +109,7 @@ def test_a_run_nobody_can_follow_is_published_late(tmp_path, isolated_registry, 
     lasting = threading.Thread(target=processkit.run, args=(["sleep", "30"],), kwargs={"run_id": "api-late"})
     lasting.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not processkit.runs() and time.monotonic() < deadline:
             time.sleep(0.01)
         (listed,) = processkit.runs()

@@ -92,6 +92,6 @@ def test_a_long_line_into_a_pipe_kept_busy_goes_once_it_waited_its_bound(tmp_pat
     """Another writer kept the pipe from ever emptying while the reader read steadily (so no
     stall): the long line waited for an empty pipe for good, and the call never returned. Past
     its bound it goes as the pipe takes it, as before the wait (whole no longer promised)."""
-    code, data = _lines(tmp_path, "busy", timeout=30)
+    code, data = _lines(tmp_path, "busy")
     assert code == 0
     assert '"event":"runner_exit"' in data.replace(" ", "")

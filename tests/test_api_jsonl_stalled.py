@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from conftest import SAFETY_NET
 
 PY = sys.executable
 
@@ -101,7 +102,7 @@ def test_a_stalled_jsonl_fifo_holds_up_no_other_call_and_loses_nothing(tmp_path)
 
 
 def test_a_backlogged_line_reaches_a_reader_that_catches_up_while_the_run_waits(tmp_path):
-    seen = _carry(WAITS_FOR_STARTED, tmp_path, timeout=20)
+    seen = _carry(WAITS_FOR_STARTED, tmp_path, timeout=SAFETY_NET)
     assert seen["stalled"] == 0, "run_started reached its reader only when the call's timeout ended the run"
     assert seen["events"][0] == "run_started" and seen["events"][-1] == "runner_exit", seen["events"]
 

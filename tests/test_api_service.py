@@ -16,7 +16,7 @@ import time
 import pytest
 
 import processkit
-from conftest import registry_entries
+from conftest import SAFETY_NET, registry_entries
 
 PY = sys.executable
 
@@ -63,7 +63,7 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
     try:
         started = json.loads(caller.stdout.readline())
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
@@ -240,14 +240,14 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
     )
     caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
             time.sleep(0.01)
         assert _processes_naming("sleep\x003737.75")
         caller.send_signal(signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
         assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
-        assert caller.wait(timeout=30) == 0
+        assert caller.wait(timeout=SAFETY_NET) == 0
     finally:
         caller.kill()
 

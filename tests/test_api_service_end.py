@@ -35,7 +35,7 @@ class Collected:
 
     def wait(self, timeout=None):
         seen.setdefault("callback told before the wait", callback_told.is_set())
-        seen.setdefault("the other thread told while the service is waited for", thread_told.wait(30))
+        seen.setdefault("the other thread told while the service is waited for", thread_told.wait(60))
         return self._process.wait(timeout)
 
 

@@ -16,9 +16,9 @@ import pytest
 PY = sys.executable
 
 FIRST_CALL = {
-    "stdin": "result = processkit.run(['cat'], stdin=open(path, 'rb'), capture_output=True, timeout=20)\n"
+    "stdin": "result = processkit.run(['cat'], stdin=open(path, 'rb'), capture_output=True, timeout=60)\n"
     "print(json.dumps([result.returncode, result.stdout.decode()]))\n",
-    "stdout": "result = processkit.run(['echo', 'written'], stdout=open(path, 'wb'), timeout=20)\n"
+    "stdout": "result = processkit.run(['echo', 'written'], stdout=open(path, 'wb'), timeout=60)\n"
     "print(json.dumps([result.returncode, open(path).read()]))\n",
 }
 

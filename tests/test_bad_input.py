@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import cli_command, run_cli
+from conftest import SAFETY_NET, cli_command, run_cli
 from control_support import envelope
 from processkit.grammar import values
 from processkit.errors import Failure
@@ -183,7 +183,9 @@ def _cap_memory() -> None:
 def test_an_endless_env_file_is_refused_after_its_bound(tmp_path):
     """``/dev/zero`` used to be read without end (about 1 GB of memory a second)."""
     jsonl = tmp_path / "run.jsonl"
-    proc = run_cli("run", "--jsonl", jsonl, "--env-file", "/dev/zero", "--", "true", timeout=30, preexec_fn=_cap_memory)
+    proc = run_cli(
+        "run", "--jsonl", jsonl, "--env-file", "/dev/zero", "--", "true", timeout=SAFETY_NET, preexec_fn=_cap_memory
+    )
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
         "processkit-cli: --env-file /dev/zero holds more than 1 MiB, the most an env file may"
@@ -214,7 +216,7 @@ def test_an_env_file_may_be_a_pipe_as_from_process_substitution(tmp_path):
             stdin=subprocess.DEVNULL,
             capture_output=True,
             pass_fds=(read_end,),
-            timeout=30,
+            timeout=SAFETY_NET,
         )
     finally:
         os.close(read_end)

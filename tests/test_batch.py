@@ -19,7 +19,7 @@ import pytest
 
 from processkit import rundir
 
-from conftest import cli_command, event_names, pid_alive, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, event_names, pid_alive, run_cli, start_cli, wait_for_event
 from fifo_ends import opened_for_writing
 from streams import PY, check_stream, event_time, one
 
@@ -41,7 +41,7 @@ def start_batch():
         if proc.poll() is None:
             proc.terminate()
             try:
-                proc.communicate(timeout=30)
+                proc.communicate(timeout=SAFETY_NET)
             except subprocess.TimeoutExpired:  # a batch stuck where no signal ends it (a broken build)
                 proc.kill()
                 proc.communicate()
@@ -152,7 +152,7 @@ os.write(fd, f"+{me}\\n".encode())
 def started():
     return [line[1:] for line in open(log).read().split() if line[0] == "+"]
 position = started().index(me) + 1
-deadline = time.monotonic() + 20
+deadline = time.monotonic() + 60
 while position < total and len(started()) <= position:
     if time.monotonic() > deadline:
         sys.exit(3)
@@ -401,7 +401,7 @@ def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, sta
     for n in (0, 1):
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
     batch.send_signal(signal.SIGTERM)
-    _, err = batch.communicate(timeout=30)
+    _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == CANCELLED, err
     lines = summary(out)
     for n in (0, 1):
@@ -424,7 +424,7 @@ def test_ctrl_c_cancels_the_jobs_then_the_batch_dies_by_sigint(tmp_path, start_b
     for n in (0, 1):
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
     batch.send_signal(signal.SIGINT)
-    _, err = batch.communicate(timeout=30)
+    _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT, err
     lines = summary(out)
     for n in (0, 1):
@@ -445,7 +445,7 @@ def test_ctrl_c_cancels_the_jobs_then_the_batch_dies_by_sigint(tmp_path, start_b
     try:
         wait_for_event(tmp_path / "o2" / "looped" / "events.jsonl", "run_started")
         os.killpg(shell.pid, signal.SIGINT)
-        said, _ = shell.communicate(timeout=30)
+        said, _ = shell.communicate(timeout=SAFETY_NET)
     finally:
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
@@ -472,7 +472,7 @@ def test_list_shows_a_live_job_and_cancel_ends_only_that_one(tmp_path, start_bat
     wait_for_event(out / "victim" / "events.jsonl", "runner_exit")
     assert "runner_exit" not in (out / "bystander" / "events.jsonl").read_text()
     release.touch()
-    _, err = batch.communicate(timeout=30)
+    _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == BATCH_FAILED, err
     lines = summary(out)
     assert (lines["victim"]["exit_code"], lines["victim"]["source"]) == (108, "control_cancel")
@@ -562,7 +562,7 @@ def test_an_env_file_that_is_a_fifo_is_refused_before_anything_starts(tmp_path):
     os.mkfifo(fifo)
     jobs = [{"args": ["true"]}, {"args": ["env"], "env_file": [str(fifo)]}]
     out = tmp_path / "out"
-    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, timeout=30)
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
     assert proc.returncode == USAGE, proc.stderr
     assert f"manifest line 2: env_file {fifo} is not a regular file".encode() in proc.stderr
     assert not out.exists()
@@ -595,7 +595,7 @@ def test_a_job_directory_left_writable_by_others_is_refused_and_a_new_one_is_wri
     (out / "open").mkdir(parents=True)
     (out / "open").chmod(0o777)
     jobs = [{"args": ["true"], "id": "open"}, {"args": ["true"], "id": "fresh"}]
-    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, timeout=30)
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
     lines = summary(out)
     assert proc.returncode == 117, proc.stderr
     assert lines["open"]["exit_code"] == 111 and "others may write to it" in lines["open"]["message"]
@@ -683,7 +683,7 @@ def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
     roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
     batch.kill()
-    batch.communicate(timeout=30)
+    batch.communicate(timeout=SAFETY_NET)
     assert left_by(batch.pid), "the killed batch left its jobs' run directories: the test shows nothing"
     proc = run_cli("prune", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -746,7 +746,7 @@ def on_a_terminal(tmp_path, jobs, *flags) -> str:
             break
         data += chunk
     os.close(controller)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=SAFETY_NET) == 0
     return data.decode()
 
 

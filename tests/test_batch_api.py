@@ -300,7 +300,7 @@ flag = ctypes.c_int(-1)
 ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
 print(json.dumps({
     "jobs": {line["id"]: line["exit_code"] for line in lines},
-    "own": [early.wait(timeout=10)] + [child.wait(timeout=10) for child in during],
+    "own": [early.wait(timeout=60)] + [child.wait(timeout=60) for child in during],
     "subreaper": flag.value,
     "handlers_kept": all(signal.getsignal(n) is h for n, h in handlers.items()),
 }))

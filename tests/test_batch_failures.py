@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from conftest import registry_entries, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, registry_entries, run_cli, start_cli, wait_for_event
 from streams import PY
 from test_batch import left_by, start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
 
@@ -116,7 +116,7 @@ def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     for n in (0, 1):
         wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
     batch.send_signal(signal.SIGINT)
-    _, err = batch.communicate(timeout=30)
+    _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT, err
     said = err.decode().splitlines()
     assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by ctrl_c"

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 from streams import PY, event_time
 
 BATCH_FAILED, CANCELLED, SETUP = 117, 107, 111
@@ -71,7 +71,7 @@ def test_json_mode_a_cancelled_batch_writes_only_the_envelope(tmp_path):
         for n in (0, 1):
             wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
         batch.send_signal(signal.SIGTERM)
-        _, err = batch.communicate(timeout=30)
+        _, err = batch.communicate(timeout=SAFETY_NET)
     finally:
         if batch.poll() is None:
             batch.kill()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_event
 
 STAMP = re.compile(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 
@@ -187,7 +187,7 @@ def test_a_hostile_summary_is_drawn_from_the_lines_that_are_jobs(tmp_path):
     ]
     (out / "summary.jsonl").write_text("\n".join(lines) + "\n")
     target = tmp_path / "page.html"
-    proc = run_cli("report", out, "-o", target, timeout=30)
+    proc = run_cli("report", out, "-o", target)
     assert proc.returncode == 0, proc.stderr
     words = text(target)
     assert "Batch: 3 jobs" in words and "4 summary lines skipped" in words
@@ -254,7 +254,7 @@ def test_the_page_process_waits_ready_beside_the_jobs_and_dies_with_the_batch(tm
         assert len(drawers) == 1, drawers
     finally:
         batch.kill()
-        batch.communicate(timeout=30)
+        batch.communicate(timeout=SAFETY_NET)
     deadline = time.monotonic() + 60
     while pid_alive(drawers[0]) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -360,7 +360,7 @@ def test_the_reaper_collects_orphans_past_a_page_process_left_uncollected(tmp_pa
         wait_for_event(out / "a" / "events.jsonl", "run_started")
         drawer = page_processes(batch.pid)[0]
         os.kill(drawer, signal.SIGKILL)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while _state(drawer) != "Z":
             assert time.monotonic() < deadline, "the killed page process never became a zombie"
             time.sleep(0.01)

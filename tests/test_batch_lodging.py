@@ -20,6 +20,7 @@ import pytest
 from processkit import rundir
 
 from conftest import (
+    SAFETY_NET,
     listed_when,
     pid_alive,
     published_late_by,
@@ -89,10 +90,10 @@ def test_a_live_job_is_found_by_every_client_and_its_record_is_the_batchs(tmp_pa
     waiter = start_cli("wait", "--run-id", "lodged-slow", "--report-outcome")
     wait_for_event(out / "victim" / "events.jsonl", "runner_exit")
     release.touch()
-    waited, err = waiter.communicate(timeout=30)
+    waited, err = waiter.communicate(timeout=SAFETY_NET)
     assert waiter.returncode == 0, err
     assert json.loads(waited)["code"] == 3
-    _, _ = batch.communicate(timeout=30)
+    _, _ = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == BATCH_FAILED
     assert (outcome("lodged-victim")["code"], outcome("lodged-victim")["source"]) == (108, "control_cancel")
     assert outcome("lodged-quick")["code"] == 5, "remembered in the registry once the batch ended"
@@ -117,7 +118,7 @@ def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_re
     runs = listed_when(lambda runs: {"late-slow", "late-victim"} <= set(runs))
     home = os.path.dirname(runs["late-slow"]["endpoint"])
     wait_for_file(out / "summary.jsonl")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + SAFETY_NET
     while b'"quick"' not in (out / "summary.jsonl").read_bytes():
         assert time.monotonic() < deadline, "the quick job's summary line did not come"
         time.sleep(0.02)
@@ -130,7 +131,7 @@ def test_a_keep_failed_job_is_published_once_it_has_lasted(tmp_path, isolated_re
     assert run_cli("cancel", "--run-id", "late-victim").returncode == 0
     wait_for_file(out / "victim" / "events.jsonl")
     release.touch()
-    _, _ = batch.communicate(timeout=30)
+    _, _ = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == BATCH_FAILED
     assert (outcome("late-victim")["code"], outcome("late-victim")["source"]) == (108, "control_cancel")
     assert outcome("late-slow")["code"] == 3
@@ -190,7 +191,7 @@ def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registr
     roots += [int((tmp_path / f"s{n}.pid").read_text()) for n in (0, 1)]
     groups = glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True)
     batch.kill()
-    batch.communicate(timeout=30)
+    batch.communicate(timeout=SAFETY_NET)
     assert batch_dirs(batch.pid), "the killed batch left nothing: the test shows nothing"
     assert any(run["health"] == "stale" for run in listed().values()), "the stale delegating record is listed"
     proc = run_cli("prune", "--json", "--report-reaped")
@@ -329,15 +330,15 @@ def test_a_passing_job_under_keep_failed_reports_its_outcome_to_a_wait_that_saw_
     handle = processkit.attach("kept-pass")
     assert handle.poll() is None  # its watch saw the job live
     release.touch()
-    batch.communicate(timeout=30)
+    batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == BATCH_FAILED
     answers = []
     for waiter in waiters:
-        got, err = waiter.communicate(timeout=30)
+        got, err = waiter.communicate(timeout=SAFETY_NET)
         assert waiter.returncode == 0, err
         answers.append(json.loads(got))
     passed = {"run_id": "kept-pass", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0}
     failed = {"run_id": "kept-fail", "status": "reported", "code": 3, "source": "child_exit", "child_code": 3}
     assert answers == [passed, [failed, passed]]
-    assert handle.wait(timeout=30) == 0
+    assert handle.wait(timeout=SAFETY_NET) == 0
     assert not (out / "pass").exists(), "the passing job's stream was never written"

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import cli_command
+from conftest import SAFETY_NET, cli_command
 from test_batch import write_manifest
 
 CANCELLED = 107
@@ -64,14 +64,14 @@ def test_a_stalled_stdout_reader_holds_no_deadline_and_no_signal(tmp_path, pipe,
         assert _recorded(out, "big", proc)["exit_code"] == 0
         if ending == "sigterm":
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == CANCELLED
+            assert proc.wait(timeout=SAFETY_NET) == CANCELLED
             return
         taken = bytearray()
         with os.fdopen(read_end, "rb", buffering=0) as reader:
             read_end = -1
             while piece := reader.read(1 << 16):
                 taken += piece
-        assert proc.wait(timeout=30) == BATCH_FAILED
+        assert proc.wait(timeout=SAFETY_NET) == BATCH_FAILED
         expected = b"==> big (exit 0) <==\n" + b"\0" * BIG + b"\n" + b"==> slow (exit 106) <==\n"
         assert (len(taken), bytes(taken) == expected) == (len(expected), True)
     finally:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 
-from conftest import cli_command
+from conftest import SAFETY_NET, cli_command
 from test_batch import write_manifest
 
 CANCELLED = 107
@@ -45,12 +45,12 @@ def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) 
         )
     os.close(write_end)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not started.exists():  # the first job is done, its block waiting behind the stalled reader
             assert proc.poll() is None and time.monotonic() < deadline, "the second job never started"
             time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == CANCELLED
+        assert proc.wait(timeout=SAFETY_NET) == CANCELLED
     finally:
         os.close(read_end)
         if proc.poll() is None:

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from conftest import read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, read_events, run_cli, start_cli, wait_for_event
 
 # hyperfine's per-command keys in ``--export-json`` (1.16+: memory_usage_byte per run)
 HYPERFINE_KEYS = {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times", "exit_codes"}
@@ -262,7 +262,7 @@ def test_a_stop_signal_ends_the_benchmark(tmp_path):
     try:
         wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
         bench_process.send_signal(signal.SIGTERM)
-        _, stderr = bench_process.communicate(timeout=30)
+        _, stderr = bench_process.communicate(timeout=SAFETY_NET)
     finally:
         bench_process.kill()
     assert bench_process.returncode == 107, stderr

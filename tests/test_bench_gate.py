@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 
 pytestmark = pytest.mark.skipif(shutil.which("gzip") is None, reason="gzip is the CPU-bound command")
 SPIN = "while :; do :; done"
@@ -85,7 +85,7 @@ def _beside_neighbours(tmp_path, gate):
         for process in started:
             process.send_signal(signal.SIGTERM)
         for process in started:
-            process.communicate(timeout=30)
+            process.communicate(timeout=SAFETY_NET)
 
 
 def test_a_command_that_waits_ten_times_as_long_fails_though_its_cpu_time_is_the_same(tmp_path):

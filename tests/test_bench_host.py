@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import (
+    SAFETY_NET,
     cli_command,
     event_names,
     listed_when,
@@ -35,9 +36,9 @@ def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_p
         cwd=tmp_path,
     )  # fmt: skip
     try:
-        wait_for_event(streams / "command-3-run-1.jsonl", "run_started", timeout=30)
+        wait_for_event(streams / "command-3-run-1.jsonl", "run_started")
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=SAFETY_NET)
     finally:
         process.kill()
     # dies by SIGINT as hyperfine and batch do (a shell loop around it stops), once released
@@ -56,10 +57,10 @@ def test_the_exports_exist_before_the_first_run(tmp_path):
     streams, out = tmp_path / "streams", tmp_path / "b.json"
     process = start_cli("bench", "--runs", "1", "--jsonl-dir", streams, "--export-json", out, "--", "sleep", "30")
     try:
-        wait_for_event(streams / "command-1-run-1.jsonl", "run_started", timeout=30)
+        wait_for_event(streams / "command-1-run-1.jsonl", "run_started")
         assert json.loads(out.read_text())["results"] == []
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
+        process.communicate(timeout=SAFETY_NET)
     finally:
         process.kill()
     assert process.returncode == 107

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, wait_for_file
+from conftest import SAFETY_NET, cli_command, wait_for_file
 from test_pty_terminal import Pane, pytestmark  # noqa: F401 - skipped without tmux
 
 # Counts its runs in ./n; the third one announces itself in ./third and waits for ./go.
@@ -40,7 +40,7 @@ def screen(pane: Pane) -> str:
     return pane.tmux("capture-pane", "-p", "-t", "t")
 
 
-def wait_for_screen(pane: Pane, text: str, timeout: float = 10.0) -> str:
+def wait_for_screen(pane: Pane, text: str, timeout: float = SAFETY_NET) -> str:
     deadline = time.monotonic() + timeout
     while text not in (shown := screen(pane)):
         assert time.monotonic() < deadline, shown

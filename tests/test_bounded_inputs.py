@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli
 from streams import PY
 
 # The CLI's own main, with the process's peak resident memory (KiB) as stderr's last line. VmHWM,
@@ -25,7 +25,7 @@ PEAK = (
 )
 
 
-def run_measured(*args, timeout: float = 60, **kwargs) -> tuple[int, str, float]:
+def run_measured(*args, timeout: float = SAFETY_NET, **kwargs) -> tuple[int, str, float]:
     """(exit code, stderr without the peak line, peak MiB) of ``processkit-cli ARGS``."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     proc = subprocess.run([PY, "-c", PEAK, *map(str, args)], capture_output=True, timeout=timeout, **kwargs)
@@ -35,7 +35,7 @@ def run_measured(*args, timeout: float = 60, **kwargs) -> tuple[int, str, float]
 
 def test_events_file_dev_zero_is_refused_at_once(tmp_path):
     """It read /dev/zero for ever: 6 GB RSS in 12 s."""
-    code, err, peak = run_measured("events", "--file", "/dev/zero", timeout=30)
+    code, err, peak = run_measured("events", "--file", "/dev/zero")
     assert code == 111, err
     assert err == (
         "processkit-cli: cannot read the events stream /dev/zero: it is a character device, not a stream it takes"
@@ -63,7 +63,7 @@ def test_report_usage_file_dev_zero_and_a_fifo_are_refused(tmp_path):
     fifo = tmp_path / "usage.fifo"
     os.mkfifo(fifo)
     for usage, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO")):
-        code, err, peak = run_measured("report", stream, "--usage-file", usage, "-o", tmp_path / "r.html", timeout=30)
+        code, err, peak = run_measured("report", stream, "--usage-file", usage, "-o", tmp_path / "r.html")
         assert code == 114, err
         assert err == f"processkit-cli: cannot read the --usage-file {usage}: it is {kind}, not a regular file"
         assert peak < 100
@@ -105,9 +105,9 @@ def test_report_of_an_endless_pipe_stops_at_its_total(tmp_path):
 def test_report_of_dev_zero_or_a_fifo_without_writer_does_not_wait(tmp_path):
     fifo = tmp_path / "s.fifo"
     os.mkfifo(fifo)
-    code, err, _ = run_measured("report", "/dev/zero", "-o", tmp_path / "r.html", timeout=30)
+    code, err, _ = run_measured("report", "/dev/zero", "-o", tmp_path / "r.html")
     assert code == 111 and "it is a character device" in err, err
-    code, err, _ = run_measured("report", fifo, "-o", tmp_path / "r.html", timeout=30)
+    code, err, _ = run_measured("report", fifo, "-o", tmp_path / "r.html")
     assert code == 114 and "it is empty" in err, err  # no writer: an empty stream, at once
 
 
@@ -142,7 +142,7 @@ def test_resume_over_a_summary_no_bounded_reader_takes_is_refused(tmp_path, shap
     else:
         summary.write_text('{"id": "' + "a" * (2 << 20) + '"}\n')
         expected = f"processkit-cli: cannot resume the batch: batch summary line 1 is longer than 1 MiB, the most a line may hold ({summary})"
-    proc = run_cli("batch", manifest, "--out", out, "--resume", timeout=30)
+    proc = run_cli("batch", manifest, "--out", out, "--resume")
     assert proc.returncode == 111, proc.stderr
     assert proc.stderr.decode().splitlines() == [expected]
 
@@ -155,7 +155,7 @@ def test_a_manifest_past_its_total_is_refused_before_it_is_read(tmp_path):
         handle.write(json.dumps({"args": ["true"]}).encode() + b"\n")
         handle.truncate(1 << 30)
     out = tmp_path / "out"
-    code, err, peak = run_measured("batch", manifest, "--out", out, timeout=30)
+    code, err, peak = run_measured("batch", manifest, "--out", out)
     assert code == 100, err
     assert err == f"processkit-cli: the manifest {manifest} holds {1 << 30} bytes, more than 256 MiB, the most it may"
     assert peak < 100 and not out.exists()
@@ -185,7 +185,7 @@ def test_an_endless_manifest_on_a_pipe_stops_at_its_total_in_bounded_memory(tmp_
 def test_a_manifest_that_is_a_device_is_refused_without_waiting(tmp_path):
     """A character device would never end: refused before a byte is read. (A FIFO manifest waits
     for its writer, as parallel and cat do, and a stop ends that wait: test_batch_fifo_writer.py.)"""
-    code, err, _ = run_measured("batch", "/dev/zero", "--out", tmp_path / "out", timeout=30)
+    code, err, _ = run_measured("batch", "/dev/zero", "--out", tmp_path / "out")
     assert code == 111 and "it is a character device" in err, err
 
 
@@ -204,6 +204,6 @@ def test_a_bench_export_nested_deeply_or_too_large_is_a_clear_error(tmp_path, sh
         expected = (
             f"processkit-cli: the benchmark export {export} holds {1 << 30} bytes, more than 64 MiB, the most it may"
         )
-    code, err, peak = run_measured("report", export, "-o", tmp_path / "r.html", timeout=30)
+    code, err, peak = run_measured("report", export, "-o", tmp_path / "r.html")
     assert (code, err) == (114, expected)
     assert peak < 100

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, run_cli, start_cli
+from conftest import SAFETY_NET, cli_command, run_cli, start_cli
 from payloads import block, child_command, line_pieces
 from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
 
@@ -254,7 +254,7 @@ def test_a_slow_echo_consumer_is_served_and_one_that_stops_loses_only_the_echo(t
         assert len(chunk) == piece, f"the echo ended after {len(received) + len(chunk)} bytes"
         received += chunk
         time.sleep(0.2)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=SAFETY_NET) == 0
     received += proc.stdout.read()
     assert received == produced[: len(received)]
     assert "live echo abandoned" in proc.stderr.read().decode()
@@ -333,7 +333,7 @@ def test_a_capture_fifo_whose_reader_stalls_latches_write_error_and_the_run_ends
     try:
         out = block(1, 1 << 20)  # far beyond a FIFO's 64 KiB
         command = child_command(f"p.interleave(p.block(1, {1 << 20}), b'')")
-        proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=command, returncode=0, timeout=30)
+        proc, events = run_checked(tmp_path, "--capture-dir", cap_dir, command=command, returncode=0)
     finally:
         os.close(stalled_reader)
     assert proc.stdout == out

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import processkit
 from processkit import capture_layout
 
-from conftest import read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, read_events_tolerant, run_cli, start_cli, wait_for_event
 from streams import PY
 
 CAP = 4096
@@ -71,14 +71,14 @@ def test_a_killed_runner_leaves_a_ring_the_readers_put_in_order(tmp_path, pump_b
     )
     try:
         wait_for_event(jsonl, "run_started")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while (found := stored_everything(capture)) is None:
             assert time.monotonic() < deadline, processkit.salvage_capture(str(capture))
             assert runner.poll() is None, runner.communicate()
             time.sleep(0.01)
     finally:
         runner.kill()
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=SAFETY_NET)
     events = read_events_tolerant(jsonl)
     assert "output_captured" not in [event["event"] for event in events], "the runner never reached its end"
     run_id = events[0]["run_id"]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import read_events, start_cli
+from conftest import SAFETY_NET, read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
@@ -90,7 +90,7 @@ def cgroup_root():
 
 
 def _remove_when_empty(group: str) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_NET
     while True:
         try:
             os.rmdir(group)
@@ -123,7 +123,7 @@ def _ended(pidfd: int) -> bool:
 def _escapee(where, proc, opened: list[int]) -> int:
     """The escapee's pid, once it has left its group, and a pidfd on it (skips where the move
     itself was refused: a host whose root group is out of this process's reach)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_NET
     while not os.path.exists(where) and not os.path.exists(f"{where}.failed"):
         assert time.monotonic() < deadline and proc.poll() is None, "the escapee never said it had moved"
         time.sleep(0.01)
@@ -242,7 +242,7 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
     pid = _escapee(where, proc, opened)
     with open(os.path.join(freezer, "freezer.state"), "w") as handle:
         handle.write("FROZEN")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_NET
     while open(os.path.join(freezer, "freezer.state")).read().strip() != "FROZEN":
         assert time.monotonic() < deadline, "the member never froze"
         time.sleep(0.01)
@@ -274,7 +274,7 @@ def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_a
     events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
     proc = start_cli("run", "--jsonl", events, "--", PY, "-c", ROOT_LEAVES_ON_A_THREAD, where, cgroup_root)
     pid = _escapee(where, proc, opened)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_NET
     while not _main_thread_ended(pid):
         assert time.monotonic() < deadline, "the root's main thread never ended"
         time.sleep(0.01)

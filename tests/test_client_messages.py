@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli
 from control_support import envelope, registry_record, runs, start_waiter  # noqa: F401
 
 
@@ -118,7 +118,7 @@ def test_wait_all_timeout_says_when_an_outstanding_run_could_not_be_probed(runs,
     waiter = start_waiter("--all", "--timeout", "1500ms", "--error-format", "json")
     os.rename(isolated_registry / lock, isolated_registry / "held-elsewhere.lock")
     os.symlink(isolated_registry / "held-elsewhere.lock", isolated_registry / lock)
-    _, err = waiter.communicate(timeout=30)
+    _, err = waiter.communicate(timeout=SAFETY_NET)
     assert waiter.returncode == 112, err
     message = json.loads(err.decode().splitlines()[-1])["message"]
     assert message.startswith("stopped waiting for all runs after 1500ms: 1 snapshot run still outstanding — ")

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli
 from control_support import json_out
 from surface import reported_flags
 
@@ -50,7 +50,7 @@ def bash_complete(script, *words, cwd=None) -> list[str]:
         ["bash", "--norc", "--noprofile", "-c", BASH_COMPLETE, "complete", str(script), "processkit-cli", *words],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=SAFETY_NET,
         cwd=cwd,
         env={"COMPLETER": completer[1], "PATH": "/usr/bin:/bin"},
     )
@@ -101,7 +101,7 @@ def test_zsh_script_is_produced_and_parses(scripts):
     assert text.startswith("#compdef processkit-cli") and "--capture-overflow" in text
     if shutil.which("zsh") is None:
         pytest.skip("zsh is not installed")
-    proc = subprocess.run(["zsh", "-n", str(scripts["zsh"])], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["zsh", "-n", str(scripts["zsh"])], capture_output=True, text=True, timeout=SAFETY_NET)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -110,7 +110,7 @@ def fish_complete(script, line: str) -> list[str]:
         ["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=SAFETY_NET,
     )
     assert proc.returncode == 0, proc.stderr
     return [entry.partition("\t")[0] for entry in proc.stdout.splitlines()]
@@ -120,7 +120,9 @@ def test_fish_script_is_produced_parses_and_completes(scripts):
     assert "complete -c processkit-cli" in scripts["fish"].read_text()
     if shutil.which("fish") is None:
         pytest.skip("fish is not installed")
-    proc = subprocess.run(["fish", "--no-execute", str(scripts["fish"])], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["fish", "--no-execute", str(scripts["fish"])], capture_output=True, text=True, timeout=SAFETY_NET
+    )
     assert proc.returncode == 0, proc.stderr
     assert fish_complete(scripts["fish"], "processkit-cli ins") == ["inspect"]
     assert set(fish_complete(scripts["fish"], "processkit-cli run --capture-ov")) == {"--capture-overflow"}

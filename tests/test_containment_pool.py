@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, run_cli, start_cli
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli
 from test_batch import write_manifest
 
 CAT_GROUPS = ["cat", "/proc/self/cgroup"]  # one process: its groups are the job's
@@ -318,7 +318,7 @@ def test_a_v2_group_whose_counters_cannot_restart_is_not_kept_idle(monkeypatch):
 def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
     bench = start_cli("bench", "--runs", "100000", "--warmup", "0", "--style", "none", "--", "true")
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         pooled = []
         while not pooled and time.monotonic() < deadline:
             pooled = [g for g in glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*.j1*", recursive=True)]
@@ -327,7 +327,7 @@ def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
         time.sleep(0.2)  # several runs, so some groups are idle between two of them
     finally:
         bench.send_signal(signal.SIGKILL)
-        bench.communicate(timeout=30)
+        bench.communicate(timeout=SAFETY_NET)
     proc = run_cli("prune", "--json", "--report-reaped")
     assert proc.returncode == 0, proc.stderr
     assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []

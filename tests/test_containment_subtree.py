@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import by_name, one, python_child, require_mechanism, run_checked
 
 # The child makes a group below its own, moves a sleeping grandchild into it, and exits (or,
@@ -106,7 +106,7 @@ def test_members_below_the_runs_group_are_in_every_snapshot_and_in_the_soft_stop
         assert {root, pid} <= seen, "a snapshot leaves out the member below the run's group"
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=SAFETY_NET)
     events = read_events_tolerant(jsonl)
     require_mechanism(events, "cgroup_v2")
     finished = one(events, "cleanup_finished")
@@ -124,7 +124,7 @@ def test_prune_reaps_the_subtree_a_sigkilled_runner_left(tmp_path, escapee):
         wait_for_event(jsonl, "members_snapshot")
     finally:
         proc.kill()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=SAFETY_NET)
     started = one(read_events_tolerant(jsonl), "run_started")
     require_mechanism([started], "cgroup_v2")
     pid, group = int((tmp_path / "escapee").read_text()), (tmp_path / "group").read_text()
@@ -238,7 +238,7 @@ def test_prune_waits_for_a_killed_member_that_is_slow_to_exit(monkeypatch, sleep
         for where in (group, freezer):
             cgroupfs.write_text(os.path.join(where, "cgroup.procs"), str(sleeper.pid))
         cgroupfs.write_text(os.path.join(freezer, "freezer.state"), "FROZEN")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while cgroupfs.read_text(os.path.join(freezer, "freezer.state")).strip() != "FROZEN":
             assert time.monotonic() < deadline, "the member never froze"
             real_sleep(0.01)  # FREEZING until every member is frozen
@@ -246,7 +246,7 @@ def test_prune_waits_for_a_killed_member_that_is_slow_to_exit(monkeypatch, sleep
         reaped = sweep.Reaped()
         assert sweep_dead._end_group(group, os.geteuid(), reaped, dry_run=False, wait=True), reaped.left
         assert len(pauses) >= cgroupfs.RMDIR_ATTEMPTS + 10, "the member was not held by its freeze"
-        assert sleeper.wait(timeout=30) == -signal.SIGKILL
+        assert sleeper.wait(timeout=SAFETY_NET) == -signal.SIGKILL
         assert reaped.groups == [group] and not os.path.exists(group)
     finally:
         monkeypatch.undo()

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 
-from conftest import cli_command, run_cli
+from conftest import SAFETY_NET, cli_command, run_cli
 from control_support import runs  # noqa: F401 - the fixture
 from streams import wait_until
 
@@ -102,7 +102,7 @@ def test_a_client_that_finds_the_queue_full_waits_for_room(runs):
     finally:
         for sock in held:
             sock.close()
-    out, err = client.communicate(timeout=30)
+    out, err = client.communicate(timeout=SAFETY_NET)
     assert client.returncode == 0, err
     assert json.loads(out)["run_id"] == "jammed"
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, pid_alive, read_events, run_cli, start_cli, wait_for_event
 from control_support import envelope, listed
 from fifo_ends import opened_for_writing
 from streams import PY, by_name, check_stream, one, python_child
@@ -65,7 +65,7 @@ def test_the_copy_gets_a_generated_run_id_and_a_command_from_stdin(tmp_path):
     command.write_text(json.dumps(python_child("raise SystemExit(3)")))
     with open(command, "rb") as stdin:
         launcher = start_cli("run", "--detach", "--jsonl", jsonl, stdin=stdin)
-        assert launcher.wait(20) == 0, launcher.stderr.read()
+        assert launcher.wait(SAFETY_NET) == 0, launcher.stderr.read()
     launcher.stdout.close()
     launcher.stderr.close()
     run_id = read_events(jsonl)[0]["run_id"]
@@ -193,7 +193,7 @@ def test_run_does_not_load_the_launcher_unless_detached(tmp_path):
         f"code = main(['run', '--jsonl', {str(tmp_path / 'r.jsonl')!r}, '--', 'true'])\n"
         "print(code, 'processkit.cli.detach' in sys.modules)\n"
     )
-    result = subprocess.run([PY, "-c", probe], capture_output=True, timeout=30)
+    result = subprocess.run([PY, "-c", probe], capture_output=True, timeout=SAFETY_NET)
     assert result.stdout.split() == [b"0", b"False"], result.stderr
 
 
@@ -267,7 +267,7 @@ def test_the_copy_argv_drops_detach_and_adds_the_run_id_and_no_echo(tmp_path):
         f"argv = ['--detach', '--jsonl', {jsonl!r}, '--', 'true', '--detach']\n"
         "print(json.dumps(detach.copy_argv(argv, run.parse(argv))))\n"
     )
-    result = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=SAFETY_NET)
     argv = json.loads(result.stdout)
     assert argv[:7] == [sys.executable, "-m", "processkit", "run", "--jsonl", jsonl, "--run-id"]
     assert argv[7].startswith("run-") and argv[8:] == ["--no-echo", "--", "true", "--detach"]

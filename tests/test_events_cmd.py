@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
 from control_support import envelope
 from streams import PY, check_stream, python_child
 from test_registry import _hold, _record, _write
@@ -90,7 +90,7 @@ def streams(tmp_path_factory):
             assert stopped.returncode == 0, stopped.stderr
     finished = {}
     for name, (jsonl, proc) in started.items():
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=SAFETY_NET)
         finished[name] = (jsonl, proc.returncode)
     return finished
 
@@ -292,7 +292,7 @@ def test_an_unreadable_streams_hostile_name_is_said_with_spaces_for_its_controls
 
 
 # -- following -----------------------------------------------------------------------------------
-def _first_output(proc: subprocess.Popen, timeout: float = 10) -> bytes:
+def _first_output(proc: subprocess.Popen, timeout: float = SAFETY_NET) -> bytes:
     """What the follower printed up to its first newline (at least): proof that it is reading
     before the run ends. Read unbuffered, so communicate() gets exactly the rest."""
     data = b""
@@ -318,7 +318,7 @@ def test_follow_ends_with_the_runner_exit_of_a_live_run(tmp_path, locator):
     go.touch()
     rest, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
-    assert run.wait(20) == 0
+    assert run.wait(SAFETY_NET) == 0
     assert first + rest == jsonl.read_bytes()
     assert json.loads(rest.splitlines()[-1])["event"] == "runner_exit"
     run.stdout.close()
@@ -353,7 +353,7 @@ def test_a_stream_input_is_read_without_a_first_byte_deadline(streams):
             cli_command() + ["events", "--file", "/dev/stdin", *mode],
             stdin=writer.stdout,
             capture_output=True,
-            timeout=30,
+            timeout=SAFETY_NET,
         )
         writer.stdout.close()
         writer.wait()

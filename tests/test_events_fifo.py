@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from conftest import run_cli, start_cli
+from conftest import SAFETY_NET, run_cli, start_cli
 from fifo_ends import opened_by
 from streams import wait_until
 
@@ -22,7 +22,7 @@ def test_a_fifo_no_one_writes_is_an_unreadable_stream_not_an_empty_one(tmp_path)
     readers = [start_cli("events", *mode, "--file", fifo) for mode in MODES]
     for mode, reader in zip(MODES, readers):
         try:
-            out, err = reader.communicate(timeout=40)  # the wait is 5 s
+            out, err = reader.communicate(timeout=SAFETY_NET)  # the wait is 5 s
         except subprocess.TimeoutExpired:
             for started in readers:
                 started.kill()

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import require_reference_schemas
+from conftest import SAFETY_NET, require_reference_schemas
 from processkit.events.validate import (
     EVENT_SCHEMA_FILE,
     SchemaError,
@@ -240,7 +240,7 @@ def test_the_runtime_validator_needs_no_jsonschema_package():
         "print(json.dumps([str(v) for v in validate_event(json.loads(sys.argv[1]))]))"
     )
     line = json.dumps({**VALID[6], "source": 1})
-    proc = subprocess.run([sys.executable, "-c", code, line], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([sys.executable, "-c", code, line], capture_output=True, text=True, timeout=SAFETY_NET)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == ['/source: expected "control_kill", got 1']
 

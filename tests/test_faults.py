@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from conftest import (
+    SAFETY_NET,
     cli_command,
     pid_alive,
     read_events_tolerant,
@@ -74,7 +75,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
     child = f'until [ -e "{go}" ]; do sleep 0.01; done; exit 3'
     proc = start_cli("run", "--jsonl", fifo, "--snapshot-interval", "1ms", "--", "sh", "-c", child)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         taken = b""
         while not taken.endswith(b"\n"):  # the reader takes one line (a byte at a time: no more)
             assert time.monotonic() < deadline and proc.poll() is None, "no first line"
@@ -194,7 +195,7 @@ def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry)
     group = cgroup_v2_dir(child) if started["mechanism"] == "cgroup_v2" else None
     endpoint = json.loads(run_cli("list", "--json").stdout)["endpoint"]
     runner.kill()
-    runner.communicate(timeout=30)
+    runner.communicate(timeout=SAFETY_NET)
     try:
         wait_until(lambda: not pid_alive(child), what="the child's end after its runner was SIGKILLed")
         assert json.loads(run_cli("list", "--json").stdout)["health"] == "stale"
@@ -238,7 +239,7 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    _, stderr = runner.communicate(timeout=30)
+    _, stderr = runner.communicate(timeout=SAFETY_NET)
     named = {"SIGTERM": "SIGTERM", "SIGINT": "Ctrl-C", "SIGHUP": "SIGHUP"}[name]
     assert runner.returncode == 107, stderr
     # The reference's headline, as when the child had started: a script greps for it.
@@ -262,7 +263,7 @@ def test_a_stop_signal_ends_a_run_whose_stdin_fifo_has_no_writer_through_its_rel
     try:
         wait_for_event(jsonl, "run_started")
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(timeout=30) == 107
+        assert runner.wait(timeout=SAFETY_NET) == 107
     finally:
         runner.kill()
         runner.wait()
@@ -281,7 +282,7 @@ def test_a_stop_signal_during_a_control_cancels_grace_is_absorbed(tmp_path):
     wait_for_event(jsonl, "cleanup_started")
     for _ in range(3):
         runner.send_signal(signal.SIGTERM)
-    runner.communicate(timeout=30)
+    runner.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, 108)
     cancelled = one(events, "cancelled")
     assert (cancelled["source"], cancelled["grace_ms"]) == ("control_cancel", 1000)
@@ -318,7 +319,7 @@ def test_a_closed_stdout_ends_a_client_quietly(tmp_path, args):
     os.close(read_end)
     try:
         proc = subprocess.run(
-            cli_command() + argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, timeout=30
+            cli_command() + argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE, timeout=SAFETY_NET
         )
     finally:
         os.close(write_end)
@@ -328,7 +329,7 @@ def test_a_closed_stdout_ends_a_client_quietly(tmp_path, args):
 def test_a_full_stdout_is_a_setup_failure_with_a_reason(tmp_path):
     with open("/dev/full", "wb") as full:
         proc = subprocess.run(
-            cli_command() + ["list"], stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, timeout=30
+            cli_command() + ["list"], stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, timeout=SAFETY_NET
         )
     assert proc.returncode == 111
     assert proc.stderr == b"processkit-cli: cannot write to standard output: No space left on device\n"

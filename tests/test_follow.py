@@ -19,7 +19,7 @@ import types
 
 import pytest
 
-from conftest import start_cli
+from conftest import SAFETY_NET, start_cli
 from control_support import registry_record
 from processkit.api.handle import RunHandle
 from processkit.cli.events import SETTLE_SECONDS
@@ -78,7 +78,7 @@ def _following(*args):
         proc.communicate()
 
 
-def _printed_lines(proc, count: int, timeout: float = 10) -> bytes:
+def _printed_lines(proc, count: int, timeout: float = SAFETY_NET) -> bytes:
     """What the follower printed once it has printed ``count`` lines: proof it read them."""
     data = b""
     deadline = time.monotonic() + timeout

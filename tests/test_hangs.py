@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events_tolerant, run_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, cli_command, pid_alive, read_events_tolerant, run_cli, wait_for_event, wait_for_file
 from processkit.events.validate import validate_event
 from streams import cgroup_v2_dir, check_stream, stderr_lines, wait_until
 
@@ -93,7 +93,7 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
     torn down ends the drain; the run's own ending and exit code stand."""
     runner, reader, jsonl, pidfile = _escapee_run(tmp_path, "600.0")
     try:
-        wait_for_event(jsonl, "cleanup_finished", timeout=30)
+        wait_for_event(jsonl, "cleanup_finished")
         runner.send_signal(signal.SIGTERM)
         _, stderr = runner.communicate(timeout=60)
     finally:
@@ -123,7 +123,10 @@ def _nothing_left(runner_pid: int, registry) -> None:
 def _run_with_stdin(tmp_path, stdin: bytes, *args) -> tuple[subprocess.CompletedProcess, object]:
     jsonl = tmp_path / "run.jsonl"
     proc = subprocess.run(
-        cli_command() + ["run", "--jsonl", str(jsonl), *map(str, args)], input=stdin, capture_output=True, timeout=30
+        cli_command() + ["run", "--jsonl", str(jsonl), *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        timeout=SAFETY_NET,
     )
     return proc, jsonl
 
@@ -205,7 +208,7 @@ def test_a_fault_after_setup_still_ends_the_tree_releases_everything_and_ends_th
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    _, stderr = runner.communicate(timeout=30)
+    _, stderr = runner.communicate(timeout=SAFETY_NET)
     assert runner.returncode == 104, stderr
     problem = "OSError: [Errno 24] Too many open files"
     warned = (

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from conftest import SAFETY_NET
 
 # A host watches the process's signals, is closed, says so on stdout, then waits for its stdin.
 CARRIER = r"""
@@ -34,7 +35,7 @@ def test_a_process_whose_host_closed_is_stopped_by_sigtstp_and_absorbs_sigint():
         assert proc.stdout is not None and proc.stdout.readline() == b"closed\n"
         os.kill(proc.pid, signal.SIGINT)  # absorbed: the process goes on
         os.kill(proc.pid, signal.SIGTSTP)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         _, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
         while status == 0 and time.monotonic() < deadline:  # 0: still running (absorbed)
             time.sleep(0.01)
@@ -43,7 +44,7 @@ def test_a_process_whose_host_closed_is_stopped_by_sigtstp_and_absorbs_sigint():
         os.kill(proc.pid, signal.SIGCONT)
         assert proc.stdin is not None
         proc.stdin.close()
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=SAFETY_NET) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from conftest import read_events_tolerant, registry_entries
+from conftest import SAFETY_NET, read_events_tolerant, registry_entries
 
 GRACE_MS = 1000
 MARKER = "30.0347"  # an argument no other process has
@@ -60,7 +60,7 @@ def test_sigint_inside_a_step_ends_every_job_and_then_reaches_the_caller(tmp_pat
             time.sleep(0.01)
         caller.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        _, err = caller.communicate(timeout=30)
+        _, err = caller.communicate(timeout=SAFETY_NET)
         took = time.monotonic() - sent
     finally:
         caller.kill()

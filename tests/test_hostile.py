@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import check_stream, one, require_mechanism, run_checked, seconds_between, wait_until
 
 PUMP_DRAIN_SECONDS = 2.0  # the runner's bound on reading pipes an escapee still holds
@@ -71,7 +71,7 @@ def stop_once_noted(tmp_path, *args, script: str, noted: tuple[str, ...]):
         for name in noted:
             wait_for_file(tmp_path / f"{name}.noted")
         runner.send_signal(signal.SIGTERM)
-        _, stderr = runner.communicate(timeout=30)
+        _, stderr = runner.communicate(timeout=SAFETY_NET)
     finally:
         runner.kill()
     assert runner.returncode == 107, stderr.decode(errors="replace")

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import event_names, read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, event_names, read_events, run_cli, start_cli, wait_for_event
 from fifo_ends import opened_for_writing
 from streams import check_stream, event_time, wait_until
 
@@ -80,7 +80,7 @@ def test_stdin_file_from_a_slow_pipe_is_streamed_without_stalling_the_loop(tmp_p
             before = event_names(jsonl).count("members_snapshot")
             wait_until(lambda: event_names(jsonl).count("members_snapshot") >= before + 3, what="the cadence")
             writer.write(b"b" * 100000)
-        out, err = runner.communicate(timeout=30)
+        out, err = runner.communicate(timeout=SAFETY_NET)
     finally:
         runner.kill()
     assert runner.returncode == 0, err
@@ -92,7 +92,7 @@ def test_stdin_file_fifo_that_no_writer_opens_ends_at_the_timeout(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     jsonl = tmp_path / "run.jsonl"
-    result = run_cli("run", "--timeout", "1s", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat", timeout=30)
+    result = run_cli("run", "--timeout", "1s", "--stdin-file", fifo, "--jsonl", jsonl, "--", "cat")
     assert result.returncode == 106, result.stderr
     assert check_stream(jsonl, 106)[-1]["source"] == "timeout"
 
@@ -172,7 +172,7 @@ def test_inherit_stdin_waits_for_a_late_producer(tmp_path):
         import os, sys, time
         data = open({str(tmp_path / "payload")!r}, 'rb').read()
         jsonl = {str(tmp_path / "run.jsonl")!r}
-        deadline = time.monotonic() + 20  # never a process left polling if the run fails to start
+        deadline = time.monotonic() + 60  # never a process left polling if the run fails to start
         while (not os.path.exists(jsonl) or b'"run_started"' not in open(jsonl, 'rb').read()) and time.monotonic() < deadline:
             time.sleep(0.01)
         os.write(1, data[:1000])
@@ -299,7 +299,7 @@ def until_sampled(jsonl, samples: int) -> list[str]:
     code = textwrap.dedent(
         f"""
         import sys, time
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while open({str(jsonl)!r}, "rb").read().count(b'"members_snapshot"') < {samples}:
             if time.monotonic() > deadline:
                 sys.exit(3)

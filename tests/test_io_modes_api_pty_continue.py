@@ -23,8 +23,8 @@ CALLER = textwrap.dedent(
     """
     import sys, processkit
     report, child = sys.argv[1], sys.argv[2]
-    processkit.run([sys.executable, "-c", "pass"], pty=True, timeout=20)
-    processkit.run([sys.executable, "-c", child, report, "wait"], pty=True, timeout=20)
+    processkit.run([sys.executable, "-c", "pass"], pty=True, timeout=60)
+    processkit.run([sys.executable, "-c", child, report, "wait"], pty=True, timeout=60)
     """
 )
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, cli_command, wait_for_event, wait_for_file
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 PY = sys.executable
@@ -191,7 +191,7 @@ API = textwrap.dedent(
     child = "import errno, os, sys\\ntry:\\n os.close(os.open('/dev/tty', os.O_RDWR)); r = 'opened'\\n"
     child += "except OSError as e:\\n r = errno.errorcode[e.errno]\\nopen(sys.argv[1], 'w').write(r)"
     with open(path, "w") as out:
-        processkit.run([sys.executable, "-c", child, report], stdout=out, timeout=20)
+        processkit.run([sys.executable, "-c", child, report], stdout=out, timeout=60)
     """
 )
 
@@ -284,7 +284,7 @@ class Numbered(Shell):
         while _echoed(self.master):
             pass  # what was written before the stop
         self.cue_nth(1, "bg")
-        wait_for_file(f"{self.result}.stopped2", timeout=20)  # its next write, in the background
+        wait_for_file(f"{self.result}.stopped2")  # its next write, in the background
         return runner, child
 
 
@@ -335,7 +335,7 @@ class BgThenFg(Shell):
     HOST = BG_THEN_FG
 
 
-def _raw_becomes(master: int, raw: bool, timeout: float = 10.0) -> bool:
+def _raw_becomes(master: int, raw: bool, timeout: float = SAFETY_NET) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (not termios.tcgetattr(master)[3] & termios.ICANON) == raw:

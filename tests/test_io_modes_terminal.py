@@ -21,7 +21,7 @@ import termios
 
 import pytest
 
-from conftest import cli_command, pid_alive, read_events, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, cli_command, pid_alive, read_events, wait_for_event, wait_for_file
 from processkit.events.validate import validate_event
 from streams import check_stream
 
@@ -154,7 +154,7 @@ class Terminal:
         return json.loads(self.report.read_text())
 
     def finish(self) -> dict:
-        self.host.wait(30)
+        self.host.wait(SAFETY_NET)
         return json.loads(self.result.read_text())
 
     def close(self) -> None:
@@ -225,7 +225,7 @@ def test_a_child_given_no_terminal_cannot_open_the_runners(terminal, spawn_backe
     assert terminal.finish() == {"rc": 0, "foreground_is_host": True}
 
 
-def _state_becomes(pid: int, wanted: str, timeout: float = 10.0) -> bool:
+def _state_becomes(pid: int, wanted: str, timeout: float = SAFETY_NET) -> bool:
     """Whether ``pid``'s state (``/proc/PID/stat``: ``T`` stopped) becomes ``wanted``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

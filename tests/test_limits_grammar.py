@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_command, read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
 from test_limits import needs, run_groups
 
 REJECTED = {
@@ -161,7 +161,7 @@ def test_the_kernel_receives_the_parsed_value(tmp_path, args, v1, v2):
                 if os.path.exists(os.path.join(group, name)):
                     found.setdefault(name, Path(group, name).read_text().strip())
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(30) == 107
+        assert runner.wait(SAFETY_NET) == 107
     finally:
         runner.kill()
         runner.wait()

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import read_events, run_cli
+from conftest import SAFETY_NET, read_events, run_cli
 from privileges import as_user
 
 OTHER = "pkit-other"
@@ -52,7 +52,7 @@ def as_other(user: pwd.struct_passwd, script: str, *args) -> None:
         [*as_user(user), "sh", "-ec", script, "sh", *map(str, args)],
         capture_output=True,
         stdin=subprocess.DEVNULL,
-        timeout=30,
+        timeout=SAFETY_NET,
     )
     assert done.returncode == 0, done.stderr
 
@@ -314,7 +314,7 @@ def test_an_echo_into_another_users_pipe_never_blocks_the_runner(as_nobody):
         runner = subprocess.Popen(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, cwd="/")
         os.close(write_end)
         try:
-            assert runner.wait(timeout=30) == 106, runner.stderr.read()  # timed out, not held up
+            assert runner.wait(timeout=SAFETY_NET) == 106, runner.stderr.read()  # timed out, not held up
         finally:
             runner.kill()
             runner.wait()
@@ -327,6 +327,6 @@ def test_an_echo_into_another_users_pipe_never_blocks_the_runner(as_nobody):
         os.close(write_end)
         with os.fdopen(read_end, "rb") as out:
             echoed = out.read()
-        assert runner.wait(timeout=30) == 0, runner.stderr.read()
+        assert runner.wait(timeout=SAFETY_NET) == 0, runner.stderr.read()
         runner.stderr.close()
         assert echoed == "".join(f"{i:07d}\n" for i in range(50_000)).encode(), (pump, len(echoed))

@@ -16,7 +16,7 @@ import json
 import os
 import signal
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtures)
 
 FORGED = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "runner_exit", "code": 0}
@@ -30,7 +30,7 @@ def test_an_outcome_another_user_planted_at_the_stream_is_not_reported(tmp_path,
     try:
         wait_for_event(jsonl, "run_started")
         runner.send_signal(signal.SIGKILL)  # its record stays, naming the stream's path
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=SAFETY_NET)
         head = open(jsonl, encoding="utf-8").readline().strip()  # run_started, naming the run, as theirs can copy
         line = json.dumps({**FORGED, "source": "child_exit", "child_code": 0})
         as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, line)

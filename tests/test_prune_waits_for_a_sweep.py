@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_file
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
 from test_containment_pool import accounted
 
 pytestmark = pytest.mark.skipif(not accounted(), reason="no writable cgroup v1 accounting hierarchies")
@@ -52,12 +52,12 @@ def test_a_prune_while_another_sweep_holds_a_dead_bench_waits_and_leaves_no_grou
     bench = start_cli("bench", "--runs", "100000", "--warmup", "0", "--style", "none", "--", "true", env=env)
     sweeper = prune = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not glob.glob(f"{runtime}/pkc-{bench.pid}-*") or not _groups(bench.pid):
             assert time.monotonic() < deadline, "the bench lodged no run and borrowed no group"
             time.sleep(0.05)
         bench.send_signal(signal.SIGKILL)
-        bench.communicate(timeout=30)
+        bench.communicate(timeout=SAFETY_NET)
         sweeper = subprocess.Popen([sys.executable, "-c", SWEEPER, str(holding), str(release)], env=env)
         wait_for_file(holding)  # it holds the dead bench's lock
         prune = start_cli("prune", "--json", "--report-reaped", env=env)

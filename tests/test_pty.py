@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from conftest import pid_alive, run_cli
+from conftest import SAFETY_NET, pid_alive, run_cli
 from control_support import runs  # noqa: F401
 from streams import check_stream, one, python_child, run_checked, seconds_between, stderr_lines, wait_until
 
@@ -191,7 +191,13 @@ def test_a_grandchild_holding_the_terminal_does_not_hang_the_run(tmp_path, spawn
         f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.01)\n"
     )
     proc, events = run_checked(
-        tmp_path, "--pty", "--capture-dir", tmp_path / "c", command=python_child(child), returncode=0, timeout=20
+        tmp_path,
+        "--pty",
+        "--capture-dir",
+        tmp_path / "c",
+        command=python_child(child),
+        returncode=0,
+        timeout=SAFETY_NET,
     )
     assert b"holding" in proc.stdout
     finished = one(events, "cleanup_finished")

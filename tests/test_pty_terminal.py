@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, run_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, run_cli, wait_for_event
 from streams import check_stream, one
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -69,7 +69,9 @@ class Pane:
         self.raw_keyboard = False  # set by start: only a ``run --pty`` takes the pane's terminal raw
 
     def tmux(self, *args) -> str:
-        proc = subprocess.run(["tmux", "-S", self._socket, "-f", "/dev/null", *args], capture_output=True, timeout=10)
+        proc = subprocess.run(
+            ["tmux", "-S", self._socket, "-f", "/dev/null", *args], capture_output=True, timeout=SAFETY_NET
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.decode()
 
@@ -88,7 +90,7 @@ class Pane:
         except FileNotFoundError:
             return []
 
-    def wait_for_fact(self, key: str, timeout: float = 15.0) -> dict:
+    def wait_for_fact(self, key: str, timeout: float = SAFETY_NET) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = [fact for fact in self.facts() if key in fact]
@@ -104,7 +106,7 @@ class Pane:
             self.wait_for_keyboard()
         self.tmux("send-keys", "-t", "t", *keys)
 
-    def wait_for_keyboard(self, timeout: float = 15.0) -> None:
+    def wait_for_keyboard(self, timeout: float = SAFETY_NET) -> None:
         """Until the runner has put the pane's terminal in raw mode, which it does just after the
         child's spawn, possibly after the child said it was ready: a Ctrl-C typed before goes
         through the terminal's line discipline and interrupts the runner, not the child."""
@@ -117,7 +119,7 @@ class Pane:
         finally:
             os.close(fd)
 
-    def finish(self, timeout: float = 20.0) -> int:
+    def finish(self, timeout: float = SAFETY_NET) -> int:
         """The runner's exit code, once the pane's script is done; asserts stty -g held."""
         done = self.dir / "rc.txt"
         deadline = time.monotonic() + timeout
@@ -129,7 +131,7 @@ class Pane:
         return int(done.read_text())
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-S", self._socket, "kill-server"], capture_output=True, timeout=10)
+        subprocess.run(["tmux", "-S", self._socket, "kill-server"], capture_output=True, timeout=SAFETY_NET)
         shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, read_events, start_cli
+from conftest import SAFETY_NET, cli_command, read_events, start_cli
 from own_tmp import PRIVATE_MOUNTS
 
 try:
@@ -70,7 +70,7 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
     )  # fmt: skip
     looks = hits = 0
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while not ino_file.exists():
             assert runner.poll() is None and time.monotonic() < deadline, "the child never started"
             time.sleep(0.005)
@@ -82,7 +82,7 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
             except OSError:
                 break
             time.sleep(0.005)
-        assert runner.wait(30) == 0
+        assert runner.wait(SAFETY_NET) == 0
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -20,6 +20,7 @@ from processkit.events.validate import validate_event
 
 import conftest
 from conftest import (
+    SAFETY_NET,
     pid_alive,
     read_events_tolerant,
     registry_entries,
@@ -116,7 +117,7 @@ def start_live_run(tmp_path, name: str, release, *prefix):
 
 def finish_live_run(runner, jsonl, release) -> None:
     release.write_text("")
-    _, stderr = runner.communicate(timeout=30)
+    _, stderr = runner.communicate(timeout=SAFETY_NET)
     assert runner.returncode == 0, stderr
     final = read_events_tolerant(jsonl)[-1]
     assert (final["event"], final["source"], final["code"]) == ("runner_exit", "child_exit", 0)
@@ -134,7 +135,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_r
         victim = subprocess.Popen(
             [*tmp.prefix, PY, "-c", KILLED_BEFORE_SPAWN, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        victim.wait(timeout=30)
+        victim.wait(timeout=SAFETY_NET)
         assert victim.returncode == -signal.SIGKILL
         grandchild = None
     else:
@@ -146,7 +147,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_r
             victim.send_signal(signal.SIGTERM)
             wait_for_event(jsonl, "cleanup_started")
         victim.kill()
-        victim.communicate(timeout=30)
+        victim.communicate(timeout=SAFETY_NET)
     assert all(not validate_event(event) for event in read_events_tolerant(jsonl)), (
         "a complete line is not a valid event"
     )
@@ -177,7 +178,7 @@ def test_prune_dry_run_ends_nothing(tmp, tmp_path, containment):
     grandchild = int(pidfile.read_text())
     require_mechanism(read_events_tolerant(jsonl), containment)
     victim.kill()
-    victim.communicate(timeout=30)
+    victim.communicate(timeout=SAFETY_NET)
     try:
         dry = run_cli("prune", "--dry-run", "--json", "--report-reaped")
         reaped = json.loads(dry.stdout)["reaped"]
@@ -251,7 +252,7 @@ def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp, tmp_path, cont
     require_mechanism(read_events_tolerant(jsonl), containment)
     grandchild = int(pidfile.read_text())
     victim.kill()
-    victim.communicate(timeout=30)
+    victim.communicate(timeout=SAFETY_NET)
     assert groups_of(victim.pid) and pid_alive(grandchild)
     assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
     assert wait_until(lambda: not pid_alive(grandchild), 60), "the next run left the dead run's tree running"
@@ -274,11 +275,11 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, 
     wait_until(lambda: pidfile.exists() or victim.poll() is not None, what="the escapee's pid file or the run's end")
     if not pidfile.exists():
         victim.kill()
-        victim.communicate(timeout=30)
+        victim.communicate(timeout=SAFETY_NET)
         pytest.skip(f"no cgroup v1 pids controller for a capped run here: {read_events_tolerant(jsonl)[-1:]}")
     grandchild = int(pidfile.read_text())
     victim.kill()
-    victim.communicate(timeout=30)
+    victim.communicate(timeout=SAFETY_NET)
     groups = groups_of(victim.pid)
     assert groups and pid_alive(grandchild)
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
@@ -376,7 +377,7 @@ def test_a_dead_run_another_registry_holds_is_reaped_too(tmp, tmp_path, containm
     require_mechanism(read_events_tolerant(jsonl), containment)
     grandchild = int(pidfile.read_text())
     victim.kill()
-    victim.communicate(timeout=30)
+    victim.communicate(timeout=SAFETY_NET)
     left = run_dirs_of(tmp, victim.pid)
     tally = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)
     assert tally["pruned"] == 0 and left and set(left) <= set(tally["reaped"]["run_dirs"])

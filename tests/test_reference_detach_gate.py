@@ -34,7 +34,7 @@ def _gated_launch(tmp_path, run_id: str):
         '\\"\n\t' * 1024,
         env={**os.environ, GATE: str(gate)},
     )
-    wait_for_file(gate / "before-final-read", timeout=30)
+    wait_for_file(gate / "before-final-read")
     assert launcher.poll() is None, "the launcher waits at the gate before its last look"
     return launcher, gate, jsonl
 

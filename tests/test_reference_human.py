@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 
 SNAPSHOT = ("snapshot_version", "run_id", "mechanism", "root_pid", "started_at", "jsonl", "capture_dir", "members")
 ATTESTATION = ("attestation_version", "run_id", "verdict", "peer_pid", "mechanism", "checked_at")
@@ -49,7 +49,7 @@ def test_inspect_and_attest_print_the_reference_layout(tmp_path):
         )
     finally:
         run_cli("kill", "--run-id", "shown")
-        run.communicate(timeout=30)
+        run.communicate(timeout=SAFETY_NET)
 
 
 def _doctor(tmp_path, *args, registry=None) -> list[str]:

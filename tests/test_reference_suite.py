@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, read_events, run_cli, start_cli, wait_for_event
 from control_support import start_waiter
 from test_security import plant_record
 
@@ -109,10 +109,10 @@ def _waited_while_live(tmp_path, registry, names, *wait_args, streams=None) -> t
     waiter = start_waiter(*wait_args, "--report-outcome")  # asleep after its first look: it saw them live
     release.touch()
     for run in runs:
-        run.communicate(timeout=30)
+        run.communicate(timeout=SAFETY_NET)
         assert run.returncode == 0
     ended = time.monotonic()
-    out, err = waiter.communicate(timeout=30)
+    out, err = waiter.communicate(timeout=SAFETY_NET)
     assert waiter.returncode == 0, err
     return json.loads(out), time.monotonic() - ended
 
@@ -197,7 +197,7 @@ def test_the_runner_headlines_are_the_reference_words(tmp_path, isolated_registr
         wait_for_event(jsonl, "run_started")
         asked = run_cli(verb, "--run-id", verb)
         assert asked.returncode == 0, asked.stderr
-        _, err = run.communicate(timeout=30)
+        _, err = run.communicate(timeout=SAFETY_NET)
         assert run.returncode == code
         assert _headline(err) == said
     assert err.decode().endswith(

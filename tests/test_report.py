@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 from report_streams import HOSTILE_ID, HOSTILE_LABEL, event, hostile_stream, started, write_stream
 
 
@@ -134,7 +134,7 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
         assert "a registered runner is still writing it" in page_text(tmp_path / "out.html")
     finally:
         runner.terminate()
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=SAFETY_NET)
     result, err = report(stream, "-o", tmp_path / "out.html")
     assert "still writing" not in page_text(tmp_path / "out.html") and "Cancelled by SIGTERM" in page_text(
         tmp_path / "out.html"
@@ -155,7 +155,7 @@ def _live_ring_page(tmp_path, env=None) -> str:
         return page_text(tmp_path / "out.html")
     finally:
         runner.terminate()
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=SAFETY_NET)
 
 
 def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
@@ -190,7 +190,7 @@ def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
         )
     finally:
         runner.terminate()
-        runner.communicate(timeout=30)
+        runner.communicate(timeout=SAFETY_NET)
 
 
 def test_a_live_ring_run_no_registry_here_holds_has_its_capture_not_said_killed(tmp_path):

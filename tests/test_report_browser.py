@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import read_events, run_cli
+from conftest import SAFETY_NET, read_events, run_cli
 from report_streams import HOSTILE_ID, HOSTILE_LABEL, hostile_stream
 
 CHROMIUM = shutil.which("chromium")
@@ -240,7 +240,7 @@ def test_a_cancelled_batch_page_calls_its_jobs_cancelled_not_failures(browser, t
         for n in (0, 1):
             wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
         batch.send_signal(signal.SIGINT)
-        batch.communicate(timeout=30)
+        batch.communicate(timeout=SAFETY_NET)
     finally:
         if batch.poll() is None:
             batch.kill()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 
-from conftest import start_cli, wait_for_file
+from conftest import SAFETY_NET, start_cli, wait_for_file
 from streams import PY, check_stream, one, python_child, require_mechanism, run_checked
 
 MiB = 1024 * 1024
@@ -29,9 +29,9 @@ def test_a_forced_ending_sums_the_live_members_memory_and_cpu(tmp_path, containm
     jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
     runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", HOLD, ready)
     try:
-        wait_for_file(ready, timeout=30)
+        wait_for_file(ready)
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(30) == 107
+        assert runner.wait(SAFETY_NET) == 107
     finally:
         runner.kill()
         runner.wait()

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from own_tmp import own_tmp  # noqa: F401
 from test_accounting import v1_group_dirs
 from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
@@ -120,7 +120,7 @@ def test_a_sigkilled_runner_takes_its_direct_child_with_it(tmp_path, containment
     groups = v1_group_dirs(child) + ([cgroup_v2_dir(child)] if containment == "cgroup_v2" else [])
     try:
         proc.kill()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=SAFETY_NET)
         deadline = time.monotonic() + 60
         while pid_alive(child) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from conftest import pid_alive, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event, wait_for_file
 from streams import (
     check_stream,
     event_time,
@@ -106,7 +106,7 @@ def cancel_when_ready(tmp_path, child: str, *args):
     proc = start_cli("run", "--jsonl", jsonl, *args, "--", *python_child(child), ready)
     wait_for_file(ready)
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=30)
+    _, stderr = proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 107, stderr
     return check_stream(jsonl, 107), stderr.decode()
 

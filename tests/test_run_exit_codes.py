@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import (
+    SAFETY_NET,
     REFERENCE_SCHEMAS,
     cli_command,
     reference_schemas_present,
@@ -230,7 +231,7 @@ def test_a_broken_stdout_and_stderr_change_no_exit_code(tmp_path, args, code):
     os.close(read_end)
     try:
         argv = cli_command() + [arg.format(dir=tmp_path) for arg in args]
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end, timeout=30)
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end, timeout=SAFETY_NET)
     finally:
         os.close(write_end)
     assert proc.returncode == code
@@ -253,7 +254,7 @@ def test_run_started_describes_the_run(tmp_path):
 def test_the_generated_run_id_names_the_runner_pid(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     proc = start_cli("run", "--jsonl", jsonl, "--", "true")
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     run_id = one(check_stream(jsonl, proc.returncode), "run_started")["run_id"]
     pid, nanos = run_id.split("-")[1:]
     assert int(pid) == proc.pid and len(nanos) >= 19
@@ -280,7 +281,7 @@ def test_an_argv_element_that_is_not_utf8_is_escaped_and_hashed_raw(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     raw = [b"sh", b"-c", b"exit 0", b"--path=/tmp/logs\xe9\\"]
     cmd = [os.fsencode(a) for a in cli_command()] + [b"run", b"--argv-raw", b"--jsonl", bytes(jsonl), b"--"] + raw
-    proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, timeout=SAFETY_NET)
     command = one(check_stream(jsonl, proc.returncode), "run_started")["command"]
     assert command["argv"] == ["sh", "-c", "exit 0", "\0--path=/tmp/logs\\xe9\\\\"]
     assert command["argv_sha256"] == hashlib.sha256(b"\0".join(raw)).hexdigest()
@@ -291,7 +292,7 @@ def test_the_spawn_snapshot_lists_the_root_child(tmp_path):
     proc = start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done")
     snapshot = wait_for_event(jsonl, "members_snapshot")
     release.touch()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, proc.returncode)
     root = one(events, "run_started")["root_pid"]
     assert snapshot["reason"] == "spawn" and snapshot["read_error"] is False
@@ -423,7 +424,7 @@ _TOKENS = [
 )
 def test_no_input_ever_produces_a_traceback(tmp_path, argv):
     command = [os.fsencode(a) for a in cli_command()] + [os.fsencode(a) for a in argv] + [b"--", b"true"]
-    proc = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=30)
+    proc = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=SAFETY_NET)
     assert b"Traceback" not in proc.stderr
     assert proc.returncode in (0, 100, 101, 102, 111), (argv, proc.returncode, proc.stderr)
     if proc.returncode:
@@ -450,7 +451,7 @@ def test_a_runner_bug_mid_run_still_tears_down_and_ends_the_stream(tmp_path):
         [sys.executable, "-c", BREAK_THE_RACE, "run", "--jsonl", str(jsonl), "--", "sleep", "30"],
         capture_output=True,
         stdin=subprocess.DEVNULL,
-        timeout=30,
+        timeout=SAFETY_NET,
     )
     assert proc.returncode == 104
     assert stderr_lines(proc) == ["processkit-cli: internal error: RuntimeError: injected"]

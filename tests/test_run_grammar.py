@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import processkit
-from conftest import cli_command
+from conftest import SAFETY_NET, cli_command
 from processkit.api.options import run_spec
 from processkit.batching.manifest import parse as parse_manifest
 from processkit.cli.run import parse as parse_run
@@ -33,7 +33,7 @@ BY_KEYWORD = {option.keyword: option for option in RUN_OPTIONS}
 
 def cli_message(argv: list[str], *, stdin: bytes = b"") -> str:
     """The one line ``processkit-cli run ARGV`` refuses it with (exit 100), its names kept."""
-    proc = subprocess.run(cli_command() + ["run", *argv], input=stdin, capture_output=True, timeout=30)
+    proc = subprocess.run(cli_command() + ["run", *argv], input=stdin, capture_output=True, timeout=SAFETY_NET)
     assert proc.returncode == 100, proc.stderr
     (line,) = stderr_lines(proc)
     return line.removeprefix("processkit-cli: ")
@@ -144,7 +144,7 @@ def test_bytes_are_the_oss_form_and_keep_an_undecodable_byte():
         cli_command() + ["run", "--jsonl", os.devnull, "--", "printf", "%s", os.fsdecode(b"\x80")],
         capture_output=True,
         stdin=subprocess.DEVNULL,
-        timeout=30,
+        timeout=SAFETY_NET,
     )
     assert (proc.returncode, proc.stdout) == (0, b"\x80")
 

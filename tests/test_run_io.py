@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import cli_command, run_cli
+from conftest import SAFETY_NET, cli_command, run_cli
 from streams import check_stream, one, python_child, require_mechanism, run_checked
 
 LIST_FDS = """
@@ -96,7 +96,7 @@ def test_a_runner_started_with_a_closed_standard_descriptor_keeps_the_jsonl_clea
         cli_command() + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
         stdin=subprocess.DEVNULL,
         capture_output=True,
-        timeout=30,
+        timeout=SAFETY_NET,
         preexec_fn=lambda: os.close(closed),
     )
     assert proc.returncode == 4, proc.stderr
@@ -119,7 +119,7 @@ def test_paths_that_are_not_utf8_are_rendered_lossily(tmp_path):
         b"--",
         b"true",
     ]
-    proc = subprocess.run(cmd, cwd=odd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    proc = subprocess.run(cmd, cwd=odd, stdin=subprocess.DEVNULL, capture_output=True, timeout=SAFETY_NET)
     events = check_stream(jsonl, proc.returncode)  # decodes the file as strict UTF-8
     assert one(events, "run_started")["cwd"] == f"{tmp_path}/caf\ufffd"
     assert one(events, "output_captured")["stdout"]["path"] == "cap\ufffd/stdout.log"

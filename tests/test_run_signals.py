@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, read_events_tolerant, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, pid_alive, read_events_tolerant, start_cli, wait_for_event, wait_for_file
 from streams import PY, check_stream, one, require_mechanism, run_checked, wait_until
 
 SOURCES = {signal.SIGINT: "ctrl_c", signal.SIGTERM: "sigterm", signal.SIGHUP: "sighup"}
@@ -30,7 +30,7 @@ def start_sleeper(tmp_path, *args, **kwargs):
 def test_a_stop_signal_cancels_the_run(tmp_path, signum):
     proc, jsonl = start_sleeper(tmp_path)
     proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=30)
+    _, stderr = proc.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, 107)
     cancelled = one(events, "cancelled")
     assert (cancelled["source"], cancelled["grace_ms"]) == (SOURCES[signum], None)
@@ -51,7 +51,7 @@ def test_a_stop_signal_right_after_spawn_still_cancels_the_run(tmp_path):
     while not (jsonl.exists() and jsonl.stat().st_size) and time.monotonic() < deadline:
         pass  # no sleep: the window being tested is shorter than any poll interval
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 107
     assert one(check_stream(jsonl, 107), "cancelled")["source"] == "sigterm"
 
@@ -59,7 +59,7 @@ def test_a_stop_signal_right_after_spawn_still_cancels_the_run(tmp_path):
 def test_cancellation_tears_down_under_either_mechanism(tmp_path, containment):
     proc, jsonl = start_sleeper(tmp_path, "--grace", "2s")
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, 107)
     require_mechanism(events, containment)
     assert one(events, "cancelled")["grace_ms"] == 2000
@@ -97,7 +97,7 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path, ignored):
     assert caught & (1 << (signal.SIGHUP - 1)), "the other stop signals are still caught"
     proc.send_signal(signal.SIGTERM)  # discarded at once by the kernel when ignored
     release.touch()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, proc.returncode)
     expected = "cancelled" if not ignored else "root_exited"
     assert [e["event"] for e in events][2] == expected
@@ -186,7 +186,7 @@ def test_sigchld_is_caught_once_the_race_begins_where_the_runner_adopts_orphans(
     )
     caught, ignored = _caught_and_ignored(proc.pid)
     release.touch()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     require_mechanism(check_stream(jsonl, 0), containment)
     bit = 1 << (signal.SIGCHLD - 1)
     assert not ignored & bit
@@ -214,7 +214,7 @@ def test_an_orphan_of_a_run_is_collected_by_the_runner(tmp_path, containment):
     finally:
         die.touch()
         release.touch()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     require_mechanism(check_stream(jsonl, 0), containment)
     assert adopted is not None and adopted[0] == proc.pid, f"the orphan's parent is not the runner: {adopted}"
     assert state is None, f"the orphan stayed as {state}"
@@ -264,7 +264,7 @@ def test_an_orphan_that_exited_before_the_race_began_is_collected_while_the_run_
         state = _once_collected(int(orphan.read_text()))
     finally:
         release.touch()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     require_mechanism(check_stream(jsonl, 0), containment)
     assert state is None, f"the orphan stayed as {state} while the run went on"
 
@@ -296,7 +296,7 @@ def test_repeated_signals_during_teardown_are_absorbed(tmp_path):
     wait_for_event(jsonl, "cleanup_started")
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         proc.send_signal(signum)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     events = check_stream(jsonl, 107)
     assert one(events, "cancelled")["source"] == "sigterm"
     assert one(events, "cleanup_finished")["shutdown"]["escalated"] is True
@@ -315,7 +315,7 @@ def test_an_inherited_ignored_sigchld_does_not_lose_the_childs_status(tmp_path):
         "sleep 0.1; exit 3",
         preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN),
     )
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 3
     assert one(check_stream(jsonl, 3), "root_exited")["code"] == 3
 

@@ -20,14 +20,16 @@ import unicodedata
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import check_stream, one
 
 NOBODY = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
 def as_other_user(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["setpriv", *NOBODY, *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    return subprocess.run(
+        ["setpriv", *NOBODY, *argv], capture_output=True, stdin=subprocess.DEVNULL, timeout=SAFETY_NET
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def live_run(tmp_path, *args, run_id: str = "guarded", command=("sleep", "30")):
 
 def end_run(runner, run_id: str) -> None:
     assert run_cli("cancel", "--run-id", run_id).returncode == 0
-    runner.communicate(timeout=30)
+    runner.communicate(timeout=SAFETY_NET)
 
 
 # -- another user -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import sys
 from processkit.service import scratch
 from test_other_users import other_user  # noqa: F401 - the fixture: a second OS user
 from test_service_scratch_sweep import _dead_pid
+from conftest import SAFETY_NET
 
 MARKED = r"""
 import sys
@@ -45,7 +46,7 @@ def _made_while_locked(base, locked) -> None:
     the generous timeout is only that bound, the fixed service returns within ~0.2 s."""
     held = _locked(locked)
     try:
-        done = subprocess.run([sys.executable, "-c", MARKED, str(base)], capture_output=True, timeout=30)
+        done = subprocess.run([sys.executable, "-c", MARKED, str(base)], capture_output=True, timeout=SAFETY_NET)
     finally:
         os.close(held)
     assert done.returncode == 0, done.stderr.decode()

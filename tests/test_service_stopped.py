@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from conftest import SAFETY_NET
 
 PY = sys.executable
 
@@ -20,7 +21,7 @@ import json, subprocess, processkit
 service = processkit.run(["true"]).runner_pid
 print(service, flush=True)
 beside = processkit.start(["sh", "-c", "read line; echo beside"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-stopping = processkit.run(["sh", "-c", "kill -STOP $PPID; echo after"], capture_output=True, timeout=30)
+stopping = processkit.run(["sh", "-c", "kill -STOP $PPID; echo after"], capture_output=True, timeout=60)
 out, _ = beside.communicate(b"x\n")
 print(json.dumps({
     "stopping": [stopping.returncode, stopping.stdout.decode(), stopping.runner_pid == service],
@@ -37,7 +38,7 @@ def _outcome(script: str):
     assert caller.stdout is not None
     service = int(caller.stdout.readline())
     try:
-        out, err = caller.communicate(timeout=30)
+        out, err = caller.communicate(timeout=SAFETY_NET)
     except subprocess.TimeoutExpired:
         os.kill(service, signal.SIGCONT)
         caller.communicate(timeout=60)

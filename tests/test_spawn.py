@@ -16,7 +16,7 @@ import pytest
 
 from processkit import spawn_words
 
-from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_file
+from conftest import SAFETY_NET, pid_alive, read_events, run_cli, start_cli, wait_for_file
 from streams import one, python_child, require_mechanism, run_checked
 
 ATTACH_PREFIX = "cannot join the child to the process_group container"
@@ -316,7 +316,7 @@ def test_a_sigkilled_runner_takes_the_child_with_it(tmp_path, spawn_backend, mon
     wait_for_file(pid_file)
     child = int(pid_file.read_text())
     runner.kill()
-    runner.communicate(timeout=30)
+    runner.communicate(timeout=SAFETY_NET)
     deadline = time.monotonic() + 60
     while pid_alive(child) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from test_spawn_no_wait import HeldExec
+from conftest import SAFETY_NET
 
 pytest.importorskip("processkit._native")
 pytestmark = pytest.mark.skipif(
@@ -46,7 +47,7 @@ def _stopped_while_held(tmp_path, argv: list[str], program: Path, stop: bool = T
             runner.send_signal(signal.SIGTERM)
         try:
             # A bound on a failure, not a timing: before, the runner waited for the lease.
-            _, stderr = runner.communicate(timeout=30)
+            _, stderr = runner.communicate(timeout=SAFETY_NET)
         except subprocess.TimeoutExpired:
             runner.kill()
             runner.communicate()

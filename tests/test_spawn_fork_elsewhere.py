@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SAFETY_NET
 
 pytest.importorskip("processkit._native")
 pytestmark = [
@@ -226,7 +227,9 @@ def test_a_batch_job_whose_first_look_comes_early_starts_while_a_fork_holds_its_
     manifest.write_text(json.dumps({"args": ["head", "-c", "300000", "/dev/zero"], "id": "big"}) + "\n")
     argv = [sys.executable, "-c", FIRST_LOOK_EARLY, "batch", str(manifest), "--out", str(tmp_path / "out")]
     # A bound on a failure, not a timing: the job otherwise waited for the holder for good.
-    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        argv, env=env, cwd=tmp_path, capture_output=True, timeout=SAFETY_NET, stdin=subprocess.DEVNULL
+    )
     assert record.exists(), "the shim forked no holder: the test would prove nothing"
     assert done.returncode == 0, done.stderr
     line = json.loads((tmp_path / "out" / "summary.jsonl").read_text())
@@ -266,7 +269,9 @@ def _killed_at_birth(holding, tmp_path, script: str) -> list[bytes]:
     if os.uname().machine != "x86_64":
         pytest.skip("the filter names x86-64's system call numbers")
     # A bound on a failure, not a timing: the held end of file held the spawn for good.
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, timeout=SAFETY_NET
+    )
     assert record.exists()
     assert done.returncode == 0, done.stderr
     return done.stdout.split()

@@ -23,6 +23,7 @@ import pytest
 from processkit.containment.base import ChildJoins
 
 from test_limits import own_cgroup_dirs
+from conftest import SAFETY_NET
 
 native = pytest.importorskip("processkit._native")
 spawn_native = pytest.importorskip("processkit.engine.spawn_native")
@@ -141,7 +142,7 @@ def stalled_join():
 
 def wait_for_child(parent_tid: int) -> int:
     """The pid of the thread's one child once it is blocked in its join (state S)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SAFETY_NET
     children = f"/proc/{os.getpid()}/task/{parent_tid}/children"
     while time.monotonic() < deadline:
         pids = open(children).read().split()

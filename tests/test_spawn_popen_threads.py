@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import start_cli
+from conftest import SAFETY_NET, start_cli
 
 try:
     from processkit import _native
@@ -35,7 +35,7 @@ while not os.path.exists(release):
 """
 
 
-def wait_for(path, timeout: float = 30.0) -> None:
+def wait_for(path, timeout: float = SAFETY_NET) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         assert time.monotonic() < deadline, f"{path} never appeared"

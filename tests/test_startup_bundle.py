@@ -18,6 +18,7 @@ import pytest
 
 import processkit
 from processkit import native
+from conftest import SAFETY_NET
 
 TAG = sys.implementation.cache_tag
 # Where ``_cffi_backend`` is, for the copy's C module (``-S`` leaves site-packages off the path): the
@@ -736,7 +737,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
     runner = subprocess.Popen([sys.executable, "-S", "-B", "-c", script], stdin=subprocess.DEVNULL)
     child = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SAFETY_NET
         while child is None and time.monotonic() < deadline and runner.poll() is None:
             lines = events.read_text().splitlines() if events.exists() else []
             members = [m for line in lines for m in json.loads(line).get("members") or () if line.endswith("}")]
@@ -745,7 +746,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
         assert child is not None, "the run never reported its child"
     finally:
         runner.send_signal(signal.SIGKILL)
-        runner.wait(timeout=30)
+        runner.wait(timeout=SAFETY_NET)
     try:
         met = "print('met', 'processkit.containment.sweep_dead' in sys.modules)"
         result = _run(root, tmp_path, write=True, report=met)

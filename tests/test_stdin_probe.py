@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, read_events, run_cli
+from conftest import SAFETY_NET, cli_command, read_events, run_cli
 
 WINDOW = 0.25
 # The window the tests that the probe does NOT wait set through PROCESSKIT_STDIN_WINDOW_MS: far
@@ -115,7 +115,7 @@ def test_argv_payload_beyond_pipe_capacity_with_pauses_runs_the_full_command(tmp
         time.sleep(0.4)  # the scenario itself: pauses longer than the first-byte window
     proc.stdin.close()
     proc.stdin = None  # communicate() must not touch the stdin the test already closed
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 0, err
     assert out.strip().decode() == hashlib.sha256("|".join(pieces).encode()).hexdigest()
     assert read_events(tmp_path / "e.jsonl")[-1]["code"] == 0
@@ -161,7 +161,7 @@ def test_stdin_file_dev_stdin_gets_input_arriving_after_600ms(tmp_path):
         stderr=subprocess.PIPE,
     )
     time.sleep(0.6)  # the scenario: a producer that starts late
-    out, err = proc.communicate(b"late input\n", timeout=30)
+    out, err = proc.communicate(b"late input\n", timeout=SAFETY_NET)
     assert proc.returncode == 0, err
     assert out == b"late input\n"
 

@@ -11,7 +11,7 @@ import select
 import signal
 import time
 
-from conftest import read_events, run_cli, start_cli
+from conftest import SAFETY_NET, read_events, run_cli, start_cli
 from streams import PY, one, require_mechanism
 from test_run_escapees import LINGER
 
@@ -164,7 +164,7 @@ def test_prune_ends_a_process_left_running_on_a_thread_in_a_sigkilled_runners_gr
     with open(f"/proc/{pid}/cgroup") as handle:
         group = next(line[3:].strip() for line in handle if line.startswith("0::"))
     proc.kill()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=SAFETY_NET)
     reaped = run_cli("prune", "--json", "--report-reaped")
     ended = _ended(pidfd)  # in the end: the sweep of the run's process group kills it by its group
     require_mechanism(read_events(events), "cgroup_v2")
