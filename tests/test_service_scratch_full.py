@@ -136,3 +136,17 @@ def test_a_killed_services_scratch_in_tmp_is_swept_once_dev_shm_has_room():
     said = done.stdout.decode().splitlines()
     assert said[0].startswith("/tmp/processkit-api-"), said  # made in /tmp, then killed
     assert said[1:] == ["ran 0 hi", "left:"], said
+
+
+LARGE = r"""
+import processkit
+result = processkit.run(["head", "-c", "3000000", "/dev/zero"], capture_output=True)
+print(result.returncode, None if result.stdout is None else len(result.stdout))
+"""
+
+
+def test_a_large_capture_the_full_scratch_cannot_take_comes_back_in_the_reply():
+    """A capture over 1 MiB is copied to a file of the scratch for the caller to read: with the
+    scratch full (no room for the file, nor its directory), the run's output was dropped and its
+    ``stdout`` None, with a 0 exit and nothing said. It now comes back in the reply itself."""
+    assert _call_with_full("/dev/shm", caller=LARGE, full=ROOM_FOR_ONE) == "0 3000000"
