@@ -39,6 +39,32 @@ except BlockingIOError:
 print(first.stdout, second.stdout, len(stray))
 """
 
+# The caller closed every descriptor and a socketpair took the service socket's number: a forked
+# child must not close it (its own socket), a waiting handle must not read it (the peer's bytes).
+FORKED = """
+import os, socket, processkit
+processkit.run(["true"])
+os.closerange(3, 65536)
+mine, peer = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if os.path.exists(f"/proc/self/fd/{mine.fileno()}") else 1)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+WAITING = """
+import os, socket, processkit
+handle = processkit.start(["sleep", "600"])
+os.closerange(3, 65536)
+mine, peer = socket.socketpair()
+peer.sendall(b"123456789")
+try:
+    handle.wait()
+except Exception as exc:
+    print(type(exc).__name__, exc)
+print(mine.recv(100))
+"""
+
 
 def _run(code: str, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -60,3 +86,18 @@ def test_a_caller_that_closed_every_descriptor_gets_a_new_service_and_its_reused
     done = _run(CLOSED, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "b'first\\n' b'second\\n' 0"
+
+
+def test_a_forked_child_leaves_a_reused_service_number_open(tmp_path):
+    done = _run(FORKED, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "child 0"
+
+
+def test_a_handle_waiting_after_its_number_was_reused_neither_reads_nor_closes_it(tmp_path):
+    done = _run(WAITING, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == [
+        "ServiceGone the runner service of this process has ended",
+        "b'123456789'",
+    ]
