@@ -150,3 +150,27 @@ def test_a_large_capture_the_full_scratch_cannot_take_comes_back_in_the_reply():
     scratch full (no room for the file, nor its directory), the run's output was dropped and its
     ``stdout`` None, with a 0 exit and nothing said. It now comes back in the reply itself."""
     assert _call_with_full("/dev/shm", caller=LARGE, full=ROOM_FOR_ONE) == "0 3000000"
+
+
+HUGE = r"""
+import warnings
+import processkit
+from processkit.service import scratch
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as said:
+    result = processkit.run(["head", "-c", str(scratch.INLINE_FALLBACK_MOST + 1), "/dev/zero"], capture_output=True)
+print(result.returncode, result.stdout)
+print(result.diagnostics.strip())
+print([warning.category.__name__ for warning in said])
+"""
+
+
+def test_a_capture_over_the_replys_bound_the_full_scratch_cannot_take_is_said_lost():
+    """Over ``INLINE_FALLBACK_MOST`` (64 MiB) the reply carries no bytes (the service held the
+    whole capture in its heap and the caller read it whole; 4 GiB overflowed the frame's length):
+    the result's diagnostics and a ``CaptureWriteFailed`` say so, with the byte count."""
+    said = _call_with_full("/dev/shm", caller=HUGE, full=ROOM_FOR_ONE).splitlines()
+    assert said[0] == "0 None", said
+    assert said[1].startswith(f"processkit: the run's stdout not returned ({(64 << 20) + 1} bytes): no room"), said
+    assert "/dev/shm/" in said[1] and "No space left on device" in said[1] and "64 MiB" in said[1], said
+    assert said[2] == "['CaptureWriteFailed']", said

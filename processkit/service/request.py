@@ -281,7 +281,7 @@ class Request:
         """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
         wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
         never through this process's memory) to a file of this request's in the scratch
-        directory, which the caller reads once (at most that count) and removes; inline where that has no room."""
+        directory, which the caller reads once (at most that count) and removes (``scratch.not_copied`` where it has no room)."""
         try:
             size = min(os.fstat(fd).st_size, most or 0)
         except OSError:
@@ -294,11 +294,13 @@ class Request:
         try:
             os.makedirs(directory, 0o700, exist_ok=True)
             scratch.copy_out(fd, path, size)
-        except OSError:  # this stream's file only (the other's, copied already, is in the reply); a full scratch:
+        except (
+            OSError
+        ) as exc:  # this stream's file only (the other's, copied already, is in the reply); a full scratch:
             for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
                 with contextlib.suppress(OSError):
                     undo(made)
-            report[name] = wire.read_back(fd, most=size)  # the bytes go inline, never lost
+            scratch.not_copied(report, name, fd, size, f"{scratch_dir}: {exc.strerror}")  # inline, or said
             return
         report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
         report[f"{name}_most"] = size
