@@ -268,12 +268,9 @@ class Connection:
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
-        if not self.intact():  # the caller closed the number (and it may name another file now): never read
-            self._ended()
-            return True
-        if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
+        if self.intact() and not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
-        if not self.intact():  # closed (and reused) by another thread while this one waited
+        if not self.intact():  # the caller closed the number (before or in the wait; reused since?): never read
             self._ended()
             return True
         try:
@@ -309,7 +306,7 @@ class Connection:
         next call starts another."""
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
-            self._let_go()  # the poll registered on it is never used again (gone)
+            wire.let_go(self.sock, self.ident)  # the poll registered on it is never used again (gone)
         try:  # every waiter told first: none waits out the service's end, nor misses it for a Ctrl-C
             with self._mail:
                 woken = list(self._woken.values())
@@ -331,19 +328,14 @@ class Connection:
         self.gone = self.gone or not ours
         return not self.gone
 
-    def _let_go(self) -> None:
-        """The socket closed, unless its number was closed by the caller and reused (then only detached)."""
-        if wire.still_ours(self.sock, self.ident):
-            self.sock.close()
-
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
-        self._let_go()
+        wire.let_go(self.sock, self.ident)
 
     def __del__(self) -> None:  # a connection replaced and no longer held: its service ends
         if getattr(self, "ident", None) is not None:
-            self._let_go()
+            wire.let_go(self.sock, self.ident)
 
 
 _connection: Connection | None = None
@@ -398,7 +390,9 @@ def _forget_after_fork() -> None:
         if found is not None:
             found.gone = True
             found.process.returncode = 0  # not this process's child: never waited for here
-            found._let_go()  # a number the caller closed and reused before the fork is the child's own
+            wire.let_go(
+                found.sock, found.ident
+            )  # a number the caller closed and reused before the fork is the child's own
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

@@ -122,6 +122,12 @@ def still_ours(sock: socket.socket, ident: tuple[int, int] | None) -> bool:
     return False
 
 
+def let_go(sock: socket.socket, ident: tuple[int, int] | None) -> None:
+    """``sock`` closed, unless its number was closed by the caller and reused (then only detached)."""
+    if still_ours(sock, ident):
+        sock.close()
+
+
 def all_open(fds) -> None:
     """Raise the OSError (EBADF) of a descriptor given that is not open, asked once a send failed: the
     kernel refused the frame, and the live service, with other threads' runs in flight, is not gone."""

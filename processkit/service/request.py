@@ -294,9 +294,7 @@ class Request:
         try:
             os.makedirs(directory, 0o700, exist_ok=True)
             scratch.copy_out(fd, path, size)
-        except (
-            OSError
-        ) as exc:  # this stream's file only (the other's, copied already, is in the reply); a full scratch:
+        except OSError as exc:  # this stream's file only (the other's, copied already, is in the reply)
             for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
                 with contextlib.suppress(OSError):
                     undo(made)
