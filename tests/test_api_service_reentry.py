@@ -65,6 +65,25 @@ except Exception as exc:
 print(mine.recv(100))
 """
 
+# A batch from a signal handler inside a call: sent as every call is, on a spare service (the
+# shared connection's locks may be the interrupted call's), so a second service is started.
+BATCH = """
+import os, signal, processkit
+from processkit.api import service
+started, command = [], service.service_command
+service.service_command = lambda *given: started.append(1) or command(*given)
+processkit.run(["true"])
+mark = os.path.join(os.environ["SCRATCH"], "handled")
+script = f"kill -USR1 {os.getpid()}; while [ ! -e {mark} ]; do sleep 0.01; done"
+got = []
+def handler(*_):
+    out = os.path.join(os.environ["SCRATCH"], "out")
+    got.extend(line["exit_code"] for line in processkit.batch([{"args": ["touch", mark]}], out=out))
+signal.signal(signal.SIGUSR1, handler)
+processkit.run(["sh", "-c", script])
+print(got, len(started))
+"""
+
 
 def _run(code: str, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -101,3 +120,9 @@ def test_a_handle_waiting_after_its_number_was_reused_neither_reads_nor_closes_i
         "ServiceGone the runner service of this process has ended",
         "b'123456789'",
     ]
+
+
+def test_a_batch_from_a_signal_handler_inside_a_run_goes_to_a_spare_service(tmp_path):
+    done = _run(BATCH, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0] 2"
