@@ -84,6 +84,31 @@ processkit.run(["sh", "-c", script])
 print(got, len(started))
 """
 
+# A thread's spare (made here as a re-entered call makes one) is collected when the thread ends,
+# not left a zombie until a later Popen: the test waits for its state to leave "Z" (or its entry).
+ENDED = """
+import os, threading, time, processkit
+from processkit.api import reentry, service
+made = []
+def call():
+    with reentry.busy:
+        processkit.run(["true"])
+        made.append(reentry.spare(service.Connection).process.pid)
+worker = threading.Thread(target=call)
+worker.start()
+worker.join()
+def state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+deadline = time.monotonic() + 30
+while state(made[0]) != "gone" and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(state(made[0]))
+"""
+
 
 def _run(code: str, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -126,3 +151,9 @@ def test_a_batch_from_a_signal_handler_inside_a_run_goes_to_a_spare_service(tmp_
     done = _run(BATCH, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[0] 2"
+
+
+def test_a_spare_service_of_an_ended_thread_is_collected(tmp_path):
+    done = _run(ENDED, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "gone"

@@ -48,10 +48,25 @@ def depth() -> int:
     return getattr(_local, "depth", 0)
 
 
+class _Spares(dict):
+    """A thread's spares by depth; those it lets go (replaced, or the thread ended) are closed and their
+    services collected (``retire``), as an ended shared one is: none is left a zombie."""
+
+    def __del__(self) -> None:
+        for found in self.values():
+            retire(found)
+
+
+def retire(found) -> None:
+    """A connection let go: closed, its service collected (up to ``COLLECT_SECONDS``) when it is this process's."""
+    found.close()
+    found._ended()
+
+
 def spare(make: Callable):
     """This thread's connection (``api.service.Connection``) for calls made at its current depth: the
     kept one while it is still this process's, alive and for the same places, else a new one ``make`` starts."""
-    spares = _local.__dict__.setdefault("spares", {})
+    spares = _local.__dict__.setdefault("spares", _Spares())
     found = spares.get(depth())
     if (
         found is None
@@ -59,10 +74,15 @@ def spare(make: Callable):
         or not found.intact()
         or found.fingerprint != caller_env.fingerprint()
     ):
+        if found is not None and found.owner == os.getpid():
+            retire(found)
         found = spares[depth()] = make()
     return found
 
 
 def forget_after_fork() -> list:
     """In a forked child: the spares the forking thread held, to be let go (the parent's services)."""
-    return list(_local.__dict__.pop("spares", {}).values())
+    spares = _local.__dict__.pop("spares", {})
+    found = list(spares.values())
+    spares.clear()  # the parent's: never retired (collected) here
+    return found
