@@ -110,50 +110,41 @@ print(state(made[0]))
 """
 
 
-def _run(code: str, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def _said(code: str, tmp_path) -> str:
+    """What ``code`` printed, run in a process of its own that must end 0."""
+    done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=SAFETY_NET,
         env={**__import__("os").environ, "SCRATCH": str(tmp_path)},
     )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def test_a_signal_handler_that_calls_run_inside_a_run_completes_both(tmp_path):
-    done = _run(HANDLER, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "b'outer\\n' [b'handler\\n'] b'after\\n'"
+    assert _said(HANDLER, tmp_path) == "b'outer\\n' [b'handler\\n'] b'after\\n'"
 
 
 def test_a_caller_that_closed_every_descriptor_gets_a_new_service_and_its_reused_number_untouched(tmp_path):
-    done = _run(CLOSED, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "b'first\\n' b'second\\n' 0"
+    assert _said(CLOSED, tmp_path) == "b'first\\n' b'second\\n' 0"
 
 
 def test_a_forked_child_leaves_a_reused_service_number_open(tmp_path):
-    done = _run(FORKED, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "child 0"
+    assert _said(FORKED, tmp_path) == "child 0"
 
 
 def test_a_handle_waiting_after_its_number_was_reused_neither_reads_nor_closes_it(tmp_path):
-    done = _run(WAITING, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines() == [
+    assert _said(WAITING, tmp_path).splitlines() == [
         "ServiceGone the runner service of this process has ended",
         "b'123456789'",
     ]
 
 
 def test_a_batch_from_a_signal_handler_inside_a_run_goes_to_a_spare_service(tmp_path):
-    done = _run(BATCH, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[0] 2"
+    assert _said(BATCH, tmp_path) == "[0] 2"
 
 
 def test_a_spare_service_of_an_ended_thread_is_collected(tmp_path):
-    done = _run(ENDED, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "gone"
+    assert _said(ENDED, tmp_path) == "gone"
