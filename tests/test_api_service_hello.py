@@ -82,7 +82,7 @@ def test_a_service_that_outlives_its_kill_does_not_hold_the_call():
 QUEUED = r"""
 import inspect, threading
 THREADS = 4
-line = next(n for n, text in enumerate(inspect.getsourcelines(service.connection)[0], service.connection.__code__.co_firstlineno) if "with _starting:" in text)
+line = next(n for n, text in enumerate(inspect.getsourcelines(service.connection)[0], service.connection.__code__.co_firstlineno) if "_starting:" in text)
 starts = []
 silent = service.service_command
 

@@ -136,3 +136,41 @@ def test_a_killed_services_scratch_in_tmp_is_swept_once_dev_shm_has_room():
     said = done.stdout.decode().splitlines()
     assert said[0].startswith("/tmp/processkit-api-"), said  # made in /tmp, then killed
     assert said[1:] == ["ran 0 hi", "left:"], said
+
+
+LARGE = r"""
+import processkit
+result = processkit.run(["head", "-c", "3000000", "/dev/zero"], capture_output=True)
+print(result.returncode, None if result.stdout is None else len(result.stdout))
+"""
+
+
+def test_a_large_capture_the_full_scratch_cannot_take_comes_back_in_the_reply():
+    """A capture over 1 MiB is copied to a file of the scratch for the caller to read: with the
+    scratch full (no room for the file, nor its directory), the run's output was dropped and its
+    ``stdout`` None, with a 0 exit and nothing said. It now comes back in the reply itself."""
+    assert _call_with_full("/dev/shm", caller=LARGE, full=ROOM_FOR_ONE) == "0 3000000"
+
+
+HUGE = r"""
+import warnings
+import processkit
+from processkit.service import scratch
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as said:
+    result = processkit.run(["head", "-c", str(scratch.INLINE_FALLBACK_MOST + 1), "/dev/zero"], capture_output=True)
+print(result.returncode, result.stdout)
+print(result.diagnostics.strip())
+print([warning.category.__name__ for warning in said])
+"""
+
+
+def test_a_capture_over_the_replys_bound_the_full_scratch_cannot_take_is_said_lost():
+    """Over ``INLINE_FALLBACK_MOST`` (64 MiB) the reply carries no bytes (the service held the
+    whole capture in its heap and the caller read it whole; 4 GiB overflowed the frame's length):
+    the result's diagnostics and a ``CaptureWriteFailed`` say so, with the byte count."""
+    said = _call_with_full("/dev/shm", caller=HUGE, full=ROOM_FOR_ONE).splitlines()
+    assert said[0] == "0 None", said
+    assert said[1].startswith(f"processkit: the run's stdout not returned ({(64 << 20) + 1} bytes): no room"), said
+    assert "/dev/shm/" in said[1] and "No space left on device" in said[1] and "64 MiB" in said[1], said
+    assert said[2] == "['CaptureWriteFailed']", said

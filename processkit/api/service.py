@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from . import caller_env, stopped, wire
+from . import caller_env, reentry, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,13 +57,6 @@ def service_command(fd: int, caller: int) -> list[str]:
     return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
 
 
-def _all_open(fds) -> None:
-    """Raise the OSError (EBADF) of a descriptor given that is not open, asked once a send failed: the
-    kernel refused the frame, and the live service, with other threads' runs in flight, is not gone."""
-    for fd in fds:
-        os.fstat(fd)
-
-
 class Connection:
     """One runner service and the socket to it."""
 
@@ -85,6 +78,7 @@ class Connection:
         finally:
             theirs.close()
         self.sock = mine
+        self.ident = wire.identity(mine.fileno())
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
@@ -115,6 +109,7 @@ class Connection:
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
         self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
 
+    @reentry.counted
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
         """Send a request; returns its id. ``env``: carry the caller's environment and its
         umask, each where it differs from what the last request sent (``caller_env.changed``).
@@ -136,12 +131,13 @@ class Connection:
             spec = None
             if kind == "run":
                 spec = (type(payload[0]), payload[0]._values())
-                message = (kind, rid, self._spec_or_changes(payload[0], spec), *payload[1:])
+                last = self.sent_spec if self.spec_changes else None  # a service that reads changes
+                message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
             try:
                 wire.send(self.sock, message, fds)
             except OSError:  # nothing of this request reached the service
                 try:
-                    _all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
                 except OSError:
                     self.forget(rid)  # no reply will come: its box goes with the call
                     raise
@@ -158,24 +154,11 @@ class Connection:
                 self.sent_spec = spec
         return rid
 
-    def _spec_or_changes(self, spec, described: tuple):
-        """A run request's spec as it goes (under the send lock): whole the first time, then only
-        the fields that differ from the last one sent (a dict), which the service applies to the
-        last one it read (``service.request.spec_of``): calls that differ in their run id alone
-        send that, not the spec's 26 fields pickled again and read again."""
-        last = self.sent_spec
-        if last is None or last[0] is not described[0] or not self.spec_changes:
-            return spec
-        return {
-            name: value
-            for name, value, before in zip(spec._fields, described[1], last[1])
-            if value is not before and value != before
-        }
-
+    @reentry.counted
     def signal(self, rid: int, source: str) -> None:
         """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
         with self._send_lock:
-            if not self.gone:
+            if self.intact():  # a reused number is never written to
                 try:
                     wire.send(self.sock, ("signal", rid, source))
                 except OSError:
@@ -186,6 +169,7 @@ class Connection:
                     self._ended(given_up=True)
                     raise
 
+    @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -250,19 +234,20 @@ class Connection:
 
     def forget(self, rid: int) -> None:
         """No more replies to ``rid`` are wanted."""
-        with self._mail:
+        with reentry.busy, self._mail:
             self._boxes.pop(rid, None)
             self._woken.pop(rid, None)
 
     def wake(self, rid: int, callback: Callable[[], None] | None) -> None:
         """Call ``callback`` (from whichever thread reads) whenever a reply to ``rid`` is filed,
         or the service ends; None stops it."""
-        with self._mail:
+        with reentry.busy, self._mail:
             if callback is None:
                 self._woken.pop(rid, None)
             else:
                 self._woken[rid] = callback
 
+    @reentry.counted
     def read_now(self) -> None:
         """Read what the socket holds, unless another thread is reading it (an event loop's
         reader callback: it must not wait)."""
@@ -283,8 +268,11 @@ class Connection:
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
-        if not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
+        if self.intact() and not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
+        if not self.intact():  # the caller closed the number (before or in the wait; reused since?): never read
+            self._ended()
+            return True
         try:
             messages = wire.receive(self.sock, self._frames, space=0)  # no descriptor comes: none to lose
             if messages is not None:
@@ -318,7 +306,7 @@ class Connection:
         next call starts another."""
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
-            self.sock.close()  # the poll registered on it is never used again (gone)
+            wire.let_go(self.sock, self.ident)  # the poll registered on it is never used again (gone)
         try:  # every waiter told first: none waits out the service's end, nor misses it for a Ctrl-C
             with self._mail:
                 woken = list(self._woken.values())
@@ -333,15 +321,21 @@ class Connection:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
+    def intact(self) -> bool:
+        """The socket's descriptor is still this connection's: a caller that closed it (``os.closerange``)
+        may have had its number reused since; that number is let go, never written to or closed."""
+        ours = wire.still_ours(self.sock, self.ident)
+        self.gone = self.gone or not ours
+        return not self.gone
+
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
-        self.sock.close()
+        wire.let_go(self.sock, self.ident)
 
     def __del__(self) -> None:  # a connection replaced and no longer held: its service ends
-        sock = getattr(self, "sock", None)
-        if sock is not None:
-            sock.close()
+        if getattr(self, "ident", None) is not None:
+            wire.let_go(self.sock, self.ident)
 
 
 _connection: Connection | None = None
@@ -352,13 +346,14 @@ _failed: tuple[float, str] | None = None  # when the last start failed, and why
 def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
     """Send a request to this process's service; one found gone when the request is written (killed since the
     last call) is replaced once, as nothing of the request reached it; one that could not start says so at once."""
+    pick = (lambda: reentry.spare(Connection)) if reentry.depth() else connection  # re-entered: a spare
     try:
-        found = connection()
+        found = pick()
         return found, found.send(kind, *payload, fds=fds, env=env)
     except ServiceUnstartable:
         raise
     except ServiceGone:
-        found = connection()
+        found = pick()
         return found, found.send(kind, *payload, fds=fds, env=env)
 
 
@@ -368,10 +363,10 @@ def connection() -> Connection:
     global _connection, _failed
     found = _connection
     places = caller_env.fingerprint()
-    if found is not None and not found.gone and found.owner == os.getpid() and found.fingerprint == places:
+    if found is not None and found.owner == os.getpid() and found.intact() and found.fingerprint == places:
         return found
     asked = time.monotonic()
-    with _starting:
+    with reentry.busy, _starting:
         found = _connection
         if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
             if found is not None and found.gone and found.owner == os.getpid():
@@ -387,14 +382,17 @@ def connection() -> Connection:
 
 
 def _forget_after_fork() -> None:
-    """In a forked child: the parent's service is the parent's; this process starts its own."""
+    """In a forked child: the parent's services (its own and the spares) are the parent's; this process starts its own."""
     global _connection, _starting
-    inherited, _connection = _connection, None
+    inherited, _connection = [_connection, *reentry.forget_after_fork()], None
     _starting = threading.Lock()
-    if inherited is not None:
-        inherited.gone = True
-        inherited.process.returncode = 0  # not this process's child: never waited for here
-        inherited.sock.close()
+    for found in inherited:
+        if found is not None:
+            found.gone = True
+            found.process.returncode = 0  # not this process's child: never waited for here
+            wire.let_go(
+                found.sock, found.ident
+            )  # a number the caller closed and reused before the fork is the child's own
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

@@ -103,6 +103,52 @@ def not_the_connection(sock: socket.socket, fds) -> None:
             )
 
 
+def identity(fd: int) -> tuple[int, int] | None:
+    """What descriptor ``fd`` is now (device, inode), None when it is not open."""
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def still_ours(sock: socket.socket, ident: tuple[int, int] | None) -> bool:
+    """Whether ``sock``'s descriptor is still the one ``identity`` found: a caller that closed it
+    (``os.closerange``) may have had its number reused since, and that number is let go (detached),
+    never written to or closed by the socket object."""
+    if identity(sock.fileno()) == ident:
+        return True
+    sock.detach()
+    return False
+
+
+def let_go(sock: socket.socket, ident: tuple[int, int] | None) -> None:
+    """``sock`` closed, unless its number was closed by the caller and reused (then only detached)."""
+    if still_ours(sock, ident):
+        sock.close()
+
+
+def all_open(fds) -> None:
+    """Raise the OSError (EBADF) of a descriptor given that is not open, asked once a send failed: the
+    kernel refused the frame, and the live service, with other threads' runs in flight, is not gone."""
+    for fd in fds:
+        os.fstat(fd)
+
+
+def spec_or_changes(spec, described: tuple, last: tuple | None):
+    """A run request's spec as it goes: whole the first time (``last`` None: none sent, or a service
+    that reads only whole ones), then only the fields that differ from the last one sent (a dict),
+    which the service applies to the last one it read (``service.request.spec_of``): calls that differ
+    in their run id alone send that, not the spec's 26 fields pickled again and read again."""
+    if last is None or last[0] is not described[0]:
+        return spec
+    return {
+        name: value
+        for name, value, before in zip(spec._fields, described[1], last[1])
+        if value is not before and value != before
+    }
+
+
 def append(buffer: bytearray, message: tuple) -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own."""

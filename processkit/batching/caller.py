@@ -92,11 +92,11 @@ def batch(
     except Failure as failure:  # the caller's argument: said as one, never the runner's Failure
         raise ValueError(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
-    connection = service.connection()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sent = caller_env.whole()  # the caller's environment and umask, the batch process's own
-        rid = connection.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
+        # as every call: a spare service when re-entered (a signal handler's batch inside a call)
+        connection, rid = service.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
         connection.forget(rid)  # the batch answers on its own connection
     finally:
         theirs.close()

@@ -24,6 +24,7 @@ Facts that shape it:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -280,7 +281,7 @@ class Request:
         """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
         wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
         never through this process's memory) to a file of this request's in the scratch
-        directory, which the caller reads once (at most that count) and removes."""
+        directory, which the caller reads once (at most that count) and removes (``scratch.not_copied`` where it has no room)."""
         try:
             size = min(os.fstat(fd).st_size, most or 0)
         except OSError:
@@ -293,12 +294,11 @@ class Request:
         try:
             os.makedirs(directory, 0o700, exist_ok=True)
             scratch.copy_out(fd, path, size)
-        except OSError:  # this stream's file only: the other's, copied already, is in the reply
+        except OSError as exc:  # this stream's file only (the other's, copied already, is in the reply)
             for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
-                try:
+                with contextlib.suppress(OSError):
                     undo(made)
-                except OSError:
-                    pass
+            scratch.not_copied(report, name, fd, size, f"{scratch_dir}: {exc.strerror}")  # inline, or said
             return
         report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
         report[f"{name}_most"] = size

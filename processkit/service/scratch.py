@@ -13,11 +13,16 @@ import stat
 import tempfile
 import time
 
+from ..api import wire
 from ..errors import Failure, Kind
 from ..native import lock_exclusive, lock_shared
 
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
 MAKING_PREFIX = ".processkit-api-"  # the same directory while it is made, before its lock is held
+# A capture the full scratch cannot take comes back in the reply up to this size, above it not at
+# all (said: ``unkept``): the reply's frame is pickled whole in the service's memory and read whole
+# in the caller's (a 256 MiB capture took the service to 787 MiB), and its length field ends at 4 GiB.
+INLINE_FALLBACK_MOST = 64 << 20
 MAKING_LEFT = 60.0  # seconds after which a directory left being made (its service killed then) is swept
 # Names tried for a directory made before one is free: each is fresh random bytes, so another
 # user who took one (the base is world-listable, as /dev/shm) cannot take the next.
@@ -260,3 +265,13 @@ def copy_out(source: int, path: str, size: int) -> None:
             offset += sent
     finally:
         os.close(fd)
+
+
+def not_copied(report: dict, name: str, fd: int, size: int, why: str) -> None:
+    """A capture ``copy_out`` could not put in the scratch (``why``: a full tmpfs) into the reply:
+    inline up to ``INLINE_FALLBACK_MOST``, else no bytes, and the reply says so (``unkept``), never a silent None."""
+    if size <= INLINE_FALLBACK_MOST:
+        report[name] = wire.read_back(fd, most=size)
+    else:
+        why = f"no room in the service's scratch ({why}) and over the {INLINE_FALLBACK_MOST >> 20} MiB a reply carries"
+        report.setdefault("unkept", []).append((name, size, why))

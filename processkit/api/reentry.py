@@ -1,0 +1,88 @@
+"""A call made while the same thread is already inside a call to its runner service: a signal
+handler that calls ``processkit.run`` while the thread waits in ``run`` (reading the socket for
+every waiter, or holding one of the connection's locks). Such a call cannot wait on the shared
+connection (the reader it would wait for is the thread itself, suspended under the handler), so it
+goes to a spare connection of the thread's, one per depth, kept for the next such call."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+
+from . import caller_env
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+_local = threading.local()
+
+
+class _Busy:
+    """Counts, per thread, the calls into a connection under way (``with busy:``)."""
+
+    def __enter__(self) -> None:
+        _local.depth = getattr(_local, "depth", 0) + 1
+
+    def __exit__(self, *exc) -> None:
+        _local.depth -= 1
+
+
+busy = _Busy()
+
+
+def counted(method: Callable) -> Callable:
+    """A connection's method whose call is counted in ``busy``."""
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        with busy:
+            return method(*args, **kwargs)
+
+    return call
+
+
+def depth() -> int:
+    """How many calls into a connection this thread is inside (0: none, the shared one is free to it)."""
+    return getattr(_local, "depth", 0)
+
+
+class _Spares(dict):
+    """A thread's spares by depth; those it lets go (replaced, or the thread ended) are closed and their
+    services collected (``retire``), as an ended shared one is: none is left a zombie."""
+
+    def __del__(self) -> None:
+        for found in self.values():
+            retire(found)
+
+
+def retire(found) -> None:
+    """A connection let go: closed, its service collected (up to ``COLLECT_SECONDS``) when it is this process's."""
+    found.close()
+    found._ended()
+
+
+def spare(make: Callable):
+    """This thread's connection (``api.service.Connection``) for calls made at its current depth: the
+    kept one while it is still this process's, alive and for the same places, else a new one ``make`` starts."""
+    spares = _local.__dict__.setdefault("spares", _Spares())
+    found = spares.get(depth())
+    if (
+        found is None
+        or found.owner != os.getpid()
+        or not found.intact()
+        or found.fingerprint != caller_env.fingerprint()
+    ):
+        if found is not None and found.owner == os.getpid():
+            retire(found)
+        found = spares[depth()] = make()
+    return found
+
+
+def forget_after_fork() -> list:
+    """In a forked child: the spares the forking thread held, to be let go (the parent's services)."""
+    spares = _local.__dict__.pop("spares", {})
+    found = list(spares.values())
+    spares.clear()  # the parent's: never retired (collected) here
+    return found

@@ -1,0 +1,150 @@
+"""A caller that re-enters the API on the thread already in a call (a signal handler), or that
+closed every descriptor between calls: each call still completes, in a process of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SAFETY_NET = 120  # seconds: a hang fails the test, never the suite
+
+HANDLER = """
+import os, signal, processkit
+processkit.run(["true"])
+got = []
+# the child signals the caller while the caller waits in run(), then waits for the handler's run
+# to have ended (its mark file) before it ends itself: the handler runs inside the outer call
+mark = os.path.join(os.environ["SCRATCH"], "handled")
+script = f"kill -USR1 {os.getpid()}; while [ ! -e {mark} ]; do sleep 0.01; done; echo outer"
+def handler(*_):
+    got.append(processkit.run(["sh", "-c", f"echo handler; touch {mark}"], capture_output=True).stdout)
+signal.signal(signal.SIGUSR1, handler)
+outer = processkit.run(["sh", "-c", script], capture_output=True)
+after = processkit.run(["echo", "after"], capture_output=True)
+print(outer.stdout, got, after.stdout)
+"""
+
+CLOSED = """
+import os, socket, processkit
+processkit.run(["true"])
+os.closerange(3, 65536)  # the service's socket too: its number is free for the caller's next open
+spare = socket.socketpair()  # holds the freed numbers, so the old number now names this socket
+first = processkit.run(["echo", "first"], capture_output=True)
+second = processkit.run(["echo", "second"], capture_output=True)
+spare[1].setblocking(False)
+try:
+    stray = spare[1].recv(1 << 16)
+except BlockingIOError:
+    stray = b""
+print(first.stdout, second.stdout, len(stray))
+"""
+
+# The caller closed every descriptor and a socketpair took the service socket's number: a forked
+# child must not close it (its own socket), a waiting handle must not read it (the peer's bytes).
+FORKED = """
+import os, socket, processkit
+processkit.run(["true"])
+os.closerange(3, 65536)
+mine, peer = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if os.path.exists(f"/proc/self/fd/{mine.fileno()}") else 1)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+WAITING = """
+import os, socket, processkit
+handle = processkit.start(["sleep", "600"])
+os.closerange(3, 65536)
+mine, peer = socket.socketpair()
+peer.sendall(b"123456789")
+try:
+    handle.wait()
+except Exception as exc:
+    print(type(exc).__name__, exc)
+print(mine.recv(100))
+"""
+
+# A batch from a signal handler inside a call: sent as every call is, on a spare service (the
+# shared connection's locks may be the interrupted call's), so a second service is started.
+BATCH = """
+import os, signal, processkit
+from processkit.api import service
+started, command = [], service.service_command
+service.service_command = lambda *given: started.append(1) or command(*given)
+processkit.run(["true"])
+mark = os.path.join(os.environ["SCRATCH"], "handled")
+script = f"kill -USR1 {os.getpid()}; while [ ! -e {mark} ]; do sleep 0.01; done"
+got = []
+def handler(*_):
+    out = os.path.join(os.environ["SCRATCH"], "out")
+    got.extend(line["exit_code"] for line in processkit.batch([{"args": ["touch", mark]}], out=out))
+signal.signal(signal.SIGUSR1, handler)
+processkit.run(["sh", "-c", script])
+print(got, len(started))
+"""
+
+# A thread's spare (made here as a re-entered call makes one) is collected when the thread ends,
+# not left a zombie until a later Popen: the test waits for its state to leave "Z" (or its entry).
+ENDED = """
+import os, threading, time, processkit
+from processkit.api import reentry, service
+made = []
+def call():
+    with reentry.busy:
+        processkit.run(["true"])
+        made.append(reentry.spare(service.Connection).process.pid)
+worker = threading.Thread(target=call)
+worker.start()
+worker.join()
+def state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+deadline = time.monotonic() + 30
+while state(made[0]) != "gone" and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(state(made[0]))
+"""
+
+
+def _said(code: str, tmp_path) -> str:
+    """What ``code`` printed, run in a process of its own that must end 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+        env={**__import__("os").environ, "SCRATCH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_signal_handler_that_calls_run_inside_a_run_completes_both(tmp_path):
+    assert _said(HANDLER, tmp_path) == "b'outer\\n' [b'handler\\n'] b'after\\n'"
+
+
+def test_a_caller_that_closed_every_descriptor_gets_a_new_service_and_its_reused_number_untouched(tmp_path):
+    assert _said(CLOSED, tmp_path) == "b'first\\n' b'second\\n' 0"
+
+
+def test_a_forked_child_leaves_a_reused_service_number_open(tmp_path):
+    assert _said(FORKED, tmp_path) == "child 0"
+
+
+def test_a_handle_waiting_after_its_number_was_reused_neither_reads_nor_closes_it(tmp_path):
+    assert _said(WAITING, tmp_path).splitlines() == [
+        "ServiceGone the runner service of this process has ended",
+        "b'123456789'",
+    ]
+
+
+def test_a_batch_from_a_signal_handler_inside_a_run_goes_to_a_spare_service(tmp_path):
+    assert _said(BATCH, tmp_path) == "[0] 2"
+
+
+def test_a_spare_service_of_an_ended_thread_is_collected(tmp_path):
+    assert _said(ENDED, tmp_path) == "gone"
