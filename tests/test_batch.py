@@ -141,7 +141,7 @@ def test_a_job_may_choose_its_capture_cap_and_keep_the_tail(tmp_path):
 # A job of six that marks its start and end in a shared log, and ends only once the job after it
 # has started (the last one at once): so two jobs are always seen together whatever the host's
 # speed, and a job that never gets a neighbour (the batch running one at a time) exits 3 after
-# 20 s instead of passing by luck. The 0.2 s it then stays cannot make a batch that keeps the
+# 45 s instead of passing by luck. The 0.2 s it then stays cannot make a batch that keeps the
 # bound fail (the log's order is exact); it gives a third job a batch let start beside the two
 # the time to show up in the log.
 CHAINED = """
@@ -152,7 +152,7 @@ os.write(fd, f"+{me}\\n".encode())
 def started():
     return [line[1:] for line in open(log).read().split() if line[0] == "+"]
 position = started().index(me) + 1
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 45
 while position < total and len(started()) <= position:
     if time.monotonic() > deadline:
         sys.exit(3)

@@ -40,10 +40,10 @@ def test_a_processs_peak_memory_is_measured():
 
 
 # Holds ``mib`` MiB, says so with a file, and exits only once the other holder has said so too:
-# both hold theirs at once whatever the host's speed (20 s without the other: it exits 3).
+# both hold theirs at once whatever the host's speed (45 s without the other: it exits 3).
 HOLD_TOGETHER = (
     "import os, sys, time; x = b'x' * ({mib} << 20); open(sys.argv[1], 'w').close(); "
-    "deadline = time.monotonic() + 60\n"
+    "deadline = time.monotonic() + 45\n"
     "while not os.path.exists(sys.argv[2]):\n"
     "    if time.monotonic() > deadline: sys.exit(3)\n"
     "    time.sleep(0.01)"

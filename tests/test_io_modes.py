@@ -295,11 +295,11 @@ def test_no_echo_keeps_the_pipe_drained_and_the_idle_clock_running(tmp_path):
 
 def until_sampled(jsonl, samples: int) -> list[str]:
     """A child that exits once the run's stream holds ``samples`` member snapshots (every one
-    taken while it lived), whatever the host's speed; after 20 s without them, it exits 3."""
+    taken while it lived), whatever the host's speed; after 45 s without them, it exits 3."""
     code = textwrap.dedent(
         f"""
         import sys, time
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 45
         while open({str(jsonl)!r}, "rb").read().count(b'"members_snapshot"') < {samples}:
             if time.monotonic() > deadline:
                 sys.exit(3)
