@@ -179,3 +179,23 @@ def test_async_event_iterator_and_wait_async():
     names, result = asyncio.run(main())
     assert names[0] == "run_started" and names[-1] == "runner_exit" and "root_exited" in names
     assert result[0] == result[1].returncode == 5
+
+
+def test_start_interrupted_before_the_start_raises_the_interruption_not_a_warning(monkeypatch):
+    """Interrupted while waiting for the run's start, ``start`` waits for the run's end and raises
+    the interruption: what the run lost was warned there, and under ``-W error`` the warning (an
+    ``EventsLost``, say) replaced the KeyboardInterrupt. No result is handed over: nothing is said."""
+    from processkit.api import handle, launch
+    from processkit.api.result import EventsLost
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+        yield
+
+    def warned_as_error(self, report, result):
+        raise EventsLost("a warning under -W error")
+
+    monkeypatch.setattr(handle.RunHandle, "events", interrupted)
+    monkeypatch.setattr(launch.Call, "warned", warned_as_error)
+    with pytest.raises(KeyboardInterrupt):
+        processkit.start(["true"])

@@ -109,9 +109,24 @@ while state(made[0]) != "gone" and time.monotonic() < deadline:
 print(state(made[0]))
 """
 
+# A run started on a spare (inside a call, as a signal handler's) that is replaced while the run
+# goes on (a PROCESSKIT_ variable changed): the spare's socket stays open for the handle holding it.
+HELD = """
+import os, processkit
+from processkit.api import reentry
+mark = os.path.join(os.environ["SCRATCH"], "go")
+with reentry.busy:
+    held = processkit.start(["sh", "-c", f"while [ ! -e {mark} ]; do sleep 0.01; done"])
+    os.environ["PROCESSKIT_TEST_REPLACES_THE_SPARE"] = "1"
+    processkit.run(["true"])  # on a new spare: the old one is replaced
+    open(mark, "w").close()
+    result = held.result()
+print("held run:", result.returncode, result.source)
+"""
 
-def _said(code: str, tmp_path) -> str:
-    """What ``code`` printed, run in a process of its own that must end 0."""
+
+def _said(code: str, tmp_path, *, quiet: bool = False) -> str:
+    """What ``code`` printed, run in a process of its own that must end 0 (``quiet``: saying nothing on stderr)."""
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -120,6 +135,7 @@ def _said(code: str, tmp_path) -> str:
         env={**__import__("os").environ, "SCRATCH": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr
+    assert not quiet or done.stderr == "", done.stderr
     return done.stdout.strip()
 
 
@@ -148,3 +164,13 @@ def test_a_batch_from_a_signal_handler_inside_a_run_goes_to_a_spare_service(tmp_
 
 def test_a_spare_service_of_an_ended_thread_is_collected(tmp_path):
     assert _said(ENDED, tmp_path) == "gone"
+
+
+def test_a_replaced_spare_is_left_open_for_a_handle_that_holds_a_run_on_it(tmp_path):
+    assert _said(HELD, tmp_path) == "held run: 0 child_exit"
+
+
+def test_a_caller_that_re_entered_a_call_exits_without_noise(tmp_path):
+    """The spares and connections let go at the interpreter's exit, when the module globals the
+    closing calls are None: ``Exception ignored in ... __del__`` was printed at every such exit."""
+    assert _said(HANDLER, tmp_path, quiet=True) == "b'outer\\n' [b'handler\\n'] b'after\\n'"

@@ -162,6 +162,7 @@ with warnings.catch_warnings(record=True) as said:
 print(result.returncode, result.stdout)
 print(result.diagnostics.strip())
 print([warning.category.__name__ for warning in said])
+print([(warning.filename, str(warning.message).split(":")[0]) for warning in said])
 """
 
 
@@ -174,3 +175,5 @@ def test_a_capture_over_the_replys_bound_the_full_scratch_cannot_take_is_said_lo
     assert said[1].startswith(f"processkit: the run's stdout not returned ({(64 << 20) + 1} bytes): no room"), said
     assert "/dev/shm/" in said[1] and "No space left on device" in said[1] and "64 MiB" in said[1], said
     assert said[2] == "['CaptureWriteFailed']", said
+    # At the caller's line, named as the call was made (it pointed into processkit/api/launch.py).
+    assert said[3] == "[('<string>', \"processkit.run('head', ...)\")]", said

@@ -269,7 +269,7 @@ class RunHandle:
             return data
         return stdio.decoded(data)
 
-    def _finish(self, timeout: float | None) -> RunResult:
+    def _finish(self, timeout: float | None, warn: bool = True) -> RunResult:
         if self._result is not None:
             return self._result
         if self._connection is not None:
@@ -284,7 +284,7 @@ class RunHandle:
             if self._scratch is not None:
                 self._result = dataclasses.replace(self._result, jsonl=None)
             _forget(self._connection, self._rid, self._scratch)
-            return self._call.warned(report, self._result)  # stored and let go first: a warning as error
+            return self._call.warned(report, self._result) if warn else self._result  # stored, let go first
         watch = self._watch
         assert watch is not None  # no runner process: an attached handle
         started = time.monotonic()
@@ -377,7 +377,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     except BaseException:  # interrupted while waiting for the start: the run ends through its release
         connection.signal(rid, "sigterm")
         try:
-            handle._finish(None)
+            handle._finish(None, warn=False)  # no result handed over: nothing said over the interruption
         except service.ServiceGone:
             pass
         raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 
 from . import caller_env
@@ -49,12 +50,22 @@ def depth() -> int:
 
 
 class _Spares(dict):
-    """A thread's spares by depth; those it lets go (replaced, or the thread ended) are closed and their
-    services collected (``retire``), as an ended shared one is: none is left a zombie."""
+    """A thread's spares by depth; those it lets go (replaced, or the thread ended) go as a replaced
+    shared one does (``let_go``). At the interpreter's exit nothing is done: the module globals the
+    closing calls are gone, and the descriptors close with the process."""
 
-    def __del__(self) -> None:
-        for found in self.values():
-            retire(found)
+    def __del__(self, finalizing=sys.is_finalizing) -> None:  # bound now: ``sys`` may be None by then
+        if not finalizing():
+            for found in self.values():
+                let_go(found)
+
+
+def let_go(found) -> None:
+    """A spare this thread no longer keeps: closed and its service collected (``retire``) unless a
+    started run's handle still holds a request on it; then closed when the last holder lets go
+    (``Connection.__del__``), as a replaced shared connection is, never under a held run."""
+    if found.owner == os.getpid() and (found.gone or len(found._boxes) == 1):  # box 0: the hello's alone
+        retire(found)
 
 
 def retire(found) -> None:
@@ -74,8 +85,8 @@ def spare(make: Callable):
         or not found.intact()
         or found.fingerprint != caller_env.fingerprint()
     ):
-        if found is not None and found.owner == os.getpid():
-            retire(found)
+        if found is not None:
+            let_go(found)
         found = spares[depth()] = make()
     return found
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import warnings
 from typing import TypeVar
 
 from ..bounded import loads
@@ -303,10 +302,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
-    for what, size, why in report.get("unkept") or ():  # never a silent None: said, and warned as a failed write
-        lost = f"processkit: the run's {what} not returned ({size} bytes): {why}"
-        diagnostics += lost + "\n"
-        warnings.warn(lost, CaptureWriteFailed, stacklevel=4)
+    for what, size, why in report.get("unkept") or ():  # never a silent None: said (``Call.warned`` warns too)
+        diagnostics += f"processkit: the run's {what} not returned ({size} bytes): {why}\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
     last = latest(events)
     found = captures(events, spec.run_id, last, report.get("kept"))

@@ -333,8 +333,8 @@ class Connection:
         self.gone = True
         wire.let_go(self.sock, self.ident)
 
-    def __del__(self) -> None:  # a connection replaced and no longer held: its service ends
-        if getattr(self, "ident", None) is not None:
+    def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
+        if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
             wire.let_go(self.sock, self.ident)
 
 

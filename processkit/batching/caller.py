@@ -98,6 +98,9 @@ def batch(
         # as every call: a spare service when re-entered (a signal handler's batch inside a call)
         connection, rid = service.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
         connection.forget(rid)  # the batch answers on its own connection
+    except BaseException:  # the service could not start, say: neither end is left open
+        mine.close()
+        raise
     finally:
         theirs.close()
     with mine:

@@ -186,7 +186,7 @@ RECOVERED = {
 }
 
 
-def recovered_tail(item, state: str = "unknown") -> tuple[CapturedStream, Markup | None, str]:
+def recovered_tail(item, state: str) -> tuple[CapturedStream, Markup | None, str]:
     """A ring run's stream with no ``output_captured`` (``events.kept.Salvage``): its facts as
     far as the marks tell them, the last lines of the bytes the ring holds, read in stream order,
     and a note saying where they come from (no digest was ever taken of them); ``state`` (a key
