@@ -64,7 +64,7 @@ def let_go(found) -> None:
     """A spare this thread no longer keeps: closed and its service collected (``retire``) unless a
     started run's handle still holds a request on it; then closed when the last holder lets go
     (``Connection.__del__``), as a replaced shared connection is, never under a held run."""
-    if found.owner == os.getpid() and (found.gone or len(found._boxes) == 1):  # box 0: the hello's alone
+    if found.owner == os.getpid() and (found.gone or found.idle):
         retire(found)
 
 

@@ -109,6 +109,8 @@ class Connection:
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
         self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
 
+    idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
+
     @reentry.counted
     def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
         """Send a request; returns its id. ``env``: carry the caller's environment and its
