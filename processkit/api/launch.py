@@ -93,8 +93,8 @@ class Call(Plain):
 
     def warned(self, report: dict, result: RunResult) -> RunResult:
         """Say what the run lost (a failed stream, a cut capture file) and return ``result``:
-        called once the caller holds the result and has let the run go, so a warning raised as an
-        error (``-W error``) leaves nothing undone and a second ``wait`` returns the result."""
+        called once the run is let go (its request forgotten, the result kept), so a warning raised
+        as an error (``-W error``) leaves nothing undone and a second ``wait`` returns the result."""
         if report.get("stream_failure"):  # the CLI's warning, which the service has no reader for
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
@@ -164,7 +164,7 @@ def _followable(path: str) -> None:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         mask = caller_env.umask_now()
-        if not 0o666 & ~mask & stat.S_IRUSR and not caller_env.reads_any_file():
+        if mask & stat.S_IRUSR and not caller_env.reads_any_file():
             raise ValueError(
                 f"jsonl={path} would be made under the umask {mask:#o}, which leaves it unreadable to its owner: "
                 f"{follows}; give a umask that keeps the owner's read bit, or no jsonl= (the events are then "

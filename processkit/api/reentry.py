@@ -63,7 +63,7 @@ class _Spares(dict):
 def let_go(found) -> None:
     """A spare this thread no longer keeps: closed and its service collected (``retire``) unless a
     started run's handle still holds a request on it; then closed when the last holder lets go
-    (``Connection.__del__``), as a replaced shared connection is, never under a held run."""
+    (``Connection.__del__``), never under a held run."""
     if found.owner == os.getpid() and (found.gone or found.idle):
         retire(found)
 

@@ -39,7 +39,7 @@ class BatchError(subprocess.CalledProcessError):
         failed = [line["id"] for line in lines if line["exit_code"] != 0]
         super().__init__(BATCH_FAILED, failed)
         self.lines = lines
-        self.said = said  # the failed jobs' words, read where the batch ran (its files are there)
+        self.said = said  # the failed jobs' words, read from ``out`` once the batch ended
 
     def __reduce__(self):
         return (type(self), (self.lines, self.said))

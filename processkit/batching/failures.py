@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 TAIL_LINES = 5
 TAIL_BYTES = 4096
 LINE_CHARS = 200  # of each line shown
-ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line
+ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in a BatchError
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
 

@@ -116,7 +116,7 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
-        decided = _decide(new, old[hit], threshold, flag, busy, now, then, earlier.metric_for(result.metric))
+        decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric)
         # a regression either way fails; else the timeouts' word (inconclusive) before the figures'
         regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])

@@ -25,8 +25,8 @@ STREAM_SUFFIX = ".jsonl"
 
 @contextlib.contextmanager
 def judged_directory(given: list[str]) -> Iterator[int | None]:
-    """The one directory given (``report DIR``), reached and judged once as ``is_directory``
-    reaches it, and pinned (``safepath.pin``) while the page is made: its listing, its entries
+    """The one directory given (``report DIR``), reached and judged once (``_reached``, as
+    ``is_directory`` reaches it), and pinned (``safepath.pin``) while the page is made: its listing, its entries
     and a batch's files are read from that handle, not by DIR's name, so another user
     who owns DIR's parent cannot swap DIR for their link between the judgement and the reads
     (``cli/report.py``'s live label and ``-o``'s kept identities still look by name: no content).
