@@ -255,7 +255,7 @@ def test_the_page_process_waits_ready_beside_the_jobs_and_dies_with_the_batch(tm
     finally:
         batch.kill()
         batch.communicate(timeout=SAFETY_NET)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SAFETY_NET
     while pid_alive(drawers[0]) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not pid_alive(drawers[0]), "the page process outlived its batch"

@@ -159,6 +159,8 @@ def _followable(path: str) -> None:
     with no handle on it."""
     import stat
 
+    from ..bounded import file_kind
+
     follows = "start() follows its jsonl= stream to see the run begin"
     try:
         mode = os.stat(path).st_mode
@@ -173,19 +175,11 @@ def _followable(path: str) -> None:
         return
     except OSError:
         return  # the run says why it cannot make it
-    kinds = {
-        stat.S_ISCHR: "character device",
-        stat.S_ISBLK: "block device",
-        stat.S_ISFIFO: "FIFO",
-        stat.S_ISSOCK: "socket",
-        stat.S_ISDIR: "directory",
-    }
-    for test, kind in kinds.items():
-        if test(mode):
-            raise ValueError(
-                f"jsonl={path} is a {kind}: {follows}; name a regular file, or none (the events are then "
-                "handle.events())"
-            )
+    kind = file_kind(mode)
+    if kind is not None:
+        raise ValueError(
+            f"jsonl={path} is {kind}: {follows}; name a regular file, or none (the events are then handle.events())"
+        )
     if not os.access(path, os.R_OK):
         raise ValueError(
             f"jsonl={path} is a file this process may not read: {follows}; name a file it may read, or none "
