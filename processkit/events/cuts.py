@@ -1,10 +1,20 @@
 """What a cap or a failed write cut of the capture files a run keeps, in one set of words: the
 CLI's ``run`` says them on stderr and the API warns with them, each spelling the cap's option
-as its caller names it (``--capture-max-bytes``, ``capture_max_bytes``)."""
+as its caller names it (``--capture-max-bytes``, ``capture_max_bytes``); the batch's list and
+JUnit file say the same reason beside a capture (``events.dropped.cut_note``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+
+def reason(write_error, truncated, option: str, whose: str) -> str | None:
+    """Why a capture file holds less than its stream, or None: a failed write (a full disk)
+    first, since it cut the file short of the cap too (``a write to {whose} failed``), else the
+    cap, ``option`` as its caller spells it (``cut at {option}``)."""
+    if write_error:
+        return f"a write to {whose} failed"
+    return f"cut at {option}" if truncated else None
 
 
 def capture_cuts(
@@ -17,10 +27,11 @@ def capture_cuts(
     cut, failed = [], False
     for name, stream in captured:
         stream = stream or {}
+        why = reason(stream.get("write_error"), stream.get("truncated"), option, f"{name}'s capture")
         held = f"{stream.get('path')} holds {stream.get('bytes_written')} of its {stream.get('bytes_seen')} bytes"
         if stream.get("write_error"):
-            cut.append(f"a write to {name}'s capture failed: {held}")
+            cut.append(f"{why}: {held}")
             failed = True
-        elif stream.get("truncated") and name != ended:
-            cut.append(f"{name}'s capture was cut at {option}: {held}")
+        elif why and name != ended:
+            cut.append(f"{name}'s capture was {why}: {held}")
     return cut, failed
